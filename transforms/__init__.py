@@ -1,0 +1,5 @@
+"""convnorm's transforms: the pure normalization core and the Beam transforms around it.
+
+Modules without an ``apache_beam`` import (``normalize``, ``records``, ``profiles``,
+``validate``, ``formats``) hold all the logic; the Beam modules only route and count.
+"""

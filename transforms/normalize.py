@@ -1,0 +1,440 @@
+"""FlowDrop MEM-5 conversation normalization, exactly as resolved in NORMALIZATION.md.
+
+``normalize_conversation(messages)`` takes one logged message list and returns a
+``NormalizeResult``: the provider-sendable list, the number of entries dropped, the drops by
+reason and the number of synthetic "interrupted" results inserted.
+
+The four rules run in order:
+
+1. coerce every entry to the flat shape (drop non-objects and role-less entries, cast
+   content to text, read calls leniently);
+2. move ``system`` messages to the front (stable partition);
+3. repair tool pairing (step A declarations, step B results, step C unanswered calls);
+4. strip ``tool`` messages leading the list after the system group, then run rule 3 again.
+
+Pure: no Beam, no I/O, no global state, and the input is never mutated. ``dropped`` is
+counted by the operations that drop, one by one, never derived from list lengths: an unusable
+id can cost three drops from a list of two.
+
+Usage::
+
+    >>> from transforms.normalize import normalize_conversation
+    >>> normalize_conversation([{"role": "user", "content": 42}]).messages
+    [{'role': 'user', 'content': '42'}]
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any, NamedTuple
+
+import orjson
+
+__all__ = [
+    "INTERRUPTED_RESULT",
+    "REASONS",
+    "NormalizeResult",
+    "coerce_messages",
+    "content_text",
+    "normalize_conversation",
+    "usable_id",
+]
+
+#: The closed list of drop reasons, in the order the rules can produce them.
+REASONS = (
+    "not_an_object",
+    "no_role",
+    "unusable_call",
+    "redeclared_call",
+    "emptied_turn",
+    "orphan_result",
+    "duplicate_result",
+    "leading_tool",
+)
+
+#: Content of the synthetic result that answers a call left unanswered (MEM-3).
+INTERRUPTED_RESULT = "Tool call was interrupted; no result."
+
+
+class NormalizeResult(NamedTuple):
+    """What normalization returns for one conversation."""
+
+    messages: list
+    dropped: int
+    drops: dict
+    healed: int
+
+
+class _DropLog:
+    """Counts drops at the moment they happen: ``dropped`` and the per-reason tally together."""
+
+    __slots__ = ("dropped", "by_reason")
+
+    def __init__(self) -> None:
+        self.dropped = 0
+        self.by_reason: dict[str, int] = {}
+
+    def add(self, reason: str) -> None:
+        self.dropped += 1
+        self.by_reason[reason] = self.by_reason.get(reason, 0) + 1
+
+    def report(self) -> dict[str, int]:
+        # Canonical reason order, so that serialized reports are byte-stable.
+        return {r: self.by_reason[r] for r in REASONS if r in self.by_reason}
+
+
+# --------------------------------------------------------------------------------------------
+# Content casting (rule 1, step 4)
+
+
+def _int_text(value: int) -> str:
+    """Decimal digits of an integer of any size.
+
+    CPython refuses ``str()`` on integers past 4,300 digits (a guard against quadratic
+    conversion); the spec wants the digits anyway, so such integers are converted in chunks
+    rather than by lifting the interpreter-wide limit.
+    """
+    try:
+        return str(value)
+    except ValueError:
+        pass
+    sign = "-" if value < 0 else ""
+    value = abs(value)
+    chunk_digits = 4000
+    base = 10**chunk_digits
+    chunks = []
+    while value:
+        value, low = divmod(value, base)
+        chunks.append(low)
+    head = str(chunks[-1])
+    rest = "".join(str(c).zfill(chunk_digits) for c in reversed(chunks[:-1]))
+    return sign + head + rest
+
+
+def _float_json(value: float) -> str:
+    # What the standard encoder writes for a float (it allows NaN and infinities).
+    if value != value:
+        return "NaN"
+    if value in (float("inf"), float("-inf")):
+        return "Infinity" if value > 0 else "-Infinity"
+    return float.__repr__(value)
+
+
+_encode_json_string = json.encoder.encode_basestring  # non-ASCII kept as is
+
+
+def _exact_json(value: Any) -> str:
+    """Compact JSON like the standard encoder's, but with integers of any size.
+
+    Used only when the standard encoder refuses an integer past the interpreter's digit
+    limit. It follows the standard encoder's rules for keys and values, and is as deep as
+    Python's recursion allows.
+    """
+    if value is None:
+        return "null"
+    if value is True:
+        return "true"
+    if value is False:
+        return "false"
+    if isinstance(value, str):
+        return _encode_json_string(value)
+    if isinstance(value, int):
+        return _int_text(int(value))
+    if isinstance(value, float):
+        return _float_json(value)
+    if isinstance(value, dict):
+        return "{" + ",".join(_exact_key(k) + ":" + _exact_json(v) for k, v in value.items()) + "}"
+    if isinstance(value, (list, tuple)):
+        return "[" + ",".join(_exact_json(v) for v in value) + "]"
+    raise TypeError(f"not JSON serializable: {type(value).__name__}")
+
+
+def _exact_key(key: Any) -> str:
+    if isinstance(key, str):
+        return _encode_json_string(key)
+    if key is None or isinstance(key, (bool, int, float)):
+        return _encode_json_string(_exact_json(key))
+    raise TypeError(f"keys must be str, int, float, bool or None, not {type(key).__name__}")
+
+
+def _json_text(value: Any) -> str:
+    """Compact JSON text of a non-scalar, or ``""`` when nothing can serialize it."""
+    try:
+        # Fast path. orjson refuses integers past 64 bits, nesting past 255 levels and
+        # non-string keys: none of those is a reason to blank content, so fall back.
+        return orjson.dumps(value).decode()
+    except (TypeError, ValueError):
+        pass
+    try:
+        return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
+    except ValueError:
+        # Integers past CPython's 4,300-digit conversion limit; anything else is final.
+        try:
+            return _exact_json(value)
+        except (TypeError, ValueError, RecursionError):
+            return ""
+    except (TypeError, RecursionError):
+        return ""
+
+
+def content_text(content: Any) -> str:
+    """Cast a message's content to text by the casting table of rule 1."""
+    cls = content.__class__
+    if cls is str:
+        return content
+    if content is None:
+        return ""
+    if cls is bool:
+        return "true" if content else "false"
+    if cls is int:
+        return _int_text(content)
+    if cls is float:
+        return float.__repr__(content)
+    # Subclasses of the scalar types cast like their base type.
+    if isinstance(content, str):
+        return str.__str__(content)
+    if isinstance(content, bool):
+        return "true" if content else "false"
+    if isinstance(content, int):
+        return _int_text(int(content))
+    if isinstance(content, float):
+        return float.__repr__(content)
+    return _json_text(content)
+
+
+# --------------------------------------------------------------------------------------------
+# Rule 1 — coerce each entry
+
+
+def usable_id(value: Any) -> str | None:
+    """The trimmed text of a call id, or ``None`` when the id is unusable.
+
+    Booleans, null and anything neither string nor integer are unusable; an integer becomes
+    its decimal text; a string is trimmed. ``""`` and ``"0"`` are unusable (``"0"`` is a legal
+    string but a falsy value); ``"00"`` is usable.
+    """
+    cls = value.__class__
+    if cls is str:
+        text = value.strip()
+    elif cls is int:
+        text = _int_text(value)
+    elif isinstance(value, bool) or value is None:
+        return None
+    elif isinstance(value, int):
+        text = _int_text(int(value))
+    elif isinstance(value, str):
+        text = str.__str__(value).strip()
+    else:
+        return None
+    if not text or text == "0":
+        return None
+    return text
+
+
+def _read_call(call: Any) -> Any:
+    """Read one call leniently (provider-shaped calls included); junk passes through.
+
+    A call that is not an object is left as it is, for rule 3 to drop as ``unusable_call``.
+    The id is kept raw here: step A decides whether it is usable.
+    """
+    if not isinstance(call, dict):
+        return call
+    get = call.get
+    call_id = get("tool_call_id")
+    if call_id is None:
+        call_id = get("id")
+    name = get("name")
+    args = get("args")
+    if args is None:
+        args = get("arguments")
+    if name is None or args is None:
+        function = get("function")
+        if isinstance(function, dict):
+            if name is None:
+                name = function.get("name")
+            if args is None:
+                args = function.get("arguments")
+    if name is None:
+        name = ""
+    elif name.__class__ is not str:
+        name = content_text(name)
+    if args is None:
+        return {"tool_call_id": call_id, "name": name}
+    return {"tool_call_id": call_id, "name": name, "args": args}
+
+
+def _pairing_key(entry: dict, key: str) -> Any:
+    # Stored-buffer rows keep pairing keys under ``metadata``.
+    value = entry.get(key)
+    if value is None:
+        metadata = entry.get("metadata")
+        if isinstance(metadata, dict):
+            value = metadata.get(key)
+    return value
+
+
+# Roles that need no blank check: the hot path of rule 1.
+_PLAIN_ROLES = frozenset(("system", "user", "assistant", "tool"))
+
+
+def _coerce(messages: list, log: _DropLog) -> list:
+    out = []
+    append = out.append
+    for entry in messages:
+        if not isinstance(entry, dict):
+            log.add("not_an_object")
+            continue
+        role = entry.get("role")
+        if role.__class__ is not str or role not in _PLAIN_ROLES:
+            if not isinstance(role, str) or not role.strip():
+                log.add("no_role")
+                continue
+            role = str.__str__(role)
+        content = entry.get("content")
+        if content.__class__ is not str:
+            content = content_text(content)
+        if role == "assistant":
+            calls = _pairing_key(entry, "tool_calls")
+            if isinstance(calls, list) and calls:
+                append({"role": role, "content": content, "tool_calls": [_read_call(c) for c in calls]})
+                continue
+        elif role == "tool":
+            append({"role": role, "content": content, "tool_call_id": _pairing_key(entry, "tool_call_id")})
+            continue
+        append({"role": role, "content": content})
+    return out
+
+
+def coerce_messages(messages: list) -> tuple[list, dict[str, int]]:
+    """Rule 1 alone: the coerced list and its drops by reason.
+
+    Exposed for opt-in passes that want to work on flat messages before the core runs. Ids
+    are still raw here (untrimmed, possibly unusable); rule 3 settles them.
+    """
+    log = _DropLog()
+    return _coerce(messages, log), log.report()
+
+
+# --------------------------------------------------------------------------------------------
+# Rule 2 — system messages first
+
+
+def _system_first(messages: list) -> list:
+    systems = [m for m in messages if m["role"] == "system"]
+    if not systems:
+        return messages
+    return systems + [m for m in messages if m["role"] != "system"]
+
+
+# --------------------------------------------------------------------------------------------
+# Rule 3 — the repair pass
+
+
+def _repair(messages: list, log: _DropLog) -> tuple[list, int]:
+    """One repair pass (steps A, B, C). Returns the new list and how many results it healed."""
+    # Step A — declarations: the first declaration of an id owns the pairing.
+    declared: set[str] = set()
+    after_a = []
+    keep = after_a.append
+    for message in messages:
+        if "tool_calls" not in message:  # only assistant turns carry calls after rule 1
+            keep(message)
+            continue
+        kept = []
+        changed = False
+        for call in message["tool_calls"]:
+            raw_id = call.get("tool_call_id") if isinstance(call, dict) else None
+            call_id = usable_id(raw_id)
+            if call_id is None:
+                log.add("unusable_call")
+                changed = True
+            elif call_id in declared:
+                log.add("redeclared_call")
+                changed = True
+            else:
+                declared.add(call_id)
+                if raw_id != call_id:
+                    call = {**call, "tool_call_id": call_id}
+                    changed = True
+                kept.append(call)
+        if not changed:
+            keep(message)
+        elif kept:
+            keep({"role": message["role"], "content": message["content"], "tool_calls": kept})
+        elif message["content"].strip():
+            keep({"role": message["role"], "content": message["content"]})
+        else:
+            log.add("emptied_turn")
+
+    # Step B — results: each declared id is answered by its first usable result, anywhere.
+    answered: set[str] = set()
+    after_b = []
+    keep = after_b.append
+    for message in after_a:
+        if "tool_call_id" not in message:  # only tool messages carry an id after rule 1
+            keep(message)
+            continue
+        raw_id = message["tool_call_id"]
+        call_id = usable_id(raw_id)
+        if call_id is None or call_id not in declared:
+            log.add("orphan_result")
+        elif call_id in answered:
+            log.add("duplicate_result")
+        else:
+            answered.add(call_id)
+            if raw_id != call_id:
+                message = {"role": "tool", "content": message["content"], "tool_call_id": call_id}
+            keep(message)
+
+    # Step C — unanswered calls: a synthetic result directly after the declaring turn.
+    if len(answered) == len(declared):
+        return after_b, 0
+    healed = 0
+    after_c = []
+    keep = after_c.append
+    for message in after_b:
+        keep(message)
+        if "tool_calls" not in message:
+            continue
+        for call in message["tool_calls"]:
+            call_id = call["tool_call_id"]
+            if call_id not in answered:
+                keep({"role": "tool", "content": INTERRUPTED_RESULT, "tool_call_id": call_id})
+                healed += 1
+    return after_c, healed
+
+
+# --------------------------------------------------------------------------------------------
+# Rule 4 — leading-tool guard, then repair again
+
+
+def _strip_leading_tools(messages: list, log: _DropLog) -> list:
+    start = 0
+    while start < len(messages) and messages[start]["role"] == "system":
+        start += 1
+    end = start
+    while end < len(messages) and messages[end]["role"] == "tool":
+        log.add("leading_tool")
+        end += 1
+    if end == start:
+        return messages
+    return messages[:start] + messages[end:]
+
+
+def normalize_conversation(messages: Any) -> NormalizeResult:
+    """Normalize one conversation by MEM-5 (rules 1-4 of NORMALIZATION.md, in order).
+
+    Input that is not a list normalizes to ``[]`` with nothing dropped: a job routes such a
+    record to its dead-letter output before calling this function.
+    """
+    if not isinstance(messages, list):
+        return NormalizeResult([], 0, {}, 0)
+    log = _DropLog()
+    flat = _coerce(messages, log)
+    flat = _system_first(flat)
+    flat, healed = _repair(flat, log)
+    flat = _strip_leading_tools(flat, log)
+    # Rule 4 runs the repair pass again, always: stripping a leading result can un-answer a
+    # call, and the second pass heals it.
+    flat, healed_again = _repair(flat, log)
+    return NormalizeResult(flat, log.dropped, log.report(), healed + healed_again)
