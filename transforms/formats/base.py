@@ -1,0 +1,102 @@
+"""The format registry's contract: readers map a record to the flat shape, writers map back.
+
+A *reader* takes one parsed record (whatever a line of the input holds) and returns a
+``Conversation``: the message list in the flat shape the core reads, and every other field
+of the record, carried through unchanged. A reader that cannot read a record raises
+``FormatError`` with a short reason; the job dead-letters the record with it.
+
+A *writer* takes one normalized flat record (a dict whose ``ctx.messages_field`` holds the
+normalized messages, the record's other fields beside it) and returns the output record. A
+writer that cannot represent a record raises ``FormatError``.
+
+Adding a format is one module that defines a reader and/or a writer and registers them with
+``register_reader`` / ``register_writer``, plus its import in ``transforms/formats/__init__``.
+No Beam import here: formats are plain functions, testable alone.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Callable, NamedTuple
+
+
+class FormatError(ValueError):
+    """A record that a reader cannot read or a writer cannot write.
+
+    ``reason`` is a short snake_case token (it becomes a dead-letter reason's detail and a
+    counter name); the message says what was wrong, for a person.
+    """
+
+    def __init__(self, reason: str, message: str = "") -> None:
+        super().__init__(message or reason)
+        self.reason = reason
+
+
+class Conversation(NamedTuple):
+    """One record read into the flat shape.
+
+    ``messages`` is the (possibly defective) flat message list the core normalizes;
+    ``fields`` is every other field of the record, in order, carried through unchanged. A
+    reader may leave the message key inside ``fields``: the job replaces its value in place,
+    so the record keeps its key order.
+    """
+
+    messages: list
+    fields: dict
+
+
+@dataclass(frozen=True)
+class WriteContext:
+    """What a writer knows besides the record itself."""
+
+    record_id: str
+    messages_field: str = "messages"
+    id_field: str = "id"
+    model: str | None = None
+
+
+@dataclass(frozen=True)
+class Reader:
+    name: str
+    #: ``read(record, messages_field) -> Conversation``; raises FormatError.
+    read: Callable[[Any, str], Conversation]
+    #: ``detect(record, messages_field) -> bool``: does this record look like this format?
+    #: Used by ``--format auto``; readers are tried in their registration priority.
+    detect: Callable[[Any, str], bool]
+    #: Lower is tried first by auto-detection (the catch-all flat reader goes last).
+    priority: int = 50
+    description: str = ""
+
+
+@dataclass(frozen=True)
+class Writer:
+    name: str
+    #: ``write(record, ctx) -> dict``; raises FormatError.
+    write: Callable[[dict, WriteContext], dict]
+    description: str = ""
+
+
+READERS: dict[str, Reader] = {}
+WRITERS: dict[str, Writer] = {}
+
+
+def register_reader(reader: Reader) -> Reader:
+    if reader.name in READERS or reader.name == "auto":
+        raise ValueError(f"reader {reader.name!r} is already registered")
+    READERS[reader.name] = reader
+    return reader
+
+
+def register_writer(writer: Writer) -> Writer:
+    if writer.name in WRITERS:
+        raise ValueError(f"writer {writer.name!r} is already registered")
+    WRITERS[writer.name] = writer
+    return writer
+
+
+def detect_reader(record: Any, messages_field: str = "messages") -> Reader | None:
+    """The first reader, by priority then name, whose ``detect`` accepts the record."""
+    for reader in sorted(READERS.values(), key=lambda r: (r.priority, r.name)):
+        if reader.detect(record, messages_field):
+            return reader
+    return None
