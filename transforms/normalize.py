@@ -142,10 +142,18 @@ def _exact_json(value: Any) -> str:
         return _int_text(int(value))
     if isinstance(value, float):
         return _float_json(value)
+    # Plain loops, not generator expressions: one frame per nesting level, as the standard
+    # encoder spends one recursion level per container, so the depths it allows fit here too.
     if isinstance(value, dict):
-        return "{" + ",".join(_exact_key(k) + ":" + _exact_json(v) for k, v in value.items()) + "}"
+        parts = []
+        for k, v in value.items():
+            parts.append(_exact_key(k) + ":" + _exact_json(v))
+        return "{" + ",".join(parts) + "}"
     if isinstance(value, (list, tuple)):
-        return "[" + ",".join(_exact_json(v) for v in value) + "]"
+        parts = []
+        for v in value:
+            parts.append(_exact_json(v))
+        return "[" + ",".join(parts) + "]"
     raise TypeError(f"not JSON serializable: {type(value).__name__}")
 
 
