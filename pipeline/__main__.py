@@ -1,0 +1,7 @@
+"""``python -m pipeline`` runs the convnorm job (see ``pipeline.main``)."""
+
+import sys
+
+from pipeline.main import main
+
+sys.exit(main())

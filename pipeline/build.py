@@ -1,0 +1,58 @@
+"""The job's graph: ``build(pipeline, job)`` applies read -> normalize -> write and returns
+the PCollections, so tests can build it on a TestPipeline and ``main`` only parses and runs.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import apache_beam as beam
+from apache_beam.io.filesystems import FileSystems
+
+from pipeline.options import Job
+from pipeline.sinks import SUMMARY_FILE, WriteShards, WriteSummary
+from pipeline.sources import DEFAULT_BATCH_SIZE, ReadConversationLogs, Shard
+from transforms.conversations import NormalizeConversations, SummarizeRun
+from transforms.records import Settings
+
+
+class CleanedLogs(NamedTuple):
+    records: beam.PCollection
+    drops: beam.PCollection
+    dead_letters: beam.PCollection
+    read_stats: beam.PCollection
+
+
+class CleanConversationLogs(beam.PTransform):
+    """Read -> parse -> normalize -> split: planned input shards to the three outputs."""
+
+    def __init__(self, shards: list[Shard], settings: Settings, batch_size: int = DEFAULT_BATCH_SIZE) -> None:
+        super().__init__()
+        self._shards = shards
+        self._settings = settings
+        self._batch_size = batch_size
+
+    def expand(self, pbegin):
+        read = pbegin | "Read" >> ReadConversationLogs(self._shards, self._batch_size)
+        out = read.batches | "Normalize" >> NormalizeConversations(self._settings)
+        return CleanedLogs(out.records, out.drops, out.dead_letters, read.stats)
+
+
+class JobOutputs(NamedTuple):
+    cleaned: CleanedLogs
+    summary: beam.PCollection
+
+
+def build(pipeline: beam.Pipeline, job: Job) -> JobOutputs:
+    """Apply the whole job to ``pipeline``: outputs under ``job.output``."""
+    cleaned = pipeline | "CleanLogs" >> CleanConversationLogs(job.shards, job.settings, job.batch_size)
+    out = job.output
+    settings = job.settings
+    cleaned.records | "WriteNormalized" >> WriteShards(
+        FileSystems.join(out, "normalized"), job.output_format,
+        id_field=settings.id_field, messages_field=settings.messages_field)
+    cleaned.drops | "WriteDrops" >> WriteShards(FileSystems.join(out, "drops"))
+    cleaned.dead_letters | "WriteDeadLetters" >> WriteShards(FileSystems.join(out, "dead_letter"))
+    summary = (cleaned.read_stats, cleaned.drops, cleaned.dead_letters) | "Summarize" >> SummarizeRun(settings)
+    summary | "WriteSummary" >> WriteSummary(FileSystems.join(out, SUMMARY_FILE))
+    return JobOutputs(cleaned, summary)

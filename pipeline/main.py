@@ -1,0 +1,186 @@
+"""The convnorm command line: ``convnorm [run] ...`` and ``convnorm validate ...``.
+
+Examples::
+
+    # Normalize the bundled sample (outputs under out/, summary printed at the end)
+    convnorm --config configs/local.yaml
+
+    # Any input, another sink, two worker processes
+    convnorm --input 'logs/*.jsonl.gz' --output out/ --sink openai-finetune \\
+        --direct_num_workers=2 --direct_running_mode=multi_processing
+
+    # Check files as they are against providers' pairing rules (exit status 1 if not sendable)
+    convnorm validate --input 'out/normalized/*.jsonl'
+
+``main`` parses and validates the options (errors exit with status 2 before any pipeline is
+built), builds the graph with ``pipeline.build``, runs it and prints the summary.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import shutil
+import sys
+import tempfile
+import textwrap
+from typing import Callable
+
+import apache_beam as beam
+from apache_beam.io.filesystems import FileSystems
+from apache_beam.runners.runner import PipelineState
+
+from pipeline.build import build
+from pipeline.options import ConfigError, ConvNormOptions, Job, load_job
+from pipeline.sinks import OUTPUT_DIRS, SUMMARY_FILE, WriteShards, WriteSummary
+from pipeline.sources import ReadConversationLogs
+from transforms.conversations import CheckConversations, SummarizeValidation
+from transforms.formats import READERS, WRITERS
+from transforms.profiles import PROFILES
+from transforms.summary import format_table, format_validation_table
+
+LOG = logging.getLogger("convnorm")
+
+VALIDATION_FILE = "validation.json"
+#: Conversations with violations shown on the console by ``convnorm validate``.
+SHOWN_REPORTS = 5
+
+
+def _configure_logging() -> None:
+    # apache_beam installs a root handler on import; force=True replaces it.
+    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s", force=True)
+    for name in ("convnorm", "pipeline", "transforms"):
+        logging.getLogger(name).setLevel(logging.INFO)
+
+
+def _help() -> str:
+    import argparse
+
+    parser = argparse.ArgumentParser(
+        prog="convnorm",
+        usage="convnorm [run] --input GLOB --output DIR [options]\n"
+              "       convnorm validate --input GLOB [--output DIR] [options]",
+        description="Normalize logged LLM conversations by FlowDrop rule MEM-5 and report every drop.",
+        epilog=textwrap.dedent(f"""\
+            readers (--format): auto, {', '.join(sorted(READERS))}
+            writers (--sink):   {', '.join(sorted(WRITERS))}
+            profiles:           {', '.join(PROFILES)}
+
+            Every Apache Beam option passes through, e.g. --runner (default FnApiRunner),
+            --direct_num_workers=2 --direct_running_mode=multi_processing, --job_endpoint.
+            See README.md and configs/*.yaml."""),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    ConvNormOptions._add_argparse_args(parser)
+    return parser.format_help()
+
+
+def _read_json(path: str) -> dict:
+    with FileSystems.open(path) as handle:
+        return json.loads(handle.read())
+
+
+def _run(pipeline: beam.Pipeline) -> bool:
+    result = pipeline.run()
+    state = result.wait_until_finish()
+    if state != PipelineState.DONE:
+        LOG.error("the pipeline ended in state %s", state)
+        return False
+    return True
+
+
+def _clear_outputs(output: str) -> None:
+    paths = [FileSystems.join(output, name) for name in (*OUTPUT_DIRS, SUMMARY_FILE, VALIDATION_FILE)]
+    existing = [p for p in paths if FileSystems.exists(p)]
+    if existing:
+        FileSystems.delete(existing)
+
+
+def run_job(job: Job) -> int:
+    """Normalize: read, normalize, write the three outputs and summary.json; print the summary."""
+    if job.overwrite:
+        _clear_outputs(job.output)
+    LOG.info(
+        "%d input file(s) in %d shard(s) -> %s (profile %s, format %s, sink %s, runner %s)",
+        len({s.path for s in job.shards}), len(job.shards), job.output, job.settings.profile,
+        job.settings.input_format, job.settings.sink, job.options.get_all_options()["runner"],
+    )
+    pipeline = beam.Pipeline(options=job.options)
+    build(pipeline, job)
+    if not _run(pipeline):
+        return 1
+    summary = _read_json(FileSystems.join(job.output, SUMMARY_FILE))
+    print(format_table(summary))
+    print(f"outputs: {job.output}/{{normalized,drops,dead_letter}}/ and {job.output}/{SUMMARY_FILE}")
+    return 0 if summary["accounted"] else 1
+
+
+def _show_reports(directory: str) -> list[str]:
+    lines: list[str] = []
+    matched = FileSystems.match([FileSystems.join(directory, "*.jsonl")])[0].metadata_list
+    for meta in sorted(matched, key=lambda m: m.path):
+        with FileSystems.open(meta.path) as handle:
+            for raw in handle:
+                report = json.loads(raw)
+                if not report["violations"]:
+                    continue
+                kinds = ", ".join(f"{k} x{n}" for k, n in report["violations"].items())
+                lines.append(f"  {report['id']} ({report['source']} @ {report['position']}): {kinds}")
+                if len(lines) >= SHOWN_REPORTS:
+                    return lines
+    return lines
+
+
+def validate_job(job: Job) -> int:
+    """Check records as they are; exit status 1 when any is not sendable (or unreadable)."""
+    output = job.output or tempfile.mkdtemp(prefix="convnorm-validate-")
+    try:
+        if job.overwrite:
+            _clear_outputs(output)
+        pipeline = beam.Pipeline(options=job.options)
+        read = pipeline | "Read" >> ReadConversationLogs(job.shards, job.batch_size)
+        checked = read.batches | "CheckConversations" >> CheckConversations(job.settings)
+        checked.reports | "WriteReports" >> WriteShards(FileSystems.join(output, "violations"))
+        checked.dead_letters | "WriteDeadLetters" >> WriteShards(FileSystems.join(output, "dead_letter"))
+        (
+            (read.stats, checked.reports, checked.dead_letters)
+            | "Summarize" >> SummarizeValidation()
+            | "WriteSummary" >> WriteSummary(FileSystems.join(output, VALIDATION_FILE))
+        )
+        if not _run(pipeline):
+            return 2
+        summary = _read_json(FileSystems.join(output, VALIDATION_FILE))
+        print(format_validation_table(summary))
+        shown = _show_reports(FileSystems.join(output, "violations"))
+        if shown:
+            print("first conversations with violations:")
+            print("\n".join(shown))
+        if job.output:
+            print(f"reports: {output}/violations/ and {output}/{VALIDATION_FILE}")
+        return 0 if summary["sendable"] else 1
+    finally:
+        if not job.output:
+            shutil.rmtree(output, ignore_errors=True)
+
+
+COMMANDS: dict[str, tuple[Callable[[Job], int], bool]] = {
+    "run": (run_job, True),
+    "validate": (validate_job, False),
+}
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point of ``convnorm`` and ``python -m pipeline``; returns the exit status."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    command = argv.pop(0) if argv and argv[0] in COMMANDS else "run"
+    if any(a in ("-h", "--help") for a in argv):
+        print(_help())
+        return 0
+    _configure_logging()
+    handler, needs_output = COMMANDS[command]
+    try:
+        job = load_job(argv, need_output=needs_output)
+    except ConfigError as error:
+        print(f"convnorm: error: {error}", file=sys.stderr)
+        return 2
+    return handler(job)

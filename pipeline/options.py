@@ -1,0 +1,210 @@
+"""convnorm's options: flags, YAML presets, and validation before any pipeline is built.
+
+``ConvNormOptions`` declares convnorm's own flags on Beam's ``PipelineOptions``; every other
+Beam flag (``--runner``, ``--direct_num_workers``, ``--job_endpoint``, ``--project`` ...)
+passes through to Beam. ``--config FILE.yaml`` loads a preset: a mapping of option names
+(dashes or underscores) to values, read with ``yaml.safe_load``; an unknown key is an error
+that names it; flags on the command line override the file.
+
+``load_job(argv)`` returns a validated ``Job``: the options, the record ``Settings``, and the
+planned input shards. Everything that can be checked before the pipeline is built is checked
+here, so a typo costs a second, not a failed run.
+"""
+
+from __future__ import annotations
+
+import argparse
+from dataclasses import dataclass
+
+import yaml
+from apache_beam.io.filesystems import FileSystems
+from apache_beam.options.pipeline_options import PipelineOptions, StandardOptions
+
+from pipeline.sinks import FILE_FORMATS, OUTPUT_DIRS, SUMMARY_FILE
+from pipeline.sources import DEFAULT_BATCH_SIZE, DEFAULT_SHARD_BYTES, InputError, Shard, plan_shards
+from transforms.formats import READERS, WRITERS
+from transforms.profiles import PROFILES
+from transforms.records import DEFAULT_RAW_LIMIT, Settings
+
+#: The runner used when none is named: in-process, works offline (the DirectRunner would
+#: first try to download the Prism binary).
+DEFAULT_RUNNER = "FnApiRunner"
+
+
+class ConfigError(ValueError):
+    """Options that cannot work; the message says which and why."""
+
+
+class ConvNormOptions(PipelineOptions):
+    """convnorm's flags (``convnorm --help`` lists them with Beam's)."""
+
+    @classmethod
+    def _add_argparse_args(cls, parser) -> None:
+        group = parser.add_argument_group("convnorm")
+        group.add_argument("--config", default=None, help="YAML preset of options; flags override it")
+        group.add_argument("--input", action="append", default=None,
+                           help="input file or glob (repeatable): .jsonl, .jsonl.gz, .jsonl.zst, .json, .parquet")
+        group.add_argument("--output", default=None, help="output directory (any Beam filesystem)")
+        group.add_argument("--format", dest="input_format", default="auto",
+                           help="input format: auto (detect per record) or a reader name")
+        group.add_argument("--sink", default="flat", help="output record format (a writer name)")
+        group.add_argument("--output-format", dest="output_format", default="jsonl",
+                           help="file format of the normalized output: jsonl or parquet (flat sink only)")
+        group.add_argument("--profile", default="spec",
+                           help="spec (exactly MEM-5) or lossless (re-key reused ids, re-attach results first)")
+        group.add_argument("--model", default=None, help="model name for replay sinks (openai-batch, anthropic)")
+        group.add_argument("--messages-field", dest="messages_field", default="messages",
+                           help="field of a record object that holds its message list")
+        group.add_argument("--id-field", dest="id_field", default="id",
+                           help="field holding the record id; absent: an id derived from the content")
+        group.add_argument("--check", action=argparse.BooleanOptionalAction, default=False,
+                           help="also count provider sendability violations in the normalized output")
+        group.add_argument("--overwrite", action=argparse.BooleanOptionalAction, default=False,
+                           help="replace convnorm's outputs in an existing output directory")
+        group.add_argument("--shard-bytes", dest="shard_bytes", type=int, default=DEFAULT_SHARD_BYTES,
+                           help="split uncompressed JSONL inputs into byte ranges of this size")
+        group.add_argument("--batch-size", dest="batch_size", type=int, default=DEFAULT_BATCH_SIZE,
+                           help="records per batch between reading and writing")
+        group.add_argument("--dead-letter-raw-limit", dest="raw_limit", type=int, default=DEFAULT_RAW_LIMIT,
+                           help="characters of raw input kept in a dead letter")
+
+
+def _our_flags() -> dict[str, tuple[str, bool]]:
+    """dest -> (flag, is a --x/--no-x toggle), read off ConvNormOptions' own parser."""
+    parser = argparse.ArgumentParser(add_help=False)
+    ConvNormOptions._add_argparse_args(parser)
+    return {
+        action.dest: (action.option_strings[0], isinstance(action, argparse.BooleanOptionalAction))
+        for action in parser._actions
+        if action.option_strings
+    }
+
+
+def _known_option_names() -> set[str]:
+    # Every option of every registered PipelineOptions subclass (Beam's and ours).
+    return set(PipelineOptions([]).get_all_options(drop_default=False))
+
+
+def config_flags(path: str, argv: list[str]) -> list[str]:
+    """Turn a YAML preset into flags placed before ``argv`` (so ``argv`` wins)."""
+    try:
+        with FileSystems.open(path) as handle:
+            loaded = yaml.safe_load(handle.read())
+    except FileNotFoundError:
+        raise ConfigError(f"--config {path!r}: no such file") from None
+    except (OSError, yaml.YAMLError) as error:
+        raise ConfigError(f"--config {path!r}: {error}") from None
+    if loaded is None:
+        return []
+    if not isinstance(loaded, dict):
+        raise ConfigError(f"--config {path!r}: expected a mapping of option names to values")
+    ours = _our_flags()
+    by_flag = {flag[2:].replace("-", "_"): dest for dest, (flag, _) in ours.items()}
+    known = _known_option_names()
+    flags: list[str] = []
+    for raw_key, value in loaded.items():
+        key = str(raw_key).replace("-", "_")
+        dest = by_flag.get(key, key)  # a preset may name a flag (format) or its dest (input_format)
+        if dest == "config":
+            raise ConfigError(f"--config {path!r}: a preset cannot load another preset")
+        if dest not in known:
+            raise ConfigError(f"--config {path!r}: unknown option {raw_key!r}")
+        flag, toggle = ours.get(dest, ("--" + dest, False))
+        if isinstance(value, list):
+            if any(a == flag or a.startswith(flag + "=") for a in argv):
+                continue  # the command line's list replaces the preset's
+            flags += [f"{flag}={item}" for item in value]
+        elif isinstance(value, bool):
+            if toggle:
+                flags.append(flag if value else "--no-" + flag[2:])
+            elif value:
+                flags.append(flag)
+        elif value is not None:
+            flags.append(f"{flag}={value}")
+    return flags
+
+
+@dataclass(frozen=True)
+class Job:
+    options: PipelineOptions
+    settings: Settings
+    shards: list[Shard]
+    inputs: list[str]
+    output: str | None
+    output_format: str
+    overwrite: bool
+    batch_size: int
+
+
+def _config_path(argv: list[str]) -> str | None:
+    pre = argparse.ArgumentParser(add_help=False)
+    pre.add_argument("--config")
+    known, _ = pre.parse_known_args(argv)
+    return known.config
+
+
+def load_job(argv: list[str], *, need_output: bool = True) -> Job:
+    """Parse flags and preset, validate everything, plan the input. Raises ConfigError."""
+    config = _config_path(argv)
+    flags = (config_flags(config, argv) if config else []) + list(argv)
+    options = PipelineOptions(flags)
+    ours = options.view_as(ConvNormOptions)
+    standard = options.view_as(StandardOptions)
+    if not standard.runner:
+        standard.runner = DEFAULT_RUNNER
+
+    settings = Settings(
+        messages_field=ours.messages_field,
+        id_field=ours.id_field,
+        input_format=ours.input_format,
+        profile=ours.profile,
+        sink=ours.sink,
+        model=ours.model,
+        check=ours.check,
+        raw_limit=ours.raw_limit,
+    )
+    problems = settings.problems()
+    if not ours.input:
+        problems.append("--input is required (a file or glob; repeat it for several)")
+    if need_output and not ours.output:
+        problems.append("--output is required (a directory)")
+    if ours.output_format not in FILE_FORMATS:
+        problems.append(f"unknown --output-format {ours.output_format!r}; known: {', '.join(FILE_FORMATS)}")
+    elif ours.output_format != "jsonl" and ours.sink != "flat":
+        problems.append(f"--output-format {ours.output_format} holds flat records only; use --sink flat")
+    if ours.sink == "openai-batch" and not ours.model:
+        problems.append("--sink openai-batch needs --model (each request line names its model)")
+    if ours.batch_size < 1:
+        problems.append("--batch-size must be at least 1")
+    if ours.shard_bytes < 1 << 16:
+        problems.append("--shard-bytes must be at least 65536")
+    if problems:
+        raise ConfigError("; ".join(problems))
+
+    try:
+        shards = plan_shards(ours.input, ours.shard_bytes)
+    except InputError as error:
+        raise ConfigError(str(error)) from None
+
+    if need_output and not ours.overwrite:
+        taken = [name for name in (*OUTPUT_DIRS, SUMMARY_FILE)
+                 if FileSystems.exists(FileSystems.join(ours.output, name))]
+        if taken:
+            raise ConfigError(
+                f"--output {ours.output!r} already holds convnorm outputs ({', '.join(taken)}); "
+                "pass --overwrite to replace them or choose another directory")
+
+    return Job(options, settings, shards, list(ours.input), ours.output, ours.output_format,
+               ours.overwrite, ours.batch_size)
+
+
+def reader_names() -> list[str]:
+    return ["auto", *sorted(READERS)]
+
+
+def writer_names() -> list[str]:
+    return sorted(WRITERS)
+
+
+def profile_names() -> list[str]:
+    return list(PROFILES)

@@ -1,0 +1,238 @@
+"""Beam transforms around the pure core: normalize conversations, count, summarize.
+
+``NormalizeConversations`` is the composite a pipeline applies to batches of raw records
+(``transforms.records.Batch`` of ``RawRecord``); it returns a ``NormalizedOutputs`` with three
+PCollections of batches:
+
+- ``records``      — output records: each input record with its messages normalized (and
+                     written by the chosen sink writer);
+- ``drops``        — one drop-metrics record per conversation (``id``, ``source``,
+                     ``position``, ``dropped``, ``drops`` by reason, ``healed``,
+                     ``messages_in``, ``messages_out``; ``repairs`` / ``violations`` when on);
+- ``dead_letters`` — one record per input that could not be processed, with its reason.
+
+Elements are batches, not single records: Beam's per-element cost in Python is several times
+the cost of normalizing a typical conversation, and a batch keeps its input shard, which names
+the output files deterministically. ``Unbatch`` gives per-record PCollections.
+
+Drop policy: nothing is skipped. A record that cannot be parsed, read, normalized or written
+becomes a dead letter with a reason; an unexpected exception does too (``internal_error``)
+instead of failing the bundle, which some runners would retry forever.
+
+Counters live under the namespace ``convnorm`` (see ``COUNTER_NAMES``); they are for
+monitoring, ``summary.json`` is for comparing runs. The transforms only use ParDo and
+stateless maps, so they also apply to an unbounded input; the global summary is separate
+(``SummarizeRun``).
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import Iterable, NamedTuple
+
+import apache_beam as beam
+from apache_beam.metrics import Metrics
+from apache_beam.pvalue import TaggedOutput
+
+from transforms import summary as summaries
+from transforms.normalize import REASONS
+from transforms.profiles import REPAIRS
+from transforms.records import DEAD_LETTER_REASONS, Batch, Settings, check_record, process_batch
+from transforms.validate import VIOLATION_KINDS
+
+#: The metrics namespace of every convnorm counter and distribution.
+NAMESPACE = "convnorm"
+
+#: Every counter the job reports, documented in the README.
+COUNTER_NAMES = (
+    ("records_in", "raw input records processed"),
+    ("records_out", "records written to the normalized output"),
+    ("dead_letters", "records routed to the dead-letter output"),
+    *((f"dead_letter_{r}", f"dead letters with reason {r}") for r in DEAD_LETTER_REASONS),
+    ("messages_in", "messages in normalized conversations, before normalization"),
+    ("messages_out", "messages in normalized conversations, after normalization"),
+    ("dropped", "messages (entries) dropped by normalization"),
+    *((f"dropped_{r}", f"entries dropped with reason {r}") for r in REASONS),
+    ("healed", "synthetic interrupted results inserted"),
+    *((f"repair_{r}", f"opt-in repairs {r} (lossless profile)") for r in REPAIRS),
+    *((f"violation_{k}", f"sendability violations {k} (with --check)") for k in VIOLATION_KINDS),
+    ("blank_lines", "blank JSONL lines skipped (not records)"),
+)
+
+#: Distributions, per conversation.
+DISTRIBUTION_NAMES = ("messages_per_conversation", "drops_per_conversation")
+
+
+class NormalizeConversation(beam.DoFn):
+    """Thin adapter: ``process_batch`` on each batch, outputs routed, counters updated."""
+
+    DROPS = "drops"
+    DEAD_LETTER = "dead_letter"
+
+    def __init__(self, settings: Settings) -> None:
+        self._settings = settings
+
+    def setup(self) -> None:
+        self._counters = {name: Metrics.counter(NAMESPACE, name) for name, _ in COUNTER_NAMES}
+        self._messages = Metrics.distribution(NAMESPACE, "messages_per_conversation")
+        self._drops = Metrics.distribution(NAMESPACE, "drops_per_conversation")
+
+    def process(self, batch: Batch) -> Iterable:
+        result = process_batch(batch.items, self._settings)
+        self._count(len(batch.items), result)
+        if result.records:
+            yield Batch(batch.shard, batch.start, result.records)
+        if result.metrics:
+            yield TaggedOutput(self.DROPS, Batch(batch.shard, batch.start, result.metrics))
+        if result.dead_letters:
+            yield TaggedOutput(self.DEAD_LETTER, Batch(batch.shard, batch.start, result.dead_letters))
+
+    def _count(self, records_in: int, result) -> None:
+        # Tally per batch first: one counter update per name per batch, not per record.
+        part = summaries.partial(records_in, result.metrics, result.dead_letters)
+        inc = self._counters
+        for name in ("records_in", "records_out", "dead_letters", "messages_in", "messages_out",
+                     "dropped", "healed"):
+            if part[name]:
+                inc[name].inc(part[name])
+        for reason, n in part["dead_letters_by_reason"].items():
+            inc[f"dead_letter_{reason}"].inc(n)
+        for reason, n in part["dropped_by_reason"].items():
+            inc[f"dropped_{reason}"].inc(n)
+        for kind, n in part["repairs"].items():
+            inc[f"repair_{kind}"].inc(n)
+        for kind, n in part["violations"].items():
+            inc[f"violation_{kind}"].inc(n)
+        for metrics in result.metrics:
+            self._messages.update(metrics["messages_in"])
+            self._drops.update(metrics["dropped"])
+
+
+class NormalizedOutputs(NamedTuple):
+    records: beam.PCollection
+    drops: beam.PCollection
+    dead_letters: beam.PCollection
+
+
+class NormalizeConversations(beam.PTransform):
+    """Batches of raw records -> normalized records, drop metrics and dead letters."""
+
+    def __init__(self, settings: Settings) -> None:
+        super().__init__()
+        self._settings = settings
+
+    def expand(self, raw_batches):
+        fn = NormalizeConversation(self._settings)
+        outputs = raw_batches | "Normalize" >> beam.ParDo(fn).with_outputs(
+            fn.DROPS, fn.DEAD_LETTER, main="records"
+        )
+        return NormalizedOutputs(outputs.records, outputs[fn.DROPS], outputs[fn.DEAD_LETTER])
+
+
+class Unbatch(beam.PTransform):
+    """Batches -> their items, one element each, in batch order."""
+
+    def expand(self, batches):
+        return batches | "Unbatch" >> beam.FlatMap(lambda batch: batch.items)
+
+
+class _MergeSummaries(beam.CombineFn):
+    """Adds partial summaries; ``finish`` turns the total into the summary document."""
+
+    def __init__(self, finish) -> None:
+        self._finish = finish
+
+    def create_accumulator(self) -> dict:
+        return {}
+
+    def add_input(self, accumulator: dict, part: dict) -> dict:
+        return summaries.merge(accumulator, part)
+
+    def merge_accumulators(self, accumulators) -> dict:
+        total: dict = {}
+        for accumulator in accumulators:
+            total = summaries.merge(total, accumulator)
+        return total
+
+    def extract_output(self, accumulator: dict) -> dict:
+        return self._finish(accumulator)
+
+
+class SummarizeRun(beam.PTransform):
+    """Dataset totals from the read statistics and the drops and dead-letter outputs.
+
+    ``records_in`` comes from the reader's statistics, not from the outputs, so the summary's
+    ``accounted`` flag is a real check that every record ended in exactly one output.
+    """
+
+    def __init__(self, settings: Settings) -> None:
+        super().__init__()
+        self._settings = settings
+
+    def expand(self, inputs):
+        read_stats, drops, dead_letters = inputs
+        parts = (
+            read_stats | "ReadTotals" >> beam.Map(
+                lambda s: summaries.partial(records_in=s["records"], blank_lines=s["blank_lines"])),
+            drops | "DropTotals" >> beam.Map(lambda b: summaries.partial(metrics=b.items)),
+            dead_letters | "DeadLetterTotals" >> beam.Map(lambda b: summaries.partial(dead_letters=b.items)),
+        ) | "AllTotals" >> beam.Flatten()
+        finish = functools.partial(summaries.finalize, profile=self._settings.profile, check=self._settings.check)
+        return parts | "Merge" >> beam.CombineGlobally(_MergeSummaries(finish))
+
+
+class CheckConversation(beam.DoFn):
+    """Thin adapter for ``convnorm validate``: ``check_record`` on each batch, no changes."""
+
+    DEAD_LETTER = "dead_letter"
+
+    def __init__(self, settings: Settings) -> None:
+        self._settings = settings
+
+    def setup(self) -> None:
+        self._checked = Metrics.counter(NAMESPACE, "conversations_checked")
+        self._flagged = Metrics.counter(NAMESPACE, "conversations_with_violations")
+        self._dead = Metrics.counter(NAMESPACE, "dead_letters")
+
+    def process(self, batch: Batch) -> Iterable:
+        result = process_batch(batch.items, self._settings, check_record)
+        self._checked.inc(len(result.records))
+        self._flagged.inc(sum(1 for r in result.records if r["violations"]))
+        self._dead.inc(len(result.dead_letters))
+        if result.records:
+            yield Batch(batch.shard, batch.start, result.records)
+        if result.dead_letters:
+            yield TaggedOutput(self.DEAD_LETTER, Batch(batch.shard, batch.start, result.dead_letters))
+
+
+class CheckedOutputs(NamedTuple):
+    reports: beam.PCollection
+    dead_letters: beam.PCollection
+
+
+class CheckConversations(beam.PTransform):
+    """Batches of raw records -> per-conversation violation reports and dead letters."""
+
+    def __init__(self, settings: Settings) -> None:
+        super().__init__()
+        self._settings = settings
+
+    def expand(self, raw_batches):
+        fn = CheckConversation(self._settings)
+        outputs = raw_batches | "Check" >> beam.ParDo(fn).with_outputs(fn.DEAD_LETTER, main="reports")
+        return CheckedOutputs(outputs.reports, outputs[fn.DEAD_LETTER])
+
+
+class SummarizeValidation(beam.PTransform):
+    """Totals of a validation run: read statistics, reports and dead letters."""
+
+    def expand(self, inputs):
+        read_stats, reports, dead_letters = inputs
+        parts = (
+            read_stats | "ReadTotals" >> beam.Map(
+                lambda s: summaries.validation_partial(records_in=s["records"], blank_lines=s["blank_lines"])),
+            reports | "ReportTotals" >> beam.Map(lambda b: summaries.validation_partial(reports=b.items)),
+            dead_letters | "DeadLetterTotals" >> beam.Map(
+                lambda b: summaries.validation_partial(dead_letters=b.items)),
+        ) | "AllTotals" >> beam.Flatten()
+        return parts | "Merge" >> beam.CombineGlobally(_MergeSummaries(summaries.finalize_validation))
