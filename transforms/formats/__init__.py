@@ -19,6 +19,10 @@ from transforms.formats.base import (
 
 # Built-in formats register themselves on import; one line per format module.
 from transforms.formats import flat  # noqa: E402,F401
+from transforms.formats import openai  # noqa: E402,F401
+from transforms.formats import openai_responses  # noqa: E402,F401
+from transforms.formats import anthropic  # noqa: E402,F401
+from transforms.formats import sharegpt  # noqa: E402,F401
 
 __all__ = [
     "READERS",

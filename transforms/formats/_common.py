@@ -1,0 +1,298 @@
+"""Helpers shared by the provider formats: content flattening, stable ids, result placement, tools.
+
+Everything here is a pure function of its arguments (``IdAllocator`` holds the ids of one
+record only). Not a format: it registers nothing.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from transforms.formats.base import FormatError
+from transforms.normalize import content_text, usable_id
+
+#: Separator between the text parts of one message when they are joined into flat content.
+JOIN = "\n"
+
+#: Prefix that marks a tool result the provider flagged as an error (Anthropic ``is_error``):
+#: the flat shape has no flag, so the mark lives in the text, where a writer can find it again.
+ERROR_PREFIX = "[error] "
+
+# Part and block types whose text is the content itself, per provider:
+# OpenAI chat ``text``, Responses ``input_text`` / ``output_text``, Anthropic ``text``.
+_TEXT_TYPES = frozenset(("text", "input_text", "output_text"))
+# Model-internal reasoning: no flat equivalent, and never training text for the final answer.
+_REASONING_TYPES = frozenset(("thinking", "redacted_thinking", "reasoning"))
+# Media become a short placeholder, so that a turn that held only an image is not blank.
+_PLACEHOLDERS = {
+    "image": "[image]",
+    "image_url": "[image]",
+    "input_image": "[image]",
+    "audio": "[audio]",
+    "input_audio": "[audio]",
+    "file": "[file]",
+    "input_file": "[file]",
+    "document": "[document]",
+}
+
+
+# --------------------------------------------------------------------------------------------
+# Reading
+
+
+def message_list(record: Any, key: str) -> list:
+    """The message list of a bare-list record or of an object record at ``key``."""
+    if isinstance(record, list):
+        return record
+    if not isinstance(record, dict):
+        raise FormatError("not_a_record", f"a record is an object or a list, not {type(record).__name__}")
+    if key not in record:
+        raise FormatError("missing_messages", f"no {key!r} field")
+    messages = record[key]
+    if not isinstance(messages, list):
+        raise FormatError("messages_not_a_list", f"{key!r} is {type(messages).__name__}, not a list")
+    return messages
+
+
+def is_part_list(value: Any) -> bool:
+    """A non-empty list of typed parts/blocks (``{"type": ...}`` objects): provider content."""
+    return (
+        isinstance(value, list)
+        and bool(value)
+        and all(isinstance(p, dict) and isinstance(p.get("type"), str) for p in value)
+    )
+
+
+def part_text(part: Any) -> str | None:
+    """The text one content part contributes, or ``None`` when it contributes nothing.
+
+    Text parts give their text (LLaMA-Factory's v1 blocks spell it ``value``); refusal parts
+    their refusal; media a placeholder; reasoning nothing; an unknown type ``[<type>]``.
+    """
+    if isinstance(part, str):
+        return part
+    if not isinstance(part, dict):
+        return content_text(part)
+    kind = part.get("type")
+    if kind in _TEXT_TYPES:
+        text = part.get("text")
+        if text is None:
+            text = part.get("value")
+        return content_text(text)
+    if kind == "refusal":
+        return content_text(part.get("refusal"))
+    if kind in _REASONING_TYPES:
+        return None
+    if kind in _PLACEHOLDERS:
+        return _PLACEHOLDERS[kind]
+    return f"[{kind}]" if isinstance(kind, str) else content_text(part)
+
+
+def flatten_parts(parts: list) -> str:
+    """Join the non-empty texts of a part list with ``JOIN``."""
+    texts = (part_text(p) for p in parts)
+    return JOIN.join(t for t in texts if t)
+
+
+def block_text(content: Any) -> str:
+    """Text of a content that may be a string, a part list or nothing (tool results, system)."""
+    if content is None:
+        return ""
+    if isinstance(content, list):
+        return flatten_parts(content)
+    return content_text(content)
+
+
+def record_fields(record: Any, consumed: tuple[str, ...]) -> dict:
+    """The record's other fields, in order, without the keys a reader turned into messages."""
+    if not isinstance(record, dict):
+        return {}
+    return {k: v for k, v in record.items() if k not in consumed}
+
+
+class IdAllocator:
+    """Stable call ids for formats that have none: derived from positions, never random.
+
+    ``call_<message index>`` for the only call of a message, ``call_<message index>_<n>`` for
+    the n-th of several; a candidate already used anywhere in the record gets ``_<k>`` added,
+    so a synthesized id never pairs with a real one by accident.
+    """
+
+    def __init__(self, taken: set[str] | None = None) -> None:
+        self._taken = set(taken or ())
+
+    def new(self, index: int, sub: int | None = None) -> str:
+        base = f"call_{index}" if sub is None else f"call_{index}_{sub}"
+        candidate, k = base, 0
+        while candidate in self._taken:
+            k += 1
+            candidate = f"{base}_{k}"
+        self._taken.add(candidate)
+        return candidate
+
+
+def ids_in_messages(messages: list) -> set[str]:
+    """Every usable id a message list already holds (calls under either spelling, results)."""
+    taken: set[str] = set()
+    for message in messages:
+        if not isinstance(message, dict):
+            continue
+        calls = message.get("tool_calls")
+        for call in calls if isinstance(calls, list) else ():
+            if isinstance(call, dict):
+                for key in ("tool_call_id", "id"):
+                    found = usable_id(call.get(key))
+                    if found:
+                        taken.add(found)
+        found = usable_id(message.get("tool_call_id"))
+        if found:
+            taken.add(found)
+    return taken
+
+
+def parse_tools_text(tools: Any) -> Any:
+    """A ``tools`` column kept as a JSON string (LLaMA-Factory): the parsed list, else as is."""
+    if isinstance(tools, str):
+        try:
+            parsed = json.loads(tools)
+        except ValueError:
+            return tools
+        if isinstance(parsed, list):
+            return parsed
+    return tools
+
+
+# --------------------------------------------------------------------------------------------
+# Writing
+
+
+def normalized_messages(record: dict, key: str) -> list:
+    messages = record.get(key) if isinstance(record, dict) else None
+    if not isinstance(messages, list):
+        raise FormatError("messages_not_a_list", f"the normalized record has no list at {key!r}")
+    return messages
+
+
+def results_after_calls(messages: list) -> list:
+    """The list with each call's result moved directly after the assistant message declaring it.
+
+    A normalized list has each call answered exactly once, usually right after the call; the
+    literal cases MEM-5 leaves in place (a result before its call, or after later turns) are
+    moved here because every provider requires adjacency. The results of one message keep their
+    relative order in the list. A call without a result or a result without a call means the
+    record was not normalized: ``FormatError``.
+    """
+    results: dict[str, tuple[int, dict]] = {}
+    for position, message in enumerate(messages):
+        if message.get("role") == "tool":
+            call_id = message.get("tool_call_id")
+            if call_id in results:
+                raise FormatError("duplicate_result", f"two results for call {call_id!r}")
+            results[call_id] = (position, message)
+    out = []
+    for message in messages:
+        if message.get("role") == "tool":
+            continue
+        out.append(message)
+        calls = message.get("tool_calls") or ()
+        found = []
+        for call in calls:
+            call_id = call.get("tool_call_id")
+            if call_id not in results:
+                raise FormatError("unanswered_call", f"call {call_id!r} has no result")
+            found.append(results.pop(call_id))
+        out.extend(m for _, m in sorted(found, key=lambda pair: pair[0]))
+    if results:
+        raise FormatError("orphan_result", f"result for undeclared call {next(iter(results))!r}")
+    return out
+
+
+def record_tools(record: dict) -> list | None:
+    """The record's tool definitions as a list, or ``None`` when it has none.
+
+    ``tools`` wins; legacy ``functions`` (bare function schemas) is used when there is no
+    ``tools``. A JSON-string ``tools`` is parsed; a blank one means none.
+    """
+    tools = record.get("tools")
+    if tools is None or tools == [] or (isinstance(tools, str) and not tools.strip()):
+        functions = record.get("functions")
+        if isinstance(functions, list) and functions:
+            return [{"type": "function", "function": f} if isinstance(f, dict) else f for f in functions]
+        return None
+    tools = parse_tools_text(tools)
+    if not isinstance(tools, list):
+        raise FormatError("tools_not_a_list", f"tools is {type(tools).__name__}, not a list")
+    return tools or None
+
+
+_OPENAI_FUNCTION_KEYS = frozenset(("name", "description", "parameters", "strict"))
+_ANTHROPIC_CLIENT_KEYS = frozenset(("type", "name", "description", "input_schema"))
+_PORTABLE_FUNCTION_KEYS = frozenset(("name", "description", "parameters"))
+
+
+def _unconvertible(tool: Any, target: str) -> FormatError:
+    name = tool.get("name") if isinstance(tool, dict) else None
+    return FormatError("unconvertible_tool", f"tool {name!r} cannot be written as a {target} tool without loss")
+
+
+def _function_schema(tool: dict) -> dict | None:
+    """The function schema inside a chat, Responses or bare tool definition, else ``None``."""
+    kind = tool.get("type")
+    if kind == "function" and isinstance(tool.get("function"), dict):
+        return tool["function"]
+    if kind == "function" and "function" not in tool:
+        return {k: v for k, v in tool.items() if k != "type"}
+    if kind is None and "input_schema" not in tool and isinstance(tool.get("name"), str):
+        return tool
+    return None
+
+
+def openai_tool(tool: Any) -> dict:
+    """One tool definition in the Chat Completions shape ``{type: function, function: {...}}``."""
+    if not isinstance(tool, dict):
+        raise _unconvertible(tool, "OpenAI")
+    if tool.get("type") == "function" and isinstance(tool.get("function"), dict):
+        return tool
+    if tool.get("type") == "custom" and isinstance(tool.get("custom"), dict):
+        return tool  # Chat Completions custom (free-text) tool: already OpenAI
+    if "input_schema" in tool and tool.keys() <= _ANTHROPIC_CLIENT_KEYS and tool.get("type") in (None, "custom"):
+        function = {"name": tool.get("name")}
+        if "description" in tool:
+            function["description"] = tool["description"]
+        function["parameters"] = tool["input_schema"]
+        return {"type": "function", "function": function}
+    function = _function_schema(tool)
+    if function is None or not function.keys() <= _OPENAI_FUNCTION_KEYS:
+        raise _unconvertible(tool, "OpenAI")
+    return {"type": "function", "function": function}
+
+
+def anthropic_tool(tool: Any) -> dict:
+    """One tool definition in the Anthropic shape ``{name, description?, input_schema}``.
+
+    Anthropic-native definitions (``input_schema``, or a server tool's own ``type``) pass as
+    they are. A function schema converts when it has only name, description and parameters
+    (``strict`` has no Anthropic equivalent); no parameters means an empty object schema.
+    """
+    if not isinstance(tool, dict):
+        raise _unconvertible(tool, "Anthropic")
+    kind = tool.get("type")
+    if "input_schema" in tool or (isinstance(kind, str) and kind not in ("function", "custom")):
+        return tool
+    function = _function_schema(tool)
+    if function is None or not function.keys() <= _PORTABLE_FUNCTION_KEYS or not isinstance(function.get("name"), str):
+        raise _unconvertible(tool, "Anthropic")
+    out = {"name": function["name"]}
+    if "description" in function:
+        out["description"] = function["description"]
+    out["input_schema"] = function.get("parameters") or {"type": "object", "properties": {}}
+    return out
+
+
+def record_model(record: dict, ctx_model: str | None) -> str | None:
+    """``--model`` when given, else the record's own ``model`` string."""
+    if ctx_model:
+        return ctx_model
+    model = record.get("model")
+    return model if isinstance(model, str) and model else None

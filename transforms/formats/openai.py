@@ -1,0 +1,272 @@
+"""OpenAI Chat Completions: a reader for logged chats, and the fine-tuning and Batch writers.
+
+Reader (``openai``): ``{"messages": [...], ...}`` or a bare list. Calls ``{id, type:
+"function", function: {name, arguments}}`` and custom calls ``{id, type: "custom", custom:
+{name, input}}`` become flat calls with their arguments verbatim; ``developer`` becomes
+``system``; content part lists are joined as text (``_common.part_text``: refusal parts give
+their text, image/audio/file parts a placeholder such as ``[image]``); an assistant's
+``refusal`` is its text when it has no content. Legacy ``function_call`` / role ``function``
+messages, and calls logged without an id (the Hugging Face shape), get ids derived from their
+position (``call_<message index>[_<n>]``), and id-less results are paired with them by position:
+a result answers the earliest pending synthesized call of the same ``name``, else the earliest
+pending one; a message of any other role ends the pending run. Everything else on a message
+is left for the core, which keeps only the flat keys (``weight``, ``name``, ``audio`` go).
+
+Writers (``openai-finetune``, ``openai-batch``): one fine-tuning JSONL line, or one Batch API
+input line for ``/v1/chat/completions``. Arguments become a JSON string (an object as compact
+JSON, a string as is, none as ``"{}"``); an assistant message with calls and no text gets
+``content: null``; each result is placed right after its call. ``tools`` in any known shape is
+written in the Chat Completions shape, legacy ``functions`` becoming ``tools``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from transforms.formats._common import (
+    IdAllocator,
+    flatten_parts,
+    ids_in_messages,
+    is_part_list,
+    message_list,
+    normalized_messages,
+    openai_tool,
+    record_model,
+    record_tools,
+    results_after_calls,
+)
+from transforms.formats.base import (
+    Conversation,
+    FormatError,
+    Reader,
+    WriteContext,
+    Writer,
+    register_reader,
+    register_writer,
+)
+from transforms.normalize import content_text
+
+# --------------------------------------------------------------------------------------------
+# Reader
+
+
+def _first(*values: Any) -> Any:
+    # The core's lenient precedence: the first spelling that is present and not null.
+    for value in values:
+        if value is not None:
+            return value
+    return None
+
+
+def _read_call(call: Any) -> tuple[Any, bool]:
+    """A provider call as a flat call, and whether it is provider-shaped (may get an id)."""
+    if not isinstance(call, dict):
+        return call, False
+    function = call.get("function")
+    custom = call.get("custom")
+    if not isinstance(function, dict) and not isinstance(custom, dict):
+        return call, False  # already flat (or junk): the core reads it as it is
+    inner = function if isinstance(function, dict) else custom
+    flat = {"tool_call_id": _first(call.get("tool_call_id"), call.get("id"))}
+    name = _first(call.get("name"), inner.get("name"))
+    if name is not None:
+        flat["name"] = name
+    args = _first(call.get("args"), call.get("arguments"), inner.get("arguments"), inner.get("input"))
+    if args is not None:
+        flat["args"] = args
+    return flat, True
+
+
+def _take_pending(pending: list, name: Any) -> str | None:
+    """Pop the pending synthesized call a positional result answers: same name first."""
+    if not pending:
+        return None
+    for k, (call_id, call_name) in enumerate(pending):
+        if name is not None and call_name == name:
+            return pending.pop(k)[0]
+    return pending.pop(0)[0]
+
+
+def _result_id(message: dict) -> Any:
+    # Where the core looks for a result's id: top level, else ``metadata`` (stored rows).
+    found = message.get("tool_call_id")
+    metadata = message.get("metadata")
+    if found is None and isinstance(metadata, dict):
+        found = metadata.get("tool_call_id")
+    return found
+
+
+def openai_to_flat(messages: list) -> list:
+    """Chat Completions messages (legacy function calling included) as flat messages."""
+    ids = IdAllocator(ids_in_messages(messages))
+    pending: list[tuple[str, Any]] = []  # (synthesized id, name) awaiting a positional result
+    out = []
+    for index, message in enumerate(messages):
+        if not isinstance(message, dict):
+            out.append(message)  # the core drops it, counted
+            continue
+        flat = dict(message)
+        role = message.get("role")
+        content = message.get("content")
+        if is_part_list(content):
+            flat["content"] = flatten_parts(content)
+        if role == "developer":
+            flat["role"] = "system"
+        elif role == "assistant":
+            refusal = message.get("refusal")
+            if not flat.get("content") and isinstance(refusal, str) and refusal:
+                flat["content"] = refusal
+            flat.pop("refusal", None)
+            calls = message.get("tool_calls")
+            legacy = flat.pop("function_call", None)
+            if isinstance(calls, list) or isinstance(legacy, dict):
+                new_calls = []
+                for sub, call in enumerate(calls if isinstance(calls, list) else ()):
+                    call, provider_shaped = _read_call(call)
+                    if provider_shaped and call["tool_call_id"] is None:
+                        many = isinstance(calls, list) and len(calls) > 1
+                        call["tool_call_id"] = ids.new(index, sub if many else None)
+                        pending.append((call["tool_call_id"], call.get("name")))
+                    new_calls.append(call)
+                if isinstance(legacy, dict):
+                    call_id = ids.new(index)
+                    call = {"tool_call_id": call_id, "name": legacy.get("name")}
+                    if legacy.get("arguments") is not None:
+                        call["args"] = legacy["arguments"]
+                    new_calls.append(call)
+                    pending.append((call_id, legacy.get("name")))
+                flat["tool_calls"] = new_calls
+        elif role in ("tool", "function"):
+            flat["role"] = "tool"
+            if _result_id(message) is None and pending:
+                flat["tool_call_id"] = _take_pending(pending, message.get("name"))
+        else:
+            pending = []  # a new turn: later results cannot answer earlier calls by position
+        out.append(flat)
+    return out
+
+
+def read_openai(record: Any, messages_field: str) -> Conversation:
+    messages = message_list(record, messages_field)
+    return Conversation(openai_to_flat(messages), record if isinstance(record, dict) else {})
+
+
+def _openai_ism(message: Any) -> bool:
+    if not isinstance(message, dict):
+        return False
+    if message.get("role") in ("function", "developer") or "function_call" in message or "refusal" in message:
+        return True
+    if is_part_list(message.get("content")):
+        return True
+    calls = message.get("tool_calls")
+    return isinstance(calls, list) and any(
+        isinstance(c, dict) and (isinstance(c.get("function"), dict) or isinstance(c.get("custom"), dict))
+        for c in calls
+    )
+
+
+def detect_openai(record: Any, messages_field: str) -> bool:
+    # Only what this reader reads differently from the flat one, so that a record without any
+    # of it gives the same conversation under either reader.
+    messages = record if isinstance(record, list) else record.get(messages_field) if isinstance(record, dict) else None
+    return isinstance(messages, list) and any(_openai_ism(m) for m in messages)
+
+
+# --------------------------------------------------------------------------------------------
+# Writers
+
+
+def openai_arguments(args: Any) -> str:
+    """Call arguments as the JSON string OpenAI wants: strings verbatim, objects compact."""
+    if args is None:
+        return "{}"
+    if isinstance(args, str):
+        return args
+    return content_text(args)
+
+
+def flat_to_openai(messages: list) -> list:
+    """Normalized flat messages as Chat Completions messages, each result right after its call."""
+    if not messages:
+        raise FormatError("empty_conversation", "no messages to write")
+    out = []
+    for message in results_after_calls(messages):
+        role = message["role"]
+        if role in ("system", "developer", "user"):
+            out.append({"role": role, "content": message["content"]})
+        elif role == "assistant":
+            calls = message.get("tool_calls")
+            if not calls:
+                out.append({"role": "assistant", "content": message["content"]})
+                continue
+            out.append(
+                {
+                    "role": "assistant",
+                    # A call-only turn: null, as the API itself returns it.
+                    "content": message["content"] or None,
+                    "tool_calls": [
+                        {
+                            "id": call["tool_call_id"],
+                            "type": "function",
+                            "function": {"name": call["name"], "arguments": openai_arguments(call.get("args"))},
+                        }
+                        for call in calls
+                    ],
+                }
+            )
+        elif role == "tool":
+            out.append({"role": "tool", "tool_call_id": message["tool_call_id"], "content": message["content"]})
+        else:
+            raise FormatError("unsupported_role", f"role {role!r} has no OpenAI equivalent")
+    return out
+
+
+def _tools(record: dict) -> list | None:
+    tools = record_tools(record)
+    return None if tools is None else [openai_tool(t) for t in tools]
+
+
+def write_openai_finetune(record: dict, ctx: WriteContext) -> dict:
+    messages = flat_to_openai(normalized_messages(record, ctx.messages_field))
+    if not any(m["role"] == "assistant" for m in messages):
+        raise FormatError("no_assistant_message", "a fine-tuning example needs an assistant message")
+    out: dict = {"messages": messages}
+    tools = _tools(record)
+    if tools is not None:
+        out["tools"] = tools
+    if isinstance(record.get("parallel_tool_calls"), bool):
+        out["parallel_tool_calls"] = record["parallel_tool_calls"]
+    return out
+
+
+def write_openai_batch(record: dict, ctx: WriteContext) -> dict:
+    if not isinstance(ctx.record_id, str) or not ctx.record_id:
+        raise FormatError("missing_record_id", "a Batch line needs the record id as custom_id")
+    model = record_model(record, ctx.model)
+    if model is None:
+        raise FormatError("missing_model", "a Batch request needs a model: pass --model")
+    body: dict = {"model": model, "messages": flat_to_openai(normalized_messages(record, ctx.messages_field))}
+    tools = _tools(record)
+    if tools is not None:
+        body["tools"] = tools
+        # The API refuses parallel_tool_calls without tools.
+        if isinstance(record.get("parallel_tool_calls"), bool):
+            body["parallel_tool_calls"] = record["parallel_tool_calls"]
+    return {"custom_id": ctx.record_id, "method": "POST", "url": "/v1/chat/completions", "body": body}
+
+
+OPENAI_READER = register_reader(
+    Reader(
+        "openai",
+        read_openai,
+        detect_openai,
+        priority=60,
+        description="OpenAI Chat Completions messages (tool_calls, legacy function_call, content parts)",
+    )
+)
+OPENAI_FINETUNE_WRITER = register_writer(
+    Writer("openai-finetune", write_openai_finetune, description="OpenAI chat fine-tuning JSONL line")
+)
+OPENAI_BATCH_WRITER = register_writer(
+    Writer("openai-batch", write_openai_batch, description="OpenAI Batch API input line (/v1/chat/completions)")
+)

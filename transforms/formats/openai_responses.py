@@ -1,0 +1,121 @@
+"""OpenAI Responses API input items: a reader.
+
+``{"input": [items] | "text", "instructions"?: ..., ...}`` or a bare item list.
+``instructions`` (a string, or a list of items) becomes the leading system message(s); a string
+``input`` is one user message. Items:
+
+- ``message`` (``type`` may be omitted): role kept, ``developer`` becoming ``system``; content a
+  string or parts (``input_text`` / ``output_text`` joined, images and files as placeholders);
+- ``function_call`` / ``custom_tool_call``: a call ``{call_id → tool_call_id, name, arguments |
+  input → args}`` (the item ``id`` is not the join key and is not kept). Consecutive calls, and
+  the assistant message right before them, fold into ONE flat assistant message;
+- ``function_call_output`` / ``custom_tool_call_output``: a tool message (``output`` string or
+  parts);
+- ``reasoning``: dropped (no flat equivalent; it carries ``encrypted_content`` that only the
+  provider can read). It does not break the folding above.
+
+Any other item type (built-in tool calls, ``item_reference``, ...) is a FormatError
+(``unsupported_item``): its content cannot be carried, and silently losing a turn would hide it.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from transforms.formats._common import block_text, record_fields
+from transforms.formats.base import Conversation, FormatError, Reader, register_reader
+
+_CALLS = ("function_call", "custom_tool_call")
+_OUTPUTS = ("function_call_output", "custom_tool_call_output")
+_TYPED = frozenset(("message", "reasoning") + _CALLS + _OUTPUTS)
+_PART_TYPES = frozenset(("input_text", "output_text", "input_image", "input_file", "input_audio"))
+
+
+def responses_to_flat(items: list) -> list:
+    out = []
+    folding: dict | None = None  # the assistant message that a following call joins
+    for item in items:
+        if not isinstance(item, dict):
+            out.append(item)  # the core drops it, counted
+            folding = None
+            continue
+        kind = item.get("type", "message")
+        if kind == "message":
+            role = item.get("role")
+            message = {"role": "system" if role == "developer" else role, "content": block_text(item.get("content"))}
+            out.append(message)
+            folding = message if role == "assistant" else None
+        elif kind in _CALLS:
+            call = {"tool_call_id": item.get("call_id"), "name": item.get("name")}
+            args = item.get("arguments") if kind == "function_call" else item.get("input")
+            if args is not None:
+                call["args"] = args
+            if folding is None:
+                folding = {"role": "assistant", "content": ""}
+                out.append(folding)
+            folding.setdefault("tool_calls", []).append(call)
+        elif kind in _OUTPUTS:
+            out.append({"role": "tool", "content": block_text(item.get("output")), "tool_call_id": item.get("call_id")})
+            folding = None
+        elif kind == "reasoning":
+            continue
+        else:
+            raise FormatError("unsupported_item", f"input item type {kind!r} has no flat equivalent")
+    return out
+
+
+def read_responses(record: Any, messages_field: str) -> Conversation:
+    if isinstance(record, list):
+        return Conversation(responses_to_flat(record), {})
+    if not isinstance(record, dict):
+        raise FormatError("not_a_record", f"a record is an object or a list, not {type(record).__name__}")
+    if "input" not in record:
+        raise FormatError("missing_input", "no 'input' field")
+    items = record["input"]
+    if isinstance(items, str):
+        items = [{"type": "message", "role": "user", "content": items}]
+    if not isinstance(items, list):
+        raise FormatError("input_not_a_list", f"'input' is {type(items).__name__}, not a list or a string")
+    instructions = record.get("instructions")
+    if isinstance(instructions, str):
+        lead = [{"role": "system", "content": instructions}] if instructions else []
+    elif isinstance(instructions, list):
+        lead = responses_to_flat(instructions)
+    elif instructions is None:
+        lead = []
+    else:
+        raise FormatError("bad_instructions", f"'instructions' is {type(instructions).__name__}")
+    return Conversation(lead + responses_to_flat(items), record_fields(record, ("input", "instructions")))
+
+
+def _responses_item(item: Any) -> bool:
+    if not isinstance(item, dict):
+        return False
+    if item.get("type") in _TYPED:
+        return True
+    content = item.get("content")
+    return isinstance(content, list) and any(isinstance(p, dict) and p.get("type") in _PART_TYPES for p in content)
+
+
+def detect_responses(record: Any, messages_field: str) -> bool:
+    if isinstance(record, list):
+        return any(_responses_item(i) for i in record)
+    if not isinstance(record, dict):
+        return False
+    items = record.get("input")
+    if isinstance(items, str):
+        return "instructions" in record
+    return isinstance(items, list) and (
+        "instructions" in record or any(_responses_item(i) or (isinstance(i, dict) and "role" in i) for i in items)
+    )
+
+
+RESPONSES_READER = register_reader(
+    Reader(
+        "openai-responses",
+        read_responses,
+        detect_responses,
+        priority=40,
+        description="OpenAI Responses API input items (function_call / function_call_output by call_id)",
+    )
+)
