@@ -9,6 +9,7 @@ a mid-list system prompt, object content, junk entries, a falsy id, a duplicated
 Usage::
 
     python bench/corpus.py 1000 > corpus.jsonl
+    python bench/corpus.py --sample > samples/conversations.jsonl   # the bundled sample
 """
 
 from __future__ import annotations
@@ -128,8 +129,45 @@ def jsonl_lines(count: int, seed: int = 7) -> list[bytes]:
     return [orjson.dumps(c) for c in conversations(count, seed)]
 
 
+#: Lines no reader can turn into a conversation, or that are not records at all; the
+#: bundled sample mixes them in so its first run shows the dead-letter output at work.
+MALFORMED_LINES = (
+    b'{"id": "broken-json", "messages": [{"role": "user", "content": "hi"}',
+    b"this line is not JSON",
+    b'"a bare string"',
+    b"42",
+    b'{"id": "no-messages", "conversation": []}',
+    b'{"id": "messages-not-a-list", "messages": {"role": "user", "content": "hi"}}',
+    b"",
+    b'[{"role": "user", "content": "a bare message list is a record too"}, {"role": "assistant", "content": "ok"}]',
+)
+
+
+def _shorten(value):
+    # Keep the bundled sample small: long generated texts add bytes, not coverage.
+    if isinstance(value, str) and len(value) > 80:
+        return value[:80]
+    if isinstance(value, list):
+        return [_shorten(v) for v in value]
+    if isinstance(value, dict):
+        return {k: _shorten(v) for k, v in value.items()}
+    return value
+
+
+def sample_lines(count: int = 300, seed: int = 2026) -> list[bytes]:
+    """The bundled sample: ``count`` conversations, most of them defective, and malformed lines."""
+    lines = [orjson.dumps(_shorten(c)) for c in conversations(count, seed, defect_rate=0.6)]
+    step = max(1, len(lines) // (len(MALFORMED_LINES) + 1))
+    for i, bad in enumerate(MALFORMED_LINES):
+        lines.insert((i + 1) * step + i, bad)
+    return lines
+
+
 if __name__ == "__main__":
-    n = int(sys.argv[1]) if len(sys.argv) > 1 else 1000
     out = sys.stdout.buffer
-    for line in jsonl_lines(n):
+    if len(sys.argv) > 1 and sys.argv[1] == "--sample":
+        lines = sample_lines()
+    else:
+        lines = jsonl_lines(int(sys.argv[1]) if len(sys.argv) > 1 else 1000)
+    for line in lines:
         out.write(line + b"\n")
