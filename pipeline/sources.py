@@ -20,8 +20,13 @@ they are counted (``blank_lines``) and skipped. A file that fails mid-way yields
 
 from __future__ import annotations
 
+import contextlib
+import gzip
+import io
 import logging
 from typing import Iterator, NamedTuple
+
+import zstandard
 
 import apache_beam as beam
 from apache_beam.io.filesystem import CompressionTypes
@@ -36,11 +41,11 @@ LOG = logging.getLogger(__name__)
 
 #: Suffix -> (kind, compression, splittable); longest suffix wins.
 FILE_KINDS = {
-    ".jsonl": ("jsonl", CompressionTypes.UNCOMPRESSED, True),
-    ".jsonl.gz": ("jsonl", CompressionTypes.GZIP, False),
-    ".jsonl.zst": ("jsonl", CompressionTypes.ZSTD, False),
-    ".json": ("json", CompressionTypes.UNCOMPRESSED, False),
-    ".parquet": ("parquet", CompressionTypes.UNCOMPRESSED, False),
+    ".jsonl": ("jsonl", None, True),
+    ".jsonl.gz": ("jsonl", "gzip", False),
+    ".jsonl.zst": ("jsonl", "zstd", False),
+    ".json": ("json", None, False),
+    ".parquet": ("parquet", None, False),
 }
 
 DEFAULT_SHARD_BYTES = 64 << 20
@@ -105,9 +110,56 @@ def plan_shards(patterns: list[str], shard_bytes: int = DEFAULT_SHARD_BYTES) -> 
 BLANK = object()  # a blank JSONL line: counted and skipped, not a record
 
 
+class _ZstdReader(io.RawIOBase):
+    """A zstd stream that raises at a truncated end (the library's stream reader does not)."""
+
+    def __init__(self, raw) -> None:
+        self._raw = raw
+        self._decompressor = zstandard.ZstdDecompressor()
+        self._frame = self._decompressor.decompressobj()
+        self._pending = b""
+        self._started = False
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer) -> int:
+        while not self._pending:
+            chunk = self._raw.read(1 << 20)
+            if not chunk:
+                if self._started and not self._frame.eof:
+                    raise EOFError("zstd stream ended before the end of its frame")
+                return 0
+            while chunk:
+                self._started = True
+                self._pending += self._frame.decompress(chunk)
+                chunk = b""
+                if self._frame.eof and self._frame.unused_data:
+                    # Concatenated frames: start the next one on the leftover bytes.
+                    chunk = self._frame.unused_data
+                    self._frame = self._decompressor.decompressobj()
+        n = min(len(buffer), len(self._pending))
+        buffer[:n] = self._pending[:n]
+        self._pending = self._pending[n:]
+        return n
+
+
+@contextlib.contextmanager
+def _open_text_stream(shard: Shard):
+    # Beam's own decompressing reader stops quietly at a truncated archive; these raise,
+    # so a cut-off file becomes an ``unreadable_file`` dead letter instead of a short read.
+    compression = FILE_KINDS[shard.suffix][1]
+    with FileSystems.open(shard.path, compression_type=CompressionTypes.UNCOMPRESSED) as raw:
+        if compression == "gzip":
+            yield gzip.GzipFile(fileobj=raw, mode="rb")
+        elif compression == "zstd":
+            yield io.BufferedReader(_ZstdReader(raw), buffer_size=1 << 20)
+        else:
+            yield raw
+
+
 def _read_jsonl(shard: Shard) -> Iterator:
-    _, compression, _ = FILE_KINDS[shard.suffix]
-    with FileSystems.open(shard.path, compression_type=compression) as handle:
+    with _open_text_stream(shard) as handle:
         position = 0
         if shard.start:
             # A line belongs to the shard its first byte falls in: skip the partial one.

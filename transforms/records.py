@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
@@ -147,19 +148,25 @@ def _reject_constant(name: str) -> Any:
     raise ValueError(f"{name} is not JSON")
 
 
-def parse_json(payload: bytes | str) -> Any:
-    """Parse one JSON text; orjson first, the standard parser for what orjson refuses.
+#: A run of digits long enough to be an integer past 64 bits (or a long fraction).
+_LONG_NUMBER = re.compile(rb"\d{19,}")
 
-    orjson refuses integers past 64 bits, which are valid JSON; the standard parser reads
-    them exactly. NaN and Infinity are not JSON and stay refused.
+
+def parse_json(payload: bytes | str) -> Any:
+    """Parse one JSON text exactly.
+
+    orjson reads integers past 64 bits as floats, silently losing digits; text with a run of
+    19 or more digits therefore goes to the standard parser, which reads them exactly (a
+    long number inside a string only costs the slower parser). NaN and Infinity are not
+    JSON and stay refused.
     """
+    data = payload.encode() if isinstance(payload, str) else payload
+    if _LONG_NUMBER.search(data) is None:
+        return orjson.loads(data)
     try:
-        return orjson.loads(payload)
-    except orjson.JSONDecodeError as first:
-        try:
-            return json.loads(payload, parse_constant=_reject_constant)
-        except (ValueError, RecursionError, UnicodeDecodeError):
-            raise first from None
+        return json.loads(data, parse_constant=_reject_constant)
+    except UnicodeDecodeError as error:
+        raise ValueError(str(error)) from None
 
 
 def canonical_json(value: Any) -> bytes:

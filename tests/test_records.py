@@ -1,0 +1,184 @@
+"""Record-level processing: every raw record ends as one output record or one dead letter."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+import transforms.records as records
+from transforms.records import (
+    DEAD_LETTER_REASONS,
+    Parsed,
+    RawRecord,
+    Settings,
+    Unreadable,
+    check_record,
+    derived_id,
+    process_batch,
+    process_record,
+)
+
+FLAT = Settings()
+
+
+def raw(payload, position=0):
+    if isinstance(payload, (dict, list)):
+        payload = json.dumps(payload).encode()
+    return RawRecord("in.jsonl", position, payload)
+
+
+def test_record_keeps_its_fields_and_order_and_gets_normalized_messages():
+    record = {"id": "c1", "tools": [{"name": "t"}], "messages": [{"role": "user", "content": 5}], "meta": {"a": 1}}
+    outcome = process_record(raw(record), FLAT)
+    assert outcome.dead_letter is None
+    assert list(outcome.record) == ["id", "tools", "messages", "meta"]
+    assert outcome.record["messages"] == [{"role": "user", "content": "5"}]
+    assert outcome.record["tools"] == [{"name": "t"}] and outcome.record["meta"] == {"a": 1}
+
+
+def test_metrics_record_shape():
+    record = {"id": "c1", "messages": [
+        "junk",
+        {"role": "assistant", "content": "", "tool_calls": [{"id": "a", "name": "s"}]},
+    ]}
+    metrics = process_record(raw(record, position=17), FLAT).metrics
+    assert metrics == {
+        "id": "c1", "source": "in.jsonl", "position": 17, "dropped": 1, "drops": {"not_an_object": 1},
+        "healed": 1, "messages_in": 2, "messages_out": 2,
+    }
+
+
+def test_bare_list_record_gets_a_derived_id():
+    outcome = process_record(raw([{"role": "user", "content": "hi"}]), FLAT)
+    assert list(outcome.record) == ["id", "messages"]
+    assert outcome.record["id"].startswith("sha256:")
+    assert outcome.record["id"] == outcome.metrics["id"]
+
+
+def test_derived_id_is_stable_and_ignores_key_order():
+    a = {"messages": [{"role": "user", "content": "hi"}], "x": 1}
+    b = {"x": 1, "messages": [{"content": "hi", "role": "user"}]}
+    assert derived_id(a) == derived_id(b) == derived_id(json.loads(json.dumps(a)))
+    assert derived_id(a) != derived_id({**a, "x": 2})
+
+
+@pytest.mark.parametrize("value, expected", [(7, "7"), ("abc", "abc"), ({"k": 1}, '{"k":1}')])
+def test_record_id_from_the_id_field_as_text(value, expected):
+    outcome = process_record(raw({"id": value, "messages": []}), FLAT)
+    assert outcome.metrics["id"] == expected
+
+
+def test_custom_id_and_messages_fields():
+    settings = Settings(messages_field="turns", id_field="uid")
+    outcome = process_record(raw({"uid": "u1", "turns": [{"role": "user", "content": "x"}]}), settings)
+    assert outcome.record == {"uid": "u1", "turns": [{"role": "user", "content": "x"}]}
+    assert outcome.metrics["id"] == "u1"
+
+
+def test_integers_past_64_bits_are_read_exactly():
+    line = b'{"id": "big", "messages": [{"role": "user", "content": 123456789012345678901234567890}]}'
+    outcome = process_record(raw(line), FLAT)
+    assert outcome.record["messages"][0]["content"] == "123456789012345678901234567890"
+
+
+@pytest.mark.parametrize(
+    "payload, settings, reason",
+    [
+        (b'{"messages": [', FLAT, "invalid_json"),
+        (b"NaN", FLAT, "invalid_json"),
+        (b"\xff\xfe", FLAT, "invalid_json"),
+        (b"42", FLAT, "not_a_record"),
+        (b'"text"', FLAT, "not_a_record"),
+        (b'{"messages": {"role": "user"}}', FLAT, "messages_not_a_list"),
+        (b'{"conversation": []}', FLAT, "unknown_format"),
+        (b'{"conversation": []}', Settings(input_format="flat"), "missing_messages"),
+        (b"null", Settings(input_format="flat"), "not_a_record"),
+    ],
+)
+def test_dead_letter_reasons(payload, settings, reason):
+    outcome = process_record(raw(payload, position=3), settings)
+    assert outcome.record is None and outcome.metrics is None
+    letter = outcome.dead_letter
+    assert letter["reason"] == reason
+    assert letter["source"] == "in.jsonl" and letter["position"] == 3
+    assert list(letter) == ["source", "position", "reason", "detail", "raw"]
+    assert letter["detail"]
+
+
+def test_unreadable_payload_becomes_its_dead_letter():
+    outcome = process_record(RawRecord("f.jsonl.gz", 99, Unreadable("unreadable_file", "bad gzip", "xx")), FLAT)
+    assert outcome.dead_letter == {"source": "f.jsonl.gz", "position": 99, "reason": "unreadable_file",
+                                   "detail": "bad gzip", "raw": "xx"}
+
+
+def test_parsed_payload_is_not_parsed_again():
+    # A .json array element that is a string is a non-record, not JSON text to parse.
+    assert process_record(RawRecord("a.json", 0, Parsed("{}")), FLAT).dead_letter["reason"] == "not_a_record"
+    ok = process_record(RawRecord("a.json", 1, Parsed({"messages": []})), FLAT)
+    assert ok.record["messages"] == []
+
+
+def test_raw_text_is_cut_to_the_limit_and_line_end_dropped():
+    line = b'{"messages": "' + b"x" * 5000 + b'"}\n'
+    letter = process_record(raw(line), Settings(raw_limit=100)).dead_letter
+    assert len(letter["raw"]) == 100
+    short = process_record(raw(b"nope\n"), FLAT).dead_letter
+    assert short["raw"] == "nope"
+
+
+def test_unexpected_error_is_a_dead_letter_not_a_crash(monkeypatch):
+    def explode(messages, profile):
+        raise RuntimeError("boom")
+
+    monkeypatch.setattr(records, "normalize_with_profile", explode)
+    letter = process_record(raw({"messages": []}), FLAT).dead_letter
+    assert letter["reason"] == "internal_error"
+    assert "RuntimeError: boom" in letter["detail"]
+
+
+def test_reasons_are_from_the_closed_list():
+    payloads = [b"{", b"1", b'{"messages": 1}', b'{"x": 1}', b'{"messages": []}']
+    for payload in payloads:
+        letter = process_record(raw(payload), FLAT).dead_letter
+        assert letter is None or letter["reason"] in DEAD_LETTER_REASONS
+
+
+def test_batch_keeps_order_and_accounts_for_every_record():
+    items = [raw(b'{"id": "a", "messages": []}'), raw(b"bad"), raw(b'{"id": "b", "messages": []}'), raw(b"2")]
+    result = process_batch(items, FLAT)
+    assert [r["id"] for r in result.records] == ["a", "b"]
+    assert [m["id"] for m in result.metrics] == ["a", "b"]
+    assert [d["reason"] for d in result.dead_letters] == ["invalid_json", "not_a_record"]
+    assert len(result.records) + len(result.dead_letters) == len(items)
+
+
+def test_check_setting_counts_violations_of_the_output():
+    record = {"messages": [{"role": "user", "content": "q"}, {"role": "tool", "content": "r", "tool_call_id": "c"}]}
+    metrics = process_record(raw(record), Settings(check=True)).metrics
+    assert metrics["violations"] == {}  # MEM-5 output of this input is sendable
+    literal = {"messages": [
+        {"role": "user", "content": "q"},
+        {"role": "tool", "content": "early", "tool_call_id": "c1"},
+        {"role": "assistant", "content": "", "tool_calls": [{"tool_call_id": "c1", "name": "s"}]},
+    ]}
+    metrics = process_record(raw(literal), Settings(check=True)).metrics
+    assert metrics["violations"] == {"result_not_adjacent": 1}
+
+
+def test_check_record_reports_without_changing_anything():
+    messages = [{"role": "tool", "content": "r", "tool_call_id": "c"}, {"role": "user", "content": "q"}]
+    outcome = check_record(raw({"id": "v1", "messages": messages}), FLAT)
+    report = outcome.record
+    assert report["id"] == "v1" and report["messages"] == 2
+    assert report["violations"] == {"leading_tool": 1, "orphan_result": 1}
+    assert [d["kind"] for d in report["details"]] == ["leading_tool", "orphan_result"]
+    assert check_record(raw(b"{"), FLAT).dead_letter["reason"] == "invalid_json"
+
+
+def test_settings_problems_name_the_bad_option():
+    problems = Settings(input_format="nope", sink="nope", profile="nope").problems()
+    assert any("--format 'nope'" in p for p in problems)
+    assert any("--sink 'nope'" in p for p in problems)
+    assert any("--profile 'nope'" in p for p in problems)
+    assert Settings().problems() == []

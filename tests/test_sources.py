@@ -1,0 +1,125 @@
+"""Planning and reading input files: every record read exactly once, with its position."""
+
+from __future__ import annotations
+
+import gzip
+import json
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+import zstandard
+
+from pipeline.sources import BLANK, InputError, iter_batches, plan_shards, read_shard
+from transforms.records import Parsed, Unreadable
+
+
+def _lines(n):
+    return [json.dumps({"id": f"r{i}", "messages": [{"role": "user", "content": "x" * (i % 37)}]}).encode()
+            for i in range(n)]
+
+
+def _records(shards):
+    out = []
+    for shard in shards:
+        out.extend(item for item in read_shard(shard) if item is not BLANK)
+    return out
+
+
+def test_no_match_is_an_error(tmp_path):
+    with pytest.raises(InputError, match="no file matches"):
+        plan_shards([str(tmp_path / "*.jsonl")])
+
+
+def test_unknown_suffix_is_an_error(tmp_path):
+    (tmp_path / "notes.txt").write_text("x")
+    with pytest.raises(InputError, match="cannot tell the format"):
+        plan_shards([str(tmp_path / "*")])
+
+
+def test_shards_are_sorted_deduplicated_and_numbered(tmp_path):
+    for name in ("b.jsonl", "a.jsonl"):
+        (tmp_path / name).write_bytes(b"{}\n")
+    shards = plan_shards([str(tmp_path / "*.jsonl"), str(tmp_path / "a.jsonl")])
+    assert [s.path.rsplit("/", 1)[-1] for s in shards] == ["a.jsonl", "b.jsonl"]
+    assert [s.index for s in shards] == [0, 1]
+
+
+@pytest.mark.parametrize("shard_bytes", [1 << 16, 70001, 99991])
+def test_split_jsonl_reads_every_line_exactly_once_in_order(tmp_path, shard_bytes):
+    lines = _lines(6000)
+    path = tmp_path / "big.jsonl"
+    path.write_bytes(b"\n".join(lines) + b"\n")
+    shards = plan_shards([str(path)], shard_bytes)
+    assert len(shards) > 3
+    records = _records(shards)
+    assert [r.payload.rstrip(b"\n") for r in records] == lines
+    # Positions are byte offsets of each line.
+    data = path.read_bytes()
+    assert all(data[r.position:].startswith(r.payload) for r in records)
+
+
+def test_last_line_without_newline_and_blank_lines(tmp_path):
+    path = tmp_path / "x.jsonl"
+    path.write_bytes(b'{"a":1}\n\n   \n{"b":2}')
+    items = list(read_shard(plan_shards([str(path)])[0]))
+    assert [i if i is BLANK else i.payload for i in items] == [b'{"a":1}\n', BLANK, BLANK, b'{"b":2}']
+    stats = {"records": 0, "blank_lines": 0}
+    batches = list(iter_batches(plan_shards([str(path)])[0], 1, stats))
+    assert stats == {"records": 2, "blank_lines": 2}
+    assert [(b.shard, b.start, len(b.items)) for b in batches] == [(0, 0, 1), (0, 13, 1)]
+
+
+def test_gzip_and_zstd_inputs(tmp_path):
+    lines = _lines(50)
+    body = b"\n".join(lines) + b"\n"
+    # Concatenated gzip members and zstd frames are one stream each.
+    (tmp_path / "a.jsonl.gz").write_bytes(gzip.compress(body[:100]) + gzip.compress(body[100:]))
+    zstd = zstandard.ZstdCompressor()
+    (tmp_path / "b.jsonl.zst").write_bytes(zstd.compress(body[:100]) + zstd.compress(body[100:]))
+    shards = plan_shards([str(tmp_path / "*")], 1 << 16)
+    assert [s.suffix for s in shards] == [".jsonl.gz", ".jsonl.zst"]
+    records = _records(shards)
+    assert [r.payload.rstrip(b"\n") for r in records] == lines + lines
+
+
+@pytest.mark.parametrize("suffix, compress", [
+    (".jsonl.gz", gzip.compress),
+    (".jsonl.zst", lambda data: zstandard.ZstdCompressor().compress(data)),
+])
+def test_truncated_archive_yields_an_unreadable_record(tmp_path, suffix, compress):
+    good = compress(b"\n".join(_lines(2000)) + b"\n")
+    (tmp_path / ("bad" + suffix)).write_bytes(good[: len(good) // 2])
+    records = _records(plan_shards([str(tmp_path / ("bad" + suffix))]))
+    assert isinstance(records[-1].payload, Unreadable)
+    assert records[-1].payload.reason == "unreadable_file"
+    assert all(isinstance(r.payload, bytes) for r in records[:-1])
+
+
+def test_json_array_object_and_invalid(tmp_path):
+    (tmp_path / "a.json").write_text(json.dumps([{"messages": []}, "str", {"messages": [1]}]))
+    (tmp_path / "b.json").write_text(json.dumps({"messages": []}))
+    (tmp_path / "c.json").write_text("[{]")
+    records = _records(plan_shards([str(tmp_path / "*.json")]))
+    assert [(r.path if hasattr(r, "path") else r.source.rsplit("/", 1)[-1], r.position) for r in records] == [
+        ("a.json", 0), ("a.json", 1), ("a.json", 2), ("b.json", 0), ("c.json", 0)]
+    assert records[1].payload == Parsed("str")
+    assert records[3].payload == Parsed({"messages": []})
+    assert records[4].payload.reason == "invalid_json"
+
+
+def test_parquet_rows(tmp_path):
+    table = pa.Table.from_pylist([
+        {"id": "p1", "messages": [{"role": "user", "content": "hi", "tool_call_id": None}]},
+        {"id": "p2", "messages": []},
+    ])
+    pq.write_table(table, tmp_path / "t.parquet")
+    records = _records(plan_shards([str(tmp_path / "t.parquet")]))
+    assert [r.position for r in records] == [0, 1]
+    assert records[0].payload.value["messages"][0]["content"] == "hi"
+
+
+def test_corrupt_parquet_is_unreadable(tmp_path):
+    (tmp_path / "bad.parquet").write_bytes(b"PAR1 not really")
+    records = _records(plan_shards([str(tmp_path / "bad.parquet")]))
+    assert len(records) == 1 and records[0].payload.reason == "unreadable_file"

@@ -1,0 +1,116 @@
+"""The Beam layer on FnApiRunner: outputs routed by tag, counters and distributions readable."""
+
+from __future__ import annotations
+
+import json
+
+import apache_beam as beam
+import pytest
+from apache_beam.metrics.metric import MetricsFilter
+from apache_beam.options.pipeline_options import PipelineOptions
+from apache_beam.testing.test_pipeline import TestPipeline as BeamTestPipeline
+from apache_beam.testing.util import assert_that, equal_to
+
+from pipeline.build import CleanConversationLogs
+from pipeline.sources import plan_shards
+from transforms.conversations import NAMESPACE, NormalizeConversations, SummarizeRun, Unbatch
+from transforms.records import Batch, RawRecord, Settings
+
+GOOD = {"id": "g", "messages": [
+    {"role": "user", "content": "q"},
+    {"role": "assistant", "content": "", "tool_calls": [{"id": "c1", "name": "s"}]},
+]}
+ORPHAN = {"id": "o", "messages": [
+    {"role": "tool", "content": "x", "tool_call_id": "nope"},
+    "junk",
+    {"role": "user", "content": "hi"},
+]}
+
+
+def _options():
+    return PipelineOptions(["--runner=FnApiRunner"])
+
+
+def _batch(shard, *payloads):
+    items = [RawRecord(f"s{shard}.jsonl", i, p if isinstance(p, bytes) else json.dumps(p).encode())
+             for i, p in enumerate(payloads)]
+    return Batch(shard, 0, items)
+
+
+def test_three_outputs_by_tag():
+    with BeamTestPipeline(options=_options()) as p:
+        batches = p | beam.Create([_batch(0, GOOD, b"{oops"), _batch(1, ORPHAN)])
+        out = batches | NormalizeConversations(Settings())
+        records = out.records | "R" >> Unbatch()
+        drops = out.drops | "D" >> Unbatch()
+        dead = out.dead_letters | "L" >> Unbatch()
+        assert_that(records | beam.Map(lambda r: (r["id"], len(r["messages"]))),
+                    equal_to([("g", 3), ("o", 1)]), label="records")
+        assert_that(drops | beam.Map(lambda m: (m["id"], m["dropped"], m["healed"], tuple(m["drops"].items()))),
+                    equal_to([("g", 0, 1, ()),
+                              ("o", 2, 0, (("not_an_object", 1), ("orphan_result", 1)))]), label="drops")
+        assert_that(dead | beam.Map(lambda d: (d["source"], d["position"], d["reason"])),
+                    equal_to([("s0.jsonl", 1, "invalid_json")]), label="dead")
+
+
+def test_batches_keep_their_shard_and_start():
+    with BeamTestPipeline(options=_options()) as p:
+        out = p | beam.Create([Batch(7, 40, [RawRecord("f", 40, b'{"messages": []}')])]) | NormalizeConversations(
+            Settings())
+        assert_that(out.records | beam.Map(lambda b: (b.shard, b.start, len(b.items))), equal_to([(7, 40, 1)]))
+
+
+def _counters(result):
+    found = result.metrics().query(MetricsFilter().with_namespace(NAMESPACE))
+    return {c.key.metric.name: c.committed for c in found["counters"]}, {
+        d.key.metric.name: d.committed for d in found["distributions"]}
+
+
+def test_counters_and_distributions_on_fnapirunner():
+    p = beam.Pipeline(options=_options())
+    batches = p | beam.Create([_batch(0, GOOD, b"{oops", ORPHAN), _batch(1, [1, 2])])
+    batches | NormalizeConversations(Settings())
+    result = p.run()
+    result.wait_until_finish()
+    counters, distributions = _counters(result)
+    assert counters["records_in"] == 4
+    assert counters["records_out"] == 3
+    assert counters["dead_letters"] == 1
+    assert counters["dead_letter_invalid_json"] == 1
+    assert counters["dropped"] == 4  # ORPHAN: 2; bare list of two integers: 2
+    assert counters["dropped_not_an_object"] == 3
+    assert counters["dropped_orphan_result"] == 1
+    assert counters["healed"] == 1
+    assert counters["messages_in"] == 2 + 3 + 2
+    assert counters["messages_out"] == 3 + 1 + 0
+    messages = distributions["messages_per_conversation"]
+    assert (messages.count, messages.sum, messages.min, messages.max) == (3, 7, 2, 3)
+    drops = distributions["drops_per_conversation"]
+    assert (drops.count, drops.sum, drops.max) == (3, 4, 2)
+
+
+def test_composite_reads_files_and_summary_accounts_for_every_record(tmp_path):
+    lines = [json.dumps(GOOD), "not json", "", json.dumps(ORPHAN), "7"]
+    (tmp_path / "in.jsonl").write_text("\n".join(lines) + "\n")
+    shards = plan_shards([str(tmp_path / "in.jsonl")])
+    settings = Settings()
+    with BeamTestPipeline(options=_options()) as p:
+        cleaned = p | CleanConversationLogs(shards, settings, batch_size=2)
+        summary = (cleaned.read_stats, cleaned.drops, cleaned.dead_letters) | SummarizeRun(settings)
+        assert_that(summary | beam.Map(lambda s: (s["records_in"], s["records_out"], s["dead_letters"],
+                                                  s["blank_lines"], s["accounted"], s["dropped"])),
+                    equal_to([(4, 2, 2, 1, True, 2)]))
+
+
+@pytest.mark.parametrize("profile", ["spec", "lossless"])
+def test_profile_reaches_the_dofn(profile):
+    reused = {"id": "r", "messages": [
+        {"role": "assistant", "content": "", "tool_calls": [{"id": "c1", "name": "a"}]},
+        {"role": "tool", "content": "one", "tool_call_id": "c1"},
+        {"role": "assistant", "content": "", "tool_calls": [{"id": "c1", "name": "b"}]},
+        {"role": "tool", "content": "two", "tool_call_id": "c1"},
+    ]}
+    with BeamTestPipeline(options=_options()) as p:
+        out = p | beam.Create([_batch(0, reused)]) | NormalizeConversations(Settings(profile=profile))
+        kept = out.records | Unbatch() | beam.Map(lambda r: [m["content"] for m in r["messages"] if m["role"] == "tool"])
+        assert_that(kept, equal_to([["one", "two"]] if profile == "lossless" else [["one"]]))
