@@ -1,0 +1,214 @@
+"""The command line end to end on the bundled sample: golden summary, reruns, accounting."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pyarrow.parquet as pq
+import pytest
+
+from pipeline.main import main
+
+ROOT = Path(__file__).resolve().parent.parent
+SAMPLE = ROOT / "samples" / "conversations.jsonl"
+GOLDEN = Path(__file__).resolve().parent / "data" / "expected" / "sample_summary.json"
+
+
+def _run(*argv: str) -> int:
+    return main(list(argv))
+
+
+def _files(directory: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(directory)): p.read_bytes() for p in sorted(directory.rglob("*")) if p.is_file()}
+
+
+def _lines(directory: Path) -> list[dict]:
+    return [json.loads(line) for p in sorted(directory.glob("part-*.jsonl")) for line in p.read_text().splitlines()]
+
+
+@pytest.fixture(scope="module")
+def sample_run(tmp_path_factory):
+    out = tmp_path_factory.mktemp("sample") / "out"
+    assert _run("--input", str(SAMPLE), "--output", str(out)) == 0
+    return out
+
+
+def test_summary_matches_the_golden_file(sample_run, capsys):
+    summary = json.loads((sample_run / "summary.json").read_text())
+    assert summary == json.loads(GOLDEN.read_text())
+
+
+def test_summary_table_is_printed(tmp_path, capsys):
+    assert _run("--input", str(SAMPLE), "--output", str(tmp_path / "o")) == 0
+    printed = capsys.readouterr().out
+    assert "convnorm summary" in printed
+    assert "records in" in printed and "dead-lettered" in printed and "leading_tool" in printed
+
+
+def test_every_input_record_ends_in_exactly_one_output(sample_run):
+    raw_lines = [line for line in SAMPLE.read_bytes().splitlines() if line.strip()]
+    normalized = _lines(sample_run / "normalized")
+    dead = _lines(sample_run / "dead_letter")
+    drops = _lines(sample_run / "drops")
+    assert len(normalized) + len(dead) == len(raw_lines)
+    assert [m["id"] for m in drops] == [r["id"] for r in normalized]
+    # Every dead letter points back at its line.
+    data = SAMPLE.read_bytes()
+    for letter in dead:
+        line = data[letter["position"]:].split(b"\n", 1)[0]
+        assert line.decode()[: len(letter["raw"])] == letter["raw"]
+    summary = json.loads((sample_run / "summary.json").read_text())
+    assert summary["records_in"] == len(raw_lines)
+    assert summary["dropped"] == sum(m["dropped"] for m in drops)
+
+
+def test_rerun_is_byte_identical_even_with_two_workers_and_small_shards(sample_run, tmp_path):
+    again = tmp_path / "again"
+    assert _run("--input", str(SAMPLE), "--output", str(again)) == 0
+    assert _files(again) == _files(sample_run)
+    split = tmp_path / "split"
+    argv = ["--input", str(SAMPLE), "--output", str(split), "--shard-bytes=200000",
+            "--direct_num_workers=2", "--direct_running_mode=multi_processing"]
+    assert _run(*argv) == 0
+    first = _files(split)
+    shutil.rmtree(split)
+    assert _run(*argv) == 0
+    assert _files(split) == first
+    assert len(list((split / "normalized").glob("part-*"))) > 1
+    # Same records, same order, whatever the sharding.
+    assert _lines(split / "normalized") == _lines(sample_run / "normalized")
+    assert json.loads((split / "summary.json").read_text()) == json.loads((sample_run / "summary.json").read_text())
+
+
+def test_existing_outputs_need_overwrite(sample_run, tmp_path, capsys):
+    out = tmp_path / "o"
+    assert _run("--input", str(SAMPLE), "--output", str(out)) == 0
+    assert _run("--input", str(SAMPLE), "--output", str(out)) == 2
+    assert "--overwrite" in capsys.readouterr().err
+    assert _run("--input", str(SAMPLE), "--output", str(out), "--overwrite") == 0
+
+
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (["--output", "x"], "--input is required"),
+        (["--input", "nothing-here-*.jsonl", "--output", "x"], "no file matches"),
+        (["--input", str(SAMPLE)], "--output is required"),
+        (["--input", str(SAMPLE), "--output", "x", "--sink", "nope"], "unknown --sink 'nope'"),
+        (["--input", str(SAMPLE), "--output", "x", "--profile", "nope"], "unknown --profile 'nope'"),
+        (["--input", str(SAMPLE), "--output", "x", "--format", "nope"], "unknown --format 'nope'"),
+        (["--input", str(SAMPLE), "--output", "x", "--output-format", "csv"], "unknown --output-format"),
+        (["--input", str(SAMPLE), "--output", "x", "--sink", "openai-batch"], "needs --model"),
+        (["--input", str(SAMPLE), "--output", "x", "--sink", "anthropic", "--output-format", "parquet"],
+         "flat records only"),
+    ],
+)
+def test_bad_options_fail_before_any_pipeline(argv, message, capsys, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    assert _run(*argv) == 2
+    assert message in capsys.readouterr().err
+    assert not (tmp_path / "x").exists()
+
+
+def test_config_presets_and_overrides(tmp_path, capsys):
+    preset = tmp_path / "p.yaml"
+    preset.write_text(f"input: [{SAMPLE}]\noutput: {tmp_path / 'from-preset'}\nprofile: lossless\n")
+    override = tmp_path / "from-flag"
+    assert _run("--config", str(preset), "--output", str(override)) == 0
+    assert not (tmp_path / "from-preset").exists()
+    summary = json.loads((override / "summary.json").read_text())
+    assert summary["profile"] == "lossless" and "repairs" in summary
+
+    preset.write_text("input: [x]\nouptut: y\n")
+    assert _run("--config", str(preset)) == 2
+    assert "unknown option 'ouptut'" in capsys.readouterr().err
+    preset.write_text("- just\n- a list\n")
+    assert _run("--config", str(preset)) == 2
+    assert "expected a mapping" in capsys.readouterr().err
+    assert _run("--config", str(tmp_path / "missing.yaml")) == 2
+    assert "no such file" in capsys.readouterr().err
+
+
+def test_bundled_presets_are_valid(tmp_path, monkeypatch):
+    from pipeline.options import config_flags
+
+    for preset in sorted((ROOT / "configs").glob("*.yaml")):
+        assert config_flags(str(preset), []), preset.name
+
+
+def test_parquet_output_is_read_by_pyarrow(tmp_path):
+    out = tmp_path / "pq"
+    assert _run("--input", str(SAMPLE), "--output", str(out), "--output-format", "parquet") == 0
+    tables = [pq.read_table(p) for p in sorted((out / "normalized").glob("part-*.parquet"))]
+    rows = [row for t in tables for row in t.to_pylist()]
+    flat = _lines_from_jsonl_run(tmp_path)
+    assert [r["id"] for r in rows] == [r["id"] for r in flat]
+    first_with_call = next(r for r in flat for m in r["messages"] if "tool_calls" in m)
+    row = next(r for r in rows if r["id"] == first_with_call["id"])
+    for got, want in zip(row["messages"], first_with_call["messages"]):
+        assert (got["role"], got["content"]) == (want["role"], want["content"])
+        if "tool_calls" in want:
+            assert [json.loads(c["args"]) for c in got["tool_calls"]] == [c.get("args") for c in want["tool_calls"]]
+    assert json.loads(row["fields"])["tools"] == first_with_call["tools"]
+
+
+def _lines_from_jsonl_run(tmp_path):
+    out = tmp_path / "jsonl"
+    assert _run("--input", str(SAMPLE), "--output", str(out)) == 0
+    return _lines(out / "normalized")
+
+
+def test_check_counts_violations_in_the_output(tmp_path):
+    out = tmp_path / "checked"
+    assert _run("--input", str(SAMPLE), "--output", str(out), "--check", "--profile", "lossless") == 0
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["conversations_with_violations"] == 0
+    assert set(summary["violations"].values()) == {0}
+
+
+def test_validate_fails_on_broken_input_and_passes_on_lossless_output(tmp_path, capsys):
+    broken = tmp_path / "broken.jsonl"
+    broken.write_text("\n".join(json.dumps(r) for r in [
+        {"id": "a", "messages": [{"role": "tool", "content": "r", "tool_call_id": "c1"},
+                                 {"role": "assistant", "content": "", "tool_calls": [{"tool_call_id": "c1", "name": "s"}]}]},
+        {"id": "b", "messages": [{"role": "user", "content": "q"}, {"role": "system", "content": "late"}]},
+        {"id": "c", "messages": [{"role": "user", "content": "fine"}]},
+    ]) + "\n")
+    assert _run("validate", "--input", str(broken)) == 1
+    printed = capsys.readouterr().out
+    assert "NOT sendable" in printed and "leading_tool" in printed and "system_not_first" in printed
+    assert "a (" in printed and "b (" in printed
+
+    out = tmp_path / "out"
+    assert _run("--input", str(broken), "--output", str(out), "--profile", "lossless") == 0
+    capsys.readouterr()
+    assert _run("validate", "--input", str(out / "normalized" / "*.jsonl"), "--output", str(tmp_path / "v")) == 0
+    assert "verdict: sendable" in capsys.readouterr().out
+    report = json.loads((tmp_path / "v" / "validation.json").read_text())
+    assert report["conversations_checked"] == 3 and report["conversations_with_violations"] == 0
+
+
+def test_help_lists_formats_and_profiles(capsys):
+    assert _run("--help") == 0
+    text = capsys.readouterr().out
+    assert "--input" in text and "--profile" in text and "lossless" in text and "flat" in text
+
+
+def test_pipeline_totals_equal_a_plain_python_count(sample_run):
+    """The golden file is not just self-consistent: a loop without Beam gives the same totals."""
+    from pipeline.sources import BLANK, plan_shards, read_shard
+    from transforms import summary as summaries
+    from transforms.records import Settings, process_record
+
+    total: dict = {}
+    for item in read_shard(plan_shards([str(SAMPLE)])[0]):
+        if item is BLANK:
+            total = summaries.merge(total, summaries.partial(blank_lines=1))
+            continue
+        outcome = process_record(item, Settings())
+        metrics = [outcome.metrics] if outcome.metrics else []
+        letters = [outcome.dead_letter] if outcome.dead_letter else []
+        total = summaries.merge(total, summaries.partial(1, metrics, letters))
+    assert summaries.finalize(total) == json.loads((sample_run / "summary.json").read_text())
