@@ -1,0 +1,283 @@
+"""Property tests: the invariants of NORMALIZATION.md over arbitrary JSON-like message lists.
+
+The generator mixes everything a logged buffer can hold: junk entries (non-objects, role-less
+or blank-role objects), flat and provider-shaped calls, stored-buffer rows (pairing keys under
+``metadata``), ids drawn from a small pool so that collisions, redeclarations, duplicates and
+unusable ids ("0", " ", "", 0, True, None, 1.5) happen in most examples, integers past 64 bits
+and past CPython's 4,300-digit str limit, and content nested past orjson's 255 levels and past
+Python's recursion limit.
+
+Determinism: every test uses ``PROPERTIES`` below: ``derandomize=True`` and no example
+database, so CI runs the same examples on every machine and a red build always reproduces
+locally; the example counts keep the whole file well under a minute on two cores. Set
+``CONVNORM_PROPERTY_EXAMPLES=5000`` and/or ``CONVNORM_PROPERTY_RANDOM=1`` to explore further
+by hand (random seeds; hypothesis prints a reproduction blob on failure).
+"""
+
+from __future__ import annotations
+
+import copy
+import os
+import sys
+from collections import Counter
+from pathlib import Path
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+ROOT = Path(__file__).resolve().parents[1]
+if str(ROOT) not in sys.path:  # CI installs the project editable; a bare venv may not have it
+    sys.path.insert(0, str(ROOT))
+
+from transforms.normalize import INTERRUPTED_RESULT, REASONS, normalize_conversation  # noqa: E402
+
+PROPERTIES = settings(
+    max_examples=int(os.environ.get("CONVNORM_PROPERTY_EXAMPLES", "400")),
+    deadline=None,
+    derandomize=not os.environ.get("CONVNORM_PROPERTY_RANDOM"),
+    database=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+)
+
+#: Reasons that remove a call from a turn; every other reason removes a whole message.
+CALL_REASONS = ("unusable_call", "redeclared_call")
+
+
+# --------------------------------------------------------------------------------------------
+# Strategies
+
+
+def _nest(depth: int, leaf):
+    value = leaf
+    for _ in range(depth):
+        value = [value] if depth % 2 else {"k": value}
+    return value
+
+
+#: One shared, far-too-deep value (past Python's recursion limit): its content must become "".
+#: It is shared so that deep-copying the input can skip it (see ``_snapshot``).
+TOO_DEEP = _nest(5_000, 1)
+
+USABLE_IDS = (" c1", "c1", "c2", "c2 ", 2**70, 7, "7", "00")
+UNUSABLE_IDS = ("0", " ", "", 0, True, None, 1.5)
+# Three usable draws for one unusable: pairs, redeclarations and duplicates stay frequent.
+ids = st.one_of(*[st.sampled_from(USABLE_IDS)] * 3, st.sampled_from(UNUSABLE_IDS))
+
+scalars = st.one_of(
+    st.none(),
+    st.booleans(),
+    st.integers(),
+    st.integers(min_value=2**63, max_value=2**200) | st.integers(min_value=-(2**200), max_value=-(2**63)),
+    # Past CPython's int str limit. Built, not sampled: hypothesis reprs sampled values, and
+    # repr() refuses these (a falsifying example holding one may print with a ValueError).
+    st.builds(lambda digits, sign: sign * (10**digits + 7), st.sampled_from([4301, 4400]), st.sampled_from([1, -1])),
+    st.floats(),  # NaN and infinities included
+    st.text(max_size=12),
+)
+json_values = st.recursive(
+    scalars,
+    lambda children: st.lists(children, max_size=4) | st.dictionaries(st.text(max_size=6), children, max_size=4),
+    max_leaves=12,
+)
+content_values = st.one_of(
+    scalars,
+    json_values,
+    st.builds(_nest, st.sampled_from([20, 256, 300]), scalars),  # past orjson's depth limit
+    st.builds(lambda: TOO_DEEP),  # not st.just: hypothesis would repr it
+)
+names = st.one_of(st.sampled_from(["search", "f", ""]), st.integers(), st.none(), json_values)
+args = st.one_of(st.text(max_size=10), json_values)
+
+flat_calls = st.one_of(
+    st.fixed_dictionaries({"tool_call_id": ids}, optional={"name": names, "args": args}),
+    st.fixed_dictionaries({"id": ids}, optional={"name": names, "arguments": args}),
+)
+provider_calls = st.builds(
+    lambda call_id, name, arguments: {
+        "id": call_id,
+        "type": "function",
+        "function": {"name": name, "arguments": arguments},
+    },
+    ids,
+    names,
+    st.text(max_size=10),
+)
+junk_calls = st.sampled_from(["c1", 5, None, [], True, {}])
+call_lists = st.one_of(
+    st.lists(st.one_of(flat_calls, flat_calls, provider_calls, junk_calls), min_size=1, max_size=3),
+    st.sampled_from([None, [], {}, "c1", 5]),  # no calls at all
+)
+
+extras = st.fixed_dictionaries({}, optional={"timestamp": st.integers(), "name": st.text(max_size=4), "id": ids})
+
+
+def _message(role_strategy, **fields):
+    """A message dict with optional content, the given pairing fields and some extra keys."""
+    return st.builds(
+        lambda role, content, extra, pairing: {**extra, "role": role, **content, **pairing},
+        role_strategy,
+        st.fixed_dictionaries({}, optional={"content": content_values}),
+        extras,
+        st.fixed_dictionaries(fields),
+    )
+
+
+junk_entries = st.one_of(
+    st.none(), st.booleans(), st.integers(), st.text(max_size=5), st.lists(st.integers(), max_size=2)
+)
+roleless = st.builds(
+    lambda role, content: {**role, "content": content},
+    st.fixed_dictionaries({}, optional={"role": st.sampled_from([None, "", "  ", 5, True, 1.5, ["user"]])}),
+    content_values,
+)
+plain = _message(st.sampled_from(["user", "user", "developer", "System", " user ", "Tool", "moderator"]))
+system = _message(st.just("system"))
+assistant_plain = _message(st.just("assistant"))
+assistant_calls = _message(st.just("assistant"), tool_calls=call_lists)
+tool = _message(st.just("tool"), tool_call_id=ids)
+tool_without_id = _message(st.just("tool"))
+buffer_assistant = _message(st.just("assistant"), metadata=st.fixed_dictionaries({"tool_calls": call_lists}))
+buffer_tool = _message(st.just("tool"), metadata=st.fixed_dictionaries({"tool_call_id": ids}))
+pairing_elsewhere = st.sampled_from(
+    [
+        {"role": "user", "content": "u", "tool_calls": [{"tool_call_id": "c1", "name": "f"}], "tool_call_id": "c2"},
+        {"role": "system", "content": "s", "tool_call_id": "c1", "tool_calls": [{"id": "c2"}]},
+        {"role": "assistant", "content": "a", "tool_call_id": "c1"},
+    ]
+)
+
+# Weighted mix (a kind per draw, then its strategy): mostly calls and results, where the
+# repairs happen; a nested one_of would instead be flattened and weighted by branch count.
+KINDS = {
+    "assistant_calls": (assistant_calls, 6),
+    "tool": (tool, 6),
+    "buffer_assistant": (buffer_assistant, 1),
+    "buffer_tool": (buffer_tool, 1),
+    "plain": (plain, 2),
+    "assistant_plain": (assistant_plain, 1),
+    "system": (system, 1),
+    "tool_without_id": (tool_without_id, 1),
+    "pairing_elsewhere": (pairing_elsewhere, 1),
+    "roleless": (roleless, 1),
+    "junk": (junk_entries, 1),
+}
+entries = st.sampled_from([kind for kind, (_, weight) in KINDS.items() for _ in range(weight)]).flatmap(
+    lambda kind: KINDS[kind][0]
+)
+bodies = st.lists(entries, max_size=30) | st.lists(entries, min_size=8, max_size=30)
+# Some lists open with results (the leading-tool guard), possibly behind system messages.
+leads = st.lists(st.one_of(tool, buffer_tool, system), min_size=1, max_size=3)
+conversations = st.one_of(bodies, bodies, st.builds(lambda lead, body: lead + body, leads, bodies))
+
+
+# --------------------------------------------------------------------------------------------
+# Helpers
+
+
+def _snapshot(messages):
+    # TOO_DEEP is too deep to deep-copy; it is shared, never copied, and compared by identity
+    # (list and dict equality short-circuit on identical items).
+    return copy.deepcopy(messages, memo={id(TOO_DEEP): TOO_DEEP})
+
+
+def _system_count(messages) -> int:
+    return sum(1 for m in messages if isinstance(m, dict) and m.get("role") == "system")
+
+
+def _assert_flat_shape(message) -> None:
+    role = message["role"]
+    assert isinstance(role, str) and role.strip()
+    assert isinstance(message["content"], str)
+    keys = list(message)
+    if role == "assistant" and "tool_calls" in message:
+        assert keys == ["role", "content", "tool_calls"]
+        calls = message["tool_calls"]
+        assert isinstance(calls, list) and calls
+        for call in calls:
+            assert list(call) in (["tool_call_id", "name"], ["tool_call_id", "name", "args"])
+            assert isinstance(call["name"], str)
+            assert "args" not in call or call["args"] is not None
+    elif role == "tool":
+        assert keys == ["role", "content", "tool_call_id"]
+    else:
+        assert keys == ["role", "content"]
+
+
+def _assert_usable(call_id) -> None:
+    assert isinstance(call_id, str)
+    assert call_id == call_id.strip() and call_id not in ("", "0")
+
+
+# --------------------------------------------------------------------------------------------
+# Properties
+
+
+@PROPERTIES
+@given(st.one_of(conversations, junk_entries, st.dictionaries(st.text(max_size=4), scalars, max_size=3)))
+def test_never_raises_and_non_lists_normalize_to_empty(value):
+    result = normalize_conversation(value)
+    if not isinstance(value, list):
+        assert (result.messages, result.dropped, result.drops, result.healed) == ([], 0, {}, 0)
+
+
+@PROPERTIES
+@given(conversations)
+def test_idempotent(messages):
+    first = normalize_conversation(messages)
+    second = normalize_conversation(first.messages)
+    assert second.messages == first.messages
+    assert [list(m) for m in second.messages] == [list(m) for m in first.messages]
+    assert (second.dropped, second.drops, second.healed) == (0, {}, 0)
+
+
+@PROPERTIES
+@given(conversations)
+def test_input_never_mutated(messages):
+    before = _snapshot(messages)
+    normalize_conversation(messages)
+    assert messages == before
+
+
+@PROPERTIES
+@given(conversations)
+def test_system_messages_never_dropped_and_all_first(messages):
+    out = normalize_conversation(messages).messages
+    assert _system_count(out) == _system_count(messages)
+    roles = [m["role"] == "system" for m in out]
+    assert roles == sorted(roles, reverse=True)  # a prefix of system messages, then none
+
+
+@PROPERTIES
+@given(conversations)
+def test_every_call_declared_once_and_answered_by_exactly_one_result(messages):
+    out = normalize_conversation(messages).messages
+    declared = [c["tool_call_id"] for m in out if m["role"] == "assistant" for c in m.get("tool_calls", ())]
+    results = [m["tool_call_id"] for m in out if m["role"] == "tool"]
+    for call_id in declared + results:
+        _assert_usable(call_id)
+    assert len(declared) == len(set(declared))
+    # Exactly one result per declared id, and no result without a declaration.
+    assert Counter(results) == Counter(declared)
+
+
+@PROPERTIES
+@given(conversations)
+def test_drop_accounting(messages):
+    result = normalize_conversation(messages)
+    assert set(result.drops) <= set(REASONS)
+    assert list(result.drops) == [r for r in REASONS if r in result.drops]
+    assert all(isinstance(n, int) and n > 0 for n in result.drops.values())
+    assert sum(result.drops.values()) == result.dropped
+    assert result.healed >= 0
+    # Ledger: every message-level drop removed one entry, every heal added one.
+    message_drops = result.dropped - sum(result.drops.get(r, 0) for r in CALL_REASONS)
+    assert len(result.messages) == len(messages) - message_drops + result.healed
+    synthetic = sum(1 for m in result.messages if m["role"] == "tool" and m["content"] == INTERRUPTED_RESULT)
+    assert synthetic >= result.healed
+
+
+@PROPERTIES
+@given(conversations)
+def test_flat_shape_and_string_content(messages):
+    for message in normalize_conversation(messages).messages:
+        _assert_flat_shape(message)
