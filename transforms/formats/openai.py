@@ -16,7 +16,9 @@ Writers (``openai-finetune``, ``openai-batch``): one fine-tuning JSONL line, or 
 input line for ``/v1/chat/completions``. Arguments become a JSON string (an object as compact
 JSON, a string as is, none as ``"{}"``); an assistant message with calls and no text gets
 ``content: null``; each result is placed right after its call. ``tools`` in any known shape is
-written in the Chat Completions shape, legacy ``functions`` becoming ``tools``.
+written in the Chat Completions shape, legacy ``functions`` becoming ``tools``; a call to a tool
+that ``tools`` declares as custom is written as a custom call. Only the keys of the target
+format are written: other record fields (ids, metadata) are not carried.
 """
 
 from __future__ import annotations
@@ -185,8 +187,25 @@ def openai_arguments(args: Any) -> str:
     return content_text(args)
 
 
-def flat_to_openai(messages: list) -> list:
-    """Normalized flat messages as Chat Completions messages, each result right after its call."""
+def _openai_call(call: dict, custom_tools: frozenset) -> dict:
+    if call["name"] in custom_tools:
+        # A call to a free-text custom tool: its arguments are the tool's input.
+        args = call.get("args")
+        text = "" if args is None else openai_arguments(args)
+        return {"id": call["tool_call_id"], "type": "custom", "custom": {"name": call["name"], "input": text}}
+    return {
+        "id": call["tool_call_id"],
+        "type": "function",
+        "function": {"name": call["name"], "arguments": openai_arguments(call.get("args"))},
+    }
+
+
+def flat_to_openai(messages: list, custom_tools: frozenset = frozenset()) -> list:
+    """Normalized flat messages as Chat Completions messages, each result right after its call.
+
+    ``custom_tools`` names the record's custom (free-text) tools: calls to them are written as
+    custom calls, the flat shape having no other trace of the difference.
+    """
     if not messages:
         raise FormatError("empty_conversation", "no messages to write")
     out = []
@@ -204,14 +223,7 @@ def flat_to_openai(messages: list) -> list:
                     "role": "assistant",
                     # A call-only turn: null, as the API itself returns it.
                     "content": message["content"] or None,
-                    "tool_calls": [
-                        {
-                            "id": call["tool_call_id"],
-                            "type": "function",
-                            "function": {"name": call["name"], "arguments": openai_arguments(call.get("args"))},
-                        }
-                        for call in calls
-                    ],
+                    "tool_calls": [_openai_call(call, custom_tools) for call in calls],
                 }
             )
         elif role == "tool":
@@ -221,17 +233,21 @@ def flat_to_openai(messages: list) -> list:
     return out
 
 
-def _tools(record: dict) -> list | None:
+def _tools(record: dict) -> tuple[list | None, frozenset]:
+    """The record's tools in the Chat Completions shape, and the names of its custom tools."""
     tools = record_tools(record)
-    return None if tools is None else [openai_tool(t) for t in tools]
+    if tools is None:
+        return None, frozenset()
+    tools = [openai_tool(t) for t in tools]
+    return tools, frozenset(t["custom"].get("name") for t in tools if t.get("type") == "custom")
 
 
 def write_openai_finetune(record: dict, ctx: WriteContext) -> dict:
-    messages = flat_to_openai(normalized_messages(record, ctx.messages_field))
+    tools, custom_tools = _tools(record)
+    messages = flat_to_openai(normalized_messages(record, ctx.messages_field), custom_tools)
     if not any(m["role"] == "assistant" for m in messages):
         raise FormatError("no_assistant_message", "a fine-tuning example needs an assistant message")
     out: dict = {"messages": messages}
-    tools = _tools(record)
     if tools is not None:
         out["tools"] = tools
     if isinstance(record.get("parallel_tool_calls"), bool):
@@ -245,8 +261,8 @@ def write_openai_batch(record: dict, ctx: WriteContext) -> dict:
     model = record_model(record, ctx.model)
     if model is None:
         raise FormatError("missing_model", "a Batch request needs a model: pass --model")
-    body: dict = {"model": model, "messages": flat_to_openai(normalized_messages(record, ctx.messages_field))}
-    tools = _tools(record)
+    tools, custom_tools = _tools(record)
+    body: dict = {"model": model, "messages": flat_to_openai(normalized_messages(record, ctx.messages_field), custom_tools)}
     if tools is not None:
         body["tools"] = tools
         # The API refuses parallel_tool_calls without tools.

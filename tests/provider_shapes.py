@@ -1,0 +1,287 @@
+"""What the providers accept, as checks: each function returns a list of problems (empty = fine).
+
+Written from /work/shared/spec/FORMATS.md (sections 1, 2 and 4), independently of the writers:
+
+- OpenAI Chat Completions / fine-tuning messages: roles system, developer, user, assistant,
+  tool; string content (text-part lists allowed), ``null`` only on an assistant message with
+  calls; calls ``{id, type: "function", function: {name, arguments: <string>}}`` or custom
+  calls ``{id, type: "custom", custom: {name, input: <string>}}``; ids unique; the pairing
+  rule "every call answered by a tool message right after; no tool message without a preceding
+  call" (the run of tool messages right after an assistant message answers exactly its calls).
+- Fine-tuning line: ``{messages, tools?, parallel_tool_calls?, functions?}``, at least one
+  assistant message; tools ``{type: "function", function: {name, description?, parameters?}}``.
+- Batch line: ``{custom_id, method: "POST", url: "/v1/chat/completions", body: {model, messages,
+  ...}}``.
+- Anthropic request: no system role in messages (``system`` is a top-level string or text
+  blocks), alternating user/assistant roles, non-empty content, no empty or whitespace-only text
+  blocks, ``tool_use`` only in assistant messages with ``input`` an object and an id matching
+  ``[A-Za-z0-9_-]+``, each ``tool_use`` answered by a ``tool_result`` in the very next message
+  (a user message) and each ``tool_result`` matching a ``tool_use`` of the message right before,
+  ``tool_result`` blocks before any other block of their message, ids unique.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+_OPENAI_ROLES = ("system", "developer", "user", "assistant", "tool")
+_OPENAI_KEYS = {
+    "system": {"role", "content", "name"},
+    "developer": {"role", "content", "name"},
+    "user": {"role", "content", "name"},
+    "assistant": {"role", "content", "name", "tool_calls", "refusal", "weight"},
+    "tool": {"role", "content", "tool_call_id"},
+}
+_ANTHROPIC_ID = re.compile(r"^[A-Za-z0-9_-]+$")
+
+
+def _text_content_ok(content: Any) -> bool:
+    if isinstance(content, str):
+        return True
+    return (
+        isinstance(content, list)
+        and bool(content)
+        and all(isinstance(p, dict) and p.get("type") == "text" and isinstance(p.get("text"), str) for p in content)
+    )
+
+
+def openai_message_errors(messages: Any) -> list[str]:
+    """Problems of a Chat Completions message list, pairing rule included."""
+    if not isinstance(messages, list) or not messages:
+        return ["messages is not a non-empty list"]
+    errors = []
+    seen_ids: set[str] = set()
+    expecting: set[str] = set()  # ids of the last assistant message not answered yet
+    in_results = False  # inside the run of tool messages right after an assistant with calls
+    for n, m in enumerate(messages):
+        where = f"messages[{n}]"
+        if not isinstance(m, dict):
+            errors.append(f"{where}: not an object")
+            continue
+        role = m.get("role")
+        if role not in _OPENAI_ROLES:
+            errors.append(f"{where}: role {role!r}")
+            continue
+        extra = set(m) - _OPENAI_KEYS[role]
+        if extra:
+            errors.append(f"{where}: unexpected keys {sorted(extra)}")
+        if role != "tool" and expecting:
+            errors.append(f"{where}: calls {sorted(expecting)} not answered right after their call")
+            expecting = set()
+        if role != "tool":
+            in_results = False
+        calls = m.get("tool_calls")
+        if role == "assistant" and calls is not None:
+            if not isinstance(calls, list) or not calls:
+                errors.append(f"{where}: tool_calls is not a non-empty list")
+                calls = []
+            for k, call in enumerate(calls):
+                cwhere = f"{where}.tool_calls[{k}]"
+                kind = call.get("type") if isinstance(call, dict) else None
+                if kind not in ("function", "custom") or set(call) != {"id", "type", kind}:
+                    errors.append(f"{cwhere}: not {{id, type: function|custom, function|custom}}")
+                    continue
+                if not isinstance(call["id"], str) or not call["id"]:
+                    errors.append(f"{cwhere}: id {call['id']!r}")
+                elif call["id"] in seen_ids:
+                    errors.append(f"{cwhere}: id {call['id']!r} used twice")
+                else:
+                    seen_ids.add(call["id"])
+                    expecting.add(call["id"])
+                inner, value = call[kind], "arguments" if kind == "function" else "input"
+                if not isinstance(inner, dict) or set(inner) != {"name", value}:
+                    errors.append(f"{cwhere}.{kind}: not {{name, {value}}}")
+                    continue
+                if not isinstance(inner["name"], str) or not inner["name"]:
+                    errors.append(f"{cwhere}.{kind}.name: {inner['name']!r}")
+                if not isinstance(inner[value], str):
+                    errors.append(f"{cwhere}.{kind}.{value}: not a string")
+            in_results = True
+            if m.get("content") is not None and not _text_content_ok(m.get("content")):
+                errors.append(f"{where}: content is not text")
+            continue
+        if "content" not in m or not _text_content_ok(m["content"]):
+            errors.append(f"{where}: content missing or not text")
+        if role == "tool":
+            call_id = m.get("tool_call_id")
+            if not in_results or call_id not in expecting:
+                errors.append(f"{where}: tool message {call_id!r} without a preceding call")
+            else:
+                expecting.discard(call_id)
+    if expecting:
+        errors.append(f"end: calls {sorted(expecting)} never answered")
+    return errors
+
+
+def openai_tools_errors(tools: Any) -> list[str]:
+    if not isinstance(tools, list) or not tools:
+        return ["tools is not a non-empty list"]
+    errors = []
+    for k, tool in enumerate(tools):
+        function = tool.get("function") if isinstance(tool, dict) else None
+        if isinstance(tool, dict) and tool.get("type") == "custom" and set(tool) == {"type", "custom"}:
+            if not isinstance(tool["custom"], dict) or not isinstance(tool["custom"].get("name"), str):
+                errors.append(f"tools[{k}].custom: no name")
+            continue
+        if not isinstance(tool, dict) or tool.get("type") != "function" or set(tool) != {"type", "function"}:
+            errors.append(f"tools[{k}]: not {{type: function, function}}")
+        elif not isinstance(function, dict) or not isinstance(function.get("name"), str):
+            errors.append(f"tools[{k}].function: no name")
+        elif not set(function) <= {"name", "description", "parameters", "strict"}:
+            errors.append(f"tools[{k}].function: unexpected keys {sorted(set(function) - {'name', 'description', 'parameters', 'strict'})}")
+        elif "parameters" in function and not isinstance(function["parameters"], dict):
+            errors.append(f"tools[{k}].function.parameters: not an object")
+    return errors
+
+
+def openai_finetune_errors(line: Any) -> list[str]:
+    """Problems of one OpenAI chat fine-tuning JSONL line."""
+    if not isinstance(line, dict):
+        return ["line is not an object"]
+    errors = []
+    extra = set(line) - {"messages", "tools", "parallel_tool_calls", "functions"}
+    if extra:
+        errors.append(f"unexpected keys {sorted(extra)}")
+    errors += openai_message_errors(line.get("messages"))
+    if isinstance(line.get("messages"), list) and not any(
+        isinstance(m, dict) and m.get("role") == "assistant" for m in line["messages"]
+    ):
+        errors.append("no assistant message")
+    if "tools" in line:
+        errors += openai_tools_errors(line["tools"])
+    if "parallel_tool_calls" in line and not isinstance(line["parallel_tool_calls"], bool):
+        errors.append("parallel_tool_calls is not a boolean")
+    return errors
+
+
+def openai_batch_errors(line: Any) -> list[str]:
+    """Problems of one OpenAI Batch API input line for /v1/chat/completions."""
+    if not isinstance(line, dict):
+        return ["line is not an object"]
+    errors = []
+    if set(line) != {"custom_id", "method", "url", "body"}:
+        errors.append(f"keys {sorted(line)} are not custom_id, method, url, body")
+    if not isinstance(line.get("custom_id"), str) or not line.get("custom_id"):
+        errors.append("custom_id is not a non-empty string")
+    if line.get("method") != "POST":
+        errors.append(f"method {line.get('method')!r}")
+    if line.get("url") != "/v1/chat/completions":
+        errors.append(f"url {line.get('url')!r}")
+    body = line.get("body")
+    if not isinstance(body, dict):
+        return errors + ["body is not an object"]
+    if not isinstance(body.get("model"), str) or not body.get("model"):
+        errors.append("body.model is not a non-empty string")
+    errors += [f"body.{e}" for e in openai_message_errors(body.get("messages"))]
+    if "tools" in body:
+        errors += [f"body.{e}" for e in openai_tools_errors(body["tools"])]
+    if "parallel_tool_calls" in body and "tools" not in body:
+        errors.append("body.parallel_tool_calls without tools")
+    return errors
+
+
+def _anthropic_blocks(content: Any, where: str, errors: list) -> list:
+    if isinstance(content, str):
+        if not content.strip():
+            errors.append(f"{where}: empty string content")
+        return [{"type": "text", "text": content}]
+    if not isinstance(content, list) or not content:
+        errors.append(f"{where}: content is not a string or a non-empty block list")
+        return []
+    for k, block in enumerate(content):
+        if not isinstance(block, dict) or not isinstance(block.get("type"), str):
+            errors.append(f"{where}.content[{k}]: not a block")
+        elif block["type"] == "text" and (not isinstance(block.get("text"), str) or not block["text"].strip()):
+            errors.append(f"{where}.content[{k}]: empty text block")
+    return [b for b in content if isinstance(b, dict)]
+
+
+def anthropic_request_errors(body: Any) -> list[str]:
+    """Problems of one Anthropic Messages API request body."""
+    if not isinstance(body, dict):
+        return ["body is not an object"]
+    errors = []
+    extra = set(body) - {"model", "max_tokens", "system", "messages", "tools", "tool_choice", "metadata",
+                         "stop_sequences", "temperature", "top_p", "top_k", "thinking", "stream"}
+    if extra:
+        errors.append(f"unexpected keys {sorted(extra)}")
+    system = body.get("system")
+    if system is not None and not (
+        (isinstance(system, str) and system.strip())
+        or (isinstance(system, list) and all(isinstance(b, dict) and b.get("type") == "text" and str(b.get("text", "")).strip() for b in system))
+    ):
+        errors.append("system is not non-empty text or text blocks")
+    messages = body.get("messages")
+    if not isinstance(messages, list) or not messages:
+        return errors + ["messages is not a non-empty list"]
+    seen_ids: set[str] = set()
+    previous_uses: set[str] = set()
+    previous_role = None
+    for n, m in enumerate(messages):
+        where = f"messages[{n}]"
+        if not isinstance(m, dict) or set(m) != {"role", "content"}:
+            errors.append(f"{where}: not {{role, content}}")
+            continue
+        role = m["role"]
+        if role not in ("user", "assistant"):
+            errors.append(f"{where}: role {role!r}")
+        if role == previous_role:
+            errors.append(f"{where}: second {role} message in a row")
+        blocks = _anthropic_blocks(m["content"], where, errors)
+        uses, answered = set(), set()
+        results_done = False
+        for k, block in enumerate(blocks):
+            bwhere = f"{where}.content[{k}]"
+            kind = block.get("type")
+            if kind == "tool_use":
+                if role != "assistant":
+                    errors.append(f"{bwhere}: tool_use outside an assistant message")
+                if not isinstance(block.get("id"), str) or not _ANTHROPIC_ID.match(block["id"]):
+                    errors.append(f"{bwhere}: id {block.get('id')!r}")
+                elif block["id"] in seen_ids:
+                    errors.append(f"{bwhere}: id {block['id']!r} used twice")
+                else:
+                    seen_ids.add(block["id"])
+                    uses.add(block["id"])
+                if not isinstance(block.get("name"), str) or not block["name"]:
+                    errors.append(f"{bwhere}: name {block.get('name')!r}")
+                if not isinstance(block.get("input"), dict):
+                    errors.append(f"{bwhere}: input is not an object")
+            elif kind == "tool_result":
+                if role != "user":
+                    errors.append(f"{bwhere}: tool_result outside a user message")
+                if results_done:
+                    errors.append(f"{bwhere}: tool_result after other content")
+                call_id = block.get("tool_use_id")
+                if call_id not in previous_uses:
+                    errors.append(f"{bwhere}: tool_result {call_id!r} without a tool_use in the previous message")
+                elif call_id in answered:
+                    errors.append(f"{bwhere}: tool_result {call_id!r} twice")
+                answered.add(call_id)
+                content = block.get("content")
+                if content is not None and not isinstance(content, (str, list)):
+                    errors.append(f"{bwhere}: content is not a string or blocks")
+                if "is_error" in block and not isinstance(block["is_error"], bool):
+                    errors.append(f"{bwhere}: is_error is not a boolean")
+            else:
+                results_done = True
+        missing = previous_uses - answered
+        if missing:
+            errors.append(f"{where}: tool_use ids {sorted(missing)} have no tool_result in this message")
+        previous_uses, previous_role = uses, role
+    if previous_uses:
+        errors.append(f"end: tool_use ids {sorted(previous_uses)} never answered")
+    tools = body.get("tools")
+    if tools is not None:
+        if not isinstance(tools, list) or not tools:
+            errors.append("tools is not a non-empty list")
+        else:
+            for k, tool in enumerate(tools):
+                if not isinstance(tool, dict) or not isinstance(tool.get("name"), str):
+                    errors.append(f"tools[{k}]: no name")
+                elif "type" not in tool and not isinstance(tool.get("input_schema"), dict):
+                    errors.append(f"tools[{k}]: input_schema is not an object")
+                elif "type" not in tool and not set(tool) <= {"name", "description", "input_schema", "cache_control"}:
+                    errors.append(f"tools[{k}]: unexpected keys {sorted(tool)}")
+    return errors
