@@ -158,27 +158,37 @@ class _MergeSummaries(beam.CombineFn):
         return self._finish(accumulator)
 
 
-class SummarizeRun(beam.PTransform):
-    """Dataset totals from the read statistics and the drops and dead-letter outputs.
+class _Summarize(beam.PTransform):
+    """Read statistics + per-record outputs + dead letters -> one summary document.
 
-    ``records_in`` comes from the reader's statistics, not from the outputs, so the summary's
-    ``accounted`` flag is a real check that every record ended in exactly one output.
+    ``partial(records_in, outputs, dead_letters, blank_lines)`` summarizes one piece;
+    ``finish`` turns the total into the document. ``records_in`` comes from the reader's
+    statistics, not from the outputs, so the ``accounted`` flag is a real check that every
+    record ended in exactly one output.
     """
 
-    def __init__(self, settings: Settings) -> None:
+    def __init__(self, partial, finish) -> None:
         super().__init__()
-        self._settings = settings
+        self._partial = partial
+        self._finish = finish
 
     def expand(self, inputs):
-        read_stats, drops, dead_letters = inputs
+        read_stats, outputs, dead_letters = inputs
+        partial = self._partial
         parts = (
-            read_stats | "ReadTotals" >> beam.Map(
-                lambda s: summaries.partial(records_in=s["records"], blank_lines=s["blank_lines"])),
-            drops | "DropTotals" >> beam.Map(lambda b: summaries.partial(metrics=b.items)),
-            dead_letters | "DeadLetterTotals" >> beam.Map(lambda b: summaries.partial(dead_letters=b.items)),
+            read_stats | "ReadTotals" >> beam.Map(lambda s: partial(s["records"], blank_lines=s["blank_lines"])),
+            outputs | "OutputTotals" >> beam.Map(lambda b: partial(0, b.items)),
+            dead_letters | "DeadLetterTotals" >> beam.Map(lambda b: partial(0, (), b.items)),
         ) | "AllTotals" >> beam.Flatten()
-        finish = functools.partial(summaries.finalize, profile=self._settings.profile, check=self._settings.check)
-        return parts | "Merge" >> beam.CombineGlobally(_MergeSummaries(finish))
+        return parts | "Merge" >> beam.CombineGlobally(_MergeSummaries(self._finish))
+
+
+class SummarizeRun(_Summarize):
+    """Dataset totals of a normalization run, from (read stats, drops, dead letters)."""
+
+    def __init__(self, settings: Settings) -> None:
+        super().__init__(summaries.partial, functools.partial(
+            summaries.finalize, profile=settings.profile, check=settings.check))
 
 
 class CheckConversation(beam.DoFn):
@@ -223,16 +233,8 @@ class CheckConversations(beam.PTransform):
         return CheckedOutputs(outputs.reports, outputs[fn.DEAD_LETTER])
 
 
-class SummarizeValidation(beam.PTransform):
-    """Totals of a validation run: read statistics, reports and dead letters."""
+class SummarizeValidation(_Summarize):
+    """Totals of a validation run, from (read stats, reports, dead letters)."""
 
-    def expand(self, inputs):
-        read_stats, reports, dead_letters = inputs
-        parts = (
-            read_stats | "ReadTotals" >> beam.Map(
-                lambda s: summaries.validation_partial(records_in=s["records"], blank_lines=s["blank_lines"])),
-            reports | "ReportTotals" >> beam.Map(lambda b: summaries.validation_partial(reports=b.items)),
-            dead_letters | "DeadLetterTotals" >> beam.Map(
-                lambda b: summaries.validation_partial(dead_letters=b.items)),
-        ) | "AllTotals" >> beam.Flatten()
-        return parts | "Merge" >> beam.CombineGlobally(_MergeSummaries(summaries.finalize_validation))
+    def __init__(self) -> None:
+        super().__init__(summaries.validation_partial, summaries.finalize_validation)

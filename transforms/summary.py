@@ -49,6 +49,13 @@ def _add(counts: dict, key: str, n: int = 1) -> None:
     counts[key] = counts.get(key, 0) + n
 
 
+def _reasons(dead_letters: Iterable[dict]) -> dict:
+    counts: dict = {}
+    for letter in dead_letters:
+        _add(counts, letter["reason"])
+    return counts
+
+
 def partial(records_in: int = 0, metrics: Iterable[dict] = (), dead_letters: Iterable[dict] = (),
             blank_lines: int = 0) -> dict:
     """The partial summary of one batch: raw records read, drop metrics, dead letters."""
@@ -72,9 +79,7 @@ def partial(records_in: int = 0, metrics: Iterable[dict] = (), dead_letters: Ite
             with_violations += 1
             for kind, n in found.items():
                 _add(violations, kind, n)
-    letters: dict = {}
-    for d in dead_letters:
-        _add(letters, d["reason"])
+    letters = _reasons(dead_letters)
     out.update(
         records_out=records_out,
         dead_letters=sum(letters.values()),
@@ -181,9 +186,7 @@ def validation_partial(records_in: int = 0, reports: Iterable[dict] = (), dead_l
         with_violations += bool(report["violations"])
         for kind, n in report["violations"].items():
             _add(violations, kind, n)
-    letters: dict = {}
-    for d in dead_letters:
-        _add(letters, d["reason"])
+    letters = _reasons(dead_letters)
     return {
         "records_in": records_in,
         "blank_lines": blank_lines,
