@@ -209,7 +209,8 @@ def _tool_result(message: dict, ids: dict) -> dict:
 
 def flat_to_anthropic(messages: list) -> tuple[str, list]:
     """Normalized flat messages as ``(system, messages)`` of a Messages request."""
-    system = JOIN.join(m["content"] for m in messages if m["role"] in ("system", "developer") and m["content"])
+    # Blank system text is left out like blank turns: the API refuses empty text.
+    system = JOIN.join(m["content"] for m in messages if m["role"] in ("system", "developer") and m["content"].strip())
     rest = results_after_calls([m for m in messages if m["role"] not in ("system", "developer")])
     ids = _tool_ids(rest)
     turns: list[dict] = []

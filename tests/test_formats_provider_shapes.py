@@ -1,0 +1,119 @@
+"""The provider-shape checker itself: valid examples pass, each rule catches its violation.
+
+A checker that passes everything would make the writer tests meaningless, so every rule the
+writers rely on is shown to fire here.
+"""
+
+from __future__ import annotations
+
+import copy
+
+import pytest
+
+import provider_shapes as shapes
+
+CHAT = [
+    {"role": "system", "content": "You are a booking agent."},
+    {"role": "user", "content": "Flights JFK to SEA?"},
+    {"role": "assistant", "content": None, "tool_calls": [
+        {"id": "call_1", "type": "function", "function": {"name": "search", "arguments": "{}"}},
+        {"id": "call_2", "type": "custom", "custom": {"name": "python", "input": "print(1)"}}]},
+    {"role": "tool", "tool_call_id": "call_2", "content": "1"},
+    {"role": "tool", "tool_call_id": "call_1", "content": "[]"},
+    {"role": "assistant", "content": "No direct flights."},
+]
+ANTHROPIC = {
+    "model": "claude-x",
+    "max_tokens": 100,
+    "system": "You are a booking agent.",
+    "messages": [
+        {"role": "user", "content": "Flights JFK to SEA?"},
+        {"role": "assistant", "content": [
+            {"type": "text", "text": "Let me check."},
+            {"type": "tool_use", "id": "toolu_01", "name": "search", "input": {"origin": "JFK"}}]},
+        {"role": "user", "content": [
+            {"type": "tool_result", "tool_use_id": "toolu_01", "content": "[]"},
+            {"type": "text", "text": "Thanks"}]},
+        {"role": "assistant", "content": "No direct flights."},
+    ],
+    "tools": [{"name": "search", "description": "d", "input_schema": {"type": "object"}}],
+}
+
+
+def test_valid_examples_pass():
+    assert shapes.openai_message_errors(CHAT) == []
+    assert shapes.openai_finetune_errors({"messages": CHAT, "tools": [{"type": "function", "function": {"name": "search"}}], "parallel_tool_calls": True}) == []
+    line = {"custom_id": "r1", "method": "POST", "url": "/v1/chat/completions", "body": {"model": "m", "messages": CHAT}}
+    assert shapes.openai_batch_errors(line) == []
+    assert shapes.anthropic_request_errors(ANTHROPIC) == []
+
+
+def _chat(edit):
+    messages = copy.deepcopy(CHAT)
+    edit(messages)
+    return shapes.openai_message_errors(messages)
+
+
+@pytest.mark.parametrize(
+    "edit,fragment",
+    [
+        (lambda m: m.pop(3), "not answered right after"),
+        (lambda m: m.insert(3, {"role": "user", "content": "wait"}), "not answered right after"),
+        (lambda m: m.append({"role": "tool", "tool_call_id": "call_9", "content": "x"}), "without a preceding call"),
+        (lambda m: m.append({"role": "tool", "tool_call_id": "call_1", "content": "x"}), "without a preceding call"),
+        (lambda m: m.__setitem__(5, {"role": "assistant", "content": None}), "content missing"),
+        (lambda m: m[2]["tool_calls"][0]["function"].__setitem__("arguments", {}), "not a string"),
+        (lambda m: m[2]["tool_calls"][1].__setitem__("id", "call_1"), "used twice"),
+        (lambda m: m[2]["tool_calls"][0].pop("type"), "not {id, type"),
+        (lambda m: m[0].__setitem__("role", "moderator"), "role 'moderator'"),
+        (lambda m: m[1].__setitem__("metadata", {}), "unexpected keys"),
+        (lambda m: m.pop(), None),
+        (lambda m: m.__delitem__(slice(3, None)), "never answered"),
+    ],
+)
+def test_openai_rules_fire(edit, fragment):
+    errors = _chat(edit)
+    if fragment is None:
+        assert errors == []  # ending on results is fine for the chat shape
+    else:
+        assert any(fragment in e for e in errors), errors
+
+
+def test_openai_line_rules_fire():
+    assert any("no assistant message" in e for e in shapes.openai_finetune_errors({"messages": CHAT[:2]}))
+    assert any("unexpected keys" in e for e in shapes.openai_finetune_errors({"messages": CHAT, "id": "x"}))
+    assert shapes.openai_finetune_errors({"messages": CHAT, "tools": [{"name": "f"}]})
+    line = {"custom_id": "", "method": "GET", "url": "/v1/responses", "body": {"messages": CHAT, "parallel_tool_calls": True}}
+    errors = shapes.openai_batch_errors(line)
+    for fragment in ("custom_id", "method", "url", "body.model", "parallel_tool_calls without tools"):
+        assert any(fragment in e for e in errors), (fragment, errors)
+
+
+def _anthropic(edit):
+    body = copy.deepcopy(ANTHROPIC)
+    edit(body)
+    return shapes.anthropic_request_errors(body)
+
+
+@pytest.mark.parametrize(
+    "edit,fragment",
+    [
+        (lambda b: b["messages"].insert(0, {"role": "system", "content": "s"}), "role 'system'"),
+        (lambda b: b["messages"].insert(1, {"role": "user", "content": "again"}), "second user message"),
+        (lambda b: b["messages"][2]["content"].reverse(), "tool_result after other content"),
+        (lambda b: b["messages"][2]["content"].pop(0), "have no tool_result"),
+        (lambda b: b["messages"][2]["content"][0].__setitem__("tool_use_id", "toolu_99"), "without a tool_use"),
+        (lambda b: b["messages"][1]["content"][1].__setitem__("input", "{}"), "input is not an object"),
+        (lambda b: b["messages"][1]["content"][1].__setitem__("id", "call.1"), "id 'call.1'"),
+        (lambda b: b["messages"][1]["content"][0].__setitem__("text", " "), "empty text block"),
+        (lambda b: b["messages"][3].__setitem__("content", ""), "empty string content"),
+        (lambda b: b["messages"][3].__setitem__("content", []), "non-empty block list"),
+        (lambda b: b.__setitem__("system", ""), "system is not"),
+        (lambda b: b.__setitem__("messages", b["messages"][:2]), "never answered"),
+        (lambda b: b.__setitem__("tools", [{"name": "f", "parameters": {}}]), "input_schema"),
+        (lambda b: b.__setitem__("custom_id", "x"), "unexpected keys"),
+    ],
+)
+def test_anthropic_rules_fire(edit, fragment):
+    errors = _anthropic(edit)
+    assert any(fragment in e for e in errors), errors

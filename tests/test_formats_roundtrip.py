@@ -1,0 +1,225 @@
+"""Round trips: a writer's output read back by the matching reader gives the same conversation.
+
+``N`` is a normalized flat conversation (what a writer receives). For each pair the property is
+``normalize(read(write(N))) == same(N)``, nothing dropped or healed on the way back, where
+``same`` states exactly what the target format cannot keep:
+
+- openai-finetune → openai, openai-batch ``body`` → openai: ``same`` = ``N`` with each call's
+  arguments in their written form (a string as is, an object as compact JSON, none as
+  ``"{}"``), and each result moved right after the assistant message that declares it (this
+  changes nothing unless MEM-5 left a result before its call or after later turns).
+- anthropic → anthropic: ``same`` = ``N`` with the system messages joined by a newline into
+  one leading system message (blank ones left out); results moved as above; user and assistant
+  messages whose text is blank dropped (blank text is kept only on an assistant message with
+  calls, as ``""``); then adjacent user messages, and adjacent assistant messages, merged into
+  one (texts joined by a newline, calls concatenated); arguments parsed to objects (none or a
+  blank string is ``{}``). Ids are kept (the cases here use ids Anthropic accepts; rewriting the
+  others is tested with the writer).
+- flat → flat: ``same`` = ``N``.
+
+Synthesized ids survive because the writers write them as real ids.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+ROOT = Path(__file__).resolve().parents[1]
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+from transforms.formats import READERS, WRITERS, FormatError, WriteContext  # noqa: E402
+from transforms.normalize import normalize_conversation  # noqa: E402
+
+DATA = Path(__file__).parent / "data"
+FORMATS = ("openai", "openai-responses", "anthropic", "sharegpt")
+# (writer, reader, how to find the messages in the written record)
+PAIRS = {
+    "openai-finetune": ("openai", lambda out: out),
+    "openai-batch": ("openai", lambda out: out["body"]),
+    "anthropic": ("anthropic", lambda out: out),
+    "flat": ("flat", lambda out: out),
+}
+# Refused by the writer (see test_formats_writers.REFUSED): nothing to read back.
+REFUSED = {("oa-custom-tool", "anthropic"), ("rs-custom-tool-image", "anthropic"), ("rs-string-input", "openai-finetune")}
+
+
+def load(fmt: str) -> list:
+    with (DATA / "formats" / f"{fmt}.jsonl").open(encoding="utf-8") as handle:
+        return [json.loads(line) for line in handle if line.strip()]
+
+
+# --------------------------------------------------------------------------------------------
+# What "the same" means, written independently of the writers
+
+
+def results_next_to_calls(messages: list) -> list:
+    position = {m["tool_call_id"]: (i, m) for i, m in enumerate(messages) if m["role"] == "tool"}
+    out = []
+    for m in messages:
+        if m["role"] == "tool":
+            continue
+        out.append(m)
+        found = sorted((position[c["tool_call_id"]] for c in m.get("tool_calls", ())), key=lambda p: p[0])
+        out.extend(r for _, r in found)
+    return out
+
+
+def args_string(args) -> str:
+    if args is None:
+        return "{}"
+    return args if isinstance(args, str) else json.dumps(args, separators=(",", ":"), ensure_ascii=False)
+
+
+def args_object(args) -> dict:
+    if args is None or (isinstance(args, str) and not args.strip()):
+        return {}
+    return json.loads(args) if isinstance(args, str) else args
+
+
+def openai_same(messages: list) -> list:
+    out = []
+    for m in results_next_to_calls(messages):
+        if "tool_calls" in m:
+            m = {**m, "tool_calls": [{**c, "args": args_string(c.get("args"))} for c in m["tool_calls"]]}
+        out.append(m)
+    return out
+
+
+def anthropic_same(messages: list) -> list:
+    systems = [m["content"] for m in messages if m["role"] == "system" and m["content"].strip()]
+    out = [{"role": "system", "content": "\n".join(systems)}] if systems else []
+    for m in results_next_to_calls([m for m in messages if m["role"] != "system"]):
+        if m["role"] == "tool":
+            out.append(m)
+            continue
+        text = m["content"] if m["content"].strip() else ""
+        calls = [{**c, "args": args_object(c.get("args"))} for c in m.get("tool_calls", ())]
+        if not text and not calls:
+            continue
+        if out and out[-1]["role"] == m["role"]:
+            previous = out[-1]
+            previous["content"] = "\n".join(t for t in (previous["content"], text) if t)
+            if calls:
+                previous["tool_calls"] = previous.get("tool_calls", []) + calls
+            continue
+        out.append({"role": m["role"], "content": text, **({"tool_calls": calls} if calls else {})})
+    return out
+
+
+SAME = {"openai-finetune": openai_same, "openai-batch": openai_same, "anthropic": anthropic_same, "flat": lambda m: m}
+
+
+def round_trip(sink: str, messages: list, **fields) -> list:
+    """Write normalized ``messages`` with ``sink``, read back, normalize: the messages."""
+    record = {"id": "r1", "messages": messages, **fields}
+    out = WRITERS[sink].write(record, WriteContext("r1", model="test-model"))
+    reader, locate = PAIRS[sink]
+    result = normalize_conversation(READERS[reader].read(locate(out), "messages").messages)
+    assert (result.dropped, result.healed) == (0, 0), "the written record must pair cleanly"
+    return result.messages
+
+
+# --------------------------------------------------------------------------------------------
+# Fixtures and real logs
+
+FIXTURES = [(fmt, r) for fmt in FORMATS for r in load(fmt)]
+FIXTURE_IDS = [f"{fmt}-{r.get('id') if isinstance(r, dict) else n}" for n, (fmt, r) in enumerate(FIXTURES)]
+
+
+@pytest.mark.parametrize("sink", sorted(PAIRS))
+@pytest.mark.parametrize("fmt,record", FIXTURES, ids=FIXTURE_IDS)
+def test_fixture_round_trips(fmt, record, sink):
+    rid = record.get("id") if isinstance(record, dict) else None
+    if (rid, sink) in REFUSED:
+        pytest.skip("the writer refuses this record (tested in test_formats_writers)")
+    conversation = READERS[fmt].read(record, "messages")
+    messages = normalize_conversation(conversation.messages).messages
+    fields = {k: v for k, v in conversation.fields.items() if k not in ("id", "messages")}
+    assert round_trip(sink, messages, **fields) == SAME[sink](messages)
+
+
+def test_results_are_already_next_to_their_calls_in_the_fixtures():
+    # So for the fixtures the OpenAI round trip only stringifies arguments.
+    for fmt, record in FIXTURES:
+        messages = normalize_conversation(READERS[fmt].read(record, "messages").messages).messages
+        assert results_next_to_calls(messages) == messages
+
+
+def test_toolbench_chains_round_trip_exactly_through_openai():
+    # Legacy logs carry string arguments, so the OpenAI round trip is the identity.
+    for path in sorted((DATA / "corpora" / "ToolBench").rglob("*.json")):
+        generation = json.loads(path.read_text(encoding="utf-8"))["answer_generation"]
+        for prefix in generation.get("train_messages") or ():
+            messages = normalize_conversation(READERS["openai"].read(prefix, "messages").messages).messages
+            assert round_trip("openai-finetune", messages) == messages
+            assert round_trip("openai-batch", messages) == messages
+            assert round_trip("anthropic", messages) == anthropic_same(messages)
+
+
+def test_a_result_before_its_call_comes_back_after_it():
+    messages = normalize_conversation([
+        {"role": "user", "content": "q"},
+        {"role": "tool", "content": "r", "tool_call_id": "c1"},
+        {"role": "assistant", "content": "", "tool_calls": [{"tool_call_id": "c1", "name": "f", "args": {"a": 1}}]},
+    ]).messages
+    assert [m["role"] for m in messages] == ["user", "tool", "assistant"]
+    expected_roles = ["user", "assistant", "tool"]
+    for sink in ("openai-finetune", "openai-batch", "anthropic"):
+        back = round_trip(sink, messages)
+        assert back == SAME[sink](messages) and [m["role"] for m in back] == expected_roles
+
+
+# --------------------------------------------------------------------------------------------
+# Any normalized conversation
+
+IDS = st.sampled_from(["c1", "c2", "c3", "toolu_4", "call_5"])
+TEXT = st.sampled_from(["", " ", "hi", "x\ny", "é ü", "[error] bad", "[error] "])
+OBJECT_ARGS = st.one_of(
+    st.none(),
+    st.just(""),
+    st.dictionaries(st.sampled_from(["a", "b", "ü"]), st.one_of(st.integers(), st.text(max_size=3)), max_size=2),
+    st.dictionaries(st.sampled_from(["a", "b"]), st.integers(), max_size=2).map(json.dumps),
+)
+ANY_ARGS = st.one_of(OBJECT_ARGS, st.sampled_from(["print(1)", "[1, 2]", "{not json", "\"{\\\"x\\\": 1}\""]), st.integers())
+
+
+def conversations(args):
+    call = st.fixed_dictionaries({"tool_call_id": IDS, "name": st.sampled_from(["f", "g"])}, optional={"args": args})
+    message = st.one_of(
+        st.fixed_dictionaries({"role": st.sampled_from(["system", "user", "assistant"]), "content": TEXT}),
+        st.fixed_dictionaries({"role": st.just("assistant"), "content": TEXT, "tool_calls": st.lists(call, min_size=1, max_size=3)}),
+        st.fixed_dictionaries({"role": st.just("tool"), "content": TEXT, "tool_call_id": IDS}),
+    )
+    return st.lists(message, max_size=10).map(lambda ms: normalize_conversation(ms).messages)
+
+
+def _unwritable(sink: str, messages: list) -> bool:
+    try:
+        WRITERS[sink].write({"messages": messages}, WriteContext("r1", model="m"))
+    except FormatError as err:
+        assert err.reason in ("empty_conversation", "no_assistant_message")
+        return True
+    return False
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(conversations(ANY_ARGS), st.sampled_from(["openai-finetune", "openai-batch", "flat"]))
+def test_any_conversation_round_trips_through_openai(messages, sink):
+    if _unwritable(sink, messages):
+        return
+    assert round_trip(sink, messages) == SAME[sink](messages)
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(conversations(OBJECT_ARGS))
+def test_any_conversation_round_trips_through_anthropic(messages):
+    if _unwritable("anthropic", messages):
+        return
+    assert round_trip("anthropic", messages) == anthropic_same(messages)
