@@ -147,6 +147,8 @@ def test_openai_tool_schemas_convert_to_the_chat_shape():
          [{"type": "function", "function": {"name": "w", "description": "d", "parameters": schema, "strict": True}}]),
         ({"tools": [{"name": "w", "description": "d", "input_schema": schema}]},
          [{"type": "function", "function": {"name": "w", "description": "d", "parameters": schema}}]),
+        ({"tools": [{"type": "custom", "name": "py", "description": "runs code"}]},
+         [{"type": "custom", "custom": {"name": "py", "description": "runs code"}}]),
         ({"tools": ""}, None),
         ({"tools": []}, None),
     ]

@@ -256,6 +256,9 @@ def openai_tool(tool: Any) -> dict:
         return tool
     if tool.get("type") == "custom" and isinstance(tool.get("custom"), dict):
         return tool  # Chat Completions custom (free-text) tool: already OpenAI
+    if tool.get("type") == "custom" and "input_schema" not in tool and isinstance(tool.get("name"), str):
+        # The Responses spelling of a custom tool, flat instead of nested.
+        return {"type": "custom", "custom": {k: v for k, v in tool.items() if k != "type"}}
     if "input_schema" in tool and tool.keys() <= _ANTHROPIC_CLIENT_KEYS and tool.get("type") in (None, "custom"):
         function = {"name": tool.get("name")}
         if "description" in tool:
