@@ -83,7 +83,7 @@ def _take_pending(pending: list, name: Any) -> str | None:
     """Pop the pending synthesized call a positional result answers: same name first."""
     if not pending:
         return None
-    for k, (call_id, call_name) in enumerate(pending):
+    for k, (_, call_name) in enumerate(pending):
         if name is not None and call_name == name:
             return pending.pop(k)[0]
     return pending.pop(0)[0]
@@ -114,7 +114,7 @@ def openai_to_flat(messages: list) -> list:
             flat["content"] = flatten_parts(content)
         if role == "developer":
             flat["role"] = "system"
-        elif role == "assistant":
+        if role == "assistant":
             refusal = message.get("refusal")
             if not flat.get("content") and isinstance(refusal, str) and refusal:
                 flat["content"] = refusal

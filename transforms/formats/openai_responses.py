@@ -39,7 +39,7 @@ def responses_to_flat(items: list) -> list:
             out.append(item)  # the core drops it, counted
             folding = None
             continue
-        kind = item.get("type", "message")
+        kind = item.get("type") or "message"
         if kind == "message":
             role = item.get("role")
             message = {"role": "system" if role == "developer" else role, "content": block_text(item.get("content"))}
