@@ -1,17 +1,85 @@
 """Normalization profiles: ``spec`` (exactly MEM-5) and opt-in profiles built around it.
 
-STUB: the ``lossless`` profile is being written (issue 5). The API below is the contract the
-job relies on.
+A profile maps one logged message list to a ``ProfileResult``: the normalized list, the drops
+(``dropped`` and ``drops`` by reason, with the core's closed list of reasons), the number of
+synthetic "interrupted" results inserted (``healed``) and the opt-in repairs it made
+(``repairs``, reported apart from drops, in the canonical order of ``REPAIRS``).
+
+``spec``
+    Exactly ``normalize_conversation`` (NORMALIZATION.md); ``repairs`` is always ``{}``.
+
+``lossless``
+    Two opt-in passes run on the flat list *before* the unchanged MEM-5 core, so that data the
+    strict rule would throw away survives and the output is sendable to a provider:
+
+    1. ``rekey_reused_ids`` (repair ``rekeyed_call``): a call id declared again by a later
+       turn that has its own result after it gets a fresh deterministic id, ``<id>~2``,
+       ``<id>~3``... (never colliding with an id present in the conversation), and so do its
+       results, so both pairs survive instead of the later call, its result and often its
+       whole turn being dropped.
+    2. ``reattach_results`` (repair ``moved_result``): a real result separated from its
+       declaring turn (by other messages, or placed before it anywhere, the front included)
+       moves into the block of ``tool`` messages directly after that turn, instead of being
+       left where providers reject it or stripped and replaced by a synthetic result.
+
+    The core then runs unchanged on the result, so every guarantee of MEM-5 still holds (and
+    its drops are still counted by the operations that drop). On top of them, the output
+    passes ``transforms.validate.check_sendable`` with no violation: every kept result sits
+    in the block right after the turn that declares its call.
+
+How the passes work, in order:
+
+* rule 1 alone (``coerce_messages``): its drops are kept and merged with the core's;
+* rule 2 (system messages first, a stable partition): done before the passes so that they see
+  the order the core's repair pass will see (a result separated from its call only by a
+  system message is not displaced: rule 2 reunites them by itself);
+* the two passes, which never drop anything and never mutate their input; ids are compared
+  with ``usable_id`` semantics (trimmed, integers as text, ``""`` / ``"0"`` / booleans /
+  null unusable), and calls or results with unusable ids are left for the core to drop;
+* ``normalize_conversation`` on the result (its rules 1 and 2 are then no-ops).
+
+``dropped`` is the coercion drops plus the core's drops, each counted where it happened; it is
+never derived from list lengths.
+
+Pure: no Beam, no I/O, no global state, module-level functions only (picklable, callable from
+a DoFn). Work is linear in the size of the conversation.
+
+Usage::
+
+    >>> from transforms.profiles import normalize_with_profile
+    >>> log = [
+    ...     {"role": "assistant", "content": "", "tool_calls": [{"id": "c1", "name": "ls"}]},
+    ...     {"role": "tool", "content": "a.txt", "tool_call_id": "c1"},
+    ...     {"role": "assistant", "content": "", "tool_calls": [{"id": "c1", "name": "cat"}]},
+    ...     {"role": "tool", "content": "hello", "tool_call_id": "c1"},
+    ... ]
+    >>> normalize_with_profile(log, "spec").dropped
+    3
+    >>> result = normalize_with_profile(log, "lossless")
+    >>> [m.get("tool_call_id") for m in result.messages], result.dropped, result.repairs
+    ([None, 'c1', None, 'c1~2'], 0, {'rekeyed_call': 1})
 """
 
 from __future__ import annotations
 
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
-from transforms.normalize import normalize_conversation
+from transforms.normalize import REASONS, coerce_messages, normalize_conversation, usable_id
 
-#: Names of the opt-in repairs, reported apart from drops.
+__all__ = [
+    "PROFILES",
+    "REPAIRS",
+    "ProfileResult",
+    "normalize_with_profile",
+    "reattach_results",
+    "rekey_reused_ids",
+]
+
+#: Names of the opt-in repairs, reported apart from drops, in canonical order.
 REPAIRS = ("rekeyed_call", "moved_result")
+
+#: Separator between an id and the counter of its fresh re-keyed spelling (``c1~2``).
+REKEY_SEPARATOR = "~"
 
 
 class ProfileResult(NamedTuple):
@@ -23,13 +91,357 @@ class ProfileResult(NamedTuple):
     repairs: dict
 
 
-def _spec(messages) -> ProfileResult:
+# --------------------------------------------------------------------------------------------
+# Helpers on the flat shape (the shape ``coerce_messages`` emits)
+
+
+def _is_turn(message: dict) -> bool:
+    # After rule 1 only assistant turns carry a ``tool_calls`` key, and only a non-empty list.
+    return "tool_calls" in message
+
+
+def _is_result(message: dict) -> bool:
+    # After rule 1 only ``tool`` messages carry a ``tool_call_id`` key.
+    return "tool_call_id" in message
+
+
+def _call_key(call: Any) -> str | None:
+    """The id a call declares as the core reads it, or ``None`` (junk call, unusable id)."""
+    if not isinstance(call, dict):
+        return None
+    return usable_id(call.get("tool_call_id"))
+
+
+def _system_first(messages: list) -> list:
+    """Rule 2: a stable partition, the same one the core applies (so it is a no-op there)."""
+    systems = [m for m in messages if m["role"] == "system"]
+    if not systems:
+        return messages
+    return systems + [m for m in messages if m["role"] != "system"]
+
+
+# --------------------------------------------------------------------------------------------
+# Pass 1 — re-key reused ids
+
+
+class _Group:
+    """One turn's declarations of one id, and the results that belong to them."""
+
+    __slots__ = ("turn", "positions", "results")
+
+    def __init__(self, turn: int) -> None:
+        self.turn = turn  # index of the declaring turn in the list
+        self.positions: list[int] = []  # positions in that turn's ``tool_calls``, in order
+        self.results: list[int] = []  # indices of the results that belong here, in order
+
+
+def rekey_reused_ids(messages: list) -> tuple[list, int]:
+    """Give a fresh id to each later declaration of a reused id that has its own result.
+
+    Takes a flat list (``coerce_messages`` output, ideally after rule 2) and returns the new
+    list and the number of calls re-keyed. Never drops, never mutates its input; idempotent.
+
+    Which result belongs to which declaration (the decisions, in the order they apply):
+
+    * **Nearest preceding declaration.** A result belongs to the closest turn *before* it that
+      declares its id. In real agent logs ids are per-turn counters (``call_0``,
+      ``functions.search:0``), so the turn just before a result is the one it answers. So in
+      ``[A c1, B c1, tool c1]`` the result answers ``B`` (re-keyed ``c1~2``) and ``A`` is left
+      unanswered (the core heals it with a synthetic result); MEM-5 alone would instead give
+      the result to ``A`` and drop ``B``'s call.
+    * **Results before the first declaration** belong to the first declaration (they are
+      displaced results; ``reattach_results`` moves them). Results *between* two declarations
+      of an id belong to the earlier one, wherever they sit, with one exception below.
+    * **Within a group, list order.** The results of one turn are matched in list order: the
+      first answers the turn's first declaration of the id. This keeps MEM-5's "first result
+      wins", so every real result the core would keep is still kept.
+    * **A surplus result stored just before the next declaration goes to it.** When a turn
+      already has its results and one more result of the id sits *outside its block* and in
+      the run of ``tool`` messages *directly before* the next turn declaring the id, it is that
+      turn's result stored before its call (``[A c1, r1, user, r2, B c1]``: ``r2`` answers
+      ``B``), if that turn has a declaration left without a result of its own after it. A
+      surplus result inside the earlier turn's block (``[A c1, r1, r2, B c1]``) stays with
+      ``A``: a result right after a call is that call's, and a second one is a duplicate.
+    * **Same-turn reuse** (``[c1, c1]`` in one turn) is matched positionally: the k-th
+      declaration of the id in the turn takes the turn's k-th result. A repeat is re-keyed
+      only when there is a result for it; with a single result, the repeat is
+      indistinguishable from a call logged twice, so it is left for the core to drop as
+      ``redeclared_call``.
+    * **A later declaration with no result of its own** (nothing after it before the next
+      declaration of the id, and none offered by the rule above) is not re-keyed: it looks like
+      a turn logged twice or a stored prefix repeated, and giving it a synthetic result would
+      invent a call. The core drops it as ``redeclared_call``, exactly as MEM-5 says.
+    * **Remaining surplus results** take the id of their turn's first declaration, so the
+      core drops them as ``duplicate_result`` against that pair, never against a pair of
+      another turn.
+    * **Unusable ids** (``"0"``, blank, booleans, null, junk calls) are not touched: the core
+      drops such calls and their results, as MEM-5 says.
+
+    Fresh ids are ``<id>~<n>`` with the smallest ``n >= 2`` not yet used, skipping every id
+    present in the conversation (after trimming) and every id already handed out, so they are
+    deterministic and collision-free. Ids are compared trimmed (``" c1"`` reuses ``"c1"``);
+    a fresh id is built from the trimmed id.
+    """
+    present: set[str] = set()
+    groups: dict[str, list[_Group]] = {}
+    pending: dict[str, list[int]] = {}  # results seen before any declaration of their id
+    in_block: set[int] = set()  # results in the block of a turn declaring their id
+    before_turn: dict[int, int] = {}  # result -> the turn right after its run of tool messages
+    run: list[int] = []  # the current run of tool messages
+    block_keys: set[str] = set()  # ids declared by the turn whose block the walk is in
+    for index, message in enumerate(messages):
+        if _is_result(message):
+            run.append(index)
+            key = usable_id(message["tool_call_id"])
+            if key is None:
+                continue
+            present.add(key)
+            if key in block_keys:
+                in_block.add(index)
+            chain = groups.get(key)
+            if chain is None:
+                pending.setdefault(key, []).append(index)
+            else:
+                chain[-1].results.append(index)
+            continue
+        block_keys = set()
+        if not _is_turn(message):
+            run.clear()
+            continue
+        for result in run:
+            before_turn[result] = index
+        run.clear()
+        turn_groups: dict[str, _Group] = {}
+        for position, call in enumerate(message["tool_calls"]):
+            key = _call_key(call)
+            if key is None:
+                continue
+            present.add(key)
+            block_keys.add(key)
+            group = turn_groups.get(key)
+            if group is None:
+                group = turn_groups[key] = _Group(index)
+                chain = groups.get(key)
+                if chain is None:
+                    chain = groups[key] = []
+                    group.results.extend(pending.pop(key, ()))
+                chain.append(group)
+            group.positions.append(position)
+
+    # Decide the new ids: {turn index: {call position: id}}, {result index: id}.
+    call_ids: dict[int, dict[int, str]] = {}
+    result_ids: dict[int, str] = {}
+    counters: dict[str, int] = {}
+    rekeyed = 0
+    for key, chain in groups.items():
+        if len(chain) == 1 and len(chain[0].positions) == 1:
+            continue  # the common case: declared once
+        offered: list[int] = []  # surplus of the previous turn stored just before this one
+        previous_default = key
+        for rank, group in enumerate(chain):
+            own = group.results
+            candidates = own + offered if offered else own
+            ids: list[str] = []  # the id of each declaration that has (or keeps) a pairing
+            for k, position in enumerate(group.positions):
+                if k == 0 and rank == 0:
+                    ids.append(key)  # the first declaration of an id owns it
+                    continue
+                if k >= len(candidates):
+                    break  # no result of its own: left for the core to drop
+                fresh = _fresh_id(key, present, counters)
+                call_ids.setdefault(group.turn, {})[position] = fresh
+                ids.append(fresh)
+                rekeyed += 1
+            for k, result in enumerate(candidates[: len(ids)]):
+                result_ids[result] = ids[k]
+            # Offered results not taken stay the previous turn's surplus.
+            for result in offered[max(0, len(ids) - len(own)):]:
+                result_ids[result] = previous_default
+            surplus = own[len(ids):]
+            default = ids[0] if ids else key  # no ids means no results at all
+            following = chain[rank + 1].turn if rank + 1 < len(chain) else -1
+            offered = []
+            for result in surplus:
+                if result > group.turn and result not in in_block and before_turn.get(result) == following:
+                    offered.append(result)  # decided by the next turn
+                else:
+                    result_ids[result] = default
+            previous_default = default
+        for result in offered:
+            result_ids[result] = previous_default  # defensive: the last turn offers nothing
+    if not rekeyed:
+        return messages, 0
+
+    out = []
+    for index, message in enumerate(messages):
+        renamed = call_ids.get(index)
+        if renamed is not None:
+            calls = [
+                {**call, "tool_call_id": renamed[p]} if p in renamed else call
+                for p, call in enumerate(message["tool_calls"])
+            ]
+            message = {"role": message["role"], "content": message["content"], "tool_calls": calls}
+        else:
+            new = result_ids.get(index)
+            if new is not None and new != usable_id(message["tool_call_id"]):
+                message = {"role": message["role"], "content": message["content"], "tool_call_id": new}
+        out.append(message)
+    return out, rekeyed
+
+
+def _fresh_id(key: str, taken: set[str], counters: dict[str, int]) -> str:
+    """``key~n`` with the smallest unused ``n >= 2``; records it in ``taken``.
+
+    The counter per id only moves forward, so handing out many fresh ids stays linear.
+    """
+    n = counters.get(key, 2)
+    while True:
+        candidate = f"{key}{REKEY_SEPARATOR}{n}"
+        n += 1
+        if candidate not in taken:
+            counters[key] = n
+            taken.add(candidate)
+            return candidate
+
+
+# --------------------------------------------------------------------------------------------
+# Pass 2 — re-attach displaced results
+
+
+def reattach_results(messages: list) -> tuple[list, int]:
+    """Move displaced results into the block directly after the turn that declares them.
+
+    Takes a flat list (``coerce_messages`` output, ideally after rule 2 and
+    ``rekey_reused_ids``) and returns the new list and the number of results moved. Never
+    drops, never mutates its input; idempotent.
+
+    The *owner* of an id is the first turn declaring it with a usable id: the declaration the
+    core keeps. The *block* of a turn is the maximal run of ``tool`` messages directly after
+    it. For each owned id:
+
+    * **every result placed before its owner** (at the front, or anywhere earlier in the list)
+      moves to the *start* of the owner's block: it can never be valid where it is, and the
+      core would either strip it (``leading_tool``) and heal the call with a synthetic result,
+      or keep it before its call, where providers reject it;
+    * otherwise, when the block holds no result for the id, **the first result after the
+      block** (separated from its turn by other messages) moves to the *end* of the block;
+    * any other result of the id stays where it is: it comes after the one the core keeps, so
+      the core drops it as ``duplicate_result``, exactly as MEM-5 alone would.
+
+    Moved results keep their relative list order, so for every id the result that comes first
+    in the list (the one MEM-5's "first result wins" keeps) is still the first: this pass
+    changes where results sit, never which one the core keeps.
+
+    Results whose id is unusable or declared nowhere are orphans: left for the core to drop.
+    A result whose declaration the core will drop as ``redeclared_call`` belongs to the
+    owner (MEM-5's first declaration); ``rekey_reused_ids``, run first, gives a result after a
+    later declaration its own pair instead.
+    """
+    owner: dict[str, int] = {}  # id -> index of the first turn declaring it
+    for index, message in enumerate(messages):
+        if _is_turn(message):
+            for call in message["tool_calls"]:
+                key = _call_key(call)
+                if key is not None and key not in owner:
+                    owner[key] = index
+    if not owner:
+        return messages, 0
+
+    front: dict[int, list[int]] = {}  # owner turn -> results to put right after it
+    back: dict[int, list[int]] = {}  # last index of a turn's block -> results to put there
+    moved: set[int] = set()
+    # The first result after the block, per id: a candidate until the id is settled.
+    candidate: dict[str, int] = {}
+    settled: set[str] = set()  # ids with a pre-owner result or an in-block result
+    block_turn = -1  # the turn whose block the walk is in, or -1
+    block_last: dict[int, int] = {}  # owner turn -> last index of its block (or itself)
+    for index, message in enumerate(messages):
+        if _is_turn(message):
+            block_turn = index
+            block_last[index] = index
+            continue
+        if not _is_result(message):
+            block_turn = -1
+            continue
+        if block_turn >= 0:
+            block_last[block_turn] = index
+        key = usable_id(message["tool_call_id"])
+        if key is None:
+            continue
+        turn = owner.get(key)
+        if turn is None:
+            continue  # orphan: the core drops it
+        if index < turn:
+            front.setdefault(turn, []).append(index)
+            moved.add(index)
+            settled.add(key)
+        elif block_turn == turn:
+            settled.add(key)
+        elif key not in settled and key not in candidate:
+            candidate[key] = index
+    for key, index in candidate.items():
+        if key in settled:
+            continue
+        turn = owner[key]
+        back.setdefault(block_last[turn], []).append(index)
+        moved.add(index)
+    if not moved:
+        return messages, 0
+    for results in back.values():
+        results.sort()  # list order among results moved to the same block
+
+    out = []
+    append = out.append
+    for index, message in enumerate(messages):
+        # A block's last message may itself move away: what goes after it still goes here.
+        if index not in moved:
+            append(message)
+        for source in front.get(index, ()):
+            append(messages[source])
+        for source in back.get(index, ()):
+            append(messages[source])
+    return out, len(moved)
+
+
+# --------------------------------------------------------------------------------------------
+# Profiles
+
+
+def _merge_drops(*tallies: dict) -> dict:
+    merged: dict[str, int] = {}
+    for tally in tallies:
+        for reason, count in tally.items():
+            merged[reason] = merged.get(reason, 0) + count
+    return {r: merged[r] for r in REASONS if r in merged}
+
+
+def _spec(messages: Any) -> ProfileResult:
+    """MEM-5 exactly: ``normalize_conversation``, no opt-in repair."""
     result = normalize_conversation(messages)
     return ProfileResult(result.messages, result.dropped, result.drops, result.healed, {})
 
 
-PROFILES = {"spec": _spec}
+def _lossless(messages: Any) -> ProfileResult:
+    """Re-key reused ids and re-attach displaced results, then run the MEM-5 core unchanged."""
+    if not isinstance(messages, list):
+        return ProfileResult([], 0, {}, 0, {})
+    flat, coerce_drops = coerce_messages(messages)
+    flat = _system_first(flat)
+    flat, rekeyed = rekey_reused_ids(flat)
+    flat, moved = reattach_results(flat)
+    core = normalize_conversation(flat)
+    # The core re-coerces flat messages without dropping anything, so each drop below is
+    # counted once, by the operation that made it.
+    dropped = sum(coerce_drops.values()) + core.dropped
+    counts = {"rekeyed_call": rekeyed, "moved_result": moved}
+    repairs = {name: counts[name] for name in REPAIRS if counts[name]}
+    return ProfileResult(core.messages, dropped, _merge_drops(coerce_drops, core.drops), core.healed, repairs)
 
 
-def normalize_with_profile(messages, profile: str = "spec") -> ProfileResult:
+#: Profile name -> function from a message list to a ``ProfileResult``.
+PROFILES = {"spec": _spec, "lossless": _lossless}
+
+
+def normalize_with_profile(messages: Any, profile: str = "spec") -> ProfileResult:
+    """Normalize one conversation under a named profile (``KeyError`` for an unknown name)."""
     return PROFILES[profile](messages)
