@@ -194,6 +194,11 @@ def _text_blocks(text: str) -> list:
     return [{"type": "text", "text": text}] if text.strip() else []
 
 
+def _tool_use(call: dict, ids: dict) -> dict:
+    call_id = ids[call["tool_call_id"]]
+    return {"type": "tool_use", "id": call_id, "name": call["name"], "input": tool_input(call.get("args"))}
+
+
 def _tool_result(message: dict, ids: dict) -> dict:
     block = {"type": "tool_result", "tool_use_id": ids[message["tool_call_id"]]}
     text = message["content"]
@@ -219,10 +224,7 @@ def flat_to_anthropic(messages: list) -> tuple[str, list]:
         if role == "user":
             blocks, turn_role = _text_blocks(message["content"]), "user"
         elif role == "assistant":
-            blocks = _text_blocks(message["content"]) + [
-                {"type": "tool_use", "id": ids[c["tool_call_id"]], "name": c["name"], "input": tool_input(c.get("args"))}
-                for c in message.get("tool_calls") or ()
-            ]
+            blocks = _text_blocks(message["content"]) + [_tool_use(c, ids) for c in message.get("tool_calls") or ()]
             turn_role = "assistant"
         elif role == "tool":
             # Results follow their assistant message, so they open the next user turn.

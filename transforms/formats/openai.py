@@ -262,7 +262,8 @@ def write_openai_batch(record: dict, ctx: WriteContext) -> dict:
     if model is None:
         raise FormatError("missing_model", "a Batch request needs a model: pass --model")
     tools, custom_tools = _tools(record)
-    body: dict = {"model": model, "messages": flat_to_openai(normalized_messages(record, ctx.messages_field), custom_tools)}
+    messages = flat_to_openai(normalized_messages(record, ctx.messages_field), custom_tools)
+    body: dict = {"model": model, "messages": messages}
     if tools is not None:
         body["tools"] = tools
         # The API refuses parallel_tool_calls without tools.

@@ -141,7 +141,8 @@ def sharegpt_to_flat(turns: list, system: Any = None) -> list:
             if len(run) == 1 and len(pending) > 1:
                 run = _split_batch(run[0], len(pending)) or run
             for k, text in enumerate(run):
-                out.append({"role": "tool", "content": text, "tool_call_id": pending[k]["tool_call_id"] if k < len(pending) else None})
+                call_id = pending[k]["tool_call_id"] if k < len(pending) else None  # extra: an orphan
+                out.append({"role": "tool", "content": text, "tool_call_id": call_id})
             pending = []
             continue
         if tag == "function_call":
