@@ -14,6 +14,7 @@ here, so a typo costs a second, not a failed run.
 from __future__ import annotations
 
 import argparse
+import logging
 from dataclasses import dataclass
 
 import yaml
@@ -25,6 +26,8 @@ from pipeline.sources import DEFAULT_BATCH_SIZE, DEFAULT_SHARD_BYTES, InputError
 from transforms.formats import READERS, WRITERS
 from transforms.profiles import PROFILES
 from transforms.records import DEFAULT_RAW_LIMIT, Settings
+
+LOG = logging.getLogger("convnorm")
 
 #: The runner used when none is named: in-process, works offline (the DirectRunner would
 #: first try to download the Prism binary).
@@ -53,6 +56,9 @@ class ConvNormOptions(PipelineOptions):
         group.add_argument("--profile", default="spec",
                            help="spec (exactly MEM-5) or lossless (re-key reused ids, re-attach results first)")
         group.add_argument("--model", default=None, help="model name for replay sinks (openai-batch, anthropic)")
+        group.add_argument("--max-tokens", dest="max_tokens", type=int, default=None,
+                           help="max_tokens for anthropic request bodies whose record has none "
+                                "(the Messages API requires it)")
         group.add_argument("--messages-field", dest="messages_field", default="messages",
                            help="field of a record object that holds its message list")
         group.add_argument("--id-field", dest="id_field", default="id",
@@ -160,6 +166,7 @@ def load_job(argv: list[str], *, need_output: bool = True) -> Job:
         profile=ours.profile,
         sink=ours.sink,
         model=ours.model,
+        max_tokens=ours.max_tokens,
         check=ours.check,
         raw_limit=ours.raw_limit,
     )
@@ -172,8 +179,6 @@ def load_job(argv: list[str], *, need_output: bool = True) -> Job:
         problems.append(f"unknown --output-format {ours.output_format!r}; known: {', '.join(FILE_FORMATS)}")
     elif ours.output_format != "jsonl" and ours.sink != "flat":
         problems.append(f"--output-format {ours.output_format} holds flat records only; use --sink flat")
-    if ours.sink == "openai-batch" and not ours.model:
-        problems.append("--sink openai-batch needs --model (each request line names its model)")
     if ours.batch_size < 1:
         problems.append("--batch-size must be at least 1")
     if ours.shard_bytes < 1 << 16:
@@ -193,6 +198,14 @@ def load_job(argv: list[str], *, need_output: bool = True) -> Job:
             raise ConfigError(
                 f"--output {ours.output!r} already holds convnorm outputs ({', '.join(taken)}); "
                 "pass --overwrite to replace them or choose another directory")
+
+    # Replay sinks can take the model (and Anthropic's max_tokens) from each record, so
+    # missing flags are not errors; records that have neither are dead-lettered, saying why.
+    if ours.sink in ("openai-batch", "anthropic") and not ours.model:
+        LOG.warning("--sink %s without --model: every record must name its own model", ours.sink)
+    if ours.sink == "anthropic" and ours.max_tokens is None:
+        LOG.warning("--sink anthropic without --max-tokens: bodies of records without max_tokens lack it, "
+                    "and the Messages API requires it")
 
     return Job(options, settings, shards, list(ours.input), ours.output, ours.output_format,
                ours.overwrite, ours.batch_size)

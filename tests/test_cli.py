@@ -100,7 +100,7 @@ def test_existing_outputs_need_overwrite(sample_run, tmp_path, capsys):
         (["--input", str(SAMPLE), "--output", "x", "--profile", "nope"], "unknown --profile 'nope'"),
         (["--input", str(SAMPLE), "--output", "x", "--format", "nope"], "unknown --format 'nope'"),
         (["--input", str(SAMPLE), "--output", "x", "--output-format", "csv"], "unknown --output-format"),
-        (["--input", str(SAMPLE), "--output", "x", "--sink", "openai-batch"], "needs --model"),
+        (["--input", str(SAMPLE), "--output", "x", "--max-tokens", "0"], "--max-tokens must be at least 1"),
         (["--input", str(SAMPLE), "--output", "x", "--sink", "anthropic", "--output-format", "parquet"],
          "flat records only"),
     ],

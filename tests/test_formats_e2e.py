@@ -44,7 +44,8 @@ def test_auto_detection_picks_each_samples_own_reader(reader):
 @pytest.mark.parametrize("writer", sorted(WRITERS))
 def test_all_readers_to_writer(writer, tmp_path):
     out = tmp_path / writer
-    argv = ["--input", str(SAMPLES / "*.jsonl"), "--output", str(out), "--sink", writer, "--model", "test-model"]
+    argv = ["--input", str(SAMPLES / "*.jsonl"), "--output", str(out), "--sink", writer, "--model", "test-model",
+            "--max-tokens", "512"]
     assert main(argv) == 0
     summary = json.loads((out / "summary.json").read_text())
     expected = sum(len(_records(p)) for p in SAMPLE_FILES.values())
@@ -64,6 +65,9 @@ def test_all_readers_to_writer(writer, tmp_path):
     for line in lines:
         if check is not None:
             assert check(line) == [], line
+    if writer == "anthropic":
+        assert all(isinstance(line["max_tokens"], int) and line["model"] == "test-model" for line in lines)
+        assert 512 in {line["max_tokens"] for line in lines}
     if writer == "openai-batch":
         assert {line["body"]["model"] for line in lines} == {"test-model"}
         drops = _outputs(out, "drops")

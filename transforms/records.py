@@ -97,6 +97,7 @@ class Settings:
     profile: str = "spec"
     sink: str = "flat"
     model: str | None = None
+    max_tokens: int | None = None
     #: Also run the strict sendability check on every normalized conversation.
     check: bool = False
     raw_limit: int = DEFAULT_RAW_LIMIT
@@ -114,6 +115,8 @@ class Settings:
             found.append("--messages-field must not be empty")
         if not self.id_field:
             found.append("--id-field must not be empty")
+        if self.max_tokens is not None and self.max_tokens < 1:
+            found.append("--max-tokens must be at least 1")
         if self.raw_limit < 0:
             found.append("--dead-letter-raw-limit must be 0 or more")
         return found
@@ -288,7 +291,7 @@ def _process(raw: RawRecord, settings: Settings) -> tuple[dict, dict]:
     if settings.check:
         metrics["violations"] = count_by_kind(check_sendable(result.messages))
 
-    context = WriteContext(rid, settings.messages_field, settings.id_field, settings.model)
+    context = WriteContext(rid, settings.messages_field, settings.id_field, settings.model, settings.max_tokens)
     try:
         output = WRITERS[settings.sink].write(normalized, context)
     except FormatError as error:

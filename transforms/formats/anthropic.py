@@ -252,8 +252,11 @@ def write_anthropic(record: dict, ctx: WriteContext) -> dict:
     model = record_model(record, ctx.model)
     if model is not None:
         out["model"] = model
+    # The Messages API requires max_tokens: the record's own, else --max-tokens.
     if isinstance(record.get("max_tokens"), int) and not isinstance(record["max_tokens"], bool):
         out["max_tokens"] = record["max_tokens"]
+    elif ctx.max_tokens is not None:
+        out["max_tokens"] = ctx.max_tokens
     if system:
         out["system"] = system
     out["messages"] = turns

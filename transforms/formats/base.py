@@ -53,6 +53,8 @@ class WriteContext:
     messages_field: str = "messages"
     id_field: str = "id"
     model: str | None = None
+    #: For request bodies that must bound the reply (Anthropic), when the record has none.
+    max_tokens: int | None = None
 
 
 @dataclass(frozen=True)
