@@ -32,7 +32,7 @@ if str(ROOT) not in sys.path:  # CI installs the project editable; a bare venv m
 from transforms.normalize import INTERRUPTED_RESULT, REASONS, normalize_conversation  # noqa: E402
 
 PROPERTIES = settings(
-    max_examples=int(os.environ.get("CONVNORM_PROPERTY_EXAMPLES", "400")),
+    max_examples=int(os.environ.get("CONVNORM_PROPERTY_EXAMPLES", "300")),
     deadline=None,
     derandomize=not os.environ.get("CONVNORM_PROPERTY_RANDOM"),
     database=None,
@@ -59,6 +59,8 @@ def _nest(depth: int, leaf):
 TOO_DEEP = _nest(5_000, 1)
 
 USABLE_IDS = (" c1", "c1", "c2", "c2 ", 2**70, 7, "7", "00")
+#: What the usable ids become (trimmed text); no other id can come out.
+USABLE_TEXTS = {"c1", "c2", "1180591620717411303424", "7", "00"}
 UNUSABLE_IDS = ("0", " ", "", 0, True, None, 1.5)
 # Three usable draws for one unusable: pairs, redeclarations and duplicates stay frequent.
 ids = st.one_of(*[st.sampled_from(USABLE_IDS)] * 3, st.sampled_from(UNUSABLE_IDS))
@@ -240,11 +242,13 @@ def test_input_never_mutated(messages):
 
 @PROPERTIES
 @given(conversations)
-def test_system_messages_never_dropped_and_all_first(messages):
+def test_system_messages_never_dropped_and_all_first_then_no_leading_result(messages):
     out = normalize_conversation(messages).messages
     assert _system_count(out) == _system_count(messages)
     roles = [m["role"] == "system" for m in out]
     assert roles == sorted(roles, reverse=True)  # a prefix of system messages, then none
+    rest = out[roles.count(True) :]
+    assert not rest or rest[0]["role"] != "tool"  # the leading-tool guard held
 
 
 @PROPERTIES
@@ -255,9 +259,24 @@ def test_every_call_declared_once_and_answered_by_exactly_one_result(messages):
     results = [m["tool_call_id"] for m in out if m["role"] == "tool"]
     for call_id in declared + results:
         _assert_usable(call_id)
+        assert call_id in USABLE_TEXTS
     assert len(declared) == len(set(declared))
     # Exactly one result per declared id, and no result without a declaration.
     assert Counter(results) == Counter(declared)
+    # Synthetic results (the generator never writes their text) sit in the run of results
+    # directly after the turn that declared them, and nowhere else. (Order inside the run is
+    # declaration order per pass; a call healed by the second pass goes before the first
+    # pass's synthetics, so the run as a whole need not be in declaration order.)
+    placed = 0
+    for i, message in enumerate(out):
+        if message["role"] == "assistant" and "tool_calls" in message:
+            own = {c["tool_call_id"] for c in message["tool_calls"]}
+            j = i + 1
+            while j < len(out) and out[j]["role"] == "tool" and out[j]["content"] == INTERRUPTED_RESULT:
+                assert out[j]["tool_call_id"] in own
+                j += 1
+            placed += j - i - 1
+    assert placed == sum(1 for m in out if m["role"] == "tool" and m["content"] == INTERRUPTED_RESULT)
 
 
 @PROPERTIES

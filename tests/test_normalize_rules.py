@@ -935,6 +935,15 @@ def test_leading_result_wins_duplicate_then_is_stripped():
     assert result.healed == 1
 
 
+def test_second_pass_synthetic_goes_before_the_first_pass_synthetics():
+    # Literal step C, run twice: pass 1 heals c1 (c2 is answered by the leading result); the
+    # guard strips that result; pass 2 inserts c2's synthetic "directly after that turn,
+    # before any results already following it", which includes c1's synthetic.
+    result = run([T("c2"), A("", "c1", "c2")])
+    assert result.messages == [A("", "c1", "c2"), synth("c2"), synth("c1")]
+    assert (result.drops, result.healed) == ({"leading_tool": 1}, 2)
+
+
 def test_leading_result_answering_an_already_answered_call_is_just_stripped():
     entries = [S(), T("c2", "early"), A("", "c1", "c2"), T("c1")]
     result = run(entries)
