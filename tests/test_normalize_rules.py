@@ -1047,3 +1047,21 @@ def test_input_is_never_mutated_by_any_repair():
         message["content"] = "changed"
         message.pop("tool_calls", None)
     assert entries == before
+
+
+# --- Floats inside object content are spelled as Python's encoder spells them -----------------
+# orjson (the fast path) writes 1e16 as "1e16" and 1e-05 as "0.00001"; the standard encoder,
+# which the table names, writes "1e+16" and "1e-05". A float's text must not depend on whether
+# a neighbour (a big integer) sends the object down the fallback path.
+
+
+@pytest.mark.parametrize("number", [1e16, 1e-7, 0.00001, 1.5e300, -2.5e-5, 0.1, 123.0])
+def test_float_in_object_spelled_like_the_standard_encoder(number):
+    alone = content_text({"x": number})
+    assert alone == json.dumps({"x": number}, separators=(",", ":"))
+    beside_big_int = content_text({"x": number, "big": 2**70})
+    assert beside_big_int == alone[:-1] + f',"big":{2**70}}}'
+
+
+def test_exponent_looking_strings_are_unchanged():
+    assert content_text({"s": "1e5 and 0.00001"}) == '{"s":"1e5 and 0.00001"}'

@@ -26,6 +26,7 @@ Usage::
 from __future__ import annotations
 
 import json
+import re
 from typing import Any, NamedTuple
 
 import orjson
@@ -165,12 +166,21 @@ def _exact_key(key: Any) -> str:
     raise TypeError(f"keys must be str, int, float, bool or None, not {type(key).__name__}")
 
 
+#: Number spellings where orjson and Python's encoder differ: any exponent, tiny decimals.
+_ORJSON_FLOAT_SPELLING = re.compile(rb"[0-9][eE]|0\.0000")
+
+
 def _json_text(value: Any) -> str:
     """Compact JSON text of a non-scalar, or ``""`` when nothing can serialize it."""
     try:
         # Fast path. orjson refuses integers past 64 bits, nesting past 255 levels and
         # non-string keys: none of those is a reason to blank content, so fall back.
-        return orjson.dumps(value).decode()
+        text = orjson.dumps(value)
+        # orjson spells some floats unlike Python's encoder (1e16 vs 1e+16, 0.00001 vs
+        # 1e-05); re-encode those, so a float's text never depends on its neighbours
+        # (another value forcing the fallback). Strings that merely look alike only cost time.
+        if _ORJSON_FLOAT_SPELLING.search(text) is None:
+            return text.decode()
     except (TypeError, ValueError):
         pass
     try:
