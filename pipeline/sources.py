@@ -96,8 +96,11 @@ def plan_shards(patterns: list[str], shard_bytes: int = DEFAULT_SHARD_BYTES) -> 
             )
         size = files[path]
         if FILE_KINDS[suffix][2] and size > shard_bytes:
-            for start in range(0, size, shard_bytes):
-                end = min(start + shard_bytes, size)
+            # Equal ranges of at most shard_bytes: no small tail shard, so workers that take
+            # shards in turn get even work.
+            count = -(-size // shard_bytes)
+            bounds = [size * k // count for k in range(count + 1)]
+            for start, end in zip(bounds, bounds[1:]):
                 shards.append(Shard(len(shards), path, suffix, start, None if end == size else end))
         else:
             shards.append(Shard(len(shards), path, suffix, 0, None))

@@ -52,6 +52,9 @@ def test_split_jsonl_reads_every_line_exactly_once_in_order(tmp_path, shard_byte
     path.write_bytes(b"\n".join(lines) + b"\n")
     shards = plan_shards([str(path)], shard_bytes)
     assert len(shards) > 3
+    size = path.stat().st_size
+    lengths = [(s.end if s.end is not None else size) - s.start for s in shards]
+    assert max(lengths) <= shard_bytes and max(lengths) - min(lengths) <= 1  # even shards
     records = _records(shards)
     assert [r.payload.rstrip(b"\n") for r in records] == lines
     # Positions are byte offsets of each line.
