@@ -53,9 +53,9 @@ for path in (str(ROOT), str(HERE)):  # runnable as `python bench/bench_core.py` 
     if path not in sys.path:
         sys.path.insert(0, path)
 
+import corpus  # noqa: E402
 import orjson  # noqa: E402
 
-import corpus  # noqa: E402
 from transforms.normalize import REASONS, normalize_conversation  # noqa: E402
 
 TARGET_RATIO = 3.0  # core time / orjson round-trip time, same corpus
@@ -121,7 +121,8 @@ def one_big(size: int, seed: int, reps: int) -> dict:
 
 
 def measure_big(size: int, seed: int, reps: int) -> dict:
-    argv = [sys.executable, str(Path(__file__).resolve()), "--_one", str(size), "--seed", str(seed), "--reps", str(reps)]
+    argv = [sys.executable, str(Path(__file__).resolve()),
+            "--_one", str(size), "--seed", str(seed), "--reps", str(reps)]
     completed = subprocess.run(argv, capture_output=True, text=True, check=False)
     if completed.returncode != 0:
         raise SystemExit(f"child for {size:,} messages failed:\n{completed.stderr}")
@@ -147,8 +148,10 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--quick", action="store_true", help="small smoke run")
     parser.add_argument("--records", type=int, default=None, help="corpus size (default 20000; 2000 quick)")
-    parser.add_argument("--big", type=int, default=None, help="messages in the big conversation (default 1000000; 400000 quick)")
-    parser.add_argument("--reps", type=int, default=None, help="repetitions per figure (default 5, big lists 3; 3 quick)")
+    parser.add_argument("--big", type=int, default=None,
+                        help="messages in the big conversation (default 1000000; 400000 quick)")
+    parser.add_argument("--reps", type=int, default=None,
+                        help="repetitions per figure (default 5, big lists 3; 3 quick)")
     parser.add_argument("--seed", type=int, default=7, help="corpus seed")
     parser.add_argument("--_one", type=int, default=None, help=argparse.SUPPRESS)  # child mode
     args = parser.parse_args(argv)
@@ -203,7 +206,8 @@ def main(argv: list[str] | None = None) -> int:
          f"<= {TARGET_RATIO}", verdict(ratio <= TARGET_RATIO)),
         (f"1 conversation, {big_size:,} msgs", f"{big['wall']:.2f} s", f"{big['wall']:.3f} s", f"{big['cpu']:.3f} s",
          f"{big_size / big['wall'] / 1e6:.2f} M msg/s", f"< {big_target:g} s", verdict(big["wall"] < big_target)),
-        (f"1 conversation, {quarter:,} msgs", f"{small['wall']:.2f} s", f"{small['wall']:.3f} s", f"{small['cpu']:.3f} s",
+        (f"1 conversation, {quarter:,} msgs", f"{small['wall']:.2f} s", f"{small['wall']:.3f} s",
+         f"{small['cpu']:.3f} s",
          f"{quarter / small['wall'] / 1e6:.2f} M msg/s", "", ""),
         (f"linearity {quarter // 1000}k -> {big_size // 1000}k", f"{linear_ratio:.2f}", "", "",
          f"x{growth:.2f} per msg", f"<= {linear_target:g}", verdict(linear_ratio <= linear_target)),
@@ -229,7 +233,9 @@ def main(argv: list[str] | None = None) -> int:
         print(f"note: CPU time was as low as {busy:.0%} of wall time: the machine was busy, and the "
               "wall-clock figures include waiting for a core")
     failed = [name for name, ok in (
-        ("ratio", ratio <= TARGET_RATIO), ("big", big["wall"] < big_target), ("linearity", linear_ratio <= linear_target)
+        ("ratio", ratio <= TARGET_RATIO),
+        ("big", big["wall"] < big_target),
+        ("linearity", linear_ratio <= linear_target),
     ) if not ok]
     print(f"\noverall: {'PASS' if not failed else 'FAIL (' + ', '.join(failed) + ')'}; "
           f"total bench time {time.perf_counter() - started:.0f} s")

@@ -54,7 +54,6 @@ import argparse
 import hashlib
 import json
 import os
-import resource
 import shutil
 import subprocess
 import sys
@@ -360,7 +359,8 @@ def run_bench(args) -> int:
         runs: dict[str, dict] = {}
         plain_out = work / "out_plain"
         print("running plain: single-process loop", flush=True)
-        runs["plain"] = best_of("plain", [python, str(Path(__file__).resolve()), "--_plain", str(plain_out), str(corpus)])
+        plain_argv = [python, str(Path(__file__).resolve()), "--_plain", str(plain_out), str(corpus)]
+        runs["plain"] = best_of("plain", plain_argv)
         runs["fnapi"] = pipeline_run("fnapi", in_n, [])
         runs["fnapi_x2"] = pipeline_run("fnapi_x2", in_n, ["--direct_num_workers=2",
                                                            "--direct_running_mode=multi_processing"])
@@ -418,7 +418,8 @@ def run_bench(args) -> int:
         for name, r in runs.items():
             n = records * (2 if name == "fnapi_2N" else 1)
             rows.append([labels[name], f"{n:,}", f"{r['wall']:.1f}", f"{n / r['wall']:,.0f}",
-                         f"{r['wall'] / base:.2f}", f"{r['cpu']:.1f}", f"{r['cpu'] / base_cpu:.2f}", f"{r['peak_rss_mb']:,.0f}",
+                         f"{r['wall'] / base:.2f}", f"{r['cpu']:.1f}", f"{r['cpu'] / base_cpu:.2f}",
+                         f"{r['peak_rss_mb']:,.0f}",
                          f"{r['peak_pss_mb']:,.0f}", f"{r['max_single_rss_mb']:,.0f}", r["processes"]])
         widths = [max(len(str(x[i])) for x in [header, *rows]) for i in range(len(header))]
         print()

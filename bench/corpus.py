@@ -45,6 +45,10 @@ def _text(rng: random.Random, low: int = 4, high: int = 30) -> str:
     return " ".join(rng.choice(WORDS) for _ in range(rng.randint(low, high)))
 
 
+def _search_call(call_id) -> dict:
+    return {"id": call_id, "function": {"name": "search", "arguments": "{}"}}
+
+
 def _tool_turn(rng: random.Random, ids: list[str], next_id) -> list[dict]:
     calls = []
     for _ in range(rng.choice((1, 1, 1, 2, 3))):
@@ -85,14 +89,15 @@ def conversation(rng: random.Random, index: int, defect: str | None = None) -> d
     # A conversation cut mid-turn leaves calls unanswered, as a crashed loop does.
 
     if defect == "unanswered_call":
-        messages.append({"role": "assistant", "content": "", "tool_calls": [{"id": next_id(), "function": {"name": "search", "arguments": "{}"}}]})
+        messages.append({"role": "assistant", "content": "", "tool_calls": [_search_call(next_id())]})
     elif defect == "orphan_result":
-        messages.insert(rng.randint(1, len(messages)), {"role": "tool", "tool_call_id": "call_gone", "content": "stale"})
+        stale = {"role": "tool", "tool_call_id": "call_gone", "content": "stale"}
+        messages.insert(rng.randint(1, len(messages)), stale)
     elif defect == "leading_result" and ids:
         messages.insert(1, {"role": "tool", "tool_call_id": ids[0], "content": "early"})
     elif defect == "reused_id" and ids:
         messages.append({"role": "user", "content": _text(rng)})
-        messages.append({"role": "assistant", "content": None, "tool_calls": [{"id": ids[0], "function": {"name": "search", "arguments": "{}"}}]})
+        messages.append({"role": "assistant", "content": None, "tool_calls": [_search_call(ids[0])]})
         messages.append({"role": "tool", "tool_call_id": ids[0], "content": _text(rng)})
     elif defect == "mid_system":
         messages.insert(rng.randint(1, len(messages)), {"role": "system", "content": "Be brief."})
@@ -101,13 +106,14 @@ def conversation(rng: random.Random, index: int, defect: str | None = None) -> d
     elif defect == "junk_entry":
         messages.insert(rng.randint(0, len(messages)), rng.choice(("junk", 42, None, {"content": "no role"})))
     elif defect == "falsy_id":
-        messages.append({"role": "assistant", "content": "", "tool_calls": [{"id": "0", "function": {"name": "search", "arguments": "{}"}}]})
+        messages.append({"role": "assistant", "content": "", "tool_calls": [_search_call("0")]})
         messages.append({"role": "tool", "tool_call_id": "0", "content": "r"})
     elif defect == "duplicate_result" and ids:
         messages.append({"role": "tool", "tool_call_id": ids[-1], "content": "again"})
     elif defect == "metadata_row":
         call_id = next_id()
-        messages.append({"role": "assistant", "content": "", "metadata": {"tool_calls": [{"tool_call_id": call_id, "name": "t", "args": {"x": 1}}]}, "timestamp": 1})
+        stored_call = {"tool_call_id": call_id, "name": "t", "args": {"x": 1}}
+        messages.append({"role": "assistant", "content": "", "metadata": {"tool_calls": [stored_call]}, "timestamp": 1})
         messages.append({"role": "tool", "content": "Applied.", "metadata": {"tool_call_id": call_id}, "timestamp": 1})
     return {
         "id": f"conv-{index:07d}",

@@ -83,7 +83,8 @@ class _ParquetFile:
     def _row(self, record: dict) -> dict:
         messages = []
         for m in record.get(self._messages_field, []):
-            row = {"role": m["role"], "content": m["content"], "tool_calls": None, "tool_call_id": m.get("tool_call_id")}
+            row = {"role": m["role"], "content": m["content"], "tool_calls": None,
+                   "tool_call_id": m.get("tool_call_id")}
             if "tool_calls" in m:
                 row["tool_calls"] = [
                     {"tool_call_id": c["tool_call_id"], "name": c["name"],

@@ -26,9 +26,8 @@ import io
 import logging
 from typing import Iterator, NamedTuple
 
-import zstandard
-
 import apache_beam as beam
+import zstandard
 from apache_beam.io.filesystem import CompressionTypes
 from apache_beam.io.filesystems import FileSystems
 from apache_beam.metrics import Metrics

@@ -6,9 +6,9 @@ import json
 from pathlib import Path
 
 import pytest
+from provider_shapes import anthropic_request_errors, openai_batch_errors, openai_finetune_errors
 
 from pipeline.main import main
-from provider_shapes import anthropic_request_errors, openai_batch_errors, openai_finetune_errors
 from transforms.formats import READERS, WRITERS, detect_reader
 
 SAMPLES = Path(__file__).resolve().parent.parent / "samples" / "formats"

@@ -8,9 +8,8 @@ from __future__ import annotations
 
 import copy
 
-import pytest
-
 import provider_shapes as shapes
+import pytest
 
 CHAT = [
     {"role": "system", "content": "You are a booking agent."},

@@ -13,6 +13,7 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 import provider_shapes as shapes  # noqa: E402
+
 from transforms.formats import READERS, WRITERS, FormatError, WriteContext, detect_reader  # noqa: E402
 from transforms.normalize import normalize_conversation  # noqa: E402
 

@@ -18,6 +18,7 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 import provider_shapes as shapes  # noqa: E402
+
 from transforms.formats import READERS, WRITERS, FormatError, WriteContext  # noqa: E402
 from transforms.normalize import INTERRUPTED_RESULT, normalize_conversation  # noqa: E402
 

@@ -190,7 +190,7 @@ def check_sendable(messages: Any) -> list[Violation]:
 
     # Results: adjacency, orphans, duplicates. An id's answer is preferably in its block.
     answered_in_block: set[str] = set()
-    for index, call_id, turn in results:
+    for _index, call_id, turn in results:
         if call_id is not None and owner.get(call_id) == turn:
             answered_in_block.add(call_id)
     answered: set[str] = set()
@@ -204,7 +204,8 @@ def check_sendable(messages: Any) -> list[Violation]:
         elif declared_by == turn and call_id not in answered:
             answered.add(call_id)
         elif call_id in answered or call_id in answered_in_block:
-            report(Violation("duplicate_result", index, call_id, f"the call of message {declared_by} is already answered"))
+            detail = f"the call of message {declared_by} is already answered"
+            report(Violation("duplicate_result", index, call_id, detail))
         else:
             answered.add(call_id)
             place = "before" if index < declared_by else "after"

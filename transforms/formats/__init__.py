@@ -17,12 +17,14 @@ from transforms.formats.base import (
     register_writer,
 )
 
-# Built-in formats register themselves on import; one line per format module.
-from transforms.formats import flat  # noqa: E402,F401
-from transforms.formats import openai  # noqa: E402,F401
-from transforms.formats import openai_responses  # noqa: E402,F401
-from transforms.formats import anthropic  # noqa: E402,F401
-from transforms.formats import sharegpt  # noqa: E402,F401
+# Built-in formats register themselves on import: add a format module's name here.
+from transforms.formats import (  # noqa: E402, F401
+    anthropic,
+    flat,
+    openai,
+    openai_responses,
+    sharegpt,
+)
 
 __all__ = [
     "READERS",
