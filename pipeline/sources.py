@@ -49,6 +49,8 @@ FILE_KINDS = {
 
 DEFAULT_SHARD_BYTES = 64 << 20
 DEFAULT_BATCH_SIZE = 256
+#: Records between two progress lines of one shard.
+PROGRESS_EVERY = 100_000
 
 
 class InputError(ValueError):
@@ -255,10 +257,15 @@ class _ReadShard(beam.DoFn):
 
     def process(self, shard: Shard):
         stats = {"records": 0, "blank_lines": 0}
-        yield from iter_batches(shard, self._batch_size, stats)
+        reported = 0
+        for batch in iter_batches(shard, self._batch_size, stats):
+            yield batch
+            # Progress on long shards too (compressed files are one shard each); no payloads.
+            if stats["records"] - reported >= PROGRESS_EVERY:
+                reported = stats["records"]
+                LOG.info("shard %d/%d (%s): %d records so far", shard.index + 1, self._total, shard.path, reported)
         self._blank.inc(stats["blank_lines"])
         self._shards.inc()
-        # Progress: one line per shard, no payloads.
         LOG.info("read shard %d/%d (%s): %d records", shard.index + 1, self._total, shard.path, stats["records"])
         yield TaggedOutput(self.STATS, {"shard": shard.index, **stats})
 
