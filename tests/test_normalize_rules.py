@@ -1065,3 +1065,42 @@ def test_float_in_object_spelled_like_the_standard_encoder(number):
 
 def test_exponent_looking_strings_are_unchanged():
     assert content_text({"s": "1e5 and 0.00001"}) == '{"s":"1e5 and 0.00001"}'
+
+
+# --- Non-finite floats, and types only orjson knows, follow the standard encoder ----------
+
+
+def test_nested_nan_and_infinity_as_the_standard_encoder_writes_them():
+    value = {"a": float("nan"), "b": [float("inf"), float("-inf")], "c": None}
+    assert content_text(value) == json.dumps(value, separators=(",", ":"))
+    assert content_text(value) == '{"a":NaN,"b":[Infinity,-Infinity],"c":null}'
+
+
+def test_types_the_standard_encoder_refuses_give_empty_content():
+    import dataclasses
+    import datetime
+
+    @dataclasses.dataclass
+    class Point:
+        x: int
+
+    assert content_text({"d": datetime.date(2020, 1, 1)}) == ""
+    assert content_text([datetime.datetime(2020, 1, 1, 12, 0)]) == ""
+    assert content_text({"p": Point(1)}) == ""
+
+
+def test_nesting_cut_off_does_not_depend_on_the_callers_stack():
+    def nested(depth):
+        value = inner = []
+        for _ in range(depth - 1):
+            inner.append([])
+            inner = inner[0]
+        return value
+
+    def deep_call(frames, value):
+        return content_text(value) if frames == 0 else deep_call(frames - 1, value)
+
+    for depth in (600, 950):
+        shallow = content_text(nested(depth))
+        assert shallow == "[" * depth + "]" * depth
+        assert deep_call(400, nested(depth)) == shallow

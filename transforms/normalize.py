@@ -27,12 +27,14 @@ from __future__ import annotations
 
 import json
 import re
+import threading
 from typing import Any, NamedTuple
 
 import orjson
 
 __all__ = [
     "INTERRUPTED_RESULT",
+    "compact_json",
     "REASONS",
     "NormalizeResult",
     "coerce_messages",
@@ -166,32 +168,73 @@ def _exact_key(key: Any) -> str:
     raise TypeError(f"keys must be str, int, float, bool or None, not {type(key).__name__}")
 
 
-#: Number spellings where orjson and Python's encoder differ: any exponent, tiny decimals.
-_ORJSON_FLOAT_SPELLING = re.compile(rb"[0-9][eE]|0\.0000")
+#: Where orjson's output may differ from Python's encoder: exponents and tiny decimals are
+#: spelled differently (1e16 vs 1e+16, 0.00001 vs 1e-05), and NaN / Infinity come out as
+#: null (Python writes NaN, Infinity). Output showing one of these is re-encoded by the
+#: standard encoder; a string that merely looks alike only costs time.
+_ORJSON_SPELLING = re.compile(rb"[0-9][eE]|0\.0000|null")
+
+#: Types orjson would serialize but Python's encoder refuses (dates, dataclasses) or
+#: serializes its own way (subclasses of str, int, dict, list): hand them to the standard one.
+_ORJSON_OPTIONS = orjson.OPT_PASSTHROUGH_DATETIME | orjson.OPT_PASSTHROUGH_DATACLASS | orjson.OPT_PASSTHROUGH_SUBCLASS
+
+
+def _standard_json(value: Any) -> str:
+    try:
+        return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
+    except ValueError:
+        # An integer past CPython's 4,300-digit conversion limit: digits by chunks.
+        return _exact_json(value)
+
+
+def _on_fresh_stack(encode, value: Any) -> str:
+    """Run ``encode(value)`` on a new thread, whose recursion budget starts at zero.
+
+    Python's encoder allows as much nesting as the recursion limit leaves above the caller's
+    frames, so the same content would serialize in a shallow call and blank in a deep one
+    (a Beam worker). A fresh stack gives every caller the same cut-off.
+    """
+    outcome: list = []
+
+    def run() -> None:
+        try:
+            outcome.append(encode(value))
+        except (TypeError, ValueError, RecursionError) as error:
+            outcome.append(error)
+
+    worker = threading.Thread(target=run, name="convnorm-json")
+    worker.start()
+    worker.join()
+    if isinstance(outcome[0], Exception):
+        raise outcome[0]
+    return outcome[0]
+
+
+def compact_json(value: Any) -> str:
+    """Compact JSON as Python's standard encoder writes it, with integers of any size.
+
+    Separators ``,`` and ``:``, key order kept, non-ASCII kept. orjson is the fast path where
+    its output is the same text; it refuses integers past 64 bits, nesting past 255 levels
+    and non-string keys, which are no reason to give up, so those fall back. Raises
+    ``TypeError`` / ``ValueError`` / ``RecursionError`` when nothing can serialize the value.
+    """
+    try:
+        text = orjson.dumps(value, option=_ORJSON_OPTIONS)
+        if _ORJSON_SPELLING.search(text) is None:
+            return text.decode()
+    except (TypeError, ValueError):
+        pass
+    try:
+        return _standard_json(value)
+    except RecursionError:
+        return _on_fresh_stack(_standard_json, value)
 
 
 def _json_text(value: Any) -> str:
     """Compact JSON text of a non-scalar, or ``""`` when nothing can serialize it."""
     try:
-        # Fast path. orjson refuses integers past 64 bits, nesting past 255 levels and
-        # non-string keys: none of those is a reason to blank content, so fall back.
-        text = orjson.dumps(value)
-        # orjson spells some floats unlike Python's encoder (1e16 vs 1e+16, 0.00001 vs
-        # 1e-05); re-encode those, so a float's text never depends on its neighbours
-        # (another value forcing the fallback). Strings that merely look alike only cost time.
-        if _ORJSON_FLOAT_SPELLING.search(text) is None:
-            return text.decode()
-    except (TypeError, ValueError):
-        pass
-    try:
-        return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
-    except ValueError:
-        # Integers past CPython's 4,300-digit conversion limit; anything else is final.
-        try:
-            return _exact_json(value)
-        except (TypeError, ValueError, RecursionError):
-            return ""
-    except (TypeError, RecursionError):
+        return compact_json(value)
+    except (TypeError, ValueError, RecursionError):
         return ""
 
 
