@@ -182,3 +182,47 @@ def test_settings_problems_name_the_bad_option():
     assert any("--sink 'nope'" in p for p in problems)
     assert any("--profile 'nope'" in p for p in problems)
     assert Settings().problems() == []
+
+
+def test_lone_surrogate_is_invalid_json_on_either_parser():
+    fast = b'{"messages": [{"role": "user", "content": "x \\ud83d"}]}'
+    slow = b'{"ts": 17329248001234567890, "messages": [{"role": "user", "content": "x \\ud83d"}]}'
+    for line in (fast, slow):
+        assert process_record(raw(line), FLAT).dead_letter["reason"] == "invalid_json"
+    pair = b'{"ts": 17329248001234567890, "messages": [{"role": "user", "content": "\\ud83d\\ude00"}]}'
+    assert process_record(raw(pair), FLAT).record["messages"][0]["content"] == "\U0001F600"
+
+
+def test_integers_past_the_interpreters_digit_limit_are_read_exactly():
+    digits = "7" * 5000
+    line = ('{"id": "huge", "n": ' + digits + ', "messages": [{"role": "user", "content": ' + digits + "}]}").encode()
+    outcome = process_record(raw(line), FLAT)
+    assert outcome.record["messages"][0]["content"] == digits
+    assert records.dumps_line(outcome.record).count(digits.encode()) == 2
+
+
+def test_common_19_digit_timestamps_stay_on_the_fast_parser(monkeypatch):
+    def refuse(*args, **kwargs):
+        raise AssertionError("the standard parser was used")
+
+    monkeypatch.setattr(records.json, "loads", refuse)
+    line = b'{"ts": 1732924800123456789, "neg": -922337203685477580, "messages": []}'
+    assert process_record(raw(line), FLAT).record["ts"] == 1732924800123456789
+
+
+@pytest.mark.parametrize("bad_id", [None, "", True, False])
+def test_unusable_own_id_is_replaced_by_the_derived_one(bad_id):
+    outcome = process_record(raw({"id": bad_id, "messages": []}), FLAT)
+    assert outcome.record["id"].startswith("sha256:")
+    assert outcome.record["id"] == outcome.metrics["id"]
+    assert list(outcome.record) == ["id", "messages"]
+
+
+def test_a_value_json_cannot_hold_is_a_dead_letter_not_a_crash():
+    from decimal import Decimal
+
+    outcome = process_record(RawRecord("t.parquet", 4, Parsed({"messages": [], "price": Decimal("1.5")})), FLAT)
+    assert outcome.record is None
+    assert outcome.dead_letter["reason"] == "unwritable"
+    assert "not JSON" in outcome.dead_letter["detail"]
+    assert records.dumps_line(outcome.dead_letter)  # the dead letter itself is writable

@@ -26,6 +26,7 @@ from typing import Any, NamedTuple
 import orjson
 
 from transforms.formats import READERS, WRITERS, FormatError, WriteContext, detect_reader
+from transforms.normalize import compact_json
 from transforms.profiles import PROFILES, normalize_with_profile
 from transforms.validate import check_sendable, count_by_kind
 
@@ -151,25 +152,62 @@ def _reject_constant(name: str) -> Any:
     raise ValueError(f"{name} is not JSON")
 
 
-#: A run of digits long enough to be an integer past 64 bits (or a long fraction).
-_LONG_NUMBER = re.compile(rb"\d{19,}")
+#: A number orjson may not read exactly: integers past its 64-bit range (orjson reads them
+#: as floats, silently losing digits), i.e. 20+ digits or a negative 19-digit one.
+_BEYOND_64_BITS = re.compile(rb"\d{20,}|-\d{19}")
+#: An escaped UTF-16 surrogate: fine in a pair, but the standard parser also accepts one
+#: alone, which is not text (orjson refuses it; an output line could not encode it).
+_SURROGATE_ESCAPE = re.compile(rb"\\u[dD][89a-fA-F]")
+
+
+def _exact_int(text: str) -> int:
+    try:
+        return int(text)
+    except ValueError:
+        # Past CPython's 4,300-digit conversion limit: build it from chunks of digits.
+        digits = text.lstrip("-")
+        value = 0
+        for i in range(0, len(digits), 4000):
+            chunk = digits[i:i + 4000]
+            value = value * 10 ** len(chunk) + int(chunk)
+        return -value if text.startswith("-") else value
+
+
+def _has_lone_surrogate(value: Any) -> bool:
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, str):
+            try:
+                item.encode("utf-8")
+            except UnicodeEncodeError:
+                return True
+        elif isinstance(item, dict):
+            stack.extend(item)
+            stack.extend(item.values())
+        elif isinstance(item, list):
+            stack.extend(item)
+    return False
 
 
 def parse_json(payload: bytes | str) -> Any:
-    """Parse one JSON text exactly.
+    """Parse one JSON text exactly; raises ``ValueError`` (or ``RecursionError``).
 
-    orjson reads integers past 64 bits as floats, silently losing digits; text with a run of
-    19 or more digits therefore goes to the standard parser, which reads them exactly (a
-    long number inside a string only costs the slower parser). NaN and Infinity are not
-    JSON and stay refused.
+    orjson is the fast path. Text holding an integer past 64 bits goes to the standard
+    parser, which reads integers of any size exactly (a long digit run inside a string only
+    costs the slower parser). NaN, Infinity and lone surrogates are not JSON text and stay
+    refused, whichever parser reads them.
     """
-    data = payload.encode() if isinstance(payload, str) else payload
-    if _LONG_NUMBER.search(data) is None:
+    data = payload.encode("utf-8", "surrogatepass") if isinstance(payload, str) else payload
+    if _BEYOND_64_BITS.search(data) is None:
         return orjson.loads(data)
     try:
-        return json.loads(data, parse_constant=_reject_constant)
+        value = json.loads(data, parse_constant=_reject_constant, parse_int=_exact_int)
     except UnicodeDecodeError as error:
         raise ValueError(str(error)) from None
+    if _SURROGATE_ESCAPE.search(data) and _has_lone_surrogate(value):
+        raise ValueError("a string holds a lone UTF-16 surrogate escape, which is not text")
+    return value
 
 
 def canonical_json(value: Any) -> bytes:
@@ -177,7 +215,8 @@ def canonical_json(value: Any) -> bytes:
     try:
         return orjson.dumps(value, option=orjson.OPT_SORT_KEYS)
     except TypeError:
-        return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode()
+        return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False,
+                          default=str).encode("utf-8", "surrogatepass")
 
 
 def derived_id(record: Any) -> str:
@@ -185,25 +224,39 @@ def derived_id(record: Any) -> str:
     return "sha256:" + hashlib.sha256(canonical_json(record)).hexdigest()[:24]
 
 
+def own_id(record: Any, id_field: str) -> str | None:
+    """The record's own id as text, or ``None`` when it has no usable one.
+
+    A non-empty string is used as is, an integer as its digits, another JSON value (an
+    object, say) as its canonical JSON; a missing, null, empty or boolean id is no id.
+    """
+    if not isinstance(record, dict):
+        return None
+    value = record.get(id_field)
+    if value is None or isinstance(value, bool) or value == "":
+        return None
+    if isinstance(value, str):
+        return value
+    if isinstance(value, int):
+        return str(value)
+    return canonical_json(value).decode("utf-8", "replace")
+
+
 def record_id(record: Any, id_field: str) -> str:
-    """The record's own id (cast to text) when it has one, else a content-derived id."""
-    if isinstance(record, dict):
-        value = record.get(id_field)
-        if isinstance(value, str) and value:
-            return value
-        if value is not None and not isinstance(value, (bool, str)):
-            if isinstance(value, int):
-                return str(value)
-            return canonical_json(value).decode()
-    return derived_id(record)
+    """The record's own id when it has a usable one, else a content-derived id."""
+    return own_id(record, id_field) or derived_id(record)
 
 
 def dumps_line(value: Any) -> bytes:
-    """One output line: compact JSON, non-ASCII as is; big integers exact."""
+    """One output line: compact JSON, non-ASCII as is, integers of any size exact.
+
+    Raises ``TypeError`` / ``ValueError`` for what JSON cannot hold; the job calls it inside
+    the per-record guard first, so such a record is a dead letter, never a failed write.
+    """
     try:
         return orjson.dumps(value)
     except TypeError:
-        return json.dumps(value, separators=(",", ":"), ensure_ascii=False).encode()
+        return compact_json(value).encode("utf-8")
 
 
 def raw_text(payload: Any, limit: int) -> str:
@@ -275,6 +328,9 @@ def _process(raw: RawRecord, settings: Settings) -> tuple[dict, dict]:
     normalized[settings.messages_field] = result.messages
     if settings.id_field not in normalized:
         normalized = {settings.id_field: rid, **normalized}
+    elif own_id(normalized, settings.id_field) is None:
+        # A null, empty or boolean id cannot join the outputs: use the derived one.
+        normalized[settings.id_field] = rid
 
     metrics = {
         "id": rid,
@@ -296,6 +352,12 @@ def _process(raw: RawRecord, settings: Settings) -> tuple[dict, dict]:
         output = WRITERS[settings.sink].write(normalized, context)
     except FormatError as error:
         raise _DeadLetter("unwritable", f"{settings.sink}: {error.reason}: {error}") from None
+    try:
+        # Serialize here, inside the guard: a value JSON cannot hold (a Parquet decimal, a
+        # lone surrogate) must make this record a dead letter, not fail the file writer.
+        dumps_line(output)
+    except (TypeError, ValueError, RecursionError) as error:
+        raise _DeadLetter("unwritable", f"not JSON: {type(error).__name__}: {error}") from None
     return output, metrics
 
 
