@@ -20,7 +20,10 @@ they are counted (``blank_lines``) and skipped. A file that fails mid-way yields
 
 from __future__ import annotations
 
+import base64
 import contextlib
+import datetime
+import decimal
 import gzip
 import io
 import logging
@@ -162,6 +165,9 @@ def _open_text_stream(shard: Shard):
             yield raw
 
 
+_BOM = b"\xef\xbb\xbf"  # a UTF-8 byte-order mark, as some Windows tools write
+
+
 def _read_jsonl(shard: Shard) -> Iterator:
     with _open_text_stream(shard) as handle:
         position = 0
@@ -178,6 +184,8 @@ def _read_jsonl(shard: Shard) -> Iterator:
                 return
             if not line:
                 return
+            if position == 0 and line.startswith(_BOM):
+                position, line = len(_BOM), line[len(_BOM):]
             if line.strip():
                 yield RawRecord(shard.path, position, line)
             else:
@@ -186,12 +194,19 @@ def _read_jsonl(shard: Shard) -> Iterator:
 
 
 def _read_json(shard: Shard) -> Iterator:
+    # The whole document is parsed at once, in one worker's memory: for big inputs, JSONL
+    # (split into shards, streamed) is the better container.
     with FileSystems.open(shard.path, compression_type=CompressionTypes.UNCOMPRESSED) as handle:
         text = handle.read()
+    if text.startswith(_BOM):
+        text = text[len(_BOM):]
     try:
         document = parse_json(text)
     except (ValueError, RecursionError) as error:
-        yield RawRecord(shard.path, 0, Unreadable("invalid_json", f"not a JSON document: {error}",
+        hint = ""
+        if text.lstrip()[:1] == b"{" and b"\n{" in text:
+            hint = " (it looks like JSON Lines: name the file .jsonl)"
+        yield RawRecord(shard.path, 0, Unreadable("invalid_json", f"not a JSON document: {error}{hint}",
                                                   text[:4000].decode("utf-8", errors="replace")))
         return
     if isinstance(document, list):
@@ -201,27 +216,63 @@ def _read_json(shard: Shard) -> Iterator:
         yield RawRecord(shard.path, 0, Parsed(document))
 
 
+def _jsonable(value):
+    """A Parquet value as JSON can hold it: Arrow types that JSON lacks become text.
+
+    Bytes that are UTF-8 become their text, other bytes base64; decimals their exact decimal
+    text; dates, times and timestamps ISO 8601; durations their seconds.
+    """
+    if value is None or isinstance(value, (str, bool, int, float)):
+        return value
+    if isinstance(value, dict):
+        return {k: _jsonable(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_jsonable(v) for v in value]
+    if isinstance(value, (bytes, bytearray)):
+        try:
+            return bytes(value).decode("utf-8")
+        except UnicodeDecodeError:
+            return base64.b64encode(value).decode("ascii")
+    if isinstance(value, decimal.Decimal):
+        return str(value)
+    if isinstance(value, (datetime.date, datetime.time)):
+        return value.isoformat()
+    if isinstance(value, datetime.timedelta):
+        return value.total_seconds()
+    if isinstance(value, tuple):  # map columns: a list of (key, value) pairs
+        return [_jsonable(v) for v in value]
+    return value  # anything else: the record's guard dead-letters it if JSON cannot hold it
+
+
 def _read_parquet(shard: Shard) -> Iterator:
     import pyarrow.parquet as pq  # only Parquet inputs pay for the import
 
     index = 0
-    try:
-        with FileSystems.open(shard.path, compression_type=CompressionTypes.UNCOMPRESSED) as handle:
-            for table in pq.ParquetFile(handle).iter_batches(batch_size=1024):
-                for row in table.to_pylist():
-                    yield RawRecord(shard.path, index, Parsed(row))
-                    index += 1
-    except Exception as error:  # noqa: BLE001 — pyarrow raises several types for bad files
-        yield RawRecord(shard.path, index, Unreadable(
-            "unreadable_file", f"Parquet reading stopped at row {index}: {type(error).__name__}: {error}"))
+    with FileSystems.open(shard.path, compression_type=CompressionTypes.UNCOMPRESSED) as handle:
+        for table in pq.ParquetFile(handle).iter_batches(batch_size=1024):
+            for row in table.to_pylist():
+                yield RawRecord(shard.path, index, Parsed(_jsonable(row)))
+                index += 1
 
 
 _SHARD_READERS = {"jsonl": _read_jsonl, "json": _read_json, "parquet": _read_parquet}
 
 
 def read_shard(shard: Shard) -> Iterator:
-    """Yield the shard's ``RawRecord``s in order, and ``BLANK`` for each blank JSONL line."""
-    return _SHARD_READERS[FILE_KINDS[shard.suffix][0]](shard)
+    """Yield the shard's ``RawRecord``s in order, and ``BLANK`` for each blank JSONL line.
+
+    A file that cannot be opened or read any further ends in one ``unreadable_file`` record
+    (at the position after the last one read), never in an exception.
+    """
+    next_position = shard.start
+    try:
+        for item in _SHARD_READERS[FILE_KINDS[shard.suffix][0]](shard):
+            if item is not BLANK:
+                next_position = item.position + 1
+            yield item
+    except Exception as error:  # noqa: BLE001 — filesystems and pyarrow raise many types
+        yield RawRecord(shard.path, next_position, Unreadable(
+            "unreadable_file", f"reading stopped: {type(error).__name__}: {error}"))
 
 
 def iter_batches(shard: Shard, batch_size: int, stats: dict) -> Iterator[Batch]:

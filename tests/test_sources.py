@@ -126,3 +126,49 @@ def test_corrupt_parquet_is_unreadable(tmp_path):
     (tmp_path / "bad.parquet").write_bytes(b"PAR1 not really")
     records = _records(plan_shards([str(tmp_path / "bad.parquet")]))
     assert len(records) == 1 and records[0].payload.reason == "unreadable_file"
+
+
+def test_parquet_arrow_only_types_become_json_text(tmp_path):
+    import datetime
+    from decimal import Decimal
+
+    table = pa.table({
+        "id": ["p1"],
+        "messages": [[{"role": "user", "content": "hi"}]],
+        "blob": pa.array([b"\xff\x00"], pa.binary()),
+        "text_blob": pa.array([b"caf\xc3\xa9"], pa.binary()),
+        "price": pa.array([Decimal("12.50")], pa.decimal128(6, 2)),
+        "day": pa.array([datetime.date(2026, 11, 30)]),
+        "at": pa.array([datetime.datetime(2026, 11, 30, 12, 0, 1)]),
+    })
+    pq.write_table(table, tmp_path / "t.parquet")
+    (record,) = _records(plan_shards([str(tmp_path / "t.parquet")]))
+    value = record.payload.value
+    assert value["blob"] == "/wA=" and value["text_blob"] == "café"
+    assert value["price"] == "12.50"
+    assert value["day"] == "2026-11-30" and value["at"] == "2026-11-30T12:00:01"
+    json.dumps(value)  # all of it JSON
+
+
+def test_a_file_gone_between_planning_and_reading_is_unreadable(tmp_path):
+    for name in ("gone.jsonl", "gone.json", "gone.parquet"):
+        path = tmp_path / name
+        path.write_bytes(b"{}\n")
+        (shard,) = plan_shards([str(path)])
+        path.unlink()
+        (record,) = _records([shard])
+        assert isinstance(record.payload, Unreadable) and record.payload.reason == "unreadable_file"
+
+
+def test_utf8_byte_order_mark_is_skipped(tmp_path):
+    (tmp_path / "bom.jsonl").write_bytes(b'\xef\xbb\xbf{"messages": []}\n{"messages": []}\n')
+    (tmp_path / "bom.json").write_bytes(b'\xef\xbb\xbf[{"messages": []}]')
+    records = _records(plan_shards([str(tmp_path / "bom.*")]))
+    assert [r.position for r in records] == [0, 3, 20]
+    assert records[1].payload == b'{"messages": []}\n'
+
+
+def test_json_lines_in_a_json_file_get_a_hint(tmp_path):
+    (tmp_path / "x.json").write_text('{"messages": []}\n{"messages": []}\n')
+    (record,) = _records(plan_shards([str(tmp_path / "x.json")]))
+    assert record.payload.reason == "invalid_json" and "name the file .jsonl" in record.payload.detail
