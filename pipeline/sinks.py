@@ -1,10 +1,12 @@
 """Writing outputs: one file per input shard, named by the shard, byte-identical on reruns.
 
 ``WriteShards`` writes batches to ``DIR/<name>/part-<shard>.<ext>``. Every batch carries the
-shard it was read from; batches of one shard arrive in input order (reading, normalizing and
-writing are fused), so each file's content and name depend only on the input, never on
-worker scheduling. Files are written under a temporary name and renamed when the whole
-pipeline has written, so a failed run leaves no half-written part files.
+shard it was read from; batches of one shard arrive together and in input order, because
+reading, normalizing and writing are fused into one stage (no shuffle between them), so each
+file's content and name depend only on the input, never on worker scheduling. A runner that
+split a shard over bundles would give it several files, ``part-<shard>-<start>``, still in
+order. Files are written under temporary names and renamed once every file of that output is
+written, so a failed run leaves no half-written part files.
 
 Output file formats form a registry (``FILE_FORMATS``): JSON Lines for every output, and
 Parquet for normalized flat records.
@@ -17,7 +19,6 @@ import uuid
 from typing import Callable
 
 import apache_beam as beam
-import orjson
 from apache_beam.io.filesystem import CompressionTypes
 from apache_beam.io.filesystems import FileSystems
 from apache_beam.transforms.window import GlobalWindow
@@ -35,8 +36,6 @@ SUMMARY_FILE = "summary.json"
 
 
 class _JsonLinesFile:
-    extension = ".jsonl"
-
     def __init__(self, path: str) -> None:
         self._handle = FileSystems.create(path, mime_type="application/jsonl",
                                           compression_type=CompressionTypes.UNCOMPRESSED)
@@ -48,13 +47,6 @@ class _JsonLinesFile:
         self._handle.close()
 
 
-def _args_json(args) -> str:
-    try:
-        return orjson.dumps(args).decode()
-    except TypeError:
-        return json.dumps(args, separators=(",", ":"), ensure_ascii=False)
-
-
 class _ParquetFile:
     """Normalized flat records as Parquet: typed messages, call arguments as JSON text.
 
@@ -62,8 +54,6 @@ class _ParquetFile:
     a call's ``args`` is its JSON text, so strings and objects both survive exactly); and
     ``fields``, the record's other fields as one JSON text (their types vary per record).
     """
-
-    extension = ".parquet"
 
     def __init__(self, path: str, id_field: str, messages_field: str) -> None:
         import pyarrow as pa
@@ -88,12 +78,13 @@ class _ParquetFile:
             if "tool_calls" in m:
                 row["tool_calls"] = [
                     {"tool_call_id": c["tool_call_id"], "name": c["name"],
-                     "args": _args_json(c["args"]) if "args" in c else None}
+                     "args": dumps_line(c["args"]).decode() if "args" in c else None}
                     for c in m["tool_calls"]
                 ]
             messages.append(row)
         fields = {k: v for k, v in record.items() if k not in (self._id_field, self._messages_field)}
-        return {"id": str(record.get(self._id_field)), "messages": messages, "fields": dumps_line(fields).decode()}
+        rid = record.get(self._id_field)
+        return {"id": None if rid is None else str(rid), "messages": messages, "fields": dumps_line(fields).decode()}
 
     def write(self, items: list) -> None:
         self._writer.write_table(self._pa.Table.from_pylist([self._row(r) for r in items], schema=self._schema))
@@ -116,7 +107,12 @@ FILE_EXTENSIONS = {"jsonl": ".jsonl", "parquet": ".parquet"}
 
 
 class _WriteShardFiles(beam.DoFn):
-    """Writes each shard's batches to a temporary file; emits (shard, start, temp) per file."""
+    """Writes each shard's batches to a temporary file; emits (shard, start, temp) per file.
+
+    One file is open at a time: a shard's batches arrive together (reading, normalizing and
+    writing are fused), so the file closes when the next shard begins. Keeping one open per
+    shard ran out of file handles with a few hundred input files.
+    """
 
     def __init__(self, temp_dir: str, file_format: str, id_field: str, messages_field: str) -> None:
         self._temp_dir = temp_dir
@@ -125,22 +121,27 @@ class _WriteShardFiles(beam.DoFn):
         self._messages_field = messages_field
 
     def start_bundle(self) -> None:
-        self._open: dict[int, tuple] = {}
+        self._current = None  # (shard, start, temp path, writer)
+
+    def _close(self) -> tuple[int, int, str]:
+        shard, start, temp, writer = self._current
+        writer.close()
+        self._current = None
+        return shard, start, temp
 
     def process(self, batch):
-        entry = self._open.get(batch.shard)
-        if entry is None:
+        if self._current is not None and self._current[0] != batch.shard:
+            yield self._close()
+        if self._current is None:
             # A unique temporary name per attempt: a retried bundle never clobbers another.
             temp = FileSystems.join(self._temp_dir, f"{batch.shard:05d}-{batch.start:015d}-{uuid.uuid4().hex}")
             writer = FILE_FORMATS[self._file_format](temp, self._id_field, self._messages_field)
-            entry = self._open[batch.shard] = (batch.start, temp, writer)
-        entry[2].write(batch.items)
+            self._current = (batch.shard, batch.start, temp, writer)
+        self._current[3].write(batch.items)
 
     def finish_bundle(self):
-        for shard, (start, temp, writer) in sorted(self._open.items()):
-            writer.close()
-            yield WindowedValue((shard, start, temp), MIN_TIMESTAMP, [GlobalWindow()])
-        self._open = {}
+        if self._current is not None:
+            yield WindowedValue(self._close(), MIN_TIMESTAMP, [GlobalWindow()])
 
 
 def final_names(written: list[tuple[int, int, str]], directory: str, extension: str) -> list[tuple[str, str]]:
@@ -158,12 +159,20 @@ def final_names(written: list[tuple[int, int, str]], directory: str, extension: 
 
 
 def _finalize(written: list, directory: str, temp_dir: str, extension: str) -> int:
-    moves = final_names(written, directory, extension)
+    # Runs once all files are written. Idempotent, should a runner retry it: a temporary
+    # file already renamed is skipped.
+    moves = [(t, f) for t, f in final_names(written, directory, extension) if FileSystems.exists(t)]
     if moves:
         FileSystems.rename([t for t, _ in moves], [f for _, f in moves])
     if FileSystems.exists(temp_dir):
         FileSystems.delete([temp_dir])
-    return len(moves)
+    if not FileSystems.exists(directory):
+        # An output with no records is still an (empty) directory, where filesystems have them.
+        try:
+            FileSystems.mkdirs(directory)
+        except OSError:
+            pass
+    return len(written)
 
 
 class WriteShards(beam.PTransform):
@@ -178,8 +187,8 @@ class WriteShards(beam.PTransform):
         self._messages_field = messages_field
 
     def expand(self, batches):
+        # Created by the first file written into it (nothing happens at construction time).
         temp_dir = FileSystems.join(self._directory, ".temp-" + uuid.uuid4().hex)
-        FileSystems.mkdirs(temp_dir)
         written = batches | "WriteTemp" >> beam.ParDo(
             _WriteShardFiles(temp_dir, self._file_format, self._id_field, self._messages_field))
         return (

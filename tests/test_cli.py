@@ -212,3 +212,26 @@ def test_pipeline_totals_equal_a_plain_python_count(sample_run):
         letters = [outcome.dead_letter] if outcome.dead_letter else []
         total = summaries.merge(total, summaries.partial(1, metrics, letters))
     assert summaries.finalize(total) == json.loads((sample_run / "summary.json").read_text())
+
+
+def test_hundreds_of_input_files_under_a_low_open_file_limit(tmp_path):
+    """One output file open at a time: 400 inputs under a 200-handle limit."""
+    import resource
+    import subprocess
+    import sys
+
+    inputs = tmp_path / "in"
+    inputs.mkdir()
+    for i in range(400):
+        (inputs / f"f{i:03d}.jsonl").write_text(json.dumps({"id": f"r{i}", "messages": [{"role": "user", "content": "x"}]}) + "\n")
+
+    def limit_handles():
+        resource.setrlimit(resource.RLIMIT_NOFILE, (200, resource.getrlimit(resource.RLIMIT_NOFILE)[1]))
+
+    out = tmp_path / "out"
+    done = subprocess.run([sys.executable, "-m", "pipeline", "--input", str(inputs / "*.jsonl"), "--output", str(out)],
+                          cwd=ROOT, preexec_fn=limit_handles, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert len(list((out / "normalized").glob("part-*.jsonl"))) == 400
+    assert json.loads((out / "summary.json").read_text())["records_out"] == 400
+    assert (out / "dead_letter").is_dir() and not list((out / "dead_letter").iterdir())
