@@ -6,10 +6,9 @@
 
 - openai-finetune → openai, openai-batch ``body`` → openai: ``same`` = ``N`` with each call's
   arguments in their written form (a string as is, an object as compact JSON, none as
-  ``"{}"``), and each result moved right after the assistant message that declares it (this
-  changes nothing unless MEM-5 left a result before its call or after later turns).
+  ``"{}"``). Nothing is moved.
 - anthropic → anthropic: ``same`` = ``N`` with the system messages joined by a newline into
-  one leading system message (blank ones left out); results moved as above; user and assistant
+  one leading system message (blank ones left out); user and assistant
   messages whose text is blank dropped (blank text is kept only on an assistant message with
   calls, as ``""``); then adjacent user messages, and adjacent assistant messages, merged into
   one (texts joined by a newline, calls concatenated); arguments parsed to objects (none or a
@@ -18,6 +17,11 @@
 - flat → flat: ``same`` = ``N``.
 
 Synthesized ids survive because the writers write them as real ids.
+
+A normalized ``N`` with a result outside the tool block right after its call (MEM-5 keeps such
+a result where it is) has no round trip: the provider writers refuse it with
+``result_not_adjacent``, exactly when ``convnorm validate`` reports that kind for ``N``, and
+never under ``--profile lossless``, which re-attaches displaced results.
 """
 
 from __future__ import annotations
@@ -36,6 +40,8 @@ if str(ROOT) not in sys.path:
 
 from transforms.formats import READERS, WRITERS, FormatError, WriteContext  # noqa: E402
 from transforms.normalize import normalize_conversation  # noqa: E402
+from transforms.profiles import normalize_with_profile  # noqa: E402
+from transforms.validate import check_sendable  # noqa: E402
 
 DATA = Path(__file__).parent / "data"
 FORMATS = ("openai", "openai-responses", "anthropic", "sharegpt")
@@ -58,17 +64,12 @@ def load(fmt: str) -> list:
 # --------------------------------------------------------------------------------------------
 # What "the same" means, written independently of the writers
 
+PROVIDER_SINKS = ("openai-finetune", "openai-batch", "anthropic")
 
-def results_next_to_calls(messages: list) -> list:
-    position = {m["tool_call_id"]: (i, m) for i, m in enumerate(messages) if m["role"] == "tool"}
-    out = []
-    for m in messages:
-        if m["role"] == "tool":
-            continue
-        out.append(m)
-        found = sorted((position[c["tool_call_id"]] for c in m.get("tool_calls", ())), key=lambda p: p[0])
-        out.extend(r for _, r in found)
-    return out
+
+def not_adjacent(messages: list) -> bool:
+    """Does ``convnorm validate`` find a result outside its call's block?"""
+    return any(v.kind == "result_not_adjacent" for v in check_sendable(messages))
 
 
 def args_string(args) -> str:
@@ -85,7 +86,7 @@ def args_object(args) -> dict:
 
 def openai_same(messages: list) -> list:
     out = []
-    for m in results_next_to_calls(messages):
+    for m in messages:
         if "tool_calls" in m:
             m = {**m, "tool_calls": [{**c, "args": args_string(c.get("args"))} for c in m["tool_calls"]]}
         out.append(m)
@@ -95,7 +96,7 @@ def openai_same(messages: list) -> list:
 def anthropic_same(messages: list) -> list:
     systems = [m["content"] for m in messages if m["role"] == "system" and m["content"].strip()]
     out = [{"role": "system", "content": "\n".join(systems)}] if systems else []
-    for m in results_next_to_calls([m for m in messages if m["role"] != "system"]):
+    for m in [m for m in messages if m["role"] != "system"]:
         if m["role"] == "tool":
             out.append(m)
             continue
@@ -149,10 +150,11 @@ def test_fixture_round_trips(fmt, record, sink):
 
 
 def test_results_are_already_next_to_their_calls_in_the_fixtures():
-    # So for the fixtures the OpenAI round trip only stringifies arguments.
+    # So no fixture is refused for a displaced result, and the OpenAI round trip only
+    # stringifies arguments.
     for fmt, record in FIXTURES:
         messages = normalize_conversation(READERS[fmt].read(record, "messages").messages).messages
-        assert results_next_to_calls(messages) == messages
+        assert not not_adjacent(messages), record
 
 
 def test_toolbench_chains_round_trip_exactly_through_openai():
@@ -166,17 +168,44 @@ def test_toolbench_chains_round_trip_exactly_through_openai():
             assert round_trip("anthropic", messages) == anthropic_same(messages)
 
 
-def test_a_result_before_its_call_comes_back_after_it():
+CALL = {"role": "assistant", "content": "", "tool_calls": [{"tool_call_id": "c1", "name": "f", "args": {"a": 1}}]}
+RESULT = {"role": "tool", "content": "r", "tool_call_id": "c1"}
+DISPLACED = {
+    # The spec's own vector misordered-result-mid-list-left-as-is: a result before its call.
+    "before": [{"role": "user", "content": "q"}, RESULT, CALL],
+    # MEM-5 counts a call as answered by a result anywhere in the list: after a later turn.
+    "after": [{"role": "user", "content": "q"}, CALL, {"role": "user", "content": "still there?"}, RESULT],
+}
+
+
+@pytest.mark.parametrize("sink", PROVIDER_SINKS)
+@pytest.mark.parametrize("case", sorted(DISPLACED))
+def test_a_displaced_result_is_refused_not_moved(case, sink):
+    messages = normalize_conversation(DISPLACED[case]).messages
+    assert messages == DISPLACED[case], "MEM-5 keeps the result where it is"
+    with pytest.raises(FormatError) as err:
+        round_trip(sink, messages)
+    assert err.value.reason == "result_not_adjacent"
+    assert "--profile lossless" in str(err.value)
+    # lossless re-attaches it (a repair it reports); then the record writes, nothing moved.
+    repaired = normalize_with_profile(DISPLACED[case], "lossless")
+    assert repaired.repairs == {"moved_result": 1}
+    assert repaired.messages[1:3] == [CALL, RESULT]
+    assert round_trip(sink, repaired.messages) == SAME[sink](repaired.messages)
+
+
+def test_the_results_of_one_block_keep_their_order():
+    # Any order inside the block is adjacent for every provider: written as it is.
     messages = normalize_conversation([
         {"role": "user", "content": "q"},
-        {"role": "tool", "content": "r", "tool_call_id": "c1"},
-        {"role": "assistant", "content": "", "tool_calls": [{"tool_call_id": "c1", "name": "f", "args": {"a": 1}}]},
+        {"role": "assistant", "content": "", "tool_calls": [{"tool_call_id": "c1", "name": "f"}, {"tool_call_id": "c2", "name": "g"}]},
+        {"role": "tool", "content": "2", "tool_call_id": "c2"},
+        {"role": "tool", "content": "1", "tool_call_id": "c1"},
     ]).messages
-    assert [m["role"] for m in messages] == ["user", "tool", "assistant"]
-    expected_roles = ["user", "assistant", "tool"]
-    for sink in ("openai-finetune", "openai-batch", "anthropic"):
+    for sink in PROVIDER_SINKS:
         back = round_trip(sink, messages)
-        assert back == SAME[sink](messages) and [m["role"] for m in back] == expected_roles
+        assert [m.get("tool_call_id") for m in back[2:]] == ["c2", "c1"]
+        assert back == SAME[sink](messages)
 
 
 # --------------------------------------------------------------------------------------------
@@ -193,22 +222,35 @@ OBJECT_ARGS = st.one_of(
 ANY_ARGS = st.one_of(OBJECT_ARGS, st.sampled_from(["print(1)", "[1, 2]", "{not json", "\"{\\\"x\\\": 1}\""]), st.integers())
 
 
-def conversations(args):
+def raw_conversations(args):
+    """Flat lists with every defect the core repairs, displaced results included."""
     call = st.fixed_dictionaries({"tool_call_id": IDS, "name": st.sampled_from(["f", "g"])}, optional={"args": args})
     message = st.one_of(
         st.fixed_dictionaries({"role": st.sampled_from(["system", "user", "assistant"]), "content": TEXT}),
         st.fixed_dictionaries({"role": st.just("assistant"), "content": TEXT, "tool_calls": st.lists(call, min_size=1, max_size=3)}),
         st.fixed_dictionaries({"role": st.just("tool"), "content": TEXT, "tool_call_id": IDS}),
     )
-    return st.lists(message, max_size=10).map(lambda ms: normalize_conversation(ms).messages)
+    return st.lists(message, max_size=10)
+
+
+def conversations(args):
+    """Normalized under the default ``spec`` profile (MEM-5), as a writer receives them."""
+    return raw_conversations(args).map(lambda ms: normalize_conversation(ms).messages)
 
 
 def _unwritable(sink: str, messages: list) -> bool:
+    """Does the writer refuse ``messages``? Only for the reasons it may; a displaced result
+    exactly when ``convnorm validate`` reports one (the flat writer never refuses)."""
+    displaced = sink != "flat" and not_adjacent(messages)
     try:
         WRITERS[sink].write({"messages": messages}, WriteContext("r1", model="m"))
     except FormatError as err:
-        assert err.reason in ("empty_conversation", "no_assistant_message")
+        if displaced:
+            assert err.reason == "result_not_adjacent"
+        else:
+            assert err.reason in ("empty_conversation", "no_assistant_message")
         return True
+    assert not displaced, "a displaced result must be refused, not moved"
     return False
 
 
@@ -226,3 +268,19 @@ def test_any_conversation_round_trips_through_anthropic(messages):
     if _unwritable("anthropic", messages):
         return
     assert round_trip("anthropic", messages) == anthropic_same(messages)
+
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(raw_conversations(OBJECT_ARGS), st.sampled_from(PROVIDER_SINKS))
+def test_lossless_output_is_never_refused_for_placement(raw, sink):
+    messages = normalize_with_profile(raw, "lossless").messages
+    assert not not_adjacent(messages)
+    if _unwritable(sink, messages):
+        return
+    expected = SAME[sink](messages)
+    if sink == "anthropic":
+        # Re-keyed ids (``c1~2``) are outside Anthropic's id alphabet: the writer rewrites
+        # them (``c1_2``; no generated id can collide with that).
+        expected = json.loads(json.dumps(expected).replace("~", "_"))
+    assert round_trip(sink, messages) == expected

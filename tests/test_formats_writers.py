@@ -209,22 +209,72 @@ def test_openai_batch_line():
     assert "parallel_tool_calls" not in write("openai-batch", flat_record(CALL_TURN, parallel_tool_calls=True))["body"]
 
 
-def test_openai_writers_move_a_result_next_to_its_call():
-    # MEM-5 leaves a result before its call in place when it is not leading (the literal case).
-    messages = [{"role": "user", "content": "q"}, {"role": "tool", "content": "r", "tool_call_id": "c1"},
-                {"role": "assistant", "content": "", "tool_calls": [{"tool_call_id": "c1", "name": "f"}]}]
+@pytest.mark.parametrize("sink", sorted(CHECKS))
+@pytest.mark.parametrize(
+    "messages",
+    [
+        # A result before its call, not leading: MEM-5 leaves it in place (the literal case).
+        [{"role": "user", "content": "q"}, {"role": "tool", "content": "r", "tool_call_id": "c1"},
+         {"role": "assistant", "content": "", "tool_calls": [{"tool_call_id": "c1", "name": "f"}]}],
+        # A result after a later turn: answered "anywhere in the list" for MEM-5.
+        [{"role": "user", "content": "q"}, {"role": "assistant", "content": "", "tool_calls": [{"tool_call_id": "c1", "name": "f"}]},
+         {"role": "user", "content": "still there?"}, {"role": "tool", "content": "r", "tool_call_id": "c1"}],
+        # Blank messages and lifted ones break the block too: the check is on the list as normalized.
+        [{"role": "user", "content": "q"}, {"role": "assistant", "content": "", "tool_calls": [{"tool_call_id": "c1", "name": "f"}]},
+         {"role": "developer", "content": "d"}, {"role": "tool", "content": "r", "tool_call_id": "c1"}],
+        [{"role": "user", "content": "q"}, {"role": "assistant", "content": "", "tool_calls": [{"tool_call_id": "c1", "name": "f"}]},
+         {"role": "user", "content": " "}, {"role": "tool", "content": "r", "tool_call_id": "c1"}],
+        # One result of two in the block, the other after the next turn.
+        [{"role": "user", "content": "q"},
+         {"role": "assistant", "content": "", "tool_calls": [{"tool_call_id": "c1", "name": "f"}, {"tool_call_id": "c2", "name": "f"}]},
+         {"role": "tool", "content": "1", "tool_call_id": "c1"}, {"role": "assistant", "content": "so far"},
+         {"role": "tool", "content": "2", "tool_call_id": "c2"}],
+    ],
+    ids=["before", "after", "developer-between", "blank-between", "one-of-two"],
+)
+def test_writers_refuse_a_result_outside_its_calls_block(messages, sink):
     record = flat_record(messages)
-    assert [m["role"] for m in record["messages"]] == ["user", "tool", "assistant"]
-    out = write("openai-finetune", record)
-    assert [m["role"] for m in out["messages"]] == ["user", "assistant", "tool"]
-    assert shapes.openai_finetune_errors(out) == []
+    assert record["messages"] == messages, "MEM-5 keeps the result where it is"
+    with pytest.raises(FormatError) as err:
+        write(sink, record)
+    assert err.value.reason == "result_not_adjacent"
+    assert "c1" in str(err.value) or "c2" in str(err.value)
+    assert str(err.value).endswith("--profile lossless re-attaches displaced results")
+
+
+def test_results_in_a_block_are_written_in_block_order():
+    messages = [{"role": "user", "content": "q"},
+                {"role": "assistant", "content": "", "tool_calls": [{"tool_call_id": "c1", "name": "f"}, {"tool_call_id": "c2", "name": "f"}]},
+                {"role": "tool", "content": "2", "tool_call_id": "c2"}, {"role": "tool", "content": "1", "tool_call_id": "c1"},
+                {"role": "user", "content": "thanks"}]
+    record = flat_record(messages)
+    for sink in ("openai-finetune", "openai-batch"):
+        out = write(sink, record)
+        chat = out["body"]["messages"] if sink == "openai-batch" else out["messages"]
+        assert [m.get("tool_call_id") for m in chat] == [None, None, "c2", "c1", None]
+        assert CHECKS[sink](out) == []
+    out = write("anthropic", record)
+    # The block becomes one user message: its results in block order, then the user's text.
+    assert out["messages"][2] == {"role": "user", "content": [
+        {"type": "tool_result", "tool_use_id": "c2", "content": "2"},
+        {"type": "tool_result", "tool_use_id": "c1", "content": "1"},
+        {"type": "text", "text": "thanks"}]}
+    assert CHECKS["anthropic"](out) == []
 
 
 def test_writers_refuse_records_that_were_not_normalized():
     unanswered = {"messages": [{"role": "assistant", "content": "", "tool_calls": [{"tool_call_id": "c1", "name": "f"}]}]}
     orphan = {"messages": [{"role": "user", "content": "q"}, {"role": "tool", "content": "r", "tool_call_id": "zz"}]}
+    redeclared = {"messages": [{"role": "assistant", "content": "", "tool_calls": [{"tool_call_id": "c1", "name": "f"}]},
+                               {"role": "tool", "content": "r", "tool_call_id": "c1"},
+                               {"role": "assistant", "content": "", "tool_calls": [{"tool_call_id": "c1", "name": "f"}]}]}
+    duplicate = {"messages": [{"role": "assistant", "content": "", "tool_calls": [{"tool_call_id": "c1", "name": "f"}]},
+                              {"role": "tool", "content": "r", "tool_call_id": "c1"},
+                              {"role": "tool", "content": "r", "tool_call_id": "c1"}]}
+    cases = ((unanswered, "unanswered_call"), (orphan, "orphan_result"), (redeclared, "redeclared_call"),
+             (duplicate, "duplicate_result"))
     for sink in ("openai-finetune", "openai-batch", "anthropic"):
-        for record, reason in ((unanswered, "unanswered_call"), (orphan, "orphan_result")):
+        for record, reason in cases:
             with pytest.raises(FormatError) as err:
                 write(sink, record)
             assert err.value.reason == reason

@@ -1,4 +1,4 @@
-"""Helpers shared by the provider formats: content flattening, stable ids, result placement, tools.
+"""Helpers shared by the provider formats: content flattening, stable ids, result checks, tools.
 
 Everything here is a pure function of its arguments (``IdAllocator`` holds the ids of one
 record only). Not a format: it registers nothing.
@@ -174,38 +174,53 @@ def normalized_messages(record: dict, key: str) -> list:
     return messages
 
 
-def results_after_calls(messages: list) -> list:
-    """The list with each call's result moved directly after the assistant message declaring it.
+def check_results_adjacent(messages: list) -> None:
+    """Refuse a list whose results are not where every provider requires them; change nothing.
 
-    A normalized list has each call answered exactly once, usually right after the call; the
-    literal cases MEM-5 leaves in place (a result before its call, or after later turns) are
-    moved here because every provider requires adjacency. The results of one message keep their
-    relative order in the list. A call without a result or a result without a call means the
-    record was not normalized: ``FormatError``.
+    Every call must be answered exactly once, by a ``tool`` message in *its block*: the run of
+    consecutive ``tool`` messages directly after the assistant message that declares the call
+    (the order inside the block is free). The definition is ``convnorm validate``'s
+    (``transforms.validate``): a writer refuses exactly the normalized records in which the
+    check reports ``result_not_adjacent``.
+
+    MEM-5 (``--profile spec``) keeps a result separated from its call's turn where it is
+    (``[user, tool c1, assistant c1]``, ``[assistant c1, user, tool c1]``). Moving it would be
+    a repair beyond MEM-5, which only ``--profile lossless`` makes (and reports): such a record
+    is a ``FormatError`` (``result_not_adjacent``). A call declared twice, a call without a
+    result, a second result or a result without a call means the record was not normalized:
+    ``redeclared_call``, ``unanswered_call``, ``duplicate_result``, ``orphan_result``.
     """
-    results: dict[str, tuple[int, dict]] = {}
+    turn_of: dict = {}  # call id -> index of the assistant message that declares it
+    block: dict = {}  # call id -> (index of its result, index of the turn whose block holds it)
+    block_turn = -1  # the assistant message whose block the walk is in, or -1
     for position, message in enumerate(messages):
         if message.get("role") == "tool":
             call_id = message.get("tool_call_id")
-            if call_id in results:
+            if call_id in block:
                 raise FormatError("duplicate_result", f"two results for call {call_id!r}")
-            results[call_id] = (position, message)
-    out = []
-    for message in messages:
-        if message.get("role") == "tool":
+            block[call_id] = (position, block_turn)
             continue
-        out.append(message)
-        calls = message.get("tool_calls") or ()
-        found = []
-        for call in calls:
+        block_turn = -1
+        for call in message.get("tool_calls") or ():
             call_id = call.get("tool_call_id")
-            if call_id not in results:
-                raise FormatError("unanswered_call", f"call {call_id!r} has no result")
-            found.append(results.pop(call_id))
-        out.extend(m for _, m in sorted(found, key=lambda pair: pair[0]))
-    if results:
-        raise FormatError("orphan_result", f"result for undeclared call {next(iter(results))!r}")
-    return out
+            if call_id in turn_of:
+                raise FormatError("redeclared_call", f"call {call_id!r} is declared twice")
+            turn_of[call_id] = position
+            block_turn = position
+    for call_id, turn in turn_of.items():
+        if call_id not in block:
+            raise FormatError("unanswered_call", f"call {call_id!r} has no result")
+        position, owner = block[call_id]
+        if owner != turn:
+            place = "before" if position < turn else "after"
+            raise FormatError(
+                "result_not_adjacent",
+                f"the result of call {call_id!r} (message {position}) is {place} its call (message {turn}) but "
+                "not in the tool block right after it; --profile lossless re-attaches displaced results",
+            )
+    for call_id in block:
+        if call_id not in turn_of:
+            raise FormatError("orphan_result", f"result for undeclared call {call_id!r}")
 
 
 def record_tools(record: dict) -> list | None:

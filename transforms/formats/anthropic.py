@@ -12,15 +12,17 @@ blocks become ``[image]`` / ``[document]``, other block types ``[<type>]``; a
 ``mid_conv_system`` block becomes a system message.
 
 Writer (``anthropic``): a Messages API request body ``{model?, max_tokens?, system?, messages,
-tools?}``. System (and ``developer``) messages are joined into ``system``; each assistant
-message's results become ONE user message of ``tool_result`` blocks right after it (results
-first, any following user text after them); adjacent same-role messages are merged; blank text
-never makes a block, and a message left with no block is left out. Arguments must be a JSON
-object: a string is parsed, none or a blank string is ``{}``, anything else is a FormatError
-(``args_not_an_object`` / ``args_not_json``), since ``input`` cannot hold it. Call ids outside
-``[A-Za-z0-9_-]`` are rewritten (invalid characters to ``_``, then ``_<k>`` if taken) in both
-the ``tool_use`` and its ``tool_result``. Roles other than system, developer, user, assistant
-and tool are a FormatError (``unsupported_role``).
+tools?}``. System (and ``developer``) messages are joined into ``system``; the block of tool
+messages right after an assistant message becomes ONE user message of ``tool_result`` blocks
+(in block order; any following user text after them). A result outside its call's block (MEM-5
+keeps such a result where it is) is refused with ``FormatError("result_not_adjacent")``, not
+moved: ``--profile lossless`` re-attaches displaced results. Adjacent same-role messages are
+merged; blank text never makes a block, and a message left with no block is left out.
+Arguments must be a JSON object: a string is parsed, none or a blank string is ``{}``, anything
+else is a FormatError (``args_not_an_object`` / ``args_not_json``), since ``input`` cannot hold
+it. Call ids outside ``[A-Za-z0-9_-]`` are rewritten (invalid characters to ``_``, then
+``_<k>`` if taken) in both the ``tool_use`` and its ``tool_result``. Roles other than system,
+developer, user, assistant and tool are a FormatError (``unsupported_role``).
 """
 
 from __future__ import annotations
@@ -34,13 +36,13 @@ from transforms.formats._common import (
     JOIN,
     anthropic_tool,
     block_text,
+    check_results_adjacent,
     message_list,
     normalized_messages,
     part_text,
     record_fields,
     record_model,
     record_tools,
-    results_after_calls,
 )
 from transforms.formats.base import (
     Conversation,
@@ -216,7 +218,8 @@ def flat_to_anthropic(messages: list) -> tuple[str, list]:
     """Normalized flat messages as ``(system, messages)`` of a Messages request."""
     # Blank system text is left out like blank turns: the API refuses empty text.
     system = JOIN.join(m["content"] for m in messages if m["role"] in ("system", "developer") and m["content"].strip())
-    rest = results_after_calls([m for m in messages if m["role"] not in ("system", "developer")])
+    check_results_adjacent(messages)  # on the list as normalized: nothing is moved
+    rest = [m for m in messages if m["role"] not in ("system", "developer")]
     ids = _tool_ids(rest)
     turns: list[dict] = []
     for message in rest:

@@ -15,9 +15,12 @@ is left for the core, which keeps only the flat keys (``weight``, ``name``, ``au
 Writers (``openai-finetune``, ``openai-batch``): one fine-tuning JSONL line, or one Batch API
 input line for ``/v1/chat/completions``. Arguments become a JSON string (an object as compact
 JSON, a string as is, none as ``"{}"``); an assistant message with calls and no text gets
-``content: null``; each result is placed right after its call. ``tools`` in any known shape is
-written in the Chat Completions shape, legacy ``functions`` becoming ``tools``; a call to a tool
-that ``tools`` declares as custom is written as a custom call. Only the keys of the target
+``content: null``; messages keep their order. A result that is not in the block of tool
+messages right after its call (MEM-5 keeps such a result where it is) is refused with
+``FormatError("result_not_adjacent")`` instead of being moved: ``--profile lossless``
+re-attaches displaced results, and reports it. ``tools`` in any known shape is written in the
+Chat Completions shape, legacy ``functions`` becoming ``tools``; a call to a tool that
+``tools`` declares as custom is written as a custom call. Only the keys of the target
 format are written: other record fields (ids, metadata) are not carried.
 """
 
@@ -27,6 +30,7 @@ from typing import Any
 
 from transforms.formats._common import (
     IdAllocator,
+    check_results_adjacent,
     flatten_parts,
     ids_in_messages,
     is_part_list,
@@ -35,7 +39,6 @@ from transforms.formats._common import (
     openai_tool,
     record_model,
     record_tools,
-    results_after_calls,
 )
 from transforms.formats.base import (
     Conversation,
@@ -201,15 +204,18 @@ def _openai_call(call: dict, custom_tools: frozenset) -> dict:
 
 
 def flat_to_openai(messages: list, custom_tools: frozenset = frozenset()) -> list:
-    """Normalized flat messages as Chat Completions messages, each result right after its call.
+    """Normalized flat messages as Chat Completions messages, in the same order.
 
+    A result that is not in the tool block right after its call is a ``FormatError``
+    (``result_not_adjacent``, see ``check_results_adjacent``): the writer moves nothing.
     ``custom_tools`` names the record's custom (free-text) tools: calls to them are written as
     custom calls, the flat shape having no other trace of the difference.
     """
     if not messages:
         raise FormatError("empty_conversation", "no messages to write")
+    check_results_adjacent(messages)
     out = []
-    for message in results_after_calls(messages):
+    for message in messages:
         role = message["role"]
         if role in ("system", "developer", "user"):
             out.append({"role": role, "content": message["content"]})
