@@ -69,6 +69,10 @@ def test_priorities_put_specific_formats_first_and_flat_last():
         ({"messages": [{"role": "assistant", "content": None, "function_call": {"name": "f", "arguments": "{}"}}]}, "openai"),
         ({"messages": [{"role": "assistant", "tool_calls": [{"id": "c", "type": "function", "function": {"name": "f", "arguments": "{}"}}]}]}, "openai"),
         ({"messages": [{"role": "user", "content": [{"type": "text", "text": "hi"}]}]}, "openai"),
+        # An OpenAI Batch API input line, whatever its messages hold.
+        ({"custom_id": "r1", "method": "POST", "url": "/v1/chat/completions",
+          "body": {"model": "m", "messages": [{"role": "user", "content": "hi"}]}}, "openai"),
+        ({"custom_id": "r1", "body": {"messages": []}}, "openai"),
         ({"messages": [{"role": "user", "content": "hi"}]}, "flat"),
         ([{"role": "user", "content": "hi"}], "flat"),
         ({"messages": []}, "flat"),
@@ -78,7 +82,16 @@ def test_detection_signals(record, expected):
     assert detect_reader(record, "messages").name == expected
 
 
-@pytest.mark.parametrize("record", ["text", 3, None, {"id": 1}, {"messages": "hi"}, {"conversations": "x"}])
+@pytest.mark.parametrize(
+    "record",
+    [
+        "text", 3, None, {"id": 1}, {"messages": "hi"}, {"conversations": "x"},
+        # Batch lines for other endpoints, or without a message list: nothing to read.
+        {"custom_id": "r1", "url": "/v1/responses", "body": {"input": "hi"}},
+        {"custom_id": "r1", "body": {"messages": "hi"}},
+        {"body": {"messages": []}},
+    ],
+)
 def test_records_no_reader_accepts(record):
     assert detect_reader(record, "messages") is None
 

@@ -20,6 +20,7 @@ if str(ROOT) not in sys.path:
 
 from transforms.formats import READERS, FormatError  # noqa: E402
 from transforms.normalize import INTERRUPTED_RESULT, normalize_conversation  # noqa: E402
+from transforms.validate import check_sendable  # noqa: E402
 
 DATA = Path(__file__).parent / "data"
 FORMATS = ("openai", "openai-responses", "anthropic", "sharegpt")
@@ -204,14 +205,83 @@ def test_openai_flat_calls_and_stored_rows_pass_through():
     assert normalize_conversation(messages).dropped == 0
 
 
+def test_openai_call_only_turns_read_as_empty_text_and_other_nulls_stay():
+    function = {"name": "f", "arguments": "{}"}
+    messages = [
+        {"role": "user", "content": None},
+        {"role": "assistant", "content": None, "tool_calls": [{"id": "c1", "type": "function", "function": function}]},
+        {"role": "tool", "tool_call_id": "c1", "content": None},
+        {"role": "assistant", "tool_calls": [{"id": "c2", "type": "function", "function": function}]},
+        {"role": "tool", "tool_call_id": "c2", "content": "ok"},
+        {"role": "assistant", "content": None, "function_call": function},
+        {"role": "function", "name": "f", "content": "ok"},
+        {"role": "assistant", "content": None, "refusal": "No.", "tool_calls": [{"id": "c3", "type": "function", "function": function}]},
+        {"role": "tool", "tool_call_id": "c3", "content": "ok"},
+        {"role": "assistant", "content": None},
+        {"role": "assistant", "content": None, "tool_calls": []},
+    ]
+    out = read("openai", messages).messages
+    assert [m.get("content", "<missing>") for m in out] == [None, "", None, "", "ok", "", "ok", "No.", "ok", None, None]
+    # What convnorm validate sees: null text is still reported, except on call-only turns.
+    flagged = [v.index for v in check_sendable(out) if v.kind == "content_not_string"]
+    assert flagged == [0, 2, 9, 10]
+    # The core casts null to "" anyway: the mapping changes nothing after normalization.
+    nulls = [{**m, "content": None} if m.get("content") == "" else m for m in out]
+    assert normalize_conversation(out) == normalize_conversation(nulls)
+
+
 @pytest.mark.parametrize(
     "record,reason",
-    [("text", "not_a_record"), ({"id": 1}, "missing_messages"), ({"messages": "hi"}, "messages_not_a_list")],
+    [("text", "not_a_record"), ({"id": 1}, "missing_messages"), ({"messages": "hi"}, "messages_not_a_list"),
+     ({"custom_id": "r1", "body": {"input": "hi"}}, "missing_messages"),
+     ({"custom_id": "r1", "body": {"messages": "hi"}}, "messages_not_a_list"),
+     ({"custom_id": "r1", "url": "/v1/chat/completions", "body": {"url": "x", "messages": []}}, "batch_field_collision")],
 )
 def test_openai_unreadable_records(record, reason):
     with pytest.raises(FormatError) as err:
         read("openai", record)
     assert err.value.reason == reason
+
+
+BATCH_LINE = {
+    "custom_id": "conv-7",
+    "method": "POST",
+    "url": "/v1/chat/completions",
+    "body": {
+        "model": "gpt-4.1-mini",
+        "messages": [
+            {"role": "user", "content": "Weather in Oslo?"},
+            {"role": "assistant", "content": None, "tool_calls": [
+                {"id": "call_1", "type": "function", "function": {"name": "w", "arguments": "{\"city\":\"Oslo\"}"}}]},
+            {"role": "tool", "tool_call_id": "call_1", "content": "4C"},
+        ],
+        "tools": [{"type": "function", "function": {"name": "w"}}],
+        "temperature": 0,
+    },
+}
+
+
+def test_openai_reads_a_batch_input_line():
+    before = copy.deepcopy(BATCH_LINE)
+    conversation = read("openai", BATCH_LINE)
+    assert BATCH_LINE == before, "a reader must not mutate its input"
+    assert conversation.messages == [
+        {"role": "user", "content": "Weather in Oslo?"},
+        {"role": "assistant", "content": "", "tool_calls": [{"tool_call_id": "call_1", "name": "w", "args": "{\"city\":\"Oslo\"}"}]},
+        {"role": "tool", "tool_call_id": "call_1", "content": "4C"},
+    ]
+    # The line's fields, with the body's fields (message key included) where the body was.
+    body = BATCH_LINE["body"]
+    assert list(conversation.fields) == ["custom_id", "method", "url", "model", "messages", "tools", "temperature"]
+    assert conversation.fields == {"custom_id": "conv-7", "method": "POST", "url": "/v1/chat/completions", **body}
+    assert check_sendable(conversation.messages) == []
+    # The configured message field is looked for in the body too.
+    renamed = {**BATCH_LINE, "body": {"turns": body["messages"]}}
+    assert read("openai", renamed, "turns").messages == conversation.messages
+    # A record with its own message list is a record, whatever else it holds.
+    own = {"custom_id": "x", "messages": [{"role": "user", "content": "a"}], "body": body}
+    assert read("openai", own).messages == [{"role": "user", "content": "a"}]
+    assert read("openai", own).fields == own
 
 
 # --------------------------------------------------------------------------------------------

@@ -4,7 +4,7 @@
 ``normalize(read(write(N))) == same(N)``, nothing dropped or healed on the way back, where
 ``same`` states exactly what the target format cannot keep:
 
-- openai-finetune → openai, openai-batch ``body`` → openai: ``same`` = ``N`` with each call's
+- openai-finetune → openai, openai-batch → openai (the whole Batch line): ``same`` = ``N`` with each call's
   arguments in their written form (a string as is, an object as compact JSON, none as
   ``"{}"``). Nothing is moved.
 - anthropic → anthropic: ``same`` = ``N`` with the system messages joined by a newline into
@@ -38,7 +38,7 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from transforms.formats import READERS, WRITERS, FormatError, WriteContext  # noqa: E402
+from transforms.formats import READERS, WRITERS, FormatError, WriteContext, detect_reader  # noqa: E402
 from transforms.normalize import normalize_conversation  # noqa: E402
 from transforms.profiles import normalize_with_profile  # noqa: E402
 from transforms.validate import check_sendable  # noqa: E402
@@ -48,7 +48,7 @@ FORMATS = ("openai", "openai-responses", "anthropic", "sharegpt")
 # (writer, reader, how to find the messages in the written record)
 PAIRS = {
     "openai-finetune": ("openai", lambda out: out),
-    "openai-batch": ("openai", lambda out: out["body"]),
+    "openai-batch": ("openai", lambda out: out),  # the reader reads Batch lines
     "anthropic": ("anthropic", lambda out: out),
     "flat": ("flat", lambda out: out),
 }
@@ -166,6 +166,41 @@ def test_toolbench_chains_round_trip_exactly_through_openai():
             assert round_trip("openai-finetune", messages) == messages
             assert round_trip("openai-batch", messages) == messages
             assert round_trip("anthropic", messages) == anthropic_same(messages)
+
+
+@pytest.mark.parametrize("fmt,record", FIXTURES, ids=FIXTURE_IDS)
+def test_a_batch_line_read_back_writes_the_same_line(fmt, record):
+    # The openai reader carries the line's fields (custom_id, model, tools, ...): writing what
+    # it read gives the line back, model and all, and convnorm validate finds nothing in it.
+    messages = normalize_conversation(READERS[fmt].read(record, "messages").messages).messages
+    fields = {k: v for k, v in READERS[fmt].read(record, "messages").fields.items() if k not in ("id", "messages")}
+    try:
+        line = WRITERS["openai-batch"].write({"messages": messages, **fields}, WriteContext("conv-1", model="m-1"))
+    except FormatError:
+        return  # refused (see test_formats_writers.REFUSED)
+    conversation = READERS["openai"].read(line, "messages")
+    assert check_sendable(conversation.messages) == []
+    again = dict(conversation.fields)
+    again["messages"] = normalize_conversation(conversation.messages).messages
+    assert list(again)[:4] == ["custom_id", "method", "url", "model"]
+    assert WRITERS["openai-batch"].write(again, WriteContext(again["custom_id"])) == line
+
+
+@pytest.mark.parametrize("sink", ["openai-finetune", "openai-batch"])
+@pytest.mark.parametrize("fmt,record", FIXTURES, ids=FIXTURE_IDS)
+def test_openai_output_validates_as_it_is(fmt, record, sink):
+    # What `convnorm validate` does with our own output: auto-detect, read, check as it is.
+    messages = normalize_conversation(READERS[fmt].read(record, "messages").messages).messages
+    fields = {k: v for k, v in READERS[fmt].read(record, "messages").fields.items() if k not in ("id", "messages")}
+    try:
+        out = WRITERS[sink].write({"messages": messages, **fields}, WriteContext("r1", model="m"))
+    except FormatError:
+        return
+    reader = detect_reader(out, "messages")
+    assert reader is not None and reader.name in ("openai", "flat")
+    if any("tool_calls" in m for m in messages) or sink == "openai-batch":
+        assert reader.name == "openai"
+    assert check_sendable(reader.read(out, "messages").messages) == []
 
 
 CALL = {"role": "assistant", "content": "", "tool_calls": [{"tool_call_id": "c1", "name": "f", "args": {"a": 1}}]}

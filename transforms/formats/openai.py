@@ -5,12 +5,26 @@ Reader (``openai``): ``{"messages": [...], ...}`` or a bare list. Calls ``{id, t
 {name, input}}`` become flat calls with their arguments verbatim; ``developer`` becomes
 ``system``; content part lists are joined as text (``_common.part_text``: refusal parts give
 their text, image/audio/file parts a placeholder such as ``[image]``); an assistant's
-``refusal`` is its text when it has no content. Legacy ``function_call`` / role ``function``
-messages, and calls logged without an id (the Hugging Face shape), get ids derived from their
-position (``call_<message index>[_<n>]``), and id-less results are paired with them by position:
-a result answers the earliest pending synthesized call of the same ``name``, else the earliest
-pending one; a message of any other role ends the pending run. Everything else on a message
-is left for the core, which keeps only the flat keys (``weight``, ``name``, ``audio`` go).
+``refusal`` is its text when it has no content. An assistant message that carries calls
+(``tool_calls`` or a legacy ``function_call``) with ``content: null`` or no content gets ``""``:
+null is how the API spells a call-only turn, ``""`` is how the flat shape spells it (null
+content anywhere else is left as it is, for the core to cast and ``convnorm validate`` to
+report). Legacy ``function_call`` / role ``function`` messages, and calls logged without an id
+(the Hugging Face shape), get ids derived from their position (``call_<message index>[_<n>]``),
+and id-less results are paired with them by position: a result answers the earliest pending
+synthesized call of the same ``name``, else the earliest pending one; a message of any other
+role ends the pending run. Everything else on a message is left for the core, which keeps only
+the flat keys (``weight``, ``name``, ``audio`` go).
+
+The reader also reads OpenAI Batch API input lines (what ``openai-batch`` writes): an object
+with a ``custom_id`` and a ``body`` object, and no message list of its own, e.g. ``{"custom_id",
+"method", "url", "body": {"model", "messages", "tools"?, ...}}``. The messages are the body's
+(at the message field); the fields are the line's own (``custom_id``, ``method``, ``url``) with
+the body's fields (``model``, the message key, ``tools``, ``max_tokens``, ...) spliced in where
+``body`` was, in order, so that writers find ``model`` and ``tools`` where a logged chat has
+them. A body key the line also has is a FormatError (``batch_field_collision``), never a silent
+overwrite. The job's record id is the ``--id-field`` (``id``, which a Batch line lacks: a
+content-derived id); ``--id-field custom_id`` keeps the line's own.
 
 Writers (``openai-finetune``, ``openai-batch``): one fine-tuning JSONL line, or one Batch API
 input line for ``/v1/chat/completions``. Arguments become a JSON string (an object as compact
@@ -124,6 +138,8 @@ def openai_to_flat(messages: list) -> list:
             flat.pop("refusal", None)
             calls = message.get("tool_calls")
             legacy = flat.pop("function_call", None)
+            if flat.get("content") is None and ((isinstance(calls, list) and calls) or isinstance(legacy, dict)):
+                flat["content"] = ""  # a call-only turn: the API's null is the flat shape's ""
             if isinstance(calls, list) or isinstance(legacy, dict):
                 new_calls = []
                 for sub, call in enumerate(calls if isinstance(calls, list) else ()):
@@ -151,7 +167,37 @@ def openai_to_flat(messages: list) -> list:
     return out
 
 
+def _is_batch_line(record: Any, messages_field: str) -> bool:
+    """A Batch API input line: a ``custom_id`` and a ``body`` object, no message list beside them."""
+    return (
+        isinstance(record, dict)
+        and messages_field not in record
+        and "custom_id" in record
+        and isinstance(record.get("body"), dict)
+    )
+
+
+def _batch_fields(record: dict) -> dict:
+    """The line's fields with the body's fields spliced in where ``body`` was, in order."""
+    fields: dict = {}
+    for key, value in record.items():
+        if key != "body":
+            fields[key] = value
+            continue
+        for inner, inner_value in value.items():
+            if inner in record:
+                raise FormatError("batch_field_collision", f"the line and its body both have {inner!r}")
+            fields[inner] = inner_value
+    return fields
+
+
 def read_openai(record: Any, messages_field: str) -> Conversation:
+    if _is_batch_line(record, messages_field):
+        body = record["body"]
+        if messages_field not in body:
+            raise FormatError("missing_messages", f"the Batch line's body has no {messages_field!r} field")
+        messages = message_list(body, messages_field)
+        return Conversation(openai_to_flat(messages), _batch_fields(record))
     messages = message_list(record, messages_field)
     return Conversation(openai_to_flat(messages), record if isinstance(record, dict) else {})
 
@@ -172,7 +218,9 @@ def _openai_ism(message: Any) -> bool:
 
 def detect_openai(record: Any, messages_field: str) -> bool:
     # Only what this reader reads differently from the flat one, so that a record without any
-    # of it gives the same conversation under either reader.
+    # of it gives the same conversation under either reader. A Batch line is OpenAI's alone.
+    if _is_batch_line(record, messages_field):
+        return isinstance(record["body"].get(messages_field), list)
     messages = record if isinstance(record, list) else record.get(messages_field) if isinstance(record, dict) else None
     return isinstance(messages, list) and any(_openai_ism(m) for m in messages)
 
@@ -284,7 +332,8 @@ OPENAI_READER = register_reader(
         read_openai,
         detect_openai,
         priority=60,
-        description="OpenAI Chat Completions messages (tool_calls, legacy function_call, content parts)",
+        description="OpenAI Chat Completions messages (tool_calls, legacy function_call, content parts; "
+        "Batch API input lines)",
     )
 )
 OPENAI_FINETUNE_WRITER = register_writer(
