@@ -18,6 +18,7 @@ built), builds the graph with ``pipeline.build``, runs it and prints the summary
 
 from __future__ import annotations
 
+import difflib
 import json
 import logging
 import shutil
@@ -31,7 +32,7 @@ from apache_beam.io.filesystems import FileSystems
 from apache_beam.runners.runner import PipelineState
 
 from pipeline.build import build
-from pipeline.options import ConfigError, ConvNormOptions, Job, load_job
+from pipeline.options import ConfigError, ConvNormOptions, Job, is_local_runner, load_job
 from pipeline.sinks import OUTPUT_DIRS, SUMMARY_FILE, WriteShards, WriteSummary
 from pipeline.sources import ReadConversationLogs
 from transforms.conversations import CheckConversations, SummarizeValidation
@@ -42,6 +43,8 @@ from transforms.summary import format_table, format_validation_table
 LOG = logging.getLogger("convnorm")
 
 VALIDATION_FILE = "validation.json"
+RUN_OUTPUTS = (*OUTPUT_DIRS, SUMMARY_FILE)
+VALIDATE_OUTPUTS = ("violations", "dead_letter", VALIDATION_FILE)
 #: Conversations with violations shown on the console by ``convnorm validate``.
 SHOWN_REPORTS = 5
 
@@ -61,21 +64,27 @@ def _help() -> str:
         usage="convnorm [run] --input GLOB --output DIR [options]\n"
               "       convnorm validate --input GLOB [--output DIR] [options]",
         description="Normalize logged LLM conversations by FlowDrop rule MEM-5 and report every drop.",
-        epilog=textwrap.dedent(f"""\
-            readers (--format): auto, {', '.join(sorted(READERS))}
-            writers (--sink):   {', '.join(sorted(WRITERS))}
-            profiles:           {', '.join(PROFILES)}
+        epilog=textwrap.dedent("""\
+            readers (--format, default auto: detected per record):
+            {readers}
+            writers (--sink, default flat):
+            {writers}
+            profiles (--profile): {profiles}
 
             Every Apache Beam option passes through, e.g. --runner (default FnApiRunner),
             --direct_num_workers=2 --direct_running_mode=multi_processing, --job_endpoint.
-            See README.md and configs/*.yaml."""),
+            See README.md and configs/*.yaml.""").format(
+            readers="\n".join(f"  {r.name:<18}{r.description}" for r in sorted(READERS.values(), key=lambda r: r.name)),
+            writers="\n".join(f"  {w.name:<18}{w.description}" for w in sorted(WRITERS.values(), key=lambda w: w.name)),
+            profiles=", ".join(PROFILES),
+        ),
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     ConvNormOptions._add_argparse_args(parser)
     return parser.format_help()
 
 
-def _read_json(path: str) -> dict:
+def _load_json_file(path: str) -> dict:
     with FileSystems.open(path) as handle:
         return json.loads(handle.read())
 
@@ -89,8 +98,8 @@ def _run(pipeline: beam.Pipeline) -> bool:
     return True
 
 
-def _clear_outputs(output: str) -> None:
-    paths = [FileSystems.join(output, name) for name in (*OUTPUT_DIRS, SUMMARY_FILE, VALIDATION_FILE)]
+def _clear_outputs(output: str, names: tuple[str, ...]) -> None:
+    paths = [FileSystems.join(output, name) for name in names]
     existing = [p for p in paths if FileSystems.exists(p)]
     if existing:
         FileSystems.delete(existing)
@@ -99,7 +108,7 @@ def _clear_outputs(output: str) -> None:
 def run_job(job: Job) -> int:
     """Normalize: read, normalize, write the three outputs and summary.json; print the summary."""
     if job.overwrite:
-        _clear_outputs(job.output)
+        _clear_outputs(job.output, RUN_OUTPUTS)
     LOG.info(
         "%d input file(s) in %d shard(s) -> %s (profile %s, format %s, sink %s, runner %s)",
         len({s.path for s in job.shards}), len(job.shards), job.output, job.settings.profile,
@@ -109,7 +118,7 @@ def run_job(job: Job) -> int:
     build(pipeline, job)
     if not _run(pipeline):
         return 1
-    summary = _read_json(FileSystems.join(job.output, SUMMARY_FILE))
+    summary = _load_json_file(FileSystems.join(job.output, SUMMARY_FILE))
     print(format_table(summary))
     print(f"outputs: {job.output}/{{normalized,drops,dead_letter}}/ and {job.output}/{SUMMARY_FILE}")
     return 0 if summary["accounted"] else 1
@@ -133,10 +142,14 @@ def _show_reports(directory: str) -> list[str]:
 
 def validate_job(job: Job) -> int:
     """Check records as they are; exit status 1 when any is not sendable (or unreadable)."""
+    if not job.output and not is_local_runner(job.options):
+        print("convnorm: error: validate on a remote runner needs --output (a directory its workers "
+              "and this machine share)", file=sys.stderr)
+        return 2
     output = job.output or tempfile.mkdtemp(prefix="convnorm-validate-")
     try:
         if job.overwrite:
-            _clear_outputs(output)
+            _clear_outputs(output, VALIDATE_OUTPUTS)
         pipeline = beam.Pipeline(options=job.options)
         read = pipeline | "Read" >> ReadConversationLogs(job.shards, job.batch_size)
         checked = read.batches | "CheckConversations" >> CheckConversations(job.settings)
@@ -148,8 +161,8 @@ def validate_job(job: Job) -> int:
             | "WriteSummary" >> WriteSummary(FileSystems.join(output, VALIDATION_FILE))
         )
         if not _run(pipeline):
-            return 2
-        summary = _read_json(FileSystems.join(output, VALIDATION_FILE))
+            return 3
+        summary = _load_json_file(FileSystems.join(output, VALIDATION_FILE))
         print(format_validation_table(summary))
         shown = _show_reports(FileSystems.join(output, "violations"))
         if shown:
@@ -163,23 +176,37 @@ def validate_job(job: Job) -> int:
             shutil.rmtree(output, ignore_errors=True)
 
 
-COMMANDS: dict[str, tuple[Callable[[Job], int], bool]] = {
-    "run": (run_job, True),
-    "validate": (validate_job, False),
+#: command -> (handler, --output required, the entries it writes under --output)
+COMMANDS: dict[str, tuple[Callable[[Job], int], bool, tuple[str, ...]]] = {
+    "run": (run_job, True, RUN_OUTPUTS),
+    "validate": (validate_job, False, VALIDATE_OUTPUTS),
 }
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Entry point of ``convnorm`` and ``python -m pipeline``; returns the exit status."""
+    """Entry point of ``convnorm`` and ``python -m pipeline``; returns the exit status.
+
+    Exit status: 0 done (validate: all sendable); 1 the run failed or did not account for
+    every record (validate: violations or unreadable records); 2 bad options; 3 the
+    validation pipeline failed.
+    """
     argv = list(sys.argv[1:] if argv is None else argv)
-    command = argv.pop(0) if argv and argv[0] in COMMANDS else "run"
+    command = "run"
+    if argv and not argv[0].startswith("-"):
+        command = argv.pop(0)
+        if command not in COMMANDS:
+            close = difflib.get_close_matches(command, COMMANDS, n=1)
+            hint = f" (did you mean {close[0]}?)" if close else ""
+            print(f"convnorm: error: unknown command {command!r}{hint}; commands: {', '.join(COMMANDS)}",
+                  file=sys.stderr)
+            return 2
     if any(a in ("-h", "--help") for a in argv):
         print(_help())
         return 0
     _configure_logging()
-    handler, needs_output = COMMANDS[command]
+    handler, output_required, output_names = COMMANDS[command]
     try:
-        job = load_job(argv, need_output=needs_output)
+        job = load_job(argv, output_required=output_required, output_names=output_names)
     except ConfigError as error:
         print(f"convnorm: error: {error}", file=sys.stderr)
         return 2

@@ -14,7 +14,9 @@ here, so a typo costs a second, not a failed run.
 from __future__ import annotations
 
 import argparse
+import difflib
 import logging
+import os
 from dataclasses import dataclass
 
 import yaml
@@ -23,8 +25,6 @@ from apache_beam.options.pipeline_options import PipelineOptions, StandardOption
 
 from pipeline.sinks import FILE_FORMATS, OUTPUT_DIRS, SUMMARY_FILE
 from pipeline.sources import DEFAULT_BATCH_SIZE, DEFAULT_SHARD_BYTES, InputError, Shard, plan_shards
-from transforms.formats import READERS, WRITERS
-from transforms.profiles import PROFILES
 from transforms.records import DEFAULT_RAW_LIMIT, Settings
 
 LOG = logging.getLogger("convnorm")
@@ -86,6 +86,10 @@ def _our_flags() -> dict[str, tuple[str, bool]]:
     }
 
 
+#: Options that may be given several times (their values add up).
+_REPEATABLE = {"input", "experiments"}
+
+
 def _known_option_names() -> set[str]:
     # Every option of every registered PipelineOptions subclass (Beam's and ours).
     return set(PipelineOptions([]).get_all_options(drop_default=False))
@@ -116,10 +120,10 @@ def config_flags(path: str, argv: list[str]) -> list[str]:
         if dest not in known:
             raise ConfigError(f"--config {path!r}: unknown option {raw_key!r}")
         flag, toggle = ours.get(dest, ("--" + dest, False))
-        if isinstance(value, list):
+        if isinstance(value, list) or dest in _REPEATABLE:
             if any(a == flag or a.startswith(flag + "=") for a in argv):
                 continue  # the command line's list replaces the preset's
-            flags += [f"{flag}={item}" for item in value]
+            flags += [f"{flag}={item}" for item in (value if isinstance(value, list) else [value])]
         elif isinstance(value, bool):
             if toggle:
                 flags.append(flag if value else "--no-" + flag[2:])
@@ -149,10 +153,54 @@ def _config_path(argv: list[str]) -> str | None:
     return known.config
 
 
-def load_job(argv: list[str], *, need_output: bool = True) -> Job:
-    """Parse flags and preset, validate everything, plan the input. Raises ConfigError."""
+#: Runners that run on this machine, where a local temporary directory is visible to workers.
+LOCAL_RUNNERS = frozenset({"fnapirunner", "directrunner", "bundlebaseddirectrunner", "switchingdirectrunner",
+                           "prismrunner"})
+
+
+def _unknown_arguments(flags: list[str]) -> list[str]:
+    """Arguments no registered option takes (Beam's parser would drop them with a warning)."""
+    from apache_beam.options.pipeline_options import _BeamArgumentParser  # Beam's own parser class
+
+    parser = _BeamArgumentParser(allow_abbrev=False)
+    for cls in {str(c): c for c in PipelineOptions.__subclasses__()}.values():
+        cls._add_argparse_args(parser)
+    _, unknown = parser.parse_known_args(flags)
+    return unknown
+
+
+def _suggest(argument: str) -> str:
+    flags = [flag for dest, (flag, _) in _our_flags().items()]
+    close = difflib.get_close_matches(argument.split("=", 1)[0], flags, n=1)
+    return f" (did you mean {close[0]}?)" if close else ""
+
+
+def _runner_problem(runner: str) -> str | None:
+    known = {path.rsplit(".", 1)[-1].lower() for path in StandardOptions.ALL_KNOWN_RUNNERS}
+    name = runner.lower()
+    if "." in runner or name in known or name + "runner" in known:
+        return None
+    short = sorted(path.rsplit(".", 1)[-1] for path in StandardOptions.ALL_KNOWN_RUNNERS)
+    return f"unknown --runner {runner!r}; known: {', '.join(short)}"
+
+
+def is_local_runner(options: PipelineOptions) -> bool:
+    runner = (options.view_as(StandardOptions).runner or DEFAULT_RUNNER).lower()
+    return runner in LOCAL_RUNNERS or runner + "runner" in LOCAL_RUNNERS
+
+
+def load_job(argv: list[str], *, output_required: bool = True,
+             output_names: tuple[str, ...] = (*OUTPUT_DIRS, SUMMARY_FILE)) -> Job:
+    """Parse flags and preset, validate everything, plan the input. Raises ConfigError.
+
+    ``output_names`` are the entries the command writes under ``--output``: an existing one
+    needs ``--overwrite``.
+    """
     config = _config_path(argv)
     flags = (config_flags(config, argv) if config else []) + list(argv)
+    unknown = _unknown_arguments(flags)
+    if unknown:
+        raise ConfigError(f"unrecognized argument {unknown[0]!r}{_suggest(unknown[0])}; see convnorm --help")
     options = PipelineOptions(flags)
     ours = options.view_as(ConvNormOptions)
     standard = options.view_as(StandardOptions)
@@ -171,10 +219,15 @@ def load_job(argv: list[str], *, need_output: bool = True) -> Job:
         raw_limit=ours.raw_limit,
     )
     problems = settings.problems()
+    runner_problem = _runner_problem(standard.runner)
+    if runner_problem:
+        problems.append(runner_problem)
     if not ours.input:
         problems.append("--input is required (a file or glob; repeat it for several)")
-    if need_output and not ours.output:
+    if output_required and not ours.output:
         problems.append("--output is required (a directory)")
+    if ours.output and "://" not in ours.output and os.path.exists(ours.output) and not os.path.isdir(ours.output):
+        problems.append(f"--output {ours.output!r} is a file, not a directory")
     if ours.output_format not in FILE_FORMATS:
         problems.append(f"unknown --output-format {ours.output_format!r}; known: {', '.join(FILE_FORMATS)}")
     elif ours.output_format != "jsonl" and ours.sink != "flat":
@@ -191,9 +244,8 @@ def load_job(argv: list[str], *, need_output: bool = True) -> Job:
     except InputError as error:
         raise ConfigError(str(error)) from None
 
-    if need_output and not ours.overwrite:
-        taken = [name for name in (*OUTPUT_DIRS, SUMMARY_FILE)
-                 if FileSystems.exists(FileSystems.join(ours.output, name))]
+    if ours.output and not ours.overwrite:
+        taken = [name for name in output_names if FileSystems.exists(FileSystems.join(ours.output, name))]
         if taken:
             raise ConfigError(
                 f"--output {ours.output!r} already holds convnorm outputs ({', '.join(taken)}); "
@@ -209,15 +261,3 @@ def load_job(argv: list[str], *, need_output: bool = True) -> Job:
 
     return Job(options, settings, shards, list(ours.input), ours.output, ours.output_format,
                ours.overwrite, ours.batch_size)
-
-
-def reader_names() -> list[str]:
-    return ["auto", *sorted(READERS)]
-
-
-def writer_names() -> list[str]:
-    return sorted(WRITERS)
-
-
-def profile_names() -> list[str]:
-    return list(PROFILES)

@@ -116,6 +116,8 @@ class Settings:
             found.append("--messages-field must not be empty")
         if not self.id_field:
             found.append("--id-field must not be empty")
+        if self.id_field == self.messages_field:
+            found.append("--id-field and --messages-field must differ")
         if self.max_tokens is not None and self.max_tokens < 1:
             found.append("--max-tokens must be at least 1")
         if self.raw_limit < 0:
