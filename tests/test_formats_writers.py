@@ -19,7 +19,7 @@ if str(ROOT) not in sys.path:
 
 import provider_shapes as shapes  # noqa: E402
 
-from transforms.formats import READERS, WRITERS, FormatError, WriteContext  # noqa: E402
+from transforms.formats import READERS, WRITERS, FormatError, WriteContext, Writer  # noqa: E402
 from transforms.normalize import INTERRUPTED_RESULT, normalize_conversation  # noqa: E402
 
 DATA = Path(__file__).parent / "data"
@@ -94,6 +94,44 @@ def test_toolbench_chains_write_provider_valid_records(rid, record, sink):
     tools = out["body"]["tools"] if sink == "openai-batch" else out["tools"]
     # Legacy `functions` become tools in the target's own shape.
     assert len(tools) == len(record["functions"])
+
+
+# --------------------------------------------------------------------------------------------
+# What each writer needs from the command line (Writer.uses; the job warns when it is missing)
+
+
+def test_writers_declare_the_options_they_fall_back_to():
+    assert {name: writer.uses for name, writer in WRITERS.items()} == {
+        "flat": (),
+        "openai-finetune": (),
+        "openai-batch": ("model",),
+        "anthropic": ("model", "max_tokens"),
+    }
+    with pytest.raises(ValueError, match="unknown WriteContext field"):
+        Writer("x", lambda record, ctx: record, uses=("temperature",))
+
+
+OPTION_VALUES = {"model": ("model-a", "model-b"), "max_tokens": (11, 22)}
+
+
+@pytest.mark.parametrize("sink", sorted(WRITERS))
+def test_uses_is_exactly_what_changes_a_writers_output(sink):
+    # On records that lack their own model and max_tokens: changing an option the writer does
+    # not declare never changes its output, and each one it declares changes some output.
+    base = {name: values[0] for name, values in OPTION_VALUES.items()}
+    changed = set()
+    for fmt, record in ALL:
+        rid = record.get("id", "bare") if isinstance(record, dict) else "bare"
+        normalized = {k: v for k, v in normalized_record(fmt, record).items() if k not in ("model", "max_tokens")}
+        try:
+            reference = WRITERS[sink].write(normalized, WriteContext(rid, **base))
+        except FormatError:
+            continue
+        for name, values in OPTION_VALUES.items():
+            other = WRITERS[sink].write(normalized, WriteContext(rid, **{**base, name: values[1]}))
+            if other != reference:
+                changed.add(name)
+    assert changed == set(WRITERS[sink].uses)
 
 
 def test_flat_writer_is_the_identity():

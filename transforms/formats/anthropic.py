@@ -279,5 +279,10 @@ ANTHROPIC_READER = register_reader(
     )
 )
 ANTHROPIC_WRITER = register_writer(
-    Writer("anthropic", write_anthropic, description="Anthropic Messages API request body")
+    Writer(
+        "anthropic",
+        write_anthropic,
+        description="Anthropic Messages API request body",
+        uses=("model", "max_tokens"),  # --model, else the record's; the record's max_tokens, else --max-tokens
+    )
 )

@@ -7,7 +7,9 @@ of the record, carried through unchanged. A reader that cannot read a record rai
 
 A *writer* takes one normalized flat record (a dict whose ``ctx.messages_field`` holds the
 normalized messages, the record's other fields beside it) and returns the output record. A
-writer that cannot represent a record raises ``FormatError``.
+writer that cannot represent a record raises ``FormatError``. A writer that falls back to a
+command-line option (``--model``, ``--max-tokens``) when a record lacks the value names the
+``WriteContext`` field in ``Writer.uses``, so that the job can warn when the option is missing.
 
 Adding a format is one module that defines a reader and/or a writer and registers them with
 ``register_reader`` / ``register_writer``, plus its import in ``transforms/formats/__init__``.
@@ -16,7 +18,7 @@ No Beam import here: formats are plain functions, testable alone.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from typing import Any, Callable, NamedTuple
 
 
@@ -76,6 +78,19 @@ class Writer:
     #: ``write(record, ctx) -> dict``; raises FormatError.
     write: Callable[[dict, WriteContext], dict]
     description: str = ""
+    #: The ``WriteContext`` fields this writer falls back to when a record lacks its own value,
+    #: e.g. ``("model",)``: what it needs from the command line (``--model`` fills ``model``,
+    #: ``--max-tokens`` fills ``max_tokens``). The job warns when a named option is not given,
+    #: since records without their own value then cannot be written, or are written without it;
+    #: a writer that never reads an option leaves it out, and gets no warning for it. Names are
+    #: checked against ``WriteContext`` at registration.
+    uses: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        known = {f.name for f in fields(WriteContext)}
+        unknown = [name for name in self.uses if name not in known]
+        if unknown:
+            raise ValueError(f"writer {self.name!r} uses unknown WriteContext field(s): {', '.join(unknown)}")
 
 
 READERS: dict[str, Reader] = {}

@@ -340,5 +340,10 @@ OPENAI_FINETUNE_WRITER = register_writer(
     Writer("openai-finetune", write_openai_finetune, description="OpenAI chat fine-tuning JSONL line")
 )
 OPENAI_BATCH_WRITER = register_writer(
-    Writer("openai-batch", write_openai_batch, description="OpenAI Batch API input line (/v1/chat/completions)")
+    Writer(
+        "openai-batch",
+        write_openai_batch,
+        description="OpenAI Batch API input line (/v1/chat/completions)",
+        uses=("model",),  # body.model: --model, else the record's own
+    )
 )
