@@ -114,3 +114,26 @@ def test_profile_reaches_the_dofn(profile):
         out = p | beam.Create([_batch(0, reused)]) | NormalizeConversations(Settings(profile=profile))
         kept = out.records | Unbatch() | beam.Map(lambda r: [m["content"] for m in r["messages"] if m["role"] == "tool"])
         assert_that(kept, equal_to([["one", "two"]] if profile == "lossless" else [["one"]]))
+
+
+def test_unbounded_input_through_batch_raw_records():
+    """The normalizing composite on a stream (TestStream needs the bundle-based direct runner)."""
+    from apache_beam.testing.test_stream import TestStream
+
+    from transforms.conversations import BatchRawRecords
+
+    stream = (
+        TestStream()
+        .add_elements([RawRecord("queue", 0, json.dumps(GOOD).encode()), RawRecord("queue", 1, b"bad")])
+        .advance_watermark_to(10)
+        .add_elements([RawRecord("queue", 2, json.dumps(ORPHAN).encode())])
+        .advance_watermark_to_infinity()
+    )
+    options = PipelineOptions(["--runner=BundleBasedDirectRunner", "--streaming"])
+    with BeamTestPipeline(options=options) as p:
+        out = p | stream | BatchRawRecords(max_batch_size=8) | NormalizeConversations(Settings())
+        assert_that(out.records | "R" >> Unbatch() | beam.Map(lambda r: r["id"]), equal_to(["g", "o"]), label="records")
+        assert_that(out.drops | "D" >> Unbatch() | beam.Map(lambda m: (m["id"], m["dropped"])),
+                    equal_to([("g", 0), ("o", 2)]), label="drops")
+        assert_that(out.dead_letters | "L" >> Unbatch() | beam.Map(lambda d: (d["position"], d["reason"])),
+                    equal_to([(1, "invalid_json")]), label="dead")

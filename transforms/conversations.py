@@ -13,7 +13,8 @@ PCollections of batches:
 
 Elements are batches, not single records: Beam's per-element cost in Python is several times
 the cost of normalizing a typical conversation, and a batch keeps its input shard, which names
-the output files deterministically. ``Unbatch`` gives per-record PCollections.
+the output files deterministically. ``Unbatch`` gives per-record PCollections; for a stream
+of single records, ``BatchRawRecords`` makes the batches.
 
 Drop policy: nothing is skipped. A record that cannot be parsed, read, normalized or written
 becomes a dead letter with a reason; an unexpected exception does too (``internal_error``)
@@ -127,6 +128,29 @@ class NormalizeConversations(beam.PTransform):
             fn.DROPS, fn.DEAD_LETTER, main="records"
         )
         return NormalizedOutputs(outputs.records, outputs[fn.DROPS], outputs[fn.DEAD_LETTER])
+
+
+#: The shard of batches made from a stream rather than from planned input files.
+STREAM_SHARD = -1
+
+
+class BatchRawRecords(beam.PTransform):
+    """Single ``RawRecord`` elements (from a queue, say) -> batches ``NormalizeConversations`` takes.
+
+    ``BatchElements`` batches within a bundle, so this works on unbounded input; file inputs
+    do not need it (``ReadConversationLogs`` reads in batches already).
+    """
+
+    def __init__(self, max_batch_size: int = 256) -> None:
+        super().__init__()
+        self._max = max_batch_size
+
+    def expand(self, records):
+        return (
+            records
+            | "Group" >> beam.BatchElements(min_batch_size=1, max_batch_size=self._max)
+            | "ToBatch" >> beam.Map(lambda items: Batch(STREAM_SHARD, items[0].position, list(items)))
+        )
 
 
 class Unbatch(beam.PTransform):
