@@ -75,8 +75,7 @@ class NormalizeConversation(beam.DoFn):
 
     def setup(self) -> None:
         self._counters = {name: Metrics.counter(NAMESPACE, name) for name, _ in COUNTER_NAMES}
-        self._messages = Metrics.distribution(NAMESPACE, "messages_per_conversation")
-        self._drops = Metrics.distribution(NAMESPACE, "drops_per_conversation")
+        self._messages, self._drops = (Metrics.distribution(NAMESPACE, name) for name in DISTRIBUTION_NAMES)
 
     def process(self, batch: Batch) -> Iterable:
         result = process_batch(batch.items, self._settings)

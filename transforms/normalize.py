@@ -40,6 +40,7 @@ __all__ = [
     "coerce_messages",
     "content_text",
     "normalize_conversation",
+    "system_first",
     "usable_id",
 ]
 
@@ -380,7 +381,8 @@ def coerce_messages(messages: list) -> tuple[list, dict[str, int]]:
 # Rule 2 — system messages first
 
 
-def _system_first(messages: list) -> list:
+def system_first(messages: list) -> list:
+    """Rule 2 alone: a stable partition, system messages first (coerced messages)."""
     systems = [m for m in messages if m["role"] == "system"]
     if not systems:
         return messages
@@ -492,7 +494,7 @@ def normalize_conversation(messages: Any) -> NormalizeResult:
         return NormalizeResult([], 0, {}, 0)
     log = _DropLog()
     flat = _coerce(messages, log)
-    flat = _system_first(flat)
+    flat = system_first(flat)
     flat, healed = _repair(flat, log)
     flat = _strip_leading_tools(flat, log)
     # Rule 4 runs the repair pass again, always: stripping a leading result can un-answer a

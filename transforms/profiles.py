@@ -64,7 +64,7 @@ from __future__ import annotations
 
 from typing import Any, NamedTuple
 
-from transforms.normalize import REASONS, coerce_messages, normalize_conversation, usable_id
+from transforms.normalize import REASONS, coerce_messages, normalize_conversation, system_first, usable_id
 
 __all__ = [
     "PROFILES",
@@ -110,14 +110,6 @@ def _call_key(call: Any) -> str | None:
     if not isinstance(call, dict):
         return None
     return usable_id(call.get("tool_call_id"))
-
-
-def _system_first(messages: list) -> list:
-    """Rule 2: a stable partition, the same one the core applies (so it is a no-op there)."""
-    systems = [m for m in messages if m["role"] == "system"]
-    if not systems:
-        return messages
-    return systems + [m for m in messages if m["role"] != "system"]
 
 
 # --------------------------------------------------------------------------------------------
@@ -426,7 +418,7 @@ def _lossless(messages: Any) -> ProfileResult:
     if not isinstance(messages, list):
         return ProfileResult([], 0, {}, 0, {})
     flat, coerce_drops = coerce_messages(messages)
-    flat = _system_first(flat)
+    flat = system_first(flat)  # rule 2, as the core applies it (a no-op there)
     flat, rekeyed = rekey_reused_ids(flat)
     flat, moved = reattach_results(flat)
     core = normalize_conversation(flat)
