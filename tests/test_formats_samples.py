@@ -16,6 +16,7 @@ import provider_shapes as shapes  # noqa: E402
 
 from transforms.formats import READERS, WRITERS, FormatError, WriteContext, detect_reader  # noqa: E402
 from transforms.normalize import normalize_conversation  # noqa: E402
+from transforms.validate import check_sendable  # noqa: E402
 
 SAMPLES = ROOT / "samples" / "formats"
 FORMATS = ("openai", "openai-responses", "anthropic", "sharegpt")
@@ -78,3 +79,16 @@ def test_toolbench_records_are_the_longest_prefix_of_their_file():
         checked += 1
     assert checked == 5
     assert sum(r["id"].startswith("toolbench-") for r in records.values()) == 13
+
+
+@pytest.mark.parametrize("sink", ["openai-finetune", "openai-batch"])
+@pytest.mark.parametrize("fmt", FORMATS)
+def test_openai_output_of_the_samples_validates_as_it_is(fmt, sink):
+    # What `convnorm validate` does with the job's output: auto-detect, read, check as it is.
+    for record in load(fmt):
+        conversation = READERS[fmt].read(record, "messages")
+        normalized = dict(conversation.fields)
+        normalized["messages"] = normalize_conversation(conversation.messages).messages
+        out = WRITERS[sink].write(normalized, WriteContext(record["id"], model="test-model"))
+        reader = detect_reader(out, "messages")
+        assert check_sendable(reader.read(out, "messages").messages) == [], record["id"]
