@@ -25,6 +25,7 @@ from apache_beam.options.pipeline_options import PipelineOptions, StandardOption
 
 from pipeline.sinks import FILE_FORMATS, OUTPUT_DIRS, SUMMARY_FILE
 from pipeline.sources import DEFAULT_BATCH_SIZE, DEFAULT_SHARD_BYTES, InputError, Shard, plan_shards
+from transforms.formats import WRITERS
 from transforms.records import DEFAULT_RAW_LIMIT, Settings
 
 LOG = logging.getLogger("convnorm")
@@ -251,13 +252,15 @@ def load_job(argv: list[str], *, output_required: bool = True,
                 f"--output {ours.output!r} already holds convnorm outputs ({', '.join(taken)}); "
                 "pass --overwrite to replace them or choose another directory")
 
-    # Replay sinks can take the model (and Anthropic's max_tokens) from each record, so
-    # missing flags are not errors; records that have neither are dead-lettered, saying why.
-    if ours.sink in ("openai-batch", "anthropic") and not ours.model:
+    # A writer falls back to --model / --max-tokens when a record has none of its own, so a
+    # missing flag is not an error; records lacking both are dead-lettered (or, for
+    # max_tokens, written without it), saying why.
+    uses = WRITERS[ours.sink].uses if ours.sink in WRITERS else ()
+    if "model" in uses and not ours.model:
         LOG.warning("--sink %s without --model: every record must name its own model", ours.sink)
-    if ours.sink == "anthropic" and ours.max_tokens is None:
-        LOG.warning("--sink anthropic without --max-tokens: bodies of records without max_tokens lack it, "
-                    "and the Messages API requires it")
+    if "max_tokens" in uses and ours.max_tokens is None:
+        LOG.warning("--sink %s without --max-tokens: records without max_tokens are written without it, "
+                    "which the provider requires", ours.sink)
 
     return Job(options, settings, shards, list(ours.input), ours.output, ours.output_format,
                ours.overwrite, ours.batch_size)

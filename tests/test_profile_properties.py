@@ -33,10 +33,10 @@ from transforms.normalize import (  # noqa: E402
     REASONS,
     coerce_messages,
     normalize_conversation,
+    system_first,
 )
 from transforms.profiles import (  # noqa: E402
     REPAIRS,
-    _system_first,
     normalize_with_profile,
     reattach_results,
     rekey_reused_ids,
@@ -191,7 +191,7 @@ def test_lossless_is_idempotent(messages):
 @given(CONVERSATIONS)
 def test_each_pass_is_idempotent_and_pure(messages):
     flat, _ = coerce_messages(messages)
-    flat = _system_first(flat)
+    flat = system_first(flat)
     for run in (rekey_reused_ids, reattach_results):
         before = copy.deepcopy(flat)
         once, count = run(flat)
@@ -316,5 +316,5 @@ def test_displaced_results_are_reattached_not_replaced(messages):
     assert sorted(_real_results(result.messages)) == sorted(_real_results(messages))
     assert check_sendable(result.messages) == []
     assert "rekeyed_call" not in result.repairs
-    displaced = sum(v.kind in ("result_not_adjacent", "leading_tool") for v in check_sendable(_system_first(messages)))
+    displaced = sum(v.kind in ("result_not_adjacent", "leading_tool") for v in check_sendable(system_first(messages)))
     assert (result.repairs.get("moved_result", 0) > 0) == (displaced > 0)
