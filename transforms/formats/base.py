@@ -13,6 +13,8 @@ command-line option (``--model``, ``--max-tokens``) when a record lacks the valu
 
 Adding a format is one module that defines a reader and/or a writer and registers them with
 ``register_reader`` / ``register_writer``, plus its import in ``transforms/formats/__init__``.
+Register at import time, in a module workers import: a format registered at run time on the
+launching machine only would be unknown to remote workers.
 No Beam import here: formats are plain functions, testable alone.
 """
 
