@@ -29,6 +29,7 @@ stateless maps, so they also apply to an unbounded input; the global summary is 
 from __future__ import annotations
 
 import functools
+import gc
 from typing import Iterable, NamedTuple
 
 import apache_beam as beam
@@ -74,6 +75,10 @@ class NormalizeConversation(beam.DoFn):
         self._settings = settings
 
     def setup(self) -> None:
+        # Everything alive now (Beam's and the SDK worker's own objects) stays alive: move it
+        # out of the cyclic collector's sight, or each full collection re-scans it while the
+        # job allocates millions of short-lived dicts (measured: 12% of a run's time).
+        gc.freeze()
         self._counters = {name: Metrics.counter(NAMESPACE, name) for name, _ in COUNTER_NAMES}
         self._messages, self._drops = (Metrics.distribution(NAMESPACE, name) for name in DISTRIBUTION_NAMES)
 
