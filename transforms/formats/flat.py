@@ -9,9 +9,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from transforms.formats._common import message_list
 from transforms.formats.base import (
     Conversation,
-    FormatError,
     Reader,
     WriteContext,
     Writer,
@@ -21,16 +21,7 @@ from transforms.formats.base import (
 
 
 def read_flat(record: Any, messages_field: str) -> Conversation:
-    if isinstance(record, list):
-        return Conversation(record, {})
-    if not isinstance(record, dict):
-        raise FormatError("not_a_record", f"a record is an object or a list, not {type(record).__name__}")
-    if messages_field not in record:
-        raise FormatError("missing_messages", f"no {messages_field!r} field")
-    messages = record[messages_field]
-    if not isinstance(messages, list):
-        raise FormatError("messages_not_a_list", f"{messages_field!r} is {type(messages).__name__}, not a list")
-    return Conversation(messages, record)
+    return Conversation(message_list(record, messages_field), record if isinstance(record, dict) else {})
 
 
 def detect_flat(record: Any, messages_field: str) -> bool:
