@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import json
 import uuid
-from typing import Callable
+from typing import Callable, NamedTuple
 
 import apache_beam as beam
 from apache_beam.io.filesystem import CompressionTypes
@@ -94,12 +94,17 @@ class _ParquetFile:
         self._handle.close()
 
 
-#: Output file format name -> factory(path, id_field, messages_field).
-FILE_FORMATS: dict[str, Callable] = {
-    "jsonl": lambda path, id_field, messages_field: _JsonLinesFile(path),
-    "parquet": _ParquetFile,
+class FileFormat(NamedTuple):
+    extension: str
+    #: ``open(path, id_field, messages_field)`` -> a writer with ``write(items)`` and ``close()``.
+    open: Callable
+
+
+#: Output file format name -> its extension and writer.
+FILE_FORMATS: dict[str, FileFormat] = {
+    "jsonl": FileFormat(".jsonl", lambda path, id_field, messages_field: _JsonLinesFile(path)),
+    "parquet": FileFormat(".parquet", _ParquetFile),
 }
-FILE_EXTENSIONS = {"jsonl": ".jsonl", "parquet": ".parquet"}
 
 
 # --------------------------------------------------------------------------------------------
@@ -135,7 +140,7 @@ class _WriteShardFiles(beam.DoFn):
         if self._current is None:
             # A unique temporary name per attempt: a retried bundle never clobbers another.
             temp = FileSystems.join(self._temp_dir, f"{batch.shard:05d}-{batch.start:015d}-{uuid.uuid4().hex}")
-            writer = FILE_FORMATS[self._file_format](temp, self._id_field, self._messages_field)
+            writer = FILE_FORMATS[self._file_format].open(temp, self._id_field, self._messages_field)
             self._current = (batch.shard, batch.start, temp, writer)
         self._current[3].write(batch.items)
 
@@ -194,7 +199,7 @@ class WriteShards(beam.PTransform):
         return (
             written
             | "CollectFiles" >> beam.combiners.ToList()
-            | "Rename" >> beam.Map(_finalize, self._directory, temp_dir, FILE_EXTENSIONS[self._file_format])
+            | "Rename" >> beam.Map(_finalize, self._directory, temp_dir, FILE_FORMATS[self._file_format].extension)
         )
 
 
