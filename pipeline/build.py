@@ -43,16 +43,16 @@ class JobOutputs(NamedTuple):
     summary: beam.PCollection
 
 
-def build(pipeline: beam.Pipeline, job: Job) -> JobOutputs:
-    """Apply the whole job to ``pipeline``: outputs under ``job.output``."""
+def build(pipeline: beam.Pipeline, job: Job, temp_dir: str) -> JobOutputs:
+    """Apply the whole job to ``pipeline``: files and summary under ``temp_dir`` (the run's
+    temporary directory; ``pipeline.outputs.finalize`` moves them into ``job.output``)."""
     cleaned = pipeline | "CleanLogs" >> CleanConversationLogs(job.shards, job.settings, job.batch_size)
-    out = job.output
     settings = job.settings
     cleaned.records | "WriteNormalized" >> WriteShards(
-        FileSystems.join(out, "normalized"), job.output_format,
+        temp_dir, "normalized", job.output_format,
         id_field=settings.id_field, messages_field=settings.messages_field)
-    cleaned.drops | "WriteDrops" >> WriteShards(FileSystems.join(out, "drops"))
-    cleaned.dead_letters | "WriteDeadLetters" >> WriteShards(FileSystems.join(out, "dead_letter"))
+    cleaned.drops | "WriteDrops" >> WriteShards(temp_dir, "drops")
+    cleaned.dead_letters | "WriteDeadLetters" >> WriteShards(temp_dir, "dead_letter")
     summary = (cleaned.read_stats, cleaned.drops, cleaned.dead_letters) | "Summarize" >> SummarizeRun(settings)
-    summary | "WriteSummary" >> WriteSummary(FileSystems.join(out, SUMMARY_FILE))
+    summary | "WriteSummary" >> WriteSummary(FileSystems.join(temp_dir, SUMMARY_FILE))
     return JobOutputs(cleaned, summary)

@@ -18,6 +18,7 @@ built), builds the graph with ``pipeline.build``, runs it and prints the summary
 
 from __future__ import annotations
 
+import dataclasses
 import difflib
 import json
 import logging
@@ -29,11 +30,11 @@ from typing import Callable
 
 import apache_beam as beam
 from apache_beam.io.filesystems import FileSystems
-from apache_beam.runners.runner import PipelineState
 
 from pipeline.build import build
+from pipeline.execute import OutputSpec, execute
 from pipeline.options import ConfigError, ConvNormOptions, Job, is_local_runner, load_job
-from pipeline.sinks import OUTPUT_DIRS, SUMMARY_FILE, WriteShards, WriteSummary
+from pipeline.sinks import FILE_FORMATS, SUMMARY_FILE, WriteShards, WriteSummary
 from pipeline.sources import ReadConversationLogs
 from transforms.conversations import CheckConversations, SummarizeValidation
 from transforms.formats import READERS, WRITERS
@@ -43,8 +44,6 @@ from transforms.summary import format_table, format_validation_table
 LOG = logging.getLogger("convnorm")
 
 VALIDATION_FILE = "validation.json"
-RUN_OUTPUTS = (*OUTPUT_DIRS, SUMMARY_FILE)
-VALIDATE_OUTPUTS = ("violations", "dead_letter", VALIDATION_FILE)
 #: Conversations with violations shown on the console by ``convnorm validate``.
 SHOWN_REPORTS = 5
 
@@ -89,36 +88,32 @@ def _load_json_file(path: str) -> dict:
         return json.loads(handle.read())
 
 
-def _run(pipeline: beam.Pipeline) -> bool:
-    result = pipeline.run()
-    state = result.wait_until_finish()
-    if state != PipelineState.DONE:
-        LOG.error("the pipeline ended in state %s", state)
-        return False
-    return True
+def _recount_run(summary: dict, on_disk: dict) -> dict:
+    """The run's summary with its record counts taken from the files written."""
+    summary = dict(summary)
+    summary["records_out"] = on_disk["normalized"]
+    summary["dead_letters"] = on_disk["dead_letter"]
+    summary["accounted"] = (summary["records_in"] == summary["records_out"] + summary["dead_letters"]
+                            and on_disk["drops"] == on_disk["normalized"])
+    return summary
 
 
-def _clear_outputs(output: str, names: tuple[str, ...]) -> None:
-    paths = [FileSystems.join(output, name) for name in names]
-    existing = [p for p in paths if FileSystems.exists(p)]
-    if existing:
-        FileSystems.delete(existing)
+def _run_outputs(job: Job) -> OutputSpec:
+    return OutputSpec("run", {"normalized": FILE_FORMATS[job.output_format].extension, "drops": ".jsonl",
+                              "dead_letter": ".jsonl"}, SUMMARY_FILE, _recount_run)
 
 
 def run_job(job: Job) -> int:
     """Normalize: read, normalize, write the three outputs and summary.json; print the summary."""
-    if job.overwrite:
-        _clear_outputs(job.output, RUN_OUTPUTS)
     LOG.info(
         "%d input file(s) in %d shard(s) -> %s (profile %s, format %s, sink %s, runner %s)",
         len({s.path for s in job.shards}), len(job.shards), job.output, job.settings.profile,
         job.settings.input_format, job.settings.sink, job.options.get_all_options()["runner"],
     )
-    pipeline = beam.Pipeline(options=job.options)
-    build(pipeline, job)
-    if not _run(pipeline):
-        return 1
-    summary = _load_json_file(FileSystems.join(job.output, SUMMARY_FILE))
+    outcome = execute(job, _run_outputs(job), build)
+    if outcome.status is not None:
+        return outcome.status
+    summary = outcome.summary
     print(format_table(summary))
     print(f"outputs: {job.output}/{{normalized,drops,dead_letter}}/ and {job.output}/{SUMMARY_FILE}")
     return 0 if summary["accounted"] else 1
@@ -140,6 +135,30 @@ def _show_reports(directory: str) -> list[str]:
     return lines
 
 
+def _recount_validation(summary: dict, on_disk: dict) -> dict:
+    summary = dict(summary)
+    summary["conversations_checked"] = on_disk["violations"]
+    summary["dead_letters"] = on_disk["dead_letter"]
+    summary["accounted"] = summary["records_in"] == summary["conversations_checked"] + summary["dead_letters"]
+    return summary
+
+
+VALIDATE_SPEC = OutputSpec("validate", {"violations": ".jsonl", "dead_letter": ".jsonl"}, VALIDATION_FILE,
+                           _recount_validation)
+
+
+def _build_validation(pipeline: beam.Pipeline, job: Job, temp_dir: str) -> None:
+    read = pipeline | "Read" >> ReadConversationLogs(job.shards, job.batch_size)
+    checked = read.batches | "CheckConversations" >> CheckConversations(job.settings)
+    checked.reports | "WriteReports" >> WriteShards(temp_dir, "violations")
+    checked.dead_letters | "WriteDeadLetters" >> WriteShards(temp_dir, "dead_letter")
+    (
+        (read.stats, checked.reports, checked.dead_letters)
+        | "Summarize" >> SummarizeValidation()
+        | "WriteSummary" >> WriteSummary(FileSystems.join(temp_dir, VALIDATION_FILE))
+    )
+
+
 def validate_job(job: Job) -> int:
     """Check records as they are; exit status 1 when any is not sendable (or unreadable)."""
     if not job.output and not is_local_runner(job.options):
@@ -148,21 +167,10 @@ def validate_job(job: Job) -> int:
         return 2
     output = job.output or tempfile.mkdtemp(prefix="convnorm-validate-")
     try:
-        if job.overwrite:
-            _clear_outputs(output, VALIDATE_OUTPUTS)
-        pipeline = beam.Pipeline(options=job.options)
-        read = pipeline | "Read" >> ReadConversationLogs(job.shards, job.batch_size)
-        checked = read.batches | "CheckConversations" >> CheckConversations(job.settings)
-        checked.reports | "WriteReports" >> WriteShards(FileSystems.join(output, "violations"))
-        checked.dead_letters | "WriteDeadLetters" >> WriteShards(FileSystems.join(output, "dead_letter"))
-        (
-            (read.stats, checked.reports, checked.dead_letters)
-            | "Summarize" >> SummarizeValidation()
-            | "WriteSummary" >> WriteSummary(FileSystems.join(output, VALIDATION_FILE))
-        )
-        if not _run(pipeline):
-            return 3
-        summary = _load_json_file(FileSystems.join(output, VALIDATION_FILE))
+        outcome = execute(dataclasses.replace(job, output=output), VALIDATE_SPEC, _build_validation)
+        if outcome.status is not None:
+            return 3 if outcome.status == 1 else outcome.status
+        summary = outcome.summary
         print(format_validation_table(summary))
         shown = _show_reports(FileSystems.join(output, "violations"))
         if shown:
@@ -170,25 +178,26 @@ def validate_job(job: Job) -> int:
             print("\n".join(shown))
         if job.output:
             print(f"reports: {output}/violations/ and {output}/{VALIDATION_FILE}")
-        return 0 if summary["sendable"] else 1
+        return 0 if summary["sendable"] and summary["accounted"] else 1
     finally:
         if not job.output:
             shutil.rmtree(output, ignore_errors=True)
 
 
-#: command -> (handler, --output required, the entries it writes under --output)
-COMMANDS: dict[str, tuple[Callable[[Job], int], bool, tuple[str, ...]]] = {
-    "run": (run_job, True, RUN_OUTPUTS),
-    "validate": (validate_job, False, VALIDATE_OUTPUTS),
+#: command -> (handler, --output required)
+COMMANDS: dict[str, tuple[Callable[[Job], int], bool]] = {
+    "run": (run_job, True),
+    "validate": (validate_job, False),
 }
 
 
 def main(argv: list[str] | None = None) -> int:
     """Entry point of ``convnorm`` and ``python -m pipeline``; returns the exit status.
 
-    Exit status: 0 done (validate: all sendable); 1 the run failed or did not account for
-    every record (validate: violations or unreadable records); 2 bad options; 3 the
-    validation pipeline failed.
+    Exit status: 0 done (validate: all sendable); 1 the run failed, did not account for
+    every record or a file it wrote is missing (validate: violations or unreadable records);
+    2 bad options, an output directory refused, or another run holds its lock (nothing was
+    run or deleted); 3 the validation pipeline failed. See docs/outputs.md.
     """
     argv = list(sys.argv[1:] if argv is None else argv)
     command = "run"
@@ -204,9 +213,9 @@ def main(argv: list[str] | None = None) -> int:
         print(_help())
         return 0
     _configure_logging()
-    handler, output_required, output_names = COMMANDS[command]
+    handler, output_required = COMMANDS[command]
     try:
-        job = load_job(argv, output_required=output_required, output_names=output_names)
+        job = load_job(argv, output_required=output_required)
     except ConfigError as error:
         print(f"convnorm: error: {error}", file=sys.stderr)
         return 2

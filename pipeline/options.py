@@ -23,7 +23,8 @@ import yaml
 from apache_beam.io.filesystems import FileSystems
 from apache_beam.options.pipeline_options import PipelineOptions, StandardOptions
 
-from pipeline.sinks import FILE_FORMATS, OUTPUT_DIRS, SUMMARY_FILE
+from pipeline.outputs import OutputError, plan_inputs, skipped_inputs, unsafe_output
+from pipeline.sinks import FILE_FORMATS
 from pipeline.sources import DEFAULT_BATCH_SIZE, DEFAULT_SHARD_BYTES, InputError, Shard, plan_shards
 from transforms.formats import WRITERS
 from transforms.records import DEFAULT_RAW_LIMIT, Settings
@@ -67,7 +68,14 @@ class ConvNormOptions(PipelineOptions):
         group.add_argument("--check", action=argparse.BooleanOptionalAction, default=False,
                            help="also count provider sendability violations in the normalized output")
         group.add_argument("--overwrite", action=argparse.BooleanOptionalAction, default=False,
-                           help="replace convnorm's outputs in an existing output directory")
+                           help="replace the files an earlier run's manifest lists in the output directory "
+                                "(and nothing else; see docs/outputs.md)")
+        group.add_argument("--break-stale-lock", dest="break_stale_lock", action=argparse.BooleanOptionalAction,
+                           default=False,
+                           help="take over the output directory's lock when its holder died on this host, "
+                                "deleting the temporary files that run recorded as its own")
+        group.add_argument("--job-endpoint-timeout", dest="job_endpoint_timeout", type=float, default=30.0,
+                           help="seconds to wait for the job service at --job_endpoint to answer before giving up")
         group.add_argument("--shard-bytes", dest="shard_bytes", type=int, default=DEFAULT_SHARD_BYTES,
                            help="split uncompressed JSONL inputs into byte ranges of this size")
         group.add_argument("--batch-size", dest="batch_size", type=int, default=DEFAULT_BATCH_SIZE,
@@ -145,6 +153,8 @@ class Job:
     output_format: str
     overwrite: bool
     batch_size: int
+    break_stale_lock: bool = False
+    job_endpoint_timeout: float = 30.0
 
 
 def _config_path(argv: list[str]) -> str | None:
@@ -190,12 +200,12 @@ def is_local_runner(options: PipelineOptions) -> bool:
     return runner in LOCAL_RUNNERS or runner + "runner" in LOCAL_RUNNERS
 
 
-def load_job(argv: list[str], *, output_required: bool = True,
-             output_names: tuple[str, ...] = (*OUTPUT_DIRS, SUMMARY_FILE)) -> Job:
+def load_job(argv: list[str], *, output_required: bool = True) -> Job:
     """Parse flags and preset, validate everything, plan the input. Raises ConfigError.
 
-    ``output_names`` are the entries the command writes under ``--output``: an existing one
-    needs ``--overwrite``.
+    Nothing is written here. What is already in the output directory is checked later, under
+    the run's lock (``pipeline.outputs.check_output``); Beam's own checks run when ``main``
+    builds the pipeline, also before anything is written.
     """
     config = _config_path(argv)
     flags = (config_flags(config, argv) if config else []) + list(argv)
@@ -229,6 +239,12 @@ def load_job(argv: list[str], *, output_required: bool = True,
         problems.append("--output is required (a directory)")
     if ours.output and "://" not in ours.output and os.path.exists(ours.output) and not os.path.isdir(ours.output):
         problems.append(f"--output {ours.output!r} is a file, not a directory")
+    unsafe = unsafe_output(ours.output) if ours.output else None
+    if unsafe:
+        problems.append(f"--output {ours.output!r} {unsafe}: convnorm writes (and with --overwrite deletes) "
+                        "there; give it a directory of its own")
+    if ours.job_endpoint_timeout <= 0:
+        problems.append("--job-endpoint-timeout must be more than 0 seconds")
     if ours.output_format not in FILE_FORMATS:
         problems.append(f"unknown --output-format {ours.output_format!r}; known: {', '.join(FILE_FORMATS)}")
     elif ours.output_format != "jsonl" and ours.sink != "flat":
@@ -242,15 +258,13 @@ def load_job(argv: list[str], *, output_required: bool = True,
 
     try:
         shards = plan_shards(ours.input, ours.shard_bytes)
-    except InputError as error:
+        skipped = skipped_inputs(shards, ours.output)
+        shards = plan_inputs(shards, ours.input, ours.output)
+    except (InputError, OutputError) as error:
         raise ConfigError(str(error)) from None
-
-    if ours.output and not ours.overwrite:
-        taken = [name for name in output_names if FileSystems.exists(FileSystems.join(ours.output, name))]
-        if taken:
-            raise ConfigError(
-                f"--output {ours.output!r} already holds convnorm outputs ({', '.join(taken)}); "
-                "pass --overwrite to replace them or choose another directory")
+    if skipped:
+        LOG.warning("skipping %d input file(s) inside --output %s (convnorm never reads its own outputs): %s",
+                    len(skipped), ours.output, ", ".join(skipped[:5]) + (" ..." if len(skipped) > 5 else ""))
 
     # A writer falls back to --model / --max-tokens when a record has none of its own, so a
     # missing flag is not an error; records lacking both are dead-lettered (or, for
@@ -263,4 +277,4 @@ def load_job(argv: list[str], *, output_required: bool = True,
                     "which the provider requires", ours.sink)
 
     return Job(options, settings, shards, list(ours.input), ours.output, ours.output_format,
-               ours.overwrite, ours.batch_size)
+               ours.overwrite, ours.batch_size, ours.break_stale_lock, ours.job_endpoint_timeout)

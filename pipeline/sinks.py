@@ -1,12 +1,13 @@
 """Writing outputs: one file per input shard, named by the shard, byte-identical on reruns.
 
-``WriteShards`` writes batches to ``DIR/<name>/part-<shard>.<ext>``. Every batch carries the
+``WriteShards`` writes batches that become ``DIR/<name>/part-<shard>.<ext>``. Every batch carries the
 shard it was read from; batches of one shard arrive together and in input order, because
 reading, normalizing and writing are fused into one stage (no shuffle between them), so each
 file's content and name depend only on the input, never on worker scheduling. A runner that
 split a shard over bundles would give it several files, ``part-<shard>-<start>``, still in
-order. Files are written under temporary names and renamed once every file of that output is
-written, so a failed run leaves no half-written part files.
+order. Files are written under temporary names in the run's temporary directory and reported
+(path, records, bytes); ``pipeline.outputs`` renames them once the whole pipeline succeeded
+and checks each one, so a failed run leaves no half-written part files.
 
 Output file formats form a registry (``FILE_FORMATS``): JSON Lines for every output, and
 Parquet for normalized flat records.
@@ -25,6 +26,7 @@ from apache_beam.transforms.window import GlobalWindow
 from apache_beam.utils.timestamp import MIN_TIMESTAMP
 from apache_beam.utils.windowed_value import WindowedValue
 
+from pipeline.testhooks import pause_point
 from transforms.records import dumps_line
 
 OUTPUT_DIRS = ("normalized", "drops", "dead_letter")
@@ -112,7 +114,7 @@ FILE_FORMATS: dict[str, FileFormat] = {
 
 
 class _WriteShardFiles(beam.DoFn):
-    """Writes each shard's batches to a temporary file; emits (shard, start, temp) per file.
+    """Writes each shard's batches to a temporary file; emits one ``WrittenFile`` per file.
 
     One file is open at a time: a shard's batches arrive together (reading, normalizing and
     writing are fused), so the file closes when the next shard begins. Keeping one open per
@@ -126,13 +128,16 @@ class _WriteShardFiles(beam.DoFn):
         self._messages_field = messages_field
 
     def start_bundle(self) -> None:
-        self._current = None  # (shard, start, temp path, writer)
+        self._current = None  # [shard, start, temp path, writer, records]
 
-    def _close(self) -> tuple[int, int, str]:
-        shard, start, temp, writer = self._current
+    def _close(self) -> WrittenFile:
+        shard, start, temp, writer, records = self._current
         writer.close()
         self._current = None
-        return shard, start, temp
+        # The size as the filesystem reports it (-1: not found), checked again at finalize.
+        found = FileSystems.match([temp])[0].metadata_list
+        size = found[0].size_in_bytes if found else -1
+        return WrittenFile(shard, start, temp, records, size)
 
     def process(self, batch):
         if self._current is not None and self._current[0] != batch.shard:
@@ -141,65 +146,80 @@ class _WriteShardFiles(beam.DoFn):
             # A unique temporary name per attempt: a retried bundle never clobbers another.
             temp = FileSystems.join(self._temp_dir, f"{batch.shard:05d}-{batch.start:015d}-{uuid.uuid4().hex}")
             writer = FILE_FORMATS[self._file_format].open(temp, self._id_field, self._messages_field)
-            self._current = (batch.shard, batch.start, temp, writer)
+            self._current = [batch.shard, batch.start, temp, writer, 0]
         self._current[3].write(batch.items)
+        self._current[4] += len(batch.items)
+        pause_point("write")
 
     def finish_bundle(self):
         if self._current is not None:
             yield WindowedValue(self._close(), MIN_TIMESTAMP, [GlobalWindow()])
 
 
-def final_names(written: list[tuple[int, int, str]], directory: str, extension: str) -> list[tuple[str, str]]:
-    """(temp, final) pairs: ``part-<shard>`` or, if a shard spans files, ``part-<shard>-<start>``."""
-    by_shard: dict[int, list] = {}
-    for shard, start, temp in written:
-        by_shard.setdefault(shard, []).append((start, temp))
+class WrittenFile(NamedTuple):
+    """A file a writer reports: its shard, first byte offset, temporary path, records, bytes."""
+
+    shard: int
+    start: int
+    temp: str
+    records: int
+    size: int
+
+
+def final_names(written: list[WrittenFile], directory: str, extension: str) -> list[tuple[WrittenFile, str]]:
+    """(file, final path) pairs: ``part-<shard>`` or, if a shard spans files, ``part-<shard>-<start>``."""
+    by_shard: dict[int, list[WrittenFile]] = {}
+    for file in written:
+        by_shard.setdefault(file.shard, []).append(file)
     moves = []
     for shard in sorted(by_shard):
-        files = sorted(by_shard[shard])
-        for start, temp in files:
-            name = f"part-{shard:05d}" if len(files) == 1 else f"part-{shard:05d}-{start:015d}"
-            moves.append((temp, FileSystems.join(directory, name + extension)))
+        files = sorted(by_shard[shard], key=lambda f: f.start)
+        for file in files:
+            name = f"part-{shard:05d}" if len(files) == 1 else f"part-{shard:05d}-{file.start:015d}"
+            moves.append((file, FileSystems.join(directory, name + extension)))
     return moves
 
 
-def _finalize(written: list, directory: str, temp_dir: str, extension: str) -> int:
-    # Runs once all files are written. Idempotent, should a runner retry it: a temporary
-    # file already renamed is skipped.
-    moves = [(t, f) for t, f in final_names(written, directory, extension) if FileSystems.exists(t)]
-    if moves:
-        FileSystems.rename([t for t, _ in moves], [f for _, f in moves])
-    if FileSystems.exists(temp_dir):
-        FileSystems.delete([temp_dir])
-    if not FileSystems.exists(directory):
-        # An output with no records is still an (empty) directory, where filesystems have them.
-        try:
-            FileSystems.mkdirs(directory)
-        except OSError:
-            pass
-    return len(written)
+def report_path(temp_root: str, name: str) -> str:
+    """Where ``WriteShards`` lists the files it wrote for output ``name``."""
+    return FileSystems.join(temp_root, name + ".files.json")
+
+
+def _write_report(written: list, path: str) -> int:
+    # Runs once all files of this output are written; rewriting it on a retry is harmless.
+    rows = sorted((WrittenFile(*w)._asdict() for w in written), key=lambda r: (r["shard"], r["start"]))
+    with FileSystems.create(path, mime_type="application/json") as handle:
+        handle.write(json.dumps(rows, indent=1).encode() + b"\n")
+    return len(rows)
 
 
 class WriteShards(beam.PTransform):
-    """Batches -> ``DIRECTORY/part-<shard><ext>`` files; returns the number of files written."""
+    """Batches -> temporary files under ``TEMP_ROOT/NAME/`` and their list, ``TEMP_ROOT/NAME.files.json``.
 
-    def __init__(self, directory: str, file_format: str = "jsonl", *, id_field: str = "id",
+    The pipeline only writes temporary files and reports them (shard, start, path, records,
+    bytes); the driver (``pipeline.outputs.finalize``) moves them to ``OUTPUT/NAME/part-*``
+    after the pipeline finished, checks each one is there as reported, and records it in the
+    manifest. Nothing under the output directory but the run's own temporary directory is
+    written while the pipeline runs.
+    """
+
+    def __init__(self, temp_root: str, name: str, file_format: str = "jsonl", *, id_field: str = "id",
                  messages_field: str = "messages") -> None:
         super().__init__()
-        self._directory = directory
+        self._temp_root = temp_root
+        self._name = name
         self._file_format = file_format
         self._id_field = id_field
         self._messages_field = messages_field
 
     def expand(self, batches):
-        # Created by the first file written into it (nothing happens at construction time).
-        temp_dir = FileSystems.join(self._directory, ".temp-" + uuid.uuid4().hex)
+        temp_dir = FileSystems.join(self._temp_root, self._name)
         written = batches | "WriteTemp" >> beam.ParDo(
             _WriteShardFiles(temp_dir, self._file_format, self._id_field, self._messages_field))
         return (
             written
             | "CollectFiles" >> beam.combiners.ToList()
-            | "Rename" >> beam.Map(_finalize, self._directory, temp_dir, FILE_FORMATS[self._file_format].extension)
+            | "Report" >> beam.Map(_write_report, report_path(self._temp_root, self._name))
         )
 
 

@@ -36,6 +36,7 @@ from apache_beam.io.filesystems import FileSystems
 from apache_beam.metrics import Metrics
 from apache_beam.pvalue import TaggedOutput
 
+from pipeline.testhooks import pause_point
 from transforms.conversations import NAMESPACE
 from transforms.records import Batch, Parsed, RawRecord, Unreadable, parse_json
 
@@ -307,6 +308,7 @@ class _ReadShard(beam.DoFn):
         self._shards = Metrics.counter(NAMESPACE, "shards_read")
 
     def process(self, shard: Shard):
+        pause_point("read")  # tests kill a run here (pipeline.testhooks)
         stats = {"records": 0, "blank_lines": 0}
         reported = 0
         for batch in iter_batches(shard, self._batch_size, stats):

@@ -1,0 +1,184 @@
+"""Running a command's pipeline so that its outputs can be trusted (docs/outputs.md).
+
+``execute(job, spec, build_graph)`` does, in this order, and stops at the first failure:
+
+1. builds the runner and the pipeline (Beam validates its options here) and, for a
+   ``--job_endpoint``, checks that a job service answers within ``--job-endpoint-timeout``
+   -> exit status 2, nothing touched;
+2. takes the output directory's lock (``pipeline.lock``) -> 2 if another run holds it;
+3. checks what is already in the output directory (``pipeline.outputs.check_output``) -> 2;
+4. runs the pipeline, which writes only into the run's temporary directory -> 1 if it fails
+   (the previous outputs are still there);
+5. finalizes: replaces the previous run's files, moves the new ones into place, checks every
+   one, writes summary, manifest and ``_SUCCESS`` -> 1 when a file is missing.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import sys
+import uuid
+from dataclasses import dataclass
+from typing import Callable
+
+import apache_beam as beam
+from apache_beam.io.filesystems import FileSystems
+from apache_beam.options.pipeline_options import PortableOptions
+from apache_beam.runners.runner import PipelineState
+
+from pipeline import lock as locks
+from pipeline import loopback
+from pipeline import outputs as owned
+from pipeline.options import ConfigError, Job
+
+LOG = logging.getLogger("convnorm")
+
+#: Options left out of the manifest: how a run treats its output directory rather than what it
+#: writes, and the directory itself (the manifest lies in it; a moved directory stays valid).
+#: So the same input and flags give a byte-identical manifest, with or without --overwrite.
+RUN_CONTROL_OPTIONS = frozenset({"overwrite", "break_stale_lock", "job_endpoint_timeout", "config", "output"})
+
+
+@dataclass(frozen=True)
+class OutputSpec:
+    """What a command writes under ``--output``."""
+
+    command: str
+    shard_outputs: dict[str, str]  # output directory name -> file extension
+    summary_file: str
+    #: ``recount(summary, records per output on disk)`` -> the summary written.
+    recount: Callable[[dict, dict], dict]
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        return (*self.shard_outputs, self.summary_file)
+
+
+@dataclass
+class Outcome:
+    status: int | None = None  # an exit status, or None when the run succeeded
+    summary: dict | None = None
+
+
+def _fail(status: int, message: str) -> Outcome:
+    print(f"convnorm: error: {message}", file=sys.stderr)
+    return Outcome(status)
+
+
+def _one_line(error: BaseException) -> str:
+    text = " ".join(str(error).split())
+    return f"{type(error).__name__}: {text}" if text else type(error).__name__
+
+
+def construct_pipeline(job: Job, build_graph: Callable, temp_dir: str) -> beam.Pipeline:
+    """The runner and the whole graph, or ConfigError: Beam validates its options in here."""
+    loopback.install()
+    try:
+        pipeline = beam.Pipeline(options=job.options)
+        build_graph(pipeline, job, temp_dir)
+    except Exception as error:  # noqa: BLE001 — Beam raises ValueError, ImportError, ...
+        raise ConfigError(f"Beam refused the options: {_one_line(error)}") from None
+    return pipeline
+
+
+def check_job_endpoint(job: Job) -> None:
+    """A ``--job_endpoint`` must answer within ``--job-endpoint-timeout`` (Beam would wait for
+    minutes without a word); ConfigError naming it otherwise."""
+    endpoint = job.options.view_as(PortableOptions).job_endpoint
+    if not endpoint or endpoint == "embed":
+        return
+    import grpc
+
+    channel = grpc.insecure_channel(endpoint)
+    try:
+        grpc.channel_ready_future(channel).result(timeout=job.job_endpoint_timeout)
+    except grpc.FutureTimeoutError:
+        raise ConfigError(
+            f"no job service answered at --job_endpoint {endpoint} within {job.job_endpoint_timeout:g} s "
+            "(--job-endpoint-timeout); start one (see configs/portable.yaml) or check the address") from None
+    finally:
+        channel.close()
+
+
+def _run(pipeline: beam.Pipeline) -> bool:
+    try:
+        result = pipeline.run()
+        state = result.wait_until_finish()
+    except Exception as error:  # noqa: BLE001 — a failed pipeline, whatever the runner raises
+        LOG.error("the pipeline failed: %s", _one_line(error)[:2000])
+        return False
+    if state != PipelineState.DONE:
+        LOG.error("the pipeline ended in state %s", state)
+        return False
+    return True
+
+
+def manifest_options(job: Job) -> dict:
+    options = job.options.get_all_options(drop_default=True)
+    return json.loads(json.dumps({k: v for k, v in sorted(options.items()) if k not in RUN_CONTROL_OPTIONS},
+                                 default=str))
+
+
+def execute(job: Job, spec: OutputSpec, build_graph: Callable) -> Outcome:
+    """Steps 1-5 above; ``build_graph(pipeline, job, temp_dir)`` applies the command's graph."""
+    output = job.output
+    run_id = uuid.uuid4().hex
+    temp_dir = FileSystems.join(output, owned.TEMP_PREFIX + run_id)
+    try:
+        pipeline = construct_pipeline(job, build_graph, temp_dir)
+        check_job_endpoint(job)
+    except ConfigError as error:
+        return _fail(2, str(error))
+
+    created = "://" not in output and not os.path.exists(output)
+    try:
+        lock = locks.acquire(output, run_id=run_id, command=spec.command, temp_dir=temp_dir,
+                             break_stale=job.break_stale_lock,
+                             clean_up=lambda holder: _clean_dead_run(output, holder))
+    except (locks.LockError, owned.OutputError) as error:
+        return _fail(2, str(error))
+
+    release = True
+    try:
+        try:
+            previous = owned.check_output(output, spec.names, job.overwrite)
+        except owned.OutputError as error:
+            return _fail(2, str(error))
+        if not _run(pipeline):
+            return Outcome(1)
+        release = False  # from here on, an unexpected error leaves the lock (and its record)
+        try:
+            result, summary = owned.finalize(output, temp_dir, spec.shard_outputs, spec.summary_file, lock,
+                                             previous, spec.recount)
+        except owned.OutputError as error:
+            release = True
+            return _fail(1, str(error))
+        owned.write_manifest(output, result, spec.command, manifest_options(job))
+        release = True
+        if not result.complete:
+            return _fail(1, "the run is incomplete, no _SUCCESS written: " + "; ".join(result.problems))
+        return Outcome(None, summary)
+    finally:
+        if release:
+            owned.remove_temp(temp_dir)
+            lock.release()
+            if created:
+                _remove_if_empty(output)
+        else:
+            print(f"convnorm: error: the run stopped while finalizing; the lock {lock.path} records what it "
+                  "was doing: rerun with --break-stale-lock to clean up", file=sys.stderr)
+
+
+def _clean_dead_run(output: str, holder: dict) -> None:
+    LOG.warning("taking over a stale lock (%s): deleting what that run recorded as its own",
+                locks.describe(holder))
+    owned.clean_dead_run(output, holder)
+
+
+def _remove_if_empty(directory: str) -> None:
+    try:
+        os.rmdir(directory)
+    except OSError:
+        pass

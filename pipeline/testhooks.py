@@ -1,0 +1,33 @@
+"""A pause point for tests that kill a run at a chosen moment (read, write, finalize).
+
+With ``CONVNORM_TEST_PAUSE_AT=<point>`` and ``CONVNORM_TEST_PAUSE_FILE=<path>`` in the
+environment, the first process that reaches ``pause_point(<point>)`` creates ``<path>`` and
+sleeps, so a test can wait for the file and then ``kill -9`` the run at exactly that point
+(tests/test_outputs.py). Without the variables it does nothing. Worker processes inherit the
+environment, so the points inside DoFns work in multi-process mode too.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+
+PAUSE_AT = "CONVNORM_TEST_PAUSE_AT"
+PAUSE_FILE = "CONVNORM_TEST_PAUSE_FILE"
+#: A paused run resumes after this long if nobody killed it (a test that forgot it).
+PAUSE_SECONDS = 120
+
+
+def pause_point(point: str) -> None:
+    if os.environ.get(PAUSE_AT) != point:
+        return
+    path = os.environ.get(PAUSE_FILE)
+    if not path:
+        return
+    try:
+        fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY)  # only the first one pauses
+    except FileExistsError:
+        return
+    os.write(fd, str(os.getpid()).encode())
+    os.close(fd)
+    time.sleep(PAUSE_SECONDS)

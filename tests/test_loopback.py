@@ -1,0 +1,149 @@
+"""Loopback only (issue 8): no listener on a non-loopback address while a run is going, in
+multi-process mode and on the portable runner with LOOPBACK workers; and a job endpoint that
+does not answer fails in bounded time naming it.
+
+The runs pause inside a DoFn (``pipeline.testhooks``), when every server of the run is up;
+the test then lists the listening sockets of the whole process tree from /proc
+(``listeners.py``) and kills the run.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from listeners import is_loopback, listeners  # noqa: E402
+from portable_services import (  # noqa: E402
+    ServiceError,
+    kill_group,
+    launch_service,
+    service_env,
+    wait_until_serving,
+)
+
+from pipeline import testhooks  # noqa: E402
+from pipeline.loopback import loopback_address  # noqa: E402
+
+ROOT = Path(__file__).resolve().parent.parent
+SAMPLE = ROOT / "samples" / "conversations.jsonl"
+TIMEOUT_S = 240
+
+pytestmark = pytest.mark.skipif(not os.path.exists("/proc/net/tcp"), reason="reads /proc (Linux)")
+
+
+def _paused_run(argv: list[str], work: Path) -> subprocess.Popen:
+    ready = work / "paused"
+    env = service_env(ROOT)
+    env.update({testhooks.PAUSE_AT: "write", testhooks.PAUSE_FILE: str(ready)})
+    log = work / "run.log"
+    with log.open("wb") as handle:
+        proc = subprocess.Popen([sys.executable, "-m", "pipeline", *map(str, argv)], cwd=work,
+                                stdin=subprocess.DEVNULL, stdout=handle, stderr=subprocess.STDOUT,
+                                env=env, start_new_session=True)
+    deadline = time.monotonic() + TIMEOUT_S
+    while not ready.exists():
+        if proc.poll() is not None or time.monotonic() > deadline:
+            kill_group(proc, timeout=5)
+            pytest.fail(f"the run never started writing:\n{log.read_text()[-3000:]}")
+        time.sleep(0.05)
+    return proc
+
+
+def _assert_all_loopback(found: list[tuple[int, str, int]]) -> None:
+    assert found, "no listening socket found: the enumeration sees nothing, so it proves nothing"
+    public = [f for f in found if not is_loopback(f[1])]
+    assert not public, f"listening beyond loopback (pid, address, port): {public}"
+
+
+def test_loopback_address_rewrites_only_wildcards():
+    assert loopback_address("[::]:0") == "localhost:0"
+    assert loopback_address("0.0.0.0:8099") == "localhost:8099"
+    assert loopback_address("localhost:5") == "localhost:5"
+    assert loopback_address("10.0.0.1:5") == "10.0.0.1:5"
+
+
+def test_multi_process_run_listens_on_loopback_only(tmp_path):
+    # Found: the local-parallel preset listened on several ports on all interfaces, and a
+    # control-plane call from another address returned the pipeline descriptor.
+    proc = _paused_run(["--input", SAMPLE, "--output", tmp_path / "out", "--direct_num_workers=2",
+                        "--direct_running_mode=multi_processing"], tmp_path)
+    try:
+        found = listeners([proc.pid])
+    finally:
+        kill_group(proc, timeout=5)
+    _assert_all_loopback(found)
+    assert len(found) >= 4  # control, data, state, logging at least
+
+
+@pytest.mark.portable
+def test_portable_loopback_run_listens_on_loopback_only(tmp_path):
+    # Found: the portable preset's LOOPBACK worker pool and the job service's FnApiRunner
+    # listened on all interfaces (the pool answers StartWorker/StopWorker from anyone).
+    work = tmp_path / "services"
+    work.mkdir()
+    env = service_env(ROOT)
+    port_file = work / "job_service.port"
+    service = launch_service("job service", [sys.executable, "-m", "pipeline.loopback", "job-service", "--port=0",
+                                             f"--port_file={port_file}", f"--staging_dir={work / 'staging'}"],
+                             work / "job_service.log", env, cwd=work)
+    try:
+        try:
+            wait_until_serving(service, port_file, timeout=60)
+        except ServiceError as error:
+            pytest.fail(f"job service did not start: {error}", pytrace=False)
+        proc = _paused_run(["--input", SAMPLE, "--output", tmp_path / "out", "--runner=PortableRunner",
+                            f"--job_endpoint={service.address}", "--environment_type=LOOPBACK"], tmp_path)
+        try:
+            driver = listeners([proc.pid])
+            served = listeners([service.proc.pid])
+        finally:
+            kill_group(proc, timeout=5)
+    finally:
+        kill_group(service.proc, timeout=5)
+    _assert_all_loopback(driver)  # the LOOPBACK worker pool lives in the driver
+    _assert_all_loopback(served)
+    assert any(port == service.port for _, _, port in served)
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_a_job_endpoint_that_does_not_answer_fails_in_bounded_time(tmp_path):
+    # Found: the portable preset with no job service running hung silently for minutes.
+    endpoint = f"localhost:{_free_port()}"
+    started = time.monotonic()
+    done = subprocess.run([sys.executable, "-m", "pipeline", "--input", str(SAMPLE), "--output", str(tmp_path / "out"),
+                           "--runner=PortableRunner", f"--job_endpoint={endpoint}", "--environment_type=LOOPBACK",
+                           "--job-endpoint-timeout=2"],
+                          cwd=tmp_path, env=service_env(ROOT), capture_output=True, text=True, timeout=120)
+    elapsed = time.monotonic() - started
+    assert done.returncode == 2, done.stderr[-2000:]
+    assert f"no job service answered at --job_endpoint {endpoint} within 2 s" in done.stderr
+    assert elapsed < 60
+    assert not (tmp_path / "out").exists()
+
+
+def test_job_endpoint_timeout_defaults_to_30_seconds():
+    from pipeline.options import load_job
+
+    job = load_job(["--input", str(SAMPLE), "--output", "unused"])
+    assert job.job_endpoint_timeout == 30.0
+
+
+def test_the_pause_hook_does_nothing_without_its_variables(monkeypatch):
+    monkeypatch.delenv(testhooks.PAUSE_AT, raising=False)
+    started = time.monotonic()
+    testhooks.pause_point("write")
+    assert time.monotonic() - started < 1
+    assert signal.SIGKILL  # the tests above kill paused runs with it

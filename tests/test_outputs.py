@@ -1,0 +1,338 @@
+"""Outputs you can trust (issue 8): a run deletes only what a manifest says it wrote, refuses
+dangerous output directories, checks every option before touching anything, holds a lock,
+and succeeds only when every file it reported is on disk. See docs/outputs.md.
+
+Runs that must be killed at a chosen point run as subprocesses paused by
+``pipeline.testhooks`` (an environment variable), then get SIGKILL: deterministic, no sleeps
+guessing at timing.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from pipeline import testhooks
+from pipeline.lock import LOCK_FILE
+from pipeline.main import main
+from pipeline.outputs import MANIFEST_FILE, SUCCESS_FILE, TEMP_PREFIX
+
+ROOT = Path(__file__).resolve().parent.parent
+SAMPLE = ROOT / "samples" / "conversations.jsonl"
+#: Limit for a subprocess run (healthy: a few seconds) and for reaching a pause point.
+RUN_TIMEOUT_S = 240
+
+
+def _run(*argv: str) -> int:
+    return main([str(a) for a in argv])
+
+
+def _tree(directory: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(directory)): p.read_bytes() for p in sorted(directory.rglob("*")) if p.is_file()}
+
+
+def _env(**extra: str) -> dict[str, str]:
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join([str(ROOT), *(p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p)])
+    env.update(extra)
+    return env
+
+
+def _start_paused(argv: list[str], point: str, work: Path) -> tuple[subprocess.Popen, Path]:
+    """``python -m pipeline ARGV`` in its own process group, paused at ``point``."""
+    ready = work / f"paused-{point}-{time.monotonic_ns()}"
+    log = (work / f"{ready.name}.log").open("wb")
+    proc = subprocess.Popen([sys.executable, "-m", "pipeline", *map(str, argv)], cwd=work, stdin=subprocess.DEVNULL,
+                            stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+                            env=_env(**{testhooks.PAUSE_AT: point, testhooks.PAUSE_FILE: str(ready)}))
+    deadline = time.monotonic() + RUN_TIMEOUT_S
+    while not ready.exists():
+        if proc.poll() is not None or time.monotonic() > deadline:
+            _kill(proc)
+            pytest.fail(f"the run never reached {point!r}:\n{Path(log.name).read_text()[-3000:]}")
+        time.sleep(0.05)
+    return proc, ready
+
+
+def _kill(proc: subprocess.Popen) -> None:
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+    proc.wait()
+
+
+def _dead_pid() -> int:
+    proc = subprocess.Popen([sys.executable, "-c", "pass"])
+    proc.wait()
+    return proc.pid
+
+
+# --------------------------------------------------------------------------------------------
+# 1. --overwrite deletes by ownership, not by name
+
+
+def test_overwrite_keeps_a_users_file_inside_an_output_folder(tmp_path):
+    out = tmp_path / "out"
+    assert _run("--input", SAMPLE, "--output", out) == 0
+    (out / "drops" / "keep.txt").write_text("mine")
+    assert _run("--input", SAMPLE, "--output", out, "--overwrite") == 0
+    assert (out / "drops" / "keep.txt").read_text() == "mine"
+    listed = [f["path"] for f in json.loads((out / MANIFEST_FILE).read_text())["files"]]
+    assert "drops/keep.txt" not in listed and "drops/part-00000.jsonl" in listed
+
+
+def test_overwrite_removes_every_file_of_the_previous_run_and_nothing_else(tmp_path):
+    second = tmp_path / "second.jsonl"
+    second.write_text('{"id": "x", "messages": [{"role": "user", "content": "hi"}]}\n')
+    out = tmp_path / "out"
+    assert _run("--input", SAMPLE, "--input", second, "--output", out) == 0
+    assert (out / "normalized" / "part-00001.jsonl").exists()
+    (out / "notes.txt").write_text("mine")
+    assert _run("--input", SAMPLE, "--output", out, "--overwrite") == 0
+    assert not (out / "normalized" / "part-00001.jsonl").exists()  # listed by the previous manifest
+    assert (out / "notes.txt").read_text() == "mine"
+    reference = tmp_path / "reference"
+    assert _run("--input", SAMPLE, "--output", reference) == 0
+    assert {k: v for k, v in _tree(out).items() if k != "notes.txt"} == _tree(reference)
+
+
+def test_input_under_the_output_is_neither_read_nor_deleted(tmp_path, capsys):
+    out = tmp_path / "out"
+    assert _run("--input", SAMPLE, "--output", out) == 0
+    before = _tree(out)
+    # Found: this deleted its own input and still said accounted: true, exit 0.
+    assert _run("--input", out / "normalized" / "*.jsonl", "--output", out, "--overwrite") == 2
+    assert "never reads its own output directory" in capsys.readouterr().err
+    assert _run("--input", out / "normalized" / "part-00000.jsonl", "--output", out, "--overwrite") == 2
+    assert "lies inside --output" in capsys.readouterr().err
+    assert _tree(out) == before
+
+
+def test_files_a_wildcard_matches_under_the_output_are_skipped(tmp_path, capsys):
+    out = tmp_path / "out"
+    assert _run("--input", SAMPLE, "--output", out) == 0
+    before = _tree(out)
+    assert _run("--input", SAMPLE, "--input", out / "normalized" / "*.jsonl", "--output", out, "--overwrite") == 0
+    after = _tree(out)
+    assert after.keys() == before.keys()
+    # The same single input: outputs identical, not read back (the manifest records the flags).
+    assert {k: v for k, v in after.items() if k != MANIFEST_FILE} == {k: v for k, v in before.items() if k != MANIFEST_FILE}
+
+
+@pytest.mark.parametrize("target, message", [
+    ("/", "is the filesystem root"),
+    ("HOME", "is the home directory"),
+    ("gs://some-bucket", "is the root of a gs:// bucket"),
+    ("gs://some-bucket/", "is the root of a gs:// bucket"),
+    ("s3://some-bucket", "is the root of a s3:// bucket"),
+])
+def test_dangerous_output_directories_are_refused(target, message, tmp_path, monkeypatch, capsys):
+    home = tmp_path / "home"
+    home.mkdir()
+    monkeypatch.setenv("HOME", str(home))
+    if target == "HOME":
+        target = str(home)
+    assert _run("--input", SAMPLE, "--output", target, "--overwrite") == 2
+    assert message in capsys.readouterr().err
+    assert list(home.iterdir()) == []
+
+
+def test_bad_beam_options_delete_nothing_and_exit_2_in_one_line(tmp_path, capsys):
+    out = tmp_path / "out"
+    assert _run("--input", SAMPLE, "--output", out) == 0
+    before = _tree(out)
+    capsys.readouterr()
+    # Found: this emptied the previous output, then failed with a traceback, exit 1.
+    assert _run("--input", SAMPLE, "--output", out, "--overwrite", "--runner", "DataflowRunner") == 2
+    err = capsys.readouterr().err
+    errors = [line for line in err.splitlines() if line.startswith("convnorm: error:")]
+    assert "Traceback" not in err and len(errors) == 1
+    assert "Missing required option: project" in errors[0]
+    assert _tree(out) == before
+
+
+def test_a_users_folder_is_not_called_convnorm_outputs(tmp_path, capsys):
+    out = tmp_path / "out"
+    (out / "drops").mkdir(parents=True)
+    (out / "drops" / "mine.txt").write_text("mine")
+    for extra in ([], ["--overwrite"]):
+        assert _run("--input", SAMPLE, "--output", out, *extra) == 2
+        err = capsys.readouterr().err
+        assert "convnorm outputs" not in err
+        assert "drops/mine.txt" in err and "no _convnorm_manifest.json" in err
+    assert _tree(out) == {"drops/mine.txt": b"mine"}
+
+
+def test_without_overwrite_a_previous_run_is_refused(tmp_path, capsys):
+    out = tmp_path / "out"
+    assert _run("--input", SAMPLE, "--output", out) == 0
+    assert _run("--input", SAMPLE, "--output", out) == 2
+    assert "--overwrite" in capsys.readouterr().err
+
+
+def test_a_manifest_entry_outside_the_directory_is_never_followed(tmp_path, capsys):
+    out = tmp_path / "out"
+    assert _run("--input", SAMPLE, "--output", out) == 0
+    victim = tmp_path / "victim.txt"
+    victim.write_text("precious")
+    manifest = json.loads((out / MANIFEST_FILE).read_text())
+    manifest["files"].append({"path": "../victim.txt", "records": 0, "bytes": 0, "sha256": ""})
+    (out / MANIFEST_FILE).write_text(json.dumps(manifest))
+    assert _run("--input", SAMPLE, "--output", out, "--overwrite") == 2
+    assert "not a plain path inside it" in capsys.readouterr().err
+    assert victim.read_text() == "precious"
+
+
+# --------------------------------------------------------------------------------------------
+# 2. success means every file is there
+
+
+class _LosingFile:
+    """A JSONL writer that loses (or truncates) its file after closing it."""
+
+    def __init__(self, path: str, mode: str) -> None:
+        from pipeline.sinks import _JsonLinesFile
+
+        self._inner, self._path, self._mode = _JsonLinesFile(path), path, mode
+
+    def write(self, items):
+        self._inner.write(items)
+
+    def close(self):
+        self._inner.close()
+        if "/drops/" in self._path:
+            if self._mode == "delete":
+                os.remove(self._path)
+            else:
+                data = Path(self._path).read_bytes()
+                Path(self._path).write_bytes(data[: data.rstrip(b"\n").rfind(b"\n") + 1])
+
+
+@pytest.mark.parametrize("mode", ["delete", "truncate"])
+def test_a_missing_or_short_file_fails_the_run(mode, tmp_path, monkeypatch, capsys):
+    from pipeline import sinks
+
+    monkeypatch.setitem(sinks.FILE_FORMATS, "jsonl",
+                        sinks.FileFormat(".jsonl", lambda path, *_: _LosingFile(path, mode)))
+    out = tmp_path / "out"
+    # Found: _finalize skipped the missing temp file and the run exited 0.
+    assert _run("--input", SAMPLE, "--output", out) == 1
+    err = capsys.readouterr().err
+    assert "drops/part-00000.jsonl" in err
+    assert not (out / SUCCESS_FILE).exists()
+    manifest = json.loads((out / MANIFEST_FILE).read_text())
+    assert manifest["complete"] is False and manifest["missing"]
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["accounted"] is False
+    if mode == "truncate":
+        lines = (out / "drops" / "part-00000.jsonl").read_bytes().count(b"\n")
+        assert "holds 300 records" in err and lines == 300
+    assert not (out / LOCK_FILE).exists() and not list(out.glob(TEMP_PREFIX + "*"))
+
+
+def test_summary_counts_the_records_in_the_files(tmp_path):
+    out = tmp_path / "out"
+    assert _run("--input", SAMPLE, "--output", out) == 0
+    summary = json.loads((out / "summary.json").read_text())
+    manifest = {f["path"]: f for f in json.loads((out / MANIFEST_FILE).read_text())["files"]}
+    assert summary["records_out"] == manifest["normalized/part-00000.jsonl"]["records"] == 301
+    assert summary["dead_letters"] == manifest["dead_letter/part-00000.jsonl"]["records"] == 6
+    for entry in manifest.values():
+        assert (out / entry["path"]).stat().st_size == entry["bytes"]
+    assert (out / SUCCESS_FILE).exists()
+
+
+# --------------------------------------------------------------------------------------------
+# 3. one run per output directory
+
+
+def test_a_second_run_into_the_same_output_exits_2_naming_the_holder(tmp_path, capsys):
+    out = tmp_path / "out"
+    first, _ = _start_paused(["--input", SAMPLE, "--output", out], "write", tmp_path)
+    try:
+        # Found: two overlapping runs both exited 0 with one run's files (or a mix) on disk.
+        for extra in ([], ["--overwrite"], ["--overwrite", "--break-stale-lock"]):
+            assert _run("--input", SAMPLE, "--output", out, *extra) == 2
+            err = capsys.readouterr().err
+            assert f"pid {first.pid} on host {socket.gethostname()}" in err and "in use" in err
+    finally:
+        _kill(first)
+    # Its holder is dead now: a stale lock, reported, and taken over only when asked.
+    assert _run("--input", SAMPLE, "--output", out) == 2
+    err = capsys.readouterr().err
+    assert "stale lock" in err and "--break-stale-lock" in err
+    assert _run("--input", SAMPLE, "--output", out, "--break-stale-lock") == 0
+    assert (out / SUCCESS_FILE).exists() and not (out / LOCK_FILE).exists()
+    assert not list(out.glob(TEMP_PREFIX + "*"))
+
+
+def test_a_lock_held_on_another_host_is_never_broken(tmp_path, capsys):
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / LOCK_FILE).write_text(json.dumps({"run_id": "x", "pid": _dead_pid(), "host": "elsewhere",
+                                             "started": "2026-01-01T00:00:00+00:00", "command": "run"}))
+    assert _run("--input", SAMPLE, "--output", out, "--break-stale-lock") == 2
+    assert "host elsewhere" in capsys.readouterr().err
+    assert (out / LOCK_FILE).exists()
+
+
+def test_a_stale_lock_names_its_dead_holder(tmp_path, capsys):
+    out = tmp_path / "out"
+    out.mkdir()
+    pid = _dead_pid()
+    (out / LOCK_FILE).write_text(json.dumps({"run_id": "x", "pid": pid, "host": socket.gethostname(),
+                                             "started": "2026-01-01T00:00:00+00:00", "command": "run"}))
+    assert _run("--input", SAMPLE, "--output", out) == 2
+    err = capsys.readouterr().err
+    assert "stale lock" in err and f"pid {pid}" in err and "--break-stale-lock" in err
+    assert _run("--input", SAMPLE, "--output", out, "--break-stale-lock") == 0
+
+
+# --------------------------------------------------------------------------------------------
+# 4. kill -9 at read, at write, at finalize; then --overwrite gives the uninterrupted outputs
+
+
+@pytest.mark.parametrize("point", ["read", "write", "finalize"])
+def test_kill_9_then_overwrite_gives_byte_identical_outputs(point, tmp_path, capsys):
+    out = tmp_path / "out"
+    # Several shards, so finalize has files left to move when it is killed.
+    argv = ["--input", SAMPLE, "--output", out, "--shard-bytes=262144"]
+    assert _run(*argv) == 0
+    reference = _tree(out)
+    assert len([k for k in reference if k.startswith("normalized/")]) > 1
+
+    killed, _ = _start_paused([*argv, "--overwrite"], point, tmp_path)
+    _kill(killed)
+    assert (out / LOCK_FILE).exists()
+    if point == "finalize":
+        # The previous run's files are being replaced: no marker claims completeness.
+        assert not (out / SUCCESS_FILE).exists()
+    else:
+        assert _tree(out).items() >= reference.items()  # the previous outputs are untouched so far
+
+    assert _run(*argv, "--overwrite") == 2
+    assert "stale lock" in capsys.readouterr().err
+    assert _run(*argv, "--overwrite", "--break-stale-lock") == 0
+    assert _tree(out) == reference
+
+
+def test_a_killed_first_run_is_cleaned_up_completely(tmp_path):
+    out = tmp_path / "out"
+    argv = ["--input", SAMPLE, "--output", out, "--shard-bytes=262144"]
+    killed, _ = _start_paused(argv, "finalize", tmp_path)
+    _kill(killed)
+    assert not (out / MANIFEST_FILE).exists() and not (out / SUCCESS_FILE).exists()
+    assert list(out.glob(TEMP_PREFIX + "*"))
+    assert _run(*argv, "--break-stale-lock") == 0  # its files are its own: no --overwrite needed
+    reference = tmp_path / "reference"
+    assert _run("--input", SAMPLE, "--output", reference, "--shard-bytes=262144") == 0
+    assert _tree(out) == _tree(reference)
