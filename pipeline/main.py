@@ -13,7 +13,9 @@ Examples::
     convnorm validate --input 'out/normalized/*.jsonl'
 
 ``main`` parses and validates the options (errors exit with status 2 before any pipeline is
-built), builds the graph with ``pipeline.build``, runs it and prints the summary.
+built); ``pipeline.execute`` builds the graph (``pipeline.build``), takes the output
+directory's lock, runs the pipeline and finalizes the outputs (docs/outputs.md); ``main``
+prints the summary.
 """
 
 from __future__ import annotations
@@ -81,11 +83,6 @@ def _help() -> str:
     )
     ConvNormOptions._add_argparse_args(parser)
     return parser.format_help()
-
-
-def _load_json_file(path: str) -> dict:
-    with FileSystems.open(path) as handle:
-        return json.loads(handle.read())
 
 
 def _recount_run(summary: dict, on_disk: dict) -> dict:

@@ -300,16 +300,14 @@ def finalize(output: str, temp_dir: str, outputs: dict[str, str], summary_name: 
                           "lists them as convnorm's: nothing was replaced")
 
     creating = [_relative(final, output) for _, _, final in moves] + [summary_name, MANIFEST_FILE, SUCCESS_FILE]
-    lock.record(creating=creating, deleting=[_relative(p, output) for p in sorted(replaced)],
-                dirs=list(outputs))
+    new_dirs = [name for name in outputs if not FileSystems.exists(FileSystems.join(output, name))]
+    lock.record(creating=creating, deleting=[_relative(p, output) for p in sorted(replaced)], dirs=new_dirs)
     # The previous run's marker first (no moment claims completeness falsely), its manifest last.
     previous_paths = sorted(replaced, key=lambda p: (p.endswith(SUCCESS_FILE) is False, p.endswith(MANIFEST_FILE)))
     _delete_existing(previous_paths)
 
-    for name in outputs:
-        directory = FileSystems.join(output, name)
-        if not FileSystems.exists(directory):
-            FileSystems.mkdirs(directory)
+    for name in new_dirs:
+        FileSystems.mkdirs(FileSystems.join(output, name))
     result = Finalized(counts={name: 0 for name in outputs})
     for i, (name, file, final) in enumerate(moves):
         if FileSystems.exists(file.temp):

@@ -2,9 +2,11 @@
 in its own process group, bound to localhost, stopped by process group (SIGTERM, then SIGKILL).
 They also get SIGTERM if the test process dies outright (Linux parent-death signal).
 
-- Job service: Beam's ``apache_beam.runners.portability.local_job_service_main`` as it is
-  (it binds ``localhost``; ``--port=0 --port_file`` lets it pick a free port and report it,
-  so there is no window between choosing a port and binding it).
+- Job service: Beam's ``apache_beam.runners.portability.local_job_service_main`` started
+  through ``python -m pipeline.loopback job-service``, as configs/portable.yaml says, so the
+  FnApiRunner servers of each job bind localhost as well as its job port; ``--port=0
+  --port_file`` lets it pick a free port and report it, so there is no window between
+  choosing a port and binding it.
 - Worker pool: Beam's own ``BeamFnExternalWorkerPoolServicer`` in process mode, the servicer
   that ``worker_pool_main`` (and the SDK container's ``--worker_pool`` mode, as used with Flink
   and Spark) runs. It is started by this file's ``__main__`` rather than by ``worker_pool_main``
@@ -205,7 +207,7 @@ def start_services(work_dir: Path, env: dict[str, str], *, timeout: float = 60.0
         services.started.append(services.worker_pool)
         services.job_service = launch_service(
             "job service",
-            [sys.executable, "-m", "apache_beam.runners.portability.local_job_service_main",
+            [sys.executable, "-m", "pipeline.loopback", "job-service",
              "--port=0", f"--port_file={job_port}", f"--staging_dir={staging}"],
             work_dir / "job_service.log", env, cwd=work_dir)
         services.started.append(services.job_service)

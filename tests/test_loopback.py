@@ -70,6 +70,15 @@ def test_loopback_address_rewrites_only_wildcards():
     assert loopback_address("10.0.0.1:5") == "10.0.0.1:5"
 
 
+def test_in_process_run_listens_on_nothing_public(tmp_path):
+    proc = _paused_run(["--input", SAMPLE, "--output", tmp_path / "out"], tmp_path)
+    try:
+        found = listeners([proc.pid])
+    finally:
+        kill_group(proc, timeout=5)
+    assert [f for f in found if not is_loopback(f[1])] == []
+
+
 def test_multi_process_run_listens_on_loopback_only(tmp_path):
     # Found: the local-parallel preset listened on several ports on all interfaces, and a
     # control-plane call from another address returned the pipeline descriptor.
