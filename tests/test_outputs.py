@@ -322,8 +322,11 @@ def test_kill_9_then_overwrite_gives_byte_identical_outputs(point, tmp_path, cap
     _kill(killed)
     assert (out / LOCK_FILE).exists()
     if point == "finalize":
-        # The previous run's files are being replaced: no marker claims completeness.
-        assert not (out / SUCCESS_FILE).exists()
+        # The previous run's files are being replaced: no marker claims completeness, and
+        # no manifest claims files (the lock records them).
+        assert not (out / SUCCESS_FILE).exists() and not (out / MANIFEST_FILE).exists()
+        holder = json.loads((out / LOCK_FILE).read_text())
+        assert "normalized/part-00000.jsonl" in holder["creating"] and "summary.json" in holder["deleting"]
     else:
         assert _tree(out).items() >= reference.items()  # the previous outputs are untouched so far
 
