@@ -175,6 +175,21 @@ def read_manifest(output: str) -> dict | None:
     return manifest
 
 
+def _size(path: str) -> int | None:
+    """The size of an existing file, or None (gone: nothing to protect)."""
+    try:
+        found = FileSystems.match([path])[0].metadata_list
+    except Exception:  # noqa: BLE001 — no such file
+        return None
+    return found[0].size_in_bytes if found else None
+
+
+def _listed_sizes(output: str, manifest: dict) -> list[tuple[str, int | None]]:
+    """(path, size the manifest records) of every existing file a manifest lists."""
+    listed = [(_join(output, e["path"]), e.get("bytes")) for e in manifest.get("files", [])]
+    return [(path, size) for path, size in listed if _size(path) is not None]
+
+
 def owned_paths(output: str, manifest: dict | None) -> list[str]:
     """Every path a manifest makes ours: its files, the summary, the marker, itself."""
     if not manifest:
@@ -197,6 +212,12 @@ def check_output(output: str, names: tuple[str, ...], overwrite: bool) -> dict |
                 f"--output {output!r} holds the outputs of an earlier convnorm run ({len(manifest.get('files', []))} "
                 f"files listed in {MANIFEST_FILE}); pass --overwrite to replace exactly those, or choose another "
                 "directory")
+        changed = [path for path, size in _listed_sizes(output, manifest) if size is not None and size != _size(path)]
+        if changed:
+            raise OutputError(
+                f"--output {output!r}: {_listing(changed, output)} changed since convnorm wrote them (their size is "
+                f"not the one {MANIFEST_FILE} records), so they may be yours now; convnorm deletes only what it can "
+                "prove it wrote: move them away and run again")
         return manifest
     candidates = [FileSystems.join(output, n) for n in (*names, SUCCESS_FILE)]
     found = [f for c in candidates for f in _list_files(c)]

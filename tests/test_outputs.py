@@ -90,6 +90,17 @@ def test_overwrite_keeps_a_users_file_inside_an_output_folder(tmp_path):
     assert "drops/keep.txt" not in listed and "drops/part-00000.jsonl" in listed
 
 
+def test_overwrite_refuses_a_listed_file_that_was_changed_since(tmp_path, capsys):
+    out = tmp_path / "out"
+    assert _run("--input", SAMPLE, "--output", out) == 0
+    with (out / "drops" / "part-00000.jsonl").open("ab") as handle:
+        handle.write(b'{"mine": true}\n')
+    before = _tree(out)
+    assert _run("--input", SAMPLE, "--output", out, "--overwrite") == 2
+    assert "drops/part-00000.jsonl changed since convnorm wrote them" in capsys.readouterr().err
+    assert _tree(out) == before
+
+
 def test_overwrite_removes_every_file_of_the_previous_run_and_nothing_else(tmp_path):
     second = tmp_path / "second.jsonl"
     second.write_text('{"id": "x", "messages": [{"role": "user", "content": "hi"}]}\n')
