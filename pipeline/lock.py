@@ -157,9 +157,14 @@ def acquire(output: str, *, run_id: str, command: str, temp_dir: str, break_stal
         "command": command,
         "temp_dir": temp_dir,
     }
-    if _create_exclusive(path, content):
-        return OutputLock(output, path, content)
-    holder = read_lock(output) or {}
+    for _attempt in range(3):  # the holder may finish between our create and our read
+        if _create_exclusive(path, content):
+            return OutputLock(output, path, content)
+        holder = read_lock(output)
+        if holder is not None:
+            break
+    else:
+        raise LockError(f"--output {output!r}: its lock {path} keeps appearing and disappearing; try again")
     if holder.get("unreadable"):
         raise LockError(f"--output {output!r} has a lock file {path} that cannot be read; if no convnorm run "
                         "is using this directory, delete that file and run again")

@@ -358,3 +358,13 @@ def test_a_killed_first_run_is_cleaned_up_completely(tmp_path):
     reference = tmp_path / "reference"
     assert _run("--input", SAMPLE, "--output", reference, "--shard-bytes=262144") == 0
     assert _tree(out) == _tree(reference)
+
+
+def test_a_reused_pid_does_not_keep_a_lock_alive():
+    from pipeline.lock import _process_start, is_stale
+
+    me = {"pid": os.getpid(), "host": socket.gethostname()}
+    assert not is_stale({**me, "pid_start": _process_start(os.getpid())})
+    assert is_stale({**me, "pid_start": "1"})  # same pid, another process start: the holder is gone
+    assert is_stale({"pid": _dead_pid(), "host": socket.gethostname()})
+    assert not is_stale({"pid": _dead_pid(), "host": "elsewhere"})
