@@ -60,6 +60,8 @@ class ConvNormOptions(PipelineOptions):
         group.add_argument("--max-tokens", dest="max_tokens", type=int, default=None,
                            help="max_tokens for anthropic request bodies whose record has none "
                                 "(the Messages API requires it)")
+        group.add_argument("--tools-field", dest="tools_field", default="tools",
+                           help="dotted path of a record's tool definitions for the writers (e.g. kwargs.tools)")
         group.add_argument("--messages-field", dest="messages_field", default="messages",
                            help="field of a record object that holds its message list")
         group.add_argument("--id-field", dest="id_field", default="id",
@@ -216,6 +218,7 @@ def load_job(argv: list[str], *, output_required: bool = True,
         sink=ours.sink,
         model=ours.model,
         max_tokens=ours.max_tokens,
+        tools_field=ours.tools_field,
         check=ours.check,
         raw_limit=ours.raw_limit,
     )

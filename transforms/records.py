@@ -99,6 +99,8 @@ class Settings:
     sink: str = "flat"
     model: str | None = None
     max_tokens: int | None = None
+    #: Dotted path of a record's tool definitions for the writers (``--tools-field``).
+    tools_field: str = "tools"
     #: Also run the strict sendability check on every normalized conversation.
     check: bool = False
     raw_limit: int = DEFAULT_RAW_LIMIT
@@ -118,6 +120,8 @@ class Settings:
             found.append("--id-field must not be empty")
         if self.id_field == self.messages_field:
             found.append("--id-field and --messages-field must differ")
+        if not self.tools_field or any(not part for part in self.tools_field.split(".")):
+            found.append(f"--tools-field {self.tools_field!r} is not a dotted path of field names")
         if self.max_tokens is not None and self.max_tokens < 1:
             found.append("--max-tokens must be at least 1")
         if self.raw_limit < 0:
@@ -355,14 +359,19 @@ def _process(raw: RawRecord, settings: Settings) -> tuple[dict, dict]:
     }
     if result.repairs:
         metrics["repairs"] = result.repairs
+    if conversation.report:
+        metrics["reader_report"] = conversation.report
     if settings.check:
         metrics["violations"] = count_by_kind(check_sendable(result.messages))
 
-    context = WriteContext(rid, settings.messages_field, settings.id_field, settings.model, settings.max_tokens)
+    context = WriteContext(rid, settings.messages_field, settings.id_field, settings.model, settings.max_tokens,
+                           settings.tools_field)
     try:
         output = WRITERS[settings.sink].write(normalized, context)
     except FormatError as error:
         raise _DeadLetter("unwritable", f"{settings.sink}: {error.reason}: {error}") from None
+    if context.report:
+        metrics["writer_report"] = context.report
     try:
         # Serialize here, inside the guard: a value JSON cannot hold (a Parquet decimal, a
         # lone surrogate) must make this record a dead letter, not fail the file writer.
