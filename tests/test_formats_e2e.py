@@ -30,7 +30,7 @@ def _outputs(out: Path, name: str) -> list[dict]:
 
 
 def test_every_provider_reader_has_a_sample():
-    assert set(SAMPLE_FILES) == {"openai", "openai-responses", "anthropic", "sharegpt"}
+    assert set(SAMPLE_FILES) == {"openai", "openai-responses", "anthropic", "sharegpt", "gemini"}
     for path in SAMPLE_FILES.values():
         assert path.exists(), path
 

@@ -19,7 +19,7 @@ from transforms.normalize import normalize_conversation  # noqa: E402
 from transforms.validate import check_sendable  # noqa: E402
 
 SAMPLES = ROOT / "samples" / "formats"
-FORMATS = ("openai", "openai-responses", "anthropic", "sharegpt")
+FORMATS = ("openai", "openai-responses", "anthropic", "sharegpt", "gemini")
 CHECKS = {
     "openai-finetune": shapes.openai_finetune_errors,
     "openai-batch": shapes.openai_batch_errors,

@@ -23,7 +23,7 @@ from transforms.formats import READERS, WRITERS, FormatError, WriteContext, Writ
 from transforms.normalize import INTERRUPTED_RESULT, normalize_conversation  # noqa: E402
 
 DATA = Path(__file__).parent / "data"
-FORMATS = ("openai", "openai-responses", "anthropic", "sharegpt")
+FORMATS = ("openai", "openai-responses", "anthropic", "sharegpt", "gemini")
 CHECKS = {
     "openai-finetune": shapes.openai_finetune_errors,
     "openai-batch": shapes.openai_batch_errors,
