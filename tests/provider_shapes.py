@@ -17,7 +17,9 @@ Written from /work/shared/spec/FORMATS.md (sections 1, 2 and 4), independently o
   blocks, ``tool_use`` only in assistant messages with ``input`` an object and an id matching
   ``[A-Za-z0-9_-]+``, each ``tool_use`` answered by a ``tool_result`` in the very next message
   (a user message) and each ``tool_result`` matching a ``tool_use`` of the message right before,
-  ``tool_result`` blocks before any other block of their message, ids unique.
+  ``tool_result`` blocks before any other block of their message, ids unique; a tool
+  definition (``{name, description?, input_schema, cache_control?, strict?: bool}``, the SDK's
+  ``ToolParam``, or a server tool with its own ``type``) for every tool a ``tool_use`` names.
 """
 
 from __future__ import annotations
@@ -273,6 +275,7 @@ def anthropic_request_errors(body: Any) -> list[str]:
     if previous_uses:
         errors.append(f"end: tool_use ids {sorted(previous_uses)} never answered")
     tools = body.get("tools")
+    defined: set = set()
     if tools is not None:
         if not isinstance(tools, list) or not tools:
             errors.append("tools is not a non-empty list")
@@ -280,8 +283,18 @@ def anthropic_request_errors(body: Any) -> list[str]:
             for k, tool in enumerate(tools):
                 if not isinstance(tool, dict) or not isinstance(tool.get("name"), str):
                     errors.append(f"tools[{k}]: no name")
-                elif "type" not in tool and not isinstance(tool.get("input_schema"), dict):
+                    continue
+                defined.add(tool["name"])
+                if "type" not in tool and not isinstance(tool.get("input_schema"), dict):
                     errors.append(f"tools[{k}]: input_schema is not an object")
-                elif "type" not in tool and not set(tool) <= {"name", "description", "input_schema", "cache_control"}:
+                elif "type" not in tool and not set(tool) <= {"name", "description", "input_schema", "cache_control", "strict"}:
                     errors.append(f"tools[{k}]: unexpected keys {sorted(tool)}")
+                elif "strict" in tool and not isinstance(tool["strict"], bool):
+                    errors.append(f"tools[{k}]: strict is not a boolean")
+    # Every tool a tool_use names needs a definition in `tools`.
+    for n, m in enumerate(messages):
+        content = m.get("content") if isinstance(m, dict) else None
+        for block in content if isinstance(content, list) else ():
+            if isinstance(block, dict) and block.get("type") == "tool_use" and block.get("name") not in defined:
+                errors.append(f"messages[{n}]: tool_use of {block.get('name')!r}, which has no tool definition")
     return errors
