@@ -437,9 +437,14 @@ def check_record(raw: RawRecord, settings: Settings) -> Outcome:
     return _guarded(_check, raw, settings)
 
 
-def process_batch(records: list, settings: Settings, step=process_record) -> BatchResult:
+def process_batch(records: list, settings: Settings, step=process_record, taken: dict | None = None) -> BatchResult:
     """``step`` (``process_record`` or ``check_record``) over a batch, split by destination,
-    input order kept."""
+    input order kept.
+
+    ``taken`` is the state of the output file the batch goes to (the caller starts a new one
+    per file): when the sink's writer has a ``unique_field``, repeated values are renamed
+    (``make_unique``).
+    """
     outputs, metrics, letters = [], [], []
     for raw in records:
         outcome = step(raw, settings)
@@ -449,4 +454,37 @@ def process_batch(records: list, settings: Settings, step=process_record) -> Bat
                 metrics.append(outcome.metrics)
         else:
             letters.append(outcome.dead_letter)
+    unique_field = WRITERS[settings.sink].unique_field if step is process_record else None
+    if unique_field is not None and taken is not None:
+        make_unique(outputs, metrics, unique_field, taken)
     return BatchResult(outputs, metrics, letters)
+
+
+#: Separator of a renamed duplicate value and its occurrence number: ``<value>~2``.
+UNIQUE_SEPARATOR = "~"
+
+
+def make_unique(outputs: list, metrics: list, field: str, taken: dict) -> None:
+    """Rename repeated ``field`` values in place, deterministically, in output order.
+
+    The n-th occurrence of a value becomes ``<value>~n`` (``~n+1`` ... if that is taken too);
+    ``taken`` maps every value used so far in the file to its occurrences. Each rename is
+    counted in its record's writer report as ``duplicate_<field>_renamed``.
+    """
+    for output, record_metrics in zip(outputs, metrics):
+        value = output.get(field) if isinstance(output, dict) else None
+        if not isinstance(value, str):
+            continue
+        if value not in taken:
+            taken[value] = 1
+            continue
+        n = taken[value] + 1
+        while f"{value}{UNIQUE_SEPARATOR}{n}" in taken:
+            n += 1
+        taken[value] = n
+        renamed = f"{value}{UNIQUE_SEPARATOR}{n}"
+        taken[renamed] = 1
+        output[field] = renamed
+        report = record_metrics.setdefault("writer_report", {})
+        name = f"duplicate_{field}_renamed"
+        report[name] = report.get(name, 0) + 1

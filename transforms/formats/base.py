@@ -105,6 +105,10 @@ class Writer:
     #: a writer that never reads an option leaves it out, and gets no warning for it. Names are
     #: checked against ``WriteContext`` at registration.
     uses: tuple[str, ...] = ()
+    #: A top-level output field whose values must be unique within an output file (the
+    #: Batch API refuses a file with a repeated ``custom_id``): the job renames the second
+    #: and later occurrences ``<value>~2``, ``<value>~3`` ... and counts them.
+    unique_field: str | None = None
 
     def __post_init__(self) -> None:
         known = {f.name for f in fields(WriteContext)}

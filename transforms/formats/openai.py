@@ -367,5 +367,6 @@ OPENAI_BATCH_WRITER = register_writer(
         write_openai_batch,
         description="OpenAI Batch API input line (/v1/chat/completions)",
         uses=("model",),  # body.model: --model, else the record's own
+        unique_field="custom_id",  # the Batch API refuses a file that repeats one
     )
 )
