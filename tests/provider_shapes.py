@@ -298,3 +298,55 @@ def anthropic_request_errors(body: Any) -> list[str]:
             if isinstance(block, dict) and block.get("type") == "tool_use" and block.get("name") not in defined:
                 errors.append(f"messages[{n}]: tool_use of {block.get('name')!r}, which has no tool definition")
     return errors
+
+
+# --------------------------------------------------------------------------------------------
+# LLaMA-Factory ShareGPT training records (hiyouga/LLaMA-Factory data/README.md and
+# src/llamafactory/data/converter.py, as summarized in FORMATS.md §6): `conversations` of
+# {from, value} with human/observation at odd positions and gpt/function_call at even ones, an
+# even number of turns, function_call values JSON {name, arguments: object} or a list of them,
+# `system` a string, `tools` a JSON string of a list of {name, description?, parameters?}.
+
+_LF_ODD, _LF_EVEN = ("human", "observation"), ("gpt", "function_call")
+
+
+def sharegpt_training_errors(record: Any) -> list[str]:
+    if not isinstance(record, dict):
+        return ["record is not an object"]
+    errors = []
+    turns = record.get("conversations")
+    if not isinstance(turns, list) or not turns:
+        return ["conversations is not a non-empty list"]
+    for n, turn in enumerate(turns):
+        where = f"conversations[{n}]"
+        if not isinstance(turn, dict) or set(turn) != {"from", "value"} or not isinstance(turn.get("value"), str):
+            errors.append(f"{where}: not {{from, value: str}}")
+            continue
+        allowed = _LF_ODD if n % 2 == 0 else _LF_EVEN
+        if turn["from"] not in allowed:
+            errors.append(f"{where}: {turn['from']!r} where {allowed} belong")
+        if turn["from"] == "function_call":
+            try:
+                value = __import__("json").loads(turn["value"])
+            except ValueError:
+                errors.append(f"{where}: function_call value is not JSON")
+                continue
+            calls = value if isinstance(value, list) else [value]
+            for call in calls:
+                if not isinstance(call, dict) or set(call) != {"name", "arguments"} or not isinstance(call["name"], str):
+                    errors.append(f"{where}: a call is not {{name, arguments}}")
+    if len(turns) % 2:
+        errors.append(f"{len(turns)} turns, not an even number")
+    if "system" in record and not isinstance(record["system"], str):
+        errors.append("system is not a string")
+    if "tools" in record:
+        try:
+            tools = __import__("json").loads(record["tools"]) if isinstance(record["tools"], str) else None
+        except ValueError:
+            tools = None
+        if not isinstance(tools, list) or not all(
+            isinstance(t, dict) and isinstance(t.get("name"), str) and set(t) <= {"name", "description", "parameters"}
+            for t in tools
+        ):
+            errors.append("tools is not a JSON string of a list of {name, description?, parameters?}")
+    return errors

@@ -6,7 +6,12 @@ import json
 from pathlib import Path
 
 import pytest
-from provider_shapes import anthropic_request_errors, openai_batch_errors, openai_finetune_errors
+from provider_shapes import (
+    anthropic_request_errors,
+    openai_batch_errors,
+    openai_finetune_errors,
+    sharegpt_training_errors,
+)
 
 from pipeline.main import main
 from transforms.formats import READERS, WRITERS, detect_reader
@@ -18,6 +23,7 @@ SHAPE_CHECKS = {
     "openai-finetune": openai_finetune_errors,
     "openai-batch": openai_batch_errors,
     "anthropic": anthropic_request_errors,
+    "sharegpt": sharegpt_training_errors,
 }
 
 
@@ -57,6 +63,12 @@ def test_all_readers_to_writer(writer, tmp_path):
         # tool_use input must be an object, so that record cannot be written and says why.
         assert [(d["reason"], d["detail"].split(":")[1].strip()) for d in letters] == [("unwritable", "args_not_json")]
         assert letters[0]["source"].endswith("openai-responses.jsonl")
+    elif writer == "sharegpt":
+        # LLaMA-Factory drops conversations that break its turn order (a trailing healed result,
+        # user text right after results): the writer refuses them instead, saying why.
+        reasons = sorted(d["detail"].split(":")[1].strip() for d in letters)
+        assert reasons == ["turn_order"] * 19 + ["unconvertible_tool"]
+        assert all(d["reason"] == "unwritable" for d in letters)
     else:
         assert letters == []
     lines = _outputs(out, "normalized")

@@ -111,6 +111,7 @@ def test_writers_declare_the_options_they_fall_back_to():
         "openai-finetune": (),
         "openai-batch": ("model",),
         "anthropic": ("model", "max_tokens"),
+        "sharegpt": (),
     }
     with pytest.raises(ValueError, match="unknown WriteContext field"):
         Writer("x", lambda record, ctx: record, uses=("temperature",))
