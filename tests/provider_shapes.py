@@ -350,3 +350,77 @@ def sharegpt_training_errors(record: Any) -> list[str]:
         ):
             errors.append("tools is not a JSON string of a list of {name, description?, parameters?}")
     return errors
+
+
+# --------------------------------------------------------------------------------------------
+# OpenAI Responses request bodies (FORMATS.md §3, openai-python types/responses): `input` items
+# message {type?, role, content}, function_call {call_id, name, arguments: str},
+# function_call_output {call_id, output}, custom_tool_call {call_id, name, input: str} /
+# custom_tool_call_output; "every function_call needs a function_call_output with the same
+# call_id, and vice versa"; call ids unique; `instructions` a string.
+
+_RS_ROLES = ("user", "assistant", "system", "developer")
+
+
+def openai_responses_errors(body: Any) -> list[str]:
+    if not isinstance(body, dict):
+        return ["body is not an object"]
+    errors = []
+    extra = set(body) - {"model", "instructions", "input", "tools", "tool_choice", "parallel_tool_calls",
+                         "temperature", "max_output_tokens", "metadata", "reasoning", "store", "text"}
+    if extra:
+        errors.append(f"unexpected keys {sorted(extra)}")
+    if "instructions" in body and not isinstance(body["instructions"], str):
+        errors.append("instructions is not a string")
+    items = body.get("input")
+    if not isinstance(items, list) or not items:
+        return errors + ["input is not a non-empty list"]
+    calls: dict = {}  # call_id -> kind of its output
+    answered: set = set()
+    for n, item in enumerate(items):
+        where = f"input[{n}]"
+        kind = item.get("type", "message") if isinstance(item, dict) else None
+        if kind == "message":
+            if item.get("role") not in _RS_ROLES or not isinstance(item.get("content"), (str, list)):
+                errors.append(f"{where}: not a message {{role, content}}")
+        elif kind in ("function_call", "custom_tool_call"):
+            value = "arguments" if kind == "function_call" else "input"
+            if set(item) != {"type", "call_id", "name", value}:
+                errors.append(f"{where}: keys {sorted(item)}")
+            call_id = item.get("call_id")
+            if not isinstance(call_id, str) or not call_id:
+                errors.append(f"{where}: call_id {call_id!r}")
+            elif call_id in calls:
+                errors.append(f"{where}: call_id {call_id!r} used twice")
+            else:
+                calls[call_id] = kind + "_output" if kind == "custom_tool_call" else "function_call_output"
+            if not isinstance(item.get("name"), str) or not item.get("name"):
+                errors.append(f"{where}: name {item.get('name')!r}")
+            if not isinstance(item.get(value), str):
+                errors.append(f"{where}: {value} is not a string")
+        elif kind in ("function_call_output", "custom_tool_call_output"):
+            call_id = item.get("call_id")
+            if set(item) != {"type", "call_id", "output"} or not isinstance(item.get("output"), (str, list)):
+                errors.append(f"{where}: not {{type, call_id, output}}")
+            if calls.get(call_id) != kind:
+                errors.append(f"{where}: no {kind[:-7]} with call_id {call_id!r} before it")
+            elif call_id in answered:
+                errors.append(f"{where}: second output for {call_id!r}")
+            answered.add(call_id)
+        else:
+            errors.append(f"{where}: item type {kind!r}")
+    missing = set(calls) - answered
+    if missing:
+        errors.append(f"calls {sorted(missing)} have no output")
+    tools = body.get("tools")
+    if tools is not None:
+        if not isinstance(tools, list) or not tools:
+            errors.append("tools is not a non-empty list")
+        else:
+            for k, tool in enumerate(tools):
+                if not isinstance(tool, dict) or tool.get("type") not in ("function", "custom") \
+                        or not isinstance(tool.get("name"), str):
+                    errors.append(f"tools[{k}]: not {{type: function|custom, name, ...}}")
+                elif tool["type"] == "function" and not set(tool) <= {"type", "name", "description", "parameters", "strict"}:
+                    errors.append(f"tools[{k}]: unexpected keys {sorted(tool)}")
+    return errors

@@ -10,6 +10,7 @@ from provider_shapes import (
     anthropic_request_errors,
     openai_batch_errors,
     openai_finetune_errors,
+    openai_responses_errors,
     sharegpt_training_errors,
 )
 
@@ -24,6 +25,7 @@ SHAPE_CHECKS = {
     "openai-batch": openai_batch_errors,
     "anthropic": anthropic_request_errors,
     "sharegpt": sharegpt_training_errors,
+    "openai-responses": openai_responses_errors,
 }
 
 
@@ -93,3 +95,15 @@ def test_explicit_format_reads_its_sample(reader, tmp_path):
     summary = json.loads((out / "summary.json").read_text())
     assert summary["records_out"] == len(_records(SAMPLE_FILES[reader]))
     assert summary["dead_letters"] == 0
+
+
+@pytest.mark.parametrize("writer", sorted(WRITERS))
+def test_every_writers_output_passes_convnorm_validate(writer, tmp_path):
+    # The job's own output, checked as it is by `convnorm validate` (auto-detected reader).
+    out = tmp_path / "out"
+    assert main(["--input", str(SAMPLES / "*.jsonl"), "--output", str(out), "--sink", writer,
+                 "--model", "test-model", "--max-tokens", "512"]) == 0
+    report = tmp_path / "report"
+    assert main(["validate", "--input", str(out / "normalized" / "*.jsonl"), "--output", str(report)]) == 0
+    validation = json.loads((report / "validation.json").read_text())
+    assert validation["sendable"] and validation["conversations_checked"] == len(_outputs(out, "normalized"))

@@ -24,7 +24,8 @@ CHECKS = {
     "openai-finetune": shapes.openai_finetune_errors,
     "openai-batch": shapes.openai_batch_errors,
     "anthropic": shapes.anthropic_request_errors,
-}
+    "openai-responses": shapes.openai_responses_errors,
+}  # sharegpt: checked with its refusals in test_formats_e2e
 REFUSED = {("rs-custom-tool", "anthropic"): "args_not_json"}  # free-text custom tool input
 
 

@@ -28,6 +28,7 @@ CHECKS = {
     "openai-finetune": shapes.openai_finetune_errors,
     "openai-batch": shapes.openai_batch_errors,
     "anthropic": shapes.anthropic_request_errors,
+    "openai-responses": shapes.openai_responses_errors,
 }
 # Fixtures a writer must refuse, and why: the target format cannot hold them.
 REFUSED = {
@@ -112,6 +113,7 @@ def test_writers_declare_the_options_they_fall_back_to():
         "openai-batch": ("model",),
         "anthropic": ("model", "max_tokens"),
         "sharegpt": (),
+        "openai-responses": ("model",),
     }
     with pytest.raises(ValueError, match="unknown WriteContext field"):
         Writer("x", lambda record, ctx: record, uses=("temperature",))
