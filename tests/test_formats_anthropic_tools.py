@@ -104,3 +104,24 @@ def test_the_checker_refuses_a_tool_use_of_an_undefined_tool():
         {"role": "assistant", "content": [{"type": "tool_use", "id": "a", "name": "search", "input": {}}]},
         {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "a", "content": "x"}]}]}
     assert any("no tool definition" in e for e in shapes.anthropic_request_errors(body))
+
+
+def test_tools_field_option_in_the_job(tmp_path):
+    import json
+
+    from pipeline.main import main
+
+    tools = [{"type": "function", "function": {"name": "get_weather", "parameters": SCHEMA, "strict": None}}]
+    record = {"id": "r1", "messages": CALLING, "kwargs": {"tools": tools}}
+    source = tmp_path / "in.jsonl"
+    source.write_text(json.dumps(record) + "\n")
+    for sink in ("anthropic", "openai-finetune", "openai-responses", "sharegpt"):
+        out = tmp_path / sink
+        assert main(["--input", str(source), "--output", str(out), "--sink", sink, "--tools-field", "kwargs.tools",
+                     "--model", "m", "--max-tokens", "8"]) == 0
+        (line,) = [json.loads(x) for p in (out / "normalized").glob("*.jsonl") for x in p.read_text().splitlines()]
+        written = json.loads(line["tools"]) if sink == "sharegpt" else line["tools"]
+        assert [t.get("name") or t["function"]["name"] for t in written] == ["get_weather"], sink
+    summary = json.loads((tmp_path / "anthropic" / "summary.json").read_text())
+    assert summary["writer_report"] == {"discarded_tool_fields": {"strict": 1}}
+    assert main(["--input", str(source), "--output", str(tmp_path / "bad"), "--tools-field", "kwargs..tools"]) == 2

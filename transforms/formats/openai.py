@@ -56,8 +56,8 @@ from transforms.formats._common import (
     normalized_messages,
     openai_tool,
     record_model,
-    record_tools,
 )
+from transforms.formats._tools import tools_for
 from transforms.formats.base import (
     Conversation,
     FormatError,
@@ -309,9 +309,9 @@ def flat_to_openai(messages: list, custom_tools: frozenset = frozenset()) -> lis
     return out
 
 
-def _tools(record: dict) -> tuple[list | None, frozenset]:
+def _tools(record: dict, ctx: WriteContext) -> tuple[list | None, frozenset]:
     """The record's tools in the Chat Completions shape, and the names of its custom tools."""
-    tools = record_tools(record)
+    tools = tools_for(record, ctx)  # --tools-field, else tools / functions
     if tools is None:
         return None, frozenset()
     tools = [openai_tool(t) for t in tools]
@@ -319,7 +319,7 @@ def _tools(record: dict) -> tuple[list | None, frozenset]:
 
 
 def write_openai_finetune(record: dict, ctx: WriteContext) -> dict:
-    tools, custom_tools = _tools(record)
+    tools, custom_tools = _tools(record, ctx)
     messages = flat_to_openai(normalized_messages(record, ctx.messages_field), custom_tools)
     if not any(m["role"] == "assistant" for m in messages):
         raise FormatError("no_assistant_message", "a fine-tuning example needs an assistant message")
@@ -337,7 +337,7 @@ def write_openai_batch(record: dict, ctx: WriteContext) -> dict:
     model = record_model(record, ctx.model)
     if model is None:
         raise FormatError("missing_model", "a Batch request needs a model: pass --model")
-    tools, custom_tools = _tools(record)
+    tools, custom_tools = _tools(record, ctx)
     messages = flat_to_openai(normalized_messages(record, ctx.messages_field), custom_tools)
     body: dict = {"model": model, "messages": messages}
     if tools is not None:
