@@ -56,7 +56,8 @@ class ConvNormOptions(PipelineOptions):
                            help="file format of the normalized output: jsonl or parquet (flat sink only)")
         group.add_argument("--profile", default="spec",
                            help="spec (exactly MEM-5) or lossless (re-key reused ids, re-attach results first)")
-        group.add_argument("--model", default=None, help="model name for replay sinks (openai-batch, anthropic)")
+        group.add_argument("--model", default=None,
+                           help="model name for replay sinks (openai-batch, openai-responses, anthropic)")
         group.add_argument("--max-tokens", dest="max_tokens", type=int, default=None,
                            help="max_tokens for anthropic request bodies whose record has none "
                                 "(the Messages API requires it)")
