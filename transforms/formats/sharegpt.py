@@ -279,7 +279,8 @@ def _observation_value(texts: list) -> str:
             value = json.loads(text)
         except ValueError:
             value = text
-        compact = isinstance(value, (dict, list)) and json.dumps(value, ensure_ascii=False, separators=(",", ":")) == text
+        compact = isinstance(value, (dict, list)) and (
+            json.dumps(value, ensure_ascii=False, separators=(",", ":")) == text)
         keep = compact and not (isinstance(value, dict) and "content" in value)
         values.append(value if keep else text)
     return _dumps(values)
