@@ -158,3 +158,16 @@ def test_auto_detects_request_bodies_that_used_to_read_as_empty_flat_messages():
     record = fixture("gm-minimal")
     assert detect_reader(record, "messages").name == "gemini"
     assert detect_reader({"messages": record["contents"]}, "messages").name == "gemini"
+
+
+@pytest.mark.parametrize("sink", ["openai-finetune", "anthropic", "sharegpt", "openai-responses"])
+def test_a_tool_kind_no_writer_has_is_refused_saying_what_it_is(sink):
+    from transforms.formats import WRITERS, WriteContext
+
+    conversation = read({"contents": [{"parts": [{"text": "hi"}]}, {"role": "model", "parts": [{"text": "yo"}]}],
+                         "tools": [{"googleSearch": {}}]})
+    record = {**conversation.fields, "id": "g", "messages": normalize_conversation(conversation.messages).messages}
+    with pytest.raises(FormatError) as err:
+        WRITERS[sink].write(record, WriteContext("g", model="m"))
+    assert err.value.reason == "unconvertible_tool"
+    assert "googleSearch" in str(err.value)

@@ -250,6 +250,9 @@ def _unconvertible(tool: Any, target: str) -> FormatError:
     if name is None and isinstance(tool, dict):  # chat tools keep the name in `function` / `custom`
         inner = tool.get("function") if isinstance(tool.get("function"), dict) else tool.get("custom")
         name = inner.get("name") if isinstance(inner, dict) else None
+    if name is None:  # an unnamed tool (Gemini's googleSearch, say): say what it is
+        what = f"with keys {sorted(map(str, tool))}" if isinstance(tool, dict) else f"{tool!r:.60}"
+        return FormatError("unconvertible_tool", f"tool definition {what} cannot be written as a {target} tool")
     return FormatError("unconvertible_tool", f"tool {name!r} cannot be written as a {target} tool without loss")
 
 

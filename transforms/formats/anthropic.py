@@ -323,7 +323,7 @@ def anthropic_tool(tool: Any, ctx: WriteContext) -> dict:
     else:
         function, nested = {k: v for k, v in tool.items() if k != "type"}, False
     if not isinstance(name, str) or not name:
-        raise _not_convertible(name, "it has no name")
+        raise FormatError("unconvertible_tool", f"tool definition with keys {sorted(map(str, tool))} has no name")
     unknown = sorted(set(function) - _FUNCTION_KEYS)
     if unknown:
         raise _not_convertible(name, f"key(s) {unknown} have no Anthropic equivalent")

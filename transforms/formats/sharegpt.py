@@ -290,7 +290,8 @@ def _tool_schema(tool: Any, ctx: WriteContext) -> dict:
     """A tool definition as LLaMA-Factory's bare ``{name, description?, parameters?}``."""
     name = tool_name(tool)
     if not isinstance(tool, dict) or not isinstance(name, str):
-        raise FormatError("unconvertible_tool", f"tool {name!r} cannot be written as a LLaMA-Factory tool")
+        what = f"with keys {sorted(map(str, tool))}" if isinstance(tool, dict) else f"{tool!r:.60}"
+        raise FormatError("unconvertible_tool", f"tool definition {what} cannot be written as a LLaMA-Factory tool")
     kind = tool.get("type")
     if kind == "function" and isinstance(tool.get("function"), dict):
         function = tool["function"]
