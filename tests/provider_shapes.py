@@ -424,3 +424,96 @@ def openai_responses_errors(body: Any) -> list[str]:
                 elif tool["type"] == "function" and not set(tool) <= {"type", "name", "description", "parameters", "strict"}:
                     errors.append(f"tools[{k}]: unexpected keys {sorted(tool)}")
     return errors
+
+
+# --------------------------------------------------------------------------------------------
+# Gemini generateContent bodies (FORMATS.md §5, python-genai types): `contents` of {role:
+# user|model, parts}, one data kind per part, functionCall {id?, name, args: object} only in
+# model turns, functionResponse {id?, name, response: object} only in user turns; "the response
+# turn right after the call turn, same number of parts" (Gemini's error: "Please ensure that the
+# number of function response parts is equal to the number of function call parts of the
+# function call turn."), names (and ids, when given) matching; roles alternating; no blank text.
+
+_GEMINI_KEYS = {"contents", "systemInstruction", "tools", "toolConfig", "generationConfig", "safetySettings",
+                "cachedContent"}
+_GEMINI_DATA = {"text", "functionCall", "functionResponse", "inlineData", "fileData", "executableCode",
+                "codeExecutionResult"}
+
+
+def gemini_request_errors(body: Any) -> list[str]:
+    if not isinstance(body, dict):
+        return ["body is not an object"]
+    errors = []
+    if set(body) - _GEMINI_KEYS:
+        errors.append(f"unexpected keys {sorted(set(body) - _GEMINI_KEYS)}")
+    system = body.get("systemInstruction")
+    if system is not None and not (isinstance(system, dict) and isinstance(system.get("parts"), list) and system["parts"]
+                                   and all(isinstance(p, dict) and str(p.get("text", "")).strip() for p in system["parts"])):
+        errors.append("systemInstruction is not a content of non-blank text parts")
+    contents = body.get("contents")
+    if not isinstance(contents, list) or not contents:
+        return errors + ["contents is not a non-empty list"]
+    previous_calls: list = []  # (id, name) of the model turn before, awaiting responses
+    previous_role = None
+    for n, content in enumerate(contents):
+        where = f"contents[{n}]"
+        if not isinstance(content, dict) or set(content) != {"role", "parts"} or content["role"] not in ("user", "model"):
+            errors.append(f"{where}: not {{role: user|model, parts}}")
+            previous_calls, previous_role = [], None
+            continue
+        role, parts = content["role"], content["parts"]
+        if role == previous_role:
+            errors.append(f"{where}: second {role} content in a row")
+        if not isinstance(parts, list) or not parts:
+            errors.append(f"{where}: parts is not a non-empty list")
+            parts = []
+        calls, responses = [], []
+        for k, part in enumerate(parts):
+            pwhere = f"{where}.parts[{k}]"
+            kinds = set(part) & _GEMINI_DATA if isinstance(part, dict) else set()
+            if len(kinds) != 1:
+                errors.append(f"{pwhere}: not exactly one data kind")
+                continue
+            (kind,) = kinds
+            if kind == "text" and (not isinstance(part["text"], str) or not part["text"].strip()):
+                errors.append(f"{pwhere}: blank text")
+            elif kind == "functionCall":
+                call = part["functionCall"]
+                if role != "model":
+                    errors.append(f"{pwhere}: functionCall outside a model content")
+                if not isinstance(call, dict) or not isinstance(call.get("name"), str) or not isinstance(call.get("args"), dict):
+                    errors.append(f"{pwhere}: functionCall is not {{name, args: object}}")
+                else:
+                    calls.append((call.get("id"), call["name"]))
+            elif kind == "functionResponse":
+                response = part["functionResponse"]
+                if role != "user":
+                    errors.append(f"{pwhere}: functionResponse outside a user content")
+                if not isinstance(response, dict) or not isinstance(response.get("name"), str) \
+                        or not isinstance(response.get("response"), dict):
+                    errors.append(f"{pwhere}: functionResponse is not {{name, response: object}}")
+                else:
+                    responses.append((response.get("id"), response["name"]))
+        if previous_calls or responses:
+            if len(responses) != len(previous_calls):
+                errors.append(f"{where}: {len(responses)} function responses for {len(previous_calls)} calls of the turn before")
+            elif sorted(name for _, name in responses) != sorted(name for _, name in previous_calls):
+                errors.append(f"{where}: function response names do not match the calls")
+            elif all(i is not None for i, _ in previous_calls) and {i for i, _ in responses} != {i for i, _ in previous_calls}:
+                errors.append(f"{where}: function response ids do not match the calls")
+        previous_calls, previous_role = calls, role
+    if previous_calls:
+        errors.append("end: function calls never answered")
+    tools = body.get("tools")
+    if tools is not None:
+        if not isinstance(tools, list) or not tools:
+            errors.append("tools is not a non-empty list")
+        else:
+            for k, tool in enumerate(tools):
+                declarations = tool.get("functionDeclarations") if isinstance(tool, dict) else None
+                if not isinstance(declarations, list) or not all(
+                    isinstance(d, dict) and isinstance(d.get("name"), str) and set(d) <= {"name", "description", "parameters"}
+                    for d in declarations
+                ):
+                    errors.append(f"tools[{k}]: not {{functionDeclarations: [{{name, description?, parameters?}}]}}")
+    return errors

@@ -10,6 +10,7 @@ from provider_shapes import (
     anthropic_request_errors,
     openai_batch_errors,
     openai_finetune_errors,
+    gemini_request_errors,
     openai_responses_errors,
     sharegpt_training_errors,
 )
@@ -26,6 +27,7 @@ SHAPE_CHECKS = {
     "anthropic": anthropic_request_errors,
     "sharegpt": sharegpt_training_errors,
     "openai-responses": openai_responses_errors,
+    "gemini": gemini_request_errors,
 }
 
 
@@ -60,7 +62,7 @@ def test_all_readers_to_writer(writer, tmp_path):
     assert summary["records_in"] == expected
     assert summary["accounted"]
     letters = _outputs(out, "dead_letter")
-    if writer == "anthropic":
+    if writer in ("anthropic", "gemini"):
         # The Responses sample holds a custom tool call with free-text input: Anthropic's
         # tool_use input must be an object, so that record cannot be written and says why.
         assert [(d["reason"], d["detail"].split(":")[1].strip()) for d in letters] == [("unwritable", "args_not_json")]

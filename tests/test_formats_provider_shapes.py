@@ -203,3 +203,44 @@ def test_anthropic_strict_must_be_a_boolean():
     assert any("strict is not a boolean" in e for e in shapes.anthropic_request_errors(body))
     body = _edited(ANTHROPIC, lambda b: b["tools"][0].__setitem__("strict", True))
     assert shapes.anthropic_request_errors(body) == []
+
+
+GEMINI = {  # FORMATS.md §5 minimal example, with ids and two parallel calls
+    "systemInstruction": {"parts": [{"text": "You are a booking agent."}]},
+    "contents": [
+        {"role": "user", "parts": [{"text": "Flights JFK to SEA?"}]},
+        {"role": "model", "parts": [{"functionCall": {"id": "a", "name": "search", "args": {"origin": "JFK"}}},
+                                    {"functionCall": {"id": "b", "name": "price", "args": {}}}]},
+        {"role": "user", "parts": [{"functionResponse": {"id": "b", "name": "price", "response": {"output": 1}}},
+                                   {"functionResponse": {"id": "a", "name": "search", "response": {"output": []}}},
+                                   {"text": "Thanks"}]},
+        {"role": "model", "parts": [{"text": "No direct flights."}]},
+    ],
+    "tools": [{"functionDeclarations": [{"name": "search"}, {"name": "price", "parameters": {"type": "object"}}]}],
+}
+
+
+def test_gemini_valid_example_passes():
+    assert shapes.gemini_request_errors(GEMINI) == []
+
+
+@pytest.mark.parametrize(
+    "edit,fragment",
+    [
+        (lambda b: b["contents"][2]["parts"].pop(0), "1 function responses for 2 calls"),
+        (lambda b: b["contents"].insert(2, {"role": "user", "parts": [{"text": "wait"}]}), "0 function responses for 2 calls"),
+        (lambda b: b["contents"][2]["parts"][0]["functionResponse"].__setitem__("name", "other"), "names do not match"),
+        (lambda b: b["contents"][2]["parts"][0]["functionResponse"].__setitem__("id", "z"), "ids do not match"),
+        (lambda b: b["contents"][1]["parts"][0]["functionCall"].__setitem__("args", "{}"), "not {name, args: object}"),
+        (lambda b: b["contents"][0]["parts"].append({"functionCall": {"name": "f", "args": {}}}), "outside a model content"),
+        (lambda b: b["contents"][3]["parts"].append({"text": " "}), "blank text"),
+        (lambda b: b["contents"][3].__setitem__("role", "user"), "second user content in a row"),
+        (lambda b: b["contents"][3].__setitem__("role", "assistant"), "not {role: user|model, parts}"),
+        (lambda b: b["contents"].__delitem__(slice(2, None)), "never answered"),
+        (lambda b: b["tools"][0]["functionDeclarations"][0].__setitem__("strict", True), "tools[0]"),
+        (lambda b: b.__setitem__("messages", []), "unexpected keys"),
+    ],
+)
+def test_gemini_rules_fire(edit, fragment):
+    errors = shapes.gemini_request_errors(_edited(GEMINI, edit))
+    assert any(fragment in e for e in errors), errors

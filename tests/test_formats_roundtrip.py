@@ -19,6 +19,9 @@
   arguments in their written form (as for OpenAI); an assistant message with calls and no text
   right after an assistant message without calls joins it (items have no turn boundary: the
   reader folds calls into the assistant message before them). Nothing else changes.
+- gemini → gemini: ``same`` as for anthropic (system joined into ``systemInstruction``, blank
+  turns dropped, adjacent same-role turns merged, arguments as objects); ids are kept as they
+  are (Gemini's ids are free text).
 - flat → flat: ``same`` = ``N``.
 
 Synthesized ids survive because the writers write them as real ids.
@@ -56,10 +59,12 @@ PAIRS = {
     "openai-batch": ("openai", lambda out: out),  # the reader reads Batch lines
     "anthropic": ("anthropic", lambda out: out),
     "openai-responses": ("openai-responses", lambda out: out),
+    "gemini": ("gemini", lambda out: out),
     "flat": ("flat", lambda out: out),
 }
 # Refused by the writer (see test_formats_writers.REFUSED): nothing to read back.
-REFUSED = {("oa-custom-tool", "anthropic"), ("rs-custom-tool-image", "anthropic"), ("rs-string-input", "openai-finetune")}
+REFUSED = {("oa-custom-tool", "anthropic"), ("rs-custom-tool-image", "anthropic"), ("rs-string-input", "openai-finetune"),
+           ("oa-custom-tool", "gemini"), ("rs-custom-tool-image", "gemini")}
 
 
 def load(fmt: str) -> list:
@@ -70,7 +75,7 @@ def load(fmt: str) -> list:
 # --------------------------------------------------------------------------------------------
 # What "the same" means, written independently of the writers
 
-PROVIDER_SINKS = ("openai-finetune", "openai-batch", "anthropic", "openai-responses")
+PROVIDER_SINKS = ("openai-finetune", "openai-batch", "anthropic", "openai-responses", "gemini")
 
 
 def not_adjacent(messages: list) -> bool:
@@ -135,7 +140,7 @@ def responses_same(messages: list) -> list:
 
 
 SAME = {"openai-finetune": openai_same, "openai-batch": openai_same, "anthropic": anthropic_same,
-        "openai-responses": responses_same, "flat": lambda m: m}
+        "openai-responses": responses_same, "gemini": anthropic_same, "flat": lambda m: m}
 
 
 def round_trip(sink: str, messages: list, **fields) -> list:
@@ -319,11 +324,11 @@ def test_any_conversation_round_trips_through_openai(messages, sink):
 
 
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(conversations(OBJECT_ARGS))
-def test_any_conversation_round_trips_through_anthropic(messages):
-    if _unwritable("anthropic", messages):
+@given(conversations(OBJECT_ARGS), st.sampled_from(["anthropic", "gemini"]))
+def test_any_conversation_round_trips_through_anthropic_and_gemini(messages, sink):
+    if _unwritable(sink, messages):
         return
-    assert round_trip("anthropic", messages) == anthropic_same(messages)
+    assert round_trip(sink, messages) == anthropic_same(messages)
 
 
 

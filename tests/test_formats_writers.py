@@ -29,11 +29,14 @@ CHECKS = {
     "openai-batch": shapes.openai_batch_errors,
     "anthropic": shapes.anthropic_request_errors,
     "openai-responses": shapes.openai_responses_errors,
+    "gemini": shapes.gemini_request_errors,
 }
 # Fixtures a writer must refuse, and why: the target format cannot hold them.
 REFUSED = {
     ("oa-custom-tool", "anthropic"): "args_not_json",  # free-text input is no JSON object
     ("rs-custom-tool-image", "anthropic"): "args_not_json",
+    ("oa-custom-tool", "gemini"): "args_not_json",
+    ("rs-custom-tool-image", "gemini"): "args_not_json",
     ("rs-string-input", "openai-finetune"): "no_assistant_message",
 }
 
@@ -93,6 +96,8 @@ def test_toolbench_chains_write_provider_valid_records(rid, record, sink):
     out = write(sink, normalized_record("openai", record), rid)
     assert CHECKS[sink](out) == []
     tools = out["body"]["tools"] if sink == "openai-batch" else out["tools"]
+    if sink == "gemini":
+        tools = tools[0]["functionDeclarations"]  # one Tool holding every declaration
     # Legacy `functions` become tools in the target's own shape; for Anthropic, a called tool
     # that `functions` lacks (ToolBench's pseudo-tool `Finish`) gets a derived definition.
     declared = {f["name"] for f in record["functions"]}
@@ -114,6 +119,7 @@ def test_writers_declare_the_options_they_fall_back_to():
         "anthropic": ("model", "max_tokens"),
         "sharegpt": (),
         "openai-responses": ("model",),
+        "gemini": (),
     }
     with pytest.raises(ValueError, match="unknown WriteContext field"):
         Writer("x", lambda record, ctx: record, uses=("temperature",))

@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from transforms.formats._common import record_tools
-from transforms.formats.base import WriteContext
+from transforms.formats.base import FormatError, WriteContext, count_written
 
 
 def value_at(record: Any, path: str) -> Any:
@@ -53,3 +53,29 @@ def tool_name(tool: Any) -> Any:
         if isinstance(inner, dict) and "name" in inner:
             return inner["name"]
     return tool.get("name")
+
+
+def bare_function_schema(tool: Any, ctx: WriteContext, target: str) -> dict:
+    """A tool definition as a bare function schema ``{name, description?, parameters?}`` (LLaMA-Factory's
+    ``tools``, Gemini's function declarations); other keys are counted under ``discarded_tool_fields``."""
+    name = tool_name(tool)
+    if not isinstance(tool, dict) or not isinstance(name, str):
+        what = f"with keys {sorted(map(str, tool))}" if isinstance(tool, dict) else f"{tool!r:.60}"
+        raise FormatError("unconvertible_tool", f"tool definition {what} cannot be written as a {target} tool")
+    kind = tool.get("type")
+    if kind == "function" and isinstance(tool.get("function"), dict):
+        function = tool["function"]
+    elif "input_schema" in tool and kind in (None, "custom"):
+        function = {"name": name, "description": tool.get("description"), "parameters": tool["input_schema"]}
+        function = {k: v for k, v in function.items() if v is not None}
+    elif kind in (None, "function"):
+        function = {k: v for k, v in tool.items() if k != "type"}
+    else:
+        raise FormatError("unconvertible_tool", f"tool {name!r} ({kind}) has no {target} equivalent")
+    out = {}
+    for key, value in function.items():
+        if key in ("name", "description", "parameters"):
+            out[key] = value
+        else:
+            count_written(ctx, "discarded_tool_fields", key=key)
+    return out

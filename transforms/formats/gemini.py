@@ -1,4 +1,4 @@
-"""Google Gemini ``generateContent`` request bodies: a reader.
+"""Google Gemini ``generateContent`` request bodies: a reader and a writer.
 
 ``{"contents": [Content], "systemInstruction"?: Content, "tools"?: [Tool], ...}`` (the REST
 body; ``contents`` may also sit at the message field), or a bare list of ``Content``. A
@@ -36,14 +36,34 @@ list the writers read: each ``functionDeclarations`` entry as a bare function sc
 description?, parameters?}`` (``parametersJsonSchema`` standing in for a missing
 ``parameters``), other tool kinds (``googleSearch``, ``codeExecution`` ...) kept as they are
 (writers refuse them, having no equivalent).
+
+Writer (``gemini``): a ``generateContent`` body ``{systemInstruction?, contents, tools?}``;
+see ``write_gemini``.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from transforms.formats._common import ERROR_PREFIX, JOIN, IdAllocator, record_fields
-from transforms.formats.base import Conversation, FormatError, Reader, register_reader
+from transforms.formats._common import (
+    ERROR_PREFIX,
+    JOIN,
+    IdAllocator,
+    check_results_adjacent,
+    normalized_messages,
+    record_fields,
+)
+from transforms.formats._tools import bare_function_schema, tools_for
+from transforms.formats.anthropic import tool_input
+from transforms.formats.base import (
+    Conversation,
+    FormatError,
+    Reader,
+    WriteContext,
+    Writer,
+    register_reader,
+    register_writer,
+)
 from transforms.normalize import content_text
 
 # Part keys, camelCase first (REST), then the snake_case the API also accepts.
@@ -260,4 +280,84 @@ GEMINI_READER = register_reader(
         priority=35,
         description="Google Gemini generateContent bodies (contents / parts, functionCall / functionResponse)",
     )
+)
+
+
+# --------------------------------------------------------------------------------------------
+# Writer
+
+
+def _function_response(message: dict) -> dict:
+    text = message["content"]
+    if text.startswith(ERROR_PREFIX):
+        response = {"error": text[len(ERROR_PREFIX):]}
+    else:
+        response = {"output": text}
+    return {"functionResponse": {"id": message["tool_call_id"], "name": message["_name"], "response": response}}
+
+
+def write_gemini(record: dict, ctx: WriteContext) -> dict:
+    """A ``generateContent`` request body (REST camelCase) from a normalized flat record.
+
+    - System (and ``developer``) messages → ``systemInstruction`` (joined with a newline,
+      blank ones left out).
+    - User → a ``user`` content of a ``text`` part; assistant → a ``model`` content: its text
+      part, then one ``functionCall {id, name, args}`` part per call (``args`` an object: a
+      JSON string is parsed, none or blank is ``{}``, anything else is a FormatError,
+      ``args_not_json`` / ``args_not_an_object``).
+    - The block of tool messages after a call turn → ONE ``user`` content of
+      ``functionResponse {id, name, response}`` parts, in block order (Gemini: the response
+      turn right after the call turn, one response per call); ``response`` is ``{"output":
+      text}``, or ``{"error": text}`` for a result marked ``[error] ``.
+    - Adjacent contents of one role are merged (parts concatenated), so text a user wrote
+      after the results joins the response turn, after its responses; blank text makes no
+      part, and a content left without parts is left out.
+    - Ids are written on calls and responses (the API's optional ``id`` fields), so that a
+      body read back pairs exactly as written.
+    - ``tools`` (``--tools-field``) → ``[{"functionDeclarations": [{name, description?,
+      parameters?}]}]``; other keys of a definition are counted under ``discarded_tool_fields``;
+      free-text custom tools are ``unconvertible_tool``.
+
+    Only the format's keys are written (no ``model``: it is part of the request URL).
+    """
+    messages = normalized_messages(record, ctx.messages_field)
+    check_results_adjacent(messages)
+    names = {c["tool_call_id"]: c["name"] for m in messages for c in m.get("tool_calls") or ()}
+    system = JOIN.join(m["content"] for m in messages if m["role"] in ("system", "developer") and m["content"].strip())
+    contents: list[dict] = []
+    for message in messages:
+        role = message["role"]
+        if role in ("system", "developer"):
+            continue
+        text = [{"text": message["content"]}] if message["content"].strip() else []
+        if role == "user":
+            parts, turn = text, "user"
+        elif role == "assistant":
+            calls = [{"functionCall": {"id": c["tool_call_id"], "name": c["name"], "args": tool_input(c.get("args"))}}
+                     for c in message.get("tool_calls") or ()]
+            parts, turn = text + calls, "model"
+        elif role == "tool":
+            parts, turn = [_function_response({**message, "_name": names[message["tool_call_id"]]})], "user"
+        else:
+            raise FormatError("unsupported_role", f"role {role!r} has no Gemini equivalent")
+        if not parts:
+            continue
+        if contents and contents[-1]["role"] == turn:
+            contents[-1]["parts"].extend(parts)
+        else:
+            contents.append({"role": turn, "parts": parts})
+    if not contents:
+        raise FormatError("empty_conversation", "no user or model content to write")
+    out: dict = {}
+    if system:
+        out["systemInstruction"] = {"parts": [{"text": system}]}
+    out["contents"] = contents
+    tools = tools_for(record, ctx)
+    if tools:
+        out["tools"] = [{"functionDeclarations": [bare_function_schema(t, ctx, "Gemini") for t in tools]}]
+    return out
+
+
+GEMINI_WRITER = register_writer(
+    Writer("gemini", write_gemini, description="Google Gemini generateContent request body")
 )

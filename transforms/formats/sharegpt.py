@@ -43,7 +43,7 @@ from transforms.formats._common import (
     part_text,
     record_fields,
 )
-from transforms.formats._tools import tool_name, tools_for
+from transforms.formats._tools import bare_function_schema, tools_for
 from transforms.formats.base import (
     Conversation,
     FormatError,
@@ -286,31 +286,6 @@ def _observation_value(texts: list) -> str:
     return _dumps(values)
 
 
-def _tool_schema(tool: Any, ctx: WriteContext) -> dict:
-    """A tool definition as LLaMA-Factory's bare ``{name, description?, parameters?}``."""
-    name = tool_name(tool)
-    if not isinstance(tool, dict) or not isinstance(name, str):
-        what = f"with keys {sorted(map(str, tool))}" if isinstance(tool, dict) else f"{tool!r:.60}"
-        raise FormatError("unconvertible_tool", f"tool definition {what} cannot be written as a LLaMA-Factory tool")
-    kind = tool.get("type")
-    if kind == "function" and isinstance(tool.get("function"), dict):
-        function = tool["function"]
-    elif "input_schema" in tool and kind in (None, "custom"):
-        function = {"name": name, "description": tool.get("description"), "parameters": tool["input_schema"]}
-        function = {k: v for k, v in function.items() if v is not None}
-    elif kind in (None, "function"):
-        function = {k: v for k, v in tool.items() if k != "type"}
-    else:
-        raise FormatError("unconvertible_tool", f"tool {name!r} ({kind}) has no LLaMA-Factory equivalent")
-    out = {}
-    for key, value in function.items():
-        if key in ("name", "description", "parameters"):
-            out[key] = value
-        else:
-            count_written(ctx, "discarded_tool_fields", key=key)
-    return out
-
-
 def write_sharegpt(record: dict, ctx: WriteContext) -> dict:
     """One LLaMA-Factory / Axolotl training record from a normalized flat record.
 
@@ -393,7 +368,7 @@ def write_sharegpt(record: dict, ctx: WriteContext) -> dict:
         out["system"] = system
     tools = tools_for(record, ctx)
     if tools:
-        out["tools"] = _dumps([_tool_schema(t, ctx) for t in tools])
+        out["tools"] = _dumps([bare_function_schema(t, ctx, "LLaMA-Factory") for t in tools])
     return out
 
 
