@@ -57,10 +57,13 @@ class ConvNormOptions(PipelineOptions):
                            help="file format of the normalized output: jsonl or parquet (flat sink only)")
         group.add_argument("--profile", default="spec",
                            help="spec (exactly MEM-5) or lossless (re-key reused ids, re-attach results first)")
-        group.add_argument("--model", default=None, help="model name for replay sinks (openai-batch, anthropic)")
+        group.add_argument("--model", default=None,
+                           help="model name for replay sinks (openai-batch, openai-responses, anthropic)")
         group.add_argument("--max-tokens", dest="max_tokens", type=int, default=None,
                            help="max_tokens for anthropic request bodies whose record has none "
                                 "(the Messages API requires it)")
+        group.add_argument("--tools-field", dest="tools_field", default="tools",
+                           help="dotted path of a record's tool definitions for the writers (e.g. kwargs.tools)")
         group.add_argument("--messages-field", dest="messages_field", default="messages",
                            help="field of a record object that holds its message list")
         group.add_argument("--id-field", dest="id_field", default="id",
@@ -226,6 +229,7 @@ def load_job(argv: list[str], *, output_required: bool = True) -> Job:
         sink=ours.sink,
         model=ours.model,
         max_tokens=ours.max_tokens,
+        tools_field=ours.tools_field,
         check=ours.check,
         raw_limit=ours.raw_limit,
     )

@@ -27,6 +27,7 @@ from apache_beam.utils.timestamp import MIN_TIMESTAMP
 from apache_beam.utils.windowed_value import WindowedValue
 
 from pipeline.testhooks import pause_point
+from transforms.flat_rows import flat_row, parquet_schema
 from transforms.records import dumps_line
 
 OUTPUT_DIRS = ("normalized", "drops", "dead_letter")
@@ -50,21 +51,16 @@ class _JsonLinesFile:
 
 
 class _ParquetFile:
-    """Normalized flat records as Parquet: typed messages, call arguments as JSON text.
-
-    Columns: ``id``; ``messages`` (list of structs role, content, tool_calls, tool_call_id;
-    a call's ``args`` is its JSON text, so strings and objects both survive exactly); and
-    ``fields``, the record's other fields as one JSON text (their types vary per record).
+    """Normalized flat records as Parquet rows (``transforms.flat_rows``): typed messages, call
+    arguments exact (a string stays that string, a JSON value is its JSON text, ``args_kind``
+    says which), the other fields as one JSON text; ``flat_rows.flat_record`` reads a row back.
     """
 
     def __init__(self, path: str, id_field: str, messages_field: str) -> None:
         import pyarrow as pa
         import pyarrow.parquet as pq
 
-        call = pa.struct([("tool_call_id", pa.string()), ("name", pa.string()), ("args", pa.string())])
-        message = pa.struct([("role", pa.string()), ("content", pa.string()),
-                             ("tool_calls", pa.list_(call)), ("tool_call_id", pa.string())])
-        self._schema = pa.schema([("id", pa.string()), ("messages", pa.list_(message)), ("fields", pa.string())])
+        self._schema = parquet_schema(pa)
         self._pa = pa
         self._id_field = id_field
         self._messages_field = messages_field
@@ -73,20 +69,7 @@ class _ParquetFile:
         self._writer = pq.ParquetWriter(self._handle, self._schema)
 
     def _row(self, record: dict) -> dict:
-        messages = []
-        for m in record.get(self._messages_field, []):
-            row = {"role": m["role"], "content": m["content"], "tool_calls": None,
-                   "tool_call_id": m.get("tool_call_id")}
-            if "tool_calls" in m:
-                row["tool_calls"] = [
-                    {"tool_call_id": c["tool_call_id"], "name": c["name"],
-                     "args": dumps_line(c["args"]).decode() if "args" in c else None}
-                    for c in m["tool_calls"]
-                ]
-            messages.append(row)
-        fields = {k: v for k, v in record.items() if k not in (self._id_field, self._messages_field)}
-        rid = record.get(self._id_field)
-        return {"id": None if rid is None else str(rid), "messages": messages, "fields": dumps_line(fields).decode()}
+        return flat_row(record, self._id_field, self._messages_field)
 
     def write(self, items: list) -> None:
         self._writer.write_table(self._pa.Table.from_pylist([self._row(r) for r in items], schema=self._schema))

@@ -17,7 +17,9 @@ Written from /work/shared/spec/FORMATS.md (sections 1, 2 and 4), independently o
   blocks, ``tool_use`` only in assistant messages with ``input`` an object and an id matching
   ``[A-Za-z0-9_-]+``, each ``tool_use`` answered by a ``tool_result`` in the very next message
   (a user message) and each ``tool_result`` matching a ``tool_use`` of the message right before,
-  ``tool_result`` blocks before any other block of their message, ids unique.
+  ``tool_result`` blocks before any other block of their message, ids unique; a tool
+  definition (``{name, description?, input_schema, cache_control?, strict?: bool}``, the SDK's
+  ``ToolParam``, or a server tool with its own ``type``) for every tool a ``tool_use`` names.
 """
 
 from __future__ import annotations
@@ -273,6 +275,7 @@ def anthropic_request_errors(body: Any) -> list[str]:
     if previous_uses:
         errors.append(f"end: tool_use ids {sorted(previous_uses)} never answered")
     tools = body.get("tools")
+    defined: set = set()
     if tools is not None:
         if not isinstance(tools, list) or not tools:
             errors.append("tools is not a non-empty list")
@@ -280,8 +283,237 @@ def anthropic_request_errors(body: Any) -> list[str]:
             for k, tool in enumerate(tools):
                 if not isinstance(tool, dict) or not isinstance(tool.get("name"), str):
                     errors.append(f"tools[{k}]: no name")
-                elif "type" not in tool and not isinstance(tool.get("input_schema"), dict):
+                    continue
+                defined.add(tool["name"])
+                if "type" not in tool and not isinstance(tool.get("input_schema"), dict):
                     errors.append(f"tools[{k}]: input_schema is not an object")
-                elif "type" not in tool and not set(tool) <= {"name", "description", "input_schema", "cache_control"}:
+                elif "type" not in tool and not set(tool) <= {"name", "description", "input_schema", "cache_control", "strict"}:
                     errors.append(f"tools[{k}]: unexpected keys {sorted(tool)}")
+                elif "strict" in tool and not isinstance(tool["strict"], bool):
+                    errors.append(f"tools[{k}]: strict is not a boolean")
+    # Every tool a tool_use names needs a definition in `tools`.
+    for n, m in enumerate(messages):
+        content = m.get("content") if isinstance(m, dict) else None
+        for block in content if isinstance(content, list) else ():
+            if isinstance(block, dict) and block.get("type") == "tool_use" and block.get("name") not in defined:
+                errors.append(f"messages[{n}]: tool_use of {block.get('name')!r}, which has no tool definition")
+    return errors
+
+
+# --------------------------------------------------------------------------------------------
+# LLaMA-Factory ShareGPT training records (hiyouga/LLaMA-Factory data/README.md and
+# src/llamafactory/data/converter.py, as summarized in FORMATS.md §6): `conversations` of
+# {from, value} with human/observation at odd positions and gpt/function_call at even ones, an
+# even number of turns, function_call values JSON {name, arguments: object} or a list of them,
+# `system` a string, `tools` a JSON string of a list of {name, description?, parameters?}.
+
+_LF_ODD, _LF_EVEN = ("human", "observation"), ("gpt", "function_call")
+
+
+def sharegpt_training_errors(record: Any) -> list[str]:
+    if not isinstance(record, dict):
+        return ["record is not an object"]
+    errors = []
+    turns = record.get("conversations")
+    if not isinstance(turns, list) or not turns:
+        return ["conversations is not a non-empty list"]
+    for n, turn in enumerate(turns):
+        where = f"conversations[{n}]"
+        if not isinstance(turn, dict) or set(turn) != {"from", "value"} or not isinstance(turn.get("value"), str):
+            errors.append(f"{where}: not {{from, value: str}}")
+            continue
+        allowed = _LF_ODD if n % 2 == 0 else _LF_EVEN
+        if turn["from"] not in allowed:
+            errors.append(f"{where}: {turn['from']!r} where {allowed} belong")
+        if turn["from"] == "function_call":
+            try:
+                value = __import__("json").loads(turn["value"])
+            except ValueError:
+                errors.append(f"{where}: function_call value is not JSON")
+                continue
+            calls = value if isinstance(value, list) else [value]
+            for call in calls:
+                if not isinstance(call, dict) or set(call) != {"name", "arguments"} or not isinstance(call["name"], str):
+                    errors.append(f"{where}: a call is not {{name, arguments}}")
+    if len(turns) % 2:
+        errors.append(f"{len(turns)} turns, not an even number")
+    if "system" in record and not isinstance(record["system"], str):
+        errors.append("system is not a string")
+    if "tools" in record:
+        try:
+            tools = __import__("json").loads(record["tools"]) if isinstance(record["tools"], str) else None
+        except ValueError:
+            tools = None
+        if not isinstance(tools, list) or not all(
+            isinstance(t, dict) and isinstance(t.get("name"), str) and set(t) <= {"name", "description", "parameters"}
+            for t in tools
+        ):
+            errors.append("tools is not a JSON string of a list of {name, description?, parameters?}")
+    return errors
+
+
+# --------------------------------------------------------------------------------------------
+# OpenAI Responses request bodies (FORMATS.md §3, openai-python types/responses): `input` items
+# message {type?, role, content}, function_call {call_id, name, arguments: str},
+# function_call_output {call_id, output}, custom_tool_call {call_id, name, input: str} /
+# custom_tool_call_output; "every function_call needs a function_call_output with the same
+# call_id, and vice versa"; call ids unique; `instructions` a string.
+
+_RS_ROLES = ("user", "assistant", "system", "developer")
+
+
+def openai_responses_errors(body: Any) -> list[str]:
+    if not isinstance(body, dict):
+        return ["body is not an object"]
+    errors = []
+    extra = set(body) - {"model", "instructions", "input", "tools", "tool_choice", "parallel_tool_calls",
+                         "temperature", "max_output_tokens", "metadata", "reasoning", "store", "text"}
+    if extra:
+        errors.append(f"unexpected keys {sorted(extra)}")
+    if "instructions" in body and not isinstance(body["instructions"], str):
+        errors.append("instructions is not a string")
+    items = body.get("input")
+    if not isinstance(items, list) or not items:
+        return errors + ["input is not a non-empty list"]
+    calls: dict = {}  # call_id -> kind of its output
+    answered: set = set()
+    for n, item in enumerate(items):
+        where = f"input[{n}]"
+        kind = item.get("type", "message") if isinstance(item, dict) else None
+        if kind == "message":
+            if item.get("role") not in _RS_ROLES or not isinstance(item.get("content"), (str, list)):
+                errors.append(f"{where}: not a message {{role, content}}")
+        elif kind in ("function_call", "custom_tool_call"):
+            value = "arguments" if kind == "function_call" else "input"
+            if set(item) != {"type", "call_id", "name", value}:
+                errors.append(f"{where}: keys {sorted(item)}")
+            call_id = item.get("call_id")
+            if not isinstance(call_id, str) or not call_id:
+                errors.append(f"{where}: call_id {call_id!r}")
+            elif call_id in calls:
+                errors.append(f"{where}: call_id {call_id!r} used twice")
+            else:
+                calls[call_id] = kind + "_output" if kind == "custom_tool_call" else "function_call_output"
+            if not isinstance(item.get("name"), str) or not item.get("name"):
+                errors.append(f"{where}: name {item.get('name')!r}")
+            if not isinstance(item.get(value), str):
+                errors.append(f"{where}: {value} is not a string")
+        elif kind in ("function_call_output", "custom_tool_call_output"):
+            call_id = item.get("call_id")
+            if set(item) != {"type", "call_id", "output"} or not isinstance(item.get("output"), (str, list)):
+                errors.append(f"{where}: not {{type, call_id, output}}")
+            if calls.get(call_id) != kind:
+                errors.append(f"{where}: no {kind[:-7]} with call_id {call_id!r} before it")
+            elif call_id in answered:
+                errors.append(f"{where}: second output for {call_id!r}")
+            answered.add(call_id)
+        else:
+            errors.append(f"{where}: item type {kind!r}")
+    missing = set(calls) - answered
+    if missing:
+        errors.append(f"calls {sorted(missing)} have no output")
+    tools = body.get("tools")
+    if tools is not None:
+        if not isinstance(tools, list) or not tools:
+            errors.append("tools is not a non-empty list")
+        else:
+            for k, tool in enumerate(tools):
+                if not isinstance(tool, dict) or tool.get("type") not in ("function", "custom") \
+                        or not isinstance(tool.get("name"), str):
+                    errors.append(f"tools[{k}]: not {{type: function|custom, name, ...}}")
+                elif tool["type"] == "function" and not set(tool) <= {"type", "name", "description", "parameters", "strict"}:
+                    errors.append(f"tools[{k}]: unexpected keys {sorted(tool)}")
+    return errors
+
+
+# --------------------------------------------------------------------------------------------
+# Gemini generateContent bodies (FORMATS.md §5, python-genai types): `contents` of {role:
+# user|model, parts}, one data kind per part, functionCall {id?, name, args: object} only in
+# model turns, functionResponse {id?, name, response: object} only in user turns; "the response
+# turn right after the call turn, same number of parts" (Gemini's error: "Please ensure that the
+# number of function response parts is equal to the number of function call parts of the
+# function call turn."), names (and ids, when given) matching; roles alternating; no blank text.
+
+_GEMINI_KEYS = {"contents", "systemInstruction", "tools", "toolConfig", "generationConfig", "safetySettings",
+                "cachedContent"}
+_GEMINI_DATA = {"text", "functionCall", "functionResponse", "inlineData", "fileData", "executableCode",
+                "codeExecutionResult"}
+
+
+def gemini_request_errors(body: Any) -> list[str]:
+    if not isinstance(body, dict):
+        return ["body is not an object"]
+    errors = []
+    if set(body) - _GEMINI_KEYS:
+        errors.append(f"unexpected keys {sorted(set(body) - _GEMINI_KEYS)}")
+    system = body.get("systemInstruction")
+    if system is not None and not (isinstance(system, dict) and isinstance(system.get("parts"), list) and system["parts"]
+                                   and all(isinstance(p, dict) and str(p.get("text", "")).strip() for p in system["parts"])):
+        errors.append("systemInstruction is not a content of non-blank text parts")
+    contents = body.get("contents")
+    if not isinstance(contents, list) or not contents:
+        return errors + ["contents is not a non-empty list"]
+    previous_calls: list = []  # (id, name) of the model turn before, awaiting responses
+    previous_role = None
+    for n, content in enumerate(contents):
+        where = f"contents[{n}]"
+        if not isinstance(content, dict) or set(content) != {"role", "parts"} or content["role"] not in ("user", "model"):
+            errors.append(f"{where}: not {{role: user|model, parts}}")
+            previous_calls, previous_role = [], None
+            continue
+        role, parts = content["role"], content["parts"]
+        if role == previous_role:
+            errors.append(f"{where}: second {role} content in a row")
+        if not isinstance(parts, list) or not parts:
+            errors.append(f"{where}: parts is not a non-empty list")
+            parts = []
+        calls, responses = [], []
+        for k, part in enumerate(parts):
+            pwhere = f"{where}.parts[{k}]"
+            kinds = set(part) & _GEMINI_DATA if isinstance(part, dict) else set()
+            if len(kinds) != 1:
+                errors.append(f"{pwhere}: not exactly one data kind")
+                continue
+            (kind,) = kinds
+            if kind == "text" and (not isinstance(part["text"], str) or not part["text"].strip()):
+                errors.append(f"{pwhere}: blank text")
+            elif kind == "functionCall":
+                call = part["functionCall"]
+                if role != "model":
+                    errors.append(f"{pwhere}: functionCall outside a model content")
+                if not isinstance(call, dict) or not isinstance(call.get("name"), str) or not isinstance(call.get("args"), dict):
+                    errors.append(f"{pwhere}: functionCall is not {{name, args: object}}")
+                else:
+                    calls.append((call.get("id"), call["name"]))
+            elif kind == "functionResponse":
+                response = part["functionResponse"]
+                if role != "user":
+                    errors.append(f"{pwhere}: functionResponse outside a user content")
+                if not isinstance(response, dict) or not isinstance(response.get("name"), str) \
+                        or not isinstance(response.get("response"), dict):
+                    errors.append(f"{pwhere}: functionResponse is not {{name, response: object}}")
+                else:
+                    responses.append((response.get("id"), response["name"]))
+        if previous_calls or responses:
+            if len(responses) != len(previous_calls):
+                errors.append(f"{where}: {len(responses)} function responses for {len(previous_calls)} calls of the turn before")
+            elif sorted(name for _, name in responses) != sorted(name for _, name in previous_calls):
+                errors.append(f"{where}: function response names do not match the calls")
+            elif all(i is not None for i, _ in previous_calls) and {i for i, _ in responses} != {i for i, _ in previous_calls}:
+                errors.append(f"{where}: function response ids do not match the calls")
+        previous_calls, previous_role = calls, role
+    if previous_calls:
+        errors.append("end: function calls never answered")
+    tools = body.get("tools")
+    if tools is not None:
+        if not isinstance(tools, list) or not tools:
+            errors.append("tools is not a non-empty list")
+        else:
+            for k, tool in enumerate(tools):
+                declarations = tool.get("functionDeclarations") if isinstance(tool, dict) else None
+                if not isinstance(declarations, list) or not all(
+                    isinstance(d, dict) and isinstance(d.get("name"), str) and set(d) <= {"name", "description", "parameters"}
+                    for d in declarations
+                ):
+                    errors.append(f"tools[{k}]: not {{functionDeclarations: [{{name, description?, parameters?}}]}}")
     return errors

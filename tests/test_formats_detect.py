@@ -19,7 +19,7 @@ from transforms.formats import READERS, detect_reader  # noqa: E402
 from transforms.normalize import normalize_conversation  # noqa: E402
 
 DATA = Path(__file__).parent / "data"
-FORMATS = ("openai", "openai-responses", "anthropic", "sharegpt")
+FORMATS = ("openai", "openai-responses", "anthropic", "sharegpt", "gemini")
 
 
 def load(path: Path) -> list:
@@ -49,7 +49,7 @@ def test_each_fixture_is_detected_as_its_format(fmt, record):
 
 def test_priorities_put_specific_formats_first_and_flat_last():
     order = [r.name for r in sorted(READERS.values(), key=lambda r: (r.priority, r.name))]
-    assert order == ["sharegpt", "anthropic", "openai-responses", "openai", "flat"]
+    assert order == ["sharegpt", "anthropic", "gemini", "openai-responses", "openai", "flat"]
 
 
 @pytest.mark.parametrize(
@@ -73,6 +73,12 @@ def test_priorities_put_specific_formats_first_and_flat_last():
         ({"custom_id": "r1", "method": "POST", "url": "/v1/chat/completions",
           "body": {"model": "m", "messages": [{"role": "user", "content": "hi"}]}}, "openai"),
         ({"custom_id": "r1", "body": {"messages": []}}, "openai"),
+        ({"contents": [{"role": "user", "parts": [{"text": "hi"}]}]}, "gemini"),
+        ({"contents": [{"parts": [{"functionResponse": {"name": "f", "response": {}}}]}]}, "gemini"),
+        ([{"role": "model", "parts": [{"function_call": {"name": "f", "args": {}}}]}], "gemini"),
+        ({"messages": [{"role": "model", "parts": [{"text": "hi"}]}]}, "gemini"),
+        # Typed parts (another SDK's UI messages) are not Gemini parts.
+        ({"messages": [{"role": "user", "parts": [{"type": "text", "text": "hi"}], "content": "hi"}]}, "flat"),
         ({"messages": [{"role": "user", "content": "hi"}]}, "flat"),
         ([{"role": "user", "content": "hi"}], "flat"),
         ({"messages": []}, "flat"),

@@ -6,7 +6,14 @@ import json
 from pathlib import Path
 
 import pytest
-from provider_shapes import anthropic_request_errors, openai_batch_errors, openai_finetune_errors
+from provider_shapes import (
+    anthropic_request_errors,
+    openai_batch_errors,
+    openai_finetune_errors,
+    gemini_request_errors,
+    openai_responses_errors,
+    sharegpt_training_errors,
+)
 
 from pipeline.main import main
 from transforms.formats import READERS, WRITERS, detect_reader
@@ -18,6 +25,9 @@ SHAPE_CHECKS = {
     "openai-finetune": openai_finetune_errors,
     "openai-batch": openai_batch_errors,
     "anthropic": anthropic_request_errors,
+    "sharegpt": sharegpt_training_errors,
+    "openai-responses": openai_responses_errors,
+    "gemini": gemini_request_errors,
 }
 
 
@@ -30,7 +40,7 @@ def _outputs(out: Path, name: str) -> list[dict]:
 
 
 def test_every_provider_reader_has_a_sample():
-    assert set(SAMPLE_FILES) == {"openai", "openai-responses", "anthropic", "sharegpt"}
+    assert set(SAMPLE_FILES) == {"openai", "openai-responses", "anthropic", "sharegpt", "gemini"}
     for path in SAMPLE_FILES.values():
         assert path.exists(), path
 
@@ -52,11 +62,17 @@ def test_all_readers_to_writer(writer, tmp_path):
     assert summary["records_in"] == expected
     assert summary["accounted"]
     letters = _outputs(out, "dead_letter")
-    if writer == "anthropic":
+    if writer in ("anthropic", "gemini"):
         # The Responses sample holds a custom tool call with free-text input: Anthropic's
         # tool_use input must be an object, so that record cannot be written and says why.
         assert [(d["reason"], d["detail"].split(":")[1].strip()) for d in letters] == [("unwritable", "args_not_json")]
         assert letters[0]["source"].endswith("openai-responses.jsonl")
+    elif writer == "sharegpt":
+        # LLaMA-Factory drops conversations that break its turn order (a trailing healed result,
+        # user text right after results): the writer refuses them instead, saying why.
+        reasons = sorted(d["detail"].split(":")[1].strip() for d in letters)
+        assert reasons == ["turn_order"] * 19 + ["unconvertible_tool"]
+        assert all(d["reason"] == "unwritable" for d in letters)
     else:
         assert letters == []
     lines = _outputs(out, "normalized")
@@ -81,3 +97,15 @@ def test_explicit_format_reads_its_sample(reader, tmp_path):
     summary = json.loads((out / "summary.json").read_text())
     assert summary["records_out"] == len(_records(SAMPLE_FILES[reader]))
     assert summary["dead_letters"] == 0
+
+
+@pytest.mark.parametrize("writer", sorted(WRITERS))
+def test_every_writers_output_passes_convnorm_validate(writer, tmp_path):
+    # The job's own output, checked as it is by `convnorm validate` (auto-detected reader).
+    out = tmp_path / "out"
+    assert main(["--input", str(SAMPLES / "*.jsonl"), "--output", str(out), "--sink", writer,
+                 "--model", "test-model", "--max-tokens", "512"]) == 0
+    report = tmp_path / "report"
+    assert main(["validate", "--input", str(out / "normalized" / "*.jsonl"), "--output", str(report)]) == 0
+    validation = json.loads((report / "validation.json").read_text())
+    assert validation["sendable"] and validation["conversations_checked"] == len(_outputs(out, "normalized"))

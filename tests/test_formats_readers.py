@@ -23,7 +23,7 @@ from transforms.normalize import INTERRUPTED_RESULT, normalize_conversation  # n
 from transforms.validate import check_sendable  # noqa: E402
 
 DATA = Path(__file__).parent / "data"
-FORMATS = ("openai", "openai-responses", "anthropic", "sharegpt")
+FORMATS = ("openai", "openai-responses", "anthropic", "sharegpt", "gemini")
 TOOLBENCH = sorted((DATA / "corpora" / "ToolBench").rglob("*.json"))
 
 
@@ -56,6 +56,7 @@ DEFECTS = {
     "rs-defects": ({"orphan_result": 1}, 1),
     "sg-defects": ({"orphan_result": 1}, 1),
     "sg-parallel-batched-text": ({}, 1),
+    "gm-defects-trimmed": ({"orphan_result": 1}, 1),
 }
 
 
@@ -88,10 +89,11 @@ def test_fields_carry_everything_but_the_conversation(fmt, n, record):
         "anthropic": {"system"},
         "openai-responses": {"input", "instructions"},
         "sharegpt": {"conversations", "system"},
+        "gemini": {"contents", "systemInstruction", "system_instruction"},
     }[fmt]
     assert list(fields) == [k for k in record if k not in consumed]
     for key, value in fields.items():
-        if key != "tools" or fmt != "sharegpt":
+        if key != "tools" or fmt not in ("sharegpt", "gemini"):
             assert value == record[key]
 
 

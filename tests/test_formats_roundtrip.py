@@ -14,6 +14,14 @@
   one (texts joined by a newline, calls concatenated); arguments parsed to objects (none or a
   blank string is ``{}``). Ids are kept (the cases here use ids Anthropic accepts; rewriting the
   others is tested with the writer).
+- openai-responses → openai-responses: ``same`` = ``N`` with the system messages joined by a
+  newline into one leading system message (blank ones left out: ``instructions``) and
+  arguments in their written form (as for OpenAI); an assistant message with calls and no text
+  right after an assistant message without calls joins it (items have no turn boundary: the
+  reader folds calls into the assistant message before them). Nothing else changes.
+- gemini → gemini: ``same`` as for anthropic (system joined into ``systemInstruction``, blank
+  turns dropped, adjacent same-role turns merged, arguments as objects); ids are kept as they
+  are (Gemini's ids are free text).
 - flat → flat: ``same`` = ``N``.
 
 Synthesized ids survive because the writers write them as real ids.
@@ -44,16 +52,19 @@ from transforms.profiles import normalize_with_profile  # noqa: E402
 from transforms.validate import check_sendable  # noqa: E402
 
 DATA = Path(__file__).parent / "data"
-FORMATS = ("openai", "openai-responses", "anthropic", "sharegpt")
+FORMATS = ("openai", "openai-responses", "anthropic", "sharegpt", "gemini")
 # (writer, reader, how to find the messages in the written record)
 PAIRS = {
     "openai-finetune": ("openai", lambda out: out),
     "openai-batch": ("openai", lambda out: out),  # the reader reads Batch lines
     "anthropic": ("anthropic", lambda out: out),
+    "openai-responses": ("openai-responses", lambda out: out),
+    "gemini": ("gemini", lambda out: out),
     "flat": ("flat", lambda out: out),
 }
 # Refused by the writer (see test_formats_writers.REFUSED): nothing to read back.
-REFUSED = {("oa-custom-tool", "anthropic"), ("rs-custom-tool-image", "anthropic"), ("rs-string-input", "openai-finetune")}
+REFUSED = {("oa-custom-tool", "anthropic"), ("rs-custom-tool-image", "anthropic"), ("rs-string-input", "openai-finetune"),
+           ("oa-custom-tool", "gemini"), ("rs-custom-tool-image", "gemini")}
 
 
 def load(fmt: str) -> list:
@@ -64,7 +75,7 @@ def load(fmt: str) -> list:
 # --------------------------------------------------------------------------------------------
 # What "the same" means, written independently of the writers
 
-PROVIDER_SINKS = ("openai-finetune", "openai-batch", "anthropic")
+PROVIDER_SINKS = ("openai-finetune", "openai-batch", "anthropic", "openai-responses", "gemini")
 
 
 def not_adjacent(messages: list) -> bool:
@@ -114,7 +125,22 @@ def anthropic_same(messages: list) -> list:
     return out
 
 
-SAME = {"openai-finetune": openai_same, "openai-batch": openai_same, "anthropic": anthropic_same, "flat": lambda m: m}
+def responses_same(messages: list) -> list:
+    systems = [m["content"] for m in messages if m["role"] == "system" and m["content"].strip()]
+    out = [{"role": "system", "content": "\n".join(systems)}] if systems else []
+    for m in openai_same([m for m in messages if m["role"] != "system"]):
+        previous = out[-1] if out else None
+        if (m["role"] == "assistant" and m.get("tool_calls") and not m["content"] and previous is not None
+                and previous["role"] == "assistant" and "tool_calls" not in previous):
+            # Items have no turns: calls right after an assistant message are its calls.
+            out[-1] = {**previous, "tool_calls": m["tool_calls"]}
+            continue
+        out.append(m)
+    return out
+
+
+SAME = {"openai-finetune": openai_same, "openai-batch": openai_same, "anthropic": anthropic_same,
+        "openai-responses": responses_same, "gemini": anthropic_same, "flat": lambda m: m}
 
 
 def round_trip(sink: str, messages: list, **fields) -> list:
@@ -290,7 +316,7 @@ def _unwritable(sink: str, messages: list) -> bool:
 
 
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(conversations(ANY_ARGS), st.sampled_from(["openai-finetune", "openai-batch", "flat"]))
+@given(conversations(ANY_ARGS), st.sampled_from(["openai-finetune", "openai-batch", "openai-responses", "flat"]))
 def test_any_conversation_round_trips_through_openai(messages, sink):
     if _unwritable(sink, messages):
         return
@@ -298,11 +324,11 @@ def test_any_conversation_round_trips_through_openai(messages, sink):
 
 
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(conversations(OBJECT_ARGS))
-def test_any_conversation_round_trips_through_anthropic(messages):
-    if _unwritable("anthropic", messages):
+@given(conversations(OBJECT_ARGS), st.sampled_from(["anthropic", "gemini"]))
+def test_any_conversation_round_trips_through_anthropic_and_gemini(messages, sink):
+    if _unwritable(sink, messages):
         return
-    assert round_trip("anthropic", messages) == anthropic_same(messages)
+    assert round_trip(sink, messages) == anthropic_same(messages)
 
 
 

@@ -19,13 +19,15 @@ from transforms.normalize import normalize_conversation  # noqa: E402
 from transforms.validate import check_sendable  # noqa: E402
 
 SAMPLES = ROOT / "samples" / "formats"
-FORMATS = ("openai", "openai-responses", "anthropic", "sharegpt")
+FORMATS = ("openai", "openai-responses", "anthropic", "sharegpt", "gemini")
 CHECKS = {
     "openai-finetune": shapes.openai_finetune_errors,
     "openai-batch": shapes.openai_batch_errors,
     "anthropic": shapes.anthropic_request_errors,
-}
-REFUSED = {("rs-custom-tool", "anthropic"): "args_not_json"}  # free-text custom tool input
+    "openai-responses": shapes.openai_responses_errors,
+    "gemini": shapes.gemini_request_errors,
+}  # sharegpt: checked with its refusals in test_formats_e2e
+REFUSED = {("rs-custom-tool", "anthropic"): "args_not_json", ("rs-custom-tool", "gemini"): "args_not_json"}  # free-text custom tool input
 
 
 def load(fmt: str) -> list:

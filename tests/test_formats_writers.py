@@ -23,16 +23,20 @@ from transforms.formats import READERS, WRITERS, FormatError, WriteContext, Writ
 from transforms.normalize import INTERRUPTED_RESULT, normalize_conversation  # noqa: E402
 
 DATA = Path(__file__).parent / "data"
-FORMATS = ("openai", "openai-responses", "anthropic", "sharegpt")
+FORMATS = ("openai", "openai-responses", "anthropic", "sharegpt", "gemini")
 CHECKS = {
     "openai-finetune": shapes.openai_finetune_errors,
     "openai-batch": shapes.openai_batch_errors,
     "anthropic": shapes.anthropic_request_errors,
+    "openai-responses": shapes.openai_responses_errors,
+    "gemini": shapes.gemini_request_errors,
 }
 # Fixtures a writer must refuse, and why: the target format cannot hold them.
 REFUSED = {
     ("oa-custom-tool", "anthropic"): "args_not_json",  # free-text input is no JSON object
     ("rs-custom-tool-image", "anthropic"): "args_not_json",
+    ("oa-custom-tool", "gemini"): "args_not_json",
+    ("rs-custom-tool-image", "gemini"): "args_not_json",
     ("rs-string-input", "openai-finetune"): "no_assistant_message",
 }
 
@@ -92,8 +96,15 @@ def test_toolbench_chains_write_provider_valid_records(rid, record, sink):
     out = write(sink, normalized_record("openai", record), rid)
     assert CHECKS[sink](out) == []
     tools = out["body"]["tools"] if sink == "openai-batch" else out["tools"]
-    # Legacy `functions` become tools in the target's own shape.
-    assert len(tools) == len(record["functions"])
+    if sink == "gemini":
+        tools = tools[0]["functionDeclarations"]  # one Tool holding every declaration
+    # Legacy `functions` become tools in the target's own shape; for Anthropic, a called tool
+    # that `functions` lacks (ToolBench's pseudo-tool `Finish`) gets a derived definition.
+    declared = {f["name"] for f in record["functions"]}
+    called = {c["function_call"]["name"] for c in record["messages"] if c.get("function_call")}
+    derived = called - declared if sink == "anthropic" else set()
+    assert len(tools) == len(record["functions"]) + len(derived)
+    assert {t["name"] for t in tools[len(record["functions"]):]} == derived
 
 
 # --------------------------------------------------------------------------------------------
@@ -106,6 +117,9 @@ def test_writers_declare_the_options_they_fall_back_to():
         "openai-finetune": (),
         "openai-batch": ("model",),
         "anthropic": ("model", "max_tokens"),
+        "sharegpt": (),
+        "openai-responses": ("model",),
+        "gemini": (),
     }
     with pytest.raises(ValueError, match="unknown WriteContext field"):
         Writer("x", lambda record, ctx: record, uses=("temperature",))
@@ -377,7 +391,9 @@ def test_anthropic_merges_same_role_turns_and_drops_blank_ones():
         {"role": "assistant", "content": [{"type": "text", "text": "c"}, {"type": "tool_use", "id": "t1", "name": "f", "input": {}}]},
         {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t1", "content": INTERRUPTED_RESULT}]},
     ]
-    assert "system" not in out and "tools" not in out
+    assert "system" not in out
+    # The call names a tool the record does not define: a derived, permissive definition.
+    assert out["tools"] == [{"name": "f", "input_schema": {"type": "object"}}]
     assert shapes.anthropic_request_errors(out) == []
 
 
@@ -423,11 +439,12 @@ def test_anthropic_roles_and_tools_it_cannot_write():
     with pytest.raises(FormatError) as err:
         write("anthropic", flat_record([{"role": "user", "content": "a"}, {"role": "moderator", "content": "b"}]))
     assert err.value.reason == "unsupported_role"
-    for tools in ([{"type": "function", "function": {"name": "f", "parameters": {}, "strict": True}}],
+    for tools in ([{"type": "function", "function": {"name": "f", "parameters": {}, "cache_control": {}}}],
                   [{"type": "custom", "custom": {"name": "python"}}]):
         with pytest.raises(FormatError) as err:
             write("anthropic", flat_record([{"role": "user", "content": "a"}], tools=tools))
         assert err.value.reason == "unconvertible_tool"
+        assert "tool 'f'" in str(err.value) or "tool 'python'" in str(err.value)
     # Anthropic-native tools (server tools included) pass as they are; a missing schema is empty.
     native = [{"type": "web_search_20250305", "name": "web_search", "max_uses": 3}, {"name": "f", "input_schema": {"type": "object"}}]
     assert write("anthropic", flat_record([{"role": "user", "content": "a"}], tools=native))["tools"] == native

@@ -82,8 +82,15 @@ class NormalizeConversation(beam.DoFn):
         self._counters = {name: Metrics.counter(NAMESPACE, name) for name, _ in COUNTER_NAMES}
         self._messages, self._drops = (Metrics.distribution(NAMESPACE, name) for name in DISTRIBUTION_NAMES)
 
+    def start_bundle(self) -> None:
+        # The writer starts a new output file per bundle and per shard: so does the state
+        # that keeps a unique field (openai-batch's custom_id) unique within a file.
+        self._file_shard, self._taken = None, {}
+
     def process(self, batch: Batch) -> Iterable:
-        result = process_batch(batch.items, self._settings)
+        if batch.shard != self._file_shard:
+            self._file_shard, self._taken = batch.shard, {}
+        result = process_batch(batch.items, self._settings, taken=self._taken)
         self._count(len(batch.items), result)
         if result.records:
             yield Batch(batch.shard, batch.start, result.records)

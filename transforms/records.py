@@ -99,6 +99,8 @@ class Settings:
     sink: str = "flat"
     model: str | None = None
     max_tokens: int | None = None
+    #: Dotted path of a record's tool definitions for the writers (``--tools-field``).
+    tools_field: str = "tools"
     #: Also run the strict sendability check on every normalized conversation.
     check: bool = False
     raw_limit: int = DEFAULT_RAW_LIMIT
@@ -118,6 +120,8 @@ class Settings:
             found.append("--id-field must not be empty")
         if self.id_field == self.messages_field:
             found.append("--id-field and --messages-field must differ")
+        if not self.tools_field or any(not part for part in self.tools_field.split(".")):
+            found.append(f"--tools-field {self.tools_field!r} is not a dotted path of field names")
         if self.max_tokens is not None and self.max_tokens < 1:
             found.append("--max-tokens must be at least 1")
         if self.raw_limit < 0:
@@ -355,14 +359,19 @@ def _process(raw: RawRecord, settings: Settings) -> tuple[dict, dict]:
     }
     if result.repairs:
         metrics["repairs"] = result.repairs
+    if conversation.report:
+        metrics["reader_report"] = conversation.report
     if settings.check:
         metrics["violations"] = count_by_kind(check_sendable(result.messages))
 
-    context = WriteContext(rid, settings.messages_field, settings.id_field, settings.model, settings.max_tokens)
+    context = WriteContext(rid, settings.messages_field, settings.id_field, settings.model, settings.max_tokens,
+                           settings.tools_field)
     try:
         output = WRITERS[settings.sink].write(normalized, context)
     except FormatError as error:
         raise _DeadLetter("unwritable", f"{settings.sink}: {error.reason}: {error}") from None
+    if context.report:
+        metrics["writer_report"] = context.report
     try:
         # Serialize here, inside the guard: a value JSON cannot hold (a Parquet decimal, a
         # lone surrogate) must make this record a dead letter, not fail the file writer.
@@ -428,9 +437,14 @@ def check_record(raw: RawRecord, settings: Settings) -> Outcome:
     return _guarded(_check, raw, settings)
 
 
-def process_batch(records: list, settings: Settings, step=process_record) -> BatchResult:
+def process_batch(records: list, settings: Settings, step=process_record, taken: dict | None = None) -> BatchResult:
     """``step`` (``process_record`` or ``check_record``) over a batch, split by destination,
-    input order kept."""
+    input order kept.
+
+    ``taken`` is the state of the output file the batch goes to (the caller starts a new one
+    per file): when the sink's writer has a ``unique_field``, repeated values are renamed
+    (``make_unique``).
+    """
     outputs, metrics, letters = [], [], []
     for raw in records:
         outcome = step(raw, settings)
@@ -440,4 +454,37 @@ def process_batch(records: list, settings: Settings, step=process_record) -> Bat
                 metrics.append(outcome.metrics)
         else:
             letters.append(outcome.dead_letter)
+    unique_field = WRITERS[settings.sink].unique_field if step is process_record else None
+    if unique_field is not None and taken is not None:
+        make_unique(outputs, metrics, unique_field, taken)
     return BatchResult(outputs, metrics, letters)
+
+
+#: Separator of a renamed duplicate value and its occurrence number: ``<value>~2``.
+UNIQUE_SEPARATOR = "~"
+
+
+def make_unique(outputs: list, metrics: list, field: str, taken: dict) -> None:
+    """Rename repeated ``field`` values in place, deterministically, in output order.
+
+    The n-th occurrence of a value becomes ``<value>~n`` (``~n+1`` ... if that is taken too);
+    ``taken`` maps every value used so far in the file to its occurrences. Each rename is
+    counted in its record's writer report as ``duplicate_<field>_renamed``.
+    """
+    for output, record_metrics in zip(outputs, metrics):
+        value = output.get(field) if isinstance(output, dict) else None
+        if not isinstance(value, str):
+            continue
+        if value not in taken:
+            taken[value] = 1
+            continue
+        n = taken[value] + 1
+        while f"{value}{UNIQUE_SEPARATOR}{n}" in taken:
+            n += 1
+        taken[value] = n
+        renamed = f"{value}{UNIQUE_SEPARATOR}{n}"
+        taken[renamed] = 1
+        output[field] = renamed
+        report = record_metrics.setdefault("writer_report", {})
+        name = f"duplicate_{field}_renamed"
+        report[name] = report.get(name, 0) + 1

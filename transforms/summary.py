@@ -61,6 +61,8 @@ def partial(records_in: int = 0, metrics: Iterable[dict] = (), dead_letters: Ite
     """The partial summary of one batch: raw records read, drop metrics, dead letters."""
     out: dict = {"records_in": records_in, "blank_lines": blank_lines}
     dropped_by, repairs, violations, histogram = {}, {}, {}, {}
+    reader_report: dict = {}
+    writer_report: dict = {}
     records_out = messages_in = messages_out = dropped = healed = with_drops = with_violations = 0
     for m in metrics:
         records_out += 1
@@ -74,6 +76,10 @@ def partial(records_in: int = 0, metrics: Iterable[dict] = (), dead_letters: Ite
             _add(dropped_by, reason, n)
         for kind, n in m.get("repairs", {}).items():
             _add(repairs, kind, n)
+        if "reader_report" in m:
+            reader_report = merge(reader_report, m["reader_report"])
+        if "writer_report" in m:
+            writer_report = merge(writer_report, m["writer_report"])
         found = m.get("violations")
         if found:
             with_violations += 1
@@ -94,6 +100,8 @@ def partial(records_in: int = 0, metrics: Iterable[dict] = (), dead_letters: Ite
         repairs=repairs,
         conversations_with_violations=with_violations,
         violations=violations,
+        reader_report=reader_report,
+        writer_report=writer_report,
     )
     return out
 
@@ -129,8 +137,16 @@ def finalize(summary: dict, *, profile: str = "spec", check: bool = False) -> di
     if check or s["violations"]:
         doc["conversations_with_violations"] = s["conversations_with_violations"]
         doc["violations"] = _ordered(s["violations"], VIOLATION_KINDS)
+    # Documented choices of the reader and writer (``docs/formats-readers-writers.md``), sorted.
+    for name in ("reader_report", "writer_report"):
+        if s[name]:
+            doc[name] = _sorted_counts(s[name])
     doc["accounted"] = doc["records_in"] == doc["records_out"] + doc["dead_letters"]
     return doc
+
+
+def _sorted_counts(counts: dict) -> dict:
+    return {k: _sorted_counts(v) if isinstance(v, dict) else v for k, v in sorted(counts.items())}
 
 
 def format_table(doc: dict) -> str:
@@ -163,6 +179,13 @@ def format_table(doc: dict) -> str:
         for kind, n in doc["violations"].items():
             if n:
                 row(f"  {kind}", n)
+    for name in ("reader_report", "writer_report"):
+        for kind, n in doc.get(name, {}).items():
+            if isinstance(n, dict):
+                for key, k in n.items():
+                    row(f"{name.split('_')[0]} {kind} {key}", k)
+            else:
+                row(f"{name.split('_')[0]} {kind}", n)
     histogram = "  ".join(f"{label}:{n:,}" for label, n in doc["drops_histogram"].items())
     width = max(len(label) for label, _ in rows)
     lines = [f"convnorm summary (profile {doc.get('profile', 'spec')})"]

@@ -12,6 +12,7 @@ from transforms.formats.base import (
     Reader,
     WriteContext,
     Writer,
+    count_written,
     detect_reader,
     register_reader,
     register_writer,
@@ -21,6 +22,7 @@ from transforms.formats.base import (
 from transforms.formats import (  # noqa: E402, F401
     anthropic,
     flat,
+    gemini,
     openai,
     openai_responses,
     sharegpt,
@@ -34,6 +36,7 @@ __all__ = [
     "Reader",
     "WriteContext",
     "Writer",
+    "count_written",
     "detect_reader",
     "register_reader",
     "register_writer",

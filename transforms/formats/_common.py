@@ -243,11 +243,16 @@ def record_tools(record: dict) -> list | None:
 
 _OPENAI_FUNCTION_KEYS = frozenset(("name", "description", "parameters", "strict"))
 _ANTHROPIC_CLIENT_KEYS = frozenset(("type", "name", "description", "input_schema"))
-_PORTABLE_FUNCTION_KEYS = frozenset(("name", "description", "parameters"))
 
 
 def _unconvertible(tool: Any, target: str) -> FormatError:
     name = tool.get("name") if isinstance(tool, dict) else None
+    if name is None and isinstance(tool, dict):  # chat tools keep the name in `function` / `custom`
+        inner = tool.get("function") if isinstance(tool.get("function"), dict) else tool.get("custom")
+        name = inner.get("name") if isinstance(inner, dict) else None
+    if name is None:  # an unnamed tool (Gemini's googleSearch, say): say what it is
+        what = f"with keys {sorted(map(str, tool))}" if isinstance(tool, dict) else f"{tool!r:.60}"
+        return FormatError("unconvertible_tool", f"tool definition {what} cannot be written as a {target} tool")
     return FormatError("unconvertible_tool", f"tool {name!r} cannot be written as a {target} tool without loss")
 
 
@@ -284,28 +289,6 @@ def openai_tool(tool: Any) -> dict:
     if function is None or not function.keys() <= _OPENAI_FUNCTION_KEYS:
         raise _unconvertible(tool, "OpenAI")
     return {"type": "function", "function": function}
-
-
-def anthropic_tool(tool: Any) -> dict:
-    """One tool definition in the Anthropic shape ``{name, description?, input_schema}``.
-
-    Anthropic-native definitions (``input_schema``, or a server tool's own ``type``) pass as
-    they are. A function schema converts when it has only name, description and parameters
-    (``strict`` has no Anthropic equivalent); no parameters means an empty object schema.
-    """
-    if not isinstance(tool, dict):
-        raise _unconvertible(tool, "Anthropic")
-    kind = tool.get("type")
-    if "input_schema" in tool or (isinstance(kind, str) and kind not in ("function", "custom")):
-        return tool
-    function = _function_schema(tool)
-    if function is None or not function.keys() <= _PORTABLE_FUNCTION_KEYS or not isinstance(function.get("name"), str):
-        raise _unconvertible(tool, "Anthropic")
-    out = {"name": function["name"]}
-    if "description" in function:
-        out["description"] = function["description"]
-    out["input_schema"] = function.get("parameters") or {"type": "object", "properties": {}}
-    return out
 
 
 def record_model(record: dict, ctx_model: str | None) -> str | None:

@@ -23,6 +23,13 @@ else is a FormatError (``args_not_an_object`` / ``args_not_json``), since ``inpu
 it. Call ids outside ``[A-Za-z0-9_-]`` are rewritten (invalid characters to ``_``, then
 ``_<k>`` if taken) in both the ``tool_use`` and its ``tool_result``. Roles other than system,
 developer, user, assistant and tool are a FormatError (``unsupported_role``).
+
+Tools: the record's definitions at ``--tools-field`` (a dotted path; else ``tools`` / legacy
+``functions``), converted by ``anthropic_tool``. A tool that a ``tool_use`` names and no
+definition declares gets a derived one, ``{name, input_schema: {"type": "object"}}`` (any
+object: the writer knows only the name), counted as ``derived_tool_definitions`` in the writer
+report: Anthropic refuses a ``tool_use`` of an undefined tool, and a permissive definition
+keeps the record instead of refusing it.
 """
 
 from __future__ import annotations
@@ -34,7 +41,6 @@ from typing import Any
 from transforms.formats._common import (
     ERROR_PREFIX,
     JOIN,
-    anthropic_tool,
     block_text,
     check_results_adjacent,
     message_list,
@@ -42,14 +48,15 @@ from transforms.formats._common import (
     part_text,
     record_fields,
     record_model,
-    record_tools,
 )
+from transforms.formats._tools import called_tools, tool_name, tools_for
 from transforms.formats.base import (
     Conversation,
     FormatError,
     Reader,
     WriteContext,
     Writer,
+    count_written,
     register_reader,
     register_writer,
 )
@@ -263,9 +270,98 @@ def write_anthropic(record: dict, ctx: WriteContext) -> dict:
     if system:
         out["system"] = system
     out["messages"] = turns
-    tools = record_tools(record)
-    if tools is not None:
-        out["tools"] = [anthropic_tool(t) for t in tools]
+    tools = tools_for(record, ctx)
+    tools = [anthropic_tool(t, ctx) for t in tools] if tools is not None else []
+    # Anthropic needs a definition for every tool a tool_use names: derive what is missing.
+    defined = {t.get("name") for t in tools}
+    for name in called_tools(normalized_messages(record, ctx.messages_field)):
+        if name not in defined:
+            tools.append({"name": name, "input_schema": dict(PERMISSIVE_SCHEMA)})
+            count_written(ctx, "derived_tool_definitions")
+    if tools:
+        out["tools"] = tools
+    return out
+
+
+#: The input schema of a derived tool definition: any object (the calls' inputs are objects).
+PERMISSIVE_SCHEMA = {"type": "object"}
+#: Function-schema keys with an Anthropic equivalent (``parameters`` becomes ``input_schema``).
+_FUNCTION_KEYS = frozenset(("name", "description", "parameters", "strict", "type", "required"))
+
+
+def _not_convertible(name: Any, why: str) -> FormatError:
+    return FormatError("unconvertible_tool", f"tool {name!r} cannot be written as an Anthropic tool: {why}")
+
+
+def anthropic_tool(tool: Any, ctx: WriteContext) -> dict:
+    """One tool definition in the Anthropic shape ``{name, description?, input_schema, strict?}``.
+
+    Anthropic-native definitions (``input_schema``, or a server tool's own ``type``) pass as
+    they are. A function schema (chat ``{type: function, function: {...}}``, Responses
+    ``{type: function, name, ...}`` or bare ``{name, ...}``) converts: ``parameters`` →
+    ``input_schema`` (none → an empty object schema); ``strict`` true/false kept (Anthropic has
+    it), ``strict: null`` dropped; a redundant ``type: "function"`` inside ``function`` dropped;
+    a function-level ``required`` list moved into ``input_schema`` when the schema has none,
+    dropped when the schema's is the same; ``description: null`` dropped. Every drop is counted
+    in the writer report under ``discarded_tool_fields`` by key (``strict``,
+    ``function.type``, ``required``, ``description``), every move under ``mapped_tool_fields``.
+    Anything else is a ``FormatError`` (``unconvertible_tool``) that names the tool.
+    """
+    name = tool_name(tool)
+    if not isinstance(tool, dict):
+        raise _not_convertible(name, f"a tool definition is an object, not {type(tool).__name__}")
+    kind = tool.get("type")
+    if "input_schema" in tool or (isinstance(kind, str) and kind not in ("function", "custom")):
+        return tool
+    if kind == "custom":
+        raise _not_convertible(name, "a free-text custom tool has no Anthropic equivalent")
+    if kind == "function" and isinstance(tool.get("function"), dict):
+        extra = set(tool) - {"type", "function"}
+        if extra:
+            raise _not_convertible(name, f"key(s) {sorted(extra)} beside 'function'")
+        function, nested = tool["function"], True
+    else:
+        function, nested = {k: v for k, v in tool.items() if k != "type"}, False
+    if not isinstance(name, str) or not name:
+        raise FormatError("unconvertible_tool", f"tool definition with keys {sorted(map(str, tool))} has no name")
+    unknown = sorted(set(function) - _FUNCTION_KEYS)
+    if unknown:
+        raise _not_convertible(name, f"key(s) {unknown} have no Anthropic equivalent")
+    out = {"name": name}
+    description = function.get("description")
+    if isinstance(description, str):
+        out["description"] = description
+    elif "description" in function:
+        if description is not None:
+            raise _not_convertible(name, f"description is a {type(description).__name__}")
+        count_written(ctx, "discarded_tool_fields", key="description")
+    schema = function.get("parameters")
+    if schema is None:
+        schema = {"type": "object", "properties": {}}
+    if not isinstance(schema, dict):
+        raise _not_convertible(name, f"parameters is a {type(schema).__name__}, not an object")
+    if "type" in function:
+        if function["type"] != "function" or not nested:
+            raise _not_convertible(name, f"type {function['type']!r} inside the function schema")
+        count_written(ctx, "discarded_tool_fields", key="function.type")
+    if "required" in function:
+        required = function["required"]
+        if not isinstance(required, list) or not all(isinstance(r, str) for r in required):
+            raise _not_convertible(name, "a function-level 'required' that is not a list of names")
+        if "required" not in schema:
+            schema = {**schema, "required": required}
+            count_written(ctx, "mapped_tool_fields", key="required")
+        elif schema["required"] == required:
+            count_written(ctx, "discarded_tool_fields", key="required")
+        else:
+            raise _not_convertible(name, "its function-level 'required' differs from parameters.required")
+    out["input_schema"] = schema
+    if isinstance(function.get("strict"), bool):
+        out["strict"] = function["strict"]
+    elif "strict" in function:
+        if function["strict"] is not None:
+            raise _not_convertible(name, f"strict is a {type(function['strict']).__name__}")
+        count_written(ctx, "discarded_tool_fields", key="strict")
     return out
 
 

@@ -20,7 +20,7 @@ No Beam import here: formats are plain functions, testable alone.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, field, fields
 from typing import Any, Callable, NamedTuple
 
 
@@ -47,6 +47,9 @@ class Conversation(NamedTuple):
 
     messages: list
     fields: dict
+    #: Counts of the reader's documented choices that change what the record said (e.g.
+    #: ``tool_call_ids_expanded``); the job reports them per conversation and per run.
+    report: dict | None = None
 
 
 @dataclass(frozen=True)
@@ -59,6 +62,21 @@ class WriteContext:
     model: str | None = None
     #: For request bodies that must bound the reply (Anthropic), when the record has none.
     max_tokens: int | None = None
+    #: Dotted path of the record's tool definitions (``--tools-field``), e.g. ``kwargs.tools``.
+    tools_field: str = "tools"
+    #: Counts of what the writer mapped, dropped or derived for this record (one fresh dict per
+    #: record): ``count_written`` adds to it; the job reports it as the record's
+    #: ``writer_report`` (in ``drops/``) and sums it per run (``summary.json``).
+    report: dict = field(default_factory=dict, compare=False)
+
+
+def count_written(ctx: WriteContext, name: str, n: int = 1, key: str | None = None) -> None:
+    """Add ``n`` to the writer report's ``name`` (or to ``name[key]`` for counts by key)."""
+    if key is None:
+        ctx.report[name] = ctx.report.get(name, 0) + n
+    else:
+        bucket = ctx.report.setdefault(name, {})
+        bucket[key] = bucket.get(key, 0) + n
 
 
 @dataclass(frozen=True)
@@ -87,6 +105,10 @@ class Writer:
     #: a writer that never reads an option leaves it out, and gets no warning for it. Names are
     #: checked against ``WriteContext`` at registration.
     uses: tuple[str, ...] = ()
+    #: A top-level output field whose values must be unique within an output file (the
+    #: Batch API refuses a file with a repeated ``custom_id``): the job renames the second
+    #: and later occurrences ``<value>~2``, ``<value>~3`` ... and counts them.
+    unique_field: str | None = None
 
     def __post_init__(self) -> None:
         known = {f.name for f in fields(WriteContext)}

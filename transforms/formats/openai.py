@@ -13,7 +13,11 @@ report). Legacy ``function_call`` / role ``function`` messages, and calls logged
 (the Hugging Face shape), get ids derived from their position (``call_<message index>[_<n>]``),
 and id-less results are paired with them by position: a result answers the earliest pending
 synthesized call of the same ``name``, else the earliest pending one; a message of any other
-role ends the pending run. Everything else on a message is left for the core, which keeps only
+role ends the pending run. A result without ``tool_call_id`` that names its calls in a
+``tool_call_ids`` list (SWE-agent trajectories) answers the list's id; a list of several ids
+gives one result per id, each with the message's content, in list order, counted in the
+reader report as ``tool_call_ids_split`` (the extra results); an empty list names nothing (an
+orphan the core drops). Everything else on a message is left for the core, which keeps only
 the flat keys (``weight``, ``name``, ``audio`` go).
 
 The reader also reads OpenAI Batch API input lines (what ``openai-batch`` writes): an object
@@ -52,8 +56,8 @@ from transforms.formats._common import (
     normalized_messages,
     openai_tool,
     record_model,
-    record_tools,
 )
+from transforms.formats._tools import tools_for
 from transforms.formats.base import (
     Conversation,
     FormatError,
@@ -115,8 +119,12 @@ def _result_id(message: dict) -> Any:
     return found
 
 
-def openai_to_flat(messages: list) -> list:
-    """Chat Completions messages (legacy function calling included) as flat messages."""
+def openai_to_flat(messages: list, report: dict | None = None) -> list:
+    """Chat Completions messages (legacy function calling included) as flat messages.
+
+    ``report`` (if given) counts ``tool_call_ids_split``: the extra results made from
+    ``tool_call_ids`` lists of more than one id.
+    """
     ids = IdAllocator(ids_in_messages(messages))
     pending: list[tuple[str, Any]] = []  # (synthesized id, name) awaiting a positional result
     out = []
@@ -159,7 +167,16 @@ def openai_to_flat(messages: list) -> list:
                 flat["tool_calls"] = new_calls
         elif role in ("tool", "function"):
             flat["role"] = "tool"
-            if _result_id(message) is None and pending:
+            listed = flat.pop("tool_call_ids", None)
+            if _result_id(message) is None and isinstance(listed, list) and listed:
+                # Agent frameworks (SWE-agent) name the call in a list: one result per id.
+                flat["tool_call_id"] = listed[0]
+                for other in listed[1:]:
+                    out.append(flat)
+                    flat = {**flat, "tool_call_id": other}
+                if report is not None and len(listed) > 1:
+                    report["tool_call_ids_split"] = report.get("tool_call_ids_split", 0) + len(listed) - 1
+            elif _result_id(message) is None and pending:
                 flat["tool_call_id"] = _take_pending(pending, message.get("name"))
         else:
             pending = []  # a new turn: later results cannot answer earlier calls by position
@@ -197,9 +214,12 @@ def read_openai(record: Any, messages_field: str) -> Conversation:
         if messages_field not in body:
             raise FormatError("missing_messages", f"the Batch line's body has no {messages_field!r} field")
         messages = message_list(body, messages_field)
-        return Conversation(openai_to_flat(messages), _batch_fields(record))
+        report: dict = {}
+        return Conversation(openai_to_flat(messages, report), _batch_fields(record), report or None)
     messages = message_list(record, messages_field)
-    return Conversation(openai_to_flat(messages), record if isinstance(record, dict) else {})
+    report = {}
+    flat = openai_to_flat(messages, report)
+    return Conversation(flat, record if isinstance(record, dict) else {}, report or None)
 
 
 def _openai_ism(message: Any) -> bool:
@@ -207,6 +227,8 @@ def _openai_ism(message: Any) -> bool:
         return False
     if message.get("role") in ("function", "developer") or "function_call" in message or "refusal" in message:
         return True
+    if isinstance(message.get("tool_call_ids"), list) and "tool_call_id" not in message:
+        return True  # an agent trajectory naming its calls in a list (SWE-agent)
     if is_part_list(message.get("content")):
         return True
     calls = message.get("tool_calls")
@@ -287,9 +309,9 @@ def flat_to_openai(messages: list, custom_tools: frozenset = frozenset()) -> lis
     return out
 
 
-def _tools(record: dict) -> tuple[list | None, frozenset]:
+def _tools(record: dict, ctx: WriteContext) -> tuple[list | None, frozenset]:
     """The record's tools in the Chat Completions shape, and the names of its custom tools."""
-    tools = record_tools(record)
+    tools = tools_for(record, ctx)  # --tools-field, else tools / functions
     if tools is None:
         return None, frozenset()
     tools = [openai_tool(t) for t in tools]
@@ -297,7 +319,7 @@ def _tools(record: dict) -> tuple[list | None, frozenset]:
 
 
 def write_openai_finetune(record: dict, ctx: WriteContext) -> dict:
-    tools, custom_tools = _tools(record)
+    tools, custom_tools = _tools(record, ctx)
     messages = flat_to_openai(normalized_messages(record, ctx.messages_field), custom_tools)
     if not any(m["role"] == "assistant" for m in messages):
         raise FormatError("no_assistant_message", "a fine-tuning example needs an assistant message")
@@ -315,7 +337,7 @@ def write_openai_batch(record: dict, ctx: WriteContext) -> dict:
     model = record_model(record, ctx.model)
     if model is None:
         raise FormatError("missing_model", "a Batch request needs a model: pass --model")
-    tools, custom_tools = _tools(record)
+    tools, custom_tools = _tools(record, ctx)
     messages = flat_to_openai(normalized_messages(record, ctx.messages_field), custom_tools)
     body: dict = {"model": model, "messages": messages}
     if tools is not None:
@@ -345,5 +367,6 @@ OPENAI_BATCH_WRITER = register_writer(
         write_openai_batch,
         description="OpenAI Batch API input line (/v1/chat/completions)",
         uses=("model",),  # body.model: --model, else the record's own
+        unique_field="custom_id",  # the Batch API refuses a file that repeats one
     )
 )

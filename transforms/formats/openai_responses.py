@@ -1,4 +1,4 @@
-"""OpenAI Responses API input items: a reader.
+"""OpenAI Responses API input items: a reader, and a writer of request bodies.
 
 ``{"input": [items] | "text", "instructions"?: ..., ...}`` or a bare item list.
 ``instructions`` (a string, or a list of items) becomes the leading system message(s); a string
@@ -16,14 +16,35 @@
 
 Any other item type (built-in tool calls, ``item_reference``, ...) is a FormatError
 (``unsupported_item``): its content cannot be carried, and silently losing a turn would hide it.
+
+Writer (``openai-responses``): a replay request body ``{model?, instructions?, input, tools?}``;
+see ``write_responses``.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from transforms.formats._common import block_text, record_fields
-from transforms.formats.base import Conversation, FormatError, Reader, register_reader
+from transforms.formats._common import (
+    JOIN,
+    block_text,
+    check_results_adjacent,
+    normalized_messages,
+    openai_tool,
+    record_fields,
+    record_model,
+)
+from transforms.formats._tools import tools_for
+from transforms.formats.openai import openai_arguments
+from transforms.formats.base import (
+    Conversation,
+    FormatError,
+    Reader,
+    WriteContext,
+    Writer,
+    register_reader,
+    register_writer,
+)
 
 _CALLS = ("function_call", "custom_tool_call")
 _OUTPUTS = ("function_call_output", "custom_tool_call_output")
@@ -117,5 +138,93 @@ RESPONSES_READER = register_reader(
         detect_responses,
         priority=40,
         description="OpenAI Responses API input items (function_call / function_call_output by call_id)",
+    )
+)
+
+
+# --------------------------------------------------------------------------------------------
+# Writer
+
+
+def _responses_tool(tool: Any) -> dict:
+    """A tool definition in the Responses shape: the chat definition with ``function`` (or
+    ``custom``) flattened into it, ``{type: "function", name, description?, parameters?,
+    strict?}`` / ``{type: "custom", name, ...}``."""
+    chat = openai_tool(tool)  # names the tool in its FormatError when it cannot convert
+    kind = chat["type"]
+    return {"type": kind, **chat[kind]}
+
+
+def write_responses(record: dict, ctx: WriteContext) -> dict:
+    """A Responses API request body from a normalized flat record.
+
+    - System (and ``developer``) messages → ``instructions`` (joined with a newline, blank
+      ones left out).
+    - User and assistant messages → ``message`` items ``{type, role, content: <text>}``; an
+      assistant message with calls and no text gives no message item, only its calls.
+    - Calls → ``function_call`` items ``{type, call_id, name, arguments}`` (arguments a JSON
+      string: a string as is, an object as compact JSON, none as ``"{}"``); a call to a tool the
+      record declares custom → ``custom_tool_call`` with ``input``.
+    - Results → ``function_call_output`` (or ``custom_tool_call_output``) ``{type, call_id,
+      output}``, in place.
+    - ``tools`` (``--tools-field``) in the Responses shape; ``model`` = ``--model``, else the
+      record's (left out when neither exists).
+
+    Like the other provider writers it moves nothing: a result outside the tool block right
+    after its call is a ``FormatError`` (``result_not_adjacent``).
+    """
+    messages = normalized_messages(record, ctx.messages_field)
+    if not messages:
+        raise FormatError("empty_conversation", "no messages to write")
+    check_results_adjacent(messages)
+    tools = tools_for(record, ctx)
+    tools = [_responses_tool(t) for t in tools] if tools else None
+    custom = frozenset(t.get("name") for t in tools or () if t["type"] == "custom")
+    custom_calls: set = set()
+    instructions = JOIN.join(
+        m["content"] for m in messages if m["role"] in ("system", "developer") and m["content"].strip())
+    items: list[dict] = []
+    for message in messages:
+        role = message["role"]
+        if role in ("system", "developer"):
+            continue
+        if role == "user":
+            items.append({"type": "message", "role": "user", "content": message["content"]})
+        elif role == "assistant":
+            calls = message.get("tool_calls") or []
+            if message["content"] or not calls:
+                items.append({"type": "message", "role": "assistant", "content": message["content"]})
+            for call in calls:
+                if call["name"] in custom:
+                    args = call.get("args")
+                    custom_calls.add(call["tool_call_id"])
+                    items.append({"type": "custom_tool_call", "call_id": call["tool_call_id"], "name": call["name"],
+                                  "input": "" if args is None else openai_arguments(args)})
+                else:
+                    items.append({"type": "function_call", "call_id": call["tool_call_id"], "name": call["name"],
+                                  "arguments": openai_arguments(call.get("args"))})
+        elif role == "tool":
+            kind = "custom_tool_call_output" if message["tool_call_id"] in custom_calls else "function_call_output"
+            items.append({"type": kind, "call_id": message["tool_call_id"], "output": message["content"]})
+        else:
+            raise FormatError("unsupported_role", f"role {role!r} has no Responses equivalent")
+    out: dict = {}
+    model = record_model(record, ctx.model)
+    if model is not None:
+        out["model"] = model
+    if instructions:
+        out["instructions"] = instructions
+    out["input"] = items
+    if tools:
+        out["tools"] = tools
+    return out
+
+
+RESPONSES_WRITER = register_writer(
+    Writer(
+        "openai-responses",
+        write_responses,
+        description="OpenAI Responses API request body (input items, instructions)",
+        uses=("model",),  # --model, else the record's own; left out when neither
     )
 )

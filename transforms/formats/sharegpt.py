@@ -1,4 +1,4 @@
-"""ShareGPT / LLaMA-Factory conversations: a reader.
+"""ShareGPT / LLaMA-Factory conversations: a reader, and a writer of LLaMA-Factory training records.
 
 ``{"conversations": [{"from", "value"}], "system"?, "tools"?, ...}``; the same turns under the
 message field or as a bare list; and LLaMA-Factory's ``role`` / ``content`` variants, including
@@ -22,6 +22,10 @@ the v1 block content ``[{"type": "text" | "reasoning" | "tool_call", "value"}]``
 - The ``system`` column becomes the leading system message. The ``tools`` column, a JSON
   string in LLaMA-Factory, is carried parsed when it parses to a list (writers need the
   schemas), else as it is.
+
+Writer (``sharegpt``): ``{<id field>, "conversations": [{"from", "value"}], "system"?,
+"tools"?}``, the layout LLaMA-Factory (``formatting: sharegpt``) and Axolotl train on, one
+record per conversation; see ``write_sharegpt``.
 """
 
 from __future__ import annotations
@@ -33,11 +37,23 @@ from transforms.formats._common import (
     JOIN,
     IdAllocator,
     block_text,
+    check_results_adjacent,
+    normalized_messages,
     parse_tools_text,
     part_text,
     record_fields,
 )
-from transforms.formats.base import Conversation, FormatError, Reader, register_reader
+from transforms.formats._tools import bare_function_schema, tools_for
+from transforms.formats.base import (
+    Conversation,
+    FormatError,
+    Reader,
+    WriteContext,
+    Writer,
+    count_written,
+    register_reader,
+    register_writer,
+)
 from transforms.normalize import content_text
 
 _ROLES = {
@@ -218,4 +234,145 @@ SHAREGPT_READER = register_reader(
         priority=20,
         description="ShareGPT / LLaMA-Factory conversations (function_call / observation, v1 blocks)",
     )
+)
+
+
+# --------------------------------------------------------------------------------------------
+# Writer
+
+#: LLaMA-Factory's parity rule: human/observation turns at odd positions (1st, 3rd ...),
+#: gpt/function_call turns at even ones, and an even number of turns.
+_ODD_TAGS = ("human", "observation")
+_EVEN_TAGS = ("gpt", "function_call")
+
+
+def _dumps(value: Any) -> str:
+    # json.dumps' default separators, non-ASCII kept: how LLaMA-Factory's own data is written.
+    return json.dumps(value, ensure_ascii=False)
+
+
+def _call_value(calls: list, ctx: WriteContext) -> str:
+    entries = []
+    for call in calls:
+        args = call.get("args")
+        if isinstance(args, str):
+            try:
+                args = json.loads(args) if args.strip() else {}
+            except ValueError:
+                count_written(ctx, "arguments_kept_as_text")  # not JSON: LLaMA-Factory gets the text
+        entries.append({"name": call["name"], "arguments": {} if args is None else args})
+    return _dumps(entries[0] if len(entries) == 1 else entries)
+
+
+def _observation_value(texts: list) -> str:
+    """One observation for a block of results: the text, or a JSON list of them (in call order).
+
+    A result whose text is compact JSON of an object (without a ``content`` key) or a list is
+    embedded as that value, the way LLaMA-Factory batches results; any other text as a string.
+    The reader splits such a list back into the same texts.
+    """
+    if len(texts) == 1:
+        return texts[0]
+    values = []
+    for text in texts:
+        try:
+            value = json.loads(text)
+        except ValueError:
+            value = text
+        compact = isinstance(value, (dict, list)) and (
+            json.dumps(value, ensure_ascii=False, separators=(",", ":")) == text)
+        keep = compact and not (isinstance(value, dict) and "content" in value)
+        values.append(value if keep else text)
+    return _dumps(values)
+
+
+def write_sharegpt(record: dict, ctx: WriteContext) -> dict:
+    """One LLaMA-Factory / Axolotl training record from a normalized flat record.
+
+    - System (and ``developer``) messages → the ``system`` column (joined with a newline,
+      blank ones left out); user → ``human``; assistant text → ``gpt``; an assistant message's
+      calls → ONE ``function_call`` turn, ``{"name", "arguments"}`` (arguments as an object; a
+      JSON-string argument is parsed, one that is not JSON stays text, counted
+      ``arguments_kept_as_text``) or a JSON list of them for parallel calls; the block of
+      results after it → ONE ``observation`` turn, the result text, or for several results a
+      JSON list of them in the order of the calls (the format has no ids: order pairs them).
+    - Text beside calls has no place (a ``gpt`` turn before a ``function_call`` turn breaks
+      LLaMA-Factory's turn order): it is dropped and counted, ``text_beside_calls_dropped``.
+    - Adjacent user messages, and adjacent assistant texts, are joined into one turn (newline),
+      counted ``merged_turns``.
+    - LLaMA-Factory drops a conversation whose turns are not human/observation at odd and
+      gpt/function_call at even positions, or whose turn count is odd: such a record is a
+      ``FormatError`` (``turn_order``, e.g. a trailing healed result, or a user turn right after
+      an observation), never written to be dropped silently later.
+    - ``tools``: the record's tool definitions (``--tools-field``) as a JSON string of bare
+      ``{name, description?, parameters?}`` schemas; other keys (``strict`` ...) are counted
+      under ``discarded_tool_fields``.
+    - The record id is written under the id field; no other field is carried.
+    """
+    messages = normalized_messages(record, ctx.messages_field)
+    check_results_adjacent(messages)
+    system = JOIN.join(m["content"] for m in messages if m["role"] in ("system", "developer") and m["content"].strip())
+    turns: list[dict] = []
+    order: dict = {}  # call id -> its index among the calls of its message
+    pending_results: list = []
+
+    def flush_results() -> None:
+        if pending_results:
+            texts = [text for _, text in sorted(pending_results, key=lambda r: order.get(r[0], 0))]
+            turns.append({"from": "observation", "value": _observation_value(texts)})
+            pending_results.clear()
+
+    def add(tag: str, value: str) -> None:
+        if turns and turns[-1]["from"] == tag and tag in ("human", "gpt"):
+            turns[-1]["value"] += JOIN + value
+            count_written(ctx, "merged_turns")
+        else:
+            turns.append({"from": tag, "value": value})
+
+    for message in messages:
+        role = message["role"]
+        if role in ("system", "developer"):
+            continue
+        if role == "tool":
+            pending_results.append((message["tool_call_id"], message["content"]))
+            continue
+        flush_results()
+        if role == "user":
+            add("human", message["content"])
+        elif role == "assistant":
+            calls = message.get("tool_calls") or []
+            if calls:
+                if message["content"].strip():
+                    count_written(ctx, "text_beside_calls_dropped")
+                order.update({c["tool_call_id"]: k for k, c in enumerate(calls)})
+                turns.append({"from": "function_call", "value": _call_value(calls, ctx)})
+            else:
+                add("gpt", message["content"])
+        else:
+            raise FormatError("unsupported_role", f"role {role!r} has no ShareGPT equivalent")
+    flush_results()
+    if not turns:
+        raise FormatError("empty_conversation", "no turns to write")
+    for position, turn in enumerate(turns):
+        allowed = _ODD_TAGS if position % 2 == 0 else _EVEN_TAGS
+        if turn["from"] not in allowed:
+            raise FormatError(
+                "turn_order",
+                f"turn {position + 1} is {turn['from']!r} where LLaMA-Factory needs {' or '.join(allowed)}",
+            )
+    if len(turns) % 2:
+        raise FormatError("turn_order", f"{len(turns)} turns: LLaMA-Factory needs an even number (ending on gpt "
+                                        "or function_call)")
+    out: dict = {ctx.id_field: record.get(ctx.id_field, ctx.record_id), "conversations": turns}
+    if system:
+        out["system"] = system
+    tools = tools_for(record, ctx)
+    if tools:
+        out["tools"] = _dumps([bare_function_schema(t, ctx, "LLaMA-Factory") for t in tools])
+    return out
+
+
+SHAREGPT_WRITER = register_writer(
+    Writer("sharegpt", write_sharegpt, description="LLaMA-Factory / Axolotl ShareGPT training record "
+                                                    "(conversations + tools)")
 )

@@ -1,0 +1,363 @@
+"""Google Gemini ``generateContent`` request bodies: a reader and a writer.
+
+``{"contents": [Content], "systemInstruction"?: Content, "tools"?: [Tool], ...}`` (the REST
+body; ``contents`` may also sit at the message field), or a bare list of ``Content``. A
+``Content`` is ``{"role"?: "user" | "model", "parts": [Part]}``. REST JSON is camelCase, but
+the API also accepts (and logs hold) snake_case: both spellings are read everywhere
+(``functionCall`` / ``function_call``, ``systemInstruction`` / ``system_instruction`` ...).
+
+- Roles: ``model`` → assistant; ``user`` (or no role: the API's default) → user; ``function``
+  (the older spelling of a turn of function responses) → user. Any other role is kept.
+- ``text`` parts are joined; a part flagged ``thought: true`` is the model's reasoning and is
+  dropped (no flat equivalent). ``inlineData`` / ``fileData`` give ``[image]`` for an
+  ``image/*`` MIME type, else ``[file]``; any other part kind (``executableCode``,
+  ``codeExecutionResult`` ...) gives ``[<kind>]``. ``thoughtSignature`` beside a part is not
+  content and is not kept.
+- ``functionCall {id?, name, args}`` parts of a model turn become that assistant message's
+  calls, ``args`` kept verbatim (an object).
+- Each ``functionResponse {id?, name, response}`` part becomes its own tool message, in part
+  order, before the rest of its turn (text beside responses becomes a message of the turn's
+  role after them). ``response`` is a JSON object; Google's rule: its ``output`` key is the
+  output and its ``error`` key the error, else the whole object is the output. So a response
+  of only ``{"output": x}`` gives the text of ``x``; of only ``{"error": x}``, ``[error] `` and
+  the text of ``x`` (the flat shape's error flag); any other response its compact JSON.
+
+Call ids: a call's ``id`` when it has one. Gemini usually sends none; then the call gets a
+position-derived id like every reader (``call_<content index>``, ``call_<content index>_<n>``
+for the n-th of several in a turn, ``_<k>`` added if taken). A response with an ``id`` answers
+that id. A response without one is paired by position with the calls of the model turn just
+before its turn (Gemini's rule: the response turn comes right after the call turn): it answers
+the first still-unanswered call of the same ``name``, else the first still-unanswered call. A
+turn that has no responses ends the pairing; a response left with nothing to answer keeps no id
+(an orphan the core drops and counts).
+
+Fields: every field but ``contents`` and the system instruction is carried. ``tools`` becomes a
+list the writers read: each ``functionDeclarations`` entry as a bare function schema ``{name,
+description?, parameters?}`` (``parametersJsonSchema`` standing in for a missing
+``parameters``), other tool kinds (``googleSearch``, ``codeExecution`` ...) kept as they are
+(writers refuse them, having no equivalent).
+
+Writer (``gemini``): a ``generateContent`` body ``{systemInstruction?, contents, tools?}``;
+see ``write_gemini``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from transforms.formats._common import (
+    ERROR_PREFIX,
+    JOIN,
+    IdAllocator,
+    check_results_adjacent,
+    normalized_messages,
+    record_fields,
+)
+from transforms.formats._tools import bare_function_schema, tools_for
+from transforms.formats.anthropic import tool_input
+from transforms.formats.base import (
+    Conversation,
+    FormatError,
+    Reader,
+    WriteContext,
+    Writer,
+    register_reader,
+    register_writer,
+)
+from transforms.normalize import content_text
+
+# Part keys, camelCase first (REST), then the snake_case the API also accepts.
+_CALL = ("functionCall", "function_call")
+_RESPONSE = ("functionResponse", "function_response")
+_MEDIA = ("inlineData", "inline_data", "fileData", "file_data")
+_SYSTEM = ("systemInstruction", "system_instruction")
+_DECLARATIONS = ("functionDeclarations", "function_declarations")
+#: Keys that make a part a Gemini part (content signals for detection).
+_PART_KEYS = frozenset(
+    ("text",) + _CALL + _RESPONSE + _MEDIA
+    + ("executableCode", "executable_code", "codeExecutionResult", "code_execution_result")
+)
+#: Part keys that are metadata, not content.
+_PART_METADATA = frozenset(("thought", "thoughtSignature", "thought_signature", "videoMetadata", "video_metadata",
+                            "partMetadata", "part_metadata"))
+_ROLES = {"model": "assistant", "user": "user", "function": "user"}
+
+
+def _get(obj: dict, names: tuple) -> Any:
+    for name in names:
+        if name in obj:
+            return obj[name]
+    return None
+
+
+def _media_text(media: Any) -> str:
+    mime = _get(media, ("mimeType", "mime_type")) if isinstance(media, dict) else None
+    return "[image]" if isinstance(mime, str) and mime.startswith("image/") else "[file]"
+
+
+def _part_text(part: dict) -> str | None:
+    """The text a non-call, non-response part contributes, or ``None``."""
+    if part.get("thought") is True:
+        return None  # the model's reasoning summary: no flat equivalent
+    if "text" in part:
+        return content_text(part["text"])
+    media = _get(part, _MEDIA)
+    if media is not None:
+        return _media_text(media)
+    kinds = [k for k in part if k not in _PART_METADATA]
+    return f"[{kinds[0]}]" if kinds else None
+
+
+def _response_text(response: Any) -> str:
+    if isinstance(response, dict) and set(response) == {"output"}:
+        return content_text(response["output"])
+    if isinstance(response, dict) and set(response) == {"error"}:
+        return ERROR_PREFIX + content_text(response["error"])
+    return content_text(response)
+
+
+def system_text(instruction: Any) -> str:
+    """The text of a ``systemInstruction``: a Content, a bare part list, or a string."""
+    if isinstance(instruction, str):
+        return instruction
+    parts = instruction.get("parts") if isinstance(instruction, dict) else instruction
+    if not isinstance(parts, list):
+        return content_text(instruction) if instruction is not None else ""
+    texts = (_part_text(p) if isinstance(p, dict) else content_text(p) for p in parts)
+    return JOIN.join(t for t in texts if t)
+
+
+def _call_ids(contents: list) -> set[str]:
+    taken = set()
+    for content in contents:
+        parts = content.get("parts") if isinstance(content, dict) else None
+        for part in parts if isinstance(parts, list) else ():
+            inner = _get(part, _CALL + _RESPONSE) if isinstance(part, dict) else None
+            if isinstance(inner, dict) and isinstance(inner.get("id"), str) and inner["id"]:
+                taken.add(inner["id"])
+    return taken
+
+
+def gemini_to_flat(contents: list, system: Any = None) -> list:
+    out = []
+    text = system_text(system) if system is not None else ""
+    if text:
+        out.append({"role": "system", "content": text})
+    ids = IdAllocator(_call_ids(contents))
+    pending: list[tuple[str, Any]] = []  # (id, name) of the last model turn's unanswered calls
+    for index, content in enumerate(contents):
+        if not isinstance(content, dict) or not isinstance(content.get("parts"), list):
+            out.append(content)  # the core drops it, counted
+            pending = []
+            continue
+        role = content.get("role") or "user"
+        role = _ROLES.get(role, role) if isinstance(role, str) else role
+        parts = content["parts"]
+        call_parts = [p for p in parts if isinstance(p, dict) and isinstance(_get(p, _CALL), dict)]
+        texts, calls, results = [], [], []
+        for part in parts:
+            if not isinstance(part, dict):
+                texts.append(content_text(part))
+                continue
+            call = _get(part, _CALL)
+            response = _get(part, _RESPONSE)
+            if isinstance(call, dict):
+                call_id = call.get("id")
+                if not (isinstance(call_id, str) and call_id):
+                    call_id = ids.new(index, len(calls) if len(call_parts) > 1 else None)
+                flat = {"tool_call_id": call_id, "name": call.get("name")}
+                if call.get("args") is not None:
+                    flat["args"] = call["args"]
+                calls.append(flat)
+            elif isinstance(response, dict):
+                results.append(_result(response, pending))
+            else:
+                part_text = _part_text(part)
+                if part_text:
+                    texts.append(part_text)
+        out.extend(results)
+        message = {"role": role, "content": JOIN.join(texts)}
+        if calls:
+            message["tool_calls"] = calls
+        # A turn that only carried responses has nothing left to say.
+        if calls or message["content"].strip() or not results:
+            out.append(message)
+        if calls:
+            pending = [(c["tool_call_id"], c["name"]) for c in calls]
+        elif not results:
+            pending = []
+    return out
+
+
+def _result(response: dict, pending: list) -> dict:
+    """The tool message of one functionResponse; takes the call it answers off ``pending``."""
+    call_id = response.get("id")
+    name = response.get("name")
+    if isinstance(call_id, str) and call_id:
+        pending[:] = [p for p in pending if p[0] != call_id]
+    else:
+        call_id = None
+        match = next((k for k, (_, n) in enumerate(pending) if name is not None and n == name), None)
+        if match is None and pending:
+            match = 0
+        if match is not None:
+            call_id = pending.pop(match)[0]
+    return {"role": "tool", "content": _response_text(response.get("response")), "tool_call_id": call_id}
+
+
+def gemini_tools(tools: Any) -> Any:
+    """Gemini ``tools`` as the list the writers read: function declarations as bare schemas."""
+    if not isinstance(tools, list):
+        return tools
+    out = []
+    for tool in tools:
+        declarations = _get(tool, _DECLARATIONS) if isinstance(tool, dict) else None
+        if not isinstance(declarations, list):
+            out.append(tool)
+            continue
+        for declaration in declarations:
+            if isinstance(declaration, dict) and "parameters" not in declaration:
+                schema = _get(declaration, ("parametersJsonSchema", "parameters_json_schema"))
+                if schema is not None:
+                    declaration = {k: v for k, v in declaration.items()
+                                   if k not in ("parametersJsonSchema", "parameters_json_schema")}
+                    declaration["parameters"] = schema
+            out.append(declaration)
+        rest = {k: v for k, v in tool.items() if k not in _DECLARATIONS}
+        if rest:
+            out.append(rest)  # another tool kind in the same Tool object
+    return out
+
+
+def _contents_key(record: dict, messages_field: str) -> str | None:
+    for key in ("contents", messages_field):
+        if isinstance(record.get(key), list):
+            return key
+    return None
+
+
+def read_gemini(record: Any, messages_field: str) -> Conversation:
+    if isinstance(record, list):
+        return Conversation(gemini_to_flat(record), {})
+    if not isinstance(record, dict):
+        raise FormatError("not_a_record", f"a record is an object or a list, not {type(record).__name__}")
+    key = _contents_key(record, messages_field)
+    if key is None:
+        raise FormatError("missing_contents", f"no list at 'contents' or {messages_field!r}")
+    system = _get(record, _SYSTEM)
+    # The message field, if that is where the contents were, stays for the job to replace.
+    consumed = _SYSTEM + (("contents",) if key == "contents" else ())
+    fields = record_fields(record, consumed)
+    if "tools" in fields:
+        fields["tools"] = gemini_tools(fields["tools"])
+    return Conversation(gemini_to_flat(record[key], system), fields)
+
+
+def _gemini_content(entry: Any) -> bool:
+    """A Content: a ``parts`` list holding a Gemini part (keyed by kind, not by ``type``)."""
+    if not isinstance(entry, dict) or not isinstance(entry.get("parts"), list):
+        return False
+    if entry.get("role", "user") not in ("user", "model", "function"):
+        return False
+    return any(isinstance(p, dict) and "type" not in p and not p.keys().isdisjoint(_PART_KEYS)
+               for p in entry["parts"])
+
+
+def detect_gemini(record: Any, messages_field: str) -> bool:
+    if isinstance(record, list):
+        return any(_gemini_content(e) for e in record)
+    if not isinstance(record, dict):
+        return False
+    key = _contents_key(record, messages_field)
+    return key is not None and any(_gemini_content(e) for e in record[key])
+
+
+GEMINI_READER = register_reader(
+    Reader(
+        "gemini",
+        read_gemini,
+        detect_gemini,
+        priority=35,
+        description="Google Gemini generateContent bodies (contents / parts, functionCall / functionResponse)",
+    )
+)
+
+
+# --------------------------------------------------------------------------------------------
+# Writer
+
+
+def _function_response(message: dict) -> dict:
+    text = message["content"]
+    if text.startswith(ERROR_PREFIX):
+        response = {"error": text[len(ERROR_PREFIX):]}
+    else:
+        response = {"output": text}
+    return {"functionResponse": {"id": message["tool_call_id"], "name": message["_name"], "response": response}}
+
+
+def write_gemini(record: dict, ctx: WriteContext) -> dict:
+    """A ``generateContent`` request body (REST camelCase) from a normalized flat record.
+
+    - System (and ``developer``) messages → ``systemInstruction`` (joined with a newline,
+      blank ones left out).
+    - User → a ``user`` content of a ``text`` part; assistant → a ``model`` content: its text
+      part, then one ``functionCall {id, name, args}`` part per call (``args`` an object: a
+      JSON string is parsed, none or blank is ``{}``, anything else is a FormatError,
+      ``args_not_json`` / ``args_not_an_object``).
+    - The block of tool messages after a call turn → ONE ``user`` content of
+      ``functionResponse {id, name, response}`` parts, in block order (Gemini: the response
+      turn right after the call turn, one response per call); ``response`` is ``{"output":
+      text}``, or ``{"error": text}`` for a result marked ``[error] ``.
+    - Adjacent contents of one role are merged (parts concatenated), so text a user wrote
+      after the results joins the response turn, after its responses; blank text makes no
+      part, and a content left without parts is left out.
+    - Ids are written on calls and responses (the API's optional ``id`` fields), so that a
+      body read back pairs exactly as written.
+    - ``tools`` (``--tools-field``) → ``[{"functionDeclarations": [{name, description?,
+      parameters?}]}]``; other keys of a definition are counted under ``discarded_tool_fields``;
+      free-text custom tools are ``unconvertible_tool``.
+
+    Only the format's keys are written (no ``model``: it is part of the request URL).
+    """
+    messages = normalized_messages(record, ctx.messages_field)
+    check_results_adjacent(messages)
+    names = {c["tool_call_id"]: c["name"] for m in messages for c in m.get("tool_calls") or ()}
+    system = JOIN.join(m["content"] for m in messages if m["role"] in ("system", "developer") and m["content"].strip())
+    contents: list[dict] = []
+    for message in messages:
+        role = message["role"]
+        if role in ("system", "developer"):
+            continue
+        text = [{"text": message["content"]}] if message["content"].strip() else []
+        if role == "user":
+            parts, turn = text, "user"
+        elif role == "assistant":
+            calls = [{"functionCall": {"id": c["tool_call_id"], "name": c["name"], "args": tool_input(c.get("args"))}}
+                     for c in message.get("tool_calls") or ()]
+            parts, turn = text + calls, "model"
+        elif role == "tool":
+            parts, turn = [_function_response({**message, "_name": names[message["tool_call_id"]]})], "user"
+        else:
+            raise FormatError("unsupported_role", f"role {role!r} has no Gemini equivalent")
+        if not parts:
+            continue
+        if contents and contents[-1]["role"] == turn:
+            contents[-1]["parts"].extend(parts)
+        else:
+            contents.append({"role": turn, "parts": parts})
+    if not contents:
+        raise FormatError("empty_conversation", "no user or model content to write")
+    out: dict = {}
+    if system:
+        out["systemInstruction"] = {"parts": [{"text": system}]}
+    out["contents"] = contents
+    tools = tools_for(record, ctx)
+    if tools:
+        out["tools"] = [{"functionDeclarations": [bare_function_schema(t, ctx, "Gemini") for t in tools]}]
+    return out
+
+
+GEMINI_WRITER = register_writer(
+    Writer("gemini", write_gemini, description="Google Gemini generateContent request body")
+)
