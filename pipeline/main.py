@@ -151,7 +151,7 @@ def validate_job(job: Job) -> int:
         if job.overwrite:
             _clear_outputs(output, VALIDATE_OUTPUTS)
         pipeline = beam.Pipeline(options=job.options)
-        read = pipeline | "Read" >> ReadConversationLogs(job.shards, job.batch_size)
+        read = pipeline | "Read" >> ReadConversationLogs(job.shards, job.batch_size, job.max_record_bytes)
         checked = read.batches | "CheckConversations" >> CheckConversations(job.settings)
         checked.reports | "WriteReports" >> WriteShards(FileSystems.join(output, "violations"))
         checked.dead_letters | "WriteDeadLetters" >> WriteShards(FileSystems.join(output, "dead_letter"))

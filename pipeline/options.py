@@ -24,7 +24,8 @@ from apache_beam.io.filesystems import FileSystems
 from apache_beam.options.pipeline_options import PipelineOptions, StandardOptions
 
 from pipeline.sinks import FILE_FORMATS, OUTPUT_DIRS, SUMMARY_FILE
-from pipeline.sources import DEFAULT_BATCH_SIZE, DEFAULT_SHARD_BYTES, InputError, Shard, plan_shards
+from pipeline.sources import (DEFAULT_BATCH_SIZE, DEFAULT_MAX_RECORD_BYTES, DEFAULT_SHARD_BYTES, InputError, Shard,
+                              plan_shards)
 from transforms.formats import WRITERS
 from transforms.records import DEFAULT_RAW_LIMIT, Settings
 
@@ -74,6 +75,10 @@ class ConvNormOptions(PipelineOptions):
                            help="records per batch between reading and writing")
         group.add_argument("--dead-letter-raw-limit", dest="raw_limit", type=int, default=DEFAULT_RAW_LIMIT,
                            help="characters of raw input kept in a dead letter")
+        group.add_argument("--max-record-bytes", dest="max_record_bytes", type=int,
+                           default=DEFAULT_MAX_RECORD_BYTES,
+                           help="largest record read (a JSONL line, a .json file); a larger one is a "
+                                "record_too_large dead letter (default 32 MiB; see docs/input-limits.md)")
 
 
 def _our_flags() -> dict[str, tuple[str, bool]]:
@@ -145,6 +150,7 @@ class Job:
     output_format: str
     overwrite: bool
     batch_size: int
+    max_record_bytes: int = DEFAULT_MAX_RECORD_BYTES
 
 
 def _config_path(argv: list[str]) -> str | None:
@@ -237,6 +243,8 @@ def load_job(argv: list[str], *, output_required: bool = True,
         problems.append("--batch-size must be at least 1")
     if ours.shard_bytes < 1 << 16:
         problems.append("--shard-bytes must be at least 65536")
+    if ours.max_record_bytes < 1024:
+        problems.append("--max-record-bytes must be at least 1024")
     if problems:
         raise ConfigError("; ".join(problems))
 
@@ -263,4 +271,4 @@ def load_job(argv: list[str], *, output_required: bool = True,
                     "which the provider requires", ours.sink)
 
     return Job(options, settings, shards, list(ours.input), ours.output, ours.output_format,
-               ours.overwrite, ours.batch_size)
+               ours.overwrite, ours.batch_size, ours.max_record_bytes)

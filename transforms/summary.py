@@ -60,7 +60,7 @@ def partial(records_in: int = 0, metrics: Iterable[dict] = (), dead_letters: Ite
             blank_lines: int = 0) -> dict:
     """The partial summary of one batch: raw records read, drop metrics, dead letters."""
     out: dict = {"records_in": records_in, "blank_lines": blank_lines}
-    dropped_by, repairs, violations, histogram = {}, {}, {}, {}
+    dropped_by, repairs, violations, histogram, nulled = {}, {}, {}, {}, {}
     records_out = messages_in = messages_out = dropped = healed = with_drops = with_violations = 0
     for m in metrics:
         records_out += 1
@@ -74,6 +74,8 @@ def partial(records_in: int = 0, metrics: Iterable[dict] = (), dead_letters: Ite
             _add(dropped_by, reason, n)
         for kind, n in m.get("repairs", {}).items():
             _add(repairs, kind, n)
+        for field, n in m.get("non_finite_nulled", {}).items():
+            _add(nulled, field, n)
         found = m.get("violations")
         if found:
             with_violations += 1
@@ -94,6 +96,7 @@ def partial(records_in: int = 0, metrics: Iterable[dict] = (), dead_letters: Ite
         repairs=repairs,
         conversations_with_violations=with_violations,
         violations=violations,
+        non_finite_nulled=nulled,
     )
     return out
 
@@ -124,6 +127,9 @@ def finalize(summary: dict, *, profile: str = "spec", check: bool = False) -> di
         "drops_histogram": _ordered(s["drops_histogram"], (b[0] for b in HISTOGRAM_BUCKETS)),
         "profile": profile,
     }
+    if s["non_finite_nulled"]:
+        # Parquet NaN / infinities written as null (JSON cannot hold them), by field.
+        doc["non_finite_nulled"] = {k: s["non_finite_nulled"][k] for k in sorted(s["non_finite_nulled"])}
     if profile != "spec" or s["repairs"]:
         doc["repairs"] = _ordered(s["repairs"], REPAIRS)
     if check or s["violations"]:
@@ -156,6 +162,8 @@ def format_table(doc: dict) -> str:
             row(f"  {reason}", n)
     row("synthetic results (healed)", doc["healed"])
     row("conversations with drops", doc["conversations_with_drops"])
+    for field, n in doc.get("non_finite_nulled", {}).items():
+        row(f"non-finite floats nulled in {field}", n)
     for kind, n in doc.get("repairs", {}).items():
         row(f"repair {kind}", n)
     if "violations" in doc:
