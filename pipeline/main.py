@@ -38,7 +38,7 @@ from pipeline.sources import ReadConversationLogs
 from transforms.conversations import CheckConversations, SummarizeValidation
 from transforms.formats import READERS, WRITERS
 from transforms.profiles import PROFILES
-from transforms.summary import format_table, format_validation_table
+from transforms.summary import format_table, format_validation_table, run_failures
 
 LOG = logging.getLogger("convnorm")
 
@@ -121,7 +121,10 @@ def run_job(job: Job) -> int:
     summary = _load_json_file(FileSystems.join(job.output, SUMMARY_FILE))
     print(format_table(summary))
     print(f"outputs: {job.output}/{{normalized,drops,dead_letter}}/ and {job.output}/{SUMMARY_FILE}")
-    return 0 if summary["accounted"] else 1
+    failures = run_failures(summary, job.max_dead_letters)
+    for failure in failures:
+        print(f"convnorm: error: {failure}", file=sys.stderr)
+    return 1 if failures else 0
 
 
 def _show_reports(directory: str) -> list[str]:
@@ -186,9 +189,10 @@ COMMANDS: dict[str, tuple[Callable[[Job], int], bool, tuple[str, ...]]] = {
 def main(argv: list[str] | None = None) -> int:
     """Entry point of ``convnorm`` and ``python -m pipeline``; returns the exit status.
 
-    Exit status: 0 done (validate: all sendable); 1 the run failed or did not account for
-    every record (validate: violations or unreadable records); 2 bad options; 3 the
-    validation pipeline failed.
+    Exit status: 0 done (validate: all sendable); 1 the run failed, did not account for
+    every record, normalized none of the records it read, or had more dead letters than
+    ``--max-dead-letters`` (validate: violations or unreadable records); 2 bad options; 3 the
+    validation pipeline failed (crashed).
     """
     argv = list(sys.argv[1:] if argv is None else argv)
     command = "run"
@@ -210,4 +214,9 @@ def main(argv: list[str] | None = None) -> int:
     except ConfigError as error:
         print(f"convnorm: error: {error}", file=sys.stderr)
         return 2
-    return handler(job)
+    try:
+        return handler(job)
+    except Exception as error:  # noqa: BLE001 — a crash gets its documented status, not a traceback's 1
+        LOG.exception("the %s pipeline failed", command)
+        print(f"convnorm: error: the {command} pipeline failed: {type(error).__name__}: {error}", file=sys.stderr)
+        return 3 if command == "validate" else 1

@@ -28,6 +28,7 @@ from pipeline.sources import (DEFAULT_BATCH_SIZE, DEFAULT_MAX_RECORD_BYTES, DEFA
                               plan_shards)
 from transforms.formats import WRITERS
 from transforms.records import DEFAULT_RAW_LIMIT, Settings
+from transforms.summary import DeadLetterLimit
 
 LOG = logging.getLogger("convnorm")
 
@@ -75,6 +76,9 @@ class ConvNormOptions(PipelineOptions):
                            help="records per batch between reading and writing")
         group.add_argument("--dead-letter-raw-limit", dest="raw_limit", type=int, default=DEFAULT_RAW_LIMIT,
                            help="characters of raw input kept in a dead letter")
+        group.add_argument("--max-dead-letters", dest="max_dead_letters", default=None,
+                           help="fail the run (exit status 1, outputs still written) when dead letters "
+                                "are more than N, or more than P%% of the records read (N or P%%)")
         group.add_argument("--max-record-bytes", dest="max_record_bytes", type=int,
                            default=DEFAULT_MAX_RECORD_BYTES,
                            help="largest record read (a JSONL line, a .json file); a larger one is a "
@@ -151,6 +155,7 @@ class Job:
     overwrite: bool
     batch_size: int
     max_record_bytes: int = DEFAULT_MAX_RECORD_BYTES
+    max_dead_letters: DeadLetterLimit | None = None
 
 
 def _config_path(argv: list[str]) -> str | None:
@@ -245,6 +250,12 @@ def load_job(argv: list[str], *, output_required: bool = True,
         problems.append("--shard-bytes must be at least 65536")
     if ours.max_record_bytes < 1024:
         problems.append("--max-record-bytes must be at least 1024")
+    dead_letter_limit = None
+    if ours.max_dead_letters is not None:
+        try:
+            dead_letter_limit = DeadLetterLimit.parse(ours.max_dead_letters)
+        except ValueError as error:
+            problems.append(str(error))
     if problems:
         raise ConfigError("; ".join(problems))
 
@@ -271,4 +282,4 @@ def load_job(argv: list[str], *, output_required: bool = True,
                     "which the provider requires", ours.sink)
 
     return Job(options, settings, shards, list(ours.input), ours.output, ours.output_format,
-               ours.overwrite, ours.batch_size, ours.max_record_bytes)
+               ours.overwrite, ours.batch_size, ours.max_record_bytes, dead_letter_limit)

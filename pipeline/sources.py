@@ -107,26 +107,57 @@ def file_suffix(path: str) -> str | None:
     return None
 
 
+def _is_local(pattern: str) -> bool:
+    return "://" not in pattern
+
+
+def _match(pattern: str) -> dict[str, int]:
+    """Path -> size for a pattern; relative globs with no directory (``*.jsonl``), which
+    Beam's local filesystem does not match, are matched under ``./`` and shown without it."""
+    bare = _is_local(pattern) and not os.path.dirname(pattern) and any(c in pattern for c in "*?[")
+    matched = FileSystems.match(["./" + pattern if bare else pattern])[0].metadata_list
+    found = {}
+    for meta in matched:
+        path = meta.path[2:] if bare and meta.path.startswith("./") else meta.path
+        found[path] = meta.size_in_bytes
+    return found
+
+
+def _refuse_special_file(path: str) -> None:
+    """A FIFO, device or socket never ends (or blocks on open): refuse it before the run."""
+    if not _is_local(path):
+        return
+    try:
+        mode = os.stat(path).st_mode
+    except OSError as error:
+        raise InputError(f"cannot read --input file {display_path(path)!r}: {error.strerror}") from None
+    if not stat.S_ISREG(mode):
+        kind = ("a FIFO" if stat.S_ISFIFO(mode) else "a device" if stat.S_ISCHR(mode) or stat.S_ISBLK(mode)
+                else "a socket" if stat.S_ISSOCK(mode) else "a directory" if stat.S_ISDIR(mode)
+                else "not a regular file")
+        raise InputError(f"--input {display_path(path)!r} is {kind}; convnorm reads regular files only")
+
+
 def plan_shards(patterns: list[str], shard_bytes: int = DEFAULT_SHARD_BYTES) -> list[Shard]:
     """Match every pattern and cut the files into shards, in a deterministic order."""
     files: dict[str, int] = {}
     for pattern in patterns:
         try:
-            matched = FileSystems.match([pattern])[0].metadata_list
+            matched = _match(pattern)
         except Exception as error:  # noqa: BLE001 — filesystems raise their own types
-            raise InputError(f"cannot match --input {pattern!r}: {error}") from None
+            raise InputError(f"cannot match --input {display_path(pattern)!r}: {error}") from None
         if not matched:
-            raise InputError(f"no file matches --input {pattern!r}")
-        for meta in matched:
-            files[meta.path] = meta.size_in_bytes
+            raise InputError(f"no file matches --input {display_path(pattern)!r}")
+        files.update(matched)
     shards: list[Shard] = []
     for path in sorted(files):
         suffix = file_suffix(path)
         if suffix is None:
             raise InputError(
-                f"cannot tell the format of {path!r} from its name; "
+                f"cannot tell the format of {display_path(path)!r} from its name; "
                 f"input files end in one of: {', '.join(FILE_KINDS)}"
             )
+        _refuse_special_file(path)
         size = files[path]
         if FILE_KINDS[suffix][2] and size > shard_bytes:
             # Equal ranges of at most shard_bytes: no small tail shard, so workers that take

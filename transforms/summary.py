@@ -7,7 +7,7 @@ compare line by line); ``format_table`` renders it for a person at the end of a 
 
 from __future__ import annotations
 
-from typing import Iterable
+from typing import Iterable, NamedTuple
 
 from transforms.normalize import REASONS
 from transforms.profiles import REPAIRS
@@ -137,6 +137,53 @@ def finalize(summary: dict, *, profile: str = "spec", check: bool = False) -> di
         doc["violations"] = _ordered(s["violations"], VIOLATION_KINDS)
     doc["accounted"] = doc["records_in"] == doc["records_out"] + doc["dead_letters"]
     return doc
+
+
+class DeadLetterLimit(NamedTuple):
+    """``--max-dead-letters``: a count (``10``) or a share of the records read (``2.5%``)."""
+
+    count: int | None = None
+    percent: float | None = None
+
+    @classmethod
+    def parse(cls, text: str) -> "DeadLetterLimit":
+        """Raises ``ValueError`` with a sentence for a person."""
+        text = str(text).strip()
+        try:
+            if text.endswith("%"):
+                percent = float(text[:-1])
+                if not 0 <= percent <= 100:
+                    raise ValueError
+                return cls(percent=percent)
+            count = int(text)
+            if count < 0:
+                raise ValueError
+            return cls(count=count)
+        except ValueError:
+            raise ValueError(f"--max-dead-letters {text!r}: expected a count (10) or a percentage "
+                             "of the records read (2.5%), not negative") from None
+
+    def exceeded_by(self, dead_letters: int, records_in: int) -> bool:
+        if self.count is not None:
+            return dead_letters > self.count
+        return dead_letters * 100 > self.percent * records_in
+
+    def __str__(self) -> str:
+        return f"{self.count:,}" if self.count is not None else f"{self.percent:g}% of the records read"
+
+
+def run_failures(doc: dict, limit: DeadLetterLimit | None = None) -> list[str]:
+    """Why a finished run must exit with status 1 (its outputs are written either way)."""
+    failures = []
+    if not doc["accounted"]:
+        failures.append("records in != normalized + dead-lettered: some records are not accounted for")
+    if doc["records_in"] and not doc["records_out"]:
+        failures.append(f"read {doc['records_in']:,} record(s) but normalized none: every one is a dead "
+                        "letter (see dead_letter/ for the reasons)")
+    elif limit is not None and limit.exceeded_by(doc["dead_letters"], doc["records_in"]):
+        failures.append(f"{doc['dead_letters']:,} dead letter(s) of {doc['records_in']:,} record(s) read is "
+                        f"past --max-dead-letters {limit}")
+    return failures
 
 
 def format_table(doc: dict) -> str:
