@@ -58,8 +58,9 @@ FILE_KINDS = {
 DEFAULT_SHARD_BYTES = 64 << 20
 DEFAULT_BATCH_SIZE = 256
 #: Largest record read (a JSONL line, a .json document); a larger one is a ``record_too_large``
-#: dead letter. Parsing holds up to ~25x a record's bytes in Python objects at worst (tiny
-#: messages), so the default keeps one worker's peak near 1 GB.
+#: dead letter. Parsing and normalizing hold up to ~20x a record's bytes in Python objects at
+#: worst (tiny messages; bench/bench_memory.py), so the default keeps one record's cost under
+#: ~0.7 GB.
 DEFAULT_MAX_RECORD_BYTES = 32 << 20
 #: Records between two progress lines of one shard.
 PROGRESS_EVERY = 100_000
