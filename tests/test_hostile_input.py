@@ -9,10 +9,8 @@ from __future__ import annotations
 import datetime
 import gzip
 import json
-import math
 import time
 
-import orjson
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
@@ -70,9 +68,9 @@ def test_zstd_corrupt_second_frame_keeps_the_first(tmp_path):
     path = tmp_path / "logs.jsonl.zst"
     path.write_bytes(zstandard.ZstdCompressor().compress(first) + corrupt)
     items = _items(path)
-    good = [i for i in items if isinstance(i.payload, bytes)]
-    assert len(good) >= 3000 and good[:3000] == [
-        RawRecord(str(path), i.position, i.payload) for i in items[:3000]]
+    # The whole first frame is kept (and perhaps lines of the second decoded before the
+    # corrupt block), then one dead letter for the rest.
+    assert [i.payload for i in items[:3000]] == [_line(i) + b"\n" for i in range(3000)]
     assert [i.payload.reason for i in items if isinstance(i.payload, Unreadable)] == ["unreadable_file"]
     assert isinstance(items[-1].payload, Unreadable)
 
@@ -260,8 +258,7 @@ def test_json_document_over_the_limit_is_one_record_too_large(tmp_path):
     assert len(_items(tmp_path / "a.json", max_record_bytes=1 << 20)) == 100
 
 
-def test_non_finite_json_policy_is_orjsons_too():
-    # Both parsers refuse what JSON cannot carry; a float that is finite stays a float.
-    assert math.isinf(float("1e400")) and orjson.loads(b"1e300") == 1e300
+def test_finite_floats_beside_a_big_integer_stay_as_they_are():
+    # The exact parser refuses only what JSON cannot carry: a large finite float is kept.
     ok = _process(b'{"messages":[{"role":"user","content":"a"}],"x":1e300,"y":12345678901234567890}')
     assert ok.record["x"] == 1e300 and ok.record["y"] == 12345678901234567890
