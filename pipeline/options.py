@@ -81,7 +81,7 @@ class ConvNormOptions(PipelineOptions):
                                 "are more than N, or more than P%% of the records read (N or P%%)")
         group.add_argument("--max-record-bytes", dest="max_record_bytes", type=int,
                            default=DEFAULT_MAX_RECORD_BYTES,
-                           help="largest record read (a JSONL line, a .json file); a larger one is a "
+                           help="largest record read (a JSONL line, a .json array element or document); a larger one is a "
                                 "record_too_large dead letter (default 32 MiB; see docs/input-limits.md)")
 
 

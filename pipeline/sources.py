@@ -16,6 +16,11 @@ suffix         records                                                position
 Any Beam filesystem works (local paths, ``gs://``, ...). Blank JSONL lines are not records:
 they are counted (``blank_lines``) and skipped. A file that fails mid-way yields one
 ``unreadable_file`` record for the rest, so the failure is a dead letter, not a crash.
+
+Memory per record is bounded by ``--max-record-bytes``: a longer JSONL line, ``.json``
+array element or other ``.json`` document is a ``record_too_large`` record, read past in
+pieces, never held whole (docs/input-limits.md). A ``.json`` file up to the limit is parsed
+whole; a bigger array is split into its elements by following strings and nesting.
 """
 
 from __future__ import annotations
@@ -29,6 +34,7 @@ import io
 import logging
 import math
 import os
+import re
 import stat
 from functools import lru_cache
 from typing import Iterator, NamedTuple
@@ -318,18 +324,106 @@ def _read_jsonl(shard: Shard, max_record_bytes: int = DEFAULT_MAX_RECORD_BYTES) 
             position += len(line)
 
 
+#: Outside strings: the bytes that open or close a value, separate elements, or open a string.
+_JSON_STRUCTURE = re.compile(rb'[][{}",]')
+#: Inside a string: its end or an escape.
+_JSON_STRING_STOP = re.compile(rb'["\\]')
+_JSON_SPACE = b" \t\r\n"
+
+
+def _array_elements(handle, head: bytes, limit: int) -> Iterator:
+    """The elements of a JSON array, as raw bytes, one at a time (``head`` holds the bytes
+    after its ``[``); an element over ``limit`` is a ``record_too_large`` ``Unreadable``,
+    read past. Only strings and nesting are followed to find the top-level commas: each
+    element's own syntax is checked when it is parsed, like a JSONL line."""
+    parts: list[bytes] = []
+    size = 0
+    prefix = None  # the first bytes of an element over the limit
+    depth, in_string, escaped = 0, False, False
+    emitted = False
+    chunk = head
+    while True:
+        i, start = 0, 0
+        if escaped:
+            i, escaped = 1, False
+        while i < len(chunk):
+            if in_string:
+                match = _JSON_STRING_STOP.search(chunk, i)
+                if match is None:
+                    break
+                i = match.end()
+                if match.group() == b"\\":
+                    if i < len(chunk):
+                        i += 1
+                    else:
+                        escaped = True
+                else:
+                    in_string = False
+                continue
+            match = _JSON_STRUCTURE.search(chunk, i)
+            if match is None:
+                break
+            i = match.end()
+            byte = match.group()
+            if byte == b'"':
+                in_string = True
+            elif byte in b"[{":
+                depth += 1
+            elif depth and byte in b"]}":
+                depth -= 1
+            elif not depth and byte in b",]":
+                piece = chunk[start:match.start()]
+                if prefix is None and size + len(piece) > limit:
+                    prefix = (b"".join(parts) + piece[:_RAW_PREFIX_BYTES])[:_RAW_PREFIX_BYTES]
+                if prefix is not None:
+                    yield _too_large(prefix, size + len(piece), limit, True)
+                else:
+                    element = b"".join(parts) + piece
+                    # "[]" holds no element; "[1,]" an empty one, which is invalid JSON.
+                    if byte == b"," or element.strip(_JSON_SPACE) or emitted:
+                        yield element
+                emitted = True
+                parts, size, prefix, start = [], 0, None, i
+                if byte == b"]":
+                    rest = chunk[i:] + handle.read(1 << 10)
+                    if rest.strip(_JSON_SPACE):
+                        yield Unreadable("invalid_json", "content after the end of the top-level array",
+                                         rest[:200].decode("utf-8", errors="replace"))
+                    return
+            elif byte in b"]}":
+                yield Unreadable("invalid_json", f"unbalanced {byte.decode()!r} in the top-level array")
+                return
+        piece = chunk[start:]
+        size += len(piece)
+        if prefix is None:
+            parts.append(piece)
+            if size > limit:
+                prefix, parts = b"".join(parts)[:_RAW_PREFIX_BYTES], []
+        chunk = handle.read(1 << 20)
+        if not chunk:
+            yield Unreadable("invalid_json", "the top-level array is not closed (the file ends inside it)")
+            return
+
+
 def _read_json(shard: Shard, max_record_bytes: int = DEFAULT_MAX_RECORD_BYTES) -> Iterator:
-    # The whole document is parsed at once, in one worker's memory, so it is bounded like one
-    # record: for big inputs, JSONL (split into shards, streamed) is the better container.
+    # A document up to the limit is parsed whole. A bigger one holding an array is read element
+    # by element (each bounded like a JSONL line); any other bigger document is one record,
+    # too large.
     source = shard.name
     with FileSystems.open(shard.path, compression_type=CompressionTypes.UNCOMPRESSED) as handle:
         text = handle.read(max_record_bytes + 1)
-    if len(text) > max_record_bytes:
-        letter = _too_large(text, 0, max_record_bytes, False)
-        yield RawRecord(source, 0, letter._replace(
-            detail=letter.detail.replace("a record of", "a .json document of", 1)
-            + " (a .json file is read whole: write big inputs as .jsonl)"))
-        return
+        if len(text) > max_record_bytes:
+            body = text[len(_BOM):] if text.startswith(_BOM) else text
+            stripped = body.lstrip(_JSON_SPACE)
+            if stripped.startswith(b"["):
+                for index, element in enumerate(_array_elements(handle, stripped[1:], max_record_bytes)):
+                    yield RawRecord(source, index, element)
+                return
+            letter = _too_large(text, 0, max_record_bytes, False)
+            yield RawRecord(source, 0, letter._replace(
+                detail=letter.detail.replace("a record of", "a .json document of", 1)
+                + " (only a top-level array is read element by element: write big inputs as .jsonl)"))
+            return
     if text.startswith(_BOM):
         text = text[len(_BOM):]
     try:

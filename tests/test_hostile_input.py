@@ -251,11 +251,46 @@ def test_huge_line_across_byte_range_shards_is_one_dead_letter(tmp_path):
         line + b"\n" for i, line in enumerate(lines) if i != 700]
 
 
-def test_json_document_over_the_limit_is_one_record_too_large(tmp_path):
-    (tmp_path / "a.json").write_text(json.dumps([{"messages": [], "pad": "p" * 5000}] * 100))
-    (item,) = _items(tmp_path / "a.json", max_record_bytes=100_000)
+def test_json_array_over_the_limit_is_read_element_by_element(tmp_path):
+    values = [{"id": f"j{i}", "messages": [{"role": "user", "content": "c" * (i % 50)}],
+               "odd": "a,]}\"[{" * (i % 3)} for i in range(3000)]
+    values[1234]["pad"] = "p" * 300_000  # one element over the limit
+    values[5] = "not a record"
+    (tmp_path / "a.json").write_bytes(b"\xef\xbb\xbf \n" + json.dumps(values, indent=1).encode() + b"\n")
+    items = _items(tmp_path / "a.json", max_record_bytes=100_000)
+    assert [i.position for i in items] == list(range(3000))
+    assert items[1234].payload.reason == "record_too_large"
+    whole = _items(tmp_path / "a.json", max_record_bytes=1 << 24)  # parsed whole, as before
+    assert [p.payload.value for p in whole] == values
+    outcomes = [process_record(item, Settings()) for item in items]
+    expected = [process_record(item, Settings()) for item in whole]
+    for i, (got, want) in enumerate(zip(outcomes, expected)):
+        if i == 1234:
+            assert got.dead_letter["reason"] == "record_too_large"
+        else:
+            assert (got.record, got.metrics) == (want.record, want.metrics)
+            assert (got.dead_letter or {}).get("reason") == (want.dead_letter or {}).get("reason")
+
+
+@pytest.mark.parametrize("text, reasons", [
+    (b"[1,2,", ["invalid_json"]),           # not closed
+    (b"[1,2] trailing", ["invalid_json"]),  # content after the array
+    (b"[1,,2]", ["invalid_json"]),          # an empty element
+    (b"[1,2}", ["invalid_json"]),           # unbalanced
+])
+def test_json_array_read_in_pieces_reports_its_syntax_errors(tmp_path, text, reasons):
+    padded = text.replace(b"[1", b'["' + b"s" * 2000 + b'",1', 1)
+    (tmp_path / "a.json").write_bytes(padded)
+    items = _items(tmp_path / "a.json", max_record_bytes=1024)
+    letters = [process_record(i, Settings()).dead_letter for i in items]
+    assert [d["reason"] for d in letters if d and d["reason"] != "not_a_record"][-1:] == reasons
+    assert letters[0]["reason"] == "record_too_large"
+
+
+def test_json_object_document_over_the_limit_is_one_record_too_large(tmp_path):
+    (tmp_path / "a.json").write_text(json.dumps({"messages": [], "pad": "p" * 5000}))
+    (item,) = _items(tmp_path / "a.json", max_record_bytes=1024)
     assert item.payload.reason == "record_too_large" and ".jsonl" in item.payload.detail
-    assert len(_items(tmp_path / "a.json", max_record_bytes=1 << 20)) == 100
 
 
 def test_finite_floats_beside_a_big_integer_stay_as_they_are():
