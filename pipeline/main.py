@@ -41,7 +41,7 @@ from pipeline.sources import ReadConversationLogs
 from transforms.conversations import CheckConversations, SummarizeValidation
 from transforms.formats import READERS, WRITERS
 from transforms.profiles import PROFILES
-from transforms.summary import format_table, format_validation_table
+from transforms.summary import format_table, format_validation_table, run_failures
 
 LOG = logging.getLogger("convnorm")
 
@@ -113,7 +113,10 @@ def run_job(job: Job) -> int:
     summary = outcome.summary
     print(format_table(summary))
     print(f"outputs: {job.output}/{{normalized,drops,dead_letter}}/ and {job.output}/{SUMMARY_FILE}")
-    return 0 if summary["accounted"] else 1
+    failures = run_failures(summary, job.max_dead_letters)
+    for failure in failures:
+        print(f"convnorm: error: {failure}", file=sys.stderr)
+    return 1 if failures else 0
 
 
 def _show_reports(directory: str) -> list[str]:
@@ -145,7 +148,7 @@ VALIDATE_SPEC = OutputSpec("validate", {"violations": ".jsonl", "dead_letter": "
 
 
 def _build_validation(pipeline: beam.Pipeline, job: Job, temp_dir: str) -> None:
-    read = pipeline | "Read" >> ReadConversationLogs(job.shards, job.batch_size)
+    read = pipeline | "Read" >> ReadConversationLogs(job.shards, job.batch_size, job.max_record_bytes)
     checked = read.batches | "CheckConversations" >> CheckConversations(job.settings)
     checked.reports | "WriteReports" >> WriteShards(temp_dir, "violations")
     checked.dead_letters | "WriteDeadLetters" >> WriteShards(temp_dir, "dead_letter")
@@ -192,9 +195,11 @@ def main(argv: list[str] | None = None) -> int:
     """Entry point of ``convnorm`` and ``python -m pipeline``; returns the exit status.
 
     Exit status: 0 done (validate: all sendable); 1 the run failed, did not account for
-    every record or a file it wrote is missing (validate: violations or unreadable records);
-    2 bad options, an output directory refused, or another run holds its lock (nothing was
-    run or deleted); 3 the validation pipeline failed. See docs/outputs.md.
+    every record, normalized none of the records it read, had more dead letters than
+    ``--max-dead-letters``, or a file it wrote is missing (validate: violations or unreadable
+    records); 2 bad options, an output directory refused, or another run holds its lock
+    (nothing was run or deleted); 3 the validation pipeline failed (crashed). See
+    docs/outputs.md.
     """
     argv = list(sys.argv[1:] if argv is None else argv)
     command = "run"
@@ -216,4 +221,9 @@ def main(argv: list[str] | None = None) -> int:
     except ConfigError as error:
         print(f"convnorm: error: {error}", file=sys.stderr)
         return 2
-    return handler(job)
+    try:
+        return handler(job)
+    except Exception as error:  # noqa: BLE001 — a crash gets its documented status, not a traceback's 1
+        LOG.exception("the %s pipeline failed", command)
+        print(f"convnorm: error: the {command} pipeline failed: {type(error).__name__}: {error}", file=sys.stderr)
+        return 3 if command == "validate" else 1

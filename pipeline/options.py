@@ -25,9 +25,11 @@ from apache_beam.options.pipeline_options import PipelineOptions, StandardOption
 
 from pipeline.outputs import OutputError, plan_inputs, skipped_inputs, unsafe_output
 from pipeline.sinks import FILE_FORMATS
-from pipeline.sources import DEFAULT_BATCH_SIZE, DEFAULT_SHARD_BYTES, InputError, Shard, plan_shards
+from pipeline.sources import (DEFAULT_BATCH_SIZE, DEFAULT_MAX_RECORD_BYTES, DEFAULT_SHARD_BYTES, InputError, Shard,
+                              plan_shards)
 from transforms.formats import WRITERS
 from transforms.records import DEFAULT_RAW_LIMIT, Settings
+from transforms.summary import DeadLetterLimit
 
 LOG = logging.getLogger("convnorm")
 
@@ -85,6 +87,13 @@ class ConvNormOptions(PipelineOptions):
                            help="records per batch between reading and writing")
         group.add_argument("--dead-letter-raw-limit", dest="raw_limit", type=int, default=DEFAULT_RAW_LIMIT,
                            help="characters of raw input kept in a dead letter")
+        group.add_argument("--max-dead-letters", dest="max_dead_letters", default=None,
+                           help="fail the run (exit status 1, outputs still written) when dead letters "
+                                "are more than N, or more than P%% of the records read (N or P%%)")
+        group.add_argument("--max-record-bytes", dest="max_record_bytes", type=int,
+                           default=DEFAULT_MAX_RECORD_BYTES,
+                           help="largest record read (a JSONL line, a .json array element or document); a larger one is a "
+                                "record_too_large dead letter (default 32 MiB; see docs/input-limits.md)")
 
 
 def _our_flags() -> dict[str, tuple[str, bool]]:
@@ -158,6 +167,8 @@ class Job:
     batch_size: int
     break_stale_lock: bool = False
     job_endpoint_timeout: float = 30.0
+    max_record_bytes: int = DEFAULT_MAX_RECORD_BYTES
+    max_dead_letters: DeadLetterLimit | None = None
 
 
 def _config_path(argv: list[str]) -> str | None:
@@ -257,6 +268,14 @@ def load_job(argv: list[str], *, output_required: bool = True) -> Job:
         problems.append("--batch-size must be at least 1")
     if ours.shard_bytes < 1 << 16:
         problems.append("--shard-bytes must be at least 65536")
+    if ours.max_record_bytes < 1024:
+        problems.append("--max-record-bytes must be at least 1024")
+    dead_letter_limit = None
+    if ours.max_dead_letters is not None:
+        try:
+            dead_letter_limit = DeadLetterLimit.parse(ours.max_dead_letters)
+        except ValueError as error:
+            problems.append(str(error))
     if problems:
         raise ConfigError("; ".join(problems))
 
@@ -281,4 +300,5 @@ def load_job(argv: list[str], *, output_required: bool = True) -> Job:
                     "which the provider requires", ours.sink)
 
     return Job(options, settings, shards, list(ours.input), ours.output, ours.output_format,
-               ours.overwrite, ours.batch_size, ours.break_stale_lock, ours.job_endpoint_timeout)
+               ours.overwrite, ours.batch_size, ours.break_stale_lock, ours.job_endpoint_timeout,
+               ours.max_record_bytes, dead_letter_limit)

@@ -16,6 +16,11 @@ suffix         records                                                position
 Any Beam filesystem works (local paths, ``gs://``, ...). Blank JSONL lines are not records:
 they are counted (``blank_lines``) and skipped. A file that fails mid-way yields one
 ``unreadable_file`` record for the rest, so the failure is a dead letter, not a crash.
+
+Memory per record is bounded by ``--max-record-bytes``: a longer JSONL line, ``.json``
+array element or other ``.json`` document is a ``record_too_large`` record, read past in
+pieces, never held whole (docs/input-limits.md). A ``.json`` file up to the limit is parsed
+whole; a bigger array is split into its elements by following strings and nesting.
 """
 
 from __future__ import annotations
@@ -27,9 +32,15 @@ import decimal
 import gzip
 import io
 import logging
+import math
+import os
+import re
+import stat
+from functools import lru_cache
 from typing import Iterator, NamedTuple
 
 import apache_beam as beam
+import orjson
 import zstandard
 from apache_beam.io.filesystem import CompressionTypes
 from apache_beam.io.filesystems import FileSystems
@@ -38,7 +49,7 @@ from apache_beam.pvalue import TaggedOutput
 
 from pipeline.testhooks import pause_point
 from transforms.conversations import NAMESPACE
-from transforms.records import Batch, Parsed, RawRecord, Unreadable, parse_json
+from transforms.records import Batch, NumberTooLarge, Parsed, RawRecord, Unreadable, parse_json
 
 LOG = logging.getLogger(__name__)
 
@@ -53,6 +64,11 @@ FILE_KINDS = {
 
 DEFAULT_SHARD_BYTES = 64 << 20
 DEFAULT_BATCH_SIZE = 256
+#: Largest record read (a JSONL line, a .json document); a larger one is a ``record_too_large``
+#: dead letter. Parsing and normalizing hold up to ~20x a record's bytes in Python objects at
+#: worst (tiny messages; bench/bench_memory.py), so the default keeps one record's cost under
+#: ~0.7 GB.
+DEFAULT_MAX_RECORD_BYTES = 32 << 20
 #: Records between two progress lines of one shard.
 PROGRESS_EVERY = 100_000
 
@@ -70,6 +86,26 @@ class Shard(NamedTuple):
     start: int
     end: int | None  # exclusive; None: to the end of the file
 
+    @property
+    def name(self) -> str:
+        """The path as shown in outputs and logs (non-UTF-8 bytes escaped)."""
+        return display_path(self.path)
+
+
+@lru_cache(maxsize=1024)
+def display_path(path: str) -> str:
+    """A path as UTF-8 text: bytes that are not UTF-8 (which Python's file functions carry as
+    lone surrogates) are shown as ``\\xNN``, the same way in every output."""
+    try:
+        path.encode("utf-8")
+        return path
+    except UnicodeEncodeError:
+        pass
+    try:
+        return path.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+    except UnicodeEncodeError:  # a surrogate that stands for no byte
+        return path.encode("utf-8", "backslashreplace").decode("utf-8")
+
 
 def file_suffix(path: str) -> str | None:
     lowered = path.lower()
@@ -79,26 +115,57 @@ def file_suffix(path: str) -> str | None:
     return None
 
 
+def _is_local(pattern: str) -> bool:
+    return "://" not in pattern
+
+
+def _match(pattern: str) -> dict[str, int]:
+    """Path -> size for a pattern; relative globs with no directory (``*.jsonl``), which
+    Beam's local filesystem does not match, are matched under ``./`` and shown without it."""
+    bare = _is_local(pattern) and not os.path.dirname(pattern) and any(c in pattern for c in "*?[")
+    matched = FileSystems.match(["./" + pattern if bare else pattern])[0].metadata_list
+    found = {}
+    for meta in matched:
+        path = meta.path[2:] if bare and meta.path.startswith("./") else meta.path
+        found[path] = meta.size_in_bytes
+    return found
+
+
+def _refuse_special_file(path: str) -> None:
+    """A FIFO, device or socket never ends (or blocks on open): refuse it before the run."""
+    if not _is_local(path):
+        return
+    try:
+        mode = os.stat(path).st_mode
+    except OSError as error:
+        raise InputError(f"cannot read --input file {display_path(path)!r}: {error.strerror}") from None
+    if not stat.S_ISREG(mode):
+        kind = ("a FIFO" if stat.S_ISFIFO(mode) else "a device" if stat.S_ISCHR(mode) or stat.S_ISBLK(mode)
+                else "a socket" if stat.S_ISSOCK(mode) else "a directory" if stat.S_ISDIR(mode)
+                else "not a regular file")
+        raise InputError(f"--input {display_path(path)!r} is {kind}; convnorm reads regular files only")
+
+
 def plan_shards(patterns: list[str], shard_bytes: int = DEFAULT_SHARD_BYTES) -> list[Shard]:
     """Match every pattern and cut the files into shards, in a deterministic order."""
     files: dict[str, int] = {}
     for pattern in patterns:
         try:
-            matched = FileSystems.match([pattern])[0].metadata_list
+            matched = _match(pattern)
         except Exception as error:  # noqa: BLE001 — filesystems raise their own types
-            raise InputError(f"cannot match --input {pattern!r}: {error}") from None
+            raise InputError(f"cannot match --input {display_path(pattern)!r}: {error}") from None
         if not matched:
-            raise InputError(f"no file matches --input {pattern!r}")
-        for meta in matched:
-            files[meta.path] = meta.size_in_bytes
+            raise InputError(f"no file matches --input {display_path(pattern)!r}")
+        files.update(matched)
     shards: list[Shard] = []
     for path in sorted(files):
         suffix = file_suffix(path)
         if suffix is None:
             raise InputError(
-                f"cannot tell the format of {path!r} from its name; "
+                f"cannot tell the format of {display_path(path)!r} from its name; "
                 f"input files end in one of: {', '.join(FILE_KINDS)}"
             )
+        _refuse_special_file(path)
         size = files[path]
         if FILE_KINDS[suffix][2] and size > shard_bytes:
             # Equal ranges of at most shard_bytes: no small tail shard, so workers that take
@@ -118,37 +185,65 @@ def plan_shards(patterns: list[str], shard_bytes: int = DEFAULT_SHARD_BYTES) -> 
 BLANK = object()  # a blank JSONL line: counted and skipped, not a record
 
 
+#: Compressed bytes fed to the zstd decoder at a time. zstd expands a byte to at most ~32 KiB
+#: (run-length blocks), so one step's output stays under ~32 MiB even for a decompression bomb.
+_ZSTD_PIECE = 1 << 10
+#: Decompressed bytes gathered before handing them on.
+_ZSTD_OUTPUT = 1 << 18
+
+
 class _ZstdReader(io.RawIOBase):
-    """A zstd stream that raises at a truncated end (the library's stream reader does not)."""
+    """A zstd stream that raises at a truncated end or a corrupt part (the library's stream
+    reader stops quietly), after handing on everything decoded before it, as gzip does."""
 
     def __init__(self, raw) -> None:
         self._raw = raw
         self._decompressor = zstandard.ZstdDecompressor()
         self._frame = self._decompressor.decompressobj()
-        self._pending = b""
+        self._input = b""
+        self._pending: list[bytes] = []
+        self._pending_size = 0
         self._started = False
+        self._error: Exception | None = None
 
     def readable(self) -> bool:
         return True
 
+    def _fill(self) -> None:
+        while self._pending_size < _ZSTD_OUTPUT:
+            if not self._input:
+                self._input = self._raw.read(1 << 20)
+                if not self._input:
+                    if self._started and not self._frame.eof:
+                        raise EOFError("zstd stream ended before the end of its frame")
+                    return
+            if self._frame.eof:
+                # Concatenated frames: start the next one on the leftover bytes.
+                self._frame = self._decompressor.decompressobj()
+            piece, self._input = self._input[:_ZSTD_PIECE], self._input[_ZSTD_PIECE:]
+            self._started = True
+            out = self._frame.decompress(piece)
+            if self._frame.eof and self._frame.unused_data:
+                self._input = self._frame.unused_data + self._input
+            if out:
+                self._pending.append(out)
+                self._pending_size += len(out)
+
     def readinto(self, buffer) -> int:
-        while not self._pending:
-            chunk = self._raw.read(1 << 20)
-            if not chunk:
-                if self._started and not self._frame.eof:
-                    raise EOFError("zstd stream ended before the end of its frame")
-                return 0
-            while chunk:
-                self._started = True
-                self._pending += self._frame.decompress(chunk)
-                chunk = b""
-                if self._frame.eof and self._frame.unused_data:
-                    # Concatenated frames: start the next one on the leftover bytes.
-                    chunk = self._frame.unused_data
-                    self._frame = self._decompressor.decompressobj()
-        n = min(len(buffer), len(self._pending))
-        buffer[:n] = self._pending[:n]
-        self._pending = self._pending[n:]
+        if not self._pending and self._error is None:
+            try:
+                self._fill()
+            except Exception as error:  # noqa: BLE001 — hand on what was decoded, then fail
+                self._error = error
+        if not self._pending:
+            if self._error is not None:
+                raise self._error
+            return 0
+        data = b"".join(self._pending)
+        n = min(len(buffer), len(data))
+        buffer[:n] = data[:n]
+        self._pending = [data[n:]] if n < len(data) else []
+        self._pending_size = len(data) - n
         return n
 
 
@@ -169,36 +264,167 @@ def _open_text_stream(shard: Shard):
 _BOM = b"\xef\xbb\xbf"  # a UTF-8 byte-order mark, as some Windows tools write
 
 
-def _read_jsonl(shard: Shard) -> Iterator:
+#: Bytes read at a time while skipping past the rest of an over-long line.
+_SKIP_PIECE = 1 << 20
+
+
+def _skip_line(handle) -> int:
+    """Read past the rest of the current line, a piece at a time; the bytes skipped."""
+    skipped = 0
+    while True:
+        piece = handle.readline(_SKIP_PIECE)
+        skipped += len(piece)
+        if not piece or piece.endswith(b"\n"):
+            return skipped
+
+
+def _too_large(prefix: bytes, size: int, limit: int, whole: bool) -> Unreadable:
+    # Keep only what a dead letter shows of it: the raw text is cut to a few KB anyway.
+    text = prefix[:_RAW_PREFIX_BYTES].decode("utf-8", errors="replace")
+    size_text = f"{size:,} bytes" if whole else f"more than {limit:,} bytes"
+    return Unreadable("record_too_large", f"a record of {size_text} is over --max-record-bytes "
+                                          f"{limit:,}; it was read past, not parsed", text)
+
+
+#: Raw bytes of an over-long record kept for its dead letter.
+_RAW_PREFIX_BYTES = 16 << 10
+
+
+def _read_jsonl(shard: Shard, max_record_bytes: int = DEFAULT_MAX_RECORD_BYTES) -> Iterator:
     with _open_text_stream(shard) as handle:
         position = 0
         if shard.start:
             # A line belongs to the shard its first byte falls in: skip the partial one.
             handle.seek(shard.start - 1)
-            position = shard.start - 1 + len(handle.readline())
+            position = shard.start - 1 + _skip_line(handle)
         while shard.end is None or position < shard.end:
             try:
-                line = handle.readline()
+                # At most one byte over the limit is held: a longer line is read past in pieces.
+                line = handle.readline(max_record_bytes + 1)
+                size = len(line)
+                if size > max_record_bytes and not line.endswith(b"\n"):
+                    size += _skip_line(handle)
+                    item = _too_large(line, size, max_record_bytes, True)
+                    line = None
             except Exception as error:  # noqa: BLE001 — corrupt archives raise many types
-                yield RawRecord(shard.path, position, Unreadable(
+                yield RawRecord(shard.name, position, Unreadable(
                     "unreadable_file", f"reading stopped at offset {position}: {type(error).__name__}: {error}"))
                 return
+            if line is None:
+                yield RawRecord(shard.name, position, item)
+                position += size
+                continue
             if not line:
                 return
             if position == 0 and line.startswith(_BOM):
                 position, line = len(_BOM), line[len(_BOM):]
             if line.strip():
-                yield RawRecord(shard.path, position, line)
+                yield RawRecord(shard.name, position, line)
             else:
                 yield BLANK
             position += len(line)
 
 
-def _read_json(shard: Shard) -> Iterator:
-    # The whole document is parsed at once, in one worker's memory: for big inputs, JSONL
-    # (split into shards, streamed) is the better container.
+#: Outside strings: the bytes that open or close a value, separate elements, or open a string.
+_JSON_STRUCTURE = re.compile(rb'[][{}",]')
+#: Inside a string: its end or an escape.
+_JSON_STRING_STOP = re.compile(rb'["\\]')
+_JSON_SPACE = b" \t\r\n"
+
+
+def _array_elements(handle, head: bytes, limit: int) -> Iterator:
+    """The elements of a JSON array, as raw bytes, one at a time (``head`` holds the bytes
+    after its ``[``); an element over ``limit`` is a ``record_too_large`` ``Unreadable``,
+    read past. Only strings and nesting are followed to find the top-level commas: each
+    element's own syntax is checked when it is parsed, like a JSONL line."""
+    parts: list[bytes] = []
+    size = 0
+    prefix = None  # the first bytes of an element over the limit
+    depth, in_string, escaped = 0, False, False
+    emitted = False
+    chunk = head
+    while True:
+        i, start = 0, 0
+        if escaped:
+            i, escaped = 1, False
+        while i < len(chunk):
+            if in_string:
+                match = _JSON_STRING_STOP.search(chunk, i)
+                if match is None:
+                    break
+                i = match.end()
+                if match.group() == b"\\":
+                    if i < len(chunk):
+                        i += 1
+                    else:
+                        escaped = True
+                else:
+                    in_string = False
+                continue
+            match = _JSON_STRUCTURE.search(chunk, i)
+            if match is None:
+                break
+            i = match.end()
+            byte = match.group()
+            if byte == b'"':
+                in_string = True
+            elif byte in b"[{":
+                depth += 1
+            elif depth and byte in b"]}":
+                depth -= 1
+            elif not depth and byte in b",]":
+                piece = chunk[start:match.start()]
+                if prefix is None and size + len(piece) > limit:
+                    prefix = (b"".join(parts) + piece[:_RAW_PREFIX_BYTES])[:_RAW_PREFIX_BYTES]
+                if prefix is not None:
+                    yield _too_large(prefix, size + len(piece), limit, True)
+                else:
+                    element = b"".join(parts) + piece
+                    # "[]" holds no element; "[1,]" an empty one, which is invalid JSON.
+                    if byte == b"," or element.strip(_JSON_SPACE) or emitted:
+                        yield element
+                emitted = True
+                parts, size, prefix, start = [], 0, None, i
+                if byte == b"]":
+                    rest = chunk[i:] + handle.read(1 << 10)
+                    if rest.strip(_JSON_SPACE):
+                        yield Unreadable("invalid_json", "content after the end of the top-level array",
+                                         rest[:200].decode("utf-8", errors="replace"))
+                    return
+            elif byte in b"]}":
+                yield Unreadable("invalid_json", f"unbalanced {byte.decode()!r} in the top-level array")
+                return
+        piece = chunk[start:]
+        size += len(piece)
+        if prefix is None:
+            parts.append(piece)
+            if size > limit:
+                prefix, parts = b"".join(parts)[:_RAW_PREFIX_BYTES], []
+        chunk = handle.read(1 << 20)
+        if not chunk:
+            yield Unreadable("invalid_json", "the top-level array is not closed (the file ends inside it)")
+            return
+
+
+def _read_json(shard: Shard, max_record_bytes: int = DEFAULT_MAX_RECORD_BYTES) -> Iterator:
+    # A document up to the limit is parsed whole. A bigger one holding an array is read element
+    # by element (each bounded like a JSONL line); any other bigger document is one record,
+    # too large.
+    source = shard.name
     with FileSystems.open(shard.path, compression_type=CompressionTypes.UNCOMPRESSED) as handle:
-        text = handle.read()
+        text = handle.read(max_record_bytes + 1)
+        if len(text) > max_record_bytes:
+            body = text[len(_BOM):] if text.startswith(_BOM) else text
+            stripped = body.lstrip(_JSON_SPACE)
+            if stripped.startswith(b"["):
+                for index, element in enumerate(_array_elements(handle, stripped[1:], max_record_bytes)):
+                    yield RawRecord(source, index, element)
+                return
+            letter = _too_large(text, 0, max_record_bytes, False)
+            yield RawRecord(source, 0, letter._replace(
+                detail=letter.detail.replace("a record of", "a .json document of", 1)
+                + " (only a top-level array is read element by element: write big inputs as .jsonl)"))
+            return
     if text.startswith(_BOM):
         text = text[len(_BOM):]
     try:
@@ -207,28 +433,35 @@ def _read_json(shard: Shard) -> Iterator:
         hint = ""
         if text.lstrip()[:1] == b"{" and b"\n{" in text:
             hint = " (it looks like JSON Lines: name the file .jsonl)"
-        yield RawRecord(shard.path, 0, Unreadable("invalid_json", f"not a JSON document: {error}{hint}",
-                                                  text[:4000].decode("utf-8", errors="replace")))
+        reason = "number_too_large" if isinstance(error, NumberTooLarge) else "invalid_json"
+        yield RawRecord(source, 0, Unreadable(reason, f"not a JSON document: {error}{hint}",
+                                              text[:4000].decode("utf-8", errors="replace")))
         return
     if isinstance(document, list):
         for index, record in enumerate(document):
-            yield RawRecord(shard.path, index, Parsed(record))
+            yield RawRecord(source, index, Parsed(record))
     else:
-        yield RawRecord(shard.path, 0, Parsed(document))
+        yield RawRecord(source, 0, Parsed(document))
 
 
-def _jsonable(value):
+def _jsonable(value, nulled: list):
     """A Parquet value as JSON can hold it: Arrow types that JSON lacks become text.
 
     Bytes that are UTF-8 become their text, other bytes base64; decimals their exact decimal
-    text; dates, times and timestamps ISO 8601; durations their seconds.
+    text; dates, times and timestamps ISO 8601; durations their seconds. A non-finite float
+    (NaN, +-inf), which JSON cannot hold, becomes null and is counted in ``nulled[0]``.
     """
-    if value is None or isinstance(value, (str, bool, int, float)):
+    if value is None or isinstance(value, (str, bool, int)):
         return value
+    if isinstance(value, float):
+        if math.isfinite(value):
+            return value
+        nulled[0] += 1
+        return None
     if isinstance(value, dict):
-        return {k: _jsonable(v) for k, v in value.items()}
+        return {k: _jsonable(v, nulled) for k, v in value.items()}
     if isinstance(value, list):
-        return [_jsonable(v) for v in value]
+        return [_jsonable(v, nulled) for v in value]
     if isinstance(value, (bytes, bytearray)):
         try:
             return bytes(value).decode("utf-8")
@@ -241,45 +474,107 @@ def _jsonable(value):
     if isinstance(value, datetime.timedelta):
         return value.total_seconds()
     if isinstance(value, tuple):  # map columns: a list of (key, value) pairs
-        return [_jsonable(v) for v in value]
+        return [_jsonable(v, nulled) for v in value]
     return value  # anything else: the record's guard dead-letters it if JSON cannot hold it
 
 
-def _read_parquet(shard: Shard) -> Iterator:
+def _parquet_row(row: dict) -> Parsed:
+    """One Parquet row as a record; non-finite floats nulled and counted by column."""
+    out = {}
+    counts = None
+    for column, value in row.items():
+        nulled = [0]
+        out[column] = _jsonable(value, nulled)
+        if nulled[0]:
+            counts = counts or {}
+            counts[column] = nulled[0]
+    return Parsed(out, counts)
+
+
+def _arrow_text(column, i: int) -> str:
+    """Arrow's own text of a value Python cannot hold (a date past 9999 is cast in C++)."""
+    import pyarrow as pa
+
+    try:
+        return column.slice(i, 1).cast(pa.string())[0].as_py()
+    except Exception:  # noqa: BLE001
+        return f"<{column.type} value>"
+
+
+def _parquet_rows(batch) -> Iterator:
+    """A record batch's rows as ``Parsed`` records; a row holding a value Python cannot
+    represent (a nanosecond timestamp, a year past 9999) is an ``unconvertible_value``
+    ``Unreadable`` naming its column, and the other rows are read."""
+    try:
+        rows = batch.to_pylist()
+    except Exception:  # noqa: BLE001 — pyarrow raises several types; find the row below
+        rows = None
+    if rows is not None:
+        for row in rows:
+            yield _parquet_row(row)
+        return
+    columns = batch.schema.names
+    for i in range(batch.num_rows):
+        row, failure = {}, None
+        for name, column in zip(columns, batch.columns):
+            try:
+                row[name] = column[i].as_py()
+            except Exception as error:  # noqa: BLE001
+                failure = failure or (name, error)
+                row[name] = _arrow_text(column, i)  # for the dead letter only
+        if failure is None:
+            yield _parquet_row(row)
+            continue
+        name, error = failure
+        raw = {k: _jsonable(v, [0]) for k, v in row.items()}
+        try:
+            raw_text = orjson.dumps(raw, default=str).decode()
+        except (TypeError, ValueError):
+            raw_text = repr(raw)
+        yield Unreadable("unconvertible_value", f"column {name!r}: {type(error).__name__}: {error}",
+                         raw_text[:4000])
+
+
+def _read_parquet(shard: Shard, max_record_bytes: int = DEFAULT_MAX_RECORD_BYTES) -> Iterator:
+    # Rows come in record batches; a row is never split, so its size is bounded by what the
+    # file's writer put in it (the limit is for line-based containers).
     import pyarrow.parquet as pq  # only Parquet inputs pay for the import
 
+    source = shard.name
     index = 0
     with FileSystems.open(shard.path, compression_type=CompressionTypes.UNCOMPRESSED) as handle:
-        for table in pq.ParquetFile(handle).iter_batches(batch_size=1024):
-            for row in table.to_pylist():
-                yield RawRecord(shard.path, index, Parsed(_jsonable(row)))
+        for batch in pq.ParquetFile(handle).iter_batches(batch_size=1024):
+            for payload in _parquet_rows(batch):
+                yield RawRecord(source, index, payload)
                 index += 1
 
 
 _SHARD_READERS = {"jsonl": _read_jsonl, "json": _read_json, "parquet": _read_parquet}
 
 
-def read_shard(shard: Shard) -> Iterator:
+def read_shard(shard: Shard, max_record_bytes: int = DEFAULT_MAX_RECORD_BYTES) -> Iterator:
     """Yield the shard's ``RawRecord``s in order, and ``BLANK`` for each blank JSONL line.
 
     A file that cannot be opened or read any further ends in one ``unreadable_file`` record
-    (at the position after the last one read), never in an exception.
+    (at the position after the last one read), never in an exception. A record over
+    ``max_record_bytes`` is a ``record_too_large`` record, read past without being held.
     """
     next_position = shard.start
     try:
-        for item in _SHARD_READERS[FILE_KINDS[shard.suffix][0]](shard):
+        for item in _SHARD_READERS[FILE_KINDS[shard.suffix][0]](shard, max_record_bytes):
             if item is not BLANK:
                 next_position = item.position + 1
             yield item
     except Exception as error:  # noqa: BLE001 — filesystems and pyarrow raise many types
-        yield RawRecord(shard.path, next_position, Unreadable(
+        yield RawRecord(shard.name, next_position, Unreadable(
             "unreadable_file", f"reading stopped: {type(error).__name__}: {error}"))
 
 
-def iter_batches(shard: Shard, batch_size: int, stats: dict) -> Iterator[Batch]:
+def iter_batches(shard: Shard, batch_size: int, stats: dict,
+                 max_record_bytes: int = DEFAULT_MAX_RECORD_BYTES) -> Iterator[Batch]:
     """Group a shard's records into batches; ``stats`` counts records and blank lines."""
     items: list = []
-    for item in read_shard(shard):
+    for item in read_shard(shard, max_record_bytes):
         if item is BLANK:
             stats["blank_lines"] += 1
             continue
@@ -299,9 +594,10 @@ def iter_batches(shard: Shard, batch_size: int, stats: dict) -> Iterator[Batch]:
 class _ReadShard(beam.DoFn):
     STATS = "read_stats"
 
-    def __init__(self, batch_size: int, total_shards: int) -> None:
+    def __init__(self, batch_size: int, total_shards: int, max_record_bytes: int) -> None:
         self._batch_size = batch_size
         self._total = total_shards
+        self._max_record_bytes = max_record_bytes
 
     def setup(self) -> None:
         self._blank = Metrics.counter(NAMESPACE, "blank_lines")
@@ -311,15 +607,15 @@ class _ReadShard(beam.DoFn):
         pause_point("read")  # tests kill a run here (pipeline.testhooks)
         stats = {"records": 0, "blank_lines": 0}
         reported = 0
-        for batch in iter_batches(shard, self._batch_size, stats):
+        for batch in iter_batches(shard, self._batch_size, stats, self._max_record_bytes):
             yield batch
             # Progress on long shards too (compressed files are one shard each); no payloads.
             if stats["records"] - reported >= PROGRESS_EVERY:
                 reported = stats["records"]
-                LOG.info("shard %d/%d (%s): %d records so far", shard.index + 1, self._total, shard.path, reported)
+                LOG.info("shard %d/%d (%s): %d records so far", shard.index + 1, self._total, shard.name, reported)
         self._blank.inc(stats["blank_lines"])
         self._shards.inc()
-        LOG.info("read shard %d/%d (%s): %d records", shard.index + 1, self._total, shard.path, stats["records"])
+        LOG.info("read shard %d/%d (%s): %d records", shard.index + 1, self._total, shard.name, stats["records"])
         yield TaggedOutput(self.STATS, {"shard": shard.index, **stats})
 
 
@@ -331,13 +627,15 @@ class ReadOutputs(NamedTuple):
 class ReadConversationLogs(beam.PTransform):
     """Planned shards -> batches of ``RawRecord`` (and per-shard read statistics)."""
 
-    def __init__(self, shards: list[Shard], batch_size: int = DEFAULT_BATCH_SIZE) -> None:
+    def __init__(self, shards: list[Shard], batch_size: int = DEFAULT_BATCH_SIZE,
+                 max_record_bytes: int = DEFAULT_MAX_RECORD_BYTES) -> None:
         super().__init__()
         self._shards = shards
         self._batch_size = batch_size
+        self._max_record_bytes = max_record_bytes
 
     def expand(self, pbegin):
-        read = _ReadShard(self._batch_size, len(self._shards))
+        read = _ReadShard(self._batch_size, len(self._shards), self._max_record_bytes)
         outputs = (
             pbegin
             | "Shards" >> beam.Create(self._shards)

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import re
 from dataclasses import dataclass
 from typing import Any, NamedTuple
@@ -26,6 +27,7 @@ from typing import Any, NamedTuple
 import orjson
 
 from transforms.formats import READERS, WRITERS, FormatError, WriteContext, detect_reader
+from transforms.normalize import _int_text as int_text
 from transforms.normalize import compact_json
 from transforms.profiles import PROFILES, normalize_with_profile
 from transforms.validate import check_sendable, count_by_kind
@@ -33,7 +35,10 @@ from transforms.validate import check_sendable, count_by_kind
 #: Closed list of dead-letter reasons, in the order processing can produce them.
 DEAD_LETTER_REASONS = (
     "unreadable_file",
+    "record_too_large",
+    "unconvertible_value",
     "invalid_json",
+    "number_too_large",
     "not_a_record",
     "missing_messages",
     "messages_not_a_list",
@@ -45,6 +50,12 @@ DEAD_LETTER_REASONS = (
 
 #: Raw text kept in a dead letter, in characters.
 DEFAULT_RAW_LIMIT = 2000
+
+#: Longest number read from JSON input, in characters (sign not counted): integers of up to
+#: this many digits are exact ids, content and fields; a longer number makes its record a
+#: ``number_too_large`` dead letter. Converting digits to an integer and back costs time
+#: that grows with the square of their count (0.4 s at this limit), so the limit bounds it.
+MAX_NUMBER_DIGITS = 100_000
 
 
 class RawRecord(NamedTuple):
@@ -61,9 +72,18 @@ class RawRecord(NamedTuple):
 
 
 class Parsed(NamedTuple):
-    """A payload the reader already decoded (a ``.json`` array element, a Parquet row)."""
+    """A payload the reader already decoded (a ``.json`` array element, a Parquet row).
+
+    ``nulled`` counts, by field, the values the reader had to write as null because JSON
+    cannot hold them (Parquet's NaN and infinities); ``None`` when there were none.
+    """
 
     value: Any
+    nulled: dict | None = None
+
+
+class NumberTooLarge(ValueError):
+    """A JSON number longer than ``MAX_NUMBER_DIGITS``."""
 
 
 class Unreadable(NamedTuple):
@@ -175,7 +195,14 @@ def _beyond_64_bits(data: bytes) -> bool:
 _SURROGATE_ESCAPE = re.compile(rb"\\u[dD][89a-fA-F]")
 
 
+def _check_length(text: str) -> None:
+    if len(text) - text.startswith("-") > MAX_NUMBER_DIGITS:
+        raise NumberTooLarge(f"a number of {len(text):,} characters is longer than the "
+                             f"{MAX_NUMBER_DIGITS:,} convnorm reads")
+
+
 def _exact_int(text: str) -> int:
+    _check_length(text)  # before converting: the conversion costs the square of the length
     try:
         return int(text)
     except ValueError:
@@ -186,6 +213,15 @@ def _exact_int(text: str) -> int:
             chunk = digits[i:i + 4000]
             value = value * 10 ** len(chunk) + int(chunk)
         return -value if text.startswith("-") else value
+
+
+def _finite_float(text: str) -> float:
+    _check_length(text)
+    value = float(text)
+    if not math.isfinite(value):
+        # As orjson does: a float past the double range is not a number JSON can carry on.
+        raise ValueError(f"number {text[:40]} is infinity when parsed as double")
+    return value
 
 
 def _has_lone_surrogate(value: Any) -> bool:
@@ -210,14 +246,16 @@ def parse_json(payload: bytes | str) -> Any:
 
     orjson is the fast path. Text holding an integer past 64 bits goes to the standard
     parser, which reads integers of any size exactly (a long digit run inside a string only
-    costs the slower parser). NaN, Infinity and lone surrogates are not JSON text and stay
-    refused, whichever parser reads them.
+    costs the slower parser). NaN, Infinity, numbers past the double range (``1e400``) and
+    lone surrogates are not JSON text and stay refused, whichever parser reads them; a number
+    longer than ``MAX_NUMBER_DIGITS`` raises ``NumberTooLarge`` before it is converted.
     """
     data = payload.encode("utf-8", "surrogatepass") if isinstance(payload, str) else payload
     if not _beyond_64_bits(data):
         return orjson.loads(data)
     try:
-        value = json.loads(data, parse_constant=_reject_constant, parse_int=_exact_int)
+        value = json.loads(data, parse_constant=_reject_constant, parse_int=_exact_int,
+                           parse_float=_finite_float)
     except UnicodeDecodeError as error:
         raise ValueError(str(error)) from None
     if _SURROGATE_ESCAPE.search(data) and _has_lone_surrogate(value):
@@ -230,8 +268,21 @@ def canonical_json(value: Any) -> bytes:
     try:
         return orjson.dumps(value, option=orjson.OPT_SORT_KEYS)
     except TypeError:
+        pass
+    try:
         return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False,
                           default=str).encode("utf-8", "surrogatepass")
+    except ValueError:
+        # An integer past CPython's 4,300-digit conversion limit: the exact encoder.
+        return compact_json(_keys_sorted(value)).encode("utf-8", "surrogatepass")
+
+
+def _keys_sorted(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {k: _keys_sorted(value[k]) for k in sorted(value)}
+    if isinstance(value, list):
+        return [_keys_sorted(v) for v in value]
+    return value
 
 
 def derived_id(record: Any) -> str:
@@ -253,7 +304,7 @@ def own_id(record: Any, id_field: str) -> str | None:
     if isinstance(value, str):
         return value
     if isinstance(value, int):
-        return str(value)
+        return int_text(value)
     return canonical_json(value).decode("utf-8", "replace")
 
 
@@ -328,6 +379,8 @@ def _parse(raw: RawRecord) -> Any:
         return payload.value
     try:
         return parse_json(payload)
+    except NumberTooLarge as error:
+        raise _DeadLetter("number_too_large", str(error)) from None
     except (TypeError, ValueError, RecursionError) as error:
         raise _DeadLetter("invalid_json", str(error)) from None
 
@@ -361,6 +414,9 @@ def _process(raw: RawRecord, settings: Settings) -> tuple[dict, dict]:
         metrics["repairs"] = result.repairs
     if conversation.report:
         metrics["reader_report"] = conversation.report
+    if isinstance(raw.payload, Parsed) and raw.payload.nulled:
+        # Values the reader wrote as null because JSON cannot hold them, by field.
+        metrics["non_finite_nulled"] = raw.payload.nulled
     if settings.check:
         metrics["violations"] = count_by_kind(check_sendable(result.messages))
 

@@ -7,7 +7,7 @@ compare line by line); ``format_table`` renders it for a person at the end of a 
 
 from __future__ import annotations
 
-from typing import Iterable
+from typing import Iterable, NamedTuple
 
 from transforms.normalize import REASONS
 from transforms.profiles import REPAIRS
@@ -60,7 +60,7 @@ def partial(records_in: int = 0, metrics: Iterable[dict] = (), dead_letters: Ite
             blank_lines: int = 0) -> dict:
     """The partial summary of one batch: raw records read, drop metrics, dead letters."""
     out: dict = {"records_in": records_in, "blank_lines": blank_lines}
-    dropped_by, repairs, violations, histogram = {}, {}, {}, {}
+    dropped_by, repairs, violations, histogram, nulled = {}, {}, {}, {}, {}
     reader_report: dict = {}
     writer_report: dict = {}
     records_out = messages_in = messages_out = dropped = healed = with_drops = with_violations = 0
@@ -80,6 +80,8 @@ def partial(records_in: int = 0, metrics: Iterable[dict] = (), dead_letters: Ite
             reader_report = merge(reader_report, m["reader_report"])
         if "writer_report" in m:
             writer_report = merge(writer_report, m["writer_report"])
+        for field, n in m.get("non_finite_nulled", {}).items():
+            _add(nulled, field, n)
         found = m.get("violations")
         if found:
             with_violations += 1
@@ -102,6 +104,7 @@ def partial(records_in: int = 0, metrics: Iterable[dict] = (), dead_letters: Ite
         violations=violations,
         reader_report=reader_report,
         writer_report=writer_report,
+        non_finite_nulled=nulled,
     )
     return out
 
@@ -132,6 +135,9 @@ def finalize(summary: dict, *, profile: str = "spec", check: bool = False) -> di
         "drops_histogram": _ordered(s["drops_histogram"], (b[0] for b in HISTOGRAM_BUCKETS)),
         "profile": profile,
     }
+    if s["non_finite_nulled"]:
+        # Parquet NaN / infinities written as null (JSON cannot hold them), by field.
+        doc["non_finite_nulled"] = {k: s["non_finite_nulled"][k] for k in sorted(s["non_finite_nulled"])}
     if profile != "spec" or s["repairs"]:
         doc["repairs"] = _ordered(s["repairs"], REPAIRS)
     if check or s["violations"]:
@@ -147,6 +153,51 @@ def finalize(summary: dict, *, profile: str = "spec", check: bool = False) -> di
 
 def _sorted_counts(counts: dict) -> dict:
     return {k: _sorted_counts(v) if isinstance(v, dict) else v for k, v in sorted(counts.items())}
+class DeadLetterLimit(NamedTuple):
+    """``--max-dead-letters``: a count (``10``) or a share of the records read (``2.5%``)."""
+
+    count: int | None = None
+    percent: float | None = None
+
+    @classmethod
+    def parse(cls, text: str) -> "DeadLetterLimit":
+        """Raises ``ValueError`` with a sentence for a person."""
+        text = str(text).strip()
+        try:
+            if text.endswith("%"):
+                percent = float(text[:-1])
+                if not 0 <= percent <= 100:
+                    raise ValueError
+                return cls(percent=percent)
+            count = int(text)
+            if count < 0:
+                raise ValueError
+            return cls(count=count)
+        except ValueError:
+            raise ValueError(f"--max-dead-letters {text!r}: expected a count (10) or a percentage "
+                             "of the records read (2.5%), not negative") from None
+
+    def exceeded_by(self, dead_letters: int, records_in: int) -> bool:
+        if self.count is not None:
+            return dead_letters > self.count
+        return dead_letters * 100 > self.percent * records_in
+
+    def __str__(self) -> str:
+        return f"{self.count:,}" if self.count is not None else f"{self.percent:g}% of the records read"
+
+
+def run_failures(doc: dict, limit: DeadLetterLimit | None = None) -> list[str]:
+    """Why a finished run must exit with status 1 (its outputs are written either way)."""
+    failures = []
+    if not doc["accounted"]:
+        failures.append("records in != normalized + dead-lettered: some records are not accounted for")
+    if doc["records_in"] and not doc["records_out"]:
+        failures.append(f"read {doc['records_in']:,} record(s) but normalized none: every one is a dead "
+                        "letter (see dead_letter/ for the reasons)")
+    elif limit is not None and limit.exceeded_by(doc["dead_letters"], doc["records_in"]):
+        failures.append(f"{doc['dead_letters']:,} dead letter(s) of {doc['records_in']:,} record(s) read is "
+                        f"past --max-dead-letters {limit}")
+    return failures
 
 
 def format_table(doc: dict) -> str:
@@ -172,6 +223,8 @@ def format_table(doc: dict) -> str:
             row(f"  {reason}", n)
     row("synthetic results (healed)", doc["healed"])
     row("conversations with drops", doc["conversations_with_drops"])
+    for field, n in doc.get("non_finite_nulled", {}).items():
+        row(f"non-finite floats nulled in {field}", n)
     for kind, n in doc.get("repairs", {}).items():
         row(f"repair {kind}", n)
     if "violations" in doc:

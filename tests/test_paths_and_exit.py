@@ -1,0 +1,117 @@
+"""Input paths that are not plain (non-UTF-8 names, FIFOs, bare relative globs) and the exit
+status of runs that read records but cannot vouch for them (issue 9)."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+import transforms.summary as summaries
+from pipeline.main import main
+from transforms.summary import DeadLetterLimit, run_failures
+
+GOOD = b'{"id":"g%d","messages":[{"role":"user","content":"hi"}]}\n'
+
+
+def _lines(directory: Path) -> list[dict]:
+    return [json.loads(line) for p in sorted(directory.glob("part-*.jsonl")) for line in p.read_text().splitlines()]
+
+
+def _good(n: int) -> bytes:
+    return b"".join(GOOD % i for i in range(n))
+
+
+# --------------------------------------------------------------------------------------------
+# Paths
+
+
+def test_non_utf8_file_name_is_read_and_shown_escaped_everywhere(tmp_path, capsys):
+    inputs = tmp_path / "in"
+    inputs.mkdir()
+    name = os.fsencode(inputs) + b"/caf\xe9.jsonl"
+    with open(name, "wb") as handle:
+        handle.write(_good(2) + b"{broken\n")
+    shown = str(inputs) + "/caf\\xe9.jsonl"
+    assert main(["--input", str(inputs / "*.jsonl"), "--output", str(tmp_path / "out")]) == 0
+    assert {d["source"] for d in _lines(tmp_path / "out" / "drops")} == {shown}
+    assert [d["source"] for d in _lines(tmp_path / "out" / "dead_letter")] == [shown]
+    assert main(["validate", "--input", str(inputs / "*.jsonl"), "--output", str(tmp_path / "v")]) == 1
+    assert {r["source"] for r in _lines(tmp_path / "v" / "violations")} == {shown}
+    assert [d["source"] for d in _lines(tmp_path / "v" / "dead_letter")] == [shown]
+
+
+def test_fifo_is_refused_at_planning(tmp_path, capsys):
+    os.mkfifo(tmp_path / "pipe.jsonl")
+    assert main(["--input", str(tmp_path / "pipe.jsonl"), "--output", str(tmp_path / "out")]) == 2
+    assert "is a FIFO" in capsys.readouterr().err
+    assert not (tmp_path / "out").exists()
+
+
+def test_device_behind_a_link_is_refused(tmp_path, capsys):
+    (tmp_path / "zero.jsonl").symlink_to("/dev/zero")
+    assert main(["validate", "--input", str(tmp_path / "*.jsonl")]) == 2
+    assert "is a device" in capsys.readouterr().err
+
+
+def test_relative_glob_without_a_directory_matches(tmp_path, monkeypatch):
+    (tmp_path / "a.jsonl").write_bytes(_good(3))
+    monkeypatch.chdir(tmp_path)
+    assert main(["--input", "*.jsonl", "--output", "out"]) == 0
+    assert {d["source"] for d in _lines(tmp_path / "out" / "drops")} == {"a.jsonl"}
+
+
+# --------------------------------------------------------------------------------------------
+# Exit status
+
+
+def test_run_that_normalizes_nothing_exits_1_with_a_message(tmp_path, capsys):
+    (tmp_path / "in.jsonl").write_bytes(b"not json\n\"text\"\n")
+    assert main(["--input", str(tmp_path / "in.jsonl"), "--output", str(tmp_path / "out")]) == 1
+    assert "normalized none" in capsys.readouterr().err
+    assert len(_lines(tmp_path / "out" / "dead_letter")) == 2  # outputs written all the same
+
+
+def test_empty_input_is_not_a_failure(tmp_path):
+    (tmp_path / "in.jsonl").write_bytes(b"\n")
+    assert main(["--input", str(tmp_path / "in.jsonl"), "--output", str(tmp_path / "out")]) == 0
+
+
+@pytest.mark.parametrize("limit, status", [("2", 0), ("1", 1), ("0", 1), ("20%", 0), ("19.9%", 1)])
+def test_max_dead_letters_fails_past_the_threshold_with_outputs_written(tmp_path, capsys, limit, status):
+    (tmp_path / "in.jsonl").write_bytes(_good(8) + b"{bad\n\"text\"\n")  # 2 dead letters of 10
+    out = tmp_path / "out"
+    assert main(["--input", str(tmp_path / "in.jsonl"), "--output", str(out), f"--max-dead-letters={limit}"]) == status
+    assert len(_lines(out / "normalized")) == 8 and (out / "summary.json").exists()
+    assert ("past --max-dead-letters" in capsys.readouterr().err) == bool(status)
+
+
+@pytest.mark.parametrize("bad", ["-1", "x", "101%", "%"])
+def test_bad_max_dead_letters_is_an_option_error(tmp_path, capsys, bad):
+    (tmp_path / "in.jsonl").write_bytes(_good(1))
+    assert main(["--input", str(tmp_path / "in.jsonl"), "--output", str(tmp_path / "o"),
+                 f"--max-dead-letters={bad}"]) == 2
+    assert "--max-dead-letters" in capsys.readouterr().err
+
+
+def test_run_failures_policy():
+    doc = {"records_in": 10, "records_out": 7, "dead_letters": 3, "accounted": True}
+    assert run_failures(doc) == []
+    assert run_failures(doc, DeadLetterLimit.parse("3")) == []
+    assert len(run_failures(doc, DeadLetterLimit.parse("2"))) == 1
+    assert len(run_failures(doc, DeadLetterLimit.parse("29%"))) == 1
+    assert run_failures({**doc, "accounted": False}) != []
+    assert run_failures({"records_in": 0, "records_out": 0, "dead_letters": 0, "accounted": True}) == []
+
+
+def test_validate_exits_3_on_a_crash(tmp_path, monkeypatch, capsys):
+    (tmp_path / "in.jsonl").write_bytes(_good(2))
+
+    def crash(*args, **kwargs):
+        raise RuntimeError("boom")
+
+    monkeypatch.setattr(summaries, "finalize_validation", crash)
+    assert main(["validate", "--input", str(tmp_path / "in.jsonl")]) == 3
+    assert "validate pipeline failed" in capsys.readouterr().err
