@@ -25,6 +25,7 @@ from transforms.formats import (  # noqa: E402, F401
     openai_responses,
     sharegpt,
 )
+from transforms.formats.claims import read_forced, unrecognized  # noqa: E402
 
 __all__ = [
     "READERS",
@@ -35,6 +36,8 @@ __all__ = [
     "WriteContext",
     "Writer",
     "detect_reader",
+    "read_forced",
     "register_reader",
     "register_writer",
+    "unrecognized",
 ]

@@ -55,6 +55,41 @@ def message_list(record: Any, key: str) -> list:
     return messages
 
 
+#: The keys the core reads a message's text and pairing from, besides ``role``.
+MESSAGE_KEYS = frozenset(("content", "tool_calls", "tool_call_id"))
+_PAIRING_KEYS = ("tool_calls", "tool_call_id")
+_ROLE_ONLY = frozenset(("role",))
+
+
+def foreign_entry(entries: list, keys: frozenset = MESSAGE_KEYS) -> int | None:
+    """The index of the first entry that is an object in a message shape nobody reads, else ``None``.
+
+    Such an entry has a key besides ``role`` but none of ``keys`` (nor a pairing key under
+    ``metadata``, which the core reads in stored-buffer rows): its text sits under a key no
+    chat reader reads (Gemini ``parts``, a ``text`` key), so coercion would blank it. An entry
+    that is not an object, or has nothing but a role, hides nothing: the core drops or keeps
+    it, counted.
+    """
+    for index, entry in enumerate(entries):
+        if not isinstance(entry, dict) or not keys.isdisjoint(entry) or entry.keys() <= _ROLE_ONLY:
+            continue
+        metadata = entry.get("metadata")
+        if isinstance(metadata, dict) and any(k in metadata for k in _PAIRING_KEYS):
+            continue
+        return index
+    return None
+
+
+def describe_entry(entries: list, index: int, where: str) -> str:
+    """A sentence about the foreign entry ``entries[index]`` found at ``where``."""
+    entry = entries[index]
+    shown = ", ".join(str(k) for k in list(entry)[:8])
+    return (
+        f"{where} entry {index} holds none of content, tool_calls, tool_call_id (its keys: {shown}): "
+        "a message shape no reader knows, whose text flat coercion would erase"
+    )
+
+
 def is_part_list(value: Any) -> bool:
     """A non-empty list of typed parts/blocks (``{"type": ...}`` objects): provider content."""
     return (

@@ -37,6 +37,7 @@ from transforms.formats._common import (
     anthropic_tool,
     block_text,
     check_results_adjacent,
+    foreign_entry,
     message_list,
     normalized_messages,
     part_text,
@@ -130,17 +131,9 @@ def read_anthropic(record: Any, messages_field: str) -> Conversation:
     return Conversation(anthropic_to_flat(messages, system), record_fields(record, ("system",)))
 
 
-def detect_anthropic(record: Any, messages_field: str) -> bool:
-    if isinstance(record, list):
-        messages = record
-    elif isinstance(record, dict):
-        messages = record.get(messages_field)
-        if isinstance(messages, list) and isinstance(record.get("system"), (str, list)):
-            return True  # the top-level system parameter is Anthropic's alone
-    else:
-        return False
-    if not isinstance(messages, list):
-        return False
+def _anthropic_signal(record: Any, messages: list) -> bool:
+    if isinstance(record, dict) and isinstance(record.get("system"), (str, list)):
+        return True  # the top-level system parameter is Anthropic's alone
     for message in messages:
         content = message.get("content") if isinstance(message, dict) else None
         if isinstance(content, list):
@@ -150,6 +143,17 @@ def detect_anthropic(record: Any, messages_field: str) -> bool:
                 ):
                     return True
     return False
+
+
+def detect_anthropic(record: Any, messages_field: str) -> bool:
+    if isinstance(record, list):
+        messages = record
+    elif isinstance(record, dict):
+        messages = record.get(messages_field)
+    else:
+        return False
+    # Every entry must look like a message as well: this reader reads no other shape.
+    return isinstance(messages, list) and _anthropic_signal(record, messages) and foreign_entry(messages) is None
 
 
 # --------------------------------------------------------------------------------------------

@@ -43,9 +43,11 @@ from __future__ import annotations
 from typing import Any
 
 from transforms.formats._common import (
+    MESSAGE_KEYS,
     IdAllocator,
     check_results_adjacent,
     flatten_parts,
+    foreign_entry,
     ids_in_messages,
     is_part_list,
     message_list,
@@ -216,13 +218,24 @@ def _openai_ism(message: Any) -> bool:
     )
 
 
+#: Keys an OpenAI message may hold its text or its call in (a legacy call-only turn may have
+#: no content at all).
+_OPENAI_MESSAGE_KEYS = MESSAGE_KEYS | {"function_call", "refusal"}
+
+
 def detect_openai(record: Any, messages_field: str) -> bool:
     # Only what this reader reads differently from the flat one, so that a record without any
     # of it gives the same conversation under either reader. A Batch line is OpenAI's alone.
+    # Either way, every entry must look like a message: this reader reads no other shape.
     if _is_batch_line(record, messages_field):
-        return isinstance(record["body"].get(messages_field), list)
+        messages = record["body"].get(messages_field)
+        return isinstance(messages, list) and foreign_entry(messages, _OPENAI_MESSAGE_KEYS) is None
     messages = record if isinstance(record, list) else record.get(messages_field) if isinstance(record, dict) else None
-    return isinstance(messages, list) and any(_openai_ism(m) for m in messages)
+    return (
+        isinstance(messages, list)
+        and any(_openai_ism(m) for m in messages)
+        and foreign_entry(messages, _OPENAI_MESSAGE_KEYS) is None
+    )
 
 
 # --------------------------------------------------------------------------------------------

@@ -31,6 +31,20 @@ _TYPED = frozenset(("message", "reasoning") + _CALLS + _OUTPUTS)
 _PART_TYPES = frozenset(("input_text", "output_text", "input_image", "input_file", "input_audio"))
 
 
+#: What a message item may hold besides its content: nothing that is text.
+_MESSAGE_ITEM_KEYS = frozenset(("type", "role", "id", "status"))
+
+
+def _lost_message(item: Any) -> bool:
+    """A message item without ``content`` that holds other keys: its text is somewhere unread."""
+    return (
+        isinstance(item, dict)
+        and (item.get("type") or "message") == "message"
+        and "content" not in item
+        and not item.keys() <= _MESSAGE_ITEM_KEYS
+    )
+
+
 def responses_to_flat(items: list) -> list:
     out = []
     folding: dict | None = None  # the assistant message that a following call joins
@@ -41,6 +55,9 @@ def responses_to_flat(items: list) -> list:
             continue
         kind = item.get("type") or "message"
         if kind == "message":
+            if _lost_message(item):
+                shown = ", ".join(map(str, list(item)[:8]))
+                raise FormatError("unsupported_item", f"a message item without content (its keys: {shown})")
             role = item.get("role")
             message = {"role": "system" if role == "developer" else role, "content": block_text(item.get("content"))}
             out.append(message)
@@ -99,14 +116,16 @@ def _responses_item(item: Any) -> bool:
 
 def detect_responses(record: Any, messages_field: str) -> bool:
     if isinstance(record, list):
-        return any(_responses_item(i) for i in record)
+        return any(_responses_item(i) for i in record) and not any(_lost_message(i) for i in record)
     if not isinstance(record, dict):
         return False
     items = record.get("input")
     if isinstance(items, str):
         return "instructions" in record
-    return isinstance(items, list) and (
-        "instructions" in record or any(_responses_item(i) or (isinstance(i, dict) and "role" in i) for i in items)
+    return (
+        isinstance(items, list)
+        and ("instructions" in record or any(_responses_item(i) or (isinstance(i, dict) and "role" in i) for i in items))
+        and not any(_lost_message(i) for i in items)
     )
 
 

@@ -91,8 +91,15 @@ def _split_batch(text: str, count: int) -> list | None:
     return [content_text(e["content"]) if isinstance(e, dict) and "content" in e else content_text(e) for e in data]
 
 
+_TAG_KEYS = frozenset(("from", "role"))
+
+
 def _turn(entry: dict) -> tuple[Any, Any]:
     # ShareGPT tags (from/value) first, LLaMA-Factory's OpenAI-style tags (role/content) else.
+    if "value" not in entry and "content" not in entry and not entry.keys() <= _TAG_KEYS:
+        # Its text is under a key this reader does not read: refuse rather than blank it.
+        shown = ", ".join(map(str, list(entry)[:8]))
+        raise FormatError("unreadable_turn", f"a turn with neither value nor content (its keys: {shown})")
     if "from" in entry:
         return entry.get("from"), entry.get("value")
     return entry.get("role"), entry.get("content")
