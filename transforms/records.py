@@ -27,6 +27,8 @@ from typing import Any, NamedTuple
 import orjson
 
 from transforms.formats import READERS, WRITERS, FormatError, WriteContext, detect_reader, read_forced, unrecognized
+from transforms.ledger import coercion_discards
+from transforms.ledger import report as ledger_report
 from transforms.normalize import compact_json
 from transforms.profiles import PROFILES, normalize_with_profile
 from transforms.validate import check_sendable, count_by_kind
@@ -353,6 +355,11 @@ def _process(raw: RawRecord, settings: Settings) -> tuple[dict, dict]:
         "messages_in": len(conversation.messages),
         "messages_out": len(result.messages),
     }
+    # What coercion discards beside the drops (a ledger, not MEM-5's count): the reader's part
+    # (reasoning blocks) plus the message keys rule 1 does not keep.
+    discarded = coercion_discards(conversation.messages, conversation.discarded)
+    if discarded:
+        metrics["discarded"] = ledger_report(discarded)
     if result.repairs:
         metrics["repairs"] = result.repairs
     if settings.check:

@@ -42,11 +42,14 @@ class Conversation(NamedTuple):
     ``messages`` is the (possibly defective) flat message list the core normalizes;
     ``fields`` is every other field of the record, in order, carried through unchanged. A
     reader may leave the message key inside ``fields``: the job replaces its value in place,
-    so the record keeps its key order.
+    so the record keeps its key order. ``discarded`` is the reader's part of the ledger of
+    what the flat shape cannot hold (``transforms.ledger``: reasoning blocks and items it
+    leaves out), ``None`` when it left nothing out.
     """
 
     messages: list
     fields: dict
+    discarded: dict | None = None
 
 
 @dataclass(frozen=True)

@@ -65,6 +65,7 @@ from transforms.formats.base import (
     register_reader,
     register_writer,
 )
+from transforms.ledger import note
 from transforms.normalize import content_text
 
 # --------------------------------------------------------------------------------------------
@@ -117,8 +118,12 @@ def _result_id(message: dict) -> Any:
     return found
 
 
-def openai_to_flat(messages: list) -> list:
-    """Chat Completions messages (legacy function calling included) as flat messages."""
+def openai_to_flat(messages: list, discarded: dict | None = None) -> list:
+    """Chat Completions messages (legacy function calling included) as flat messages.
+
+    What the flat shape cannot hold (reasoning parts, a refusal beside real content) goes to the
+    ledger ``discarded`` when one is given.
+    """
     ids = IdAllocator(ids_in_messages(messages))
     pending: list[tuple[str, Any]] = []  # (synthesized id, name) awaiting a positional result
     out = []
@@ -130,13 +135,15 @@ def openai_to_flat(messages: list) -> list:
         role = message.get("role")
         content = message.get("content")
         if is_part_list(content):
-            flat["content"] = flatten_parts(content)
+            flat["content"] = flatten_parts(content, discarded)
         if role == "developer":
             flat["role"] = "system"
         if role == "assistant":
             refusal = message.get("refusal")
             if not flat.get("content") and isinstance(refusal, str) and refusal:
                 flat["content"] = refusal
+            elif discarded is not None:
+                note(discarded, "refusal", refusal)
             flat.pop("refusal", None)
             calls = message.get("tool_calls")
             legacy = flat.pop("function_call", None)
@@ -199,9 +206,12 @@ def read_openai(record: Any, messages_field: str) -> Conversation:
         if messages_field not in body:
             raise FormatError("missing_messages", f"the Batch line's body has no {messages_field!r} field")
         messages = message_list(body, messages_field)
-        return Conversation(openai_to_flat(messages), _batch_fields(record))
-    messages = message_list(record, messages_field)
-    return Conversation(openai_to_flat(messages), record if isinstance(record, dict) else {})
+        fields = _batch_fields(record)
+    else:
+        messages = message_list(record, messages_field)
+        fields = record if isinstance(record, dict) else {}
+    discarded: dict = {}
+    return Conversation(openai_to_flat(messages, discarded), fields, discarded or None)
 
 
 def _openai_ism(message: Any) -> bool:

@@ -24,6 +24,7 @@ from typing import Any
 
 from transforms.formats._common import block_text, record_fields
 from transforms.formats.base import Conversation, FormatError, Reader, register_reader
+from transforms.ledger import note
 
 _CALLS = ("function_call", "custom_tool_call")
 _OUTPUTS = ("function_call_output", "custom_tool_call_output")
@@ -45,8 +46,10 @@ def _lost_message(item: Any) -> bool:
     )
 
 
-def responses_to_flat(items: list) -> list:
+def responses_to_flat(items: list, discarded: dict | None = None) -> list:
+    """Responses items as flat messages; reasoning items and parts go to the ledger ``discarded``."""
     out = []
+    discarded = {} if discarded is None else discarded
     folding: dict | None = None  # the assistant message that a following call joins
     for item in items:
         if not isinstance(item, dict):
@@ -59,7 +62,7 @@ def responses_to_flat(items: list) -> list:
                 shown = ", ".join(map(str, list(item)[:8]))
                 raise FormatError("unsupported_item", f"a message item without content (its keys: {shown})")
             role = item.get("role")
-            message = {"role": "system" if role == "developer" else role, "content": block_text(item.get("content"))}
+            message = {"role": "system" if role == "developer" else role, "content": block_text(item.get("content"), discarded)}
             out.append(message)
             folding = message if role == "assistant" else None
         elif kind in _CALLS:
@@ -72,9 +75,11 @@ def responses_to_flat(items: list) -> list:
                 out.append(folding)
             folding.setdefault("tool_calls", []).append(call)
         elif kind in _OUTPUTS:
-            out.append({"role": "tool", "content": block_text(item.get("output")), "tool_call_id": item.get("call_id")})
+            output = block_text(item.get("output"), discarded)
+            out.append({"role": "tool", "content": output, "tool_call_id": item.get("call_id")})
             folding = None
         elif kind == "reasoning":
+            note(discarded, kind, item)
             continue
         else:
             raise FormatError("unsupported_item", f"input item type {kind!r} has no flat equivalent")
@@ -82,8 +87,9 @@ def responses_to_flat(items: list) -> list:
 
 
 def read_responses(record: Any, messages_field: str) -> Conversation:
+    discarded: dict = {}
     if isinstance(record, list):
-        return Conversation(responses_to_flat(record), {})
+        return Conversation(responses_to_flat(record, discarded), {}, discarded or None)
     if not isinstance(record, dict):
         raise FormatError("not_a_record", f"a record is an object or a list, not {type(record).__name__}")
     if "input" not in record:
@@ -97,12 +103,13 @@ def read_responses(record: Any, messages_field: str) -> Conversation:
     if isinstance(instructions, str):
         lead = [{"role": "system", "content": instructions}] if instructions else []
     elif isinstance(instructions, list):
-        lead = responses_to_flat(instructions)
+        lead = responses_to_flat(instructions, discarded)
     elif instructions is None:
         lead = []
     else:
         raise FormatError("bad_instructions", f"'instructions' is {type(instructions).__name__}")
-    return Conversation(lead + responses_to_flat(items), record_fields(record, ("input", "instructions")))
+    flat = lead + responses_to_flat(items, discarded)
+    return Conversation(flat, record_fields(record, ("input", "instructions")), discarded or None)
 
 
 def _responses_item(item: Any) -> bool:

@@ -33,6 +33,7 @@ from transforms.formats._common import (
     JOIN,
     IdAllocator,
     block_text,
+    note_reasoning,
     parse_tools_text,
     part_text,
     record_fields,
@@ -105,8 +106,8 @@ def _turn(entry: dict) -> tuple[Any, Any]:
     return entry.get("role"), entry.get("content")
 
 
-def _content(value: Any) -> tuple[str, list]:
-    """Text and raw calls of a turn's value: a string, or v1 blocks."""
+def _content(value: Any, discarded: dict) -> tuple[str, list]:
+    """Text and raw calls of a turn's value: a string, or v1 blocks (reasoning to ``discarded``)."""
     if not isinstance(value, list):
         return block_text(value), []
     texts, calls = [], []
@@ -117,11 +118,14 @@ def _content(value: Any) -> tuple[str, list]:
             text = part_text(block)
             if text:
                 texts.append(text)
+            elif text is None:
+                note_reasoning(block, discarded)
     return JOIN.join(texts), calls
 
 
-def sharegpt_to_flat(turns: list, system: Any = None) -> list:
+def sharegpt_to_flat(turns: list, system: Any = None, discarded: dict | None = None) -> list:
     out = []
+    discarded = {} if discarded is None else discarded
     if isinstance(system, str) and system:
         out.append({"role": "system", "content": system})
     ids = IdAllocator()
@@ -143,7 +147,7 @@ def sharegpt_to_flat(turns: list, system: Any = None) -> list:
                 tag, value = _turn(turns[index])
                 if not isinstance(tag, str) or _ROLES.get(tag, tag) != "tool":
                     break
-                run.append(_content(value)[0])
+                run.append(_content(value, discarded)[0])
                 index += 1
             if len(run) == 1 and len(pending) > 1:
                 run = _split_batch(run[0], len(pending)) or run
@@ -155,7 +159,7 @@ def sharegpt_to_flat(turns: list, system: Any = None) -> list:
         if tag == "function_call":
             text, calls = "", _parse_calls(value)
         else:
-            text, calls = _content(value)
+            text, calls = _content(value, discarded)
         message = {"role": role, "content": text}
         if calls:
             many = len(calls) > 1
@@ -171,8 +175,9 @@ def sharegpt_to_flat(turns: list, system: Any = None) -> list:
 
 
 def read_sharegpt(record: Any, messages_field: str) -> Conversation:
+    discarded: dict = {}
     if isinstance(record, list):
-        return Conversation(sharegpt_to_flat(record), {})
+        return Conversation(sharegpt_to_flat(record, None, discarded), {}, discarded or None)
     if not isinstance(record, dict):
         raise FormatError("not_a_record", f"a record is an object or a list, not {type(record).__name__}")
     key = "conversations" if isinstance(record.get("conversations"), list) else messages_field
@@ -188,7 +193,7 @@ def read_sharegpt(record: Any, messages_field: str) -> Conversation:
     fields = record_fields(record, consumed)
     if "tools" in fields:
         fields["tools"] = parse_tools_text(fields["tools"])
-    return Conversation(sharegpt_to_flat(turns, system), fields)
+    return Conversation(sharegpt_to_flat(turns, system, discarded), fields, discarded or None)
 
 
 def _sharegpt_turn(entry: Any) -> bool:
