@@ -73,7 +73,8 @@ def test_stored_buffer_metadata_counts_only_what_the_core_does_not_read():
 def test_text_chars_counts_strings_but_not_keys_tags_ids_or_opaque_payloads():
     block = {"type": "thinking", "thinking": "abc", "signature": "x" * 100}
     assert text_chars(block) == 3
-    assert text_chars([{"id": "rs_1", "summary": [{"type": "summary_text", "text": "ab"}], "encrypted_content": "zz"}]) == 2
+    item = {"id": "rs_1", "summary": [{"type": "summary_text", "text": "ab"}], "encrypted_content": "zz"}
+    assert text_chars([item]) == 2
     assert text_chars(12) == 0
 
 

@@ -365,7 +365,8 @@ def _process(raw: RawRecord, settings: Settings) -> tuple[dict, dict]:
     if settings.check:
         metrics["violations"] = count_by_kind(check_sendable(result.messages))
 
-    context = WriteContext(rid, settings.messages_field, settings.id_field, settings.model, settings.max_tokens)
+    context = WriteContext(rid, settings.messages_field, settings.id_field, settings.model, settings.max_tokens,
+                           source=record)
     try:
         output = WRITERS[settings.sink].write(normalized, context)
     except FormatError as error:

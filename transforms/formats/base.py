@@ -62,6 +62,10 @@ class WriteContext:
     model: str | None = None
     #: For request bodies that must bound the reply (Anthropic), when the record has none.
     max_tokens: int | None = None
+    #: The record as parsed, before its reader mapped it: a writer that writes a record back
+    #: in its own input format (a Batch line to ``openai-batch``) keeps from here everything it
+    #: does not change. ``None`` when the job has no such record (a writer called alone).
+    source: Any = None
 
 
 @dataclass(frozen=True)

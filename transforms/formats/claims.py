@@ -45,7 +45,8 @@ def read_forced(reader: Reader, record: Any, messages_field: str) -> Conversatio
     conversation = reader.read(record, messages_field)
     index = foreign_entry(conversation.messages)
     if index is not None:
-        raise FormatError("unknown_shape", describe_entry(conversation.messages, index, "message") + _looks_like(winner))
+        detail = describe_entry(conversation.messages, index, "message")
+        raise FormatError("unknown_shape", detail + _looks_like(winner))
     return conversation
 
 

@@ -29,13 +29,18 @@ content-derived id); ``--id-field custom_id`` keeps the line's own.
 Writers (``openai-finetune``, ``openai-batch``): one fine-tuning JSONL line, or one Batch API
 input line for ``/v1/chat/completions``. Arguments become a JSON string (an object as compact
 JSON, a string as is, none as ``"{}"``); an assistant message with calls and no text gets
-``content: null``; messages keep their order. A result that is not in the block of tool
+``content: null``; messages keep their order. A Batch line this reader read (the job passes it
+as ``WriteContext.source``) is written back with only its message list changed: every body
+parameter and top-level key stays, ``custom_id`` is the record id, ``--model`` replaces the
+body's model; so a line with nothing to repair comes back byte-identical under ``--id-field
+custom_id``. A result that is not in the block of tool
 messages right after its call (MEM-5 keeps such a result where it is) is refused with
 ``FormatError("result_not_adjacent")`` instead of being moved: ``--profile lossless``
 re-attaches displaced results, and reports it. ``tools`` in any known shape is written in the
 Chat Completions shape, legacy ``functions`` becoming ``tools``; a call to a tool that
-``tools`` declares as custom is written as a custom call. Only the keys of the target
-format are written: other record fields (ids, metadata) are not carried.
+``tools`` declares as custom is written as a custom call. For records that are not Batch
+lines only the keys of the target format are written: other record fields (ids, metadata,
+sampling parameters of a logged chat) are not carried.
 """
 
 from __future__ import annotations
@@ -332,6 +337,23 @@ def write_openai_finetune(record: dict, ctx: WriteContext) -> dict:
     return out
 
 
+def _rewrite_batch_line(line: dict, messages: list, ctx: WriteContext) -> dict:
+    """A Batch line read by this reader, written back: only its message list changes.
+
+    Every top-level key and body parameter stays where it was, with its value (``tools``,
+    ``temperature``, ``response_format``, ``metadata``, ...); ``custom_id`` is the record id,
+    as for any record (``--id-field custom_id`` keeps the line's own), and ``--model``, when
+    given, replaces the body's ``model``. A line with nothing to repair comes back as it was.
+    """
+    body = dict(line["body"])
+    body[ctx.messages_field] = messages
+    if ctx.model:
+        body = body if "model" in body else {"model": None, **body}
+        body["model"] = ctx.model
+    return {key: ctx.record_id if key == "custom_id" else body if key == "body" else value
+            for key, value in line.items()}
+
+
 def write_openai_batch(record: dict, ctx: WriteContext) -> dict:
     if not isinstance(ctx.record_id, str) or not ctx.record_id:
         raise FormatError("missing_record_id", "a Batch line needs the record id as custom_id")
@@ -340,6 +362,8 @@ def write_openai_batch(record: dict, ctx: WriteContext) -> dict:
         raise FormatError("missing_model", "a Batch request needs a model: pass --model")
     tools, custom_tools = _tools(record)
     messages = flat_to_openai(normalized_messages(record, ctx.messages_field), custom_tools)
+    if _is_batch_line(ctx.source, ctx.messages_field):
+        return _rewrite_batch_line(ctx.source, messages, ctx)
     body: dict = {"model": model, "messages": messages}
     if tools is not None:
         body["tools"] = tools

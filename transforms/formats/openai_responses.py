@@ -62,7 +62,8 @@ def responses_to_flat(items: list, discarded: dict | None = None) -> list:
                 shown = ", ".join(map(str, list(item)[:8]))
                 raise FormatError("unsupported_item", f"a message item without content (its keys: {shown})")
             role = item.get("role")
-            message = {"role": "system" if role == "developer" else role, "content": block_text(item.get("content"), discarded)}
+            text = block_text(item.get("content"), discarded)
+            message = {"role": "system" if role == "developer" else role, "content": text}
             out.append(message)
             folding = message if role == "assistant" else None
         elif kind in _CALLS:
@@ -129,11 +130,9 @@ def detect_responses(record: Any, messages_field: str) -> bool:
     items = record.get("input")
     if isinstance(items, str):
         return "instructions" in record
-    return (
-        isinstance(items, list)
-        and ("instructions" in record or any(_responses_item(i) or (isinstance(i, dict) and "role" in i) for i in items))
-        and not any(_lost_message(i) for i in items)
-    )
+    if not isinstance(items, list) or any(_lost_message(i) for i in items):
+        return False
+    return "instructions" in record or any(_responses_item(i) or (isinstance(i, dict) and "role" in i) for i in items)
 
 
 RESPONSES_READER = register_reader(
