@@ -34,10 +34,9 @@ _NOT_TEXT = frozenset(("type", "id", "signature", "encrypted_content", "data"))
 
 # The keys rule 1 keeps, by role (every other role keeps role and content only).
 _KEPT_BY_DEFAULT = frozenset(("role", "content"))
-_KEPT = {
-    "assistant": frozenset(("role", "content", "tool_calls")),
-    "tool": frozenset(("role", "content", "tool_call_id")),
-}
+_KEPT_ASSISTANT = frozenset(("role", "content", "tool_calls"))
+_KEPT_TOOL = frozenset(("role", "content", "tool_call_id"))
+_KEPT = {"assistant": _KEPT_ASSISTANT, "tool": _KEPT_TOOL}
 
 
 def _empty(value: Any) -> bool:
@@ -103,6 +102,21 @@ def _note_message(entry: dict, role: str, ledger: dict) -> None:
         note(ledger, "metadata", metadata)
 
 
+def _discards_of(entry: Any, ledger: dict) -> None:
+    """What rule 1 discards from one entry, every case considered."""
+    if not isinstance(entry, dict):
+        return  # a message drop, counted by the core
+    role = entry.get("role")
+    if not isinstance(role, str) or not role.strip():
+        return  # a message drop, counted by the core
+    keys = entry.keys()
+    if keys <= _KEPT.get(role, _KEPT_BY_DEFAULT):
+        calls = entry.get("tool_calls")
+        if calls is None or isinstance(calls, list):
+            return
+    _note_message(entry, role, ledger)
+
+
 def coercion_discards(messages: Any, ledger: dict | None = None) -> dict:
     """Add to ``ledger`` (a new one by default) what rule 1 discards from ``messages``; return it.
 
@@ -112,20 +126,23 @@ def coercion_discards(messages: Any, ledger: dict | None = None) -> dict:
     ledger = {} if ledger is None else ledger
     if not isinstance(messages, list):
         return ledger
+    # The usual messages first, cheaply (this runs on every conversation); anything else
+    # takes the full path.
     for entry in messages:
-        if not isinstance(entry, dict):
-            continue  # a message drop, counted by the core
-        keys = entry.keys()
-        if keys <= _KEPT_BY_DEFAULT:
-            continue  # the common message: nothing to discard
-        role = entry.get("role")
-        if not isinstance(role, str) or not role.strip():
-            continue  # a message drop, counted by the core
-        if keys <= _KEPT.get(role, _KEPT_BY_DEFAULT):
-            calls = entry.get("tool_calls")
-            if calls is None or isinstance(calls, list):
-                continue
-        _note_message(entry, role, ledger)
+        if entry.__class__ is dict and "content" in entry and "role" in entry:
+            size = len(entry)
+            if size == 2:
+                continue  # role and content: all kept
+            if size == 3:
+                role = entry["role"]
+                if role == "tool":
+                    if "tool_call_id" in entry:
+                        continue
+                elif role == "assistant" and "tool_calls" in entry:
+                    calls = entry["tool_calls"]
+                    if calls is None or calls.__class__ is list:
+                        continue
+        _discards_of(entry, ledger)
     return ledger
 
 

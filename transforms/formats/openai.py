@@ -147,7 +147,7 @@ def openai_to_flat(messages: list, discarded: dict | None = None) -> list:
             refusal = message.get("refusal")
             if not flat.get("content") and isinstance(refusal, str) and refusal:
                 flat["content"] = refusal
-            elif discarded is not None:
+            elif refusal is not None and discarded is not None:
                 note(discarded, "refusal", refusal)
             flat.pop("refusal", None)
             calls = message.get("tool_calls")

@@ -210,14 +210,25 @@ def _sharegpt_turn(entry: Any) -> bool:
     )
 
 
+def _any_sharegpt_turn(entries: list) -> bool:
+    for entry in entries:
+        # The usual chat message first (detection runs on every record): a role and text.
+        if entry.__class__ is dict and "from" not in entry and entry.get("content").__class__ is not list:
+            if entry.get("role") in _TOOL_TAGS:
+                return True
+        elif _sharegpt_turn(entry):
+            return True
+    return False
+
+
 def detect_sharegpt(record: Any, messages_field: str) -> bool:
     if isinstance(record, list):
-        return any(_sharegpt_turn(e) for e in record)
+        return _any_sharegpt_turn(record)
     if not isinstance(record, dict):
         return False
     for key in ("conversations", messages_field):
         turns = record.get(key)
-        if isinstance(turns, list) and any(_sharegpt_turn(e) for e in turns):
+        if isinstance(turns, list) and _any_sharegpt_turn(turns):
             return True
     return False
 
