@@ -25,8 +25,14 @@ from apache_beam.options.pipeline_options import PipelineOptions, StandardOption
 
 from pipeline.outputs import OutputError, plan_inputs, skipped_inputs, unsafe_output
 from pipeline.sinks import FILE_FORMATS
-from pipeline.sources import (DEFAULT_BATCH_SIZE, DEFAULT_MAX_RECORD_BYTES, DEFAULT_SHARD_BYTES, InputError, Shard,
-                              plan_shards)
+from pipeline.sources import (
+    DEFAULT_BATCH_SIZE,
+    DEFAULT_MAX_RECORD_BYTES,
+    DEFAULT_SHARD_BYTES,
+    InputError,
+    Shard,
+    plan_shards,
+)
 from transforms.formats import WRITERS
 from transforms.records import DEFAULT_RAW_LIMIT, Settings
 from transforms.summary import DeadLetterLimit
@@ -92,8 +98,8 @@ class ConvNormOptions(PipelineOptions):
                                 "are more than N, or more than P%% of the records read (N or P%%)")
         group.add_argument("--max-record-bytes", dest="max_record_bytes", type=int,
                            default=DEFAULT_MAX_RECORD_BYTES,
-                           help="largest record read (a JSONL line, a .json array element or document); a larger one is a "
-                                "record_too_large dead letter (default 32 MiB; see docs/input-limits.md)")
+                           help="largest record read (a JSONL line, a .json array element or document); a larger one "
+                                "is a record_too_large dead letter (default 32 MiB; see docs/input-limits.md)")
 
 
 def _our_flags() -> dict[str, tuple[str, bool]]:

@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 from provider_shapes import (
     anthropic_request_errors,
+    gemini_request_errors,
     openai_batch_errors,
     openai_finetune_errors,
-    gemini_request_errors,
     openai_responses_errors,
     sharegpt_training_errors,
 )

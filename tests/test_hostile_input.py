@@ -76,8 +76,9 @@ def test_zstd_corrupt_second_frame_keeps_the_first(tmp_path):
 
 
 def test_zstd_bomb_is_decoded_in_bounded_pieces():
-    from pipeline.sources import _ZstdReader
     import io
+
+    from pipeline.sources import _ZstdReader
 
     bomb = zstandard.ZstdCompressor(level=19).compress(b"\0" * (256 << 20))
     reader = _ZstdReader(io.BytesIO(bomb))

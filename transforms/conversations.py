@@ -8,7 +8,9 @@ PCollections of batches:
                      written by the chosen sink writer);
 - ``drops``        — one drop-metrics record per conversation (``id``, ``source``,
                      ``position``, ``dropped``, ``drops`` by reason, ``healed``,
-                     ``messages_in``, ``messages_out``; ``repairs`` / ``violations`` when on);
+                     ``messages_in``, ``messages_out``; ``discarded``, the ledger of what
+                     coercion discarded, when it discarded something; ``repairs`` /
+                     ``violations`` when on);
 - ``dead_letters`` — one record per input that could not be processed, with its reason.
 
 Elements are batches, not single records: Beam's per-element cost in Python is several times
@@ -56,6 +58,8 @@ COUNTER_NAMES = (
     ("dropped", "messages (entries) dropped by normalization"),
     *((f"dropped_{r}", f"entries dropped with reason {r}") for r in REASONS),
     ("healed", "synthetic interrupted results inserted"),
+    ("discarded_fields", "non-empty fields coercion discarded (the ledger; not message drops)"),
+    ("discarded_chars", "characters of text in the fields coercion discarded"),
     *((f"repair_{r}", f"opt-in repairs {r} (lossless profile)") for r in REPAIRS),
     *((f"violation_{k}", f"sendability violations {k} (with --check)") for k in VIOLATION_KINDS),
     ("blank_lines", "blank JSONL lines skipped (not records)"),
@@ -111,6 +115,10 @@ class NormalizeConversation(beam.DoFn):
             inc[f"dead_letter_{reason}"].inc(n)
         for reason, n in part["dropped_by_reason"].items():
             inc[f"dropped_{reason}"].inc(n)
+        for counts in part["discarded"].values():
+            inc["discarded_fields"].inc(counts["fields"])
+            if counts["chars"]:
+                inc["discarded_chars"].inc(counts["chars"])
         for kind, n in part["repairs"].items():
             inc[f"repair_{kind}"].inc(n)
         for kind, n in part["violations"].items():

@@ -17,6 +17,7 @@ The Beam DoFn in ``transforms.conversations`` only calls ``process_batch`` and r
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import math
@@ -26,7 +27,9 @@ from typing import Any, NamedTuple
 
 import orjson
 
-from transforms.formats import READERS, WRITERS, FormatError, WriteContext, detect_reader
+from transforms.formats import READERS, WRITERS, FormatError, WriteContext, detect_reader, read_forced, unrecognized
+from transforms.ledger import coercion_discards
+from transforms.ledger import report as ledger_report
 from transforms.normalize import _int_text as int_text
 from transforms.normalize import compact_json
 from transforms.profiles import PROFILES, normalize_with_profile
@@ -354,17 +357,16 @@ def _read(record: Any, settings: Settings):
             if not isinstance(record, (dict, list)):
                 raise _DeadLetter("not_a_record", f"a record is an object or a list, not {type(record).__name__}")
             field = settings.messages_field
-            if field in record:
+            if isinstance(record, dict) and field in record and not isinstance(record[field], list):
                 kind = type(record[field]).__name__
                 raise _DeadLetter("messages_not_a_list", f"{field!r} is {kind}, not a list")
-            raise _DeadLetter(
-                "unknown_format",
-                f"no reader accepts this record (keys: {', '.join(map(str, list(record)[:10]))}); "
-                f"name one with --format, or the message field with --messages-field")
+            raise _DeadLetter("unknown_format", unrecognized(record, field))
+        read = reader.read
     else:
         reader = READERS[settings.input_format]
+        read = functools.partial(read_forced, reader)
     try:
-        return reader.read(record, settings.messages_field)
+        return read(record, settings.messages_field)
     except FormatError as error:
         reason = error.reason if error.reason in DEAD_LETTER_REASONS else "format_error"
         detail = str(error) if reason == error.reason else f"{reader.name}: {error.reason}: {error}"
@@ -410,6 +412,11 @@ def _process(raw: RawRecord, settings: Settings) -> tuple[dict, dict]:
         "messages_in": len(conversation.messages),
         "messages_out": len(result.messages),
     }
+    # What coercion discards beside the drops (a ledger, not MEM-5's count): the reader's part
+    # (reasoning blocks) plus the message keys rule 1 does not keep.
+    discarded = coercion_discards(conversation.messages, conversation.discarded)
+    if discarded:
+        metrics["discarded"] = ledger_report(discarded)
     if result.repairs:
         metrics["repairs"] = result.repairs
     if conversation.report:
@@ -421,7 +428,7 @@ def _process(raw: RawRecord, settings: Settings) -> tuple[dict, dict]:
         metrics["violations"] = count_by_kind(check_sendable(result.messages))
 
     context = WriteContext(rid, settings.messages_field, settings.id_field, settings.model, settings.max_tokens,
-                           settings.tools_field)
+                           settings.tools_field, source=record)
     try:
         output = WRITERS[settings.sink].write(normalized, context)
     except FormatError as error:

@@ -60,10 +60,11 @@ def partial(records_in: int = 0, metrics: Iterable[dict] = (), dead_letters: Ite
             blank_lines: int = 0) -> dict:
     """The partial summary of one batch: raw records read, drop metrics, dead letters."""
     out: dict = {"records_in": records_in, "blank_lines": blank_lines}
-    dropped_by, repairs, violations, histogram, nulled = {}, {}, {}, {}, {}
+    dropped_by, repairs, violations, histogram, nulled, discarded = {}, {}, {}, {}, {}, {}
     reader_report: dict = {}
     writer_report: dict = {}
     records_out = messages_in = messages_out = dropped = healed = with_drops = with_violations = 0
+    with_discards = 0
     for m in metrics:
         records_out += 1
         messages_in += m["messages_in"]
@@ -82,6 +83,13 @@ def partial(records_in: int = 0, metrics: Iterable[dict] = (), dead_letters: Ite
             writer_report = merge(writer_report, m["writer_report"])
         for field, n in m.get("non_finite_nulled", {}).items():
             _add(nulled, field, n)
+        ledger = m.get("discarded")
+        if ledger:
+            with_discards += 1
+            for name, counts in ledger.items():
+                total = discarded.setdefault(name, {"fields": 0, "chars": 0})
+                total["fields"] += counts["fields"]
+                total["chars"] += counts["chars"]
         found = m.get("violations")
         if found:
             with_violations += 1
@@ -99,6 +107,8 @@ def partial(records_in: int = 0, metrics: Iterable[dict] = (), dead_letters: Ite
         healed=healed,
         conversations_with_drops=with_drops,
         drops_histogram=histogram,
+        discarded=discarded,
+        conversations_with_discards=with_discards,
         repairs=repairs,
         conversations_with_violations=with_violations,
         violations=violations,
@@ -117,6 +127,31 @@ def _ordered(counts: dict, names: Iterable[str]) -> dict:
     return ordered
 
 
+#: Names listed one by one in a run's ledger; the rest are summed under ``OTHER_NAMES``. Names
+#: are whatever keys the input holds, so a hostile file could make millions of them.
+MAX_LEDGER_NAMES = 50
+OTHER_NAMES = "(other names)"
+
+
+def _ledger(discarded: dict, conversations: int) -> dict:
+    """The run's ledger of what coercion discarded (``transforms.ledger``), apart from drops.
+
+    The most frequent names (by fields, then name) are listed, sorted by name, the rest summed:
+    decided on the run's total, so the document does not depend on merge order.
+    """
+    ranked = sorted(discarded, key=lambda name: (-discarded[name]["fields"], name))
+    listed = {name: discarded[name] for name in sorted(ranked[:MAX_LEDGER_NAMES])}
+    if len(ranked) > MAX_LEDGER_NAMES:
+        rest = [discarded[name] for name in ranked[MAX_LEDGER_NAMES:]]
+        listed[OTHER_NAMES] = {"fields": sum(c["fields"] for c in rest), "chars": sum(c["chars"] for c in rest)}
+    return {
+        "discarded_fields": sum(c["fields"] for c in discarded.values()),
+        "discarded_chars": sum(c["chars"] for c in discarded.values()),
+        "discarded_by_name": listed,
+        "conversations_with_discards": conversations,
+    }
+
+
 def finalize(summary: dict, *, profile: str = "spec", check: bool = False) -> dict:
     """The canonical summary document (stable key order, every known reason listed)."""
     s = merge(partial(), summary)
@@ -133,6 +168,7 @@ def finalize(summary: dict, *, profile: str = "spec", check: bool = False) -> di
         "healed": s["healed"],
         "conversations_with_drops": s["conversations_with_drops"],
         "drops_histogram": _ordered(s["drops_histogram"], (b[0] for b in HISTOGRAM_BUCKETS)),
+        **_ledger(s["discarded"], s["conversations_with_discards"]),
         "profile": profile,
     }
     if s["non_finite_nulled"]:
@@ -225,6 +261,13 @@ def format_table(doc: dict) -> str:
     row("conversations with drops", doc["conversations_with_drops"])
     for field, n in doc.get("non_finite_nulled", {}).items():
         row(f"non-finite floats nulled in {field}", n)
+    if "discarded_fields" in doc:
+        # Not message drops: the fields rule 1 does not keep (transforms.ledger).
+        row("fields discarded by coercion", doc["discarded_fields"])
+        row("  text characters in them", doc["discarded_chars"])
+        for name, counts in doc["discarded_by_name"].items():
+            row(f"  {name}", f"{counts['fields']:,} ({counts['chars']:,} ch)")
+        row("conversations with discards", doc["conversations_with_discards"])
     for kind, n in doc.get("repairs", {}).items():
         row(f"repair {kind}", n)
     if "violations" in doc:

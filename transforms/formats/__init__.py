@@ -27,6 +27,7 @@ from transforms.formats import (  # noqa: E402, F401
     openai_responses,
     sharegpt,
 )
+from transforms.formats.claims import read_forced, unrecognized  # noqa: E402
 
 __all__ = [
     "READERS",
@@ -38,6 +39,8 @@ __all__ = [
     "Writer",
     "count_written",
     "detect_reader",
+    "read_forced",
     "register_reader",
     "register_writer",
+    "unrecognized",
 ]

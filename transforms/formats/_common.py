@@ -10,6 +10,7 @@ import json
 from typing import Any
 
 from transforms.formats.base import FormatError
+from transforms.ledger import note
 from transforms.normalize import content_text, usable_id
 
 #: Separator between the text parts of one message when they are joined into flat content.
@@ -55,6 +56,44 @@ def message_list(record: Any, key: str) -> list:
     return messages
 
 
+#: The keys the core reads a message's text and pairing from, besides ``role`` (any set given
+#: to ``foreign_entry`` holds ``content``).
+MESSAGE_KEYS = frozenset(("content", "tool_calls", "tool_call_id"))
+_PAIRING_KEYS = ("tool_calls", "tool_call_id")
+_ROLE_ONLY = frozenset(("role",))
+
+
+def foreign_entry(entries: list, keys: frozenset = MESSAGE_KEYS) -> int | None:
+    """The index of the first entry that is an object in a message shape nobody reads, else ``None``.
+
+    Such an entry has a key besides ``role`` but none of ``keys`` (nor a pairing key under
+    ``metadata``, which the core reads in stored-buffer rows): its text sits under a key no
+    chat reader reads (Gemini ``parts``, a ``text`` key), so coercion would blank it. An entry
+    that is not an object, or has nothing but a role, hides nothing: the core drops or keeps
+    it, counted.
+    """
+    for index, entry in enumerate(entries):
+        if entry.__class__ is dict and "content" in entry:
+            continue  # the usual message, first: this runs on every record
+        if not isinstance(entry, dict) or not keys.isdisjoint(entry) or entry.keys() <= _ROLE_ONLY:
+            continue
+        metadata = entry.get("metadata")
+        if isinstance(metadata, dict) and any(k in metadata for k in _PAIRING_KEYS):
+            continue
+        return index
+    return None
+
+
+def describe_entry(entries: list, index: int, where: str) -> str:
+    """A sentence about the foreign entry ``entries[index]`` found at ``where``."""
+    entry = entries[index]
+    shown = ", ".join(str(k) for k in list(entry)[:8])
+    return (
+        f"{where} entry {index} holds none of content, tool_calls, tool_call_id (its keys: {shown}): "
+        "a message shape no reader knows, whose text flat coercion would erase"
+    )
+
+
 def is_part_list(value: Any) -> bool:
     """A non-empty list of typed parts/blocks (``{"type": ...}`` objects): provider content."""
     return (
@@ -89,18 +128,30 @@ def part_text(part: Any) -> str | None:
     return f"[{kind}]" if isinstance(kind, str) else content_text(part)
 
 
-def flatten_parts(parts: list) -> str:
-    """Join the non-empty texts of a part list with ``JOIN``."""
-    texts = (part_text(p) for p in parts)
-    return JOIN.join(t for t in texts if t)
+def note_reasoning(part: Any, discarded: dict | None) -> None:
+    """Put a reasoning part or block in the ledger ``discarded`` (under its type); else nothing."""
+    if discarded is not None and isinstance(part, dict) and part.get("type") in _REASONING_TYPES:
+        note(discarded, part["type"], part)
 
 
-def block_text(content: Any) -> str:
+def flatten_parts(parts: list, discarded: dict | None = None) -> str:
+    """Join the non-empty texts of a part list with ``JOIN``; reasoning parts go to ``discarded``."""
+    texts = []
+    for part in parts:
+        text = part_text(part)
+        if text:
+            texts.append(text)
+        elif text is None:
+            note_reasoning(part, discarded)
+    return JOIN.join(texts)
+
+
+def block_text(content: Any, discarded: dict | None = None) -> str:
     """Text of a content that may be a string, a part list or nothing (tool results, system)."""
     if content is None:
         return ""
     if isinstance(content, list):
-        return flatten_parts(content)
+        return flatten_parts(content, discarded)
     return content_text(content)
 
 

@@ -43,8 +43,10 @@ from transforms.formats._common import (
     JOIN,
     block_text,
     check_results_adjacent,
+    foreign_entry,
     message_list,
     normalized_messages,
+    note_reasoning,
     part_text,
     record_fields,
     record_model,
@@ -85,8 +87,8 @@ _ANTHROPIC_BLOCKS = frozenset(
 # Reader
 
 
-def _read_message(message: Any, out: list) -> None:
-    """Append the flat messages one Anthropic message becomes."""
+def _read_message(message: Any, out: list, discarded: dict) -> None:
+    """Append the flat messages one Anthropic message becomes; reasoning blocks go to ``discarded``."""
     if not isinstance(message, dict) or not isinstance(message.get("content"), list):
         out.append(message)  # string content (or junk) is already what the core reads
         return
@@ -99,16 +101,18 @@ def _read_message(message: Any, out: list) -> None:
                 call["args"] = block["input"]
             calls.append(call)
         elif kind == "tool_result":
-            text = block_text(block.get("content"))
+            text = block_text(block.get("content"), discarded)
             if block.get("is_error") is True:
                 text = ERROR_PREFIX + text
             results.append({"role": "tool", "content": text, "tool_call_id": block.get("tool_use_id")})
         elif kind == "mid_conv_system":
-            systems.append({"role": "system", "content": block_text(block.get("content"))})
+            systems.append({"role": "system", "content": block_text(block.get("content"), discarded)})
         else:
             text = part_text(block)
             if text:
                 texts.append(text)
+            elif text is None:
+                note_reasoning(block, discarded)
     out.extend(systems)
     out.extend(results)
     flat = dict(message)
@@ -121,33 +125,28 @@ def _read_message(message: Any, out: list) -> None:
         out.append(flat)
 
 
-def anthropic_to_flat(messages: list, system: Any = None) -> list:
+def anthropic_to_flat(messages: list, system: Any = None, discarded: dict | None = None) -> list:
     out = []
-    system_text = block_text(system) if isinstance(system, (str, list)) else ""
+    discarded = {} if discarded is None else discarded
+    system_text = block_text(system, discarded) if isinstance(system, (str, list)) else ""
     if system_text:
         out.append({"role": "system", "content": system_text})
     for message in messages:
-        _read_message(message, out)
+        _read_message(message, out, discarded)
     return out
 
 
 def read_anthropic(record: Any, messages_field: str) -> Conversation:
     messages = message_list(record, messages_field)
     system = record.get("system") if isinstance(record, dict) else None
-    return Conversation(anthropic_to_flat(messages, system), record_fields(record, ("system",)))
+    discarded: dict = {}
+    flat = anthropic_to_flat(messages, system, discarded)
+    return Conversation(flat, record_fields(record, ("system",)), discarded=discarded or None)
 
 
-def detect_anthropic(record: Any, messages_field: str) -> bool:
-    if isinstance(record, list):
-        messages = record
-    elif isinstance(record, dict):
-        messages = record.get(messages_field)
-        if isinstance(messages, list) and isinstance(record.get("system"), (str, list)):
-            return True  # the top-level system parameter is Anthropic's alone
-    else:
-        return False
-    if not isinstance(messages, list):
-        return False
+def _anthropic_signal(record: Any, messages: list) -> bool:
+    if isinstance(record, dict) and isinstance(record.get("system"), (str, list)):
+        return True  # the top-level system parameter is Anthropic's alone
     for message in messages:
         content = message.get("content") if isinstance(message, dict) else None
         if isinstance(content, list):
@@ -157,6 +156,17 @@ def detect_anthropic(record: Any, messages_field: str) -> bool:
                 ):
                     return True
     return False
+
+
+def detect_anthropic(record: Any, messages_field: str) -> bool:
+    if isinstance(record, list):
+        messages = record
+    elif isinstance(record, dict):
+        messages = record.get(messages_field)
+    else:
+        return False
+    # Every entry must look like a message as well: this reader reads no other shape.
+    return isinstance(messages, list) and _anthropic_signal(record, messages) and foreign_entry(messages) is None
 
 
 # --------------------------------------------------------------------------------------------

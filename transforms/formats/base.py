@@ -42,14 +42,19 @@ class Conversation(NamedTuple):
     ``messages`` is the (possibly defective) flat message list the core normalizes;
     ``fields`` is every other field of the record, in order, carried through unchanged. A
     reader may leave the message key inside ``fields``: the job replaces its value in place,
-    so the record keeps its key order.
+    so the record keeps its key order. ``discarded`` is the reader's part of the ledger of
+    what the flat shape cannot hold (``transforms.ledger``: reasoning blocks and items it
+    leaves out), ``None`` when it left nothing out.
     """
 
     messages: list
     fields: dict
     #: Counts of the reader's documented choices that change what the record said (e.g.
-    #: ``tool_call_ids_expanded``); the job reports them per conversation and per run.
+    #: ``tool_call_ids_split``); the job reports them per conversation and per run.
     report: dict | None = None
+    #: What the reader left out because the flat shape cannot hold it (reasoning blocks, a
+    #: refusal beside content): the ledger of discarded fields, by key (transforms.ledger).
+    discarded: dict | None = None
 
 
 @dataclass(frozen=True)
@@ -68,6 +73,10 @@ class WriteContext:
     #: record): ``count_written`` adds to it; the job reports it as the record's
     #: ``writer_report`` (in ``drops/``) and sums it per run (``summary.json``).
     report: dict = field(default_factory=dict, compare=False)
+    #: The record as parsed, before its reader mapped it: a writer that writes a record back
+    #: in its own input format (a Batch line to ``openai-batch``) keeps from here everything it
+    #: does not change. ``None`` when the job has no such record (a writer called alone).
+    source: Any = None
 
 
 def count_written(ctx: WriteContext, name: str, n: int = 1, key: str | None = None) -> None:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from transforms.formats._common import message_list
+from transforms.formats._common import foreign_entry, message_list
 from transforms.formats.base import (
     Conversation,
     Reader,
@@ -25,8 +25,11 @@ def read_flat(record: Any, messages_field: str) -> Conversation:
 
 
 def detect_flat(record: Any, messages_field: str) -> bool:
-    # The catch-all: any list, or any object with a list at the message field.
-    return isinstance(record, list) or (isinstance(record, dict) and isinstance(record.get(messages_field), list))
+    # The catch-all: a list, or an object with a list at the message field, whose entries look
+    # like messages (an entry in a shape nobody reads would have its text erased by coercion).
+    if isinstance(record, dict):
+        record = record.get(messages_field)
+    return isinstance(record, list) and foreign_entry(record) is None
 
 
 def write_flat(record: dict, ctx: WriteContext) -> dict:

@@ -33,13 +33,18 @@ content-derived id); ``--id-field custom_id`` keeps the line's own.
 Writers (``openai-finetune``, ``openai-batch``): one fine-tuning JSONL line, or one Batch API
 input line for ``/v1/chat/completions``. Arguments become a JSON string (an object as compact
 JSON, a string as is, none as ``"{}"``); an assistant message with calls and no text gets
-``content: null``; messages keep their order. A result that is not in the block of tool
+``content: null``; messages keep their order. A Batch line this reader read (the job passes it
+as ``WriteContext.source``) is written back with only its message list changed: every body
+parameter and top-level key stays, ``custom_id`` is the record id, ``--model`` replaces the
+body's model; so a line with nothing to repair comes back byte-identical under ``--id-field
+custom_id``. A result that is not in the block of tool
 messages right after its call (MEM-5 keeps such a result where it is) is refused with
 ``FormatError("result_not_adjacent")`` instead of being moved: ``--profile lossless``
 re-attaches displaced results, and reports it. ``tools`` in any known shape is written in the
 Chat Completions shape, legacy ``functions`` becoming ``tools``; a call to a tool that
-``tools`` declares as custom is written as a custom call. Only the keys of the target
-format are written: other record fields (ids, metadata) are not carried.
+``tools`` declares as custom is written as a custom call. For records that are not Batch
+lines only the keys of the target format are written: other record fields (ids, metadata,
+sampling parameters of a logged chat) are not carried.
 """
 
 from __future__ import annotations
@@ -47,9 +52,11 @@ from __future__ import annotations
 from typing import Any
 
 from transforms.formats._common import (
+    MESSAGE_KEYS,
     IdAllocator,
     check_results_adjacent,
     flatten_parts,
+    foreign_entry,
     ids_in_messages,
     is_part_list,
     message_list,
@@ -67,6 +74,7 @@ from transforms.formats.base import (
     register_reader,
     register_writer,
 )
+from transforms.ledger import note
 from transforms.normalize import content_text
 
 # --------------------------------------------------------------------------------------------
@@ -119,11 +127,12 @@ def _result_id(message: dict) -> Any:
     return found
 
 
-def openai_to_flat(messages: list, report: dict | None = None) -> list:
+def openai_to_flat(messages: list, report: dict | None = None, discarded: dict | None = None) -> list:
     """Chat Completions messages (legacy function calling included) as flat messages.
 
     ``report`` (if given) counts ``tool_call_ids_split``: the extra results made from
-    ``tool_call_ids`` lists of more than one id.
+    ``tool_call_ids`` lists of more than one id. What the flat shape cannot hold (reasoning
+    parts, a refusal beside real content) goes to the ledger ``discarded`` when one is given.
     """
     ids = IdAllocator(ids_in_messages(messages))
     pending: list[tuple[str, Any]] = []  # (synthesized id, name) awaiting a positional result
@@ -136,13 +145,15 @@ def openai_to_flat(messages: list, report: dict | None = None) -> list:
         role = message.get("role")
         content = message.get("content")
         if is_part_list(content):
-            flat["content"] = flatten_parts(content)
+            flat["content"] = flatten_parts(content, discarded)
         if role == "developer":
             flat["role"] = "system"
         if role == "assistant":
             refusal = message.get("refusal")
             if not flat.get("content") and isinstance(refusal, str) and refusal:
                 flat["content"] = refusal
+            elif refusal is not None and discarded is not None:
+                note(discarded, "refusal", refusal)
             flat.pop("refusal", None)
             calls = message.get("tool_calls")
             legacy = flat.pop("function_call", None)
@@ -214,12 +225,14 @@ def read_openai(record: Any, messages_field: str) -> Conversation:
         if messages_field not in body:
             raise FormatError("missing_messages", f"the Batch line's body has no {messages_field!r} field")
         messages = message_list(body, messages_field)
-        report: dict = {}
-        return Conversation(openai_to_flat(messages, report), _batch_fields(record), report or None)
-    messages = message_list(record, messages_field)
-    report = {}
-    flat = openai_to_flat(messages, report)
-    return Conversation(flat, record if isinstance(record, dict) else {}, report or None)
+        fields = _batch_fields(record)
+    else:
+        messages = message_list(record, messages_field)
+        fields = record if isinstance(record, dict) else {}
+    report: dict = {}
+    discarded: dict = {}
+    flat = openai_to_flat(messages, report, discarded)
+    return Conversation(flat, fields, report or None, discarded or None)
 
 
 def _openai_ism(message: Any) -> bool:
@@ -238,13 +251,24 @@ def _openai_ism(message: Any) -> bool:
     )
 
 
+#: Keys an OpenAI message may hold its text or its call in (a legacy call-only turn may have
+#: no content at all).
+_OPENAI_MESSAGE_KEYS = MESSAGE_KEYS | {"function_call", "refusal"}
+
+
 def detect_openai(record: Any, messages_field: str) -> bool:
     # Only what this reader reads differently from the flat one, so that a record without any
     # of it gives the same conversation under either reader. A Batch line is OpenAI's alone.
+    # Either way, every entry must look like a message: this reader reads no other shape.
     if _is_batch_line(record, messages_field):
-        return isinstance(record["body"].get(messages_field), list)
+        messages = record["body"].get(messages_field)
+        return isinstance(messages, list) and foreign_entry(messages, _OPENAI_MESSAGE_KEYS) is None
     messages = record if isinstance(record, list) else record.get(messages_field) if isinstance(record, dict) else None
-    return isinstance(messages, list) and any(_openai_ism(m) for m in messages)
+    return (
+        isinstance(messages, list)
+        and any(_openai_ism(m) for m in messages)
+        and foreign_entry(messages, _OPENAI_MESSAGE_KEYS) is None
+    )
 
 
 # --------------------------------------------------------------------------------------------
@@ -331,6 +355,23 @@ def write_openai_finetune(record: dict, ctx: WriteContext) -> dict:
     return out
 
 
+def _rewrite_batch_line(line: dict, messages: list, ctx: WriteContext) -> dict:
+    """A Batch line read by this reader, written back: only its message list changes.
+
+    Every top-level key and body parameter stays where it was, with its value (``tools``,
+    ``temperature``, ``response_format``, ``metadata``, ...); ``custom_id`` is the record id,
+    as for any record (``--id-field custom_id`` keeps the line's own), and ``--model``, when
+    given, replaces the body's ``model``. A line with nothing to repair comes back as it was.
+    """
+    body = dict(line["body"])
+    body[ctx.messages_field] = messages
+    if ctx.model:
+        body = body if "model" in body else {"model": None, **body}
+        body["model"] = ctx.model
+    return {key: ctx.record_id if key == "custom_id" else body if key == "body" else value
+            for key, value in line.items()}
+
+
 def write_openai_batch(record: dict, ctx: WriteContext) -> dict:
     if not isinstance(ctx.record_id, str) or not ctx.record_id:
         raise FormatError("missing_record_id", "a Batch line needs the record id as custom_id")
@@ -339,6 +380,8 @@ def write_openai_batch(record: dict, ctx: WriteContext) -> dict:
         raise FormatError("missing_model", "a Batch request needs a model: pass --model")
     tools, custom_tools = _tools(record, ctx)
     messages = flat_to_openai(normalized_messages(record, ctx.messages_field), custom_tools)
+    if _is_batch_line(ctx.source, ctx.messages_field):
+        return _rewrite_batch_line(ctx.source, messages, ctx)
     body: dict = {"model": model, "messages": messages}
     if tools is not None:
         body["tools"] = tools

@@ -35,7 +35,6 @@ from transforms.formats._common import (
     record_model,
 )
 from transforms.formats._tools import tools_for
-from transforms.formats.openai import openai_arguments
 from transforms.formats.base import (
     Conversation,
     FormatError,
@@ -45,6 +44,8 @@ from transforms.formats.base import (
     register_reader,
     register_writer,
 )
+from transforms.formats.openai import openai_arguments
+from transforms.ledger import note
 
 _CALLS = ("function_call", "custom_tool_call")
 _OUTPUTS = ("function_call_output", "custom_tool_call_output")
@@ -52,8 +53,24 @@ _TYPED = frozenset(("message", "reasoning") + _CALLS + _OUTPUTS)
 _PART_TYPES = frozenset(("input_text", "output_text", "input_image", "input_file", "input_audio"))
 
 
-def responses_to_flat(items: list) -> list:
+#: What a message item may hold besides its content: nothing that is text.
+_MESSAGE_ITEM_KEYS = frozenset(("type", "role", "id", "status"))
+
+
+def _lost_message(item: Any) -> bool:
+    """A message item without ``content`` that holds other keys: its text is somewhere unread."""
+    return (
+        isinstance(item, dict)
+        and (item.get("type") or "message") == "message"
+        and "content" not in item
+        and not item.keys() <= _MESSAGE_ITEM_KEYS
+    )
+
+
+def responses_to_flat(items: list, discarded: dict | None = None) -> list:
+    """Responses items as flat messages; reasoning items and parts go to the ledger ``discarded``."""
     out = []
+    discarded = {} if discarded is None else discarded
     folding: dict | None = None  # the assistant message that a following call joins
     for item in items:
         if not isinstance(item, dict):
@@ -62,8 +79,12 @@ def responses_to_flat(items: list) -> list:
             continue
         kind = item.get("type") or "message"
         if kind == "message":
+            if _lost_message(item):
+                shown = ", ".join(map(str, list(item)[:8]))
+                raise FormatError("unsupported_item", f"a message item without content (its keys: {shown})")
             role = item.get("role")
-            message = {"role": "system" if role == "developer" else role, "content": block_text(item.get("content"))}
+            text = block_text(item.get("content"), discarded)
+            message = {"role": "system" if role == "developer" else role, "content": text}
             out.append(message)
             folding = message if role == "assistant" else None
         elif kind in _CALLS:
@@ -76,9 +97,11 @@ def responses_to_flat(items: list) -> list:
                 out.append(folding)
             folding.setdefault("tool_calls", []).append(call)
         elif kind in _OUTPUTS:
-            out.append({"role": "tool", "content": block_text(item.get("output")), "tool_call_id": item.get("call_id")})
+            output = block_text(item.get("output"), discarded)
+            out.append({"role": "tool", "content": output, "tool_call_id": item.get("call_id")})
             folding = None
         elif kind == "reasoning":
+            note(discarded, kind, item)
             continue
         else:
             raise FormatError("unsupported_item", f"input item type {kind!r} has no flat equivalent")
@@ -86,8 +109,9 @@ def responses_to_flat(items: list) -> list:
 
 
 def read_responses(record: Any, messages_field: str) -> Conversation:
+    discarded: dict = {}
     if isinstance(record, list):
-        return Conversation(responses_to_flat(record), {})
+        return Conversation(responses_to_flat(record, discarded), {}, discarded=discarded or None)
     if not isinstance(record, dict):
         raise FormatError("not_a_record", f"a record is an object or a list, not {type(record).__name__}")
     if "input" not in record:
@@ -101,12 +125,13 @@ def read_responses(record: Any, messages_field: str) -> Conversation:
     if isinstance(instructions, str):
         lead = [{"role": "system", "content": instructions}] if instructions else []
     elif isinstance(instructions, list):
-        lead = responses_to_flat(instructions)
+        lead = responses_to_flat(instructions, discarded)
     elif instructions is None:
         lead = []
     else:
         raise FormatError("bad_instructions", f"'instructions' is {type(instructions).__name__}")
-    return Conversation(lead + responses_to_flat(items), record_fields(record, ("input", "instructions")))
+    flat = lead + responses_to_flat(items, discarded)
+    return Conversation(flat, record_fields(record, ("input", "instructions")), discarded=discarded or None)
 
 
 def _responses_item(item: Any) -> bool:
@@ -120,15 +145,15 @@ def _responses_item(item: Any) -> bool:
 
 def detect_responses(record: Any, messages_field: str) -> bool:
     if isinstance(record, list):
-        return any(_responses_item(i) for i in record)
+        return any(_responses_item(i) for i in record) and not any(_lost_message(i) for i in record)
     if not isinstance(record, dict):
         return False
     items = record.get("input")
     if isinstance(items, str):
         return "instructions" in record
-    return isinstance(items, list) and (
-        "instructions" in record or any(_responses_item(i) or (isinstance(i, dict) and "role" in i) for i in items)
-    )
+    if not isinstance(items, list) or any(_lost_message(i) for i in items):
+        return False
+    return "instructions" in record or any(_responses_item(i) or (isinstance(i, dict) and "role" in i) for i in items)
 
 
 RESPONSES_READER = register_reader(

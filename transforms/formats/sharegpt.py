@@ -39,6 +39,7 @@ from transforms.formats._common import (
     block_text,
     check_results_adjacent,
     normalized_messages,
+    note_reasoning,
     parse_tools_text,
     part_text,
     record_fields,
@@ -107,15 +108,22 @@ def _split_batch(text: str, count: int) -> list | None:
     return [content_text(e["content"]) if isinstance(e, dict) and "content" in e else content_text(e) for e in data]
 
 
+_TAG_KEYS = frozenset(("from", "role"))
+
+
 def _turn(entry: dict) -> tuple[Any, Any]:
     # ShareGPT tags (from/value) first, LLaMA-Factory's OpenAI-style tags (role/content) else.
+    if "value" not in entry and "content" not in entry and not entry.keys() <= _TAG_KEYS:
+        # Its text is under a key this reader does not read: refuse rather than blank it.
+        shown = ", ".join(map(str, list(entry)[:8]))
+        raise FormatError("unreadable_turn", f"a turn with neither value nor content (its keys: {shown})")
     if "from" in entry:
         return entry.get("from"), entry.get("value")
     return entry.get("role"), entry.get("content")
 
 
-def _content(value: Any) -> tuple[str, list]:
-    """Text and raw calls of a turn's value: a string, or v1 blocks."""
+def _content(value: Any, discarded: dict) -> tuple[str, list]:
+    """Text and raw calls of a turn's value: a string, or v1 blocks (reasoning to ``discarded``)."""
     if not isinstance(value, list):
         return block_text(value), []
     texts, calls = [], []
@@ -126,11 +134,14 @@ def _content(value: Any) -> tuple[str, list]:
             text = part_text(block)
             if text:
                 texts.append(text)
+            elif text is None:
+                note_reasoning(block, discarded)
     return JOIN.join(texts), calls
 
 
-def sharegpt_to_flat(turns: list, system: Any = None) -> list:
+def sharegpt_to_flat(turns: list, system: Any = None, discarded: dict | None = None) -> list:
     out = []
+    discarded = {} if discarded is None else discarded
     if isinstance(system, str) and system:
         out.append({"role": "system", "content": system})
     ids = IdAllocator()
@@ -152,7 +163,7 @@ def sharegpt_to_flat(turns: list, system: Any = None) -> list:
                 tag, value = _turn(turns[index])
                 if not isinstance(tag, str) or _ROLES.get(tag, tag) != "tool":
                     break
-                run.append(_content(value)[0])
+                run.append(_content(value, discarded)[0])
                 index += 1
             if len(run) == 1 and len(pending) > 1:
                 run = _split_batch(run[0], len(pending)) or run
@@ -164,7 +175,7 @@ def sharegpt_to_flat(turns: list, system: Any = None) -> list:
         if tag == "function_call":
             text, calls = "", _parse_calls(value)
         else:
-            text, calls = _content(value)
+            text, calls = _content(value, discarded)
         message = {"role": role, "content": text}
         if calls:
             many = len(calls) > 1
@@ -180,8 +191,9 @@ def sharegpt_to_flat(turns: list, system: Any = None) -> list:
 
 
 def read_sharegpt(record: Any, messages_field: str) -> Conversation:
+    discarded: dict = {}
     if isinstance(record, list):
-        return Conversation(sharegpt_to_flat(record), {})
+        return Conversation(sharegpt_to_flat(record, None, discarded), {}, discarded=discarded or None)
     if not isinstance(record, dict):
         raise FormatError("not_a_record", f"a record is an object or a list, not {type(record).__name__}")
     key = "conversations" if isinstance(record.get("conversations"), list) else messages_field
@@ -197,7 +209,7 @@ def read_sharegpt(record: Any, messages_field: str) -> Conversation:
     fields = record_fields(record, consumed)
     if "tools" in fields:
         fields["tools"] = parse_tools_text(fields["tools"])
-    return Conversation(sharegpt_to_flat(turns, system), fields)
+    return Conversation(sharegpt_to_flat(turns, system, discarded), fields, discarded=discarded or None)
 
 
 def _sharegpt_turn(entry: Any) -> bool:
@@ -214,14 +226,25 @@ def _sharegpt_turn(entry: Any) -> bool:
     )
 
 
+def _any_sharegpt_turn(entries: list) -> bool:
+    for entry in entries:
+        # The usual chat message first (detection runs on every record): a role and text.
+        if entry.__class__ is dict and "from" not in entry and entry.get("content").__class__ is not list:
+            if entry.get("role") in _TOOL_TAGS:
+                return True
+        elif _sharegpt_turn(entry):
+            return True
+    return False
+
+
 def detect_sharegpt(record: Any, messages_field: str) -> bool:
     if isinstance(record, list):
-        return any(_sharegpt_turn(e) for e in record)
+        return _any_sharegpt_turn(record)
     if not isinstance(record, dict):
         return False
     for key in ("conversations", messages_field):
         turns = record.get(key)
-        if isinstance(turns, list) and any(_sharegpt_turn(e) for e in turns):
+        if isinstance(turns, list) and _any_sharegpt_turn(turns):
             return True
     return False
 

@@ -1,0 +1,225 @@
+"""The ledger of what coercion discards (issue 9): counted apart from MEM-5's drops.
+
+Rule 1 keeps only the flat keys; the normalized output is unchanged by the ledger. What goes
+(non-empty fields by key, reasoning blocks and items by type) is counted per conversation in
+``drops/`` and per run in ``summary.json`` and the printed table, with the characters of text
+it held.
+"""
+
+from __future__ import annotations
+
+import json
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from pipeline.main import main
+from transforms.formats import READERS
+from transforms.ledger import coercion_discards, report, text_chars
+from transforms.normalize import coerce_messages
+from transforms.records import RawRecord, Settings, process_record
+from transforms.summary import MAX_LEDGER_NAMES, OTHER_NAMES, finalize, format_table, merge, partial
+
+
+def ledger(messages) -> dict:
+    return report(coercion_discards(messages))
+
+
+def test_keys_rule_1_does_not_keep_are_counted_with_their_text():
+    messages = [
+        {"role": "user", "content": "hi", "name": "bob", "weight": 0, "timestamp": 1755000000},
+        {"role": "assistant", "content": "4", "reasoning_content": "2+2 is 4", "reasoning": "think"},
+        {"role": "user", "parts": [{"text": "hello"}, {"text": "again"}], "content": ""},
+        {"role": "user", "content": "x", "tool_calls": [{"id": "c"}], "tool_call_id": "c9"},
+    ]
+    assert ledger(messages) == {
+        "name": {"fields": 1, "chars": 3},
+        "parts": {"fields": 1, "chars": 10},
+        "reasoning": {"fields": 1, "chars": 5},
+        "reasoning_content": {"fields": 1, "chars": 8},
+        "timestamp": {"fields": 1, "chars": 0},
+        "tool_call_id": {"fields": 1, "chars": 2},
+        "tool_calls": {"fields": 1, "chars": 0},  # the call's id is not text
+        "weight": {"fields": 1, "chars": 0},
+    }
+
+
+def test_what_rule_1_keeps_or_drops_whole_is_not_in_the_ledger():
+    messages = [
+        {"role": "user", "content": "hi"},
+        {"role": "assistant", "content": "", "tool_calls": [{"tool_call_id": "c", "name": "f"}]},
+        {"role": "assistant", "content": "", "tool_calls": []},
+        {"role": "tool", "content": "ok", "tool_call_id": "c"},
+        {"role": "user", "content": "", "name": "", "weight": None, "extra": [], "more": {}},  # empty values
+        {"content": "no role", "name": "bob"},  # dropped whole: a message drop (no_role)
+        "junk",  # dropped whole: not_an_object
+    ]
+    assert ledger(messages) == {}
+
+
+def test_stored_buffer_metadata_counts_only_what_the_core_does_not_read():
+    rows = [
+        {"role": "assistant", "content": "", "metadata": {"tool_calls": [{"tool_call_id": "c", "name": "f"}]}},
+        {"role": "tool", "content": "ok", "metadata": {"tool_call_id": "c"}},
+    ]
+    assert ledger(rows) == {}
+    rows[1]["metadata"]["source"] = "buffer-7"
+    assert ledger(rows) == {"metadata": {"fields": 1, "chars": 8}}
+    # A user message reads nothing from metadata: all of it goes.
+    assert ledger([{"role": "user", "content": "", "metadata": {"tool_call_id": "c"}}]) == {
+        "metadata": {"fields": 1, "chars": 1}}
+
+
+def test_text_chars_counts_strings_but_not_keys_tags_ids_or_opaque_payloads():
+    block = {"type": "thinking", "thinking": "abc", "signature": "x" * 100}
+    assert text_chars(block) == 3
+    item = {"id": "rs_1", "summary": [{"type": "summary_text", "text": "ab"}], "encrypted_content": "zz"}
+    assert text_chars([item]) == 2
+    assert text_chars(12) == 0
+
+
+KEYS = st.sampled_from(["role", "content", "tool_calls", "tool_call_id", "name", "text", "parts", "weight", "x"])
+VALUES = st.one_of(st.none(), st.just(""), st.just([]), st.text(max_size=5), st.integers(),
+                   st.lists(st.text(max_size=3), max_size=2))
+ENTRY = st.one_of(
+    st.dictionaries(KEYS, VALUES, max_size=5).map(lambda d: d),
+    st.fixed_dictionaries({"role": st.sampled_from(["user", "assistant", "tool", "system", "moderator", ""])},
+                          optional={k: VALUES for k in ("content", "tool_calls", "tool_call_id", "name", "parts")}),
+    st.sampled_from([None, 1, "text"]),
+)
+
+
+def _empty(value) -> bool:
+    return value is None or (isinstance(value, (str, list, dict)) and not value)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(ENTRY, max_size=6))
+def test_the_ledger_names_exactly_the_non_empty_keys_coercion_removed(messages):
+    # The oracle: rule 1 itself. Every entry it keeps maps to one coerced message, in order;
+    # the ledger holds the non-empty keys of the entry its message lacks.
+    coerced, _ = coerce_messages(messages)
+    kept = [m for m in messages if isinstance(m, dict) and isinstance(m.get("role"), str) and m["role"].strip()]
+    assert len(kept) == len(coerced)
+    expected: dict = {}
+    for entry, message in zip(kept, coerced):
+        for key, value in entry.items():
+            if key not in message and not _empty(value):
+                expected[key] = expected.get(key, 0) + 1
+    assert {k: v["fields"] for k, v in ledger(messages).items()} == expected
+
+
+# --------------------------------------------------------------------------------------------
+# Readers: reasoning blocks and items they leave out
+
+
+def _discarded(reader: str, record) -> dict:
+    conversation = READERS[reader].read(record, "messages")
+    return report(coercion_discards(conversation.messages, conversation.discarded))
+
+
+def test_anthropic_thinking_blocks_are_in_the_ledger():
+    record = {"messages": [
+        {"role": "user", "content": "2+2?"},
+        {"role": "assistant", "content": [
+            {"type": "thinking", "thinking": "two and two", "signature": "sig"},
+            {"type": "redacted_thinking", "data": "opaque"},
+            {"type": "text", "text": "4"},
+        ]},
+    ]}
+    assert _discarded("anthropic", record) == {
+        "redacted_thinking": {"fields": 1, "chars": 0},
+        "thinking": {"fields": 1, "chars": 11},
+    }
+
+
+def test_responses_reasoning_items_are_in_the_ledger():
+    record = {"input": [
+        {"role": "user", "content": "hi"},
+        {"type": "reasoning", "id": "rs_1", "summary": [{"type": "summary_text", "text": "greet back"}],
+         "encrypted_content": "gAAA"},
+        {"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": "hello"}]},
+    ]}
+    assert _discarded("openai-responses", record) == {"reasoning": {"fields": 1, "chars": 10}}
+
+
+def test_sharegpt_v1_reasoning_blocks_are_in_the_ledger():
+    record = {"messages": [
+        {"role": "user", "content": [{"type": "text", "value": "hi"}]},
+        {"role": "assistant", "content": [{"type": "reasoning", "value": "be nice"}, {"type": "text", "value": "yo"}]},
+    ]}
+    assert _discarded("sharegpt", record) == {"reasoning": {"fields": 1, "chars": 7}}
+
+
+def test_openai_reasoning_keys_and_a_refusal_beside_content_are_in_the_ledger():
+    record = {"messages": [
+        {"role": "developer", "content": "be safe"},
+        {"role": "user", "content": "hi"},
+        {"role": "assistant", "content": "partial answer", "refusal": "I can't", "reasoning_content": "why"},
+        {"role": "assistant", "content": None, "refusal": "no"},  # the refusal IS the content: kept
+    ]}
+    assert _discarded("openai", record) == {
+        "reasoning_content": {"fields": 1, "chars": 3},
+        "refusal": {"fields": 1, "chars": 7},
+    }
+
+
+# --------------------------------------------------------------------------------------------
+# The job: drops/, summary.json and the table
+
+
+def test_drops_record_and_summary_carry_the_ledger_apart_from_dropped(tmp_path, capsys):
+    records = [
+        {"id": "a", "messages": [
+            {"role": "user", "content": "2+2?"},
+            {"role": "assistant", "content": "4", "reasoning_content": "two and two"},
+        ]},
+        {"id": "b", "messages": [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "yo"}]},
+        {"id": "c", "system": "Be brief.", "messages": [
+            {"role": "user", "content": "hi"},
+            {"role": "assistant", "content": [{"type": "thinking", "thinking": "hmm", "signature": "s"},
+                                              {"type": "text", "text": "yo"}]},
+        ]},
+    ]
+    source = tmp_path / "in.jsonl"
+    source.write_text("".join(json.dumps(r) + "\n" for r in records))
+    out = tmp_path / "out"
+    assert main(["--input", str(source), "--output", str(out)]) == 0
+    drops = {m["id"]: m for p in sorted((out / "drops").glob("part-*.jsonl")) for m in map(json.loads, p.open())}
+    assert drops["a"]["discarded"] == {"reasoning_content": {"fields": 1, "chars": 11}}
+    assert "discarded" not in drops["b"]
+    assert drops["c"]["discarded"] == {"thinking": {"fields": 1, "chars": 3}}
+    assert all(m["dropped"] == 0 for m in drops.values())  # not message drops
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["dropped"] == 0
+    assert summary["discarded_fields"] == 2 and summary["discarded_chars"] == 14
+    assert summary["discarded_by_name"] == {
+        "reasoning_content": {"fields": 1, "chars": 11},
+        "thinking": {"fields": 1, "chars": 3},
+    }
+    assert summary["conversations_with_discards"] == 2
+    printed = capsys.readouterr().out
+    assert "fields discarded by coercion" in printed and "reasoning_content" in printed
+
+
+def test_the_normalized_output_does_not_change_with_the_ledger():
+    record = {"id": "a", "messages": [{"role": "user", "content": "hi", "reasoning": "r", "parts": ["x"]}]}
+    outcome = process_record(RawRecord("t", 0, json.dumps(record).encode()), Settings())
+    assert outcome.record == {"id": "a", "messages": [{"role": "user", "content": "hi"}]}
+    assert outcome.metrics["dropped"] == 0 and outcome.metrics["drops"] == {}
+
+
+def test_a_run_lists_the_most_frequent_names_and_sums_the_rest_whatever_the_merge_order():
+    metrics = [
+        {"messages_in": 1, "messages_out": 1, "dropped": 0, "drops": {}, "healed": 0,
+         "discarded": {f"k{i:03d}": {"fields": 1 + (i < 3), "chars": i}}}
+        for i in range(MAX_LEDGER_NAMES + 5)
+    ]
+    forward = finalize(merge(partial(0, metrics[:20]), partial(0, metrics[20:])))
+    backward = finalize(merge(partial(0, metrics[20:]), partial(0, metrics[:20])))
+    assert forward == backward
+    names = forward["discarded_by_name"]
+    assert len(names) == MAX_LEDGER_NAMES + 1 and OTHER_NAMES in names
+    assert {"k000", "k001", "k002"} <= set(names)
+    assert forward["discarded_fields"] == sum(v["fields"] for v in names.values())
+    assert "fields discarded by coercion" in format_table(forward)
