@@ -18,6 +18,7 @@ built), builds the graph with ``pipeline.build``, runs it and prints the summary
 
 from __future__ import annotations
 
+import datetime
 import difflib
 import json
 import logging
@@ -25,6 +26,7 @@ import shutil
 import sys
 import tempfile
 import textwrap
+import time
 from typing import Callable
 
 import apache_beam as beam
@@ -33,6 +35,7 @@ from apache_beam.runners.runner import PipelineState
 
 from pipeline.build import build
 from pipeline.options import ConfigError, ConvNormOptions, Job, is_local_runner, load_job
+from pipeline.report import REPORT_FILE, report_command, try_write_report, versions
 from pipeline.sinks import OUTPUT_DIRS, SUMMARY_FILE, WriteShards, WriteSummary
 from pipeline.sources import ReadConversationLogs
 from transforms.conversations import CheckConversations, SummarizeValidation
@@ -43,7 +46,7 @@ from transforms.summary import format_table, format_validation_table
 LOG = logging.getLogger("convnorm")
 
 VALIDATION_FILE = "validation.json"
-RUN_OUTPUTS = (*OUTPUT_DIRS, SUMMARY_FILE)
+RUN_OUTPUTS = (*OUTPUT_DIRS, SUMMARY_FILE, REPORT_FILE)
 VALIDATE_OUTPUTS = ("violations", "dead_letter", VALIDATION_FILE)
 #: Conversations with violations shown on the console by ``convnorm validate``.
 SHOWN_REPORTS = 5
@@ -62,7 +65,8 @@ def _help() -> str:
     parser = argparse.ArgumentParser(
         prog="convnorm",
         usage="convnorm [run] --input GLOB --output DIR [options]\n"
-              "       convnorm validate --input GLOB [--output DIR] [options]",
+              "       convnorm validate --input GLOB [--output DIR] [options]\n"
+              "       convnorm report OUT_DIR",
         description="Normalize logged LLM conversations by FlowDrop rule MEM-5 and report every drop.",
         epilog=textwrap.dedent("""\
             readers (--format, default auto: detected per record):
@@ -114,14 +118,33 @@ def run_job(job: Job) -> int:
         len({s.path for s in job.shards}), len(job.shards), job.output, job.settings.profile,
         job.settings.input_format, job.settings.sink, job.options.get_all_options()["runner"],
     )
+    started = time.time()
     pipeline = beam.Pipeline(options=job.options)
     build(pipeline, job)
     if not _run(pipeline):
         return 1
     summary = _load_json_file(FileSystems.join(job.output, SUMMARY_FILE))
     print(format_table(summary))
-    print(f"outputs: {job.output}/{{normalized,drops,dead_letter}}/ and {job.output}/{SUMMARY_FILE}")
+    report = try_write_report(job.output, _run_details(job, started)) if job.options.view_as(ConvNormOptions).report else None
+    report_line = f", {job.output}/{REPORT_FILE}" if report else ""
+    print(f"outputs: {job.output}/{{normalized,drops,dead_letter}}/, {job.output}/{SUMMARY_FILE}{report_line}")
     return 0 if summary["accounted"] else 1
+
+
+def _run_details(job: Job, started: float) -> dict:
+    """What the report says about how the run was made (summary.json holds what it did)."""
+    settings = job.settings
+    return {
+        "options": {
+            "profile": settings.profile, "format": settings.input_format, "sink": settings.sink,
+            "output_format": job.output_format,
+            **{k: v for k, v in job.options.get_all_options(drop_default=True).items() if k != "report"},
+        },
+        "shards": len(job.shards),
+        "started": datetime.datetime.fromtimestamp(started, datetime.timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC"),
+        "run_seconds": round(time.time() - started, 1),
+        "versions": versions(),
+    }
 
 
 def _show_reports(directory: str) -> list[str]:
@@ -194,10 +217,13 @@ def main(argv: list[str] | None = None) -> int:
     command = "run"
     if argv and not argv[0].startswith("-"):
         command = argv.pop(0)
+        if command == "report":
+            return report_command(argv)
         if command not in COMMANDS:
-            close = difflib.get_close_matches(command, COMMANDS, n=1)
+            known = [*COMMANDS, "report"]
+            close = difflib.get_close_matches(command, known, n=1)
             hint = f" (did you mean {close[0]}?)" if close else ""
-            print(f"convnorm: error: unknown command {command!r}{hint}; commands: {', '.join(COMMANDS)}",
+            print(f"convnorm: error: unknown command {command!r}{hint}; commands: {', '.join(known)}",
                   file=sys.stderr)
             return 2
     if any(a in ("-h", "--help") for a in argv):

@@ -72,6 +72,8 @@ class ConvNormOptions(PipelineOptions):
                            help="split uncompressed JSONL inputs into byte ranges of this size")
         group.add_argument("--batch-size", dest="batch_size", type=int, default=DEFAULT_BATCH_SIZE,
                            help="records per batch between reading and writing")
+        group.add_argument("--report", action=argparse.BooleanOptionalAction, default=True,
+                           help="write report.html (charts; needs the report extra: pip install 'convnorm[report]')")
         group.add_argument("--dead-letter-raw-limit", dest="raw_limit", type=int, default=DEFAULT_RAW_LIMIT,
                            help="characters of raw input kept in a dead letter")
 
@@ -185,6 +187,14 @@ def _runner_problem(runner: str) -> str | None:
     return f"unknown --runner {runner!r}; known: {', '.join(short)}"
 
 
+def clean_output_path(path: str) -> str:
+    """``~`` expanded (local paths), trailing slashes removed (but ``/`` and ``gs://b/`` keep one)."""
+    if "://" not in path:
+        path = os.path.expanduser(path)
+    stripped = path.rstrip("/")
+    return stripped if stripped and not stripped.endswith(":/") and not stripped.endswith(":") else path
+
+
 def is_local_runner(options: PipelineOptions) -> bool:
     runner = (options.view_as(StandardOptions).runner or DEFAULT_RUNNER).lower()
     return runner in LOCAL_RUNNERS or runner + "runner" in LOCAL_RUNNERS
@@ -205,6 +215,11 @@ def load_job(argv: list[str], *, output_required: bool = True,
     options = PipelineOptions(flags)
     ours = options.view_as(ConvNormOptions)
     standard = options.view_as(StandardOptions)
+    # A quoted '~/x' reaches us unexpanded; a trailing slash would print as 'x//summary.json'.
+    if ours.output:
+        ours.output = clean_output_path(ours.output)
+    if ours.input:
+        ours.input = [os.path.expanduser(pattern) for pattern in ours.input]
     if not standard.runner:
         standard.runner = DEFAULT_RUNNER
 
