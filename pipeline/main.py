@@ -18,6 +18,7 @@ built), builds the graph with ``pipeline.build``, runs it and prints the summary
 
 from __future__ import annotations
 
+import argparse
 import datetime
 import difflib
 import json
@@ -31,13 +32,15 @@ from typing import Callable
 
 import apache_beam as beam
 from apache_beam.io.filesystems import FileSystems
+from apache_beam.options.pipeline_options import DirectOptions
 from apache_beam.runners.runner import PipelineState
 
 from pipeline.build import build
 from pipeline.options import ConfigError, ConvNormOptions, Job, is_local_runner, load_job
+from pipeline.progress import ProgressMonitor, choose_mode, configure_console
 from pipeline.report import REPORT_FILE, report_command, try_write_report, versions
 from pipeline.sinks import OUTPUT_DIRS, SUMMARY_FILE, WriteShards, WriteSummary
-from pipeline.sources import ReadConversationLogs
+from pipeline.sources import ReadConversationLogs, shard_sizes
 from transforms.conversations import CheckConversations, SummarizeValidation
 from transforms.formats import READERS, WRITERS
 from transforms.profiles import PROFILES
@@ -52,39 +55,93 @@ VALIDATE_OUTPUTS = ("violations", "dead_letter", VALIDATION_FILE)
 SHOWN_REPORTS = 5
 
 
-def _configure_logging() -> None:
-    # apache_beam installs a root handler on import; force=True replaces it.
-    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s", force=True)
-    for name in ("convnorm", "pipeline", "transforms"):
-        logging.getLogger(name).setLevel(logging.INFO)
+def _quiet(job: Job) -> bool:
+    return job.options.view_as(ConvNormOptions).quiet
 
 
-def _help() -> str:
-    import argparse
+#: Exit statuses, as each command's --help states them.
+EXIT_STATUSES = {
+    "run": "0 done, every record accounted for; 1 the pipeline failed or did not account for every "
+           "record; 2 bad options (nothing was run)",
+    "validate": "0 every conversation is sendable; 1 a conversation breaks a rule or a record cannot be "
+                "read; 2 bad options (nothing was run); 3 the validation pipeline failed",
+}
 
-    parser = argparse.ArgumentParser(
-        prog="convnorm",
-        usage="convnorm [run] --input GLOB --output DIR [options]\n"
-              "       convnorm validate --input GLOB [--output DIR] [options]\n"
-              "       convnorm report OUT_DIR",
-        description="Normalize logged LLM conversations by FlowDrop rule MEM-5 and report every drop.",
-        epilog=textwrap.dedent("""\
-            readers (--format, default auto: detected per record):
-            {readers}
+#: convnorm flags that only normalization uses: ``convnorm validate --help`` leaves them out.
+RUN_ONLY_FLAGS = frozenset({"sink", "output_format", "profile", "model", "max_tokens", "check", "report"})
+
+
+class _HelpFormatter(argparse.RawDescriptionHelpFormatter):
+    """Our description and epilog as written, and every flag's default after its help."""
+
+    def _get_help_string(self, action) -> str:
+        text = action.help or ""
+        default = action.default
+        if (not action.option_strings or default is None or default is argparse.SUPPRESS
+                or "%(default)" in text or action.dest == "help"):
+            return text
+        if isinstance(default, bool):
+            shown = "--" + ("" if default else "no-") + action.option_strings[0][2:]
+        else:
+            shown = "%(default)s"
+        return f"{text} (default: {shown})"
+
+
+def _exit_status(command: str) -> str:
+    return textwrap.fill("exit status: " + EXIT_STATUSES[command], width=92, subsequent_indent="  ")
+
+
+def _help(command: str = "run") -> str:
+    listing = textwrap.dedent("""\
+        readers (--format, default auto: detected per record):
+        {readers}
+        """).format(
+        readers="\n".join(f"  {r.name:<18}{r.description}" for r in sorted(READERS.values(), key=lambda r: r.name)))
+    beam_note = textwrap.dedent("""\
+        Every Apache Beam option passes through (not listed here), e.g. --runner (default
+        FnApiRunner, in-process), --direct_num_workers=2 --direct_running_mode=multi_processing,
+        --job_endpoint=HOST:PORT. Docs: README.md, docs/operations.md; presets: configs/*.yaml.""")
+    if command == "validate":
+        usage = "convnorm validate --input INPUT [--output OUTPUT] [options]"
+        description = textwrap.dedent("""\
+            Check conversations as they are, against the pairing rules providers enforce (OpenAI,
+            Anthropic, Gemini): nothing is normalized or changed. Prints totals by kind of
+            violation and the first conversations with violations.
+
+            outputs (with --output; without it, a temporary directory that is removed):
+              OUTPUT/violations/part-*.jsonl  one report per conversation: id, source, position,
+                                              messages, violations by kind, the first details
+              OUTPUT/dead_letter/part-*.jsonl records that could not be read, with the reason
+              OUTPUT/validation.json          the totals""")
+        epilog = listing + "\n" + _exit_status("validate") + "\n\n" + beam_note
+    else:
+        usage = ("convnorm [run] --input INPUT --output OUTPUT [options]\n"
+                 "       convnorm validate --input INPUT [--output OUTPUT] [options]   (see convnorm validate --help)\n"
+                 "       convnorm report OUT_DIR                                       (see convnorm report --help)")
+        description = textwrap.dedent("""\
+            Normalize logged LLM conversations by FlowDrop rule MEM-5 and report every drop.
+
+            outputs under --output: normalized/ (the records), drops/ (what each conversation lost),
+            dead_letter/ (records that could not be processed, with the reason), summary.json
+            (totals), report.html (charts; with the report extra).""")
+        epilog = (listing + textwrap.dedent("""\
             writers (--sink, default flat):
             {writers}
             profiles (--profile): {profiles}
 
-            Every Apache Beam option passes through, e.g. --runner (default FnApiRunner),
-            --direct_num_workers=2 --direct_running_mode=multi_processing, --job_endpoint.
-            See README.md and configs/*.yaml.""").format(
-            readers="\n".join(f"  {r.name:<18}{r.description}" for r in sorted(READERS.values(), key=lambda r: r.name)),
+            {status}
+
+            """).format(
             writers="\n".join(f"  {w.name:<18}{w.description}" for w in sorted(WRITERS.values(), key=lambda w: w.name)),
             profiles=", ".join(PROFILES),
-        ),
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
+            status=_exit_status("run"),
+        ) + beam_note)
+    parser = argparse.ArgumentParser(prog="convnorm", usage=usage, description=description, epilog=epilog,
+                                     formatter_class=_HelpFormatter)
     ConvNormOptions._add_argparse_args(parser)
+    if command == "validate":
+        for group in parser._action_groups:
+            group._group_actions[:] = [a for a in group._group_actions if a.dest not in RUN_ONLY_FLAGS]
     return parser.format_help()
 
 
@@ -93,13 +150,28 @@ def _load_json_file(path: str) -> dict:
         return json.loads(handle.read())
 
 
-def _run(pipeline: beam.Pipeline) -> bool:
-    result = pipeline.run()
-    state = result.wait_until_finish()
-    if state != PipelineState.DONE:
-        LOG.error("the pipeline ended in state %s", state)
-        return False
+def _run(pipeline: beam.Pipeline, job: Job) -> bool:
+    ours = job.options.view_as(ConvNormOptions)
+    local = is_local_runner(job.options)
+    mode = choose_mode(ours.progress, ours.quiet, local)
+    multi_process = local and job.options.view_as(DirectOptions).direct_running_mode == "multi_processing"
+    with ProgressMonitor(mode, shard_sizes(job.shards), multi_process) as monitor:
+        try:
+            result = pipeline.run()
+            state = result.wait_until_finish()
+        except BaseException:
+            _point_at_worker_log(monitor.failed())
+            raise
+        if state != PipelineState.DONE:
+            LOG.error("the pipeline ended in state %s", state)
+            _point_at_worker_log(monitor.failed())
+            return False
     return True
+
+
+def _point_at_worker_log(path: str | None) -> None:
+    if path:
+        LOG.error("the worker processes' own output is in %s", path)
 
 
 def _clear_outputs(output: str, names: tuple[str, ...]) -> None:
@@ -121,13 +193,15 @@ def run_job(job: Job) -> int:
     started = time.time()
     pipeline = beam.Pipeline(options=job.options)
     build(pipeline, job)
-    if not _run(pipeline):
+    if not _run(pipeline, job):
         return 1
     summary = _load_json_file(FileSystems.join(job.output, SUMMARY_FILE))
-    print(format_table(summary))
+    if not _quiet(job):
+        print(format_table(summary))
     report = try_write_report(job.output, _run_details(job, started)) if job.options.view_as(ConvNormOptions).report else None
     report_line = f", {job.output}/{REPORT_FILE}" if report else ""
-    print(f"outputs: {job.output}/{{normalized,drops,dead_letter}}/, {job.output}/{SUMMARY_FILE}{report_line}")
+    if not _quiet(job):
+        print(f"outputs: {job.output}/{{normalized,drops,dead_letter}}/, {job.output}/{SUMMARY_FILE}{report_line}")
     return 0 if summary["accounted"] else 1
 
 
@@ -183,16 +257,17 @@ def validate_job(job: Job) -> int:
             | "Summarize" >> SummarizeValidation()
             | "WriteSummary" >> WriteSummary(FileSystems.join(output, VALIDATION_FILE))
         )
-        if not _run(pipeline):
+        if not _run(pipeline, job):
             return 3
         summary = _load_json_file(FileSystems.join(output, VALIDATION_FILE))
-        print(format_validation_table(summary))
-        shown = _show_reports(FileSystems.join(output, "violations"))
-        if shown:
-            print("first conversations with violations:")
-            print("\n".join(shown))
-        if job.output:
-            print(f"reports: {output}/violations/ and {output}/{VALIDATION_FILE}")
+        if not _quiet(job):
+            print(format_validation_table(summary))
+            shown = _show_reports(FileSystems.join(output, "violations"))
+            if shown:
+                print("first conversations with violations:")
+                print("\n".join(shown))
+            if job.output:
+                print(f"reports: {output}/violations/ and {output}/{VALIDATION_FILE}")
         return 0 if summary["sendable"] else 1
     finally:
         if not job.output:
@@ -227,13 +302,14 @@ def main(argv: list[str] | None = None) -> int:
                   file=sys.stderr)
             return 2
     if any(a in ("-h", "--help") for a in argv):
-        print(_help())
+        print(_help(command))
         return 0
-    _configure_logging()
+    configure_console()
     handler, output_required, output_names = COMMANDS[command]
     try:
         job = load_job(argv, output_required=output_required, output_names=output_names)
     except ConfigError as error:
         print(f"convnorm: error: {error}", file=sys.stderr)
         return 2
+    configure_console(quiet=_quiet(job))
     return handler(job)
