@@ -26,13 +26,18 @@ import html
 import io
 import json
 import logging
+import os
 import platform
 from dataclasses import dataclass, field
 from typing import Iterable, Iterator
 
+import orjson
+
 LOG = logging.getLogger("convnorm")
 
 REPORT_FILE = "report.html"
+#: How a page this module wrote begins its title (``convnorm report`` replaces only such a page).
+TITLE_MARK = b"<title>convnorm report: "
 #: Rows of the worst-sources table.
 WORST_SOURCES = 10
 #: Example conversations (or dead letters) shown per reason.
@@ -135,7 +140,7 @@ def _read_json_lines(directory: str) -> Iterator[dict]:
         with FileSystems.open(meta.path) as handle:
             for line in handle:
                 if line.strip():
-                    yield json.loads(line)
+                    yield orjson.loads(line)  # one line per conversation: millions in a big run
 
 
 def _read_json(path: str) -> dict | None:
@@ -289,6 +294,13 @@ def _figure(svg: str, name: str) -> str:
     return f'<figure class="chart" data-chart="{_e(name)}">{svg}</figure>'
 
 
+def _counts_chart(counts: dict, name: str, title: str, nothing: str, **style) -> str:
+    """A bar chart of ``counts``, or a line saying there is nothing to chart (all zero)."""
+    if not any(counts.values()):
+        return f'<p class="none">{_e(nothing)}</p>'
+    return _figure(bar_chart(counts, title, **style), name)
+
+
 def _tile(label: str, key: str, value, cls: str = "") -> str:
     return (f'<div class="tile {cls}"><div class="v" data-key="{_e(key)}">{_num(value)}</div>'
             f'<div class="l">{_e(label)}</div></div>')
@@ -387,11 +399,12 @@ def render_html(data: ReportData, generated: str | None = None) -> str:
     # -- what was dropped, what could not be read
     add("<h2>Drops and dead letters</h2><div class=\"grid\">")
     drops = s.get("dropped_by_reason", {})
-    add('<div class="card">' + _figure(bar_chart(drops, "Messages dropped, by reason"), "dropped_by_reason")
+    add('<div class="card">' + _counts_chart(drops, "dropped_by_reason", "Messages dropped, by reason",
+                                             "No message was dropped.")
         + _count_table(drops, "dropped_by_reason", "drop reason") + "</div>")
     letters = s.get("dead_letters_by_reason", {})
-    add('<div class="card">' + _figure(bar_chart(letters, "Dead letters, by reason", color=ALERT_COLOR),
-                                       "dead_letters_by_reason")
+    add('<div class="card">' + _counts_chart(letters, "dead_letters_by_reason", "Dead letters, by reason",
+                                             "No record was dead-lettered.", color=ALERT_COLOR)
         + _count_table(letters, "dead_letters_by_reason", "dead-letter reason") + "</div>")
     histogram = s.get("drops_histogram", {})
     add('<div class="card">' + _figure(bar_chart(histogram, "Conversations by messages dropped", horizontal=False),
@@ -407,11 +420,12 @@ def render_html(data: ReportData, generated: str | None = None) -> str:
     # -- opt-in counts
     if "repairs" in s:
         add("<h2>Repairs (opt-in profile)</h2><div class=\"card\">"
-            + _figure(bar_chart(s["repairs"], "Repairs, by kind", color=OK_COLOR), "repairs")
+            + _counts_chart(s["repairs"], "repairs", "Repairs, by kind", "No repair was needed.", color=OK_COLOR)
             + _count_table(s["repairs"], "repairs", "repair") + "</div>")
     if "violations" in s:
         add("<h2>Sendability violations in the output (--check)</h2><div class=\"card\">"
-            + _figure(bar_chart(s["violations"], "Violations, by kind", color=ALERT_COLOR), "violations")
+            + _counts_chart(s["violations"], "violations", "Violations, by kind",
+                            "No output conversation breaks a provider's pairing rules.", color=ALERT_COLOR)
             + _count_table(s["violations"], "violations", "violation")
             + f"<p>conversations with violations: <b data-key=\"conversations_with_violations\">"
               f"{_num(s.get('conversations_with_violations', 0))}</b></p></div>")
@@ -482,7 +496,7 @@ def render_html(data: ReportData, generated: str | None = None) -> str:
 
     return ("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
             "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">"
-            f"<title>convnorm report: {_e(data.output)}</title><style>{STYLE}</style></head>"
+            f"{TITLE_MARK.decode()}{_e(data.output)}</title><style>{STYLE}</style></head>"
             f"<body><main>{''.join(parts)}</main></body></html>\n")
 
 
@@ -510,6 +524,17 @@ def try_write_report(output: str, run: dict | None = None) -> str | None:
         return None
 
 
+def _ours_or_absent(output: str) -> bool:
+    """True when OUT_DIR/report.html is missing or a page this module wrote (safe to replace)."""
+    from apache_beam.io.filesystems import FileSystems
+
+    path = FileSystems.join(output, REPORT_FILE)
+    if not FileSystems.exists(path):
+        return True
+    with FileSystems.open(path) as handle:
+        return TITLE_MARK in handle.read(4096)
+
+
 def report_command(argv: list[str]) -> int:
     """``convnorm report OUT_DIR``: (re)build report.html of a finished run. Exit 0, 1 or 2."""
     import argparse
@@ -518,15 +543,20 @@ def report_command(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(
         prog="convnorm report",
         description="Build OUT_DIR/report.html, one self-contained page with charts, from a finished run's "
-                    "summary.json, drops/ and dead_letter/ (and manifest.json when present). Replaces an "
-                    "existing report.html; changes nothing else.",
-        epilog="exit status: 0 written; 1 no summary.json in OUT_DIR; 2 bad arguments or matplotlib missing "
-               "(pip install 'convnorm[report]')",
+                    "summary.json, drops/ and dead_letter/ (and manifest.json when present). Replaces a "
+                    "report.html that convnorm wrote; changes nothing else.",
+        epilog="exit status: 0 written; 1 no summary.json in OUT_DIR, or a report.html convnorm did not "
+               "write is in the way; 2 bad arguments or matplotlib missing (pip install 'convnorm[report]')",
     )
     parser.add_argument("output", metavar="OUT_DIR", help="the --output directory of a finished run")
     args = parser.parse_args(argv)
+    output = os.path.expanduser(args.output).rstrip("/") or "/"
+    if not _ours_or_absent(output):
+        print(f"convnorm report: error: {output}/{REPORT_FILE} exists and convnorm did not write it; "
+              "move it away first", file=sys.stderr)
+        return 1
     try:
-        path = write_report(args.output.rstrip("/") or "/")
+        path = write_report(output)
     except ReportUnavailable as why:
         print(f"convnorm report: error: {why}", file=sys.stderr)
         return 2

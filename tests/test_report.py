@@ -43,6 +43,14 @@ def test_the_charts_are_inline_svg_and_the_page_loads_nothing(sample_out):
     assert not {"Repairs (opt-in profile)", "Ledger of discarded fields", "Windows over time"} & set(page.headings)
 
 
+def test_the_page_says_how_the_run_was_made(sample_out):
+    text = (sample_out / report.REPORT_FILE).read_text()
+    for label in ("options.profile", "options.input", "started", "run_seconds", "versions.apache-beam",
+                  "versions.python"):
+        assert f"<td>{label}</td>" in text, label
+    assert "conversations.jsonl" in text.split("<h2>Run</h2>", 1)[1]
+
+
 def test_worst_sources_and_examples_come_from_drops_and_dead_letters(sample_out):
     text = (sample_out / report.REPORT_FILE).read_text()
     drops = [json.loads(line) for p in sorted((sample_out / "drops").glob("part-*.jsonl"))
@@ -97,6 +105,8 @@ def test_sections_appear_when_their_data_does(tmp_path):
     assert page.values["ledger.metadata"] == "7"
     assert page.values["windows.1.records_in"] == "5"
     assert page.charts["ledger"] and page.charts["windows"]
+    # All-zero counts say so in words instead of drawing an empty chart.
+    assert "dead_letters_by_reason" not in page.charts and "No record was dead-lettered." in (out / report.REPORT_FILE).read_text()
 
 
 def test_data_is_escaped(tmp_path):
@@ -114,6 +124,17 @@ def test_report_command_without_a_run_says_so(tmp_path, capsys):
     assert main(["report", str(tmp_path)]) == 1
     assert "no summary.json" in capsys.readouterr().err
     assert not (tmp_path / report.REPORT_FILE).exists()
+
+
+def test_report_command_never_replaces_a_page_it_did_not_write(tmp_path, capsys):
+    out = _fake_run(tmp_path / "o", SMALL)
+    theirs = out / report.REPORT_FILE
+    theirs.write_text("<html><title>my own notes</title></html>")
+    assert main(["report", str(out)]) == 1
+    assert "did not write it" in capsys.readouterr().err
+    assert theirs.read_text() == "<html><title>my own notes</title></html>"
+    theirs.unlink()
+    assert main(["report", str(out)]) == 0 and main(["report", str(out)]) == 0  # its own page: replaced
 
 
 def test_report_command_rebuilds_the_page_of_a_finished_run(sample_out, tmp_path, capsys):
