@@ -183,7 +183,7 @@ def format_progress(snap: Snapshot, total_bytes: int, total_shards: int, elapsed
         parts.append(f"ETA {_clock(elapsed * (1 - fraction) / fraction)}")
     elif fraction >= 1.0:
         parts.append("writing")
-    parts.append(f"{snap.dead_letters:,} dead letters")
+    parts.append(f"{snap.dead_letters:,} dead letter{'' if snap.dead_letters == 1 else 's'}")
     parts.append(_clock(elapsed))
     return " · ".join(parts)
 
