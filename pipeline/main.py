@@ -18,7 +18,6 @@ built), builds the graph with ``pipeline.build``, runs it and prints the summary
 
 from __future__ import annotations
 
-import argparse
 import datetime
 import difflib
 import json
@@ -26,7 +25,6 @@ import logging
 import shutil
 import sys
 import tempfile
-import textwrap
 import time
 from typing import Callable
 
@@ -36,14 +34,13 @@ from apache_beam.options.pipeline_options import DirectOptions
 from apache_beam.runners.runner import PipelineState
 
 from pipeline.build import build
+from pipeline.cli_help import help_text
 from pipeline.options import ConfigError, ConvNormOptions, Job, is_local_runner, load_job
 from pipeline.progress import ProgressMonitor, choose_mode, configure_console
 from pipeline.report import REPORT_FILE, report_command, try_write_report, versions
 from pipeline.sinks import OUTPUT_DIRS, SUMMARY_FILE, WriteShards, WriteSummary
 from pipeline.sources import ReadConversationLogs, shard_sizes
 from transforms.conversations import CheckConversations, SummarizeValidation
-from transforms.formats import READERS, WRITERS
-from transforms.profiles import PROFILES
 from transforms.summary import format_table, format_validation_table
 
 LOG = logging.getLogger("convnorm")
@@ -57,92 +54,6 @@ SHOWN_REPORTS = 5
 
 def _quiet(job: Job) -> bool:
     return job.options.view_as(ConvNormOptions).quiet
-
-
-#: Exit statuses, as each command's --help states them.
-EXIT_STATUSES = {
-    "run": "0 done, every record accounted for; 1 the pipeline failed or did not account for every "
-           "record; 2 bad options (nothing was run)",
-    "validate": "0 every conversation is sendable; 1 a conversation breaks a rule or a record cannot be "
-                "read; 2 bad options (nothing was run); 3 the validation pipeline failed",
-}
-
-#: convnorm flags that only normalization uses: ``convnorm validate --help`` leaves them out.
-RUN_ONLY_FLAGS = frozenset({"sink", "output_format", "profile", "model", "max_tokens", "check", "report"})
-
-
-class _HelpFormatter(argparse.RawDescriptionHelpFormatter):
-    """Our description and epilog as written, and every flag's default after its help."""
-
-    def _get_help_string(self, action) -> str:
-        text = action.help or ""
-        default = action.default
-        if (not action.option_strings or default is None or default is argparse.SUPPRESS
-                or "%(default)" in text or action.dest == "help"):
-            return text
-        if isinstance(default, bool):
-            shown = "--" + ("" if default else "no-") + action.option_strings[0][2:]
-        else:
-            shown = "%(default)s"
-        return f"{text} (default: {shown})"
-
-
-def _exit_status(command: str) -> str:
-    return textwrap.fill("exit status: " + EXIT_STATUSES[command], width=92, subsequent_indent="  ")
-
-
-def _help(command: str = "run") -> str:
-    listing = textwrap.dedent("""\
-        readers (--format, default auto: detected per record):
-        {readers}
-        """).format(
-        readers="\n".join(f"  {r.name:<18}{r.description}" for r in sorted(READERS.values(), key=lambda r: r.name)))
-    beam_note = textwrap.dedent("""\
-        Every Apache Beam option passes through (not listed here), e.g. --runner (default
-        FnApiRunner, in-process), --direct_num_workers=2 --direct_running_mode=multi_processing,
-        --job_endpoint=HOST:PORT. Docs: README.md, docs/operations.md; presets: configs/*.yaml.""")
-    if command == "validate":
-        usage = "convnorm validate --input INPUT [--output OUTPUT] [options]"
-        description = textwrap.dedent("""\
-            Check conversations as they are, against the pairing rules providers enforce (OpenAI,
-            Anthropic, Gemini): nothing is normalized or changed. Prints totals by kind of
-            violation and the first conversations with violations.
-
-            outputs (with --output; without it, a temporary directory that is removed):
-              OUTPUT/violations/part-*.jsonl  one report per conversation: id, source, position,
-                                              messages, violations by kind, the first details
-              OUTPUT/dead_letter/part-*.jsonl records that could not be read, with the reason
-              OUTPUT/validation.json          the totals""")
-        epilog = listing + "\n" + _exit_status("validate") + "\n\n" + beam_note
-    else:
-        usage = ("convnorm [run] --input INPUT --output OUTPUT [options]\n"
-                 "       convnorm validate --input INPUT [--output OUTPUT] [options]   (see convnorm validate --help)\n"
-                 "       convnorm report OUT_DIR                                       (see convnorm report --help)")
-        description = textwrap.dedent("""\
-            Normalize logged LLM conversations by FlowDrop rule MEM-5 and report every drop.
-
-            outputs under --output: normalized/ (the records), drops/ (what each conversation lost),
-            dead_letter/ (records that could not be processed, with the reason), summary.json
-            (totals), report.html (charts; with the report extra).""")
-        epilog = (listing + textwrap.dedent("""\
-            writers (--sink, default flat):
-            {writers}
-            profiles (--profile): {profiles}
-
-            {status}
-
-            """).format(
-            writers="\n".join(f"  {w.name:<18}{w.description}" for w in sorted(WRITERS.values(), key=lambda w: w.name)),
-            profiles=", ".join(PROFILES),
-            status=_exit_status("run"),
-        ) + beam_note)
-    parser = argparse.ArgumentParser(prog="convnorm", usage=usage, description=description, epilog=epilog,
-                                     formatter_class=_HelpFormatter)
-    ConvNormOptions._add_argparse_args(parser)
-    if command == "validate":
-        for group in parser._action_groups:
-            group._group_actions[:] = [a for a in group._group_actions if a.dest not in RUN_ONLY_FLAGS]
-    return parser.format_help()
 
 
 def _load_json_file(path: str) -> dict:
@@ -198,7 +109,8 @@ def run_job(job: Job) -> int:
     summary = _load_json_file(FileSystems.join(job.output, SUMMARY_FILE))
     if not _quiet(job):
         print(format_table(summary))
-    report = try_write_report(job.output, _run_details(job, started)) if job.options.view_as(ConvNormOptions).report else None
+    wants_report = job.options.view_as(ConvNormOptions).report
+    report = try_write_report(job.output, _run_details(job, started)) if wants_report else None
     report_line = f", {job.output}/{REPORT_FILE}" if report else ""
     if not _quiet(job):
         print(f"outputs: {job.output}/{{normalized,drops,dead_letter}}/, {job.output}/{SUMMARY_FILE}{report_line}")
@@ -302,7 +214,7 @@ def main(argv: list[str] | None = None) -> int:
                   file=sys.stderr)
             return 2
     if any(a in ("-h", "--help") for a in argv):
-        print(_help(command))
+        print(help_text(command))
         return 0
     configure_console()
     handler, output_required, output_names = COMMANDS[command]

@@ -60,7 +60,8 @@ class ConvNormOptions(PipelineOptions):
                            help="file format of the normalized output: jsonl or parquet (flat sink only)")
         group.add_argument("--profile", default="spec", metavar="PROFILE",
                            help="spec (exactly MEM-5) or lossless (re-key reused ids, re-attach results first)")
-        group.add_argument("--model", default=None, metavar="MODEL", help="model name for replay sinks (openai-batch, anthropic)")
+        group.add_argument("--model", default=None, metavar="MODEL",
+                           help="model name for replay sinks (openai-batch, anthropic)")
         group.add_argument("--max-tokens", dest="max_tokens", type=int, default=None, metavar="MAX_TOKENS",
                            help="max_tokens for anthropic request bodies whose record has none "
                                 "(the Messages API requires it)")
@@ -76,7 +77,8 @@ class ConvNormOptions(PipelineOptions):
                            metavar="SHARD_BYTES",
                            help=f"split uncompressed JSONL inputs into byte ranges of this size "
                                 f"({DEFAULT_SHARD_BYTES >> 20} MiB; at least 65536)")
-        group.add_argument("--batch-size", dest="batch_size", type=int, default=DEFAULT_BATCH_SIZE, metavar="BATCH_SIZE",
+        group.add_argument("--batch-size", dest="batch_size", type=int, default=DEFAULT_BATCH_SIZE,
+                           metavar="BATCH_SIZE",
                            help="records per batch between reading and writing")
         group.add_argument("--report", action=argparse.BooleanOptionalAction, default=True,
                            help="write report.html (charts; needs the report extra: pip install 'convnorm[report]')")

@@ -444,12 +444,14 @@ def render_html(data: ReportData, generated: str | None = None) -> str:
     worst = worst_sources(details)
     if worst:
         rows = "".join(
-            f"<tr><td class=\"mono\" title=\"{_e(path)}\">{_e(_short(path))}</td><td class=\"n\">{_num(st.records)}</td>"
+            f"<tr><td class=\"mono\" title=\"{_e(path)}\">{_e(_short(path))}</td>"
+            f"<td class=\"n\">{_num(st.records)}</td>"
             f"<td class=\"n\">{_num(st.conversations_with_drops)}</td><td class=\"n\">{_num(st.dropped)}</td>"
             f"<td class=\"n\">{_num(st.dead_letters)}</td><td class=\"n\">{st.affected_rate:.1%}</td></tr>"
             for path, st in worst)
         add("<p>Input files with the highest share of records that lost messages or were dead-lettered "
-            f"(of {_num(len(details.sources))} file(s)).</p><table class=\"worst\"><tr><th>file</th><th class=\"n\">records</th>"
+            f"(of {_num(len(details.sources))} file(s)).</p>"
+            "<table class=\"worst\"><tr><th>file</th><th class=\"n\">records</th>"
             "<th class=\"n\">with drops</th><th class=\"n\">messages dropped</th><th class=\"n\">dead letters</th>"
             "<th class=\"n\">affected</th></tr>" + rows + "</table>")
     else:
@@ -468,8 +470,9 @@ def render_html(data: ReportData, generated: str | None = None) -> str:
                 f"<td class=\"n\">{_num(m.get('messages_in', 0))} → {_num(m.get('messages_out', 0))}</td>"
                 f"<td class=\"n\">{_num(m.get('healed', 0))}</td><td>{_e(others)}</td></tr>")
     if rows:
-        add("<table class=\"examples\"><tr><th>reason</th><th>id</th><th>source @ position</th><th class=\"n\">dropped</th>"
-            "<th class=\"n\">messages</th><th class=\"n\">healed</th><th>other drops</th></tr>" + "".join(rows) + "</table>")
+        add("<table class=\"examples\"><tr><th>reason</th><th>id</th><th>source @ position</th>"
+            "<th class=\"n\">dropped</th><th class=\"n\">messages</th><th class=\"n\">healed</th>"
+            "<th>other drops</th></tr>" + "".join(rows) + "</table>")
     else:
         add("<p class=\"none\">No conversation lost a message.</p>")
     rows = [
@@ -485,8 +488,10 @@ def render_html(data: ReportData, generated: str | None = None) -> str:
     # -- how
     add("<h2>Run</h2>")
     if run:
-        rows = "".join(f"<tr><td>{_e(k)}</td><td class=\"mono\">{_e(_short(v if isinstance(v, str) else json.dumps(v), 120))}</td></tr>"
-                       for k, v in _flat_items(run))
+        rows = "".join(
+            f"<tr><td>{_e(k)}</td><td class=\"mono\">"
+            f"{_e(_short(v if isinstance(v, str) else json.dumps(v), 120))}</td></tr>"
+            for k, v in _flat_items(run))
         add(f"<table class=\"run\">{rows}</table>")
     else:
         add("<p class=\"none\">No record of the run's options (this report was rebuilt from the outputs alone).</p>")

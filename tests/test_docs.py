@@ -28,7 +28,6 @@ from pathlib import Path
 from typing import NamedTuple
 
 import pytest
-
 from doc_vectors import vector_table
 
 ROOT = Path(__file__).resolve().parent.parent

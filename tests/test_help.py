@@ -11,7 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from pipeline.main import RUN_ONLY_FLAGS, main
+from pipeline.cli_help import RUN_ONLY_FLAGS
+from pipeline.main import main
 from pipeline.options import ConvNormOptions, load_job
 
 ROOT = Path(__file__).resolve().parent.parent

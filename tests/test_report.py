@@ -7,9 +7,9 @@ import sys
 from pathlib import Path
 
 import pytest
+from report_page import flat, parse, shown
 
 from pipeline import report
-from report_page import flat, parse, shown
 from pipeline.main import main
 
 ROOT = Path(__file__).resolve().parent.parent

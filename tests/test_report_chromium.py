@@ -22,8 +22,9 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "tests"))
 
-from pipeline import report  # noqa: E402
 from report_page import flat, parse, shown  # noqa: E402
+
+from pipeline import report  # noqa: E402
 
 BROWSERS = ("chromium", "chromium-browser", "google-chrome")
 #: The README's screenshot: wide enough for two charts a row, tall enough for the tables.
