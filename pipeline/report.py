@@ -42,6 +42,8 @@ TITLE_MARK = b"<title>convnorm report: "
 WORST_SOURCES = 10
 #: Example conversations (or dead letters) shown per reason.
 EXAMPLES_PER_REASON = 3
+#: Rows of a table of unknown shape (windows of a long streaming run can be many).
+GENERIC_ROWS = 200
 #: Characters of an id, a path or a dead letter's detail shown in a table cell.
 CELL_CHARS = 60
 
@@ -310,29 +312,45 @@ def _where(record: dict) -> str:
     return f"{_short(record.get('source', '?'), 40)} @ {record.get('position', '?')}"
 
 
+def _is_number(value) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def _cell(value) -> str:
+    if _is_number(value):
+        return _num(value)
+    return _short(value if isinstance(value, str) else json.dumps(value, ensure_ascii=False))
+
+
 def _generic(value, key: str, title: str) -> str:
-    """A section for summary data whose shape this page does not know in advance."""
-    if isinstance(value, dict) and value and all(isinstance(v, (int, float)) and not isinstance(v, bool)
-                                                 for v in value.values()):
+    """A section for summary data whose shape this page does not know in advance.
+
+    Counts (a mapping of numbers) are a bar chart and a table; rows (a list of mappings, or a
+    mapping of mappings such as windows by start time) are a line chart of their numeric
+    columns and a table of at most ``GENERIC_ROWS`` rows; anything else is shown as JSON.
+    """
+    if isinstance(value, dict) and value and all(_is_number(v) for v in value.values()):
         return _figure(bar_chart(value, title), key) + _count_table(value, key, "name")
+    if isinstance(value, dict) and value and all(isinstance(v, dict) for v in value.values()):
+        value = [{"key": k, **v} for k, v in value.items()]
     if isinstance(value, list) and value and all(isinstance(row, dict) for row in value):
         columns = list(dict.fromkeys(k for row in value for k in row))
-        numeric = [c for c in columns
-                   if all(isinstance(row.get(c, 0), (int, float)) and not isinstance(row.get(c, 0), bool)
-                          for row in value)]
+        numeric = [c for c in columns if all(_is_number(row.get(c, 0)) for row in value)]
         labels = [c for c in columns if c not in numeric]
         chart = ""
         if numeric and len(value) > 1:
-            xlabels = [" ".join(str(row.get(c, "")) for c in labels[:1]) or str(i) for i, row in enumerate(value)]
+            xlabels = [str(row.get(labels[0], i)) if labels else str(i) for i, row in enumerate(value)]
             chart = _figure(line_chart({c: [row.get(c, 0) for row in value] for c in numeric}, xlabels, title), key)
         head = "".join(f"<th>{_e(c)}</th>" for c in columns)
+        shown = value[:GENERIC_ROWS]
         body = "".join(
             "<tr>" + "".join(
                 f'<td class="{"n" if c in numeric else ""}" data-key="{_e(key)}.{i}.{_e(c)}">'
-                f'{_e(_num(row.get(c, "")) if c in numeric else _short(json.dumps(row.get(c, ""), ensure_ascii=False) if not isinstance(row.get(c, ""), str) else row.get(c, "")))}</td>'  # noqa: E501
-                for c in columns) + "</tr>"
-            for i, row in enumerate(value))
-        return chart + f'<div class="scroll"><table><tr>{head}</tr>{body}</table></div>'
+                f'{_e(_cell(row.get(c, "")))}</td>' for c in columns) + "</tr>"
+            for i, row in enumerate(shown))
+        more = (f'<p class="none">The first {GENERIC_ROWS:,} of {len(value):,} rows; all of them are in '
+                f"summary.json.</p>") if len(value) > GENERIC_ROWS else ""
+        return chart + f'<div class="scroll"><table><tr>{head}</tr>{body}</table></div>' + more
     if isinstance(value, dict) and value:
         return "".join(
             f"<h3>{_e(k)}</h3>" + _generic(v, f"{key}.{k}", f"{title}: {k}") for k, v in value.items())

@@ -109,6 +109,18 @@ def test_sections_appear_when_their_data_does(tmp_path):
     assert "dead_letters_by_reason" not in page.charts and "No record was dead-lettered." in (out / report.REPORT_FILE).read_text()
 
 
+def test_windows_keyed_by_time_are_rows_and_long_tables_are_cut(tmp_path, monkeypatch):
+    monkeypatch.setattr(report, "GENERIC_ROWS", 3)
+    windows = {f"00:0{i}": {"records_in": i, "dead_letters": 0} for i in range(5)}
+    out = _fake_run(tmp_path / "o", dict(SMALL, windows=windows))
+    assert report.report_command([str(out)]) == 0
+    text = (out / report.REPORT_FILE).read_text()
+    page = parse(text)
+    assert page.charts["windows"] and text.count('data-chart="windows') == 1  # one chart, not one per window
+    assert page.values["windows.2.key"] == "00:02" and page.values["windows.2.records_in"] == "2"
+    assert "windows.3.key" not in page.values and "The first 3 of 5 rows" in text
+
+
 def test_data_is_escaped(tmp_path):
     hostile = "<script>alert(1)</script>"
     out = _fake_run(tmp_path / "o", SMALL, [{"id": hostile, "source": "<b>x", "position": 0, "dropped": 1,
