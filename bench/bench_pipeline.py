@@ -350,7 +350,8 @@ def run_bench(args) -> int:
         def pipeline_run(name: str, inputs: Path, extra: list[str]) -> dict:
             out = work / f"out_{name}"
             argv = [python, "-m", "pipeline", "--input", str(inputs / "*.jsonl"), "--output", str(out),
-                    f"--shard-bytes={args.shard_bytes}", "--overwrite", *extra]
+                    # No report.html: the plain loop writes none, and the job is what is measured.
+                    f"--shard-bytes={args.shard_bytes}", "--overwrite", "--no-report", *extra]
             print(f"running {name}: {' '.join(argv[1:])}", flush=True)
             result = best_of(name, argv)
             result["out"] = out

@@ -9,7 +9,8 @@ a mid-list system prompt, object content, junk entries, a falsy id, a duplicated
 Usage::
 
     python bench/corpus.py 1000 > corpus.jsonl
-    python bench/corpus.py --sample > samples/conversations.jsonl   # the bundled sample
+    python bench/corpus.py --sample --output samples/conversations.jsonl   # the bundled sample
+    python bench/corpus.py --help
 """
 
 from __future__ import annotations
@@ -169,11 +170,39 @@ def sample_lines(count: int = 300, seed: int = 2026) -> list[bytes]:
     return lines
 
 
+def main(argv: list[str] | None = None) -> int:
+    import argparse
+
+    parser = argparse.ArgumentParser(
+        prog="bench/corpus.py",
+        description="Write generated conversations as JSONL (deterministic: the same arguments give the "
+                    "same bytes). About a third of the conversations carry a defect MEM-5 repairs.",
+        epilog="examples:\n  python bench/corpus.py 1000 > corpus.jsonl\n"
+               "  python bench/corpus.py --sample --output samples/conversations.jsonl",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("count", nargs="?", type=int, default=1000, metavar="COUNT",
+                        help="conversations to generate (default: 1000)")
+    parser.add_argument("--sample", action="store_true",
+                        help="write the bundled sample instead (300 conversations, mostly defective, and "
+                             "malformed lines); COUNT is ignored")
+    parser.add_argument("--output", metavar="OUTPUT", default="-",
+                        help="file to write (default: standard output, which must not be a terminal)")
+    args = parser.parse_args(argv)
+    if args.count < 0:
+        parser.error("COUNT must be at least 0")
+    if args.output == "-" and sys.stdout.isatty():
+        parser.error("refusing to write JSONL to a terminal: redirect it (> corpus.jsonl) or pass --output FILE")
+    lines = sample_lines() if args.sample else jsonl_lines(args.count)
+    out = sys.stdout.buffer if args.output == "-" else open(args.output, "wb")
+    try:
+        for line in lines:
+            out.write(line + b"\n")
+    finally:
+        if out is not sys.stdout.buffer:
+            out.close()
+    return 0
+
+
 if __name__ == "__main__":
-    out = sys.stdout.buffer
-    if len(sys.argv) > 1 and sys.argv[1] == "--sample":
-        lines = sample_lines()
-    else:
-        lines = jsonl_lines(int(sys.argv[1]) if len(sys.argv) > 1 else 1000)
-    for line in lines:
-        out.write(line + b"\n")
+    sys.exit(main())

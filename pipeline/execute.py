@@ -102,7 +102,8 @@ def check_job_endpoint(job: Job) -> None:
         channel.close()
 
 
-def _run(pipeline: beam.Pipeline) -> bool:
+def run_pipeline(pipeline: beam.Pipeline) -> bool:
+    """Run to the end; False (logged in one line) when the pipeline failed."""
     try:
         result = pipeline.run()
         state = result.wait_until_finish()
@@ -121,8 +122,10 @@ def manifest_options(job: Job) -> dict:
                                  default=str))
 
 
-def execute(job: Job, spec: OutputSpec, build_graph: Callable) -> Outcome:
-    """Steps 1-5 above; ``build_graph(pipeline, job, temp_dir)`` applies the command's graph."""
+def execute(job: Job, spec: OutputSpec, build_graph: Callable,
+            run: Callable[[beam.Pipeline], bool] = run_pipeline) -> Outcome:
+    """Steps 1-5 above; ``build_graph(pipeline, job, temp_dir)`` applies the command's graph and
+    ``run`` is step 4 (the command line wraps ``run_pipeline`` in its progress display)."""
     output = job.output
     run_id = uuid.uuid4().hex
     temp_dir = FileSystems.join(output, owned.TEMP_PREFIX + run_id)
@@ -146,7 +149,7 @@ def execute(job: Job, spec: OutputSpec, build_graph: Callable) -> Outcome:
             previous = owned.check_output(output, spec.names, job.overwrite)
         except owned.OutputError as error:
             return _fail(2, str(error))
-        if not _run(pipeline):
+        if not run(pipeline):
             return Outcome(1)
         release = False  # from here on, an unexpected error leaves the lock (and its record)
         try:

@@ -21,26 +21,29 @@ prints the summary.
 from __future__ import annotations
 
 import dataclasses
+import datetime
 import difflib
 import json
 import logging
 import shutil
 import sys
 import tempfile
-import textwrap
+import time
 from typing import Callable
 
 import apache_beam as beam
 from apache_beam.io.filesystems import FileSystems
+from apache_beam.options.pipeline_options import DirectOptions
 
 from pipeline.build import build
-from pipeline.execute import OutputSpec, execute
+from pipeline.cli_help import help_text
+from pipeline.execute import OutputSpec, execute, run_pipeline
 from pipeline.options import ConfigError, ConvNormOptions, Job, is_local_runner, load_job
+from pipeline.progress import ProgressMonitor, choose_mode, configure_console
+from pipeline.report import REPORT_FILE, report_command, try_write_report, versions
 from pipeline.sinks import FILE_FORMATS, SUMMARY_FILE, WriteShards, WriteSummary
-from pipeline.sources import ReadConversationLogs
+from pipeline.sources import ReadConversationLogs, shard_sizes
 from transforms.conversations import CheckConversations, SummarizeValidation
-from transforms.formats import READERS, WRITERS
-from transforms.profiles import PROFILES
 from transforms.summary import format_table, format_validation_table, run_failures
 
 LOG = logging.getLogger("convnorm")
@@ -50,39 +53,26 @@ VALIDATION_FILE = "validation.json"
 SHOWN_REPORTS = 5
 
 
-def _configure_logging() -> None:
-    # apache_beam installs a root handler on import; force=True replaces it.
-    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s", force=True)
-    for name in ("convnorm", "pipeline", "transforms"):
-        logging.getLogger(name).setLevel(logging.INFO)
+def _quiet(job: Job) -> bool:
+    return job.options.view_as(ConvNormOptions).quiet
 
 
-def _help() -> str:
-    import argparse
+def _pipeline_runner(job: Job) -> Callable[[beam.Pipeline], bool]:
+    """``execute``'s run step with the live progress of local runs around it."""
+    ours = job.options.view_as(ConvNormOptions)
+    local = is_local_runner(job.options)
+    mode = choose_mode(ours.progress, ours.quiet, local)
+    multi_process = local and job.options.view_as(DirectOptions).direct_running_mode == "multi_processing"
 
-    parser = argparse.ArgumentParser(
-        prog="convnorm",
-        usage="convnorm [run] --input GLOB --output DIR [options]\n"
-              "       convnorm validate --input GLOB [--output DIR] [options]",
-        description="Normalize logged LLM conversations by FlowDrop rule MEM-5 and report every drop.",
-        epilog=textwrap.dedent("""\
-            readers (--format, default auto: detected per record):
-            {readers}
-            writers (--sink, default flat):
-            {writers}
-            profiles (--profile): {profiles}
-
-            Every Apache Beam option passes through, e.g. --runner (default FnApiRunner),
-            --direct_num_workers=2 --direct_running_mode=multi_processing, --job_endpoint.
-            See README.md and configs/*.yaml.""").format(
-            readers="\n".join(f"  {r.name:<18}{r.description}" for r in sorted(READERS.values(), key=lambda r: r.name)),
-            writers="\n".join(f"  {w.name:<18}{w.description}" for w in sorted(WRITERS.values(), key=lambda w: w.name)),
-            profiles=", ".join(PROFILES),
-        ),
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
-    ConvNormOptions._add_argparse_args(parser)
-    return parser.format_help()
+    def run(pipeline: beam.Pipeline) -> bool:
+        with ProgressMonitor(mode, shard_sizes(job.shards), multi_process) as monitor:
+            done = run_pipeline(pipeline)
+            if not done:
+                worker_log = monitor.failed()
+                if worker_log:
+                    LOG.error("the worker processes' own output is in %s", worker_log)
+            return done
+    return run
 
 
 def _recount_run(summary: dict, on_disk: dict) -> dict:
@@ -107,16 +97,38 @@ def run_job(job: Job) -> int:
         len({s.path for s in job.shards}), len(job.shards), job.output, job.settings.profile,
         job.settings.input_format, job.settings.sink, job.options.get_all_options()["runner"],
     )
-    outcome = execute(job, _run_outputs(job), build)
+    started = time.time()
+    outcome = execute(job, _run_outputs(job), build, _pipeline_runner(job))
     if outcome.status is not None:
         return outcome.status
     summary = outcome.summary
-    print(format_table(summary))
-    print(f"outputs: {job.output}/{{normalized,drops,dead_letter}}/ and {job.output}/{SUMMARY_FILE}")
+    if not _quiet(job):
+        print(format_table(summary))
+    wants_report = job.options.view_as(ConvNormOptions).report
+    report = try_write_report(job.output, _run_details(job, started)) if wants_report else None
+    report_line = f", {job.output}/{REPORT_FILE}" if report else ""
+    if not _quiet(job):
+        print(f"outputs: {job.output}/{{normalized,drops,dead_letter}}/, {job.output}/{SUMMARY_FILE}{report_line}")
     failures = run_failures(summary, job.max_dead_letters)
     for failure in failures:
         print(f"convnorm: error: {failure}", file=sys.stderr)
     return 1 if failures else 0
+
+
+def _run_details(job: Job, started: float) -> dict:
+    """What the report says about how the run was made (summary.json holds what it did)."""
+    settings = job.settings
+    return {
+        "options": {
+            "profile": settings.profile, "format": settings.input_format, "sink": settings.sink,
+            "output_format": job.output_format,
+            **{k: v for k, v in job.options.get_all_options(drop_default=True).items() if k != "report"},
+        },
+        "shards": len(job.shards),
+        "started": datetime.datetime.fromtimestamp(started, datetime.timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC"),
+        "run_seconds": round(time.time() - started, 1),
+        "versions": versions(),
+    }
 
 
 def _show_reports(directory: str) -> list[str]:
@@ -167,17 +179,19 @@ def validate_job(job: Job) -> int:
         return 2
     output = job.output or tempfile.mkdtemp(prefix="convnorm-validate-")
     try:
-        outcome = execute(dataclasses.replace(job, output=output), VALIDATE_SPEC, _build_validation)
+        outcome = execute(dataclasses.replace(job, output=output), VALIDATE_SPEC, _build_validation,
+                          _pipeline_runner(job))
         if outcome.status is not None:
             return 3 if outcome.status == 1 else outcome.status
         summary = outcome.summary
-        print(format_validation_table(summary))
-        shown = _show_reports(FileSystems.join(output, "violations"))
-        if shown:
-            print("first conversations with violations:")
-            print("\n".join(shown))
-        if job.output:
-            print(f"reports: {output}/violations/ and {output}/{VALIDATION_FILE}")
+        if not _quiet(job):
+            print(format_validation_table(summary))
+            shown = _show_reports(FileSystems.join(output, "violations"))
+            if shown:
+                print("first conversations with violations:")
+                print("\n".join(shown))
+            if job.output:
+                print(f"reports: {output}/violations/ and {output}/{VALIDATION_FILE}")
         return 0 if summary["sendable"] and summary["accounted"] else 1
     finally:
         if not job.output:
@@ -205,22 +219,26 @@ def main(argv: list[str] | None = None) -> int:
     command = "run"
     if argv and not argv[0].startswith("-"):
         command = argv.pop(0)
+        if command == "report":
+            return report_command(argv)
         if command not in COMMANDS:
-            close = difflib.get_close_matches(command, COMMANDS, n=1)
+            known = [*COMMANDS, "report"]
+            close = difflib.get_close_matches(command, known, n=1)
             hint = f" (did you mean {close[0]}?)" if close else ""
-            print(f"convnorm: error: unknown command {command!r}{hint}; commands: {', '.join(COMMANDS)}",
+            print(f"convnorm: error: unknown command {command!r}{hint}; commands: {', '.join(known)}",
                   file=sys.stderr)
             return 2
     if any(a in ("-h", "--help") for a in argv):
-        print(_help())
+        print(help_text(command))
         return 0
-    _configure_logging()
+    configure_console()
     handler, output_required = COMMANDS[command]
     try:
         job = load_job(argv, output_required=output_required)
     except ConfigError as error:
         print(f"convnorm: error: {error}", file=sys.stderr)
         return 2
+    configure_console(quiet=_quiet(job))
     try:
         return handler(job)
     except Exception as error:  # noqa: BLE001 — a crash gets its documented status, not a traceback's 1

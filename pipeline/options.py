@@ -54,27 +54,31 @@ class ConvNormOptions(PipelineOptions):
     @classmethod
     def _add_argparse_args(cls, parser) -> None:
         group = parser.add_argument_group("convnorm")
-        group.add_argument("--config", default=None, help="YAML preset of options; flags override it")
+        group.add_argument("--config", default=None, metavar="CONFIG",
+                           help="YAML preset of options (configs/*.yaml); flags on the command line override it")
         group.add_argument("--input", action="append", default=None,
-                           help="input file or glob (repeatable): .jsonl, .jsonl.gz, .jsonl.zst, .json, .parquet")
-        group.add_argument("--output", default=None, help="output directory (any Beam filesystem)")
-        group.add_argument("--format", dest="input_format", default="auto",
-                           help="input format: auto (detect per record) or a reader name")
-        group.add_argument("--sink", default="flat", help="output record format (a writer name)")
-        group.add_argument("--output-format", dest="output_format", default="jsonl",
+                           metavar="INPUT",
+                           help="input file or glob, quoted (repeatable): .jsonl, .jsonl.gz, .jsonl.zst, .json, "
+                                ".parquet; local or any Beam filesystem")
+        group.add_argument("--output", default=None, metavar="OUTPUT",
+                           help="output directory, local (~ expanded) or any Beam filesystem")
+        group.add_argument("--format", dest="input_format", default="auto", metavar="FORMAT",
+                           help="input format: auto (detect per record) or a reader name (below)")
+        group.add_argument("--sink", default="flat", metavar="SINK", help="output record format: a writer name (below)")
+        group.add_argument("--output-format", dest="output_format", default="jsonl", metavar="OUTPUT_FORMAT",
                            help="file format of the normalized output: jsonl or parquet (flat sink only)")
-        group.add_argument("--profile", default="spec",
+        group.add_argument("--profile", default="spec", metavar="PROFILE",
                            help="spec (exactly MEM-5) or lossless (re-key reused ids, re-attach results first)")
-        group.add_argument("--model", default=None,
+        group.add_argument("--model", default=None, metavar="MODEL",
                            help="model name for replay sinks (openai-batch, openai-responses, anthropic)")
-        group.add_argument("--max-tokens", dest="max_tokens", type=int, default=None,
+        group.add_argument("--max-tokens", dest="max_tokens", type=int, default=None, metavar="MAX_TOKENS",
                            help="max_tokens for anthropic request bodies whose record has none "
                                 "(the Messages API requires it)")
-        group.add_argument("--tools-field", dest="tools_field", default="tools",
+        group.add_argument("--tools-field", dest="tools_field", default="tools", metavar="TOOLS_FIELD",
                            help="dotted path of a record's tool definitions for the writers (e.g. kwargs.tools)")
-        group.add_argument("--messages-field", dest="messages_field", default="messages",
+        group.add_argument("--messages-field", dest="messages_field", default="messages", metavar="MESSAGES_FIELD",
                            help="field of a record object that holds its message list")
-        group.add_argument("--id-field", dest="id_field", default="id",
+        group.add_argument("--id-field", dest="id_field", default="id", metavar="ID_FIELD",
                            help="field holding the record id; absent: an id derived from the content")
         group.add_argument("--check", action=argparse.BooleanOptionalAction, default=False,
                            help="also count provider sendability violations in the normalized output")
@@ -86,18 +90,31 @@ class ConvNormOptions(PipelineOptions):
                            help="take over the output directory's lock when its holder died on this host, "
                                 "deleting the temporary files that run recorded as its own")
         group.add_argument("--job-endpoint-timeout", dest="job_endpoint_timeout", type=float, default=30.0,
+                           metavar="JOB_ENDPOINT_TIMEOUT",
                            help="seconds to wait for the job service at --job_endpoint to answer before giving up")
         group.add_argument("--shard-bytes", dest="shard_bytes", type=int, default=DEFAULT_SHARD_BYTES,
-                           help="split uncompressed JSONL inputs into byte ranges of this size")
+                           metavar="SHARD_BYTES",
+                           help=f"split uncompressed JSONL inputs into byte ranges of this size "
+                                f"({DEFAULT_SHARD_BYTES >> 20} MiB; at least 65536)")
         group.add_argument("--batch-size", dest="batch_size", type=int, default=DEFAULT_BATCH_SIZE,
+                           metavar="BATCH_SIZE",
                            help="records per batch between reading and writing")
+        group.add_argument("--report", action=argparse.BooleanOptionalAction, default=True,
+                           help="write report.html (charts; needs the report extra: pip install 'convnorm[report]')")
+        group.add_argument("--progress", nargs="?", const="line", default="auto", metavar="PROGRESS",
+                           choices=("auto", "line", "log", "off"),
+                           help="progress of local runs: auto (a live line on a terminal, else a log line "
+                                "every 10 s), line, log or off; a bare --progress means line")
+        group.add_argument("--quiet", action=argparse.BooleanOptionalAction, default=False,
+                           help="print warnings and errors only (no progress, no summary table)")
         group.add_argument("--dead-letter-raw-limit", dest="raw_limit", type=int, default=DEFAULT_RAW_LIMIT,
+                           metavar="DEAD_LETTER_RAW_LIMIT",
                            help="characters of raw input kept in a dead letter")
-        group.add_argument("--max-dead-letters", dest="max_dead_letters", default=None,
+        group.add_argument("--max-dead-letters", dest="max_dead_letters", default=None, metavar="MAX_DEAD_LETTERS",
                            help="fail the run (exit status 1, outputs still written) when dead letters "
                                 "are more than N, or more than P%% of the records read (N or P%%)")
         group.add_argument("--max-record-bytes", dest="max_record_bytes", type=int,
-                           default=DEFAULT_MAX_RECORD_BYTES,
+                           default=DEFAULT_MAX_RECORD_BYTES, metavar="MAX_RECORD_BYTES",
                            help="largest record read (a JSONL line, a .json array element or document); a larger one "
                                 "is a record_too_large dead letter (default 32 MiB; see docs/input-limits.md)")
 
@@ -215,6 +232,14 @@ def _runner_problem(runner: str) -> str | None:
     return f"unknown --runner {runner!r}; known: {', '.join(short)}"
 
 
+def clean_output_path(path: str) -> str:
+    """``~`` expanded (local paths), trailing slashes removed (but ``/`` and ``gs://b/`` keep one)."""
+    if "://" not in path:
+        path = os.path.expanduser(path)
+    stripped = path.rstrip("/")
+    return stripped if stripped and not stripped.endswith(":/") and not stripped.endswith(":") else path
+
+
 def is_local_runner(options: PipelineOptions) -> bool:
     runner = (options.view_as(StandardOptions).runner or DEFAULT_RUNNER).lower()
     return runner in LOCAL_RUNNERS or runner + "runner" in LOCAL_RUNNERS
@@ -235,6 +260,11 @@ def load_job(argv: list[str], *, output_required: bool = True) -> Job:
     options = PipelineOptions(flags)
     ours = options.view_as(ConvNormOptions)
     standard = options.view_as(StandardOptions)
+    # A quoted '~/x' reaches us unexpanded; a trailing slash would print as 'x//summary.json'.
+    if ours.output:
+        ours.output = clean_output_path(ours.output)
+    if ours.input:
+        ours.input = [os.path.expanduser(pattern) for pattern in ours.input]
     if not standard.runner:
         standard.runner = DEFAULT_RUNNER
 

@@ -26,6 +26,7 @@ from apache_beam.transforms.window import GlobalWindow
 from apache_beam.utils.timestamp import MIN_TIMESTAMP
 from apache_beam.utils.windowed_value import WindowedValue
 
+from pipeline.progress import Tally
 from pipeline.testhooks import pause_point
 from transforms.flat_rows import flat_row, parquet_schema
 from transforms.records import dumps_line
@@ -104,11 +105,16 @@ class _WriteShardFiles(beam.DoFn):
     shard ran out of file handles with a few hundred input files.
     """
 
-    def __init__(self, temp_dir: str, file_format: str, id_field: str, messages_field: str) -> None:
+    def __init__(self, temp_dir: str, file_format: str, id_field: str, messages_field: str,
+                 progress_name: str = "") -> None:
         self._temp_dir = temp_dir
         self._file_format = file_format
         self._id_field = id_field
         self._messages_field = messages_field
+        self._progress_name = progress_name
+
+    def setup(self) -> None:
+        self._tally = Tally(self._progress_name or "written")  # live progress of local runs
 
     def start_bundle(self) -> None:
         self._current = None  # [shard, start, temp path, writer, records]
@@ -132,9 +138,11 @@ class _WriteShardFiles(beam.DoFn):
             self._current = [batch.shard, batch.start, temp, writer, 0]
         self._current[3].write(batch.items)
         self._current[4] += len(batch.items)
+        self._tally.add(self._progress_name, len(batch.items))
         pause_point("write")
 
     def finish_bundle(self):
+        self._tally.flush()
         if self._current is not None:
             yield WindowedValue(self._close(), MIN_TIMESTAMP, [GlobalWindow()])
 
@@ -198,7 +206,8 @@ class WriteShards(beam.PTransform):
     def expand(self, batches):
         temp_dir = FileSystems.join(self._temp_root, self._name)
         written = batches | "WriteTemp" >> beam.ParDo(
-            _WriteShardFiles(temp_dir, self._file_format, self._id_field, self._messages_field))
+            _WriteShardFiles(temp_dir, self._file_format, self._id_field, self._messages_field,
+                             progress_name=self._directory.rstrip("/").rsplit("/", 1)[-1]))
         return (
             written
             | "CollectFiles" >> beam.combiners.ToList()

@@ -47,6 +47,7 @@ from apache_beam.io.filesystems import FileSystems
 from apache_beam.metrics import Metrics
 from apache_beam.pvalue import TaggedOutput
 
+from pipeline.progress import Tally
 from pipeline.testhooks import pause_point
 from transforms.conversations import NAMESPACE
 from transforms.records import Batch, NumberTooLarge, Parsed, RawRecord, Unreadable, parse_json
@@ -177,6 +178,17 @@ def plan_shards(patterns: list[str], shard_bytes: int = DEFAULT_SHARD_BYTES) -> 
         else:
             shards.append(Shard(len(shards), path, suffix, 0, None))
     return shards
+
+
+def shard_sizes(shards: list[Shard]) -> list[int]:
+    """Bytes of each planned shard (its range, or its whole file), by shard index."""
+    sizes: dict[str, int] = {}
+    for path in {s.path for s in shards if s.end is None}:
+        try:
+            sizes[path] = FileSystems.match([path])[0].metadata_list[0].size_in_bytes
+        except Exception:  # noqa: BLE001 — only for progress: an unknown size counts 0
+            sizes[path] = 0
+    return [(s.end if s.end is not None else max(sizes[s.path], s.start)) - s.start for s in shards]
 
 
 # --------------------------------------------------------------------------------------------
@@ -602,19 +614,26 @@ class _ReadShard(beam.DoFn):
     def setup(self) -> None:
         self._blank = Metrics.counter(NAMESPACE, "blank_lines")
         self._shards = Metrics.counter(NAMESPACE, "shards_read")
+        self._tally = Tally("read")  # the live progress of local runs (pipeline/progress.py)
 
     def process(self, shard: Shard):
         pause_point("read")  # tests kill a run here (pipeline.testhooks)
         stats = {"records": 0, "blank_lines": 0}
         reported = 0
+        # Offsets are file bytes only in uncompressed JSONL; other files count once read whole.
+        byte_offsets = FILE_KINDS[shard.suffix] == ("jsonl", None, True)
         for batch in iter_batches(shard, self._batch_size, stats, self._max_record_bytes):
             yield batch
+            self._tally.add("records", len(batch.items))
+            if byte_offsets:
+                self._tally.at(shard.index, batch.items[-1].position - shard.start)
             # Progress on long shards too (compressed files are one shard each); no payloads.
             if stats["records"] - reported >= PROGRESS_EVERY:
                 reported = stats["records"]
                 LOG.info("shard %d/%d (%s): %d records so far", shard.index + 1, self._total, shard.name, reported)
         self._blank.inc(stats["blank_lines"])
         self._shards.inc()
+        self._tally.shard_done(shard.index)
         LOG.info("read shard %d/%d (%s): %d records", shard.index + 1, self._total, shard.name, stats["records"])
         yield TaggedOutput(self.STATS, {"shard": shard.index, **stats})
 

@@ -21,7 +21,9 @@ def _run(*argv: str) -> int:
 
 
 def _files(directory: Path) -> dict[str, bytes]:
-    return {str(p.relative_to(directory)): p.read_bytes() for p in sorted(directory.rglob("*")) if p.is_file()}
+    # report.html says when the run was made and with which options: not a record output.
+    return {str(p.relative_to(directory)): p.read_bytes() for p in sorted(directory.rglob("*"))
+            if p.is_file() and p.name != "report.html"}
 
 
 def _lines(directory: Path) -> list[dict]:

@@ -47,7 +47,7 @@ from transforms.validate import VIOLATION_KINDS
 #: The metrics namespace of every convnorm counter and distribution.
 NAMESPACE = "convnorm"
 
-#: Every counter the job reports, documented in the README.
+#: Every counter the job reports, documented in docs/operations.md ("Metrics").
 COUNTER_NAMES = (
     ("records_in", "raw input records processed"),
     ("records_out", "records written to the normalized output"),

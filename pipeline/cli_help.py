@@ -1,0 +1,100 @@
+"""The text of ``convnorm --help`` and ``convnorm validate --help``.
+
+Built from ``ConvNormOptions`` (so every flag is listed, with its default) and the registries
+(readers, writers, profiles); validate's help leaves out the flags only normalization uses.
+"""
+
+from __future__ import annotations
+
+import argparse
+import textwrap
+
+from pipeline.options import ConvNormOptions
+from transforms.formats import READERS, WRITERS
+from transforms.profiles import PROFILES
+
+#: Exit statuses, as each command's --help states them.
+EXIT_STATUSES = {
+    "run": "0 done, every record accounted for; 1 the pipeline failed or did not account for every "
+           "record; 2 bad options (nothing was run)",
+    "validate": "0 every conversation is sendable; 1 a conversation breaks a rule or a record cannot be "
+                "read; 2 bad options (nothing was run); 3 the validation pipeline failed",
+}
+
+#: convnorm flags that only normalization uses: ``convnorm validate --help`` leaves them out.
+RUN_ONLY_FLAGS = frozenset({"sink", "output_format", "profile", "model", "max_tokens", "check", "report"})
+
+
+class _HelpFormatter(argparse.RawDescriptionHelpFormatter):
+    """Our description and epilog as written, and every flag's default after its help."""
+
+    def _get_help_string(self, action) -> str:
+        text = action.help or ""
+        default = action.default
+        if (not action.option_strings or default is None or default is argparse.SUPPRESS
+                or "%(default)" in text or action.dest == "help"):
+            return text
+        if isinstance(default, bool):
+            shown = "--" + ("" if default else "no-") + action.option_strings[0][2:]
+        else:
+            shown = "%(default)s"
+        return f"{text} (default: {shown})"
+
+
+def _exit_status(command: str) -> str:
+    return textwrap.fill("exit status: " + EXIT_STATUSES[command], width=92, subsequent_indent="  ")
+
+
+def help_text(command: str = "run") -> str:
+    """``convnorm --help`` (command ``run``) or ``convnorm validate --help``."""
+    listing = textwrap.dedent("""\
+        readers (--format, default auto: detected per record):
+        {readers}
+        """).format(
+        readers="\n".join(f"  {r.name:<18}{r.description}" for r in sorted(READERS.values(), key=lambda r: r.name)))
+    beam_note = textwrap.dedent("""\
+        Every Apache Beam option passes through (not listed here), e.g. --runner (default
+        FnApiRunner, in-process), --direct_num_workers=2 --direct_running_mode=multi_processing,
+        --job_endpoint=HOST:PORT. Docs: README.md, docs/operations.md; presets: configs/*.yaml.""")
+    if command == "validate":
+        usage = "convnorm validate --input INPUT [--output OUTPUT] [options]"
+        description = textwrap.dedent("""\
+            Check conversations as they are, against the pairing rules providers enforce (OpenAI,
+            Anthropic, Gemini): nothing is normalized or changed. Prints totals by kind of
+            violation and the first conversations with violations.
+
+            outputs (with --output; without it, a temporary directory that is removed):
+              OUTPUT/violations/part-*.jsonl  one report per conversation: id, source, position,
+                                              messages, violations by kind, the first details
+              OUTPUT/dead_letter/part-*.jsonl records that could not be read, with the reason
+              OUTPUT/validation.json          the totals""")
+        epilog = listing + "\n" + _exit_status("validate") + "\n\n" + beam_note
+    else:
+        usage = ("convnorm [run] --input INPUT --output OUTPUT [options]\n"
+                 "       convnorm validate --input INPUT [--output OUTPUT] [options]   (see convnorm validate --help)\n"
+                 "       convnorm report OUT_DIR                                       (see convnorm report --help)")
+        description = textwrap.dedent("""\
+            Normalize logged LLM conversations by FlowDrop rule MEM-5 and report every drop.
+
+            outputs under --output: normalized/ (the records), drops/ (what each conversation lost),
+            dead_letter/ (records that could not be processed, with the reason), summary.json
+            (totals), report.html (charts; with the report extra).""")
+        epilog = (listing + textwrap.dedent("""\
+            writers (--sink, default flat):
+            {writers}
+            profiles (--profile): {profiles}
+
+            {status}
+
+            """).format(
+            writers="\n".join(f"  {w.name:<18}{w.description}" for w in sorted(WRITERS.values(), key=lambda w: w.name)),
+            profiles=", ".join(PROFILES),
+            status=_exit_status("run"),
+        ) + beam_note)
+    parser = argparse.ArgumentParser(prog="convnorm", usage=usage, description=description, epilog=epilog,
+                                     formatter_class=_HelpFormatter)
+    ConvNormOptions._add_argparse_args(parser)
+    if command == "validate":
+        for group in parser._action_groups:
+            group._group_actions[:] = [a for a in group._group_actions if a.dest not in RUN_ONLY_FLAGS]
+    return parser.format_help()

@@ -1,0 +1,371 @@
+"""Progress of a local run, and a console that shows what matters to a person.
+
+How it works: for a local runner, ``ProgressMonitor`` makes a private directory and names it in
+the environment (``CONVNORM_PROGRESS_DIR``), which in-process DoFns and the worker processes
+of ``--direct_running_mode=multi_processing`` both see. The DoFns that read shards and write
+outputs keep a ``Tally`` each and now and then replace a small JSON file there with their
+running counts; the monitor thread sums the files and shows:
+
+- on a terminal, one live line on stderr, redrawn in place (log lines print above it);
+- otherwise, a plain log line every ``LOG_EVERY`` seconds.
+
+``--progress`` chooses (``auto``: line on a terminal, log otherwise; ``line``; ``log``;
+``off``); ``--quiet`` shows warnings and errors only. Remote runners get no progress here:
+their workers cannot see this machine's directory (their own consoles show progress).
+
+Counts are for watching a run, not for accounting: a retried bundle counts twice here (never
+in ``summary.json``). Bytes count exactly for uncompressed JSONL, which is read in byte
+ranges; a compressed, ``.json`` or Parquet file counts whole once it is read.
+
+The console also hides Beam's messages that mean nothing to a user of a local run (the
+apitools/BigQuery notice, the semi-persistent directory warning) and, in multi-process mode,
+sends the worker processes' own stderr (their start-up chatter) to a file that is kept, and
+named, only if the run fails.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import shutil
+import sys
+import tempfile
+import threading
+import time
+from dataclasses import dataclass, field
+
+ENV = "CONVNORM_PROGRESS_DIR"
+#: Seconds between two writes of a tally file, and between two redraws of the live line.
+FLUSH_EVERY = 0.5
+#: Seconds between two progress log lines when stderr is not a terminal.
+LOG_EVERY = 10.0
+
+LOG = logging.getLogger("convnorm")
+
+#: Substrings of Beam log messages that a local run's user cannot act on.
+BEAM_NOISE = (
+    "apitools not found",
+    "semi_persistent_directory",
+    "semi-persistent directory",
+)
+
+
+# --------------------------------------------------------------------------------------------
+# Worker side: tallies
+
+
+class Tally:
+    """Running counts of one DoFn instance, written now and then to the progress directory.
+
+    A no-op unless ``CONVNORM_PROGRESS_DIR`` is set (local runs started by ``convnorm``).
+    """
+
+    def __init__(self, kind: str) -> None:
+        directory = os.environ.get(ENV)
+        self._path = os.path.join(directory, f"{kind}-{os.getpid()}-{id(self):x}.json") if directory else None
+        self.counts: dict[str, int] = {}
+        self.offsets: dict[int, int] = {}  # shard -> bytes read so far (shards being read)
+        self.done: list[int] = []  # shards read to the end
+        self._last = 0.0
+
+    @property
+    def enabled(self) -> bool:
+        return self._path is not None
+
+    def add(self, name: str, n: int = 1) -> None:
+        if self._path:
+            self.counts[name] = self.counts.get(name, 0) + n
+            self.flush(force=False)
+
+    def at(self, shard: int, offset: int) -> None:
+        if self._path:
+            self.offsets[shard] = offset
+            self.flush(force=False)
+
+    def shard_done(self, shard: int) -> None:
+        if self._path:
+            self.offsets.pop(shard, None)
+            self.done.append(shard)
+            self.flush()
+
+    def flush(self, force: bool = True) -> None:
+        if not self._path:
+            return
+        now = time.monotonic()
+        if not force and now - self._last < FLUSH_EVERY:
+            return
+        self._last = now
+        document = {"counts": self.counts, "offsets": self.offsets, "done": self.done}
+        try:
+            temp = self._path + ".tmp"
+            with open(temp, "w") as handle:
+                json.dump(document, handle)
+            os.replace(temp, self._path)  # the monitor never reads half a file
+        except OSError:
+            self._path = None  # the run ended (directory gone) or the disk is full: stop trying
+
+
+# --------------------------------------------------------------------------------------------
+# Monitor side: summing and showing
+
+
+@dataclass
+class Snapshot:
+    records: int = 0
+    bytes_done: int = 0
+    dead_letters: int = 0
+    written: int = 0
+    shards_done: int = 0
+    counts: dict[str, int] = field(default_factory=dict)
+
+
+def read_tallies(directory: str, shard_sizes: list[int]) -> Snapshot:
+    """Sum the tally files in ``directory``; bytes from shards read whole plus offsets of the rest."""
+    counts: dict[str, int] = {}
+    offsets: dict[int, int] = {}
+    done: set[int] = set()
+    try:
+        names = os.listdir(directory)
+    except OSError:
+        names = []
+    for name in names:
+        if not name.endswith(".json"):
+            continue
+        try:
+            with open(os.path.join(directory, name)) as handle:
+                tally = json.load(handle)
+        except (OSError, ValueError):
+            continue
+        for key, n in tally.get("counts", {}).items():
+            counts[key] = counts.get(key, 0) + n
+        for shard, offset in tally.get("offsets", {}).items():
+            offsets[int(shard)] = max(offsets.get(int(shard), 0), offset)
+        done.update(tally.get("done", ()))
+    size = lambda shard: shard_sizes[shard] if 0 <= shard < len(shard_sizes) else 0  # noqa: E731
+    bytes_done = sum(size(s) for s in done) + sum(min(o, size(s)) for s, o in offsets.items() if s not in done)
+    return Snapshot(
+        records=counts.get("records", 0),
+        bytes_done=bytes_done,
+        dead_letters=counts.get("dead_letter", 0),
+        written=counts.get("normalized", 0),
+        shards_done=len(done),
+        counts=counts,
+    )
+
+
+def _size(n: float) -> str:
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if n < 1024 or unit == "TiB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024
+    return f"{n:.1f} TiB"
+
+
+def _clock(seconds: float) -> str:
+    seconds = int(seconds)
+    hours, rest = divmod(seconds, 3600)
+    return f"{hours}:{rest // 60:02d}:{rest % 60:02d}" if hours else f"{rest // 60}:{rest % 60:02d}"
+
+
+def format_progress(snap: Snapshot, total_bytes: int, total_shards: int, elapsed: float) -> str:
+    """One line: records, bytes of the planned total, rate, ETA, dead letters so far."""
+    parts = [f"{snap.records:,} records"]
+    if total_bytes:
+        fraction = min(snap.bytes_done / total_bytes, 1.0)
+        parts.append(f"{_size(snap.bytes_done)} of {_size(total_bytes)} ({fraction:.0%})")
+    else:
+        fraction = snap.shards_done / total_shards if total_shards else 0.0
+        parts.append(f"{snap.shards_done} of {total_shards} shards")
+    if elapsed > 0:
+        parts.append(f"{snap.records / elapsed:,.0f} records/s")
+    if 0.01 <= fraction < 1.0 and elapsed > 1:
+        parts.append(f"ETA {_clock(elapsed * (1 - fraction) / fraction)}")
+    elif fraction >= 1.0:
+        parts.append("writing")
+    parts.append(f"{snap.dead_letters:,} dead letter{'' if snap.dead_letters == 1 else 's'}")
+    parts.append(_clock(elapsed))
+    return " · ".join(parts)
+
+
+class _LiveLine:
+    """The one line redrawn in place on a terminal; log records clear it before printing."""
+
+    def __init__(self) -> None:
+        self.lock = threading.RLock()
+        self.stream = None  # set while a live line is shown
+        self.width = 0
+
+    def show(self, stream, text: str) -> None:
+        with self.lock:
+            columns = shutil.get_terminal_size((100, 20)).columns
+            text = text[: max(columns - 1, 10)]
+            stream.write("\r" + text + " " * max(self.width - len(text), 0) + "\r")
+            stream.flush()
+            self.stream, self.width = stream, len(text)
+
+    def clear(self) -> None:
+        with self.lock:
+            if self.stream is not None and self.width:
+                self.stream.write("\r" + " " * self.width + "\r")
+                self.stream.flush()
+            self.width = 0
+
+
+LIVE = _LiveLine()
+
+
+class BeamNoiseFilter(logging.Filter):
+    """Drops Beam's messages that a local run's user cannot act on (see ``BEAM_NOISE``)."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if not record.name.startswith(("apache_beam", "root")) and record.name != "__main__":
+            return True
+        message = record.getMessage()
+        return not any(noise in message for noise in BEAM_NOISE)
+
+
+class ConsoleHandler(logging.StreamHandler):
+    """stderr, with the live progress line cleared before each record (it is redrawn after)."""
+
+    def emit(self, record: logging.LogRecord) -> None:
+        with LIVE.lock:
+            LIVE.clear()
+            super().emit(record)
+
+
+def configure_console(quiet: bool = False) -> None:
+    """Logging for the command line: our INFO lines (none with ``quiet``), others' warnings."""
+    handler = ConsoleHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter("%(levelname)s %(name)s: %(message)s"))
+    handler.addFilter(BeamNoiseFilter())
+    # apache_beam installs a root handler on import; force=True replaces it.
+    logging.basicConfig(level=logging.WARNING, handlers=[handler], force=True)
+    for name in ("convnorm", "pipeline", "transforms"):
+        logging.getLogger(name).setLevel(logging.WARNING if quiet else logging.INFO)
+
+
+def choose_mode(progress: str, quiet: bool, local: bool, stream=None) -> str:
+    """``line``, ``log`` or ``off`` for ``--progress`` / ``--quiet`` and where we run."""
+    if quiet or progress == "off" or not local:
+        return "off"
+    if progress == "auto":
+        stream = stream or sys.stderr
+        return "line" if getattr(stream, "isatty", lambda: False)() else "log"
+    return progress
+
+
+class ProgressMonitor:
+    """``with ProgressMonitor(mode, shard_sizes, multi_process): pipeline.run() ...``.
+
+    ``mode`` is ``line``, ``log`` or ``off``. With ``multi_process``, the worker processes'
+    stderr goes to a file while the run lasts (see the module docstring); ``failed()`` keeps
+    that file and returns its path.
+    """
+
+    def __init__(self, mode: str, shard_sizes: list[int], multi_process: bool = False) -> None:
+        self.mode = mode
+        self.sizes = list(shard_sizes)
+        self.total = sum(self.sizes)
+        self.multi_process = multi_process
+        self.worker_log: str | None = None
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._dir: str | None = None
+        self._saved_env: str | None = None
+        self._saved_fd: int | None = None
+        self._console = None
+        self._failed = False
+
+    # -- lifecycle
+    def __enter__(self) -> ProgressMonitor:
+        self._started = time.monotonic()
+        if self.mode != "off":
+            self._dir = tempfile.mkdtemp(prefix="convnorm-progress-")
+            self._saved_env = os.environ.get(ENV)
+            os.environ[ENV] = self._dir
+        if self.multi_process:
+            self._quiet_workers()
+        if self.mode != "off":
+            self._thread = threading.Thread(target=self._loop, name="convnorm-progress", daemon=True)
+            self._thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=5)
+        LIVE.clear()
+        if self.mode == "log" and self._dir:
+            self._log_line()
+        if self._dir:
+            if self._saved_env is None:
+                os.environ.pop(ENV, None)
+            else:
+                os.environ[ENV] = self._saved_env
+            shutil.rmtree(self._dir, ignore_errors=True)
+        self._restore_stderr(keep_log=self._failed or exc[0] is not None)
+
+    def failed(self) -> str | None:
+        """Mark the run failed: the workers' stderr file (if any) is kept; returns its path."""
+        self._failed = True
+        return self.worker_log
+
+    # -- showing
+    def snapshot(self) -> Snapshot:
+        return read_tallies(self._dir, self.sizes) if self._dir else Snapshot()
+
+    def line(self) -> str:
+        return format_progress(self.snapshot(), self.total, len(self.sizes), time.monotonic() - self._started)
+
+    def _log_line(self) -> None:
+        LOG.info("progress: %s", self.line())
+
+    def _loop(self) -> None:
+        last_log = time.monotonic()
+        stream = self._console or sys.stderr
+        while not self._stop.wait(FLUSH_EVERY):
+            if self.mode == "line":
+                LIVE.show(stream, self.line())
+            elif time.monotonic() - last_log >= LOG_EVERY:
+                last_log = time.monotonic()
+                self._log_line()
+
+    # -- the workers' stderr (multi-process)
+    def _quiet_workers(self) -> None:
+        try:
+            sys.stderr.flush()
+            fd, self.worker_log = tempfile.mkstemp(prefix="convnorm-workers-", suffix=".log")
+            self._saved_fd = os.dup(2)
+            # Our own console keeps the real stderr: the log handler and the live line.
+            self._console = os.fdopen(os.dup(self._saved_fd), "w", buffering=1)
+            os.dup2(fd, 2)  # worker processes inherit fd 2: their chatter goes to the file
+            os.close(fd)
+            for handler in logging.getLogger().handlers:
+                if isinstance(handler, ConsoleHandler) and _is_fd2(handler.stream):
+                    handler.setStream(self._console)
+        except OSError:
+            self._saved_fd = None
+
+    def _restore_stderr(self, keep_log: bool) -> None:
+        if self._saved_fd is None:
+            return
+        sys.stderr.flush()
+        os.dup2(self._saved_fd, 2)
+        os.close(self._saved_fd)
+        self._saved_fd = None
+        for handler in logging.getLogger().handlers:
+            if isinstance(handler, ConsoleHandler) and handler.stream is self._console:
+                handler.setStream(sys.stderr)
+        self._console.close()
+        self._console = None
+        if self.worker_log and not keep_log:
+            os.unlink(self.worker_log)
+            self.worker_log = None
+
+
+def _is_fd2(stream) -> bool:
+    try:
+        return stream.fileno() == 2
+    except (AttributeError, OSError, ValueError):
+        return False
