@@ -17,6 +17,7 @@ import argparse
 import difflib
 import logging
 import os
+import re
 from dataclasses import dataclass
 
 import yaml
@@ -240,6 +241,20 @@ def clean_output_path(path: str) -> str:
     return stripped if stripped and not stripped.endswith(":/") and not stripped.endswith(":") else path
 
 
+#: A value a preset asks the user to replace (configs/dataflow.yaml: YOUR_PROJECT, YOUR_BUCKET ...).
+_PLACEHOLDER = re.compile(r"\bYOUR_[A-Z]+\b")
+
+
+def _placeholders(options: PipelineOptions) -> list[str]:
+    """``--name=value`` of every option whose value still holds a preset's placeholder."""
+    found = []
+    for name, value in sorted(options.get_all_options(drop_default=True).items()):
+        for item in value if isinstance(value, list) else [value]:
+            if isinstance(item, str) and _PLACEHOLDER.search(item):
+                found.append(f"--{name}={item}")
+    return found
+
+
 def is_local_runner(options: PipelineOptions) -> bool:
     runner = (options.view_as(StandardOptions).runner or DEFAULT_RUNNER).lower()
     return runner in LOCAL_RUNNERS or runner + "runner" in LOCAL_RUNNERS
@@ -281,6 +296,11 @@ def load_job(argv: list[str], *, output_required: bool = True) -> Job:
         raw_limit=ours.raw_limit,
     )
     problems = settings.problems()
+    placeholders = _placeholders(options)
+    if placeholders:
+        # Refused here: matching gs://YOUR_BUCKET/... would retry the network for minutes.
+        problems.append(f"replace the placeholders first ({', '.join(placeholders)}); the preset's "
+                        "comments say what each one is")
     runner_problem = _runner_problem(standard.runner)
     if runner_problem:
         problems.append(runner_problem)

@@ -145,7 +145,7 @@ def test_bundled_presets_load(preset, tmp_path, monkeypatch):
     monkeypatch.chdir(ROOT)  # presets name the bundled samples by relative path
     argv = ["--config", str(ROOT / "configs" / preset), "--output", str(tmp_path / "out")]
     if preset == "dataflow.yaml":
-        # Placeholders for a bucket this machine cannot reach: planning is where it stops.
+        # Placeholders still to fill in: refused before anything touches gs://.
         with pytest.raises(ConfigError, match="gs://YOUR_BUCKET"):
             load_job(argv)
         return
