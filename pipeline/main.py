@@ -29,10 +29,12 @@ from typing import Callable
 
 import apache_beam as beam
 from apache_beam.io.filesystems import FileSystems
+from apache_beam.options.pipeline_options import StandardOptions
 from apache_beam.runners.runner import PipelineState
 
 from pipeline.build import build
 from pipeline.options import ConfigError, ConvNormOptions, Job, is_local_runner, load_job
+from pipeline.prism import PrismError, prism_services
 from pipeline.sinks import OUTPUT_DIRS, SUMMARY_FILE, WriteShards, WriteSummary
 from pipeline.sources import ReadConversationLogs
 from transforms.conversations import CheckConversations, SummarizeValidation
@@ -210,4 +212,20 @@ def main(argv: list[str] | None = None) -> int:
     except ConfigError as error:
         print(f"convnorm: error: {error}", file=sys.stderr)
         return 2
-    return handler(job)
+    try:
+        if job.options.view_as(StandardOptions).streaming:
+            return _run_streaming(command, job)
+        with prism_services(job.options):  # a Prism run: Prism and its workers on loopback only
+            return handler(job)
+    except PrismError as error:
+        print(f"convnorm: error: {error}", file=sys.stderr)
+        return 2
+
+
+def _run_streaming(command: str, job: Job) -> int:
+    if command != "run":
+        print(f"convnorm: error: {command} does not stream; drop --streaming", file=sys.stderr)
+        return 2
+    from pipeline.streaming import run_streaming  # see docs/streaming.md
+
+    return run_streaming(job)

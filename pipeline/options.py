@@ -74,6 +74,16 @@ class ConvNormOptions(PipelineOptions):
                            help="records per batch between reading and writing")
         group.add_argument("--dead-letter-raw-limit", dest="raw_limit", type=int, default=DEFAULT_RAW_LIMIT,
                            help="characters of raw input kept in a dead letter")
+        # Streaming mode (Beam's own --streaming turns it on; see docs/streaming.md).
+        group.add_argument("--window", default="60s", help="streaming: window of the summaries, e.g. 60s, 5m")
+        group.add_argument("--poll-interval", dest="poll_interval", default="2s",
+                           help="streaming: how often the --input patterns are matched")
+        group.add_argument("--include-existing", dest="include_existing", action=argparse.BooleanOptionalAction,
+                           default=False, help="streaming: also read files present at start that have no output yet")
+        group.add_argument("--stop-after", dest="stop_after", default=None,
+                           help="streaming: stop watching after this long (e.g. 10m), then drain and exit")
+        group.add_argument("--stop-file", dest="stop_file", default=None,
+                           help="streaming: stop watching once this file exists, then drain and exit")
 
 
 def _our_flags() -> dict[str, tuple[str, bool]]:
@@ -145,6 +155,45 @@ class Job:
     output_format: str
     overwrite: bool
     batch_size: int
+
+
+_DURATION_UNITS = {"": 1, "s": 1, "m": 60, "h": 3600}
+
+
+def parse_duration(text: str) -> float:
+    """``90``, ``90s``, ``1.5m``, ``2h`` -> seconds. Raises ValueError."""
+    value = str(text).strip().lower()
+    unit = value[-1:] if value[-1:] in _DURATION_UNITS and value[-1:] else ""
+    seconds = float(value[: len(value) - len(unit)]) * _DURATION_UNITS[unit]
+    if not seconds > 0:
+        raise ValueError(f"{text!r} is not a positive duration")
+    return seconds
+
+
+#: Runners that can run the streaming job (lower case, as --runner may spell them).
+STREAMING_RUNNERS = frozenset({"prismrunner", "flinkrunner", "dataflowrunner", "portablerunner"})
+
+
+def _streaming_problems(ours, runner: str) -> list[str]:
+    problems = []
+    name = runner.lower()
+    if name not in STREAMING_RUNNERS and name + "runner" not in STREAMING_RUNNERS:
+        problems.append(
+            f"--streaming needs a runner that can stream: PrismRunner (Beam's local runner; build it "
+            f"with .ci/build-prism), FlinkRunner or DataflowRunner; --runner {runner} runs batch only")
+    for flag, value in (("--window", ours.window), ("--poll-interval", ours.poll_interval),
+                        ("--stop-after", ours.stop_after)):
+        if value is None:
+            continue
+        try:
+            parse_duration(value)
+        except ValueError:
+            problems.append(f"{flag} {value!r}: expected a duration such as 90, 90s, 5m or 1h")
+    if ours.output_format != "jsonl":
+        problems.append("--streaming writes JSON Lines only (--output-format jsonl)")
+    if ours.stop_file and FileSystems.exists(ours.stop_file):
+        problems.append(f"--stop-file {ours.stop_file!r} exists already: remove it first")
+    return problems
 
 
 def _config_path(argv: list[str]) -> str | None:
@@ -237,15 +286,19 @@ def load_job(argv: list[str], *, output_required: bool = True,
         problems.append("--batch-size must be at least 1")
     if ours.shard_bytes < 1 << 16:
         problems.append("--shard-bytes must be at least 65536")
+    streaming = bool(standard.streaming)
+    if streaming:
+        problems += _streaming_problems(ours, standard.runner)
     if problems:
         raise ConfigError("; ".join(problems))
 
     try:
-        shards = plan_shards(ours.input, ours.shard_bytes)
+        # Streaming: files arrive later; the watcher matches the patterns as it runs.
+        shards = [] if streaming else plan_shards(ours.input, ours.shard_bytes)
     except InputError as error:
         raise ConfigError(str(error)) from None
 
-    if ours.output and not ours.overwrite:
+    if ours.output and not ours.overwrite and not streaming:
         taken = [name for name in output_names if FileSystems.exists(FileSystems.join(ours.output, name))]
         if taken:
             raise ConfigError(
