@@ -1,0 +1,617 @@
+"""Streaming mode: watch a landing directory, clean each file as it lands, windowed summaries.
+
+``convnorm --streaming --input 'landing/*.jsonl' --output out/ --runner PrismRunner``::
+
+    WatchLandingDirectory    poll the patterns (a splittable DoFn, like Beam's PeriodicImpulse
+                             and MatchContinuously, but it can be told to stop); each file once
+    ReadLandedFiles          each new file -> batches of raw records + its read statistics
+    NormalizeConversations   the batch job's composite, unchanged
+    WriteLandedOutputs       per file: its three outputs, written together and atomically, into
+                             the window it landed in; emits the file's partial summary
+    SummarizeWindows         per window, when it closes: OUT/<window>/summary.json, and the
+                             running total printed on the console
+
+Output layout (``<window>`` is ``20261130T120000Z-20261130T120100Z``, the window's start and
+end in UTC; ``<file>`` is the landed file's name without its suffix plus 8 hex digits of a
+hash of its full path, so two ``a.jsonl`` in different directories do not collide)::
+
+    OUT/<window>/<file>/normalized.jsonl, drops.jsonl, dead_letter.jsonl, source.json
+    OUT/<window>/summary.json        the window's totals (same fields as summary.json)
+    OUT/summary.json                 written when the run ends: the sum of every window summary
+
+A file's directory is written under a temporary dot-name and renamed into place in one step,
+so a reader of OUT sees a file's outputs complete or not at all. ``source.json`` holds the
+landed file's path and its totals; its presence is what "this file has output" means when a
+restart with ``--include-existing`` decides which files to process again.
+
+Landing convention: write a file elsewhere (or under a dot-name or a ``.tmp`` suffix in the
+directory), then rename it into place. Dot-files and ``*.tmp`` are never read; a file must
+also keep its size and modification time over two polls before it is read.
+
+Stopping drains: SIGINT/SIGTERM, ``--stop-after`` or ``--stop-file`` make the watcher stop
+polling and finish; every file already seen is processed to the end, the watermark moves to
+the end of time, the last windows close and are summarized, and ``summary.json`` is written.
+"""
+
+from __future__ import annotations
+
+import datetime
+import hashlib
+import json
+import logging
+import os
+import signal
+import threading
+import time
+import uuid
+from dataclasses import dataclass
+from typing import Any, NamedTuple, Tuple
+
+import apache_beam as beam
+from apache_beam.coders import BooleanCoder, PickleCoder
+from apache_beam.io.filesystems import FileSystems
+from apache_beam.io.restriction_trackers import OffsetRange, OffsetRestrictionTracker
+from apache_beam.io.watermark_estimators import ManualWatermarkEstimator
+from apache_beam.options.pipeline_options import StandardOptions
+from apache_beam.runners.runner import PipelineState
+from apache_beam.transforms import window as beam_window
+from apache_beam.transforms.userstate import BagStateSpec, ReadModifyWriteStateSpec
+from apache_beam.utils.timestamp import Duration, Timestamp
+
+from pipeline.options import ConvNormOptions, Job, parse_duration
+from pipeline.prism import prism_services
+from pipeline.sinks import FILE_FORMATS, SUMMARY_FILE
+from pipeline.sources import FILE_KINDS, Shard, file_suffix, iter_batches
+from transforms import summary as summaries
+from transforms.conversations import NormalizeConversations, _MergeSummaries
+from transforms.records import Batch, Settings
+
+LOG = logging.getLogger("convnorm")
+
+OUTPUT_KINDS = ("normalized", "drops", "dead_letter")
+SOURCE_FILE = "source.json"
+#: Polls of the watcher before it gives up on a restriction (never reached in practice).
+_MAX_POLLS = 1 << 62
+
+
+# --------------------------------------------------------------------------------------------
+# Names (plain functions)
+
+
+def canonical_path(path: str) -> str:
+    """A landed file's path as convnorm names it: absolute for local files."""
+    return path if "://" in path else os.path.abspath(path)
+
+
+def source_id(path: str) -> str:
+    """The output name of a landed file: its name without its suffix, and a hash of its path."""
+    path = canonical_path(path)
+    name = path.rstrip("/").rsplit("/", 1)[-1]
+    suffix = file_suffix(name)
+    if suffix:
+        name = name[: -len(suffix)]
+    return f"{name}-{hashlib.sha1(path.encode()).hexdigest()[:8]}"
+
+
+def shard_number(path: str) -> int:
+    """A stable number for a landed file (batches carry a number, not a path)."""
+    return int(hashlib.sha1(canonical_path(path).encode()).hexdigest()[:12], 16)
+
+
+def _utc(ts: Timestamp) -> str:
+    return datetime.datetime.fromtimestamp(ts.micros / 1e6, tz=datetime.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
+
+
+def window_name(window: beam_window.IntervalWindow) -> str:
+    return f"{_utc(window.start)}-{_utc(window.end)}"
+
+
+def is_ignored(path: str) -> bool:
+    """Files still being written by the landing convention: dot-files and ``*.tmp``."""
+    name = path.rstrip("/").rsplit("/", 1)[-1]
+    return name.startswith(".") or name.endswith(".tmp")
+
+
+def processed_sources(output: str) -> set[str]:
+    """Source ids that already have complete outputs under ``output`` (their source.json)."""
+    pattern = FileSystems.join(output, "*", "*", SOURCE_FILE)
+    found = FileSystems.match([pattern])[0].metadata_list
+    return {meta.path.rsplit("/", 2)[-2] for meta in found}
+
+
+def window_summaries(output: str) -> list[str]:
+    pattern = FileSystems.join(output, "*", SUMMARY_FILE)
+    return sorted(meta.path for meta in FileSystems.match([pattern])[0].metadata_list)
+
+
+def _as_partial(doc: dict) -> dict:
+    # A finished summary document, minus its labels, adds up like a partial summary.
+    return {k: v for k, v in doc.items() if k not in ("profile", "accounted")}
+
+
+def _read_json(path: str) -> dict:
+    with FileSystems.open(path) as handle:
+        return json.loads(handle.read())
+
+
+def _write_json_atomically(doc: dict, path: str) -> None:
+    directory, name = path.rsplit("/", 1)
+    temp = FileSystems.join(directory, f".{name}.{uuid.uuid4().hex}.tmp")
+    with FileSystems.create(temp, mime_type="application/json") as handle:
+        handle.write(json.dumps(doc, indent=2, ensure_ascii=False).encode() + b"\n")
+    if FileSystems.exists(path):
+        FileSystems.delete([path])  # convnorm's own summary, about to be replaced by a superset
+    FileSystems.rename([temp], [path])
+
+
+def total_of_windows(output: str, settings: Settings) -> dict:
+    """``summary.json`` of a streaming output: the sum of every window summary in it."""
+    total: dict = {}
+    for path in window_summaries(output):
+        total = summaries.merge(total, _as_partial(_read_json(path)))
+    return summaries.finalize(total, profile=settings.profile, check=settings.check)
+
+
+# --------------------------------------------------------------------------------------------
+# Watching
+
+
+@dataclass(frozen=True)
+class WatchPlan:
+    """What the watcher looks at and when it stops (built before the pipeline)."""
+
+    patterns: tuple[str, ...]
+    output: str
+    poll_interval_s: float
+    #: Files present at start that are not to be read (without --include-existing: all of them).
+    skipped_at_start: frozenset
+    stop_files: tuple[str, ...]
+    #: Seconds since the epoch; None: no time limit.
+    stop_at: float | None
+
+
+class _PollTracker(OffsetRestrictionTracker):
+    """Poll numbers; refuses runner splits (one watcher per pattern set), allows checkpoints."""
+
+    def try_split(self, fraction_of_remainder):
+        if fraction_of_remainder > 0:
+            return None
+        return super().try_split(0)
+
+    def is_bounded(self):
+        return False
+
+
+class _PollRestrictions(beam.transforms.core.RestrictionProvider):
+    def initial_restriction(self, element):
+        return OffsetRange(0, _MAX_POLLS)
+
+    def create_tracker(self, restriction):
+        return _PollTracker(restriction)
+
+    def restriction_size(self, element, restriction):
+        return 1
+
+    def truncate(self, element, restriction):
+        return None  # a runner's drain (Dataflow): stop polling at once
+
+
+def should_stop(plan: WatchPlan, now: float) -> bool:
+    if plan.stop_at is not None and now >= plan.stop_at:
+        return True
+    return any(FileSystems.exists(path) for path in plan.stop_files)
+
+
+def ready_files(plan: WatchPlan, previous: dict, current: dict) -> list[str]:
+    """Paths worth emitting this poll: readable kind, not ignored, settled since the last poll."""
+    ready = []
+    for path, stamp in sorted(current.items()):
+        if path in plan.skipped_at_start or is_ignored(path) or file_suffix(path) is None:
+            continue
+        if previous.get(path) == stamp:
+            ready.append(path)
+    return ready
+
+
+class _WatchLanding(beam.DoFn):
+    """Splittable DoFn: poll the patterns every interval; emit each settled file, stamped with
+    the poll's time; advance the watermark to that time; finish when told to stop."""
+
+    def __init__(self, plan: WatchPlan) -> None:
+        self._plan = plan
+
+    def setup(self) -> None:
+        self._previous: dict = {}  # path -> (size, mtime) at the last poll
+        self._emitted: set = set()  # saves emitting a path every poll; _FirstSight is the guarantee
+        self._warned: set = set()
+
+    def _match(self) -> dict:
+        current = {}
+        output = canonical_path(self._plan.output).rstrip("/") + "/"
+        for pattern in self._plan.patterns:
+            for meta in FileSystems.match([pattern])[0].metadata_list:
+                path = canonical_path(meta.path)
+                if path.startswith(output):
+                    continue  # never read convnorm's own outputs back
+                current[path] = (meta.size_in_bytes, meta.last_updated_in_seconds)
+        return current
+
+    @beam.DoFn.unbounded_per_element()
+    def process(self, element,
+                tracker=beam.DoFn.RestrictionParam(_PollRestrictions()),
+                watermark=beam.DoFn.WatermarkEstimatorParam(ManualWatermarkEstimator.default_provider())):
+        poll = tracker.current_restriction().start
+        if should_stop(self._plan, time.time()):
+            LOG.info("watcher: stop requested; draining")
+            tracker.try_claim(tracker.current_restriction().stop - 1)  # the whole range: done
+            return
+        if not tracker.try_claim(poll):
+            return
+        current = self._match()
+        now = Timestamp.now()
+        for path in ready_files(self._plan, self._previous, current):
+            if path not in self._emitted:
+                self._emitted.add(path)
+                yield beam.window.TimestampedValue(path, now)
+        for path in current:
+            if path not in self._warned and not is_ignored(path) and file_suffix(path) is None:
+                self._warned.add(path)
+                LOG.warning("watcher: %s matches --input but its kind is unknown (want one of %s); not read",
+                            path, ", ".join(FILE_KINDS))
+        self._previous = current
+        if watermark.current_watermark() is None or now > watermark.current_watermark():
+            watermark.set_watermark(now)
+        tracker.defer_remainder(Duration(self._plan.poll_interval_s))
+
+
+class _FirstSight(beam.DoFn):
+    """Keyed by path: pass each path on the first time only (the exactly-once guarantee)."""
+
+    SEEN = ReadModifyWriteStateSpec("seen", BooleanCoder())
+
+    def process(self, keyed, seen=beam.DoFn.StateParam(SEEN)):
+        path, _ = keyed
+        if not seen.read():
+            seen.write(True)
+            yield path
+
+
+class WatchLandingDirectory(beam.PTransform):
+    """PBegin -> landed file paths, each once, timestamped with the poll that found it."""
+
+    def __init__(self, plan: WatchPlan) -> None:
+        super().__init__()
+        self._plan = plan
+
+    def expand(self, pbegin):
+        return (
+            pbegin
+            | "Start" >> beam.Impulse()
+            | "Poll" >> beam.ParDo(_WatchLanding(self._plan))
+            | "KeyByPath" >> beam.Map(lambda path: (path, None)).with_output_types(Tuple[str, None])
+            | "FirstSight" >> beam.ParDo(_FirstSight())
+        )
+
+
+# --------------------------------------------------------------------------------------------
+# Reading, writing, summarizing
+
+
+class _ReadLandedFile(beam.DoFn):
+    STATS = "read_stats"
+
+    def __init__(self, batch_size: int) -> None:
+        self._batch_size = batch_size
+
+    def process(self, path: str):
+        shard = Shard(shard_number(path), path, file_suffix(path), 0, None)
+        stats = {"records": 0, "blank_lines": 0}
+        yield from iter_batches(shard, self._batch_size, stats)
+        LOG.info("read %s: %d records", path, stats["records"])
+        yield beam.pvalue.TaggedOutput(self.STATS, {"shard": shard.index, "path": path, **stats})
+
+
+class LandedRead(NamedTuple):
+    batches: beam.PCollection
+    stats: beam.PCollection
+
+
+class ReadLandedFiles(beam.PTransform):
+    """Landed file paths -> batches of raw records and one read-statistics record per file."""
+
+    def __init__(self, batch_size: int) -> None:
+        super().__init__()
+        self._batch_size = batch_size
+
+    def expand(self, paths):
+        read = _ReadLandedFile(self._batch_size)
+        out = paths | "Read" >> beam.ParDo(read).with_outputs(read.STATS, main="batches")
+        return LandedRead(out.batches, out[read.STATS])
+
+
+def write_source_outputs(output: str, window: str, stats: dict, parts: dict[str, list[Batch]],
+                         messages_field: str, id_field: str) -> dict:
+    """Write one landed file's outputs into ``OUTPUT/<window>/<source id>/`` in one rename;
+    return its partial summary. A directory already in place (a retried write) is kept."""
+    ordered = {kind: [item for batch in sorted(parts.get(kind, []), key=lambda b: b.start) for item in batch.items]
+               for kind in OUTPUT_KINDS}
+    part = summaries.partial(stats["records"], ordered["drops"], ordered["dead_letter"], stats["blank_lines"])
+    name = source_id(stats["path"])
+    final = FileSystems.join(output, window, name)
+    if FileSystems.exists(final):
+        return part
+    temp = FileSystems.join(output, f".tmp-{name}-{uuid.uuid4().hex}")
+    FileSystems.mkdirs(temp)
+    jsonl = FILE_FORMATS["jsonl"]
+    for kind in OUTPUT_KINDS:
+        writer = jsonl.open(FileSystems.join(temp, kind + jsonl.extension), id_field, messages_field)
+        writer.write(ordered[kind])
+        writer.close()
+    source = {"source": stats["path"], "window": window, **summaries.finalize(part)}
+    with FileSystems.create(FileSystems.join(temp, SOURCE_FILE), mime_type="application/json") as handle:
+        handle.write(json.dumps(source, indent=2, ensure_ascii=False).encode() + b"\n")
+    window_dir = FileSystems.join(output, window)
+    if not FileSystems.exists(window_dir):
+        try:
+            FileSystems.mkdirs(window_dir)
+        except OSError:
+            pass  # created meanwhile by another file's write
+    FileSystems.rename([temp], [final])
+    return part
+
+
+def _complete(counts: dict) -> bool:
+    # Every raw record ends as one normalized record (with one drops record) or one dead letter.
+    return ("records" in counts and counts.get("normalized", 0) + counts.get("dead_letter", 0) == counts["records"]
+            and counts.get("drops", 0) == counts.get("normalized", 0))
+
+
+class _AssembleLandedFile(beam.DoFn):
+    """Keyed by file: collect its output batches and read statistics; once they account for
+    every record read, write the file's outputs and emit its partial summary."""
+
+    PARTS = BagStateSpec("parts", PickleCoder())
+    COUNTS = ReadModifyWriteStateSpec("counts", PickleCoder())
+
+    def __init__(self, output: str, messages_field: str, id_field: str) -> None:
+        self._output = output
+        self._messages_field = messages_field
+        self._id_field = id_field
+
+    def process(self, keyed, window=beam.DoFn.WindowParam,
+                parts=beam.DoFn.StateParam(PARTS), counts_state=beam.DoFn.StateParam(COUNTS)):
+        _, (kind, value) = keyed
+        counts = counts_state.read() or {}
+        if kind == "stats":
+            counts["records"] = value["records"]
+            counts["stats"] = value
+        else:
+            counts[kind] = counts.get(kind, 0) + len(value.items)
+            parts.add((kind, value))
+        if not _complete(counts):
+            counts_state.write(counts)
+            return
+        by_kind: dict[str, list] = {}
+        for part_kind, batch in parts.read():
+            by_kind.setdefault(part_kind, []).append(batch)
+        parts.clear()
+        counts_state.clear()
+        yield write_source_outputs(self._output, window_name(window), counts["stats"], by_kind,
+                                   self._messages_field, self._id_field)
+
+
+class WriteLandedOutputs(beam.PTransform):
+    """(normalized, drops, dead letters, read stats) -> per-file outputs; per-file partial summaries."""
+
+    def __init__(self, output: str, settings: Settings) -> None:
+        super().__init__()
+        self._output = output
+        self._settings = settings
+
+    def expand(self, inputs):
+        normalized, drops, dead_letters, stats = inputs
+        keyed = Tuple[int, Tuple[str, Any]]
+        tagged = [
+            pcoll | f"Key{kind}" >> beam.Map(lambda batch, kind=kind: (batch.shard, (kind, batch))).with_output_types(keyed)
+            for kind, pcoll in zip(OUTPUT_KINDS, (normalized, drops, dead_letters))
+        ]
+        tagged.append(stats | "KeyStats" >> beam.Map(lambda s: (s["shard"], ("stats", s))).with_output_types(keyed))
+        return (
+            tagged
+            | "ByFile" >> beam.Flatten()
+            | "Assemble" >> beam.ParDo(_AssembleLandedFile(
+                self._output, self._settings.messages_field, self._settings.id_field))
+        )
+
+
+class _WriteWindowSummary(beam.DoFn):
+    """A closed window's summary -> ``OUT/<window>/summary.json`` (added to one a previous run
+    wrote for the same window); passes (window name, this run's summary) on."""
+
+    def __init__(self, output: str, settings: Settings) -> None:
+        self._output = output
+        self._settings = settings
+
+    def process(self, doc: dict, window=beam.DoFn.WindowParam):
+        name = window_name(window)
+        path = FileSystems.join(self._output, name, SUMMARY_FILE)
+        merged = doc
+        if FileSystems.exists(path):
+            merged = summaries.finalize(summaries.merge(_as_partial(_read_json(path)), _as_partial(doc)),
+                                        profile=self._settings.profile, check=self._settings.check)
+        _write_json_atomically(merged, path)
+        yield name, doc
+
+
+def running_total_line(window: str, doc: dict, total: dict) -> str:
+    return (f"window {window}: {doc['records_in']} records in, {doc['records_out']} normalized, "
+            f"{doc['dead_letters']} dead letters, {doc['dropped']} messages dropped | running total: "
+            f"{total['records_in']} in, {total['records_out']} normalized, {total['dead_letters']} dead letters, "
+            f"{total['dropped']} dropped")
+
+
+class _RunningTotal(beam.DoFn):
+    """One key, global window: add each closed window's summary to the run's total; print both."""
+
+    TOTAL = ReadModifyWriteStateSpec("total", PickleCoder())
+
+    def process(self, keyed, total_state=beam.DoFn.StateParam(TOTAL)):
+        _, (name, doc) = keyed
+        total = summaries.merge(total_state.read() or {}, _as_partial(doc))
+        total_state.write(total)
+        line = running_total_line(name, doc, summaries.finalize(total))
+        print(line, flush=True)
+        yield line
+
+
+class SummarizeWindows(beam.PTransform):
+    """Per-file partial summaries -> one summary per window when it closes (written, and the
+    running total printed)."""
+
+    def __init__(self, output: str, settings: Settings) -> None:
+        super().__init__()
+        self._output = output
+        self._settings = settings
+
+    def expand(self, partials):
+        finish = _finisher(self._settings)
+        return (
+            partials
+            | "Merge" >> beam.CombineGlobally(_MergeSummaries(finish)).without_defaults()
+            | "Write" >> beam.ParDo(_WriteWindowSummary(self._output, self._settings))
+            | "Rewindow" >> beam.WindowInto(beam_window.GlobalWindows())
+            | "OneKey" >> beam.Map(lambda named: ("total", named)).with_output_types(Tuple[str, Any])
+            | "RunningTotal" >> beam.ParDo(_RunningTotal())
+        )
+
+
+class _Finisher:
+    # A picklable stand-in for functools.partial(summaries.finalize, ...).
+    def __init__(self, profile: str, check: bool) -> None:
+        self._profile = profile
+        self._check = check
+
+    def __call__(self, total: dict) -> dict:
+        return summaries.finalize(total, profile=self._profile, check=self._check)
+
+
+def _finisher(settings: Settings) -> _Finisher:
+    return _Finisher(settings.profile, settings.check)
+
+
+class StreamingOutputs(NamedTuple):
+    partials: beam.PCollection
+    console: beam.PCollection
+
+
+def build_streaming(pipeline: beam.Pipeline, job: Job, plan: WatchPlan, window_s: float,
+                    batch_size: int) -> StreamingOutputs:
+    """Apply the streaming job to ``pipeline``."""
+    paths = pipeline | "Watch" >> WatchLandingDirectory(plan)
+    windowed = paths | "Window" >> beam.WindowInto(beam_window.FixedWindows(window_s))
+    read = windowed | "ReadLanded" >> ReadLandedFiles(batch_size)
+    out = read.batches | "Normalize" >> NormalizeConversations(job.settings)
+    partials = (out.records, out.drops, out.dead_letters, read.stats) | "WriteLanded" >> WriteLandedOutputs(
+        job.output, job.settings)
+    console = partials | "SummarizeWindows" >> SummarizeWindows(job.output, job.settings)
+    return StreamingOutputs(partials, console)
+
+
+# --------------------------------------------------------------------------------------------
+# Running
+
+
+def plan_watch(job: Job, stop_marker: str) -> WatchPlan:
+    ours = job.options.view_as(ConvNormOptions)
+    present: set[str] = set()
+    for pattern in job.inputs:
+        present |= {canonical_path(m.path) for m in FileSystems.match([pattern])[0].metadata_list}
+    if ours.include_existing:
+        done = processed_sources(job.output) if FileSystems.exists(job.output) else set()
+        skipped = {path for path in present if source_id(path) in done}
+        LOG.info("%d file(s) present at start: %d already have output, the rest are read",
+                 len(present), len(skipped))
+    else:
+        skipped = present
+        if present:
+            LOG.info("%d file(s) present at start are not read (pass --include-existing to read them)",
+                     len(present))
+    stop_after = parse_duration(ours.stop_after) if ours.stop_after else None
+    return WatchPlan(
+        patterns=tuple(job.inputs),
+        output=job.output,
+        poll_interval_s=parse_duration(ours.poll_interval),
+        skipped_at_start=frozenset(skipped),
+        stop_files=tuple(p for p in (ours.stop_file, stop_marker) if p),
+        stop_at=None if stop_after is None else time.time() + stop_after,
+    )
+
+
+class _StopOnSignal:
+    """SIGINT/SIGTERM -> create the run's stop marker (the watcher drains); a second signal
+    gets the default behaviour, for a user who does not want to wait."""
+
+    def __init__(self, marker: str) -> None:
+        self._marker = marker
+        self.signalled = threading.Event()
+
+    def __enter__(self):
+        self._previous = {s: signal.signal(s, self._handle) for s in (signal.SIGINT, signal.SIGTERM)}
+        return self
+
+    def _handle(self, signum, frame):
+        if self.signalled.is_set():
+            signal.signal(signum, self._previous[signum])
+            os.kill(os.getpid(), signum)
+            return
+        self.signalled.set()
+        print(f"convnorm: {signal.Signals(signum).name}: draining (every file seen is finished, the last "
+              "windows close); signal again to abort", flush=True)
+        with FileSystems.create(self._marker) as handle:
+            handle.write(b"stop\n")
+
+    def __exit__(self, *exc):
+        for s, handler in self._previous.items():
+            signal.signal(s, handler)
+        return False
+
+
+_TERMINAL = {PipelineState.DONE, PipelineState.FAILED, PipelineState.CANCELLED, PipelineState.UPDATED,
+             PipelineState.DRAINED}
+
+
+def run_streaming(job: Job) -> int:
+    """Run the streaming job until it is stopped and drained; write summary.json; exit status."""
+    ours = job.options.view_as(ConvNormOptions)
+    job.options.view_as(StandardOptions).streaming = True
+    if not FileSystems.exists(job.output):
+        FileSystems.mkdirs(job.output)
+    stop_marker = FileSystems.join(job.output, f".stop-{uuid.uuid4().hex}")
+    plan = plan_watch(job, stop_marker)
+    window_s = parse_duration(ours.window)
+    print(f"convnorm: watching {', '.join(job.inputs)} every {plan.poll_interval_s:g} s; windows of "
+          f"{window_s:g} s under {job.output}/; stop with Ctrl-C / SIGTERM"
+          + (f", --stop-file {ours.stop_file}" if ours.stop_file else "")
+          + (f", after {ours.stop_after}" if ours.stop_after else ""), flush=True)
+    try:
+        with prism_services(job.options), _StopOnSignal(stop_marker):
+            pipeline = beam.Pipeline(options=job.options)
+            build_streaming(pipeline, job, plan, window_s, job.batch_size)
+            result = pipeline.run()
+            state = result.state
+            while state not in _TERMINAL:
+                time.sleep(0.5)  # interruptible: the signal handler runs between sleeps
+                state = result.state
+            state = result.wait_until_finish()
+    finally:
+        if FileSystems.exists(stop_marker):
+            FileSystems.delete([stop_marker])
+    if state != PipelineState.DONE:
+        LOG.error("the streaming pipeline ended in state %s", state)
+        return 1
+    total = total_of_windows(job.output, job.settings)
+    _write_json_atomically(total, FileSystems.join(job.output, SUMMARY_FILE))
+    print(summaries.format_table(total))
+    print(f"outputs: {job.output}/<window>/<file>/{{normalized,drops,dead_letter}}.jsonl, "
+          f"{job.output}/<window>/{SUMMARY_FILE} and {job.output}/{SUMMARY_FILE}")
+    return 0 if total["accounted"] else 1
