@@ -126,7 +126,7 @@ def window_summaries(output: str) -> list[str]:
 
 def _as_partial(doc: dict) -> dict:
     # A finished summary document, minus its labels, adds up like a partial summary.
-    return {k: v for k, v in doc.items() if k not in ("profile", "accounted")}
+    return {k: v for k, v in doc.items() if k not in ("profile", "accounted", "source", "window")}
 
 
 def _read_json(path: str) -> dict:
@@ -142,6 +142,16 @@ def _write_json_atomically(doc: dict, path: str) -> None:
     if FileSystems.exists(path):
         FileSystems.delete([path])  # convnorm's own summary, about to be replaced by a superset
     FileSystems.rename([temp], [path])
+
+
+def window_total(output: str, window: str, settings: Settings) -> dict:
+    """A window's summary: the sum of its files' totals (their source.json) on disk, so a
+    restart that adds files to a window, or a retried write, gives the right total."""
+    total: dict = {}
+    pattern = FileSystems.join(output, window, "*", SOURCE_FILE)
+    for meta in sorted(FileSystems.match([pattern])[0].metadata_list, key=lambda m: m.path):
+        total = summaries.merge(total, _as_partial(_read_json(meta.path)))
+    return summaries.finalize(total, profile=settings.profile, check=settings.check)
 
 
 def total_of_windows(output: str, settings: Settings) -> dict:
@@ -330,7 +340,7 @@ class ReadLandedFiles(beam.PTransform):
 
 
 def write_source_outputs(output: str, window: str, stats: dict, parts: dict[str, list[Batch]],
-                         messages_field: str, id_field: str) -> dict:
+                         settings: Settings) -> dict:
     """Write one landed file's outputs into ``OUTPUT/<window>/<source id>/`` in one rename;
     return its partial summary. A directory already in place (a retried write) is kept."""
     ordered = {kind: [item for batch in sorted(parts.get(kind, []), key=lambda b: b.start) for item in batch.items]
@@ -344,10 +354,12 @@ def write_source_outputs(output: str, window: str, stats: dict, parts: dict[str,
     FileSystems.mkdirs(temp)
     jsonl = FILE_FORMATS["jsonl"]
     for kind in OUTPUT_KINDS:
-        writer = jsonl.open(FileSystems.join(temp, kind + jsonl.extension), id_field, messages_field)
+        writer = jsonl.open(FileSystems.join(temp, kind + jsonl.extension), settings.id_field,
+                            settings.messages_field)
         writer.write(ordered[kind])
         writer.close()
-    source = {"source": stats["path"], "window": window, **summaries.finalize(part)}
+    source = {"source": stats["path"], "window": window,
+              **summaries.finalize(part, profile=settings.profile, check=settings.check)}
     with FileSystems.create(FileSystems.join(temp, SOURCE_FILE), mime_type="application/json") as handle:
         handle.write(json.dumps(source, indent=2, ensure_ascii=False).encode() + b"\n")
     window_dir = FileSystems.join(output, window)
@@ -373,10 +385,9 @@ class _AssembleLandedFile(beam.DoFn):
     PARTS = BagStateSpec("parts", PickleCoder())
     COUNTS = ReadModifyWriteStateSpec("counts", PickleCoder())
 
-    def __init__(self, output: str, messages_field: str, id_field: str) -> None:
+    def __init__(self, output: str, settings: Settings) -> None:
         self._output = output
-        self._messages_field = messages_field
-        self._id_field = id_field
+        self._settings = settings
 
     def process(self, keyed, window=beam.DoFn.WindowParam,
                 parts=beam.DoFn.StateParam(PARTS), counts_state=beam.DoFn.StateParam(COUNTS)):
@@ -396,8 +407,7 @@ class _AssembleLandedFile(beam.DoFn):
             by_kind.setdefault(part_kind, []).append(batch)
         parts.clear()
         counts_state.clear()
-        yield write_source_outputs(self._output, window_name(window), counts["stats"], by_kind,
-                                   self._messages_field, self._id_field)
+        yield write_source_outputs(self._output, window_name(window), counts["stats"], by_kind, self._settings)
 
 
 class WriteLandedOutputs(beam.PTransform):
@@ -419,14 +429,13 @@ class WriteLandedOutputs(beam.PTransform):
         return (
             tagged
             | "ByFile" >> beam.Flatten()
-            | "Assemble" >> beam.ParDo(_AssembleLandedFile(
-                self._output, self._settings.messages_field, self._settings.id_field))
+            | "Assemble" >> beam.ParDo(_AssembleLandedFile(self._output, self._settings))
         )
 
 
 class _WriteWindowSummary(beam.DoFn):
-    """A closed window's summary -> ``OUT/<window>/summary.json`` (added to one a previous run
-    wrote for the same window); passes (window name, this run's summary) on."""
+    """A window closed: write ``OUT/<window>/summary.json`` (``window_total``); pass
+    (window name, this run's summary of it) on to the console."""
 
     def __init__(self, output: str, settings: Settings) -> None:
         self._output = output
@@ -434,12 +443,8 @@ class _WriteWindowSummary(beam.DoFn):
 
     def process(self, doc: dict, window=beam.DoFn.WindowParam):
         name = window_name(window)
-        path = FileSystems.join(self._output, name, SUMMARY_FILE)
-        merged = doc
-        if FileSystems.exists(path):
-            merged = summaries.finalize(summaries.merge(_as_partial(_read_json(path)), _as_partial(doc)),
-                                        profile=self._settings.profile, check=self._settings.check)
-        _write_json_atomically(merged, path)
+        total = window_total(self._output, name, self._settings)
+        _write_json_atomically(total, FileSystems.join(self._output, name, SUMMARY_FILE))
         yield name, doc
 
 

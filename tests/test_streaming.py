@@ -19,6 +19,7 @@ from pipeline.streaming import (
     should_stop,
     source_id,
     total_of_windows,
+    window_total,
     write_source_outputs,
 )
 from transforms import summary as summaries
@@ -100,7 +101,7 @@ def test_write_source_outputs_writes_one_directory_in_input_order(tmp_path):
         "drops": [Batch(1, 200, [_metrics(2)]), Batch(1, 0, [_metrics(0), _metrics(1)])],
         "dead_letter": [Batch(1, 100, [{"source": "x", "position": 100, "reason": "invalid_json"}])],
     }
-    part = write_source_outputs(str(tmp_path), "W", stats, parts, "messages", "id")
+    part = write_source_outputs(str(tmp_path), "W", stats, parts, Settings())
     target = tmp_path / "W" / source_id("/landing/a.jsonl")
     assert sorted(p.name for p in target.iterdir()) == [
         "dead_letter.jsonl", "drops.jsonl", "normalized.jsonl", "source.json"]
@@ -112,11 +113,13 @@ def test_write_source_outputs_writes_one_directory_in_input_order(tmp_path):
     assert source["accounted"] and part["records_in"] == 4 and part["blank_lines"] == 1
     assert not [p for p in tmp_path.iterdir() if p.name.startswith(".")]  # no temporary left
     assert processed_sources(str(tmp_path)) == {target.name}
+    window = window_total(str(tmp_path), "W", Settings())  # the window's summary: its files' sum
+    assert (window["records_in"], window["records_out"], window["dead_letters"], window["dropped"]) == (4, 3, 1, 3)
 
 
 def test_an_empty_file_still_gets_its_outputs(tmp_path):
     stats = {"shard": 1, "path": "/landing/empty.jsonl", "records": 0, "blank_lines": 0}
-    write_source_outputs(str(tmp_path), "W", stats, {}, "messages", "id")
+    write_source_outputs(str(tmp_path), "W", stats, {}, Settings())
     target = tmp_path / "W" / source_id("/landing/empty.jsonl")
     assert (target / "normalized.jsonl").read_bytes() == b""
     assert json.loads((target / "source.json").read_text())["records_in"] == 0

@@ -183,16 +183,32 @@ def test_streaming_on_prism_end_to_end(tmp_path):
     assert (defects_dir / "normalized.jsonl").read_bytes() == (batch_out / "normalized/part-00000.jsonl").read_bytes()
     assert (defects_dir / "drops.jsonl").read_bytes() == (batch_out / "drops/part-00000.jsonl").read_bytes()
 
-    # A restart with --include-existing reads only the file without output.
+    # A restart with --include-existing reads only the file without output; a stop file ends it.
     _land(landing, "late.jsonl", LATE)
-    log2 = tmp_path / "run2.log"
-    proc = _start(landing, out, log2, "--include-existing", "--stop-after=6s")
-    status = _finish(proc, log2, START_TIMEOUT_S + DRAIN_TIMEOUT_S)
+    log2, stop_file = tmp_path / "run2.log", tmp_path / "stop-now"
+    proc = _start(landing, out, log2, "--include-existing", f"--stop-file={stop_file}")
+    try:
+        _wait_for(lambda: _outputs_of(out, landing / "late.jsonl"), START_TIMEOUT_S, proc, log2, "output of late.jsonl")
+        stop_file.write_text("")
+        status = _finish(proc, log2, DRAIN_TIMEOUT_S)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
     assert status == 0, log2.read_text()
+    assert "3 already have output" in log2.read_text()
     assert len(_outputs_of(out, landing / "late.jsonl")) == 1
     for name in expected:
         assert len(_outputs_of(out, landing / name)) == 1, f"{name} processed again"
     summary = json.loads((out / "summary.json").read_text())
     assert summary["records_in"] == 28 + 5 == summary["records_out"] + summary["dead_letters"]
     assert _sum_of_windows(out) == {key: summary[key] for key in COUNTED}
+
+    # Once more with everything done: nothing is read, --stop-after ends it, totals unchanged.
+    log3 = tmp_path / "run3.log"
+    proc = _start(landing, out, log3, "--include-existing", "--stop-after=3s")
+    assert _finish(proc, log3, START_TIMEOUT_S + DRAIN_TIMEOUT_S) == 0, log3.read_text()
+    assert "4 already have output" in log3.read_text()
+    assert len(list(out.glob("*/*/source.json"))) == 4
+    assert json.loads((out / "summary.json").read_text()) == summary
     print("latency from landing to output (s):", {k: round(v, 2) for k, v in latencies.items()})
