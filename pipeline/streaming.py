@@ -251,10 +251,7 @@ class _WatchLanding(beam.DoFn):
                 tracker=beam.DoFn.RestrictionParam(_PollRestrictions()),
                 watermark=beam.DoFn.WatermarkEstimatorParam(ManualWatermarkEstimator.default_provider())):
         poll = tracker.current_restriction().start
-        if should_stop(self._plan, time.time()):
-            LOG.info("watcher: stop requested; draining")
-            tracker.try_claim(tracker.current_restriction().stop - 1)  # the whole range: done
-            return
+        stopping = should_stop(self._plan, time.time())
         if not tracker.try_claim(poll):
             return
         current = self._match()
@@ -269,6 +266,12 @@ class _WatchLanding(beam.DoFn):
                 LOG.warning("watcher: %s matches --input but its kind is unknown (want one of %s); not read",
                             path, ", ".join(FILE_KINDS))
         self._previous = current
+        if stopping:
+            # This poll was the last: claiming the rest of the range finishes the watcher, and
+            # its watermark goes to the end of time once what it emitted is processed.
+            LOG.info("watcher: stop requested; draining")
+            tracker.try_claim(tracker.current_restriction().stop - 1)
+            return
         if watermark.current_watermark() is None or now > watermark.current_watermark():
             watermark.set_watermark(now)
         tracker.defer_remainder(Duration(self._plan.poll_interval_s))
@@ -420,9 +423,10 @@ class WriteLandedOutputs(beam.PTransform):
 
     def expand(self, inputs):
         normalized, drops, dead_letters, stats = inputs
-        keyed = Tuple[int, Tuple[str, Any]]
+        keyed = Tuple[int, Tuple[str, Any]]  # an int key: a deterministic coder for the state
         tagged = [
-            pcoll | f"Key{kind}" >> beam.Map(lambda batch, kind=kind: (batch.shard, (kind, batch))).with_output_types(keyed)
+            pcoll | f"Key{kind}" >> beam.Map(
+                lambda batch, kind=kind: (batch.shard, (kind, batch))).with_output_types(keyed)
             for kind, pcoll in zip(OUTPUT_KINDS, (normalized, drops, dead_letters))
         ]
         tagged.append(stats | "KeyStats" >> beam.Map(lambda s: (s["shard"], ("stats", s))).with_output_types(keyed))

@@ -161,3 +161,21 @@ def test_validate_does_not_stream(tmp_path, capsys):
     status = main(["validate", "--streaming", "--runner=PrismRunner", f"--input={tmp_path}/*.jsonl"])
     assert status == 2
     assert "does not stream" in capsys.readouterr().err
+
+
+def test_a_signal_asks_the_watcher_to_stop_through_the_runs_marker(tmp_path):
+    import os
+    import signal
+
+    from pipeline.streaming import _StopOnSignal
+
+    marker = tmp_path / ".stop-run"
+    before = signal.getsignal(signal.SIGTERM)
+    with _StopOnSignal(str(marker)) as stop:
+        os.kill(os.getpid(), signal.SIGTERM)
+        deadline = time.monotonic() + 5
+        while not stop.signalled.is_set() and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert stop.signalled.is_set()
+        assert should_stop(_plan(stop_files=(str(marker),)), time.time())
+    assert signal.getsignal(signal.SIGTERM) is before  # handlers restored after the run
