@@ -4,10 +4,10 @@
 
     WatchLandingDirectory    poll the patterns (a splittable DoFn, like Beam's PeriodicImpulse
                              and MatchContinuously, but it can be told to stop); each file once
-    ReadLandedFiles          each new file -> batches of raw records + its read statistics
-    NormalizeConversations   the batch job's composite, unchanged
-    WriteLandedOutputs       per file: its three outputs, written together and atomically, into
-                             the window it landed in; emits the file's partial summary
+    window                   fixed windows (--window) of the time a file was found
+    CleanLandedFiles         per file, in one call: read it in batches, normalize each with the
+                             batch job's NormalizeConversation, write its three outputs into
+                             the window's directory in one rename; emit its partial summary
     SummarizeWindows         per window, when it closes: OUT/<window>/summary.json, and the
                              running total printed on the console
 
@@ -45,17 +45,18 @@ import threading
 import time
 import uuid
 from dataclasses import dataclass
-from typing import Any, NamedTuple, Tuple
+from typing import NamedTuple, Tuple
 
 import apache_beam as beam
-from apache_beam.coders import BooleanCoder, PickleCoder
+from apache_beam.coders import BooleanCoder
 from apache_beam.io.filesystems import FileSystems
 from apache_beam.io.restriction_trackers import OffsetRange, OffsetRestrictionTracker
 from apache_beam.io.watermark_estimators import ManualWatermarkEstimator
 from apache_beam.options.pipeline_options import StandardOptions
 from apache_beam.runners.runner import PipelineState
 from apache_beam.transforms import window as beam_window
-from apache_beam.transforms.userstate import BagStateSpec, ReadModifyWriteStateSpec
+from apache_beam.pvalue import TaggedOutput
+from apache_beam.transforms.userstate import ReadModifyWriteStateSpec
 from apache_beam.utils.timestamp import Duration, Timestamp
 
 from pipeline.options import ConvNormOptions, Job, parse_duration
@@ -63,8 +64,8 @@ from pipeline.prism import prism_services
 from pipeline.sinks import FILE_FORMATS, SUMMARY_FILE
 from pipeline.sources import FILE_KINDS, Shard, file_suffix, iter_batches
 from transforms import summary as summaries
-from transforms.conversations import NormalizeConversations, _MergeSummaries
-from transforms.records import Batch, Settings
+from transforms.conversations import NormalizeConversation, _MergeSummaries
+from transforms.records import Settings
 
 LOG = logging.getLogger("convnorm")
 
@@ -310,136 +311,130 @@ class WatchLandingDirectory(beam.PTransform):
 # Reading, writing, summarizing
 
 
-class _ReadLandedFile(beam.DoFn):
-    STATS = "read_stats"
+class _OutputDirectory:
+    """One landed file's outputs, written as they come into a temporary dot-directory, then
+    renamed into ``OUTPUT/<window>/<source id>/`` in one step."""
 
-    def __init__(self, batch_size: int) -> None:
+    def __init__(self, output: str, window: str, path: str, settings: Settings) -> None:
+        self._settings = settings
+        self._path = path
+        self._window = window
+        name = source_id(path)
+        self.final = FileSystems.join(output, window, name)
+        self._window_dir = FileSystems.join(output, window)
+        self._temp = FileSystems.join(output, f".tmp-{name}-{uuid.uuid4().hex}")
+        FileSystems.mkdirs(self._temp)
+        jsonl = FILE_FORMATS["jsonl"]
+        self._writers = {
+            kind: jsonl.open(FileSystems.join(self._temp, kind + jsonl.extension), settings.id_field,
+                             settings.messages_field)
+            for kind in OUTPUT_KINDS
+        }
+        self.totals: dict = {}
+
+    def write(self, kind: str, items: list) -> None:
+        self._writers[kind].write(items)
+        if kind == "drops":
+            self.totals = summaries.merge(self.totals, summaries.partial(0, items))
+        elif kind == "dead_letter":
+            self.totals = summaries.merge(self.totals, summaries.partial(0, (), items))
+
+    def commit(self, records: int, blank_lines: int) -> dict:
+        """Close the files, add source.json, rename into place; the file's partial summary."""
+        for writer in self._writers.values():
+            writer.close()
+        part = summaries.merge(self.totals, summaries.partial(records, blank_lines=blank_lines))
+        source = {"source": self._path, "window": self._window,
+                  **summaries.finalize(part, profile=self._settings.profile, check=self._settings.check)}
+        with FileSystems.create(FileSystems.join(self._temp, SOURCE_FILE), mime_type="application/json") as handle:
+            handle.write(json.dumps(source, indent=2, ensure_ascii=False).encode() + b"\n")
+        if not FileSystems.exists(self._window_dir):
+            try:
+                FileSystems.mkdirs(self._window_dir)
+            except OSError:
+                pass  # created meanwhile by another file's write
+        FileSystems.rename([self._temp], [self.final])
+        return part
+
+    def abandon(self) -> None:
+        for writer in self._writers.values():
+            try:
+                writer.close()
+            except Exception:  # noqa: BLE001 — cleaning up after another error
+                pass
+        if FileSystems.exists(self._temp):
+            FileSystems.delete([self._temp])
+
+
+def has_output(output: str, path: str) -> bool:
+    """Whether a landed file already has its outputs in some window of ``output``."""
+    pattern = FileSystems.join(output, "*", source_id(path), SOURCE_FILE)
+    return bool(FileSystems.match([pattern])[0].metadata_list)
+
+
+_KIND_OF_TAG = {NormalizeConversation.DROPS: "drops", NormalizeConversation.DEAD_LETTER: "dead_letter"}
+
+
+class _CleanLandedFile(beam.DoFn):
+    """Thin: read one landed file in batches, normalize each with the batch job's
+    ``NormalizeConversation`` (same code, same counters), write the outputs as they come,
+    commit them in one rename, and emit the file's partial summary.
+
+    One file is one element and is done within one call, so its outputs need no state and no
+    shuffle. (A first version shuffled the batches to a stateful DoFn keyed by file; on Prism,
+    a split bundle's remainder could run before the first part's state was committed, and a
+    file's outputs were lost. Measured with 10 files of 2,000 records landing at once.)
+    """
+
+    def __init__(self, output: str, settings: Settings, batch_size: int) -> None:
+        self._output = output
+        self._settings = settings
         self._batch_size = batch_size
 
-    def process(self, path: str):
+    def setup(self) -> None:
+        self._normalize = NormalizeConversation(self._settings)
+        self._normalize.setup()
+
+    def process(self, path: str, window=beam.DoFn.WindowParam):
+        if has_output(self._output, path):
+            LOG.warning("%s has output already (a second sighting); not read again", path)
+            return
         shard = Shard(shard_number(path), path, file_suffix(path), 0, None)
         stats = {"records": 0, "blank_lines": 0}
-        yield from iter_batches(shard, self._batch_size, stats)
-        LOG.info("read %s: %d records", path, stats["records"])
-        yield beam.pvalue.TaggedOutput(self.STATS, {"shard": shard.index, "path": path, **stats})
+        target = _OutputDirectory(self._output, window_name(window), path, self._settings)
+        try:
+            for batch in iter_batches(shard, self._batch_size, stats):
+                for out in self._normalize.process(batch):
+                    if isinstance(out, TaggedOutput):
+                        target.write(_KIND_OF_TAG[out.tag], out.value.items)
+                    else:
+                        target.write("normalized", out.items)
+            part = target.commit(stats["records"], stats["blank_lines"])
+        except Exception:
+            target.abandon()
+            raise
+        LOG.info("%s: %d records -> %s", path, stats["records"], target.final)
+        yield part
 
 
-class LandedRead(NamedTuple):
-    batches: beam.PCollection
-    stats: beam.PCollection
+class CleanLandedFiles(beam.PTransform):
+    """Landed file paths -> each file's outputs in its window's directory; per-file partial
+    summaries (in the file's window)."""
 
-
-class ReadLandedFiles(beam.PTransform):
-    """Landed file paths -> batches of raw records and one read-statistics record per file."""
-
-    def __init__(self, batch_size: int) -> None:
+    def __init__(self, output: str, settings: Settings, batch_size: int) -> None:
         super().__init__()
+        self._output = output
+        self._settings = settings
         self._batch_size = batch_size
 
     def expand(self, paths):
-        read = _ReadLandedFile(self._batch_size)
-        out = paths | "Read" >> beam.ParDo(read).with_outputs(read.STATS, main="batches")
-        return LandedRead(out.batches, out[read.STATS])
-
-
-def write_source_outputs(output: str, window: str, stats: dict, parts: dict[str, list[Batch]],
-                         settings: Settings) -> dict:
-    """Write one landed file's outputs into ``OUTPUT/<window>/<source id>/`` in one rename;
-    return its partial summary. A directory already in place (a retried write) is kept."""
-    ordered = {kind: [item for batch in sorted(parts.get(kind, []), key=lambda b: b.start) for item in batch.items]
-               for kind in OUTPUT_KINDS}
-    part = summaries.partial(stats["records"], ordered["drops"], ordered["dead_letter"], stats["blank_lines"])
-    name = source_id(stats["path"])
-    final = FileSystems.join(output, window, name)
-    if FileSystems.exists(final):
-        return part
-    temp = FileSystems.join(output, f".tmp-{name}-{uuid.uuid4().hex}")
-    FileSystems.mkdirs(temp)
-    jsonl = FILE_FORMATS["jsonl"]
-    for kind in OUTPUT_KINDS:
-        writer = jsonl.open(FileSystems.join(temp, kind + jsonl.extension), settings.id_field,
-                            settings.messages_field)
-        writer.write(ordered[kind])
-        writer.close()
-    source = {"source": stats["path"], "window": window,
-              **summaries.finalize(part, profile=settings.profile, check=settings.check)}
-    with FileSystems.create(FileSystems.join(temp, SOURCE_FILE), mime_type="application/json") as handle:
-        handle.write(json.dumps(source, indent=2, ensure_ascii=False).encode() + b"\n")
-    window_dir = FileSystems.join(output, window)
-    if not FileSystems.exists(window_dir):
-        try:
-            FileSystems.mkdirs(window_dir)
-        except OSError:
-            pass  # created meanwhile by another file's write
-    FileSystems.rename([temp], [final])
-    return part
-
-
-def _complete(counts: dict) -> bool:
-    # Every raw record ends as one normalized record (with one drops record) or one dead letter.
-    return ("records" in counts and counts.get("normalized", 0) + counts.get("dead_letter", 0) == counts["records"]
-            and counts.get("drops", 0) == counts.get("normalized", 0))
-
-
-class _AssembleLandedFile(beam.DoFn):
-    """Keyed by file: collect its output batches and read statistics; once they account for
-    every record read, write the file's outputs and emit its partial summary."""
-
-    PARTS = BagStateSpec("parts", PickleCoder())
-    COUNTS = ReadModifyWriteStateSpec("counts", PickleCoder())
-
-    def __init__(self, output: str, settings: Settings) -> None:
-        self._output = output
-        self._settings = settings
-
-    def process(self, keyed, window=beam.DoFn.WindowParam,
-                parts=beam.DoFn.StateParam(PARTS), counts_state=beam.DoFn.StateParam(COUNTS)):
-        _, (kind, value) = keyed
-        counts = counts_state.read() or {}
-        if kind == "stats":
-            counts["records"] = value["records"]
-            counts["stats"] = value
-        else:
-            counts[kind] = counts.get(kind, 0) + len(value.items)
-            parts.add((kind, value))
-        if not _complete(counts):
-            counts_state.write(counts)
-            return
-        by_kind: dict[str, list] = {}
-        for part_kind, batch in parts.read():
-            by_kind.setdefault(part_kind, []).append(batch)
-        parts.clear()
-        counts_state.clear()
-        yield write_source_outputs(self._output, window_name(window), counts["stats"], by_kind, self._settings)
-
-
-class WriteLandedOutputs(beam.PTransform):
-    """(normalized, drops, dead letters, read stats) -> per-file outputs; per-file partial summaries."""
-
-    def __init__(self, output: str, settings: Settings) -> None:
-        super().__init__()
-        self._output = output
-        self._settings = settings
-
-    def expand(self, inputs):
-        normalized, drops, dead_letters, stats = inputs
-        keyed = Tuple[int, Tuple[str, Any]]  # an int key: a deterministic coder for the state
-        tagged = [
-            pcoll | f"Key{kind}" >> beam.Map(
-                lambda batch, kind=kind: (batch.shard, (kind, batch))).with_output_types(keyed)
-            for kind, pcoll in zip(OUTPUT_KINDS, (normalized, drops, dead_letters))
-        ]
-        tagged.append(stats | "KeyStats" >> beam.Map(lambda s: (s["shard"], ("stats", s))).with_output_types(keyed))
-        return (
-            tagged
-            | "ByFile" >> beam.Flatten()
-            | "Assemble" >> beam.ParDo(_AssembleLandedFile(self._output, self._settings))
-        )
+        return paths | "Clean" >> beam.ParDo(_CleanLandedFile(self._output, self._settings, self._batch_size))
 
 
 class _WriteWindowSummary(beam.DoFn):
-    """A window closed: write ``OUT/<window>/summary.json`` (``window_total``); pass
-    (window name, this run's summary of it) on to the console."""
+    """A window closed: write ``OUT/<window>/summary.json`` (``window_total``) and print the
+    window's line with the running total of the output directory (every window summary in it,
+    so no state is needed: the files on disk are the total)."""
 
     def __init__(self, output: str, settings: Settings) -> None:
         self._output = output
@@ -447,9 +442,11 @@ class _WriteWindowSummary(beam.DoFn):
 
     def process(self, doc: dict, window=beam.DoFn.WindowParam):
         name = window_name(window)
-        total = window_total(self._output, name, self._settings)
-        _write_json_atomically(total, FileSystems.join(self._output, name, SUMMARY_FILE))
-        yield name, doc
+        _write_json_atomically(window_total(self._output, name, self._settings),
+                               FileSystems.join(self._output, name, SUMMARY_FILE))
+        line = running_total_line(name, doc, total_of_windows(self._output, self._settings))
+        print(line, flush=True)
+        yield line
 
 
 def running_total_line(window: str, doc: dict, total: dict) -> str:
@@ -457,20 +454,6 @@ def running_total_line(window: str, doc: dict, total: dict) -> str:
             f"{doc['dead_letters']} dead letters, {doc['dropped']} messages dropped | running total: "
             f"{total['records_in']} in, {total['records_out']} normalized, {total['dead_letters']} dead letters, "
             f"{total['dropped']} dropped")
-
-
-class _RunningTotal(beam.DoFn):
-    """One key, global window: add each closed window's summary to the run's total; print both."""
-
-    TOTAL = ReadModifyWriteStateSpec("total", PickleCoder())
-
-    def process(self, keyed, total_state=beam.DoFn.StateParam(TOTAL)):
-        _, (name, doc) = keyed
-        total = summaries.merge(total_state.read() or {}, _as_partial(doc))
-        total_state.write(total)
-        line = running_total_line(name, doc, summaries.finalize(total))
-        print(line, flush=True)
-        yield line
 
 
 class SummarizeWindows(beam.PTransform):
@@ -483,14 +466,10 @@ class SummarizeWindows(beam.PTransform):
         self._settings = settings
 
     def expand(self, partials):
-        finish = _finisher(self._settings)
         return (
             partials
-            | "Merge" >> beam.CombineGlobally(_MergeSummaries(finish)).without_defaults()
+            | "Merge" >> beam.CombineGlobally(_MergeSummaries(_finisher(self._settings))).without_defaults()
             | "Write" >> beam.ParDo(_WriteWindowSummary(self._output, self._settings))
-            | "Rewindow" >> beam.WindowInto(beam_window.GlobalWindows())
-            | "OneKey" >> beam.Map(lambda named: ("total", named)).with_output_types(Tuple[str, Any])
-            | "RunningTotal" >> beam.ParDo(_RunningTotal())
         )
 
 
@@ -518,10 +497,7 @@ def build_streaming(pipeline: beam.Pipeline, job: Job, plan: WatchPlan, window_s
     """Apply the streaming job to ``pipeline``."""
     paths = pipeline | "Watch" >> WatchLandingDirectory(plan)
     windowed = paths | "Window" >> beam.WindowInto(beam_window.FixedWindows(window_s))
-    read = windowed | "ReadLanded" >> ReadLandedFiles(batch_size)
-    out = read.batches | "Normalize" >> NormalizeConversations(job.settings)
-    partials = (out.records, out.drops, out.dead_letters, read.stats) | "WriteLanded" >> WriteLandedOutputs(
-        job.output, job.settings)
+    partials = windowed | "CleanLanded" >> CleanLandedFiles(job.output, job.settings, batch_size)
     console = partials | "SummarizeWindows" >> SummarizeWindows(job.output, job.settings)
     return StreamingOutputs(partials, console)
 

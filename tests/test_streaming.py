@@ -12,7 +12,8 @@ from pipeline.main import main
 from pipeline.options import parse_duration
 from pipeline.streaming import (
     WatchPlan,
-    _complete,
+    _OutputDirectory,
+    has_output,
     is_ignored,
     processed_sources,
     ready_files,
@@ -20,7 +21,6 @@ from pipeline.streaming import (
     source_id,
     total_of_windows,
     window_total,
-    write_source_outputs,
 )
 from transforms import summary as summaries
 from transforms.records import Batch, Settings
@@ -82,47 +82,48 @@ def test_stop_conditions(tmp_path):
     assert should_stop(plan, time.time())
 
 
-def test_a_file_is_complete_when_its_outputs_account_for_every_record_read():
-    assert not _complete({"normalized": 2, "drops": 2, "dead_letter": 1})  # no read stats yet
-    assert not _complete({"records": 3, "normalized": 2, "drops": 1, "dead_letter": 1})  # drops missing
-    assert _complete({"records": 3, "normalized": 2, "drops": 2, "dead_letter": 1})
-    assert _complete({"records": 0})  # an empty file
-
-
 def _metrics(i: int) -> dict:
     return {"id": f"c{i}", "source": "x", "position": i, "dropped": 1, "drops": {"orphan_result": 1},
             "healed": 0, "messages_in": 3, "messages_out": 2}
 
 
-def test_write_source_outputs_writes_one_directory_in_input_order(tmp_path):
-    stats = {"shard": 1, "path": "/landing/a.jsonl", "records": 4, "blank_lines": 1}
-    parts = {  # batches out of order, as a shuffle may deliver them
-        "normalized": [Batch(1, 200, [{"id": "c2"}]), Batch(1, 0, [{"id": "c0"}, {"id": "c1"}])],
-        "drops": [Batch(1, 200, [_metrics(2)]), Batch(1, 0, [_metrics(0), _metrics(1)])],
-        "dead_letter": [Batch(1, 100, [{"source": "x", "position": 100, "reason": "invalid_json"}])],
-    }
-    part = write_source_outputs(str(tmp_path), "W", stats, parts, Settings())
-    target = tmp_path / "W" / source_id("/landing/a.jsonl")
-    assert sorted(p.name for p in target.iterdir()) == [
-        "dead_letter.jsonl", "drops.jsonl", "normalized.jsonl", "source.json"]
-    assert [json.loads(line)["id"] for line in (target / "normalized.jsonl").read_text().splitlines()] == [
+def test_a_files_outputs_appear_in_one_rename_with_its_totals(tmp_path):
+    target = _OutputDirectory(str(tmp_path), "W", "/landing/a.jsonl", Settings())
+    target.write("normalized", [{"id": "c0"}, {"id": "c1"}])
+    target.write("drops", [_metrics(0), _metrics(1)])
+    target.write("dead_letter", [{"source": "x", "position": 100, "reason": "invalid_json"}])
+    target.write("normalized", [{"id": "c2"}])
+    target.write("drops", [_metrics(2)])
+    final = tmp_path / "W" / source_id("/landing/a.jsonl")
+    assert not final.exists() and not has_output(str(tmp_path), "/landing/a.jsonl")  # nothing visible yet
+    part = target.commit(records=4, blank_lines=1)
+    assert sorted(p.name for p in final.iterdir()) == ["dead_letter.jsonl", "drops.jsonl", "normalized.jsonl",
+                                                       "source.json"]
+    assert [json.loads(line)["id"] for line in (final / "normalized.jsonl").read_text().splitlines()] == [
         "c0", "c1", "c2"]
-    source = json.loads((target / "source.json").read_text())
+    source = json.loads((final / "source.json").read_text())
     assert source["source"] == "/landing/a.jsonl" and source["window"] == "W"
-    assert (source["records_in"], source["records_out"], source["dead_letters"]) == (4, 3, 1)
+    assert (source["records_in"], source["records_out"], source["dead_letters"], source["dropped"]) == (4, 3, 1, 3)
     assert source["accounted"] and part["records_in"] == 4 and part["blank_lines"] == 1
     assert not [p for p in tmp_path.iterdir() if p.name.startswith(".")]  # no temporary left
-    assert processed_sources(str(tmp_path)) == {target.name}
+    assert processed_sources(str(tmp_path)) == {final.name} and has_output(str(tmp_path), "/landing/a.jsonl")
     window = window_total(str(tmp_path), "W", Settings())  # the window's summary: its files' sum
     assert (window["records_in"], window["records_out"], window["dead_letters"], window["dropped"]) == (4, 3, 1, 3)
 
 
+def test_an_abandoned_file_leaves_nothing(tmp_path):
+    target = _OutputDirectory(str(tmp_path), "W", "/landing/a.jsonl", Settings())
+    target.write("normalized", [{"id": "c0"}])
+    target.abandon()
+    assert list(tmp_path.iterdir()) == []
+
+
 def test_an_empty_file_still_gets_its_outputs(tmp_path):
-    stats = {"shard": 1, "path": "/landing/empty.jsonl", "records": 0, "blank_lines": 0}
-    write_source_outputs(str(tmp_path), "W", stats, {}, Settings())
-    target = tmp_path / "W" / source_id("/landing/empty.jsonl")
-    assert (target / "normalized.jsonl").read_bytes() == b""
-    assert json.loads((target / "source.json").read_text())["records_in"] == 0
+    target = _OutputDirectory(str(tmp_path), "W", "/landing/empty.jsonl", Settings())
+    target.commit(records=0, blank_lines=0)
+    final = tmp_path / "W" / source_id("/landing/empty.jsonl")
+    assert (final / "normalized.jsonl").read_bytes() == b""
+    assert json.loads((final / "source.json").read_text())["records_in"] == 0
 
 
 def test_the_final_summary_is_the_sum_of_the_window_summaries(tmp_path):
