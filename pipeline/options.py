@@ -75,7 +75,9 @@ class ConvNormOptions(PipelineOptions):
         group.add_argument("--dead-letter-raw-limit", dest="raw_limit", type=int, default=DEFAULT_RAW_LIMIT,
                            help="characters of raw input kept in a dead letter")
         # Streaming mode (Beam's own --streaming turns it on; see docs/streaming.md).
-        group.add_argument("--window", default="60s", help="streaming: window of the summaries, e.g. 60s, 5m")
+        group.add_argument("--window", default="60s",
+                           help="streaming (Beam's --streaming with --runner PrismRunner, Flink or Dataflow; "
+                                "see docs/streaming.md): window of the summaries, e.g. 60s, 5m")
         group.add_argument("--poll-interval", dest="poll_interval", default="2s",
                            help="streaming: how often the --input patterns are matched")
         group.add_argument("--include-existing", dest="include_existing", action=argparse.BooleanOptionalAction,
