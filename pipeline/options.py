@@ -16,6 +16,7 @@ from __future__ import annotations
 import argparse
 import difflib
 import logging
+import math
 import os
 from dataclasses import dataclass
 
@@ -159,15 +160,15 @@ class Job:
     batch_size: int
 
 
-_DURATION_UNITS = {"": 1, "s": 1, "m": 60, "h": 3600}
+_DURATION_UNITS = {"s": 1, "m": 60, "h": 3600}
 
 
 def parse_duration(text: str) -> float:
     """``90``, ``90s``, ``1.5m``, ``2h`` -> seconds. Raises ValueError."""
     value = str(text).strip().lower()
-    unit = value[-1:] if value[-1:] in _DURATION_UNITS and value[-1:] else ""
-    seconds = float(value[: len(value) - len(unit)]) * _DURATION_UNITS[unit]
-    if not seconds > 0:
+    unit = value[-1:] if value[-1:] in _DURATION_UNITS else ""
+    seconds = float(value[: len(value) - len(unit)]) * _DURATION_UNITS.get(unit, 1)
+    if not (seconds > 0 and math.isfinite(seconds)):
         raise ValueError(f"{text!r} is not a positive duration")
     return seconds
 

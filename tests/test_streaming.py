@@ -38,7 +38,7 @@ def test_parse_duration(text, seconds):
     assert parse_duration(text) == seconds
 
 
-@pytest.mark.parametrize("text", ["", "s", "0", "-5s", "ten", "5d"])
+@pytest.mark.parametrize("text", ["", "s", "0", "-5s", "ten", "5d", "inf", "nan", "infs"])
 def test_parse_duration_refuses_what_is_not_a_positive_duration(text):
     with pytest.raises(ValueError):
         parse_duration(text)
