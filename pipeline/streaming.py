@@ -64,7 +64,7 @@ from pipeline.prism import prism_services
 from pipeline.sinks import FILE_FORMATS, SUMMARY_FILE
 from pipeline.sources import FILE_KINDS, Shard, file_suffix, iter_batches
 from transforms import summary as summaries
-from transforms.conversations import NormalizeConversation, _MergeSummaries
+from transforms.conversations import NAMESPACE, NormalizeConversation, _MergeSummaries
 from transforms.records import Settings
 
 LOG = logging.getLogger("convnorm")
@@ -561,6 +561,26 @@ class _StopOnSignal:
         return False
 
 
+#: The Beam counters shown while the job runs (all are in the runner's metrics).
+LIVE_COUNTERS = ("records_in", "records_out", "dead_letters", "dropped", "healed")
+
+
+def live_counters(result) -> str:
+    """The job's convnorm counters so far, as one console line ("" where the runner has none)."""
+    from apache_beam.metrics import MetricsFilter
+
+    try:
+        counters = result.metrics().query(MetricsFilter().with_namespace(NAMESPACE))["counters"]
+    except Exception:  # noqa: BLE001 — metrics are a nicety; some runners do not serve them live
+        return ""
+    values = {name: 0 for name in LIVE_COUNTERS}
+    for counter in counters:
+        name = counter.key.metric.name
+        if name in values:
+            values[name] += counter.committed or counter.attempted or 0
+    return "counters: " + ", ".join(f"{name} {value}" for name, value in values.items())
+
+
 _TERMINAL = {PipelineState.DONE, PipelineState.FAILED, PipelineState.CANCELLED, PipelineState.UPDATED,
              PipelineState.DRAINED}
 
@@ -584,9 +604,16 @@ def run_streaming(job: Job) -> int:
             build_streaming(pipeline, job, plan, window_s, job.batch_size)
             result = pipeline.run()
             state = result.state
+            shown, next_counters = "", time.monotonic() + window_s
             while state not in _TERMINAL:
                 time.sleep(0.5)  # interruptible: the signal handler runs between sleeps
                 state = result.state
+                if time.monotonic() >= next_counters:
+                    next_counters += window_s
+                    line = live_counters(result)
+                    if line and line != shown:
+                        print(line, flush=True)
+                        shown = line
             state = result.wait_until_finish()
     finally:
         if FileSystems.exists(stop_marker):

@@ -151,6 +151,7 @@ def test_streaming_on_prism_end_to_end(tmp_path):
     text = log.read_text()
     assert status == 0, text
     assert "SIGTERM: draining" in text and "running total" in text
+    assert "counters: records_in " in text  # the Beam counters, live, once per window
 
     # Each file exactly once, complete; the ignored ones not at all.
     expected = {"defects.jsonl": (12, 12, 0), "malformed.jsonl": (9, 8, 1), "gzipped.jsonl.gz": (7, 7, 0)}
