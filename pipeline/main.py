@@ -33,12 +33,13 @@ from typing import Callable
 
 import apache_beam as beam
 from apache_beam.io.filesystems import FileSystems
-from apache_beam.options.pipeline_options import DirectOptions
+from apache_beam.options.pipeline_options import DirectOptions, StandardOptions
 
 from pipeline.build import build
 from pipeline.cli_help import help_text
 from pipeline.execute import OutputSpec, execute, run_pipeline
 from pipeline.options import ConfigError, ConvNormOptions, Job, is_local_runner, load_job
+from pipeline.prism import PrismError, prism_services
 from pipeline.progress import ProgressMonitor, choose_mode, configure_console
 from pipeline.report import REPORT_FILE, report_command, try_write_report, versions
 from pipeline.sinks import FILE_FORMATS, SUMMARY_FILE, WriteShards, WriteSummary
@@ -240,8 +241,23 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     configure_console(quiet=_quiet(job))
     try:
-        return handler(job)
+        if job.options.view_as(StandardOptions).streaming:
+            return _run_streaming(command, job)
+        with prism_services(job.options):  # a Prism run: Prism and its workers on loopback only
+            return handler(job)
+    except PrismError as error:
+        print(f"convnorm: error: {error}", file=sys.stderr)
+        return 2
     except Exception as error:  # noqa: BLE001 — a crash gets its documented status, not a traceback's 1
         LOG.exception("the %s pipeline failed", command)
         print(f"convnorm: error: the {command} pipeline failed: {type(error).__name__}: {error}", file=sys.stderr)
         return 3 if command == "validate" else 1
+
+
+def _run_streaming(command: str, job: Job) -> int:
+    if command != "run":
+        print(f"convnorm: error: {command} does not stream; drop --streaming", file=sys.stderr)
+        return 2
+    from pipeline.streaming import run_streaming  # see docs/streaming.md
+
+    return run_streaming(job)

@@ -16,6 +16,7 @@ from __future__ import annotations
 import argparse
 import difflib
 import logging
+import math
 import os
 import re
 from dataclasses import dataclass
@@ -118,6 +119,18 @@ class ConvNormOptions(PipelineOptions):
                            default=DEFAULT_MAX_RECORD_BYTES, metavar="MAX_RECORD_BYTES",
                            help="largest record read (a JSONL line, a .json array element or document); a larger one "
                                 "is a record_too_large dead letter (default 32 MiB; see docs/input-limits.md)")
+        # Streaming mode (Beam's own --streaming turns it on; see docs/streaming.md).
+        group.add_argument("--window", default="60s",
+                           help="streaming (Beam's --streaming with --runner PrismRunner, Flink or Dataflow; "
+                                "see docs/streaming.md): window of the summaries, e.g. 60s, 5m")
+        group.add_argument("--poll-interval", dest="poll_interval", default="2s",
+                           help="streaming: how often the --input patterns are matched")
+        group.add_argument("--include-existing", dest="include_existing", action=argparse.BooleanOptionalAction,
+                           default=False, help="streaming: also read files present at start that have no output yet")
+        group.add_argument("--stop-after", dest="stop_after", default=None,
+                           help="streaming: stop watching after this long (e.g. 10m), then drain and exit")
+        group.add_argument("--stop-file", dest="stop_file", default=None,
+                           help="streaming: stop watching once this file exists, then drain and exit")
 
 
 def _our_flags() -> dict[str, tuple[str, bool]]:
@@ -193,6 +206,45 @@ class Job:
     job_endpoint_timeout: float = 30.0
     max_record_bytes: int = DEFAULT_MAX_RECORD_BYTES
     max_dead_letters: DeadLetterLimit | None = None
+
+
+_DURATION_UNITS = {"s": 1, "m": 60, "h": 3600}
+
+
+def parse_duration(text: str) -> float:
+    """``90``, ``90s``, ``1.5m``, ``2h`` -> seconds. Raises ValueError."""
+    value = str(text).strip().lower()
+    unit = value[-1:] if value[-1:] in _DURATION_UNITS else ""
+    seconds = float(value[: len(value) - len(unit)]) * _DURATION_UNITS.get(unit, 1)
+    if not (seconds > 0 and math.isfinite(seconds)):
+        raise ValueError(f"{text!r} is not a positive duration")
+    return seconds
+
+
+#: Runners that can run the streaming job (lower case, as --runner may spell them).
+STREAMING_RUNNERS = frozenset({"prismrunner", "flinkrunner", "dataflowrunner", "portablerunner"})
+
+
+def _streaming_problems(ours, runner: str) -> list[str]:
+    problems = []
+    name = runner.lower()
+    if name not in STREAMING_RUNNERS and name + "runner" not in STREAMING_RUNNERS:
+        problems.append(
+            f"--streaming needs a runner that can stream: PrismRunner (Beam's local runner; build it "
+            f"with .ci/build-prism), FlinkRunner or DataflowRunner; --runner {runner} runs batch only")
+    for flag, value in (("--window", ours.window), ("--poll-interval", ours.poll_interval),
+                        ("--stop-after", ours.stop_after)):
+        if value is None:
+            continue
+        try:
+            parse_duration(value)
+        except ValueError:
+            problems.append(f"{flag} {value!r}: expected a duration such as 90, 90s, 5m or 1h")
+    if ours.output_format != "jsonl":
+        problems.append("--streaming writes JSON Lines only (--output-format jsonl)")
+    if ours.stop_file and FileSystems.exists(ours.stop_file):
+        problems.append(f"--stop-file {ours.stop_file!r} exists already: remove it first")
+    return problems
 
 
 def _config_path(argv: list[str]) -> str | None:
@@ -332,11 +384,15 @@ def load_job(argv: list[str], *, output_required: bool = True) -> Job:
             dead_letter_limit = DeadLetterLimit.parse(ours.max_dead_letters)
         except ValueError as error:
             problems.append(str(error))
+    streaming = bool(standard.streaming)
+    if streaming:
+        problems += _streaming_problems(ours, standard.runner)
     if problems:
         raise ConfigError("; ".join(problems))
 
     try:
-        shards = plan_shards(ours.input, ours.shard_bytes)
+        # Streaming: files arrive later; the watcher matches the patterns as it runs.
+        shards = [] if streaming else plan_shards(ours.input, ours.shard_bytes)
         skipped = skipped_inputs(shards, ours.output)
         shards = plan_inputs(shards, ours.input, ours.output)
     except (InputError, OutputError) as error:

@@ -1,0 +1,87 @@
+"""Batch mode on Prism, Beam's local runner: same bytes as the in-process FnApiRunner, and
+nothing listening beyond loopback (Prism's job port, the SDK worker pool)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from apache_beam.options.pipeline_options import PipelineOptions, PortableOptions
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from prism_build import ROOT, prism_binary  # noqa: E402
+
+from pipeline.main import main  # noqa: E402
+from pipeline.prism import prism_services  # noqa: E402
+
+JOB_TIMEOUT_S = 300
+SAMPLES = [ROOT / "samples" / "conversations.jsonl", *sorted((ROOT / "samples" / "formats").glob("*.jsonl"))]
+
+
+def _run(output: Path, *extra: str) -> subprocess.CompletedProcess:
+    inputs = [f"--input={path}" for path in SAMPLES]
+    return subprocess.run([sys.executable, "-m", "pipeline", *inputs, f"--output={output}", *extra],
+                          capture_output=True, text=True, timeout=JOB_TIMEOUT_S, cwd=ROOT)
+
+
+def _files(directory: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(directory)): p.read_bytes() for p in sorted(directory.rglob("*")) if p.is_file()}
+
+
+def test_batch_on_prism_writes_the_same_bytes_as_fnapirunner(tmp_path):
+    binary = prism_binary()
+    reference = _run(tmp_path / "fnapi")
+    assert reference.returncode == 0, reference.stderr
+    on_prism = _run(tmp_path / "prism", "--runner=PrismRunner", f"--prism_location={binary}")
+    assert on_prism.returncode == 0, on_prism.stderr
+    expected, got = _files(tmp_path / "fnapi"), _files(tmp_path / "prism")
+    assert sum(name.startswith("normalized/") for name in expected) == len(SAMPLES)  # one file per input
+    assert sorted(got) == sorted(expected)
+    for name in expected:
+        assert got[name] == expected[name], f"{name} differs between FnApiRunner and Prism"
+
+
+def _listening(port: int) -> list[str]:
+    """Local addresses (hex, as /proc/net/tcp* shows them) listening on ``port``."""
+    found = []
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        try:
+            lines = Path(table).read_text().splitlines()[1:]
+        except OSError:
+            continue
+        for line in lines:
+            fields = line.split()
+            address, hex_port = fields[1].split(":")
+            if int(hex_port, 16) == port and fields[3] == "0A":  # 0A: LISTEN
+                found.append(address)
+    return found
+
+
+LOOPBACK = {
+    "0100007F",  # 127.0.0.1
+    "00000000000000000000000001000000",  # ::1
+    "0000000000000000FFFF00000100007F",  # ::ffff:127.0.0.1
+}
+
+
+@pytest.mark.skipif(not Path("/proc/net/tcp").exists(), reason="needs Linux's /proc/net/tcp")
+def test_prism_and_its_worker_pool_listen_on_loopback_only():
+    options = PipelineOptions(["--runner=PrismRunner", f"--prism_location={prism_binary()}"])
+    with prism_services(options):
+        portable = options.view_as(PortableOptions)
+        assert portable.environment_type == "EXTERNAL"
+        ports = {"prism": int(portable.job_endpoint.rsplit(":", 1)[1]),
+                 "worker pool": int(portable.environment_config.rsplit(":", 1)[1])}
+        for name, port in ports.items():
+            addresses = _listening(port)
+            assert addresses, f"{name} is not listening on {port}"
+            assert set(addresses) <= LOOPBACK, f"{name} listens beyond loopback: {addresses}"
+
+
+def test_prism_without_a_binary_is_a_clear_error(tmp_path, capsys):
+    status = main([f"--input={SAMPLES[0]}", f"--output={tmp_path / 'out'}", "--runner=PrismRunner",
+                   f"--prism_location={tmp_path / 'no-such-prism'}"])
+    assert status == 2
+    assert "does not exist or is not executable" in capsys.readouterr().err
