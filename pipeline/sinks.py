@@ -207,7 +207,7 @@ class WriteShards(beam.PTransform):
         temp_dir = FileSystems.join(self._temp_root, self._name)
         written = batches | "WriteTemp" >> beam.ParDo(
             _WriteShardFiles(temp_dir, self._file_format, self._id_field, self._messages_field,
-                             progress_name=self._directory.rstrip("/").rsplit("/", 1)[-1]))
+                             progress_name=self._name))
         return (
             written
             | "CollectFiles" >> beam.combiners.ToList()
