@@ -29,6 +29,7 @@ from typing import Callable
 
 from apache_beam.io.filesystems import FileSystems
 
+from pipeline import files
 from pipeline.lock import LOCK_FILE, OutputLock
 from pipeline.sinks import WrittenFile, final_names, report_path
 from pipeline.testhooks import pause_point
@@ -49,12 +50,8 @@ class OutputError(ValueError):
 # Paths
 
 
-def _is_local(path: str) -> bool:
-    return "://" not in path
-
-
 def _canonical(path: str) -> str:
-    if _is_local(path):
+    if files.is_local(path):
         return os.path.realpath(os.path.expanduser(path))
     return path.rstrip("/")
 
@@ -62,7 +59,7 @@ def _canonical(path: str) -> str:
 def is_under(path: str, directory: str) -> bool:
     """``path`` is ``directory`` or lies inside it (symlinks resolved for local paths)."""
     path, directory = _canonical(path), _canonical(directory)
-    if _is_local(path) != _is_local(directory):
+    if files.is_local(path) != files.is_local(directory):
         return False
     return path == directory or path.startswith(directory.rstrip("/") + "/")
 
@@ -82,7 +79,7 @@ def _join(output: str, relative: str) -> str:
 
 def unsafe_output(output: str) -> str | None:
     """Why ``output`` must never be an output directory, or None."""
-    if _is_local(output):
+    if files.is_local(output):
         path = _canonical(output)
         if path == "/":
             return "is the filesystem root"
@@ -139,12 +136,12 @@ def skipped_inputs(shards: list, output: str | None) -> list[str]:
 
 def _list_files(directory: str) -> list[str]:
     """Every file under ``directory`` (recursively), as full paths; [] if it does not exist."""
-    if _is_local(directory):
+    if files.is_local(directory):
         if not os.path.isdir(directory):
             return [directory] if os.path.exists(directory) else []
         found = []
-        for root, _dirs, files in os.walk(directory):
-            found += [os.path.join(root, f) for f in files]
+        for root, _dirs, names in os.walk(directory):
+            found += [os.path.join(root, name) for name in names]
         return sorted(found)
     try:
         matched = FileSystems.match([FileSystems.join(directory, "**")])[0].metadata_list
@@ -175,19 +172,10 @@ def read_manifest(output: str) -> dict | None:
     return manifest
 
 
-def _size(path: str) -> int | None:
-    """The size of an existing file, or None (gone: nothing to protect)."""
-    try:
-        found = FileSystems.match([path])[0].metadata_list
-    except Exception:  # noqa: BLE001 — no such file
-        return None
-    return found[0].size_in_bytes if found else None
-
-
 def _listed_sizes(output: str, manifest: dict) -> list[tuple[str, int | None]]:
     """(path, size the manifest records) of every existing file a manifest lists."""
     listed = [(_join(output, e["path"]), e.get("bytes")) for e in manifest.get("files", [])]
-    return [(path, size) for path, size in listed if _size(path) is not None]
+    return [(path, size) for path, size in listed if files.size(path) is not None]
 
 
 def owned_paths(output: str, manifest: dict | None) -> list[str]:
@@ -212,7 +200,7 @@ def check_output(output: str, names: tuple[str, ...], overwrite: bool) -> dict |
                 f"--output {output!r} holds the outputs of an earlier convnorm run ({len(manifest.get('files', []))} "
                 f"files listed in {MANIFEST_FILE}); pass --overwrite to replace exactly those, or choose another "
                 "directory")
-        changed = [path for path, size in _listed_sizes(output, manifest) if size is not None and size != _size(path)]
+        changed = [path for path, size in _listed_sizes(output, manifest) if size != files.size(path)]
         if changed:
             raise OutputError(
                 f"--output {output!r}: {_listing(changed, output)} changed since convnorm wrote them (their size is "
@@ -231,13 +219,12 @@ def check_output(output: str, names: tuple[str, ...], overwrite: bool) -> dict |
 
 def _delete_existing(paths: list[str]) -> None:
     for path in paths:
-        if FileSystems.exists(path):
-            FileSystems.delete([path])
+        files.delete(path)
 
 
 def _remove_empty_dirs(dirs: list[str]) -> None:
     for directory in dirs:
-        if _is_local(directory):
+        if files.is_local(directory):
             try:
                 os.rmdir(directory)  # only if empty: a user's file in it keeps it
             except OSError:

@@ -368,3 +368,22 @@ def test_a_reused_pid_does_not_keep_a_lock_alive():
     assert is_stale({**me, "pid_start": "1"})  # same pid, another process start: the holder is gone
     assert is_stale({"pid": _dead_pid(), "host": socket.gethostname()})
     assert not is_stale({"pid": _dead_pid(), "host": "elsewhere"})
+
+
+# --------------------------------------------------------------------------------------------
+# Found in review: paths taken literally, manifest entries that are not convnorm's files
+
+
+def test_an_output_path_with_glob_characters_is_taken_literally(tmp_path):
+    # Found: --output 'o[1]' exited 1 (sizes looked up by pattern: -1), left its lock and temp
+    # dir, and --overwrite deleted by pattern: o[1]/normalized/... matches o1/normalized/...
+    neighbour = tmp_path / "o1" / "normalized" / "part-00000.jsonl"
+    neighbour.parent.mkdir(parents=True)
+    neighbour.write_text("mine\n")
+    out = tmp_path / "o[1]"
+    assert _run("--input", SAMPLE, "--output", out) == 0
+    assert _run("--input", SAMPLE, "--output", out, "--overwrite") == 0
+    assert neighbour.read_text() == "mine\n"
+    assert (out / SUCCESS_FILE).exists() and (out / "normalized" / "part-00000.jsonl").exists()
+    assert not (out / LOCK_FILE).exists() and not [p for p in out.iterdir() if p.name.startswith(TEMP_PREFIX)]
+
