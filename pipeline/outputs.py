@@ -68,13 +68,26 @@ def _relative(path: str, output: str) -> str:
     return path[len(output.rstrip("/")) + 1:] if path.startswith(output.rstrip("/") + "/") else path
 
 
-def _join(output: str, relative: str) -> str:
-    """``OUTPUT/relative`` for a manifest entry, refusing anything that would leave OUTPUT."""
-    parts = relative.split("/")
+def _join(output: str, relative: str, listed_in: str = "the manifest", *, is_file: bool = True) -> str:
+    """``OUTPUT/relative`` for an entry of a manifest (or lock), refusing anything that is not
+    a file inside OUTPUT: ``..``, an absolute path, a directory, a path through a symbolic
+    link that leads out of OUTPUT (each of these once deleted a user's files)."""
+    parts = relative.split("/") if isinstance(relative, str) else [""]
     if not relative or relative.startswith("/") or "://" in relative or any(p in ("", ".", "..") for p in parts):
-        raise OutputError(f"the manifest in {output!r} lists {relative!r}, which is not a plain path inside it; "
-                          "it was not written by convnorm: nothing was deleted")
-    return FileSystems.join(output, *parts)
+        raise OutputError(_not_ours(output, relative, listed_in, "which is not a plain path inside it"))
+    path = FileSystems.join(output, *parts)
+    if files.is_local(path):
+        if not is_under(os.path.dirname(path), output):
+            raise OutputError(_not_ours(output, relative, listed_in, "which lies outside it through a symbolic "
+                                        f"link (at {os.path.realpath(path)})"))
+        if is_file and os.path.isdir(path) and not os.path.islink(path):
+            raise OutputError(_not_ours(output, relative, listed_in, "which is not a file (a directory)"))
+    return path
+
+
+def _not_ours(output: str, relative, listed_in: str, why: str) -> str:
+    return (f"{listed_in} in {output!r} lists {relative!r}, {why}; convnorm did not write it there: "
+            "nothing was deleted")
 
 
 def unsafe_output(output: str) -> str | None:
@@ -135,10 +148,11 @@ def skipped_inputs(shards: list, output: str | None) -> list[str]:
 
 
 def _list_files(directory: str) -> list[str]:
-    """Every file under ``directory`` (recursively), as full paths; [] if it does not exist."""
+    """Every file under ``directory`` (recursively), as full paths; [] if it does not exist.
+    A symbolic link is listed itself: convnorm would write through it into someone's folder."""
     if files.is_local(directory):
-        if not os.path.isdir(directory):
-            return [directory] if os.path.exists(directory) else []
+        if os.path.islink(directory) or not os.path.isdir(directory):
+            return [directory] if os.path.lexists(directory) else []
         found = []
         for root, _dirs, names in os.walk(directory):
             found += [os.path.join(root, name) for name in names]
@@ -167,8 +181,12 @@ def read_manifest(output: str) -> dict | None:
         raise OutputError(f"cannot read the manifest {path}: {error}; nothing was deleted") from None
     if not isinstance(manifest, dict) or manifest.get("format") != MANIFEST_FORMAT:
         raise OutputError(f"{path} is not a convnorm manifest ({MANIFEST_FORMAT}); nothing was deleted")
-    for entry in manifest.get("files", []):
-        _join(output, entry["path"])  # validates every entry up front
+    for entry in manifest.get("files", []):  # every entry checked before anything is deleted
+        if not isinstance(entry, dict):
+            raise OutputError(f"{path} is not a convnorm manifest (an entry is {entry!r}); nothing was deleted")
+        _join(output, entry.get("path"))
+        if not isinstance(entry.get("bytes"), int):
+            raise OutputError(_not_ours(output, entry["path"], "the manifest", "without its size"))
     return manifest
 
 
@@ -233,13 +251,15 @@ def _remove_empty_dirs(dirs: list[str]) -> None:
 
 def clean_dead_run(output: str, holder: dict) -> None:
     """Delete what a dead run recorded in its lock as its own: temp dir, files in flight."""
-    temp_dir = holder.get("temp_dir")
-    if isinstance(temp_dir, str) and is_under(temp_dir, output) and \
-            os.path.basename(temp_dir.rstrip("/")).startswith(TEMP_PREFIX):
-        _delete_existing([temp_dir])
+    # By name, in this OUTPUT: the dead run wrote its path as it was given (maybe relative to
+    # another working directory).
+    recorded = holder.get("temp_dir")
+    temp_name = recorded.rstrip("/").rsplit("/", 1)[-1] if isinstance(recorded, str) else ""
+    if temp_name.startswith(TEMP_PREFIX) and temp_name != TEMP_PREFIX:
+        _delete_existing([FileSystems.join(output, temp_name)])
     for key in ("creating", "deleting"):
-        _delete_existing([_join(output, rel) for rel in holder.get(key, [])])
-    _remove_empty_dirs([_join(output, rel) for rel in holder.get("dirs", [])])
+        _delete_existing([_join(output, rel, "the stale lock") for rel in holder.get(key, [])])
+    _remove_empty_dirs([_join(output, rel, "the stale lock", is_file=False) for rel in holder.get("dirs", [])])
 
 
 # --------------------------------------------------------------------------------------------

@@ -387,3 +387,55 @@ def test_an_output_path_with_glob_characters_is_taken_literally(tmp_path):
     assert (out / SUCCESS_FILE).exists() and (out / "normalized" / "part-00000.jsonl").exists()
     assert not (out / LOCK_FILE).exists() and not [p for p in out.iterdir() if p.name.startswith(TEMP_PREFIX)]
 
+
+def _list_in_manifest(out: Path, entry: dict) -> None:
+    manifest = json.loads((out / MANIFEST_FILE).read_text())
+    manifest["files"].append(entry)
+    (out / MANIFEST_FILE).write_text(json.dumps(manifest))
+
+
+@pytest.mark.parametrize("entry, why", [
+    ({"path": "mydocs", "records": 0, "bytes": 4096}, "not a file"),  # Found: deleted mydocs/ and all in it
+    ({"path": "link/notes.txt", "records": 0, "bytes": 9}, "outside"),  # Found: deleted home/notes.txt
+    ({"path": "notes.txt", "records": 0}, "size"),  # Found: no size recorded, so none to differ: deleted
+])
+def test_a_manifest_entry_that_is_not_a_file_convnorm_wrote_deletes_nothing(entry, why, tmp_path, capsys):
+    out = tmp_path / "out"
+    assert _run("--input", SAMPLE, "--output", out) == 0
+    (out / "mydocs").mkdir()
+    (out / "mydocs" / "a.txt").write_text("precious\n")
+    (out / "notes.txt").write_text("precious\n")
+    (tmp_path / "home").mkdir()
+    (tmp_path / "home" / "notes.txt").write_text("precious\n")
+    (out / "link").symlink_to(tmp_path / "home")
+    _list_in_manifest(out, entry)
+    before = _tree(out)
+    assert _run("--input", SAMPLE, "--output", out, "--overwrite") == 2
+    err = capsys.readouterr().err
+    assert entry["path"] in err and why in err and "nothing was deleted" in err
+    assert _tree(out) == before and (tmp_path / "home" / "notes.txt").read_text() == "precious\n"
+
+
+def test_a_dead_runs_temp_dir_is_cleaned_whatever_the_spelling_of_the_output(tmp_path):
+    # Found: the lock recorded the temp dir as given ('out/_convnorm_temp-...', relative to the
+    # dead run's working directory); a rerun from elsewhere (or with an absolute --output)
+    # resolved it against its own directory and left the dead run's temp dir for good.
+    killed, _ = _start_paused(["--input", SAMPLE, "--output", "out"], "write", tmp_path)
+    _kill(killed)
+    out = tmp_path / "out"
+    assert [p for p in out.iterdir() if p.name.startswith(TEMP_PREFIX)]
+    assert _run("--input", SAMPLE, "--output", out, "--break-stale-lock") == 0
+    assert not [p for p in out.iterdir() if p.name.startswith(TEMP_PREFIX)]
+
+
+def test_an_output_folder_that_is_a_symbolic_link_is_not_written_through(tmp_path, capsys):
+    # Found: out/drops -> a user's (empty) folder: the run put its part files there, and the
+    # next --overwrite could not tell them from the user's.
+    users = tmp_path / "users-folder"
+    users.mkdir()
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "drops").symlink_to(users)
+    assert _run("--input", SAMPLE, "--output", out) == 2
+    assert "already holds drops" in capsys.readouterr().err
+    assert list(users.iterdir()) == []
