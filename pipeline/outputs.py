@@ -105,6 +105,18 @@ def unsafe_output(output: str) -> str | None:
     return None
 
 
+def unreachable_output(output: str) -> str | None:
+    """Why Beam cannot use ``output``'s filesystem (unknown scheme, extra not installed), or None.
+    Asked up front: later the first touch of the directory would end in a traceback."""
+    if files.is_local(output):
+        return None
+    try:
+        FileSystems.exists(output)
+    except Exception as error:  # noqa: BLE001 — ValueError, BeamIOError, ImportError ...
+        return " ".join(str(error).split())[:500]
+    return None
+
+
 # --------------------------------------------------------------------------------------------
 # Inputs and the output directory
 
@@ -396,5 +408,6 @@ def remove_temp(temp_dir: str) -> None:
 
 __all__ = [
     "LOCK_FILE", "MANIFEST_FILE", "SUCCESS_FILE", "TEMP_PREFIX", "OutputError", "Finalized", "check_output",
-    "clean_dead_run", "finalize", "plan_inputs", "read_manifest", "remove_temp", "unsafe_output", "write_manifest",
+    "clean_dead_run", "finalize", "plan_inputs", "read_manifest", "remove_temp", "unreachable_output", "unsafe_output",
+    "write_manifest",
 ]

@@ -439,3 +439,11 @@ def test_an_output_folder_that_is_a_symbolic_link_is_not_written_through(tmp_pat
     assert _run("--input", SAMPLE, "--output", out) == 2
     assert "already holds drops" in capsys.readouterr().err
     assert list(users.iterdir()) == []
+
+
+def test_an_output_on_a_filesystem_beam_cannot_use_is_a_bad_option(capsys):
+    # Found: a traceback and exit status 1 (README: 2, one line).
+    assert _run("--input", SAMPLE, "--output", "nosuchfs://bucket/out") == 2
+    err = capsys.readouterr().err
+    errors = [line for line in err.splitlines() if line.startswith("convnorm: error:")]
+    assert "Traceback" not in err and len(errors) == 1 and "nosuchfs://bucket/out" in errors[0]
