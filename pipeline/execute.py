@@ -18,6 +18,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import re
 import sys
 import uuid
 from dataclasses import dataclass
@@ -115,10 +116,16 @@ def _run(pipeline: beam.Pipeline) -> bool:
     return True
 
 
+#: Options whose value is a credential (Beam's s3_secret_access_key, azure_connection_string, ...):
+#: the manifest travels with the outputs, so it says such an option was given, never its value.
+SECRET_OPTION = re.compile(r"secret|token|password|passwd|credential|connection_string|access_key")
+
+
 def manifest_options(job: Job) -> dict:
     options = job.options.get_all_options(drop_default=True)
-    return json.loads(json.dumps({k: v for k, v in sorted(options.items()) if k not in RUN_CONTROL_OPTIONS},
-                                 default=str))
+    kept = {k: "<redacted>" if SECRET_OPTION.search(k) else v
+            for k, v in sorted(options.items()) if k not in RUN_CONTROL_OPTIONS}
+    return json.loads(json.dumps(kept, default=str))
 
 
 def execute(job: Job, spec: OutputSpec, build_graph: Callable) -> Outcome:

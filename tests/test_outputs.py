@@ -447,3 +447,17 @@ def test_an_output_on_a_filesystem_beam_cannot_use_is_a_bad_option(capsys):
     err = capsys.readouterr().err
     errors = [line for line in err.splitlines() if line.startswith("convnorm: error:")]
     assert "Traceback" not in err and len(errors) == 1 and "nosuchfs://bucket/out" in errors[0]
+
+
+def test_the_manifest_never_holds_credentials(tmp_path):
+    # Found: --s3_secret_access_key and friends were written into the manifest, which travels
+    # with the outputs.
+    out = tmp_path / "out"
+    assert _run("--input", SAMPLE, "--output", out, "--s3_access_key_id=AKIAEXAMPLE",
+                "--s3_secret_access_key=TOPSECRET", "--s3_session_token=TOKEN123",
+                "--azure_connection_string=AccountKey=KEY456") == 0
+    text = (out / MANIFEST_FILE).read_text()
+    for secret in ("AKIAEXAMPLE", "TOPSECRET", "TOKEN123", "KEY456"):
+        assert secret not in text
+    options = json.loads(text)["options"]
+    assert options["s3_secret_access_key"] == "<redacted>"  # given, but not what
