@@ -28,12 +28,15 @@ def size(path: str) -> int | None:
         return None
 
 
-def delete(path: str) -> None:
-    """Delete the file (or symbolic link) at ``path``, or the directory and all it holds."""
+def delete(path: str, *, tree: bool = False) -> None:
+    """Delete the file (or symbolic link) at ``path``; a directory and all it holds only with
+    ``tree`` (a run's temporary directory), never by mistake for a file of ours."""
     if not is_local(path):
         if FileSystems.exists(path):
             FileSystems.delete([path])
     elif os.path.isdir(path) and not os.path.islink(path):
+        if not tree:
+            raise IsADirectoryError(f"{path} is a directory, not a file convnorm wrote: not deleted")
         shutil.rmtree(path)
     elif os.path.lexists(path):
         os.remove(path)

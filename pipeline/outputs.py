@@ -199,6 +199,7 @@ def read_manifest(output: str) -> dict | None:
         _join(output, entry.get("path"))
         if not isinstance(entry.get("bytes"), int):
             raise OutputError(_not_ours(output, entry["path"], "the manifest", "without its size"))
+    owned_paths(output, manifest)  # the marker too: a folder at its name is not a marker
     return manifest
 
 
@@ -213,7 +214,7 @@ def owned_paths(output: str, manifest: dict | None) -> list[str]:
     if not manifest:
         return []
     return [_join(output, e["path"]) for e in manifest.get("files", [])] + [
-        FileSystems.join(output, SUCCESS_FILE), FileSystems.join(output, MANIFEST_FILE)]
+        _join(output, SUCCESS_FILE), FileSystems.join(output, MANIFEST_FILE)]
 
 
 def check_output(output: str, names: tuple[str, ...], overwrite: bool) -> dict | None:
@@ -268,7 +269,7 @@ def clean_dead_run(output: str, holder: dict) -> None:
     recorded = holder.get("temp_dir")
     temp_name = recorded.rstrip("/").rsplit("/", 1)[-1] if isinstance(recorded, str) else ""
     if temp_name.startswith(TEMP_PREFIX) and temp_name != TEMP_PREFIX:
-        _delete_existing([FileSystems.join(output, temp_name)])
+        files.delete(FileSystems.join(output, temp_name), tree=True)
     for key in ("creating", "deleting"):
         _delete_existing([_join(output, rel, "the stale lock") for rel in holder.get(key, [])])
     _remove_empty_dirs([_join(output, rel, "the stale lock", is_file=False) for rel in holder.get("dirs", [])])
@@ -403,7 +404,7 @@ def write_manifest(output: str, result: Finalized, command: str, options: dict) 
 
 
 def remove_temp(temp_dir: str) -> None:
-    _delete_existing([temp_dir])
+    files.delete(temp_dir, tree=True)
 
 
 __all__ = [

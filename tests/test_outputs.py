@@ -461,3 +461,16 @@ def test_the_manifest_never_holds_credentials(tmp_path):
         assert secret not in text
     options = json.loads(text)["options"]
     assert options["s3_secret_access_key"] == "<redacted>"  # given, but not what
+
+
+def test_a_folder_at_the_marker_name_is_not_deleted_as_the_marker(tmp_path, capsys):
+    # Found: with a manifest present, --overwrite deleted OUTPUT/_SUCCESS as "the previous
+    # run's marker" even when it was a folder of someone's files (recursively).
+    out = tmp_path / "out"
+    assert _run("--input", SAMPLE, "--output", out) == 0
+    (out / SUCCESS_FILE).unlink()
+    (out / SUCCESS_FILE).mkdir()
+    (out / SUCCESS_FILE / "mine.txt").write_text("precious\n")
+    assert _run("--input", SAMPLE, "--output", out, "--overwrite") == 2
+    assert "not a file" in capsys.readouterr().err
+    assert (out / SUCCESS_FILE / "mine.txt").read_text() == "precious\n"
