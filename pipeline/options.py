@@ -220,6 +220,10 @@ def load_job(argv: list[str], *, output_required: bool = True) -> Job:
     standard = options.view_as(StandardOptions)
     if not standard.runner:
         standard.runner = DEFAULT_RUNNER
+    if ours.output and "://" not in ours.output:
+        # A preset's `output: ~/clean` reaches us unexpanded, and Beam would make a folder
+        # named '~' here (one `rm -rf ~` from disaster): it means the home directory.
+        ours.output = os.path.expanduser(ours.output)
 
     settings = Settings(
         messages_field=ours.messages_field,

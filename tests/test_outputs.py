@@ -474,3 +474,19 @@ def test_a_folder_at_the_marker_name_is_not_deleted_as_the_marker(tmp_path, caps
     assert _run("--input", SAMPLE, "--output", out, "--overwrite") == 2
     assert "not a file" in capsys.readouterr().err
     assert (out / SUCCESS_FILE / "mine.txt").read_text() == "precious\n"
+
+
+def test_a_tilde_in_the_output_means_the_home_directory(tmp_path, monkeypatch):
+    # Found: `output: ~/clean` in a preset (no shell to expand it) made a folder named '~' in
+    # the working directory (one `rm -rf ~` away from a disaster), while the safety checks
+    # took '~' as the home directory.
+    home, work = tmp_path / "home", tmp_path / "work"
+    home.mkdir()
+    work.mkdir()
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.chdir(work)
+    preset = work / "preset.yaml"
+    preset.write_text(f"input: {SAMPLE}\noutput: ~/clean\n")
+    assert _run("--config", preset) == 0
+    assert (home / "clean" / SUCCESS_FILE).exists()
+    assert not (work / "~").exists()
