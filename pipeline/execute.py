@@ -29,8 +29,8 @@ from apache_beam.io.filesystems import FileSystems
 from apache_beam.options.pipeline_options import PortableOptions
 from apache_beam.runners.runner import PipelineState
 
+from pipeline import files, loopback
 from pipeline import lock as locks
-from pipeline import loopback
 from pipeline import outputs as owned
 from pipeline.options import ConfigError, Job
 
@@ -139,7 +139,7 @@ def execute(job: Job, spec: OutputSpec, build_graph: Callable) -> Outcome:
     except ConfigError as error:
         return _fail(2, str(error))
 
-    created = "://" not in output and not os.path.exists(output)
+    created = files.is_local(output) and not os.path.exists(output)
     try:
         lock = locks.acquire(output, run_id=run_id, command=spec.command, temp_dir=temp_dir,
                              break_stale=job.break_stale_lock,
@@ -172,7 +172,7 @@ def execute(job: Job, spec: OutputSpec, build_graph: Callable) -> Outcome:
             owned.remove_temp(temp_dir)
             lock.release()
             if created:
-                _remove_if_empty(output)
+                files.remove_if_empty(output)
         else:
             print(f"convnorm: error: the run stopped while finalizing; the lock {lock.path} records what it "
                   "was doing: rerun with --break-stale-lock to clean up", file=sys.stderr)
@@ -182,10 +182,3 @@ def _clean_dead_run(output: str, holder: dict) -> None:
     LOG.warning("taking over a stale lock (%s): deleting what that run recorded as its own",
                 locks.describe(holder))
     owned.clean_dead_run(output, holder)
-
-
-def _remove_if_empty(directory: str) -> None:
-    try:
-        os.rmdir(directory)
-    except OSError:
-        pass

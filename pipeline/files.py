@@ -40,3 +40,12 @@ def delete(path: str, *, tree: bool = False) -> None:
         shutil.rmtree(path)
     elif os.path.lexists(path):
         os.remove(path)
+
+
+def remove_if_empty(directory: str) -> None:
+    """Remove a local directory only if it is empty: a file of anyone's in it keeps it."""
+    if is_local(directory):
+        try:
+            os.rmdir(directory)
+        except OSError:
+            pass

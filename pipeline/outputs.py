@@ -253,15 +253,6 @@ def _delete_existing(paths: list[str]) -> None:
         files.delete(path)
 
 
-def _remove_empty_dirs(dirs: list[str]) -> None:
-    for directory in dirs:
-        if files.is_local(directory):
-            try:
-                os.rmdir(directory)  # only if empty: a user's file in it keeps it
-            except OSError:
-                pass
-
-
 def clean_dead_run(output: str, holder: dict) -> None:
     """Delete what a dead run recorded in its lock as its own: temp dir, files in flight."""
     # By name, in this OUTPUT: the dead run wrote its path as it was given (maybe relative to
@@ -272,7 +263,8 @@ def clean_dead_run(output: str, holder: dict) -> None:
         files.delete(FileSystems.join(output, temp_name), tree=True)
     for key in ("creating", "deleting"):
         _delete_existing([_join(output, rel, "the stale lock") for rel in holder.get(key, [])])
-    _remove_empty_dirs([_join(output, rel, "the stale lock", is_file=False) for rel in holder.get("dirs", [])])
+    for rel in holder.get("dirs", []):
+        files.remove_if_empty(_join(output, rel, "the stale lock", is_file=False))
 
 
 # --------------------------------------------------------------------------------------------
