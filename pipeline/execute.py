@@ -18,6 +18,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import re
 import sys
 import uuid
 from dataclasses import dataclass
@@ -28,8 +29,8 @@ from apache_beam.io.filesystems import FileSystems
 from apache_beam.options.pipeline_options import PortableOptions
 from apache_beam.runners.runner import PipelineState
 
+from pipeline import files, loopback
 from pipeline import lock as locks
-from pipeline import loopback
 from pipeline import outputs as owned
 from pipeline.options import ConfigError, Job
 
@@ -116,10 +117,16 @@ def run_pipeline(pipeline: beam.Pipeline) -> bool:
     return True
 
 
+#: Options whose value is a credential (Beam's s3_secret_access_key, azure_connection_string, ...):
+#: the manifest travels with the outputs, so it says such an option was given, never its value.
+SECRET_OPTION = re.compile(r"secret|token|password|passwd|credential|connection_string|access_key")
+
+
 def manifest_options(job: Job) -> dict:
     options = job.options.get_all_options(drop_default=True)
-    return json.loads(json.dumps({k: v for k, v in sorted(options.items()) if k not in RUN_CONTROL_OPTIONS},
-                                 default=str))
+    kept = {k: "<redacted>" if SECRET_OPTION.search(k) else v
+            for k, v in sorted(options.items()) if k not in RUN_CONTROL_OPTIONS}
+    return json.loads(json.dumps(kept, default=str))
 
 
 def execute(job: Job, spec: OutputSpec, build_graph: Callable,
@@ -135,7 +142,7 @@ def execute(job: Job, spec: OutputSpec, build_graph: Callable,
     except ConfigError as error:
         return _fail(2, str(error))
 
-    created = "://" not in output and not os.path.exists(output)
+    created = files.is_local(output) and not os.path.exists(output)
     try:
         lock = locks.acquire(output, run_id=run_id, command=spec.command, temp_dir=temp_dir,
                              break_stale=job.break_stale_lock,
@@ -168,7 +175,7 @@ def execute(job: Job, spec: OutputSpec, build_graph: Callable,
             owned.remove_temp(temp_dir)
             lock.release()
             if created:
-                _remove_if_empty(output)
+                files.remove_if_empty(output)
         else:
             print(f"convnorm: error: the run stopped while finalizing; the lock {lock.path} records what it "
                   "was doing: rerun with --break-stale-lock to clean up", file=sys.stderr)
@@ -178,10 +185,3 @@ def _clean_dead_run(output: str, holder: dict) -> None:
     LOG.warning("taking over a stale lock (%s): deleting what that run recorded as its own",
                 locks.describe(holder))
     owned.clean_dead_run(output, holder)
-
-
-def _remove_if_empty(directory: str) -> None:
-    try:
-        os.rmdir(directory)
-    except OSError:
-        pass

@@ -23,15 +23,13 @@ from dataclasses import dataclass, field
 
 from apache_beam.io.filesystems import FileSystems
 
+from pipeline import files
+
 LOCK_FILE = "_convnorm.lock"
 
 
 class LockError(RuntimeError):
     """The output directory is locked by another run (or a stale lock was not taken over)."""
-
-
-def _is_local(path: str) -> bool:
-    return "://" not in path
 
 
 def _process_start(pid: int) -> str | None:
@@ -84,10 +82,7 @@ class OutputLock:
         _write_over(self.path, self.content)
 
     def release(self) -> None:
-        try:
-            FileSystems.delete([self.path])
-        except Exception:  # noqa: BLE001 — already gone is fine
-            pass
+        files.delete(self.path)
 
 
 def read_lock(output: str) -> dict | None:
@@ -109,7 +104,7 @@ def _payload(content: dict) -> bytes:
 
 
 def _write_over(path: str, content: dict) -> None:
-    if _is_local(path):
+    if files.is_local(path):
         temp = f"{path}.{uuid.uuid4().hex}"
         with open(temp, "wb") as handle:
             handle.write(_payload(content))
@@ -121,7 +116,7 @@ def _write_over(path: str, content: dict) -> None:
 
 def _create_exclusive(path: str, content: dict) -> bool:
     """Create ``path`` with ``content`` unless it exists; False if it does."""
-    if not _is_local(path):
+    if not files.is_local(path):
         if FileSystems.exists(path):
             return False
         _write_over(path, content)
@@ -145,7 +140,7 @@ def acquire(output: str, *, run_id: str, command: str, temp_dir: str, break_stal
     ``clean_up(holder)`` is called with a stale holder's content, under our lock, before the
     run goes on: it deletes what the dead run recorded as its own.
     """
-    if _is_local(output):
+    if files.is_local(output):
         os.makedirs(output, exist_ok=True)
     path = FileSystems.join(output, LOCK_FILE)
     content = {
@@ -199,5 +194,5 @@ def _take_over(output: str, path: str, holder: dict, content: dict, clean_up) ->
     except BaseException:
         lock.release()
         raise
-    FileSystems.delete([aside])
+    files.delete(aside)
     return lock

@@ -25,7 +25,7 @@ import yaml
 from apache_beam.io.filesystems import FileSystems
 from apache_beam.options.pipeline_options import PipelineOptions, StandardOptions
 
-from pipeline.outputs import OutputError, plan_inputs, skipped_inputs, unsafe_output
+from pipeline.outputs import OutputError, plan_inputs, skipped_inputs, unreachable_output, unsafe_output
 from pipeline.sinks import FILE_FORMATS
 from pipeline.sources import (
     DEFAULT_BATCH_SIZE,
@@ -334,6 +334,10 @@ def load_job(argv: list[str], *, output_required: bool = True) -> Job:
         ours.input = [os.path.expanduser(pattern) for pattern in ours.input]
     if not standard.runner:
         standard.runner = DEFAULT_RUNNER
+    if ours.output and "://" not in ours.output:
+        # A preset's `output: ~/clean` reaches us unexpanded, and Beam would make a folder
+        # named '~' here (one `rm -rf ~` from disaster): it means the home directory.
+        ours.output = os.path.expanduser(ours.output)
 
     settings = Settings(
         messages_field=ours.messages_field,
@@ -366,6 +370,9 @@ def load_job(argv: list[str], *, output_required: bool = True) -> Job:
     if unsafe:
         problems.append(f"--output {ours.output!r} {unsafe}: convnorm writes (and with --overwrite deletes) "
                         "there; give it a directory of its own")
+    unreachable = unreachable_output(ours.output) if ours.output and not unsafe else None
+    if unreachable:
+        problems.append(f"--output {ours.output!r}: Beam cannot use its filesystem ({unreachable})")
     if ours.job_endpoint_timeout <= 0:
         problems.append("--job-endpoint-timeout must be more than 0 seconds")
     if ours.output_format not in FILE_FORMATS:

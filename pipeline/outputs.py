@@ -29,6 +29,7 @@ from typing import Callable
 
 from apache_beam.io.filesystems import FileSystems
 
+from pipeline import files
 from pipeline.lock import LOCK_FILE, OutputLock
 from pipeline.sinks import WrittenFile, final_names, report_path
 from pipeline.testhooks import pause_point
@@ -49,12 +50,8 @@ class OutputError(ValueError):
 # Paths
 
 
-def _is_local(path: str) -> bool:
-    return "://" not in path
-
-
 def _canonical(path: str) -> str:
-    if _is_local(path):
+    if files.is_local(path):
         return os.path.realpath(os.path.expanduser(path))
     return path.rstrip("/")
 
@@ -62,7 +59,7 @@ def _canonical(path: str) -> str:
 def is_under(path: str, directory: str) -> bool:
     """``path`` is ``directory`` or lies inside it (symlinks resolved for local paths)."""
     path, directory = _canonical(path), _canonical(directory)
-    if _is_local(path) != _is_local(directory):
+    if files.is_local(path) != files.is_local(directory):
         return False
     return path == directory or path.startswith(directory.rstrip("/") + "/")
 
@@ -71,18 +68,31 @@ def _relative(path: str, output: str) -> str:
     return path[len(output.rstrip("/")) + 1:] if path.startswith(output.rstrip("/") + "/") else path
 
 
-def _join(output: str, relative: str) -> str:
-    """``OUTPUT/relative`` for a manifest entry, refusing anything that would leave OUTPUT."""
-    parts = relative.split("/")
+def _join(output: str, relative: str, listed_in: str = "the manifest", *, is_file: bool = True) -> str:
+    """``OUTPUT/relative`` for an entry of a manifest (or lock), refusing anything that is not
+    a file inside OUTPUT: ``..``, an absolute path, a directory, a path through a symbolic
+    link that leads out of OUTPUT (each of these once deleted a user's files)."""
+    parts = relative.split("/") if isinstance(relative, str) else [""]
     if not relative or relative.startswith("/") or "://" in relative or any(p in ("", ".", "..") for p in parts):
-        raise OutputError(f"the manifest in {output!r} lists {relative!r}, which is not a plain path inside it; "
-                          "it was not written by convnorm: nothing was deleted")
-    return FileSystems.join(output, *parts)
+        raise OutputError(_not_ours(output, relative, listed_in, "which is not a plain path inside it"))
+    path = FileSystems.join(output, *parts)
+    if files.is_local(path):
+        if not is_under(os.path.dirname(path), output):
+            raise OutputError(_not_ours(output, relative, listed_in, "which lies outside it through a symbolic "
+                                        f"link (at {os.path.realpath(path)})"))
+        if is_file and os.path.isdir(path) and not os.path.islink(path):
+            raise OutputError(_not_ours(output, relative, listed_in, "which is not a file (a directory)"))
+    return path
+
+
+def _not_ours(output: str, relative, listed_in: str, why: str) -> str:
+    return (f"{listed_in} in {output!r} lists {relative!r}, {why}; convnorm did not write it there: "
+            "nothing was deleted")
 
 
 def unsafe_output(output: str) -> str | None:
     """Why ``output`` must never be an output directory, or None."""
-    if _is_local(output):
+    if files.is_local(output):
         path = _canonical(output)
         if path == "/":
             return "is the filesystem root"
@@ -92,6 +102,18 @@ def unsafe_output(output: str) -> str | None:
     scheme, rest = output.split("://", 1)
     if not rest.strip("/") or "/" not in rest.strip("/"):
         return f"is the root of a {scheme}:// bucket"
+    return None
+
+
+def unreachable_output(output: str) -> str | None:
+    """Why Beam cannot use ``output``'s filesystem (unknown scheme, extra not installed), or None.
+    Asked up front: later the first touch of the directory would end in a traceback."""
+    if files.is_local(output):
+        return None
+    try:
+        FileSystems.exists(output)
+    except Exception as error:  # noqa: BLE001 — ValueError, BeamIOError, ImportError ...
+        return " ".join(str(error).split())[:500]
     return None
 
 
@@ -138,13 +160,14 @@ def skipped_inputs(shards: list, output: str | None) -> list[str]:
 
 
 def _list_files(directory: str) -> list[str]:
-    """Every file under ``directory`` (recursively), as full paths; [] if it does not exist."""
-    if _is_local(directory):
-        if not os.path.isdir(directory):
-            return [directory] if os.path.exists(directory) else []
+    """Every file under ``directory`` (recursively), as full paths; [] if it does not exist.
+    A symbolic link is listed itself: convnorm would write through it into someone's folder."""
+    if files.is_local(directory):
+        if os.path.islink(directory) or not os.path.isdir(directory):
+            return [directory] if os.path.lexists(directory) else []
         found = []
-        for root, _dirs, files in os.walk(directory):
-            found += [os.path.join(root, f) for f in files]
+        for root, _dirs, names in os.walk(directory):
+            found += [os.path.join(root, name) for name in names]
         return sorted(found)
     try:
         matched = FileSystems.match([FileSystems.join(directory, "**")])[0].metadata_list
@@ -170,24 +193,20 @@ def read_manifest(output: str) -> dict | None:
         raise OutputError(f"cannot read the manifest {path}: {error}; nothing was deleted") from None
     if not isinstance(manifest, dict) or manifest.get("format") != MANIFEST_FORMAT:
         raise OutputError(f"{path} is not a convnorm manifest ({MANIFEST_FORMAT}); nothing was deleted")
-    for entry in manifest.get("files", []):
-        _join(output, entry["path"])  # validates every entry up front
+    for entry in manifest.get("files", []):  # every entry checked before anything is deleted
+        if not isinstance(entry, dict):
+            raise OutputError(f"{path} is not a convnorm manifest (an entry is {entry!r}); nothing was deleted")
+        _join(output, entry.get("path"))
+        if not isinstance(entry.get("bytes"), int):
+            raise OutputError(_not_ours(output, entry["path"], "the manifest", "without its size"))
+    owned_paths(output, manifest)  # the marker too: a folder at its name is not a marker
     return manifest
-
-
-def _size(path: str) -> int | None:
-    """The size of an existing file, or None (gone: nothing to protect)."""
-    try:
-        found = FileSystems.match([path])[0].metadata_list
-    except Exception:  # noqa: BLE001 — no such file
-        return None
-    return found[0].size_in_bytes if found else None
 
 
 def _listed_sizes(output: str, manifest: dict) -> list[tuple[str, int | None]]:
     """(path, size the manifest records) of every existing file a manifest lists."""
     listed = [(_join(output, e["path"]), e.get("bytes")) for e in manifest.get("files", [])]
-    return [(path, size) for path, size in listed if _size(path) is not None]
+    return [(path, size) for path, size in listed if files.size(path) is not None]
 
 
 def owned_paths(output: str, manifest: dict | None) -> list[str]:
@@ -195,7 +214,7 @@ def owned_paths(output: str, manifest: dict | None) -> list[str]:
     if not manifest:
         return []
     return [_join(output, e["path"]) for e in manifest.get("files", [])] + [
-        FileSystems.join(output, SUCCESS_FILE), FileSystems.join(output, MANIFEST_FILE)]
+        _join(output, SUCCESS_FILE), FileSystems.join(output, MANIFEST_FILE)]
 
 
 def check_output(output: str, names: tuple[str, ...], overwrite: bool) -> dict | None:
@@ -212,7 +231,7 @@ def check_output(output: str, names: tuple[str, ...], overwrite: bool) -> dict |
                 f"--output {output!r} holds the outputs of an earlier convnorm run ({len(manifest.get('files', []))} "
                 f"files listed in {MANIFEST_FILE}); pass --overwrite to replace exactly those, or choose another "
                 "directory")
-        changed = [path for path, size in _listed_sizes(output, manifest) if size is not None and size != _size(path)]
+        changed = [path for path, size in _listed_sizes(output, manifest) if size != files.size(path)]
         if changed:
             raise OutputError(
                 f"--output {output!r}: {_listing(changed, output)} changed since convnorm wrote them (their size is "
@@ -231,28 +250,21 @@ def check_output(output: str, names: tuple[str, ...], overwrite: bool) -> dict |
 
 def _delete_existing(paths: list[str]) -> None:
     for path in paths:
-        if FileSystems.exists(path):
-            FileSystems.delete([path])
-
-
-def _remove_empty_dirs(dirs: list[str]) -> None:
-    for directory in dirs:
-        if _is_local(directory):
-            try:
-                os.rmdir(directory)  # only if empty: a user's file in it keeps it
-            except OSError:
-                pass
+        files.delete(path)
 
 
 def clean_dead_run(output: str, holder: dict) -> None:
     """Delete what a dead run recorded in its lock as its own: temp dir, files in flight."""
-    temp_dir = holder.get("temp_dir")
-    if isinstance(temp_dir, str) and is_under(temp_dir, output) and \
-            os.path.basename(temp_dir.rstrip("/")).startswith(TEMP_PREFIX):
-        _delete_existing([temp_dir])
+    # By name, in this OUTPUT: the dead run wrote its path as it was given (maybe relative to
+    # another working directory).
+    recorded = holder.get("temp_dir")
+    temp_name = recorded.rstrip("/").rsplit("/", 1)[-1] if isinstance(recorded, str) else ""
+    if temp_name.startswith(TEMP_PREFIX) and temp_name != TEMP_PREFIX:
+        files.delete(FileSystems.join(output, temp_name), tree=True)
     for key in ("creating", "deleting"):
-        _delete_existing([_join(output, rel) for rel in holder.get(key, [])])
-    _remove_empty_dirs([_join(output, rel) for rel in holder.get("dirs", [])])
+        _delete_existing([_join(output, rel, "the stale lock") for rel in holder.get(key, [])])
+    for rel in holder.get("dirs", []):
+        files.remove_if_empty(_join(output, rel, "the stale lock", is_file=False))
 
 
 # --------------------------------------------------------------------------------------------
@@ -384,10 +396,11 @@ def write_manifest(output: str, result: Finalized, command: str, options: dict) 
 
 
 def remove_temp(temp_dir: str) -> None:
-    _delete_existing([temp_dir])
+    files.delete(temp_dir, tree=True)
 
 
 __all__ = [
     "LOCK_FILE", "MANIFEST_FILE", "SUCCESS_FILE", "TEMP_PREFIX", "OutputError", "Finalized", "check_output",
-    "clean_dead_run", "finalize", "plan_inputs", "read_manifest", "remove_temp", "unsafe_output", "write_manifest",
+    "clean_dead_run", "finalize", "plan_inputs", "read_manifest", "remove_temp", "unreachable_output", "unsafe_output",
+    "write_manifest",
 ]

@@ -26,6 +26,7 @@ from apache_beam.transforms.window import GlobalWindow
 from apache_beam.utils.timestamp import MIN_TIMESTAMP
 from apache_beam.utils.windowed_value import WindowedValue
 
+from pipeline import files
 from pipeline.progress import Tally
 from pipeline.testhooks import pause_point
 from transforms.flat_rows import flat_row, parquet_schema
@@ -124,9 +125,8 @@ class _WriteShardFiles(beam.DoFn):
         writer.close()
         self._current = None
         # The size as the filesystem reports it (-1: not found), checked again at finalize.
-        found = FileSystems.match([temp])[0].metadata_list
-        size = found[0].size_in_bytes if found else -1
-        return WrittenFile(shard, start, temp, records, size)
+        size = files.size(temp)
+        return WrittenFile(shard, start, temp, records, -1 if size is None else size)
 
     def process(self, batch):
         if self._current is not None and self._current[0] != batch.shard:
@@ -164,9 +164,9 @@ def final_names(written: list[WrittenFile], directory: str, extension: str) -> l
         by_shard.setdefault(file.shard, []).append(file)
     moves = []
     for shard in sorted(by_shard):
-        files = sorted(by_shard[shard], key=lambda f: f.start)
-        for file in files:
-            name = f"part-{shard:05d}" if len(files) == 1 else f"part-{shard:05d}-{file.start:015d}"
+        parts = sorted(by_shard[shard], key=lambda f: f.start)
+        for file in parts:
+            name = f"part-{shard:05d}" if len(parts) == 1 else f"part-{shard:05d}-{file.start:015d}"
             moves.append((file, FileSystems.join(directory, name + extension)))
     return moves
 

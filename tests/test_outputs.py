@@ -368,3 +368,125 @@ def test_a_reused_pid_does_not_keep_a_lock_alive():
     assert is_stale({**me, "pid_start": "1"})  # same pid, another process start: the holder is gone
     assert is_stale({"pid": _dead_pid(), "host": socket.gethostname()})
     assert not is_stale({"pid": _dead_pid(), "host": "elsewhere"})
+
+
+# --------------------------------------------------------------------------------------------
+# Found in review: paths taken literally, manifest entries that are not convnorm's files
+
+
+def test_an_output_path_with_glob_characters_is_taken_literally(tmp_path):
+    # Found: --output 'o[1]' exited 1 (sizes looked up by pattern: -1), left its lock and temp
+    # dir, and --overwrite deleted by pattern: o[1]/normalized/... matches o1/normalized/...
+    neighbour = tmp_path / "o1" / "normalized" / "part-00000.jsonl"
+    neighbour.parent.mkdir(parents=True)
+    neighbour.write_text("mine\n")
+    out = tmp_path / "o[1]"
+    assert _run("--input", SAMPLE, "--output", out) == 0
+    assert _run("--input", SAMPLE, "--output", out, "--overwrite") == 0
+    assert neighbour.read_text() == "mine\n"
+    assert (out / SUCCESS_FILE).exists() and (out / "normalized" / "part-00000.jsonl").exists()
+    assert not (out / LOCK_FILE).exists() and not [p for p in out.iterdir() if p.name.startswith(TEMP_PREFIX)]
+
+
+def _list_in_manifest(out: Path, entry: dict) -> None:
+    manifest = json.loads((out / MANIFEST_FILE).read_text())
+    manifest["files"].append(entry)
+    (out / MANIFEST_FILE).write_text(json.dumps(manifest))
+
+
+@pytest.mark.parametrize("entry, why", [
+    ({"path": "mydocs", "records": 0, "bytes": 4096}, "not a file"),  # Found: deleted mydocs/ and all in it
+    ({"path": "link/notes.txt", "records": 0, "bytes": 9}, "outside"),  # Found: deleted home/notes.txt
+    ({"path": "notes.txt", "records": 0}, "size"),  # Found: no size recorded, so none to differ: deleted
+])
+def test_a_manifest_entry_that_is_not_a_file_convnorm_wrote_deletes_nothing(entry, why, tmp_path, capsys):
+    out = tmp_path / "out"
+    assert _run("--input", SAMPLE, "--output", out) == 0
+    (out / "mydocs").mkdir()
+    (out / "mydocs" / "a.txt").write_text("precious\n")
+    (out / "notes.txt").write_text("precious\n")
+    (tmp_path / "home").mkdir()
+    (tmp_path / "home" / "notes.txt").write_text("precious\n")
+    (out / "link").symlink_to(tmp_path / "home")
+    _list_in_manifest(out, entry)
+    before = _tree(out)
+    assert _run("--input", SAMPLE, "--output", out, "--overwrite") == 2
+    err = capsys.readouterr().err
+    assert entry["path"] in err and why in err and "nothing was deleted" in err
+    assert _tree(out) == before and (tmp_path / "home" / "notes.txt").read_text() == "precious\n"
+
+
+def test_a_dead_runs_temp_dir_is_cleaned_whatever_the_spelling_of_the_output(tmp_path):
+    # Found: the lock recorded the temp dir as given ('out/_convnorm_temp-...', relative to the
+    # dead run's working directory); a rerun from elsewhere (or with an absolute --output)
+    # resolved it against its own directory and left the dead run's temp dir for good.
+    killed, _ = _start_paused(["--input", SAMPLE, "--output", "out"], "write", tmp_path)
+    _kill(killed)
+    out = tmp_path / "out"
+    assert [p for p in out.iterdir() if p.name.startswith(TEMP_PREFIX)]
+    assert _run("--input", SAMPLE, "--output", out, "--break-stale-lock") == 0
+    assert not [p for p in out.iterdir() if p.name.startswith(TEMP_PREFIX)]
+
+
+def test_an_output_folder_that_is_a_symbolic_link_is_not_written_through(tmp_path, capsys):
+    # Found: out/drops -> a user's (empty) folder: the run put its part files there, and the
+    # next --overwrite could not tell them from the user's.
+    users = tmp_path / "users-folder"
+    users.mkdir()
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "drops").symlink_to(users)
+    assert _run("--input", SAMPLE, "--output", out) == 2
+    assert "already holds drops" in capsys.readouterr().err
+    assert list(users.iterdir()) == []
+
+
+def test_an_output_on_a_filesystem_beam_cannot_use_is_a_bad_option(capsys):
+    # Found: a traceback and exit status 1 (README: 2, one line).
+    assert _run("--input", SAMPLE, "--output", "nosuchfs://bucket/out") == 2
+    err = capsys.readouterr().err
+    errors = [line for line in err.splitlines() if line.startswith("convnorm: error:")]
+    assert "Traceback" not in err and len(errors) == 1 and "nosuchfs://bucket/out" in errors[0]
+
+
+def test_the_manifest_never_holds_credentials(tmp_path):
+    # Found: --s3_secret_access_key and friends were written into the manifest, which travels
+    # with the outputs.
+    out = tmp_path / "out"
+    assert _run("--input", SAMPLE, "--output", out, "--s3_access_key_id=AKIAEXAMPLE",
+                "--s3_secret_access_key=TOPSECRET", "--s3_session_token=TOKEN123",
+                "--azure_connection_string=AccountKey=KEY456") == 0
+    text = (out / MANIFEST_FILE).read_text()
+    for secret in ("AKIAEXAMPLE", "TOPSECRET", "TOKEN123", "KEY456"):
+        assert secret not in text
+    options = json.loads(text)["options"]
+    assert options["s3_secret_access_key"] == "<redacted>"  # given, but not what
+
+
+def test_a_folder_at_the_marker_name_is_not_deleted_as_the_marker(tmp_path, capsys):
+    # Found: with a manifest present, --overwrite deleted OUTPUT/_SUCCESS as "the previous
+    # run's marker" even when it was a folder of someone's files (recursively).
+    out = tmp_path / "out"
+    assert _run("--input", SAMPLE, "--output", out) == 0
+    (out / SUCCESS_FILE).unlink()
+    (out / SUCCESS_FILE).mkdir()
+    (out / SUCCESS_FILE / "mine.txt").write_text("precious\n")
+    assert _run("--input", SAMPLE, "--output", out, "--overwrite") == 2
+    assert "not a file" in capsys.readouterr().err
+    assert (out / SUCCESS_FILE / "mine.txt").read_text() == "precious\n"
+
+
+def test_a_tilde_in_the_output_means_the_home_directory(tmp_path, monkeypatch):
+    # Found: `output: ~/clean` in a preset (no shell to expand it) made a folder named '~' in
+    # the working directory (one `rm -rf ~` away from a disaster), while the safety checks
+    # took '~' as the home directory.
+    home, work = tmp_path / "home", tmp_path / "work"
+    home.mkdir()
+    work.mkdir()
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.chdir(work)
+    preset = work / "preset.yaml"
+    preset.write_text(f"input: {SAMPLE}\noutput: ~/clean\n")
+    assert _run("--config", preset) == 0
+    assert (home / "clean" / SUCCESS_FILE).exists()
+    assert not (work / "~").exists()
