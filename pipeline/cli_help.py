@@ -15,18 +15,27 @@ from transforms.profiles import PROFILES
 
 #: Exit statuses, as each command's --help states them.
 EXIT_STATUSES = {
-    "run": "0 done, every record accounted for; 1 the pipeline failed or did not account for every "
-           "record; 2 bad options (nothing was run)",
+    "run": "0 done, every record accounted for; 1 the pipeline failed, a file it wrote is missing, it did "
+           "not account for every record, normalized none of the records it read, or had more dead letters "
+           "than --max-dead-letters (outputs are written all the same); 2 bad options, a refused output "
+           "directory or a held lock (nothing was run or deleted)",
     "validate": "0 every conversation is sendable; 1 a conversation breaks a rule or a record cannot be "
-                "read; 2 bad options (nothing was run); 3 the validation pipeline failed",
+                "read; 2 bad options, a refused output directory or a held lock (nothing was run); 3 the "
+                "validation pipeline failed or a file it wrote is missing",
 }
 
 #: convnorm flags that only normalization uses: ``convnorm validate --help`` leaves them out.
-RUN_ONLY_FLAGS = frozenset({"sink", "output_format", "profile", "model", "max_tokens", "check", "report"})
+RUN_ONLY_FLAGS = frozenset({"sink", "output_format", "profile", "model", "max_tokens", "tools_field", "check", "report",
+                            "max_dead_letters", "window", "poll_interval", "include_existing", "stop_after",
+                            "stop_file"})
 
 
 class _HelpFormatter(argparse.RawDescriptionHelpFormatter):
     """Our description and epilog as written, and every flag's default after its help."""
+
+    def _split_lines(self, text: str, width: int) -> list[str]:
+        # Never cut a flag such as --no-break-stale-lock at one of its hyphens.
+        return textwrap.wrap(" ".join(text.split()), width, break_on_hyphens=False, break_long_words=False)
 
     def _get_help_string(self, action) -> str:
         text = action.help or ""

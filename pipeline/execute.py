@@ -157,7 +157,8 @@ def execute(job: Job, spec: OutputSpec, build_graph: Callable,
         except owned.OutputError as error:
             return _fail(2, str(error))
         if not run(pipeline):
-            return Outcome(1)
+            return _fail(1, f"the {spec.command} pipeline failed (the error is logged above); the previous "
+                            "outputs, if any, are untouched")
         release = False  # from here on, an unexpected error leaves the lock (and its record)
         try:
             result, summary = owned.finalize(output, temp_dir, spec.shard_outputs, spec.summary_file, lock,

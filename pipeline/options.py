@@ -120,16 +120,16 @@ class ConvNormOptions(PipelineOptions):
                            help="largest record read (a JSONL line, a .json array element or document); a larger one "
                                 "is a record_too_large dead letter (default 32 MiB; see docs/input-limits.md)")
         # Streaming mode (Beam's own --streaming turns it on; see docs/streaming.md).
-        group.add_argument("--window", default="60s",
+        group.add_argument("--window", default="60s", metavar="WINDOW",
                            help="streaming (Beam's --streaming with --runner PrismRunner, Flink or Dataflow; "
                                 "see docs/streaming.md): window of the summaries, e.g. 60s, 5m")
-        group.add_argument("--poll-interval", dest="poll_interval", default="2s",
+        group.add_argument("--poll-interval", dest="poll_interval", default="2s", metavar="POLL_INTERVAL",
                            help="streaming: how often the --input patterns are matched")
         group.add_argument("--include-existing", dest="include_existing", action=argparse.BooleanOptionalAction,
                            default=False, help="streaming: also read files present at start that have no output yet")
-        group.add_argument("--stop-after", dest="stop_after", default=None,
+        group.add_argument("--stop-after", dest="stop_after", default=None, metavar="STOP_AFTER",
                            help="streaming: stop watching after this long (e.g. 10m), then drain and exit")
-        group.add_argument("--stop-file", dest="stop_file", default=None,
+        group.add_argument("--stop-file", dest="stop_file", default=None, metavar="STOP_FILE",
                            help="streaming: stop watching once this file exists, then drain and exit")
 
 

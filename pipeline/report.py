@@ -47,11 +47,15 @@ GENERIC_ROWS = 200
 #: Characters of an id, a path or a dead letter's detail shown in a table cell.
 CELL_CHARS = 60
 
+#: The ledger of discarded fields in summary.json (transforms/summary.py, docs/ledger.md).
+LEDGER_KEYS = ("discarded_fields", "discarded_chars", "discarded_by_name", "conversations_with_discards")
+
 #: Summary keys this page lays out itself; any other key gets a generic section.
 KNOWN_KEYS = frozenset({
     "records_in", "records_out", "dead_letters", "dead_letters_by_reason", "blank_lines", "messages_in",
     "messages_out", "dropped", "dropped_by_reason", "healed", "conversations_with_drops", "drops_histogram",
     "profile", "repairs", "conversations_with_violations", "violations", "accounted", "ledger", "windows",
+    *LEDGER_KEYS,
 })
 
 BAR_COLOR = "#3b6ea5"
@@ -303,6 +307,27 @@ def _counts_chart(counts: dict, name: str, title: str, nothing: str, **style) ->
     return _figure(bar_chart(counts, title, **style), name)
 
 
+def _ledger_section(s: dict) -> str:
+    """What coercion discarded beside the drops: fields by name and the text they held."""
+    by_name = s["discarded_by_name"]
+    rows = "".join(
+        f'<tr><td>{_e(name)}</td><td class="n" data-key="discarded_by_name.{_e(name)}.fields">'
+        f'{_num(n["fields"])}</td><td class="n" data-key="discarded_by_name.{_e(name)}.chars">'
+        f'{_num(n["chars"])}</td></tr>' for name, n in by_name.items())
+    return (
+        "<h2>Ledger of discarded fields</h2><div class=\"card\">"
+        "<p>Not message drops: fields the flat message shape does not keep (MEM-5 rule 1), and the "
+        "characters of text they held.</p><div class=\"tiles\">"
+        + _tile("fields discarded", "discarded_fields", s.get("discarded_fields", 0))
+        + _tile("characters in them", "discarded_chars", s.get("discarded_chars", 0))
+        + _tile("conversations with discards", "conversations_with_discards",
+                s.get("conversations_with_discards", 0))
+        + "</div>"
+        + _counts_chart({k: v["fields"] for k, v in by_name.items()}, "discarded_by_name",
+                        "Discarded fields, by name", "Coercion discarded nothing.")
+        + f"<table><tr><th>field</th><th>fields</th><th>characters</th></tr>{rows}</table></div>")
+
+
 def _tile(label: str, key: str, value, cls: str = "") -> str:
     return (f'<div class="tile {cls}"><div class="v" data-key="{_e(key)}">{_num(value)}</div>'
             f'<div class="l">{_e(label)}</div></div>')
@@ -447,6 +472,8 @@ def render_html(data: ReportData, generated: str | None = None) -> str:
             + _count_table(s["violations"], "violations", "violation")
             + f"<p>conversations with violations: <b data-key=\"conversations_with_violations\">"
               f"{_num(s.get('conversations_with_violations', 0))}</b></p></div>")
+    if "discarded_by_name" in s:
+        add(_ledger_section(s))
     if "ledger" in s:
         add("<h2>Ledger of discarded fields</h2><div class=\"card\">" + _generic(s["ledger"], "ledger", "Ledger")
             + "</div>")
