@@ -20,9 +20,9 @@ from pathlib import Path
 
 import pytest
 
+from transforms import records
 from transforms.formats import WRITERS
 from transforms.profiles import PROFILES
-from transforms import records
 
 ROOT = Path(__file__).resolve().parent.parent
 GOLDEN = Path(__file__).resolve().parent / "data" / "golden"
@@ -32,7 +32,7 @@ FORMAT_SAMPLES = sorted((ROOT / "samples" / "formats").glob("*.jsonl"))
 VECTORS = Path(__file__).resolve().parent / "data" / "spec" / "vectors.jsonl"
 REGEN = os.environ.get("CONVNORM_REGEN_GOLDEN") == "1"
 #: The per-record entry point: renamed in issue 10, so found by either name.
-BATCH = getattr(records, "normalize_batch", None) or getattr(records, "process_batch")
+BATCH = getattr(records, "normalize_batch", None) or records.process_batch
 
 
 def _raw_records(path: Path) -> list:
