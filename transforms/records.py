@@ -33,6 +33,7 @@ from transforms.ledger import report as ledger_report
 from transforms.normalize import _int_text as int_text
 from transforms.normalize import compact_json
 from transforms.profiles import PROFILES, normalize_with_profile
+from transforms.tool_blocks import first_free
 from transforms.validate import check_sendable, count_by_kind
 
 #: Closed list of dead-letter reasons, in the order processing can produce them.
@@ -541,11 +542,7 @@ def make_unique(outputs: list, metrics: list, field: str, taken: dict) -> None:
         if value not in taken:
             taken[value] = 1
             continue
-        n = taken[value] + 1
-        while f"{value}{UNIQUE_SEPARATOR}{n}" in taken:
-            n += 1
-        taken[value] = n
-        renamed = f"{value}{UNIQUE_SEPARATOR}{n}"
+        renamed, taken[value] = first_free(value, UNIQUE_SEPARATOR, taken[value] + 1, taken)
         taken[renamed] = 1
         output[field] = renamed
         report = record_metrics.setdefault("writer_report", {})
