@@ -28,6 +28,7 @@ from typing import Any, NamedTuple
 import orjson
 
 from transforms.formats import READERS, WRITERS, FormatError, WriteContext, detect_reader, read_forced, unrecognized
+from transforms.formats.base import not_a_record
 from transforms.ledger import coercion_discards
 from transforms.ledger import report as ledger_report
 from transforms.normalize import _int_text as int_text
@@ -356,7 +357,7 @@ def _read(record: Any, settings: Settings):
         reader = detect_reader(record, settings.messages_field)
         if reader is None:
             if not isinstance(record, (dict, list)):
-                raise _DeadLetter("not_a_record", f"a record is an object or a list, not {type(record).__name__}")
+                raise _DeadLetter("not_a_record", str(not_a_record(record)))
             field = settings.messages_field
             if isinstance(record, dict) and field in record and not isinstance(record[field], list):
                 kind = type(record[field]).__name__

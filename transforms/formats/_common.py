@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from transforms.formats.base import FormatError
+from transforms.formats.base import FormatError, not_a_record
 from transforms.ledger import note
 from transforms.normalize import content_text, usable_id
 from transforms.tool_blocks import first_free, tool_blocks
@@ -48,7 +48,7 @@ def message_list(record: Any, key: str) -> list:
     if isinstance(record, list):
         return record
     if not isinstance(record, dict):
-        raise FormatError("not_a_record", f"a record is an object or a list, not {type(record).__name__}")
+        raise not_a_record(record)
     if key not in record:
         raise FormatError("missing_messages", f"no {key!r} field")
     messages = record[key]

@@ -36,6 +36,11 @@ class FormatError(ValueError):
         self.reason = reason
 
 
+def not_a_record(record: Any) -> FormatError:
+    """The error for an input value that is neither an object nor a list (the one wording)."""
+    return FormatError("not_a_record", f"a record is an object or a list, not {type(record).__name__}")
+
+
 class Conversation(NamedTuple):
     """One record read into the flat shape.
 
