@@ -36,6 +36,7 @@ from apache_beam.io.filesystems import FileSystems
 from pipeline.build import build
 from pipeline.execute import OutputSpec, execute
 from pipeline.options import ConfigError, ConvNormOptions, Job, is_local_runner, load_job
+from pipeline.quiet import quiet_optional_gcp_notice
 from pipeline.sinks import FILE_FORMATS, SUMMARY_FILE, WriteShards, WriteSummary
 from pipeline.sources import ReadConversationLogs
 from transforms.conversations import CheckConversations, SummarizeValidation
@@ -53,6 +54,7 @@ SHOWN_REPORTS = 5
 def _configure_logging() -> None:
     # apache_beam installs a root handler on import; force=True replaces it.
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s", force=True)
+    quiet_optional_gcp_notice()  # later notices too; pipeline.cli installs it before Beam's import
     for name in ("convnorm", "pipeline", "transforms"):
         logging.getLogger(name).setLevel(logging.INFO)
 
