@@ -61,8 +61,8 @@ def _record_path_bytes(path: Path) -> bytes:
     for sink in sorted(WRITERS):
         for profile in PROFILES:
             settings = records.Settings(sink=sink, profile=profile, model="golden-model", check=True)
-            parts.append(_section(f"sink={sink} profile={profile}", BATCH(raws, settings, taken={})))
-    parts.append(_section("validate", BATCH(raws, records.Settings(), records.check_record)))
+            parts.append(_section(f"sink={sink} profile={profile}", records.normalize_batch(raws, settings, taken={})))
+    parts.append(_section("validate", records.normalize_batch(raws, records.Settings(), records.check_record)))
     return b"".join(parts)
 
 

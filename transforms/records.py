@@ -12,7 +12,7 @@ Every raw record ends in exactly one of the two: nothing is skipped silently, an
 unexpected exception becomes an ``internal_error`` dead letter rather than a crash (a Beam
 job that raises retries the bundle forever on some runners).
 
-The Beam DoFn in ``transforms.conversations`` only calls ``process_batch`` and routes.
+The Beam DoFn in ``transforms.conversations`` only calls ``normalize_batch`` and routes.
 """
 
 from __future__ import annotations
@@ -502,7 +502,7 @@ def check_record(raw: RawRecord, settings: Settings) -> Outcome:
     return _guarded(_check, raw, settings)
 
 
-def process_batch(records: list, settings: Settings, step=process_record, taken: dict | None = None) -> BatchResult:
+def normalize_batch(records: list, settings: Settings, step=process_record, taken: dict | None = None) -> BatchResult:
     """``step`` (``process_record`` or ``check_record``) over a batch, split by destination,
     input order kept.
 
