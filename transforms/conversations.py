@@ -47,7 +47,7 @@ from transforms.validate import VIOLATION_KINDS
 #: The metrics namespace of every convnorm counter and distribution.
 NAMESPACE = "convnorm"
 
-#: Every counter the job reports, documented in the README.
+#: Every counter the job reports (run and validate), documented in the README.
 COUNTER_NAMES = (
     ("records_in", "raw input records processed"),
     ("records_out", "records written to the normalized output"),
@@ -63,6 +63,10 @@ COUNTER_NAMES = (
     *((f"repair_{r}", f"opt-in repairs {r} (lossless profile)") for r in REPAIRS),
     *((f"violation_{k}", f"sendability violations {k} (with --check)") for k in VIOLATION_KINDS),
     ("blank_lines", "blank JSONL lines skipped (not records)"),
+    ("shards_read", "planned input shards read (counted by pipeline.sources)"),
+    # convnorm validate (CheckConversations); it counts dead letters under dead_letters too.
+    ("conversations_checked", "conversations checked by convnorm validate"),
+    ("conversations_with_violations", "checked conversations with at least one violation"),
 )
 
 #: Distributions, per conversation.
