@@ -349,18 +349,32 @@ def reattach_results(messages: list) -> tuple[list, int]:
     owner (MEM-5's first declaration); ``rekey_reused_ids``, run first, gives a result after a
     later declaration its own pair instead.
     """
-    owner: dict[str, int] = {}  # id -> index of the first turn declaring it
+    owner = _first_declarations(messages)
+    if not owner:
+        return messages, 0
+    front, back, moved = _moves(messages, owner)
+    if not moved:
+        return messages, 0
+    return _with_moves(messages, front, back, moved), len(moved)
+
+
+def _first_declarations(messages: list) -> dict[str, int]:
+    """``{id: index of the first turn declaring it}`` (the owner the core keeps)."""
+    owner: dict[str, int] = {}
     for index, message in enumerate(messages):
         if _is_turn(message):
             for call in message["tool_calls"]:
                 key = _call_key(call)
                 if key is not None and key not in owner:
                     owner[key] = index
-    if not owner:
-        return messages, 0
+    return owner
 
-    front: dict[int, list[int]] = {}  # owner turn -> results to put right after it
-    back: dict[int, list[int]] = {}  # last index of a turn's block -> results to put there
+
+def _moves(messages: list, owner: dict[str, int]) -> tuple[dict[int, list[int]], dict[int, list[int]], set[int]]:
+    """Which results move where: ``front`` (owner turn -> results to put right after it),
+    ``back`` (last index of a turn's block -> results to put there), and all moved indices."""
+    front: dict[int, list[int]] = {}
+    back: dict[int, list[int]] = {}
     moved: set[int] = set()
     # The first result after the block, per id: a candidate until the id is settled.
     candidate: dict[str, int] = {}
@@ -377,11 +391,9 @@ def reattach_results(messages: list) -> tuple[list, int]:
         if block_turn >= 0:
             block_last[block_turn] = index
         key = usable_id(message["tool_call_id"])
-        if key is None:
-            continue
-        turn = owner.get(key)
+        turn = owner.get(key) if key is not None else None
         if turn is None:
-            continue  # orphan: the core drops it
+            continue  # unusable id or orphan: the core drops it
         if index < turn:
             front.setdefault(turn, []).append(index)
             moved.add(index)
@@ -391,16 +403,15 @@ def reattach_results(messages: list) -> tuple[list, int]:
         elif key not in settled and key not in candidate:
             candidate[key] = index
     for key, index in candidate.items():
-        if key in settled:
-            continue
-        turn = owner[key]
-        back.setdefault(block_last[turn], []).append(index)
-        moved.add(index)
-    if not moved:
-        return messages, 0
+        if key not in settled:
+            back.setdefault(block_last[owner[key]], []).append(index)
+            moved.add(index)
     for results in back.values():
         results.sort()  # list order among results moved to the same block
+    return front, back, moved
 
+
+def _with_moves(messages: list, front: dict[int, list[int]], back: dict[int, list[int]], moved: set[int]) -> list:
     out = []
     append = out.append
     for index, message in enumerate(messages):
@@ -411,7 +422,7 @@ def reattach_results(messages: list) -> tuple[list, int]:
             append(messages[source])
         for source in back.get(index, ()):
             append(messages[source])
-    return out, len(moved)
+    return out
 
 
 # --------------------------------------------------------------------------------------------
