@@ -12,7 +12,7 @@ its peak resident memory (``VmHWM``):
 
 * baseline — plain Python: ``readline`` + ``orjson.loads`` of every line (what reading without
   a limit costs: the line, then its parsed objects);
-* reader — convnorm's reader and record path (``iter_batches`` + ``process_batch``) with
+* reader — convnorm's reader and record path (``iter_batches`` + ``normalize_batch``) with
   ``--max-record-bytes`` = ``--limit-mb``, over the plain, gzip and zstd files: the huge line
   must become one ``record_too_large`` dead letter, and both small records must be read.
 
@@ -58,12 +58,12 @@ _READER = _HWM + """
 import sys
 sys.path.insert(0, sys.argv[3])
 from pipeline.sources import iter_batches, plan_shards
-from transforms.records import Settings, process_batch
+from transforms.records import Settings, normalize_batch
 reasons, normalized = [], 0
 for shard in plan_shards([sys.argv[1]]):
     stats = {"records": 0, "blank_lines": 0}
     for batch in iter_batches(shard, 256, stats, max_record_bytes=int(sys.argv[2])):
-        result = process_batch(batch.items, Settings())
+        result = normalize_batch(batch.items, Settings())
         normalized += len(result.records)
         reasons += [d["reason"] for d in result.dead_letters]
 print(normalized, ",".join(reasons) or "none", _hwm())

@@ -2,6 +2,6 @@
 
 import sys
 
-from pipeline.main import main
+from pipeline.cli import main
 
 sys.exit(main())

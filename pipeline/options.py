@@ -72,7 +72,8 @@ class ConvNormOptions(PipelineOptions):
         group.add_argument("--profile", default="spec", metavar="PROFILE",
                            help="spec (exactly MEM-5) or lossless (re-key reused ids, re-attach results first)")
         group.add_argument("--model", default=None, metavar="MODEL",
-                           help="model name for replay sinks (openai-batch, openai-responses, anthropic)")
+                           help="model name for replay sinks (openai-batch, openai-responses, anthropic); "
+                                "when given, it replaces each record's own model")
         group.add_argument("--max-tokens", dest="max_tokens", type=int, default=None, metavar="MAX_TOKENS",
                            help="max_tokens for anthropic request bodies whose record has none "
                                 "(the Messages API requires it)")

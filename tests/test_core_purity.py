@@ -1,4 +1,5 @@
-"""The normalization core is pure Python: importing it must not pull in Apache Beam.
+"""The core is pure Python: importing it must not pull in Apache Beam; importing any
+convnorm module changes no global state (root logger, GC).
 
 Checked in a fresh interpreter, because this test process may already have imported Beam
 through other test modules.
@@ -42,6 +43,64 @@ def test_importing_the_core_does_not_import_apache_beam():
                     "normalize_conversation([{'role': 'user', 'content': {'a': 1}}])")
     assert report["normalize"] is True
     assert report["loaded"] == []
+
+
+#: The modules that may import Beam: the DoFns and composites, the job around them. Every
+#: other module of ``transforms`` (found on disk, so a new one is covered as it is added) and
+#: the command line's import-time helpers must not.
+BEAM_MODULES = {"transforms.conversations"}
+PURE_PIPELINE_MODULES = ["pipeline", "pipeline.quiet", "pipeline.cli"]
+
+
+def _module_names(package: str) -> list[str]:
+    names = []
+    for path in sorted((ROOT / package).rglob("*.py")):
+        parts = path.relative_to(ROOT).with_suffix("").parts
+        names.append(".".join(parts[:-1] if parts[-1] == "__init__" else parts))
+    return names
+
+
+def _pure_modules() -> list[str]:
+    return [m for m in _module_names("transforms") if m not in BEAM_MODULES] + PURE_PIPELINE_MODULES
+
+
+def test_every_pure_module_is_found():
+    found = _pure_modules()
+    for name in ("transforms.normalize", "transforms.ledger", "transforms.validate", "transforms.profiles",
+                 "transforms.records", "transforms.tool_blocks", "transforms.formats.openai", "pipeline.quiet"):
+        assert name in found
+
+
+def test_no_module_that_must_stay_pure_imports_apache_beam():
+    report = _probe("".join(f"import {name}\n" for name in _pure_modules()))
+    assert report["loaded"] == []
+
+
+_STATE_PROBE = """
+import gc, json, logging, sys
+import apache_beam  # Beam's own import-time changes are not ours: taken before the snapshot
+def state():
+    root = logging.getLogger()
+    return [repr(root.filters), repr(root.handlers), root.level, gc.isenabled(), gc.get_freeze_count(),
+            gc.get_threshold(), sorted(n for n, lg in logging.Logger.manager.loggerDict.items()
+                                       if isinstance(lg, logging.Logger) and (lg.filters or lg.handlers))]
+before = state()
+{imports}
+print(json.dumps({{"before": before, "after": state()}}))
+"""
+
+
+def test_importing_convnorm_modules_changes_no_global_state():
+    modules = _module_names("transforms") + _module_names("pipeline")
+    modules = [m for m in modules if m != "pipeline.__main__"]  # running it is the command line
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
+    completed = subprocess.run(
+        [sys.executable, "-c", _STATE_PROBE.format(imports="".join(f"import {m}\n" for m in modules))],
+        cwd=ROOT, env=env, capture_output=True, text=True, timeout=120, check=False,
+    )
+    assert completed.returncode == 0, completed.stderr
+    report = json.loads(completed.stdout.strip().splitlines()[-1])
+    assert report["after"] == report["before"]
 
 
 def test_the_probe_would_see_apache_beam():

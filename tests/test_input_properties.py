@@ -20,7 +20,7 @@ from hypothesis import strategies as st
 
 from pipeline.main import main
 from pipeline.sources import BLANK, plan_shards, read_shard
-from transforms.records import DEAD_LETTER_REASONS, Settings, process_batch
+from transforms.records import DEAD_LETTER_REASONS, Settings, normalize_batch
 
 MAX_RECORD_BYTES = 4096  # small, so that some random records are over it
 
@@ -145,7 +145,7 @@ def test_reader_and_record_path_account_for_everything(files, input_format):
         written = _write(directory / "in", files)
         items = [item for shard in plan_shards([str(directory / "in" / "*")])
                  for item in read_shard(shard, MAX_RECORD_BYTES) if item is not BLANK]
-        result = process_batch(items, Settings(input_format=input_format))
+        result = normalize_batch(items, Settings(input_format=input_format))
         assert len(items) == len(result.records) + len(result.dead_letters)
         _check_outcomes(written, {(m["source"], m["position"]) for m in result.metrics}, result.dead_letters)
         for metrics in result.metrics:

@@ -15,7 +15,7 @@ from transforms.records import (
     Unreadable,
     check_record,
     derived_id,
-    process_batch,
+    normalize_batch,
     process_record,
 )
 
@@ -146,7 +146,7 @@ def test_reasons_are_from_the_closed_list():
 
 def test_batch_keeps_order_and_accounts_for_every_record():
     items = [raw(b'{"id": "a", "messages": []}'), raw(b"bad"), raw(b'{"id": "b", "messages": []}'), raw(b"2")]
-    result = process_batch(items, FLAT)
+    result = normalize_batch(items, FLAT)
     assert [r["id"] for r in result.records] == ["a", "b"]
     assert [m["id"] for m in result.metrics] == ["a", "b"]
     assert [d["reason"] for d in result.dead_letters] == ["invalid_json", "not_a_record"]

@@ -41,13 +41,13 @@ from apache_beam.pvalue import TaggedOutput
 from transforms import summary as summaries
 from transforms.normalize import REASONS
 from transforms.profiles import REPAIRS
-from transforms.records import DEAD_LETTER_REASONS, Batch, Settings, check_record, process_batch
+from transforms.records import DEAD_LETTER_REASONS, Batch, Settings, check_record, normalize_batch
 from transforms.validate import VIOLATION_KINDS
 
 #: The metrics namespace of every convnorm counter and distribution.
 NAMESPACE = "convnorm"
 
-#: Every counter the job reports, documented in docs/operations.md ("Metrics").
+#: Every counter the job reports (run and validate), documented in docs/operations.md ("Metrics").
 COUNTER_NAMES = (
     ("records_in", "raw input records processed"),
     ("records_out", "records written to the normalized output"),
@@ -63,6 +63,10 @@ COUNTER_NAMES = (
     *((f"repair_{r}", f"opt-in repairs {r} (lossless profile)") for r in REPAIRS),
     *((f"violation_{k}", f"sendability violations {k} (with --check)") for k in VIOLATION_KINDS),
     ("blank_lines", "blank JSONL lines skipped (not records)"),
+    ("shards_read", "planned input shards read (counted by pipeline.sources)"),
+    # convnorm validate (CheckConversations); it counts dead letters under dead_letters too.
+    ("conversations_checked", "conversations checked by convnorm validate"),
+    ("conversations_with_violations", "checked conversations with at least one violation"),
 )
 
 #: Distributions, per conversation.
@@ -70,7 +74,7 @@ DISTRIBUTION_NAMES = ("messages_per_conversation", "drops_per_conversation")
 
 
 class NormalizeConversation(beam.DoFn):
-    """Thin adapter: ``process_batch`` on each batch, outputs routed, counters updated."""
+    """Thin adapter: ``normalize_batch`` on each batch, outputs routed, counters updated."""
 
     DROPS = "drops"
     DEAD_LETTER = "dead_letter"
@@ -94,7 +98,7 @@ class NormalizeConversation(beam.DoFn):
     def process(self, batch: Batch) -> Iterable:
         if batch.shard != self._file_shard:
             self._file_shard, self._taken = batch.shard, {}
-        result = process_batch(batch.items, self._settings, taken=self._taken)
+        result = normalize_batch(batch.items, self._settings, taken=self._taken)
         self._count(len(batch.items), result)
         if result.records:
             yield Batch(batch.shard, batch.start, result.records)
@@ -248,7 +252,7 @@ class CheckConversation(beam.DoFn):
         self._dead = Metrics.counter(NAMESPACE, "dead_letters")
 
     def process(self, batch: Batch) -> Iterable:
-        result = process_batch(batch.items, self._settings, check_record)
+        result = normalize_batch(batch.items, self._settings, check_record)
         self._checked.inc(len(result.records))
         self._flagged.inc(sum(1 for r in result.records if r["violations"]))
         self._dead.inc(len(result.dead_letters))

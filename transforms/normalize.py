@@ -40,6 +40,8 @@ __all__ = [
     "coerce_messages",
     "content_text",
     "normalize_conversation",
+    "pairing_key",
+    "raw_call_id",
     "system_first",
     "usable_id",
 ]
@@ -302,9 +304,7 @@ def _read_call(call: Any) -> Any:
     if not isinstance(call, dict):
         return call
     get = call.get
-    call_id = get("tool_call_id")
-    if call_id is None:
-        call_id = get("id")
+    call_id = raw_call_id(call)
     name = get("name")
     args = get("args")
     if args is None:
@@ -325,7 +325,14 @@ def _read_call(call: Any) -> Any:
     return {"tool_call_id": call_id, "name": name, "args": args}
 
 
-def _pairing_key(entry: dict, key: str) -> Any:
+def raw_call_id(call: dict) -> Any:
+    """The id a call declares, as the core reads it (not yet checked): ``tool_call_id``, else ``id``."""
+    call_id = call.get("tool_call_id")
+    return call.get("id") if call_id is None else call_id
+
+
+def pairing_key(entry: dict, key: str) -> Any:
+    """A message's ``tool_calls`` or ``tool_call_id`` as the core reads it (not yet checked)."""
     # Stored-buffer rows keep pairing keys under ``metadata``.
     value = entry.get(key)
     if value is None:
@@ -356,12 +363,12 @@ def _coerce(messages: list, log: _DropLog) -> list:
         if content.__class__ is not str:
             content = content_text(content)
         if role == "assistant":
-            calls = _pairing_key(entry, "tool_calls")
+            calls = pairing_key(entry, "tool_calls")
             if isinstance(calls, list) and calls:
                 append({"role": role, "content": content, "tool_calls": [_read_call(c) for c in calls]})
                 continue
         elif role == "tool":
-            append({"role": role, "content": content, "tool_call_id": _pairing_key(entry, "tool_call_id")})
+            append({"role": role, "content": content, "tool_call_id": pairing_key(entry, "tool_call_id")})
             continue
         append({"role": role, "content": content})
     return out

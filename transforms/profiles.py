@@ -65,6 +65,7 @@ from __future__ import annotations
 from typing import Any, NamedTuple
 
 from transforms.normalize import REASONS, coerce_messages, normalize_conversation, system_first, usable_id
+from transforms.tool_blocks import first_free, tool_blocks
 
 __all__ = [
     "PROFILES",
@@ -174,13 +175,36 @@ def rekey_reused_ids(messages: list) -> tuple[list, int]:
     deterministic and collision-free. Ids are compared trimmed (``" c1"`` reuses ``"c1"``);
     a fresh id is built from the trimmed id.
     """
-    present: set[str] = set()
-    groups: dict[str, list[_Group]] = {}
+    walk = _declarations(messages)
+    call_ids: dict[int, dict[int, str]] = {}  # {turn index: {call position: new id}}
+    result_ids: dict[int, str] = {}  # {result index: id}
+    counters: dict[str, int] = {}
+    rekeyed = 0
+    for key, chain in walk.groups.items():
+        if len(chain) == 1 and len(chain[0].positions) == 1:
+            continue  # the common case: declared once
+        rekeyed += _rekey_chain(key, chain, walk, counters, call_ids, result_ids)
+    if not rekeyed:
+        return messages, 0
+    return _with_ids(messages, call_ids, result_ids), rekeyed
+
+
+class _Declarations(NamedTuple):
+    """What ``rekey_reused_ids`` learns in its walk over the list."""
+
+    present: set[str]  # every usable id in the list (fresh ids are added as handed out)
+    groups: dict[str, list[_Group]]  # id -> its declaring turns' groups, in list order
+    in_block: set[int]  # results in the block of a turn declaring their id
+    before_turn: dict[int, int]  # result -> the turn right after its run of tool messages
+
+
+def _declarations(messages: list) -> _Declarations:
+    walk = _Declarations(set(), {}, set(), {})
+    present, groups = walk.present, walk.groups
     pending: dict[str, list[int]] = {}  # results seen before any declaration of their id
-    in_block: set[int] = set()  # results in the block of a turn declaring their id
-    before_turn: dict[int, int] = {}  # result -> the turn right after its run of tool messages
+    blocks = tool_blocks(messages)
+    declared: dict[int, set[str]] = {}  # turn -> the usable ids it declares
     run: list[int] = []  # the current run of tool messages
-    block_keys: set[str] = set()  # ids declared by the turn whose block the walk is in
     for index, message in enumerate(messages):
         if _is_result(message):
             run.append(index)
@@ -188,28 +212,28 @@ def rekey_reused_ids(messages: list) -> tuple[list, int]:
             if key is None:
                 continue
             present.add(key)
-            if key in block_keys:
-                in_block.add(index)
+            if key in declared.get(blocks[index], ()):
+                walk.in_block.add(index)
             chain = groups.get(key)
             if chain is None:
                 pending.setdefault(key, []).append(index)
             else:
                 chain[-1].results.append(index)
             continue
-        block_keys = set()
         if not _is_turn(message):
             run.clear()
             continue
         for result in run:
-            before_turn[result] = index
+            walk.before_turn[result] = index
         run.clear()
+        keys = declared[index] = set()
         turn_groups: dict[str, _Group] = {}
         for position, call in enumerate(message["tool_calls"]):
             key = _call_key(call)
             if key is None:
                 continue
             present.add(key)
-            block_keys.add(key)
+            keys.add(key)
             group = turn_groups.get(key)
             if group is None:
                 group = turn_groups[key] = _Group(index)
@@ -219,51 +243,51 @@ def rekey_reused_ids(messages: list) -> tuple[list, int]:
                     group.results.extend(pending.pop(key, ()))
                 chain.append(group)
             group.positions.append(position)
+    return walk
 
-    # Decide the new ids: {turn index: {call position: id}}, {result index: id}.
-    call_ids: dict[int, dict[int, str]] = {}
-    result_ids: dict[int, str] = {}
-    counters: dict[str, int] = {}
+
+def _rekey_chain(key: str, chain: list[_Group], walk: _Declarations, counters: dict[str, int],
+                 call_ids: dict[int, dict[int, str]], result_ids: dict[int, str]) -> int:
+    """Decide the ids of one reused id's declarations and results; the number re-keyed."""
     rekeyed = 0
-    for key, chain in groups.items():
-        if len(chain) == 1 and len(chain[0].positions) == 1:
-            continue  # the common case: declared once
-        offered: list[int] = []  # surplus of the previous turn stored just before this one
-        previous_default = key
-        for rank, group in enumerate(chain):
-            own = group.results
-            candidates = own + offered if offered else own
-            ids: list[str] = []  # the id of each declaration that has (or keeps) a pairing
-            for k, position in enumerate(group.positions):
-                if k == 0 and rank == 0:
-                    ids.append(key)  # the first declaration of an id owns it
-                    continue
-                if k >= len(candidates):
-                    break  # no result of its own: left for the core to drop
-                fresh = _fresh_id(key, present, counters)
-                call_ids.setdefault(group.turn, {})[position] = fresh
-                ids.append(fresh)
-                rekeyed += 1
-            for k, result in enumerate(candidates[: len(ids)]):
-                result_ids[result] = ids[k]
-            # Offered results not taken stay the previous turn's surplus.
-            for result in offered[max(0, len(ids) - len(own)):]:
-                result_ids[result] = previous_default
-            surplus = own[len(ids):]
-            default = ids[0] if ids else key  # no ids means no results at all
-            following = chain[rank + 1].turn if rank + 1 < len(chain) else -1
-            offered = []
-            for result in surplus:
-                if result > group.turn and result not in in_block and before_turn.get(result) == following:
-                    offered.append(result)  # decided by the next turn
-                else:
-                    result_ids[result] = default
-            previous_default = default
-        for result in offered:
-            result_ids[result] = previous_default  # defensive: the last turn offers nothing
-    if not rekeyed:
-        return messages, 0
+    offered: list[int] = []  # surplus of the previous turn stored just before this one
+    previous_default = key
+    for rank, group in enumerate(chain):
+        own = group.results
+        candidates = own + offered if offered else own
+        ids: list[str] = []  # the id of each declaration that has (or keeps) a pairing
+        for k, position in enumerate(group.positions):
+            if k == 0 and rank == 0:
+                ids.append(key)  # the first declaration of an id owns it
+                continue
+            if k >= len(candidates):
+                break  # no result of its own: left for the core to drop
+            fresh = _fresh_id(key, walk.present, counters)
+            call_ids.setdefault(group.turn, {})[position] = fresh
+            ids.append(fresh)
+            rekeyed += 1
+        for k, result in enumerate(candidates[: len(ids)]):
+            result_ids[result] = ids[k]
+        # Offered results not taken stay the previous turn's surplus.
+        for result in offered[max(0, len(ids) - len(own)):]:
+            result_ids[result] = previous_default
+        surplus = own[len(ids):]
+        default = ids[0] if ids else key  # no ids means no results at all
+        following = chain[rank + 1].turn if rank + 1 < len(chain) else -1
+        offered = []
+        for result in surplus:
+            if result > group.turn and result not in walk.in_block and walk.before_turn.get(result) == following:
+                offered.append(result)  # decided by the next turn
+            else:
+                result_ids[result] = default
+        previous_default = default
+    for result in offered:
+        result_ids[result] = previous_default  # defensive: the last turn offers nothing
+    return rekeyed
 
+
+def _with_ids(messages: list, call_ids: dict[int, dict[int, str]], result_ids: dict[int, str]) -> list:
+    """A new list with the decided ids; messages that keep theirs are shared, not copied."""
     out = []
     for index, message in enumerate(messages):
         renamed = call_ids.get(index)
@@ -278,7 +302,7 @@ def rekey_reused_ids(messages: list) -> tuple[list, int]:
             if new is not None and new != usable_id(message["tool_call_id"]):
                 message = {"role": message["role"], "content": message["content"], "tool_call_id": new}
         out.append(message)
-    return out, rekeyed
+    return out
 
 
 def _fresh_id(key: str, taken: set[str], counters: dict[str, int]) -> str:
@@ -286,14 +310,10 @@ def _fresh_id(key: str, taken: set[str], counters: dict[str, int]) -> str:
 
     The counter per id only moves forward, so handing out many fresh ids stays linear.
     """
-    n = counters.get(key, 2)
-    while True:
-        candidate = f"{key}{REKEY_SEPARATOR}{n}"
-        n += 1
-        if candidate not in taken:
-            counters[key] = n
-            taken.add(candidate)
-            return candidate
+    candidate, n = first_free(key, REKEY_SEPARATOR, counters.get(key, 2), taken)
+    counters[key] = n + 1
+    taken.add(candidate)
+    return candidate
 
 
 # --------------------------------------------------------------------------------------------
@@ -329,40 +349,51 @@ def reattach_results(messages: list) -> tuple[list, int]:
     owner (MEM-5's first declaration); ``rekey_reused_ids``, run first, gives a result after a
     later declaration its own pair instead.
     """
-    owner: dict[str, int] = {}  # id -> index of the first turn declaring it
+    owner = _first_declarations(messages)
+    if not owner:
+        return messages, 0
+    front, back, moved = _moves(messages, owner)
+    if not moved:
+        return messages, 0
+    return _with_moves(messages, front, back, moved), len(moved)
+
+
+def _first_declarations(messages: list) -> dict[str, int]:
+    """``{id: index of the first turn declaring it}`` (the owner the core keeps)."""
+    owner: dict[str, int] = {}
     for index, message in enumerate(messages):
         if _is_turn(message):
             for call in message["tool_calls"]:
                 key = _call_key(call)
                 if key is not None and key not in owner:
                     owner[key] = index
-    if not owner:
-        return messages, 0
+    return owner
 
-    front: dict[int, list[int]] = {}  # owner turn -> results to put right after it
-    back: dict[int, list[int]] = {}  # last index of a turn's block -> results to put there
+
+def _moves(messages: list, owner: dict[str, int]) -> tuple[dict[int, list[int]], dict[int, list[int]], set[int]]:
+    """Which results move where: ``front`` (owner turn -> results to put right after it),
+    ``back`` (last index of a turn's block -> results to put there), and all moved indices."""
+    front: dict[int, list[int]] = {}
+    back: dict[int, list[int]] = {}
     moved: set[int] = set()
     # The first result after the block, per id: a candidate until the id is settled.
     candidate: dict[str, int] = {}
     settled: set[str] = set()  # ids with a pre-owner result or an in-block result
-    block_turn = -1  # the turn whose block the walk is in, or -1
+    blocks = tool_blocks(messages)
     block_last: dict[int, int] = {}  # owner turn -> last index of its block (or itself)
     for index, message in enumerate(messages):
         if _is_turn(message):
-            block_turn = index
             block_last[index] = index
             continue
         if not _is_result(message):
-            block_turn = -1
             continue
+        block_turn = blocks[index]
         if block_turn >= 0:
             block_last[block_turn] = index
         key = usable_id(message["tool_call_id"])
-        if key is None:
-            continue
-        turn = owner.get(key)
+        turn = owner.get(key) if key is not None else None
         if turn is None:
-            continue  # orphan: the core drops it
+            continue  # unusable id or orphan: the core drops it
         if index < turn:
             front.setdefault(turn, []).append(index)
             moved.add(index)
@@ -372,16 +403,15 @@ def reattach_results(messages: list) -> tuple[list, int]:
         elif key not in settled and key not in candidate:
             candidate[key] = index
     for key, index in candidate.items():
-        if key in settled:
-            continue
-        turn = owner[key]
-        back.setdefault(block_last[turn], []).append(index)
-        moved.add(index)
-    if not moved:
-        return messages, 0
+        if key not in settled:
+            back.setdefault(block_last[owner[key]], []).append(index)
+            moved.add(index)
     for results in back.values():
         results.sort()  # list order among results moved to the same block
+    return front, back, moved
 
+
+def _with_moves(messages: list, front: dict[int, list[int]], back: dict[int, list[int]], moved: set[int]) -> list:
     out = []
     append = out.append
     for index, message in enumerate(messages):
@@ -392,7 +422,7 @@ def reattach_results(messages: list) -> tuple[list, int]:
             append(messages[source])
         for source in back.get(index, ()):
             append(messages[source])
-    return out, len(moved)
+    return out
 
 
 # --------------------------------------------------------------------------------------------

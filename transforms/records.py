@@ -12,7 +12,7 @@ Every raw record ends in exactly one of the two: nothing is skipped silently, an
 unexpected exception becomes an ``internal_error`` dead letter rather than a crash (a Beam
 job that raises retries the bundle forever on some runners).
 
-The Beam DoFn in ``transforms.conversations`` only calls ``process_batch`` and routes.
+The Beam DoFn in ``transforms.conversations`` only calls ``normalize_batch`` and routes.
 """
 
 from __future__ import annotations
@@ -28,11 +28,13 @@ from typing import Any, NamedTuple
 import orjson
 
 from transforms.formats import READERS, WRITERS, FormatError, WriteContext, detect_reader, read_forced, unrecognized
+from transforms.formats.base import not_a_record
 from transforms.ledger import coercion_discards
 from transforms.ledger import report as ledger_report
 from transforms.normalize import _int_text as int_text
 from transforms.normalize import compact_json
 from transforms.profiles import PROFILES, normalize_with_profile
+from transforms.tool_blocks import first_free
 from transforms.validate import check_sendable, count_by_kind
 
 #: Closed list of dead-letter reasons, in the order processing can produce them.
@@ -355,7 +357,7 @@ def _read(record: Any, settings: Settings):
         reader = detect_reader(record, settings.messages_field)
         if reader is None:
             if not isinstance(record, (dict, list)):
-                raise _DeadLetter("not_a_record", f"a record is an object or a list, not {type(record).__name__}")
+                raise _DeadLetter("not_a_record", str(not_a_record(record)))
             field = settings.messages_field
             if isinstance(record, dict) and field in record and not isinstance(record[field], list):
                 kind = type(record[field]).__name__
@@ -500,7 +502,7 @@ def check_record(raw: RawRecord, settings: Settings) -> Outcome:
     return _guarded(_check, raw, settings)
 
 
-def process_batch(records: list, settings: Settings, step=process_record, taken: dict | None = None) -> BatchResult:
+def normalize_batch(records: list, settings: Settings, step=process_record, taken: dict | None = None) -> BatchResult:
     """``step`` (``process_record`` or ``check_record``) over a batch, split by destination,
     input order kept.
 
@@ -541,11 +543,7 @@ def make_unique(outputs: list, metrics: list, field: str, taken: dict) -> None:
         if value not in taken:
             taken[value] = 1
             continue
-        n = taken[value] + 1
-        while f"{value}{UNIQUE_SEPARATOR}{n}" in taken:
-            n += 1
-        taken[value] = n
-        renamed = f"{value}{UNIQUE_SEPARATOR}{n}"
+        renamed, taken[value] = first_free(value, UNIQUE_SEPARATOR, taken[value] + 1, taken)
         taken[renamed] = 1
         output[field] = renamed
         report = record_metrics.setdefault("writer_report", {})

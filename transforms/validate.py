@@ -54,7 +54,9 @@ Usage::
 
 from __future__ import annotations
 
-from typing import Any, Iterable, NamedTuple
+from typing import Any, Callable, Iterable, NamedTuple
+
+from transforms.tool_blocks import tool_blocks
 
 __all__ = [
     "VIOLATION_KINDS",
@@ -119,80 +121,111 @@ def check_sendable(messages: Any) -> list[Violation]:
     if not isinstance(messages, list):
         return [Violation("not_flat", None, None, f"messages is not a list: {type(messages).__name__}")]
     found: list[Violation] = []
-    report = found.append
+    owner, results = _walk(messages, found.append)
+    _check_results(owner, results, found.append)
+    found.sort(key=lambda v: (-1 if v.index is None else v.index, _KIND_ORDER[v.kind]))
+    return found
 
-    # Declarations, blocks and the simple per-message rules, in one walk.
-    owner: dict[str, int] = {}  # id -> index of the turn that first declares it
-    results: list[tuple[int, str | None, int]] = []  # (index, id if a string, block owner turn)
-    seen_other = False  # a non-system message came earlier
-    leading = True  # still in the system group or the tool run right after it
-    block_turn = -1  # the assistant turn whose block the walk is in, or -1
+
+Report = Callable[[Violation], None]
+
+
+def _walk(messages: list, report: Report) -> tuple[dict[str, int], list[tuple[int, str | None, int]]]:
+    """Declarations, blocks and the simple per-message rules, in one walk.
+
+    Returns ``{id: index of the turn that first declares it}`` and, for each tool message,
+    ``(index, id if a string, the turn whose block holds it or -1)``.
+    """
+    blocks = tool_blocks(messages)
+    owner: dict[str, int] = {}
+    results: list[tuple[int, str | None, int]] = []
+    order = _OrderCheck()
     for index, message in enumerate(messages):
-        if not isinstance(message, dict):
-            report(Violation("not_flat", index, None, f"not an object: {type(message).__name__}"))
+        role = _role(index, message, report)
+        if role is None:
             continue
-        role = message.get("role")
-        if not isinstance(role, str) or not role.strip():
-            report(Violation("not_flat", index, None, f"no usable role: {_describe(role)}"))
-            continue
-        if not isinstance(message.get("content"), str):
-            what = "missing" if "content" not in message else type(message["content"]).__name__
-            report(Violation("content_not_string", index, None, f"content is {what}"))
+        order.check(index, role, message, report)
+        _check_keys(index, role, message, report)
+        if role == "tool":
+            raw = message.get("tool_call_id")
+            results.append((index, raw if isinstance(raw, str) else None, blocks[index]))
+        elif role == "assistant" and "tool_calls" in message:
+            _declare_calls(index, message["tool_calls"], owner, report)
+    return owner, results
 
+
+def _role(index: int, message: Any, report: Report) -> str | None:
+    """The message's role, or ``None`` (reported ``not_flat``) when it is not a message."""
+    if not isinstance(message, dict):
+        report(Violation("not_flat", index, None, f"not an object: {type(message).__name__}"))
+        return None
+    role = message.get("role")
+    if not isinstance(role, str) or not role.strip():
+        report(Violation("not_flat", index, None, f"no usable role: {_describe(role)}"))
+        return None
+    if not isinstance(message.get("content"), str):
+        what = "missing" if "content" not in message else type(message["content"]).__name__
+        report(Violation("content_not_string", index, None, f"content is {what}"))
+    return role
+
+
+class _OrderCheck:
+    """System messages first; no tool message first after the system group."""
+
+    def __init__(self) -> None:
+        self.seen_other = False  # a non-system message came earlier
+        self.leading = True  # still in the system group or the tool run right after it
+
+    def check(self, index: int, role: str, message: dict, report: Report) -> None:
         if role == "system":
-            if seen_other:
+            if self.seen_other:
                 report(Violation("system_not_first", index, None, "system message after the conversation began"))
         else:
-            seen_other = True
-        if leading and role != "system":
+            self.seen_other = True
+        if self.leading and role != "system":
             if role == "tool":
                 report(Violation("leading_tool", index, _string(message.get("tool_call_id")),
                                  "tool message first after the system group"))
             else:
-                leading = False
+                self.leading = False
 
-        if role != "assistant" and "tool_calls" in message:
-            report(Violation("not_flat", index, None, f"tool_calls on a {role!r} message"))
-        if role != "tool" and "tool_call_id" in message:
-            report(Violation("not_flat", index, None, f"tool_call_id on a {role!r} message"))
 
-        if role == "tool":
-            # Its block is the turn the walk is in, if any (tool messages do not end a block).
-            raw = message.get("tool_call_id")
-            results.append((index, raw if isinstance(raw, str) else None, block_turn))
-            continue
-        block_turn = -1  # any other message ends the block
-        if role != "assistant" or "tool_calls" not in message:
-            continue
-        calls = message["tool_calls"]
-        if not isinstance(calls, list) or not calls:
-            report(Violation("not_flat", index, None, "tool_calls is not a non-empty list"))
-            continue
-        block_turn = index
-        for position, call in enumerate(calls):
-            if not isinstance(call, dict):
-                report(Violation("not_flat", index, None, f"call {position} is not an object"))
-                continue
-            raw = call.get("tool_call_id")
-            if not isinstance(call.get("name"), str):
-                report(Violation("not_flat", index, _string(raw), f"call {position} has no string name"))
-            problem = _id_problem(raw)
-            if problem is not None:
-                report(Violation("unusable_call_id", index, _string(raw), f"call {position}: id {problem}"))
-                if not isinstance(raw, str):
-                    continue  # nothing can pair with it
-                # A string id still pairs exactly, so its result is not also an orphan.
-            if raw in owner:
-                where = "this turn" if owner[raw] == index else f"message {owner[raw]}"
-                report(Violation("redeclared_id", index, raw, f"call {position}: id already declared by {where}"))
-                continue
-            owner[raw] = index
+def _check_keys(index: int, role: str, message: dict, report: Report) -> None:
+    if role != "assistant" and "tool_calls" in message:
+        report(Violation("not_flat", index, None, f"tool_calls on a {role!r} message"))
+    if role != "tool" and "tool_call_id" in message:
+        report(Violation("not_flat", index, None, f"tool_call_id on a {role!r} message"))
 
-    # Results: adjacency, orphans, duplicates. An id's answer is preferably in its block.
-    answered_in_block: set[str] = set()
-    for _index, call_id, turn in results:
-        if call_id is not None and owner.get(call_id) == turn:
-            answered_in_block.add(call_id)
+
+def _declare_calls(index: int, calls: Any, owner: dict[str, int], report: Report) -> None:
+    """Check one turn's calls and record the ids it declares first in ``owner``."""
+    if not isinstance(calls, list) or not calls:
+        report(Violation("not_flat", index, None, "tool_calls is not a non-empty list"))
+        return
+    for position, call in enumerate(calls):
+        if not isinstance(call, dict):
+            report(Violation("not_flat", index, None, f"call {position} is not an object"))
+            continue
+        raw = call.get("tool_call_id")
+        if not isinstance(call.get("name"), str):
+            report(Violation("not_flat", index, _string(raw), f"call {position} has no string name"))
+        problem = _id_problem(raw)
+        if problem is not None:
+            report(Violation("unusable_call_id", index, _string(raw), f"call {position}: id {problem}"))
+            if not isinstance(raw, str):
+                continue  # nothing can pair with it
+            # A string id still pairs exactly, so its result is not also an orphan.
+        if raw in owner:
+            where = "this turn" if owner[raw] == index else f"message {owner[raw]}"
+            report(Violation("redeclared_id", index, raw, f"call {position}: id already declared by {where}"))
+            continue
+        owner[raw] = index
+
+
+def _check_results(owner: dict[str, int], results: list[tuple[int, str | None, int]], report: Report) -> None:
+    """Adjacency, orphans, duplicates. An id's answer is preferably in its block."""
+    answered_in_block = {call_id for _index, call_id, turn in results
+                         if call_id is not None and owner.get(call_id) == turn}
     answered: set[str] = set()
     for index, call_id, turn in results:
         if call_id is None:
@@ -214,9 +247,6 @@ def check_sendable(messages: Any) -> list[Violation]:
     for call_id, turn in owner.items():
         if call_id not in answered:
             report(Violation("unanswered_call", turn, call_id, "call with no result anywhere"))
-
-    found.sort(key=lambda v: (-1 if v.index is None else v.index, _KIND_ORDER[v.kind]))
-    return found
 
 
 def _string(value: Any) -> str | None:

@@ -9,9 +9,10 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from transforms.formats.base import FormatError
+from transforms.formats.base import FormatError, not_a_record
 from transforms.ledger import note
 from transforms.normalize import content_text, usable_id
+from transforms.tool_blocks import first_free, tool_blocks
 
 #: Separator between the text parts of one message when they are joined into flat content.
 JOIN = "\n"
@@ -47,7 +48,7 @@ def message_list(record: Any, key: str) -> list:
     if isinstance(record, list):
         return record
     if not isinstance(record, dict):
-        raise FormatError("not_a_record", f"a record is an object or a list, not {type(record).__name__}")
+        raise not_a_record(record)
     if key not in record:
         raise FormatError("missing_messages", f"no {key!r} field")
     messages = record[key]
@@ -175,10 +176,7 @@ class IdAllocator:
 
     def new(self, index: int, sub: int | None = None) -> str:
         base = f"call_{index}" if sub is None else f"call_{index}_{sub}"
-        candidate, k = base, 0
-        while candidate in self._taken:
-            k += 1
-            candidate = f"{base}_{k}"
+        candidate = base if base not in self._taken else first_free(base, "_", 1, self._taken)[0]
         self._taken.add(candidate)
         return candidate
 
@@ -230,9 +228,9 @@ def check_results_adjacent(messages: list) -> None:
 
     Every call must be answered exactly once, by a ``tool`` message in *its block*: the run of
     consecutive ``tool`` messages directly after the assistant message that declares the call
-    (the order inside the block is free). The definition is ``convnorm validate``'s
-    (``transforms.validate``): a writer refuses exactly the normalized records in which the
-    check reports ``result_not_adjacent``.
+    (the order inside the block is free). Blocks come from ``transforms.tool_blocks``, as in
+    ``convnorm validate`` (``transforms.validate``): a writer refuses exactly the normalized
+    records in which the check reports ``result_not_adjacent``.
 
     MEM-5 (``--profile spec``) keeps a result separated from its call's turn where it is
     (``[user, tool c1, assistant c1]``, ``[assistant c1, user, tool c1]``). Moving it would be
@@ -243,21 +241,18 @@ def check_results_adjacent(messages: list) -> None:
     """
     turn_of: dict = {}  # call id -> index of the assistant message that declares it
     block: dict = {}  # call id -> (index of its result, index of the turn whose block holds it)
-    block_turn = -1  # the assistant message whose block the walk is in, or -1
-    for position, message in enumerate(messages):
+    for position, (message, block_turn) in enumerate(zip(messages, tool_blocks(messages))):
         if message.get("role") == "tool":
             call_id = message.get("tool_call_id")
             if call_id in block:
                 raise FormatError("duplicate_result", f"two results for call {call_id!r}")
             block[call_id] = (position, block_turn)
             continue
-        block_turn = -1
         for call in message.get("tool_calls") or ():
             call_id = call.get("tool_call_id")
             if call_id in turn_of:
                 raise FormatError("redeclared_call", f"call {call_id!r} is declared twice")
             turn_of[call_id] = position
-            block_turn = position
     for call_id, turn in turn_of.items():
         if call_id not in block:
             raise FormatError("unanswered_call", f"call {call_id!r} has no result")

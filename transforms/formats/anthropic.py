@@ -62,6 +62,7 @@ from transforms.formats.base import (
     register_reader,
     register_writer,
 )
+from transforms.tool_blocks import first_free
 
 # Block types no other format uses: enough to tell an Anthropic conversation by itself.
 _ANTHROPIC_BLOCKS = frozenset(
@@ -185,10 +186,7 @@ def _tool_ids(messages: list) -> dict[str, str]:
             mapping[call_id] = call_id
             continue
         base = re.sub(r"[^A-Za-z0-9_-]", "_", call_id)
-        candidate, k = base, 0
-        while candidate in taken:
-            k += 1
-            candidate = f"{base}_{k}"
+        candidate = base if base not in taken else first_free(base, "_", 1, taken)[0]
         taken.add(candidate)
         mapping[call_id] = candidate
     return mapping

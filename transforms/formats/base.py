@@ -7,9 +7,11 @@ of the record, carried through unchanged. A reader that cannot read a record rai
 
 A *writer* takes one normalized flat record (a dict whose ``ctx.messages_field`` holds the
 normalized messages, the record's other fields beside it) and returns the output record. A
-writer that cannot represent a record raises ``FormatError``. A writer that falls back to a
-command-line option (``--model``, ``--max-tokens``) when a record lacks the value names the
-``WriteContext`` field in ``Writer.uses``, so that the job can warn when the option is missing.
+writer that cannot represent a record raises ``FormatError``. A writer that reads a
+command-line option names the ``WriteContext`` field in ``Writer.uses``, so that the job can
+warn when the option is missing. The two differ in precedence: ``--model``, when given,
+replaces every record's own model (``record_model``); ``--max-tokens`` only fills in for a
+record that has no ``max_tokens`` of its own.
 
 Adding a format is one module that defines a reader and/or a writer and registers them with
 ``register_reader`` / ``register_writer``, plus its import in ``transforms/formats/__init__``.
@@ -34,6 +36,11 @@ class FormatError(ValueError):
     def __init__(self, reason: str, message: str = "") -> None:
         super().__init__(message or reason)
         self.reason = reason
+
+
+def not_a_record(record: Any) -> FormatError:
+    """The error for an input value that is neither an object nor a list (the one wording)."""
+    return FormatError("not_a_record", f"a record is an object or a list, not {type(record).__name__}")
 
 
 class Conversation(NamedTuple):
@@ -107,10 +114,11 @@ class Writer:
     #: ``write(record, ctx) -> dict``; raises FormatError.
     write: Callable[[dict, WriteContext], dict]
     description: str = ""
-    #: The ``WriteContext`` fields this writer falls back to when a record lacks its own value,
-    #: e.g. ``("model",)``: what it needs from the command line (``--model`` fills ``model``,
-    #: ``--max-tokens`` fills ``max_tokens``). The job warns when a named option is not given,
-    #: since records without their own value then cannot be written, or are written without it;
+    #: The ``WriteContext`` fields this writer reads from the command line, e.g. ``("model",)``
+    #: (``--model`` fills ``model`` and, when given, wins over a record's own model;
+    #: ``--max-tokens`` fills ``max_tokens`` for records without their own). The job warns when a
+    #: named option is not given, since records without their own value then cannot be written,
+    #: or are written without it;
     #: a writer that never reads an option leaves it out, and gets no warning for it. Names are
     #: checked against ``WriteContext`` at registration.
     uses: tuple[str, ...] = ()

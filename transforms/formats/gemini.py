@@ -61,6 +61,7 @@ from transforms.formats.base import (
     Reader,
     WriteContext,
     Writer,
+    not_a_record,
     register_reader,
     register_writer,
 )
@@ -240,7 +241,7 @@ def read_gemini(record: Any, messages_field: str) -> Conversation:
     if isinstance(record, list):
         return Conversation(gemini_to_flat(record), {})
     if not isinstance(record, dict):
-        raise FormatError("not_a_record", f"a record is an object or a list, not {type(record).__name__}")
+        raise not_a_record(record)
     key = _contents_key(record, messages_field)
     if key is None:
         raise FormatError("missing_contents", f"no list at 'contents' or {messages_field!r}")

@@ -75,7 +75,7 @@ from transforms.formats.base import (
     register_writer,
 )
 from transforms.ledger import note
-from transforms.normalize import content_text
+from transforms.normalize import content_text, pairing_key, raw_call_id
 
 # --------------------------------------------------------------------------------------------
 # Reader
@@ -98,7 +98,7 @@ def _read_call(call: Any) -> tuple[Any, bool]:
     if not isinstance(function, dict) and not isinstance(custom, dict):
         return call, False  # already flat (or junk): the core reads it as it is
     inner = function if isinstance(function, dict) else custom
-    flat = {"tool_call_id": _first(call.get("tool_call_id"), call.get("id"))}
+    flat = {"tool_call_id": raw_call_id(call)}
     name = _first(call.get("name"), inner.get("name"))
     if name is not None:
         flat["name"] = name
@@ -116,15 +116,6 @@ def _take_pending(pending: list, name: Any) -> str | None:
         if name is not None and call_name == name:
             return pending.pop(k)[0]
     return pending.pop(0)[0]
-
-
-def _result_id(message: dict) -> Any:
-    # Where the core looks for a result's id: top level, else ``metadata`` (stored rows).
-    found = message.get("tool_call_id")
-    metadata = message.get("metadata")
-    if found is None and isinstance(metadata, dict):
-        found = metadata.get("tool_call_id")
-    return found
 
 
 def openai_to_flat(messages: list, report: dict | None = None, discarded: dict | None = None) -> list:
@@ -179,7 +170,7 @@ def openai_to_flat(messages: list, report: dict | None = None, discarded: dict |
         elif role in ("tool", "function"):
             flat["role"] = "tool"
             listed = flat.pop("tool_call_ids", None)
-            if _result_id(message) is None and isinstance(listed, list) and listed:
+            if pairing_key(message, "tool_call_id") is None and isinstance(listed, list) and listed:
                 # Agent frameworks (SWE-agent) name the call in a list: one result per id.
                 flat["tool_call_id"] = listed[0]
                 for other in listed[1:]:
@@ -187,7 +178,7 @@ def openai_to_flat(messages: list, report: dict | None = None, discarded: dict |
                     flat = {**flat, "tool_call_id": other}
                 if report is not None and len(listed) > 1:
                     report["tool_call_ids_split"] = report.get("tool_call_ids_split", 0) + len(listed) - 1
-            elif _result_id(message) is None and pending:
+            elif pairing_key(message, "tool_call_id") is None and pending:
                 flat["tool_call_id"] = _take_pending(pending, message.get("name"))
         else:
             pending = []  # a new turn: later results cannot answer earlier calls by position

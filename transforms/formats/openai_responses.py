@@ -41,6 +41,7 @@ from transforms.formats.base import (
     Reader,
     WriteContext,
     Writer,
+    not_a_record,
     register_reader,
     register_writer,
 )
@@ -113,7 +114,7 @@ def read_responses(record: Any, messages_field: str) -> Conversation:
     if isinstance(record, list):
         return Conversation(responses_to_flat(record, discarded), {}, discarded=discarded or None)
     if not isinstance(record, dict):
-        raise FormatError("not_a_record", f"a record is an object or a list, not {type(record).__name__}")
+        raise not_a_record(record)
     if "input" not in record:
         raise FormatError("missing_input", "no 'input' field")
     items = record["input"]

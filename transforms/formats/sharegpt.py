@@ -52,6 +52,7 @@ from transforms.formats.base import (
     WriteContext,
     Writer,
     count_written,
+    not_a_record,
     register_reader,
     register_writer,
 )
@@ -195,7 +196,7 @@ def read_sharegpt(record: Any, messages_field: str) -> Conversation:
     if isinstance(record, list):
         return Conversation(sharegpt_to_flat(record, None, discarded), {}, discarded=discarded or None)
     if not isinstance(record, dict):
-        raise FormatError("not_a_record", f"a record is an object or a list, not {type(record).__name__}")
+        raise not_a_record(record)
     key = "conversations" if isinstance(record.get("conversations"), list) else messages_field
     turns = record.get(key)
     if not isinstance(turns, list):

@@ -1,0 +1,108 @@
+"""Byte-for-byte guard for refactors: every sink and profile over the bundled samples.
+
+The expected files in ``tests/data/golden`` were generated from the code before a refactor
+that must not change behaviour (issue 10: one concept, one home). Every input line of
+``samples/conversations.jsonl`` and ``samples/formats/*.jsonl`` goes through the per-record
+path with each writer and each profile (with the sendability check on) and through the
+validate step; the outputs, metrics and dead letters are compared as bytes. The bundled sample
+is also run through the command line and its output files compared.
+
+Regenerate only on purpose, when a change is meant to alter outputs:
+``CONVNORM_REGEN_GOLDEN=1 python -m pytest tests/test_golden_outputs.py``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+from transforms import records
+from transforms.formats import WRITERS
+from transforms.profiles import PROFILES
+
+ROOT = Path(__file__).resolve().parent.parent
+GOLDEN = Path(__file__).resolve().parent / "data" / "golden"
+SAMPLE = ROOT / "samples" / "conversations.jsonl"
+FORMAT_SAMPLES = sorted((ROOT / "samples" / "formats").glob("*.jsonl"))
+#: The MEM-5 vectors' inputs as flat records: the tool-block edge cases, in both profiles.
+VECTORS = Path(__file__).resolve().parent / "data" / "spec" / "vectors.jsonl"
+REGEN = os.environ.get("CONVNORM_REGEN_GOLDEN") == "1"
+#: The per-record entry point: renamed in issue 10, so found by either name.
+BATCH = getattr(records, "normalize_batch", None) or records.process_batch
+
+
+def _raw_records(path: Path) -> list:
+    data = path.read_bytes()
+    if path == VECTORS:
+        vectors = [json.loads(line) for line in data.splitlines() if line.strip()]
+        data = b"".join(records.dumps_line({"id": v["name"], "messages": v["input"]}) + b"\n" for v in vectors)
+    found, offset = [], 0
+    for line in data.splitlines(keepends=True):
+        if line.strip():
+            found.append(records.RawRecord(path.name, offset, line))
+        offset += len(line)
+    return found
+
+
+def _section(title: str, result) -> bytes:
+    parts = [f"## {title}\n".encode()]
+    for name, rows in (("output", result.records), ("metrics", result.metrics), ("dead_letter", result.dead_letters)):
+        parts.extend(name.encode() + b" " + records.dumps_line(row) + b"\n" for row in rows)
+    return b"".join(parts)
+
+
+def _record_path_bytes(path: Path) -> bytes:
+    raws = _raw_records(path)
+    parts = []
+    for sink in sorted(WRITERS):
+        for profile in PROFILES:
+            settings = records.Settings(sink=sink, profile=profile, model="golden-model", check=True)
+            parts.append(_section(f"sink={sink} profile={profile}", records.normalize_batch(raws, settings, taken={})))
+    parts.append(_section("validate", records.normalize_batch(raws, records.Settings(), records.check_record)))
+    return b"".join(parts)
+
+
+def _compare(name: str, actual: bytes) -> None:
+    expected_path = GOLDEN / name
+    if REGEN:
+        expected_path.parent.mkdir(parents=True, exist_ok=True)
+        expected_path.write_bytes(actual)
+    assert expected_path.exists(), f"no golden file {name}: generate it from the code before the change"
+    expected = expected_path.read_bytes()
+    if actual != expected:
+        for number, (a, e) in enumerate(zip(actual.splitlines(), expected.splitlines()), 1):
+            assert a == e, f"{name} line {number} differs"
+        assert actual == expected, f"{name}: different number of lines"
+
+
+def _digests(data: bytes) -> bytes:
+    """One digest per section and per kind of row (the full text runs to megabytes)."""
+    digests = {}
+    for block in data.split(b"\n## "):
+        title, _, body = block.removeprefix(b"## ").partition(b"\n")
+        for kind in ("output", "metrics", "dead_letter"):
+            rows = [line for line in body.splitlines() if line.startswith(kind.encode() + b" ")]
+            digests[f"{title.decode()} {kind} ({len(rows)})"] = hashlib.sha256(b"\n".join(rows)).hexdigest()
+    return json.dumps(digests, indent=1, sort_keys=True).encode() + b"\n"
+
+
+@pytest.mark.parametrize("path", [*FORMAT_SAMPLES, SAMPLE, VECTORS], ids=lambda p: p.stem)
+def test_record_path_outputs_are_unchanged(path):
+    _compare(f"{path.stem}.record_digests.json", _digests(_record_path_bytes(path)))
+
+
+def test_bundled_sample_cli_outputs_are_unchanged(tmp_path):
+    from pipeline.main import main
+
+    out = tmp_path / "out"
+    assert main(["--input", str(SAMPLE), "--output", str(out), "--check"]) == 0
+    digests = {
+        str(p.relative_to(out)): hashlib.sha256(p.read_bytes()).hexdigest()
+        for p in sorted(out.rglob("*"))
+        if p.is_file() and p.name != "_convnorm_manifest.json"  # the manifest names tmp paths
+    }
+    _compare("sample_cli_digests.json", json.dumps(digests, indent=1, sort_keys=True).encode() + b"\n")
