@@ -151,6 +151,23 @@ def test_sharegpt_v1_reasoning_blocks_are_in_the_ledger():
     assert _discarded("sharegpt", record) == {"reasoning": {"fields": 1, "chars": 7}}
 
 
+def test_gemini_thought_parts_are_in_the_ledger():
+    # A part flagged thought: true is the model's reasoning: the reader leaves it out, so the
+    # ledger must count it (its text, not the opaque thoughtSignature), in turns and in the
+    # systemInstruction alike.
+    record = {
+        "systemInstruction": {"parts": [{"text": "be brief"}, {"text": "sys thought", "thought": True}]},
+        "contents": [
+            {"role": "user", "parts": [{"text": "2+2?"}]},
+            {"role": "model", "parts": [
+                {"text": "two and two", "thought": True, "thoughtSignature": "c2lnbmF0dXJl"},
+                {"text": "4"},
+            ]},
+        ],
+    }
+    assert _discarded("gemini", record) == {"thought": {"fields": 2, "chars": 22}}
+
+
 def test_openai_reasoning_keys_and_a_refusal_beside_content_are_in_the_ledger():
     record = {"messages": [
         {"role": "developer", "content": "be safe"},
