@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -166,6 +168,34 @@ def test_gemini_thought_parts_are_in_the_ledger():
         ],
     }
     assert _discarded("gemini", record) == {"thought": {"fields": 2, "chars": 22}}
+
+
+@pytest.mark.parametrize("reader, record", [
+    ("sharegpt", {"conversations": [
+        {"from": "human", "value": "hi", "weight": 0},
+        {"from": "gpt", "value": "yo", "reasoning_content": "RRRR"},
+        {"from": "function_call", "value": '{"name": "f", "arguments": {}}'},
+        {"from": "observation", "value": "ok", "reasoning": "RRRR"},
+    ]}),
+    ("gemini", {"contents": [{"role": "user", "parts": [{"text": "hi"}], "weight": 0},
+                             {"role": "model", "parts": [{"text": "yo"}], "reasoning_content": "RRRR"}]}),
+    ("openai-responses", {"input": [
+        {"role": "user", "content": "hi", "weight": 0, "id": "msg_1", "status": "completed"},
+        {"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": "yo"}],
+         "reasoning_content": "RRRR"},
+        {"type": "function_call", "call_id": "c1", "name": "f", "arguments": "{}", "status": "completed"},
+        {"type": "function_call_output", "call_id": "c1", "output": "ok", "reasoning": "RRRR"},
+    ]}),
+])
+def test_keys_of_provider_messages_a_reader_does_not_read_are_in_the_ledger(reader, record):
+    # These readers build new flat messages: a key they do not read never reached rule 1, so
+    # it went uncounted, while the same key on an OpenAI or Anthropic message is counted.
+    got = _discarded(reader, record)
+    assert got.get("weight") == {"fields": 1, "chars": 0}
+    assert got.get("reasoning_content") == {"fields": 1, "chars": 4}
+    if reader != "gemini":
+        assert got.get("reasoning") == {"fields": 1, "chars": 4}
+    assert not {"id", "status", "type"} & set(got)  # item metadata, not content
 
 
 def test_openai_reasoning_keys_and_a_refusal_beside_content_are_in_the_ledger():

@@ -64,7 +64,7 @@ from transforms.formats.base import (
     register_reader,
     register_writer,
 )
-from transforms.ledger import note
+from transforms.ledger import note, note_unread_keys
 from transforms.normalize import content_text
 
 # Part keys, camelCase first (REST), then the snake_case the API also accepts.
@@ -143,6 +143,10 @@ def _call_ids(contents: list) -> set[str]:
     return taken
 
 
+#: The keys of a Content the reader reads; any other goes to the ledger.
+_CONTENT_READ = frozenset(("role", "parts"))
+
+
 def gemini_to_flat(contents: list, system: Any = None, discarded: dict | None = None) -> list:
     out = []
     text = system_text(system, discarded) if system is not None else ""
@@ -155,6 +159,8 @@ def gemini_to_flat(contents: list, system: Any = None, discarded: dict | None = 
             out.append(content)  # the core drops it, counted
             pending = []
             continue
+        if discarded is not None:
+            note_unread_keys(content, _CONTENT_READ, discarded)
         role = content.get("role") or "user"
         role = _ROLES.get(role, role) if isinstance(role, str) else role
         parts = content["parts"]

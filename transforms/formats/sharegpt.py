@@ -55,6 +55,7 @@ from transforms.formats.base import (
     register_reader,
     register_writer,
 )
+from transforms.ledger import note_unread_keys
 from transforms.normalize import content_text
 
 _ROLES = {
@@ -109,6 +110,9 @@ def _split_batch(text: str, count: int) -> list | None:
 
 
 _TAG_KEYS = frozenset(("from", "role"))
+#: The keys a turn is read from, by spelling; any other key goes to the ledger.
+_SHAREGPT_READ = frozenset(("from", "value"))
+_ROLE_READ = frozenset(("role", "content"))
 
 
 def _turn(entry: dict) -> tuple[Any, Any]:
@@ -120,6 +124,10 @@ def _turn(entry: dict) -> tuple[Any, Any]:
     if "from" in entry:
         return entry.get("from"), entry.get("value")
     return entry.get("role"), entry.get("content")
+
+
+def _note_unread(entry: dict, discarded: dict) -> None:
+    note_unread_keys(entry, _SHAREGPT_READ if "from" in entry else _ROLE_READ, discarded)
 
 
 def _content(value: Any, discarded: dict) -> tuple[str, list]:
@@ -164,6 +172,7 @@ def sharegpt_to_flat(turns: list, system: Any = None, discarded: dict | None = N
                 if not isinstance(tag, str) or _ROLES.get(tag, tag) != "tool":
                     break
                 run.append(_content(value, discarded)[0])
+                _note_unread(turns[index], discarded)
                 index += 1
             if len(run) == 1 and len(pending) > 1:
                 run = _split_batch(run[0], len(pending)) or run
@@ -172,6 +181,7 @@ def sharegpt_to_flat(turns: list, system: Any = None, discarded: dict | None = N
                 out.append({"role": "tool", "content": text, "tool_call_id": call_id})
             pending = []
             continue
+        _note_unread(entry, discarded)
         if tag == "function_call":
             text, calls = "", _parse_calls(value)
         else:
