@@ -174,3 +174,18 @@ def test_forced_flat_reads_provider_calls_the_core_reads():
     outcome = _process(record, input_format="flat")
     assert outcome.dead_letter is None
     assert outcome.record["messages"][0]["tool_calls"] == [{"tool_call_id": "c1", "name": "f", "args": "{}"}]
+
+
+def test_forced_flat_refuses_custom_tool_calls_the_core_cannot_read():
+    # The core reads no {"type": "custom", "custom": {name, input}} call: under forced flat the
+    # call became {"tool_call_id": "c1", "name": ""}, its name and input gone, nothing counted.
+    record = {"messages": [
+        {"role": "user", "content": "2**100?"},
+        {"role": "assistant", "content": None,
+         "tool_calls": [{"id": "c1", "type": "custom", "custom": {"name": "python", "input": "print(2**100)"}}]},
+        {"role": "tool", "tool_call_id": "c1", "content": "1267650600228229401496703205376"},
+    ]}
+    letter = _process(record, input_format="flat").dead_letter
+    assert letter is not None and letter["reason"] == "format_error"
+    assert "custom" in letter["detail"] and "--format openai" in letter["detail"]
+    assert _process(record).record["messages"][1]["tool_calls"][0]["name"] == "python"
