@@ -189,3 +189,25 @@ def test_forced_flat_refuses_custom_tool_calls_the_core_cannot_read():
     assert letter is not None and letter["reason"] == "format_error"
     assert "custom" in letter["detail"] and "--format openai" in letter["detail"]
     assert _process(record).record["messages"][1]["tool_calls"][0]["name"] == "python"
+
+
+def test_a_record_with_both_a_message_list_and_sharegpt_conversations_loses_neither():
+    # Auto gave it to sharegpt, which read 'conversations' and wrote the result over
+    # 'messages': the record's own message list vanished, counted nowhere.
+    record = {"messages": [{"role": "user", "content": "hi"}],
+              "conversations": [{"from": "human", "value": "other"}]}
+    for fmt in ("auto", "sharegpt"):
+        out = _process(record, input_format=fmt).record
+        assert out["messages"] == [{"role": "user", "content": "hi"}], fmt
+        assert out["conversations"] == record["conversations"], fmt
+
+
+@pytest.mark.parametrize("turns", [
+    [{"role": "user", "value": "hi"}, {"role": "assistant", "value": "yo"}],
+    [{"from": "human", "content": "hi"}, {"from": "gpt", "content": "yo"}],
+])
+def test_forced_sharegpt_reads_turns_with_mixed_tag_spellings(turns):
+    # LLaMA-Factory lets a dataset name its role and content tags: a turn tagged 'role' whose
+    # text is under 'value' (or 'from' with 'content') was read as empty text.
+    out = _process({"conversations": turns}, input_format="sharegpt").record
+    assert [m["content"] for m in out["messages"]] == ["hi", "yo"]

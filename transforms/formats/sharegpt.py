@@ -1,8 +1,10 @@
 """ShareGPT / LLaMA-Factory conversations: a reader, and a writer of LLaMA-Factory training records.
 
 ``{"conversations": [{"from", "value"}], "system"?, "tools"?, ...}``; the same turns under the
-message field or as a bare list; and LLaMA-Factory's ``role`` / ``content`` variants, including
-the v1 block content ``[{"type": "text" | "reasoning" | "tool_call", "value"}]``.
+message field (read first when both hold a list: the other is carried) or as a bare list; and
+LLaMA-Factory's ``role`` / ``content`` variants (mixed ``role`` / ``value`` or ``from`` /
+``content`` tags too), including the v1 block content ``[{"type": "text" | "reasoning" |
+"tool_call", "value"}]``.
 
 - Roles: ``human``/``user`` → user, ``gpt``/``assistant``/``chatgpt``/``bing``/``bard``/``model``
   → assistant, ``system`` → system, ``function_call`` → assistant with calls,
@@ -110,9 +112,6 @@ def _split_batch(text: str, count: int) -> list | None:
 
 
 _TAG_KEYS = frozenset(("from", "role"))
-#: The keys a turn is read from, by spelling; any other key goes to the ledger.
-_SHAREGPT_READ = frozenset(("from", "value"))
-_ROLE_READ = frozenset(("role", "content"))
 
 
 def _turn(entry: dict) -> tuple[Any, Any]:
@@ -121,13 +120,24 @@ def _turn(entry: dict) -> tuple[Any, Any]:
         # Its text is under a key this reader does not read: refuse rather than blank it.
         shown = ", ".join(map(str, list(entry)[:8]))
         raise FormatError("unreadable_turn", f"a turn with neither value nor content (its keys: {shown})")
+    tag, text = _turn_keys(entry)
+    return entry.get(tag), entry.get(text)
+
+
+def _turn_keys(entry: dict) -> tuple[str, str]:
+    """The keys of a turn's tag and text: ``from``/``value`` or ``role``/``content``, or mixed
+    (LLaMA-Factory lets a dataset name its tags) when the usual text key is absent."""
     if "from" in entry:
-        return entry.get("from"), entry.get("value")
-    return entry.get("role"), entry.get("content")
+        return "from", "value" if "value" in entry or "content" not in entry else "content"
+    return "role", "content" if "content" in entry or "value" not in entry else "value"
+
+
+_READ_KEYS = {keys: frozenset(keys) for keys in (("from", "value"), ("from", "content"),
+                                                 ("role", "content"), ("role", "value"))}
 
 
 def _note_unread(entry: dict, discarded: dict) -> None:
-    note_unread_keys(entry, _SHAREGPT_READ if "from" in entry else _ROLE_READ, discarded)
+    note_unread_keys(entry, _READ_KEYS[_turn_keys(entry)], discarded)
 
 
 def _content(value: Any, discarded: dict) -> tuple[str, list]:
@@ -206,7 +216,10 @@ def read_sharegpt(record: Any, messages_field: str) -> Conversation:
         return Conversation(sharegpt_to_flat(record, None, discarded), {}, discarded=discarded or None)
     if not isinstance(record, dict):
         raise FormatError("not_a_record", f"a record is an object or a list, not {type(record).__name__}")
-    key = "conversations" if isinstance(record.get("conversations"), list) else messages_field
+    # The message field first when it holds a list: the record's own chat, which the output
+    # writes over; 'conversations' beside it is then carried as it is, not lost.
+    key = messages_field if isinstance(record.get(messages_field), list) or not isinstance(
+        record.get("conversations"), list) else "conversations"
     turns = record.get(key)
     if not isinstance(turns, list):
         raise FormatError("missing_conversations", f"no list at 'conversations' or {messages_field!r}")
