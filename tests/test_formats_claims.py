@@ -211,3 +211,23 @@ def test_forced_sharegpt_reads_turns_with_mixed_tag_spellings(turns):
     # text is under 'value' (or 'from' with 'content') was read as empty text.
     out = _process({"conversations": turns}, input_format="sharegpt").record
     assert [m["content"] for m in out["messages"]] == ["hi", "yo"]
+
+
+@pytest.mark.parametrize("other, fmt", [
+    ({"contents": [{"role": "user", "parts": [{"text": "other"}]}]}, "gemini"),
+    ({"input": [{"role": "user", "content": "other"},
+                {"type": "function_call", "call_id": "c", "name": "f", "arguments": "{}"}]}, "openai-responses"),
+])
+def test_a_record_with_both_a_message_list_and_provider_items_loses_neither(other, fmt):
+    # The Gemini and Responses readers read 'contents' / 'input' and the job wrote the result
+    # over the record's own 'messages': that list vanished, counted nowhere.
+    record = {"messages": [{"role": "user", "content": "hi"}], **other}
+    out = _process(record).record
+    assert out["messages"] == [{"role": "user", "content": "hi"}]
+    assert {k: out[k] for k in other} == other
+    forced = _process(record, input_format=fmt)
+    if forced.record is not None:
+        assert forced.record["messages"] == [{"role": "user", "content": "hi"}]
+        assert {k: forced.record[k] for k in other} == other
+    else:
+        assert forced.dead_letter["reason"] == "format_error" and "messages" in forced.dead_letter["detail"]

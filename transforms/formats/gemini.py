@@ -1,7 +1,8 @@
 """Google Gemini ``generateContent`` request bodies: a reader and a writer.
 
 ``{"contents": [Content], "systemInstruction"?: Content, "tools"?: [Tool], ...}`` (the REST
-body; ``contents`` may also sit at the message field), or a bare list of ``Content``. A
+body; ``contents`` may also sit at the message field, which
+is read first when the record holds both: the other is carried), or a bare list of ``Content``. A
 ``Content`` is ``{"role"?: "user" | "model", "parts": [Part]}``. REST JSON is camelCase, but
 the API also accepts (and logs hold) snake_case: both spellings are read everywhere
 (``functionCall`` / ``function_call``, ``systemInstruction`` / ``system_instruction`` ...).
@@ -241,7 +242,9 @@ def gemini_tools(tools: Any) -> Any:
 
 
 def _contents_key(record: dict, messages_field: str) -> str | None:
-    for key in ("contents", messages_field):
+    # The message field first: the output is written there, so a list of its own beside
+    # 'contents' would be overwritten; read it, and 'contents' is carried.
+    for key in (messages_field, "contents"):
         if isinstance(record.get(key), list):
             return key
     return None

@@ -126,6 +126,10 @@ def read_responses(record: Any, messages_field: str) -> Conversation:
         raise FormatError("not_a_record", f"a record is an object or a list, not {type(record).__name__}")
     if "input" not in record:
         raise FormatError("missing_input", "no 'input' field")
+    if messages_field != "input" and isinstance(record.get(messages_field), list):
+        # The output goes to the message field: reading 'input' would overwrite that list.
+        raise FormatError("ambiguous_messages", f"the record holds both 'input' and a {messages_field!r} list; "
+                          "read the list with --format auto, or 'input' with --messages-field input")
     items = record["input"]
     if isinstance(items, str):
         items = [{"type": "message", "role": "user", "content": items}]
@@ -158,6 +162,8 @@ def detect_responses(record: Any, messages_field: str) -> bool:
         return any(_responses_item(i) for i in record) and not any(_lost_message(i) for i in record)
     if not isinstance(record, dict):
         return False
+    if messages_field != "input" and isinstance(record.get(messages_field), list):
+        return False  # its own message list: another reader reads it, 'input' is carried
     items = record.get("input")
     if isinstance(items, str):
         return "instructions" in record
