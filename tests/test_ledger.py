@@ -198,6 +198,17 @@ def test_keys_of_provider_messages_a_reader_does_not_read_are_in_the_ledger(read
     assert not {"id", "status", "type"} & set(got)  # item metadata, not content
 
 
+def test_keys_of_an_anthropic_message_holding_only_tool_results_are_in_the_ledger():
+    # Such a message becomes tool messages only: its other keys never reached rule 1.
+    record = {"messages": [
+        {"role": "user", "content": "hi"},
+        {"role": "assistant", "content": [{"type": "tool_use", "id": "t1", "name": "f", "input": {}}]},
+        {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t1", "content": "ok"}],
+         "reasoning_content": "RRRR"},
+    ]}
+    assert _discarded("anthropic", record) == {"reasoning_content": {"fields": 1, "chars": 4}}
+
+
 def test_openai_reasoning_keys_and_a_refusal_beside_content_are_in_the_ledger():
     record = {"messages": [
         {"role": "developer", "content": "be safe"},

@@ -62,6 +62,7 @@ from transforms.formats.base import (
     register_reader,
     register_writer,
 )
+from transforms.ledger import note_unread_keys
 
 # Block types no other format uses: enough to tell an Anthropic conversation by itself.
 _ANTHROPIC_BLOCKS = frozenset(
@@ -85,6 +86,10 @@ _ANTHROPIC_BLOCKS = frozenset(
 
 # --------------------------------------------------------------------------------------------
 # Reader
+
+
+#: The keys read from a message that becomes tool results only.
+_RESULTS_ONLY_READ = frozenset(("role", "content"))
 
 
 def _read_message(message: Any, out: list, discarded: dict) -> None:
@@ -123,6 +128,8 @@ def _read_message(message: Any, out: list, discarded: dict) -> None:
     # A user message that only carried results has nothing left to say.
     if calls or flat["content"].strip() or not (results or systems):
         out.append(flat)
+    else:
+        note_unread_keys(message, _RESULTS_ONLY_READ, discarded)  # its other keys: in the ledger
 
 
 def anthropic_to_flat(messages: list, system: Any = None, discarded: dict | None = None) -> list:
