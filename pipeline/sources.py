@@ -442,6 +442,13 @@ def _read_json(shard: Shard, max_record_bytes: int = DEFAULT_MAX_RECORD_BYTES) -
     try:
         document = parse_json(text)
     except (ValueError, RecursionError) as error:
+        stripped = text.lstrip(_JSON_SPACE)
+        if stripped.startswith(b"["):
+            # One bad element must not take the others with it: read the array element by
+            # element, as a file over the limit is, so the outcome does not depend on its size.
+            for index, element in enumerate(_array_elements(io.BytesIO(), stripped[1:], max_record_bytes)):
+                yield RawRecord(source, index, element)
+            return
         hint = ""
         if text.lstrip()[:1] == b"{" and b"\n{" in text:
             hint = " (it looks like JSON Lines: name the file .jsonl)"

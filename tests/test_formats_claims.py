@@ -174,3 +174,60 @@ def test_forced_flat_reads_provider_calls_the_core_reads():
     outcome = _process(record, input_format="flat")
     assert outcome.dead_letter is None
     assert outcome.record["messages"][0]["tool_calls"] == [{"tool_call_id": "c1", "name": "f", "args": "{}"}]
+
+
+def test_forced_flat_refuses_custom_tool_calls_the_core_cannot_read():
+    # The core reads no {"type": "custom", "custom": {name, input}} call: under forced flat the
+    # call became {"tool_call_id": "c1", "name": ""}, its name and input gone, nothing counted.
+    record = {"messages": [
+        {"role": "user", "content": "2**100?"},
+        {"role": "assistant", "content": None,
+         "tool_calls": [{"id": "c1", "type": "custom", "custom": {"name": "python", "input": "print(2**100)"}}]},
+        {"role": "tool", "tool_call_id": "c1", "content": "1267650600228229401496703205376"},
+    ]}
+    letter = _process(record, input_format="flat").dead_letter
+    assert letter is not None and letter["reason"] == "format_error"
+    assert "custom" in letter["detail"] and "--format openai" in letter["detail"]
+    assert _process(record).record["messages"][1]["tool_calls"][0]["name"] == "python"
+
+
+def test_a_record_with_both_a_message_list_and_sharegpt_conversations_loses_neither():
+    # Auto gave it to sharegpt, which read 'conversations' and wrote the result over
+    # 'messages': the record's own message list vanished, counted nowhere.
+    record = {"messages": [{"role": "user", "content": "hi"}],
+              "conversations": [{"from": "human", "value": "other"}]}
+    for fmt in ("auto", "sharegpt"):
+        out = _process(record, input_format=fmt).record
+        assert out["messages"] == [{"role": "user", "content": "hi"}], fmt
+        assert out["conversations"] == record["conversations"], fmt
+
+
+@pytest.mark.parametrize("turns", [
+    [{"role": "user", "value": "hi"}, {"role": "assistant", "value": "yo"}],
+    [{"from": "human", "content": "hi"}, {"from": "gpt", "content": "yo"}],
+])
+def test_forced_sharegpt_reads_turns_with_mixed_tag_spellings(turns):
+    # LLaMA-Factory lets a dataset name its role and content tags: a turn tagged 'role' whose
+    # text is under 'value' (or 'from' with 'content') was read as empty text.
+    out = _process({"conversations": turns}, input_format="sharegpt").record
+    assert [m["content"] for m in out["messages"]] == ["hi", "yo"]
+
+
+@pytest.mark.parametrize("other, fmt", [
+    ({"contents": [{"role": "user", "parts": [{"text": "other"}]}]}, "gemini"),
+    ({"input": [{"role": "user", "content": "other"},
+                {"type": "function_call", "call_id": "c", "name": "f", "arguments": "{}"}]}, "openai-responses"),
+])
+def test_a_record_with_both_a_message_list_and_provider_items_loses_neither(other, fmt):
+    # The Gemini and Responses readers read 'contents' / 'input' and the job wrote the result
+    # over the record's own 'messages': that list vanished, counted nowhere.
+    record = {"messages": [{"role": "user", "content": "hi"}], **other}
+    out = _process(record).record
+    assert out["messages"] == [{"role": "user", "content": "hi"}]
+    assert {k: out[k] for k in other} == other
+    forced = _process(record, input_format=fmt)
+    if forced.record is not None:
+        assert forced.record["messages"] == [{"role": "user", "content": "hi"}]
+        assert {k: forced.record[k] for k in other} == other
+    else:
+        assert forced.dead_letter["reason"] == "format_error" and "messages" in forced.dead_letter["detail"]

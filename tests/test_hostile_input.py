@@ -195,9 +195,10 @@ def test_long_digit_runs_inside_strings_are_not_numbers():
 
 
 def test_json_document_with_a_huge_number_is_number_too_large(tmp_path):
-    (tmp_path / "a.json").write_bytes(b'[{"messages":[],"n":' + b"1" * (MAX_NUMBER_DIGITS + 1) + b"}]")
-    (item,) = _items(tmp_path / "a.json")
-    assert item.payload.reason == "number_too_large"
+    (tmp_path / "a.json").write_bytes(b'[{"messages":[],"n":' + b"1" * (MAX_NUMBER_DIGITS + 1) + b'},{"messages":[]}]')
+    huge, fine = (process_record(item, Settings()) for item in _items(tmp_path / "a.json"))
+    assert huge.dead_letter["reason"] == "number_too_large"
+    assert fine.record == {"id": fine.metrics["id"], "messages": []}
 
 
 # --------------------------------------------------------------------------------------------
@@ -286,6 +287,25 @@ def test_json_array_read_in_pieces_reports_its_syntax_errors(tmp_path, text, rea
     letters = [process_record(i, Settings()).dead_letter for i in items]
     assert [d["reason"] for d in letters if d and d["reason"] != "not_a_record"][-1:] == reasons
     assert letters[0]["reason"] == "record_too_large"
+
+
+@pytest.mark.parametrize("bad", [b"NaN", b"1e400", b"-Infinity", b"\"\\ud800\""])
+def test_json_array_under_the_limit_with_one_bad_element_keeps_the_others(tmp_path, bad):
+    # Parsed whole, one value JSON cannot carry used to make the whole file one dead letter
+    # (the good records in it lost), while the same file over --max-record-bytes loses only
+    # that element: the outcome must not depend on the file's size.
+    values = [{"id": f"j{i}", "messages": [{"role": "user", "content": f"c{i}"}], "pad": "p" * 500}
+              for i in range(5)]
+    text = json.dumps(values).encode().replace(b'"c3"', bad, 1)
+    (tmp_path / "a.json").write_bytes(text)
+    assert 1024 < len(text) < 1 << 20
+    small = _items(tmp_path / "a.json", max_record_bytes=1 << 20)  # parsed whole
+    pieces = _items(tmp_path / "a.json", max_record_bytes=1024)  # read element by element
+    assert [i.position for i in small] == [i.position for i in pieces] == list(range(5))
+    got = [process_record(i, Settings()) for i in small]
+    want = [process_record(i, Settings()) for i in pieces]
+    assert [o.record for o in got] == [o.record for o in want]
+    assert [o.dead_letter and o.dead_letter["reason"] for o in got] == [None, None, None, "invalid_json", None]
 
 
 def test_json_object_document_over_the_limit_is_one_record_too_large(tmp_path):

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -149,6 +150,62 @@ def test_sharegpt_v1_reasoning_blocks_are_in_the_ledger():
         {"role": "assistant", "content": [{"type": "reasoning", "value": "be nice"}, {"type": "text", "value": "yo"}]},
     ]}
     assert _discarded("sharegpt", record) == {"reasoning": {"fields": 1, "chars": 7}}
+
+
+def test_gemini_thought_parts_are_in_the_ledger():
+    # A part flagged thought: true is the model's reasoning: the reader leaves it out, so the
+    # ledger must count it (its text, not the opaque thoughtSignature), in turns and in the
+    # systemInstruction alike.
+    record = {
+        "systemInstruction": {"parts": [{"text": "be brief"}, {"text": "sys thought", "thought": True}]},
+        "contents": [
+            {"role": "user", "parts": [{"text": "2+2?"}]},
+            {"role": "model", "parts": [
+                {"text": "two and two", "thought": True, "thoughtSignature": "c2lnbmF0dXJl"},
+                {"text": "4"},
+            ]},
+        ],
+    }
+    assert _discarded("gemini", record) == {"thought": {"fields": 2, "chars": 22}}
+
+
+@pytest.mark.parametrize("reader, record", [
+    ("sharegpt", {"conversations": [
+        {"from": "human", "value": "hi", "weight": 0},
+        {"from": "gpt", "value": "yo", "reasoning_content": "RRRR"},
+        {"from": "function_call", "value": '{"name": "f", "arguments": {}}'},
+        {"from": "observation", "value": "ok", "reasoning": "RRRR"},
+    ]}),
+    ("gemini", {"contents": [{"role": "user", "parts": [{"text": "hi"}], "weight": 0},
+                             {"role": "model", "parts": [{"text": "yo"}], "reasoning_content": "RRRR"}]}),
+    ("openai-responses", {"input": [
+        {"role": "user", "content": "hi", "weight": 0, "id": "msg_1", "status": "completed"},
+        {"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": "yo"}],
+         "reasoning_content": "RRRR"},
+        {"type": "function_call", "call_id": "c1", "name": "f", "arguments": "{}", "status": "completed"},
+        {"type": "function_call_output", "call_id": "c1", "output": "ok", "reasoning": "RRRR"},
+    ]}),
+])
+def test_keys_of_provider_messages_a_reader_does_not_read_are_in_the_ledger(reader, record):
+    # These readers build new flat messages: a key they do not read never reached rule 1, so
+    # it went uncounted, while the same key on an OpenAI or Anthropic message is counted.
+    got = _discarded(reader, record)
+    assert got.get("weight") == {"fields": 1, "chars": 0}
+    assert got.get("reasoning_content") == {"fields": 1, "chars": 4}
+    if reader != "gemini":
+        assert got.get("reasoning") == {"fields": 1, "chars": 4}
+    assert not {"id", "status", "type"} & set(got)  # item metadata, not content
+
+
+def test_keys_of_an_anthropic_message_holding_only_tool_results_are_in_the_ledger():
+    # Such a message becomes tool messages only: its other keys never reached rule 1.
+    record = {"messages": [
+        {"role": "user", "content": "hi"},
+        {"role": "assistant", "content": [{"type": "tool_use", "id": "t1", "name": "f", "input": {}}]},
+        {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t1", "content": "ok"}],
+         "reasoning_content": "RRRR"},
+    ]}
+    assert _discarded("anthropic", record) == {"reasoning_content": {"fields": 1, "chars": 4}}
 
 
 def test_openai_reasoning_keys_and_a_refusal_beside_content_are_in_the_ledger():

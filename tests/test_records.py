@@ -193,6 +193,19 @@ def test_lone_surrogate_is_invalid_json_on_either_parser():
     assert process_record(raw(pair), FLAT).record["messages"][0]["content"] == "\U0001F600"
 
 
+@pytest.mark.parametrize("bytes_in_line", [
+    b'{"messages": [{"role": "assistant", "content": "a", "reasoning_content": "\xed\xa0\x80"}]',  # a UTF-8-encoded surrogate
+    b'\xef\xbb\xbf{"messages": [{"role": "user", "content": "a"}]',  # a byte-order mark inside a file
+    b'{"messages": [{"role": "user", "content": "\xed\xa0\x80"}]',
+])
+def test_bytes_that_are_not_utf8_text_are_invalid_json_on_either_parser(bytes_in_line):
+    # The exact parser decoded with surrogatepass / utf-8-sig: the same record was normalized
+    # (or 'unwritable') beside a 20-digit integer and invalid_json without one.
+    for tail in (b"}", b', "ts": 17329248001234567890}'):
+        outcome = process_record(raw(bytes_in_line + tail), FLAT)
+        assert outcome.dead_letter is not None and outcome.dead_letter["reason"] == "invalid_json", tail
+
+
 def test_integers_past_the_interpreters_digit_limit_are_read_exactly():
     digits = "7" * 5000
     line = ('{"id": "huge", "n": ' + digits + ', "messages": [{"role": "user", "content": ' + digits + "}]}").encode()

@@ -70,6 +70,16 @@ def note(ledger: dict, name: str, value: Any) -> None:
         entry[1] += text_chars(value)
 
 
+def note_unread_keys(entry: dict, read: frozenset, ledger: dict) -> None:
+    """Count the keys of a provider message a reader does not read (it builds a new flat
+    message, so rule 1 never sees them): ``weight`` on a ShareGPT turn, say."""
+    if entry.keys() <= read:
+        return
+    for key, value in entry.items():
+        if key not in read:
+            note(ledger, key, value)
+
+
 def _note_message(entry: dict, role: str, ledger: dict) -> None:
     """The slow path: which keys of one kept message rule 1 discards, as the core decides."""
     metadata_used = None  # the pairing key the core reads from ``metadata``

@@ -259,7 +259,9 @@ def parse_json(payload: bytes | str) -> Any:
     if not _beyond_64_bits(data):
         return orjson.loads(data)
     try:
-        value = json.loads(data, parse_constant=_reject_constant, parse_int=_exact_int,
+        # Strict UTF-8, as orjson reads: json.loads(bytes) would take a byte-order mark and
+        # UTF-8-encoded surrogates, so the same line would pass here and fail there.
+        value = json.loads(data.decode("utf-8"), parse_constant=_reject_constant, parse_int=_exact_int,
                            parse_float=_finite_float)
     except UnicodeDecodeError as error:
         raise ValueError(str(error)) from None

@@ -62,6 +62,7 @@ from transforms.formats.base import (
     register_reader,
     register_writer,
 )
+from transforms.ledger import note_unread_keys
 from transforms.tool_blocks import first_free
 
 # Block types no other format uses: enough to tell an Anthropic conversation by itself.
@@ -86,6 +87,10 @@ _ANTHROPIC_BLOCKS = frozenset(
 
 # --------------------------------------------------------------------------------------------
 # Reader
+
+
+#: The keys read from a message that becomes tool results only.
+_RESULTS_ONLY_READ = frozenset(("role", "content"))
 
 
 def _read_message(message: Any, out: list, discarded: dict) -> None:
@@ -124,6 +129,8 @@ def _read_message(message: Any, out: list, discarded: dict) -> None:
     # A user message that only carried results has nothing left to say.
     if calls or flat["content"].strip() or not (results or systems):
         out.append(flat)
+    else:
+        note_unread_keys(message, _RESULTS_ONLY_READ, discarded)  # its other keys: in the ledger
 
 
 def anthropic_to_flat(messages: list, system: Any = None, discarded: dict | None = None) -> list:

@@ -12,7 +12,8 @@ reader, or to ``flat`` (a plain chat, which every reader reads alike). A record 
 reader recognizes is refused (``wrong_format``, naming what was expected and what the record
 looks like), and so is one whose read messages hold a foreign entry (``unknown_shape``); the
 job dead-letters both as ``format_error``. ``flat`` itself is the exception to the first rule:
-the core reads every chat shape leniently, so forced ``flat`` takes any list of messages.
+the core reads every chat shape leniently, so forced ``flat`` takes any list of messages, except
+one holding a custom tool call, which the core cannot read.
 
 Adding a reader changes nothing here: it registers its ``detect`` with the others.
 """
@@ -34,6 +35,19 @@ def _looks_like(winner: Reader | None) -> str:
     return f"; it looks like {winner.name} ({winner.description}): read it with --format {winner.name} or auto"
 
 
+def _refuse_calls_the_core_cannot_read(messages: Any, winner: Reader) -> None:
+    """Forced ``flat`` reads OpenAI function calls, but the core knows no custom tool call
+    (``{"type": "custom", "custom": {name, input}}``): it would keep an empty name and lose
+    the input, counting nothing."""
+    for message in messages if isinstance(messages, list) else ():
+        calls = message.get("tool_calls") if isinstance(message, dict) else None
+        for call in calls if isinstance(calls, list) else ():
+            if (isinstance(call, dict) and isinstance(call.get("custom"), dict)
+                    and call.get("name") is None and not isinstance(call.get("function"), dict)):
+                raise FormatError("wrong_format", "the core reads no custom tool call (its name and input "
+                                  "would be lost)" + _looks_like(winner))
+
+
 def read_forced(reader: Reader, record: Any, messages_field: str) -> Conversation:
     """Read ``record`` with the reader named on the command line, or raise ``FormatError``."""
     winner = detect_reader(record, messages_field)
@@ -43,6 +57,8 @@ def read_forced(reader: Reader, record: Any, messages_field: str) -> Conversatio
             f"expected {reader.description}{_looks_like(winner)}",
         )
     conversation = reader.read(record, messages_field)
+    if reader.name == CATCH_ALL and winner is not None and winner.name != CATCH_ALL:
+        _refuse_calls_the_core_cannot_read(conversation.messages, winner)
     index = foreign_entry(conversation.messages)
     if index is not None:
         detail = describe_entry(conversation.messages, index, "message")

@@ -1,7 +1,8 @@
 """Google Gemini ``generateContent`` request bodies: a reader and a writer.
 
 ``{"contents": [Content], "systemInstruction"?: Content, "tools"?: [Tool], ...}`` (the REST
-body; ``contents`` may also sit at the message field), or a bare list of ``Content``. A
+body; ``contents`` may also sit at the message field, which
+is read first when the record holds both: the other is carried), or a bare list of ``Content``. A
 ``Content`` is ``{"role"?: "user" | "model", "parts": [Part]}``. REST JSON is camelCase, but
 the API also accepts (and logs hold) snake_case: both spellings are read everywhere
 (``functionCall`` / ``function_call``, ``systemInstruction`` / ``system_instruction`` ...).
@@ -9,10 +10,10 @@ the API also accepts (and logs hold) snake_case: both spellings are read everywh
 - Roles: ``model`` → assistant; ``user`` (or no role: the API's default) → user; ``function``
   (the older spelling of a turn of function responses) → user. Any other role is kept.
 - ``text`` parts are joined; a part flagged ``thought: true`` is the model's reasoning and is
-  dropped (no flat equivalent). ``inlineData`` / ``fileData`` give ``[image]`` for an
-  ``image/*`` MIME type, else ``[file]``; any other part kind (``executableCode``,
-  ``codeExecutionResult`` ...) gives ``[<kind>]``. ``thoughtSignature`` beside a part is not
-  content and is not kept.
+  dropped (no flat equivalent), its text counted in the ledger under ``thought``.
+  ``inlineData`` / ``fileData`` give ``[image]`` for an ``image/*`` MIME type, else ``[file]``;
+  any other part kind (``executableCode``, ``codeExecutionResult`` ...) gives ``[<kind>]``.
+  ``thoughtSignature`` beside a part is not content and is not kept.
 - ``functionCall {id?, name, args}`` parts of a model turn become that assistant message's
   calls, ``args`` kept verbatim (an object).
 - Each ``functionResponse {id?, name, response}`` part becomes its own tool message, in part
@@ -65,6 +66,7 @@ from transforms.formats.base import (
     register_reader,
     register_writer,
 )
+from transforms.ledger import note, note_unread_keys
 from transforms.normalize import content_text
 
 # Part keys, camelCase first (REST), then the snake_case the API also accepts.
@@ -96,10 +98,14 @@ def _media_text(media: Any) -> str:
     return "[image]" if isinstance(mime, str) and mime.startswith("image/") else "[file]"
 
 
-def _part_text(part: dict) -> str | None:
-    """The text a non-call, non-response part contributes, or ``None``."""
+def _part_text(part: dict, discarded: dict | None = None) -> str | None:
+    """The text a non-call, non-response part contributes, or ``None``; a thought part goes to
+    the ledger ``discarded`` (its text: the signature beside it is opaque)."""
     if part.get("thought") is True:
-        return None  # the model's reasoning summary: no flat equivalent
+        # The model's reasoning summary: no flat equivalent.
+        if discarded is not None:
+            note(discarded, "thought", part.get("text"))
+        return None
     if "text" in part:
         return content_text(part["text"])
     media = _get(part, _MEDIA)
@@ -117,14 +123,14 @@ def _response_text(response: Any) -> str:
     return content_text(response)
 
 
-def system_text(instruction: Any) -> str:
+def system_text(instruction: Any, discarded: dict | None = None) -> str:
     """The text of a ``systemInstruction``: a Content, a bare part list, or a string."""
     if isinstance(instruction, str):
         return instruction
     parts = instruction.get("parts") if isinstance(instruction, dict) else instruction
     if not isinstance(parts, list):
         return content_text(instruction) if instruction is not None else ""
-    texts = (_part_text(p) if isinstance(p, dict) else content_text(p) for p in parts)
+    texts = (_part_text(p, discarded) if isinstance(p, dict) else content_text(p) for p in parts)
     return JOIN.join(t for t in texts if t)
 
 
@@ -139,9 +145,13 @@ def _call_ids(contents: list) -> set[str]:
     return taken
 
 
-def gemini_to_flat(contents: list, system: Any = None) -> list:
+#: The keys of a Content the reader reads; any other goes to the ledger.
+_CONTENT_READ = frozenset(("role", "parts"))
+
+
+def gemini_to_flat(contents: list, system: Any = None, discarded: dict | None = None) -> list:
     out = []
-    text = system_text(system) if system is not None else ""
+    text = system_text(system, discarded) if system is not None else ""
     if text:
         out.append({"role": "system", "content": text})
     ids = IdAllocator(_call_ids(contents))
@@ -151,6 +161,8 @@ def gemini_to_flat(contents: list, system: Any = None) -> list:
             out.append(content)  # the core drops it, counted
             pending = []
             continue
+        if discarded is not None:
+            note_unread_keys(content, _CONTENT_READ, discarded)
         role = content.get("role") or "user"
         role = _ROLES.get(role, role) if isinstance(role, str) else role
         parts = content["parts"]
@@ -173,7 +185,7 @@ def gemini_to_flat(contents: list, system: Any = None) -> list:
             elif isinstance(response, dict):
                 results.append(_result(response, pending))
             else:
-                part_text = _part_text(part)
+                part_text = _part_text(part, discarded)
                 if part_text:
                     texts.append(part_text)
         out.extend(results)
@@ -231,15 +243,18 @@ def gemini_tools(tools: Any) -> Any:
 
 
 def _contents_key(record: dict, messages_field: str) -> str | None:
-    for key in ("contents", messages_field):
+    # The message field first: the output is written there, so a list of its own beside
+    # 'contents' would be overwritten; read it, and 'contents' is carried.
+    for key in (messages_field, "contents"):
         if isinstance(record.get(key), list):
             return key
     return None
 
 
 def read_gemini(record: Any, messages_field: str) -> Conversation:
+    discarded: dict = {}
     if isinstance(record, list):
-        return Conversation(gemini_to_flat(record), {})
+        return Conversation(gemini_to_flat(record, None, discarded), {}, discarded=discarded or None)
     if not isinstance(record, dict):
         raise not_a_record(record)
     key = _contents_key(record, messages_field)
@@ -251,7 +266,7 @@ def read_gemini(record: Any, messages_field: str) -> Conversation:
     fields = record_fields(record, consumed)
     if "tools" in fields:
         fields["tools"] = gemini_tools(fields["tools"])
-    return Conversation(gemini_to_flat(record[key], system), fields)
+    return Conversation(gemini_to_flat(record[key], system, discarded), fields, discarded=discarded or None)
 
 
 def _gemini_content(entry: Any) -> bool:

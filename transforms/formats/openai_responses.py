@@ -46,7 +46,7 @@ from transforms.formats.base import (
     register_writer,
 )
 from transforms.formats.openai import openai_arguments
-from transforms.ledger import note
+from transforms.ledger import note, note_unread_keys
 
 _CALLS = ("function_call", "custom_tool_call")
 _OUTPUTS = ("function_call_output", "custom_tool_call_output")
@@ -56,6 +56,13 @@ _PART_TYPES = frozenset(("input_text", "output_text", "input_image", "input_file
 
 #: What a message item may hold besides its content: nothing that is text.
 _MESSAGE_ITEM_KEYS = frozenset(("type", "role", "id", "status"))
+
+
+#: The keys of each item kind the reader reads (or that are item metadata); any other key of
+#: an item goes to the ledger.
+_MESSAGE_READ = _MESSAGE_ITEM_KEYS | {"content"}
+_CALL_READ = frozenset(("type", "id", "status", "call_id", "name", "arguments", "input"))
+_OUTPUT_READ = frozenset(("type", "id", "status", "call_id", "output"))
 
 
 def _lost_message(item: Any) -> bool:
@@ -83,12 +90,14 @@ def responses_to_flat(items: list, discarded: dict | None = None) -> list:
             if _lost_message(item):
                 shown = ", ".join(map(str, list(item)[:8]))
                 raise FormatError("unsupported_item", f"a message item without content (its keys: {shown})")
+            note_unread_keys(item, _MESSAGE_READ, discarded)
             role = item.get("role")
             text = block_text(item.get("content"), discarded)
             message = {"role": "system" if role == "developer" else role, "content": text}
             out.append(message)
             folding = message if role == "assistant" else None
         elif kind in _CALLS:
+            note_unread_keys(item, _CALL_READ, discarded)
             call = {"tool_call_id": item.get("call_id"), "name": item.get("name")}
             args = item.get("arguments") if kind == "function_call" else item.get("input")
             if args is not None:
@@ -98,6 +107,7 @@ def responses_to_flat(items: list, discarded: dict | None = None) -> list:
                 out.append(folding)
             folding.setdefault("tool_calls", []).append(call)
         elif kind in _OUTPUTS:
+            note_unread_keys(item, _OUTPUT_READ, discarded)
             output = block_text(item.get("output"), discarded)
             out.append({"role": "tool", "content": output, "tool_call_id": item.get("call_id")})
             folding = None
@@ -117,6 +127,10 @@ def read_responses(record: Any, messages_field: str) -> Conversation:
         raise not_a_record(record)
     if "input" not in record:
         raise FormatError("missing_input", "no 'input' field")
+    if messages_field != "input" and isinstance(record.get(messages_field), list):
+        # The output goes to the message field: reading 'input' would overwrite that list.
+        raise FormatError("ambiguous_messages", f"the record holds both 'input' and a {messages_field!r} list; "
+                          "read the list with --format auto, or 'input' with --messages-field input")
     items = record["input"]
     if isinstance(items, str):
         items = [{"type": "message", "role": "user", "content": items}]
@@ -149,6 +163,8 @@ def detect_responses(record: Any, messages_field: str) -> bool:
         return any(_responses_item(i) for i in record) and not any(_lost_message(i) for i in record)
     if not isinstance(record, dict):
         return False
+    if messages_field != "input" and isinstance(record.get(messages_field), list):
+        return False  # its own message list: another reader reads it, 'input' is carried
     items = record.get("input")
     if isinstance(items, str):
         return "instructions" in record

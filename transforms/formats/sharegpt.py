@@ -1,8 +1,10 @@
 """ShareGPT / LLaMA-Factory conversations: a reader, and a writer of LLaMA-Factory training records.
 
 ``{"conversations": [{"from", "value"}], "system"?, "tools"?, ...}``; the same turns under the
-message field or as a bare list; and LLaMA-Factory's ``role`` / ``content`` variants, including
-the v1 block content ``[{"type": "text" | "reasoning" | "tool_call", "value"}]``.
+message field (read first when both hold a list: the other is carried) or as a bare list; and
+LLaMA-Factory's ``role`` / ``content`` variants (mixed ``role`` / ``value`` or ``from`` /
+``content`` tags too), including the v1 block content ``[{"type": "text" | "reasoning" |
+"tool_call", "value"}]``.
 
 - Roles: ``human``/``user`` → user, ``gpt``/``assistant``/``chatgpt``/``bing``/``bard``/``model``
   → assistant, ``system`` → system, ``function_call`` → assistant with calls,
@@ -56,6 +58,7 @@ from transforms.formats.base import (
     register_reader,
     register_writer,
 )
+from transforms.ledger import note_unread_keys
 from transforms.normalize import content_text
 
 _ROLES = {
@@ -118,9 +121,24 @@ def _turn(entry: dict) -> tuple[Any, Any]:
         # Its text is under a key this reader does not read: refuse rather than blank it.
         shown = ", ".join(map(str, list(entry)[:8]))
         raise FormatError("unreadable_turn", f"a turn with neither value nor content (its keys: {shown})")
+    tag, text = _turn_keys(entry)
+    return entry.get(tag), entry.get(text)
+
+
+def _turn_keys(entry: dict) -> tuple[str, str]:
+    """The keys of a turn's tag and text: ``from``/``value`` or ``role``/``content``, or mixed
+    (LLaMA-Factory lets a dataset name its tags) when the usual text key is absent."""
     if "from" in entry:
-        return entry.get("from"), entry.get("value")
-    return entry.get("role"), entry.get("content")
+        return "from", "value" if "value" in entry or "content" not in entry else "content"
+    return "role", "content" if "content" in entry or "value" not in entry else "value"
+
+
+_READ_KEYS = {keys: frozenset(keys) for keys in (("from", "value"), ("from", "content"),
+                                                 ("role", "content"), ("role", "value"))}
+
+
+def _note_unread(entry: dict, discarded: dict) -> None:
+    note_unread_keys(entry, _READ_KEYS[_turn_keys(entry)], discarded)
 
 
 def _content(value: Any, discarded: dict) -> tuple[str, list]:
@@ -165,6 +183,7 @@ def sharegpt_to_flat(turns: list, system: Any = None, discarded: dict | None = N
                 if not isinstance(tag, str) or _ROLES.get(tag, tag) != "tool":
                     break
                 run.append(_content(value, discarded)[0])
+                _note_unread(turns[index], discarded)
                 index += 1
             if len(run) == 1 and len(pending) > 1:
                 run = _split_batch(run[0], len(pending)) or run
@@ -173,6 +192,7 @@ def sharegpt_to_flat(turns: list, system: Any = None, discarded: dict | None = N
                 out.append({"role": "tool", "content": text, "tool_call_id": call_id})
             pending = []
             continue
+        _note_unread(entry, discarded)
         if tag == "function_call":
             text, calls = "", _parse_calls(value)
         else:
@@ -197,7 +217,10 @@ def read_sharegpt(record: Any, messages_field: str) -> Conversation:
         return Conversation(sharegpt_to_flat(record, None, discarded), {}, discarded=discarded or None)
     if not isinstance(record, dict):
         raise not_a_record(record)
-    key = "conversations" if isinstance(record.get("conversations"), list) else messages_field
+    # The message field first when it holds a list: the record's own chat, which the output
+    # writes over; 'conversations' beside it is then carried as it is, not lost.
+    key = messages_field if isinstance(record.get(messages_field), list) or not isinstance(
+        record.get("conversations"), list) else "conversations"
     turns = record.get(key)
     if not isinstance(turns, list):
         raise FormatError("missing_conversations", f"no list at 'conversations' or {messages_field!r}")
