@@ -27,7 +27,15 @@ from typing import Any, NamedTuple
 
 import orjson
 
-from transforms.formats import READERS, WRITERS, FormatError, WriteContext, detect_reader, read_forced, unrecognized
+from transforms.formats import (
+    READERS,
+    WRITERS,
+    FormatError,
+    WriteContext,
+    detect_reader_after,
+    read_forced,
+    unrecognized,
+)
 from transforms.ledger import coercion_discards
 from transforms.ledger import report as ledger_report
 from transforms.normalize import _int_text as int_text
@@ -350,9 +358,21 @@ def raw_text(payload: Any, limit: int) -> str:
 # One record
 
 
-def _read(record: Any, settings: Settings):
+class ReaderHint:
+    """The reader detected for the previous record of a batch: tried first for the next one
+    (``formats.detect_reader_after``; the result is the one full detection gives)."""
+
+    __slots__ = ("reader",)
+
+    def __init__(self) -> None:
+        self.reader = None
+
+
+def _read(record: Any, settings: Settings, hint: ReaderHint | None = None):
     if settings.input_format == "auto":
-        reader = detect_reader(record, settings.messages_field)
+        reader = detect_reader_after(hint.reader if hint is not None else None, record, settings.messages_field)
+        if hint is not None:
+            hint.reader = reader
         if reader is None:
             if not isinstance(record, (dict, list)):
                 raise _DeadLetter("not_a_record", f"a record is an object or a list, not {type(record).__name__}")
@@ -387,9 +407,9 @@ def _parse(raw: RawRecord) -> Any:
         raise _DeadLetter("invalid_json", str(error)) from None
 
 
-def _process(raw: RawRecord, settings: Settings) -> tuple[dict, dict]:
+def _process(raw: RawRecord, settings: Settings, hint: ReaderHint | None = None) -> tuple[dict, dict]:
     record = _parse(raw)
-    conversation = _read(record, settings)
+    conversation = _read(record, settings, hint)
     rid = record_id(record, settings.id_field)
     result = normalize_with_profile(conversation.messages, settings.profile)
 
@@ -454,9 +474,9 @@ def dead_letter(raw: RawRecord, reason: str, detail: str, limit: int) -> dict:
     }
 
 
-def _guarded(step, raw: RawRecord, settings: Settings) -> Outcome:
+def _guarded(step, raw: RawRecord, settings: Settings, *hint) -> Outcome:
     try:
-        output, metrics = step(raw, settings)
+        output, metrics = step(raw, settings, *hint)
         return Outcome(output, metrics, None)
     except _DeadLetter as letter:
         return Outcome(None, None, dead_letter(raw, letter.reason, letter.detail, settings.raw_limit))
@@ -465,9 +485,12 @@ def _guarded(step, raw: RawRecord, settings: Settings) -> Outcome:
         return Outcome(None, None, dead_letter(raw, "internal_error", detail, settings.raw_limit))
 
 
-def process_record(raw: RawRecord, settings: Settings) -> Outcome:
-    """Parse, read, normalize and write one raw record; never raises."""
-    return _guarded(_process, raw, settings)
+def process_record(raw: RawRecord, settings: Settings, hint: ReaderHint | None = None) -> Outcome:
+    """Parse, read, normalize and write one raw record; never raises.
+
+    ``hint`` (one per batch) carries the detected reader from record to record.
+    """
+    return _guarded(_process, raw, settings, hint)
 
 
 def _check(raw: RawRecord, settings: Settings) -> tuple[dict, None]:
@@ -509,15 +532,17 @@ def process_batch(records: list, settings: Settings, step=process_record, taken:
     (``make_unique``).
     """
     outputs, metrics, letters = [], [], []
+    normalizing = step is process_record
+    hint = (ReaderHint(),) if normalizing else ()
     for raw in records:
-        outcome = step(raw, settings)
+        outcome = step(raw, settings, *hint)
         if outcome.dead_letter is None:
             outputs.append(outcome.record)
             if outcome.metrics is not None:
                 metrics.append(outcome.metrics)
         else:
             letters.append(outcome.dead_letter)
-    unique_field = WRITERS[settings.sink].unique_field if step is process_record else None
+    unique_field = WRITERS[settings.sink].unique_field if normalizing else None
     if unique_field is not None and taken is not None:
         make_unique(outputs, metrics, unique_field, taken)
     return BatchResult(outputs, metrics, letters)
