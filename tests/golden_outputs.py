@@ -51,9 +51,18 @@ def render(path: Path, sink: str, file_format: str = "jsonl") -> bytes:
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp) / ("part" + FILE_FORMATS[file_format].extension)
         writer = FILE_FORMATS[file_format].open(str(out), "id", "messages")
-        writer.write(result.records)
+        # As the job writes: the records with the lines processing made (when it made them).
+        takes_lines = FILE_FORMATS[file_format].takes_lines and result.lines is not None
+        writer.write(result.records, *([result.lines] if takes_lines else []))
         writer.close()
         written = out.read_bytes()
+        if file_format == "jsonl":
+            # Writing the records alone (a batch without lines) must give the same bytes.
+            again = FILE_FORMATS[file_format].open(str(out) + ".2", "id", "messages")
+            again.write(result.records)
+            again.close()
+            if Path(str(out) + ".2").read_bytes() != written:
+                raise AssertionError(f"{path.name} / {sink}: the lines and the records give different files")
     if file_format != "jsonl":
         # Parquet files carry writer metadata: compare the rows read back, as flat records.
         import io

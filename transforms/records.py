@@ -117,6 +117,9 @@ class Batch(NamedTuple):
     #: Position of the batch's first input record within the shard's file.
     start: int
     items: list
+    #: Each item as its JSON line (no newline), when processing already serialized it: a JSON
+    #: Lines file writes these bytes instead of serializing the items again. ``None``: not known.
+    lines: list | None = None
 
 
 @dataclass(frozen=True)
@@ -166,12 +169,16 @@ class Outcome(NamedTuple):
     record: dict | None
     metrics: dict | None
     dead_letter: dict | None
+    #: ``record`` serialized (``dumps_line``), when processing did it.
+    line: bytes | None = None
 
 
 class BatchResult(NamedTuple):
     records: list
     metrics: list
     dead_letters: list
+    #: ``dumps_line`` of each record (normalizing only; ``None`` for ``check_record``).
+    lines: list | None = None
 
 
 class _DeadLetter(Exception):
@@ -407,7 +414,7 @@ def _parse(raw: RawRecord) -> Any:
         raise _DeadLetter("invalid_json", str(error)) from None
 
 
-def _process(raw: RawRecord, settings: Settings, hint: ReaderHint | None = None) -> tuple[dict, dict]:
+def _process(raw: RawRecord, settings: Settings, hint: ReaderHint | None = None) -> tuple[dict, dict, bytes]:
     record = _parse(raw)
     conversation = _read(record, settings, hint)
     rid = record_id(record, settings.id_field)
@@ -457,11 +464,12 @@ def _process(raw: RawRecord, settings: Settings, hint: ReaderHint | None = None)
         metrics["writer_report"] = context.report
     try:
         # Serialize here, inside the guard: a value JSON cannot hold (a Parquet decimal, a
-        # lone surrogate) must make this record a dead letter, not fail the file writer.
-        dumps_line(output)
+        # lone surrogate) must make this record a dead letter, not fail the file writer. The
+        # file writer writes these bytes: each record is serialized once.
+        line = dumps_line(output)
     except (TypeError, ValueError, RecursionError) as error:
         raise _DeadLetter("unwritable", f"not JSON: {type(error).__name__}: {error}") from None
-    return output, metrics
+    return output, metrics, line
 
 
 def dead_letter(raw: RawRecord, reason: str, detail: str, limit: int) -> dict:
@@ -476,8 +484,8 @@ def dead_letter(raw: RawRecord, reason: str, detail: str, limit: int) -> dict:
 
 def _guarded(step, raw: RawRecord, settings: Settings, *hint) -> Outcome:
     try:
-        output, metrics = step(raw, settings, *hint)
-        return Outcome(output, metrics, None)
+        output, metrics, *line = step(raw, settings, *hint)
+        return Outcome(output, metrics, None, *line)
     except _DeadLetter as letter:
         return Outcome(None, None, dead_letter(raw, letter.reason, letter.detail, settings.raw_limit))
     except Exception as error:  # noqa: BLE001 — a bug must surface as data, not kill the job
@@ -534,32 +542,38 @@ def process_batch(records: list, settings: Settings, step=process_record, taken:
     outputs, metrics, letters = [], [], []
     normalizing = step is process_record
     hint = (ReaderHint(),) if normalizing else ()
+    lines = [] if normalizing else None
     for raw in records:
         outcome = step(raw, settings, *hint)
         if outcome.dead_letter is None:
             outputs.append(outcome.record)
             if outcome.metrics is not None:
                 metrics.append(outcome.metrics)
+            if lines is not None:
+                lines.append(outcome.line)
         else:
             letters.append(outcome.dead_letter)
     unique_field = WRITERS[settings.sink].unique_field if normalizing else None
     if unique_field is not None and taken is not None:
-        make_unique(outputs, metrics, unique_field, taken)
-    return BatchResult(outputs, metrics, letters)
+        for index in make_unique(outputs, metrics, unique_field, taken):
+            lines[index] = dumps_line(outputs[index])  # renamed after it was serialized
+    return BatchResult(outputs, metrics, letters, lines)
 
 
 #: Separator of a renamed duplicate value and its occurrence number: ``<value>~2``.
 UNIQUE_SEPARATOR = "~"
 
 
-def make_unique(outputs: list, metrics: list, field: str, taken: dict) -> None:
+def make_unique(outputs: list, metrics: list, field: str, taken: dict) -> list[int]:
     """Rename repeated ``field`` values in place, deterministically, in output order.
 
     The n-th occurrence of a value becomes ``<value>~n`` (``~n+1`` ... if that is taken too);
     ``taken`` maps every value used so far in the file to its occurrences. Each rename is
-    counted in its record's writer report as ``duplicate_<field>_renamed``.
+    counted in its record's writer report as ``duplicate_<field>_renamed``. Returns the
+    indexes of the renamed outputs.
     """
-    for output, record_metrics in zip(outputs, metrics):
+    renamed_at = []
+    for index, (output, record_metrics) in enumerate(zip(outputs, metrics)):
         value = output.get(field) if isinstance(output, dict) else None
         if not isinstance(value, str):
             continue
@@ -573,6 +587,8 @@ def make_unique(outputs: list, metrics: list, field: str, taken: dict) -> None:
         renamed = f"{value}{UNIQUE_SEPARATOR}{n}"
         taken[renamed] = 1
         output[field] = renamed
+        renamed_at.append(index)
         report = record_metrics.setdefault("writer_report", {})
         name = f"duplicate_{field}_renamed"
         report[name] = report.get(name, 0) + 1
+    return renamed_at
