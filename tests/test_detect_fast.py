@@ -193,3 +193,50 @@ def test_a_plugin_reader_turns_the_shortcut_off(monkeypatch):
     plugin = Reader("plugin", lambda r, f: None, lambda r, f: True, priority=1)
     monkeypatch.setitem(READERS, "plugin", plugin)
     assert detect_reader_after(READERS["flat"], record, "messages") is plugin
+
+
+# --------------------------------------------------------------------------------------------
+# The OpenAI reader gathers the ids already taken only when it must make one (issue 11).
+
+COLLIDING_CALL = st.fixed_dictionaries(
+    {"type": st.just("function"), "function": st.fixed_dictionaries({"name": st.sampled_from(["f", "g"])})},
+    optional={"id": st.sampled_from(["call_1", "call_2_0", "call_1_1", None, "c1"])},
+)
+OPENAI_MESSAGE = st.one_of(
+    st.fixed_dictionaries({"role": st.just("assistant"), "content": st.one_of(st.none(), TEXT)},
+                          optional={"tool_calls": st.lists(COLLIDING_CALL, max_size=3),
+                                    "function_call": st.fixed_dictionaries({"name": st.just("f")}),
+                                    "refusal": TEXT}),
+    st.fixed_dictionaries({"role": st.sampled_from(["tool", "function"]), "content": TEXT},
+                          optional={"tool_call_id": st.sampled_from(["call_1", "call_3", "c1"]),
+                                    "name": st.sampled_from(["f", "g"]),
+                                    "tool_call_ids": st.lists(st.sampled_from(["call_1", "x"]), max_size=2)}),
+    PLAINISH.map(lambda m: m[0] if m else "junk"),
+)
+
+
+@PROPERTIES
+@given(st.lists(OPENAI_MESSAGE, max_size=8))
+def test_lazy_ids_give_what_gathering_them_first_gives(messages):
+    import copy
+
+    from transforms.formats import openai
+    from transforms.formats._common import IdAllocator, ids_in_messages
+
+    class Eager:
+        def __init__(self, messages):
+            self._allocator = IdAllocator(ids_in_messages(messages))
+
+        def new(self, index, sub=None):
+            return self._allocator.new(index, sub)
+
+    before = copy.deepcopy(messages)
+    lazy = (openai.openai_to_flat(messages, report := {}, discarded := {}), report, discarded)
+    assert messages == before  # the reader does not touch its input
+    lazy_ids = openai._LazyIds
+    try:
+        openai._LazyIds = Eager
+        eager = (openai.openai_to_flat(messages, report := {}, discarded := {}), report, discarded)
+    finally:
+        openai._LazyIds = lazy_ids
+    assert orjson.dumps(lazy) == orjson.dumps(eager)
