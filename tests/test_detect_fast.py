@@ -13,7 +13,6 @@ import sys
 from pathlib import Path
 
 import orjson
-import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 

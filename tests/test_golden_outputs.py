@@ -6,7 +6,6 @@ rows read back).
 """
 
 import pytest
-
 from golden_outputs import case_name, cases, digest, golden, render
 
 GOLDEN = golden()

@@ -63,7 +63,7 @@ def plain_chat_reader(record, messages_field: str = "messages") -> str | None:
     messages = record.get(messages_field)
     if messages.__class__ is not list:
         return None
-    openai = False
+    has_openai_ism = False
     for message in messages:
         if message.__class__ is not dict:
             if isinstance(message, dict):
@@ -77,12 +77,12 @@ def plain_chat_reader(record, messages_field: str = "messages") -> str | None:
         plain_role = role.__class__ is str and role in _CHAT_ROLES
         if not plain_role and role in _SHAREGPT_ROLES:
             return None
-        if openai:
+        if has_openai_ism:
             continue
         calls = message.get("tool_calls")
         if not plain_role or (calls.__class__ is list and calls) or not _ISM_KEYS.isdisjoint(message):
-            openai = _openai_ism(message)  # the only messages it can say yes to
-    return "openai" if openai else "flat"
+            has_openai_ism = _openai_ism(message)  # the only messages it can say yes to
+    return "openai" if has_openai_ism else "flat"
 
 
 def detect_reader_after(previous, record, messages_field: str = "messages"):
