@@ -6,6 +6,17 @@ A report, not a test: it prints figures and PASS/FAIL per target, and exits 0 ei
     python bench/bench_pipeline.py             # full run (default --records, a few minutes)
     python bench/bench_pipeline.py --quick     # smoke run, a few seconds per variant
     python bench/bench_pipeline.py --records 100000 --keep   # keep the temp dir to inspect
+    python bench/bench_pipeline.py --stages-only  # the per-record stage table alone (~1 min)
+
+Stage table (issue 11, ``bench/stages.py``): in this process, before the job runs, the CPU time
+per record of each stage of the per-record path (parse with the 64-bit guard, detection,
+reader conversion, the MEM-5 core, the rest: id, assembly, writer, serialization, file bytes)
+and the whole ``process_batch`` loop, each against an orjson ``loads`` + ``dumps`` round trip of
+the same lines, on the project's corpus (OpenAI-shaped calls, defects) and on the same
+conversations in the flat shape; after the job, the Beam share (job CPU - plain-loop CPU) and
+the job's ratios. Stages are timed alone on prepared inputs, interleaved, median of 5: CPU
+time, so a loaded machine skews them less than wall time (not nothing: caches and frequency
+are shared). PASS / MISS per target of the issue.
 
 One corpus is generated once (``bench/corpus.py``, seed 7: realistic conversations of 4-40
 messages, ~5 KB per record, about a third with a defect) and written as ONE uncompressed
@@ -336,6 +347,8 @@ def run_bench(args) -> int:
               f"(--shard-bytes {args.shard_bytes:,}{' = default' if args.shard_bytes == DEFAULT_SHARD_BYTES else ''})",
               flush=True)
 
+        tables = print_stages(args)
+
         imports = measure([python, "-c", "import pipeline.main"], str(work / "imports.log"), env)
 
         def best_of(name: str, argv: list[str]) -> dict:
@@ -456,6 +469,15 @@ def run_bench(args) -> int:
         print("correctness (pipeline part files concatenated in name order vs plain loop output):")
         for name, text, ok in checks:
             print(f"  {'PASS' if ok else 'FAIL'}  {name}: {text}")
+        if "fnapi" not in failed and "plain" not in failed:
+            from stages import print_stage_table
+
+            # The job's CPU without its start-up (the import measured above): the per-record cost.
+            print_stage_table("project corpus, with the job (job CPU minus the pipeline import)",
+                              tables["project (OpenAI-shaped)"],
+                              job_us=(runs["fnapi"]["cpu"] - imports["cpu"]) / records * 1e6,
+                              loop_us=runs["plain"]["cpu"] / records * 1e6)
+            print(f"  (load average now: {_loadavg()})")
         print(f"\ntotal bench time {time.perf_counter() - started:.0f} s")
         if args.keep:
             print(f"kept {work}")
@@ -463,6 +485,20 @@ def run_bench(args) -> int:
         if not args.keep:
             shutil.rmtree(work, ignore_errors=True)
     return 0
+
+
+def print_stages(args) -> dict:
+    """The stage table on both corpora (this process); returns the tables."""
+    from stages import corpora, print_stage_table, stage_table
+
+    n = args.stage_records or (1_000 if args.quick else 5_000)
+    print(f"per-record stages: {n:,} records per corpus; load average {_loadavg()}", flush=True)
+    tables = {}
+    for label, lines in corpora(n, args.seed).items():
+        tables[label] = stage_table(lines)
+        print_stage_table(label, tables[label], flat=label == "flat")
+    print(f"  (load average after the stages: {_loadavg()})", flush=True)
+    return tables
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -489,7 +525,13 @@ def main(argv: list[str] | None = None) -> int:
                         help="run each variant K times and report the fastest (noisy, shared machines)")
     parser.add_argument("--tmp", default=None, help="parent directory for the temp dir")
     parser.add_argument("--keep", action="store_true", help="keep the temp dir (corpus, outputs, logs)")
+    parser.add_argument("--stages-only", action="store_true", help="print the per-record stage table and stop")
+    parser.add_argument("--stage-records", type=int, default=None,
+                        help="records per corpus for the stage table (default 5,000; 1,000 with --quick)")
     args = parser.parse_args(argv)
+    if args.stages_only:
+        print_stages(args)
+        return 0
     if args.shard_bytes is None:
         args.shard_bytes = QUICK_SHARD_BYTES if args.quick else DEFAULT_SHARD_BYTES
     return run_bench(args)

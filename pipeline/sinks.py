@@ -45,8 +45,11 @@ class _JsonLinesFile:
         self._handle = FileSystems.create(path, mime_type="application/jsonl",
                                           compression_type=CompressionTypes.UNCOMPRESSED)
 
-    def write(self, items: list) -> None:
-        self._handle.write(b"".join(dumps_line(item) + b"\n" for item in items))
+    def write(self, items: list, lines: list | None = None) -> None:
+        # ``lines``: the items already serialized by the per-record guard, written as they are.
+        if lines is None:
+            lines = [dumps_line(item) for item in items]
+        self._handle.write(b"\n".join(lines) + b"\n" if lines else b"")
 
     def close(self) -> None:
         self._handle.close()
@@ -85,11 +88,13 @@ class FileFormat(NamedTuple):
     extension: str
     #: ``open(path, id_field, messages_field)`` -> a writer with ``write(items)`` and ``close()``.
     open: Callable
+    #: The writer's ``write`` also takes ``lines``: the items' JSON lines, when the job made them.
+    takes_lines: bool = False
 
 
 #: Output file format name -> its extension and writer.
 FILE_FORMATS: dict[str, FileFormat] = {
-    "jsonl": FileFormat(".jsonl", lambda path, id_field, messages_field: _JsonLinesFile(path)),
+    "jsonl": FileFormat(".jsonl", lambda path, id_field, messages_field: _JsonLinesFile(path), takes_lines=True),
     "parquet": FileFormat(".parquet", _ParquetFile),
 }
 
@@ -136,7 +141,11 @@ class _WriteShardFiles(beam.DoFn):
             temp = FileSystems.join(self._temp_dir, f"{batch.shard:05d}-{batch.start:015d}-{uuid.uuid4().hex}")
             writer = FILE_FORMATS[self._file_format].open(temp, self._id_field, self._messages_field)
             self._current = [batch.shard, batch.start, temp, writer, 0]
-        self._current[3].write(batch.items)
+        lines = getattr(batch, "lines", None)
+        if lines is not None and FILE_FORMATS[self._file_format].takes_lines:
+            self._current[3].write(batch.items, lines)
+        else:
+            self._current[3].write(batch.items)
         self._current[4] += len(batch.items)
         self._tally.add(self._progress_name, len(batch.items))
         pause_point("write")

@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import transforms.records as records
 from transforms.records import (
@@ -239,3 +241,18 @@ def test_a_value_json_cannot_hold_is_a_dead_letter_not_a_crash():
     assert outcome.dead_letter["reason"] == "unwritable"
     assert "not JSON" in outcome.dead_letter["detail"]
     assert records.dumps_line(outcome.dead_letter)  # the dead letter itself is writable
+
+
+def _beyond_64_bits_before(data: bytes) -> bool:
+    # The check as it was before issue 11 (two searches on every line).
+    digits = data.translate(bytes.maketrans(b"123456789", b"000000000"))
+    return b"0" * 20 in digits or b"-" + b"0" * 19 in digits
+
+
+@settings(max_examples=500, deadline=None, derandomize=True, database=None)
+@given(st.lists(st.sampled_from([b"1", b"9", b"0", b"-", b" ", b'"', b"a", b"1" * 9, b"0" * 10]), max_size=40))
+def test_the_64_bit_check_with_one_first_search_decides_as_before(parts):
+    from transforms.records import _beyond_64_bits
+
+    data = b"".join(parts)
+    assert _beyond_64_bits(data) == _beyond_64_bits_before(data)

@@ -101,7 +101,8 @@ class NormalizeConversation(beam.DoFn):
         result = normalize_batch(batch.items, self._settings, taken=self._taken)
         self._count(len(batch.items), result)
         if result.records:
-            yield Batch(batch.shard, batch.start, result.records)
+            # With their lines: the JSONL writer writes the bytes the per-record guard made.
+            yield Batch(batch.shard, batch.start, result.records, result.lines)
         if result.metrics:
             yield TaggedOutput(self.DROPS, Batch(batch.shard, batch.start, result.metrics))
         if result.dead_letters:

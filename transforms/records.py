@@ -27,7 +27,15 @@ from typing import Any, NamedTuple
 
 import orjson
 
-from transforms.formats import READERS, WRITERS, FormatError, WriteContext, detect_reader, read_forced, unrecognized
+from transforms.formats import (
+    READERS,
+    WRITERS,
+    FormatError,
+    WriteContext,
+    detect_reader_after,
+    read_forced,
+    unrecognized,
+)
 from transforms.formats.base import not_a_record
 from transforms.ledger import coercion_discards
 from transforms.ledger import report as ledger_report
@@ -111,6 +119,9 @@ class Batch(NamedTuple):
     #: Position of the batch's first input record within the shard's file.
     start: int
     items: list
+    #: Each item as its JSON line (no newline), when processing already serialized it: a JSON
+    #: Lines file writes these bytes instead of serializing the items again. ``None``: not known.
+    lines: list | None = None
 
 
 @dataclass(frozen=True)
@@ -160,12 +171,16 @@ class Outcome(NamedTuple):
     record: dict | None
     metrics: dict | None
     dead_letter: dict | None
+    #: ``record`` serialized (``dumps_line``), when processing did it.
+    line: bytes | None = None
 
 
 class BatchResult(NamedTuple):
     records: list
     metrics: list
     dead_letters: list
+    #: ``dumps_line`` of each record (normalizing only; ``None`` for ``check_record``).
+    lines: list | None = None
 
 
 class _DeadLetter(Exception):
@@ -186,14 +201,18 @@ def _reject_constant(name: str) -> Any:
 #: A number orjson may not read exactly: integers past its 64-bit range (orjson reads them
 #: as floats, silently losing digits), i.e. 20+ digits or a negative 19-digit one. Found by
 #: mapping every digit to "0" and searching the runs: 20x faster than a regular expression
-#: over a line (which cost more than parsing it).
+#: over a line (which cost more than parsing it). Both shapes hold a run of 19 digits: one
+#: search for it decides for almost every line, the precise searches run only after a hit.
 _DIGITS_AS_ZERO = bytes.maketrans(b"123456789", b"000000000")
+_NINETEEN_DIGITS = b"0" * 19
 _TWENTY_DIGITS = b"0" * 20
 _NEGATIVE_NINETEEN_DIGITS = b"-" + b"0" * 19
 
 
 def _beyond_64_bits(data: bytes) -> bool:
     digits = data.translate(_DIGITS_AS_ZERO)
+    if _NINETEEN_DIGITS not in digits:
+        return False
     return _TWENTY_DIGITS in digits or _NEGATIVE_NINETEEN_DIGITS in digits
 #: An escaped UTF-16 surrogate: fine in a pair, but the standard parser also accepts one
 #: alone, which is not text (orjson refuses it; an output line could not encode it).
@@ -354,9 +373,21 @@ def raw_text(payload: Any, limit: int) -> str:
 # One record
 
 
-def _read(record: Any, settings: Settings):
+class ReaderHint:
+    """The reader detected for the previous record of a batch: tried first for the next one
+    (``formats.detect_reader_after``; the result is the one full detection gives)."""
+
+    __slots__ = ("reader",)
+
+    def __init__(self) -> None:
+        self.reader = None
+
+
+def _read(record: Any, settings: Settings, hint: ReaderHint | None = None):
     if settings.input_format == "auto":
-        reader = detect_reader(record, settings.messages_field)
+        reader = detect_reader_after(hint.reader if hint is not None else None, record, settings.messages_field)
+        if hint is not None:
+            hint.reader = reader
         if reader is None:
             if not isinstance(record, (dict, list)):
                 raise _DeadLetter("not_a_record", str(not_a_record(record)))
@@ -391,9 +422,9 @@ def _parse(raw: RawRecord) -> Any:
         raise _DeadLetter("invalid_json", str(error)) from None
 
 
-def _process(raw: RawRecord, settings: Settings) -> tuple[dict, dict]:
+def _process(raw: RawRecord, settings: Settings, hint: ReaderHint | None = None) -> tuple[dict, dict, bytes]:
     record = _parse(raw)
-    conversation = _read(record, settings)
+    conversation = _read(record, settings, hint)
     rid = record_id(record, settings.id_field)
     result = normalize_with_profile(conversation.messages, settings.profile)
 
@@ -441,11 +472,12 @@ def _process(raw: RawRecord, settings: Settings) -> tuple[dict, dict]:
         metrics["writer_report"] = context.report
     try:
         # Serialize here, inside the guard: a value JSON cannot hold (a Parquet decimal, a
-        # lone surrogate) must make this record a dead letter, not fail the file writer.
-        dumps_line(output)
+        # lone surrogate) must make this record a dead letter, not fail the file writer. The
+        # file writer writes these bytes: each record is serialized once.
+        line = dumps_line(output)
     except (TypeError, ValueError, RecursionError) as error:
         raise _DeadLetter("unwritable", f"not JSON: {type(error).__name__}: {error}") from None
-    return output, metrics
+    return output, metrics, line
 
 
 def dead_letter(raw: RawRecord, reason: str, detail: str, limit: int) -> dict:
@@ -458,10 +490,10 @@ def dead_letter(raw: RawRecord, reason: str, detail: str, limit: int) -> dict:
     }
 
 
-def _guarded(step, raw: RawRecord, settings: Settings) -> Outcome:
+def _guarded(step, raw: RawRecord, settings: Settings, *hint) -> Outcome:
     try:
-        output, metrics = step(raw, settings)
-        return Outcome(output, metrics, None)
+        output, metrics, *line = step(raw, settings, *hint)
+        return Outcome(output, metrics, None, *line)
     except _DeadLetter as letter:
         return Outcome(None, None, dead_letter(raw, letter.reason, letter.detail, settings.raw_limit))
     except Exception as error:  # noqa: BLE001 — a bug must surface as data, not kill the job
@@ -469,9 +501,12 @@ def _guarded(step, raw: RawRecord, settings: Settings) -> Outcome:
         return Outcome(None, None, dead_letter(raw, "internal_error", detail, settings.raw_limit))
 
 
-def process_record(raw: RawRecord, settings: Settings) -> Outcome:
-    """Parse, read, normalize and write one raw record; never raises."""
-    return _guarded(_process, raw, settings)
+def process_record(raw: RawRecord, settings: Settings, hint: ReaderHint | None = None) -> Outcome:
+    """Parse, read, normalize and write one raw record; never raises.
+
+    ``hint`` (one per batch) carries the detected reader from record to record.
+    """
+    return _guarded(_process, raw, settings, hint)
 
 
 def _check(raw: RawRecord, settings: Settings) -> tuple[dict, None]:
@@ -513,32 +548,40 @@ def normalize_batch(records: list, settings: Settings, step=process_record, take
     (``make_unique``).
     """
     outputs, metrics, letters = [], [], []
+    normalizing = step is process_record
+    hint = (ReaderHint(),) if normalizing else ()
+    lines = [] if normalizing else None
     for raw in records:
-        outcome = step(raw, settings)
+        outcome = step(raw, settings, *hint)
         if outcome.dead_letter is None:
             outputs.append(outcome.record)
             if outcome.metrics is not None:
                 metrics.append(outcome.metrics)
+            if lines is not None:
+                lines.append(outcome.line)
         else:
             letters.append(outcome.dead_letter)
-    unique_field = WRITERS[settings.sink].unique_field if step is process_record else None
+    unique_field = WRITERS[settings.sink].unique_field if normalizing else None
     if unique_field is not None and taken is not None:
-        make_unique(outputs, metrics, unique_field, taken)
-    return BatchResult(outputs, metrics, letters)
+        for index in make_unique(outputs, metrics, unique_field, taken):
+            lines[index] = dumps_line(outputs[index])  # renamed after it was serialized
+    return BatchResult(outputs, metrics, letters, lines)
 
 
 #: Separator of a renamed duplicate value and its occurrence number: ``<value>~2``.
 UNIQUE_SEPARATOR = "~"
 
 
-def make_unique(outputs: list, metrics: list, field: str, taken: dict) -> None:
+def make_unique(outputs: list, metrics: list, field: str, taken: dict) -> list[int]:
     """Rename repeated ``field`` values in place, deterministically, in output order.
 
     The n-th occurrence of a value becomes ``<value>~n`` (``~n+1`` ... if that is taken too);
     ``taken`` maps every value used so far in the file to its occurrences. Each rename is
-    counted in its record's writer report as ``duplicate_<field>_renamed``.
+    counted in its record's writer report as ``duplicate_<field>_renamed``. Returns the
+    indexes of the renamed outputs.
     """
-    for output, record_metrics in zip(outputs, metrics):
+    renamed_at = []
+    for index, (output, record_metrics) in enumerate(zip(outputs, metrics)):
         value = output.get(field) if isinstance(output, dict) else None
         if not isinstance(value, str):
             continue
@@ -548,6 +591,8 @@ def make_unique(outputs: list, metrics: list, field: str, taken: dict) -> None:
         renamed, taken[value] = first_free(value, UNIQUE_SEPARATOR, taken[value] + 1, taken)
         taken[renamed] = 1
         output[field] = renamed
+        renamed_at.append(index)
         report = record_metrics.setdefault("writer_report", {})
         name = f"duplicate_{field}_renamed"
         report[name] = report.get(name, 0) + 1
+    return renamed_at

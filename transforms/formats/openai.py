@@ -118,6 +118,20 @@ def _take_pending(pending: list, name: Any) -> str | None:
     return pending.pop(0)[0]
 
 
+class _LazyIds:
+    """``IdAllocator(ids_in_messages(messages))``, built on the first ``new``."""
+
+    __slots__ = ("_messages", "_allocator")
+
+    def __init__(self, messages: list) -> None:
+        self._messages, self._allocator = messages, None
+
+    def new(self, index: int, sub: int | None = None) -> str:
+        if self._allocator is None:
+            self._allocator = IdAllocator(ids_in_messages(self._messages))
+        return self._allocator.new(index, sub)
+
+
 def openai_to_flat(messages: list, report: dict | None = None, discarded: dict | None = None) -> list:
     """Chat Completions messages (legacy function calling included) as flat messages.
 
@@ -125,7 +139,9 @@ def openai_to_flat(messages: list, report: dict | None = None, discarded: dict |
     ``tool_call_ids`` lists of more than one id. What the flat shape cannot hold (reasoning
     parts, a refusal beside real content) goes to the ledger ``discarded`` when one is given.
     """
-    ids = IdAllocator(ids_in_messages(messages))
+    # The ids already taken are gathered only when an id must be made (most logs carry theirs):
+    # gathering them costs a pass over every call and result of the record.
+    ids = _LazyIds(messages)
     pending: list[tuple[str, Any]] = []  # (synthesized id, name) awaiting a positional result
     out = []
     for index, message in enumerate(messages):

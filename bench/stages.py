@@ -1,0 +1,173 @@
+"""The per-record stage table of issue 11 (CPU time per record), used by ``bench_pipeline.py``.
+
+Each stage is timed alone on inputs prepared outside the timing (lines, parsed records, read
+conversations), as CPU time (``time.process_time``: other load on the machine does not count),
+repeated ``reps`` times with the stages interleaved, the median kept. ``per_record_loop`` is
+the whole path as the job runs it: ``process_batch`` over batches of lines, then the bytes a
+JSONL file writer writes.
+"""
+
+from __future__ import annotations
+
+import gc
+import io
+import statistics
+import time
+
+import orjson
+
+BATCH = 256
+
+
+def _cpu(func, items) -> float:
+    gc.collect()
+    start = time.process_time()
+    func(items)
+    return time.process_time() - start
+
+
+def roundtrip(lines):
+    loads, dumps = orjson.loads, orjson.dumps
+    for line in lines:
+        dumps(loads(line))
+
+
+def corpora(records: int, seed: int = 7) -> dict[str, list[bytes]]:
+    """The project's corpus (OpenAI-shaped calls, defects) and the same conversations flat."""
+    import corpus
+
+    lines = corpus.jsonl_lines(records, seed)
+    return {"project (OpenAI-shaped)": lines, "flat": [orjson.dumps(_flat(orjson.loads(line))) for line in lines]}
+
+
+def _flat(record: dict) -> dict:
+    # The flat shape: calls as {tool_call_id, name, args}, "" for a call-only turn's content.
+    for message in record.get("messages", ()):
+        if isinstance(message, dict) and isinstance(message.get("tool_calls"), list):
+            calls = []
+            for call in message["tool_calls"]:
+                function = call.get("function") if isinstance(call, dict) else None
+                if isinstance(function, dict):
+                    call = {"tool_call_id": call.get("id"), "name": function.get("name"),
+                            "args": function.get("arguments")}
+                calls.append(call)
+            message["tool_calls"] = calls
+            if message.get("content") is None:
+                message["content"] = ""
+    return record
+
+
+def stage_table(lines: list[bytes], reps: int = 5) -> dict:
+    """CPU µs per record of each stage (median of ``reps``), and the whole per-record loop."""
+    from transforms.formats import detect_reader, detect_reader_after
+    from transforms.profiles import normalize_with_profile
+    from transforms.records import RawRecord, Settings, parse_json, process_batch
+
+    settings = Settings()
+    field = settings.messages_field
+    records = [parse_json(line) for line in lines]
+    readers = [detect_reader(r, field) for r in records]
+    conversations = [reader.read(r, field) for reader, r in zip(readers, records)]
+    batches = [[RawRecord("bench", i, line) for i, line in enumerate(lines[s:s + BATCH], s)]
+               for s in range(0, len(lines), BATCH)]
+
+    def parse(items):
+        for line in items:
+            parse_json(line)
+
+    def detect(items):
+        # As the job does: the previous record's reader tried first, from batch to batch anew.
+        for start in range(0, len(items), BATCH):
+            previous = None
+            for record in items[start:start + BATCH]:
+                previous = detect_reader_after(previous, record, field)
+
+    def convert(items):
+        for reader, record in items:
+            reader.read(record, field)
+
+    def core(items):
+        for conversation in items:
+            normalize_with_profile(conversation.messages, "spec")
+
+    def core_raw(items):
+        for record in items:
+            normalize_with_profile(record.get(field, []) if isinstance(record, dict) else record, "spec")
+
+    def loop(items):
+        sink = io.BytesIO()
+        for batch in items:
+            result = process_batch(batch, settings, taken={})
+            sink.write(b"".join(orjson.dumps(r) + b"\n" for r in result.records))
+
+    plan = {
+        "roundtrip": (roundtrip, lines),
+        "parse": (parse, lines),
+        "detect": (detect, records),
+        "convert": (convert, list(zip(readers, records))),
+        "core": (core, conversations),
+        "core_raw": (core_raw, records),
+        "loop": (loop, batches),
+    }
+    samples: dict[str, list[float]] = {name: [] for name in plan}
+    # The prepared inputs stay alive for the whole table: out of the collector's sight, as the
+    # job's DoFn freezes what is alive at setup, or every full collection in the loop would
+    # re-scan them and charge it to the loop.
+    gc.freeze()
+    try:
+        for _ in range(reps):
+            for name, (func, items) in plan.items():
+                samples[name].append(_cpu(func, items))
+    finally:
+        gc.unfreeze()
+    n = len(lines)
+    return {name: statistics.median(values) / n * 1e6 for name, values in samples.items()}
+
+
+#: Targets of issue 11, as ratios.
+TARGET_LOOP_OPENAI = 3.5  # per-record loop / round trip, OpenAI-shaped records
+TARGET_LOOP_FLAT = 3.0  # ... flat records
+TARGET_CORE_RAW = 1.8  # the core alone on raw OpenAI dicts / round trip
+TARGET_JOB_LOOP = 1.15  # the job on one worker / the per-record loop (CPU)
+TARGET_JOB_ROUNDTRIP = 4.0  # the job on one worker / round trip (CPU)
+
+
+def _verdict(ok: bool) -> str:
+    return "PASS" if ok else "MISS"
+
+
+def print_stage_table(label: str, table: dict, job_us: float | None = None, loop_us: float | None = None,
+                      flat: bool = False) -> None:
+    """The issue's stage table and target ratios; ``job_us`` / ``loop_us``: CPU µs per record
+    of the whole job and of the plain-loop subprocess (bench_pipeline), when measured."""
+    rest = table["loop"] - table["parse"] - table["detect"] - table["convert"] - table["core"]
+    rows = [
+        ("read line + 64-bit guard + orjson.loads", table["parse"]),
+        ("format detection (per batch: previous reader first)", table["detect"]),
+        ("reader conversion", table["convert"]),
+        ("MEM-5 core", table["core"]),
+        ("id, assemble, writer, one serialization, file bytes", rest),
+    ]
+    total = job_us if job_us is not None else table["loop"]
+    if job_us is not None and loop_us is not None:
+        rows.append(("Beam (job - plain loop subprocess)", job_us - loop_us))
+    print(f"\nstage table, {label} (CPU us per record, median; share of "
+          f"{'job' if job_us is not None else 'per-record loop'} CPU):")
+    for name, us in rows:
+        print(f"  {name:<55} {us:7.1f}  {us / total:5.0%}")
+    print(f"  {'orjson round trip (loads + dumps), the unit':<55} {table['roundtrip']:7.1f}")
+    rt = table["roundtrip"]
+    target = TARGET_LOOP_FLAT if flat else TARGET_LOOP_OPENAI
+    ratio = table["loop"] / rt
+    print(f"  per-record loop / round trip      {ratio:5.2f}  (<= {target})  {_verdict(ratio <= target)}")
+    if not flat:
+        ratio = table["core_raw"] / rt
+        print(f"  core on raw dicts / round trip    {ratio:5.2f}  (<= {TARGET_CORE_RAW})  "
+              f"{_verdict(ratio <= TARGET_CORE_RAW)}")
+    if job_us is not None:
+        ratio = job_us / table["loop"]
+        print(f"  job (1 worker) / per-record loop  {ratio:5.2f}  (<= {TARGET_JOB_LOOP})  "
+              f"{_verdict(ratio <= TARGET_JOB_LOOP)}   [job: subprocess CPU; loop: in-process median]")
+        ratio = job_us / rt
+        print(f"  job (1 worker) / round trip       {ratio:5.2f}  (<= {TARGET_JOB_ROUNDTRIP})  "
+              f"{_verdict(ratio <= TARGET_JOB_ROUNDTRIP)}")
