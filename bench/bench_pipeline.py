@@ -11,7 +11,7 @@ A report, not a test: it prints figures and PASS/FAIL per target, and exits 0 ei
 Stage table (issue 11, ``bench/stages.py``): in this process, before the job runs, the CPU time
 per record of each stage of the per-record path (parse with the 64-bit guard, detection,
 reader conversion, the MEM-5 core, the rest: id, assembly, writer, serialization, file bytes)
-and the whole ``process_batch`` loop, each against an orjson ``loads`` + ``dumps`` round trip of
+and the whole ``normalize_batch`` loop, each against an orjson ``loads`` + ``dumps`` round trip of
 the same lines, on the project's corpus (OpenAI-shaped calls, defects) and on the same
 conversations in the flat shape; after the job, the Beam share (job CPU - plain-loop CPU) and
 the job's ratios. Stages are timed alone on prepared inputs, interleaved, median of 5: CPU

@@ -3,7 +3,7 @@
 Each stage is timed alone on inputs prepared outside the timing (lines, parsed records, read
 conversations), as CPU time (``time.process_time``: other load on the machine does not count),
 repeated ``reps`` times with the stages interleaved, the median kept. ``per_record_loop`` is
-the whole path as the job runs it: ``process_batch`` over batches of lines, then the bytes a
+the whole path as the job runs it: ``normalize_batch`` over batches of lines, then the bytes a
 JSONL file writer writes.
 """
 
@@ -61,7 +61,7 @@ def stage_table(lines: list[bytes], reps: int = 5) -> dict:
     """CPU µs per record of each stage (median of ``reps``), and the whole per-record loop."""
     from transforms.formats import detect_reader, detect_reader_after
     from transforms.profiles import normalize_with_profile
-    from transforms.records import RawRecord, Settings, parse_json, process_batch
+    from transforms.records import RawRecord, Settings, normalize_batch, parse_json
 
     settings = Settings()
     field = settings.messages_field
@@ -97,7 +97,7 @@ def stage_table(lines: list[bytes], reps: int = 5) -> dict:
     def loop(items):
         sink = io.BytesIO()
         for batch in items:
-            result = process_batch(batch, settings, taken={})
+            result = normalize_batch(batch, settings, taken={})
             sink.write(b"".join(orjson.dumps(r) + b"\n" for r in result.records))
 
     plan = {

@@ -19,7 +19,7 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 from transforms.formats import WRITERS  # noqa: E402
-from transforms.records import RawRecord, Settings, dumps_line, process_batch  # noqa: E402
+from transforms.records import RawRecord, Settings, dumps_line, normalize_batch  # noqa: E402
 
 GOLDEN_FILE = HERE / "data" / "expected" / "golden_outputs.sha256"
 #: The bundled sample and one sample per input format (copies of samples/ in tests/data/).
@@ -47,7 +47,7 @@ def render(path: Path, sink: str, file_format: str = "jsonl") -> bytes:
     """The normalized file (as the job's file writer writes it), then drops and dead letters."""
     from pipeline.sinks import FILE_FORMATS
 
-    result = process_batch(raw_records(path), settings_for(sink), taken={})
+    result = normalize_batch(raw_records(path), settings_for(sink), taken={})
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp) / ("part" + FILE_FORMATS[file_format].extension)
         writer = FILE_FORMATS[file_format].open(str(out), "id", "messages")

@@ -32,7 +32,7 @@ FORMAT_SAMPLES = sorted((ROOT / "samples" / "formats").glob("*.jsonl"))
 VECTORS = Path(__file__).resolve().parent / "data" / "spec" / "vectors.jsonl"
 REGEN = os.environ.get("CONVNORM_REGEN_GOLDEN") == "1"
 #: The per-record entry point: renamed in issue 10, so found by either name.
-BATCH = getattr(records, "normalize_batch", None) or records.process_batch
+BATCH = records.normalize_batch
 
 
 def _raw_records(path: Path) -> list:

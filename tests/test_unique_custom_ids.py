@@ -63,10 +63,10 @@ def test_uniqueness_is_per_output_file(tmp_path):
 def test_the_lines_a_batch_carries_are_its_records_serialized_renames_included():
     # The JSONL writer writes these lines as they are (each record serialized once): a record
     # renamed after the per-record guard serialized it must carry its new line.
-    from transforms.records import RawRecord, Settings, dumps_line, process_batch
+    from transforms.records import RawRecord, Settings, dumps_line, normalize_batch
 
     chat = b'{"id": "x", "messages": [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "yo"}]}'
     raws = [RawRecord("f", i, line) for i, line in enumerate([chat, b"not json", chat, chat])]
-    result = process_batch(raws, Settings(sink="openai-batch", model="m"), taken={})
+    result = normalize_batch(raws, Settings(sink="openai-batch", model="m"), taken={})
     assert [r["custom_id"] for r in result.records] == ["x", "x~2", "x~3"]
     assert result.lines == [dumps_line(r) for r in result.records]
