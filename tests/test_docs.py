@@ -37,6 +37,15 @@ PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
 SKIPPED = {
     ("README.md", "python3 -m venv .venv && . .venv/bin/activate && pip install -e '.[test]'"),
     ("docs/operations.md", "convnorm --config configs/dataflow.yaml"),
+    # Cluster engines these machines cannot run (docs/cluster.md says why, block by block).
+    ("docs/cluster.md", '"$FLINK_HOME/bin/jobmanager.sh" start-foreground > jobmanager.log 2>&1 & echo $! > jobmanager.pid'),
+    ("docs/cluster.md", ".ci/fetch-flink     # mvn dependency:copy -Dartifact=org.apache.beam:beam-runners-flink-2.2-job-server:2.77.0"),
+    ("docs/cluster.md", "convnorm --config configs/flink.yaml"),
+    ("docs/cluster.md", "mvn -q dependency:copy -Dartifact=org.apache.beam:beam-runners-spark-3-job-server:2.77.0 -DoutputDirectory=build/spark"),
+    ("docs/cluster.md", "pip install -e '.[gcp]'                         # apache-beam[gcp]==2.77.*: Dataflow client, gs:// paths"),
+    ("docs/cluster.md", "sudo unshare --net sh -c 'ip link set lo up && exec convnorm --config configs/flink.yaml'"),
+    # Runs until stopped: the streaming tests run it on Prism with a stop condition.
+    ("docs/streaming.md", ".ci/build-prism                      # once: builds Prism, Beam's local runner (needs Go)"),
 }
 
 #: Install lines: the test runs inside the environment they create.
