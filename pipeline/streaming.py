@@ -402,6 +402,7 @@ class _CleanLandedFile(beam.DoFn):
         shard = Shard(shard_number(path), path, file_suffix(path), 0, None)
         stats = {"records": 0, "blank_lines": 0}
         target = _OutputDirectory(self._output, window_name(window), path, self._settings)
+        self._normalize.start_bundle()  # one output file per landed file: a unique field starts afresh
         try:
             for batch in iter_batches(shard, self._batch_size, stats):
                 for out in self._normalize.process(batch):

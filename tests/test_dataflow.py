@@ -92,7 +92,7 @@ def test_dry_run_builds_the_job_and_stages_this_project(monkeypatch, tmp_path):
     monkeypatch.chdir(ROOT)  # setup_file: ./setup.py
     job = _filled_job(tmp_path, "--dry_run=True", "--no_auth")
     pipeline = beam.Pipeline(options=job.options)
-    build(pipeline, job)
+    build(pipeline, job, "gs://YOUR_BUCKET/convnorm/run-1/_convnorm_temp-dry-run")
     result = pipeline.run()
     assert result.state == "DONE"
     submitted = result.job

@@ -3,6 +3,7 @@ nothing listening beyond loopback (Prism's job port, the SDK worker pool)."""
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -26,8 +27,14 @@ def _run(output: Path, *extra: str) -> subprocess.CompletedProcess:
                           capture_output=True, text=True, timeout=JOB_TIMEOUT_S, cwd=ROOT)
 
 
+#: Not outputs of the data: the manifest records the options (the runner among them) and the
+#: report says when the run was made. The manifest's list of files is compared on its own.
+RUN_RECORDS = {"_convnorm_manifest.json", "report.html"}
+
+
 def _files(directory: Path) -> dict[str, bytes]:
-    return {str(p.relative_to(directory)): p.read_bytes() for p in sorted(directory.rglob("*")) if p.is_file()}
+    return {str(p.relative_to(directory)): p.read_bytes() for p in sorted(directory.rglob("*"))
+            if p.is_file() and p.name not in RUN_RECORDS}
 
 
 def test_batch_on_prism_writes_the_same_bytes_as_fnapirunner(tmp_path):
@@ -41,6 +48,8 @@ def test_batch_on_prism_writes_the_same_bytes_as_fnapirunner(tmp_path):
     assert sorted(got) == sorted(expected)
     for name in expected:
         assert got[name] == expected[name], f"{name} differs between FnApiRunner and Prism"
+    manifests = [json.loads((tmp_path / run / "_convnorm_manifest.json").read_text()) for run in ("fnapi", "prism")]
+    assert manifests[0]["files"] == manifests[1]["files"]
 
 
 def _listening(port: int) -> list[str]:
