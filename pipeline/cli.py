@@ -6,11 +6,11 @@ the notice while it is being imported, before ``main`` sets logging up.
 
 from __future__ import annotations
 
-from pipeline.quiet import quiet_optional_gcp_notice
+from pipeline.quiet import quiet_beam_noise
 
 
 def main() -> int:
-    quiet_optional_gcp_notice()
+    quiet_beam_noise()
     from pipeline.main import main as run  # imports apache_beam: after the filter
 
     return run()

@@ -35,6 +35,8 @@ import threading
 import time
 from dataclasses import dataclass, field
 
+from pipeline.quiet import BeamNoiseFilter
+
 ENV = "CONVNORM_PROGRESS_DIR"
 #: Seconds between two writes of a tally file, and between two redraws of the live line.
 FLUSH_EVERY = 0.5
@@ -42,14 +44,6 @@ FLUSH_EVERY = 0.5
 LOG_EVERY = 10.0
 
 LOG = logging.getLogger("convnorm")
-
-#: Substrings of Beam log messages that a local run's user cannot act on.
-BEAM_NOISE = (
-    "apitools not found",
-    "semi_persistent_directory",
-    "semi-persistent directory",
-)
-
 
 # --------------------------------------------------------------------------------------------
 # Worker side: tallies
@@ -213,16 +207,6 @@ class _LiveLine:
 
 
 LIVE = _LiveLine()
-
-
-class BeamNoiseFilter(logging.Filter):
-    """Drops Beam's messages that a local run's user cannot act on (see ``BEAM_NOISE``)."""
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        if not record.name.startswith(("apache_beam", "root")) and record.name != "__main__":
-            return True
-        message = record.getMessage()
-        return not any(noise in message for noise in BEAM_NOISE)
 
 
 class ConsoleHandler(logging.StreamHandler):

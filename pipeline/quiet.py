@@ -1,19 +1,34 @@
-"""A root-logger filter for a notice Beam prints on import; installed by the command line only."""
+"""Beam's log messages that a local run's user cannot act on, and the filter that drops them.
+
+No Beam import here: the command line installs the filter before ``apache_beam`` is imported
+(Beam prints its "apitools not found" notice while it is being imported), and the console
+handler (``pipeline.progress.configure_console``) uses the same filter afterwards.
+"""
 
 from __future__ import annotations
 
 import logging
 
+#: Substrings of Beam log messages that a local run's user cannot act on.
+BEAM_NOISE = (
+    "apitools not found",
+    "semi_persistent_directory",
+    "semi-persistent directory",
+)
 
-class QuietOptionalGcpNotice(logging.Filter):
-    # Importing apache_beam warns that the Google Cloud clients are missing; they are an
-    # optional extra that local runs never use, and the notice reads like an error.
+
+class BeamNoiseFilter(logging.Filter):
+    """Drops Beam's messages that a local run's user cannot act on (see ``BEAM_NOISE``)."""
+
     def filter(self, record: logging.LogRecord) -> bool:
-        return "apitools not found" not in record.getMessage()
+        if not record.name.startswith(("apache_beam", "root")) and record.name != "__main__":
+            return True
+        message = record.getMessage()
+        return not any(noise in message for noise in BEAM_NOISE)
 
 
-def quiet_optional_gcp_notice() -> None:
+def quiet_beam_noise() -> None:
     """Add the filter to the root logger once (a second call changes nothing)."""
     root = logging.getLogger()
-    if not any(isinstance(f, QuietOptionalGcpNotice) for f in root.filters):
-        root.addFilter(QuietOptionalGcpNotice())
+    if not any(isinstance(f, BeamNoiseFilter) for f in root.filters):
+        root.addFilter(BeamNoiseFilter())
