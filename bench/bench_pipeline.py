@@ -97,7 +97,8 @@ PAGE_KB = os.sysconf("SC_PAGE_SIZE") // 1024
 
 
 def plain_loop(paths: list[str], out_dir: str) -> dict:
-    from transforms.records import RawRecord, Settings, dumps_line, process_record
+    from transforms.jsontext import dumps_line
+    from transforms.records import RawRecord, Settings, process_record
 
     settings = Settings()
     counts = {"records": 0, "blank_lines": 0, "records_out": 0, "dead_letters": 0}

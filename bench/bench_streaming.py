@@ -119,7 +119,8 @@ def _wait_visible(out: Path, paths: list[Path], proc: subprocess.Popen, timeout:
 
 def _plain_baseline(lines: list[bytes]) -> float:
     """Seconds for the plain loop over the same records (the job's per-record work)."""
-    from transforms.records import RawRecord, Settings, dumps_line, process_record
+    from transforms.jsontext import dumps_line
+    from transforms.records import RawRecord, Settings, process_record
 
     settings = Settings()
     start = time.perf_counter()

@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from apache_beam.io.filesystems import FileSystems
 
 from pipeline import files
+from transforms.jsontext import document_bytes
 
 LOCK_FILE = "_convnorm.lock"
 
@@ -100,7 +101,7 @@ def read_lock(output: str) -> dict | None:
 
 
 def _payload(content: dict) -> bytes:
-    return json.dumps(content, indent=1, sort_keys=True).encode() + b"\n"
+    return document_bytes(content, indent=1, ascii_only=True, sort_keys=True)
 
 
 def _write_over(path: str, content: dict) -> None:

@@ -33,6 +33,7 @@ from pipeline import files
 from pipeline.lock import LOCK_FILE, OutputLock
 from pipeline.sinks import WrittenFile, final_names, report_path
 from pipeline.testhooks import pause_point
+from transforms.jsontext import document_bytes
 
 MANIFEST_FILE = "_convnorm_manifest.json"
 SUCCESS_FILE = "_SUCCESS"
@@ -360,7 +361,7 @@ def finalize(output: str, temp_dir: str, outputs: dict[str, str], summary_name: 
 
     with FileSystems.open(FileSystems.join(temp_dir, summary_name)) as handle:
         summary = recount(json.loads(handle.read()), result.counts)
-    body = json.dumps(summary, indent=2, ensure_ascii=False).encode() + b"\n"
+    body = document_bytes(summary)
     with FileSystems.create(summary_path, mime_type="application/json") as handle:
         handle.write(body)
     result.files.append({"path": summary_name, "records": 1, "bytes": len(body),
@@ -389,7 +390,7 @@ def write_manifest(output: str, result: Finalized, command: str, options: dict) 
                      "python": platform.python_version()},
     }
     with FileSystems.create(FileSystems.join(output, MANIFEST_FILE), mime_type="application/json") as handle:
-        handle.write(json.dumps(manifest, indent=1, sort_keys=False).encode() + b"\n")
+        handle.write(document_bytes(manifest, indent=1, ascii_only=True))
     if result.complete:
         with FileSystems.create(FileSystems.join(output, SUCCESS_FILE)) as handle:
             handle.write(b"")

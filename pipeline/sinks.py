@@ -15,7 +15,6 @@ Parquet for normalized flat records.
 
 from __future__ import annotations
 
-import json
 import uuid
 from typing import Callable, NamedTuple
 
@@ -30,7 +29,7 @@ from pipeline import files
 from pipeline.progress import Tally
 from pipeline.testhooks import pause_point
 from transforms.flat_rows import flat_row, parquet_schema
-from transforms.records import dumps_line
+from transforms.jsontext import document_bytes, dumps_line
 
 OUTPUT_DIRS = ("normalized", "drops", "dead_letter")
 SUMMARY_FILE = "summary.json"
@@ -189,7 +188,7 @@ def _write_report(written: list, path: str) -> int:
     # Runs once all files of this output are written; rewriting it on a retry is harmless.
     rows = sorted((WrittenFile(*w)._asdict() for w in written), key=lambda r: (r["shard"], r["start"]))
     with FileSystems.create(path, mime_type="application/json") as handle:
-        handle.write(json.dumps(rows, indent=1).encode() + b"\n")
+        handle.write(document_bytes(rows, indent=1, ascii_only=True))
     return len(rows)
 
 
@@ -226,7 +225,7 @@ class WriteShards(beam.PTransform):
 
 def write_summary(summary: dict, path: str) -> dict:
     with FileSystems.create(path, mime_type="application/json") as handle:
-        handle.write(json.dumps(summary, indent=2, ensure_ascii=False).encode() + b"\n")
+        handle.write(document_bytes(summary))
     return summary
 
 

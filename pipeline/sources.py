@@ -50,7 +50,8 @@ from apache_beam.pvalue import TaggedOutput
 from pipeline.progress import Tally
 from pipeline.testhooks import pause_point
 from transforms.conversations import NAMESPACE
-from transforms.records import Batch, NumberTooLarge, Parsed, RawRecord, Unreadable, parse_json
+from transforms.jsontext import NumberTooLarge, parse_json
+from transforms.records import Batch, Parsed, RawRecord, Unreadable
 
 LOG = logging.getLogger(__name__)
 

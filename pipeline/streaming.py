@@ -65,6 +65,7 @@ from pipeline.sinks import FILE_FORMATS, SUMMARY_FILE
 from pipeline.sources import FILE_KINDS, Shard, file_suffix, iter_batches
 from transforms import summary as summaries
 from transforms.conversations import NAMESPACE, NormalizeConversation, _MergeSummaries
+from transforms.jsontext import document_bytes
 from transforms.records import Settings
 
 LOG = logging.getLogger("convnorm")
@@ -139,7 +140,7 @@ def _write_json_atomically(doc: dict, path: str) -> None:
     directory, name = path.rsplit("/", 1)
     temp = FileSystems.join(directory, f".{name}.{uuid.uuid4().hex}.tmp")
     with FileSystems.create(temp, mime_type="application/json") as handle:
-        handle.write(json.dumps(doc, indent=2, ensure_ascii=False).encode() + b"\n")
+        handle.write(document_bytes(doc))
     if FileSystems.exists(path):
         FileSystems.delete([path])  # convnorm's own summary, about to be replaced by a superset
     FileSystems.rename([temp], [path])
@@ -347,7 +348,7 @@ class _OutputDirectory:
         source = {"source": self._path, "window": self._window,
                   **summaries.finalize(part, profile=self._settings.profile, check=self._settings.check)}
         with FileSystems.create(FileSystems.join(self._temp, SOURCE_FILE), mime_type="application/json") as handle:
-            handle.write(json.dumps(source, indent=2, ensure_ascii=False).encode() + b"\n")
+            handle.write(document_bytes(source))
         if not FileSystems.exists(self._window_dir):
             try:
                 FileSystems.mkdirs(self._window_dir)

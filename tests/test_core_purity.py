@@ -67,7 +67,8 @@ def _pure_modules() -> list[str]:
 def test_every_pure_module_is_found():
     found = _pure_modules()
     for name in ("transforms.normalize", "transforms.ledger", "transforms.validate", "transforms.profiles",
-                 "transforms.records", "transforms.tool_blocks", "transforms.formats.openai", "pipeline.quiet"):
+                 "transforms.records", "transforms.jsontext", "transforms.tool_blocks", "transforms.formats.openai",
+                 "pipeline.quiet"):
         assert name in found
 
 

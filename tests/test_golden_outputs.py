@@ -22,6 +22,7 @@ import pytest
 
 from transforms import records
 from transforms.formats import WRITERS
+from transforms.jsontext import dumps_line
 from transforms.profiles import PROFILES
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -39,7 +40,7 @@ def _raw_records(path: Path) -> list:
     data = path.read_bytes()
     if path == VECTORS:
         vectors = [json.loads(line) for line in data.splitlines() if line.strip()]
-        data = b"".join(records.dumps_line({"id": v["name"], "messages": v["input"]}) + b"\n" for v in vectors)
+        data = b"".join(dumps_line({"id": v["name"], "messages": v["input"]}) + b"\n" for v in vectors)
     found, offset = [], 0
     for line in data.splitlines(keepends=True):
         if line.strip():
@@ -51,7 +52,7 @@ def _raw_records(path: Path) -> list:
 def _section(title: str, result) -> bytes:
     parts = [f"## {title}\n".encode()]
     for name, rows in (("output", result.records), ("metrics", result.metrics), ("dead_letter", result.dead_letters)):
-        parts.extend(name.encode() + b" " + records.dumps_line(row) + b"\n" for row in rows)
+        parts.extend(name.encode() + b" " + dumps_line(row) + b"\n" for row in rows)
     return b"".join(parts)
 
 

@@ -17,13 +17,12 @@ import pytest
 import zstandard
 
 from pipeline.sources import BLANK, iter_batches, plan_shards, read_shard
+from transforms.jsontext import MAX_NUMBER_DIGITS, dumps_line
 from transforms.records import (
-    MAX_NUMBER_DIGITS,
     Parsed,
     RawRecord,
     Settings,
     Unreadable,
-    dumps_line,
     process_record,
 )
 

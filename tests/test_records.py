@@ -8,6 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+import transforms.jsontext as jsontext
 import transforms.records as records
 from transforms.records import (
     DEAD_LETTER_REASONS,
@@ -213,14 +214,14 @@ def test_integers_past_the_interpreters_digit_limit_are_read_exactly():
     line = ('{"id": "huge", "n": ' + digits + ', "messages": [{"role": "user", "content": ' + digits + "}]}").encode()
     outcome = process_record(raw(line), FLAT)
     assert outcome.record["messages"][0]["content"] == digits
-    assert records.dumps_line(outcome.record).count(digits.encode()) == 2
+    assert jsontext.dumps_line(outcome.record).count(digits.encode()) == 2
 
 
 def test_common_19_digit_timestamps_stay_on_the_fast_parser(monkeypatch):
     def refuse(*args, **kwargs):
         raise AssertionError("the standard parser was used")
 
-    monkeypatch.setattr(records.json, "loads", refuse)
+    monkeypatch.setattr(jsontext.json, "loads", refuse)
     line = b'{"ts": 1732924800123456789, "neg": -922337203685477580, "messages": []}'
     assert process_record(raw(line), FLAT).record["ts"] == 1732924800123456789
 
@@ -240,7 +241,7 @@ def test_a_value_json_cannot_hold_is_a_dead_letter_not_a_crash():
     assert outcome.record is None
     assert outcome.dead_letter["reason"] == "unwritable"
     assert "not JSON" in outcome.dead_letter["detail"]
-    assert records.dumps_line(outcome.dead_letter)  # the dead letter itself is writable
+    assert jsontext.dumps_line(outcome.dead_letter)  # the dead letter itself is writable
 
 
 def _beyond_64_bits_before(data: bytes) -> bool:
@@ -252,7 +253,7 @@ def _beyond_64_bits_before(data: bytes) -> bool:
 @settings(max_examples=500, deadline=None, derandomize=True, database=None)
 @given(st.lists(st.sampled_from([b"1", b"9", b"0", b"-", b" ", b'"', b"a", b"1" * 9, b"0" * 10]), max_size=40))
 def test_the_64_bit_check_with_one_first_search_decides_as_before(parts):
-    from transforms.records import _beyond_64_bits
+    from transforms.jsontext import _beyond_64_bits
 
     data = b"".join(parts)
     assert _beyond_64_bits(data) == _beyond_64_bits_before(data)

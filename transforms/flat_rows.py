@@ -21,7 +21,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from transforms.records import dumps_line
+from transforms.jsontext import dumps_line
 
 #: ``args_kind`` values.
 ARGS_STRING = "string"

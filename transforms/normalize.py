@@ -25,16 +25,12 @@ Usage::
 
 from __future__ import annotations
 
-import json
-import re
-import threading
 from typing import Any, NamedTuple
 
-import orjson
+from transforms.jsontext import compact_json, int_text
 
 __all__ = [
     "INTERRUPTED_RESULT",
-    "compact_json",
     "REASONS",
     "NormalizeResult",
     "coerce_messages",
@@ -93,146 +89,6 @@ class _DropLog:
 # Content casting (rule 1, step 4)
 
 
-def _int_text(value: int) -> str:
-    """Decimal digits of an integer of any size.
-
-    CPython refuses ``str()`` on integers past 4,300 digits (a guard against quadratic
-    conversion); the spec wants the digits anyway, so such integers are converted in chunks
-    rather than by lifting the interpreter-wide limit.
-    """
-    try:
-        return str(value)
-    except ValueError:
-        pass
-    sign = "-" if value < 0 else ""
-    value = abs(value)
-    chunk_digits = 4000
-    base = 10**chunk_digits
-    chunks = []
-    while value:
-        value, low = divmod(value, base)
-        chunks.append(low)
-    head = str(chunks[-1])
-    rest = "".join(str(c).zfill(chunk_digits) for c in reversed(chunks[:-1]))
-    return sign + head + rest
-
-
-def _float_json(value: float) -> str:
-    # What the standard encoder writes for a float (it allows NaN and infinities).
-    if value != value:
-        return "NaN"
-    if value in (float("inf"), float("-inf")):
-        return "Infinity" if value > 0 else "-Infinity"
-    return float.__repr__(value)
-
-
-_encode_json_string = json.encoder.encode_basestring  # non-ASCII kept as is
-
-
-def _exact_json(value: Any) -> str:
-    """Compact JSON like the standard encoder's, but with integers of any size.
-
-    Used only when the standard encoder refuses an integer past the interpreter's digit
-    limit. It follows the standard encoder's rules for keys and values, and is as deep as
-    Python's recursion allows.
-    """
-    if value is None:
-        return "null"
-    if value is True:
-        return "true"
-    if value is False:
-        return "false"
-    if isinstance(value, str):
-        return _encode_json_string(value)
-    if isinstance(value, int):
-        return _int_text(int(value))
-    if isinstance(value, float):
-        return _float_json(value)
-    # Plain loops, not generator expressions: one frame per nesting level, as the standard
-    # encoder spends one recursion level per container, so the depths it allows fit here too.
-    if isinstance(value, dict):
-        parts = []
-        for k, v in value.items():
-            parts.append(_exact_key(k) + ":" + _exact_json(v))
-        return "{" + ",".join(parts) + "}"
-    if isinstance(value, (list, tuple)):
-        parts = []
-        for v in value:
-            parts.append(_exact_json(v))
-        return "[" + ",".join(parts) + "]"
-    raise TypeError(f"not JSON serializable: {type(value).__name__}")
-
-
-def _exact_key(key: Any) -> str:
-    if isinstance(key, str):
-        return _encode_json_string(key)
-    if key is None or isinstance(key, (bool, int, float)):
-        return _encode_json_string(_exact_json(key))
-    raise TypeError(f"keys must be str, int, float, bool or None, not {type(key).__name__}")
-
-
-#: Where orjson's output may differ from Python's encoder: exponents and tiny decimals are
-#: spelled differently (1e16 vs 1e+16, 0.00001 vs 1e-05), and NaN / Infinity come out as
-#: null (Python writes NaN, Infinity). Output showing one of these is re-encoded by the
-#: standard encoder; a string that merely looks alike only costs time.
-_ORJSON_SPELLING = re.compile(rb"[0-9][eE]|0\.0000|null")
-
-#: Types orjson would serialize but Python's encoder refuses (dates, dataclasses) or
-#: serializes its own way (subclasses of str, int, dict, list): hand them to the standard one.
-_ORJSON_OPTIONS = orjson.OPT_PASSTHROUGH_DATETIME | orjson.OPT_PASSTHROUGH_DATACLASS | orjson.OPT_PASSTHROUGH_SUBCLASS
-
-
-def _standard_json(value: Any) -> str:
-    try:
-        return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
-    except ValueError:
-        # An integer past CPython's 4,300-digit conversion limit: digits by chunks.
-        return _exact_json(value)
-
-
-def _on_fresh_stack(encode, value: Any) -> str:
-    """Run ``encode(value)`` on a new thread, whose recursion budget starts at zero.
-
-    Python's encoder allows as much nesting as the recursion limit leaves above the caller's
-    frames, so the same content would serialize in a shallow call and blank in a deep one
-    (a Beam worker). A fresh stack gives every caller the same cut-off.
-    """
-    outcome: list = []
-
-    def run() -> None:
-        try:
-            outcome.append(encode(value))
-        except (TypeError, ValueError, RecursionError) as error:
-            outcome.append(error)
-
-    worker = threading.Thread(target=run, name="convnorm-json")
-    worker.start()
-    worker.join()
-    if isinstance(outcome[0], Exception):
-        raise outcome[0]
-    return outcome[0]
-
-
-def compact_json(value: Any) -> str:
-    """Compact JSON as Python's standard encoder writes it, with integers of any size.
-
-    Separators ``,`` and ``:``, key order kept, non-ASCII kept. orjson is the fast path where
-    its output is the same text; it refuses integers past 64 bits, nesting past 255 levels
-    and non-string keys, which are no reason to give up, so those fall back. Raises
-    ``TypeError`` / ``ValueError`` / ``RecursionError`` when nothing can serialize the value.
-    """
-    try:
-        text = orjson.dumps(value, option=_ORJSON_OPTIONS)
-        if _ORJSON_SPELLING.search(text) is None:
-            return text.decode()
-    except (TypeError, ValueError):
-        pass
-    try:
-        return _standard_json(value)
-    except RecursionError:
-        return _on_fresh_stack(_standard_json, value)
-
-
 def _json_text(value: Any) -> str:
     """Compact JSON text of a non-scalar, or ``""`` when nothing can serialize it."""
     try:
@@ -251,7 +107,7 @@ def content_text(content: Any) -> str:
     if cls is bool:
         return "true" if content else "false"
     if cls is int:
-        return _int_text(content)
+        return int_text(content)
     if cls is float:
         return float.__repr__(content)
     # Subclasses of the scalar types cast like their base type.
@@ -260,7 +116,7 @@ def content_text(content: Any) -> str:
     if isinstance(content, bool):
         return "true" if content else "false"
     if isinstance(content, int):
-        return _int_text(int(content))
+        return int_text(int(content))
     if isinstance(content, float):
         return float.__repr__(content)
     return _json_text(content)
@@ -281,11 +137,11 @@ def usable_id(value: Any) -> str | None:
     if cls is str:
         text = value.strip()
     elif cls is int:
-        text = _int_text(value)
+        text = int_text(value)
     elif isinstance(value, bool) or value is None:
         return None
     elif isinstance(value, int):
-        text = _int_text(int(value))
+        text = int_text(int(value))
     elif isinstance(value, str):
         text = str.__str__(value).strip()
     else:

@@ -19,13 +19,8 @@ from __future__ import annotations
 
 import functools
 import hashlib
-import json
-import math
-import re
 from dataclasses import dataclass
 from typing import Any, NamedTuple
-
-import orjson
 
 from transforms.formats import (
     READERS,
@@ -37,10 +32,9 @@ from transforms.formats import (
     unrecognized,
 )
 from transforms.formats.base import not_a_record
+from transforms.jsontext import NumberTooLarge, canonical_json, dumps_line, int_text, parse_json
 from transforms.ledger import coercion_discards
 from transforms.ledger import report as ledger_report
-from transforms.normalize import _int_text as int_text
-from transforms.normalize import compact_json
 from transforms.profiles import PROFILES, normalize_with_profile
 from transforms.tool_blocks import first_free
 from transforms.validate import check_sendable, count_by_kind
@@ -64,13 +58,6 @@ DEAD_LETTER_REASONS = (
 #: Raw text kept in a dead letter, in characters.
 DEFAULT_RAW_LIMIT = 2000
 
-#: Longest number read from JSON input, in characters (sign not counted): integers of up to
-#: this many digits are exact ids, content and fields; a longer number makes its record a
-#: ``number_too_large`` dead letter. Converting digits to an integer and back costs time
-#: that grows with the square of their count (0.4 s at this limit), so the limit bounds it.
-MAX_NUMBER_DIGITS = 100_000
-
-
 class RawRecord(NamedTuple):
     """One record as found in the input, before parsing.
 
@@ -93,10 +80,6 @@ class Parsed(NamedTuple):
 
     value: Any
     nulled: dict | None = None
-
-
-class NumberTooLarge(ValueError):
-    """A JSON number longer than ``MAX_NUMBER_DIGITS``."""
 
 
 class Unreadable(NamedTuple):
@@ -191,124 +174,7 @@ class _DeadLetter(Exception):
 
 
 # --------------------------------------------------------------------------------------------
-# Parsing and ids
-
-
-def _reject_constant(name: str) -> Any:
-    raise ValueError(f"{name} is not JSON")
-
-
-#: A number orjson may not read exactly: integers past its 64-bit range (orjson reads them
-#: as floats, silently losing digits), i.e. 20+ digits or a negative 19-digit one. Found by
-#: mapping every digit to "0" and searching the runs: 20x faster than a regular expression
-#: over a line (which cost more than parsing it). Both shapes hold a run of 19 digits: one
-#: search for it decides for almost every line, the precise searches run only after a hit.
-_DIGITS_AS_ZERO = bytes.maketrans(b"123456789", b"000000000")
-_NINETEEN_DIGITS = b"0" * 19
-_TWENTY_DIGITS = b"0" * 20
-_NEGATIVE_NINETEEN_DIGITS = b"-" + b"0" * 19
-
-
-def _beyond_64_bits(data: bytes) -> bool:
-    digits = data.translate(_DIGITS_AS_ZERO)
-    if _NINETEEN_DIGITS not in digits:
-        return False
-    return _TWENTY_DIGITS in digits or _NEGATIVE_NINETEEN_DIGITS in digits
-#: An escaped UTF-16 surrogate: fine in a pair, but the standard parser also accepts one
-#: alone, which is not text (orjson refuses it; an output line could not encode it).
-_SURROGATE_ESCAPE = re.compile(rb"\\u[dD][89a-fA-F]")
-
-
-def _check_length(text: str) -> None:
-    if len(text) - text.startswith("-") > MAX_NUMBER_DIGITS:
-        raise NumberTooLarge(f"a number of {len(text):,} characters is longer than the "
-                             f"{MAX_NUMBER_DIGITS:,} convnorm reads")
-
-
-def _exact_int(text: str) -> int:
-    _check_length(text)  # before converting: the conversion costs the square of the length
-    try:
-        return int(text)
-    except ValueError:
-        # Past CPython's 4,300-digit conversion limit: build it from chunks of digits.
-        digits = text.lstrip("-")
-        value = 0
-        for i in range(0, len(digits), 4000):
-            chunk = digits[i:i + 4000]
-            value = value * 10 ** len(chunk) + int(chunk)
-        return -value if text.startswith("-") else value
-
-
-def _finite_float(text: str) -> float:
-    _check_length(text)
-    value = float(text)
-    if not math.isfinite(value):
-        # As orjson does: a float past the double range is not a number JSON can carry on.
-        raise ValueError(f"number {text[:40]} is infinity when parsed as double")
-    return value
-
-
-def _has_lone_surrogate(value: Any) -> bool:
-    stack = [value]
-    while stack:
-        item = stack.pop()
-        if isinstance(item, str):
-            try:
-                item.encode("utf-8")
-            except UnicodeEncodeError:
-                return True
-        elif isinstance(item, dict):
-            stack.extend(item)
-            stack.extend(item.values())
-        elif isinstance(item, list):
-            stack.extend(item)
-    return False
-
-
-def parse_json(payload: bytes | str) -> Any:
-    """Parse one JSON text exactly; raises ``ValueError`` (or ``RecursionError``).
-
-    orjson is the fast path. Text holding an integer past 64 bits goes to the standard
-    parser, which reads integers of any size exactly (a long digit run inside a string only
-    costs the slower parser). NaN, Infinity, numbers past the double range (``1e400``) and
-    lone surrogates are not JSON text and stay refused, whichever parser reads them; a number
-    longer than ``MAX_NUMBER_DIGITS`` raises ``NumberTooLarge`` before it is converted.
-    """
-    data = payload.encode("utf-8", "surrogatepass") if isinstance(payload, str) else payload
-    if not _beyond_64_bits(data):
-        return orjson.loads(data)
-    try:
-        # Strict UTF-8, as orjson reads: json.loads(bytes) would take a byte-order mark and
-        # UTF-8-encoded surrogates, so the same line would pass here and fail there.
-        value = json.loads(data.decode("utf-8"), parse_constant=_reject_constant, parse_int=_exact_int,
-                           parse_float=_finite_float)
-    except UnicodeDecodeError as error:
-        raise ValueError(str(error)) from None
-    if _SURROGATE_ESCAPE.search(data) and _has_lone_surrogate(value):
-        raise ValueError("a string holds a lone UTF-16 surrogate escape, which is not text")
-    return value
-
-
-def canonical_json(value: Any) -> bytes:
-    """Key-sorted compact JSON, the basis of derived ids (stable across runs and runners)."""
-    try:
-        return orjson.dumps(value, option=orjson.OPT_SORT_KEYS)
-    except TypeError:
-        pass
-    try:
-        return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False,
-                          default=str).encode("utf-8", "surrogatepass")
-    except ValueError:
-        # An integer past CPython's 4,300-digit conversion limit: the exact encoder.
-        return compact_json(_keys_sorted(value)).encode("utf-8", "surrogatepass")
-
-
-def _keys_sorted(value: Any) -> Any:
-    if isinstance(value, dict):
-        return {k: _keys_sorted(value[k]) for k in sorted(value)}
-    if isinstance(value, list):
-        return [_keys_sorted(v) for v in value]
-    return value
+# Ids and raw text
 
 
 def derived_id(record: Any) -> str:
@@ -337,18 +203,6 @@ def own_id(record: Any, id_field: str) -> str | None:
 def record_id(record: Any, id_field: str) -> str:
     """The record's own id when it has a usable one, else a content-derived id."""
     return own_id(record, id_field) or derived_id(record)
-
-
-def dumps_line(value: Any) -> bytes:
-    """One output line: compact JSON, non-ASCII as is, integers of any size exact.
-
-    Raises ``TypeError`` / ``ValueError`` for what JSON cannot hold; the job calls it inside
-    the per-record guard first, so such a record is a dead letter, never a failed write.
-    """
-    try:
-        return orjson.dumps(value)
-    except TypeError:
-        return compact_json(value).encode("utf-8")
 
 
 def raw_text(payload: Any, limit: int) -> str:

@@ -58,6 +58,7 @@ from transforms.formats.base import (
     register_reader,
     register_writer,
 )
+from transforms.jsontext import compact_json
 from transforms.ledger import note_unread_keys
 from transforms.normalize import content_text
 
@@ -327,7 +328,7 @@ def _observation_value(texts: list) -> str:
         except ValueError:
             value = text
         compact = isinstance(value, (dict, list)) and (
-            json.dumps(value, ensure_ascii=False, separators=(",", ":")) == text)
+            compact_json(value) == text)
         keep = compact and not (isinstance(value, dict) and "content" in value)
         values.append(value if keep else text)
     return _dumps(values)

@@ -1,0 +1,76 @@
+"""The JSON text module's written policy: integers exact at any size, two named spellings."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import pytest
+
+from transforms.jsontext import (
+    MAX_NUMBER_DIGITS,
+    NumberTooLarge,
+    canonical_json,
+    compact_json,
+    document_bytes,
+    dumps_line,
+    int_text,
+    parse_json,
+)
+
+BIG = 10**30 + 7  # past 64 bits: orjson refuses it
+HUGE_DIGITS = "9" * 5000  # past CPython's 4,300-digit str() limit
+
+
+def test_integers_are_exact_at_any_size_in_and_out():
+    value = parse_json('{"n": ' + HUGE_DIGITS + ', "m": -' + str(BIG) + "}")
+    assert int_text(value["n"]) == HUGE_DIGITS and value["m"] == -BIG
+    line = dumps_line(value)
+    assert line == b'{"n":' + HUGE_DIGITS.encode() + b',"m":-' + str(BIG).encode() + b"}"
+    assert compact_json(value).encode() == line
+    assert canonical_json(value) == b'{"m":-' + str(BIG).encode() + b',"n":' + HUGE_DIGITS.encode() + b"}"
+
+
+@pytest.mark.parametrize("text", ["NaN", "Infinity", "-Infinity", "1e400", '"\\ud800"',
+                                  "[" + str(BIG) + ", NaN]", "[" + str(BIG) + ', "\\udc00"]'])
+def test_parsing_refuses_what_is_not_json_text(text):
+    with pytest.raises(ValueError):
+        parse_json(text)
+
+
+def test_a_number_longer_than_the_limit_is_refused_before_conversion():
+    with pytest.raises(NumberTooLarge):
+        parse_json("[" + "1" * (MAX_NUMBER_DIGITS + 1) + "]")
+
+
+def test_the_orjson_spelling_writes_non_finite_numbers_as_null():
+    value = {"a": math.nan, "b": math.inf, "c": 1e-5}
+    assert dumps_line(value) == b'{"a":null,"b":null,"c":0.00001}'
+    assert canonical_json(value) == b'{"a":null,"b":null,"c":0.00001}'
+
+
+def test_the_standard_spelling_is_pythons_encoder():
+    value = {"a": math.nan, "b": -math.inf, "c": 1e16, "d": 1e-05, "é": "日本"}
+    assert compact_json(value) == json.dumps(value, separators=(",", ":"), ensure_ascii=False)
+    assert compact_json(value) == '{"a":NaN,"b":-Infinity,"c":1e+16,"d":1e-05,"é":"日本"}'
+
+
+def test_an_output_line_orjson_refuses_takes_the_standard_spelling():
+    # Named in the module's policy: a line holding an integer past 64 bits is written by the
+    # standard encoder, floats included (byte-identical to what convnorm always wrote).
+    assert dumps_line({"n": BIG, "f": 1e-5}) == b'{"n":' + str(BIG).encode() + b',"f":1e-05}'
+
+
+def test_what_json_cannot_hold_raises():
+    with pytest.raises((TypeError, ValueError)):
+        dumps_line({"s": "\ud800"})
+    with pytest.raises(TypeError):
+        dumps_line({"d": object()})
+
+
+def test_side_documents_keep_their_spellings():
+    doc = {"b": "é", "a": [1]}
+    assert document_bytes(doc) == json.dumps(doc, indent=2, ensure_ascii=False).encode() + b"\n"
+    assert document_bytes(doc, indent=1, ascii_only=True) == json.dumps(doc, indent=1).encode() + b"\n"
+    assert document_bytes(doc, indent=1, ascii_only=True, sort_keys=True) == (
+        json.dumps(doc, indent=1, sort_keys=True).encode() + b"\n")

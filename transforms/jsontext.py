@@ -1,0 +1,380 @@
+"""JSON text in and out, for the whole job (no Beam import): one home, one written policy.
+
+Every place convnorm turns bytes into values or values into JSON text calls this module:
+
+- ``parse_json``      one input text (a JSONL line, a ``.json`` document) into values;
+- ``dumps_line``      one output record as a JSON Lines line (the file writers write these bytes);
+- ``canonical_json``  key-sorted compact JSON, the basis of content-derived ids;
+- ``compact_json``    the casting table's compact JSON of an object or list (MEM-5 rule 1);
+- ``int_text``        the decimal digits of an integer of any size;
+- ``document_bytes``  a pretty-printed side file (summary, file lists, manifest).
+
+The policy
+==========
+
+Big integers. Integers are exact at any size, in and out: never read as floats, never cut.
+``parse_json`` reads integers of up to ``MAX_NUMBER_DIGITS`` digits exactly (orjson is the
+fast path; a text holding an integer past 64 bits goes to the standard parser) and refuses a
+longer number with ``NumberTooLarge`` before converting it, because conversion costs the
+square of the length. Every encoder writes an integer of any size as its digits, also past
+CPython's 4,300-digit ``str()`` limit (converted in chunks; the interpreter limit is not lifted).
+
+Non-finite numbers. NaN, Infinity and numbers past the double range (``1e400``) are not JSON:
+``parse_json`` refuses them, and the Parquet reader writes them as null and counts them, so
+no value read from input holds one. When a caller hands an encoder one anyway, the encoder
+uses its *spelling*, and there are exactly two, on purpose:
+
+- ``ORJSON`` spelling — ``dumps_line`` and ``canonical_json``: orjson's text. NaN and the
+  infinities become ``null``; small floats in orjson's form (``0.00001``, ``1e-7``).
+- ``STANDARD`` spelling — ``compact_json``: Python's ``json.dumps`` text with separators
+  ``,``/``:`` and non-ASCII kept, as NORMALIZATION.md's casting table asks (``1e-05``,
+  ``1e-07``; NaN / Infinity spelled ``NaN`` / ``Infinity``, which is fine there: the text
+  becomes a message's content string, not a JSON document).
+
+The ORJSON encoders fall back to the STANDARD spelling for what orjson refuses (integers past
+64 bits, nesting past 255 levels, non-string keys): such a line takes Python's float spelling
+(and ``NaN`` for a non-finite float, which no input can produce — see above). Output files are
+byte-identical to what convnorm always wrote; a change of spelling would change them.
+
+Values JSON cannot hold at all (a lone UTF-16 surrogate in output, an object of an unknown
+type) raise ``TypeError`` / ``ValueError`` / ``RecursionError`` from ``dumps_line`` and
+``compact_json``; the per-record guard turns that into a dead letter.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+import threading
+from typing import Any
+
+import orjson
+
+__all__ = [
+    "MAX_NUMBER_DIGITS",
+    "NumberTooLarge",
+    "canonical_json",
+    "compact_json",
+    "document_bytes",
+    "dumps_line",
+    "int_text",
+    "parse_json",
+]
+
+#: Longest number read from JSON input, in characters (sign not counted): integers of up to
+#: this many digits are exact ids, content and fields; a longer number makes its record a
+#: ``number_too_large`` dead letter. Converting digits to an integer and back costs time
+#: that grows with the square of their count (0.4 s at this limit), so the limit bounds it.
+MAX_NUMBER_DIGITS = 100_000
+
+
+class NumberTooLarge(ValueError):
+    """A JSON number longer than ``MAX_NUMBER_DIGITS``."""
+
+
+# --------------------------------------------------------------------------------------------
+# Integers of any size
+
+
+def int_text(value: int) -> str:
+    """Decimal digits of an integer of any size.
+
+    CPython refuses ``str()`` on integers past 4,300 digits (a guard against quadratic
+    conversion); the spec wants the digits anyway, so such integers are converted in chunks
+    rather than by lifting the interpreter-wide limit.
+    """
+    try:
+        return str(value)
+    except ValueError:
+        pass
+    sign = "-" if value < 0 else ""
+    value = abs(value)
+    chunk_digits = 4000
+    base = 10**chunk_digits
+    chunks = []
+    while value:
+        value, low = divmod(value, base)
+        chunks.append(low)
+    head = str(chunks[-1])
+    rest = "".join(str(c).zfill(chunk_digits) for c in reversed(chunks[:-1]))
+    return sign + head + rest
+
+
+# --------------------------------------------------------------------------------------------
+# Parsing
+
+
+def _reject_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not JSON")
+
+
+#: A number orjson may not read exactly: integers past its 64-bit range (orjson reads them
+#: as floats, silently losing digits), i.e. 20+ digits or a negative 19-digit one. Found by
+#: mapping every digit to "0" and searching the runs: 20x faster than a regular expression
+#: over a line (which cost more than parsing it). Both shapes hold a run of 19 digits: one
+#: search for it decides for almost every line, the precise searches run only after a hit.
+_DIGITS_AS_ZERO = bytes.maketrans(b"123456789", b"000000000")
+_NINETEEN_DIGITS = b"0" * 19
+_TWENTY_DIGITS = b"0" * 20
+_NEGATIVE_NINETEEN_DIGITS = b"-" + b"0" * 19
+
+
+def _beyond_64_bits(data: bytes) -> bool:
+    digits = data.translate(_DIGITS_AS_ZERO)
+    if _NINETEEN_DIGITS not in digits:
+        return False
+    return _TWENTY_DIGITS in digits or _NEGATIVE_NINETEEN_DIGITS in digits
+
+
+#: An escaped UTF-16 surrogate: fine in a pair, but the standard parser also accepts one
+#: alone, which is not text (orjson refuses it; an output line could not encode it).
+_SURROGATE_ESCAPE = re.compile(rb"\\u[dD][89a-fA-F]")
+
+
+def _check_length(text: str) -> None:
+    if len(text) - text.startswith("-") > MAX_NUMBER_DIGITS:
+        raise NumberTooLarge(f"a number of {len(text):,} characters is longer than the "
+                             f"{MAX_NUMBER_DIGITS:,} convnorm reads")
+
+
+def _exact_int(text: str) -> int:
+    _check_length(text)  # before converting: the conversion costs the square of the length
+    try:
+        return int(text)
+    except ValueError:
+        # Past CPython's 4,300-digit conversion limit: build it from chunks of digits.
+        digits = text.lstrip("-")
+        value = 0
+        for i in range(0, len(digits), 4000):
+            chunk = digits[i:i + 4000]
+            value = value * 10 ** len(chunk) + int(chunk)
+        return -value if text.startswith("-") else value
+
+
+def _finite_float(text: str) -> float:
+    _check_length(text)
+    value = float(text)
+    if not math.isfinite(value):
+        # As orjson does: a float past the double range is not a number JSON can carry on.
+        raise ValueError(f"number {text[:40]} is infinity when parsed as double")
+    return value
+
+
+def _has_lone_surrogate(value: Any) -> bool:
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, str):
+            try:
+                item.encode("utf-8")
+            except UnicodeEncodeError:
+                return True
+        elif isinstance(item, dict):
+            stack.extend(item)
+            stack.extend(item.values())
+        elif isinstance(item, list):
+            stack.extend(item)
+    return False
+
+
+def parse_json(payload: bytes | str) -> Any:
+    """Parse one JSON text exactly; raises ``ValueError`` (or ``RecursionError``).
+
+    orjson is the fast path. Text holding an integer past 64 bits goes to the standard
+    parser, which reads integers of any size exactly (a long digit run inside a string only
+    costs the slower parser). NaN, Infinity, numbers past the double range (``1e400``) and
+    lone surrogates are not JSON text and stay refused, whichever parser reads them; a number
+    longer than ``MAX_NUMBER_DIGITS`` raises ``NumberTooLarge`` before it is converted.
+    """
+    data = payload.encode("utf-8", "surrogatepass") if isinstance(payload, str) else payload
+    if not _beyond_64_bits(data):
+        return orjson.loads(data)
+    try:
+        # Strict UTF-8, as orjson reads: json.loads(bytes) would take a byte-order mark and
+        # UTF-8-encoded surrogates, so the same line would pass here and fail there.
+        value = json.loads(data.decode("utf-8"), parse_constant=_reject_constant, parse_int=_exact_int,
+                           parse_float=_finite_float)
+    except UnicodeDecodeError as error:
+        raise ValueError(str(error)) from None
+    if _SURROGATE_ESCAPE.search(data) and _has_lone_surrogate(value):
+        raise ValueError("a string holds a lone UTF-16 surrogate escape, which is not text")
+    return value
+
+
+# --------------------------------------------------------------------------------------------
+# STANDARD spelling: compact JSON as Python's encoder writes it
+
+
+def _float_json(value: float) -> str:
+    # What the standard encoder writes for a float (it allows NaN and infinities).
+    if value != value:
+        return "NaN"
+    if value in (float("inf"), float("-inf")):
+        return "Infinity" if value > 0 else "-Infinity"
+    return float.__repr__(value)
+
+
+_encode_json_string = json.encoder.encode_basestring  # non-ASCII kept as is
+
+
+def _exact_json(value: Any) -> str:
+    """Compact JSON like the standard encoder's, but with integers of any size.
+
+    Used only when the standard encoder refuses an integer past the interpreter's digit
+    limit. It follows the standard encoder's rules for keys and values, and is as deep as
+    Python's recursion allows.
+    """
+    if value is None:
+        return "null"
+    if value is True:
+        return "true"
+    if value is False:
+        return "false"
+    if isinstance(value, str):
+        return _encode_json_string(value)
+    if isinstance(value, int):
+        return int_text(int(value))
+    if isinstance(value, float):
+        return _float_json(value)
+    # Plain loops, not generator expressions: one frame per nesting level, as the standard
+    # encoder spends one recursion level per container, so the depths it allows fit here too.
+    if isinstance(value, dict):
+        parts = []
+        for k, v in value.items():
+            parts.append(_exact_key(k) + ":" + _exact_json(v))
+        return "{" + ",".join(parts) + "}"
+    if isinstance(value, (list, tuple)):
+        parts = []
+        for v in value:
+            parts.append(_exact_json(v))
+        return "[" + ",".join(parts) + "]"
+    raise TypeError(f"not JSON serializable: {type(value).__name__}")
+
+
+def _exact_key(key: Any) -> str:
+    if isinstance(key, str):
+        return _encode_json_string(key)
+    if key is None or isinstance(key, (bool, int, float)):
+        return _encode_json_string(_exact_json(key))
+    raise TypeError(f"keys must be str, int, float, bool or None, not {type(key).__name__}")
+
+
+#: Where orjson's output may differ from Python's encoder: exponents and tiny decimals are
+#: spelled differently (1e-7 vs 1e-07, 0.00001 vs 1e-05), and NaN / Infinity come out as
+#: null (Python writes NaN, Infinity). Output showing one of these is re-encoded by the
+#: standard encoder; a string that merely looks alike only costs time.
+_ORJSON_SPELLING = re.compile(rb"[0-9][eE]|0\.0000|null")
+
+#: Types orjson would serialize but Python's encoder refuses (dates, dataclasses) or
+#: serializes its own way (subclasses of str, int, dict, list): hand them to the standard one.
+_ORJSON_OPTIONS = orjson.OPT_PASSTHROUGH_DATETIME | orjson.OPT_PASSTHROUGH_DATACLASS | orjson.OPT_PASSTHROUGH_SUBCLASS
+
+
+def _standard_json(value: Any) -> str:
+    try:
+        return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
+    except ValueError:
+        # An integer past CPython's 4,300-digit conversion limit: digits by chunks.
+        return _exact_json(value)
+
+
+def _on_fresh_stack(encode, value: Any) -> str:
+    """Run ``encode(value)`` on a new thread, whose recursion budget starts at zero.
+
+    Python's encoder allows as much nesting as the recursion limit leaves above the caller's
+    frames, so the same content would serialize in a shallow call and blank in a deep one
+    (a Beam worker). A fresh stack gives every caller the same cut-off.
+    """
+    outcome: list = []
+
+    def run() -> None:
+        try:
+            outcome.append(encode(value))
+        except (TypeError, ValueError, RecursionError) as error:
+            outcome.append(error)
+
+    worker = threading.Thread(target=run, name="convnorm-json")
+    worker.start()
+    worker.join()
+    if isinstance(outcome[0], Exception):
+        raise outcome[0]
+    return outcome[0]
+
+
+def compact_json(value: Any) -> str:
+    """Compact JSON in the STANDARD spelling (Python's encoder), with integers of any size.
+
+    Separators ``,`` and ``:``, key order kept, non-ASCII kept. orjson is the fast path where
+    its output is the same text; it refuses integers past 64 bits, nesting past 255 levels
+    and non-string keys, which are no reason to give up, so those fall back. Raises
+    ``TypeError`` / ``ValueError`` / ``RecursionError`` when nothing can serialize the value.
+    """
+    try:
+        text = orjson.dumps(value, option=_ORJSON_OPTIONS)
+        if _ORJSON_SPELLING.search(text) is None:
+            return text.decode()
+    except (TypeError, ValueError):
+        pass
+    try:
+        return _standard_json(value)
+    except RecursionError:
+        return _on_fresh_stack(_standard_json, value)
+
+
+# --------------------------------------------------------------------------------------------
+# ORJSON spelling: output lines and ids
+
+
+def dumps_line(value: Any) -> bytes:
+    """One output line in the ORJSON spelling: compact, non-ASCII as is, integers of any size.
+
+    What orjson refuses (integers past 64 bits, deep nesting, non-string keys) takes
+    ``compact_json``'s STANDARD spelling. Raises ``TypeError`` / ``ValueError`` for what JSON
+    cannot hold; the job calls it inside the per-record guard first, so such a record is a
+    dead letter, never a failed write.
+    """
+    try:
+        return orjson.dumps(value)
+    except TypeError:
+        return compact_json(value).encode("utf-8")
+
+
+def canonical_json(value: Any) -> bytes:
+    """Key-sorted compact JSON, the basis of derived ids (stable across runs and runners).
+
+    The ORJSON spelling; what orjson refuses takes the standard encoder's, where any other
+    type is its ``str()`` (an id must always be derivable), and integers past the
+    interpreter's digit limit the exact encoder's.
+    """
+    try:
+        return orjson.dumps(value, option=orjson.OPT_SORT_KEYS)
+    except TypeError:
+        pass
+    try:
+        return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False,
+                          default=str).encode("utf-8", "surrogatepass")
+    except ValueError:
+        # An integer past CPython's 4,300-digit conversion limit: the exact encoder.
+        return compact_json(_keys_sorted(value)).encode("utf-8", "surrogatepass")
+
+
+def _keys_sorted(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {k: _keys_sorted(value[k]) for k in sorted(value)}
+    if isinstance(value, list):
+        return [_keys_sorted(v) for v in value]
+    return value
+
+
+# --------------------------------------------------------------------------------------------
+# Side files
+
+
+def document_bytes(value: Any, indent: int = 2, *, ascii_only: bool = False, sort_keys: bool = False) -> bytes:
+    """A pretty-printed JSON document and its final newline (summary, file lists, manifest).
+
+    Python's encoder with ``indent``; ``ascii_only`` escapes non-ASCII as ``\\uXXXX`` (the
+    run's file lists and manifest are written that way), otherwise it is kept as is.
+    """
+    return json.dumps(value, indent=indent, ensure_ascii=ascii_only, sort_keys=sort_keys).encode() + b"\n"
