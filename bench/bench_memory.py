@@ -58,7 +58,8 @@ _READER = _HWM + """
 import sys
 sys.path.insert(0, sys.argv[3])
 from pipeline.sources import iter_batches, plan_shards
-from transforms.records import Settings, normalize_batch
+from transforms.records import normalize_batch
+from transforms.settings import Settings
 reasons, normalized = [], 0
 for shard in plan_shards([sys.argv[1]]):
     stats = {"records": 0, "blank_lines": 0}

@@ -97,8 +97,10 @@ PAGE_KB = os.sysconf("SC_PAGE_SIZE") // 1024
 
 
 def plain_loop(paths: list[str], out_dir: str) -> dict:
+    from transforms.inputs import RawRecord
     from transforms.jsontext import dumps_line
-    from transforms.records import RawRecord, Settings, process_record
+    from transforms.records import process_record
+    from transforms.settings import Settings
 
     settings = Settings()
     counts = {"records": 0, "blank_lines": 0, "records_out": 0, "dead_letters": 0}

@@ -119,8 +119,10 @@ def _wait_visible(out: Path, paths: list[Path], proc: subprocess.Popen, timeout:
 
 def _plain_baseline(lines: list[bytes]) -> float:
     """Seconds for the plain loop over the same records (the job's per-record work)."""
+    from transforms.inputs import RawRecord
     from transforms.jsontext import dumps_line
-    from transforms.records import RawRecord, Settings, process_record
+    from transforms.records import process_record
+    from transforms.settings import Settings
 
     settings = Settings()
     start = time.perf_counter()

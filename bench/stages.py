@@ -60,9 +60,11 @@ def _flat(record: dict) -> dict:
 def stage_table(lines: list[bytes], reps: int = 5) -> dict:
     """CPU µs per record of each stage (median of ``reps``), and the whole per-record loop."""
     from transforms.formats import detect_reader, detect_reader_after
+    from transforms.inputs import RawRecord
     from transforms.jsontext import parse_json
     from transforms.profiles import normalize_with_profile
-    from transforms.records import RawRecord, Settings, normalize_batch
+    from transforms.records import normalize_batch
+    from transforms.settings import Settings
 
     settings = Settings()
     field = settings.messages_field

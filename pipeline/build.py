@@ -13,7 +13,7 @@ from pipeline.options import Job
 from pipeline.sinks import SUMMARY_FILE, WriteShards, WriteSummary
 from pipeline.sources import DEFAULT_BATCH_SIZE, DEFAULT_MAX_RECORD_BYTES, ReadConversationLogs, Shard
 from transforms.conversations import NormalizeConversations, SummarizeRun
-from transforms.records import Settings
+from transforms.settings import Settings
 
 
 class CleanedLogs(NamedTuple):

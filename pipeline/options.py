@@ -26,6 +26,7 @@ from apache_beam.io.filesystems import FileSystems
 from apache_beam.options.pipeline_options import PipelineOptions, StandardOptions
 
 from pipeline.outputs import OutputError, plan_inputs, skipped_inputs, unreachable_output, unsafe_output
+from pipeline.settings import settings_problems
 from pipeline.sinks import FILE_FORMATS
 from pipeline.sources import (
     DEFAULT_BATCH_SIZE,
@@ -36,7 +37,7 @@ from pipeline.sources import (
     plan_shards,
 )
 from transforms.formats import WRITERS
-from transforms.records import DEFAULT_RAW_LIMIT, Settings
+from transforms.settings import DEFAULT_RAW_LIMIT, Settings
 from transforms.summary import DeadLetterLimit
 
 LOG = logging.getLogger("convnorm")
@@ -352,7 +353,7 @@ def load_job(argv: list[str], *, output_required: bool = True) -> Job:
         check=ours.check,
         raw_limit=ours.raw_limit,
     )
-    problems = settings.problems()
+    problems = settings_problems(settings)
     placeholders = _placeholders(options)
     if placeholders:
         # Refused here: matching gs://YOUR_BUCKET/... would retry the network for minutes.

@@ -50,8 +50,8 @@ from apache_beam.pvalue import TaggedOutput
 from pipeline.progress import Tally
 from pipeline.testhooks import pause_point
 from transforms.conversations import NAMESPACE
+from transforms.inputs import Batch, Parsed, RawRecord, Unreadable
 from transforms.jsontext import NumberTooLarge, parse_json
-from transforms.records import Batch, Parsed, RawRecord, Unreadable
 
 LOG = logging.getLogger(__name__)
 

@@ -66,7 +66,7 @@ from pipeline.sources import FILE_KINDS, Shard, file_suffix, iter_batches
 from transforms import summary as summaries
 from transforms.conversations import NAMESPACE, NormalizeConversation, _MergeSummaries
 from transforms.jsontext import document_bytes
-from transforms.records import Settings
+from transforms.settings import Settings
 
 LOG = logging.getLogger("convnorm")
 

@@ -11,7 +11,9 @@ from pathlib import Path
 
 from pipeline.main import main
 from transforms.formats import WRITERS, WriteContext
-from transforms.records import RawRecord, Settings, process_record
+from transforms.inputs import RawRecord
+from transforms.records import process_record
+from transforms.settings import Settings
 
 WEATHER_TOOL = {"type": "function", "function": {
     "name": "get_weather", "description": "Current weather for a city",

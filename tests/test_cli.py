@@ -252,7 +252,8 @@ def test_pipeline_totals_equal_a_plain_python_count(sample_run):
     """The golden file is not just self-consistent: a loop without Beam gives the same totals."""
     from pipeline.sources import BLANK, plan_shards, read_shard
     from transforms import summary as summaries
-    from transforms.records import Settings, process_record
+    from transforms.records import process_record
+    from transforms.settings import Settings
 
     total: dict = {}
     for item in read_shard(plan_shards([str(SAMPLE)])[0]):

@@ -49,7 +49,7 @@ def test_importing_the_core_does_not_import_apache_beam():
 #: other module of ``transforms`` (found on disk, so a new one is covered as it is added) and
 #: the command line's import-time helpers must not.
 BEAM_MODULES = {"transforms.conversations"}
-PURE_PIPELINE_MODULES = ["pipeline", "pipeline.quiet", "pipeline.cli"]
+PURE_PIPELINE_MODULES = ["pipeline", "pipeline.quiet", "pipeline.cli", "pipeline.settings"]
 
 
 def _module_names(package: str) -> list[str]:
@@ -67,8 +67,9 @@ def _pure_modules() -> list[str]:
 def test_every_pure_module_is_found():
     found = _pure_modules()
     for name in ("transforms.normalize", "transforms.ledger", "transforms.validate", "transforms.profiles",
-                 "transforms.records", "transforms.jsontext", "transforms.tool_blocks", "transforms.formats.openai",
-                 "pipeline.quiet"):
+                 "transforms.records", "transforms.jsontext", "transforms.inputs", "transforms.settings",
+                 "transforms.record_steps", "transforms.validate_step", "transforms.tool_blocks",
+                 "transforms.formats.openai", "pipeline.quiet", "pipeline.settings"):
         assert name in found
 
 

@@ -16,7 +16,9 @@ import pytest
 
 from pipeline.main import main
 from transforms.formats import READERS, detect_reader
-from transforms.records import RawRecord, Settings, process_record
+from transforms.inputs import RawRecord
+from transforms.records import process_record
+from transforms.settings import Settings
 
 SAMPLES = Path(__file__).resolve().parent.parent / "samples" / "formats"
 

@@ -11,8 +11,10 @@ import json
 
 from transforms import summary as summaries
 from transforms.formats import READERS, detect_reader
+from transforms.inputs import RawRecord
 from transforms.normalize import INTERRUPTED_RESULT, normalize_conversation
-from transforms.records import RawRecord, Settings, process_record
+from transforms.records import process_record
+from transforms.settings import Settings
 
 
 def call(call_id: str, name: str = "bash", command: str = "ls") -> dict:

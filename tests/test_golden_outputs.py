@@ -22,8 +22,11 @@ import pytest
 
 from transforms import records
 from transforms.formats import WRITERS
+from transforms.inputs import RawRecord
 from transforms.jsontext import dumps_line
 from transforms.profiles import PROFILES
+from transforms.settings import Settings
+from transforms.validate_step import check_record
 
 ROOT = Path(__file__).resolve().parent.parent
 GOLDEN = Path(__file__).resolve().parent / "data" / "golden"
@@ -44,7 +47,7 @@ def _raw_records(path: Path) -> list:
     found, offset = [], 0
     for line in data.splitlines(keepends=True):
         if line.strip():
-            found.append(records.RawRecord(path.name, offset, line))
+            found.append(RawRecord(path.name, offset, line))
         offset += len(line)
     return found
 
@@ -61,9 +64,9 @@ def _record_path_bytes(path: Path) -> bytes:
     parts = []
     for sink in sorted(WRITERS):
         for profile in PROFILES:
-            settings = records.Settings(sink=sink, profile=profile, model="golden-model", check=True)
+            settings = Settings(sink=sink, profile=profile, model="golden-model", check=True)
             parts.append(_section(f"sink={sink} profile={profile}", records.normalize_batch(raws, settings, taken={})))
-    parts.append(_section("validate", records.normalize_batch(raws, records.Settings(), records.check_record)))
+    parts.append(_section("validate", records.normalize_batch(raws, Settings(), check_record)))
     return b"".join(parts)
 
 

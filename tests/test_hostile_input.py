@@ -17,14 +17,10 @@ import pytest
 import zstandard
 
 from pipeline.sources import BLANK, iter_batches, plan_shards, read_shard
+from transforms.inputs import Parsed, RawRecord, Unreadable
 from transforms.jsontext import MAX_NUMBER_DIGITS, dumps_line
-from transforms.records import (
-    Parsed,
-    RawRecord,
-    Settings,
-    Unreadable,
-    process_record,
-)
+from transforms.records import process_record
+from transforms.settings import Settings
 
 
 def _line(i: int, text: str = "hello") -> bytes:

@@ -20,7 +20,9 @@ from hypothesis import strategies as st
 
 from pipeline.main import main
 from pipeline.sources import BLANK, plan_shards, read_shard
-from transforms.records import DEAD_LETTER_REASONS, Settings, normalize_batch
+from transforms.record_steps import DEAD_LETTER_REASONS
+from transforms.records import normalize_batch
+from transforms.settings import Settings
 
 MAX_RECORD_BYTES = 4096  # small, so that some random records are over it
 

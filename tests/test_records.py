@@ -10,17 +10,11 @@ from hypothesis import strategies as st
 
 import transforms.jsontext as jsontext
 import transforms.records as records
-from transforms.records import (
-    DEAD_LETTER_REASONS,
-    Parsed,
-    RawRecord,
-    Settings,
-    Unreadable,
-    check_record,
-    derived_id,
-    normalize_batch,
-    process_record,
-)
+from transforms.inputs import Parsed, RawRecord, Unreadable
+from transforms.record_steps import DEAD_LETTER_REASONS, derived_id
+from transforms.records import normalize_batch, process_record
+from transforms.settings import Settings
+from transforms.validate_step import check_record
 
 FLAT = Settings()
 
@@ -180,11 +174,13 @@ def test_check_record_reports_without_changing_anything():
 
 
 def test_settings_problems_name_the_bad_option():
-    problems = Settings(input_format="nope", sink="nope", profile="nope").problems()
+    from pipeline.settings import settings_problems
+
+    problems = settings_problems(Settings(input_format="nope", sink="nope", profile="nope"))
     assert any("--format 'nope'" in p for p in problems)
     assert any("--sink 'nope'" in p for p in problems)
     assert any("--profile 'nope'" in p for p in problems)
-    assert Settings().problems() == []
+    assert settings_problems(Settings()) == []
 
 
 def test_lone_surrogate_is_invalid_json_on_either_parser():

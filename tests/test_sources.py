@@ -11,7 +11,7 @@ import pytest
 import zstandard
 
 from pipeline.sources import BLANK, InputError, iter_batches, plan_shards, read_shard
-from transforms.records import Parsed, Unreadable
+from transforms.inputs import Parsed, Unreadable
 
 
 def _lines(n):

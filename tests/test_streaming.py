@@ -23,7 +23,7 @@ from pipeline.streaming import (
     window_total,
 )
 from transforms import summary as summaries
-from transforms.records import Settings
+from transforms.settings import Settings
 
 
 def _plan(**changes) -> WatchPlan:

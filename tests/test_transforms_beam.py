@@ -14,7 +14,8 @@ from apache_beam.testing.util import assert_that, equal_to
 from pipeline.build import CleanConversationLogs
 from pipeline.sources import plan_shards
 from transforms.conversations import NAMESPACE, NormalizeConversations, SummarizeRun, Unbatch
-from transforms.records import Batch, RawRecord, Settings
+from transforms.inputs import Batch, RawRecord
+from transforms.settings import Settings
 
 GOOD = {"id": "g", "messages": [
     {"role": "user", "content": "q"},

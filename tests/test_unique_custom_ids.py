@@ -63,8 +63,10 @@ def test_uniqueness_is_per_output_file(tmp_path):
 def test_the_lines_a_batch_carries_are_its_records_serialized_renames_included():
     # The JSONL writer writes these lines as they are (each record serialized once): a record
     # renamed after the per-record guard serialized it must carry its new line.
+    from transforms.inputs import RawRecord
     from transforms.jsontext import dumps_line
-    from transforms.records import RawRecord, Settings, normalize_batch
+    from transforms.records import normalize_batch
+    from transforms.settings import Settings
 
     chat = b'{"id": "x", "messages": [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "yo"}]}'
     raws = [RawRecord("f", i, line) for i, line in enumerate([chat, b"not json", chat, chat])]

@@ -1,7 +1,7 @@
 """Beam transforms around the pure core: normalize conversations, count, summarize.
 
 ``NormalizeConversations`` is the composite a pipeline applies to batches of raw records
-(``transforms.records.Batch`` of ``RawRecord``); it returns a ``NormalizedOutputs`` with three
+(``transforms.inputs.Batch`` of ``RawRecord``); it returns a ``NormalizedOutputs`` with three
 PCollections of batches:
 
 - ``records``      — output records: each input record with its messages normalized (and
@@ -39,10 +39,14 @@ from apache_beam.metrics import Metrics
 from apache_beam.pvalue import TaggedOutput
 
 from transforms import summary as summaries
+from transforms.inputs import Batch
 from transforms.normalize import REASONS
 from transforms.profiles import REPAIRS
-from transforms.records import DEAD_LETTER_REASONS, Batch, Settings, check_record, normalize_batch
+from transforms.record_steps import DEAD_LETTER_REASONS
+from transforms.records import normalize_batch
+from transforms.settings import Settings
 from transforms.validate import VIOLATION_KINDS
+from transforms.validate_step import check_record
 
 #: The metrics namespace of every convnorm counter and distribution.
 NAMESPACE = "convnorm"

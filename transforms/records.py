@@ -1,161 +1,39 @@
-"""Record-level processing: one raw input record in, exactly one outcome out (no Beam import).
+"""The run step: one raw record in, exactly one outcome out (no Beam import).
 
-A raw record is what a reader found at one position of one file: a JSONL line, an element of
-a ``.json`` array, a Parquet row, or a marker for a file that could not be read. Processing
-parses it, reads it with a format reader, normalizes its messages by the chosen profile,
-writes it with the chosen sink writer, and returns either
+Processing parses a raw record (``transforms.inputs``), reads it with a format reader,
+normalizes its messages by the chosen profile, writes it with the chosen sink writer, and
+returns either
 
 - a normalized output record plus its per-conversation drop metrics, or
-- a dead letter: source, position, reason, detail and the raw text cut to a sane length.
-
-Every raw record ends in exactly one of the two: nothing is skipped silently, and an
-unexpected exception becomes an ``internal_error`` dead letter rather than a crash (a Beam
-job that raises retries the bundle forever on some runners).
+- a dead letter (``transforms.record_steps``: parsing, reading and the guard are shared with
+  the validate step).
 
 The Beam DoFn in ``transforms.conversations`` only calls ``normalize_batch`` and routes.
 """
 
 from __future__ import annotations
 
-import functools
-import hashlib
-from dataclasses import dataclass
-from typing import Any, NamedTuple
+from typing import NamedTuple
 
-from transforms.formats import (
-    READERS,
-    WRITERS,
-    FormatError,
-    WriteContext,
-    detect_reader_after,
-    read_forced,
-    unrecognized,
-)
-from transforms.formats.base import not_a_record
-from transforms.jsontext import NumberTooLarge, canonical_json, dumps_line, int_text, parse_json
+from transforms.formats import WRITERS, FormatError, WriteContext
+from transforms.inputs import Parsed, RawRecord
+from transforms.jsontext import dumps_line
 from transforms.ledger import coercion_discards
 from transforms.ledger import report as ledger_report
-from transforms.profiles import PROFILES, normalize_with_profile
+from transforms.profiles import normalize_with_profile
+from transforms.record_steps import (
+    Outcome,
+    ReaderHint,
+    RecordRefused,
+    guarded,
+    own_id,
+    parse_payload,
+    read_conversation,
+    record_id,
+)
+from transforms.settings import Settings
 from transforms.tool_blocks import first_free
 from transforms.validate import check_sendable, count_by_kind
-
-#: Closed list of dead-letter reasons, in the order processing can produce them.
-DEAD_LETTER_REASONS = (
-    "unreadable_file",
-    "record_too_large",
-    "unconvertible_value",
-    "invalid_json",
-    "number_too_large",
-    "not_a_record",
-    "missing_messages",
-    "messages_not_a_list",
-    "unknown_format",
-    "format_error",
-    "unwritable",
-    "internal_error",
-)
-
-#: Raw text kept in a dead letter, in characters.
-DEFAULT_RAW_LIMIT = 2000
-
-class RawRecord(NamedTuple):
-    """One record as found in the input, before parsing.
-
-    ``position`` is the byte offset of the line for JSONL (in the decompressed stream), the
-    element index for a ``.json`` array and the row index for Parquet. ``payload`` is the
-    line's bytes (or text), a ``Parsed`` value, or ``Unreadable``.
-    """
-
-    source: str
-    position: int
-    payload: Any
-
-
-class Parsed(NamedTuple):
-    """A payload the reader already decoded (a ``.json`` array element, a Parquet row).
-
-    ``nulled`` counts, by field, the values the reader had to write as null because JSON
-    cannot hold them (Parquet's NaN and infinities); ``None`` when there were none.
-    """
-
-    value: Any
-    nulled: dict | None = None
-
-
-class Unreadable(NamedTuple):
-    """Stands for the part of a file that could not be read (corrupt archive, bad array)."""
-
-    reason: str
-    detail: str
-    raw: str = ""
-
-
-class Batch(NamedTuple):
-    """A run of consecutive items from one input shard, in input order.
-
-    Beam's per-element cost in Python dominates small records, so the job moves records in
-    batches; ``shard`` (the index of the planned input range) names the output files, which
-    keeps them byte-identical across reruns and runners without a global sort.
-    """
-
-    shard: int
-    #: Position of the batch's first input record within the shard's file.
-    start: int
-    items: list
-    #: Each item as its JSON line (no newline), when processing already serialized it: a JSON
-    #: Lines file writes these bytes instead of serializing the items again. ``None``: not known.
-    lines: list | None = None
-
-
-@dataclass(frozen=True)
-class Settings:
-    """How to read, normalize and write records; validated by the options before use."""
-
-    messages_field: str = "messages"
-    id_field: str = "id"
-    input_format: str = "auto"
-    profile: str = "spec"
-    sink: str = "flat"
-    model: str | None = None
-    max_tokens: int | None = None
-    #: Dotted path of a record's tool definitions for the writers (``--tools-field``).
-    tools_field: str = "tools"
-    #: Also run the strict sendability check on every normalized conversation.
-    check: bool = False
-    raw_limit: int = DEFAULT_RAW_LIMIT
-
-    def problems(self) -> list[str]:
-        """Every setting that cannot work, as sentences for a person."""
-        found = []
-        if self.input_format != "auto" and self.input_format not in READERS:
-            found.append(f"unknown --format {self.input_format!r}; known: auto, {', '.join(sorted(READERS))}")
-        if self.sink not in WRITERS:
-            found.append(f"unknown --sink {self.sink!r}; known: {', '.join(sorted(WRITERS))}")
-        if self.profile not in PROFILES:
-            found.append(f"unknown --profile {self.profile!r}; known: {', '.join(PROFILES)}")
-        if not self.messages_field:
-            found.append("--messages-field must not be empty")
-        if not self.id_field:
-            found.append("--id-field must not be empty")
-        if self.id_field == self.messages_field:
-            found.append("--id-field and --messages-field must differ")
-        if not self.tools_field or any(not part for part in self.tools_field.split(".")):
-            found.append(f"--tools-field {self.tools_field!r} is not a dotted path of field names")
-        if self.max_tokens is not None and self.max_tokens < 1:
-            found.append("--max-tokens must be at least 1")
-        if self.raw_limit < 0:
-            found.append("--dead-letter-raw-limit must be 0 or more")
-        return found
-
-
-class Outcome(NamedTuple):
-    """Exactly one of ``record`` (with ``metrics``) or ``dead_letter`` is set."""
-
-    record: dict | None
-    metrics: dict | None
-    dead_letter: dict | None
-    #: ``record`` serialized (``dumps_line``), when processing did it.
-    line: bytes | None = None
 
 
 class BatchResult(NamedTuple):
@@ -166,119 +44,9 @@ class BatchResult(NamedTuple):
     lines: list | None = None
 
 
-class _DeadLetter(Exception):
-    def __init__(self, reason: str, detail: str) -> None:
-        super().__init__(detail)
-        self.reason = reason
-        self.detail = detail
-
-
-# --------------------------------------------------------------------------------------------
-# Ids and raw text
-
-
-def derived_id(record: Any) -> str:
-    """A stable id from the record's content: the same record gives the same id everywhere."""
-    return "sha256:" + hashlib.sha256(canonical_json(record)).hexdigest()[:24]
-
-
-def own_id(record: Any, id_field: str) -> str | None:
-    """The record's own id as text, or ``None`` when it has no usable one.
-
-    A non-empty string is used as is, an integer as its digits, another JSON value (an
-    object, say) as its canonical JSON; a missing, null, empty or boolean id is no id.
-    """
-    if not isinstance(record, dict):
-        return None
-    value = record.get(id_field)
-    if value is None or isinstance(value, bool) or value == "":
-        return None
-    if isinstance(value, str):
-        return value
-    if isinstance(value, int):
-        return int_text(value)
-    return canonical_json(value).decode("utf-8", "replace")
-
-
-def record_id(record: Any, id_field: str) -> str:
-    """The record's own id when it has a usable one, else a content-derived id."""
-    return own_id(record, id_field) or derived_id(record)
-
-
-def raw_text(payload: Any, limit: int) -> str:
-    """The raw input as text for a dead letter, cut to ``limit`` characters."""
-    if isinstance(payload, Unreadable):
-        text = payload.raw
-    elif isinstance(payload, (bytes, bytearray)):
-        # Cut before decoding: a line can be huge. 4 bytes per character at most.
-        text = bytes(payload[: limit * 4]).rstrip(b"\r\n").decode("utf-8", errors="replace")
-    elif isinstance(payload, str):
-        text = payload
-    else:
-        value = payload.value if isinstance(payload, Parsed) else payload
-        try:
-            text = dumps_line(value).decode()
-        except (TypeError, ValueError, RecursionError):
-            text = repr(value)
-    return text[:limit]
-
-
-# --------------------------------------------------------------------------------------------
-# One record
-
-
-class ReaderHint:
-    """The reader detected for the previous record of a batch: tried first for the next one
-    (``formats.detect_reader_after``; the result is the one full detection gives)."""
-
-    __slots__ = ("reader",)
-
-    def __init__(self) -> None:
-        self.reader = None
-
-
-def _read(record: Any, settings: Settings, hint: ReaderHint | None = None):
-    if settings.input_format == "auto":
-        reader = detect_reader_after(hint.reader if hint is not None else None, record, settings.messages_field)
-        if hint is not None:
-            hint.reader = reader
-        if reader is None:
-            if not isinstance(record, (dict, list)):
-                raise _DeadLetter("not_a_record", str(not_a_record(record)))
-            field = settings.messages_field
-            if isinstance(record, dict) and field in record and not isinstance(record[field], list):
-                kind = type(record[field]).__name__
-                raise _DeadLetter("messages_not_a_list", f"{field!r} is {kind}, not a list")
-            raise _DeadLetter("unknown_format", unrecognized(record, field))
-        read = reader.read
-    else:
-        reader = READERS[settings.input_format]
-        read = functools.partial(read_forced, reader)
-    try:
-        return read(record, settings.messages_field)
-    except FormatError as error:
-        reason = error.reason if error.reason in DEAD_LETTER_REASONS else "format_error"
-        detail = str(error) if reason == error.reason else f"{reader.name}: {error.reason}: {error}"
-        raise _DeadLetter(reason, detail) from None
-
-
-def _parse(raw: RawRecord) -> Any:
-    payload = raw.payload
-    if isinstance(payload, Unreadable):
-        raise _DeadLetter(payload.reason, payload.detail)
-    if isinstance(payload, Parsed):
-        return payload.value
-    try:
-        return parse_json(payload)
-    except NumberTooLarge as error:
-        raise _DeadLetter("number_too_large", str(error)) from None
-    except (TypeError, ValueError, RecursionError) as error:
-        raise _DeadLetter("invalid_json", str(error)) from None
-
-
 def _process(raw: RawRecord, settings: Settings, hint: ReaderHint | None = None) -> tuple[dict, dict, bytes]:
-    record = _parse(raw)
-    conversation = _read(record, settings, hint)
+    record = parse_payload(raw)
+    conversation = read_conversation(record, settings, hint)
     rid = record_id(record, settings.id_field)
     result = normalize_with_profile(conversation.messages, settings.profile)
 
@@ -321,7 +89,7 @@ def _process(raw: RawRecord, settings: Settings, hint: ReaderHint | None = None)
     try:
         output = WRITERS[settings.sink].write(normalized, context)
     except FormatError as error:
-        raise _DeadLetter("unwritable", f"{settings.sink}: {error.reason}: {error}") from None
+        raise RecordRefused("unwritable", f"{settings.sink}: {error.reason}: {error}") from None
     if context.report:
         metrics["writer_report"] = context.report
     try:
@@ -330,29 +98,8 @@ def _process(raw: RawRecord, settings: Settings, hint: ReaderHint | None = None)
         # file writer writes these bytes: each record is serialized once.
         line = dumps_line(output)
     except (TypeError, ValueError, RecursionError) as error:
-        raise _DeadLetter("unwritable", f"not JSON: {type(error).__name__}: {error}") from None
+        raise RecordRefused("unwritable", f"not JSON: {type(error).__name__}: {error}") from None
     return output, metrics, line
-
-
-def dead_letter(raw: RawRecord, reason: str, detail: str, limit: int) -> dict:
-    return {
-        "source": raw.source,
-        "position": raw.position,
-        "reason": reason,
-        "detail": detail[:1000],
-        "raw": raw_text(raw.payload, limit),
-    }
-
-
-def _guarded(step, raw: RawRecord, settings: Settings, *hint) -> Outcome:
-    try:
-        output, metrics, *line = step(raw, settings, *hint)
-        return Outcome(output, metrics, None, *line)
-    except _DeadLetter as letter:
-        return Outcome(None, None, dead_letter(raw, letter.reason, letter.detail, settings.raw_limit))
-    except Exception as error:  # noqa: BLE001 — a bug must surface as data, not kill the job
-        detail = f"{type(error).__name__}: {error}"
-        return Outcome(None, None, dead_letter(raw, "internal_error", detail, settings.raw_limit))
 
 
 def process_record(raw: RawRecord, settings: Settings, hint: ReaderHint | None = None) -> Outcome:
@@ -360,41 +107,11 @@ def process_record(raw: RawRecord, settings: Settings, hint: ReaderHint | None =
 
     ``hint`` (one per batch) carries the detected reader from record to record.
     """
-    return _guarded(_process, raw, settings, hint)
-
-
-def _check(raw: RawRecord, settings: Settings) -> tuple[dict, None]:
-    record = _parse(raw)
-    conversation = _read(record, settings)
-    violations = check_sendable(conversation.messages)
-    report = {
-        "id": record_id(record, settings.id_field),
-        "source": raw.source,
-        "position": raw.position,
-        "messages": len(conversation.messages),
-        "violations": count_by_kind(violations),
-        "details": [
-            {"kind": v.kind, "index": v.index, "tool_call_id": v.tool_call_id, "detail": v.detail}
-            for v in violations[:MAX_REPORTED_VIOLATIONS]
-        ],
-    }
-    return report, None
-
-
-#: Violations listed one by one in a conversation's report (all are counted).
-MAX_REPORTED_VIOLATIONS = 50
-
-
-def check_record(raw: RawRecord, settings: Settings) -> Outcome:
-    """Parse and read one raw record and check it as it is (no normalization); never raises.
-
-    The outcome's ``record`` is the conversation's violation report.
-    """
-    return _guarded(_check, raw, settings)
+    return guarded(_process, raw, settings, hint)
 
 
 def normalize_batch(records: list, settings: Settings, step=process_record, taken: dict | None = None) -> BatchResult:
-    """``step`` (``process_record`` or ``check_record``) over a batch, split by destination,
+    """``step`` (``process_record`` or ``validate_step.check_record``) over a batch, split by destination,
     input order kept.
 
     ``taken`` is the state of the output file the batch goes to (the caller starts a new one

@@ -11,7 +11,7 @@ from typing import Iterable, NamedTuple
 
 from transforms.normalize import REASONS
 from transforms.profiles import REPAIRS
-from transforms.records import DEAD_LETTER_REASONS
+from transforms.record_steps import DEAD_LETTER_REASONS
 from transforms.validate import VIOLATION_KINDS
 
 #: Buckets of the drops-per-conversation histogram: (label, lowest count, highest count).

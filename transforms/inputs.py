@@ -1,0 +1,58 @@
+"""What readers hand the per-record steps (no Beam import): raw records and their batches.
+
+A raw record is what a reader found at one position of one file: a JSONL line, an element of
+a ``.json`` array, a Parquet row, or a marker for a file that could not be read.
+"""
+
+from __future__ import annotations
+
+from typing import Any, NamedTuple
+
+
+class RawRecord(NamedTuple):
+    """One record as found in the input, before parsing.
+
+    ``position`` is the byte offset of the line for JSONL (in the decompressed stream), the
+    element index for a ``.json`` array and the row index for Parquet. ``payload`` is the
+    line's bytes (or text), a ``Parsed`` value, or ``Unreadable``.
+    """
+
+    source: str
+    position: int
+    payload: Any
+
+
+class Parsed(NamedTuple):
+    """A payload the reader already decoded (a ``.json`` array element, a Parquet row).
+
+    ``nulled`` counts, by field, the values the reader had to write as null because JSON
+    cannot hold them (Parquet's NaN and infinities); ``None`` when there were none.
+    """
+
+    value: Any
+    nulled: dict | None = None
+
+
+class Unreadable(NamedTuple):
+    """Stands for the part of a file that could not be read (corrupt archive, bad array)."""
+
+    reason: str
+    detail: str
+    raw: str = ""
+
+
+class Batch(NamedTuple):
+    """A run of consecutive items from one input shard, in input order.
+
+    Beam's per-element cost in Python dominates small records, so the job moves records in
+    batches; ``shard`` (the index of the planned input range) names the output files, which
+    keeps them byte-identical across reruns and runners without a global sort.
+    """
+
+    shard: int
+    #: Position of the batch's first input record within the shard's file.
+    start: int
+    items: list
+    #: Each item as its JSON line (no newline), when processing already serialized it: a JSON
+    #: Lines file writes these bytes instead of serializing the items again. ``None``: not known.
+    lines: list | None = None

@@ -1,0 +1,185 @@
+"""What the two per-record steps share (no Beam import): parse, read, ids, and the guard.
+
+The run step (``transforms.records``: parse, read, normalize, write) and the validate step
+(``transforms.validate_step``: parse, read, check) both start from a ``RawRecord`` and end in
+exactly one ``Outcome``: a result, or a dead letter (source, position, reason, detail and the
+raw text cut to a sane length). Nothing is skipped silently, and an unexpected exception
+becomes an ``internal_error`` dead letter rather than a crash (a Beam job that raises retries
+the bundle forever on some runners).
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+from typing import Any, NamedTuple
+
+from transforms.formats import READERS, FormatError, detect_reader_after, read_forced, unrecognized
+from transforms.formats.base import not_a_record
+from transforms.inputs import Parsed, RawRecord, Unreadable
+from transforms.jsontext import NumberTooLarge, canonical_json, dumps_line, int_text, parse_json
+from transforms.settings import Settings
+
+#: Closed list of dead-letter reasons, in the order processing can produce them.
+DEAD_LETTER_REASONS = (
+    "unreadable_file",
+    "record_too_large",
+    "unconvertible_value",
+    "invalid_json",
+    "number_too_large",
+    "not_a_record",
+    "missing_messages",
+    "messages_not_a_list",
+    "unknown_format",
+    "format_error",
+    "unwritable",
+    "internal_error",
+)
+
+
+class Outcome(NamedTuple):
+    """Exactly one of ``record`` (with ``metrics``) or ``dead_letter`` is set."""
+
+    record: dict | None
+    metrics: dict | None
+    dead_letter: dict | None
+    #: ``record`` serialized (``dumps_line``), when processing did it.
+    line: bytes | None = None
+
+
+
+class RecordRefused(Exception):
+    """Raised inside a step: the record becomes a dead letter with this reason and detail."""
+
+    def __init__(self, reason: str, detail: str) -> None:
+        super().__init__(detail)
+        self.reason = reason
+        self.detail = detail
+
+
+# --------------------------------------------------------------------------------------------
+# Ids and raw text
+
+
+def derived_id(record: Any) -> str:
+    """A stable id from the record's content: the same record gives the same id everywhere."""
+    return "sha256:" + hashlib.sha256(canonical_json(record)).hexdigest()[:24]
+
+
+def own_id(record: Any, id_field: str) -> str | None:
+    """The record's own id as text, or ``None`` when it has no usable one.
+
+    A non-empty string is used as is, an integer as its digits, another JSON value (an
+    object, say) as its canonical JSON; a missing, null, empty or boolean id is no id.
+    """
+    if not isinstance(record, dict):
+        return None
+    value = record.get(id_field)
+    if value is None or isinstance(value, bool) or value == "":
+        return None
+    if isinstance(value, str):
+        return value
+    if isinstance(value, int):
+        return int_text(value)
+    return canonical_json(value).decode("utf-8", "replace")
+
+
+def record_id(record: Any, id_field: str) -> str:
+    """The record's own id when it has a usable one, else a content-derived id."""
+    return own_id(record, id_field) or derived_id(record)
+
+
+def raw_text(payload: Any, limit: int) -> str:
+    """The raw input as text for a dead letter, cut to ``limit`` characters."""
+    if isinstance(payload, Unreadable):
+        text = payload.raw
+    elif isinstance(payload, (bytes, bytearray)):
+        # Cut before decoding: a line can be huge. 4 bytes per character at most.
+        text = bytes(payload[: limit * 4]).rstrip(b"\r\n").decode("utf-8", errors="replace")
+    elif isinstance(payload, str):
+        text = payload
+    else:
+        value = payload.value if isinstance(payload, Parsed) else payload
+        try:
+            text = dumps_line(value).decode()
+        except (TypeError, ValueError, RecursionError):
+            text = repr(value)
+    return text[:limit]
+
+
+# --------------------------------------------------------------------------------------------
+# Parse and read
+
+
+class ReaderHint:
+    """The reader detected for the previous record of a batch: tried first for the next one
+    (``formats.detect_reader_after``; the result is the one full detection gives)."""
+
+    __slots__ = ("reader",)
+
+    def __init__(self) -> None:
+        self.reader = None
+
+
+def read_conversation(record: Any, settings: Settings, hint: ReaderHint | None = None):
+    if settings.input_format == "auto":
+        reader = detect_reader_after(hint.reader if hint is not None else None, record, settings.messages_field)
+        if hint is not None:
+            hint.reader = reader
+        if reader is None:
+            if not isinstance(record, (dict, list)):
+                raise RecordRefused("not_a_record", str(not_a_record(record)))
+            field = settings.messages_field
+            if isinstance(record, dict) and field in record and not isinstance(record[field], list):
+                kind = type(record[field]).__name__
+                raise RecordRefused("messages_not_a_list", f"{field!r} is {kind}, not a list")
+            raise RecordRefused("unknown_format", unrecognized(record, field))
+        read = reader.read
+    else:
+        reader = READERS[settings.input_format]
+        read = functools.partial(read_forced, reader)
+    try:
+        return read(record, settings.messages_field)
+    except FormatError as error:
+        reason = error.reason if error.reason in DEAD_LETTER_REASONS else "format_error"
+        detail = str(error) if reason == error.reason else f"{reader.name}: {error.reason}: {error}"
+        raise RecordRefused(reason, detail) from None
+
+
+def parse_payload(raw: RawRecord) -> Any:
+    """The record's JSON value; ``RecordRefused`` when it cannot be parsed."""
+    payload = raw.payload
+    if isinstance(payload, Unreadable):
+        raise RecordRefused(payload.reason, payload.detail)
+    if isinstance(payload, Parsed):
+        return payload.value
+    try:
+        return parse_json(payload)
+    except NumberTooLarge as error:
+        raise RecordRefused("number_too_large", str(error)) from None
+    except (TypeError, ValueError, RecursionError) as error:
+        raise RecordRefused("invalid_json", str(error)) from None
+
+
+def dead_letter(raw: RawRecord, reason: str, detail: str, limit: int) -> dict:
+    return {
+        "source": raw.source,
+        "position": raw.position,
+        "reason": reason,
+        "detail": detail[:1000],
+        "raw": raw_text(raw.payload, limit),
+    }
+
+
+def guarded(step, raw: RawRecord, settings: Settings, *hint) -> Outcome:
+    """``step(raw, settings, *hint)`` as an ``Outcome``; never raises."""
+    try:
+        output, metrics, *line = step(raw, settings, *hint)
+        return Outcome(output, metrics, None, *line)
+    except RecordRefused as letter:
+        return Outcome(None, None, dead_letter(raw, letter.reason, letter.detail, settings.raw_limit))
+    except Exception as error:  # noqa: BLE001 — a bug must surface as data, not kill the job
+        detail = f"{type(error).__name__}: {error}"
+        return Outcome(None, None, dead_letter(raw, "internal_error", detail, settings.raw_limit))
+
+

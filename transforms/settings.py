@@ -1,0 +1,31 @@
+"""How the per-record steps read, normalize and write (no Beam import).
+
+``Settings`` is a plain frozen dataclass that the DoFns carry to the workers. The command line
+builds it from its options and checks it (``pipeline.settings.settings_problems``) before any
+pipeline is built; the steps take it as valid.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+#: Raw text kept in a dead letter, in characters.
+DEFAULT_RAW_LIMIT = 2000
+
+
+@dataclass(frozen=True)
+class Settings:
+    """How to read, normalize and write records; validated by the options before use."""
+
+    messages_field: str = "messages"
+    id_field: str = "id"
+    input_format: str = "auto"
+    profile: str = "spec"
+    sink: str = "flat"
+    model: str | None = None
+    max_tokens: int | None = None
+    #: Dotted path of a record's tool definitions for the writers (``--tools-field``).
+    tools_field: str = "tools"
+    #: Also run the strict sendability check on every normalized conversation.
+    check: bool = False
+    raw_limit: int = DEFAULT_RAW_LIMIT

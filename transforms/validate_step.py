@@ -1,0 +1,44 @@
+"""The validate step: one raw record checked as it is, no normalization (no Beam import).
+
+Parses and reads a raw record like the run step (``transforms.record_steps``) and reports
+what ``transforms.validate.check_sendable`` finds in its messages.
+"""
+
+from __future__ import annotations
+
+from transforms.inputs import RawRecord
+from transforms.record_steps import Outcome, guarded, parse_payload, read_conversation, record_id
+from transforms.settings import Settings
+from transforms.validate import check_sendable, count_by_kind
+
+
+def _check(raw: RawRecord, settings: Settings) -> tuple[dict, None]:
+    record = parse_payload(raw)
+    conversation = read_conversation(record, settings)
+    violations = check_sendable(conversation.messages)
+    report = {
+        "id": record_id(record, settings.id_field),
+        "source": raw.source,
+        "position": raw.position,
+        "messages": len(conversation.messages),
+        "violations": count_by_kind(violations),
+        "details": [
+            {"kind": v.kind, "index": v.index, "tool_call_id": v.tool_call_id, "detail": v.detail}
+            for v in violations[:MAX_REPORTED_VIOLATIONS]
+        ],
+    }
+    return report, None
+
+
+#: Violations listed one by one in a conversation's report (all are counted).
+MAX_REPORTED_VIOLATIONS = 50
+
+
+def check_record(raw: RawRecord, settings: Settings) -> Outcome:
+    """Parse and read one raw record and check it as it is (no normalization); never raises.
+
+    The outcome's ``record`` is the conversation's violation report.
+    """
+    return guarded(_check, raw, settings)
+
+
