@@ -253,3 +253,23 @@ def test_the_64_bit_check_with_one_first_search_decides_as_before(parts):
 
     data = b"".join(parts)
     assert _beyond_64_bits(data) == _beyond_64_bits_before(data)
+
+
+def test_a_format_error_says_which_dead_letter_reason_it_becomes():
+    from transforms.formats.base import FormatError, RecordShapeError, not_a_record
+
+    assert FormatError("missing_messages", "x").dead_letter_reason == "format_error"
+    assert RecordShapeError("missing_messages", "x").dead_letter_reason == "missing_messages"
+    assert not_a_record(3).dead_letter_reason == "not_a_record"
+    outcome = process_record(raw({"id": "m", "contents": 5}), Settings(input_format="openai"))
+    assert outcome.dead_letter["reason"] == "missing_messages"
+
+
+def test_dead_letter_reasons_are_a_closed_enum_written_as_plain_text():
+    from transforms.record_steps import DeadLetterReason
+
+    assert DEAD_LETTER_REASONS == tuple(DeadLetterReason) and all(type(r) is str for r in DEAD_LETTER_REASONS)
+    letter = process_record(raw(b"{nope"), FLAT).dead_letter
+    assert letter["reason"] == "invalid_json" and type(letter["reason"]) is str
+    unknown = process_record(RawRecord("in.jsonl", 0, Unreadable("no_such_reason", "d")), FLAT).dead_letter
+    assert unknown["reason"] == "internal_error"  # a reason outside the closed list is a bug

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import functools
 import hashlib
+from enum import StrEnum
 from typing import Any, NamedTuple
 
 from transforms.formats import READERS, FormatError, detect_reader_after, read_forced, unrecognized
@@ -20,21 +21,26 @@ from transforms.inputs import Parsed, RawRecord, Unreadable
 from transforms.jsontext import NumberTooLarge, canonical_json, dumps_line, int_text, parse_json
 from transforms.settings import Settings
 
-#: Closed list of dead-letter reasons, in the order processing can produce them.
-DEAD_LETTER_REASONS = (
-    "unreadable_file",
-    "record_too_large",
-    "unconvertible_value",
-    "invalid_json",
-    "number_too_large",
-    "not_a_record",
-    "missing_messages",
-    "messages_not_a_list",
-    "unknown_format",
-    "format_error",
-    "unwritable",
-    "internal_error",
-)
+
+class DeadLetterReason(StrEnum):
+    """Closed list of dead-letter reasons, in the order processing can produce them."""
+
+    UNREADABLE_FILE = "unreadable_file"
+    RECORD_TOO_LARGE = "record_too_large"
+    UNCONVERTIBLE_VALUE = "unconvertible_value"
+    INVALID_JSON = "invalid_json"
+    NUMBER_TOO_LARGE = "number_too_large"
+    NOT_A_RECORD = "not_a_record"
+    MISSING_MESSAGES = "missing_messages"
+    MESSAGES_NOT_A_LIST = "messages_not_a_list"
+    UNKNOWN_FORMAT = "unknown_format"
+    FORMAT_ERROR = "format_error"
+    UNWRITABLE = "unwritable"
+    INTERNAL_ERROR = "internal_error"
+
+
+#: The same list as plain strings, for counters and summaries.
+DEAD_LETTER_REASONS = tuple(reason.value for reason in DeadLetterReason)
 
 
 class Outcome(NamedTuple):
@@ -51,9 +57,10 @@ class Outcome(NamedTuple):
 class RecordRefused(Exception):
     """Raised inside a step: the record becomes a dead letter with this reason and detail."""
 
-    def __init__(self, reason: str, detail: str) -> None:
+    def __init__(self, reason: DeadLetterReason | str, detail: str) -> None:
         super().__init__(detail)
-        self.reason = reason
+        # A reason outside the closed list raises here: a bug, an ``internal_error`` dead letter.
+        self.reason = DeadLetterReason(reason)
         self.detail = detail
 
 
@@ -128,12 +135,12 @@ def read_conversation(record: Any, settings: Settings, hint: ReaderHint | None =
             hint.reader = reader
         if reader is None:
             if not isinstance(record, (dict, list)):
-                raise RecordRefused("not_a_record", str(not_a_record(record)))
+                raise RecordRefused(DeadLetterReason.NOT_A_RECORD, str(not_a_record(record)))
             field = settings.messages_field
             if isinstance(record, dict) and field in record and not isinstance(record[field], list):
                 kind = type(record[field]).__name__
-                raise RecordRefused("messages_not_a_list", f"{field!r} is {kind}, not a list")
-            raise RecordRefused("unknown_format", unrecognized(record, field))
+                raise RecordRefused(DeadLetterReason.MESSAGES_NOT_A_LIST, f"{field!r} is {kind}, not a list")
+            raise RecordRefused(DeadLetterReason.UNKNOWN_FORMAT, unrecognized(record, field))
         read = reader.read
     else:
         reader = READERS[settings.input_format]
@@ -141,8 +148,9 @@ def read_conversation(record: Any, settings: Settings, hint: ReaderHint | None =
     try:
         return read(record, settings.messages_field)
     except FormatError as error:
-        reason = error.reason if error.reason in DEAD_LETTER_REASONS else "format_error"
-        detail = str(error) if reason == error.reason else f"{reader.name}: {error.reason}: {error}"
+        reason = DeadLetterReason(error.dead_letter_reason)
+        # A record-shape error is its own reason; any other names the reader and its reason.
+        detail = f"{reader.name}: {error.reason}: {error}" if reason is DeadLetterReason.FORMAT_ERROR else str(error)
         raise RecordRefused(reason, detail) from None
 
 
@@ -156,16 +164,16 @@ def parse_payload(raw: RawRecord) -> Any:
     try:
         return parse_json(payload)
     except NumberTooLarge as error:
-        raise RecordRefused("number_too_large", str(error)) from None
+        raise RecordRefused(DeadLetterReason.NUMBER_TOO_LARGE, str(error)) from None
     except (TypeError, ValueError, RecursionError) as error:
-        raise RecordRefused("invalid_json", str(error)) from None
+        raise RecordRefused(DeadLetterReason.INVALID_JSON, str(error)) from None
 
 
-def dead_letter(raw: RawRecord, reason: str, detail: str, limit: int) -> dict:
+def dead_letter(raw: RawRecord, reason: DeadLetterReason, detail: str, limit: int) -> dict:
     return {
         "source": raw.source,
         "position": raw.position,
-        "reason": reason,
+        "reason": reason.value,  # a plain str in the output dict
         "detail": detail[:1000],
         "raw": raw_text(raw.payload, limit),
     }
@@ -180,6 +188,6 @@ def guarded(step, raw: RawRecord, settings: Settings, *hint) -> Outcome:
         return Outcome(None, None, dead_letter(raw, letter.reason, letter.detail, settings.raw_limit))
     except Exception as error:  # noqa: BLE001 — a bug must surface as data, not kill the job
         detail = f"{type(error).__name__}: {error}"
-        return Outcome(None, None, dead_letter(raw, "internal_error", detail, settings.raw_limit))
+        return Outcome(None, None, dead_letter(raw, DeadLetterReason.INTERNAL_ERROR, detail, settings.raw_limit))
 
 

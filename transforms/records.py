@@ -22,6 +22,7 @@ from transforms.ledger import coercion_discards
 from transforms.ledger import report as ledger_report
 from transforms.profiles import normalize_with_profile
 from transforms.record_steps import (
+    DeadLetterReason,
     Outcome,
     ReaderHint,
     RecordRefused,
@@ -89,7 +90,7 @@ def _process(raw: RawRecord, settings: Settings, hint: ReaderHint | None = None)
     try:
         output = WRITERS[settings.sink].write(normalized, context)
     except FormatError as error:
-        raise RecordRefused("unwritable", f"{settings.sink}: {error.reason}: {error}") from None
+        raise RecordRefused(DeadLetterReason.UNWRITABLE, f"{settings.sink}: {error.reason}: {error}") from None
     if context.report:
         metrics["writer_report"] = context.report
     try:
@@ -98,7 +99,7 @@ def _process(raw: RawRecord, settings: Settings, hint: ReaderHint | None = None)
         # file writer writes these bytes: each record is serialized once.
         line = dumps_line(output)
     except (TypeError, ValueError, RecursionError) as error:
-        raise RecordRefused("unwritable", f"not JSON: {type(error).__name__}: {error}") from None
+        raise RecordRefused(DeadLetterReason.UNWRITABLE, f"not JSON: {type(error).__name__}: {error}") from None
     return output, metrics, line
 
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from transforms.formats.base import FormatError, not_a_record
+from transforms.formats.base import FormatError, RecordShapeError, not_a_record
 from transforms.ledger import note
 from transforms.normalize import content_text, usable_id
 from transforms.tool_blocks import first_free, tool_blocks
@@ -50,10 +50,10 @@ def message_list(record: Any, key: str) -> list:
     if not isinstance(record, dict):
         raise not_a_record(record)
     if key not in record:
-        raise FormatError("missing_messages", f"no {key!r} field")
+        raise RecordShapeError("missing_messages", f"no {key!r} field")
     messages = record[key]
     if not isinstance(messages, list):
-        raise FormatError("messages_not_a_list", f"{key!r} is {type(messages).__name__}, not a list")
+        raise RecordShapeError("messages_not_a_list", f"{key!r} is {type(messages).__name__}, not a list")
     return messages
 
 

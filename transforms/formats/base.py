@@ -37,10 +37,25 @@ class FormatError(ValueError):
         super().__init__(message or reason)
         self.reason = reason
 
+    @property
+    def dead_letter_reason(self) -> str:
+        """The dead-letter reason when a reader raises this: ``format_error``, with ``reason``
+        in the detail (a writer's error is always ``unwritable``)."""
+        return "format_error"
+
+
+class RecordShapeError(FormatError):
+    """A record whose shape no reader takes (not a record, no message list): its ``reason`` is
+    one of the job's dead-letter reasons and becomes the dead letter's reason as it is."""
+
+    @property
+    def dead_letter_reason(self) -> str:
+        return self.reason
+
 
 def not_a_record(record: Any) -> FormatError:
     """The error for an input value that is neither an object nor a list (the one wording)."""
-    return FormatError("not_a_record", f"a record is an object or a list, not {type(record).__name__}")
+    return RecordShapeError("not_a_record", f"a record is an object or a list, not {type(record).__name__}")
 
 
 class Conversation(NamedTuple):

@@ -69,6 +69,7 @@ from transforms.formats.base import (
     Conversation,
     FormatError,
     Reader,
+    RecordShapeError,
     WriteContext,
     Writer,
     register_reader,
@@ -230,7 +231,7 @@ def read_openai(record: Any, messages_field: str) -> Conversation:
     if _is_batch_line(record, messages_field):
         body = record["body"]
         if messages_field not in body:
-            raise FormatError("missing_messages", f"the Batch line's body has no {messages_field!r} field")
+            raise RecordShapeError("missing_messages", f"the Batch line's body has no {messages_field!r} field")
         messages = message_list(body, messages_field)
         fields = _batch_fields(record)
     else:
