@@ -273,3 +273,15 @@ def test_dead_letter_reasons_are_a_closed_enum_written_as_plain_text():
     assert letter["reason"] == "invalid_json" and type(letter["reason"]) is str
     unknown = process_record(RawRecord("in.jsonl", 0, Unreadable("no_such_reason", "d")), FLAT).dead_letter
     assert unknown["reason"] == "internal_error"  # a reason outside the closed list is a bug
+
+
+def test_an_outcome_is_either_produced_or_dead_lettered_by_type():
+    from transforms.record_steps import DeadLettered, Produced
+
+    ok = process_record(raw({"id": "a", "messages": []}), FLAT)
+    bad = process_record(raw(b"[1,"), FLAT)
+    assert isinstance(ok, Produced) and ok.dead_letter is None and ok.line is not None
+    assert isinstance(bad, DeadLettered) and bad.record is None and bad.metrics is None
+    assert "dead_letter" not in Produced._fields and "record" not in DeadLettered._fields
+    checked = check_record(raw({"id": "a", "messages": []}), FLAT)
+    assert isinstance(checked, Produced) and checked.line is None

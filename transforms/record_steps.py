@@ -43,15 +43,29 @@ class DeadLetterReason(StrEnum):
 DEAD_LETTER_REASONS = tuple(reason.value for reason in DeadLetterReason)
 
 
-class Outcome(NamedTuple):
-    """Exactly one of ``record`` (with ``metrics``) or ``dead_letter`` is set."""
+class Produced(NamedTuple):
+    """A step's result: the normalized record (or the validate step's report) and its metrics."""
 
-    record: dict | None
+    record: dict
     metrics: dict | None
-    dead_letter: dict | None
     #: ``record`` serialized (``dumps_line``), when processing did it.
     line: bytes | None = None
+    #: Never a dead letter (read-only, not a field): ``outcome.dead_letter is None`` holds.
+    dead_letter = None
 
+
+class DeadLettered(NamedTuple):
+    """A record that ends in the dead-letter output: source, position, reason, detail, raw."""
+
+    dead_letter: dict
+    #: No record, metrics or line (read-only, not fields).
+    record = None
+    metrics = None
+    line = None
+
+
+#: What a step returns for one raw record: exactly one of the two, by type.
+Outcome = Produced | DeadLettered
 
 
 class RecordRefused(Exception):
@@ -183,11 +197,11 @@ def guarded(step, raw: RawRecord, settings: Settings, *hint) -> Outcome:
     """``step(raw, settings, *hint)`` as an ``Outcome``; never raises."""
     try:
         output, metrics, *line = step(raw, settings, *hint)
-        return Outcome(output, metrics, None, *line)
+        return Produced(output, metrics, *line)
     except RecordRefused as letter:
-        return Outcome(None, None, dead_letter(raw, letter.reason, letter.detail, settings.raw_limit))
+        return DeadLettered(dead_letter(raw, letter.reason, letter.detail, settings.raw_limit))
     except Exception as error:  # noqa: BLE001 — a bug must surface as data, not kill the job
         detail = f"{type(error).__name__}: {error}"
-        return Outcome(None, None, dead_letter(raw, DeadLetterReason.INTERNAL_ERROR, detail, settings.raw_limit))
+        return DeadLettered(dead_letter(raw, DeadLetterReason.INTERNAL_ERROR, detail, settings.raw_limit))
 
 

@@ -22,6 +22,7 @@ from transforms.ledger import coercion_discards
 from transforms.ledger import report as ledger_report
 from transforms.profiles import normalize_with_profile
 from transforms.record_steps import (
+    DeadLettered,
     DeadLetterReason,
     Outcome,
     ReaderHint,
@@ -125,14 +126,14 @@ def normalize_batch(records: list, settings: Settings, step=process_record, take
     lines = [] if normalizing else None
     for raw in records:
         outcome = step(raw, settings, *hint)
-        if outcome.dead_letter is None:
-            outputs.append(outcome.record)
-            if outcome.metrics is not None:
-                metrics.append(outcome.metrics)
-            if lines is not None:
-                lines.append(outcome.line)
-        else:
+        if isinstance(outcome, DeadLettered):
             letters.append(outcome.dead_letter)
+            continue
+        outputs.append(outcome.record)
+        if outcome.metrics is not None:
+            metrics.append(outcome.metrics)
+        if lines is not None:
+            lines.append(outcome.line)
     unique_field = WRITERS[settings.sink].unique_field if normalizing else None
     if unique_field is not None and taken is not None:
         for index in make_unique(outputs, metrics, unique_field, taken):
