@@ -143,6 +143,8 @@ class ReaderHint:
 
 
 def read_conversation(record: Any, settings: Settings, hint: ReaderHint | None = None):
+    """The record read by its format reader (detected, or the one ``--format`` names);
+    ``RecordRefused`` with the reason when no reader takes it."""
     if settings.input_format == "auto":
         reader = detect_reader_after(hint.reader if hint is not None else None, record, settings.messages_field)
         if hint is not None:
