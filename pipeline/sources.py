@@ -49,7 +49,7 @@ from apache_beam.pvalue import TaggedOutput
 
 from pipeline.progress import Tally
 from pipeline.testhooks import pause_point
-from transforms.conversations import NAMESPACE
+from transforms.counters import NAMESPACE
 from transforms.records import Batch, NumberTooLarge, Parsed, RawRecord, Unreadable, parse_json
 
 LOG = logging.getLogger(__name__)

@@ -64,7 +64,8 @@ from pipeline.prism import prism_services
 from pipeline.sinks import FILE_FORMATS, SUMMARY_FILE
 from pipeline.sources import FILE_KINDS, Shard, file_suffix, iter_batches
 from transforms import summary as summaries
-from transforms.conversations import NAMESPACE, NormalizeConversation, _MergeSummaries
+from transforms.conversations import MergeSummaries, NormalizeConversation
+from transforms.counters import NAMESPACE
 from transforms.records import Settings
 
 LOG = logging.getLogger("convnorm")
@@ -469,7 +470,7 @@ class SummarizeWindows(beam.PTransform):
     def expand(self, partials):
         return (
             partials
-            | "Merge" >> beam.CombineGlobally(_MergeSummaries(_finisher(self._settings))).without_defaults()
+            | "Merge" >> beam.CombineGlobally(MergeSummaries(_finisher(self._settings))).without_defaults()
             | "Write" >> beam.ParDo(_WriteWindowSummary(self._output, self._settings))
         )
 

@@ -13,7 +13,8 @@ from apache_beam.testing.util import assert_that, equal_to
 
 from pipeline.build import CleanConversationLogs
 from pipeline.sources import plan_shards
-from transforms.conversations import NAMESPACE, NormalizeConversations, SummarizeRun, Unbatch
+from transforms.conversations import NormalizeConversations, SummarizeRun, Unbatch
+from transforms.counters import NAMESPACE
 from transforms.records import Batch, RawRecord, Settings
 
 GOOD = {"id": "g", "messages": [
@@ -137,3 +138,24 @@ def test_unbounded_input_through_batch_raw_records():
                     equal_to([("g", 0), ("o", 2)]), label="drops")
         assert_that(out.dead_letters | "L" >> Unbatch() | beam.Map(lambda d: (d["position"], d["reason"])),
                     equal_to([(1, "invalid_json")]), label="dead")
+
+
+def test_every_counter_the_jobs_report_is_listed_in_counter_names(tmp_path):
+    # COUNTER_NAMES is the documented list (docs/operations.md): a counter a DoFn reports but
+    # the list leaves out (shards_read, the validate counters once) is undocumented.
+    from pipeline.sources import ReadConversationLogs
+    from transforms.conversations import CheckConversations
+    from transforms.counters import COUNTER_NAMES
+
+    (tmp_path / "in.jsonl").write_text("\n".join([json.dumps(GOOD), "not json", "", json.dumps(ORPHAN)]) + "\n")
+    shards = plan_shards([str(tmp_path / "in.jsonl")])
+    p = beam.Pipeline(options=_options())
+    p | "Run" >> CleanConversationLogs(shards, Settings(check=True), batch_size=2)
+    read = p | "ReadForCheck" >> ReadConversationLogs(shards, 2)
+    read.batches | "Check" >> CheckConversations(Settings())
+    result = p.run()
+    result.wait_until_finish()
+    counters, _ = _counters(result)
+    assert {"records_in", "shards_read", "blank_lines", "conversations_checked",
+            "conversations_with_violations"} <= set(counters)
+    assert set(counters) <= {name for name, _ in COUNTER_NAMES}

@@ -22,7 +22,7 @@ Drop policy: nothing is skipped. A record that cannot be parsed, read, normalize
 becomes a dead letter with a reason; an unexpected exception does too (``internal_error``)
 instead of failing the bundle, which some runners would retry forever.
 
-Counters live under the namespace ``convnorm`` (see ``COUNTER_NAMES``); they are for
+Counters live under the namespace ``convnorm`` (``transforms.counters``); they are for
 monitoring, ``summary.json`` is for comparing runs. The transforms only use ParDo and
 stateless maps, so they also apply to an unbounded input; the global summary is separate
 (``SummarizeRun``).
@@ -39,38 +39,8 @@ from apache_beam.metrics import Metrics
 from apache_beam.pvalue import TaggedOutput
 
 from transforms import summary as summaries
-from transforms.normalize import REASONS
-from transforms.profiles import REPAIRS
-from transforms.records import DEAD_LETTER_REASONS, Batch, Settings, check_record, normalize_batch
-from transforms.validate import VIOLATION_KINDS
-
-#: The metrics namespace of every convnorm counter and distribution.
-NAMESPACE = "convnorm"
-
-#: Every counter the job reports (run and validate), documented in docs/operations.md ("Metrics").
-COUNTER_NAMES = (
-    ("records_in", "raw input records processed"),
-    ("records_out", "records written to the normalized output"),
-    ("dead_letters", "records routed to the dead-letter output"),
-    *((f"dead_letter_{r}", f"dead letters with reason {r}") for r in DEAD_LETTER_REASONS),
-    ("messages_in", "messages in normalized conversations, before normalization"),
-    ("messages_out", "messages in normalized conversations, after normalization"),
-    ("dropped", "messages (entries) dropped by normalization"),
-    *((f"dropped_{r}", f"entries dropped with reason {r}") for r in REASONS),
-    ("healed", "synthetic interrupted results inserted"),
-    ("discarded_fields", "non-empty fields coercion discarded (the ledger; not message drops)"),
-    ("discarded_chars", "characters of text in the fields coercion discarded"),
-    *((f"repair_{r}", f"opt-in repairs {r} (lossless profile)") for r in REPAIRS),
-    *((f"violation_{k}", f"sendability violations {k} (with --check)") for k in VIOLATION_KINDS),
-    ("blank_lines", "blank JSONL lines skipped (not records)"),
-    ("shards_read", "planned input shards read (counted by pipeline.sources)"),
-    # convnorm validate (CheckConversations); it counts dead letters under dead_letters too.
-    ("conversations_checked", "conversations checked by convnorm validate"),
-    ("conversations_with_violations", "checked conversations with at least one violation"),
-)
-
-#: Distributions, per conversation.
-DISTRIBUTION_NAMES = ("messages_per_conversation", "drops_per_conversation")
+from transforms.counters import COUNTER_NAMES, DISTRIBUTION_NAMES, NAMESPACE
+from transforms.records import Batch, Settings, check_record, normalize_batch
 
 
 class NormalizeConversation(beam.DoFn):
@@ -184,7 +154,7 @@ class Unbatch(beam.PTransform):
         return batches | "Unbatch" >> beam.FlatMap(lambda batch: batch.items)
 
 
-class _MergeSummaries(beam.CombineFn):
+class MergeSummaries(beam.CombineFn):
     """Adds partial summaries; ``finish`` turns the total into the summary document."""
 
     def __init__(self, finish) -> None:
@@ -228,7 +198,7 @@ class _Summarize(beam.PTransform):
             outputs | "OutputTotals" >> beam.Map(lambda b: partial(0, b.items)),
             dead_letters | "DeadLetterTotals" >> beam.Map(lambda b: partial(0, (), b.items)),
         ) | "AllTotals" >> beam.Flatten()
-        return parts | "Merge" >> beam.CombineGlobally(_MergeSummaries(self._finish))
+        return parts | "Merge" >> beam.CombineGlobally(MergeSummaries(self._finish))
 
 
 class SummarizeRun(_Summarize):
