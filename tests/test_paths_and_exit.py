@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-import transforms.summary as summaries
+import transforms.conversations as conversations
 from pipeline.main import main
 from transforms.summary import DeadLetterLimit, run_failures
 
@@ -112,6 +112,7 @@ def test_validate_exits_3_on_a_crash(tmp_path, monkeypatch, capsys):
     def crash(*args, **kwargs):
         raise RuntimeError("boom")
 
-    monkeypatch.setattr(summaries, "finalize_validation", crash)
+    # Outside the per-record guard: the routing DoFn's call fails the pipeline itself.
+    monkeypatch.setattr(conversations, "normalize_batch", crash)
     assert main(["validate", "--input", str(tmp_path / "in.jsonl")]) == 3
     assert "validate pipeline failed" in capsys.readouterr().err

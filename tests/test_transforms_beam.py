@@ -103,6 +103,21 @@ def test_composite_reads_files_and_summary_accounts_for_every_record(tmp_path):
                     equal_to([(4, 2, 2, 1, True, 2)]))
 
 
+def test_validate_composite_is_the_same_shape_and_accounts_for_every_record(tmp_path):
+    from pipeline.build import CheckConversationLogs
+    from transforms.conversations import SummarizeValidation
+
+    lines = [json.dumps(GOOD), "not json", "", json.dumps(ORPHAN), "7"]
+    (tmp_path / "in.jsonl").write_text("\n".join(lines) + "\n")
+    shards = plan_shards([str(tmp_path / "in.jsonl")])
+    with BeamTestPipeline(options=_options()) as p:
+        checked = p | CheckConversationLogs(shards, Settings(), batch_size=2)
+        summary = (checked.read_stats, checked.reports, checked.dead_letters) | SummarizeValidation()
+        assert_that(summary | beam.Map(lambda s: (s["records_in"], s["conversations_checked"], s["dead_letters"],
+                                                  s["conversations_with_violations"], s["accounted"], s["sendable"])),
+                    equal_to([(4, 2, 2, 2, True, False)]))  # GOOD: unanswered call; ORPHAN
+
+
 @pytest.mark.parametrize("profile", ["spec", "lossless"])
 def test_profile_reaches_the_dofn(profile):
     reused = {"id": "r", "messages": [

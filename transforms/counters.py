@@ -29,7 +29,7 @@ COUNTER_NAMES = (
     ("discarded_fields", "non-empty fields coercion discarded (the ledger; not message drops)"),
     ("discarded_chars", "characters of text in the fields coercion discarded"),
     *((f"repair_{r}", f"opt-in repairs {r} (lossless profile)") for r in REPAIRS),
-    *((f"violation_{k}", f"sendability violations {k} (with --check)") for k in VIOLATION_KINDS),
+    *((f"violation_{k}", f"sendability violations {k} (run with --check, and validate)") for k in VIOLATION_KINDS),
     # Counted by pipeline.sources while it reads.
     ("blank_lines", "blank JSONL lines skipped (not records)"),
     ("shards_read", "planned input shards read"),
@@ -40,3 +40,18 @@ COUNTER_NAMES = (
 
 #: Distributions, per conversation (run only).
 DISTRIBUTION_NAMES = ("messages_per_conversation", "drops_per_conversation")
+
+#: The totals of a command's partial summary (``transforms.summary``) counted under the same
+#: name, by the command (``View.command``).
+COUNTED_TOTALS = {
+    "run": ("records_in", "records_out", "dead_letters", "messages_in", "messages_out", "dropped", "healed"),
+    "validate": ("records_in", "conversations_checked", "conversations_with_violations", "dead_letters"),
+}
+
+#: A partial summary's counts by kind, counted as ``<prefix><kind>`` (where the view has them).
+COUNTED_BY_KIND = (
+    ("dead_letters_by_reason", "dead_letter_"),
+    ("dropped_by_reason", "dropped_"),
+    ("repairs", "repair_"),
+    ("violations", "violation_"),
+)

@@ -67,9 +67,12 @@ def _reasons(dead_letters: Iterable[dict]) -> dict:
     return counts
 
 
-def _letter_totals(dead_letters: Iterable[dict]) -> dict:
+def _accounting(records_in: int, blank_lines: int, through: str, n: int, dead_letters: Iterable[dict]) -> dict:
+    """The partial totals every view has: records read, ``n`` of them through to the main
+    output (counted as ``through``), the rest dead letters by reason."""
     letters = _reasons(dead_letters)
-    return {"dead_letters": sum(letters.values()), "dead_letters_by_reason": letters}
+    return {"records_in": records_in, "blank_lines": blank_lines, through: n,
+            "dead_letters": sum(letters.values()), "dead_letters_by_reason": letters}
 
 
 def _tally_violations(counts: dict, found: dict) -> int:
@@ -169,10 +172,7 @@ def partial(records_in: int = 0, metrics: Iterable[dict] = (), dead_letters: Ite
         if "violations" in m:
             with_violations += _tally_violations(violations, m["violations"])
     return {
-        "records_in": records_in,
-        "blank_lines": blank_lines,
-        "records_out": records_out,
-        **_letter_totals(dead_letters),
+        **_accounting(records_in, blank_lines, "records_out", records_out, dead_letters),
         "messages_in": messages_in,
         "messages_out": messages_out,
         "dropped": dropped,
@@ -332,12 +332,9 @@ def validation_partial(records_in: int = 0, reports: Iterable[dict] = (), dead_l
         checked += 1
         with_violations += _tally_violations(violations, report["violations"])
     return {
-        "records_in": records_in,
-        "blank_lines": blank_lines,
-        "conversations_checked": checked,
+        **_accounting(records_in, blank_lines, "conversations_checked", checked, dead_letters),
         "conversations_with_violations": with_violations,
         "violations": violations,
-        **_letter_totals(dead_letters),
     }
 
 
