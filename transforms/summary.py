@@ -401,7 +401,7 @@ class DeadLetterLimit(NamedTuple):
 
 
 def _unaccounted(through: str) -> str:
-    return f"records in != {through} + dead-lettered: some records are not accounted for"
+    return f"records in != {through} + dead-lettered: some records are not accounted for (no _SUCCESS written)"
 
 
 def run_failures(doc: dict, limit: DeadLetterLimit | None = None) -> list[str]:
