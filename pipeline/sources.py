@@ -610,6 +610,8 @@ def iter_batches(shard: Shard, batch_size: int, stats: dict,
 # Beam
 
 
+@beam.typehints.with_input_types(Shard)
+@beam.typehints.with_output_types(Batch)  # and the per-shard statistics, dicts, under STATS
 class _ReadShard(beam.DoFn):
     STATS = "read_stats"
 

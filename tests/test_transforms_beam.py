@@ -174,3 +174,22 @@ def test_every_counter_the_jobs_report_is_listed_in_counter_names(tmp_path):
     assert {"records_in", "shards_read", "blank_lines", "conversations_checked",
             "conversations_with_violations"} <= set(counters)
     assert set(counters) <= {name for name, _ in COUNTER_NAMES}
+
+
+def test_composites_declare_batches_and_refuse_other_elements_when_built():
+    # Beam checks the declared type hints while the graph is built (the default type check):
+    # a composite applied to something that is not batches fails there, not in a worker.
+    from apache_beam.typehints.decorators import TypeCheckError
+
+    from pipeline.sinks import WriteShards
+    from transforms.conversations import CheckConversations
+
+    p = beam.Pipeline(options=_options())
+    batches = p | "Batches" >> beam.Create([_batch(0, GOOD)])
+    out = batches | NormalizeConversations(Settings())
+    assert out.records.element_type is Batch
+    dicts = p | "Dicts" >> beam.Create([{"id": "x"}])
+    for label, transform in (("N", NormalizeConversations(Settings())), ("C", CheckConversations(Settings())),
+                             ("W", WriteShards("/nonexistent", "x")), ("U", Unbatch())):
+        with pytest.raises(TypeCheckError, match="Batch"):
+            dicts | label >> transform

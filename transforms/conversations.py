@@ -88,6 +88,8 @@ NORMALIZE = RecordStep("Normalize", process_record, summaries.RUN, "metrics", (D
 CHECK = RecordStep("Check", check_record, summaries.VALIDATE, "records", (DEAD_LETTER,), CheckedOutputs)
 
 
+@beam.typehints.with_input_types(Batch)
+@beam.typehints.with_output_types(Batch)
 class RouteConversations(beam.DoFn):
     """Thin adapter: the step over each batch (``normalize_batch``), outputs routed by tag,
     counters updated. The records go to the main output, drop metrics to ``DROPS`` (only the
@@ -143,6 +145,8 @@ class RouteConversations(beam.DoFn):
             self._drops.update(metrics["dropped"])
 
 
+@beam.typehints.with_input_types(Batch)
+@beam.typehints.with_output_types(Batch)  # every output: records, drops, dead letters
 class ProcessConversations(beam.PTransform):
     """Batches of raw records -> the step's outputs (a ``step.outputs`` of PCollections of batches)."""
 
@@ -195,6 +199,7 @@ class BatchRawRecords(beam.PTransform):
         )
 
 
+@beam.typehints.with_input_types(Batch)
 class Unbatch(beam.PTransform):
     """Batches -> their items, one element each, in batch order."""
 
@@ -224,6 +229,9 @@ class MergeSummaries(beam.CombineFn):
         return self._finish(accumulator)
 
 
+# Read statistics and summaries are plain dicts, hinted Any: a ``dict`` hint would switch
+# Beam's coder for them from the pickling FastPrimitivesCoder to a MapCoder.
+@beam.typehints.with_input_types(beam.typehints.Any, Batch, Batch)
 class Summarize(beam.PTransform):
     """Read statistics + per-record outputs + dead letters -> one summary document (a view's).
 
