@@ -161,9 +161,10 @@ def partial(records_in: int = 0, metrics: Iterable[dict] = (), dead_letters: Ite
             _add(dropped_by, reason, n)
         for kind, n in m.get("repairs", {}).items():
             _add(repairs, kind, n)
-        for name in _REPORTS:
-            if name in m:
-                reports[name] = merge(reports[name], m[name])
+        if "reader_report" in m:
+            reports["reader_report"] = merge(reports["reader_report"], m["reader_report"])
+        if "writer_report" in m:
+            reports["writer_report"] = merge(reports["writer_report"], m["writer_report"])
         for field, n in m.get("non_finite_nulled", {}).items():
             _add(nulled, field, n)
         if m.get("discarded"):
