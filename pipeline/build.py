@@ -1,5 +1,7 @@
-"""The job's graph: ``build(pipeline, job)`` applies read -> normalize -> write and returns
-the PCollections, so tests can build it on a TestPipeline and ``main`` only parses and runs.
+"""The jobs' graphs: ``build(pipeline, job, temp_dir)`` applies ``convnorm run`` (read ->
+normalize -> write) and ``build_validate`` its sibling ``convnorm validate`` (read -> check ->
+write); each returns its PCollections, so tests can build it on a TestPipeline and ``main``
+only parses and runs. ``run_spec`` / ``VALIDATE_SPEC`` say what each writes (``pipeline.execute``).
 """
 
 from __future__ import annotations
@@ -9,11 +11,24 @@ from typing import NamedTuple
 import apache_beam as beam
 from apache_beam.io.filesystems import FileSystems
 
+from pipeline.execute import OutputSpec
 from pipeline.options import Job
-from pipeline.sinks import SUMMARY_FILE, WriteShards, WriteSummary
+from pipeline.sinks import FILE_FORMATS, SUMMARY_FILE, WriteShards, WriteSummary
 from pipeline.sources import DEFAULT_BATCH_SIZE, DEFAULT_MAX_RECORD_BYTES, ReadConversationLogs, Shard
-from transforms.conversations import NormalizeConversations, SummarizeRun
+from transforms import summary as summaries
+from transforms.conversations import (
+    CHECK,
+    NORMALIZE,
+    ProcessConversations,
+    RecordStep,
+    Summarize,
+    SummarizeRun,
+    SummarizeValidation,
+)
 from transforms.settings import Settings
+
+#: ``convnorm validate``'s summary file (``summary.json`` is the run's).
+VALIDATION_FILE = "validation.json"
 
 
 class CleanedLogs(NamedTuple):
@@ -23,8 +38,19 @@ class CleanedLogs(NamedTuple):
     read_stats: beam.PCollection
 
 
-class CleanConversationLogs(beam.PTransform):
-    """Read -> parse -> normalize -> split: planned input shards to the three outputs."""
+class CheckedLogs(NamedTuple):
+    reports: beam.PCollection
+    dead_letters: beam.PCollection
+    read_stats: beam.PCollection
+
+
+class ProcessConversationLogs(beam.PTransform):
+    """Read -> parse -> a job's per-record step -> split: planned input shards to the step's
+    outputs and the reader's statistics."""
+
+    #: The step, and the result type: the step's outputs then ``read_stats``.
+    STEP: RecordStep
+    RESULT: type
 
     def __init__(self, shards: list[Shard], settings: Settings, batch_size: int = DEFAULT_BATCH_SIZE,
                  max_record_bytes: int = DEFAULT_MAX_RECORD_BYTES) -> None:
@@ -36,26 +62,70 @@ class CleanConversationLogs(beam.PTransform):
 
     def expand(self, pbegin):
         read = pbegin | "Read" >> ReadConversationLogs(self._shards, self._batch_size, self._max_record_bytes)
-        out = read.batches | "Normalize" >> NormalizeConversations(self._settings)
-        return CleanedLogs(out.records, out.drops, out.dead_letters, read.stats)
+        out = read.batches | self.STEP.label >> ProcessConversations(self.STEP, self._settings)
+        return self.RESULT(*out, read.stats)
+
+
+class CleanConversationLogs(ProcessConversationLogs):
+    """Read -> parse -> normalize -> split: planned input shards to the three outputs."""
+
+    STEP, RESULT = NORMALIZE, CleanedLogs
+
+
+class CheckConversationLogs(ProcessConversationLogs):
+    """Read -> parse -> check as they are -> split: planned input shards to reports and dead letters."""
+
+    STEP, RESULT = CHECK, CheckedLogs
 
 
 class JobOutputs(NamedTuple):
-    cleaned: CleanedLogs
+    #: ``CleanedLogs`` (run) or ``CheckedLogs`` (validate).
+    cleaned: CleanedLogs | CheckedLogs
     summary: beam.PCollection
 
 
+def _logs(pipeline: beam.Pipeline, job: Job, label: str, logs: type) -> NamedTuple:
+    return pipeline | label >> logs(job.shards, job.settings, job.batch_size, job.max_record_bytes)
+
+
+def _summarize(temp_dir: str, read_stats, summarized, dead_letters, summarize: Summarize, summary_file: str):
+    """What every job ends with: its dead letters written, its totals summarized and written."""
+    dead_letters | "WriteDeadLetters" >> WriteShards(temp_dir, "dead_letter")
+    summary = (read_stats, summarized, dead_letters) | "Summarize" >> summarize
+    summary | "WriteSummary" >> WriteSummary(FileSystems.join(temp_dir, summary_file))
+    return summary
+
+
 def build(pipeline: beam.Pipeline, job: Job, temp_dir: str) -> JobOutputs:
-    """Apply the whole job to ``pipeline``: files and summary under ``temp_dir`` (the run's
+    """Apply ``convnorm run`` to ``pipeline``: files and summary under ``temp_dir`` (the run's
     temporary directory; ``pipeline.outputs.finalize`` moves them into ``job.output``)."""
-    cleaned = pipeline | "CleanLogs" >> CleanConversationLogs(job.shards, job.settings, job.batch_size,
-                                                             job.max_record_bytes)
+    cleaned = _logs(pipeline, job, "CleanLogs", CleanConversationLogs)
     settings = job.settings
     cleaned.records | "WriteNormalized" >> WriteShards(
         temp_dir, "normalized", job.output_format,
         id_field=settings.id_field, messages_field=settings.messages_field)
     cleaned.drops | "WriteDrops" >> WriteShards(temp_dir, "drops")
-    cleaned.dead_letters | "WriteDeadLetters" >> WriteShards(temp_dir, "dead_letter")
-    summary = (cleaned.read_stats, cleaned.drops, cleaned.dead_letters) | "Summarize" >> SummarizeRun(settings)
-    summary | "WriteSummary" >> WriteSummary(FileSystems.join(temp_dir, SUMMARY_FILE))
+    summary = _summarize(temp_dir, cleaned.read_stats, cleaned.drops, cleaned.dead_letters, SummarizeRun(settings),
+                         SUMMARY_FILE)
     return JobOutputs(cleaned, summary)
+
+
+def build_validate(pipeline: beam.Pipeline, job: Job, temp_dir: str) -> JobOutputs:
+    """Apply ``convnorm validate`` to ``pipeline``: violation reports, dead letters and
+    ``validation.json`` under ``temp_dir``."""
+    checked = _logs(pipeline, job, "CheckLogs", CheckConversationLogs)
+    checked.reports | "WriteReports" >> WriteShards(temp_dir, "violations")
+    summary = _summarize(temp_dir, checked.read_stats, checked.reports, checked.dead_letters, SummarizeValidation(),
+                         VALIDATION_FILE)
+    return JobOutputs(checked, summary)
+
+
+def run_spec(job: Job) -> OutputSpec:
+    """What ``build`` writes under ``--output``."""
+    return OutputSpec("run", {"normalized": FILE_FORMATS[job.output_format].extension, "drops": ".jsonl",
+                              "dead_letter": ".jsonl"}, SUMMARY_FILE, summaries.RUN.recount)
+
+
+#: What ``build_validate`` writes under ``--output``.
+VALIDATE_SPEC = OutputSpec("validate", {"violations": ".jsonl", "dead_letter": ".jsonl"}, VALIDATION_FILE,
+                           summaries.VALIDATE.recount)

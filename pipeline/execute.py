@@ -11,10 +11,16 @@
    (the previous outputs are still there);
 5. finalizes: replaces the previous run's files, moves the new ones into place, checks every
    one, writes summary, manifest and ``_SUCCESS`` -> 1 when a file is missing.
+
+``_SUCCESS`` says the outputs can be trusted: every file on disk as reported *and* every record
+read accounted for (the summary's ``accounted``). A run whose records do not add up finishes
+(its summary says so, its exit status is 1) without the marker; a run that exits 1 by policy
+(``--max-dead-letters``, nothing normalized) keeps it: its outputs are whole.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 import os
@@ -166,7 +172,7 @@ def execute(job: Job, spec: OutputSpec, build_graph: Callable,
         except owned.OutputError as error:
             release = True
             return _fail(1, str(error))
-        owned.write_manifest(output, result, spec.command, manifest_options(job))
+        owned.write_manifest(output, _sealed(result, summary, spec), spec.command, manifest_options(job))
         release = True
         if not result.complete:
             return _fail(1, "the run is incomplete, no _SUCCESS written: " + "; ".join(result.problems))
@@ -180,6 +186,15 @@ def execute(job: Job, spec: OutputSpec, build_graph: Callable,
         else:
             print(f"convnorm: error: the run stopped while finalizing; the lock {lock.path} records what it "
                   "was doing: rerun with --break-stale-lock to clean up", file=sys.stderr)
+
+
+def _sealed(result: owned.Finalized, summary: dict, spec: OutputSpec) -> owned.Finalized:
+    """What the manifest records: records not accounted for make the run incomplete like a missing
+    file (no ``_SUCCESS``); the command still reports its summary and exits 1 (its verdict)."""
+    if summary["accounted"]:
+        return result
+    return dataclasses.replace(result, problems=[
+        *result.problems, f"some records are not accounted for ({spec.summary_file}: accounted is false)"])
 
 
 def _clean_dead_run(output: str, holder: dict) -> None:

@@ -13,9 +13,10 @@ Examples::
     convnorm validate --input 'out/normalized/*.jsonl'
 
 ``main`` parses and validates the options (errors exit with status 2 before any pipeline is
-built); ``pipeline.execute`` builds the graph (``pipeline.build``), takes the output
-directory's lock, runs the pipeline and finalizes the outputs (docs/outputs.md); ``main``
-prints the summary.
+built); ``pipeline.execute`` builds the graph (``pipeline.build``: ``build`` or
+``build_validate``), takes the output directory's lock, runs the pipeline and finalizes the
+outputs (docs/outputs.md); ``main`` prints the summary and returns the exit status
+(``COMMANDS`` and the summary views' ``verdict``).
 """
 
 from __future__ import annotations
@@ -29,27 +30,25 @@ import shutil
 import sys
 import tempfile
 import time
-from typing import Callable
+from typing import Callable, NamedTuple
 
 import apache_beam as beam
 from apache_beam.io.filesystems import FileSystems
 from apache_beam.options.pipeline_options import DirectOptions, StandardOptions
 
-from pipeline.build import build
+from pipeline.build import VALIDATE_SPEC, VALIDATION_FILE, build, build_validate, run_spec
 from pipeline.cli_help import help_text
-from pipeline.execute import OutputSpec, execute, run_pipeline
+from pipeline.execute import execute, run_pipeline
 from pipeline.options import ConfigError, ConvNormOptions, Job, is_local_runner, load_job
 from pipeline.prism import PrismError, prism_services
 from pipeline.progress import ProgressMonitor, choose_mode, configure_console
 from pipeline.report import REPORT_FILE, report_command, try_write_report, versions
-from pipeline.sinks import FILE_FORMATS, SUMMARY_FILE, WriteShards, WriteSummary
-from pipeline.sources import ReadConversationLogs, shard_sizes
-from transforms.conversations import CheckConversations, SummarizeValidation
-from transforms.summary import format_table, format_validation_table, run_failures
+from pipeline.sinks import SUMMARY_FILE
+from pipeline.sources import shard_sizes
+from transforms.summary import RUN, VALIDATE, View
 
 LOG = logging.getLogger("convnorm")
 
-VALIDATION_FILE = "validation.json"
 #: Conversations with violations shown on the console by ``convnorm validate``.
 SHOWN_REPORTS = 5
 
@@ -76,21 +75,6 @@ def _pipeline_runner(job: Job) -> Callable[[beam.Pipeline], bool]:
     return run
 
 
-def _recount_run(summary: dict, on_disk: dict) -> dict:
-    """The run's summary with its record counts taken from the files written."""
-    summary = dict(summary)
-    summary["records_out"] = on_disk["normalized"]
-    summary["dead_letters"] = on_disk["dead_letter"]
-    summary["accounted"] = (summary["records_in"] == summary["records_out"] + summary["dead_letters"]
-                            and on_disk["drops"] == on_disk["normalized"])
-    return summary
-
-
-def _run_outputs(job: Job) -> OutputSpec:
-    return OutputSpec("run", {"normalized": FILE_FORMATS[job.output_format].extension, "drops": ".jsonl",
-                              "dead_letter": ".jsonl"}, SUMMARY_FILE, _recount_run)
-
-
 def run_job(job: Job) -> int:
     """Normalize: read, normalize, write the three outputs and summary.json; print the summary."""
     LOG.info(
@@ -99,21 +83,26 @@ def run_job(job: Job) -> int:
         job.settings.input_format, job.settings.sink, job.options.get_all_options()["runner"],
     )
     started = time.time()
-    outcome = execute(job, _run_outputs(job), build, _pipeline_runner(job))
+    outcome = execute(job, run_spec(job), build, _pipeline_runner(job))
     if outcome.status is not None:
         return outcome.status
     summary = outcome.summary
     if not _quiet(job):
-        print(format_table(summary))
+        print(RUN.format_table(summary))
     wants_report = job.options.view_as(ConvNormOptions).report
     report = try_write_report(job.output, _run_details(job, started)) if wants_report else None
     report_line = f", {job.output}/{REPORT_FILE}" if report else ""
     if not _quiet(job):
         print(f"outputs: {job.output}/{{normalized,drops,dead_letter}}/, {job.output}/{SUMMARY_FILE}{report_line}")
-    failures = run_failures(summary, job.max_dead_letters)
-    for failure in failures:
-        print(f"convnorm: error: {failure}", file=sys.stderr)
-    return 1 if failures else 0
+    return _verdict(RUN, summary, job)
+
+
+def _verdict(view: View, summary: dict, job: Job) -> int:
+    """The exit status of a finished run, its reasons printed (the outputs are written either way)."""
+    status, errors = view.verdict(summary, job.max_dead_letters)
+    for error in errors:
+        print(f"convnorm: error: {error}", file=sys.stderr)
+    return status
 
 
 def _run_details(job: Job, started: float) -> dict:
@@ -148,30 +137,6 @@ def _show_reports(directory: str) -> list[str]:
     return lines
 
 
-def _recount_validation(summary: dict, on_disk: dict) -> dict:
-    summary = dict(summary)
-    summary["conversations_checked"] = on_disk["violations"]
-    summary["dead_letters"] = on_disk["dead_letter"]
-    summary["accounted"] = summary["records_in"] == summary["conversations_checked"] + summary["dead_letters"]
-    return summary
-
-
-VALIDATE_SPEC = OutputSpec("validate", {"violations": ".jsonl", "dead_letter": ".jsonl"}, VALIDATION_FILE,
-                           _recount_validation)
-
-
-def _build_validation(pipeline: beam.Pipeline, job: Job, temp_dir: str) -> None:
-    read = pipeline | "Read" >> ReadConversationLogs(job.shards, job.batch_size, job.max_record_bytes)
-    checked = read.batches | "CheckConversations" >> CheckConversations(job.settings)
-    checked.reports | "WriteReports" >> WriteShards(temp_dir, "violations")
-    checked.dead_letters | "WriteDeadLetters" >> WriteShards(temp_dir, "dead_letter")
-    (
-        (read.stats, checked.reports, checked.dead_letters)
-        | "Summarize" >> SummarizeValidation()
-        | "WriteSummary" >> WriteSummary(FileSystems.join(temp_dir, VALIDATION_FILE))
-    )
-
-
 def validate_job(job: Job) -> int:
     """Check records as they are; exit status 1 when any is not sendable (or unreadable)."""
     if not job.output and not is_local_runner(job.options):
@@ -180,29 +145,37 @@ def validate_job(job: Job) -> int:
         return 2
     output = job.output or tempfile.mkdtemp(prefix="convnorm-validate-")
     try:
-        outcome = execute(dataclasses.replace(job, output=output), VALIDATE_SPEC, _build_validation,
+        outcome = execute(dataclasses.replace(job, output=output), VALIDATE_SPEC, build_validate,
                           _pipeline_runner(job))
         if outcome.status is not None:
-            return 3 if outcome.status == 1 else outcome.status
+            return COMMANDS["validate"].failed if outcome.status == 1 else outcome.status
         summary = outcome.summary
         if not _quiet(job):
-            print(format_validation_table(summary))
+            print(VALIDATE.format_table(summary))
             shown = _show_reports(FileSystems.join(output, "violations"))
             if shown:
                 print("first conversations with violations:")
                 print("\n".join(shown))
             if job.output:
                 print(f"reports: {output}/violations/ and {output}/{VALIDATION_FILE}")
-        return 0 if summary["sendable"] and summary["accounted"] else 1
+        return _verdict(VALIDATE, summary, job)
     finally:
         if not job.output:
             shutil.rmtree(output, ignore_errors=True)
 
 
-#: command -> (handler, --output required)
-COMMANDS: dict[str, tuple[Callable[[Job], int], bool]] = {
-    "run": (run_job, True),
-    "validate": (validate_job, False),
+class Command(NamedTuple):
+    handler: Callable[[Job], int]
+    output_required: bool
+    #: The exit status when its pipeline failed or crashed, or a file it wrote is missing.
+    failed: int
+
+
+#: The exit rules of the commands: the statuses of ``main``'s docstring. A finished run's
+#: status is its summary view's ``verdict`` (``transforms.summary``).
+COMMANDS: dict[str, Command] = {
+    "run": Command(run_job, True, failed=1),
+    "validate": Command(validate_job, False, failed=3),
 }
 
 
@@ -233,7 +206,7 @@ def main(argv: list[str] | None = None) -> int:
         print(help_text(command))
         return 0
     configure_console()
-    handler, output_required = COMMANDS[command]
+    handler, output_required, _ = COMMANDS[command]
     try:
         job = load_job(argv, output_required=output_required)
     except ConfigError as error:
@@ -251,7 +224,7 @@ def main(argv: list[str] | None = None) -> int:
     except Exception as error:  # noqa: BLE001 — a crash gets its documented status, not a traceback's 1
         LOG.exception("the %s pipeline failed", command)
         print(f"convnorm: error: the {command} pipeline failed: {type(error).__name__}: {error}", file=sys.stderr)
-        return 3 if command == "validate" else 1
+        return COMMANDS[command].failed
 
 
 def _run_streaming(command: str, job: Job) -> int:

@@ -29,6 +29,7 @@ from pipeline import files
 from pipeline.progress import Tally
 from pipeline.testhooks import pause_point
 from transforms.flat_rows import flat_row, parquet_schema
+from transforms.inputs import Batch
 from transforms.jsontext import document_bytes, dumps_line
 
 OUTPUT_DIRS = ("normalized", "drops", "dead_letter")
@@ -192,6 +193,8 @@ def _write_report(written: list, path: str) -> int:
     return len(rows)
 
 
+@beam.typehints.with_input_types(Batch)
+@beam.typehints.with_output_types(int)  # the number of files written
 class WriteShards(beam.PTransform):
     """Batches -> temporary files under ``TEMP_ROOT/NAME/`` and their list, ``TEMP_ROOT/NAME.files.json``.
 
@@ -215,7 +218,7 @@ class WriteShards(beam.PTransform):
         temp_dir = FileSystems.join(self._temp_root, self._name)
         written = batches | "WriteTemp" >> beam.ParDo(
             _WriteShardFiles(temp_dir, self._file_format, self._id_field, self._messages_field,
-                             progress_name=self._name))
+                             progress_name=self._name)).with_input_types(Batch).with_output_types(WrittenFile)
         return (
             written
             | "CollectFiles" >> beam.combiners.ToList()

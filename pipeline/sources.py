@@ -49,7 +49,7 @@ from apache_beam.pvalue import TaggedOutput
 
 from pipeline.progress import Tally
 from pipeline.testhooks import pause_point
-from transforms.conversations import NAMESPACE
+from transforms.counters import NAMESPACE
 from transforms.inputs import Batch, Parsed, RawRecord, Unreadable
 from transforms.jsontext import NumberTooLarge, parse_json
 
@@ -611,6 +611,8 @@ def iter_batches(shard: Shard, batch_size: int, stats: dict,
 # Beam
 
 
+@beam.typehints.with_input_types(Shard)
+@beam.typehints.with_output_types(Batch)  # and the per-shard statistics, dicts, under STATS
 class _ReadShard(beam.DoFn):
     STATS = "read_stats"
 

@@ -6,7 +6,7 @@
                              and MatchContinuously, but it can be told to stop); each file once
     window                   fixed windows (--window) of the time a file was found
     CleanLandedFiles         per file, in one call: read it in batches, normalize each with the
-                             batch job's NormalizeConversation, write its three outputs into
+                             batch job's RouteConversations, write its three outputs into
                              the window's directory in one rename; emit its partial summary
     SummarizeWindows         per window, when it closes: OUT/<window>/summary.json, and the
                              running total printed on the console
@@ -64,7 +64,8 @@ from pipeline.prism import prism_services
 from pipeline.sinks import FILE_FORMATS, SUMMARY_FILE
 from pipeline.sources import FILE_KINDS, Shard, file_suffix, iter_batches
 from transforms import summary as summaries
-from transforms.conversations import NAMESPACE, NormalizeConversation, _MergeSummaries
+from transforms.conversations import DEAD_LETTER, DROPS, NORMALIZE, MergeSummaries, RouteConversations
+from transforms.counters import NAMESPACE
 from transforms.jsontext import document_bytes
 from transforms.settings import Settings
 
@@ -373,12 +374,12 @@ def has_output(output: str, path: str) -> bool:
     return bool(FileSystems.match([pattern])[0].metadata_list)
 
 
-_KIND_OF_TAG = {NormalizeConversation.DROPS: "drops", NormalizeConversation.DEAD_LETTER: "dead_letter"}
+_KIND_OF_TAG = {DROPS: "drops", DEAD_LETTER: "dead_letter"}
 
 
 class _CleanLandedFile(beam.DoFn):
     """Thin: read one landed file in batches, normalize each with the batch job's
-    ``NormalizeConversation`` (same code, same counters), write the outputs as they come,
+    ``RouteConversations`` (same code, same counters), write the outputs as they come,
     commit them in one rename, and emit the file's partial summary.
 
     One file is one element and is done within one call, so its outputs need no state and no
@@ -393,7 +394,7 @@ class _CleanLandedFile(beam.DoFn):
         self._batch_size = batch_size
 
     def setup(self) -> None:
-        self._normalize = NormalizeConversation(self._settings)
+        self._normalize = RouteConversations(NORMALIZE, self._settings)
         self._normalize.setup()
 
     def process(self, path: str, window=beam.DoFn.WindowParam):
@@ -470,7 +471,7 @@ class SummarizeWindows(beam.PTransform):
     def expand(self, partials):
         return (
             partials
-            | "Merge" >> beam.CombineGlobally(_MergeSummaries(_finisher(self._settings))).without_defaults()
+            | "Merge" >> beam.CombineGlobally(MergeSummaries(_finisher(self._settings))).without_defaults()
             | "Write" >> beam.ParDo(_WriteWindowSummary(self._output, self._settings))
         )
 

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-import transforms.summary as summaries
+import transforms.conversations as conversations
 from pipeline.main import main
 from transforms.summary import DeadLetterLimit, run_failures
 
@@ -112,6 +112,48 @@ def test_validate_exits_3_on_a_crash(tmp_path, monkeypatch, capsys):
     def crash(*args, **kwargs):
         raise RuntimeError("boom")
 
-    monkeypatch.setattr(summaries, "finalize_validation", crash)
+    # Outside the per-record guard: the routing DoFn's call fails the pipeline itself.
+    monkeypatch.setattr(conversations, "normalize_batch", crash)
     assert main(["validate", "--input", str(tmp_path / "in.jsonl")]) == 3
     assert "validate pipeline failed" in capsys.readouterr().err
+
+
+def _losing_one_record(monkeypatch):
+    """Make the routing DoFn lose the last record of each batch that has one: a bug that only
+    the accounting check sees (records in != through + dead-lettered)."""
+    real = conversations.normalize_batch
+
+    def lose(*args, **kwargs):
+        result = real(*args, **kwargs)
+        if not result.records:
+            return result
+        return result._replace(records=result.records[:-1], metrics=result.metrics[:-1],
+                               lines=None if result.lines is None else result.lines[:-1])
+
+    monkeypatch.setattr(conversations, "normalize_batch", lose)
+
+
+@pytest.mark.parametrize("command, output", [([], "normalized"), (["validate"], "violations")])
+def test_unaccounted_records_exit_1_and_leave_no_success_marker(tmp_path, monkeypatch, capsys, command, output):
+    # Found: a run whose accounting check failed exited 1 but still wrote _SUCCESS, the marker
+    # that says every record is on disk.
+    (tmp_path / "in.jsonl").write_bytes(_good(3))
+    _losing_one_record(monkeypatch)
+    out = tmp_path / "out"
+    assert main([*command, "--input", str(tmp_path / "in.jsonl"), "--output", str(out)]) == 1
+    assert "some records are not accounted for" in capsys.readouterr().err
+    assert len(_lines(out / output)) == 2  # the outputs are written all the same
+    assert not (out / "_SUCCESS").exists()
+    manifest = json.loads((out / "_convnorm_manifest.json").read_text())
+    assert manifest["complete"] is False and "not accounted for" in " ".join(manifest["missing"])
+
+
+@pytest.mark.parametrize("flags", [["--max-dead-letters=0"], []])
+def test_policy_exits_keep_the_success_marker(tmp_path, flags):
+    # Past --max-dead-letters, or nothing normalized: a verdict on the data, not on what was
+    # written; every record is on disk (docs/outputs.md).
+    data = _good(2) + b"{bad\n" if flags else b"{bad\n"
+    (tmp_path / "in.jsonl").write_bytes(data)
+    out = tmp_path / "out"
+    assert main(["--input", str(tmp_path / "in.jsonl"), "--output", str(out), *flags]) == 1
+    assert (out / "_SUCCESS").exists()

@@ -1,17 +1,24 @@
-"""Beam transforms around the pure core: normalize conversations, count, summarize.
+"""Beam transforms around the pure core: normalize or check conversations, count, summarize.
 
-``NormalizeConversations`` is the composite a pipeline applies to batches of raw records
-(``transforms.inputs.Batch`` of ``RawRecord``); it returns a ``NormalizedOutputs`` with three
-PCollections of batches:
+One routing DoFn (``RouteConversations``) runs a job's per-record step over batches of raw
+records (``transforms.inputs.Batch`` of ``RawRecord``) and routes what it gives; a
+``RecordStep`` names the step and its outputs, and ``ProcessConversations`` is the one
+composite around it. The two steps:
 
-- ``records``      — output records: each input record with its messages normalized (and
-                     written by the chosen sink writer);
-- ``drops``        — one drop-metrics record per conversation (``id``, ``source``,
-                     ``position``, ``dropped``, ``drops`` by reason, ``healed``,
-                     ``messages_in``, ``messages_out``; ``discarded``, the ledger of what
-                     coercion discarded, when it discarded something; ``repairs`` /
-                     ``violations`` when on);
-- ``dead_letters`` — one record per input that could not be processed, with its reason.
+- ``NORMALIZE`` (``NormalizeConversations``, ``convnorm run``) returns a ``NormalizedOutputs``
+  with three PCollections of batches:
+
+  - ``records``      — output records: each input record with its messages normalized (and
+                       written by the chosen sink writer);
+  - ``drops``        — one drop-metrics record per conversation (``id``, ``source``,
+                       ``position``, ``dropped``, ``drops`` by reason, ``healed``,
+                       ``messages_in``, ``messages_out``; ``discarded``, the ledger of what
+                       coercion discarded, when it discarded something; ``repairs`` /
+                       ``violations`` when on);
+  - ``dead_letters`` — one record per input that could not be processed, with its reason.
+
+- ``CHECK`` (``CheckConversations``, ``convnorm validate``) returns a ``CheckedOutputs``: one
+  violation report per conversation (``reports``) and the ``dead_letters``.
 
 Elements are batches, not single records: Beam's per-element cost in Python is several times
 the cost of normalizing a typical conversation, and a batch keeps its input shard, which names
@@ -22,68 +29,77 @@ Drop policy: nothing is skipped. A record that cannot be parsed, read, normalize
 becomes a dead letter with a reason; an unexpected exception does too (``internal_error``)
 instead of failing the bundle, which some runners would retry forever.
 
-Counters live under the namespace ``convnorm`` (see ``COUNTER_NAMES``); they are for
+Counters live under the namespace ``convnorm`` (``transforms.counters``); they are for
 monitoring, ``summary.json`` is for comparing runs. The transforms only use ParDo and
 stateless maps, so they also apply to an unbounded input; the global summary is separate
-(``SummarizeRun``).
+(``Summarize``: ``SummarizeRun``, ``SummarizeValidation``).
 """
 
 from __future__ import annotations
 
 import functools
 import gc
-from typing import Iterable, NamedTuple
+from typing import Callable, Iterable, NamedTuple
 
 import apache_beam as beam
 from apache_beam.metrics import Metrics
 from apache_beam.pvalue import TaggedOutput
 
 from transforms import summary as summaries
+from transforms.counters import COUNTED_BY_KIND, COUNTED_TOTALS, COUNTER_NAMES, DISTRIBUTION_NAMES, NAMESPACE
 from transforms.inputs import Batch
-from transforms.normalize import REASONS
-from transforms.profiles import REPAIRS
-from transforms.record_steps import DEAD_LETTER_REASONS
-from transforms.records import normalize_batch
+from transforms.records import normalize_batch, process_record
 from transforms.settings import Settings
-from transforms.validate import VIOLATION_KINDS
 from transforms.validate_step import check_record
 
-#: The metrics namespace of every convnorm counter and distribution.
-NAMESPACE = "convnorm"
-
-#: Every counter the job reports (run and validate), documented in docs/operations.md ("Metrics").
-COUNTER_NAMES = (
-    ("records_in", "raw input records processed"),
-    ("records_out", "records written to the normalized output"),
-    ("dead_letters", "records routed to the dead-letter output"),
-    *((f"dead_letter_{r}", f"dead letters with reason {r}") for r in DEAD_LETTER_REASONS),
-    ("messages_in", "messages in normalized conversations, before normalization"),
-    ("messages_out", "messages in normalized conversations, after normalization"),
-    ("dropped", "messages (entries) dropped by normalization"),
-    *((f"dropped_{r}", f"entries dropped with reason {r}") for r in REASONS),
-    ("healed", "synthetic interrupted results inserted"),
-    ("discarded_fields", "non-empty fields coercion discarded (the ledger; not message drops)"),
-    ("discarded_chars", "characters of text in the fields coercion discarded"),
-    *((f"repair_{r}", f"opt-in repairs {r} (lossless profile)") for r in REPAIRS),
-    *((f"violation_{k}", f"sendability violations {k} (with --check)") for k in VIOLATION_KINDS),
-    ("blank_lines", "blank JSONL lines skipped (not records)"),
-    ("shards_read", "planned input shards read (counted by pipeline.sources)"),
-    # convnorm validate (CheckConversations); it counts dead letters under dead_letters too.
-    ("conversations_checked", "conversations checked by convnorm validate"),
-    ("conversations_with_violations", "checked conversations with at least one violation"),
-)
-
-#: Distributions, per conversation.
-DISTRIBUTION_NAMES = ("messages_per_conversation", "drops_per_conversation")
+#: Tags of the routing DoFn's outputs besides the main one (also the output directories' names).
+DROPS = "drops"
+DEAD_LETTER = "dead_letter"
+_MAIN = "main"
 
 
-class NormalizeConversation(beam.DoFn):
-    """Thin adapter: ``normalize_batch`` on each batch, outputs routed, counters updated."""
+class NormalizedOutputs(NamedTuple):
+    records: beam.PCollection
+    drops: beam.PCollection
+    dead_letters: beam.PCollection
 
-    DROPS = "drops"
-    DEAD_LETTER = "dead_letter"
 
-    def __init__(self, settings: Settings) -> None:
+class CheckedOutputs(NamedTuple):
+    reports: beam.PCollection
+    dead_letters: beam.PCollection
+
+
+class RecordStep(NamedTuple):
+    """A job's per-record step, and how the routing DoFn counts and routes what it gives."""
+
+    #: The ParDo's label in the graph.
+    label: str
+    #: ``step(raw, settings, ...) -> Outcome`` (``transforms.records``), run by ``normalize_batch``.
+    step: Callable
+    #: The summary view whose partial totals the counters count.
+    view: summaries.View
+    #: The batch result's field that view summarizes (``metrics`` or ``records``).
+    summarized: str
+    #: Tagged outputs besides the main one (the records), in the order of ``outputs``.
+    tags: tuple[str, ...]
+    #: The composite's result: the main output, then the tagged ones.
+    outputs: type
+
+
+NORMALIZE = RecordStep("Normalize", process_record, summaries.RUN, "metrics", (DROPS, DEAD_LETTER),
+                       NormalizedOutputs)
+CHECK = RecordStep("Check", check_record, summaries.VALIDATE, "records", (DEAD_LETTER,), CheckedOutputs)
+
+
+@beam.typehints.with_input_types(Batch)
+@beam.typehints.with_output_types(Batch)
+class RouteConversations(beam.DoFn):
+    """Thin adapter: the step over each batch (``normalize_batch``), outputs routed by tag,
+    counters updated. The records go to the main output, drop metrics to ``DROPS`` (only the
+    normalizing step makes them), unreadable records to ``DEAD_LETTER``."""
+
+    def __init__(self, step: RecordStep, settings: Settings) -> None:
+        self._step = step
         self._settings = settings
 
     def setup(self) -> None:
@@ -93,6 +109,7 @@ class NormalizeConversation(beam.DoFn):
         gc.freeze()
         self._counters = {name: Metrics.counter(NAMESPACE, name) for name, _ in COUNTER_NAMES}
         self._messages, self._drops = (Metrics.distribution(NAMESPACE, name) for name in DISTRIBUTION_NAMES)
+        self._totals = COUNTED_TOTALS[self._step.view.command]
 
     def start_bundle(self) -> None:
         # The writer starts a new output file per bundle and per shard: so does the state
@@ -102,60 +119,64 @@ class NormalizeConversation(beam.DoFn):
     def process(self, batch: Batch) -> Iterable:
         if batch.shard != self._file_shard:
             self._file_shard, self._taken = batch.shard, {}
-        result = normalize_batch(batch.items, self._settings, taken=self._taken)
+        result = normalize_batch(batch.items, self._settings, self._step.step, taken=self._taken)
         self._count(len(batch.items), result)
         if result.records:
             # With their lines: the JSONL writer writes the bytes the per-record guard made.
             yield Batch(batch.shard, batch.start, result.records, result.lines)
         if result.metrics:
-            yield TaggedOutput(self.DROPS, Batch(batch.shard, batch.start, result.metrics))
+            yield TaggedOutput(DROPS, Batch(batch.shard, batch.start, result.metrics))
         if result.dead_letters:
-            yield TaggedOutput(self.DEAD_LETTER, Batch(batch.shard, batch.start, result.dead_letters))
+            yield TaggedOutput(DEAD_LETTER, Batch(batch.shard, batch.start, result.dead_letters))
 
     def _count(self, records_in: int, result) -> None:
         # Tally per batch first: one counter update per name per batch, not per record.
-        part = summaries.partial(records_in, result.metrics, result.dead_letters)
+        part = self._step.view.partial(records_in, getattr(result, self._step.summarized), result.dead_letters)
         inc = self._counters
-        for name in ("records_in", "records_out", "dead_letters", "messages_in", "messages_out",
-                     "dropped", "healed"):
+        for name in self._totals:
             if part[name]:
                 inc[name].inc(part[name])
-        for reason, n in part["dead_letters_by_reason"].items():
-            inc[f"dead_letter_{reason}"].inc(n)
-        for reason, n in part["dropped_by_reason"].items():
-            inc[f"dropped_{reason}"].inc(n)
-        for counts in part["discarded"].values():
+        for key, prefix in COUNTED_BY_KIND:
+            for kind, n in part.get(key, {}).items():
+                inc[prefix + kind].inc(n)
+        for counts in part.get("discarded", {}).values():
             inc["discarded_fields"].inc(counts["fields"])
             if counts["chars"]:
                 inc["discarded_chars"].inc(counts["chars"])
-        for kind, n in part["repairs"].items():
-            inc[f"repair_{kind}"].inc(n)
-        for kind, n in part["violations"].items():
-            inc[f"violation_{kind}"].inc(n)
         for metrics in result.metrics:
             self._messages.update(metrics["messages_in"])
             self._drops.update(metrics["dropped"])
 
 
-class NormalizedOutputs(NamedTuple):
-    records: beam.PCollection
-    drops: beam.PCollection
-    dead_letters: beam.PCollection
+@beam.typehints.with_input_types(Batch)
+@beam.typehints.with_output_types(Batch)  # every output: records, drops, dead letters
+class ProcessConversations(beam.PTransform):
+    """Batches of raw records -> the step's outputs (a ``step.outputs`` of PCollections of batches)."""
 
-
-class NormalizeConversations(beam.PTransform):
-    """Batches of raw records -> normalized records, drop metrics and dead letters."""
-
-    def __init__(self, settings: Settings) -> None:
+    def __init__(self, step: RecordStep, settings: Settings) -> None:
         super().__init__()
+        self._step = step
         self._settings = settings
 
     def expand(self, raw_batches):
-        fn = NormalizeConversation(self._settings)
-        outputs = raw_batches | "Normalize" >> beam.ParDo(fn).with_outputs(
-            fn.DROPS, fn.DEAD_LETTER, main="records"
-        )
-        return NormalizedOutputs(outputs.records, outputs[fn.DROPS], outputs[fn.DEAD_LETTER])
+        step = self._step
+        outputs = raw_batches | step.label >> beam.ParDo(RouteConversations(step, self._settings)).with_outputs(
+            *step.tags, main=_MAIN)
+        return step.outputs(outputs[_MAIN], *(outputs[tag] for tag in step.tags))
+
+
+class NormalizeConversations(ProcessConversations):
+    """Batches of raw records -> normalized records, drop metrics and dead letters."""
+
+    def __init__(self, settings: Settings) -> None:
+        super().__init__(NORMALIZE, settings)
+
+
+class CheckConversations(ProcessConversations):
+    """Batches of raw records -> per-conversation violation reports and dead letters."""
+
+    def __init__(self, settings: Settings) -> None:
+        super().__init__(CHECK, settings)
 
 
 #: The shard of batches made from a stream rather than from planned input files.
@@ -181,6 +202,7 @@ class BatchRawRecords(beam.PTransform):
         )
 
 
+@beam.typehints.with_input_types(Batch)
 class Unbatch(beam.PTransform):
     """Batches -> their items, one element each, in batch order."""
 
@@ -188,7 +210,7 @@ class Unbatch(beam.PTransform):
         return batches | "Unbatch" >> beam.FlatMap(lambda batch: batch.items)
 
 
-class _MergeSummaries(beam.CombineFn):
+class MergeSummaries(beam.CombineFn):
     """Adds partial summaries; ``finish`` turns the total into the summary document."""
 
     def __init__(self, finish) -> None:
@@ -210,19 +232,22 @@ class _MergeSummaries(beam.CombineFn):
         return self._finish(accumulator)
 
 
-class _Summarize(beam.PTransform):
-    """Read statistics + per-record outputs + dead letters -> one summary document.
+# Read statistics and summaries are plain dicts, hinted Any: a ``dict`` hint would switch
+# Beam's coder for them from the pickling FastPrimitivesCoder to a MapCoder.
+@beam.typehints.with_input_types(beam.typehints.Any, Batch, Batch)
+class Summarize(beam.PTransform):
+    """Read statistics + per-record outputs + dead letters -> one summary document (a view's).
 
-    ``partial(records_in, outputs, dead_letters, blank_lines)`` summarizes one piece;
-    ``finish`` turns the total into the document. ``records_in`` comes from the reader's
-    statistics, not from the outputs, so the ``accounted`` flag is a real check that every
-    record ended in exactly one output.
+    The view's ``partial(records_in, items, dead_letters, blank_lines)`` summarizes one piece;
+    its ``finalize(total, **options)`` turns the total into the document. ``records_in`` comes
+    from the reader's statistics, not from the outputs, so the ``accounted`` flag is a real
+    check that every record ended in exactly one output.
     """
 
-    def __init__(self, partial, finish) -> None:
+    def __init__(self, view: summaries.View, **options) -> None:
         super().__init__()
-        self._partial = partial
-        self._finish = finish
+        self._partial = view.partial
+        self._finish = functools.partial(view.finalize, **options) if options else view.finalize
 
     def expand(self, inputs):
         read_stats, outputs, dead_letters = inputs
@@ -232,61 +257,18 @@ class _Summarize(beam.PTransform):
             outputs | "OutputTotals" >> beam.Map(lambda b: partial(0, b.items)),
             dead_letters | "DeadLetterTotals" >> beam.Map(lambda b: partial(0, (), b.items)),
         ) | "AllTotals" >> beam.Flatten()
-        return parts | "Merge" >> beam.CombineGlobally(_MergeSummaries(self._finish))
+        return parts | "Merge" >> beam.CombineGlobally(MergeSummaries(self._finish))
 
 
-class SummarizeRun(_Summarize):
+class SummarizeRun(Summarize):
     """Dataset totals of a normalization run, from (read stats, drops, dead letters)."""
 
     def __init__(self, settings: Settings) -> None:
-        super().__init__(summaries.partial, functools.partial(
-            summaries.finalize, profile=settings.profile, check=settings.check))
+        super().__init__(summaries.RUN, profile=settings.profile, check=settings.check)
 
 
-class CheckConversation(beam.DoFn):
-    """Thin adapter for ``convnorm validate``: ``check_record`` on each batch, no changes."""
-
-    DEAD_LETTER = "dead_letter"
-
-    def __init__(self, settings: Settings) -> None:
-        self._settings = settings
-
-    def setup(self) -> None:
-        self._checked = Metrics.counter(NAMESPACE, "conversations_checked")
-        self._flagged = Metrics.counter(NAMESPACE, "conversations_with_violations")
-        self._dead = Metrics.counter(NAMESPACE, "dead_letters")
-
-    def process(self, batch: Batch) -> Iterable:
-        result = normalize_batch(batch.items, self._settings, check_record)
-        self._checked.inc(len(result.records))
-        self._flagged.inc(sum(1 for r in result.records if r["violations"]))
-        self._dead.inc(len(result.dead_letters))
-        if result.records:
-            yield Batch(batch.shard, batch.start, result.records)
-        if result.dead_letters:
-            yield TaggedOutput(self.DEAD_LETTER, Batch(batch.shard, batch.start, result.dead_letters))
-
-
-class CheckedOutputs(NamedTuple):
-    reports: beam.PCollection
-    dead_letters: beam.PCollection
-
-
-class CheckConversations(beam.PTransform):
-    """Batches of raw records -> per-conversation violation reports and dead letters."""
-
-    def __init__(self, settings: Settings) -> None:
-        super().__init__()
-        self._settings = settings
-
-    def expand(self, raw_batches):
-        fn = CheckConversation(self._settings)
-        outputs = raw_batches | "Check" >> beam.ParDo(fn).with_outputs(fn.DEAD_LETTER, main="reports")
-        return CheckedOutputs(outputs.reports, outputs[fn.DEAD_LETTER])
-
-
-class SummarizeValidation(_Summarize):
+class SummarizeValidation(Summarize):
     """Totals of a validation run, from (read stats, reports, dead letters)."""
 
     def __init__(self) -> None:
-        super().__init__(summaries.validation_partial, summaries.finalize_validation)
+        super().__init__(summaries.VALIDATE)

@@ -1,13 +1,24 @@
-"""Dataset totals of a run, built from per-batch partials (no Beam import).
+"""Dataset totals, built from per-batch partials (no Beam import): one module, two views.
 
-A partial summary is a plain dict of counts; ``merge`` adds two of them; ``finalize`` gives
-the canonical ``summary.json`` document (every reason listed, in its closed order, so runs
-compare line by line); ``format_table`` renders it for a person at the end of a run.
+A partial summary is a plain dict of counts; ``merge`` adds two of them. A ``View`` reads the
+totals for one command:
+
+- ``RUN`` (``convnorm run``): ``partial`` of drop metrics and dead letters; ``finalize`` gives
+  the canonical ``summary.json`` (every reason listed, in its closed order, so runs compare
+  line by line); ``format_table`` renders it for a person at the end of a run;
+- ``VALIDATE`` (``convnorm validate``): ``validation_partial`` of violation reports and dead
+  letters; ``finalize_validation`` gives ``validation.json``; ``format_validation_table``.
+
+Both share the record accounting (every record read ends in the view's main output or in the
+dead letters: ``accounted``), the dead-letter and violation tallies, the table layout, the
+recount from the files on disk (``View.recount``) and the exit rule of a finished run
+(``View.verdict``).
 """
 
 from __future__ import annotations
 
-from typing import Iterable, NamedTuple
+from dataclasses import dataclass
+from typing import Callable, Iterable, NamedTuple
 
 from transforms.normalize import REASONS
 from transforms.profiles import REPAIRS
@@ -56,13 +67,86 @@ def _reasons(dead_letters: Iterable[dict]) -> dict:
     return counts
 
 
+def _accounting(records_in: int, blank_lines: int, through: str, n: int, dead_letters: Iterable[dict]) -> dict:
+    """The partial totals every view has: records read, ``n`` of them through to the main
+    output (counted as ``through``), the rest dead letters by reason."""
+    letters = _reasons(dead_letters)
+    return {"records_in": records_in, "blank_lines": blank_lines, through: n,
+            "dead_letters": sum(letters.values()), "dead_letters_by_reason": letters}
+
+
+def _tally_violations(counts: dict, found: dict) -> int:
+    """Add one conversation's violations by kind to ``counts``; 1 if it has any, else 0."""
+    for kind, n in found.items():
+        _add(counts, kind, n)
+    return 1 if found else 0
+
+
+def _ordered(counts: dict, names: Iterable[str]) -> dict:
+    names = list(names)
+    ordered = {name: counts.get(name, 0) for name in names}
+    # Anything outside the closed list would be a bug upstream; keep it visible, sorted.
+    ordered.update({k: counts[k] for k in sorted(counts) if k not in ordered})
+    return ordered
+
+
+def _letters_and_blanks(s: dict) -> dict:
+    return {
+        "dead_letters": s["dead_letters"],
+        "dead_letters_by_reason": _ordered(s["dead_letters_by_reason"], DEAD_LETTER_REASONS),
+        "blank_lines": s["blank_lines"],
+    }
+
+
+def _violation_totals(s: dict) -> dict:
+    return {
+        "conversations_with_violations": s["conversations_with_violations"],
+        "violations": _ordered(s["violations"], VIOLATION_KINDS),
+    }
+
+
+def accounted(doc: dict, through: str) -> bool:
+    """Every record read ended in exactly one output: ``doc[through]`` (the records that reached
+    the command's main output) or the dead letters."""
+    return doc["records_in"] == doc[through] + doc["dead_letters"]
+
+
+def _shown(value) -> str:
+    return f"{value:,}" if isinstance(value, int) and not isinstance(value, bool) else str(value)
+
+
+def _nonzero(counts: dict, indent: str) -> list[tuple[str, int]]:
+    return [(f"{indent}{name}", n) for name, n in counts.items() if n]
+
+
+def _letter_rows(doc: dict, label: str, indent: str) -> list[tuple]:
+    return [(label, doc["dead_letters"]), *_nonzero(doc["dead_letters_by_reason"], indent)]
+
+
+def _violation_rows(doc: dict, label: str) -> list[tuple]:
+    return [(label, doc["conversations_with_violations"]), *_nonzero(doc["violations"], "  ")]
+
+
+def _render(title: str, rows: list[tuple], footer: list[str]) -> str:
+    """The table layout both views print: labels left, values right-aligned."""
+    width = max(len(label) for label, _ in rows)
+    lines = [title, *(f"  {label.ljust(width)}  {_shown(value):>12}" for label, value in rows), *footer]
+    return "\n".join(lines)
+
+
+# --------------------------------------------------------------------------------------------
+# Normalization runs (``convnorm run``)
+
+
+#: Partial totals that come from each report of a record's reader or writer, merged by name.
+_REPORTS = ("reader_report", "writer_report")
+
+
 def partial(records_in: int = 0, metrics: Iterable[dict] = (), dead_letters: Iterable[dict] = (),
             blank_lines: int = 0) -> dict:
     """The partial summary of one batch: raw records read, drop metrics, dead letters."""
-    out: dict = {"records_in": records_in, "blank_lines": blank_lines}
     dropped_by, repairs, violations, histogram, nulled, discarded = {}, {}, {}, {}, {}, {}
-    reader_report: dict = {}
-    writer_report: dict = {}
+    reports: dict = {name: {} for name in _REPORTS}
     records_out = messages_in = messages_out = dropped = healed = with_drops = with_violations = 0
     with_discards = 0
     for m in metrics:
@@ -78,53 +162,40 @@ def partial(records_in: int = 0, metrics: Iterable[dict] = (), dead_letters: Ite
         for kind, n in m.get("repairs", {}).items():
             _add(repairs, kind, n)
         if "reader_report" in m:
-            reader_report = merge(reader_report, m["reader_report"])
+            reports["reader_report"] = merge(reports["reader_report"], m["reader_report"])
         if "writer_report" in m:
-            writer_report = merge(writer_report, m["writer_report"])
+            reports["writer_report"] = merge(reports["writer_report"], m["writer_report"])
         for field, n in m.get("non_finite_nulled", {}).items():
             _add(nulled, field, n)
-        ledger = m.get("discarded")
-        if ledger:
+        if m.get("discarded"):
             with_discards += 1
-            for name, counts in ledger.items():
-                total = discarded.setdefault(name, {"fields": 0, "chars": 0})
-                total["fields"] += counts["fields"]
-                total["chars"] += counts["chars"]
-        found = m.get("violations")
-        if found:
-            with_violations += 1
-            for kind, n in found.items():
-                _add(violations, kind, n)
-    letters = _reasons(dead_letters)
-    out.update(
-        records_out=records_out,
-        dead_letters=sum(letters.values()),
-        dead_letters_by_reason=letters,
-        messages_in=messages_in,
-        messages_out=messages_out,
-        dropped=dropped,
-        dropped_by_reason=dropped_by,
-        healed=healed,
-        conversations_with_drops=with_drops,
-        drops_histogram=histogram,
-        discarded=discarded,
-        conversations_with_discards=with_discards,
-        repairs=repairs,
-        conversations_with_violations=with_violations,
-        violations=violations,
-        reader_report=reader_report,
-        writer_report=writer_report,
-        non_finite_nulled=nulled,
-    )
-    return out
+            _add_ledger(discarded, m["discarded"])
+        if "violations" in m:
+            with_violations += _tally_violations(violations, m["violations"])
+    return {
+        **_accounting(records_in, blank_lines, "records_out", records_out, dead_letters),
+        "messages_in": messages_in,
+        "messages_out": messages_out,
+        "dropped": dropped,
+        "dropped_by_reason": dropped_by,
+        "healed": healed,
+        "conversations_with_drops": with_drops,
+        "drops_histogram": histogram,
+        "discarded": discarded,
+        "conversations_with_discards": with_discards,
+        "repairs": repairs,
+        "conversations_with_violations": with_violations,
+        "violations": violations,
+        **reports,
+        "non_finite_nulled": nulled,
+    }
 
 
-def _ordered(counts: dict, names: Iterable[str]) -> dict:
-    names = list(names)
-    ordered = {name: counts.get(name, 0) for name in names}
-    # Anything outside the closed list would be a bug upstream; keep it visible, sorted.
-    ordered.update({k: counts[k] for k in sorted(counts) if k not in ordered})
-    return ordered
+def _add_ledger(discarded: dict, ledger: dict) -> None:
+    for name, counts in ledger.items():
+        total = discarded.setdefault(name, {"fields": 0, "chars": 0})
+        total["fields"] += counts["fields"]
+        total["chars"] += counts["chars"]
 
 
 #: Names listed one by one in a run's ledger; the rest are summed under ``OTHER_NAMES``. Names
@@ -158,9 +229,7 @@ def finalize(summary: dict, *, profile: str = "spec", check: bool = False) -> di
     doc = {
         "records_in": s["records_in"],
         "records_out": s["records_out"],
-        "dead_letters": s["dead_letters"],
-        "dead_letters_by_reason": _ordered(s["dead_letters_by_reason"], DEAD_LETTER_REASONS),
-        "blank_lines": s["blank_lines"],
+        **_letters_and_blanks(s),
         "messages_in": s["messages_in"],
         "messages_out": s["messages_out"],
         "dropped": s["dropped"],
@@ -177,18 +246,128 @@ def finalize(summary: dict, *, profile: str = "spec", check: bool = False) -> di
     if profile != "spec" or s["repairs"]:
         doc["repairs"] = _ordered(s["repairs"], REPAIRS)
     if check or s["violations"]:
-        doc["conversations_with_violations"] = s["conversations_with_violations"]
-        doc["violations"] = _ordered(s["violations"], VIOLATION_KINDS)
+        doc.update(_violation_totals(s))
     # Documented choices of the reader and writer (``docs/formats-readers-writers.md``), sorted.
-    for name in ("reader_report", "writer_report"):
+    for name in _REPORTS:
         if s[name]:
             doc[name] = _sorted_counts(s[name])
-    doc["accounted"] = doc["records_in"] == doc["records_out"] + doc["dead_letters"]
+    doc["accounted"] = accounted(doc, "records_out")
     return doc
 
 
 def _sorted_counts(counts: dict) -> dict:
     return {k: _sorted_counts(v) if isinstance(v, dict) else v for k, v in sorted(counts.items())}
+
+
+def format_table(doc: dict) -> str:
+    """A short human-readable rendering of a finalized summary."""
+    rows = [*_record_rows(doc), *_message_rows(doc), *_ledger_rows(doc), *_opt_in_rows(doc), *_report_rows(doc)]
+    histogram = "  ".join(f"{label}:{n:,}" for label, n in doc["drops_histogram"].items())
+    footer = [f"  drops per conversation  {histogram}"]
+    if not doc.get("accounted", True):
+        footer.append("  WARNING: records in != normalized + dead-lettered")
+    return _render(f"convnorm summary (profile {doc.get('profile', 'spec')})", rows, footer)
+
+
+def _record_rows(doc: dict) -> list[tuple]:
+    rows = [("records in", doc["records_in"]), ("  normalized", doc["records_out"]),
+            *_letter_rows(doc, "  dead-lettered", "    ")]
+    if doc.get("blank_lines"):
+        rows.append(("blank lines skipped", doc["blank_lines"]))
+    return rows
+
+
+def _message_rows(doc: dict) -> list[tuple]:
+    return [
+        ("messages in", doc["messages_in"]),
+        ("messages out", doc["messages_out"]),
+        ("messages dropped", doc["dropped"]),
+        *_nonzero(doc["dropped_by_reason"], "  "),
+        ("synthetic results (healed)", doc["healed"]),
+        ("conversations with drops", doc["conversations_with_drops"]),
+        *((f"non-finite floats nulled in {field}", n) for field, n in doc.get("non_finite_nulled", {}).items()),
+    ]
+
+
+def _ledger_rows(doc: dict) -> list[tuple]:
+    if "discarded_fields" not in doc:
+        return []
+    # Not message drops: the fields rule 1 does not keep (transforms.ledger).
+    return [
+        ("fields discarded by coercion", doc["discarded_fields"]),
+        ("  text characters in them", doc["discarded_chars"]),
+        *((f"  {name}", f"{c['fields']:,} ({c['chars']:,} ch)") for name, c in doc["discarded_by_name"].items()),
+        ("conversations with discards", doc["conversations_with_discards"]),
+    ]
+
+
+def _opt_in_rows(doc: dict) -> list[tuple]:
+    rows = [(f"repair {kind}", n) for kind, n in doc.get("repairs", {}).items()]
+    if "violations" in doc:
+        rows += _violation_rows(doc, "conversations with violations")
+    return rows
+
+
+def _report_rows(doc: dict) -> list[tuple]:
+    rows = []
+    for name in _REPORTS:
+        who = name.split("_")[0]
+        for kind, n in doc.get(name, {}).items():
+            if isinstance(n, dict):
+                rows += [(f"{who} {kind} {key}", k) for key, k in n.items()]
+            else:
+                rows.append((f"{who} {kind}", n))
+    return rows
+
+
+# --------------------------------------------------------------------------------------------
+# Validation runs (``convnorm validate``): conversations checked as they are
+
+
+def validation_partial(records_in: int = 0, reports: Iterable[dict] = (), dead_letters: Iterable[dict] = (),
+                       blank_lines: int = 0) -> dict:
+    """The partial summary of one batch: raw records read, violation reports, dead letters."""
+    violations: dict = {}
+    checked = with_violations = 0
+    for report in reports:
+        checked += 1
+        with_violations += _tally_violations(violations, report["violations"])
+    return {
+        **_accounting(records_in, blank_lines, "conversations_checked", checked, dead_letters),
+        "conversations_with_violations": with_violations,
+        "violations": violations,
+    }
+
+
+def finalize_validation(summary: dict) -> dict:
+    """The canonical ``validation.json`` document."""
+    s = merge(validation_partial(), summary)
+    doc = {
+        "records_in": s["records_in"],
+        "conversations_checked": s["conversations_checked"],
+        **_violation_totals(s),
+        **_letters_and_blanks(s),
+    }
+    doc["accounted"] = accounted(doc, "conversations_checked")
+    doc["sendable"] = doc["conversations_with_violations"] == 0 and doc["dead_letters"] == 0
+    return doc
+
+
+def format_validation_table(doc: dict) -> str:
+    rows = [
+        ("records in", doc["records_in"]),
+        ("conversations checked", doc["conversations_checked"]),
+        *_violation_rows(doc, "with violations"),
+        *_letter_rows(doc, "unreadable records", "  "),
+    ]
+    verdict = "  verdict: " + ("sendable" if doc["sendable"] else "NOT sendable")
+    return _render("convnorm validate", rows, [verdict])
+
+
+# --------------------------------------------------------------------------------------------
+# Exit rules of a finished run (its outputs are written either way)
+
+
 class DeadLetterLimit(NamedTuple):
     """``--max-dead-letters``: a count (``10``) or a share of the records read (``2.5%``)."""
 
@@ -222,11 +401,15 @@ class DeadLetterLimit(NamedTuple):
         return f"{self.count:,}" if self.count is not None else f"{self.percent:g}% of the records read"
 
 
+def _unaccounted(through: str) -> str:
+    return f"records in != {through} + dead-lettered: some records are not accounted for (no _SUCCESS written)"
+
+
 def run_failures(doc: dict, limit: DeadLetterLimit | None = None) -> list[str]:
     """Why a finished run must exit with status 1 (its outputs are written either way)."""
     failures = []
     if not doc["accounted"]:
-        failures.append("records in != normalized + dead-lettered: some records are not accounted for")
+        failures.append(_unaccounted("normalized"))
     if doc["records_in"] and not doc["records_out"]:
         failures.append(f"read {doc['records_in']:,} record(s) but normalized none: every one is a dead "
                         "letter (see dead_letter/ for the reasons)")
@@ -236,114 +419,53 @@ def run_failures(doc: dict, limit: DeadLetterLimit | None = None) -> list[str]:
     return failures
 
 
-def format_table(doc: dict) -> str:
-    """A short human-readable rendering of a finalized summary."""
-    rows: list[tuple[str, str]] = []
+class Verdict(NamedTuple):
+    """The exit status of a finished run and the error lines that explain it."""
 
-    def row(label: str, value) -> None:
-        rows.append((label, f"{value:,}" if isinstance(value, int) and not isinstance(value, bool) else str(value)))
-
-    row("records in", doc["records_in"])
-    row("  normalized", doc["records_out"])
-    row("  dead-lettered", doc["dead_letters"])
-    for reason, n in doc["dead_letters_by_reason"].items():
-        if n:
-            row(f"    {reason}", n)
-    if doc.get("blank_lines"):
-        row("blank lines skipped", doc["blank_lines"])
-    row("messages in", doc["messages_in"])
-    row("messages out", doc["messages_out"])
-    row("messages dropped", doc["dropped"])
-    for reason, n in doc["dropped_by_reason"].items():
-        if n:
-            row(f"  {reason}", n)
-    row("synthetic results (healed)", doc["healed"])
-    row("conversations with drops", doc["conversations_with_drops"])
-    for field, n in doc.get("non_finite_nulled", {}).items():
-        row(f"non-finite floats nulled in {field}", n)
-    if "discarded_fields" in doc:
-        # Not message drops: the fields rule 1 does not keep (transforms.ledger).
-        row("fields discarded by coercion", doc["discarded_fields"])
-        row("  text characters in them", doc["discarded_chars"])
-        for name, counts in doc["discarded_by_name"].items():
-            row(f"  {name}", f"{counts['fields']:,} ({counts['chars']:,} ch)")
-        row("conversations with discards", doc["conversations_with_discards"])
-    for kind, n in doc.get("repairs", {}).items():
-        row(f"repair {kind}", n)
-    if "violations" in doc:
-        row("conversations with violations", doc["conversations_with_violations"])
-        for kind, n in doc["violations"].items():
-            if n:
-                row(f"  {kind}", n)
-    for name in ("reader_report", "writer_report"):
-        for kind, n in doc.get(name, {}).items():
-            if isinstance(n, dict):
-                for key, k in n.items():
-                    row(f"{name.split('_')[0]} {kind} {key}", k)
-            else:
-                row(f"{name.split('_')[0]} {kind}", n)
-    histogram = "  ".join(f"{label}:{n:,}" for label, n in doc["drops_histogram"].items())
-    width = max(len(label) for label, _ in rows)
-    lines = [f"convnorm summary (profile {doc.get('profile', 'spec')})"]
-    lines += [f"  {label.ljust(width)}  {value:>12}" for label, value in rows]
-    lines.append(f"  drops per conversation  {histogram}")
-    if not doc.get("accounted", True):
-        lines.append("  WARNING: records in != normalized + dead-lettered")
-    return "\n".join(lines)
+    status: int
+    errors: list[str]
 
 
-# --------------------------------------------------------------------------------------------
-# Validation runs (``convnorm validate``): conversations checked as they are
+def run_verdict(doc: dict, limit: DeadLetterLimit | None = None) -> Verdict:
+    failures = run_failures(doc, limit)
+    return Verdict(1 if failures else 0, failures)
 
 
-def validation_partial(records_in: int = 0, reports: Iterable[dict] = (), dead_letters: Iterable[dict] = (),
-                       blank_lines: int = 0) -> dict:
-    violations: dict = {}
-    checked = with_violations = 0
-    for report in reports:
-        checked += 1
-        with_violations += bool(report["violations"])
-        for kind, n in report["violations"].items():
-            _add(violations, kind, n)
-    letters = _reasons(dead_letters)
-    return {
-        "records_in": records_in,
-        "blank_lines": blank_lines,
-        "conversations_checked": checked,
-        "conversations_with_violations": with_violations,
-        "violations": violations,
-        "dead_letters": sum(letters.values()),
-        "dead_letters_by_reason": letters,
-    }
+def validation_verdict(doc: dict, limit: DeadLetterLimit | None = None) -> Verdict:
+    """Status 1 for a conversation that is not sendable or a record that could not be read
+    (the table prints that verdict itself), or for records not accounted for (an error line)."""
+    errors = [] if doc["accounted"] else [_unaccounted("checked")]
+    return Verdict(0 if doc["sendable"] and not errors else 1, errors)
 
 
-def finalize_validation(summary: dict) -> dict:
-    s = merge(validation_partial(), summary)
-    doc = {
-        "records_in": s["records_in"],
-        "conversations_checked": s["conversations_checked"],
-        "conversations_with_violations": s["conversations_with_violations"],
-        "violations": _ordered(s["violations"], VIOLATION_KINDS),
-        "dead_letters": s["dead_letters"],
-        "dead_letters_by_reason": _ordered(s["dead_letters_by_reason"], DEAD_LETTER_REASONS),
-        "blank_lines": s["blank_lines"],
-    }
-    doc["accounted"] = doc["records_in"] == doc["conversations_checked"] + doc["dead_letters"]
-    doc["sendable"] = doc["conversations_with_violations"] == 0 and doc["dead_letters"] == 0
-    return doc
+@dataclass(frozen=True)
+class View:
+    """One command's reading of the shared totals."""
+
+    command: str
+    #: The summary's count of the records that reached the command's main output.
+    through: str
+    #: That output's directory, and the other outputs that hold one row per such record.
+    main_output: str
+    per_record_outputs: tuple[str, ...]
+    #: ``partial(records_in, items, dead_letters, blank_lines)``: the totals of one batch.
+    partial: Callable[..., dict]
+    #: ``finalize(total, **options)``: the document written as the command's summary file.
+    finalize: Callable[..., dict]
+    format_table: Callable[[dict], str]
+    #: ``verdict(doc, limit)``: the exit status of a finished run (``--max-dead-letters``: ``limit``).
+    verdict: Callable[..., Verdict]
+
+    def recount(self, doc: dict, on_disk: dict) -> dict:
+        """``doc`` with its record counts taken from the files on disk (records per output)."""
+        doc = dict(doc)
+        doc[self.through] = on_disk[self.main_output]
+        doc["dead_letters"] = on_disk["dead_letter"]
+        doc["accounted"] = accounted(doc, self.through) and all(
+            on_disk[name] == on_disk[self.main_output] for name in self.per_record_outputs)
+        return doc
 
 
-def format_validation_table(doc: dict) -> str:
-    lines = ["convnorm validate"]
-    rows = [
-        ("records in", doc["records_in"]),
-        ("conversations checked", doc["conversations_checked"]),
-        ("with violations", doc["conversations_with_violations"]),
-    ]
-    rows += [(f"  {kind}", n) for kind, n in doc["violations"].items() if n]
-    rows.append(("unreadable records", doc["dead_letters"]))
-    rows += [(f"  {reason}", n) for reason, n in doc["dead_letters_by_reason"].items() if n]
-    width = max(len(label) for label, _ in rows)
-    lines += [f"  {label.ljust(width)}  {n:>12,}" for label, n in rows]
-    lines.append("  verdict: " + ("sendable" if doc["sendable"] else "NOT sendable"))
-    return "\n".join(lines)
+RUN = View("run", "records_out", "normalized", ("drops",), partial, finalize, format_table, run_verdict)
+VALIDATE = View("validate", "conversations_checked", "violations", (), validation_partial, finalize_validation,
+                format_validation_table, validation_verdict)
