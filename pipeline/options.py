@@ -577,7 +577,8 @@ def _warn_missing_writer_options(ours: ConvNormOptions) -> None:
     # (the other writers leave the model out); one without max_tokens is written without it.
     uses = WRITERS[ours.sink].uses if ours.sink in WRITERS else ()
     if "model" in uses and not ours.model:
-        LOG.warning("--sink %s without --model: every record must name its own model", ours.sink)
+        fate = "are unwritable dead letters" if ours.sink == "openai-batch" else "are written without one"
+        LOG.warning("--sink %s without --model: records that name no model of their own %s", ours.sink, fate)
     if "max_tokens" in uses and ours.max_tokens is None:
         LOG.warning("--sink %s without --max-tokens: records without max_tokens are written without it, "
                     "which the provider requires", ours.sink)

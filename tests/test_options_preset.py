@@ -97,3 +97,28 @@ def test_option_parsing_reads_no_private_parser_or_beam_attributes():
     for module in ("pipeline/options.py", "pipeline/cli_help.py", "pipeline/main.py"):
         text = (ROOT / module).read_text()
         assert not private.search(text), (module, private.search(text).group(0))
+
+
+@pytest.mark.parametrize("sink", ["openai-batch", "openai-responses", "anthropic"])
+def test_writer_option_precedence_is_what_the_help_says(sink):
+    # --model, when given, replaces a record's own model; --max-tokens only fills in for a record
+    # without max_tokens; with neither model, openai-batch refuses the record, the others leave it out.
+    from transforms.formats import WRITERS, FormatError, WriteContext
+
+    def model_of(out: dict):
+        return (out.get("body") or {}).get("model") if sink == "openai-batch" else out.get("model")
+
+    record = {"messages": [{"role": "user", "content": "q"}, {"role": "assistant", "content": "a"}],
+              "model": "own", "max_tokens": 5}
+    write = WRITERS[sink].write
+    assert model_of(write(record, WriteContext("r", model="flag", max_tokens=9))) == "flag"
+    assert model_of(write(record, WriteContext("r"))) == "own"
+    bare = {"messages": record["messages"]}
+    if sink == "openai-batch":
+        with pytest.raises(FormatError, match="model"):
+            write(bare, WriteContext("r"))
+    else:
+        assert "model" not in write(bare, WriteContext("r"))
+    if sink == "anthropic":
+        assert write(record, WriteContext("r", max_tokens=9))["max_tokens"] == 5
+        assert write(bare, WriteContext("r", max_tokens=9))["max_tokens"] == 9
