@@ -3,8 +3,14 @@
 ``ConvNormOptions`` declares convnorm's own flags on Beam's ``PipelineOptions``; every other
 Beam flag (``--runner``, ``--direct_num_workers``, ``--job_endpoint``, ``--project`` ...)
 passes through to Beam. ``--config FILE.yaml`` loads a preset: a mapping of option names
-(dashes or underscores) to values, read with ``yaml.safe_load``; an unknown key is an error
-that names it; flags on the command line override the file.
+(dashes or underscores) to values, read with ``yaml.safe_load``; an unknown key, or a value of
+the wrong type or shape, is an error that names it; flags on the command line override the file.
+
+How: one parser knows every option (the one Beam builds from every ``PipelineOptions``
+subclass, handed out through ``get_all_options(add_extra_args_fn=...)``), with ``None`` for
+every default, so that parsing the command line tells which options it sets. The preset's
+values, checked and converted, reach ``PipelineOptions(argv, **values)`` for the options the
+command line leaves alone (Beam's keyword arguments win over its flags).
 
 ``load_job(argv)`` returns a validated ``Job``: the options, the record ``Settings``, and the
 planned input shards. Everything that can be checked before the pipeline is built is checked
