@@ -76,42 +76,41 @@ class FlagRecorder:
         dest = dest or flags[0][2:].replace("-", "_")
         if dest in self.leave_out:
             return
+        if kwargs.get("action") != argparse.BooleanOptionalAction:
+            # --help shows the flag's own name (--format FORMAT, not argparse's INPUT_FORMAT).
+            kwargs.setdefault("metavar", flags[0][2:].upper().replace("-", "_"))
         self.actions[dest] = self.target.add_argument(*flags, dest=dest, **kwargs)
         if kwargs.get("action") == "append":
             self.repeatable.add(dest)
 
 
 def _where_flags(add) -> None:
-    add("--config", default=None, metavar="CONFIG",
-        help="YAML preset of options (configs/*.yaml); flags on the command line override it")
-    add("--input", action="append", default=None, metavar="INPUT",
+    add("--config", help="YAML preset of options (configs/*.yaml); flags on the command line override it")
+    add("--input", action="append",
         help="input file or glob, quoted (repeatable): .jsonl, .jsonl.gz, .jsonl.zst, .json, "
              ".parquet; local or any Beam filesystem")
-    add("--output", default=None, metavar="OUTPUT",
-        help="output directory, local (~ expanded) or any Beam filesystem")
+    add("--output", help="output directory, local (~ expanded) or any Beam filesystem")
 
 
 def _record_flags(add) -> None:
     """How records are read, normalized and written."""
-    add("--format", dest="input_format", default="auto", metavar="FORMAT",
+    add("--format", dest="input_format", default="auto",
         help="input format: auto (detect per record) or a reader name (below)")
-    add("--sink", default="flat", metavar="SINK", help="output record format: a writer name (below)")
-    add("--output-format", default="jsonl", metavar="OUTPUT_FORMAT",
+    add("--sink", default="flat", help="output record format: a writer name (below)")
+    add("--output-format", default="jsonl",
         help="file format of the normalized output: jsonl or parquet (flat sink only)")
-    add("--profile", default="spec", metavar="PROFILE",
+    add("--profile", default="spec",
         help="spec (exactly MEM-5) or lossless (re-key reused ids, re-attach results first)")
-    add("--model", default=None, metavar="MODEL",
+    add("--model",
         help="model name for replay sinks (openai-batch, openai-responses, anthropic); "
              "when given, it replaces each record's own model")
-    add("--max-tokens", type=int, default=None, metavar="MAX_TOKENS",
+    add("--max-tokens", type=int,
         help="max_tokens for anthropic request bodies whose record has none "
              "(the Messages API requires it)")
-    add("--tools-field", default="tools", metavar="TOOLS_FIELD",
+    add("--tools-field", default="tools",
         help="dotted path of a record's tool definitions for the writers (e.g. kwargs.tools)")
-    add("--messages-field", default="messages", metavar="MESSAGES_FIELD",
-        help="field of a record object that holds its message list")
-    add("--id-field", default="id", metavar="ID_FIELD",
-        help="field holding the record id; absent: an id derived from the content")
+    add("--messages-field", default="messages", help="field of a record object that holds its message list")
+    add("--id-field", default="id", help="field holding the record id; absent: an id derived from the content")
     add("--check", action=argparse.BooleanOptionalAction, default=False,
         help="also count provider sendability violations in the normalized output")
 
@@ -124,20 +123,19 @@ def _run_flags(add) -> None:
     add("--break-stale-lock", action=argparse.BooleanOptionalAction, default=False,
         help="take over the output directory's lock when its holder died on this host, "
              "deleting the temporary files that run recorded as its own")
-    add("--job-endpoint-timeout", type=float, default=30.0, metavar="JOB_ENDPOINT_TIMEOUT",
+    add("--job-endpoint-timeout", type=float, default=30.0,
         help="seconds to wait for the job service at --job_endpoint to answer before giving up")
-    add("--shard-bytes", type=int, default=DEFAULT_SHARD_BYTES, metavar="SHARD_BYTES",
+    add("--shard-bytes", type=int, default=DEFAULT_SHARD_BYTES,
         help=f"split uncompressed JSONL inputs into byte ranges of this size "
              f"({DEFAULT_SHARD_BYTES >> 20} MiB; at least 65536)")
-    add("--batch-size", type=int, default=DEFAULT_BATCH_SIZE, metavar="BATCH_SIZE",
-        help="records per batch between reading and writing")
+    add("--batch-size", type=int, default=DEFAULT_BATCH_SIZE, help="records per batch between reading and writing")
 
 
 def _console_flags(add) -> None:
     """What the run shows and writes about itself."""
     add("--report", action=argparse.BooleanOptionalAction, default=True,
         help="write report.html (charts; needs the report extra: pip install 'convnorm[report]')")
-    add("--progress", nargs="?", const="line", default="auto", metavar="PROGRESS",
+    add("--progress", nargs="?", const="line", default="auto",
         choices=("auto", "line", "log", "off"),
         help="progress of local runs: auto (a live line on a terminal, else a log line "
              "every 10 s), line, log or off; a bare --progress means line")
@@ -147,28 +145,25 @@ def _console_flags(add) -> None:
 
 def _limit_flags(add) -> None:
     add("--dead-letter-raw-limit", dest="raw_limit", type=int, default=DEFAULT_RAW_LIMIT,
-        metavar="DEAD_LETTER_RAW_LIMIT", help="characters of raw input kept in a dead letter")
-    add("--max-dead-letters", default=None, metavar="MAX_DEAD_LETTERS",
+        help="characters of raw input kept in a dead letter")
+    add("--max-dead-letters",
         help="fail the run (exit status 1, outputs still written) when dead letters "
              "are more than N, or more than P%% of the records read (N or P%%)")
-    add("--max-record-bytes", type=int, default=DEFAULT_MAX_RECORD_BYTES, metavar="MAX_RECORD_BYTES",
+    add("--max-record-bytes", type=int, default=DEFAULT_MAX_RECORD_BYTES,
         help="largest record read (a JSONL line, a .json array element or document); a larger one "
              "is a record_too_large dead letter (default 32 MiB; see docs/input-limits.md)")
 
 
 def _streaming_flags(add) -> None:
     """Streaming mode (Beam's own --streaming turns it on; see docs/streaming.md)."""
-    add("--window", default="60s", metavar="WINDOW",
+    add("--window", default="60s",
         help="streaming (Beam's --streaming with --runner PrismRunner, Flink or Dataflow; "
              "see docs/streaming.md): window of the summaries, e.g. 60s, 5m")
-    add("--poll-interval", default="2s", metavar="POLL_INTERVAL",
-        help="streaming: how often the --input patterns are matched")
+    add("--poll-interval", default="2s", help="streaming: how often the --input patterns are matched")
     add("--include-existing", action=argparse.BooleanOptionalAction, default=False,
         help="streaming: also read files present at start that have no output yet")
-    add("--stop-after", default=None, metavar="STOP_AFTER",
-        help="streaming: stop watching after this long (e.g. 10m), then drain and exit")
-    add("--stop-file", default=None, metavar="STOP_FILE",
-        help="streaming: stop watching once this file exists, then drain and exit")
+    add("--stop-after", help="streaming: stop watching after this long (e.g. 10m), then drain and exit")
+    add("--stop-file", help="streaming: stop watching once this file exists, then drain and exit")
 
 
 def add_convnorm_flags(target, leave_out: frozenset[str] = frozenset()) -> FlagRecorder:
