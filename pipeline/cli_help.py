@@ -9,7 +9,7 @@ from __future__ import annotations
 import argparse
 import textwrap
 
-from pipeline.options import ConvNormOptions
+from pipeline.options import add_convnorm_flags
 from transforms.formats import READERS, WRITERS
 from transforms.profiles import PROFILES
 
@@ -102,8 +102,5 @@ def help_text(command: str = "run") -> str:
         ) + beam_note)
     parser = argparse.ArgumentParser(prog="convnorm", usage=usage, description=description, epilog=epilog,
                                      formatter_class=_HelpFormatter)
-    ConvNormOptions._add_argparse_args(parser)
-    if command == "validate":
-        for group in parser._action_groups:
-            group._group_actions[:] = [a for a in group._group_actions if a.dest not in RUN_ONLY_FLAGS]
+    add_convnorm_flags(parser.add_argument_group("convnorm"), RUN_ONLY_FLAGS if command == "validate" else frozenset())
     return parser.format_help()

@@ -221,7 +221,7 @@ def main(argv: list[str] | None = None) -> int:
     except PrismError as error:
         print(f"convnorm: error: {error}", file=sys.stderr)
         return 2
-    except Exception as error:  # noqa: BLE001 — a crash gets its documented status, not a traceback's 1
+    except Exception as error:  # a crash gets its documented status, not a traceback's 1 (logged: BLE001 allows it)
         LOG.exception("the %s pipeline failed", command)
         print(f"convnorm: error: the {command} pipeline failed: {type(error).__name__}: {error}", file=sys.stderr)
         return COMMANDS[command].failed
