@@ -181,6 +181,23 @@ class IdAllocator:
         return candidate
 
 
+def take_pending(pending: list, name: Any = None) -> str | None:
+    """Pop the id of the pending call that an id-less result answers by position, else ``None``.
+
+    ``pending`` holds ``(call id, name)`` pairs of calls that were given ids by position and
+    are still unanswered, oldest first. The result answers the oldest one of its own ``name``
+    (when it names one), else the oldest one. The OpenAI, Gemini and ShareGPT readers pair
+    their id-less results with this one rule; each says when its pending run ends.
+    """
+    if not pending:
+        return None
+    if name is not None:
+        for k, (_, call_name) in enumerate(pending):
+            if call_name == name:
+                return pending.pop(k)[0]
+    return pending.pop(0)[0]
+
+
 def ids_in_messages(messages: list) -> set[str]:
     """Every usable id a message list already holds (calls under either spelling, results)."""
     taken: set[str] = set()

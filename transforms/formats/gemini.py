@@ -53,6 +53,7 @@ from transforms.formats._common import (
     check_results_adjacent,
     normalized_messages,
     record_fields,
+    take_pending,
 )
 from transforms.formats._tools import bare_function_schema, tools_for
 from transforms.formats.anthropic import tool_input
@@ -209,12 +210,7 @@ def _result(response: dict, pending: list) -> dict:
     if isinstance(call_id, str) and call_id:
         pending[:] = [p for p in pending if p[0] != call_id]
     else:
-        call_id = None
-        match = next((k for k, (_, n) in enumerate(pending) if name is not None and n == name), None)
-        if match is None and pending:
-            match = 0
-        if match is not None:
-            call_id = pending.pop(match)[0]
+        call_id = take_pending(pending, name)
     return {"role": "tool", "content": _response_text(response.get("response")), "tool_call_id": call_id}
 
 

@@ -45,6 +45,7 @@ from transforms.formats._common import (
     parse_tools_text,
     part_text,
     record_fields,
+    take_pending,
 )
 from transforms.formats._tools import bare_function_schema, tools_for
 from transforms.formats.base import (
@@ -164,7 +165,7 @@ def sharegpt_to_flat(turns: list, system: Any = None, discarded: dict | None = N
     if isinstance(system, str) and system:
         out.append({"role": "system", "content": system})
     ids = IdAllocator()
-    pending: list[dict] = []  # calls made since the last turn that was neither call nor result
+    pending: list[tuple[str, Any]] = []  # (id, name) of calls since the last turn neither call nor result
     index = 0
     while index < len(turns):
         entry = turns[index]
@@ -187,9 +188,8 @@ def sharegpt_to_flat(turns: list, system: Any = None, discarded: dict | None = N
                 index += 1
             if len(run) == 1 and len(pending) > 1:
                 run = _split_batch(run[0], len(pending)) or run
-            for k, text in enumerate(run):
-                call_id = pending[k]["tool_call_id"] if k < len(pending) else None  # extra: an orphan
-                out.append({"role": "tool", "content": text, "tool_call_id": call_id})
+            for text in run:  # in call order: a result has no name; one past the calls is an orphan
+                out.append({"role": "tool", "content": text, "tool_call_id": take_pending(pending)})
             pending = []
             continue
         _note_unread(entry, discarded)
@@ -203,7 +203,7 @@ def sharegpt_to_flat(turns: list, system: Any = None, discarded: dict | None = N
             message["tool_calls"] = [
                 {"tool_call_id": ids.new(index, n if many else None), **call} for n, call in enumerate(calls)
             ]
-            pending.extend(message["tool_calls"])
+            pending.extend((call["tool_call_id"], call["name"]) for call in message["tool_calls"])
         else:
             pending = []
         out.append(message)
