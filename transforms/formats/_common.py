@@ -240,6 +240,31 @@ def normalized_messages(record: dict, key: str) -> list:
     return messages
 
 
+#: The roles a writer whose format keeps the system prompt apart takes out of the turns.
+SYSTEM_ROLES = ("system", "developer")
+
+
+def joined_system(messages: list) -> str:
+    """The system (and ``developer``) messages' text joined with ``JOIN``, blank ones left out.
+
+    What the writers whose format keeps the system prompt apart from the turns put there
+    (Anthropic ``system``, Gemini ``systemInstruction``, Responses ``instructions``,
+    ShareGPT's ``system`` column): APIs refuse empty text.
+    """
+    return JOIN.join(m["content"] for m in messages if m["role"] in SYSTEM_ROLES and m["content"].strip())
+
+
+def add_turn(turns: list, role: str, blocks: list, key: str) -> None:
+    """Append ``{"role": role, key: blocks}`` to ``turns``, or extend the last turn if it has
+    ``role`` (the APIs that want roles to alternate would merge them anyway); no blocks, no turn."""
+    if not blocks:
+        return
+    if turns and turns[-1]["role"] == role:
+        turns[-1][key].extend(blocks)
+    else:
+        turns.append({"role": role, key: blocks})
+
+
 def check_results_adjacent(messages: list) -> None:
     """Refuse a list whose results are not where every provider requires them; change nothing.
 

@@ -41,9 +41,12 @@ from typing import Any
 from transforms.formats._common import (
     ERROR_PREFIX,
     JOIN,
+    SYSTEM_ROLES,
+    add_turn,
     block_text,
     check_results_adjacent,
     foreign_entry,
+    joined_system,
     message_list,
     normalized_messages,
     note_reasoning,
@@ -239,9 +242,9 @@ def _tool_result(message: dict, ids: dict) -> dict:
 def flat_to_anthropic(messages: list) -> tuple[str, list]:
     """Normalized flat messages as ``(system, messages)`` of a Messages request."""
     # Blank system text is left out like blank turns: the API refuses empty text.
-    system = JOIN.join(m["content"] for m in messages if m["role"] in ("system", "developer") and m["content"].strip())
+    system = joined_system(messages)
     check_results_adjacent(messages)  # on the list as normalized: nothing is moved
-    rest = [m for m in messages if m["role"] not in ("system", "developer")]
+    rest = [m for m in messages if m["role"] not in SYSTEM_ROLES]
     ids = _tool_ids(rest)
     turns: list[dict] = []
     for message in rest:
@@ -256,12 +259,7 @@ def flat_to_anthropic(messages: list) -> tuple[str, list]:
             blocks, turn_role = [_tool_result(message, ids)], "user"
         else:
             raise FormatError("unsupported_role", f"role {role!r} has no Anthropic equivalent")
-        if not blocks:
-            continue
-        if turns and turns[-1]["role"] == turn_role:
-            turns[-1]["content"].extend(blocks)  # the API would merge them anyway
-        else:
-            turns.append({"role": turn_role, "content": blocks})
+        add_turn(turns, turn_role, blocks, "content")
     for turn in turns:
         blocks = turn["content"]
         if len(blocks) == 1 and blocks[0]["type"] == "text":

@@ -49,8 +49,11 @@ from typing import Any
 from transforms.formats._common import (
     ERROR_PREFIX,
     JOIN,
+    SYSTEM_ROLES,
     IdAllocator,
+    add_turn,
     check_results_adjacent,
+    joined_system,
     normalized_messages,
     record_fields,
     take_pending,
@@ -335,11 +338,11 @@ def write_gemini(record: dict, ctx: WriteContext) -> dict:
     messages = normalized_messages(record, ctx.messages_field)
     check_results_adjacent(messages)
     names = {c["tool_call_id"]: c["name"] for m in messages for c in m.get("tool_calls") or ()}
-    system = JOIN.join(m["content"] for m in messages if m["role"] in ("system", "developer") and m["content"].strip())
+    system = joined_system(messages)
     contents: list[dict] = []
     for message in messages:
         role = message["role"]
-        if role in ("system", "developer"):
+        if role in SYSTEM_ROLES:
             continue
         text = [{"text": message["content"]}] if message["content"].strip() else []
         if role == "user":
@@ -352,12 +355,7 @@ def write_gemini(record: dict, ctx: WriteContext) -> dict:
             parts, turn = [_function_response({**message, "_name": names[message["tool_call_id"]]})], "user"
         else:
             raise FormatError("unsupported_role", f"role {role!r} has no Gemini equivalent")
-        if not parts:
-            continue
-        if contents and contents[-1]["role"] == turn:
-            contents[-1]["parts"].extend(parts)
-        else:
-            contents.append({"role": turn, "parts": parts})
+        add_turn(contents, turn, parts, "parts")
     if not contents:
         raise FormatError("empty_conversation", "no user or model content to write")
     out: dict = {}

@@ -26,9 +26,10 @@ from __future__ import annotations
 from typing import Any
 
 from transforms.formats._common import (
-    JOIN,
+    SYSTEM_ROLES,
     block_text,
     check_results_adjacent,
+    joined_system,
     normalized_messages,
     openai_tool,
     record_fields,
@@ -223,12 +224,11 @@ def write_responses(record: dict, ctx: WriteContext) -> dict:
     tools = [_responses_tool(t) for t in tools] if tools else None
     custom = frozenset(t.get("name") for t in tools or () if t["type"] == "custom")
     custom_calls: set = set()
-    instructions = JOIN.join(
-        m["content"] for m in messages if m["role"] in ("system", "developer") and m["content"].strip())
+    instructions = joined_system(messages)
     items: list[dict] = []
     for message in messages:
         role = message["role"]
-        if role in ("system", "developer"):
+        if role in SYSTEM_ROLES:
             continue
         if role == "user":
             items.append({"type": "message", "role": "user", "content": message["content"]})

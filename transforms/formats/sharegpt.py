@@ -37,9 +37,11 @@ from typing import Any
 
 from transforms.formats._common import (
     JOIN,
+    SYSTEM_ROLES,
     IdAllocator,
     block_text,
     check_results_adjacent,
+    joined_system,
     normalized_messages,
     note_reasoning,
     parse_tools_text,
@@ -358,7 +360,7 @@ def write_sharegpt(record: dict, ctx: WriteContext) -> dict:
     """
     messages = normalized_messages(record, ctx.messages_field)
     check_results_adjacent(messages)
-    system = JOIN.join(m["content"] for m in messages if m["role"] in ("system", "developer") and m["content"].strip())
+    system = joined_system(messages)
     turns: list[dict] = []
     order: dict = {}  # call id -> its index among the calls of its message
     pending_results: list = []
@@ -378,7 +380,7 @@ def write_sharegpt(record: dict, ctx: WriteContext) -> dict:
 
     for message in messages:
         role = message["role"]
-        if role in ("system", "developer"):
+        if role in SYSTEM_ROLES:
             continue
         if role == "tool":
             pending_results.append((message["tool_call_id"], message["content"]))
