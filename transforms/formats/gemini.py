@@ -167,35 +167,9 @@ def gemini_to_flat(contents: list, system: Any = None, discarded: dict | None = 
             continue
         if discarded is not None:
             note_unread_keys(content, _CONTENT_READ, discarded)
-        role = content.get("role") or "user"
-        role = _ROLES.get(role, role) if isinstance(role, str) else role
-        parts = content["parts"]
-        call_parts = [p for p in parts if isinstance(p, dict) and isinstance(_get(p, _CALL), dict)]
-        texts, calls, results = [], [], []
-        for part in parts:
-            if not isinstance(part, dict):
-                texts.append(content_text(part))
-                continue
-            call = _get(part, _CALL)
-            response = _get(part, _RESPONSE)
-            if isinstance(call, dict):
-                call_id = call.get("id")
-                if not (isinstance(call_id, str) and call_id):
-                    call_id = ids.new(index, len(calls) if len(call_parts) > 1 else None)
-                flat = {"tool_call_id": call_id, "name": call.get("name")}
-                if call.get("args") is not None:
-                    flat["args"] = call["args"]
-                calls.append(flat)
-            elif isinstance(response, dict):
-                results.append(_result(response, pending))
-            else:
-                part_text = _part_text(part, discarded)
-                if part_text:
-                    texts.append(part_text)
+        message, results = _read_content(content, index, ids, pending, discarded)
         out.extend(results)
-        message = {"role": role, "content": JOIN.join(texts)}
-        if calls:
-            message["tool_calls"] = calls
+        calls = message.get("tool_calls")
         # A turn that only carried responses has nothing left to say.
         if calls or message["content"].strip() or not results:
             out.append(message)
@@ -204,6 +178,45 @@ def gemini_to_flat(contents: list, system: Any = None, discarded: dict | None = 
         elif not results:
             pending = []
     return out
+
+
+def _read_content(content: dict, index: int, ids: IdAllocator, pending: list, discarded: dict | None) -> tuple:
+    """The flat message of the Content at ``index``, and the tool messages of its responses
+    (which answer calls off ``pending``)."""
+    role = content.get("role") or "user"
+    role = _ROLES.get(role, role) if isinstance(role, str) else role
+    parts = content["parts"]
+    several = sum(1 for p in parts if isinstance(p, dict) and isinstance(_get(p, _CALL), dict)) > 1
+    texts, calls, results = [], [], []
+    for part in parts:
+        if not isinstance(part, dict):
+            texts.append(content_text(part))
+            continue
+        call = _get(part, _CALL)
+        response = _get(part, _RESPONSE)
+        if isinstance(call, dict):
+            calls.append(_flat_call(call, ids, index, len(calls) if several else None))
+        elif isinstance(response, dict):
+            results.append(_result(response, pending))
+        else:
+            part_text = _part_text(part, discarded)
+            if part_text:
+                texts.append(part_text)
+    message = {"role": role, "content": JOIN.join(texts)}
+    if calls:
+        message["tool_calls"] = calls
+    return message, results
+
+
+def _flat_call(call: dict, ids: IdAllocator, index: int, sub: int | None) -> dict:
+    """A ``functionCall`` as a flat call: its own id, else one derived from its position."""
+    call_id = call.get("id")
+    if not (isinstance(call_id, str) and call_id):
+        call_id = ids.new(index, sub)
+    flat = {"tool_call_id": call_id, "name": call.get("name")}
+    if call.get("args") is not None:
+        flat["args"] = call["args"]
+    return flat
 
 
 def _result(response: dict, pending: list) -> dict:
