@@ -361,47 +361,74 @@ def write_sharegpt(record: dict, ctx: WriteContext) -> dict:
     messages = normalized_messages(record, ctx.messages_field)
     check_results_adjacent(messages)
     system = joined_system(messages)
+    turns = _sharegpt_turns(messages, ctx)
+    if not turns:
+        raise FormatError("empty_conversation", "no turns to write")
+    _check_turn_order(turns)
+    out: dict = {ctx.id_field: record.get(ctx.id_field, ctx.record_id), "conversations": turns}
+    if system:
+        out["system"] = system
+    tools = tools_for(record, ctx)
+    if tools:
+        out["tools"] = _dumps([bare_function_schema(t, ctx, "LLaMA-Factory") for t in tools])
+    return out
+
+
+def _sharegpt_turns(messages: list, ctx: WriteContext) -> list[dict]:
+    """The ``{"from", "value"}`` turns of the messages other than system ones, in order."""
     turns: list[dict] = []
     order: dict = {}  # call id -> its index among the calls of its message
-    pending_results: list = []
-
-    def flush_results() -> None:
-        if pending_results:
-            texts = [text for _, text in sorted(pending_results, key=lambda r: order.get(r[0], 0))]
-            turns.append({"from": "observation", "value": _observation_value(texts)})
-            pending_results.clear()
-
-    def add(tag: str, value: str) -> None:
-        if turns and turns[-1]["from"] == tag and tag in ("human", "gpt"):
-            turns[-1]["value"] += JOIN + value
-            count_written(ctx, "merged_turns")
-        else:
-            turns.append({"from": tag, "value": value})
-
+    results: list = []  # (call id, text) of the block of results being gathered
     for message in messages:
         role = message["role"]
         if role in SYSTEM_ROLES:
             continue
         if role == "tool":
-            pending_results.append((message["tool_call_id"], message["content"]))
+            results.append((message["tool_call_id"], message["content"]))
             continue
-        flush_results()
+        _add_observation(turns, results, order)
         if role == "user":
-            add("human", message["content"])
+            _add_text(turns, "human", message["content"], ctx)
         elif role == "assistant":
-            calls = message.get("tool_calls") or []
-            if calls:
-                if message["content"].strip():
-                    count_written(ctx, "text_beside_calls_dropped")
-                order.update({c["tool_call_id"]: k for k, c in enumerate(calls)})
-                turns.append({"from": "function_call", "value": _call_value(calls, ctx)})
-            else:
-                add("gpt", message["content"])
+            _add_assistant(turns, message, order, ctx)
         else:
             raise FormatError("unsupported_role", f"role {role!r} has no ShareGPT equivalent")
-    flush_results()
-    if not turns:
-        raise FormatError("empty_conversation", "no turns to write")
+    _add_observation(turns, results, order)
+    return turns
+
+
+def _add_observation(turns: list, results: list, order: dict) -> None:
+    """The gathered block of results as ONE observation turn, in the order of their calls."""
+    if results:
+        texts = [text for _, text in sorted(results, key=lambda r: order.get(r[0], 0))]
+        turns.append({"from": "observation", "value": _observation_value(texts)})
+        results.clear()
+
+
+def _add_text(turns: list, tag: str, value: str, ctx: WriteContext) -> None:
+    """A ``human`` or ``gpt`` turn, joined to the last one when that has the same tag (counted)."""
+    if turns and turns[-1]["from"] == tag:
+        turns[-1]["value"] += JOIN + value
+        count_written(ctx, "merged_turns")
+    else:
+        turns.append({"from": tag, "value": value})
+
+
+def _add_assistant(turns: list, message: dict, order: dict, ctx: WriteContext) -> None:
+    """An assistant message: its text as ``gpt``, or its calls as ONE ``function_call`` turn
+    (text beside calls has no place: dropped, counted)."""
+    calls = message.get("tool_calls") or []
+    if not calls:
+        _add_text(turns, "gpt", message["content"], ctx)
+        return
+    if message["content"].strip():
+        count_written(ctx, "text_beside_calls_dropped")
+    order.update({c["tool_call_id"]: k for k, c in enumerate(calls)})
+    turns.append({"from": "function_call", "value": _call_value(calls, ctx)})
+
+
+def _check_turn_order(turns: list) -> None:
+    """Refuse what LLaMA-Factory would drop: tags off their parity, or an odd number of turns."""
     for position, turn in enumerate(turns):
         allowed = _ODD_TAGS if position % 2 == 0 else _EVEN_TAGS
         if turn["from"] not in allowed:
@@ -412,13 +439,6 @@ def write_sharegpt(record: dict, ctx: WriteContext) -> dict:
     if len(turns) % 2:
         raise FormatError("turn_order", f"{len(turns)} turns: LLaMA-Factory needs an even number (ending on gpt "
                                         "or function_call)")
-    out: dict = {ctx.id_field: record.get(ctx.id_field, ctx.record_id), "conversations": turns}
-    if system:
-        out["system"] = system
-    tools = tools_for(record, ctx)
-    if tools:
-        out["tools"] = _dumps([bare_function_schema(t, ctx, "LLaMA-Factory") for t in tools])
-    return out
 
 
 SHAREGPT_WRITER = register_writer(
