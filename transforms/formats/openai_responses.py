@@ -223,8 +223,24 @@ def write_responses(record: dict, ctx: WriteContext) -> dict:
     tools = tools_for(record, ctx)
     tools = [_responses_tool(t) for t in tools] if tools else None
     custom = frozenset(t.get("name") for t in tools or () if t["type"] == "custom")
-    custom_calls: set = set()
     instructions = joined_system(messages)
+    items = _input_items(messages, custom)
+    out: dict = {}
+    model = record_model(record, ctx.model)
+    if model is not None:
+        out["model"] = model
+    if instructions:
+        out["instructions"] = instructions
+    out["input"] = items
+    if tools:
+        out["tools"] = tools
+    return out
+
+
+def _input_items(messages: list, custom: frozenset) -> list[dict]:
+    """The ``input`` items of the messages other than system ones; ``custom`` names the
+    record's custom tools, whose calls and results take the ``custom_tool_call`` types."""
+    custom_calls: set = set()
     items: list[dict] = []
     for message in messages:
         role = message["role"]
@@ -236,30 +252,24 @@ def write_responses(record: dict, ctx: WriteContext) -> dict:
             calls = message.get("tool_calls") or []
             if message["content"] or not calls:
                 items.append({"type": "message", "role": "assistant", "content": message["content"]})
-            for call in calls:
-                if call["name"] in custom:
-                    args = call.get("args")
-                    custom_calls.add(call["tool_call_id"])
-                    items.append({"type": "custom_tool_call", "call_id": call["tool_call_id"], "name": call["name"],
-                                  "input": "" if args is None else openai_arguments(args)})
-                else:
-                    items.append({"type": "function_call", "call_id": call["tool_call_id"], "name": call["name"],
-                                  "arguments": openai_arguments(call.get("args"))})
+            items.extend(_call_item(call, custom, custom_calls) for call in calls)
         elif role == "tool":
             kind = "custom_tool_call_output" if message["tool_call_id"] in custom_calls else "function_call_output"
             items.append({"type": kind, "call_id": message["tool_call_id"], "output": message["content"]})
         else:
             raise FormatError("unsupported_role", f"role {role!r} has no Responses equivalent")
-    out: dict = {}
-    model = record_model(record, ctx.model)
-    if model is not None:
-        out["model"] = model
-    if instructions:
-        out["instructions"] = instructions
-    out["input"] = items
-    if tools:
-        out["tools"] = tools
-    return out
+    return items
+
+
+def _call_item(call: dict, custom: frozenset, custom_calls: set) -> dict:
+    """A ``function_call`` item, or a ``custom_tool_call`` (noted in ``custom_calls``) for a custom tool."""
+    if call["name"] in custom:
+        args = call.get("args")
+        custom_calls.add(call["tool_call_id"])
+        return {"type": "custom_tool_call", "call_id": call["tool_call_id"], "name": call["name"],
+                "input": "" if args is None else openai_arguments(args)}
+    return {"type": "function_call", "call_id": call["tool_call_id"], "name": call["name"],
+            "arguments": openai_arguments(call.get("args"))}
 
 
 RESPONSES_WRITER = register_writer(
