@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from transforms.formats.base import FormatError, not_a_record
+from transforms.formats.base import Conversation, FormatError, not_a_record
 from transforms.ledger import note
 from transforms.normalize import content_text, usable_id
 from transforms.tool_blocks import first_free, tool_blocks
@@ -55,6 +55,17 @@ def message_list(record: Any, key: str) -> list:
     if not isinstance(messages, list):
         raise FormatError("messages_not_a_list", f"{key!r} is {type(messages).__name__}, not a list")
     return messages
+
+
+def bare_list_conversation(record: Any, to_flat) -> Conversation | None:
+    """A bare-list record read as it is: ``to_flat(record, discarded=...)``, no fields; ``None``
+    for an object record, which the reader reads its own way; anything else is not a record."""
+    if isinstance(record, list):
+        discarded: dict = {}
+        return Conversation(to_flat(record, discarded=discarded), {}, discarded=discarded or None)
+    if not isinstance(record, dict):
+        raise not_a_record(record)
+    return None
 
 
 #: The keys the core reads a message's text and pairing from, besides ``role`` (any set given

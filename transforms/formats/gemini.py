@@ -52,6 +52,7 @@ from transforms.formats._common import (
     SYSTEM_ROLES,
     IdAllocator,
     add_turn,
+    bare_list_conversation,
     check_results_adjacent,
     joined_system,
     normalized_messages,
@@ -66,7 +67,6 @@ from transforms.formats.base import (
     Reader,
     WriteContext,
     Writer,
-    not_a_record,
     register_reader,
     register_writer,
 )
@@ -264,11 +264,10 @@ def _contents_key(record: dict, messages_field: str) -> str | None:
 
 
 def read_gemini(record: Any, messages_field: str) -> Conversation:
+    bare = bare_list_conversation(record, gemini_to_flat)
+    if bare is not None:
+        return bare
     discarded: dict = {}
-    if isinstance(record, list):
-        return Conversation(gemini_to_flat(record, None, discarded), {}, discarded=discarded or None)
-    if not isinstance(record, dict):
-        raise not_a_record(record)
     key = _contents_key(record, messages_field)
     if key is None:
         raise FormatError("missing_contents", f"no list at 'contents' or {messages_field!r}")

@@ -27,6 +27,7 @@ from typing import Any
 
 from transforms.formats._common import (
     SYSTEM_ROLES,
+    bare_list_conversation,
     block_text,
     check_results_adjacent,
     joined_system,
@@ -42,7 +43,6 @@ from transforms.formats.base import (
     Reader,
     WriteContext,
     Writer,
-    not_a_record,
     register_reader,
     register_writer,
 )
@@ -121,11 +121,10 @@ def responses_to_flat(items: list, discarded: dict | None = None) -> list:
 
 
 def read_responses(record: Any, messages_field: str) -> Conversation:
+    bare = bare_list_conversation(record, responses_to_flat)
+    if bare is not None:
+        return bare
     discarded: dict = {}
-    if isinstance(record, list):
-        return Conversation(responses_to_flat(record, discarded), {}, discarded=discarded or None)
-    if not isinstance(record, dict):
-        raise not_a_record(record)
     if "input" not in record:
         raise FormatError("missing_input", "no 'input' field")
     if messages_field != "input" and isinstance(record.get(messages_field), list):

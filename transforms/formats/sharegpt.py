@@ -39,6 +39,7 @@ from transforms.formats._common import (
     JOIN,
     SYSTEM_ROLES,
     IdAllocator,
+    bare_list_conversation,
     block_text,
     check_results_adjacent,
     joined_system,
@@ -57,7 +58,6 @@ from transforms.formats.base import (
     WriteContext,
     Writer,
     count_written,
-    not_a_record,
     register_reader,
     register_writer,
 )
@@ -214,11 +214,10 @@ def sharegpt_to_flat(turns: list, system: Any = None, discarded: dict | None = N
 
 
 def read_sharegpt(record: Any, messages_field: str) -> Conversation:
+    bare = bare_list_conversation(record, sharegpt_to_flat)
+    if bare is not None:
+        return bare
     discarded: dict = {}
-    if isinstance(record, list):
-        return Conversation(sharegpt_to_flat(record, None, discarded), {}, discarded=discarded or None)
-    if not isinstance(record, dict):
-        raise not_a_record(record)
     # The message field first when it holds a list: the record's own chat, which the output
     # writes over; 'conversations' beside it is then carried as it is, not lost.
     key = messages_field if isinstance(record.get(messages_field), list) or not isinstance(
