@@ -345,78 +345,126 @@ _JSON_STRING_STOP = re.compile(rb'["\\]')
 _JSON_SPACE = b" \t\r\n"
 
 
+class _ArrayScan:
+    """Finds the top-level delimiters of a JSON array fed chunk by chunk: only strings (with
+    their escapes) and nesting are followed, and the state carries over from chunk to chunk."""
+
+    def __init__(self) -> None:
+        self.depth, self.in_string, self.escaped = 0, False, False
+
+    def stops(self, chunk: bytes) -> Iterator:
+        """The matches of the top-level ``,`` and ``]`` in ``chunk`` (and of a stray ``}``)."""
+        i = 0
+        if self.escaped:
+            i, self.escaped = 1, False
+        while i < len(chunk):
+            if self.in_string:
+                i = self._past_string_stop(chunk, i)
+                if i is None:
+                    return
+                continue
+            match = _JSON_STRUCTURE.search(chunk, i)
+            if match is None:
+                return
+            i = match.end()
+            byte = match.group()
+            if byte == b'"':
+                self.in_string = True
+            elif byte in b"[{":
+                self.depth += 1
+            elif self.depth and byte in b"]}":
+                self.depth -= 1
+            elif not self.depth:
+                yield match
+
+    def _past_string_stop(self, chunk: bytes, i: int) -> int | None:
+        """Where to go on after the next end or escape of the string the scan is in (``None``:
+        the string goes on past the chunk)."""
+        match = _JSON_STRING_STOP.search(chunk, i)
+        if match is None:
+            return None
+        i = match.end()
+        if match.group() != b"\\":
+            self.in_string = False
+        elif i < len(chunk):
+            i += 1
+        else:
+            self.escaped = True  # the escaped byte opens the next chunk
+        return i
+
+
+class _ElementBytes:
+    """The bytes of one array element, gathered across chunks; past ``limit`` only its first
+    bytes are kept, for the ``record_too_large`` dead letter."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self._reset()
+
+    def _reset(self) -> None:
+        self.parts: list[bytes] = []
+        self.size = 0
+        self.prefix = None  # the first bytes of an element over the limit
+
+    def add(self, piece: bytes) -> None:
+        """A chunk's tail: the element goes on in the next chunk."""
+        self.size += len(piece)
+        if self.prefix is None:
+            self.parts.append(piece)
+            if self.size > self.limit:
+                self.prefix, self.parts = b"".join(self.parts)[:_RAW_PREFIX_BYTES], []
+
+    def end(self, piece: bytes):
+        """The whole element (``piece`` is its last bytes), or its ``Unreadable`` when over the
+        limit; the next element starts empty."""
+        if self.prefix is None and self.size + len(piece) > self.limit:
+            self.prefix = (b"".join(self.parts) + piece[:_RAW_PREFIX_BYTES])[:_RAW_PREFIX_BYTES]
+        if self.prefix is not None:
+            element = _too_large(self.prefix, self.size + len(piece), self.limit, True)
+        else:
+            element = b"".join(self.parts) + piece
+        self._reset()
+        return element
+
+
 def _array_elements(handle, head: bytes, limit: int) -> Iterator:
     """The elements of a JSON array, as raw bytes, one at a time (``head`` holds the bytes
     after its ``[``); an element over ``limit`` is a ``record_too_large`` ``Unreadable``,
     read past. Only strings and nesting are followed to find the top-level commas: each
     element's own syntax is checked when it is parsed, like a JSONL line."""
-    parts: list[bytes] = []
-    size = 0
-    prefix = None  # the first bytes of an element over the limit
-    depth, in_string, escaped = 0, False, False
+    scan = _ArrayScan()
+    element = _ElementBytes(limit)
     emitted = False
     chunk = head
     while True:
-        i, start = 0, 0
-        if escaped:
-            i, escaped = 1, False
-        while i < len(chunk):
-            if in_string:
-                match = _JSON_STRING_STOP.search(chunk, i)
-                if match is None:
-                    break
-                i = match.end()
-                if match.group() == b"\\":
-                    if i < len(chunk):
-                        i += 1
-                    else:
-                        escaped = True
-                else:
-                    in_string = False
-                continue
-            match = _JSON_STRUCTURE.search(chunk, i)
-            if match is None:
-                break
-            i = match.end()
-            byte = match.group()
-            if byte == b'"':
-                in_string = True
-            elif byte in b"[{":
-                depth += 1
-            elif depth and byte in b"]}":
-                depth -= 1
-            elif not depth and byte in b",]":
-                piece = chunk[start:match.start()]
-                if prefix is None and size + len(piece) > limit:
-                    prefix = (b"".join(parts) + piece[:_RAW_PREFIX_BYTES])[:_RAW_PREFIX_BYTES]
-                if prefix is not None:
-                    yield _too_large(prefix, size + len(piece), limit, True)
-                else:
-                    element = b"".join(parts) + piece
-                    # "[]" holds no element; "[1,]" an empty one, which is invalid JSON.
-                    if byte == b"," or element.strip(_JSON_SPACE) or emitted:
-                        yield element
-                emitted = True
-                parts, size, prefix, start = [], 0, None, i
-                if byte == b"]":
-                    rest = chunk[i:] + handle.read(1 << 10)
-                    if rest.strip(_JSON_SPACE):
-                        yield Unreadable("invalid_json", "content after the end of the top-level array",
-                                         rest[:200].decode("utf-8", errors="replace"))
-                    return
-            elif byte in b"]}":
+        start = 0
+        for stop in scan.stops(chunk):
+            byte = stop.group()
+            if byte == b"}":
                 yield Unreadable("invalid_json", f"unbalanced {byte.decode()!r} in the top-level array")
                 return
-        piece = chunk[start:]
-        size += len(piece)
-        if prefix is None:
-            parts.append(piece)
-            if size > limit:
-                prefix, parts = b"".join(parts)[:_RAW_PREFIX_BYTES], []
+            done = element.end(chunk[start:stop.start()])
+            # "[]" holds no element; "[1,]" an empty one, which is invalid JSON.
+            if isinstance(done, Unreadable) or byte == b"," or done.strip(_JSON_SPACE) or emitted:
+                yield done
+            emitted = True
+            start = stop.end()
+            if byte == b"]":
+                yield from _after_array(chunk[start:], handle)
+                return
+        element.add(chunk[start:])
         chunk = handle.read(1 << 20)
         if not chunk:
             yield Unreadable("invalid_json", "the top-level array is not closed (the file ends inside it)")
             return
+
+
+def _after_array(rest: bytes, handle) -> Iterator:
+    """Nothing but white space may follow the top-level array (its first KB is looked at)."""
+    rest += handle.read(1 << 10)
+    if rest.strip(_JSON_SPACE):
+        yield Unreadable("invalid_json", "content after the end of the top-level array",
+                         rest[:200].decode("utf-8", errors="replace"))
 
 
 def _read_json(shard: Shard, max_record_bytes: int = DEFAULT_MAX_RECORD_BYTES) -> Iterator:

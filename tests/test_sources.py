@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import gzip
 import json
+import random
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 import zstandard
 
-from pipeline.sources import BLANK, InputError, iter_batches, plan_shards, read_shard
+from pipeline.sources import BLANK, InputError, _array_elements, iter_batches, plan_shards, read_shard
 from transforms.inputs import Parsed, Unreadable
 
 
@@ -172,3 +173,47 @@ def test_json_lines_in_a_json_file_get_a_hint(tmp_path):
     (tmp_path / "x.json").write_text('{"messages": []}\n{"messages": []}\n')
     (record,) = _records(plan_shards([str(tmp_path / "x.json")]))
     assert record.payload.reason == "invalid_json" and "name the file .jsonl" in record.payload.detail
+
+
+class _Trickle:
+    """A file that hands out 1 to 7 bytes a read: element ends, strings and escapes fall across chunks."""
+
+    def __init__(self, data: bytes, rng: random.Random) -> None:
+        self.data, self.position, self.rng = data, 0, rng
+
+    def read(self, size: int) -> bytes:
+        piece = self.data[self.position:self.position + min(size, self.rng.randint(1, 7))]
+        self.position += len(piece)
+        return piece
+
+
+def _json_value(rng: random.Random, depth: int = 0):
+    if depth > 2 or rng.random() < 0.4:
+        return rng.choice([1, -2.5, None, True, "plain", 'quote " inside', "back\\slash\\", "]},[{", "é ☃"])
+    if rng.random() < 0.5:
+        return [_json_value(rng, depth + 1) for _ in range(rng.randint(0, 3))]
+    return {f"k{i}": _json_value(rng, depth + 1) for i in range(rng.randint(0, 3))}
+
+
+def test_a_big_json_array_gives_the_same_elements_wherever_its_chunks_end():
+    rng = random.Random(10)
+    for _ in range(300):
+        elements = [_json_value(rng) for _ in range(rng.randint(0, 5))]
+        texts = [json.dumps(e, separators=(",", ":"), ensure_ascii=False).encode() for e in elements]
+        body = b",".join(texts) + b"] \n"  # what follows the array's "[": white space may end it
+        limit = rng.choice([12, 40, 1 << 20])
+        cut = rng.randint(0, len(body))  # the bytes already read with the "["
+        got = list(_array_elements(_Trickle(body[cut:], rng), body[:cut], limit))
+        assert len(got) == len(elements)
+        for element, text, item in zip(elements, texts, got):
+            if len(text) > limit:
+                assert isinstance(item, Unreadable) and item.reason == "record_too_large"
+            else:
+                assert json.loads(item) == element
+
+
+def test_a_big_json_array_with_a_stray_brace_or_no_end_is_invalid():
+    rng = random.Random(3)
+    for body, detail in [(b'1,{"a":"}"}},2]', "unbalanced '}'"), (b'1,["x"', "not closed"), (b"1] 2", "after the end")]:
+        got = list(_array_elements(_Trickle(body, rng), b"", 1 << 20))
+        assert isinstance(got[-1], Unreadable) and got[-1].reason == "invalid_json" and detail in got[-1].detail

@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from transforms.formats.base import FormatError, RecordShapeError, not_a_record
+from transforms.formats.base import Conversation, FormatError, RecordShapeError, not_a_record
 from transforms.ledger import note
 from transforms.normalize import content_text, usable_id
 from transforms.tool_blocks import first_free, tool_blocks
@@ -55,6 +55,17 @@ def message_list(record: Any, key: str) -> list:
     if not isinstance(messages, list):
         raise RecordShapeError("messages_not_a_list", f"{key!r} is {type(messages).__name__}, not a list")
     return messages
+
+
+def bare_list_conversation(record: Any, to_flat) -> Conversation | None:
+    """A bare-list record read as it is: ``to_flat(record, discarded=...)``, no fields; ``None``
+    for an object record, which the reader reads its own way; anything else is not a record."""
+    if isinstance(record, list):
+        discarded: dict = {}
+        return Conversation(to_flat(record, discarded=discarded), {}, discarded=discarded or None)
+    if not isinstance(record, dict):
+        raise not_a_record(record)
+    return None
 
 
 #: The keys the core reads a message's text and pairing from, besides ``role`` (any set given
@@ -181,6 +192,23 @@ class IdAllocator:
         return candidate
 
 
+def take_pending(pending: list, name: Any = None) -> str | None:
+    """Pop the id of the pending call that an id-less result answers by position, else ``None``.
+
+    ``pending`` holds ``(call id, name)`` pairs of calls that were given ids by position and
+    are still unanswered, oldest first. The result answers the oldest one of its own ``name``
+    (when it names one), else the oldest one. The OpenAI, Gemini and ShareGPT readers pair
+    their id-less results with this one rule; each says when its pending run ends.
+    """
+    if not pending:
+        return None
+    if name is not None:
+        for k, (_, call_name) in enumerate(pending):
+            if call_name == name:
+                return pending.pop(k)[0]
+    return pending.pop(0)[0]
+
+
 def ids_in_messages(messages: list) -> set[str]:
     """Every usable id a message list already holds (calls under either spelling, results)."""
     taken: set[str] = set()
@@ -221,6 +249,31 @@ def normalized_messages(record: dict, key: str) -> list:
     if not isinstance(messages, list):
         raise FormatError("messages_not_a_list", f"the normalized record has no list at {key!r}")
     return messages
+
+
+#: The roles a writer whose format keeps the system prompt apart takes out of the turns.
+SYSTEM_ROLES = ("system", "developer")
+
+
+def joined_system(messages: list) -> str:
+    """The system (and ``developer``) messages' text joined with ``JOIN``, blank ones left out.
+
+    What the writers whose format keeps the system prompt apart from the turns put there
+    (Anthropic ``system``, Gemini ``systemInstruction``, Responses ``instructions``,
+    ShareGPT's ``system`` column): APIs refuse empty text.
+    """
+    return JOIN.join(m["content"] for m in messages if m["role"] in SYSTEM_ROLES and m["content"].strip())
+
+
+def add_turn(turns: list, role: str, blocks: list, key: str) -> None:
+    """Append ``{"role": role, key: blocks}`` to ``turns``, or extend the last turn if it has
+    ``role`` (the APIs that want roles to alternate would merge them anyway); no blocks, no turn."""
+    if not blocks:
+        return
+    if turns and turns[-1]["role"] == role:
+        turns[-1][key].extend(blocks)
+    else:
+        turns.append({"role": role, key: blocks})
 
 
 def check_results_adjacent(messages: list) -> None:

@@ -41,9 +41,12 @@ from typing import Any
 from transforms.formats._common import (
     ERROR_PREFIX,
     JOIN,
+    SYSTEM_ROLES,
+    add_turn,
     block_text,
     check_results_adjacent,
     foreign_entry,
+    joined_system,
     message_list,
     normalized_messages,
     note_reasoning,
@@ -239,9 +242,9 @@ def _tool_result(message: dict, ids: dict) -> dict:
 def flat_to_anthropic(messages: list) -> tuple[str, list]:
     """Normalized flat messages as ``(system, messages)`` of a Messages request."""
     # Blank system text is left out like blank turns: the API refuses empty text.
-    system = JOIN.join(m["content"] for m in messages if m["role"] in ("system", "developer") and m["content"].strip())
+    system = joined_system(messages)
     check_results_adjacent(messages)  # on the list as normalized: nothing is moved
-    rest = [m for m in messages if m["role"] not in ("system", "developer")]
+    rest = [m for m in messages if m["role"] not in SYSTEM_ROLES]
     ids = _tool_ids(rest)
     turns: list[dict] = []
     for message in rest:
@@ -256,12 +259,7 @@ def flat_to_anthropic(messages: list) -> tuple[str, list]:
             blocks, turn_role = [_tool_result(message, ids)], "user"
         else:
             raise FormatError("unsupported_role", f"role {role!r} has no Anthropic equivalent")
-        if not blocks:
-            continue
-        if turns and turns[-1]["role"] == turn_role:
-            turns[-1]["content"].extend(blocks)  # the API would merge them anyway
-        else:
-            turns.append({"role": turn_role, "content": blocks})
+        add_turn(turns, turn_role, blocks, "content")
     for turn in turns:
         blocks = turn["content"]
         if len(blocks) == 1 and blocks[0]["type"] == "text":
@@ -330,54 +328,92 @@ def anthropic_tool(tool: Any, ctx: WriteContext) -> dict:
         return tool
     if kind == "custom":
         raise _not_convertible(name, "a free-text custom tool has no Anthropic equivalent")
-    if kind == "function" and isinstance(tool.get("function"), dict):
-        extra = set(tool) - {"type", "function"}
-        if extra:
-            raise _not_convertible(name, f"key(s) {sorted(extra)} beside 'function'")
-        function, nested = tool["function"], True
-    else:
-        function, nested = {k: v for k, v in tool.items() if k != "type"}, False
+    function, nested = _function_of(tool, name)
     if not isinstance(name, str) or not name:
         raise FormatError("unconvertible_tool", f"tool definition with keys {sorted(map(str, tool))} has no name")
     unknown = sorted(set(function) - _FUNCTION_KEYS)
     if unknown:
         raise _not_convertible(name, f"key(s) {unknown} have no Anthropic equivalent")
     out = {"name": name}
+    description = _description(function, name, ctx)
+    if description is not None:
+        out["description"] = description
+    schema = _parameters(function, name)
+    _drop_function_type(function, name, nested, ctx)
+    out["input_schema"] = _with_required(schema, function, name, ctx)
+    strict = _strict(function, name, ctx)
+    if strict is not None:
+        out["strict"] = strict
+    return out
+
+
+def _function_of(tool: dict, name: Any) -> tuple[dict, bool]:
+    """The function schema of a chat tool (nested in ``function``: ``True``) or of a Responses
+    or bare one (the tool itself without ``type``: ``False``)."""
+    if tool.get("type") == "function" and isinstance(tool.get("function"), dict):
+        extra = set(tool) - {"type", "function"}
+        if extra:
+            raise _not_convertible(name, f"key(s) {sorted(extra)} beside 'function'")
+        return tool["function"], True
+    return {k: v for k, v in tool.items() if k != "type"}, False
+
+
+def _description(function: dict, name: Any, ctx: WriteContext) -> str | None:
+    """The description to write, or ``None``; ``description: null`` is dropped, counted."""
     description = function.get("description")
     if isinstance(description, str):
-        out["description"] = description
-    elif "description" in function:
+        return description
+    if "description" in function:
         if description is not None:
             raise _not_convertible(name, f"description is a {type(description).__name__}")
         count_written(ctx, "discarded_tool_fields", key="description")
+    return None
+
+
+def _parameters(function: dict, name: Any) -> dict:
+    """``parameters``, the future ``input_schema``; none is an empty object schema."""
     schema = function.get("parameters")
     if schema is None:
-        schema = {"type": "object", "properties": {}}
+        return {"type": "object", "properties": {}}
     if not isinstance(schema, dict):
         raise _not_convertible(name, f"parameters is a {type(schema).__name__}, not an object")
+    return schema
+
+
+def _drop_function_type(function: dict, name: Any, nested: bool, ctx: WriteContext) -> None:
+    """A redundant ``type: "function"`` inside a nested ``function`` is dropped, counted; any other is refused."""
     if "type" in function:
         if function["type"] != "function" or not nested:
             raise _not_convertible(name, f"type {function['type']!r} inside the function schema")
         count_written(ctx, "discarded_tool_fields", key="function.type")
-    if "required" in function:
-        required = function["required"]
-        if not isinstance(required, list) or not all(isinstance(r, str) for r in required):
-            raise _not_convertible(name, "a function-level 'required' that is not a list of names")
-        if "required" not in schema:
-            schema = {**schema, "required": required}
-            count_written(ctx, "mapped_tool_fields", key="required")
-        elif schema["required"] == required:
-            count_written(ctx, "discarded_tool_fields", key="required")
-        else:
-            raise _not_convertible(name, "its function-level 'required' differs from parameters.required")
-    out["input_schema"] = schema
+
+
+def _with_required(schema: dict, function: dict, name: Any, ctx: WriteContext) -> dict:
+    """``schema`` with a function-level ``required`` list moved into it (when it has none) or
+    dropped (when it has the same); a different or malformed one is refused."""
+    if "required" not in function:
+        return schema
+    required = function["required"]
+    if not isinstance(required, list) or not all(isinstance(r, str) for r in required):
+        raise _not_convertible(name, "a function-level 'required' that is not a list of names")
+    if "required" not in schema:
+        count_written(ctx, "mapped_tool_fields", key="required")
+        return {**schema, "required": required}
+    if schema["required"] == required:
+        count_written(ctx, "discarded_tool_fields", key="required")
+        return schema
+    raise _not_convertible(name, "its function-level 'required' differs from parameters.required")
+
+
+def _strict(function: dict, name: Any, ctx: WriteContext) -> bool | None:
+    """``strict`` true/false to write, or ``None``; ``strict: null`` is dropped, counted."""
     if isinstance(function.get("strict"), bool):
-        out["strict"] = function["strict"]
-    elif "strict" in function:
+        return function["strict"]
+    if "strict" in function:
         if function["strict"] is not None:
             raise _not_convertible(name, f"strict is a {type(function['strict']).__name__}")
         count_written(ctx, "discarded_tool_fields", key="strict")
-    return out
+    return None
 
 
 ANTHROPIC_READER = register_reader(

@@ -49,10 +49,15 @@ from typing import Any
 from transforms.formats._common import (
     ERROR_PREFIX,
     JOIN,
+    SYSTEM_ROLES,
     IdAllocator,
+    add_turn,
+    bare_list_conversation,
     check_results_adjacent,
+    joined_system,
     normalized_messages,
     record_fields,
+    take_pending,
 )
 from transforms.formats._tools import bare_function_schema, tools_for
 from transforms.formats.anthropic import tool_input
@@ -62,7 +67,6 @@ from transforms.formats.base import (
     Reader,
     WriteContext,
     Writer,
-    not_a_record,
     register_reader,
     register_writer,
 )
@@ -163,35 +167,9 @@ def gemini_to_flat(contents: list, system: Any = None, discarded: dict | None = 
             continue
         if discarded is not None:
             note_unread_keys(content, _CONTENT_READ, discarded)
-        role = content.get("role") or "user"
-        role = _ROLES.get(role, role) if isinstance(role, str) else role
-        parts = content["parts"]
-        call_parts = [p for p in parts if isinstance(p, dict) and isinstance(_get(p, _CALL), dict)]
-        texts, calls, results = [], [], []
-        for part in parts:
-            if not isinstance(part, dict):
-                texts.append(content_text(part))
-                continue
-            call = _get(part, _CALL)
-            response = _get(part, _RESPONSE)
-            if isinstance(call, dict):
-                call_id = call.get("id")
-                if not (isinstance(call_id, str) and call_id):
-                    call_id = ids.new(index, len(calls) if len(call_parts) > 1 else None)
-                flat = {"tool_call_id": call_id, "name": call.get("name")}
-                if call.get("args") is not None:
-                    flat["args"] = call["args"]
-                calls.append(flat)
-            elif isinstance(response, dict):
-                results.append(_result(response, pending))
-            else:
-                part_text = _part_text(part, discarded)
-                if part_text:
-                    texts.append(part_text)
+        message, results = _read_content(content, index, ids, pending, discarded)
         out.extend(results)
-        message = {"role": role, "content": JOIN.join(texts)}
-        if calls:
-            message["tool_calls"] = calls
+        calls = message.get("tool_calls")
         # A turn that only carried responses has nothing left to say.
         if calls or message["content"].strip() or not results:
             out.append(message)
@@ -202,6 +180,45 @@ def gemini_to_flat(contents: list, system: Any = None, discarded: dict | None = 
     return out
 
 
+def _read_content(content: dict, index: int, ids: IdAllocator, pending: list, discarded: dict | None) -> tuple:
+    """The flat message of the Content at ``index``, and the tool messages of its responses
+    (which answer calls off ``pending``)."""
+    role = content.get("role") or "user"
+    role = _ROLES.get(role, role) if isinstance(role, str) else role
+    parts = content["parts"]
+    several = sum(1 for p in parts if isinstance(p, dict) and isinstance(_get(p, _CALL), dict)) > 1
+    texts, calls, results = [], [], []
+    for part in parts:
+        if not isinstance(part, dict):
+            texts.append(content_text(part))
+            continue
+        call = _get(part, _CALL)
+        response = _get(part, _RESPONSE)
+        if isinstance(call, dict):
+            calls.append(_flat_call(call, ids, index, len(calls) if several else None))
+        elif isinstance(response, dict):
+            results.append(_result(response, pending))
+        else:
+            part_text = _part_text(part, discarded)
+            if part_text:
+                texts.append(part_text)
+    message = {"role": role, "content": JOIN.join(texts)}
+    if calls:
+        message["tool_calls"] = calls
+    return message, results
+
+
+def _flat_call(call: dict, ids: IdAllocator, index: int, sub: int | None) -> dict:
+    """A ``functionCall`` as a flat call: its own id, else one derived from its position."""
+    call_id = call.get("id")
+    if not (isinstance(call_id, str) and call_id):
+        call_id = ids.new(index, sub)
+    flat = {"tool_call_id": call_id, "name": call.get("name")}
+    if call.get("args") is not None:
+        flat["args"] = call["args"]
+    return flat
+
+
 def _result(response: dict, pending: list) -> dict:
     """The tool message of one functionResponse; takes the call it answers off ``pending``."""
     call_id = response.get("id")
@@ -209,12 +226,7 @@ def _result(response: dict, pending: list) -> dict:
     if isinstance(call_id, str) and call_id:
         pending[:] = [p for p in pending if p[0] != call_id]
     else:
-        call_id = None
-        match = next((k for k, (_, n) in enumerate(pending) if name is not None and n == name), None)
-        if match is None and pending:
-            match = 0
-        if match is not None:
-            call_id = pending.pop(match)[0]
+        call_id = take_pending(pending, name)
     return {"role": "tool", "content": _response_text(response.get("response")), "tool_call_id": call_id}
 
 
@@ -252,11 +264,10 @@ def _contents_key(record: dict, messages_field: str) -> str | None:
 
 
 def read_gemini(record: Any, messages_field: str) -> Conversation:
+    bare = bare_list_conversation(record, gemini_to_flat)
+    if bare is not None:
+        return bare
     discarded: dict = {}
-    if isinstance(record, list):
-        return Conversation(gemini_to_flat(record, None, discarded), {}, discarded=discarded or None)
-    if not isinstance(record, dict):
-        raise not_a_record(record)
     key = _contents_key(record, messages_field)
     if key is None:
         raise FormatError("missing_contents", f"no list at 'contents' or {messages_field!r}")
@@ -339,11 +350,11 @@ def write_gemini(record: dict, ctx: WriteContext) -> dict:
     messages = normalized_messages(record, ctx.messages_field)
     check_results_adjacent(messages)
     names = {c["tool_call_id"]: c["name"] for m in messages for c in m.get("tool_calls") or ()}
-    system = JOIN.join(m["content"] for m in messages if m["role"] in ("system", "developer") and m["content"].strip())
+    system = joined_system(messages)
     contents: list[dict] = []
     for message in messages:
         role = message["role"]
-        if role in ("system", "developer"):
+        if role in SYSTEM_ROLES:
             continue
         text = [{"text": message["content"]}] if message["content"].strip() else []
         if role == "user":
@@ -356,12 +367,7 @@ def write_gemini(record: dict, ctx: WriteContext) -> dict:
             parts, turn = [_function_response({**message, "_name": names[message["tool_call_id"]]})], "user"
         else:
             raise FormatError("unsupported_role", f"role {role!r} has no Gemini equivalent")
-        if not parts:
-            continue
-        if contents and contents[-1]["role"] == turn:
-            contents[-1]["parts"].extend(parts)
-        else:
-            contents.append({"role": turn, "parts": parts})
+        add_turn(contents, turn, parts, "parts")
     if not contents:
         raise FormatError("empty_conversation", "no user or model content to write")
     out: dict = {}

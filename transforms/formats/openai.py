@@ -63,6 +63,7 @@ from transforms.formats._common import (
     normalized_messages,
     openai_tool,
     record_model,
+    take_pending,
 )
 from transforms.formats._tools import tools_for
 from transforms.formats.base import (
@@ -107,16 +108,6 @@ def _read_call(call: Any) -> tuple[Any, bool]:
     if args is not None:
         flat["args"] = args
     return flat, True
-
-
-def _take_pending(pending: list, name: Any) -> str | None:
-    """Pop the pending synthesized call a positional result answers: same name first."""
-    if not pending:
-        return None
-    for k, (_, call_name) in enumerate(pending):
-        if name is not None and call_name == name:
-            return pending.pop(k)[0]
-    return pending.pop(0)[0]
 
 
 class _LazyIds:
@@ -196,7 +187,7 @@ def openai_to_flat(messages: list, report: dict | None = None, discarded: dict |
                 if report is not None and len(listed) > 1:
                     report["tool_call_ids_split"] = report.get("tool_call_ids_split", 0) + len(listed) - 1
             elif pairing_key(message, "tool_call_id") is None and pending:
-                flat["tool_call_id"] = _take_pending(pending, message.get("name"))
+                flat["tool_call_id"] = take_pending(pending, message.get("name"))
         else:
             pending = []  # a new turn: later results cannot answer earlier calls by position
         out.append(flat)

@@ -26,9 +26,11 @@ from __future__ import annotations
 from typing import Any
 
 from transforms.formats._common import (
-    JOIN,
+    SYSTEM_ROLES,
+    bare_list_conversation,
     block_text,
     check_results_adjacent,
+    joined_system,
     normalized_messages,
     openai_tool,
     record_fields,
@@ -41,7 +43,6 @@ from transforms.formats.base import (
     Reader,
     WriteContext,
     Writer,
-    not_a_record,
     register_reader,
     register_writer,
 )
@@ -120,11 +121,10 @@ def responses_to_flat(items: list, discarded: dict | None = None) -> list:
 
 
 def read_responses(record: Any, messages_field: str) -> Conversation:
+    bare = bare_list_conversation(record, responses_to_flat)
+    if bare is not None:
+        return bare
     discarded: dict = {}
-    if isinstance(record, list):
-        return Conversation(responses_to_flat(record, discarded), {}, discarded=discarded or None)
-    if not isinstance(record, dict):
-        raise not_a_record(record)
     if "input" not in record:
         raise FormatError("missing_input", "no 'input' field")
     if messages_field != "input" and isinstance(record.get(messages_field), list):
@@ -222,34 +222,8 @@ def write_responses(record: dict, ctx: WriteContext) -> dict:
     tools = tools_for(record, ctx)
     tools = [_responses_tool(t) for t in tools] if tools else None
     custom = frozenset(t.get("name") for t in tools or () if t["type"] == "custom")
-    custom_calls: set = set()
-    instructions = JOIN.join(
-        m["content"] for m in messages if m["role"] in ("system", "developer") and m["content"].strip())
-    items: list[dict] = []
-    for message in messages:
-        role = message["role"]
-        if role in ("system", "developer"):
-            continue
-        if role == "user":
-            items.append({"type": "message", "role": "user", "content": message["content"]})
-        elif role == "assistant":
-            calls = message.get("tool_calls") or []
-            if message["content"] or not calls:
-                items.append({"type": "message", "role": "assistant", "content": message["content"]})
-            for call in calls:
-                if call["name"] in custom:
-                    args = call.get("args")
-                    custom_calls.add(call["tool_call_id"])
-                    items.append({"type": "custom_tool_call", "call_id": call["tool_call_id"], "name": call["name"],
-                                  "input": "" if args is None else openai_arguments(args)})
-                else:
-                    items.append({"type": "function_call", "call_id": call["tool_call_id"], "name": call["name"],
-                                  "arguments": openai_arguments(call.get("args"))})
-        elif role == "tool":
-            kind = "custom_tool_call_output" if message["tool_call_id"] in custom_calls else "function_call_output"
-            items.append({"type": kind, "call_id": message["tool_call_id"], "output": message["content"]})
-        else:
-            raise FormatError("unsupported_role", f"role {role!r} has no Responses equivalent")
+    instructions = joined_system(messages)
+    items = _input_items(messages, custom)
     out: dict = {}
     model = record_model(record, ctx.model)
     if model is not None:
@@ -260,6 +234,41 @@ def write_responses(record: dict, ctx: WriteContext) -> dict:
     if tools:
         out["tools"] = tools
     return out
+
+
+def _input_items(messages: list, custom: frozenset) -> list[dict]:
+    """The ``input`` items of the messages other than system ones; ``custom`` names the
+    record's custom tools, whose calls and results take the ``custom_tool_call`` types."""
+    custom_calls: set = set()
+    items: list[dict] = []
+    for message in messages:
+        role = message["role"]
+        if role in SYSTEM_ROLES:
+            continue
+        if role == "user":
+            items.append({"type": "message", "role": "user", "content": message["content"]})
+        elif role == "assistant":
+            calls = message.get("tool_calls") or []
+            if message["content"] or not calls:
+                items.append({"type": "message", "role": "assistant", "content": message["content"]})
+            items.extend(_call_item(call, custom, custom_calls) for call in calls)
+        elif role == "tool":
+            kind = "custom_tool_call_output" if message["tool_call_id"] in custom_calls else "function_call_output"
+            items.append({"type": kind, "call_id": message["tool_call_id"], "output": message["content"]})
+        else:
+            raise FormatError("unsupported_role", f"role {role!r} has no Responses equivalent")
+    return items
+
+
+def _call_item(call: dict, custom: frozenset, custom_calls: set) -> dict:
+    """A ``function_call`` item, or a ``custom_tool_call`` (noted in ``custom_calls``) for a custom tool."""
+    if call["name"] in custom:
+        args = call.get("args")
+        custom_calls.add(call["tool_call_id"])
+        return {"type": "custom_tool_call", "call_id": call["tool_call_id"], "name": call["name"],
+                "input": "" if args is None else openai_arguments(args)}
+    return {"type": "function_call", "call_id": call["tool_call_id"], "name": call["name"],
+            "arguments": openai_arguments(call.get("args"))}
 
 
 RESPONSES_WRITER = register_writer(

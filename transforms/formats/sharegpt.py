@@ -37,14 +37,18 @@ from typing import Any
 
 from transforms.formats._common import (
     JOIN,
+    SYSTEM_ROLES,
     IdAllocator,
+    bare_list_conversation,
     block_text,
     check_results_adjacent,
+    joined_system,
     normalized_messages,
     note_reasoning,
     parse_tools_text,
     part_text,
     record_fields,
+    take_pending,
 )
 from transforms.formats._tools import bare_function_schema, tools_for
 from transforms.formats.base import (
@@ -54,7 +58,6 @@ from transforms.formats.base import (
     WriteContext,
     Writer,
     count_written,
-    not_a_record,
     register_reader,
     register_writer,
 )
@@ -165,7 +168,7 @@ def sharegpt_to_flat(turns: list, system: Any = None, discarded: dict | None = N
     if isinstance(system, str) and system:
         out.append({"role": "system", "content": system})
     ids = IdAllocator()
-    pending: list[dict] = []  # calls made since the last turn that was neither call nor result
+    pending: list[tuple[str, Any]] = []  # (id, name) of calls since the last turn neither call nor result
     index = 0
     while index < len(turns):
         entry = turns[index]
@@ -188,9 +191,8 @@ def sharegpt_to_flat(turns: list, system: Any = None, discarded: dict | None = N
                 index += 1
             if len(run) == 1 and len(pending) > 1:
                 run = _split_batch(run[0], len(pending)) or run
-            for k, text in enumerate(run):
-                call_id = pending[k]["tool_call_id"] if k < len(pending) else None  # extra: an orphan
-                out.append({"role": "tool", "content": text, "tool_call_id": call_id})
+            for text in run:  # in call order: a result has no name; one past the calls is an orphan
+                out.append({"role": "tool", "content": text, "tool_call_id": take_pending(pending)})
             pending = []
             continue
         _note_unread(entry, discarded)
@@ -204,7 +206,7 @@ def sharegpt_to_flat(turns: list, system: Any = None, discarded: dict | None = N
             message["tool_calls"] = [
                 {"tool_call_id": ids.new(index, n if many else None), **call} for n, call in enumerate(calls)
             ]
-            pending.extend(message["tool_calls"])
+            pending.extend((call["tool_call_id"], call["name"]) for call in message["tool_calls"])
         else:
             pending = []
         out.append(message)
@@ -213,11 +215,10 @@ def sharegpt_to_flat(turns: list, system: Any = None, discarded: dict | None = N
 
 
 def read_sharegpt(record: Any, messages_field: str) -> Conversation:
+    bare = bare_list_conversation(record, sharegpt_to_flat)
+    if bare is not None:
+        return bare
     discarded: dict = {}
-    if isinstance(record, list):
-        return Conversation(sharegpt_to_flat(record, None, discarded), {}, discarded=discarded or None)
-    if not isinstance(record, dict):
-        raise not_a_record(record)
     # The message field first when it holds a list: the record's own chat, which the output
     # writes over; 'conversations' beside it is then carried as it is, not lost.
     key = messages_field if isinstance(record.get(messages_field), list) or not isinstance(
@@ -359,48 +360,75 @@ def write_sharegpt(record: dict, ctx: WriteContext) -> dict:
     """
     messages = normalized_messages(record, ctx.messages_field)
     check_results_adjacent(messages)
-    system = JOIN.join(m["content"] for m in messages if m["role"] in ("system", "developer") and m["content"].strip())
-    turns: list[dict] = []
-    order: dict = {}  # call id -> its index among the calls of its message
-    pending_results: list = []
-
-    def flush_results() -> None:
-        if pending_results:
-            texts = [text for _, text in sorted(pending_results, key=lambda r: order.get(r[0], 0))]
-            turns.append({"from": "observation", "value": _observation_value(texts)})
-            pending_results.clear()
-
-    def add(tag: str, value: str) -> None:
-        if turns and turns[-1]["from"] == tag and tag in ("human", "gpt"):
-            turns[-1]["value"] += JOIN + value
-            count_written(ctx, "merged_turns")
-        else:
-            turns.append({"from": tag, "value": value})
-
-    for message in messages:
-        role = message["role"]
-        if role in ("system", "developer"):
-            continue
-        if role == "tool":
-            pending_results.append((message["tool_call_id"], message["content"]))
-            continue
-        flush_results()
-        if role == "user":
-            add("human", message["content"])
-        elif role == "assistant":
-            calls = message.get("tool_calls") or []
-            if calls:
-                if message["content"].strip():
-                    count_written(ctx, "text_beside_calls_dropped")
-                order.update({c["tool_call_id"]: k for k, c in enumerate(calls)})
-                turns.append({"from": "function_call", "value": _call_value(calls, ctx)})
-            else:
-                add("gpt", message["content"])
-        else:
-            raise FormatError("unsupported_role", f"role {role!r} has no ShareGPT equivalent")
-    flush_results()
+    system = joined_system(messages)
+    turns = _sharegpt_turns(messages, ctx)
     if not turns:
         raise FormatError("empty_conversation", "no turns to write")
+    _check_turn_order(turns)
+    out: dict = {ctx.id_field: record.get(ctx.id_field, ctx.record_id), "conversations": turns}
+    if system:
+        out["system"] = system
+    tools = tools_for(record, ctx)
+    if tools:
+        out["tools"] = _dumps([bare_function_schema(t, ctx, "LLaMA-Factory") for t in tools])
+    return out
+
+
+def _sharegpt_turns(messages: list, ctx: WriteContext) -> list[dict]:
+    """The ``{"from", "value"}`` turns of the messages other than system ones, in order."""
+    turns: list[dict] = []
+    order: dict = {}  # call id -> its index among the calls of its message
+    results: list = []  # (call id, text) of the block of results being gathered
+    for message in messages:
+        role = message["role"]
+        if role in SYSTEM_ROLES:
+            continue
+        if role == "tool":
+            results.append((message["tool_call_id"], message["content"]))
+            continue
+        _add_observation(turns, results, order)
+        if role == "user":
+            _add_text(turns, "human", message["content"], ctx)
+        elif role == "assistant":
+            _add_assistant(turns, message, order, ctx)
+        else:
+            raise FormatError("unsupported_role", f"role {role!r} has no ShareGPT equivalent")
+    _add_observation(turns, results, order)
+    return turns
+
+
+def _add_observation(turns: list, results: list, order: dict) -> None:
+    """The gathered block of results as ONE observation turn, in the order of their calls."""
+    if results:
+        texts = [text for _, text in sorted(results, key=lambda r: order.get(r[0], 0))]
+        turns.append({"from": "observation", "value": _observation_value(texts)})
+        results.clear()
+
+
+def _add_text(turns: list, tag: str, value: str, ctx: WriteContext) -> None:
+    """A ``human`` or ``gpt`` turn, joined to the last one when that has the same tag (counted)."""
+    if turns and turns[-1]["from"] == tag:
+        turns[-1]["value"] += JOIN + value
+        count_written(ctx, "merged_turns")
+    else:
+        turns.append({"from": tag, "value": value})
+
+
+def _add_assistant(turns: list, message: dict, order: dict, ctx: WriteContext) -> None:
+    """An assistant message: its text as ``gpt``, or its calls as ONE ``function_call`` turn
+    (text beside calls has no place: dropped, counted)."""
+    calls = message.get("tool_calls") or []
+    if not calls:
+        _add_text(turns, "gpt", message["content"], ctx)
+        return
+    if message["content"].strip():
+        count_written(ctx, "text_beside_calls_dropped")
+    order.update({c["tool_call_id"]: k for k, c in enumerate(calls)})
+    turns.append({"from": "function_call", "value": _call_value(calls, ctx)})
+
+
+def _check_turn_order(turns: list) -> None:
+    """Refuse what LLaMA-Factory would drop: tags off their parity, or an odd number of turns."""
     for position, turn in enumerate(turns):
         allowed = _ODD_TAGS if position % 2 == 0 else _EVEN_TAGS
         if turn["from"] not in allowed:
@@ -411,13 +439,6 @@ def write_sharegpt(record: dict, ctx: WriteContext) -> dict:
     if len(turns) % 2:
         raise FormatError("turn_order", f"{len(turns)} turns: LLaMA-Factory needs an even number (ending on gpt "
                                         "or function_call)")
-    out: dict = {ctx.id_field: record.get(ctx.id_field, ctx.record_id), "conversations": turns}
-    if system:
-        out["system"] = system
-    tools = tools_for(record, ctx)
-    if tools:
-        out["tools"] = _dumps([bare_function_schema(t, ctx, "LLaMA-Factory") for t in tools])
-    return out
 
 
 SHAREGPT_WRITER = register_writer(
