@@ -12,13 +12,12 @@ unusual messages; each unusual shape also has a hand-written case.
 from __future__ import annotations
 
 import dataclasses
-import os
 import sys
 from pathlib import Path
 
 import orjson
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -26,16 +25,10 @@ for path in (str(ROOT), str(ROOT / "bench")):
     if path not in sys.path:
         sys.path.insert(0, path)
 
+from test_detect_fast import PROPERTIES  # noqa: E402  (the same example budget and seed policy)
+
 from transforms.formats import READERS, openai  # noqa: E402
 from transforms.records import RawRecord, Settings, normalize_batch, process_record  # noqa: E402
-
-PROPERTIES = settings(
-    max_examples=int(os.environ.get("CONVNORM_PROPERTY_EXAMPLES", "400")),
-    deadline=None,
-    derandomize=not os.environ.get("CONVNORM_PROPERTY_RANDOM"),
-    database=None,
-    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
-)
 
 SETTINGS = [
     Settings(),
