@@ -69,8 +69,10 @@ def stage_table(lines: list[bytes], reps: int = 5) -> dict:
     settings = Settings()
     field = settings.messages_field
     records = [parse_json(line) for line in lines]
+    # The read the job's normalization uses (``Reader.read_for_core``, else ``read``).
     readers = [detect_reader(r, field) for r in records]
-    conversations = [reader.read(r, field) for reader, r in zip(readers, records)]
+    reads = [reader.read_for_core or reader.read for reader in readers]
+    conversations = [read(r, field) for read, r in zip(reads, records)]
     batches = [[RawRecord("bench", i, line) for i, line in enumerate(lines[s:s + BATCH], s)]
                for s in range(0, len(lines), BATCH)]
 
@@ -86,8 +88,8 @@ def stage_table(lines: list[bytes], reps: int = 5) -> dict:
                 previous = detect_reader_after(previous, record, field)
 
     def convert(items):
-        for reader, record in items:
-            reader.read(record, field)
+        for read, record in items:
+            read(record, field)
 
     def core(items):
         for conversation in items:
@@ -107,7 +109,7 @@ def stage_table(lines: list[bytes], reps: int = 5) -> dict:
         "roundtrip": (roundtrip, lines),
         "parse": (parse, lines),
         "detect": (detect, records),
-        "convert": (convert, list(zip(readers, records))),
+        "convert": (convert, list(zip(reads, records))),
         "core": (core, conversations),
         "core_raw": (core_raw, records),
         "loop": (loop, batches),

@@ -82,6 +82,8 @@ class _DropLog:
 
     def report(self) -> dict[str, int]:
         # Canonical reason order, so that serialized reports are byte-stable.
+        if not self.by_reason:
+            return {}  # most conversations
         return {r: self.by_reason[r] for r in REASONS if r in self.by_reason}
 
 
@@ -160,7 +162,9 @@ def _read_call(call: Any) -> Any:
     if not isinstance(call, dict):
         return call
     get = call.get
-    call_id = raw_call_id(call)
+    call_id = get("tool_call_id")  # raw_call_id, inlined: once per call
+    if call_id is None:
+        call_id = get("id")
     name = get("name")
     args = get("args")
     if args is None:
@@ -218,13 +222,19 @@ def _coerce(messages: list, log: _DropLog) -> list:
         content = entry.get("content")
         if content.__class__ is not str:
             content = content_text(content)
+        # pairing_key's own key first, inlined (its metadata fallback only when that is null).
         if role == "assistant":
-            calls = pairing_key(entry, "tool_calls")
+            calls = entry.get("tool_calls")
+            if calls is None:
+                calls = pairing_key(entry, "tool_calls")
             if isinstance(calls, list) and calls:
                 append({"role": role, "content": content, "tool_calls": [_read_call(c) for c in calls]})
                 continue
         elif role == "tool":
-            append({"role": role, "content": content, "tool_call_id": pairing_key(entry, "tool_call_id")})
+            call_id = entry.get("tool_call_id")
+            if call_id is None:
+                call_id = pairing_key(entry, "tool_call_id")
+            append({"role": role, "content": content, "tool_call_id": call_id})
             continue
         append({"role": role, "content": content})
     return out
@@ -247,8 +257,8 @@ def coerce_messages(messages: list) -> tuple[list, dict[str, int]]:
 def system_first(messages: list) -> list:
     """Rule 2 alone: a stable partition, system messages first (coerced messages)."""
     systems = [m for m in messages if m["role"] == "system"]
-    if not systems:
-        return messages
+    if not systems or messages[:len(systems)] == systems:  # (compared by identity first)
+        return messages  # no system message, or already first: the partition is the list
     return systems + [m for m in messages if m["role"] != "system"]
 
 
@@ -258,8 +268,16 @@ def system_first(messages: list) -> list:
 
 def _repair(messages: list, log: _DropLog) -> tuple[list, int]:
     """One repair pass (steps A, B, C). Returns the new list and how many results it healed."""
-    # Step A — declarations: the first declaration of an id owns the pairing.
     declared: set[str] = set()
+    answered: set[str] = set()
+    after_b = _answer_results(_declare_calls(messages, declared, log), declared, answered, log)
+    if len(answered) == len(declared):
+        return after_b, 0  # every call answered: step C has nothing to do
+    return _heal_unanswered(after_b, answered)
+
+
+def _declare_calls(messages: list, declared: set, log: _DropLog) -> list:
+    """Step A — declarations: the first declaration of an id owns the pairing (``declared``)."""
     after_a = []
     keep = after_a.append
     for message in messages:
@@ -291,12 +309,14 @@ def _repair(messages: list, log: _DropLog) -> tuple[list, int]:
             keep({"role": message["role"], "content": message["content"]})
         else:
             log.add("emptied_turn")
+    return after_a
 
-    # Step B — results: each declared id is answered by its first usable result, anywhere.
-    answered: set[str] = set()
+
+def _answer_results(messages: list, declared: set, answered: set, log: _DropLog) -> list:
+    """Step B — results: each declared id is answered by its first usable result, anywhere."""
     after_b = []
     keep = after_b.append
-    for message in after_a:
+    for message in messages:
         if "tool_call_id" not in message:  # only tool messages carry an id after rule 1
             keep(message)
             continue
@@ -311,14 +331,15 @@ def _repair(messages: list, log: _DropLog) -> tuple[list, int]:
             if raw_id != call_id:
                 message = {"role": "tool", "content": message["content"], "tool_call_id": call_id}
             keep(message)
+    return after_b
 
-    # Step C — unanswered calls: a synthetic result directly after the declaring turn.
-    if len(answered) == len(declared):
-        return after_b, 0
+
+def _heal_unanswered(messages: list, answered: set) -> tuple[list, int]:
+    """Step C — unanswered calls: a synthetic result directly after the declaring turn."""
     healed = 0
     after_c = []
     keep = after_c.append
-    for message in after_b:
+    for message in messages:
         keep(message)
         if "tool_calls" not in message:
             continue
@@ -359,8 +380,13 @@ def normalize_conversation(messages: Any) -> NormalizeResult:
     flat = _coerce(messages, log)
     flat = system_first(flat)
     flat, healed = _repair(flat, log)
-    flat = _strip_leading_tools(flat, log)
-    # Rule 4 runs the repair pass again, always: stripping a leading result can un-answer a
-    # call, and the second pass heals it.
-    flat, healed_again = _repair(flat, log)
+    stripped = _strip_leading_tools(flat, log)
+    if stripped is flat:
+        # Nothing stripped: the second pass would see the first pass's output, where every id
+        # is usable and declared once and answered once, and change nothing (drop nothing,
+        # heal nothing). Skipping it is the same result, for a third of the core's time.
+        return NormalizeResult(flat, log.dropped, log.report(), healed)
+    # Rule 4 runs the repair pass again: stripping a leading result can un-answer a call, and
+    # the second pass heals it.
+    flat, healed_again = _repair(stripped, log)
     return NormalizeResult(flat, log.dropped, log.report(), healed + healed_again)

@@ -142,9 +142,11 @@ class ReaderHint:
         self.reader = None
 
 
-def read_conversation(record: Any, settings: Settings, hint: ReaderHint | None = None):
+def read_conversation(record: Any, settings: Settings, hint: ReaderHint | None = None, for_core: bool = False):
     """The record read by its format reader (detected, or the one ``--format`` names);
-    ``RecordRefused`` with the reason when no reader takes it."""
+    ``RecordRefused`` with the reason when no reader takes it. ``for_core``: the messages go
+    only to the core and the ledger (the run step), so the reader's faster ``read_for_core``
+    may serve; validate checks the list itself and never takes it."""
     if settings.input_format == "auto":
         reader = detect_reader_after(hint.reader if hint is not None else None, record, settings.messages_field)
         if hint is not None:
@@ -157,7 +159,7 @@ def read_conversation(record: Any, settings: Settings, hint: ReaderHint | None =
                 kind = type(record[field]).__name__
                 raise RecordRefused(DeadLetterReason.MESSAGES_NOT_A_LIST, f"{field!r} is {kind}, not a list")
             raise RecordRefused(DeadLetterReason.UNKNOWN_FORMAT, unrecognized(record, field))
-        read = reader.read
+        read = (reader.read_for_core or reader.read) if for_core else reader.read
     else:
         reader = READERS[settings.input_format]
         read = functools.partial(read_forced, reader)

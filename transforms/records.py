@@ -48,7 +48,7 @@ class BatchResult(NamedTuple):
 
 def _process(raw: RawRecord, settings: Settings, hint: ReaderHint | None = None) -> tuple[dict, dict, bytes]:
     record = parse_payload(raw)
-    conversation = read_conversation(record, settings, hint)
+    conversation = read_conversation(record, settings, hint, for_core=True)
     rid = record_id(record, settings.id_field)
     result = normalize_with_profile(conversation.messages, settings.profile)
 

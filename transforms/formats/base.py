@@ -121,6 +121,10 @@ class Reader:
     #: Lower is tried first by auto-detection (the catch-all flat reader goes last).
     priority: int = 50
     description: str = ""
+    #: A faster ``read`` whose messages only the core and the ledger see (the job's
+    #: normalization): it may leave shapes the core reads leniently unconverted, giving the
+    #: same output. ``None``: ``read``. ``convnorm validate`` always uses ``read``.
+    read_for_core: Callable[[Any, str], Conversation] | None = None
 
 
 @dataclass(frozen=True)

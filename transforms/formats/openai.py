@@ -124,73 +124,159 @@ class _LazyIds:
         return self._allocator.new(index, sub)
 
 
-def openai_to_flat(messages: list, report: dict | None = None, discarded: dict | None = None) -> list:
+def _with_text(message: dict, discarded: dict | None) -> dict:
+    """A copy of ``message`` whose content part list, if any, is joined as text."""
+    flat = dict(message)
+    content = message.get("content")
+    if is_part_list(content):
+        flat["content"] = flatten_parts(content, discarded)
+    return flat
+
+
+def _read_calls(calls: Any, legacy: Any, index: int, ids: _LazyIds, pending: list) -> list:
+    """An assistant's ``tool_calls`` and legacy ``function_call`` as flat calls; the ids this
+    makes (calls logged without one) join ``pending``, for results paired by position."""
+    new_calls = []
+    listed = calls if isinstance(calls, list) else ()
+    many = len(listed) > 1
+    for sub, call in enumerate(listed):
+        call, provider_shaped = _read_call(call)
+        if provider_shaped and call["tool_call_id"] is None:
+            call["tool_call_id"] = ids.new(index, sub if many else None)
+            pending.append((call["tool_call_id"], call.get("name")))
+        new_calls.append(call)
+    if isinstance(legacy, dict):
+        call_id = ids.new(index)
+        call = {"tool_call_id": call_id, "name": legacy.get("name")}
+        if legacy.get("arguments") is not None:
+            call["args"] = legacy["arguments"]
+        new_calls.append(call)
+        pending.append((call_id, legacy.get("name")))
+    return new_calls
+
+
+def _read_assistant(message: dict, index: int, ids: _LazyIds, pending: list, discarded: dict | None) -> dict:
+    flat = _with_text(message, discarded)
+    refusal = message.get("refusal")
+    if not flat.get("content") and isinstance(refusal, str) and refusal:
+        flat["content"] = refusal
+    elif refusal is not None and discarded is not None:
+        note(discarded, "refusal", refusal)
+    flat.pop("refusal", None)
+    calls = message.get("tool_calls")
+    legacy = flat.pop("function_call", None)
+    if flat.get("content") is None and ((isinstance(calls, list) and calls) or isinstance(legacy, dict)):
+        flat["content"] = ""  # a call-only turn: the API's null is the flat shape's ""
+    if isinstance(calls, list) or isinstance(legacy, dict):
+        flat["tool_calls"] = _read_calls(calls, legacy, index, ids, pending)
+    return flat
+
+
+def _read_result(message: dict, pending: list, report: dict | None, discarded: dict | None, out: list) -> None:
+    """Append the flat result(s) a ``tool`` or ``function`` message becomes to ``out``."""
+    flat = _with_text(message, discarded)
+    flat["role"] = "tool"
+    listed = flat.pop("tool_call_ids", None)
+    unpaired = pairing_key(message, "tool_call_id") is None
+    if unpaired and isinstance(listed, list) and listed:
+        # Agent frameworks (SWE-agent) name the call in a list: one result per id.
+        flat["tool_call_id"] = listed[0]
+        for other in listed[1:]:
+            out.append(flat)
+            flat = {**flat, "tool_call_id": other}
+        if report is not None and len(listed) > 1:
+            report["tool_call_ids_split"] = report.get("tool_call_ids_split", 0) + len(listed) - 1
+    elif unpaired and pending:
+        flat["tool_call_id"] = take_pending(pending, message.get("name"))
+    out.append(flat)
+
+
+def _plain_call(call: Any) -> bool:
+    """The core reads this call as it reads ``_read_call``'s flat call, and it needs no id."""
+    if not isinstance(call, dict):
+        return True  # passed on as it is either way
+    function = call.get("function")
+    if isinstance(function, dict):
+        # The reader also reads ``function.input`` (custom calls' spelling); the core does not.
+        return "input" not in function and (call.get("tool_call_id") is not None or call.get("id") is not None)
+    return not isinstance(call.get("custom"), dict)
+
+
+def _is_plain(message: dict, role: Any, pending: Any) -> bool:
+    """True when conversion would change nothing that the core or the ledger reads in ``message``.
+
+    Such a message may still be provider-shaped: calls ``{id, type, function: {name,
+    arguments}}`` with their ids (``raw_call_id``), a call-only turn's null (or missing)
+    content. The core reads both as the converted message (``normalize._read_call``, null
+    content cast to ``""``), and the ledger looks at neither a call's keys nor content.
+    Anything the reader changes beyond that (part lists, refusals, legacy ``function_call``,
+    ids to make, ``tool_call_ids``, ``developer`` / ``function`` roles, results paired by
+    position with ``pending`` calls) is not plain.
+    """
+    content = message.get("content")
+    if content.__class__ is not str and content is not None and is_part_list(content):
+        return False
+    if role == "assistant":
+        if "refusal" in message or "function_call" in message:
+            return False
+        calls = message.get("tool_calls")
+        if isinstance(calls, list):
+            for call in calls:
+                if not _plain_call(call):
+                    return False
+        return True
+    if role == "tool":
+        return "tool_call_ids" not in message and (not pending or pairing_key(message, "tool_call_id") is not None)
+    return role != "developer" and role != "function"
+
+
+def _all_plain(messages: list) -> bool:
+    """Every message is plain (nothing pending before the first call is converted)."""
+    for message in messages:
+        if isinstance(message, dict) and not _is_plain(message, message.get("role"), ()):
+            return False
+    return True
+
+
+def openai_to_flat(messages: list, report: dict | None = None, discarded: dict | None = None,
+                   keep_plain: bool = False) -> list:
     """Chat Completions messages (legacy function calling included) as flat messages.
 
     ``report`` (if given) counts ``tool_call_ids_split``: the extra results made from
     ``tool_call_ids`` lists of more than one id. What the flat shape cannot hold (reasoning
     parts, a refusal beside real content) goes to the ledger ``discarded`` when one is given.
+
+    ``keep_plain``: a list for the core (and the ledger) alone. Messages that conversion would
+    change in nothing they read (``_is_plain``) are passed on as they are, neither copied nor
+    converted; the others are converted. The normalized output, drops, ledger and report are
+    the same either way (tests/test_openai_fast_path.py); ``convnorm validate``, which checks
+    the strict flat shape of the list itself, reads the converted one.
     """
+    if keep_plain and _all_plain(messages):
+        return list(messages)  # the usual log: one pass, no copies
     # The ids already taken are gathered only when an id must be made (most logs carry theirs):
     # gathering them costs a pass over every call and result of the record.
     ids = _LazyIds(messages)
     pending: list[tuple[str, Any]] = []  # (synthesized id, name) awaiting a positional result
-    out = []
+    out: list = []
     for index, message in enumerate(messages):
         if not isinstance(message, dict):
             out.append(message)  # the core drops it, counted
             continue
-        flat = dict(message)
         role = message.get("role")
-        content = message.get("content")
-        if is_part_list(content):
-            flat["content"] = flatten_parts(content, discarded)
-        if role == "developer":
-            flat["role"] = "system"
-        if role == "assistant":
-            refusal = message.get("refusal")
-            if not flat.get("content") and isinstance(refusal, str) and refusal:
-                flat["content"] = refusal
-            elif refusal is not None and discarded is not None:
-                note(discarded, "refusal", refusal)
-            flat.pop("refusal", None)
-            calls = message.get("tool_calls")
-            legacy = flat.pop("function_call", None)
-            if flat.get("content") is None and ((isinstance(calls, list) and calls) or isinstance(legacy, dict)):
-                flat["content"] = ""  # a call-only turn: the API's null is the flat shape's ""
-            if isinstance(calls, list) or isinstance(legacy, dict):
-                new_calls = []
-                for sub, call in enumerate(calls if isinstance(calls, list) else ()):
-                    call, provider_shaped = _read_call(call)
-                    if provider_shaped and call["tool_call_id"] is None:
-                        many = isinstance(calls, list) and len(calls) > 1
-                        call["tool_call_id"] = ids.new(index, sub if many else None)
-                        pending.append((call["tool_call_id"], call.get("name")))
-                    new_calls.append(call)
-                if isinstance(legacy, dict):
-                    call_id = ids.new(index)
-                    call = {"tool_call_id": call_id, "name": legacy.get("name")}
-                    if legacy.get("arguments") is not None:
-                        call["args"] = legacy["arguments"]
-                    new_calls.append(call)
-                    pending.append((call_id, legacy.get("name")))
-                flat["tool_calls"] = new_calls
-        elif role in ("tool", "function"):
-            flat["role"] = "tool"
-            listed = flat.pop("tool_call_ids", None)
-            if pairing_key(message, "tool_call_id") is None and isinstance(listed, list) and listed:
-                # Agent frameworks (SWE-agent) name the call in a list: one result per id.
-                flat["tool_call_id"] = listed[0]
-                for other in listed[1:]:
-                    out.append(flat)
-                    flat = {**flat, "tool_call_id": other}
-                if report is not None and len(listed) > 1:
-                    report["tool_call_ids_split"] = report.get("tool_call_ids_split", 0) + len(listed) - 1
-            elif pairing_key(message, "tool_call_id") is None and pending:
-                flat["tool_call_id"] = take_pending(pending, message.get("name"))
+        if keep_plain and _is_plain(message, role, pending):
+            out.append(message)
+        elif role == "assistant":
+            out.append(_read_assistant(message, index, ids, pending, discarded))
+        elif role == "tool" or role == "function":
+            _read_result(message, pending, report, discarded, out)
         else:
-            pending = []  # a new turn: later results cannot answer earlier calls by position
-        out.append(flat)
+            flat = _with_text(message, discarded)
+            if role == "developer":
+                flat["role"] = "system"
+            out.append(flat)
+        if role != "assistant" and role != "tool" and role != "function":
+            pending.clear()  # a new turn: later results cannot answer earlier calls by position
     return out
 
 
@@ -218,7 +304,7 @@ def _batch_fields(record: dict) -> dict:
     return fields
 
 
-def read_openai(record: Any, messages_field: str) -> Conversation:
+def read_openai(record: Any, messages_field: str, keep_plain: bool = False) -> Conversation:
     if _is_batch_line(record, messages_field):
         body = record["body"]
         if messages_field not in body:
@@ -230,8 +316,13 @@ def read_openai(record: Any, messages_field: str) -> Conversation:
         fields = record if isinstance(record, dict) else {}
     report: dict = {}
     discarded: dict = {}
-    flat = openai_to_flat(messages, report, discarded)
+    flat = openai_to_flat(messages, report, discarded, keep_plain)
     return Conversation(flat, fields, report or None, discarded or None)
+
+
+def read_openai_for_core(record: Any, messages_field: str) -> Conversation:
+    """``read_openai`` for the job's normalization: plain messages are passed on unconverted."""
+    return read_openai(record, messages_field, keep_plain=True)
 
 
 def _openai_ism(message: Any) -> bool:
@@ -398,6 +489,7 @@ OPENAI_READER = register_reader(
         priority=60,
         description="OpenAI Chat Completions messages (tool_calls, legacy function_call, content parts; "
         "Batch API input lines)",
+        read_for_core=read_openai_for_core,
     )
 )
 OPENAI_FINETUNE_WRITER = register_writer(
