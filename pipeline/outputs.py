@@ -246,8 +246,8 @@ def check_output(output: str, names: tuple[str, ...], overwrite: bool) -> dict |
         if changed:
             raise OutputError(
                 f"--output {output!r}: {_listing(changed, output)} changed since convnorm wrote them (their size or "
-                f"sha256 is not the one {MANIFEST_FILE} records), so they may be yours now; convnorm deletes only what it can "
-                "prove it wrote: move them away and run again")
+                f"sha256 is not the one {MANIFEST_FILE} records), so they may be yours now; convnorm deletes only "
+                "what it can prove it wrote: move them away and run again")
         return manifest
     candidates = [FileSystems.join(output, n) for n in (*names, SUCCESS_FILE)]
     found = [f for c in candidates for f in _list_files(c)]
@@ -257,6 +257,36 @@ def check_output(output: str, names: tuple[str, ...], overwrite: bool) -> dict |
             f"{MANIFEST_FILE} that shows these files were written by convnorm; convnorm only replaces files a "
             "manifest lists (even with --overwrite): move them away or choose another directory")
     return None
+
+
+#: Marks a directory as the output of ``--streaming`` runs: a later streaming run goes on
+#: writing into it (the final summary sums every window it holds).
+STREAMING_MARKER = "_convnorm_streaming.json"
+STREAMING_FORMAT = "convnorm-streaming/1"
+
+
+def claim_streaming_output(output: str) -> None:
+    """Make ``output`` a streaming output directory, or raise ``OutputError``.
+
+    Streaming writes a directory per window and a ``summary.json`` at the top, and never
+    deletes; so it may only write into an empty (or new) directory, which it then marks, or
+    into one an earlier streaming run marked. Call it holding the output lock.
+    """
+    marker = FileSystems.join(output, STREAMING_MARKER)
+    if FileSystems.exists(marker):
+        return
+    if read_manifest(output) is not None:
+        raise OutputError(f"--output {output!r} holds the outputs of a batch convnorm run ({MANIFEST_FILE}); "
+                          "--streaming writes windows of its own: choose another directory")
+    lock = FileSystems.join(output, LOCK_FILE)
+    found = [f for f in _list_files(output) if f != lock]
+    if found:
+        raise OutputError(
+            f"--output {output!r} already holds {_listing(found, output)} and no {STREAMING_MARKER} that shows "
+            "an earlier --streaming run wrote there; convnorm never writes over files it did not write: move "
+            "them away or choose another directory")
+    with FileSystems.create(marker) as handle:
+        handle.write(json.dumps({"format": STREAMING_FORMAT}).encode() + b"\n")
 
 
 def _delete_existing(paths: list[str]) -> None:
