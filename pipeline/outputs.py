@@ -204,10 +204,21 @@ def read_manifest(output: str) -> dict | None:
     return manifest
 
 
-def _listed_sizes(output: str, manifest: dict) -> list[tuple[str, int | None]]:
-    """(path, size the manifest records) of every existing file a manifest lists."""
-    listed = [(_join(output, e["path"]), e.get("bytes")) for e in manifest.get("files", [])]
-    return [(path, size) for path, size in listed if files.size(path) is not None]
+def _changed_since(output: str, manifest: dict) -> list[str]:
+    """Every existing file a manifest lists whose size or sha256 is not the one it records.
+
+    The size is compared first (cheap); a file of the same size is read once for its sha256,
+    so an edit that kept the length is still seen (the user's file is never deleted).
+    """
+    changed = []
+    for entry in manifest.get("files", []):
+        path = _join(output, entry["path"])
+        size = files.size(path)
+        if size is None:
+            continue
+        if size != entry["bytes"] or ("sha256" in entry and _measure(path)[2] != entry["sha256"]):
+            changed.append(path)
+    return changed
 
 
 def owned_paths(output: str, manifest: dict | None) -> list[str]:
@@ -232,12 +243,12 @@ def check_output(output: str, names: tuple[str, ...], overwrite: bool) -> dict |
                 f"--output {output!r} holds the outputs of an earlier convnorm run ({len(manifest.get('files', []))} "
                 f"files listed in {MANIFEST_FILE}); pass --overwrite to replace exactly those, or choose another "
                 "directory")
-        changed = [path for path, size in _listed_sizes(output, manifest) if size != files.size(path)]
+        changed = _changed_since(output, manifest)
         if changed:
             raise OutputError(
-                f"--output {output!r}: {_listing(changed, output)} changed since convnorm wrote them (their size is "
-                f"not the one {MANIFEST_FILE} records), so they may be yours now; convnorm deletes only what it can "
-                "prove it wrote: move them away and run again")
+                f"--output {output!r}: {_listing(changed, output)} changed since convnorm wrote them (their size or "
+                f"sha256 is not the one {MANIFEST_FILE} records), so they may be yours now; convnorm deletes only "
+                "what it can prove it wrote: move them away and run again")
         return manifest
     candidates = [FileSystems.join(output, n) for n in (*names, SUCCESS_FILE)]
     found = [f for c in candidates for f in _list_files(c)]
@@ -247,6 +258,36 @@ def check_output(output: str, names: tuple[str, ...], overwrite: bool) -> dict |
             f"{MANIFEST_FILE} that shows these files were written by convnorm; convnorm only replaces files a "
             "manifest lists (even with --overwrite): move them away or choose another directory")
     return None
+
+
+#: Marks a directory as the output of ``--streaming`` runs: a later streaming run goes on
+#: writing into it (the final summary sums every window it holds).
+STREAMING_MARKER = "_convnorm_streaming.json"
+STREAMING_FORMAT = "convnorm-streaming/1"
+
+
+def claim_streaming_output(output: str) -> None:
+    """Make ``output`` a streaming output directory, or raise ``OutputError``.
+
+    Streaming writes a directory per window and a ``summary.json`` at the top, and never
+    deletes; so it may only write into an empty (or new) directory, which it then marks, or
+    into one an earlier streaming run marked. Call it holding the output lock.
+    """
+    marker = FileSystems.join(output, STREAMING_MARKER)
+    if FileSystems.exists(marker):
+        return
+    if read_manifest(output) is not None:
+        raise OutputError(f"--output {output!r} holds the outputs of a batch convnorm run ({MANIFEST_FILE}); "
+                          "--streaming writes windows of its own: choose another directory")
+    lock = FileSystems.join(output, LOCK_FILE)
+    found = [f for f in _list_files(output) if f != lock]
+    if found:
+        raise OutputError(
+            f"--output {output!r} already holds {_listing(found, output)} and no {STREAMING_MARKER} that shows "
+            "an earlier --streaming run wrote there; convnorm never writes over files it did not write: move "
+            "them away or choose another directory")
+    with FileSystems.create(marker) as handle:
+        handle.write(json.dumps({"format": STREAMING_FORMAT}).encode() + b"\n")
 
 
 def _delete_existing(paths: list[str]) -> None:

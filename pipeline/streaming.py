@@ -41,6 +41,7 @@ import json
 import logging
 import os
 import signal
+import sys
 import threading
 import time
 import uuid
@@ -59,7 +60,9 @@ from apache_beam.transforms import window as beam_window
 from apache_beam.transforms.userstate import ReadModifyWriteStateSpec
 from apache_beam.utils.timestamp import Duration, Timestamp
 
+from pipeline import lock as locks
 from pipeline.options import ConvNormOptions, Job, parse_duration
+from pipeline.outputs import OutputError, claim_streaming_output
 from pipeline.prism import prism_services
 from pipeline.sinks import FILE_FORMATS, SUMMARY_FILE
 from pipeline.sources import FILE_KINDS, Shard, file_suffix, iter_batches
@@ -589,9 +592,35 @@ _TERMINAL = {PipelineState.DONE, PipelineState.FAILED, PipelineState.CANCELLED, 
 
 
 def run_streaming(job: Job) -> int:
-    """Run the streaming job until it is stopped and drained; write summary.json; exit status."""
-    ours = job.options.view_as(ConvNormOptions)
+    """Run the streaming job until it is stopped and drained; write summary.json; exit status.
+
+    The run holds the output directory's lock, and writes only into a directory that is empty
+    or that an earlier streaming run marked as its own."""
     job.options.view_as(StandardOptions).streaming = True
+    try:
+        lock = locks.acquire(job.output, run_id=uuid.uuid4().hex, command="streaming", temp_dir="",
+                             break_stale=job.break_stale_lock, clean_up=_nothing_to_clean)
+    except (locks.LockError, OutputError) as error:
+        print(f"convnorm: error: {error}", file=sys.stderr)
+        return 2
+    try:
+        claim_streaming_output(job.output)
+        return _watch(job)
+    except OutputError as error:
+        print(f"convnorm: error: {error}", file=sys.stderr)
+        return 2
+    finally:
+        lock.release()
+
+
+def _nothing_to_clean(holder: dict) -> None:
+    # A dead streaming run leaves only dot-directories of files in flight, which readers of
+    # the output never see, and its stop marker: nothing a new run must delete.
+    LOG.warning("taking over the stale lock of a dead run (%s)", locks.describe(holder))
+
+
+def _watch(job: Job) -> int:
+    ours = job.options.view_as(ConvNormOptions)
     if not FileSystems.exists(job.output):
         FileSystems.mkdirs(job.output)
     stop_marker = FileSystems.join(job.output, f".stop-{uuid.uuid4().hex}")

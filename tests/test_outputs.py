@@ -104,6 +104,18 @@ def test_overwrite_refuses_a_listed_file_that_was_changed_since(tmp_path, capsys
     assert _tree(out) == before
 
 
+def test_overwrite_refuses_a_listed_file_edited_to_the_same_size(tmp_path, capsys):
+    out = tmp_path / "out"
+    assert _run("--input", SAMPLE, "--output", out) == 0
+    part = out / "drops" / "part-00000.jsonl"
+    text = part.read_bytes()
+    part.write_bytes(text[:-2] + (b"X" if text[-2:-1] != b"X" else b"Y") + text[-1:])  # same length, other bytes
+    before = _tree(out)
+    assert _run("--input", SAMPLE, "--output", out, "--overwrite") == 2
+    assert "drops/part-00000.jsonl changed since convnorm wrote them" in capsys.readouterr().err
+    assert _tree(out) == before
+
+
 def test_overwrite_removes_every_file_of_the_previous_run_and_nothing_else(tmp_path):
     second = tmp_path / "second.jsonl"
     second.write_text('{"id": "x", "messages": [{"role": "user", "content": "hi"}]}\n')

@@ -79,6 +79,16 @@ def test_empty_input_is_not_a_failure(tmp_path):
     assert main(["--input", str(tmp_path / "in.jsonl"), "--output", str(tmp_path / "out")]) == 0
 
 
+def test_empty_json_array_is_empty_input_but_a_zero_byte_json_file_is_a_dead_letter(tmp_path):
+    # As docs/input-limits.md says: `[]` holds no records; zero bytes are not a JSON document.
+    (tmp_path / "empty.json").write_bytes(b"[]")
+    (tmp_path / "zero.json").write_bytes(b"")
+    assert main(["--input", str(tmp_path / "empty.json"), "--output", str(tmp_path / "a")]) == 0
+    assert main(["--input", str(tmp_path / "zero.json"), "--output", str(tmp_path / "b")]) == 1
+    [letter] = _lines(tmp_path / "b" / "dead_letter")
+    assert letter["reason"] == "invalid_json" and "zero-length" in letter["detail"]
+
+
 @pytest.mark.parametrize("limit, status", [("2", 0), ("1", 1), ("0", 1), ("20%", 0), ("19.9%", 1)])
 def test_max_dead_letters_fails_past_the_threshold_with_outputs_written(tmp_path, capsys, limit, status):
     (tmp_path / "in.jsonl").write_bytes(_good(8) + b"{bad\n\"text\"\n")  # 2 dead letters of 10

@@ -180,3 +180,57 @@ def test_a_signal_asks_the_watcher_to_stop_through_the_runs_marker(tmp_path):
         assert stop.signalled.is_set()
         assert should_stop(_plan(stop_files=(str(marker),)), time.time())
     assert signal.getsignal(signal.SIGTERM) is before  # handlers restored after the run
+
+
+# --------------------------------------------------------------------------------------------
+# The output directory: streaming writes only where it can prove it may, under the lock
+
+
+def _stream(tmp_path, out) -> int:
+    return main(["--streaming", "--runner=PrismRunner", f"--input={tmp_path}/in/*.jsonl", f"--output={out}",
+                 "--stop-after=1s"])
+
+
+def test_streaming_refuses_a_directory_holding_files_it_did_not_write(tmp_path, capsys):
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "summary.json").write_text("mine")
+    assert _stream(tmp_path, out) == 2
+    assert "already holds summary.json" in capsys.readouterr().err
+    assert sorted(p.name for p in out.iterdir()) == ["summary.json"]  # untouched, lock released
+    assert (out / "summary.json").read_text() == "mine"
+
+
+def test_streaming_refuses_a_batch_runs_output(tmp_path, capsys):
+    out = tmp_path / "out"
+    (tmp_path / "in.jsonl").write_text('{"id": "a", "messages": [{"role": "user", "content": "hi"}]}\n')
+    assert main(["--input", str(tmp_path / "in.jsonl"), "--output", str(out), "--quiet"]) == 0
+    before = sorted(p.name for p in out.iterdir())
+    assert _stream(tmp_path, out) == 2
+    assert "batch convnorm run" in capsys.readouterr().err
+    assert sorted(p.name for p in out.iterdir()) == before
+
+
+def test_streaming_refuses_an_output_another_run_holds(tmp_path, capsys):
+    from pipeline import lock as locks
+
+    out = tmp_path / "out"
+    held = locks.acquire(str(out), run_id="other", command="run", temp_dir="", break_stale=False,
+                         clean_up=lambda holder: None)
+    try:
+        assert _stream(tmp_path, out) == 2
+        assert "in use by another convnorm run" in capsys.readouterr().err
+    finally:
+        held.release()
+
+
+def test_a_streaming_directory_is_marked_once_and_claimed_again(tmp_path):
+    from pipeline.outputs import STREAMING_MARKER, claim_streaming_output
+
+    out = tmp_path / "out"
+    out.mkdir()
+    claim_streaming_output(str(out))
+    assert (out / STREAMING_MARKER).is_file()
+    (out / "20261201T000000Z-20261201T000100Z").mkdir()  # a window an earlier run wrote
+    (out / "summary.json").write_text("{}")
+    claim_streaming_output(str(out))  # marked: the next run goes on into it
