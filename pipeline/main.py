@@ -161,7 +161,7 @@ VALIDATE_SPEC = OutputSpec("validate", {"violations": ".jsonl", "dead_letter": "
 
 
 def _build_validation(pipeline: beam.Pipeline, job: Job, temp_dir: str) -> None:
-    read = pipeline | "Read" >> ReadConversationLogs(job.shards, job.batch_size, job.max_record_bytes)
+    read = pipeline | "Read" >> ReadConversationLogs(job.shards, job.batch_size, job.max_record_bytes, job.batch_bytes)
     checked = read.batches | "CheckConversations" >> CheckConversations(job.settings)
     checked.reports | "WriteReports" >> WriteShards(temp_dir, "violations")
     checked.dead_letters | "WriteDeadLetters" >> WriteShards(temp_dir, "dead_letter")

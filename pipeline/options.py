@@ -28,6 +28,7 @@ from apache_beam.options.pipeline_options import PipelineOptions, StandardOption
 from pipeline.outputs import OutputError, plan_inputs, skipped_inputs, unreachable_output, unsafe_output
 from pipeline.sinks import FILE_FORMATS
 from pipeline.sources import (
+    DEFAULT_BATCH_BYTES,
     DEFAULT_BATCH_SIZE,
     DEFAULT_MAX_RECORD_BYTES,
     DEFAULT_SHARD_BYTES,
@@ -101,7 +102,11 @@ class ConvNormOptions(PipelineOptions):
                                 f"({DEFAULT_SHARD_BYTES >> 20} MiB; at least 65536)")
         group.add_argument("--batch-size", dest="batch_size", type=int, default=DEFAULT_BATCH_SIZE,
                            metavar="BATCH_SIZE",
-                           help="records per batch between reading and writing")
+                           help="records per batch between reading and writing (at most)")
+        group.add_argument("--batch-bytes", dest="batch_bytes", type=int, default=DEFAULT_BATCH_BYTES,
+                           metavar="BATCH_BYTES",
+                           help=f"raw input bytes per batch: a batch closes at --batch-size records or at "
+                                f"this many bytes, whichever comes first ({DEFAULT_BATCH_BYTES >> 10} KiB)"),
         group.add_argument("--report", action=argparse.BooleanOptionalAction, default=True,
                            help="write report.html (charts; needs the report extra: pip install 'convnorm[report]')")
         group.add_argument("--progress", nargs="?", const="line", default="auto", metavar="PROGRESS",
@@ -207,6 +212,7 @@ class Job:
     job_endpoint_timeout: float = 30.0
     max_record_bytes: int = DEFAULT_MAX_RECORD_BYTES
     max_dead_letters: DeadLetterLimit | None = None
+    batch_bytes: int = DEFAULT_BATCH_BYTES
 
 
 _DURATION_UNITS = {"s": 1, "m": 60, "h": 3600}
@@ -382,6 +388,8 @@ def load_job(argv: list[str], *, output_required: bool = True) -> Job:
         problems.append(f"--output-format {ours.output_format} holds flat records only; use --sink flat")
     if ours.batch_size < 1:
         problems.append("--batch-size must be at least 1")
+    if ours.batch_bytes < 1:
+        problems.append("--batch-bytes must be at least 1")
     if ours.shard_bytes < 1 << 16:
         problems.append("--shard-bytes must be at least 65536")
     if ours.max_record_bytes < 1024:
@@ -421,4 +429,4 @@ def load_job(argv: list[str], *, output_required: bool = True) -> Job:
 
     return Job(options, settings, shards, list(ours.input), ours.output, ours.output_format,
                ours.overwrite, ours.batch_size, ours.break_stale_lock, ours.job_endpoint_timeout,
-               ours.max_record_bytes, dead_letter_limit)
+               ours.max_record_bytes, dead_letter_limit, ours.batch_bytes)
