@@ -386,10 +386,8 @@ def load_job(argv: list[str], *, output_required: bool = True) -> Job:
         problems.append(f"unknown --output-format {ours.output_format!r}; known: {', '.join(FILE_FORMATS)}")
     elif ours.output_format != "jsonl" and ours.sink != "flat":
         problems.append(f"--output-format {ours.output_format} holds flat records only; use --sink flat")
-    if ours.batch_size < 1:
-        problems.append("--batch-size must be at least 1")
-    if ours.batch_bytes < 1:
-        problems.append("--batch-bytes must be at least 1")
+    problems += [f"{flag} must be at least 1" for flag, value in
+                 (("--batch-size", ours.batch_size), ("--batch-bytes", ours.batch_bytes)) if value < 1]
     if ours.shard_bytes < 1 << 16:
         problems.append("--shard-bytes must be at least 65536")
     if ours.max_record_bytes < 1024:
