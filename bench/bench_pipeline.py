@@ -544,7 +544,9 @@ def print_scaling(runs: dict, labels: dict) -> None:
     for one, two in (("fnapi", "fnapi_x2"), ("many", "many_x2")):
         a, b = runs[one], runs[two]
         job = sum(cpu for label, cpu in b["cpu_by_process"] if label == "job")
-        workers = sorted((cpu for label, cpu in b["cpu_by_process"] if label == "sdk worker"), reverse=True)
+        # (The shell that Beam starts each worker through is labelled too; it spends ~0.)
+        workers = sorted((cpu for label, cpu in b["cpu_by_process"] if label == "sdk worker" and cpu >= 0.05),
+                         reverse=True)
         busiest = workers[0] if workers else 0.0
         balance = busiest / (sum(workers[:2]) / 2) if len(workers) >= 2 and sum(workers[:2]) else float("nan")
         bound = a["cpu"] / (job + busiest) if job + busiest else float("nan")
