@@ -82,6 +82,11 @@ TARGET_FNAPI = 2.0
 TARGET_MULTI = 1.2
 #: "Flat" peak memory: doubling the input may raise the peak by at most this factor.
 TARGET_MEMORY = 1.25
+#: Two workers' throughput over one worker's, on 2 idle cores (issue 11), for both layouts.
+TARGET_SCALING = 1.7
+#: The many-small-files layout: the same corpus cut into this many files (--files).
+DEFAULT_FILES = 64
+QUICK_FILES = 16
 
 #: Default corpus size: the plain loop takes ~25-30 s on a 2-core machine (~1 GB of JSONL).
 DEFAULT_RECORDS = 200_000
@@ -167,8 +172,10 @@ def _cpu_and_name(pid: int) -> tuple[float, str] | None:
         label = "sdk worker"
     elif "-m pipeline" in text:
         label = "job"
-    else:
+    elif text.strip():
         label = os.path.basename(argv[0].decode(errors="replace")) or "?"
+    else:
+        label = "?"
     return cpu, label
 
 
@@ -236,7 +243,9 @@ class TreeMemory(threading.Thread):
             for pid in pids:
                 seen = _cpu_and_name(pid)
                 if seen is not None:
-                    self.cpu_by_pid[pid] = (seen[1], seen[0])
+                    # An exiting process has no command line any more: keep the label it had.
+                    label = self.cpu_by_pid.get(pid, ("?",))[0] if seen[1] == "?" else seen[1]
+                    self.cpu_by_pid[pid] = (label, seen[0])
             self._done.wait(POLL_SECONDS)
 
     def stop(self) -> None:
@@ -282,6 +291,16 @@ def write_corpus(path: Path, records: int, seed: int) -> int:
         for record in conversations(records, seed):
             handle.write(orjson.dumps(record) + b"\n")
     return path.stat().st_size
+
+
+def split_corpus(corpus: Path, directory: Path, files: int) -> int:
+    """Cut ``corpus`` into ``files`` JSONL files of consecutive lines (about equal record counts)."""
+    with open(corpus, "rb") as handle:
+        lines = handle.readlines()
+    for k in range(files):
+        with open(directory / f"part-{k:04d}.jsonl", "wb") as out:
+            out.writelines(lines[len(lines) * k // files:len(lines) * (k + 1) // files])
+    return files
 
 
 def digest(paths: list[Path]) -> tuple[str, int]:
@@ -330,9 +349,10 @@ def run_bench(args) -> int:
     try:
         from pipeline.sources import DEFAULT_SHARD_BYTES, plan_shards
 
-        in_n, in_2n = work / "in_n", work / "in_2n"
+        in_n, in_2n, in_many = work / "in_n", work / "in_2n", work / "in_many"
         in_n.mkdir()
         in_2n.mkdir()
+        in_many.mkdir()
         corpus = in_n / "corpus.jsonl"
         print(f"convnorm benchmark: {records:,} records{' (quick)' if args.quick else ''}, "
               f"{os.cpu_count()} CPUs, Python {sys.version.split()[0]}, temp dir {work}", flush=True)
@@ -344,13 +364,16 @@ def run_bench(args) -> int:
               f"generated in {time.perf_counter() - started:.1f} s", flush=True)
         for name in ("corpus-a.jsonl", "corpus-b.jsonl"):
             os.link(corpus, in_2n / name)
+        split_corpus(corpus, in_many, args.files)
         shards_n = len(plan_shards([str(in_n / "*.jsonl")], args.shard_bytes))
         shards_2n = len(plan_shards([str(in_2n / "*.jsonl")], args.shard_bytes))
         print(f"layout: N = 1 file -> {shards_n} shard(s); 2N = 2 hard links of it -> {shards_2n} shard(s) "
               f"(--shard-bytes {args.shard_bytes:,}{' = default' if args.shard_bytes == DEFAULT_SHARD_BYTES else ''})",
               flush=True)
+        print(f"layout: many small files = the same records in {args.files} files of "
+              f"~{size / args.files / 2**20:,.1f} MiB -> {args.files} shard(s)", flush=True)
 
-        tables = print_stages(args)
+        tables = {} if args.no_stages else print_stages(args)
 
         imports = measure([python, "-c", "import pipeline.main"], str(work / "imports.log"), env)
 
@@ -379,9 +402,11 @@ def run_bench(args) -> int:
         plain_argv = [python, str(Path(__file__).resolve()), "--_plain", str(plain_out), str(corpus)]
         runs["plain"] = best_of("plain", plain_argv)
         runs["fnapi"] = pipeline_run("fnapi", in_n, [])
-        runs["fnapi_x2"] = pipeline_run("fnapi_x2", in_n, ["--direct_num_workers=2",
-                                                           "--direct_running_mode=multi_processing"])
+        runs["fnapi_x2"] = pipeline_run("fnapi_x2", in_n, TWO_WORKERS)
         runs["fnapi_2N"] = pipeline_run("fnapi_2N", in_2n, [])
+        runs["fnapi_x2_2N"] = pipeline_run("fnapi_x2_2N", in_2n, TWO_WORKERS)
+        runs["many"] = pipeline_run("many", in_many, [])
+        runs["many_x2"] = pipeline_run("many_x2", in_many, TWO_WORKERS)
 
         failed = [name for name, r in runs.items() if r["returncode"] != 0]
         for name in failed:
@@ -393,15 +418,15 @@ def run_bench(args) -> int:
         want_norm = digest([plain_out / "normalized.jsonl"]) if "plain" not in failed else None
         want_drops = digest([plain_out / "drops.jsonl"]) if "plain" not in failed else None
         checks = []
-        for name in ("fnapi", "fnapi_x2", "fnapi_2N"):
+        for name in ("fnapi", "fnapi_x2", "fnapi_2N", "fnapi_x2_2N"):
             r = runs[name]
             if name in failed:
                 checks.append((name, "not run (job failed)", False))
                 continue
             summary = json.loads((r["out"] / "summary.json").read_text())
-            n_expected = plain_counts.get("records", 0) * (2 if name == "fnapi_2N" else 1)
+            n_expected = plain_counts.get("records", 0) * (2 if name.endswith("_2N") else 1)
             ok_summary = summary.get("accounted") is True and summary.get("records_in") == n_expected
-            if name == "fnapi_2N":
+            if name.endswith("_2N"):
                 # Two copies of the same file: each half must equal the plain output.
                 norm_files = parts(r["out"] / "normalized")
                 ok = ok_summary and digest(norm_files)[1] == 2 * want_norm[1]
@@ -420,6 +445,12 @@ def run_bench(args) -> int:
                            f"dead letters {dead} (plain {plain_counts.get('dead_letters')}); summary accounted="
                            f"{summary.get('accounted')} records_in={summary.get('records_in')}", ok))
 
+        if not {"many", "many_x2"} & set(failed):
+            # Other sources and offsets than the plain loop's: one worker against two.
+            one, two = (digest(parts(runs[n]["out"] / "normalized")) for n in ("many", "many_x2"))
+            checks.append(("many_x2", f"normalized of {args.files} files, 2 workers vs 1 worker: "
+                           f"{'IDENTICAL' if one == two else 'DIFFERENT'} ({one[1]:,} B)", one == two))
+
         # ---- table ---------------------------------------------------------------------------
         base = runs["plain"]["wall"]
         labels = {
@@ -427,13 +458,16 @@ def run_bench(args) -> int:
             "fnapi": "(b) FnApiRunner",
             "fnapi_x2": "(c) FnApiRunner, 2 workers (multi_processing)",
             "fnapi_2N": "(b') FnApiRunner, 2N input",
+            "fnapi_x2_2N": "(c') 2 workers, 2N input",
+            "many": f"(d) FnApiRunner, {args.files} small files",
+            "many_x2": f"(e) 2 workers, {args.files} small files",
         }
         base_cpu = runs["plain"]["cpu"]
         header = ["run", "records", "wall s", "records/s", "x plain", "CPU s", "CPU x plain",
                   "peak tree RSS MB", "peak tree PSS MB", "max 1-proc HWM MB", "procs"]
         rows = []
         for name, r in runs.items():
-            n = records * (2 if name == "fnapi_2N" else 1)
+            n = records * (2 if name.endswith("_2N") else 1)
             rows.append([labels[name], f"{n:,}", f"{r['wall']:.1f}", f"{n / r['wall']:,.0f}",
                          f"{r['wall'] / base:.2f}", f"{r['cpu']:.1f}", f"{r['cpu'] / base_cpu:.2f}",
                          f"{r['peak_rss_mb']:,.0f}",
@@ -457,6 +491,8 @@ def run_bench(args) -> int:
         mem_ratio = runs["fnapi_2N"]["peak_rss_mb"] / runs["fnapi"]["peak_rss_mb"]
         pss_ratio = runs["fnapi_2N"]["peak_pss_mb"] / runs["fnapi"]["peak_pss_mb"]
         print()
+        print_scaling(runs, labels)
+        print()
         print("targets:")
         print(f"  b/a  FnApiRunner / plain           {b_ratio:5.2f}  (<= {TARGET_FNAPI})  "
               f"{'PASS' if b_ratio <= TARGET_FNAPI and 'fnapi' not in failed else 'FAIL'}")
@@ -465,6 +501,14 @@ def run_bench(args) -> int:
         print(f"  mem  peak tree RSS 2N / N (b)      {mem_ratio:5.2f}  (<= {TARGET_MEMORY}, flat)  "
               f"{'PASS' if mem_ratio <= TARGET_MEMORY and 'fnapi_2N' not in failed else 'FAIL'}"
               f"   [PSS ratio {pss_ratio:.2f}]")
+        mem_x2 = runs["fnapi_x2_2N"]["peak_rss_mb"] / runs["fnapi_x2"]["peak_rss_mb"]
+        print(f"  mem  peak tree RSS 2N / N (c)      {mem_x2:5.2f}  (<= {TARGET_MEMORY}, flat)  "
+              f"{'PASS' if mem_x2 <= TARGET_MEMORY and 'fnapi_x2_2N' not in failed else 'FAIL'}")
+        for one, two, layout in (("fnapi", "fnapi_x2", "one large file"), ("many", "many_x2", "many small files")):
+            ratio = runs[one]["wall"] / runs[two]["wall"]
+            ok = ratio >= TARGET_SCALING and not {one, two} & set(failed)
+            print(f"  x2   2 workers / 1, {layout:<16} {ratio:5.2f}  (>= {TARGET_SCALING}, throughput, "
+                  f"2 idle cores)  {'PASS' if ok else 'MISS'}   [load average now {_loadavg()}]")
         if args.quick:
             print("  (--quick: the job's fixed start-up, ~2 s of imports and graph building, dominates a small "
                   "corpus; the time targets are meant for the full size)")
@@ -472,7 +516,7 @@ def run_bench(args) -> int:
         print("correctness (pipeline part files concatenated in name order vs plain loop output):")
         for name, text, ok in checks:
             print(f"  {'PASS' if ok else 'FAIL'}  {name}: {text}")
-        if "fnapi" not in failed and "plain" not in failed:
+        if "fnapi" not in failed and "plain" not in failed and tables:
             from stages import print_stage_table
 
             # The job's CPU without its start-up (the import measured above): the per-record cost.
@@ -488,6 +532,30 @@ def run_bench(args) -> int:
         if not args.keep:
             shutil.rmtree(work, ignore_errors=True)
     return 0
+
+
+TWO_WORKERS = ["--direct_num_workers=2", "--direct_running_mode=multi_processing"]
+
+
+def print_scaling(runs: dict, labels: dict) -> None:
+    """Two workers against one, per layout: wall ratio (the target; load skews it) and where the
+    CPU went, which load skews less: the job process (driver: start-up, graph, runner) and
+    each SDK worker. ``balance`` is the busier worker's CPU over the mean of the two (1.00:
+    even); ``bound`` is the speed-up the CPU split allows on 2 idle cores, one worker's CPU
+    over (driver CPU + the busier worker's CPU), pessimistic since the driver also overlaps."""
+    print("two workers against one (multi_processing; CPU s from /proc, last sample before exit):")
+    for one, two in (("fnapi", "fnapi_x2"), ("many", "many_x2")):
+        a, b = runs[one], runs[two]
+        job = sum(cpu for label, cpu in b["cpu_by_process"] if label == "job")
+        # (The shell that Beam starts each worker through is labelled too; it spends ~0.)
+        workers = sorted((cpu for label, cpu in b["cpu_by_process"] if label == "sdk worker" and cpu >= 0.05),
+                         reverse=True)
+        busiest = workers[0] if workers else 0.0
+        balance = busiest / (sum(workers[:2]) / 2) if len(workers) >= 2 and sum(workers[:2]) else float("nan")
+        bound = a["cpu"] / (job + busiest) if job + busiest else float("nan")
+        print(f"  {labels[two]}: wall x{a['wall'] / b['wall']:.2f} of one worker's throughput; CPU {b['cpu']:.1f} s vs "
+              f"{a['cpu']:.1f} s (x{b['cpu'] / a['cpu']:.2f}); driver {job:.1f} s, workers "
+              f"{', '.join(f'{w:.1f}' for w in workers)} s; balance {balance:.2f}; bound x{bound:.2f}")
 
 
 def print_stages(args) -> dict:
@@ -529,6 +597,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--tmp", default=None, help="parent directory for the temp dir")
     parser.add_argument("--keep", action="store_true", help="keep the temp dir (corpus, outputs, logs)")
     parser.add_argument("--stages-only", action="store_true", help="print the per-record stage table and stop")
+    parser.add_argument("--no-stages", action="store_true", help="skip the per-record stage table (jobs only)")
+    parser.add_argument("--files", type=int, default=None,
+                        help=f"files of the many-small-files layout (default {DEFAULT_FILES}; {QUICK_FILES} "
+                             "with --quick)")
     parser.add_argument("--stage-records", type=int, default=None,
                         help="records per corpus for the stage table (default 5,000; 1,000 with --quick)")
     args = parser.parse_args(argv)
@@ -537,6 +609,8 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     if args.shard_bytes is None:
         args.shard_bytes = QUICK_SHARD_BYTES if args.quick else DEFAULT_SHARD_BYTES
+    if args.files is None:
+        args.files = QUICK_FILES if args.quick else DEFAULT_FILES
     return run_bench(args)
 
 

@@ -14,7 +14,13 @@ from apache_beam.io.filesystems import FileSystems
 from pipeline.execute import OutputSpec
 from pipeline.options import Job
 from pipeline.sinks import FILE_FORMATS, SUMMARY_FILE, WriteShards, WriteSummary
-from pipeline.sources import DEFAULT_BATCH_SIZE, DEFAULT_MAX_RECORD_BYTES, ReadConversationLogs, Shard
+from pipeline.sources import (
+    DEFAULT_BATCH_BYTES,
+    DEFAULT_BATCH_SIZE,
+    DEFAULT_MAX_RECORD_BYTES,
+    ReadConversationLogs,
+    Shard,
+)
 from transforms import summary as summaries
 from transforms.conversations import (
     CHECK,
@@ -53,15 +59,17 @@ class ProcessConversationLogs(beam.PTransform):
     RESULT: type
 
     def __init__(self, shards: list[Shard], settings: Settings, batch_size: int = DEFAULT_BATCH_SIZE,
-                 max_record_bytes: int = DEFAULT_MAX_RECORD_BYTES) -> None:
+                 max_record_bytes: int = DEFAULT_MAX_RECORD_BYTES, batch_bytes: int = DEFAULT_BATCH_BYTES) -> None:
         super().__init__()
         self._shards = shards
         self._settings = settings
         self._batch_size = batch_size
         self._max_record_bytes = max_record_bytes
+        self._batch_bytes = batch_bytes
 
     def expand(self, pbegin):
-        read = pbegin | "Read" >> ReadConversationLogs(self._shards, self._batch_size, self._max_record_bytes)
+        read = pbegin | "Read" >> ReadConversationLogs(self._shards, self._batch_size, self._max_record_bytes,
+                                                       self._batch_bytes)
         out = read.batches | self.STEP.label >> ProcessConversations(self.STEP, self._settings)
         return self.RESULT(*out, read.stats)
 
@@ -85,7 +93,7 @@ class JobOutputs(NamedTuple):
 
 
 def _logs(pipeline: beam.Pipeline, job: Job, label: str, logs: type) -> NamedTuple:
-    return pipeline | label >> logs(job.shards, job.settings, job.batch_size, job.max_record_bytes)
+    return pipeline | label >> logs(job.shards, job.settings, job.batch_size, job.max_record_bytes, job.batch_bytes)
 
 
 def _summarize(temp_dir: str, read_stats, summarized, dead_letters, summarize: Summarize, summary_file: str):

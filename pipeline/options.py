@@ -36,6 +36,7 @@ from pipeline.outputs import OutputError, plan_inputs, skipped_inputs, unreachab
 from pipeline.settings import settings_problems
 from pipeline.sinks import FILE_FORMATS
 from pipeline.sources import (
+    DEFAULT_BATCH_BYTES,
     DEFAULT_BATCH_SIZE,
     DEFAULT_MAX_RECORD_BYTES,
     DEFAULT_SHARD_BYTES,
@@ -130,6 +131,9 @@ def _run_flags(add) -> None:
         help=f"split uncompressed JSONL inputs into byte ranges of this size "
              f"({DEFAULT_SHARD_BYTES >> 20} MiB; at least 65536)")
     add("--batch-size", type=int, default=DEFAULT_BATCH_SIZE, help="records per batch between reading and writing")
+    add("--batch-bytes", type=int, default=DEFAULT_BATCH_BYTES,
+        help=f"raw input bytes per batch: a batch closes at --batch-size records or at this many bytes, "
+             f"whichever comes first ({DEFAULT_BATCH_BYTES >> 10} KiB)")
 
 
 def _console_flags(add) -> None:
@@ -383,6 +387,7 @@ class Job:
     job_endpoint_timeout: float = 30.0
     max_record_bytes: int = DEFAULT_MAX_RECORD_BYTES
     max_dead_letters: DeadLetterLimit | None = None
+    batch_bytes: int = DEFAULT_BATCH_BYTES
 
 
 _DURATION_UNITS = {"s": 1, "m": 60, "h": 3600}
@@ -522,8 +527,8 @@ def _number_problems(ours: ConvNormOptions) -> list[str]:
         problems.append(f"unknown --output-format {ours.output_format!r}; known: {', '.join(FILE_FORMATS)}")
     elif ours.output_format != "jsonl" and ours.sink != "flat":
         problems.append(f"--output-format {ours.output_format} holds flat records only; use --sink flat")
-    if ours.batch_size < 1:
-        problems.append("--batch-size must be at least 1")
+    problems += [f"{flag} must be at least 1" for flag, value in
+                 (("--batch-size", ours.batch_size), ("--batch-bytes", ours.batch_bytes)) if value < 1]
     if ours.shard_bytes < 1 << 16:
         problems.append("--shard-bytes must be at least 65536")
     if ours.max_record_bytes < 1024:
@@ -611,4 +616,4 @@ def load_job(argv: list[str], *, output_required: bool = True) -> Job:
     _warn_missing_writer_options(ours)
     return Job(options, settings, shards, list(ours.input), ours.output, ours.output_format,
                ours.overwrite, ours.batch_size, ours.break_stale_lock, ours.job_endpoint_timeout,
-               ours.max_record_bytes, dead_letter_limit)
+               ours.max_record_bytes, dead_letter_limit, ours.batch_bytes)

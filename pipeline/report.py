@@ -200,57 +200,62 @@ def versions() -> dict[str, str]:
 
 
 def _pyplot():
+    """matplotlib's ``Figure`` and ``MaxNLocator`` with the report's style set. Not pyplot: a
+    figure drawn straight to SVG needs no backend or figure manager, and pyplot's import is a
+    measurable part of a small run's time (bench/bench_startup.py); the SVG is the same."""
     try:
         import matplotlib
     except ImportError:
         raise ReportUnavailable(
             "matplotlib is not installed; install the report extra: pip install 'convnorm[report]'") from None
-    matplotlib.use("Agg")  # no display needed; SVG is written by the backend-independent printer
-    import matplotlib.pyplot as plt
+    from matplotlib.figure import Figure
+    from matplotlib.ticker import MaxNLocator
 
-    plt.rcParams.update({
+    matplotlib.rcParams.update({
         "svg.fonttype": "none",  # text stays text: smaller, selectable, searchable
         "svg.hashsalt": "convnorm",  # stable element ids: the same data draws the same SVG
         "font.size": 10,
         "axes.spines.top": False,
         "axes.spines.right": False,
     })
-    return plt
+    return Figure, MaxNLocator
+
+
+def _subplots(figsize: tuple[float, float]):
+    figure, _ = _pyplot()
+    fig = figure(figsize=figsize)
+    return fig, fig.subplots()
 
 
 def _svg(fig) -> str:
     buffer = io.StringIO()
     fig.savefig(buffer, format="svg", bbox_inches="tight", metadata={"Date": None})
-    import matplotlib.pyplot as plt
-
-    plt.close(fig)
     text = buffer.getvalue()
     return text[text.index("<svg"):]  # drop the XML prolog and doctype: the SVG sits inside HTML
 
 
 def bar_chart(counts: dict[str, int], title: str, *, horizontal: bool = True, color: str = BAR_COLOR) -> str:
     """An SVG bar chart of ``counts`` (in the dict's order), each bar labelled with its value."""
-    plt = _pyplot()
+    _, max_n_locator = _pyplot()
     labels, values = list(counts), list(counts.values())
     if horizontal:
-        fig, ax = plt.subplots(figsize=(5.6, 0.32 * max(len(labels), 3) + 0.8))
+        fig, ax = _subplots((5.6, 0.32 * max(len(labels), 3) + 0.8))
         bars = ax.barh(labels, values, color=color)
         ax.invert_yaxis()  # first reason on top, as in the tables
         ax.set_xlim(0, max(values + [1]) * 1.15)
-        ax.xaxis.set_major_locator(plt.MaxNLocator(integer=True))
+        ax.xaxis.set_major_locator(max_n_locator(integer=True))
     else:
-        fig, ax = plt.subplots(figsize=(5.6, 2.8))
+        fig, ax = _subplots((5.6, 2.8))
         bars = ax.bar(labels, values, color=color)
         ax.set_ylim(0, max(values + [1]) * 1.15)
-        ax.yaxis.set_major_locator(plt.MaxNLocator(integer=True))
+        ax.yaxis.set_major_locator(max_n_locator(integer=True))
     ax.bar_label(bars, labels=[f"{v:,}" for v in values], padding=3, fontsize=9)
     ax.set_title(title, loc="left", fontsize=11)
     return _svg(fig)
 
 
 def line_chart(series: dict[str, list[float]], xlabels: list[str], title: str) -> str:
-    plt = _pyplot()
-    fig, ax = plt.subplots(figsize=(7.5, 2.8))
+    fig, ax = _subplots((7.5, 2.8))
     for name, values in series.items():
         ax.plot(range(len(values)), values, marker="o", markersize=3, label=name)
     step = max(1, len(xlabels) // 8)

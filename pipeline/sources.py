@@ -50,7 +50,7 @@ from apache_beam.pvalue import TaggedOutput
 from pipeline.progress import Tally
 from pipeline.testhooks import pause_point
 from transforms.counters import NAMESPACE
-from transforms.inputs import Batch, Parsed, RawRecord, Unreadable
+from transforms.inputs import DEFAULT_BATCH_BYTES, Batch, Parsed, RawRecord, Unreadable, raw_size
 from transforms.jsontext import NumberTooLarge, parse_json
 
 LOG = logging.getLogger(__name__)
@@ -639,18 +639,22 @@ def read_shard(shard: Shard, max_record_bytes: int = DEFAULT_MAX_RECORD_BYTES) -
 
 
 def iter_batches(shard: Shard, batch_size: int, stats: dict,
-                 max_record_bytes: int = DEFAULT_MAX_RECORD_BYTES) -> Iterator[Batch]:
-    """Group a shard's records into batches; ``stats`` counts records and blank lines."""
+                 max_record_bytes: int = DEFAULT_MAX_RECORD_BYTES,
+                 batch_bytes: int = DEFAULT_BATCH_BYTES) -> Iterator[Batch]:
+    """Group a shard's records into batches of ``batch_size`` records or ``batch_bytes`` raw
+    bytes, whichever comes first; ``stats`` counts records and blank lines."""
     items: list = []
+    size = 0
     for item in read_shard(shard, max_record_bytes):
         if item is BLANK:
             stats["blank_lines"] += 1
             continue
         stats["records"] += 1
         items.append(item)
-        if len(items) >= batch_size:
+        size += raw_size(item)
+        if len(items) >= batch_size or size >= batch_bytes:
             yield Batch(shard.index, items[0].position, items)
-            items = []
+            items, size = [], 0
     if items:
         yield Batch(shard.index, items[0].position, items)
 
@@ -664,8 +668,10 @@ def iter_batches(shard: Shard, batch_size: int, stats: dict,
 class _ReadShard(beam.DoFn):
     STATS = "read_stats"
 
-    def __init__(self, batch_size: int, total_shards: int, max_record_bytes: int) -> None:
+    def __init__(self, batch_size: int, total_shards: int, max_record_bytes: int,
+                 batch_bytes: int = DEFAULT_BATCH_BYTES) -> None:
         self._batch_size = batch_size
+        self._batch_bytes = batch_bytes
         self._total = total_shards
         self._max_record_bytes = max_record_bytes
 
@@ -680,7 +686,7 @@ class _ReadShard(beam.DoFn):
         reported = 0
         # Offsets are file bytes only in uncompressed JSONL; other files count once read whole.
         byte_offsets = FILE_KINDS[shard.suffix] == ("jsonl", None, True)
-        for batch in iter_batches(shard, self._batch_size, stats, self._max_record_bytes):
+        for batch in iter_batches(shard, self._batch_size, stats, self._max_record_bytes, self._batch_bytes):
             yield batch
             self._tally.add("records", len(batch.items))
             if byte_offsets:
@@ -705,14 +711,15 @@ class ReadConversationLogs(beam.PTransform):
     """Planned shards -> batches of ``RawRecord`` (and per-shard read statistics)."""
 
     def __init__(self, shards: list[Shard], batch_size: int = DEFAULT_BATCH_SIZE,
-                 max_record_bytes: int = DEFAULT_MAX_RECORD_BYTES) -> None:
+                 max_record_bytes: int = DEFAULT_MAX_RECORD_BYTES, batch_bytes: int = DEFAULT_BATCH_BYTES) -> None:
         super().__init__()
         self._shards = shards
         self._batch_size = batch_size
         self._max_record_bytes = max_record_bytes
+        self._batch_bytes = batch_bytes
 
     def expand(self, pbegin):
-        read = _ReadShard(self._batch_size, len(self._shards), self._max_record_bytes)
+        read = _ReadShard(self._batch_size, len(self._shards), self._max_record_bytes, self._batch_bytes)
         outputs = (
             pbegin
             | "Shards" >> beam.Create(self._shards)

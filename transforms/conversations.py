@@ -44,10 +44,11 @@ from typing import Callable, Iterable, NamedTuple
 import apache_beam as beam
 from apache_beam.metrics import Metrics
 from apache_beam.pvalue import TaggedOutput
+from apache_beam.utils.windowed_value import WindowedValue
 
 from transforms import summary as summaries
 from transforms.counters import COUNTED_BY_KIND, COUNTED_TOTALS, COUNTER_NAMES, DISTRIBUTION_NAMES, NAMESPACE
-from transforms.inputs import Batch
+from transforms.inputs import DEFAULT_BATCH_BYTES, Batch, raw_size
 from transforms.records import normalize_batch, process_record
 from transforms.settings import Settings
 from transforms.validate_step import check_record
@@ -182,24 +183,50 @@ class CheckConversations(ProcessConversations):
 #: The shard of batches made from a stream rather than from planned input files.
 STREAM_SHARD = -1
 
-
 class BatchRawRecords(beam.PTransform):
     """Single ``RawRecord`` elements (from a queue, say) -> batches ``NormalizeConversations`` takes.
 
-    ``BatchElements`` batches within a bundle, so this works on unbounded input; file inputs
-    do not need it (``ReadConversationLogs`` reads in batches already).
+    Batches close at ``max_batch_size`` records or ``max_batch_bytes`` raw bytes, whichever
+    comes first, within a bundle, so this works on unbounded input; file inputs do not need it
+    (``ReadConversationLogs`` reads in batches already, by the same rule).
     """
 
-    def __init__(self, max_batch_size: int = 256) -> None:
+    def __init__(self, max_batch_size: int = 256, max_batch_bytes: int = DEFAULT_BATCH_BYTES) -> None:
         super().__init__()
         self._max = max_batch_size
+        self._max_bytes = max_batch_bytes
 
     def expand(self, records):
-        return (
-            records
-            | "Group" >> beam.BatchElements(min_batch_size=1, max_batch_size=self._max)
-            | "ToBatch" >> beam.Map(lambda items: Batch(STREAM_SHARD, items[0].position, list(items)))
-        )
+        return records | "Group" >> beam.ParDo(_BatchBySize(self._max, self._max_bytes))
+
+
+class _BatchBySize(beam.DoFn):
+    """Collects a bundle's records into ``Batch``es per window; what is left of each window's
+    batch is emitted at the bundle's end, in that window (as ``BatchElements`` does)."""
+
+    def __init__(self, max_records: int, max_bytes: int) -> None:
+        self._max_records = max_records
+        self._max_bytes = max_bytes
+
+    def start_bundle(self) -> None:
+        self._open: dict = {}  # window -> [items, raw bytes]
+
+    def process(self, raw, window=beam.DoFn.WindowParam):
+        batch = self._open.setdefault(window, [[], 0])
+        batch[0].append(raw)
+        batch[1] += raw_size(raw)
+        if len(batch[0]) >= self._max_records or batch[1] >= self._max_bytes:
+            del self._open[window]
+            yield _batch(batch[0])
+
+    def finish_bundle(self):
+        for window, (items, _) in self._open.items():
+            yield WindowedValue(_batch(items), window.max_timestamp(), [window])
+        self._open = {}
+
+
+def _batch(items: list) -> Batch:
+    return Batch(STREAM_SHARD, items[0].position, items)
 
 
 @beam.typehints.with_input_types(Batch)

@@ -56,3 +56,16 @@ class Batch(NamedTuple):
     #: Each item as its JSON line (no newline), when processing already serialized it: a JSON
     #: Lines file writes these bytes instead of serializing the items again. ``None``: not known.
     lines: list | None = None
+
+
+#: A batch closes at this many raw bytes of its records, or at its count (``--batch-size``),
+#: whichever comes first: it bounds what a batch of large records holds (its lines and ~20x
+#: their bytes in Python objects); CPU per record did not measurably change between 64 KiB
+#: and 1 MiB (docs/per-record-speed.md).
+DEFAULT_BATCH_BYTES = 256 << 10
+
+
+def raw_size(raw) -> int:
+    """A raw record's bytes as read (a JSONL line); 0 for one read as a value (Parquet, .json)."""
+    payload = raw.payload
+    return len(payload) if isinstance(payload, (bytes, str)) else 0
