@@ -420,17 +420,29 @@ code,td.mono{font-family:ui-monospace,SFMono-Regular,Menlo,monospace;font-size:1
 
 def render_html(data: ReportData, generated: str | None = None) -> str:
     """The whole page as one string (charts inline). Raises ReportUnavailable without matplotlib."""
-    s, details, run = data.summary, data.details, data.run
+    s = data.summary
     _pyplot()  # fail early, before any work, when charts cannot be drawn
+    parts = [
+        _header_html(data.output, s),
+        _drops_html(s),
+        _opt_in_html(s),
+        _worst_sources_html(data.details),
+        _examples_html(s, data.details),
+        _run_html(data.run, generated),
+    ]
+    return ("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
+            "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">"
+            f"{TITLE_MARK.decode()}{_e(data.output)}</title><style>{STYLE}</style></head>"
+            f"<body><main>{''.join(parts)}</main></body></html>\n")
+
+
+def _header_html(output: str, s: dict) -> str:
+    """Title line and the tiles of totals."""
     accounted = s.get("accounted")
-    parts: list[str] = []
-    add = parts.append
-
-    add(f"<h1>convnorm run report</h1><div class=\"sub\">{_e(data.output)} · profile "
-        f"<b data-key=\"profile\">{_e(s.get('profile', '?'))}</b> · "
-        f"{'every record accounted for' if accounted else 'NOT every record accounted for'}"
-        f"<span hidden data-key=\"accounted\">{_num(accounted)}</span></div>")
-
+    header = (f"<h1>convnorm run report</h1><div class=\"sub\">{_e(output)} · profile "
+              f"<b data-key=\"profile\">{_e(s.get('profile', '?'))}</b> · "
+              f"{'every record accounted for' if accounted else 'NOT every record accounted for'}"
+              f"<span hidden data-key=\"accounted\">{_num(accounted)}</span></div>")
     tiles = [
         _tile("records in", "records_in", s.get("records_in", 0)),
         _tile("normalized", "records_out", s.get("records_out", 0)),
@@ -442,10 +454,13 @@ def render_html(data: ReportData, generated: str | None = None) -> str:
         _tile("conversations with drops", "conversations_with_drops", s.get("conversations_with_drops", 0)),
         _tile("blank lines skipped", "blank_lines", s.get("blank_lines", 0)),
     ]
-    add('<div class="tiles">' + "".join(tiles) + "</div>")
+    return header + '<div class="tiles">' + "".join(tiles) + "</div>"
 
-    # -- what was dropped, what could not be read
-    add("<h2>Drops and dead letters</h2><div class=\"grid\">")
+
+def _drops_html(s: dict) -> str:
+    """What was dropped, what could not be read: charts and tables."""
+    parts = ["<h2>Drops and dead letters</h2><div class=\"grid\">"]
+    add = parts.append
     drops = s.get("dropped_by_reason", {})
     add('<div class="card">' + _counts_chart(drops, "dropped_by_reason", "Messages dropped, by reason",
                                              "No message was dropped.")
@@ -464,8 +479,13 @@ def render_html(data: ReportData, generated: str | None = None) -> str:
         + "<p class=\"none\">Readers count messages as they produce them; healing adds one result per "
           "unanswered call.</p></div>")
     add("</div>")
+    return "".join(parts)
 
-    # -- opt-in counts
+
+def _opt_in_html(s: dict) -> str:
+    """The counts only some runs have (repairs, --check, the ledger, windows, unknown keys)."""
+    parts: list[str] = []
+    add = parts.append
     if "repairs" in s:
         add("<h2>Repairs (opt-in profile)</h2><div class=\"card\">"
             + _counts_chart(s["repairs"], "repairs", "Repairs, by kind", "No repair was needed.", color=OK_COLOR)
@@ -488,28 +508,34 @@ def render_html(data: ReportData, generated: str | None = None) -> str:
     for key in s:
         if key not in KNOWN_KEYS:
             add(f"<h2>{_e(key)}</h2><div class=\"card\">" + _generic(s[key], key, key) + "</div>")
+    return "".join(parts)
 
-    # -- where
-    add("<h2>Worst sources</h2>")
+
+def _worst_sources_html(details) -> str:
     worst = worst_sources(details)
-    if worst:
-        rows = "".join(
-            f"<tr><td class=\"mono\" title=\"{_e(path)}\">{_e(_short(path))}</td>"
-            f"<td class=\"n\">{_num(st.records)}</td>"
-            f"<td class=\"n\">{_num(st.conversations_with_drops)}</td><td class=\"n\">{_num(st.dropped)}</td>"
-            f"<td class=\"n\">{_num(st.dead_letters)}</td><td class=\"n\">{st.affected_rate:.1%}</td></tr>"
-            for path, st in worst)
-        add("<p>Input files with the highest share of records that lost messages or were dead-lettered "
+    if not worst:
+        return "<h2>Worst sources</h2><p class=\"none\">No file lost a message or a record.</p>"
+    rows = "".join(
+        f"<tr><td class=\"mono\" title=\"{_e(path)}\">{_e(_short(path))}</td>"
+        f"<td class=\"n\">{_num(st.records)}</td>"
+        f"<td class=\"n\">{_num(st.conversations_with_drops)}</td><td class=\"n\">{_num(st.dropped)}</td>"
+        f"<td class=\"n\">{_num(st.dead_letters)}</td><td class=\"n\">{st.affected_rate:.1%}</td></tr>"
+        for path, st in worst)
+    return ("<h2>Worst sources</h2>"
+            "<p>Input files with the highest share of records that lost messages or were dead-lettered "
             f"(of {_num(len(details.sources))} file(s)).</p>"
             "<table class=\"worst\"><tr><th>file</th><th class=\"n\">records</th>"
             "<th class=\"n\">with drops</th><th class=\"n\">messages dropped</th><th class=\"n\">dead letters</th>"
             "<th class=\"n\">affected</th></tr>" + rows + "</table>")
-    else:
-        add("<p class=\"none\">No file lost a message or a record.</p>")
 
-    add("<h2>Examples</h2><p>The first conversations (in output order) that lost messages for each reason: "
-        "messages before → after normalizing. Look them up by id in <code>normalized/</code> and "
-        "<code>drops/</code>, or by position in the input.</p>")
+
+def _examples_html(s: dict, details) -> str:
+    """The first conversations that lost messages, per reason, and the first dead letters."""
+    drops = s.get("dropped_by_reason", {})
+    letters = s.get("dead_letters_by_reason", {})
+    parts = ["<h2>Examples</h2><p>The first conversations (in output order) that lost messages for each reason: "
+             "messages before → after normalizing. Look them up by id in <code>normalized/</code> and "
+             "<code>drops/</code>, or by position in the input.</p>"]
     rows = []
     for reason in list(drops) + sorted(set(details.drop_examples) - set(drops)):
         for m in details.drop_examples.get(reason, []):
@@ -520,11 +546,11 @@ def render_html(data: ReportData, generated: str | None = None) -> str:
                 f"<td class=\"n\">{_num(m.get('messages_in', 0))} → {_num(m.get('messages_out', 0))}</td>"
                 f"<td class=\"n\">{_num(m.get('healed', 0))}</td><td>{_e(others)}</td></tr>")
     if rows:
-        add("<table class=\"examples\"><tr><th>reason</th><th>id</th><th>source @ position</th>"
-            "<th class=\"n\">dropped</th><th class=\"n\">messages</th><th class=\"n\">healed</th>"
-            "<th>other drops</th></tr>" + "".join(rows) + "</table>")
+        parts.append("<table class=\"examples\"><tr><th>reason</th><th>id</th><th>source @ position</th>"
+                     "<th class=\"n\">dropped</th><th class=\"n\">messages</th><th class=\"n\">healed</th>"
+                     "<th>other drops</th></tr>" + "".join(rows) + "</table>")
     else:
-        add("<p class=\"none\">No conversation lost a message.</p>")
+        parts.append("<p class=\"none\">No conversation lost a message.</p>")
     rows = [
         f"<tr><td>{_e(reason)}</td><td class=\"mono\">{_e(_where(letter))}</td>"
         f"<td>{_e(_short(letter.get('detail', ''), 90))}</td></tr>"
@@ -532,27 +558,27 @@ def render_html(data: ReportData, generated: str | None = None) -> str:
         for letter in details.dead_letter_examples.get(reason, [])
     ]
     if rows:
-        add("<h3>Dead letters</h3><table class=\"examples\"><tr><th>reason</th><th>source @ position</th>"
-            "<th>detail</th></tr>" + "".join(rows) + "</table>")
+        parts.append("<h3>Dead letters</h3><table class=\"examples\"><tr><th>reason</th><th>source @ position</th>"
+                     "<th>detail</th></tr>" + "".join(rows) + "</table>")
+    return "".join(parts)
 
-    # -- how
-    add("<h2>Run</h2>")
+
+def _run_html(run: dict | None, generated: str | None) -> str:
+    """The run's options and versions, and when the page was made."""
+    parts = ["<h2>Run</h2>"]
     if run:
         rows = "".join(
             f"<tr><td>{_e(k)}</td><td class=\"mono\">"
             f"{_e(_short(v if isinstance(v, str) else json.dumps(v), 120))}</td></tr>"
             for k, v in _flat_items(run))
-        add(f"<table class=\"run\">{rows}</table>")
+        parts.append(f"<table class=\"run\">{rows}</table>")
     else:
-        add("<p class=\"none\">No record of the run's options (this report was rebuilt from the outputs alone).</p>")
+        parts.append("<p class=\"none\">No record of the run's options (this report was rebuilt from the outputs "
+                     "alone).</p>")
     generated = generated or datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC")
     report_versions = ", ".join(f"{k} {v}" for k, v in versions().items())
-    add(f"<p class=\"none\">Report generated {_e(generated)} by {_e(report_versions)}.</p>")
-
-    return ("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
-            "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">"
-            f"{TITLE_MARK.decode()}{_e(data.output)}</title><style>{STYLE}</style></head>"
-            f"<body><main>{''.join(parts)}</main></body></html>\n")
+    parts.append(f"<p class=\"none\">Report generated {_e(generated)} by {_e(report_versions)}.</p>")
+    return "".join(parts)
 
 
 def write_report(output: str, run: dict | None = None) -> str:
