@@ -81,15 +81,28 @@ def _run(tmp_path: Path, lines: list, *extra: str) -> list[str]:
 
 
 def test_a_batch_line_with_nothing_to_repair_reads_back_byte_identical(tmp_path):
-    assert _run(tmp_path, LINES, "--id-field", "custom_id") == [_dump(line) for line in LINES]
+    # Its custom_id is its id by default: the Batch API matches each result to it.
+    assert _run(tmp_path, LINES) == [_dump(line) for line in LINES]
+    (tmp_path / "b").mkdir()
+    assert _run(tmp_path / "b", LINES, "--id-field", "custom_id") == [_dump(line) for line in LINES]
 
 
-def test_without_its_own_ids_only_custom_id_changes(tmp_path):
-    written = [json.loads(row) for row in _run(tmp_path, LINES)]
-    for line, out in zip(LINES, written):
-        assert out["custom_id"].startswith("sha256:")
+def test_an_id_field_the_line_has_replaces_custom_id(tmp_path):
+    lines = [{**line, "request": f"r{i}"} for i, line in enumerate(LINES)]
+    written = [json.loads(row) for row in _run(tmp_path, lines, "--id-field", "request")]
+    for i, (line, out) in enumerate(zip(lines, written)):
+        assert out["custom_id"] == f"r{i}"
         assert {**out, "custom_id": line["custom_id"]} == line
         assert list(out) == list(line) and list(out["body"]) == list(line["body"])
+
+
+def test_a_batch_line_keeps_its_custom_id_as_its_id_in_every_output(tmp_path):
+    source = tmp_path / "batch.jsonl"
+    source.write_text(_dump(LINES[0]) + "\n", encoding="utf-8")
+    assert main(["--input", str(source), "--output", str(tmp_path / "out"), "--quiet"]) == 0
+    [flat] = [json.loads(p.read_text()) for p in (tmp_path / "out" / "normalized").glob("part-*.jsonl")]
+    [drops] = [json.loads(p.read_text()) for p in (tmp_path / "out" / "drops").glob("part-*.jsonl")]
+    assert flat["id"] == drops["id"] == "req-1"
 
 
 def test_a_repaired_line_changes_only_its_messages(tmp_path):

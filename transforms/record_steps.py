@@ -17,6 +17,7 @@ from typing import Any, NamedTuple
 
 from transforms.formats import READERS, FormatError, detect_reader_after, read_forced, unrecognized
 from transforms.formats.base import not_a_record
+from transforms.formats.openai import is_batch_line
 from transforms.inputs import Parsed, RawRecord, Unreadable
 from transforms.jsontext import NumberTooLarge, canonical_json, dumps_line, int_text, parse_json
 from transforms.settings import Settings
@@ -105,9 +106,22 @@ def own_id(record: Any, id_field: str) -> str | None:
     return canonical_json(value).decode("utf-8", "replace")
 
 
-def record_id(record: Any, id_field: str) -> str:
-    """The record's own id when it has a usable one, else a content-derived id."""
-    return own_id(record, id_field) or derived_id(record)
+#: Where an OpenAI Batch API input line keeps its id: the key the Batch API matches each
+#: result to its request by, so it must come through unchanged.
+BATCH_ID_FIELD = "custom_id"
+
+
+def record_id(record: Any, settings: Settings) -> str:
+    """The record's own id when it has a usable one, else a content-derived id.
+
+    The own id is the ``--id-field`` (``settings.id_field``); a Batch API line that lacks that
+    field names itself by its ``custom_id``.
+    """
+    own = own_id(record, settings.id_field)
+    if own is None and isinstance(record, dict) and settings.id_field not in record \
+            and is_batch_line(record, settings.messages_field):
+        own = own_id(record, BATCH_ID_FIELD)
+    return own or derived_id(record)
 
 
 def raw_text(payload: Any, limit: int) -> str:

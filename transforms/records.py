@@ -49,7 +49,7 @@ class BatchResult(NamedTuple):
 def _process(raw: RawRecord, settings: Settings, hint: ReaderHint | None = None) -> tuple[dict, dict, bytes]:
     record = parse_payload(raw)
     conversation = read_conversation(record, settings, hint, for_core=True)
-    rid = record_id(record, settings.id_field)
+    rid = record_id(record, settings)
     result = normalize_with_profile(conversation.messages, settings.profile)
 
     normalized = dict(conversation.fields)

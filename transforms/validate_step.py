@@ -17,7 +17,7 @@ def _check(raw: RawRecord, settings: Settings) -> tuple[dict, None]:
     conversation = read_conversation(record, settings)
     violations = check_sendable(conversation.messages)
     report = {
-        "id": record_id(record, settings.id_field),
+        "id": record_id(record, settings),
         "source": raw.source,
         "position": raw.position,
         "messages": len(conversation.messages),

@@ -27,8 +27,8 @@ with a ``custom_id`` and a ``body`` object, and no message list of its own, e.g.
 the body's fields (``model``, the message key, ``tools``, ``max_tokens``, ...) spliced in where
 ``body`` was, in order, so that writers find ``model`` and ``tools`` where a logged chat has
 them. A body key the line also has is a FormatError (``batch_field_collision``), never a silent
-overwrite. The job's record id is the ``--id-field`` (``id``, which a Batch line lacks: a
-content-derived id); ``--id-field custom_id`` keeps the line's own.
+overwrite. The job's record id is the ``--id-field`` (``id``); a Batch line that lacks that
+field keeps its own ``custom_id`` (the key the Batch API matches results by).
 
 Writers (``openai-finetune``, ``openai-batch``): one fine-tuning JSONL line, or one Batch API
 input line for ``/v1/chat/completions``. Arguments become a JSON string (an object as compact
@@ -36,8 +36,7 @@ JSON, a string as is, none as ``"{}"``); an assistant message with calls and no 
 ``content: null``; messages keep their order. A Batch line this reader read (the job passes it
 as ``WriteContext.source``) is written back with only its message list changed: every body
 parameter and top-level key stays, ``custom_id`` is the record id, ``--model`` replaces the
-body's model; so a line with nothing to repair comes back byte-identical under ``--id-field
-custom_id``. A result that is not in the block of tool
+body's model; so a line with nothing to repair comes back byte-identical. A result that is not in the block of tool
 messages right after its call (MEM-5 keeps such a result where it is) is refused with
 ``FormatError("result_not_adjacent")`` instead of being moved: ``--profile lossless``
 re-attaches displaced results, and reports it. ``tools`` in any known shape is written in the
@@ -280,7 +279,7 @@ def openai_to_flat(messages: list, report: dict | None = None, discarded: dict |
     return out
 
 
-def _is_batch_line(record: Any, messages_field: str) -> bool:
+def is_batch_line(record: Any, messages_field: str) -> bool:
     """A Batch API input line: a ``custom_id`` and a ``body`` object, no message list beside them."""
     return (
         isinstance(record, dict)
@@ -305,7 +304,7 @@ def _batch_fields(record: dict) -> dict:
 
 
 def read_openai(record: Any, messages_field: str, keep_plain: bool = False) -> Conversation:
-    if _is_batch_line(record, messages_field):
+    if is_batch_line(record, messages_field):
         body = record["body"]
         if messages_field not in body:
             raise RecordShapeError("missing_messages", f"the Batch line's body has no {messages_field!r} field")
@@ -350,7 +349,7 @@ def detect_openai(record: Any, messages_field: str) -> bool:
     # Only what this reader reads differently from the flat one, so that a record without any
     # of it gives the same conversation under either reader. A Batch line is OpenAI's alone.
     # Either way, every entry must look like a message: this reader reads no other shape.
-    if _is_batch_line(record, messages_field):
+    if is_batch_line(record, messages_field):
         messages = record["body"].get(messages_field)
         return isinstance(messages, list) and foreign_entry(messages, _OPENAI_MESSAGE_KEYS) is None
     messages = record if isinstance(record, list) else record.get(messages_field) if isinstance(record, dict) else None
@@ -450,7 +449,7 @@ def _rewrite_batch_line(line: dict, messages: list, ctx: WriteContext) -> dict:
 
     Every top-level key and body parameter stays where it was, with its value (``tools``,
     ``temperature``, ``response_format``, ``metadata``, ...); ``custom_id`` is the record id,
-    as for any record (``--id-field custom_id`` keeps the line's own), and ``--model``, when
+    which is the line's own ``custom_id`` unless ``--id-field`` names a field it has, and ``--model``, when
     given, replaces the body's ``model``. A line with nothing to repair comes back as it was.
     """
     body = dict(line["body"])
@@ -470,7 +469,7 @@ def write_openai_batch(record: dict, ctx: WriteContext) -> dict:
         raise FormatError("missing_model", "a Batch request needs a model: pass --model")
     tools, custom_tools = _tools(record, ctx)
     messages = flat_to_openai(normalized_messages(record, ctx.messages_field), custom_tools)
-    if _is_batch_line(ctx.source, ctx.messages_field):
+    if is_batch_line(ctx.source, ctx.messages_field):
         return _rewrite_batch_line(ctx.source, messages, ctx)
     body: dict = {"model": model, "messages": messages}
     if tools is not None:
