@@ -68,7 +68,7 @@ def test_every_pure_module_is_found():
     found = _pure_modules()
     for name in ("transforms.normalize", "transforms.ledger", "transforms.validate", "transforms.profiles",
                  "transforms.records", "transforms.jsontext", "transforms.inputs", "transforms.settings",
-                 "transforms.record_steps", "transforms.validate_step", "transforms.tool_blocks",
+                 "transforms.output_records", "transforms.record_steps", "transforms.validate_step", "transforms.tool_blocks",
                  "transforms.formats.openai", "pipeline.quiet", "pipeline.settings"):
         assert name in found
 

@@ -20,6 +20,7 @@ from transforms.formats.base import not_a_record
 from transforms.formats.openai import is_batch_line
 from transforms.inputs import Parsed, RawRecord, Unreadable
 from transforms.jsontext import NumberTooLarge, canonical_json, dumps_line, int_text, parse_json
+from transforms.output_records import DeadLetter
 from transforms.settings import Settings
 
 
@@ -201,7 +202,7 @@ def parse_payload(raw: RawRecord) -> Any:
         raise RecordRefused(DeadLetterReason.INVALID_JSON, str(error)) from None
 
 
-def dead_letter(raw: RawRecord, reason: DeadLetterReason, detail: str, limit: int) -> dict:
+def dead_letter(raw: RawRecord, reason: DeadLetterReason, detail: str, limit: int) -> DeadLetter:
     return {
         "source": raw.source,
         "position": raw.position,

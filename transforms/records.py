@@ -20,6 +20,7 @@ from transforms.inputs import Parsed, RawRecord
 from transforms.jsontext import dumps_line
 from transforms.ledger import coercion_discards
 from transforms.ledger import report as ledger_report
+from transforms.output_records import DropMetrics
 from transforms.profiles import normalize_with_profile
 from transforms.record_steps import (
     DeadLettered,
@@ -46,7 +47,7 @@ class BatchResult(NamedTuple):
     lines: list | None = None
 
 
-def _process(raw: RawRecord, settings: Settings, hint: ReaderHint | None = None) -> tuple[dict, dict, bytes]:
+def _process(raw: RawRecord, settings: Settings, hint: ReaderHint | None = None) -> tuple[dict, DropMetrics, bytes]:
     record = parse_payload(raw)
     conversation = read_conversation(record, settings, hint, for_core=True)
     rid = record_id(record, settings)
@@ -61,7 +62,7 @@ def _process(raw: RawRecord, settings: Settings, hint: ReaderHint | None = None)
         # A null, empty or boolean id cannot join the outputs: use the derived one.
         normalized[settings.id_field] = rid
 
-    metrics = {
+    metrics: DropMetrics = {
         "id": rid,
         "source": raw.source,
         "position": raw.position,

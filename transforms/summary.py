@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from typing import Callable, Iterable, NamedTuple
 
 from transforms.normalize import REASONS
+from transforms.output_records import DeadLetter, DropMetrics, ViolationReport
 from transforms.profiles import REPAIRS
 from transforms.record_steps import DEAD_LETTER_REASONS
 from transforms.validate import VIOLATION_KINDS
@@ -60,7 +61,7 @@ def _add(counts: dict, key: str, n: int = 1) -> None:
     counts[key] = counts.get(key, 0) + n
 
 
-def _reasons(dead_letters: Iterable[dict]) -> dict:
+def _reasons(dead_letters: Iterable[DeadLetter]) -> dict:
     counts: dict = {}
     for letter in dead_letters:
         _add(counts, letter["reason"])
@@ -142,7 +143,7 @@ def _render(title: str, rows: list[tuple], footer: list[str]) -> str:
 _REPORTS = ("reader_report", "writer_report")
 
 
-def partial(records_in: int = 0, metrics: Iterable[dict] = (), dead_letters: Iterable[dict] = (),
+def partial(records_in: int = 0, metrics: Iterable[DropMetrics] = (), dead_letters: Iterable[DeadLetter] = (),
             blank_lines: int = 0) -> dict:
     """The partial summary of one batch: raw records read, drop metrics, dead letters."""
     dropped_by, repairs, violations, histogram, nulled, discarded = {}, {}, {}, {}, {}, {}
@@ -324,7 +325,8 @@ def _report_rows(doc: dict) -> list[tuple]:
 # Validation runs (``convnorm validate``): conversations checked as they are
 
 
-def validation_partial(records_in: int = 0, reports: Iterable[dict] = (), dead_letters: Iterable[dict] = (),
+def validation_partial(records_in: int = 0, reports: Iterable[ViolationReport] = (),
+                       dead_letters: Iterable[DeadLetter] = (),
                        blank_lines: int = 0) -> dict:
     """The partial summary of one batch: raw records read, violation reports, dead letters."""
     violations: dict = {}

@@ -7,16 +7,17 @@ what ``transforms.validate.check_sendable`` finds in its messages.
 from __future__ import annotations
 
 from transforms.inputs import RawRecord
+from transforms.output_records import ViolationReport
 from transforms.record_steps import Outcome, guarded, parse_payload, read_conversation, record_id
 from transforms.settings import Settings
 from transforms.validate import check_sendable, count_by_kind
 
 
-def _check(raw: RawRecord, settings: Settings) -> tuple[dict, None]:
+def _check(raw: RawRecord, settings: Settings) -> tuple[ViolationReport, None]:
     record = parse_payload(raw)
     conversation = read_conversation(record, settings)
     violations = check_sendable(conversation.messages)
-    report = {
+    report: ViolationReport = {
         "id": record_id(record, settings),
         "source": raw.source,
         "position": raw.position,

@@ -1,0 +1,48 @@
+"""The output record shapes (transforms/output_records.py) are the keys the steps really write."""
+
+from __future__ import annotations
+
+import json
+
+from transforms.inputs import RawRecord
+from transforms.output_records import DeadLetter, DropMetrics, ViolationReport
+from transforms.records import process_record
+from transforms.settings import Settings
+from transforms.validate_step import check_record
+
+DEFECTIVE = {"id": "c1", "messages": [
+    {"role": "tool", "tool_call_id": "x", "content": "orphan"},
+    {"role": "user", "content": [{"type": "text", "text": "hi"}], "weight": 1},
+    {"role": "assistant", "content": "", "reasoning_content": "hmm",
+     "tool_calls": [{"id": "a", "type": "function", "function": {"name": "f", "arguments": "{}"}}]},
+]}
+
+
+def _keys(typed) -> tuple[set, set]:
+    return set(typed.__required_keys__), set(typed.__required_keys__ | typed.__optional_keys__)
+
+
+def _raw(record) -> RawRecord:
+    return RawRecord("in.jsonl", 0, json.dumps(record).encode())
+
+
+def test_drop_metrics_hold_every_required_key_and_only_declared_ones():
+    required, declared = _keys(DropMetrics)
+    outcome = process_record(_raw(DEFECTIVE), Settings(profile="lossless", check=True))
+    assert outcome.dead_letter is None
+    assert required <= set(outcome.metrics) <= declared
+    assert {"discarded", "violations"} <= set(outcome.metrics)  # optional ones this record has
+
+
+def test_dead_letters_have_exactly_the_declared_keys():
+    required, declared = _keys(DeadLetter)
+    outcome = process_record(_raw("not a record"), Settings())
+    assert set(outcome.dead_letter) == required == declared
+
+
+def test_violation_reports_have_exactly_the_declared_keys():
+    required, declared = _keys(ViolationReport)
+    outcome = check_record(_raw(DEFECTIVE), Settings())
+    assert set(outcome.record) == required == declared
+    assert outcome.record["details"] and set(outcome.record["details"][0]) == {"kind", "index", "tool_call_id",
+                                                                              "detail"}

@@ -1,0 +1,77 @@
+"""The shapes of the records convnorm writes besides the normalized ones (no Beam import).
+
+One home for the keys of a drop-metrics record (``drops/``), a dead letter (``dead_letter/``)
+and a violation report (``convnorm validate``'s ``violations/``): the per-record steps build
+them, the summary reads them, the sinks write them as they are.
+
+They are ``TypedDict``s, not dataclasses: each record is a JSON document, serialized once,
+whose keys are documented for users (docs/operations.md, "Outputs"). A ``TypedDict`` is that
+dict, so a type checker sees every key a module reads or writes, at no cost per record and
+with output bytes unchanged.
+"""
+
+from typing import TypedDict
+
+# No ``from __future__ import annotations`` here: TypedDict reads its keys' annotations at
+# class creation (which keys are required), and the optional ones come from ``total=False``
+# (``NotRequired`` needs Python 3.11; convnorm runs on 3.10).
+
+
+class DeadLetter(TypedDict):
+    """A record that could not be processed, and why."""
+
+    source: str
+    position: int
+    #: One of ``transforms.record_steps.DeadLetterReason`` (as plain text).
+    reason: str
+    detail: str
+    #: The raw input as text, cut to ``--dead-letter-raw-limit`` characters.
+    raw: str
+
+
+class _DropCounts(TypedDict):
+    id: str
+    source: str
+    position: int
+    dropped: int
+    #: Messages dropped, by MEM-5 reason (only reasons that occurred).
+    drops: dict[str, int]
+    healed: int
+    messages_in: int
+    messages_out: int
+
+
+class DropMetrics(_DropCounts, total=False):
+    """What normalizing one conversation dropped, healed and discarded: the keys of
+    ``_DropCounts`` always, these when they have something to say."""
+
+    #: The ledger of fields coercion discarded (transforms.ledger), when not empty.
+    discarded: dict
+    #: Opt-in repairs by kind (``--profile lossless``).
+    repairs: dict[str, int]
+    #: The reader's and the writer's counted choices (docs/formats-readers-writers.md).
+    reader_report: dict[str, int]
+    writer_report: dict[str, int]
+    #: Parquet values written as null because JSON cannot hold them, by column.
+    non_finite_nulled: dict[str, int]
+    #: Sendability violations of the output, by kind (``--check``).
+    violations: dict[str, int]
+
+
+class ViolationDetail(TypedDict):
+    kind: str
+    index: int
+    tool_call_id: str | None
+    detail: str
+
+
+class ViolationReport(TypedDict):
+    """One conversation checked as it is (``convnorm validate``)."""
+
+    id: str
+    source: str
+    position: int
+    messages: int
+    violations: dict[str, int]
+    #: The first violations one by one (all are counted in ``violations``).
+    details: list[ViolationDetail]
