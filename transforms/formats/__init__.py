@@ -19,7 +19,7 @@ from transforms.formats.base import (
 )
 
 # Built-in formats register themselves on import: add a format module's name here.
-from transforms.formats import (  # noqa: E402, F401
+from transforms.formats import (  # noqa: F401
     anthropic,
     flat,
     gemini,
@@ -27,8 +27,8 @@ from transforms.formats import (  # noqa: E402, F401
     openai_responses,
     sharegpt,
 )
-from transforms.formats.claims import read_forced, unrecognized  # noqa: E402
-from transforms.formats.openai import _openai_ism  # noqa: E402
+from transforms.formats.claims import read_forced, unrecognized
+from transforms.formats.openai import _openai_ism
 
 #: The readers a plain chat can go to, and the readers the plain-chat rules below were proved
 #: against: another registered reader (a plug-in) turns the shortcut off.
