@@ -9,7 +9,8 @@ Each run is a fresh subprocess (``--_child``) that runs ``pipeline.cli.main`` on
 with its phases wrapped in timers: imports (``pipeline.main`` and so Apache Beam), options
 and planning, the graph build (``execute.construct_pipeline``), the lock and output checks,
 the pipeline itself (FnApiRunner, in-process, with the progress display), finalize (renames,
-checks, manifest), the summary table and report.html (matplotlib's import, then the page).
+checks, manifest) and report.html (matplotlib's import, then the page); the run is --quiet, so
+no summary table is printed.
 Wall and CPU seconds of each phase (CPU: this process; FnApiRunner runs in it), and the
 whole subprocess's wall time from ``exec`` to exit as the user sees it, beside a bare
 ``python -c pass`` for the interpreter's own start. The output goes to a temporary
@@ -34,7 +35,7 @@ CONFIG = "configs/local.yaml"
 
 #: Phase names in the order they happen.
 PHASES = ("import", "options", "graph build", "lock + checks", "pipeline run", "finalize",
-          "summary table", "report: matplotlib import", "report: page", "other")
+          "report: matplotlib import", "report: page", "other")
 
 
 def _loadavg() -> str:
@@ -94,7 +95,6 @@ def child(config: str, out_dir: str, result_path: str) -> int:
     main.run_pipeline = clock.wrap("pipeline run", main.run_pipeline)
     owned.finalize = clock.wrap("finalize", owned.finalize)
     owned.write_manifest = clock.wrap("finalize", owned.write_manifest)
-    main.format_table = clock.wrap("summary table", main.format_table)
     report._pyplot = clock.wrap("report: matplotlib import", report._pyplot)
     main.try_write_report = clock.wrap("report: page", main.try_write_report)
     argv = ["--config", config, "--output", out_dir, "--quiet"]

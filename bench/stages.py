@@ -103,7 +103,8 @@ def stage_table(lines: list[bytes], reps: int = 5) -> dict:
         sink = io.BytesIO()
         for batch in items:
             result = normalize_batch(batch, settings, taken={})
-            sink.write(b"".join(orjson.dumps(r) + b"\n" for r in result.records))
+            # The job's JSONL writer writes the lines the guard serialized (Batch.lines).
+            sink.write(b"".join(line + b"\n" for line in result.lines))
 
     plan = {
         "roundtrip": (roundtrip, lines),
