@@ -287,7 +287,7 @@ def claim_streaming_output(output: str) -> None:
             "an earlier --streaming run wrote there; convnorm never writes over files it did not write: move "
             "them away or choose another directory")
     with FileSystems.create(marker) as handle:
-        handle.write(json.dumps({"format": STREAMING_FORMAT}).encode() + b"\n")
+        handle.write(document_bytes({"format": STREAMING_FORMAT}))
 
 
 def _delete_existing(paths: list[str]) -> None:
