@@ -50,7 +50,7 @@ from apache_beam.pvalue import TaggedOutput
 from pipeline.progress import Tally
 from pipeline.testhooks import pause_point
 from transforms.counters import NAMESPACE
-from transforms.inputs import DEFAULT_BATCH_BYTES, Batch, Parsed, RawRecord, Unreadable, raw_size
+from transforms.inputs import DEFAULT_BATCH_BYTES, Batch, Parsed, RawRecord, Unreadable, batch_is_full, raw_size
 from transforms.jsontext import NumberTooLarge, parse_json
 
 LOG = logging.getLogger(__name__)
@@ -652,7 +652,7 @@ def iter_batches(shard: Shard, batch_size: int, stats: dict,
         stats["records"] += 1
         items.append(item)
         size += raw_size(item)
-        if len(items) >= batch_size or size >= batch_bytes:
+        if batch_is_full(len(items), size, batch_size, batch_bytes):
             yield Batch(shard.index, items[0].position, items)
             items, size = [], 0
     if items:

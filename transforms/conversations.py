@@ -48,7 +48,7 @@ from apache_beam.utils.windowed_value import WindowedValue
 
 from transforms import summary as summaries
 from transforms.counters import COUNTED_BY_KIND, COUNTED_TOTALS, COUNTER_NAMES, DISTRIBUTION_NAMES, NAMESPACE
-from transforms.inputs import DEFAULT_BATCH_BYTES, Batch, raw_size
+from transforms.inputs import DEFAULT_BATCH_BYTES, Batch, batch_is_full, raw_size
 from transforms.records import normalize_batch, process_record
 from transforms.settings import Settings
 from transforms.validate_step import check_record
@@ -215,7 +215,7 @@ class _BatchBySize(beam.DoFn):
         batch = self._open.setdefault(window, [[], 0])
         batch[0].append(raw)
         batch[1] += raw_size(raw)
-        if len(batch[0]) >= self._max_records or batch[1] >= self._max_bytes:
+        if batch_is_full(len(batch[0]), batch[1], self._max_records, self._max_bytes):
             del self._open[window]
             yield _batch(batch[0])
 

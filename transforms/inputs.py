@@ -69,3 +69,10 @@ def raw_size(raw) -> int:
     """A raw record's bytes as read (a JSONL line); 0 for one read as a value (Parquet, .json)."""
     payload = raw.payload
     return len(payload) if isinstance(payload, (bytes, str)) else 0
+
+
+def batch_is_full(records: int, size: int, max_records: int, max_bytes: int) -> bool:
+    """A batch closes at ``max_records`` records or ``max_bytes`` raw bytes, whichever first
+    (the record that crosses the size included): the one rule of the shard reader and of
+    ``BatchRawRecords``."""
+    return records >= max_records or size >= max_bytes
