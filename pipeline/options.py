@@ -112,7 +112,9 @@ def _record_flags(add) -> None:
     add("--tools-field", default="tools",
         help="dotted path of a record's tool definitions for the writers (e.g. kwargs.tools)")
     add("--messages-field", default="messages", help="field of a record object that holds its message list")
-    add("--id-field", default="id", help="field holding the record id; absent: an id derived from the content")
+    add("--id-field", default="id",
+        help="field holding the record id (an OpenAI Batch line without it: its custom_id); "
+             "absent: an id derived from the content")
     add("--check", action=argparse.BooleanOptionalAction, default=False,
         help="also count provider sendability violations in the normalized output")
 
