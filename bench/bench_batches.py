@@ -55,10 +55,12 @@ def corpora(records: int, seed: int) -> dict[str, list[bytes]]:
     large = []
     for k in range(0, len(project) - 7, 8):
         joined = dict(project[k])
-        joined["messages"] = [m for r in project[k:k + 8] for m in r["messages"]]
+        joined["messages"] = [m for r in project[k : k + 8] for m in r["messages"]]
         large.append(joined)
-    return {name: [orjson.dumps(r) for r in rows] for name, rows in
-            (("project", project), ("small", small), ("large", large))}
+    return {
+        name: [orjson.dumps(r) for r in rows]
+        for name, rows in (("project", project), ("small", small), ("large", large))
+    }
 
 
 def run_once(shard, batch_size: int, batch_bytes: int, per_batch_us: float) -> tuple[float, int]:
@@ -91,8 +93,10 @@ def main(argv: list[str] | None = None) -> int:
     from pipeline.sources import Shard
 
     load = " ".join(Path("/proc/loadavg").read_text().split()[:3])
-    print(f"batches by count and by bytes: {args.records:,} records per corpus, {args.rounds} rounds, "
-          f"+{args.per_batch_us:g} µs per batch for Beam; load average {load}")
+    print(
+        f"batches by count and by bytes: {args.records:,} records per corpus, {args.rounds} rounds, "
+        f"+{args.per_batch_us:g} µs per batch for Beam; load average {load}"
+    )
     with tempfile.TemporaryDirectory(prefix="convnorm-batches-") as work:
         for name, lines in corpora(args.records, args.seed).items():
             path = os.path.join(work, f"{name}.jsonl")
@@ -109,8 +113,10 @@ def main(argv: list[str] | None = None) -> int:
             base = per["count 256"]
             print(f"\n{name}: {len(lines):,} records, {sum(map(len, lines)) / len(lines):,.0f} B each")
             for label, _, _ in CONFIGS:
-                print(f"  {label:<20} {per[label]:8.1f} µs/record  x{per[label] / base:.3f} of count 256  "
-                      f"({len(lines) / counts[label]:,.0f} records/batch)")
+                print(
+                    f"  {label:<20} {per[label]:8.1f} µs/record  x{per[label] / base:.3f} of count 256  "
+                    f"({len(lines) / counts[label]:,.0f} records/batch)"
+                )
     print(f"\nload average after: {' '.join(Path('/proc/loadavg').read_text().split()[:3])}")
     return 0
 

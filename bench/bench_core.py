@@ -121,8 +121,16 @@ def one_big(size: int, seed: int, reps: int) -> dict:
 
 
 def measure_big(size: int, seed: int, reps: int) -> dict:
-    argv = [sys.executable, str(Path(__file__).resolve()),
-            "--_one", str(size), "--seed", str(seed), "--reps", str(reps)]
+    argv = [
+        sys.executable,
+        str(Path(__file__).resolve()),
+        "--_one",
+        str(size),
+        "--seed",
+        str(seed),
+        "--reps",
+        str(reps),
+    ]
     completed = subprocess.run(argv, capture_output=True, text=True, check=False)
     if completed.returncode != 0:
         raise SystemExit(f"child for {size:,} messages failed:\n{completed.stderr}")
@@ -148,10 +156,12 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--quick", action="store_true", help="small smoke run")
     parser.add_argument("--records", type=int, default=None, help="corpus size (default 20000; 2000 quick)")
-    parser.add_argument("--big", type=int, default=None,
-                        help="messages in the big conversation (default 1000000; 400000 quick)")
-    parser.add_argument("--reps", type=int, default=None,
-                        help="repetitions per figure (default 5, big lists 3; 3 quick)")
+    parser.add_argument(
+        "--big", type=int, default=None, help="messages in the big conversation (default 1000000; 400000 quick)"
+    )
+    parser.add_argument(
+        "--reps", type=int, default=None, help="repetitions per figure (default 5, big lists 3; 3 quick)"
+    )
     parser.add_argument("--seed", type=int, default=7, help="corpus seed")
     parser.add_argument("--_one", type=int, default=None, help=argparse.SUPPRESS)  # child mode
     args = parser.parse_args(argv)
@@ -198,26 +208,69 @@ def main(argv: list[str] | None = None) -> int:
     linear_target = (big_size / quarter) * TARGET_LINEARITY
 
     rows = [
-        ("normalize_conversation", f"{core_rate:,.0f} conv/s", f"{core_s:.3f} s", f"{core_cpu:.3f} s",
-         f"{message_count / core_s / 1e6:.2f} M msg/s", "", ""),
-        ("orjson loads+dumps", f"{orjson_rate:,.0f} conv/s", f"{orjson_s:.3f} s", f"{orjson_cpu:.3f} s",
-         f"{corpus_bytes / orjson_s / 2**20:,.0f} MiB/s", "", ""),
-        ("ratio core / orjson", f"{ratio:.2f}", "", "", f"cpu ratio {core_cpu / orjson_cpu:.2f}",
-         f"<= {TARGET_RATIO}", verdict(ratio <= TARGET_RATIO)),
-        (f"1 conversation, {big_size:,} msgs", f"{big['wall']:.2f} s", f"{big['wall']:.3f} s", f"{big['cpu']:.3f} s",
-         f"{big_size / big['wall'] / 1e6:.2f} M msg/s", f"< {big_target:g} s", verdict(big["wall"] < big_target)),
-        (f"1 conversation, {quarter:,} msgs", f"{small['wall']:.2f} s", f"{small['wall']:.3f} s",
-         f"{small['cpu']:.3f} s",
-         f"{quarter / small['wall'] / 1e6:.2f} M msg/s", "", ""),
-        (f"linearity {quarter // 1000}k -> {big_size // 1000}k", f"{linear_ratio:.2f}", "", "",
-         f"x{growth:.2f} per msg", f"<= {linear_target:g}", verdict(linear_ratio <= linear_target)),
+        (
+            "normalize_conversation",
+            f"{core_rate:,.0f} conv/s",
+            f"{core_s:.3f} s",
+            f"{core_cpu:.3f} s",
+            f"{message_count / core_s / 1e6:.2f} M msg/s",
+            "",
+            "",
+        ),
+        (
+            "orjson loads+dumps",
+            f"{orjson_rate:,.0f} conv/s",
+            f"{orjson_s:.3f} s",
+            f"{orjson_cpu:.3f} s",
+            f"{corpus_bytes / orjson_s / 2**20:,.0f} MiB/s",
+            "",
+            "",
+        ),
+        (
+            "ratio core / orjson",
+            f"{ratio:.2f}",
+            "",
+            "",
+            f"cpu ratio {core_cpu / orjson_cpu:.2f}",
+            f"<= {TARGET_RATIO}",
+            verdict(ratio <= TARGET_RATIO),
+        ),
+        (
+            f"1 conversation, {big_size:,} msgs",
+            f"{big['wall']:.2f} s",
+            f"{big['wall']:.3f} s",
+            f"{big['cpu']:.3f} s",
+            f"{big_size / big['wall'] / 1e6:.2f} M msg/s",
+            f"< {big_target:g} s",
+            verdict(big["wall"] < big_target),
+        ),
+        (
+            f"1 conversation, {quarter:,} msgs",
+            f"{small['wall']:.2f} s",
+            f"{small['wall']:.3f} s",
+            f"{small['cpu']:.3f} s",
+            f"{quarter / small['wall'] / 1e6:.2f} M msg/s",
+            "",
+            "",
+        ),
+        (
+            f"linearity {quarter // 1000}k -> {big_size // 1000}k",
+            f"{linear_ratio:.2f}",
+            "",
+            "",
+            f"x{growth:.2f} per msg",
+            f"<= {linear_target:g}",
+            verdict(linear_ratio <= linear_target),
+        ),
     ]
     header = ("measure", "value", "best wall", "its cpu", "detail", "target", "verdict")
     widths = [max(len(str(row[i])) for row in (header, *rows)) for i in range(len(header))]
 
     print()
-    print(f"corpus: {records:,} conversations, {message_count:,} messages, {corpus_bytes / 2**20:.1f} MiB JSONL; "
-          f"best of {reps} (big lists: best of {big_reps}, each in its own process)")
+    print(
+        f"corpus: {records:,} conversations, {message_count:,} messages, {corpus_bytes / 2**20:.1f} MiB JSONL; "
+        f"best of {reps} (big lists: best of {big_reps}, each in its own process)"
+    )
     print("  ".join(h.ljust(w) for h, w in zip(header, widths)))
     print("  ".join("-" * w for w in widths))
     for row in rows:
@@ -226,19 +279,29 @@ def main(argv: list[str] | None = None) -> int:
     by_reason = ", ".join(f"{r} {drops[r]:,}" for r in REASONS if drops[r])
     print(f"corpus repairs: dropped {dropped:,} ({by_reason}); healed {healed:,}")
     big_reasons = ", ".join(f"{r} {n:,}" for r, n in big["drops"].items())
-    print(f"big list repairs: {big['out']:,} messages out; dropped {big['dropped']:,} ({big_reasons}); "
-          f"healed {big['healed']:,}")
+    print(
+        f"big list repairs: {big['out']:,} messages out; dropped {big['dropped']:,} ({big_reasons}); "
+        f"healed {big['healed']:,}"
+    )
     busy = min(core_cpu / core_s, orjson_cpu / orjson_s, big["cpu"] / big["wall"], small["cpu"] / small["wall"])
     if busy < 0.9:
-        print(f"note: CPU time was as low as {busy:.0%} of wall time: the machine was busy, and the "
-              "wall-clock figures include waiting for a core")
-    failed = [name for name, ok in (
-        ("ratio", ratio <= TARGET_RATIO),
-        ("big", big["wall"] < big_target),
-        ("linearity", linear_ratio <= linear_target),
-    ) if not ok]
-    print(f"\noverall: {'PASS' if not failed else 'FAIL (' + ', '.join(failed) + ')'}; "
-          f"total bench time {time.perf_counter() - started:.0f} s")
+        print(
+            f"note: CPU time was as low as {busy:.0%} of wall time: the machine was busy, and the "
+            "wall-clock figures include waiting for a core"
+        )
+    failed = [
+        name
+        for name, ok in (
+            ("ratio", ratio <= TARGET_RATIO),
+            ("big", big["wall"] < big_target),
+            ("linearity", linear_ratio <= linear_target),
+        )
+        if not ok
+    ]
+    print(
+        f"\noverall: {'PASS' if not failed else 'FAIL (' + ', '.join(failed) + ')'}; "
+        f"total bench time {time.perf_counter() - started:.0f} s"
+    )
     return 0
 
 

@@ -43,7 +43,9 @@ def _hwm():
         return next(int(line.split()[1]) for line in status if line.startswith("VmHWM:"))
 """
 
-_BASELINE = _HWM + """
+_BASELINE = (
+    _HWM
+    + """
 import sys, orjson
 n = 0
 with open(sys.argv[1], "rb") as handle:
@@ -53,8 +55,11 @@ with open(sys.argv[1], "rb") as handle:
             n += 1
 print(n, _hwm())
 """
+)
 
-_READER = _HWM + """
+_READER = (
+    _HWM
+    + """
 import sys
 sys.path.insert(0, sys.argv[3])
 from pipeline.sources import iter_batches, plan_shards
@@ -69,13 +74,17 @@ for shard in plan_shards([sys.argv[1]]):
         reasons += [d["reason"] for d in result.dead_letters]
 print(normalized, ",".join(reasons) or "none", _hwm())
 """
+)
 
-_IDLE = _HWM + """
+_IDLE = (
+    _HWM
+    + """
 import sys
 sys.path.insert(0, sys.argv[1])
 import pipeline.sources, transforms.records
 print(_hwm())
 """
+)
 
 
 def _small(i: int) -> bytes:
@@ -113,8 +122,10 @@ def main() -> int:
     with tempfile.TemporaryDirectory(prefix="convnorm-bench-memory-") as tmp:
         paths = _write_inputs(Path(tmp), args.line_mb)
         idle_mib = int(_run(_IDLE, str(ROOT))[0]) / 1024
-        print(f"one line of {args.line_mb} MiB (tiny messages) between two small records; "
-              f"--max-record-bytes {args.limit_mb} MiB; interpreter with convnorm imported: {idle_mib:.0f} MiB")
+        print(
+            f"one line of {args.line_mb} MiB (tiny messages) between two small records; "
+            f"--max-record-bytes {args.limit_mb} MiB; interpreter with convnorm imported: {idle_mib:.0f} MiB"
+        )
         print(f"{'variant':<22}{'peak MiB':>10}  outcome")
         if not args.skip_baseline:
             result = _run(_BASELINE, str(paths["plain"]))

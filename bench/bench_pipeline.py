@@ -110,9 +110,11 @@ def plain_loop(paths: list[str], out_dir: str) -> dict:
     settings = Settings()
     counts = {"records": 0, "blank_lines": 0, "records_out": 0, "dead_letters": 0}
     os.makedirs(out_dir, exist_ok=True)
-    with open(os.path.join(out_dir, "normalized.jsonl"), "wb") as normalized, \
-            open(os.path.join(out_dir, "drops.jsonl"), "wb") as drops, \
-            open(os.path.join(out_dir, "dead_letter.jsonl"), "wb") as dead:
+    with (
+        open(os.path.join(out_dir, "normalized.jsonl"), "wb") as normalized,
+        open(os.path.join(out_dir, "drops.jsonl"), "wb") as drops,
+        open(os.path.join(out_dir, "dead_letter.jsonl"), "wb") as dead,
+    ):
         for path in paths:
             with open(path, "rb") as handle:
                 position = 0
@@ -148,7 +150,7 @@ def _children_map() -> dict[int, list[int]]:
         except OSError:
             continue
         # Field 4 is the parent pid; the command name (field 2) may hold spaces and ')'.
-        ppid = int(data[data.rindex(b")") + 2:].split()[1])
+        ppid = int(data[data.rindex(b")") + 2 :].split()[1])
         children.setdefault(ppid, []).append(int(entry))
     return children
 
@@ -165,7 +167,7 @@ def _cpu_and_name(pid: int) -> tuple[float, str] | None:
             argv = handle.read().split(b"\0")
     except OSError:
         return None
-    fields = data[data.rindex(b")") + 2:].split()
+    fields = data[data.rindex(b")") + 2 :].split()
     cpu = (int(fields[11]) + int(fields[12])) / CLOCK_TICKS  # utime, stime (fields 14, 15)
     text = b" ".join(argv).decode(errors="replace")
     if "sdk_worker_main" in text or "worker_pool_main" in text:
@@ -299,7 +301,7 @@ def split_corpus(corpus: Path, directory: Path, files: int) -> int:
         lines = handle.readlines()
     for k in range(files):
         with open(directory / f"part-{k:04d}.jsonl", "wb") as out:
-            out.writelines(lines[len(lines) * k // files:len(lines) * (k + 1) // files])
+            out.writelines(lines[len(lines) * k // files : len(lines) * (k + 1) // files])
     return files
 
 
@@ -354,24 +356,38 @@ def run_bench(args) -> int:
         in_2n.mkdir()
         in_many.mkdir()
         corpus = in_n / "corpus.jsonl"
-        print(f"convnorm benchmark: {records:,} records{' (quick)' if args.quick else ''}, "
-              f"{os.cpu_count()} CPUs, Python {sys.version.split()[0]}, temp dir {work}", flush=True)
-        print(f"load average before: {_loadavg()} (other processes on the machine skew wall times; "
-              "CPU seconds are less sensitive)", flush=True)
+        print(
+            f"convnorm benchmark: {records:,} records{' (quick)' if args.quick else ''}, "
+            f"{os.cpu_count()} CPUs, Python {sys.version.split()[0]}, temp dir {work}",
+            flush=True,
+        )
+        print(
+            f"load average before: {_loadavg()} (other processes on the machine skew wall times; "
+            "CPU seconds are less sensitive)",
+            flush=True,
+        )
         started = time.perf_counter()
         size = write_corpus(corpus, records, args.seed)
-        print(f"corpus: 1 file, {size / 2**20:,.1f} MiB ({size / records:,.0f} B/record), "
-              f"generated in {time.perf_counter() - started:.1f} s", flush=True)
+        print(
+            f"corpus: 1 file, {size / 2**20:,.1f} MiB ({size / records:,.0f} B/record), "
+            f"generated in {time.perf_counter() - started:.1f} s",
+            flush=True,
+        )
         for name in ("corpus-a.jsonl", "corpus-b.jsonl"):
             os.link(corpus, in_2n / name)
         split_corpus(corpus, in_many, args.files)
         shards_n = len(plan_shards([str(in_n / "*.jsonl")], args.shard_bytes))
         shards_2n = len(plan_shards([str(in_2n / "*.jsonl")], args.shard_bytes))
-        print(f"layout: N = 1 file -> {shards_n} shard(s); 2N = 2 hard links of it -> {shards_2n} shard(s) "
-              f"(--shard-bytes {args.shard_bytes:,}{' = default' if args.shard_bytes == DEFAULT_SHARD_BYTES else ''})",
-              flush=True)
-        print(f"layout: many small files = the same records in {args.files} files of "
-              f"~{size / args.files / 2**20:,.1f} MiB -> {args.files} shard(s)", flush=True)
+        print(
+            f"layout: N = 1 file -> {shards_n} shard(s); 2N = 2 hard links of it -> {shards_2n} shard(s) "
+            f"(--shard-bytes {args.shard_bytes:,}{' = default' if args.shard_bytes == DEFAULT_SHARD_BYTES else ''})",
+            flush=True,
+        )
+        print(
+            f"layout: many small files = the same records in {args.files} files of "
+            f"~{size / args.files / 2**20:,.1f} MiB -> {args.files} shard(s)",
+            flush=True,
+        )
 
         tables = {} if args.no_stages else print_stages(args)
 
@@ -388,9 +404,20 @@ def run_bench(args) -> int:
 
         def pipeline_run(name: str, inputs: Path, extra: list[str]) -> dict:
             out = work / f"out_{name}"
-            argv = [python, "-m", "pipeline", "--input", str(inputs / "*.jsonl"), "--output", str(out),
-                    # No report.html: the plain loop writes none, and the job is what is measured.
-                    f"--shard-bytes={args.shard_bytes}", "--overwrite", "--no-report", *extra]
+            argv = [
+                python,
+                "-m",
+                "pipeline",
+                "--input",
+                str(inputs / "*.jsonl"),
+                "--output",
+                str(out),
+                # No report.html: the plain loop writes none, and the job is what is measured.
+                f"--shard-bytes={args.shard_bytes}",
+                "--overwrite",
+                "--no-report",
+                *extra,
+            ]
             print(f"running {name}: {' '.join(argv[1:])}", flush=True)
             result = best_of(name, argv)
             result["out"] = out
@@ -430,26 +457,48 @@ def run_bench(args) -> int:
                 # Two copies of the same file: each half must equal the plain output.
                 norm_files = parts(r["out"] / "normalized")
                 ok = ok_summary and digest(norm_files)[1] == 2 * want_norm[1]
-                checks.append((name, f"summary accounted={summary.get('accounted')} records_in="
-                               f"{summary.get('records_in')} (want {n_expected}); normalized bytes "
-                               f"{'= 2x plain' if ok else 'differ from 2x plain'}", ok))
+                checks.append(
+                    (
+                        name,
+                        f"summary accounted={summary.get('accounted')} records_in="
+                        f"{summary.get('records_in')} (want {n_expected}); normalized bytes "
+                        f"{'= 2x plain' if ok else 'differ from 2x plain'}",
+                        ok,
+                    )
+                )
                 continue
             got_norm = digest(parts(r["out"] / "normalized"))
             got_drops = digest(parts(r["out"] / "drops"))
             dead = sum(1 for p in parts(r["out"] / "dead_letter") for _ in open(p, "rb"))
-            ok = got_norm == want_norm and got_drops == want_drops and ok_summary \
+            ok = (
+                got_norm == want_norm
+                and got_drops == want_drops
+                and ok_summary
                 and dead == plain_counts.get("dead_letters")
-            checks.append((name, f"normalized {'IDENTICAL' if got_norm == want_norm else 'DIFFERENT'} "
-                           f"({len(parts(r['out'] / 'normalized'))} part files, {got_norm[1]:,} B, sha256 "
-                           f"{got_norm[0][:12]}); drops {'IDENTICAL' if got_drops == want_drops else 'DIFFERENT'}; "
-                           f"dead letters {dead} (plain {plain_counts.get('dead_letters')}); summary accounted="
-                           f"{summary.get('accounted')} records_in={summary.get('records_in')}", ok))
+            )
+            checks.append(
+                (
+                    name,
+                    f"normalized {'IDENTICAL' if got_norm == want_norm else 'DIFFERENT'} "
+                    f"({len(parts(r['out'] / 'normalized'))} part files, {got_norm[1]:,} B, sha256 "
+                    f"{got_norm[0][:12]}); drops {'IDENTICAL' if got_drops == want_drops else 'DIFFERENT'}; "
+                    f"dead letters {dead} (plain {plain_counts.get('dead_letters')}); summary accounted="
+                    f"{summary.get('accounted')} records_in={summary.get('records_in')}",
+                    ok,
+                )
+            )
 
         if not {"many", "many_x2"} & set(failed):
             # Other sources and offsets than the plain loop's: one worker against two.
             one, two = (digest(parts(runs[n]["out"] / "normalized")) for n in ("many", "many_x2"))
-            checks.append(("many_x2", f"normalized of {args.files} files, 2 workers vs 1 worker: "
-                           f"{'IDENTICAL' if one == two else 'DIFFERENT'} ({one[1]:,} B)", one == two))
+            checks.append(
+                (
+                    "many_x2",
+                    f"normalized of {args.files} files, 2 workers vs 1 worker: "
+                    f"{'IDENTICAL' if one == two else 'DIFFERENT'} ({one[1]:,} B)",
+                    one == two,
+                )
+            )
 
         # ---- table ---------------------------------------------------------------------------
         base = runs["plain"]["wall"]
@@ -463,15 +512,37 @@ def run_bench(args) -> int:
             "many_x2": f"(e) 2 workers, {args.files} small files",
         }
         base_cpu = runs["plain"]["cpu"]
-        header = ["run", "records", "wall s", "records/s", "x plain", "CPU s", "CPU x plain",
-                  "peak tree RSS MB", "peak tree PSS MB", "max 1-proc HWM MB", "procs"]
+        header = [
+            "run",
+            "records",
+            "wall s",
+            "records/s",
+            "x plain",
+            "CPU s",
+            "CPU x plain",
+            "peak tree RSS MB",
+            "peak tree PSS MB",
+            "max 1-proc HWM MB",
+            "procs",
+        ]
         rows = []
         for name, r in runs.items():
             n = records * (2 if name.endswith("_2N") else 1)
-            rows.append([labels[name], f"{n:,}", f"{r['wall']:.1f}", f"{n / r['wall']:,.0f}",
-                         f"{r['wall'] / base:.2f}", f"{r['cpu']:.1f}", f"{r['cpu'] / base_cpu:.2f}",
-                         f"{r['peak_rss_mb']:,.0f}",
-                         f"{r['peak_pss_mb']:,.0f}", f"{r['max_single_rss_mb']:,.0f}", r["processes"]])
+            rows.append(
+                [
+                    labels[name],
+                    f"{n:,}",
+                    f"{r['wall']:.1f}",
+                    f"{n / r['wall']:,.0f}",
+                    f"{r['wall'] / base:.2f}",
+                    f"{r['cpu']:.1f}",
+                    f"{r['cpu'] / base_cpu:.2f}",
+                    f"{r['peak_rss_mb']:,.0f}",
+                    f"{r['peak_pss_mb']:,.0f}",
+                    f"{r['max_single_rss_mb']:,.0f}",
+                    r["processes"],
+                ]
+            )
         widths = [max(len(str(x[i])) for x in [header, *rows]) for i in range(len(header))]
         print()
         print(_fmt_row(header, widths))
@@ -482,9 +553,11 @@ def run_bench(args) -> int:
             if r["processes"] > 1:
                 shares = ", ".join(f"{label} {cpu:.1f}" for label, cpu in r["cpu_by_process"] if cpu >= 0.05)
                 print(f"{labels[name]}: CPU s by process (last sample before exit): {shares}")
-        print(f"(pipeline import alone: {imports['wall']:.1f} s wall, {imports['cpu']:.1f} s CPU, "
-              f"{imports['peak_rss_mb']:.0f} MB; times are whole-subprocess wall clock; CPU = user+sys of the "
-              f"process tree; load average after: {_loadavg()})")
+        print(
+            f"(pipeline import alone: {imports['wall']:.1f} s wall, {imports['cpu']:.1f} s CPU, "
+            f"{imports['peak_rss_mb']:.0f} MB; times are whole-subprocess wall clock; CPU = user+sys of the "
+            f"process tree; load average after: {_loadavg()})"
+        )
 
         b_ratio = runs["fnapi"]["wall"] / base
         c_ratio = runs["fnapi_x2"]["wall"] / base
@@ -494,24 +567,36 @@ def run_bench(args) -> int:
         print_scaling(runs, labels)
         print()
         print("targets:")
-        print(f"  b/a  FnApiRunner / plain           {b_ratio:5.2f}  (<= {TARGET_FNAPI})  "
-              f"{'PASS' if b_ratio <= TARGET_FNAPI and 'fnapi' not in failed else 'FAIL'}")
-        print(f"  c/a  2 workers / plain             {c_ratio:5.2f}  (<= {TARGET_MULTI})  "
-              f"{'PASS' if c_ratio <= TARGET_MULTI and 'fnapi_x2' not in failed else 'FAIL'}")
-        print(f"  mem  peak tree RSS 2N / N (b)      {mem_ratio:5.2f}  (<= {TARGET_MEMORY}, flat)  "
-              f"{'PASS' if mem_ratio <= TARGET_MEMORY and 'fnapi_2N' not in failed else 'FAIL'}"
-              f"   [PSS ratio {pss_ratio:.2f}]")
+        print(
+            f"  b/a  FnApiRunner / plain           {b_ratio:5.2f}  (<= {TARGET_FNAPI})  "
+            f"{'PASS' if b_ratio <= TARGET_FNAPI and 'fnapi' not in failed else 'FAIL'}"
+        )
+        print(
+            f"  c/a  2 workers / plain             {c_ratio:5.2f}  (<= {TARGET_MULTI})  "
+            f"{'PASS' if c_ratio <= TARGET_MULTI and 'fnapi_x2' not in failed else 'FAIL'}"
+        )
+        print(
+            f"  mem  peak tree RSS 2N / N (b)      {mem_ratio:5.2f}  (<= {TARGET_MEMORY}, flat)  "
+            f"{'PASS' if mem_ratio <= TARGET_MEMORY and 'fnapi_2N' not in failed else 'FAIL'}"
+            f"   [PSS ratio {pss_ratio:.2f}]"
+        )
         mem_x2 = runs["fnapi_x2_2N"]["peak_rss_mb"] / runs["fnapi_x2"]["peak_rss_mb"]
-        print(f"  mem  peak tree RSS 2N / N (c)      {mem_x2:5.2f}  (<= {TARGET_MEMORY}, flat)  "
-              f"{'PASS' if mem_x2 <= TARGET_MEMORY and 'fnapi_x2_2N' not in failed else 'FAIL'}")
+        print(
+            f"  mem  peak tree RSS 2N / N (c)      {mem_x2:5.2f}  (<= {TARGET_MEMORY}, flat)  "
+            f"{'PASS' if mem_x2 <= TARGET_MEMORY and 'fnapi_x2_2N' not in failed else 'FAIL'}"
+        )
         for one, two, layout in (("fnapi", "fnapi_x2", "one large file"), ("many", "many_x2", "many small files")):
             ratio = runs[one]["wall"] / runs[two]["wall"]
             ok = ratio >= TARGET_SCALING and not {one, two} & set(failed)
-            print(f"  x2   2 workers / 1, {layout:<16} {ratio:5.2f}  (>= {TARGET_SCALING}, throughput, "
-                  f"2 idle cores)  {'PASS' if ok else 'MISS'}   [load average now {_loadavg()}]")
+            print(
+                f"  x2   2 workers / 1, {layout:<16} {ratio:5.2f}  (>= {TARGET_SCALING}, throughput, "
+                f"2 idle cores)  {'PASS' if ok else 'MISS'}   [load average now {_loadavg()}]"
+            )
         if args.quick:
-            print("  (--quick: the job's fixed start-up, ~2 s of imports and graph building, dominates a small "
-                  "corpus; the time targets are meant for the full size)")
+            print(
+                "  (--quick: the job's fixed start-up, ~2 s of imports and graph building, dominates a small "
+                "corpus; the time targets are meant for the full size)"
+            )
         print()
         print("correctness (pipeline part files concatenated in name order vs plain loop output):")
         for name, text, ok in checks:
@@ -520,10 +605,12 @@ def run_bench(args) -> int:
             from stages import print_stage_table
 
             # The job's CPU without its start-up (the import measured above): the per-record cost.
-            print_stage_table("project corpus, with the job (job CPU minus the pipeline import)",
-                              tables["project (OpenAI-shaped)"],
-                              job_us=(runs["fnapi"]["cpu"] - imports["cpu"]) / records * 1e6,
-                              loop_us=runs["plain"]["cpu"] / records * 1e6)
+            print_stage_table(
+                "project corpus, with the job (job CPU minus the pipeline import)",
+                tables["project (OpenAI-shaped)"],
+                job_us=(runs["fnapi"]["cpu"] - imports["cpu"]) / records * 1e6,
+                loop_us=runs["plain"]["cpu"] / records * 1e6,
+            )
             print(f"  (load average now: {_loadavg()})")
         print(f"\ntotal bench time {time.perf_counter() - started:.0f} s")
         if args.keep:
@@ -548,14 +635,17 @@ def print_scaling(runs: dict, labels: dict) -> None:
         a, b = runs[one], runs[two]
         job = sum(cpu for label, cpu in b["cpu_by_process"] if label == "job")
         # (The shell that Beam starts each worker through is labelled too; it spends ~0.)
-        workers = sorted((cpu for label, cpu in b["cpu_by_process"] if label == "sdk worker" and cpu >= 0.05),
-                         reverse=True)
+        workers = sorted(
+            (cpu for label, cpu in b["cpu_by_process"] if label == "sdk worker" and cpu >= 0.05), reverse=True
+        )
         busiest = workers[0] if workers else 0.0
         balance = busiest / (sum(workers[:2]) / 2) if len(workers) >= 2 and sum(workers[:2]) else float("nan")
         bound = a["cpu"] / (job + busiest) if job + busiest else float("nan")
-        print(f"  {labels[two]}: wall x{a['wall'] / b['wall']:.2f} of one worker's throughput; CPU {b['cpu']:.1f} s vs "
-              f"{a['cpu']:.1f} s (x{b['cpu'] / a['cpu']:.2f}); driver {job:.1f} s, workers "
-              f"{', '.join(f'{w:.1f}' for w in workers)} s; balance {balance:.2f}; bound x{bound:.2f}")
+        print(
+            f"  {labels[two]}: wall x{a['wall'] / b['wall']:.2f} of one worker's throughput; CPU {b['cpu']:.1f} s vs "
+            f"{a['cpu']:.1f} s (x{b['cpu'] / a['cpu']:.2f}); driver {job:.1f} s, workers "
+            f"{', '.join(f'{w:.1f}' for w in workers)} s; balance {balance:.2f}; bound x{bound:.2f}"
+        )
 
 
 def print_stages(args) -> dict:
@@ -585,24 +675,40 @@ def main(argv: list[str] | None = None) -> int:
     from pipeline.sources import DEFAULT_SHARD_BYTES
 
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--records", type=int, default=None,
-                        help=f"records in the corpus (N); default {DEFAULT_RECORDS:,}, {QUICK_RECORDS:,} with --quick")
+    parser.add_argument(
+        "--records",
+        type=int,
+        default=None,
+        help=f"records in the corpus (N); default {DEFAULT_RECORDS:,}, {QUICK_RECORDS:,} with --quick",
+    )
     parser.add_argument("--quick", action="store_true", help="small smoke run")
     parser.add_argument("--seed", type=int, default=7, help="corpus seed")
-    parser.add_argument("--shard-bytes", type=int, default=None,
-                        help="passed to the job; default the job's own (64 MiB), 4 MiB with --quick "
-                             "so that the small corpus still splits into several shards")
-    parser.add_argument("--repeat", type=int, default=1,
-                        help="run each variant K times and report the fastest (noisy, shared machines)")
+    parser.add_argument(
+        "--shard-bytes",
+        type=int,
+        default=None,
+        help="passed to the job; default the job's own (64 MiB), 4 MiB with --quick "
+        "so that the small corpus still splits into several shards",
+    )
+    parser.add_argument(
+        "--repeat", type=int, default=1, help="run each variant K times and report the fastest (noisy, shared machines)"
+    )
     parser.add_argument("--tmp", default=None, help="parent directory for the temp dir")
     parser.add_argument("--keep", action="store_true", help="keep the temp dir (corpus, outputs, logs)")
     parser.add_argument("--stages-only", action="store_true", help="print the per-record stage table and stop")
     parser.add_argument("--no-stages", action="store_true", help="skip the per-record stage table (jobs only)")
-    parser.add_argument("--files", type=int, default=None,
-                        help=f"files of the many-small-files layout (default {DEFAULT_FILES}; {QUICK_FILES} "
-                             "with --quick)")
-    parser.add_argument("--stage-records", type=int, default=None,
-                        help="records per corpus for the stage table (default 5,000; 1,000 with --quick)")
+    parser.add_argument(
+        "--files",
+        type=int,
+        default=None,
+        help=f"files of the many-small-files layout (default {DEFAULT_FILES}; {QUICK_FILES} with --quick)",
+    )
+    parser.add_argument(
+        "--stage-records",
+        type=int,
+        default=None,
+        help="records per corpus for the stage table (default 5,000; 1,000 with --quick)",
+    )
     args = parser.parse_args(argv)
     if args.stages_only:
         print_stages(args)

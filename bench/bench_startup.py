@@ -34,8 +34,17 @@ TARGET_SECONDS = 2.0
 CONFIG = "configs/local.yaml"
 
 #: Phase names in the order they happen.
-PHASES = ("import", "options", "graph build", "lock + checks", "pipeline run", "finalize",
-          "report: matplotlib import", "report: page", "other")
+PHASES = (
+    "import",
+    "options",
+    "graph build",
+    "lock + checks",
+    "pipeline run",
+    "finalize",
+    "report: matplotlib import",
+    "report: page",
+    "other",
+)
 
 
 def _loadavg() -> str:
@@ -66,6 +75,7 @@ class _Clock:
                 if self._stack:  # the enclosing phase did not spend this
                     self.spent[self._stack[-1]][0] -= dw
                     self.spent[self._stack[-1]][1] -= dc
+
         return timed
 
 
@@ -103,9 +113,16 @@ def child(config: str, out_dir: str, result_path: str) -> int:
     accounted = [sum(v[i] for v in clock.spent.values()) for i in (0, 1)]
     clock.spent["other"] = [total_wall - accounted[0], total_cpu - accounted[1]]
     with open(result_path, "w") as handle:
-        json.dump({"status": status, "phases": clock.spent, "in_python": [total_wall, total_cpu],
-                   "report": os.path.exists(os.path.join(out_dir, "report.html")),
-                   "pandas": pandas}, handle)
+        json.dump(
+            {
+                "status": status,
+                "phases": clock.spent,
+                "in_python": [total_wall, total_cpu],
+                "report": os.path.exists(os.path.join(out_dir, "report.html")),
+                "pandas": pandas,
+            },
+            handle,
+        )
     return status
 
 
@@ -125,15 +142,27 @@ def _run(argv: list[str], env: dict) -> tuple[float, float, int]:
 def run_bench(args) -> int:
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO), env.get("PYTHONPATH")]))
-    print(f"sample run start-up: `convnorm --config {args.config}` ({args.repeat} runs, median); "
-          f"{os.cpu_count()} CPUs, Python {sys.version.split()[0]}; load average before: {_loadavg()}", flush=True)
+    print(
+        f"sample run start-up: `convnorm --config {args.config}` ({args.repeat} runs, median); "
+        f"{os.cpu_count()} CPUs, Python {sys.version.split()[0]}; load average before: {_loadavg()}",
+        flush=True,
+    )
     bare = [_run([sys.executable, "-c", "pass"], env)[:2] for _ in range(args.repeat)]
     runs = []
     with tempfile.TemporaryDirectory(prefix="convnorm-startup-") as work:
         for i in range(args.repeat):
             result = os.path.join(work, f"phases-{i}.json")
-            wall, cpu, code = _run([sys.executable, str(Path(__file__).resolve()), "--_child", args.config,
-                                    os.path.join(work, f"out-{i}"), result], env)
+            wall, cpu, code = _run(
+                [
+                    sys.executable,
+                    str(Path(__file__).resolve()),
+                    "--_child",
+                    args.config,
+                    os.path.join(work, f"out-{i}"),
+                    result,
+                ],
+                env,
+            )
             if code:
                 print(f"run {i + 1} exited with status {code}")
                 return 1
@@ -149,17 +178,21 @@ def run_bench(args) -> int:
     print("-" * 44)
     print(f"{'interpreter start (bare)':<28}{med(w for w, _ in bare):>8.2f}{med(c for _, c in bare):>8.2f}")
     for name in PHASES:
-        print(f"{name:<28}{med(d['phases'][name][0] for _, _, d in runs):>8.2f}"
-              f"{med(d['phases'][name][1] for _, _, d in runs):>8.2f}")
+        print(
+            f"{name:<28}{med(d['phases'][name][0] for _, _, d in runs):>8.2f}"
+            f"{med(d['phases'][name][1] for _, _, d in runs):>8.2f}"
+        )
     print("-" * 44)
     wall = med(w for w, _, _ in runs)
     cpu = med(c for _, c, _ in runs)
     print(f"{'whole run (subprocess)':<28}{wall:>8.2f}{cpu:>8.2f}")
-    print(f"\ntarget: start to finish < {TARGET_SECONDS:g} s on an idle machine: {wall:.2f} s wall "
-          f"({'PASS' if wall < TARGET_SECONDS else 'MISS'}), {cpu:.2f} s CPU "
-          f"({'under' if cpu < TARGET_SECONDS else 'over'} the target even without other load); "
-          f"report.html written: {all(d['report'] for _, _, d in runs)}; pandas imported with Beam: "
-          f"{any(d['pandas'] for _, _, d in runs)}; load average after: {_loadavg()}")
+    print(
+        f"\ntarget: start to finish < {TARGET_SECONDS:g} s on an idle machine: {wall:.2f} s wall "
+        f"({'PASS' if wall < TARGET_SECONDS else 'MISS'}), {cpu:.2f} s CPU "
+        f"({'under' if cpu < TARGET_SECONDS else 'over'} the target even without other load); "
+        f"report.html written: {all(d['report'] for _, _, d in runs)}; pandas imported with Beam: "
+        f"{any(d['pandas'] for _, _, d in runs)}; load average after: {_loadavg()}"
+    )
     return 0
 
 

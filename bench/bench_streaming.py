@@ -62,7 +62,7 @@ def _tree(root: int) -> list[int]:
                 stat = Path(f"/proc/{entry}/stat").read_bytes()
             except OSError:
                 continue
-            ppid = int(stat[stat.rindex(b")") + 2:].split()[1])
+            ppid = int(stat[stat.rindex(b")") + 2 :].split()[1])
             children.setdefault(ppid, []).append(int(entry))
     found, todo = [], [root]
     while todo:
@@ -82,7 +82,7 @@ def _cpu_and_rss(root: int) -> tuple[float, int, dict[str, float]]:
             statm = Path(f"/proc/{pid}/statm").read_text().split()
         except OSError:
             continue
-        name = stat[stat.index(b"(") + 1:stat.rindex(b")")].decode(errors="replace")
+        name = stat[stat.index(b"(") + 1 : stat.rindex(b")")].decode(errors="replace")
         fields = stat.rsplit(b")", 1)[1].split()
         seconds = (int(fields[11]) + int(fields[12])) / CLK_TCK
         cpu += seconds
@@ -167,8 +167,18 @@ def main() -> int:
     burst_files = [jsonl_lines(args.burst_records, seed=500 + i) for i in range(args.burst)]
     total_records = sum(map(len, latency_files)) + sum(map(len, burst_files))
 
-    argv = [sys.executable, "-m", "pipeline", "--streaming", "--runner=PrismRunner", f"--prism_location={args.prism}",
-            f"--input={landing}/*.jsonl", f"--output={out}", "--window=60s", f"--poll-interval={args.poll}"]
+    argv = [
+        sys.executable,
+        "-m",
+        "pipeline",
+        "--streaming",
+        "--runner=PrismRunner",
+        f"--prism_location={args.prism}",
+        f"--input={landing}/*.jsonl",
+        f"--output={out}",
+        "--window=60s",
+        f"--poll-interval={args.poll}",
+    ]
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
     with log.open("wb") as handle:
         proc = subprocess.Popen(argv, stdout=handle, stderr=subprocess.STDOUT, cwd=ROOT, env=env)
@@ -218,29 +228,42 @@ def main() -> int:
     summary = json.loads((out / "summary.json").read_text()) if (out / "summary.json").exists() else {}
     elapsed = samples[-1][0] - samples[0][0]
     idle_cpu = 100 * (samples[-1][1] - samples[0][1]) / elapsed
-    per_process = ", ".join(f"{name} {100 * (samples[-1][3].get(name, 0) - samples[0][3].get(name, 0)) / elapsed:.1f}%"
-                            for name in sorted(samples[-1][3]))
+    per_process = ", ".join(
+        f"{name} {100 * (samples[-1][3].get(name, 0) - samples[0][3].get(name, 0)) / elapsed:.1f}%"
+        for name in sorted(samples[-1][3])
+    )
     third = max(1, len(samples) // 3)
     rss_first = statistics.mean(s[2] for s in samples[:third])
     rss_last = statistics.mean(s[2] for s in samples[-third:])
     flat = rss_last - rss_first <= max(0.05 * rss_first, 10 << 20)
     mib = 1 << 20
 
-    print(f"\nlatency, landing -> outputs visible ({len(latencies)} files of {args.records} records, "
-          f"poll {args.poll}):")
-    print(f"  median {statistics.median(latencies):.2f} s   p95 {_percentile(latencies, 0.95):.2f} s   "
-          f"max {max(latencies):.2f} s")
-    print(f"sustained: {burst_count} records in {args.burst} files landed at once: {burst_seconds:.2f} s, "
-          f"{burst_count / burst_seconds:,.0f} records/s")
-    print(f"  plain-Python loop, same records, same work: {baseline_seconds:.2f} s, "
-          f"{burst_count / baseline_seconds:,.0f} records/s; streaming/plain time ratio "
-          f"{burst_seconds / baseline_seconds:.2f}")
-    print(f"idle for {elapsed:.0f} s: CPU {idle_cpu:.1f}% of one core ({per_process}); "
-          f"RSS {rss_first / mib:.0f} MiB (first third) -> {rss_last / mib:.0f} MiB (last third): "
-          f"{'PASS' if flat else 'FAIL'} flat memory")
-    accounted = (summary.get("accounted") and summary.get("records_in") == total_records)
-    print(f"drain: exit status {status}; summary.json records_in {summary.get('records_in')} of {total_records} "
-          f"landed, accounted {summary.get('accounted')}: {'PASS' if status == 0 and accounted else 'FAIL'}")
+    print(
+        f"\nlatency, landing -> outputs visible ({len(latencies)} files of {args.records} records, poll {args.poll}):"
+    )
+    print(
+        f"  median {statistics.median(latencies):.2f} s   p95 {_percentile(latencies, 0.95):.2f} s   "
+        f"max {max(latencies):.2f} s"
+    )
+    print(
+        f"sustained: {burst_count} records in {args.burst} files landed at once: {burst_seconds:.2f} s, "
+        f"{burst_count / burst_seconds:,.0f} records/s"
+    )
+    print(
+        f"  plain-Python loop, same records, same work: {baseline_seconds:.2f} s, "
+        f"{burst_count / baseline_seconds:,.0f} records/s; streaming/plain time ratio "
+        f"{burst_seconds / baseline_seconds:.2f}"
+    )
+    print(
+        f"idle for {elapsed:.0f} s: CPU {idle_cpu:.1f}% of one core ({per_process}); "
+        f"RSS {rss_first / mib:.0f} MiB (first third) -> {rss_last / mib:.0f} MiB (last third): "
+        f"{'PASS' if flat else 'FAIL'} flat memory"
+    )
+    accounted = summary.get("accounted") and summary.get("records_in") == total_records
+    print(
+        f"drain: exit status {status}; summary.json records_in {summary.get('records_in')} of {total_records} "
+        f"landed, accounted {summary.get('accounted')}: {'PASS' if status == 0 and accounted else 'FAIL'}"
+    )
     print(f"load average at end: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
     if not args.keep:
         import shutil

@@ -176,18 +176,26 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="bench/corpus.py",
         description="Write generated conversations as JSONL (deterministic: the same arguments give the "
-                    "same bytes). About a third of the conversations carry a defect MEM-5 repairs.",
+        "same bytes). About a third of the conversations carry a defect MEM-5 repairs.",
         epilog="examples:\n  python bench/corpus.py 1000 > corpus.jsonl\n"
-               "  python bench/corpus.py --sample --output samples/conversations.jsonl",
+        "  python bench/corpus.py --sample --output samples/conversations.jsonl",
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    parser.add_argument("count", nargs="?", type=int, default=1000, metavar="COUNT",
-                        help="conversations to generate (default: 1000)")
-    parser.add_argument("--sample", action="store_true",
-                        help="write the bundled sample instead (300 conversations, mostly defective, and "
-                             "malformed lines); COUNT is ignored")
-    parser.add_argument("--output", metavar="OUTPUT", default="-",
-                        help="file to write (default: standard output, which must not be a terminal)")
+    parser.add_argument(
+        "count", nargs="?", type=int, default=1000, metavar="COUNT", help="conversations to generate (default: 1000)"
+    )
+    parser.add_argument(
+        "--sample",
+        action="store_true",
+        help="write the bundled sample instead (300 conversations, mostly defective, and "
+        "malformed lines); COUNT is ignored",
+    )
+    parser.add_argument(
+        "--output",
+        metavar="OUTPUT",
+        default="-",
+        help="file to write (default: standard output, which must not be a terminal)",
+    )
     args = parser.parse_args(argv)
     if args.count < 0:
         parser.error("COUNT must be at least 0")

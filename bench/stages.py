@@ -48,8 +48,11 @@ def _flat(record: dict) -> dict:
             for call in message["tool_calls"]:
                 function = call.get("function") if isinstance(call, dict) else None
                 if isinstance(function, dict):
-                    call = {"tool_call_id": call.get("id"), "name": function.get("name"),
-                            "args": function.get("arguments")}
+                    call = {
+                        "tool_call_id": call.get("id"),
+                        "name": function.get("name"),
+                        "args": function.get("arguments"),
+                    }
                 calls.append(call)
             message["tool_calls"] = calls
             if message.get("content") is None:
@@ -73,8 +76,10 @@ def stage_table(lines: list[bytes], reps: int = 5) -> dict:
     readers = [detect_reader(r, field) for r in records]
     reads = [reader.read_for_core or reader.read for reader in readers]
     conversations = [read(r, field) for read, r in zip(reads, records)]
-    batches = [[RawRecord("bench", i, line) for i, line in enumerate(lines[s:s + BATCH], s)]
-               for s in range(0, len(lines), BATCH)]
+    batches = [
+        [RawRecord("bench", i, line) for i, line in enumerate(lines[s : s + BATCH], s)]
+        for s in range(0, len(lines), BATCH)
+    ]
 
     def parse(items):
         for line in items:
@@ -84,7 +89,7 @@ def stage_table(lines: list[bytes], reps: int = 5) -> dict:
         # As the job does: the previous record's reader tried first, from batch to batch anew.
         for start in range(0, len(items), BATCH):
             previous = None
-            for record in items[start:start + BATCH]:
+            for record in items[start : start + BATCH]:
                 previous = detect_reader_after(previous, record, field)
 
     def convert(items):
@@ -142,8 +147,9 @@ def _verdict(ok: bool) -> str:
     return "PASS" if ok else "MISS"
 
 
-def print_stage_table(label: str, table: dict, job_us: float | None = None, loop_us: float | None = None,
-                      flat: bool = False) -> None:
+def print_stage_table(
+    label: str, table: dict, job_us: float | None = None, loop_us: float | None = None, flat: bool = False
+) -> None:
     """The issue's stage table and target ratios; ``job_us`` / ``loop_us``: CPU µs per record
     of the whole job and of the plain-loop subprocess (bench_pipeline), when measured."""
     rest = table["loop"] - table["parse"] - table["detect"] - table["convert"] - table["core"]
@@ -157,8 +163,10 @@ def print_stage_table(label: str, table: dict, job_us: float | None = None, loop
     total = job_us if job_us is not None else table["loop"]
     if job_us is not None and loop_us is not None:
         rows.append(("Beam (job - plain loop subprocess)", job_us - loop_us))
-    print(f"\nstage table, {label} (CPU us per record, median; share of "
-          f"{'job' if job_us is not None else 'per-record loop'} CPU):")
+    print(
+        f"\nstage table, {label} (CPU us per record, median; share of "
+        f"{'job' if job_us is not None else 'per-record loop'} CPU):"
+    )
     for name, us in rows:
         print(f"  {name:<55} {us:7.1f}  {us / total:5.0%}")
     print(f"  {'orjson round trip (loads + dumps), the unit':<55} {table['roundtrip']:7.1f}")
@@ -168,12 +176,18 @@ def print_stage_table(label: str, table: dict, job_us: float | None = None, loop
     print(f"  per-record loop / round trip      {ratio:5.2f}  (<= {target})  {_verdict(ratio <= target)}")
     if not flat:
         ratio = table["core_raw"] / rt
-        print(f"  core on raw dicts / round trip    {ratio:5.2f}  (<= {TARGET_CORE_RAW})  "
-              f"{_verdict(ratio <= TARGET_CORE_RAW)}")
+        print(
+            f"  core on raw dicts / round trip    {ratio:5.2f}  (<= {TARGET_CORE_RAW})  "
+            f"{_verdict(ratio <= TARGET_CORE_RAW)}"
+        )
     if job_us is not None:
         ratio = job_us / table["loop"]
-        print(f"  job (1 worker) / per-record loop  {ratio:5.2f}  (<= {TARGET_JOB_LOOP})  "
-              f"{_verdict(ratio <= TARGET_JOB_LOOP)}   [job: subprocess CPU; loop: in-process median]")
+        print(
+            f"  job (1 worker) / per-record loop  {ratio:5.2f}  (<= {TARGET_JOB_LOOP})  "
+            f"{_verdict(ratio <= TARGET_JOB_LOOP)}   [job: subprocess CPU; loop: in-process median]"
+        )
         ratio = job_us / rt
-        print(f"  job (1 worker) / round trip       {ratio:5.2f}  (<= {TARGET_JOB_ROUNDTRIP})  "
-              f"{_verdict(ratio <= TARGET_JOB_ROUNDTRIP)}")
+        print(
+            f"  job (1 worker) / round trip       {ratio:5.2f}  (<= {TARGET_JOB_ROUNDTRIP})  "
+            f"{_verdict(ratio <= TARGET_JOB_ROUNDTRIP)}"
+        )

@@ -58,8 +58,14 @@ class ProcessConversationLogs(beam.PTransform):
     STEP: RecordStep
     RESULT: type
 
-    def __init__(self, shards: list[Shard], settings: Settings, batch_size: int = DEFAULT_BATCH_SIZE,
-                 max_record_bytes: int = DEFAULT_MAX_RECORD_BYTES, batch_bytes: int = DEFAULT_BATCH_BYTES) -> None:
+    def __init__(
+        self,
+        shards: list[Shard],
+        settings: Settings,
+        batch_size: int = DEFAULT_BATCH_SIZE,
+        max_record_bytes: int = DEFAULT_MAX_RECORD_BYTES,
+        batch_bytes: int = DEFAULT_BATCH_BYTES,
+    ) -> None:
         super().__init__()
         self._shards = shards
         self._settings = settings
@@ -68,8 +74,9 @@ class ProcessConversationLogs(beam.PTransform):
         self._batch_bytes = batch_bytes
 
     def expand(self, pbegin):
-        read = pbegin | "Read" >> ReadConversationLogs(self._shards, self._batch_size, self._max_record_bytes,
-                                                       self._batch_bytes)
+        read = pbegin | "Read" >> ReadConversationLogs(
+            self._shards, self._batch_size, self._max_record_bytes, self._batch_bytes
+        )
         out = read.batches | self.STEP.label >> ProcessConversations(self.STEP, self._settings)
         return self.RESULT(*out, read.stats)
 
@@ -110,11 +117,12 @@ def build(pipeline: beam.Pipeline, job: Job, temp_dir: str) -> JobOutputs:
     cleaned = _logs(pipeline, job, "CleanLogs", CleanConversationLogs)
     settings = job.settings
     cleaned.records | "WriteNormalized" >> WriteShards(
-        temp_dir, "normalized", job.output_format,
-        id_field=settings.id_field, messages_field=settings.messages_field)
+        temp_dir, "normalized", job.output_format, id_field=settings.id_field, messages_field=settings.messages_field
+    )
     cleaned.drops | "WriteDrops" >> WriteShards(temp_dir, "drops")
-    summary = _summarize(temp_dir, cleaned.read_stats, cleaned.drops, cleaned.dead_letters, SummarizeRun(settings),
-                         SUMMARY_FILE)
+    summary = _summarize(
+        temp_dir, cleaned.read_stats, cleaned.drops, cleaned.dead_letters, SummarizeRun(settings), SUMMARY_FILE
+    )
     return JobOutputs(cleaned, summary)
 
 
@@ -123,17 +131,23 @@ def build_validate(pipeline: beam.Pipeline, job: Job, temp_dir: str) -> JobOutpu
     ``validation.json`` under ``temp_dir``."""
     checked = _logs(pipeline, job, "CheckLogs", CheckConversationLogs)
     checked.reports | "WriteReports" >> WriteShards(temp_dir, "violations")
-    summary = _summarize(temp_dir, checked.read_stats, checked.reports, checked.dead_letters, SummarizeValidation(),
-                         VALIDATION_FILE)
+    summary = _summarize(
+        temp_dir, checked.read_stats, checked.reports, checked.dead_letters, SummarizeValidation(), VALIDATION_FILE
+    )
     return JobOutputs(checked, summary)
 
 
 def run_spec(job: Job) -> OutputSpec:
     """What ``build`` writes under ``--output``."""
-    return OutputSpec("run", {"normalized": FILE_FORMATS[job.output_format].extension, "drops": ".jsonl",
-                              "dead_letter": ".jsonl"}, SUMMARY_FILE, summaries.RUN.recount)
+    return OutputSpec(
+        "run",
+        {"normalized": FILE_FORMATS[job.output_format].extension, "drops": ".jsonl", "dead_letter": ".jsonl"},
+        SUMMARY_FILE,
+        summaries.RUN.recount,
+    )
 
 
 #: What ``build_validate`` writes under ``--output``.
-VALIDATE_SPEC = OutputSpec("validate", {"violations": ".jsonl", "dead_letter": ".jsonl"}, VALIDATION_FILE,
-                           summaries.VALIDATE.recount)
+VALIDATE_SPEC = OutputSpec(
+    "validate", {"violations": ".jsonl", "dead_letter": ".jsonl"}, VALIDATION_FILE, summaries.VALIDATE.recount
+)

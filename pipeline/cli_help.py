@@ -16,18 +16,33 @@ from transforms.profiles import PROFILES
 #: Exit statuses, as each command's --help states them.
 EXIT_STATUSES = {
     "run": "0 done, every record accounted for; 1 the pipeline failed, a file it wrote is missing, it did "
-           "not account for every record, normalized none of the records it read, or had more dead letters "
-           "than --max-dead-letters (outputs are written all the same); 2 bad options, a refused output "
-           "directory or a held lock (nothing was run or deleted)",
+    "not account for every record, normalized none of the records it read, or had more dead letters "
+    "than --max-dead-letters (outputs are written all the same); 2 bad options, a refused output "
+    "directory or a held lock (nothing was run or deleted)",
     "validate": "0 every conversation is sendable; 1 a conversation breaks a rule or a record cannot be "
-                "read; 2 bad options, a refused output directory or a held lock (nothing was run); 3 the "
-                "validation pipeline failed or a file it wrote is missing",
+    "read; 2 bad options, a refused output directory or a held lock (nothing was run); 3 the "
+    "validation pipeline failed or a file it wrote is missing",
 }
 
 #: convnorm flags that only normalization uses: ``convnorm validate --help`` leaves them out.
-RUN_ONLY_FLAGS = frozenset({"sink", "output_format", "profile", "model", "max_tokens", "tools_field", "check", "report",
-                            "max_dead_letters", "window", "poll_interval", "include_existing", "stop_after",
-                            "stop_file"})
+RUN_ONLY_FLAGS = frozenset(
+    {
+        "sink",
+        "output_format",
+        "profile",
+        "model",
+        "max_tokens",
+        "tools_field",
+        "check",
+        "report",
+        "max_dead_letters",
+        "window",
+        "poll_interval",
+        "include_existing",
+        "stop_after",
+        "stop_file",
+    }
+)
 
 
 class _HelpFormatter(argparse.RawDescriptionHelpFormatter):
@@ -40,8 +55,13 @@ class _HelpFormatter(argparse.RawDescriptionHelpFormatter):
     def _get_help_string(self, action) -> str:
         text = action.help or ""
         default = action.default
-        if (not action.option_strings or default is None or default is argparse.SUPPRESS
-                or "%(default)" in text or action.dest == "help"):
+        if (
+            not action.option_strings
+            or default is None
+            or default is argparse.SUPPRESS
+            or "%(default)" in text
+            or action.dest == "help"
+        ):
             return text
         if isinstance(default, bool):
             shown = "--" + ("" if default else "no-") + action.option_strings[0][2:]
@@ -60,7 +80,8 @@ def help_text(command: str = "run") -> str:
         readers (--format, default auto: detected per record):
         {readers}
         """).format(
-        readers="\n".join(f"  {r.name:<18}{r.description}" for r in sorted(READERS.values(), key=lambda r: r.name)))
+        readers="\n".join(f"  {r.name:<18}{r.description}" for r in sorted(READERS.values(), key=lambda r: r.name))
+    )
     beam_note = textwrap.dedent("""\
         Every Apache Beam option passes through (not listed here), e.g. --runner (default
         FnApiRunner, in-process), --direct_num_workers=2 --direct_running_mode=multi_processing,
@@ -79,16 +100,20 @@ def help_text(command: str = "run") -> str:
               OUTPUT/validation.json          the totals""")
         epilog = listing + "\n" + _exit_status("validate") + "\n\n" + beam_note
     else:
-        usage = ("convnorm [run] --input INPUT --output OUTPUT [options]\n"
-                 "       convnorm validate --input INPUT [--output OUTPUT] [options]   (see convnorm validate --help)\n"
-                 "       convnorm report OUT_DIR                                       (see convnorm report --help)")
+        usage = (
+            "convnorm [run] --input INPUT --output OUTPUT [options]\n"
+            "       convnorm validate --input INPUT [--output OUTPUT] [options]   (see convnorm validate --help)\n"
+            "       convnorm report OUT_DIR                                       (see convnorm report --help)"
+        )
         description = textwrap.dedent("""\
             Normalize logged LLM conversations by FlowDrop rule MEM-5 and report every drop.
 
             outputs under --output: normalized/ (the records), drops/ (what each conversation lost),
             dead_letter/ (records that could not be processed, with the reason), summary.json
             (totals), report.html (charts; with the report extra).""")
-        epilog = (listing + textwrap.dedent("""\
+        epilog = (
+            listing
+            + textwrap.dedent("""\
             writers (--sink, default flat):
             {writers}
             profiles (--profile): {profiles}
@@ -96,11 +121,16 @@ def help_text(command: str = "run") -> str:
             {status}
 
             """).format(
-            writers="\n".join(f"  {w.name:<18}{w.description}" for w in sorted(WRITERS.values(), key=lambda w: w.name)),
-            profiles=", ".join(PROFILES),
-            status=_exit_status("run"),
-        ) + beam_note)
-    parser = argparse.ArgumentParser(prog="convnorm", usage=usage, description=description, epilog=epilog,
-                                     formatter_class=_HelpFormatter)
+                writers="\n".join(
+                    f"  {w.name:<18}{w.description}" for w in sorted(WRITERS.values(), key=lambda w: w.name)
+                ),
+                profiles=", ".join(PROFILES),
+                status=_exit_status("run"),
+            )
+            + beam_note
+        )
+    parser = argparse.ArgumentParser(
+        prog="convnorm", usage=usage, description=description, epilog=epilog, formatter_class=_HelpFormatter
+    )
     add_convnorm_flags(parser.add_argument_group("convnorm"), RUN_ONLY_FLAGS if command == "validate" else frozenset())
     return parser.format_help()

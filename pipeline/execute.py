@@ -104,7 +104,8 @@ def check_job_endpoint(job: Job) -> None:
     except grpc.FutureTimeoutError:
         raise ConfigError(
             f"no job service answered at --job_endpoint {endpoint} within {job.job_endpoint_timeout:g} s "
-            "(--job-endpoint-timeout); start one (see configs/portable.yaml) or check the address") from None
+            "(--job-endpoint-timeout); start one (see configs/portable.yaml) or check the address"
+        ) from None
     finally:
         channel.close()
 
@@ -130,13 +131,17 @@ SECRET_OPTION = re.compile(r"secret|token|password|passwd|credential|connection_
 
 def manifest_options(job: Job) -> dict:
     options = job.options.get_all_options(drop_default=True)
-    kept = {k: "<redacted>" if SECRET_OPTION.search(k) else v
-            for k, v in sorted(options.items()) if k not in RUN_CONTROL_OPTIONS}
+    kept = {
+        k: "<redacted>" if SECRET_OPTION.search(k) else v
+        for k, v in sorted(options.items())
+        if k not in RUN_CONTROL_OPTIONS
+    }
     return json.loads(json.dumps(kept, default=str))
 
 
-def execute(job: Job, spec: OutputSpec, build_graph: Callable,
-            run: Callable[[beam.Pipeline], bool] = run_pipeline) -> Outcome:
+def execute(
+    job: Job, spec: OutputSpec, build_graph: Callable, run: Callable[[beam.Pipeline], bool] = run_pipeline
+) -> Outcome:
     """Steps 1-5 above; ``build_graph(pipeline, job, temp_dir)`` applies the command's graph and
     ``run`` is step 4 (the command line wraps ``run_pipeline`` in its progress display)."""
     output = job.output
@@ -150,9 +155,14 @@ def execute(job: Job, spec: OutputSpec, build_graph: Callable,
 
     created = files.is_local(output) and not os.path.exists(output)
     try:
-        lock = locks.acquire(output, run_id=run_id, command=spec.command, temp_dir=temp_dir,
-                             break_stale=job.break_stale_lock,
-                             clean_up=lambda holder: _clean_dead_run(output, holder))
+        lock = locks.acquire(
+            output,
+            run_id=run_id,
+            command=spec.command,
+            temp_dir=temp_dir,
+            break_stale=job.break_stale_lock,
+            clean_up=lambda holder: _clean_dead_run(output, holder),
+        )
     except (locks.LockError, owned.OutputError) as error:
         return _fail(2, str(error))
 
@@ -163,12 +173,16 @@ def execute(job: Job, spec: OutputSpec, build_graph: Callable,
         except owned.OutputError as error:
             return _fail(2, str(error))
         if not run(pipeline):
-            return _fail(1, f"the {spec.command} pipeline failed (the error is logged above); the previous "
-                            "outputs, if any, are untouched")
+            return _fail(
+                1,
+                f"the {spec.command} pipeline failed (the error is logged above); the previous "
+                "outputs, if any, are untouched",
+            )
         release = False  # from here on, an unexpected error leaves the lock (and its record)
         try:
-            result, summary = owned.finalize(output, temp_dir, spec.shard_outputs, spec.summary_file, lock,
-                                             previous, spec.recount)
+            result, summary = owned.finalize(
+                output, temp_dir, spec.shard_outputs, spec.summary_file, lock, previous, spec.recount
+            )
         except owned.OutputError as error:
             release = True
             return _fail(1, str(error))
@@ -184,8 +198,11 @@ def execute(job: Job, spec: OutputSpec, build_graph: Callable,
             if created:
                 files.remove_if_empty(output)
         else:
-            print(f"convnorm: error: the run stopped while finalizing; the lock {lock.path} records what it "
-                  "was doing: rerun with --break-stale-lock to clean up", file=sys.stderr)
+            print(
+                f"convnorm: error: the run stopped while finalizing; the lock {lock.path} records what it "
+                "was doing: rerun with --break-stale-lock to clean up",
+                file=sys.stderr,
+            )
 
 
 def _sealed(result: owned.Finalized, summary: dict, spec: OutputSpec) -> owned.Finalized:
@@ -193,11 +210,12 @@ def _sealed(result: owned.Finalized, summary: dict, spec: OutputSpec) -> owned.F
     file (no ``_SUCCESS``); the command still reports its summary and exits 1 (its verdict)."""
     if summary["accounted"]:
         return result
-    return dataclasses.replace(result, problems=[
-        *result.problems, f"some records are not accounted for ({spec.summary_file}: accounted is false)"])
+    return dataclasses.replace(
+        result,
+        problems=[*result.problems, f"some records are not accounted for ({spec.summary_file}: accounted is false)"],
+    )
 
 
 def _clean_dead_run(output: str, holder: dict) -> None:
-    LOG.warning("taking over a stale lock (%s): deleting what that run recorded as its own",
-                locks.describe(holder))
+    LOG.warning("taking over a stale lock (%s): deleting what that run recorded as its own", locks.describe(holder))
     owned.clean_dead_run(output, holder)

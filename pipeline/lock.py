@@ -58,8 +58,10 @@ def _alive(pid: int, start: str | None) -> bool:
 
 
 def describe(holder: dict) -> str:
-    return (f"pid {holder.get('pid', '?')} on host {holder.get('host', '?')}, "
-            f"started {holder.get('started', '?')}, command {holder.get('command', '?')}")
+    return (
+        f"pid {holder.get('pid', '?')} on host {holder.get('host', '?')}, "
+        f"started {holder.get('started', '?')}, command {holder.get('command', '?')}"
+    )
 
 
 def is_stale(holder: dict) -> bool:
@@ -134,8 +136,7 @@ def _create_exclusive(path: str, content: dict) -> bool:
         os.unlink(temp)
 
 
-def acquire(output: str, *, run_id: str, command: str, temp_dir: str, break_stale: bool,
-            clean_up) -> OutputLock:
+def acquire(output: str, *, run_id: str, command: str, temp_dir: str, break_stale: bool, clean_up) -> OutputLock:
     """Take the lock of ``output`` (creating the directory), or raise ``LockError``.
 
     ``clean_up(holder)`` is called with a stale holder's content, under our lock, before the
@@ -162,15 +163,21 @@ def acquire(output: str, *, run_id: str, command: str, temp_dir: str, break_stal
     else:
         raise LockError(f"--output {output!r}: its lock {path} keeps appearing and disappearing; try again")
     if holder.get("unreadable"):
-        raise LockError(f"--output {output!r} has a lock file {path} that cannot be read; if no convnorm run "
-                        "is using this directory, delete that file and run again")
+        raise LockError(
+            f"--output {output!r} has a lock file {path} that cannot be read; if no convnorm run "
+            "is using this directory, delete that file and run again"
+        )
     if not is_stale(holder):
-        raise LockError(f"--output {output!r} is in use by another convnorm run ({describe(holder)}); "
-                        f"wait for it to finish (lock file {path})")
+        raise LockError(
+            f"--output {output!r} is in use by another convnorm run ({describe(holder)}); "
+            f"wait for it to finish (lock file {path})"
+        )
     if not break_stale:
-        raise LockError(f"--output {output!r} has a stale lock: the run that held it died ({describe(holder)}); "
-                        "its temporary files may still be there; pass --break-stale-lock to delete what "
-                        f"that run recorded as its own and take the lock over (lock file {path})")
+        raise LockError(
+            f"--output {output!r} has a stale lock: the run that held it died ({describe(holder)}); "
+            "its temporary files may still be there; pass --break-stale-lock to delete what "
+            f"that run recorded as its own and take the lock over (lock file {path})"
+        )
     return _take_over(output, path, holder, content, clean_up)
 
 

@@ -102,8 +102,11 @@ def _job_service(argv: list[str]) -> None:
 
 def main(argv: list[str]) -> int:
     if not argv or argv[0] != "job-service":
-        print("usage: python -m pipeline.loopback job-service [--port 8099] [--port_file FILE] "
-              "[local_job_service_main options]", file=sys.stderr)
+        print(
+            "usage: python -m pipeline.loopback job-service [--port 8099] [--port_file FILE] "
+            "[local_job_service_main options]",
+            file=sys.stderr,
+        )
         return 2
     _job_service(argv[1:])
     return 0

@@ -72,6 +72,7 @@ def _pipeline_runner(job: Job) -> Callable[[beam.Pipeline], bool]:
                 if worker_log:
                     LOG.error("the worker processes' own output is in %s", worker_log)
             return done
+
     return run
 
 
@@ -79,8 +80,13 @@ def run_job(job: Job) -> int:
     """Normalize: read, normalize, write the three outputs and summary.json; print the summary."""
     LOG.info(
         "%d input file(s) in %d shard(s) -> %s (profile %s, format %s, sink %s, runner %s)",
-        len({s.path for s in job.shards}), len(job.shards), job.output, job.settings.profile,
-        job.settings.input_format, job.settings.sink, job.options.get_all_options()["runner"],
+        len({s.path for s in job.shards}),
+        len(job.shards),
+        job.output,
+        job.settings.profile,
+        job.settings.input_format,
+        job.settings.sink,
+        job.options.get_all_options()["runner"],
     )
     started = time.time()
     outcome = execute(job, run_spec(job), build, _pipeline_runner(job))
@@ -110,7 +116,9 @@ def _run_details(job: Job, started: float) -> dict:
     settings = job.settings
     return {
         "options": {
-            "profile": settings.profile, "format": settings.input_format, "sink": settings.sink,
+            "profile": settings.profile,
+            "format": settings.input_format,
+            "sink": settings.sink,
             "output_format": job.output_format,
             **{k: v for k, v in job.options.get_all_options(drop_default=True).items() if k != "report"},
         },
@@ -140,13 +148,15 @@ def _show_reports(directory: str) -> list[str]:
 def validate_job(job: Job) -> int:
     """Check records as they are; exit status 1 when any is not sendable (or unreadable)."""
     if not job.output and not is_local_runner(job.options):
-        print("convnorm: error: validate on a remote runner needs --output (a directory its workers "
-              "and this machine share)", file=sys.stderr)
+        print(
+            "convnorm: error: validate on a remote runner needs --output (a directory its workers "
+            "and this machine share)",
+            file=sys.stderr,
+        )
         return 2
     output = job.output or tempfile.mkdtemp(prefix="convnorm-validate-")
     try:
-        outcome = execute(dataclasses.replace(job, output=output), VALIDATE_SPEC, build_validate,
-                          _pipeline_runner(job))
+        outcome = execute(dataclasses.replace(job, output=output), VALIDATE_SPEC, build_validate, _pipeline_runner(job))
         if outcome.status is not None:
             return COMMANDS["validate"].failed if outcome.status == 1 else outcome.status
         summary = outcome.summary
@@ -199,8 +209,7 @@ def main(argv: list[str] | None = None) -> int:
             known = [*COMMANDS, "report"]
             close = difflib.get_close_matches(command, known, n=1)
             hint = f" (did you mean {close[0]}?)" if close else ""
-            print(f"convnorm: error: unknown command {command!r}{hint}; commands: {', '.join(known)}",
-                  file=sys.stderr)
+            print(f"convnorm: error: unknown command {command!r}{hint}; commands: {', '.join(known)}", file=sys.stderr)
             return 2
     if any(a in ("-h", "--help") for a in argv):
         print(help_text(command))

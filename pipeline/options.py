@@ -88,87 +88,165 @@ class FlagRecorder:
 
 def _where_flags(add) -> None:
     add("--config", help="YAML preset of options (configs/*.yaml); flags on the command line override it")
-    add("--input", action="append",
+    add(
+        "--input",
+        action="append",
         help="input file or glob, quoted (repeatable): .jsonl, .jsonl.gz, .jsonl.zst, .json, "
-             ".parquet; local or any Beam filesystem")
+        ".parquet; local or any Beam filesystem",
+    )
     add("--output", help="output directory, local (~ expanded) or any Beam filesystem")
 
 
 def _record_flags(add) -> None:
     """How records are read, normalized and written."""
-    add("--format", dest="input_format", default="auto",
-        help="input format: auto (detect per record) or a reader name (below)")
+    add(
+        "--format",
+        dest="input_format",
+        default="auto",
+        help="input format: auto (detect per record) or a reader name (below)",
+    )
     add("--sink", default="flat", help="output record format: a writer name (below)")
-    add("--output-format", default="jsonl",
-        help="file format of the normalized output: jsonl or parquet (flat sink only)")
-    add("--profile", default="spec",
-        help="spec (exactly MEM-5) or lossless (re-key reused ids, re-attach results first)")
-    add("--model",
+    add(
+        "--output-format",
+        default="jsonl",
+        help="file format of the normalized output: jsonl or parquet (flat sink only)",
+    )
+    add(
+        "--profile",
+        default="spec",
+        help="spec (exactly MEM-5) or lossless (re-key reused ids, re-attach results first)",
+    )
+    add(
+        "--model",
         help="model name for replay sinks (openai-batch, openai-responses, anthropic); "
-             "when given, it replaces each record's own model")
-    add("--max-tokens", type=int,
-        help="max_tokens for anthropic request bodies whose record has none "
-             "(the Messages API requires it)")
-    add("--tools-field", default="tools",
-        help="dotted path of a record's tool definitions for the writers (e.g. kwargs.tools)")
+        "when given, it replaces each record's own model",
+    )
+    add(
+        "--max-tokens",
+        type=int,
+        help="max_tokens for anthropic request bodies whose record has none (the Messages API requires it)",
+    )
+    add(
+        "--tools-field",
+        default="tools",
+        help="dotted path of a record's tool definitions for the writers (e.g. kwargs.tools)",
+    )
     add("--messages-field", default="messages", help="field of a record object that holds its message list")
-    add("--id-field", default="id",
+    add(
+        "--id-field",
+        default="id",
         help="field holding the record id (an OpenAI Batch line without it: its custom_id); "
-             "absent: an id derived from the content")
-    add("--check", action=argparse.BooleanOptionalAction, default=False,
-        help="also count provider sendability violations in the normalized output")
+        "absent: an id derived from the content",
+    )
+    add(
+        "--check",
+        action=argparse.BooleanOptionalAction,
+        default=False,
+        help="also count provider sendability violations in the normalized output",
+    )
 
 
 def _run_flags(add) -> None:
     """The output directory's safety, the job service, and how the input is cut up."""
-    add("--overwrite", action=argparse.BooleanOptionalAction, default=False,
+    add(
+        "--overwrite",
+        action=argparse.BooleanOptionalAction,
+        default=False,
         help="replace the files an earlier run's manifest lists in the output directory "
-             "(and nothing else; see docs/outputs.md)")
-    add("--break-stale-lock", action=argparse.BooleanOptionalAction, default=False,
+        "(and nothing else; see docs/outputs.md)",
+    )
+    add(
+        "--break-stale-lock",
+        action=argparse.BooleanOptionalAction,
+        default=False,
         help="take over the output directory's lock when its holder died on this host, "
-             "deleting the temporary files that run recorded as its own")
-    add("--job-endpoint-timeout", type=float, default=30.0,
-        help="seconds to wait for the job service at --job_endpoint to answer before giving up")
-    add("--shard-bytes", type=int, default=DEFAULT_SHARD_BYTES,
+        "deleting the temporary files that run recorded as its own",
+    )
+    add(
+        "--job-endpoint-timeout",
+        type=float,
+        default=30.0,
+        help="seconds to wait for the job service at --job_endpoint to answer before giving up",
+    )
+    add(
+        "--shard-bytes",
+        type=int,
+        default=DEFAULT_SHARD_BYTES,
         help=f"split uncompressed JSONL inputs into byte ranges of this size "
-             f"({DEFAULT_SHARD_BYTES >> 20} MiB; at least 65536)")
+        f"({DEFAULT_SHARD_BYTES >> 20} MiB; at least 65536)",
+    )
     add("--batch-size", type=int, default=DEFAULT_BATCH_SIZE, help="records per batch between reading and writing")
-    add("--batch-bytes", type=int, default=DEFAULT_BATCH_BYTES,
+    add(
+        "--batch-bytes",
+        type=int,
+        default=DEFAULT_BATCH_BYTES,
         help=f"raw input bytes per batch: a batch closes at --batch-size records or at this many bytes, "
-             f"whichever comes first ({DEFAULT_BATCH_BYTES >> 10} KiB)")
+        f"whichever comes first ({DEFAULT_BATCH_BYTES >> 10} KiB)",
+    )
 
 
 def _console_flags(add) -> None:
     """What the run shows and writes about itself."""
-    add("--report", action=argparse.BooleanOptionalAction, default=True,
-        help="write report.html (charts; needs the report extra: pip install 'convnorm[report]')")
-    add("--progress", nargs="?", const="line", default="auto",
+    add(
+        "--report",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="write report.html (charts; needs the report extra: pip install 'convnorm[report]')",
+    )
+    add(
+        "--progress",
+        nargs="?",
+        const="line",
+        default="auto",
         choices=("auto", "line", "log", "off"),
         help="progress of local runs: auto (a live line on a terminal, else a log line "
-             "every 10 s), line, log or off; a bare --progress means line")
-    add("--quiet", action=argparse.BooleanOptionalAction, default=False,
-        help="print warnings and errors only (no progress, no summary table)")
+        "every 10 s), line, log or off; a bare --progress means line",
+    )
+    add(
+        "--quiet",
+        action=argparse.BooleanOptionalAction,
+        default=False,
+        help="print warnings and errors only (no progress, no summary table)",
+    )
 
 
 def _limit_flags(add) -> None:
-    add("--dead-letter-raw-limit", dest="raw_limit", type=int, default=DEFAULT_RAW_LIMIT,
-        help="characters of raw input kept in a dead letter")
-    add("--max-dead-letters",
+    add(
+        "--dead-letter-raw-limit",
+        dest="raw_limit",
+        type=int,
+        default=DEFAULT_RAW_LIMIT,
+        help="characters of raw input kept in a dead letter",
+    )
+    add(
+        "--max-dead-letters",
         help="fail the run (exit status 1, outputs still written) when dead letters "
-             "are more than N, or more than P%% of the records read (N or P%%)")
-    add("--max-record-bytes", type=int, default=DEFAULT_MAX_RECORD_BYTES,
+        "are more than N, or more than P%% of the records read (N or P%%)",
+    )
+    add(
+        "--max-record-bytes",
+        type=int,
+        default=DEFAULT_MAX_RECORD_BYTES,
         help="largest record read (a JSONL line, a .json array element or document); a larger one "
-             "is a record_too_large dead letter (default 32 MiB; see docs/input-limits.md)")
+        "is a record_too_large dead letter (default 32 MiB; see docs/input-limits.md)",
+    )
 
 
 def _streaming_flags(add) -> None:
     """Streaming mode (Beam's own --streaming turns it on; see docs/streaming.md)."""
-    add("--window", default="60s",
+    add(
+        "--window",
+        default="60s",
         help="streaming (Beam's --streaming with --runner PrismRunner, Flink or Dataflow; "
-             "see docs/streaming.md): window of the summaries, e.g. 60s, 5m")
+        "see docs/streaming.md): window of the summaries, e.g. 60s, 5m",
+    )
     add("--poll-interval", default="2s", help="streaming: how often the --input patterns are matched")
-    add("--include-existing", action=argparse.BooleanOptionalAction, default=False,
-        help="streaming: also read files present at start that have no output yet")
+    add(
+        "--include-existing",
+        action=argparse.BooleanOptionalAction,
+        default=False,
+        help="streaming: also read files present at start that have no output yet",
+    )
     add("--stop-after", help="streaming: stop watching after this long (e.g. 10m), then drain and exit")
     add("--stop-file", help="streaming: stop watching once this file exists, then drain and exit")
 
@@ -415,9 +493,13 @@ def _streaming_problems(ours, runner: str) -> list[str]:
     if name not in STREAMING_RUNNERS and name + "runner" not in STREAMING_RUNNERS:
         problems.append(
             f"--streaming needs a runner that can stream: PrismRunner (Beam's local runner; build it "
-            f"with .ci/build-prism), FlinkRunner or DataflowRunner; --runner {runner} runs batch only")
-    for flag, value in (("--window", ours.window), ("--poll-interval", ours.poll_interval),
-                        ("--stop-after", ours.stop_after)):
+            f"with .ci/build-prism), FlinkRunner or DataflowRunner; --runner {runner} runs batch only"
+        )
+    for flag, value in (
+        ("--window", ours.window),
+        ("--poll-interval", ours.poll_interval),
+        ("--stop-after", ours.stop_after),
+    ):
         if value is None:
             continue
         try:
@@ -432,8 +514,9 @@ def _streaming_problems(ours, runner: str) -> list[str]:
 
 
 #: Runners that run on this machine, where a local temporary directory is visible to workers.
-LOCAL_RUNNERS = frozenset({"fnapirunner", "directrunner", "bundlebaseddirectrunner", "switchingdirectrunner",
-                           "prismrunner"})
+LOCAL_RUNNERS = frozenset(
+    {"fnapirunner", "directrunner", "bundlebaseddirectrunner", "switchingdirectrunner", "prismrunner"}
+)
 
 
 def _suggest(argument: str) -> str:
@@ -513,8 +596,10 @@ def _output_problems(output: str | None, output_required: bool) -> list[str]:
     unsafe = unsafe_output(output)
     unreachable = None if unsafe else unreachable_output(output)
     if unsafe:
-        problems.append(f"--output {output!r} {unsafe}: convnorm writes (and with --overwrite deletes) "
-                        "there; give it a directory of its own")
+        problems.append(
+            f"--output {output!r} {unsafe}: convnorm writes (and with --overwrite deletes) "
+            "there; give it a directory of its own"
+        )
     if unreachable:
         problems.append(f"--output {output!r}: Beam cannot use its filesystem ({unreachable})")
     return problems
@@ -529,8 +614,11 @@ def _number_problems(ours: ConvNormOptions) -> list[str]:
         problems.append(f"unknown --output-format {ours.output_format!r}; known: {', '.join(FILE_FORMATS)}")
     elif ours.output_format != "jsonl" and ours.sink != "flat":
         problems.append(f"--output-format {ours.output_format} holds flat records only; use --sink flat")
-    problems += [f"{flag} must be at least 1" for flag, value in
-                 (("--batch-size", ours.batch_size), ("--batch-bytes", ours.batch_bytes)) if value < 1]
+    problems += [
+        f"{flag} must be at least 1"
+        for flag, value in (("--batch-size", ours.batch_size), ("--batch-bytes", ours.batch_bytes))
+        if value < 1
+    ]
     if ours.shard_bytes < 1 << 16:
         problems.append("--shard-bytes must be at least 65536")
     if ours.max_record_bytes < 1024:
@@ -556,8 +644,9 @@ def _job_problems(options: PipelineOptions, output_required: bool) -> list[str]:
     placeholders = _placeholders(options)
     if placeholders:
         # Refused here: matching gs://YOUR_BUCKET/... would retry the network for minutes.
-        problems.append(f"replace the placeholders first ({', '.join(placeholders)}); the preset's "
-                        "comments say what each one is")
+        problems.append(
+            f"replace the placeholders first ({', '.join(placeholders)}); the preset's comments say what each one is"
+        )
     runner_problem = _runner_problem(standard.runner)
     if runner_problem:
         problems.append(runner_problem)
@@ -575,8 +664,12 @@ def _plan(ours: ConvNormOptions, streaming: bool) -> list[Shard]:
     except (InputError, OutputError) as error:
         raise ConfigError(str(error)) from None
     if skipped:
-        LOG.warning("skipping %d input file(s) inside --output %s (convnorm never reads its own outputs): %s",
-                    len(skipped), ours.output, ", ".join(skipped[:5]) + (" ..." if len(skipped) > 5 else ""))
+        LOG.warning(
+            "skipping %d input file(s) inside --output %s (convnorm never reads its own outputs): %s",
+            len(skipped),
+            ours.output,
+            ", ".join(skipped[:5]) + (" ..." if len(skipped) > 5 else ""),
+        )
     return shards
 
 
@@ -589,8 +682,11 @@ def _warn_missing_writer_options(ours: ConvNormOptions) -> None:
         fate = "are unwritable dead letters" if ours.sink == "openai-batch" else "are written without one"
         LOG.warning("--sink %s without --model: records that name no model of their own %s", ours.sink, fate)
     if "max_tokens" in uses and ours.max_tokens is None:
-        LOG.warning("--sink %s without --max-tokens: records without max_tokens are written without it, "
-                    "which the provider requires", ours.sink)
+        LOG.warning(
+            "--sink %s without --max-tokens: records without max_tokens are written without it, "
+            "which the provider requires",
+            ours.sink,
+        )
 
 
 def load_job(argv: list[str], *, output_required: bool = True) -> Job:
@@ -616,6 +712,18 @@ def load_job(argv: list[str], *, output_required: bool = True) -> Job:
         raise ConfigError("; ".join(problems))
     shards = _plan(ours, streaming)
     _warn_missing_writer_options(ours)
-    return Job(options, settings, shards, list(ours.input), ours.output, ours.output_format,
-               ours.overwrite, ours.batch_size, ours.break_stale_lock, ours.job_endpoint_timeout,
-               ours.max_record_bytes, dead_letter_limit, ours.batch_bytes)
+    return Job(
+        options,
+        settings,
+        shards,
+        list(ours.input),
+        ours.output,
+        ours.output_format,
+        ours.overwrite,
+        ours.batch_size,
+        ours.break_stale_lock,
+        ours.job_endpoint_timeout,
+        ours.max_record_bytes,
+        dead_letter_limit,
+        ours.batch_bytes,
+    )

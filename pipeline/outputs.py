@@ -66,7 +66,7 @@ def is_under(path: str, directory: str) -> bool:
 
 
 def _relative(path: str, output: str) -> str:
-    return path[len(output.rstrip("/")) + 1:] if path.startswith(output.rstrip("/") + "/") else path
+    return path[len(output.rstrip("/")) + 1 :] if path.startswith(output.rstrip("/") + "/") else path
 
 
 def _join(output: str, relative: str, listed_in: str = "the manifest", *, is_file: bool = True) -> str:
@@ -79,16 +79,21 @@ def _join(output: str, relative: str, listed_in: str = "the manifest", *, is_fil
     path = FileSystems.join(output, *parts)
     if files.is_local(path):
         if not is_under(os.path.dirname(path), output):
-            raise OutputError(_not_ours(output, relative, listed_in, "which lies outside it through a symbolic "
-                                        f"link (at {os.path.realpath(path)})"))
+            raise OutputError(
+                _not_ours(
+                    output,
+                    relative,
+                    listed_in,
+                    f"which lies outside it through a symbolic link (at {os.path.realpath(path)})",
+                )
+            )
         if is_file and os.path.isdir(path) and not os.path.islink(path):
             raise OutputError(_not_ours(output, relative, listed_in, "which is not a file (a directory)"))
     return path
 
 
 def _not_ours(output: str, relative, listed_in: str, why: str) -> str:
-    return (f"{listed_in} in {output!r} lists {relative!r}, {why}; convnorm did not write it there: "
-            "nothing was deleted")
+    return f"{listed_in} in {output!r} lists {relative!r}, {why}; convnorm did not write it there: nothing was deleted"
 
 
 def unsafe_output(output: str) -> str | None:
@@ -137,8 +142,10 @@ def plan_inputs(shards: list, patterns: list[str], output: str | None) -> list:
         return shards
     for pattern in patterns:
         if not _has_glob(pattern) and is_under(pattern, output):
-            raise OutputError(f"--input {pattern!r} lies inside --output {output!r}; convnorm never reads its "
-                              "own output directory: choose another --output")
+            raise OutputError(
+                f"--input {pattern!r} lies inside --output {output!r}; convnorm never reads its "
+                "own output directory: choose another --output"
+            )
     paths = {shard.path for shard in shards}
     for path in sorted(paths):
         if is_under(output, path):
@@ -148,7 +155,8 @@ def plan_inputs(shards: list, patterns: list[str], output: str | None) -> list:
     if skipped and not kept:
         raise OutputError(
             f"every file --input matches lies inside --output {output!r} ({_listing(skipped, output)}); "
-            "convnorm never reads its own output directory: choose another --output")
+            "convnorm never reads its own output directory: choose another --output"
+        )
     return [shard._replace(index=i) for i, shard in enumerate(kept)]
 
 
@@ -226,7 +234,9 @@ def owned_paths(output: str, manifest: dict | None) -> list[str]:
     if not manifest:
         return []
     return [_join(output, e["path"]) for e in manifest.get("files", [])] + [
-        _join(output, SUCCESS_FILE), FileSystems.join(output, MANIFEST_FILE)]
+        _join(output, SUCCESS_FILE),
+        FileSystems.join(output, MANIFEST_FILE),
+    ]
 
 
 def check_output(output: str, names: tuple[str, ...], overwrite: bool) -> dict | None:
@@ -242,13 +252,15 @@ def check_output(output: str, names: tuple[str, ...], overwrite: bool) -> dict |
             raise OutputError(
                 f"--output {output!r} holds the outputs of an earlier convnorm run ({len(manifest.get('files', []))} "
                 f"files listed in {MANIFEST_FILE}); pass --overwrite to replace exactly those, or choose another "
-                "directory")
+                "directory"
+            )
         changed = _changed_since(output, manifest)
         if changed:
             raise OutputError(
                 f"--output {output!r}: {_listing(changed, output)} changed since convnorm wrote them (their size or "
                 f"sha256 is not the one {MANIFEST_FILE} records), so they may be yours now; convnorm deletes only "
-                "what it can prove it wrote: move them away and run again")
+                "what it can prove it wrote: move them away and run again"
+            )
         return manifest
     candidates = [FileSystems.join(output, n) for n in (*names, SUCCESS_FILE)]
     found = [f for c in candidates for f in _list_files(c)]
@@ -256,7 +268,8 @@ def check_output(output: str, names: tuple[str, ...], overwrite: bool) -> dict |
         raise OutputError(
             f"--output {output!r} already holds {_listing(found, output)}, where convnorm would write, and no "
             f"{MANIFEST_FILE} that shows these files were written by convnorm; convnorm only replaces files a "
-            "manifest lists (even with --overwrite): move them away or choose another directory")
+            "manifest lists (even with --overwrite): move them away or choose another directory"
+        )
     return None
 
 
@@ -277,15 +290,18 @@ def claim_streaming_output(output: str) -> None:
     if FileSystems.exists(marker):
         return
     if read_manifest(output) is not None:
-        raise OutputError(f"--output {output!r} holds the outputs of a batch convnorm run ({MANIFEST_FILE}); "
-                          "--streaming writes windows of its own: choose another directory")
+        raise OutputError(
+            f"--output {output!r} holds the outputs of a batch convnorm run ({MANIFEST_FILE}); "
+            "--streaming writes windows of its own: choose another directory"
+        )
     lock = FileSystems.join(output, LOCK_FILE)
     found = [f for f in _list_files(output) if f != lock]
     if found:
         raise OutputError(
             f"--output {output!r} already holds {_listing(found, output)} and no {STREAMING_MARKER} that shows "
             "an earlier --streaming run wrote there; convnorm never writes over files it did not write: move "
-            "them away or choose another directory")
+            "them away or choose another directory"
+        )
     with FileSystems.create(marker) as handle:
         handle.write(document_bytes({"format": STREAMING_FORMAT}))
 
@@ -354,8 +370,15 @@ def _measure(path: str) -> tuple[int, int, str]:
     return lines, size, digest.hexdigest()
 
 
-def finalize(output: str, temp_dir: str, outputs: dict[str, str], summary_name: str, lock: OutputLock,
-             previous: dict | None, recount: Callable[[dict, dict], dict]) -> tuple[Finalized, dict]:
+def finalize(
+    output: str,
+    temp_dir: str,
+    outputs: dict[str, str],
+    summary_name: str,
+    lock: OutputLock,
+    previous: dict | None,
+    recount: Callable[[dict, dict], dict],
+) -> tuple[Finalized, dict]:
     """Move the reported files into place and check them; returns (result, summary).
 
     ``outputs`` maps each output directory name to its file extension. The summary the
@@ -363,16 +386,21 @@ def finalize(output: str, temp_dir: str, outputs: dict[str, str], summary_name: 
     records found in the files on disk, then written to ``OUTPUT/summary_name``.
     """
     reports = _load_reports(temp_dir, tuple(outputs))
-    moves = [(name, file, final) for name, ext in outputs.items()
-             for file, final in final_names(reports[name], FileSystems.join(output, name), ext)]
+    moves = [
+        (name, file, final)
+        for name, ext in outputs.items()
+        for file, final in final_names(reports[name], FileSystems.join(output, name), ext)
+    ]
     summary_path = FileSystems.join(output, summary_name)
     replaced = set(owned_paths(output, previous))
     in_the_way = [final for _, _, final in moves if FileSystems.exists(final) and final not in replaced]
     if FileSystems.exists(summary_path) and summary_path not in replaced:
         in_the_way.append(summary_path)
     if in_the_way:
-        raise OutputError(f"{_listing(in_the_way, output)} already exist(s) in --output {output!r} and no manifest "
-                          "lists them as convnorm's: nothing was replaced")
+        raise OutputError(
+            f"{_listing(in_the_way, output)} already exist(s) in --output {output!r} and no manifest "
+            "lists them as convnorm's: nothing was replaced"
+        )
 
     creating = [_relative(final, output) for _, _, final in moves] + [summary_name, MANIFEST_FILE, SUCCESS_FILE]
     new_dirs = [name for name in outputs if not FileSystems.exists(FileSystems.join(output, name))]
@@ -390,23 +418,27 @@ def finalize(output: str, temp_dir: str, outputs: dict[str, str], summary_name: 
         if i == 0:
             pause_point("finalize")
         if not FileSystems.exists(final):
-            result.problems.append(f"{_relative(final, output)} is missing (the writer reported {file.records} "
-                                   f"records in {file.temp})")
+            result.problems.append(
+                f"{_relative(final, output)} is missing (the writer reported {file.records} records in {file.temp})"
+            )
             continue
         records, size, sha = _measure(final)
         result.counts[name] += records
         result.files.append({"path": _relative(final, output), "records": records, "bytes": size, "sha256": sha})
         if (records, size) != (file.records, file.size):
-            result.problems.append(f"{_relative(final, output)} holds {records} records in {size} bytes; the writer "
-                                   f"reported {file.records} records in {file.size} bytes")
+            result.problems.append(
+                f"{_relative(final, output)} holds {records} records in {size} bytes; the writer "
+                f"reported {file.records} records in {file.size} bytes"
+            )
 
     with FileSystems.open(FileSystems.join(temp_dir, summary_name)) as handle:
         summary = recount(json.loads(handle.read()), result.counts)
     body = document_bytes(summary)
     with FileSystems.create(summary_path, mime_type="application/json") as handle:
         handle.write(body)
-    result.files.append({"path": summary_name, "records": 1, "bytes": len(body),
-                         "sha256": hashlib.sha256(body).hexdigest()})
+    result.files.append(
+        {"path": summary_name, "records": 1, "bytes": len(body), "sha256": hashlib.sha256(body).hexdigest()}
+    )
     return result, summary
 
 
@@ -427,8 +459,7 @@ def write_manifest(output: str, result: Finalized, command: str, options: dict) 
         "files": result.files,
         "missing": result.problems,
         "options": options,
-        "versions": {"convnorm": ours, "apache_beam": apache_beam.__version__,
-                     "python": platform.python_version()},
+        "versions": {"convnorm": ours, "apache_beam": apache_beam.__version__, "python": platform.python_version()},
     }
     with FileSystems.create(FileSystems.join(output, MANIFEST_FILE), mime_type="application/json") as handle:
         handle.write(document_bytes(manifest, indent=1, ascii_only=True))
@@ -442,7 +473,19 @@ def remove_temp(temp_dir: str) -> None:
 
 
 __all__ = [
-    "LOCK_FILE", "MANIFEST_FILE", "SUCCESS_FILE", "TEMP_PREFIX", "OutputError", "Finalized", "check_output",
-    "clean_dead_run", "finalize", "plan_inputs", "read_manifest", "remove_temp", "unreachable_output", "unsafe_output",
+    "LOCK_FILE",
+    "MANIFEST_FILE",
+    "SUCCESS_FILE",
+    "TEMP_PREFIX",
+    "OutputError",
+    "Finalized",
+    "check_output",
+    "clean_dead_run",
+    "finalize",
+    "plan_inputs",
+    "read_manifest",
+    "remove_temp",
+    "unreachable_output",
+    "unsafe_output",
     "write_manifest",
 ]

@@ -61,8 +61,7 @@ def find_prism(options: PipelineOptions) -> str:
             return candidate
     if os.access(BUILT_PRISM, os.X_OK):
         return str(BUILT_PRISM)
-    raise PrismError(
-        "no Prism binary: build one with .ci/build-prism (needs Go), or pass --prism_location PATH")
+    raise PrismError("no Prism binary: build one with .ci/build-prism (needs Go), or pass --prism_location PATH")
 
 
 def _free_loopback_port() -> int:
@@ -103,10 +102,24 @@ def _prism_process(binary: str) -> Iterator[str]:
     """Start Prism on a free loopback port; yield its job endpoint; stop it by PID."""
     port = _free_loopback_port()
     log = tempfile.NamedTemporaryFile(prefix="convnorm-prism-", suffix=".log", delete=False)
-    argv = [binary, "--job_port", str(port), "--serve_http=false", "--log_level", "warn",
-            "--idle_shutdown_timeout", "-1s"]
-    proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
-                            start_new_session=True, preexec_fn=_die_with_parent)
+    argv = [
+        binary,
+        "--job_port",
+        str(port),
+        "--serve_http=false",
+        "--log_level",
+        "warn",
+        "--idle_shutdown_timeout",
+        "-1s",
+    ]
+    proc = subprocess.Popen(
+        argv,
+        stdin=subprocess.DEVNULL,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+        preexec_fn=_die_with_parent,
+    )
     log.close()
     try:
         deadline = time.monotonic() + PRISM_START_TIMEOUT_S
@@ -132,11 +145,14 @@ def _loopback_worker_pool() -> Iterator[str]:
     from apache_beam.runners.worker.worker_pool_main import BeamFnExternalWorkerPoolServicer
     from apache_beam.utils import thread_pool_executor
 
-    server = grpc.server(thread_pool_executor.shared_unbounded_instance(),
-                         options=[("grpc.http2.max_pings_without_data", 0), ("grpc.http2.max_ping_strikes", 0)])
+    server = grpc.server(
+        thread_pool_executor.shared_unbounded_instance(),
+        options=[("grpc.http2.max_pings_without_data", 0), ("grpc.http2.max_ping_strikes", 0)],
+    )
     port = server.add_insecure_port("localhost:0")
     beam_fn_api_pb2_grpc.add_BeamFnExternalWorkerPoolServicer_to_server(
-        BeamFnExternalWorkerPoolServicer(use_process=False, data_buffer_time_limit_ms=-1), server)
+        BeamFnExternalWorkerPoolServicer(use_process=False, data_buffer_time_limit_ms=-1), server
+    )
     server.start()
     try:
         yield f"localhost:{port}"

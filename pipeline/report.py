@@ -51,12 +51,30 @@ CELL_CHARS = 60
 LEDGER_KEYS = ("discarded_fields", "discarded_chars", "discarded_by_name", "conversations_with_discards")
 
 #: Summary keys this page lays out itself; any other key gets a generic section.
-KNOWN_KEYS = frozenset({
-    "records_in", "records_out", "dead_letters", "dead_letters_by_reason", "blank_lines", "messages_in",
-    "messages_out", "dropped", "dropped_by_reason", "healed", "conversations_with_drops", "drops_histogram",
-    "profile", "repairs", "conversations_with_violations", "violations", "accounted", "ledger", "windows",
-    *LEDGER_KEYS,
-})
+KNOWN_KEYS = frozenset(
+    {
+        "records_in",
+        "records_out",
+        "dead_letters",
+        "dead_letters_by_reason",
+        "blank_lines",
+        "messages_in",
+        "messages_out",
+        "dropped",
+        "dropped_by_reason",
+        "healed",
+        "conversations_with_drops",
+        "drops_histogram",
+        "profile",
+        "repairs",
+        "conversations_with_violations",
+        "violations",
+        "accounted",
+        "ledger",
+        "windows",
+        *LEDGER_KEYS,
+    }
+)
 
 BAR_COLOR = "#3b6ea5"
 ALERT_COLOR = "#c0504d"
@@ -207,17 +225,20 @@ def _pyplot():
         import matplotlib
     except ImportError:
         raise ReportUnavailable(
-            "matplotlib is not installed; install the report extra: pip install 'convnorm[report]'") from None
+            "matplotlib is not installed; install the report extra: pip install 'convnorm[report]'"
+        ) from None
     from matplotlib.figure import Figure
     from matplotlib.ticker import MaxNLocator
 
-    matplotlib.rcParams.update({
-        "svg.fonttype": "none",  # text stays text: smaller, selectable, searchable
-        "svg.hashsalt": "convnorm",  # stable element ids: the same data draws the same SVG
-        "font.size": 10,
-        "axes.spines.top": False,
-        "axes.spines.right": False,
-    })
+    matplotlib.rcParams.update(
+        {
+            "svg.fonttype": "none",  # text stays text: smaller, selectable, searchable
+            "svg.hashsalt": "convnorm",  # stable element ids: the same data draws the same SVG
+            "font.size": 10,
+            "axes.spines.top": False,
+            "axes.spines.right": False,
+        }
+    )
     return Figure, MaxNLocator
 
 
@@ -231,7 +252,7 @@ def _svg(fig) -> str:
     buffer = io.StringIO()
     fig.savefig(buffer, format="svg", bbox_inches="tight", metadata={"Date": None})
     text = buffer.getvalue()
-    return text[text.index("<svg"):]  # drop the XML prolog and doctype: the SVG sits inside HTML
+    return text[text.index("<svg") :]  # drop the XML prolog and doctype: the SVG sits inside HTML
 
 
 def bar_chart(counts: dict[str, int], title: str, *, horizontal: bool = True, color: str = BAR_COLOR) -> str:
@@ -259,8 +280,13 @@ def line_chart(series: dict[str, list[float]], xlabels: list[str], title: str) -
     for name, values in series.items():
         ax.plot(range(len(values)), values, marker="o", markersize=3, label=name)
     step = max(1, len(xlabels) // 8)
-    ax.set_xticks(range(0, len(xlabels), step), [xlabels[i] for i in range(0, len(xlabels), step)],
-                  rotation=20, ha="right", fontsize=8)
+    ax.set_xticks(
+        range(0, len(xlabels), step),
+        [xlabels[i] for i in range(0, len(xlabels), step)],
+        rotation=20,
+        ha="right",
+        fontsize=8,
+    )
     ax.legend(fontsize=8, frameon=False)
     ax.set_title(title, loc="left", fontsize=11)
     return _svg(fig)
@@ -279,7 +305,7 @@ def _short(text, limit: int = CELL_CHARS) -> str:
     if len(text) <= limit:
         return text
     half = (limit - 1) // 2
-    return text[:half] + "…" + text[-(limit - 1 - half):]
+    return text[:half] + "…" + text[-(limit - 1 - half) :]
 
 
 def _num(value) -> str:
@@ -318,24 +344,32 @@ def _ledger_section(s: dict) -> str:
     rows = "".join(
         f'<tr><td>{_e(name)}</td><td class="n" data-key="discarded_by_name.{_e(name)}.fields">'
         f'{_num(n["fields"])}</td><td class="n" data-key="discarded_by_name.{_e(name)}.chars">'
-        f'{_num(n["chars"])}</td></tr>' for name, n in by_name.items())
+        f"{_num(n['chars'])}</td></tr>"
+        for name, n in by_name.items()
+    )
     return (
-        "<h2>Ledger of discarded fields</h2><div class=\"card\">"
+        '<h2>Ledger of discarded fields</h2><div class="card">'
         "<p>Not message drops: fields the flat message shape does not keep (MEM-5 rule 1), and the "
-        "characters of text they held.</p><div class=\"tiles\">"
+        'characters of text they held.</p><div class="tiles">'
         + _tile("fields discarded", "discarded_fields", s.get("discarded_fields", 0))
         + _tile("characters in them", "discarded_chars", s.get("discarded_chars", 0))
-        + _tile("conversations with discards", "conversations_with_discards",
-                s.get("conversations_with_discards", 0))
+        + _tile("conversations with discards", "conversations_with_discards", s.get("conversations_with_discards", 0))
         + "</div>"
-        + _counts_chart({k: v["fields"] for k, v in by_name.items()}, "discarded_by_name",
-                        "Discarded fields, by name", "Coercion discarded nothing.")
-        + f"<table><tr><th>field</th><th>fields</th><th>characters</th></tr>{rows}</table></div>")
+        + _counts_chart(
+            {k: v["fields"] for k, v in by_name.items()},
+            "discarded_by_name",
+            "Discarded fields, by name",
+            "Coercion discarded nothing.",
+        )
+        + f"<table><tr><th>field</th><th>fields</th><th>characters</th></tr>{rows}</table></div>"
+    )
 
 
 def _tile(label: str, key: str, value, cls: str = "") -> str:
-    return (f'<div class="tile {cls}"><div class="v" data-key="{_e(key)}">{_num(value)}</div>'
-            f'<div class="l">{_e(label)}</div></div>')
+    return (
+        f'<div class="tile {cls}"><div class="v" data-key="{_e(key)}">{_num(value)}</div>'
+        f'<div class="l">{_e(label)}</div></div>'
+    )
 
 
 def _where(record: dict) -> str:
@@ -374,16 +408,23 @@ def _generic(value, key: str, title: str) -> str:
         head = "".join(f"<th>{_e(c)}</th>" for c in columns)
         shown = value[:GENERIC_ROWS]
         body = "".join(
-            "<tr>" + "".join(
+            "<tr>"
+            + "".join(
                 f'<td class="{"n" if c in numeric else ""}" data-key="{_e(key)}.{i}.{_e(c)}">'
-                f'{_e(_cell(row.get(c, "")))}</td>' for c in columns) + "</tr>"
-            for i, row in enumerate(shown))
-        more = (f'<p class="none">The first {GENERIC_ROWS:,} of {len(value):,} rows; all of them are in '
-                f"summary.json.</p>") if len(value) > GENERIC_ROWS else ""
+                f"{_e(_cell(row.get(c, '')))}</td>"
+                for c in columns
+            )
+            + "</tr>"
+            for i, row in enumerate(shown)
+        )
+        more = (
+            (f'<p class="none">The first {GENERIC_ROWS:,} of {len(value):,} rows; all of them are in summary.json.</p>')
+            if len(value) > GENERIC_ROWS
+            else ""
+        )
         return chart + f'<div class="scroll"><table><tr>{head}</tr>{body}</table></div>' + more
     if isinstance(value, dict) and value:
-        return "".join(
-            f"<h3>{_e(k)}</h3>" + _generic(v, f"{key}.{k}", f"{title}: {k}") for k, v in value.items())
+        return "".join(f"<h3>{_e(k)}</h3>" + _generic(v, f"{key}.{k}", f"{title}: {k}") for k, v in value.items())
     text = json.dumps(value, indent=2, ensure_ascii=False, sort_keys=False)
     return f'<pre data-key="{_e(key)}">{_e(text)}</pre>'
 
@@ -430,19 +471,23 @@ def render_html(data: ReportData, generated: str | None = None) -> str:
         _examples_html(s, data.details),
         _run_html(data.run, generated),
     ]
-    return ("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
-            "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">"
-            f"{TITLE_MARK.decode()}{_e(data.output)}</title><style>{STYLE}</style></head>"
-            f"<body><main>{''.join(parts)}</main></body></html>\n")
+    return (
+        '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
+        '<meta name="viewport" content="width=device-width, initial-scale=1">'
+        f"{TITLE_MARK.decode()}{_e(data.output)}</title><style>{STYLE}</style></head>"
+        f"<body><main>{''.join(parts)}</main></body></html>\n"
+    )
 
 
 def _header_html(output: str, s: dict) -> str:
     """Title line and the tiles of totals."""
     accounted = s.get("accounted")
-    header = (f"<h1>convnorm run report</h1><div class=\"sub\">{_e(output)} · profile "
-              f"<b data-key=\"profile\">{_e(s.get('profile', '?'))}</b> · "
-              f"{'every record accounted for' if accounted else 'NOT every record accounted for'}"
-              f"<span hidden data-key=\"accounted\">{_num(accounted)}</span></div>")
+    header = (
+        f'<h1>convnorm run report</h1><div class="sub">{_e(output)} · profile '
+        f'<b data-key="profile">{_e(s.get("profile", "?"))}</b> · '
+        f"{'every record accounted for' if accounted else 'NOT every record accounted for'}"
+        f'<span hidden data-key="accounted">{_num(accounted)}</span></div>'
+    )
     tiles = [
         _tile("records in", "records_in", s.get("records_in", 0)),
         _tile("normalized", "records_out", s.get("records_out", 0)),
@@ -459,25 +504,47 @@ def _header_html(output: str, s: dict) -> str:
 
 def _drops_html(s: dict) -> str:
     """What was dropped, what could not be read: charts and tables."""
-    parts = ["<h2>Drops and dead letters</h2><div class=\"grid\">"]
+    parts = ['<h2>Drops and dead letters</h2><div class="grid">']
     add = parts.append
     drops = s.get("dropped_by_reason", {})
-    add('<div class="card">' + _counts_chart(drops, "dropped_by_reason", "Messages dropped, by reason",
-                                             "No message was dropped.")
-        + _count_table(drops, "dropped_by_reason", "drop reason") + "</div>")
+    add(
+        '<div class="card">'
+        + _counts_chart(drops, "dropped_by_reason", "Messages dropped, by reason", "No message was dropped.")
+        + _count_table(drops, "dropped_by_reason", "drop reason")
+        + "</div>"
+    )
     letters = s.get("dead_letters_by_reason", {})
-    add('<div class="card">' + _counts_chart(letters, "dead_letters_by_reason", "Dead letters, by reason",
-                                             "No record was dead-lettered.", color=ALERT_COLOR)
-        + _count_table(letters, "dead_letters_by_reason", "dead-letter reason") + "</div>")
+    add(
+        '<div class="card">'
+        + _counts_chart(
+            letters,
+            "dead_letters_by_reason",
+            "Dead letters, by reason",
+            "No record was dead-lettered.",
+            color=ALERT_COLOR,
+        )
+        + _count_table(letters, "dead_letters_by_reason", "dead-letter reason")
+        + "</div>"
+    )
     histogram = s.get("drops_histogram", {})
-    add('<div class="card">' + _figure(bar_chart(histogram, "Conversations by messages dropped", horizontal=False),
-                                       "drops_histogram")
-        + _count_table(histogram, "drops_histogram", "messages dropped") + "</div>")
-    flow = {"messages in": s.get("messages_in", 0), "dropped": s.get("dropped", 0),
-            "healed (synthetic results added)": s.get("healed", 0), "messages out": s.get("messages_out", 0)}
-    add('<div class="card">' + _figure(bar_chart(flow, "Messages in and out", color=OK_COLOR), "messages")
-        + "<p class=\"none\">Readers count messages as they produce them; healing adds one result per "
-          "unanswered call.</p></div>")
+    add(
+        '<div class="card">'
+        + _figure(bar_chart(histogram, "Conversations by messages dropped", horizontal=False), "drops_histogram")
+        + _count_table(histogram, "drops_histogram", "messages dropped")
+        + "</div>"
+    )
+    flow = {
+        "messages in": s.get("messages_in", 0),
+        "dropped": s.get("dropped", 0),
+        "healed (synthetic results added)": s.get("healed", 0),
+        "messages out": s.get("messages_out", 0),
+    }
+    add(
+        '<div class="card">'
+        + _figure(bar_chart(flow, "Messages in and out", color=OK_COLOR), "messages")
+        + '<p class="none">Readers count messages as they produce them; healing adds one result per '
+        "unanswered call.</p></div>"
+    )
     add("</div>")
     return "".join(parts)
 
@@ -487,79 +554,101 @@ def _opt_in_html(s: dict) -> str:
     parts: list[str] = []
     add = parts.append
     if "repairs" in s:
-        add("<h2>Repairs (opt-in profile)</h2><div class=\"card\">"
+        add(
+            '<h2>Repairs (opt-in profile)</h2><div class="card">'
             + _counts_chart(s["repairs"], "repairs", "Repairs, by kind", "No repair was needed.", color=OK_COLOR)
-            + _count_table(s["repairs"], "repairs", "repair") + "</div>")
+            + _count_table(s["repairs"], "repairs", "repair")
+            + "</div>"
+        )
     if "violations" in s:
-        add("<h2>Sendability violations in the output (--check)</h2><div class=\"card\">"
-            + _counts_chart(s["violations"], "violations", "Violations, by kind",
-                            "No output conversation breaks a provider's pairing rules.", color=ALERT_COLOR)
+        add(
+            '<h2>Sendability violations in the output (--check)</h2><div class="card">'
+            + _counts_chart(
+                s["violations"],
+                "violations",
+                "Violations, by kind",
+                "No output conversation breaks a provider's pairing rules.",
+                color=ALERT_COLOR,
+            )
             + _count_table(s["violations"], "violations", "violation")
-            + f"<p>conversations with violations: <b data-key=\"conversations_with_violations\">"
-              f"{_num(s.get('conversations_with_violations', 0))}</b></p></div>")
+            + f'<p>conversations with violations: <b data-key="conversations_with_violations">'
+            f"{_num(s.get('conversations_with_violations', 0))}</b></p></div>"
+        )
     if "discarded_by_name" in s:
         add(_ledger_section(s))
     if "ledger" in s:
-        add("<h2>Ledger of discarded fields</h2><div class=\"card\">" + _generic(s["ledger"], "ledger", "Ledger")
-            + "</div>")
+        add(
+            '<h2>Ledger of discarded fields</h2><div class="card">'
+            + _generic(s["ledger"], "ledger", "Ledger")
+            + "</div>"
+        )
     if "windows" in s:
-        add("<h2>Windows over time</h2><div class=\"card\">" + _generic(s["windows"], "windows", "Windows")
-            + "</div>")
+        add('<h2>Windows over time</h2><div class="card">' + _generic(s["windows"], "windows", "Windows") + "</div>")
     for key in s:
         if key not in KNOWN_KEYS:
-            add(f"<h2>{_e(key)}</h2><div class=\"card\">" + _generic(s[key], key, key) + "</div>")
+            add(f'<h2>{_e(key)}</h2><div class="card">' + _generic(s[key], key, key) + "</div>")
     return "".join(parts)
 
 
 def _worst_sources_html(details) -> str:
     worst = worst_sources(details)
     if not worst:
-        return "<h2>Worst sources</h2><p class=\"none\">No file lost a message or a record.</p>"
+        return '<h2>Worst sources</h2><p class="none">No file lost a message or a record.</p>'
     rows = "".join(
-        f"<tr><td class=\"mono\" title=\"{_e(path)}\">{_e(_short(path))}</td>"
-        f"<td class=\"n\">{_num(st.records)}</td>"
-        f"<td class=\"n\">{_num(st.conversations_with_drops)}</td><td class=\"n\">{_num(st.dropped)}</td>"
-        f"<td class=\"n\">{_num(st.dead_letters)}</td><td class=\"n\">{st.affected_rate:.1%}</td></tr>"
-        for path, st in worst)
-    return ("<h2>Worst sources</h2>"
-            "<p>Input files with the highest share of records that lost messages or were dead-lettered "
-            f"(of {_num(len(details.sources))} file(s)).</p>"
-            "<table class=\"worst\"><tr><th>file</th><th class=\"n\">records</th>"
-            "<th class=\"n\">with drops</th><th class=\"n\">messages dropped</th><th class=\"n\">dead letters</th>"
-            "<th class=\"n\">affected</th></tr>" + rows + "</table>")
+        f'<tr><td class="mono" title="{_e(path)}">{_e(_short(path))}</td>'
+        f'<td class="n">{_num(st.records)}</td>'
+        f'<td class="n">{_num(st.conversations_with_drops)}</td><td class="n">{_num(st.dropped)}</td>'
+        f'<td class="n">{_num(st.dead_letters)}</td><td class="n">{st.affected_rate:.1%}</td></tr>'
+        for path, st in worst
+    )
+    return (
+        "<h2>Worst sources</h2>"
+        "<p>Input files with the highest share of records that lost messages or were dead-lettered "
+        f"(of {_num(len(details.sources))} file(s)).</p>"
+        '<table class="worst"><tr><th>file</th><th class="n">records</th>'
+        '<th class="n">with drops</th><th class="n">messages dropped</th><th class="n">dead letters</th>'
+        '<th class="n">affected</th></tr>' + rows + "</table>"
+    )
 
 
 def _examples_html(s: dict, details) -> str:
     """The first conversations that lost messages, per reason, and the first dead letters."""
     drops = s.get("dropped_by_reason", {})
     letters = s.get("dead_letters_by_reason", {})
-    parts = ["<h2>Examples</h2><p>The first conversations (in output order) that lost messages for each reason: "
-             "messages before → after normalizing. Look them up by id in <code>normalized/</code> and "
-             "<code>drops/</code>, or by position in the input.</p>"]
+    parts = [
+        "<h2>Examples</h2><p>The first conversations (in output order) that lost messages for each reason: "
+        "messages before → after normalizing. Look them up by id in <code>normalized/</code> and "
+        "<code>drops/</code>, or by position in the input.</p>"
+    ]
     rows = []
     for reason in list(drops) + sorted(set(details.drop_examples) - set(drops)):
         for m in details.drop_examples.get(reason, []):
             others = ", ".join(f"{r} {n}" for r, n in m.get("drops", {}).items() if r != reason)
             rows.append(
-                f"<tr><td>{_e(reason)}</td><td class=\"mono\">{_e(_short(m.get('id', '?'), 40))}</td>"
-                f"<td class=\"mono\">{_e(_where(m))}</td><td class=\"n\">{_num(m['drops'][reason])}</td>"
-                f"<td class=\"n\">{_num(m.get('messages_in', 0))} → {_num(m.get('messages_out', 0))}</td>"
-                f"<td class=\"n\">{_num(m.get('healed', 0))}</td><td>{_e(others)}</td></tr>")
+                f'<tr><td>{_e(reason)}</td><td class="mono">{_e(_short(m.get("id", "?"), 40))}</td>'
+                f'<td class="mono">{_e(_where(m))}</td><td class="n">{_num(m["drops"][reason])}</td>'
+                f'<td class="n">{_num(m.get("messages_in", 0))} → {_num(m.get("messages_out", 0))}</td>'
+                f'<td class="n">{_num(m.get("healed", 0))}</td><td>{_e(others)}</td></tr>'
+            )
     if rows:
-        parts.append("<table class=\"examples\"><tr><th>reason</th><th>id</th><th>source @ position</th>"
-                     "<th class=\"n\">dropped</th><th class=\"n\">messages</th><th class=\"n\">healed</th>"
-                     "<th>other drops</th></tr>" + "".join(rows) + "</table>")
+        parts.append(
+            '<table class="examples"><tr><th>reason</th><th>id</th><th>source @ position</th>'
+            '<th class="n">dropped</th><th class="n">messages</th><th class="n">healed</th>'
+            "<th>other drops</th></tr>" + "".join(rows) + "</table>"
+        )
     else:
-        parts.append("<p class=\"none\">No conversation lost a message.</p>")
+        parts.append('<p class="none">No conversation lost a message.</p>')
     rows = [
-        f"<tr><td>{_e(reason)}</td><td class=\"mono\">{_e(_where(letter))}</td>"
+        f'<tr><td>{_e(reason)}</td><td class="mono">{_e(_where(letter))}</td>'
         f"<td>{_e(_short(letter.get('detail', ''), 90))}</td></tr>"
         for reason in list(letters) + sorted(set(details.dead_letter_examples) - set(letters))
         for letter in details.dead_letter_examples.get(reason, [])
     ]
     if rows:
-        parts.append("<h3>Dead letters</h3><table class=\"examples\"><tr><th>reason</th><th>source @ position</th>"
-                     "<th>detail</th></tr>" + "".join(rows) + "</table>")
+        parts.append(
+            '<h3>Dead letters</h3><table class="examples"><tr><th>reason</th><th>source @ position</th>'
+            "<th>detail</th></tr>" + "".join(rows) + "</table>"
+        )
     return "".join(parts)
 
 
@@ -568,16 +657,18 @@ def _run_html(run: dict | None, generated: str | None) -> str:
     parts = ["<h2>Run</h2>"]
     if run:
         rows = "".join(
-            f"<tr><td>{_e(k)}</td><td class=\"mono\">"
+            f'<tr><td>{_e(k)}</td><td class="mono">'
             f"{_e(_short(v if isinstance(v, str) else json.dumps(v), 120))}</td></tr>"
-            for k, v in _flat_items(run))
-        parts.append(f"<table class=\"run\">{rows}</table>")
+            for k, v in _flat_items(run)
+        )
+        parts.append(f'<table class="run">{rows}</table>')
     else:
-        parts.append("<p class=\"none\">No record of the run's options (this report was rebuilt from the outputs "
-                     "alone).</p>")
+        parts.append(
+            '<p class="none">No record of the run\'s options (this report was rebuilt from the outputs alone).</p>'
+        )
     generated = generated or datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC")
     report_versions = ", ".join(f"{k} {v}" for k, v in versions().items())
-    parts.append(f"<p class=\"none\">Report generated {_e(generated)} by {_e(report_versions)}.</p>")
+    parts.append(f'<p class="none">Report generated {_e(generated)} by {_e(report_versions)}.</p>')
     return "".join(parts)
 
 
@@ -624,17 +715,19 @@ def report_command(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(
         prog="convnorm report",
         description="Build OUT_DIR/report.html, one self-contained page with charts, from a finished run's "
-                    "summary.json, drops/ and dead_letter/ (and manifest.json when present). Replaces a "
-                    "report.html that convnorm wrote; changes nothing else.",
+        "summary.json, drops/ and dead_letter/ (and manifest.json when present). Replaces a "
+        "report.html that convnorm wrote; changes nothing else.",
         epilog="exit status: 0 written; 1 no summary.json in OUT_DIR, or a report.html convnorm did not "
-               "write is in the way; 2 bad arguments or matplotlib missing (pip install 'convnorm[report]')",
+        "write is in the way; 2 bad arguments or matplotlib missing (pip install 'convnorm[report]')",
     )
     parser.add_argument("output", metavar="OUT_DIR", help="the --output directory of a finished run")
     args = parser.parse_args(argv)
     output = os.path.expanduser(args.output).rstrip("/") or "/"
     if not _ours_or_absent(output):
-        print(f"convnorm report: error: {output}/{REPORT_FILE} exists and convnorm did not write it; "
-              "move it away first", file=sys.stderr)
+        print(
+            f"convnorm report: error: {output}/{REPORT_FILE} exists and convnorm did not write it; move it away first",
+            file=sys.stderr,
+        )
         return 1
     try:
         path = write_report(output)

@@ -42,8 +42,9 @@ SUMMARY_FILE = "summary.json"
 
 class _JsonLinesFile:
     def __init__(self, path: str) -> None:
-        self._handle = FileSystems.create(path, mime_type="application/jsonl",
-                                          compression_type=CompressionTypes.UNCOMPRESSED)
+        self._handle = FileSystems.create(
+            path, mime_type="application/jsonl", compression_type=CompressionTypes.UNCOMPRESSED
+        )
 
     def write(self, items: list, lines: list | None = None) -> None:
         # ``lines``: the items already serialized by the per-record guard, written as they are.
@@ -69,8 +70,9 @@ class _ParquetFile:
         self._pa = pa
         self._id_field = id_field
         self._messages_field = messages_field
-        self._handle = FileSystems.create(path, mime_type="application/vnd.apache.parquet",
-                                          compression_type=CompressionTypes.UNCOMPRESSED)
+        self._handle = FileSystems.create(
+            path, mime_type="application/vnd.apache.parquet", compression_type=CompressionTypes.UNCOMPRESSED
+        )
         self._writer = pq.ParquetWriter(self._handle, self._schema)
 
     def _row(self, record: dict) -> dict:
@@ -111,8 +113,9 @@ class _WriteShardFiles(beam.DoFn):
     shard ran out of file handles with a few hundred input files.
     """
 
-    def __init__(self, temp_dir: str, file_format: str, id_field: str, messages_field: str,
-                 progress_name: str = "") -> None:
+    def __init__(
+        self, temp_dir: str, file_format: str, id_field: str, messages_field: str, progress_name: str = ""
+    ) -> None:
         self._temp_dir = temp_dir
         self._file_format = file_format
         self._id_field = id_field
@@ -205,8 +208,15 @@ class WriteShards(beam.PTransform):
     written while the pipeline runs.
     """
 
-    def __init__(self, temp_root: str, name: str, file_format: str = "jsonl", *, id_field: str = "id",
-                 messages_field: str = "messages") -> None:
+    def __init__(
+        self,
+        temp_root: str,
+        name: str,
+        file_format: str = "jsonl",
+        *,
+        id_field: str = "id",
+        messages_field: str = "messages",
+    ) -> None:
         super().__init__()
         self._temp_root = temp_root
         self._name = name
@@ -217,8 +227,10 @@ class WriteShards(beam.PTransform):
     def expand(self, batches):
         temp_dir = FileSystems.join(self._temp_root, self._name)
         written = batches | "WriteTemp" >> beam.ParDo(
-            _WriteShardFiles(temp_dir, self._file_format, self._id_field, self._messages_field,
-                             progress_name=self._name)).with_input_types(Batch).with_output_types(WrittenFile)
+            _WriteShardFiles(
+                temp_dir, self._file_format, self._id_field, self._messages_field, progress_name=self._name
+            )
+        ).with_input_types(Batch).with_output_types(WrittenFile)
         return (
             written
             | "CollectFiles" >> beam.combiners.ToList()

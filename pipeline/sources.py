@@ -142,9 +142,17 @@ def _refuse_special_file(path: str) -> None:
     except OSError as error:
         raise InputError(f"cannot read --input file {display_path(path)!r}: {error.strerror}") from None
     if not stat.S_ISREG(mode):
-        kind = ("a FIFO" if stat.S_ISFIFO(mode) else "a device" if stat.S_ISCHR(mode) or stat.S_ISBLK(mode)
-                else "a socket" if stat.S_ISSOCK(mode) else "a directory" if stat.S_ISDIR(mode)
-                else "not a regular file")
+        kind = (
+            "a FIFO"
+            if stat.S_ISFIFO(mode)
+            else "a device"
+            if stat.S_ISCHR(mode) or stat.S_ISBLK(mode)
+            else "a socket"
+            if stat.S_ISSOCK(mode)
+            else "a directory"
+            if stat.S_ISDIR(mode)
+            else "not a regular file"
+        )
         raise InputError(f"--input {display_path(path)!r} is {kind}; convnorm reads regular files only")
 
 
@@ -295,8 +303,11 @@ def _too_large(prefix: bytes, size: int, limit: int, whole: bool) -> Unreadable:
     # Keep only what a dead letter shows of it: the raw text is cut to a few KB anyway.
     text = prefix[:_RAW_PREFIX_BYTES].decode("utf-8", errors="replace")
     size_text = f"{size:,} bytes" if whole else f"more than {limit:,} bytes"
-    return Unreadable("record_too_large", f"a record of {size_text} is over --max-record-bytes "
-                                          f"{limit:,}; it was read past, not parsed", text)
+    return Unreadable(
+        "record_too_large",
+        f"a record of {size_text} is over --max-record-bytes {limit:,}; it was read past, not parsed",
+        text,
+    )
 
 
 #: Raw bytes of an over-long record kept for its dead letter.
@@ -320,8 +331,13 @@ def _read_jsonl(shard: Shard, max_record_bytes: int = DEFAULT_MAX_RECORD_BYTES) 
                     item = _too_large(line, size, max_record_bytes, True)
                     line = None
             except Exception as error:  # noqa: BLE001 — corrupt archives raise many types
-                yield RawRecord(shard.name, position, Unreadable(
-                    "unreadable_file", f"reading stopped at offset {position}: {type(error).__name__}: {error}"))
+                yield RawRecord(
+                    shard.name,
+                    position,
+                    Unreadable(
+                        "unreadable_file", f"reading stopped at offset {position}: {type(error).__name__}: {error}"
+                    ),
+                )
                 return
             if line is None:
                 yield RawRecord(shard.name, position, item)
@@ -330,7 +346,7 @@ def _read_jsonl(shard: Shard, max_record_bytes: int = DEFAULT_MAX_RECORD_BYTES) 
             if not line:
                 return
             if position == 0 and line.startswith(_BOM):
-                position, line = len(_BOM), line[len(_BOM):]
+                position, line = len(_BOM), line[len(_BOM) :]
             if line.strip():
                 yield RawRecord(shard.name, position, line)
             else:
@@ -443,7 +459,7 @@ def _array_elements(handle, head: bytes, limit: int) -> Iterator:
             if byte == b"}":
                 yield Unreadable("invalid_json", f"unbalanced {byte.decode()!r} in the top-level array")
                 return
-            done = element.end(chunk[start:stop.start()])
+            done = element.end(chunk[start : stop.start()])
             # "[]" holds no element; "[1,]" an empty one, which is invalid JSON.
             if isinstance(done, Unreadable) or byte == b"," or done.strip(_JSON_SPACE) or emitted:
                 yield done
@@ -463,8 +479,9 @@ def _after_array(rest: bytes, handle) -> Iterator:
     """Nothing but white space may follow the top-level array (its first KB is looked at)."""
     rest += handle.read(1 << 10)
     if rest.strip(_JSON_SPACE):
-        yield Unreadable("invalid_json", "content after the end of the top-level array",
-                         rest[:200].decode("utf-8", errors="replace"))
+        yield Unreadable(
+            "invalid_json", "content after the end of the top-level array", rest[:200].decode("utf-8", errors="replace")
+        )
 
 
 def _read_json(shard: Shard, max_record_bytes: int = DEFAULT_MAX_RECORD_BYTES) -> Iterator:
@@ -475,19 +492,24 @@ def _read_json(shard: Shard, max_record_bytes: int = DEFAULT_MAX_RECORD_BYTES) -
     with FileSystems.open(shard.path, compression_type=CompressionTypes.UNCOMPRESSED) as handle:
         text = handle.read(max_record_bytes + 1)
         if len(text) > max_record_bytes:
-            body = text[len(_BOM):] if text.startswith(_BOM) else text
+            body = text[len(_BOM) :] if text.startswith(_BOM) else text
             stripped = body.lstrip(_JSON_SPACE)
             if stripped.startswith(b"["):
                 for index, element in enumerate(_array_elements(handle, stripped[1:], max_record_bytes)):
                     yield RawRecord(source, index, element)
                 return
             letter = _too_large(text, 0, max_record_bytes, False)
-            yield RawRecord(source, 0, letter._replace(
-                detail=letter.detail.replace("a record of", "a .json document of", 1)
-                + " (only a top-level array is read element by element: write big inputs as .jsonl)"))
+            yield RawRecord(
+                source,
+                0,
+                letter._replace(
+                    detail=letter.detail.replace("a record of", "a .json document of", 1)
+                    + " (only a top-level array is read element by element: write big inputs as .jsonl)"
+                ),
+            )
             return
     if text.startswith(_BOM):
-        text = text[len(_BOM):]
+        text = text[len(_BOM) :]
     try:
         document = parse_json(text)
     except (ValueError, RecursionError) as error:
@@ -502,8 +524,11 @@ def _read_json(shard: Shard, max_record_bytes: int = DEFAULT_MAX_RECORD_BYTES) -
         if text.lstrip()[:1] == b"{" and b"\n{" in text:
             hint = " (it looks like JSON Lines: name the file .jsonl)"
         reason = "number_too_large" if isinstance(error, NumberTooLarge) else "invalid_json"
-        yield RawRecord(source, 0, Unreadable(reason, f"not a JSON document: {error}{hint}",
-                                              text[:4000].decode("utf-8", errors="replace")))
+        yield RawRecord(
+            source,
+            0,
+            Unreadable(reason, f"not a JSON document: {error}{hint}", text[:4000].decode("utf-8", errors="replace")),
+        )
         return
     if isinstance(document, list):
         for index, record in enumerate(document):
@@ -599,8 +624,7 @@ def _parquet_rows(batch) -> Iterator:
             raw_text = orjson.dumps(raw, default=str).decode()
         except (TypeError, ValueError):
             raw_text = repr(raw)
-        yield Unreadable("unconvertible_value", f"column {name!r}: {type(error).__name__}: {error}",
-                         raw_text[:4000])
+        yield Unreadable("unconvertible_value", f"column {name!r}: {type(error).__name__}: {error}", raw_text[:4000])
 
 
 def _read_parquet(shard: Shard, max_record_bytes: int = DEFAULT_MAX_RECORD_BYTES) -> Iterator:
@@ -634,13 +658,20 @@ def read_shard(shard: Shard, max_record_bytes: int = DEFAULT_MAX_RECORD_BYTES) -
                 next_position = item.position + 1
             yield item
     except Exception as error:  # noqa: BLE001 — filesystems and pyarrow raise many types
-        yield RawRecord(shard.name, next_position, Unreadable(
-            "unreadable_file", f"reading stopped: {type(error).__name__}: {error}"))
+        yield RawRecord(
+            shard.name,
+            next_position,
+            Unreadable("unreadable_file", f"reading stopped: {type(error).__name__}: {error}"),
+        )
 
 
-def iter_batches(shard: Shard, batch_size: int, stats: dict,
-                 max_record_bytes: int = DEFAULT_MAX_RECORD_BYTES,
-                 batch_bytes: int = DEFAULT_BATCH_BYTES) -> Iterator[Batch]:
+def iter_batches(
+    shard: Shard,
+    batch_size: int,
+    stats: dict,
+    max_record_bytes: int = DEFAULT_MAX_RECORD_BYTES,
+    batch_bytes: int = DEFAULT_BATCH_BYTES,
+) -> Iterator[Batch]:
     """Group a shard's records into batches of ``batch_size`` records or ``batch_bytes`` raw
     bytes, whichever comes first; ``stats`` counts records and blank lines."""
     items: list = []
@@ -668,8 +699,9 @@ def iter_batches(shard: Shard, batch_size: int, stats: dict,
 class _ReadShard(beam.DoFn):
     STATS = "read_stats"
 
-    def __init__(self, batch_size: int, total_shards: int, max_record_bytes: int,
-                 batch_bytes: int = DEFAULT_BATCH_BYTES) -> None:
+    def __init__(
+        self, batch_size: int, total_shards: int, max_record_bytes: int, batch_bytes: int = DEFAULT_BATCH_BYTES
+    ) -> None:
         self._batch_size = batch_size
         self._batch_bytes = batch_bytes
         self._total = total_shards
@@ -710,8 +742,13 @@ class ReadOutputs(NamedTuple):
 class ReadConversationLogs(beam.PTransform):
     """Planned shards -> batches of ``RawRecord`` (and per-shard read statistics)."""
 
-    def __init__(self, shards: list[Shard], batch_size: int = DEFAULT_BATCH_SIZE,
-                 max_record_bytes: int = DEFAULT_MAX_RECORD_BYTES, batch_bytes: int = DEFAULT_BATCH_BYTES) -> None:
+    def __init__(
+        self,
+        shards: list[Shard],
+        batch_size: int = DEFAULT_BATCH_SIZE,
+        max_record_bytes: int = DEFAULT_MAX_RECORD_BYTES,
+        batch_bytes: int = DEFAULT_BATCH_BYTES,
+    ) -> None:
         super().__init__()
         self._shards = shards
         self._batch_size = batch_size

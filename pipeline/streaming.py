@@ -253,9 +253,12 @@ class _WatchLanding(beam.DoFn):
         return current
 
     @beam.DoFn.unbounded_per_element()
-    def process(self, element,
-                tracker=beam.DoFn.RestrictionParam(_PollRestrictions()),
-                watermark=beam.DoFn.WatermarkEstimatorParam(ManualWatermarkEstimator.default_provider())):
+    def process(
+        self,
+        element,
+        tracker=beam.DoFn.RestrictionParam(_PollRestrictions()),
+        watermark=beam.DoFn.WatermarkEstimatorParam(ManualWatermarkEstimator.default_provider()),
+    ):
         poll = tracker.current_restriction().start
         stopping = should_stop(self._plan, time.time())
         if not tracker.try_claim(poll):
@@ -269,8 +272,11 @@ class _WatchLanding(beam.DoFn):
         for path in current:
             if path not in self._warned and not is_ignored(path) and file_suffix(path) is None:
                 self._warned.add(path)
-                LOG.warning("watcher: %s matches --input but its kind is unknown (want one of %s); not read",
-                            path, ", ".join(FILE_KINDS))
+                LOG.warning(
+                    "watcher: %s matches --input but its kind is unknown (want one of %s); not read",
+                    path,
+                    ", ".join(FILE_KINDS),
+                )
         self._previous = current
         if stopping:
             # This poll was the last: claiming the rest of the range finishes the watcher, and
@@ -331,8 +337,9 @@ class _OutputDirectory:
         FileSystems.mkdirs(self._temp)
         jsonl = FILE_FORMATS["jsonl"]
         self._writers = {
-            kind: jsonl.open(FileSystems.join(self._temp, kind + jsonl.extension), settings.id_field,
-                             settings.messages_field)
+            kind: jsonl.open(
+                FileSystems.join(self._temp, kind + jsonl.extension), settings.id_field, settings.messages_field
+            )
             for kind in OUTPUT_KINDS
         }
         self.totals: dict = {}
@@ -349,8 +356,11 @@ class _OutputDirectory:
         for writer in self._writers.values():
             writer.close()
         part = summaries.merge(self.totals, summaries.partial(records, blank_lines=blank_lines))
-        source = {"source": self._path, "window": self._window,
-                  **summaries.finalize(part, profile=self._settings.profile, check=self._settings.check)}
+        source = {
+            "source": self._path,
+            "window": self._window,
+            **summaries.finalize(part, profile=self._settings.profile, check=self._settings.check),
+        }
         with FileSystems.create(FileSystems.join(self._temp, SOURCE_FILE), mime_type="application/json") as handle:
             handle.write(document_bytes(source))
         if not FileSystems.exists(self._window_dir):
@@ -448,18 +458,21 @@ class _WriteWindowSummary(beam.DoFn):
 
     def process(self, doc: dict, window=beam.DoFn.WindowParam):
         name = window_name(window)
-        _write_json_atomically(window_total(self._output, name, self._settings),
-                               FileSystems.join(self._output, name, SUMMARY_FILE))
+        _write_json_atomically(
+            window_total(self._output, name, self._settings), FileSystems.join(self._output, name, SUMMARY_FILE)
+        )
         line = running_total_line(name, doc, total_of_windows(self._output, self._settings))
         print(line, flush=True)
         yield line
 
 
 def running_total_line(window: str, doc: dict, total: dict) -> str:
-    return (f"window {window}: {doc['records_in']} records in, {doc['records_out']} normalized, "
-            f"{doc['dead_letters']} dead letters, {doc['dropped']} messages dropped | running total: "
-            f"{total['records_in']} in, {total['records_out']} normalized, {total['dead_letters']} dead letters, "
-            f"{total['dropped']} dropped")
+    return (
+        f"window {window}: {doc['records_in']} records in, {doc['records_out']} normalized, "
+        f"{doc['dead_letters']} dead letters, {doc['dropped']} messages dropped | running total: "
+        f"{total['records_in']} in, {total['records_out']} normalized, {total['dead_letters']} dead letters, "
+        f"{total['dropped']} dropped"
+    )
 
 
 class SummarizeWindows(beam.PTransform):
@@ -498,8 +511,9 @@ class StreamingOutputs(NamedTuple):
     console: beam.PCollection
 
 
-def build_streaming(pipeline: beam.Pipeline, job: Job, plan: WatchPlan, window_s: float,
-                    batch_size: int) -> StreamingOutputs:
+def build_streaming(
+    pipeline: beam.Pipeline, job: Job, plan: WatchPlan, window_s: float, batch_size: int
+) -> StreamingOutputs:
     """Apply the streaming job to ``pipeline``."""
     paths = pipeline | "Watch" >> WatchLandingDirectory(plan)
     windowed = paths | "Window" >> beam.WindowInto(beam_window.FixedWindows(window_s))
@@ -520,13 +534,11 @@ def plan_watch(job: Job, stop_marker: str) -> WatchPlan:
     if ours.include_existing:
         done = processed_sources(job.output) if FileSystems.exists(job.output) else set()
         skipped = {path for path in present if source_id(path) in done}
-        LOG.info("%d file(s) present at start: %d already have output, the rest are read",
-                 len(present), len(skipped))
+        LOG.info("%d file(s) present at start: %d already have output, the rest are read", len(present), len(skipped))
     else:
         skipped = present
         if present:
-            LOG.info("%d file(s) present at start are not read (pass --include-existing to read them)",
-                     len(present))
+            LOG.info("%d file(s) present at start are not read (pass --include-existing to read them)", len(present))
     stop_after = parse_duration(ours.stop_after) if ours.stop_after else None
     return WatchPlan(
         patterns=tuple(job.inputs),
@@ -556,8 +568,11 @@ class _StopOnSignal:
             os.kill(os.getpid(), signum)
             return
         self.signalled.set()
-        print(f"convnorm: {signal.Signals(signum).name}: draining (every file seen is finished, the last "
-              "windows close); signal again to abort", flush=True)
+        print(
+            f"convnorm: {signal.Signals(signum).name}: draining (every file seen is finished, the last "
+            "windows close); signal again to abort",
+            flush=True,
+        )
         with FileSystems.create(self._marker) as handle:
             handle.write(b"stop\n")
 
@@ -587,8 +602,13 @@ def live_counters(result) -> str:
     return "counters: " + ", ".join(f"{name} {value}" for name, value in values.items())
 
 
-_TERMINAL = {PipelineState.DONE, PipelineState.FAILED, PipelineState.CANCELLED, PipelineState.UPDATED,
-             PipelineState.DRAINED}
+_TERMINAL = {
+    PipelineState.DONE,
+    PipelineState.FAILED,
+    PipelineState.CANCELLED,
+    PipelineState.UPDATED,
+    PipelineState.DRAINED,
+}
 
 
 def run_streaming(job: Job) -> int:
@@ -598,8 +618,14 @@ def run_streaming(job: Job) -> int:
     or that an earlier streaming run marked as its own."""
     job.options.view_as(StandardOptions).streaming = True
     try:
-        lock = locks.acquire(job.output, run_id=uuid.uuid4().hex, command="streaming", temp_dir="",
-                             break_stale=job.break_stale_lock, clean_up=_nothing_to_clean)
+        lock = locks.acquire(
+            job.output,
+            run_id=uuid.uuid4().hex,
+            command="streaming",
+            temp_dir="",
+            break_stale=job.break_stale_lock,
+            clean_up=_nothing_to_clean,
+        )
     except (locks.LockError, OutputError) as error:
         print(f"convnorm: error: {error}", file=sys.stderr)
         return 2
@@ -626,10 +652,13 @@ def _watch(job: Job) -> int:
     stop_marker = FileSystems.join(job.output, f".stop-{uuid.uuid4().hex}")
     plan = plan_watch(job, stop_marker)
     window_s = parse_duration(ours.window)
-    print(f"convnorm: watching {', '.join(job.inputs)} every {plan.poll_interval_s:g} s; windows of "
-          f"{window_s:g} s under {job.output}/; stop with Ctrl-C / SIGTERM"
-          + (f", --stop-file {ours.stop_file}" if ours.stop_file else "")
-          + (f", after {ours.stop_after}" if ours.stop_after else ""), flush=True)
+    print(
+        f"convnorm: watching {', '.join(job.inputs)} every {plan.poll_interval_s:g} s; windows of "
+        f"{window_s:g} s under {job.output}/; stop with Ctrl-C / SIGTERM"
+        + (f", --stop-file {ours.stop_file}" if ours.stop_file else "")
+        + (f", after {ours.stop_after}" if ours.stop_after else ""),
+        flush=True,
+    )
     try:
         with prism_services(job.options), _StopOnSignal(stop_marker):
             pipeline = beam.Pipeline(options=job.options)
@@ -656,6 +685,8 @@ def _watch(job: Job) -> int:
     total = total_of_windows(job.output, job.settings)
     _write_json_atomically(total, FileSystems.join(job.output, SUMMARY_FILE))
     print(summaries.format_table(total))
-    print(f"outputs: {job.output}/<window>/<file>/{{normalized,drops,dead_letter}}.jsonl, "
-          f"{job.output}/<window>/{SUMMARY_FILE} and {job.output}/{SUMMARY_FILE}")
+    print(
+        f"outputs: {job.output}/<window>/<file>/{{normalized,drops,dead_letter}}.jsonl, "
+        f"{job.output}/<window>/{SUMMARY_FILE} and {job.output}/{SUMMARY_FILE}"
+    )
     return 0 if total["accounted"] else 1

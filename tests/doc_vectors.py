@@ -38,16 +38,20 @@ def _messages(messages) -> str:
 
 
 def vector_table() -> str:
-    rows = ["| vector | what it pins down | input | output | dropped (by reason) | healed |",
-            "|---|---|---|---|---|---|"]
+    rows = [
+        "| vector | what it pins down | input | output | dropped (by reason) | healed |",
+        "|---|---|---|---|---|---|",
+    ]
     for line in VECTORS.read_text().splitlines():
         if not line.strip():
             continue
         v = json.loads(line)
         drops = ", ".join(f"{reason} {n}" for reason, n in v["drops"].items())
         dropped = f"{v['dropped']} ({drops})" if drops else str(v["dropped"])
-        rows.append(f"| `{v['name']}` | {v['clause']} | {_messages(v['input'])} | {_messages(v['expected'])} "
-                    f"| {dropped} | {v['healed']} |")
+        rows.append(
+            f"| `{v['name']}` | {v['clause']} | {_messages(v['input'])} | {_messages(v['expected'])} "
+            f"| {dropped} | {v['healed']} |"
+        )
     return "\n".join(rows) + "\n"
 
 

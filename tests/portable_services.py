@@ -50,7 +50,8 @@ def service_env(repo_root: Path = ROOT) -> dict[str, str]:
     bin_dir = os.path.dirname(sys.executable)
     env["PATH"] = os.pathsep.join([bin_dir, *(p for p in env.get("PATH", "").split(os.pathsep) if p)])
     env["PYTHONPATH"] = os.pathsep.join(
-        [str(repo_root), *(p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p)])
+        [str(repo_root), *(p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p)]
+    )
     env["PYTHONUNBUFFERED"] = "1"
     return env
 
@@ -62,7 +63,8 @@ def check_worker_python(env: dict[str, str]) -> None:
     if found is None or os.path.dirname(found) != expected:
         raise ServiceError(
             f"'python' on the services' PATH is {found!r}, not one in {expected}; "
-            "the worker pool would start workers without this venv and the job would hang")
+            "the worker pool would start workers without this venv and the job would hang"
+        )
 
 
 def tail(path: Path, lines: int = 40) -> str:
@@ -138,8 +140,7 @@ class Service:
 def launch_service(name: str, argv: list[str], log: Path, env: dict[str, str], *, cwd: Path) -> Service:
     """Start ``argv`` in a new session (its own process group), its output to ``log``."""
     with log.open("wb") as handle:
-        proc = popen_in_group(argv, stdin=subprocess.DEVNULL, stdout=handle, stderr=subprocess.STDOUT,
-                              env=env, cwd=cwd)
+        proc = popen_in_group(argv, stdin=subprocess.DEVNULL, stdout=handle, stderr=subprocess.STDOUT, env=env, cwd=cwd)
     return Service(name, proc, log)
 
 
@@ -160,7 +161,8 @@ def wait_until_serving(service: Service, port_file: Path, *, timeout: float = 60
             return
         if time.monotonic() > deadline:
             raise ServiceError(
-                f"{service.name} did not accept connections within {timeout:.0f} s\n{service.describe()}")
+                f"{service.name} did not accept connections within {timeout:.0f} s\n{service.describe()}"
+            )
         time.sleep(0.1)
 
 
@@ -202,14 +204,35 @@ def start_services(work_dir: Path, env: dict[str, str], *, timeout: float = 60.0
     try:
         services.worker_pool = launch_service(
             "worker pool",
-            [sys.executable, str(Path(__file__).resolve()), "worker-pool", "--port", "0", "--port-file", str(pool_port)],
-            work_dir / "worker_pool.log", env, cwd=work_dir)
+            [
+                sys.executable,
+                str(Path(__file__).resolve()),
+                "worker-pool",
+                "--port",
+                "0",
+                "--port-file",
+                str(pool_port),
+            ],
+            work_dir / "worker_pool.log",
+            env,
+            cwd=work_dir,
+        )
         services.started.append(services.worker_pool)
         services.job_service = launch_service(
             "job service",
-            [sys.executable, "-m", "pipeline.loopback", "job-service",
-             "--port=0", f"--port_file={job_port}", f"--staging_dir={staging}"],
-            work_dir / "job_service.log", env, cwd=work_dir)
+            [
+                sys.executable,
+                "-m",
+                "pipeline.loopback",
+                "job-service",
+                "--port=0",
+                f"--port_file={job_port}",
+                f"--staging_dir={staging}",
+            ],
+            work_dir / "job_service.log",
+            env,
+            cwd=work_dir,
+        )
         services.started.append(services.job_service)
         wait_until_serving(services.worker_pool, pool_port, timeout=timeout)
         wait_until_serving(services.job_service, job_port, timeout=timeout)
@@ -242,14 +265,15 @@ def _serve_worker_pool(port: int, port_file: str) -> None:
                 log.error("StartWorker %s failed: %s", request.worker_id, response.error)
             else:
                 process = self._worker_processes.get(request.worker_id)
-                log.info("%s %s (pid %s)", WORKER_STARTED_MARK, request.worker_id,
-                         process.pid if process else "?")
+                log.info("%s %s (pid %s)", WORKER_STARTED_MARK, request.worker_id, process.pid if process else "?")
             return response
 
     # As BeamFnExternalWorkerPoolServicer.start(use_process=True) does for worker_pool_main,
     # but bound to localhost only.
-    server = grpc.server(thread_pool_executor.shared_unbounded_instance(),
-                         options=[("grpc.http2.max_pings_without_data", 0), ("grpc.http2.max_ping_strikes", 0)])
+    server = grpc.server(
+        thread_pool_executor.shared_unbounded_instance(),
+        options=[("grpc.http2.max_pings_without_data", 0), ("grpc.http2.max_ping_strikes", 0)],
+    )
     bound = server.add_insecure_port(f"localhost:{port}")
     if not bound:
         raise SystemExit(f"worker pool: cannot bind localhost:{port}")

@@ -20,8 +20,9 @@ NO_GO = 3
 
 @functools.lru_cache(maxsize=1)
 def _build() -> tuple[int, str]:
-    proc = subprocess.run([str(ROOT / ".ci" / "build-prism")], capture_output=True, text=True,
-                          timeout=BUILD_TIMEOUT_S, cwd=ROOT)
+    proc = subprocess.run(
+        [str(ROOT / ".ci" / "build-prism")], capture_output=True, text=True, timeout=BUILD_TIMEOUT_S, cwd=ROOT
+    )
     return proc.returncode, (proc.stdout.strip() if proc.returncode == 0 else proc.stderr)
 
 

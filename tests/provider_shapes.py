@@ -131,7 +131,9 @@ def openai_tools_errors(tools: Any) -> list[str]:
         elif not isinstance(function, dict) or not isinstance(function.get("name"), str):
             errors.append(f"tools[{k}].function: no name")
         elif not set(function) <= {"name", "description", "parameters", "strict"}:
-            errors.append(f"tools[{k}].function: unexpected keys {sorted(set(function) - {'name', 'description', 'parameters', 'strict'})}")
+            errors.append(
+                f"tools[{k}].function: unexpected keys {sorted(set(function) - {'name', 'description', 'parameters', 'strict'})}"
+            )
         elif "parameters" in function and not isinstance(function["parameters"], dict):
             errors.append(f"tools[{k}].function.parameters: not an object")
     return errors
@@ -204,14 +206,30 @@ def anthropic_request_errors(body: Any) -> list[str]:
     if not isinstance(body, dict):
         return ["body is not an object"]
     errors = []
-    extra = set(body) - {"model", "max_tokens", "system", "messages", "tools", "tool_choice", "metadata",
-                         "stop_sequences", "temperature", "top_p", "top_k", "thinking", "stream"}
+    extra = set(body) - {
+        "model",
+        "max_tokens",
+        "system",
+        "messages",
+        "tools",
+        "tool_choice",
+        "metadata",
+        "stop_sequences",
+        "temperature",
+        "top_p",
+        "top_k",
+        "thinking",
+        "stream",
+    }
     if extra:
         errors.append(f"unexpected keys {sorted(extra)}")
     system = body.get("system")
     if system is not None and not (
         (isinstance(system, str) and system.strip())
-        or (isinstance(system, list) and all(isinstance(b, dict) and b.get("type") == "text" and str(b.get("text", "")).strip() for b in system))
+        or (
+            isinstance(system, list)
+            and all(isinstance(b, dict) and b.get("type") == "text" and str(b.get("text", "")).strip() for b in system)
+        )
     ):
         errors.append("system is not non-empty text or text blocks")
     messages = body.get("messages")
@@ -287,7 +305,13 @@ def anthropic_request_errors(body: Any) -> list[str]:
                 defined.add(tool["name"])
                 if "type" not in tool and not isinstance(tool.get("input_schema"), dict):
                     errors.append(f"tools[{k}]: input_schema is not an object")
-                elif "type" not in tool and not set(tool) <= {"name", "description", "input_schema", "cache_control", "strict"}:
+                elif "type" not in tool and not set(tool) <= {
+                    "name",
+                    "description",
+                    "input_schema",
+                    "cache_control",
+                    "strict",
+                }:
                     errors.append(f"tools[{k}]: unexpected keys {sorted(tool)}")
                 elif "strict" in tool and not isinstance(tool["strict"], bool):
                     errors.append(f"tools[{k}]: strict is not a boolean")
@@ -333,7 +357,11 @@ def sharegpt_training_errors(record: Any) -> list[str]:
                 continue
             calls = value if isinstance(value, list) else [value]
             for call in calls:
-                if not isinstance(call, dict) or set(call) != {"name", "arguments"} or not isinstance(call["name"], str):
+                if (
+                    not isinstance(call, dict)
+                    or set(call) != {"name", "arguments"}
+                    or not isinstance(call["name"], str)
+                ):
                     errors.append(f"{where}: a call is not {{name, arguments}}")
     if len(turns) % 2:
         errors.append(f"{len(turns)} turns, not an even number")
@@ -366,8 +394,20 @@ def openai_responses_errors(body: Any) -> list[str]:
     if not isinstance(body, dict):
         return ["body is not an object"]
     errors = []
-    extra = set(body) - {"model", "instructions", "input", "tools", "tool_choice", "parallel_tool_calls",
-                         "temperature", "max_output_tokens", "metadata", "reasoning", "store", "text"}
+    extra = set(body) - {
+        "model",
+        "instructions",
+        "input",
+        "tools",
+        "tool_choice",
+        "parallel_tool_calls",
+        "temperature",
+        "max_output_tokens",
+        "metadata",
+        "reasoning",
+        "store",
+        "text",
+    }
     if extra:
         errors.append(f"unexpected keys {sorted(extra)}")
     if "instructions" in body and not isinstance(body["instructions"], str):
@@ -418,10 +458,19 @@ def openai_responses_errors(body: Any) -> list[str]:
             errors.append("tools is not a non-empty list")
         else:
             for k, tool in enumerate(tools):
-                if not isinstance(tool, dict) or tool.get("type") not in ("function", "custom") \
-                        or not isinstance(tool.get("name"), str):
+                if (
+                    not isinstance(tool, dict)
+                    or tool.get("type") not in ("function", "custom")
+                    or not isinstance(tool.get("name"), str)
+                ):
                     errors.append(f"tools[{k}]: not {{type: function|custom, name, ...}}")
-                elif tool["type"] == "function" and not set(tool) <= {"type", "name", "description", "parameters", "strict"}:
+                elif tool["type"] == "function" and not set(tool) <= {
+                    "type",
+                    "name",
+                    "description",
+                    "parameters",
+                    "strict",
+                }:
                     errors.append(f"tools[{k}]: unexpected keys {sorted(tool)}")
     return errors
 
@@ -434,10 +483,24 @@ def openai_responses_errors(body: Any) -> list[str]:
 # number of function response parts is equal to the number of function call parts of the
 # function call turn."), names (and ids, when given) matching; roles alternating; no blank text.
 
-_GEMINI_KEYS = {"contents", "systemInstruction", "tools", "toolConfig", "generationConfig", "safetySettings",
-                "cachedContent"}
-_GEMINI_DATA = {"text", "functionCall", "functionResponse", "inlineData", "fileData", "executableCode",
-                "codeExecutionResult"}
+_GEMINI_KEYS = {
+    "contents",
+    "systemInstruction",
+    "tools",
+    "toolConfig",
+    "generationConfig",
+    "safetySettings",
+    "cachedContent",
+}
+_GEMINI_DATA = {
+    "text",
+    "functionCall",
+    "functionResponse",
+    "inlineData",
+    "fileData",
+    "executableCode",
+    "codeExecutionResult",
+}
 
 
 def gemini_request_errors(body: Any) -> list[str]:
@@ -447,8 +510,12 @@ def gemini_request_errors(body: Any) -> list[str]:
     if set(body) - _GEMINI_KEYS:
         errors.append(f"unexpected keys {sorted(set(body) - _GEMINI_KEYS)}")
     system = body.get("systemInstruction")
-    if system is not None and not (isinstance(system, dict) and isinstance(system.get("parts"), list) and system["parts"]
-                                   and all(isinstance(p, dict) and str(p.get("text", "")).strip() for p in system["parts"])):
+    if system is not None and not (
+        isinstance(system, dict)
+        and isinstance(system.get("parts"), list)
+        and system["parts"]
+        and all(isinstance(p, dict) and str(p.get("text", "")).strip() for p in system["parts"])
+    ):
         errors.append("systemInstruction is not a content of non-blank text parts")
     contents = body.get("contents")
     if not isinstance(contents, list) or not contents:
@@ -457,7 +524,11 @@ def gemini_request_errors(body: Any) -> list[str]:
     previous_role = None
     for n, content in enumerate(contents):
         where = f"contents[{n}]"
-        if not isinstance(content, dict) or set(content) != {"role", "parts"} or content["role"] not in ("user", "model"):
+        if (
+            not isinstance(content, dict)
+            or set(content) != {"role", "parts"}
+            or content["role"] not in ("user", "model")
+        ):
             errors.append(f"{where}: not {{role: user|model, parts}}")
             previous_calls, previous_role = [], None
             continue
@@ -481,7 +552,11 @@ def gemini_request_errors(body: Any) -> list[str]:
                 call = part["functionCall"]
                 if role != "model":
                     errors.append(f"{pwhere}: functionCall outside a model content")
-                if not isinstance(call, dict) or not isinstance(call.get("name"), str) or not isinstance(call.get("args"), dict):
+                if (
+                    not isinstance(call, dict)
+                    or not isinstance(call.get("name"), str)
+                    or not isinstance(call.get("args"), dict)
+                ):
                     errors.append(f"{pwhere}: functionCall is not {{name, args: object}}")
                 else:
                     calls.append((call.get("id"), call["name"]))
@@ -489,17 +564,24 @@ def gemini_request_errors(body: Any) -> list[str]:
                 response = part["functionResponse"]
                 if role != "user":
                     errors.append(f"{pwhere}: functionResponse outside a user content")
-                if not isinstance(response, dict) or not isinstance(response.get("name"), str) \
-                        or not isinstance(response.get("response"), dict):
+                if (
+                    not isinstance(response, dict)
+                    or not isinstance(response.get("name"), str)
+                    or not isinstance(response.get("response"), dict)
+                ):
                     errors.append(f"{pwhere}: functionResponse is not {{name, response: object}}")
                 else:
                     responses.append((response.get("id"), response["name"]))
         if previous_calls or responses:
             if len(responses) != len(previous_calls):
-                errors.append(f"{where}: {len(responses)} function responses for {len(previous_calls)} calls of the turn before")
+                errors.append(
+                    f"{where}: {len(responses)} function responses for {len(previous_calls)} calls of the turn before"
+                )
             elif sorted(name for _, name in responses) != sorted(name for _, name in previous_calls):
                 errors.append(f"{where}: function response names do not match the calls")
-            elif all(i is not None for i, _ in previous_calls) and {i for i, _ in responses} != {i for i, _ in previous_calls}:
+            elif all(i is not None for i, _ in previous_calls) and {i for i, _ in responses} != {
+                i for i, _ in previous_calls
+            }:
                 errors.append(f"{where}: function response ids do not match the calls")
         previous_calls, previous_role = calls, role
     if previous_calls:
@@ -512,7 +594,9 @@ def gemini_request_errors(body: Any) -> list[str]:
             for k, tool in enumerate(tools):
                 declarations = tool.get("functionDeclarations") if isinstance(tool, dict) else None
                 if not isinstance(declarations, list) or not all(
-                    isinstance(d, dict) and isinstance(d.get("name"), str) and set(d) <= {"name", "description", "parameters"}
+                    isinstance(d, dict)
+                    and isinstance(d.get("name"), str)
+                    and set(d) <= {"name", "description", "parameters"}
                     for d in declarations
                 ):
                     errors.append(f"tools[{k}]: not {{functionDeclarations: [{{name, description?, parameters?}}]}}")

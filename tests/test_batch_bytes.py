@@ -44,12 +44,14 @@ def test_batch_raw_records_by_bytes():
     raws = [RawRecord("queue", i, _record(i, i % 50)) for i in range(60)]
     with BeamTestPipeline(options=PipelineOptions(["--runner=FnApiRunner"])) as p:
         batches = p | beam.Create(raws) | BatchRawRecords(max_batch_size=25, max_batch_bytes=900)
-        within = batches | "Limits" >> beam.Map(
-            lambda b: len(b.items) <= 25 and sum(map(raw_size, b.items[:-1])) < 900)
+        within = batches | "Limits" >> beam.Map(lambda b: len(b.items) <= 25 and sum(map(raw_size, b.items[:-1])) < 900)
         assert_that(within, _all_true, label="limits")
         out = batches | NormalizeConversations(Settings())
-        assert_that(out.records | Unbatch() | beam.Map(lambda r: r["id"]), equal_to([f"r{i}" for i in range(60)]),
-                    label="records")
+        assert_that(
+            out.records | Unbatch() | beam.Map(lambda r: r["id"]),
+            equal_to([f"r{i}" for i in range(60)]),
+            label="records",
+        )
 
 
 def _all_true(got) -> None:
@@ -62,10 +64,15 @@ def _run_outputs(tmp_path, name: str, batch_size: int) -> dict:
     from pipeline.main import main
 
     out = tmp_path / name
-    assert main(["--input", str(SAMPLE), "--output", str(out), "--batch-size", str(batch_size),
-                 "--no-report", "--quiet"]) == 0
-    return {str(p.relative_to(out)): hashlib.sha256(p.read_bytes()).hexdigest()
-            for p in sorted(out.rglob("*")) if p.is_file() and p.name != "_convnorm_manifest.json"}
+    assert (
+        main(["--input", str(SAMPLE), "--output", str(out), "--batch-size", str(batch_size), "--no-report", "--quiet"])
+        == 0
+    )
+    return {
+        str(p.relative_to(out)): hashlib.sha256(p.read_bytes()).hexdigest()
+        for p in sorted(out.rglob("*"))
+        if p.is_file() and p.name != "_convnorm_manifest.json"
+    }
 
 
 def test_batch_boundaries_do_not_show_in_the_outputs(tmp_path):

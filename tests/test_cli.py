@@ -22,8 +22,11 @@ def _run(*argv: str) -> int:
 
 def _files(directory: Path) -> dict[str, bytes]:
     # report.html says when the run was made and with which options: not a record output.
-    return {str(p.relative_to(directory)): p.read_bytes() for p in sorted(directory.rglob("*"))
-            if p.is_file() and p.name != "report.html"}
+    return {
+        str(p.relative_to(directory)): p.read_bytes()
+        for p in sorted(directory.rglob("*"))
+        if p.is_file() and p.name != "report.html"
+    }
 
 
 def _lines(directory: Path) -> list[dict]:
@@ -59,7 +62,7 @@ def test_every_input_record_ends_in_exactly_one_output(sample_run):
     # Every dead letter points back at its line.
     data = SAMPLE.read_bytes()
     for letter in dead:
-        line = data[letter["position"]:].split(b"\n", 1)[0]
+        line = data[letter["position"] :].split(b"\n", 1)[0]
         assert line.decode()[: len(letter["raw"])] == letter["raw"]
     summary = json.loads((sample_run / "summary.json").read_text())
     assert summary["records_in"] == len(raw_lines)
@@ -71,8 +74,15 @@ def test_rerun_is_byte_identical_even_with_two_workers_and_small_shards(sample_r
     assert _run("--input", str(SAMPLE), "--output", str(again)) == 0
     assert _files(again) == _files(sample_run)
     split = tmp_path / "split"
-    argv = ["--input", str(SAMPLE), "--output", str(split), "--shard-bytes=200000",
-            "--direct_num_workers=2", "--direct_running_mode=multi_processing"]
+    argv = [
+        "--input",
+        str(SAMPLE),
+        "--output",
+        str(split),
+        "--shard-bytes=200000",
+        "--direct_num_workers=2",
+        "--direct_running_mode=multi_processing",
+    ]
     assert _run(*argv) == 0
     first = _files(split)
     shutil.rmtree(split)
@@ -103,13 +113,18 @@ def test_existing_outputs_need_overwrite(sample_run, tmp_path, capsys):
         (["--input", str(SAMPLE), "--output", "x", "--format", "nope"], "unknown --format 'nope'"),
         (["--input", str(SAMPLE), "--output", "x", "--output-format", "csv"], "unknown --output-format"),
         (["--input", str(SAMPLE), "--output", "x", "--max-tokens", "0"], "--max-tokens must be at least 1"),
-        (["--input", str(SAMPLE), "--output", "x", "--profle", "lossless"], "unrecognized argument '--profle' (did you mean --profile?)"),
+        (
+            ["--input", str(SAMPLE), "--output", "x", "--profle", "lossless"],
+            "unrecognized argument '--profle' (did you mean --profile?)",
+        ),
         (["--input", str(SAMPLE), "--output", "x", "stray"], "unrecognized argument 'stray'"),
         (["valdate", "--input", str(SAMPLE)], "unknown command 'valdate' (did you mean validate?)"),
         (["--input", str(SAMPLE), "--output", "x", "--runner", "NoSuchRunner"], "unknown --runner 'NoSuchRunner'"),
         (["--input", str(SAMPLE), "--output", "x", "--id-field", "messages"], "must differ"),
-        (["--input", str(SAMPLE), "--output", "x", "--sink", "anthropic", "--output-format", "parquet"],
-         "flat records only"),
+        (
+            ["--input", str(SAMPLE), "--output", "x", "--sink", "anthropic", "--output-format", "parquet"],
+            "flat records only",
+        ),
     ],
 )
 def test_bad_options_fail_before_any_pipeline(argv, message, capsys, tmp_path, monkeypatch):
@@ -201,8 +216,9 @@ def test_parquet_output_is_read_by_pyarrow(tmp_path):
         assert (got["role"], got["content"]) == (want["role"], want["content"])
         if "tool_calls" in want:
             # A string argument stays that string, a JSON value is its JSON text (args_kind says which).
-            assert [c["args"] if c["args_kind"] == "string" else json.loads(c["args"]) for c in got["tool_calls"]] \
-                == [c.get("args") for c in want["tool_calls"]]
+            assert [c["args"] if c["args_kind"] == "string" else json.loads(c["args"]) for c in got["tool_calls"]] == [
+                c.get("args") for c in want["tool_calls"]
+            ]
     assert json.loads(row["fields"])["tools"] == first_with_call["tools"]
 
 
@@ -222,12 +238,23 @@ def test_check_counts_violations_in_the_output(tmp_path):
 
 def test_validate_fails_on_broken_input_and_passes_on_lossless_output(tmp_path, capsys):
     broken = tmp_path / "broken.jsonl"
-    broken.write_text("\n".join(json.dumps(r) for r in [
-        {"id": "a", "messages": [{"role": "tool", "content": "r", "tool_call_id": "c1"},
-                                 {"role": "assistant", "content": "", "tool_calls": [{"tool_call_id": "c1", "name": "s"}]}]},
-        {"id": "b", "messages": [{"role": "user", "content": "q"}, {"role": "system", "content": "late"}]},
-        {"id": "c", "messages": [{"role": "user", "content": "fine"}]},
-    ]) + "\n")
+    broken.write_text(
+        "\n".join(
+            json.dumps(r)
+            for r in [
+                {
+                    "id": "a",
+                    "messages": [
+                        {"role": "tool", "content": "r", "tool_call_id": "c1"},
+                        {"role": "assistant", "content": "", "tool_calls": [{"tool_call_id": "c1", "name": "s"}]},
+                    ],
+                },
+                {"id": "b", "messages": [{"role": "user", "content": "q"}, {"role": "system", "content": "late"}]},
+                {"id": "c", "messages": [{"role": "user", "content": "fine"}]},
+            ]
+        )
+        + "\n"
+    )
     assert _run("validate", "--input", str(broken)) == 1
     printed = capsys.readouterr().out
     assert "NOT sendable" in printed and "leading_tool" in printed and "system_not_first" in printed
@@ -276,14 +303,22 @@ def test_hundreds_of_input_files_under_a_low_open_file_limit(tmp_path):
     inputs = tmp_path / "in"
     inputs.mkdir()
     for i in range(400):
-        (inputs / f"f{i:03d}.jsonl").write_text(json.dumps({"id": f"r{i}", "messages": [{"role": "user", "content": "x"}]}) + "\n")
+        (inputs / f"f{i:03d}.jsonl").write_text(
+            json.dumps({"id": f"r{i}", "messages": [{"role": "user", "content": "x"}]}) + "\n"
+        )
 
     def limit_handles():
         resource.setrlimit(resource.RLIMIT_NOFILE, (200, resource.getrlimit(resource.RLIMIT_NOFILE)[1]))
 
     out = tmp_path / "out"
-    done = subprocess.run([sys.executable, "-m", "pipeline", "--input", str(inputs / "*.jsonl"), "--output", str(out)],
-                          cwd=ROOT, preexec_fn=limit_handles, capture_output=True, text=True, timeout=300)
+    done = subprocess.run(
+        [sys.executable, "-m", "pipeline", "--input", str(inputs / "*.jsonl"), "--output", str(out)],
+        cwd=ROOT,
+        preexec_fn=limit_handles,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert done.returncode == 0, done.stderr[-2000:]
     assert len(list((out / "normalized").glob("part-*.jsonl"))) == 400
     assert json.loads((out / "summary.json").read_text())["records_out"] == 400

@@ -39,8 +39,10 @@ def _probe(imports: str) -> dict:
 
 
 def test_importing_the_core_does_not_import_apache_beam():
-    report = _probe("import transforms.normalize\nfrom transforms.normalize import normalize_conversation\n"
-                    "normalize_conversation([{'role': 'user', 'content': {'a': 1}}])")
+    report = _probe(
+        "import transforms.normalize\nfrom transforms.normalize import normalize_conversation\n"
+        "normalize_conversation([{'role': 'user', 'content': {'a': 1}}])"
+    )
     assert report["normalize"] is True
     assert report["loaded"] == []
 
@@ -66,10 +68,23 @@ def _pure_modules() -> list[str]:
 
 def test_every_pure_module_is_found():
     found = _pure_modules()
-    for name in ("transforms.normalize", "transforms.ledger", "transforms.validate", "transforms.profiles",
-                 "transforms.records", "transforms.jsontext", "transforms.inputs", "transforms.settings",
-                 "transforms.output_records", "transforms.record_steps", "transforms.validate_step", "transforms.tool_blocks",
-                 "transforms.formats.openai", "pipeline.quiet", "pipeline.settings"):
+    for name in (
+        "transforms.normalize",
+        "transforms.ledger",
+        "transforms.validate",
+        "transforms.profiles",
+        "transforms.records",
+        "transforms.jsontext",
+        "transforms.inputs",
+        "transforms.settings",
+        "transforms.output_records",
+        "transforms.record_steps",
+        "transforms.validate_step",
+        "transforms.tool_blocks",
+        "transforms.formats.openai",
+        "pipeline.quiet",
+        "pipeline.settings",
+    ):
         assert name in found
 
 
@@ -98,7 +113,12 @@ def test_importing_convnorm_modules_changes_no_global_state():
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
     completed = subprocess.run(
         [sys.executable, "-c", _STATE_PROBE.format(imports="".join(f"import {m}\n" for m in modules))],
-        cwd=ROOT, env=env, capture_output=True, text=True, timeout=120, check=False,
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
     )
     assert completed.returncode == 0, completed.stderr
     report = json.loads(completed.stdout.strip().splitlines()[-1])

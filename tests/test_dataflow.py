@@ -22,8 +22,12 @@ ROOT = Path(__file__).resolve().parents[1]
 PRESET = ROOT / "configs" / "dataflow.yaml"
 SAMPLE = ROOT / "samples" / "conversations.jsonl"
 #: What a user fills in: every placeholder of the preset, replaced.
-FILLED = ["--project=my-project", "--region=europe-west4", "--temp_location=gs://my-bucket/tmp",
-          "--staging_location=gs://my-bucket/staging"]
+FILLED = [
+    "--project=my-project",
+    "--region=europe-west4",
+    "--temp_location=gs://my-bucket/tmp",
+    "--staging_location=gs://my-bucket/staging",
+]
 
 
 def _placeholders_in(text: str) -> set[str]:
@@ -49,8 +53,12 @@ def test_unfilled_preset_is_refused_at_once(monkeypatch):
         load_job(["--config", str(PRESET)])
     message = str(error.value)
     assert "replace the placeholders first" in message
-    for name in ("--project=YOUR_PROJECT", "--region=YOUR_REGION", "--input=gs://YOUR_BUCKET/logs/*.jsonl.gz",
-                 "--temp_location=gs://YOUR_BUCKET/tmp"):
+    for name in (
+        "--project=YOUR_PROJECT",
+        "--region=YOUR_REGION",
+        "--input=gs://YOUR_BUCKET/logs/*.jsonl.gz",
+        "--temp_location=gs://YOUR_BUCKET/tmp",
+    ):
         assert name in message
 
 
@@ -67,8 +75,9 @@ def _filled_job(tmp_path, *extra):
     from pipeline.options import load_job
 
     # Local input and output: the dry run must not touch GCS.
-    return load_job(["--config", str(PRESET), *FILLED, "--input", str(SAMPLE),
-                     "--output", str(tmp_path / "out"), *extra])
+    return load_job(
+        ["--config", str(PRESET), *FILLED, "--input", str(SAMPLE), "--output", str(tmp_path / "out"), *extra]
+    )
 
 
 def test_filled_preset_passes_dataflow_validation(monkeypatch, tmp_path):
@@ -116,5 +125,11 @@ def test_dry_run_builds_the_job_and_stages_this_project(monkeypatch, tmp_path):
     assert "workflow.tar.gz" in staged, sorted(staged)
     with tarfile.open(staged["workflow.tar.gz"]) as sdist:
         members = {name.split("/", 1)[1] for name in sdist.getnames() if "/" in name}
-    assert {"pyproject.toml", "setup.py", "pipeline/build.py", "pipeline/sources.py", "transforms/records.py",
-            "transforms/formats/__init__.py"} <= members, sorted(members)
+    assert {
+        "pyproject.toml",
+        "setup.py",
+        "pipeline/build.py",
+        "pipeline/sources.py",
+        "transforms/records.py",
+        "transforms/formats/__init__.py",
+    } <= members, sorted(members)

@@ -32,23 +32,64 @@ PROPERTIES = settings(
 
 PREVIOUS = [None, *READERS.values()]
 
-TEXT = st.sampled_from(["", "hi", " ", "{\"name\": \"f\", \"arguments\": {}}"])
+TEXT = st.sampled_from(["", "hi", " ", '{"name": "f", "arguments": {}}'])
 BLOCK = st.fixed_dictionaries(
-    {"type": st.sampled_from(["text", "tool_use", "tool_result", "thinking", "image", "input_text",
-                              "reasoning", "tool_call", "refusal", "image_url", "x"])},
+    {
+        "type": st.sampled_from(
+            [
+                "text",
+                "tool_use",
+                "tool_result",
+                "thinking",
+                "image",
+                "input_text",
+                "reasoning",
+                "tool_call",
+                "refusal",
+                "image_url",
+                "x",
+            ]
+        )
+    },
     optional={"text": TEXT, "value": TEXT, "source": st.just({}), "id": st.just("t1"), "input": st.just({})},
 )
 CONTENT = st.one_of(st.none(), TEXT, st.integers(0, 2), st.lists(BLOCK, max_size=2), st.just({"a": 1}))
 CALL = st.one_of(
-    st.fixed_dictionaries({"id": st.sampled_from(["c1", "c2", None]), "type": st.just("function"),
-                           "function": st.fixed_dictionaries({"name": st.just("f")}, optional={"arguments": TEXT})}),
-    st.fixed_dictionaries({"id": st.just("c3"), "type": st.just("custom"),
-                           "custom": st.fixed_dictionaries({"name": st.just("g"), "input": TEXT})}),
+    st.fixed_dictionaries(
+        {
+            "id": st.sampled_from(["c1", "c2", None]),
+            "type": st.just("function"),
+            "function": st.fixed_dictionaries({"name": st.just("f")}, optional={"arguments": TEXT}),
+        }
+    ),
+    st.fixed_dictionaries(
+        {
+            "id": st.just("c3"),
+            "type": st.just("custom"),
+            "custom": st.fixed_dictionaries({"name": st.just("g"), "input": TEXT}),
+        }
+    ),
     st.fixed_dictionaries({"tool_call_id": st.sampled_from(["c1", "c4"]), "name": st.just("f")}),
     st.just("junk"),
 )
-ROLE = st.sampled_from(["system", "user", "assistant", "tool", "developer", "function", "function_call",
-                        "observation", "model", "human", "gpt", "", None, 3])
+ROLE = st.sampled_from(
+    [
+        "system",
+        "user",
+        "assistant",
+        "tool",
+        "developer",
+        "function",
+        "function_call",
+        "observation",
+        "model",
+        "human",
+        "gpt",
+        "",
+        None,
+        3,
+    ]
+)
 PART = st.sampled_from([{"text": "hi"}, {"functionCall": {"name": "f", "args": {}}}, {"type": "text"}, "x"])
 OPTIONAL_KEYS = {
     "content": CONTENT,
@@ -71,8 +112,10 @@ OPTIONAL_KEYS = {
 MESSAGE = st.one_of(
     st.fixed_dictionaries({"role": ROLE}, optional=OPTIONAL_KEYS),
     st.fixed_dictionaries({}, optional=OPTIONAL_KEYS),
-    st.fixed_dictionaries({"role": st.sampled_from(["user", "assistant", "tool", "system"]), "content": TEXT},
-                          optional={"tool_calls": st.lists(CALL, max_size=2), "tool_call_id": st.just("c1")}),
+    st.fixed_dictionaries(
+        {"role": st.sampled_from(["user", "assistant", "tool", "system"]), "content": TEXT},
+        optional={"tool_calls": st.lists(CALL, max_size=2), "tool_call_id": st.just("c1")},
+    ),
     st.sampled_from([None, 1, "junk", [], True]),
 )
 MESSAGES = st.lists(MESSAGE, max_size=6)
@@ -98,23 +141,35 @@ def _record(messages_key_value, top, bare, batch):
 
 
 RECORD = st.one_of(
-    st.builds(_record, st.one_of(MESSAGES, st.just("x"), st.just({})), st.fixed_dictionaries({}, optional=TOP),
-              st.booleans(), st.booleans()),
+    st.builds(
+        _record,
+        st.one_of(MESSAGES, st.just("x"), st.just({})),
+        st.fixed_dictionaries({}, optional=TOP),
+        st.booleans(),
+        st.booleans(),
+    ),
     st.fixed_dictionaries({}, optional=TOP),
     st.sampled_from([None, 3, "s", []]),
 )
 
 
 #: Mostly plain chats, some with one OpenAI-ism or one entry that is not plain.
-PLAINISH = st.lists(st.one_of(
-    st.fixed_dictionaries({"role": st.sampled_from(["user", "assistant", "tool", "system"]), "content": TEXT},
-                          optional={"tool_calls": st.lists(CALL, max_size=2), "tool_call_id": st.just("c1"),
-                                    "name": st.just("f")}),
-    st.fixed_dictionaries({"role": st.sampled_from(["developer", "function", "assistant", "tool"])},
-                          optional={k: OPTIONAL_KEYS[k] for k in ("content", "function_call", "refusal",
-                                                                  "tool_call_ids", "tool_calls")}),
-    MESSAGE,
-), max_size=8)
+PLAINISH = st.lists(
+    st.one_of(
+        st.fixed_dictionaries(
+            {"role": st.sampled_from(["user", "assistant", "tool", "system"]), "content": TEXT},
+            optional={"tool_calls": st.lists(CALL, max_size=2), "tool_call_id": st.just("c1"), "name": st.just("f")},
+        ),
+        st.fixed_dictionaries(
+            {"role": st.sampled_from(["developer", "function", "assistant", "tool"])},
+            optional={
+                k: OPTIONAL_KEYS[k] for k in ("content", "function_call", "refusal", "tool_call_ids", "tool_calls")
+            },
+        ),
+        MESSAGE,
+    ),
+    max_size=8,
+)
 
 
 def _agrees(record, field="messages"):
@@ -154,8 +209,11 @@ def test_the_shortcut_agrees_under_another_message_field(record, field):
 
 
 def _sample_records():
-    paths = [ROOT / "samples" / "conversations.jsonl", *sorted((ROOT / "samples" / "formats").glob("*.jsonl")),
-             *sorted((ROOT / "tests" / "data" / "formats").glob("*.jsonl"))]
+    paths = [
+        ROOT / "samples" / "conversations.jsonl",
+        *sorted((ROOT / "samples" / "formats").glob("*.jsonl")),
+        *sorted((ROOT / "tests" / "data" / "formats").glob("*.jsonl")),
+    ]
     found = []
     for path in paths:
         for line in path.read_bytes().splitlines():
@@ -202,14 +260,22 @@ COLLIDING_CALL = st.fixed_dictionaries(
     optional={"id": st.sampled_from(["call_1", "call_2_0", "call_1_1", None, "c1"])},
 )
 OPENAI_MESSAGE = st.one_of(
-    st.fixed_dictionaries({"role": st.just("assistant"), "content": st.one_of(st.none(), TEXT)},
-                          optional={"tool_calls": st.lists(COLLIDING_CALL, max_size=3),
-                                    "function_call": st.fixed_dictionaries({"name": st.just("f")}),
-                                    "refusal": TEXT}),
-    st.fixed_dictionaries({"role": st.sampled_from(["tool", "function"]), "content": TEXT},
-                          optional={"tool_call_id": st.sampled_from(["call_1", "call_3", "c1"]),
-                                    "name": st.sampled_from(["f", "g"]),
-                                    "tool_call_ids": st.lists(st.sampled_from(["call_1", "x"]), max_size=2)}),
+    st.fixed_dictionaries(
+        {"role": st.just("assistant"), "content": st.one_of(st.none(), TEXT)},
+        optional={
+            "tool_calls": st.lists(COLLIDING_CALL, max_size=3),
+            "function_call": st.fixed_dictionaries({"name": st.just("f")}),
+            "refusal": TEXT,
+        },
+    ),
+    st.fixed_dictionaries(
+        {"role": st.sampled_from(["tool", "function"]), "content": TEXT},
+        optional={
+            "tool_call_id": st.sampled_from(["call_1", "call_3", "c1"]),
+            "name": st.sampled_from(["f", "g"]),
+            "tool_call_ids": st.lists(st.sampled_from(["call_1", "x"]), max_size=2),
+        },
+    ),
     PLAINISH.map(lambda m: m[0] if m else "junk"),
 )
 

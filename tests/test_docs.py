@@ -38,11 +38,23 @@ SKIPPED = {
     ("README.md", "python3 -m venv .venv && . .venv/bin/activate && pip install -e '.[test]'"),
     ("docs/operations.md", "convnorm --config configs/dataflow.yaml"),
     # Cluster engines these machines cannot run (docs/cluster.md says why, block by block).
-    ("docs/cluster.md", '"$FLINK_HOME/bin/jobmanager.sh" start-foreground > jobmanager.log 2>&1 & echo $! > jobmanager.pid'),
-    ("docs/cluster.md", ".ci/fetch-flink     # mvn dependency:copy -Dartifact=org.apache.beam:beam-runners-flink-2.2-job-server:2.77.0"),
+    (
+        "docs/cluster.md",
+        '"$FLINK_HOME/bin/jobmanager.sh" start-foreground > jobmanager.log 2>&1 & echo $! > jobmanager.pid',
+    ),
+    (
+        "docs/cluster.md",
+        ".ci/fetch-flink     # mvn dependency:copy -Dartifact=org.apache.beam:beam-runners-flink-2.2-job-server:2.77.0",
+    ),
     ("docs/cluster.md", "convnorm --config configs/flink.yaml"),
-    ("docs/cluster.md", "mvn -q dependency:copy -Dartifact=org.apache.beam:beam-runners-spark-3-job-server:2.77.0 -DoutputDirectory=build/spark"),
-    ("docs/cluster.md", "pip install -e '.[gcp]'                         # apache-beam[gcp]==2.77.*: Dataflow client, gs:// paths"),
+    (
+        "docs/cluster.md",
+        "mvn -q dependency:copy -Dartifact=org.apache.beam:beam-runners-spark-3-job-server:2.77.0 -DoutputDirectory=build/spark",
+    ),
+    (
+        "docs/cluster.md",
+        "pip install -e '.[gcp]'                         # apache-beam[gcp]==2.77.*: Dataflow client, gs:// paths",
+    ),
     ("docs/cluster.md", "sudo unshare --net sh -c 'ip link set lo up && exec convnorm --config configs/flink.yaml'"),
     # Runs until stopped: the streaming tests run it on Prism with a stop condition.
     ("docs/streaming.md", ".ci/build-prism                      # once: builds Prism, Beam's local runner (needs Go)"),
@@ -54,8 +66,14 @@ INSTALL_STEPS = {
 }
 
 #: Pages linked from these docs that other branches add (the links are right once merged).
-PENDING_PAGES = {"outputs.md", "input-limits.md", "ledger.md", "streaming.md", "cluster.md",
-                 "formats-readers-writers.md"}
+PENDING_PAGES = {
+    "outputs.md",
+    "input-limits.md",
+    "ledger.md",
+    "streaming.md",
+    "cluster.md",
+    "formats-readers-writers.md",
+}
 
 COMMAND_LANGUAGES = {"bash", "sh", "shell", "console"}
 SKIP_MARK = re.compile(r"<!--\s*doctest:\s*skip\s*\((?P<why>[^)]+)\)\s*-->")
@@ -127,8 +145,9 @@ def blocks(page: Path) -> list[Block]:
 
 
 def _working_copy(destination: Path) -> Path:
-    ignore = shutil.ignore_patterns(".git", ".venv*", "out", "out-*", "__pycache__", ".pytest_cache",
-                                    ".hypothesis", "*.egg-info", "build", "dist")
+    ignore = shutil.ignore_patterns(
+        ".git", ".venv*", "out", "out-*", "__pycache__", ".pytest_cache", ".hypothesis", "*.egg-info", "build", "dist"
+    )
     shutil.copytree(ROOT, destination, ignore=ignore)
     return destination
 
@@ -148,15 +167,26 @@ def test_the_commands_of_the_page_run(page, tmp_path):
     if not commands:
         pytest.skip("no commands on this page")
     work = _working_copy(tmp_path / "work")
-    env = {**os.environ,
-           "PATH": os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", "")]),
-           "PYTHONPATH": str(work)}  # the copy's code, also in worker processes
+    env = {
+        **os.environ,
+        "PATH": os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", "")]),
+        "PYTHONPATH": str(work),
+    }  # the copy's code, also in worker processes
     for command in commands:
-        done = subprocess.run(["bash", "-c", command.text], cwd=work, env=env, stdin=subprocess.DEVNULL,
-                              capture_output=True, text=True, timeout=600, check=False)
+        done = subprocess.run(
+            ["bash", "-c", command.text],
+            cwd=work,
+            env=env,
+            stdin=subprocess.DEVNULL,
+            capture_output=True,
+            text=True,
+            timeout=600,
+            check=False,
+        )
         assert done.returncode == command.status, (
             f"{page.name}:{command.line}: {command.text!r} exited {done.returncode}, the page says "
-            f"{command.status}\n--- stdout\n{done.stdout[-3000:]}\n--- stderr\n{done.stderr[-3000:]}")
+            f"{command.status}\n--- stdout\n{done.stdout[-3000:]}\n--- stderr\n{done.stderr[-3000:]}"
+        )
 
 
 def test_the_docs_stand_on_their_own():

@@ -76,8 +76,10 @@ def job_server_jar() -> tuple[Path | None, str]:
             if log.exists():
                 found = re.search(r"Could not (?:find|resolve)[^\n]*", log.read_text(errors="replace"))
                 reason = f": {found.group(0)}" if found else ""
-            return None, (f"no Beam {apache_beam.__version__} Flink job-server jar in {FLINK_DIR} "
-                          f"(.ci/fetch-flink could not fetch it{reason}); set {JAR_ENV} to run this test")
+            return None, (
+                f"no Beam {apache_beam.__version__} Flink job-server jar in {FLINK_DIR} "
+                f"(.ci/fetch-flink could not fetch it{reason}); set {JAR_ENV} to run this test"
+            )
     jar = candidates[-1]
     match = re.search(r"beam-runners-flink-(\d+\.\d+)-job-server", jar.name)
     if not match:
@@ -89,8 +91,9 @@ def private_netns_problem() -> str | None:
     """Why a loopback-only network namespace cannot be made here, or None."""
     if not shutil.which("unshare") or not shutil.which("ip"):
         return "needs unshare and ip (util-linux, iproute2) for a loopback-only network namespace"
-    probe = subprocess.run(["unshare", "--net", "ip", "link", "set", "lo", "up"],
-                           capture_output=True, text=True, timeout=30)
+    probe = subprocess.run(
+        ["unshare", "--net", "ip", "link", "set", "lo", "up"], capture_output=True, text=True, timeout=30
+    )
     if probe.returncode:
         return f"cannot make a network namespace (unshare --net): {probe.stderr.strip()}"
     return None
@@ -103,7 +106,7 @@ def private_netns_problem() -> str | None:
 def _address(hex_address: str) -> str:
     raw = bytes.fromhex(hex_address)
     # /proc/net/tcp{,6} print each 32-bit word in host (little-endian) order.
-    swapped = b"".join(raw[i:i + 4][::-1] for i in range(0, len(raw), 4))
+    swapped = b"".join(raw[i : i + 4][::-1] for i in range(0, len(raw), 4))
     return socket.inet_ntop(socket.AF_INET if len(raw) == 4 else socket.AF_INET6, swapped)
 
 
@@ -172,11 +175,12 @@ def write_multi_input(directory: Path) -> list[str]:
     directory.mkdir()
     lines = SAMPLE.read_bytes().splitlines(keepends=True)
     n = len(lines)
-    big, gz, arr = lines[: n // 2], lines[n // 2: 3 * n // 4], lines[3 * n // 4: 7 * n // 8]
-    rest = lines[7 * n // 8:]
+    big, gz, arr = lines[: n // 2], lines[n // 2 : 3 * n // 4], lines[3 * n // 4 : 7 * n // 8]
+    rest = lines[7 * n // 8 :]
     # An invalid line and a blank line in the big file; both must be accounted for.
-    (directory / "a.jsonl").write_bytes(b"".join(big[:10]) + b'{"id": "broken", "messages": [\n' + b"\n"
-                                        + b"".join(big[10:]))
+    (directory / "a.jsonl").write_bytes(
+        b"".join(big[:10]) + b'{"id": "broken", "messages": [\n' + b"\n" + b"".join(big[10:])
+    )
     (directory / "b.jsonl.gz").write_bytes(gzip.compress(b"".join(gz), mtime=0))
     parsed, unparsed = [], []
     for line in arr:
@@ -186,7 +190,7 @@ def write_multi_input(directory: Path) -> list[str]:
             unparsed.append(line)  # the sample's malformed lines: kept, in a JSONL file
     (directory / "c.json").write_text(json.dumps(parsed, ensure_ascii=False))
     (directory / "d.jsonl").write_bytes(b"".join(unparsed + rest[: len(rest) // 2]))
-    (directory / "e.jsonl").write_bytes(b"".join(rest[len(rest) // 2:]))
+    (directory / "e.jsonl").write_bytes(b"".join(rest[len(rest) // 2 :]))
     assert (directory / "a.jsonl").stat().st_size > 3 * SHARD_BYTES
     return [str(directory / "*.jsonl"), str(directory / "*.jsonl.gz"), str(directory / "*.json")]
 
@@ -202,9 +206,11 @@ class JobRun:
     notes: list[str] = field(default_factory=list)
 
     def describe(self, lines: int = 60) -> str:
-        return (f"--- job {self.name}: exit status {self.returncode} after {self.seconds:.1f} s\n"
-                f"stdout (last lines):\n{tail(self.stdout, lines)}\n"
-                f"stderr (last lines):\n{tail(self.stderr, lines)}")
+        return (
+            f"--- job {self.name}: exit status {self.returncode} after {self.seconds:.1f} s\n"
+            f"stdout (last lines):\n{tail(self.stdout, lines)}\n"
+            f"stderr (last lines):\n{tail(self.stderr, lines)}"
+        )
 
 
 def run_job(name: str, args: list[str], work: Path, *, netns: bool = False) -> JobRun:
@@ -217,8 +223,7 @@ def run_job(name: str, args: list[str], work: Path, *, netns: bool = False) -> J
     stdout, stderr = work / f"{name}.stdout", work / f"{name}.stderr"
     started = time.monotonic()
     with stdout.open("wb") as out, stderr.open("wb") as err:
-        proc = popen_in_group(argv, stdin=subprocess.DEVNULL, stdout=out, stderr=err,
-                              env=service_env(ROOT), cwd=work)
+        proc = popen_in_group(argv, stdin=subprocess.DEVNULL, stdout=out, stderr=err, env=service_env(ROOT), cwd=work)
         sampler = SocketSampler(proc.pid) if netns else None
         timed_out = False
         try:
@@ -275,8 +280,9 @@ def compare_engines(tmp_path: Path, engine_name: str, engine_flags: list[str]) -
     for label, patterns in inputs.items():
         common = [arg for p in patterns for arg in ("--input", p)] + [f"--shard-bytes={SHARD_BYTES}", "--batch-size=64"]
         engine_out, reference_out = tmp_path / f"{label}-{engine_name}", tmp_path / f"{label}-reference"
-        engine = run_job(f"{label}-{engine_name}", [*common, "--output", str(engine_out), *engine_flags],
-                         tmp_path, netns=True)
+        engine = run_job(
+            f"{label}-{engine_name}", [*common, "--output", str(engine_out), *engine_flags], tmp_path, netns=True
+        )
         assert engine.returncode == 0, f"{engine_name} run on {label} failed\n{engine.describe()}"
         assert_isolated(engine)
         reference = run_job(f"{label}-reference", [*common, "--output", str(reference_out)], tmp_path)
@@ -288,7 +294,8 @@ def compare_engines(tmp_path: Path, engine_name: str, engine_flags: list[str]) -
         else:  # the same records, plus the invalid line and the blank line written into a.jsonl
             assert summary["records_in"] == sample_summary["records_in"] + 1
             assert summary["dead_letters_by_reason"]["invalid_json"] == (
-                sample_summary["dead_letters_by_reason"]["invalid_json"] + 1)
+                sample_summary["dead_letters_by_reason"]["invalid_json"] + 1
+            )
             assert summary["blank_lines"] == sample_summary["blank_lines"] + 1
             assert len(list((engine_out / "normalized").glob("part-*"))) > 5  # several shards
         assert_same_outputs(engine_out, reference_out, f"{engine_name} on {label}")
@@ -316,8 +323,9 @@ def test_flink_preset_parses(tmp_path):
 
     from pipeline.options import load_job
 
-    job = load_job(["--config", str(ROOT / "configs" / "flink.yaml"), "--input", str(SAMPLE),
-                    "--output", str(tmp_path / "out")])
+    job = load_job(
+        ["--config", str(ROOT / "configs" / "flink.yaml"), "--input", str(SAMPLE), "--output", str(tmp_path / "out")]
+    )
     flink = job.options.view_as(FlinkRunnerOptions)
     assert job.options.get_all_options()["runner"] == "FlinkRunner"
     assert flink.flink_master == "[local]"
@@ -335,18 +343,30 @@ def test_fetch_flink_keeps_a_jar_that_is_there(tmp_path):
     dest = tmp_path / "flink"
     dest.mkdir()
     (dest / "beam-runners-flink-2.2-job-server-9.9.9.jar").write_bytes(b"PK")
-    env = {**os.environ, "PATH": f"{fake_bin}:{os.environ['PATH']}", "CONVNORM_FLINK_DIR": str(dest),
-           "CONVNORM_BEAM_VERSION": "9.9.9", "CONVNORM_FLINK_VERSION": "2.2"}
-    kept = subprocess.run(["bash", str(ROOT / ".ci" / "fetch-flink")], env=env, capture_output=True, text=True,
-                          timeout=60)
+    env = {
+        **os.environ,
+        "PATH": f"{fake_bin}:{os.environ['PATH']}",
+        "CONVNORM_FLINK_DIR": str(dest),
+        "CONVNORM_BEAM_VERSION": "9.9.9",
+        "CONVNORM_FLINK_VERSION": "2.2",
+    }
+    kept = subprocess.run(
+        ["bash", str(ROOT / ".ci" / "fetch-flink")], env=env, capture_output=True, text=True, timeout=60
+    )
     assert kept.returncode == 0 and "is there" in kept.stdout, kept.stderr
     # Missing, and mvn fails: a clear message, exit 0 (test skipped) unless Flink is required.
     (dest / "beam-runners-flink-2.2-job-server-9.9.9.jar").unlink()
-    missing = subprocess.run(["bash", str(ROOT / ".ci" / "fetch-flink")], env=env, capture_output=True,
-                             text=True, timeout=60)
+    missing = subprocess.run(
+        ["bash", str(ROOT / ".ci" / "fetch-flink")], env=env, capture_output=True, text=True, timeout=60
+    )
     assert missing.returncode == 0 and "could not fetch" in missing.stderr
-    required = subprocess.run(["bash", str(ROOT / ".ci" / "fetch-flink")],
-                              env={**env, "CONVNORM_REQUIRE_FLINK": "1"}, capture_output=True, text=True, timeout=60)
+    required = subprocess.run(
+        ["bash", str(ROOT / ".ci" / "fetch-flink")],
+        env={**env, "CONVNORM_REQUIRE_FLINK": "1"},
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert required.returncode == 1
     assert not list(dest.glob("*.jar"))
 
@@ -356,8 +376,9 @@ def test_harness_on_portable_loopback(tmp_path):
     problem = private_netns_problem()
     if problem:
         pytest.skip(problem)
-    runs = compare_engines(tmp_path, "portable", ["--runner=PortableRunner", "--job_endpoint=embed",
-                                                  "--environment_type=LOOPBACK"])
+    runs = compare_engines(
+        tmp_path, "portable", ["--runner=PortableRunner", "--job_endpoint=embed", "--environment_type=LOOPBACK"]
+    )
     # The sampler sees what LOOPBACK opens: its worker pool (bound to every interface, [::]),
     # here inside the private namespace.
     assert all(run.sampler.listening for run in runs), "the socket sampler saw no listening socket"
@@ -373,7 +394,15 @@ def test_flink_embedded_matches_fnapirunner(tmp_path):
     problem = private_netns_problem()
     if problem:
         pytest.skip(problem)
-    compare_engines(tmp_path, "flink", [
-        "--runner=FlinkRunner", "--flink_master=[local]", f"--flink_version={flink_version}",
-        f"--flink_job_server_jar={jar}", "--environment_type=LOOPBACK", "--parallelism=2",
-    ])
+    compare_engines(
+        tmp_path,
+        "flink",
+        [
+            "--runner=FlinkRunner",
+            "--flink_master=[local]",
+            f"--flink_version={flink_version}",
+            f"--flink_job_server_jar={jar}",
+            "--environment_type=LOOPBACK",
+            "--parallelism=2",
+        ],
+    )

@@ -26,7 +26,11 @@ from transforms.normalize import normalize_conversation  # noqa: E402
 SCHEMA = {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}
 CALLING = [
     {"role": "user", "content": "Weather in Oslo?"},
-    {"role": "assistant", "content": "", "tool_calls": [{"tool_call_id": "c1", "name": "get_weather", "args": '{"city": "Oslo"}'}]},
+    {
+        "role": "assistant",
+        "content": "",
+        "tool_calls": [{"tool_call_id": "c1", "name": "get_weather", "args": '{"city": "Oslo"}'}],
+    },
     {"role": "tool", "content": "4C", "tool_call_id": "c1"},
     {"role": "assistant", "content": "4C in Oslo."},
 ]
@@ -34,34 +38,59 @@ CALLING = [
 
 def write(record: dict, **ctx):
     context = WriteContext("r1", model="claude-test", max_tokens=64, **ctx)
-    out = WRITERS["anthropic"].write({**record, "messages": normalize_conversation(record["messages"]).messages}, context)
+    out = WRITERS["anthropic"].write(
+        {**record, "messages": normalize_conversation(record["messages"]).messages}, context
+    )
     assert shapes.anthropic_request_errors(out) == []
     return out, context.report
 
 
 def test_strict_null_redundant_type_and_function_level_required_are_mapped_and_counted():
-    tools = [{"type": "function", "function": {
-        "type": "function", "name": "get_weather", "description": "Weather now.", "strict": None,
-        "parameters": {"type": "object", "properties": {"city": {"type": "string"}}}, "required": ["city"]}}]
+    tools = [
+        {
+            "type": "function",
+            "function": {
+                "type": "function",
+                "name": "get_weather",
+                "description": "Weather now.",
+                "strict": None,
+                "parameters": {"type": "object", "properties": {"city": {"type": "string"}}},
+                "required": ["city"],
+            },
+        }
+    ]
     out, report = write({"messages": CALLING, "tools": tools})
     assert out["tools"] == [{"name": "get_weather", "description": "Weather now.", "input_schema": SCHEMA}]
     assert report == {"discarded_tool_fields": {"function.type": 1, "strict": 1}, "mapped_tool_fields": {"required": 1}}
 
 
 def test_a_required_list_equal_to_the_schemas_is_dropped_and_strict_booleans_are_kept():
-    tools = [{"type": "function", "function": {"name": "get_weather", "parameters": SCHEMA, "required": ["city"],
-                                               "strict": True, "description": None}}]
+    tools = [
+        {
+            "type": "function",
+            "function": {
+                "name": "get_weather",
+                "parameters": SCHEMA,
+                "required": ["city"],
+                "strict": True,
+                "description": None,
+            },
+        }
+    ]
     out, report = write({"messages": CALLING, "tools": tools})
     assert out["tools"] == [{"name": "get_weather", "input_schema": SCHEMA, "strict": True}]
     assert report == {"discarded_tool_fields": {"description": 1, "required": 1}}
 
 
-@pytest.mark.parametrize("function,why", [
-    ({"name": "get_weather", "parameters": SCHEMA, "required": ["other"]}, "differs from parameters.required"),
-    ({"name": "get_weather", "parameters": SCHEMA, "examples": []}, "['examples']"),
-    ({"name": "get_weather", "parameters": SCHEMA, "strict": "yes"}, "strict is a str"),
-    ({"name": "get_weather", "parameters": "{}"}, "parameters is a str"),
-])
+@pytest.mark.parametrize(
+    "function,why",
+    [
+        ({"name": "get_weather", "parameters": SCHEMA, "required": ["other"]}, "differs from parameters.required"),
+        ({"name": "get_weather", "parameters": SCHEMA, "examples": []}, "['examples']"),
+        ({"name": "get_weather", "parameters": SCHEMA, "strict": "yes"}, "strict is a str"),
+        ({"name": "get_weather", "parameters": "{}"}, "parameters is a str"),
+    ],
+)
 def test_what_has_no_equivalent_is_refused_and_the_error_names_the_tool(function, why):
     with pytest.raises(FormatError) as err:
         write({"messages": CALLING, "tools": [{"type": "function", "function": function}]})
@@ -83,8 +112,14 @@ def test_tools_from_a_dotted_tools_field():
 def test_tool_use_without_any_tools_derives_one_definition_per_called_name():
     messages = [
         {"role": "user", "content": "go"},
-        {"role": "assistant", "content": "", "tool_calls": [{"tool_call_id": "a", "name": "search", "args": {}},
-                                                            {"tool_call_id": "b", "name": "fetch", "args": {}}]},
+        {
+            "role": "assistant",
+            "content": "",
+            "tool_calls": [
+                {"tool_call_id": "a", "name": "search", "args": {}},
+                {"tool_call_id": "b", "name": "fetch", "args": {}},
+            ],
+        },
         {"role": "tool", "content": "1", "tool_call_id": "a"},
         {"role": "tool", "content": "2", "tool_call_id": "b"},
         {"role": "assistant", "content": "", "tool_calls": [{"tool_call_id": "c", "name": "search", "args": {}}]},
@@ -99,10 +134,15 @@ def test_tool_use_without_any_tools_derives_one_definition_per_called_name():
 
 
 def test_the_checker_refuses_a_tool_use_of_an_undefined_tool():
-    body = {"model": "m", "max_tokens": 1, "messages": [
-        {"role": "user", "content": "go"},
-        {"role": "assistant", "content": [{"type": "tool_use", "id": "a", "name": "search", "input": {}}]},
-        {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "a", "content": "x"}]}]}
+    body = {
+        "model": "m",
+        "max_tokens": 1,
+        "messages": [
+            {"role": "user", "content": "go"},
+            {"role": "assistant", "content": [{"type": "tool_use", "id": "a", "name": "search", "input": {}}]},
+            {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "a", "content": "x"}]},
+        ],
+    }
     assert any("no tool definition" in e for e in shapes.anthropic_request_errors(body))
 
 
@@ -117,8 +157,25 @@ def test_tools_field_option_in_the_job(tmp_path):
     source.write_text(json.dumps(record) + "\n")
     for sink in ("anthropic", "openai-finetune", "openai-responses", "sharegpt"):
         out = tmp_path / sink
-        assert main(["--input", str(source), "--output", str(out), "--sink", sink, "--tools-field", "kwargs.tools",
-                     "--model", "m", "--max-tokens", "8"]) == 0
+        assert (
+            main(
+                [
+                    "--input",
+                    str(source),
+                    "--output",
+                    str(out),
+                    "--sink",
+                    sink,
+                    "--tools-field",
+                    "kwargs.tools",
+                    "--model",
+                    "m",
+                    "--max-tokens",
+                    "8",
+                ]
+            )
+            == 0
+        )
         (line,) = [json.loads(x) for p in (out / "normalized").glob("*.jsonl") for x in p.read_text().splitlines()]
         written = json.loads(line["tools"]) if sink == "sharegpt" else line["tools"]
         assert [t.get("name") or t["function"]["name"] for t in written] == ["get_weather"], sink

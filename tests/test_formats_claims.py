@@ -37,23 +37,28 @@ GEMINI_SHAPED = [
     pytest.param({"messages": GEMINI_CONTENTS}, id="gemini-parts-at-messages"),
     pytest.param(GEMINI_CONTENTS, id="gemini-parts-bare-list"),
     pytest.param(GEMINI_BODY, id="gemini-body"),
-    pytest.param({"messages": [{"role": "user", "content": "hi"}, {"role": "model", "parts": [{"text": "yo"}]}]},
-                 id="mixed"),
-    pytest.param({"system": "Be brief.", "messages": [{"role": "user", "parts": [{"text": "hi"}]}]},
-                 id="anthropic-system-and-parts"),
+    pytest.param(
+        {"messages": [{"role": "user", "content": "hi"}, {"role": "model", "parts": [{"text": "yo"}]}]}, id="mixed"
+    ),
+    pytest.param(
+        {"system": "Be brief.", "messages": [{"role": "user", "parts": [{"text": "hi"}]}]},
+        id="anthropic-system-and-parts",
+    ),
 ]
 
 FOREIGN = [
     pytest.param({"messages": [{"role": "user", "text": "hi"}]}, id="text-key"),
     pytest.param([{"role": "user", "text": "hi"}], id="text-key-bare"),
     # One foreign entry among real messages is enough: its text would go.
-    pytest.param({"messages": [{"role": "user", "content": "hi"}, {"role": "user", "text": "yo"}]},
-                 id="mixed"),
+    pytest.param({"messages": [{"role": "user", "content": "hi"}, {"role": "user", "text": "yo"}]}, id="mixed"),
     # Provider signals do not make a foreign entry readable.
-    pytest.param({"messages": [{"role": "developer", "content": "x"}, {"role": "user", "text": "hi"}]},
-                 id="openai-signal-and-text-key"),
-    pytest.param({"system": "Be brief.", "messages": [{"role": "user", "text": "hi"}]},
-                 id="anthropic-system-and-text-key"),
+    pytest.param(
+        {"messages": [{"role": "developer", "content": "x"}, {"role": "user", "text": "hi"}]},
+        id="openai-signal-and-text-key",
+    ),
+    pytest.param(
+        {"system": "Be brief.", "messages": [{"role": "user", "text": "hi"}]}, id="anthropic-system-and-text-key"
+    ),
     pytest.param({"input": [{"role": "user", "parts": [{"text": "hi"}]}]}, id="responses-input-parts"),
     pytest.param({"custom_id": "r1", "body": {"messages": [{"role": "user", "text": "hi"}]}}, id="batch-line-text-key"),
 ]
@@ -99,9 +104,12 @@ def test_gemini_contents_are_read_by_the_gemini_reader_with_their_text(record):
         pytest.param([None, 1, "text", {}], id="junk-the-core-counts"),
         pytest.param([{"content": "no role"}], id="role-less-message"),
         pytest.param(
-            [{"role": "assistant", "content": "", "metadata": {"tool_calls": [{"tool_call_id": "c", "name": "f"}]}},
-             {"role": "tool", "metadata": {"tool_call_id": "c"}, "timestamp": 1}],
-            id="stored-buffer-rows"),
+            [
+                {"role": "assistant", "content": "", "metadata": {"tool_calls": [{"tool_call_id": "c", "name": "f"}]}},
+                {"role": "tool", "metadata": {"tool_call_id": "c"}, "timestamp": 1},
+            ],
+            id="stored-buffer-rows",
+        ),
         pytest.param([{"role": "user", "content": "hi", "reasoning_content": "hmm", "name": "bob"}], id="extra-keys"),
     ],
 )
@@ -156,22 +164,29 @@ def test_forced_readers_still_read_plain_chats(reader):
 
 
 def test_forced_openai_refuses_an_anthropic_tool_use_record():
-    record = {"messages": [
-        {"role": "user", "content": "weather?"},
-        {"role": "assistant", "content": [{"type": "tool_use", "id": "t1", "name": "w", "input": {}}]},
-        {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t1", "content": "sunny"}]},
-    ]}
+    record = {
+        "messages": [
+            {"role": "user", "content": "weather?"},
+            {"role": "assistant", "content": [{"type": "tool_use", "id": "t1", "name": "w", "input": {}}]},
+            {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t1", "content": "sunny"}]},
+        ]
+    }
     letter = _process(record, input_format="openai").dead_letter
     assert letter["reason"] == "format_error" and "it looks like anthropic" in letter["detail"]
 
 
 def test_forced_flat_reads_provider_calls_the_core_reads():
     # The core reads OpenAI-shaped calls leniently: forced flat keeps reading them.
-    record = {"messages": [
-        {"role": "assistant", "content": None,
-         "tool_calls": [{"id": "c1", "type": "function", "function": {"name": "f", "arguments": "{}"}}]},
-        {"role": "tool", "tool_call_id": "c1", "content": "ok"},
-    ]}
+    record = {
+        "messages": [
+            {
+                "role": "assistant",
+                "content": None,
+                "tool_calls": [{"id": "c1", "type": "function", "function": {"name": "f", "arguments": "{}"}}],
+            },
+            {"role": "tool", "tool_call_id": "c1", "content": "ok"},
+        ]
+    }
     assert detect_reader(record, "messages") is READERS["openai"]
     outcome = _process(record, input_format="flat")
     assert outcome.dead_letter is None
@@ -181,12 +196,17 @@ def test_forced_flat_reads_provider_calls_the_core_reads():
 def test_forced_flat_refuses_custom_tool_calls_the_core_cannot_read():
     # The core reads no {"type": "custom", "custom": {name, input}} call: under forced flat the
     # call became {"tool_call_id": "c1", "name": ""}, its name and input gone, nothing counted.
-    record = {"messages": [
-        {"role": "user", "content": "2**100?"},
-        {"role": "assistant", "content": None,
-         "tool_calls": [{"id": "c1", "type": "custom", "custom": {"name": "python", "input": "print(2**100)"}}]},
-        {"role": "tool", "tool_call_id": "c1", "content": "1267650600228229401496703205376"},
-    ]}
+    record = {
+        "messages": [
+            {"role": "user", "content": "2**100?"},
+            {
+                "role": "assistant",
+                "content": None,
+                "tool_calls": [{"id": "c1", "type": "custom", "custom": {"name": "python", "input": "print(2**100)"}}],
+            },
+            {"role": "tool", "tool_call_id": "c1", "content": "1267650600228229401496703205376"},
+        ]
+    }
     letter = _process(record, input_format="flat").dead_letter
     assert letter is not None and letter["reason"] == "format_error"
     assert "custom" in letter["detail"] and "--format openai" in letter["detail"]
@@ -196,18 +216,20 @@ def test_forced_flat_refuses_custom_tool_calls_the_core_cannot_read():
 def test_a_record_with_both_a_message_list_and_sharegpt_conversations_loses_neither():
     # Auto gave it to sharegpt, which read 'conversations' and wrote the result over
     # 'messages': the record's own message list vanished, counted nowhere.
-    record = {"messages": [{"role": "user", "content": "hi"}],
-              "conversations": [{"from": "human", "value": "other"}]}
+    record = {"messages": [{"role": "user", "content": "hi"}], "conversations": [{"from": "human", "value": "other"}]}
     for fmt in ("auto", "sharegpt"):
         out = _process(record, input_format=fmt).record
         assert out["messages"] == [{"role": "user", "content": "hi"}], fmt
         assert out["conversations"] == record["conversations"], fmt
 
 
-@pytest.mark.parametrize("turns", [
-    [{"role": "user", "value": "hi"}, {"role": "assistant", "value": "yo"}],
-    [{"from": "human", "content": "hi"}, {"from": "gpt", "content": "yo"}],
-])
+@pytest.mark.parametrize(
+    "turns",
+    [
+        [{"role": "user", "value": "hi"}, {"role": "assistant", "value": "yo"}],
+        [{"from": "human", "content": "hi"}, {"from": "gpt", "content": "yo"}],
+    ],
+)
 def test_forced_sharegpt_reads_turns_with_mixed_tag_spellings(turns):
     # LLaMA-Factory lets a dataset name its role and content tags: a turn tagged 'role' whose
     # text is under 'value' (or 'from' with 'content') was read as empty text.
@@ -215,11 +237,21 @@ def test_forced_sharegpt_reads_turns_with_mixed_tag_spellings(turns):
     assert [m["content"] for m in out["messages"]] == ["hi", "yo"]
 
 
-@pytest.mark.parametrize("other, fmt", [
-    ({"contents": [{"role": "user", "parts": [{"text": "other"}]}]}, "gemini"),
-    ({"input": [{"role": "user", "content": "other"},
-                {"type": "function_call", "call_id": "c", "name": "f", "arguments": "{}"}]}, "openai-responses"),
-])
+@pytest.mark.parametrize(
+    "other, fmt",
+    [
+        ({"contents": [{"role": "user", "parts": [{"text": "other"}]}]}, "gemini"),
+        (
+            {
+                "input": [
+                    {"role": "user", "content": "other"},
+                    {"type": "function_call", "call_id": "c", "name": "f", "arguments": "{}"},
+                ]
+            },
+            "openai-responses",
+        ),
+    ],
+)
 def test_a_record_with_both_a_message_list_and_provider_items_loses_neither(other, fmt):
     # The Gemini and Responses readers read 'contents' / 'input' and the job wrote the result
     # over the record's own 'messages': that list vanished, counted nowhere.

@@ -56,8 +56,14 @@ def test_priorities_put_specific_formats_first_and_flat_last():
     "record,expected",
     [
         ({"system": "Be brief.", "messages": [{"role": "user", "content": "hi"}]}, "anthropic"),
-        ({"messages": [{"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t", "content": "x"}]}]}, "anthropic"),
-        ({"messages": [{"role": "user", "content": [{"type": "image", "source": {"type": "url", "url": "u"}}]}]}, "anthropic"),
+        (
+            {"messages": [{"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t", "content": "x"}]}]},
+            "anthropic",
+        ),
+        (
+            {"messages": [{"role": "user", "content": [{"type": "image", "source": {"type": "url", "url": "u"}}]}]},
+            "anthropic",
+        ),
         ({"input": [{"role": "user", "content": "hi"}]}, "openai-responses"),
         ({"input": "hi", "instructions": "Be brief."}, "openai-responses"),
         ([{"type": "function_call", "call_id": "c", "name": "f", "arguments": "{}"}], "openai-responses"),
@@ -66,12 +72,32 @@ def test_priorities_put_specific_formats_first_and_flat_last():
         ({"messages": [{"role": "observation", "content": "{}"}]}, "sharegpt"),
         ({"messages": [{"role": "developer", "content": "x"}]}, "openai"),
         ({"messages": [{"role": "function", "name": "f", "content": "x"}]}, "openai"),
-        ({"messages": [{"role": "assistant", "content": None, "function_call": {"name": "f", "arguments": "{}"}}]}, "openai"),
-        ({"messages": [{"role": "assistant", "tool_calls": [{"id": "c", "type": "function", "function": {"name": "f", "arguments": "{}"}}]}]}, "openai"),
+        (
+            {"messages": [{"role": "assistant", "content": None, "function_call": {"name": "f", "arguments": "{}"}}]},
+            "openai",
+        ),
+        (
+            {
+                "messages": [
+                    {
+                        "role": "assistant",
+                        "tool_calls": [{"id": "c", "type": "function", "function": {"name": "f", "arguments": "{}"}}],
+                    }
+                ]
+            },
+            "openai",
+        ),
         ({"messages": [{"role": "user", "content": [{"type": "text", "text": "hi"}]}]}, "openai"),
         # An OpenAI Batch API input line, whatever its messages hold.
-        ({"custom_id": "r1", "method": "POST", "url": "/v1/chat/completions",
-          "body": {"model": "m", "messages": [{"role": "user", "content": "hi"}]}}, "openai"),
+        (
+            {
+                "custom_id": "r1",
+                "method": "POST",
+                "url": "/v1/chat/completions",
+                "body": {"model": "m", "messages": [{"role": "user", "content": "hi"}]},
+            },
+            "openai",
+        ),
         ({"custom_id": "r1", "body": {"messages": []}}, "openai"),
         ({"contents": [{"role": "user", "parts": [{"text": "hi"}]}]}, "gemini"),
         ({"contents": [{"parts": [{"functionResponse": {"name": "f", "response": {}}}]}]}, "gemini"),
@@ -91,7 +117,12 @@ def test_detection_signals(record, expected):
 @pytest.mark.parametrize(
     "record",
     [
-        "text", 3, None, {"id": 1}, {"messages": "hi"}, {"conversations": "x"},
+        "text",
+        3,
+        None,
+        {"id": 1},
+        {"messages": "hi"},
+        {"conversations": "x"},
         # Batch lines for other endpoints, or without a message list: nothing to read.
         {"custom_id": "r1", "url": "/v1/responses", "body": {"input": "hi"}},
         {"custom_id": "r1", "body": {"messages": "hi"}},
@@ -110,10 +141,12 @@ def test_the_message_field_option_is_honoured():
 
 def test_text_block_conversations_read_the_same_as_openai_or_anthropic():
     # Text blocks are shared by both providers: both readers agree on them.
-    record = {"messages": [
-        {"role": "user", "content": [{"type": "text", "text": "a"}, {"type": "text", "text": "b"}]},
-        {"role": "assistant", "content": [{"type": "text", "text": "c"}]},
-    ]}
+    record = {
+        "messages": [
+            {"role": "user", "content": [{"type": "text", "text": "a"}, {"type": "text", "text": "b"}]},
+            {"role": "assistant", "content": [{"type": "text", "text": "c"}]},
+        ]
+    }
     assert normalized("openai", record) == normalized("anthropic", record)
 
 
@@ -136,16 +169,36 @@ def test_spec_vectors_give_the_same_result_under_flat_and_openai(messages):
 
 ID = st.one_of(st.sampled_from(["c1", "c2", " c1 ", "", "0", "00"]), st.integers(-1, 3), st.none(), st.booleans())
 FLAT_CALL = st.one_of(
-    st.fixed_dictionaries({"tool_call_id": ID, "name": st.sampled_from(["f", "g"])}, optional={"args": st.sampled_from(["{}", "x"]), "id": ID}),
+    st.fixed_dictionaries(
+        {"tool_call_id": ID, "name": st.sampled_from(["f", "g"])},
+        optional={"args": st.sampled_from(["{}", "x"]), "id": ID},
+    ),
     st.fixed_dictionaries({"id": ID, "name": st.just("f")}),
     st.just("junk"),
 )
-CONTENT = st.one_of(st.none(), st.sampled_from(["", "hi", " "]), st.integers(), st.lists(st.integers(), max_size=2), st.just([]))
+CONTENT = st.one_of(
+    st.none(), st.sampled_from(["", "hi", " "]), st.integers(), st.lists(st.integers(), max_size=2), st.just([])
+)
 ENTRY = st.one_of(
-    st.fixed_dictionaries({"role": st.sampled_from(["system", "user", "assistant", "tool", "System", " ", "moderator"]), "content": CONTENT}),
-    st.fixed_dictionaries({"role": st.just("assistant"), "content": CONTENT, "tool_calls": st.one_of(st.lists(FLAT_CALL, max_size=3), st.just({}))}),
-    st.fixed_dictionaries({"role": st.just("tool"), "content": CONTENT}, optional={"tool_call_id": ID, "name": st.just("f")}),
-    st.fixed_dictionaries({"role": st.just("tool"), "content": CONTENT, "metadata": st.fixed_dictionaries({"tool_call_id": ID})}),
+    st.fixed_dictionaries(
+        {
+            "role": st.sampled_from(["system", "user", "assistant", "tool", "System", " ", "moderator"]),
+            "content": CONTENT,
+        }
+    ),
+    st.fixed_dictionaries(
+        {
+            "role": st.just("assistant"),
+            "content": CONTENT,
+            "tool_calls": st.one_of(st.lists(FLAT_CALL, max_size=3), st.just({})),
+        }
+    ),
+    st.fixed_dictionaries(
+        {"role": st.just("tool"), "content": CONTENT}, optional={"tool_call_id": ID, "name": st.just("f")}
+    ),
+    st.fixed_dictionaries(
+        {"role": st.just("tool"), "content": CONTENT, "metadata": st.fixed_dictionaries({"tool_call_id": ID})}
+    ),
     st.fixed_dictionaries({"content": CONTENT}),
     st.sampled_from([None, 1, "text"]),
 )

@@ -54,8 +54,18 @@ def test_auto_detection_picks_each_samples_own_reader(reader):
 @pytest.mark.parametrize("writer", sorted(WRITERS))
 def test_all_readers_to_writer(writer, tmp_path):
     out = tmp_path / writer
-    argv = ["--input", str(SAMPLES / "*.jsonl"), "--output", str(out), "--sink", writer, "--model", "test-model",
-            "--max-tokens", "512"]
+    argv = [
+        "--input",
+        str(SAMPLES / "*.jsonl"),
+        "--output",
+        str(out),
+        "--sink",
+        writer,
+        "--model",
+        "test-model",
+        "--max-tokens",
+        "512",
+    ]
     assert main(argv) == 0
     summary = json.loads((out / "summary.json").read_text())
     expected = sum(len(_records(p)) for p in SAMPLE_FILES.values())
@@ -103,8 +113,23 @@ def test_explicit_format_reads_its_sample(reader, tmp_path):
 def test_every_writers_output_passes_convnorm_validate(writer, tmp_path):
     # The job's own output, checked as it is by `convnorm validate` (auto-detected reader).
     out = tmp_path / "out"
-    assert main(["--input", str(SAMPLES / "*.jsonl"), "--output", str(out), "--sink", writer,
-                 "--model", "test-model", "--max-tokens", "512"]) == 0
+    assert (
+        main(
+            [
+                "--input",
+                str(SAMPLES / "*.jsonl"),
+                "--output",
+                str(out),
+                "--sink",
+                writer,
+                "--model",
+                "test-model",
+                "--max-tokens",
+                "512",
+            ]
+        )
+        == 0
+    )
     report = tmp_path / "report"
     assert main(["validate", "--input", str(out / "normalized" / "*.jsonl"), "--output", str(report)]) == 0
     validation = json.loads((report / "validation.json").read_text())

@@ -40,8 +40,17 @@ def test_minimal_example_system_instruction_and_unwrapped_output():
     assert conversation.messages == [
         {"role": "system", "content": "You are a booking agent."},
         {"role": "user", "content": "Flights JFK to SEA?"},
-        {"role": "assistant", "content": "", "tool_calls": [
-            {"tool_call_id": "call_1", "name": "search_direct_flight", "args": {"origin": "JFK", "destination": "SEA"}}]},
+        {
+            "role": "assistant",
+            "content": "",
+            "tool_calls": [
+                {
+                    "tool_call_id": "call_1",
+                    "name": "search_direct_flight",
+                    "args": {"origin": "JFK", "destination": "SEA"},
+                }
+            ],
+        },
         {"role": "tool", "content": "[]", "tool_call_id": "call_1"},
         {"role": "assistant", "content": "No direct flights."},
     ]
@@ -68,7 +77,10 @@ def test_snake_case_real_ids_and_parameters_json_schema():
     messages = conversation.messages
     assert messages[0]["role"] == "system"
     assert [c["tool_call_id"] for c in messages[2]["tool_calls"]] == ["fc-01", "fc-02"]
-    assert [(m["tool_call_id"], m["content"]) for m in messages[3:5]] == [("fc-02", "color set"), ("fc-01", "lights on")]
+    assert [(m["tool_call_id"], m["content"]) for m in messages[3:5]] == [
+        ("fc-02", "color set"),
+        ("fc-01", "lights on"),
+    ]
     tools = conversation.fields["tools"]
     assert tools[0] == {"name": "enable_lights", "description": "Turn on the lighting system."}
     assert tools[1]["parameters"]["required"] == ["rgb_hex"] and "parameters_json_schema" not in tools[1]
@@ -95,58 +107,81 @@ def test_trimmed_history_orphan_response_text_after_responses_and_trailing_call(
 
 
 def test_responses_only_answer_the_model_turn_right_before():
-    record = {"contents": [
-        {"role": "model", "parts": [{"functionCall": {"name": "f", "args": {}}}]},
-        {"role": "user", "parts": [{"text": "never mind"}]},
-        {"role": "user", "parts": [{"functionResponse": {"name": "f", "response": {"output": "late"}}}]},
-    ]}
+    record = {
+        "contents": [
+            {"role": "model", "parts": [{"functionCall": {"name": "f", "args": {}}}]},
+            {"role": "user", "parts": [{"text": "never mind"}]},
+            {"role": "user", "parts": [{"functionResponse": {"name": "f", "response": {"output": "late"}}}]},
+        ]
+    }
     messages = read(record).messages
     assert messages[2] == {"role": "tool", "content": "late", "tool_call_id": None}
 
 
 def test_response_ids_win_and_a_response_id_takes_its_call_off_the_positional_queue():
-    record = {"contents": [
-        {"role": "model", "parts": [{"functionCall": {"id": "a", "name": "f", "args": {}}},
-                                    {"functionCall": {"name": "f", "args": {"n": 2}}}]},
-        {"role": "user", "parts": [{"functionResponse": {"id": "a", "name": "f", "response": {"output": 1}}},
-                                   {"functionResponse": {"name": "f", "response": {"output": 2}}}]},
-    ]}
+    record = {
+        "contents": [
+            {
+                "role": "model",
+                "parts": [
+                    {"functionCall": {"id": "a", "name": "f", "args": {}}},
+                    {"functionCall": {"name": "f", "args": {"n": 2}}},
+                ],
+            },
+            {
+                "role": "user",
+                "parts": [
+                    {"functionResponse": {"id": "a", "name": "f", "response": {"output": 1}}},
+                    {"functionResponse": {"name": "f", "response": {"output": 2}}},
+                ],
+            },
+        ]
+    }
     messages = read(record).messages
     assert [c["tool_call_id"] for c in messages[0]["tool_calls"]] == ["a", "call_0_1"]
     assert [(m["tool_call_id"], m["content"]) for m in messages[1:]] == [("a", "1"), ("call_0_1", "2")]
 
 
 def test_synthesized_ids_never_reuse_a_real_one():
-    record = {"contents": [
-        {"role": "model", "parts": [{"functionCall": {"name": "f", "args": {}}}]},
-        {"role": "user", "parts": [{"functionResponse": {"name": "f", "response": {}}}]},
-        {"role": "model", "parts": [{"functionCall": {"id": "call_0", "name": "g", "args": {}}}]},
-        {"role": "user", "parts": [{"functionResponse": {"id": "call_0", "name": "g", "response": {}}}]},
-    ]}
+    record = {
+        "contents": [
+            {"role": "model", "parts": [{"functionCall": {"name": "f", "args": {}}}]},
+            {"role": "user", "parts": [{"functionResponse": {"name": "f", "response": {}}}]},
+            {"role": "model", "parts": [{"functionCall": {"id": "call_0", "name": "g", "args": {}}}]},
+            {"role": "user", "parts": [{"functionResponse": {"id": "call_0", "name": "g", "response": {}}}]},
+        ]
+    }
     messages = read(record).messages
     assert messages[0]["tool_calls"][0]["tool_call_id"] == "call_0_1"
     assert messages[1]["tool_call_id"] == "call_0_1"
 
 
 def test_response_objects_with_other_keys_stay_whole():
-    record = {"contents": [
-        {"role": "model", "parts": [{"functionCall": {"name": "f", "args": {}}}]},
-        {"role": "user", "parts": [{"functionResponse": {"name": "f", "response": {"output": "x", "error": "y"}}}]},
-    ]}
+    record = {
+        "contents": [
+            {"role": "model", "parts": [{"functionCall": {"name": "f", "args": {}}}]},
+            {"role": "user", "parts": [{"functionResponse": {"name": "f", "response": {"output": "x", "error": "y"}}}]},
+        ]
+    }
     assert read(record).messages[1]["content"] == '{"output":"x","error":"y"}'
 
 
 def test_other_tool_kinds_are_kept_beside_declarations():
-    record = {"contents": [{"parts": [{"text": "hi"}]}],
-              "tools": [{"googleSearch": {}}, {"functionDeclarations": [{"name": "f"}], "codeExecution": {}}]}
+    record = {
+        "contents": [{"parts": [{"text": "hi"}]}],
+        "tools": [{"googleSearch": {}}, {"functionDeclarations": [{"name": "f"}], "codeExecution": {}}],
+    }
     assert read(record).fields["tools"] == [{"googleSearch": {}}, {"name": "f"}, {"codeExecution": {}}]
 
 
-@pytest.mark.parametrize("record,reason", [
-    ("text", "not_a_record"),
-    ({"contents": "hi"}, "missing_contents"),
-    ({"id": 1}, "missing_contents"),
-])
+@pytest.mark.parametrize(
+    "record,reason",
+    [
+        ("text", "not_a_record"),
+        ({"contents": "hi"}, "missing_contents"),
+        ({"id": 1}, "missing_contents"),
+    ],
+)
 def test_unreadable_records(record, reason):
     with pytest.raises(FormatError) as err:
         read(record)
@@ -164,8 +199,12 @@ def test_auto_detects_request_bodies_that_used_to_read_as_empty_flat_messages():
 def test_a_tool_kind_no_writer_has_is_refused_saying_what_it_is(sink):
     from transforms.formats import WRITERS, WriteContext
 
-    conversation = read({"contents": [{"parts": [{"text": "hi"}]}, {"role": "model", "parts": [{"text": "yo"}]}],
-                         "tools": [{"googleSearch": {}}]})
+    conversation = read(
+        {
+            "contents": [{"parts": [{"text": "hi"}]}, {"role": "model", "parts": [{"text": "yo"}]}],
+            "tools": [{"googleSearch": {}}],
+        }
+    )
     record = {**conversation.fields, "id": "g", "messages": normalize_conversation(conversation.messages).messages}
     with pytest.raises(FormatError) as err:
         WRITERS[sink].write(record, WriteContext("g", model="m"))

@@ -14,9 +14,14 @@ import pytest
 CHAT = [
     {"role": "system", "content": "You are a booking agent."},
     {"role": "user", "content": "Flights JFK to SEA?"},
-    {"role": "assistant", "content": None, "tool_calls": [
-        {"id": "call_1", "type": "function", "function": {"name": "search", "arguments": "{}"}},
-        {"id": "call_2", "type": "custom", "custom": {"name": "python", "input": "print(1)"}}]},
+    {
+        "role": "assistant",
+        "content": None,
+        "tool_calls": [
+            {"id": "call_1", "type": "function", "function": {"name": "search", "arguments": "{}"}},
+            {"id": "call_2", "type": "custom", "custom": {"name": "python", "input": "print(1)"}},
+        ],
+    },
     {"role": "tool", "tool_call_id": "call_2", "content": "1"},
     {"role": "tool", "tool_call_id": "call_1", "content": "[]"},
     {"role": "assistant", "content": "No direct flights."},
@@ -27,12 +32,20 @@ ANTHROPIC = {
     "system": "You are a booking agent.",
     "messages": [
         {"role": "user", "content": "Flights JFK to SEA?"},
-        {"role": "assistant", "content": [
-            {"type": "text", "text": "Let me check."},
-            {"type": "tool_use", "id": "toolu_01", "name": "search", "input": {"origin": "JFK"}}]},
-        {"role": "user", "content": [
-            {"type": "tool_result", "tool_use_id": "toolu_01", "content": "[]"},
-            {"type": "text", "text": "Thanks"}]},
+        {
+            "role": "assistant",
+            "content": [
+                {"type": "text", "text": "Let me check."},
+                {"type": "tool_use", "id": "toolu_01", "name": "search", "input": {"origin": "JFK"}},
+            ],
+        },
+        {
+            "role": "user",
+            "content": [
+                {"type": "tool_result", "tool_use_id": "toolu_01", "content": "[]"},
+                {"type": "text", "text": "Thanks"},
+            ],
+        },
         {"role": "assistant", "content": "No direct flights."},
     ],
     "tools": [{"name": "search", "description": "d", "input_schema": {"type": "object"}}],
@@ -41,8 +54,22 @@ ANTHROPIC = {
 
 def test_valid_examples_pass():
     assert shapes.openai_message_errors(CHAT) == []
-    assert shapes.openai_finetune_errors({"messages": CHAT, "tools": [{"type": "function", "function": {"name": "search"}}], "parallel_tool_calls": True}) == []
-    line = {"custom_id": "r1", "method": "POST", "url": "/v1/chat/completions", "body": {"model": "m", "messages": CHAT}}
+    assert (
+        shapes.openai_finetune_errors(
+            {
+                "messages": CHAT,
+                "tools": [{"type": "function", "function": {"name": "search"}}],
+                "parallel_tool_calls": True,
+            }
+        )
+        == []
+    )
+    line = {
+        "custom_id": "r1",
+        "method": "POST",
+        "url": "/v1/chat/completions",
+        "body": {"model": "m", "messages": CHAT},
+    }
     assert shapes.openai_batch_errors(line) == []
     assert shapes.anthropic_request_errors(ANTHROPIC) == []
 
@@ -82,7 +109,12 @@ def test_openai_line_rules_fire():
     assert any("no assistant message" in e for e in shapes.openai_finetune_errors({"messages": CHAT[:2]}))
     assert any("unexpected keys" in e for e in shapes.openai_finetune_errors({"messages": CHAT, "id": "x"}))
     assert shapes.openai_finetune_errors({"messages": CHAT, "tools": [{"name": "f"}]})
-    line = {"custom_id": "", "method": "GET", "url": "/v1/responses", "body": {"messages": CHAT, "parallel_tool_calls": True}}
+    line = {
+        "custom_id": "",
+        "method": "GET",
+        "url": "/v1/responses",
+        "body": {"messages": CHAT, "parallel_tool_calls": True},
+    }
     errors = shapes.openai_batch_errors(line)
     for fragment in ("custom_id", "method", "url", "body.model", "parallel_tool_calls without tools"):
         assert any(fragment in e for e in errors), (fragment, errors)
@@ -133,8 +165,10 @@ RESPONSES = {  # FORMATS.md §3 minimal example, plus a custom tool call
         {"type": "function_call_output", "call_id": "call_1", "output": "[]"},
         {"type": "message", "role": "assistant", "content": "No direct flights."},
     ],
-    "tools": [{"type": "function", "name": "search", "parameters": {"type": "object"}},
-              {"type": "custom", "name": "python"}],
+    "tools": [
+        {"type": "function", "name": "search", "parameters": {"type": "object"}},
+        {"type": "custom", "name": "python"},
+    ],
 }
 LLAMA_FACTORY = {  # FORMATS.md §6, the glaive_toolcall demo shape
     "conversations": [
@@ -164,7 +198,10 @@ def _edited(example, edit):
     [
         (lambda b: b["input"].pop(4), "have no output"),
         (lambda b: b["input"].insert(1, b["input"].pop(4)), "no function_call with call_id"),
-        (lambda b: b["input"].append({"type": "function_call_output", "call_id": "call_1", "output": "x"}), "second output"),
+        (
+            lambda b: b["input"].append({"type": "function_call_output", "call_id": "call_1", "output": "x"}),
+            "second output",
+        ),
         (lambda b: b["input"][2].__setitem__("call_id", "call_1"), "used twice"),
         (lambda b: b["input"][1].__setitem__("arguments", {}), "not a string"),
         (lambda b: b["input"][3].__setitem__("type", "function_call_output"), "no function_call with call_id"),
@@ -209,11 +246,21 @@ GEMINI = {  # FORMATS.md §5 minimal example, with ids and two parallel calls
     "systemInstruction": {"parts": [{"text": "You are a booking agent."}]},
     "contents": [
         {"role": "user", "parts": [{"text": "Flights JFK to SEA?"}]},
-        {"role": "model", "parts": [{"functionCall": {"id": "a", "name": "search", "args": {"origin": "JFK"}}},
-                                    {"functionCall": {"id": "b", "name": "price", "args": {}}}]},
-        {"role": "user", "parts": [{"functionResponse": {"id": "b", "name": "price", "response": {"output": 1}}},
-                                   {"functionResponse": {"id": "a", "name": "search", "response": {"output": []}}},
-                                   {"text": "Thanks"}]},
+        {
+            "role": "model",
+            "parts": [
+                {"functionCall": {"id": "a", "name": "search", "args": {"origin": "JFK"}}},
+                {"functionCall": {"id": "b", "name": "price", "args": {}}},
+            ],
+        },
+        {
+            "role": "user",
+            "parts": [
+                {"functionResponse": {"id": "b", "name": "price", "response": {"output": 1}}},
+                {"functionResponse": {"id": "a", "name": "search", "response": {"output": []}}},
+                {"text": "Thanks"},
+            ],
+        },
         {"role": "model", "parts": [{"text": "No direct flights."}]},
     ],
     "tools": [{"functionDeclarations": [{"name": "search"}, {"name": "price", "parameters": {"type": "object"}}]}],
@@ -228,11 +275,17 @@ def test_gemini_valid_example_passes():
     "edit,fragment",
     [
         (lambda b: b["contents"][2]["parts"].pop(0), "1 function responses for 2 calls"),
-        (lambda b: b["contents"].insert(2, {"role": "user", "parts": [{"text": "wait"}]}), "0 function responses for 2 calls"),
+        (
+            lambda b: b["contents"].insert(2, {"role": "user", "parts": [{"text": "wait"}]}),
+            "0 function responses for 2 calls",
+        ),
         (lambda b: b["contents"][2]["parts"][0]["functionResponse"].__setitem__("name", "other"), "names do not match"),
         (lambda b: b["contents"][2]["parts"][0]["functionResponse"].__setitem__("id", "z"), "ids do not match"),
         (lambda b: b["contents"][1]["parts"][0]["functionCall"].__setitem__("args", "{}"), "not {name, args: object}"),
-        (lambda b: b["contents"][0]["parts"].append({"functionCall": {"name": "f", "args": {}}}), "outside a model content"),
+        (
+            lambda b: b["contents"][0]["parts"].append({"functionCall": {"name": "f", "args": {}}}),
+            "outside a model content",
+        ),
         (lambda b: b["contents"][3]["parts"].append({"text": " "}), "blank text"),
         (lambda b: b["contents"][3].__setitem__("role", "user"), "second user content in a row"),
         (lambda b: b["contents"][3].__setitem__("role", "assistant"), "not {role: user|model, parts}"),

@@ -106,8 +106,16 @@ def test_openai_calls_map_with_arguments_verbatim():
     messages = read("openai", record).messages
     calls = messages[2]["tool_calls"]
     assert calls == [
-        {"tool_call_id": "call_9pWq1", "name": "search_direct_flight", "args": "{\"origin\":\"JFK\",\"destination\":\"SEA\",\"date\":\"2024-05-20\"}"},
-        {"tool_call_id": "call_9pWq2", "name": "search_onestop_flight", "args": "{\"origin\":\"JFK\",\"destination\":\"SEA\",\"date\":\"2024-05-20\"}"},
+        {
+            "tool_call_id": "call_9pWq1",
+            "name": "search_direct_flight",
+            "args": '{"origin":"JFK","destination":"SEA","date":"2024-05-20"}',
+        },
+        {
+            "tool_call_id": "call_9pWq2",
+            "name": "search_onestop_flight",
+            "args": '{"origin":"JFK","destination":"SEA","date":"2024-05-20"}',
+        },
     ]
     assert flat("openai", record)[3] == {"role": "tool", "content": "[]", "tool_call_id": "call_9pWq1"}
 
@@ -146,8 +154,10 @@ def test_openai_audio_and_file_parts_become_placeholders():
 
 def test_openai_legacy_function_calls_get_positional_ids():
     out = flat("openai", fixture("openai", "oa-legacy-functions"))
-    assert out[2]["tool_calls"] == [{"tool_call_id": "call_2", "name": "get_weather", "args": "{\n  \"city\": \"Paris\"\n}"}]
-    assert out[3] == {"role": "tool", "content": "{\"temp_c\": 18, \"sky\": \"cloudy\"}", "tool_call_id": "call_2"}
+    assert out[2]["tool_calls"] == [
+        {"tool_call_id": "call_2", "name": "get_weather", "args": '{\n  "city": "Paris"\n}'}
+    ]
+    assert out[3] == {"role": "tool", "content": '{"temp_c": 18, "sky": "cloudy"}', "tool_call_id": "call_2"}
     assert out[6]["content"] == "Checking Lyon." and out[6]["tool_calls"][0]["tool_call_id"] == "call_6"
     assert out[7]["tool_call_id"] == "call_6"
 
@@ -155,7 +165,11 @@ def test_openai_legacy_function_calls_get_positional_ids():
 def test_openai_synthesized_ids_never_collide_with_real_ones():
     messages = [
         {"role": "user", "content": "go"},
-        {"role": "assistant", "content": None, "tool_calls": [{"id": "call_2", "type": "function", "function": {"name": "a", "arguments": "{}"}}]},
+        {
+            "role": "assistant",
+            "content": None,
+            "tool_calls": [{"id": "call_2", "type": "function", "function": {"name": "a", "arguments": "{}"}}],
+        },
         {"role": "tool", "tool_call_id": "call_2", "content": "ok"},
         {"role": "assistant", "content": None, "function_call": {"name": "b", "arguments": "{}"}},
         {"role": "function", "name": "b", "content": "done"},
@@ -198,7 +212,11 @@ def test_openai_custom_tool_call_input_is_the_arguments():
 
 def test_openai_flat_calls_and_stored_rows_pass_through():
     messages = [
-        {"role": "assistant", "content": "", "metadata": {"tool_calls": [{"id": "c1", "function": {"name": "f", "arguments": "{}"}}]}},
+        {
+            "role": "assistant",
+            "content": "",
+            "metadata": {"tool_calls": [{"id": "c1", "function": {"name": "f", "arguments": "{}"}}]},
+        },
         {"role": "tool", "content": "r", "metadata": {"tool_call_id": "c1"}},
         {"role": "assistant", "content": "", "tool_calls": [{"tool_call_id": "c2", "name": "g", "args": {"x": 1}}]},
         {"role": "tool", "content": "s", "tool_call_id": "c2"},
@@ -217,7 +235,12 @@ def test_openai_call_only_turns_read_as_empty_text_and_other_nulls_stay():
         {"role": "tool", "tool_call_id": "c2", "content": "ok"},
         {"role": "assistant", "content": None, "function_call": function},
         {"role": "function", "name": "f", "content": "ok"},
-        {"role": "assistant", "content": None, "refusal": "No.", "tool_calls": [{"id": "c3", "type": "function", "function": function}]},
+        {
+            "role": "assistant",
+            "content": None,
+            "refusal": "No.",
+            "tool_calls": [{"id": "c3", "type": "function", "function": function}],
+        },
         {"role": "tool", "tool_call_id": "c3", "content": "ok"},
         {"role": "assistant", "content": None},
         {"role": "assistant", "content": None, "tool_calls": []},
@@ -234,10 +257,17 @@ def test_openai_call_only_turns_read_as_empty_text_and_other_nulls_stay():
 
 @pytest.mark.parametrize(
     "record,reason",
-    [("text", "not_a_record"), ({"id": 1}, "missing_messages"), ({"messages": "hi"}, "messages_not_a_list"),
-     ({"custom_id": "r1", "body": {"input": "hi"}}, "missing_messages"),
-     ({"custom_id": "r1", "body": {"messages": "hi"}}, "messages_not_a_list"),
-     ({"custom_id": "r1", "url": "/v1/chat/completions", "body": {"url": "x", "messages": []}}, "batch_field_collision")],
+    [
+        ("text", "not_a_record"),
+        ({"id": 1}, "missing_messages"),
+        ({"messages": "hi"}, "messages_not_a_list"),
+        ({"custom_id": "r1", "body": {"input": "hi"}}, "missing_messages"),
+        ({"custom_id": "r1", "body": {"messages": "hi"}}, "messages_not_a_list"),
+        (
+            {"custom_id": "r1", "url": "/v1/chat/completions", "body": {"url": "x", "messages": []}},
+            "batch_field_collision",
+        ),
+    ],
 )
 def test_openai_unreadable_records(record, reason):
     with pytest.raises(FormatError) as err:
@@ -253,8 +283,13 @@ BATCH_LINE = {
         "model": "gpt-4.1-mini",
         "messages": [
             {"role": "user", "content": "Weather in Oslo?"},
-            {"role": "assistant", "content": None, "tool_calls": [
-                {"id": "call_1", "type": "function", "function": {"name": "w", "arguments": "{\"city\":\"Oslo\"}"}}]},
+            {
+                "role": "assistant",
+                "content": None,
+                "tool_calls": [
+                    {"id": "call_1", "type": "function", "function": {"name": "w", "arguments": '{"city":"Oslo"}'}}
+                ],
+            },
             {"role": "tool", "tool_call_id": "call_1", "content": "4C"},
         ],
         "tools": [{"type": "function", "function": {"name": "w"}}],
@@ -269,7 +304,11 @@ def test_openai_reads_a_batch_input_line():
     assert BATCH_LINE == before, "a reader must not mutate its input"
     assert conversation.messages == [
         {"role": "user", "content": "Weather in Oslo?"},
-        {"role": "assistant", "content": "", "tool_calls": [{"tool_call_id": "call_1", "name": "w", "args": "{\"city\":\"Oslo\"}"}]},
+        {
+            "role": "assistant",
+            "content": "",
+            "tool_calls": [{"tool_call_id": "call_1", "name": "w", "args": '{"city":"Oslo"}'}],
+        },
         {"role": "tool", "tool_call_id": "call_1", "content": "4C"},
     ]
     # The line's fields, with the body's fields (message key included) where the body was.
@@ -294,8 +333,17 @@ def test_responses_minimal_example():
     assert flat("openai-responses", fixture("openai-responses", "rs-minimal")) == [
         {"role": "system", "content": "You are a booking agent."},
         {"role": "user", "content": "Flights JFK to SEA?"},
-        {"role": "assistant", "content": "", "tool_calls": [
-            {"tool_call_id": "call_1", "name": "search_direct_flight", "args": "{\"origin\":\"JFK\",\"destination\":\"SEA\"}"}]},
+        {
+            "role": "assistant",
+            "content": "",
+            "tool_calls": [
+                {
+                    "tool_call_id": "call_1",
+                    "name": "search_direct_flight",
+                    "args": '{"origin":"JFK","destination":"SEA"}',
+                }
+            ],
+        },
         {"role": "tool", "content": "[]", "tool_call_id": "call_1"},
         {"role": "assistant", "content": "No direct flights."},
     ]
@@ -356,8 +404,17 @@ def test_anthropic_minimal_example_keeps_input_as_an_object():
     assert flat("anthropic", fixture("anthropic", "an-minimal")) == [
         {"role": "system", "content": "You are a booking agent."},
         {"role": "user", "content": "Flights JFK to SEA?"},
-        {"role": "assistant", "content": "Let me check.", "tool_calls": [
-            {"tool_call_id": "toolu_01", "name": "search_direct_flight", "args": {"origin": "JFK", "destination": "SEA"}}]},
+        {
+            "role": "assistant",
+            "content": "Let me check.",
+            "tool_calls": [
+                {
+                    "tool_call_id": "toolu_01",
+                    "name": "search_direct_flight",
+                    "args": {"origin": "JFK", "destination": "SEA"},
+                }
+            ],
+        },
         {"role": "tool", "content": "[]", "tool_call_id": "toolu_01"},
         {"role": "assistant", "content": "No direct flights."},
     ]
@@ -375,8 +432,11 @@ def test_anthropic_results_split_error_flag_and_text_after_results():
 
 def test_anthropic_thinking_dropped_media_placeholders():
     out = flat("anthropic", fixture("anthropic", "an-thinking"))
-    assert out[1] == {"role": "assistant", "content": "", "tool_calls": [
-        {"tool_call_id": "toolu_02", "name": "get_weather", "args": {"city": "Lima"}}]}
+    assert out[1] == {
+        "role": "assistant",
+        "content": "",
+        "tool_calls": [{"tool_call_id": "toolu_02", "name": "get_weather", "args": {"city": "Lima"}}],
+    }
     assert out[3] == {"role": "assistant", "content": "Lima: 19°C and overcast."}
     out = flat("anthropic", fixture("anthropic", "an-image-and-document"))
     assert [m["content"] for m in out if m["role"] == "user"] == [
@@ -388,7 +448,10 @@ def test_anthropic_thinking_dropped_media_placeholders():
 def test_anthropic_mid_conversation_system_block_and_system_role():
     messages = [
         {"role": "user", "content": "hi"},
-        {"role": "user", "content": [{"type": "mid_conv_system", "content": [{"type": "text", "text": "Now be formal."}]}]},
+        {
+            "role": "user",
+            "content": [{"type": "mid_conv_system", "content": [{"type": "text", "text": "Now be formal."}]}],
+        },
         {"role": "system", "content": [{"type": "text", "text": "Extra rule."}]},
         {"role": "assistant", "content": "Good day."},
     ]
@@ -421,10 +484,26 @@ def test_sharegpt_glaive_single_call_system_and_tools_column():
     assert flat("sharegpt", record) == [
         {"role": "system", "content": "You are a helpful assistant with access to functions."},
         {"role": "user", "content": "I have chicken, bell peppers, and rice."},
-        {"role": "assistant", "content": "", "tool_calls": [
-            {"tool_call_id": "call_1", "name": "search_recipes", "args": {"ingredients": ["chicken", "bell peppers", "rice"]}}]},
-        {"role": "tool", "content": "{\"recipes\": [{\"name\": \"Chicken and Bell Pepper Stir Fry\"}, {\"name\": \"Chicken and Rice Casserole\"}]}", "tool_call_id": "call_1"},
-        {"role": "assistant", "content": "I found two recipes: Chicken and Bell Pepper Stir Fry, and Chicken and Rice Casserole."},
+        {
+            "role": "assistant",
+            "content": "",
+            "tool_calls": [
+                {
+                    "tool_call_id": "call_1",
+                    "name": "search_recipes",
+                    "args": {"ingredients": ["chicken", "bell peppers", "rice"]},
+                }
+            ],
+        },
+        {
+            "role": "tool",
+            "content": '{"recipes": [{"name": "Chicken and Bell Pepper Stir Fry"}, {"name": "Chicken and Rice Casserole"}]}',
+            "tool_call_id": "call_1",
+        },
+        {
+            "role": "assistant",
+            "content": "I found two recipes: Chicken and Bell Pepper Stir Fry, and Chicken and Rice Casserole.",
+        },
     ]
 
 
@@ -432,8 +511,8 @@ def test_sharegpt_parallel_calls_pair_one_observation_each():
     out = flat("sharegpt", fixture("sharegpt", "sg-glaive-parallel"))
     assert [c["tool_call_id"] for c in out[1]["tool_calls"]] == ["call_1_0", "call_1_1"]
     assert out[2:4] == [
-        {"role": "tool", "content": "{\"area\": 15}", "tool_call_id": "call_1_0"},
-        {"role": "tool", "content": "{\"area\": 50.24}", "tool_call_id": "call_1_1"},
+        {"role": "tool", "content": '{"area": 15}', "tool_call_id": "call_1_0"},
+        {"role": "tool", "content": '{"area": 50.24}', "tool_call_id": "call_1_1"},
     ]
 
 
@@ -441,8 +520,8 @@ def test_sharegpt_one_observation_for_several_calls():
     # A JSON list with one element per call is split ...
     out = flat("sharegpt", fixture("sharegpt", "sg-parallel-batched-list"))
     assert out[2:4] == [
-        {"role": "tool", "content": "{\"symbol\":\"AAPL\",\"price\":189.84}", "tool_call_id": "call_1_0"},
-        {"role": "tool", "content": "{\"symbol\":\"MSFT\",\"price\":415.5}", "tool_call_id": "call_1_1"},
+        {"role": "tool", "content": '{"symbol":"AAPL","price":189.84}', "tool_call_id": "call_1_0"},
+        {"role": "tool", "content": '{"symbol":"MSFT","price":415.5}', "tool_call_id": "call_1_1"},
     ]
     # ... anything else answers the first call only; MEM-5 heals the second.
     out = flat("sharegpt", fixture("sharegpt", "sg-parallel-batched-text"))
@@ -456,27 +535,37 @@ def test_sharegpt_v1_blocks_reasoning_dropped_batched_results_split():
     assert list(conversation.fields) == ["id", "messages", "tools"]  # the message key stays in place
     out = flat("sharegpt", record)
     assert out[0]["content"] == "You are a methodical and expert assistant. Reason before responding."
-    assert out[2] == {"role": "assistant", "content": "", "tool_calls": [
-        {"tool_call_id": "call_2_0", "name": "circle_area", "args": {"radius": 1.5}},
-        {"tool_call_id": "call_2_1", "name": "circle_area", "args": {"radius": 3}}]}
+    assert out[2] == {
+        "role": "assistant",
+        "content": "",
+        "tool_calls": [
+            {"tool_call_id": "call_2_0", "name": "circle_area", "args": {"radius": 1.5}},
+            {"tool_call_id": "call_2_1", "name": "circle_area", "args": {"radius": 3}},
+        ],
+    }
     assert [m["content"] for m in out[3:5]] == [
         "{'area': 7.0686, 'radius': 1.5, 'unit':'square meters'}",
         "{'area': 28.2743, 'radius': 3, 'unit':'square meters'}",
     ]
-    assert out[5] == {"role": "assistant", "content": "Radius 1.5 m gives about 7.07 m²; radius 3 m gives about 28.27 m²."}
+    assert out[5] == {
+        "role": "assistant",
+        "content": "Radius 1.5 m gives about 7.07 m²; radius 3 m gives about 28.27 m².",
+    }
 
 
 def test_sharegpt_orphan_observation_and_trailing_call():
     record = fixture("sharegpt", "sg-defects")
     conversation = read("sharegpt", record)
-    assert conversation.messages[2] == {"role": "tool", "content": "{\"price\": 880.1}", "tool_call_id": None}
+    assert conversation.messages[2] == {"role": "tool", "content": '{"price": 880.1}', "tool_call_id": None}
     assert conversation.fields["tools"] == ""  # a blank tools column is carried as it is
     assert flat("sharegpt", record)[-1] == {"role": "tool", "content": INTERRUPTED_RESULT, "tool_call_id": "call_4"}
 
 
 def test_sharegpt_openai_style_tags():
     out = flat("sharegpt", fixture("sharegpt", "sg-openai-tags"))
-    assert out[1]["tool_calls"] == [{"tool_call_id": "call_1", "name": "convert_currency", "args": {"amount": 100, "from": "USD", "to": "EUR"}}]
+    assert out[1]["tool_calls"] == [
+        {"tool_call_id": "call_1", "name": "convert_currency", "args": {"amount": 100, "from": "USD", "to": "EUR"}}
+    ]
     assert out[2]["tool_call_id"] == "call_1"
 
 
@@ -494,7 +583,7 @@ def test_sharegpt_bad_function_call_and_unparseable_tools():
 
 def test_sharegpt_extra_observations_are_orphans_and_unknown_roles_kept():
     turns = [
-        {"from": "function_call", "value": "{\"name\": \"f\", \"arguments\": {}}"},
+        {"from": "function_call", "value": '{"name": "f", "arguments": {}}'},
         {"from": "observation", "value": "one"},
         {"from": "observation", "value": "two"},
         {"from": "moderator", "value": "ok"},

@@ -63,8 +63,13 @@ PAIRS = {
     "flat": ("flat", lambda out: out),
 }
 # Refused by the writer (see test_formats_writers.REFUSED): nothing to read back.
-REFUSED = {("oa-custom-tool", "anthropic"), ("rs-custom-tool-image", "anthropic"), ("rs-string-input", "openai-finetune"),
-           ("oa-custom-tool", "gemini"), ("rs-custom-tool-image", "gemini")}
+REFUSED = {
+    ("oa-custom-tool", "anthropic"),
+    ("rs-custom-tool-image", "anthropic"),
+    ("rs-string-input", "openai-finetune"),
+    ("oa-custom-tool", "gemini"),
+    ("rs-custom-tool-image", "gemini"),
+}
 
 
 def load(fmt: str) -> list:
@@ -130,8 +135,14 @@ def responses_same(messages: list) -> list:
     out = [{"role": "system", "content": "\n".join(systems)}] if systems else []
     for m in openai_same([m for m in messages if m["role"] != "system"]):
         previous = out[-1] if out else None
-        if (m["role"] == "assistant" and m.get("tool_calls") and not m["content"] and previous is not None
-                and previous["role"] == "assistant" and "tool_calls" not in previous):
+        if (
+            m["role"] == "assistant"
+            and m.get("tool_calls")
+            and not m["content"]
+            and previous is not None
+            and previous["role"] == "assistant"
+            and "tool_calls" not in previous
+        ):
             # Items have no turns: calls right after an assistant message are its calls.
             out[-1] = {**previous, "tool_calls": m["tool_calls"]}
             continue
@@ -139,8 +150,14 @@ def responses_same(messages: list) -> list:
     return out
 
 
-SAME = {"openai-finetune": openai_same, "openai-batch": openai_same, "anthropic": anthropic_same,
-        "openai-responses": responses_same, "gemini": anthropic_same, "flat": lambda m: m}
+SAME = {
+    "openai-finetune": openai_same,
+    "openai-batch": openai_same,
+    "anthropic": anthropic_same,
+    "openai-responses": responses_same,
+    "gemini": anthropic_same,
+    "flat": lambda m: m,
+}
 
 
 def round_trip(sink: str, messages: list, **fields) -> list:
@@ -257,12 +274,18 @@ def test_a_displaced_result_is_refused_not_moved(case, sink):
 
 def test_the_results_of_one_block_keep_their_order():
     # Any order inside the block is adjacent for every provider: written as it is.
-    messages = normalize_conversation([
-        {"role": "user", "content": "q"},
-        {"role": "assistant", "content": "", "tool_calls": [{"tool_call_id": "c1", "name": "f"}, {"tool_call_id": "c2", "name": "g"}]},
-        {"role": "tool", "content": "2", "tool_call_id": "c2"},
-        {"role": "tool", "content": "1", "tool_call_id": "c1"},
-    ]).messages
+    messages = normalize_conversation(
+        [
+            {"role": "user", "content": "q"},
+            {
+                "role": "assistant",
+                "content": "",
+                "tool_calls": [{"tool_call_id": "c1", "name": "f"}, {"tool_call_id": "c2", "name": "g"}],
+            },
+            {"role": "tool", "content": "2", "tool_call_id": "c2"},
+            {"role": "tool", "content": "1", "tool_call_id": "c1"},
+        ]
+    ).messages
     for sink in PROVIDER_SINKS:
         back = round_trip(sink, messages)
         assert [m.get("tool_call_id") for m in back[2:]] == ["c2", "c1"]
@@ -280,7 +303,7 @@ OBJECT_ARGS = st.one_of(
     st.dictionaries(st.sampled_from(["a", "b", "ü"]), st.one_of(st.integers(), st.text(max_size=3)), max_size=2),
     st.dictionaries(st.sampled_from(["a", "b"]), st.integers(), max_size=2).map(json.dumps),
 )
-ANY_ARGS = st.one_of(OBJECT_ARGS, st.sampled_from(["print(1)", "[1, 2]", "{not json", "\"{\\\"x\\\": 1}\""]), st.integers())
+ANY_ARGS = st.one_of(OBJECT_ARGS, st.sampled_from(["print(1)", "[1, 2]", "{not json", '"{\\"x\\": 1}"']), st.integers())
 
 
 def raw_conversations(args):
@@ -288,7 +311,9 @@ def raw_conversations(args):
     call = st.fixed_dictionaries({"tool_call_id": IDS, "name": st.sampled_from(["f", "g"])}, optional={"args": args})
     message = st.one_of(
         st.fixed_dictionaries({"role": st.sampled_from(["system", "user", "assistant"]), "content": TEXT}),
-        st.fixed_dictionaries({"role": st.just("assistant"), "content": TEXT, "tool_calls": st.lists(call, min_size=1, max_size=3)}),
+        st.fixed_dictionaries(
+            {"role": st.just("assistant"), "content": TEXT, "tool_calls": st.lists(call, min_size=1, max_size=3)}
+        ),
         st.fixed_dictionaries({"role": st.just("tool"), "content": TEXT, "tool_call_id": IDS}),
     )
     return st.lists(message, max_size=10)
@@ -331,7 +356,6 @@ def test_any_conversation_round_trips_through_anthropic_and_gemini(messages, sin
     assert round_trip(sink, messages) == anthropic_same(messages)
 
 
-
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(raw_conversations(OBJECT_ARGS), st.sampled_from(PROVIDER_SINKS))
 def test_lossless_output_is_never_refused_for_placement(raw, sink):
@@ -353,6 +377,8 @@ def _anthropic_ids(message: dict) -> dict:
     if isinstance(out.get("tool_call_id"), str):
         out["tool_call_id"] = out["tool_call_id"].replace("~", "_")
     if out.get("tool_calls"):
-        out["tool_calls"] = [{**c, "tool_call_id": c["tool_call_id"].replace("~", "_")}
-                             if isinstance(c.get("tool_call_id"), str) else c for c in out["tool_calls"]]
+        out["tool_calls"] = [
+            {**c, "tool_call_id": c["tool_call_id"].replace("~", "_")} if isinstance(c.get("tool_call_id"), str) else c
+            for c in out["tool_calls"]
+        ]
     return out

@@ -27,7 +27,10 @@ CHECKS = {
     "openai-responses": shapes.openai_responses_errors,
     "gemini": shapes.gemini_request_errors,
 }  # sharegpt: checked with its refusals in test_formats_e2e
-REFUSED = {("rs-custom-tool", "anthropic"): "args_not_json", ("rs-custom-tool", "gemini"): "args_not_json"}  # free-text custom tool input
+REFUSED = {
+    ("rs-custom-tool", "anthropic"): "args_not_json",
+    ("rs-custom-tool", "gemini"): "args_not_json",
+}  # free-text custom tool input
 
 
 def load(fmt: str) -> list:

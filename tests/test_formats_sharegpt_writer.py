@@ -57,7 +57,9 @@ def write(record: dict):
 ALL = [(fmt, r) for fmt in FORMATS for r in load(fmt)]
 
 
-@pytest.mark.parametrize("fmt,record", ALL, ids=[f"{f}-{r.get('id', n) if isinstance(r, dict) else n}" for n, (f, r) in enumerate(ALL)])
+@pytest.mark.parametrize(
+    "fmt,record", ALL, ids=[f"{f}-{r.get('id', n) if isinstance(r, dict) else n}" for n, (f, r) in enumerate(ALL)]
+)
 def test_every_fixture_is_written_valid_or_refused_with_its_reason(fmt, record):
     flat = normalized(fmt, record)
     if flat["id"] in REFUSED:
@@ -71,7 +73,9 @@ def test_every_fixture_is_written_valid_or_refused_with_its_reason(fmt, record):
     # writer reports it changed.
     back = normalize_conversation(READERS["sharegpt"].read(out, "messages").messages)
     assert (back.dropped, back.healed) == (0, 0)
-    assert len([m for m in back.messages if m["role"] == "tool"]) == len([m for m in flat["messages"] if m["role"] == "tool"])
+    assert len([m for m in back.messages if m["role"] == "tool"]) == len(
+        [m for m in flat["messages"] if m["role"] == "tool"]
+    )
 
 
 @pytest.mark.parametrize("rid", ROUND_TRIP)
@@ -90,27 +94,51 @@ def test_results_are_written_in_call_order_so_positions_pair_them_back():
     calls = json.loads(out["conversations"][1]["value"])
     results = json.loads(out["conversations"][2]["value"])
     assert [c["name"] for c in calls] == ["power_disco_ball", "start_music", "dim_lights"]
-    assert results == [{"result": {"status": "Disco ball powered on"}},
-                       {"result": {"music_type": "energetic", "volume": "loud"}}, {"result": {"brightness": 0.5}}]
+    assert results == [
+        {"result": {"status": "Disco ball powered on"}},
+        {"result": {"music_type": "energetic", "volume": "loud"}},
+        {"result": {"brightness": 0.5}},
+    ]
     # The Gemini declarations become LLaMA-Factory's tools string.
     assert [t["name"] for t in json.loads(out["tools"])] == ["power_disco_ball", "start_music", "dim_lights"]
 
 
 def test_text_beside_calls_merged_turns_and_string_arguments_are_counted():
-    flat = {"id": "r", "messages": normalize_conversation([
-        {"role": "user", "content": "a"}, {"role": "user", "content": "b"},
-        {"role": "assistant", "content": "Let me look.", "tool_calls": [
-            {"tool_call_id": "c1", "name": "f", "args": '{"x": 1}'}, {"tool_call_id": "c2", "name": "g", "args": "free text"}]},
-        {"role": "tool", "content": "1", "tool_call_id": "c1"}, {"role": "tool", "content": "two", "tool_call_id": "c2"},
-        {"role": "assistant", "content": "done"},
-    ]).messages, "tools": [{"type": "function", "function": {"name": "f", "parameters": {}, "strict": None}}]}
+    flat = {
+        "id": "r",
+        "messages": normalize_conversation(
+            [
+                {"role": "user", "content": "a"},
+                {"role": "user", "content": "b"},
+                {
+                    "role": "assistant",
+                    "content": "Let me look.",
+                    "tool_calls": [
+                        {"tool_call_id": "c1", "name": "f", "args": '{"x": 1}'},
+                        {"tool_call_id": "c2", "name": "g", "args": "free text"},
+                    ],
+                },
+                {"role": "tool", "content": "1", "tool_call_id": "c1"},
+                {"role": "tool", "content": "two", "tool_call_id": "c2"},
+                {"role": "assistant", "content": "done"},
+            ]
+        ).messages,
+        "tools": [{"type": "function", "function": {"name": "f", "parameters": {}, "strict": None}}],
+    }
     out, report = write(flat)
     assert out["conversations"] == [
         {"from": "human", "value": "a\nb"},
-        {"from": "function_call", "value": '[{"name": "f", "arguments": {"x": 1}}, {"name": "g", "arguments": "free text"}]'},
+        {
+            "from": "function_call",
+            "value": '[{"name": "f", "arguments": {"x": 1}}, {"name": "g", "arguments": "free text"}]',
+        },
         {"from": "observation", "value": '["1", "two"]'},
         {"from": "gpt", "value": "done"},
     ]
     assert json.loads(out["tools"]) == [{"name": "f", "parameters": {}}]
-    assert report == {"merged_turns": 1, "text_beside_calls_dropped": 1, "arguments_kept_as_text": 1,
-                      "discarded_tool_fields": {"strict": 1}}
+    assert report == {
+        "merged_turns": 1,
+        "text_beside_calls_dropped": 1,
+        "arguments_kept_as_text": 1,
+        "discarded_tool_fields": {"strict": 1},
+    }

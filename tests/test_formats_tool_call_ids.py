@@ -18,18 +18,33 @@ from transforms.settings import Settings
 
 
 def call(call_id: str, name: str = "bash", command: str = "ls") -> dict:
-    return {"id": call_id, "type": "function", "function": {"name": name, "arguments": json.dumps({"command": command})}}
+    return {
+        "id": call_id,
+        "type": "function",
+        "function": {"name": name, "arguments": json.dumps({"command": command})},
+    }
 
 
 def trajectory(results: list) -> dict:
     return {
         "id": "swe-1",
         "history": [
-            {"role": "system", "content": "You are a software agent.", "agent": "main", "message_type": "system_prompt"},
+            {
+                "role": "system",
+                "content": "You are a software agent.",
+                "agent": "main",
+                "message_type": "system_prompt",
+            },
             {"role": "user", "content": "Fix the failing test.", "agent": "main", "message_type": "observation"},
-            {"role": "assistant", "content": "Let me look around.", "thought": "Let me look around.",
-             "action": "ls", "agent": "main", "message_type": "action",
-             "tool_calls": [call("call_1"), call("call_2", command="pwd")]},
+            {
+                "role": "assistant",
+                "content": "Let me look around.",
+                "thought": "Let me look around.",
+                "action": "ls",
+                "agent": "main",
+                "message_type": "action",
+                "tool_calls": [call("call_1"), call("call_2", command="pwd")],
+            },
             *results,
             {"role": "assistant", "content": "Done.", "agent": "main", "message_type": "action"},
         ],
@@ -46,7 +61,9 @@ def test_one_element_lists_give_the_id_and_nothing_is_healed():
     conversation = READERS["openai"].read(record, "history")
     result = normalize_conversation(conversation.messages)
     assert [(m["tool_call_id"], m["content"]) for m in result.messages if m["role"] == "tool"] == [
-        ("call_1", "a.py b.py"), ("call_2", "/repo")]
+        ("call_1", "a.py b.py"),
+        ("call_2", "/repo"),
+    ]
     # Before: both results were orphans and both calls got synthetic "interrupted" results.
     assert (result.dropped, result.healed) == (0, 0)
     assert INTERRUPTED_RESULT not in [m["content"] for m in result.messages]
@@ -58,7 +75,9 @@ def test_a_longer_list_gives_one_result_per_id_and_is_counted():
     conversation = READERS["openai"].read(record, "history")
     result = normalize_conversation(conversation.messages)
     assert [(m["tool_call_id"], m["content"]) for m in result.messages if m["role"] == "tool"] == [
-        ("call_1", "a.py b.py\n/repo"), ("call_2", "a.py b.py\n/repo")]
+        ("call_1", "a.py b.py\n/repo"),
+        ("call_2", "a.py b.py\n/repo"),
+    ]
     assert (result.dropped, result.healed) == (0, 0)
     assert conversation.report == {"tool_call_ids_split": 1}
 

@@ -84,7 +84,10 @@ def _toolbench_chains():
     for path in sorted((DATA / "corpora" / "ToolBench").rglob("*.json")):
         generation = json.loads(path.read_text(encoding="utf-8"))["answer_generation"]
         if generation.get("train_messages"):
-            yield path.stem, {"id": path.stem, "messages": generation["train_messages"][-1], "functions": generation["function"]}
+            yield (
+                path.stem,
+                {"id": path.stem, "messages": generation["train_messages"][-1], "functions": generation["function"]},
+            )
 
 
 TOOLBENCH = list(_toolbench_chains())
@@ -104,7 +107,7 @@ def test_toolbench_chains_write_provider_valid_records(rid, record, sink):
     called = {c["function_call"]["name"] for c in record["messages"] if c.get("function_call")}
     derived = called - declared if sink == "anthropic" else set()
     assert len(tools) == len(record["functions"]) + len(derived)
-    assert {t["name"] for t in tools[len(record["functions"]):]} == derived
+    assert {t["name"] for t in tools[len(record["functions"]) :]} == derived
 
 
 # --------------------------------------------------------------------------------------------
@@ -158,10 +161,15 @@ def test_flat_writer_is_the_identity():
 
 CALL_TURN = [
     {"role": "user", "content": "q"},
-    {"role": "assistant", "content": "", "tool_calls": [
-        {"tool_call_id": "c1", "name": "f", "args": {"b": [1, "é"], "a": None}},
-        {"tool_call_id": "c2", "name": "g", "args": "{\"raw\": true}"},
-        {"tool_call_id": "c3", "name": "h"}]},
+    {
+        "role": "assistant",
+        "content": "",
+        "tool_calls": [
+            {"tool_call_id": "c1", "name": "f", "args": {"b": [1, "é"], "a": None}},
+            {"tool_call_id": "c2", "name": "g", "args": '{"raw": true}'},
+            {"tool_call_id": "c3", "name": "h"},
+        ],
+    },
     {"role": "tool", "content": "1", "tool_call_id": "c1"},
     {"role": "tool", "content": "2", "tool_call_id": "c2"},
     {"role": "tool", "content": "3", "tool_call_id": "c3"},
@@ -178,13 +186,19 @@ def test_openai_arguments_and_call_only_content():
         '{"raw": true}',  # a string: as it is
         "{}",  # no arguments
     ]
-    assert assistant["tool_calls"][0] == {"id": "c1", "type": "function", "function": {"name": "f", "arguments": '{"b":[1,"é"],"a":null}'}}
+    assert assistant["tool_calls"][0] == {
+        "id": "c1",
+        "type": "function",
+        "function": {"name": "f", "arguments": '{"b":[1,"é"],"a":null}'},
+    }
     assert out["messages"][2] == {"role": "tool", "tool_call_id": "c1", "content": "1"}
     assert shapes.openai_finetune_errors(out) == []
 
 
 def test_openai_finetune_line_keys_and_carried_tools():
-    record = flat_record(CALL_TURN, tools=[{"type": "function", "function": {"name": "f"}}], parallel_tool_calls=False, metadata={"x": 1})
+    record = flat_record(
+        CALL_TURN, tools=[{"type": "function", "function": {"name": "f"}}], parallel_tool_calls=False, metadata={"x": 1}
+    )
     out = write("openai-finetune", record)
     assert list(out) == ["messages", "tools", "parallel_tool_calls"]
     assert out["tools"] == record["tools"] and out["parallel_tool_calls"] is False
@@ -196,12 +210,18 @@ def test_openai_tool_schemas_convert_to_the_chat_shape():
     cases = [
         ({"functions": [bare]}, [{"type": "function", "function": bare}]),
         ({"tools": json.dumps([bare])}, [{"type": "function", "function": bare}]),
-        ({"tools": [{"type": "function", "name": "w", "description": "d", "parameters": schema, "strict": True}]},
-         [{"type": "function", "function": {"name": "w", "description": "d", "parameters": schema, "strict": True}}]),
-        ({"tools": [{"name": "w", "description": "d", "input_schema": schema}]},
-         [{"type": "function", "function": {"name": "w", "description": "d", "parameters": schema}}]),
-        ({"tools": [{"type": "custom", "name": "py", "description": "runs code"}]},
-         [{"type": "custom", "custom": {"name": "py", "description": "runs code"}}]),
+        (
+            {"tools": [{"type": "function", "name": "w", "description": "d", "parameters": schema, "strict": True}]},
+            [{"type": "function", "function": {"name": "w", "description": "d", "parameters": schema, "strict": True}}],
+        ),
+        (
+            {"tools": [{"name": "w", "description": "d", "input_schema": schema}]},
+            [{"type": "function", "function": {"name": "w", "description": "d", "parameters": schema}}],
+        ),
+        (
+            {"tools": [{"type": "custom", "name": "py", "description": "runs code"}]},
+            [{"type": "custom", "custom": {"name": "py", "description": "runs code"}}],
+        ),
         ({"tools": ""}, None),
         ({"tools": []}, None),
     ]
@@ -226,14 +246,19 @@ def test_openai_tools_that_cannot_convert(tools, reason):
 
 
 def test_openai_custom_tool_calls_are_written_back_as_custom():
-    record = normalized_record("openai", next(r for r in load("openai") if isinstance(r, dict) and r["id"] == "oa-custom-tool"))
+    record = normalized_record(
+        "openai", next(r for r in load("openai") if isinstance(r, dict) and r["id"] == "oa-custom-tool")
+    )
     call = write("openai-finetune", record)["messages"][1]["tool_calls"][0]
     assert call == {"id": "call_cx1", "type": "custom", "custom": {"name": "python", "input": "print(2**100)"}}
 
 
 def test_openai_roles_and_empty_conversations():
     with pytest.raises(FormatError) as err:
-        write("openai-finetune", flat_record([{"role": "moderator", "content": "x"}, {"role": "assistant", "content": "y"}]))
+        write(
+            "openai-finetune",
+            flat_record([{"role": "moderator", "content": "x"}, {"role": "assistant", "content": "y"}]),
+        )
     assert err.value.reason == "unsupported_role"
     out = write("openai-batch", flat_record([{"role": "developer", "content": "x"}, {"role": "user", "content": "y"}]))
     assert out["body"]["messages"][0] == {"role": "developer", "content": "x"}
@@ -244,7 +269,9 @@ def test_openai_roles_and_empty_conversations():
 
 
 def test_openai_batch_line():
-    record = flat_record(CALL_TURN, tools=[{"type": "function", "function": {"name": "f"}}], parallel_tool_calls=True, model="gpt-4o")
+    record = flat_record(
+        CALL_TURN, tools=[{"type": "function", "function": {"name": "f"}}], parallel_tool_calls=True, model="gpt-4o"
+    )
     out = write("openai-batch", record, rid="conv-42", model="gpt-4.1-mini")
     assert list(out) == ["custom_id", "method", "url", "body"]
     assert out["custom_id"] == "conv-42" and out["method"] == "POST" and out["url"] == "/v1/chat/completions"
@@ -266,21 +293,43 @@ def test_openai_batch_line():
     "messages",
     [
         # A result before its call, not leading: MEM-5 leaves it in place (the literal case).
-        [{"role": "user", "content": "q"}, {"role": "tool", "content": "r", "tool_call_id": "c1"},
-         {"role": "assistant", "content": "", "tool_calls": [{"tool_call_id": "c1", "name": "f"}]}],
+        [
+            {"role": "user", "content": "q"},
+            {"role": "tool", "content": "r", "tool_call_id": "c1"},
+            {"role": "assistant", "content": "", "tool_calls": [{"tool_call_id": "c1", "name": "f"}]},
+        ],
         # A result after a later turn: answered "anywhere in the list" for MEM-5.
-        [{"role": "user", "content": "q"}, {"role": "assistant", "content": "", "tool_calls": [{"tool_call_id": "c1", "name": "f"}]},
-         {"role": "user", "content": "still there?"}, {"role": "tool", "content": "r", "tool_call_id": "c1"}],
+        [
+            {"role": "user", "content": "q"},
+            {"role": "assistant", "content": "", "tool_calls": [{"tool_call_id": "c1", "name": "f"}]},
+            {"role": "user", "content": "still there?"},
+            {"role": "tool", "content": "r", "tool_call_id": "c1"},
+        ],
         # Blank messages and lifted ones break the block too: the check is on the list as normalized.
-        [{"role": "user", "content": "q"}, {"role": "assistant", "content": "", "tool_calls": [{"tool_call_id": "c1", "name": "f"}]},
-         {"role": "developer", "content": "d"}, {"role": "tool", "content": "r", "tool_call_id": "c1"}],
-        [{"role": "user", "content": "q"}, {"role": "assistant", "content": "", "tool_calls": [{"tool_call_id": "c1", "name": "f"}]},
-         {"role": "user", "content": " "}, {"role": "tool", "content": "r", "tool_call_id": "c1"}],
+        [
+            {"role": "user", "content": "q"},
+            {"role": "assistant", "content": "", "tool_calls": [{"tool_call_id": "c1", "name": "f"}]},
+            {"role": "developer", "content": "d"},
+            {"role": "tool", "content": "r", "tool_call_id": "c1"},
+        ],
+        [
+            {"role": "user", "content": "q"},
+            {"role": "assistant", "content": "", "tool_calls": [{"tool_call_id": "c1", "name": "f"}]},
+            {"role": "user", "content": " "},
+            {"role": "tool", "content": "r", "tool_call_id": "c1"},
+        ],
         # One result of two in the block, the other after the next turn.
-        [{"role": "user", "content": "q"},
-         {"role": "assistant", "content": "", "tool_calls": [{"tool_call_id": "c1", "name": "f"}, {"tool_call_id": "c2", "name": "f"}]},
-         {"role": "tool", "content": "1", "tool_call_id": "c1"}, {"role": "assistant", "content": "so far"},
-         {"role": "tool", "content": "2", "tool_call_id": "c2"}],
+        [
+            {"role": "user", "content": "q"},
+            {
+                "role": "assistant",
+                "content": "",
+                "tool_calls": [{"tool_call_id": "c1", "name": "f"}, {"tool_call_id": "c2", "name": "f"}],
+            },
+            {"role": "tool", "content": "1", "tool_call_id": "c1"},
+            {"role": "assistant", "content": "so far"},
+            {"role": "tool", "content": "2", "tool_call_id": "c2"},
+        ],
     ],
     ids=["before", "after", "developer-between", "blank-between", "one-of-two"],
 )
@@ -295,10 +344,17 @@ def test_writers_refuse_a_result_outside_its_calls_block(messages, sink):
 
 
 def test_results_in_a_block_are_written_in_block_order():
-    messages = [{"role": "user", "content": "q"},
-                {"role": "assistant", "content": "", "tool_calls": [{"tool_call_id": "c1", "name": "f"}, {"tool_call_id": "c2", "name": "f"}]},
-                {"role": "tool", "content": "2", "tool_call_id": "c2"}, {"role": "tool", "content": "1", "tool_call_id": "c1"},
-                {"role": "user", "content": "thanks"}]
+    messages = [
+        {"role": "user", "content": "q"},
+        {
+            "role": "assistant",
+            "content": "",
+            "tool_calls": [{"tool_call_id": "c1", "name": "f"}, {"tool_call_id": "c2", "name": "f"}],
+        },
+        {"role": "tool", "content": "2", "tool_call_id": "c2"},
+        {"role": "tool", "content": "1", "tool_call_id": "c1"},
+        {"role": "user", "content": "thanks"},
+    ]
     record = flat_record(messages)
     for sink in ("openai-finetune", "openai-batch"):
         out = write(sink, record)
@@ -307,24 +363,42 @@ def test_results_in_a_block_are_written_in_block_order():
         assert CHECKS[sink](out) == []
     out = write("anthropic", record)
     # The block becomes one user message: its results in block order, then the user's text.
-    assert out["messages"][2] == {"role": "user", "content": [
-        {"type": "tool_result", "tool_use_id": "c2", "content": "2"},
-        {"type": "tool_result", "tool_use_id": "c1", "content": "1"},
-        {"type": "text", "text": "thanks"}]}
+    assert out["messages"][2] == {
+        "role": "user",
+        "content": [
+            {"type": "tool_result", "tool_use_id": "c2", "content": "2"},
+            {"type": "tool_result", "tool_use_id": "c1", "content": "1"},
+            {"type": "text", "text": "thanks"},
+        ],
+    }
     assert CHECKS["anthropic"](out) == []
 
 
 def test_writers_refuse_records_that_were_not_normalized():
-    unanswered = {"messages": [{"role": "assistant", "content": "", "tool_calls": [{"tool_call_id": "c1", "name": "f"}]}]}
+    unanswered = {
+        "messages": [{"role": "assistant", "content": "", "tool_calls": [{"tool_call_id": "c1", "name": "f"}]}]
+    }
     orphan = {"messages": [{"role": "user", "content": "q"}, {"role": "tool", "content": "r", "tool_call_id": "zz"}]}
-    redeclared = {"messages": [{"role": "assistant", "content": "", "tool_calls": [{"tool_call_id": "c1", "name": "f"}]},
-                               {"role": "tool", "content": "r", "tool_call_id": "c1"},
-                               {"role": "assistant", "content": "", "tool_calls": [{"tool_call_id": "c1", "name": "f"}]}]}
-    duplicate = {"messages": [{"role": "assistant", "content": "", "tool_calls": [{"tool_call_id": "c1", "name": "f"}]},
-                              {"role": "tool", "content": "r", "tool_call_id": "c1"},
-                              {"role": "tool", "content": "r", "tool_call_id": "c1"}]}
-    cases = ((unanswered, "unanswered_call"), (orphan, "orphan_result"), (redeclared, "redeclared_call"),
-             (duplicate, "duplicate_result"))
+    redeclared = {
+        "messages": [
+            {"role": "assistant", "content": "", "tool_calls": [{"tool_call_id": "c1", "name": "f"}]},
+            {"role": "tool", "content": "r", "tool_call_id": "c1"},
+            {"role": "assistant", "content": "", "tool_calls": [{"tool_call_id": "c1", "name": "f"}]},
+        ]
+    }
+    duplicate = {
+        "messages": [
+            {"role": "assistant", "content": "", "tool_calls": [{"tool_call_id": "c1", "name": "f"}]},
+            {"role": "tool", "content": "r", "tool_call_id": "c1"},
+            {"role": "tool", "content": "r", "tool_call_id": "c1"},
+        ]
+    }
+    cases = (
+        (unanswered, "unanswered_call"),
+        (orphan, "orphan_result"),
+        (redeclared, "redeclared_call"),
+        (duplicate, "duplicate_result"),
+    )
     for sink in ("openai-finetune", "openai-batch", "anthropic"):
         for record, reason in cases:
             with pytest.raises(FormatError) as err:
@@ -341,9 +415,14 @@ def test_anthropic_request_body():
         {"role": "system", "content": "Be brief."},
         {"role": "system", "content": "Use tools."},
         {"role": "user", "content": "Weather in Oslo and Lima?"},
-        {"role": "assistant", "content": "Checking.", "tool_calls": [
-            {"tool_call_id": "toolu_1", "name": "w", "args": "{\"city\": \"Oslo\"}"},
-            {"tool_call_id": "toolu_2", "name": "w", "args": {"city": "Lima"}}]},
+        {
+            "role": "assistant",
+            "content": "Checking.",
+            "tool_calls": [
+                {"tool_call_id": "toolu_1", "name": "w", "args": '{"city": "Oslo"}'},
+                {"tool_call_id": "toolu_2", "name": "w", "args": {"city": "Lima"}},
+            ],
+        },
         {"role": "tool", "content": "4C", "tool_call_id": "toolu_1"},
         {"role": "tool", "content": "[error] timeout", "tool_call_id": "toolu_2"},
         {"role": "user", "content": "Thanks."},
@@ -351,8 +430,14 @@ def test_anthropic_request_body():
         {"role": "user", "content": "And Rome?"},
         {"role": "assistant", "content": "Rome is 20C."},
     ]
-    record = flat_record(messages, model="from-record", max_tokens=512,
-                         tools=[{"type": "function", "function": {"name": "w", "description": "weather", "parameters": {"type": "object"}}}])
+    record = flat_record(
+        messages,
+        model="from-record",
+        max_tokens=512,
+        tools=[
+            {"type": "function", "function": {"name": "w", "description": "weather", "parameters": {"type": "object"}}}
+        ],
+    )
     out = write("anthropic", record, model="claude-x")
     assert out == {
         "model": "claude-x",
@@ -360,15 +445,23 @@ def test_anthropic_request_body():
         "system": "Be brief.\nUse tools.",
         "messages": [
             {"role": "user", "content": "Weather in Oslo and Lima?"},
-            {"role": "assistant", "content": [
-                {"type": "text", "text": "Checking."},
-                {"type": "tool_use", "id": "toolu_1", "name": "w", "input": {"city": "Oslo"}},
-                {"type": "tool_use", "id": "toolu_2", "name": "w", "input": {"city": "Lima"}}]},
-            {"role": "user", "content": [
-                {"type": "tool_result", "tool_use_id": "toolu_1", "content": "4C"},
-                {"type": "tool_result", "tool_use_id": "toolu_2", "content": "timeout", "is_error": True},
-                {"type": "text", "text": "Thanks."},
-                {"type": "text", "text": "And Rome?"}]},
+            {
+                "role": "assistant",
+                "content": [
+                    {"type": "text", "text": "Checking."},
+                    {"type": "tool_use", "id": "toolu_1", "name": "w", "input": {"city": "Oslo"}},
+                    {"type": "tool_use", "id": "toolu_2", "name": "w", "input": {"city": "Lima"}},
+                ],
+            },
+            {
+                "role": "user",
+                "content": [
+                    {"type": "tool_result", "tool_use_id": "toolu_1", "content": "4C"},
+                    {"type": "tool_result", "tool_use_id": "toolu_2", "content": "timeout", "is_error": True},
+                    {"type": "text", "text": "Thanks."},
+                    {"type": "text", "text": "And Rome?"},
+                ],
+            },
             {"role": "assistant", "content": "Rome is 20C."},
         ],
         "tools": [{"name": "w", "description": "weather", "input_schema": {"type": "object"}}],
@@ -388,7 +481,10 @@ def test_anthropic_merges_same_role_turns_and_drops_blank_ones():
     out = write("anthropic", flat_record(messages))
     assert out["messages"] == [
         {"role": "user", "content": [{"type": "text", "text": "a"}, {"type": "text", "text": "b"}]},
-        {"role": "assistant", "content": [{"type": "text", "text": "c"}, {"type": "tool_use", "id": "t1", "name": "f", "input": {}}]},
+        {
+            "role": "assistant",
+            "content": [{"type": "text", "text": "c"}, {"type": "tool_use", "id": "t1", "name": "f", "input": {}}],
+        },
         {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t1", "content": INTERRUPTED_RESULT}]},
     ]
     assert "system" not in out
@@ -399,19 +495,28 @@ def test_anthropic_merges_same_role_turns_and_drops_blank_ones():
 
 @pytest.mark.parametrize(
     "args,reason",
-    [("[1, 2]", "args_not_an_object"), ("{'a': 1}", "args_not_json"), (["a"], "args_not_an_object"), (7, "args_not_an_object")],
+    [
+        ("[1, 2]", "args_not_an_object"),
+        ("{'a': 1}", "args_not_json"),
+        (["a"], "args_not_an_object"),
+        (7, "args_not_an_object"),
+    ],
 )
 def test_anthropic_arguments_must_be_an_object(args, reason):
-    messages = [{"role": "assistant", "content": "", "tool_calls": [{"tool_call_id": "t1", "name": "f", "args": args}]},
-                {"role": "tool", "content": "r", "tool_call_id": "t1"}]
+    messages = [
+        {"role": "assistant", "content": "", "tool_calls": [{"tool_call_id": "t1", "name": "f", "args": args}]},
+        {"role": "tool", "content": "r", "tool_call_id": "t1"},
+    ]
     with pytest.raises(FormatError) as err:
         write("anthropic", flat_record(messages))
     assert err.value.reason == reason
 
 
 def test_anthropic_blank_arguments_are_an_empty_object():
-    messages = [{"role": "assistant", "content": "", "tool_calls": [{"tool_call_id": "t1", "name": "f", "args": " "}]},
-                {"role": "tool", "content": "", "tool_call_id": "t1"}]
+    messages = [
+        {"role": "assistant", "content": "", "tool_calls": [{"tool_call_id": "t1", "name": "f", "args": " "}]},
+        {"role": "tool", "content": "", "tool_call_id": "t1"},
+    ]
     out = write("anthropic", flat_record(messages))
     assert out["messages"][0]["content"][0]["input"] == {}
     assert out["messages"][1]["content"] == [{"type": "tool_result", "tool_use_id": "t1"}]
@@ -419,10 +524,15 @@ def test_anthropic_blank_arguments_are_an_empty_object():
 
 def test_anthropic_rewrites_ids_it_cannot_send():
     messages = [
-        {"role": "assistant", "content": "", "tool_calls": [
-            {"tool_call_id": "functions.get:0", "name": "get"},
-            {"tool_call_id": "functions_get_0", "name": "get"},
-            {"tool_call_id": "functions get:0", "name": "get"}]},
+        {
+            "role": "assistant",
+            "content": "",
+            "tool_calls": [
+                {"tool_call_id": "functions.get:0", "name": "get"},
+                {"tool_call_id": "functions_get_0", "name": "get"},
+                {"tool_call_id": "functions get:0", "name": "get"},
+            ],
+        },
         {"role": "tool", "content": "a", "tool_call_id": "functions.get:0"},
         {"role": "tool", "content": "b", "tool_call_id": "functions_get_0"},
         {"role": "tool", "content": "c", "tool_call_id": "functions get:0"},
@@ -439,14 +549,19 @@ def test_anthropic_roles_and_tools_it_cannot_write():
     with pytest.raises(FormatError) as err:
         write("anthropic", flat_record([{"role": "user", "content": "a"}, {"role": "moderator", "content": "b"}]))
     assert err.value.reason == "unsupported_role"
-    for tools in ([{"type": "function", "function": {"name": "f", "parameters": {}, "cache_control": {}}}],
-                  [{"type": "custom", "custom": {"name": "python"}}]):
+    for tools in (
+        [{"type": "function", "function": {"name": "f", "parameters": {}, "cache_control": {}}}],
+        [{"type": "custom", "custom": {"name": "python"}}],
+    ):
         with pytest.raises(FormatError) as err:
             write("anthropic", flat_record([{"role": "user", "content": "a"}], tools=tools))
         assert err.value.reason == "unconvertible_tool"
         assert "tool 'f'" in str(err.value) or "tool 'python'" in str(err.value)
     # Anthropic-native tools (server tools included) pass as they are; a missing schema is empty.
-    native = [{"type": "web_search_20250305", "name": "web_search", "max_uses": 3}, {"name": "f", "input_schema": {"type": "object"}}]
+    native = [
+        {"type": "web_search_20250305", "name": "web_search", "max_uses": 3},
+        {"name": "f", "input_schema": {"type": "object"}},
+    ]
     assert write("anthropic", flat_record([{"role": "user", "content": "a"}], tools=native))["tools"] == native
     out = write("anthropic", flat_record([{"role": "user", "content": "a"}], functions=[{"name": "f"}]))
     assert out["tools"] == [{"name": "f", "input_schema": {"type": "object", "properties": {}}}]

@@ -36,7 +36,11 @@ def test_help_shows_every_default(capsys):
         if action.default is None:
             continue
         flag = action.option_strings[0]
-        shown = (("--" if action.default else "--no-") + flag[2:]) if isinstance(action.default, bool) else str(action.default)
+        shown = (
+            (("--" if action.default else "--no-") + flag[2:])
+            if isinstance(action.default, bool)
+            else str(action.default)
+        )
         assert f"(default: {shown})" in text, flag
     assert "64 MiB" in text  # the shard size, also in a unit people read
 
@@ -88,8 +92,9 @@ def test_corpus_generator_has_help_and_refuses_a_terminal(tmp_path):
     assert helped.returncode == 0 and "COUNT" in helped.stdout and "--output" in helped.stdout
     controller, terminal = pty.openpty()
     try:
-        refused = subprocess.run([sys.executable, script, "5"], stdout=terminal, stderr=subprocess.PIPE,
-                                 text=True, timeout=60)
+        refused = subprocess.run(
+            [sys.executable, script, "5"], stdout=terminal, stderr=subprocess.PIPE, text=True, timeout=60
+        )
     finally:
         os.close(terminal)
         os.close(controller)

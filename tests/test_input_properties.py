@@ -26,47 +26,92 @@ from transforms.settings import Settings
 
 MAX_RECORD_BYTES = 4096  # small, so that some random records are over it
 
-scalars = (st.none() | st.booleans() | st.integers() | st.integers(min_value=10**19, max_value=10**40)
-           | st.floats(allow_nan=False, allow_infinity=False) | st.text(max_size=20))
-json_values = st.recursive(scalars, lambda inner: st.lists(inner, max_size=4)
-                           | st.dictionaries(st.text(max_size=8), inner, max_size=4), max_leaves=12)
-messages = st.lists(st.fixed_dictionaries(
-    {"role": st.sampled_from(["user", "assistant", "tool", "system", "", "robot"])},
-    optional={"content": st.none() | st.text(max_size=30) | st.integers() | json_values,
-              "tool_call_id": st.sampled_from(["c1", "c2", "", 7]),
-              "tool_calls": st.lists(st.fixed_dictionaries(
-                  {"id": st.sampled_from(["c1", "c2", "c3", ""])},
-                  optional={"function": st.fixed_dictionaries({"name": st.text(max_size=5)})}), max_size=2)},
-), max_size=6)
-conversations = st.fixed_dictionaries({"messages": messages}, optional={
-    "id": st.text(max_size=6) | st.integers() | st.integers(min_value=10**30, max_value=10**4000),
-    "meta": json_values, "pad": st.text(min_size=0, max_size=6000)})
+scalars = (
+    st.none()
+    | st.booleans()
+    | st.integers()
+    | st.integers(min_value=10**19, max_value=10**40)
+    | st.floats(allow_nan=False, allow_infinity=False)
+    | st.text(max_size=20)
+)
+json_values = st.recursive(
+    scalars,
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=8), inner, max_size=4),
+    max_leaves=12,
+)
+messages = st.lists(
+    st.fixed_dictionaries(
+        {"role": st.sampled_from(["user", "assistant", "tool", "system", "", "robot"])},
+        optional={
+            "content": st.none() | st.text(max_size=30) | st.integers() | json_values,
+            "tool_call_id": st.sampled_from(["c1", "c2", "", 7]),
+            "tool_calls": st.lists(
+                st.fixed_dictionaries(
+                    {"id": st.sampled_from(["c1", "c2", "c3", ""])},
+                    optional={"function": st.fixed_dictionaries({"name": st.text(max_size=5)})},
+                ),
+                max_size=2,
+            ),
+        },
+    ),
+    max_size=6,
+)
+conversations = st.fixed_dictionaries(
+    {"messages": messages},
+    optional={
+        "id": st.text(max_size=6) | st.integers() | st.integers(min_value=10**30, max_value=10**4000),
+        "meta": json_values,
+        "pad": st.text(min_size=0, max_size=6000),
+    },
+)
 
 #: (line bytes, is a JSON object with a message list)
 lines = st.one_of(
     conversations.map(lambda c: (json.dumps(c).encode(), True)),
     json_values.map(lambda v: (json.dumps(v).encode(), isinstance(v, dict) and isinstance(v.get("messages"), list))),
     st.binary(max_size=60).map(lambda b: (b.replace(b"\n", b" "), False)),
-    st.sampled_from([b'{"messages":[],"x":1e400,"y":123456789012345678901}', b'{"messages":[],"x":NaN}',
-                     b'{"messages":[],"n":' + b"9" * 100_001 + b"}", b"", b"   "]).map(lambda b: (b, False)),
+    st.sampled_from(
+        [
+            b'{"messages":[],"x":1e400,"y":123456789012345678901}',
+            b'{"messages":[],"x":NaN}',
+            b'{"messages":[],"n":' + b"9" * 100_001 + b"}",
+            b"",
+            b"   ",
+        ]
+    ).map(lambda b: (b, False)),
     st.just((b'{"id":' + b"7" * 5000 + b',"messages":[{"role":"user","content":' + b"8" * 6000 + b"}]}", True)),
 )
 
-parquet_rows = st.lists(st.fixed_dictionaries({
-    "id": st.none() | st.text(max_size=6),
-    "messages": st.none() | st.lists(st.fixed_dictionaries(
-        {"role": st.sampled_from(["user", "assistant", "tool"]), "content": st.none() | st.text(max_size=20)}),
-        max_size=4),
-    "score": st.floats(),  # NaN and infinities included
-    "day": st.integers(min_value=-800_000, max_value=3_000_000),  # past 9999 too
-}), min_size=1, max_size=30)
+parquet_rows = st.lists(
+    st.fixed_dictionaries(
+        {
+            "id": st.none() | st.text(max_size=6),
+            "messages": st.none()
+            | st.lists(
+                st.fixed_dictionaries(
+                    {
+                        "role": st.sampled_from(["user", "assistant", "tool"]),
+                        "content": st.none() | st.text(max_size=20),
+                    }
+                ),
+                max_size=4,
+            ),
+            "score": st.floats(),  # NaN and infinities included
+            "day": st.integers(min_value=-800_000, max_value=3_000_000),  # past 9999 too
+        }
+    ),
+    min_size=1,
+    max_size=30,
+)
 
-PARQUET_SCHEMA = pa.schema([
-    ("id", pa.string()),
-    ("messages", pa.list_(pa.struct([("role", pa.string()), ("content", pa.string())]))),
-    ("score", pa.float64()),
-    ("day", pa.date32()),
-])
+PARQUET_SCHEMA = pa.schema(
+    [
+        ("id", pa.string()),
+        ("messages", pa.list_(pa.struct([("role", pa.string()), ("content", pa.string())]))),
+        ("score", pa.float64()),
+        ("day", pa.date32()),
+    ]
+)
 
 containers = st.sampled_from([".jsonl", ".jsonl.gz", ".jsonl.zst", ".json", ".parquet"])
 
@@ -79,10 +124,15 @@ def input_files(draw):
         suffix = draw(containers)
         if suffix == ".parquet":
             rows = draw(parquet_rows)
-            table = pa.Table.from_pydict({
-                "id": [r["id"] for r in rows], "messages": [r["messages"] for r in rows],
-                "score": [r["score"] for r in rows],
-                "day": pa.array([r["day"] for r in rows], pa.int32()).cast(pa.date32())}, schema=PARQUET_SCHEMA)
+            table = pa.Table.from_pydict(
+                {
+                    "id": [r["id"] for r in rows],
+                    "messages": [r["messages"] for r in rows],
+                    "score": [r["score"] for r in rows],
+                    "day": pa.array([r["day"] for r in rows], pa.int32()).cast(pa.date32()),
+                },
+                schema=PARQUET_SCHEMA,
+            )
             sink = pa.BufferOutputStream()
             pq.write_table(table, sink, row_group_size=draw(st.integers(min_value=1, max_value=16)))
             expected = {i: r["messages"] is not None for i, r in enumerate(rows)}
@@ -138,15 +188,23 @@ def _check_outcomes(written, normalized_at: set, letters: list[dict]) -> None:
         assert all(d["reason"] == "unreadable_file" for d in unreadable)
 
 
-@settings(max_examples=60, derandomize=True, deadline=None,
-          suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@settings(
+    max_examples=60,
+    derandomize=True,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+)
 @given(input_files(), st.sampled_from(["auto", "openai", "flat"]))
 def test_reader_and_record_path_account_for_everything(files, input_format):
     directory = Path(tempfile.mkdtemp(prefix="convnorm-prop-"))
     try:
         written = _write(directory / "in", files)
-        items = [item for shard in plan_shards([str(directory / "in" / "*")])
-                 for item in read_shard(shard, MAX_RECORD_BYTES) if item is not BLANK]
+        items = [
+            item
+            for shard in plan_shards([str(directory / "in" / "*")])
+            for item in read_shard(shard, MAX_RECORD_BYTES)
+            if item is not BLANK
+        ]
         result = normalize_batch(items, Settings(input_format=input_format))
         assert len(items) == len(result.records) + len(result.dead_letters)
         _check_outcomes(written, {(m["source"], m["position"]) for m in result.metrics}, result.dead_letters)
@@ -166,25 +224,41 @@ def _refuse(name: str):
 def _jsonl(directory: Path) -> list[dict]:
     # Split on "\n" only: str.splitlines also splits at U+2028 and U+0085, which JSON text
     # holds unescaped.
-    return [json.loads(line) for p in sorted(directory.glob("part-*.jsonl"))
-            for line in p.read_bytes().split(b"\n") if line]
+    return [
+        json.loads(line) for p in sorted(directory.glob("part-*.jsonl")) for line in p.read_bytes().split(b"\n") if line
+    ]
 
 
 # Each example is a whole run (seconds): no shrinking, the failing example is reported as is.
-@settings(max_examples=6, derandomize=True, deadline=None, phases=[Phase.explicit, Phase.generate],
-          suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@settings(
+    max_examples=6,
+    derandomize=True,
+    deadline=None,
+    phases=[Phase.explicit, Phase.generate],
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+)
 @given(input_files())
 def test_the_job_never_crashes_and_its_files_account_for_every_record(files):
     directory = Path(tempfile.mkdtemp(prefix="convnorm-prop-"))
     try:
         written = _write(directory / "in", files)
         out = directory / "out"
-        status = main(["--input", str(directory / "in" / "*"), "--output", str(out),
-                       f"--max-record-bytes={MAX_RECORD_BYTES}", "--batch-size=7"])
+        status = main(
+            [
+                "--input",
+                str(directory / "in" / "*"),
+                "--output",
+                str(out),
+                f"--max-record-bytes={MAX_RECORD_BYTES}",
+                "--batch-size=7",
+            ]
+        )
         summary = json.loads((out / "summary.json").read_text())
         normalized, drops, letters = _jsonl(out / "normalized"), _jsonl(out / "drops"), _jsonl(out / "dead_letter")
         assert status == (0 if summary["records_out"] or not summary["records_in"] else 1)
-        assert summary["records_in"] == len(normalized) + len(letters) == summary["records_out"] + summary["dead_letters"]
+        assert (
+            summary["records_in"] == len(normalized) + len(letters) == summary["records_out"] + summary["dead_letters"]
+        )
         assert len(drops) == len(normalized)
         _check_outcomes(written, {(m["source"], m["position"]) for m in drops}, letters)
         for part in (out / "normalized").glob("part-*.jsonl"):

@@ -31,8 +31,10 @@ def test_integers_are_exact_at_any_size_in_and_out():
     assert canonical_json(value) == b'{"m":-' + str(BIG).encode() + b',"n":' + HUGE_DIGITS.encode() + b"}"
 
 
-@pytest.mark.parametrize("text", ["NaN", "Infinity", "-Infinity", "1e400", '"\\ud800"',
-                                  "[" + str(BIG) + ", NaN]", "[" + str(BIG) + ', "\\udc00"]'])
+@pytest.mark.parametrize(
+    "text",
+    ["NaN", "Infinity", "-Infinity", "1e400", '"\\ud800"', "[" + str(BIG) + ", NaN]", "[" + str(BIG) + ', "\\udc00"]'],
+)
 def test_parsing_refuses_what_is_not_json_text(text):
     with pytest.raises(ValueError):
         parse_json(text)
@@ -73,4 +75,5 @@ def test_side_documents_keep_their_spellings():
     assert document_bytes(doc) == json.dumps(doc, indent=2, ensure_ascii=False).encode() + b"\n"
     assert document_bytes(doc, indent=1, ascii_only=True) == json.dumps(doc, indent=1).encode() + b"\n"
     assert document_bytes(doc, indent=1, ascii_only=True, sort_keys=True) == (
-        json.dumps(doc, indent=1, sort_keys=True).encode() + b"\n")
+        json.dumps(doc, indent=1, sort_keys=True).encode() + b"\n"
+    )

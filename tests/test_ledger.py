@@ -70,7 +70,8 @@ def test_stored_buffer_metadata_counts_only_what_the_core_does_not_read():
     assert ledger(rows) == {"metadata": {"fields": 1, "chars": 8}}
     # A user message reads nothing from metadata: all of it goes.
     assert ledger([{"role": "user", "content": "", "metadata": {"tool_call_id": "c"}}]) == {
-        "metadata": {"fields": 1, "chars": 1}}
+        "metadata": {"fields": 1, "chars": 1}
+    }
 
 
 def test_text_chars_counts_strings_but_not_keys_tags_ids_or_opaque_payloads():
@@ -82,12 +83,15 @@ def test_text_chars_counts_strings_but_not_keys_tags_ids_or_opaque_payloads():
 
 
 KEYS = st.sampled_from(["role", "content", "tool_calls", "tool_call_id", "name", "text", "parts", "weight", "x"])
-VALUES = st.one_of(st.none(), st.just(""), st.just([]), st.text(max_size=5), st.integers(),
-                   st.lists(st.text(max_size=3), max_size=2))
+VALUES = st.one_of(
+    st.none(), st.just(""), st.just([]), st.text(max_size=5), st.integers(), st.lists(st.text(max_size=3), max_size=2)
+)
 ENTRY = st.one_of(
     st.dictionaries(KEYS, VALUES, max_size=5).map(lambda d: d),
-    st.fixed_dictionaries({"role": st.sampled_from(["user", "assistant", "tool", "system", "moderator", ""])},
-                          optional={k: VALUES for k in ("content", "tool_calls", "tool_call_id", "name", "parts")}),
+    st.fixed_dictionaries(
+        {"role": st.sampled_from(["user", "assistant", "tool", "system", "moderator", ""])},
+        optional={k: VALUES for k in ("content", "tool_calls", "tool_call_id", "name", "parts")},
+    ),
     st.sampled_from([None, 1, "text"]),
 )
 
@@ -122,14 +126,19 @@ def _discarded(reader: str, record) -> dict:
 
 
 def test_anthropic_thinking_blocks_are_in_the_ledger():
-    record = {"messages": [
-        {"role": "user", "content": "2+2?"},
-        {"role": "assistant", "content": [
-            {"type": "thinking", "thinking": "two and two", "signature": "sig"},
-            {"type": "redacted_thinking", "data": "opaque"},
-            {"type": "text", "text": "4"},
-        ]},
-    ]}
+    record = {
+        "messages": [
+            {"role": "user", "content": "2+2?"},
+            {
+                "role": "assistant",
+                "content": [
+                    {"type": "thinking", "thinking": "two and two", "signature": "sig"},
+                    {"type": "redacted_thinking", "data": "opaque"},
+                    {"type": "text", "text": "4"},
+                ],
+            },
+        ]
+    }
     assert _discarded("anthropic", record) == {
         "redacted_thinking": {"fields": 1, "chars": 0},
         "thinking": {"fields": 1, "chars": 11},
@@ -137,20 +146,31 @@ def test_anthropic_thinking_blocks_are_in_the_ledger():
 
 
 def test_responses_reasoning_items_are_in_the_ledger():
-    record = {"input": [
-        {"role": "user", "content": "hi"},
-        {"type": "reasoning", "id": "rs_1", "summary": [{"type": "summary_text", "text": "greet back"}],
-         "encrypted_content": "gAAA"},
-        {"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": "hello"}]},
-    ]}
+    record = {
+        "input": [
+            {"role": "user", "content": "hi"},
+            {
+                "type": "reasoning",
+                "id": "rs_1",
+                "summary": [{"type": "summary_text", "text": "greet back"}],
+                "encrypted_content": "gAAA",
+            },
+            {"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": "hello"}]},
+        ]
+    }
     assert _discarded("openai-responses", record) == {"reasoning": {"fields": 1, "chars": 10}}
 
 
 def test_sharegpt_v1_reasoning_blocks_are_in_the_ledger():
-    record = {"messages": [
-        {"role": "user", "content": [{"type": "text", "value": "hi"}]},
-        {"role": "assistant", "content": [{"type": "reasoning", "value": "be nice"}, {"type": "text", "value": "yo"}]},
-    ]}
+    record = {
+        "messages": [
+            {"role": "user", "content": [{"type": "text", "value": "hi"}]},
+            {
+                "role": "assistant",
+                "content": [{"type": "reasoning", "value": "be nice"}, {"type": "text", "value": "yo"}],
+            },
+        ]
+    }
     assert _discarded("sharegpt", record) == {"reasoning": {"fields": 1, "chars": 7}}
 
 
@@ -162,32 +182,59 @@ def test_gemini_thought_parts_are_in_the_ledger():
         "systemInstruction": {"parts": [{"text": "be brief"}, {"text": "sys thought", "thought": True}]},
         "contents": [
             {"role": "user", "parts": [{"text": "2+2?"}]},
-            {"role": "model", "parts": [
-                {"text": "two and two", "thought": True, "thoughtSignature": "c2lnbmF0dXJl"},
-                {"text": "4"},
-            ]},
+            {
+                "role": "model",
+                "parts": [
+                    {"text": "two and two", "thought": True, "thoughtSignature": "c2lnbmF0dXJl"},
+                    {"text": "4"},
+                ],
+            },
         ],
     }
     assert _discarded("gemini", record) == {"thought": {"fields": 2, "chars": 22}}
 
 
-@pytest.mark.parametrize("reader, record", [
-    ("sharegpt", {"conversations": [
-        {"from": "human", "value": "hi", "weight": 0},
-        {"from": "gpt", "value": "yo", "reasoning_content": "RRRR"},
-        {"from": "function_call", "value": '{"name": "f", "arguments": {}}'},
-        {"from": "observation", "value": "ok", "reasoning": "RRRR"},
-    ]}),
-    ("gemini", {"contents": [{"role": "user", "parts": [{"text": "hi"}], "weight": 0},
-                             {"role": "model", "parts": [{"text": "yo"}], "reasoning_content": "RRRR"}]}),
-    ("openai-responses", {"input": [
-        {"role": "user", "content": "hi", "weight": 0, "id": "msg_1", "status": "completed"},
-        {"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": "yo"}],
-         "reasoning_content": "RRRR"},
-        {"type": "function_call", "call_id": "c1", "name": "f", "arguments": "{}", "status": "completed"},
-        {"type": "function_call_output", "call_id": "c1", "output": "ok", "reasoning": "RRRR"},
-    ]}),
-])
+@pytest.mark.parametrize(
+    "reader, record",
+    [
+        (
+            "sharegpt",
+            {
+                "conversations": [
+                    {"from": "human", "value": "hi", "weight": 0},
+                    {"from": "gpt", "value": "yo", "reasoning_content": "RRRR"},
+                    {"from": "function_call", "value": '{"name": "f", "arguments": {}}'},
+                    {"from": "observation", "value": "ok", "reasoning": "RRRR"},
+                ]
+            },
+        ),
+        (
+            "gemini",
+            {
+                "contents": [
+                    {"role": "user", "parts": [{"text": "hi"}], "weight": 0},
+                    {"role": "model", "parts": [{"text": "yo"}], "reasoning_content": "RRRR"},
+                ]
+            },
+        ),
+        (
+            "openai-responses",
+            {
+                "input": [
+                    {"role": "user", "content": "hi", "weight": 0, "id": "msg_1", "status": "completed"},
+                    {
+                        "type": "message",
+                        "role": "assistant",
+                        "content": [{"type": "output_text", "text": "yo"}],
+                        "reasoning_content": "RRRR",
+                    },
+                    {"type": "function_call", "call_id": "c1", "name": "f", "arguments": "{}", "status": "completed"},
+                    {"type": "function_call_output", "call_id": "c1", "output": "ok", "reasoning": "RRRR"},
+                ]
+            },
+        ),
+    ],
+)
 def test_keys_of_provider_messages_a_reader_does_not_read_are_in_the_ledger(reader, record):
     # These readers build new flat messages: a key they do not read never reached rule 1, so
     # it went uncounted, while the same key on an OpenAI or Anthropic message is counted.
@@ -201,22 +248,29 @@ def test_keys_of_provider_messages_a_reader_does_not_read_are_in_the_ledger(read
 
 def test_keys_of_an_anthropic_message_holding_only_tool_results_are_in_the_ledger():
     # Such a message becomes tool messages only: its other keys never reached rule 1.
-    record = {"messages": [
-        {"role": "user", "content": "hi"},
-        {"role": "assistant", "content": [{"type": "tool_use", "id": "t1", "name": "f", "input": {}}]},
-        {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t1", "content": "ok"}],
-         "reasoning_content": "RRRR"},
-    ]}
+    record = {
+        "messages": [
+            {"role": "user", "content": "hi"},
+            {"role": "assistant", "content": [{"type": "tool_use", "id": "t1", "name": "f", "input": {}}]},
+            {
+                "role": "user",
+                "content": [{"type": "tool_result", "tool_use_id": "t1", "content": "ok"}],
+                "reasoning_content": "RRRR",
+            },
+        ]
+    }
     assert _discarded("anthropic", record) == {"reasoning_content": {"fields": 1, "chars": 4}}
 
 
 def test_openai_reasoning_keys_and_a_refusal_beside_content_are_in_the_ledger():
-    record = {"messages": [
-        {"role": "developer", "content": "be safe"},
-        {"role": "user", "content": "hi"},
-        {"role": "assistant", "content": "partial answer", "refusal": "I can't", "reasoning_content": "why"},
-        {"role": "assistant", "content": None, "refusal": "no"},  # the refusal IS the content: kept
-    ]}
+    record = {
+        "messages": [
+            {"role": "developer", "content": "be safe"},
+            {"role": "user", "content": "hi"},
+            {"role": "assistant", "content": "partial answer", "refusal": "I can't", "reasoning_content": "why"},
+            {"role": "assistant", "content": None, "refusal": "no"},  # the refusal IS the content: kept
+        ]
+    }
     assert _discarded("openai", record) == {
         "reasoning_content": {"fields": 1, "chars": 3},
         "refusal": {"fields": 1, "chars": 7},
@@ -229,16 +283,28 @@ def test_openai_reasoning_keys_and_a_refusal_beside_content_are_in_the_ledger():
 
 def test_drops_record_and_summary_carry_the_ledger_apart_from_dropped(tmp_path, capsys):
     records = [
-        {"id": "a", "messages": [
-            {"role": "user", "content": "2+2?"},
-            {"role": "assistant", "content": "4", "reasoning_content": "two and two"},
-        ]},
+        {
+            "id": "a",
+            "messages": [
+                {"role": "user", "content": "2+2?"},
+                {"role": "assistant", "content": "4", "reasoning_content": "two and two"},
+            ],
+        },
         {"id": "b", "messages": [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "yo"}]},
-        {"id": "c", "system": "Be brief.", "messages": [
-            {"role": "user", "content": "hi"},
-            {"role": "assistant", "content": [{"type": "thinking", "thinking": "hmm", "signature": "s"},
-                                              {"type": "text", "text": "yo"}]},
-        ]},
+        {
+            "id": "c",
+            "system": "Be brief.",
+            "messages": [
+                {"role": "user", "content": "hi"},
+                {
+                    "role": "assistant",
+                    "content": [
+                        {"type": "thinking", "thinking": "hmm", "signature": "s"},
+                        {"type": "text", "text": "yo"},
+                    ],
+                },
+            ],
+        },
     ]
     source = tmp_path / "in.jsonl"
     source.write_text("".join(json.dumps(r) + "\n" for r in records))
@@ -270,8 +336,14 @@ def test_the_normalized_output_does_not_change_with_the_ledger():
 
 def test_a_run_lists_the_most_frequent_names_and_sums_the_rest_whatever_the_merge_order():
     metrics = [
-        {"messages_in": 1, "messages_out": 1, "dropped": 0, "drops": {}, "healed": 0,
-         "discarded": {f"k{i:03d}": {"fields": 1 + (i < 3), "chars": i}}}
+        {
+            "messages_in": 1,
+            "messages_out": 1,
+            "dropped": 0,
+            "drops": {},
+            "healed": 0,
+            "discarded": {f"k{i:03d}": {"fields": 1 + (i < 3), "chars": i}},
+        }
         for i in range(MAX_LEDGER_NAMES + 5)
     ]
     forward = finalize(merge(partial(0, metrics[:20]), partial(0, metrics[20:])))

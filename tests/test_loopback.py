@@ -45,9 +45,15 @@ def _paused_run(argv: list[str], work: Path) -> subprocess.Popen:
     env.update({testhooks.PAUSE_AT: "write", testhooks.PAUSE_FILE: str(ready)})
     log = work / "run.log"
     with log.open("wb") as handle:
-        proc = subprocess.Popen([sys.executable, "-m", "pipeline", *map(str, argv)], cwd=work,
-                                stdin=subprocess.DEVNULL, stdout=handle, stderr=subprocess.STDOUT,
-                                env=env, start_new_session=True)
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "pipeline", *map(str, argv)],
+            cwd=work,
+            stdin=subprocess.DEVNULL,
+            stdout=handle,
+            stderr=subprocess.STDOUT,
+            env=env,
+            start_new_session=True,
+        )
     deadline = time.monotonic() + TIMEOUT_S
     while not ready.exists():
         if proc.poll() is not None or time.monotonic() > deadline:
@@ -82,8 +88,17 @@ def test_in_process_run_listens_on_nothing_public(tmp_path):
 def test_multi_process_run_listens_on_loopback_only(tmp_path):
     # Found: the local-parallel preset listened on several ports on all interfaces, and a
     # control-plane call from another address returned the pipeline descriptor.
-    proc = _paused_run(["--input", SAMPLE, "--output", tmp_path / "out", "--direct_num_workers=2",
-                        "--direct_running_mode=multi_processing"], tmp_path)
+    proc = _paused_run(
+        [
+            "--input",
+            SAMPLE,
+            "--output",
+            tmp_path / "out",
+            "--direct_num_workers=2",
+            "--direct_running_mode=multi_processing",
+        ],
+        tmp_path,
+    )
     try:
         found = listeners([proc.pid])
     finally:
@@ -100,16 +115,38 @@ def test_portable_loopback_run_listens_on_loopback_only(tmp_path):
     work.mkdir()
     env = service_env(ROOT)
     port_file = work / "job_service.port"
-    service = launch_service("job service", [sys.executable, "-m", "pipeline.loopback", "job-service", "--port=0",
-                                             f"--port_file={port_file}", f"--staging_dir={work / 'staging'}"],
-                             work / "job_service.log", env, cwd=work)
+    service = launch_service(
+        "job service",
+        [
+            sys.executable,
+            "-m",
+            "pipeline.loopback",
+            "job-service",
+            "--port=0",
+            f"--port_file={port_file}",
+            f"--staging_dir={work / 'staging'}",
+        ],
+        work / "job_service.log",
+        env,
+        cwd=work,
+    )
     try:
         try:
             wait_until_serving(service, port_file, timeout=60)
         except ServiceError as error:
             pytest.fail(f"job service did not start: {error}", pytrace=False)
-        proc = _paused_run(["--input", SAMPLE, "--output", tmp_path / "out", "--runner=PortableRunner",
-                            f"--job_endpoint={service.address}", "--environment_type=LOOPBACK"], tmp_path)
+        proc = _paused_run(
+            [
+                "--input",
+                SAMPLE,
+                "--output",
+                tmp_path / "out",
+                "--runner=PortableRunner",
+                f"--job_endpoint={service.address}",
+                "--environment_type=LOOPBACK",
+            ],
+            tmp_path,
+        )
         try:
             driver = listeners([proc.pid])
             served = listeners([service.proc.pid])
@@ -132,10 +169,26 @@ def test_a_job_endpoint_that_does_not_answer_fails_in_bounded_time(tmp_path):
     # Found: the portable preset with no job service running hung silently for minutes.
     endpoint = f"localhost:{_free_port()}"
     started = time.monotonic()
-    done = subprocess.run([sys.executable, "-m", "pipeline", "--input", str(SAMPLE), "--output", str(tmp_path / "out"),
-                           "--runner=PortableRunner", f"--job_endpoint={endpoint}", "--environment_type=LOOPBACK",
-                           "--job-endpoint-timeout=2"],
-                          cwd=tmp_path, env=service_env(ROOT), capture_output=True, text=True, timeout=120)
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pipeline",
+            "--input",
+            str(SAMPLE),
+            "--output",
+            str(tmp_path / "out"),
+            "--runner=PortableRunner",
+            f"--job_endpoint={endpoint}",
+            "--environment_type=LOOPBACK",
+            "--job-endpoint-timeout=2",
+        ],
+        cwd=tmp_path,
+        env=service_env(ROOT),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     elapsed = time.monotonic() - started
     assert done.returncode == 2, done.stderr[-2000:]
     assert f"no job service answered at --job_endpoint {endpoint} within 2 s" in done.stderr

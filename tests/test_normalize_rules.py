@@ -115,8 +115,17 @@ SPARSE = int_from_digits(SPARSE_DIGITS)
 
 @pytest.mark.parametrize(
     "value",
-    [None, {}, {"role": "user", "content": "hi"}, "messages", 5, 1.5, True, b"[]",
-     ({"role": "user", "content": "hi"},)],
+    [
+        None,
+        {},
+        {"role": "user", "content": "hi"},
+        "messages",
+        5,
+        1.5,
+        True,
+        b"[]",
+        ({"role": "user", "content": "hi"},),
+    ],
     ids=["none", "empty-dict", "message-dict", "str", "int", "float", "bool", "bytes", "tuple"],
 )
 def test_non_list_input_is_empty_and_nothing_dropped(value):
@@ -320,8 +329,12 @@ def test_top_level_pairing_keys_win_over_metadata():
 def test_present_non_null_top_level_values_are_not_replaced_by_metadata():
     # Only an absent or null top-level key defers to metadata: a present empty list means
     # no calls, a present blank id is an unusable id.
-    assistant = {"role": "assistant", "content": "t", "tool_calls": [],
-                 "metadata": {"tool_calls": [{"tool_call_id": "c1", "name": "f"}]}}
+    assistant = {
+        "role": "assistant",
+        "content": "t",
+        "tool_calls": [],
+        "metadata": {"tool_calls": [{"tool_call_id": "c1", "name": "f"}]},
+    }
     tool = {"role": "tool", "content": "r", "tool_call_id": "", "metadata": {"tool_call_id": "c1"}}
     result = run([assistant, tool])
     assert result.messages == [A("t")]
@@ -395,12 +408,43 @@ CASTS = [
     ({"z": 1, "n": SPARSE, "é": "ü"}, '{"z":1,"n":' + SPARSE_DIGITS + ',"é":"ü"}'),
 ]
 CAST_IDS = [
-    "null", "str", "empty-str", "padded-str", "non-ascii-str", "true", "false", "zero", "int",
-    "negative-int", "2**64+1", "-2**70", "5000-digits", "negative-5000-digits", "sparse-8500-digits",
-    "1.5", "2.0", "0.1", "-0.0", "1e16", "1e-7", "float", "inf", "nan", "empty-object",
-    "empty-list", "object-key-order", "list-scalars", "non-ascii-value", "non-ascii-list",
-    "non-ascii-keys", "escapes", "content-parts", "nested-2**64+1", "nested-big-list",
-    "nested-5000-digits", "nested-sparse-with-non-ascii",
+    "null",
+    "str",
+    "empty-str",
+    "padded-str",
+    "non-ascii-str",
+    "true",
+    "false",
+    "zero",
+    "int",
+    "negative-int",
+    "2**64+1",
+    "-2**70",
+    "5000-digits",
+    "negative-5000-digits",
+    "sparse-8500-digits",
+    "1.5",
+    "2.0",
+    "0.1",
+    "-0.0",
+    "1e16",
+    "1e-7",
+    "float",
+    "inf",
+    "nan",
+    "empty-object",
+    "empty-list",
+    "object-key-order",
+    "list-scalars",
+    "non-ascii-value",
+    "non-ascii-list",
+    "non-ascii-keys",
+    "escapes",
+    "content-parts",
+    "nested-2**64+1",
+    "nested-big-list",
+    "nested-5000-digits",
+    "nested-sparse-with-non-ascii",
 ]
 
 
@@ -475,10 +519,32 @@ class _Opaque:
 
 @pytest.mark.parametrize(
     "value",
-    [{1, 2}, frozenset({"a"}), b"bytes", bytearray(b"x"), object(), _Opaque(), 1 + 2j,
-     {"a": {1, 2}}, [b"x"], [2**70, {3}], [BIG, object()]],
-    ids=["set", "frozenset", "bytes", "bytearray", "object", "instance", "complex", "set-in-object",
-         "bytes-in-list", "set-after-big-int", "object-after-5000-digits"],
+    [
+        {1, 2},
+        frozenset({"a"}),
+        b"bytes",
+        bytearray(b"x"),
+        object(),
+        _Opaque(),
+        1 + 2j,
+        {"a": {1, 2}},
+        [b"x"],
+        [2**70, {3}],
+        [BIG, object()],
+    ],
+    ids=[
+        "set",
+        "frozenset",
+        "bytes",
+        "bytearray",
+        "object",
+        "instance",
+        "complex",
+        "set-in-object",
+        "bytes-in-list",
+        "set-after-big-int",
+        "object-after-5000-digits",
+    ],
 )
 def test_content_that_cannot_be_serialized_is_empty_text(value):
     result = normalize_conversation([U("a"), {"role": "user", "content": value}])
@@ -557,9 +623,24 @@ def test_call_id_from_tool_call_id_else_id(call, expected_id):
         ({"function": {"name": 7}}, "7"),
         ({"name": {1, 2}}, ""),
     ],
-    ids=["name", "function.name", "name-wins", "null-name-falls-back", "missing", "empty-function",
-         "function-not-object", "empty-name", "int", "bool", "float", "big-int", "object", "list",
-         "nested-int", "unserializable"],
+    ids=[
+        "name",
+        "function.name",
+        "name-wins",
+        "null-name-falls-back",
+        "missing",
+        "empty-function",
+        "function-not-object",
+        "empty-name",
+        "int",
+        "bool",
+        "float",
+        "big-int",
+        "object",
+        "list",
+        "nested-int",
+        "unserializable",
+    ],
 )
 def test_call_name_from_name_else_function_name_cast_like_content(call, name):
     out = call_out({"tool_call_id": "c1", **call})
@@ -584,9 +665,21 @@ def test_call_name_from_name_else_function_name_cast_like_content(call, name):
         ({"args": "not json {"}, "not json {"),
         ({"args": {"n": 2**70}}, {"n": 2**70}),
     ],
-    ids=["args-object", "args-string", "arguments-string", "arguments-object", "function-string",
-         "function-object", "args-first", "arguments-second", "null-args-falls-back", "list",
-         "empty-string", "invalid-json-string", "big-int"],
+    ids=[
+        "args-object",
+        "args-string",
+        "arguments-string",
+        "arguments-object",
+        "function-string",
+        "function-object",
+        "args-first",
+        "arguments-second",
+        "null-args-falls-back",
+        "list",
+        "empty-string",
+        "invalid-json-string",
+        "big-int",
+    ],
 )
 def test_call_args_carried_verbatim(call, args):
     out = call_out({"tool_call_id": "c1", "name": "f", **call})
@@ -627,8 +720,12 @@ def test_tool_calls_not_a_list_under_metadata_means_no_calls():
 
 
 def test_coerce_messages_is_rule_1_alone():
-    entries = ["junk", {"role": "tool", "content": 1, "tool_call_id": " c1 "}, {"content": "x"},
-               {"role": "assistant", "tool_calls": [{"id": 0, "function": {"name": "f"}}, 5]}]
+    entries = [
+        "junk",
+        {"role": "tool", "content": 1, "tool_call_id": " c1 "},
+        {"content": "x"},
+        {"role": "assistant", "tool_calls": [{"id": 0, "function": {"name": "f"}}, 5]},
+    ]
     before = copy.deepcopy(entries)
     coerced, drops = coerce_messages(entries)
     assert entries == before
@@ -647,7 +744,15 @@ def test_coerce_messages_is_rule_1_alone():
 def test_system_messages_move_first_in_stable_order():
     entries = [U("u1"), S("s1"), A("a1"), {"role": "developer", "content": "d"}, S("s2"), U("u2"), S("s3")]
     result = run(entries)
-    assert result.messages == [S("s1"), S("s2"), S("s3"), U("u1"), A("a1"), {"role": "developer", "content": "d"}, U("u2")]
+    assert result.messages == [
+        S("s1"),
+        S("s2"),
+        S("s3"),
+        U("u1"),
+        A("a1"),
+        {"role": "developer", "content": "d"},
+        U("u2"),
+    ]
     assert result.dropped == 0
 
 
@@ -668,8 +773,24 @@ def test_system_messages_are_never_dropped():
 # Rule 3 — usable id
 
 UNUSABLE_IDS = [True, False, None, 1.5, 1.0, 0.0, {"id": "c1"}, ["c1"], b"c1", "", "   ", "\t\n", "0", " 0 ", 0, -0]
-UNUSABLE_NAMES = ["true", "false", "null", "float", "float-1.0", "float-0.0", "object", "list", "bytes",
-                  "empty", "blank", "whitespace", "str-0", "padded-str-0", "int-0", "negative-zero"]
+UNUSABLE_NAMES = [
+    "true",
+    "false",
+    "null",
+    "float",
+    "float-1.0",
+    "float-0.0",
+    "object",
+    "list",
+    "bytes",
+    "empty",
+    "blank",
+    "whitespace",
+    "str-0",
+    "padded-str-0",
+    "int-0",
+    "negative-zero",
+]
 USABLE_IDS = [
     (7, "7"),
     (-3, "-3"),
@@ -723,7 +844,10 @@ def test_ids_pair_across_spellings():
 def test_same_turn_redeclaration_under_other_spellings():
     calls = [{"id": "c1", "name": "a"}, {"tool_call_id": " c1 ", "name": "b"}, {"tool_call_id": "c2", "name": "c"}]
     result = run([U(), {"role": "assistant", "content": "", "tool_calls": calls}, T("c1"), T("c2")])
-    assert result.messages[1]["tool_calls"] == [{"tool_call_id": "c1", "name": "a"}, {"tool_call_id": "c2", "name": "c"}]
+    assert result.messages[1]["tool_calls"] == [
+        {"tool_call_id": "c1", "name": "a"},
+        {"tool_call_id": "c2", "name": "c"},
+    ]
     assert result.drops == {"redeclared_call": 1}
     assert result.healed == 0
 
@@ -751,7 +875,10 @@ def test_first_declaration_owns_the_pairing_even_when_answered_after_the_later_t
 
 
 def test_turn_with_text_survives_as_plain_assistant_when_all_calls_are_unusable():
-    entries = [U(), {"role": "assistant", "content": "let me check", "tool_calls": [{"tool_call_id": "0"}, "junk", None]}]
+    entries = [
+        U(),
+        {"role": "assistant", "content": "let me check", "tool_calls": [{"tool_call_id": "0"}, "junk", None]},
+    ]
     result = run(entries)
     assert result.messages == [U(), A("let me check")]
     assert list(result.messages[1]) == ["role", "content"]
@@ -775,7 +902,11 @@ def test_assistant_turn_that_never_had_calls_is_never_dropped(content):
 
 @pytest.mark.parametrize("call", ["c1", 5, None, ["c1"], True], ids=["str", "int", "null", "list", "bool"])
 def test_call_that_is_not_an_object_is_unusable(call):
-    entries = [U(), {"role": "assistant", "content": "", "tool_calls": [call, {"tool_call_id": "c2", "name": "f"}]}, T("c2")]
+    entries = [
+        U(),
+        {"role": "assistant", "content": "", "tool_calls": [call, {"tool_call_id": "c2", "name": "f"}]},
+        T("c2"),
+    ]
     result = run(entries)
     assert result.messages == [U(), A("", "c2"), T("c2")]
     assert result.drops == {"unusable_call": 1}
@@ -851,13 +982,25 @@ def test_kept_result_id_is_trimmed_and_integer_ids_become_text():
 def test_synthetic_text_is_exact():
     assert INTERRUPTED_RESULT == "Tool call was interrupted; no result."
     result = run([A("", "c1")])
-    assert result.messages[1] == {"role": "tool", "content": "Tool call was interrupted; no result.", "tool_call_id": "c1"}
+    assert result.messages[1] == {
+        "role": "tool",
+        "content": "Tool call was interrupted; no result.",
+        "tool_call_id": "c1",
+    }
 
 
 def test_synthetics_in_declaration_order_directly_after_the_turn_before_existing_results():
     entries = [U(), A("", "c3", "c1", "c2", "c4"), T("c2"), U("next")]
     result = run(entries)
-    assert result.messages == [U(), A("", "c3", "c1", "c2", "c4"), synth("c3"), synth("c1"), synth("c4"), T("c2"), U("next")]
+    assert result.messages == [
+        U(),
+        A("", "c3", "c1", "c2", "c4"),
+        synth("c3"),
+        synth("c1"),
+        synth("c4"),
+        T("c2"),
+        U("next"),
+    ]
     assert (result.dropped, result.healed) == (0, 3)
 
 
@@ -865,7 +1008,16 @@ def test_each_turn_gets_its_own_synthetics():
     entries = [U(), A("", "a1"), U("u2"), A("", "b1", "b2"), T("b2"), U("u3"), A("", "c1")]
     result = run(entries)
     assert result.messages == [
-        U(), A("", "a1"), synth("a1"), U("u2"), A("", "b1", "b2"), synth("b1"), T("b2"), U("u3"), A("", "c1"), synth("c1"),
+        U(),
+        A("", "a1"),
+        synth("a1"),
+        U("u2"),
+        A("", "b1", "b2"),
+        synth("b1"),
+        T("b2"),
+        U("u3"),
+        A("", "c1"),
+        synth("c1"),
     ]
     assert result.healed == 3
 
@@ -912,8 +1064,12 @@ def test_result_becomes_leading_after_earlier_drops():
     result = run(entries)
     assert result.messages == [A("", "c1"), synth("c1")]
     assert result.drops == {
-        "not_an_object": 1, "no_role": 1, "unusable_call": 1, "emptied_turn": 1,
-        "orphan_result": 1, "leading_tool": 1,
+        "not_an_object": 1,
+        "no_role": 1,
+        "unusable_call": 1,
+        "emptied_turn": 1,
+        "orphan_result": 1,
+        "leading_tool": 1,
     }
     assert result.healed == 1
 
@@ -971,8 +1127,14 @@ def test_only_system_and_tools():
 
 def test_reasons_are_the_closed_list_in_canonical_order():
     assert REASONS == (
-        "not_an_object", "no_role", "unusable_call", "redeclared_call", "emptied_turn",
-        "orphan_result", "duplicate_result", "leading_tool",
+        "not_an_object",
+        "no_role",
+        "unusable_call",
+        "redeclared_call",
+        "emptied_turn",
+        "orphan_result",
+        "duplicate_result",
+        "leading_tool",
     )
 
 
@@ -987,8 +1149,14 @@ def test_drops_are_reported_in_canonical_order_not_occurrence_order():
         A("x", "c2", "c1", "0"),  # redeclared_call occurs before unusable_call
     ]
     result = run(entries)
-    assert list(result.drops) == ["not_an_object", "no_role", "unusable_call", "redeclared_call",
-                                  "orphan_result", "duplicate_result"]
+    assert list(result.drops) == [
+        "not_an_object",
+        "no_role",
+        "unusable_call",
+        "redeclared_call",
+        "orphan_result",
+        "duplicate_result",
+    ]
     assert result.dropped == 6
 
 
@@ -1025,9 +1193,16 @@ def test_input_is_never_mutated_by_any_repair():
     entries = [
         {"role": "tool", "content": "early", "tool_call_id": " c1 ", "metadata": {"k": 1}},
         {"role": "user", "content": {"parts": ["a", {"b": 2**80}]}, "timestamp": 1},
-        {"role": "assistant", "content": None,
-         "tool_calls": [{"id": " c1 ", "type": "function", "function": {"name": "f", "arguments": "{}"}},
-                        {"tool_call_id": 7, "name": 5, "args": args}, {"tool_call_id": "0"}, "junk"]},
+        {
+            "role": "assistant",
+            "content": None,
+            "tool_calls": [
+                {"id": " c1 ", "type": "function", "function": {"name": "f", "arguments": "{}"}},
+                {"tool_call_id": 7, "name": 5, "args": args},
+                {"tool_call_id": "0"},
+                "junk",
+            ],
+        },
         {"role": "assistant", "content": "", "metadata": {"tool_calls": [{"tool_call_id": "c1", "name": "g"}]}},
         {"role": "tool", "content": 3, "metadata": {"tool_call_id": 7}},
         {"role": "system", "content": "late system", "tool_calls": []},

@@ -48,19 +48,33 @@ PART = st.one_of(
     st.fixed_dictionaries({"type": st.sampled_from(["reasoning", "thinking"]), "text": TEXT}),
 )
 CONTENT = st.one_of(
-    st.none(), TEXT, st.integers(-2, 2), st.just({"a": 1}), st.just([1, "x"]),  # the core casts these
+    st.none(),
+    TEXT,
+    st.integers(-2, 2),
+    st.just({"a": 1}),
+    st.just([1, "x"]),  # the core casts these
     st.lists(PART, min_size=1, max_size=3),  # a part list: converted
 )
 FUNCTION = st.fixed_dictionaries(
     {},
-    optional={"name": st.sampled_from(["f", "g", None, 5]), "arguments": st.sampled_from(["{}", '{"a":1}', None]),
-              "input": st.sampled_from(["free text", None])},  # input: a custom call's spelling
+    optional={
+        "name": st.sampled_from(["f", "g", None, 5]),
+        "arguments": st.sampled_from(["{}", '{"a":1}', None]),
+        "input": st.sampled_from(["free text", None]),
+    },  # input: a custom call's spelling
 )
 CALL = st.one_of(
-    st.fixed_dictionaries({"id": ID, "type": st.just("function"), "function": FUNCTION},
-                          optional={"name": st.just("h"), "arguments": st.just("{}"), "tool_call_id": ID}),
-    st.fixed_dictionaries({"id": ID, "type": st.just("custom"),
-                           "custom": st.fixed_dictionaries({}, optional={"name": st.just("g"), "input": TEXT})}),
+    st.fixed_dictionaries(
+        {"id": ID, "type": st.just("function"), "function": FUNCTION},
+        optional={"name": st.just("h"), "arguments": st.just("{}"), "tool_call_id": ID},
+    ),
+    st.fixed_dictionaries(
+        {
+            "id": ID,
+            "type": st.just("custom"),
+            "custom": st.fixed_dictionaries({}, optional={"name": st.just("g"), "input": TEXT}),
+        }
+    ),
     st.fixed_dictionaries({"tool_call_id": ID}, optional={"name": st.just("f"), "args": st.just({"a": 1})}),
     st.sampled_from(["junk", None, 3]),
 )
@@ -68,64 +82,90 @@ EXTRA = {
     "reasoning_content": TEXT,
     "name": st.sampled_from(["f", "g"]),
     "weight": st.sampled_from([0, 1]),
-    "metadata": st.one_of(st.just({"tool_call_id": "c1"}), st.just({"source": "x"}),
-                          st.just({"tool_calls": [{"id": "c2", "type": "function", "function": {"name": "f"}}]})),
+    "metadata": st.one_of(
+        st.just({"tool_call_id": "c1"}),
+        st.just({"source": "x"}),
+        st.just({"tool_calls": [{"id": "c2", "type": "function", "function": {"name": "f"}}]}),
+    ),
 }
 PLAIN = st.one_of(
-    st.fixed_dictionaries({"role": st.sampled_from(["system", "user"]), "content": st.one_of(st.none(), TEXT)},
-                          optional=EXTRA),
-    st.fixed_dictionaries({"role": st.just("assistant")},
-                          optional={"content": st.one_of(st.none(), TEXT), "tool_calls": st.lists(CALL, max_size=3),
-                                    **EXTRA}),
-    st.fixed_dictionaries({"role": st.just("tool"), "content": TEXT},
-                          optional={"tool_call_id": ID, **EXTRA}),
+    st.fixed_dictionaries(
+        {"role": st.sampled_from(["system", "user"]), "content": st.one_of(st.none(), TEXT)}, optional=EXTRA
+    ),
+    st.fixed_dictionaries(
+        {"role": st.just("assistant")},
+        optional={"content": st.one_of(st.none(), TEXT), "tool_calls": st.lists(CALL, max_size=3), **EXTRA},
+    ),
+    st.fixed_dictionaries({"role": st.just("tool"), "content": TEXT}, optional={"tool_call_id": ID, **EXTRA}),
 )
 UNUSUAL = st.one_of(
-    st.fixed_dictionaries({"role": st.sampled_from(["system", "user", "assistant", "tool", "developer",
-                                                    "function", "observation", "", None, 3]),
-                           "content": CONTENT},
-                          optional={"refusal": st.one_of(st.none(), TEXT, st.just(["x"])),
-                                    "function_call": st.one_of(
-                                        st.fixed_dictionaries({}, optional={"name": st.just("f"),
-                                                                            "arguments": st.just("{}")}),
-                                        st.just("x")),
-                                    "tool_calls": st.one_of(st.lists(CALL, max_size=3), st.none(), st.just({})),
-                                    "tool_call_id": ID,
-                                    "tool_call_ids": st.one_of(st.lists(st.sampled_from(["c1", "c2", "c3"]),
-                                                                        max_size=3), st.just("c1")),
-                                    **EXTRA}),
+    st.fixed_dictionaries(
+        {
+            "role": st.sampled_from(
+                ["system", "user", "assistant", "tool", "developer", "function", "observation", "", None, 3]
+            ),
+            "content": CONTENT,
+        },
+        optional={
+            "refusal": st.one_of(st.none(), TEXT, st.just(["x"])),
+            "function_call": st.one_of(
+                st.fixed_dictionaries({}, optional={"name": st.just("f"), "arguments": st.just("{}")}), st.just("x")
+            ),
+            "tool_calls": st.one_of(st.lists(CALL, max_size=3), st.none(), st.just({})),
+            "tool_call_id": ID,
+            "tool_call_ids": st.one_of(st.lists(st.sampled_from(["c1", "c2", "c3"]), max_size=3), st.just("c1")),
+            **EXTRA,
+        },
+    ),
     st.sampled_from([None, 1, "text", ["x"], {"content": "no role"}]),
 )
 # Shapes the fast path must convert, each made likely (the catch-all above rarely hits them).
 REFUSAL = st.fixed_dictionaries(
-    {"role": st.just("assistant"), "content": st.one_of(st.none(), TEXT, st.lists(PART, min_size=1, max_size=2)),
-     "refusal": st.one_of(st.none(), TEXT, st.just(["x"]))},
+    {
+        "role": st.just("assistant"),
+        "content": st.one_of(st.none(), TEXT, st.lists(PART, min_size=1, max_size=2)),
+        "refusal": st.one_of(st.none(), TEXT, st.just(["x"])),
+    },
     optional={"tool_calls": st.lists(CALL, max_size=2)},
 )
 LEGACY = st.fixed_dictionaries(
-    {"role": st.just("assistant"), "content": st.one_of(st.none(), TEXT),
-     "function_call": st.one_of(st.fixed_dictionaries({}, optional={"name": st.sampled_from(["f", "g"]),
-                                                                    "arguments": st.just("{}")}), st.just("x"))},
+    {
+        "role": st.just("assistant"),
+        "content": st.one_of(st.none(), TEXT),
+        "function_call": st.one_of(
+            st.fixed_dictionaries({}, optional={"name": st.sampled_from(["f", "g"]), "arguments": st.just("{}")}),
+            st.just("x"),
+        ),
+    },
     optional={"tool_calls": st.lists(CALL, max_size=2)},
 )
 ID_LESS_CALL = st.fixed_dictionaries({"type": st.just("function"), "function": FUNCTION})
 RESULT = st.fixed_dictionaries(
     {"role": st.sampled_from(["tool", "tool", "function"]), "content": TEXT},
-    optional={"name": st.sampled_from(["f", "g", "h"]), "tool_call_id": ID,
-              "tool_call_ids": st.one_of(st.lists(st.sampled_from(["c1", "c2", "call_1"]), max_size=3),
-                                         st.just("c1")),
-              "metadata": st.just({"tool_call_id": "c2"})},
+    optional={
+        "name": st.sampled_from(["f", "g", "h"]),
+        "tool_call_id": ID,
+        "tool_call_ids": st.one_of(st.lists(st.sampled_from(["c1", "c2", "call_1"]), max_size=3), st.just("c1")),
+        "metadata": st.just({"tool_call_id": "c2"}),
+    },
 )
 CALL_BLOCK = st.builds(
     lambda turn, results: [turn, *results],
-    st.fixed_dictionaries({"role": st.just("assistant"), "content": st.one_of(st.none(), TEXT),
-                           "tool_calls": st.lists(st.one_of(ID_LESS_CALL, CALL), min_size=1, max_size=3)},
-                          optional={"function_call": st.just({"name": "g"})}),
+    st.fixed_dictionaries(
+        {
+            "role": st.just("assistant"),
+            "content": st.one_of(st.none(), TEXT),
+            "tool_calls": st.lists(st.one_of(ID_LESS_CALL, CALL), min_size=1, max_size=3),
+        },
+        optional={"function_call": st.just({"name": "g"})},
+    ),
     st.lists(st.one_of(RESULT, PLAIN), max_size=4),
 )
 SEGMENT = st.one_of(
-    st.lists(PLAIN, min_size=1, max_size=3), st.lists(UNUSUAL, min_size=1, max_size=2),
-    st.lists(st.one_of(REFUSAL, LEGACY, RESULT), min_size=1, max_size=2), CALL_BLOCK,
+    st.lists(PLAIN, min_size=1, max_size=3),
+    st.lists(UNUSUAL, min_size=1, max_size=2),
+    st.lists(st.one_of(REFUSAL, LEGACY, RESULT), min_size=1, max_size=2),
+    CALL_BLOCK,
 )
 MESSAGES = st.builds(lambda segments: [m for segment in segments for m in segment], st.lists(SEGMENT, max_size=5))
 RECORD = st.one_of(
@@ -146,8 +186,11 @@ def full_read(func, *args):
 
 
 def _bytes(outcome) -> bytes:
-    return orjson.dumps([outcome.record, outcome.metrics, outcome.dead_letter, outcome.line],
-                        option=orjson.OPT_PASSTHROUGH_SUBCLASS, default=repr)
+    return orjson.dumps(
+        [outcome.record, outcome.metrics, outcome.dead_letter, outcome.line],
+        option=orjson.OPT_PASSTHROUGH_SUBCLASS,
+        default=repr,
+    )
 
 
 def assert_same_outcome(record) -> None:
@@ -200,20 +243,30 @@ CALL_C1 = {"id": "call_1", "type": "function", "function": {"name": "f", "argume
 #: One message per shape the fast path must convert, with the conversation it sits in.
 UNUSUAL_MESSAGES = {
     "content parts": {"role": "user", "content": [{"type": "text", "text": "a"}, {"type": "image_url"}]},
-    "reasoning part": {"role": "assistant", "content": [{"type": "reasoning", "text": "hmm"},
-                                                        {"type": "text", "text": "a"}]},
+    "reasoning part": {
+        "role": "assistant",
+        "content": [{"type": "reasoning", "text": "hmm"}, {"type": "text", "text": "a"}],
+    },
     "refusal as content": {"role": "assistant", "content": None, "refusal": "I can't"},
     "refusal beside content": {"role": "assistant", "content": "no", "refusal": "I can't"},
     "null refusal": {"role": "assistant", "content": "x", "refusal": None},
-    "legacy function_call": {"role": "assistant", "content": None,
-                             "function_call": {"name": "f", "arguments": "{}"}},
+    "legacy function_call": {"role": "assistant", "content": None, "function_call": {"name": "f", "arguments": "{}"}},
     "junk function_call": {"role": "assistant", "content": "x", "function_call": "f"},
-    "call without id": {"role": "assistant", "content": None,
-                        "tool_calls": [{"type": "function", "function": {"name": "f", "arguments": "{}"}}]},
-    "custom call": {"role": "assistant", "content": None,
-                    "tool_calls": [{"id": "k1", "type": "custom", "custom": {"name": "g", "input": "text"}}]},
-    "function with input": {"role": "assistant", "content": None,
-                            "tool_calls": [{"id": "k2", "type": "function", "function": {"name": "g", "input": "t"}}]},
+    "call without id": {
+        "role": "assistant",
+        "content": None,
+        "tool_calls": [{"type": "function", "function": {"name": "f", "arguments": "{}"}}],
+    },
+    "custom call": {
+        "role": "assistant",
+        "content": None,
+        "tool_calls": [{"id": "k1", "type": "custom", "custom": {"name": "g", "input": "text"}}],
+    },
+    "function with input": {
+        "role": "assistant",
+        "content": None,
+        "tool_calls": [{"id": "k2", "type": "function", "function": {"name": "g", "input": "t"}}],
+    },
     "developer": {"role": "developer", "content": "be brief"},
     "function result": {"role": "function", "name": "f", "content": "42"},
     "tool_call_ids": {"role": "tool", "content": "r", "tool_call_ids": ["call_1", "c2"]},
@@ -277,4 +330,5 @@ def test_bench_corpus_batches_are_the_same():
         full = full_read(normalize_batch, batch, settings_, process_record, {})
         assert fast.lines == full.lines
         assert orjson.dumps([fast.records, fast.metrics, fast.dead_letters]) == orjson.dumps(
-            [full.records, full.metrics, full.dead_letters])
+            [full.records, full.metrics, full.dead_letters]
+        )

@@ -48,8 +48,11 @@ def test_a_preset_value_of_the_wrong_type_is_a_one_line_error_naming_the_key(tmp
 
 
 def test_preset_values_are_the_options_values(tmp_path):
-    job = _job(tmp_path, "batch_size: 7\njob-endpoint-timeout: 45\ncheck: true\nwindow: 90\n"
-                         "experiments: [a, b]\ndirect_num_workers: 3\nformat: flat\n")
+    job = _job(
+        tmp_path,
+        "batch_size: 7\njob-endpoint-timeout: 45\ncheck: true\nwindow: 90\n"
+        "experiments: [a, b]\ndirect_num_workers: 3\nformat: flat\n",
+    )
     ours = job.options.view_as(ConvNormOptions)
     assert job.batch_size == 7 and ours.check is True and ours.window == "90"
     assert job.job_endpoint_timeout == 45.0 and isinstance(job.job_endpoint_timeout, float)
@@ -59,8 +62,15 @@ def test_preset_values_are_the_options_values(tmp_path):
 
 
 def test_the_command_line_wins_over_the_preset(tmp_path):
-    job = _job(tmp_path, "batch_size: 7\ncheck: true\ndirect_num_workers: 3\nexperiments: [a]\n",
-               "--batch-size", "9", "--no-check", "--direct_num_workers=1", "--experiments=b")
+    job = _job(
+        tmp_path,
+        "batch_size: 7\ncheck: true\ndirect_num_workers: 3\nexperiments: [a]\n",
+        "--batch-size",
+        "9",
+        "--no-check",
+        "--direct_num_workers=1",
+        "--experiments=b",
+    )
     assert job.batch_size == 9 and not job.options.view_as(ConvNormOptions).check
     everything = job.options.get_all_options()
     assert everything["direct_num_workers"] == 1
@@ -82,7 +92,9 @@ def test_a_key_with_no_value_leaves_the_option_as_it_was(tmp_path):
 def test_a_bad_value_on_the_command_line_is_one_line_not_beams_usage(argv, message, tmp_path):
     result = subprocess.run(
         [sys.executable, "-m", "pipeline", "--input", str(SAMPLE), "--output", str(tmp_path / "o"), *argv],
-        capture_output=True, text=True, timeout=120,
+        capture_output=True,
+        text=True,
+        timeout=120,
     )
     assert result.returncode == 2
     errors = [line for line in result.stderr.splitlines() if "apitools" not in line]
@@ -108,8 +120,11 @@ def test_writer_option_precedence_is_what_the_help_says(sink):
     def model_of(out: dict):
         return (out.get("body") or {}).get("model") if sink == "openai-batch" else out.get("model")
 
-    record = {"messages": [{"role": "user", "content": "q"}, {"role": "assistant", "content": "a"}],
-              "model": "own", "max_tokens": 5}
+    record = {
+        "messages": [{"role": "user", "content": "q"}, {"role": "assistant", "content": "a"}],
+        "model": "own",
+        "max_tokens": 5,
+    }
     write = WRITERS[sink].write
     assert model_of(write(record, WriteContext("r", model="flag", max_tokens=9))) == "flag"
     assert model_of(write(record, WriteContext("r"))) == "own"

@@ -10,12 +10,19 @@ from transforms.records import process_record
 from transforms.settings import Settings
 from transforms.validate_step import check_record
 
-DEFECTIVE = {"id": "c1", "messages": [
-    {"role": "tool", "tool_call_id": "x", "content": "orphan"},
-    {"role": "user", "content": [{"type": "text", "text": "hi"}], "weight": 1},
-    {"role": "assistant", "content": "", "reasoning_content": "hmm",
-     "tool_calls": [{"id": "a", "type": "function", "function": {"name": "f", "arguments": "{}"}}]},
-]}
+DEFECTIVE = {
+    "id": "c1",
+    "messages": [
+        {"role": "tool", "tool_call_id": "x", "content": "orphan"},
+        {"role": "user", "content": [{"type": "text", "text": "hi"}], "weight": 1},
+        {
+            "role": "assistant",
+            "content": "",
+            "reasoning_content": "hmm",
+            "tool_calls": [{"id": "a", "type": "function", "function": {"name": "f", "arguments": "{}"}}],
+        },
+    ],
+}
 
 
 def _keys(typed) -> tuple[set, set]:
@@ -44,5 +51,9 @@ def test_violation_reports_have_exactly_the_declared_keys():
     required, declared = _keys(ViolationReport)
     outcome = check_record(_raw(DEFECTIVE), Settings())
     assert set(outcome.record) == required == declared
-    assert outcome.record["details"] and set(outcome.record["details"][0]) == {"kind", "index", "tool_call_id",
-                                                                              "detail"}
+    assert outcome.record["details"] and set(outcome.record["details"][0]) == {
+        "kind",
+        "index",
+        "tool_call_id",
+        "detail",
+    }

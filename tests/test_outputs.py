@@ -38,8 +38,11 @@ def _run(*argv: str) -> int:
 def _tree(directory: Path) -> dict[str, bytes]:
     # report.html is a view written after _SUCCESS that says when the run was made: the
     # outputs proper, manifest and marker included, must be byte-identical; it cannot be.
-    return {str(p.relative_to(directory)): p.read_bytes() for p in sorted(directory.rglob("*"))
-            if p.is_file() and p.relative_to(directory) != Path("report.html")}
+    return {
+        str(p.relative_to(directory)): p.read_bytes()
+        for p in sorted(directory.rglob("*"))
+        if p.is_file() and p.relative_to(directory) != Path("report.html")
+    }
 
 
 def _env(**extra: str) -> dict[str, str]:
@@ -53,9 +56,15 @@ def _start_paused(argv: list[str], point: str, work: Path) -> tuple[subprocess.P
     """``python -m pipeline ARGV`` in its own process group, paused at ``point``."""
     ready = work / f"paused-{point}-{time.monotonic_ns()}"
     log = (work / f"{ready.name}.log").open("wb")
-    proc = subprocess.Popen([sys.executable, "-m", "pipeline", *map(str, argv)], cwd=work, stdin=subprocess.DEVNULL,
-                            stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
-                            env=_env(**{testhooks.PAUSE_AT: point, testhooks.PAUSE_FILE: str(ready)}))
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "pipeline", *map(str, argv)],
+        cwd=work,
+        stdin=subprocess.DEVNULL,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+        env=_env(**{testhooks.PAUSE_AT: point, testhooks.PAUSE_FILE: str(ready)}),
+    )
     deadline = time.monotonic() + RUN_TIMEOUT_S
     while not ready.exists():
         if proc.poll() is not None or time.monotonic() > deadline:
@@ -151,16 +160,21 @@ def test_files_a_wildcard_matches_under_the_output_are_skipped(tmp_path, capsys)
     after = _tree(out)
     assert after.keys() == before.keys()
     # The same single input: outputs identical, not read back (the manifest records the flags).
-    assert {k: v for k, v in after.items() if k != MANIFEST_FILE} == {k: v for k, v in before.items() if k != MANIFEST_FILE}
+    assert {k: v for k, v in after.items() if k != MANIFEST_FILE} == {
+        k: v for k, v in before.items() if k != MANIFEST_FILE
+    }
 
 
-@pytest.mark.parametrize("target, message", [
-    ("/", "is the filesystem root"),
-    ("HOME", "is the home directory"),
-    ("gs://some-bucket", "is the root of a gs:// bucket"),
-    ("gs://some-bucket/", "is the root of a gs:// bucket"),
-    ("s3://some-bucket", "is the root of a s3:// bucket"),
-])
+@pytest.mark.parametrize(
+    "target, message",
+    [
+        ("/", "is the filesystem root"),
+        ("HOME", "is the home directory"),
+        ("gs://some-bucket", "is the root of a gs:// bucket"),
+        ("gs://some-bucket/", "is the root of a gs:// bucket"),
+        ("s3://some-bucket", "is the root of a s3:// bucket"),
+    ],
+)
 def test_dangerous_output_directories_are_refused(target, message, tmp_path, monkeypatch, capsys):
     from pipeline.options import ConfigError, load_job
 
@@ -255,8 +269,9 @@ class _LosingFile:
 def test_a_missing_or_short_file_fails_the_run(mode, tmp_path, monkeypatch, capsys):
     from pipeline import sinks
 
-    monkeypatch.setitem(sinks.FILE_FORMATS, "jsonl",
-                        sinks.FileFormat(".jsonl", lambda path, *_: _LosingFile(path, mode)))
+    monkeypatch.setitem(
+        sinks.FILE_FORMATS, "jsonl", sinks.FileFormat(".jsonl", lambda path, *_: _LosingFile(path, mode))
+    )
     out = tmp_path / "out"
     # Found: _finalize skipped the missing temp file and the run exited 0.
     assert _run("--input", SAMPLE, "--output", out) == 1
@@ -312,8 +327,17 @@ def test_a_second_run_into_the_same_output_exits_2_naming_the_holder(tmp_path, c
 def test_a_lock_held_on_another_host_is_never_broken(tmp_path, capsys):
     out = tmp_path / "out"
     out.mkdir()
-    (out / LOCK_FILE).write_text(json.dumps({"run_id": "x", "pid": _dead_pid(), "host": "elsewhere",
-                                             "started": "2026-01-01T00:00:00+00:00", "command": "run"}))
+    (out / LOCK_FILE).write_text(
+        json.dumps(
+            {
+                "run_id": "x",
+                "pid": _dead_pid(),
+                "host": "elsewhere",
+                "started": "2026-01-01T00:00:00+00:00",
+                "command": "run",
+            }
+        )
+    )
     assert _run("--input", SAMPLE, "--output", out, "--break-stale-lock") == 2
     assert "host elsewhere" in capsys.readouterr().err
     assert (out / LOCK_FILE).exists()
@@ -323,8 +347,17 @@ def test_a_stale_lock_names_its_dead_holder(tmp_path, capsys):
     out = tmp_path / "out"
     out.mkdir()
     pid = _dead_pid()
-    (out / LOCK_FILE).write_text(json.dumps({"run_id": "x", "pid": pid, "host": socket.gethostname(),
-                                             "started": "2026-01-01T00:00:00+00:00", "command": "run"}))
+    (out / LOCK_FILE).write_text(
+        json.dumps(
+            {
+                "run_id": "x",
+                "pid": pid,
+                "host": socket.gethostname(),
+                "started": "2026-01-01T00:00:00+00:00",
+                "command": "run",
+            }
+        )
+    )
     assert _run("--input", SAMPLE, "--output", out) == 2
     err = capsys.readouterr().err
     assert "stale lock" in err and f"pid {pid}" in err and "--break-stale-lock" in err
@@ -409,11 +442,14 @@ def _list_in_manifest(out: Path, entry: dict) -> None:
     (out / MANIFEST_FILE).write_text(json.dumps(manifest))
 
 
-@pytest.mark.parametrize("entry, why", [
-    ({"path": "mydocs", "records": 0, "bytes": 4096}, "not a file"),  # Found: deleted mydocs/ and all in it
-    ({"path": "link/notes.txt", "records": 0, "bytes": 9}, "outside"),  # Found: deleted home/notes.txt
-    ({"path": "notes.txt", "records": 0}, "size"),  # Found: no size recorded, so none to differ: deleted
-])
+@pytest.mark.parametrize(
+    "entry, why",
+    [
+        ({"path": "mydocs", "records": 0, "bytes": 4096}, "not a file"),  # Found: deleted mydocs/ and all in it
+        ({"path": "link/notes.txt", "records": 0, "bytes": 9}, "outside"),  # Found: deleted home/notes.txt
+        ({"path": "notes.txt", "records": 0}, "size"),  # Found: no size recorded, so none to differ: deleted
+    ],
+)
 def test_a_manifest_entry_that_is_not_a_file_convnorm_wrote_deletes_nothing(entry, why, tmp_path, capsys):
     out = tmp_path / "out"
     assert _run("--input", SAMPLE, "--output", out) == 0
@@ -468,9 +504,19 @@ def test_the_manifest_never_holds_credentials(tmp_path):
     # Found: --s3_secret_access_key and friends were written into the manifest, which travels
     # with the outputs.
     out = tmp_path / "out"
-    assert _run("--input", SAMPLE, "--output", out, "--s3_access_key_id=AKIAEXAMPLE",
-                "--s3_secret_access_key=TOPSECRET", "--s3_session_token=TOKEN123",
-                "--azure_connection_string=AccountKey=KEY456") == 0
+    assert (
+        _run(
+            "--input",
+            SAMPLE,
+            "--output",
+            out,
+            "--s3_access_key_id=AKIAEXAMPLE",
+            "--s3_secret_access_key=TOPSECRET",
+            "--s3_session_token=TOKEN123",
+            "--azure_connection_string=AccountKey=KEY456",
+        )
+        == 0
+    )
     text = (out / MANIFEST_FILE).read_text()
     for secret in ("AKIAEXAMPLE", "TOPSECRET", "TOKEN123", "KEY456"):
         assert secret not in text

@@ -24,13 +24,17 @@ RECORD = {
     "messages": [
         {"role": "system", "content": "Sé breve."},
         {"role": "user", "content": "go"},
-        {"role": "assistant", "content": "", "tool_calls": [
-            {"tool_call_id": "a", "name": "f", "args": '{"x": 1}'},  # a JSON string stays that string
-            {"tool_call_id": "b", "name": "g", "args": {"y": [1, 2], "z": None}},  # an object
-            {"tool_call_id": "c", "name": "h", "args": "not json"},  # free text
-            {"tool_call_id": "d", "name": "k"},  # no arguments
-            {"tool_call_id": "e", "name": "m", "args": [1, "two"]},
-        ]},
+        {
+            "role": "assistant",
+            "content": "",
+            "tool_calls": [
+                {"tool_call_id": "a", "name": "f", "args": '{"x": 1}'},  # a JSON string stays that string
+                {"tool_call_id": "b", "name": "g", "args": {"y": [1, 2], "z": None}},  # an object
+                {"tool_call_id": "c", "name": "h", "args": "not json"},  # free text
+                {"tool_call_id": "d", "name": "k"},  # no arguments
+                {"tool_call_id": "e", "name": "m", "args": [1, "two"]},
+            ],
+        },
         *({"role": "tool", "content": str(n), "tool_call_id": i} for n, i in enumerate("abcde")),
         {"role": "assistant", "content": "done"},
     ],
@@ -43,8 +47,12 @@ def test_rows_keep_arguments_exact_and_read_back_as_the_record(tmp_path):
     row = flat_row(RECORD)
     calls = row["messages"][2]["tool_calls"]
     assert [(c["args"], c["args_kind"]) for c in calls] == [
-        ('{"x": 1}', "string"), ('{"y":[1,2],"z":null}', "json"), ("not json", "string"), (None, None),
-        ('[1,"two"]', "json")]
+        ('{"x": 1}', "string"),
+        ('{"y":[1,2],"z":null}', "json"),
+        ("not json", "string"),
+        (None, None),
+        ('[1,"two"]', "json"),
+    ]
     path = tmp_path / "t.parquet"
     pq.write_table(pa.Table.from_pylist([row], schema=parquet_schema(pa)), path)
     (back,) = pq.read_table(path).to_pylist()
@@ -62,7 +70,9 @@ def test_job_parquet_reads_back_with_pyarrow_and_datasets_as_the_jsonl_records(t
     assert main(["--input", source, "--output", str(tmp_path / "p"), "--output-format", "parquet"]) == 0
     expected = _jsonl(tmp_path / "j" / "normalized")
     assert any(isinstance(c.get("args"), str) for r in expected for m in r["messages"] for c in m.get("tool_calls", ()))
-    assert any(isinstance(c.get("args"), dict) for r in expected for m in r["messages"] for c in m.get("tool_calls", ()))
+    assert any(
+        isinstance(c.get("args"), dict) for r in expected for m in r["messages"] for c in m.get("tool_calls", ())
+    )
 
     files = sorted((tmp_path / "p" / "normalized").glob("part-*.parquet"))
     rows = [row for path in files for row in pq.read_table(path).to_pylist()]
@@ -86,7 +96,9 @@ def test_job_parquet_reads_back_with_pyarrow_and_datasets_as_the_jsonl_records(t
 
 
 def test_sharegpt_training_output_loads_with_datasets_json(tmp_path):
-    assert main(["--input", str(SAMPLES / "sharegpt.jsonl"), "--output", str(tmp_path / "s"), "--sink", "sharegpt"]) == 0
+    assert (
+        main(["--input", str(SAMPLES / "sharegpt.jsonl"), "--output", str(tmp_path / "s"), "--sink", "sharegpt"]) == 0
+    )
     expected = _jsonl(tmp_path / "s" / "normalized")
     (path,) = sorted((tmp_path / "s" / "normalized").glob("part-*.jsonl"))
     rows = datasets.load_dataset("json", data_files=str(path), split="train", cache_dir=str(tmp_path / "hf"))

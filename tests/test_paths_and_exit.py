@@ -68,7 +68,7 @@ def test_relative_glob_without_a_directory_matches(tmp_path, monkeypatch):
 
 
 def test_run_that_normalizes_nothing_exits_1_with_a_message(tmp_path, capsys):
-    (tmp_path / "in.jsonl").write_bytes(b"not json\n\"text\"\n")
+    (tmp_path / "in.jsonl").write_bytes(b'not json\n"text"\n')
     assert main(["--input", str(tmp_path / "in.jsonl"), "--output", str(tmp_path / "out")]) == 1
     assert "normalized none" in capsys.readouterr().err
     assert len(_lines(tmp_path / "out" / "dead_letter")) == 2  # outputs written all the same
@@ -91,7 +91,7 @@ def test_empty_json_array_is_empty_input_but_a_zero_byte_json_file_is_a_dead_let
 
 @pytest.mark.parametrize("limit, status", [("2", 0), ("1", 1), ("0", 1), ("20%", 0), ("19.9%", 1)])
 def test_max_dead_letters_fails_past_the_threshold_with_outputs_written(tmp_path, capsys, limit, status):
-    (tmp_path / "in.jsonl").write_bytes(_good(8) + b"{bad\n\"text\"\n")  # 2 dead letters of 10
+    (tmp_path / "in.jsonl").write_bytes(_good(8) + b'{bad\n"text"\n')  # 2 dead letters of 10
     out = tmp_path / "out"
     assert main(["--input", str(tmp_path / "in.jsonl"), "--output", str(out), f"--max-dead-letters={limit}"]) == status
     assert len(_lines(out / "normalized")) == 8 and (out / "summary.json").exists()
@@ -101,8 +101,9 @@ def test_max_dead_letters_fails_past_the_threshold_with_outputs_written(tmp_path
 @pytest.mark.parametrize("bad", ["-1", "x", "101%", "%"])
 def test_bad_max_dead_letters_is_an_option_error(tmp_path, capsys, bad):
     (tmp_path / "in.jsonl").write_bytes(_good(1))
-    assert main(["--input", str(tmp_path / "in.jsonl"), "--output", str(tmp_path / "o"),
-                 f"--max-dead-letters={bad}"]) == 2
+    assert (
+        main(["--input", str(tmp_path / "in.jsonl"), "--output", str(tmp_path / "o"), f"--max-dead-letters={bad}"]) == 2
+    )
     assert "--max-dead-letters" in capsys.readouterr().err
 
 
@@ -137,8 +138,11 @@ def _losing_one_record(monkeypatch):
         result = real(*args, **kwargs)
         if not result.records:
             return result
-        return result._replace(records=result.records[:-1], metrics=result.metrics[:-1],
-                               lines=None if result.lines is None else result.lines[:-1])
+        return result._replace(
+            records=result.records[:-1],
+            metrics=result.metrics[:-1],
+            lines=None if result.lines is None else result.lines[:-1],
+        )
 
     monkeypatch.setattr(conversations, "normalize_batch", lose)
 

@@ -170,9 +170,11 @@ class JobRun:
         self.seconds = seconds
 
     def describe(self, lines: int = 40) -> str:
-        return (f"--- job {self.name}: exit status {self.returncode} after {self.seconds:.1f} s\n"
-                f"stdout (last lines):\n{tail(self.stdout, lines)}\n"
-                f"stderr (last lines):\n{tail(self.stderr, lines)}")
+        return (
+            f"--- job {self.name}: exit status {self.returncode} after {self.seconds:.1f} s\n"
+            f"stdout (last lines):\n{tail(self.stdout, lines)}\n"
+            f"stderr (last lines):\n{tail(self.stderr, lines)}"
+        )
 
 
 def _run_job(name: str, args: list[str], work: Path, env: dict, diagnostics=lambda: "") -> JobRun:
@@ -180,8 +182,14 @@ def _run_job(name: str, args: list[str], work: Path, env: dict, diagnostics=lamb
     stdout, stderr = work / f"{name}.stdout", work / f"{name}.stderr"
     started = time.monotonic()
     with stdout.open("wb") as out, stderr.open("wb") as err:
-        proc = popen_in_group([sys.executable, "-m", "pipeline", *args], stdin=subprocess.DEVNULL,
-                              stdout=out, stderr=err, env=env, cwd=work)
+        proc = popen_in_group(
+            [sys.executable, "-m", "pipeline", *args],
+            stdin=subprocess.DEVNULL,
+            stdout=out,
+            stderr=err,
+            env=env,
+            cwd=work,
+        )
         timed_out = False
         try:
             proc.wait(timeout=JOB_TIMEOUT_S)
@@ -192,14 +200,19 @@ def _run_job(name: str, args: list[str], work: Path, env: dict, diagnostics=lamb
                 kill_group(proc, timeout=5)
     run = JobRun(name, proc.returncode, stdout, stderr, time.monotonic() - started)
     if timed_out:
-        pytest.fail(f"job {name} did not finish within {JOB_TIMEOUT_S} s; killed\n"
-                    f"{run.describe()}\n{diagnostics()}", pytrace=False)
+        pytest.fail(
+            f"job {name} did not finish within {JOB_TIMEOUT_S} s; killed\n{run.describe()}\n{diagnostics()}",
+            pytrace=False,
+        )
     return run
 
 
 def _read_lines(directory: Path) -> list[dict]:
-    return [json.loads(line) for path in sorted(directory.glob("part-*.jsonl"))
-            for line in path.read_text(encoding="utf-8").splitlines()]
+    return [
+        json.loads(line)
+        for path in sorted(directory.glob("part-*.jsonl"))
+        for line in path.read_text(encoding="utf-8").splitlines()
+    ]
 
 
 def _tree(directory: Path) -> dict[str, bytes]:
@@ -226,11 +239,13 @@ def test_job_runs_on_portable_runner_with_external_worker_pool(tmp_path, service
     ]
 
     try:
-        portable = _run_job("portable", [*common, "--output", str(portable_out), *portable_flags],
-                            tmp_path, env, services.diagnostics)
+        portable = _run_job(
+            "portable", [*common, "--output", str(portable_out), *portable_flags], tmp_path, env, services.diagnostics
+        )
         assert portable.returncode == 0, f"portable run failed\n{portable.describe()}\n{services.diagnostics()}"
         assert services.workers_started() >= 1, (
-            f"the job finished but the external worker pool started no SDK worker\n{services.diagnostics()}")
+            f"the job finished but the external worker pool started no SDK worker\n{services.diagnostics()}"
+        )
         print(f"portable run: {portable.seconds:.1f} s, {services.workers_started()} external worker(s)")
 
         # --- summary.json: accounting and counts
@@ -246,7 +261,11 @@ def test_job_runs_on_portable_runner_with_external_worker_pool(tmp_path, service
         assert summary["messages_out"] == MESSAGES_IN - MESSAGES_DROPPED + HEALED
         assert summary["dropped"] == 4
         assert {k: v for k, v in summary["dropped_by_reason"].items() if v} == {
-            "redeclared_call": 1, "orphan_result": 1, "duplicate_result": 1, "leading_tool": 1}
+            "redeclared_call": 1,
+            "orphan_result": 1,
+            "duplicate_result": 1,
+            "leading_tool": 1,
+        }
         assert summary["healed"] == HEALED
         assert summary["conversations_with_drops"] == 3
 
@@ -258,7 +277,10 @@ def test_job_runs_on_portable_runner_with_external_worker_pool(tmp_path, service
         assert drops == {c["id"]: EXPECTED_DROPS.get(c["id"], (0, {}, 0)) for c in CONVERSATIONS}
         letters = _read_lines(portable_out / "dead_letter")
         assert [(Path(d["source"]).name, d["reason"]) for d in letters] == [("a.jsonl", "invalid_json")]
-        assert sorted(p.name for p in (portable_out / "normalized").iterdir()) == ["part-00000.jsonl", "part-00001.jsonl"]
+        assert sorted(p.name for p in (portable_out / "normalized").iterdir()) == [
+            "part-00000.jsonl",
+            "part-00001.jsonl",
+        ]
 
         # --- byte-identical to the default in-process runner on the same input
         reference = _run_job("reference", [*common, "--output", str(reference_out)], tmp_path, env)

@@ -23,8 +23,13 @@ SAMPLES = [ROOT / "samples" / "conversations.jsonl", *sorted((ROOT / "samples" /
 
 def _run(output: Path, *extra: str) -> subprocess.CompletedProcess:
     inputs = [f"--input={path}" for path in SAMPLES]
-    return subprocess.run([sys.executable, "-m", "pipeline", *inputs, f"--output={output}", *extra],
-                          capture_output=True, text=True, timeout=JOB_TIMEOUT_S, cwd=ROOT)
+    return subprocess.run(
+        [sys.executable, "-m", "pipeline", *inputs, f"--output={output}", *extra],
+        capture_output=True,
+        text=True,
+        timeout=JOB_TIMEOUT_S,
+        cwd=ROOT,
+    )
 
 
 #: Not outputs of the data: the manifest records the options (the runner among them) and the
@@ -33,8 +38,11 @@ RUN_RECORDS = {"_convnorm_manifest.json", "report.html"}
 
 
 def _files(directory: Path) -> dict[str, bytes]:
-    return {str(p.relative_to(directory)): p.read_bytes() for p in sorted(directory.rglob("*"))
-            if p.is_file() and p.name not in RUN_RECORDS}
+    return {
+        str(p.relative_to(directory)): p.read_bytes()
+        for p in sorted(directory.rglob("*"))
+        if p.is_file() and p.name not in RUN_RECORDS
+    }
 
 
 def test_batch_on_prism_writes_the_same_bytes_as_fnapirunner(tmp_path):
@@ -81,8 +89,10 @@ def test_prism_and_its_worker_pool_listen_on_loopback_only():
     with prism_services(options):
         portable = options.view_as(PortableOptions)
         assert portable.environment_type == "EXTERNAL"
-        ports = {"prism": int(portable.job_endpoint.rsplit(":", 1)[1]),
-                 "worker pool": int(portable.environment_config.rsplit(":", 1)[1])}
+        ports = {
+            "prism": int(portable.job_endpoint.rsplit(":", 1)[1]),
+            "worker pool": int(portable.environment_config.rsplit(":", 1)[1]),
+        }
         for name, port in ports.items():
             addresses = _listening(port)
             assert addresses, f"{name} is not listening on {port}"
@@ -90,7 +100,13 @@ def test_prism_and_its_worker_pool_listen_on_loopback_only():
 
 
 def test_prism_without_a_binary_is_a_clear_error(tmp_path, capsys):
-    status = main([f"--input={SAMPLES[0]}", f"--output={tmp_path / 'out'}", "--runner=PrismRunner",
-                   f"--prism_location={tmp_path / 'no-such-prism'}"])
+    status = main(
+        [
+            f"--input={SAMPLES[0]}",
+            f"--output={tmp_path / 'out'}",
+            "--runner=PrismRunner",
+            f"--prism_location={tmp_path / 'no-such-prism'}",
+        ]
+    )
     assert status == 2
     assert "does not exist or is not executable" in capsys.readouterr().err

@@ -143,9 +143,11 @@ def test_lossless_keeps_everything_spec_keeps_and_drops_no_more(messages):
     lossless_kept = _real_results(lossless.messages)
     assert len(set(lossless_kept)) == len(lossless_kept)
     assert set(spec_kept) <= set(lossless_kept)
+
     # Every non-tool message spec keeps is kept too (rekeying only ever saves turns).
     def others(ms):
         return sorted((m["role"], m["content"]) for m in ms if m["role"] != "tool")
+
     spec_others, lossless_others = others(spec.messages), others(lossless.messages)
     for item in set(spec_others):
         assert lossless_others.count(item) >= spec_others.count(item)
@@ -225,7 +227,12 @@ def test_spec_output_breaks_only_what_mem5_permits(messages):
 
 JSON = st.recursive(
     st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=4),
-    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.sampled_from(["role", "content", "tool_calls", "tool_call_id", "name", "id"]), inner, max_size=4),
+    lambda inner: (
+        st.lists(inner, max_size=3)
+        | st.dictionaries(
+            st.sampled_from(["role", "content", "tool_calls", "tool_call_id", "name", "id"]), inner, max_size=4
+        )
+    ),
     max_leaves=12,
 )
 
@@ -268,7 +275,11 @@ def reused_id_conversations(draw):
     for t in range(turns):
         ids = draw(st.lists(st.sampled_from(["c1", "c2", "call_0"]), min_size=1, max_size=2, unique=True))
         messages.append(
-            {"role": "assistant", "content": "", "tool_calls": [{"id": i, "function": {"name": "f", "arguments": "{}"}} for i in ids]}
+            {
+                "role": "assistant",
+                "content": "",
+                "tool_calls": [{"id": i, "function": {"name": "f", "arguments": "{}"}} for i in ids],
+            }
         )
         for i in ids:
             messages.append({"role": "tool", "content": f"R{t}-{i}", "tool_call_id": i})

@@ -100,7 +100,10 @@ def test_spec_profile_is_exactly_the_core(vector):
     core = normalize_conversation(copy.deepcopy(vector["input"]))
     assert got == ProfileResult(core.messages, core.dropped, core.drops, core.healed, {})
     assert (got.messages, got.dropped, got.drops, got.healed) == (
-        vector["expected"], vector["dropped"], vector["drops"], vector["healed"]
+        vector["expected"],
+        vector["dropped"],
+        vector["drops"],
+        vector["healed"],
     )
 
 
@@ -108,35 +111,64 @@ def test_spec_profile_is_exactly_the_core(vector):
 # repairs). Every other vector is left exactly as spec leaves it.
 LOSSLESS_VECTORS = {
     "narrative-leading-tool-before-declaring-call": (
-        [{"role": "assistant", "content": "", "tool_calls": [{"tool_call_id": "c1", "name": "search"}]},
-         {"role": "tool", "content": "out of order", "tool_call_id": "c1"}],
-        0, {}, 0, {"moved_result": 1},
+        [
+            {"role": "assistant", "content": "", "tool_calls": [{"tool_call_id": "c1", "name": "search"}]},
+            {"role": "tool", "content": "out of order", "tool_call_id": "c1"},
+        ],
+        0,
+        {},
+        0,
+        {"moved_result": 1},
     ),
     "multiple-leading-tool-results-stripped": (
-        [{"role": "assistant", "content": "", "tool_calls": [{"tool_call_id": "c1", "name": "a"}, {"tool_call_id": "c2", "name": "b"}]},
-         {"role": "tool", "content": "r1", "tool_call_id": "c1"},
-         {"role": "tool", "content": "r2", "tool_call_id": "c2"}],
-        0, {}, 0, {"moved_result": 2},
+        [
+            {
+                "role": "assistant",
+                "content": "",
+                "tool_calls": [{"tool_call_id": "c1", "name": "a"}, {"tool_call_id": "c2", "name": "b"}],
+            },
+            {"role": "tool", "content": "r1", "tool_call_id": "c1"},
+            {"role": "tool", "content": "r2", "tool_call_id": "c2"},
+        ],
+        0,
+        {},
+        0,
+        {"moved_result": 2},
     ),
     "leading-tool-after-system-group": (
-        [{"role": "system", "content": "s"},
-         {"role": "assistant", "content": "", "tool_calls": [{"tool_call_id": "c1", "name": "search"}]},
-         {"role": "tool", "content": "out of order", "tool_call_id": "c1"}],
-        0, {}, 0, {"moved_result": 1},
+        [
+            {"role": "system", "content": "s"},
+            {"role": "assistant", "content": "", "tool_calls": [{"tool_call_id": "c1", "name": "search"}]},
+            {"role": "tool", "content": "out of order", "tool_call_id": "c1"},
+        ],
+        0,
+        {},
+        0,
+        {"moved_result": 1},
     ),
     "misordered-result-mid-list-left-as-is": (
-        [{"role": "user", "content": "q"},
-         {"role": "assistant", "content": "", "tool_calls": [{"tool_call_id": "c1", "name": "search"}]},
-         {"role": "tool", "content": "early", "tool_call_id": "c1"}],
-        0, {}, 0, {"moved_result": 1},
+        [
+            {"role": "user", "content": "q"},
+            {"role": "assistant", "content": "", "tool_calls": [{"tool_call_id": "c1", "name": "search"}]},
+            {"role": "tool", "content": "early", "tool_call_id": "c1"},
+        ],
+        0,
+        {},
+        0,
+        {"moved_result": 1},
     ),
     "duplicate-declaration-later-turn-emptied": (
-        [{"role": "user", "content": "q"},
-         {"role": "assistant", "content": "", "tool_calls": [{"tool_call_id": "c1", "name": "search"}]},
-         {"role": "tool", "content": "r1", "tool_call_id": "c1"},
-         {"role": "assistant", "content": "", "tool_calls": [{"tool_call_id": "c1~2", "name": "search"}]},
-         {"role": "tool", "content": "r2", "tool_call_id": "c1~2"}],
-        0, {}, 0, {"rekeyed_call": 1},
+        [
+            {"role": "user", "content": "q"},
+            {"role": "assistant", "content": "", "tool_calls": [{"tool_call_id": "c1", "name": "search"}]},
+            {"role": "tool", "content": "r1", "tool_call_id": "c1"},
+            {"role": "assistant", "content": "", "tool_calls": [{"tool_call_id": "c1~2", "name": "search"}]},
+            {"role": "tool", "content": "r2", "tool_call_id": "c1~2"},
+        ],
+        0,
+        {},
+        0,
+        {"rekeyed_call": 1},
     ),
 }
 
@@ -182,9 +214,12 @@ def test_rekey_counts_every_later_pair_and_numbers_them_in_order():
 
 def test_rekey_never_collides_with_an_id_in_the_conversation():
     messages = [
-        turn("c1"), result("c1", "a"),
-        turn("c1~2"), result("c1~2", "z"),
-        turn("c1"), result("c1", "b"),
+        turn("c1"),
+        result("c1", "a"),
+        turn("c1~2"),
+        result("c1~2", "z"),
+        turn("c1"),
+        result("c1", "b"),
     ]
     out, count = run_pass(rekey_reused_ids, messages)
     assert count == 1
@@ -197,7 +232,16 @@ def test_rekey_never_collides_with_an_id_in_the_conversation():
 
 def test_rekey_compares_ids_as_the_core_does():
     # " c1" is "c1" once trimmed, and 7 is "7": both are reuses. Fresh ids come from the trimmed text.
-    messages = [turn("c1"), result("c1", "a"), turn(" c1 "), result("c1", "b"), turn(7), result("7", "x"), turn("7"), result(7, "y")]
+    messages = [
+        turn("c1"),
+        result("c1", "a"),
+        turn(" c1 "),
+        result("c1", "b"),
+        turn(7),
+        result("7", "x"),
+        turn("7"),
+        result(7, "y"),
+    ]
     out, count = run_pass(rekey_reused_ids, messages)
     assert count == 2
     assert out[2] == turn("c1~2") and out[3] == result("c1~2", "b")
@@ -212,7 +256,11 @@ def test_rekey_keeps_provider_call_fields():
         result("c1", "b"),
     ]
     out, _ = run_pass(rekey_reused_ids, flat)
-    assert out[2] == {"role": "assistant", "content": "x", "tool_calls": [{"tool_call_id": "c1~2", "name": "g", "args": {"k": 1}}]}
+    assert out[2] == {
+        "role": "assistant",
+        "content": "x",
+        "tool_calls": [{"tool_call_id": "c1~2", "name": "g", "args": {"k": 1}}],
+    }
     assert list(out[2]["tool_calls"][0]) == ["tool_call_id", "name", "args"]
 
 
@@ -226,7 +274,10 @@ def test_ambiguous_result_after_two_declarations_answers_the_nearest():
     lossless = normalize_with_profile(messages, "lossless")
     assert lossless == ProfileResult(
         [user(), turn("c1", text="A"), synthetic("c1"), turn("c1~2", text="B"), result("c1~2", "r")],
-        0, {}, 1, {"rekeyed_call": 1},
+        0,
+        {},
+        1,
+        {"rekeyed_call": 1},
     )
     spec = normalize_with_profile(messages, "spec")
     assert spec.messages == [user(), turn("c1", text="A"), {"role": "assistant", "content": "B"}, result("c1", "r")]
@@ -263,14 +314,33 @@ def test_results_between_two_declarations_belong_to_the_earlier_one():
 def test_surplus_result_stored_just_before_the_next_declaration_answers_it():
     # A is answered in its block; "r2" sits outside it, directly before B: B's result stored
     # before its call. It goes to B (and the second pass moves it after B).
-    messages = [user(), turn("c1", text="A"), result("c1", "r1"), user("u"), result("c1", "r2"), turn("c1", text="B"), user("v")]
+    messages = [
+        user(),
+        turn("c1", text="A"),
+        result("c1", "r1"),
+        user("u"),
+        result("c1", "r2"),
+        turn("c1", text="B"),
+        user("v"),
+    ]
     out, count = run_pass(rekey_reused_ids, messages)
     assert count == 1
     assert out[4:6] == [result("c1~2", "r2"), turn("c1~2", text="B")]
     lossless = normalize_with_profile(messages, "lossless")
     assert lossless == ProfileResult(
-        [user(), turn("c1", text="A"), result("c1", "r1"), user("u"), turn("c1~2", text="B"), result("c1~2", "r2"), user("v")],
-        0, {}, 0, {"rekeyed_call": 1, "moved_result": 1},
+        [
+            user(),
+            turn("c1", text="A"),
+            result("c1", "r1"),
+            user("u"),
+            turn("c1~2", text="B"),
+            result("c1~2", "r2"),
+            user("v"),
+        ],
+        0,
+        {},
+        0,
+        {"rekeyed_call": 1, "moved_result": 1},
     )
     spec = normalize_with_profile(messages, "spec")
     assert spec.drops == {"duplicate_result": 1, "redeclared_call": 1}
@@ -311,7 +381,13 @@ def test_surplus_results_stay_duplicates_of_their_own_group():
     assert count == 1
     assert [m.get("tool_call_id") for m in out] == [None, None, None, "c1~2", "c1~2"]
     lossless = normalize_with_profile(messages, "lossless")
-    assert lossless.messages == [user(), turn("c1", text="A"), synthetic("c1"), turn("c1~2", text="B"), result("c1~2", "b1")]
+    assert lossless.messages == [
+        user(),
+        turn("c1", text="A"),
+        synthetic("c1"),
+        turn("c1~2", text="B"),
+        result("c1~2", "b1"),
+    ]
     assert (lossless.drops, lossless.healed) == ({"duplicate_result": 1}, 1)
 
 
@@ -329,7 +405,9 @@ def test_same_turn_reuse_with_one_result_is_left_to_the_core():
     # One result for [c1, c1]: the repeat is indistinguishable from a call logged twice.
     messages = [user(), turn("c1", "c1"), result("c1", "result")]
     assert run_pass(rekey_reused_ids, messages) == (messages, 0)
-    assert tuple(normalize_with_profile(messages, "lossless"))[:4] == tuple(normalize_with_profile(messages, "spec"))[:4]
+    assert (
+        tuple(normalize_with_profile(messages, "lossless"))[:4] == tuple(normalize_with_profile(messages, "spec"))[:4]
+    )
     # Three declarations, two results: the third stays a redeclaration.
     messages = [turn("c1", "c1", "c1"), result("c1", "a"), result("c1", "b")]
     out, count = run_pass(rekey_reused_ids, messages)
@@ -341,7 +419,16 @@ def test_same_turn_reuse_with_one_result_is_left_to_the_core():
 
 
 def test_rekey_leaves_unusable_ids_to_the_core():
-    messages = [turn("0"), result("0", "a"), turn("0"), result("0", "b"), turn(" "), result(" ", "c"), turn(True), result(True, "d")]
+    messages = [
+        turn("0"),
+        result("0", "a"),
+        turn("0"),
+        result("0", "b"),
+        turn(" "),
+        result(" ", "c"),
+        turn(True),
+        result(True, "d"),
+    ]
     assert run_pass(rekey_reused_ids, messages) == (messages, 0)
     lossless = normalize_with_profile(messages, "lossless")
     assert tuple(lossless) == tuple(normalize_with_profile(messages, "spec"))
@@ -387,7 +474,9 @@ def test_result_at_the_front_moves_instead_of_being_stripped():
     out, count = run_pass(reattach_results, messages)
     assert (out, count) == ([turn("c1"), result("c1", "out of order")], 1)
     assert normalize_with_profile(messages, "lossless") == ProfileResult(out, 0, {}, 0, {"moved_result": 1})
-    assert normalize_with_profile(messages, "spec") == ProfileResult([turn("c1"), synthetic("c1")], 1, {"leading_tool": 1}, 1, {})
+    assert normalize_with_profile(messages, "spec") == ProfileResult(
+        [turn("c1"), synthetic("c1")], 1, {"leading_tool": 1}, 1, {}
+    )
 
 
 def test_result_in_another_turns_block_moves_home():
@@ -404,7 +493,9 @@ def test_moved_results_keep_list_order_so_the_first_result_still_wins():
     assert (out, count) == ([user(), turn("c1"), result("c1", "x"), result("c1", "a")], 1)
     assert normalize_with_profile(messages, "spec").messages == [user(), result("c1", "x"), turn("c1")]
     lossless = normalize_with_profile(messages, "lossless")
-    assert lossless == ProfileResult([user(), turn("c1"), result("c1", "x")], 1, {"duplicate_result": 1}, 0, {"moved_result": 1})
+    assert lossless == ProfileResult(
+        [user(), turn("c1"), result("c1", "x")], 1, {"duplicate_result": 1}, 0, {"moved_result": 1}
+    )
 
 
 def test_every_result_before_its_call_moves_duplicates_included():
@@ -442,7 +533,9 @@ def test_system_message_between_call_and_result_is_not_a_displacement():
     # Rule 2 moves the system message to the front, which reunites them without a repair.
     messages = [user(), turn("c1"), {"role": "system", "content": "s"}, result("c1", "r")]
     lossless = normalize_with_profile(messages, "lossless")
-    assert lossless == ProfileResult([{"role": "system", "content": "s"}, user(), turn("c1"), result("c1", "r")], 0, {}, 0, {})
+    assert lossless == ProfileResult(
+        [{"role": "system", "content": "s"}, user(), turn("c1"), result("c1", "r")], 0, {}, 0, {}
+    )
     assert tuple(lossless)[:4] == tuple(normalize_with_profile(messages, "spec"))[:4]
 
 
@@ -452,9 +545,15 @@ def test_system_message_between_call_and_result_is_not_a_displacement():
 
 def test_lossless_merges_coercion_drops_with_core_drops():
     messages = [
-        "junk", None, {"content": "no role"},
+        "junk",
+        None,
+        {"content": "no role"},
         {"role": "user", "content": "q"},
-        {"role": "assistant", "content": None, "tool_calls": [{"id": "c1", "function": {"name": "f", "arguments": "{}"}}]},
+        {
+            "role": "assistant",
+            "content": None,
+            "tool_calls": [{"id": "c1", "function": {"name": "f", "arguments": "{}"}}],
+        },
         {"role": "tool", "content": "orphan", "tool_call_id": "nobody"},
         {"role": "tool", "content": "r", "tool_call_id": "c1"},
         {"role": "tool", "content": "dup", "tool_call_id": "c1"},
@@ -473,11 +572,21 @@ def test_lossless_merges_coercion_drops_with_core_drops():
 def test_lossless_reports_both_repairs_in_canonical_order():
     messages = [
         {"role": "tool", "content": "x", "metadata": {"tool_call_id": "c2"}},  # a buffer row, at the front
-        user(), turn("c1", "c2"), result("c1", "a"),
-        turn("c1"), result("c1", "b"),
+        user(),
+        turn("c1", "c2"),
+        result("c1", "a"),
+        turn("c1"),
+        result("c1", "b"),
     ]
     got = normalize_with_profile(messages, "lossless")
-    assert got.messages == [user(), turn("c1", "c2"), result("c2", "x"), result("c1", "a"), turn("c1~2"), result("c1~2", "b")]
+    assert got.messages == [
+        user(),
+        turn("c1", "c2"),
+        result("c2", "x"),
+        result("c1", "a"),
+        turn("c1~2"),
+        result("c1~2", "b"),
+    ]
     assert list(got.repairs.items()) == [("rekeyed_call", 1), ("moved_result", 1)]
     assert (got.dropped, got.healed) == (0, 0)
     assert check_sendable(got.messages) == []
@@ -492,7 +601,14 @@ def test_unusable_id_still_costs_three_drops_under_lossless():
 
 
 def test_lossless_never_mutates_its_input():
-    messages = [result("c1", "x"), turn("c1"), result("c1", "a"), turn(" c1"), result("c1", "b"), {"role": "system", "content": 5}]
+    messages = [
+        result("c1", "x"),
+        turn("c1"),
+        result("c1", "a"),
+        turn(" c1"),
+        result("c1", "b"),
+        {"role": "system", "content": 5},
+    ]
     before = copy.deepcopy(messages)
     normalize_with_profile(messages, "lossless")
     assert messages == before
@@ -503,12 +619,20 @@ def test_lossless_agent_log_worked_example():
     log = [
         {"role": "system", "content": "You are an agent."},
         {"role": "user", "content": "Fix the bug."},
-        {"role": "assistant", "content": None, "tool_calls": [{"id": "call_0", "type": "function", "function": {"name": "ls", "arguments": "{}"}}]},
+        {
+            "role": "assistant",
+            "content": None,
+            "tool_calls": [{"id": "call_0", "type": "function", "function": {"name": "ls", "arguments": "{}"}}],
+        },
         {"role": "tool", "content": "main.py", "tool_call_id": "call_0"},
-        {"role": "assistant", "content": None, "tool_calls": [
-            {"id": "call_0", "type": "function", "function": {"name": "cat", "arguments": "{\"p\":\"main.py\"}"}},
-            {"id": "call_1", "type": "function", "function": {"name": "grep", "arguments": "{\"q\":\"bug\"}"}},
-        ]},
+        {
+            "role": "assistant",
+            "content": None,
+            "tool_calls": [
+                {"id": "call_0", "type": "function", "function": {"name": "cat", "arguments": '{"p":"main.py"}'}},
+                {"id": "call_1", "type": "function", "function": {"name": "grep", "arguments": '{"q":"bug"}'}},
+            ],
+        },
         {"role": "tool", "content": "print(1/0)", "tool_call_id": "call_0"},
         {"role": "user", "content": "(interrupted)"},
         {"role": "tool", "content": "main.py:1", "tool_call_id": "call_1"},
@@ -519,7 +643,17 @@ def test_lossless_agent_log_worked_example():
     assert (spec.dropped, spec.drops, spec.healed) == (2, {"redeclared_call": 1, "duplicate_result": 1}, 0)
     assert {v.kind for v in check_sendable(spec.messages)} == {"result_not_adjacent"}
     assert (lossless.dropped, lossless.healed, lossless.repairs) == (0, 0, {"rekeyed_call": 1, "moved_result": 1})
-    assert [m.get("tool_call_id") for m in lossless.messages] == [None, None, None, "call_0", None, "call_0~2", "call_1", None, None]
+    assert [m.get("tool_call_id") for m in lossless.messages] == [
+        None,
+        None,
+        None,
+        "call_0",
+        None,
+        "call_0~2",
+        "call_1",
+        None,
+        None,
+    ]
     assert [m["content"] for m in lossless.messages if m["role"] == "tool"] == ["main.py", "print(1/0)", "main.py:1"]
     assert check_sendable(lossless.messages) == []
 
@@ -565,7 +699,7 @@ def test_pathological_reuse_and_displacement_stay_linear():
     n = 30_000
     one_id_reused = [m for k in range(n) for m in (turn("c"), result("c", f"r{k}"))]
     results_first = [result(f"c{k}", f"r{k}") for k in range(n)] + [turn(*[f"c{k}" for k in range(n)])]
-    taken_suffixes = [turn(f"c~{k}") for k in range(2, n)] + one_id_reused[:2 * n]
+    taken_suffixes = [turn(f"c~{k}") for k in range(2, n)] + one_id_reused[: 2 * n]
     started = time.perf_counter()
     got = normalize_with_profile(one_id_reused, "lossless")
     assert (got.dropped, got.repairs) == (0, {"rekeyed_call": n - 1})
@@ -573,5 +707,7 @@ def test_pathological_reuse_and_displacement_stay_linear():
     assert (got.dropped, got.healed, got.repairs) == (0, 0, {"moved_result": n})
     got = normalize_with_profile(taken_suffixes, "lossless")
     assert got.repairs == {"rekeyed_call": n - 1}
-    assert {c["tool_call_id"] for m in got.messages for c in m.get("tool_calls", ())} >= {f"c~{k}" for k in range(n, 2 * n - 1)}
+    assert {c["tool_call_id"] for m in got.messages for c in m.get("tool_calls", ())} >= {
+        f"c~{k}" for k in range(n, 2 * n - 1)
+    }
     assert time.perf_counter() - started < 30

@@ -52,15 +52,18 @@ def test_a_tally_outside_a_monitored_run_does_nothing(tmp_path, monkeypatch):
     assert not tally.enabled and tally.counts == {}
 
 
-@pytest.mark.parametrize("setting, quiet, local, tty, mode", [
-    ("auto", False, True, True, "line"),
-    ("auto", False, True, False, "log"),
-    ("line", False, True, False, "line"),
-    ("log", False, True, True, "log"),
-    ("off", False, True, True, "off"),
-    ("auto", True, True, True, "off"),
-    ("line", False, False, True, "off"),  # remote runners: workers cannot see our directory
-])
+@pytest.mark.parametrize(
+    "setting, quiet, local, tty, mode",
+    [
+        ("auto", False, True, True, "line"),
+        ("auto", False, True, False, "log"),
+        ("line", False, True, False, "line"),
+        ("log", False, True, True, "log"),
+        ("off", False, True, True, "off"),
+        ("auto", True, True, True, "off"),
+        ("line", False, False, True, "off"),  # remote runners: workers cannot see our directory
+    ],
+)
 def test_mode_follows_flags_and_terminal(setting, quiet, local, tty, mode):
     stream = io.StringIO()
     stream.isatty = lambda: tty
@@ -74,8 +77,12 @@ def test_beam_noise_is_filtered_and_nothing_else():
         return logging.LogRecord(name, level, __file__, 1, message, None, None)
 
     assert not noise.filter(record("root", "apitools not found, and bigquery client libraries are not available"))
-    assert not noise.filter(record("apache_beam.runners.portability.local_job_service",
-                                   'Worker: severity: WARN message: "No semi_persistent_directory found: ..."'))
+    assert not noise.filter(
+        record(
+            "apache_beam.runners.portability.local_job_service",
+            'Worker: severity: WARN message: "No semi_persistent_directory found: ..."',
+        )
+    )
     assert noise.filter(record("apache_beam.runners.portability.local_job_service", "Worker: severity: ERROR boom"))
     assert noise.filter(record("convnorm", "apitools not found"))  # ours are never hidden
 
@@ -105,8 +112,16 @@ def test_quiet_prints_nothing_but_the_run_still_writes_everything(tmp_path, caps
 
 def test_multi_process_runs_show_progress_without_beam_chatter(tmp_path, capfd, monkeypatch):
     monkeypatch.setattr(progress, "LOG_EVERY", 0.5)
-    argv = ["--input", str(SAMPLE), "--output", str(tmp_path / "o"), "--progress=log", "--no-report",
-            "--direct_num_workers=2", "--direct_running_mode=multi_processing"]
+    argv = [
+        "--input",
+        str(SAMPLE),
+        "--output",
+        str(tmp_path / "o"),
+        "--progress=log",
+        "--no-report",
+        "--direct_num_workers=2",
+        "--direct_running_mode=multi_processing",
+    ]
     temp = tmp_path / "temp"  # private: other processes on this machine make temporary files too
     temp.mkdir()
     monkeypatch.setattr(tempfile, "tempdir", str(temp))

@@ -35,14 +35,23 @@ def test_record_keeps_its_fields_and_order_and_gets_normalized_messages():
 
 
 def test_metrics_record_shape():
-    record = {"id": "c1", "messages": [
-        "junk",
-        {"role": "assistant", "content": "", "tool_calls": [{"id": "a", "name": "s"}]},
-    ]}
+    record = {
+        "id": "c1",
+        "messages": [
+            "junk",
+            {"role": "assistant", "content": "", "tool_calls": [{"id": "a", "name": "s"}]},
+        ],
+    }
     metrics = process_record(raw(record, position=17), FLAT).metrics
     assert metrics == {
-        "id": "c1", "source": "in.jsonl", "position": 17, "dropped": 1, "drops": {"not_an_object": 1},
-        "healed": 1, "messages_in": 2, "messages_out": 2,
+        "id": "c1",
+        "source": "in.jsonl",
+        "position": 17,
+        "dropped": 1,
+        "drops": {"not_an_object": 1},
+        "healed": 1,
+        "messages_in": 2,
+        "messages_out": 2,
     }
 
 
@@ -105,8 +114,13 @@ def test_dead_letter_reasons(payload, settings, reason):
 
 def test_unreadable_payload_becomes_its_dead_letter():
     outcome = process_record(RawRecord("f.jsonl.gz", 99, Unreadable("unreadable_file", "bad gzip", "xx")), FLAT)
-    assert outcome.dead_letter == {"source": "f.jsonl.gz", "position": 99, "reason": "unreadable_file",
-                                   "detail": "bad gzip", "raw": "xx"}
+    assert outcome.dead_letter == {
+        "source": "f.jsonl.gz",
+        "position": 99,
+        "reason": "unreadable_file",
+        "detail": "bad gzip",
+        "raw": "xx",
+    }
 
 
 def test_parsed_payload_is_not_parsed_again():
@@ -154,11 +168,13 @@ def test_check_setting_counts_violations_of_the_output():
     record = {"messages": [{"role": "user", "content": "q"}, {"role": "tool", "content": "r", "tool_call_id": "c"}]}
     metrics = process_record(raw(record), Settings(check=True)).metrics
     assert metrics["violations"] == {}  # MEM-5 output of this input is sendable
-    literal = {"messages": [
-        {"role": "user", "content": "q"},
-        {"role": "tool", "content": "early", "tool_call_id": "c1"},
-        {"role": "assistant", "content": "", "tool_calls": [{"tool_call_id": "c1", "name": "s"}]},
-    ]}
+    literal = {
+        "messages": [
+            {"role": "user", "content": "q"},
+            {"role": "tool", "content": "early", "tool_call_id": "c1"},
+            {"role": "assistant", "content": "", "tool_calls": [{"tool_call_id": "c1", "name": "s"}]},
+        ]
+    }
     metrics = process_record(raw(literal), Settings(check=True)).metrics
     assert metrics["violations"] == {"result_not_adjacent": 1}
 
@@ -189,14 +205,17 @@ def test_lone_surrogate_is_invalid_json_on_either_parser():
     for line in (fast, slow):
         assert process_record(raw(line), FLAT).dead_letter["reason"] == "invalid_json"
     pair = b'{"ts": 17329248001234567890, "messages": [{"role": "user", "content": "\\ud83d\\ude00"}]}'
-    assert process_record(raw(pair), FLAT).record["messages"][0]["content"] == "\U0001F600"
+    assert process_record(raw(pair), FLAT).record["messages"][0]["content"] == "\U0001f600"
 
 
-@pytest.mark.parametrize("bytes_in_line", [
-    b'{"messages": [{"role": "assistant", "content": "a", "reasoning_content": "\xed\xa0\x80"}]',  # a UTF-8-encoded surrogate
-    b'\xef\xbb\xbf{"messages": [{"role": "user", "content": "a"}]',  # a byte-order mark inside a file
-    b'{"messages": [{"role": "user", "content": "\xed\xa0\x80"}]',
-])
+@pytest.mark.parametrize(
+    "bytes_in_line",
+    [
+        b'{"messages": [{"role": "assistant", "content": "a", "reasoning_content": "\xed\xa0\x80"}]',  # a UTF-8-encoded surrogate
+        b'\xef\xbb\xbf{"messages": [{"role": "user", "content": "a"}]',  # a byte-order mark inside a file
+        b'{"messages": [{"role": "user", "content": "\xed\xa0\x80"}]',
+    ],
+)
 def test_bytes_that_are_not_utf8_text_are_invalid_json_on_either_parser(bytes_in_line):
     # The exact parser decoded with surrogatepass / utf-8-sig: the same record was normalized
     # (or 'unwritable') beside a 20-digit integer and invalid_json without one.

@@ -36,8 +36,13 @@ def test_the_charts_are_inline_svg_and_the_page_loads_nothing(sample_out):
     text = (sample_out / report.REPORT_FILE).read_text()
     page = parse(text)
     # The sample's records carry a `timestamp` key that coercion discards: the ledger has a chart.
-    assert page.charts == {"dropped_by_reason": True, "dead_letters_by_reason": True, "drops_histogram": True,
-                           "messages": True, "discarded_by_name": True}
+    assert page.charts == {
+        "dropped_by_reason": True,
+        "dead_letters_by_reason": True,
+        "drops_histogram": True,
+        "messages": True,
+        "discarded_by_name": True,
+    }
     assert page.urls == []
     assert "<?xml" not in text and "<!DOCTYPE svg" not in text
     assert "Ledger of discarded fields" in page.headings
@@ -47,16 +52,25 @@ def test_the_charts_are_inline_svg_and_the_page_loads_nothing(sample_out):
 
 def test_the_page_says_how_the_run_was_made(sample_out):
     text = (sample_out / report.REPORT_FILE).read_text()
-    for label in ("options.profile", "options.input", "started", "run_seconds", "versions.apache-beam",
-                  "versions.python"):
+    for label in (
+        "options.profile",
+        "options.input",
+        "started",
+        "run_seconds",
+        "versions.apache-beam",
+        "versions.python",
+    ):
         assert f"<td>{label}</td>" in text, label
     assert "conversations.jsonl" in text.split("<h2>Run</h2>", 1)[1]
 
 
 def test_worst_sources_and_examples_come_from_drops_and_dead_letters(sample_out):
     text = (sample_out / report.REPORT_FILE).read_text()
-    drops = [json.loads(line) for p in sorted((sample_out / "drops").glob("part-*.jsonl"))
-             for line in p.read_text().splitlines()]
+    drops = [
+        json.loads(line)
+        for p in sorted((sample_out / "drops").glob("part-*.jsonl"))
+        for line in p.read_text().splitlines()
+    ]
     first_orphan = next(m for m in drops if m["drops"].get("orphan_result"))
     assert f">{first_orphan['id']}<" in text
     assert "30.3%" in text  # (87 conversations with drops + 6 dead letters) / 307 records of the one file
@@ -65,17 +79,47 @@ def test_worst_sources_and_examples_come_from_drops_and_dead_letters(sample_out)
 def test_scans_rank_sources_and_keep_the_first_examples_per_reason():
     details = report.RunDetails()
     metrics = [
-        {"id": f"a{i}", "source": "a.jsonl", "position": i, "dropped": 1, "drops": {"orphan_result": 1},
-         "healed": 0, "messages_in": 3, "messages_out": 2} for i in range(5)
+        {
+            "id": f"a{i}",
+            "source": "a.jsonl",
+            "position": i,
+            "dropped": 1,
+            "drops": {"orphan_result": 1},
+            "healed": 0,
+            "messages_in": 3,
+            "messages_out": 2,
+        }
+        for i in range(5)
     ] + [
-        {"id": "b0", "source": "b.jsonl", "position": 0, "dropped": 0, "drops": {}, "healed": 1,
-         "messages_in": 2, "messages_out": 3},
-        {"id": "b1", "source": "b.jsonl", "position": 9, "dropped": 2, "drops": {"leading_tool": 2},
-         "healed": 0, "messages_in": 4, "messages_out": 2},
+        {
+            "id": "b0",
+            "source": "b.jsonl",
+            "position": 0,
+            "dropped": 0,
+            "drops": {},
+            "healed": 1,
+            "messages_in": 2,
+            "messages_out": 3,
+        },
+        {
+            "id": "b1",
+            "source": "b.jsonl",
+            "position": 9,
+            "dropped": 2,
+            "drops": {"leading_tool": 2},
+            "healed": 0,
+            "messages_in": 4,
+            "messages_out": 2,
+        },
     ]
     report.scan_drops(metrics, details, examples=2)
-    report.scan_dead_letters([{"source": "b.jsonl", "position": 20, "reason": "invalid_json", "detail": "x"},
-                              {"source": "c.jsonl", "position": 0, "reason": "invalid_json", "detail": "y"}], details)
+    report.scan_dead_letters(
+        [
+            {"source": "b.jsonl", "position": 20, "reason": "invalid_json", "detail": "x"},
+            {"source": "c.jsonl", "position": 0, "reason": "invalid_json", "detail": "y"},
+        ],
+        details,
+    )
     assert [m["id"] for m in details.drop_examples["orphan_result"]] == ["a0", "a1"]
     assert [m["id"] for m in details.drop_examples["leading_tool"]] == ["b1"]
     ranked = [(path, s.records, s.affected_rate) for path, s in report.worst_sources(details)]
@@ -89,17 +133,34 @@ def _fake_run(directory: Path, summary: dict, drops: list[dict] = ()) -> Path:
     return directory
 
 
-SMALL = {"records_in": 1, "records_out": 1, "dead_letters": 0, "dead_letters_by_reason": {"invalid_json": 0},
-         "blank_lines": 0, "messages_in": 3, "messages_out": 2, "dropped": 1, "dropped_by_reason": {"no_role": 1},
-         "healed": 0, "conversations_with_drops": 1, "drops_histogram": {"0": 0, "1": 1}, "profile": "spec",
-         "accounted": True}
+SMALL = {
+    "records_in": 1,
+    "records_out": 1,
+    "dead_letters": 0,
+    "dead_letters_by_reason": {"invalid_json": 0},
+    "blank_lines": 0,
+    "messages_in": 3,
+    "messages_out": 2,
+    "dropped": 1,
+    "dropped_by_reason": {"no_role": 1},
+    "healed": 0,
+    "conversations_with_drops": 1,
+    "drops_histogram": {"0": 0, "1": 1},
+    "profile": "spec",
+    "accounted": True,
+}
 
 
 def test_sections_appear_when_their_data_does(tmp_path):
-    summary = dict(SMALL, ledger={"metadata": 7, "name": 2},
-                   windows=[{"window": "00:00", "records_in": 3, "dropped": 1},
-                            {"window": "00:01", "records_in": 5, "dropped": 0}],
-                   something_new={"a": [1, 2]})
+    summary = dict(
+        SMALL,
+        ledger={"metadata": 7, "name": 2},
+        windows=[
+            {"window": "00:00", "records_in": 3, "dropped": 1},
+            {"window": "00:01", "records_in": 5, "dropped": 0},
+        ],
+        something_new={"a": [1, 2]},
+    )
     out = _fake_run(tmp_path / "o", summary)
     assert report.report_command([str(out)]) == 0
     page = parse((out / report.REPORT_FILE).read_text())
@@ -108,7 +169,10 @@ def test_sections_appear_when_their_data_does(tmp_path):
     assert page.values["windows.1.records_in"] == "5"
     assert page.charts["ledger"] and page.charts["windows"]
     # All-zero counts say so in words instead of drawing an empty chart.
-    assert "dead_letters_by_reason" not in page.charts and "No record was dead-lettered." in (out / report.REPORT_FILE).read_text()
+    assert (
+        "dead_letters_by_reason" not in page.charts
+        and "No record was dead-lettered." in (out / report.REPORT_FILE).read_text()
+    )
 
 
 def test_windows_keyed_by_time_are_rows_and_long_tables_are_cut(tmp_path, monkeypatch):
@@ -125,9 +189,22 @@ def test_windows_keyed_by_time_are_rows_and_long_tables_are_cut(tmp_path, monkey
 
 def test_data_is_escaped(tmp_path):
     hostile = "<script>alert(1)</script>"
-    out = _fake_run(tmp_path / "o", SMALL, [{"id": hostile, "source": "<b>x", "position": 0, "dropped": 1,
-                                            "drops": {"no_role": 1}, "healed": 0, "messages_in": 3,
-                                            "messages_out": 2}])
+    out = _fake_run(
+        tmp_path / "o",
+        SMALL,
+        [
+            {
+                "id": hostile,
+                "source": "<b>x",
+                "position": 0,
+                "dropped": 1,
+                "drops": {"no_role": 1},
+                "healed": 0,
+                "messages_in": 3,
+                "messages_out": 2,
+            }
+        ],
+    )
     assert report.report_command([str(out)]) == 0
     text = (out / report.REPORT_FILE).read_text()
     assert hostile not in text and "&lt;script&gt;alert(1)&lt;/script&gt;" in text

@@ -39,9 +39,21 @@ def _chromium(*args: str, timeout: int = 120) -> subprocess.CompletedProcess:
     binary = browser()
     with tempfile.TemporaryDirectory(prefix="convnorm-chromium-") as profile:
         return subprocess.run(
-            [binary, "--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars", "--no-first-run",
-             f"--user-data-dir={profile}", *args],
-            capture_output=True, text=True, timeout=timeout, check=False)
+            [
+                binary,
+                "--headless",
+                "--no-sandbox",
+                "--disable-gpu",
+                "--hide-scrollbars",
+                "--no-first-run",
+                f"--user-data-dir={profile}",
+                *args,
+            ],
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            check=False,
+        )
 
 
 def screenshot(page: Path, png: Path, window: tuple[int, int] = WINDOW) -> None:
@@ -76,7 +88,7 @@ def _pixels_of(png: Path, hex_color: str) -> int:
     import numpy  # numpy and pillow come with matplotlib
     from PIL import Image
 
-    wanted = [int(hex_color[i:i + 2], 16) for i in (1, 3, 5)]
+    wanted = [int(hex_color[i : i + 2], 16) for i in (1, 3, 5)]
     pixels = numpy.asarray(Image.open(png).convert("RGB"))
     return int((pixels == wanted).all(axis=-1).sum())
 

@@ -16,8 +16,10 @@ from transforms.inputs import Parsed, Unreadable
 
 
 def _lines(n):
-    return [json.dumps({"id": f"r{i}", "messages": [{"role": "user", "content": "x" * (i % 37)}]}).encode()
-            for i in range(n)]
+    return [
+        json.dumps({"id": f"r{i}", "messages": [{"role": "user", "content": "x" * (i % 37)}]}).encode()
+        for i in range(n)
+    ]
 
 
 def _records(shards):
@@ -60,7 +62,7 @@ def test_split_jsonl_reads_every_line_exactly_once_in_order(tmp_path, shard_byte
     assert [r.payload.rstrip(b"\n") for r in records] == lines
     # Positions are byte offsets of each line.
     data = path.read_bytes()
-    assert all(data[r.position:].startswith(r.payload) for r in records)
+    assert all(data[r.position :].startswith(r.payload) for r in records)
 
 
 def test_last_line_without_newline_and_blank_lines(tmp_path):
@@ -87,10 +89,13 @@ def test_gzip_and_zstd_inputs(tmp_path):
     assert [r.payload.rstrip(b"\n") for r in records] == lines + lines
 
 
-@pytest.mark.parametrize("suffix, compress", [
-    (".jsonl.gz", gzip.compress),
-    (".jsonl.zst", lambda data: zstandard.ZstdCompressor().compress(data)),
-])
+@pytest.mark.parametrize(
+    "suffix, compress",
+    [
+        (".jsonl.gz", gzip.compress),
+        (".jsonl.zst", lambda data: zstandard.ZstdCompressor().compress(data)),
+    ],
+)
 def test_truncated_archive_yields_an_unreadable_record(tmp_path, suffix, compress):
     good = compress(b"\n".join(_lines(2000)) + b"\n")
     (tmp_path / ("bad" + suffix)).write_bytes(good[: len(good) // 2])
@@ -106,17 +111,24 @@ def test_json_array_object_and_invalid(tmp_path):
     (tmp_path / "c.json").write_text("[{]")
     records = _records(plan_shards([str(tmp_path / "*.json")]))
     assert [(r.path if hasattr(r, "path") else r.source.rsplit("/", 1)[-1], r.position) for r in records] == [
-        ("a.json", 0), ("a.json", 1), ("a.json", 2), ("b.json", 0), ("c.json", 0)]
+        ("a.json", 0),
+        ("a.json", 1),
+        ("a.json", 2),
+        ("b.json", 0),
+        ("c.json", 0),
+    ]
     assert records[1].payload == Parsed("str")
     assert records[3].payload == Parsed({"messages": []})
     assert records[4].payload.reason == "invalid_json"
 
 
 def test_parquet_rows(tmp_path):
-    table = pa.Table.from_pylist([
-        {"id": "p1", "messages": [{"role": "user", "content": "hi", "tool_call_id": None}]},
-        {"id": "p2", "messages": []},
-    ])
+    table = pa.Table.from_pylist(
+        [
+            {"id": "p1", "messages": [{"role": "user", "content": "hi", "tool_call_id": None}]},
+            {"id": "p2", "messages": []},
+        ]
+    )
     pq.write_table(table, tmp_path / "t.parquet")
     records = _records(plan_shards([str(tmp_path / "t.parquet")]))
     assert [r.position for r in records] == [0, 1]
@@ -133,15 +145,17 @@ def test_parquet_arrow_only_types_become_json_text(tmp_path):
     import datetime
     from decimal import Decimal
 
-    table = pa.table({
-        "id": ["p1"],
-        "messages": [[{"role": "user", "content": "hi"}]],
-        "blob": pa.array([b"\xff\x00"], pa.binary()),
-        "text_blob": pa.array([b"caf\xc3\xa9"], pa.binary()),
-        "price": pa.array([Decimal("12.50")], pa.decimal128(6, 2)),
-        "day": pa.array([datetime.date(2026, 11, 30)]),
-        "at": pa.array([datetime.datetime(2026, 11, 30, 12, 0, 1)]),
-    })
+    table = pa.table(
+        {
+            "id": ["p1"],
+            "messages": [[{"role": "user", "content": "hi"}]],
+            "blob": pa.array([b"\xff\x00"], pa.binary()),
+            "text_blob": pa.array([b"caf\xc3\xa9"], pa.binary()),
+            "price": pa.array([Decimal("12.50")], pa.decimal128(6, 2)),
+            "day": pa.array([datetime.date(2026, 11, 30)]),
+            "at": pa.array([datetime.datetime(2026, 11, 30, 12, 0, 1)]),
+        }
+    )
     pq.write_table(table, tmp_path / "t.parquet")
     (record,) = _records(plan_shards([str(tmp_path / "t.parquet")]))
     value = record.payload.value
@@ -182,7 +196,7 @@ class _Trickle:
         self.data, self.position, self.rng = data, 0, rng
 
     def read(self, size: int) -> bytes:
-        piece = self.data[self.position:self.position + min(size, self.rng.randint(1, 7))]
+        piece = self.data[self.position : self.position + min(size, self.rng.randint(1, 7))]
         self.position += len(piece)
         return piece
 

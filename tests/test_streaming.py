@@ -27,8 +27,14 @@ from transforms.settings import Settings
 
 
 def _plan(**changes) -> WatchPlan:
-    fields = dict(patterns=("landing/*.jsonl",), output="out", poll_interval_s=1.0,
-                  skipped_at_start=frozenset(), stop_files=(), stop_at=None)
+    fields = dict(
+        patterns=("landing/*.jsonl",),
+        output="out",
+        poll_interval_s=1.0,
+        skipped_at_start=frozenset(),
+        stop_files=(),
+        stop_at=None,
+    )
     fields.update(changes)
     return WatchPlan(**fields)
 
@@ -51,10 +57,16 @@ def test_source_id_is_the_name_without_suffix_and_a_hash_of_the_full_path():
     assert len(a) == len("s-") + 8
 
 
-@pytest.mark.parametrize("path, ignored", [
-    ("landing/a.jsonl", False), ("landing/.a.jsonl", True), ("landing/a.jsonl.tmp", True),
-    ("landing/a.tmp", True), ("landing/sub.d/a.jsonl", False),
-])
+@pytest.mark.parametrize(
+    "path, ignored",
+    [
+        ("landing/a.jsonl", False),
+        ("landing/.a.jsonl", True),
+        ("landing/a.jsonl.tmp", True),
+        ("landing/a.tmp", True),
+        ("landing/sub.d/a.jsonl", False),
+    ],
+)
 def test_dot_files_and_tmp_files_are_never_read(path, ignored):
     assert is_ignored(path) is ignored
 
@@ -83,8 +95,16 @@ def test_stop_conditions(tmp_path):
 
 
 def _metrics(i: int) -> dict:
-    return {"id": f"c{i}", "source": "x", "position": i, "dropped": 1, "drops": {"orphan_result": 1},
-            "healed": 0, "messages_in": 3, "messages_out": 2}
+    return {
+        "id": f"c{i}",
+        "source": "x",
+        "position": i,
+        "dropped": 1,
+        "drops": {"orphan_result": 1},
+        "healed": 0,
+        "messages_in": 3,
+        "messages_out": 2,
+    }
 
 
 def test_a_files_outputs_appear_in_one_rename_with_its_totals(tmp_path):
@@ -97,10 +117,17 @@ def test_a_files_outputs_appear_in_one_rename_with_its_totals(tmp_path):
     final = tmp_path / "W" / source_id("/landing/a.jsonl")
     assert not final.exists() and not has_output(str(tmp_path), "/landing/a.jsonl")  # nothing visible yet
     part = target.commit(records=4, blank_lines=1)
-    assert sorted(p.name for p in final.iterdir()) == ["dead_letter.jsonl", "drops.jsonl", "normalized.jsonl",
-                                                       "source.json"]
+    assert sorted(p.name for p in final.iterdir()) == [
+        "dead_letter.jsonl",
+        "drops.jsonl",
+        "normalized.jsonl",
+        "source.json",
+    ]
     assert [json.loads(line)["id"] for line in (final / "normalized.jsonl").read_text().splitlines()] == [
-        "c0", "c1", "c2"]
+        "c0",
+        "c1",
+        "c2",
+    ]
     source = json.loads((final / "source.json").read_text())
     assert source["source"] == "/landing/a.jsonl" and source["window"] == "W"
     assert (source["records_in"], source["records_out"], source["dead_letters"], source["dropped"]) == (4, 3, 1, 3)
@@ -127,8 +154,10 @@ def test_an_empty_file_still_gets_its_outputs(tmp_path):
 
 
 def test_the_final_summary_is_the_sum_of_the_window_summaries(tmp_path):
-    docs = [summaries.finalize(summaries.partial(3, [_metrics(0)], [{"reason": "invalid_json"}] * 2)),
-            summaries.finalize(summaries.partial(1, [_metrics(1)]))]
+    docs = [
+        summaries.finalize(summaries.partial(3, [_metrics(0)], [{"reason": "invalid_json"}] * 2)),
+        summaries.finalize(summaries.partial(1, [_metrics(1)])),
+    ]
     for name, doc in zip(("W1", "W2"), docs):
         (tmp_path / name).mkdir()
         (tmp_path / name / "summary.json").write_text(json.dumps(doc))
@@ -150,9 +179,17 @@ def test_streaming_on_fnapirunner_is_refused_naming_the_runners_that_can(tmp_pat
 
 def test_streaming_checks_its_flags_before_starting(tmp_path, capsys):
     (tmp_path / "stop").write_text("")
-    status = main(["--streaming", "--runner=PrismRunner", f"--input={tmp_path}/*.jsonl",
-                   f"--output={tmp_path / 'out'}", "--window=soon", f"--stop-file={tmp_path / 'stop'}",
-                   "--output-format=parquet"])
+    status = main(
+        [
+            "--streaming",
+            "--runner=PrismRunner",
+            f"--input={tmp_path}/*.jsonl",
+            f"--output={tmp_path / 'out'}",
+            "--window=soon",
+            f"--stop-file={tmp_path / 'stop'}",
+            "--output-format=parquet",
+        ]
+    )
     assert status == 2
     err = capsys.readouterr().err
     assert "--window 'soon'" in err and "exists already" in err and "JSON Lines only" in err
@@ -187,8 +224,9 @@ def test_a_signal_asks_the_watcher_to_stop_through_the_runs_marker(tmp_path):
 
 
 def _stream(tmp_path, out) -> int:
-    return main(["--streaming", "--runner=PrismRunner", f"--input={tmp_path}/in/*.jsonl", f"--output={out}",
-                 "--stop-after=1s"])
+    return main(
+        ["--streaming", "--runner=PrismRunner", f"--input={tmp_path}/in/*.jsonl", f"--output={out}", "--stop-after=1s"]
+    )
 
 
 def test_streaming_refuses_a_directory_holding_files_it_did_not_write(tmp_path, capsys):
@@ -215,8 +253,9 @@ def test_streaming_refuses_an_output_another_run_holds(tmp_path, capsys):
     from pipeline import lock as locks
 
     out = tmp_path / "out"
-    held = locks.acquire(str(out), run_id="other", command="run", temp_dir="", break_stale=False,
-                         clean_up=lambda holder: None)
+    held = locks.acquire(
+        str(out), run_id="other", command="run", temp_dir="", break_stale=False, clean_up=lambda holder: None
+    )
     try:
         assert _stream(tmp_path, out) == 2
         assert "in use by another convnorm run" in capsys.readouterr().err

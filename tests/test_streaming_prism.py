@@ -38,20 +38,31 @@ def _call(call_id: str) -> dict:
 
 def _with_defects(i: int) -> dict:
     kinds = [
-        [{"role": "user", "content": "weather?"},  # unanswered call: healed
-         {"role": "assistant", "content": "", "tool_calls": [_call(f"u{i}")]}],
-        [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "hello"},  # orphan result
-         {"role": "tool", "content": "stray", "tool_call_id": "ghost"}],
-        [{"role": "tool", "content": "early", "tool_call_id": "x"},  # leading tool result
-         {"role": "user", "content": "go"}, {"role": "assistant", "content": "ok"}],
+        [
+            {"role": "user", "content": "weather?"},  # unanswered call: healed
+            {"role": "assistant", "content": "", "tool_calls": [_call(f"u{i}")]},
+        ],
+        [
+            {"role": "user", "content": "hi"},
+            {"role": "assistant", "content": "hello"},  # orphan result
+            {"role": "tool", "content": "stray", "tool_call_id": "ghost"},
+        ],
+        [
+            {"role": "tool", "content": "early", "tool_call_id": "x"},  # leading tool result
+            {"role": "user", "content": "go"},
+            {"role": "assistant", "content": "ok"},
+        ],
         [{"role": "user", "content": f"clean {i} ✓"}, {"role": "assistant", "content": "fine"}],
     ]
     return {"id": f"defects-{i:02d}", "messages": kinds[i % len(kinds)]}
 
 
 def _clean(prefix: str, i: int) -> dict:
-    return {"id": f"{prefix}-{i:02d}", "meta": {"n": i},
-            "messages": [{"role": "user", "content": f"q{i}"}, {"role": "assistant", "content": f"a{i}"}]}
+    return {
+        "id": f"{prefix}-{i:02d}",
+        "meta": {"n": i},
+        "messages": [{"role": "user", "content": f"q{i}"}, {"role": "assistant", "content": f"a{i}"}],
+    }
 
 
 def _lines(records: list[dict]) -> bytes:
@@ -59,8 +70,11 @@ def _lines(records: list[dict]) -> bytes:
 
 
 DEFECTS = _lines([_with_defects(i) for i in range(12)])  # 12 records, 9 with drops
-MALFORMED = _lines([_clean("mal", i) for i in range(4)]) + b'{"id": "broken", "messages": [\n' + _lines(
-    [_clean("mal", i) for i in range(4, 8)])  # 9 records, 1 of them invalid JSON
+MALFORMED = (
+    _lines([_clean("mal", i) for i in range(4)])
+    + b'{"id": "broken", "messages": [\n'
+    + _lines([_clean("mal", i) for i in range(4, 8)])
+)  # 9 records, 1 of them invalid JSON
 GZIPPED = gzip.compress(_lines([_clean("gz", i) for i in range(7)]), mtime=0)  # 7 records
 LATE = _lines([_clean("late", i) for i in range(5)])  # lands while convnorm is stopped
 
@@ -74,9 +88,20 @@ def _land(landing: Path, name: str, data: bytes) -> float:
 
 
 def _start(landing: Path, out: Path, log: Path, *extra: str) -> subprocess.Popen:
-    argv = [sys.executable, "-m", "pipeline", "--streaming", "--runner=PrismRunner",
-            f"--prism_location={prism_binary()}", f"--input={landing}/*.jsonl", f"--input={landing}/*.jsonl.gz",
-            f"--output={out}", f"--window={WINDOW}", "--poll-interval=0.5s", *extra]
+    argv = [
+        sys.executable,
+        "-m",
+        "pipeline",
+        "--streaming",
+        "--runner=PrismRunner",
+        f"--prism_location={prism_binary()}",
+        f"--input={landing}/*.jsonl",
+        f"--input={landing}/*.jsonl.gz",
+        f"--output={out}",
+        f"--window={WINDOW}",
+        "--poll-interval=0.5s",
+        *extra,
+    ]
     with log.open("wb") as handle:
         return subprocess.Popen(argv, stdout=handle, stderr=subprocess.STDOUT, cwd=ROOT)
 
@@ -110,8 +135,17 @@ def _jsonl(path: Path) -> list[dict]:
     return [json.loads(line) for line in path.read_text().splitlines()]
 
 
-COUNTED = ("records_in", "records_out", "dead_letters", "blank_lines", "messages_in", "messages_out",
-           "dropped", "healed", "conversations_with_drops")
+COUNTED = (
+    "records_in",
+    "records_out",
+    "dead_letters",
+    "blank_lines",
+    "messages_in",
+    "messages_out",
+    "dropped",
+    "healed",
+    "conversations_with_drops",
+)
 
 
 def _sum_of_windows(out: Path) -> dict:
@@ -135,8 +169,7 @@ def test_streaming_on_prism_end_to_end(tmp_path):
         (landing / ".hidden.jsonl").write_bytes(DEFECTS)
         (landing / "partial.jsonl.tmp").write_bytes(DEFECTS)
         latencies = {}
-        for name, data in (("defects.jsonl", DEFECTS), ("malformed.jsonl", MALFORMED),
-                           ("gzipped.jsonl.gz", GZIPPED)):
+        for name, data in (("defects.jsonl", DEFECTS), ("malformed.jsonl", MALFORMED), ("gzipped.jsonl.gz", GZIPPED)):
             landed = _land(landing, name, data)
             path = landing / name
             seen = _wait_for(lambda p=path: _outputs_of(out, p), LATENCY_BOUND_S, proc, log, f"output of {name}")
@@ -230,8 +263,9 @@ def test_a_burst_of_files_landing_at_once_all_get_their_outputs(tmp_path):
         _wait_for(lambda: "watching" in log.read_text(), START_TIMEOUT_S, proc, log, "start")
         for name, data in files.items():
             _land(landing, name, data)
-        _wait_for(lambda: len(list(out.glob("*/*/source.json"))) == len(files), 120, proc, log,
-                  "outputs of every burst file")
+        _wait_for(
+            lambda: len(list(out.glob("*/*/source.json"))) == len(files), 120, proc, log, "outputs of every burst file"
+        )
         proc.send_signal(signal.SIGTERM)
         assert _finish(proc, log, DRAIN_TIMEOUT_S) == 0, log.read_text()
     finally:

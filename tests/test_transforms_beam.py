@@ -18,15 +18,21 @@ from transforms.counters import NAMESPACE
 from transforms.inputs import Batch, RawRecord
 from transforms.settings import Settings
 
-GOOD = {"id": "g", "messages": [
-    {"role": "user", "content": "q"},
-    {"role": "assistant", "content": "", "tool_calls": [{"id": "c1", "name": "s"}]},
-]}
-ORPHAN = {"id": "o", "messages": [
-    {"role": "tool", "content": "x", "tool_call_id": "nope"},
-    "junk",
-    {"role": "user", "content": "hi"},
-]}
+GOOD = {
+    "id": "g",
+    "messages": [
+        {"role": "user", "content": "q"},
+        {"role": "assistant", "content": "", "tool_calls": [{"id": "c1", "name": "s"}]},
+    ],
+}
+ORPHAN = {
+    "id": "o",
+    "messages": [
+        {"role": "tool", "content": "x", "tool_call_id": "nope"},
+        "junk",
+        {"role": "user", "content": "hi"},
+    ],
+}
 
 
 def _options():
@@ -34,8 +40,10 @@ def _options():
 
 
 def _batch(shard, *payloads):
-    items = [RawRecord(f"s{shard}.jsonl", i, p if isinstance(p, bytes) else json.dumps(p).encode())
-             for i, p in enumerate(payloads)]
+    items = [
+        RawRecord(f"s{shard}.jsonl", i, p if isinstance(p, bytes) else json.dumps(p).encode())
+        for i, p in enumerate(payloads)
+    ]
     return Batch(shard, 0, items)
 
 
@@ -46,26 +54,36 @@ def test_three_outputs_by_tag():
         records = out.records | "R" >> Unbatch()
         drops = out.drops | "D" >> Unbatch()
         dead = out.dead_letters | "L" >> Unbatch()
-        assert_that(records | beam.Map(lambda r: (r["id"], len(r["messages"]))),
-                    equal_to([("g", 3), ("o", 1)]), label="records")
-        assert_that(drops | beam.Map(lambda m: (m["id"], m["dropped"], m["healed"], tuple(m["drops"].items()))),
-                    equal_to([("g", 0, 1, ()),
-                              ("o", 2, 0, (("not_an_object", 1), ("orphan_result", 1)))]), label="drops")
-        assert_that(dead | beam.Map(lambda d: (d["source"], d["position"], d["reason"])),
-                    equal_to([("s0.jsonl", 1, "invalid_json")]), label="dead")
+        assert_that(
+            records | beam.Map(lambda r: (r["id"], len(r["messages"]))), equal_to([("g", 3), ("o", 1)]), label="records"
+        )
+        assert_that(
+            drops | beam.Map(lambda m: (m["id"], m["dropped"], m["healed"], tuple(m["drops"].items()))),
+            equal_to([("g", 0, 1, ()), ("o", 2, 0, (("not_an_object", 1), ("orphan_result", 1)))]),
+            label="drops",
+        )
+        assert_that(
+            dead | beam.Map(lambda d: (d["source"], d["position"], d["reason"])),
+            equal_to([("s0.jsonl", 1, "invalid_json")]),
+            label="dead",
+        )
 
 
 def test_batches_keep_their_shard_and_start():
     with BeamTestPipeline(options=_options()) as p:
-        out = p | beam.Create([Batch(7, 40, [RawRecord("f", 40, b'{"messages": []}')])]) | NormalizeConversations(
-            Settings())
+        out = (
+            p
+            | beam.Create([Batch(7, 40, [RawRecord("f", 40, b'{"messages": []}')])])
+            | NormalizeConversations(Settings())
+        )
         assert_that(out.records | beam.Map(lambda b: (b.shard, b.start, len(b.items))), equal_to([(7, 40, 1)]))
 
 
 def _counters(result):
     found = result.metrics().query(MetricsFilter().with_namespace(NAMESPACE))
     return {c.key.metric.name: c.committed for c in found["counters"]}, {
-        d.key.metric.name: d.committed for d in found["distributions"]}
+        d.key.metric.name: d.committed for d in found["distributions"]
+    }
 
 
 def test_counters_and_distributions_on_fnapirunner():
@@ -99,9 +117,20 @@ def test_composite_reads_files_and_summary_accounts_for_every_record(tmp_path):
     with BeamTestPipeline(options=_options()) as p:
         cleaned = p | CleanConversationLogs(shards, settings, batch_size=2)
         summary = (cleaned.read_stats, cleaned.drops, cleaned.dead_letters) | SummarizeRun(settings)
-        assert_that(summary | beam.Map(lambda s: (s["records_in"], s["records_out"], s["dead_letters"],
-                                                  s["blank_lines"], s["accounted"], s["dropped"])),
-                    equal_to([(4, 2, 2, 1, True, 2)]))
+        assert_that(
+            summary
+            | beam.Map(
+                lambda s: (
+                    s["records_in"],
+                    s["records_out"],
+                    s["dead_letters"],
+                    s["blank_lines"],
+                    s["accounted"],
+                    s["dropped"],
+                )
+            ),
+            equal_to([(4, 2, 2, 1, True, 2)]),
+        )
 
 
 def test_validate_composite_is_the_same_shape_and_accounts_for_every_record(tmp_path):
@@ -114,22 +143,38 @@ def test_validate_composite_is_the_same_shape_and_accounts_for_every_record(tmp_
     with BeamTestPipeline(options=_options()) as p:
         checked = p | CheckConversationLogs(shards, Settings(), batch_size=2)
         summary = (checked.read_stats, checked.reports, checked.dead_letters) | SummarizeValidation()
-        assert_that(summary | beam.Map(lambda s: (s["records_in"], s["conversations_checked"], s["dead_letters"],
-                                                  s["conversations_with_violations"], s["accounted"], s["sendable"])),
-                    equal_to([(4, 2, 2, 2, True, False)]))  # GOOD: unanswered call; ORPHAN
+        assert_that(
+            summary
+            | beam.Map(
+                lambda s: (
+                    s["records_in"],
+                    s["conversations_checked"],
+                    s["dead_letters"],
+                    s["conversations_with_violations"],
+                    s["accounted"],
+                    s["sendable"],
+                )
+            ),
+            equal_to([(4, 2, 2, 2, True, False)]),
+        )  # GOOD: unanswered call; ORPHAN
 
 
 @pytest.mark.parametrize("profile", ["spec", "lossless"])
 def test_profile_reaches_the_dofn(profile):
-    reused = {"id": "r", "messages": [
-        {"role": "assistant", "content": "", "tool_calls": [{"id": "c1", "name": "a"}]},
-        {"role": "tool", "content": "one", "tool_call_id": "c1"},
-        {"role": "assistant", "content": "", "tool_calls": [{"id": "c1", "name": "b"}]},
-        {"role": "tool", "content": "two", "tool_call_id": "c1"},
-    ]}
+    reused = {
+        "id": "r",
+        "messages": [
+            {"role": "assistant", "content": "", "tool_calls": [{"id": "c1", "name": "a"}]},
+            {"role": "tool", "content": "one", "tool_call_id": "c1"},
+            {"role": "assistant", "content": "", "tool_calls": [{"id": "c1", "name": "b"}]},
+            {"role": "tool", "content": "two", "tool_call_id": "c1"},
+        ],
+    }
     with BeamTestPipeline(options=_options()) as p:
         out = p | beam.Create([_batch(0, reused)]) | NormalizeConversations(Settings(profile=profile))
-        kept = out.records | Unbatch() | beam.Map(lambda r: [m["content"] for m in r["messages"] if m["role"] == "tool"])
+        kept = (
+            out.records | Unbatch() | beam.Map(lambda r: [m["content"] for m in r["messages"] if m["role"] == "tool"])
+        )
         assert_that(kept, equal_to([["one", "two"]] if profile == "lossless" else [["one"]]))
 
 
@@ -150,10 +195,16 @@ def test_unbounded_input_through_batch_raw_records():
     with BeamTestPipeline(options=options) as p:
         out = p | stream | BatchRawRecords(max_batch_size=8) | NormalizeConversations(Settings())
         assert_that(out.records | "R" >> Unbatch() | beam.Map(lambda r: r["id"]), equal_to(["g", "o"]), label="records")
-        assert_that(out.drops | "D" >> Unbatch() | beam.Map(lambda m: (m["id"], m["dropped"])),
-                    equal_to([("g", 0), ("o", 2)]), label="drops")
-        assert_that(out.dead_letters | "L" >> Unbatch() | beam.Map(lambda d: (d["position"], d["reason"])),
-                    equal_to([(1, "invalid_json")]), label="dead")
+        assert_that(
+            out.drops | "D" >> Unbatch() | beam.Map(lambda m: (m["id"], m["dropped"])),
+            equal_to([("g", 0), ("o", 2)]),
+            label="drops",
+        )
+        assert_that(
+            out.dead_letters | "L" >> Unbatch() | beam.Map(lambda d: (d["position"], d["reason"])),
+            equal_to([(1, "invalid_json")]),
+            label="dead",
+        )
 
 
 def test_every_counter_the_jobs_report_is_listed_in_counter_names(tmp_path):
@@ -172,8 +223,13 @@ def test_every_counter_the_jobs_report_is_listed_in_counter_names(tmp_path):
     result = p.run()
     result.wait_until_finish()
     counters, _ = _counters(result)
-    assert {"records_in", "shards_read", "blank_lines", "conversations_checked",
-            "conversations_with_violations"} <= set(counters)
+    assert {
+        "records_in",
+        "shards_read",
+        "blank_lines",
+        "conversations_checked",
+        "conversations_with_violations",
+    } <= set(counters)
     assert set(counters) <= {name for name, _ in COUNTER_NAMES}
 
 
@@ -190,7 +246,11 @@ def test_composites_declare_batches_and_refuse_other_elements_when_built():
     out = batches | NormalizeConversations(Settings())
     assert out.records.element_type is Batch
     dicts = p | "Dicts" >> beam.Create([{"id": "x"}])
-    for label, transform in (("N", NormalizeConversations(Settings())), ("C", CheckConversations(Settings())),
-                             ("W", WriteShards("/nonexistent", "x")), ("U", Unbatch())):
+    for label, transform in (
+        ("N", NormalizeConversations(Settings())),
+        ("C", CheckConversations(Settings())),
+        ("W", WriteShards("/nonexistent", "x")),
+        ("U", Unbatch()),
+    ):
         with pytest.raises(TypeCheckError, match="Batch"):
             dicts | label >> transform

@@ -16,8 +16,13 @@ def test_make_unique_renames_in_order_and_never_collides():
     make_unique(outputs[3:], metrics[3:], "custom_id", taken)  # ... and the next, same file
     assert [o["custom_id"] for o in outputs] == ["a", "b", "a~2", "a~2~2", "a~3", "b~2"]
     assert [m.get("writer_report") for m in metrics] == [
-        None, None, {"duplicate_custom_id_renamed": 1}, {"duplicate_custom_id_renamed": 1},
-        {"duplicate_custom_id_renamed": 1}, {"duplicate_custom_id_renamed": 1}]
+        None,
+        None,
+        {"duplicate_custom_id_renamed": 1},
+        {"duplicate_custom_id_renamed": 1},
+        {"duplicate_custom_id_renamed": 1},
+        {"duplicate_custom_id_renamed": 1},
+    ]
 
 
 def _lines(path) -> list:
@@ -43,8 +48,9 @@ def test_repeated_records_get_unique_custom_ids_in_the_job(tmp_path):
     assert [d.get("writer_report") for d in drops].count({"duplicate_custom_id_renamed": 1}) == 3
     # Deterministic: a second run writes the same bytes.
     assert main([*args, "--output", str(tmp_path / "b")]) == 0
-    assert (tmp_path / "a" / "normalized" / "part-00000.jsonl").read_bytes() == \
-        (tmp_path / "b" / "normalized" / "part-00000.jsonl").read_bytes()
+    assert (tmp_path / "a" / "normalized" / "part-00000.jsonl").read_bytes() == (
+        tmp_path / "b" / "normalized" / "part-00000.jsonl"
+    ).read_bytes()
 
 
 def test_uniqueness_is_per_output_file(tmp_path):
@@ -52,8 +58,21 @@ def test_uniqueness_is_per_output_file(tmp_path):
     chat = {"id": "same", "messages": [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "yo"}]}
     for name in ("one.jsonl", "two.jsonl"):
         (tmp_path / name).write_text(json.dumps(chat) + "\n" + json.dumps(chat) + "\n")
-    assert main(["--input", str(tmp_path / "*.jsonl"), "--output", str(tmp_path / "out"), "--sink", "openai-batch",
-                 "--model", "m"]) == 0
+    assert (
+        main(
+            [
+                "--input",
+                str(tmp_path / "*.jsonl"),
+                "--output",
+                str(tmp_path / "out"),
+                "--sink",
+                "openai-batch",
+                "--model",
+                "m",
+            ]
+        )
+        == 0
+    )
     files = sorted((tmp_path / "out" / "normalized").glob("part-*.jsonl"))
     assert len(files) == 2
     for path in files:

@@ -82,8 +82,15 @@ def test_kinds_are_closed_and_in_canonical_order():
 
 
 def test_a_healthy_conversation_has_no_violation():
-    messages = [system(), user(), turn("c1", "c2"), result("c1"), result("c2"), {"role": "assistant", "content": "done"},
-                {"role": "developer", "content": "roles are not validated"}]
+    messages = [
+        system(),
+        user(),
+        turn("c1", "c2"),
+        result("c1"),
+        result("c2"),
+        {"role": "assistant", "content": "done"},
+        {"role": "developer", "content": "roles are not validated"},
+    ]
     assert found(messages) == []
     assert is_sendable(messages)
     assert found([]) == []
@@ -97,7 +104,13 @@ def test_count_by_kind_follows_the_canonical_order():
     messages = [result("x"), system(), user(), turn("c1"), turn("c1")]
     violations = check_sendable(messages)
     counts = count_by_kind(violations)
-    assert counts == {"system_not_first": 1, "leading_tool": 1, "redeclared_id": 1, "unanswered_call": 1, "orphan_result": 1}
+    assert counts == {
+        "system_not_first": 1,
+        "leading_tool": 1,
+        "redeclared_id": 1,
+        "unanswered_call": 1,
+        "orphan_result": 1,
+    }
     assert list(counts) == [k for k in VIOLATION_KINDS if k in counts]
     assert count_by_kind([]) == {}
     assert not is_sendable(messages)
@@ -122,7 +135,12 @@ def test_not_flat_entries_are_reported_and_otherwise_transparent():
     messages = [user(), turn("c1"), "junk", None, {"content": "no role"}, {"role": "  ", "content": ""}, result("c1")]
     # The junk between the call and its result is reported; the pairing is still judged as if
     # it were gone (removing it is the whole fix).
-    assert found(messages) == [("not_flat", 2, None), ("not_flat", 3, None), ("not_flat", 4, None), ("not_flat", 5, None)]
+    assert found(messages) == [
+        ("not_flat", 2, None),
+        ("not_flat", 3, None),
+        ("not_flat", 4, None),
+        ("not_flat", 5, None),
+    ]
 
 
 def test_not_flat_pairing_keys():
@@ -132,8 +150,13 @@ def test_not_flat_pairing_keys():
         {"role": "assistant", "content": "", "tool_call_id": "c9"},
         {"role": "assistant", "content": "x", "tool_calls": []},
         {"role": "assistant", "content": "x", "tool_calls": "c1"},
-        {"role": "assistant", "content": "", "tool_calls": ["junk", {"tool_call_id": "c1", "name": 5}, {"tool_call_id": "c2"}]},
-        result("c1"), result("c2"),
+        {
+            "role": "assistant",
+            "content": "",
+            "tool_calls": ["junk", {"tool_call_id": "c1", "name": 5}, {"tool_call_id": "c2"}],
+        },
+        result("c1"),
+        result("c2"),
     ]
     assert found(messages) == [
         ("not_flat", 1, None),
@@ -147,13 +170,20 @@ def test_not_flat_pairing_keys():
 
 
 def test_content_not_string():
-    messages = [{"role": "user"}, {"role": "user", "content": None}, {"role": "user", "content": ["part"]},
-                {"role": "assistant", "content": None, "tool_calls": [{"tool_call_id": "c1", "name": "f"}]}, result("c1")]
+    messages = [
+        {"role": "user"},
+        {"role": "user", "content": None},
+        {"role": "user", "content": ["part"]},
+        {"role": "assistant", "content": None, "tool_calls": [{"tool_call_id": "c1", "name": "f"}]},
+        result("c1"),
+    ]
     assert found(messages) == [("content_not_string", i, None) for i in range(4)]
 
 
 def test_system_not_first():
-    assert found([system("a"), system("b"), user(), system("c"), {"role": "assistant", "content": "x"}, system("d")]) == [
+    assert found(
+        [system("a"), system("b"), user(), system("c"), {"role": "assistant", "content": "x"}, system("d")]
+    ) == [
         ("system_not_first", 3, None),
         ("system_not_first", 5, None),
     ]
@@ -169,14 +199,27 @@ def test_leading_tool():
     messages = [None, result("a"), result("b"), user()]
     assert found(messages) == [
         ("not_flat", 0, None),
-        ("leading_tool", 1, "a"), ("orphan_result", 1, "a"),
-        ("leading_tool", 2, "b"), ("orphan_result", 2, "b"),
+        ("leading_tool", 1, "a"),
+        ("orphan_result", 1, "a"),
+        ("leading_tool", 2, "b"),
+        ("orphan_result", 2, "b"),
     ]
 
 
 @pytest.mark.parametrize(
     "call_id, shown",
-    [("0", "0"), ("", ""), ("  ", "  "), (" c1", " c1"), ("c1 ", "c1 "), (0, None), (7, None), (True, None), (None, None), ({"id": 1}, None)],
+    [
+        ("0", "0"),
+        ("", ""),
+        ("  ", "  "),
+        (" c1", " c1"),
+        ("c1 ", "c1 "),
+        (0, None),
+        (7, None),
+        (True, None),
+        (None, None),
+        ({"id": 1}, None),
+    ],
 )
 def test_unusable_call_id(call_id, shown):
     messages = [user(), turn(call_id), result(call_id)]
@@ -214,7 +257,10 @@ def test_result_not_adjacent_after_other_messages():
     # Inside another turn's block is not adjacent either.
     assert found([user(), turn("c1"), turn("c2"), result("c1"), result("c2")]) == [("result_not_adjacent", 3, "c1")]
     # A system message in between breaks the block too (and is itself out of place).
-    assert found([user(), turn("c1"), system(), result("c1")]) == [("system_not_first", 2, None), ("result_not_adjacent", 3, "c1")]
+    assert found([user(), turn("c1"), system(), result("c1")]) == [
+        ("system_not_first", 2, None),
+        ("result_not_adjacent", 3, "c1"),
+    ]
 
 
 def test_result_not_adjacent_before_its_call():
@@ -224,8 +270,21 @@ def test_result_not_adjacent_before_its_call():
 
 
 def test_orphan_result():
-    messages = [user(), turn("c1"), result("c1"), result("nobody"), result(None), {"role": "tool", "content": "no id"}, result(3)]
-    assert found(messages) == [("orphan_result", 3, "nobody"), ("orphan_result", 4, None), ("orphan_result", 5, None), ("orphan_result", 6, None)]
+    messages = [
+        user(),
+        turn("c1"),
+        result("c1"),
+        result("nobody"),
+        result(None),
+        {"role": "tool", "content": "no id"},
+        result(3),
+    ]
+    assert found(messages) == [
+        ("orphan_result", 3, "nobody"),
+        ("orphan_result", 4, None),
+        ("orphan_result", 5, None),
+        ("orphan_result", 6, None),
+    ]
 
 
 def test_duplicate_result():
@@ -243,7 +302,8 @@ def test_violations_are_sorted_by_index_then_kind():
     messages = [result(5), system(), {"role": "user", "content": 1}, turn("c1"), turn("c1")]
     kinds = [(v.index, v.kind) for v in check_sendable(messages)]
     assert kinds == [
-        (0, "leading_tool"), (0, "orphan_result"),
+        (0, "leading_tool"),
+        (0, "orphan_result"),
         (1, "system_not_first"),
         (2, "content_not_string"),
         (3, "unanswered_call"),

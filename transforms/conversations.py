@@ -87,8 +87,7 @@ class RecordStep(NamedTuple):
     outputs: type
 
 
-NORMALIZE = RecordStep("Normalize", process_record, summaries.RUN, "metrics", (DROPS, DEAD_LETTER),
-                       NormalizedOutputs)
+NORMALIZE = RecordStep("Normalize", process_record, summaries.RUN, "metrics", (DROPS, DEAD_LETTER), NormalizedOutputs)
 CHECK = RecordStep("Check", check_record, summaries.VALIDATE, "records", (DEAD_LETTER,), CheckedOutputs)
 
 
@@ -162,7 +161,8 @@ class ProcessConversations(beam.PTransform):
     def expand(self, raw_batches):
         step = self._step
         outputs = raw_batches | step.label >> beam.ParDo(RouteConversations(step, self._settings)).with_outputs(
-            *step.tags, main=_MAIN)
+            *step.tags, main=_MAIN
+        )
         return step.outputs(outputs[_MAIN], *(outputs[tag] for tag in step.tags))
 
 
@@ -182,6 +182,7 @@ class CheckConversations(ProcessConversations):
 
 #: The shard of batches made from a stream rather than from planned input files.
 STREAM_SHARD = -1
+
 
 class BatchRawRecords(beam.PTransform):
     """Single ``RawRecord`` elements (from a queue, say) -> batches ``NormalizeConversations`` takes.

@@ -30,10 +30,12 @@ ARGS_JSON = "json"
 
 def parquet_schema(pa) -> Any:
     """The Arrow schema of the rows (``pa`` is the pyarrow module, imported by the caller)."""
-    call = pa.struct([("tool_call_id", pa.string()), ("name", pa.string()), ("args", pa.string()),
-                      ("args_kind", pa.string())])
-    message = pa.struct([("role", pa.string()), ("content", pa.string()),
-                         ("tool_calls", pa.list_(call)), ("tool_call_id", pa.string())])
+    call = pa.struct(
+        [("tool_call_id", pa.string()), ("name", pa.string()), ("args", pa.string()), ("args_kind", pa.string())]
+    )
+    message = pa.struct(
+        [("role", pa.string()), ("content", pa.string()), ("tool_calls", pa.list_(call)), ("tool_call_id", pa.string())]
+    )
     return pa.schema([("id", pa.string()), ("messages", pa.list_(message)), ("fields", pa.string())])
 
 
@@ -52,12 +54,14 @@ def flat_row(record: dict, id_field: str = "id", messages_field: str = "messages
     """One normalized flat record as a row of ``parquet_schema``."""
     messages = []
     for m in record.get(messages_field, []):
-        messages.append({
-            "role": m["role"],
-            "content": m["content"],
-            "tool_calls": [_call_row(c) for c in m["tool_calls"]] if "tool_calls" in m else None,
-            "tool_call_id": m.get("tool_call_id"),
-        })
+        messages.append(
+            {
+                "role": m["role"],
+                "content": m["content"],
+                "tool_calls": [_call_row(c) for c in m["tool_calls"]] if "tool_calls" in m else None,
+                "tool_call_id": m.get("tool_call_id"),
+            }
+        )
     rid = record.get(id_field)
     typed_id = rid is not None and not isinstance(rid, str)
     fields = {k: v for k, v in record.items() if k != messages_field and (k != id_field or typed_id)}

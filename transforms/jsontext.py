@@ -134,8 +134,9 @@ _SURROGATE_ESCAPE = re.compile(rb"\\u[dD][89a-fA-F]")
 
 def _check_length(text: str) -> None:
     if len(text) - text.startswith("-") > MAX_NUMBER_DIGITS:
-        raise NumberTooLarge(f"a number of {len(text):,} characters is longer than the "
-                             f"{MAX_NUMBER_DIGITS:,} convnorm reads")
+        raise NumberTooLarge(
+            f"a number of {len(text):,} characters is longer than the {MAX_NUMBER_DIGITS:,} convnorm reads"
+        )
 
 
 def _exact_int(text: str) -> int:
@@ -147,7 +148,7 @@ def _exact_int(text: str) -> int:
         digits = text.lstrip("-")
         value = 0
         for i in range(0, len(digits), 4000):
-            chunk = digits[i:i + 4000]
+            chunk = digits[i : i + 4000]
             value = value * 10 ** len(chunk) + int(chunk)
         return -value if text.startswith("-") else value
 
@@ -193,8 +194,9 @@ def parse_json(payload: bytes | str) -> Any:
     try:
         # Strict UTF-8, as orjson reads: json.loads(bytes) would take a byte-order mark and
         # UTF-8-encoded surrogates, so the same line would pass here and fail there.
-        value = json.loads(data.decode("utf-8"), parse_constant=_reject_constant, parse_int=_exact_int,
-                           parse_float=_finite_float)
+        value = json.loads(
+            data.decode("utf-8"), parse_constant=_reject_constant, parse_int=_exact_int, parse_float=_finite_float
+        )
     except UnicodeDecodeError as error:
         raise ValueError(str(error)) from None
     if _SURROGATE_ESCAPE.search(data) and _has_lone_surrogate(value):
@@ -352,8 +354,9 @@ def canonical_json(value: Any) -> bytes:
     except TypeError:
         pass
     try:
-        return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False,
-                          default=str).encode("utf-8", "surrogatepass")
+        return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str).encode(
+            "utf-8", "surrogatepass"
+        )
     except ValueError:
         # An integer past CPython's 4,300-digit conversion limit: the exact encoder.
         return compact_json(_keys_sorted(value)).encode("utf-8", "surrogatepass")

@@ -257,7 +257,7 @@ def coerce_messages(messages: list) -> tuple[list, dict[str, int]]:
 def system_first(messages: list) -> list:
     """Rule 2 alone: a stable partition, system messages first (coerced messages)."""
     systems = [m for m in messages if m["role"] == "system"]
-    if not systems or messages[:len(systems)] == systems:  # (compared by identity first)
+    if not systems or messages[: len(systems)] == systems:  # (compared by identity first)
         return messages  # no system message, or already first: the partition is the list
     return systems + [m for m in messages if m["role"] != "system"]
 

@@ -246,8 +246,14 @@ def _declarations(messages: list) -> _Declarations:
     return walk
 
 
-def _rekey_chain(key: str, chain: list[_Group], walk: _Declarations, counters: dict[str, int],
-                 call_ids: dict[int, dict[int, str]], result_ids: dict[int, str]) -> int:
+def _rekey_chain(
+    key: str,
+    chain: list[_Group],
+    walk: _Declarations,
+    counters: dict[str, int],
+    call_ids: dict[int, dict[int, str]],
+    result_ids: dict[int, str],
+) -> int:
     """Decide the ids of one reused id's declarations and results; the number re-keyed."""
     rekeyed = 0
     offered: list[int] = []  # surplus of the previous turn stored just before this one
@@ -269,9 +275,9 @@ def _rekey_chain(key: str, chain: list[_Group], walk: _Declarations, counters: d
         for k, result in enumerate(candidates[: len(ids)]):
             result_ids[result] = ids[k]
         # Offered results not taken stay the previous turn's surplus.
-        for result in offered[max(0, len(ids) - len(own)):]:
+        for result in offered[max(0, len(ids) - len(own)) :]:
             result_ids[result] = previous_default
-        surplus = own[len(ids):]
+        surplus = own[len(ids) :]
         default = ids[0] if ids else key  # no ids means no results at all
         following = chain[rank + 1].turn if rank + 1 < len(chain) else -1
         offered = []

@@ -119,8 +119,12 @@ def record_id(record: Any, settings: Settings) -> str:
     field names itself by its ``custom_id``.
     """
     own = own_id(record, settings.id_field)
-    if own is None and isinstance(record, dict) and settings.id_field not in record \
-            and is_batch_line(record, settings.messages_field):
+    if (
+        own is None
+        and isinstance(record, dict)
+        and settings.id_field not in record
+        and is_batch_line(record, settings.messages_field)
+    ):
         own = own_id(record, BATCH_ID_FIELD)
     return own or derived_id(record)
 
@@ -222,5 +226,3 @@ def guarded(step, raw: RawRecord, settings: Settings, *hint) -> Outcome:
     except Exception as error:  # noqa: BLE001 — a bug must surface as data, not kill the job
         detail = f"{type(error).__name__}: {error}"
         return DeadLettered(dead_letter(raw, DeadLetterReason.INTERNAL_ERROR, detail, settings.raw_limit))
-
-

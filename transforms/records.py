@@ -87,8 +87,15 @@ def _process(raw: RawRecord, settings: Settings, hint: ReaderHint | None = None)
     if settings.check:
         metrics["violations"] = count_by_kind(check_sendable(result.messages))
 
-    context = WriteContext(rid, settings.messages_field, settings.id_field, settings.model, settings.max_tokens,
-                           settings.tools_field, source=record)
+    context = WriteContext(
+        rid,
+        settings.messages_field,
+        settings.id_field,
+        settings.model,
+        settings.max_tokens,
+        settings.tools_field,
+        source=record,
+    )
     try:
         output = WRITERS[settings.sink].write(normalized, context)
     except FormatError as error:

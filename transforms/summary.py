@@ -72,8 +72,13 @@ def _accounting(records_in: int, blank_lines: int, through: str, n: int, dead_le
     """The partial totals every view has: records read, ``n`` of them through to the main
     output (counted as ``through``), the rest dead letters by reason."""
     letters = _reasons(dead_letters)
-    return {"records_in": records_in, "blank_lines": blank_lines, through: n,
-            "dead_letters": sum(letters.values()), "dead_letters_by_reason": letters}
+    return {
+        "records_in": records_in,
+        "blank_lines": blank_lines,
+        through: n,
+        "dead_letters": sum(letters.values()),
+        "dead_letters_by_reason": letters,
+    }
 
 
 def _tally_violations(counts: dict, found: dict) -> int:
@@ -143,8 +148,12 @@ def _render(title: str, rows: list[tuple], footer: list[str]) -> str:
 _REPORTS = ("reader_report", "writer_report")
 
 
-def partial(records_in: int = 0, metrics: Iterable[DropMetrics] = (), dead_letters: Iterable[DeadLetter] = (),
-            blank_lines: int = 0) -> dict:
+def partial(
+    records_in: int = 0,
+    metrics: Iterable[DropMetrics] = (),
+    dead_letters: Iterable[DeadLetter] = (),
+    blank_lines: int = 0,
+) -> dict:
     """The partial summary of one batch: raw records read, drop metrics, dead letters."""
     dropped_by, repairs, violations, histogram, nulled, discarded = {}, {}, {}, {}, {}, {}
     reports: dict = {name: {} for name in _REPORTS}
@@ -271,8 +280,11 @@ def format_table(doc: dict) -> str:
 
 
 def _record_rows(doc: dict) -> list[tuple]:
-    rows = [("records in", doc["records_in"]), ("  normalized", doc["records_out"]),
-            *_letter_rows(doc, "  dead-lettered", "    ")]
+    rows = [
+        ("records in", doc["records_in"]),
+        ("  normalized", doc["records_out"]),
+        *_letter_rows(doc, "  dead-lettered", "    "),
+    ]
     if doc.get("blank_lines"):
         rows.append(("blank lines skipped", doc["blank_lines"]))
     return rows
@@ -325,9 +337,12 @@ def _report_rows(doc: dict) -> list[tuple]:
 # Validation runs (``convnorm validate``): conversations checked as they are
 
 
-def validation_partial(records_in: int = 0, reports: Iterable[ViolationReport] = (),
-                       dead_letters: Iterable[DeadLetter] = (),
-                       blank_lines: int = 0) -> dict:
+def validation_partial(
+    records_in: int = 0,
+    reports: Iterable[ViolationReport] = (),
+    dead_letters: Iterable[DeadLetter] = (),
+    blank_lines: int = 0,
+) -> dict:
     """The partial summary of one batch: raw records read, violation reports, dead letters."""
     violations: dict = {}
     checked = with_violations = 0
@@ -391,8 +406,10 @@ class DeadLetterLimit(NamedTuple):
                 raise ValueError
             return cls(count=count)
         except ValueError:
-            raise ValueError(f"--max-dead-letters {text!r}: expected a count (10) or a percentage "
-                             "of the records read (2.5%), not negative") from None
+            raise ValueError(
+                f"--max-dead-letters {text!r}: expected a count (10) or a percentage "
+                "of the records read (2.5%), not negative"
+            ) from None
 
     def exceeded_by(self, dead_letters: int, records_in: int) -> bool:
         if self.count is not None:
@@ -413,11 +430,15 @@ def run_failures(doc: dict, limit: DeadLetterLimit | None = None) -> list[str]:
     if not doc["accounted"]:
         failures.append(_unaccounted("normalized"))
     if doc["records_in"] and not doc["records_out"]:
-        failures.append(f"read {doc['records_in']:,} record(s) but normalized none: every one is a dead "
-                        "letter (see dead_letter/ for the reasons)")
+        failures.append(
+            f"read {doc['records_in']:,} record(s) but normalized none: every one is a dead "
+            "letter (see dead_letter/ for the reasons)"
+        )
     elif limit is not None and limit.exceeded_by(doc["dead_letters"], doc["records_in"]):
-        failures.append(f"{doc['dead_letters']:,} dead letter(s) of {doc['records_in']:,} record(s) read is "
-                        f"past --max-dead-letters {limit}")
+        failures.append(
+            f"{doc['dead_letters']:,} dead letter(s) of {doc['records_in']:,} record(s) read is "
+            f"past --max-dead-letters {limit}"
+        )
     return failures
 
 
@@ -464,10 +485,19 @@ class View:
         doc[self.through] = on_disk[self.main_output]
         doc["dead_letters"] = on_disk["dead_letter"]
         doc["accounted"] = accounted(doc, self.through) and all(
-            on_disk[name] == on_disk[self.main_output] for name in self.per_record_outputs)
+            on_disk[name] == on_disk[self.main_output] for name in self.per_record_outputs
+        )
         return doc
 
 
 RUN = View("run", "records_out", "normalized", ("drops",), partial, finalize, format_table, run_verdict)
-VALIDATE = View("validate", "conversations_checked", "violations", (), validation_partial, finalize_validation,
-                format_validation_table, validation_verdict)
+VALIDATE = View(
+    "validate",
+    "conversations_checked",
+    "violations",
+    (),
+    validation_partial,
+    finalize_validation,
+    format_validation_table,
+    validation_verdict,
+)

@@ -184,8 +184,14 @@ class _OrderCheck:
             self.seen_other = True
         if self.leading and role != "system":
             if role == "tool":
-                report(Violation("leading_tool", index, _string(message.get("tool_call_id")),
-                                 "tool message first after the system group"))
+                report(
+                    Violation(
+                        "leading_tool",
+                        index,
+                        _string(message.get("tool_call_id")),
+                        "tool message first after the system group",
+                    )
+                )
             else:
                 self.leading = False
 
@@ -224,8 +230,9 @@ def _declare_calls(index: int, calls: Any, owner: dict[str, int], report: Report
 
 def _check_results(owner: dict[str, int], results: list[tuple[int, str | None, int]], report: Report) -> None:
     """Adjacency, orphans, duplicates. An id's answer is preferably in its block."""
-    answered_in_block = {call_id for _index, call_id, turn in results
-                         if call_id is not None and owner.get(call_id) == turn}
+    answered_in_block = {
+        call_id for _index, call_id, turn in results if call_id is not None and owner.get(call_id) == turn
+    }
     answered: set[str] = set()
     for index, call_id, turn in results:
         if call_id is None:
@@ -242,8 +249,14 @@ def _check_results(owner: dict[str, int], results: list[tuple[int, str | None, i
         else:
             answered.add(call_id)
             place = "before" if index < declared_by else "after"
-            report(Violation("result_not_adjacent", index, call_id,
-                             f"result {place} message {declared_by} but not in the tool block right after it"))
+            report(
+                Violation(
+                    "result_not_adjacent",
+                    index,
+                    call_id,
+                    f"result {place} message {declared_by} but not in the tool block right after it",
+                )
+            )
     for call_id, turn in owner.items():
         if call_id not in answered:
             report(Violation("unanswered_call", turn, call_id, "call with no result anywhere"))

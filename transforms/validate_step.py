@@ -41,5 +41,3 @@ def check_record(raw: RawRecord, settings: Settings) -> Outcome:
     The outcome's ``record`` is the conversation's violation report.
     """
     return guarded(_check, raw, settings)
-
-

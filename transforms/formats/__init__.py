@@ -99,6 +99,7 @@ def detect_reader_after(previous, record, messages_field: str = "messages"):
             return READERS[found]
     return detect_reader(record, messages_field)
 
+
 __all__ = [
     "READERS",
     "WRITERS",

@@ -42,10 +42,16 @@ def _refuse_calls_the_core_cannot_read(messages: Any, winner: Reader) -> None:
     for message in messages if isinstance(messages, list) else ():
         calls = message.get("tool_calls") if isinstance(message, dict) else None
         for call in calls if isinstance(calls, list) else ():
-            if (isinstance(call, dict) and isinstance(call.get("custom"), dict)
-                    and call.get("name") is None and not isinstance(call.get("function"), dict)):
-                raise FormatError("wrong_format", "the core reads no custom tool call (its name and input "
-                                  "would be lost)" + _looks_like(winner))
+            if (
+                isinstance(call, dict)
+                and isinstance(call.get("custom"), dict)
+                and call.get("name") is None
+                and not isinstance(call.get("function"), dict)
+            ):
+                raise FormatError(
+                    "wrong_format",
+                    "the core reads no custom tool call (its name and input would be lost)" + _looks_like(winner),
+                )
 
 
 def read_forced(reader: Reader, record: Any, messages_field: str) -> Conversation:

@@ -81,12 +81,24 @@ _SYSTEM = ("systemInstruction", "system_instruction")
 _DECLARATIONS = ("functionDeclarations", "function_declarations")
 #: Keys that make a part a Gemini part (content signals for detection).
 _PART_KEYS = frozenset(
-    ("text",) + _CALL + _RESPONSE + _MEDIA
+    ("text",)
+    + _CALL
+    + _RESPONSE
+    + _MEDIA
     + ("executableCode", "executable_code", "codeExecutionResult", "code_execution_result")
 )
 #: Part keys that are metadata, not content.
-_PART_METADATA = frozenset(("thought", "thoughtSignature", "thought_signature", "videoMetadata", "video_metadata",
-                            "partMetadata", "part_metadata"))
+_PART_METADATA = frozenset(
+    (
+        "thought",
+        "thoughtSignature",
+        "thought_signature",
+        "videoMetadata",
+        "video_metadata",
+        "partMetadata",
+        "part_metadata",
+    )
+)
 _ROLES = {"model": "assistant", "user": "user", "function": "user"}
 
 
@@ -244,8 +256,11 @@ def gemini_tools(tools: Any) -> Any:
             if isinstance(declaration, dict) and "parameters" not in declaration:
                 schema = _get(declaration, ("parametersJsonSchema", "parameters_json_schema"))
                 if schema is not None:
-                    declaration = {k: v for k, v in declaration.items()
-                                   if k not in ("parametersJsonSchema", "parameters_json_schema")}
+                    declaration = {
+                        k: v
+                        for k, v in declaration.items()
+                        if k not in ("parametersJsonSchema", "parameters_json_schema")
+                    }
                     declaration["parameters"] = schema
             out.append(declaration)
         rest = {k: v for k, v in tool.items() if k not in _DECLARATIONS}
@@ -286,8 +301,7 @@ def _gemini_content(entry: Any) -> bool:
         return False
     if entry.get("role", "user") not in ("user", "model", "function"):
         return False
-    return any(isinstance(p, dict) and "type" not in p and not p.keys().isdisjoint(_PART_KEYS)
-               for p in entry["parts"])
+    return any(isinstance(p, dict) and "type" not in p and not p.keys().isdisjoint(_PART_KEYS) for p in entry["parts"])
 
 
 def detect_gemini(record: Any, messages_field: str) -> bool:
@@ -317,7 +331,7 @@ GEMINI_READER = register_reader(
 def _function_response(message: dict) -> dict:
     text = message["content"]
     if text.startswith(ERROR_PREFIX):
-        response = {"error": text[len(ERROR_PREFIX):]}
+        response = {"error": text[len(ERROR_PREFIX) :]}
     else:
         response = {"output": text}
     return {"functionResponse": {"id": message["tool_call_id"], "name": message["_name"], "response": response}}
@@ -360,8 +374,10 @@ def write_gemini(record: dict, ctx: WriteContext) -> dict:
         if role == "user":
             parts, turn = text, "user"
         elif role == "assistant":
-            calls = [{"functionCall": {"id": c["tool_call_id"], "name": c["name"], "args": tool_input(c.get("args"))}}
-                     for c in message.get("tool_calls") or ()]
+            calls = [
+                {"functionCall": {"id": c["tool_call_id"], "name": c["name"], "args": tool_input(c.get("args"))}}
+                for c in message.get("tool_calls") or ()
+            ]
             parts, turn = text + calls, "model"
         elif role == "tool":
             parts, turn = [_function_response({**message, "_name": names[message["tool_call_id"]]})], "user"

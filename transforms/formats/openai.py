@@ -237,8 +237,9 @@ def _all_plain(messages: list) -> bool:
     return True
 
 
-def openai_to_flat(messages: list, report: dict | None = None, discarded: dict | None = None,
-                   keep_plain: bool = False) -> list:
+def openai_to_flat(
+    messages: list, report: dict | None = None, discarded: dict | None = None, keep_plain: bool = False
+) -> list:
     """Chat Completions messages (legacy function calling included) as flat messages.
 
     ``report`` (if given) counts ``tool_call_ids_split``: the extra results made from
@@ -457,8 +458,9 @@ def _rewrite_batch_line(line: dict, messages: list, ctx: WriteContext) -> dict:
     if ctx.model:
         body = body if "model" in body else {"model": None, **body}
         body["model"] = ctx.model
-    return {key: ctx.record_id if key == "custom_id" else body if key == "body" else value
-            for key, value in line.items()}
+    return {
+        key: ctx.record_id if key == "custom_id" else body if key == "body" else value for key, value in line.items()
+    }
 
 
 def write_openai_batch(record: dict, ctx: WriteContext) -> dict:

@@ -129,8 +129,11 @@ def read_responses(record: Any, messages_field: str) -> Conversation:
         raise FormatError("missing_input", "no 'input' field")
     if messages_field != "input" and isinstance(record.get(messages_field), list):
         # The output goes to the message field: reading 'input' would overwrite that list.
-        raise FormatError("ambiguous_messages", f"the record holds both 'input' and a {messages_field!r} list; "
-                          "read the list with --format auto, or 'input' with --messages-field input")
+        raise FormatError(
+            "ambiguous_messages",
+            f"the record holds both 'input' and a {messages_field!r} list; "
+            "read the list with --format auto, or 'input' with --messages-field input",
+        )
     items = record["input"]
     if isinstance(items, str):
         items = [{"type": "message", "role": "user", "content": items}]
@@ -265,10 +268,18 @@ def _call_item(call: dict, custom: frozenset, custom_calls: set) -> dict:
     if call["name"] in custom:
         args = call.get("args")
         custom_calls.add(call["tool_call_id"])
-        return {"type": "custom_tool_call", "call_id": call["tool_call_id"], "name": call["name"],
-                "input": "" if args is None else openai_arguments(args)}
-    return {"type": "function_call", "call_id": call["tool_call_id"], "name": call["name"],
-            "arguments": openai_arguments(call.get("args"))}
+        return {
+            "type": "custom_tool_call",
+            "call_id": call["tool_call_id"],
+            "name": call["name"],
+            "input": "" if args is None else openai_arguments(args),
+        }
+    return {
+        "type": "function_call",
+        "call_id": call["tool_call_id"],
+        "name": call["name"],
+        "arguments": openai_arguments(call.get("args")),
+    }
 
 
 RESPONSES_WRITER = register_writer(

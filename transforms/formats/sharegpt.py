@@ -137,8 +137,9 @@ def _turn_keys(entry: dict) -> tuple[str, str]:
     return "role", "content" if "content" in entry or "value" not in entry else "value"
 
 
-_READ_KEYS = {keys: frozenset(keys) for keys in (("from", "value"), ("from", "content"),
-                                                 ("role", "content"), ("role", "value"))}
+_READ_KEYS = {
+    keys: frozenset(keys) for keys in (("from", "value"), ("from", "content"), ("role", "content"), ("role", "value"))
+}
 
 
 def _note_unread(entry: dict, discarded: dict) -> None:
@@ -221,8 +222,11 @@ def read_sharegpt(record: Any, messages_field: str) -> Conversation:
     discarded: dict = {}
     # The message field first when it holds a list: the record's own chat, which the output
     # writes over; 'conversations' beside it is then carried as it is, not lost.
-    key = messages_field if isinstance(record.get(messages_field), list) or not isinstance(
-        record.get("conversations"), list) else "conversations"
+    key = (
+        messages_field
+        if isinstance(record.get(messages_field), list) or not isinstance(record.get("conversations"), list)
+        else "conversations"
+    )
     turns = record.get(key)
     if not isinstance(turns, list):
         raise FormatError("missing_conversations", f"no list at 'conversations' or {messages_field!r}")
@@ -328,8 +332,7 @@ def _observation_value(texts: list) -> str:
             value = json.loads(text)
         except ValueError:
             value = text
-        compact = isinstance(value, (dict, list)) and (
-            compact_json(value) == text)
+        compact = isinstance(value, (dict, list)) and (compact_json(value) == text)
         keep = compact and not (isinstance(value, dict) and "content" in value)
         values.append(value if keep else text)
     return _dumps(values)
@@ -437,11 +440,15 @@ def _check_turn_order(turns: list) -> None:
                 f"turn {position + 1} is {turn['from']!r} where LLaMA-Factory needs {' or '.join(allowed)}",
             )
     if len(turns) % 2:
-        raise FormatError("turn_order", f"{len(turns)} turns: LLaMA-Factory needs an even number (ending on gpt "
-                                        "or function_call)")
+        raise FormatError(
+            "turn_order", f"{len(turns)} turns: LLaMA-Factory needs an even number (ending on gpt or function_call)"
+        )
 
 
 SHAREGPT_WRITER = register_writer(
-    Writer("sharegpt", write_sharegpt, description="LLaMA-Factory / Axolotl ShareGPT training record "
-                                                    "(conversations + tools)")
+    Writer(
+        "sharegpt",
+        write_sharegpt,
+        description="LLaMA-Factory / Axolotl ShareGPT training record (conversations + tools)",
+    )
 )
