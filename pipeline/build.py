@@ -25,6 +25,8 @@ from transforms import summary as summaries
 from transforms.conversations import (
     CHECK,
     NORMALIZE,
+    CheckConversations,
+    NormalizeConversations,
     ProcessConversations,
     RecordStep,
     Summarize,
@@ -54,8 +56,10 @@ class ProcessConversationLogs(beam.PTransform):
     """Read -> parse -> a job's per-record step -> split: planned input shards to the step's
     outputs and the reader's statistics."""
 
-    #: The step, and the result type: the step's outputs then ``read_stats``.
+    #: The step, its composite (``NormalizeConversations``: the card's ``NormalizeConversation``
+    #: over batches), and the result type: the step's outputs then ``read_stats``.
     STEP: RecordStep
+    PROCESS: type[ProcessConversations]
     RESULT: type
 
     def __init__(
@@ -77,20 +81,20 @@ class ProcessConversationLogs(beam.PTransform):
         read = pbegin | "Read" >> ReadConversationLogs(
             self._shards, self._batch_size, self._max_record_bytes, self._batch_bytes
         )
-        out = read.batches | self.STEP.label >> ProcessConversations(self.STEP, self._settings)
+        out = read.batches | self.STEP.label >> self.PROCESS(self._settings)
         return self.RESULT(*out, read.stats)
 
 
 class CleanConversationLogs(ProcessConversationLogs):
     """Read -> parse -> normalize -> split: planned input shards to the three outputs."""
 
-    STEP, RESULT = NORMALIZE, CleanedLogs
+    STEP, PROCESS, RESULT = NORMALIZE, NormalizeConversations, CleanedLogs
 
 
 class CheckConversationLogs(ProcessConversationLogs):
     """Read -> parse -> check as they are -> split: planned input shards to reports and dead letters."""
 
-    STEP, RESULT = CHECK, CheckedLogs
+    STEP, PROCESS, RESULT = CHECK, CheckConversations, CheckedLogs
 
 
 class JobOutputs(NamedTuple):

@@ -1,35 +1,21 @@
 """The record settings checked as the command line gave them (no Beam import).
 
-Its messages name the command line's flags, so the check lives here, beside the options,
-and not in ``transforms.settings``, which the workers carry.
+The rules live with the settings (``transforms.settings.problems``); here they name the
+command line's flags.
 """
 
 from __future__ import annotations
 
-from transforms.formats import READERS, WRITERS
-from transforms.profiles import PROFILES
-from transforms.settings import Settings
+from transforms.settings import Settings, problems
+
+#: Settings whose flag is not the field's name with dashes.
+_FLAGS = {"input_format": "--format", "raw_limit": "--dead-letter-raw-limit"}
+
+
+def flag_name(field: str) -> str:
+    return _FLAGS.get(field, "--" + field.replace("_", "-"))
 
 
 def settings_problems(settings: Settings) -> list[str]:
-    """Every setting that cannot work, as sentences for a person."""
-    found = []
-    if settings.input_format != "auto" and settings.input_format not in READERS:
-        found.append(f"unknown --format {settings.input_format!r}; known: auto, {', '.join(sorted(READERS))}")
-    if settings.sink not in WRITERS:
-        found.append(f"unknown --sink {settings.sink!r}; known: {', '.join(sorted(WRITERS))}")
-    if settings.profile not in PROFILES:
-        found.append(f"unknown --profile {settings.profile!r}; known: {', '.join(PROFILES)}")
-    if not settings.messages_field:
-        found.append("--messages-field must not be empty")
-    if not settings.id_field:
-        found.append("--id-field must not be empty")
-    if settings.id_field == settings.messages_field:
-        found.append("--id-field and --messages-field must differ")
-    if not settings.tools_field or any(not part for part in settings.tools_field.split(".")):
-        found.append(f"--tools-field {settings.tools_field!r} is not a dotted path of field names")
-    if settings.max_tokens is not None and settings.max_tokens < 1:
-        found.append("--max-tokens must be at least 1")
-    if settings.raw_limit < 0:
-        found.append("--dead-letter-raw-limit must be 0 or more")
-    return found
+    """Every setting that cannot work, as sentences naming the flags."""
+    return problems(settings, flag_name)

@@ -48,9 +48,10 @@ from apache_beam.utils.windowed_value import WindowedValue
 
 from transforms import summary as summaries
 from transforms.counters import COUNTED_BY_KIND, COUNTED_TOTALS, COUNTER_NAMES, DISTRIBUTION_NAMES, NAMESPACE
-from transforms.inputs import DEFAULT_BATCH_BYTES, Batch, batch_is_full, raw_size
+from transforms.inputs import DEFAULT_BATCH_BYTES, Batch, Parsed, RawRecord, batch_is_full, raw_size
 from transforms.records import BatchResult, normalize_batch, process_record
 from transforms.settings import Settings
+from transforms.settings import problems as settings_problems
 from transforms.validate_step import check_record
 
 #: Tags of the routing DoFn's outputs besides the main one (also the output directories' names).
@@ -130,6 +131,9 @@ class BatchCounters:
         self._distributions: list[Any] = [Metrics.distribution(NAMESPACE, name) for name in DISTRIBUTION_NAMES]
         self._totals = COUNTED_TOTALS[step.view.command]
 
+    def blank_line(self) -> None:
+        self._counters["blank_lines"].inc()
+
     def count(self, records_in: int, result: BatchResult, part: dict[str, Any] | None = None) -> None:
         """Count one batch's result; ``part``: its partial summary, when the caller made it."""
         if part is None:
@@ -151,16 +155,32 @@ class BatchCounters:
             drops.update(metrics["dropped"])
 
 
-@beam.typehints.with_input_types(Batch)
-@beam.typehints.with_output_types(Batch)
 class RouteConversations(beam.DoFn):
-    """Thin adapter: the step over each batch (``normalize_batch``), outputs routed by tag,
-    counters updated. The records go to the main output, drop metrics to ``DROPS`` (only the
-    normalizing step makes them), unreadable records to ``DEAD_LETTER``."""
+    """The one routing DoFn: a job's per-record step (``normalize_batch``) over each element,
+    what it gives routed by tag, counters updated. Records go to the main output, drop
+    metrics to ``DROPS`` (only the normalizing step makes them), unreadable records to
+    ``DEAD_LETTER``.
 
-    def __init__(self, step: RecordStep, settings: Settings) -> None:
+    An element is a ``Batch`` of ``RawRecord`` (convnorm's own graph: the outputs are batches
+    of the same shard) or a single record (the outputs are single items): a ``RawRecord``, a
+    JSON line (``str`` or ``bytes``, as ``ReadFromText`` gives), a ``(file name, line)`` pair
+    (``ReadFromTextWithFilename``), or a ``dict`` already parsed. A single record has no
+    position in a file unless it is a ``RawRecord``: its ``position`` is ``UNKNOWN_POSITION``
+    and its ``source`` the file name it came with, or ``source``. A blank line is not a record
+    (as in convnorm's readers): it gives no output and is counted (``blank_lines``).
+    """
+
+    #: The position of a single record read without one (``ReadFromText`` does not say).
+    UNKNOWN_POSITION = -1
+
+    def __init__(self, step: RecordStep, settings: Settings, source: str = "") -> None:
         self._step = step
         self._settings = settings
+        self._source = source
+
+    @property
+    def step(self) -> RecordStep:
+        return self._step
 
     def setup(self) -> None:
         freeze_gc()
@@ -169,16 +189,100 @@ class RouteConversations(beam.DoFn):
     def start_bundle(self) -> None:
         # The writer starts a new output file per bundle and per shard: so does the state
         # that keeps a unique field (openai-batch's custom_id) unique within a file.
-        self._file_shard, self._taken = None, {}
+        self._file_shard: int | None = None
+        self._taken: dict[str, int] = {}
 
-    def process(self, batch: Batch) -> Iterable:
-        if batch.shard != self._file_shard:
-            self._file_shard, self._taken = batch.shard, {}
-        result = normalize_batch(batch.items, self._settings, self._step.step, taken=self._taken)
-        self._counters.count(len(batch.items), result)
+    def process(self, element: Any) -> Iterable[Any]:
+        if not isinstance(element, Batch):
+            yield from self._process_one(element)
+            return
+        if element.shard != self._file_shard:
+            self._file_shard, self._taken = element.shard, {}
+        result = normalize_batch(element.items, self._settings, self._step.step, taken=self._taken)
+        self._counters.count(len(element.items), result)
         for name, items, lines in self._step.routed(result):
-            out = Batch(batch.shard, batch.start, items, lines)
+            out = Batch(element.shard, element.start, items, lines)
             yield out if name == self._step.main_output else TaggedOutput(name, out)
+
+    def _process_one(self, element: Any) -> Iterator[Any]:
+        raw = self._raw(element)
+        if isinstance(raw.payload, (str, bytes)) and not raw.payload.strip():
+            self._counters.blank_line()  # as convnorm's readers: a blank line is not a record
+            return
+        result = normalize_batch([raw], self._settings, self._step.step, taken=self._taken)
+        self._counters.count(1, result)
+        for name, items, _ in self._step.routed(result):
+            for item in items:
+                yield item if name == self._step.main_output else TaggedOutput(name, item)
+
+    def _raw(self, element: Any) -> RawRecord:
+        if isinstance(element, RawRecord):
+            return element
+        source = self._source
+        if isinstance(element, tuple) and len(element) == 2 and isinstance(element[0], str):
+            source, element = element
+        payload = Parsed(element) if isinstance(element, dict) else element
+        return RawRecord(source, self.UNKNOWN_POSITION, payload)
+
+
+class NormalizeConversation(RouteConversations):
+    """Normalize conversations by MEM-5: the design card's DoFn, for any Beam pipeline.
+
+    Main output: each record with its messages normalized (written by the chosen sink, a
+    ``dict``). Tagged outputs: ``DROPS``, one drop-metrics record per conversation (what was
+    dropped and why, by reason); ``DEAD_LETTER``, one record per input that could not be
+    processed, with its reason. Every input ends in exactly one of the main output and the
+    dead letters. Elements: see ``RouteConversations`` (a JSON line, a ``(file name, line)``
+    pair, a ``dict``, a ``RawRecord``, or a ``Batch`` of them)::
+
+        import apache_beam as beam
+        from transforms.conversations import NormalizeConversation
+
+        with beam.Pipeline() as p:
+            out = (
+                p
+                | beam.io.ReadFromText("logs/*.jsonl")
+                | beam.ParDo(NormalizeConversation(sink="openai-finetune")).with_outputs(
+                    NormalizeConversation.DROPS, NormalizeConversation.DEAD_LETTER, main="records"
+                )
+            )
+            out.records | "Records" >> beam.Map(json.dumps) | "WriteRecords" >> beam.io.WriteToText("clean")
+            out[NormalizeConversation.DROPS] | ...
+
+    ``settings`` (a ``transforms.settings.Settings``) or its fields as keywords (``sink``,
+    ``profile``, ``id_field``, ...) choose what convnorm's flags choose. Per-element input pays
+    Beam's per-element cost (several times normalizing a record); ``BatchRawRecords`` before it
+    (or ``NormalizeConversations``) moves records in batches. A unique field (openai-batch's
+    ``custom_id``) is kept unique within a bundle.
+    """
+
+    DROPS = DROPS
+    DEAD_LETTER = DEAD_LETTER
+
+    def __init__(self, settings: Settings | None = None, *, source: str = "", **fields: Any) -> None:
+        super().__init__(NORMALIZE, checked_settings(settings, fields), source)
+
+
+class CheckConversation(RouteConversations):
+    """Check conversations as they are (``convnorm validate``): violation reports on the main
+    output, unreadable records on ``DEAD_LETTER``."""
+
+    DEAD_LETTER = DEAD_LETTER
+
+    def __init__(self, settings: Settings | None = None, *, source: str = "", **fields: Any) -> None:
+        super().__init__(CHECK, checked_settings(settings, fields), source)
+
+
+def checked_settings(settings: Settings | None, fields: dict[str, Any]) -> Settings:
+    """``settings``, or a ``Settings`` of ``fields``, checked (``ValueError`` naming every
+    problem): a bad name fails where the pipeline is built, not on a worker."""
+    if settings is not None and fields:
+        raise TypeError("give settings or their fields as keywords, not both")
+    made = settings if settings is not None else Settings(**fields)
+    found = settings_problems(made)
+    if found:
+        raise ValueError("; ".join(found))
+    return made
 
 
 def freeze_gc() -> None:
@@ -191,33 +295,34 @@ def freeze_gc() -> None:
 @beam.typehints.with_input_types(Batch)
 @beam.typehints.with_output_types(Batch)  # every output: records, drops, dead letters
 class ProcessConversations(beam.PTransform):
-    """Batches of raw records -> the step's outputs (a ``step.outputs`` of PCollections of batches)."""
+    """Batches of raw records -> the step's outputs (a ``step.outputs`` of PCollections of
+    batches), by the routing DoFn it is given."""
 
-    def __init__(self, step: RecordStep, settings: Settings) -> None:
+    def __init__(self, route: RouteConversations) -> None:
         super().__init__()
-        self._step = step
-        self._settings = settings
+        self._route = route
 
     def expand(self, raw_batches):
-        step = self._step
-        outputs = raw_batches | step.label >> beam.ParDo(RouteConversations(step, self._settings)).with_outputs(
+        step = self._route.step
+        outputs = raw_batches | step.label >> beam.ParDo(self._route).with_input_types(Batch).with_outputs(
             *step.tags, main=_MAIN
         )
         return step.outputs(outputs[_MAIN], *(outputs[tag] for tag in step.tags))
 
 
 class NormalizeConversations(ProcessConversations):
-    """Batches of raw records -> normalized records, drop metrics and dead letters."""
+    """Batches of raw records -> normalized records, drop metrics and dead letters (a
+    ``NormalizedOutputs``): ``NormalizeConversation`` applied to batches."""
 
     def __init__(self, settings: Settings) -> None:
-        super().__init__(NORMALIZE, settings)
+        super().__init__(NormalizeConversation(settings))
 
 
 class CheckConversations(ProcessConversations):
     """Batches of raw records -> per-conversation violation reports and dead letters."""
 
     def __init__(self, settings: Settings) -> None:
-        super().__init__(CHECK, settings)
+        super().__init__(CheckConversation(settings))
 
 
 #: The shard of batches made from a stream rather than from planned input files.
