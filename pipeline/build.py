@@ -12,7 +12,9 @@ import apache_beam as beam
 from apache_beam.io.filesystems import FileSystems
 
 from pipeline.execute import OutputSpec
-from pipeline.options import Job
+from pipeline.options import PER_SHARD, Job
+from pipeline.per_shard import ProcessShards
+from pipeline.shard_step import ShardWork
 from pipeline.sinks import FILE_FORMATS, SUMMARY_FILE, WriteShards, WriteSummary
 from pipeline.sources import (
     DEFAULT_BATCH_BYTES,
@@ -98,8 +100,9 @@ class CheckConversationLogs(ProcessConversationLogs):
 
 
 class JobOutputs(NamedTuple):
-    #: ``CleanedLogs`` (run) or ``CheckedLogs`` (validate).
-    cleaned: CleanedLogs | CheckedLogs
+    #: ``CleanedLogs`` (run) or ``CheckedLogs`` (validate); None for the per-shard graph,
+    #: whose records never leave the step that writes them.
+    cleaned: CleanedLogs | CheckedLogs | None
     summary: beam.PCollection
 
 
@@ -115,9 +118,27 @@ def _summarize(temp_dir: str, read_stats, summarized, dead_letters, summarize: S
     return summary
 
 
+def shard_work(job: Job, step: RecordStep) -> ShardWork:
+    """What the per-shard step needs of a job: the step, the settings, the file formats, the limits."""
+    formats = {NORMALIZE.main_output: job.output_format} if step is NORMALIZE else {}
+    return ShardWork(step, job.settings, formats, job.batch_size, job.max_record_bytes, job.batch_bytes)
+
+
+def _build_per_shard(pipeline: beam.Pipeline, job: Job, temp_dir: str, step: RecordStep, summary_file: str):
+    """The per-shard graph (``pipeline.per_shard``): the same files, lists and summary."""
+    summary = pipeline | step.label + "Shards" >> ProcessShards(
+        job.shards, shard_work(job, step), temp_dir, FileSystems.join(temp_dir, summary_file)
+    )
+    return JobOutputs(None, summary)
+
+
 def build(pipeline: beam.Pipeline, job: Job, temp_dir: str) -> JobOutputs:
     """Apply ``convnorm run`` to ``pipeline``: files and summary under ``temp_dir`` (the run's
-    temporary directory; ``pipeline.outputs.finalize`` moves them into ``job.output``)."""
+    temporary directory; ``pipeline.outputs.finalize`` moves them into ``job.output``).
+    ``job.graph`` chooses the graph: the card's (``NormalizeConversation``'s tagged outputs,
+    each written by ``WriteShards``) or the per-shard one."""
+    if job.graph == PER_SHARD:
+        return _build_per_shard(pipeline, job, temp_dir, NORMALIZE, SUMMARY_FILE)
     cleaned = _logs(pipeline, job, "CleanLogs", CleanConversationLogs)
     settings = job.settings
     cleaned.records | "WriteNormalized" >> WriteShards(
@@ -133,6 +154,8 @@ def build(pipeline: beam.Pipeline, job: Job, temp_dir: str) -> JobOutputs:
 def build_validate(pipeline: beam.Pipeline, job: Job, temp_dir: str) -> JobOutputs:
     """Apply ``convnorm validate`` to ``pipeline``: violation reports, dead letters and
     ``validation.json`` under ``temp_dir``."""
+    if job.graph == PER_SHARD:
+        return _build_per_shard(pipeline, job, temp_dir, CHECK, VALIDATION_FILE)
     checked = _logs(pipeline, job, "CheckLogs", CheckConversationLogs)
     checked.reports | "WriteReports" >> WriteShards(temp_dir, "violations")
     summary = _summarize(

@@ -38,6 +38,7 @@ from apache_beam.runners.runner import PipelineState
 from pipeline import files, loopback
 from pipeline import lock as locks
 from pipeline import outputs as owned
+from pipeline.dask_cluster import close_client
 from pipeline.options import ConfigError, Job
 
 LOG = logging.getLogger("convnorm")
@@ -45,7 +46,22 @@ LOG = logging.getLogger("convnorm")
 #: Options left out of the manifest: how a run treats its output directory rather than what it
 #: writes, and the directory itself (the manifest lies in it; a moved directory stays valid).
 #: So the same input and flags give a byte-identical manifest, with or without --overwrite.
-RUN_CONTROL_OPTIONS = frozenset({"overwrite", "break_stale_lock", "job_endpoint_timeout", "config", "output"})
+RUN_CONTROL_OPTIONS = frozenset(
+    {
+        "overwrite",
+        "break_stale_lock",
+        "job_endpoint_timeout",
+        "config",
+        "output",
+        # How a DaskRunner run reaches its cluster (Beam's DaskOptions dests): not what it writes,
+        # and convnorm's own local cluster has a new address every run.
+        "address",
+        "scheduler_file",
+        "timeout",
+        "name",
+        "connection_limit",
+    }
+)
 
 
 @dataclass(frozen=True)
@@ -112,12 +128,15 @@ def check_job_endpoint(job: Job) -> None:
 
 def run_pipeline(pipeline: beam.Pipeline) -> bool:
     """Run to the end; False (logged in one line) when the pipeline failed."""
+    result = None
     try:
         result = pipeline.run()
         state = result.wait_until_finish()
     except Exception as error:  # noqa: BLE001 — a failed pipeline, whatever the runner raises
         LOG.error("the pipeline failed: %s", _one_line(error)[:2000])
         return False
+    finally:
+        close_client(result)  # DaskRunner's result holds an open dask.distributed client
     if state != PipelineState.DONE:
         LOG.error("the pipeline ended in state %s", state)
         return False

@@ -38,6 +38,7 @@ from apache_beam.options.pipeline_options import DirectOptions, StandardOptions
 
 from pipeline.build import VALIDATE_SPEC, VALIDATION_FILE, build, build_validate, run_spec
 from pipeline.cli_help import help_text
+from pipeline.dask_cluster import local_cluster
 from pipeline.execute import execute, run_pipeline
 from pipeline.options import ConfigError, ConvNormOptions, Job, is_local_runner, load_job
 from pipeline.prism import PrismError, prism_services
@@ -225,7 +226,9 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if job.options.view_as(StandardOptions).streaming:
             return _run_streaming(command, job)
-        with prism_services(job.options):  # a Prism run: Prism and its workers on loopback only
+        # A Prism run: Prism and its workers on loopback only; a DaskRunner run without a
+        # scheduler: a local Dask cluster on loopback only.
+        with prism_services(job.options), local_cluster(job.options):
             return handler(job)
     except PrismError as error:
         print(f"convnorm: error: {error}", file=sys.stderr)

@@ -26,12 +26,14 @@ import logging
 import math
 import os
 import re
+import sys
 from dataclasses import dataclass
 
 import yaml
 from apache_beam.io.filesystems import FileSystems
 from apache_beam.options.pipeline_options import PipelineOptions, StandardOptions
 
+from pipeline.dask_cluster import DASK_RUNNER_MODULE, dask_problem, is_dask_runner, register_options, use_dask
 from pipeline.outputs import OutputError, plan_inputs, skipped_inputs, unreachable_output, unsafe_output
 from pipeline.settings import settings_problems
 from pipeline.sinks import FILE_FORMATS
@@ -49,6 +51,10 @@ from transforms.settings import DEFAULT_RAW_LIMIT, Settings
 from transforms.summary import DeadLetterLimit
 
 LOG = logging.getLogger("convnorm")
+
+#: The job's graphs (``pipeline.build``); ``auto`` picks by runner (``graph_for``).
+TAGGED_OUTPUTS, PER_SHARD = "tagged-outputs", "per-shard"
+GRAPHS = ("auto", TAGGED_OUTPUTS, PER_SHARD)
 
 #: The runner used when none is named: in-process, works offline (the DirectRunner would
 #: first try to download the Prism binary).
@@ -174,6 +180,14 @@ def _run_flags(add) -> None:
         default=DEFAULT_SHARD_BYTES,
         help=f"split uncompressed JSONL inputs into byte ranges of this size "
         f"({DEFAULT_SHARD_BYTES >> 20} MiB; at least 65536)",
+    )
+    add(
+        "--graph",
+        default="auto",
+        choices=GRAPHS,
+        help="the job's graph: tagged-outputs (the NormalizeConversation DoFn's outputs, each with its own "
+        "writer), per-shard (each input shard read, processed and written in one step: for runners that "
+        "cannot route tagged outputs), or auto: per-shard on DaskRunner, tagged-outputs elsewhere",
     )
     add("--batch-size", type=int, default=DEFAULT_BATCH_SIZE, help="records per batch between reading and writing")
     add(
@@ -443,14 +457,46 @@ def parse_options(argv: list[str]) -> PipelineOptions:
     Flags on the command line win over the preset; for a repeatable option (``--input``) the
     command line's list replaces the preset's. Unknown flags and keys are refused, naming them.
     """
+    _register_runner_options(argv)
     parser = _all_options_parser()
     given, unknown = _parse(parser, argv)
+    config = given.get("config")
+    if config and _register_runner_options(_preset_words(config)):
+        parser = _all_options_parser()  # now with the runner's flags, for the preset and the command line
+        given, unknown = _parse(parser, argv)
     if unknown:
         raise ConfigError(f"unrecognized argument {unknown[0]!r}{_suggest(unknown[0])}; see convnorm --help")
-    config = given.get("config")
     preset = preset_options(config, parser) if config else {}
     # Beam's keyword arguments win over its flags: give it the preset's values the command line leaves alone.
     return PipelineOptions(argv, **{dest: value for dest, value in preset.items() if dest not in given})
+
+
+def _names_dask(word: str) -> bool:
+    """A command-line word (or preset key or value) that names Dask: a ``--dask_`` flag or the runner."""
+    word = word.lower().lstrip("-")
+    return word.startswith("dask_") or is_dask_runner(word.split("=", 1)[-1])
+
+
+def _preset_words(path: str) -> list[str]:
+    """A preset's keys and string values (its errors are reported when it is read again)."""
+    try:
+        preset = read_preset(path)
+    except ConfigError:
+        return []
+    return [str(w) for key, value in preset.items() for w in (key, value) if isinstance(w, str)]
+
+
+def _register_runner_options(words: list[str]) -> bool:
+    """Beam declares the Dask flags only in the DaskRunner's module: import it when ``words``
+    name Dask (importing dask costs most of a second otherwise). True if it was imported now."""
+    if not any(_names_dask(word) for word in words):
+        return False
+    if DASK_RUNNER_MODULE in sys.modules:
+        return False
+    problem = register_options()
+    if problem:
+        raise ConfigError(problem)
+    return True
 
 
 @dataclass(frozen=True)
@@ -468,6 +514,8 @@ class Job:
     max_record_bytes: int = DEFAULT_MAX_RECORD_BYTES
     max_dead_letters: DeadLetterLimit | None = None
     batch_bytes: int = DEFAULT_BATCH_BYTES
+    #: ``TAGGED_OUTPUTS`` or ``PER_SHARD`` (``auto`` resolved by runner).
+    graph: str = TAGGED_OUTPUTS
 
 
 _DURATION_UNITS = {"s": 1, "m": 60, "h": 3600}
@@ -528,9 +576,11 @@ def _suggest(argument: str) -> str:
 def _runner_problem(runner: str) -> str | None:
     known = {path.rsplit(".", 1)[-1].lower() for path in StandardOptions.ALL_KNOWN_RUNNERS}
     name = runner.lower()
+    if is_dask_runner(runner):
+        return dask_problem()
     if "." in runner or name in known or name + "runner" in known:
         return None
-    short = sorted(path.rsplit(".", 1)[-1] for path in StandardOptions.ALL_KNOWN_RUNNERS)
+    short = sorted([*(path.rsplit(".", 1)[-1] for path in StandardOptions.ALL_KNOWN_RUNNERS), "DaskRunner"])
     return f"unknown --runner {runner!r}; known: {', '.join(short)}"
 
 
@@ -554,6 +604,14 @@ def _placeholders(options: PipelineOptions) -> list[str]:
             if isinstance(item, str) and _PLACEHOLDER.search(item):
                 found.append(f"--{name}={item}")
     return found
+
+
+def graph_for(graph: str, runner: str) -> str:
+    """``--graph`` resolved: ``auto`` is per-shard on runners that cannot route a DoFn's tagged
+    outputs (DaskRunner), tagged-outputs elsewhere."""
+    if graph != "auto":
+        return graph
+    return PER_SHARD if is_dask_runner(runner) else TAGGED_OUTPUTS
 
 
 def is_local_runner(options: PipelineOptions) -> bool:
@@ -652,6 +710,11 @@ def _job_problems(options: PipelineOptions, output_required: bool) -> list[str]:
         problems.append(runner_problem)
     if not ours.input:
         problems.append("--input is required (a file or glob; repeat it for several)")
+    if ours.graph == TAGGED_OUTPUTS and is_dask_runner(standard.runner):
+        problems.append(
+            "--graph tagged-outputs cannot run on DaskRunner (it gives every consumer every tagged output); "
+            "leave --graph at auto (per-shard)"
+        )
     return problems + _output_problems(ours.output, output_required) + _number_problems(ours)
 
 
@@ -711,6 +774,8 @@ def load_job(argv: list[str], *, output_required: bool = True) -> Job:
     if problems:
         raise ConfigError("; ".join(problems))
     shards = _plan(ours, streaming)
+    if is_dask_runner(standard.runner):
+        use_dask(options, len(shards))
     _warn_missing_writer_options(ours)
     return Job(
         options,
@@ -726,4 +791,5 @@ def load_job(argv: list[str], *, output_required: bool = True) -> Job:
         ours.max_record_bytes,
         dead_letter_limit,
         ours.batch_bytes,
+        graph_for(ours.graph, standard.runner),
     )

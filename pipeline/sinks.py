@@ -234,7 +234,7 @@ def report_path(temp_root: str, name: str) -> str:
     return FileSystems.join(temp_root, name + ".files.json")
 
 
-def _write_report(written: list, path: str) -> int:
+def write_report(written: list, path: str) -> int:
     # Runs once all files of this output are written; rewriting it on a retry is harmless.
     rows = sorted((WrittenFile(*w)._asdict() for w in written), key=lambda r: (r["shard"], r["start"]))
     with FileSystems.create(path, mime_type="application/json") as handle:
@@ -280,7 +280,7 @@ class WriteShards(beam.PTransform):
         return (
             written
             | "CollectFiles" >> beam.combiners.ToList()
-            | "Report" >> beam.Map(_write_report, report_path(self._temp_root, self._name))
+            | "Report" >> beam.Map(write_report, report_path(self._temp_root, self._name))
         )
 
 

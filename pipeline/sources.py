@@ -715,23 +715,43 @@ class _ReadShard(beam.DoFn):
     def process(self, shard: Shard):
         pause_point("read")  # tests kill a run here (pipeline.testhooks)
         stats = {"records": 0, "blank_lines": 0}
-        reported = 0
-        # Offsets are file bytes only in uncompressed JSONL; other files count once read whole.
-        byte_offsets = FILE_KINDS[shard.suffix] == ("jsonl", None, True)
+        progress = ReadProgress(shard, self._total, self._tally)
         for batch in iter_batches(shard, self._batch_size, stats, self._max_record_bytes, self._batch_bytes):
             yield batch
-            self._tally.add("records", len(batch.items))
-            if byte_offsets:
-                self._tally.at(shard.index, batch.items[-1].position - shard.start)
-            # Progress on long shards too (compressed files are one shard each); no payloads.
-            if stats["records"] - reported >= PROGRESS_EVERY:
-                reported = stats["records"]
-                LOG.info("shard %d/%d (%s): %d records so far", shard.index + 1, self._total, shard.name, reported)
+            progress.batch_read(batch)
         self._blank.inc(stats["blank_lines"])
         self._shards.inc()
-        self._tally.shard_done(shard.index)
-        LOG.info("read shard %d/%d (%s): %d records", shard.index + 1, self._total, shard.name, stats["records"])
+        progress.done(stats["records"])
         yield TaggedOutput(self.STATS, {"shard": shard.index, **stats})
+
+
+class ReadProgress:
+    """The progress of reading one shard: the live tally of local runs (records, bytes read,
+    shards done) and a log line every ``PROGRESS_EVERY`` records and at the end (no payloads)."""
+
+    def __init__(self, shard: Shard, total_shards: int, tally: Tally) -> None:
+        self._shard = shard
+        self._total = total_shards
+        self._tally = tally
+        self._records = self._reported = 0
+        # Offsets are file bytes only in uncompressed JSONL; other files count once read whole.
+        self._byte_offsets = FILE_KINDS[shard.suffix] == ("jsonl", None, True)
+
+    def batch_read(self, batch: Batch) -> None:
+        shard = self._shard
+        self._records += len(batch.items)
+        self._tally.add("records", len(batch.items))
+        if self._byte_offsets:
+            self._tally.at(shard.index, batch.items[-1].position - shard.start)
+        # Progress on long shards too (compressed files are one shard each).
+        if self._records - self._reported >= PROGRESS_EVERY:
+            self._reported = self._records
+            LOG.info("shard %d/%d (%s): %d records so far", shard.index + 1, self._total, shard.name, self._records)
+
+    def done(self, records: int) -> None:
+        shard = self._shard
+        self._tally.shard_done(shard.index)
+        LOG.info("read shard %d/%d (%s): %d records", shard.index + 1, self._total, shard.name, records)
 
 
 class ReadOutputs(NamedTuple):

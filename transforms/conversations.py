@@ -89,6 +89,8 @@ class RecordStep(NamedTuple):
     outputs: type
     #: The main output's name (its directory under ``--output``); the tags name the others.
     main_output: str
+    #: ``summary_options(settings)``: the keyword arguments of the view's ``finalize``.
+    summary_options: Callable[[Settings], dict[str, Any]]
 
     @property
     def output_names(self) -> tuple[str, ...]:
@@ -110,11 +112,42 @@ class RecordStep(NamedTuple):
         """The view's partial summary of one batch's result (``records_in`` records read)."""
         return self.view.partial(records_in, getattr(result, self.summarized), result.dead_letters)
 
+    def finish(self, settings: Settings) -> Callable[[dict[str, Any]], dict[str, Any]]:
+        """The total of the partials -> the summary document (the view's ``finalize`` with the
+        run's options; picklable)."""
+        options = self.summary_options(settings)
+        return functools.partial(self.view.finalize, **options) if options else self.view.finalize
+
+
+def _run_summary_options(settings: Settings) -> dict[str, Any]:
+    # summary.json names the profile; --check adds the violation totals.
+    return {"profile": settings.profile, "check": settings.check}
+
+
+def _no_summary_options(settings: Settings) -> dict[str, Any]:
+    return {}
+
 
 NORMALIZE = RecordStep(
-    "Normalize", process_record, summaries.RUN, "metrics", (DROPS, DEAD_LETTER), NormalizedOutputs, "normalized"
+    label="Normalize",
+    step=process_record,
+    view=summaries.RUN,
+    summarized="metrics",
+    tags=(DROPS, DEAD_LETTER),
+    outputs=NormalizedOutputs,
+    main_output="normalized",
+    summary_options=_run_summary_options,
 )
-CHECK = RecordStep("Check", check_record, summaries.VALIDATE, "records", (DEAD_LETTER,), CheckedOutputs, "violations")
+CHECK = RecordStep(
+    label="Check",
+    step=check_record,
+    view=summaries.VALIDATE,
+    summarized="records",
+    tags=(DEAD_LETTER,),
+    outputs=CheckedOutputs,
+    main_output="violations",
+    summary_options=_no_summary_options,
+)
 
 
 class BatchCounters:
@@ -409,18 +442,19 @@ class MergeSummaries(beam.CombineFn):
 # Beam's coder for them from the pickling FastPrimitivesCoder to a MapCoder.
 @beam.typehints.with_input_types(beam.typehints.Any, Batch, Batch)
 class Summarize(beam.PTransform):
-    """Read statistics + per-record outputs + dead letters -> one summary document (a view's).
+    """Read statistics + per-record outputs + dead letters -> one summary document (the step's
+    view's).
 
     The view's ``partial(records_in, items, dead_letters, blank_lines)`` summarizes one piece;
-    its ``finalize(total, **options)`` turns the total into the document. ``records_in`` comes
+    ``step.finish(settings)`` turns the total into the document. ``records_in`` comes
     from the reader's statistics, not from the outputs, so the ``accounted`` flag is a real
     check that every record ended in exactly one output.
     """
 
-    def __init__(self, view: summaries.View, **options) -> None:
+    def __init__(self, step: RecordStep, settings: Settings) -> None:
         super().__init__()
-        self._partial = view.partial
-        self._finish = functools.partial(view.finalize, **options) if options else view.finalize
+        self._partial = step.view.partial
+        self._finish = step.finish(settings)
 
     def expand(self, inputs):
         read_stats, outputs, dead_letters = inputs
@@ -437,11 +471,11 @@ class SummarizeRun(Summarize):
     """Dataset totals of a normalization run, from (read stats, drops, dead letters)."""
 
     def __init__(self, settings: Settings) -> None:
-        super().__init__(summaries.RUN, profile=settings.profile, check=settings.check)
+        super().__init__(NORMALIZE, settings)
 
 
 class SummarizeValidation(Summarize):
     """Totals of a validation run, from (read stats, reports, dead letters)."""
 
     def __init__(self) -> None:
-        super().__init__(summaries.VALIDATE)
+        super().__init__(CHECK, Settings())

@@ -1,0 +1,136 @@
+"""convnorm on Dask: Beam's DaskRunner on a dask.distributed cluster (docs/cluster.md).
+
+- ``--runner DaskRunner`` is accepted: Beam knows the runner only by its dotted path
+  (``DASK_RUNNER``), which ``use_dask`` puts in its place.
+- Beam's Dask flags (``--dask_client_address``, ``--dask_scheduler_file``,
+  ``--dask_npartitions``, ...) exist only once ``apache_beam.runners.dask.dask_runner`` is
+  imported, and importing dask costs most of a second: ``register_options`` imports it when a
+  command line or preset names Dask (``mentions_dask``).
+- ``--dask_npartitions`` defaults to the number of shards (Beam's ``Create`` would put 128
+  shards in one partition: one task, one worker busy).
+- Without ``--dask_client_address`` or ``--dask_scheduler_file``, DaskRunner would start a
+  LocalCluster whose dashboard listens on every interface (0.0.0.0:8787). ``local_cluster``
+  starts one of convnorm's own instead, every server bound to loopback (the dashboard on a
+  free loopback port), worker processes of one thread each and Dask's sampling profiler off
+  (it cost ~17% of the workers' CPU), names its address to the runner, and stops it after the
+  run. ``close_client`` closes the client the runner opened.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+from typing import Any, Iterable, Iterator
+
+from apache_beam.options.pipeline_options import PipelineOptions, StandardOptions
+
+LOG = logging.getLogger("convnorm")
+
+#: Beam's DaskRunner, as Beam wants it named.
+DASK_RUNNER = "apache_beam.runners.dask.dask_runner.DaskRunner"
+#: The module whose import declares Beam's Dask flags.
+DASK_RUNNER_MODULE = DASK_RUNNER.rsplit(".", 1)[0]
+#: What to install when it is missing.
+INSTALL_HINT = "install the dask extra: pip install 'convnorm[dask]' (apache-beam[dask])"
+#: Bound to loopback: convnorm never listens beyond it.
+LOOPBACK = "127.0.0.1"
+#: Dask's configuration for convnorm's own workers: no sampling profiler.
+WORKER_CONFIG = {"distributed.worker.profile.enabled": False}
+
+
+def is_dask_runner(runner: str | None) -> bool:
+    """``--runner`` names Beam's DaskRunner (``DaskRunner``, ``dask``, or its dotted path)."""
+    name = (runner or "").lower()
+    return name in ("daskrunner", "dask") or name == DASK_RUNNER.lower()
+
+
+def mentions_dask(words: Iterable[Any]) -> bool:
+    """Any of a command line's (or a preset's) words names Dask: its flags must be registered."""
+    return any(isinstance(word, str) and "dask" in word.lower() for word in words)
+
+
+def dask_problem() -> str | None:
+    """Why DaskRunner cannot run here (dask not installed), or None."""
+    try:
+        import dask.distributed  # noqa: F401
+    except ImportError as error:
+        return f"--runner DaskRunner needs dask.distributed ({error}); {INSTALL_HINT}"
+    return None
+
+
+def register_options() -> str | None:
+    """Import Beam's DaskRunner module, which declares its flags; why it could not, or None."""
+    problem = dask_problem()
+    if problem:
+        return problem
+    import importlib
+
+    importlib.import_module(DASK_RUNNER_MODULE)
+    return None
+
+
+def dask_options(options: PipelineOptions):
+    """Beam's ``DaskOptions`` view of ``options`` (its module imported)."""
+    from apache_beam.runners.dask.dask_runner import DaskOptions
+
+    return options.view_as(DaskOptions)
+
+
+def use_dask(options: PipelineOptions, shards: int) -> None:
+    """For a DaskRunner run: the runner by its dotted path, and ``--dask_npartitions`` the
+    number of shards unless a partition count or size was given."""
+    options.view_as(StandardOptions).runner = DASK_RUNNER
+    dask = dask_options(options)
+    if dask.npartitions is None and dask.partition_size is None:
+        dask.npartitions = max(shards, 1)
+
+
+def has_cluster(options: PipelineOptions) -> bool:
+    """The run names a Dask scheduler (``--dask_client_address``, ``--dask_scheduler_file``)."""
+    dask = dask_options(options)
+    return bool(dask.address or dask.scheduler_file)
+
+
+@contextlib.contextmanager
+def local_cluster(options: PipelineOptions) -> Iterator[None]:
+    """For a DaskRunner run that names no scheduler: a LocalCluster on loopback for the run's
+    length, its address given to the runner. Anything else runs as it is."""
+    if not is_dask_runner(options.view_as(StandardOptions).runner) or has_cluster(options):
+        yield
+        return
+    import dask
+    from distributed import LocalCluster
+
+    # The scheduler runs in this process: its INFO lines (every connection) are not for a user;
+    # convnorm says where it listens.
+    logging.getLogger("distributed").setLevel(logging.WARNING)
+    with dask.config.set(WORKER_CONFIG):
+        cluster = LocalCluster(
+            host=LOOPBACK,
+            dashboard_address=f"{LOOPBACK}:0",
+            processes=True,
+            threads_per_worker=1,  # Python's GIL: one process per core does the work
+        )
+    dask_options(options).address = cluster.scheduler_address
+    LOG.info(
+        "started a local Dask cluster: %d worker process(es), scheduler %s, dashboard %s",
+        len(cluster.workers),
+        cluster.scheduler_address,
+        cluster.dashboard_link,
+    )
+    try:
+        yield
+    finally:
+        dask_options(options).address = None
+        cluster.close()
+
+
+def close_client(result: Any) -> None:
+    """Close the dask.distributed client a DaskRunner result holds (its connections stay open
+    otherwise); nothing for other runners' results."""
+    client = getattr(result, "client", None)
+    if client is not None and hasattr(client, "close"):
+        try:
+            client.close()
+        except Exception as error:  # noqa: BLE001 — the run is over; closing is tidying up
+            LOG.warning("could not close the Dask client: %s", error)
