@@ -34,8 +34,9 @@ DASK_RUNNER_MODULE = DASK_RUNNER.rsplit(".", 1)[0]
 INSTALL_HINT = "install the dask extra: pip install 'convnorm[dask]' (apache-beam[dask])"
 #: Bound to loopback: convnorm never listens beyond it.
 LOOPBACK = "127.0.0.1"
-#: Dask's configuration for convnorm's own workers: no sampling profiler.
-WORKER_CONFIG = {"distributed.worker.profile.enabled": False}
+#: Dask's configuration for convnorm's own workers: no sampling profiler, and Beam's import-time
+#: notices kept off the console as in the launcher (``pipeline.quiet``).
+WORKER_CONFIG = {"distributed.worker.profile.enabled": False, "distributed.worker.preload": ["pipeline.quiet"]}
 
 
 def is_dask_runner(runner: str | None) -> bool:

@@ -29,7 +29,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import shutil
 import socket
 import subprocess
 import sys
@@ -42,6 +41,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from engine_outputs import SAMPLE, SHARD_BYTES, assert_same_outputs, write_multi_input  # noqa: E402
+from listeners import interfaces, private_netns_problem  # noqa: E402
 from portable_services import kill_group, popen_in_group, service_env, tail  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -83,18 +83,6 @@ def job_server_jar() -> tuple[Path | None, str]:
     return jar, match.group(1)
 
 
-def private_netns_problem() -> str | None:
-    """Why a loopback-only network namespace cannot be made here, or None."""
-    if not shutil.which("unshare") or not shutil.which("ip"):
-        return "needs unshare and ip (util-linux, iproute2) for a loopback-only network namespace"
-    probe = subprocess.run(
-        ["unshare", "--net", "ip", "link", "set", "lo", "up"], capture_output=True, text=True, timeout=30
-    )
-    if probe.returncode:
-        return f"cannot make a network namespace (unshare --net): {probe.stderr.strip()}"
-    return None
-
-
 # --------------------------------------------------------------------------------------------
 # Listening sockets of a process's network namespace, from /proc
 
@@ -120,11 +108,6 @@ def listening_sockets(pid: int | str = "self") -> set[tuple[str, int]]:
                 host, port = fields[1].split(":")
                 found.add((_address(host), int(port, 16)))
     return found
-
-
-def interfaces(pid: int | str = "self") -> list[str]:
-    lines = Path(f"/proc/{pid}/net/dev").read_text().splitlines()[2:]
-    return sorted(line.split(":")[0].strip() for line in lines)
 
 
 class SocketSampler:
