@@ -28,6 +28,29 @@ def size(path: str) -> int | None:
         return None
 
 
+def sizes_in(directory: str, *, sizes: bool = True) -> dict[str, int]:
+    """Every entry directly in ``directory``, as full path -> size in bytes (-1: not a regular
+    file, e.g. a directory or a symbolic link; every entry -1 without ``sizes``, which saves a
+    local ``lstat`` per entry); {} if there is none. One listing, however many files (the
+    object stores: one paginated list call)."""
+    if is_local(directory):
+        try:
+            with os.scandir(directory) as entries:
+                return {
+                    os.path.join(directory, e.name): e.stat(follow_symlinks=False).st_size
+                    if sizes and e.is_file(follow_symlinks=False)
+                    else -1
+                    for e in entries
+                }
+        except (FileNotFoundError, NotADirectoryError):
+            return {}
+    try:
+        matched = FileSystems.match([FileSystems.join(directory, "*")])[0].metadata_list
+    except Exception:  # noqa: BLE001 — nothing there
+        return {}
+    return {m.path: m.size_in_bytes for m in matched}
+
+
 def delete(path: str, *, tree: bool = False) -> None:
     """Delete the file (or symbolic link) at ``path``; a directory and all it holds only with
     ``tree`` (a run's temporary directory), never by mistake for a file of ours."""
