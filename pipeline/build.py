@@ -11,6 +11,7 @@ from typing import NamedTuple
 import apache_beam as beam
 from apache_beam.io.filesystems import FileSystems
 
+from pipeline.dask_cluster import plan_chunks
 from pipeline.execute import OutputSpec
 from pipeline.options import PER_SHARD, Job
 from pipeline.per_shard import ProcessShards
@@ -127,7 +128,7 @@ def shard_work(job: Job, step: RecordStep) -> ShardWork:
 def _build_per_shard(pipeline: beam.Pipeline, job: Job, temp_dir: str, step: RecordStep, summary_file: str):
     """The per-shard graph (``pipeline.per_shard``): the same files, lists and summary."""
     summary = pipeline | step.label + "Shards" >> ProcessShards(
-        job.shards, shard_work(job, step), temp_dir, FileSystems.join(temp_dir, summary_file)
+        job.shards, shard_work(job, step), temp_dir, FileSystems.join(temp_dir, summary_file), plan_chunks(job)
     )
     return JobOutputs(None, summary)
 

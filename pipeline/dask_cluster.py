@@ -86,6 +86,16 @@ def use_dask(options: PipelineOptions, shards: int) -> None:
         dask.npartitions = max(shards, 1)
 
 
+def plan_chunks(job: Any) -> int | None:
+    """For a DaskRunner run, the chunks the plan of shards travels in: one per Dask partition
+    (DaskRunner's ``Reshuffle`` does nothing, so ``Create``'s partitions are the tasks);
+    None (the default chunking) for other runners."""
+    options = job.options
+    if not is_dask_runner(options.view_as(StandardOptions).runner):
+        return None
+    return dask_options(options).npartitions or len(job.shards)
+
+
 def has_cluster(options: PipelineOptions) -> bool:
     """The run names a Dask scheduler (``--dask_client_address``, ``--dask_scheduler_file``)."""
     dask = dask_options(options)

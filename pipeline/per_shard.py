@@ -2,7 +2,7 @@
 
 ::
 
-    Create(shards) | Reshuffle | ParDo(process_shard) | CombineGlobally(merge) | write lists + summary
+    Create(plan) | expand | Reshuffle | ParDo(process_shard) | CombineGlobally(merge) | write lists + summary
 
 For runners that cannot route a DoFn's tagged outputs (Beam's DaskRunner gives every consumer
 every output, drops what ``finish_bundle`` emits and runs only the last leaf of a graph): one
@@ -29,7 +29,7 @@ from apache_beam.metrics import Metrics
 from pipeline.progress import Tally
 from pipeline.shard_step import ShardResult, ShardWork, process_shard, temp_place
 from pipeline.sinks import WrittenFile, report_path, write_report, write_summary
-from pipeline.sources import ReadProgress, Shard
+from pipeline.sources import CreateShards, ReadProgress, Shard
 from pipeline.testhooks import pause_point
 from transforms import summary as summaries
 from transforms.conversations import BatchCounters, freeze_gc
@@ -126,19 +126,21 @@ class ProcessShards(beam.PTransform):
     """Planned shards -> every output's temporary files and list, and the summary, under
     ``temp_root``; the result is the summary document (a PCollection of one)."""
 
-    def __init__(self, shards: list[Shard], work: ShardWork, temp_root: str, summary_path: str) -> None:
+    def __init__(
+        self, shards: list[Shard], work: ShardWork, temp_root: str, summary_path: str, chunks: int | None = None
+    ) -> None:
         super().__init__()
         self._shards = shards
         self._work = work
         self._temp_root = temp_root
         self._summary_path = summary_path
+        self._chunks = chunks
 
     def expand(self, pbegin):
         return (
             pbegin
-            | "Shards" >> beam.Create(self._shards)
-            # Spread shards over workers (a no-op on DaskRunner, whose partitions do it).
-            | "Spread" >> beam.Reshuffle()
+            # The plan in chunks, spread over workers (``chunks``: DaskRunner's partitions).
+            | "Plan" >> CreateShards(self._shards, self._chunks)
             | "Process" >> beam.ParDo(_ProcessShard(self._work, self._temp_root, len(self._shards)))
             # At least one shard is always planned: no default needed for an empty input.
             | "Merge" >> beam.CombineGlobally(MergeShardResults(self._work)).without_defaults()
