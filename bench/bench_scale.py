@@ -236,6 +236,9 @@ def engines_part(args, work: Path) -> None:
             f"   {label:<46} {run['wall']:7.1f} {run['cpu']:7.1f} {run['peak_rss_mb']:9.0f} "
             f"{run['processes']:5d}  {same}"
         )
+        if run["processes"] > 1:  # where the CPU went, process by process (polled from /proc)
+            shown = ", ".join(f"{name} {cpu:.1f}" for name, cpu in run["cpu_by_process"] if cpu >= 0.05)
+            print(f"   {'':<46} CPU by process: {shown}")
         shutil.rmtree(out, ignore_errors=True)
     print(f"   load average after: {_loadavg()}")
 
@@ -245,7 +248,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--files", type=int, default=100_000, help="small files of part 1 (100,000)")
     parser.add_argument("--input-dir", help="reuse (or fill) this directory for part 1's files")
     parser.add_argument("--graph", default="per-shard", choices=("per-shard", "tagged-outputs"))
-    parser.add_argument("--engine-records", type=int, default=40_000, help="records of part 2 (40,000)")
+    parser.add_argument("--engine-records", type=int, default=120_000, help="records of part 2 (120,000)")
     parser.add_argument("--engine-files", type=int, default=16, help="files of part 2 (16)")
     parser.add_argument("--skip-scale", action="store_true")
     parser.add_argument("--skip-engines", action="store_true")

@@ -228,7 +228,7 @@ def main(argv: list[str] | None = None) -> int:
             return _run_streaming(command, job)
         # A Prism run: Prism and its workers on loopback only; a DaskRunner run without a
         # scheduler: a local Dask cluster on loopback only.
-        with prism_services(job.options), local_cluster(job.options):
+        with prism_services(job.options), local_cluster(job.options, len(job.shards)):
             return handler(job)
     except PrismError as error:
         print(f"convnorm: error: {error}", file=sys.stderr)

@@ -775,7 +775,7 @@ def load_job(argv: list[str], *, output_required: bool = True) -> Job:
         raise ConfigError("; ".join(problems))
     shards = _plan(ours, streaming)
     if is_dask_runner(standard.runner):
-        use_dask(options, len(shards))
+        use_dask(options)
     _warn_missing_writer_options(ours)
     return Job(
         options,

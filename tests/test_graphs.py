@@ -80,9 +80,17 @@ def test_auto_picks_per_shard_on_dask_only(tmp_path, mixed_input):
     job = load_job(_args(mixed_input, *out, "--runner", "DaskRunner"))
     assert job.graph == PER_SHARD
     assert job.options.get_all_options()["runner"] == "apache_beam.runners.dask.dask_runner.DaskRunner"
-    # One Dask partition per shard (Beam would put 128 shards in one).
-    assert job.options.get_all_options()["npartitions"] == len(job.shards) > 5
+    # One Dask partition per shard (Beam would put 128 shards in one), at most 4 per worker thread.
+    from pipeline.dask_cluster import default_partitions
+
+    assert len(job.shards) > 5
+    default_partitions(job.options, len(job.shards), threads=64)
+    assert job.options.get_all_options()["npartitions"] == len(job.shards)
+    few = load_job(_args(mixed_input, *out, "--runner", "DaskRunner"))
+    default_partitions(few.options, len(few.shards), threads=1)
+    assert few.options.get_all_options()["npartitions"] == 4
     given = load_job(_args(mixed_input, *out, "--runner", "DaskRunner", "--dask_npartitions", "3"))
+    default_partitions(given.options, len(given.shards), threads=64)
     assert given.options.get_all_options()["npartitions"] == 3
     with pytest.raises(ConfigError, match="tagged-outputs cannot run on DaskRunner"):
         load_job(_args(mixed_input, *out, "--runner", "DaskRunner", "--graph", "tagged-outputs"))
