@@ -106,7 +106,7 @@ def child(config: str, out_dir: str, result_path: str) -> int:
     owned.finalize = clock.wrap("finalize", owned.finalize)
     owned.write_manifest = clock.wrap("finalize", owned.write_manifest)
     report._pyplot = clock.wrap("report: matplotlib import", report._pyplot)
-    main.try_write_report = clock.wrap("report: page", main.try_write_report)
+    owned.write_page = clock.wrap("report: page", owned.write_page)
     argv = ["--config", config, "--output", out_dir, "--quiet"]
     status = main.main(argv)
     total_wall, total_cpu = time.perf_counter() - wall0, time.process_time() - cpu0

@@ -38,11 +38,11 @@ from apache_beam.options.pipeline_options import DirectOptions, StandardOptions
 
 from pipeline.build import VALIDATE_SPEC, VALIDATION_FILE, build, build_validate, run_spec
 from pipeline.cli_help import help_text
-from pipeline.execute import execute, run_pipeline
+from pipeline.execute import Page, execute, run_pipeline
 from pipeline.options import ConfigError, ConvNormOptions, Job, is_local_runner, load_job
 from pipeline.prism import PrismError, prism_services
 from pipeline.progress import ProgressMonitor, choose_mode, configure_console
-from pipeline.report import REPORT_FILE, report_command, try_write_report, versions
+from pipeline.report import REPORT_FILE, render_page, report_command, versions
 from pipeline.sinks import SUMMARY_FILE
 from pipeline.sources import shard_sizes
 from transforms.summary import RUN, VALIDATE, View
@@ -89,15 +89,19 @@ def run_job(job: Job) -> int:
         job.options.get_all_options()["runner"],
     )
     started = time.time()
-    outcome = execute(job, run_spec(job), build, _pipeline_runner(job))
+    spec = run_spec(job)
+    if job.options.view_as(ConvNormOptions).report:
+        # Planned with the outputs, drawn from them once they are on disk, listed in the manifest.
+        spec = dataclasses.replace(
+            spec, page=Page(REPORT_FILE, lambda output: render_page(output, _run_details(job, started)))
+        )
+    outcome = execute(job, spec, build, _pipeline_runner(job))
     if outcome.status is not None:
         return outcome.status
     summary = outcome.summary
     if not _quiet(job):
         print(RUN.format_table(summary))
-    wants_report = job.options.view_as(ConvNormOptions).report
-    report = try_write_report(job.output, _run_details(job, started)) if wants_report else None
-    report_line = f", {job.output}/{REPORT_FILE}" if report else ""
+    report_line = f", {job.output}/{REPORT_FILE}" if outcome.page else ""
     if not _quiet(job):
         print(f"outputs: {job.output}/{{normalized,drops,dead_letter}}/, {job.output}/{SUMMARY_FILE}{report_line}")
     return _verdict(RUN, summary, job)

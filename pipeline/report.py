@@ -16,7 +16,9 @@ Sections appear only when their data does: repairs (``--profile lossless``), vio
 generically rather than hidden). Everything read from the data is HTML-escaped.
 
 Layout: plain functions that read (``scan_drops``, ``scan_dead_letters``, ``collect``), one
-that renders (``render_html``), one that writes (``write_report``); no Beam pipeline here.
+that renders (``render_html``, ``render_page``), one that writes again (``write_report``, for
+``convnorm report``; a run writes its page as one of its outputs, ``pipeline.execute``); no
+Beam pipeline here.
 """
 
 from __future__ import annotations
@@ -36,7 +38,8 @@ import orjson
 LOG = logging.getLogger("convnorm")
 
 REPORT_FILE = "report.html"
-#: How a page this module wrote begins its title (``convnorm report`` replaces only such a page).
+#: How a page this module wrote begins its title. Not a proof of anything: a user's page may
+#: say the same; the manifest's sha256 is what makes a page convnorm's (pipeline/outputs.py).
 TITLE_MARK = b"<title>convnorm report: "
 #: Rows of the worst-sources table.
 WORST_SOURCES = 10
@@ -672,39 +675,28 @@ def _run_html(run: dict | None, generated: str | None) -> str:
     return "".join(parts)
 
 
-def write_report(output: str, run: dict | None = None) -> str:
-    """Write ``output/report.html`` from the run's outputs; returns its path.
+def render_page(output: str, run: dict | None = None) -> bytes:
+    """The page of the run whose outputs are under ``output``, as the bytes to write.
 
-    Raises ReportUnavailable without matplotlib, FileNotFoundError without summary.json.
+    Raises ReportUnavailable without matplotlib, FileNotFoundError without summary.json. A
+    path that is not UTF-8 (a directory named in another encoding) is shown with its
+    undecodable bytes replaced: the page is UTF-8.
     """
-    from apache_beam.io.filesystems import FileSystems
-
     _pyplot()
-    page = render_html(collect(output, run))
-    path = FileSystems.join(output, REPORT_FILE)
-    with FileSystems.create(path, mime_type="text/html") as handle:
-        handle.write(page.encode("utf-8"))
-    return path
+    return render_html(collect(output, run)).encode("utf-8", "replace")
 
 
-def try_write_report(output: str, run: dict | None = None) -> str | None:
-    """``write_report`` for the end of a run: a missing extra is a message, not a failure."""
-    try:
-        return write_report(output, run)
-    except ReportUnavailable as why:
-        LOG.warning("report skipped: %s", why)
-        return None
+def write_report(output: str, run: dict | None = None) -> str:
+    """(Re)write ``output/report.html`` of a finished run, as ``convnorm report`` does; returns
+    its path. Holds the run's lock; replaces a page only when the run's manifest lists it with
+    the size and sha256 it still has, and records the new one there (``pipeline.outputs``).
 
+    Raises ReportUnavailable, FileNotFoundError (no summary.json), OutputError (a page that is
+    not provably convnorm's is in the way), LockError (a run is using the directory).
+    """
+    from pipeline.outputs import rewrite_page
 
-def _ours_or_absent(output: str) -> bool:
-    """True when OUT_DIR/report.html is missing or a page this module wrote (safe to replace)."""
-    from apache_beam.io.filesystems import FileSystems
-
-    path = FileSystems.join(output, REPORT_FILE)
-    if not FileSystems.exists(path):
-        return True
-    with FileSystems.open(path) as handle:
-        return TITLE_MARK in handle.read(4096)
+    return rewrite_page(output, REPORT_FILE, lambda where: render_page(where, run))
 
 
 def report_command(argv: list[str]) -> int:
@@ -712,29 +704,35 @@ def report_command(argv: list[str]) -> int:
     import argparse
     import sys
 
+    from pipeline.lock import LockError
+    from pipeline.outputs import OutputError
+
     parser = argparse.ArgumentParser(
         prog="convnorm report",
         description="Build OUT_DIR/report.html, one self-contained page with charts, from a finished run's "
-        "summary.json, drops/ and dead_letter/ (and manifest.json when present). Replaces a "
-        "report.html that convnorm wrote; changes nothing else.",
-        epilog="exit status: 0 written; 1 no summary.json in OUT_DIR, or a report.html convnorm did not "
-        "write is in the way; 2 bad arguments or matplotlib missing (pip install 'convnorm[report]')",
+        "summary.json, drops/ and dead_letter/ (and manifest.json when present). Replaces only a "
+        "report.html the run's manifest lists as convnorm's (and records the new one there); changes "
+        "nothing else.",
+        epilog="exit status: 0 written; 1 no summary.json in OUT_DIR, or a report.html convnorm cannot prove "
+        "it wrote is in the way; 2 bad arguments, another run using OUT_DIR, or matplotlib missing "
+        "(pip install 'convnorm[report]')",
     )
     parser.add_argument("output", metavar="OUT_DIR", help="the --output directory of a finished run")
     args = parser.parse_args(argv)
     output = os.path.expanduser(args.output).rstrip("/") or "/"
-    if not _ours_or_absent(output):
+    if "://" not in output and not os.path.isfile(os.path.join(output, "summary.json")):
+        # Asked before the lock is taken: taking it would make a directory that is not there.
         print(
-            f"convnorm report: error: {output}/{REPORT_FILE} exists and convnorm did not write it; move it away first",
+            f"convnorm report: error: {output!r} holds no summary.json (is it a convnorm run's --output?)",
             file=sys.stderr,
         )
         return 1
     try:
         path = write_report(output)
-    except ReportUnavailable as why:
+    except (ReportUnavailable, LockError) as why:
         print(f"convnorm report: error: {why}", file=sys.stderr)
         return 2
-    except FileNotFoundError as why:
+    except (FileNotFoundError, OutputError) as why:
         print(f"convnorm report: error: {why}", file=sys.stderr)
         return 1
     print(f"report: {path}")

@@ -19,7 +19,6 @@ import uuid
 from typing import Callable, NamedTuple
 
 import apache_beam as beam
-from apache_beam.io.filesystem import CompressionTypes
 from apache_beam.io.filesystems import FileSystems
 from apache_beam.transforms.window import GlobalWindow
 from apache_beam.utils.timestamp import MIN_TIMESTAMP
@@ -42,9 +41,7 @@ SUMMARY_FILE = "summary.json"
 
 class _JsonLinesFile:
     def __init__(self, path: str) -> None:
-        self._handle = FileSystems.create(
-            path, mime_type="application/jsonl", compression_type=CompressionTypes.UNCOMPRESSED
-        )
+        self._handle = files.create(path, mime_type="application/jsonl")
 
     def write(self, items: list, lines: list | None = None) -> None:
         # ``lines``: the items already serialized by the per-record guard, written as they are.
@@ -70,9 +67,7 @@ class _ParquetFile:
         self._pa = pa
         self._id_field = id_field
         self._messages_field = messages_field
-        self._handle = FileSystems.create(
-            path, mime_type="application/vnd.apache.parquet", compression_type=CompressionTypes.UNCOMPRESSED
-        )
+        self._handle = files.create(path, mime_type="application/vnd.apache.parquet")
         self._writer = pq.ParquetWriter(self._handle, self._schema)
 
     def _row(self, record: dict) -> dict:
@@ -191,8 +186,7 @@ def report_path(temp_root: str, name: str) -> str:
 def _write_report(written: list, path: str) -> int:
     # Runs once all files of this output are written; rewriting it on a retry is harmless.
     rows = sorted((WrittenFile(*w)._asdict() for w in written), key=lambda r: (r["shard"], r["start"]))
-    with FileSystems.create(path, mime_type="application/json") as handle:
-        handle.write(document_bytes(rows, indent=1, ascii_only=True))
+    files.write_in_place(path, document_bytes(rows, indent=1, ascii_only=True), replace=True)
     return len(rows)
 
 
@@ -239,8 +233,7 @@ class WriteShards(beam.PTransform):
 
 
 def write_summary(summary: dict, path: str) -> dict:
-    with FileSystems.create(path, mime_type="application/json") as handle:
-        handle.write(document_bytes(summary))
+    files.write_in_place(path, document_bytes(summary), replace=True)
     return summary
 
 

@@ -60,6 +60,7 @@ from apache_beam.transforms import window as beam_window
 from apache_beam.transforms.userstate import ReadModifyWriteStateSpec
 from apache_beam.utils.timestamp import Duration, Timestamp
 
+from pipeline import files
 from pipeline import lock as locks
 from pipeline.options import ConvNormOptions, Job, parse_duration
 from pipeline.outputs import OutputError, claim_streaming_output
@@ -140,14 +141,9 @@ def _read_json(path: str) -> dict:
         return json.loads(handle.read())
 
 
-def _write_json_atomically(doc: dict, path: str) -> None:
-    directory, name = path.rsplit("/", 1)
-    temp = FileSystems.join(directory, f".{name}.{uuid.uuid4().hex}.tmp")
-    with FileSystems.create(temp, mime_type="application/json") as handle:
-        handle.write(document_bytes(doc))
-    if FileSystems.exists(path):
-        FileSystems.delete([path])  # convnorm's own summary, about to be replaced by a superset
-    FileSystems.rename([temp], [path])
+def _write_json_atomically(doc: dict, output: str, relative: str) -> None:
+    # Replaces convnorm's own summary by a superset, in one rename, never through a link.
+    files.write_file(output, relative, document_bytes(doc), replace=True, mime_type="application/json")
 
 
 def window_total(output: str, window: str, settings: Settings) -> dict:
@@ -331,10 +327,11 @@ class _OutputDirectory:
         self._path = path
         self._window = window
         name = source_id(path)
+        self._output = output
         self.final = FileSystems.join(output, window, name)
-        self._window_dir = FileSystems.join(output, window)
-        self._temp = FileSystems.join(output, f".tmp-{name}-{uuid.uuid4().hex}")
-        FileSystems.mkdirs(self._temp)
+        self._temp_name = f".tmp-{name}-{uuid.uuid4().hex}"
+        self._temp = FileSystems.join(output, self._temp_name)
+        files.make_directory(output, self._temp_name)
         jsonl = FILE_FORMATS["jsonl"]
         self._writers = {
             kind: jsonl.open(
@@ -361,14 +358,9 @@ class _OutputDirectory:
             "window": self._window,
             **summaries.finalize(part, profile=self._settings.profile, check=self._settings.check),
         }
-        with FileSystems.create(FileSystems.join(self._temp, SOURCE_FILE), mime_type="application/json") as handle:
-            handle.write(document_bytes(source))
-        if not FileSystems.exists(self._window_dir):
-            try:
-                FileSystems.mkdirs(self._window_dir)
-            except OSError:
-                pass  # created meanwhile by another file's write
-        FileSystems.rename([self._temp], [self.final])
+        files.write_file(self._output, f"{self._temp_name}/{SOURCE_FILE}", document_bytes(source))
+        files.make_directory(self._output, self._window)  # or there already (another file's write)
+        files.move_into(self._temp, self._output, f"{self._window}/{source_id(self._path)}")
         return part
 
     def abandon(self) -> None:
@@ -377,8 +369,7 @@ class _OutputDirectory:
                 writer.close()
             except Exception:  # noqa: BLE001 — cleaning up after another error
                 pass
-        if FileSystems.exists(self._temp):
-            FileSystems.delete([self._temp])
+        files.delete(self._temp, tree=True)
 
 
 def has_output(output: str, path: str) -> bool:
@@ -458,9 +449,7 @@ class _WriteWindowSummary(beam.DoFn):
 
     def process(self, doc: dict, window=beam.DoFn.WindowParam):
         name = window_name(window)
-        _write_json_atomically(
-            window_total(self._output, name, self._settings), FileSystems.join(self._output, name, SUMMARY_FILE)
-        )
+        _write_json_atomically(window_total(self._output, name, self._settings), self._output, f"{name}/{SUMMARY_FILE}")
         line = running_total_line(name, doc, total_of_windows(self._output, self._settings))
         print(line, flush=True)
         yield line
@@ -573,8 +562,8 @@ class _StopOnSignal:
             "windows close); signal again to abort",
             flush=True,
         )
-        with FileSystems.create(self._marker) as handle:
-            handle.write(b"stop\n")
+        output, name = self._marker.rsplit("/", 1)
+        files.write_file(output, name, b"stop\n")
 
     def __exit__(self, *exc):
         for s, handler in self._previous.items():
@@ -677,13 +666,12 @@ def _watch(job: Job) -> int:
                         shown = line
             state = result.wait_until_finish()
     finally:
-        if FileSystems.exists(stop_marker):
-            FileSystems.delete([stop_marker])
+        files.delete(stop_marker)
     if state != PipelineState.DONE:
         LOG.error("the streaming pipeline ended in state %s", state)
         return 1
     total = total_of_windows(job.output, job.settings)
-    _write_json_atomically(total, FileSystems.join(job.output, SUMMARY_FILE))
+    _write_json_atomically(total, job.output, SUMMARY_FILE)
     print(summaries.format_table(total))
     print(
         f"outputs: {job.output}/<window>/<file>/{{normalized,drops,dead_letter}}.jsonl, "

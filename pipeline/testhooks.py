@@ -3,7 +3,8 @@
 With ``CONVNORM_TEST_PAUSE_AT=<point>`` and ``CONVNORM_TEST_PAUSE_FILE=<path>`` in the
 environment, the first process that reaches ``pause_point(<point>)`` creates ``<path>`` and
 sleeps, so a test can wait for the file and then ``kill -9`` the run at exactly that point
-(tests/test_outputs.py). Without the variables it does nothing. Worker processes inherit the
+(tests/test_outputs.py), or change the output directory under it and delete the file to let it
+go on (tests/test_ownership.py). Without the variables it does nothing. Worker processes inherit the
 environment, so the points inside DoFns work in multi-process mode too.
 """
 
@@ -18,8 +19,12 @@ PAUSE_FILE = "CONVNORM_TEST_PAUSE_FILE"
 PAUSE_SECONDS = 120
 
 
+#: Points this process paused at already: a resumed run goes on without pausing again.
+_PAUSED: set[str] = set()
+
+
 def pause_point(point: str) -> None:
-    if os.environ.get(PAUSE_AT) != point:
+    if os.environ.get(PAUSE_AT) != point or point in _PAUSED:
         return
     path = os.environ.get(PAUSE_FILE)
     if not path:
@@ -30,4 +35,7 @@ def pause_point(point: str) -> None:
         return
     os.write(fd, str(os.getpid()).encode())
     os.close(fd)
-    time.sleep(PAUSE_SECONDS)
+    _PAUSED.add(point)
+    deadline = time.monotonic() + PAUSE_SECONDS
+    while os.path.exists(path) and time.monotonic() < deadline:
+        time.sleep(0.05)

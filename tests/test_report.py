@@ -225,7 +225,11 @@ def test_report_command_never_replaces_a_page_it_did_not_write(tmp_path, capsys)
     assert "did not write it" in capsys.readouterr().err
     assert theirs.read_text() == "<html><title>my own notes</title></html>"
     theirs.unlink()
-    assert main(["report", str(out)]) == 0 and main(["report", str(out)]) == 0  # its own page: replaced
+    assert main(["report", str(out)]) == 0
+    # No manifest here: nothing proves the page convnorm's now (a page of the user's may carry
+    # the same title), so it is written where nothing is, and never replaced.
+    assert main(["report", str(out)]) == 1
+    assert "no _convnorm_manifest.json" in capsys.readouterr().err
 
 
 def test_report_command_rebuilds_the_page_of_a_finished_run(sample_out, tmp_path, capsys):
