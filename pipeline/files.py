@@ -22,10 +22,13 @@ link. Object stores (``gs://``, ``s3://``) have no links: Beam's FileSystems wri
 from __future__ import annotations
 
 import errno
+import fnmatch
+import glob
 import os
 import shutil
 import stat
 import uuid
+import warnings
 from typing import BinaryIO, Callable
 
 from apache_beam.io.filesystem import CompressionTypes
@@ -74,6 +77,37 @@ def remove_if_empty(directory: str) -> None:
             os.rmdir(directory)
         except OSError:
             pass
+
+
+def escape_glob(path: str) -> str:
+    """``path`` as a pattern that matches only itself: ``out[1]`` is ``out[[]1]`` (Beam's
+    ``FileSystems.match`` takes a glob, locally and on object stores alike)."""
+    return glob.escape(path)
+
+
+def matching(directory: str, *patterns: str) -> list[str]:
+    """What lies under ``directory`` (taken literally: ``out[1]`` is not ``out1``) at the
+    names ``patterns`` match, one pattern per level (``matching(out, "*", "summary.json")``);
+    sorted, [] when nothing (or no directory) is there."""
+    if not is_local(directory):
+        with warnings.catch_warnings():  # fnmatch warns about the "[[]" of an escaped "["
+            warnings.simplefilter("ignore", FutureWarning)
+            try:
+                found = FileSystems.match([FileSystems.join(escape_glob(directory), *patterns)])[0].metadata_list
+            except Exception:  # noqa: BLE001 — a missing directory matches nothing
+                return []
+        return sorted(meta.path for meta in found)
+    level = [directory]
+    for pattern in patterns:
+        below = []
+        for parent in level:
+            try:
+                names = os.listdir(parent)
+            except OSError:
+                continue
+            below += [os.path.join(parent, name) for name in names if fnmatch.fnmatchcase(name, pattern)]
+        level = below
+    return sorted(level)
 
 
 def is_link(path: str) -> bool:

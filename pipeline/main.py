@@ -36,6 +36,7 @@ import apache_beam as beam
 from apache_beam.io.filesystems import FileSystems
 from apache_beam.options.pipeline_options import DirectOptions, StandardOptions
 
+from pipeline import files
 from pipeline.build import VALIDATE_SPEC, VALIDATION_FILE, build, build_validate, run_spec
 from pipeline.cli_help import help_text
 from pipeline.execute import Page, execute, run_pipeline
@@ -135,9 +136,8 @@ def _run_details(job: Job, started: float) -> dict:
 
 def _show_reports(directory: str) -> list[str]:
     lines: list[str] = []
-    matched = FileSystems.match([FileSystems.join(directory, "*.jsonl")])[0].metadata_list
-    for meta in sorted(matched, key=lambda m: m.path):
-        with FileSystems.open(meta.path) as handle:
+    for path in files.matching(directory, "*.jsonl"):  # the directory literally: `v[1]` is not `v1`
+        with FileSystems.open(path) as handle:
             for raw in handle:
                 report = json.loads(raw)
                 if not report["violations"]:

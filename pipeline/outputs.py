@@ -183,7 +183,7 @@ def _list_files(directory: str) -> list[str]:
             found += [os.path.join(root, name) for name in names]
         return sorted(found)
     try:
-        matched = FileSystems.match([FileSystems.join(directory, "**")])[0].metadata_list
+        matched = FileSystems.match([FileSystems.join(files.escape_glob(directory), "**")])[0].metadata_list
     except Exception:  # noqa: BLE001 — nothing there
         return []
     return sorted(m.path for m in matched)

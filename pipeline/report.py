@@ -155,19 +155,27 @@ def worst_sources(details: RunDetails, limit: int = WORST_SOURCES) -> list[tuple
     return hit[:limit]
 
 
+class DamagedRun(ValueError):
+    """A file of the run's outputs that cannot be read as convnorm wrote it; says which, where."""
+
+
 def _read_json_lines(directory: str) -> Iterator[dict]:
     from apache_beam.io.filesystems import FileSystems  # any Beam filesystem, as the job's outputs
 
-    pattern = FileSystems.join(directory, "part-*.jsonl")
-    try:
-        matched = FileSystems.match([pattern])[0].metadata_list
-    except Exception:  # noqa: BLE001 — a missing directory is "no records" here
-        return
-    for meta in sorted(matched, key=lambda m: m.path):
-        with FileSystems.open(meta.path) as handle:
-            for line in handle:
-                if line.strip():
-                    yield orjson.loads(line)  # one line per conversation: millions in a big run
+    from pipeline.files import matching  # the directory literally: `out[1]` is not `out1`
+
+    for path in matching(directory, "part-*.jsonl"):
+        with FileSystems.open(path) as handle:
+            for number, line in enumerate(handle, 1):
+                if not line.strip():
+                    continue
+                try:
+                    record = orjson.loads(line)  # one line per conversation: millions in a big run
+                except orjson.JSONDecodeError as error:
+                    raise DamagedRun(f"{path}:{number}: not a JSON line ({error})") from None
+                if not isinstance(record, dict):
+                    raise DamagedRun(f"{path}:{number}: not a JSON object")
+                yield record
 
 
 def _read_json(path: str) -> dict | None:
@@ -176,7 +184,13 @@ def _read_json(path: str) -> dict | None:
     if not FileSystems.exists(path):
         return None
     with FileSystems.open(path) as handle:
-        return json.loads(handle.read())
+        try:
+            document = json.loads(handle.read())
+        except ValueError as error:
+            raise DamagedRun(f"{path}: not a JSON document ({error})") from None
+    if not isinstance(document, dict):
+        raise DamagedRun(f"{path}: not a JSON object")
+    return document
 
 
 @dataclass
@@ -237,6 +251,7 @@ def _pyplot():
         {
             "svg.fonttype": "none",  # text stays text: smaller, selectable, searchable
             "svg.hashsalt": "convnorm",  # stable element ids: the same data draws the same SVG
+            "text.parse_math": False,  # a field named `$\\undefined$` is text, never a formula
             "font.size": 10,
             "axes.spines.top": False,
             "axes.spines.right": False,
@@ -683,7 +698,11 @@ def render_page(output: str, run: dict | None = None) -> bytes:
     undecodable bytes replaced: the page is UTF-8.
     """
     _pyplot()
-    return render_html(collect(output, run)).encode("utf-8", "replace")
+    page = render_html(collect(output, run))
+    try:  # the path's undecodable bytes (held as surrogate escapes) back to bytes, shown as U+FFFD
+        return page.encode("utf-8", "surrogateescape").decode("utf-8", "replace").encode("utf-8")
+    except UnicodeEncodeError:
+        return page.encode("utf-8", "replace")
 
 
 def write_report(output: str, run: dict | None = None) -> str:
@@ -713,8 +732,9 @@ def report_command(argv: list[str]) -> int:
         "summary.json, drops/ and dead_letter/ (and manifest.json when present). Replaces only a "
         "report.html the run's manifest lists as convnorm's (and records the new one there); changes "
         "nothing else.",
-        epilog="exit status: 0 written; 1 no summary.json in OUT_DIR, or a report.html convnorm cannot prove "
-        "it wrote is in the way; 2 bad arguments, another run using OUT_DIR, or matplotlib missing "
+        epilog="exit status: 0 written; 1 no summary.json in OUT_DIR, a report.html convnorm cannot prove "
+        "it wrote is in the way, or the page could not be drawn; 2 bad arguments, a damaged summary.json or "
+        "part file (named with its line), another run using OUT_DIR, or matplotlib missing "
         "(pip install 'convnorm[report]')",
     )
     parser.add_argument("output", metavar="OUT_DIR", help="the --output directory of a finished run")
@@ -729,11 +749,15 @@ def report_command(argv: list[str]) -> int:
         return 1
     try:
         path = write_report(output)
-    except (ReportUnavailable, LockError) as why:
+    except (ReportUnavailable, LockError, DamagedRun) as why:
         print(f"convnorm report: error: {why}", file=sys.stderr)
         return 2
     except (FileNotFoundError, OutputError) as why:
         print(f"convnorm report: error: {why}", file=sys.stderr)
+        return 1
+    except Exception as error:  # noqa: BLE001 — one line, as every error of this command
+        text = " ".join(str(error).split())[:500]
+        print(f"convnorm report: error: the page could not be drawn: {type(error).__name__}: {text}", file=sys.stderr)
         return 1
     print(f"report: {path}")
     return 0

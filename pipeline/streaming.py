@@ -121,14 +121,11 @@ def is_ignored(path: str) -> bool:
 
 def processed_sources(output: str) -> set[str]:
     """Source ids that already have complete outputs under ``output`` (their source.json)."""
-    pattern = FileSystems.join(output, "*", "*", SOURCE_FILE)
-    found = FileSystems.match([pattern])[0].metadata_list
-    return {meta.path.rsplit("/", 2)[-2] for meta in found}
+    return {path.rsplit("/", 2)[-2] for path in files.matching(output, "*", "*", SOURCE_FILE)}
 
 
 def window_summaries(output: str) -> list[str]:
-    pattern = FileSystems.join(output, "*", SUMMARY_FILE)
-    return sorted(meta.path for meta in FileSystems.match([pattern])[0].metadata_list)
+    return files.matching(output, "*", SUMMARY_FILE)
 
 
 def _as_partial(doc: dict) -> dict:
@@ -150,9 +147,8 @@ def window_total(output: str, window: str, settings: Settings) -> dict:
     """A window's summary: the sum of its files' totals (their source.json) on disk, so a
     restart that adds files to a window, or a retried write, gives the right total."""
     total: dict = {}
-    pattern = FileSystems.join(output, window, "*", SOURCE_FILE)
-    for meta in sorted(FileSystems.match([pattern])[0].metadata_list, key=lambda m: m.path):
-        total = summaries.merge(total, _as_partial(_read_json(meta.path)))
+    for path in files.matching(FileSystems.join(output, window), "*", SOURCE_FILE):
+        total = summaries.merge(total, _as_partial(_read_json(path)))
     return summaries.finalize(total, profile=settings.profile, check=settings.check)
 
 
@@ -374,8 +370,10 @@ class _OutputDirectory:
 
 def has_output(output: str, path: str) -> bool:
     """Whether a landed file already has its outputs in some window of ``output``."""
-    pattern = FileSystems.join(output, "*", source_id(path), SOURCE_FILE)
-    return bool(FileSystems.match([pattern])[0].metadata_list)
+    name = source_id(path)  # taken literally too: a landed `a[1].jsonl` is not `a1.jsonl`
+    return any(
+        FileSystems.exists(FileSystems.join(window, name, SOURCE_FILE)) for window in files.matching(output, "*")
+    )
 
 
 _KIND_OF_TAG = {DROPS: "drops", DEAD_LETTER: "dead_letter"}

@@ -350,3 +350,128 @@ def test_a_live_run_in_another_pid_namespace_is_not_judged_dead(small, tmp_path,
         paused_runs.kill(proc)
     assert status == 0, printed
     assert (out / SUCCESS_FILE).exists()
+
+
+# --------------------------------------------------------------------------------------------
+# Medium
+
+
+def test_paths_derived_from_the_output_are_never_glob_patterns(small, tmp_path, capsys):
+    # Found: --output 'b/out[1]' beside b/out1 made the report show out1's sources (and
+    # validate print out1's violations): the output path was matched as a pattern.
+    metrics = {"id": "z", "source": "SIBLINGS-FILE.jsonl", "position": 0, "dropped": 1, "drops": {"no_role": 1}}
+    (tmp_path / "out1" / "drops").mkdir(parents=True)
+    (tmp_path / "out1" / "drops" / "part-00000.jsonl").write_text(json.dumps(metrics) + "\n")
+    report = {"id": "SIBLINGS-ID", "source": "s.jsonl", "position": 0, "violations": {"orphan_result": 1}}
+    (tmp_path / "val1" / "violations").mkdir(parents=True)
+    (tmp_path / "val1" / "violations" / "part-00000.jsonl").write_text(json.dumps(report) + "\n")
+    out = tmp_path / "out[1]"
+    assert _run("--input", small, "--output", out) == 0
+    assert "SIBLINGS-FILE" not in (out / REPORT_FILE).read_text()
+    capsys.readouterr()
+    assert _run("validate", "--input", small, "--output", tmp_path / "val[1]") == 1
+    assert "SIBLINGS-ID" not in capsys.readouterr().out
+
+
+def test_streaming_finds_its_own_files_only_under_an_output_named_like_a_pattern(tmp_path):
+    from pipeline import streaming
+
+    for name in ("o1", "o[1]"):
+        window = tmp_path / name / "20260101T000000Z-20260101T000100Z"
+        (window / f"{name}-0000").mkdir(parents=True)
+        (window / f"{name}-0000" / streaming.SOURCE_FILE).write_text("{}")
+        (window / "summary.json").write_text("{}")
+    out = str(tmp_path / "o[1]")
+    assert streaming.processed_sources(out) == {"o[1]-0000"}
+    assert streaming.window_summaries(out) == [f"{out}/20260101T000000Z-20260101T000100Z/summary.json"]
+
+
+def test_a_field_named_like_a_formula_is_drawn_as_text(tmp_path):
+    # Found: a field named `$\undefined$` broke matplotlib's mathtext after _SUCCESS: exit 1, no page.
+    source = tmp_path / "in.jsonl"
+    source.write_text('{"id":"a","messages":[{"role":"user","content":"hi","$\\\\undefined$":1}]}\n')
+    out = tmp_path / "out"
+    assert _run("--input", source, "--output", out) == 0
+    assert "$\\undefined$" in (out / REPORT_FILE).read_text() and REPORT_FILE in _listed(out)
+
+
+def test_a_report_that_cannot_be_drawn_never_fails_a_finished_run(small, tmp_path, monkeypatch, capsys):
+    from pipeline import report
+
+    def broken(*_args, **_kwargs):
+        raise RuntimeError("the renderer broke")
+
+    monkeypatch.setattr(report, "render_html", broken)
+    out = tmp_path / "out"
+    assert _run("--input", small, "--output", out) == 0
+    err = capsys.readouterr().err
+    assert [line for line in err.splitlines() if "report skipped" in line] == [
+        "WARNING convnorm: report skipped: the renderer broke"
+    ]
+    assert not (out / REPORT_FILE).exists() and REPORT_FILE not in _listed(out) and (out / SUCCESS_FILE).exists()
+    assert _manifest(out)["complete"] is True
+
+
+def test_an_output_directory_named_in_another_encoding_finishes_with_its_report(small, tmp_path):
+    # Found: a non-UTF-8 directory name: exit 1 after _SUCCESS, a 0-byte report.html.
+    out = os.fsencode(tmp_path) + b"/out-\xff"
+    done = subprocess.run(
+        [sys.executable, "-m", "pipeline", "--input", str(small), "--output", out],
+        capture_output=True,
+        env=paused_runs.env(),
+        timeout=paused_runs.RUN_TIMEOUT_S,
+    )
+    assert done.returncode == 0, done.stderr.decode(errors="replace")[-2000:]
+    page = Path(os.fsdecode(out)) / REPORT_FILE
+    assert page.stat().st_size > 1000 and (Path(os.fsdecode(out)) / SUCCESS_FILE).exists()
+    assert "out-\ufffd" in page.read_text()
+
+
+def _append(path: Path, text: str) -> None:
+    with path.open("a") as handle:
+        handle.write(text)
+
+
+@pytest.mark.parametrize(
+    "damage, where",
+    [
+        (lambda out: (out / "summary.json").write_text('{"records_in": 1,'), "summary.json"),
+        (lambda out: (out / "summary.json").write_text("[1, 2]\n"), "summary.json"),
+        (lambda out: _append(out / "drops" / "part-00000.jsonl", "not json\n"), "drops/part-00000.jsonl:3"),
+        (lambda out: _append(out / "drops" / "part-00000.jsonl", "[1]\n"), "drops/part-00000.jsonl:3"),
+    ],
+)
+def test_the_report_command_on_a_damaged_run_says_which_file_and_line(damage, where, small, tmp_path, capsys):
+    out = tmp_path / "out"
+    assert _run("--input", small, "--output", out, "--no-report") == 0
+    damage(out)
+    capsys.readouterr()
+    assert _run("report", out) == 2
+    err = capsys.readouterr().err
+    assert "Traceback" not in err and len(err.strip().splitlines()) == 1 and where in err
+    assert not (out / REPORT_FILE).exists()
+
+
+def test_the_documented_recovery_after_a_kill_at_finalize_keeps_a_users_file(small, tmp_path):
+    # Found: with a user's file in drops/, the rerun after a kill at finalize was refused (the
+    # previous manifest was gone, and without one drops/ is not provably convnorm's).
+    out = tmp_path / "out"
+    argv = ["--input", small, "--output", out, "--no-report"]
+    assert _run(*argv) == 0
+    reference = _tree(out)
+    (out / "drops" / "keep.txt").write_text("mine\n")
+    killed, _ = paused_runs.start_paused([*argv, "--overwrite"], "finalize", tmp_path)
+    paused_runs.kill(killed)
+    assert not (out / MANIFEST_FILE).exists()
+    assert _run(*argv, "--overwrite", "--break-stale-lock") == 0
+    assert _tree(out) == {**reference, "drops/keep.txt": b"mine\n"}
+
+
+def test_validate_never_replaces_the_outputs_of_a_run(small, tmp_path, capsys):
+    # Found: validate --overwrite into a run's output deleted its normalized/ and drops/.
+    out = tmp_path / "out"
+    assert _run("--input", small, "--output", out) == 0
+    before = _tree(out)
+    assert _run("validate", "--input", small, "--output", out, "--overwrite") == 2
+    assert "convnorm run" in capsys.readouterr().err
+    assert _tree(out) == before
