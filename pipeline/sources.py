@@ -597,7 +597,14 @@ def _arrow_text(column, i: int) -> str:
 def _parquet_rows(batch) -> Iterator:
     """A record batch's rows as ``Parsed`` records; a row holding a value Python cannot
     represent (a nanosecond timestamp, a year past 9999) is an ``unconvertible_value``
-    ``Unreadable`` naming its column, and the other rows are read."""
+    ``Unreadable`` naming its column, and the other rows are read. A file with two columns of
+    one name makes every row one: a record cannot hold two fields of one name, and keeping
+    either would lose the other silently."""
+    names = batch.schema.names
+    repeated = sorted({name for name in names if names.count(name) > 1})
+    if repeated:
+        yield from _rows_with_repeated_columns(batch, repeated)
+        return
     try:
         rows = batch.to_pylist()
     except Exception:  # noqa: BLE001 — pyarrow raises several types; find the row below
@@ -625,6 +632,25 @@ def _parquet_rows(batch) -> Iterator:
         except (TypeError, ValueError):
             raw_text = repr(raw)
         yield Unreadable("unconvertible_value", f"column {name!r}: {type(error).__name__}: {error}", raw_text[:4000])
+
+
+def _rows_with_repeated_columns(batch, repeated: list[str]) -> Iterator:
+    names = batch.schema.names
+    detail = "; ".join(f"column {name!r}: the file has {names.count(name)} columns named so" for name in repeated)
+    detail += "; a record cannot hold two fields of one name"
+    for i in range(batch.num_rows):
+        pairs = []
+        for name, column in zip(names, batch.columns):
+            try:
+                value = _jsonable(column[i].as_py(), [0])
+            except Exception:  # noqa: BLE001 — shown as Arrow's text, for the dead letter only
+                value = _arrow_text(column, i)
+            pairs.append([name, value])
+        try:
+            raw_text = orjson.dumps(pairs, default=str).decode()
+        except (TypeError, ValueError):
+            raw_text = repr(pairs)
+        yield Unreadable("unconvertible_value", detail, raw_text[:4000])
 
 
 def _read_parquet(shard: Shard, max_record_bytes: int = DEFAULT_MAX_RECORD_BYTES) -> Iterator:
