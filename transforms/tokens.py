@@ -210,23 +210,37 @@ def value_tokens(value: Any, count: Callable[[str], int]) -> int:
     """Tokens of every string, number and true/false in ``value``, at any depth (keys, nulls
     and JSON punctuation count nothing). Iterative: a deeply nested value cannot overflow."""
     total, stack = 0, [value]
+    pop, extend = stack.pop, stack.extend
     while stack:
-        item = stack.pop()
-        if isinstance(item, dict):
-            stack.extend(item.values())
-        elif isinstance(item, list):
-            stack.extend(item)
-        elif item is not None:
+        item = pop()
+        kind = type(item)  # exact types first: this loop is most of the counting's own cost
+        if kind is str:
+            total += count(item)
+        elif kind is dict:
+            extend(item.values())
+        elif kind is list:
+            extend(item)
+        elif item is None:
+            continue
+        elif isinstance(item, dict):
+            extend(item.values())
+        elif isinstance(item, (list, tuple)):
+            extend(item)
+        else:
             total += count(_text(item))
     return total
 
 
+def messages_tokens(messages: list[Any], count: Callable[[str], int]) -> int:
+    """A message list: per message ``TOKENS_PER_MESSAGE``, its values' tokens, and
+    ``TOKENS_PER_NAME`` for a name (one walk over the whole list)."""
+    names = sum(1 for m in messages if isinstance(m, dict) and "name" in m)
+    return TOKENS_PER_MESSAGE * len(messages) + TOKENS_PER_NAME * names + value_tokens(messages, count)
+
+
 def message_tokens(message: Any, count: Callable[[str], int]) -> int:
-    """One message: ``TOKENS_PER_MESSAGE``, its values' tokens, and ``TOKENS_PER_NAME`` for a name."""
-    tokens = TOKENS_PER_MESSAGE + value_tokens(message, count)
-    if isinstance(message, dict) and "name" in message:
-        tokens += TOKENS_PER_NAME
-    return tokens
+    """One message (a system prompt kept outside the list, say), as ``messages_tokens`` counts it."""
+    return messages_tokens([message], count)
 
 
 def _described(value: Any) -> str:
@@ -268,9 +282,7 @@ def count_example(output: Any, view: SinkView, encoding: str) -> int:
         messages = _at(output, path)
         if messages is not None:
             break
-    tokens = REPLY_PRIMING
-    for message in messages if isinstance(messages, list) else ():
-        tokens += message_tokens(message, count)
+    tokens = REPLY_PRIMING + (messages_tokens(messages, count) if isinstance(messages, list) else 0)
     system = _at(output, view.system) if view.system else None
     if system is not None:
         tokens += message_tokens(system, count)
