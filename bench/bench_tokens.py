@@ -47,7 +47,8 @@ if encoding != "-":
     options["tokens"] = TokenSettings(encoding, max_example_tokens=4096)
 settings = Settings(**options)
 lines = [line for line in open(corpus, "rb").read().splitlines() if line.strip()]
-batches = [[RawRecord("bench", i, line) for i, line in enumerate(lines[s:s + 256], s)] for s in range(0, len(lines), 256)]
+raws = [RawRecord("bench", i, line) for i, line in enumerate(lines)]
+batches = [raws[s:s + 256] for s in range(0, len(raws), 256)]
 def run():
     for batch in batches:
         normalize_batch(batch, settings, taken={})
