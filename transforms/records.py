@@ -126,15 +126,15 @@ def _count_tokens(
         raise ValueError(f"--tokens: no token view of sink {settings.sink!r}")
     n = count_example(output, view, tokens.encoding)
     limit = tokens.max_example_tokens
-    if limit is not None and n > limit:
-        if tokens.drop_over_limit:
-            raise RecordRefused(
-                DeadLetterReason.OVER_TOKEN_LIMIT,
-                f"{n:,} tokens ({tokens.encoding}, as {settings.sink} writes it) > --max-example-tokens {limit:,}",
-                tokens=n,
-            )
-        metrics["over_token_limit"] = True
+    if limit is not None and n > limit and tokens.drop_over_limit:
+        raise RecordRefused(
+            DeadLetterReason.OVER_TOKEN_LIMIT,
+            f"{n:,} tokens ({tokens.encoding}, as {settings.sink} writes it) > --max-example-tokens {limit:,}",
+            tokens=n,
+        )
     metrics["tokens"] = n
+    if limit is not None and n > limit:
+        metrics["over_token_limit"] = True
     if not has_assistant_message(messages):
         metrics["no_assistant_message"] = True
 
