@@ -25,7 +25,7 @@ from transforms.output_records import DeadLetter, DropMetrics, ViolationReport
 from transforms.profiles import REPAIRS
 from transforms.record_steps import DEAD_LETTER_REASONS
 from transforms.settings import TokenSettings
-from transforms.tokens import default_epochs, histogram_key, length_histogram, nearest_rank
+from transforms.tokens import tally_example, token_figures
 from transforms.validate import VIOLATION_KINDS
 
 #: Buckets of the drops-per-conversation histogram: (label, lowest count, highest count).
@@ -173,7 +173,7 @@ def partial(
 ) -> dict:
     """The partial summary of one batch: raw records read, drop metrics, dead letters."""
     dropped_by, repairs, violations, histogram, nulled, discarded = {}, {}, {}, {}, {}, {}
-    tokens: dict[str, Any] = {}  # --tokens only: _tally_tokens
+    tokens: dict[str, Any] = {}  # --tokens only: transforms.tokens.tally_example
     reports: dict = {name: {} for name in _REPORTS}
     records_out = messages_in = messages_out = dropped = healed = with_drops = with_violations = 0
     with_discards = 0
@@ -201,11 +201,11 @@ def partial(
         if "violations" in m:
             with_violations += _tally_violations(violations, m["violations"])
         if "tokens" in m:
-            _tally_tokens(tokens, m)
+            tally_example(tokens, m)
     dead_letters = list(dead_letters)
     for letter in dead_letters:
         if "tokens" in letter:  # refused for its length (over_token_limit)
-            _tally_tokens(tokens, letter)
+            tally_example(tokens, letter)
     part = {
         **_accounting(records_in, blank_lines, "records_out", records_out, dead_letters),
         "messages_in": messages_in,
@@ -226,80 +226,6 @@ def partial(
     if tokens:  # absent without --tokens: the summary is the same as before it existed
         part["tokens"] = tokens
     return part
-
-
-#: The additive totals of ``--tokens`` in a partial summary (``_tally_tokens``).
-_TOKEN_TALLIES = (
-    "examples",
-    "tokens",
-    "over_limit_kept",
-    "over_limit_kept_tokens",
-    "over_limit_dropped",
-    "over_limit_dropped_tokens",
-    "without_assistant",
-)
-
-
-def _tally_tokens(tally: dict[str, Any], item: DropMetrics | DeadLetter) -> None:
-    """Add one counted example: a written one (its drop metrics) or one refused for its length
-    (its dead letter). ``counts`` is the histogram of examples by count (``histogram_key``)."""
-    n = item["tokens"]
-    if not tally:
-        tally.update(dict.fromkeys(_TOKEN_TALLIES, 0), counts={})
-    key = histogram_key(n)
-    tally["counts"][key] = tally["counts"].get(key, 0) + 1
-    if "reason" in item:  # a dead letter: over the limit, not in the output
-        tally["over_limit_dropped"] += 1
-        tally["over_limit_dropped_tokens"] += n
-        return
-    tally["examples"] += 1
-    tally["tokens"] += n
-    if item.get("over_token_limit"):
-        tally["over_limit_kept"] += 1
-        tally["over_limit_kept_tokens"] += n
-    if item.get("no_assistant_message"):
-        tally["without_assistant"] += 1
-
-
-def token_figures(tally: dict[str, Any], settings: TokenSettings) -> dict[str, Any]:
-    """The summary's ``tokens`` section: the dataset's figures from the merged tally.
-
-    ``examples`` / ``total`` / the quantiles cover every example counted: those written and
-    those refused for their length (``--over-limit drop``). Training tokens cover the examples
-    written, each billed at most ``--max-example-tokens`` (OpenAI's notebook: longer ones are
-    truncated), for ``epochs`` (``--epochs``, else OpenAI's default for the dataset's size).
-    """
-    t = {key: tally.get(key, 0) for key in _TOKEN_TALLIES}
-    counts: dict[int, int] = tally.get("counts", {})
-    limit = settings.max_example_tokens
-    per_epoch = t["tokens"] - (t["over_limit_kept_tokens"] - t["over_limit_kept"] * limit if limit else 0)
-    epochs = settings.epochs if settings.epochs is not None else default_epochs(t["examples"])
-    figures: dict[str, Any] = {
-        "encoding": settings.encoding,
-        "examples": sum(counts.values()),
-        "total": t["tokens"] + t["over_limit_dropped_tokens"],
-        "min": min(counts, default=0),
-        "p50": nearest_rank(counts, 0.50),
-        "p90": nearest_rank(counts, 0.90),
-        "p99": nearest_rank(counts, 0.99),
-        "max": max(counts, default=0),
-        "histogram": length_histogram(counts),
-        "max_example_tokens": limit,
-        "limit_model": settings.limit_model,
-        "over_limit": t["over_limit_kept"] + t["over_limit_dropped"],
-        "over_limit_kept": t["over_limit_kept"],
-        "over_limit_dropped": t["over_limit_dropped"],
-        "without_assistant": t["without_assistant"],
-        "training_examples": t["examples"],
-        "training_tokens_per_epoch": per_epoch,
-        "epochs": epochs,
-        "epochs_default": settings.epochs is None,
-        "training_tokens": per_epoch * epochs,
-    }
-    if settings.price_per_mtok is not None:
-        figures["price_per_mtok"] = settings.price_per_mtok
-        figures["estimated_cost"] = round(per_epoch * epochs * settings.price_per_mtok / 1_000_000, 2)
-    return figures
 
 
 def _add_ledger(discarded: dict, ledger: dict) -> None:

@@ -17,9 +17,10 @@ for users; this module is their one home.
   included); keys and JSON punctuation do not.
 - **Limits**: ``--max-example-tokens`` takes a number or a model name from
   ``FINE_TUNING_LIMITS`` (documented limits, dated).
-- **Dataset figures**: an example's count goes into a histogram that merges by adding
-  (``histogram_key``: exact below ``EXACT_BELOW`` tokens), from which the summary takes
-  nearest-rank quantiles; ``default_epochs`` is the epoch rule of OpenAI's guide.
+- **Dataset figures**: each example counted is tallied into the partial summary
+  (``tally_example``: totals, and a histogram that merges by adding, exact below
+  ``EXACT_BELOW`` tokens); ``token_figures`` makes the summary's ``tokens`` section from the
+  merged tally: nearest-rank quantiles, training tokens, OpenAI's default epochs, the cost.
 
 The tokenizer is the ``tokens`` extra (``quicktok-v1``, encodings inside its wheel: counting
 works offline), loaded once per process on first use (``counter``).
@@ -32,6 +33,8 @@ import math
 from typing import Any, Callable, NamedTuple
 
 from transforms.jsontext import compact_json
+from transforms.output_records import DeadLetter, DropMetrics
+from transforms.settings import TokenSettings
 
 #: The encodings ``--tokens`` takes.
 ENCODINGS = ("o200k_base", "cl100k_base")
@@ -367,3 +370,77 @@ def default_epochs(examples: int) -> int:
     if examples * TARGET_EPOCHS > MAX_TARGET_EXAMPLES:
         return max(MIN_DEFAULT_EPOCHS, MAX_TARGET_EXAMPLES // examples)
     return TARGET_EPOCHS
+
+
+#: The additive totals of ``--tokens`` in a partial summary (``tally_example``).
+_TOKEN_TALLIES = (
+    "examples",
+    "tokens",
+    "over_limit_kept",
+    "over_limit_kept_tokens",
+    "over_limit_dropped",
+    "over_limit_dropped_tokens",
+    "without_assistant",
+)
+
+
+def tally_example(tally: dict[str, Any], item: DropMetrics | DeadLetter) -> None:
+    """Add one counted example: a written one (its drop metrics) or one refused for its length
+    (its dead letter). ``counts`` is the histogram of examples by count (``histogram_key``)."""
+    n = item["tokens"]
+    if not tally:
+        tally.update(dict.fromkeys(_TOKEN_TALLIES, 0), counts={})
+    key = histogram_key(n)
+    tally["counts"][key] = tally["counts"].get(key, 0) + 1
+    if "reason" in item:  # a dead letter: over the limit, not in the output
+        tally["over_limit_dropped"] += 1
+        tally["over_limit_dropped_tokens"] += n
+        return
+    tally["examples"] += 1
+    tally["tokens"] += n
+    if item.get("over_token_limit"):
+        tally["over_limit_kept"] += 1
+        tally["over_limit_kept_tokens"] += n
+    if item.get("no_assistant_message"):
+        tally["without_assistant"] += 1
+
+
+def token_figures(tally: dict[str, Any], settings: TokenSettings) -> dict[str, Any]:
+    """The summary's ``tokens`` section: the dataset's figures from the merged tally.
+
+    ``examples`` / ``total`` / the quantiles cover every example counted: those written and
+    those refused for their length (``--over-limit drop``). Training tokens cover the examples
+    written, each billed at most ``--max-example-tokens`` (OpenAI's notebook: longer ones are
+    truncated), for ``epochs`` (``--epochs``, else OpenAI's default for the dataset's size).
+    """
+    t = {key: tally.get(key, 0) for key in _TOKEN_TALLIES}
+    counts: dict[int, int] = tally.get("counts", {})
+    limit = settings.max_example_tokens
+    per_epoch = t["tokens"] - (t["over_limit_kept_tokens"] - t["over_limit_kept"] * limit if limit else 0)
+    epochs = settings.epochs if settings.epochs is not None else default_epochs(t["examples"])
+    figures: dict[str, Any] = {
+        "encoding": settings.encoding,
+        "examples": sum(counts.values()),
+        "total": t["tokens"] + t["over_limit_dropped_tokens"],
+        "min": min(counts, default=0),
+        "p50": nearest_rank(counts, 0.50),
+        "p90": nearest_rank(counts, 0.90),
+        "p99": nearest_rank(counts, 0.99),
+        "max": max(counts, default=0),
+        "histogram": length_histogram(counts),
+        "max_example_tokens": limit,
+        "limit_model": settings.limit_model,
+        "over_limit": t["over_limit_kept"] + t["over_limit_dropped"],
+        "over_limit_kept": t["over_limit_kept"],
+        "over_limit_dropped": t["over_limit_dropped"],
+        "without_assistant": t["without_assistant"],
+        "training_examples": t["examples"],
+        "training_tokens_per_epoch": per_epoch,
+        "epochs": epochs,
+        "epochs_default": settings.epochs is None,
+        "training_tokens": per_epoch * epochs,
+    }
+    if settings.price_per_mtok is not None:
+        figures["price_per_mtok"] = settings.price_per_mtok
+        figures["estimated_cost"] = round(per_epoch * epochs * settings.price_per_mtok / 1_000_000, 2)
+    return figures
