@@ -411,6 +411,20 @@ def test_the_summary_table_prints_the_figures(tmp_path, capsys):
     assert "tokens (cl100k_base)" in printed and "training tokens, 3 epochs (default)" in printed
 
 
+def test_the_worked_example_of_the_docs_shows_what_the_run_prints():
+    # docs/fine-tuning.md quotes the table of its first command: the same figures, here in-process.
+    page = (ROOT / "docs" / "fine-tuning.md").read_text()
+    quoted = page.split("The summary table ends with the figures:\n\n```text\n", 1)[1].split("```", 1)[0]
+    settings = Settings(sink="openai-finetune", tokens=TokenSettings("o200k_base", LIMIT, price_per_mtok=3.0))
+    lines = SAMPLE.read_bytes().splitlines()
+    raws = [RawRecord("s", i, line) for i, line in enumerate(lines) if line.strip()]
+    result = normalize_batch(raws, settings)
+    doc = summaries.finalize(summaries.partial(len(raws), result.metrics, result.dead_letters), tokens=settings.tokens)
+    table = summaries.format_table(doc).splitlines()
+    first = next(i for i, line in enumerate(table) if line.startswith("  tokens ("))
+    assert "\n".join(table[first : first + len(quoted.splitlines())]) + "\n" == quoted
+
+
 # --------------------------------------------------------------------------------------------
 # Options: checked before the pipeline is built
 
