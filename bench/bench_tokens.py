@@ -60,7 +60,7 @@ for _ in range(repeats):
     start = time.process_time()
     run()
     best.append(time.process_time() - start)
-print(json.dumps({"us": min(best) / len(lines) * 1e6, "tokenizer_imported": "quicktok" in sys.modules}))
+print(json.dumps({"us": min(best) / len(lines) * 1e6, "tokenizer_imported": "bpe_openai" in sys.modules}))
 """
 
 

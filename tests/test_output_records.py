@@ -47,13 +47,13 @@ def test_dead_letters_have_the_required_keys_and_only_declared_ones():
     required, declared = _keys(DeadLetter)
     outcome = process_record(_raw("not a record"), Settings())
     assert set(outcome.dead_letter) == required
-    pytest.importorskip("quicktok", reason="the tokens extra is not installed")
+    pytest.importorskip("bpe_openai", reason="the tokens extra is not installed")
     too_long = process_record(_raw(DEFECTIVE), Settings(tokens=TokenSettings("o200k_base", 1, drop_over_limit=True)))
     assert set(too_long.dead_letter) == declared  # an over_token_limit dead letter has its tokens
 
 
 def test_drop_metrics_with_tokens_hold_only_declared_keys():
-    pytest.importorskip("quicktok", reason="the tokens extra is not installed")
+    pytest.importorskip("bpe_openai", reason="the tokens extra is not installed")
     _, declared = _keys(DropMetrics)
     lonely = {"id": "q", "messages": [{"role": "user", "content": "anyone?"}]}
     outcome = process_record(_raw(lonely), Settings(tokens=TokenSettings("o200k_base", 1)))

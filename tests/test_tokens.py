@@ -25,7 +25,7 @@ from transforms.inputs import RawRecord
 from transforms.records import normalize_batch, process_record
 from transforms.settings import Settings, TokenSettings
 
-quicktok = pytest.importorskip("quicktok", reason="the tokens extra (quicktok-v1) is not installed")
+bpe_openai = pytest.importorskip("bpe_openai", reason="the tokens extra (bpe-openai) is not installed")
 
 ROOT = Path(__file__).resolve().parent.parent
 SAMPLE = ROOT / "samples" / "conversations.jsonl"
@@ -35,7 +35,7 @@ LIMIT = 900
 
 def _encode(encoding: str):
     """The library's own encoding: tokens of a text as ordinary text."""
-    enc = quicktok.get_encoding(encoding)
+    enc = bpe_openai.get_encoding(encoding)
     return lambda text: len(enc.encode_ordinary(text))
 
 
@@ -453,7 +453,7 @@ def test_bad_token_options_are_one_line_errors(tmp_path, capsys, extra, message)
 
 
 def test_without_the_extra_tokens_is_a_one_line_error(tmp_path, capsys, monkeypatch):
-    monkeypatch.setitem(sys.modules, "quicktok", None)  # import quicktok raises ImportError
+    monkeypatch.setitem(sys.modules, "bpe_openai", None)  # import bpe_openai raises ImportError
     tokens.counter.cache_clear()
     try:
         assert main(["--input", str(SAMPLE), "--output", str(tmp_path / "o"), "--tokens", "o200k_base"]) == 2
@@ -470,6 +470,20 @@ def test_a_run_without_tokens_never_imports_the_tokenizer(tmp_path):
         "import sys; from pipeline.main import main\n"
         f"status = main(['--input', {str(SAMPLE)!r}, '--output', {str(tmp_path / 'o')!r}, '--quiet', '--no-report'])\n"
         "assert status == 0, status\n"
-        "assert 'quicktok' not in sys.modules, 'the tokenizer was imported'\n"
+        "assert 'bpe_openai' not in sys.modules, 'the tokenizer was imported'\n"
     )
     subprocess.run([sys.executable, "-c", code], check=True, cwd=ROOT, capture_output=True)
+
+
+@pytest.mark.parametrize("encoding", tokens.ENCODINGS)
+def test_a_text_past_the_wrappers_limits_is_counted(encoding):
+    # bpe-openai's encode() refuses 1,000,000 characters or 200,000 tokens; an example can hold
+    # more, so the count must not go through it. " hello" is one pre-token: its count adds up.
+    piece = " hello" * 1_000
+    text = piece * 250  # 1.5 million characters, 250,000 pieces
+    assert tokens.counter(encoding)(text) == 250 * _encode(encoding)(piece)
+
+
+def test_a_lone_surrogate_counts_as_the_replacement_character():
+    count = tokens.counter("o200k_base")
+    assert count("a\ud800b") == count("a\ufffdb") == _encode("o200k_base")("a\ud800b")

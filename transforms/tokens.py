@@ -22,8 +22,9 @@ for users; this module is their one home.
   ``EXACT_BELOW`` tokens); ``token_figures`` makes the summary's ``tokens`` section from the
   merged tally: nearest-rank quantiles, training tokens, OpenAI's default epochs, the cost.
 
-The tokenizer is the ``tokens`` extra (``quicktok-v1``, encodings inside its wheel: counting
-works offline), loaded once per process on first use (``counter``).
+The tokenizer is the ``tokens`` extra (``bpe-openai``: GitHub's ``bpe-openai`` Rust crate with the
+encodings inside its wheel, so counting works offline), loaded once per process on first use
+(``counter``).
 """
 
 from __future__ import annotations
@@ -53,10 +54,23 @@ def counter(encoding: str) -> Callable[[str], int]:
     ordinary text (a special token's spelling counts as text, as OpenAI's APIs treat a
     message's content). Loaded once per process; raises ``TokenizerUnavailable``."""
     try:
-        import quicktok  # the tokens extra; imported here only, so runs without --tokens never load it
+        # The tokens extra; imported here only, so runs without --tokens never load it. The
+        # crate's native count (typed in the wheel's _bindings.pyi; the version is pinned):
+        # the Python wrapper's encode() refuses texts of 1,000,000 characters or 200,000
+        # tokens, which a long example can hold, and builds a token list only to measure it.
+        from bpe_openai import _bindings
     except ImportError:
         raise TokenizerUnavailable(f"--tokens needs the tokens extra: {INSTALL_HINT}") from None
-    count: Callable[[str], int] = quicktok.get_encoding(encoding).count
+    native = _bindings.tokenizer_for_encoding(encoding)
+
+    def count(text: str) -> int:
+        try:
+            return int(native.count(text))
+        except UnicodeEncodeError:
+            # A lone surrogate (JSON can spell one): counted as U+FFFD, as tiktoken and
+            # bpe-openai's own encode() do.
+            return int(native.count(text.encode("utf-16", "surrogatepass").decode("utf-16", "replace")))
+
     return count
 
 
