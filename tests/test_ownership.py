@@ -475,3 +475,16 @@ def test_validate_never_replaces_the_outputs_of_a_run(small, tmp_path, capsys):
     assert _run("validate", "--input", small, "--output", out, "--overwrite") == 2
     assert "convnorm run" in capsys.readouterr().err
     assert _tree(out) == before
+
+
+def test_utf16_and_carriage_return_files_are_counted_record_by_record(tmp_path):
+    # Found: both were one dead letter each, so records_in said 2 for 6 records.
+    records = [{"id": f"r{i}", "messages": [{"role": "user", "content": "hi"}]} for i in range(3)]
+    (tmp_path / "u16.jsonl").write_bytes(
+        b"\xff\xfe" + "".join(json.dumps(r) + "\r\n" for r in records).encode("utf-16-le")
+    )
+    (tmp_path / "cr.jsonl").write_bytes("".join(json.dumps(r) + "\r" for r in records).encode())
+    out = tmp_path / "out"
+    assert _run("--input", tmp_path / "*.jsonl", "--output", out, "--no-report") == 0
+    summary = json.loads((out / "summary.json").read_text())
+    assert (summary["records_in"], summary["records_out"], summary["dead_letters"]) == (6, 6, 0)
