@@ -92,7 +92,7 @@ def test_log_mode_prints_progress_lines_with_the_totals(tmp_path, capsys, monkey
     assert main(["--input", str(SAMPLE), "--output", str(tmp_path / "o"), "--progress=log", "--no-report"]) == 0
     err = capsys.readouterr().err
     last = [line for line in err.splitlines() if "progress:" in line][-1]
-    assert "307 records" in last and f"of {progress._size(SAMPLE.stat().st_size)} (100%)" in last
+    assert "307 records" in last and f"of {progress.size_text(SAMPLE.stat().st_size)} (100%)" in last
     assert "6 dead letters" in last
 
 

@@ -392,8 +392,8 @@ class DeadLetterLimit(NamedTuple):
     percent: float | None = None
 
     @classmethod
-    def parse(cls, text: str) -> "DeadLetterLimit":
-        """Raises ``ValueError`` with a sentence for a person."""
+    def parse(cls, text: str, flag: str = "--max-dead-letters") -> "DeadLetterLimit":
+        """Raises ``ValueError`` with a sentence for a person (naming ``flag``)."""
         text = str(text).strip()
         try:
             if text.endswith("%"):
@@ -407,8 +407,7 @@ class DeadLetterLimit(NamedTuple):
             return cls(count=count)
         except ValueError:
             raise ValueError(
-                f"--max-dead-letters {text!r}: expected a count (10) or a percentage "
-                "of the records read (2.5%), not negative"
+                f"{flag} {text!r}: expected a count (10) or a percentage of the records read (2.5%), not negative"
             ) from None
 
     def exceeded_by(self, dead_letters: int, records_in: int) -> bool:
@@ -418,6 +417,19 @@ class DeadLetterLimit(NamedTuple):
 
     def __str__(self) -> str:
         return f"{self.count:,}" if self.count is not None else f"{self.percent:g}% of the records read"
+
+
+def dead_letter_warning(doc: dict, limit: DeadLetterLimit | None) -> str | None:
+    """The warning of a run whose dead letters (sink refusals included: ``unwritable``) pass
+    ``--warn-dead-letters``, naming the reasons; ``None`` under it. Not an exit rule."""
+    if limit is None or not doc["records_in"] or not limit.exceeded_by(doc["dead_letters"], doc["records_in"]):
+        return None
+    reasons = ", ".join(f"{reason} {n:,}" for reason, n in doc["dead_letters_by_reason"].items() if n)
+    return (
+        f"{doc['dead_letters']:,} of {doc['records_in']:,} records read "
+        f"({doc['dead_letters'] / doc['records_in']:.1%}) are dead letters, past --warn-dead-letters "
+        f"{limit}: {reasons}"
+    )
 
 
 def _unaccounted(through: str) -> str:

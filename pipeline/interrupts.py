@@ -1,0 +1,92 @@
+"""Ctrl-C: one line that says what was stopped and where the output stands, exit status 130.
+
+No Beam import. Python turns SIGINT into ``KeyboardInterrupt`` in the main thread; the command
+line catches it at the top of each command (``pipeline.cli``, ``pipeline.main``) and prints
+``interrupted_line``. The output directory is unchanged by an interrupted run because the
+pipeline writes only into the run's temporary directory, which ``pipeline.execute`` removes on
+the way out, with the lock. The one step that changes the directory, moving the files into
+place and writing the manifest, is ``shielded``: a Ctrl-C there waits until it is done, so the
+directory holds either the previous outputs or the whole new run, never half of each.
+
+``Stopping`` records what the command is doing for that line; ``silence_after_interrupt``
+keeps Beam's threads and worker processes from printing their tracebacks after it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import signal
+import threading
+from dataclasses import dataclass
+
+#: The exit status of a command stopped by Ctrl-C (128 + SIGINT, as shells report it).
+INTERRUPTED = 130
+
+
+class InterruptedAfterWrite(KeyboardInterrupt):
+    """Ctrl-C came while the outputs were being moved into place: they were finished first."""
+
+
+@dataclass
+class Stopping:
+    """What a command is doing, for the line Ctrl-C prints."""
+
+    #: ``the run pipeline``, ``the validate pipeline``, ``the dry run`` ...
+    what: str = "convnorm"
+    #: The output directory, once known.
+    output: str | None = None
+    #: The outputs were moved into place (the run finished writing).
+    written: bool = False
+    #: The output is a streaming run's: windows already closed stay, complete.
+    streaming: bool = False
+
+
+def interrupted_line(what: str, output: str | None, *, written: bool = False, streaming: bool = False) -> str:
+    """The one line Ctrl-C prints."""
+    if output is None:
+        where = "nothing was written"
+    elif written:
+        where = f"its outputs in {output} were complete before it stopped"
+    elif streaming:
+        where = f"{output} keeps the windows already closed; files in flight were not written"
+    else:
+        where = f"the output directory {output} is unchanged"
+    return f"convnorm: interrupted (Ctrl-C): stopped {what}; {where}"
+
+
+def stopping_line(state: Stopping) -> str:
+    return interrupted_line(state.what, state.output, written=state.written, streaming=state.streaming)
+
+
+@contextlib.contextmanager
+def shielded():
+    """Run the block to its end even if Ctrl-C comes; then raise ``InterruptedAfterWrite``.
+
+    Only in the main thread (where Python handles signals); elsewhere the block just runs.
+    """
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    caught: list[int] = []
+    previous = signal.signal(signal.SIGINT, lambda signum, frame: caught.append(signum))
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
+    if caught:
+        raise InterruptedAfterWrite()
+
+
+class _Silence(logging.Filter):
+    def filter(self, record: logging.LogRecord) -> bool:
+        return False
+
+
+def silence_after_interrupt() -> None:
+    """After Ctrl-C, nothing more from logging: Beam's threads log the broken connections to
+    worker processes that the same Ctrl-C stopped, with tracebacks a person need not read."""
+    root = logging.getLogger()
+    for handler in root.handlers:
+        handler.addFilter(_Silence())
+    logging.disable(logging.CRITICAL)
