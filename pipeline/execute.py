@@ -35,7 +35,7 @@ from apache_beam.io.filesystems import FileSystems
 from apache_beam.options.pipeline_options import PortableOptions
 from apache_beam.runners.runner import PipelineState
 
-from pipeline import files, loopback
+from pipeline import files, interrupts, loopback
 from pipeline import lock as locks
 from pipeline import outputs as owned
 from pipeline.interrupts import Stopping, shielded
@@ -117,6 +117,8 @@ def run_pipeline(pipeline: beam.Pipeline) -> bool:
         result = pipeline.run()
         state = result.wait_until_finish()
     except Exception as error:  # noqa: BLE001 — a failed pipeline, whatever the runner raises
+        if interrupts.received():
+            raise KeyboardInterrupt from None  # Ctrl-C, which Beam wrapped: the command says so in one line
         LOG.error("the pipeline failed: %s", _one_line(error)[:2000])
         return False
     if state != PipelineState.DONE:

@@ -16,7 +16,9 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import os
 import signal
+import sys
 import threading
 from dataclasses import dataclass
 
@@ -76,6 +78,54 @@ def shielded():
         signal.signal(signal.SIGINT, previous)
     if caught:
         raise InterruptedAfterWrite()
+
+
+class _Received:
+    """Whether Ctrl-C came, for code that sees it only wrapped: Beam runs a bundle in the main
+    thread, so the ``KeyboardInterrupt`` surfaces inside a DoFn and Beam re-raises it as a
+    ``RuntimeError`` (``pipeline.execute.run_pipeline`` asks ``received()`` and re-raises it
+    as what it is)."""
+
+    def __init__(self) -> None:
+        self.event = threading.Event()
+
+
+_RECEIVED = _Received()
+
+
+def received() -> bool:
+    return _RECEIVED.event.is_set()
+
+
+@contextlib.contextmanager
+def handling_ctrl_c(stopping: Stopping):
+    """The command's SIGINT handler: the first Ctrl-C silences logging (Beam logs the
+    interrupted bundle with a traceback) and raises ``KeyboardInterrupt`` to unwind, with the
+    temporary directory and the lock removed on the way; a second one, while that runs, stops
+    at once (the lock stays: ``--break-stale-lock`` cleans up after it)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def handle(signum, frame):
+        if _RECEIVED.event.is_set():
+            print(
+                interrupted_line(stopping.what, None).split(";")[0]
+                + " at once; rerun with --break-stale-lock to clean up",
+                file=sys.stderr,
+                flush=True,
+            )
+            os._exit(INTERRUPTED)
+        _RECEIVED.event.set()
+        silence_after_interrupt()
+        raise KeyboardInterrupt
+
+    previous = signal.signal(signal.SIGINT, handle)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
+        _RECEIVED.event.clear()
 
 
 class _Silence(logging.Filter):

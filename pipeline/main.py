@@ -40,7 +40,7 @@ from apache_beam.options.pipeline_options import DirectOptions, StandardOptions
 from pipeline.build import VALIDATE_SPEC, VALIDATION_FILE, build, build_validate, run_spec
 from pipeline.cli import OTHER_COMMANDS, answer_without_beam, run_other_command, split_command
 from pipeline.execute import OutputSpec, execute, run_pipeline
-from pipeline.interrupts import INTERRUPTED, Stopping, silence_after_interrupt, stopping_line
+from pipeline.interrupts import INTERRUPTED, Stopping, handling_ctrl_c, silence_after_interrupt, stopping_line
 from pipeline.options import ConfigError, ConvNormOptions, Job, is_local_runner, load_job
 from pipeline.prism import PrismError, prism_services
 from pipeline.progress import ProgressMonitor, choose_mode, configure_console, duration_text
@@ -208,7 +208,8 @@ def main(argv: list[str] | None = None) -> int:
     configure_console()
     stopping = Stopping(f"planning the {command}")
     try:
-        return _command(command, args, stopping)
+        with handling_ctrl_c(stopping):
+            return _command(command, args, stopping)
     except KeyboardInterrupt:
         silence_after_interrupt()
         print(stopping_line(stopping), file=sys.stderr, flush=True)
