@@ -16,20 +16,34 @@ regenerate it::
 
 from __future__ import annotations
 
+import importlib.util
 import json
-from importlib import metadata
+import os
+import re
 
 from pipeline._beam_flag_table import BEAM_VERSION, DESTS, FLAGS, RUNNERS
 
 __all__ = ["BEAM_VERSION", "DESTS", "FLAGS", "RUNNERS", "from_beam", "render", "table_is_current"]
 
 
+def installed_beam_version() -> str | None:
+    """The installed Apache Beam's version, read from its ``version.py`` without importing Beam
+    (importing it is what this module avoids; ``importlib.metadata`` alone costs ~0.07 s)."""
+    spec = importlib.util.find_spec("apache_beam")
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    path = os.path.join(list(spec.submodule_search_locations)[0], "version.py")
+    try:
+        with open(path, encoding="utf-8") as handle:
+            found = re.search(r"""^__version__\s*=\s*['"]([^'"]+)['"]""", handle.read(), re.MULTILINE)
+    except OSError:
+        return None
+    return found.group(1) if found else None
+
+
 def table_is_current() -> bool:
     """Is the installed apache-beam the release the table was made from?"""
-    try:
-        return metadata.version("apache-beam") == BEAM_VERSION
-    except metadata.PackageNotFoundError:
-        return False
+    return installed_beam_version() == BEAM_VERSION
 
 
 def from_beam(leave_out: frozenset[str] = frozenset()) -> tuple[str, dict, frozenset, tuple]:

@@ -14,7 +14,6 @@ from __future__ import annotations
 import difflib
 import platform
 import sys
-from importlib import metadata
 
 from pipeline.interrupts import INTERRUPTED, interrupted_line
 from pipeline.quiet import quiet_beam_noise
@@ -44,6 +43,7 @@ def import_beam_without_pandas() -> None:
 
 def version_line() -> str:
     """``convnorm 0.1.0 (apache-beam 2.77.0, Python 3.11.7)``: read from the installed packages."""
+    from importlib import metadata
 
     def version(name: str) -> str:
         try:

@@ -44,8 +44,13 @@ class Stopping:
     streaming: bool = False
 
 
-def interrupted_line(what: str, output: str | None, *, written: bool = False, streaming: bool = False) -> str:
+def interrupted_line(
+    what: str, output: str | None, *, written: bool = False, streaming: bool = False, drained: bool = False
+) -> str:
     """The one line Ctrl-C prints."""
+    if drained:
+        where = f"every file seen was written to {output}, the last windows closed and summary.json written"
+        return f"convnorm: interrupted (Ctrl-C): stopped {what} after draining; {where}"
     if output is None:
         where = "nothing was written"
     elif written:
@@ -140,3 +145,5 @@ def silence_after_interrupt() -> None:
     for handler in root.handlers:
         handler.addFilter(_Silence())
     logging.disable(logging.CRITICAL)
+    # Beam's gRPC threads end with the connections Ctrl-C closed: their exceptions say nothing more.
+    threading.excepthook = lambda args: None

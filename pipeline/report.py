@@ -405,9 +405,9 @@ def render_html(data: ReportData, generated: str | None = None) -> str:
     s = data.summary
     parts = [
         _header_html(data),
+        _windows_html(data),
         _messages_html(s),
         _drops_html(s),
-        _windows_html(data),
         _opt_in_html({k: v for k, v in s.items() if not (k == "windows" and data.windows)}),
         _worst_sources_html(data.details),
         _examples_html(data),

@@ -14,8 +14,11 @@ from pathlib import Path
 
 import pytest
 
-from pipeline.interrupts import InterruptedAfterWrite, interrupted_line, shielded
-from pipeline.testhooks import PAUSE_AT, PAUSE_FILE
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from prism_build import prism_binary  # noqa: E402
+
+from pipeline.interrupts import InterruptedAfterWrite, interrupted_line, shielded  # noqa: E402
+from pipeline.testhooks import PAUSE_AT, PAUSE_FILE  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 SAMPLE = ROOT / "samples" / "conversations.jsonl"
@@ -93,3 +96,48 @@ def test_the_line_says_what_stopped_and_where_the_output_stands():
     assert "complete before it stopped" in interrupted_line("writing the report", "out", written=True)
     assert "windows already closed" in interrupted_line("the streaming run", "out", streaming=True)
     assert interrupted_line("convnorm", None).endswith("nothing was written")
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("presses", [1, 2], ids=["drain", "abort"])
+def test_ctrl_c_stops_a_streaming_run_with_one_line(presses, tmp_path):
+    """Streaming: the first Ctrl-C drains (every file seen is finished, the last windows close),
+    then exits 130 saying so; a second one aborts at once, with one line and no traceback."""
+    prism = prism_binary()
+    landing, out = tmp_path / "landing", tmp_path / "out"
+    landing.mkdir()
+    (landing / "a.jsonl").write_bytes(SAMPLE.read_bytes())
+    argv = ["--streaming", "--runner", "PrismRunner", "--input", str(landing / "*.jsonl"), "--output", str(out)]
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "pipeline", *argv, "--window", "4s", "--include-existing", "--no-report"],
+        cwd=ROOT,
+        env=dict(os.environ, CONVNORM_PRISM=prism),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        start_new_session=True,
+    )
+    seen = []
+    deadline = time.monotonic() + 120
+    for line in proc.stdout:  # until the first window is written
+        seen.append(line)
+        if "running total" in line or time.monotonic() > deadline:
+            break
+    assert any("running total" in line for line in seen), "".join(seen)[-3000:]
+    for _ in range(presses):
+        os.killpg(proc.pid, signal.SIGINT)
+        time.sleep(1.5)
+    try:
+        rest, _ = proc.communicate(timeout=120)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        raise
+    text = "".join(seen) + rest
+    assert proc.returncode == 130, text[-3000:]
+    assert "Traceback" not in text and "Exception in thread" not in text, text[-3000:]
+    last = text.strip().splitlines()[-1]
+    if presses == 1:
+        assert last == interrupted_line("the streaming run", str(out), drained=True)
+        assert (out / "summary.json").exists()
+    else:
+        assert last == interrupted_line("the streaming run", str(out), streaming=True)

@@ -20,7 +20,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Callable, Iterable, NamedTuple
 
-from transforms.normalize import REASONS
+from transforms.normalize import CALL_REASONS, REASONS
 from transforms.output_records import DeadLetter, DropMetrics, ViolationReport
 from transforms.profiles import REPAIRS
 from transforms.record_steps import DEAD_LETTER_REASONS
@@ -291,12 +291,20 @@ def _record_rows(doc: dict) -> list[tuple]:
 
 
 def _message_rows(doc: dict) -> list[tuple]:
+    """Messages in - messages dropped + results added = messages out; then the calls dropped
+    from turns that stayed, which MEM-5's drop count adds to the messages (it counts both)."""
+    by_reason = doc["dropped_by_reason"]
+    calls = {r: n for r, n in by_reason.items() if r in CALL_REASONS}
+    messages = {r: n for r, n in by_reason.items() if r not in CALL_REASONS}
     return [
         ("messages in", doc["messages_in"]),
+        ("messages dropped", sum(messages.values())),
+        *_nonzero(messages, "  "),
+        ("results added (healed)", doc["healed"]),
         ("messages out", doc["messages_out"]),
-        ("messages dropped", doc["dropped"]),
-        *_nonzero(doc["dropped_by_reason"], "  "),
-        ("synthetic results (healed)", doc["healed"]),
+        ("calls dropped from turns kept", sum(calls.values())),
+        *_nonzero(calls, "  "),
+        ("dropped, MEM-5's count", doc["dropped"]),
         ("conversations with drops", doc["conversations_with_drops"]),
         *((f"non-finite floats nulled in {field}", n) for field, n in doc.get("non_finite_nulled", {}).items()),
     ]
