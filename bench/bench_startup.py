@@ -182,6 +182,7 @@ def answers(trees: dict[str, Path], repeat: int) -> None:
     print(f"\n1. answers without a pipeline (median of {repeat}, wall s from exec to exit)")
     names = list(trees)
     times: dict[tuple[str, str], list[float]] = {}
+    cpus: dict[tuple[str, str], list[float]] = {}
     with tempfile.TemporaryDirectory(prefix="convnorm-answers-") as work:
         rows = {
             "python -c pass (interpreter)": ["-c", "pass"],
@@ -191,17 +192,23 @@ def answers(trees: dict[str, Path], repeat: int) -> None:
         for _ in range(repeat):
             for label, args in rows.items():
                 for name in names:
-                    wall, _, _ = _run([sys.executable, *args], _env(trees[name]), cwd=Path(work))
+                    wall, cpu, _ = _run([sys.executable, *args], _env(trees[name]), cwd=Path(work))
                     times.setdefault((label, name), []).append(wall)
-    header = "".join(f"{name:>14}" for name in names)
+                    cpus.setdefault((label, name), []).append(cpu)
+    header = "".join(f"{name + ' wall':>16}{'CPU':>8}" for name in names)
     print(f"{'':<36}{header}")
     for label in rows:
-        print(f"{label:<36}" + "".join(f"{_med(times[(label, name)]):>14.2f}" for name in names))
+        print(
+            f"{label:<36}"
+            + "".join(f"{_med(times[(label, name)]):>16.2f}{_med(cpus[(label, name)]):>8.2f}" for name in names)
+        )
     ours = names[0]
     worst = max(_med(times[(label, ours)]) for label in ANSWERS)
+    worst_cpu = max(_med(cpus[(label, ours)]) for label in ANSWERS)
     print(
-        f"target: each answer < {ANSWER_TARGET_SECONDS:g} s on an idle machine: slowest {worst:.2f} s "
-        f"({'PASS' if worst < ANSWER_TARGET_SECONDS else 'MISS'}) on {ours}; load average {_loadavg()}"
+        f"target: each answer < {ANSWER_TARGET_SECONDS:g} s on an idle machine: slowest {worst:.2f} s wall "
+        f"({'PASS' if worst < ANSWER_TARGET_SECONDS else 'MISS'}), {worst_cpu:.2f} s CPU, on {ours}; "
+        f"load average {_loadavg()}"
     )
 
 

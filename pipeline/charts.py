@@ -75,15 +75,13 @@ def bar_chart(
     top = ticks[-1]
     body: list[str] = []
     if horizontal:
-        label_w = min(max((len(label) for label in labels), default=4) * _CHAR + 8, 220)
-        left, right, row, top_y = label_w + 22, 46, 22, 30
+        label_w = min(max((len(label) for label in (*labels, label_title)), default=4) * _CHAR + 8, 220)
+        left, right, row, top_y = label_w + 10, 46, 22, 42
         plot_w = WIDTH - left - right
         height = top_y + row * len(labels) + 46
         axis_y = top_y + row * len(labels)
-        body.append(
-            f'<text transform="translate(12,{top_y + row * len(labels) / 2:.0f}) rotate(-90)" '
-            f'text-anchor="middle" fill="#555">{_e(label_title)}</text>'
-        )
+        # The labels' axis title heads their column (rotated, it would not fit beside one bar).
+        body.append(f'<text x="{left - 6}" y="{top_y - 6}" text-anchor="end" fill="#555">{_e(label_title)}</text>')
         for tick in ticks:
             x = left + plot_w * tick / top
             body.append(f'<line x1="{x:.1f}" y1="{top_y}" x2="{x:.1f}" y2="{axis_y}" stroke="#e5e5e5"/>')
