@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import html
 import math
+from typing import Mapping, Sequence
 
 BAR_COLOR = "#3b6ea5"
 ALERT_COLOR = "#c0504d"
@@ -57,7 +58,7 @@ def _frame(width: float, height: float, title: str, body: list[str]) -> str:
 
 
 def bar_chart(
-    counts: dict[str, float],
+    counts: Mapping[str, float],
     title: str,
     *,
     value_title: str,
@@ -76,7 +77,8 @@ def bar_chart(
     body: list[str] = []
     if horizontal:
         label_w = min(max((len(label) for label in (*labels, label_title)), default=4) * _CHAR + 8, 220)
-        left, right, row, top_y = label_w + 10, 46, 22, 42
+        left: float = label_w + 10
+        right, row, top_y = 46, 22, 42
         plot_w = WIDTH - left - right
         height = top_y + row * len(labels) + 46
         axis_y = top_y + row * len(labels)
@@ -108,9 +110,9 @@ def bar_chart(
         f'fill="#555">{_e(value_title)}</text>'
     )
     for tick in ticks:
-        y = axis_y - plot_h * tick / top
-        body.append(f'<line x1="{left}" y1="{y:.1f}" x2="{WIDTH - right}" y2="{y:.1f}" stroke="#e5e5e5"/>')
-        body.append(f'<text x="{left - 5}" y="{y + 4:.1f}" text-anchor="end" fill="#555">{_number(tick)}</text>')
+        tick_y = axis_y - plot_h * tick / top
+        body.append(f'<line x1="{left}" y1="{tick_y:.1f}" x2="{WIDTH - right}" y2="{tick_y:.1f}" stroke="#e5e5e5"/>')
+        body.append(f'<text x="{left - 5}" y="{tick_y + 4:.1f}" text-anchor="end" fill="#555">{_number(tick)}</text>')
     for i, (label, value) in enumerate(zip(labels, values)):
         h = plot_h * value / top
         x = left + i * slot
@@ -128,7 +130,9 @@ def bar_chart(
     return _frame(WIDTH, height, title, body)
 
 
-def line_chart(series: dict[str, list[float]], labels: list[str], title: str, *, x_title: str, y_title: str) -> str:
+def line_chart(
+    series: Mapping[str, Sequence[float]], labels: list[str], title: str, *, x_title: str, y_title: str
+) -> str:
     """Lines of ``series`` over ``labels`` (an ordered axis), with a legend; every point marked."""
     values = [v for points in series.values() for v in points]
     ticks = nice_ticks(max(values, default=0), integer=all(float(v).is_integer() for v in values))

@@ -81,9 +81,8 @@ def input_lines(job: Job) -> list[str]:
     return lines
 
 
-def _directory_state(job: Job, spec: OutputSpec) -> tuple[str, str | None]:
+def _directory_state(output: str, job: Job, spec: OutputSpec) -> tuple[str, str | None]:
     """(what the run would find in the output directory, the refusal the run would print)."""
-    output = job.output
     if files.is_local(output) and not os.path.exists(output):
         return "does not exist: the run creates it", None
     holder = locks.read_lock(output)
@@ -131,7 +130,7 @@ def dry_run(job: Job, command: str, spec: OutputSpec) -> int:
     if not job.output:
         print("output: a temporary directory, removed at the end (give --output to keep the reports)")
         return 0
-    state, refusal = _directory_state(job, spec)
+    state, refusal = _directory_state(job.output, job, spec)
     if refusal:
         print(f"convnorm: error: the run would be refused: {refusal}", file=sys.stderr)
         return 2

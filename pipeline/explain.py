@@ -93,7 +93,8 @@ def run_settings(output: str) -> tuple[Settings, int]:
     from transforms.inputs import DEFAULT_MAX_RECORD_BYTES
 
     manifest = read_json(FileSystems.join(output, MANIFEST_FILE)) or {}
-    options = manifest.get("options") if isinstance(manifest.get("options"), dict) else {}
+    options = manifest.get("options")
+    options = options if isinstance(options, dict) else {}
     defaults = {dest: action.default for dest, action in our_flags().actions.items()}
     given = {**defaults, **options}
     fields = ("messages_field", "id_field", "input_format", "profile", "sink", "tools_field", "raw_limit")

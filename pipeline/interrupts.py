@@ -21,6 +21,7 @@ import signal
 import sys
 import threading
 from dataclasses import dataclass
+from typing import Iterator
 
 #: The exit status of a command stopped by Ctrl-C (128 + SIGINT, as shells report it).
 INTERRUPTED = 130
@@ -67,7 +68,7 @@ def stopping_line(state: Stopping) -> str:
 
 
 @contextlib.contextmanager
-def shielded():
+def shielded() -> Iterator[None]:
     """Run the block to its end even if Ctrl-C comes; then raise ``InterruptedAfterWrite``.
 
     Only in the main thread (where Python handles signals); elsewhere the block just runs.
@@ -103,7 +104,7 @@ def received() -> bool:
 
 
 @contextlib.contextmanager
-def handling_ctrl_c(stopping: Stopping):
+def handling_ctrl_c(stopping: Stopping) -> Iterator[None]:
     """The command's SIGINT handler: the first Ctrl-C silences logging (Beam logs the
     interrupted bundle with a traceback) and raises ``KeyboardInterrupt`` to unwind, with the
     temporary directory and the lock removed on the way; a second one, while that runs, stops
@@ -112,7 +113,7 @@ def handling_ctrl_c(stopping: Stopping):
         yield
         return
 
-    def handle(signum, frame):
+    def handle(signum: int, frame: object) -> None:
         if _RECEIVED.event.is_set():
             print(
                 interrupted_line(stopping.what, None).split(";")[0]

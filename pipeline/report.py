@@ -33,12 +33,15 @@ import logging
 import os
 import platform
 from dataclasses import dataclass, field
-from typing import Iterable, Iterator
+from typing import TYPE_CHECKING, Iterable, Iterator
 
 import orjson
 
 from pipeline.charts import ALERT_COLOR, BAR_COLOR, OK_COLOR, bar_chart, line_chart
 from transforms.normalize import CALL_REASONS
+
+if TYPE_CHECKING:
+    from pipeline.explain import Located
 
 LOG = logging.getLogger("convnorm")
 
@@ -232,7 +235,7 @@ class ReportData:
     #: (source, position) -> 1-based line, for the positions the page shows
     lines: dict[tuple[str, int], int] = field(default_factory=dict)
     #: example id -> its explanation (``pipeline.explain.Located``) or why there is none
-    explained: dict[str, object] = field(default_factory=dict)
+    explained: dict[str, Located | str] = field(default_factory=dict)
 
 
 def collect(output: str, run: dict | None = None, explain_examples: bool = True) -> ReportData:
@@ -282,11 +285,11 @@ def _example_lines(details: RunDetails) -> dict[tuple[str, int], int]:
     }
 
 
-def _explain_examples(output: str, details: RunDetails, summary: dict) -> dict[str, object]:
+def _explain_examples(output: str, details: RunDetails, summary: dict) -> dict[str, Located | str]:
     """Each example conversation read back and explained, or the reason it could not be."""
     from pipeline.explain import NotFound, locate
 
-    explained: dict[str, object] = {}
+    explained: dict[str, Located | str] = {}
     for metrics, _ in details.examples(summary.get("dropped_by_reason", {})):
         rid = str(metrics.get("id"))
         try:
@@ -427,7 +430,8 @@ def _warning_limit(manifest: dict):
     from pipeline.flags import DEFAULT_WARN_DEAD_LETTERS
     from transforms.summary import DeadLetterLimit
 
-    options = manifest.get("options") if isinstance(manifest.get("options"), dict) else {}
+    options = manifest.get("options")
+    options = options if isinstance(options, dict) else {}
     try:
         return DeadLetterLimit.parse(options.get("warn_dead_letters", DEFAULT_WARN_DEAD_LETTERS), "--warn-dead-letters")
     except ValueError:

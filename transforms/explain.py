@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections import defaultdict
 from typing import Any, NamedTuple
 
-from transforms.normalize import Trace
+from transforms.normalize import Event, Trace
 from transforms.profiles import ProfileResult, normalize_with_profile
 
 #: What each reason means, in a few words (rule numbers are NORMALIZATION.md's / MEM-5's).
@@ -63,7 +63,7 @@ class Row(NamedTuple):
 
 
 class Explanation(NamedTuple):
-    before: list
+    before: list[Any]
     result: ProfileResult
     trace: Trace
     rows: list[Row]
@@ -77,12 +77,12 @@ def explain(messages: Any, profile: str = "spec") -> Explanation:
     return Explanation(before, result, trace, explanation_rows(before, result.messages, trace))
 
 
-def explanation_rows(before: list, after: list, trace: Trace) -> list[Row]:
+def explanation_rows(before: list[Any], after: list[Any], trace: Trace) -> list[Row]:
     """The rows of ``explain``: input order, call rows and synthetic results under their turn."""
     out_of = {origin: k for k, origin in enumerate(trace.origins) if origin is not None}
     entry_marks: dict[int | None, list[Mark]] = defaultdict(list)
     call_marks: dict[tuple[int | None, int], list[Mark]] = defaultdict(list)
-    healed_by_id = {}
+    healed_by_id: dict[str, Event] = {}
     for event in trace.events:
         if event.kind == "healed":
             healed_by_id[event.detail] = event
@@ -98,9 +98,9 @@ def explanation_rows(before: list, after: list, trace: Trace) -> list[Row]:
     for k, origin in enumerate(trace.origins):
         if origin is None:
             call_id = after[k].get("tool_call_id") if isinstance(after[k], dict) else None
-            event = healed_by_id.get(str(call_id))
+            healed = healed_by_id.get(str(call_id))
             mark = Mark("healed", "unanswered_call", str(call_id) if call_id is not None else "")
-            synthetic[event.entry if event is not None else None].append((k, mark))
+            synthetic[healed.entry if healed is not None else None].append((k, mark))
     rows = []
     for index in range(len(before)):
         rows.append(Row(index, None, out_of.get(index), tuple(entry_marks.pop(index, ()))))
@@ -157,7 +157,7 @@ def _cut(text: str, limit: int) -> str:
     return text if len(text) <= limit else text[: max(limit - 1, 1)] + "…"
 
 
-def counts_line(before: list, result: ProfileResult) -> str:
+def counts_line(before: list[Any], result: ProfileResult) -> str:
     """``12 in - 3 messages dropped + 1 healed = 10 out; 2 calls dropped from kept turns``."""
     from transforms.normalize import CALL_REASONS
 

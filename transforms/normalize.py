@@ -402,7 +402,7 @@ def _coerce(messages: list, log: _DropLog) -> list:
     return out
 
 
-def coerce_messages(messages: list, trace: Trace | None = None) -> tuple[list, dict[str, int]]:
+def coerce_messages(messages: list[Any], trace: Trace | None = None) -> tuple[list[Any], dict[str, int]]:
     """Rule 1 alone: the coerced list and its drops by reason.
 
     Exposed for opt-in passes that want to work on flat messages before the core runs. Ids
@@ -423,9 +423,10 @@ def coerce_messages(messages: list, trace: Trace | None = None) -> tuple[list, d
 # Rule 2 — system messages first
 
 
-def moved_by_system_first(messages: list) -> list[int]:
+def moved_by_system_first(messages: list[Any]) -> list[int]:
     """Positions of the system messages that rule 2 moves: those with another message before them."""
-    moved, seen_other = [], False
+    moved: list[int] = []
+    seen_other = False
     for position, message in enumerate(messages):
         if message["role"] != "system":
             seen_other = True
@@ -522,7 +523,7 @@ def _answer_results(messages: list, declared: set, answered: set, log: _DropLog)
     return after_b
 
 
-def _heal_unanswered(messages: list, answered: set, log: _DropLog) -> tuple[list, int]:
+def _heal_unanswered(messages: list[Any], answered: set[str], log: _DropLog) -> tuple[list[Any], int]:
     """Step C — unanswered calls: a synthetic result directly after the declaring turn."""
     healed = 0
     after_c = []
@@ -590,7 +591,7 @@ def normalize_conversation(messages: Any, trace: Trace | None = None) -> Normali
     return _result(flat, log, healed + healed_again, tracing)
 
 
-def _result(flat: list, log: _DropLog, healed: int, tracing: _TracingLog | None) -> NormalizeResult:
+def _result(flat: list[Any], log: _DropLog, healed: int, tracing: _TracingLog | None) -> NormalizeResult:
     if tracing is not None:
         tracing.finish(flat)
     return NormalizeResult(flat, log.dropped, log.report(), healed)

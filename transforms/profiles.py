@@ -89,6 +89,10 @@ __all__ = [
 #: Names of the opt-in repairs, reported apart from drops, in canonical order.
 REPAIRS = ("rekeyed_call", "moved_result")
 
+#: What ``rekey_reused_ids`` reports of each new id: (index in the list, call position in the
+#: turn or ``None`` for a result, the id it had, the id it gets).
+Rename = tuple[int, "int | None", "str | None", str]
+
 #: Separator between an id and the counter of its fresh re-keyed spelling (``c1~2``).
 REKEY_SEPARATOR = "~"
 
@@ -138,7 +142,7 @@ class _Group:
         self.results: list[int] = []  # indices of the results that belong here, in order
 
 
-def rekey_reused_ids(messages: list, renames: list | None = None) -> tuple[list, int]:
+def rekey_reused_ids(messages: list[Any], renames: list[Rename] | None = None) -> tuple[list[Any], int]:
     """Give a fresh id to each later declaration of a reused id that has its own result.
 
     Takes a flat list (``coerce_messages`` output, ideally after rule 2) and returns the new
@@ -306,8 +310,11 @@ def _rekey_chain(
 
 
 def _with_ids(
-    messages: list, call_ids: dict[int, dict[int, str]], result_ids: dict[int, str], renames: list | None = None
-) -> list:
+    messages: list[Any],
+    call_ids: dict[int, dict[int, str]],
+    result_ids: dict[int, str],
+    renames: list[Rename] | None = None,
+) -> list[Any]:
     """A new list with the decided ids; messages that keep theirs are shared, not copied."""
     out = []
     for index, message in enumerate(messages):
@@ -346,7 +353,7 @@ def _fresh_id(key: str, taken: set[str], counters: dict[str, int]) -> str:
 # Pass 2 — re-attach displaced results
 
 
-def reattach_results(messages: list, moves: list | None = None) -> tuple[list, int]:
+def reattach_results(messages: list[Any], moves: list[int] | None = None) -> tuple[list[Any], int]:
     """Move displaced results into the block directly after the turn that declares them.
 
     Takes a flat list (``coerce_messages`` output, ideally after rule 2 and
@@ -487,7 +494,7 @@ def _lossless(messages: Any, trace: Trace | None = None) -> ProfileResult:
     return _lossless_result(core, coerce_drops, rekeyed, moved)
 
 
-def _lossless_result(core: NormalizeResult, coerce_drops: dict, rekeyed: int, moved: int) -> ProfileResult:
+def _lossless_result(core: NormalizeResult, coerce_drops: dict[str, int], rekeyed: int, moved: int) -> ProfileResult:
     # The core re-coerces flat messages without dropping anything, so each drop below is
     # counted once, by the operation that made it.
     dropped = sum(coerce_drops.values()) + core.dropped
@@ -496,7 +503,7 @@ def _lossless_result(core: NormalizeResult, coerce_drops: dict, rekeyed: int, mo
     return ProfileResult(core.messages, dropped, _merge_drops(coerce_drops, core.drops), core.healed, repairs)
 
 
-def _traced_lossless(messages: list, trace: Trace) -> ProfileResult:
+def _traced_lossless(messages: list[Any], trace: Trace) -> ProfileResult:
     """``_lossless`` with ``trace``: the same steps, each recording what it did, and every
     event named by the input entry it concerns (``origins`` follows the list through them)."""
     coerced, coerce_drops = coerce_messages(messages, trace)
@@ -505,11 +512,11 @@ def _traced_lossless(messages: list, trace: Trace) -> ProfileResult:
         trace.events.append(Event("moved", "system_first", origins[position]))
     flat = system_first(coerced)
     origins = _follow(coerced, flat, origins)
-    renames: list = []
+    renames: list[Rename] = []
     flat, rekeyed = rekey_reused_ids(flat, renames)  # same positions: origins unchanged
     for index, call, old, new in renames:
         trace.events.append(Event("rekeyed", "rekeyed_call", origins[index], call, f"{old} -> {new}"))
-    moves: list = []
+    moves: list[int] = []
     before_moves = flat
     flat, moved = reattach_results(flat, moves)
     for index in moves:
@@ -524,7 +531,7 @@ def _traced_lossless(messages: list, trace: Trace) -> ProfileResult:
     return _lossless_result(core, coerce_drops, rekeyed, moved)
 
 
-def _follow(before: list, after: list, origins: list) -> list:
+def _follow(before: list[Any], after: list[Any], origins: list[int | None]) -> list[int | None]:
     """The origins of ``after``, a reordering of ``before`` (the same message objects)."""
     where = {id(message): origin for message, origin in zip(before, origins)}
     return [where[id(message)] for message in after]

@@ -18,7 +18,7 @@ recount from the files on disk (``View.recount``) and the exit rule of a finishe
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Callable, Iterable, NamedTuple
+from typing import Any, Callable, Iterable, NamedTuple
 
 from transforms.normalize import CALL_REASONS, REASONS
 from transforms.output_records import DeadLetter, DropMetrics, ViolationReport
@@ -427,7 +427,7 @@ class DeadLetterLimit(NamedTuple):
         return f"{self.count:,}" if self.count is not None else f"{self.percent:g}% of the records read"
 
 
-def dead_letter_warning(doc: dict, limit: DeadLetterLimit | None) -> str | None:
+def dead_letter_warning(doc: dict[str, Any], limit: DeadLetterLimit | None) -> str | None:
     """The warning of a run whose dead letters (sink refusals included: ``unwritable``) pass
     ``--warn-dead-letters``, naming the reasons; ``None`` under it. Not an exit rule."""
     if limit is None or not doc["records_in"] or not limit.exceeded_by(doc["dead_letters"], doc["records_in"]):
