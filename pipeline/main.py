@@ -40,13 +40,14 @@ from apache_beam.options.pipeline_options import DirectOptions, StandardOptions
 from pipeline.build import VALIDATE_SPEC, VALIDATION_FILE, build, build_validate, run_spec
 from pipeline.cli import OTHER_COMMANDS, answer_without_beam, run_other_command, split_command
 from pipeline.execute import OutputSpec, execute, run_pipeline
+from pipeline.explain import where_text
 from pipeline.interrupts import INTERRUPTED, Stopping, handling_ctrl_c, silence_after_interrupt, stopping_line
 from pipeline.options import ConfigError, ConvNormOptions, Job, is_local_runner, load_job
 from pipeline.prism import PrismError, prism_services
 from pipeline.progress import ProgressMonitor, choose_mode, configure_console, duration_text
 from pipeline.report import try_write_report
 from pipeline.sinks import SUMMARY_FILE
-from pipeline.sources import shard_sizes
+from pipeline.sources import line_numbers, shard_sizes
 from transforms.summary import RUN, VALIDATE, View, dead_letter_warning
 
 LOG = logging.getLogger("convnorm")
@@ -66,8 +67,11 @@ def _pipeline_runner(job: Job) -> Callable[[beam.Pipeline], bool]:
     mode = choose_mode(ours.progress, ours.quiet, local)
     multi_process = local and job.options.view_as(DirectOptions).direct_running_mode == "multi_processing"
 
+    # --limit reads part of each shard: its bytes say nothing of the progress, its shards do.
+    sizes = shard_sizes(job.shards) if job.limit is None else [0] * len(job.shards)
+
     def run(pipeline: beam.Pipeline) -> bool:
-        with ProgressMonitor(mode, shard_sizes(job.shards), multi_process, [s.path for s in job.shards]) as monitor:
+        with ProgressMonitor(mode, sizes, multi_process, [s.path for s in job.shards]) as monitor:
             done = run_pipeline(pipeline)
             if not done:
                 worker_log = monitor.failed()
@@ -122,18 +126,25 @@ def _verdict(view: View, summary: dict, job: Job) -> int:
 
 
 def _show_reports(directory: str) -> list[str]:
-    lines: list[str] = []
+    """The first conversations with violations, each with where it is (line numbers too)."""
+    shown: list[dict] = []
     matched = FileSystems.match([FileSystems.join(directory, "*.jsonl")])[0].metadata_list
     for meta in sorted(matched, key=lambda m: m.path):
+        if len(shown) >= SHOWN_REPORTS:
+            break
         with FileSystems.open(meta.path) as handle:
             for raw in handle:
                 report = json.loads(raw)
-                if not report["violations"]:
-                    continue
-                kinds = ", ".join(f"{k} x{n}" for k, n in report["violations"].items())
-                lines.append(f"  {report['id']} ({report['source']} @ {report['position']}): {kinds}")
-                if len(lines) >= SHOWN_REPORTS:
-                    return lines
+                if report["violations"]:
+                    shown.append(report)
+                    if len(shown) >= SHOWN_REPORTS:
+                        break
+    lines: list[str] = []
+    for report in shown:
+        source, position = str(report["source"]), int(report["position"])
+        where = where_text(source, position, line_numbers(source, [position]).get(position))
+        kinds = ", ".join(f"{k} x{n}" for k, n in report["violations"].items())
+        lines.append(f"  {report['id']} ({where}): {kinds}")
     return lines
 
 

@@ -51,6 +51,8 @@ def _errors(stderr: str) -> list[str]:
         (["--input", "x.jsonl", "--output", "o", "--runner", "NoSuchRunner"], 2, "err", "unknown --runner"),
         (["--output", "o"], 2, "err", "--input is required"),
         (["valdate"], 2, "err", "did you mean validate?"),
+        (["report", "--help"], 0, "out", "usage: convnorm report"),
+        (["explain", "--help"], 0, "out", "usage: convnorm explain"),
     ],
 )
 def test_help_version_and_option_errors_never_import_beam(argv, status, where, text, tmp_path):
@@ -301,3 +303,13 @@ def test_main_is_the_same_command_as_the_console_script(capsys):
     assert cli.main(["--version"]) == 0 and main(["--version"]) == 0
     out = capsys.readouterr().out.splitlines()
     assert out[0] == out[1]
+
+
+@pytest.mark.slow
+def test_validate_names_lines_a_person_can_jump_to(tmp_path, capsys):
+    log = tmp_path / "log.jsonl"
+    first = json.dumps({"id": "ok", "messages": [{"role": "user", "content": "q"}]})
+    second = json.dumps({"id": "bad", "messages": [{"role": "tool", "content": "r", "tool_call_id": "c"}]})
+    log.write_text(first + "\n" + second + "\n")
+    assert main(["validate", "--input", str(log)]) == 1
+    assert f"  bad ({log} line 2 (byte {len(first) + 1:,})): " in capsys.readouterr().out
