@@ -14,6 +14,7 @@ from __future__ import annotations
 import difflib
 import platform
 import sys
+from typing import Callable
 
 from pipeline.interrupts import INTERRUPTED, interrupted_line
 from pipeline.quiet import quiet_beam_noise
@@ -114,20 +115,29 @@ def run_other_command(command: str, args: list[str]) -> int:
     return explain_command(args)
 
 
+def dispatch(argv: list[str], run_job: Callable[[str, list[str]], int]) -> int:
+    """Answer what needs no pipeline, run ``report`` and ``explain``, else ``run_job(command, args)``."""
+    answered = answer_without_beam(argv)
+    if answered is not None:
+        return answered
+    command, args = split_command(argv)
+    if command in OTHER_COMMANDS:
+        return run_other_command(command, args)
+    return run_job(command, args)
+
+
+def _run_job_with_beam(command: str, args: list[str]) -> int:
+    import_beam_without_pandas()
+    from pipeline.main import run_command  # imports apache_beam: after the filter
+
+    return run_command(command, args)
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     quiet_beam_noise()
     try:
-        answered = answer_without_beam(argv)
-        if answered is not None:
-            return answered
-        command, args = split_command(argv)
-        if command in OTHER_COMMANDS:
-            return run_other_command(command, args)
-        import_beam_without_pandas()
-        from pipeline.main import main as run  # imports apache_beam: after the filter
-
-        return run(argv)
+        return dispatch(argv, _run_job_with_beam)
     except KeyboardInterrupt:
         # Before a job started (the job's own handler says what it stopped): nothing was written.
         print(interrupted_line("convnorm", None), file=sys.stderr)

@@ -21,7 +21,7 @@ from typing import Iterator, NamedTuple
 
 import orjson
 
-from transforms.explain import Explanation, Row, counts_line, explain, message_text
+from transforms.explain import Explanation, Row, after_text, before_text, counts_line, explain
 from transforms.settings import Settings
 
 #: Where a batch run keeps its drop lines, and a streaming run (one file per landed file).
@@ -161,19 +161,12 @@ def where_text(source: str, position: int, line: int | None) -> str:
 
 
 def _cells(explanation: Explanation, row: Row, width: int) -> tuple[str, str]:
-    before, after = explanation.before, explanation.result.messages
+    left = before_text(explanation, row, width - 5)
     if row.call is not None:
-        turn = before[row.before] if row.before is not None else {}
-        calls = turn.get("tool_calls") if isinstance(turn, dict) else None
-        from transforms.explain import call_text
-
-        shown = call_text(calls[row.call]) if isinstance(calls, list) and row.call < len(calls) else "?"
-        left = f"     call {row.call}: {shown}"
+        left = f"     {left}"
     elif row.before is not None:
-        left = f"{row.before:>4} {message_text(before[row.before], width - 5)}"
-    else:
-        left = ""
-    right = f"{row.after:>4} {message_text(after[row.after], width - 5)}" if row.after is not None else ""
+        left = f"{row.before:>4} {left}"
+    right = f"{row.after:>4} {after_text(explanation, row, width - 5)}" if row.after is not None else ""
     return left[:width], right[:width]
 
 
@@ -218,28 +211,14 @@ def _e(value) -> str:
 def explanation_html(explanation: Explanation, cell_chars: int = 160) -> str:
     """The rows as an HTML table (classes ``explain``, ``dropped``, ``moved``, ``rekeyed``,
     ``healed`` for styling); every value escaped."""
-    from transforms.explain import call_text
-
-    before, after = explanation.before, explanation.result.messages
     rows = []
     for row in explanation.rows:
         kinds = " ".join(sorted({mark.kind for mark in row.marks}))
-        if row.call is not None:
-            turn = before[row.before] if row.before is not None else {}
-            calls = turn.get("tool_calls") if isinstance(turn, dict) else None
-            shown = call_text(calls[row.call]) if isinstance(calls, list) and row.call < len(calls) else "?"
-            left = f'<td class="n"></td><td class="mono call">call {row.call}: {_e(shown)}</td>'
-        elif row.before is not None:
-            shown = message_text(before[row.before], cell_chars)
-            left = f'<td class="n">{row.before}</td><td class="mono">{_e(shown)}</td>'
-        else:
-            left = '<td class="n"></td><td></td>'
-        if row.after is not None:
-            right = (
-                f'<td class="n">{row.after}</td><td class="mono">{_e(message_text(after[row.after], cell_chars))}</td>'
-            )
-        else:
-            right = '<td class="n"></td><td></td>'
+        before = _e(before_text(explanation, row, cell_chars))
+        number = "" if row.before is None or row.call is not None else row.before
+        left = f'<td class="n">{number}</td><td class="mono{" call" if row.call is not None else ""}">{before}</td>'
+        after = _e(after_text(explanation, row, cell_chars))
+        right = f'<td class="n">{"" if row.after is None else row.after}</td><td class="mono">{after}</td>'
         marks = "".join(
             f'<span class="mark {_e(m.kind)}" title="{_e(m.text())}">{_e(m.kind)}: {_e(m.reason)}'
             f"{' ' + _e(m.detail) if m.detail else ''}</span>"
@@ -254,20 +233,19 @@ def explanation_html(explanation: Explanation, cell_chars: int = 160) -> str:
 
 def explain_page(located: Located) -> str:
     """A standalone page for ``convnorm explain --html``."""
-    from pipeline.report import STYLE
+    from pipeline.report import page_html
 
     metrics = located.metrics
     title = f"convnorm explain: {metrics.get('id')}"
     where = where_text(str(metrics.get("source")), int(metrics.get("position", -1)), located.line)
-    return (
-        '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
-        '<meta name="viewport" content="width=device-width, initial-scale=1">'
-        f"<title>{_e(title)}</title><style>{STYLE}</style></head><body><main>"
+    counts = counts_line(located.explanation.before, located.explanation.result)
+    body = (
         f'<h1>{_e(title)}</h1><div class="sub">{_e(where)} · profile {_e(located.settings.profile)} · '
-        f"{_e(counts_line(located.explanation.before, located.explanation.result))}</div>"
+        f"{_e(counts)}</div>"
         + (f'<p class="banner">{_e(located.mismatch)}</p>' if located.mismatch else "")
-        + f'<div class="scroll">{explanation_html(located.explanation)}</div></main></body></html>\n'
+        + f'<div class="scroll">{explanation_html(located.explanation)}</div>'
     )
+    return page_html(title, body)
 
 
 # --------------------------------------------------------------------------------------------

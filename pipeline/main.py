@@ -38,7 +38,7 @@ from apache_beam.io.filesystems import FileSystems
 from apache_beam.options.pipeline_options import DirectOptions, StandardOptions
 
 from pipeline.build import VALIDATE_SPEC, VALIDATION_FILE, build, build_validate, run_spec
-from pipeline.cli import OTHER_COMMANDS, answer_without_beam, run_other_command, split_command
+from pipeline.cli import dispatch
 from pipeline.execute import OutputSpec, execute, run_pipeline
 from pipeline.explain import where_text
 from pipeline.interrupts import INTERRUPTED, Stopping, handling_ctrl_c, silence_after_interrupt, stopping_line
@@ -209,13 +209,11 @@ def main(argv: list[str] | None = None) -> int:
     (nothing was run or deleted); 3 the validation pipeline failed (crashed); 130 stopped by
     Ctrl-C. See docs/outputs.md.
     """
-    argv = list(sys.argv[1:] if argv is None else argv)
-    answered = answer_without_beam(argv)
-    if answered is not None:
-        return answered
-    command, args = split_command(argv)
-    if command in OTHER_COMMANDS:
-        return run_other_command(command, args)
+    return dispatch(list(sys.argv[1:] if argv is None else argv), run_command)
+
+
+def run_command(command: str, args: list[str]) -> int:
+    """``convnorm run`` or ``convnorm validate`` with their arguments; Ctrl-C ends it in one line."""
     configure_console()
     stopping = Stopping(f"planning the {command}")
     try:

@@ -417,11 +417,16 @@ def render_html(data: ReportData, generated: str | None = None) -> str:
         _run_html(data.manifest),
         _footer_html(data.run, generated),
     ]
+    return page_html(f"convnorm report: {data.output}", "".join(parts))
+
+
+def page_html(title: str, body: str) -> str:
+    """A self-contained page: ``title`` (escaped here), the report's style, ``body`` as given."""
     return (
         '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
         '<meta name="viewport" content="width=device-width, initial-scale=1">'
-        f"{TITLE_MARK.decode()}{_e(data.output)}</title><style>{STYLE}</style></head>"
-        f"<body><main>{''.join(parts)}</main></body></html>\n"
+        f"<title>{_e(title)}</title><style>{STYLE}</style></head>"
+        f"<body><main>{body}</main></body></html>\n"
     )
 
 

@@ -113,6 +113,23 @@ def explanation_rows(before: list[Any], after: list[Any], trace: Trace) -> list[
     return rows
 
 
+def before_text(explanation: Explanation, row: Row, limit: int = 80) -> str:
+    """What a row shows of the input: its entry, or (a call row) the call, on one line."""
+    if row.before is None:
+        return ""
+    entry = explanation.before[row.before]
+    if row.call is None:
+        return message_text(entry, limit)
+    calls = entry.get("tool_calls") if isinstance(entry, dict) else None
+    shown = call_text(calls[row.call]) if isinstance(calls, list) and row.call < len(calls) else "?"
+    return _cut(f"call {row.call}: {shown}", limit)
+
+
+def after_text(explanation: Explanation, row: Row, limit: int = 80) -> str:
+    """What a row shows of the output: the message the entry became, on one line."""
+    return "" if row.after is None else message_text(explanation.result.messages[row.after], limit)
+
+
 def message_text(message: Any, limit: int = 80) -> str:
     """One message on one line: role, content (cut at ``limit`` characters), calls or result id."""
     if not isinstance(message, dict):
