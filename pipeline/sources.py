@@ -784,7 +784,9 @@ def record_at(path: str, position: int, max_record_bytes: int = DEFAULT_MAX_RECO
     if suffix is None or position < 0:
         return None
     if FILE_KINDS[suffix][2]:  # uncompressed JSONL: the line that starts at that byte
-        items = read_shard(Shard(0, path, suffix, position, position + 1), max_record_bytes)
+        # (The first line of a file with a byte-order mark starts past it: read it from 0.)
+        start = position if position > len(_BOM) else 0
+        items = read_shard(Shard(0, path, suffix, start, position + 1), max_record_bytes)
     else:
         items = read_shard(Shard(0, path, suffix, 0, None), max_record_bytes)
     for item in items:

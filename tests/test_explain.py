@@ -123,3 +123,24 @@ def test_explain_notes_a_source_that_changed_since_the_run(tmp_path, capsys):
     source.write_text("")
     assert main(["explain", str(out), "--id", "r1"]) == 1
     assert "has no record at position 0 any more" in capsys.readouterr().err
+
+
+def test_a_record_is_read_again_where_the_run_found_it(tmp_path):
+    import gzip
+
+    from pipeline.sources import line_numbers, record_at
+
+    lines = [b'{"id": "a", "messages": []}', b"", b'{"id": "b", "messages": []}']
+    plain = tmp_path / "p.jsonl"
+    plain.write_bytes(b"\xef\xbb\xbf" + b"\n".join(lines) + b"\n")  # a byte-order mark first
+    packed = tmp_path / "p.jsonl.gz"
+    packed.write_bytes(gzip.compress(plain.read_bytes()))
+    second = 3 + len(lines[0]) + 2  # past the mark, the first line and the blank one
+    for path in (plain, packed):
+        assert json.loads(record_at(str(path), 3).payload)["id"] == "a"
+        assert json.loads(record_at(str(path), second).payload)["id"] == "b"
+        assert record_at(str(path), second + 1) is None
+        assert line_numbers(str(path), [3, second]) == {3: 1, second: 3}
+    array = tmp_path / "a.json"
+    array.write_text(json.dumps([{"id": "x"}, {"id": "y"}]))
+    assert record_at(str(array), 1).payload.value == {"id": "y"} and line_numbers(str(array), [1]) == {}
