@@ -971,8 +971,8 @@ def try_write_report(output: str, run: dict | None = None) -> str | None:
     """``write_report`` for the end of a run: a report that cannot be written is a message, not a failure."""
     try:
         return write_report(output, run)
-    except ReportUnavailable as why:
-        LOG.warning("report skipped: %s", why)
+    except Exception as why:  # noqa: BLE001 — the run's outputs are whole without their page
+        LOG.warning("report skipped: %s: %s (convnorm report %s tries again)", type(why).__name__, why, output)
         return None
 
 

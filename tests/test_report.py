@@ -396,3 +396,15 @@ def test_a_streaming_output_shows_its_windows_over_time_and_agrees_with_itself(t
     assert (
         "The windows do not add up to summary.json for records_in (30 vs 31)" in (out / report.REPORT_FILE).read_text()
     )
+
+
+def test_a_report_that_cannot_be_written_does_not_fail_the_run(tmp_path, monkeypatch, capsys):
+    def broken(*args, **kwargs):
+        raise OSError("disk full")
+
+    monkeypatch.setattr(report, "collect", broken)
+    out = tmp_path / "o"
+    assert main(["--input", str(SAMPLE), "--output", str(out)]) == 0
+    assert (out / "_SUCCESS").exists() and not (out / report.REPORT_FILE).exists()
+    err = capsys.readouterr().err
+    assert "report skipped: OSError: disk full" in err and f"convnorm report {out} tries again" in err
