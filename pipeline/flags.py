@@ -511,8 +511,15 @@ def _duration_problems(ours) -> list[str]:
     return problems
 
 
-def streaming_problems(ours, runner: str | None) -> list[str]:
-    """What ``--streaming`` cannot work with among our values (and the runner, when known)."""
+def _local_file_exists(path: str) -> bool:
+    return "://" not in path and os.path.exists(path)
+
+
+def streaming_problems(ours, runner: str | None, exists=_local_file_exists) -> list[str]:
+    """What ``--streaming`` cannot work with among our values (and the runner, when known).
+
+    ``exists(path)``: whether a file is there (``pipeline.options`` passes Beam's, for any
+    filesystem; here, local paths only)."""
     problems = []
     name = (runner or "").lower()
     if runner and name not in STREAMING_RUNNERS and name + "runner" not in STREAMING_RUNNERS:
@@ -521,6 +528,10 @@ def streaming_problems(ours, runner: str | None) -> list[str]:
             f"with .ci/build-prism), FlinkRunner or DataflowRunner; --runner {runner} runs batch only"
         )
     problems += _duration_problems(ours)
+    if ours.output_format != "jsonl":
+        problems.append("--streaming writes JSON Lines only (--output-format jsonl)")
+    if ours.stop_file and exists(ours.stop_file):
+        problems.append(f"--stop-file {ours.stop_file!r} exists already: remove it first")
     if ours.dry_run or ours.limit is not None:
         problems.append("--dry-run and --limit plan a batch run: drop them with --streaming")
     return problems

@@ -288,12 +288,7 @@ def _job_problems(options: PipelineOptions) -> list[str]:
 
 
 def _streaming_problems(ours: ConvNormOptions, runner: str) -> list[str]:
-    problems = streaming_problems(ours, runner)
-    if ours.output_format != "jsonl":
-        problems.append("--streaming writes JSON Lines only (--output-format jsonl)")
-    if ours.stop_file and FileSystems.exists(ours.stop_file):
-        problems.append(f"--stop-file {ours.stop_file!r} exists already: remove it first")
-    return problems
+    return streaming_problems(ours, runner, FileSystems.exists)  # a stop file on any filesystem
 
 
 def _plan(ours: ConvNormOptions, streaming: bool) -> list[Shard]:
