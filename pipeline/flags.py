@@ -23,8 +23,9 @@ import yaml
 from pipeline import beam_flags
 from pipeline.settings import settings_problems
 from transforms.inputs import DEFAULT_BATCH_BYTES, DEFAULT_BATCH_SIZE, DEFAULT_MAX_RECORD_BYTES, DEFAULT_SHARD_BYTES
-from transforms.settings import DEFAULT_RAW_LIMIT, Settings
+from transforms.settings import DEFAULT_RAW_LIMIT, Settings, TokenSettings
 from transforms.summary import DeadLetterLimit
+from transforms.tokens import ENCODINGS, parse_limit
 
 #: The runner used when none is named: in-process, works offline (the DirectRunner would
 #: first try to download the Prism binary).
@@ -236,6 +237,40 @@ def _limit_flags(add) -> None:
     )
 
 
+def _token_flags(add) -> None:
+    """Fine-tuning readiness (docs/fine-tuning.md)."""
+    add(
+        "--tokens",
+        help="count the tokens of every example as the sink writes it, in this encoding (o200k_base or "
+        "cl100k_base), offline; drops/, summary.json and the report get the figures (needs the tokens "
+        "extra: pip install 'convnorm[tokens]')",
+    )
+    add(
+        "--max-example-tokens",
+        help="tokens one example may hold: a number, or a fine-tunable model whose documented limit to use "
+        "(gpt-4o-mini, gpt-4o, gpt-4.1, gpt-4.1-mini, gpt-4.1-nano, gpt-3.5-turbo); examples over it are "
+        "counted and listed (needs --tokens)",
+    )
+    add(
+        "--over-limit",
+        default="keep",
+        choices=("keep", "drop"),
+        help="an example over --max-example-tokens: keep it in the output (counted, listed), or drop it "
+        "to dead_letter/ with reason over_token_limit; never cut",
+    )
+    add(
+        "--epochs",
+        type=int,
+        help="epochs of the training-token estimate (default: OpenAI's default for the dataset's size; needs --tokens)",
+    )
+    add(
+        "--price-per-mtok",
+        type=float,
+        help="price of one million training tokens: the summary estimates the training cost (no prices "
+        "are built in; needs --tokens)",
+    )
+
+
 def _streaming_flags(add) -> None:
     """Streaming mode (Beam's own --streaming turns it on; see docs/streaming.md)."""
     add(
@@ -265,6 +300,7 @@ def add_convnorm_flags(target, leave_out: frozenset[str] = frozenset()) -> FlagR
         _run_flags,
         _console_flags,
         _limit_flags,
+        _token_flags,
         _streaming_flags,
     ):
         topic(recorder.add)
@@ -449,7 +485,34 @@ def parse_duration(text: str) -> float:
 # Checks of our own values
 
 
-def record_settings(ours) -> Settings:
+def token_settings(ours, problems: list[str]) -> TokenSettings | None:
+    """``--tokens`` and the options that need it, as the record settings carry them (a problem
+    added for each that cannot work)."""
+    needing = [
+        flag
+        for flag, value in (
+            ("--max-example-tokens", ours.max_example_tokens),
+            ("--epochs", ours.epochs),
+            ("--price-per-mtok", ours.price_per_mtok),
+            ("--over-limit drop", True if ours.over_limit == "drop" else None),
+        )
+        if value is not None
+    ]
+    if ours.tokens is None:
+        problems += [f"{flag} needs --tokens ENCODING ({' or '.join(ENCODINGS)})" for flag in needing]
+        return None
+    limit = model = None
+    if ours.max_example_tokens is not None:
+        try:
+            limit, model = parse_limit(ours.max_example_tokens)
+        except ValueError as error:
+            problems.append(str(error))
+    elif ours.over_limit == "drop":
+        problems.append("--over-limit drop needs --max-example-tokens")
+    return TokenSettings(ours.tokens, limit, model, ours.over_limit == "drop", ours.epochs, ours.price_per_mtok)
+
+
+def record_settings(ours, tokens: TokenSettings | None = None) -> Settings:
     """The record ``Settings`` of our options (``ConvNormOptions`` or ``precheck``'s namespace)."""
     return Settings(
         messages_field=ours.messages_field,
@@ -462,6 +525,7 @@ def record_settings(ours) -> Settings:
         tools_field=ours.tools_field,
         check=ours.check,
         raw_limit=ours.raw_limit,
+        tokens=tokens,
     )
 
 
@@ -534,6 +598,8 @@ def streaming_problems(ours, runner: str | None, exists=_local_file_exists) -> l
         problems.append(f"--stop-file {ours.stop_file!r} exists already: remove it first")
     if ours.dry_run or ours.limit is not None:
         problems.append("--dry-run and --limit plan a batch run: drop them with --streaming")
+    if ours.tokens is not None:
+        problems.append("--tokens does not work with --streaming (its dataset figures are not kept per window)")
     return problems
 
 
@@ -542,7 +608,8 @@ def own_problems(ours, *, output_required: bool, streaming: bool, runner: str | 
 
     ``runners``: the runners Beam knows (``None``: not known here).
     """
-    problems = settings_problems(record_settings(ours))
+    token_problems: list[str] = []
+    problems = settings_problems(record_settings(ours, token_settings(ours, token_problems))) + token_problems
     if runner and runners is not None:
         problem = runner_problem(runner, runners)
         if problem:

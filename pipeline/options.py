@@ -49,6 +49,7 @@ from pipeline.flags import (
     runner_problem,
     shown_value,
     streaming_problems,
+    token_settings,
     unknown_argument,
 )
 from pipeline.outputs import OutputError, plan_inputs, skipped_inputs, unreachable_output, unsafe_output
@@ -343,13 +344,14 @@ def load_job(argv: list[str], *, output_required: bool = True) -> Job:
         standard.runner = DEFAULT_RUNNER
     problems = _job_problems(options)
     max_dead_letters, warn_dead_letters = dead_letter_limits(ours, problems)
+    settings = record_settings(ours, token_settings(ours, problems))
     if problems:
         raise ConfigError("; ".join(problems))
     shards = _plan(ours, bool(standard.streaming))
     _warn_missing_writer_options(ours)
     return Job(
         options,
-        record_settings(ours),
+        settings,
         shards,
         list(ours.input),
         ours.output,
