@@ -106,7 +106,7 @@ def run_job(job: Job, stopping: Stopping) -> int:
     stopping.what = "writing the report"
     wants_report = job.options.view_as(ConvNormOptions).report
     report = try_write_report(job.output, {"run_seconds": time.monotonic() - started}) if wants_report else None
-    warning = dead_letter_warning(summary, job.warn_dead_letters)
+    warning = dead_letter_warning(summary, job.warn_dead_letters) if summary else None
     if warning:
         print(f"convnorm: warning: {warning}; see {job.output}/dead_letter/", file=sys.stderr)
     if not quiet:

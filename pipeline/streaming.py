@@ -693,7 +693,7 @@ def _watch(job: Job) -> int:
         f"outputs: {job.output}/<window>/<file>/{{normalized,drops,dead_letter}}.jsonl, "
         f"{job.output}/<window>/{SUMMARY_FILE} and {job.output}/{SUMMARY_FILE}"
     )
-    if ours.report:  # the windows over time, the examples (pipeline/report.py)
+    if ours.report and job.output:  # the windows over time, the examples (pipeline/report.py)
         from pipeline.report import try_write_report
 
         report = try_write_report(job.output)
