@@ -625,42 +625,68 @@ def write_page(output: str, name: str, render: Callable[[str], bytes], lock: Out
         return None
 
 
-def rewrite_page(output: str, name: str, render: Callable[[str], bytes]) -> str:
-    """``convnorm report``: write the page ``name`` of a finished run again; its path.
+def _page_ledger(output: str) -> tuple[str, dict, bytes] | None:
+    """What records the pages of ``output`` as convnorm's: the manifest of a batch run, or the
+    marker of a streaming output; (its name, its content, its bytes), or None."""
+    loaded = _load_manifest(output)
+    if loaded is not None:
+        return MANIFEST_FILE, loaded[0], loaded[1]
+    marker = FileSystems.join(output, STREAMING_MARKER)
+    if _exists(marker) and not files.is_link(marker):
+        with FileSystems.open(marker) as handle:
+            data = handle.read()
+        try:
+            content = json.loads(data)
+        except ValueError:
+            content = None
+        if isinstance(content, dict) and content.get("format") == STREAMING_FORMAT:
+            return STREAMING_MARKER, content, data
+    return None
 
-    Holds the run's lock (no run is finalizing meanwhile). An existing page is replaced only
-    when the manifest lists it with the size and sha256 it still has; the new one is recorded
-    there. Without a manifest nothing proves a page convnorm's: one is written only where
-    nothing is. Raises OutputError (refused), LockError, and what ``render`` raises.
+
+def rewrite_page(output: str, name: str, render: Callable[[str], bytes], *, locked: bool = False) -> str:
+    """``convnorm report`` (and a streaming run's end): write the page ``name`` of a finished
+    run again; its path.
+
+    Holds the run's lock (``locked``: the caller holds it), so no run is finalizing meanwhile.
+    An existing page is replaced only when the run's manifest (a streaming output: its marker)
+    lists it with the size and sha256 it still has; the new one is recorded there. Without
+    either nothing proves a page convnorm's: one is written only where nothing is. Raises
+    OutputError (refused), LockError, and what ``render`` raises.
     """
     from pipeline import lock as locks
 
-    lock = locks.acquire(
-        output, run_id=uuid.uuid4().hex, command="report", temp_dir="", break_stale=False, clean_up=None
-    )
+    lock = None
+    if not locked:
+        lock = locks.acquire(
+            output, run_id=uuid.uuid4().hex, command="report", temp_dir="", break_stale=False, clean_up=None
+        )
     try:
-        loaded = _load_manifest(output)
+        ledger = _page_ledger(output)
         path = FileSystems.join(output, name)
-        listed = next((e for e in loaded[0].get("files", []) if e["path"] == name), None) if loaded else None
+        listed = next((e for e in ledger[1].get("files", []) if e.get("path") == name), None) if ledger else None
         present = _exists(path)
         if present and (listed is None or not _matches(path, listed)):
             why = (
                 "is a symbolic link"
                 if files.is_link(path)
-                else f"is not listed in {MANIFEST_FILE} with its size and sha256"
-                if loaded
+                else f"is not listed in {ledger[0]} with its size and sha256"
+                if ledger
                 else f"and no {MANIFEST_FILE} shows it was"
             )
             raise OutputError(f"{path} exists and convnorm did not write it ({why}); move it away first")
         data = render(output)
         files.write_file(output, name, data, replace=present, mime_type="text/html")
-        if loaded is not None:
-            manifest = loaded[0]
-            manifest["files"] = [e for e in manifest.get("files", []) if e["path"] != name] + [_entry(name, data)]
-            files.write_file(output, MANIFEST_FILE, document_bytes(manifest, indent=1, ascii_only=True), replace=True)
+        if ledger is not None:
+            ledger_name, content, before = ledger
+            content["files"] = [e for e in content.get("files", []) if e.get("path") != name] + [_entry(name, data)]
+            if not _matches(FileSystems.join(output, ledger_name), _entry(ledger_name, before)):
+                raise OutputError(f"{ledger_name} in {output!r} changed while the page was written; not rewritten")
+            files.write_file(output, ledger_name, document_bytes(content, indent=1, ascii_only=True), replace=True)
         return path
     finally:
-        lock.release()
+        if lock is not None:
+            lock.release()
 
 
 def write_manifest(output: str, result: Finalized, command: str, options: dict, lock: OutputLock) -> None:
