@@ -10,8 +10,9 @@
 4. runs the pipeline, which writes only into the run's temporary directory -> 1 if it fails
    (the previous outputs are still there);
 5. finalizes: replaces the previous run's files, moves the new ones into place, checks every
-   one, writes the summary, the page (``report.html``; a failure there is a warning, never a
-   failed run), the manifest and ``_SUCCESS`` -> 1 when a file is missing.
+   one, writes the summary, the manifest, the page (``report.html``, drawn from them and then
+   listed in the manifest; a failure there is a warning, never a failed run) and ``_SUCCESS``
+   -> 1 when a file is missing.
 
 ``_SUCCESS`` says the outputs can be trusted: every file on disk as reported *and* every record
 read accounted for (the summary's ``accounted``). A run whose records do not add up finishes
@@ -228,10 +229,14 @@ def execute(
             except owned.OutputError as error:
                 release = True
                 return _fail(1, str(error))
-            page = owned.write_page(output, spec.page.name, spec.page.render, lock) if spec.page else None
-            if page is not None:
-                result.files.append(page)
-            owned.write_manifest(output, _sealed(result, summary, spec), spec.command, manifest_options(job), lock)
+            page = owned.write_manifest(
+                output,
+                _sealed(result, summary, spec),
+                spec.command,
+                manifest_options(job),
+                lock,
+                (spec.page.name, spec.page.render) if spec.page else None,
+            )
             release = True
             if stopping is not None:
                 stopping.written = True

@@ -515,15 +515,21 @@ def _measure(path: str, parquet: bool | None = None) -> tuple[int, int, str]:
     return lines, size, digest.hexdigest()
 
 
-def _write_recorded(lock: OutputLock, output: str, name: str, data: bytes, records: int = 1) -> dict:
+def _write_recorded(
+    lock: OutputLock, output: str, name: str, data: bytes, records: int = 1, *, replacing: bytes | None = None
+) -> dict:
     """Record a side file in the lock (size and sha256: a dead run's file is told from anyone's),
-    then write it, never over anything and never through a link; its manifest entry."""
+    then write it, never over anything and never through a link; its manifest entry.
+    ``replacing``: the bytes this run wrote there before, which must still be there."""
     entry = _entry(name, data, records)
-    lock.record(creating=[*lock.content.get("creating", []), entry])
+    creating = [e for e in lock.content.get("creating", []) if not (isinstance(e, dict) and e.get("path") == name)]
+    lock.record(creating=[*creating, entry])
     mime = {".json": "application/json", ".html": "text/html"}.get(
         os.path.splitext(name)[1], "application/octet-stream"
     )
-    files.write_file(output, name, data, mime_type=mime)
+    if replacing is not None and not _matches(FileSystems.join(output, name), _entry(name, replacing)):
+        raise OutputError(f"{name} in {output!r} changed while the run was writing it: not replaced")
+    files.write_file(output, name, data, replace=replacing is not None, mime_type=mime)
     return entry
 
 
@@ -620,8 +626,14 @@ def write_page(output: str, name: str, render: Callable[[str], bytes], lock: Out
         data = render(output)
         return _write_recorded(lock, output, name, data)
     except Exception as error:  # noqa: BLE001 — whatever the renderer raises, the data's run stands
-        text = " ".join(str(error).split())[:300] or type(error).__name__
-        LOG.warning("%s skipped: %s", name.removesuffix(".html"), text)
+        text = " ".join(str(error).split())[:300]
+        LOG.warning(
+            "%s skipped: %s: %s (convnorm report %s tries again)",
+            name.removesuffix(".html"),
+            type(error).__name__,
+            text,
+            output,
+        )
         return None
 
 
@@ -689,8 +701,17 @@ def rewrite_page(output: str, name: str, render: Callable[[str], bytes], *, lock
             lock.release()
 
 
-def write_manifest(output: str, result: Finalized, command: str, options: dict, lock: OutputLock) -> None:
-    """The manifest, then (only when every file is there) the marker: the last two writes."""
+def write_manifest(
+    output: str,
+    result: Finalized,
+    command: str,
+    options: dict,
+    lock: OutputLock,
+    page: tuple[str, Callable[[str], bytes]] | None = None,
+) -> dict | None:
+    """The manifest; the page (``(name, render)``: drawn from the outputs and the manifest, then
+    listed in it, written again); then, only when every file is there, the marker: the last
+    writes of a run. Returns the page's manifest entry, or None without a page."""
     import apache_beam
 
     try:
@@ -708,9 +729,16 @@ def write_manifest(output: str, result: Finalized, command: str, options: dict, 
         "options": options,
         "versions": {"convnorm": ours, "apache_beam": apache_beam.__version__, "python": platform.python_version()},
     }
-    _write_recorded(lock, output, MANIFEST_FILE, document_bytes(manifest, indent=1, ascii_only=True), 0)
+    data = document_bytes(manifest, indent=1, ascii_only=True)
+    _write_recorded(lock, output, MANIFEST_FILE, data, 0)
+    entry = write_page(output, page[0], page[1], lock) if page is not None else None
+    if entry is not None:
+        manifest["files"] = [*result.files, entry]
+        listed = document_bytes(manifest, indent=1, ascii_only=True)
+        _write_recorded(lock, output, MANIFEST_FILE, listed, 0, replacing=data)
     if result.complete:
         _write_recorded(lock, output, SUCCESS_FILE, b"", 0)
+    return entry
 
 
 def _delete_existing(paths: list[str]) -> None:

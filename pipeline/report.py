@@ -1112,9 +1112,6 @@ def report_command(argv: list[str]) -> int:
     import argparse
     import sys
 
-    from pipeline.lock import LockError
-    from pipeline.outputs import OutputError
-
     parser = argparse.ArgumentParser(
         prog="convnorm report",
         description="Build OUT_DIR/report.html, one self-contained page with charts and examples, from a "
@@ -1127,6 +1124,9 @@ def report_command(argv: list[str]) -> int:
     )
     parser.add_argument("output", metavar="OUT_DIR", help="the --output directory of a finished run")
     args = parser.parse_args(argv)
+    from pipeline.lock import LockError  # after --help: these import Beam
+    from pipeline.outputs import OutputError
+
     output = os.path.expanduser(args.output).rstrip("/") or "/"
     if "://" not in output and not os.path.isfile(os.path.join(output, "summary.json")):
         # Asked before the lock is taken: taking it would make a directory that is not there.

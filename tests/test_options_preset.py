@@ -150,6 +150,7 @@ def _bomb(levels: int = 9) -> list[str]:
     return items
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "preset_text",
     [

@@ -27,8 +27,6 @@ from pipeline.main import main
 from pipeline.outputs import MANIFEST_FILE, SUCCESS_FILE, TEMP_PREFIX
 from pipeline.report import REPORT_FILE, TITLE_MARK
 
-pytest.importorskip("matplotlib", reason="the report extra (matplotlib) is not installed")
-
 LINES = (
     b'{"id":"a","messages":[{"role":"user","content":"hi"},{"role":"assistant","content":"yo"}]}\n'
     b'{"id":"b","messages":[{"role":"tool","content":"orphan","tool_call_id":"t"},{"role":"user","content":"x"}]}\n'
@@ -70,6 +68,7 @@ def _listed(out: Path) -> dict[str, dict]:
 # Critical: the report is an output like the others
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("extra", [[], ["--overwrite"]])
 def test_a_users_report_html_in_a_fresh_directory_is_never_overwritten(extra, small, tmp_path, capsys):
     # Found: the run replaced it, with or without --overwrite, after writing everything else.
@@ -85,6 +84,7 @@ def test_a_users_report_html_in_a_fresh_directory_is_never_overwritten(extra, sm
     assert (out / REPORT_FILE).read_text() == "my own report\n" and REPORT_FILE not in _listed(out)
 
 
+@pytest.mark.slow
 def test_a_page_the_previous_manifest_does_not_list_is_not_replaced(small, tmp_path, capsys):
     out = tmp_path / "out"
     assert _run("--input", small, "--output", out, "--no-report") == 0
@@ -100,6 +100,7 @@ def test_a_page_the_previous_manifest_does_not_list_is_not_replaced(small, tmp_p
     assert _tree(out) == before
 
 
+@pytest.mark.slow
 def test_the_report_is_listed_in_the_manifest_with_its_hash(small, tmp_path):
     out = tmp_path / "out"
     assert _run("--input", small, "--output", out) == 0
@@ -109,6 +110,7 @@ def test_the_report_is_listed_in_the_manifest_with_its_hash(small, tmp_path):
     assert (out / SUCCESS_FILE).exists()
 
 
+@pytest.mark.slow
 def test_an_old_report_does_not_survive_overwrite_beside_new_outputs(small, tmp_path):
     out = tmp_path / "out"
     assert _run("--input", small, "--output", out) == 0
@@ -117,6 +119,7 @@ def test_an_old_report_does_not_survive_overwrite_beside_new_outputs(small, tmp_
     assert not (out / REPORT_FILE).exists() and REPORT_FILE not in _listed(out)
 
 
+@pytest.mark.slow
 def test_a_report_changed_since_the_run_wrote_it_is_kept(small, tmp_path, capsys):
     out = tmp_path / "out"
     assert _run("--input", small, "--output", out) == 0
@@ -130,6 +133,7 @@ def test_a_report_changed_since_the_run_wrote_it_is_kept(small, tmp_path, capsys
     assert _tree(out) == before
 
 
+@pytest.mark.slow
 def test_the_report_command_replaces_its_own_page_and_records_it(small, tmp_path):
     out = tmp_path / "out"
     assert _run("--input", small, "--output", out) == 0
@@ -144,6 +148,7 @@ def test_the_report_command_replaces_its_own_page_and_records_it(small, tmp_path
 # Critical: no name convnorm writes is followed as a symbolic link
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", [REPORT_FILE, MANIFEST_FILE, "summary.json", SUCCESS_FILE, LOCK_FILE])
 @pytest.mark.parametrize("dangling", [False, True])
 def test_a_link_at_a_name_convnorm_writes_is_refused(name, dangling, small, tmp_path, capsys):
@@ -164,6 +169,7 @@ def test_a_link_at_a_name_convnorm_writes_is_refused(name, dangling, small, tmp_
     assert _tree(out) == {name: b"-> " + str(victim).encode()}
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("command", ["run", "validate"])
 def test_links_planted_while_a_run_is_under_way_are_not_written_through(command, small, tmp_path):
     # Found: _SUCCESS and summary.json links planted during the run truncated the file they
@@ -187,6 +193,7 @@ def test_links_planted_while_a_run_is_under_way_are_not_written_through(command,
     assert not os.path.lexists(out / LOCK_FILE) and not list(out.glob(TEMP_PREFIX + "*"))
 
 
+@pytest.mark.slow
 def test_the_report_command_never_writes_through_a_link(small, tmp_path, capsys):
     out = tmp_path / "out"
     assert _run("--input", small, "--output", out, "--no-report") == 0
@@ -235,6 +242,7 @@ def _stale_lock(out: Path, **fields) -> None:
     (out / LOCK_FILE).write_text(json.dumps(holder))
 
 
+@pytest.mark.slow
 def test_a_stale_lock_naming_a_users_files_deletes_none_of_them(small, tmp_path, capsys):
     # Found: a lock naming a user's file and directory in creating/dirs had both deleted.
     out = tmp_path / "out"
@@ -256,6 +264,7 @@ def test_a_stale_lock_naming_a_users_files_deletes_none_of_them(small, tmp_path,
     assert "kept" in err and "notes.txt" in err and "photos" in err
 
 
+@pytest.mark.slow
 def test_a_stale_lock_entry_outside_the_output_is_refused_and_nothing_is_deleted(small, tmp_path, capsys):
     out = tmp_path / "out"
     out.mkdir()
@@ -271,6 +280,7 @@ def test_a_stale_lock_entry_outside_the_output_is_refused_and_nothing_is_deleted
     assert victim.read_text() == "precious\n" and _tree(out) == before and (out / (TEMP_PREFIX + "dead")).is_dir()
 
 
+@pytest.mark.slow
 def test_a_stale_lock_entry_matching_what_the_dead_run_recorded_is_deleted(small, tmp_path):
     out = tmp_path / "out"
     out.mkdir()
@@ -333,6 +343,7 @@ def _pid_namespace_prefix() -> list[str]:
     return prefix
 
 
+@pytest.mark.slow
 def test_a_live_run_in_another_pid_namespace_is_not_judged_dead(small, tmp_path, capsys):
     # Found: a second run saw the holder's pid missing and --break-stale-lock deleted the live
     # run's temporary directory.
@@ -356,6 +367,7 @@ def test_a_live_run_in_another_pid_namespace_is_not_judged_dead(small, tmp_path,
 # Medium
 
 
+@pytest.mark.slow
 def test_paths_derived_from_the_output_are_never_glob_patterns(small, tmp_path, capsys):
     # Found: --output 'b/out[1]' beside b/out1 made the report show out1's sources (and
     # validate print out1's violations): the output path was matched as a pattern.
@@ -386,6 +398,7 @@ def test_streaming_finds_its_own_files_only_under_an_output_named_like_a_pattern
     assert streaming.window_summaries(out) == [f"{out}/20260101T000000Z-20260101T000100Z/summary.json"]
 
 
+@pytest.mark.slow
 def test_a_field_named_like_a_formula_is_drawn_as_text(tmp_path):
     # Found: a field named `$\undefined$` broke matplotlib's mathtext after _SUCCESS: exit 1, no page.
     source = tmp_path / "in.jsonl"
@@ -395,6 +408,7 @@ def test_a_field_named_like_a_formula_is_drawn_as_text(tmp_path):
     assert "$\\undefined$" in (out / REPORT_FILE).read_text() and REPORT_FILE in _listed(out)
 
 
+@pytest.mark.slow
 def test_a_report_that_cannot_be_drawn_never_fails_a_finished_run(small, tmp_path, monkeypatch, capsys):
     from pipeline import report
 
@@ -406,12 +420,13 @@ def test_a_report_that_cannot_be_drawn_never_fails_a_finished_run(small, tmp_pat
     assert _run("--input", small, "--output", out) == 0
     err = capsys.readouterr().err
     assert [line for line in err.splitlines() if "report skipped" in line] == [
-        "WARNING convnorm: report skipped: the renderer broke"
+        f"WARNING convnorm: report skipped: RuntimeError: the renderer broke (convnorm report {out} tries again)"
     ]
     assert not (out / REPORT_FILE).exists() and REPORT_FILE not in _listed(out) and (out / SUCCESS_FILE).exists()
     assert _manifest(out)["complete"] is True
 
 
+@pytest.mark.slow
 def test_an_output_directory_named_in_another_encoding_finishes_with_its_report(small, tmp_path):
     # Found: a non-UTF-8 directory name: exit 1 after _SUCCESS, a 0-byte report.html.
     out = os.fsencode(tmp_path) + b"/out-\xff"
@@ -432,6 +447,7 @@ def _append(path: Path, text: str) -> None:
         handle.write(text)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "damage, where",
     [
@@ -452,6 +468,7 @@ def test_the_report_command_on_a_damaged_run_says_which_file_and_line(damage, wh
     assert not (out / REPORT_FILE).exists()
 
 
+@pytest.mark.slow
 def test_the_documented_recovery_after_a_kill_at_finalize_keeps_a_users_file(small, tmp_path):
     # Found: with a user's file in drops/, the rerun after a kill at finalize was refused (the
     # previous manifest was gone, and without one drops/ is not provably convnorm's).
@@ -467,6 +484,7 @@ def test_the_documented_recovery_after_a_kill_at_finalize_keeps_a_users_file(sma
     assert _tree(out) == {**reference, "drops/keep.txt": b"mine\n"}
 
 
+@pytest.mark.slow
 def test_validate_never_replaces_the_outputs_of_a_run(small, tmp_path, capsys):
     # Found: validate --overwrite into a run's output deleted its normalized/ and drops/.
     out = tmp_path / "out"
@@ -477,6 +495,7 @@ def test_validate_never_replaces_the_outputs_of_a_run(small, tmp_path, capsys):
     assert _tree(out) == before
 
 
+@pytest.mark.slow
 def test_utf16_and_carriage_return_files_are_counted_record_by_record(tmp_path):
     # Found: both were one dead letter each, so records_in said 2 for 6 records.
     records = [{"id": f"r{i}", "messages": [{"role": "user", "content": "hi"}]} for i in range(3)]
@@ -488,3 +507,43 @@ def test_utf16_and_carriage_return_files_are_counted_record_by_record(tmp_path):
     assert _run("--input", tmp_path / "*.jsonl", "--output", out, "--no-report") == 0
     summary = json.loads((out / "summary.json").read_text())
     assert (summary["records_in"], summary["records_out"], summary["dead_letters"]) == (6, 6, 0)
+
+
+# --------------------------------------------------------------------------------------------
+# The no-follow writers themselves (pipeline/files.py): fast, no run
+
+
+def test_the_writers_never_follow_a_link(tmp_path):
+    from pipeline import files
+
+    out = tmp_path / "out"
+    out.mkdir()
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (out / "dangling").symlink_to(outside / "made.txt")
+    (out / "victim").symlink_to(outside / "victim.txt")
+    (outside / "victim.txt").write_text("precious\n")
+    (out / "folder").symlink_to(outside, target_is_directory=True)
+    with pytest.raises(FileExistsError):
+        files.write_file(str(out), "dangling", b"x")
+    with pytest.raises(files.NotFollowed):
+        files.write_file(str(out), "victim", b"x", replace=True)
+    with pytest.raises(files.NotFollowed):
+        files.write_file(str(out), "folder/new.txt", b"x")
+    with pytest.raises(files.NotFollowed):
+        files.make_directory(str(out), "folder/sub")
+    temp = tmp_path / "temp.txt"
+    temp.write_text("ours\n")
+    with pytest.raises(files.NotFollowed):
+        files.move_into(str(temp), str(out), "folder/moved.txt")
+    with pytest.raises(FileExistsError):
+        files.move_into(str(temp), str(out), "dangling")
+    assert (
+        sorted(p.name for p in outside.iterdir()) == ["victim.txt"]
+        and (outside / "victim.txt").read_text() == "precious\n"
+    )
+    files.write_file(str(out), "new.txt", b"ours\n")
+    files.write_file(str(out), "new.txt", b"ours again\n", replace=True)
+    files.move_into(str(temp), str(out), "moved.txt")
+    assert (out / "new.txt").read_bytes() == b"ours again\n" and (out / "moved.txt").read_text() == "ours\n"
+    assert not [p for p in out.iterdir() if p.name.endswith(".tmp")]  # no temporary file left

@@ -13,6 +13,7 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 import datasets  # noqa: E402
 import pyarrow as pa  # noqa: E402
 import pyarrow.parquet as pq  # noqa: E402
+import pytest  # noqa: E402
 
 from pipeline.main import main  # noqa: E402
 from transforms.flat_rows import flat_record, flat_row, parquet_schema  # noqa: E402
@@ -106,6 +107,7 @@ def test_sharegpt_training_output_loads_with_datasets_json(tmp_path):
     assert [{k: v for k, v in row.items() if v is not None} for row in rows] == expected
 
 
+@pytest.mark.slow
 def test_a_five_thousand_digit_id_is_written_to_parquet_as_in_jsonl(tmp_path):
     # Found: str() of the id in the Parquet writer hit Python's 4,300-digit limit and failed
     # the whole job: no output at all.

@@ -274,6 +274,7 @@ def test_the_exact_reading_check_still_sends_every_integer_past_64_bits(parts):
     assert _needs_exact_reading(data) or not _beyond_64_bits_before(data)
 
 
+@pytest.mark.slow
 @settings(max_examples=2000, deadline=None, derandomize=True, database=None)
 @given(
     st.sampled_from(["", "-"]),
