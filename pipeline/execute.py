@@ -271,5 +271,6 @@ def _sealed(result: owned.Finalized, summary: dict, spec: OutputSpec) -> owned.F
 
 def _clean_dead_run(output: str, holder: dict, spec: OutputSpec) -> owned.Takeover:
     done = owned.clean_dead_run(output, holder, tuple(spec.shard_outputs))
+    done.inherited = done.inherited and holder.get("command") == spec.command  # its outputs were this command's
     LOG.warning("took over the stale lock of a dead run (%s): %s", locks.describe(holder), done.describe(output))
     return done

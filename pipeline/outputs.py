@@ -278,6 +278,11 @@ class Previous:
     command: str
     entries: tuple[dict, ...] = ()
 
+    @property
+    def files(self) -> list[dict]:
+        """The entries the manifest lists (without the marker and the manifest itself)."""
+        return [e for e in self.entries if e["path"] not in (SUCCESS_FILE, MANIFEST_FILE)]
+
     def paths(self, output: str) -> set[str]:
         return {FileSystems.join(output, *e["path"].split("/")) for e in self.entries}
 
