@@ -38,7 +38,11 @@ RUN_ONLY_FLAGS = frozenset(
         "max_dead_letters",
         "window",
         "poll_interval",
-        "include_existing",
+        "new_only",
+        "max_files_per_poll",
+        "drain_timeout",
+        "changed_files",
+        "follow_symlinks",
         "stop_after",
         "stop_file",
     }

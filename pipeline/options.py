@@ -33,6 +33,7 @@ from apache_beam.io.filesystems import FileSystems
 from apache_beam.options.pipeline_options import PipelineOptions, StandardOptions
 
 from pipeline.outputs import OutputError, plan_inputs, skipped_inputs, unreachable_output, unsafe_output
+from pipeline.processed import CHANGED_FILES
 from pipeline.settings import settings_problems
 from pipeline.sinks import FILE_FORMATS
 from pipeline.sources import (
@@ -49,6 +50,9 @@ from transforms.settings import DEFAULT_RAW_LIMIT, Settings
 from transforms.summary import DeadLetterLimit
 
 LOG = logging.getLogger("convnorm")
+
+#: Streaming: files admitted per poll and in flight at once (``--max-files-per-poll``).
+DEFAULT_MAX_FILES_PER_POLL = 50
 
 #: The runner used when none is named: in-process, works offline (the DirectRunner would
 #: first try to download the Prism binary).
@@ -242,10 +246,36 @@ def _streaming_flags(add) -> None:
     )
     add("--poll-interval", default="2s", help="streaming: how often the --input patterns are matched")
     add(
-        "--include-existing",
+        "--new-only",
         action=argparse.BooleanOptionalAction,
         default=False,
-        help="streaming: also read files present at start that have no output yet",
+        help="streaming: leave the files present at start alone (as they are then); by default every "
+        "matching file not yet processed is read, those present at start included",
+    )
+    add(
+        "--max-files-per-poll",
+        type=int,
+        default=DEFAULT_MAX_FILES_PER_POLL,
+        help="streaming: files admitted per poll, and in flight at once (a stop drains at most these)",
+    )
+    add(
+        "--drain-timeout",
+        default="2m",
+        help="streaming: after a stop, how long the files in flight may take; then the job is "
+        "cancelled and what is left is read by the next start",
+    )
+    add(
+        "--changed-files",
+        default="new-version",
+        choices=CHANGED_FILES,
+        help="streaming: a file rewritten after it was processed is read again as a new version, "
+        "or only reported (an appended .jsonl is always read from where it was left)",
+    )
+    add(
+        "--follow-symlinks",
+        action=argparse.BooleanOptionalAction,
+        default=False,
+        help="streaming: read symbolic links that lead out of the landing directory",
     )
     add("--stop-after", help="streaming: stop watching after this long (e.g. 10m), then drain and exit")
     add("--stop-file", help="streaming: stop watching once this file exists, then drain and exit")
@@ -498,6 +528,7 @@ def _streaming_problems(ours, runner: str) -> list[str]:
     for flag, value in (
         ("--window", ours.window),
         ("--poll-interval", ours.poll_interval),
+        ("--drain-timeout", ours.drain_timeout),
         ("--stop-after", ours.stop_after),
     ):
         if value is None:
@@ -508,6 +539,8 @@ def _streaming_problems(ours, runner: str) -> list[str]:
             problems.append(f"{flag} {value!r}: expected a duration such as 90, 90s, 5m or 1h")
     if ours.output_format != "jsonl":
         problems.append("--streaming writes JSON Lines only (--output-format jsonl)")
+    if ours.max_files_per_poll < 1:
+        problems.append("--max-files-per-poll must be at least 1")
     if ours.stop_file and FileSystems.exists(ours.stop_file):
         problems.append(f"--stop-file {ours.stop_file!r} exists already: remove it first")
     return problems
