@@ -51,7 +51,6 @@ from apache_beam.io.filesystems import FileSystems
 from apache_beam.io.restriction_trackers import OffsetRange, OffsetRestrictionTracker
 from apache_beam.io.watermark_estimators import ManualWatermarkEstimator
 from apache_beam.options.pipeline_options import PortableOptions, StandardOptions
-from apache_beam.pvalue import TaggedOutput
 from apache_beam.runners.runner import PipelineState
 from apache_beam.transforms import window as beam_window
 from apache_beam.utils.timestamp import Duration, Timestamp
@@ -73,18 +72,20 @@ from pipeline.options import ConvNormOptions, Job, parse_duration
 from pipeline.outputs import OutputError, claim_streaming_output
 from pipeline.prism import prism_services
 from pipeline.processed import SOURCE_FILE, source_id
-from pipeline.sinks import FILE_FORMATS, SUMMARY_FILE
-from pipeline.sources import Shard, display_path, file_suffix, iter_batches
+from pipeline.shard_step import Observer, ShardWork, process_shard
+from pipeline.sinks import SUMMARY_FILE
+from pipeline.sources import Shard, display_path, file_suffix
 from pipeline.testhooks import pause_point
 from transforms import summary as summaries
-from transforms.conversations import DEAD_LETTER, DROPS, NORMALIZE, RouteConversations
+from transforms.conversations import NORMALIZE, BatchCounters, freeze_gc
 from transforms.counters import NAMESPACE
+from transforms.inputs import Batch
 from transforms.jsontext import document_bytes
+from transforms.records import BatchResult
 from transforms.settings import Settings
 
 LOG = logging.getLogger("convnorm")
 
-OUTPUT_KINDS = ("normalized", "drops", "dead_letter")
 #: Polls of the watcher before it gives up on a restriction (never reached in practice).
 _MAX_POLLS = 1 << 62
 
@@ -272,53 +273,26 @@ class CleanPlan:
     run_id: str
     #: The run's temporary directory (OUTPUT/_convnorm_temp-<run>): files in flight are written here.
     run_temp: str
-    settings: Settings
-    batch_size: int
-    batch_bytes: int
-    max_record_bytes: int
+    #: The batch job's per-shard work: the step, the record settings, the limits.
+    work: ShardWork
     changed_files: str = "new-version"
+
+    @property
+    def settings(self) -> Settings:
+        return self.work.settings
 
 
 class _ChangedWhileRead(Exception):
     """The landed file changed while it was read: its outputs are dropped, it is read again."""
 
 
-def _write_outputs(directory: str, shard: Shard, plan: CleanPlan) -> dict:
-    """Read a shard in batches, normalize, write ``normalized``, ``drops`` and ``dead_letter``
-    under ``directory``; the shard's partial summary."""
-    settings = plan.settings
-    jsonl = FILE_FORMATS["jsonl"]
-    writers = {
-        kind: jsonl.open(
-            FileSystems.join(directory, kind + jsonl.extension), settings.id_field, settings.messages_field
-        )
-        for kind in OUTPUT_KINDS
-    }
-    normalize = RouteConversations(NORMALIZE, settings)
-    normalize.setup()
-    normalize.start_bundle()  # one output file per landed file: a unique field starts afresh
-    stats = {"records": 0, "blank_lines": 0}
-    total: dict = {}
-    try:
-        for batch in iter_batches(shard, plan.batch_size, stats, plan.max_record_bytes, plan.batch_bytes):
-            for out in normalize.process(batch):
-                if isinstance(out, TaggedOutput):
-                    writers[out.tag].write(out.value.items)
-                    if out.tag == DROPS:
-                        total = summaries.merge(total, summaries.partial(0, out.value.items))
-                    elif out.tag == DEAD_LETTER:
-                        total = summaries.merge(total, summaries.partial(0, (), out.value.items))
-                else:
-                    writers["normalized"].write(out.items, out.lines)
-    finally:
-        for writer in writers.values():
-            writer.close()
-    return summaries.merge(total, summaries.partial(stats["records"], blank_lines=stats["blank_lines"]))
-
-
-def clean_landed_file(landed: Landed, window: str, plan: CleanPlan) -> str | None:
+def clean_landed_file(landed: Landed, window: str, plan: CleanPlan, observe: Observer | None = None) -> str | None:
     """Process one admitted file: the name of its new outputs directory, or None when there
-    was nothing to read (content already processed, reported, changed since, or in flight)."""
+    was nothing to read (content already processed, reported, changed since, or in flight).
+
+    The file is read, normalized and written by the batch job's per-shard step
+    (``shard_step.process_shard``: the same step, writers, limits and partial summary), from the
+    byte its version starts at; ``observe`` sees each batch (the DoFn's counters)."""
     path, stamp, output = landed.path, Stamp(landed.size, landed.mtime_ns), plan.output
     record = processed.read_record(output, path)
     if processed.handled(output, record, stamp):
@@ -355,12 +329,23 @@ def clean_landed_file(landed: Landed, window: str, plan: CleanPlan) -> str | Non
     processed.make_dirs(temp)
     try:
         shard = Shard(shard_number(path), path, file_suffix(path) or "", version.start, None)
-        part = _write_outputs(temp, shard, plan)
+        extension = plan.work.extension
+        result = process_shard(
+            shard,
+            plan.work,
+            lambda name: FileSystems.join(temp, name + extension(name)),
+            observe=observe,
+            empty_files=True,
+        )
+        part = result.partial
         pause_point("streaming-commit")  # tests kill a run or outlast a drain here
         source = {
             "source": display_path(path),
             "window": window,
             **{k: entry[k] for k in ("version", "why", "size", "mtime_ns", "sha256", "start", "end")},
+            "files": {
+                name: {"records": f.records, "bytes": f.size, "sha256": f.sha256} for name, f in result.files.items()
+            },
             "totals": summaries.finalize(part, profile=plan.settings.profile, check=plan.settings.check),
             "partial": part,
         }
@@ -395,13 +380,21 @@ def clean_landed_file(landed: Landed, window: str, plan: CleanPlan) -> str | Non
 
 
 class _CleanLandedFile(beam.DoFn):
-    """Thin: ``clean_landed_file`` in the element's window; emits the outputs directory's name."""
+    """Thin: ``clean_landed_file`` in the element's window, counting as the batch job counts;
+    emits the outputs directory's name."""
 
     def __init__(self, plan: CleanPlan) -> None:
         self._plan = plan
 
+    def setup(self) -> None:
+        freeze_gc()
+        self._counters = BatchCounters(self._plan.work.step)
+
+    def _count(self, batch: Batch, result: BatchResult) -> None:
+        self._counters.count(len(batch.items), result)
+
     def process(self, landed: Landed, window=beam.DoFn.WindowParam):
-        name = clean_landed_file(landed, window_name(window), self._plan)
+        name = clean_landed_file(landed, window_name(window), self._plan, self._count)
         if name is not None:
             yield name
 
@@ -514,16 +507,14 @@ def plan_watch(job: Job, output: str, stop_marker: str) -> WatchPlan:
 
 def plan_clean(job: Job, output: str, run_id: str, run_temp: str) -> CleanPlan:
     ours = job.options.view_as(ConvNormOptions)
-    return CleanPlan(
-        output=output,
-        run_id=run_id,
-        run_temp=run_temp,
-        settings=job.settings,
+    work = ShardWork(
+        NORMALIZE,
+        job.settings,
         batch_size=job.batch_size,
-        batch_bytes=job.batch_bytes,
         max_record_bytes=job.max_record_bytes,
-        changed_files=ours.changed_files,
+        batch_bytes=job.batch_bytes,
     )
+    return CleanPlan(output=output, run_id=run_id, run_temp=run_temp, work=work, changed_files=ours.changed_files)
 
 
 class _StopOnSignal:

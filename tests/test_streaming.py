@@ -30,6 +30,7 @@ from pipeline.landing import (
 from pipeline.main import main
 from pipeline.options import parse_duration
 from pipeline.processed import plan_version, source_id
+from pipeline.shard_step import ShardWork
 from pipeline.streaming import (
     COMMITS,
     CleanPlan,
@@ -40,6 +41,7 @@ from pipeline.streaming import (
     should_stop,
 )
 from transforms import summary as summaries
+from transforms.conversations import NORMALIZE
 from transforms.settings import Settings
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -331,10 +333,7 @@ def _clean_plan(out: Path, run_id: str = "run-1", **changes) -> CleanPlan:
         output=str(out),
         run_id=run_id,
         run_temp=str(temp),
-        settings=Settings(),
-        batch_size=50,
-        batch_bytes=1 << 20,
-        max_record_bytes=32 << 20,
+        work=ShardWork(NORMALIZE, Settings(), batch_size=50),
     )
     fields.update(changes)
     return CleanPlan(**fields)
@@ -593,3 +592,23 @@ def test_a_streaming_directory_is_marked_once_and_claimed_again(tmp_path):
     (out / WINDOW).mkdir()  # a window an earlier run wrote
     (out / "summary.json").write_text("{}")
     claim_streaming_output(str(out))  # marked: the next run goes on into it
+
+
+def test_the_record_limits_of_the_command_line_reach_the_per_file_step(tmp_path):
+    """Streaming ignored --max-record-bytes and --batch-bytes (it read with the defaults)."""
+    from pipeline.options import load_job
+    from pipeline.streaming import plan_clean
+
+    out, f = tmp_path / "out", tmp_path / "a.jsonl"
+    small = b'{"id": "s", "messages": [{"role": "user", "content": "hi"}]}\n'
+    big = json.dumps({"id": "b", "messages": [{"role": "user", "content": "x" * 3000}]}).encode() + b"\n"
+    f.write_bytes(small * 40 + big + small * 40)
+    argv = ["--streaming", "--runner=PrismRunner", f"--input={tmp_path}/*.jsonl", f"--output={out}"]
+    job = load_job([*argv, "--batch-bytes=1024", "--max-record-bytes=2048"])
+    (out / "_convnorm_temp-r").mkdir(parents=True)
+    plan = plan_clean(job, str(out), "r", str(out / "_convnorm_temp-r"))
+    batches: list[int] = []
+    name = clean_landed_file(_landed(f), WINDOW, plan, lambda batch, result: batches.append(len(batch.items)))
+    assert len(batches) > 3 and max(batches) <= 20  # closed at about 1 KiB (the default: one batch of 81)
+    letters = (out / WINDOW / str(name) / "dead_letter.jsonl").read_text().splitlines()
+    assert [json.loads(line)["reason"] for line in letters] == ["record_too_large"]
