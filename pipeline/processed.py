@@ -240,6 +240,13 @@ def plan_version(output: str, path: str, record: dict, changed_files: str = "new
     return Plan("read", "rewritten", version, 0, size, sha)
 
 
+def unreadable_plan(record: dict, size: int) -> Plan:
+    """The next version of a file that cannot be opened: read anyway, so that the reader's
+    ``unreadable_file`` dead letter says why (no hash: it could not be read)."""
+    versions = [v["version"] for v in record["versions"]]
+    return Plan("read", "unreadable", max(versions, default=0) + 1, 0, size, "")
+
+
 # --------------------------------------------------------------------------------------------
 # Totals from the files on disk
 

@@ -300,7 +300,16 @@ def clean_landed_file(landed: Landed, window: str, plan: CleanPlan, observe: Obs
     if processed.in_flight_elsewhere(output, record, plan.run_id):
         LOG.warning("%s is being read by another worker of this run; not read twice", display_path(path))
         return None
-    version = processed.plan_version(output, path, record, plan.changed_files)
+    try:
+        version = processed.plan_version(output, path, record, plan.changed_files)
+    except FileNotFoundError:
+        version = processed.Plan("gone", "gone", 0, 0, -1, "")
+        LOG.warning("%s was removed before it was read: nothing to read", display_path(path))
+    except OSError as error:
+        # Read all the same: the reader turns what it cannot read into an unreadable_file dead
+        # letter with the reason, which is what this file becomes (one file never stops the job).
+        version = processed.unreadable_plan(record, stamp.size)
+        LOG.warning("%s cannot be read (%s): it becomes a dead letter", display_path(path), error)
     if version.action != "read" or version.size != stamp.size:
         if version.action == "report":
             LOG.warning(
@@ -616,10 +625,14 @@ def _monitor(job_handle: _Job, plan: WatchPlan, stop: _StopOnSignal, window_s: f
     shown, next_counters = "", time.monotonic() + window_s
     drain_started = None
     cancelled = False
-    state = job_handle.state()
+    state = PipelineState.RUNNING
     while state not in TERMINAL:
+        try:
+            state = job_handle.state()
+        except Exception as error:  # noqa: BLE001 — the runner is gone: the files on disk still count
+            COMMITS.close()
+            return RunEnd(PipelineState.FAILED, cancelled, [f"the runner stopped answering: {error}"])
         time.sleep(0.5)  # interruptible: the signal handler runs between sleeps
-        state = job_handle.state()
         now = time.monotonic()
         if now >= next_counters:
             next_counters = now + window_s

@@ -612,3 +612,33 @@ def test_the_record_limits_of_the_command_line_reach_the_per_file_step(tmp_path)
     assert len(batches) > 3 and max(batches) <= 20  # closed at about 1 KiB (the default: one batch of 81)
     letters = (out / WINDOW / str(name) / "dead_letter.jsonl").read_text().splitlines()
     assert [json.loads(line)["reason"] for line in letters] == ["record_too_large"]
+
+
+def test_a_file_that_cannot_be_read_becomes_a_dead_letter_and_the_job_goes_on(tmp_path, monkeypatch):
+    out, f = tmp_path / "out", tmp_path / "a.jsonl"
+    f.write_bytes(b'{"id": "a", "messages": []}\n')
+    landed = _landed(f)
+
+    def refuse(path, prefix):
+        raise PermissionError(13, "Permission denied")
+
+    monkeypatch.setattr(processed, "content_digest", refuse)
+    monkeypatch.setattr("pipeline.shard_step.iter_batches", _unreadable_batches)
+    name = clean_landed_file(landed, WINDOW, _clean_plan(out))
+    letters = [json.loads(line) for line in (out / WINDOW / str(name) / "dead_letter.jsonl").read_text().splitlines()]
+    assert [letter["reason"] for letter in letters] == ["unreadable_file"]
+    assert json.loads((out / WINDOW / str(name) / "source.json").read_text())["why"] == "unreadable"
+    gone = tmp_path / "gone.jsonl"
+    gone.write_bytes(b"{}\n")
+    vanished = _landed(gone)
+    gone.unlink()
+    monkeypatch.undo()
+    assert clean_landed_file(vanished, WINDOW, _clean_plan(out)) is None  # removed before it was read
+
+
+def _unreadable_batches(shard, batch_size, stats, max_record_bytes, batch_bytes):
+    # What the reader gives for a file it cannot open (sources.read_shard).
+    from transforms.inputs import Batch, RawRecord, Unreadable
+
+    stats["records"] += 1
+    yield Batch(shard.index, 0, [RawRecord(shard.name, 0, Unreadable("unreadable_file", "Permission denied"))])
