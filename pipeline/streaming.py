@@ -566,7 +566,7 @@ def counters_line(values: dict[str, int]) -> str:
     return "counters: " + ", ".join(f"{name} {values.get(name, 0)}" for name in LIVE_COUNTERS)
 
 
-class _Job:
+class _RunningJob:
     """The running job, asked through its job service when there is one (Prism, Flink: no
     deadline of Beam's ends the run, counters are asked afresh), else through Beam's result."""
 
@@ -619,7 +619,9 @@ class RunEnd(NamedTuple):
     errors: list[str]
 
 
-def _monitor(job_handle: _Job, plan: WatchPlan, stop: _StopOnSignal, window_s: float, drain_timeout: float) -> RunEnd:
+def _monitor(
+    job_handle: _RunningJob, plan: WatchPlan, stop: _StopOnSignal, window_s: float, drain_timeout: float
+) -> RunEnd:
     """Wait for the job to end; print the live counters once per window when they moved; cancel
     it when a drain lasts longer than ``drain_timeout``."""
     shown, next_counters = "", time.monotonic() + window_s
@@ -723,7 +725,7 @@ def _watch(job: Job, output: str, run_id: str, run_temp: str) -> int:
         pipeline = beam.Pipeline(options=job.options)
         build_streaming(pipeline, watch, plan_clean(job, output, run_id, run_temp), window_s)
         result = pipeline.run()
-        handle = _Job(result, job.options)
+        handle = _RunningJob(result, job.options)
         try:
             end = _monitor(handle, watch, stop, window_s, parse_duration(ours.drain_timeout))
         finally:
