@@ -754,12 +754,14 @@ SHOWN_FILES = 5
 def left_for_next_start(plan: WatchPlan) -> str:
     """What the landing directory holds that this run did not handle: files the next start
     reads, and files refused."""
-    pending, refused = [], []
+    pending, refused, left_alone = [], [], 0
     for path, found in sorted(match_landing(plan.rules).items()):
         if isinstance(found, Refused):
             refused.append(f"{display_path(path)} ({found.reason.split(';')[0]})")
-        elif isinstance(found, Stamp) and plan.ignored_at_start.get(path) != found:
-            if not handled_now(plan.output, path, found):
+        elif isinstance(found, Stamp) and not handled_now(plan.output, path, found):
+            if plan.ignored_at_start.get(path) == found:
+                left_alone += 1
+            else:
                 pending.append(display_path(path))
     lines = []
     if pending:
@@ -767,6 +769,10 @@ def left_for_next_start(plan: WatchPlan) -> str:
         lines.append(f"left pending: {len(pending)} file(s) not read yet; the next start reads them: {shown}")
     else:
         lines.append("left pending: none (every matching file is processed)")
+    if left_alone:
+        lines.append(
+            f"--new-only: {left_alone} file(s) present at start were left alone (a start without it reads them)"
+        )
     if refused:
         shown = ", ".join(refused[:SHOWN_FILES]) + (" ..." if len(refused) > SHOWN_FILES else "")
         lines.append(f"refused: {len(refused)} file(s) that are not read: {shown}")

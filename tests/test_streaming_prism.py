@@ -282,6 +282,7 @@ def test_a_backlog_is_bounded_a_stop_drains_in_time_and_reports_what_is_left(tmp
         assert run.stop() == 0, run.text
     assert not outputs_of(out, landing / "not-new.jsonl")
     assert len(sources(out)) == done + 1  # the backlog too is left alone
+    assert f"--new-only: {30 - done + 1} file(s) present at start were left alone" in run.text
 
     with Streaming(tmp_path, landing, out, "rest", "--stop-after=40s") as run:
         run.wait_started()
