@@ -62,9 +62,6 @@ WINDOW_NAME = re.compile(r"^\d{8}T\d{6}Z-\d{8}T\d{6}Z$")
 #: Bytes of a landed file's name kept in its outputs directory's name (file systems allow 255).
 NAME_BYTES = 80
 
-#: What ``--changed-files`` does with a file rewritten after it was processed.
-CHANGED_FILES = ("new-version", "report")
-
 
 def _path_bytes(path: str) -> bytes:
     # A name that is not UTF-8 reaches Python as lone surrogates: hash its real bytes.
@@ -309,7 +306,7 @@ def window_partial(output: str, window: str) -> tuple[dict, int]:
     total: dict = {}
     results = file_results(output, window)
     for _, doc in results:
-        total = summaries.merge(total, doc["partial"])
+        total = summaries.merge_into(total, doc["partial"])
     return total, len(results)
 
 
@@ -323,7 +320,7 @@ def final_summary(output: str, settings: Settings) -> dict:
     """``summary.json`` of a streaming output: every processed file's partial, summed, finalized."""
     total: dict = {}
     for part in every_partial(output):
-        total = summaries.merge(total, part)
+        total = summaries.merge_into(total, part)
     return summaries.finalize(total, profile=settings.profile, check=settings.check)
 
 

@@ -58,6 +58,7 @@ from apache_beam.utils.timestamp import Duration, Timestamp
 from pipeline import files, processed
 from pipeline import lock as locks
 from pipeline import outputs as owned
+from pipeline.interrupts import INTERRUPTED, interrupted_line
 from pipeline.job_service import TERMINAL, JobService
 from pipeline.landing import (
     LandingRules,
@@ -533,6 +534,8 @@ class _StopOnSignal:
     def __init__(self, marker: str) -> None:
         self._marker = marker
         self.signalled = threading.Event()
+        #: The signal that asked for the drain (SIGINT: Ctrl-C, whose exit status is 130).
+        self.signum: int | None = None
 
     def __enter__(self):
         self._previous = {s: signal.signal(s, self._handle) for s in (signal.SIGINT, signal.SIGTERM)}
@@ -544,6 +547,7 @@ class _StopOnSignal:
             os.kill(os.getpid(), signum)
             return
         self.signalled.set()
+        self.signum = signum
         print(
             f"convnorm: {signal.Signals(signum).name}: draining (the files in flight are finished, the last "
             "windows close); signal again to abort",
@@ -741,9 +745,18 @@ def _watch(job: Job, output: str, run_id: str, run_temp: str) -> int:
         f"{output}/<window>/{SUMMARY_FILE} and {output}/{SUMMARY_FILE}"
     )
     print(left_for_next_start(watch))
+    if ours.report:  # the windows over time, the examples (pipeline/report.py)
+        from pipeline.report import try_write_report
+
+        report = try_write_report(output)
+        if report:
+            print(f"report:  {report}")
     if end.state != PipelineState.DONE and not (end.cancelled and end.state == PipelineState.CANCELLED):
         print(f"convnorm: error: the streaming job ended in state {end.state}", file=sys.stderr)
         return 1
+    if stop.signum == signal.SIGINT:  # Ctrl-C drained the run: its status says so (SIGTERM: 0)
+        print(interrupted_line("the streaming run", output, drained=True), file=sys.stderr)
+        return INTERRUPTED
     return 0 if total["accounted"] else 1
 
 
