@@ -128,7 +128,7 @@ def _wait_started(proc: subprocess.Popen, log: Path, since: int) -> None:
 
 def _outputs(out: Path) -> dict[str, list[tuple[Path, dict]]]:
     found: dict[str, list[tuple[Path, dict]]] = {}
-    for path in out.glob("*/*/source.json"):
+    for path in out.glob("*T*Z-*T*Z/*/source.json"):  # window directories, not a run's temporary one
         try:
             doc = json.loads(path.read_text())
         except (OSError, ValueError):

@@ -335,7 +335,10 @@ def clean_landed_file(landed: Landed, window: str, plan: CleanPlan, observe: Obs
     # directory is missing, which the next start reads again under the same version number.
     record["versions"] = [v for v in record["versions"] if v["version"] != version.version] + [entry]
     processed.write_record(output, path, record)
-    temp = FileSystems.join(plan.run_temp, f"{processed.path_key(path)}-v{version.version}-{uuid.uuid4().hex[:8]}")
+    # Two levels down, so that OUTPUT/*/*/normalized.jsonl never matches a file being written.
+    temp = FileSystems.join(
+        plan.run_temp, "in-flight", f"{processed.path_key(path)}-v{version.version}-{uuid.uuid4().hex[:8]}"
+    )
     processed.make_dirs(temp)
     try:
         shard = Shard(shard_number(path), path, file_suffix(path) or "", version.start, None)

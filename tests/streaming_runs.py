@@ -113,7 +113,7 @@ class Streaming:
 def sources(out: Path) -> dict[str, list[tuple[Path, dict]]]:
     """Landed path -> [(outputs directory, source.json)] of every file processed into ``out``."""
     found: dict[str, list[tuple[Path, dict]]] = {}
-    for path in sorted(out.glob("*/*/source.json")):
+    for path in sorted(out.glob("*T*Z-*T*Z/*/source.json")):  # window directories only
         doc = json.loads(path.read_text())
         found.setdefault(doc["source"], []).append((path.parent, doc))
     for versions in found.values():

@@ -361,7 +361,7 @@ def test_a_landed_file_is_cleaned_once_its_outputs_renamed_into_place_with_its_t
     assert source["source"] == str(f) and source["window"] == WINDOW and source["version"] == 1
     assert (source["totals"]["records_in"], source["totals"]["dead_letters"]) == (307, 6)
     assert source["partial"]["discarded"]  # the ledger of discarded fields, as partials add it up
-    assert list((out / plan.run_temp).iterdir()) == []  # nothing left in flight
+    assert list(Path(plan.run_temp, "in-flight").iterdir()) == []  # nothing left in flight
     assert clean_landed_file(_landed(f), "another-window", plan) is None  # the same content: once
     assert len(list(out.glob("*/*/source.json"))) == 1
 
@@ -423,7 +423,7 @@ def test_a_file_that_changes_while_it_is_read_is_not_committed(tmp_path, monkeyp
     monkeypatch.setattr("pipeline.streaming.stamp_of", lambda path: Stamp(1, 1))
     plan = _clean_plan(out)
     assert clean_landed_file(landed, WINDOW, plan) is None
-    assert not list(out.glob("*/*/source.json")) and list(Path(plan.run_temp).iterdir()) == []
+    assert not list(out.glob("*/*/source.json")) and list(Path(plan.run_temp, "in-flight").iterdir()) == []
     record = processed.read_record(str(out), str(f))
     assert record["versions"] == [] and record["seen"] == {"size": landed.size, "mtime_ns": landed.mtime_ns}
 
