@@ -118,7 +118,7 @@ def _record_flags(add) -> None:
     )
     add(
         "--model",
-        help="model name for replay sinks (openai-batch, openai-responses, anthropic); "
+        help="model name for replay sinks (openai-batch, openai-responses, anthropic, bedrock-converse); "
         "when given, it replaces each record's own model",
     )
     add(

@@ -19,7 +19,7 @@ from transforms.formats import READERS, detect_reader  # noqa: E402
 from transforms.normalize import normalize_conversation  # noqa: E402
 
 DATA = Path(__file__).parent / "data"
-FORMATS = ("openai", "openai-responses", "anthropic", "sharegpt", "gemini")
+FORMATS = ("openai", "openai-responses", "anthropic", "sharegpt", "gemini", "bedrock-converse")
 
 
 def load(path: Path) -> list:
@@ -49,7 +49,7 @@ def test_each_fixture_is_detected_as_its_format(fmt, record):
 
 def test_priorities_put_specific_formats_first_and_flat_last():
     order = [r.name for r in sorted(READERS.values(), key=lambda r: (r.priority, r.name))]
-    assert order == ["sharegpt", "anthropic", "gemini", "openai-responses", "openai", "flat"]
+    assert order == ["sharegpt", "bedrock-converse", "anthropic", "gemini", "openai-responses", "openai", "flat"]
 
 
 @pytest.mark.parametrize(

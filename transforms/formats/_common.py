@@ -265,6 +265,15 @@ def joined_system(messages: list) -> str:
     return JOIN.join(m["content"] for m in messages if m["role"] in SYSTEM_ROLES and m["content"].strip())
 
 
+def unsupported_role(role: object, target: str) -> FormatError:
+    """A role the target format has no place for; the message names the flags that fix it."""
+    return FormatError(
+        "unsupported_role",
+        f"role {role!r} has no {target} equivalent; --map-role {role}=ROLE gives it one "
+        f"(user or assistant, say), --drop-role {role} drops its messages (counted)",
+    )
+
+
 def add_turn(turns: list, role: str, blocks: list, key: str) -> None:
     """Append ``{"role": role, key: blocks}`` to ``turns``, or extend the last turn if it has
     ``role`` (the APIs that want roles to alternate would merge them anyway); no blocks, no turn."""

@@ -1,0 +1,292 @@
+"""Server-side tool blocks, documents and unknown blocks (issue 22).
+
+A server-side tool runs at the provider: its call and its result come back in the model's own
+message. They are not client tool calls (MEM-5 must not pair them); every reader keeps their
+text in the flat content in one rendering (``transforms.formats._rendered``), and the
+provider's own writer puts the blocks back as they were. A block type a reader does not know
+is a dead letter (``unknown_block``), never text. The records are written from the providers'
+API references: Anthropic's Messages API content blocks (``server_tool_use``,
+``web_search_tool_result``, ``web_fetch_tool_result``, ``code_execution_tool_result``,
+``bash_code_execution_tool_result``, ``mcp_tool_use`` / ``mcp_tool_result``,
+``container_upload``, ``compaction``, ``document``, ``search_result``).
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from transforms.formats import READERS, WRITERS, FormatError, WriteContext
+from transforms.inputs import RawRecord
+from transforms.jsontext import dumps_line
+from transforms.profiles import normalize_with_profile
+from transforms.records import process_record
+from transforms.settings import Settings
+
+SERVER_TURN = [
+    {"type": "text", "text": "Let me look that up."},
+    {"type": "server_tool_use", "id": "srvtoolu_01", "name": "web_search", "input": {"query": "Paris weather"}},
+    {
+        "type": "web_search_tool_result",
+        "tool_use_id": "srvtoolu_01",
+        "content": [
+            {
+                "type": "web_search_result",
+                "url": "https://example.com/paris",
+                "title": "Paris forecast",
+                "encrypted_content": "EqgfCioIARgBIiQ3YTAwMjY1Mi1mZjM5",
+                "page_age": "April 30, 2025",
+            }
+        ],
+    },
+    {
+        "type": "server_tool_use",
+        "id": "srvtoolu_02",
+        "name": "web_fetch",
+        "input": {"url": "https://example.com/paris"},
+    },
+    {
+        "type": "web_fetch_tool_result",
+        "tool_use_id": "srvtoolu_02",
+        "content": {
+            "type": "web_fetch_result",
+            "url": "https://example.com/paris",
+            "retrieved_at": "2025-04-30T10:00:00Z",
+            "content": {
+                "type": "document",
+                "source": {"type": "text", "media_type": "text/plain", "data": "Sunny, 24C."},
+                "title": "Paris forecast",
+            },
+        },
+    },
+    {
+        "type": "server_tool_use",
+        "id": "srvtoolu_03",
+        "name": "code_execution",
+        "input": {"code": "print(24 * 9 / 5 + 32)"},
+    },
+    {
+        "type": "code_execution_tool_result",
+        "tool_use_id": "srvtoolu_03",
+        "content": {"type": "code_execution_result", "stdout": "75.2\n", "stderr": "", "return_code": 0, "content": []},
+    },
+    {
+        "type": "server_tool_use",
+        "id": "srvtoolu_04",
+        "name": "bash_code_execution",
+        "input": {"command": "date"},
+    },
+    {
+        "type": "bash_code_execution_tool_result",
+        "tool_use_id": "srvtoolu_04",
+        "content": {
+            "type": "bash_code_execution_result",
+            "stdout": "Wed Apr 30",
+            "stderr": "",
+            "return_code": 0,
+            "content": [],
+        },
+    },
+    {
+        "type": "mcp_tool_use",
+        "id": "mcptoolu_05",
+        "name": "get_alerts",
+        "server_name": "weather",
+        "input": {"city": "Paris"},
+    },
+    {
+        "type": "mcp_tool_result",
+        "tool_use_id": "mcptoolu_05",
+        "is_error": False,
+        "content": [{"type": "text", "text": "No alerts."}],
+    },
+    {"type": "text", "text": "Sunny and 24C (75.2F), no alerts."},
+    {"type": "tool_use", "id": "toolu_06", "name": "save_note", "input": {"text": "Paris sunny"}},
+]
+RECORD = {
+    "model": "claude-sonnet-4-5",
+    "messages": [
+        {
+            "role": "user",
+            "content": [
+                {"type": "container_upload", "file_id": "file_011CNha8iCJcU1wXNR6q4V8w"},
+                {"type": "text", "text": "Weather in Paris, in F too?"},
+            ],
+        },
+        {"role": "assistant", "content": SERVER_TURN},
+        {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "toolu_06", "content": "saved"}]},
+        {
+            "role": "assistant",
+            "content": [
+                {
+                    "type": "compaction",
+                    "content": "Earlier: the user asked about Paris.",
+                    "encrypted_content": "b3BhcXVl",
+                },
+                {"type": "text", "text": "Done."},
+            ],
+        },
+    ],
+}
+
+EXPECTED_ASSISTANT_TEXT = "\n".join(
+    [
+        "Let me look that up.",
+        "[server tool call: web_search]",
+        "query: Paris weather",
+        "[server tool result: web_search]",
+        "url: https://example.com/paris",
+        "title: Paris forecast",
+        "page_age: April 30, 2025",
+        "[server tool call: web_fetch]",
+        "url: https://example.com/paris",
+        "[server tool result: web_fetch]",
+        "url: https://example.com/paris",
+        "retrieved_at: 2025-04-30T10:00:00Z",
+        "media_type: text/plain",
+        "Sunny, 24C.",
+        "title: Paris forecast",
+        "[server tool call: code_execution]",
+        "print(24 * 9 / 5 + 32)",
+        "[server tool result: code_execution]",
+        "stdout: 75.2\n",
+        "return_code: 0",
+        "[server tool call: bash_code_execution]",
+        "command: date",
+        "[server tool result: bash_code_execution]",
+        "stdout: Wed Apr 30",
+        "return_code: 0",
+        "[server tool call: get_alerts]",
+        "server_name: weather",
+        "city: Paris",
+        "[server tool result: get_alerts]",
+        "is_error: false",
+        "No alerts.",
+        "Sunny and 24C (75.2F), no alerts.",
+    ]
+)
+
+
+def test_anthropic_server_blocks_keep_their_text_and_are_not_client_calls():
+    conversation = READERS["anthropic"].read(RECORD, "messages")
+    user, assistant, result, last = conversation.messages
+    assert user == {
+        "role": "user",
+        "content": "[container upload]\nfile_id: file_011CNha8iCJcU1wXNR6q4V8w\nWeather in Paris, in F too?",
+    }
+    assert assistant["content"] == EXPECTED_ASSISTANT_TEXT
+    # Only the client tool_use is a call: MEM-5 pairs nothing else.
+    assert assistant["tool_calls"] == [
+        {"tool_call_id": "toolu_06", "name": "save_note", "args": {"text": "Paris sunny"}}
+    ]
+    assert result == {"role": "tool", "content": "saved", "tool_call_id": "toolu_06"}
+    assert last["content"] == "[compaction summary]\nEarlier: the user asked about Paris.\nDone."
+    # Nothing with text was left out: the ledger has nothing (ids and opaque payloads are no text).
+    assert conversation.discarded is None
+    assert normalize_with_profile(conversation.messages, "spec").dropped == 0
+
+
+@pytest.mark.parametrize("profile", ["lossless", "spec"])
+def test_anthropic_to_anthropic_puts_the_server_blocks_back_byte_identical(profile):
+    settings = Settings(sink="anthropic", profile=profile, max_tokens=1024)
+    outcome = process_record(RawRecord("in.jsonl", 0, dumps_line(RECORD)), settings)
+    assert outcome.dead_letter is None, outcome.dead_letter
+    written = outcome.record["messages"]
+    assert written[0]["content"] == RECORD["messages"][0]["content"]
+    rendered_types = [b["type"] for b in SERVER_TURN if b["type"] != "text"]
+    assert [b["type"] for b in written[1]["content"]] == ["text"] + rendered_types[:-1] + ["text", "tool_use"]
+    originals = [b for b in SERVER_TURN if b["type"] not in ("text", "tool_use")]
+    restored = [b for b in written[1]["content"] if b["type"] not in ("text", "tool_use")]
+    assert [dumps_line(b) for b in restored] == [dumps_line(b) for b in originals]
+    assert written[3]["content"][0] == RECORD["messages"][3]["content"][0]
+
+
+def test_other_writers_keep_the_rendered_text():
+    settings = Settings(sink="openai-finetune")
+    outcome = process_record(RawRecord("in.jsonl", 0, dumps_line(RECORD)), settings)
+    assistant = outcome.record["messages"][1]
+    assert assistant["content"] == EXPECTED_ASSISTANT_TEXT
+    assert [c["function"]["name"] for c in assistant["tool_calls"]] == ["save_note"]
+
+
+def test_a_document_with_a_text_source_keeps_its_text():
+    record = {
+        "messages": [
+            {
+                "role": "user",
+                "content": [
+                    {
+                        "type": "document",
+                        "source": {"type": "text", "media_type": "text/plain", "data": "The grass is green."},
+                        "title": "Facts",
+                        "context": "A test document",
+                        "citations": {"enabled": True},
+                    },
+                    {
+                        "type": "search_result",
+                        "source": "https://example.com/sky",
+                        "title": "Sky",
+                        "content": [{"type": "text", "text": "The sky is blue."}],
+                    },
+                    {"type": "text", "text": "What colour is the grass?"},
+                ],
+            },
+            {
+                "role": "assistant",
+                "content": [
+                    {
+                        "type": "text",
+                        "text": "Green.",
+                        "citations": [
+                            {
+                                "type": "char_location",
+                                "cited_text": "The grass is green.",
+                                "document_index": 0,
+                                "document_title": "Facts",
+                                "start_char_index": 0,
+                                "end_char_index": 19,
+                            }
+                        ],
+                    }
+                ],
+            },
+        ]
+    }
+    conversation = READERS["anthropic"].read(record, "messages")
+    assert conversation.messages[0]["content"] == (
+        "[document: Facts]\nmedia_type: text/plain\nThe grass is green.\ncontext: A test document\n"
+        "[search result: Sky]\nsource: https://example.com/sky\nThe sky is blue.\nWhat colour is the grass?"
+    )
+    assert conversation.messages[1] == {"role": "assistant", "content": "Green."}
+    # The citations are not kept: counted (their text: the cited text and the title).
+    assert conversation.discarded == {"citations": [1, len("The grass is green.") + len("Facts")]}
+
+
+@pytest.mark.parametrize(
+    "block",
+    [
+        {"type": "some_future_block", "text": "secret"},
+        {"type": "input_text", "text": "an OpenAI part in an Anthropic body"},
+        {"type": "fallback", "to": {"model": "m"}},
+    ],
+    ids=lambda b: b["type"],
+)
+def test_an_unknown_anthropic_block_is_a_dead_letter_not_text(block):
+    record = {"system": "Be brief.", "messages": [{"role": "user", "content": [{"type": "text", "text": "hi"}, block]}]}
+    with pytest.raises(FormatError) as err:
+        READERS["anthropic"].read(record, "messages")
+    assert err.value.reason == "unknown_block"
+    outcome = process_record(RawRecord("in.jsonl", 0, json.dumps(record).encode()), Settings())
+    assert outcome.dead_letter["reason"] == "format_error"
+    assert outcome.dead_letter["detail"].startswith("anthropic: unknown_block")
+
+
+def test_the_writer_restores_only_what_its_source_held():
+    # A normalized record whose text merely looks like a rendering is written as text.
+    messages = [
+        {"role": "user", "content": "[server tool call: web_search]\nquery: x"},
+        {"role": "assistant", "content": "ok"},
+    ]
+    out = WRITERS["anthropic"].write({"messages": messages}, WriteContext("r1", max_tokens=5, source=RECORD))
+    assert out["messages"][0]["content"] == "[server tool call: web_search]\nquery: x"
