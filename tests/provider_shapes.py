@@ -500,6 +500,8 @@ _GEMINI_DATA = {
     "fileData",
     "executableCode",
     "codeExecutionResult",
+    "toolCall",
+    "toolResponse",
 }
 
 

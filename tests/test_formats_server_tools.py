@@ -290,3 +290,71 @@ def test_the_writer_restores_only_what_its_source_held():
     ]
     out = WRITERS["anthropic"].write({"messages": messages}, WriteContext("r1", max_tokens=5, source=RECORD))
     assert out["messages"][0]["content"] == "[server tool call: web_search]\nquery: x"
+
+
+# --------------------------------------------------------------------------------------------
+# Gemini: executableCode / codeExecutionResult (the code execution tool), toolCall /
+# toolResponse (server-side tool calls the client passes back, not executes)
+
+GEMINI = {
+    "contents": [
+        {"role": "user", "parts": [{"text": "What is the sum of the first 5 primes? Also search the news."}]},
+        {
+            "role": "model",
+            "parts": [
+                {"text": "I will compute it."},
+                {
+                    "executableCode": {"language": "PYTHON", "code": "print(sum([2, 3, 5, 7, 11]))"},
+                    "thoughtSignature": "c2lnbmF0dXJl",
+                },
+                {"codeExecutionResult": {"outcome": "OUTCOME_OK", "output": "28\n"}},
+                {"toolCall": {"id": "tc_1", "toolType": "GOOGLE_SEARCH_WEB", "args": {"query": "prime news"}}},
+                {"toolResponse": {"id": "tc_1", "toolType": "GOOGLE_SEARCH_WEB", "response": {"summary": "No news."}}},
+                {"text": "The sum is 28; no news."},
+                {"functionCall": {"id": "fc_1", "name": "save", "args": {"value": 28}}},
+            ],
+        },
+        {"role": "user", "parts": [{"functionResponse": {"id": "fc_1", "name": "save", "response": {"output": "ok"}}}]},
+    ]
+}
+
+
+def test_gemini_server_parts_keep_their_text_and_are_not_client_calls():
+    conversation = READERS["gemini"].read(GEMINI, "messages")
+    model = conversation.messages[1]
+    assert model["content"] == "\n".join(
+        [
+            "I will compute it.",
+            "[server tool call: code_execution]",
+            "language: PYTHON",
+            "print(sum([2, 3, 5, 7, 11]))",
+            "[server tool result: code_execution]",
+            "outcome: OUTCOME_OK",
+            "28\n",
+            "[server tool call: GOOGLE_SEARCH_WEB]",
+            "query: prime news",
+            "[server tool result: GOOGLE_SEARCH_WEB]",
+            "summary: No news.",
+            "The sum is 28; no news.",
+        ]
+    )
+    assert model["tool_calls"] == [{"tool_call_id": "fc_1", "name": "save", "args": {"value": 28}}]
+    assert conversation.discarded is None
+
+
+@pytest.mark.parametrize("profile", ["lossless", "spec"])
+def test_gemini_to_gemini_puts_the_server_parts_back_byte_identical(profile):
+    outcome = process_record(RawRecord("in.jsonl", 0, dumps_line(GEMINI)), Settings(sink="gemini", profile=profile))
+    assert outcome.dead_letter is None, outcome.dead_letter
+    parts = outcome.record["contents"][1]["parts"]
+    originals = GEMINI["contents"][1]["parts"][1:5]
+    assert [dumps_line(p) for p in parts[1:5]] == [dumps_line(p) for p in originals]
+    assert parts[0] == {"text": "I will compute it."} and parts[5] == {"text": "The sum is 28; no news."}
+    assert parts[6]["functionCall"]["name"] == "save"
+
+
+def test_an_unknown_gemini_part_is_a_dead_letter_not_text():
+    record = {"contents": [{"role": "user", "parts": [{"text": "hi"}, {"someFuturePart": {"text": "secret"}}]}]}
+    with pytest.raises(FormatError) as err:
+        READERS["gemini"].read(record, "messages")
+    assert err.value.reason == "unknown_block"
