@@ -394,7 +394,7 @@ def test_responses_custom_tool_and_string_input():
 
 def test_responses_unknown_items_and_bad_records_are_format_errors():
     with pytest.raises(FormatError) as err:
-        read("openai-responses", {"input": [{"type": "web_search_call", "id": "ws_1", "status": "completed"}]})
+        read("openai-responses", {"input": [{"type": "computer_call", "call_id": "c1", "status": "completed"}]})
     assert err.value.reason == "unsupported_item"
     with pytest.raises(FormatError) as err:
         read("openai-responses", {"messages": []})

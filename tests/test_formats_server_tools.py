@@ -358,3 +358,101 @@ def test_an_unknown_gemini_part_is_a_dead_letter_not_text():
     with pytest.raises(FormatError) as err:
         READERS["gemini"].read(record, "messages")
     assert err.value.reason == "unknown_block"
+
+
+# --------------------------------------------------------------------------------------------
+# OpenAI Responses: built-in tool items the provider runs (they were `unsupported_item` dead
+# letters); items of client-run built-in tools stay refused, and unknown item types are
+# unknown_block.
+
+RESPONSES = {
+    "model": "gpt-4.1",
+    "input": [
+        {"type": "message", "role": "user", "content": "Find the Q3 numbers and chart them."},
+        {
+            "type": "web_search_call",
+            "id": "ws_1",
+            "status": "completed",
+            "action": {"type": "search", "query": "Q3 revenue", "sources": [{"type": "url", "url": "https://ex.com/q3"}]},
+        },
+        {
+            "type": "file_search_call",
+            "id": "fs_1",
+            "status": "completed",
+            "queries": ["Q3 report"],
+            "results": [{"file_id": "file-1", "filename": "q3.pdf", "score": 0.9, "text": "Revenue up 12%."}],
+        },
+        {
+            "type": "code_interpreter_call",
+            "id": "ci_1",
+            "status": "completed",
+            "container_id": "cntr_1",
+            "code": "print(1.12 * 100)",
+            "outputs": [{"type": "logs", "logs": "112.0"}],
+        },
+        {
+            "type": "mcp_call",
+            "id": "mcp_1",
+            "server_label": "crm",
+            "name": "lookup",
+            "arguments": '{"account":"acme"}',
+            "output": "ACME Corp",
+        },
+        {"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": "Revenue rose 12%."}]},
+        {"type": "function_call", "call_id": "call_1", "name": "save_chart", "arguments": "{}"},
+        {"type": "function_call_output", "call_id": "call_1", "output": "saved"},
+    ],
+}
+
+
+def test_responses_server_items_are_read_as_text_not_dead_letters():
+    conversation = READERS["openai-responses"].read(RESPONSES, "messages")
+    user, server, assistant, result = conversation.messages
+    assert user == {"role": "user", "content": "Find the Q3 numbers and chart them."}
+    assert server == {
+        "role": "assistant",
+        "content": "\n".join(
+            [
+                "[server tool call: web_search]",
+                "query: Q3 revenue",
+                "url: https://ex.com/q3",
+                "[server tool call: file_search]",
+                "queries: Q3 report",
+                "[server tool result: file_search]",
+                "file_id: file-1",
+                "filename: q3.pdf",
+                "score: 0.9",
+                "Revenue up 12%.",
+                "[server tool call: code_interpreter]",
+                "container_id: cntr_1",
+                "print(1.12 * 100)",
+                "[server tool result: code_interpreter]",
+                "logs: 112.0",
+                "[server tool call: lookup]",
+                "server_label: crm",
+                'arguments: {"account":"acme"}',
+                "[server tool result: lookup]",
+                "ACME Corp",
+            ]
+        ),
+    }
+    # The client call folds into the assistant message of the output text, not into the
+    # server items: those are not client calls.
+    assert assistant["tool_calls"] == [{"tool_call_id": "call_1", "name": "save_chart", "args": "{}"}]
+    assert result == {"role": "tool", "content": "saved", "tool_call_id": "call_1"}
+    assert conversation.discarded is None
+
+
+@pytest.mark.parametrize(
+    "item,reason",
+    [
+        ({"type": "computer_call", "call_id": "c", "action": {"type": "click", "x": 1, "y": 2}}, "unsupported_item"),
+        ({"type": "item_reference", "id": "msg_1"}, "unsupported_item"),
+        ({"type": "some_future_item", "text": "secret"}, "unknown_block"),
+    ],
+    ids=lambda v: v["type"] if isinstance(v, dict) else v,
+)
+def test_responses_items_it_cannot_read_are_refused(item, reason):
+    with pytest.raises(FormatError) as err:
+        READERS["openai-responses"].read({"input": [{"role": "user", "content": "x"}, item]}, "messages")
+    assert err.value.reason == reason

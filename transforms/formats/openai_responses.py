@@ -14,8 +14,16 @@
 - ``reasoning``: dropped (no flat equivalent; it carries ``encrypted_content`` that only the
   provider can read). It does not break the folding above.
 
-Any other item type (built-in tool calls, ``item_reference``, ...) is a FormatError
-(``unsupported_item``): its content cannot be carried, and silently losing a turn would hide it.
+- built-in tools the provider runs (``web_search_call``, ``file_search_call``,
+  ``code_interpreter_call``, ``image_generation_call``, ``mcp_call``, ``mcp_list_tools``,
+  ``mcp_approval_request``) and ``compaction`` items: not client calls; their text joins the
+  assistant message in the shared rendering (``transforms.formats._rendered``), call then
+  result; an ``mcp_approval_response`` is a user message in that rendering.
+
+Items of built-in tools the client runs (``computer_call``, ``local_shell_call``,
+``shell_call``, ``apply_patch_call`` and their outputs) and ``item_reference`` are a FormatError
+(``unsupported_item``): their actions cannot be carried, and silently losing a turn would hide
+them. An item type the reader does not know is ``unknown_block``.
 
 Writer (``openai-responses``): a replay request body ``{model?, instructions?, input, tools?}``;
 see ``write_responses``.
@@ -26,6 +34,7 @@ from __future__ import annotations
 from typing import Any
 
 from transforms.formats._common import (
+    JOIN,
     SYSTEM_ROLES,
     bare_list_conversation,
     block_text,
@@ -36,6 +45,7 @@ from transforms.formats._common import (
     record_fields,
     record_model,
 )
+from transforms.formats._rendered import SERVER_CALL, SERVER_RESULT, render, unknown_block, without
 from transforms.formats._tools import tools_for
 from transforms.formats.base import (
     Conversation,
@@ -48,10 +58,41 @@ from transforms.formats.base import (
 )
 from transforms.formats.openai import openai_arguments
 from transforms.ledger import note, note_unread_keys
+from transforms.normalize import content_text
 
 _CALLS = ("function_call", "custom_tool_call")
 _OUTPUTS = ("function_call_output", "custom_tool_call_output")
-_TYPED = frozenset(("message", "reasoning") + _CALLS + _OUTPUTS)
+#: Items of built-in tools the provider runs itself: (the tool's name, or ``None`` for the
+#: item's own ``name``; the keys of the call; the keys of its result). Not client calls: their
+#: text is kept in the assistant message, in the shared rendering (``_rendered``).
+_SERVER_ITEMS: dict[str, tuple[str | None, tuple[str, ...], tuple[str, ...]]] = {
+    "web_search_call": ("web_search", ("action",), ()),
+    "file_search_call": ("file_search", ("queries",), ("results",)),
+    "code_interpreter_call": ("code_interpreter", ("container_id", "code"), ("outputs",)),
+    "image_generation_call": ("image_generation", ("revised_prompt",), ()),
+    "mcp_call": (None, ("server_label", "arguments"), ("output", "error")),
+    "mcp_list_tools": ("mcp_list_tools", ("server_label",), ("tools", "error")),
+    "mcp_approval_request": (None, ("server_label", "arguments"), ()),
+}
+#: Items of built-in tools the client runs (paired by ``call_id`` like function calls, but with
+#: actions a flat call cannot hold and no writer could send back), and references to stored
+#: items whose content the record does not hold: refused (``unsupported_item``).
+_UNSUPPORTED = frozenset(
+    (
+        "computer_call",
+        "computer_call_output",
+        "local_shell_call",
+        "local_shell_call_output",
+        "shell_call",
+        "shell_call_output",
+        "apply_patch_call",
+        "apply_patch_call_output",
+        "item_reference",
+    )
+)
+_TYPED = frozenset(
+    ("message", "reasoning", "compaction", "mcp_approval_response") + _CALLS + _OUTPUTS + tuple(_SERVER_ITEMS)
+)
 _PART_TYPES = frozenset(("input_text", "output_text", "input_image", "input_file", "input_audio"))
 
 
@@ -76,11 +117,30 @@ def _lost_message(item: Any) -> bool:
     )
 
 
-def responses_to_flat(items: list, discarded: dict | None = None) -> list:
+def server_item_text(item: dict[str, Any]) -> str:
+    """The rendering of a built-in tool item the provider ran: its call, then its result (an
+    image generation's base64 image is an ``[image]`` placeholder, as media are elsewhere)."""
+    name, call_keys, result_keys = _SERVER_ITEMS[item["type"]]
+    name = name or content_text(item.get("name"))
+    call = render(SERVER_CALL, name, {k: item[k] for k in call_keys if k in item})
+    result: Any = {k: item[k] for k in result_keys if item.get(k) not in (None, "", [], {})}
+    if item["type"] == "image_generation_call" and item.get("result"):
+        result = "[image]"
+    return call + JOIN + render(SERVER_RESULT, name, result) if result else call
+
+
+def _note_unrendered(item: dict[str, Any], discarded: dict[str, Any]) -> None:
+    """Count the keys of a server item its rendering does not show (item metadata aside)."""
+    _, call_keys, result_keys = _SERVER_ITEMS[item["type"]]
+    shown = ("type", "id", "status", "name", "result") + call_keys + result_keys
+    note_unread_keys(item, frozenset(shown), discarded)
+
+
+def responses_to_flat(items: list[Any], discarded: dict[str, Any] | None = None) -> list[Any]:
     """Responses items as flat messages; reasoning items and parts go to the ledger ``discarded``."""
     out = []
     discarded = {} if discarded is None else discarded
-    folding: dict | None = None  # the assistant message that a following call joins
+    folding: dict[str, Any] | None = None  # the assistant message that a following call joins
     for item in items:
         if not isinstance(item, dict):
             out.append(item)  # the core drops it, counted
@@ -112,11 +172,30 @@ def responses_to_flat(items: list, discarded: dict | None = None) -> list:
             output = block_text(item.get("output"), discarded)
             out.append({"role": "tool", "content": output, "tool_call_id": item.get("call_id")})
             folding = None
+        elif kind in _SERVER_ITEMS or kind == "compaction":
+            # Run by the provider: text in the assistant message, not a call for MEM-5 to pair.
+            if kind == "compaction":
+                text = render("compaction summary", None, item)  # its content is encrypted
+            else:
+                _note_unrendered(item, discarded)
+                text = server_item_text(item)
+            if folding is None or folding.get("tool_calls"):
+                folding = {"role": "assistant", "content": text}
+                out.append(folding)
+            else:
+                folding["content"] = JOIN.join(t for t in (folding["content"], text) if t)
+        elif kind == "mcp_approval_response":
+            # The client's answer to an approval request: its turn.
+            text = render("server tool approval", None, without(item, "approval_request_id"))
+            out.append({"role": "user", "content": text})
+            folding = None
         elif kind == "reasoning":
             note(discarded, kind, item)
             continue
-        else:
+        elif kind in _UNSUPPORTED:
             raise FormatError("unsupported_item", f"input item type {kind!r} has no flat equivalent")
+        else:
+            raise unknown_block(kind, "openai-responses")
     return out
 
 
