@@ -373,7 +373,11 @@ RESPONSES = {
             "type": "web_search_call",
             "id": "ws_1",
             "status": "completed",
-            "action": {"type": "search", "query": "Q3 revenue", "sources": [{"type": "url", "url": "https://ex.com/q3"}]},
+            "action": {
+                "type": "search",
+                "query": "Q3 revenue",
+                "sources": [{"type": "url", "url": "https://ex.com/q3"}],
+            },
         },
         {
             "type": "file_search_call",
@@ -456,3 +460,61 @@ def test_responses_items_it_cannot_read_are_refused(item, reason):
     with pytest.raises(FormatError) as err:
         READERS["openai-responses"].read({"input": [{"role": "user", "content": "x"}, item]}, "messages")
     assert err.value.reason == reason
+
+
+# --------------------------------------------------------------------------------------------
+# Content parts of the other readers: an unknown part type is a dead letter too
+
+
+@pytest.mark.parametrize(
+    "fmt,record",
+    [
+        (
+            "openai",
+            {
+                "messages": [
+                    {"role": "user", "content": [{"type": "text", "text": "hi"}, {"type": "hologram", "data": 1}]}
+                ]
+            },
+        ),
+        (
+            "openai-responses",
+            {
+                "input": [
+                    {"role": "user", "content": [{"type": "input_text", "text": "hi"}, {"type": "input_hologram"}]}
+                ]
+            },
+        ),
+        (
+            "sharegpt",
+            {"messages": [{"role": "user", "content": [{"type": "text", "value": "hi"}, {"type": "sticker"}]}]},
+        ),
+    ],
+    ids=["openai", "openai-responses", "sharegpt"],
+)
+def test_an_unknown_part_type_is_a_dead_letter_not_a_placeholder(fmt, record):
+    with pytest.raises(FormatError) as err:
+        READERS[fmt].read(record, "messages")
+    assert err.value.reason == "unknown_block"
+
+
+def test_known_media_parts_stay_placeholders_and_annotations_are_counted():
+    record = {
+        "input": [
+            {
+                "type": "message",
+                "role": "assistant",
+                "content": [
+                    {
+                        "type": "output_text",
+                        "text": "Paris is sunny.",
+                        "annotations": [{"type": "url_citation", "url": "https://ex.com", "title": "Forecast"}],
+                    }
+                ],
+            },
+            {"role": "user", "content": [{"type": "input_image", "image_url": "https://ex.com/a.png"}]},
+        ]
+    }
+    conversation = READERS["openai-responses"].read(record, "messages")
+    assert [m["content"] for m in conversation.messages] == ["Paris is sunny.", "[image]"]
+    assert conversation.discarded == {"annotations": [1, len("https://ex.com") + len("Forecast")]}

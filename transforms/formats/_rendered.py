@@ -100,11 +100,12 @@ def without(block: dict[str, Any], *keys: str) -> dict[str, Any]:
     return {k: v for k, v in block.items() if k not in keys}
 
 
-def unknown_block(kind: Any, reader: str) -> FormatError:
+def unknown_block(kind: Any, reader: str = "") -> FormatError:
     """The error for a block type a reader does not know: a dead letter, never text."""
+    which = f"the {reader} reader" if reader else "its reader"
     return FormatError(
         "unknown_block",
-        f"block type {kind!r} is not one the {reader} reader knows; its text would be lost, so the record is refused",
+        f"block type {kind!r} is not one {which} knows; its text would be lost, so the record is refused",
     )
 
 
