@@ -7,10 +7,29 @@ it registers nothing.
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from transforms.formats._common import record_tools
 from transforms.formats.base import FormatError, WriteContext, count_written
+
+#: Each provider's rule for a tool name: OpenAI function names, Anthropic tool names and Bedrock
+#: ``ToolSpecification.name`` are ``[a-zA-Z0-9_-]``, 1 to 64 characters; the Gemini API also
+#: allows dots and colons (Vertex AI further wants a letter or an underscore first).
+TOOL_NAME_RULES = {
+    "OpenAI": re.compile(r"^[a-zA-Z0-9_-]{1,64}$"),
+    "Anthropic": re.compile(r"^[a-zA-Z0-9_-]{1,64}$"),
+    "Bedrock Converse": re.compile(r"^[a-zA-Z0-9_-]{1,64}$"),
+    "Gemini": re.compile(r"^[a-zA-Z0-9_.:-]{1,64}$"),
+}
+
+
+def check_tool_name(name: Any, provider: str) -> str:
+    """``name`` when the provider accepts it as a tool name, else ``FormatError("invalid_tool_name")``."""
+    rule = TOOL_NAME_RULES[provider]
+    if not isinstance(name, str) or not rule.match(name):
+        raise FormatError("invalid_tool_name", f"tool name {name!r} breaks {provider}'s rule {rule.pattern}")
+    return name
 
 
 def value_at(record: Any, path: str) -> Any:

@@ -60,7 +60,7 @@ from transforms.formats._common import (
     unsupported_role,
 )
 from transforms.formats._rendered import SERVER_CALL, SERVER_RESULT, Originals, render, unknown_block, without
-from transforms.formats._tools import called_tools, tool_name, tools_for
+from transforms.formats._tools import called_tools, check_tool_name, tool_name, tools_for
 from transforms.formats.base import (
     Conversation,
     FormatError,
@@ -257,8 +257,6 @@ def detect_anthropic(record: Any, messages_field: str) -> bool:
 # Writer
 
 _VALID_ID = re.compile(r"^[A-Za-z0-9_-]+$")
-#: Anthropic's rule for tool names.
-VALID_TOOL_NAME = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
 
 
 def tool_ids(messages: list[Any]) -> dict[str, str]:
@@ -320,9 +318,7 @@ def _text_blocks(text: str, originals: Originals) -> list[Any]:
 
 def _tool_use(call: dict[str, Any], ids: dict[str, Any]) -> dict[str, Any]:
     call_id = ids[call["tool_call_id"]]
-    name = call["name"]
-    if not VALID_TOOL_NAME.match(name):
-        raise FormatError("invalid_tool_name", f"tool name {name!r} breaks Anthropic's rule ^[a-zA-Z0-9_-]{{1,64}}$")
+    name = check_tool_name(call["name"], "Anthropic")
     return {"type": "tool_use", "id": call_id, "name": name, "input": tool_input(call.get("args"))}
 
 

@@ -35,7 +35,6 @@ Writer: see ``write_bedrock``.
 
 from __future__ import annotations
 
-import re
 from typing import Any
 
 from transforms.formats._common import (
@@ -53,7 +52,7 @@ from transforms.formats._common import (
     unsupported_role,
 )
 from transforms.formats._rendered import SERVER_CALL, SERVER_RESULT, Originals, render, unknown_block, without
-from transforms.formats._tools import bare_function_schema, called_tools, tool_name, tools_for
+from transforms.formats._tools import bare_function_schema, called_tools, check_tool_name, tool_name, tools_for
 from transforms.formats.anthropic import PERMISSIVE_SCHEMA, tool_ids, tool_input
 from transforms.formats.base import (
     Conversation,
@@ -346,9 +345,6 @@ BEDROCK_READER = register_reader(
 # --------------------------------------------------------------------------------------------
 # Writer
 
-#: Bedrock's rule for tool names (``ToolSpecification.name``, ``ToolUseBlock.name``).
-VALID_TOOL_NAME = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
-
 
 def _renderings(source: Any, messages_field: str) -> Originals:
     """The server-side blocks of a Converse source record, by the rendering the reader made."""
@@ -392,9 +388,7 @@ def _tool_result(message: dict[str, Any], ids: dict[str, Any]) -> dict[str, Any]
 
 
 def _tool_use(call: dict[str, Any], ids: dict[str, Any]) -> dict[str, Any]:
-    name = call["name"]
-    if not VALID_TOOL_NAME.match(name):
-        raise FormatError("invalid_tool_name", f"tool name {name!r} breaks Bedrock's rule [a-zA-Z0-9_-]{{1,64}}")
+    name = check_tool_name(call["name"], "Bedrock Converse")
     return {"toolUse": {"toolUseId": ids[call["tool_call_id"]], "name": name, "input": tool_input(call.get("args"))}}
 
 

@@ -37,20 +37,23 @@ def _looks_like(winner: Reader | None) -> str:
 
 def _refuse_calls_the_core_cannot_read(messages: Any, winner: Reader) -> None:
     """Forced ``flat`` reads OpenAI function calls, but the core knows no custom tool call
-    (``{"type": "custom", "custom": {name, input}}``): it would keep an empty name and lose
-    the input, counting nothing."""
+    (``{"type": "custom", "custom": {name, input}}``) and no call whose ``function`` is its name
+    (Inspect AI's ``{"function": "web_browser_go"}``): it would keep an empty name (and lose a
+    custom call's input), counting nothing."""
     for message in messages if isinstance(messages, list) else ():
         calls = message.get("tool_calls") if isinstance(message, dict) else None
         for call in calls if isinstance(calls, list) else ():
-            if (
-                isinstance(call, dict)
-                and isinstance(call.get("custom"), dict)
-                and call.get("name") is None
-                and not isinstance(call.get("function"), dict)
-            ):
+            if not isinstance(call, dict) or call.get("name") is not None:
+                continue
+            if isinstance(call.get("custom"), dict) and not isinstance(call.get("function"), dict):
                 raise FormatError(
                     "wrong_format",
                     "the core reads no custom tool call (its name and input would be lost)" + _looks_like(winner),
+                )
+            if isinstance(call.get("function"), str):
+                raise FormatError(
+                    "wrong_format",
+                    "the core reads no call whose function is its name (the name would be lost)" + _looks_like(winner),
                 )
 
 

@@ -64,7 +64,7 @@ from transforms.formats._common import (
     take_pending,
 )
 from transforms.formats._rendered import SERVER_CALL, SERVER_RESULT, Originals, render, unknown_block, without
-from transforms.formats._tools import bare_function_schema, tools_for
+from transforms.formats._tools import bare_function_schema, check_tool_name, tools_for
 from transforms.formats.anthropic import tool_input
 from transforms.formats.base import (
     Conversation,
@@ -441,7 +441,13 @@ def write_gemini(record: dict, ctx: WriteContext) -> dict:
             parts, turn = text, "user"
         elif role == "assistant":
             calls = [
-                {"functionCall": {"id": c["tool_call_id"], "name": c["name"], "args": tool_input(c.get("args"))}}
+                {
+                    "functionCall": {
+                        "id": c["tool_call_id"],
+                        "name": check_tool_name(c["name"], "Gemini"),
+                        "args": tool_input(c.get("args")),
+                    }
+                }
                 for c in message.get("tool_calls") or ()
             ]
             parts, turn = text + calls, "model"

@@ -2,7 +2,9 @@
 
 Reader (``openai``): ``{"messages": [...], ...}`` or a bare list. Calls ``{id, type:
 "function", function: {name, arguments}}`` and custom calls ``{id, type: "custom", custom:
-{name, input}}`` become flat calls with their arguments verbatim; ``developer`` becomes
+{name, input}}`` become flat calls with their arguments verbatim, and so do calls whose
+``function`` is the name itself (``{id, function: "web_browser_go", arguments}``, as Inspect AI
+logs them; the core reads no name there); ``developer`` becomes
 ``system``; content part lists are joined as text (``_common.part_text``: refusal parts give
 their text, image/audio/file parts a placeholder such as ``[image]``); an assistant's
 ``refusal`` is its text when it has no content. An assistant message that carries calls
@@ -64,7 +66,7 @@ from transforms.formats._common import (
     record_model,
     take_pending,
 )
-from transforms.formats._tools import tools_for
+from transforms.formats._tools import check_tool_name, tools_for
 from transforms.formats.base import (
     Conversation,
     FormatError,
@@ -90,12 +92,25 @@ def _first(*values: Any) -> Any:
     return None
 
 
+def _named_by_function(call: Any) -> bool:
+    """A call whose ``function`` is its name (``{"id", "function": "web_browser_go", "arguments"}``,
+    as Inspect AI logs them): the core reads no name there."""
+    return isinstance(call, dict) and isinstance(call.get("function"), str) and call.get("name") is None
+
+
 def _read_call(call: Any) -> tuple[Any, bool]:
     """A provider call as a flat call, and whether it is provider-shaped (may get an id)."""
     if not isinstance(call, dict):
         return call, False
     function = call.get("function")
     custom = call.get("custom")
+    if _named_by_function(call):
+        # Eval frameworks (Inspect AI) log the name itself in `function`.
+        flat = {"tool_call_id": raw_call_id(call), "name": function}
+        args = _first(call.get("args"), call.get("arguments"))
+        if args is not None:
+            flat["args"] = args
+        return flat, True
     if not isinstance(function, dict) and not isinstance(custom, dict):
         return call, False  # already flat (or junk): the core reads it as it is
     inner = function if isinstance(function, dict) else custom
@@ -198,7 +213,7 @@ def _plain_call(call: Any) -> bool:
     if isinstance(function, dict):
         # The reader also reads ``function.input`` (custom calls' spelling); the core does not.
         return "input" not in function and (call.get("tool_call_id") is not None or call.get("id") is not None)
-    return not isinstance(call.get("custom"), dict)
+    return not isinstance(call.get("custom"), dict) and not _named_by_function(call)
 
 
 def _is_plain(message: dict, role: Any, pending: Any) -> bool:
@@ -336,7 +351,8 @@ def _openai_ism(message: Any) -> bool:
         return True
     calls = message.get("tool_calls")
     return isinstance(calls, list) and any(
-        isinstance(c, dict) and (isinstance(c.get("function"), dict) or isinstance(c.get("custom"), dict))
+        isinstance(c, dict)
+        and (isinstance(c.get("function"), dict) or isinstance(c.get("custom"), dict) or _named_by_function(c))
         for c in calls
     )
 
@@ -375,6 +391,7 @@ def openai_arguments(args: Any) -> str:
 
 
 def _openai_call(call: dict, custom_tools: frozenset) -> dict:
+    check_tool_name(call["name"], "OpenAI")
     if call["name"] in custom_tools:
         # A call to a free-text custom tool: its arguments are the tool's input.
         args = call.get("args")

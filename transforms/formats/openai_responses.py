@@ -46,7 +46,7 @@ from transforms.formats._common import (
     record_model,
 )
 from transforms.formats._rendered import SERVER_CALL, SERVER_RESULT, render, unknown_block, without
-from transforms.formats._tools import tools_for
+from transforms.formats._tools import check_tool_name, tools_for
 from transforms.formats.base import (
     Conversation,
     FormatError,
@@ -344,6 +344,7 @@ def _input_items(messages: list, custom: frozenset) -> list[dict]:
 
 def _call_item(call: dict, custom: frozenset, custom_calls: set) -> dict:
     """A ``function_call`` item, or a ``custom_tool_call`` (noted in ``custom_calls``) for a custom tool."""
+    check_tool_name(call["name"], "OpenAI")
     if call["name"] in custom:
         args = call.get("args")
         custom_calls.add(call["tool_call_id"])
