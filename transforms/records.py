@@ -81,6 +81,9 @@ def _process(raw: RawRecord, settings: Settings, hint: ReaderHint | None = None)
         metrics["repairs"] = result.repairs
     if conversation.report:
         metrics["reader_report"] = conversation.report
+    if conversation.partial:
+        # Its history is stored at the provider: results of calls made there are orphans here.
+        metrics["partial_conversation"] = True
     if isinstance(raw.payload, Parsed) and raw.payload.nulled:
         # Values the reader wrote as null because JSON cannot hold them, by field.
         metrics["non_finite_nulled"] = raw.payload.nulled

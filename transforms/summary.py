@@ -158,7 +158,7 @@ def partial(
     dropped_by, repairs, violations, histogram, nulled, discarded = {}, {}, {}, {}, {}, {}
     reports: dict = {name: {} for name in _REPORTS}
     records_out = messages_in = messages_out = dropped = healed = with_drops = with_violations = 0
-    with_discards = 0
+    with_discards = partial_conversations = 0
     for m in metrics:
         records_out += 1
         messages_in += m["messages_in"]
@@ -182,6 +182,7 @@ def partial(
             _add_ledger(discarded, m["discarded"])
         if "violations" in m:
             with_violations += _tally_violations(violations, m["violations"])
+        partial_conversations += m.get("partial_conversation", False) is True
     return {
         **_accounting(records_in, blank_lines, "records_out", records_out, dead_letters),
         "messages_in": messages_in,
@@ -198,6 +199,7 @@ def partial(
         "violations": violations,
         **reports,
         "non_finite_nulled": nulled,
+        "partial_conversations": partial_conversations,
     }
 
 
@@ -253,6 +255,9 @@ def finalize(summary: dict, *, profile: str = "spec", check: bool = False) -> di
     if s["non_finite_nulled"]:
         # Parquet NaN / infinities written as null (JSON cannot hold them), by field.
         doc["non_finite_nulled"] = {k: s["non_finite_nulled"][k] for k in sorted(s["non_finite_nulled"])}
+    if s["partial_conversations"]:
+        # Conversations continued from a history stored at the provider (previous_response_id).
+        doc["partial_conversations"] = s["partial_conversations"]
     if profile != "spec" or s["repairs"]:
         doc["repairs"] = _ordered(s["repairs"], REPAIRS)
     if check or s["violations"]:
@@ -299,6 +304,11 @@ def _message_rows(doc: dict) -> list[tuple]:
         ("synthetic results (healed)", doc["healed"]),
         ("conversations with drops", doc["conversations_with_drops"]),
         *((f"non-finite floats nulled in {field}", n) for field, n in doc.get("non_finite_nulled", {}).items()),
+        *(
+            (("partial conversations (history at the provider)", doc["partial_conversations"]),)
+            if doc.get("partial_conversations")
+            else ()
+        ),
     ]
 
 

@@ -116,6 +116,12 @@ def is_part_list(value: Any) -> bool:
     )
 
 
+def is_part_list_or_empty(value: Any) -> bool:
+    """A list of typed parts, or an empty list: provider content (an empty part list is empty
+    text, not the ``"[]"`` the core's cast of a list would give)."""
+    return value == [] or is_part_list(value)
+
+
 def part_text(part: Any) -> str | None:
     """The text one content part contributes, or ``None`` when it contributes nothing.
 

@@ -253,6 +253,31 @@ def detect_anthropic(record: Any, messages_field: str) -> bool:
     return isinstance(messages, list) and _anthropic_signal(record, messages) and foreign_entry(messages) is None
 
 
+_MESSAGE_KEYS = frozenset(("role", "content"))
+
+
+def _valid_message(message: Any) -> bool:
+    if not isinstance(message, dict) or not message.keys() <= _MESSAGE_KEYS:
+        return False
+    content = message.get("content")
+    blocks_ok = isinstance(content, list) and all(
+        isinstance(b, dict) and b.get("type") in KNOWN_BLOCKS for b in content
+    )
+    return message.get("role") in ("user", "assistant") and (isinstance(content, str) or blocks_ok)
+
+
+def accepts_anthropic(record: Any, messages_field: str) -> bool:
+    """A Messages API body as it is: messages of role user / assistant holding only ``role`` and
+    ``content`` (a string or known blocks), a ``system`` string or typed blocks beside them."""
+    messages = record if isinstance(record, list) else record.get(messages_field) if isinstance(record, dict) else None
+    if not isinstance(messages, list) or not messages:
+        return False
+    system = record.get("system") if isinstance(record, dict) else None
+    if system is not None and not isinstance(system, str) and (not isinstance(system, list) or _untyped(system)):
+        return False
+    return all(_valid_message(m) for m in messages)
+
+
 # --------------------------------------------------------------------------------------------
 # Writer
 
@@ -405,12 +430,25 @@ def _not_convertible(name: Any, why: str) -> FormatError:
     return FormatError("unconvertible_tool", f"tool {name!r} cannot be written as an Anthropic tool: {why}")
 
 
+#: Anthropic's own server tools are typed by a versioned name (``web_search_20250305``,
+#: ``code_execution_20250825``, ``bash_20250124`` ...); the MCP connector's tool sets by
+#: ``mcp_toolset``. Other typed tools (OpenAI's ``web_search_preview``, ``file_search``,
+#: OpenRouter's ``openrouter:*``) have no Anthropic equivalent.
+_SERVER_TOOL_TYPE = re.compile(r"^[a-z][a-z0-9_]*_\d{8}$|^mcp_toolset$")
+
+
+def anthropic_server_tool(kind: Any) -> bool:
+    return isinstance(kind, str) and _SERVER_TOOL_TYPE.match(kind) is not None
+
+
 def anthropic_tool(tool: Any, ctx: WriteContext) -> dict[str, Any]:
     """One tool definition in the Anthropic shape ``{name, description?, input_schema, strict?}``.
 
-    Anthropic-native definitions (``input_schema``, or a server tool's own ``type``) pass as
-    they are. A function schema (chat ``{type: function, function: {...}}``, Responses
-    ``{type: function, name, ...}`` or bare ``{name, ...}``) converts: ``parameters`` →
+    Anthropic-native definitions (``input_schema``, or a server tool's own versioned
+    ``type``) pass as they are; other typed tools (OpenAI built-ins such as
+    ``web_search_preview``, ``openrouter:*``) are ``unconvertible_tool``. A function schema
+    (chat ``{type: function, function: {...}}``, Responses ``{type: function, name, ...}`` or
+    bare ``{name, ...}``) converts: ``parameters`` →
     ``input_schema`` (none → an empty object schema); ``strict`` true/false kept (Anthropic has
     it), ``strict: null`` dropped; a redundant ``type: "function"`` inside ``function`` dropped;
     a function-level ``required`` list moved into ``input_schema`` when the schema has none,
@@ -423,10 +461,13 @@ def anthropic_tool(tool: Any, ctx: WriteContext) -> dict[str, Any]:
     if not isinstance(tool, dict):
         raise _not_convertible(name, f"a tool definition is an object, not {type(tool).__name__}")
     kind = tool.get("type")
-    if "input_schema" in tool or (isinstance(kind, str) and kind not in ("function", "custom")):
+    if "input_schema" in tool or anthropic_server_tool(kind):
         return tool
     if kind == "custom":
         raise _not_convertible(name, "a free-text custom tool has no Anthropic equivalent")
+    if kind not in (None, "function"):
+        what = f"tool {name!r}" if name is not None else f"tool definition with keys {sorted(map(str, tool))}"
+        raise FormatError("unconvertible_tool", f"{what} ({kind}) has no Anthropic equivalent")
     function, nested = _function_of(tool, name)
     if not isinstance(name, str) or not name:
         raise FormatError("unconvertible_tool", f"tool definition with keys {sorted(map(str, tool))} has no name")
@@ -522,6 +563,7 @@ ANTHROPIC_READER = register_reader(
         detect_anthropic,
         priority=30,
         description="Anthropic Messages (system parameter, tool_use / tool_result blocks)",
+        accepts=accepts_anthropic,
     )
 )
 ANTHROPIC_WRITER = register_writer(

@@ -6,7 +6,8 @@ Reader (``openai``): ``{"messages": [...], ...}`` or a bare list. Calls ``{id, t
 ``function`` is the name itself (``{id, function: "web_browser_go", arguments}``, as Inspect AI
 logs them; the core reads no name there); ``developer`` becomes
 ``system``; content part lists are joined as text (``_common.part_text``: refusal parts give
-their text, image/audio/file parts a placeholder such as ``[image]``); an assistant's
+their text, image/audio/file parts a placeholder such as ``[image]``; an empty part list is
+empty text); an assistant's
 ``refusal`` is its text when it has no content. An assistant message that carries calls
 (``tool_calls`` or a legacy ``function_call``) with ``content: null`` or no content gets ``""``:
 null is how the API spells a call-only turn, ``""`` is how the flat shape spells it (null
@@ -59,7 +60,7 @@ from transforms.formats._common import (
     flatten_parts,
     foreign_entry,
     ids_in_messages,
-    is_part_list,
+    is_part_list_or_empty,
     message_list,
     normalized_messages,
     openai_tool,
@@ -142,7 +143,7 @@ def _with_text(message: dict, discarded: dict | None) -> dict:
     """A copy of ``message`` whose content part list, if any, is joined as text."""
     flat = dict(message)
     content = message.get("content")
-    if is_part_list(content):
+    if is_part_list_or_empty(content):
         flat["content"] = flatten_parts(content, discarded)
     return flat
 
@@ -228,7 +229,7 @@ def _is_plain(message: dict, role: Any, pending: Any) -> bool:
     position with ``pending`` calls) is not plain.
     """
     content = message.get("content")
-    if content.__class__ is not str and content is not None and is_part_list(content):
+    if content.__class__ is not str and content is not None and is_part_list_or_empty(content):
         return False
     if role == "assistant":
         if "refusal" in message or "function_call" in message:
@@ -347,7 +348,7 @@ def _openai_ism(message: Any) -> bool:
         return True
     if isinstance(message.get("tool_call_ids"), list) and "tool_call_id" not in message:
         return True  # an agent trajectory naming its calls in a list (SWE-agent)
-    if is_part_list(message.get("content")):
+    if is_part_list_or_empty(message.get("content")):
         return True
     calls = message.get("tool_calls")
     return isinstance(calls, list) and any(

@@ -228,7 +228,10 @@ def read_responses(record: Any, messages_field: str) -> Conversation:
     else:
         raise FormatError("bad_instructions", f"'instructions' is {type(instructions).__name__}")
     flat = lead + responses_to_flat(items, discarded)
-    return Conversation(flat, record_fields(record, ("input", "instructions")), discarded=discarded or None)
+    # The history of a continued request is stored at the provider, not in the record.
+    partial = bool(record.get("previous_response_id") or record.get("conversation"))
+    fields = record_fields(record, ("input", "instructions"))
+    return Conversation(flat, fields, discarded=discarded or None, partial=partial)
 
 
 def _responses_item(item: Any) -> bool:
@@ -240,6 +243,11 @@ def _responses_item(item: Any) -> bool:
     return isinstance(content, list) and any(isinstance(p, dict) and p.get("type") in _PART_TYPES for p in content)
 
 
+#: Request parameters that make ``{"input": "<text>"}`` a Responses request (and not, say, an
+#: eval record's prompt).
+_STRING_REQUEST_KEYS = frozenset(("instructions", "model", "previous_response_id", "conversation"))
+
+
 def detect_responses(record: Any, messages_field: str) -> bool:
     if isinstance(record, list):
         return any(_responses_item(i) for i in record) and not any(_lost_message(i) for i in record)
@@ -249,7 +257,8 @@ def detect_responses(record: Any, messages_field: str) -> bool:
         return False  # its own message list: another reader reads it, 'input' is carried
     items = record.get("input")
     if isinstance(items, str):
-        return "instructions" in record
+        # A plain-string request: one user message, told by a request parameter beside it.
+        return not _STRING_REQUEST_KEYS.isdisjoint(record)
     if not isinstance(items, list) or any(_lost_message(i) for i in items):
         return False
     return "instructions" in record or any(_responses_item(i) or (isinstance(i, dict) and "role" in i) for i in items)
