@@ -45,6 +45,7 @@ from pipeline.sources import (
     plan_shards,
 )
 from transforms.formats import WRITERS
+from transforms.roles import parse_map_role
 from transforms.settings import DEFAULT_RAW_LIMIT, Settings
 from transforms.summary import DeadLetterLimit
 
@@ -143,6 +144,19 @@ def _record_flags(add) -> None:
         action=argparse.BooleanOptionalAction,
         default=False,
         help="also count provider sendability violations in the normalized output",
+    )
+    add(
+        "--drop-role",
+        action="append",
+        help="drop every message of this role before normalization, counted as the drop reason drop_role "
+        "(repeatable); "
+        "for roles a sink cannot take, e.g. an agent's exit",
+    )
+    add(
+        "--map-role",
+        action="append",
+        help="FROM=TO: give every message of role FROM the role TO (user, assistant, system or developer), "
+        "counted as the repair map_role (repeatable)",
     )
 
 
@@ -584,6 +598,9 @@ def _record_settings(ours: ConvNormOptions) -> Settings:
         tools_field=ours.tools_field,
         check=ours.check,
         raw_limit=ours.raw_limit,
+        drop_roles=tuple(ours.drop_role or ()),
+        # A value that is not FROM=TO keeps its text as the target, for the error to name.
+        map_roles=tuple(parse_map_role(value) or ("", value) for value in ours.map_role or ()),
     )
 
 

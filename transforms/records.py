@@ -34,6 +34,7 @@ from transforms.record_steps import (
     read_conversation,
     record_id,
 )
+from transforms.roles import DROPPED_ROLE, MAPPED_ROLE, apply_role_options
 from transforms.settings import Settings
 from transforms.tool_blocks import first_free
 from transforms.validate import check_sendable, count_by_kind
@@ -51,7 +52,9 @@ def _process(raw: RawRecord, settings: Settings, hint: ReaderHint | None = None)
     record = parse_payload(raw)
     conversation = read_conversation(record, settings, hint, for_core=True)
     rid = record_id(record, settings)
-    result = normalize_with_profile(conversation.messages, settings.profile)
+    # --drop-role / --map-role, before MEM-5 (which repairs the pairing a dropped message leaves).
+    messages, role_drops, role_maps = apply_role_options(conversation.messages, settings.drop_roles, settings.map_roles)
+    result = normalize_with_profile(messages, settings.profile)
 
     normalized = dict(conversation.fields)
     # Assigning to an existing key keeps its place: the record keeps its key order.
@@ -66,19 +69,19 @@ def _process(raw: RawRecord, settings: Settings, hint: ReaderHint | None = None)
         "id": rid,
         "source": raw.source,
         "position": raw.position,
-        "dropped": result.dropped,
-        "drops": result.drops,
+        "dropped": result.dropped + role_drops,
+        "drops": {**result.drops, DROPPED_ROLE: role_drops} if role_drops else result.drops,
         "healed": result.healed,
         "messages_in": len(conversation.messages),
         "messages_out": len(result.messages),
     }
     # What coercion discards beside the drops (a ledger, not MEM-5's count): the reader's part
     # (reasoning blocks) plus the message keys rule 1 does not keep.
-    discarded = coercion_discards(conversation.messages, conversation.discarded)
+    discarded = coercion_discards(messages, conversation.discarded)
     if discarded:
         metrics["discarded"] = ledger_report(discarded)
-    if result.repairs:
-        metrics["repairs"] = result.repairs
+    if result.repairs or role_maps:
+        metrics["repairs"] = {**result.repairs, MAPPED_ROLE: role_maps} if role_maps else result.repairs
     if conversation.report:
         metrics["reader_report"] = conversation.report
     if conversation.partial:

@@ -62,6 +62,7 @@ from transforms.formats._common import (
     normalized_messages,
     record_fields,
     take_pending,
+    unsupported_role,
 )
 from transforms.formats._rendered import SERVER_CALL, SERVER_RESULT, Originals, render, unknown_block, without
 from transforms.formats._tools import bare_function_schema, check_tool_name, tools_for
@@ -454,7 +455,7 @@ def write_gemini(record: dict, ctx: WriteContext) -> dict:
         elif role == "tool":
             parts, turn = [_function_response({**message, "_name": names[message["tool_call_id"]]})], "user"
         else:
-            raise FormatError("unsupported_role", f"role {role!r} has no Gemini equivalent")
+            raise unsupported_role(role, "Gemini")
         add_turn(contents, turn, parts, "parts")
     if not contents:
         raise FormatError("empty_conversation", "no user or model content to write")

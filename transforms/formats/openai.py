@@ -66,6 +66,7 @@ from transforms.formats._common import (
     openai_tool,
     record_model,
     take_pending,
+    unsupported_role,
 )
 from transforms.formats._tools import check_tool_name, tools_for
 from transforms.formats.base import (
@@ -437,7 +438,7 @@ def flat_to_openai(messages: list, custom_tools: frozenset = frozenset()) -> lis
         elif role == "tool":
             out.append({"role": "tool", "tool_call_id": message["tool_call_id"], "content": message["content"]})
         else:
-            raise FormatError("unsupported_role", f"role {role!r} has no OpenAI equivalent")
+            raise unsupported_role(role, "OpenAI")
     return out
 
 

@@ -44,6 +44,7 @@ from transforms.formats._common import (
     openai_tool,
     record_fields,
     record_model,
+    unsupported_role,
 )
 from transforms.formats._rendered import SERVER_CALL, SERVER_RESULT, render, unknown_block, without
 from transforms.formats._tools import check_tool_name, tools_for
@@ -347,7 +348,7 @@ def _input_items(messages: list, custom: frozenset) -> list[dict]:
             kind = "custom_tool_call_output" if message["tool_call_id"] in custom_calls else "function_call_output"
             items.append({"type": kind, "call_id": message["tool_call_id"], "output": message["content"]})
         else:
-            raise FormatError("unsupported_role", f"role {role!r} has no Responses equivalent")
+            raise unsupported_role(role, "Responses")
     return items
 
 

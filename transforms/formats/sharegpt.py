@@ -49,6 +49,7 @@ from transforms.formats._common import (
     part_text,
     record_fields,
     take_pending,
+    unsupported_role,
 )
 from transforms.formats._tools import bare_function_schema, tools_for
 from transforms.formats.base import (
@@ -395,7 +396,7 @@ def _sharegpt_turns(messages: list, ctx: WriteContext) -> list[dict]:
         elif role == "assistant":
             _add_assistant(turns, message, order, ctx)
         else:
-            raise FormatError("unsupported_role", f"role {role!r} has no ShareGPT equivalent")
+            raise unsupported_role(role, "ShareGPT")
     _add_observation(turns, results, order)
     return turns
 
