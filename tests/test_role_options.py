@@ -96,3 +96,15 @@ def test_bad_role_options_are_refused_before_the_run(flags, problem, tmp_path):
     with pytest.raises(ConfigError) as err:
         load_job(["--input", str(source), "--output", str(tmp_path / "out"), *flags])
     assert problem in str(err.value)
+
+
+def test_sink_refusals_are_counted_by_the_writers_reason_in_the_summary():
+    # The person helper's end-of-run warning builds on these counts (issue 25).
+    from transforms.summary import finalize, partial
+
+    letters = [run().dead_letter, run().dead_letter]
+    letters.append({**letters[0], "detail": "sharegpt: turn_order: 3 turns: ..."})
+    doc = finalize(partial(3, [], letters))
+    assert doc["dead_letters_by_reason"]["unwritable"] == 3
+    assert doc["sink_refusals_by_reason"] == {"turn_order": 1, "unsupported_role": 2}
+    assert "sink_refusals_by_reason" not in finalize(partial(1, [run(drop_roles=("exit",)).metrics], []))

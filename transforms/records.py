@@ -105,7 +105,7 @@ def _process(raw: RawRecord, settings: Settings, hint: ReaderHint | None = None)
     try:
         output = WRITERS[settings.sink].write(normalized, context)
     except FormatError as error:
-        raise RecordRefused(DeadLetterReason.UNWRITABLE, f"{settings.sink}: {error.reason}: {error}") from None
+        raise RecordRefused(DeadLetterReason.UNWRITABLE, unwritable_detail(settings.sink, error)) from None
     if context.report:
         metrics["writer_report"] = context.report
     try:
@@ -116,6 +116,17 @@ def _process(raw: RawRecord, settings: Settings, hint: ReaderHint | None = None)
     except (TypeError, ValueError, RecursionError) as error:
         raise RecordRefused(DeadLetterReason.UNWRITABLE, f"not JSON: {type(error).__name__}: {error}") from None
     return output, metrics, line
+
+
+def unwritable_detail(sink: str, error: FormatError) -> str:
+    """The detail of a record the sink's writer refuses: ``<sink>: <reason>: <why>``."""
+    return f"{sink}: {error.reason}: {error}"
+
+
+def refusal_reason(detail: str) -> str:
+    """The writer's reason in an ``unwritable`` dead letter's detail (``unwritable_detail``)."""
+    parts = detail.split(": ", 2)
+    return parts[1] if len(parts) > 1 else detail
 
 
 def process_record(raw: RawRecord, settings: Settings, hint: ReaderHint | None = None) -> Outcome:

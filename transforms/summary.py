@@ -23,7 +23,8 @@ from typing import Callable, Iterable, NamedTuple
 from transforms.normalize import REASONS
 from transforms.output_records import DeadLetter, DropMetrics, ViolationReport
 from transforms.profiles import REPAIRS
-from transforms.record_steps import DEAD_LETTER_REASONS
+from transforms.record_steps import DEAD_LETTER_REASONS, DeadLetterReason
+from transforms.records import refusal_reason
 from transforms.validate import VIOLATION_KINDS
 
 #: Buckets of the drops-per-conversation histogram: (label, lowest count, highest count).
@@ -57,6 +58,11 @@ def merge(a: dict, b: dict) -> dict:
     return out
 
 
+UNWRITABLE = DeadLetterReason.UNWRITABLE.value
+#: Where ``_reasons`` gathers the sink refusals by the writer's reason, apart from the reasons.
+_REFUSALS = " refusals"
+
+
 def _add(counts: dict, key: str, n: int = 1) -> None:
     counts[key] = counts.get(key, 0) + n
 
@@ -65,6 +71,9 @@ def _reasons(dead_letters: Iterable[DeadLetter]) -> dict:
     counts: dict = {}
     for letter in dead_letters:
         _add(counts, letter["reason"])
+        if letter["reason"] == UNWRITABLE:
+            # Sink refusals, by the writer's own reason (turn_order, unsupported_role ...).
+            _add(counts.setdefault(_REFUSALS, {}), refusal_reason(letter["detail"]))
     return counts
 
 
@@ -72,12 +81,14 @@ def _accounting(records_in: int, blank_lines: int, through: str, n: int, dead_le
     """The partial totals every view has: records read, ``n`` of them through to the main
     output (counted as ``through``), the rest dead letters by reason."""
     letters = _reasons(dead_letters)
+    refusals = letters.pop(_REFUSALS, {})
     return {
         "records_in": records_in,
         "blank_lines": blank_lines,
         through: n,
         "dead_letters": sum(letters.values()),
         "dead_letters_by_reason": letters,
+        "sink_refusals_by_reason": refusals,
     }
 
 
@@ -97,11 +108,17 @@ def _ordered(counts: dict, names: Iterable[str]) -> dict:
 
 
 def _letters_and_blanks(s: dict) -> dict:
-    return {
+    doc = {
         "dead_letters": s["dead_letters"],
         "dead_letters_by_reason": _ordered(s["dead_letters_by_reason"], DEAD_LETTER_REASONS),
-        "blank_lines": s["blank_lines"],
     }
+    if s.get("sink_refusals_by_reason"):
+        # The unwritable dead letters by the writer's reason: what a sink refused, and why.
+        doc["sink_refusals_by_reason"] = {
+            k: s["sink_refusals_by_reason"][k] for k in sorted(s["sink_refusals_by_reason"])
+        }
+    doc["blank_lines"] = s["blank_lines"]
+    return doc
 
 
 def _violation_totals(s: dict) -> dict:
