@@ -46,8 +46,9 @@ from pipeline.sources import (
 )
 from transforms.formats import WRITERS
 from transforms.roles import parse_map_role
-from transforms.settings import DEFAULT_RAW_LIMIT, Settings
+from transforms.settings import DEFAULT_RAW_LIMIT, Settings, TokenSettings
 from transforms.summary import DeadLetterLimit
+from transforms.tokens import ENCODINGS, parse_limit
 
 LOG = logging.getLogger("convnorm")
 
@@ -246,6 +247,40 @@ def _limit_flags(add) -> None:
     )
 
 
+def _token_flags(add) -> None:
+    """Fine-tuning readiness (docs/fine-tuning.md)."""
+    add(
+        "--tokens",
+        help="count the tokens of every example as the sink writes it, in this encoding (o200k_base or "
+        "cl100k_base), offline; drops/, summary.json and the report get the figures (needs the tokens "
+        "extra: pip install 'convnorm[tokens]')",
+    )
+    add(
+        "--max-example-tokens",
+        help="tokens one example may hold: a number, or a fine-tunable model whose documented limit to use "
+        "(gpt-4o-mini, gpt-4o, gpt-4.1, gpt-4.1-mini, gpt-4.1-nano, gpt-3.5-turbo); examples over it are "
+        "counted and listed (needs --tokens)",
+    )
+    add(
+        "--over-limit",
+        default="keep",
+        choices=("keep", "drop"),
+        help="an example over --max-example-tokens: keep it in the output (counted, listed), or drop it "
+        "to dead_letter/ with reason over_token_limit; never cut",
+    )
+    add(
+        "--epochs",
+        type=int,
+        help="epochs of the training-token estimate (default: OpenAI's default for the dataset's size; needs --tokens)",
+    )
+    add(
+        "--price-per-mtok",
+        type=float,
+        help="price of one million training tokens: the summary estimates the training cost (no prices "
+        "are built in; needs --tokens)",
+    )
+
+
 def _streaming_flags(add) -> None:
     """Streaming mode (Beam's own --streaming turns it on; see docs/streaming.md)."""
     add(
@@ -268,7 +303,15 @@ def _streaming_flags(add) -> None:
 def add_convnorm_flags(target, leave_out: frozenset[str] = frozenset()) -> FlagRecorder:
     """Add convnorm's flags, in ``--help`` order, to a parser or argument group."""
     recorder = FlagRecorder(target, leave_out)
-    for topic in (_where_flags, _record_flags, _run_flags, _console_flags, _limit_flags, _streaming_flags):
+    for topic in (
+        _where_flags,
+        _record_flags,
+        _run_flags,
+        _console_flags,
+        _limit_flags,
+        _token_flags,
+        _streaming_flags,
+    ):
         topic(recorder.add)
     return recorder
 
@@ -524,6 +567,8 @@ def _streaming_problems(ours, runner: str) -> list[str]:
         problems.append("--streaming writes JSON Lines only (--output-format jsonl)")
     if ours.stop_file and FileSystems.exists(ours.stop_file):
         problems.append(f"--stop-file {ours.stop_file!r} exists already: remove it first")
+    if ours.tokens is not None:
+        problems.append("--tokens does not work with --streaming (its dataset figures are not kept per window)")
     return problems
 
 
@@ -586,7 +631,33 @@ def _tidy_paths(ours: ConvNormOptions) -> None:
         ours.input = [os.path.expanduser(pattern) for pattern in ours.input]
 
 
-def _record_settings(ours: ConvNormOptions) -> Settings:
+def _token_settings(ours: ConvNormOptions, problems: list[str]) -> TokenSettings | None:
+    """``--tokens`` and the options that need it, as the record settings carry them."""
+    needing = [
+        flag
+        for flag, value in (
+            ("--max-example-tokens", ours.max_example_tokens),
+            ("--epochs", ours.epochs),
+            ("--price-per-mtok", ours.price_per_mtok),
+            ("--over-limit drop", True if ours.over_limit == "drop" else None),
+        )
+        if value is not None
+    ]
+    if ours.tokens is None:
+        problems += [f"{flag} needs --tokens ENCODING ({' or '.join(ENCODINGS)})" for flag in needing]
+        return None
+    limit = model = None
+    if ours.max_example_tokens is not None:
+        try:
+            limit, model = parse_limit(ours.max_example_tokens)
+        except ValueError as error:
+            problems.append(str(error))
+    elif ours.over_limit == "drop":
+        problems.append("--over-limit drop needs --max-example-tokens")
+    return TokenSettings(ours.tokens, limit, model, ours.over_limit == "drop", ours.epochs, ours.price_per_mtok)
+
+
+def _record_settings(ours: ConvNormOptions, tokens: TokenSettings | None = None) -> Settings:
     return Settings(
         messages_field=ours.messages_field,
         id_field=ours.id_field,
@@ -601,6 +672,7 @@ def _record_settings(ours: ConvNormOptions) -> Settings:
         drop_roles=tuple(ours.drop_role or ()),
         # A value that is not FROM=TO keeps its text as the target, for the error to name.
         map_roles=tuple(parse_map_role(value) or ("", value) for value in ours.map_role or ()),
+        tokens=tokens,
     )
 
 
@@ -719,8 +791,9 @@ def load_job(argv: list[str], *, output_required: bool = True) -> Job:
     _tidy_paths(ours)
     if not standard.runner:
         standard.runner = DEFAULT_RUNNER
-    settings = _record_settings(ours)
-    problems = settings_problems(settings) + _job_problems(options, output_required)
+    token_problems: list[str] = []
+    settings = _record_settings(ours, _token_settings(ours, token_problems))
+    problems = settings_problems(settings) + token_problems + _job_problems(options, output_required)
     dead_letter_limit = _dead_letter_limit(ours, problems)
     streaming = bool(standard.streaming)
     if streaming:

@@ -46,6 +46,8 @@ EXAMPLES_PER_REASON = 3
 GENERIC_ROWS = 200
 #: Characters of an id, a path or a dead letter's detail shown in a table cell.
 CELL_CHARS = 60
+#: Examples over --max-example-tokens listed one by one (all are counted in summary.json).
+OVER_LIMIT_LISTED = 20
 
 #: The ledger of discarded fields in summary.json (transforms/summary.py, docs/ledger.md).
 LEDGER_KEYS = ("discarded_fields", "discarded_chars", "discarded_by_name", "conversations_with_discards")
@@ -72,6 +74,7 @@ KNOWN_KEYS = frozenset(
         "accounted",
         "ledger",
         "windows",
+        "tokens",
         *LEDGER_KEYS,
     }
 )
@@ -112,6 +115,9 @@ class RunDetails:
     drop_examples: dict[str, list[dict]] = field(default_factory=dict)
     #: dead-letter reason -> the first dead letters of that reason
     dead_letter_examples: dict[str, list[dict]] = field(default_factory=dict)
+    #: The first examples over --max-example-tokens (--tokens): drop metrics of those kept,
+    #: dead letters of those dropped, in output order.
+    over_limit: list[dict] = field(default_factory=list)
 
     def source(self, path: str) -> SourceStats:
         stats = self.sources.get(path)
@@ -132,6 +138,8 @@ def scan_drops(metrics: Iterable[dict], details: RunDetails, examples: int = EXA
             shown = details.drop_examples.setdefault(reason, [])
             if n and len(shown) < examples:
                 shown.append(m)
+        if m.get("over_token_limit") and len(details.over_limit) < OVER_LIMIT_LISTED:
+            details.over_limit.append(m)
 
 
 def scan_dead_letters(letters: Iterable[dict], details: RunDetails, examples: int = EXAMPLES_PER_REASON) -> None:
@@ -143,6 +151,8 @@ def scan_dead_letters(letters: Iterable[dict], details: RunDetails, examples: in
         shown = details.dead_letter_examples.setdefault(str(letter.get("reason", "?")), [])
         if len(shown) < examples:
             shown.append(letter)
+        if letter.get("reason") == "over_token_limit" and len(details.over_limit) < OVER_LIMIT_LISTED:
+            details.over_limit.append(letter)
 
 
 def worst_sources(details: RunDetails, limit: int = WORST_SOURCES) -> list[tuple[str, SourceStats]]:
@@ -466,6 +476,7 @@ def render_html(data: ReportData, generated: str | None = None) -> str:
     parts = [
         _header_html(data.output, s),
         _drops_html(s),
+        _tokens_html(s.get("tokens"), data.details),
         _opt_in_html(s),
         _worst_sources_html(data.details),
         _examples_html(s, data.details),
@@ -547,6 +558,88 @@ def _drops_html(s: dict) -> str:
     )
     add("</div>")
     return "".join(parts)
+
+
+def _tokens_html(t: dict | None, details: RunDetails) -> str:
+    """Fine-tuning readiness (--tokens): the figures, the histogram, the examples over the limit."""
+    if t is None:
+        return ""
+    key = "tokens."
+    limit = t.get("max_example_tokens")
+    tiles = [
+        _tile("examples counted", key + "examples", t["examples"]),
+        _tile(f"tokens ({t['encoding']})", key + "total", t["total"]),
+        *(_tile(f"{name} tokens per example", key + name, t[name]) for name in ("min", "p50", "p90", "p99", "max")),
+        _tile(
+            "without an assistant message",
+            key + "without_assistant",
+            t["without_assistant"],
+            "bad" if t["without_assistant"] else "good",
+        ),
+    ]
+    if limit is not None:
+        tiles.append(
+            _tile(f"over {limit:,} tokens", key + "over_limit", t["over_limit"], "bad" if t["over_limit"] else "good")
+        )
+    tiles += [
+        _tile("training tokens per epoch", key + "training_tokens_per_epoch", t["training_tokens_per_epoch"]),
+        _tile("epochs" + (" (default)" if t.get("epochs_default") else ""), key + "epochs", t["epochs"]),
+        _tile("training tokens", key + "training_tokens", t["training_tokens"]),
+    ]
+    if "estimated_cost" in t:
+        tiles.append(
+            f'<div class="tile"><div class="v" data-key="tokens.estimated_cost">{t["estimated_cost"]:,.2f}</div>'
+            f'<div class="l">estimated cost at <span data-key="tokens.price_per_mtok">{_e(t["price_per_mtok"])}</span>'
+            " per 1M training tokens</div></div>"
+        )
+    histogram = t["histogram"]
+    # Buckets past the longest example are empty: the chart stops at the last one in use.
+    used = [label for label, n in histogram.items() if n]
+    shown = dict(list(histogram.items())[: list(histogram).index(used[-1]) + 1]) if used else histogram
+    chart = _figure(bar_chart(shown, "Examples by tokens per example"), "tokens_histogram")
+    return (
+        '<h2>Fine-tuning readiness (--tokens)</h2><div class="card"><p>Tokens per example as the sink writes '
+        f'it, in <b data-key="tokens.encoding">{_e(t["encoding"])}</b>; quantiles by nearest rank. Training tokens '
+        "cover the examples written, each billed up to the limit, for the epochs shown (docs/fine-tuning.md)."
+        '</p><div class="tiles">'
+        + "".join(tiles)
+        + "</div>"
+        + chart
+        + _count_table(histogram, "tokens.histogram", "tokens per example")
+        + _over_limit_html(t, details)
+        + "</div>"
+    )
+
+
+def _over_limit_html(t: dict, details: RunDetails) -> str:
+    limit = t.get("max_example_tokens")
+    if limit is None:
+        return '<p class="none">No --max-example-tokens: no limit checked.</p>'
+    model = f" ({_e(t['limit_model'])})" if t.get("limit_model") else ""
+    head = (
+        f'<h3>Examples over <span data-key="tokens.max_example_tokens">{_num(limit)}</span> tokens{model}</h3>'
+        f'<p>kept in the output: <b data-key="tokens.over_limit_kept">{_num(t["over_limit_kept"])}</b> · '
+        "dead-lettered (over_token_limit): "
+        f'<b data-key="tokens.over_limit_dropped">{_num(t["over_limit_dropped"])}</b></p>'
+    )
+    if not details.over_limit:
+        return head + '<p class="none">No example is over the limit.</p>'
+    rows = "".join(
+        f'<tr><td class="mono">{_e(_short(item.get("id", "—"), 40))}</td><td class="mono">{_e(_where(item))}</td>'
+        f'<td class="n">{_num(item.get("tokens", 0))}</td>'
+        f"<td>{'dead-lettered' if 'reason' in item else 'kept'}</td></tr>"
+        for item in details.over_limit
+    )
+    more = t["over_limit"] - len(details.over_limit)
+    tail = (
+        f'<p class="none">The first {len(details.over_limit):,}; {more:,} more are counted above.</p>'
+        if more > 0
+        else ""
+    )
+    return (
+        head + '<table class="examples"><tr><th>id</th><th>source @ position</th><th class="n">tokens</th>'
+        "<th>fate</th></tr>" + rows + "</table>" + tail
+    )
 
 
 def _opt_in_html(s: dict) -> str:
