@@ -289,7 +289,7 @@ def test_the_writer_restores_only_what_its_source_held():
         {"role": "assistant", "content": "ok"},
     ]
     out = WRITERS["anthropic"].write({"messages": messages}, WriteContext("r1", max_tokens=5, source=RECORD))
-    assert out["messages"][0]["content"] == "[server tool call: web_search]\nquery: x"
+    assert out["messages"][0]["content"] == [{"type": "text", "text": "[server tool call: web_search]\nquery: x"}]
 
 
 # --------------------------------------------------------------------------------------------

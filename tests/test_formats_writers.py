@@ -456,7 +456,7 @@ def test_anthropic_request_body():
         "max_tokens": 512,
         "system": "Be brief.\nUse tools.",
         "messages": [
-            {"role": "user", "content": "Weather in Oslo and Lima?"},
+            {"role": "user", "content": [{"type": "text", "text": "Weather in Oslo and Lima?"}]},
             {
                 "role": "assistant",
                 "content": [
@@ -474,7 +474,7 @@ def test_anthropic_request_body():
                     {"type": "text", "text": "And Rome?"},
                 ],
             },
-            {"role": "assistant", "content": "Rome is 20C."},
+            {"role": "assistant", "content": [{"type": "text", "text": "Rome is 20C."}]},
         ],
         "tools": [{"name": "w", "description": "weather", "input_schema": {"type": "object"}}],
     }
@@ -581,7 +581,8 @@ def test_anthropic_roles_and_tools_it_cannot_write():
 
 def test_anthropic_developer_is_lifted_and_no_turn_left_is_an_error():
     out = write("anthropic", flat_record([{"role": "user", "content": "a"}, {"role": "developer", "content": "d"}]))
-    assert out["system"] == "d" and out["messages"] == [{"role": "user", "content": "a"}]
+    # Content is always a block list (issue 22: one schema for every record).
+    assert out["system"] == "d" and out["messages"] == [{"role": "user", "content": [{"type": "text", "text": "a"}]}]
     with pytest.raises(FormatError) as err:
         write("anthropic", flat_record([{"role": "system", "content": "only a system prompt"}]))
     assert err.value.reason == "empty_conversation"

@@ -71,6 +71,7 @@ from transforms.formats.base import (
     register_reader,
     register_writer,
 )
+from transforms.formats.schema import INT, JSON, STRING
 from transforms.ledger import note, note_unread_keys
 from transforms.normalize import content_text
 from transforms.tool_blocks import first_free
@@ -383,10 +384,8 @@ def flat_to_anthropic(messages: list[Any], originals: Originals | None = None) -
         else:
             raise unsupported_role(role, "Anthropic")
         add_turn(turns, turn_role, blocks, "content")
-    for turn in turns:
-        blocks = turn["content"]
-        if len(blocks) == 1 and blocks[0]["type"] == "text":
-            turn["content"] = blocks[0]["text"]
+    # Content stays a block list, also for one text block (the API's string shorthand would make
+    # the field a string in some records and a list in others: no one schema would load them).
     return system, turns
 
 
@@ -572,5 +571,13 @@ ANTHROPIC_WRITER = register_writer(
         write_anthropic,
         description="Anthropic Messages API request body",
         uses=("model", "max_tokens"),  # --model, else the record's; the record's max_tokens, else --max-tokens
+        # Content is a string or blocks, tools and blocks free-form.
+        schema={
+            "model": STRING,
+            "max_tokens": INT,
+            "system": STRING,
+            "messages": [{"role": STRING, "content": JSON}],
+            "tools": [JSON],
+        },
     )
 )

@@ -153,6 +153,9 @@ class Writer:
     #: Batch API refuses a file with a repeated ``custom_id``): the job renames the second
     #: and later occurrences ``<value>~2``, ``<value>~3`` ... and counts them.
     unique_field: str | None = None
+    #: The schema of the records it writes (``transforms.formats.schema``): what loads a whole
+    #: multi-part output as one dataset. ``None``: records without a fixed schema (flat).
+    schema: dict[str, Any] | None = None
 
     def __post_init__(self) -> None:
         known = {f.name for f in fields(WriteContext)}

@@ -64,6 +64,7 @@ from transforms.formats.base import (
     register_reader,
     register_writer,
 )
+from transforms.formats.schema import JSON, STRING
 from transforms.ledger import note, note_unread_keys
 from transforms.normalize import content_text
 
@@ -502,5 +503,12 @@ BEDROCK_WRITER = register_writer(
         write_bedrock,
         description="AWS Bedrock Converse request body",
         uses=("model",),  # modelId: --model, else the record's own
+        schema={
+            "modelId": STRING,
+            "system": [JSON],
+            "messages": [{"role": STRING, "content": [JSON]}],
+            "inferenceConfig": JSON,
+            "toolConfig": JSON,
+        },
     )
 )

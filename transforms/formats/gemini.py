@@ -76,6 +76,7 @@ from transforms.formats.base import (
     register_reader,
     register_writer,
 )
+from transforms.formats.schema import JSON, STRING
 from transforms.ledger import note, note_unread_keys
 from transforms.normalize import content_text
 
@@ -470,5 +471,10 @@ def write_gemini(record: dict, ctx: WriteContext) -> dict:
 
 
 GEMINI_WRITER = register_writer(
-    Writer("gemini", write_gemini, description="Google Gemini generateContent request body")
+    Writer(
+        "gemini",
+        write_gemini,
+        description="Google Gemini generateContent request body",
+        schema={"systemInstruction": JSON, "contents": [{"role": STRING, "parts": [JSON]}], "tools": [JSON]},
+    )
 )

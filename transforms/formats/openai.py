@@ -79,6 +79,7 @@ from transforms.formats.base import (
     register_reader,
     register_writer,
 )
+from transforms.formats.schema import BOOL, JSON, OPENAI_MESSAGE, STRING
 from transforms.ledger import note
 from transforms.normalize import content_text, pairing_key, raw_call_id
 
@@ -513,7 +514,12 @@ OPENAI_READER = register_reader(
     )
 )
 OPENAI_FINETUNE_WRITER = register_writer(
-    Writer("openai-finetune", write_openai_finetune, description="OpenAI chat fine-tuning JSONL line")
+    Writer(
+        "openai-finetune",
+        write_openai_finetune,
+        description="OpenAI chat fine-tuning JSONL line",
+        schema={"messages": [OPENAI_MESSAGE], "tools": [JSON], "parallel_tool_calls": BOOL},
+    )
 )
 OPENAI_BATCH_WRITER = register_writer(
     Writer(
@@ -522,5 +528,7 @@ OPENAI_BATCH_WRITER = register_writer(
         description="OpenAI Batch API input line (/v1/chat/completions)",
         uses=("model",),  # body.model: --model, else the record's own
         unique_field="custom_id",  # the Batch API refuses a file that repeats one
+        # A Batch line written back keeps every body parameter it had: the body is free-form.
+        schema={"custom_id": STRING, "method": STRING, "url": STRING, "body": JSON},
     )
 )

@@ -58,6 +58,7 @@ from transforms.formats.base import (
     register_writer,
 )
 from transforms.formats.openai import openai_arguments
+from transforms.formats.schema import JSON, STRING
 from transforms.ledger import note, note_unread_keys
 from transforms.normalize import content_text
 
@@ -378,5 +379,6 @@ RESPONSES_WRITER = register_writer(
         write_responses,
         description="OpenAI Responses API request body (input items, instructions)",
         uses=("model",),  # --model, else the record's own; left out when neither
+        schema={"model": STRING, "instructions": STRING, "input": [JSON], "tools": [JSON]},
     )
 )

@@ -62,6 +62,7 @@ from transforms.formats.base import (
     register_reader,
     register_writer,
 )
+from transforms.formats.schema import ID, STRING
 from transforms.jsontext import compact_json
 from transforms.ledger import note_unread_keys
 from transforms.normalize import INTERRUPTED_RESULT, content_text
@@ -378,7 +379,8 @@ def write_sharegpt(record: dict, ctx: WriteContext) -> dict:
     if not turns:
         raise FormatError("empty_conversation", "no turns to write")
     _check_turn_order(turns)
-    out: dict = {ctx.id_field: record.get(ctx.id_field, ctx.record_id), "conversations": turns}
+    # The record id as text (a number would make the column a number in some parts, text in others).
+    out: dict = {ctx.id_field: ctx.record_id, "conversations": turns}
     if system:
         out["system"] = system
     tools = tools_for(record, ctx)
@@ -474,5 +476,6 @@ SHAREGPT_WRITER = register_writer(
         "sharegpt",
         write_sharegpt,
         description="LLaMA-Factory / Axolotl ShareGPT training record (conversations + tools)",
+        schema={ID: STRING, "conversations": [{"from": STRING, "value": STRING}], "system": STRING, "tools": STRING},
     )
 )
