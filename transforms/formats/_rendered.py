@@ -167,3 +167,7 @@ class Originals:
         if start < len(text):
             segments.append(("text", text[start:]))
         return segments
+
+
+#: The originals of a source record that holds no rendered block (nothing to split: shared).
+NO_ORIGINALS = Originals(())

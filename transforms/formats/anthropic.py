@@ -59,7 +59,15 @@ from transforms.formats._common import (
     record_model,
     unsupported_role,
 )
-from transforms.formats._rendered import SERVER_CALL, SERVER_RESULT, Originals, render, unknown_block, without
+from transforms.formats._rendered import (
+    NO_ORIGINALS,
+    SERVER_CALL,
+    SERVER_RESULT,
+    Originals,
+    render,
+    unknown_block,
+    without,
+)
 from transforms.formats._tools import called_tools, check_tool_name, tool_name, tools_for
 from transforms.formats.base import (
     Conversation,
@@ -319,20 +327,25 @@ def _renderings(source: Any, messages_field: str) -> Originals:
     """The rendered blocks of an Anthropic source record, by the rendering the reader made."""
     messages = source if isinstance(source, list) else source.get(messages_field) if isinstance(source, dict) else None
     if not isinstance(messages, list):
-        return Originals(())
+        return NO_ORIGINALS
+    blocks = [
+        block
+        for message in messages
+        if message.__class__ is dict and isinstance(content := message.get("content"), list)
+        for block in content
+        if block.__class__ is dict and block.get("type") in RENDERED
+    ]
+    if not blocks:
+        return NO_ORIGINALS  # the usual record: one cheap pass
     names = server_names(messages)
-    found = []
-    for message in messages:
-        content = message.get("content") if isinstance(message, dict) else None
-        for block in content if isinstance(content, list) else ():
-            if isinstance(block, dict) and block.get("type") in RENDERED:
-                found.append((rendered_block(block, names), block))
-    return Originals(found)
+    return Originals((rendered_block(block, names), block) for block in blocks)
 
 
 def _text_blocks(text: str, originals: Originals) -> list[Any]:
     """Text as blocks: the source's rendered blocks back in place, the rest text blocks (the
     API rejects empty and whitespace-only ones)."""
+    if not originals:
+        return [{"type": "text", "text": text}] if text.strip() else []
     blocks = []
     for kind, value in originals.split(text):
         if kind == "block":
@@ -364,7 +377,7 @@ def _tool_result(message: dict[str, Any], ids: dict[str, Any]) -> dict[str, Any]
 def flat_to_anthropic(messages: list[Any], originals: Originals | None = None) -> tuple[str, list[Any]]:
     """Normalized flat messages as ``(system, messages)`` of a Messages request; ``originals``
     are the source record's rendered blocks, written back where their renderings stand."""
-    originals = Originals(()) if originals is None else originals
+    originals = NO_ORIGINALS if originals is None else originals
     # Blank system text is left out like blank turns: the API refuses empty text.
     system = joined_system(messages)
     check_results_adjacent(messages)  # on the list as normalized: nothing is moved

@@ -51,7 +51,15 @@ from transforms.formats._common import (
     record_model,
     unsupported_role,
 )
-from transforms.formats._rendered import SERVER_CALL, SERVER_RESULT, Originals, render, unknown_block, without
+from transforms.formats._rendered import (
+    NO_ORIGINALS,
+    SERVER_CALL,
+    SERVER_RESULT,
+    Originals,
+    render,
+    unknown_block,
+    without,
+)
 from transforms.formats._tools import bare_function_schema, called_tools, check_tool_name, tool_name, tools_for
 from transforms.formats.anthropic import PERMISSIVE_SCHEMA, tool_ids, tool_input
 from transforms.formats.base import (
@@ -351,7 +359,7 @@ def _renderings(source: Any, messages_field: str) -> Originals:
     """The server-side blocks of a Converse source record, by the rendering the reader made."""
     messages = source if isinstance(source, list) else source.get(messages_field) if isinstance(source, dict) else None
     if not isinstance(messages, list):
-        return Originals(())
+        return NO_ORIGINALS
     servers = _server_calls(messages)
     found = []
     for message in messages:
@@ -362,12 +370,14 @@ def _renderings(source: Any, messages_field: str) -> Originals:
                 rendered = _rendered_server_block(key, value, servers)
                 if rendered is not None:
                     found.append((rendered, block))
-    return Originals(found)
+    return Originals(found) if found else NO_ORIGINALS
 
 
 def _text_blocks(text: str, originals: Originals) -> list[Any]:
     """Text as Converse blocks: server-side blocks of the source back in place, the rest text
     (blank text makes no block: Converse refuses it)."""
+    if not originals:
+        return [{"text": text}] if text.strip() else []
     blocks = []
     for kind, value in originals.split(text):
         if kind == "block":

@@ -64,7 +64,15 @@ from transforms.formats._common import (
     take_pending,
     unsupported_role,
 )
-from transforms.formats._rendered import SERVER_CALL, SERVER_RESULT, Originals, render, unknown_block, without
+from transforms.formats._rendered import (
+    NO_ORIGINALS,
+    SERVER_CALL,
+    SERVER_RESULT,
+    Originals,
+    render,
+    unknown_block,
+    without,
+)
 from transforms.formats._tools import bare_function_schema, check_tool_name, tools_for
 from transforms.formats.anthropic import tool_input
 from transforms.formats.base import (
@@ -386,12 +394,14 @@ def _renderings(source: Any, messages_field: str) -> Originals:
             rendered = server_part(part) if isinstance(part, dict) else None
             if rendered is not None:
                 found.append((rendered, part))
-    return Originals(found)
+    return Originals(found) if found else NO_ORIGINALS
 
 
 def _text_parts(text: str, originals: Originals) -> list[dict[str, Any]]:
     """Text as parts: the source's server-side parts back in place, the rest ``text`` parts
     (blank text makes no part)."""
+    if not originals:
+        return [{"text": text}] if text.strip() else []
     parts = []
     for kind, value in originals.split(text):
         if kind == "block":
