@@ -390,7 +390,6 @@ def test_over_the_limit_with_drop_is_a_dead_letter_of_its_own(kept, dropped):
 
 @pytest.mark.slow
 def test_the_report_shows_the_figures_and_lists_the_examples_over_the_limit(kept):
-    pytest.importorskip("matplotlib")
     from report_page import parse
 
     from pipeline.report import REPORT_FILE

@@ -20,7 +20,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable, NamedTuple
 
-from transforms.normalize import REASONS
+from transforms.normalize import CALL_REASONS, REASONS
 from transforms.output_records import DeadLetter, DropMetrics, ViolationReport
 from transforms.profiles import REPAIRS
 from transforms.record_steps import DEAD_LETTER_REASONS, DeadLetterReason
@@ -350,12 +350,20 @@ def _record_rows(doc: dict) -> list[tuple]:
 
 
 def _message_rows(doc: dict) -> list[tuple]:
+    """Messages in - messages dropped + results added = messages out; then the calls dropped
+    from turns that stayed, which MEM-5's drop count adds to the messages (it counts both)."""
+    by_reason = doc["dropped_by_reason"]
+    calls = {r: n for r, n in by_reason.items() if r in CALL_REASONS}
+    messages = {r: n for r, n in by_reason.items() if r not in CALL_REASONS}
     return [
         ("messages in", doc["messages_in"]),
+        ("messages dropped", sum(messages.values())),
+        *_nonzero(messages, "  "),
+        ("results added (healed)", doc["healed"]),
         ("messages out", doc["messages_out"]),
-        ("messages dropped", doc["dropped"]),
-        *_nonzero(doc["dropped_by_reason"], "  "),
-        ("synthetic results (healed)", doc["healed"]),
+        ("calls dropped from turns kept", sum(calls.values())),
+        *_nonzero(calls, "  "),
+        ("dropped, MEM-5's count", doc["dropped"]),
         ("conversations with drops", doc["conversations_with_drops"]),
         *((f"non-finite floats nulled in {field}", n) for field, n in doc.get("non_finite_nulled", {}).items()),
         *(
@@ -480,8 +488,8 @@ class DeadLetterLimit(NamedTuple):
     percent: float | None = None
 
     @classmethod
-    def parse(cls, text: str) -> "DeadLetterLimit":
-        """Raises ``ValueError`` with a sentence for a person."""
+    def parse(cls, text: str, flag: str = "--max-dead-letters") -> "DeadLetterLimit":
+        """Raises ``ValueError`` with a sentence for a person (naming ``flag``)."""
         text = str(text).strip()
         try:
             if text.endswith("%"):
@@ -495,8 +503,7 @@ class DeadLetterLimit(NamedTuple):
             return cls(count=count)
         except ValueError:
             raise ValueError(
-                f"--max-dead-letters {text!r}: expected a count (10) or a percentage "
-                "of the records read (2.5%), not negative"
+                f"{flag} {text!r}: expected a count (10) or a percentage of the records read (2.5%), not negative"
             ) from None
 
     def exceeded_by(self, dead_letters: int, records_in: int) -> bool:
@@ -506,6 +513,19 @@ class DeadLetterLimit(NamedTuple):
 
     def __str__(self) -> str:
         return f"{self.count:,}" if self.count is not None else f"{self.percent:g}% of the records read"
+
+
+def dead_letter_warning(doc: dict[str, Any], limit: DeadLetterLimit | None) -> str | None:
+    """The warning of a run whose dead letters (sink refusals included: ``unwritable``) pass
+    ``--warn-dead-letters``, naming the reasons; ``None`` under it. Not an exit rule."""
+    if limit is None or not doc["records_in"] or not limit.exceeded_by(doc["dead_letters"], doc["records_in"]):
+        return None
+    reasons = ", ".join(f"{reason} {n:,}" for reason, n in doc["dead_letters_by_reason"].items() if n)
+    return (
+        f"{doc['dead_letters']:,} of {doc['records_in']:,} records read "
+        f"({doc['dead_letters'] / doc['records_in']:.1%}) are dead letters, past --warn-dead-letters "
+        f"{limit}: {reasons}"
+    )
 
 
 def _unaccounted(through: str) -> str:
