@@ -266,6 +266,16 @@ def make_directory(root: str, relative: str) -> None:
         os.close(directory)
 
 
+def make_directories(root: str, relative: str) -> None:
+    """``make_directory`` for each missing level of ``relative`` under ``root`` (``root``, the
+    user's path, made too if missing)."""
+    parts = _parts(relative)
+    if is_local(root):
+        os.makedirs(root, exist_ok=True)
+    for depth in range(1, len(parts) + 1):
+        make_directory(root, "/".join(parts[:depth]))
+
+
 def move_into(source: str, root: str, relative: str) -> None:
     """Move ``source`` (a run's temporary file, or directory) to ``root/relative``, never over
     an existing name and never through a link below ``root``; FileExistsError if it is taken."""

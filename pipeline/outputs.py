@@ -432,7 +432,7 @@ def _lock_entries(output: str, holder: dict, key: str) -> list[tuple[str, dict]]
     return found
 
 
-def clean_dead_run(output: str, holder: dict, directories: tuple[str, ...]) -> Takeover:
+def clean_dead_run(output: str, holder: dict, directories: tuple[str, ...] = ()) -> Takeover:
     """Delete what a dead run provably wrote: its own temporary directory (named by its run id)
     and each file its lock lists with the size and sha256 the file still has; the directories
     it created (``directories``, the names convnorm makes) if they are empty. Every entry is

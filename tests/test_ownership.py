@@ -208,7 +208,7 @@ def test_the_report_command_never_writes_through_a_link(small, tmp_path, capsys)
 
 
 def test_the_streaming_summary_is_never_written_through_a_link(tmp_path):
-    from pipeline.streaming import _write_json_atomically
+    from pipeline.processed import write_json
 
     out = tmp_path / "out"
     out.mkdir()
@@ -216,11 +216,11 @@ def test_the_streaming_summary_is_never_written_through_a_link(tmp_path):
     victim.write_text("precious\n")
     (out / "summary.json").symlink_to(victim)
     with pytest.raises(OSError):
-        _write_json_atomically({"records_in": 1}, str(out), "summary.json")
+        write_json(str(out / "summary.json"), {"records_in": 1}, str(out))
     assert victim.read_text() == "precious\n" and (out / "summary.json").is_symlink()
     (out / "w").symlink_to(tmp_path, target_is_directory=True)
     with pytest.raises(OSError):
-        _write_json_atomically({"records_in": 1}, str(out), "w/summary.json")
+        write_json(str(out / "w" / "summary.json"), {"records_in": 1}, str(out))
     assert not (tmp_path / "summary.json").exists()
 
 
@@ -386,16 +386,15 @@ def test_paths_derived_from_the_output_are_never_glob_patterns(small, tmp_path, 
 
 
 def test_streaming_finds_its_own_files_only_under_an_output_named_like_a_pattern(tmp_path):
-    from pipeline import streaming
+    from pipeline import processed
 
+    window = "20260101T000000Z-20260101T000100Z"
     for name in ("o1", "o[1]"):
-        window = tmp_path / name / "20260101T000000Z-20260101T000100Z"
-        (window / f"{name}-0000").mkdir(parents=True)
-        (window / f"{name}-0000" / streaming.SOURCE_FILE).write_text("{}")
-        (window / "summary.json").write_text("{}")
+        (tmp_path / name / window / f"{name}-0000").mkdir(parents=True)
+        (tmp_path / name / window / f"{name}-0000" / processed.SOURCE_FILE).write_text('{"source": "%s"}' % name)
     out = str(tmp_path / "o[1]")
-    assert streaming.processed_sources(out) == {"o[1]-0000"}
-    assert streaming.window_summaries(out) == [f"{out}/20260101T000000Z-20260101T000100Z/summary.json"]
+    assert processed.window_names(out) == [window]
+    assert [name for name, _ in processed.file_results(out, window)] == ["o[1]-0000"]
 
 
 @pytest.mark.slow
