@@ -463,12 +463,8 @@ def test_the_live_counters_are_asked_afresh_each_time():
         def GetJobMetrics(self, request, timeout=None):  # noqa: N802 — the gRPC method's name
             return next(self.answers)
 
-    service = JobService("localhost:1")
-    service._stub = Stub()  # type: ignore[assignment]  # a job service without a network
-    try:
-        first, second = service.counters("convnorm"), service.counters("convnorm")
-    finally:
-        service.close()
+    service = JobService(Stub(), "job-1")  # type: ignore[arg-type]  # a job service without a network
+    first, second = service.counters("convnorm"), service.counters("convnorm")
     assert (first["records_in"], second["records_in"]) == (10, 25)
     assert counters_line(second).startswith("counters: records_in 25, records_out 0")
 
