@@ -362,7 +362,7 @@ def clean_landed_file(landed: Landed, window: str, plan: CleanPlan, observe: Obs
             "files": {
                 name: {"records": f.records, "bytes": f.size, "sha256": f.sha256} for name, f in result.files.items()
             },
-            "totals": summaries.finalize(part, profile=plan.settings.profile, check=plan.settings.check),
+            "totals": summaries.finalize_run(part, plan.settings),
             "partial": part,
         }
         files.write_in_place(FileSystems.join(temp, SOURCE_FILE), document_bytes(source))
