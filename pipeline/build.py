@@ -13,7 +13,8 @@ from apache_beam.io.filesystems import FileSystems
 
 from pipeline.dask_cluster import plan_chunks
 from pipeline.execute import OutputSpec
-from pipeline.options import PER_SHARD, Job
+from pipeline.flags import PER_SHARD
+from pipeline.options import Job
 from pipeline.per_shard import ProcessShards
 from pipeline.shard_step import ShardWork
 from pipeline.sinks import FILE_FORMATS, SUMMARY_FILE, WriteShards, WriteSummary

@@ -24,9 +24,8 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import sys
 from typing import Any, Iterable, Iterator
-
-from apache_beam.options.pipeline_options import PipelineOptions, StandardOptions
 
 LOG = logging.getLogger("convnorm")
 
@@ -34,6 +33,20 @@ LOG = logging.getLogger("convnorm")
 DASK_RUNNER = "apache_beam.runners.dask.dask_runner.DaskRunner"
 #: The module whose import declares Beam's Dask flags.
 DASK_RUNNER_MODULE = DASK_RUNNER.rsplit(".", 1)[0]
+#: Beam's Dask flags (``DaskOptions``) -> their option names, known without importing Beam or
+#: dask: the command line's check before Beam's import (``pipeline.flags.precheck``) and a
+#: preset's keys (``dask_scheduler_file:``) need them. Each takes one value.
+DASK_FLAGS = {
+    "--dask_client_address": "address",
+    "--dask_connection_timeout": "timeout",
+    "--dask_scheduler_file": "scheduler_file",
+    "--dask_client_name": "name",
+    "--dask_connection_limit": "connection_limit",
+    "--dask_npartitions": "npartitions",
+    "--dask_partition_size": "partition_size",
+}
+#: The runner's name as the command line's runner check lists it.
+DASK_RUNNER_NAME = "DaskRunner"
 #: What to install when it is missing.
 INSTALL_HINT = "install the dask extra: pip install 'convnorm[dask]' (apache-beam[dask])"
 #: Bound to loopback: convnorm never listens beyond it.
@@ -49,11 +62,6 @@ def is_dask_runner(runner: str | None) -> bool:
     return name in ("daskrunner", "dask") or name == DASK_RUNNER.lower()
 
 
-def mentions_dask(words: Iterable[Any]) -> bool:
-    """Any of a command line's (or a preset's) words names Dask: its flags must be registered."""
-    return any(isinstance(word, str) and "dask" in word.lower() for word in words)
-
-
 def dask_problem() -> str | None:
     """Why DaskRunner cannot run here (dask not installed), or None."""
     try:
@@ -63,18 +71,29 @@ def dask_problem() -> str | None:
     return None
 
 
-def register_options() -> str | None:
-    """Import Beam's DaskRunner module, which declares its flags; why it could not, or None."""
+def names_dask(word: str) -> bool:
+    """A command-line word (or a preset's key or value) that names Dask: one of its flags, or
+    the runner."""
+    word = str(word).lower().lstrip("-")
+    return word.startswith("dask_") or is_dask_runner(word.split("=", 1)[-1])
+
+
+def register_options(words: Iterable[Any]) -> bool:
+    """Beam declares the Dask flags only in the DaskRunner's module: import it when ``words``
+    (a command line, a preset's keys and values) name Dask, not otherwise (importing dask costs
+    most of a second). True if it was imported now; ``ValueError`` (why) if it cannot be."""
+    if not any(isinstance(word, str) and names_dask(word) for word in words) or DASK_RUNNER_MODULE in sys.modules:
+        return False
     problem = dask_problem()
     if problem:
-        return problem
+        raise ValueError(problem)
     import importlib
 
     importlib.import_module(DASK_RUNNER_MODULE)
-    return None
+    return True
 
 
-def dask_options(options: PipelineOptions):
+def dask_options(options):
     """Beam's ``DaskOptions`` view of ``options`` (its module imported)."""
     from apache_beam.runners.dask.dask_runner import DaskOptions
 
@@ -85,12 +104,14 @@ def dask_options(options: PipelineOptions):
 PARTITIONS_PER_THREAD = 4
 
 
-def use_dask(options: PipelineOptions) -> None:
+def use_dask(options) -> None:
     """For a DaskRunner run: the runner by its dotted path (Beam knows no short name for it)."""
+    from apache_beam.options.pipeline_options import StandardOptions
+
     options.view_as(StandardOptions).runner = DASK_RUNNER
 
 
-def default_partitions(options: PipelineOptions, shards: int, threads: int) -> None:
+def default_partitions(options, shards: int, threads: int) -> None:
     """``--dask_npartitions``, unless a partition count or size was given: one per shard, at
     most ``PARTITIONS_PER_THREAD`` per worker thread of the cluster (``threads``)."""
     dask = dask_options(options)
@@ -98,23 +119,29 @@ def default_partitions(options: PipelineOptions, shards: int, threads: int) -> N
         dask.npartitions = max(1, min(shards, PARTITIONS_PER_THREAD * max(threads, 1)))
 
 
+def _runner(options) -> str | None:
+    from apache_beam.options.pipeline_options import StandardOptions
+
+    return options.view_as(StandardOptions).runner
+
+
 def plan_chunks(job: Any) -> int | None:
     """For a DaskRunner run, the chunks the plan of shards travels in: one per Dask partition
     (DaskRunner's ``Reshuffle`` does nothing, so ``Create``'s partitions are the tasks);
     None (the default chunking) for other runners."""
     options = job.options
-    if not is_dask_runner(options.view_as(StandardOptions).runner):
+    if not is_dask_runner(_runner(options)):
         return None
     return dask_options(options).npartitions or len(job.shards)
 
 
-def has_cluster(options: PipelineOptions) -> bool:
+def has_cluster(options) -> bool:
     """The run names a Dask scheduler (``--dask_client_address``, ``--dask_scheduler_file``)."""
     dask = dask_options(options)
     return bool(dask.address or dask.scheduler_file)
 
 
-def _cluster_threads(options: PipelineOptions) -> int:
+def _cluster_threads(options) -> int:
     """The worker threads of the cluster a run names, asked of its scheduler (0: no answer)."""
     from distributed import Client
 
@@ -128,11 +155,11 @@ def _cluster_threads(options: PipelineOptions) -> int:
 
 
 @contextlib.contextmanager
-def local_cluster(options: PipelineOptions, shards: int = 1) -> Iterator[None]:
+def local_cluster(options, shards: int = 1) -> Iterator[None]:
     """For a DaskRunner run: the cluster it runs on, and ``--dask_npartitions`` for it
     (``default_partitions``). A run that names no scheduler gets a LocalCluster on loopback
     for the run's length, its address given to the runner. Anything else runs as it is."""
-    if not is_dask_runner(options.view_as(StandardOptions).runner):
+    if not is_dask_runner(_runner(options)):
         yield
         return
     if has_cluster(options):

@@ -40,10 +40,9 @@ class _ProcessShard(beam.DoFn):
     """Thin: ``process_shard`` on each shard, its files named in the run's temporary
     directory; counters and local progress updated per batch."""
 
-    def __init__(self, work: ShardWork, temp_root: str, total_shards: int) -> None:
+    def __init__(self, work: ShardWork, temp_root: str) -> None:
         self._work = work
         self._temp_root = temp_root
-        self._total = total_shards
 
     def setup(self) -> None:
         freeze_gc()
@@ -54,7 +53,7 @@ class _ProcessShard(beam.DoFn):
 
     def process(self, shard: Shard):
         pause_point("read")  # tests kill a run here (pipeline.testhooks)
-        progress = ReadProgress(shard, self._total, self._tally)
+        progress = ReadProgress(shard, self._tally)
         step = self._work.step
 
         def observe(batch, result) -> None:
@@ -69,7 +68,7 @@ class _ProcessShard(beam.DoFn):
         result = process_shard(shard, self._work, place, observe=observe)
         self._blank.inc(result.partial["blank_lines"])
         self._shards.inc()
-        progress.done(result.partial["records_in"])
+        progress.done()
         self._tally.flush()
         yield result
 
@@ -141,7 +140,7 @@ class ProcessShards(beam.PTransform):
             pbegin
             # The plan in chunks, spread over workers (``chunks``: DaskRunner's partitions).
             | "Plan" >> CreateShards(self._shards, self._chunks)
-            | "Process" >> beam.ParDo(_ProcessShard(self._work, self._temp_root, len(self._shards)))
+            | "Process" >> beam.ParDo(_ProcessShard(self._work, self._temp_root))
             # At least one shard is always planned: no default needed for an empty input.
             | "Merge" >> beam.CombineGlobally(MergeShardResults(self._work)).without_defaults()
             | "Write" >> beam.Map(write_run_files, self._temp_root, self._summary_path)

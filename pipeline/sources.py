@@ -13,9 +13,11 @@ suffix         records                                                position
 ``.parquet``   one record per row                                     row index
 =============  =====================================================  =====================
 
-Any Beam filesystem works (local paths, ``gs://``, ...). Blank JSONL lines are not records:
-they are counted (``blank_lines``) and skipped. A file that fails mid-way yields one
-``unreadable_file`` record for the rest, so the failure is a dead letter, not a crash.
+Any Beam filesystem works (local paths, ``gs://``, ...). A JSONL line ends at LF, CR LF or a
+CR alone; a file starting with a UTF-16 byte-order mark is decoded (and never cut into byte
+ranges). Blank JSONL lines are not records: they are counted (``blank_lines``) and skipped.
+A file that fails mid-way yields one ``unreadable_file`` record for the rest, so the failure
+is a dead letter, not a crash.
 
 Memory per record is bounded by ``--max-record-bytes``: a longer JSONL line, ``.json``
 array element or other ``.json`` document is a ``record_too_large`` record, read past in
@@ -39,7 +41,7 @@ import re
 import stat
 import zlib
 from functools import lru_cache
-from typing import Iterator, NamedTuple
+from typing import Iterable, Iterator, NamedTuple
 
 import apache_beam as beam
 import orjson
@@ -52,7 +54,18 @@ from apache_beam.pvalue import TaggedOutput
 from pipeline.progress import Tally
 from pipeline.testhooks import pause_point
 from transforms.counters import NAMESPACE
-from transforms.inputs import DEFAULT_BATCH_BYTES, Batch, Parsed, RawRecord, Unreadable, batch_is_full, raw_size
+from transforms.inputs import (  # the defaults live where the command line reads them without Beam
+    DEFAULT_BATCH_BYTES,
+    DEFAULT_BATCH_SIZE,
+    DEFAULT_MAX_RECORD_BYTES,
+    DEFAULT_SHARD_BYTES,
+    Batch,
+    Parsed,
+    RawRecord,
+    Unreadable,
+    batch_is_full,
+    raw_size,
+)
 from transforms.jsontext import NumberTooLarge, parse_json
 
 LOG = logging.getLogger(__name__)
@@ -65,16 +78,6 @@ FILE_KINDS = {
     ".json": ("json", None, False),
     ".parquet": ("parquet", None, False),
 }
-
-DEFAULT_SHARD_BYTES = 64 << 20
-DEFAULT_BATCH_SIZE = 256
-#: Largest record read (a JSONL line, a .json document); a larger one is a ``record_too_large``
-#: dead letter. Parsing and normalizing hold up to ~20x a record's bytes in Python objects at
-#: worst (tiny messages; bench/bench_memory.py), so the default keeps one record's cost under
-#: ~0.7 GB.
-DEFAULT_MAX_RECORD_BYTES = 32 << 20
-#: Records between two progress lines of one shard.
-PROGRESS_EVERY = 100_000
 
 
 class InputError(ValueError):
@@ -89,6 +92,8 @@ class Shard(NamedTuple):
     suffix: str
     start: int
     end: int | None  # exclusive; None: to the end of the file
+    #: Records to read at most (``--limit``); None: every record of the range.
+    limit: int | None = None
     #: The file's size in bytes when it was planned (for progress); None: not known.
     file_size: int | None = None
 
@@ -141,6 +146,23 @@ def _match(pattern: str) -> dict[str, int]:
     return found
 
 
+def special_file_kind(mode: int) -> str | None:
+    """What a file that is not a regular file is (``a FIFO``, ``a device`` ...), from its
+    ``st_mode``; None for a regular file. convnorm reads regular files only: a FIFO, device or
+    socket never ends (or blocks on open)."""
+    if stat.S_ISREG(mode):
+        return None
+    if stat.S_ISFIFO(mode):
+        return "a FIFO"
+    if stat.S_ISCHR(mode) or stat.S_ISBLK(mode):
+        return "a device"
+    if stat.S_ISSOCK(mode):
+        return "a socket"
+    if stat.S_ISDIR(mode):
+        return "a directory"
+    return "not a regular file"
+
+
 def _refuse_special_file(path: str) -> None:
     """A FIFO, device or socket never ends (or blocks on open): refuse it before the run."""
     if not _is_local(path):
@@ -149,32 +171,78 @@ def _refuse_special_file(path: str) -> None:
         mode = os.stat(path).st_mode
     except OSError as error:
         raise InputError(f"cannot read --input file {display_path(path)!r}: {error.strerror}") from None
-    if not stat.S_ISREG(mode):
-        kind = (
-            "a FIFO"
-            if stat.S_ISFIFO(mode)
-            else "a device"
-            if stat.S_ISCHR(mode) or stat.S_ISBLK(mode)
-            else "a socket"
-            if stat.S_ISSOCK(mode)
-            else "a directory"
-            if stat.S_ISDIR(mode)
-            else "not a regular file"
-        )
+    kind = special_file_kind(mode)
+    if kind is not None:
         raise InputError(f"--input {display_path(path)!r} is {kind}; convnorm reads regular files only")
+
+
+#: Files convnorm writes beside its part files; a directory holding a manifest is a convnorm
+#: output, whose summaries are never inputs (``pipeline.outputs`` names the manifest).
+OWN_OUTPUT_FILES = ("_convnorm_manifest.json", "summary.json", "validation.json")
+
+
+def is_directory(pattern: str) -> bool:
+    """Does ``--input`` name a directory (a local one, or a remote path ending in ``/``)?"""
+    if _is_local(pattern):
+        return os.path.isdir(pattern)
+    return pattern.endswith("/")
+
+
+def _in_directory(directory: str) -> tuple[dict[str, int], list[str]]:
+    """The input files directly in ``directory`` (path -> size) and the names left out.
+
+    Every file with a supported suffix, but dot-files and ``_``-files (hidden, or written by a
+    tool: ``_SUCCESS``, ``_convnorm_manifest.json``) and, in a convnorm output directory, its
+    summaries. Subdirectories are not read.
+    """
+    matched = _match(FileSystems.join(directory.rstrip("/") or "/", "*"))
+    names = {path: path.rstrip("/").rsplit("/", 1)[-1] for path in matched}
+    own_output = OWN_OUTPUT_FILES[0] in names.values()
+    found, left_out = {}, []
+    for path, name in sorted(names.items()):
+        if name.startswith((".", "_")) or (own_output and name in OWN_OUTPUT_FILES):
+            continue
+        if file_suffix(name) is None:
+            left_out.append(name)
+            continue
+        if _is_local(path) and not os.path.isfile(path):
+            continue  # a subdirectory (Beam's match lists it as a path)
+        found[path] = matched[path]
+    return found, left_out
+
+
+def match_inputs(patterns: list[str]) -> dict[str, int]:
+    """Every input file the patterns name (path -> size): files, globs and directories."""
+    files: dict[str, int] = {}
+    for pattern in patterns:
+        try:
+            if is_directory(pattern):
+                matched, left_out = _in_directory(pattern)
+                if left_out:
+                    LOG.info(
+                        "--input %s: %d file(s) without a known suffix not read: %s",
+                        display_path(pattern),
+                        len(left_out),
+                        ", ".join(left_out[:5]) + (" ..." if len(left_out) > 5 else ""),
+                    )
+            else:
+                matched = _match(pattern)
+        except Exception as error:  # noqa: BLE001 — filesystems raise their own types
+            raise InputError(f"cannot match --input {display_path(pattern)!r}: {error}") from None
+        if not matched and is_directory(pattern):
+            raise InputError(
+                f"--input {display_path(pattern)!r} is a directory with no input file directly in it "
+                f"(files ending in {', '.join(FILE_KINDS)}; dot-files and subdirectories are not read)"
+            )
+        if not matched:
+            raise InputError(f"no file matches --input {display_path(pattern)!r}")
+        files.update(matched)
+    return files
 
 
 def plan_shards(patterns: list[str], shard_bytes: int = DEFAULT_SHARD_BYTES) -> list[Shard]:
     """Match every pattern and cut the files into shards, in a deterministic order."""
-    files: dict[str, int] = {}
-    for pattern in patterns:
-        try:
-            matched = _match(pattern)
-        except Exception as error:  # noqa: BLE001 — filesystems raise their own types
-            raise InputError(f"cannot match --input {display_path(pattern)!r}: {error}") from None
-        if not matched:
-            raise InputError(f"no file matches --input {display_path(pattern)!r}")
-        files.update(matched)
+    files = match_inputs(patterns)
     shards: list[Shard] = []
     for path in sorted(files):
         suffix = file_suffix(path)
@@ -185,16 +253,36 @@ def plan_shards(patterns: list[str], shard_bytes: int = DEFAULT_SHARD_BYTES) -> 
             )
         _refuse_special_file(path)
         size = files[path]
-        if FILE_KINDS[suffix][2] and size > shard_bytes:
+        # A UTF-16 file is read whole: a byte range could start in the middle of a code unit.
+        if FILE_KINDS[suffix][2] and size > shard_bytes and not _starts_utf16(path):
             # Equal ranges of at most shard_bytes: no small tail shard, so workers that take
             # shards in turn get even work.
             count = -(-size // shard_bytes)
             bounds = [size * k // count for k in range(count + 1)]
             for start, end in zip(bounds, bounds[1:]):
-                shards.append(Shard(len(shards), path, suffix, start, None if end == size else end, size))
+                shards.append(Shard(len(shards), path, suffix, start, None if end == size else end, file_size=size))
         else:
-            shards.append(Shard(len(shards), path, suffix, 0, None, size))
+            shards.append(Shard(len(shards), path, suffix, 0, None, file_size=size))
     return shards
+
+
+def limit_plan(shards: list[Shard], limit: int, max_record_bytes: int = DEFAULT_MAX_RECORD_BYTES) -> list[Shard]:
+    """The plan cut to its first ``limit`` records (``--limit``): the shards that hold them,
+    in order, each with the number of records to read from it.
+
+    Counts records by reading the shards in plan order until ``limit`` are found, so at most
+    ``limit`` records are read here (JSONL lines are not parsed).
+    """
+    kept: list[Shard] = []
+    remaining = limit
+    for shard in shards:
+        if remaining <= 0:
+            break
+        records = sum(1 for item in read_shard(shard._replace(limit=remaining), max_record_bytes) if item is not BLANK)
+        if records:
+            kept.append(shard._replace(index=len(kept), limit=records))
+            remaining -= records
+    return kept or shards[:1]
 
 
 def shard_sizes(shards: list[Shard]) -> list[int]:
@@ -292,6 +380,43 @@ def _open_text_stream(shard: Shard):
 
 
 _BOM = b"\xef\xbb\xbf"  # a UTF-8 byte-order mark, as some Windows tools write
+#: UTF-16 byte-order marks (Windows tools write UTF-16 text with one): the file is decoded.
+_UTF16_BOMS = {b"\xff\xfe": "utf-16-le", b"\xfe\xff": "utf-16-be"}
+
+
+def _utf16_encoding(handle) -> str | None:
+    """The UTF-16 encoding a byte-order mark at the start of ``handle`` names, or None; the
+    handle is left at its start."""
+    peek = getattr(handle, "peek", None)
+    if peek is not None:
+        head = peek(2)[:2]  # at the start the buffer is fresh: two bytes unless the file is shorter
+    else:
+        head = handle.read(2)
+        handle.seek(0)
+    return _UTF16_BOMS.get(head)
+
+
+def _starts_utf16(path: str) -> bool:
+    try:
+        with FileSystems.open(path, compression_type=CompressionTypes.UNCOMPRESSED) as handle:
+            return handle.read(2) in _UTF16_BOMS
+    except Exception:  # noqa: BLE001 — unreadable: the reader says so, as a dead letter
+        return False
+
+
+def _at_lone_carriage_returns(line: bytes) -> list[bytes]:
+    """``line`` cut after each carriage return that no line feed follows: a CR alone ends a
+    line too (a raw CR is never inside a JSON string; as whitespace inside a record it would
+    cut the record, which JSON Lines writers do not do)."""
+    pieces, start = [], 0
+    i = line.find(b"\r")
+    while i != -1:
+        if i + 1 < len(line) and line[i + 1] != 0x0A:
+            pieces.append(line[start : i + 1])
+            start = i + 1
+        i = line.find(b"\r", i + 1)
+    pieces.append(line[start:])
+    return pieces
 
 
 #: Bytes read at a time while skipping past the rest of an over-long line.
@@ -326,6 +451,10 @@ _RAW_PREFIX_BYTES = 16 << 10
 def _read_jsonl(shard: Shard, max_record_bytes: int = DEFAULT_MAX_RECORD_BYTES) -> Iterator:
     with _open_text_stream(shard) as handle:
         position = 0
+        encoding = None if shard.start else _utf16_encoding(handle)
+        if encoding is not None:
+            yield from _read_utf16_lines(handle, shard.name, encoding, max_record_bytes)
+            return
         if shard.start:
             # A line belongs to the shard its first byte falls in: skip the partial one.
             handle.seek(shard.start - 1)
@@ -356,11 +485,49 @@ def _read_jsonl(shard: Shard, max_record_bytes: int = DEFAULT_MAX_RECORD_BYTES) 
                 return
             if position == 0 and line.startswith(_BOM):
                 position, line = len(_BOM), line[len(_BOM) :]
-            if line.strip():
-                yield RawRecord(shard.name, position, line)
+            cr = line.find(b"\r")  # mostly none, or the CR of a CR LF ending: one line
+            lone = cr != -1 and not (cr == len(line) - 2 and line.endswith(b"\r\n"))
+            pieces = _at_lone_carriage_returns(line) if lone else (line,)
+            for piece in pieces:
+                if piece.strip():
+                    yield RawRecord(shard.name, position, piece)
+                else:
+                    yield BLANK
+                position += len(piece)
+
+
+def _read_utf16_lines(handle, source: str, encoding: str, max_record_bytes: int) -> Iterator:
+    """A UTF-16 JSON Lines file, decoded: each line as UTF-8 bytes, at its byte offset in the
+    file. Lines end at LF, CR LF or CR alone; a line over the limit (its UTF-8 bytes) is a
+    ``record_too_large`` record."""
+    text = io.TextIOWrapper(handle, encoding=encoding, errors="surrogatepass", newline="")
+    position = 0
+    try:
+        position = len(text.read(1).encode(encoding))  # the byte-order mark
+        while True:
+            line = text.readline(max_record_bytes + 1)
+            if not line:
+                return
+            size = len(line.encode(encoding, "surrogatepass"))
+            data = line.encode("utf-8", "surrogatepass")
+            if len(data) > max_record_bytes:
+                while not line.endswith(("\n", "\r")) and line:
+                    line = text.readline(max_record_bytes + 1)
+                    size += len(line.encode(encoding, "surrogatepass"))
+                yield RawRecord(source, position, _too_large(data, size, max_record_bytes, True))
+            elif data.strip():
+                yield RawRecord(source, position, data)
             else:
                 yield BLANK
-            position += len(line)
+            position += size
+    except Exception as error:  # noqa: BLE001 — a cut-off code unit, a corrupt archive
+        yield RawRecord(
+            source,
+            position,
+            Unreadable("unreadable_file", f"reading stopped at offset {position}: {type(error).__name__}: {error}"),
+        )
+    finally:
+        text.detach()  # the handle is closed by its owner
 
 
 #: Outside strings: the bytes that open or close a value, separate elements, or open a string.
@@ -519,6 +686,14 @@ def _read_json(shard: Shard, max_record_bytes: int = DEFAULT_MAX_RECORD_BYTES) -
             return
     if text.startswith(_BOM):
         text = text[len(_BOM) :]
+    elif text[:2] in _UTF16_BOMS:
+        try:
+            text = text[2:].decode(_UTF16_BOMS[text[:2]], "surrogatepass").encode("utf-8", "surrogatepass")
+        except UnicodeDecodeError as error:
+            yield RawRecord(
+                source, 0, Unreadable("invalid_json", f"not UTF-16 text after its byte-order mark: {error}")
+            )
+            return
     try:
         document = parse_json(text)
     except (ValueError, RecursionError) as error:
@@ -606,7 +781,14 @@ def _arrow_text(column, i: int) -> str:
 def _parquet_rows(batch) -> Iterator:
     """A record batch's rows as ``Parsed`` records; a row holding a value Python cannot
     represent (a nanosecond timestamp, a year past 9999) is an ``unconvertible_value``
-    ``Unreadable`` naming its column, and the other rows are read."""
+    ``Unreadable`` naming its column, and the other rows are read. A file with two columns of
+    one name makes every row one: a record cannot hold two fields of one name, and keeping
+    either would lose the other silently."""
+    names = batch.schema.names
+    repeated = sorted({name for name in names if names.count(name) > 1})
+    if repeated:
+        yield from _rows_with_repeated_columns(batch, repeated)
+        return
     try:
         rows = batch.to_pylist()
     except Exception:  # noqa: BLE001 — pyarrow raises several types; find the row below
@@ -636,6 +818,25 @@ def _parquet_rows(batch) -> Iterator:
         yield Unreadable("unconvertible_value", f"column {name!r}: {type(error).__name__}: {error}", raw_text[:4000])
 
 
+def _rows_with_repeated_columns(batch, repeated: list[str]) -> Iterator:
+    names = batch.schema.names
+    detail = "; ".join(f"column {name!r}: the file has {names.count(name)} columns named so" for name in repeated)
+    detail += "; a record cannot hold two fields of one name"
+    for i in range(batch.num_rows):
+        pairs = []
+        for name, column in zip(names, batch.columns):
+            try:
+                value = _jsonable(column[i].as_py(), [0])
+            except Exception:  # noqa: BLE001 — shown as Arrow's text, for the dead letter only
+                value = _arrow_text(column, i)
+            pairs.append([name, value])
+        try:
+            raw_text = orjson.dumps(pairs, default=str).decode()
+        except (TypeError, ValueError):
+            raw_text = repr(pairs)
+        yield Unreadable("unconvertible_value", detail, raw_text[:4000])
+
+
 def _read_parquet(shard: Shard, max_record_bytes: int = DEFAULT_MAX_RECORD_BYTES) -> Iterator:
     # Rows come in record batches; a row is never split, so its size is bounded by what the
     # file's writer put in it (the limit is for line-based containers).
@@ -661,9 +862,14 @@ def read_shard(shard: Shard, max_record_bytes: int = DEFAULT_MAX_RECORD_BYTES) -
     ``max_record_bytes`` is a ``record_too_large`` record, read past without being held.
     """
     next_position = shard.start
+    left = shard.limit
     try:
         for item in _SHARD_READERS[FILE_KINDS[shard.suffix][0]](shard, max_record_bytes):
             if item is not BLANK:
+                if left is not None:
+                    if left <= 0:
+                        return  # --limit: the plan's records are read
+                    left -= 1
                 next_position = item.position + 1
             yield item
     except Exception as error:  # noqa: BLE001 — filesystems and pyarrow raise many types
@@ -700,6 +906,57 @@ def iter_batches(
 
 
 # --------------------------------------------------------------------------------------------
+# Reading one record again (convnorm explain, the report's examples)
+
+
+def record_at(path: str, position: int, max_record_bytes: int = DEFAULT_MAX_RECORD_BYTES) -> RawRecord | None:
+    """The raw record at ``position`` of ``path``, as the run read it (a drop-metrics line or a
+    dead letter names both); ``None`` when the file has none there (or is gone)."""
+    suffix = file_suffix(path)
+    if suffix is None or position < 0:
+        return None
+    if FILE_KINDS[suffix][2]:  # uncompressed JSONL: the line that starts at that byte
+        # (The first line of a file with a byte-order mark starts past it: read it from 0.)
+        start = position if position > len(_BOM) else 0
+        items = read_shard(Shard(0, path, suffix, start, position + 1), max_record_bytes)
+    else:
+        items = read_shard(Shard(0, path, suffix, 0, None), max_record_bytes)
+    for item in items:
+        if item is BLANK:
+            continue
+        if item.position == position and not isinstance(item.payload, Unreadable):
+            return item
+        if item.position >= position:
+            return None
+    return None
+
+
+def line_numbers(path: str, positions: Iterable[int]) -> dict[int, int]:
+    """The 1-based line numbers of byte ``positions`` in a JSONL file (decompressed: the
+    positions convnorm gives a ``.jsonl.gz``); {} for other kinds or a file that cannot be
+    read. Reads the file up to the last position, once."""
+    wanted = sorted({p for p in positions if p >= 0})
+    suffix = file_suffix(path)
+    if not wanted or suffix is None or FILE_KINDS[suffix][0] != "jsonl":
+        return {}
+    found: dict[int, int] = {}
+    try:
+        with _open_text_stream(Shard(0, path, suffix, 0, None)) as handle:
+            offset, lines = 0, 1
+            for position in wanted:
+                while offset < position:
+                    chunk = handle.read(min(1 << 20, position - offset))
+                    if not chunk:
+                        return found
+                    lines += chunk.count(b"\n")
+                    offset += len(chunk)
+                found[position] = lines
+    except Exception:  # noqa: BLE001 — a line number is a nicety: the byte offset still says where
+        return found
+    return found
+
+
+# --------------------------------------------------------------------------------------------
 # Beam
 
 
@@ -724,43 +981,33 @@ class _ReadShard(beam.DoFn):
     def process(self, shard: Shard):
         pause_point("read")  # tests kill a run here (pipeline.testhooks)
         stats = {"records": 0, "blank_lines": 0}
-        progress = ReadProgress(shard, self._total, self._tally)
+        progress = ReadProgress(shard, self._tally)
         for batch in iter_batches(shard, self._batch_size, stats, self._max_record_bytes, self._batch_bytes):
             yield batch
             progress.batch_read(batch)
         self._blank.inc(stats["blank_lines"])
         self._shards.inc()
-        progress.done(stats["records"])
+        progress.done()
         yield TaggedOutput(self.STATS, {"shard": shard.index, **stats})
 
 
 class ReadProgress:
-    """The progress of reading one shard: the live tally of local runs (records, bytes read,
-    shards done) and a log line every ``PROGRESS_EVERY`` records and at the end (no payloads)."""
+    """The progress of reading one shard, for the live tally of local runs: records, bytes read
+    (file offsets in uncompressed JSONL; other files count once read whole), shards done. Files
+    read show in the progress line, not as a log line each (100 files: 100 lines)."""
 
-    def __init__(self, shard: Shard, total_shards: int, tally: Tally) -> None:
+    def __init__(self, shard: Shard, tally: Tally) -> None:
         self._shard = shard
-        self._total = total_shards
         self._tally = tally
-        self._records = self._reported = 0
-        # Offsets are file bytes only in uncompressed JSONL; other files count once read whole.
         self._byte_offsets = FILE_KINDS[shard.suffix] == ("jsonl", None, True)
 
     def batch_read(self, batch: Batch) -> None:
-        shard = self._shard
-        self._records += len(batch.items)
         self._tally.add("records", len(batch.items))
         if self._byte_offsets:
-            self._tally.at(shard.index, batch.items[-1].position - shard.start)
-        # Progress on long shards too (compressed files are one shard each).
-        if self._records - self._reported >= PROGRESS_EVERY:
-            self._reported = self._records
-            LOG.info("shard %d/%d (%s): %d records so far", shard.index + 1, self._total, shard.name, self._records)
+            self._tally.at(self._shard.index, batch.items[-1].position - self._shard.start)
 
-    def done(self, records: int) -> None:
-        shard = self._shard
-        self._tally.shard_done(shard.index)
-        LOG.info("read shard %d/%d (%s): %d records", shard.index + 1, self._total, shard.name, records)
+    def done(self) -> None:
+        self._tally.shard_done(self._shard.index)
 
 
 #: Elements of the plan the graph carries, at most: a job of up to this many shards gets one

@@ -73,7 +73,8 @@ SKIPPED = {
 
 #: Install lines: the test runs inside the environment they create.
 INSTALL_STEPS = {
-    "python3 -m venv .venv && . .venv/bin/activate && pip install -e '.[report]'",
+    "python3 -m venv .venv && . .venv/bin/activate && pip install -e .",
+    "pip install -e '.[tokens]'",
     "pip install -e '.[dask]'                        # apache-beam[dask]: dask and dask.distributed",
 }
 

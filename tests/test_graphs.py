@@ -11,8 +11,9 @@ from pathlib import Path
 import pytest
 from engine_outputs import SHARD_BYTES, assert_same_outputs, tree, write_mixed_input
 
+from pipeline.flags import PER_SHARD, TAGGED_OUTPUTS
 from pipeline.main import main
-from pipeline.options import PER_SHARD, TAGGED_OUTPUTS, ConfigError, load_job
+from pipeline.options import ConfigError, load_job
 from pipeline.outputs import MANIFEST_FILE, SUCCESS_FILE
 from transforms.formats import WRITERS
 

@@ -89,8 +89,8 @@ class RecordStep(NamedTuple):
     outputs: type
     #: The main output's name (its directory under ``--output``); the tags name the others.
     main_output: str
-    #: ``summary_options(settings)``: the keyword arguments of the view's ``finalize``.
-    summary_options: Callable[[Settings], dict[str, Any]]
+    #: ``finalize(total, settings)``: the total of the partials -> the summary document.
+    finalize: Callable[[dict[str, Any], Settings], dict[str, Any]]
 
     @property
     def output_names(self) -> tuple[str, ...]:
@@ -113,19 +113,13 @@ class RecordStep(NamedTuple):
         return self.view.partial(records_in, getattr(result, self.summarized), result.dead_letters)
 
     def finish(self, settings: Settings) -> Callable[[dict[str, Any]], dict[str, Any]]:
-        """The total of the partials -> the summary document (the view's ``finalize`` with the
-        run's options; picklable)."""
-        options = self.summary_options(settings)
-        return functools.partial(self.view.finalize, **options) if options else self.view.finalize
+        """The total of the partials -> the summary document, for a job's settings (picklable)."""
+        return functools.partial(self.finalize, settings=settings)
 
 
-def _run_summary_options(settings: Settings) -> dict[str, Any]:
-    # summary.json names the profile; --check adds the violation totals.
-    return {"profile": settings.profile, "check": settings.check}
-
-
-def _no_summary_options(settings: Settings) -> dict[str, Any]:
-    return {}
+def _finalize_validation(total: dict[str, Any], settings: Settings) -> dict[str, Any]:
+    # validation.json depends on no setting.
+    return summaries.finalize_validation(total)
 
 
 NORMALIZE = RecordStep(
@@ -136,7 +130,7 @@ NORMALIZE = RecordStep(
     tags=(DROPS, DEAD_LETTER),
     outputs=NormalizedOutputs,
     main_output="normalized",
-    summary_options=_run_summary_options,
+    finalize=summaries.finalize_run,
 )
 CHECK = RecordStep(
     label="Check",
@@ -146,7 +140,7 @@ CHECK = RecordStep(
     tags=(DEAD_LETTER,),
     outputs=CheckedOutputs,
     main_output="violations",
-    summary_options=_no_summary_options,
+    finalize=_finalize_validation,
 )
 
 
@@ -426,12 +420,12 @@ class MergeSummaries(beam.CombineFn):
         return {}
 
     def add_input(self, accumulator: dict, part: dict) -> dict:
-        return summaries.merge(accumulator, part)
+        return summaries.merge_into(accumulator, part)  # the accumulator is ours to change
 
     def merge_accumulators(self, accumulators) -> dict:
         total: dict = {}
         for accumulator in accumulators:
-            total = summaries.merge(total, accumulator)
+            summaries.merge_into(total, accumulator)
         return total
 
     def extract_output(self, accumulator: dict) -> dict:

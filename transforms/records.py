@@ -13,7 +13,7 @@ The Beam DoFn in ``transforms.conversations`` only calls ``normalize_batch`` and
 
 from __future__ import annotations
 
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 from transforms.formats import WRITERS, FormatError, WriteContext
 from transforms.inputs import Parsed, RawRecord
@@ -34,7 +34,9 @@ from transforms.record_steps import (
     read_conversation,
     record_id,
 )
-from transforms.settings import Settings
+from transforms.roles import DROPPED_ROLE, MAPPED_ROLE, apply_role_options
+from transforms.settings import Settings, TokenSettings
+from transforms.tokens import count_example, has_assistant_message, sink_view
 from transforms.tool_blocks import first_free
 from transforms.validate import check_sendable, count_by_kind
 
@@ -51,7 +53,9 @@ def _process(raw: RawRecord, settings: Settings, hint: ReaderHint | None = None)
     record = parse_payload(raw)
     conversation = read_conversation(record, settings, hint, for_core=True)
     rid = record_id(record, settings)
-    result = normalize_with_profile(conversation.messages, settings.profile)
+    # --drop-role / --map-role, before MEM-5 (which repairs the pairing a dropped message leaves).
+    messages, role_drops, role_maps = apply_role_options(conversation.messages, settings.drop_roles, settings.map_roles)
+    result = normalize_with_profile(messages, settings.profile)
 
     normalized = dict(conversation.fields)
     # Assigning to an existing key keeps its place: the record keeps its key order.
@@ -66,21 +70,24 @@ def _process(raw: RawRecord, settings: Settings, hint: ReaderHint | None = None)
         "id": rid,
         "source": raw.source,
         "position": raw.position,
-        "dropped": result.dropped,
-        "drops": result.drops,
+        "dropped": result.dropped + role_drops,
+        "drops": {**result.drops, DROPPED_ROLE: role_drops} if role_drops else result.drops,
         "healed": result.healed,
         "messages_in": len(conversation.messages),
         "messages_out": len(result.messages),
     }
     # What coercion discards beside the drops (a ledger, not MEM-5's count): the reader's part
     # (reasoning blocks) plus the message keys rule 1 does not keep.
-    discarded = coercion_discards(conversation.messages, conversation.discarded)
+    discarded = coercion_discards(messages, conversation.discarded)
     if discarded:
         metrics["discarded"] = ledger_report(discarded)
-    if result.repairs:
-        metrics["repairs"] = result.repairs
+    if result.repairs or role_maps:
+        metrics["repairs"] = {**result.repairs, MAPPED_ROLE: role_maps} if role_maps else result.repairs
     if conversation.report:
         metrics["reader_report"] = conversation.report
+    if conversation.partial:
+        # Its history is stored at the provider: results of calls made there are orphans here.
+        metrics["partial_conversation"] = True
     if isinstance(raw.payload, Parsed) and raw.payload.nulled:
         # Values the reader wrote as null because JSON cannot hold them, by field.
         metrics["non_finite_nulled"] = raw.payload.nulled
@@ -99,7 +106,7 @@ def _process(raw: RawRecord, settings: Settings, hint: ReaderHint | None = None)
     try:
         output = WRITERS[settings.sink].write(normalized, context)
     except FormatError as error:
-        raise RecordRefused(DeadLetterReason.UNWRITABLE, f"{settings.sink}: {error.reason}: {error}") from None
+        raise RecordRefused(DeadLetterReason.UNWRITABLE, unwritable_detail(settings.sink, error)) from None
     if context.report:
         metrics["writer_report"] = context.report
     try:
@@ -109,7 +116,44 @@ def _process(raw: RawRecord, settings: Settings, hint: ReaderHint | None = None)
         line = dumps_line(output)
     except (TypeError, ValueError, RecursionError) as error:
         raise RecordRefused(DeadLetterReason.UNWRITABLE, f"not JSON: {type(error).__name__}: {error}") from None
+    tokens = settings.tokens
+    if tokens is not None:  # opt-in: without --tokens, this test is all the per-record cost
+        _count_tokens(output, result.messages, settings, tokens, metrics)
     return output, metrics, line
+
+
+def _count_tokens(
+    output: dict[str, Any], messages: list[Any], settings: Settings, tokens: TokenSettings, metrics: DropMetrics
+) -> None:
+    """``--tokens``: the example's count (as the sink wrote it) into its metrics; over
+    ``--max-example-tokens`` it is flagged, or with ``--over-limit drop`` refused."""
+    view = sink_view(settings.sink, settings.messages_field, settings.tools_field)
+    if view is None:  # the options refuse --tokens for such a sink
+        raise ValueError(f"--tokens: no token view of sink {settings.sink!r}")
+    n = count_example(output, view, tokens.encoding)
+    limit = tokens.max_example_tokens
+    if limit is not None and n > limit and tokens.drop_over_limit:
+        raise RecordRefused(
+            DeadLetterReason.OVER_TOKEN_LIMIT,
+            f"{n:,} tokens ({tokens.encoding}, as {settings.sink} writes it) > --max-example-tokens {limit:,}",
+            tokens=n,
+        )
+    metrics["tokens"] = n
+    if limit is not None and n > limit:
+        metrics["over_token_limit"] = True
+    if not has_assistant_message(messages):
+        metrics["no_assistant_message"] = True
+
+
+def unwritable_detail(sink: str, error: FormatError) -> str:
+    """The detail of a record the sink's writer refuses: ``<sink>: <reason>: <why>``."""
+    return f"{sink}: {error.reason}: {error}"
+
+
+def refusal_reason(detail: str) -> str:
+    """The writer's reason in an ``unwritable`` dead letter's detail (``unwritable_detail``)."""
+    parts = detail.split(": ", 2)
+    return parts[1] if len(parts) > 1 else detail
 
 
 def process_record(raw: RawRecord, settings: Settings, hint: ReaderHint | None = None) -> Outcome:

@@ -1,9 +1,10 @@
 """How the per-record steps read, normalize and write (no Beam import).
 
 ``Settings`` is a plain frozen dataclass that the DoFns carry to the workers. ``problems``
-holds the rules it must follow; the command line checks them, naming its flags
-(``pipeline.settings.settings_problems``), before any pipeline is built, and the public DoFns
-(``transforms.conversations.NormalizeConversation``) when they are made. The steps take it as valid.
+holds the rules its record fields must follow; the command line checks them, naming its flags
+(``pipeline.settings.settings_problems``, which adds the ``--tokens`` rules), before any
+pipeline is built, and the public DoFns (``transforms.conversations.NormalizeConversation``)
+when they are made. The steps take it as valid.
 """
 
 from __future__ import annotations
@@ -13,9 +14,32 @@ from typing import Callable
 
 from transforms.formats import READERS, WRITERS
 from transforms.profiles import PROFILES
+from transforms.roles import MAP_TARGETS
 
 #: Raw text kept in a dead letter, in characters.
 DEFAULT_RAW_LIMIT = 2000
+
+
+@dataclass(frozen=True)
+class TokenSettings:
+    """Fine-tuning readiness (``--tokens``): how examples are counted and what the run reports.
+
+    See ``transforms.tokens`` (the counting) and docs/fine-tuning.md.
+    """
+
+    #: The encoding the counts are in (``--tokens``): ``o200k_base`` or ``cl100k_base``.
+    encoding: str
+    #: Tokens one example may hold (``--max-example-tokens``); ``None``: no limit checked.
+    max_example_tokens: int | None = None
+    #: The model whose documented limit ``max_example_tokens`` is (``None``: a number was given).
+    limit_model: str | None = None
+    #: ``--over-limit drop``: an example over the limit is an ``over_token_limit`` dead letter
+    #: instead of an output record (``False``: it is written, counted and listed).
+    drop_over_limit: bool = False
+    #: ``--epochs``; ``None``: the default OpenAI's fine-tuning guide states for the dataset's size.
+    epochs: int | None = None
+    #: ``--price-per-mtok``: price of a million training tokens, for the cost estimate.
+    price_per_mtok: float | None = None
 
 
 @dataclass(frozen=True)
@@ -33,7 +57,13 @@ class Settings:
     tools_field: str = "tools"
     #: Also run the strict sendability check on every normalized conversation.
     check: bool = False
+    #: Roles whose messages are dropped before normalization (``--drop-role``), and roles
+    #: given another one (``--map-role FROM=TO``): ``transforms.roles``.
+    drop_roles: tuple[str, ...] = ()
+    map_roles: tuple[tuple[str, str], ...] = ()
     raw_limit: int = DEFAULT_RAW_LIMIT
+    #: Count tokens per example (``--tokens``); ``None``: no counting, no work per record.
+    tokens: TokenSettings | None = None
 
 
 def field_name(field: str) -> str:
@@ -41,8 +71,8 @@ def field_name(field: str) -> str:
 
 
 def problems(settings: Settings, named: Callable[[str], str] = field_name) -> list[str]:
-    """Every setting that cannot work, as sentences for a person; ``named(field)`` is how the
-    caller calls a field (the command line: its flag)."""
+    """Every record setting that cannot work, as sentences for a person; ``named(field)`` is
+    how the caller calls a field (the command line: its flag)."""
     found = []
     if settings.input_format != "auto" and settings.input_format not in READERS:
         found.append(
@@ -64,4 +94,18 @@ def problems(settings: Settings, named: Callable[[str], str] = field_name) -> li
         found.append(f"{named('max_tokens')} must be at least 1")
     if settings.raw_limit < 0:
         found.append(f"{named('raw_limit')} must be 0 or more")
+    return found + _role_problems(settings, named)
+
+
+def _role_problems(settings: Settings, named: Callable[[str], str]) -> list[str]:
+    drop, mapping = named("drop_roles"), named("map_roles")
+    found = [f"{drop} {role!r} is blank" for role in settings.drop_roles if not role.strip()]
+    for source, target in settings.map_roles:
+        if not source:
+            found.append(f"{mapping} {target!r} is not FROM=TO (e.g. exit=assistant)")
+        elif target not in MAP_TARGETS:
+            found.append(f"{mapping} {source}={target}: the role must be one of {', '.join(MAP_TARGETS)}")
+    both = sorted(set(settings.drop_roles) & {source for source, _ in settings.map_roles})
+    if both:
+        found.append(f"role(s) {', '.join(both)} given to both {drop} and {mapping}")
     return found
