@@ -95,3 +95,29 @@ def test_auto_picks_per_shard_on_dask_only(tmp_path, mixed_input):
     assert given.options.get_all_options()["npartitions"] == 3
     with pytest.raises(ConfigError, match="tagged-outputs cannot run on DaskRunner"):
         load_job(_args(mixed_input, *out, "--runner", "DaskRunner", "--graph", "tagged-outputs"))
+
+
+def test_convnorm_knows_beams_dask_flags_and_takes_them_before_and_after_beams_import(tmp_path, mixed_input):
+    pytest.importorskip("dask.distributed", reason="the dask extra is not installed (pip install -e '.[dask]')")
+    import argparse
+
+    from apache_beam.runners.dask.dask_runner import DaskOptions
+
+    from pipeline.dask_cluster import DASK_FLAGS
+    from pipeline.flags import precheck
+
+    parser = argparse.ArgumentParser()
+    DaskOptions._add_argparse_args(parser)
+    beams = {option: action.dest for action in parser._actions for option in action.option_strings if option != "-h"}
+    beams.pop("--help", None)
+    assert beams == DASK_FLAGS
+    out = ["--output", str(tmp_path / "out")]
+    flags = ["--runner", "DaskRunner", "--dask_scheduler_file", str(tmp_path / "s.json"), "--dask_npartitions", "3"]
+    precheck(_args(mixed_input, *out, *flags))  # the check before Beam's import knows them
+    job = load_job(_args(mixed_input, *out, *flags))
+    assert job.options.get_all_options()["scheduler_file"] == str(tmp_path / "s.json")
+    preset = tmp_path / "dask.yaml"
+    preset.write_text(f"runner: DaskRunner\ndask_scheduler_file: {tmp_path / 'p.json'}\ndask_npartitions: 5\n")
+    job = load_job(_args(mixed_input, *out, "--config", str(preset)))
+    options = job.options.get_all_options()
+    assert (options["scheduler_file"], options["npartitions"], job.graph) == (str(tmp_path / "p.json"), 5, PER_SHARD)
