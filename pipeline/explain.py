@@ -85,7 +85,7 @@ def run_settings(output: str) -> tuple[Settings, int]:
     """The record settings and --max-record-bytes of the run that wrote ``output`` (its manifest)."""
     from apache_beam.io.filesystems import FileSystems
 
-    from pipeline.flags import our_flags
+    from pipeline.flags import our_flags, record_settings
     from pipeline.outputs import MANIFEST_FILE
     from pipeline.report import read_json
     from transforms.inputs import DEFAULT_MAX_RECORD_BYTES
@@ -94,9 +94,10 @@ def run_settings(output: str) -> tuple[Settings, int]:
     options = manifest.get("options")
     options = options if isinstance(options, dict) else {}
     defaults = {dest: action.default for dest, action in our_flags().actions.items()}
-    given = {**defaults, **options}
-    fields = ("messages_field", "id_field", "input_format", "profile", "sink", "tools_field", "raw_limit")
-    settings = Settings(**{name: given[name] for name in fields if given.get(name) is not None})
+    given = {**defaults, **{k: v for k, v in options.items() if v is not None}}
+    # The run's own mapping of options to settings (--drop-role and --map-role included); the
+    # explanation writes nothing, so the writer's options do not matter here.
+    settings = record_settings(argparse.Namespace(**given))
     return settings, int(given.get("max_record_bytes") or DEFAULT_MAX_RECORD_BYTES)
 
 
@@ -128,7 +129,7 @@ def locate(output: str, conversation_id: str, settings: Settings | None = None, 
         conversation = read_conversation(parse_payload(raw), settings)
     except RecordRefused as refused:
         raise NotFound(f"the record at {source} @ {position:,} no longer reads: {refused.detail}") from None
-    explanation = explain(conversation.messages, settings.profile)
+    explanation = explain(conversation.messages, settings.profile, settings.drop_roles, settings.map_roles)
     result = explanation.result
     recorded = (metrics.get("drops", {}), metrics.get("healed", 0), metrics.get("messages_out"))
     now = (result.drops, result.healed, len(result.messages))

@@ -1054,10 +1054,11 @@ white-space:pre-wrap;overflow-wrap:anywhere}
 .example .head{overflow-wrap:anywhere} .example .id{font-weight:600} .example .where{color:#555}
 .example .facts{color:#444;font-size:13px} details summary{cursor:pointer;color:#3b6ea5;margin-top:4px}
 table.explain td{font-size:12px} table.explain tr.dropped td{background:#fdf3f3}
-table.explain tr.healed td{background:#f3faf4} table.explain tr.moved td,table.explain tr.rekeyed td{background:#f3f6fb}
+table.explain tr.healed td{background:#f3faf4}
+table.explain tr.moved td,table.explain tr.rekeyed td,table.explain tr.mapped td{background:#f3f6fb}
 .mark{display:inline-block;border-radius:4px;padding:0 6px;margin:1px 4px 1px 0;font-size:12px;white-space:nowrap}
 .mark.dropped{background:#f6d6d5} .mark.healed{background:#d5ecd9} .mark.moved{background:#d9e4f3}
-.mark.rekeyed{background:#f3e6c8}
+.mark.rekeyed{background:#f3e6c8} .mark.mapped{background:#e4ddf0}
 footer{margin-top:28px;font-size:12px}
 """
 

@@ -34,7 +34,7 @@ from transforms.record_steps import (
     read_conversation,
     record_id,
 )
-from transforms.roles import DROPPED_ROLE, MAPPED_ROLE, apply_role_options
+from transforms.roles import apply_role_options, drops_with_roles, repairs_with_roles
 from transforms.settings import Settings, TokenSettings
 from transforms.tokens import count_example, has_assistant_message, sink_view
 from transforms.tool_blocks import first_free
@@ -71,7 +71,7 @@ def _process(raw: RawRecord, settings: Settings, hint: ReaderHint | None = None)
         "source": raw.source,
         "position": raw.position,
         "dropped": result.dropped + role_drops,
-        "drops": {**result.drops, DROPPED_ROLE: role_drops} if role_drops else result.drops,
+        "drops": drops_with_roles(result.drops, role_drops),
         "healed": result.healed,
         "messages_in": len(conversation.messages),
         "messages_out": len(result.messages),
@@ -82,7 +82,7 @@ def _process(raw: RawRecord, settings: Settings, hint: ReaderHint | None = None)
     if discarded:
         metrics["discarded"] = ledger_report(discarded)
     if result.repairs or role_maps:
-        metrics["repairs"] = {**result.repairs, MAPPED_ROLE: role_maps} if role_maps else result.repairs
+        metrics["repairs"] = repairs_with_roles(result.repairs, role_maps)
     if conversation.report:
         metrics["reader_report"] = conversation.report
     if conversation.partial:
