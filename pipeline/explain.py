@@ -17,6 +17,7 @@ import html
 import os
 import shutil
 import sys
+import textwrap
 from typing import Iterator, NamedTuple
 
 import orjson
@@ -188,14 +189,15 @@ def explanation_text(located: Located, width: int | None = None) -> str:
     lines.append(f"{'-' * column}-+-{'-' * column}")
     for row in ex.rows:
         left, right = _cells(ex, row, column)
-        if not right and row.marks:
-            right = row.marks[0].text()[:column]
-            marks = row.marks[1:]
-        else:
-            marks = row.marks
-        lines.append(f"{left:<{column}} | {right}".rstrip())
+        # A mark is wrapped in its column, never cut: its last words say why.
+        marks = list(row.marks)
+        more: list[str] = []
+        if not right and marks:
+            right, *more = textwrap.wrap(marks.pop(0).text(), column, subsequent_indent="  ")
         for mark in marks:
-            lines.append(f"{'':<{column}} |      {mark.text()}"[: column + 3 + column].rstrip())
+            more += textwrap.wrap(mark.text(), column, initial_indent=" " * 5, subsequent_indent=" " * 7)
+        lines.append(f"{left:<{column}} | {right}".rstrip())
+        lines += [f"{'':<{column}} | {chunk}".rstrip() for chunk in more]
     return "\n".join(lines)
 
 

@@ -204,3 +204,26 @@ def test_explain_of_a_run_with_role_options_shows_what_the_run_did(tmp_path, cap
         text = capsys.readouterr().out
         assert shown in text and "NOTE:" not in text, text
 
+
+def test_the_text_wraps_each_reason_instead_of_cutting_it():
+    """Found: at a terminal's width a mark was cut at its column ("a result before any turn, at
+    the fro"), losing the words that say why; the wrapped lines keep every word, in the column."""
+    from pipeline.explain import Located, explanation_text
+    from transforms.settings import Settings
+
+    messages = [
+        {"role": "tool", "content": "early", "tool_call_id": "c1"},
+        {"role": "user", "content": "q"},
+        {"role": "assistant", "content": "", "tool_calls": [{"tool_call_id": "c1", "name": "search"}]},
+        {"role": "exit", "content": "submitted"},
+    ]
+    ex = explain(messages, "spec", map_roles=(("exit", "assistant"),))
+    metrics = {"id": "r1", "source": "log.jsonl", "position": 0}
+    for width in (80, 120):
+        text = explanation_text(Located(metrics, ex, Settings(), 1, ""), width)
+        table = [line for line in text.splitlines() if " | " in line]
+        assert max(map(len, table)) <= width
+        right = " ".join(line.split(" | ", 1)[1].strip() for line in table)
+        for row in ex.rows:
+            for mark in row.marks:
+                assert mark.text() in right, (width, mark.text())
