@@ -40,7 +40,7 @@ from typing import TYPE_CHECKING, Iterable, Iterator
 import orjson
 
 from pipeline.charts import ALERT_COLOR, BAR_COLOR, OK_COLOR, bar_chart, line_chart
-from transforms.normalize import CALL_REASONS
+from transforms.normalize import split_drops
 
 if TYPE_CHECKING:
     from pipeline.explain import Located
@@ -525,8 +525,7 @@ def _header_html(data: ReportData) -> str:
 def reconciliation(s: dict) -> dict[str, int]:
     """How the message counts add up: in - messages dropped + results added = out, and the
     calls dropped from turns that stayed, which MEM-5's drop count adds (it counts both)."""
-    by_reason = s.get("dropped_by_reason", {})
-    calls = sum(n for r, n in by_reason.items() if r in CALL_REASONS)
+    calls = sum(split_drops(s.get("dropped_by_reason", {}))[1].values())
     return {
         "messages in": s.get("messages_in", 0),
         "messages dropped": s.get("dropped", 0) - calls,
@@ -541,9 +540,9 @@ def _messages_html(s: dict) -> str:
     """Messages in and out, reconciled."""
     r = reconciliation(s)
     adds_up = r["messages in"] - r["messages dropped"] + r["results added (healed)"] == r["messages out"]
-    by_reason = s.get("dropped_by_reason", {})
-    message_reasons = ", ".join(f"{k} {n:,}" for k, n in by_reason.items() if n and k not in CALL_REASONS) or "none"
-    call_reasons = ", ".join(f"{k} {n:,}" for k, n in by_reason.items() if n and k in CALL_REASONS) or "none"
+    messages, calls = split_drops(s.get("dropped_by_reason", {}))
+    message_reasons = ", ".join(f"{k} {n:,}" for k, n in messages.items() if n) or "none"
+    call_reasons = ", ".join(f"{k} {n:,}" for k, n in calls.items() if n) or "none"
     rows = [
         ("messages in", r["messages in"], "", "as the readers produced them"),
         ("− messages dropped", r["messages dropped"], "derived.messages_dropped", message_reasons),

@@ -232,9 +232,9 @@ def _cut(text: str, limit: int) -> str:
 
 def counts_line(before: list[Any], result: ProfileResult) -> str:
     """``12 in - 3 messages dropped + 1 healed = 10 out; 2 calls dropped from kept turns``."""
-    from transforms.normalize import CALL_REASONS
+    from transforms.normalize import split_drops
 
-    calls = sum(n for reason, n in result.drops.items() if reason in CALL_REASONS)
+    calls = sum(split_drops(result.drops)[1].values())
     messages = result.dropped - calls
     line = (
         f"{len(before)} messages in - {messages} dropped + {result.healed} healed = {len(result.messages)} out"

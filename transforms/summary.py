@@ -20,7 +20,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable, NamedTuple
 
-from transforms.normalize import CALL_REASONS, REASONS
+from transforms.normalize import REASONS, split_drops
 from transforms.output_records import DeadLetter, DropMetrics, ViolationReport
 from transforms.profiles import REPAIRS
 from transforms.record_steps import DEAD_LETTER_REASONS, DeadLetterReason
@@ -358,9 +358,7 @@ def _record_rows(doc: dict) -> list[tuple]:
 def _message_rows(doc: dict) -> list[tuple]:
     """Messages in - messages dropped + results added = messages out; then the calls dropped
     from turns that stayed, which MEM-5's drop count adds to the messages (it counts both)."""
-    by_reason = doc["dropped_by_reason"]
-    calls = {r: n for r, n in by_reason.items() if r in CALL_REASONS}
-    messages = {r: n for r, n in by_reason.items() if r not in CALL_REASONS}
+    messages, calls = split_drops(doc["dropped_by_reason"])
     return [
         ("messages in", doc["messages_in"]),
         ("messages dropped", sum(messages.values())),
