@@ -496,20 +496,23 @@ def _header_html(data: ReportData) -> str:
             f"The per-conversation files hold {d.dropped:,} drops and {d.dead_letters:,} dead letters, "
             f"summary.json {s.get('dropped', 0):,} and {s.get('dead_letters', 0):,}: they were changed since the run."
         )
+    r = reconciliation(s)
     tiles = [
         _tile("records in", "records_in", s.get("records_in", 0)),
         _tile("normalized", "records_out", s.get("records_out", 0)),
         _tile("dead-lettered", "dead_letters", s.get("dead_letters", 0), "bad" if s.get("dead_letters") else "good"),
-        _tile("messages in", "messages_in", s.get("messages_in", 0)),
-        _tile("messages out", "messages_out", s.get("messages_out", 0)),
+        # The message tiles in the order they add up: in - dropped + added = out.
+        _tile("messages in", "messages_in", r["messages in"]),
+        _tile("messages dropped", None, r["messages dropped"], "bad" if s.get("dropped") else ""),
+        _tile("results added (healed)", "healed", r["results added (healed)"]),
+        _tile("messages out", "messages_out", r["messages out"]),
         _tile(
-            "dropped (MEM-5 count)",
+            "dropped, MEM-5's count",
             "dropped",
-            s.get("dropped", 0),
+            r["MEM-5 drop count"],
             "bad" if s.get("dropped") else "good",
             "messages dropped plus calls dropped from turns that stayed",
         ),
-        _tile("results added (healed)", "healed", s.get("healed", 0)),
         _tile("conversations with drops", "conversations_with_drops", s.get("conversations_with_drops", 0)),
         _tile("blank lines skipped", "blank_lines", s.get("blank_lines", 0)),
     ]
