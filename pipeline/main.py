@@ -239,11 +239,13 @@ def _command(command: str, args: list[str], stopping: Stopping) -> int:
     stopping.output = job.output
     configure_console(quiet=_quiet(job))
     try:
-        if job.dry_run:
+        if job.dry_run:  # the plan prints the notes itself
             from pipeline.dry_run import dry_run
 
             stopping.what = "the dry run"
             return dry_run(job, command, spec(job))
+        for note in job.notes:
+            LOG.info("%s", note)
         if job.options.view_as(StandardOptions).streaming:
             return _run_streaming(command, job, stopping)
         with prism_services(job.options):  # a Prism run: Prism and its workers on loopback only

@@ -180,6 +180,30 @@ def test_an_input_directory_means_every_supported_file_directly_in_it(tmp_path, 
     assert "is a directory with no input file directly in it" in err and ".jsonl.gz" in err
 
 
+def test_what_a_directory_input_leaves_out_is_in_the_plan_and_quiet_keeps_it_off_the_console(tmp_path, capsys):
+    """Found: the files a directory input leaves out were an INFO line printed while the options
+    were read, before --quiet took effect (and under another logger's name); subdirectories were
+    left out without a word, and a directory holding only subdirectories of logs gave no hint."""
+    logs = tmp_path / "logs"
+    (logs / "sub").mkdir(parents=True)
+    (logs / "a.jsonl").write_text(_records(2, "a"))
+    (logs / "notes.txt").write_text("not a log")
+    (logs / "sub" / "c.jsonl").write_text(_records(7, "c"))
+    out = tmp_path / "out"
+    assert main(["--input", str(logs), "--output", str(out), "--dry-run", "--quiet"]) == 0
+    captured = capsys.readouterr()
+    assert captured.err == ""
+    note = next(line for line in captured.out.splitlines() if "not read" in line)
+    assert "1 file(s) without a known suffix not read: notes.txt" in note
+    assert "1 subdirectory not read: sub/" in note and f"--input '{logs}/*/*.jsonl'" in note
+
+    (logs / "a.jsonl").unlink()
+    (logs / "notes.txt").unlink()
+    assert main(["--input", str(logs), "--output", str(out), "--dry-run"]) == 2
+    err = capsys.readouterr().err
+    assert "is a directory with no input file directly in it" in err and f"--input '{logs}/*/*.jsonl'" in err
+
+
 # --------------------------------------------------------------------------------------------
 # --dry-run
 
