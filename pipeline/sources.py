@@ -226,12 +226,12 @@ def _subdirectories(directory: str) -> tuple[list[str], str | None]:
         return [], None
     for name in names:
         try:
-            suffixes = sorted({file_suffix(e.name) for e in os.scandir(os.path.join(directory, name)) if e.is_file()})
+            found = {file_suffix(e.name) for e in os.scandir(os.path.join(directory, name)) if e.is_file()}
         except OSError:
             continue
-        suffix = next((found for found in suffixes if found is not None), None)
-        if suffix is not None:
-            return names, f"--input '{os.path.join(display_path(directory), '*', '*' + suffix)}'"
+        suffixes = sorted(suffix for suffix in found if suffix is not None)
+        if suffixes:
+            return names, f"--input '{os.path.join(display_path(directory), '*', '*' + suffixes[0])}'"
     return names, None
 
 
