@@ -337,3 +337,21 @@ def test_validate_names_lines_a_person_can_jump_to(tmp_path, capsys):
     log.write_text(first + "\n" + second + "\n")
     assert main(["validate", "--input", str(log)]) == 1
     assert f"  bad ({log} line 2 (byte {len(first) + 1:,})): " in capsys.readouterr().out
+
+
+def test_the_warning_and_the_table_name_the_sinks_reasons_for_refusing():
+    """Found: a run whose sink refused records said only "unwritable 2" on the console, and its
+    table did not show why, though summary.json had it (sink_refusals_by_reason)."""
+    from transforms.summary import RUN, DeadLetterLimit, dead_letter_warning
+    from transforms.summary import partial as summary_partial
+
+    letters = [
+        {"source": "a", "position": i, "reason": "unwritable", "detail": f"openai-finetune: {why}: ...", "raw": ""}
+        for i, why in enumerate(["unsupported_role", "unsupported_role", "result_not_adjacent"])
+    ]
+    doc = RUN.finalize(summary_partial(records_in=4, dead_letters=letters))
+    assert doc["sink_refusals_by_reason"] == {"result_not_adjacent": 1, "unsupported_role": 2}
+    warning = dead_letter_warning(doc, DeadLetterLimit.parse("1%"))
+    assert "unwritable 3 (unsupported_role 2, result_not_adjacent 1)" in warning
+    table = RUN.format_table(doc)
+    assert "        unsupported_role" in table and "        result_not_adjacent" in table

@@ -160,7 +160,18 @@ def _nonzero(counts: dict, indent: str) -> list[tuple[str, int]]:
 
 
 def _letter_rows(doc: dict, label: str, indent: str) -> list[tuple]:
-    return [(label, doc["dead_letters"]), *_nonzero(doc["dead_letters_by_reason"], indent)]
+    rows = [(label, doc["dead_letters"])]
+    for row in _nonzero(doc["dead_letters_by_reason"], indent):
+        rows.append(row)
+        if row[0].strip() == UNWRITABLE:  # why the sink refused them, by the writer's reason
+            rows += _nonzero(_refusals(doc), indent + "  ")
+    return rows
+
+
+def _refusals(doc: dict) -> dict[str, int]:
+    """The sink's refusals (``unwritable`` dead letters) by the writer's reason, most first."""
+    refusals = doc.get("sink_refusals_by_reason") or {}
+    return dict(sorted(refusals.items(), key=lambda item: -item[1]))
 
 
 def _violation_rows(doc: dict, label: str) -> list[tuple]:
@@ -524,7 +535,12 @@ def dead_letter_warning(doc: dict[str, Any], limit: DeadLetterLimit | None) -> s
     ``--warn-dead-letters``, naming the reasons; ``None`` under it. Not an exit rule."""
     if limit is None or not doc["records_in"] or not limit.exceeded_by(doc["dead_letters"], doc["records_in"]):
         return None
-    reasons = ", ".join(f"{reason} {n:,}" for reason, n in doc["dead_letters_by_reason"].items() if n)
+    refusals = ", ".join(f"{reason} {n:,}" for reason, n in _refusals(doc).items())
+    reasons = ", ".join(
+        f"{reason} {n:,}" + (f" ({refusals})" if reason == UNWRITABLE and refusals else "")
+        for reason, n in doc["dead_letters_by_reason"].items()
+        if n
+    )
     return (
         f"{doc['dead_letters']:,} of {doc['records_in']:,} records read "
         f"({doc['dead_letters'] / doc['records_in']:.1%}) are dead letters, past --warn-dead-letters "
