@@ -227,3 +227,31 @@ def test_the_text_wraps_each_reason_instead_of_cutting_it():
         for row in ex.rows:
             for mark in row.marks:
                 assert mark.text() in right, (width, mark.text())
+
+
+@pytest.mark.slow
+def test_a_conversation_the_sink_refused_is_explained_with_the_refusal(tmp_path, capsys):
+    """Found: explain of a conversation that was read and normalized, then refused by the sink
+    (or dropped for its length), said "no conversation with id ... a record that could not be
+    read has no id": it was read. Its dead letter is found by the id in its raw text, and the
+    explanation says what became of it."""
+    source = tmp_path / "log.jsonl"
+    refused = {
+        "id": "no-answer",
+        "messages": [
+            {"role": "user", "content": "q"},
+            {"role": "tool", "content": "stray", "tool_call_id": "c9"},
+        ],
+    }
+    garbled = '{"id": "garbled", "messages": [\n'
+    source.write_text(json.dumps(refused) + "\n" + garbled)
+    out = tmp_path / "out"
+    argv = ["--input", str(source), "--output", str(out), "--sink", "openai-finetune", "--no-report", "--quiet"]
+    assert main(argv) == 1  # every record is a dead letter
+    assert main(["explain", str(out), "--id", "no-answer", "--width", "200"]) == 0
+    text = capsys.readouterr().out
+    assert "dead-lettered (unwritable): openai-finetune: no_assistant_message" in text
+    assert "DROPPED orphan_result:" in text and "NOTE:" not in text
+    # A record that could not be read has no conversation to show: the dead letter says why.
+    assert main(["explain", str(out), "--id", "garbled"]) == 1
+    assert "dead-lettered (invalid_json)" in capsys.readouterr().err
