@@ -14,6 +14,7 @@ from __future__ import annotations
 import difflib
 import platform
 import sys
+import time
 from typing import Callable
 
 from pipeline.interrupts import INTERRUPTED, interrupted_line
@@ -115,22 +116,25 @@ def run_other_command(command: str, args: list[str]) -> int:
     return explain_command(args)
 
 
-def dispatch(argv: list[str], run_job: Callable[[str, list[str]], int]) -> int:
-    """Answer what needs no pipeline, run ``report`` and ``explain``, else ``run_job(command, args)``."""
+def dispatch(argv: list[str], run_job: Callable[[str, list[str], float], int]) -> int:
+    """Answer what needs no pipeline, run ``report`` and ``explain``, else
+    ``run_job(command, args, started)``: ``started`` is when the command started (its
+    ``done in`` counts Beam's import and the plan too, as the person waited for them)."""
+    started = time.monotonic()
     answered = answer_without_beam(argv)
     if answered is not None:
         return answered
     command, args = split_command(argv)
     if command in OTHER_COMMANDS:
         return run_other_command(command, args)
-    return run_job(command, args)
+    return run_job(command, args, started)
 
 
-def _run_job_with_beam(command: str, args: list[str]) -> int:
+def _run_job_with_beam(command: str, args: list[str], started: float) -> int:
     import_beam_without_pandas()
     from pipeline.main import run_command  # imports apache_beam: after the filter
 
-    return run_command(command, args)
+    return run_command(command, args, started)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -20,7 +20,8 @@ import os
 import signal
 import sys
 import threading
-from dataclasses import dataclass
+import time
+from dataclasses import dataclass, field
 from typing import Iterator
 
 #: The exit status of a command stopped by Ctrl-C (128 + SIGINT, as shells report it).
@@ -43,6 +44,8 @@ class Stopping:
     written: bool = False
     #: The output is a streaming run's: windows already closed stay, complete.
     streaming: bool = False
+    #: When the command started (``time.monotonic()``): its ``done in`` counts from here.
+    started: float = field(default_factory=time.monotonic)
 
 
 def interrupted_line(

@@ -355,3 +355,22 @@ def test_the_warning_and_the_table_name_the_sinks_reasons_for_refusing():
     assert "unwritable 3 (unsupported_role 2, result_not_adjacent 1)" in warning
     table = RUN.format_table(doc)
     assert "        unsupported_role" in table and "        result_not_adjacent" in table
+
+
+@pytest.mark.slow
+def test_done_in_counts_from_when_the_command_started(tmp_path, capsys):
+    """Found: "done in 0.6 s" after a command a person waited 3 s for: the time counted from
+    after Beam's import and the plan. It counts from the command's start (the report's footer too)."""
+    import re
+    import time
+
+    from pipeline.main import run_command
+
+    out = tmp_path / "out"
+    started = time.monotonic() - 90  # as if importing and planning had taken a minute and a half
+    assert run_command("run", ["--input", str(SAMPLE), "--output", str(out), "--quiet"], started) == 0
+    assert main(["--input", str(SAMPLE), "--output", str(tmp_path / "again")]) == 0
+    assert re.search(r"^done in \d+\.\d s$", capsys.readouterr().out, re.M)
+    assert run_command("run", ["--input", str(SAMPLE), "--output", str(tmp_path / "late")], started) == 0
+    assert re.search(r"^done in 1 min 3\d s$", capsys.readouterr().out, re.M)
+    assert re.search(r"The run took 1 min 3\d s\.", (tmp_path / "late" / "report.html").read_text())
