@@ -12,6 +12,7 @@ Ctrl-C anywhere ends the command with one line and exit status 130 (``pipeline.i
 from __future__ import annotations
 
 import difflib
+import os
 import platform
 import sys
 import time
@@ -137,9 +138,47 @@ def _run_job_with_beam(command: str, args: list[str], started: float) -> int:
     return run_command(command, args, started)
 
 
+class StdoutUntilTheReaderGoes:
+    """``sys.stdout`` for a command whose output may be piped into a reader that stops early
+    (``convnorm explain ... | head``): once the reader is gone, the rest of the output goes
+    nowhere, and the command ends as it would have (a run's outputs are on disk by then), with
+    no ``BrokenPipeError`` traceback."""
+
+    def __init__(self, stream) -> None:
+        self._stream = stream
+        self.reader_gone = False
+
+    def write(self, text: str) -> int:
+        if not self.reader_gone:
+            try:
+                return self._stream.write(text)
+            except BrokenPipeError:
+                self._to_nowhere()
+        return len(text)
+
+    def flush(self) -> None:
+        if not self.reader_gone:
+            try:
+                self._stream.flush()
+            except BrokenPipeError:
+                self._to_nowhere()
+
+    def _to_nowhere(self) -> None:
+        self.reader_gone = True
+        # What the stream still holds is flushed at exit: into /dev/null, not into an error.
+        nowhere = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(nowhere, self._stream.fileno())
+        os.close(nowhere)
+
+    def __getattr__(self, name: str):
+        return getattr(self._stream, name)
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     quiet_beam_noise()
+    if not isinstance(sys.stdout, StdoutUntilTheReaderGoes):
+        sys.stdout = StdoutUntilTheReaderGoes(sys.stdout)
     try:
         return dispatch(argv, _run_job_with_beam)
     except KeyboardInterrupt:

@@ -374,3 +374,28 @@ def test_done_in_counts_from_when_the_command_started(tmp_path, capsys):
     assert run_command("run", ["--input", str(SAMPLE), "--output", str(tmp_path / "late")], started) == 0
     assert re.search(r"^done in 1 min 3\d s$", capsys.readouterr().out, re.M)
     assert re.search(r"The run took 1 min 3\d s\.", (tmp_path / "late" / "report.html").read_text())
+
+
+@pytest.mark.parametrize(
+    "argv, status",
+    [
+        (["--help"], 0),
+        (["--input", "samples/formats", "--output", "{tmp}/never", "--dry-run"], 0),
+    ],
+    ids=["help", "dry-run"],
+)
+def test_output_piped_into_a_reader_that_stops_early_is_no_error(argv, status, tmp_path):
+    """Found: `convnorm explain ... | head`, `convnorm --help | head` and `--dry-run | head`
+    ended in a BrokenPipeError traceback (a dry run: "the run pipeline failed", exit 1). The
+    rest of the output goes nowhere and the command ends as it would have."""
+    child = subprocess.Popen(
+        [sys.executable, "-m", "pipeline", *[a.format(tmp=tmp_path) for a in argv]],
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    child.stdout.close()  # the reader is gone before the first line is written
+    err = child.stderr.read()
+    assert child.wait(timeout=120) == status
+    assert "Traceback" not in err and "BrokenPipe" not in err and "failed" not in err, err
