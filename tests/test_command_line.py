@@ -379,10 +379,14 @@ def test_done_in_counts_from_when_the_command_started(tmp_path, capsys):
 @pytest.mark.parametrize(
     "argv, status",
     [
-        (["--help"], 0),
-        (["--input", "samples/formats", "--output", "{tmp}/never", "--dry-run"], 0),
+        pytest.param(["--help"], 0, id="help"),
+        pytest.param(
+            ["--input", "samples/formats", "--output", "{tmp}/never", "--dry-run"],
+            0,
+            id="dry-run",
+            marks=pytest.mark.slow,
+        ),
     ],
-    ids=["help", "dry-run"],
 )
 def test_output_piped_into_a_reader_that_stops_early_is_no_error(argv, status, tmp_path):
     """Found: `convnorm explain ... | head`, `convnorm --help | head` and `--dry-run | head`
