@@ -309,6 +309,12 @@ def check_output(
     directory convnorm's and its files were deleted, see ``clean_dead_run``). Raises OutputError.
     """
     planned = (*directories, *side_files, SUCCESS_FILE, MANIFEST_FILE)
+    if _exists(FileSystems.join(output, STREAMING_MARKER)):
+        # Its windows and summary.json are a streaming run's, which a later streaming run rewrites.
+        raise OutputError(
+            f"--output {output!r} holds the outputs of `convnorm --streaming` ({STREAMING_MARKER}); "
+            f"`convnorm {command}` never writes beside them: choose another directory"
+        )
     links = [FileSystems.join(output, name) for name in planned if files.is_link(FileSystems.join(output, name))]
     if links:
         raise OutputError(
@@ -371,13 +377,14 @@ def claim_streaming_output(output: str) -> None:
     into one an earlier streaming run marked. Call it holding the output lock.
     """
     marker = FileSystems.join(output, STREAMING_MARKER)
-    if _exists(marker) and not files.is_link(marker):
-        return
-    if read_manifest(output) is not None:
+    # A manifest first, marker or not: a batch run's summary.json and page are never rewritten.
+    if _exists(FileSystems.join(output, MANIFEST_FILE)):
         raise OutputError(
             f"--output {output!r} holds the outputs of a batch convnorm run ({MANIFEST_FILE}); "
             "--streaming writes windows of its own: choose another directory"
         )
+    if _exists(marker) and not files.is_link(marker):
+        return
     lock = FileSystems.join(output, LOCK_FILE)
     found = [f for f in _list_files(output) if f != lock]
     if found:

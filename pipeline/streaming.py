@@ -689,7 +689,19 @@ def run_streaming(job: Job) -> int:
         lock.release()
 
 
+#: The stale locks a streaming start takes over without a flag: its own kind's (and a killed
+#: ``convnorm report``'s, which records nothing to clean up). A dead batch run's lock records
+#: that run's own recovery (``--overwrite --break-stale-lock``); streaming leaves it alone.
+TAKEN_OVER = frozenset({"streaming", "report"})
+
+
 def _take_over(output: str, holder: dict) -> None:
+    if holder.get("command") not in TAKEN_OVER:
+        raise OutputError(
+            f"--output {output!r} has a stale lock of a dead `convnorm {holder.get('command')}` run "
+            f"({locks.describe(holder)}); --streaming takes over only a streaming run's lock: recover that run "
+            "(rerun it with --overwrite --break-stale-lock) or choose another directory; nothing was deleted"
+        )
     LOG.warning(
         "taking over the lock of a streaming run that died (%s): deleting its temporary directory; the "
         "files it had not finished are read again",

@@ -648,6 +648,63 @@ def test_streaming_refuses_an_output_another_run_holds(tmp_path, capsys):
         held.release()
 
 
+def test_a_streaming_start_never_takes_over_a_dead_batch_runs_lock(tmp_path, capsys):
+    """Found: streaming took over a batch run's stale lock without a flag ("a streaming run
+    that died"), deleted the part file that run recorded, and claimed the batch directory as
+    its own; the batch run's documented recovery had nothing left to recover."""
+    import hashlib
+    import socket
+
+    import paused_runs
+
+    from pipeline.lock import LOCK_FILE
+
+    out = tmp_path / "out"
+    (out / "normalized").mkdir(parents=True)
+    part = out / "normalized" / "part-00000.jsonl"
+    part.write_bytes(b"{}\n")
+    holder = {
+        "run_id": "dead",
+        "pid": paused_runs.dead_pid(),
+        "host": socket.gethostname(),
+        "started": "2026-01-01T00:00:00+00:00",
+        "command": "run",
+        "temp_dir": str(out / "_convnorm_temp-dead"),
+        "creating": [
+            {"path": "normalized/part-00000.jsonl", "bytes": 3, "sha256": hashlib.sha256(b"{}\n").hexdigest()}
+        ],
+        "dirs": ["normalized"],
+    }
+    (out / LOCK_FILE).write_text(json.dumps(holder))
+    before = sorted(p.name for p in out.rglob("*"))
+    assert _stream(tmp_path, out) == 2
+    err = capsys.readouterr().err
+    assert "stale lock of a dead `convnorm run`" in err and "nothing was deleted" in err
+    assert sorted(p.name for p in out.rglob("*")) == before  # the part file, the stale lock: kept
+    assert json.loads((out / LOCK_FILE).read_text()) == holder
+
+
+def test_a_streaming_output_and_a_batch_output_never_share_a_directory(tmp_path, capsys):
+    """Found: a batch run wrote its outputs into a streaming output whose run had not yet
+    written summary.json (a crashed one); the next streaming start then rewrote the batch run's
+    summary.json and page, which its manifest lists."""
+    from pipeline.outputs import MANIFEST_FILE, STREAMING_MARKER, claim_streaming_output
+
+    out = tmp_path / "out"
+    out.mkdir()
+    claim_streaming_output(str(out))
+    (out / WINDOW / "a-12345678").mkdir(parents=True)
+    (out / WINDOW / "a-12345678" / "source.json").write_text("{}")
+    (tmp_path / "in.jsonl").write_bytes(SAMPLE.read_bytes())
+    before = sorted(str(p.relative_to(out)) for p in out.rglob("*"))
+    assert main(["--input", str(tmp_path / "in.jsonl"), "--output", str(out), "--quiet"]) == 2
+    assert STREAMING_MARKER in capsys.readouterr().err
+    assert sorted(str(p.relative_to(out)) for p in out.rglob("*")) == before
+    (out / MANIFEST_FILE).write_text("{}")  # both: left by an older convnorm; streaming refuses it too
+    assert _stream(tmp_path, out) == 2
+    assert "batch convnorm run" in capsys.readouterr().err
+
+
 def test_a_streaming_directory_is_marked_once_and_claimed_again(tmp_path):
     from pipeline.outputs import STREAMING_MARKER, claim_streaming_output
 
