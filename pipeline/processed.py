@@ -9,7 +9,7 @@ directory that holds its outputs (``<window>/<name>``)::
 
     {"path": "/landing/a.jsonl",
      "versions": [{"version": 1, "size": 300, "mtime_ns": ..., "sha256": "…", "start": 0,
-                   "end": 300, "dir": "20261201T000000Z-20261201T000100Z/a-1a2b3c4d", "run": "…"}],
+                   "end": 300, "dir": "20261201T000000Z-20261201T000100Z/a-1a2b3c4d5e6f7a8b", "run": "…"}],
      "seen": {"size": 300, "mtime_ns": ...}}
 
 A version is written here *before* its outputs are renamed into place, and it counts as done
@@ -84,9 +84,10 @@ def _stem(path: str) -> str:
 
 
 def source_id(path: str, version: int = 1) -> str:
-    """The name of a landed file's outputs directory: its name without the suffix, 8 hex digits
-    of a hash of its full path, and ``-v<n>`` from its second version on."""
-    name = f"{_stem(path)}-{hashlib.sha1(_path_bytes(path)).hexdigest()[:8]}"
+    """The name of a landed file's outputs directory: its name without the suffix, 16 hex digits
+    of a hash of its full path, and ``-v<n>`` from its second version on. (8 digits, 32 bits,
+    collided among some 77,000 files of one name, and two in one window failed the job.)"""
+    name = f"{_stem(path)}-{hashlib.sha1(_path_bytes(path)).hexdigest()[:16]}"
     return name if version == 1 else f"{name}-v{version}"
 
 

@@ -13,7 +13,7 @@
                              files on disk, and one console line
 
 Output layout (``<window>`` is ``20261130T120000Z-20261130T120100Z``, the window's start and
-end in UTC; ``<file>`` is the landed file's name without its suffix plus 8 hex digits of a
+end in UTC; ``<file>`` is the landed file's name without its suffix plus 16 hex digits of a
 hash of its full path, and ``-v2``, ``-v3`` ... for later versions of the same path)::
 
     OUT/<window>/<file>/normalized.jsonl, drops.jsonl, dead_letter.jsonl, source.json

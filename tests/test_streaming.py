@@ -238,7 +238,7 @@ def test_an_outputs_directory_name_fits_any_file_system_whatever_the_landed_name
             name.encode("utf-8")  # valid UTF-8
     assert source_id(odd).startswith("caf_xe9-")  # the escaped byte, without a backslash
     a, b = source_id("/landing/one/s.jsonl.gz"), source_id("/landing/two/s.jsonl.gz")
-    assert a.startswith("s-") and b.startswith("s-") and a != b and len(a) == len("s-") + 8
+    assert a.startswith("s-") and b.startswith("s-") and a != b and len(a) == len("s-") + 16
     assert source_id("/l/s.jsonl", 2) == source_id("/l/s.jsonl") + "-v2"
 
 
@@ -364,6 +364,31 @@ def test_a_landed_file_is_cleaned_once_its_outputs_renamed_into_place_with_its_t
     assert list(Path(plan.run_temp, "in-flight").iterdir()) == []  # nothing left in flight
     assert clean_landed_file(_landed(f), "another-window", plan) is None  # the same content: once
     assert len(list(out.glob("*/*/source.json"))) == 1
+
+
+def test_two_files_of_one_name_never_share_an_outputs_directory(tmp_path):
+    """Found: the outputs directory took 8 hex digits (32 bits) of a hash of the path, so among
+    some 77,000 files of one name (``landing/<session>/events.jsonl``) two collide; two such
+    files in one window (an hour's window on a busy landing directory) failed the job."""
+    import hashlib
+
+    prefix, seen = os.fsencode(tmp_path / "s"), {}
+    for n in range(4_000_000):  # a pair turns up after some 80,000 (birthday bound of 32 bits)
+        short = hashlib.sha1(b"%s%d/events.jsonl" % (prefix, n)).digest()[:4]
+        if short in seen:
+            break
+        seen[short] = n
+    first, second = (tmp_path / f"s{k}" / "events.jsonl" for k in (seen[short], n))
+    out = tmp_path / "out"
+    plan = _clean_plan(out)
+    names = []
+    for landed in (first, second):
+        landed.parent.mkdir()
+        landed.write_bytes(SAMPLE.read_bytes())
+        names.append(clean_landed_file(_landed(landed), WINDOW, plan))
+    assert None not in names and names[0] != names[1]
+    sources = [json.loads((out / WINDOW / str(name) / "source.json").read_text())["source"] for name in names]
+    assert sources == [str(first), str(second)]
 
 
 @pytest.mark.slow
