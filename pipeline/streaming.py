@@ -205,6 +205,10 @@ class _WatchLanding(beam.DoFn):
         if not tracker.try_claim(poll):
             return
         now = Timestamp.now()
+        if watermark.current_watermark() is not None and now < watermark.current_watermark():
+            # The clock stepped back (an NTP correction): a file stamped behind the watermark
+            # this watcher set would land in a closed window, with no summary or line.
+            now = watermark.current_watermark()
         for path, stamp in self._watch.poll(match_landing(self._plan.rules), stopping):
             yield beam.window.TimestampedValue(Landed(path, stamp.size, stamp.mtime_ns), now)
         status = self._watch.status()
@@ -219,8 +223,7 @@ class _WatchLanding(beam.DoFn):
             LOG.info("watcher: stop requested; draining %d file(s) in flight", status.in_flight)
             tracker.try_claim(tracker.current_restriction().stop - 1)
             return
-        if watermark.current_watermark() is None or now > watermark.current_watermark():
-            watermark.set_watermark(now)
+        watermark.set_watermark(now)  # never behind the last one (above)
         tracker.defer_remainder(Duration(self._plan.poll_interval_s))
 
 

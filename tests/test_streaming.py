@@ -215,6 +215,44 @@ def test_status_counts_pending_files_and_the_age_of_the_oldest():
     assert status.files_pending == 2 and status.settling == 2 and status.oldest_pending_age_s == 30.0
 
 
+def test_a_clock_that_steps_back_never_makes_a_landed_file_late(tmp_path, monkeypatch):
+    """Found: after the system clock stepped back (an NTP correction), the watcher stamped the
+    files it admitted with the earlier time, behind the watermark it had already set: their
+    window had closed, so it got no summary and no line while the run went on (rebuilt only at
+    the end)."""
+    from apache_beam.io.restriction_trackers import OffsetRange
+    from apache_beam.io.watermark_estimators import ManualWatermarkEstimator
+    from apache_beam.runners.sdf_utils import RestrictionTrackerView, ThreadsafeRestrictionTracker
+    from apache_beam.utils.timestamp import Timestamp
+
+    from pipeline import streaming
+
+    landing, out = tmp_path / "landing", tmp_path / "out"
+    landing.mkdir()
+    out.mkdir()
+    (landing / "a.jsonl").write_bytes(b"{}\n")
+    clock = [1_000_000.0]
+
+    class SteppingBack(Timestamp):
+        @classmethod
+        def now(cls):
+            return Timestamp(seconds=clock[0])
+
+    monkeypatch.setattr(streaming, "Timestamp", SteppingBack)
+    watcher = streaming._WatchLanding(_plan(rules=LandingRules((f"{landing}/*.jsonl",), str(out)), output=str(out)))
+    watcher.setup()
+    watermark = ManualWatermarkEstimator(None)
+    emitted = []
+    for poll in range(3):  # the file settles over two polls, then is admitted
+        tracker = RestrictionTrackerView(ThreadsafeRestrictionTracker(streaming._PollTracker(OffsetRange(poll, 100))))
+        before = watermark.current_watermark()
+        for value in watcher.process(None, tracker, watermark):
+            emitted.append(value.timestamp)
+            assert before is None or value.timestamp >= before
+        clock[0] -= 3600
+    assert len(emitted) == 1
+
+
 def test_stop_conditions(tmp_path):
     stop_file = tmp_path / "stop"
     plan = _plan(stop_files=(str(stop_file),), stop_at=time.time() + 60)
