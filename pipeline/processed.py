@@ -8,9 +8,9 @@ the file's size, modification time and sha256 at that moment, the byte range rea
 directory that holds its outputs (``<window>/<name>``)::
 
     {"path": "/landing/a.jsonl",
-     "versions": [{"version": 1, "size": 300, "mtime_ns": ..., "sha256": "…", "start": 0,
+     "versions": [{"version": 1, "size": 300, "mtime_ns": ..., "ctime_ns": ..., "sha256": "…", "start": 0,
                    "end": 300, "dir": "20261201T000000Z-20261201T000100Z/a-1a2b3c4d5e6f7a8b", "run": "…"}],
-     "seen": {"size": 300, "mtime_ns": ...}}
+     "seen": {"size": 300, "mtime_ns": ..., "ctime_ns": ...}}
 
 A version is written here *before* its outputs are renamed into place, and it counts as done
 only once its directory holds ``source.json``: the rename is the one step that commits a file,
@@ -167,12 +167,17 @@ def done_versions(output: str, record: dict) -> list[dict]:
     return [v for v in record["versions"] if is_done(output, v)]
 
 
+def _stamp(entry: dict, now: Stamp) -> Stamp:
+    # A record of a convnorm that kept no ctime: its size and time alone.
+    return Stamp(entry["size"], entry["mtime_ns"], entry.get("ctime_ns", now.ctime_ns))
+
+
 def handled(output: str, record: dict, stamp: Stamp) -> bool:
-    """Whether this size and time of the path were handled: a done version, or ``seen``."""
+    """Whether this stamp of the path was handled: a done version, or ``seen``."""
     seen = record.get("seen")
-    if seen and Stamp(seen["size"], seen["mtime_ns"]) == stamp:
+    if seen and _stamp(seen, stamp) == stamp:
         return True
-    return any(Stamp(v["size"], v["mtime_ns"]) == stamp for v in done_versions(output, record))
+    return any(_stamp(v, stamp) == stamp for v in done_versions(output, record))
 
 
 def in_flight_elsewhere(output: str, record: dict, run_id: str) -> bool:

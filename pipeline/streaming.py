@@ -133,11 +133,12 @@ class WatchPlan:
 
 
 class Landed(NamedTuple):
-    """A file the watcher admitted, with the size and time it had then."""
+    """A file the watcher admitted, with the stamp it had then (``landing.Stamp``)."""
 
     path: str
     size: int
     mtime_ns: int
+    ctime_ns: int = 0
 
 
 class _PollTracker(OffsetRestrictionTracker):
@@ -210,7 +211,7 @@ class _WatchLanding(beam.DoFn):
             # this watcher set would land in a closed window, with no summary or line.
             now = watermark.current_watermark()
         for path, stamp in self._watch.poll(match_landing(self._plan.rules), stopping):
-            yield beam.window.TimestampedValue(Landed(path, stamp.size, stamp.mtime_ns), now)
+            yield beam.window.TimestampedValue(Landed(path, *stamp), now)
         status = self._watch.status()
         processed.write_json(
             FileSystems.join(self._plan.output, processed.WATCH_STATUS_FILE),
@@ -300,7 +301,7 @@ def clean_landed_file(landed: Landed, window: str, plan: CleanPlan, observe: Obs
     The file is read, normalized and written by the batch job's per-shard step
     (``shard_step.process_shard``: the same step, writers, limits and partial summary), from the
     byte its version starts at; ``observe`` sees each batch (the DoFn's counters)."""
-    path, stamp, output = landed.path, Stamp(landed.size, landed.mtime_ns), plan.output
+    path, stamp, output = landed.path, Stamp(*landed[1:]), plan.output
     record = processed.read_record(output, path)
     if processed.handled(output, record, stamp):
         return None  # admitted twice (a watcher that started over): done already
@@ -331,6 +332,7 @@ def clean_landed_file(landed: Landed, window: str, plan: CleanPlan, observe: Obs
         "why": version.why,
         "size": stamp.size,
         "mtime_ns": stamp.mtime_ns,
+        "ctime_ns": stamp.ctime_ns,
         "sha256": version.sha256,
         "start": version.start,
         "end": version.size,

@@ -379,7 +379,7 @@ def _clean_plan(out: Path, run_id: str = "run-1", **changes) -> CleanPlan:
 
 def _landed(path: Path) -> Landed:
     info = path.stat()
-    return Landed(str(path), info.st_size, info.st_mtime_ns)
+    return Landed(str(path), info.st_size, info.st_mtime_ns, info.st_ctime_ns)
 
 
 def test_a_landed_file_is_cleaned_once_its_outputs_renamed_into_place_with_its_totals(tmp_path):
@@ -427,6 +427,44 @@ def test_two_files_of_one_name_never_share_an_outputs_directory(tmp_path):
     assert None not in names and names[0] != names[1]
     sources = [json.loads((out / WINDOW / str(name) / "source.json").read_text())["source"] for name in names]
     assert sources == [str(first), str(second)]
+
+
+def test_a_file_rewritten_with_its_size_and_time_kept_is_read_again(tmp_path):
+    """Found: a file replaced by another of the same size and modification time (``cp -p``,
+    ``touch -r``, a tool that restores times) was taken for the file processed and never read:
+    a change ignored silently. The status-change time (``ctime``), which no tool can set back,
+    tells them apart."""
+    from pipeline.streaming import handled_now
+
+    out, f = tmp_path / "out", tmp_path / "landing" / "a.jsonl"
+    f.parent.mkdir()
+    first = b'{"id": "a", "messages": [{"role": "user", "content": "one"}]}\n'
+    second = first.replace(b"one", b"two")
+    f.write_bytes(first)
+    plan = _clean_plan(out)
+    assert clean_landed_file(_landed(f), WINDOW, plan) == source_id(str(f))
+    kept = f.stat()
+    rules = LandingRules((f"{f.parent}/*.jsonl",), str(out))
+    for rewrite in ("renamed over", "in place"):  # one with the other's bytes, then back
+        if rewrite == "renamed over":
+            (f.parent / ".next").write_bytes(second)
+            os.utime(f.parent / ".next", ns=(kept.st_atime_ns, kept.st_mtime_ns))
+            os.rename(f.parent / ".next", f)
+        else:
+            with f.open("r+b") as handle:
+                handle.write(second)
+            os.utime(f, ns=(kept.st_atime_ns, kept.st_mtime_ns))
+        assert (f.stat().st_size, f.stat().st_mtime_ns) == (kept.st_size, kept.st_mtime_ns)
+        stamp = examine(str(f), rules)
+        assert not handled_now(str(out), str(f), stamp), rewrite
+        name = clean_landed_file(_landed(f), WINDOW, plan)
+        assert name is not None, rewrite
+        normalized = (out / WINDOW / name / "normalized.jsonl").read_bytes()
+        assert json.loads(normalized)["messages"][0]["content"] == json.loads(second)["messages"][0]["content"]
+        first, second = second, first
+    f.chmod(0o600)  # a new status-change time over the same bytes: recognised by the hash, not read
+    assert clean_landed_file(_landed(f), WINDOW, plan) is None
+    assert handled_now(str(out), str(f), examine(str(f), rules))
 
 
 @pytest.mark.slow
@@ -558,7 +596,11 @@ def test_a_file_that_changes_while_it_is_read_is_not_committed(tmp_path, monkeyp
     assert clean_landed_file(landed, WINDOW, plan) is None
     assert not list(out.glob("*/*/source.json")) and list(Path(plan.run_temp, "in-flight").iterdir()) == []
     record = processed.read_record(str(out), str(f))
-    assert record["versions"] == [] and record["seen"] == {"size": landed.size, "mtime_ns": landed.mtime_ns}
+    assert record["versions"] == [] and record["seen"] == {
+        "size": landed.size,
+        "mtime_ns": landed.mtime_ns,
+        "ctime_ns": landed.ctime_ns,
+    }
 
 
 def test_no_file_lands_in_the_outputs_once_the_commits_are_closed(tmp_path):
