@@ -70,6 +70,40 @@ def delete(path: str, *, tree: bool = False) -> None:
         os.remove(path)
 
 
+def delete_below(root: str, relative: str, *, size: int | None = None) -> bool:
+    """Delete the file ``root/relative`` (a file convnorm proved its own), never through a link
+    below ``root``: its folders are opened without following one (NotFollowed), and the name
+    itself is unlinked, a link there removed rather than followed. With ``size``, only a plain
+    file of that size is deleted (NotFollowed otherwise: it changed since it was proved ours).
+    False when nothing is there."""
+    parts = _parts(relative)
+    if not is_local(root):
+        path = FileSystems.join(root, *parts)
+        if not FileSystems.exists(path):
+            return False
+        FileSystems.delete([path])
+        return True
+    *directories, name = parts
+    shown = os.path.join(root, *parts)
+    try:
+        directory = _open_directory(root, directories)
+    except FileNotFoundError:
+        return False
+    try:
+        try:
+            found = os.stat(name, dir_fd=directory, follow_symlinks=False)
+        except FileNotFoundError:
+            return False
+        if stat.S_ISDIR(found.st_mode):
+            raise IsADirectoryError(errno.EISDIR, f"{shown} is a directory, not a file convnorm wrote: not deleted")
+        if size is not None and (not stat.S_ISREG(found.st_mode) or found.st_size != size):
+            raise NotFollowed(errno.EEXIST, f"{shown} changed since convnorm proved it its own: not deleted")
+        os.unlink(name, dir_fd=directory)
+        return True
+    finally:
+        os.close(directory)
+
+
 def remove_if_empty(directory: str) -> None:
     """Remove a local directory only if it is empty: a file of anyone's in it keeps it."""
     if is_local(directory):

@@ -468,7 +468,11 @@ def clean_dead_run(output: str, holder: dict, directories: tuple[str, ...] = ())
         if not _exists(path):
             continue
         if _is_sha256(entry.get("sha256")) and not os.path.isdir(path) and _matches(path, entry):
-            files.delete(path)
+            try:
+                files.delete_below(output, entry["path"], size=entry["bytes"])
+            except OSError:  # reached through a link, or changed since it was measured: not provably its
+                done.kept.append(path)
+                continue
             done.deleted.append(path)
         else:
             done.kept.append(path)
@@ -600,7 +604,10 @@ def finalize(
     new_dirs = [name for name in outputs if not _exists(FileSystems.join(output, name))]
     lock.record(creating=creating, deleting=list(previous.entries if previous else ()), dirs=new_dirs)
     # The previous run's marker first (no moment claims completeness falsely), its manifest last.
-    _delete_existing([FileSystems.join(output, *e["path"].split("/")) for e in (previous.entries if previous else ())])
+    # By name below OUTPUT, never through a link, and only at the size checked: a folder swapped
+    # for a link while the new files were measured had the linked folder's files deleted.
+    for entry in previous.entries if previous else ():
+        files.delete_below(output, entry["path"], size=entry["bytes"])
 
     for name in new_dirs:
         files.make_directory(output, name)
@@ -751,11 +758,6 @@ def write_manifest(
     if result.complete:
         _write_recorded(lock, output, SUCCESS_FILE, b"", 0)
     return entry
-
-
-def _delete_existing(paths: list[str]) -> None:
-    for path in paths:
-        files.delete(path)
 
 
 def remove_temp(temp_dir: str) -> None:

@@ -508,6 +508,32 @@ def test_utf16_and_carriage_return_files_are_counted_record_by_record(tmp_path):
     assert (summary["records_in"], summary["records_out"], summary["dead_letters"]) == (6, 6, 0)
 
 
+@pytest.mark.slow
+def test_a_folder_swapped_for_a_link_while_finalize_measures_is_never_deleted_through(small, tmp_path, monkeypatch):
+    # Found: finalize checked the previous run's folders for links, then measured the new files
+    # (seconds on a big run), then deleted the previous files by their full paths: a folder
+    # swapped for a link meanwhile had the files of that name in the linked folder deleted.
+    from pipeline import outputs as owned
+
+    out = tmp_path / "out"
+    assert _run("--input", small, "--output", out, "--no-report") == 0
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    for part in (out / "normalized").iterdir():
+        (outside / part.name).write_text("precious\n")
+    measure = owned._measure
+
+    def swap_while_measuring(path, *args, **kwargs):
+        if TEMP_PREFIX in str(path) and not (out / "normalized").is_symlink():
+            (out / "normalized").rename(tmp_path / "moved")
+            (out / "normalized").symlink_to(outside, target_is_directory=True)
+        return measure(path, *args, **kwargs)
+
+    monkeypatch.setattr(owned, "_measure", swap_while_measuring)
+    assert _run("--input", small, "--output", out, "--overwrite", "--no-report") == 1
+    assert [p.read_text() for p in outside.iterdir()] == ["precious\n"]
+
+
 # --------------------------------------------------------------------------------------------
 # The no-follow writers themselves (pipeline/files.py): fast, no run
 
