@@ -291,7 +291,13 @@ class CleanPlan:
 
 
 class _ChangedWhileRead(Exception):
-    """The landed file changed while it was read: its outputs are dropped, it is read again."""
+    """The landed file changed while it was read (its stamp now, None if it is gone): its
+    outputs are dropped, it is read again once it has settled."""
+
+
+class _NotCommitted(Exception):
+    """The run stopped committing (a drain that outlasted --drain-timeout): the file's outputs
+    are dropped and it stays unprocessed, for the next start."""
 
 
 def clean_landed_file(landed: Landed, window: str, plan: CleanPlan, observe: Observer | None = None) -> str | None:
@@ -371,16 +377,31 @@ def clean_landed_file(landed: Landed, window: str, plan: CleanPlan, observe: Obs
             "partial": part,
         }
         files.write_in_place(FileSystems.join(temp, SOURCE_FILE), document_bytes(source))
-        if stamp_of(path) != stamp:
-            raise _ChangedWhileRead
+        now = stamp_of(path)
+        if now != stamp:
+            raise _ChangedWhileRead(now)
         if not COMMITS.rename(temp, output, f"{window}/{name}"):
-            raise _ChangedWhileRead  # the run was cancelled: read by the next start
-    except _ChangedWhileRead:
+            raise _NotCommitted
+    except _ChangedWhileRead as changed:
         files.delete(temp, tree=True)
         record["versions"] = [v for v in record["versions"] if v is not entry]
+        # Handled as it was admitted: the watcher, waiting for that, looks at the change now.
         record["seen"] = stamp._asdict()
         processed.write_record(output, path, record)
-        LOG.info("%s changed while it was read (or the run stopped): read again later", display_path(path))
+        if changed.args[0] is None:
+            LOG.warning(
+                "%s was removed (or moved away) while it was read: its outputs are discarded, it is not processed",
+                display_path(path),
+            )
+        else:
+            LOG.info("%s changed while it was read: read again once it has settled", display_path(path))
+        return None
+    except _NotCommitted:
+        # The run was cancelled: no "seen", so that the next start reads this content.
+        files.delete(temp, tree=True)
+        record["versions"] = [v for v in record["versions"] if v is not entry]
+        processed.write_record(output, path, record)
+        LOG.info("%s was read after the run stopped committing: the next start reads it", display_path(path))
         return None
     except BaseException:
         files.delete(temp, tree=True)

@@ -377,6 +377,11 @@ def _clean_plan(out: Path, run_id: str = "run-1", **changes) -> CleanPlan:
     return CleanPlan(**fields)
 
 
+def _stamp(path: Path) -> Stamp:
+    info = path.stat()
+    return Stamp(info.st_size, info.st_mtime_ns, info.st_ctime_ns)
+
+
 def _landed(path: Path) -> Landed:
     info = path.stat()
     return Landed(str(path), info.st_size, info.st_mtime_ns, info.st_ctime_ns)
@@ -612,6 +617,25 @@ def test_no_file_lands_in_the_outputs_once_the_commits_are_closed(tmp_path):
     finally:
         COMMITS.open()
     assert not list(out.glob("*/*/source.json"))
+    # Found: the file refused its commit (a drain that outlasted --drain-timeout) was recorded
+    # as seen with the stamp it still has, so every later start took it for handled and never
+    # read it, nor listed it as left pending.
+    from pipeline.streaming import handled_now
+
+    assert not handled_now(str(out), str(f), _stamp(f))
+    assert clean_landed_file(_landed(f), WINDOW, _clean_plan(out, "run-2")) == source_id(str(f))
+
+
+def test_a_file_removed_while_it_is_read_is_said_so(tmp_path, monkeypatch, caplog):
+    # Found: its records were read and thrown away with an INFO line saying it would be read
+    # again later, which cannot happen: it is gone.
+    out, f = tmp_path / "out", tmp_path / "a.jsonl"
+    f.write_bytes(SAMPLE.read_bytes())
+    landed = _landed(f)
+    monkeypatch.setattr("pipeline.streaming.stamp_of", lambda path: None)
+    with caplog.at_level(logging.WARNING, logger="convnorm"):
+        assert clean_landed_file(landed, WINDOW, _clean_plan(out)) is None
+    assert "was removed (or moved away) while it was read" in caplog.text and str(f) in caplog.text
 
 
 # --------------------------------------------------------------------------------------------
