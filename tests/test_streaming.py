@@ -709,6 +709,17 @@ def test_streaming_checks_its_flags_before_starting(tmp_path, capsys):
         assert problem in err
 
 
+@pytest.mark.parametrize("landing", ["out/landing", "out"])
+def test_a_landing_directory_inside_the_output_is_refused(landing, tmp_path, capsys):
+    # Found: started with an empty output, the run watched for ever and read nothing, every
+    # landed file ignored without a word as "inside --output" (batch refuses such an input).
+    (tmp_path / landing).mkdir(parents=True)
+    argv = ["--streaming", "--runner=PrismRunner", f"--input={tmp_path / landing}/*.jsonl"]
+    assert main([*argv, f"--output={tmp_path / 'out'}", "--stop-after=1s"]) == 2
+    assert "inside --output" in capsys.readouterr().err
+    assert sorted(p.name for p in (tmp_path / "out").iterdir()) == (["landing"] if landing != "out" else [])
+
+
 def test_validate_does_not_stream(tmp_path, capsys):
     status = main(["validate", "--streaming", "--runner=PrismRunner", f"--input={tmp_path}/*.jsonl"])
     assert status == 2
