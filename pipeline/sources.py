@@ -424,6 +424,38 @@ def _skip_line(handle) -> int:
             return skipped
 
 
+def _after_last_cr(handle, line: bytes) -> tuple[bytes, bytes] | None:
+    """``line`` (no line feed in it, read up to a size limit) cut after its last carriage
+    return, which ends a record there; (the records' bytes, the bytes read after them), or None
+    without a carriage return. A CR that is the last byte read takes its LF along, if one follows."""
+    if line.endswith(b"\r"):
+        following = handle.read(1)
+        return (line + following, b"") if following == b"\n" else (line, following)
+    cut = line.rfind(b"\r")
+    return None if cut == -1 else (line[: cut + 1], line[cut + 1 :])
+
+
+def _skip_record(handle) -> tuple[int, bytes]:
+    """Read past the rest of an over-long record, a piece at a time, to its line end (a line
+    feed, or a carriage return alone): (the bytes skipped, the bytes read after them)."""
+    skipped = 0
+    while True:
+        piece = handle.readline(_SKIP_PIECE)
+        cr = piece.find(b"\r")
+        if cr == -1:
+            skipped += len(piece)
+            if not piece or piece.endswith(b"\n"):
+                return skipped, b""
+            continue
+        if cr + 1 == len(piece):  # the CR is the last byte read: an LF may follow
+            following = handle.read(1)
+            if following == b"\n":
+                return skipped + cr + 2, b""
+            return skipped + cr + 1, following
+        end = cr + 2 if piece[cr + 1] == 0x0A else cr + 1  # CR LF, or a CR alone
+        return skipped + end, piece[end:]
+
+
 def _too_large(prefix: bytes, size: int, limit: int, whole: bool) -> Unreadable:
     # Keep only what a dead letter shows of it: the raw text is cut to a few KB anyway.
     text = prefix[:_RAW_PREFIX_BYTES].decode("utf-8", errors="replace")
@@ -450,15 +482,25 @@ def _read_jsonl(shard: Shard, max_record_bytes: int = DEFAULT_MAX_RECORD_BYTES) 
             # A line belongs to the shard its first byte falls in: skip the partial one.
             handle.seek(shard.start - 1)
             position = shard.start - 1 + _skip_line(handle)
-        while shard.end is None or position < shard.end:
+        # Read past a line end when a CR alone ended the records before it: they are whole, and
+        # the rest of the line (up to its LF) belongs to this shard, however far past its end.
+        carry = b""
+        while carry or shard.end is None or position < shard.end:
             try:
                 # At most one byte over the limit is held: a longer line is read past in pieces.
-                line = handle.readline(max_record_bytes + 1)
+                line = carry + handle.readline(max_record_bytes + 1 - len(carry))
+                carry = b""
                 size = len(line)
                 if size > max_record_bytes and not line.endswith(b"\n"):
-                    size += _skip_line(handle)
-                    item = _too_large(line, size, max_record_bytes, True)
-                    line = None
+                    # Lines ending in a CR alone (a CR-only file is one "line" to readline).
+                    cut = _after_last_cr(handle, line)
+                    if cut is not None:
+                        line, carry = cut
+                    else:
+                        skipped, carry = _skip_record(handle)
+                        size += skipped
+                        item = _too_large(line, size, max_record_bytes, True)
+                        line = None
             except Exception as error:  # noqa: BLE001 — corrupt archives raise many types
                 yield RawRecord(
                     shard.name,
