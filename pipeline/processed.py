@@ -47,7 +47,7 @@ from apache_beam.io.filesystems import FileSystems
 from pipeline import files
 from pipeline.landing import Stamp
 from pipeline.sinks import SUMMARY_FILE
-from pipeline.sources import FILE_KINDS, display_path, file_suffix
+from pipeline.sources import FILE_KINDS, display_path, file_suffix, line_feed
 from transforms import summary as summaries
 from transforms.jsontext import document_bytes
 from transforms.settings import Settings
@@ -201,28 +201,30 @@ class Plan(NamedTuple):
 
 def content_digest(path: str, prefix: int | None) -> tuple[int, str, str | None, bool]:
     """(size, sha256 of the whole file, sha256 of its first ``prefix`` bytes or None when it is
-    shorter, whether those bytes end with a line end), in one pass over the file."""
+    shorter, whether those bytes end with a line feed: in the file's encoding, UTF-16 by its
+    byte-order mark), in one pass over the file."""
     digest = hashlib.sha256()
-    size, previous = 0, b""
-    prefix_digest, line_end = None, False
+    size, head, previous = 0, b"", b""
+    prefix_digest, tail = None, b""
     with FileSystems.open(path, compression_type=CompressionTypes.UNCOMPRESSED) as handle:
         while True:
             chunk = handle.read(1 << 20)
             if not chunk:
                 break
+            head = head or chunk[:2]
             if prefix is not None and prefix_digest is None and size + len(chunk) >= prefix:
                 cut = prefix - size
                 digest.update(chunk[:cut])
                 prefix_digest = digest.hexdigest()
-                line_end = (chunk[cut - 1 : cut] if cut else previous) == b"\n"
+                tail = (previous + chunk[max(0, cut - 2) : cut])[-2:]
                 digest.update(chunk[cut:])
             else:
                 digest.update(chunk)
-            previous = chunk[-1:]
+            previous = (previous + chunk[-2:])[-2:]
             size += len(chunk)
     if prefix is not None and prefix_digest is None and prefix == size:  # an empty file
-        prefix_digest, line_end = digest.hexdigest(), previous == b"\n"
-    return size, digest.hexdigest(), prefix_digest, line_end
+        prefix_digest, tail = digest.hexdigest(), previous
+    return size, digest.hexdigest(), prefix_digest, bool(tail) and tail.endswith(line_feed(head))
 
 
 def _appendable(path: str) -> bool:

@@ -375,6 +375,13 @@ _BOM = b"\xef\xbb\xbf"  # a UTF-8 byte-order mark, as some Windows tools write
 _UTF16_BOMS = {b"\xff\xfe": "utf-16-le", b"\xfe\xff": "utf-16-be"}
 
 
+def line_feed(head: bytes) -> bytes:
+    """The bytes of a line feed in a file that starts with ``head`` (its first two bytes): LF,
+    or LF in the UTF-16 its byte-order mark names."""
+    encoding = _UTF16_BOMS.get(head[:2])
+    return "\n".encode(encoding) if encoding else b"\n"
+
+
 def _utf16_encoding(handle) -> str | None:
     """The UTF-16 encoding a byte-order mark at the start of ``handle`` names, or None; the
     handle is left at its start."""
@@ -474,9 +481,10 @@ _RAW_PREFIX_BYTES = 16 << 10
 def _read_jsonl(shard: Shard, max_record_bytes: int = DEFAULT_MAX_RECORD_BYTES) -> Iterator:
     with _open_text_stream(shard) as handle:
         position = 0
-        encoding = None if shard.start else _utf16_encoding(handle)
+        encoding = _utf16_encoding(handle)  # at the file's start, whatever byte the shard starts at
         if encoding is not None:
-            yield from _read_utf16_lines(handle, shard.name, encoding, max_record_bytes)
+            # Never cut into byte ranges; a start is where a processed version ended (streaming).
+            yield from _read_utf16_lines(handle, shard.name, encoding, max_record_bytes, shard.start)
             return
         if shard.start:
             # A line belongs to the shard its first byte falls in: skip the partial one.
@@ -529,14 +537,17 @@ def _read_jsonl(shard: Shard, max_record_bytes: int = DEFAULT_MAX_RECORD_BYTES) 
                 position += len(piece)
 
 
-def _read_utf16_lines(handle, source: str, encoding: str, max_record_bytes: int) -> Iterator:
-    """A UTF-16 JSON Lines file, decoded: each line as UTF-8 bytes, at its byte offset in the
-    file. Lines end at LF, CR LF or CR alone; a line over the limit (its UTF-8 bytes) is a
-    ``record_too_large`` record."""
+def _read_utf16_lines(handle, source: str, encoding: str, max_record_bytes: int, start: int = 0) -> Iterator:
+    """A UTF-16 JSON Lines file, decoded from its byte-order mark (or from ``start``, a line's
+    first byte): each line as UTF-8 bytes, at its byte offset in the file. Lines end at LF, CR LF
+    or CR alone; a line over the limit (its UTF-8 bytes) is a ``record_too_large`` record."""
+    if start:
+        handle.seek(start)
     text = io.TextIOWrapper(handle, encoding=encoding, errors="surrogatepass", newline="")
-    position = 0
+    position = start
     try:
-        position = len(text.read(1).encode(encoding))  # the byte-order mark
+        if not start:
+            position = len(text.read(1).encode(encoding))  # the byte-order mark
         while True:
             line = text.readline(max_record_bytes + 1)
             if not line:

@@ -345,6 +345,31 @@ def test_only_an_uncompressed_jsonl_ending_at_a_line_end_is_continued(tmp_path):
     assert plan_version(str(out), str(packed), processed.read_record(str(out), str(packed))).why == "rewritten"
 
 
+@pytest.mark.parametrize("encoding, bom", [("utf-16-be", b"\xfe\xff"), ("utf-16-le", b"\xff\xfe")])
+def test_a_utf16_file_appended_to_is_continued_in_its_encoding(tmp_path, encoding, bom):
+    # Found: the appended records of a UTF-16 big-endian file were read from their offset as
+    # UTF-8, every one an invalid_json dead letter; a little-endian one (its LF is "0A 00", so
+    # its processed bytes never "ended with a line end") was read again whole, its first
+    # records out twice.
+    records = [{"id": f"r{i}", "messages": [{"role": "user", "content": f"héllo {i}"}]} for i in range(4)]
+    lines = [(json.dumps(r, ensure_ascii=False) + "\n").encode(encoding) for r in records]
+    out, f = tmp_path / "out", tmp_path / "u16.jsonl"
+    f.write_bytes(bom + b"".join(lines[:2]))
+    plan = _clean_plan(out)
+    clean_landed_file(_landed(f), WINDOW, plan)
+    with f.open("ab") as handle:
+        handle.write(b"".join(lines[2:]))
+    name = clean_landed_file(_landed(f), WINDOW, plan)
+    source = json.loads((out / WINDOW / str(name) / "source.json").read_text())
+    assert (source["why"], source["start"], source["totals"]["records_out"]) == (
+        "appended",
+        len(bom) + len(lines[0] + lines[1]),
+        2,
+    )
+    normalized = [json.loads(line) for line in (out / WINDOW / str(name) / "normalized.jsonl").read_text().splitlines()]
+    assert [r["id"] for r in normalized] == ["r2", "r3"] and normalized[0]["messages"][0]["content"] == "héllo 2"
+
+
 def test_a_version_counts_as_processed_only_once_its_outputs_are_in_place(tmp_path):
     out, f = tmp_path / "out", tmp_path / "a.jsonl"
     out.mkdir()
