@@ -707,6 +707,8 @@ def rewrite_page(output: str, name: str, render: Callable[[str], bytes], *, lock
             )
             raise OutputError(f"{path} exists and convnorm did not write it ({why}); move it away first")
         data = render(output)
+        if listed is not None and present and not _matches(path, listed):  # drawing takes seconds: still ours?
+            raise OutputError(f"{path} changed while the page was drawn; convnorm did not write it: not replaced")
         files.write_file(output, name, data, replace=present, mime_type="text/html")
         if ledger is not None:
             ledger_name, content, before = ledger

@@ -144,6 +144,29 @@ def test_the_report_command_replaces_its_own_page_and_records_it(small, tmp_path
     assert not (out / REPORT_FILE).exists()
 
 
+@pytest.mark.slow
+def test_a_page_replaced_by_yours_while_the_report_command_draws_is_kept(small, tmp_path, monkeypatch, capsys):
+    # Found: `convnorm report` proved the page its own, then drew the new one (seconds on a big
+    # run) and renamed it over whatever was at report.html by then: your file put there meanwhile.
+    from pipeline import report
+
+    out = tmp_path / "out"
+    assert _run("--input", small, "--output", out) == 0
+    render = report.render_page
+
+    def render_while_yours_lands(where, run=None):
+        page = render(where, run)
+        (out / REPORT_FILE).unlink()
+        (out / REPORT_FILE).write_text("my own page\n")
+        return page
+
+    monkeypatch.setattr(report, "render_page", render_while_yours_lands)
+    before = _manifest(out)
+    assert _run("report", out) == 1
+    assert REPORT_FILE in capsys.readouterr().err
+    assert (out / REPORT_FILE).read_text() == "my own page\n" and _manifest(out) == before
+
+
 # --------------------------------------------------------------------------------------------
 # Critical: no name convnorm writes is followed as a symbolic link
 
