@@ -144,6 +144,29 @@ def matching(directory: str, *patterns: str) -> list[str]:
     return sorted(level)
 
 
+def read_own(path: str) -> bytes:
+    """The bytes of one of convnorm's own small files (a lock, manifest, marker, record,
+    summary): locally never through a link at its name and never from a FIFO, device or socket,
+    whose opening or reading would wait for ever (NotFollowed); FileNotFoundError when absent.
+    Object stores: Beam's FileSystems."""
+    if not is_local(path):
+        with FileSystems.open(path, compression_type=CompressionTypes.UNCOMPRESSED) as handle:
+            return handle.read()
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+    except OSError as error:
+        if error.errno == errno.ELOOP:
+            raise NotFollowed(error.errno, f"{path} is a symbolic link; convnorm does not read through it") from None
+        raise
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise NotFollowed(errno.EINVAL, f"{path} is not a plain file (a FIFO, device or socket?); not read")
+        with os.fdopen(os.dup(fd), "rb") as handle:
+            return handle.read()
+    finally:
+        os.close(fd)
+
+
 def is_link(path: str) -> bool:
     """A local path that is a symbolic link (dangling or not); never true on object stores."""
     return is_local(path) and os.path.islink(path)

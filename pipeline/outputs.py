@@ -211,8 +211,7 @@ def _load_manifest(output: str) -> tuple[dict, bytes] | None:
     if not _exists(path):
         return None
     try:
-        with FileSystems.open(path) as handle:
-            data = handle.read()
+        data = files.read_own(path)
         manifest = json.loads(data)
     except (OSError, ValueError) as error:
         raise OutputError(f"cannot read the manifest {path}: {error}; nothing was deleted") from None
@@ -664,11 +663,9 @@ def _page_ledger(output: str) -> tuple[str, dict, bytes] | None:
         return MANIFEST_FILE, loaded[0], loaded[1]
     marker = FileSystems.join(output, STREAMING_MARKER)
     if _exists(marker) and not files.is_link(marker):
-        with FileSystems.open(marker) as handle:
-            data = handle.read()
         try:
-            content = json.loads(data)
-        except ValueError:
+            content = json.loads(data := files.read_own(marker))
+        except (OSError, ValueError):
             content = None
         if isinstance(content, dict) and content.get("format") == STREAMING_FORMAT:
             return STREAMING_MARKER, content, data

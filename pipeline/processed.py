@@ -97,8 +97,7 @@ def source_id(path: str, version: int = 1) -> str:
 
 def read_json(path: str) -> dict | None:
     try:
-        with FileSystems.open(path, compression_type=CompressionTypes.UNCOMPRESSED) as handle:
-            doc = json.loads(handle.read())
+        doc = json.loads(files.read_own(path))
     except FileNotFoundError:
         return None
     except Exception:  # noqa: BLE001 — absent on a remote filesystem, or unreadable

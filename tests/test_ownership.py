@@ -192,6 +192,33 @@ def test_a_link_at_a_name_convnorm_writes_is_refused(name, dangling, small, tmp_
     assert _tree(out) == {name: b"-> " + str(victim).encode()}
 
 
+@pytest.mark.parametrize("name", [LOCK_FILE, MANIFEST_FILE])
+def test_a_fifo_at_a_name_convnorm_reads_is_refused_not_waited_on(name, small, tmp_path, capsys):
+    # Found: a FIFO at the lock's or the manifest's name made every run hang before it began
+    # (opening a FIFO to read waits for a writer), where a folder there was refused.
+    import signal
+
+    out = tmp_path / "out"
+    out.mkdir()
+    os.mkfifo(out / name)
+
+    class Hung(BaseException):  # no handler of the run's catches it
+        pass
+
+    def hung(signum, frame):
+        raise Hung(f"the run hung on the FIFO at {name}")
+
+    previous = signal.signal(signal.SIGALRM, hung)
+    signal.alarm(10)
+    try:
+        assert _run("--input", small, "--output", out, "--no-report") == 2
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, previous)
+    assert name in capsys.readouterr().err
+    assert sorted(p.name for p in out.iterdir()) == [name]
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("command", ["run", "validate"])
 def test_links_planted_while_a_run_is_under_way_are_not_written_through(command, small, tmp_path):
