@@ -167,6 +167,24 @@ def read_own(path: str) -> bytes:
         os.close(fd)
 
 
+def open_input(path: str) -> BinaryIO:
+    """An input file (a landed file, a batch input), opened to read its bytes as they are: a
+    local one only if it is a regular file when opened. A FIFO, device or socket put at the
+    name after it was looked at raises OSError instead of making the reader wait for ever
+    (opening a FIFO waits for a writer; the non-blocking open does not, and is dropped after)."""
+    if not is_local(path):
+        return FileSystems.open(path, compression_type=CompressionTypes.UNCOMPRESSED)
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise OSError(errno.EINVAL, f"{path} is not a regular file (a FIFO, device or socket); not read")
+        os.set_blocking(fd, True)
+        return os.fdopen(fd, "rb")
+    except BaseException:
+        os.close(fd)
+        raise
+
+
 def is_link(path: str) -> bool:
     """A local path that is a symbolic link (dangling or not); never true on object stores."""
     return is_local(path) and os.path.islink(path)

@@ -41,7 +41,6 @@ import os
 import re
 from typing import Iterator, NamedTuple
 
-from apache_beam.io.filesystem import CompressionTypes
 from apache_beam.io.filesystems import FileSystems
 
 from pipeline import files
@@ -205,7 +204,7 @@ def content_digest(path: str, prefix: int | None) -> tuple[int, str, str | None,
     digest = hashlib.sha256()
     size, head, previous = 0, b"", b""
     prefix_digest, tail = None, b""
-    with FileSystems.open(path, compression_type=CompressionTypes.UNCOMPRESSED) as handle:
+    with files.open_input(path) as handle:
         while True:
             chunk = handle.read(1 << 20)
             if not chunk:

@@ -44,11 +44,11 @@ from typing import Iterable, Iterator, NamedTuple
 import apache_beam as beam
 import orjson
 import zstandard
-from apache_beam.io.filesystem import CompressionTypes
 from apache_beam.io.filesystems import FileSystems
 from apache_beam.metrics import Metrics
 from apache_beam.pvalue import TaggedOutput
 
+from pipeline.files import open_input
 from pipeline.progress import Tally
 from pipeline.testhooks import pause_point
 from transforms.counters import NAMESPACE
@@ -361,7 +361,7 @@ def _open_text_stream(shard: Shard):
     # Beam's own decompressing reader stops quietly at a truncated archive; these raise,
     # so a cut-off file becomes an ``unreadable_file`` dead letter instead of a short read.
     compression = FILE_KINDS[shard.suffix][1]
-    with FileSystems.open(shard.path, compression_type=CompressionTypes.UNCOMPRESSED) as raw:
+    with open_input(shard.path) as raw:
         if compression == "gzip":
             yield gzip.GzipFile(fileobj=raw, mode="rb")
         elif compression == "zstd":
@@ -396,7 +396,7 @@ def _utf16_encoding(handle) -> str | None:
 
 def _starts_utf16(path: str) -> bool:
     try:
-        with FileSystems.open(path, compression_type=CompressionTypes.UNCOMPRESSED) as handle:
+        with open_input(path) as handle:
             return handle.read(2) in _UTF16_BOMS
     except Exception:  # noqa: BLE001 — unreadable: the reader says so, as a dead letter
         return False
@@ -709,7 +709,7 @@ def _read_json(shard: Shard, max_record_bytes: int = DEFAULT_MAX_RECORD_BYTES) -
     # by element (each bounded like a JSONL line); any other bigger document is one record,
     # too large.
     source = shard.name
-    with FileSystems.open(shard.path, compression_type=CompressionTypes.UNCOMPRESSED) as handle:
+    with open_input(shard.path) as handle:
         text = handle.read(max_record_bytes + 1)
         if len(text) > max_record_bytes:
             body = text[len(_BOM) :] if text.startswith(_BOM) else text
@@ -888,7 +888,7 @@ def _read_parquet(shard: Shard, max_record_bytes: int = DEFAULT_MAX_RECORD_BYTES
 
     source = shard.name
     index = 0
-    with FileSystems.open(shard.path, compression_type=CompressionTypes.UNCOMPRESSED) as handle:
+    with open_input(shard.path) as handle:
         for batch in pq.ParquetFile(handle).iter_batches(batch_size=1024):
             for payload in _parquet_rows(batch):
                 yield RawRecord(source, index, payload)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import os
 import random
 
 import pyarrow as pa
@@ -312,3 +313,34 @@ def test_mixed_line_ends_each_end_a_line(tmp_path):
     assert [json.loads(r.payload)["id"] for r in records] == ["r0", "r1", "r2", "r3"]
     assert [r.position for r in records] == [0, len(a) + 2, len(a) + 2 + len(b) + 1, len(a + b + c) + 6]
     assert items.count(BLANK) == 1  # the empty line between \n and \r\n
+
+
+@pytest.mark.parametrize("suffix", [".jsonl", ".json", ".parquet", ".jsonl.gz"])
+def test_a_file_swapped_for_a_fifo_after_it_was_planned_is_unreadable_not_waited_on(tmp_path, suffix):
+    # Found: a landed file replaced by a FIFO between the watcher's look and the read (or a
+    # batch input between planning and reading) made the reader wait for ever on its opening.
+    import signal
+
+    from pipeline.processed import content_digest
+    from pipeline.sources import Shard
+
+    fifo = tmp_path / f"swapped{suffix}"
+    os.mkfifo(fifo)
+
+    class Hung(BaseException):  # no handler of the reader's catches it
+        pass
+
+    def hung(signum, frame):
+        raise Hung("the reader waited on the FIFO")
+
+    previous = signal.signal(signal.SIGALRM, hung)
+    signal.alarm(10)
+    try:
+        items = list(read_shard(Shard(0, str(fifo), suffix, 0, None)))
+        with pytest.raises(OSError, match="not a regular file"):
+            content_digest(str(fifo), None)
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, previous)
+    assert [item.payload.reason for item in items] == ["unreadable_file"]
+    assert "not a regular file" in items[0].payload.detail
