@@ -377,16 +377,136 @@ def normalize_conversation(messages: Any) -> NormalizeResult:
     if not isinstance(messages, list):
         return NormalizeResult([], 0, {}, 0)
     log = _DropLog()
-    flat = _coerce(messages, log)
-    flat = system_first(flat)
-    flat, healed = _repair(flat, log)
+    walked = _walk(messages, log)
+    if walked is None:
+        # A result precedes a later declaration of its id: step B must see the whole list.
+        return _by_the_letter(messages)
+    flat, declared, answered = walked
+    healed = 0
+    if len(answered) != len(declared):
+        flat, healed = _heal_unanswered(flat, answered)  # step C
     stripped = _strip_leading_tools(flat, log)
     if stripped is flat:
         # Nothing stripped: the second pass would see the first pass's output, where every id
         # is usable and declared once and answered once, and change nothing (drop nothing,
         # heal nothing). Skipping it is the same result, for a third of the core's time.
         return NormalizeResult(flat, log.dropped, log.report(), healed)
+    # (Not reached from a walk: a kept result follows the turn that declares it. Kept so that
+    # rule 4 is applied here exactly as written.)
+    flat, healed_again = _repair(stripped, log)
+    return NormalizeResult(flat, log.dropped, log.report(), healed + healed_again)
+
+
+def _by_the_letter(messages: list[Any]) -> NormalizeResult:
+    """Rules 1-4 as NORMALIZATION.md writes them, one pass per step."""
+    log = _DropLog()
+    flat = _coerce(messages, log)
+    flat = system_first(flat)
+    flat, healed = _repair(flat, log)
+    stripped = _strip_leading_tools(flat, log)
+    if stripped is flat:
+        return NormalizeResult(flat, log.dropped, log.report(), healed)  # as above
     # Rule 4 runs the repair pass again: stripping a leading result can un-answer a call, and
     # the second pass heals it.
     flat, healed_again = _repair(stripped, log)
     return NormalizeResult(flat, log.dropped, log.report(), healed + healed_again)
+
+
+# --------------------------------------------------------------------------------------------
+# Rules 1, 2 and steps A and B of rule 3 in one walk
+
+
+def _walk(messages: list[Any], log: _DropLog) -> tuple[list[dict[str, Any]], set[str], set[str]] | None:
+    """Rule 1, steps A and B of the first repair pass, and rule 2, in one walk of the input.
+
+    Returns the list step B gives, the declared and the answered ids; or ``None`` when a
+    result comes before the first declaration of its id, which is then declared later (step
+    B, which sees every declaration of the list first, must decide it: ``_by_the_letter``).
+
+    Why one walk gives the letter's result: rule 2 moves only system messages, which carry no
+    calls and no results after rule 1, so steps A and B see the assistant turns and the
+    results in input order either way, and the partition commutes with their drops. Step A
+    needs nothing that comes later. Step B needs to know whether an id is declared anywhere:
+    for a result after the declaration that is known when it is met, and so is whether an
+    earlier result answered it; a result before any declaration is an orphan (dropped at the
+    end) unless a later turn declares its id (``None``).
+    """
+    out: list[dict[str, Any]] = []
+    append = out.append
+    declared: set[str] = set()
+    answered: set[str] = set()
+    undeclared: list[str] | None = None  # ids of results met before any declaration of them
+    others = late_system = False
+    for entry in messages:
+        if entry.__class__ is not dict and not isinstance(entry, dict):
+            log.add("not_an_object")
+            continue
+        role = entry.get("role")
+        if role.__class__ is not str or role not in _PLAIN_ROLES:
+            if not isinstance(role, str) or not role.strip():
+                log.add("no_role")
+                continue
+            role = str.__str__(role)
+        content = entry.get("content")
+        if content.__class__ is not str:
+            content = content_text(content)
+        if role == "system":
+            late_system = late_system or others
+            append({"role": role, "content": content})
+            continue
+        others = True
+        if role == "assistant":
+            calls = entry.get("tool_calls")
+            if calls is None:
+                calls = pairing_key(entry, "tool_calls")
+            if isinstance(calls, list) and calls:
+                # Step A: the first declaration of an id owns the pairing.
+                kept: list[Any] = []
+                for call in calls:
+                    call = _read_call(call)  # a new dict, or the junk as it was
+                    raw_id = call.get("tool_call_id") if isinstance(call, dict) else None
+                    call_id = usable_id(raw_id)
+                    if call_id is None:
+                        log.add("unusable_call")
+                    elif call_id in declared:
+                        log.add("redeclared_call")
+                    else:
+                        declared.add(call_id)
+                        if raw_id != call_id:
+                            call["tool_call_id"] = call_id
+                        kept.append(call)
+                if kept:
+                    append({"role": role, "content": content, "tool_calls": kept})
+                elif content.strip():
+                    append({"role": role, "content": content})
+                else:
+                    log.add("emptied_turn")
+                continue
+        elif role == "tool":
+            # Step B: each declared id is answered by its first usable result.
+            call_id = entry.get("tool_call_id")
+            if call_id is None:
+                call_id = pairing_key(entry, "tool_call_id")
+            call_id = usable_id(call_id)
+            if call_id is None:
+                log.add("orphan_result")
+            elif call_id in declared:
+                if call_id in answered:
+                    log.add("duplicate_result")
+                else:
+                    answered.add(call_id)
+                    append({"role": role, "content": content, "tool_call_id": call_id})
+            elif undeclared is None:
+                undeclared = [call_id]
+            else:
+                undeclared.append(call_id)
+            continue
+        append({"role": role, "content": content})
+    if undeclared is not None:
+        for call_id in undeclared:
+            if call_id in declared:
+                return None
+            log.add("orphan_result")
+    if late_system:
+        out = system_first(out)  # rule 2
+    return out, declared, answered

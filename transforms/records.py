@@ -74,7 +74,11 @@ def _process(raw: RawRecord, settings: Settings, hint: ReaderHint | None = None)
     }
     # What coercion discards beside the drops (a ledger, not MEM-5's count): the reader's part
     # (reasoning blocks) plus the message keys rule 1 does not keep.
-    discarded = coercion_discards(conversation.messages, conversation.discarded)
+    discarded = (
+        conversation.discarded
+        if conversation.keys_kept
+        else coercion_discards(conversation.messages, conversation.discarded)
+    )
     if discarded:
         metrics["discarded"] = ledger_report(discarded)
     if result.repairs:

@@ -77,6 +77,9 @@ class Conversation(NamedTuple):
     #: What the reader left out because the flat shape cannot hold it (reasoning blocks, a
     #: refusal beside content): the ledger of discarded fields, by key (transforms.ledger).
     discarded: dict | None = None
+    #: Known to hold only keys rule 1 keeps (``formats.plain_chat`` looked): coercion discards
+    #: nothing, the job skips the ledger's own pass. ``False``: not known.
+    keys_kept: bool = False
 
 
 @dataclass(frozen=True)

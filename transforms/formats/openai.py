@@ -190,15 +190,26 @@ def _read_result(message: dict, pending: list, report: dict | None, discarded: d
     out.append(flat)
 
 
-def _plain_call(call: Any) -> bool:
-    """The core reads this call as it reads ``_read_call``'s flat call, and it needs no id."""
-    if not isinstance(call, dict):
-        return True  # passed on as it is either way
-    function = call.get("function")
-    if isinstance(function, dict):
-        # The reader also reads ``function.input`` (custom calls' spelling); the core does not.
-        return "input" not in function and (call.get("tool_call_id") is not None or call.get("id") is not None)
-    return not isinstance(call.get("custom"), dict)
+def scan_calls(calls: list[Any]) -> tuple[bool, bool]:
+    """What a ``tool_calls`` list says of its message: ``(openai_ism, plain)``.
+
+    ``openai_ism``: a call in the Chat Completions shape (a ``function`` or ``custom`` object).
+    ``plain``: the core reads every call as it reads ``_read_call``'s flat call, and none needs
+    an id: junk and flat calls, and function calls that carry their id (the reader also reads
+    ``function.input``, custom calls' spelling; the core does not).
+    """
+    openai_ism, plain = False, True
+    for call in calls:
+        if not isinstance(call, dict):
+            continue  # passed on as it is either way
+        function = call.get("function")
+        if isinstance(function, dict):
+            openai_ism = True
+            if plain and ("input" in function or (call.get("tool_call_id") is None and call.get("id") is None)):
+                plain = False
+        elif isinstance(call.get("custom"), dict):
+            openai_ism, plain = True, False
+    return openai_ism, plain
 
 
 def _is_plain(message: dict, role: Any, pending: Any) -> bool:
@@ -219,14 +230,16 @@ def _is_plain(message: dict, role: Any, pending: Any) -> bool:
         if "refusal" in message or "function_call" in message:
             return False
         calls = message.get("tool_calls")
-        if isinstance(calls, list):
-            for call in calls:
-                if not _plain_call(call):
-                    return False
-        return True
+        return not isinstance(calls, list) or scan_calls(calls)[1]
     if role == "tool":
         return "tool_call_ids" not in message and (not pending or pairing_key(message, "tool_call_id") is not None)
     return role != "developer" and role != "function"
+
+
+def plain_message(message: dict[str, Any], role: Any) -> bool:
+    """``message`` (of ``role``) goes to the core as it is in a list with no call awaiting a
+    result by position: conversion would change nothing the core or the ledger reads."""
+    return _is_plain(message, role, ())
 
 
 def _all_plain(messages: list) -> bool:
@@ -335,10 +348,7 @@ def _openai_ism(message: Any) -> bool:
     if is_part_list(message.get("content")):
         return True
     calls = message.get("tool_calls")
-    return isinstance(calls, list) and any(
-        isinstance(c, dict) and (isinstance(c.get("function"), dict) or isinstance(c.get("custom"), dict))
-        for c in calls
-    )
+    return isinstance(calls, list) and scan_calls(calls)[0]
 
 
 #: Keys an OpenAI message may hold its text or its call in (a legacy call-only turn may have
