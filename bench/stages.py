@@ -10,11 +10,21 @@ JSONL file writer writes.
 from __future__ import annotations
 
 import gc
+import glob
 import io
+import os
+import shutil
 import statistics
+import subprocess
+import sys
+import tempfile
 import time
+from pathlib import Path
 
 import orjson
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent
 
 BATCH = 256
 
@@ -32,12 +42,16 @@ def roundtrip(lines):
         dumps(loads(line))
 
 
+#: The two corpora of the stage table, in order.
+CORPORA = ("project (OpenAI-shaped)", "flat")
+
+
 def corpora(records: int, seed: int = 7) -> dict[str, list[bytes]]:
     """The project's corpus (OpenAI-shaped calls, defects) and the same conversations flat."""
     import corpus
 
     lines = corpus.jsonl_lines(records, seed)
-    return {"project (OpenAI-shaped)": lines, "flat": [orjson.dumps(_flat(orjson.loads(line))) for line in lines]}
+    return dict(zip(CORPORA, (lines, [orjson.dumps(_flat(orjson.loads(line))) for line in lines])))
 
 
 def _flat(record: dict) -> dict:
@@ -60,8 +74,9 @@ def _flat(record: dict) -> dict:
     return record
 
 
-def stage_table(lines: list[bytes], reps: int = 5) -> dict:
-    """CPU µs per record of each stage (median of ``reps``), and the whole per-record loop."""
+def stage_plan(lines: list[bytes]) -> dict:
+    """``{stage: (func, items)}``: each stage of the per-record path as a function over inputs
+    prepared here, outside any measurement (lines, parsed records, read conversations)."""
     from transforms.formats import detect_reader, detect_reader_after
     from transforms.inputs import RawRecord
     from transforms.jsontext import parse_json
@@ -111,7 +126,7 @@ def stage_table(lines: list[bytes], reps: int = 5) -> dict:
             # The job's JSONL writer writes the lines the guard serialized (Batch.lines).
             sink.write(b"".join(line + b"\n" for line in result.lines))
 
-    plan = {
+    return {
         "roundtrip": (roundtrip, lines),
         "parse": (parse, lines),
         "detect": (detect, records),
@@ -120,6 +135,11 @@ def stage_table(lines: list[bytes], reps: int = 5) -> dict:
         "core_raw": (core_raw, records),
         "loop": (loop, batches),
     }
+
+
+def stage_table(lines: list[bytes], reps: int = 5) -> dict:
+    """CPU µs per record of each stage (median of ``reps``), and the whole per-record loop."""
+    plan = stage_plan(lines)
     samples: dict[str, list[float]] = {name: [] for name in plan}
     # The prepared inputs stay alive for the whole table: out of the collector's sight, as the
     # job's DoFn freezes what is alive at setup, or every full collection in the loop would
@@ -133,6 +153,70 @@ def stage_table(lines: list[bytes], reps: int = 5) -> dict:
         gc.unfreeze()
     n = len(lines)
     return {name: statistics.median(values) / n * 1e6 for name, values in samples.items()}
+
+
+# --------------------------------------------------------------------------------------------
+# Instruction counts (valgrind's callgrind): the same stages, independent of other load
+
+
+def have_callgrind() -> bool:
+    return shutil.which("valgrind") is not None and shutil.which("callgrind_control") is not None
+
+
+def _mark(name: str) -> None:
+    # Ask the valgrind running this process to dump its counts since the last dump, as NAME.
+    subprocess.run(["callgrind_control", f"--dump={name}", str(os.getpid())], check=True, stdout=subprocess.DEVNULL)
+
+
+def _instructions_child(records: int, seed: int) -> None:
+    """Under callgrind: each corpus's stages once, a dump after each (``corpus/stage``)."""
+    plans = [stage_plan(lines) for lines in corpora(records, seed).values()]
+    gc.freeze()  # as stage_table
+    gc.disable()  # a collection would land in whichever stage allocated last: not the stage's cost
+    _mark("setup")
+    for index, plan in enumerate(plans):
+        _mark(f"{index}/marker")  # the cost of a dump request itself, subtracted below
+        for name, (func, items) in plan.items():
+            func(items)
+            _mark(f"{index}/{name}")
+
+
+def _dumped(path: str) -> tuple[str, int]:
+    name, total = "", 0
+    with open(path, encoding="utf-8", errors="replace") as handle:
+        for line in handle:
+            if line.startswith("desc: Trigger: dump "):
+                name = line[len("desc: Trigger: dump ") :].strip()
+            elif line.startswith("totals:"):
+                total = int(line.split()[1])
+    return name, total
+
+
+def stage_instructions(records: int, seed: int = 7) -> dict[str, dict[str, float]]:
+    """Instructions per record of each stage, per corpus (``{corpus: {stage: n}}``), counted by
+    callgrind in a child process: exact, and the same on a busy machine as on an idle one."""
+    with tempfile.TemporaryDirectory(prefix="convnorm-callgrind-") as work:
+        out = os.path.join(work, "callgrind.out")
+        env = dict(os.environ, PYTHONHASHSEED="0")
+        code = (
+            f"import sys; sys.path[:0] = {[str(ROOT), str(HERE)]!r}; import stages; "
+            f"stages._instructions_child({records}, {seed})"
+        )
+        subprocess.run(
+            ["valgrind", "--tool=callgrind", f"--callgrind-out-file={out}", sys.executable, "-c", code],
+            check=True,
+            env=env,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        counts = dict(_dumped(path) for path in glob.glob(out + ".*"))
+    labels = list(CORPORA)
+    table: dict[str, dict[str, float]] = {}
+    for key, total in counts.items():
+        index, _, name = key.partition("/")
+        if name and name != "marker":
+            table.setdefault(labels[int(index)], {})[name] = (total - counts[f"{index}/marker"]) / records
+    return table
 
 
 #: Targets of issue 11, as ratios.
