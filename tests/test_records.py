@@ -274,6 +274,21 @@ def test_the_64_bit_check_with_one_first_search_decides_as_before(parts):
     assert _beyond_64_bits(data) == _beyond_64_bits_before(data)
 
 
+@settings(max_examples=300, deadline=None, derandomize=True, database=None)
+@given(
+    st.binary(max_size=40),
+    st.sampled_from([b"", b"-"]),
+    st.integers(min_value=17, max_value=21),
+    st.sampled_from([b"", b"a", b'"', b"0", b"5" * 9]),
+)
+def test_the_64_bit_check_finds_a_run_at_any_offset(prefix, sign, length, suffix):
+    # The first search looks at every 9th byte: a run of 19 digits must show wherever it starts.
+    from transforms.jsontext import _beyond_64_bits
+
+    data = prefix + sign + b"7" * length + suffix
+    assert _beyond_64_bits(data) == _beyond_64_bits_before(data)
+
+
 def test_a_format_error_says_which_dead_letter_reason_it_becomes():
     from transforms.formats.base import FormatError, RecordShapeError, not_a_record
 
