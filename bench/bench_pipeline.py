@@ -8,10 +8,10 @@ A report, not a test: it prints figures and PASS/FAIL per target, and exits 0 ei
     python bench/bench_pipeline.py --records 100000 --keep   # keep the temp dir to inspect
     python bench/bench_pipeline.py --stages-only  # the per-record stage table alone (~1 min)
 
-Stage table (issue 11, ``bench/stages.py``): in this process, before the job runs, the CPU time
-per record of each stage of the per-record path (parse with the 64-bit guard, detection,
-reader conversion, the MEM-5 core, the rest: id, assembly, writer, serialization, file bytes)
-and the whole ``normalize_batch`` loop, each against an orjson ``loads`` + ``dumps`` round trip of
+Stage table (issues 11 and 24, ``bench/stages.py``): in this process, before the job runs, the
+CPU time per record of each stage of the per-record path (parse with the 64-bit guard,
+detection and reader, the MEM-5 core, the rest: id, ledger, assembly, writer, serialization,
+the batch) and the whole ``normalize_batch`` loop, each against an orjson ``loads`` + ``dumps`` round trip of
 the same lines, on the project's corpus (OpenAI-shaped calls, defects) and on the same
 conversations in the flat shape; after the job, the Beam share (job CPU - plain-loop CPU) and
 the job's ratios. Stages are timed alone on prepared inputs, interleaved, median of 5: CPU
@@ -657,7 +657,7 @@ def print_stages(args) -> dict:
     tables = {}
     for label, lines in corpora(n, args.seed).items():
         tables[label] = stage_table(lines)
-        print_stage_table(label, tables[label], flat=label == "flat")
+        print_stage_table(label, tables[label])
     print(f"  (load average after the stages: {_loadavg()})", flush=True)
     return tables
 

@@ -96,11 +96,16 @@ CHECK = RecordStep("Check", check_record, summaries.VALIDATE, "records", (DEAD_L
 class RouteConversations(beam.DoFn):
     """Thin adapter: the step over each batch (``normalize_batch``), outputs routed by tag,
     counters updated. The records go to the main output, drop metrics to ``DROPS`` (only the
-    normalizing step makes them), unreadable records to ``DEAD_LETTER``."""
+    normalizing step makes them), unreadable records to ``DEAD_LETTER``.
 
-    def __init__(self, step: RecordStep, settings: Settings) -> None:
+    ``lines_only`` (normalizing, for a JSON Lines writer): the main output's batches hold each
+    record as its JSON line, the bytes the writer writes, in ``items`` and ``lines`` both; the
+    records themselves are not kept alive until the batch is written."""
+
+    def __init__(self, step: RecordStep, settings: Settings, lines_only: bool = False) -> None:
         self._step = step
         self._settings = settings
+        self._lines_only = lines_only
 
     def setup(self) -> None:
         # Everything alive now (Beam's and the SDK worker's own objects) stays alive: move it
@@ -119,11 +124,14 @@ class RouteConversations(beam.DoFn):
     def process(self, batch: Batch) -> Iterable:
         if batch.shard != self._file_shard:
             self._file_shard, self._taken = batch.shard, {}
-        result = normalize_batch(batch.items, self._settings, self._step.step, taken=self._taken)
+        result = normalize_batch(
+            batch.items, self._settings, self._step.step, taken=self._taken, keep_records=not self._lines_only
+        )
         self._count(len(batch.items), result)
-        if result.records:
-            # With their lines: the JSONL writer writes the bytes the per-record guard made.
-            yield Batch(batch.shard, batch.start, result.records, result.lines)
+        # With their lines: the JSONL writer writes the bytes the per-record guard made.
+        records = result.lines if self._lines_only else result.records
+        if records:
+            yield Batch(batch.shard, batch.start, records, result.lines)
         if result.metrics:
             yield TaggedOutput(DROPS, Batch(batch.shard, batch.start, result.metrics))
         if result.dead_letters:
@@ -153,24 +161,27 @@ class RouteConversations(beam.DoFn):
 class ProcessConversations(beam.PTransform):
     """Batches of raw records -> the step's outputs (a ``step.outputs`` of PCollections of batches)."""
 
-    def __init__(self, step: RecordStep, settings: Settings) -> None:
+    def __init__(self, step: RecordStep, settings: Settings, lines_only: bool = False) -> None:
         super().__init__()
         self._step = step
         self._settings = settings
+        self._lines_only = lines_only
 
     def expand(self, raw_batches):
         step = self._step
-        outputs = raw_batches | step.label >> beam.ParDo(RouteConversations(step, self._settings)).with_outputs(
-            *step.tags, main=_MAIN
-        )
+        route = RouteConversations(step, self._settings, self._lines_only)
+        outputs = raw_batches | step.label >> beam.ParDo(route).with_outputs(*step.tags, main=_MAIN)
         return step.outputs(outputs[_MAIN], *(outputs[tag] for tag in step.tags))
 
 
 class NormalizeConversations(ProcessConversations):
-    """Batches of raw records -> normalized records, drop metrics and dead letters."""
+    """Batches of raw records -> normalized records, drop metrics and dead letters.
 
-    def __init__(self, settings: Settings) -> None:
-        super().__init__(NORMALIZE, settings)
+    ``lines_only``: the records as their JSON lines (``RouteConversations``), for a JSON Lines
+    writer."""
+
+    def __init__(self, settings: Settings, lines_only: bool = False) -> None:
+        super().__init__(NORMALIZE, settings, lines_only)
 
 
 class CheckConversations(ProcessConversations):

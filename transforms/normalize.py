@@ -449,7 +449,7 @@ def _walk(messages: list[Any], log: _DropLog) -> tuple[list[dict[str, Any]], set
             role = str.__str__(role)
         content = entry.get("content")
         if content.__class__ is not str:
-            content = content_text(content)
+            content = "" if content is None else content_text(content)
         if role == "system":
             late_system = late_system or others
             append({"role": role, "content": content})
@@ -463,10 +463,11 @@ def _walk(messages: list[Any], log: _DropLog) -> tuple[list[dict[str, Any]], set
                 # Step A: the first declaration of an id owns the pairing.
                 kept: list[Any] = []
                 for call in calls:
-                    call = _read_call(call)  # a new dict, or the junk as it was
-                    raw_id = call.get("tool_call_id") if isinstance(call, dict) else None
-                    call_id = usable_id(raw_id)
-                    if call_id is None:
+                    call = _read_call(call)  # a new dict (for any object), or the junk as it was
+                    raw_id = call["tool_call_id"] if call.__class__ is dict else None
+                    # usable_id, inlined for the usual string id
+                    call_id = raw_id.strip() if raw_id.__class__ is str else usable_id(raw_id)
+                    if not call_id or call_id == "0":
                         log.add("unusable_call")
                     elif call_id in declared:
                         log.add("redeclared_call")
@@ -487,8 +488,8 @@ def _walk(messages: list[Any], log: _DropLog) -> tuple[list[dict[str, Any]], set
             call_id = entry.get("tool_call_id")
             if call_id is None:
                 call_id = pairing_key(entry, "tool_call_id")
-            call_id = usable_id(call_id)
-            if call_id is None:
+            call_id = call_id.strip() if call_id.__class__ is str else usable_id(call_id)  # (as above)
+            if not call_id or call_id == "0":
                 log.add("orphan_result")
             elif call_id in declared:
                 if call_id in answered:

@@ -46,6 +46,14 @@ _FOREIGN_KEYS = frozenset(("from", "parts"))
 _ISM_KEYS = frozenset(("function_call", "refusal", "tool_call_ids"))
 #: Roles that are neither ShareGPT tags nor OpenAI-isms.
 _CHAT_ROLES = frozenset(("system", "user", "assistant", "tool"))
+#: The keys rule 1 keeps, by chat role (``transforms.ledger``): a message holding no other
+#: key is a usual message of a plain chat.
+_KEPT_KEYS = {
+    "system": frozenset(("role", "content")),
+    "user": frozenset(("role", "content")),
+    "assistant": frozenset(("role", "content", "tool_calls")),
+    "tool": frozenset(("role", "content", "tool_call_id")),
+}
 
 
 class PlainChat(NamedTuple):
@@ -88,56 +96,40 @@ def plain_chat(record: Any, messages_field: str = "messages") -> PlainChat | Non
             if isinstance(message, dict):
                 return None  # a dict subclass: leave it to the detectors
             continue
-        size = len(message)
-        if "content" in message:
-            if isinstance(message["content"], list):
-                return None  # list content (parts, blocks): for the detectors
-        elif not ("tool_calls" in message or "tool_call_id" in message):
-            return None
-        elif keys_kept:
-            keys_kept = False
-        # (``in`` twice costs a third of ``_FOREIGN_KEYS.isdisjoint(message)``.)
-        if "from" in message or "parts" in message:
-            return None  # a ShareGPT turn, Gemini parts: for the detectors
         role = message.get("role")
-        calls = message.get("tool_calls")
-        if (
-            role.__class__ is str
-            and role in _CHAT_ROLES
-            and not ("function_call" in message or "refusal" in message or "tool_call_ids" in message)
-        ):
-            # The usual message. Its calls alone can make it an OpenAI-ism, or one the OpenAI
-            # reader converts (``_openai_ism``, ``plain_message``, in one walk of the calls).
-            if calls.__class__ is list and calls:
-                openai_ism, plain = scan_calls(calls)
-                has_openai_ism = has_openai_ism or openai_ism
-                as_is = as_is and (plain or role != "assistant")
-            if keys_kept and size != 2:
-                # ``ledger.coercion_discards``'s fast path: role and content, plus the pairing
-                # key of a result, or of a turn with calls.
-                keys_kept = (
-                    size == 3
-                    and "role" in message
-                    and (
-                        ("tool_call_id" in message)
-                        if role == "tool"
-                        else (
-                            role == "assistant"
-                            and "tool_calls" in message
-                            and (calls is None or calls.__class__ is list)
-                        )
-                    )
-                )
-            elif keys_kept:
-                keys_kept = "role" in message
+        kept = _KEPT_KEYS.get(role) if role.__class__ is str else None
+        if kept is not None and message.keys() <= kept and len(message) > 1:
+            # The usual message: a chat role and only keys rule 1 keeps for it (so no foreign
+            # key, no OpenAI-ism key, nothing for the ledger), one beside the role.
+            if isinstance(message.get("content"), list):
+                return None  # list content (parts, blocks): for the detectors
+            if role == "assistant":
+                calls = message.get("tool_calls")
+                if calls.__class__ is list:
+                    if calls:
+                        # Only calls can make it an OpenAI-ism, or one the OpenAI reader converts.
+                        openai_ism, plain = scan_calls(calls)
+                        has_openai_ism = has_openai_ism or openai_ism
+                        as_is = as_is and plain
+                elif calls is not None:
+                    keys_kept = False  # not a list of calls: the ledger counts it
             continue
-        if role in _SHAREGPT_ROLES:
-            return None
+        # Anything else, by the general rules.
         keys_kept = False
-        if not has_openai_ism:
-            has_openai_ism = _openai_ism(message)
-        if as_is:
-            as_is = plain_message(message, role)
+        if not ("content" in message or "tool_calls" in message or "tool_call_id" in message):
+            return None
+        if isinstance(message.get("content"), list) or "from" in message or "parts" in message:
+            return None  # list content, a ShareGPT turn, Gemini parts: for the detectors
+        plain_role = role.__class__ is str and role in _CHAT_ROLES
+        if not plain_role and role in _SHAREGPT_ROLES:
+            return None
+        calls = message.get("tool_calls")
+        if not plain_role or (calls.__class__ is list and calls) or not _ISM_KEYS.isdisjoint(message):
+            # The only messages that can be an OpenAI-ism or that the OpenAI reader converts.
+            if not has_openai_ism:
+                has_openai_ism = _openai_ism(message)
+            if as_is:
+                as_is = plain_message(message, role)
     if not has_openai_ism:
         return PlainChat("flat", True, keys_kept)
     return PlainChat("openai", as_is, keys_kept)
