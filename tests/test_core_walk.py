@@ -83,7 +83,7 @@ def test_the_walk_serves_the_usual_conversation_and_falls_back_on_a_forward_refe
     for line in corpus.jsonl_lines(300, seed=5):
         messages = orjson.loads(line)["messages"]
         _same(messages)
-        if normalize._walk(messages, normalize._DropLog()) is None:
+        if normalize._walk(messages, normalize._DropLog())[0] is None:
             fallback += 1
         else:
             walked += 1

@@ -13,15 +13,24 @@ The Beam DoFn in ``transforms.conversations`` only calls ``normalize_batch`` and
 
 from __future__ import annotations
 
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
-from transforms.formats import WRITERS, FormatError, WriteContext
+from transforms.formats import (
+    READERS,
+    WRITERS,
+    Conversation,
+    FormatError,
+    WriteContext,
+    plain_chat_messages,
+    plain_chat_read,
+)
 from transforms.inputs import Parsed, RawRecord
 from transforms.jsontext import dumps_line
 from transforms.ledger import coercion_discards
 from transforms.ledger import report as ledger_report
+from transforms.normalize import normalize_read
 from transforms.output_records import DropMetrics
-from transforms.profiles import normalize_with_profile
+from transforms.profiles import ProfileResult, normalize_with_profile
 from transforms.record_steps import (
     DeadLettered,
     DeadLetterReason,
@@ -48,11 +57,35 @@ class BatchResult(NamedTuple):
     lines: list | None = None
 
 
+def _read_and_normalize(record: Any, settings: Settings, hint: ReaderHint | None) -> tuple[Conversation, ProfileResult]:
+    """The record read (``read_conversation``) and its messages normalized by the profile.
+
+    After a plain chat in a batch, under the ``spec`` profile, the core goes first, on the
+    record's own messages: when it read them whole (``formats.plain_chat_read``) they are a
+    plain chat that both plain readers hand on as it is, with nothing for the ledger, and
+    the record needs no other pass. Otherwise the record is read as usual, and the core's
+    result stands if the reader handed on that very list.
+    """
+    messages = None
+    if hint is not None and settings.profile == "spec" and settings.input_format == "auto":
+        messages = plain_chat_messages(hint.reader, record, settings.messages_field)
+    if hint is not None and messages is not None:
+        core, reading = normalize_read(messages)
+        result = ProfileResult(core.messages, core.dropped, core.drops, core.healed, {})  # the spec profile's
+        plain = plain_chat_read(reading)
+        if plain is not None:
+            hint.reader = READERS[plain.reader]
+            return Conversation(messages, record, keys_kept=True), result
+    conversation = read_conversation(record, settings, hint, for_core=True)
+    if messages is not None and conversation.messages is messages:
+        return conversation, result
+    return conversation, normalize_with_profile(conversation.messages, settings.profile)
+
+
 def _process(raw: RawRecord, settings: Settings, hint: ReaderHint | None = None) -> tuple[dict, DropMetrics, bytes]:
     record = parse_payload(raw)
-    conversation = read_conversation(record, settings, hint, for_core=True)
+    conversation, result = _read_and_normalize(record, settings, hint)
     rid = record_id(record, settings)
-    result = normalize_with_profile(conversation.messages, settings.profile)
 
     normalized = dict(conversation.fields)
     # Assigning to an existing key keeps its place: the record keeps its key order.
@@ -156,7 +189,7 @@ def normalize_batch(
             metrics.append(outcome.metrics)
         if lines is not None:
             lines.append(outcome.line)
-    if renaming:
+    if unique_field is not None and taken is not None:  # (renaming)
         for index in make_unique(outputs, metrics, unique_field, taken):
             lines[index] = dumps_line(outputs[index])  # renamed after it was serialized
     return BatchResult(outputs, metrics, letters, lines)

@@ -31,6 +31,7 @@ from transforms.formats import (  # noqa: F401
 )
 from transforms.formats.claims import read_forced, unrecognized
 from transforms.formats.openai import _openai_ism, plain_message, scan_calls
+from transforms.normalize import Reading
 
 #: The readers a plain chat can go to, and the readers the plain-chat rules below were proved
 #: against: another registered reader (a plug-in) turns the shortcut off.
@@ -84,10 +85,8 @@ def plain_chat(record: Any, messages_field: str = "messages") -> PlainChat | Non
     every sample; tests/test_openai_fast_path.py checks ``as_is`` and ``keys_kept`` against
     the readers and the ledger.
     """
-    if record.__class__ is not dict or not _CLAIMED_KEYS.isdisjoint(record):
-        return None
-    messages = record.get(messages_field)
-    if messages.__class__ is not list:
+    messages = _plain_top(record, messages_field)
+    if messages is None:
         return None
     has_openai_ism = False
     as_is = keys_kept = True
@@ -141,13 +140,46 @@ def plain_chat_reader(record: Any, messages_field: str = "messages") -> str | No
     return None if found is None else found.reader
 
 
+def _plain_top(record: Any, messages_field: str) -> list[Any] | None:
+    """The message list of a record whose top level is a plain chat's, else ``None``."""
+    if record.__class__ is not dict or not _CLAIMED_KEYS.isdisjoint(record):
+        return None
+    messages = record.get(messages_field)
+    return messages if messages.__class__ is list else None
+
+
+def _plain_hint(previous: Reader | None) -> bool:
+    # The shortcut holds for the built-in readers only: a plug-in reader turns it off.
+    return previous is not None and previous.name in _PLAIN_READERS and READERS.keys() == _BUILT_IN_READERS
+
+
+def plain_chat_messages(previous: Reader | None, record: Any, messages_field: str = "messages") -> list[Any] | None:
+    """The messages of ``record`` when ``previous`` read a plain chat and ``record``'s top level
+    is a plain chat's; ``None`` otherwise. Whether they are a plain chat read as they are, the
+    core's reading of them says (``plain_chat_read``): the job normalizes them first."""
+    return _plain_top(record, messages_field) if _plain_hint(previous) else None
+
+
+def plain_chat_read(reading: Reading) -> PlainChat | None:
+    """What ``plain_chat`` says of a plain chat's messages that the core read whole
+    (``normalize.Reading``), without a pass of its own; ``None`` when not read whole.
+
+    Read whole, every message is a usual message of a plain chat (a chat role, only the keys
+    rule 1 keeps, no list content) whose calls are flat or OpenAI function calls with their
+    ids and nothing the OpenAI reader reads beside them: both plain readers hand the list on
+    as it is, the ledger has nothing to count, and an OpenAI-ism is a call read from a
+    ``function`` object. tests/test_plain_chat.py holds the two to the same answer.
+    """
+    if not reading.whole:
+        return None
+    return PlainChat("openai" if reading.function_calls else "flat", True, True)
+
+
 def plain_chat_after(previous: Reader | None, record: Any, messages_field: str = "messages") -> PlainChat | None:
     """``plain_chat(record)`` when ``previous`` (the reader detected for the previous record of
     the same batch, or ``None``) read a plain chat and only the built-in readers are registered;
     ``None`` otherwise, or when ``record`` is not a plain chat."""
-    if previous is not None and previous.name in _PLAIN_READERS and READERS.keys() == _BUILT_IN_READERS:
-        return plain_chat(record, messages_field)
-    return None
+    return plain_chat(record, messages_field) if _plain_hint(previous) else None
 
 
 def detect_reader_after(previous, record, messages_field: str = "messages"):
@@ -178,6 +210,8 @@ __all__ = [
     "detect_reader_after",
     "plain_chat",
     "plain_chat_after",
+    "plain_chat_messages",
+    "plain_chat_read",
     "plain_chat_reader",
     "read_forced",
     "register_reader",
