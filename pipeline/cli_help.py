@@ -35,6 +35,8 @@ RUN_ONLY_FLAGS = frozenset(
         "max_tokens",
         "tools_field",
         "check",
+        "drop_role",
+        "map_role",
         "report",
         "max_dead_letters",
         "warn_dead_letters",

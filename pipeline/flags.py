@@ -23,6 +23,7 @@ import yaml
 from pipeline import beam_flags
 from pipeline.settings import settings_problems
 from transforms.inputs import DEFAULT_BATCH_BYTES, DEFAULT_BATCH_SIZE, DEFAULT_MAX_RECORD_BYTES, DEFAULT_SHARD_BYTES
+from transforms.roles import parse_map_role
 from transforms.settings import DEFAULT_RAW_LIMIT, Settings, TokenSettings
 from transforms.summary import DeadLetterLimit
 from transforms.tokens import ENCODINGS, parse_limit
@@ -100,7 +101,7 @@ def _record_flags(add) -> None:
     )
     add(
         "--model",
-        help="model name for replay sinks (openai-batch, openai-responses, anthropic); "
+        help="model name for replay sinks (openai-batch, openai-responses, anthropic, bedrock-converse); "
         "when given, it replaces each record's own model",
     )
     add(
@@ -125,6 +126,18 @@ def _record_flags(add) -> None:
         action=argparse.BooleanOptionalAction,
         default=False,
         help="also count provider sendability violations in the normalized output",
+    )
+    add(
+        "--drop-role",
+        action="append",
+        help="drop every message of this role before normalization, counted as the drop reason drop_role "
+        "(repeatable); for roles a sink cannot take, e.g. an agent's exit",
+    )
+    add(
+        "--map-role",
+        action="append",
+        help="FROM=TO: give every message of role FROM the role TO (user, assistant, system or developer), "
+        "counted as the repair map_role (repeatable)",
     )
 
 
@@ -525,6 +538,9 @@ def record_settings(ours, tokens: TokenSettings | None = None) -> Settings:
         tools_field=ours.tools_field,
         check=ours.check,
         raw_limit=ours.raw_limit,
+        drop_roles=tuple(ours.drop_role or ()),
+        # A value that is not FROM=TO keeps its text as the target, for the error to name.
+        map_roles=tuple(parse_map_role(value) or ("", value) for value in ours.map_role or ()),
         tokens=tokens,
     )
 

@@ -43,6 +43,7 @@ from transforms.record_steps import (
     read_conversation,
     record_id,
 )
+from transforms.roles import DROPPED_ROLE, MAPPED_ROLE, apply_role_options
 from transforms.settings import Settings, TokenSettings
 from transforms.tokens import count_example, has_assistant_message, sink_view
 from transforms.tool_blocks import first_free
@@ -58,17 +59,33 @@ class BatchResult(NamedTuple):
     lines: list | None = None
 
 
-def _read_and_normalize(record: Any, settings: Settings, hint: ReaderHint | None) -> tuple[Conversation, ProfileResult]:
-    """The record read (``read_conversation``) and its messages normalized by the profile.
+class _Normalized(NamedTuple):
+    conversation: Conversation
+    #: What the core normalized: the conversation's messages after the role options.
+    messages: list
+    result: ProfileResult
+    #: Messages ``--drop-role`` dropped and ``--map-role`` renamed.
+    role_drops: int
+    role_maps: int
 
-    After a plain chat in a batch, under the ``spec`` profile, the core goes first, on the
-    record's own messages: when it read them whole (``formats.plain_chat_read``) they are a
-    plain chat that both plain readers hand on as it is, with nothing for the ledger, and
-    the record needs no other pass. Otherwise the record is read as usual, and the core's
-    result stands if the reader handed on that very list.
+
+def _read_and_normalize(record: Any, settings: Settings, hint: ReaderHint | None) -> _Normalized:
+    """The record read (``read_conversation``), the role options applied, and its messages
+    normalized by the profile.
+
+    After a plain chat in a batch, under the ``spec`` profile and without role options, the
+    core goes first, on the record's own messages: when it read them whole
+    (``formats.plain_chat_read``) they are a plain chat that both plain readers hand on as it
+    is, with nothing for the ledger, and the record needs no other pass. Otherwise the record
+    is read as usual, and the core's result stands if the reader handed on that very list.
     """
     messages = None
-    if hint is not None and settings.profile == "spec" and settings.input_format == "auto":
+    if (
+        hint is not None
+        and settings.profile == "spec"
+        and settings.input_format == "auto"
+        and not (settings.drop_roles or settings.map_roles)
+    ):
         messages = plain_chat_messages(hint.reader, record, settings.messages_field)
     if hint is not None and messages is not None:
         core, reading = normalize_read(messages)
@@ -76,16 +93,20 @@ def _read_and_normalize(record: Any, settings: Settings, hint: ReaderHint | None
         plain = plain_chat_read(reading)
         if plain is not None:
             hint.reader = READERS[plain.reader]
-            return Conversation(messages, record, keys_kept=True), result
+            return _Normalized(Conversation(messages, record, keys_kept=True), messages, result, 0, 0)
     conversation = read_conversation(record, settings, hint, for_core=True)
     if messages is not None and conversation.messages is messages:
-        return conversation, result
-    return conversation, normalize_with_profile(conversation.messages, settings.profile)
+        return _Normalized(conversation, messages, result, 0, 0)
+    # --drop-role / --map-role, before MEM-5 (which repairs the pairing a dropped message leaves).
+    messages, role_drops, role_maps = apply_role_options(conversation.messages, settings.drop_roles, settings.map_roles)
+    return _Normalized(
+        conversation, messages, normalize_with_profile(messages, settings.profile), role_drops, role_maps
+    )
 
 
 def _process(raw: RawRecord, settings: Settings, hint: ReaderHint | None = None) -> tuple[dict, DropMetrics, bytes]:
     record = parse_payload(raw)
-    conversation, result = _read_and_normalize(record, settings, hint)
+    conversation, messages, result, role_drops, role_maps = _read_and_normalize(record, settings, hint)
     rid = record_id(record, settings)
 
     normalized = dict(conversation.fields)
@@ -101,8 +122,8 @@ def _process(raw: RawRecord, settings: Settings, hint: ReaderHint | None = None)
         "id": rid,
         "source": raw.source,
         "position": raw.position,
-        "dropped": result.dropped,
-        "drops": result.drops,
+        "dropped": result.dropped + role_drops,
+        "drops": {**result.drops, DROPPED_ROLE: role_drops} if role_drops else result.drops,
         "healed": result.healed,
         "messages_in": len(conversation.messages),
         "messages_out": len(result.messages),
@@ -111,15 +132,18 @@ def _process(raw: RawRecord, settings: Settings, hint: ReaderHint | None = None)
     # (reasoning blocks) plus the message keys rule 1 does not keep.
     discarded = (
         conversation.discarded
-        if conversation.keys_kept
-        else coercion_discards(conversation.messages, conversation.discarded)
+        if conversation.keys_kept and messages is conversation.messages
+        else coercion_discards(messages, conversation.discarded)
     )
     if discarded:
         metrics["discarded"] = ledger_report(discarded)
-    if result.repairs:
-        metrics["repairs"] = result.repairs
+    if result.repairs or role_maps:
+        metrics["repairs"] = {**result.repairs, MAPPED_ROLE: role_maps} if role_maps else result.repairs
     if conversation.report:
         metrics["reader_report"] = conversation.report
+    if conversation.partial:
+        # Its history is stored at the provider: results of calls made there are orphans here.
+        metrics["partial_conversation"] = True
     if isinstance(raw.payload, Parsed) and raw.payload.nulled:
         # Values the reader wrote as null because JSON cannot hold them, by field.
         metrics["non_finite_nulled"] = raw.payload.nulled
@@ -138,7 +162,7 @@ def _process(raw: RawRecord, settings: Settings, hint: ReaderHint | None = None)
     try:
         output = WRITERS[settings.sink].write(normalized, context)
     except FormatError as error:
-        raise RecordRefused(DeadLetterReason.UNWRITABLE, f"{settings.sink}: {error.reason}: {error}") from None
+        raise RecordRefused(DeadLetterReason.UNWRITABLE, unwritable_detail(settings.sink, error)) from None
     if context.report:
         metrics["writer_report"] = context.report
     try:
@@ -175,6 +199,17 @@ def _count_tokens(
         metrics["over_token_limit"] = True
     if not has_assistant_message(messages):
         metrics["no_assistant_message"] = True
+
+
+def unwritable_detail(sink: str, error: FormatError) -> str:
+    """The detail of a record the sink's writer refuses: ``<sink>: <reason>: <why>``."""
+    return f"{sink}: {error.reason}: {error}"
+
+
+def refusal_reason(detail: str) -> str:
+    """The writer's reason in an ``unwritable`` dead letter's detail (``unwritable_detail``)."""
+    parts = detail.split(": ", 2)
+    return parts[1] if len(parts) > 1 else detail
 
 
 def process_record(raw: RawRecord, settings: Settings, hint: ReaderHint | None = None) -> Outcome:

@@ -23,7 +23,8 @@ from typing import Any, Callable, Iterable, NamedTuple
 from transforms.normalize import CALL_REASONS, REASONS
 from transforms.output_records import DeadLetter, DropMetrics, ViolationReport
 from transforms.profiles import REPAIRS
-from transforms.record_steps import DEAD_LETTER_REASONS
+from transforms.record_steps import DEAD_LETTER_REASONS, DeadLetterReason
+from transforms.records import refusal_reason
 from transforms.settings import TokenSettings
 from transforms.tokens import tally_example, token_figures
 from transforms.validate import VIOLATION_KINDS
@@ -74,6 +75,11 @@ def merge_into(total: dict[Any, Any], part: dict[Any, Any]) -> dict[Any, Any]:
     return total
 
 
+UNWRITABLE = DeadLetterReason.UNWRITABLE.value
+#: Where ``_reasons`` gathers the sink refusals by the writer's reason, apart from the reasons.
+_REFUSALS = " refusals"
+
+
 def _add(counts: dict, key: str, n: int = 1) -> None:
     counts[key] = counts.get(key, 0) + n
 
@@ -82,6 +88,9 @@ def _reasons(dead_letters: Iterable[DeadLetter]) -> dict:
     counts: dict = {}
     for letter in dead_letters:
         _add(counts, letter["reason"])
+        if letter["reason"] == UNWRITABLE:
+            # Sink refusals, by the writer's own reason (turn_order, unsupported_role ...).
+            _add(counts.setdefault(_REFUSALS, {}), refusal_reason(letter["detail"]))
     return counts
 
 
@@ -89,12 +98,14 @@ def _accounting(records_in: int, blank_lines: int, through: str, n: int, dead_le
     """The partial totals every view has: records read, ``n`` of them through to the main
     output (counted as ``through``), the rest dead letters by reason."""
     letters = _reasons(dead_letters)
+    refusals = letters.pop(_REFUSALS, {})
     return {
         "records_in": records_in,
         "blank_lines": blank_lines,
         through: n,
         "dead_letters": sum(letters.values()),
         "dead_letters_by_reason": letters,
+        "sink_refusals_by_reason": refusals,
     }
 
 
@@ -114,11 +125,17 @@ def _ordered(counts: dict, names: Iterable[str]) -> dict:
 
 
 def _letters_and_blanks(s: dict) -> dict:
-    return {
+    doc = {
         "dead_letters": s["dead_letters"],
         "dead_letters_by_reason": _ordered(s["dead_letters_by_reason"], DEAD_LETTER_REASONS),
-        "blank_lines": s["blank_lines"],
     }
+    if s.get("sink_refusals_by_reason"):
+        # The unwritable dead letters by the writer's reason: what a sink refused, and why.
+        doc["sink_refusals_by_reason"] = {
+            k: s["sink_refusals_by_reason"][k] for k in sorted(s["sink_refusals_by_reason"])
+        }
+    doc["blank_lines"] = s["blank_lines"]
+    return doc
 
 
 def _violation_totals(s: dict) -> dict:
@@ -176,7 +193,7 @@ def partial(
     tokens: dict[str, Any] = {}  # --tokens only: transforms.tokens.tally_example
     reports: dict = {name: {} for name in _REPORTS}
     records_out = messages_in = messages_out = dropped = healed = with_drops = with_violations = 0
-    with_discards = 0
+    with_discards = partial_conversations = 0
     for m in metrics:
         records_out += 1
         messages_in += m["messages_in"]
@@ -200,6 +217,7 @@ def partial(
             _add_ledger(discarded, m["discarded"])
         if "violations" in m:
             with_violations += _tally_violations(violations, m["violations"])
+        partial_conversations += m.get("partial_conversation", False) is True
         if "tokens" in m:
             tally_example(tokens, m)
     dead_letters = list(dead_letters)
@@ -222,6 +240,7 @@ def partial(
         "violations": violations,
         **reports,
         "non_finite_nulled": nulled,
+        "partial_conversations": partial_conversations,
     }
     if tokens:  # absent without --tokens: the summary is the same as before it existed
         part["tokens"] = tokens
@@ -281,6 +300,9 @@ def finalize(summary: dict, *, profile: str = "spec", check: bool = False, token
     if s["non_finite_nulled"]:
         # Parquet NaN / infinities written as null (JSON cannot hold them), by field.
         doc["non_finite_nulled"] = {k: s["non_finite_nulled"][k] for k in sorted(s["non_finite_nulled"])}
+    if s["partial_conversations"]:
+        # Conversations continued from a history stored at the provider (previous_response_id).
+        doc["partial_conversations"] = s["partial_conversations"]
     if profile != "spec" or s["repairs"]:
         doc["repairs"] = _ordered(s["repairs"], REPAIRS)
     if check or s["violations"]:
@@ -344,6 +366,11 @@ def _message_rows(doc: dict) -> list[tuple]:
         ("dropped, MEM-5's count", doc["dropped"]),
         ("conversations with drops", doc["conversations_with_drops"]),
         *((f"non-finite floats nulled in {field}", n) for field, n in doc.get("non_finite_nulled", {}).items()),
+        *(
+            (("partial conversations (history at the provider)", doc["partial_conversations"]),)
+            if doc.get("partial_conversations")
+            else ()
+        ),
     ]
 
 

@@ -23,6 +23,7 @@ from transforms.formats.base import (
 # Built-in formats register themselves on import: add a format module's name here.
 from transforms.formats import (  # noqa: F401
     anthropic,
+    bedrock,
     flat,
     gemini,
     openai,
@@ -36,10 +37,13 @@ from transforms.normalize import Reading
 #: The readers a plain chat can go to, and the readers the plain-chat rules below were proved
 #: against: another registered reader (a plug-in) turns the shortcut off.
 _PLAIN_READERS = ("openai", "flat")
-_BUILT_IN_READERS = frozenset(("anthropic", "flat", "gemini", "openai", "openai-responses", "sharegpt"))
+_BUILT_IN_READERS = frozenset(
+    ("anthropic", "bedrock-converse", "flat", "gemini", "openai", "openai-responses", "sharegpt")
+)
 #: Top-level keys some reader before ``openai`` looks at (ShareGPT ``conversations``, Gemini
-#: ``contents``, Responses ``input``, Anthropic ``system``): a record holding one is not plain.
-_CLAIMED_KEYS = frozenset(("conversations", "contents", "input", "system"))
+#: ``contents``, Responses ``input``, Anthropic and Bedrock ``system``, Bedrock ``toolConfig``):
+#: a record holding one is not plain.
+_CLAIMED_KEYS = frozenset(("conversations", "contents", "input", "system", "toolConfig"))
 _SHAREGPT_ROLES = ("function_call", "observation")
 #: Message keys a detector before ``openai`` looks at (ShareGPT ``from``, Gemini ``parts``).
 _FOREIGN_KEYS = frozenset(("from", "parts"))
@@ -117,7 +121,7 @@ def plain_chat(record: Any, messages_field: str = "messages") -> PlainChat | Non
         keys_kept = False
         if not ("content" in message or "tool_calls" in message or "tool_call_id" in message):
             return None
-        if isinstance(message.get("content"), list) or "from" in message or "parts" in message:
+        if isinstance(message.get("content"), list) or not _FOREIGN_KEYS.isdisjoint(message):
             return None  # list content, a ShareGPT turn, Gemini parts: for the detectors
         plain_role = role.__class__ is str and role in _CHAT_ROLES
         if not plain_role and role in _SHAREGPT_ROLES:
