@@ -62,7 +62,7 @@ class BatchResult(NamedTuple):
 class _Normalized(NamedTuple):
     conversation: Conversation
     #: What the core normalized: the conversation's messages after the role options.
-    messages: list
+    messages: list[Any]
     result: ProfileResult
     #: Messages ``--drop-role`` dropped and ``--map-role`` renamed.
     role_drops: int
