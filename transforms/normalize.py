@@ -592,15 +592,19 @@ def normalize_conversation(messages: Any, trace: Trace | None = None) -> Normali
     """
     if trace is not None:
         return _by_the_letter(messages, trace)  # the trace follows the rules step by step
-    return normalize_read(messages)[0]
+    return _normalize(messages, False)[0]
 
 
 def normalize_read(messages: Any) -> tuple[NormalizeResult, Reading]:
     """``normalize_conversation(messages)``, and how rule 1 found the input (``Reading``)."""
+    return _normalize(messages, True)
+
+
+def _normalize(messages: Any, reading_wanted: bool) -> tuple[NormalizeResult, Reading]:
     if not isinstance(messages, list):
         return NormalizeResult([], 0, {}, 0), Reading(False, False)
     log = _DropLog()
-    flat, declared, answered, reading = _walk(messages, log)
+    flat, declared, answered, reading = _walk(messages, log, reading_wanted)
     if flat is None:
         # A result precedes a later declaration of its id: step B must see the whole list.
         return _by_the_letter(messages), reading
@@ -654,11 +658,13 @@ def _result(flat: list[Any], log: _DropLog, healed: int, tracing: _TracingLog | 
 # Rules 1, 2 and steps A and B of rule 3 in one walk
 
 
-def _walk(messages: list[Any], log: _DropLog) -> tuple[list[dict[str, Any]] | None, set[str], set[str], Reading]:
+def _walk(
+    messages: list[Any], log: _DropLog, reading_wanted: bool = True
+) -> tuple[list[dict[str, Any]] | None, set[str], set[str], Reading]:
     """Rule 1, steps A and B of the first repair pass, and rule 2, in one walk of the input.
 
     Returns the list step B gives, the declared and the answered ids, and how rule 1 found
-    the input; the list is ``None`` when a result comes before the first declaration of its
+    the input (when ``reading_wanted``; else a reading that says nothing); the list is ``None`` when a result comes before the first declaration of its
     id, which is then declared later (step B, which sees every declaration of the list first,
     must decide it: ``_by_the_letter``).
 
@@ -676,7 +682,7 @@ def _walk(messages: list[Any], log: _DropLog) -> tuple[list[dict[str, Any]] | No
     answered: set[str] = set()
     undeclared: list[str] | None = None  # ids of results met before any declaration of them
     others = late_system = False
-    whole, function_calls = True, False  # Reading, as far as the walk has seen
+    whole, function_calls = reading_wanted, False  # Reading, as far as the walk has seen
     for entry in messages:
         if entry.__class__ is not dict:
             whole = False
