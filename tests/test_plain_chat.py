@@ -223,3 +223,21 @@ def test_a_plug_in_reader_turns_the_pass_off(monkeypatch):
     plugin = Reader("plugin", lambda r, f: None, lambda r, f: True, priority=1)
     monkeypatch.setitem(READERS, "plugin", plugin)
     assert formats.plain_chat_after(READERS["flat"], PRIMER, "messages") is None
+
+
+def test_the_job_keeps_the_reader_hint_from_batch_to_batch_of_a_file(monkeypatch):
+    # Full detection runs for a file's first record only, not for each batch's first.
+    from transforms.conversations import NORMALIZE, RouteConversations
+    from transforms.inputs import Batch
+    from transforms.settings import Settings
+
+    calls = []
+    real = record_steps.detect_reader
+    monkeypatch.setattr(record_steps, "detect_reader", lambda *a: calls.append(a) or real(*a))
+    route = RouteConversations(NORMALIZE, Settings(), lines_only=True)
+    route.setup()
+    route.start_bundle()
+    chat = orjson.dumps({"id": "r", "messages": [{"role": "user", "content": "hi"}, {"role": "tool", "content": "x"}]})
+    for shard, start in ((0, 0), (0, 2), (1, 0)):
+        list(route.process(Batch(shard, start, [RawRecord("in.jsonl", start + i, chat) for i in range(2)])))
+    assert len(calls) == 2  # shard 0's first record, shard 1's first record

@@ -49,6 +49,7 @@ from apache_beam.utils.windowed_value import WindowedValue
 from transforms import summary as summaries
 from transforms.counters import COUNTED_BY_KIND, COUNTED_TOTALS, COUNTER_NAMES, DISTRIBUTION_NAMES, NAMESPACE
 from transforms.inputs import DEFAULT_BATCH_BYTES, Batch, batch_is_full, raw_size
+from transforms.record_steps import ReaderHint
 from transforms.records import normalize_batch, process_record
 from transforms.settings import Settings
 from transforms.validate_step import check_record
@@ -118,14 +119,21 @@ class RouteConversations(beam.DoFn):
 
     def start_bundle(self) -> None:
         # The writer starts a new output file per bundle and per shard: so does the state
-        # that keeps a unique field (openai-batch's custom_id) unique within a file.
-        self._file_shard, self._taken = None, {}
+        # that keeps a unique field (openai-batch's custom_id) unique within a file. The
+        # reader hint lives as long: a shard's records are one file's (detection's shortcut
+        # gives full detection's answer at any boundary; it only saves the first record's).
+        self._file_shard, self._taken, self._hint = None, {}, ReaderHint()
 
     def process(self, batch: Batch) -> Iterable:
         if batch.shard != self._file_shard:
-            self._file_shard, self._taken = batch.shard, {}
+            self._file_shard, self._taken, self._hint = batch.shard, {}, ReaderHint()
         result = normalize_batch(
-            batch.items, self._settings, self._step.step, taken=self._taken, keep_records=not self._lines_only
+            batch.items,
+            self._settings,
+            self._step.step,
+            taken=self._taken,
+            keep_records=not self._lines_only,
+            hint=self._hint,
         )
         self._count(len(batch.items), result)
         # With their lines: the JSONL writer writes the bytes the per-record guard made.

@@ -664,9 +664,10 @@ def _walk(
     """Rule 1, steps A and B of the first repair pass, and rule 2, in one walk of the input.
 
     Returns the list step B gives, the declared and the answered ids, and how rule 1 found
-    the input (when ``reading_wanted``; else a reading that says nothing); the list is ``None`` when a result comes before the first declaration of its
-    id, which is then declared later (step B, which sees every declaration of the list first,
-    must decide it: ``_by_the_letter``).
+    the input (when ``reading_wanted``; else a reading that says nothing). The list is
+    ``None`` when a result comes before the first declaration of its id, which is then
+    declared later (step B, which sees every declaration of the list first, must decide it:
+    ``_by_the_letter``).
 
     Why one walk gives the letter's result: rule 2 moves only system messages, which carry no
     calls and no results after rule 1, so steps A and B see the assistant turns and the

@@ -221,7 +221,12 @@ def process_record(raw: RawRecord, settings: Settings, hint: ReaderHint | None =
 
 
 def normalize_batch(
-    records: list, settings: Settings, step=process_record, taken: dict | None = None, keep_records: bool = True
+    records: list,
+    settings: Settings,
+    step=process_record,
+    taken: dict | None = None,
+    keep_records: bool = True,
+    hint: ReaderHint | None = None,
 ) -> BatchResult:
     """``step`` (``process_record`` or ``validate_step.check_record``) over a batch, split by destination,
     input order kept.
@@ -232,16 +237,18 @@ def normalize_batch(
     each record is dropped once its line is made, so that a batch's records do not stay alive
     until it is written (a batch is the loop's working set: measured, 0.5 round trips per
     record on a busy machine); ``records`` is then empty, unless renaming needs them.
+    ``hint``: the reader of the record read before this batch (the caller keeps one per input
+    file, so that a batch does not begin with full detection); ``None``: a new one.
     """
     outputs, metrics, letters = [], [], []
     normalizing = step is process_record
-    hint = (ReaderHint(),) if normalizing else ()
+    hints = ((ReaderHint() if hint is None else hint),) if normalizing else ()
     lines = [] if normalizing else None
     unique_field = WRITERS[settings.sink].unique_field if normalizing else None
     renaming = unique_field is not None and taken is not None
     keep = keep_records or not normalizing or renaming
     for raw in records:
-        outcome = step(raw, settings, *hint)
+        outcome = step(raw, settings, *hints)
         if isinstance(outcome, DeadLettered):
             letters.append(outcome.dead_letter)
             continue
