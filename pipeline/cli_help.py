@@ -47,7 +47,11 @@ RUN_ONLY_FLAGS = frozenset(
         "price_per_mtok",
         "window",
         "poll_interval",
-        "include_existing",
+        "new_only",
+        "max_files_per_poll",
+        "drain_timeout",
+        "changed_files",
+        "follow_symlinks",
         "stop_after",
         "stop_file",
     }

@@ -35,6 +35,10 @@ DEFAULT_RUNNER = "FnApiRunner"
 DEFAULT_WARN_DEAD_LETTERS = "1%"
 #: Runners that can run the streaming job (lower case, as --runner may spell them).
 STREAMING_RUNNERS = frozenset({"prismrunner", "flinkrunner", "dataflowrunner", "portablerunner"})
+#: Streaming: files admitted per poll and in flight at once (``--max-files-per-poll``).
+DEFAULT_MAX_FILES_PER_POLL = 50
+#: Streaming: what ``--changed-files`` does with a file rewritten after it was processed.
+CHANGED_FILES = ("new-version", "report")
 
 
 class ConfigError(ValueError):
@@ -294,10 +298,36 @@ def _streaming_flags(add) -> None:
     )
     add("--poll-interval", default="2s", help="streaming: how often the --input patterns are matched")
     add(
-        "--include-existing",
+        "--new-only",
         action=argparse.BooleanOptionalAction,
         default=False,
-        help="streaming: also read files present at start that have no output yet",
+        help="streaming: leave the files present at start alone (as they are then); by default every "
+        "matching file not yet processed is read, those present at start included",
+    )
+    add(
+        "--max-files-per-poll",
+        type=int,
+        default=DEFAULT_MAX_FILES_PER_POLL,
+        help="streaming: files admitted per poll, and in flight at once (a stop drains at most these)",
+    )
+    add(
+        "--drain-timeout",
+        default="2m",
+        help="streaming: after a stop, how long the files in flight may take; then the job is "
+        "cancelled and what is left is read by the next start",
+    )
+    add(
+        "--changed-files",
+        default="new-version",
+        choices=CHANGED_FILES,
+        help="streaming: a file rewritten after it was processed is read again as a new version, "
+        "or only reported (an appended .jsonl is always read from where it was left)",
+    )
+    add(
+        "--follow-symlinks",
+        action=argparse.BooleanOptionalAction,
+        default=False,
+        help="streaming: read symbolic links that lead out of the landing directory",
     )
     add("--stop-after", help="streaming: stop watching after this long (e.g. 10m), then drain and exit")
     add("--stop-file", help="streaming: stop watching once this file exists, then drain and exit")
@@ -580,6 +610,7 @@ def _duration_problems(ours) -> list[str]:
     for flag, value in (
         ("--window", ours.window),
         ("--poll-interval", ours.poll_interval),
+        ("--drain-timeout", ours.drain_timeout),
         ("--stop-after", ours.stop_after),
     ):
         if value is None:
@@ -610,6 +641,8 @@ def streaming_problems(ours, runner: str | None, exists=_local_file_exists) -> l
     problems += _duration_problems(ours)
     if ours.output_format != "jsonl":
         problems.append("--streaming writes JSON Lines only (--output-format jsonl)")
+    if ours.max_files_per_poll < 1:
+        problems.append("--max-files-per-poll must be at least 1")
     if ours.stop_file and exists(ours.stop_file):
         problems.append(f"--stop-file {ours.stop_file!r} exists already: remove it first")
     if ours.dry_run or ours.limit is not None:
