@@ -267,26 +267,65 @@ def _beyond_64_bits_before(data: bytes) -> bool:
 
 @settings(max_examples=500, deadline=None, derandomize=True, database=None)
 @given(st.lists(st.sampled_from([b"1", b"9", b"0", b"-", b" ", b'"', b"a", b"1" * 9, b"0" * 10]), max_size=40))
-def test_the_64_bit_check_with_one_first_search_decides_as_before(parts):
-    from transforms.jsontext import _beyond_64_bits
+def test_the_exact_reading_check_still_sends_every_integer_past_64_bits(parts):
+    from transforms.jsontext import _needs_exact_reading
 
     data = b"".join(parts)
-    assert _beyond_64_bits(data) == _beyond_64_bits_before(data)
+    assert _needs_exact_reading(data) or not _beyond_64_bits_before(data)
 
 
-@settings(max_examples=300, deadline=None, derandomize=True, database=None)
+@pytest.mark.slow
+@settings(max_examples=2000, deadline=None, derandomize=True, database=None)
+@given(
+    st.sampled_from(["", "-"]),
+    st.text("0123456789", min_size=1, max_size=24),
+    st.none() | st.text("0123456789", min_size=1, max_size=24),
+    st.none() | st.tuples(st.sampled_from(["e", "E", "e-", "e+", "E-"]), st.integers(0, 450)),
+)
+def test_the_exact_reading_check_never_lets_orjson_change_a_number(sign, whole, fraction, exponent):
+    # A number orjson would read silently changed (rounded, 0.0) must be sent to the exact
+    # reading, which refuses it; one past the double range, orjson refuses, and that error
+    # sends it there too (docs/json-text.md).
+    import orjson
+
+    from transforms.jsontext import NumberTooLarge, _needs_exact_reading, parse_json
+
+    text = sign + (whole.lstrip("0") or "0") + (f".{fraction}" if fraction else "")
+    text += f"{exponent[0]}{exponent[1]}" if exponent else ""
+    data = b'{"a": [1, ' + text.encode() + b"]}"
+    if _needs_exact_reading(data):
+        return
+    try:
+        fast = orjson.loads(data)
+    except orjson.JSONDecodeError:
+        with pytest.raises(NumberTooLarge):
+            parse_json(data)
+        return
+    try:
+        exact = json.loads(data, parse_float=jsontext._held_float)
+    except ValueError:
+        raise AssertionError(f"{text} is not held by a double, yet orjson would read it") from None
+    assert parse_json(data) == fast == exact
+
+
+@settings(max_examples=400, deadline=None, derandomize=True, database=None)
 @given(
     st.binary(max_size=40),
     st.sampled_from([b"", b"-"]),
-    st.integers(min_value=17, max_value=21),
-    st.sampled_from([b"", b"a", b'"', b"0", b"5" * 9]),
+    st.integers(min_value=14, max_value=22),
+    st.integers(min_value=0, max_value=21),
+    st.sampled_from([b"", b"a", b'"', b"0", b"5" * 9, b"e-300", b"E-12", b"e5"]),
 )
-def test_the_64_bit_check_finds_a_run_at_any_offset(prefix, sign, length, suffix):
-    # The first search looks at every 9th byte: a run of 19 digits must show wherever it starts.
-    from transforms.jsontext import _beyond_64_bits
+def test_the_glance_finds_every_number_the_whole_look_finds_at_any_offset(prefix, sign, length, point, suffix):
+    # The glance looks at every 8th byte and for "e-": a run of 16 digits or points, or a tiny
+    # exponent, must be seen wherever it starts.
+    from transforms.jsontext import _needs_exact_reading, _needs_exact_reading_looked
 
-    data = prefix + sign + b"7" * length + suffix
-    assert _beyond_64_bits(data) == _beyond_64_bits_before(data)
+    run = b"7" * length
+    if point < length:
+        run = run[:point] + b"." + run[point + 1 :]
+    data = prefix + sign + run + suffix
+    assert _needs_exact_reading(data) == _needs_exact_reading_looked(data)
 
 
 def test_a_format_error_says_which_dead_letter_reason_it_becomes():
