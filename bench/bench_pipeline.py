@@ -107,6 +107,7 @@ def plain_loop(paths: list[str], out_dir: str) -> dict:
     from pipeline.sources import DEFAULT_BATCH_SIZE
     from transforms.inputs import DEFAULT_BATCH_BYTES, RawRecord, batch_is_full
     from transforms.jsontext import dumps_line
+    from transforms.record_steps import ReaderHint
     from transforms.records import normalize_batch
     from transforms.settings import Settings
 
@@ -121,7 +122,7 @@ def plain_loop(paths: list[str], out_dir: str) -> dict:
 
         def flush(batch: list) -> None:
             # As the job's DoFn and writers do: a batch at a time, its lines written as made.
-            result = normalize_batch(batch, settings, taken={}, keep_records=False)
+            result = normalize_batch(batch, settings, taken={}, keep_records=False, hint=hint)
             counts["records_out"] += len(result.lines)
             counts["dead_letters"] += len(result.dead_letters)
             normalized.write(b"".join(line + b"\n" for line in result.lines))
@@ -129,6 +130,7 @@ def plain_loop(paths: list[str], out_dir: str) -> dict:
             dead.write(b"".join(dumps_line(d) + b"\n" for d in result.dead_letters))
 
         for path in paths:
+            hint = ReaderHint()  # one per file, as the job's DoFn keeps it
             with open(path, "rb") as handle:
                 position, batch, size = 0, [], 0
                 for line in handle:  # splits on b"\n" only, like the job's readline()

@@ -118,17 +118,18 @@ def stage_plan(lines: list[bytes]) -> dict:
     chunks = job_batches(records, sizes)
 
     def read_all(items):
-        # As normalize_batch reads: one hint per batch, the previous record's reader first.
+        # As the job reads: the previous record's reader first, one hint for the file.
         read = []
+        hint = ReaderHint()
         for chunk in items:
-            hint = ReaderHint()
             read.extend(read_conversation(record, settings, hint, for_core=True) for record in chunk)
         return read
 
     def read_and_core(items):
-        # What the job does: after a plain chat, the core first, and no read when it read whole.
+        # What the job does: after a plain chat, the core first, and no read when it read whole;
+        # one hint for the file's batches.
+        hint = ReaderHint()
         for chunk in items:
-            hint = ReaderHint()
             for record in chunk:
                 _read_and_normalize(record, settings, hint)
 
@@ -149,8 +150,9 @@ def stage_plan(lines: list[bytes]) -> dict:
 
     def loop(items):
         sink = io.BytesIO()
+        hint = ReaderHint()  # as the job's DoFn: one for the file (the corpus is one file)
         for batch in items:
-            result = normalize_batch(batch, settings, taken={})
+            result = normalize_batch(batch, settings, taken={}, keep_records=False, hint=hint)
             # The job's JSONL writer writes the lines the guard serialized (Batch.lines).
             sink.write(b"".join(line + b"\n" for line in result.lines))
 
