@@ -266,7 +266,7 @@ TARGET_JOB_ROUNDTRIP = 4.0  # the job on one worker / round trip
 
 #: The rows of the stage table: (stage, label).
 ROWS = (
-    ("parse", "read line + 64-bit guard + orjson.loads"),
+    ("parse", "read line + exact-reading check + orjson.loads"),
     ("read", "detection + reader (beyond the core)"),
     ("core", "MEM-5 core"),
     ("rest", "id, ledger, assemble, writer, serialization, batch"),
