@@ -67,13 +67,21 @@ def measure(kind: str, records: int, reps: int, seed: int) -> dict[str, dict[str
 
 
 def _tree() -> str:
+    """The commit measured, ``+changes`` when tracked files besides the baseline differ from it."""
     try:
-        out = subprocess.run(
-            ["git", "describe", "--always", "--dirty"], cwd=ROOT, capture_output=True, text=True, check=True
+        head = subprocess.run(
+            ["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True, check=True
         )
-        return out.stdout.strip()
+        changed = subprocess.run(
+            ["git", "status", "--porcelain", "--untracked-files=no", "--", ".", f":!{BASELINE.relative_to(ROOT)}"],
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            check=True,
+        )
     except (OSError, subprocess.CalledProcessError):
         return "?"
+    return head.stdout.strip() + ("+changes" if changed.stdout.strip() else "")
 
 
 def compare(kind: str, now: dict, base: dict, tolerance: float) -> bool:
