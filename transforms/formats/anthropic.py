@@ -96,7 +96,7 @@ _ANTHROPIC_BLOCKS = frozenset(
 _RESULTS_ONLY_READ = frozenset(("role", "content"))
 
 
-def _read_message(message: Any, out: list, discarded: dict) -> None:
+def _read_message(message: Any, out: list[Any], discarded: dict[str, Any]) -> None:
     """Append the flat messages one Anthropic message becomes; reasoning blocks go to ``discarded``."""
     if not isinstance(message, dict) or not isinstance(message.get("content"), list):
         out.append(message)  # string content (or junk) is already what the core reads
@@ -117,10 +117,10 @@ def _read_message(message: Any, out: list, discarded: dict) -> None:
         elif kind == "mid_conv_system":
             systems.append({"role": "system", "content": block_text(block.get("content"), discarded)})
         else:
-            text = part_text(block)
-            if text:
-                texts.append(text)
-            elif text is None:
+            part = part_text(block)
+            if part:
+                texts.append(part)
+            elif part is None:
                 note_reasoning(block, discarded)
     out.extend(systems)
     out.extend(results)
@@ -136,7 +136,7 @@ def _read_message(message: Any, out: list, discarded: dict) -> None:
         note_unread_keys(message, _RESULTS_ONLY_READ, discarded)  # its other keys: in the ledger
 
 
-def anthropic_to_flat(messages: list, system: Any = None, discarded: dict | None = None) -> list:
+def anthropic_to_flat(messages: list[Any], system: Any = None, discarded: dict[str, Any] | None = None) -> list[Any]:
     out = []
     discarded = {} if discarded is None else discarded
     system_text = block_text(system, discarded) if isinstance(system, (str, list)) else ""
@@ -150,12 +150,12 @@ def anthropic_to_flat(messages: list, system: Any = None, discarded: dict | None
 def read_anthropic(record: Any, messages_field: str) -> Conversation:
     messages = message_list(record, messages_field)
     system = record.get("system") if isinstance(record, dict) else None
-    discarded: dict = {}
+    discarded: dict[str, Any] = {}
     flat = anthropic_to_flat(messages, system, discarded)
     return Conversation(flat, record_fields(record, ("system",)), discarded=discarded or None)
 
 
-def _anthropic_signal(record: Any, messages: list) -> bool:
+def _anthropic_signal(record: Any, messages: list[Any]) -> bool:
     if isinstance(record, dict) and isinstance(record.get("system"), (str, list)):
         return True  # the top-level system parameter is Anthropic's alone
     for message in messages:
@@ -170,6 +170,7 @@ def _anthropic_signal(record: Any, messages: list) -> bool:
 
 
 def detect_anthropic(record: Any, messages_field: str) -> bool:
+    messages: Any
     if isinstance(record, list):
         messages = record
     elif isinstance(record, dict):
@@ -186,7 +187,7 @@ def detect_anthropic(record: Any, messages_field: str) -> bool:
 _VALID_ID = re.compile(r"^[A-Za-z0-9_-]+$")
 
 
-def _tool_ids(messages: list) -> dict[str, str]:
+def _tool_ids(messages: list[Any]) -> dict[str, str]:
     """Anthropic-valid ids for every call: valid ones kept, others sanitized and made unique."""
     ids = [c["tool_call_id"] for m in messages for c in (m.get("tool_calls") or ())]
     taken = {i for i in ids if _VALID_ID.match(i)}
@@ -202,7 +203,7 @@ def _tool_ids(messages: list) -> dict[str, str]:
     return mapping
 
 
-def tool_input(args: Any) -> dict:
+def tool_input(args: Any) -> dict[str, Any]:
     """Flat call arguments as the object ``tool_use.input`` requires."""
     if args is None or (isinstance(args, str) and not args.strip()):
         return {}
@@ -216,17 +217,17 @@ def tool_input(args: Any) -> dict:
     return args
 
 
-def _text_blocks(text: str) -> list:
+def _text_blocks(text: str) -> list[Any]:
     # The API rejects empty and whitespace-only text blocks.
     return [{"type": "text", "text": text}] if text.strip() else []
 
 
-def _tool_use(call: dict, ids: dict) -> dict:
+def _tool_use(call: dict[str, Any], ids: dict[str, Any]) -> dict[str, Any]:
     call_id = ids[call["tool_call_id"]]
     return {"type": "tool_use", "id": call_id, "name": call["name"], "input": tool_input(call.get("args"))}
 
 
-def _tool_result(message: dict, ids: dict) -> dict:
+def _tool_result(message: dict[str, Any], ids: dict[str, Any]) -> dict[str, Any]:
     block = {"type": "tool_result", "tool_use_id": ids[message["tool_call_id"]]}
     text = message["content"]
     is_error = text.startswith(ERROR_PREFIX)
@@ -239,14 +240,14 @@ def _tool_result(message: dict, ids: dict) -> dict:
     return block
 
 
-def flat_to_anthropic(messages: list) -> tuple[str, list]:
+def flat_to_anthropic(messages: list[Any]) -> tuple[str, list[Any]]:
     """Normalized flat messages as ``(system, messages)`` of a Messages request."""
     # Blank system text is left out like blank turns: the API refuses empty text.
     system = joined_system(messages)
     check_results_adjacent(messages)  # on the list as normalized: nothing is moved
     rest = [m for m in messages if m["role"] not in SYSTEM_ROLES]
     ids = _tool_ids(rest)
-    turns: list[dict] = []
+    turns: list[dict[str, Any]] = []
     for message in rest:
         role = message["role"]
         if role == "user":
@@ -267,11 +268,11 @@ def flat_to_anthropic(messages: list) -> tuple[str, list]:
     return system, turns
 
 
-def write_anthropic(record: dict, ctx: WriteContext) -> dict:
+def write_anthropic(record: dict[str, Any], ctx: WriteContext) -> dict[str, Any]:
     system, turns = flat_to_anthropic(normalized_messages(record, ctx.messages_field))
     if not turns:
         raise FormatError("empty_conversation", "no user or assistant content to write")
-    out: dict = {}
+    out: dict[str, Any] = {}
     model = record_model(record, ctx.model)
     if model is not None:
         out["model"] = model
@@ -306,7 +307,7 @@ def _not_convertible(name: Any, why: str) -> FormatError:
     return FormatError("unconvertible_tool", f"tool {name!r} cannot be written as an Anthropic tool: {why}")
 
 
-def anthropic_tool(tool: Any, ctx: WriteContext) -> dict:
+def anthropic_tool(tool: Any, ctx: WriteContext) -> dict[str, Any]:
     """One tool definition in the Anthropic shape ``{name, description?, input_schema, strict?}``.
 
     Anthropic-native definitions (``input_schema``, or a server tool's own ``type``) pass as
@@ -334,7 +335,7 @@ def anthropic_tool(tool: Any, ctx: WriteContext) -> dict:
     unknown = sorted(set(function) - _FUNCTION_KEYS)
     if unknown:
         raise _not_convertible(name, f"key(s) {unknown} have no Anthropic equivalent")
-    out = {"name": name}
+    out: dict[str, Any] = {"name": name}
     description = _description(function, name, ctx)
     if description is not None:
         out["description"] = description
@@ -347,7 +348,7 @@ def anthropic_tool(tool: Any, ctx: WriteContext) -> dict:
     return out
 
 
-def _function_of(tool: dict, name: Any) -> tuple[dict, bool]:
+def _function_of(tool: dict[str, Any], name: Any) -> tuple[dict[str, Any], bool]:
     """The function schema of a chat tool (nested in ``function``: ``True``) or of a Responses
     or bare one (the tool itself without ``type``: ``False``)."""
     if tool.get("type") == "function" and isinstance(tool.get("function"), dict):
@@ -358,7 +359,7 @@ def _function_of(tool: dict, name: Any) -> tuple[dict, bool]:
     return {k: v for k, v in tool.items() if k != "type"}, False
 
 
-def _description(function: dict, name: Any, ctx: WriteContext) -> str | None:
+def _description(function: dict[str, Any], name: Any, ctx: WriteContext) -> str | None:
     """The description to write, or ``None``; ``description: null`` is dropped, counted."""
     description = function.get("description")
     if isinstance(description, str):
@@ -370,7 +371,7 @@ def _description(function: dict, name: Any, ctx: WriteContext) -> str | None:
     return None
 
 
-def _parameters(function: dict, name: Any) -> dict:
+def _parameters(function: dict[str, Any], name: Any) -> dict[str, Any]:
     """``parameters``, the future ``input_schema``; none is an empty object schema."""
     schema = function.get("parameters")
     if schema is None:
@@ -380,7 +381,7 @@ def _parameters(function: dict, name: Any) -> dict:
     return schema
 
 
-def _drop_function_type(function: dict, name: Any, nested: bool, ctx: WriteContext) -> None:
+def _drop_function_type(function: dict[str, Any], name: Any, nested: bool, ctx: WriteContext) -> None:
     """A redundant ``type: "function"`` inside a nested ``function`` is dropped, counted; any other is refused."""
     if "type" in function:
         if function["type"] != "function" or not nested:
@@ -388,7 +389,7 @@ def _drop_function_type(function: dict, name: Any, nested: bool, ctx: WriteConte
         count_written(ctx, "discarded_tool_fields", key="function.type")
 
 
-def _with_required(schema: dict, function: dict, name: Any, ctx: WriteContext) -> dict:
+def _with_required(schema: dict[str, Any], function: dict[str, Any], name: Any, ctx: WriteContext) -> dict[str, Any]:
     """``schema`` with a function-level ``required`` list moved into it (when it has none) or
     dropped (when it has the same); a different or malformed one is refused."""
     if "required" not in function:
@@ -405,10 +406,11 @@ def _with_required(schema: dict, function: dict, name: Any, ctx: WriteContext) -
     raise _not_convertible(name, "its function-level 'required' differs from parameters.required")
 
 
-def _strict(function: dict, name: Any, ctx: WriteContext) -> bool | None:
+def _strict(function: dict[str, Any], name: Any, ctx: WriteContext) -> bool | None:
     """``strict`` true/false to write, or ``None``; ``strict: null`` is dropped, counted."""
-    if isinstance(function.get("strict"), bool):
-        return function["strict"]
+    strict = function.get("strict")
+    if isinstance(strict, bool):
+        return strict
     if "strict" in function:
         if function["strict"] is not None:
             raise _not_convertible(name, f"strict is a {type(function['strict']).__name__}")
