@@ -21,7 +21,8 @@ def import_beam_without_pandas() -> None:
     """
     if "pandas" in sys.modules or "apache_beam" in sys.modules:
         return
-    sys.modules["pandas"] = None  # ``import pandas`` raises ImportError; Beam skips it
+    # ``import pandas`` raises ImportError; Beam skips it (a None entry: what typeshed does not allow).
+    sys.modules["pandas"] = None  # type: ignore[assignment]
     try:
         import apache_beam  # noqa: F401
     finally:

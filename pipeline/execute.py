@@ -27,7 +27,7 @@ import os
 import re
 import sys
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Callable
 
 import apache_beam as beam
@@ -66,7 +66,7 @@ class OutputSpec:
 @dataclass
 class Outcome:
     status: int | None = None  # an exit status, or None when the run succeeded
-    summary: dict | None = None
+    summary: dict = field(default_factory=dict)  # the summary document when the run succeeded
 
 
 def _fail(status: int, message: str) -> Outcome:

@@ -16,7 +16,7 @@ Parquet for normalized flat records.
 from __future__ import annotations
 
 import uuid
-from typing import Callable, NamedTuple
+from typing import Any, Callable, NamedTuple
 
 import apache_beam as beam
 from apache_beam.io.filesystem import CompressionTypes
@@ -126,9 +126,10 @@ class _WriteShardFiles(beam.DoFn):
         self._tally = Tally(self._progress_name or "written")  # live progress of local runs
 
     def start_bundle(self) -> None:
-        self._current = None  # [shard, start, temp path, writer, records]
+        self._current: list[Any] | None = None  # [shard, start, temp path, writer, records]
 
     def _close(self) -> WrittenFile:
+        assert self._current is not None  # called with a file open
         shard, start, temp, writer, records = self._current
         writer.close()
         self._current = None

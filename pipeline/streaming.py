@@ -414,7 +414,9 @@ class _CleanLandedFile(beam.DoFn):
         if has_output(self._output, path):
             LOG.warning("%s has output already (a second sighting); not read again", path)
             return
-        shard = Shard(shard_number(path), path, file_suffix(path), 0, None)
+        suffix = file_suffix(path)
+        assert suffix is not None  # the watcher passes on only files of a kind convnorm reads
+        shard = Shard(shard_number(path), path, suffix, 0, None)
         stats = {"records": 0, "blank_lines": 0}
         target = _OutputDirectory(self._output, window_name(window), path, self._settings)
         self._normalize.start_bundle()  # one output file per landed file: a unique field starts afresh
