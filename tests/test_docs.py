@@ -160,7 +160,13 @@ def test_every_page_has_runnable_commands_and_the_skips_are_the_listed_ones():
             assert any(not b.skip and b.commands for b in blocks(page)), page
 
 
-@pytest.mark.parametrize("page", PAGES, ids=[str(p.relative_to(ROOT)) for p in PAGES])
+def _page(page: Path):
+    # A page with commands to run is slow: each command is a convnorm process (a second or more).
+    runs = any(not b.skip and b.commands for b in blocks(page))
+    return pytest.param(page, id=str(page.relative_to(ROOT)), marks=[pytest.mark.slow] if runs else [])
+
+
+@pytest.mark.parametrize("page", [_page(p) for p in PAGES])
 def test_the_commands_of_the_page_run(page, tmp_path):
     runnable = [b for b in blocks(page) if not b.skip]
     commands = [c for b in runnable for c in b.commands if c.text not in INSTALL_STEPS]

@@ -113,6 +113,7 @@ def test_quiet_prints_nothing_but_the_run_still_writes_everything(tmp_path, caps
     assert (out / "summary.json").exists()
 
 
+@pytest.mark.slow
 def test_multi_process_runs_show_progress_without_beam_chatter(tmp_path, capfd, monkeypatch):
     monkeypatch.setattr(progress, "LOG_EVERY", 0.5)
     argv = [

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 
 import transforms.jsontext as jsontext
@@ -265,7 +265,6 @@ def _beyond_64_bits_before(data: bytes) -> bool:
     return b"0" * 20 in digits or b"-" + b"0" * 19 in digits
 
 
-@settings(max_examples=500, deadline=None, derandomize=True, database=None)
 @given(st.lists(st.sampled_from([b"1", b"9", b"0", b"-", b" ", b'"', b"a", b"1" * 9, b"0" * 10]), max_size=40))
 def test_the_64_bit_check_with_one_first_search_decides_as_before(parts):
     from transforms.jsontext import _beyond_64_bits

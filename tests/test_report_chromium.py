@@ -70,18 +70,17 @@ def rendered_dom(page: Path) -> str:
 
 pytestmark = [
     pytest.mark.chromium,
+    pytest.mark.slow,  # a headless browser per test
     pytest.mark.skipif(browser() is None, reason="no chromium binary (apt-get install chromium)"),
 ]
 
 
 @pytest.fixture(scope="module")
-def sample_report(tmp_path_factory):
+def sample_report(sample_run):
+    """The session's one run of the bundled sample (tests/conftest.py), report included."""
     pytest.importorskip("matplotlib")
-    from pipeline.main import main
-
-    out = tmp_path_factory.mktemp("chromium") / "out"
-    assert main(["--input", str(ROOT / "samples" / "conversations.jsonl"), "--output", str(out)]) == 0
-    return out
+    assert sample_run.status == 0
+    return sample_run.out
 
 
 def _pixels_of(png: Path, hex_color: str) -> int:

@@ -18,11 +18,16 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
+
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from prism_build import ROOT, prism_binary  # noqa: E402
+from prism_build import BUILD_TIMEOUT_S, ROOT, prism_binary  # noqa: E402
 
 from pipeline.main import main  # noqa: E402
 from pipeline.streaming import source_id  # noqa: E402
+
+#: The first test to ask for Prism may build it (tests/prism_build.py) before its run.
+pytestmark = pytest.mark.timeout(BUILD_TIMEOUT_S + 600)
 
 #: The issue's bound from a file landing to its outputs being visible.
 LATENCY_BOUND_S = 15
@@ -158,6 +163,7 @@ def _sum_of_windows(out: Path) -> dict:
     return total
 
 
+@pytest.mark.slow
 def test_streaming_on_prism_end_to_end(tmp_path):
     landing, out = tmp_path / "landing", tmp_path / "out"
     landing.mkdir()
@@ -248,6 +254,7 @@ def test_streaming_on_prism_end_to_end(tmp_path):
     print("latency from landing to output (s):", {k: round(v, 2) for k, v in latencies.items()})
 
 
+@pytest.mark.slow
 def test_a_burst_of_files_landing_at_once_all_get_their_outputs(tmp_path):
     """Regression: ten 2,000-record files landing together. A design that shuffled each file's
     batches to a stateful DoFn lost two files' outputs on Prism (a split bundle's remainder ran
