@@ -1,14 +1,27 @@
-"""The ``convnorm`` console command: quiets Beam's import-time notice, then runs ``pipeline.main``.
+"""The ``convnorm`` console command, and what it answers before importing Apache Beam.
 
-The filter goes on before ``pipeline.main`` (and so ``apache_beam``) is imported: Beam prints
-the notice while it is being imported, before ``main`` sets logging up.
+Importing Beam takes seconds, so ``convnorm`` answers what needs no pipeline first:
+``--help``, ``--version``, a bare ``convnorm``, an unknown command and every option error that
+``pipeline.flags.precheck`` finds. ``report`` and ``explain`` import Beam only to read files.
+Only a job to run imports Beam, with its import-time notice filtered (``quiet_beam_noise``)
+and pandas hidden (``import_beam_without_pandas``), and then runs ``pipeline.main``.
+
+Ctrl-C anywhere ends the command with one line and exit status 130 (``pipeline.interrupts``).
 """
 
 from __future__ import annotations
 
+import difflib
+import platform
 import sys
+from typing import Callable
 
+from pipeline.interrupts import INTERRUPTED, interrupted_line
 from pipeline.quiet import quiet_beam_noise
+
+#: The commands; ``run`` is the default (``convnorm --input ...``).
+JOB_COMMANDS = ("run", "validate")
+OTHER_COMMANDS = ("report", "explain")
 
 
 def import_beam_without_pandas() -> None:
@@ -21,8 +34,7 @@ def import_beam_without_pandas() -> None:
     """
     if "pandas" in sys.modules or "apache_beam" in sys.modules:
         return
-    # ``import pandas`` raises ImportError; Beam skips it (a None entry: what typeshed does not allow).
-    sys.modules["pandas"] = None  # type: ignore[assignment]
+    sys.modules["pandas"] = None  # type: ignore[assignment]  # ``import pandas`` raises ImportError; Beam skips it
     try:
         import apache_beam  # noqa: F401
     finally:
@@ -30,9 +42,103 @@ def import_beam_without_pandas() -> None:
             del sys.modules["pandas"]
 
 
-def main() -> int:
-    quiet_beam_noise()
-    import_beam_without_pandas()
-    from pipeline.main import main as run  # imports apache_beam: after the filter
+def version_line() -> str:
+    """``convnorm 0.1.0 (apache-beam 2.77.0, Python 3.11.7)``: read from the installed packages."""
+    from importlib import metadata
 
-    return run()
+    def version(name: str) -> str:
+        try:
+            return metadata.version(name)
+        except metadata.PackageNotFoundError:
+            return "not installed"
+
+    return f"convnorm {version('convnorm')} (apache-beam {version('apache-beam')}, Python {platform.python_version()})"
+
+
+def _error(message: str) -> int:
+    print(f"convnorm: error: {message}", file=sys.stderr)
+    return 2
+
+
+def split_command(argv: list[str]) -> tuple[str, list[str]]:
+    """``(command, its arguments)``; ``run`` when the first argument is an option."""
+    if argv and not argv[0].startswith("-"):
+        return argv[0], argv[1:]
+    return "run", argv
+
+
+def answer_without_beam(argv: list[str]) -> int | None:
+    """The exit status of what the command line can answer without Beam; ``None``: a job to run.
+
+    Prints help, the version, usage for a bare ``convnorm``, and errors in the options
+    (exit status 2), all in well under half a second (bench/bench_startup.py measures it).
+    """
+    from pipeline.cli_help import help_text, usage_text  # no Beam
+
+    if not argv:
+        print(usage_text(), file=sys.stderr)
+        return _error(
+            "nothing to do: give --input and --output (or --config FILE; the bundled sample: "
+            "convnorm --config configs/local.yaml); convnorm --help lists every option"
+        )
+    command, args = split_command(argv)
+    if command in OTHER_COMMANDS:
+        return None
+    if command not in JOB_COMMANDS:
+        known = [*JOB_COMMANDS, *OTHER_COMMANDS]
+        close = difflib.get_close_matches(command, known, n=1)
+        hint = f" (did you mean {close[0]}?)" if close else ""
+        return _error(f"unknown command {command!r}{hint}; commands: {', '.join(known)}")
+    if "--version" in args:
+        print(version_line())
+        return 0
+    if any(a in ("-h", "--help") for a in args):
+        print(help_text(command))
+        return 0
+    from pipeline.flags import ConfigError, precheck
+
+    try:
+        precheck(args, output_required=command == "run")
+    except ConfigError as error:
+        return _error(str(error))
+    return None
+
+
+def run_other_command(command: str, args: list[str]) -> int:
+    """``convnorm report`` and ``convnorm explain`` (they import Beam only to read files)."""
+    if command == "report":
+        from pipeline.report import report_command
+
+        return report_command(args)
+    from pipeline.explain import explain_command
+
+    return explain_command(args)
+
+
+def dispatch(argv: list[str], run_job: Callable[[str, list[str]], int]) -> int:
+    """Answer what needs no pipeline, run ``report`` and ``explain``, else ``run_job(command, args)``."""
+    answered = answer_without_beam(argv)
+    if answered is not None:
+        return answered
+    command, args = split_command(argv)
+    if command in OTHER_COMMANDS:
+        return run_other_command(command, args)
+    return run_job(command, args)
+
+
+def _run_job_with_beam(command: str, args: list[str]) -> int:
+    import_beam_without_pandas()
+    from pipeline.main import run_command  # imports apache_beam: after the filter
+
+    return run_command(command, args)
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    quiet_beam_noise()
+    try:
+        return dispatch(argv, _run_job_with_beam)
+    except KeyboardInterrupt:
+        # Before a job started (the job's own handler says what it stopped): nothing was written.
+        print(interrupted_line("convnorm", None), file=sys.stderr)
+        return INTERRUPTED

@@ -9,7 +9,7 @@ from __future__ import annotations
 import argparse
 import textwrap
 
-from pipeline.options import add_convnorm_flags
+from pipeline.flags import add_convnorm_flags
 from transforms.formats import READERS, WRITERS
 from transforms.profiles import PROFILES
 
@@ -18,10 +18,11 @@ EXIT_STATUSES = {
     "run": "0 done, every record accounted for; 1 the pipeline failed, a file it wrote is missing, it did "
     "not account for every record, normalized none of the records it read, or had more dead letters "
     "than --max-dead-letters (outputs are written all the same); 2 bad options, a refused output "
-    "directory or a held lock (nothing was run or deleted)",
+    "directory or a held lock (nothing was run or deleted); 130 stopped by Ctrl-C (the output directory "
+    "unchanged)",
     "validate": "0 every conversation is sendable; 1 a conversation breaks a rule or a record cannot be "
     "read; 2 bad options, a refused output directory or a held lock (nothing was run); 3 the "
-    "validation pipeline failed or a file it wrote is missing",
+    "validation pipeline failed or a file it wrote is missing; 130 stopped by Ctrl-C",
 }
 
 #: convnorm flags that only normalization uses: ``convnorm validate --help`` leaves them out.
@@ -36,6 +37,12 @@ RUN_ONLY_FLAGS = frozenset(
         "check",
         "report",
         "max_dead_letters",
+        "warn_dead_letters",
+        "tokens",
+        "max_example_tokens",
+        "over_limit",
+        "epochs",
+        "price_per_mtok",
         "window",
         "poll_interval",
         "include_existing",
@@ -74,6 +81,20 @@ def _exit_status(command: str) -> str:
     return textwrap.fill("exit status: " + EXIT_STATUSES[command], width=92, subsequent_indent="  ")
 
 
+#: The usage lines of ``convnorm --help`` (and of a bare ``convnorm``).
+USAGE = (
+    "convnorm [run] --input INPUT --output OUTPUT [options]\n"
+    "       convnorm validate --input INPUT [--output OUTPUT] [options]   (see convnorm validate --help)\n"
+    "       convnorm report OUT_DIR                                       (see convnorm report --help)\n"
+    "       convnorm explain OUT_DIR --id ID                              (see convnorm explain --help)\n"
+    "       convnorm --version"
+)
+
+
+def usage_text() -> str:
+    return "usage: " + USAGE
+
+
 def help_text(command: str = "run") -> str:
     """``convnorm --help`` (command ``run``) or ``convnorm validate --help``."""
     listing = textwrap.dedent("""\
@@ -100,17 +121,14 @@ def help_text(command: str = "run") -> str:
               OUTPUT/validation.json          the totals""")
         epilog = listing + "\n" + _exit_status("validate") + "\n\n" + beam_note
     else:
-        usage = (
-            "convnorm [run] --input INPUT --output OUTPUT [options]\n"
-            "       convnorm validate --input INPUT [--output OUTPUT] [options]   (see convnorm validate --help)\n"
-            "       convnorm report OUT_DIR                                       (see convnorm report --help)"
-        )
+        usage = USAGE
         description = textwrap.dedent("""\
             Normalize logged LLM conversations by FlowDrop rule MEM-5 and report every drop.
 
             outputs under --output: normalized/ (the records), drops/ (what each conversation lost),
             dead_letter/ (records that could not be processed, with the reason), summary.json
-            (totals), report.html (charts; with the report extra).""")
+            (totals), report.html (one page with charts and examples). convnorm explain OUT --id ID
+            shows one conversation before and after, each repair marked with its reason.""")
         epilog = (
             listing
             + textwrap.dedent("""\

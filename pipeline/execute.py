@@ -35,9 +35,10 @@ from apache_beam.io.filesystems import FileSystems
 from apache_beam.options.pipeline_options import PortableOptions
 from apache_beam.runners.runner import PipelineState
 
-from pipeline import files, loopback
+from pipeline import files, interrupts, loopback
 from pipeline import lock as locks
 from pipeline import outputs as owned
+from pipeline.interrupts import Stopping, shielded
 from pipeline.options import ConfigError, Job
 
 LOG = logging.getLogger("convnorm")
@@ -116,6 +117,8 @@ def run_pipeline(pipeline: beam.Pipeline) -> bool:
         result = pipeline.run()
         state = result.wait_until_finish()
     except Exception as error:  # noqa: BLE001 — a failed pipeline, whatever the runner raises
+        if interrupts.received():
+            raise KeyboardInterrupt from None  # Ctrl-C, which Beam wrapped: the command says so in one line
         LOG.error("the pipeline failed: %s", _one_line(error)[:2000])
         return False
     if state != PipelineState.DONE:
@@ -140,10 +143,19 @@ def manifest_options(job: Job) -> dict:
 
 
 def execute(
-    job: Job, spec: OutputSpec, build_graph: Callable, run: Callable[[beam.Pipeline], bool] = run_pipeline
+    job: Job,
+    spec: OutputSpec,
+    build_graph: Callable,
+    run: Callable[[beam.Pipeline], bool] = run_pipeline,
+    stopping: Stopping | None = None,
 ) -> Outcome:
     """Steps 1-5 above; ``build_graph(pipeline, job, temp_dir)`` applies the command's graph and
-    ``run`` is step 4 (the command line wraps ``run_pipeline`` in its progress display)."""
+    ``run`` is step 4 (the command line wraps ``run_pipeline`` in its progress display).
+
+    Ctrl-C (``KeyboardInterrupt``) before step 5 leaves the directory as it was (the temporary
+    directory and the lock are removed on the way out); during step 5 it waits for the step to
+    end (``pipeline.interrupts.shielded``), and ``stopping.written`` says the outputs are whole.
+    """
     output = job.output
     run_id = uuid.uuid4().hex
     temp_dir = FileSystems.join(output, owned.TEMP_PREFIX + run_id)
@@ -178,16 +190,20 @@ def execute(
                 f"the {spec.command} pipeline failed (the error is logged above); the previous "
                 "outputs, if any, are untouched",
             )
-        release = False  # from here on, an unexpected error leaves the lock (and its record)
-        try:
-            result, summary = owned.finalize(
-                output, temp_dir, spec.shard_outputs, spec.summary_file, lock, previous, spec.recount
-            )
-        except owned.OutputError as error:
+        # Ctrl-C waits here: the directory gets the whole run, or keeps what it held.
+        with shielded():
+            release = False  # from here on, an unexpected error leaves the lock (and its record)
+            try:
+                result, summary = owned.finalize(
+                    output, temp_dir, spec.shard_outputs, spec.summary_file, lock, previous, spec.recount
+                )
+            except owned.OutputError as error:
+                release = True
+                return _fail(1, str(error))
+            owned.write_manifest(output, _sealed(result, summary, spec), spec.command, manifest_options(job))
             release = True
-            return _fail(1, str(error))
-        owned.write_manifest(output, _sealed(result, summary, spec), spec.command, manifest_options(job))
-        release = True
+            if stopping is not None:
+                stopping.written = True
         if not result.complete:
             return _fail(1, "the run is incomplete, no _SUCCESS written: " + "; ".join(result.problems))
         return Outcome(None, summary)

@@ -12,18 +12,19 @@ Examples::
     # Check files as they are against providers' pairing rules (exit status 1 if not sendable)
     convnorm validate --input 'out/normalized/*.jsonl'
 
-``main`` parses and validates the options (errors exit with status 2 before any pipeline is
-built); ``pipeline.execute`` builds the graph (``pipeline.build``: ``build`` or
-``build_validate``), takes the output directory's lock, runs the pipeline and finalizes the
-outputs (docs/outputs.md); ``main`` prints the summary and returns the exit status
-(``COMMANDS`` and the summary views' ``verdict``).
+``main`` answers what needs no pipeline first (``pipeline.cli.answer_without_beam``: help,
+version, option errors, exit status 2), then parses and validates the options (errors exit
+with status 2 before any pipeline is built); ``pipeline.execute`` builds the graph
+(``pipeline.build``: ``build`` or ``build_validate``), takes the output directory's lock, runs
+the pipeline and finalizes the outputs (docs/outputs.md); ``main`` prints the summary and
+returns the exit status (``COMMANDS`` and the summary views' ``verdict``). ``--dry-run``
+stops after the plan (``pipeline.dry_run``); Ctrl-C stops any step with one line and exit
+status 130 (``pipeline.interrupts``).
 """
 
 from __future__ import annotations
 
 import dataclasses
-import datetime
-import difflib
 import json
 import logging
 import shutil
@@ -37,15 +38,17 @@ from apache_beam.io.filesystems import FileSystems
 from apache_beam.options.pipeline_options import DirectOptions, StandardOptions
 
 from pipeline.build import VALIDATE_SPEC, VALIDATION_FILE, build, build_validate, run_spec
-from pipeline.cli_help import help_text
-from pipeline.execute import execute, run_pipeline
+from pipeline.cli import dispatch
+from pipeline.execute import OutputSpec, execute, run_pipeline
+from pipeline.explain import where_text
+from pipeline.interrupts import INTERRUPTED, Stopping, handling_ctrl_c, silence_after_interrupt, stopping_line
 from pipeline.options import ConfigError, ConvNormOptions, Job, is_local_runner, load_job
 from pipeline.prism import PrismError, prism_services
-from pipeline.progress import ProgressMonitor, choose_mode, configure_console
-from pipeline.report import REPORT_FILE, report_command, try_write_report, versions
+from pipeline.progress import ProgressMonitor, choose_mode, configure_console, duration_text
+from pipeline.report import try_write_report
 from pipeline.sinks import SUMMARY_FILE
-from pipeline.sources import shard_sizes
-from transforms.summary import RUN, VALIDATE, View
+from pipeline.sources import line_numbers, shard_sizes
+from transforms.summary import RUN, VALIDATE, View, dead_letter_warning
 
 LOG = logging.getLogger("convnorm")
 
@@ -64,8 +67,11 @@ def _pipeline_runner(job: Job) -> Callable[[beam.Pipeline], bool]:
     mode = choose_mode(ours.progress, ours.quiet, local)
     multi_process = local and job.options.view_as(DirectOptions).direct_running_mode == "multi_processing"
 
+    # --limit reads part of each shard: its bytes say nothing of the progress, its shards do.
+    sizes = shard_sizes(job.shards) if job.limit is None else [0] * len(job.shards)
+
     def run(pipeline: beam.Pipeline) -> bool:
-        with ProgressMonitor(mode, shard_sizes(job.shards), multi_process) as monitor:
+        with ProgressMonitor(mode, sizes, multi_process, [s.path for s in job.shards]) as monitor:
             done = run_pipeline(pipeline)
             if not done:
                 worker_log = monitor.failed()
@@ -76,30 +82,38 @@ def _pipeline_runner(job: Job) -> Callable[[beam.Pipeline], bool]:
     return run
 
 
-def run_job(job: Job) -> int:
-    """Normalize: read, normalize, write the three outputs and summary.json; print the summary."""
-    LOG.info(
-        "%d input file(s) in %d shard(s) -> %s (profile %s, format %s, sink %s, runner %s)",
-        len({s.path for s in job.shards}),
-        len(job.shards),
-        job.output,
-        job.settings.profile,
-        job.settings.input_format,
-        job.settings.sink,
-        job.options.get_all_options()["runner"],
+def _plan_line(job: Job) -> str:
+    limit = f", the first {job.limit:,} records" if job.limit is not None else ""
+    return (
+        f"{len({s.path for s in job.shards})} input file(s) in {len(job.shards)} shard(s){limit} -> {job.output} "
+        f"(profile {job.settings.profile}, format {job.settings.input_format}, sink {job.settings.sink}, "
+        f"runner {job.options.get_all_options()['runner']})"
     )
-    started = time.time()
-    outcome = execute(job, run_spec(job), build, _pipeline_runner(job))
+
+
+def run_job(job: Job, stopping: Stopping) -> int:
+    """Normalize: read, normalize, write the three outputs and summary.json; print the summary."""
+    LOG.info("%s", _plan_line(job))
+    started = time.monotonic()
+    stopping.what = "the run pipeline"
+    outcome = execute(job, run_spec(job), build, _pipeline_runner(job), stopping)
     if outcome.status is not None:
         return outcome.status
     summary = outcome.summary
-    if not _quiet(job):
+    quiet = _quiet(job)
+    if not quiet:
         print(RUN.format_table(summary))
+    stopping.what = "writing the report"
     wants_report = job.options.view_as(ConvNormOptions).report
-    report = try_write_report(job.output, _run_details(job, started)) if wants_report else None
-    report_line = f", {job.output}/{REPORT_FILE}" if report else ""
-    if not _quiet(job):
-        print(f"outputs: {job.output}/{{normalized,drops,dead_letter}}/, {job.output}/{SUMMARY_FILE}{report_line}")
+    report = try_write_report(job.output, {"run_seconds": time.monotonic() - started}) if wants_report else None
+    warning = dead_letter_warning(summary, job.warn_dead_letters) if summary else None
+    if warning:
+        print(f"convnorm: warning: {warning}; see {job.output}/dead_letter/", file=sys.stderr)
+    if not quiet:
+        print(f"outputs: {job.output}/{{normalized,drops,dead_letter}}/, {job.output}/{SUMMARY_FILE}")
+        if report:
+            print(f"report:  {report}")
+        print(f"done in {duration_text(time.monotonic() - started)}")
     return _verdict(RUN, summary, job)
 
 
@@ -111,41 +125,30 @@ def _verdict(view: View, summary: dict, job: Job) -> int:
     return status
 
 
-def _run_details(job: Job, started: float) -> dict:
-    """What the report says about how the run was made (summary.json holds what it did)."""
-    settings = job.settings
-    return {
-        "options": {
-            "profile": settings.profile,
-            "format": settings.input_format,
-            "sink": settings.sink,
-            "output_format": job.output_format,
-            **{k: v for k, v in job.options.get_all_options(drop_default=True).items() if k != "report"},
-        },
-        "shards": len(job.shards),
-        "started": datetime.datetime.fromtimestamp(started, datetime.timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC"),
-        "run_seconds": round(time.time() - started, 1),
-        "versions": versions(),
-    }
-
-
 def _show_reports(directory: str) -> list[str]:
-    lines: list[str] = []
+    """The first conversations with violations, each with where it is (line numbers too)."""
+    shown: list[dict] = []
     matched = FileSystems.match([FileSystems.join(directory, "*.jsonl")])[0].metadata_list
     for meta in sorted(matched, key=lambda m: m.path):
+        if len(shown) >= SHOWN_REPORTS:
+            break
         with FileSystems.open(meta.path) as handle:
             for raw in handle:
                 report = json.loads(raw)
-                if not report["violations"]:
-                    continue
-                kinds = ", ".join(f"{k} x{n}" for k, n in report["violations"].items())
-                lines.append(f"  {report['id']} ({report['source']} @ {report['position']}): {kinds}")
-                if len(lines) >= SHOWN_REPORTS:
-                    return lines
+                if report["violations"]:
+                    shown.append(report)
+                    if len(shown) >= SHOWN_REPORTS:
+                        break
+    lines: list[str] = []
+    for report in shown:
+        source, position = str(report["source"]), int(report["position"])
+        where = where_text(source, position, line_numbers(source, [position]).get(position))
+        kinds = ", ".join(f"{k} x{n}" for k, n in report["violations"].items())
+        lines.append(f"  {report['id']} ({where}): {kinds}")
     return lines
 
 
-def validate_job(job: Job) -> int:
+def validate_job(job: Job, stopping: Stopping) -> int:
     """Check records as they are; exit status 1 when any is not sendable (or unreadable)."""
     if not job.output and not is_local_runner(job.options):
         print(
@@ -155,8 +158,12 @@ def validate_job(job: Job) -> int:
         )
         return 2
     output = job.output or tempfile.mkdtemp(prefix="convnorm-validate-")
+    stopping.what = "the validate pipeline"
+    started = time.monotonic()
     try:
-        outcome = execute(dataclasses.replace(job, output=output), VALIDATE_SPEC, build_validate, _pipeline_runner(job))
+        outcome = execute(
+            dataclasses.replace(job, output=output), VALIDATE_SPEC, build_validate, _pipeline_runner(job), stopping
+        )
         if outcome.status is not None:
             return COMMANDS["validate"].failed if outcome.status == 1 else outcome.status
         summary = outcome.summary
@@ -168,6 +175,7 @@ def validate_job(job: Job) -> int:
                 print("\n".join(shown))
             if job.output:
                 print(f"reports: {output}/violations/ and {output}/{VALIDATION_FILE}")
+            print(f"done in {duration_text(time.monotonic() - started)}")
         return _verdict(VALIDATE, summary, job)
     finally:
         if not job.output:
@@ -175,17 +183,19 @@ def validate_job(job: Job) -> int:
 
 
 class Command(NamedTuple):
-    handler: Callable[[Job], int]
+    handler: Callable[[Job, Stopping], int]
     output_required: bool
     #: The exit status when its pipeline failed or crashed, or a file it wrote is missing.
     failed: int
+    #: What it writes under ``--output`` (for ``--dry-run``).
+    spec: Callable[[Job], OutputSpec]
 
 
 #: The exit rules of the commands: the statuses of ``main``'s docstring. A finished run's
 #: status is its summary view's ``verdict`` (``transforms.summary``).
 COMMANDS: dict[str, Command] = {
-    "run": Command(run_job, True, failed=1),
-    "validate": Command(validate_job, False, failed=3),
+    "run": Command(run_job, True, failed=1, spec=run_spec),
+    "validate": Command(validate_job, False, failed=3, spec=lambda job: VALIDATE_SPEC),
 }
 
 
@@ -196,50 +206,58 @@ def main(argv: list[str] | None = None) -> int:
     every record, normalized none of the records it read, had more dead letters than
     ``--max-dead-letters``, or a file it wrote is missing (validate: violations or unreadable
     records); 2 bad options, an output directory refused, or another run holds its lock
-    (nothing was run or deleted); 3 the validation pipeline failed (crashed). See
-    docs/outputs.md.
+    (nothing was run or deleted); 3 the validation pipeline failed (crashed); 130 stopped by
+    Ctrl-C. See docs/outputs.md.
     """
-    argv = list(sys.argv[1:] if argv is None else argv)
-    command = "run"
-    if argv and not argv[0].startswith("-"):
-        command = argv.pop(0)
-        if command == "report":
-            return report_command(argv)
-        if command not in COMMANDS:
-            known = [*COMMANDS, "report"]
-            close = difflib.get_close_matches(command, known, n=1)
-            hint = f" (did you mean {close[0]}?)" if close else ""
-            print(f"convnorm: error: unknown command {command!r}{hint}; commands: {', '.join(known)}", file=sys.stderr)
-            return 2
-    if any(a in ("-h", "--help") for a in argv):
-        print(help_text(command))
-        return 0
+    return dispatch(list(sys.argv[1:] if argv is None else argv), run_command)
+
+
+def run_command(command: str, args: list[str]) -> int:
+    """``convnorm run`` or ``convnorm validate`` with their arguments; Ctrl-C ends it in one line."""
     configure_console()
-    handler, output_required, _ = COMMANDS[command]
+    stopping = Stopping(f"planning the {command}")
     try:
-        job = load_job(argv, output_required=output_required)
+        with handling_ctrl_c(stopping):
+            return _command(command, args, stopping)
+    except KeyboardInterrupt:
+        silence_after_interrupt()
+        print(stopping_line(stopping), file=sys.stderr, flush=True)
+        return INTERRUPTED
+
+
+def _command(command: str, args: list[str], stopping: Stopping) -> int:
+    handler, output_required, failed, spec = COMMANDS[command]
+    try:
+        job = load_job(args, output_required=output_required)
     except ConfigError as error:
         print(f"convnorm: error: {error}", file=sys.stderr)
         return 2
+    stopping.output = job.output or None  # "" when validate was given none
     configure_console(quiet=_quiet(job))
     try:
+        if job.dry_run:
+            from pipeline.dry_run import dry_run
+
+            stopping.what = "the dry run"
+            return dry_run(job, command, spec(job))
         if job.options.view_as(StandardOptions).streaming:
-            return _run_streaming(command, job)
+            return _run_streaming(command, job, stopping)
         with prism_services(job.options):  # a Prism run: Prism and its workers on loopback only
-            return handler(job)
+            return handler(job, stopping)
     except PrismError as error:
         print(f"convnorm: error: {error}", file=sys.stderr)
         return 2
     except Exception as error:  # a crash gets its documented status, not a traceback's 1 (logged: BLE001 allows it)
         LOG.exception("the %s pipeline failed", command)
         print(f"convnorm: error: the {command} pipeline failed: {type(error).__name__}: {error}", file=sys.stderr)
-        return COMMANDS[command].failed
+        return failed
 
 
-def _run_streaming(command: str, job: Job) -> int:
+def _run_streaming(command: str, job: Job, stopping: Stopping) -> int:
     if command != "run":
         print(f"convnorm: error: {command} does not stream; drop --streaming", file=sys.stderr)
         return 2
     from pipeline.streaming import run_streaming  # see docs/streaming.md
 
+    stopping.what, stopping.streaming = "the streaming run", True
     return run_streaming(job)

@@ -113,6 +113,8 @@ class Snapshot:
     written: int = 0
     shards_done: int = 0
     counts: dict[str, int] = field(default_factory=dict)
+    #: The shards read to the end, by index.
+    done: set[int] = field(default_factory=set)
 
 
 def read_tallies(directory: str, shard_sizes: list[int]) -> Snapshot:
@@ -146,10 +148,12 @@ def read_tallies(directory: str, shard_sizes: list[int]) -> Snapshot:
         written=counts.get("normalized", 0),
         shards_done=len(done),
         counts=counts,
+        done=done,
     )
 
 
-def _size(n: float) -> str:
+def size_text(n: float) -> str:
+    """Bytes as a person reads them: ``812 B``, ``1.5 MiB``."""
     for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
         if n < 1024 or unit == "TiB":
             return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
@@ -163,15 +167,36 @@ def _clock(seconds: float) -> str:
     return f"{hours}:{rest // 60:02d}:{rest % 60:02d}" if hours else f"{rest // 60}:{rest % 60:02d}"
 
 
-def format_progress(snap: Snapshot, total_bytes: int, total_shards: int, elapsed: float) -> str:
-    """One line: records, bytes of the planned total, rate, ETA, dead letters so far."""
+def duration_text(seconds: float) -> str:
+    """A run's duration as a person reads it: ``2.4 s``, ``3 min 05 s``, ``1 h 02 min``."""
+    if seconds < 60:
+        return f"{seconds:.1f} s"
+    seconds = int(round(seconds))
+    if seconds < 3600:
+        return f"{seconds // 60} min {seconds % 60:02d} s"
+    return f"{seconds // 3600} h {seconds % 3600 // 60:02d} min"
+
+
+def files_done(done: set[int], shard_files: list[str]) -> int:
+    """Input files whose every shard is read (``shard_files``: each shard's file, by index)."""
+    pending = {path for index, path in enumerate(shard_files) if index not in done}
+    return len(set(shard_files) - pending)
+
+
+def format_progress(
+    snap: Snapshot, total_bytes: int, total_shards: int, elapsed: float, shard_files: list[str] | None = None
+) -> str:
+    """One line: records, bytes of the planned total, files read, rate, ETA, dead letters so far."""
     parts = [f"{snap.records:,} records"]
     if total_bytes:
         fraction = min(snap.bytes_done / total_bytes, 1.0)
-        parts.append(f"{_size(snap.bytes_done)} of {_size(total_bytes)} ({fraction:.0%})")
+        parts.append(f"{size_text(snap.bytes_done)} of {size_text(total_bytes)} ({fraction:.0%})")
     else:
         fraction = snap.shards_done / total_shards if total_shards else 0.0
         parts.append(f"{snap.shards_done} of {total_shards} shards")
+    files = len(set(shard_files or ()))
+    if files > 1:
+        parts.append(f"{files_done(snap.done, shard_files or [])} of {files} files")
     if elapsed > 0:
         parts.append(f"{snap.records / elapsed:,.0f} records/s")
     if 0.01 <= fraction < 1.0 and elapsed > 1:
@@ -248,9 +273,13 @@ class ProgressMonitor:
     that file and returns its path.
     """
 
-    def __init__(self, mode: str, shard_sizes: list[int], multi_process: bool = False) -> None:
+    def __init__(
+        self, mode: str, shard_sizes: list[int], multi_process: bool = False, shard_files: list[str] | None = None
+    ) -> None:
         self.mode = mode
         self.sizes = list(shard_sizes)
+        #: Each shard's input file, by shard index: the line counts files read.
+        self.shard_files = list(shard_files or [])
         self.total = sum(self.sizes)
         self.multi_process = multi_process
         self.worker_log: str | None = None
@@ -289,7 +318,9 @@ class ProgressMonitor:
             else:
                 os.environ[ENV] = self._saved_env
             shutil.rmtree(self._dir, ignore_errors=True)
-        self._restore_stderr(keep_log=self._failed or exc[0] is not None)
+        # Ctrl-C stopped the workers too: their tracebacks say nothing the one line does not.
+        interrupted = exc[0] is not None and issubclass(exc[0], KeyboardInterrupt)
+        self._restore_stderr(keep_log=(self._failed or exc[0] is not None) and not interrupted)
 
     def failed(self) -> str | None:
         """Mark the run failed: the workers' stderr file (if any) is kept; returns its path."""
@@ -301,7 +332,8 @@ class ProgressMonitor:
         return read_tallies(self._dir, self.sizes) if self._dir else Snapshot()
 
     def line(self) -> str:
-        return format_progress(self.snapshot(), self.total, len(self.sizes), time.monotonic() - self._started)
+        elapsed = time.monotonic() - self._started
+        return format_progress(self.snapshot(), self.total, len(self.sizes), elapsed, self.shard_files)
 
     def _log_line(self) -> None:
         LOG.info("progress: %s", self.line())

@@ -1,19 +1,24 @@
 """The run report: ``report.html`` beside ``summary.json``, one self-contained page.
 
 Built from what a run leaves on disk, never from the pipeline: ``summary.json`` (totals),
-``drops/`` (one drop-metrics line per conversation: worst sources, examples per reason) and
-``dead_letter/`` (dead letters per source, examples per reason), plus, when given, what the
-caller knows about the run (options, versions, run time) or a ``manifest.json`` found beside
-the outputs. So ``convnorm report OUT_DIR`` rebuilds the page of any finished run.
+``drops/`` (one drop-metrics line per conversation: worst sources, examples per reason),
+``dead_letter/`` (dead letters per source, examples per reason), ``_convnorm_manifest.json``
+(the options and versions), and, for a streaming output, every window's
+``OUT/<window>/summary.json`` (the windows over time) with the files' lines under
+``OUT/<window>/<file>/``. So the page a run writes and the page ``convnorm report OUT_DIR``
+rebuilds are the same page; only the footer (when it was made, how long the run took) differs.
 
-Charts are drawn by matplotlib as SVG and embedded inline: the page needs no network and no
-other file. matplotlib is an optional extra (``pip install 'convnorm[report]'``); without it
-the run still succeeds and says the report was skipped.
+Charts are inline SVG drawn by ``pipeline.charts`` (no library, no network): the page needs no
+other file. Each example conversation comes with its repairs explained: the record is read
+back from its source and normalized again with the core's trace on (``pipeline.explain``),
+before and after side by side, each entry dropped, moved, re-keyed or healed marked with its
+reason.
 
-Sections appear only when their data does: repairs (``--profile lossless``), violations
-(``--check``), the ledger of discarded fields (summary key ``ledger``), windows over time
-(summary key ``windows``), and any other summary key this page does not know yet (shown
-generically rather than hidden). Everything read from the data is HTML-escaped.
+Sections appear only when their data does: the dead-letter warning (past
+``--warn-dead-letters``), repairs (``--profile lossless``), violations (``--check``), the
+ledger of discarded fields, windows over time (streaming), and any other summary key this page
+does not know yet (shown generically rather than hidden). Everything read from the data is
+HTML-escaped.
 
 Layout: plain functions that read (``scan_drops``, ``scan_dead_letters``, ``collect``), one
 that renders (``render_html``), one that writes (``write_report``); no Beam pipeline here.
@@ -23,15 +28,20 @@ from __future__ import annotations
 
 import datetime
 import html
-import io
 import json
 import logging
 import os
 import platform
 from dataclasses import dataclass, field
-from typing import Iterable, Iterator
+from typing import TYPE_CHECKING, Iterable, Iterator
 
 import orjson
+
+from pipeline.charts import ALERT_COLOR, BAR_COLOR, OK_COLOR, bar_chart, line_chart
+from transforms.normalize import CALL_REASONS
+
+if TYPE_CHECKING:
+    from pipeline.explain import Located
 
 LOG = logging.getLogger("convnorm")
 
@@ -44,8 +54,17 @@ WORST_SOURCES = 10
 EXAMPLES_PER_REASON = 3
 #: Rows of a table of unknown shape (windows of a long streaming run can be many).
 GENERIC_ROWS = 200
-#: Characters of an id, a path or a dead letter's detail shown in a table cell.
+#: Characters of an id, a path or a value shown in a table cell.
 CELL_CHARS = 60
+#: Characters of a dead letter's raw input shown under it.
+RAW_CHARS = 600
+#: Where a streaming run keeps its files' dead letters (a batch run: dead_letter/part-*.jsonl).
+DEAD_LETTER_PATTERNS = ("dead_letter/part-*.jsonl", "*/*/dead_letter.jsonl")
+#: The marker of a streaming output directory (``pipeline.outputs.STREAMING_MARKER``).
+STREAMING_MARKER = "_convnorm_streaming.json"
+MANIFEST_FILE = "_convnorm_manifest.json"
+#: Examples over --max-example-tokens listed one by one (all are counted in summary.json).
+OVER_LIMIT_LISTED = 20
 
 #: The ledger of discarded fields in summary.json (transforms/summary.py, docs/ledger.md).
 LEDGER_KEYS = ("discarded_fields", "discarded_chars", "discarded_by_name", "conversations_with_discards")
@@ -72,17 +91,16 @@ KNOWN_KEYS = frozenset(
         "accounted",
         "ledger",
         "windows",
+        "tokens",
         *LEDGER_KEYS,
     }
 )
 
-BAR_COLOR = "#3b6ea5"
-ALERT_COLOR = "#c0504d"
-OK_COLOR = "#4f9a5b"
+__all__ = ["ALERT_COLOR", "BAR_COLOR", "OK_COLOR", "REPORT_FILE", "collect", "render_html", "write_report"]
 
 
 class ReportUnavailable(RuntimeError):
-    """The report cannot be drawn here (matplotlib is not installed)."""
+    """The report cannot be written here."""
 
 
 # --------------------------------------------------------------------------------------------
@@ -112,12 +130,29 @@ class RunDetails:
     drop_examples: dict[str, list[dict]] = field(default_factory=dict)
     #: dead-letter reason -> the first dead letters of that reason
     dead_letter_examples: dict[str, list[dict]] = field(default_factory=dict)
+    #: drops and dead letters as the per-record lines count them (the page checks them against summary.json)
+    dropped: int = 0
+    dead_letters: int = 0
+    #: The first examples over --max-example-tokens (--tokens): drop metrics of those kept,
+    #: dead letters of those dropped, in output order.
+    over_limit: list[dict] = field(default_factory=list)
 
     def source(self, path: str) -> SourceStats:
         stats = self.sources.get(path)
         if stats is None:
             stats = self.sources[path] = SourceStats()
         return stats
+
+    def examples(self, order: Iterable[str] = ()) -> list[tuple[dict, list[str]]]:
+        """Each example conversation once, with the reasons it is an example of: in the order of
+        ``order`` (summary.json's reasons), then any other reason."""
+        reasons = list(order) + sorted(set(self.drop_examples) - set(order))
+        shown: dict[str, tuple[dict, list[str]]] = {}
+        for reason in reasons:
+            for metrics in self.drop_examples.get(reason, []):
+                key = f"{metrics.get('source')}\0{metrics.get('position')}"
+                shown.setdefault(key, (metrics, []))[1].append(reason)
+        return list(shown.values())
 
 
 def scan_drops(metrics: Iterable[dict], details: RunDetails, examples: int = EXAMPLES_PER_REASON) -> None:
@@ -127,11 +162,14 @@ def scan_drops(metrics: Iterable[dict], details: RunDetails, examples: int = EXA
         stats.records += 1
         stats.messages_in += m.get("messages_in", 0)
         stats.dropped += m.get("dropped", 0)
+        details.dropped += m.get("dropped", 0)
         stats.conversations_with_drops += m.get("dropped", 0) > 0
         for reason, n in (m.get("drops") or {}).items():
             shown = details.drop_examples.setdefault(reason, [])
             if n and len(shown) < examples:
                 shown.append(m)
+        if m.get("over_token_limit") and len(details.over_limit) < OVER_LIMIT_LISTED:
+            details.over_limit.append(m)
 
 
 def scan_dead_letters(letters: Iterable[dict], details: RunDetails, examples: int = EXAMPLES_PER_REASON) -> None:
@@ -140,9 +178,12 @@ def scan_dead_letters(letters: Iterable[dict], details: RunDetails, examples: in
         stats = details.source(str(letter.get("source", "?")))
         stats.records += 1
         stats.dead_letters += 1
+        details.dead_letters += 1
         shown = details.dead_letter_examples.setdefault(str(letter.get("reason", "?")), [])
         if len(shown) < examples:
             shown.append(letter)
+        if letter.get("reason") == "over_token_limit" and len(details.over_limit) < OVER_LIMIT_LISTED:
+            details.over_limit.append(letter)
 
 
 def worst_sources(details: RunDetails, limit: int = WORST_SOURCES) -> list[tuple[str, SourceStats]]:
@@ -152,22 +193,30 @@ def worst_sources(details: RunDetails, limit: int = WORST_SOURCES) -> list[tuple
     return hit[:limit]
 
 
-def _read_json_lines(directory: str) -> Iterator[dict]:
+def _matched(output: str, patterns: Iterable[str]) -> list[str]:
     from apache_beam.io.filesystems import FileSystems  # any Beam filesystem, as the job's outputs
 
-    pattern = FileSystems.join(directory, "part-*.jsonl")
-    try:
-        matched = FileSystems.match([pattern])[0].metadata_list
-    except Exception:  # noqa: BLE001 — a missing directory is "no records" here
-        return
-    for meta in sorted(matched, key=lambda m: m.path):
-        with FileSystems.open(meta.path) as handle:
+    paths: list[str] = []
+    for pattern in patterns:
+        try:
+            paths += sorted(m.path for m in FileSystems.match([FileSystems.join(output, pattern)])[0].metadata_list)
+        except Exception:  # noqa: BLE001 — a layout that is not there is "no records" here
+            continue
+    return paths
+
+
+def _read_json_lines(paths: Iterable[str]) -> Iterator[dict]:
+    from apache_beam.io.filesystems import FileSystems
+
+    for path in paths:
+        with FileSystems.open(path) as handle:
             for line in handle:
                 if line.strip():
                     yield orjson.loads(line)  # one line per conversation: millions in a big run
 
 
-def _read_json(path: str) -> dict | None:
+def read_json(path: str) -> dict | None:
+    """A JSON document on any Beam filesystem; ``None`` when it is not there."""
     from apache_beam.io.filesystems import FileSystems
 
     if not FileSystems.exists(path):
@@ -177,35 +226,97 @@ def _read_json(path: str) -> dict | None:
 
 
 @dataclass
+class Window:
+    name: str
+    summary: dict
+
+
+@dataclass
 class ReportData:
     output: str
     summary: dict
     details: RunDetails
-    #: options, versions, timing: from the caller, or from a manifest.json beside the outputs
+    #: The run's manifest (options, versions), or {} (a streaming output has none)
+    manifest: dict
+    #: What only the run itself knows (``run_seconds``), shown in the footer; {} when rebuilt
     run: dict
+    #: A streaming output's windows, oldest first ([] for a batch run)
+    windows: list[Window] = field(default_factory=list)
+    #: (source, position) -> 1-based line, for the positions the page shows
+    lines: dict[tuple[str, int], int] = field(default_factory=dict)
+    #: example id -> its explanation (``pipeline.explain.Located``) or why there is none
+    explained: dict[str, Located | str] = field(default_factory=dict)
 
 
-def collect(output: str, run: dict | None = None) -> ReportData:
+def collect(output: str, run: dict | None = None, explain_examples: bool = True) -> ReportData:
     """Read a finished run's outputs under ``output``. Raises FileNotFoundError without summary.json."""
     from apache_beam.io.filesystems import FileSystems
 
-    summary = _read_json(FileSystems.join(output, "summary.json"))
+    from pipeline.explain import DROPS_PATTERNS
+
+    summary = read_json(FileSystems.join(output, "summary.json"))
     if summary is None:
         raise FileNotFoundError(f"{output!r} holds no summary.json (is it a convnorm run's --output?)")
     details = RunDetails()
-    scan_drops(_read_json_lines(FileSystems.join(output, "drops")), details)
-    scan_dead_letters(_read_json_lines(FileSystems.join(output, "dead_letter")), details)
-    if run is None:
-        run = _read_json(FileSystems.join(output, "manifest.json")) or {}
-    return ReportData(output, summary, details, run)
+    scan_drops(_read_json_lines(_matched(output, DROPS_PATTERNS)), details)
+    scan_dead_letters(_read_json_lines(_matched(output, DEAD_LETTER_PATTERNS)), details)
+    manifest = read_json(FileSystems.join(output, MANIFEST_FILE)) or {}
+    data = ReportData(output, summary, details, manifest, dict(run or {}), _windows(output))
+    data.lines = _example_lines(details)
+    if explain_examples:
+        data.explained = _explain_examples(output, details, summary)
+    return data
+
+
+def _windows(output: str) -> list[Window]:
+    """A streaming output's window summaries (``OUT/<window>/summary.json``), by window name."""
+    from apache_beam.io.filesystems import FileSystems
+
+    if not FileSystems.exists(FileSystems.join(output, STREAMING_MARKER)):
+        return []
+    return [
+        Window(path.rstrip("/").rsplit("/", 2)[-2], read_json(path) or {})
+        for path in _matched(output, ["*/summary.json"])
+    ]
+
+
+def _example_lines(details: RunDetails) -> dict[tuple[str, int], int]:
+    """Line numbers of every position the examples show, one read per source file."""
+    from pipeline.sources import line_numbers
+
+    wanted: dict[str, set[int]] = {}
+    for records in (*details.drop_examples.values(), *details.dead_letter_examples.values(), details.over_limit):
+        for record in records:
+            wanted.setdefault(str(record.get("source")), set()).add(int(record.get("position", -1)))
+    return {
+        (source, position): line
+        for source, positions in wanted.items()
+        for position, line in line_numbers(source, positions).items()
+    }
+
+
+def _explain_examples(output: str, details: RunDetails, summary: dict) -> dict[str, Located | str]:
+    """Each example conversation read back and explained, or the reason it could not be."""
+    from pipeline.explain import NotFound, locate
+
+    explained: dict[str, Located | str] = {}
+    for metrics, _ in details.examples(summary.get("dropped_by_reason", {})):
+        rid = str(metrics.get("id"))
+        try:
+            explained[rid] = locate(output, rid, metrics=metrics)
+        except NotFound as why:
+            explained[rid] = str(why)
+        except Exception as error:  # noqa: BLE001 — the page is still worth having without this block
+            explained[rid] = f"could not be read back: {type(error).__name__}: {error}"
+    return explained
 
 
 def versions() -> dict[str, str]:
-    """Versions of the software that made the run (and the report)."""
+    """Versions of the software that made the report."""
     from importlib import metadata
 
     found = {"python": platform.python_version()}
-    for name in ("convnorm", "apache-beam", "orjson", "pyarrow", "matplotlib"):
+    for name in ("convnorm", "apache-beam", "orjson", "pyarrow"):
         try:
             found[name] = metadata.version(name)
         except metadata.PackageNotFoundError:
@@ -214,86 +325,7 @@ def versions() -> dict[str, str]:
 
 
 # --------------------------------------------------------------------------------------------
-# Charts (matplotlib -> inline SVG)
-
-
-def _pyplot():
-    """matplotlib's ``Figure`` and ``MaxNLocator`` with the report's style set. Not pyplot: a
-    figure drawn straight to SVG needs no backend or figure manager, and pyplot's import is a
-    measurable part of a small run's time (bench/bench_startup.py); the SVG is the same."""
-    try:
-        import matplotlib
-    except ImportError:
-        raise ReportUnavailable(
-            "matplotlib is not installed; install the report extra: pip install 'convnorm[report]'"
-        ) from None
-    from matplotlib.figure import Figure
-    from matplotlib.ticker import MaxNLocator
-
-    matplotlib.rcParams.update(
-        {
-            "svg.fonttype": "none",  # text stays text: smaller, selectable, searchable
-            "svg.hashsalt": "convnorm",  # stable element ids: the same data draws the same SVG
-            "font.size": 10,
-            "axes.spines.top": False,
-            "axes.spines.right": False,
-        }
-    )
-    return Figure, MaxNLocator
-
-
-def _subplots(figsize: tuple[float, float]):
-    figure, _ = _pyplot()
-    fig = figure(figsize=figsize)
-    return fig, fig.subplots()
-
-
-def _svg(fig) -> str:
-    buffer = io.StringIO()
-    fig.savefig(buffer, format="svg", bbox_inches="tight", metadata={"Date": None})
-    text = buffer.getvalue()
-    return text[text.index("<svg") :]  # drop the XML prolog and doctype: the SVG sits inside HTML
-
-
-def bar_chart(counts: dict[str, int], title: str, *, horizontal: bool = True, color: str = BAR_COLOR) -> str:
-    """An SVG bar chart of ``counts`` (in the dict's order), each bar labelled with its value."""
-    _, max_n_locator = _pyplot()
-    labels, values = list(counts), list(counts.values())
-    if horizontal:
-        fig, ax = _subplots((5.6, 0.32 * max(len(labels), 3) + 0.8))
-        bars = ax.barh(labels, values, color=color)
-        ax.invert_yaxis()  # first reason on top, as in the tables
-        ax.set_xlim(0, max(values + [1]) * 1.15)
-        ax.xaxis.set_major_locator(max_n_locator(integer=True))
-    else:
-        fig, ax = _subplots((5.6, 2.8))
-        bars = ax.bar(labels, values, color=color)
-        ax.set_ylim(0, max(values + [1]) * 1.15)
-        ax.yaxis.set_major_locator(max_n_locator(integer=True))
-    ax.bar_label(bars, labels=[f"{v:,}" for v in values], padding=3, fontsize=9)
-    ax.set_title(title, loc="left", fontsize=11)
-    return _svg(fig)
-
-
-def line_chart(series: dict[str, list[float]], xlabels: list[str], title: str) -> str:
-    fig, ax = _subplots((7.5, 2.8))
-    for name, values in series.items():
-        ax.plot(range(len(values)), values, marker="o", markersize=3, label=name)
-    step = max(1, len(xlabels) // 8)
-    ax.set_xticks(
-        range(0, len(xlabels), step),
-        [xlabels[i] for i in range(0, len(xlabels), step)],
-        rotation=20,
-        ha="right",
-        fontsize=8,
-    )
-    ax.legend(fontsize=8, frameon=False)
-    ax.set_title(title, loc="left", fontsize=11)
-    return _svg(fig)
-
-
-# --------------------------------------------------------------------------------------------
-# HTML
+# HTML pieces
 
 
 def _e(value) -> str:
@@ -301,11 +333,9 @@ def _e(value) -> str:
 
 
 def _short(text, limit: int = CELL_CHARS) -> str:
+    """A value cut at its end (an id, a path keeps its start; the cell's title has it whole)."""
     text = str(text)
-    if len(text) <= limit:
-        return text
-    half = (limit - 1) // 2
-    return text[:half] + "…" + text[-(limit - 1 - half) :]
+    return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
 def _num(value) -> str:
@@ -318,24 +348,466 @@ def _num(value) -> str:
     return str(value)
 
 
-def _count_table(counts: dict, key: str, heading: str) -> str:
-    """A two-column table of counts; each number cell carries data-key="<key>.<name>"."""
-    rows = "".join(
-        f'<tr><td>{_e(name)}</td><td class="n" data-key="{_e(key)}.{_e(name)}">{_num(n)}</td></tr>'
-        for name, n in counts.items()
-    )
-    return f'<table class="counts"><tr><th>{_e(heading)}</th><th class="n">count</th></tr>{rows}</table>'
-
-
 def _figure(svg: str, name: str) -> str:
     return f'<figure class="chart" data-chart="{_e(name)}">{svg}</figure>'
 
 
-def _counts_chart(counts: dict, name: str, title: str, nothing: str, **style) -> str:
-    """A bar chart of ``counts``, or a line saying there is nothing to chart (all zero)."""
-    if not any(counts.values()):
+def _count_table(counts: dict, key: str, heading: str, nonzero_only: bool = False) -> str:
+    """A table of counts (each number cell carries data-key="<key>.<name>"); with
+    ``nonzero_only``, the names counted 0 follow in one line instead of a row each."""
+    shown = {k: v for k, v in counts.items() if v or not nonzero_only}
+    rows = "".join(
+        f'<tr><td>{_e(name)}</td><td class="n" data-key="{_e(key)}.{_e(name)}">{_num(n)}</td></tr>'
+        for name, n in shown.items()
+    )
+    table = (
+        f'<table class="counts"><tr><th>{_e(heading)}</th><th class="n">count</th></tr>{rows}</table>' if rows else ""
+    )
+    zeros = [name for name, n in counts.items() if not n] if nonzero_only else []
+    if zeros:
+        table += (
+            '<p class="none">none for: '
+            + ", ".join(f'{_e(name)} <span data-key="{_e(key)}.{_e(name)}">0</span>' for name in zeros)
+            + "</p>"
+        )
+    return table
+
+
+def _counts_chart(
+    counts: dict, name: str, title: str, nothing: str, value_title: str, label_title: str, **style
+) -> str:
+    """A bar chart of the non-zero ``counts``, or a line saying there is nothing to chart."""
+    nonzero = {k: v for k, v in counts.items() if v}
+    if not nonzero:
         return f'<p class="none">{_e(nothing)}</p>'
-    return _figure(bar_chart(counts, title, **style), name)
+    return _figure(bar_chart(nonzero, title, value_title=value_title, label_title=label_title, **style), name)
+
+
+def _tile(label: str, key: str | None, value, cls: str = "", note: str = "") -> str:
+    data = f' data-key="{_e(key)}"' if key else ""
+    title = f' title="{_e(note)}"' if note else ""
+    return (
+        f'<div class="tile {cls}"{title}><div class="v"{data}>{_num(value)}</div><div class="l">{_e(label)}</div></div>'
+    )
+
+
+def _where(record: dict, lines: dict) -> str:
+    """``file.jsonl line 45 (byte 12,345)``, ``element 3`` of a .json, ``row 3`` of Parquet."""
+    from pipeline.explain import where_text
+
+    source, position = str(record.get("source", "?")), int(record.get("position", -1))
+    return where_text(source, position, lines.get((source, position)))
+
+
+def _is_number(value) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def _cell(value) -> str:
+    if _is_number(value):
+        return _num(value)
+    return _short(value if isinstance(value, str) else json.dumps(value, ensure_ascii=False))
+
+
+# --------------------------------------------------------------------------------------------
+# Sections
+
+
+def render_html(data: ReportData, generated: str | None = None) -> str:
+    """The whole page as one string (charts inline)."""
+    s = data.summary
+    parts = [
+        _header_html(data),
+        _windows_html(data),
+        _messages_html(s),
+        _drops_html(s),
+        _opt_in_html({k: v for k, v in s.items() if not (k == "windows" and data.windows)}),
+        _tokens_html(s.get("tokens"), data),
+        _worst_sources_html(data.details),
+        _examples_html(data),
+        _run_html(data.manifest),
+        _footer_html(data.run, generated),
+    ]
+    return page_html(f"convnorm report: {data.output}", "".join(parts))
+
+
+def page_html(title: str, body: str) -> str:
+    """A self-contained page: ``title`` (escaped here), the report's style, ``body`` as given."""
+    return (
+        '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
+        '<meta name="viewport" content="width=device-width, initial-scale=1">'
+        f"<title>{_e(title)}</title><style>{STYLE}</style></head>"
+        f"<body><main>{body}</main></body></html>\n"
+    )
+
+
+def _warning_limit(manifest: dict):
+    """``--warn-dead-letters`` of the run (its manifest's options; the default when not given)."""
+    from pipeline.flags import DEFAULT_WARN_DEAD_LETTERS
+    from transforms.summary import DeadLetterLimit
+
+    options = manifest.get("options")
+    options = options if isinstance(options, dict) else {}
+    try:
+        return DeadLetterLimit.parse(options.get("warn_dead_letters", DEFAULT_WARN_DEAD_LETTERS), "--warn-dead-letters")
+    except ValueError:
+        return None
+
+
+def _header_html(data: ReportData) -> str:
+    """Title line, the warnings a person must see first, and the tiles of totals."""
+    from transforms.summary import dead_letter_warning
+
+    s = data.summary
+    accounted = s.get("accounted")
+    kind = "streaming run" if data.windows else "run"
+    header = (
+        f'<h1>convnorm {kind} report</h1><div class="sub">{_e(data.output)} · profile '
+        f'<b data-key="profile">{_e(s.get("profile", "?"))}</b> · '
+        f"{'every record accounted for' if accounted else 'NOT every record accounted for'}"
+        f'<span hidden data-key="accounted">{_num(accounted)}</span></div>'
+    )
+    banners = []
+    warning = dead_letter_warning(s, _warning_limit(data.manifest)) if "dead_letters_by_reason" in s else None
+    if warning:
+        banners.append(f"Warning: {warning}. The examples below show each reason; dead_letter/ holds them all.")
+    if not accounted:
+        banners.append("Records in ≠ normalized + dead-lettered: some records are not accounted for (no _SUCCESS).")
+    d = data.details
+    if (d.dropped, d.dead_letters) != (s.get("dropped", 0), s.get("dead_letters", 0)):
+        banners.append(
+            f"The per-conversation files hold {d.dropped:,} drops and {d.dead_letters:,} dead letters, "
+            f"summary.json {s.get('dropped', 0):,} and {s.get('dead_letters', 0):,}: they were changed since the run."
+        )
+    tiles = [
+        _tile("records in", "records_in", s.get("records_in", 0)),
+        _tile("normalized", "records_out", s.get("records_out", 0)),
+        _tile("dead-lettered", "dead_letters", s.get("dead_letters", 0), "bad" if s.get("dead_letters") else "good"),
+        _tile("messages in", "messages_in", s.get("messages_in", 0)),
+        _tile("messages out", "messages_out", s.get("messages_out", 0)),
+        _tile(
+            "dropped (MEM-5 count)",
+            "dropped",
+            s.get("dropped", 0),
+            "bad" if s.get("dropped") else "good",
+            "messages dropped plus calls dropped from turns that stayed",
+        ),
+        _tile("results added (healed)", "healed", s.get("healed", 0)),
+        _tile("conversations with drops", "conversations_with_drops", s.get("conversations_with_drops", 0)),
+        _tile("blank lines skipped", "blank_lines", s.get("blank_lines", 0)),
+    ]
+    return (
+        header
+        + "".join(f'<p class="banner">{_e(b)}</p>' for b in banners)
+        + '<div class="tiles">'
+        + "".join(tiles)
+        + "</div>"
+    )
+
+
+def reconciliation(s: dict) -> dict[str, int]:
+    """How the message counts add up: in - messages dropped + results added = out, and the
+    calls dropped from turns that stayed, which MEM-5's drop count adds (it counts both)."""
+    by_reason = s.get("dropped_by_reason", {})
+    calls = sum(n for r, n in by_reason.items() if r in CALL_REASONS)
+    return {
+        "messages in": s.get("messages_in", 0),
+        "messages dropped": s.get("dropped", 0) - calls,
+        "results added (healed)": s.get("healed", 0),
+        "messages out": s.get("messages_out", 0),
+        "calls dropped from turns that stayed": calls,
+        "MEM-5 drop count": s.get("dropped", 0),
+    }
+
+
+def _messages_html(s: dict) -> str:
+    """Messages in and out, reconciled."""
+    r = reconciliation(s)
+    adds_up = r["messages in"] - r["messages dropped"] + r["results added (healed)"] == r["messages out"]
+    by_reason = s.get("dropped_by_reason", {})
+    message_reasons = ", ".join(f"{k} {n:,}" for k, n in by_reason.items() if n and k not in CALL_REASONS) or "none"
+    call_reasons = ", ".join(f"{k} {n:,}" for k, n in by_reason.items() if n and k in CALL_REASONS) or "none"
+    rows = [
+        ("messages in", r["messages in"], "", "as the readers produced them"),
+        ("− messages dropped", r["messages dropped"], "derived.messages_dropped", message_reasons),
+        ("+ results added (healed)", r["results added (healed)"], "", "a synthetic result for each unanswered call"),
+        ("= messages out", r["messages out"], "", "" if adds_up else "DOES NOT ADD UP"),
+        (
+            "calls dropped from turns that stayed",
+            r["calls dropped from turns that stayed"],
+            "derived.calls_dropped",
+            call_reasons,
+        ),
+        ("MEM-5 drop count (messages + calls)", r["MEM-5 drop count"], "", "summary.json's dropped"),
+    ]
+    table = "".join(
+        f'<tr><td>{_e(label)}</td><td class="n" data-key="{_e(key)}">{_num(value)}</td><td>{_e(note)}</td></tr>'
+        if key
+        else f'<tr><td>{_e(label)}</td><td class="n">{_num(value)}</td><td>{_e(note)}</td></tr>'
+        for label, value, key, note in rows
+    )
+    flow = {k: r[k] for k in ("messages in", "messages dropped", "results added (healed)", "messages out")}
+    chart = _figure(
+        bar_chart(flow, "Messages in and out", value_title="messages", label_title="", color=OK_COLOR), "messages"
+    )
+    return (
+        '<h2>Messages in and out</h2><div class="grid"><div class="card">'
+        f'<table class="recon"><tr><th></th><th class="n">count</th><th>which</th></tr>{table}</table>'
+        "<p>MEM-5 counts a call removed from a turn as a drop, as it counts a message removed from the list: "
+        "its drop count is the messages dropped plus the calls dropped. The messages add up without the calls.</p>"
+        f'</div><div class="card">{chart}</div></div>'
+    )
+
+
+def _drops_html(s: dict) -> str:
+    """What was dropped, what could not be read: charts and tables."""
+    drops = s.get("dropped_by_reason", {})
+    letters = s.get("dead_letters_by_reason", {})
+    histogram = s.get("drops_histogram", {})
+    return (
+        '<h2>Drops and dead letters</h2><div class="grid">'
+        + '<div class="card">'
+        + _counts_chart(
+            drops,
+            "dropped_by_reason",
+            "Drops, by reason",
+            "Nothing was dropped.",
+            "drops (messages, or calls for unusable_call and redeclared_call)",
+            "reason",
+        )
+        + _count_table(drops, "dropped_by_reason", "drop reason", nonzero_only=True)
+        + "</div>"
+        + '<div class="card">'
+        + _counts_chart(
+            letters,
+            "dead_letters_by_reason",
+            "Dead letters, by reason",
+            "No record was dead-lettered.",
+            "records",
+            "reason",
+            color=ALERT_COLOR,
+        )
+        + _count_table(letters, "dead_letters_by_reason", "dead-letter reason", nonzero_only=True)
+        + "</div>"
+        + '<div class="card">'
+        + _figure(
+            bar_chart(
+                histogram,
+                "Conversations by drops",
+                value_title="conversations",
+                label_title="drops in the conversation",
+                horizontal=False,
+            ),
+            "drops_histogram",
+        )
+        + _count_table(histogram, "drops_histogram", "drops in the conversation")
+        + "</div></div>"
+    )
+
+
+#: The series of the windows chart: summary key -> legend.
+WINDOW_SERIES = {"records_in": "records", "dropped": "drops", "dead_letters": "dead letters"}
+#: A window summary's ``progress`` object (streaming): key -> legend.
+PROGRESS_SERIES = {
+    "rows_per_s": "records/s",
+    "files_done": "files done",
+    "files_pending": "files pending",
+    "oldest_pending_age_s": "oldest pending (s)",
+}
+
+
+def _windows_html(data: ReportData) -> str:
+    """A streaming run's windows over time: counts per window, progress, and whether they add up."""
+    if not data.windows:
+        return ""
+    from transforms import summary as summaries
+
+    labels = [_window_label(w.name) for w in data.windows]
+    counts = {legend: [w.summary.get(key, 0) for w in data.windows] for key, legend in WINDOW_SERIES.items()}
+    parts = [
+        '<h2>Windows over time</h2><div class="grid"><div class="card">',
+        _figure(line_chart(counts, labels, "Per window", x_title="window start (UTC)", y_title="count"), "windows"),
+        "</div>",
+    ]
+    progress = [w.summary.get("progress") for w in data.windows]
+    if any(isinstance(p, dict) for p in progress):
+        series = {
+            legend: [float((p or {}).get(key) or 0) for p in progress]
+            for key, legend in PROGRESS_SERIES.items()
+            if any(isinstance(p, dict) and key in p for p in progress)
+        }
+        parts.append(
+            '<div class="card">'
+            + _figure(
+                line_chart(series, labels, "Progress per window", x_title="window start (UTC)", y_title="value"),
+                "progress",
+            )
+            + "</div>"
+        )
+    parts.append("</div>")
+    total: dict = {}
+    for w in data.windows:
+        total = summaries.merge(
+            total, {k: v for k, v in w.summary.items() if _is_number(v) or k.endswith("_by_reason")}
+        )
+    checked = ("records_in", "records_out", "dead_letters", "dropped", "healed", "messages_in", "messages_out")
+    differ = [k for k in checked if total.get(k, 0) != data.summary.get(k, 0)]
+    if differ:
+        parts.append(
+            '<p class="banner">The windows do not add up to summary.json for '
+            + ", ".join(f"{k} ({total.get(k, 0):,} vs {data.summary.get(k, 0):,})" for k in differ)
+            + ": a window may still be open, or the run stopped before its last summary.</p>"
+        )
+    else:
+        parts.append(f"<p>{len(data.windows):,} windows; their totals are summary.json's (the tiles above).</p>")
+    head = "".join(f'<th class="n">{_e(legend)}</th>' for legend in WINDOW_SERIES.values())
+    rows = "".join(
+        f'<tr><td class="mono">{_e(w.name)}</td>'
+        + "".join(f'<td class="n">{_num(w.summary.get(key, 0))}</td>' for key in WINDOW_SERIES)
+        + "</tr>"
+        for w in data.windows[-GENERIC_ROWS:]
+    )
+    parts.append(f'<div class="scroll"><table><tr><th>window</th>{head}</tr>{rows}</table></div>')
+    return "".join(parts)
+
+
+def _window_label(name: str) -> str:
+    """``20261130T120000Z-...`` -> ``11-30 12:00:00``."""
+    start = name.split("-", 1)[0]
+    if len(start) == 16 and start[8] == "T":
+        return f"{start[4:6]}-{start[6:8]} {start[9:11]}:{start[11:13]}:{start[13:15]}"
+    return name
+
+
+def _opt_in_html(s: dict) -> str:
+    """The counts only some runs have (repairs, --check, the ledger, windows, unknown keys)."""
+    parts: list[str] = []
+    add = parts.append
+    if "repairs" in s:
+        add(
+            '<h2>Repairs (opt-in profile)</h2><div class="card">'
+            + _counts_chart(
+                s["repairs"], "repairs", "Repairs, by kind", "No repair was needed.", "repairs", "kind", color=OK_COLOR
+            )
+            + _count_table(s["repairs"], "repairs", "repair")
+            + "</div>"
+        )
+    if "violations" in s:
+        add(
+            '<h2>Sendability violations in the output (--check)</h2><div class="card">'
+            + _counts_chart(
+                s["violations"],
+                "violations",
+                "Violations, by kind",
+                "No output conversation breaks a provider's pairing rules.",
+                "violations",
+                "kind",
+                color=ALERT_COLOR,
+            )
+            + _count_table(s["violations"], "violations", "violation")
+            + f'<p>conversations with violations: <b data-key="conversations_with_violations">'
+            f"{_num(s.get('conversations_with_violations', 0))}</b></p></div>"
+        )
+    if "discarded_by_name" in s:
+        add(_ledger_section(s))
+    if "ledger" in s:
+        add(
+            '<h2>Ledger of discarded fields</h2><div class="card">'
+            + _generic(s["ledger"], "ledger", "Ledger")
+            + "</div>"
+        )
+    if "windows" in s:
+        add('<h2>Windows over time</h2><div class="card">' + _generic(s["windows"], "windows", "Windows") + "</div>")
+    for key in s:
+        if key not in KNOWN_KEYS:
+            add(f'<h2>{_e(key)}</h2><div class="card">' + _generic(s[key], key, key) + "</div>")
+    return "".join(parts)
+
+
+def _tokens_html(t: dict | None, data: ReportData) -> str:
+    """Fine-tuning readiness (--tokens): the figures, the histogram, the examples over the limit."""
+    if t is None:
+        return ""
+    key = "tokens."
+    limit = t.get("max_example_tokens")
+    tiles = [
+        _tile("examples counted", key + "examples", t["examples"]),
+        _tile(f"tokens ({t['encoding']})", key + "total", t["total"]),
+        *(_tile(f"{name} tokens per example", key + name, t[name]) for name in ("min", "p50", "p90", "p99", "max")),
+        _tile(
+            "without an assistant message",
+            key + "without_assistant",
+            t["without_assistant"],
+            "bad" if t["without_assistant"] else "good",
+        ),
+    ]
+    if limit is not None:
+        tiles.append(
+            _tile(f"over {limit:,} tokens", key + "over_limit", t["over_limit"], "bad" if t["over_limit"] else "good")
+        )
+    tiles += [
+        _tile("training tokens per epoch", key + "training_tokens_per_epoch", t["training_tokens_per_epoch"]),
+        _tile("epochs" + (" (default)" if t.get("epochs_default") else ""), key + "epochs", t["epochs"]),
+        _tile("training tokens", key + "training_tokens", t["training_tokens"]),
+    ]
+    if "estimated_cost" in t:
+        tiles.append(
+            f'<div class="tile"><div class="v" data-key="tokens.estimated_cost">{t["estimated_cost"]:,.2f}</div>'
+            f'<div class="l">estimated cost at <span data-key="tokens.price_per_mtok">{_e(t["price_per_mtok"])}</span>'
+            " per 1M training tokens</div></div>"
+        )
+    histogram = t["histogram"]
+    # Buckets past the longest example are empty: the chart stops at the last one in use.
+    used = [label for label, n in histogram.items() if n]
+    shown = dict(list(histogram.items())[: list(histogram).index(used[-1]) + 1]) if used else histogram
+    chart = bar_chart(
+        shown,
+        "Examples by tokens per example",
+        value_title="examples",
+        label_title="tokens per example",
+        horizontal=False,
+    )
+    return (
+        '<h2>Fine-tuning readiness (--tokens)</h2><div class="card"><p>Tokens per example as the sink writes '
+        f'it, in <b data-key="tokens.encoding">{_e(t["encoding"])}</b>; quantiles by nearest rank. Training tokens '
+        "cover the examples written, each billed up to the limit, for the epochs shown (docs/fine-tuning.md)."
+        '</p><div class="tiles">'
+        + "".join(tiles)
+        + "</div>"
+        + _figure(chart, "tokens_histogram")
+        + _count_table(histogram, "tokens.histogram", "tokens per example")
+        + _over_limit_html(t, data)
+        + "</div>"
+    )
+
+
+def _over_limit_html(t: dict, data: ReportData) -> str:
+    over = data.details.over_limit
+    limit = t.get("max_example_tokens")
+    if limit is None:
+        return '<p class="none">No --max-example-tokens: no limit checked.</p>'
+    model = f" ({_e(t['limit_model'])})" if t.get("limit_model") else ""
+    head = (
+        f'<h3>Examples over <span data-key="tokens.max_example_tokens">{_num(limit)}</span> tokens{model}</h3>'
+        f'<p>kept in the output: <b data-key="tokens.over_limit_kept">{_num(t["over_limit_kept"])}</b> · '
+        "dead-lettered (over_token_limit): "
+        f'<b data-key="tokens.over_limit_dropped">{_num(t["over_limit_dropped"])}</b></p>'
+    )
+    if not over:
+        return head + '<p class="none">No example is over the limit.</p>'
+    rows = "".join(
+        f'<tr><td class="mono">{_e(_short(item.get("id", "—"), 40))}</td>'
+        f'<td class="mono">{_e(_where(item, data.lines))}</td>'
+        f'<td class="n">{_num(item.get("tokens", 0))}</td>'
+        f"<td>{'dead-lettered' if 'reason' in item else 'kept'}</td></tr>"
+        for item in over
+    )
+    more = t["over_limit"] - len(over)
+    tail = f'<p class="none">The first {len(over):,}; {more:,} more are counted above.</p>' if more > 0 else ""
+    return (
+        head + '<div class="scroll"><table class="examples"><tr><th>id</th><th>where</th><th class="n">tokens</th>'
+        "<th>fate</th></tr>" + rows + "</table></div>" + tail
+    )
 
 
 def _ledger_section(s: dict) -> str:
@@ -360,30 +832,11 @@ def _ledger_section(s: dict) -> str:
             "discarded_by_name",
             "Discarded fields, by name",
             "Coercion discarded nothing.",
+            "fields",
+            "field name",
         )
-        + f"<table><tr><th>field</th><th>fields</th><th>characters</th></tr>{rows}</table></div>"
+        + f'<table><tr><th>field</th><th class="n">fields</th><th class="n">characters</th></tr>{rows}</table></div>'
     )
-
-
-def _tile(label: str, key: str, value, cls: str = "") -> str:
-    return (
-        f'<div class="tile {cls}"><div class="v" data-key="{_e(key)}">{_num(value)}</div>'
-        f'<div class="l">{_e(label)}</div></div>'
-    )
-
-
-def _where(record: dict) -> str:
-    return f"{_short(record.get('source', '?'), 40)} @ {record.get('position', '?')}"
-
-
-def _is_number(value) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool)
-
-
-def _cell(value) -> str:
-    if _is_number(value):
-        return _num(value)
-    return _short(value if isinstance(value, str) else json.dumps(value, ensure_ascii=False))
 
 
 def _generic(value, key: str, title: str) -> str:
@@ -394,7 +847,8 @@ def _generic(value, key: str, title: str) -> str:
     columns and a table of at most ``GENERIC_ROWS`` rows; anything else is shown as JSON.
     """
     if isinstance(value, dict) and value and all(_is_number(v) for v in value.values()):
-        return _figure(bar_chart(value, title), key) + _count_table(value, key, "name")
+        chart = bar_chart(value, title, value_title="count", label_title="name")
+        return _figure(chart, key) + _count_table(value, key, "name")
     if isinstance(value, dict) and value and all(isinstance(v, dict) for v in value.values()):
         value = [{"key": k, **v} for k, v in value.items()]
     if isinstance(value, list) and value and all(isinstance(row, dict) for row in value):
@@ -404,7 +858,10 @@ def _generic(value, key: str, title: str) -> str:
         chart = ""
         if numeric and len(value) > 1:
             xlabels = [str(row.get(labels[0], i)) if labels else str(i) for i, row in enumerate(value)]
-            chart = _figure(line_chart({c: [row.get(c, 0) for row in value] for c in numeric}, xlabels, title), key)
+            series = {c: [row.get(c, 0) for row in value] for c in numeric}
+            chart = _figure(
+                line_chart(series, xlabels, title, x_title=labels[0] if labels else "row", y_title="value"), key
+            )
         head = "".join(f"<th>{_e(c)}</th>" for c in columns)
         shown = value[:GENERIC_ROWS]
         body = "".join(
@@ -429,173 +886,12 @@ def _generic(value, key: str, title: str) -> str:
     return f'<pre data-key="{_e(key)}">{_e(text)}</pre>'
 
 
-def _flat_items(value, prefix: str = "") -> Iterator[tuple[str, object]]:
-    if isinstance(value, dict):
-        for k, v in value.items():
-            yield from _flat_items(v, f"{prefix}.{k}" if prefix else str(k))
-    else:
-        yield prefix, value
-
-
-STYLE = """
-body{font:14px/1.45 system-ui,-apple-system,"Segoe UI",Roboto,sans-serif;color:#222;margin:0;background:#f6f7f9}
-main{max-width:1180px;margin:0 auto;padding:18px 24px 40px}
-h1{font-size:22px;margin:6px 0 2px} h2{font-size:17px;margin:28px 0 8px;border-bottom:1px solid #ddd;padding-bottom:4px}
-h3{font-size:14px;margin:14px 0 6px}
-.sub{color:#666;margin-bottom:14px}
-.tiles{display:flex;flex-wrap:wrap;gap:10px}
-.tile{background:#fff;border:1px solid #e2e4e8;border-radius:6px;padding:8px 14px;min-width:120px}
-.tile .v{font-size:22px;font-weight:600} .tile .l{color:#666;font-size:12px}
-.tile.bad{border-color:#e3b1b0;background:#fdf3f3} .tile.good{border-color:#b7d9bd;background:#f3faf4}
-.grid{display:grid;grid-template-columns:repeat(auto-fit,minmax(520px,1fr));gap:14px}
-.card{background:#fff;border:1px solid #e2e4e8;border-radius:6px;padding:10px 14px;overflow:hidden}
-figure.chart{margin:0} figure.chart svg{max-width:100%;height:auto}
-table{border-collapse:collapse;margin:6px 0;font-size:13px;background:#fff}
-th,td{border-bottom:1px solid #eee;padding:3px 10px;text-align:left;vertical-align:top}
-th{background:#f0f2f5;font-weight:600} td.n,th.n{text-align:right;font-variant-numeric:tabular-nums}
-code,td.mono{font-family:ui-monospace,SFMono-Regular,Menlo,monospace;font-size:12px}
-.scroll{overflow-x:auto} pre{background:#fff;border:1px solid #e2e4e8;padding:8px;overflow-x:auto}
-.none{color:#888;font-style:italic}
-"""
-
-
-def render_html(data: ReportData, generated: str | None = None) -> str:
-    """The whole page as one string (charts inline). Raises ReportUnavailable without matplotlib."""
-    s = data.summary
-    _pyplot()  # fail early, before any work, when charts cannot be drawn
-    parts = [
-        _header_html(data.output, s),
-        _drops_html(s),
-        _opt_in_html(s),
-        _worst_sources_html(data.details),
-        _examples_html(s, data.details),
-        _run_html(data.run, generated),
-    ]
-    return (
-        '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
-        '<meta name="viewport" content="width=device-width, initial-scale=1">'
-        f"{TITLE_MARK.decode()}{_e(data.output)}</title><style>{STYLE}</style></head>"
-        f"<body><main>{''.join(parts)}</main></body></html>\n"
-    )
-
-
-def _header_html(output: str, s: dict) -> str:
-    """Title line and the tiles of totals."""
-    accounted = s.get("accounted")
-    header = (
-        f'<h1>convnorm run report</h1><div class="sub">{_e(output)} · profile '
-        f'<b data-key="profile">{_e(s.get("profile", "?"))}</b> · '
-        f"{'every record accounted for' if accounted else 'NOT every record accounted for'}"
-        f'<span hidden data-key="accounted">{_num(accounted)}</span></div>'
-    )
-    tiles = [
-        _tile("records in", "records_in", s.get("records_in", 0)),
-        _tile("normalized", "records_out", s.get("records_out", 0)),
-        _tile("dead-lettered", "dead_letters", s.get("dead_letters", 0), "bad" if s.get("dead_letters") else "good"),
-        _tile("messages in", "messages_in", s.get("messages_in", 0)),
-        _tile("messages out", "messages_out", s.get("messages_out", 0)),
-        _tile("messages dropped", "dropped", s.get("dropped", 0), "bad" if s.get("dropped") else "good"),
-        _tile("calls healed", "healed", s.get("healed", 0)),
-        _tile("conversations with drops", "conversations_with_drops", s.get("conversations_with_drops", 0)),
-        _tile("blank lines skipped", "blank_lines", s.get("blank_lines", 0)),
-    ]
-    return header + '<div class="tiles">' + "".join(tiles) + "</div>"
-
-
-def _drops_html(s: dict) -> str:
-    """What was dropped, what could not be read: charts and tables."""
-    parts = ['<h2>Drops and dead letters</h2><div class="grid">']
-    add = parts.append
-    drops = s.get("dropped_by_reason", {})
-    add(
-        '<div class="card">'
-        + _counts_chart(drops, "dropped_by_reason", "Messages dropped, by reason", "No message was dropped.")
-        + _count_table(drops, "dropped_by_reason", "drop reason")
-        + "</div>"
-    )
-    letters = s.get("dead_letters_by_reason", {})
-    add(
-        '<div class="card">'
-        + _counts_chart(
-            letters,
-            "dead_letters_by_reason",
-            "Dead letters, by reason",
-            "No record was dead-lettered.",
-            color=ALERT_COLOR,
-        )
-        + _count_table(letters, "dead_letters_by_reason", "dead-letter reason")
-        + "</div>"
-    )
-    histogram = s.get("drops_histogram", {})
-    add(
-        '<div class="card">'
-        + _figure(bar_chart(histogram, "Conversations by messages dropped", horizontal=False), "drops_histogram")
-        + _count_table(histogram, "drops_histogram", "messages dropped")
-        + "</div>"
-    )
-    flow = {
-        "messages in": s.get("messages_in", 0),
-        "dropped": s.get("dropped", 0),
-        "healed (synthetic results added)": s.get("healed", 0),
-        "messages out": s.get("messages_out", 0),
-    }
-    add(
-        '<div class="card">'
-        + _figure(bar_chart(flow, "Messages in and out", color=OK_COLOR), "messages")
-        + '<p class="none">Readers count messages as they produce them; healing adds one result per '
-        "unanswered call.</p></div>"
-    )
-    add("</div>")
-    return "".join(parts)
-
-
-def _opt_in_html(s: dict) -> str:
-    """The counts only some runs have (repairs, --check, the ledger, windows, unknown keys)."""
-    parts: list[str] = []
-    add = parts.append
-    if "repairs" in s:
-        add(
-            '<h2>Repairs (opt-in profile)</h2><div class="card">'
-            + _counts_chart(s["repairs"], "repairs", "Repairs, by kind", "No repair was needed.", color=OK_COLOR)
-            + _count_table(s["repairs"], "repairs", "repair")
-            + "</div>"
-        )
-    if "violations" in s:
-        add(
-            '<h2>Sendability violations in the output (--check)</h2><div class="card">'
-            + _counts_chart(
-                s["violations"],
-                "violations",
-                "Violations, by kind",
-                "No output conversation breaks a provider's pairing rules.",
-                color=ALERT_COLOR,
-            )
-            + _count_table(s["violations"], "violations", "violation")
-            + f'<p>conversations with violations: <b data-key="conversations_with_violations">'
-            f"{_num(s.get('conversations_with_violations', 0))}</b></p></div>"
-        )
-    if "discarded_by_name" in s:
-        add(_ledger_section(s))
-    if "ledger" in s:
-        add(
-            '<h2>Ledger of discarded fields</h2><div class="card">'
-            + _generic(s["ledger"], "ledger", "Ledger")
-            + "</div>"
-        )
-    if "windows" in s:
-        add('<h2>Windows over time</h2><div class="card">' + _generic(s["windows"], "windows", "Windows") + "</div>")
-    for key in s:
-        if key not in KNOWN_KEYS:
-            add(f'<h2>{_e(key)}</h2><div class="card">' + _generic(s[key], key, key) + "</div>")
-    return "".join(parts)
-
-
-def _worst_sources_html(details) -> str:
+def _worst_sources_html(details: RunDetails) -> str:
     worst = worst_sources(details)
     if not worst:
         return '<h2>Worst sources</h2><p class="none">No file lost a message or a record.</p>'
     rows = "".join(
-        f'<tr><td class="mono" title="{_e(path)}">{_e(_short(path))}</td>'
+        f'<tr><td class="mono path" title="{_e(path)}">{_e(path)}</td>'
         f'<td class="n">{_num(st.records)}</td>'
         f'<td class="n">{_num(st.conversations_with_drops)}</td><td class="n">{_num(st.dropped)}</td>'
         f'<td class="n">{_num(st.dead_letters)}</td><td class="n">{st.affected_rate:.1%}</td></tr>'
@@ -605,81 +901,162 @@ def _worst_sources_html(details) -> str:
         "<h2>Worst sources</h2>"
         "<p>Input files with the highest share of records that lost messages or were dead-lettered "
         f"(of {_num(len(details.sources))} file(s)).</p>"
-        '<table class="worst"><tr><th>file</th><th class="n">records</th>'
-        '<th class="n">with drops</th><th class="n">messages dropped</th><th class="n">dead letters</th>'
-        '<th class="n">affected</th></tr>' + rows + "</table>"
+        '<div class="scroll"><table class="worst"><tr><th>file</th><th class="n">records</th>'
+        '<th class="n">with drops</th><th class="n">drops</th><th class="n">dead letters</th>'
+        '<th class="n">affected</th></tr>' + rows + "</table></div>"
     )
 
 
-def _examples_html(s: dict, details) -> str:
-    """The first conversations that lost messages, per reason, and the first dead letters."""
-    drops = s.get("dropped_by_reason", {})
-    letters = s.get("dead_letters_by_reason", {})
+def _examples_html(data: ReportData) -> str:
+    """The first conversations with drops for each reason (each once), each with its repairs
+    explained; then the first dead letters per reason, their details whole."""
+    from pipeline.explain import explanation_html
+
+    s, details = data.summary, data.details
     parts = [
-        "<h2>Examples</h2><p>The first conversations (in output order) that lost messages for each reason: "
-        "messages before → after normalizing. Look them up by id in <code>normalized/</code> and "
-        "<code>drops/</code>, or by position in the input.</p>"
+        "<h2>Examples</h2><p>The first conversations (in output order) with drops for each reason, each "
+        "shown once. Open one to see it before and after, side by side: every entry dropped, moved, "
+        "re-keyed or healed is marked with its reason (<code>convnorm explain OUT --id ID</code> prints "
+        "the same on a terminal).</p>"
     ]
-    rows = []
-    for reason in list(drops) + sorted(set(details.drop_examples) - set(drops)):
-        for m in details.drop_examples.get(reason, []):
-            others = ", ".join(f"{r} {n}" for r, n in m.get("drops", {}).items() if r != reason)
-            rows.append(
-                f'<tr><td>{_e(reason)}</td><td class="mono">{_e(_short(m.get("id", "?"), 40))}</td>'
-                f'<td class="mono">{_e(_where(m))}</td><td class="n">{_num(m["drops"][reason])}</td>'
-                f'<td class="n">{_num(m.get("messages_in", 0))} → {_num(m.get("messages_out", 0))}</td>'
-                f'<td class="n">{_num(m.get("healed", 0))}</td><td>{_e(others)}</td></tr>'
+    examples = details.examples(s.get("dropped_by_reason", {}))
+    for metrics, reasons in examples:
+        rid = str(metrics.get("id", "?"))
+        drops = ", ".join(f"{r} {n:,}" for r, n in (metrics.get("drops") or {}).items())
+        located = data.explained.get(rid)
+        if located is None:
+            block = ""
+        elif isinstance(located, str):
+            block = f'<p class="none">{_e(located)}</p>'
+        else:
+            note = f'<p class="banner">{_e(located.mismatch)}</p>' if located.mismatch else ""
+            block = (
+                "<details><summary>before and after, each repair marked</summary>"
+                f'{note}<div class="scroll">{explanation_html(located.explanation)}</div></details>'
             )
-    if rows:
         parts.append(
-            '<table class="examples"><tr><th>reason</th><th>id</th><th>source @ position</th>'
-            '<th class="n">dropped</th><th class="n">messages</th><th class="n">healed</th>'
-            "<th>other drops</th></tr>" + "".join(rows) + "</table>"
+            '<div class="example">'
+            f'<div class="head"><span class="mono id">{_e(rid)}</span> '
+            f'<span class="where">{_e(_where(metrics, data.lines))}</span></div>'
+            f'<div class="facts">example of {_e(", ".join(reasons))} · messages '
+            f"{_num(metrics.get('messages_in', 0))} → {_num(metrics.get('messages_out', 0))} · "
+            f"dropped: {_e(drops or 'none')} · healed {_num(metrics.get('healed', 0))}</div>"
+            f"{block}</div>"
         )
-    else:
+    if not examples:
         parts.append('<p class="none">No conversation lost a message.</p>')
+    letters = s.get("dead_letters_by_reason", {})
+    reasons = [r for r in letters if letters.get(r)] + sorted(set(details.dead_letter_examples) - set(letters))
     rows = [
-        f'<tr><td>{_e(reason)}</td><td class="mono">{_e(_where(letter))}</td>'
-        f"<td>{_e(_short(letter.get('detail', ''), 90))}</td></tr>"
-        for reason in list(letters) + sorted(set(details.dead_letter_examples) - set(letters))
+        f'<tr><td>{_e(reason)}</td><td class="mono">{_e(_where(letter, data.lines))}</td>'
+        f'<td class="detail">{_e(letter.get("detail", ""))}'
+        + (
+            f"<details><summary>raw input</summary><pre>{_e(str(letter.get('raw', ''))[:RAW_CHARS])}</pre></details>"
+            if letter.get("raw")
+            else ""
+        )
+        + "</td></tr>"
+        for reason in reasons
         for letter in details.dead_letter_examples.get(reason, [])
     ]
     if rows:
         parts.append(
-            '<h3>Dead letters</h3><table class="examples"><tr><th>reason</th><th>source @ position</th>'
-            "<th>detail</th></tr>" + "".join(rows) + "</table>"
+            '<h3>Dead letters</h3><div class="scroll"><table class="examples"><tr><th>reason</th><th>where</th>'
+            "<th>detail</th></tr>" + "".join(rows) + "</table></div>"
         )
     return "".join(parts)
 
 
-def _run_html(run: dict | None, generated: str | None) -> str:
-    """The run's options and versions, and when the page was made."""
-    parts = ["<h2>Run</h2>"]
-    if run:
-        rows = "".join(
-            f'<tr><td>{_e(k)}</td><td class="mono">'
-            f"{_e(_short(v if isinstance(v, str) else json.dumps(v), 120))}</td></tr>"
-            for k, v in _flat_items(run)
-        )
-        parts.append(f'<table class="run">{rows}</table>')
+def _flat_items(value, prefix: str = "") -> Iterator[tuple[str, object]]:
+    if isinstance(value, dict):
+        for k, v in value.items():
+            yield from _flat_items(v, f"{prefix}.{k}" if prefix else str(k))
     else:
-        parts.append(
-            '<p class="none">No record of the run\'s options (this report was rebuilt from the outputs alone).</p>'
+        yield prefix, value
+
+
+def _run_html(manifest: dict) -> str:
+    """The run's options and versions, from its manifest."""
+    parts = ["<h2>Run</h2>"]
+    if manifest:
+        shown = {
+            "command": manifest.get("command"),
+            "options": manifest.get("options"),
+            "versions": manifest.get("versions"),
+        }
+        rows = "".join(
+            f'<tr><td>{_e(k)}</td><td class="mono">{_e(v if isinstance(v, str) else json.dumps(v))}</td></tr>'
+            for k, v in _flat_items({k: v for k, v in shown.items() if v is not None})
         )
+        parts.append(
+            "<p>From the run's manifest: the options given (the others took their defaults; "
+            "<code>convnorm --help</code> lists them) and the versions that ran.</p>"
+            f'<div class="scroll"><table class="run">{rows}</table></div>'
+        )
+    else:
+        parts.append('<p class="none">No manifest: the options of the run are not recorded in its outputs.</p>')
+    return "".join(parts)
+
+
+def _footer_html(run: dict, generated: str | None) -> str:
+    """When and by what the page was made, and how long the run took when it made it."""
     generated = generated or datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC")
     report_versions = ", ".join(f"{k} {v}" for k, v in versions().items())
-    parts.append(f'<p class="none">Report generated {_e(generated)} by {_e(report_versions)}.</p>')
-    return "".join(parts)
+    took = ""
+    if isinstance(run.get("run_seconds"), (int, float)):
+        from pipeline.progress import duration_text
+
+        took = f"The run took {duration_text(run['run_seconds'])}. "
+    return f'<footer class="none">{_e(took)}Report generated {_e(generated)} by {_e(report_versions)}.</footer>'
+
+
+STYLE = """
+body{font:14px/1.45 system-ui,-apple-system,"Segoe UI",Roboto,sans-serif;color:#222;margin:0;background:#f6f7f9}
+main{max-width:1180px;margin:0 auto;padding:18px 24px 40px}
+@media (max-width:700px){main{padding:12px 10px 30px}}
+h1{font-size:22px;margin:6px 0 2px} h2{font-size:17px;margin:28px 0 8px;border-bottom:1px solid #ddd;padding-bottom:4px}
+h3{font-size:14px;margin:14px 0 6px}
+.sub{color:#666;margin-bottom:14px;overflow-wrap:anywhere}
+.banner{background:#fff4e5;border:1px solid #f0c36d;border-radius:6px;padding:8px 12px;margin:8px 0}
+.tiles{display:flex;flex-wrap:wrap;gap:10px}
+.tile{background:#fff;border:1px solid #e2e4e8;border-radius:6px;padding:8px 14px;min-width:120px}
+.tile .v{font-size:22px;font-weight:600} .tile .l{color:#666;font-size:12px}
+.tile.bad{border-color:#e3b1b0;background:#fdf3f3} .tile.good{border-color:#b7d9bd;background:#f3faf4}
+.grid{display:grid;grid-template-columns:repeat(auto-fit,minmax(min(100%,480px),1fr));gap:14px}
+.card{background:#fff;border:1px solid #e2e4e8;border-radius:6px;padding:10px 14px;min-width:0}
+figure.chart{margin:0;max-width:640px} figure.chart svg{width:100%;height:auto;display:block}
+table{border-collapse:collapse;margin:6px 0;font-size:13px;background:#fff;max-width:100%}
+th,td{border-bottom:1px solid #eee;padding:3px 10px;text-align:left;vertical-align:top;overflow-wrap:anywhere}
+th{background:#f0f2f5;font-weight:600} td.n,th.n{text-align:right;font-variant-numeric:tabular-nums;white-space:nowrap}
+code,.mono{font-family:ui-monospace,SFMono-Regular,Menlo,monospace;font-size:12px}
+td.detail{min-width:12em}
+.scroll{overflow-x:auto;max-width:100%} pre{background:#fff;border:1px solid #e2e4e8;padding:8px;overflow-x:auto;
+white-space:pre-wrap;overflow-wrap:anywhere}
+.none{color:#888;font-style:italic}
+.example{background:#fff;border:1px solid #e2e4e8;border-radius:6px;padding:8px 12px;margin:8px 0}
+.example .head{overflow-wrap:anywhere} .example .id{font-weight:600} .example .where{color:#555}
+.example .facts{color:#444;font-size:13px} details summary{cursor:pointer;color:#3b6ea5;margin-top:4px}
+table.explain td{font-size:12px} table.explain tr.dropped td{background:#fdf3f3}
+table.explain tr.healed td{background:#f3faf4} table.explain tr.moved td,table.explain tr.rekeyed td{background:#f3f6fb}
+.mark{display:inline-block;border-radius:4px;padding:0 6px;margin:1px 4px 1px 0;font-size:12px;white-space:nowrap}
+.mark.dropped{background:#f6d6d5} .mark.healed{background:#d5ecd9} .mark.moved{background:#d9e4f3}
+.mark.rekeyed{background:#f3e6c8}
+footer{margin-top:28px;font-size:12px}
+"""
+
+
+# --------------------------------------------------------------------------------------------
+# Writing
 
 
 def write_report(output: str, run: dict | None = None) -> str:
     """Write ``output/report.html`` from the run's outputs; returns its path.
 
-    Raises ReportUnavailable without matplotlib, FileNotFoundError without summary.json.
+    ``run``: what only the run knows (``run_seconds``). Raises FileNotFoundError without
+    summary.json.
     """
     from apache_beam.io.filesystems import FileSystems
 
-    _pyplot()
     page = render_html(collect(output, run))
     path = FileSystems.join(output, REPORT_FILE)
     with FileSystems.create(path, mime_type="text/html") as handle:
@@ -688,11 +1065,11 @@ def write_report(output: str, run: dict | None = None) -> str:
 
 
 def try_write_report(output: str, run: dict | None = None) -> str | None:
-    """``write_report`` for the end of a run: a missing extra is a message, not a failure."""
+    """``write_report`` for the end of a run: a report that cannot be written is a message, not a failure."""
     try:
         return write_report(output, run)
-    except ReportUnavailable as why:
-        LOG.warning("report skipped: %s", why)
+    except Exception as why:  # noqa: BLE001 — the run's outputs are whole without their page
+        LOG.warning("report skipped: %s: %s (convnorm report %s tries again)", type(why).__name__, why, output)
         return None
 
 
@@ -714,11 +1091,12 @@ def report_command(argv: list[str]) -> int:
 
     parser = argparse.ArgumentParser(
         prog="convnorm report",
-        description="Build OUT_DIR/report.html, one self-contained page with charts, from a finished run's "
-        "summary.json, drops/ and dead_letter/ (and manifest.json when present). Replaces a "
-        "report.html that convnorm wrote; changes nothing else.",
+        description="Build OUT_DIR/report.html, one self-contained page with charts and examples, from a "
+        "finished run's summary.json, drops/, dead_letter/ and _convnorm_manifest.json (a streaming run's "
+        "window summaries too): the page the run wrote, rebuilt. Replaces a report.html that convnorm "
+        "wrote; changes nothing else.",
         epilog="exit status: 0 written; 1 no summary.json in OUT_DIR, or a report.html convnorm did not "
-        "write is in the way; 2 bad arguments or matplotlib missing (pip install 'convnorm[report]')",
+        "write is in the way; 2 bad arguments",
     )
     parser.add_argument("output", metavar="OUT_DIR", help="the --output directory of a finished run")
     args = parser.parse_args(argv)

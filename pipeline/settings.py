@@ -8,7 +8,8 @@ from __future__ import annotations
 
 from transforms.formats import READERS, WRITERS
 from transforms.profiles import PROFILES
-from transforms.settings import Settings
+from transforms.settings import Settings, TokenSettings
+from transforms.tokens import ENCODINGS, FINE_TUNING_LIMITS, sink_view, unavailable
 
 
 def settings_problems(settings: Settings) -> list[str]:
@@ -32,4 +33,30 @@ def settings_problems(settings: Settings) -> list[str]:
         found.append("--max-tokens must be at least 1")
     if settings.raw_limit < 0:
         found.append("--dead-letter-raw-limit must be 0 or more")
+    if settings.tokens is not None:
+        found += token_problems(settings.tokens, settings)
+    return found
+
+
+def token_problems(tokens: TokenSettings, settings: Settings) -> list[str]:
+    """What cannot work in ``--tokens`` and its options; last, whether the tokenizer loads
+    (the tokens extra installed: a missing extra is one line here, not a failed run)."""
+    found = []
+    if tokens.encoding not in ENCODINGS:
+        return [f"unknown --tokens {tokens.encoding!r}; known: {', '.join(ENCODINGS)}"]
+    if settings.sink in WRITERS and sink_view(settings.sink, settings.messages_field, settings.tools_field) is None:
+        found.append(f"--tokens cannot count --sink {settings.sink}: it has no token view (transforms/tokens.py)")
+    model = tokens.limit_model
+    if model is not None and FINE_TUNING_LIMITS[model].encoding != tokens.encoding:
+        found.append(
+            f"--max-example-tokens {model} counts in {FINE_TUNING_LIMITS[model].encoding}, "
+            f"not --tokens {tokens.encoding}"
+        )
+    if tokens.epochs is not None and tokens.epochs < 1:
+        found.append("--epochs must be at least 1")
+    if tokens.price_per_mtok is not None and not (0 <= tokens.price_per_mtok < float("inf")):
+        found.append("--price-per-mtok must be a price, 0 or more")
+    missing = unavailable(tokens.encoding)
+    if missing:
+        found.append(missing)
     return found

@@ -37,7 +37,7 @@ import os
 import re
 import stat
 from functools import lru_cache
-from typing import Iterator, NamedTuple
+from typing import Iterable, Iterator, NamedTuple
 
 import apache_beam as beam
 import orjson
@@ -50,7 +50,18 @@ from apache_beam.pvalue import TaggedOutput
 from pipeline.progress import Tally
 from pipeline.testhooks import pause_point
 from transforms.counters import NAMESPACE
-from transforms.inputs import DEFAULT_BATCH_BYTES, Batch, Parsed, RawRecord, Unreadable, batch_is_full, raw_size
+from transforms.inputs import (  # the defaults live where the command line reads them without Beam
+    DEFAULT_BATCH_BYTES,
+    DEFAULT_BATCH_SIZE,
+    DEFAULT_MAX_RECORD_BYTES,
+    DEFAULT_SHARD_BYTES,
+    Batch,
+    Parsed,
+    RawRecord,
+    Unreadable,
+    batch_is_full,
+    raw_size,
+)
 from transforms.jsontext import NumberTooLarge, parse_json
 
 LOG = logging.getLogger(__name__)
@@ -63,16 +74,6 @@ FILE_KINDS = {
     ".json": ("json", None, False),
     ".parquet": ("parquet", None, False),
 }
-
-DEFAULT_SHARD_BYTES = 64 << 20
-DEFAULT_BATCH_SIZE = 256
-#: Largest record read (a JSONL line, a .json document); a larger one is a ``record_too_large``
-#: dead letter. Parsing and normalizing hold up to ~20x a record's bytes in Python objects at
-#: worst (tiny messages; bench/bench_memory.py), so the default keeps one record's cost under
-#: ~0.7 GB.
-DEFAULT_MAX_RECORD_BYTES = 32 << 20
-#: Records between two progress lines of one shard.
-PROGRESS_EVERY = 100_000
 
 
 class InputError(ValueError):
@@ -88,6 +89,8 @@ class Shard(NamedTuple):
     suffix: str
     start: int
     end: int | None  # exclusive; None: to the end of the file
+    #: Records to read at most (``--limit``); None: every record of the range.
+    limit: int | None = None
 
     @property
     def name(self) -> str:
@@ -157,17 +160,73 @@ def _refuse_special_file(path: str) -> None:
         raise InputError(f"--input {display_path(path)!r} is {kind}; convnorm reads regular files only")
 
 
-def plan_shards(patterns: list[str], shard_bytes: int = DEFAULT_SHARD_BYTES) -> list[Shard]:
-    """Match every pattern and cut the files into shards, in a deterministic order."""
+#: Files convnorm writes beside its part files; a directory holding a manifest is a convnorm
+#: output, whose summaries are never inputs (``pipeline.outputs`` names the manifest).
+OWN_OUTPUT_FILES = ("_convnorm_manifest.json", "summary.json", "validation.json")
+
+
+def is_directory(pattern: str) -> bool:
+    """Does ``--input`` name a directory (a local one, or a remote path ending in ``/``)?"""
+    if _is_local(pattern):
+        return os.path.isdir(pattern)
+    return pattern.endswith("/")
+
+
+def _in_directory(directory: str) -> tuple[dict[str, int], list[str]]:
+    """The input files directly in ``directory`` (path -> size) and the names left out.
+
+    Every file with a supported suffix, but dot-files and ``_``-files (hidden, or written by a
+    tool: ``_SUCCESS``, ``_convnorm_manifest.json``) and, in a convnorm output directory, its
+    summaries. Subdirectories are not read.
+    """
+    matched = _match(FileSystems.join(directory.rstrip("/") or "/", "*"))
+    names = {path: path.rstrip("/").rsplit("/", 1)[-1] for path in matched}
+    own_output = OWN_OUTPUT_FILES[0] in names.values()
+    found, left_out = {}, []
+    for path, name in sorted(names.items()):
+        if name.startswith((".", "_")) or (own_output and name in OWN_OUTPUT_FILES):
+            continue
+        if file_suffix(name) is None:
+            left_out.append(name)
+            continue
+        if _is_local(path) and not os.path.isfile(path):
+            continue  # a subdirectory (Beam's match lists it as a path)
+        found[path] = matched[path]
+    return found, left_out
+
+
+def match_inputs(patterns: list[str]) -> dict[str, int]:
+    """Every input file the patterns name (path -> size): files, globs and directories."""
     files: dict[str, int] = {}
     for pattern in patterns:
         try:
-            matched = _match(pattern)
+            if is_directory(pattern):
+                matched, left_out = _in_directory(pattern)
+                if left_out:
+                    LOG.info(
+                        "--input %s: %d file(s) without a known suffix not read: %s",
+                        display_path(pattern),
+                        len(left_out),
+                        ", ".join(left_out[:5]) + (" ..." if len(left_out) > 5 else ""),
+                    )
+            else:
+                matched = _match(pattern)
         except Exception as error:  # noqa: BLE001 — filesystems raise their own types
             raise InputError(f"cannot match --input {display_path(pattern)!r}: {error}") from None
+        if not matched and is_directory(pattern):
+            raise InputError(
+                f"--input {display_path(pattern)!r} is a directory with no input file directly in it "
+                f"(files ending in {', '.join(FILE_KINDS)}; dot-files and subdirectories are not read)"
+            )
         if not matched:
             raise InputError(f"no file matches --input {display_path(pattern)!r}")
         files.update(matched)
+    return files
+
+
+def plan_shards(patterns: list[str], shard_bytes: int = DEFAULT_SHARD_BYTES) -> list[Shard]:
+    """Match every pattern and cut the files into shards, in a deterministic order."""
+    files = match_inputs(patterns)
     shards: list[Shard] = []
     for path in sorted(files):
         suffix = file_suffix(path)
@@ -188,6 +247,25 @@ def plan_shards(patterns: list[str], shard_bytes: int = DEFAULT_SHARD_BYTES) -> 
         else:
             shards.append(Shard(len(shards), path, suffix, 0, None))
     return shards
+
+
+def limit_plan(shards: list[Shard], limit: int, max_record_bytes: int = DEFAULT_MAX_RECORD_BYTES) -> list[Shard]:
+    """The plan cut to its first ``limit`` records (``--limit``): the shards that hold them,
+    in order, each with the number of records to read from it.
+
+    Counts records by reading the shards in plan order until ``limit`` are found, so at most
+    ``limit`` records are read here (JSONL lines are not parsed).
+    """
+    kept: list[Shard] = []
+    remaining = limit
+    for shard in shards:
+        if remaining <= 0:
+            break
+        records = sum(1 for item in read_shard(shard._replace(limit=remaining), max_record_bytes) if item is not BLANK)
+        if records:
+            kept.append(shard._replace(number=len(kept), limit=records))
+            remaining -= records
+    return kept or shards[:1]
 
 
 def shard_sizes(shards: list[Shard]) -> list[int]:
@@ -655,9 +733,14 @@ def read_shard(shard: Shard, max_record_bytes: int = DEFAULT_MAX_RECORD_BYTES) -
     ``max_record_bytes`` is a ``record_too_large`` record, read past without being held.
     """
     next_position = shard.start
+    left = shard.limit
     try:
         for item in _SHARD_READERS[FILE_KINDS[shard.suffix][0]](shard, max_record_bytes):
             if item is not BLANK:
+                if left is not None:
+                    if left <= 0:
+                        return  # --limit: the plan's records are read
+                    left -= 1
                 next_position = item.position + 1
             yield item
     except Exception as error:  # noqa: BLE001 — filesystems and pyarrow raise many types
@@ -694,6 +777,57 @@ def iter_batches(
 
 
 # --------------------------------------------------------------------------------------------
+# Reading one record again (convnorm explain, the report's examples)
+
+
+def record_at(path: str, position: int, max_record_bytes: int = DEFAULT_MAX_RECORD_BYTES) -> RawRecord | None:
+    """The raw record at ``position`` of ``path``, as the run read it (a drop-metrics line or a
+    dead letter names both); ``None`` when the file has none there (or is gone)."""
+    suffix = file_suffix(path)
+    if suffix is None or position < 0:
+        return None
+    if FILE_KINDS[suffix][2]:  # uncompressed JSONL: the line that starts at that byte
+        # (The first line of a file with a byte-order mark starts past it: read it from 0.)
+        start = position if position > len(_BOM) else 0
+        items = read_shard(Shard(0, path, suffix, start, position + 1), max_record_bytes)
+    else:
+        items = read_shard(Shard(0, path, suffix, 0, None), max_record_bytes)
+    for item in items:
+        if item is BLANK:
+            continue
+        if item.position == position and not isinstance(item.payload, Unreadable):
+            return item
+        if item.position >= position:
+            return None
+    return None
+
+
+def line_numbers(path: str, positions: Iterable[int]) -> dict[int, int]:
+    """The 1-based line numbers of byte ``positions`` in a JSONL file (decompressed: the
+    positions convnorm gives a ``.jsonl.gz``); {} for other kinds or a file that cannot be
+    read. Reads the file up to the last position, once."""
+    wanted = sorted({p for p in positions if p >= 0})
+    suffix = file_suffix(path)
+    if not wanted or suffix is None or FILE_KINDS[suffix][0] != "jsonl":
+        return {}
+    found: dict[int, int] = {}
+    try:
+        with _open_text_stream(Shard(0, path, suffix, 0, None)) as handle:
+            offset, lines = 0, 1
+            for position in wanted:
+                while offset < position:
+                    chunk = handle.read(min(1 << 20, position - offset))
+                    if not chunk:
+                        return found
+                    lines += chunk.count(b"\n")
+                    offset += len(chunk)
+                found[position] = lines
+    except Exception:  # noqa: BLE001 — a line number is a nicety: the byte offset still says where
+        return found
+    return found
+
+
+# --------------------------------------------------------------------------------------------
 # Beam
 
 
@@ -718,7 +852,6 @@ class _ReadShard(beam.DoFn):
     def process(self, shard: Shard):
         pause_point("read")  # tests kill a run here (pipeline.testhooks)
         stats = {"records": 0, "blank_lines": 0}
-        reported = 0
         # Offsets are file bytes only in uncompressed JSONL; other files count once read whole.
         byte_offsets = FILE_KINDS[shard.suffix] == ("jsonl", None, True)
         for batch in iter_batches(shard, self._batch_size, stats, self._max_record_bytes, self._batch_bytes):
@@ -726,14 +859,10 @@ class _ReadShard(beam.DoFn):
             self._tally.add("records", len(batch.items))
             if byte_offsets:
                 self._tally.at(shard.number, batch.items[-1].position - shard.start)
-            # Progress on long shards too (compressed files are one shard each); no payloads.
-            if stats["records"] - reported >= PROGRESS_EVERY:
-                reported = stats["records"]
-                LOG.info("shard %d/%d (%s): %d records so far", shard.number + 1, self._total, shard.name, reported)
         self._blank.inc(stats["blank_lines"])
         self._shards.inc()
+        # Files read show in the progress line, not as a log line each (100 files: 100 lines).
         self._tally.shard_done(shard.number)
-        LOG.info("read shard %d/%d (%s): %d records", shard.number + 1, self._total, shard.name, stats["records"])
         yield TaggedOutput(self.STATS, {"shard": shard.number, **stats})
 
 

@@ -61,6 +61,7 @@ from apache_beam.transforms.userstate import ReadModifyWriteStateSpec
 from apache_beam.utils.timestamp import Duration, Timestamp
 
 from pipeline import lock as locks
+from pipeline.interrupts import INTERRUPTED, interrupted_line
 from pipeline.options import ConvNormOptions, Job, parse_duration
 from pipeline.outputs import OutputError, claim_streaming_output
 from pipeline.prism import prism_services
@@ -559,6 +560,8 @@ class _StopOnSignal:
     def __init__(self, marker: str) -> None:
         self._marker = marker
         self.signalled = threading.Event()
+        #: The signal that asked for the drain (SIGINT: Ctrl-C, whose exit status is 130).
+        self.signum: int | None = None
 
     def __enter__(self):
         self._previous = {s: signal.signal(s, self._handle) for s in (signal.SIGINT, signal.SIGTERM)}
@@ -570,6 +573,7 @@ class _StopOnSignal:
             os.kill(os.getpid(), signum)
             return
         self.signalled.set()
+        self.signum = signum
         print(
             f"convnorm: {signal.Signals(signum).name}: draining (every file seen is finished, the last "
             "windows close); signal again to abort",
@@ -662,7 +666,7 @@ def _watch(job: Job) -> int:
         flush=True,
     )
     try:
-        with prism_services(job.options), _StopOnSignal(stop_marker):
+        with prism_services(job.options), _StopOnSignal(stop_marker) as stop:
             pipeline = beam.Pipeline(options=job.options)
             build_streaming(pipeline, job, plan, window_s, job.batch_size)
             result = pipeline.run()
@@ -691,4 +695,13 @@ def _watch(job: Job) -> int:
         f"outputs: {job.output}/<window>/<file>/{{normalized,drops,dead_letter}}.jsonl, "
         f"{job.output}/<window>/{SUMMARY_FILE} and {job.output}/{SUMMARY_FILE}"
     )
+    if ours.report and job.output:  # the windows over time, the examples (pipeline/report.py)
+        from pipeline.report import try_write_report
+
+        report = try_write_report(job.output)
+        if report:
+            print(f"report:  {report}")
+    if stop.signum == signal.SIGINT:  # Ctrl-C drained the run: its status says so (SIGTERM: 0)
+        print(interrupted_line("the streaming run", job.output, drained=True), file=sys.stderr)
+        return INTERRUPTED
     return 0 if total["accounted"] else 1

@@ -67,7 +67,8 @@ SKIPPED = {
 
 #: Install lines: the test runs inside the environment they create.
 INSTALL_STEPS = {
-    "python3 -m venv .venv && . .venv/bin/activate && pip install -e '.[report]'",
+    "python3 -m venv .venv && . .venv/bin/activate && pip install -e .",
+    "pip install -e '.[tokens]'",
 }
 
 #: Pages linked from these docs that other branches add (the links are right once merged).

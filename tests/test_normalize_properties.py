@@ -29,7 +29,8 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:  # CI installs the project editable; a bare venv may not have it
     sys.path.insert(0, str(ROOT))
 
-from transforms.normalize import INTERRUPTED_RESULT, REASONS, normalize_conversation  # noqa: E402
+from transforms.normalize import CALL_REASONS as CORE_CALL_REASONS  # noqa: E402
+from transforms.normalize import INTERRUPTED_RESULT, REASONS, Trace, normalize_conversation  # noqa: E402
 
 #: Reasons that remove a call from a turn; every other reason removes a whole message.
 CALL_REASONS = ("unusable_call", "redeclared_call")
@@ -301,3 +302,29 @@ def test_drop_accounting(messages):
 def test_flat_shape_and_string_content(messages):
     for message in normalize_conversation(messages).messages:
         _assert_flat_shape(message)
+
+
+@given(conversations)
+def test_the_trace_changes_nothing_and_its_events_are_the_counts(messages):
+    """The opt-in trace is recorded by the same pass: the result is unchanged, there is one drop
+    event per counted drop (by reason) and one healed event per heal, and every output
+    message comes from one input entry that no event dropped (or is a synthetic result)."""
+    trace = Trace()
+    result = normalize_conversation(messages, trace)
+    assert result == normalize_conversation(messages)
+    dropped = [e for e in trace.events if e.kind == "dropped"]
+    assert Counter(e.reason for e in dropped) == Counter(result.drops)
+    assert sum(1 for e in trace.events if e.kind == "healed") == result.healed
+    assert set(CORE_CALL_REASONS) == set(CALL_REASONS)
+    assert all((e.call is not None) == (e.reason in CALL_REASONS) for e in dropped)
+    assert len(trace.origins) == len(result.messages)
+    kept = [o for o in trace.origins if o is not None]
+    assert len(kept) == len(set(kept)) == len(result.messages) - result.healed
+    gone = {e.entry for e in dropped if e.call is None}
+    assert all(0 <= o < len(messages) for o in kept) and not gone & set(kept)
+    assert len(gone) == len(dropped) - sum(1 for e in dropped if e.call is not None)
+    for origin, message in zip(trace.origins, result.messages):
+        if origin is None:
+            assert message["role"] == "tool" and message["content"] == INTERRUPTED_RESULT
+        else:
+            assert message["role"] == messages[origin]["role"]

@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from transforms.inputs import RawRecord
 from transforms.output_records import DeadLetter, DropMetrics, ViolationReport
 from transforms.records import process_record
-from transforms.settings import Settings
+from transforms.settings import Settings, TokenSettings
 from transforms.validate_step import check_record
 
 DEFECTIVE = {
@@ -41,10 +43,21 @@ def test_drop_metrics_hold_every_required_key_and_only_declared_ones():
     assert {"discarded", "violations"} <= set(outcome.metrics)  # optional ones this record has
 
 
-def test_dead_letters_have_exactly_the_declared_keys():
+def test_dead_letters_have_the_required_keys_and_only_declared_ones():
     required, declared = _keys(DeadLetter)
     outcome = process_record(_raw("not a record"), Settings())
-    assert set(outcome.dead_letter) == required == declared
+    assert set(outcome.dead_letter) == required
+    pytest.importorskip("bpe_openai", reason="the tokens extra is not installed")
+    too_long = process_record(_raw(DEFECTIVE), Settings(tokens=TokenSettings("o200k_base", 1, drop_over_limit=True)))
+    assert set(too_long.dead_letter) == declared  # an over_token_limit dead letter has its tokens
+
+
+def test_drop_metrics_with_tokens_hold_only_declared_keys():
+    pytest.importorskip("bpe_openai", reason="the tokens extra is not installed")
+    _, declared = _keys(DropMetrics)
+    lonely = {"id": "q", "messages": [{"role": "user", "content": "anyone?"}]}
+    outcome = process_record(_raw(lonely), Settings(tokens=TokenSettings("o200k_base", 1)))
+    assert {"tokens", "over_token_limit", "no_assistant_message"} <= set(outcome.metrics) <= declared
 
 
 def test_violation_reports_have_exactly_the_declared_keys():

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import copy
 import sys
+from collections import Counter
 from pathlib import Path
 
 from hypothesis import given
@@ -28,6 +29,7 @@ if str(ROOT) not in sys.path:  # CI installs the project editable; a bare venv m
 from transforms.normalize import (  # noqa: E402
     INTERRUPTED_RESULT,
     REASONS,
+    Trace,
     coerce_messages,
     normalize_conversation,
     system_first,
@@ -303,3 +305,27 @@ def test_displaced_results_are_reattached_not_replaced(messages):
     assert "rekeyed_call" not in result.repairs
     displaced = sum(v.kind in ("result_not_adjacent", "leading_tool") for v in check_sendable(system_first(messages)))
     assert (result.repairs.get("moved_result", 0) > 0) == (displaced > 0)
+
+
+@given(CONVERSATIONS, st.sampled_from(["spec", "lossless"]))
+def test_the_trace_changes_nothing_and_counts_what_the_profile_counts(messages, profile):
+    """Under either profile the opt-in trace leaves the result as it is, its drop events are the
+    drops, its re-key and move events the repairs, and the origins name the input entries."""
+    trace = Trace()
+    result = normalize_with_profile(messages, profile, trace)
+    assert result == normalize_with_profile(messages, profile)
+    events = trace.events
+    assert Counter(e.reason for e in events if e.kind == "dropped") == Counter(result.drops)
+    assert sum(1 for e in events if e.kind == "healed") == result.healed
+    assert sum(1 for e in events if e.reason == "rekeyed_call" and e.call is not None) == result.repairs.get(
+        "rekeyed_call", 0
+    )
+    assert sum(1 for e in events if e.reason == "moved_result") == result.repairs.get("moved_result", 0)
+    kept = [o for o in trace.origins if o is not None]
+    assert len(trace.origins) == len(result.messages) and len(kept) == len(set(kept))
+    assert all(
+        0 <= o < len(messages) and result.messages[i]["role"] == messages[o]["role"]
+        for i, o in enumerate(trace.origins)
+        if o is not None
+    )
+    assert sum(1 for o in trace.origins if o is None) == result.healed

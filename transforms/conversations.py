@@ -249,12 +249,12 @@ class MergeSummaries(beam.CombineFn):
         return {}
 
     def add_input(self, accumulator: dict, part: dict) -> dict:
-        return summaries.merge(accumulator, part)
+        return summaries.merge_into(accumulator, part)  # the accumulator is ours to change
 
     def merge_accumulators(self, accumulators) -> dict:
         total: dict = {}
         for accumulator in accumulators:
-            total = summaries.merge(total, accumulator)
+            summaries.merge_into(total, accumulator)
         return total
 
     def extract_output(self, accumulator: dict) -> dict:
@@ -293,7 +293,7 @@ class SummarizeRun(Summarize):
     """Dataset totals of a normalization run, from (read stats, drops, dead letters)."""
 
     def __init__(self, settings: Settings) -> None:
-        super().__init__(summaries.RUN, profile=settings.profile, check=settings.check)
+        super().__init__(summaries.RUN, profile=settings.profile, check=settings.check, tokens=settings.tokens)
 
 
 class SummarizeValidation(Summarize):

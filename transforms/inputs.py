@@ -58,6 +58,16 @@ class Batch(NamedTuple):
     lines: list[Any] | None = None
 
 
+#: Bytes of an uncompressed JSONL file per shard (``--shard-bytes``): big files spread over workers.
+DEFAULT_SHARD_BYTES = 64 << 20
+#: Records per batch (``--batch-size``).
+DEFAULT_BATCH_SIZE = 256
+#: Largest record read (a JSONL line, a .json document); a larger one is a ``record_too_large``
+#: dead letter. Parsing and normalizing hold up to ~20x a record's bytes in Python objects at
+#: worst (tiny messages; bench/bench_memory.py), so the default keeps one record's cost under
+#: ~0.7 GB.
+DEFAULT_MAX_RECORD_BYTES = 32 << 20
+
 #: A batch closes at this many raw bytes of its records, or at its count (``--batch-size``),
 #: whichever comes first: it bounds what a batch of large records holds (its lines and ~20x
 #: their bytes in Python objects); CPU per record did not measurably change between 64 KiB

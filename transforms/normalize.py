@@ -16,6 +16,12 @@ Pure: no Beam, no I/O, no global state, and the input is never mutated. ``droppe
 counted by the operations that drop, one by one, never derived from list lengths: an unusable
 id can cost three drops from a list of two.
 
+``normalize_conversation(messages, trace=Trace())`` also records, in the same pass, what each
+rule did to each entry: an ``Event`` per drop (the same calls that count the drops record it,
+so the two cannot disagree), per system message moved, per id trimmed, per result healed, and
+for each output message the input entry it came from. Off by default (``trace=None``), where
+the pass is exactly the one that counts; ``convnorm explain`` and the report use it.
+
 Usage::
 
     >>> from transforms.normalize import normalize_conversation
@@ -30,11 +36,15 @@ from typing import Any, NamedTuple
 from transforms.jsontext import compact_json, int_text
 
 __all__ = [
+    "CALL_REASONS",
     "INTERRUPTED_RESULT",
     "REASONS",
+    "Event",
     "NormalizeResult",
+    "Trace",
     "coerce_messages",
     "content_text",
+    "moved_by_system_first",
     "normalize_conversation",
     "pairing_key",
     "raw_call_id",
@@ -54,6 +64,10 @@ REASONS = (
     "leading_tool",
 )
 
+#: The reasons that remove a call from inside an assistant turn, not a message from the list:
+#: ``messages in - messages dropped + healed = messages out`` counts every other reason.
+CALL_REASONS = frozenset({"unusable_call", "redeclared_call"})
+
 #: Content of the synthetic result that answers a call left unanswered (MEM-3).
 INTERRUPTED_RESULT = "Tool call was interrupted; no result."
 
@@ -67,24 +81,172 @@ class NormalizeResult(NamedTuple):
     healed: int
 
 
-class _DropLog:
-    """Counts drops at the moment they happen: ``dropped`` and the per-reason tally together."""
+#: ``_DropLog.add``'s ``call`` when the drop is of an entry, not of a call (a call may be ``None``).
+NO_CALL: Any = object()
 
-    __slots__ = ("dropped", "by_reason")
+
+class Event(NamedTuple):
+    """One thing a rule did to one entry of the input list (recorded with ``trace``)."""
+
+    #: ``dropped``, ``moved`` (rule 2), ``rekeyed`` (an id trimmed or read as text) or
+    #: ``healed`` (a synthetic result added for an unanswered call).
+    kind: str
+    #: The drop reason (``REASONS``), ``system_first``, ``id_trimmed``, ``id_as_text`` or
+    #: ``unanswered_call``.
+    reason: str
+    #: The entry's index in the input list (healed: the turn that declares the call); ``None``
+    #: for an entry the core made itself (a synthetic result).
+    entry: int | None
+    #: The call's index in that entry's ``tool_calls`` (events on one call), else ``None``.
+    call: int | None = None
+    #: The id concerned, as text (``' c1' -> 'c1'`` for a trimmed one).
+    detail: str = ""
+    #: Which repair pass (1, or 2 after rule 4) made it; 0 for rules 1 and 2.
+    repair_pass: int = 0
+
+
+class Trace:
+    """What ``normalize_conversation(messages, trace=...)`` did, filled in the same pass.
+
+    ``events``: in the order the rules made them. ``origins``: for each output message, the
+    index of the input entry it came from, or ``None`` for a synthetic result.
+    """
+
+    __slots__ = ("events", "origins")
+
+    def __init__(self) -> None:
+        self.events: list[Event] = []
+        self.origins: list[int | None] = []
+
+
+class _DropLog:
+    """Counts drops at the moment they happen: ``dropped`` and the per-reason tally together.
+
+    The rules hand it the entry (and call) each drop concerns, and call ``renamed``,
+    ``rebuilt`` and ``healed`` on their rare paths: no-ops here, recorded by ``_TracingLog``.
+    """
+
+    __slots__ = ("dropped", "by_reason", "repair_pass")
 
     def __init__(self) -> None:
         self.dropped = 0
         self.by_reason: dict[str, int] = {}
+        self.repair_pass = 0
 
-    def add(self, reason: str) -> None:
+    def add(self, reason: str, entry: Any = None, call: Any = NO_CALL) -> None:
         self.dropped += 1
         self.by_reason[reason] = self.by_reason.get(reason, 0) + 1
+
+    def renamed(self, new: Any, old: Any, turn: Any, raw_id: Any) -> None:
+        """``new`` replaces ``old`` (a call of ``turn``, or a result) with its id made usable."""
+
+    def rebuilt(self, new: Any, old: Any) -> None:
+        """``new`` replaces the message ``old`` (fewer calls, or none)."""
+
+    def healed(self, result: Any, turn: Any, call_id: str) -> None:
+        """``result`` answers ``call_id`` of ``turn`` (step C)."""
 
     def report(self) -> dict[str, int]:
         # Canonical reason order, so that serialized reports are byte-stable.
         if not self.by_reason:
             return {}  # most conversations
         return {r: self.by_reason[r] for r in REASONS if r in self.by_reason}
+
+
+class _TracingLog(_DropLog):
+    """A ``_DropLog`` that also records an ``Event`` for each thing done to an entry.
+
+    Entries are followed by identity: each message and call the rules make is mapped to the
+    input entry (and call) it stands for, and kept alive, so that an id is never reused.
+    """
+
+    __slots__ = ("trace", "_size", "_entry", "_call", "_input", "_coerce_drops", "_alive")
+
+    def __init__(self, messages: list[Any], trace: Trace) -> None:
+        super().__init__()
+        self.trace = trace
+        self._size = len(messages)
+        self._entry: dict[int, int] = {}  # id(message) -> input index
+        self._call: dict[int, tuple[int, int]] = {}  # id(call) -> (input index, call index)
+        self._input: dict[int, list[int]] = {}  # id(input entry) -> its indices not yet seen
+        for index, entry in enumerate(messages):
+            self._input.setdefault(id(entry), []).append(index)
+        self._coerce_drops: set[int] = set()
+        self._alive: list[Any] = [messages]
+
+    def _record(self, kind: str, reason: str, entry: int | None, call: int | None = None, detail: str = "") -> None:
+        self.trace.events.append(Event(kind, reason, entry, call, detail, self.repair_pass))
+
+    def add(self, reason: str, entry: Any = None, call: Any = NO_CALL) -> None:
+        super().add(reason)
+        if self.repair_pass == 0:  # rule 1: an input entry, before any flat message exists
+            index = self._input[id(entry)].pop(0)
+            self._coerce_drops.add(index)
+            self._record("dropped", reason, index)
+            return
+        where = self._entry.get(id(entry))
+        if call is NO_CALL:
+            self._record("dropped", reason, where, None, _id_text(entry))
+        else:
+            self._record("dropped", reason, where, self._call_index(entry, call), _id_text(call))
+
+    def _call_index(self, turn: Any, call: Any) -> int | None:
+        known = self._call.get(id(call))
+        if known is not None:
+            return known[1]
+        # A call that is no object (shared identity: small ints, strings) is dropped in the first
+        # pass, where a turn's calls are its input calls one for one: the first not yet reported.
+        calls = turn["tool_calls"]
+        reported = {e.call for e in self.trace.events if e.entry == self._entry.get(id(turn)) and e.call is not None}
+        return next((k for k, c in enumerate(calls) if c is call and k not in reported), None)
+
+    def coerced(self, flat: list[Any]) -> None:
+        """After rule 1: each flat message stands for the input entry it was made from."""
+        kept = [i for i in range(self._size) if i not in self._coerce_drops]
+        for message, index in zip(flat, kept):
+            self._entry[id(message)] = index
+            for k, call in enumerate(message.get("tool_calls", ())):
+                self._call[id(call)] = (index, k)
+        self._alive.append(flat)
+
+    def moved(self, before: list[Any]) -> None:
+        """Rule 2: each system message that had another message before it moved to the front."""
+        for position in moved_by_system_first(before):
+            self._record("moved", "system_first", self._entry.get(id(before[position])))
+
+    def renamed(self, new: Any, old: Any, turn: Any, raw_id: Any) -> None:
+        self._alive.append(old)
+        reason = "id_as_text" if not isinstance(raw_id, str) else "id_trimmed"
+        detail = f"{raw_id!r} -> {new['tool_call_id']!r}"
+        if turn is None:  # a result
+            self._entry[id(new)] = where = self._entry.get(id(old), -1)
+            self._record("rekeyed", reason, where, None, detail)
+            return
+        self._call[id(new)] = known = self._call.get(id(old), (self._entry.get(id(turn), -1), -1))
+        self._record("rekeyed", reason, known[0], known[1], detail)
+
+    def rebuilt(self, new: Any, old: Any) -> None:
+        self._alive.append(old)
+        where = self._entry.get(id(old))
+        if where is not None:
+            self._entry[id(new)] = where
+
+    def healed(self, result: Any, turn: Any, call_id: str) -> None:
+        self._alive.append(result)
+        known = next((self._call.get(id(c)) for c in turn["tool_calls"] if c["tool_call_id"] == call_id), None)
+        entry = self._entry.get(id(turn)) if known is None else known[0]
+        self._record("healed", "unanswered_call", entry, None if known is None else known[1], call_id)
+
+    def finish(self, messages: list[Any]) -> None:
+        self.trace.origins = [self._entry.get(id(message)) for message in messages]
+
+
+def _id_text(item: Any) -> str:
+    """The id a dropped call or result carried, as text for its event ("" when none)."""
+    if not isinstance(item, dict):
+        return ""
+    value = item.get("tool_call_id")
+    return "" if value is None else str(value)
 
 
 # --------------------------------------------------------------------------------------------
@@ -213,12 +375,12 @@ def _coerce(messages: list[Any], log: _DropLog) -> list[Any]:
     append = out.append
     for entry in messages:
         if not isinstance(entry, dict):
-            log.add("not_an_object")
+            log.add("not_an_object", entry)
             continue
         role = entry.get("role")
         if role.__class__ is not str or role not in _PLAIN_ROLES:
             if not isinstance(role, str) or not role.strip():
-                log.add("no_role")
+                log.add("no_role", entry)
                 continue
             role = str.__str__(role)
         content = entry.get("content")
@@ -242,18 +404,37 @@ def _coerce(messages: list[Any], log: _DropLog) -> list[Any]:
     return out
 
 
-def coerce_messages(messages: list[Any]) -> tuple[list[Any], dict[str, int]]:
+def coerce_messages(messages: list[Any], trace: Trace | None = None) -> tuple[list[Any], dict[str, int]]:
     """Rule 1 alone: the coerced list and its drops by reason.
 
     Exposed for opt-in passes that want to work on flat messages before the core runs. Ids
-    are still raw here (untrimmed, possibly unusable); rule 3 settles them.
+    are still raw here (untrimmed, possibly unusable); rule 3 settles them. With ``trace``:
+    its drop events, and ``trace.origins`` the input index of each coerced message.
     """
-    log = _DropLog()
-    return _coerce(messages, log), log.report()
+    if trace is None:
+        log = _DropLog()
+        return _coerce(messages, log), log.report()
+    tracing = _TracingLog(messages, trace)
+    coerced = _coerce(messages, tracing)
+    tracing.coerced(coerced)
+    tracing.finish(coerced)
+    return coerced, tracing.report()
 
 
 # --------------------------------------------------------------------------------------------
 # Rule 2 — system messages first
+
+
+def moved_by_system_first(messages: list[Any]) -> list[int]:
+    """Positions of the system messages that rule 2 moves: those with another message before them."""
+    moved: list[int] = []
+    seen_other = False
+    for position, message in enumerate(messages):
+        if message["role"] != "system":
+            seen_other = True
+        elif seen_other:
+            moved.append(position)
+    return moved
 
 
 def system_first(messages: list[Any]) -> list[Any]:
@@ -275,7 +456,7 @@ def _repair(messages: list[Any], log: _DropLog) -> tuple[list[Any], int]:
     after_b = _answer_results(_declare_calls(messages, declared, log), declared, answered, log)
     if len(answered) == len(declared):
         return after_b, 0  # every call answered: step C has nothing to do
-    return _heal_unanswered(after_b, answered)
+    return _heal_unanswered(after_b, answered, log)
 
 
 def _declare_calls(messages: list[Any], declared: set[str], log: _DropLog) -> list[Any]:
@@ -292,25 +473,31 @@ def _declare_calls(messages: list[Any], declared: set[str], log: _DropLog) -> li
             raw_id = call.get("tool_call_id") if isinstance(call, dict) else None
             call_id = usable_id(raw_id)
             if call_id is None:
-                log.add("unusable_call")
+                log.add("unusable_call", message, call)
                 changed = True
             elif call_id in declared:
-                log.add("redeclared_call")
+                log.add("redeclared_call", message, call)
                 changed = True
             else:
                 declared.add(call_id)
                 if raw_id != call_id:
-                    call = {**call, "tool_call_id": call_id}
+                    renamed = {**call, "tool_call_id": call_id}
+                    log.renamed(renamed, call, message, raw_id)
+                    call = renamed
                     changed = True
                 kept.append(call)
         if not changed:
             keep(message)
         elif kept:
-            keep({"role": message["role"], "content": message["content"], "tool_calls": kept})
+            rebuilt = {"role": message["role"], "content": message["content"], "tool_calls": kept}
+            log.rebuilt(rebuilt, message)
+            keep(rebuilt)
         elif message["content"].strip():
-            keep({"role": message["role"], "content": message["content"]})
+            rebuilt = {"role": message["role"], "content": message["content"]}
+            log.rebuilt(rebuilt, message)
+            keep(rebuilt)
         else:
-            log.add("emptied_turn")
+            log.add("emptied_turn", message)
     return after_a
 
 
@@ -325,18 +512,20 @@ def _answer_results(messages: list[Any], declared: set[str], answered: set[str],
         raw_id = message["tool_call_id"]
         call_id = usable_id(raw_id)
         if call_id is None or call_id not in declared:
-            log.add("orphan_result")
+            log.add("orphan_result", message)
         elif call_id in answered:
-            log.add("duplicate_result")
+            log.add("duplicate_result", message)
         else:
             answered.add(call_id)
             if raw_id != call_id:
-                message = {"role": "tool", "content": message["content"], "tool_call_id": call_id}
+                renamed = {"role": "tool", "content": message["content"], "tool_call_id": call_id}
+                log.renamed(renamed, message, None, raw_id)
+                message = renamed
             keep(message)
     return after_b
 
 
-def _heal_unanswered(messages: list[Any], answered: set[str]) -> tuple[list[Any], int]:
+def _heal_unanswered(messages: list[Any], answered: set[str], log: _DropLog) -> tuple[list[Any], int]:
     """Step C — unanswered calls: a synthetic result directly after the declaring turn."""
     healed = 0
     after_c: list[Any] = []
@@ -348,7 +537,9 @@ def _heal_unanswered(messages: list[Any], answered: set[str]) -> tuple[list[Any]
         for call in message["tool_calls"]:
             call_id = call["tool_call_id"]
             if call_id not in answered:
-                keep({"role": "tool", "content": INTERRUPTED_RESULT, "tool_call_id": call_id})
+                result = {"role": "tool", "content": INTERRUPTED_RESULT, "tool_call_id": call_id}
+                log.healed(result, message, call_id)
+                keep(result)
                 healed += 1
     return after_c, healed
 
@@ -363,32 +554,46 @@ def _strip_leading_tools(messages: list[Any], log: _DropLog) -> list[Any]:
         start += 1
     end = start
     while end < len(messages) and messages[end]["role"] == "tool":
-        log.add("leading_tool")
+        log.add("leading_tool", messages[end])
         end += 1
     if end == start:
         return messages
     return messages[:start] + messages[end:]
 
 
-def normalize_conversation(messages: Any) -> NormalizeResult:
+def normalize_conversation(messages: Any, trace: Trace | None = None) -> NormalizeResult:
     """Normalize one conversation by MEM-5 (rules 1-4 of NORMALIZATION.md, in order).
 
     Input that is not a list normalizes to ``[]`` with nothing dropped: a job routes such a
-    record to its dead-letter output before calling this function.
+    record to its dead-letter output before calling this function. With ``trace`` (a fresh
+    ``Trace``), the same pass also records what it did to each entry; the result is the same.
     """
     if not isinstance(messages, list):
         return NormalizeResult([], 0, {}, 0)
-    log = _DropLog()
-    flat = _coerce(messages, log)
-    flat = system_first(flat)
+    tracing = None if trace is None else _TracingLog(messages, trace)
+    log = _DropLog() if tracing is None else tracing
+    coerced = _coerce(messages, log)
+    flat = system_first(coerced)
+    if tracing is not None:
+        tracing.coerced(coerced)
+        if flat is not coerced:
+            tracing.moved(coerced)
+    log.repair_pass = 1
     flat, healed = _repair(flat, log)
     stripped = _strip_leading_tools(flat, log)
     if stripped is flat:
         # Nothing stripped: the second pass would see the first pass's output, where every id
         # is usable and declared once and answered once, and change nothing (drop nothing,
         # heal nothing). Skipping it is the same result, for a third of the core's time.
-        return NormalizeResult(flat, log.dropped, log.report(), healed)
+        return _result(flat, log, healed, tracing)
     # Rule 4 runs the repair pass again: stripping a leading result can un-answer a call, and
     # the second pass heals it.
+    log.repair_pass = 2
     flat, healed_again = _repair(stripped, log)
-    return NormalizeResult(flat, log.dropped, log.report(), healed + healed_again)
+    return _result(flat, log, healed + healed_again, tracing)
+
+
+def _result(flat: list[Any], log: _DropLog, healed: int, tracing: _TracingLog | None) -> NormalizeResult:
+    if tracing is not None:
+        tracing.finish(flat)
+    return NormalizeResult(flat, log.dropped, log.report(), healed)

@@ -17,9 +17,7 @@ from typing import Any, TypedDict
 # (``NotRequired`` needs Python 3.11; convnorm runs on 3.10).
 
 
-class DeadLetter(TypedDict):
-    """A record that could not be processed, and why."""
-
+class _DeadLetterFields(TypedDict):
     source: str
     position: int
     #: One of ``transforms.record_steps.DeadLetterReason`` (as plain text).
@@ -27,6 +25,13 @@ class DeadLetter(TypedDict):
     detail: str
     #: The raw input as text, cut to ``--dead-letter-raw-limit`` characters.
     raw: str
+
+
+class DeadLetter(_DeadLetterFields, total=False):
+    """A record that could not be processed, and why: the keys of ``_DeadLetterFields``
+    always, and ``tokens`` for an example refused for its length (``over_token_limit``)."""
+
+    tokens: int
 
 
 class _DropCounts(TypedDict):
@@ -56,6 +61,12 @@ class DropMetrics(_DropCounts, total=False):
     non_finite_nulled: dict[str, int]
     #: Sendability violations of the output, by kind (``--check``).
     violations: dict[str, int]
+    #: Tokens of the example as the sink wrote it (``--tokens``; transforms.tokens).
+    tokens: int
+    #: ``True`` when the example is over ``--max-example-tokens`` (and kept: ``--over-limit keep``).
+    over_token_limit: bool
+    #: ``True`` when the normalized conversation has no assistant message (``--tokens``).
+    no_assistant_message: bool
 
 
 class ViolationDetail(TypedDict):

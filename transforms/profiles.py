@@ -64,7 +64,17 @@ from __future__ import annotations
 
 from typing import Any, NamedTuple
 
-from transforms.normalize import REASONS, coerce_messages, normalize_conversation, system_first, usable_id
+from transforms.normalize import (
+    REASONS,
+    Event,
+    NormalizeResult,
+    Trace,
+    coerce_messages,
+    moved_by_system_first,
+    normalize_conversation,
+    system_first,
+    usable_id,
+)
 from transforms.tool_blocks import first_free, tool_blocks
 
 __all__ = [
@@ -78,6 +88,10 @@ __all__ = [
 
 #: Names of the opt-in repairs, reported apart from drops, in canonical order.
 REPAIRS = ("rekeyed_call", "moved_result")
+
+#: What ``rekey_reused_ids`` reports of each new id: (index in the list, call position in the
+#: turn or ``None`` for a result, the id it had, the id it gets).
+Rename = tuple[int, "int | None", "str | None", str]
 
 #: Separator between an id and the counter of its fresh re-keyed spelling (``c1~2``).
 REKEY_SEPARATOR = "~"
@@ -128,7 +142,7 @@ class _Group:
         self.results: list[int] = []  # indices of the results that belong here, in order
 
 
-def rekey_reused_ids(messages: list[Any]) -> tuple[list[Any], int]:
+def rekey_reused_ids(messages: list[Any], renames: list[Rename] | None = None) -> tuple[list[Any], int]:
     """Give a fresh id to each later declaration of a reused id that has its own result.
 
     Takes a flat list (``coerce_messages`` output, ideally after rule 2) and returns the new
@@ -174,6 +188,9 @@ def rekey_reused_ids(messages: list[Any]) -> tuple[list[Any], int]:
     present in the conversation (after trimming) and every id already handed out, so they are
     deterministic and collision-free. Ids are compared trimmed (``" c1"`` reuses ``"c1"``);
     a fresh id is built from the trimmed id.
+
+    ``renames``, when given, receives ``(index, call position or None, old id, new id)`` for
+    each call and result given a new id (``convnorm explain`` shows them).
     """
     walk = _declarations(messages)
     call_ids: dict[int, dict[int, str]] = {}  # {turn index: {call position: new id}}
@@ -186,7 +203,7 @@ def rekey_reused_ids(messages: list[Any]) -> tuple[list[Any], int]:
         rekeyed += _rekey_chain(key, chain, walk, counters, call_ids, result_ids)
     if not rekeyed:
         return messages, 0
-    return _with_ids(messages, call_ids, result_ids), rekeyed
+    return _with_ids(messages, call_ids, result_ids, renames), rekeyed
 
 
 class _Declarations(NamedTuple):
@@ -292,7 +309,12 @@ def _rekey_chain(
     return rekeyed
 
 
-def _with_ids(messages: list[Any], call_ids: dict[int, dict[int, str]], result_ids: dict[int, str]) -> list[Any]:
+def _with_ids(
+    messages: list[Any],
+    call_ids: dict[int, dict[int, str]],
+    result_ids: dict[int, str],
+    renames: list[Rename] | None = None,
+) -> list[Any]:
     """A new list with the decided ids; messages that keep theirs are shared, not copied."""
     out = []
     for index, message in enumerate(messages):
@@ -302,10 +324,15 @@ def _with_ids(messages: list[Any], call_ids: dict[int, dict[int, str]], result_i
                 {**call, "tool_call_id": renamed[p]} if p in renamed else call
                 for p, call in enumerate(message["tool_calls"])
             ]
+            if renames is not None:
+                old = message["tool_calls"]
+                renames += [(index, p, usable_id(old[p].get("tool_call_id")), new) for p, new in renamed.items()]
             message = {"role": message["role"], "content": message["content"], "tool_calls": calls}
         else:
             new = result_ids.get(index)
             if new is not None and new != usable_id(message["tool_call_id"]):
+                if renames is not None:
+                    renames.append((index, None, usable_id(message["tool_call_id"]), new))
                 message = {"role": message["role"], "content": message["content"], "tool_call_id": new}
         out.append(message)
     return out
@@ -326,7 +353,7 @@ def _fresh_id(key: str, taken: set[str], counters: dict[str, int]) -> str:
 # Pass 2 — re-attach displaced results
 
 
-def reattach_results(messages: list[Any]) -> tuple[list[Any], int]:
+def reattach_results(messages: list[Any], moves: list[int] | None = None) -> tuple[list[Any], int]:
     """Move displaced results into the block directly after the turn that declares them.
 
     Takes a flat list (``coerce_messages`` output, ideally after rule 2 and
@@ -354,6 +381,8 @@ def reattach_results(messages: list[Any]) -> tuple[list[Any], int]:
     A result whose declaration the core will drop as ``redeclared_call`` belongs to the
     owner (MEM-5's first declaration); ``rekey_reused_ids``, run first, gives a result after a
     later declaration its own pair instead.
+
+    ``moves``, when given, receives the index of each result moved, in list order.
     """
     owner = _first_declarations(messages)
     if not owner:
@@ -361,6 +390,8 @@ def reattach_results(messages: list[Any]) -> tuple[list[Any], int]:
     front, back, moved = _moves(messages, owner)
     if not moved:
         return messages, 0
+    if moves is not None:
+        moves += sorted(moved)
     return _with_moves(messages, front, back, moved), len(moved)
 
 
@@ -445,21 +476,27 @@ def _merge_drops(*tallies: dict[str, int]) -> dict[str, int]:
     return {r: merged[r] for r in REASONS if r in merged}
 
 
-def _spec(messages: Any) -> ProfileResult:
+def _spec(messages: Any, trace: Trace | None = None) -> ProfileResult:
     """MEM-5 exactly: ``normalize_conversation``, no opt-in repair."""
-    result = normalize_conversation(messages)
+    result = normalize_conversation(messages, trace)
     return ProfileResult(result.messages, result.dropped, result.drops, result.healed, {})
 
 
-def _lossless(messages: Any) -> ProfileResult:
+def _lossless(messages: Any, trace: Trace | None = None) -> ProfileResult:
     """Re-key reused ids and re-attach displaced results, then run the MEM-5 core unchanged."""
     if not isinstance(messages, list):
         return ProfileResult([], 0, {}, 0, {})
+    if trace is not None:
+        return _traced_lossless(messages, trace)
     flat, coerce_drops = coerce_messages(messages)
     flat = system_first(flat)  # rule 2, as the core applies it (a no-op there)
     flat, rekeyed = rekey_reused_ids(flat)
     flat, moved = reattach_results(flat)
     core = normalize_conversation(flat)
+    return _lossless_result(core, coerce_drops, rekeyed, moved)
+
+
+def _lossless_result(core: NormalizeResult, coerce_drops: dict[str, int], rekeyed: int, moved: int) -> ProfileResult:
     # The core re-coerces flat messages without dropping anything, so each drop below is
     # counted once, by the operation that made it.
     dropped = sum(coerce_drops.values()) + core.dropped
@@ -468,10 +505,47 @@ def _lossless(messages: Any) -> ProfileResult:
     return ProfileResult(core.messages, dropped, _merge_drops(coerce_drops, core.drops), core.healed, repairs)
 
 
-#: Profile name -> function from a message list to a ``ProfileResult``.
+def _traced_lossless(messages: list[Any], trace: Trace) -> ProfileResult:
+    """``_lossless`` with ``trace``: the same steps, each recording what it did, and every
+    event named by the input entry it concerns (``origins`` follows the list through them)."""
+    coerced, coerce_drops = coerce_messages(messages, trace)
+    origins = list(trace.origins)  # coerced position -> input index
+    for position in moved_by_system_first(coerced):
+        trace.events.append(Event("moved", "system_first", origins[position]))
+    flat = system_first(coerced)
+    origins = _follow(coerced, flat, origins)
+    renames: list[Rename] = []
+    flat, rekeyed = rekey_reused_ids(flat, renames)  # same positions: origins unchanged
+    for index, call, old, new in renames:
+        trace.events.append(Event("rekeyed", "rekeyed_call", origins[index], call, f"{old} -> {new}"))
+    moves: list[int] = []
+    before_moves = flat
+    flat, moved = reattach_results(flat, moves)
+    for index in moves:
+        trace.events.append(
+            Event("moved", "moved_result", origins[index], None, str(before_moves[index]["tool_call_id"]))
+        )
+    origins = _follow(before_moves, flat, origins)
+    core_trace = Trace()
+    core = normalize_conversation(flat, core_trace)
+    trace.events += [e._replace(entry=None if e.entry is None else origins[e.entry]) for e in core_trace.events]
+    trace.origins = [None if o is None else origins[o] for o in core_trace.origins]
+    return _lossless_result(core, coerce_drops, rekeyed, moved)
+
+
+def _follow(before: list[Any], after: list[Any], origins: list[int | None]) -> list[int | None]:
+    """The origins of ``after``, a reordering of ``before`` (the same message objects)."""
+    where = {id(message): origin for message, origin in zip(before, origins)}
+    return [where[id(message)] for message in after]
+
+
+#: Profile name -> function from a message list (and an optional ``Trace``) to a ``ProfileResult``.
 PROFILES = {"spec": _spec, "lossless": _lossless}
 
 
-def normalize_with_profile(messages: Any, profile: str = "spec") -> ProfileResult:
-    """Normalize one conversation under a named profile (``KeyError`` for an unknown name)."""
-    return PROFILES[profile](messages)
+def normalize_with_profile(messages: Any, profile: str = "spec", trace: Trace | None = None) -> ProfileResult:
+    """Normalize one conversation under a named profile (``KeyError`` for an unknown name).
+
+    With ``trace``, every step records what it did to each input entry (``normalize.Trace``).
+    """
+    return PROFILES[profile](messages, trace)

@@ -49,6 +49,8 @@ class DeadLetterReason(str, Enum):
     UNKNOWN_FORMAT = "unknown_format"
     FORMAT_ERROR = "format_error"
     UNWRITABLE = "unwritable"
+    #: Over ``--max-example-tokens`` with ``--over-limit drop`` (the dead letter has its ``tokens``).
+    OVER_TOKEN_LIMIT = "over_token_limit"
     INTERNAL_ERROR = "internal_error"
 
 
@@ -96,11 +98,13 @@ Outcome = Produced | DeadLettered
 class RecordRefused(Exception):
     """Raised inside a step: the record becomes a dead letter with this reason and detail."""
 
-    def __init__(self, reason: DeadLetterReason | str, detail: str) -> None:
+    def __init__(self, reason: DeadLetterReason | str, detail: str, tokens: int | None = None) -> None:
         super().__init__(detail)
         # A reason outside the closed list raises here: a bug, an ``internal_error`` dead letter.
         self.reason = DeadLetterReason(reason)
         self.detail = detail
+        #: The example's token count, for a record refused for its length (``--tokens``).
+        self.tokens = tokens
 
 
 # --------------------------------------------------------------------------------------------
@@ -231,14 +235,19 @@ def parse_payload(raw: RawRecord) -> Any:
         raise RecordRefused(DeadLetterReason.INVALID_JSON, str(error)) from None
 
 
-def dead_letter(raw: RawRecord, reason: DeadLetterReason, detail: str, limit: int) -> DeadLetter:
-    return {
+def dead_letter(
+    raw: RawRecord, reason: DeadLetterReason, detail: str, limit: int, tokens: int | None = None
+) -> DeadLetter:
+    letter: DeadLetter = {
         "source": raw.source,
         "position": raw.position,
         "reason": reason.value,  # a plain str in the output dict
         "detail": detail[:1000],
         "raw": raw_text(raw.payload, limit),
     }
+    if tokens is not None:
+        letter["tokens"] = tokens
+    return letter
 
 
 def guarded(
@@ -249,7 +258,7 @@ def guarded(
         output, metrics, *line = step(raw, settings, *hint)
         return Produced(output, metrics, *line)
     except RecordRefused as letter:
-        return DeadLettered(dead_letter(raw, letter.reason, letter.detail, settings.raw_limit))
+        return DeadLettered(dead_letter(raw, letter.reason, letter.detail, settings.raw_limit, letter.tokens))
     except Exception as error:  # noqa: BLE001 — a bug must surface as data, not kill the job
         detail = f"{type(error).__name__}: {error}"
         return DeadLettered(dead_letter(raw, DeadLetterReason.INTERNAL_ERROR, detail, settings.raw_limit))

@@ -34,7 +34,8 @@ from transforms.record_steps import (
     read_conversation,
     record_id,
 )
-from transforms.settings import Settings
+from transforms.settings import Settings, TokenSettings
+from transforms.tokens import count_example, has_assistant_message, sink_view
 from transforms.tool_blocks import first_free
 from transforms.validate import check_sendable, count_by_kind
 
@@ -111,7 +112,33 @@ def _process(
         line = dumps_line(output)
     except (TypeError, ValueError, RecursionError) as error:
         raise RecordRefused(DeadLetterReason.UNWRITABLE, f"not JSON: {type(error).__name__}: {error}") from None
+    tokens = settings.tokens
+    if tokens is not None:  # opt-in: without --tokens, this test is all the per-record cost
+        _count_tokens(output, result.messages, settings, tokens, metrics)
     return output, metrics, line
+
+
+def _count_tokens(
+    output: dict[str, Any], messages: list[Any], settings: Settings, tokens: TokenSettings, metrics: DropMetrics
+) -> None:
+    """``--tokens``: the example's count (as the sink wrote it) into its metrics; over
+    ``--max-example-tokens`` it is flagged, or with ``--over-limit drop`` refused."""
+    view = sink_view(settings.sink, settings.messages_field, settings.tools_field)
+    if view is None:  # the options refuse --tokens for such a sink
+        raise ValueError(f"--tokens: no token view of sink {settings.sink!r}")
+    n = count_example(output, view, tokens.encoding)
+    limit = tokens.max_example_tokens
+    if limit is not None and n > limit and tokens.drop_over_limit:
+        raise RecordRefused(
+            DeadLetterReason.OVER_TOKEN_LIMIT,
+            f"{n:,} tokens ({tokens.encoding}, as {settings.sink} writes it) > --max-example-tokens {limit:,}",
+            tokens=n,
+        )
+    metrics["tokens"] = n
+    if limit is not None and n > limit:
+        metrics["over_token_limit"] = True
+    if not has_assistant_message(messages):
+        metrics["no_assistant_message"] = True
 
 
 def process_record(raw: RawRecord, settings: Settings, hint: ReaderHint | None = None) -> Outcome:

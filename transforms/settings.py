@@ -14,6 +14,28 @@ DEFAULT_RAW_LIMIT = 2000
 
 
 @dataclass(frozen=True)
+class TokenSettings:
+    """Fine-tuning readiness (``--tokens``): how examples are counted and what the run reports.
+
+    See ``transforms.tokens`` (the counting) and docs/fine-tuning.md.
+    """
+
+    #: The encoding the counts are in (``--tokens``): ``o200k_base`` or ``cl100k_base``.
+    encoding: str
+    #: Tokens one example may hold (``--max-example-tokens``); ``None``: no limit checked.
+    max_example_tokens: int | None = None
+    #: The model whose documented limit ``max_example_tokens`` is (``None``: a number was given).
+    limit_model: str | None = None
+    #: ``--over-limit drop``: an example over the limit is an ``over_token_limit`` dead letter
+    #: instead of an output record (``False``: it is written, counted and listed).
+    drop_over_limit: bool = False
+    #: ``--epochs``; ``None``: the default OpenAI's fine-tuning guide states for the dataset's size.
+    epochs: int | None = None
+    #: ``--price-per-mtok``: price of a million training tokens, for the cost estimate.
+    price_per_mtok: float | None = None
+
+
+@dataclass(frozen=True)
 class Settings:
     """How to read, normalize and write records; validated by the options before use."""
 
@@ -29,3 +51,5 @@ class Settings:
     #: Also run the strict sendability check on every normalized conversation.
     check: bool = False
     raw_limit: int = DEFAULT_RAW_LIMIT
+    #: Count tokens per example (``--tokens``); ``None``: no counting, no work per record.
+    tokens: TokenSettings | None = None

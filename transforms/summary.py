@@ -20,10 +20,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable, NamedTuple
 
-from transforms.normalize import REASONS
+from transforms.normalize import CALL_REASONS, REASONS
 from transforms.output_records import DeadLetter, DropMetrics, ViolationReport
 from transforms.profiles import REPAIRS
 from transforms.record_steps import DEAD_LETTER_REASONS
+from transforms.settings import TokenSettings
+from transforms.tokens import tally_example, token_figures
 from transforms.validate import VIOLATION_KINDS
 
 #: Buckets of the drops-per-conversation histogram: (label, lowest count, highest count).
@@ -55,6 +57,21 @@ def merge(a: dict[str, Any], b: dict[str, Any]) -> dict[str, Any]:
         else:
             out[key] = out.get(key, 0) + value
     return out
+
+
+def merge_into(total: dict[Any, Any], part: dict[Any, Any]) -> dict[Any, Any]:
+    """Add ``part`` to ``total`` in place and return ``total`` (``part`` is left as it was).
+
+    For a combiner's accumulator: ``merge`` copies its whole first argument, so adding each
+    batch's partial to a large total (``--tokens``' histogram of counts) would cost the total's
+    size per batch; this costs the partial's.
+    """
+    for key, value in part.items():
+        if isinstance(value, dict):
+            merge_into(total.setdefault(key, {}), value)
+        else:
+            total[key] = total.get(key, 0) + value
+    return total
 
 
 def _add(counts: dict[str, int], key: str, n: int = 1) -> None:
@@ -163,6 +180,7 @@ def partial(
     histogram: dict[str, int] = {}
     nulled: dict[str, int] = {}
     discarded: dict[str, dict[str, int]] = {}
+    tokens: dict[str, Any] = {}  # --tokens only: transforms.tokens.tally_example
     reports: dict[str, Any] = {name: {} for name in _REPORTS}
     records_out = messages_in = messages_out = dropped = healed = with_drops = with_violations = 0
     with_discards = 0
@@ -189,7 +207,13 @@ def partial(
             _add_ledger(discarded, m["discarded"])
         if "violations" in m:
             with_violations += _tally_violations(violations, m["violations"])
-    return {
+        if "tokens" in m:
+            tally_example(tokens, m)
+    dead_letters = list(dead_letters)
+    for letter in dead_letters:
+        if "tokens" in letter:  # refused for its length (over_token_limit)
+            tally_example(tokens, letter)
+    part = {
         **_accounting(records_in, blank_lines, "records_out", records_out, dead_letters),
         "messages_in": messages_in,
         "messages_out": messages_out,
@@ -206,6 +230,9 @@ def partial(
         **reports,
         "non_finite_nulled": nulled,
     }
+    if tokens:  # absent without --tokens: the summary is the same as before it existed
+        part["tokens"] = tokens
+    return part
 
 
 def _add_ledger(discarded: dict[str, dict[str, int]], ledger: dict[str, Any]) -> None:
@@ -240,8 +267,11 @@ def _ledger(discarded: dict[str, Any], conversations: int) -> dict[str, Any]:
     }
 
 
-def finalize(summary: dict[str, Any], *, profile: str = "spec", check: bool = False) -> dict[str, Any]:
-    """The canonical summary document (stable key order, every known reason listed)."""
+def finalize(
+    summary: dict[str, Any], *, profile: str = "spec", check: bool = False, tokens: TokenSettings | None = None
+) -> dict[str, Any]:
+    """The canonical summary document (stable key order, every known reason listed); with
+    ``tokens`` (``--tokens``), the ``tokens`` section (``token_figures``)."""
     s = merge(partial(), summary)
     doc = {
         "records_in": s["records_in"],
@@ -268,6 +298,8 @@ def finalize(summary: dict[str, Any], *, profile: str = "spec", check: bool = Fa
     for name in _REPORTS:
         if s[name]:
             doc[name] = _sorted_counts(s[name])
+    if tokens is not None:
+        doc["tokens"] = token_figures(s.get("tokens", {}), tokens)
     doc["accounted"] = accounted(doc, "records_out")
     return doc
 
@@ -278,7 +310,14 @@ def _sorted_counts(counts: dict[str, Any]) -> dict[str, Any]:
 
 def format_table(doc: dict[str, Any]) -> str:
     """A short human-readable rendering of a finalized summary."""
-    rows = [*_record_rows(doc), *_message_rows(doc), *_ledger_rows(doc), *_opt_in_rows(doc), *_report_rows(doc)]
+    rows = [
+        *_record_rows(doc),
+        *_message_rows(doc),
+        *_ledger_rows(doc),
+        *_opt_in_rows(doc),
+        *_report_rows(doc),
+        *_token_rows(doc.get("tokens")),
+    ]
     histogram = "  ".join(f"{label}:{n:,}" for label, n in doc["drops_histogram"].items())
     footer = [f"  drops per conversation  {histogram}"]
     if not doc.get("accounted", True):
@@ -298,12 +337,20 @@ def _record_rows(doc: dict[str, Any]) -> list[tuple[str, Any]]:
 
 
 def _message_rows(doc: dict[str, Any]) -> list[tuple[str, Any]]:
+    """Messages in - messages dropped + results added = messages out; then the calls dropped
+    from turns that stayed, which MEM-5's drop count adds to the messages (it counts both)."""
+    by_reason = doc["dropped_by_reason"]
+    calls = {r: n for r, n in by_reason.items() if r in CALL_REASONS}
+    messages = {r: n for r, n in by_reason.items() if r not in CALL_REASONS}
     return [
         ("messages in", doc["messages_in"]),
+        ("messages dropped", sum(messages.values())),
+        *_nonzero(messages, "  "),
+        ("results added (healed)", doc["healed"]),
         ("messages out", doc["messages_out"]),
-        ("messages dropped", doc["dropped"]),
-        *_nonzero(doc["dropped_by_reason"], "  "),
-        ("synthetic results (healed)", doc["healed"]),
+        ("calls dropped from turns kept", sum(calls.values())),
+        *_nonzero(calls, "  "),
+        ("dropped, MEM-5's count", doc["dropped"]),
         ("conversations with drops", doc["conversations_with_drops"]),
         *((f"non-finite floats nulled in {field}", n) for field, n in doc.get("non_finite_nulled", {}).items()),
     ]
@@ -325,6 +372,30 @@ def _opt_in_rows(doc: dict[str, Any]) -> list[tuple[str, Any]]:
     rows = [(f"repair {kind}", n) for kind, n in doc.get("repairs", {}).items()]
     if "violations" in doc:
         rows += _violation_rows(doc, "conversations with violations")
+    return rows
+
+
+def _token_rows(t: dict[str, Any] | None) -> list[tuple[str, Any]]:
+    if t is None:
+        return []
+    rows = [
+        (f"tokens ({t['encoding']})", t["total"]),
+        ("  examples counted", t["examples"]),
+        ("  p50 / p90 / p99 / max", " / ".join(f"{t[k]:,}" for k in ("p50", "p90", "p99", "max"))),
+    ]
+    if t["max_example_tokens"] is not None:
+        limit = f"{t['max_example_tokens']:,}" + (f" ({t['limit_model']})" if t["limit_model"] else "")
+        rows.append((f"  over {limit}", t["over_limit"]))
+        if t["over_limit_dropped"]:
+            rows.append(("    dead-lettered (over_token_limit)", t["over_limit_dropped"]))
+    epochs = f"{t['epochs']} epoch{'s' if t['epochs'] != 1 else ''}" + (" (default)" if t["epochs_default"] else "")
+    rows += [
+        ("  without an assistant message", t["without_assistant"]),
+        ("training tokens per epoch", t["training_tokens_per_epoch"]),
+        (f"training tokens, {epochs}", t["training_tokens"]),
+    ]
+    if "estimated_cost" in t:
+        rows.append((f"estimated cost at {t['price_per_mtok']:g} per 1M tokens", f"{t['estimated_cost']:,.2f}"))
     return rows
 
 
@@ -402,8 +473,8 @@ class DeadLetterLimit:
     percent: float | None = None
 
     @classmethod
-    def parse(cls, text: str) -> "DeadLetterLimit":
-        """Raises ``ValueError`` with a sentence for a person."""
+    def parse(cls, text: str, flag: str = "--max-dead-letters") -> "DeadLetterLimit":
+        """Raises ``ValueError`` with a sentence for a person (naming ``flag``)."""
         text = str(text).strip()
         try:
             if text.endswith("%"):
@@ -417,8 +488,7 @@ class DeadLetterLimit:
             return cls(count=count)
         except ValueError:
             raise ValueError(
-                f"--max-dead-letters {text!r}: expected a count (10) or a percentage "
-                "of the records read (2.5%), not negative"
+                f"{flag} {text!r}: expected a count (10) or a percentage of the records read (2.5%), not negative"
             ) from None
 
     def exceeded_by(self, dead_letters: int, records_in: int) -> bool:
@@ -429,6 +499,19 @@ class DeadLetterLimit:
 
     def __str__(self) -> str:
         return f"{self.count:,}" if self.count is not None else f"{self.percent:g}% of the records read"
+
+
+def dead_letter_warning(doc: dict[str, Any], limit: DeadLetterLimit | None) -> str | None:
+    """The warning of a run whose dead letters (sink refusals included: ``unwritable``) pass
+    ``--warn-dead-letters``, naming the reasons; ``None`` under it. Not an exit rule."""
+    if limit is None or not doc["records_in"] or not limit.exceeded_by(doc["dead_letters"], doc["records_in"]):
+        return None
+    reasons = ", ".join(f"{reason} {n:,}" for reason, n in doc["dead_letters_by_reason"].items() if n)
+    return (
+        f"{doc['dead_letters']:,} of {doc['records_in']:,} records read "
+        f"({doc['dead_letters'] / doc['records_in']:.1%}) are dead letters, past --warn-dead-letters "
+        f"{limit}: {reasons}"
+    )
 
 
 def _unaccounted(through: str) -> str:

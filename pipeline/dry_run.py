@@ -1,0 +1,143 @@
+"""``--dry-run``: the plan and what a run would write where, without writing anything.
+
+Prints the input files with their sizes and shards, the reader each file gets (detected on a
+sample of its first records, exactly as the run detects them: ``record_steps.read_conversation``),
+the outputs the command would write, and what it would find in the output directory (new,
+empty, an earlier run's outputs that ``--overwrite`` replaces, or a refusal: exit status 2 as
+the run would). Reads only the sample; creates, locks and deletes nothing.
+"""
+
+from __future__ import annotations
+
+import collections
+import os
+import sys
+
+from pipeline import files
+from pipeline import lock as locks
+from pipeline import outputs as owned
+from pipeline.execute import OutputSpec
+from pipeline.options import ConvNormOptions, Job
+from pipeline.progress import size_text
+from pipeline.sources import BLANK, FILE_KINDS, Shard, display_path, read_shard, shard_sizes
+from transforms.record_steps import ReaderHint, RecordRefused, parse_payload, read_conversation
+from transforms.settings import Settings
+
+#: Records read from the start of each input file to tell which reader it gets.
+SAMPLE_RECORDS = 20
+
+
+def sample_readers(shard: Shard, settings: Settings, max_record_bytes: int, sample: int = SAMPLE_RECORDS) -> dict:
+    """How the first ``sample`` records of a shard are read: reader name (or ``dead letter:
+    <reason>``) -> records, in the order first seen."""
+    counts: collections.Counter = collections.Counter()
+    hint = ReaderHint()
+    limit = min(sample, shard.limit) if shard.limit is not None else sample
+    for item in read_shard(shard._replace(limit=limit), max_record_bytes):
+        if item is BLANK:
+            continue
+        try:
+            read_conversation(parse_payload(item), settings, hint)
+        except RecordRefused as refused:
+            counts[f"dead letter: {refused.reason.value}"] += 1
+            continue
+        except Exception as error:  # noqa: BLE001 — the run would make it an internal_error dead letter
+            counts[f"dead letter: internal_error ({type(error).__name__})"] += 1
+            continue
+        counts[hint.reader.name if settings.input_format == "auto" and hint.reader else settings.input_format] += 1
+    return dict(counts)
+
+
+def _readers_text(counts: dict) -> str:
+    total = sum(counts.values())
+    if not total:
+        return "no records"
+    return ", ".join(f"{name} {n}" for name, n in counts.items()) + f" (of the first {total})"
+
+
+def input_lines(job: Job) -> list[str]:
+    """One line per input file: size, shards, kind, readers of its sample."""
+    sizes = shard_sizes(job.shards)
+    by_file: dict[str, list[int]] = {}
+    for shard in job.shards:
+        by_file.setdefault(shard.path, []).append(shard.number)
+    total = sum(sizes)
+    limit = f"; --limit {job.limit:,}: only the first {job.limit:,} records" if job.limit is not None else ""
+    lines = [
+        f"input: {len(by_file)} file(s), {len(job.shards)} shard(s), {size_text(total)}{limit}",
+    ]
+    width = min(max((len(display_path(p)) for p in by_file), default=4), 60)
+    for path, indexes in by_file.items():
+        first = job.shards[indexes[0]]
+        file_bytes = sum(sizes[i] for i in indexes)
+        kind = FILE_KINDS[first.suffix][0] + ("" if FILE_KINDS[first.suffix][1] is None else f" ({first.suffix[1:]})")
+        readers = _readers_text(sample_readers(first, job.settings, job.max_record_bytes))
+        records = sum(job.shards[i].limit or 0 for i in indexes)
+        taken = f", {records:,} record(s)" if job.limit is not None else ""
+        lines.append(
+            f"  {display_path(path):<{width}}  {size_text(file_bytes):>10}  {len(indexes)} shard(s){taken}  "
+            f"{kind}  reader: {readers}"
+        )
+    return lines
+
+
+def _directory_state(output: str, job: Job, spec: OutputSpec) -> tuple[str, str | None]:
+    """(what the run would find in the output directory, the refusal the run would print)."""
+    if files.is_local(output) and not os.path.exists(output):
+        return "does not exist: the run creates it", None
+    holder = locks.read_lock(output)
+    if holder is not None:
+        return "", f"--output {output!r} is locked by another run ({locks.describe(holder)})"
+    try:
+        previous = owned.check_output(output, spec.names, job.overwrite)
+    except owned.OutputError as error:
+        return "", str(error)
+    if previous is not None:
+        count = len(previous.get("files", []))
+        return f"holds an earlier run's outputs: --overwrite replaces the {count} file(s) its manifest lists", None
+    return "exists; nothing of convnorm's in it yet", None
+
+
+def output_lines(job: Job, spec: OutputSpec) -> list[str]:
+    """What the command writes where: one line per output."""
+    output = job.output
+    what = {
+        "normalized": f"the normalized records (sink {job.settings.sink})",
+        "drops": "per conversation: what it lost, by reason",
+        "dead_letter": "records that could not be processed, with the reason",
+        "violations": "per conversation: its violations by kind",
+    }
+    shards = len(job.shards)
+    lines = []
+    for name, extension in spec.shard_outputs.items():
+        last = f" … part-{shards - 1:05d}{extension}" if shards > 1 else ""
+        lines.append(f"  {output}/{name}/part-00000{extension}{last}  {what.get(name, '')}")
+    extras = [spec.summary_file, owned.MANIFEST_FILE, owned.SUCCESS_FILE]
+    if spec.command == "run" and job.options.view_as(ConvNormOptions).report:
+        extras.append("report.html")
+    lines.append("  " + ", ".join(f"{output}/{name}" for name in extras))
+    return lines
+
+
+def dry_run(job: Job, command: str, spec: OutputSpec) -> int:
+    """Print the plan; 0, or 2 when the run would be refused (it prints why)."""
+    print(f"convnorm {command} --dry-run: the plan; nothing is written")
+    for line in input_lines(job):
+        print(line)
+    settings = job.settings
+    runner = job.options.get_all_options()["runner"]
+    print(f"profile {settings.profile}, format {settings.input_format}, sink {settings.sink}, runner {runner}")
+    if not job.output:
+        print("output: a temporary directory, removed at the end (give --output to keep the reports)")
+        return 0
+    state, refusal = _directory_state(job.output, job, spec)
+    if refusal:
+        print(f"convnorm: error: the run would be refused: {refusal}", file=sys.stderr)
+        return 2
+    print(f"output: {job.output} ({state}); the run would write:")
+    for line in output_lines(job, spec):
+        print(line)
+    return 0
+
+
+__all__ = ["SAMPLE_RECORDS", "dry_run", "input_lines", "output_lines", "sample_readers"]

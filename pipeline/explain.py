@@ -1,0 +1,298 @@
+"""``convnorm explain OUT_DIR --id ID``: one conversation before and after, each repair marked.
+
+Finds the conversation's line in ``OUT_DIR/drops/`` (its source file and position), reads the
+record back from that file, normalizes it again as the run did (the options in the run's
+manifest) with the core's trace on (``transforms.explain``), and prints the two lists side by
+side: every entry that was dropped, moved, re-keyed or healed is marked with its reason. The
+report draws the same rows for its examples (``explanation_html``).
+
+Nothing is written. Exit status: 0 shown; 1 no such id, or the record is no longer in its
+source file; 2 bad arguments.
+"""
+
+from __future__ import annotations
+
+import argparse
+import html
+import os
+import shutil
+import sys
+from typing import Iterator, NamedTuple
+
+import orjson
+
+from transforms.explain import Explanation, Row, after_text, before_text, counts_line, explain
+from transforms.settings import Settings
+
+#: Where a batch run keeps its drop lines, and a streaming run (one file per landed file).
+DROPS_PATTERNS = ("drops/part-*.jsonl", "*/*/drops.jsonl")
+#: Files listed when an id is not found.
+SHOWN_CLOSE_IDS = 3
+
+
+class Located(NamedTuple):
+    """A conversation found in a run's outputs, read back and explained."""
+
+    metrics: dict  # its drops/ line
+    explanation: Explanation
+    settings: Settings
+    #: The 1-based line of its record in the source (JSONL), else ``None``.
+    line: int | None
+    #: Differences between what the run recorded and what the source gives now ("" if none).
+    mismatch: str
+
+
+class NotFound(LookupError):
+    """The id, or its record, cannot be found; the message says what to do."""
+
+
+def drop_lines(output: str) -> Iterator[bytes]:
+    """Every line of a run's drops/ (batch or streaming layout), in file name order."""
+    from apache_beam.io.filesystems import FileSystems
+
+    for pattern in DROPS_PATTERNS:
+        try:
+            matched = FileSystems.match([FileSystems.join(output, pattern)])[0].metadata_list
+        except Exception:  # noqa: BLE001 — a layout that is not there
+            continue
+        for meta in sorted(matched, key=lambda m: m.path):
+            with FileSystems.open(meta.path) as handle:
+                yield from handle
+
+
+def find_metrics(output: str, conversation_id: str) -> dict:
+    """The drop-metrics line of ``conversation_id``; ``NotFound`` naming close ids otherwise."""
+    needle = orjson.dumps(conversation_id)
+    ids: list[str] = []
+    for line in drop_lines(output):
+        if needle in line:  # cheap first: most lines are not the one
+            metrics = orjson.loads(line)
+            if metrics.get("id") == conversation_id:
+                return metrics
+        if len(ids) < 200_000:
+            ids.append(str(orjson.loads(line).get("id")))
+    if not ids:
+        raise NotFound(f"{output!r} holds no drops/ lines: is it the --output of a finished convnorm run?")
+    import difflib
+
+    close = difflib.get_close_matches(conversation_id, ids, n=SHOWN_CLOSE_IDS)
+    hint = f"; close ones: {', '.join(close)}" if close else ""
+    raise NotFound(
+        f"no conversation with id {conversation_id!r} in {output}/drops/ ({len(ids):,} looked at){hint}; "
+        "a record that could not be read has no id: see dead_letter/"
+    )
+
+
+def run_settings(output: str) -> tuple[Settings, int]:
+    """The record settings and --max-record-bytes of the run that wrote ``output`` (its manifest)."""
+    from apache_beam.io.filesystems import FileSystems
+
+    from pipeline.flags import our_flags
+    from pipeline.outputs import MANIFEST_FILE
+    from pipeline.report import read_json
+    from transforms.inputs import DEFAULT_MAX_RECORD_BYTES
+
+    manifest = read_json(FileSystems.join(output, MANIFEST_FILE)) or {}
+    options = manifest.get("options")
+    options = options if isinstance(options, dict) else {}
+    defaults = {dest: action.default for dest, action in our_flags().actions.items()}
+    given = {**defaults, **options}
+    fields = ("messages_field", "id_field", "input_format", "profile", "sink", "tools_field", "raw_limit")
+    settings = Settings(**{name: given[name] for name in fields if given.get(name) is not None})
+    return settings, int(given.get("max_record_bytes") or DEFAULT_MAX_RECORD_BYTES)
+
+
+def locate(output: str, conversation_id: str, settings: Settings | None = None, metrics: dict | None = None) -> Located:
+    """Find, read back and explain one conversation of a run. Raises ``NotFound``.
+
+    ``settings``: instead of the run's (its manifest); ``metrics``: its drops/ line, when the
+    caller has it already (the report's examples), instead of searching drops/ for it.
+    """
+    from pipeline.sources import line_numbers, record_at
+    from transforms.record_steps import RecordRefused, parse_payload, read_conversation
+
+    if metrics is None:
+        metrics = find_metrics(output, conversation_id)
+    run, max_record_bytes = run_settings(output)
+    settings = settings or run
+    source, position = str(metrics.get("source")), int(metrics.get("position", -1))
+    raw = record_at(source, position, max_record_bytes)
+    if raw is None:
+        relative = (
+            ""
+            if os.path.isabs(source) or "://" in source or os.path.exists(source)
+            else (" (the path is relative to where the run started: run convnorm explain from there)")
+        )
+        raise NotFound(
+            f"{source} has no record at position {position:,} any more: was the file moved or changed?{relative}"
+        )
+    try:
+        conversation = read_conversation(parse_payload(raw), settings)
+    except RecordRefused as refused:
+        raise NotFound(f"the record at {source} @ {position:,} no longer reads: {refused.detail}") from None
+    explanation = explain(conversation.messages, settings.profile)
+    result = explanation.result
+    recorded = (metrics.get("drops", {}), metrics.get("healed", 0), metrics.get("messages_out"))
+    now = (result.drops, result.healed, len(result.messages))
+    mismatch = (
+        ""
+        if recorded == now
+        else f"the run recorded {recorded[0]}, healed {recorded[1]}; now {now[0]}, healed {now[1]}"
+    )
+    line = line_numbers(source, [position]).get(position)
+    return Located(metrics, explanation, settings, line, mismatch)
+
+
+def where_text(source: str, position: int, line: int | None) -> str:
+    """``logs/a.jsonl line 45 (byte 12,345)``, or ``... element 3`` / ``row 3``."""
+    from pipeline.sources import FILE_KINDS, file_suffix
+
+    suffix = file_suffix(source)
+    kind = FILE_KINDS[suffix][0] if suffix else "jsonl"
+    if kind == "json":
+        return f"{source} element {position:,}"
+    if kind == "parquet":
+        return f"{source} row {position:,}"
+    return f"{source} line {line:,} (byte {position:,})" if line else f"{source} byte {position:,}"
+
+
+# --------------------------------------------------------------------------------------------
+# Text
+
+
+def _cells(explanation: Explanation, row: Row, width: int) -> tuple[str, str]:
+    left = before_text(explanation, row, width - 5)
+    if row.call is not None:
+        left = f"     {left}"
+    elif row.before is not None:
+        left = f"{row.before:>4} {left}"
+    right = f"{row.after:>4} {after_text(explanation, row, width - 5)}" if row.after is not None else ""
+    return left[:width], right[:width]
+
+
+def explanation_text(located: Located, width: int | None = None) -> str:
+    """The side-by-side text ``convnorm explain`` prints."""
+    total = width or shutil.get_terminal_size((140, 20)).columns
+    column = max((total - 3) // 2, 30)
+    ex, metrics = located.explanation, located.metrics
+    where = where_text(str(metrics.get("source")), int(metrics.get("position", -1)), located.line)
+    lines = [
+        f"conversation {metrics.get('id')}: {where}",
+        f"profile {located.settings.profile}; {counts_line(ex.before, ex.result)}",
+    ]
+    if ex.result.drops:
+        lines.append("dropped by reason: " + ", ".join(f"{r} {n}" for r, n in ex.result.drops.items()))
+    if located.mismatch:
+        lines.append(f"NOTE: {located.mismatch}: the source or the options changed since the run")
+    lines.append("")
+    lines.append(f"{'before (as read from the input)':<{column}} | after (as written)")
+    lines.append(f"{'-' * column}-+-{'-' * column}")
+    for row in ex.rows:
+        left, right = _cells(ex, row, column)
+        if not right and row.marks:
+            right = row.marks[0].text()[:column]
+            marks = row.marks[1:]
+        else:
+            marks = row.marks
+        lines.append(f"{left:<{column}} | {right}".rstrip())
+        for mark in marks:
+            lines.append(f"{'':<{column}} |      {mark.text()}"[: column + 3 + column].rstrip())
+    return "\n".join(lines)
+
+
+# --------------------------------------------------------------------------------------------
+# HTML (the command's --html, and the report's examples)
+
+
+def _e(value) -> str:
+    return html.escape(str(value), quote=True)
+
+
+def explanation_html(explanation: Explanation, cell_chars: int = 160) -> str:
+    """The rows as an HTML table (classes ``explain``, ``dropped``, ``moved``, ``rekeyed``,
+    ``healed`` for styling); every value escaped."""
+    rows = []
+    for row in explanation.rows:
+        kinds = " ".join(sorted({mark.kind for mark in row.marks}))
+        before = _e(before_text(explanation, row, cell_chars))
+        number = "" if row.before is None or row.call is not None else row.before
+        left = f'<td class="n">{number}</td><td class="mono{" call" if row.call is not None else ""}">{before}</td>'
+        after = _e(after_text(explanation, row, cell_chars))
+        right = f'<td class="n">{"" if row.after is None else row.after}</td><td class="mono">{after}</td>'
+        marks = "".join(
+            f'<span class="mark {_e(m.kind)}" title="{_e(m.text())}">{_e(m.kind)}: {_e(m.reason)}'
+            f"{' ' + _e(m.detail) if m.detail else ''}</span>"
+            for m in row.marks
+        )
+        rows.append(f'<tr class="{_e(kinds)}">{left}{right}<td>{marks}</td></tr>')
+    return (
+        '<table class="explain"><tr><th class="n">#</th><th>before (as read)</th><th class="n">#</th>'
+        "<th>after (as written)</th><th>what happened</th></tr>" + "".join(rows) + "</table>"
+    )
+
+
+def explain_page(located: Located) -> str:
+    """A standalone page for ``convnorm explain --html``."""
+    from pipeline.report import page_html
+
+    metrics = located.metrics
+    title = f"convnorm explain: {metrics.get('id')}"
+    where = where_text(str(metrics.get("source")), int(metrics.get("position", -1)), located.line)
+    counts = counts_line(located.explanation.before, located.explanation.result)
+    body = (
+        f'<h1>{_e(title)}</h1><div class="sub">{_e(where)} · profile {_e(located.settings.profile)} · '
+        f"{_e(counts)}</div>"
+        + (f'<p class="banner">{_e(located.mismatch)}</p>' if located.mismatch else "")
+        + f'<div class="scroll">{explanation_html(located.explanation)}</div>'
+    )
+    return page_html(title, body)
+
+
+# --------------------------------------------------------------------------------------------
+# The command
+
+
+def explain_command(argv: list[str]) -> int:
+    """``convnorm explain OUT_DIR --id ID``. Exit 0, 1 or 2."""
+    parser = argparse.ArgumentParser(
+        prog="convnorm explain",
+        description="Show one conversation of a finished run before and after normalization, side by side: "
+        "every entry dropped, moved, re-keyed or healed is marked with its reason. The record is read back "
+        "from its input file (the source and position in OUT_DIR/drops/) and normalized again with the "
+        "run's options (its manifest). Writes nothing.",
+        epilog="exit status: 0 shown; 1 no conversation with that id, or its record is not in its source "
+        "any more; 2 bad arguments",
+    )
+    parser.add_argument("output", metavar="OUT_DIR", help="the --output directory of a finished run")
+    parser.add_argument("--id", required=True, dest="conversation_id", help="the conversation's id (drops/ lists them)")
+    parser.add_argument("--html", action="store_true", help="print a self-contained HTML page instead of text")
+    parser.add_argument("--width", type=int, help="columns of the text (default: the terminal's)")
+    parser.add_argument("--profile", help="normalize with this profile instead of the run's")
+    args = parser.parse_args(argv)
+    from pipeline.quiet import quiet_beam_noise
+
+    quiet_beam_noise()
+    output = os.path.expanduser(args.output).rstrip("/") or "/"
+    settings = None
+    if args.profile:
+        from transforms.profiles import PROFILES
+
+        if args.profile not in PROFILES:
+            print(
+                f"convnorm explain: error: unknown --profile {args.profile!r}; known: {', '.join(PROFILES)}",
+                file=sys.stderr,
+            )
+            return 2
+        import dataclasses
+
+        settings = dataclasses.replace(run_settings(output)[0], profile=args.profile)
+    try:
+        located = locate(output, args.conversation_id, settings)
+    except NotFound as why:
+        print(f"convnorm explain: error: {why}", file=sys.stderr)
+        return 1
+    print(explain_page(located) if args.html else explanation_text(located, args.width))
+    return 0
+
+
+__all__ = ["Located", "NotFound", "explain_command", "explanation_html", "explanation_text", "locate"]

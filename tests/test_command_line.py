@@ -1,0 +1,315 @@
+"""The command line as a person meets it: answers without Beam, usage, hints, directories as
+inputs, dry runs, --limit, the dead-letter warning, a quiet console that says how long it took."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from importlib import metadata
+from pathlib import Path
+
+import pytest
+
+from pipeline import beam_flags
+from pipeline.flags import ConfigError, our_dests, precheck
+from pipeline.main import main
+
+ROOT = Path(__file__).resolve().parent.parent
+SAMPLE = ROOT / "samples" / "conversations.jsonl"
+
+
+def _convnorm(*argv: str, cwd: Path = ROOT) -> subprocess.CompletedProcess:
+    """``python -X importtime -m pipeline ARGV``: stderr lists every module the process imported."""
+    return subprocess.run(
+        [sys.executable, "-X", "importtime", "-m", "pipeline", *argv],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+
+def _imported(stderr: str) -> set[str]:
+    return {line.split("|")[-1].strip() for line in stderr.splitlines() if line.startswith("import time:")}
+
+
+def _errors(stderr: str) -> list[str]:
+    return [line for line in stderr.splitlines() if not line.startswith("import time:")]
+
+
+@pytest.mark.parametrize(
+    "argv, status, where, text",
+    [
+        (["--help"], 0, "out", "usage: convnorm [run]"),
+        (["validate", "--help"], 0, "out", "usage: convnorm validate"),
+        (["--version"], 0, "out", "convnorm "),
+        ([], 2, "err", "usage: convnorm"),
+        (["--input", "x.jsonl", "--output", "o", "--profle", "lossless"], 2, "err", "did you mean --profile?"),
+        (["--input", "x.jsonl", "--output", "o", "--sink", "nope"], 2, "err", "unknown --sink 'nope'"),
+        (["--input", "x.jsonl", "--output", "o", "--runner", "NoSuchRunner"], 2, "err", "unknown --runner"),
+        (["--output", "o"], 2, "err", "--input is required"),
+        (["valdate"], 2, "err", "did you mean validate?"),
+        (["report", "--help"], 0, "out", "usage: convnorm report"),
+        (["explain", "--help"], 0, "out", "usage: convnorm explain"),
+    ],
+)
+def test_help_version_and_option_errors_never_import_beam(argv, status, where, text, tmp_path):
+    done = _convnorm(*argv, cwd=tmp_path if argv[:1] == ["--input"] else ROOT)
+    assert done.returncode == status, done.stderr[-2000:]
+    shown = done.stdout if where == "out" else "\n".join(_errors(done.stderr))
+    assert text in shown
+    imported = _imported(done.stderr)
+    assert "pipeline.cli" in imported  # the measurement saw our modules
+    assert not {name for name in imported if name == "apache_beam" or name.startswith("apache_beam.")}
+    assert not (tmp_path / "o").exists()
+
+
+@pytest.mark.slow
+def test_a_run_does_import_beam_so_the_check_above_can_fail(tmp_path):
+    done = _convnorm("--input", str(SAMPLE), "--output", str(tmp_path / "o"), "--no-report", "--quiet")
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "apache_beam" in _imported(done.stderr)
+
+
+def test_version_prints_the_installed_versions(capsys):
+    assert main(["--version"]) == 0
+    line = capsys.readouterr().out.strip()
+    assert line.startswith(f"convnorm {metadata.version('convnorm')} (apache-beam {metadata.version('apache-beam')}")
+
+
+def test_a_bare_convnorm_prints_usage_and_how_to_start(capsys):
+    assert main([]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("usage: convnorm [run] --input INPUT --output OUTPUT")
+    assert "convnorm --config configs/local.yaml" in err and "convnorm --help" in err
+
+
+def test_an_unquoted_glob_gets_a_hint_to_quote_it(tmp_path, capsys, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    for name in ("a.jsonl", "b.jsonl", "c.jsonl"):
+        (tmp_path / name).write_text('{"messages": []}\n')
+    # What `convnorm --input *.jsonl --output o` reaches us as, once the shell expanded it.
+    for argv in (["--input", "a.jsonl", "b.jsonl", "c.jsonl"], ["--input=a.jsonl", "b.jsonl", "c.jsonl"]):
+        assert main([*argv, "--output", "o"]) == 2
+        err = capsys.readouterr().err
+        assert "unrecognized argument 'b.jsonl': the shell expanded an unquoted --input pattern into 3 files" in err
+        assert "quote the pattern (--input 'logs/*.jsonl')" in err
+    # A stray word that is no file keeps the plain message.
+    assert main(["--input", "a.jsonl", "stray", "--output", "o"]) == 2
+    assert "unrecognized argument 'stray'; see convnorm --help" in capsys.readouterr().err
+
+
+def test_the_beam_flag_table_is_the_installed_beams():
+    """When Beam is upgraded this fails: regenerate with `python -m pipeline.beam_flags > pipeline/_beam_flag_table.py`."""
+    version, flags, dests, runners = beam_flags.from_beam(our_dests())
+    assert beam_flags.table_is_current()
+    assert (version, flags, dests, runners) == (
+        beam_flags.BEAM_VERSION,
+        beam_flags.FLAGS,
+        beam_flags.DESTS,
+        beam_flags.RUNNERS,
+    )
+
+
+def test_the_check_without_beam_accepts_beams_flags_and_refuses_what_beam_would(tmp_path):
+    base = ["--input", "x.jsonl", "--output", "o"]
+    precheck(
+        [
+            *base,
+            "--runner",
+            "FnApiRunner",
+            "--direct_num_workers=2",
+            "--direct_running_mode",
+            "multi_processing",
+            "--experiments",
+            "a",
+            "--experiments=b",
+            "--no_use_public_ips",
+            "--save_main_session",
+        ]
+    )
+    for argv, message in [
+        ([*base, "--direct_num_workerz=2"], "unrecognized argument '--direct_num_workerz=2'"),
+        ([*base, "--batch-size", "many"], "invalid int value"),
+        ([*base, "--limit", "0"], "--limit must be at least 1"),
+        ([*base, "--warn-dead-letters", "lots"], "--warn-dead-letters 'lots': expected a count"),
+        ([*base, "--streaming", "--window", "soon"], "--window 'soon': expected a duration"),
+        ([*base, "--streaming", "--runner", "PrismRunner", "--dry-run"], "--dry-run and --limit plan a batch run"),
+    ]:
+        with pytest.raises(ConfigError, match=message.replace("(", r"\(").replace(")", r"\)")):
+            precheck(argv)
+    preset = tmp_path / "p.yaml"
+    preset.write_text("input: [x.jsonl]\noutput: o\nrunner: FnApiRunner\ndirect_num_workers: 2\n")
+    assert precheck(["--config", str(preset)]).input == ["x.jsonl"]
+    preset.write_text("input: [x.jsonl]\noutput: o\ndirect_num_workerz: 2\n")
+    with pytest.raises(ConfigError, match="unknown option 'direct_num_workerz'"):
+        precheck(["--config", str(preset)])
+
+
+# --------------------------------------------------------------------------------------------
+# --input DIR
+
+
+def _records(n: int, tag: str) -> str:
+    return "".join(
+        json.dumps({"id": f"{tag}{i}", "messages": [{"role": "user", "content": "q"}]}) + "\n" for i in range(n)
+    )
+
+
+@pytest.mark.slow
+def test_an_input_directory_means_every_supported_file_directly_in_it(tmp_path, capsys):
+    logs = tmp_path / "logs"
+    (logs / "sub").mkdir(parents=True)
+    (logs / "a.jsonl").write_text(_records(2, "a"))
+    (logs / "b.json").write_text(json.dumps([{"id": "b0", "messages": []}]))
+    (logs / ".hidden.jsonl").write_text(_records(5, "h"))
+    (logs / "_SUCCESS").write_text("")
+    (logs / "notes.txt").write_text("not a log")
+    (logs / "sub" / "c.jsonl").write_text(_records(7, "c"))
+    out = tmp_path / "out"
+    assert main(["--input", str(logs), "--output", str(out), "--no-report"]) == 0
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["records_in"] == 3  # a.jsonl (2) and b.json (1): no dot-file, no subdirectory
+    assert "1 file(s) without a known suffix not read: notes.txt" in capsys.readouterr().err
+
+    # A convnorm output directory as --input: its summary and manifest are never read.
+    assert main(["--input", str(out), "--output", str(tmp_path / "again"), "--no-report"]) == 2
+    err = capsys.readouterr().err
+    assert "is a directory with no input file directly in it" in err and ".jsonl.gz" in err
+
+
+# --------------------------------------------------------------------------------------------
+# --dry-run
+
+
+def _tree(root: Path) -> dict[str, tuple[int, int]]:
+    return {str(p.relative_to(root)): (p.stat().st_size, p.stat().st_mtime_ns) for p in sorted(root.rglob("*"))}
+
+
+@pytest.mark.slow
+def test_a_dry_run_prints_the_plan_and_writes_nothing(tmp_path, capsys):
+    inputs = tmp_path / "in"
+    inputs.mkdir()
+    (inputs / "a.jsonl").write_bytes(SAMPLE.read_bytes())
+    (inputs / "b.json").write_text(json.dumps([{"messages": [{"role": "user", "content": "q"}]}]))
+    before = _tree(tmp_path)
+    out = tmp_path / "out"
+    argv = ["--input", str(inputs), "--output", str(out), "--shard-bytes", "400000", "--dry-run"]
+    assert main(argv) == 0
+    printed = capsys.readouterr().out
+    assert _tree(tmp_path) == before and not out.exists()  # nothing created, nothing touched
+    assert "input: 2 file(s), 4 shard(s)" in printed
+    a_line = next(line for line in printed.splitlines() if "a.jsonl" in line)
+    assert "3 shard(s)" in a_line and "jsonl" in a_line and "reader: openai 20 (of the first 20)" in a_line
+    assert " 1 (of the first 1)" in next(line for line in printed.splitlines() if "b.json" in line)
+    assert f"output: {out} (does not exist: the run creates it)" in printed
+    assert f"{out}/normalized/part-00000.jsonl … part-00003.jsonl" in printed
+    assert f"{out}/summary.json" in printed and "report.html" in printed
+
+    # The output of an earlier run: refused without --overwrite, as the run would be (exit 2).
+    assert main(["--input", str(SAMPLE), "--output", str(out), "--no-report", "--quiet"]) == 0
+    before = _tree(tmp_path)
+    assert main(["--input", str(inputs), "--output", str(out), "--dry-run"]) == 2
+    assert "the run would be refused" in capsys.readouterr().err
+    assert main(["--input", str(inputs), "--output", str(out), "--dry-run", "--overwrite"]) == 0
+    assert "--overwrite replaces the" in capsys.readouterr().out
+    assert _tree(tmp_path) == before
+
+
+def test_a_dry_run_of_validate_and_the_reader_of_each_format(tmp_path, capsys):
+    formats = sorted((ROOT / "samples" / "formats").glob("*.jsonl"))
+    argv = ["validate", *[a for f in formats for a in ("--input", str(f))], "--dry-run"]
+    assert main(argv) == 0
+    printed = capsys.readouterr().out
+    assert "output: a temporary directory" in printed
+    for path in formats:
+        line = next(line for line in printed.splitlines() if path.name in line)
+        assert "reader: " in line and "dead letter" not in line, line
+
+
+# --------------------------------------------------------------------------------------------
+# --limit
+
+
+@pytest.mark.slow
+def test_limit_reads_the_first_records_of_the_plan_across_files(tmp_path):
+    inputs = tmp_path / "in"
+    inputs.mkdir()
+    (inputs / "a.jsonl").write_text(_records(3, "a"))
+    (inputs / "b.jsonl").write_text("\n" + _records(4, "b"))
+    (inputs / "c.jsonl").write_text(_records(5, "c"))
+    out = tmp_path / "out"
+    assert main(["--input", str(inputs), "--output", str(out), "--limit", "5", "--no-report"]) == 0
+    ids = [json.loads(line)["id"] for p in sorted((out / "normalized").glob("*.jsonl")) for line in p.open()]
+    assert ids == ["a0", "a1", "a2", "b0", "b1"]
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["records_in"] == 5 and summary["accounted"]
+    manifest = json.loads((out / "_convnorm_manifest.json").read_text())
+    assert manifest["options"]["limit"] == 5
+
+
+# --------------------------------------------------------------------------------------------
+# The end of a run: the warning, the duration, the report's place
+
+
+@pytest.mark.slow
+def test_dead_letters_past_the_warning_threshold_are_said_at_the_end(tmp_path, capsys):
+    # The sample: 6 dead letters of 307 records (2.0%), past the default 1%.
+    out = tmp_path / "o"
+    assert main(["--input", str(SAMPLE), "--output", str(out)]) == 0
+    captured = capsys.readouterr()
+    assert (
+        "convnorm: warning: 6 of 307 records read (2.0%) are dead letters, past --warn-dead-letters 1% of the "
+        "records read: invalid_json 2, not_a_record 2, messages_not_a_list 1, unknown_format 1; "
+        f"see {out}/dead_letter/"
+    ) in captured.err
+    lines = captured.out.splitlines()
+    assert lines[-2] == f"report:  {out}/report.html" and lines[-1].startswith("done in ")
+    info = [line for line in captured.err.splitlines() if line.startswith("INFO") and "progress:" not in line]
+    assert len(info) == 1 and info[0].startswith("INFO convnorm: 1 input file(s)")  # the plan, then progress
+    # Under the threshold, or with --max-dead-letters deciding the exit status: no warning, status as before.
+    for flags, status, warned in ((["--warn-dead-letters", "6"], 0, False), (["--max-dead-letters", "1%"], 1, True)):
+        assert main(["--input", str(SAMPLE), "--output", str(out), "--overwrite", "--no-report", *flags]) == status
+        assert ("convnorm: warning:" in capsys.readouterr().err) == warned
+
+
+@pytest.mark.slow
+def test_files_read_are_counted_in_the_progress_line_not_logged_one_by_one(tmp_path, capsys):
+    inputs = tmp_path / "in"
+    inputs.mkdir()
+    for i in range(6):
+        (inputs / f"f{i}.jsonl").write_text(_records(2, f"f{i}"))
+    assert main(["--input", str(inputs), "--output", str(tmp_path / "o"), "--progress", "log", "--no-report"]) == 0
+    err = capsys.readouterr().err
+    assert "read shard" not in err and "f3.jsonl" not in err
+    assert "6 of 6 files" in err.splitlines()[-1]
+    assert [line for line in err.splitlines() if line.startswith("INFO")][0].startswith(
+        "INFO convnorm: 6 input file(s) in 6 shard(s)"
+    )
+
+
+def test_durations_read_as_a_person_reads_them():
+    from pipeline.progress import duration_text
+
+    assert [duration_text(s) for s in (2.44, 59.9, 65, 3725)] == ["2.4 s", "59.9 s", "1 min 05 s", "1 h 02 min"]
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="POSIX")
+def test_main_is_the_same_command_as_the_console_script(capsys):
+    from pipeline import cli
+
+    assert cli.main(["--version"]) == 0 and main(["--version"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[0] == out[1]
+
+
+@pytest.mark.slow
+def test_validate_names_lines_a_person_can_jump_to(tmp_path, capsys):
+    log = tmp_path / "log.jsonl"
+    first = json.dumps({"id": "ok", "messages": [{"role": "user", "content": "q"}]})
+    second = json.dumps({"id": "bad", "messages": [{"role": "tool", "content": "r", "tool_call_id": "c"}]})
+    log.write_text(first + "\n" + second + "\n")
+    assert main(["validate", "--input", str(log)]) == 1
+    assert f"  bad ({log} line 2 (byte {len(first) + 1:,})): " in capsys.readouterr().out

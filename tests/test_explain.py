@@ -1,0 +1,146 @@
+"""convnorm explain: a conversation before and after, side by side, each repair with its reason,
+read back from the input by the source and position its drops/ line names."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from pipeline.main import main
+from transforms.explain import Mark, Row, explain
+
+ROOT = Path(__file__).resolve().parent.parent
+SAMPLE = ROOT / "samples" / "conversations.jsonl"
+
+
+def _drops(out: Path) -> list[dict]:
+    return [
+        json.loads(line) for p in sorted((out / "drops").glob("part-*.jsonl")) for line in p.read_text().splitlines()
+    ]
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory):
+    base = tmp_path_factory.mktemp("explain")
+    spec, lossless = base / "spec", base / "lossless"
+    assert main(["--input", str(SAMPLE), "--output", str(spec), "--no-report", "--quiet"]) == 0
+    argv = ["--input", str(SAMPLE), "--output", str(lossless), "--profile", "lossless", "--no-report", "--quiet"]
+    assert main(argv) == 0
+    return spec, lossless
+
+
+def test_the_spec_example_of_an_unusable_id_costs_three_marked_drops():
+    """MEM-5's own example: a call id "0" and its result; three drops from a list of two."""
+    messages = [
+        {"role": "assistant", "content": "", "tool_calls": [{"tool_call_id": "0", "name": "search"}]},
+        {"role": "tool", "content": "result", "tool_call_id": "0"},
+    ]
+    ex = explain(messages)
+    assert ex.result.dropped == 3 and ex.result.messages == []
+    assert ex.rows == [
+        Row(0, None, None, (Mark("dropped", "emptied_turn"),)),
+        Row(0, 0, None, (Mark("dropped", "unusable_call", "0"),)),
+        Row(1, None, None, (Mark("dropped", "orphan_result", "0"),)),
+    ]
+
+
+def test_a_result_ahead_of_its_call_is_stripped_and_the_call_healed():
+    messages = [
+        {"role": "tool", "content": "out of order", "tool_call_id": "c1"},
+        {"role": "assistant", "content": "", "tool_calls": [{"tool_call_id": "c1", "name": "search"}]},
+        {"role": "system", "content": "late"},
+    ]
+    ex = explain(messages)
+    assert ex.rows == [
+        Row(0, None, None, (Mark("dropped", "leading_tool", "c1"),)),
+        Row(1, None, 1, ()),
+        Row(None, None, 2, (Mark("healed", "unanswered_call", "c1"),)),
+        Row(2, None, 0, (Mark("moved", "system_first", "now #0"),)),
+    ]
+
+
+@pytest.mark.slow
+def test_explain_prints_before_and_after_with_every_repair_marked(runs, capsys):
+    spec, _ = runs
+    metrics = next(m for m in _drops(spec) if m["drops"].get("leading_tool") and m["healed"])
+    assert main(["explain", str(spec), "--id", metrics["id"], "--width", "200"]) == 0
+    text = capsys.readouterr().out
+    lines = SAMPLE.read_bytes()[: metrics["position"]].count(b"\n") + 1
+    assert f"conversation {metrics['id']}: {SAMPLE.relative_to(ROOT)}" in text or f"{metrics['id']}: " in text
+    assert f"line {lines:,} (byte {metrics['position']:,})" in text
+    assert "before (as read from the input)" in text and "after (as written)" in text
+    for reason, n in metrics["drops"].items():
+        assert text.count(f"DROPPED {reason}:") == n, reason
+    assert text.count("HEALED unanswered_call:") == metrics["healed"]
+    assert (
+        f"{metrics['messages_in']} messages in - " in text
+        and f"+ {metrics['healed']} healed = {metrics['messages_out']} out"
+    ) in text or f"= {metrics['messages_out']} out" in text
+    assert "NOTE:" not in text  # the source gives what the run recorded
+
+
+@pytest.mark.slow
+def test_explain_shows_the_lossless_repairs_and_html(runs, capsys):
+    _, lossless = runs
+    metrics = next(m for m in _drops(lossless) if m.get("repairs", {}).get("rekeyed_call"))
+    assert main(["explain", str(lossless), "--id", metrics["id"]]) == 0
+    text = capsys.readouterr().out
+    assert "profile lossless" in text
+    assert text.count("RE-KEYED rekeyed_call:") >= metrics["repairs"]["rekeyed_call"]
+    assert main(["explain", str(lossless), "--id", metrics["id"], "--html"]) == 0
+    page = capsys.readouterr().out
+    assert page.startswith("<!DOCTYPE html>") and '<table class="explain">' in page and "mark rekeyed" in page
+
+
+@pytest.mark.slow
+def test_explain_says_what_it_cannot_find(runs, tmp_path, capsys):
+    spec, _ = runs
+    some_id = _drops(spec)[0]["id"]
+    assert main(["explain", str(spec), "--id", some_id + "x"]) == 1
+    err = capsys.readouterr().err
+    assert f"no conversation with id '{some_id}x'" in err and some_id in err.split("close ones:")[1]
+    assert main(["explain", str(tmp_path), "--id", "a"]) == 1
+    assert "holds no drops/ lines" in capsys.readouterr().err
+
+
+@pytest.mark.slow
+def test_explain_notes_a_source_that_changed_since_the_run(tmp_path, capsys):
+    source = tmp_path / "log.jsonl"
+    record = {
+        "id": "r1",
+        "messages": [{"role": "tool", "content": "x", "tool_call_id": "c9"}, {"role": "user", "content": "q"}],
+    }
+    source.write_text(json.dumps(record) + "\n")
+    out = tmp_path / "out"
+    assert main(["--input", str(source), "--output", str(out), "--no-report", "--quiet"]) == 0
+    # Same length, no drop now: the run's drops/ line and the source disagree.
+    record["messages"][0] = {"role": "user", "content": "x", "tool_call_id": "c9"}
+    source.write_text(json.dumps(record) + "\n")
+    assert main(["explain", str(out), "--id", "r1"]) == 0
+    assert "NOTE: the run recorded {'orphan_result': 1}" in capsys.readouterr().out
+    source.write_text("")
+    assert main(["explain", str(out), "--id", "r1"]) == 1
+    assert "has no record at position 0 any more" in capsys.readouterr().err
+
+
+def test_a_record_is_read_again_where_the_run_found_it(tmp_path):
+    import gzip
+
+    from pipeline.sources import line_numbers, record_at
+
+    lines = [b'{"id": "a", "messages": []}', b"", b'{"id": "b", "messages": []}']
+    plain = tmp_path / "p.jsonl"
+    plain.write_bytes(b"\xef\xbb\xbf" + b"\n".join(lines) + b"\n")  # a byte-order mark first
+    packed = tmp_path / "p.jsonl.gz"
+    packed.write_bytes(gzip.compress(plain.read_bytes()))
+    second = 3 + len(lines[0]) + 2  # past the mark, the first line and the blank one
+    for path in (plain, packed):
+        assert json.loads(record_at(str(path), 3).payload)["id"] == "a"
+        assert json.loads(record_at(str(path), second).payload)["id"] == "b"
+        assert record_at(str(path), second + 1) is None
+        assert line_numbers(str(path), [3, second]) == {3: 1, second: 3}
+    array = tmp_path / "a.json"
+    array.write_text(json.dumps([{"id": "x"}, {"id": "y"}]))
+    assert record_at(str(array), 1).payload.value == {"id": "y"} and line_numbers(str(array), [1]) == {}
