@@ -47,48 +47,9 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
 from corpus import jsonl_lines  # noqa: E402
+from proctree import cpu_and_rss  # noqa: E402
 
 from pipeline.streaming import source_id  # noqa: E402
-
-CLK_TCK = os.sysconf("SC_CLK_TCK")
-PAGE = os.sysconf("SC_PAGE_SIZE")
-
-
-def _tree(root: int) -> list[int]:
-    children: dict[int, list[int]] = {}
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            try:
-                stat = Path(f"/proc/{entry}/stat").read_bytes()
-            except OSError:
-                continue
-            ppid = int(stat[stat.rindex(b")") + 2 :].split()[1])
-            children.setdefault(ppid, []).append(int(entry))
-    found, todo = [], [root]
-    while todo:
-        pid = todo.pop()
-        found.append(pid)
-        todo += children.get(pid, [])
-    return found
-
-
-def _cpu_and_rss(root: int) -> tuple[float, int, dict[str, float]]:
-    """Summed CPU seconds (user + system) and RSS bytes of the process tree, and CPU seconds
-    per command name (convnorm's python, prism)."""
-    cpu, rss, by_name = 0.0, 0, {}
-    for pid in _tree(root):
-        try:
-            stat = Path(f"/proc/{pid}/stat").read_bytes()
-            statm = Path(f"/proc/{pid}/statm").read_text().split()
-        except OSError:
-            continue
-        name = stat[stat.index(b"(") + 1 : stat.rindex(b")")].decode(errors="replace")
-        fields = stat.rsplit(b")", 1)[1].split()
-        seconds = (int(fields[11]) + int(fields[12])) / CLK_TCK
-        cpu += seconds
-        by_name[name] = by_name.get(name, 0.0) + seconds
-        rss += int(statm[1]) * PAGE
-    return cpu, rss, by_name
 
 
 def _land(landing: Path, name: str, data: bytes) -> float:
@@ -214,9 +175,9 @@ def main() -> int:
         samples = []
         start = time.monotonic()
         while time.monotonic() - start < args.idle:
-            samples.append((time.monotonic(), *_cpu_and_rss(proc.pid)))
+            samples.append((time.monotonic(), *cpu_and_rss(proc.pid)[:3]))
             time.sleep(5)
-        samples.append((time.monotonic(), *_cpu_and_rss(proc.pid)))
+        samples.append((time.monotonic(), *cpu_and_rss(proc.pid)[:3]))
 
         proc.send_signal(signal.SIGTERM)
         status = proc.wait(timeout=300)

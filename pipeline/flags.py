@@ -23,6 +23,7 @@ import yaml
 from pipeline import beam_flags
 from pipeline.settings import settings_problems
 from transforms.inputs import DEFAULT_BATCH_BYTES, DEFAULT_BATCH_SIZE, DEFAULT_MAX_RECORD_BYTES, DEFAULT_SHARD_BYTES
+from transforms.roles import parse_map_role
 from transforms.settings import DEFAULT_RAW_LIMIT, Settings, TokenSettings
 from transforms.summary import DeadLetterLimit
 from transforms.tokens import ENCODINGS, parse_limit
@@ -34,6 +35,10 @@ DEFAULT_RUNNER = "FnApiRunner"
 DEFAULT_WARN_DEAD_LETTERS = "1%"
 #: Runners that can run the streaming job (lower case, as --runner may spell them).
 STREAMING_RUNNERS = frozenset({"prismrunner", "flinkrunner", "dataflowrunner", "portablerunner"})
+#: Streaming: files admitted per poll and in flight at once (``--max-files-per-poll``).
+DEFAULT_MAX_FILES_PER_POLL = 50
+#: Streaming: what ``--changed-files`` does with a file rewritten after it was processed.
+CHANGED_FILES = ("new-version", "report")
 
 
 class ConfigError(ValueError):
@@ -100,7 +105,7 @@ def _record_flags(add) -> None:
     )
     add(
         "--model",
-        help="model name for replay sinks (openai-batch, openai-responses, anthropic); "
+        help="model name for replay sinks (openai-batch, openai-responses, anthropic, bedrock-converse); "
         "when given, it replaces each record's own model",
     )
     add(
@@ -125,6 +130,18 @@ def _record_flags(add) -> None:
         action=argparse.BooleanOptionalAction,
         default=False,
         help="also count provider sendability violations in the normalized output",
+    )
+    add(
+        "--drop-role",
+        action="append",
+        help="drop every message of this role before normalization, counted as the drop reason drop_role "
+        "(repeatable); for roles a sink cannot take, e.g. an agent's exit",
+    )
+    add(
+        "--map-role",
+        action="append",
+        help="FROM=TO: give every message of role FROM the role TO (user, assistant, system or developer), "
+        "counted as the repair map_role (repeatable)",
     )
 
 
@@ -281,10 +298,36 @@ def _streaming_flags(add) -> None:
     )
     add("--poll-interval", default="2s", help="streaming: how often the --input patterns are matched")
     add(
-        "--include-existing",
+        "--new-only",
         action=argparse.BooleanOptionalAction,
         default=False,
-        help="streaming: also read files present at start that have no output yet",
+        help="streaming: leave the files present at start alone (as they are then); by default every "
+        "matching file not yet processed is read, those present at start included",
+    )
+    add(
+        "--max-files-per-poll",
+        type=int,
+        default=DEFAULT_MAX_FILES_PER_POLL,
+        help="streaming: files admitted per poll, and in flight at once (a stop drains at most these)",
+    )
+    add(
+        "--drain-timeout",
+        default="2m",
+        help="streaming: after a stop, how long the files in flight may take; then the job is "
+        "cancelled and what is left is read by the next start",
+    )
+    add(
+        "--changed-files",
+        default="new-version",
+        choices=CHANGED_FILES,
+        help="streaming: a file rewritten after it was processed is read again as a new version, "
+        "or only reported (an appended .jsonl is always read from where it was left)",
+    )
+    add(
+        "--follow-symlinks",
+        action=argparse.BooleanOptionalAction,
+        default=False,
+        help="streaming: read symbolic links that lead out of the landing directory",
     )
     add("--stop-after", help="streaming: stop watching after this long (e.g. 10m), then drain and exit")
     add("--stop-file", help="streaming: stop watching once this file exists, then drain and exit")
@@ -525,6 +568,9 @@ def record_settings(ours, tokens: TokenSettings | None = None) -> Settings:
         tools_field=ours.tools_field,
         check=ours.check,
         raw_limit=ours.raw_limit,
+        drop_roles=tuple(ours.drop_role or ()),
+        # A value that is not FROM=TO keeps its text as the target, for the error to name.
+        map_roles=tuple(parse_map_role(value) or ("", value) for value in ours.map_role or ()),
         tokens=tokens,
     )
 
@@ -564,6 +610,7 @@ def _duration_problems(ours) -> list[str]:
     for flag, value in (
         ("--window", ours.window),
         ("--poll-interval", ours.poll_interval),
+        ("--drain-timeout", ours.drain_timeout),
         ("--stop-after", ours.stop_after),
     ):
         if value is None:
@@ -594,6 +641,8 @@ def streaming_problems(ours, runner: str | None, exists=_local_file_exists) -> l
     problems += _duration_problems(ours)
     if ours.output_format != "jsonl":
         problems.append("--streaming writes JSON Lines only (--output-format jsonl)")
+    if ours.max_files_per_poll < 1:
+        problems.append("--max-files-per-poll must be at least 1")
     if ours.stop_file and exists(ours.stop_file):
         problems.append(f"--stop-file {ours.stop_file!r} exists already: remove it first")
     if ours.dry_run or ours.limit is not None:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from transforms.formats import READERS, WRITERS
 from transforms.profiles import PROFILES
+from transforms.roles import MAP_TARGETS
 from transforms.settings import Settings, TokenSettings
 from transforms.tokens import ENCODINGS, FINE_TUNING_LIMITS, sink_view, unavailable
 
@@ -35,6 +36,19 @@ def settings_problems(settings: Settings) -> list[str]:
         found.append("--dead-letter-raw-limit must be 0 or more")
     if settings.tokens is not None:
         found += token_problems(settings.tokens, settings)
+    return found + _role_problems(settings)
+
+
+def _role_problems(settings: Settings) -> list[str]:
+    found = [f"--drop-role {role!r} is blank" for role in settings.drop_roles if not role.strip()]
+    for source, target in settings.map_roles:
+        if not source:
+            found.append(f"--map-role {target!r} is not FROM=TO (e.g. exit=assistant)")
+        elif target not in MAP_TARGETS:
+            found.append(f"--map-role {source}={target}: the role must be one of {', '.join(MAP_TARGETS)}")
+    both = sorted(set(settings.drop_roles) & {source for source, _ in settings.map_roles})
+    if both:
+        found.append(f"role(s) {', '.join(both)} given to both --drop-role and --map-role")
     return found
 
 

@@ -137,6 +137,23 @@ def _match(pattern: str) -> dict[str, int]:
     return found
 
 
+def special_file_kind(mode: int) -> str | None:
+    """What a file that is not a regular file is (``a FIFO``, ``a device`` ...), from its
+    ``st_mode``; None for a regular file. convnorm reads regular files only: a FIFO, device or
+    socket never ends (or blocks on open)."""
+    if stat.S_ISREG(mode):
+        return None
+    if stat.S_ISFIFO(mode):
+        return "a FIFO"
+    if stat.S_ISCHR(mode) or stat.S_ISBLK(mode):
+        return "a device"
+    if stat.S_ISSOCK(mode):
+        return "a socket"
+    if stat.S_ISDIR(mode):
+        return "a directory"
+    return "not a regular file"
+
+
 def _refuse_special_file(path: str) -> None:
     """A FIFO, device or socket never ends (or blocks on open): refuse it before the run."""
     if not _is_local(path):
@@ -145,18 +162,8 @@ def _refuse_special_file(path: str) -> None:
         mode = os.stat(path).st_mode
     except OSError as error:
         raise InputError(f"cannot read --input file {display_path(path)!r}: {error.strerror}") from None
-    if not stat.S_ISREG(mode):
-        kind = (
-            "a FIFO"
-            if stat.S_ISFIFO(mode)
-            else "a device"
-            if stat.S_ISCHR(mode) or stat.S_ISBLK(mode)
-            else "a socket"
-            if stat.S_ISSOCK(mode)
-            else "a directory"
-            if stat.S_ISDIR(mode)
-            else "not a regular file"
-        )
+    kind = special_file_kind(mode)
+    if kind is not None:
         raise InputError(f"--input {display_path(path)!r} is {kind}; convnorm reads regular files only")
 
 

@@ -3,41 +3,39 @@
 ``convnorm --streaming --input 'landing/*.jsonl' --output out/ --runner PrismRunner``::
 
     WatchLandingDirectory    poll the patterns (a splittable DoFn, like Beam's PeriodicImpulse
-                             and MatchContinuously, but it can be told to stop); each file once
-    window                   fixed windows (--window) of the time a file was found
-    CleanLandedFiles         per file, in one call: read it in batches, normalize each with the
-                             batch job's RouteConversations, write its three outputs into
-                             the window's directory in one rename; emit its partial summary
-    SummarizeWindows         per window, when it closes: OUT/<window>/summary.json, and the
-                             running total printed on the console
+                             and MatchContinuously, but it can be told to stop); admit each
+                             settled file not yet processed (pipeline.landing)
+    window                   fixed windows (--window) of the time a file was admitted
+    CleanLandedFiles         spread over workers; per file: decide its version (new, appended,
+                             rewritten: pipeline.processed), read it in batches, normalize,
+                             write its three outputs into the window's directory in one rename
+    SummarizeWindows         per window, when it closes: OUT/<window>/summary.json from the
+                             files on disk, and one console line
 
 Output layout (``<window>`` is ``20261130T120000Z-20261130T120100Z``, the window's start and
 end in UTC; ``<file>`` is the landed file's name without its suffix plus 8 hex digits of a
-hash of its full path, so two ``a.jsonl`` in different directories do not collide)::
+hash of its full path, and ``-v2``, ``-v3`` ... for later versions of the same path)::
 
     OUT/<window>/<file>/normalized.jsonl, drops.jsonl, dead_letter.jsonl, source.json
-    OUT/<window>/summary.json        the window's totals (same fields as summary.json)
-    OUT/summary.json                 written when the run ends: the sum of every window summary
+    OUT/<window>/summary.json        the window's totals and progress
+    OUT/summary.json                 written when the run ends: every file's totals, summed
+    OUT/_convnorm_files/             the record of processed files (pipeline.processed)
 
-A file's directory is written under a temporary dot-name and renamed into place in one step,
-so a reader of OUT sees a file's outputs complete or not at all. ``source.json`` holds the
-landed file's path and its totals; its presence is what "this file has output" means when a
-restart with ``--include-existing`` decides which files to process again.
-
-Landing convention: write a file elsewhere (or under a dot-name or a ``.tmp`` suffix in the
-directory), then rename it into place. Dot-files and ``*.tmp`` are never read; a file must
-also keep its size and modification time over two polls before it is read.
+Exactly once, with no flag: every start reads every matching file that the record does not
+list as processed, those present at start included (``--new-only`` leaves those alone). A file's
+outputs are renamed into place in one step, which is what makes it processed; totals are
+summed from the files on disk, so a crash at any point gives exact totals after a restart.
 
 Stopping drains: SIGINT/SIGTERM, ``--stop-after`` or ``--stop-file`` make the watcher stop
-polling and finish; every file already seen is processed to the end, the watermark moves to
-the end of time, the last windows close and are summarized, and ``summary.json`` is written.
+polling and finish; the files in flight (at most ``--max-files-per-poll``) are finished within
+``--drain-timeout`` (else the job is cancelled and they are read by the next start), the last
+windows close, ``summary.json`` is written and the files left for the next start are listed.
 """
 
 from __future__ import annotations
 
 import datetime
 import hashlib
-import json
 import logging
 import os
 import signal
@@ -45,64 +43,64 @@ import sys
 import threading
 import time
 import uuid
-from dataclasses import dataclass
-from typing import NamedTuple, Tuple
+from dataclasses import dataclass, field
+from typing import NamedTuple
 
 import apache_beam as beam
-from apache_beam.coders import BooleanCoder
 from apache_beam.io.filesystems import FileSystems
 from apache_beam.io.restriction_trackers import OffsetRange, OffsetRestrictionTracker
 from apache_beam.io.watermark_estimators import ManualWatermarkEstimator
-from apache_beam.options.pipeline_options import StandardOptions
-from apache_beam.pvalue import TaggedOutput
+from apache_beam.options.pipeline_options import PortableOptions, StandardOptions
 from apache_beam.runners.runner import PipelineState
 from apache_beam.transforms import window as beam_window
-from apache_beam.transforms.userstate import ReadModifyWriteStateSpec
 from apache_beam.utils.timestamp import Duration, Timestamp
 
+from pipeline import files, processed
 from pipeline import lock as locks
+from pipeline import outputs as owned
 from pipeline.interrupts import INTERRUPTED, interrupted_line
+from pipeline.job_service import TERMINAL, JobService
+from pipeline.landing import (
+    LandingRules,
+    LandingWatch,
+    Refused,
+    Stamp,
+    canonical_path,
+    match_landing,
+    stamp_of,
+)
 from pipeline.options import ConvNormOptions, Job, parse_duration
 from pipeline.outputs import OutputError, claim_streaming_output
 from pipeline.prism import prism_services
-from pipeline.sinks import FILE_FORMATS, SUMMARY_FILE
-from pipeline.sources import FILE_KINDS, Shard, file_suffix, iter_batches
+from pipeline.processed import SOURCE_FILE, source_id
+from pipeline.shard_step import Observer, ShardWork, process_shard
+from pipeline.sinks import SUMMARY_FILE
+from pipeline.sources import Shard, display_path, file_suffix
+from pipeline.testhooks import pause_point
 from transforms import summary as summaries
-from transforms.conversations import DEAD_LETTER, DROPS, NORMALIZE, MergeSummaries, RouteConversations
+from transforms.conversations import NORMALIZE, BatchCounters, freeze_gc
 from transforms.counters import NAMESPACE
+from transforms.inputs import Batch
 from transforms.jsontext import document_bytes
+from transforms.records import BatchResult
 from transforms.settings import Settings
 
 LOG = logging.getLogger("convnorm")
 
-OUTPUT_KINDS = ("normalized", "drops", "dead_letter")
-SOURCE_FILE = "source.json"
 #: Polls of the watcher before it gives up on a restriction (never reached in practice).
 _MAX_POLLS = 1 << 62
+
+#: Re-exported: tests and benchmarks name a landed file's outputs directory through here.
+__all__ = ["SOURCE_FILE", "build_streaming", "run_streaming", "source_id"]
 
 
 # --------------------------------------------------------------------------------------------
 # Names (plain functions)
 
 
-def canonical_path(path: str) -> str:
-    """A landed file's path as convnorm names it: absolute for local files."""
-    return path if "://" in path else os.path.abspath(path)
-
-
-def source_id(path: str) -> str:
-    """The output name of a landed file: its name without its suffix, and a hash of its path."""
-    path = canonical_path(path)
-    name = path.rstrip("/").rsplit("/", 1)[-1]
-    suffix = file_suffix(name)
-    if suffix:
-        name = name[: -len(suffix)]
-    return f"{name}-{hashlib.sha1(path.encode()).hexdigest()[:8]}"
-
-
 def shard_number(path: str) -> int:
     """A stable number for a landed file (batches carry a number, not a path)."""
-    return int(hashlib.sha1(canonical_path(path).encode()).hexdigest()[:12], 16)
+    return int(hashlib.sha1(processed.path_key(path).encode()).hexdigest()[:12], 16)
 
 
 def _utc(ts: Timestamp) -> str:
@@ -113,78 +111,33 @@ def window_name(window: beam_window.IntervalWindow) -> str:
     return f"{_utc(window.start)}-{_utc(window.end)}"
 
 
-def is_ignored(path: str) -> bool:
-    """Files still being written by the landing convention: dot-files and ``*.tmp``."""
-    name = path.rstrip("/").rsplit("/", 1)[-1]
-    return name.startswith(".") or name.endswith(".tmp")
-
-
-def processed_sources(output: str) -> set[str]:
-    """Source ids that already have complete outputs under ``output`` (their source.json)."""
-    pattern = FileSystems.join(output, "*", "*", SOURCE_FILE)
-    found = FileSystems.match([pattern])[0].metadata_list
-    return {meta.path.rsplit("/", 2)[-2] for meta in found}
-
-
-def window_summaries(output: str) -> list[str]:
-    pattern = FileSystems.join(output, "*", SUMMARY_FILE)
-    return sorted(meta.path for meta in FileSystems.match([pattern])[0].metadata_list)
-
-
-def _as_partial(doc: dict) -> dict:
-    # A finished summary document, minus its labels, adds up like a partial summary.
-    return {k: v for k, v in doc.items() if k not in ("profile", "accounted", "source", "window")}
-
-
-def _read_json(path: str) -> dict:
-    with FileSystems.open(path) as handle:
-        return json.loads(handle.read())
-
-
-def _write_json_atomically(doc: dict, path: str) -> None:
-    directory, name = path.rsplit("/", 1)
-    temp = FileSystems.join(directory, f".{name}.{uuid.uuid4().hex}.tmp")
-    with FileSystems.create(temp, mime_type="application/json") as handle:
-        handle.write(document_bytes(doc))
-    if FileSystems.exists(path):
-        FileSystems.delete([path])  # convnorm's own summary, about to be replaced by a superset
-    FileSystems.rename([temp], [path])
-
-
-def window_total(output: str, window: str, settings: Settings) -> dict:
-    """A window's summary: the sum of its files' totals (their source.json) on disk, so a
-    restart that adds files to a window, or a retried write, gives the right total."""
-    total: dict = {}
-    pattern = FileSystems.join(output, window, "*", SOURCE_FILE)
-    for meta in sorted(FileSystems.match([pattern])[0].metadata_list, key=lambda m: m.path):
-        total = summaries.merge(total, _as_partial(_read_json(meta.path)))
-    return summaries.finalize(total, profile=settings.profile, check=settings.check)
-
-
-def total_of_windows(output: str, settings: Settings) -> dict:
-    """``summary.json`` of a streaming output: the sum of every window summary in it."""
-    total: dict = {}
-    for path in window_summaries(output):
-        total = summaries.merge(total, _as_partial(_read_json(path)))
-    return summaries.finalize(total, profile=settings.profile, check=settings.check)
-
-
 # --------------------------------------------------------------------------------------------
 # Watching
 
 
 @dataclass(frozen=True)
 class WatchPlan:
-    """What the watcher looks at and when it stops (built before the pipeline)."""
+    """What the watcher looks at, how much it admits, and when it stops (built before the
+    pipeline)."""
 
-    patterns: tuple[str, ...]
+    rules: LandingRules
     output: str
     poll_interval_s: float
-    #: Files present at start that are not to be read (without --include-existing: all of them).
-    skipped_at_start: frozenset
+    #: Files admitted per poll and in flight at once.
+    max_files: int
     stop_files: tuple[str, ...]
     #: Seconds since the epoch; None: no time limit.
     stop_at: float | None
+    #: --new-only: the files present at start, as they were then (path -> stamp).
+    ignored_at_start: dict[str, Stamp] = field(default_factory=dict)
+
+
+class Landed(NamedTuple):
+    """A file the watcher admitted, with the size and time it had then."""
+
+    path: str
+    size: int
+    mtime_ns: int
 
 
 class _PollTracker(OffsetRestrictionTracker):
@@ -219,39 +172,26 @@ def should_stop(plan: WatchPlan, now: float) -> bool:
     return any(FileSystems.exists(path) for path in plan.stop_files)
 
 
-def ready_files(plan: WatchPlan, previous: dict, current: dict) -> list[str]:
-    """Paths worth emitting this poll: readable kind, not ignored, settled since the last poll."""
-    ready = []
-    for path, stamp in sorted(current.items()):
-        if path in plan.skipped_at_start or is_ignored(path) or file_suffix(path) is None:
-            continue
-        if previous.get(path) == stamp:
-            ready.append(path)
-    return ready
+def handled_now(output: str, path: str, stamp: Stamp) -> bool:
+    """Whether the record of processed files says this content of ``path`` was handled."""
+    return processed.handled(output, processed.read_record(output, path), stamp)
 
 
 class _WatchLanding(beam.DoFn):
-    """Splittable DoFn: poll the patterns every interval; emit each settled file, stamped with
-    the poll's time; advance the watermark to that time; finish when told to stop."""
+    """Splittable DoFn: poll the patterns every interval; emit the files ``LandingWatch``
+    admits, stamped with the poll's time; advance the watermark to that time; write the
+    watcher's status (files pending) for the window summaries; finish when told to stop."""
 
     def __init__(self, plan: WatchPlan) -> None:
         self._plan = plan
 
     def setup(self) -> None:
-        self._previous: dict = {}  # path -> (size, mtime) at the last poll
-        self._emitted: set = set()  # saves emitting a path every poll; _FirstSight is the guarantee
-        self._warned: set = set()
-
-    def _match(self) -> dict:
-        current = {}
-        output = canonical_path(self._plan.output).rstrip("/") + "/"
-        for pattern in self._plan.patterns:
-            for meta in FileSystems.match([pattern])[0].metadata_list:
-                path = canonical_path(meta.path)
-                if path.startswith(output):
-                    continue  # never read convnorm's own outputs back
-                current[path] = (meta.size_in_bytes, meta.last_updated_in_seconds)
-        return current
+        output = self._plan.output
+        self._watch = LandingWatch(
+            handled=lambda path, stamp: handled_now(output, path, stamp),
+            max_files=self._plan.max_files,
+            ignored_at_start=dict(self._plan.ignored_at_start),
+        )
 
     @beam.DoFn.unbounded_per_element()
     def process(
@@ -264,25 +204,17 @@ class _WatchLanding(beam.DoFn):
         stopping = should_stop(self._plan, time.time())
         if not tracker.try_claim(poll):
             return
-        current = self._match()
         now = Timestamp.now()
-        for path in ready_files(self._plan, self._previous, current):
-            if path not in self._emitted:
-                self._emitted.add(path)
-                yield beam.window.TimestampedValue(path, now)
-        for path in current:
-            if path not in self._warned and not is_ignored(path) and file_suffix(path) is None:
-                self._warned.add(path)
-                LOG.warning(
-                    "watcher: %s matches --input but its kind is unknown (want one of %s); not read",
-                    path,
-                    ", ".join(FILE_KINDS),
-                )
-        self._previous = current
+        for path, stamp in self._watch.poll(match_landing(self._plan.rules), stopping):
+            yield beam.window.TimestampedValue(Landed(path, stamp.size, stamp.mtime_ns), now)
+        status = self._watch.status()
+        processed.write_json(
+            FileSystems.join(self._plan.output, processed.WATCH_STATUS_FILE), {"time": time.time(), **status._asdict()}
+        )
         if stopping:
             # This poll was the last: claiming the rest of the range finishes the watcher, and
             # its watermark goes to the end of time once what it emitted is processed.
-            LOG.info("watcher: stop requested; draining")
+            LOG.info("watcher: stop requested; draining %d file(s) in flight", status.in_flight)
             tracker.try_claim(tracker.current_restriction().stop - 1)
             return
         if watermark.current_watermark() is None or now > watermark.current_watermark():
@@ -290,267 +222,312 @@ class _WatchLanding(beam.DoFn):
         tracker.defer_remainder(Duration(self._plan.poll_interval_s))
 
 
-class _FirstSight(beam.DoFn):
-    """Keyed by path: pass each path on the first time only (the exactly-once guarantee)."""
-
-    SEEN = ReadModifyWriteStateSpec("seen", BooleanCoder())
-
-    def process(self, keyed, seen=beam.DoFn.StateParam(SEEN)):
-        path, _ = keyed
-        if not seen.read():
-            seen.write(True)
-            yield path
-
-
 class WatchLandingDirectory(beam.PTransform):
-    """PBegin -> landed file paths, each once, timestamped with the poll that found it."""
+    """PBegin -> the landed files to read (``Landed``), timestamped with the poll that admitted them."""
 
     def __init__(self, plan: WatchPlan) -> None:
         super().__init__()
         self._plan = plan
 
     def expand(self, pbegin):
+        return pbegin | "Start" >> beam.Impulse() | "Poll" >> beam.ParDo(_WatchLanding(self._plan))
+
+
+# --------------------------------------------------------------------------------------------
+# Cleaning one landed file
+
+
+class _CommitGate:
+    """The one step that makes a file processed (renaming its outputs into place), shut by the
+    driver once it has cancelled the job: the workers of a Prism run are threads of this
+    process, and no file may land in the outputs after the totals were summed."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._closed = False
+
+    def rename(self, temp: str, final: str) -> bool:
+        with self._lock:
+            if self._closed:
+                return False
+            processed.make_dirs(final.rsplit("/", 1)[0])
+            FileSystems.rename([temp], [final])
+            return True
+
+    def close(self) -> None:
+        with self._lock:
+            self._closed = True
+
+    def open(self) -> None:
+        with self._lock:
+            self._closed = False
+
+
+COMMITS = _CommitGate()
+
+
+@dataclass(frozen=True)
+class CleanPlan:
+    """What cleaning a landed file needs besides the file (built before the pipeline)."""
+
+    output: str
+    run_id: str
+    #: The run's temporary directory (OUTPUT/_convnorm_temp-<run>): files in flight are written here.
+    run_temp: str
+    #: The batch job's per-shard work: the step, the record settings, the limits.
+    work: ShardWork
+    changed_files: str = "new-version"
+
+    @property
+    def settings(self) -> Settings:
+        return self.work.settings
+
+
+class _ChangedWhileRead(Exception):
+    """The landed file changed while it was read: its outputs are dropped, it is read again."""
+
+
+def clean_landed_file(landed: Landed, window: str, plan: CleanPlan, observe: Observer | None = None) -> str | None:
+    """Process one admitted file: the name of its new outputs directory, or None when there
+    was nothing to read (content already processed, reported, changed since, or in flight).
+
+    The file is read, normalized and written by the batch job's per-shard step
+    (``shard_step.process_shard``: the same step, writers, limits and partial summary), from the
+    byte its version starts at; ``observe`` sees each batch (the DoFn's counters)."""
+    path, stamp, output = landed.path, Stamp(landed.size, landed.mtime_ns), plan.output
+    record = processed.read_record(output, path)
+    if processed.handled(output, record, stamp):
+        return None  # admitted twice (a watcher that started over): done already
+    if processed.in_flight_elsewhere(output, record, plan.run_id):
+        LOG.warning("%s is being read by another worker of this run; not read twice", display_path(path))
+        return None
+    try:
+        version = processed.plan_version(output, path, record, plan.changed_files)
+    except FileNotFoundError:
+        version = processed.Plan("gone", "gone", 0, 0, -1, "")
+        LOG.warning("%s was removed before it was read: nothing to read", display_path(path))
+    except OSError as error:
+        # Read all the same: the reader turns what it cannot read into an unreadable_file dead
+        # letter with the reason, which is what this file becomes (one file never stops the job).
+        version = processed.unreadable_plan(record, stamp.size)
+        LOG.warning("%s cannot be read (%s): it becomes a dead letter", display_path(path), error)
+    if version.action != "read" or version.size != stamp.size:
+        if version.action == "report":
+            LOG.warning(
+                "%s was rewritten after it was processed: not read (--changed-files report)", display_path(path)
+            )
+        record["seen"] = stamp._asdict()
+        processed.write_record(output, path, record)
+        return None
+    name = source_id(path, version.version)
+    entry = {
+        "version": version.version,
+        "why": version.why,
+        "size": stamp.size,
+        "mtime_ns": stamp.mtime_ns,
+        "sha256": version.sha256,
+        "start": version.start,
+        "end": version.size,
+        "dir": f"{window}/{name}",
+        "run": plan.run_id,
+    }
+    # Recorded before the outputs are renamed into place: a crash leaves an entry whose
+    # directory is missing, which the next start reads again under the same version number.
+    record["versions"] = [v for v in record["versions"] if v["version"] != version.version] + [entry]
+    processed.write_record(output, path, record)
+    # Two levels down, so that OUTPUT/*/*/normalized.jsonl never matches a file being written.
+    temp = FileSystems.join(
+        plan.run_temp, "in-flight", f"{processed.path_key(path)}-v{version.version}-{uuid.uuid4().hex[:8]}"
+    )
+    processed.make_dirs(temp)
+    try:
+        shard = Shard(shard_number(path), path, file_suffix(path) or "", version.start, None)
+        extension = plan.work.extension
+        result = process_shard(
+            shard,
+            plan.work,
+            lambda name: FileSystems.join(temp, name + extension(name)),
+            observe=observe,
+            empty_files=True,
+        )
+        part = result.partial
+        pause_point("streaming-commit")  # tests kill a run or outlast a drain here
+        source = {
+            "source": display_path(path),
+            "window": window,
+            **{k: entry[k] for k in ("version", "why", "size", "mtime_ns", "sha256", "start", "end")},
+            "files": {
+                name: {"records": f.records, "bytes": f.size, "sha256": f.sha256} for name, f in result.files.items()
+            },
+            "totals": summaries.finalize(part, profile=plan.settings.profile, check=plan.settings.check),
+            "partial": part,
+        }
+        with FileSystems.create(FileSystems.join(temp, SOURCE_FILE), mime_type="application/json") as handle:
+            handle.write(document_bytes(source))
+        if stamp_of(path) != stamp:
+            raise _ChangedWhileRead
+        if not COMMITS.rename(temp, FileSystems.join(output, window, name)):
+            raise _ChangedWhileRead  # the run was cancelled: read by the next start
+    except _ChangedWhileRead:
+        files.delete(temp, tree=True)
+        record["versions"] = [v for v in record["versions"] if v is not entry]
+        record["seen"] = stamp._asdict()
+        processed.write_record(output, path, record)
+        LOG.info("%s changed while it was read (or the run stopped): read again later", display_path(path))
+        return None
+    except BaseException:
+        files.delete(temp, tree=True)
+        record["versions"] = [v for v in record["versions"] if v is not entry]
+        processed.write_record(output, path, record)
+        raise
+    LOG.info(
+        "%s (%s, version %d): %d records -> %s/%s",
+        display_path(path),
+        version.why,
+        version.version,
+        part["records_in"],
+        window,
+        name,
+    )
+    return name
+
+
+class _CleanLandedFile(beam.DoFn):
+    """Thin: ``clean_landed_file`` in the element's window, counting as the batch job counts;
+    emits the outputs directory's name."""
+
+    def __init__(self, plan: CleanPlan) -> None:
+        self._plan = plan
+
+    def setup(self) -> None:
+        freeze_gc()
+        self._counters = BatchCounters(self._plan.work.step)
+
+    def _count(self, batch: Batch, result: BatchResult) -> None:
+        self._counters.count(len(batch.items), result)
+
+    def process(self, landed: Landed, window=beam.DoFn.WindowParam):
+        name = clean_landed_file(landed, window_name(window), self._plan, self._count)
+        if name is not None:
+            yield name
+
+
+class CleanLandedFiles(beam.PTransform):
+    """Admitted files -> each file's outputs in its window's directory; the names of the
+    directories written (in the file's window)."""
+
+    def __init__(self, plan: CleanPlan) -> None:
+        super().__init__()
+        self._plan = plan
+
+    def expand(self, landed):
         return (
-            pbegin
-            | "Start" >> beam.Impulse()
-            | "Poll" >> beam.ParDo(_WatchLanding(self._plan))
-            | "KeyByPath" >> beam.Map(lambda path: (path, None)).with_output_types(Tuple[str, None])
-            | "FirstSight" >> beam.ParDo(_FirstSight())
+            landed
+            # Spread files over workers: without it, a file would be read inside the watcher's call.
+            | "Spread" >> beam.Reshuffle()
+            | "Clean" >> beam.ParDo(_CleanLandedFile(self._plan))
         )
 
 
 # --------------------------------------------------------------------------------------------
-# Reading, writing, summarizing
+# Window summaries
 
 
-class _OutputDirectory:
-    """One landed file's outputs, written as they come into a temporary dot-directory, then
-    renamed into ``OUTPUT/<window>/<source id>/`` in one step."""
-
-    def __init__(self, output: str, window: str, path: str, settings: Settings) -> None:
-        self._settings = settings
-        self._path = path
-        self._window = window
-        name = source_id(path)
-        self.final = FileSystems.join(output, window, name)
-        self._window_dir = FileSystems.join(output, window)
-        self._temp = FileSystems.join(output, f".tmp-{name}-{uuid.uuid4().hex}")
-        FileSystems.mkdirs(self._temp)
-        jsonl = FILE_FORMATS["jsonl"]
-        self._writers = {
-            kind: jsonl.open(
-                FileSystems.join(self._temp, kind + jsonl.extension), settings.id_field, settings.messages_field
-            )
-            for kind in OUTPUT_KINDS
-        }
-        self.totals: dict = {}
-
-    def write(self, kind: str, items: list) -> None:
-        self._writers[kind].write(items)
-        if kind == "drops":
-            self.totals = summaries.merge(self.totals, summaries.partial(0, items))
-        elif kind == "dead_letter":
-            self.totals = summaries.merge(self.totals, summaries.partial(0, (), items))
-
-    def commit(self, records: int, blank_lines: int) -> dict:
-        """Close the files, add source.json, rename into place; the file's partial summary."""
-        for writer in self._writers.values():
-            writer.close()
-        part = summaries.merge(self.totals, summaries.partial(records, blank_lines=blank_lines))
-        source = {
-            "source": self._path,
-            "window": self._window,
-            **summaries.finalize(part, profile=self._settings.profile, check=self._settings.check),
-        }
-        with FileSystems.create(FileSystems.join(self._temp, SOURCE_FILE), mime_type="application/json") as handle:
-            handle.write(document_bytes(source))
-        if not FileSystems.exists(self._window_dir):
-            try:
-                FileSystems.mkdirs(self._window_dir)
-            except OSError:
-                pass  # created meanwhile by another file's write
-        FileSystems.rename([self._temp], [self.final])
-        return part
-
-    def abandon(self) -> None:
-        for writer in self._writers.values():
-            try:
-                writer.close()
-            except Exception:  # noqa: BLE001 — cleaning up after another error
-                pass
-        if FileSystems.exists(self._temp):
-            FileSystems.delete([self._temp])
+def running_total(output: str) -> dict:
+    """The headline counts of every window summary in ``output`` (for the console line)."""
+    total = dict.fromkeys(("records_in", "records_out", "dead_letters", "dropped"), 0)
+    for window in processed.window_names(output):
+        doc = processed.read_json(FileSystems.join(output, window, SUMMARY_FILE)) or {}
+        for key in total:
+            total[key] += doc.get(key, 0)
+    return total
 
 
-def has_output(output: str, path: str) -> bool:
-    """Whether a landed file already has its outputs in some window of ``output``."""
-    pattern = FileSystems.join(output, "*", source_id(path), SOURCE_FILE)
-    return bool(FileSystems.match([pattern])[0].metadata_list)
-
-
-_KIND_OF_TAG = {DROPS: "drops", DEAD_LETTER: "dead_letter"}
-
-
-class _CleanLandedFile(beam.DoFn):
-    """Thin: read one landed file in batches, normalize each with the batch job's
-    ``RouteConversations`` (same code, same counters), write the outputs as they come,
-    commit them in one rename, and emit the file's partial summary.
-
-    One file is one element and is done within one call, so its outputs need no state and no
-    shuffle. (A first version shuffled the batches to a stateful DoFn keyed by file; on Prism,
-    a split bundle's remainder could run before the first part's state was committed, and a
-    file's outputs were lost. Measured with 10 files of 2,000 records landing at once.)
-    """
-
-    def __init__(self, output: str, settings: Settings, batch_size: int) -> None:
-        self._output = output
-        self._settings = settings
-        self._batch_size = batch_size
-
-    def setup(self) -> None:
-        self._normalize = RouteConversations(NORMALIZE, self._settings)
-        self._normalize.setup()
-
-    def process(self, path: str, window=beam.DoFn.WindowParam):
-        if has_output(self._output, path):
-            LOG.warning("%s has output already (a second sighting); not read again", path)
-            return
-        suffix = file_suffix(path)
-        assert suffix is not None  # the watcher passes on only files of a kind convnorm reads
-        shard = Shard(shard_number(path), path, suffix, 0, None)
-        stats = {"records": 0, "blank_lines": 0}
-        target = _OutputDirectory(self._output, window_name(window), path, self._settings)
-        self._normalize.start_bundle()  # one output file per landed file: a unique field starts afresh
-        try:
-            for batch in iter_batches(shard, self._batch_size, stats):
-                for out in self._normalize.process(batch):
-                    if isinstance(out, TaggedOutput):
-                        target.write(_KIND_OF_TAG[out.tag], out.value.items)
-                    else:
-                        target.write("normalized", out.items)
-            part = target.commit(stats["records"], stats["blank_lines"])
-        except Exception:
-            target.abandon()
-            raise
-        LOG.info("%s: %d records -> %s", path, stats["records"], target.final)
-        yield part
-
-
-class CleanLandedFiles(beam.PTransform):
-    """Landed file paths -> each file's outputs in its window's directory; per-file partial
-    summaries (in the file's window)."""
-
-    def __init__(self, output: str, settings: Settings, batch_size: int) -> None:
-        super().__init__()
-        self._output = output
-        self._settings = settings
-        self._batch_size = batch_size
-
-    def expand(self, paths):
-        return paths | "Clean" >> beam.ParDo(_CleanLandedFile(self._output, self._settings, self._batch_size))
-
-
-class _WriteWindowSummary(beam.DoFn):
-    """A window closed: write ``OUT/<window>/summary.json`` (``window_total``) and print the
-    window's line with the running total of the output directory (every window summary in it,
-    so no state is needed: the files on disk are the total)."""
-
-    def __init__(self, output: str, settings: Settings) -> None:
-        self._output = output
-        self._settings = settings
-
-    def process(self, doc: dict, window=beam.DoFn.WindowParam):
-        name = window_name(window)
-        _write_json_atomically(
-            window_total(self._output, name, self._settings), FileSystems.join(self._output, name, SUMMARY_FILE)
-        )
-        line = running_total_line(name, doc, total_of_windows(self._output, self._settings))
-        print(line, flush=True)
-        yield line
-
-
-def running_total_line(window: str, doc: dict, total: dict) -> str:
+def window_line(doc: dict, total: dict) -> str:
+    progress = doc["progress"]
     return (
-        f"window {window}: {doc['records_in']} records in, {doc['records_out']} normalized, "
-        f"{doc['dead_letters']} dead letters, {doc['dropped']} messages dropped | running total: "
+        f"window {doc['window']}: {doc['records_in']} records in, {doc['records_out']} normalized, "
+        f"{doc['dead_letters']} dead letters, {doc['dropped']} messages dropped; "
+        f"{progress['rows_per_s']:g} rows/s, {progress['files_done']} files done, "
+        f"{progress['files_pending']} pending (oldest {progress['oldest_pending_age_s']:.1f} s) | running total: "
         f"{total['records_in']} in, {total['records_out']} normalized, {total['dead_letters']} dead letters, "
         f"{total['dropped']} dropped"
     )
 
 
+class _WriteWindowSummary(beam.DoFn):
+    """A window closed: write ``OUT/<window>/summary.json`` from its files on disk, with the
+    watcher's files pending, and print the window's line with the running total."""
+
+    def __init__(self, output: str, settings: Settings) -> None:
+        self._output = output
+        self._settings = settings
+
+    def process(self, files_done: int, window=beam.DoFn.WindowParam):
+        status = processed.read_watch_status(self._output)
+        doc = processed.write_window_summary(self._output, window_name(window), self._settings, status)
+        line = window_line(doc, running_total(self._output))
+        print(line, flush=True)
+        yield line
+
+
 class SummarizeWindows(beam.PTransform):
-    """Per-file partial summaries -> one summary per window when it closes (written, and the
-    running total printed)."""
+    """Names of the files done, in their windows -> one summary per window when it closes."""
 
     def __init__(self, output: str, settings: Settings) -> None:
         super().__init__()
         self._output = output
         self._settings = settings
 
-    def expand(self, partials):
+    def expand(self, done):
         return (
-            partials
-            | "Merge" >> beam.CombineGlobally(MergeSummaries(_finisher(self._settings))).without_defaults()
+            done
+            | "Count" >> beam.CombineGlobally(beam.combiners.CountCombineFn()).without_defaults()
             | "Write" >> beam.ParDo(_WriteWindowSummary(self._output, self._settings))
         )
 
 
-class _Finisher:
-    # A picklable stand-in for functools.partial(summaries.finalize, ...).
-    def __init__(self, profile: str, check: bool) -> None:
-        self._profile = profile
-        self._check = check
-
-    def __call__(self, total: dict) -> dict:
-        return summaries.finalize(total, profile=self._profile, check=self._check)
-
-
-def _finisher(settings: Settings) -> _Finisher:
-    return _Finisher(settings.profile, settings.check)
-
-
-class StreamingOutputs(NamedTuple):
-    partials: beam.PCollection
-    console: beam.PCollection
-
-
-def build_streaming(
-    pipeline: beam.Pipeline, job: Job, plan: WatchPlan, window_s: float, batch_size: int
-) -> StreamingOutputs:
-    """Apply the streaming job to ``pipeline``."""
-    paths = pipeline | "Watch" >> WatchLandingDirectory(plan)
-    windowed = paths | "Window" >> beam.WindowInto(beam_window.FixedWindows(window_s))
-    partials = windowed | "CleanLanded" >> CleanLandedFiles(job.output, job.settings, batch_size)
-    console = partials | "SummarizeWindows" >> SummarizeWindows(job.output, job.settings)
-    return StreamingOutputs(partials, console)
+def build_streaming(pipeline: beam.Pipeline, watch: WatchPlan, clean: CleanPlan, window_s: float):
+    """Apply the streaming job to ``pipeline``; the PCollection of window lines."""
+    landed = pipeline | "Watch" >> WatchLandingDirectory(watch)
+    windowed = landed | "Window" >> beam.WindowInto(beam_window.FixedWindows(window_s))
+    done = windowed | "CleanLanded" >> CleanLandedFiles(clean)
+    return done | "SummarizeWindows" >> SummarizeWindows(clean.output, clean.settings)
 
 
 # --------------------------------------------------------------------------------------------
 # Running
 
 
-def plan_watch(job: Job, stop_marker: str) -> WatchPlan:
+def plan_watch(job: Job, output: str, stop_marker: str) -> WatchPlan:
     ours = job.options.view_as(ConvNormOptions)
-    present: set[str] = set()
-    for pattern in job.inputs:
-        present |= {canonical_path(m.path) for m in FileSystems.match([pattern])[0].metadata_list}
-    if ours.include_existing:
-        done = processed_sources(job.output) if FileSystems.exists(job.output) else set()
-        skipped = {path for path in present if source_id(path) in done}
-        LOG.info("%d file(s) present at start: %d already have output, the rest are read", len(present), len(skipped))
-    else:
-        skipped = present
-        if present:
-            LOG.info("%d file(s) present at start are not read (pass --include-existing to read them)", len(present))
+    rules = LandingRules(tuple(job.inputs), canonical_path(output), bool(ours.follow_symlinks))
+    ignored: dict[str, Stamp] = {}
+    if ours.new_only:
+        ignored = {path: found for path, found in match_landing(rules).items() if isinstance(found, Stamp)}
+        LOG.info("--new-only: %d file(s) present at start are left alone", len(ignored))
     stop_after = parse_duration(ours.stop_after) if ours.stop_after else None
     return WatchPlan(
-        patterns=tuple(job.inputs),
-        output=job.output,
+        rules=rules,
+        output=output,
         poll_interval_s=parse_duration(ours.poll_interval),
-        skipped_at_start=frozenset(skipped),
+        max_files=ours.max_files_per_poll,
         stop_files=tuple(p for p in (ours.stop_file, stop_marker) if p),
         stop_at=None if stop_after is None else time.time() + stop_after,
+        ignored_at_start=ignored,
     )
+
+
+def plan_clean(job: Job, output: str, run_id: str, run_temp: str) -> CleanPlan:
+    ours = job.options.view_as(ConvNormOptions)
+    work = ShardWork(
+        NORMALIZE,
+        job.settings,
+        batch_size=job.batch_size,
+        max_record_bytes=job.max_record_bytes,
+        batch_bytes=job.batch_bytes,
+    )
+    return CleanPlan(output=output, run_id=run_id, run_temp=run_temp, work=work, changed_files=ours.changed_files)
 
 
 class _StopOnSignal:
@@ -575,7 +552,7 @@ class _StopOnSignal:
         self.signalled.set()
         self.signum = signum
         print(
-            f"convnorm: {signal.Signals(signum).name}: draining (every file seen is finished, the last "
+            f"convnorm: {signal.Signals(signum).name}: draining (the files in flight are finished, the last "
             "windows close); signal again to abort",
             flush=True,
         )
@@ -592,116 +569,227 @@ class _StopOnSignal:
 LIVE_COUNTERS = ("records_in", "records_out", "dead_letters", "dropped", "healed")
 
 
-def live_counters(result) -> str:
-    """The job's convnorm counters so far, as one console line ("" where the runner has none)."""
-    from apache_beam.metrics import MetricsFilter
-
-    try:
-        counters = result.metrics().query(MetricsFilter().with_namespace(NAMESPACE))["counters"]
-    except Exception:  # noqa: BLE001 — metrics are a nicety; some runners do not serve them live
-        return ""
-    values = {name: 0 for name in LIVE_COUNTERS}
-    for counter in counters:
-        name = counter.key.metric.name
-        if name in values:
-            values[name] += counter.committed or counter.attempted or 0
-    return "counters: " + ", ".join(f"{name} {value}" for name, value in values.items())
+def counters_line(values: dict[str, int]) -> str:
+    return "counters: " + ", ".join(f"{name} {values.get(name, 0)}" for name in LIVE_COUNTERS)
 
 
-_TERMINAL = {
-    PipelineState.DONE,
-    PipelineState.FAILED,
-    PipelineState.CANCELLED,
-    PipelineState.UPDATED,
-    PipelineState.DRAINED,
-}
+class _RunningJob:
+    """The running job, asked through its job service when there is one (Prism, Flink: no
+    deadline of Beam's ends the run, counters are asked afresh), else through Beam's result."""
+
+    def __init__(self, result, options) -> None:
+        self._result = result
+        self._service: JobService | None = None
+        endpoint = options.view_as(PortableOptions).job_endpoint
+        if endpoint and endpoint != "embed":
+            service = JobService(endpoint)
+            try:
+                if service.find_job():
+                    self._service = service
+            except Exception as error:  # noqa: BLE001 — asked through Beam's result instead
+                LOG.info("the job service does not list the job (%s); asking Beam's result", error)
+            if self._service is None:
+                service.close()
+
+    def state(self) -> str:
+        return self._service.state() if self._service else self._result.state
+
+    def counters(self) -> dict[str, int] | None:
+        try:
+            if self._service:
+                return self._service.counters(NAMESPACE)
+            from apache_beam.metrics import MetricsFilter
+
+            found = self._result.metrics().query(MetricsFilter().with_namespace(NAMESPACE))["counters"]
+            return {c.key.metric.name: c.committed or c.attempted or 0 for c in found}
+        except Exception:  # noqa: BLE001 — metrics are a nicety; some runners do not serve them live
+            return None
+
+    def cancel(self) -> None:
+        if self._service:
+            self._service.cancel()
+        else:
+            self._result.cancel()
+
+    def errors(self) -> list[str]:
+        return self._service.errors() if self._service else []
+
+    def close(self) -> None:
+        if self._service:
+            self._service.close()
+
+
+class RunEnd(NamedTuple):
+    state: str
+    #: The drain took longer than --drain-timeout and the job was cancelled.
+    cancelled: bool
+    errors: list[str]
+
+
+def _monitor(
+    job_handle: _RunningJob, plan: WatchPlan, stop: _StopOnSignal, window_s: float, drain_timeout: float
+) -> RunEnd:
+    """Wait for the job to end; print the live counters once per window when they moved; cancel
+    it when a drain lasts longer than ``drain_timeout``."""
+    shown, next_counters = "", time.monotonic() + window_s
+    drain_started = None
+    cancelled = False
+    state = PipelineState.RUNNING
+    while state not in TERMINAL:
+        try:
+            state = job_handle.state()
+        except Exception as error:  # noqa: BLE001 — the runner is gone: the files on disk still count
+            COMMITS.close()
+            return RunEnd(PipelineState.FAILED, cancelled, [f"the runner stopped answering: {error}"])
+        time.sleep(0.5)  # interruptible: the signal handler runs between sleeps
+        now = time.monotonic()
+        if now >= next_counters:
+            next_counters = now + window_s
+            values = job_handle.counters()
+            line = counters_line(values) if values is not None else ""
+            if line and line != shown:
+                print(line, flush=True)
+                shown = line
+        if drain_started is None and (stop.signalled.is_set() or should_stop(plan, time.time())):
+            drain_started = now
+        if drain_started is not None and not cancelled and now - drain_started > drain_timeout:
+            print(
+                f"convnorm: the drain took longer than --drain-timeout ({drain_timeout:g} s): cancelling the "
+                "job; the files not finished are read by the next start",
+                flush=True,
+            )
+            COMMITS.close()
+            job_handle.cancel()
+            cancelled = True
+    COMMITS.close()  # nothing lands in the outputs once the totals are summed
+    errors = job_handle.errors() if state == PipelineState.FAILED else []
+    return RunEnd(state, cancelled, errors)
 
 
 def run_streaming(job: Job) -> int:
     """Run the streaming job until it is stopped and drained; write summary.json; exit status.
 
-    The run holds the output directory's lock, and writes only into a directory that is empty
-    or that an earlier streaming run marked as its own."""
+    The run holds the output directory's lock for as long as it runs; a lock left by a run that
+    died on this host is taken over, and that run's temporary directory deleted. It writes only
+    into a directory that is empty or that an earlier streaming run marked as its own."""
     job.options.view_as(StandardOptions).streaming = True
+    output = job.output
+    if not output:
+        raise ValueError("--output is required")  # options.load_job refuses a job without one
+    run_id = uuid.uuid4().hex
+    run_temp = FileSystems.join(output, owned.TEMP_PREFIX + run_id)
     try:
         lock = locks.acquire(
-            job.output,
-            run_id=uuid.uuid4().hex,
+            output,
+            run_id=run_id,
             command="streaming",
-            temp_dir="",
-            break_stale=job.break_stale_lock,
-            clean_up=_nothing_to_clean,
+            temp_dir=run_temp,
+            break_stale=True,
+            clean_up=lambda holder: _take_over(output, holder),
         )
     except (locks.LockError, OutputError) as error:
         print(f"convnorm: error: {error}", file=sys.stderr)
         return 2
     try:
-        claim_streaming_output(job.output)
-        return _watch(job)
+        claim_streaming_output(output)
+        processed.make_dirs(run_temp)
+        return _watch(job, output, run_id, run_temp)
     except OutputError as error:
         print(f"convnorm: error: {error}", file=sys.stderr)
         return 2
     finally:
+        owned.remove_temp(run_temp)
         lock.release()
 
 
-def _nothing_to_clean(holder: dict) -> None:
-    # A dead streaming run leaves only dot-directories of files in flight, which readers of
-    # the output never see, and its stop marker: nothing a new run must delete.
-    LOG.warning("taking over the stale lock of a dead run (%s)", locks.describe(holder))
+def _take_over(output: str, holder: dict) -> None:
+    LOG.warning(
+        "taking over the lock of a streaming run that died (%s): deleting its temporary directory; the "
+        "files it had not finished are read again",
+        locks.describe(holder),
+    )
+    owned.clean_dead_run(output, holder)
 
 
-def _watch(job: Job) -> int:
+def _watch(job: Job, output: str, run_id: str, run_temp: str) -> int:
     ours = job.options.view_as(ConvNormOptions)
-    if not FileSystems.exists(job.output):
-        FileSystems.mkdirs(job.output)
-    stop_marker = FileSystems.join(job.output, f".stop-{uuid.uuid4().hex}")
-    plan = plan_watch(job, stop_marker)
+    settings = job.settings
+    rebuilt = processed.rebuild_windows(output, settings)
+    if rebuilt:
+        LOG.warning("rebuilt the summaries of %d window(s) an earlier run left without one", len(rebuilt))
+    stop_marker = FileSystems.join(run_temp, "stop")
+    watch = plan_watch(job, output, stop_marker)
     window_s = parse_duration(ours.window)
     print(
-        f"convnorm: watching {', '.join(job.inputs)} every {plan.poll_interval_s:g} s; windows of "
-        f"{window_s:g} s under {job.output}/; stop with Ctrl-C / SIGTERM"
+        f"convnorm: watching {', '.join(job.inputs)} every {watch.poll_interval_s:g} s; windows of "
+        f"{window_s:g} s under {output}/; stop with Ctrl-C / SIGTERM"
         + (f", --stop-file {ours.stop_file}" if ours.stop_file else "")
         + (f", after {ours.stop_after}" if ours.stop_after else ""),
         flush=True,
     )
-    try:
-        with prism_services(job.options), _StopOnSignal(stop_marker) as stop:
-            pipeline = beam.Pipeline(options=job.options)
-            build_streaming(pipeline, job, plan, window_s, job.batch_size)
-            result = pipeline.run()
-            state = result.state
-            shown, next_counters = "", time.monotonic() + window_s
-            while state not in _TERMINAL:
-                time.sleep(0.5)  # interruptible: the signal handler runs between sleeps
-                state = result.state
-                if time.monotonic() >= next_counters:
-                    next_counters += window_s
-                    line = live_counters(result)
-                    if line and line != shown:
-                        print(line, flush=True)
-                        shown = line
-            state = result.wait_until_finish()
-    finally:
-        if FileSystems.exists(stop_marker):
-            FileSystems.delete([stop_marker])
-    if state != PipelineState.DONE:
-        LOG.error("the streaming pipeline ended in state %s", state)
-        return 1
-    total = total_of_windows(job.output, job.settings)
-    _write_json_atomically(total, FileSystems.join(job.output, SUMMARY_FILE))
+    COMMITS.open()
+    with prism_services(job.options), _StopOnSignal(stop_marker) as stop:
+        pipeline = beam.Pipeline(options=job.options)
+        build_streaming(pipeline, watch, plan_clean(job, output, run_id, run_temp), window_s)
+        result = pipeline.run()
+        handle = _RunningJob(result, job.options)
+        try:
+            end = _monitor(handle, watch, stop, window_s, parse_duration(ours.drain_timeout))
+        finally:
+            handle.close()
+    for error in end.errors:
+        LOG.error("the streaming job: %s", error)
+    processed.rebuild_windows(output, settings)
+    total = processed.final_summary(output, settings)
+    processed.write_json(FileSystems.join(output, SUMMARY_FILE), total)
     print(summaries.format_table(total))
     print(
-        f"outputs: {job.output}/<window>/<file>/{{normalized,drops,dead_letter}}.jsonl, "
-        f"{job.output}/<window>/{SUMMARY_FILE} and {job.output}/{SUMMARY_FILE}"
+        f"outputs: {output}/<window>/<file>/{{normalized,drops,dead_letter}}.jsonl, "
+        f"{output}/<window>/{SUMMARY_FILE} and {output}/{SUMMARY_FILE}"
     )
-    if ours.report and job.output:  # the windows over time, the examples (pipeline/report.py)
+    print(left_for_next_start(watch))
+    if ours.report:  # the windows over time, the examples (pipeline/report.py)
         from pipeline.report import try_write_report
 
-        report = try_write_report(job.output)
+        report = try_write_report(output)
         if report:
             print(f"report:  {report}")
+    if end.state != PipelineState.DONE and not (end.cancelled and end.state == PipelineState.CANCELLED):
+        print(f"convnorm: error: the streaming job ended in state {end.state}", file=sys.stderr)
+        return 1
     if stop.signum == signal.SIGINT:  # Ctrl-C drained the run: its status says so (SIGTERM: 0)
-        print(interrupted_line("the streaming run", job.output, drained=True), file=sys.stderr)
+        print(interrupted_line("the streaming run", output, drained=True), file=sys.stderr)
         return INTERRUPTED
     return 0 if total["accounted"] else 1
+
+
+#: Files named one by one in the report of what is left.
+SHOWN_FILES = 5
+
+
+def left_for_next_start(plan: WatchPlan) -> str:
+    """What the landing directory holds that this run did not handle: files the next start
+    reads, and files refused."""
+    pending, refused, left_alone = [], [], 0
+    for path, found in sorted(match_landing(plan.rules).items()):
+        if isinstance(found, Refused):
+            refused.append(f"{display_path(path)} ({found.reason.split(';')[0]})")
+        elif isinstance(found, Stamp) and not handled_now(plan.output, path, found):
+            if plan.ignored_at_start.get(path) == found:
+                left_alone += 1
+            else:
+                pending.append(display_path(path))
+    lines = []
+    if pending:
+        shown = ", ".join(pending[:SHOWN_FILES]) + (" ..." if len(pending) > SHOWN_FILES else "")
+        lines.append(f"left pending: {len(pending)} file(s) not read yet; the next start reads them: {shown}")
+    else:
+        lines.append("left pending: none (every matching file is processed)")
+    if left_alone:
+        lines.append(
+            f"--new-only: {left_alone} file(s) present at start were left alone (a start without it reads them)"
+        )
+    if refused:
+        shown = ", ".join(refused[:SHOWN_FILES]) + (" ..." if len(refused) > SHOWN_FILES else "")
+        lines.append(f"refused: {len(refused)} file(s) that are not read: {shown}")
+    return "\n".join(lines)

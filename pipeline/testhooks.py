@@ -2,9 +2,10 @@
 
 With ``CONVNORM_TEST_PAUSE_AT=<point>`` and ``CONVNORM_TEST_PAUSE_FILE=<path>`` in the
 environment, the first process that reaches ``pause_point(<point>)`` creates ``<path>`` and
-sleeps, so a test can wait for the file and then ``kill -9`` the run at exactly that point
-(tests/test_outputs.py). Without the variables it does nothing. Worker processes inherit the
-environment, so the points inside DoFns work in multi-process mode too.
+sleeps (``CONVNORM_TEST_PAUSE_SECONDS``, default 120), so a test can wait for the file and then
+``kill -9`` the run at exactly that point (tests/test_outputs.py), or let a stop outlast it.
+Without the variables it does nothing. Worker processes inherit the environment, so the points
+inside DoFns work in multi-process mode too.
 """
 
 from __future__ import annotations
@@ -14,6 +15,8 @@ import time
 
 PAUSE_AT = "CONVNORM_TEST_PAUSE_AT"
 PAUSE_FILE = "CONVNORM_TEST_PAUSE_FILE"
+#: Seconds to pause (default PAUSE_SECONDS).
+PAUSE_SECONDS_ENV = "CONVNORM_TEST_PAUSE_SECONDS"
 #: A paused run resumes after this long if nobody killed it (a test that forgot it).
 PAUSE_SECONDS = 120
 
@@ -30,4 +33,4 @@ def pause_point(point: str) -> None:
         return
     os.write(fd, str(os.getpid()).encode())
     os.close(fd)
-    time.sleep(PAUSE_SECONDS)
+    time.sleep(float(os.environ.get(PAUSE_SECONDS_ENV) or PAUSE_SECONDS))

@@ -500,6 +500,8 @@ _GEMINI_DATA = {
     "fileData",
     "executableCode",
     "codeExecutionResult",
+    "toolCall",
+    "toolResponse",
 }
 
 
@@ -600,4 +602,152 @@ def gemini_request_errors(body: Any) -> list[str]:
                     for d in declarations
                 ):
                     errors.append(f"tools[{k}]: not {{functionDeclarations: [{{name, description?, parameters?}}]}}")
+    return errors
+
+
+# --------------------------------------------------------------------------------------------
+# AWS Bedrock Converse request bodies (the Converse API reference: Message, ContentBlock,
+# ToolUseBlock, ToolResultBlock, ToolConfiguration, ToolSpecification): messages {role:
+# user|assistant, content: [ContentBlock]} starting with a user message and alternating; each
+# block a union of exactly one member; no blank text; toolUse {toolUseId, name, input: object}
+# only in assistant messages, ids and names matching [a-zA-Z0-9_-]+ (1 to 64), each answered
+# by a toolResult {toolUseId, content: [ToolResultContentBlock], status?: success|error} in the
+# next (user) message, results before any other block there; a toolConfig whose toolSpecs name
+# every tool a toolUse calls ("The toolConfig field must be defined when using toolUse and
+# toolResult content blocks"); system a list of {text} blocks. A toolUse of type
+# "server_tool_use" (a system tool the provider runs) and the toolResult answering it are the
+# model's own output, in its message: no toolSpec, no pairing with the next message.
+
+_BEDROCK_KEYS = {
+    "modelId",
+    "messages",
+    "system",
+    "inferenceConfig",
+    "toolConfig",
+    "guardrailConfig",
+    "additionalModelRequestFields",
+    "additionalModelResponseFieldPaths",
+    "promptVariables",
+    "requestMetadata",
+    "performanceConfig",
+}
+_BEDROCK_MEMBERS = {
+    "text",
+    "image",
+    "document",
+    "video",
+    "audio",
+    "toolUse",
+    "toolResult",
+    "guardContent",
+    "cachePoint",
+    "reasoningContent",
+    "citationsContent",
+    "searchResult",
+}
+_BEDROCK_NAME = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
+
+
+def _bedrock_block(block: Any, where: str, errors: list) -> tuple[str, Any]:
+    if not isinstance(block, dict) or len(block) != 1 or next(iter(block)) not in _BEDROCK_MEMBERS:
+        errors.append(f"{where}: not a one-member ContentBlock")
+        return "", None
+    ((key, value),) = block.items()
+    if key == "text" and (not isinstance(value, str) or not value.strip()):
+        errors.append(f"{where}: blank text")
+    return key, value
+
+
+def bedrock_request_errors(body: Any) -> list[str]:
+    if not isinstance(body, dict):
+        return ["body is not an object"]
+    errors = []
+    if set(body) - _BEDROCK_KEYS:
+        errors.append(f"unexpected keys {sorted(set(body) - _BEDROCK_KEYS)}")
+    system = body.get("system")
+    if system is not None and not (
+        isinstance(system, list)
+        and system
+        and all(isinstance(b, dict) and isinstance(b.get("text"), str) and b["text"].strip() for b in system)
+    ):
+        errors.append("system is not a list of non-blank {text} blocks")
+    messages = body.get("messages")
+    if not isinstance(messages, list) or not messages:
+        return errors + ["messages is not a non-empty list"]
+    uses_named: set = set()
+    server_uses: set = set()
+    previous_uses: set = set()
+    previous_role = None
+    for n, message in enumerate(messages):
+        where = f"messages[{n}]"
+        if not isinstance(message, dict) or set(message) != {"role", "content"}:
+            errors.append(f"{where}: not {{role, content}}")
+            continue
+        role = message["role"]
+        if role not in ("user", "assistant"):
+            errors.append(f"{where}: role {role!r}")
+        if n == 0 and role != "user":
+            errors.append(f"{where}: a conversation must start with a user message")
+        if role == previous_role:
+            errors.append(f"{where}: second {role} message in a row")
+        content = message["content"]
+        if not isinstance(content, list) or not content:
+            errors.append(f"{where}: content is not a non-empty block list")
+            content = []
+        uses, answered = set(), set()
+        results_done = False
+        for k, block in enumerate(content):
+            key, value = _bedrock_block(block, f"{where}.content[{k}]", errors)
+            if key == "toolUse" and isinstance(value, dict) and value.get("type") == "server_tool_use":
+                server_uses.add(value.get("toolUseId"))
+            elif key == "toolResult" and isinstance(value, dict) and value.get("toolUseId") in server_uses:
+                pass
+            elif key == "toolUse":
+                if role != "assistant":
+                    errors.append(f"{where}.content[{k}]: toolUse outside an assistant message")
+                if not isinstance(value, dict) or not isinstance(value.get("input"), dict):
+                    errors.append(f"{where}.content[{k}]: toolUse input is not an object")
+                    continue
+                for field in ("toolUseId", "name"):
+                    if not isinstance(value.get(field), str) or not _BEDROCK_NAME.match(value[field]):
+                        errors.append(f"{where}.content[{k}]: toolUse {field} {value.get(field)!r}")
+                uses.add(value.get("toolUseId"))
+                uses_named.add(value.get("name"))
+            elif key == "toolResult":
+                if role != "user":
+                    errors.append(f"{where}.content[{k}]: toolResult outside a user message")
+                if results_done:
+                    errors.append(f"{where}.content[{k}]: toolResult after other content")
+                call_id = value.get("toolUseId") if isinstance(value, dict) else None
+                if call_id not in previous_uses:
+                    errors.append(f"{where}.content[{k}]: toolResult {call_id!r} without a toolUse just before")
+                answered.add(call_id)
+                if not isinstance(value.get("content"), list) or value.get("status") not in (None, "success", "error"):
+                    errors.append(f"{where}.content[{k}]: toolResult is not {{toolUseId, content: [...], status?}}")
+            else:
+                results_done = True
+        if previous_uses - answered:
+            errors.append(f"{where}: toolUse ids {sorted(previous_uses - answered)} have no toolResult here")
+        previous_uses, previous_role = uses, role
+    if previous_uses:
+        errors.append("end: toolUse ids never answered")
+    config = body.get("toolConfig")
+    specs = set()
+    if config is not None:
+        tools = config.get("tools") if isinstance(config, dict) else None
+        if not isinstance(tools, list) or not tools:
+            errors.append("toolConfig.tools is not a non-empty list")
+        for k, tool in enumerate(tools or ()):
+            if isinstance(tool, dict) and tool.keys() == {"systemTool"}:
+                continue  # a tool the provider runs (nova_grounding, say)
+            spec = tool.get("toolSpec") if isinstance(tool, dict) else None
+            if not isinstance(spec, dict) or not _BEDROCK_NAME.match(str(spec.get("name"))):
+                errors.append(f"toolConfig.tools[{k}]: not a toolSpec with a valid name")
+                continue
+            schema = spec.get("inputSchema")
+            if not isinstance(schema, dict) or not isinstance(schema.get("json"), dict):
+                errors.append(f"toolConfig.tools[{k}]: inputSchema is not {{json: object}}")
+            specs.add(spec["name"])
+    if uses_named - specs:
+        errors.append(f"toolUse of {sorted(map(str, uses_named - specs))} without a toolSpec in toolConfig")
     return errors

@@ -23,7 +23,7 @@ from transforms.normalize import INTERRUPTED_RESULT, normalize_conversation  # n
 from transforms.validate import check_sendable  # noqa: E402
 
 DATA = Path(__file__).parent / "data"
-FORMATS = ("openai", "openai-responses", "anthropic", "sharegpt", "gemini")
+FORMATS = ("openai", "openai-responses", "anthropic", "sharegpt", "gemini", "bedrock-converse")
 TOOLBENCH = sorted((DATA / "corpora" / "ToolBench").rglob("*.json"))
 
 
@@ -57,6 +57,7 @@ DEFECTS = {
     "sg-defects": ({"orphan_result": 1}, 1),
     "sg-parallel-batched-text": ({}, 1),
     "gm-defects-trimmed": ({"orphan_result": 1}, 1),
+    "bc-defects-trimmed": ({"orphan_result": 1}, 1),
 }
 
 
@@ -84,16 +85,23 @@ def test_fields_carry_everything_but_the_conversation(fmt, n, record):
     if not isinstance(record, dict):
         assert fields == {}
         return
+    if fmt == "bedrock-converse":
+        # toolConfig is split into tools (converted) and its other keys (toolChoice).
+        config = record.get("toolConfig", {})
+        keys = [k for key in record if key != "system" for k in (config if key == "toolConfig" else [key])]
+        assert list(fields) == keys
+        record = {**{k: v for k, v in record.items() if k != "toolConfig"}, **config}
     consumed = {
         "openai": set(),  # the message key stays for the job to replace in place
         "anthropic": {"system"},
         "openai-responses": {"input", "instructions"},
         "sharegpt": {"conversations", "system"},
         "gemini": {"contents", "systemInstruction", "system_instruction"},
+        "bedrock-converse": {"system"},
     }[fmt]
-    assert list(fields) == [k for k in record if k not in consumed]
+    assert sorted(fields) == sorted(k for k in record if k not in consumed)
     for key, value in fields.items():
-        if key != "tools" or fmt not in ("sharegpt", "gemini"):
+        if key != "tools" or fmt not in ("sharegpt", "gemini", "bedrock-converse"):
             assert value == record[key]
 
 
@@ -386,7 +394,7 @@ def test_responses_custom_tool_and_string_input():
 
 def test_responses_unknown_items_and_bad_records_are_format_errors():
     with pytest.raises(FormatError) as err:
-        read("openai-responses", {"input": [{"type": "web_search_call", "id": "ws_1", "status": "completed"}]})
+        read("openai-responses", {"input": [{"type": "computer_call", "call_id": "c1", "status": "completed"}]})
     assert err.value.reason == "unsupported_item"
     with pytest.raises(FormatError) as err:
         read("openai-responses", {"messages": []})
@@ -430,7 +438,7 @@ def test_anthropic_results_split_error_flag_and_text_after_results():
     ]
 
 
-def test_anthropic_thinking_dropped_media_placeholders():
+def test_anthropic_thinking_dropped_media_placeholder_document_text_kept():
     out = flat("anthropic", fixture("anthropic", "an-thinking"))
     assert out[1] == {
         "role": "assistant",
@@ -441,7 +449,8 @@ def test_anthropic_thinking_dropped_media_placeholders():
     out = flat("anthropic", fixture("anthropic", "an-image-and-document"))
     assert [m["content"] for m in out if m["role"] == "user"] == [
         "[image]\nWhat does this chart show?",
-        "[document]\nDoes the report agree?",
+        # Issue 22: a document with a text source keeps its text (it was "[document]").
+        "[document: Q3]\nmedia_type: text/plain\nQ3 report: revenue up 12%.\nDoes the report agree?",
     ]
 
 

@@ -52,7 +52,7 @@ from transforms.profiles import normalize_with_profile  # noqa: E402
 from transforms.validate import check_sendable  # noqa: E402
 
 DATA = Path(__file__).parent / "data"
-FORMATS = ("openai", "openai-responses", "anthropic", "sharegpt", "gemini")
+FORMATS = ("openai", "openai-responses", "anthropic", "sharegpt", "gemini", "bedrock-converse")
 # (writer, reader, how to find the messages in the written record)
 PAIRS = {
     "openai-finetune": ("openai", lambda out: out),
@@ -60,6 +60,7 @@ PAIRS = {
     "anthropic": ("anthropic", lambda out: out),
     "openai-responses": ("openai-responses", lambda out: out),
     "gemini": ("gemini", lambda out: out),
+    "bedrock-converse": ("bedrock-converse", lambda out: out),
     "flat": ("flat", lambda out: out),
 }
 # Refused by the writer (see test_formats_writers.REFUSED): nothing to read back.
@@ -69,6 +70,13 @@ REFUSED = {
     ("rs-string-input", "openai-finetune"),
     ("oa-custom-tool", "gemini"),
     ("rs-custom-tool-image", "gemini"),
+    ("oa-custom-tool", "bedrock-converse"),
+    ("rs-custom-tool-image", "bedrock-converse"),
+    # A Bedrock system tool (nova_grounding) has no definition in any other format.
+    *(
+        ("bc-server-tool", sink)
+        for sink in ("openai-finetune", "openai-batch", "anthropic", "openai-responses", "gemini")
+    ),
 }
 
 
@@ -80,7 +88,7 @@ def load(fmt: str) -> list:
 # --------------------------------------------------------------------------------------------
 # What "the same" means, written independently of the writers
 
-PROVIDER_SINKS = ("openai-finetune", "openai-batch", "anthropic", "openai-responses", "gemini")
+PROVIDER_SINKS = ("openai-finetune", "openai-batch", "anthropic", "openai-responses", "gemini", "bedrock-converse")
 
 
 def not_adjacent(messages: list) -> bool:
@@ -156,6 +164,7 @@ SAME = {
     "anthropic": anthropic_same,
     "openai-responses": responses_same,
     "gemini": anthropic_same,
+    "bedrock-converse": anthropic_same,
     "flat": lambda m: m,
 }
 
@@ -333,6 +342,10 @@ def _unwritable(sink: str, messages: list) -> bool:
     except FormatError as err:
         if displaced:
             assert err.reason == "result_not_adjacent"
+        elif sink == "bedrock-converse" and err.reason == "leading_assistant":
+            # Converse wants a user message first (blank messages write nothing).
+            written = [m for m in messages if m["role"] != "system" and (m["content"].strip() or m.get("tool_calls"))]
+            assert written[0]["role"] == "assistant"
         else:
             assert err.reason in ("empty_conversation", "no_assistant_message")
         return True
@@ -347,7 +360,7 @@ def test_any_conversation_round_trips_through_openai(messages, sink):
     assert round_trip(sink, messages) == SAME[sink](messages)
 
 
-@given(conversations(OBJECT_ARGS), st.sampled_from(["anthropic", "gemini"]))
+@given(conversations(OBJECT_ARGS), st.sampled_from(["anthropic", "gemini", "bedrock-converse"]))
 def test_any_conversation_round_trips_through_anthropic_and_gemini(messages, sink):
     if _unwritable(sink, messages):
         return
@@ -361,7 +374,7 @@ def test_lossless_output_is_never_refused_for_placement(raw, sink):
     if _unwritable(sink, messages):
         return
     expected = SAME[sink](messages)
-    if sink == "anthropic":
+    if sink in ("anthropic", "bedrock-converse"):
         # Re-keyed ids (``c1~2``) are outside Anthropic's id alphabet: the writer rewrites
         # them (``c1_2``; no generated id can collide with that).
         # Only the ids: a '~' inside arguments or text is kept as it is.

@@ -22,14 +22,10 @@ from transforms.normalize import normalize_conversation  # noqa: E402
 DATA = Path(__file__).parent / "data" / "formats"
 FORMATS = ("openai", "openai-responses", "anthropic", "sharegpt", "gemini")
 # Records LLaMA-Factory would drop (turn order), or whose tools it cannot hold.
+# Since issue 22 a trailing healed result is left out and user text after results joins their
+# observation: the defect fixtures that were refused for those are written.
 REFUSED = {
-    "sg-defects": "turn_order",  # a trailing healed result: odd turn count
     "oa-custom-tool": "unconvertible_tool",
-    "oa-defects-trimmed-context": "turn_order",
-    "an-parallel-results-and-text": "turn_order",  # user text right after the results
-    "an-defects-compacted": "turn_order",
-    "gm-defects-trimmed": "turn_order",
-    "rs-defects": "turn_order",
     "rs-string-input": "turn_order",  # a single human turn
 }
 # Clean ShareGPT records (LLaMA-Factory's own layout, nothing to repair): written back equal.
@@ -67,12 +63,12 @@ def test_every_fixture_is_written_valid_or_refused_with_its_reason(fmt, record):
             write(flat)
         assert err.value.reason == REFUSED[flat["id"]]
         return
-    out, _ = write(flat)
+    out, report = write(flat)
     assert shapes.sharegpt_training_errors(out) == []
     # Read back: the same conversation, but for the ids (ShareGPT has none) and what the
-    # writer reports it changed.
+    # writer reports it changed (calls whose synthetic result it left out are healed again).
     back = normalize_conversation(READERS["sharegpt"].read(out, "messages").messages)
-    assert (back.dropped, back.healed) == (0, 0)
+    assert (back.dropped, back.healed) == (0, report.get("interrupted_results_left_out", 0))
     assert len([m for m in back.messages if m["role"] == "tool"]) == len(
         [m for m in flat["messages"] if m["role"] == "tool"]
     )
@@ -142,3 +138,96 @@ def test_text_beside_calls_merged_turns_and_string_arguments_are_counted():
         "arguments_kept_as_text": 1,
         "discarded_tool_fields": {"strict": 1},
     }
+
+
+# --------------------------------------------------------------------------------------------
+# Issue 22: a record is refused only when no lossless rendering exists
+
+CALL = {"role": "assistant", "content": "", "tool_calls": [{"tool_call_id": "c1", "name": "f", "args": {}}]}
+
+
+def flat_record(messages: list) -> dict:
+    return {"id": "r", "messages": normalize_conversation(messages).messages}
+
+
+def test_user_text_right_after_results_joins_their_observation_turn():
+    out, report = write(
+        flat_record(
+            [
+                {"role": "user", "content": "Run it."},
+                CALL,
+                {"role": "tool", "content": "ran", "tool_call_id": "c1"},
+                {"role": "user", "content": "And now?"},
+                {"role": "assistant", "content": "Done."},
+            ]
+        )
+    )
+    assert out["conversations"] == [
+        {"from": "human", "value": "Run it."},
+        {"from": "function_call", "value": '{"name": "f", "arguments": {}}'},
+        {"from": "observation", "value": "ran\nAnd now?"},
+        {"from": "gpt", "value": "Done."},
+    ]
+    assert report == {"user_text_merged_into_observation": 1}
+    assert shapes.sharegpt_training_errors(out) == []
+
+
+def test_a_trailing_call_is_written_without_mem5s_synthetic_result():
+    # SFT data whose target is the call: MEM-5 heals the trailing call with an "interrupted"
+    # result, which no input held; leaving it out loses nothing, and reading back heals it again.
+    flat = flat_record([{"role": "user", "content": "Run it."}, CALL])
+    out, report = write(flat)
+    assert [t["from"] for t in out["conversations"]] == ["human", "function_call"]
+    assert report == {"interrupted_results_left_out": 1}
+    back = normalize_conversation(READERS["sharegpt"].read(out, "messages").messages)
+    assert [m["role"] for m in back.messages] == ["user", "assistant", "tool"] and back.healed == 1
+
+
+@pytest.mark.parametrize(
+    "messages",
+    [
+        # A conversation that ends on a real result: LLaMA-Factory needs an even turn count,
+        # and the result is data.
+        [{"role": "user", "content": "Run it."}, CALL, {"role": "tool", "content": "ran", "tool_call_id": "c1"}],
+        # Assistant text, then a call of another message: a function_call value holds no text.
+        [
+            {"role": "user", "content": "Run it."},
+            {"role": "assistant", "content": "Sure."},
+            CALL,
+            {"role": "tool", "content": "ran", "tool_call_id": "c1"},
+            {"role": "assistant", "content": "ok"},
+        ],
+    ],
+    ids=["ends-on-a-real-result", "text-then-call"],
+)
+def test_what_has_no_lossless_rendering_is_still_refused(messages):
+    with pytest.raises(FormatError) as err:
+        write(flat_record(messages))
+    assert err.value.reason == "turn_order"
+
+
+def test_user_text_after_several_results_joins_the_last_one_and_they_still_pair():
+    calls = {
+        "role": "assistant",
+        "content": "",
+        "tool_calls": [
+            {"tool_call_id": "c1", "name": "f", "args": {}},
+            {"tool_call_id": "c2", "name": "g", "args": {}},
+        ],
+    }
+    flat = flat_record(
+        [
+            {"role": "user", "content": "Both."},
+            calls,
+            {"role": "tool", "content": "one", "tool_call_id": "c1"},
+            {"role": "tool", "content": "two", "tool_call_id": "c2"},
+            {"role": "user", "content": "Thanks."},
+            {"role": "assistant", "content": "Welcome."},
+        ]
+    )
+    out, report = write(flat)
+    assert out["conversations"][2] == {"from": "observation", "value": '["one", "two\\nThanks."]'}
+    assert report == {"user_text_merged_into_observation": 1}
+    back = normalize_conversation(READERS["sharegpt"].read(out, "messages").messages)
+    assert [m["content"] for m in back.messages if m["role"] == "tool"] == ["one", "two\nThanks."]
+    assert (back.dropped, back.healed) == (0, 0)

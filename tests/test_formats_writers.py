@@ -23,13 +23,14 @@ from transforms.formats import READERS, WRITERS, FormatError, WriteContext, Writ
 from transforms.normalize import INTERRUPTED_RESULT, normalize_conversation  # noqa: E402
 
 DATA = Path(__file__).parent / "data"
-FORMATS = ("openai", "openai-responses", "anthropic", "sharegpt", "gemini")
+FORMATS = ("openai", "openai-responses", "anthropic", "sharegpt", "gemini", "bedrock-converse")
 CHECKS = {
     "openai-finetune": shapes.openai_finetune_errors,
     "openai-batch": shapes.openai_batch_errors,
     "anthropic": shapes.anthropic_request_errors,
     "openai-responses": shapes.openai_responses_errors,
     "gemini": shapes.gemini_request_errors,
+    "bedrock-converse": shapes.bedrock_request_errors,
 }
 # Fixtures a writer must refuse, and why: the target format cannot hold them.
 REFUSED = {
@@ -38,6 +39,13 @@ REFUSED = {
     ("oa-custom-tool", "gemini"): "args_not_json",
     ("rs-custom-tool-image", "gemini"): "args_not_json",
     ("rs-string-input", "openai-finetune"): "no_assistant_message",
+    ("oa-custom-tool", "bedrock-converse"): "args_not_json",
+    ("rs-custom-tool-image", "bedrock-converse"): "args_not_json",
+    # A Bedrock system tool (nova_grounding) has no definition in any other format.
+    **{
+        ("bc-server-tool", sink): "unconvertible_tool"
+        for sink in ("openai-finetune", "openai-batch", "anthropic", "openai-responses", "gemini")
+    },
 }
 
 
@@ -98,14 +106,17 @@ TOOLBENCH = list(_toolbench_chains())
 def test_toolbench_chains_write_provider_valid_records(rid, record, sink):
     out = write(sink, normalized_record("openai", record), rid)
     assert CHECKS[sink](out) == []
-    tools = out["body"]["tools"] if sink == "openai-batch" else out["tools"]
+    if sink == "bedrock-converse":
+        tools = [t["toolSpec"] for t in out["toolConfig"]["tools"]]
+    else:
+        tools = out["body"]["tools"] if sink == "openai-batch" else out["tools"]
     if sink == "gemini":
         tools = tools[0]["functionDeclarations"]  # one Tool holding every declaration
     # Legacy `functions` become tools in the target's own shape; for Anthropic, a called tool
     # that `functions` lacks (ToolBench's pseudo-tool `Finish`) gets a derived definition.
     declared = {f["name"] for f in record["functions"]}
     called = {c["function_call"]["name"] for c in record["messages"] if c.get("function_call")}
-    derived = called - declared if sink == "anthropic" else set()
+    derived = called - declared if sink in ("anthropic", "bedrock-converse") else set()
     assert len(tools) == len(record["functions"]) + len(derived)
     assert {t["name"] for t in tools[len(record["functions"]) :]} == derived
 
@@ -123,6 +134,7 @@ def test_writers_declare_the_options_they_fall_back_to():
         "sharegpt": (),
         "openai-responses": ("model",),
         "gemini": (),
+        "bedrock-converse": ("model",),
     }
     with pytest.raises(ValueError, match="unknown WriteContext field"):
         Writer("x", lambda record, ctx: record, uses=("temperature",))
@@ -444,7 +456,7 @@ def test_anthropic_request_body():
         "max_tokens": 512,
         "system": "Be brief.\nUse tools.",
         "messages": [
-            {"role": "user", "content": "Weather in Oslo and Lima?"},
+            {"role": "user", "content": [{"type": "text", "text": "Weather in Oslo and Lima?"}]},
             {
                 "role": "assistant",
                 "content": [
@@ -462,7 +474,7 @@ def test_anthropic_request_body():
                     {"type": "text", "text": "And Rome?"},
                 ],
             },
-            {"role": "assistant", "content": "Rome is 20C."},
+            {"role": "assistant", "content": [{"type": "text", "text": "Rome is 20C."}]},
         ],
         "tools": [{"name": "w", "description": "weather", "input_schema": {"type": "object"}}],
     }
@@ -569,7 +581,8 @@ def test_anthropic_roles_and_tools_it_cannot_write():
 
 def test_anthropic_developer_is_lifted_and_no_turn_left_is_an_error():
     out = write("anthropic", flat_record([{"role": "user", "content": "a"}, {"role": "developer", "content": "d"}]))
-    assert out["system"] == "d" and out["messages"] == [{"role": "user", "content": "a"}]
+    # Content is always a block list (issue 22: one schema for every record).
+    assert out["system"] == "d" and out["messages"] == [{"role": "user", "content": [{"type": "text", "text": "a"}]}]
     with pytest.raises(FormatError) as err:
         write("anthropic", flat_record([{"role": "system", "content": "only a system prompt"}]))
     assert err.value.reason == "empty_conversation"

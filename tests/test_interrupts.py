@@ -111,7 +111,7 @@ def test_ctrl_c_stops_a_streaming_run_with_one_line(presses, tmp_path):
     (landing / "a.jsonl").write_bytes(SAMPLE.read_bytes())
     argv = ["--streaming", "--runner", "PrismRunner", "--input", str(landing / "*.jsonl"), "--output", str(out)]
     proc = subprocess.Popen(
-        [sys.executable, "-m", "pipeline", *argv, "--window", "4s", "--include-existing", "--no-report"],
+        [sys.executable, "-m", "pipeline", *argv, "--window", "4s", "--no-report"],
         cwd=ROOT,
         env=dict(os.environ, CONVNORM_PRISM=prism),
         stdout=subprocess.PIPE,

@@ -82,6 +82,20 @@ def test_text_chars_counts_strings_but_not_keys_tags_ids_or_opaque_payloads():
     assert text_chars(12) == 0
 
 
+def test_an_opaque_payload_is_no_text_also_when_it_is_the_discarded_field_itself():
+    # Issue 22: a message's own encrypted_content / signature was counted as text.
+    messages = [
+        {"role": "assistant", "content": "4", "encrypted_content": "gAAAAB" * 20, "signature": "c2ln" * 10},
+        {"role": "user", "content": "ok", "thoughtSignature": "abc", "reasoning_content": "why"},
+    ]
+    assert ledger(messages) == {
+        "encrypted_content": {"fields": 1, "chars": 0},
+        "reasoning_content": {"fields": 1, "chars": 3},
+        "signature": {"fields": 1, "chars": 0},
+        "thoughtSignature": {"fields": 1, "chars": 0},
+    }
+
+
 KEYS = st.sampled_from(["role", "content", "tool_calls", "tool_call_id", "name", "text", "parts", "weight", "x"])
 VALUES = st.one_of(
     st.none(), st.just(""), st.just([]), st.text(max_size=5), st.integers(), st.lists(st.text(max_size=3), max_size=2)

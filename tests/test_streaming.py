@@ -1,37 +1,60 @@
-"""Streaming mode without a runner: names, the landing convention, stop conditions, the
-per-file write, window totals, and the options that refuse what cannot work."""
+"""Streaming mode without a runner: the landing rules and the watcher's state, the record of
+processed files (versions, exactly once, crashes), totals from the files on disk, one landed
+file cleaned end to end by the plain function the DoFn calls, the live counters, and the
+options that refuse what cannot work. The runs on Prism are in test_streaming_prism.py."""
 
 from __future__ import annotations
 
+import gzip
 import json
+import logging
+import os
 import time
+from pathlib import Path
 
 import pytest
 
+from pipeline import processed
+from pipeline.landing import (
+    IN_FLIGHT,
+    Ignored,
+    LandingRules,
+    LandingWatch,
+    Refused,
+    Stamp,
+    examine,
+    is_ignored,
+    landing_root,
+    match_landing,
+)
 from pipeline.main import main
 from pipeline.options import parse_duration
+from pipeline.processed import plan_version, source_id
+from pipeline.shard_step import ShardWork
 from pipeline.streaming import (
+    COMMITS,
+    CleanPlan,
+    Landed,
     WatchPlan,
-    _OutputDirectory,
-    has_output,
-    is_ignored,
-    processed_sources,
-    ready_files,
+    clean_landed_file,
+    counters_line,
     should_stop,
-    source_id,
-    total_of_windows,
-    window_total,
 )
 from transforms import summary as summaries
+from transforms.conversations import NORMALIZE
 from transforms.settings import Settings
+
+ROOT = Path(__file__).resolve().parents[1]
+SAMPLE = ROOT / "samples" / "conversations.jsonl"
+WINDOW = "20261201T000000Z-20261201T000100Z"
 
 
 def _plan(**changes) -> WatchPlan:
     fields = dict(
-        patterns=("landing/*.jsonl",),
+        rules=LandingRules(("landing/*.jsonl",), "/out"),
         output="out",
         poll_interval_s=1.0,
-        skipped_at_start=frozenset(),
+        max_files=10,
         stop_files=(),
         stop_at=None,
     )
@@ -50,11 +73,8 @@ def test_parse_duration_refuses_what_is_not_a_positive_duration(text):
         parse_duration(text)
 
 
-def test_source_id_is_the_name_without_suffix_and_a_hash_of_the_full_path():
-    a, b = source_id("/landing/one/s.jsonl.gz"), source_id("/landing/two/s.jsonl.gz")
-    assert a.startswith("s-") and b.startswith("s-") and a != b
-    assert a == source_id("/landing/one/s.jsonl.gz")  # deterministic
-    assert len(a) == len("s-") + 8
+# --------------------------------------------------------------------------------------------
+# The landing directory
 
 
 @pytest.mark.parametrize(
@@ -71,18 +91,128 @@ def test_dot_files_and_tmp_files_are_never_read(path, ignored):
     assert is_ignored(path) is ignored
 
 
-def test_a_file_is_ready_once_it_kept_its_size_and_time_over_two_polls():
-    plan = _plan(skipped_at_start=frozenset({"/l/old.jsonl"}))
-    first = {"/l/a.jsonl": (10, 1.0), "/l/old.jsonl": (5, 0.0)}
-    assert ready_files(plan, {}, first) == []  # seen once: maybe still being written
-    growing = {"/l/a.jsonl": (20, 2.0), "/l/old.jsonl": (5, 0.0)}
-    assert ready_files(plan, first, growing) == []
-    assert ready_files(plan, growing, dict(growing)) == ["/l/a.jsonl"]  # settled; old.jsonl skipped
+def test_the_landing_directory_of_a_pattern_is_the_part_before_its_first_wildcard():
+    assert landing_root("/l/in/*.jsonl") == "/l/in"
+    assert landing_root("/l/in/**/x-*.jsonl") == "/l/in"
+    assert landing_root("/l/in/day-[0-9]/*.jsonl") == "/l/in"
+    assert landing_root("/l/in/a.jsonl") == "/l/in"
 
 
-def test_files_of_unknown_kind_and_dot_files_are_not_ready():
-    current = {"/l/a.txt": (1, 1.0), "/l/.b.jsonl": (1, 1.0), "/l/c.jsonl.tmp": (1, 1.0), "/l/d.jsonl.gz": (1, 1.0)}
-    assert ready_files(_plan(), current, dict(current)) == ["/l/d.jsonl.gz"]
+def test_special_files_are_refused_as_batch_refuses_them_and_links_do_not_lead_out(tmp_path):
+    landing, outside, out = tmp_path / "landing", tmp_path / "outside", tmp_path / "out"
+    for directory in (landing, outside, out):
+        directory.mkdir()
+    os.mkfifo(landing / "pipe.jsonl")
+    (outside / "secret.jsonl").write_text("{}\n")
+    (landing / "real.jsonl").write_text("{}\n")
+    os.symlink(outside / "secret.jsonl", landing / "out-link.jsonl")
+    os.symlink(landing / "real.jsonl", landing / "in-link.jsonl")
+    (out / "mine.jsonl").write_text("{}\n")
+    os.symlink(out / "mine.jsonl", landing / "into-output.jsonl")
+    (landing / "notes.txt.jsonl.bak").write_text("")
+    rules = LandingRules((f"{landing}/*",), str(out))
+    found = match_landing(rules)
+    assert found[f"{landing}/pipe.jsonl"] == Refused("a FIFO; convnorm reads regular files only")
+    assert isinstance(found[f"{landing}/out-link.jsonl"], Refused)
+    assert "leads out of the landing directory" in found[f"{landing}/out-link.jsonl"].reason
+    assert isinstance(found[f"{landing}/in-link.jsonl"], Stamp)  # stays inside: read
+    assert found[f"{landing}/into-output.jsonl"] == Ignored("inside --output")  # never our own outputs
+    assert found[f"{landing}/notes.txt.jsonl.bak"] == Ignored("unknown kind")
+    followed = LandingRules(rules.patterns, str(out), follow_symlinks=True)
+    assert isinstance(examine(f"{landing}/out-link.jsonl", followed), Stamp)
+
+
+def _watch(**changes) -> tuple[LandingWatch, set]:
+    done: set = set()
+    fields = dict(handled=lambda path, stamp: (path, stamp) in done, max_files=10)
+    fields.update(changes)
+    return LandingWatch(**fields), done
+
+
+def test_a_file_is_read_once_it_kept_its_size_and_time_over_two_polls():
+    watch, done = _watch()
+    a1, a2 = Stamp(10, 1), Stamp(20, 2)
+    assert watch.poll({"/l/a.jsonl": a1}) == []  # seen once: maybe still being written
+    assert watch.poll({"/l/a.jsonl": a2}) == []  # growing
+    assert watch.poll({"/l/a.jsonl": a2}) == [("/l/a.jsonl", a2)]  # settled
+    assert watch.poll({"/l/a.jsonl": a2}) == []  # in flight: not twice
+    done.add(("/l/a.jsonl", a2))
+    assert watch.poll({"/l/a.jsonl": a2}) == []  # done
+    a3 = Stamp(30, 3)
+    watch.poll({"/l/a.jsonl": a3})
+    assert watch.poll({"/l/a.jsonl": a3}) == [("/l/a.jsonl", a3)]  # changed after it was processed
+
+
+def test_a_file_already_processed_is_not_read_again_after_a_restart():
+    watch, done = _watch()
+    done.add(("/l/a.jsonl", Stamp(1, 1)))
+    for _ in range(3):
+        assert watch.poll({"/l/a.jsonl": Stamp(1, 1), "/l/b.jsonl": Stamp(2, 2)}) in ([], [("/l/b.jsonl", Stamp(2, 2))])
+    assert watch.known["/l/a.jsonl"].state == "done"
+
+
+def test_admission_is_bounded_per_poll_and_in_flight_oldest_first():
+    watch, done = _watch(max_files=2)
+    current = {f"/l/{i}.jsonl": Stamp(1, 100 - i) for i in range(5)}  # 4.jsonl is the oldest
+    watch.poll(current)
+    first = watch.poll(current)
+    assert first == [("/l/4.jsonl", Stamp(1, 96)), ("/l/3.jsonl", Stamp(1, 97))]
+    assert watch.poll(current) == []  # two in flight: no room
+    assert watch.status().files_pending == 5 and watch.status().in_flight == 2 and watch.status().waiting == 3
+    done.add(("/l/4.jsonl", Stamp(1, 96)))
+    assert watch.poll(current) == [("/l/2.jsonl", Stamp(1, 98))]
+    assert watch.poll(current, stopping=True) == []  # a stop admits nothing more
+
+
+def test_the_watchers_memory_follows_the_landing_directory_not_the_hours():
+    watch, done = _watch(max_files=1000)
+    for hour in range(50):  # files that land, are processed, and are moved away
+        current = {f"/l/{hour}-{i}.jsonl": Stamp(1, i) for i in range(100)}
+        watch.poll(current)
+        for path, stamp in watch.poll(current):
+            done.add((path, stamp))
+        watch.poll(current)
+        assert len(watch.known) <= 100
+    watch.poll({})
+    assert watch.known == {}
+
+
+def test_new_only_leaves_the_files_present_at_start_alone_until_they_change():
+    watch, _ = _watch(ignored_at_start={"/l/old.jsonl": Stamp(1, 1)})
+    for _ in range(3):
+        assert watch.poll({"/l/old.jsonl": Stamp(1, 1)}) == []
+    watch.poll({"/l/old.jsonl": Stamp(2, 2)})
+    assert watch.poll({"/l/old.jsonl": Stamp(2, 2)}) == [("/l/old.jsonl", Stamp(2, 2))]
+
+
+def test_a_change_while_in_flight_waits_until_the_content_in_flight_is_handled():
+    watch, done = _watch()
+    watch.poll({"/l/a.jsonl": Stamp(1, 1)})
+    assert watch.poll({"/l/a.jsonl": Stamp(1, 1)})
+    assert watch.poll({"/l/a.jsonl": Stamp(2, 2)}) == []
+    assert watch.known["/l/a.jsonl"].state == IN_FLIGHT
+    done.add(("/l/a.jsonl", Stamp(1, 1)))
+    watch.poll({"/l/a.jsonl": Stamp(2, 2)})
+    assert watch.poll({"/l/a.jsonl": Stamp(2, 2)}) == [("/l/a.jsonl", Stamp(2, 2))]
+
+
+def test_a_refused_file_is_warned_about_once_and_counted(caplog):
+    watch, _ = _watch()
+    with caplog.at_level(logging.WARNING, logger="convnorm"):
+        for _ in range(5):
+            watch.poll({"/l/pipe.jsonl": Refused("a FIFO; convnorm reads regular files only")})
+    assert [r.getMessage() for r in caplog.records].count(
+        "watcher: /l/pipe.jsonl is a FIFO; convnorm reads regular files only: not read"
+    ) == 1
+    assert watch.status().refused == 1 and watch.status().files_pending == 0
+
+
+def test_status_counts_pending_files_and_the_age_of_the_oldest():
+    watch, _ = _watch()
+    now = 1_000.0
+    watch.poll({"/l/a.jsonl": Stamp(1, int((now - 30) * 1e9)), "/l/b.jsonl": Stamp(1, int((now - 5) * 1e9))})
+    status = watch.status(now)
+    assert status.files_pending == 2 and status.settling == 2 and status.oldest_pending_age_s == 30.0
 
 
 def test_stop_conditions(tmp_path):
@@ -94,77 +224,257 @@ def test_stop_conditions(tmp_path):
     assert should_stop(plan, time.time())
 
 
-def _metrics(i: int) -> dict:
-    return {
-        "id": f"c{i}",
-        "source": "x",
-        "position": i,
-        "dropped": 1,
-        "drops": {"orphan_result": 1},
-        "healed": 0,
-        "messages_in": 3,
-        "messages_out": 2,
+# --------------------------------------------------------------------------------------------
+# The record of processed files
+
+
+def test_an_outputs_directory_name_fits_any_file_system_whatever_the_landed_name():
+    long = "/l/" + "x" * 250 + ".jsonl"
+    odd = os.fsdecode(b"/l/caf\xe9.jsonl")  # not UTF-8: Python carries it as a lone surrogate
+    for path in (long, odd):
+        for version in (1, 12345):
+            name = source_id(path, version)
+            assert len(name.encode("utf-8")) <= 120  # room for temporary prefixes (limit: 255)
+            name.encode("utf-8")  # valid UTF-8
+    assert source_id(odd).startswith("caf_xe9-")  # the escaped byte, without a backslash
+    a, b = source_id("/landing/one/s.jsonl.gz"), source_id("/landing/two/s.jsonl.gz")
+    assert a.startswith("s-") and b.startswith("s-") and a != b and len(a) == len("s-") + 8
+    assert source_id("/l/s.jsonl", 2) == source_id("/l/s.jsonl") + "-v2"
+
+
+def _done(output: Path, path: Path, version: dict) -> None:
+    """Record ``version`` of ``path`` as processed (its outputs directory with source.json)."""
+    record = processed.read_record(str(output), str(path))
+    record["versions"].append(version)
+    processed.write_record(str(output), str(path), record)
+    directory = output / version["dir"]
+    directory.mkdir(parents=True, exist_ok=True)
+    (directory / "source.json").write_text(json.dumps({"partial": summaries.partial(0)}))
+
+
+def _version(path: Path, n: int = 1, start: int = 0, **changes) -> dict:
+    data = path.read_bytes()
+    info = path.stat()
+    import hashlib
+
+    entry = {
+        "version": n,
+        "size": info.st_size,
+        "mtime_ns": info.st_mtime_ns,
+        "sha256": hashlib.sha256(data).hexdigest(),
+        "start": start,
+        "end": len(data),
+        "dir": f"{WINDOW}/{source_id(str(path), n)}",
+        "run": "r1",
     }
+    entry.update(changes)
+    return entry
 
 
-def test_a_files_outputs_appear_in_one_rename_with_its_totals(tmp_path):
-    target = _OutputDirectory(str(tmp_path), "W", "/landing/a.jsonl", Settings())
-    target.write("normalized", [{"id": "c0"}, {"id": "c1"}])
-    target.write("drops", [_metrics(0), _metrics(1)])
-    target.write("dead_letter", [{"source": "x", "position": 100, "reason": "invalid_json"}])
-    target.write("normalized", [{"id": "c2"}])
-    target.write("drops", [_metrics(2)])
-    final = tmp_path / "W" / source_id("/landing/a.jsonl")
-    assert not final.exists() and not has_output(str(tmp_path), "/landing/a.jsonl")  # nothing visible yet
-    part = target.commit(records=4, blank_lines=1)
-    assert sorted(p.name for p in final.iterdir()) == [
+def test_a_changed_file_is_appended_rewritten_or_unchanged(tmp_path):
+    out, f = tmp_path / "out", tmp_path / "a.jsonl"
+    out.mkdir()
+    f.write_bytes(b'{"id": 1}\n')
+    record = processed.read_record(str(out), str(f))
+    assert plan_version(str(out), str(f), record).why == "new"
+    _done(out, f, _version(f))
+    record = processed.read_record(str(out), str(f))
+    os.utime(f, ns=(1, 1))  # touched, same bytes
+    assert plan_version(str(out), str(f), record).action == "unchanged"
+    with f.open("ab") as handle:
+        handle.write(b'{"id": 2}\n')
+    plan = plan_version(str(out), str(f), record)
+    assert (plan.action, plan.why, plan.version, plan.start) == ("read", "appended", 2, 10)
+    f.write_bytes(b'{"id": 9}\n{"id": 2}\n')  # same size, other bytes
+    assert plan_version(str(out), str(f), record)[:3] == ("read", "rewritten", 2)
+    assert plan_version(str(out), str(f), record, "report").action == "report"
+
+
+def test_only_an_uncompressed_jsonl_ending_at_a_line_end_is_continued(tmp_path):
+    out = tmp_path / "out"
+    out.mkdir()
+    cut = tmp_path / "cut.jsonl"
+    cut.write_bytes(b'{"id": 1}\n{"id": ')  # processed while its last line was incomplete
+    _done(out, cut, _version(cut))
+    with cut.open("ab") as handle:
+        handle.write(b"2}\n")
+    assert plan_version(str(out), str(cut), processed.read_record(str(out), str(cut))).why == "rewritten"
+    packed = tmp_path / "p.jsonl.gz"
+    packed.write_bytes(gzip.compress(b'{"id": 1}\n', mtime=0))
+    _done(out, packed, _version(packed))
+    with packed.open("ab") as handle:
+        handle.write(gzip.compress(b'{"id": 2}\n', mtime=0))
+    assert plan_version(str(out), str(packed), processed.read_record(str(out), str(packed))).why == "rewritten"
+
+
+def test_a_version_counts_as_processed_only_once_its_outputs_are_in_place(tmp_path):
+    out, f = tmp_path / "out", tmp_path / "a.jsonl"
+    out.mkdir()
+    f.write_bytes(b"{}\n")
+    version = _version(f)
+    record = {"path": str(f), "versions": [version]}  # recorded, outputs never renamed into place
+    stamp = Stamp(version["size"], version["mtime_ns"])
+    assert not processed.handled(str(out), record, stamp)
+    assert processed.in_flight_elsewhere(str(out), record, "r1")  # this run: another worker has it
+    assert not processed.in_flight_elsewhere(str(out), record, "r2")  # a dead run's: read again
+    (out / version["dir"]).mkdir(parents=True)
+    (out / version["dir"] / "source.json").write_text("{}")
+    assert processed.handled(str(out), record, stamp)
+
+
+# --------------------------------------------------------------------------------------------
+# One landed file, cleaned by the function the DoFn calls
+
+
+def _clean_plan(out: Path, run_id: str = "run-1", **changes) -> CleanPlan:
+    temp = out / f"_convnorm_temp-{run_id}"
+    temp.mkdir(parents=True, exist_ok=True)
+    fields = dict(
+        output=str(out),
+        run_id=run_id,
+        run_temp=str(temp),
+        work=ShardWork(NORMALIZE, Settings(), batch_size=50),
+    )
+    fields.update(changes)
+    return CleanPlan(**fields)
+
+
+def _landed(path: Path) -> Landed:
+    info = path.stat()
+    return Landed(str(path), info.st_size, info.st_mtime_ns)
+
+
+def test_a_landed_file_is_cleaned_once_its_outputs_renamed_into_place_with_its_totals(tmp_path):
+    out, f = tmp_path / "out", tmp_path / "a.jsonl"
+    f.write_bytes(SAMPLE.read_bytes())
+    plan = _clean_plan(out)
+    name = clean_landed_file(_landed(f), WINDOW, plan)
+    assert name == source_id(str(f))
+    directory = out / WINDOW / name
+    assert sorted(p.name for p in directory.iterdir()) == [
         "dead_letter.jsonl",
         "drops.jsonl",
         "normalized.jsonl",
         "source.json",
     ]
-    assert [json.loads(line)["id"] for line in (final / "normalized.jsonl").read_text().splitlines()] == [
-        "c0",
-        "c1",
-        "c2",
-    ]
-    source = json.loads((final / "source.json").read_text())
-    assert source["source"] == "/landing/a.jsonl" and source["window"] == "W"
-    assert (source["records_in"], source["records_out"], source["dead_letters"], source["dropped"]) == (4, 3, 1, 3)
-    assert source["accounted"] and part["records_in"] == 4 and part["blank_lines"] == 1
-    assert not [p for p in tmp_path.iterdir() if p.name.startswith(".")]  # no temporary left
-    assert processed_sources(str(tmp_path)) == {final.name} and has_output(str(tmp_path), "/landing/a.jsonl")
-    window = window_total(str(tmp_path), "W", Settings())  # the window's summary: its files' sum
-    assert (window["records_in"], window["records_out"], window["dead_letters"], window["dropped"]) == (4, 3, 1, 3)
+    source = json.loads((directory / "source.json").read_text())
+    assert source["source"] == str(f) and source["window"] == WINDOW and source["version"] == 1
+    assert (source["totals"]["records_in"], source["totals"]["dead_letters"]) == (307, 6)
+    assert source["partial"]["discarded"]  # the ledger of discarded fields, as partials add it up
+    assert list(Path(plan.run_temp, "in-flight").iterdir()) == []  # nothing left in flight
+    assert clean_landed_file(_landed(f), "another-window", plan) is None  # the same content: once
+    assert len(list(out.glob("*/*/source.json"))) == 1
 
 
-def test_an_abandoned_file_leaves_nothing(tmp_path):
-    target = _OutputDirectory(str(tmp_path), "W", "/landing/a.jsonl", Settings())
-    target.write("normalized", [{"id": "c0"}])
-    target.abandon()
-    assert list(tmp_path.iterdir()) == []
+@pytest.mark.slow
+def test_totals_from_the_files_on_disk_keep_the_ledger_and_equal_the_batch_summary(tmp_path):
+    out, f = tmp_path / "out[1]", tmp_path / "a.jsonl"  # glob characters in the output path
+    decoy = tmp_path / "out1" / WINDOW
+    decoy.mkdir(parents=True)
+    (decoy / "summary.json").write_text(json.dumps({"records_in": 999}))
+    lines = SAMPLE.read_bytes().splitlines(keepends=True)
+    f.write_bytes(b"".join(lines[:150]))
+    g = tmp_path / "b.jsonl"
+    g.write_bytes(b"".join(lines[150:]))
+    plan = _clean_plan(out)
+    assert clean_landed_file(_landed(f), WINDOW, plan) and clean_landed_file(_landed(g), WINDOW, plan)
+    assert processed.window_names(str(out)) == [WINDOW]
+    window = processed.write_window_summary(str(out), WINDOW, Settings(), None)
+    total = processed.final_summary(str(out), Settings())
+    batch = tmp_path / "batch"
+    assert main(["--input", str(SAMPLE), "--output", str(batch), "--quiet", "--no-report"]) == 0
+    reference = json.loads((batch / "summary.json").read_text())
+    assert total == reference  # every field, the ledger of discarded fields included
+    assert {k: v for k, v in window.items() if k not in ("window", "progress")} == reference
+    assert window["progress"] == {
+        "rows_per_s": round(307 / 60, 3),
+        "files_done": 2,
+        "files_pending": 0,
+        "oldest_pending_age_s": 0.0,
+    }
 
 
-def test_an_empty_file_still_gets_its_outputs(tmp_path):
-    target = _OutputDirectory(str(tmp_path), "W", "/landing/empty.jsonl", Settings())
-    target.commit(records=0, blank_lines=0)
-    final = tmp_path / "W" / source_id("/landing/empty.jsonl")
-    assert (final / "normalized.jsonl").read_bytes() == b""
-    assert json.loads((final / "source.json").read_text())["records_in"] == 0
+def test_a_window_left_without_its_summary_by_a_crash_is_rebuilt(tmp_path):
+    out, f = tmp_path / "out", tmp_path / "a.jsonl"
+    f.write_bytes(SAMPLE.read_bytes())
+    clean_landed_file(_landed(f), WINDOW, _clean_plan(out))
+    assert not (out / WINDOW / "summary.json").exists()  # the run died before the window closed
+    assert processed.rebuild_windows(str(out), Settings()) == [WINDOW]
+    doc = json.loads((out / WINDOW / "summary.json").read_text())
+    assert doc["records_in"] == 307 and doc["progress"]["files_done"] == 1 and doc["progress"]["rebuilt"]
+    assert processed.rebuild_windows(str(out), Settings()) == []  # whole: left alone
 
 
-def test_the_final_summary_is_the_sum_of_the_window_summaries(tmp_path):
-    docs = [
-        summaries.finalize(summaries.partial(3, [_metrics(0)], [{"reason": "invalid_json"}] * 2)),
-        summaries.finalize(summaries.partial(1, [_metrics(1)])),
-    ]
-    for name, doc in zip(("W1", "W2"), docs):
-        (tmp_path / name).mkdir()
-        (tmp_path / name / "summary.json").write_text(json.dumps(doc))
-    total = total_of_windows(str(tmp_path), Settings())
-    assert (total["records_in"], total["records_out"], total["dead_letters"], total["dropped"]) == (4, 2, 2, 2)
-    assert total["dead_letters_by_reason"]["invalid_json"] == 2
-    assert total["accounted"]
+def test_a_dead_runs_file_in_flight_is_read_again_under_the_same_version(tmp_path):
+    out, f = tmp_path / "out", tmp_path / "a.jsonl"
+    f.write_bytes(SAMPLE.read_bytes())
+    dead = _version(f, dir=f"{WINDOW}/{source_id(str(f))}", run="dead")
+    processed.write_record(str(out), str(f), {"path": str(f), "versions": [dead]})
+    name = clean_landed_file(_landed(f), "20261201T000100Z-20261201T000200Z", _clean_plan(out))
+    assert name == source_id(str(f))
+    versions = processed.read_record(str(out), str(f))["versions"]
+    assert [(v["version"], v["run"]) for v in versions] == [(1, "run-1")]
+
+
+def test_a_file_that_changes_while_it_is_read_is_not_committed(tmp_path, monkeypatch):
+    out, f = tmp_path / "out", tmp_path / "a.jsonl"
+    f.write_bytes(SAMPLE.read_bytes())
+    landed = _landed(f)
+    monkeypatch.setattr("pipeline.streaming.stamp_of", lambda path: Stamp(1, 1))
+    plan = _clean_plan(out)
+    assert clean_landed_file(landed, WINDOW, plan) is None
+    assert not list(out.glob("*/*/source.json")) and list(Path(plan.run_temp, "in-flight").iterdir()) == []
+    record = processed.read_record(str(out), str(f))
+    assert record["versions"] == [] and record["seen"] == {"size": landed.size, "mtime_ns": landed.mtime_ns}
+
+
+def test_no_file_lands_in_the_outputs_once_the_commits_are_closed(tmp_path):
+    out, f = tmp_path / "out", tmp_path / "a.jsonl"
+    f.write_bytes(b'{"id": "a", "messages": []}\n')
+    COMMITS.close()
+    try:
+        assert clean_landed_file(_landed(f), WINDOW, _clean_plan(out)) is None
+    finally:
+        COMMITS.open()
+    assert not list(out.glob("*/*/source.json"))
+
+
+# --------------------------------------------------------------------------------------------
+# Live counters
+
+
+def _metrics_response(records_in: int):
+    from apache_beam.metrics import monitoring_infos
+    from apache_beam.portability.api import beam_job_api_pb2
+
+    info = monitoring_infos.int64_user_counter("convnorm", "records_in", records_in, ptransform="t")
+    return beam_job_api_pb2.GetJobMetricsResponse(
+        metrics=beam_job_api_pb2.MetricResults(attempted=[info], committed=[info])
+    )
+
+
+def test_the_live_counters_are_asked_afresh_each_time():
+    """Beam's PipelineResult.metrics() caches its first answer: the counters line froze."""
+    from pipeline.job_service import JobService
+
+    class Stub:
+        answers = iter([_metrics_response(10), _metrics_response(25)])
+
+        def GetJobMetrics(self, request, timeout=None):  # noqa: N802 — the gRPC method's name
+            return next(self.answers)
+
+    service = JobService("localhost:1")
+    service._stub = Stub()  # type: ignore[assignment]  # a job service without a network
+    try:
+        first, second = service.counters("convnorm"), service.counters("convnorm")
+    finally:
+        service.close()
+    assert (first["records_in"], second["records_in"]) == (10, 25)
+    assert counters_line(second).startswith("counters: records_in 25, records_out 0")
+
+
+# --------------------------------------------------------------------------------------------
+# Options
 
 
 def test_streaming_on_fnapirunner_is_refused_naming_the_runners_that_can(tmp_path, capsys):
@@ -186,13 +496,22 @@ def test_streaming_checks_its_flags_before_starting(tmp_path, capsys):
             f"--input={tmp_path}/*.jsonl",
             f"--output={tmp_path / 'out'}",
             "--window=soon",
+            "--drain-timeout=never",
+            "--max-files-per-poll=0",
             f"--stop-file={tmp_path / 'stop'}",
             "--output-format=parquet",
         ]
     )
     assert status == 2
     err = capsys.readouterr().err
-    assert "--window 'soon'" in err and "exists already" in err and "JSON Lines only" in err
+    for problem in (
+        "--window 'soon'",
+        "--drain-timeout 'never'",
+        "--max-files-per-poll must be at least 1",
+        "exists already",
+        "JSON Lines only",
+    ):
+        assert problem in err
 
 
 def test_validate_does_not_stream(tmp_path, capsys):
@@ -202,12 +521,11 @@ def test_validate_does_not_stream(tmp_path, capsys):
 
 
 def test_a_signal_asks_the_watcher_to_stop_through_the_runs_marker(tmp_path):
-    import os
     import signal
 
     from pipeline.streaming import _StopOnSignal
 
-    marker = tmp_path / ".stop-run"
+    marker = tmp_path / "stop"
     before = signal.getsignal(signal.SIGTERM)
     with _StopOnSignal(str(marker)) as stop:
         os.kill(os.getpid(), signal.SIGTERM)
@@ -239,6 +557,7 @@ def test_streaming_refuses_a_directory_holding_files_it_did_not_write(tmp_path, 
     assert (out / "summary.json").read_text() == "mine"
 
 
+@pytest.mark.slow
 def test_streaming_refuses_a_batch_runs_output(tmp_path, capsys):
     out = tmp_path / "out"
     (tmp_path / "in.jsonl").write_text('{"id": "a", "messages": [{"role": "user", "content": "hi"}]}\n')
@@ -270,6 +589,56 @@ def test_a_streaming_directory_is_marked_once_and_claimed_again(tmp_path):
     out.mkdir()
     claim_streaming_output(str(out))
     assert (out / STREAMING_MARKER).is_file()
-    (out / "20261201T000000Z-20261201T000100Z").mkdir()  # a window an earlier run wrote
+    (out / WINDOW).mkdir()  # a window an earlier run wrote
     (out / "summary.json").write_text("{}")
     claim_streaming_output(str(out))  # marked: the next run goes on into it
+
+
+def test_the_record_limits_of_the_command_line_reach_the_per_file_step(tmp_path):
+    """Streaming ignored --max-record-bytes and --batch-bytes (it read with the defaults)."""
+    from pipeline.options import load_job
+    from pipeline.streaming import plan_clean
+
+    out, f = tmp_path / "out", tmp_path / "a.jsonl"
+    small = b'{"id": "s", "messages": [{"role": "user", "content": "hi"}]}\n'
+    big = json.dumps({"id": "b", "messages": [{"role": "user", "content": "x" * 3000}]}).encode() + b"\n"
+    f.write_bytes(small * 40 + big + small * 40)
+    argv = ["--streaming", "--runner=PrismRunner", f"--input={tmp_path}/*.jsonl", f"--output={out}"]
+    job = load_job([*argv, "--batch-bytes=1024", "--max-record-bytes=2048"])
+    (out / "_convnorm_temp-r").mkdir(parents=True)
+    plan = plan_clean(job, str(out), "r", str(out / "_convnorm_temp-r"))
+    batches: list[int] = []
+    name = clean_landed_file(_landed(f), WINDOW, plan, lambda batch, result: batches.append(len(batch.items)))
+    assert len(batches) > 3 and max(batches) <= 20  # closed at about 1 KiB (the default: one batch of 81)
+    letters = (out / WINDOW / str(name) / "dead_letter.jsonl").read_text().splitlines()
+    assert [json.loads(line)["reason"] for line in letters] == ["record_too_large"]
+
+
+def test_a_file_that_cannot_be_read_becomes_a_dead_letter_and_the_job_goes_on(tmp_path, monkeypatch):
+    out, f = tmp_path / "out", tmp_path / "a.jsonl"
+    f.write_bytes(b'{"id": "a", "messages": []}\n')
+    landed = _landed(f)
+
+    def refuse(path, prefix):
+        raise PermissionError(13, "Permission denied")
+
+    monkeypatch.setattr(processed, "content_digest", refuse)
+    monkeypatch.setattr("pipeline.shard_step.iter_batches", _unreadable_batches)
+    name = clean_landed_file(landed, WINDOW, _clean_plan(out))
+    letters = [json.loads(line) for line in (out / WINDOW / str(name) / "dead_letter.jsonl").read_text().splitlines()]
+    assert [letter["reason"] for letter in letters] == ["unreadable_file"]
+    assert json.loads((out / WINDOW / str(name) / "source.json").read_text())["why"] == "unreadable"
+    gone = tmp_path / "gone.jsonl"
+    gone.write_bytes(b"{}\n")
+    vanished = _landed(gone)
+    gone.unlink()
+    monkeypatch.undo()
+    assert clean_landed_file(vanished, WINDOW, _clean_plan(out)) is None  # removed before it was read
+
+
+def _unreadable_batches(shard, batch_size, stats, max_record_bytes, batch_bytes):
+    # What the reader gives for a file it cannot open (sources.read_shard).
+    from transforms.inputs import Batch, RawRecord, Unreadable
+
+    stats["records"] += 1
+    yield Batch(shard.number, 0, [RawRecord(shard.name, 0, Unreadable("unreadable_file", "Permission denied"))])

@@ -73,6 +73,7 @@ def test_kinds_are_closed_and_in_canonical_order():
         "system_not_first",
         "leading_tool",
         "unusable_call_id",
+        "invalid_tool_name",
         "redeclared_id",
         "unanswered_call",
         "result_not_adjacent",

@@ -39,7 +39,7 @@ from __future__ import annotations
 
 import functools
 import gc
-from typing import Callable, Iterable, NamedTuple
+from typing import Any, Callable, Iterable, Iterator, NamedTuple
 
 import apache_beam as beam
 from apache_beam.metrics import Metrics
@@ -49,7 +49,7 @@ from apache_beam.utils.windowed_value import WindowedValue
 from transforms import summary as summaries
 from transforms.counters import COUNTED_BY_KIND, COUNTED_TOTALS, COUNTER_NAMES, DISTRIBUTION_NAMES, NAMESPACE
 from transforms.inputs import DEFAULT_BATCH_BYTES, Batch, batch_is_full, raw_size
-from transforms.records import normalize_batch, process_record
+from transforms.records import BatchResult, normalize_batch, process_record
 from transforms.settings import Settings
 from transforms.validate_step import check_record
 
@@ -71,7 +71,8 @@ class CheckedOutputs(NamedTuple):
 
 
 class RecordStep(NamedTuple):
-    """A job's per-record step, and how the routing DoFn counts and routes what it gives."""
+    """A job's per-record step, and where what it gives goes: the one description the routing
+    DoFn and the per-shard step (``pipeline.shard_step``) both follow."""
 
     #: The ParDo's label in the graph.
     label: str
@@ -85,10 +86,69 @@ class RecordStep(NamedTuple):
     tags: tuple[str, ...]
     #: The composite's result: the main output, then the tagged ones.
     outputs: type
+    #: The main output's name (its directory under ``--output``); the tags name the others.
+    main_output: str
+
+    @property
+    def output_names(self) -> tuple[str, ...]:
+        """Every output's name, the main one first."""
+        return (self.main_output, *self.tags)
+
+    def routed(self, result: BatchResult) -> Iterator[tuple[str, list[Any], list[bytes] | None]]:
+        """``(output name, items, their JSON lines or None)`` for each output the batch result
+        has items for: records to the main output, drop metrics to ``DROPS``, unreadable
+        records to ``DEAD_LETTER``."""
+        if result.records:
+            yield self.main_output, result.records, result.lines
+        if result.metrics and DROPS in self.tags:
+            yield DROPS, result.metrics, None
+        if result.dead_letters:
+            yield DEAD_LETTER, result.dead_letters, None
+
+    def partial(self, records_in: int, result: BatchResult) -> dict[str, Any]:
+        """The view's partial summary of one batch's result (``records_in`` records read)."""
+        return self.view.partial(records_in, getattr(result, self.summarized), result.dead_letters)
 
 
-NORMALIZE = RecordStep("Normalize", process_record, summaries.RUN, "metrics", (DROPS, DEAD_LETTER), NormalizedOutputs)
-CHECK = RecordStep("Check", check_record, summaries.VALIDATE, "records", (DEAD_LETTER,), CheckedOutputs)
+NORMALIZE = RecordStep(
+    "Normalize", process_record, summaries.RUN, "metrics", (DROPS, DEAD_LETTER), NormalizedOutputs, "normalized"
+)
+CHECK = RecordStep("Check", check_record, summaries.VALIDATE, "records", (DEAD_LETTER,), CheckedOutputs, "violations")
+
+
+class BatchCounters:
+    """The ``convnorm`` counters and distributions of a step's batches (``transforms.counters``).
+
+    Made in a DoFn's ``setup``; ``count`` tallies per batch first: one counter update per name
+    per batch, not per record.
+    """
+
+    def __init__(self, step: RecordStep) -> None:
+        self._step = step
+        # Beam's metric objects are untyped.
+        self._counters: dict[str, Any] = {name: Metrics.counter(NAMESPACE, name) for name, _ in COUNTER_NAMES}
+        self._distributions: list[Any] = [Metrics.distribution(NAMESPACE, name) for name in DISTRIBUTION_NAMES]
+        self._totals = COUNTED_TOTALS[step.view.command]
+
+    def count(self, records_in: int, result: BatchResult, part: dict[str, Any] | None = None) -> None:
+        """Count one batch's result; ``part``: its partial summary, when the caller made it."""
+        if part is None:
+            part = self._step.partial(records_in, result)
+        inc = self._counters
+        for name in self._totals:
+            if part[name]:
+                inc[name].inc(part[name])
+        for key, prefix in COUNTED_BY_KIND:
+            for kind, n in part.get(key, {}).items():
+                inc[prefix + kind].inc(n)
+        for counts in part.get("discarded", {}).values():
+            inc["discarded_fields"].inc(counts["fields"])
+            if counts["chars"]:
+                inc["discarded_chars"].inc(counts["chars"])
+        messages, drops = self._distributions
+        for metrics in result.metrics:
+            messages.update(metrics["messages_in"])
+            drops.update(metrics["dropped"])
 
 
 @beam.typehints.with_input_types(Batch)
@@ -103,13 +163,8 @@ class RouteConversations(beam.DoFn):
         self._settings = settings
 
     def setup(self) -> None:
-        # Everything alive now (Beam's and the SDK worker's own objects) stays alive: move it
-        # out of the cyclic collector's sight, or each full collection re-scans it while the
-        # job allocates millions of short-lived dicts (measured: 12% of a run's time).
-        gc.freeze()
-        self._counters = {name: Metrics.counter(NAMESPACE, name) for name, _ in COUNTER_NAMES}
-        self._messages, self._drops = (Metrics.distribution(NAMESPACE, name) for name in DISTRIBUTION_NAMES)
-        self._totals = COUNTED_TOTALS[self._step.view.command]
+        freeze_gc()
+        self._counters = BatchCounters(self._step)
 
     def start_bundle(self) -> None:
         # The writer starts a new output file per bundle and per shard: so does the state
@@ -121,32 +176,17 @@ class RouteConversations(beam.DoFn):
         if batch.shard != self._file_shard:
             self._file_shard, self._taken = batch.shard, {}
         result = normalize_batch(batch.items, self._settings, self._step.step, taken=self._taken)
-        self._count(len(batch.items), result)
-        if result.records:
-            # With their lines: the JSONL writer writes the bytes the per-record guard made.
-            yield Batch(batch.shard, batch.start, result.records, result.lines)
-        if result.metrics:
-            yield TaggedOutput(DROPS, Batch(batch.shard, batch.start, result.metrics))
-        if result.dead_letters:
-            yield TaggedOutput(DEAD_LETTER, Batch(batch.shard, batch.start, result.dead_letters))
+        self._counters.count(len(batch.items), result)
+        for name, items, lines in self._step.routed(result):
+            out = Batch(batch.shard, batch.start, items, lines)
+            yield out if name == self._step.main_output else TaggedOutput(name, out)
 
-    def _count(self, records_in: int, result) -> None:
-        # Tally per batch first: one counter update per name per batch, not per record.
-        part = self._step.view.partial(records_in, getattr(result, self._step.summarized), result.dead_letters)
-        inc = self._counters
-        for name in self._totals:
-            if part[name]:
-                inc[name].inc(part[name])
-        for key, prefix in COUNTED_BY_KIND:
-            for kind, n in part.get(key, {}).items():
-                inc[prefix + kind].inc(n)
-        for counts in part.get("discarded", {}).values():
-            inc["discarded_fields"].inc(counts["fields"])
-            if counts["chars"]:
-                inc["discarded_chars"].inc(counts["chars"])
-        for metrics in result.metrics:
-            self._messages.update(metrics["messages_in"])
-            self._drops.update(metrics["dropped"])
+
+def freeze_gc() -> None:
+    """Move everything alive now (Beam's and the SDK worker's own objects) out of the cyclic
+    collector's sight, or each full collection re-scans it while the job allocates millions of
+    short-lived dicts (measured: 12% of a run's time). For a DoFn's ``setup``."""
+    gc.freeze()
 
 
 @beam.typehints.with_input_types(Batch)

@@ -10,6 +10,7 @@ from __future__ import annotations
 from transforms.normalize import REASONS
 from transforms.profiles import REPAIRS
 from transforms.record_steps import DEAD_LETTER_REASONS
+from transforms.roles import DROPPED_ROLE, MAPPED_ROLE
 from transforms.validate import VIOLATION_KINDS
 
 #: The metrics namespace of every convnorm counter and distribution.
@@ -25,10 +26,12 @@ COUNTER_NAMES = (
     ("messages_out", "messages in normalized conversations, after normalization"),
     ("dropped", "messages (entries) dropped by normalization"),
     *((f"dropped_{r}", f"entries dropped with reason {r}") for r in REASONS),
+    (f"dropped_{DROPPED_ROLE}", "messages dropped by --drop-role"),
     ("healed", "synthetic interrupted results inserted"),
     ("discarded_fields", "non-empty fields coercion discarded (the ledger; not message drops)"),
     ("discarded_chars", "characters of text in the fields coercion discarded"),
     *((f"repair_{r}", f"opt-in repairs {r} (lossless profile)") for r in REPAIRS),
+    (f"repair_{MAPPED_ROLE}", "messages given another role by --map-role"),
     *((f"violation_{k}", f"sendability violations {k} (run with --check, and validate)") for k in VIOLATION_KINDS),
     # Counted by pipeline.sources while it reads.
     ("blank_lines", "blank JSONL lines skipped (not records)"),

@@ -18,7 +18,8 @@ that was discarded, named by
 
 Each name counts its ``fields`` and the ``chars`` of text they held: the total length of the
 strings inside the value, dict keys not counted, nor the values of ``type`` tags, ``id``s and
-opaque payloads (``signature``, ``encrypted_content``, ``data``) inside it. Entries that the core drops whole
+opaque payloads (``OPAQUE_KEYS``: ``signature``, ``encrypted_content``, ``data``, ...) inside it
+or named by it. Entries that the core drops whole
 (not an object, no role) are message drops, counted there, not here.
 
 The shape: ``{name: [fields, chars]}`` while counting (``note``), ``{name: {"fields": n,
@@ -29,8 +30,23 @@ from __future__ import annotations
 
 from typing import Any
 
+#: Keys whose strings are opaque payloads a provider alone can read (signatures, encrypted or
+#: base64 content), in every spelling the formats use: never text, wherever they stand.
+OPAQUE_KEYS = frozenset(
+    (
+        "signature",
+        "encrypted_content",
+        "encrypted_index",
+        "data",
+        "bytes",
+        "redactedContent",
+        "redacted_content",
+        "thoughtSignature",
+        "thought_signature",
+    )
+)
 #: Strings that are tags, ids or opaque payloads, not text a person wrote or read.
-_NOT_TEXT = frozenset(("type", "id", "signature", "encrypted_content", "data"))
+_NOT_TEXT = OPAQUE_KEYS | {"type", "id"}
 
 # The keys rule 1 keeps, by role (every other role keeps role and content only).
 _KEPT_BY_DEFAULT = frozenset(("role", "content"))
@@ -59,15 +75,20 @@ def text_chars(value: Any) -> int:
 
 
 def note(ledger: dict[str, Any], name: str, value: Any) -> None:
-    """Count one discarded field ``value`` under ``name`` (empty values are not discards)."""
+    """Count one discarded field ``value`` under ``name`` (empty values are not discards).
+
+    A field named by an opaque key (a message's own ``encrypted_content`` or ``signature``)
+    counts as a field holding no text, like the same key inside a value.
+    """
     if _empty(value):
         return
+    chars = 0 if name in OPAQUE_KEYS else text_chars(value)
     entry = ledger.get(name)
     if entry is None:
-        ledger[name] = [1, text_chars(value)]
+        ledger[name] = [1, chars]
     else:
         entry[0] += 1
-        entry[1] += text_chars(value)
+        entry[1] += chars
 
 
 def note_unread_keys(entry: dict[str, Any], read: frozenset[str], ledger: dict[str, Any]) -> None:

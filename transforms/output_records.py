@@ -59,6 +59,9 @@ class DropMetrics(_DropCounts, total=False):
     writer_report: dict[str, int]
     #: Parquet values written as null because JSON cannot hold them, by column.
     non_finite_nulled: dict[str, int]
+    #: The record continues a conversation stored at the provider (a Responses request with a
+    #: ``previous_response_id``): results of calls made there are orphans here.
+    partial_conversation: bool
     #: Sendability violations of the output, by kind (``--check``).
     violations: dict[str, int]
     #: Tokens of the example as the sink wrote it (``--tokens``; transforms.tokens).

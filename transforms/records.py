@@ -34,6 +34,7 @@ from transforms.record_steps import (
     read_conversation,
     record_id,
 )
+from transforms.roles import DROPPED_ROLE, MAPPED_ROLE, apply_role_options
 from transforms.settings import Settings, TokenSettings
 from transforms.tokens import count_example, has_assistant_message, sink_view
 from transforms.tool_blocks import first_free
@@ -54,7 +55,9 @@ def _process(
     record = parse_payload(raw)
     conversation = read_conversation(record, settings, hint, for_core=True)
     rid = record_id(record, settings)
-    result = normalize_with_profile(conversation.messages, settings.profile)
+    # --drop-role / --map-role, before MEM-5 (which repairs the pairing a dropped message leaves).
+    messages, role_drops, role_maps = apply_role_options(conversation.messages, settings.drop_roles, settings.map_roles)
+    result = normalize_with_profile(messages, settings.profile)
 
     normalized = dict(conversation.fields)
     # Assigning to an existing key keeps its place: the record keeps its key order.
@@ -69,21 +72,24 @@ def _process(
         "id": rid,
         "source": raw.source,
         "position": raw.position,
-        "dropped": result.dropped,
-        "drops": result.drops,
+        "dropped": result.dropped + role_drops,
+        "drops": {**result.drops, DROPPED_ROLE: role_drops} if role_drops else result.drops,
         "healed": result.healed,
         "messages_in": len(conversation.messages),
         "messages_out": len(result.messages),
     }
     # What coercion discards beside the drops (a ledger, not MEM-5's count): the reader's part
     # (reasoning blocks) plus the message keys rule 1 does not keep.
-    discarded = coercion_discards(conversation.messages, conversation.discarded)
+    discarded = coercion_discards(messages, conversation.discarded)
     if discarded:
         metrics["discarded"] = ledger_report(discarded)
-    if result.repairs:
-        metrics["repairs"] = result.repairs
+    if result.repairs or role_maps:
+        metrics["repairs"] = {**result.repairs, MAPPED_ROLE: role_maps} if role_maps else result.repairs
     if conversation.report:
         metrics["reader_report"] = conversation.report
+    if conversation.partial:
+        # Its history is stored at the provider: results of calls made there are orphans here.
+        metrics["partial_conversation"] = True
     if isinstance(raw.payload, Parsed) and raw.payload.nulled:
         # Values the reader wrote as null because JSON cannot hold them, by field.
         metrics["non_finite_nulled"] = raw.payload.nulled
@@ -102,7 +108,7 @@ def _process(
     try:
         output = WRITERS[settings.sink].write(normalized, context)
     except FormatError as error:
-        raise RecordRefused(DeadLetterReason.UNWRITABLE, f"{settings.sink}: {error.reason}: {error}") from None
+        raise RecordRefused(DeadLetterReason.UNWRITABLE, unwritable_detail(settings.sink, error)) from None
     if context.report:
         metrics["writer_report"] = context.report
     try:
@@ -139,6 +145,17 @@ def _count_tokens(
         metrics["over_token_limit"] = True
     if not has_assistant_message(messages):
         metrics["no_assistant_message"] = True
+
+
+def unwritable_detail(sink: str, error: FormatError) -> str:
+    """The detail of a record the sink's writer refuses: ``<sink>: <reason>: <why>``."""
+    return f"{sink}: {error.reason}: {error}"
+
+
+def refusal_reason(detail: str) -> str:
+    """The writer's reason in an ``unwritable`` dead letter's detail (``unwritable_detail``)."""
+    parts = detail.split(": ", 2)
+    return parts[1] if len(parts) > 1 else detail
 
 
 def process_record(raw: RawRecord, settings: Settings, hint: ReaderHint | None = None) -> Outcome:

@@ -50,6 +50,10 @@ class Settings:
     tools_field: str = "tools"
     #: Also run the strict sendability check on every normalized conversation.
     check: bool = False
+    #: Roles whose messages are dropped before normalization (``--drop-role``), and roles
+    #: given another one (``--map-role FROM=TO``): ``transforms.roles``.
+    drop_roles: tuple[str, ...] = ()
+    map_roles: tuple[tuple[str, str], ...] = ()
     raw_limit: int = DEFAULT_RAW_LIMIT
     #: Count tokens per example (``--tokens``); ``None``: no counting, no work per record.
     tokens: TokenSettings | None = None

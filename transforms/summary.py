@@ -23,7 +23,8 @@ from typing import Any, Callable, Iterable, NamedTuple
 from transforms.normalize import CALL_REASONS, REASONS
 from transforms.output_records import DeadLetter, DropMetrics, ViolationReport
 from transforms.profiles import REPAIRS
-from transforms.record_steps import DEAD_LETTER_REASONS
+from transforms.record_steps import DEAD_LETTER_REASONS, DeadLetterReason
+from transforms.records import refusal_reason
 from transforms.settings import TokenSettings
 from transforms.tokens import tally_example, token_figures
 from transforms.validate import VIOLATION_KINDS
@@ -74,14 +75,23 @@ def merge_into(total: dict[Any, Any], part: dict[Any, Any]) -> dict[Any, Any]:
     return total
 
 
-def _add(counts: dict[str, int], key: str, n: int = 1) -> None:
+UNWRITABLE = DeadLetterReason.UNWRITABLE.value
+#: Where ``_reasons`` gathers the sink refusals by the writer's reason, apart from the reasons.
+_REFUSALS = " refusals"
+
+
+def _add(counts: dict[str, Any], key: str, n: int = 1) -> None:
     counts[key] = counts.get(key, 0) + n
 
 
-def _reasons(dead_letters: Iterable[DeadLetter]) -> dict[str, int]:
-    counts: dict[str, int] = {}
+def _reasons(dead_letters: Iterable[DeadLetter]) -> dict[str, Any]:
+    """Dead letters by reason; the sink refusals by the writer's reason under ``_REFUSALS``."""
+    counts: dict[str, Any] = {}
     for letter in dead_letters:
         _add(counts, letter["reason"])
+        if letter["reason"] == UNWRITABLE:
+            # Sink refusals, by the writer's own reason (turn_order, unsupported_role ...).
+            _add(counts.setdefault(_REFUSALS, {}), refusal_reason(letter["detail"]))
     return counts
 
 
@@ -91,12 +101,14 @@ def _accounting(
     """The partial totals every view has: records read, ``n`` of them through to the main
     output (counted as ``through``), the rest dead letters by reason."""
     letters = _reasons(dead_letters)
+    refusals = letters.pop(_REFUSALS, {})
     return {
         "records_in": records_in,
         "blank_lines": blank_lines,
         through: n,
         "dead_letters": sum(letters.values()),
         "dead_letters_by_reason": letters,
+        "sink_refusals_by_reason": refusals,
     }
 
 
@@ -116,11 +128,17 @@ def _ordered(counts: dict[str, Any], names: Iterable[str]) -> dict[str, Any]:
 
 
 def _letters_and_blanks(s: dict[str, Any]) -> dict[str, Any]:
-    return {
+    doc = {
         "dead_letters": s["dead_letters"],
         "dead_letters_by_reason": _ordered(s["dead_letters_by_reason"], DEAD_LETTER_REASONS),
-        "blank_lines": s["blank_lines"],
     }
+    if s.get("sink_refusals_by_reason"):
+        # The unwritable dead letters by the writer's reason: what a sink refused, and why.
+        doc["sink_refusals_by_reason"] = {
+            k: s["sink_refusals_by_reason"][k] for k in sorted(s["sink_refusals_by_reason"])
+        }
+    doc["blank_lines"] = s["blank_lines"]
+    return doc
 
 
 def _violation_totals(s: dict[str, Any]) -> dict[str, Any]:
@@ -183,7 +201,7 @@ def partial(
     tokens: dict[str, Any] = {}  # --tokens only: transforms.tokens.tally_example
     reports: dict[str, Any] = {name: {} for name in _REPORTS}
     records_out = messages_in = messages_out = dropped = healed = with_drops = with_violations = 0
-    with_discards = 0
+    with_discards = partial_conversations = 0
     for m in metrics:
         records_out += 1
         messages_in += m["messages_in"]
@@ -207,6 +225,7 @@ def partial(
             _add_ledger(discarded, m["discarded"])
         if "violations" in m:
             with_violations += _tally_violations(violations, m["violations"])
+        partial_conversations += m.get("partial_conversation", False) is True
         if "tokens" in m:
             tally_example(tokens, m)
     dead_letters = list(dead_letters)
@@ -229,6 +248,7 @@ def partial(
         "violations": violations,
         **reports,
         "non_finite_nulled": nulled,
+        "partial_conversations": partial_conversations,
     }
     if tokens:  # absent without --tokens: the summary is the same as before it existed
         part["tokens"] = tokens
@@ -290,6 +310,9 @@ def finalize(
     if s["non_finite_nulled"]:
         # Parquet NaN / infinities written as null (JSON cannot hold them), by field.
         doc["non_finite_nulled"] = {k: s["non_finite_nulled"][k] for k in sorted(s["non_finite_nulled"])}
+    if s["partial_conversations"]:
+        # Conversations continued from a history stored at the provider (previous_response_id).
+        doc["partial_conversations"] = s["partial_conversations"]
     if profile != "spec" or s["repairs"]:
         doc["repairs"] = _ordered(s["repairs"], REPAIRS)
     if check or s["violations"]:
@@ -353,6 +376,11 @@ def _message_rows(doc: dict[str, Any]) -> list[tuple[str, Any]]:
         ("dropped, MEM-5's count", doc["dropped"]),
         ("conversations with drops", doc["conversations_with_drops"]),
         *((f"non-finite floats nulled in {field}", n) for field, n in doc.get("non_finite_nulled", {}).items()),
+        *(
+            (("partial conversations (history at the provider)", doc["partial_conversations"]),)
+            if doc.get("partial_conversations")
+            else ()
+        ),
     ]
 
 

@@ -167,6 +167,7 @@ SINK_VIEWS: dict[str, SinkView] = {
     "anthropic": SinkView((("messages",),), ("system",), ("tools",)),
     "gemini": SinkView((("contents",),), ("systemInstruction",), ("tools",)),
     "sharegpt": SinkView((("conversations",),), ("system",), ("tools",)),
+    "bedrock-converse": SinkView((("messages",),), ("system",), ("toolConfig", "tools")),
 }
 
 

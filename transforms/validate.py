@@ -35,8 +35,10 @@ Definitions the kinds rely on:
 * One message can break several rules (a result leading the list is also not adjacent to its
   call); each is reported.
 
-Roles are not validated (MEM-5 keeps any role verbatim; mapping ``developer`` or unknown roles
-is a writer's job), nor are extra keys, argument types or empty text.
+Tool names are: an empty name, or one outside ``^[a-zA-Z0-9_-]{1,64}$`` (the rule of OpenAI,
+Anthropic and Bedrock), is ``invalid_tool_name``. Roles are not validated (MEM-5 keeps any role
+verbatim; mapping ``developer`` or unknown roles is a writer's job), nor are extra keys,
+argument types or empty text.
 
 Usage::
 
@@ -54,6 +56,7 @@ Usage::
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable
 
@@ -74,6 +77,7 @@ VIOLATION_KINDS = (
     "system_not_first",  # a system message after a non-system message
     "leading_tool",  # a tool message first after the system group
     "unusable_call_id",  # a call id that is not a canonical string ("", "0", untrimmed, non-str)
+    "invalid_tool_name",  # a call's name that is empty or breaks the providers' ^[a-zA-Z0-9_-]{1,64}$
     "redeclared_id",  # a call id already declared (earlier turn or earlier in the same turn)
     "unanswered_call",  # a call with no result anywhere
     "result_not_adjacent",  # a call's result, but not in the block right after its turn
@@ -82,6 +86,10 @@ VIOLATION_KINDS = (
 )
 
 _KIND_ORDER = {kind: rank for rank, kind in enumerate(VIOLATION_KINDS)}
+
+#: The tool names every provider accepts: OpenAI's, Anthropic's and Bedrock's rule (the Gemini
+#: API accepts these too, and dots and colons besides).
+TOOL_NAME = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
 
 
 @dataclass(frozen=True)
@@ -217,8 +225,12 @@ def _declare_calls(index: int, calls: Any, owner: dict[str, int], report: Report
             report(Violation("not_flat", index, None, f"call {position} is not an object"))
             continue
         raw = call.get("tool_call_id")
-        if not isinstance(call.get("name"), str):
+        name = call.get("name")
+        if not isinstance(name, str):
             report(Violation("not_flat", index, _string(raw), f"call {position} has no string name"))
+        elif not TOOL_NAME.match(name):
+            detail = f"call {position}: tool name {_describe(name)} is empty or breaks {TOOL_NAME.pattern}"
+            report(Violation("invalid_tool_name", index, _string(raw), detail))
         problem = _id_problem(raw)
         if problem is not None:
             report(Violation("unusable_call_id", index, _string(raw), f"call {position}: id {problem}"))

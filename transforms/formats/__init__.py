@@ -23,6 +23,7 @@ from transforms.formats.base import (
 # Built-in formats register themselves on import: add a format module's name here.
 from transforms.formats import (  # noqa: F401
     anthropic,
+    bedrock,
     flat,
     gemini,
     openai,
@@ -35,10 +36,13 @@ from transforms.formats.openai import _openai_ism
 #: The readers a plain chat can go to, and the readers the plain-chat rules below were proved
 #: against: another registered reader (a plug-in) turns the shortcut off.
 _PLAIN_READERS = ("openai", "flat")
-_BUILT_IN_READERS = frozenset(("anthropic", "flat", "gemini", "openai", "openai-responses", "sharegpt"))
+_BUILT_IN_READERS = frozenset(
+    ("anthropic", "bedrock-converse", "flat", "gemini", "openai", "openai-responses", "sharegpt")
+)
 #: Top-level keys some reader before ``openai`` looks at (ShareGPT ``conversations``, Gemini
-#: ``contents``, Responses ``input``, Anthropic ``system``): a record holding one is not plain.
-_CLAIMED_KEYS = frozenset(("conversations", "contents", "input", "system"))
+#: ``contents``, Responses ``input``, Anthropic and Bedrock ``system``, Bedrock ``toolConfig``):
+#: a record holding one is not plain.
+_CLAIMED_KEYS = frozenset(("conversations", "contents", "input", "system", "toolConfig"))
 _SHAREGPT_ROLES = ("function_call", "observation")
 #: Message keys a detector before ``openai`` looks at (ShareGPT ``from``, Gemini ``parts``).
 _FOREIGN_KEYS = frozenset(("from", "parts"))

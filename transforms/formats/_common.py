@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 from typing import Any, Callable, TypeGuard
 
+from transforms.formats._rendered import unknown_block
 from transforms.formats.base import Conversation, FormatError, RecordShapeError, not_a_record
 from transforms.ledger import note
 from transforms.normalize import content_text, usable_id
@@ -33,9 +34,9 @@ _PLACEHOLDERS = {
     "input_image": "[image]",
     "audio": "[audio]",
     "input_audio": "[audio]",
+    "video": "[video]",
     "file": "[file]",
     "input_file": "[file]",
-    "document": "[document]",
 }
 
 
@@ -115,11 +116,18 @@ def is_part_list(value: Any) -> TypeGuard[list[Any]]:
     )
 
 
+def is_part_list_or_empty(value: Any) -> TypeGuard[list[Any]]:
+    """A list of typed parts, or an empty list: provider content (an empty part list is empty
+    text, not the ``"[]"`` the core's cast of a list would give)."""
+    return value == [] or is_part_list(value)
+
+
 def part_text(part: Any) -> str | None:
     """The text one content part contributes, or ``None`` when it contributes nothing.
 
     Text parts give their text (LLaMA-Factory's v1 blocks spell it ``value``); refusal parts
-    their refusal; media a placeholder; reasoning nothing; an unknown type ``[<type>]``.
+    their refusal; media a placeholder; reasoning nothing. A part of a type none of these is
+    refused (``unknown_block``): turned into a placeholder, its text would be lost uncounted.
     """
     if isinstance(part, str):
         return part
@@ -137,7 +145,9 @@ def part_text(part: Any) -> str | None:
         return None
     if kind in _PLACEHOLDERS:
         return _PLACEHOLDERS[kind]
-    return f"[{kind}]" if isinstance(kind, str) else content_text(part)
+    if isinstance(kind, str):
+        raise unknown_block(kind)
+    return content_text(part)
 
 
 def note_reasoning(part: Any, discarded: dict[str, Any] | None) -> None:
@@ -147,10 +157,13 @@ def note_reasoning(part: Any, discarded: dict[str, Any] | None) -> None:
 
 
 def flatten_parts(parts: list[Any], discarded: dict[str, Any] | None = None) -> str:
-    """Join the non-empty texts of a part list with ``JOIN``; reasoning parts go to ``discarded``."""
+    """Join the non-empty texts of a part list with ``JOIN``; reasoning parts, and the
+    annotations of text parts (citations a flat message cannot hold), go to ``discarded``."""
     texts = []
     for part in parts:
         text = part_text(part)
+        if discarded is not None and isinstance(part, dict) and "annotations" in part:
+            note(discarded, "annotations", part["annotations"])
         if text:
             texts.append(text)
         elif text is None:
@@ -263,6 +276,15 @@ def joined_system(messages: list[Any]) -> str:
     ShareGPT's ``system`` column): APIs refuse empty text.
     """
     return JOIN.join(m["content"] for m in messages if m["role"] in SYSTEM_ROLES and m["content"].strip())
+
+
+def unsupported_role(role: object, target: str) -> FormatError:
+    """A role the target format has no place for; the message names the flags that fix it."""
+    return FormatError(
+        "unsupported_role",
+        f"role {role!r} has no {target} equivalent; --map-role {role}=ROLE gives it one "
+        f"(user or assistant, say), --drop-role {role} drops its messages (counted)",
+    )
 
 
 def add_turn(turns: list[Any], role: str, blocks: list[Any], key: str) -> None:

@@ -7,10 +7,29 @@ it registers nothing.
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from transforms.formats._common import record_tools
 from transforms.formats.base import FormatError, WriteContext, count_written
+
+#: Each provider's rule for a tool name: OpenAI function names, Anthropic tool names and Bedrock
+#: ``ToolSpecification.name`` are ``[a-zA-Z0-9_-]``, 1 to 64 characters; the Gemini API also
+#: allows dots and colons (Vertex AI further wants a letter or an underscore first).
+TOOL_NAME_RULES = {
+    "OpenAI": re.compile(r"^[a-zA-Z0-9_-]{1,64}$"),
+    "Anthropic": re.compile(r"^[a-zA-Z0-9_-]{1,64}$"),
+    "Bedrock Converse": re.compile(r"^[a-zA-Z0-9_-]{1,64}$"),
+    "Gemini": re.compile(r"^[a-zA-Z0-9_.:-]{1,64}$"),
+}
+
+
+def check_tool_name(name: Any, provider: str) -> str:
+    """``name`` when the provider accepts it as a tool name, else ``FormatError("invalid_tool_name")``."""
+    rule = TOOL_NAME_RULES[provider]
+    if not isinstance(name, str) or not rule.match(name):
+        raise FormatError("invalid_tool_name", f"tool name {name!r} breaks {provider}'s rule {rule.pattern}")
+    return name
 
 
 def value_at(record: Any, path: str) -> Any:
@@ -26,13 +45,20 @@ def value_at(record: Any, path: str) -> Any:
 def tools_for(record: dict[str, Any], ctx: WriteContext) -> list[Any] | None:
     """The record's tool definitions: at ``--tools-field``, else ``tools`` / legacy ``functions``.
 
-    A JSON-string list is parsed and a blank one means none, wherever it is (``record_tools``).
+    A JSON-string list is parsed and a blank one means none, wherever it is (``record_tools``);
+    a chat tool without its ``type`` gets ``type: "function"``.
     """
-    if ctx.tools_field != "tools":
-        found = value_at(record, ctx.tools_field)
-        if found is not None:
-            return record_tools({"tools": found})
-    return record_tools(record)
+    found = value_at(record, ctx.tools_field) if ctx.tools_field != "tools" else None
+    tools = record_tools({"tools": found}) if found is not None else record_tools(record)
+    return [_typed(tool) for tool in tools] if tools is not None else None
+
+
+def _typed(tool: Any) -> Any:
+    """A chat tool logged without its ``type`` (``{"function": {...}}``, as Mistral and xAI logs
+    hold them) with ``type: "function"``: all it lacks, nothing lost."""
+    if isinstance(tool, dict) and "type" not in tool and "name" not in tool and isinstance(tool.get("function"), dict):
+        return {"type": "function", **tool}
+    return tool
 
 
 def called_tools(messages: list[Any]) -> list[str]:

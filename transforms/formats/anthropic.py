@@ -7,9 +7,13 @@ arguments (an object); each ``tool_result`` block becomes its own tool message, 
 before the rest of its message (text left beside results becomes a message of the same role
 after them); ``is_error: true`` prefixes the result text with ``[error] ``, the only place the
 flat shape can keep the flag. ``thinking`` / ``redacted_thinking`` blocks are dropped (no flat
-equivalent; their signatures only matter when replaying to Anthropic); image and document
-blocks become ``[image]`` / ``[document]``, other block types ``[<type>]``; a
-``mid_conv_system`` block becomes a system message.
+equivalent; their signatures only matter when replaying to Anthropic), counted in the ledger,
+as are the ``citations`` of a text block; image blocks become ``[image]``; server-side tool
+calls and results (``server_tool_use``, ``web_search_tool_result`` ..., ``mcp_tool_use`` /
+``mcp_tool_result``), documents, search results, container uploads and compaction summaries
+keep their text in place, in the shared rendering (``transforms.formats._rendered``); a
+``mid_conv_system`` block becomes a system message. Any other block type is an
+``unknown_block`` dead letter, never text.
 
 Writer (``anthropic``): a Messages API request body ``{model?, max_tokens?, system?, messages,
 tools?}``. System (and ``developer``) messages are joined into ``system``; the block of tool
@@ -22,7 +26,10 @@ Arguments must be a JSON object: a string is parsed, none or a blank string is `
 else is a FormatError (``args_not_an_object`` / ``args_not_json``), since ``input`` cannot hold
 it. Call ids outside ``[A-Za-z0-9_-]`` are rewritten (invalid characters to ``_``, then
 ``_<k>`` if taken) in both the ``tool_use`` and its ``tool_result``. Roles other than system,
-developer, user, assistant and tool are a FormatError (``unsupported_role``).
+developer, user, assistant and tool are a FormatError (``unsupported_role``), and so is a tool
+name outside Anthropic's ``^[a-zA-Z0-9_-]{1,64}$`` (``invalid_tool_name``). The server-side
+blocks, documents and search results of an Anthropic source record are written back as they
+were, byte for byte, where their rendering stands in the text.
 
 Tools: the record's definitions at ``--tools-field`` (a dotted path; else ``tools`` / legacy
 ``functions``), converted by ``anthropic_tool``. A tool that a ``tool_use`` names and no
@@ -43,18 +50,25 @@ from transforms.formats._common import (
     JOIN,
     SYSTEM_ROLES,
     add_turn,
-    block_text,
     check_results_adjacent,
     foreign_entry,
     joined_system,
     message_list,
     normalized_messages,
-    note_reasoning,
-    part_text,
     record_fields,
     record_model,
+    unsupported_role,
 )
-from transforms.formats._tools import called_tools, tool_name, tools_for
+from transforms.formats._rendered import (
+    NO_ORIGINALS,
+    SERVER_CALL,
+    SERVER_RESULT,
+    Originals,
+    render,
+    unknown_block,
+    without,
+)
+from transforms.formats._tools import called_tools, check_tool_name, tool_name, tools_for
 from transforms.formats.base import (
     Conversation,
     FormatError,
@@ -65,38 +79,98 @@ from transforms.formats.base import (
     register_reader,
     register_writer,
 )
-from transforms.ledger import note_unread_keys
+from transforms.formats.schema import INT, JSON, STRING
+from transforms.ledger import note, note_unread_keys
+from transforms.normalize import content_text
 from transforms.tool_blocks import first_free
 
-# Block types no other format uses: enough to tell an Anthropic conversation by itself.
-_ANTHROPIC_BLOCKS = frozenset(
+#: Blocks the reader keeps as text in the shared rendering (``transforms.formats._rendered``):
+#: server-side tool calls and their results (the provider ran the tool: not client calls, and
+#: MEM-5 does not pair them), documents, search results, container uploads, compaction summaries.
+SERVER_CALLS = frozenset(("server_tool_use", "mcp_tool_use"))
+SERVER_RESULTS = frozenset(
     (
-        "tool_use",
-        "tool_result",
-        "thinking",
-        "redacted_thinking",
-        "server_tool_use",
         "web_search_tool_result",
         "web_fetch_tool_result",
         "code_execution_tool_result",
-        "mcp_tool_use",
+        "bash_code_execution_tool_result",
+        "text_editor_code_execution_tool_result",
+        "tool_search_tool_result",
         "mcp_tool_result",
-        "search_result",
-        "document",
-        "mid_conv_system",
-        "container_upload",
     )
 )
+RENDERED = SERVER_CALLS | SERVER_RESULTS | {"document", "search_result", "container_upload", "compaction"}
+_REASONING = frozenset(("thinking", "redacted_thinking"))
+#: Every block type the reader knows; any other is an ``unknown_block`` dead letter.
+KNOWN_BLOCKS = RENDERED | _REASONING | {"text", "image", "tool_use", "tool_result", "mid_conv_system", "tool_reference"}
+# Block types no other format uses: enough to tell an Anthropic conversation by itself.
+_ANTHROPIC_BLOCKS = KNOWN_BLOCKS - {"text", "image", "tool_reference"}
 
 # --------------------------------------------------------------------------------------------
 # Reader
+
+
+def server_names(messages: list[Any]) -> dict[str, Any]:
+    """``{id: name}`` of the server-side calls of a message list: their results' headers name them."""
+    names: dict[str, Any] = {}
+    for message in messages:
+        content = message.get("content") if isinstance(message, dict) else None
+        for block in content if isinstance(content, list) else ():
+            if isinstance(block, dict) and block.get("type") in SERVER_CALLS and isinstance(block.get("id"), str):
+                names[block["id"]] = block.get("name")
+    return names
+
+
+def rendered_block(block: dict[str, Any], names: dict[str, Any]) -> str:
+    """The text of a block of a ``RENDERED`` type, in the shared rendering."""
+    kind = block["type"]
+    if kind in SERVER_CALLS:
+        return render(SERVER_CALL, block.get("name"), without(block, "name"))
+    if kind in SERVER_RESULTS:
+        call_id = block.get("tool_use_id")
+        name = names.get(call_id) if isinstance(call_id, str) else None
+        return render(SERVER_RESULT, name or kind.removesuffix("_tool_result"), block)
+    if kind in ("document", "search_result"):
+        return render(kind.replace("_", " "), block.get("title"), without(block, "title"))
+    return render(kind.replace("_", " ") + (" summary" if kind == "compaction" else ""), None, block)
+
+
+def _block_text(block: Any, names: dict[str, Any], discarded: dict[str, Any]) -> str | None:
+    """The text one block contributes (``None``: nothing); reasoning and citations go to the
+    ledger; an unknown type is refused."""
+    if not isinstance(block, dict):
+        return content_text(block)
+    kind = block.get("type")
+    if kind == "text":
+        note(discarded, "citations", block.get("citations"))
+        return content_text(block.get("text"))
+    if kind in RENDERED:
+        return rendered_block(block, names)
+    if kind == "image":
+        return "[image]"
+    if kind in _REASONING:
+        note(discarded, kind, block)
+        return None
+    if kind == "tool_reference":
+        return render("tool reference", block.get("tool_name"), None)
+    raise unknown_block(kind, "anthropic")
+
+
+def _blocks_text(content: Any, names: dict[str, Any], discarded: dict[str, Any]) -> str:
+    """Text of a content that may be a string, a block list or nothing (results, system)."""
+    if content is None:
+        return ""
+    if not isinstance(content, list):
+        return content_text(content)
+    texts = (_block_text(block, names, discarded) for block in content)
+    return JOIN.join(t for t in texts if t)
 
 
 #: The keys read from a message that becomes tool results only.
 _RESULTS_ONLY_READ = frozenset(("role", "content"))
 
 
-def _read_message(message: Any, out: list[Any], discarded: dict[str, Any]) -> None:
+def _read_message(message: Any, names: dict[str, Any], out: list[Any], discarded: dict[str, Any]) -> None:
     """Append the flat messages one Anthropic message becomes; reasoning blocks go to ``discarded``."""
     if not isinstance(message, dict) or not isinstance(message.get("content"), list):
         out.append(message)  # string content (or junk) is already what the core reads
@@ -110,18 +184,16 @@ def _read_message(message: Any, out: list[Any], discarded: dict[str, Any]) -> No
                 call["args"] = block["input"]
             calls.append(call)
         elif kind == "tool_result":
-            text = block_text(block.get("content"), discarded)
+            text = _blocks_text(block.get("content"), names, discarded)
             if block.get("is_error") is True:
                 text = ERROR_PREFIX + text
             results.append({"role": "tool", "content": text, "tool_call_id": block.get("tool_use_id")})
         elif kind == "mid_conv_system":
-            systems.append({"role": "system", "content": block_text(block.get("content"), discarded)})
+            systems.append({"role": "system", "content": _blocks_text(block.get("content"), names, discarded)})
         else:
-            part = part_text(block)
-            if part:
-                texts.append(part)
-            elif part is None:
-                note_reasoning(block, discarded)
+            found = _block_text(block, names, discarded)
+            if found:
+                texts.append(found)
     out.extend(systems)
     out.extend(results)
     flat = dict(message)
@@ -139,11 +211,12 @@ def _read_message(message: Any, out: list[Any], discarded: dict[str, Any]) -> No
 def anthropic_to_flat(messages: list[Any], system: Any = None, discarded: dict[str, Any] | None = None) -> list[Any]:
     out = []
     discarded = {} if discarded is None else discarded
-    system_text = block_text(system, discarded) if isinstance(system, (str, list)) else ""
+    names = server_names(messages)
+    system_text = _blocks_text(system, names, discarded) if isinstance(system, (str, list)) else ""
     if system_text:
         out.append({"role": "system", "content": system_text})
     for message in messages:
-        _read_message(message, out, discarded)
+        _read_message(message, names, out, discarded)
     return out
 
 
@@ -155,8 +228,17 @@ def read_anthropic(record: Any, messages_field: str) -> Conversation:
     return Conversation(flat, record_fields(record, ("system",)), discarded=discarded or None)
 
 
+def _untyped(blocks: Any) -> bool:
+    """A block list holding an object without a ``type``: another format's blocks (Bedrock
+    Converse ``{"text": ...}`` / ``{"toolUse": ...}``), which this reader does not read."""
+    return isinstance(blocks, list) and any(isinstance(b, dict) and not isinstance(b.get("type"), str) for b in blocks)
+
+
 def _anthropic_signal(record: Any, messages: list[Any]) -> bool:
-    if isinstance(record, dict) and isinstance(record.get("system"), (str, list)):
+    system = record.get("system") if isinstance(record, dict) else None
+    if _untyped(system) or any(_untyped(m.get("content")) for m in messages if isinstance(m, dict)):
+        return False
+    if isinstance(system, (str, list)):
         return True  # the top-level system parameter is Anthropic's alone
     for message in messages:
         content = message.get("content") if isinstance(message, dict) else None
@@ -181,13 +263,38 @@ def detect_anthropic(record: Any, messages_field: str) -> bool:
     return isinstance(messages, list) and _anthropic_signal(record, messages) and foreign_entry(messages) is None
 
 
+_MESSAGE_KEYS = frozenset(("role", "content"))
+
+
+def _valid_message(message: Any) -> bool:
+    if not isinstance(message, dict) or not message.keys() <= _MESSAGE_KEYS:
+        return False
+    content = message.get("content")
+    blocks_ok = isinstance(content, list) and all(
+        isinstance(b, dict) and b.get("type") in KNOWN_BLOCKS for b in content
+    )
+    return message.get("role") in ("user", "assistant") and (isinstance(content, str) or blocks_ok)
+
+
+def accepts_anthropic(record: Any, messages_field: str) -> bool:
+    """A Messages API body as it is: messages of role user / assistant holding only ``role`` and
+    ``content`` (a string or known blocks), a ``system`` string or typed blocks beside them."""
+    messages = record if isinstance(record, list) else record.get(messages_field) if isinstance(record, dict) else None
+    if not isinstance(messages, list) or not messages:
+        return False
+    system = record.get("system") if isinstance(record, dict) else None
+    if system is not None and not isinstance(system, str) and (not isinstance(system, list) or _untyped(system)):
+        return False
+    return all(_valid_message(m) for m in messages)
+
+
 # --------------------------------------------------------------------------------------------
 # Writer
 
 _VALID_ID = re.compile(r"^[A-Za-z0-9_-]+$")
 
 
-def _tool_ids(messages: list[Any]) -> dict[str, str]:
+def tool_ids(messages: list[Any]) -> dict[str, str]:
     """Anthropic-valid ids for every call: valid ones kept, others sanitized and made unique."""
     ids = [c["tool_call_id"] for m in messages for c in (m.get("tool_calls") or ())]
     taken = {i for i in ids if _VALID_ID.match(i)}
@@ -217,14 +324,42 @@ def tool_input(args: Any) -> dict[str, Any]:
     return args
 
 
-def _text_blocks(text: str) -> list[Any]:
-    # The API rejects empty and whitespace-only text blocks.
-    return [{"type": "text", "text": text}] if text.strip() else []
+def _renderings(source: Any, messages_field: str) -> Originals:
+    """The rendered blocks of an Anthropic source record, by the rendering the reader made."""
+    messages = source if isinstance(source, list) else source.get(messages_field) if isinstance(source, dict) else None
+    if not isinstance(messages, list):
+        return NO_ORIGINALS
+    blocks = [
+        block
+        for message in messages
+        if message.__class__ is dict and isinstance(content := message.get("content"), list)
+        for block in content
+        if block.__class__ is dict and block.get("type") in RENDERED
+    ]
+    if not blocks:
+        return NO_ORIGINALS  # the usual record: one cheap pass
+    names = server_names(messages)
+    return Originals((rendered_block(block, names), block) for block in blocks)
+
+
+def _text_blocks(text: str, originals: Originals) -> list[Any]:
+    """Text as blocks: the source's rendered blocks back in place, the rest text blocks (the
+    API rejects empty and whitespace-only ones)."""
+    if not originals:
+        return [{"type": "text", "text": text}] if text.strip() else []
+    blocks = []
+    for kind, value in originals.split(text):
+        if kind == "block":
+            blocks.append(value)
+        elif value.strip():
+            blocks.append({"type": "text", "text": value})
+    return blocks
 
 
 def _tool_use(call: dict[str, Any], ids: dict[str, Any]) -> dict[str, Any]:
     call_id = ids[call["tool_call_id"]]
-    return {"type": "tool_use", "id": call_id, "name": call["name"], "input": tool_input(call.get("args"))}
+    name = check_tool_name(call["name"], "Anthropic")
+    return {"type": "tool_use", "id": call_id, "name": name, "input": tool_input(call.get("args"))}
 
 
 def _tool_result(message: dict[str, Any], ids: dict[str, Any]) -> dict[str, Any]:
@@ -240,36 +375,37 @@ def _tool_result(message: dict[str, Any], ids: dict[str, Any]) -> dict[str, Any]
     return block
 
 
-def flat_to_anthropic(messages: list[Any]) -> tuple[str, list[Any]]:
-    """Normalized flat messages as ``(system, messages)`` of a Messages request."""
+def flat_to_anthropic(messages: list[Any], originals: Originals | None = None) -> tuple[str, list[Any]]:
+    """Normalized flat messages as ``(system, messages)`` of a Messages request; ``originals``
+    are the source record's rendered blocks, written back where their renderings stand."""
+    originals = NO_ORIGINALS if originals is None else originals
     # Blank system text is left out like blank turns: the API refuses empty text.
     system = joined_system(messages)
     check_results_adjacent(messages)  # on the list as normalized: nothing is moved
     rest = [m for m in messages if m["role"] not in SYSTEM_ROLES]
-    ids = _tool_ids(rest)
+    ids = tool_ids(rest)
     turns: list[dict[str, Any]] = []
     for message in rest:
         role = message["role"]
         if role == "user":
-            blocks, turn_role = _text_blocks(message["content"]), "user"
+            blocks, turn_role = _text_blocks(message["content"], originals), "user"
         elif role == "assistant":
-            blocks = _text_blocks(message["content"]) + [_tool_use(c, ids) for c in message.get("tool_calls") or ()]
-            turn_role = "assistant"
+            calls = [_tool_use(c, ids) for c in message.get("tool_calls") or ()]
+            blocks, turn_role = _text_blocks(message["content"], originals) + calls, "assistant"
         elif role == "tool":
             # Results follow their assistant message, so they open the next user turn.
             blocks, turn_role = [_tool_result(message, ids)], "user"
         else:
-            raise FormatError("unsupported_role", f"role {role!r} has no Anthropic equivalent")
+            raise unsupported_role(role, "Anthropic")
         add_turn(turns, turn_role, blocks, "content")
-    for turn in turns:
-        blocks = turn["content"]
-        if len(blocks) == 1 and blocks[0]["type"] == "text":
-            turn["content"] = blocks[0]["text"]
+    # Content stays a block list, also for one text block (the API's string shorthand would make
+    # the field a string in some records and a list in others: no one schema would load them).
     return system, turns
 
 
 def write_anthropic(record: dict[str, Any], ctx: WriteContext) -> dict[str, Any]:
-    system, turns = flat_to_anthropic(normalized_messages(record, ctx.messages_field))
+    originals = _renderings(ctx.source, ctx.messages_field)
+    system, turns = flat_to_anthropic(normalized_messages(record, ctx.messages_field), originals)
     if not turns:
         raise FormatError("empty_conversation", "no user or assistant content to write")
     out: dict[str, Any] = {}
@@ -307,12 +443,25 @@ def _not_convertible(name: Any, why: str) -> FormatError:
     return FormatError("unconvertible_tool", f"tool {name!r} cannot be written as an Anthropic tool: {why}")
 
 
+#: Anthropic's own server tools are typed by a versioned name (``web_search_20250305``,
+#: ``code_execution_20250825``, ``bash_20250124`` ...); the MCP connector's tool sets by
+#: ``mcp_toolset``. Other typed tools (OpenAI's ``web_search_preview``, ``file_search``,
+#: OpenRouter's ``openrouter:*``) have no Anthropic equivalent.
+_SERVER_TOOL_TYPE = re.compile(r"^[a-z][a-z0-9_]*_\d{8}$|^mcp_toolset$")
+
+
+def anthropic_server_tool(kind: Any) -> bool:
+    return isinstance(kind, str) and _SERVER_TOOL_TYPE.match(kind) is not None
+
+
 def anthropic_tool(tool: Any, ctx: WriteContext) -> dict[str, Any]:
     """One tool definition in the Anthropic shape ``{name, description?, input_schema, strict?}``.
 
-    Anthropic-native definitions (``input_schema``, or a server tool's own ``type``) pass as
-    they are. A function schema (chat ``{type: function, function: {...}}``, Responses
-    ``{type: function, name, ...}`` or bare ``{name, ...}``) converts: ``parameters`` →
+    Anthropic-native definitions (``input_schema``, or a server tool's own versioned
+    ``type``) pass as they are; other typed tools (OpenAI built-ins such as
+    ``web_search_preview``, ``openrouter:*``) are ``unconvertible_tool``. A function schema
+    (chat ``{type: function, function: {...}}``, Responses ``{type: function, name, ...}`` or
+    bare ``{name, ...}``) converts: ``parameters`` →
     ``input_schema`` (none → an empty object schema); ``strict`` true/false kept (Anthropic has
     it), ``strict: null`` dropped; a redundant ``type: "function"`` inside ``function`` dropped;
     a function-level ``required`` list moved into ``input_schema`` when the schema has none,
@@ -325,10 +474,13 @@ def anthropic_tool(tool: Any, ctx: WriteContext) -> dict[str, Any]:
     if not isinstance(tool, dict):
         raise _not_convertible(name, f"a tool definition is an object, not {type(tool).__name__}")
     kind = tool.get("type")
-    if "input_schema" in tool or (isinstance(kind, str) and kind not in ("function", "custom")):
+    if "input_schema" in tool or anthropic_server_tool(kind):
         return tool
     if kind == "custom":
         raise _not_convertible(name, "a free-text custom tool has no Anthropic equivalent")
+    if kind not in (None, "function"):
+        what = f"tool {name!r}" if name is not None else f"tool definition with keys {sorted(map(str, tool))}"
+        raise FormatError("unconvertible_tool", f"{what} ({kind}) has no Anthropic equivalent")
     function, nested = _function_of(tool, name)
     if not isinstance(name, str) or not name:
         raise FormatError("unconvertible_tool", f"tool definition with keys {sorted(map(str, tool))} has no name")
@@ -425,6 +577,7 @@ ANTHROPIC_READER = register_reader(
         detect_anthropic,
         priority=30,
         description="Anthropic Messages (system parameter, tool_use / tool_result blocks)",
+        accepts=accepts_anthropic,
     )
 )
 ANTHROPIC_WRITER = register_writer(
@@ -433,5 +586,13 @@ ANTHROPIC_WRITER = register_writer(
         write_anthropic,
         description="Anthropic Messages API request body",
         uses=("model", "max_tokens"),  # --model, else the record's; the record's max_tokens, else --max-tokens
+        # Content is a string or blocks, tools and blocks free-form.
+        schema={
+            "model": STRING,
+            "max_tokens": INT,
+            "system": STRING,
+            "messages": [{"role": STRING, "content": JSON}],
+            "tools": [JSON],
+        },
     )
 )

@@ -77,6 +77,9 @@ class Conversation(NamedTuple):
     #: What the reader left out because the flat shape cannot hold it (reasoning blocks, a
     #: refusal beside content): the ledger of discarded fields, by key (transforms.ledger).
     discarded: dict[str, Any] | None = None
+    #: The record continues a conversation it does not hold (a Responses request with a
+    #: ``previous_response_id``): the job flags it in the drop metrics (``partial_conversation``).
+    partial: bool = False
 
 
 @dataclass(frozen=True)
@@ -125,6 +128,11 @@ class Reader:
     #: normalization): it may leave shapes the core reads leniently unconverted, giving the
     #: same output. ``None``: ``read``. ``convnorm validate`` always uses ``read``.
     read_for_core: Callable[[Any, str], Conversation] | None = None
+    #: ``accepts(record, messages_field) -> bool``: is the record valid in this format as it is?
+    #: A reader named with ``--format`` reads such a record even when auto-detection would give
+    #: it to another reader (text-part content is OpenAI's signal, and valid Anthropic too).
+    #: ``None``: only what ``detect`` accepts.
+    accepts: Callable[[Any, str], bool] | None = None
 
 
 @dataclass(frozen=True)
@@ -145,6 +153,9 @@ class Writer:
     #: Batch API refuses a file with a repeated ``custom_id``): the job renames the second
     #: and later occurrences ``<value>~2``, ``<value>~3`` ... and counts them.
     unique_field: str | None = None
+    #: The schema of the records it writes (``transforms.formats.schema``): what loads a whole
+    #: multi-part output as one dataset. ``None``: records without a fixed schema (flat).
+    schema: dict[str, Any] | None = None
 
     def __post_init__(self) -> None:
         known = {f.name for f in fields(WriteContext)}

@@ -8,7 +8,9 @@ refuses such lists, so ``--format auto`` dead-letters them as ``unknown_format``
 sentence ``unrecognized`` writes.
 
 A reader named with ``--format`` reads a record only when auto-detection would give it to that
-reader, or to ``flat`` (a plain chat, which every reader reads alike). A record that another
+reader, or to ``flat`` (a plain chat, which every reader reads alike), or when the record is
+valid in the reader's own format as it is (``Reader.accepts``: an Anthropic body of text
+parts, which auto-detection gives to ``openai``). A record that another
 reader recognizes is refused (``wrong_format``, naming what was expected and what the record
 looks like), and so is one whose read messages hold a foreign entry (``unknown_shape``); the
 job dead-letters both as ``format_error``. ``flat`` itself is the exception to the first rule:
@@ -37,27 +39,36 @@ def _looks_like(winner: Reader | None) -> str:
 
 def _refuse_calls_the_core_cannot_read(messages: Any, winner: Reader) -> None:
     """Forced ``flat`` reads OpenAI function calls, but the core knows no custom tool call
-    (``{"type": "custom", "custom": {name, input}}``): it would keep an empty name and lose
-    the input, counting nothing."""
+    (``{"type": "custom", "custom": {name, input}}``) and no call whose ``function`` is its name
+    (Inspect AI's ``{"function": "web_browser_go"}``): it would keep an empty name (and lose a
+    custom call's input), counting nothing."""
     for message in messages if isinstance(messages, list) else ():
         calls = message.get("tool_calls") if isinstance(message, dict) else None
         for call in calls if isinstance(calls, list) else ():
-            if (
-                isinstance(call, dict)
-                and isinstance(call.get("custom"), dict)
-                and call.get("name") is None
-                and not isinstance(call.get("function"), dict)
-            ):
+            if not isinstance(call, dict) or call.get("name") is not None:
+                continue
+            if isinstance(call.get("custom"), dict) and not isinstance(call.get("function"), dict):
                 raise FormatError(
                     "wrong_format",
                     "the core reads no custom tool call (its name and input would be lost)" + _looks_like(winner),
+                )
+            if isinstance(call.get("function"), str):
+                raise FormatError(
+                    "wrong_format",
+                    "the core reads no call whose function is its name (the name would be lost)" + _looks_like(winner),
                 )
 
 
 def read_forced(reader: Reader, record: Any, messages_field: str) -> Conversation:
     """Read ``record`` with the reader named on the command line, or raise ``FormatError``."""
     winner = detect_reader(record, messages_field)
-    if winner is not None and winner is not reader and winner.name != CATCH_ALL and reader.name != CATCH_ALL:
+    if (
+        winner is not None
+        and winner is not reader
+        and winner.name != CATCH_ALL
+        and reader.name != CATCH_ALL
+        and not (reader.accepts is not None and reader.accepts(record, messages_field))
+    ):
         raise FormatError(
             "wrong_format",
             f"expected {reader.description}{_looks_like(winner)}",

@@ -11,9 +11,13 @@ the API also accepts (and logs hold) snake_case: both spellings are read everywh
   (the older spelling of a turn of function responses) → user. Any other role is kept.
 - ``text`` parts are joined; a part flagged ``thought: true`` is the model's reasoning and is
   dropped (no flat equivalent), its text counted in the ledger under ``thought``.
-  ``inlineData`` / ``fileData`` give ``[image]`` for an ``image/*`` MIME type, else ``[file]``;
-  any other part kind (``executableCode``, ``codeExecutionResult`` ...) gives ``[<kind>]``.
-  ``thoughtSignature`` beside a part is not content and is not kept.
+  ``inlineData`` / ``fileData`` give ``[image]`` for an ``image/*`` MIME type, else ``[file]``.
+  Server-side parts keep their text in place, in the shared rendering
+  (``transforms.formats._rendered``): ``executableCode`` / ``codeExecutionResult`` (the code
+  execution tool, named ``code_execution``) and ``toolCall`` / ``toolResponse`` (server-side
+  tool calls the client passes back unexecuted, named by their ``toolType``); they are not
+  client calls, and MEM-5 pairs none of them. Any other part kind is an ``unknown_block``
+  dead letter. ``thoughtSignature`` beside a part is not content and is not kept.
 - ``functionCall {id?, name, args}`` parts of a model turn become that assistant message's
   calls, ``args`` kept verbatim (an object).
 - Each ``functionResponse {id?, name, response}`` part becomes its own tool message, in part
@@ -58,8 +62,18 @@ from transforms.formats._common import (
     normalized_messages,
     record_fields,
     take_pending,
+    unsupported_role,
 )
-from transforms.formats._tools import bare_function_schema, tools_for
+from transforms.formats._rendered import (
+    NO_ORIGINALS,
+    SERVER_CALL,
+    SERVER_RESULT,
+    Originals,
+    render,
+    unknown_block,
+    without,
+)
+from transforms.formats._tools import bare_function_schema, check_tool_name, tools_for
 from transforms.formats.anthropic import tool_input
 from transforms.formats.base import (
     Conversation,
@@ -70,6 +84,7 @@ from transforms.formats.base import (
     register_reader,
     register_writer,
 )
+from transforms.formats.schema import JSON, STRING
 from transforms.ledger import note, note_unread_keys
 from transforms.normalize import content_text
 
@@ -79,14 +94,23 @@ _RESPONSE = ("functionResponse", "function_response")
 _MEDIA = ("inlineData", "inline_data", "fileData", "file_data")
 _SYSTEM = ("systemInstruction", "system_instruction")
 _DECLARATIONS = ("functionDeclarations", "function_declarations")
+#: Server-side parts: the code execution tool's code and result, and the server-side tool calls
+#: and responses the client passes back without running them. Label and name of their
+#: rendering (``transforms.formats._rendered``); the name of a toolCall / toolResponse is its
+#: ``toolType``.
+_SERVER_PARTS = {
+    "executableCode": (SERVER_CALL, "code_execution"),
+    "executable_code": (SERVER_CALL, "code_execution"),
+    "codeExecutionResult": (SERVER_RESULT, "code_execution"),
+    "code_execution_result": (SERVER_RESULT, "code_execution"),
+    "toolCall": (SERVER_CALL, None),
+    "tool_call": (SERVER_CALL, None),
+    "toolResponse": (SERVER_RESULT, None),
+    "tool_response": (SERVER_RESULT, None),
+}
+_TOOL_TYPE = ("toolType", "tool_type")
 #: Keys that make a part a Gemini part (content signals for detection).
-_PART_KEYS = frozenset(
-    ("text",)
-    + _CALL
-    + _RESPONSE
-    + _MEDIA
-    + ("executableCode", "executable_code", "codeExecutionResult", "code_execution_result")
-)
+_PART_KEYS = frozenset(("text",) + _CALL + _RESPONSE + _MEDIA + tuple(_SERVER_PARTS))
 #: Part keys that are metadata, not content.
 _PART_METADATA = frozenset(
     (
@@ -97,6 +121,8 @@ _PART_METADATA = frozenset(
         "video_metadata",
         "partMetadata",
         "part_metadata",
+        "mediaResolution",
+        "media_resolution",
     )
 )
 _ROLES = {"model": "assistant", "user": "user", "function": "user"}
@@ -114,9 +140,21 @@ def _media_text(media: Any) -> str:
     return "[image]" if isinstance(mime, str) and mime.startswith("image/") else "[file]"
 
 
+def server_part(part: dict[str, Any]) -> str | None:
+    """The rendering of a server-side part (``_SERVER_PARTS``), else ``None``."""
+    for key, value in part.items():
+        if key in _SERVER_PARTS and isinstance(value, dict):
+            label, name = _SERVER_PARTS[key]
+            if name is None:
+                return render(label, _get(value, _TOOL_TYPE), without(value, *_TOOL_TYPE))
+            return render(label, name, value)
+    return None
+
+
 def _part_text(part: dict[str, Any], discarded: dict[str, Any] | None = None) -> str | None:
     """The text a non-call, non-response part contributes, or ``None``; a thought part goes to
-    the ledger ``discarded`` (its text: the signature beside it is opaque)."""
+    the ledger ``discarded`` (its text: the signature beside it is opaque); a part of a kind
+    the reader does not know is refused (``unknown_block``)."""
     if part.get("thought") is True:
         # The model's reasoning summary: no flat equivalent.
         if discarded is not None:
@@ -127,8 +165,13 @@ def _part_text(part: dict[str, Any], discarded: dict[str, Any] | None = None) ->
     media = _get(part, _MEDIA)
     if media is not None:
         return _media_text(media)
+    rendered = server_part(part)
+    if rendered is not None:
+        return rendered
     kinds = [k for k in part if k not in _PART_METADATA]
-    return f"[{kinds[0]}]" if kinds else None
+    if kinds:
+        raise unknown_block(kinds[0], "gemini")
+    return None
 
 
 def _response_text(response: Any) -> str:
@@ -340,6 +383,37 @@ def _function_response(message: dict[str, Any]) -> dict[str, Any]:
     return {"functionResponse": {"id": message["tool_call_id"], "name": message["_name"], "response": response}}
 
 
+def _renderings(source: Any, messages_field: str) -> Originals:
+    """The server-side parts of a Gemini source record, by the rendering the reader made."""
+    if isinstance(source, dict):
+        key = _contents_key(source, messages_field)
+        contents = source[key] if key is not None else None
+    else:
+        contents = source
+    found = []
+    for content in contents if isinstance(contents, list) else ():
+        parts = content.get("parts") if isinstance(content, dict) else None
+        for part in parts if isinstance(parts, list) else ():
+            rendered = server_part(part) if isinstance(part, dict) else None
+            if rendered is not None:
+                found.append((rendered, part))
+    return Originals(found) if found else NO_ORIGINALS
+
+
+def _text_parts(text: str, originals: Originals) -> list[dict[str, Any]]:
+    """Text as parts: the source's server-side parts back in place, the rest ``text`` parts
+    (blank text makes no part)."""
+    if not originals:
+        return [{"text": text}] if text.strip() else []
+    parts = []
+    for kind, value in originals.split(text):
+        if kind == "block":
+            parts.append(value)
+        elif value.strip():
+            parts.append({"text": value})
+    return parts
+
+
 def write_gemini(record: dict[str, Any], ctx: WriteContext) -> dict[str, Any]:
     """A ``generateContent`` request body (REST camelCase) from a normalized flat record.
 
@@ -358,6 +432,9 @@ def write_gemini(record: dict[str, Any], ctx: WriteContext) -> dict[str, Any]:
       part, and a content left without parts is left out.
     - Ids are written on calls and responses (the API's optional ``id`` fields), so that a
       body read back pairs exactly as written.
+    - The server-side parts of a Gemini source record (``WriteContext.source``) are written
+      back as they were, byte for byte (thought signature included), where their rendering
+      stands in the text.
     - ``tools`` (``--tools-field``) → ``[{"functionDeclarations": [{name, description?,
       parameters?}]}]``; other keys of a definition are counted under ``discarded_tool_fields``;
       free-text custom tools are ``unconvertible_tool``.
@@ -366,6 +443,7 @@ def write_gemini(record: dict[str, Any], ctx: WriteContext) -> dict[str, Any]:
     """
     messages = normalized_messages(record, ctx.messages_field)
     check_results_adjacent(messages)
+    originals = _renderings(ctx.source, ctx.messages_field)
     names = {c["tool_call_id"]: c["name"] for m in messages for c in m.get("tool_calls") or ()}
     system = joined_system(messages)
     contents: list[dict[str, Any]] = []
@@ -373,19 +451,25 @@ def write_gemini(record: dict[str, Any], ctx: WriteContext) -> dict[str, Any]:
         role = message["role"]
         if role in SYSTEM_ROLES:
             continue
-        text = [{"text": message["content"]}] if message["content"].strip() else []
+        text = _text_parts(message["content"], originals)
         if role == "user":
             parts, turn = text, "user"
         elif role == "assistant":
             calls = [
-                {"functionCall": {"id": c["tool_call_id"], "name": c["name"], "args": tool_input(c.get("args"))}}
+                {
+                    "functionCall": {
+                        "id": c["tool_call_id"],
+                        "name": check_tool_name(c["name"], "Gemini"),
+                        "args": tool_input(c.get("args")),
+                    }
+                }
                 for c in message.get("tool_calls") or ()
             ]
             parts, turn = text + calls, "model"
         elif role == "tool":
             parts, turn = [_function_response({**message, "_name": names[message["tool_call_id"]]})], "user"
         else:
-            raise FormatError("unsupported_role", f"role {role!r} has no Gemini equivalent")
+            raise unsupported_role(role, "Gemini")
         add_turn(contents, turn, parts, "parts")
     if not contents:
         raise FormatError("empty_conversation", "no user or model content to write")
@@ -400,5 +484,10 @@ def write_gemini(record: dict[str, Any], ctx: WriteContext) -> dict[str, Any]:
 
 
 GEMINI_WRITER = register_writer(
-    Writer("gemini", write_gemini, description="Google Gemini generateContent request body")
+    Writer(
+        "gemini",
+        write_gemini,
+        description="Google Gemini generateContent request body",
+        schema={"systemInstruction": JSON, "contents": [{"role": STRING, "parts": [JSON]}], "tools": [JSON]},
+    )
 )

@@ -2,9 +2,12 @@
 
 Reader (``openai``): ``{"messages": [...], ...}`` or a bare list. Calls ``{id, type:
 "function", function: {name, arguments}}`` and custom calls ``{id, type: "custom", custom:
-{name, input}}`` become flat calls with their arguments verbatim; ``developer`` becomes
+{name, input}}`` become flat calls with their arguments verbatim, and so do calls whose
+``function`` is the name itself (``{id, function: "web_browser_go", arguments}``, as Inspect AI
+logs them; the core reads no name there); ``developer`` becomes
 ``system``; content part lists are joined as text (``_common.part_text``: refusal parts give
-their text, image/audio/file parts a placeholder such as ``[image]``); an assistant's
+their text, image/audio/file parts a placeholder such as ``[image]``; an empty part list is
+empty text); an assistant's
 ``refusal`` is its text when it has no content. An assistant message that carries calls
 (``tool_calls`` or a legacy ``function_call``) with ``content: null`` or no content gets ``""``:
 null is how the API spells a call-only turn, ``""`` is how the flat shape spells it (null
@@ -57,14 +60,15 @@ from transforms.formats._common import (
     flatten_parts,
     foreign_entry,
     ids_in_messages,
-    is_part_list,
+    is_part_list_or_empty,
     message_list,
     normalized_messages,
     openai_tool,
     record_model,
     take_pending,
+    unsupported_role,
 )
-from transforms.formats._tools import tools_for
+from transforms.formats._tools import check_tool_name, tools_for
 from transforms.formats.base import (
     Conversation,
     FormatError,
@@ -75,6 +79,7 @@ from transforms.formats.base import (
     register_reader,
     register_writer,
 )
+from transforms.formats.schema import BOOL, JSON, OPENAI_MESSAGE, STRING
 from transforms.ledger import note
 from transforms.normalize import content_text, pairing_key, raw_call_id
 
@@ -90,11 +95,24 @@ def _first(*values: Any) -> Any:
     return None
 
 
+def _named_by_function(call: Any) -> bool:
+    """A call whose ``function`` is its name (``{"id", "function": "web_browser_go", "arguments"}``,
+    as Inspect AI logs them): the core reads no name there."""
+    return isinstance(call, dict) and isinstance(call.get("function"), str) and call.get("name") is None
+
+
 def _read_call(call: Any) -> tuple[Any, bool]:
     """A provider call as a flat call, and whether it is provider-shaped (may get an id)."""
     if not isinstance(call, dict):
         return call, False
     function = call.get("function")
+    if _named_by_function(call):
+        # Eval frameworks (Inspect AI) log the name itself in `function`.
+        flat = {"tool_call_id": raw_call_id(call), "name": function}
+        args = _first(call.get("args"), call.get("arguments"))
+        if args is not None:
+            flat["args"] = args
+        return flat, True
     inner = function if isinstance(function, dict) else call.get("custom")
     if not isinstance(inner, dict):
         return call, False  # already flat (or junk): the core reads it as it is
@@ -127,7 +145,7 @@ def _with_text(message: dict[str, Any], discarded: dict[str, Any] | None) -> dic
     """A copy of ``message`` whose content part list, if any, is joined as text."""
     flat = dict(message)
     content = message.get("content")
-    if is_part_list(content):
+    if is_part_list_or_empty(content):
         flat["content"] = flatten_parts(content, discarded)
     return flat
 
@@ -206,7 +224,7 @@ def _plain_call(call: Any) -> bool:
     if isinstance(function, dict):
         # The reader also reads ``function.input`` (custom calls' spelling); the core does not.
         return "input" not in function and (call.get("tool_call_id") is not None or call.get("id") is not None)
-    return not isinstance(call.get("custom"), dict)
+    return not isinstance(call.get("custom"), dict) and not _named_by_function(call)
 
 
 def _is_plain(message: dict[str, Any], role: Any, pending: Sequence[Any]) -> bool:
@@ -221,7 +239,7 @@ def _is_plain(message: dict[str, Any], role: Any, pending: Sequence[Any]) -> boo
     position with ``pending`` calls) is not plain.
     """
     content = message.get("content")
-    if content.__class__ is not str and content is not None and is_part_list(content):
+    if content.__class__ is not str and content is not None and is_part_list_or_empty(content):
         return False
     if role == "assistant":
         if "refusal" in message or "function_call" in message:
@@ -343,11 +361,12 @@ def _openai_ism(message: Any) -> bool:
         return True
     if isinstance(message.get("tool_call_ids"), list) and "tool_call_id" not in message:
         return True  # an agent trajectory naming its calls in a list (SWE-agent)
-    if is_part_list(message.get("content")):
+    if is_part_list_or_empty(message.get("content")):
         return True
     calls = message.get("tool_calls")
     return isinstance(calls, list) and any(
-        isinstance(c, dict) and (isinstance(c.get("function"), dict) or isinstance(c.get("custom"), dict))
+        isinstance(c, dict)
+        and (isinstance(c.get("function"), dict) or isinstance(c.get("custom"), dict) or _named_by_function(c))
         for c in calls
     )
 
@@ -386,6 +405,7 @@ def openai_arguments(args: Any) -> str:
 
 
 def _openai_call(call: dict[str, Any], custom_tools: frozenset[str]) -> dict[str, Any]:
+    check_tool_name(call["name"], "OpenAI")
     if call["name"] in custom_tools:
         # A call to a free-text custom tool: its arguments are the tool's input.
         args = call.get("args")
@@ -430,7 +450,7 @@ def flat_to_openai(messages: list[Any], custom_tools: frozenset[str] = frozenset
         elif role == "tool":
             out.append({"role": "tool", "tool_call_id": message["tool_call_id"], "content": message["content"]})
         else:
-            raise FormatError("unsupported_role", f"role {role!r} has no OpenAI equivalent")
+            raise unsupported_role(role, "OpenAI")
     return out
 
 
@@ -505,7 +525,12 @@ OPENAI_READER = register_reader(
     )
 )
 OPENAI_FINETUNE_WRITER = register_writer(
-    Writer("openai-finetune", write_openai_finetune, description="OpenAI chat fine-tuning JSONL line")
+    Writer(
+        "openai-finetune",
+        write_openai_finetune,
+        description="OpenAI chat fine-tuning JSONL line",
+        schema={"messages": [OPENAI_MESSAGE], "tools": [JSON], "parallel_tool_calls": BOOL},
+    )
 )
 OPENAI_BATCH_WRITER = register_writer(
     Writer(
@@ -514,5 +539,7 @@ OPENAI_BATCH_WRITER = register_writer(
         description="OpenAI Batch API input line (/v1/chat/completions)",
         uses=("model",),  # body.model: --model, else the record's own
         unique_field="custom_id",  # the Batch API refuses a file that repeats one
+        # A Batch line written back keeps every body parameter it had: the body is free-form.
+        schema={"custom_id": STRING, "method": STRING, "url": STRING, "body": JSON},
     )
 )

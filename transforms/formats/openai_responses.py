@@ -14,8 +14,16 @@
 - ``reasoning``: dropped (no flat equivalent; it carries ``encrypted_content`` that only the
   provider can read). It does not break the folding above.
 
-Any other item type (built-in tool calls, ``item_reference``, ...) is a FormatError
-(``unsupported_item``): its content cannot be carried, and silently losing a turn would hide it.
+- built-in tools the provider runs (``web_search_call``, ``file_search_call``,
+  ``code_interpreter_call``, ``image_generation_call``, ``mcp_call``, ``mcp_list_tools``,
+  ``mcp_approval_request``) and ``compaction`` items: not client calls; their text joins the
+  assistant message in the shared rendering (``transforms.formats._rendered``), call then
+  result; an ``mcp_approval_response`` is a user message in that rendering.
+
+Items of built-in tools the client runs (``computer_call``, ``local_shell_call``,
+``shell_call``, ``apply_patch_call`` and their outputs) and ``item_reference`` are a FormatError
+(``unsupported_item``): their actions cannot be carried, and silently losing a turn would hide
+them. An item type the reader does not know is ``unknown_block``.
 
 Writer (``openai-responses``): a replay request body ``{model?, instructions?, input, tools?}``;
 see ``write_responses``.
@@ -26,6 +34,7 @@ from __future__ import annotations
 from typing import Any
 
 from transforms.formats._common import (
+    JOIN,
     SYSTEM_ROLES,
     bare_list_conversation,
     block_text,
@@ -35,8 +44,10 @@ from transforms.formats._common import (
     openai_tool,
     record_fields,
     record_model,
+    unsupported_role,
 )
-from transforms.formats._tools import tools_for
+from transforms.formats._rendered import SERVER_CALL, SERVER_RESULT, render, unknown_block, without
+from transforms.formats._tools import check_tool_name, tools_for
 from transforms.formats.base import (
     Conversation,
     FormatError,
@@ -47,11 +58,43 @@ from transforms.formats.base import (
     register_writer,
 )
 from transforms.formats.openai import openai_arguments
+from transforms.formats.schema import JSON, STRING
 from transforms.ledger import note, note_unread_keys
+from transforms.normalize import content_text
 
 _CALLS = ("function_call", "custom_tool_call")
 _OUTPUTS = ("function_call_output", "custom_tool_call_output")
-_TYPED = frozenset(("message", "reasoning") + _CALLS + _OUTPUTS)
+#: Items of built-in tools the provider runs itself: (the tool's name, or ``None`` for the
+#: item's own ``name``; the keys of the call; the keys of its result). Not client calls: their
+#: text is kept in the assistant message, in the shared rendering (``_rendered``).
+_SERVER_ITEMS: dict[str, tuple[str | None, tuple[str, ...], tuple[str, ...]]] = {
+    "web_search_call": ("web_search", ("action",), ()),
+    "file_search_call": ("file_search", ("queries",), ("results",)),
+    "code_interpreter_call": ("code_interpreter", ("container_id", "code"), ("outputs",)),
+    "image_generation_call": ("image_generation", ("revised_prompt",), ()),
+    "mcp_call": (None, ("server_label", "arguments"), ("output", "error")),
+    "mcp_list_tools": ("mcp_list_tools", ("server_label",), ("tools", "error")),
+    "mcp_approval_request": (None, ("server_label", "arguments"), ()),
+}
+#: Items of built-in tools the client runs (paired by ``call_id`` like function calls, but with
+#: actions a flat call cannot hold and no writer could send back), and references to stored
+#: items whose content the record does not hold: refused (``unsupported_item``).
+_UNSUPPORTED = frozenset(
+    (
+        "computer_call",
+        "computer_call_output",
+        "local_shell_call",
+        "local_shell_call_output",
+        "shell_call",
+        "shell_call_output",
+        "apply_patch_call",
+        "apply_patch_call_output",
+        "item_reference",
+    )
+)
+_TYPED = frozenset(
+    ("message", "reasoning", "compaction", "mcp_approval_response") + _CALLS + _OUTPUTS + tuple(_SERVER_ITEMS)
+)
 _PART_TYPES = frozenset(("input_text", "output_text", "input_image", "input_file", "input_audio"))
 
 
@@ -74,6 +117,25 @@ def _lost_message(item: Any) -> bool:
         and "content" not in item
         and not item.keys() <= _MESSAGE_ITEM_KEYS
     )
+
+
+def server_item_text(item: dict[str, Any]) -> str:
+    """The rendering of a built-in tool item the provider ran: its call, then its result (an
+    image generation's base64 image is an ``[image]`` placeholder, as media are elsewhere)."""
+    name, call_keys, result_keys = _SERVER_ITEMS[item["type"]]
+    name = name or content_text(item.get("name"))
+    call = render(SERVER_CALL, name, {k: item[k] for k in call_keys if k in item})
+    result: Any = {k: item[k] for k in result_keys if item.get(k) not in (None, "", [], {})}
+    if item["type"] == "image_generation_call" and item.get("result"):
+        result = "[image]"
+    return call + JOIN + render(SERVER_RESULT, name, result) if result else call
+
+
+def _note_unrendered(item: dict[str, Any], discarded: dict[str, Any]) -> None:
+    """Count the keys of a server item its rendering does not show (item metadata aside)."""
+    _, call_keys, result_keys = _SERVER_ITEMS[item["type"]]
+    shown = ("type", "id", "status", "name", "result") + call_keys + result_keys
+    note_unread_keys(item, frozenset(shown), discarded)
 
 
 def responses_to_flat(items: list[Any], discarded: dict[str, Any] | None = None) -> list[Any]:
@@ -112,11 +174,30 @@ def responses_to_flat(items: list[Any], discarded: dict[str, Any] | None = None)
             output = block_text(item.get("output"), discarded)
             out.append({"role": "tool", "content": output, "tool_call_id": item.get("call_id")})
             folding = None
+        elif kind in _SERVER_ITEMS or kind == "compaction":
+            # Run by the provider: text in the assistant message, not a call for MEM-5 to pair.
+            if kind == "compaction":
+                text = render("compaction summary", None, item)  # its content is encrypted
+            else:
+                _note_unrendered(item, discarded)
+                text = server_item_text(item)
+            if folding is None or folding.get("tool_calls"):
+                folding = {"role": "assistant", "content": text}
+                out.append(folding)
+            else:
+                folding["content"] = JOIN.join(t for t in (folding["content"], text) if t)
+        elif kind == "mcp_approval_response":
+            # The client's answer to an approval request: its turn.
+            text = render("server tool approval", None, without(item, "approval_request_id"))
+            out.append({"role": "user", "content": text})
+            folding = None
         elif kind == "reasoning":
             note(discarded, kind, item)
             continue
-        else:
+        elif kind in _UNSUPPORTED:
             raise FormatError("unsupported_item", f"input item type {kind!r} has no flat equivalent")
+        else:
+            raise unknown_block(kind, "openai-responses")
     return out
 
 
@@ -149,7 +230,10 @@ def read_responses(record: Any, messages_field: str) -> Conversation:
     else:
         raise FormatError("bad_instructions", f"'instructions' is {type(instructions).__name__}")
     flat = lead + responses_to_flat(items, discarded)
-    return Conversation(flat, record_fields(record, ("input", "instructions")), discarded=discarded or None)
+    # The history of a continued request is stored at the provider, not in the record.
+    partial = bool(record.get("previous_response_id") or record.get("conversation"))
+    fields = record_fields(record, ("input", "instructions"))
+    return Conversation(flat, fields, discarded=discarded or None, partial=partial)
 
 
 def _responses_item(item: Any) -> bool:
@@ -161,6 +245,11 @@ def _responses_item(item: Any) -> bool:
     return isinstance(content, list) and any(isinstance(p, dict) and p.get("type") in _PART_TYPES for p in content)
 
 
+#: Request parameters that make ``{"input": "<text>"}`` a Responses request (and not, say, an
+#: eval record's prompt).
+_STRING_REQUEST_KEYS = frozenset(("instructions", "model", "previous_response_id", "conversation"))
+
+
 def detect_responses(record: Any, messages_field: str) -> bool:
     if isinstance(record, list):
         return any(_responses_item(i) for i in record) and not any(_lost_message(i) for i in record)
@@ -170,7 +259,8 @@ def detect_responses(record: Any, messages_field: str) -> bool:
         return False  # its own message list: another reader reads it, 'input' is carried
     items = record.get("input")
     if isinstance(items, str):
-        return "instructions" in record
+        # A plain-string request: one user message, told by a request parameter beside it.
+        return not _STRING_REQUEST_KEYS.isdisjoint(record)
     if not isinstance(items, list) or any(_lost_message(i) for i in items):
         return False
     return "instructions" in record or any(_responses_item(i) or (isinstance(i, dict) and "role" in i) for i in items)
@@ -259,12 +349,13 @@ def _input_items(messages: list[Any], custom: frozenset[str]) -> list[dict[str, 
             kind = "custom_tool_call_output" if message["tool_call_id"] in custom_calls else "function_call_output"
             items.append({"type": kind, "call_id": message["tool_call_id"], "output": message["content"]})
         else:
-            raise FormatError("unsupported_role", f"role {role!r} has no Responses equivalent")
+            raise unsupported_role(role, "Responses")
     return items
 
 
 def _call_item(call: dict[str, Any], custom: frozenset[str], custom_calls: set[str]) -> dict[str, Any]:
     """A ``function_call`` item, or a ``custom_tool_call`` (noted in ``custom_calls``) for a custom tool."""
+    check_tool_name(call["name"], "OpenAI")
     if call["name"] in custom:
         args = call.get("args")
         custom_calls.add(call["tool_call_id"])
@@ -288,5 +379,6 @@ RESPONSES_WRITER = register_writer(
         write_responses,
         description="OpenAI Responses API request body (input items, instructions)",
         uses=("model",),  # --model, else the record's own; left out when neither
+        schema={"model": STRING, "instructions": STRING, "input": [JSON], "tools": [JSON]},
     )
 )

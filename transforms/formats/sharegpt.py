@@ -49,6 +49,7 @@ from transforms.formats._common import (
     part_text,
     record_fields,
     take_pending,
+    unsupported_role,
 )
 from transforms.formats._tools import bare_function_schema, tools_for
 from transforms.formats.base import (
@@ -61,9 +62,10 @@ from transforms.formats.base import (
     register_reader,
     register_writer,
 )
+from transforms.formats.schema import ID, STRING
 from transforms.jsontext import compact_json
 from transforms.ledger import note_unread_keys
-from transforms.normalize import content_text
+from transforms.normalize import INTERRUPTED_RESULT, content_text
 
 _ROLES = {
     "human": "user",
@@ -351,11 +353,20 @@ def write_sharegpt(record: dict[str, Any], ctx: WriteContext) -> dict[str, Any]:
     - Text beside calls has no place (a ``gpt`` turn before a ``function_call`` turn breaks
       LLaMA-Factory's turn order): it is dropped and counted, ``text_beside_calls_dropped``.
     - Adjacent user messages, and adjacent assistant texts, are joined into one turn (newline),
-      counted ``merged_turns``.
+      counted ``merged_turns``; user text right after results joins the text of the last of
+      them (in call order, newline), in their ``observation`` turn, counted
+      ``user_text_merged_into_observation``: LLaMA-Factory's turn order has no place for a
+      ``human`` turn there, and the text is kept (a list of several results keeps one element
+      per call, so it still pairs).
+    - A trailing block of results that are all MEM-5's synthetic "interrupted" results (the
+      calls a conversation ended on, healed) is left out, counted
+      ``interrupted_results_left_out``: no input held that text, and the record read back heals
+      the calls again.
     - LLaMA-Factory drops a conversation whose turns are not human/observation at odd and
       gpt/function_call at even positions, or whose turn count is odd: such a record is a
-      ``FormatError`` (``turn_order``, e.g. a trailing healed result, or a user turn right after
-      an observation), never written to be dropped silently later.
+      ``FormatError`` (``turn_order``, e.g. a conversation ending on a real result or on user
+      text, or assistant text followed by an assistant message of calls), never written to be
+      dropped silently later: none has a lossless rendering.
     - ``tools``: the record's tool definitions (``--tools-field``) as a JSON string of bare
       ``{name, description?, parameters?}`` schemas; other keys (``strict`` ...) are counted
       under ``discarded_tool_fields``.
@@ -368,7 +379,8 @@ def write_sharegpt(record: dict[str, Any], ctx: WriteContext) -> dict[str, Any]:
     if not turns:
         raise FormatError("empty_conversation", "no turns to write")
     _check_turn_order(turns)
-    out: dict[str, Any] = {ctx.id_field: record.get(ctx.id_field, ctx.record_id), "conversations": turns}
+    # The record id as text (a number would make the column a number in some parts, text in others).
+    out: dict[str, Any] = {ctx.id_field: ctx.record_id, "conversations": turns}
     if system:
         out["system"] = system
     tools = tools_for(record, ctx)
@@ -380,8 +392,9 @@ def write_sharegpt(record: dict[str, Any], ctx: WriteContext) -> dict[str, Any]:
 def _sharegpt_turns(messages: list[Any], ctx: WriteContext) -> list[dict[str, Any]]:
     """The ``{"from", "value"}`` turns of the messages other than system ones, in order."""
     turns: list[dict[str, Any]] = []
-    order: dict[str, Any] = {}  # call id -> its index among the calls of its message
+    order: dict[Any, int] = {}  # call id -> its index among the calls of its message
     results: list[Any] = []  # (call id, text) of the block of results being gathered
+    after: list[str] = []  # the text of user messages right after that block
     for message in messages:
         role = message["role"]
         if role in SYSTEM_ROLES:
@@ -389,23 +402,36 @@ def _sharegpt_turns(messages: list[Any], ctx: WriteContext) -> list[dict[str, An
         if role == "tool":
             results.append((message["tool_call_id"], message["content"]))
             continue
-        _add_observation(turns, results, order)
+        if role == "user" and results:
+            # User text right after results: the same side of the turn order, so one turn.
+            after.append(message["content"])
+            count_written(ctx, "user_text_merged_into_observation")
+            continue
+        _add_observation(turns, results, after, order)
         if role == "user":
             _add_text(turns, "human", message["content"], ctx)
         elif role == "assistant":
             _add_assistant(turns, message, order, ctx)
         else:
-            raise FormatError("unsupported_role", f"role {role!r} has no ShareGPT equivalent")
-    _add_observation(turns, results, order)
+            raise unsupported_role(role, "ShareGPT")
+    if results and not after and all(text == INTERRUPTED_RESULT for _, text in results):
+        # Trailing calls MEM-5 healed (SFT data whose target is the call): their results are
+        # its synthetic text, held by no input; read back, the calls are healed again.
+        count_written(ctx, "interrupted_results_left_out", len(results))
+        results.clear()
+    _add_observation(turns, results, after, order)
     return turns
 
 
-def _add_observation(turns: list[Any], results: list[Any], order: dict[str, Any]) -> None:
-    """The gathered block of results as ONE observation turn, in the order of their calls."""
+def _add_observation(turns: list[Any], results: list[Any], after: list[str], order: dict[Any, int]) -> None:
+    """The gathered block of results as ONE observation turn, in the order of their calls; user
+    text right after the block (``after``) joins the text of its last result."""
     if results:
         texts = [text for _, text in sorted(results, key=lambda r: order.get(r[0], 0))]
+        texts[-1] = JOIN.join(t for t in (texts[-1], *after) if t) if after else texts[-1]
         turns.append({"from": "observation", "value": _observation_value(texts)})
         results.clear()
+        after.clear()
 
 
 def _add_text(turns: list[Any], tag: str, value: str, ctx: WriteContext) -> None:
@@ -450,5 +476,6 @@ SHAREGPT_WRITER = register_writer(
         "sharegpt",
         write_sharegpt,
         description="LLaMA-Factory / Axolotl ShareGPT training record (conversations + tools)",
+        schema={ID: STRING, "conversations": [{"from": STRING, "value": STRING}], "system": STRING, "tools": STRING},
     )
 )

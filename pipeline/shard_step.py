@@ -1,0 +1,154 @@
+"""One input shard, start to end, in one call: the per-shard step (plain code, no Beam graph).
+
+``process_shard(shard, work, place)`` reads a shard (a path and a byte range,
+``pipeline.sources.Shard``) in batches by the job's limits (``--batch-size``, ``--batch-bytes``,
+``--max-record-bytes``: ``sources.iter_batches``), runs the job's per-record step on each batch
+(``records.normalize_batch`` with ``NORMALIZE`` or ``CHECK``), writes each output's items
+through its ``sinks.FILE_FORMATS`` writer into the file ``place(output name)`` names, measuring
+every file while it is written (records, bytes, sha256), and returns a ``ShardResult``: the
+files written and the shard's partial summary (``transforms.summary``; the records read and
+blank lines included).
+
+Who calls it:
+
+- the per-shard graph (``pipeline.build``, ``--graph per-shard``; DaskRunner's), one shard per
+  element, naming temporary files under the run's temporary directory;
+- streaming (``pipeline.streaming``), one landed file per call.
+
+A shard's outputs are one file per output, so its state (the ``taken`` values that keep a
+unique field such as openai-batch's ``custom_id`` unique within a file) lives in this one call:
+no runner's fusion or bundling is relied on. An output with no items gets no file unless
+``empty_files`` asks for one. If anything fails, the files begun are closed and deleted and the
+error is raised: the caller (a runner's retry, the streaming watcher) decides what happens next.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+from typing import Callable, Mapping, NamedTuple
+
+from apache_beam.io.filesystems import FileSystems
+
+from pipeline import files
+from pipeline.sinks import FILE_FORMATS, WrittenFile, temp_name
+from pipeline.sources import DEFAULT_BATCH_SIZE, DEFAULT_MAX_RECORD_BYTES, Shard, iter_batches
+from transforms import summary as summaries
+from transforms.conversations import RecordStep
+from transforms.inputs import DEFAULT_BATCH_BYTES, Batch
+from transforms.records import BatchResult, normalize_batch
+from transforms.settings import Settings
+
+LOG = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class ShardWork:
+    """What every shard of one job shares (small and picklable: it travels to workers)."""
+
+    #: The job's per-record step (``transforms.conversations.NORMALIZE`` or ``CHECK``).
+    step: RecordStep
+    settings: Settings
+    #: Output name -> its file format (a ``FILE_FORMATS`` name); an output not named is JSON Lines.
+    file_formats: Mapping[str, str] = field(default_factory=dict)
+    batch_size: int = DEFAULT_BATCH_SIZE
+    max_record_bytes: int = DEFAULT_MAX_RECORD_BYTES
+    batch_bytes: int = DEFAULT_BATCH_BYTES
+
+    def file_format(self, output: str) -> str:
+        return self.file_formats.get(output, "jsonl")
+
+    def extension(self, output: str) -> str:
+        """The file extension of ``output``'s files (``.jsonl``, ``.parquet``)."""
+        return FILE_FORMATS[self.file_format(output)].extension
+
+
+class ShardResult(NamedTuple):
+    """What one shard gave: its files by output name, and its partial summary."""
+
+    shard: int
+    #: Output name -> the file written (its path as ``place`` named it, and its measure).
+    files: dict[str, WrittenFile]
+    #: The step's view's partial summary (``summaries.merge`` adds them up).
+    partial: dict
+
+
+#: ``observe(batch, result)``: called after each batch (counters, progress); must not raise.
+Observer = Callable[[Batch, BatchResult], None]
+
+
+def process_shard(
+    shard: Shard,
+    work: ShardWork,
+    place: Callable[[str], str],
+    *,
+    observe: Observer | None = None,
+    empty_files: bool = False,
+) -> ShardResult:
+    """Read, process and write one shard; see the module's docstring.
+
+    ``place(output name) -> path`` names each output's file (the caller's layout: a run's
+    temporary directory, a landed file's directory). ``empty_files``: also write an empty file
+    for an output that got no items.
+    """
+    step, settings = work.step, work.settings
+    stats = {"records": 0, "blank_lines": 0}
+    taken: dict = {}  # one file per output for the whole shard: unique values are unique in it
+    writers: dict = {}
+    paths: dict[str, str] = {}
+    total: dict = {}
+
+    def writer(name: str):
+        if name not in writers:
+            paths[name] = place(name)
+            writers[name] = FILE_FORMATS[work.file_format(name)].open(
+                paths[name], settings.id_field, settings.messages_field
+            )
+        return writers[name]
+
+    try:
+        for batch in iter_batches(shard, work.batch_size, stats, work.max_record_bytes, work.batch_bytes):
+            result = normalize_batch(batch.items, settings, step.step, taken=taken)
+            total = summaries.merge(total, step.partial(len(batch.items), result))
+            for name, items, lines in step.routed(result):
+                writer(name).write(items, lines)
+            if observe is not None:
+                observe(batch, result)
+        if empty_files:
+            for name in step.output_names:
+                writer(name)
+        measures = {name: writers.pop(name).close() for name in list(writers)}
+    except BaseException:
+        _abandon(writers, paths)
+        raise
+    written = {
+        name: WrittenFile(shard.number, shard.start, paths[name], *measures[name])
+        for name in step.output_names
+        if name in measures
+    }
+    partial = summaries.merge(total, step.view.partial(0, blank_lines=stats["blank_lines"]))
+    return ShardResult(shard.number, written, partial)
+
+
+def _abandon(writers: dict, paths: dict[str, str]) -> None:
+    """After a failure: close what is open and delete every file begun (best effort)."""
+    for writer in writers.values():
+        try:
+            writer.close()
+        except Exception:  # noqa: BLE001 — cleaning up after another error, which is raised
+            pass
+    for path in paths.values():
+        try:
+            files.delete(path)
+        except Exception:  # noqa: BLE001 — as above
+            LOG.warning("could not delete the unfinished file %s", path)
+
+
+def temp_place(temp_root: str, shard: Shard, attempt: str) -> Callable[[str], str]:
+    """The batch job's naming: ``TEMP_ROOT/<output>/<shard>-<start>-<attempt>``, the names
+    ``sinks.WriteShards`` gives too (``attempt`` unique per try: a retry never clobbers another)."""
+
+    def place(name: str) -> str:
+        return FileSystems.join(temp_root, name, temp_name(shard.number, shard.start, attempt))
+
+    return place
