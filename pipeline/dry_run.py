@@ -19,6 +19,7 @@ from pipeline import outputs as owned
 from pipeline.execute import OutputSpec
 from pipeline.options import ConvNormOptions, Job
 from pipeline.progress import size_text
+from pipeline.report import REPORT_FILE
 from pipeline.sources import BLANK, FILE_KINDS, Shard, display_path, read_shard, shard_sizes
 from transforms.record_steps import ReaderHint, RecordRefused, parse_payload, read_conversation
 from transforms.settings import Settings
@@ -88,12 +89,14 @@ def _directory_state(output: str, job: Job, spec: OutputSpec) -> tuple[str, str 
     holder = locks.read_lock(output)
     if holder is not None:
         return "", f"--output {output!r} is locked by another run ({locks.describe(holder)})"
+    report = spec.command == "run" and job.options.view_as(ConvNormOptions).report
+    side_files = (*spec.side_files, *((REPORT_FILE,) if report and spec.page is None else ()))
     try:
-        previous = owned.check_output(output, spec.names, job.overwrite)
+        previous = owned.check_output(output, tuple(spec.shard_outputs), side_files, job.overwrite, spec.command)
     except owned.OutputError as error:
         return "", str(error)
     if previous is not None:
-        count = len(previous.get("files", []))
+        count = len(previous.files)
         return f"holds an earlier run's outputs: --overwrite replaces the {count} file(s) its manifest lists", None
     return "exists; nothing of convnorm's in it yet", None
 
@@ -114,7 +117,7 @@ def output_lines(job: Job, spec: OutputSpec) -> list[str]:
         lines.append(f"  {output}/{name}/part-00000{extension}{last}  {what.get(name, '')}")
     extras = [spec.summary_file, owned.MANIFEST_FILE, owned.SUCCESS_FILE]
     if spec.command == "run" and job.options.view_as(ConvNormOptions).report:
-        extras.append("report.html")
+        extras.append(REPORT_FILE)
     lines.append("  " + ", ".join(f"{output}/{name}" for name in extras))
     return lines
 

@@ -10,7 +10,9 @@
 4. runs the pipeline, which writes only into the run's temporary directory -> 1 if it fails
    (the previous outputs are still there);
 5. finalizes: replaces the previous run's files, moves the new ones into place, checks every
-   one, writes summary, manifest and ``_SUCCESS`` -> 1 when a file is missing.
+   one, writes the summary, the manifest, the page (``report.html``, drawn from them and then
+   listed in the manifest; a failure there is a warning, never a failed run) and ``_SUCCESS``
+   -> 1 when a file is missing.
 
 ``_SUCCESS`` says the outputs can be trusted: every file on disk as reported *and* every record
 read accounted for (the summary's ``accounted``). A run whose records do not add up finishes
@@ -50,6 +52,16 @@ RUN_CONTROL_OPTIONS = frozenset({"overwrite", "break_stale_lock", "job_endpoint_
 
 
 @dataclass(frozen=True)
+class Page:
+    """A page drawn from the finished outputs (``report.html``): planned and checked with them,
+    listed in the manifest with its hash, but never the reason a run fails."""
+
+    name: str
+    #: ``render(output)`` -> the page's bytes, read from the outputs on disk.
+    render: Callable[[str], bytes]
+
+
+@dataclass(frozen=True)
 class OutputSpec:
     """What a command writes under ``--output``."""
 
@@ -58,16 +70,24 @@ class OutputSpec:
     summary_file: str
     #: ``recount(summary, records per output on disk)`` -> the summary written.
     recount: Callable[[dict, dict], dict]
+    page: Page | None = None
+
+    @property
+    def side_files(self) -> tuple[str, ...]:
+        """The files it writes at the top of ``--output`` (besides manifest and marker)."""
+        return (self.summary_file, *([self.page.name] if self.page else []))
 
     @property
     def names(self) -> tuple[str, ...]:
-        return (*self.shard_outputs, self.summary_file)
+        return (*self.shard_outputs, *self.side_files)
 
 
 @dataclass
 class Outcome:
     status: int | None = None  # an exit status, or None when the run succeeded
     summary: dict = field(default_factory=dict)  # the summary document when the run succeeded
+    #: The page's name when it was written.
+    page: str | None = None
 
 
 def _fail(status: int, message: str) -> Outcome:
@@ -166,6 +186,7 @@ def execute(
         return _fail(2, str(error))
 
     created = files.is_local(output) and not os.path.exists(output)
+    takeover: list[owned.Takeover] = []
     try:
         lock = locks.acquire(
             output,
@@ -173,7 +194,7 @@ def execute(
             command=spec.command,
             temp_dir=temp_dir,
             break_stale=job.break_stale_lock,
-            clean_up=lambda holder: _clean_dead_run(output, holder),
+            clean_up=lambda holder: takeover.append(_clean_dead_run(output, holder, spec)),
         )
     except (locks.LockError, owned.OutputError) as error:
         return _fail(2, str(error))
@@ -181,7 +202,14 @@ def execute(
     release = True
     try:
         try:
-            previous = owned.check_output(output, spec.names, job.overwrite)
+            previous = owned.check_output(
+                output,
+                tuple(spec.shard_outputs),
+                spec.side_files,
+                job.overwrite,
+                spec.command,
+                inherited=bool(takeover and takeover[0].inherited),
+            )
         except owned.OutputError as error:
             return _fail(2, str(error))
         if not run(pipeline):
@@ -193,20 +221,28 @@ def execute(
         # Ctrl-C waits here: the directory gets the whole run, or keeps what it held.
         with shielded():
             release = False  # from here on, an unexpected error leaves the lock (and its record)
+            page_name = spec.page.name if spec.page else None
             try:
                 result, summary = owned.finalize(
-                    output, temp_dir, spec.shard_outputs, spec.summary_file, lock, previous, spec.recount
+                    output, temp_dir, spec.shard_outputs, spec.summary_file, lock, previous, spec.recount, page_name
                 )
             except owned.OutputError as error:
                 release = True
                 return _fail(1, str(error))
-            owned.write_manifest(output, _sealed(result, summary, spec), spec.command, manifest_options(job))
+            page = owned.write_manifest(
+                output,
+                _sealed(result, summary, spec),
+                spec.command,
+                manifest_options(job),
+                lock,
+                (spec.page.name, spec.page.render) if spec.page else None,
+            )
             release = True
             if stopping is not None:
                 stopping.written = True
         if not result.complete:
             return _fail(1, "the run is incomplete, no _SUCCESS written: " + "; ".join(result.problems))
-        return Outcome(None, summary)
+        return Outcome(None, summary, page_name if page is not None else None)
     finally:
         if release:
             owned.remove_temp(temp_dir)
@@ -214,6 +250,7 @@ def execute(
             if created:
                 files.remove_if_empty(output)
         else:
+            lock.close()
             print(
                 f"convnorm: error: the run stopped while finalizing; the lock {lock.path} records what it "
                 "was doing: rerun with --break-stale-lock to clean up",
@@ -232,6 +269,8 @@ def _sealed(result: owned.Finalized, summary: dict, spec: OutputSpec) -> owned.F
     )
 
 
-def _clean_dead_run(output: str, holder: dict) -> None:
-    LOG.warning("taking over a stale lock (%s): deleting what that run recorded as its own", locks.describe(holder))
-    owned.clean_dead_run(output, holder)
+def _clean_dead_run(output: str, holder: dict, spec: OutputSpec) -> owned.Takeover:
+    done = owned.clean_dead_run(output, holder, tuple(spec.shard_outputs))
+    done.inherited = done.inherited and holder.get("command") == spec.command  # its outputs were this command's
+    LOG.warning("took over the stale lock of a dead run (%s): %s", locks.describe(holder), done.describe(output))
+    return done

@@ -50,13 +50,11 @@ def drop_lines(output: str) -> Iterator[bytes]:
     """Every line of a run's drops/ (batch or streaming layout), in file name order."""
     from apache_beam.io.filesystems import FileSystems
 
+    from pipeline.files import matching  # the output literally: `out[1]` is not `out1`
+
     for pattern in DROPS_PATTERNS:
-        try:
-            matched = FileSystems.match([FileSystems.join(output, pattern)])[0].metadata_list
-        except Exception:  # noqa: BLE001 — a layout that is not there
-            continue
-        for meta in sorted(matched, key=lambda m: m.path):
-            with FileSystems.open(meta.path) as handle:
+        for path in matching(output, *pattern.split("/")):
+            with FileSystems.open(path) as handle:
                 yield from handle
 
 

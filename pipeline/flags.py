@@ -362,23 +362,100 @@ def our_dests() -> frozenset[str]:
 # Presets (--config FILE.yaml)
 
 
+#: A preset is a short mapping of options: past these it is refused before it is read into
+#: values (a YAML alias bomb, ten lines long, expands to gigabytes when its values are used).
+MAX_PRESET_BYTES = 1 << 20
+MAX_PRESET_VALUES = 100_000
+#: Numbers in a preset: an integer past this is no option's value (and past 4,300 digits
+#: Python cannot even show it in an error).
+MAX_PRESET_INTEGER = 1 << 63
+
+
+_YAML_INT = "tag:yaml.org,2002:int"
+
+
+def _expanded_size(node, sizes: dict, path: str, open_nodes: set, option: str = "") -> int:
+    """The number of values ``node`` stands for once every alias in it is expanded, counted on
+    the composed graph (an alias is the node it names: nothing is expanded here); ``option`` is
+    the top-level key it is under, for the errors."""
+    key = id(node)
+    if key in sizes:
+        return sizes[key]
+    if key in open_nodes:
+        raise ConfigError(f"--config {path!r}: an alias refers to the value that holds it")
+    if node.tag == _YAML_INT and len(str(node.value).lstrip("+-").replace("_", "")) > 19:
+        raise ConfigError(
+            f"--config {path!r}: {option!r} holds an integer of {len(node.value):,} digits; no option takes one "
+            "that large"
+        )
+    open_nodes.add(key)
+    children: list = []
+    if isinstance(node, yaml.MappingNode):
+        children = [(child, option or str(pair[0].value)) for pair in node.value for child in pair]
+    elif isinstance(node, yaml.SequenceNode):
+        children = [(child, option) for child in node.value]
+    total = 1
+    for child, under in children:
+        total += _expanded_size(child, sizes, path, open_nodes, under)
+        if total > MAX_PRESET_VALUES:
+            raise ConfigError(
+                f"--config {path!r} expands to more than {MAX_PRESET_VALUES:,} values (YAML aliases repeat "
+                "what they name); a preset is a short mapping of options"
+            )
+    open_nodes.discard(key)
+    sizes[key] = total
+    return total
+
+
+def _check_numbers(value, path: str, key) -> None:
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, int) and not isinstance(item, bool) and abs(item) >= MAX_PRESET_INTEGER:
+            raise ConfigError(
+                f"--config {path!r}: {key!r} holds an integer of {item.bit_length():,} bits; no option takes "
+                "one that large"
+            )
+        if isinstance(item, dict):
+            stack.extend(item.values())
+        elif isinstance(item, list):
+            stack.extend(item)
+
+
 def read_preset(path: str, open_file=open) -> dict:
     """The mapping a ``--config`` file holds (empty for an empty file). Raises ConfigError.
 
     ``open_file(path)`` opens it for reading bytes or text (``pipeline.options`` passes Beam's
-    ``FileSystems.open``, for a preset on any Beam filesystem).
+    ``FileSystems.open``, for a preset on any Beam filesystem). At most ``MAX_PRESET_BYTES``,
+    standing for at most ``MAX_PRESET_VALUES`` values with its aliases expanded, integers below
+    2**63: checked before the values exist.
     """
     try:
         with open_file(path) as handle:
-            loaded = yaml.safe_load(handle.read())
+            text = handle.read(MAX_PRESET_BYTES + 1)
+        if len(text) > MAX_PRESET_BYTES:
+            raise ConfigError(
+                f"--config {path!r} is larger than {MAX_PRESET_BYTES >> 20} MiB; a preset is a short file"
+            )
+        loader = yaml.SafeLoader(text)
+        try:
+            node = loader.get_single_node()
+            if node is None:
+                return {}
+            _expanded_size(node, {}, path, set())
+            loaded = loader.construct_document(node)
+        finally:
+            loader.dispose()
     except FileNotFoundError:
         raise ConfigError(f"--config {path!r}: no such file") from None
+    except RecursionError:
+        raise ConfigError(f"--config {path!r}: nested too deeply") from None
     except (OSError, yaml.YAMLError) as error:
-        raise ConfigError(f"--config {path!r}: {error}") from None
-    if loaded is None:
-        return {}
+        raise ConfigError(f"--config {path!r}: {' '.join(str(error).split())}") from None
     if not isinstance(loaded, dict):
         raise ConfigError(f"--config {path!r}: expected a mapping of option names to values")
+    for key, value in loaded.items():
+        _check_numbers(value, path, key)
     return loaded
 
 
@@ -575,10 +652,36 @@ def record_settings(ours, tokens: TokenSettings | None = None) -> Settings:
     )
 
 
-def _number_problems(ours) -> list[str]:
+#: The largest value of any of convnorm's integer flags: past it a size or a count is absurd
+#: (it overflowed deep in the reader: every record an unreadable_file dead letter).
+MAX_FLAG_INTEGER = 1 << 40
+#: --job-endpoint-timeout's largest value, in seconds (a day; past it gRPC overflowed).
+MAX_ENDPOINT_TIMEOUT_S = 86_400
+
+
+def _range_problems(ours) -> list[str]:
+    """Integer flags past ``MAX_FLAG_INTEGER``, number flags that are not finite numbers."""
     problems = []
-    if ours.job_endpoint_timeout <= 0:
-        problems.append("--job-endpoint-timeout must be more than 0 seconds")
+    for dest, action in our_flags().actions.items():
+        value = getattr(ours, dest, None)
+        if value is None or isinstance(value, bool) or action.type not in (int, float):
+            continue
+        flag = action.option_strings[0]
+        if action.type is int and abs(value) > MAX_FLAG_INTEGER:
+            problems.append(f"{flag} {_digits(value)} is absurd: at most {MAX_FLAG_INTEGER:,} (1 TiB)")
+        elif action.type is float and not math.isfinite(value):
+            problems.append(f"{flag} must be a finite number, not {value}")
+    return problems
+
+
+def _digits(value: int) -> str:
+    return f"{value:,}" if value.bit_length() < 200 else f"of {value.bit_length():,} bits"
+
+
+def _number_problems(ours) -> list[str]:
+    problems = _range_problems(ours)
+    if not 0 < ours.job_endpoint_timeout <= MAX_ENDPOINT_TIMEOUT_S:  # NaN fails this too
+        problems.append(f"--job-endpoint-timeout must be more than 0 and at most {MAX_ENDPOINT_TIMEOUT_S:,} seconds")
     problems += [
         f"{flag} must be at least 1"
         for flag, value in (("--batch-size", ours.batch_size), ("--batch-bytes", ours.batch_bytes))

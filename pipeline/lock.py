@@ -1,15 +1,26 @@
 """One run per output directory: an exclusive lock file, ``OUTPUT/_convnorm.lock``.
 
 The lock is created atomically with its whole content (written to a private file first, then
-hard-linked to the lock name, which fails if the name exists), so no reader ever sees a half
-written lock. It holds the holder's pid, host, process start time and run start time, plus
-what the run may leave behind if it dies: its temporary directory and, while it finalizes, the
-files it is creating or deleting. A second run exits naming the holder. A lock whose pid is
-dead on this host is *stale*: it is reported, and taken over only with ``--break-stale-lock``,
-which first deletes what the dead run recorded as its own (and nothing else).
+hard-linked to the lock name, which fails if the name exists; never through a symbolic link:
+``pipeline.files``), so no reader ever sees a half written lock. It holds the holder's pid,
+host, process start time and run start time, plus what the run may leave behind if it dies:
+its temporary directory and, while it finalizes, the files it is creating or deleting, each
+with its size and sha256 (``pipeline.outputs.clean_dead_run`` deletes only what matches).
 
-On object stores (``gs://``, ``s3://``) there is no atomic create through Beam's FileSystems:
-the lock is checked and written best effort there, and says so in docs/outputs.md.
+Liveness. On a local filesystem the holder also keeps an OS file lock (``flock``) on the lock
+file for its whole run: the kernel drops it when the process ends, however it ends. Another
+run judges the holder alive while that lock is held, whatever the pid says, so a run in
+another PID namespace (a container on the same host, whose pid this one cannot see) is never
+taken for dead; and dead when it is free, even if a new process took the old pid. Locks
+without the OS lock (written by an older convnorm, or on an object store) fall back on the
+pid rule: dead when the pid is gone from this host or now belongs to a process started later.
+A lock written on another host is never judged dead.
+
+A second run exits naming the holder. A *stale* lock (its holder dead) is reported, and taken
+over only with ``--break-stale-lock``, which first deletes what the dead run provably wrote.
+
+On object stores (``gs://``, ``s3://``) there is no atomic create through Beam's FileSystems
+and no OS lock: the lock is checked and written best effort there (docs/outputs.md).
 """
 
 from __future__ import annotations
@@ -18,7 +29,6 @@ import datetime
 import json
 import os
 import socket
-import uuid
 from dataclasses import dataclass, field
 
 from apache_beam.io.filesystems import FileSystems
@@ -26,7 +36,16 @@ from apache_beam.io.filesystems import FileSystems
 from pipeline import files
 from transforms.jsontext import document_bytes
 
+try:
+    import fcntl
+except ImportError:  # not POSIX: the pid rule alone
+    fcntl = None  # type: ignore[assignment]
+
 LOCK_FILE = "_convnorm.lock"
+#: The lock's ``os_lock`` value when its holder keeps an OS file lock on it (see above).
+OS_LOCK = "flock"
+#: Probes of the OS lock when the lock file is being replaced under the prober (record()).
+_PROBES = 5
 
 
 class LockError(RuntimeError):
@@ -50,11 +69,44 @@ def _alive(pid: int, start: str | None) -> bool:
         return False
     except PermissionError:
         return True  # someone else's live process
+    except (OverflowError, ValueError):
+        return False  # no such pid can exist
     if start is not None:
         now = _process_start(pid)
         if now is not None and now != start:
             return False  # the pid was reused by another process
     return True
+
+
+def os_lock_held(path: str) -> bool | None:
+    """Whether some process holds the OS lock of the lock file at ``path``: True, False, or
+    None when this cannot be told (an object store, no file, no ``flock`` on this mount)."""
+    if fcntl is None or not files.is_local(path):
+        return None
+    for _probe in range(_PROBES):
+        try:
+            fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0))
+        except OSError:
+            return None
+        try:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+            except BlockingIOError:
+                return True
+            except OSError:
+                return None
+            # Free: but is it still the file at that name? The holder replaces the file (a new
+            # one, locked before it takes the name) when it records what it is doing.
+            try:
+                now = os.stat(path, follow_symlinks=False)
+            except FileNotFoundError:
+                return None
+            mine = os.fstat(fd)
+            if (now.st_dev, now.st_ino) == (mine.st_dev, mine.st_ino):
+                return False
+        finally:
+            os.close(fd)
+    return True  # replaced under us every time: someone is alive and busy
 
 
 def describe(holder: dict) -> str:
@@ -64,11 +116,23 @@ def describe(holder: dict) -> str:
     )
 
 
-def is_stale(holder: dict) -> bool:
-    """A lock whose holder is provably dead: same host, pid gone (or reused)."""
-    if holder.get("host") != socket.gethostname() or not isinstance(holder.get("pid"), int):
+def is_stale(holder: dict, path: str | None = None) -> bool:
+    """A lock whose holder is provably dead: written on this host, and its OS lock free (a
+    lock that has one; ``path`` is the lock file) or else its pid gone (or reused)."""
+    if holder.get("host") != socket.gethostname():
+        return False
+    if path is not None and holder.get("os_lock") == OS_LOCK:
+        held = os_lock_held(path)
+        if held is not None:
+            return not held
+    if not isinstance(holder.get("pid"), int) or isinstance(holder.get("pid"), bool):
         return False
     return not _alive(holder["pid"], holder.get("pid_start"))
+
+
+def _take_os_lock(fd: int) -> None:
+    if fcntl is not None:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
 
 
 @dataclass
@@ -78,18 +142,40 @@ class OutputLock:
     output: str
     path: str
     content: dict = field(default_factory=dict)
+    #: The open lock file whose OS lock this run holds (local outputs), or None.
+    fd: int | None = None
 
     def record(self, **fields) -> None:
         """Add what this run may leave behind (before it creates or deletes it)."""
         self.content.update(fields)
-        _write_over(self.path, self.content)
+        if self.fd is None:
+            files.write_file(self.output, LOCK_FILE, _payload(self.content), replace=True, mime_type="application/json")
+            return
+        # The new file is OS-locked before it takes the name, the old one released after:
+        # the file at the name is locked at every moment.
+        fd = files.write_file(
+            self.output, LOCK_FILE, _payload(self.content), replace=True, before_placing=_take_os_lock, keep_open=True
+        )
+        os.close(self.fd)
+        self.fd = fd
 
     def release(self) -> None:
+        """Delete the lock file, then let go of its OS lock."""
         files.delete(self.path)
+        self.close()
+
+    def close(self) -> None:
+        """Let go of the OS lock but leave the lock file and its record (a run that stopped in
+        an unexpected state: the next run sees a stale lock and cleans up what it records)."""
+        if self.fd is not None:
+            os.close(self.fd)
+            self.fd = None
 
 
 def read_lock(output: str) -> dict | None:
     path = FileSystems.join(output, LOCK_FILE)
+    if files.is_link(path):
+        return {"unreadable": True}  # never read (or trust) what a link at the lock's name shows
     try:
         with FileSystems.open(path) as handle:
             text = handle.read()
@@ -106,34 +192,21 @@ def _payload(content: dict) -> bytes:
     return document_bytes(content, indent=1, ascii_only=True, sort_keys=True)
 
 
-def _write_over(path: str, content: dict) -> None:
-    if files.is_local(path):
-        temp = f"{path}.{uuid.uuid4().hex}"
-        with open(temp, "wb") as handle:
-            handle.write(_payload(content))
-        os.replace(temp, path)
-    else:
-        with FileSystems.create(path, mime_type="application/json") as handle:
-            handle.write(_payload(content))
-
-
-def _create_exclusive(path: str, content: dict) -> bool:
-    """Create ``path`` with ``content`` unless it exists; False if it does."""
-    if not files.is_local(path):
-        if FileSystems.exists(path):
-            return False
-        _write_over(path, content)
-        return True
-    temp = f"{path}.{uuid.uuid4().hex}"
-    with open(temp, "wb") as handle:
-        handle.write(_payload(content))
+def _create_exclusive(output: str, content: dict) -> tuple[bool, int | None]:
+    """Create the lock with ``content`` unless it exists: (created, its OS-locked descriptor)."""
+    local_os_lock = content.get("os_lock") == OS_LOCK
     try:
-        os.link(temp, path)  # atomic, and fails if the lock exists
-        return True
+        fd = files.write_file(
+            output,
+            LOCK_FILE,
+            _payload(content),
+            mime_type="application/json",
+            before_placing=_take_os_lock if local_os_lock else None,
+            keep_open=local_os_lock,
+        )
     except FileExistsError:
-        return False
-    finally:
-        os.unlink(temp)
+        return False, None
+    return True, fd
 
 
 def acquire(output: str, *, run_id: str, command: str, temp_dir: str, break_stale: bool, clean_up) -> OutputLock:
@@ -154,9 +227,12 @@ def acquire(output: str, *, run_id: str, command: str, temp_dir: str, break_stal
         "command": command,
         "temp_dir": temp_dir,
     }
+    if fcntl is not None and files.is_local(output):
+        content["os_lock"] = OS_LOCK
     for _attempt in range(3):  # the holder may finish between our create and our read
-        if _create_exclusive(path, content):
-            return OutputLock(output, path, content)
+        created, fd = _create_exclusive(output, content)
+        if created:
+            return OutputLock(output, path, content, fd)
         holder = read_lock(output)
         if holder is not None:
             break
@@ -164,10 +240,10 @@ def acquire(output: str, *, run_id: str, command: str, temp_dir: str, break_stal
         raise LockError(f"--output {output!r}: its lock {path} keeps appearing and disappearing; try again")
     if holder.get("unreadable"):
         raise LockError(
-            f"--output {output!r} has a lock file {path} that cannot be read; if no convnorm run "
-            "is using this directory, delete that file and run again"
+            f"--output {output!r} has a lock file {path} that cannot be read (or is a symbolic link); if no "
+            "convnorm run is using this directory, delete that file and run again"
         )
-    if not is_stale(holder):
+    if not is_stale(holder, path):
         raise LockError(
             f"--output {output!r} is in use by another convnorm run ({describe(holder)}); "
             f"wait for it to finish (lock file {path})"
@@ -184,7 +260,8 @@ def acquire(output: str, *, run_id: str, command: str, temp_dir: str, break_stal
 def _take_over(output: str, path: str, holder: dict, content: dict, clean_up) -> OutputLock:
     # Move the stale lock aside under a name of our own, then check it is the one we judged
     # stale: two runs breaking the same lock at once cannot both win.
-    aside = f"{path}.stale-{content['run_id']}"
+    aside_name = f"{LOCK_FILE}.stale-{content['run_id']}"
+    aside = FileSystems.join(output, aside_name)
     try:
         FileSystems.rename([path], [aside])
     except Exception as error:  # noqa: BLE001
@@ -194,13 +271,15 @@ def _take_over(output: str, path: str, holder: dict, content: dict, clean_up) ->
     if moved.get("run_id") != holder.get("run_id"):
         FileSystems.rename([aside], [path])
         raise LockError(f"--output {output!r}: another run took the stale lock over first")
-    if not _create_exclusive(path, content):
+    created, fd = _create_exclusive(output, content)
+    if not created:
         raise LockError(f"--output {output!r}: another run took the lock while the stale one was broken")
-    lock = OutputLock(output, path, content)
+    lock = OutputLock(output, path, content, fd)
     try:
         clean_up(holder)
     except BaseException:
         lock.release()
+        FileSystems.rename([aside], [path])  # the dead run's record stays for the next attempt
         raise
     files.delete(aside)
     return lock

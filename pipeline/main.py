@@ -37,15 +37,16 @@ import apache_beam as beam
 from apache_beam.io.filesystems import FileSystems
 from apache_beam.options.pipeline_options import DirectOptions, StandardOptions
 
+from pipeline import files
 from pipeline.build import VALIDATE_SPEC, VALIDATION_FILE, build, build_validate, run_spec
 from pipeline.cli import dispatch
-from pipeline.execute import OutputSpec, execute, run_pipeline
+from pipeline.execute import OutputSpec, Page, execute, run_pipeline
 from pipeline.explain import where_text
 from pipeline.interrupts import INTERRUPTED, Stopping, handling_ctrl_c, silence_after_interrupt, stopping_line
 from pipeline.options import ConfigError, ConvNormOptions, Job, is_local_runner, load_job
 from pipeline.prism import PrismError, prism_services
 from pipeline.progress import ProgressMonitor, choose_mode, configure_console, duration_text
-from pipeline.report import try_write_report
+from pipeline.report import REPORT_FILE, render_page
 from pipeline.sinks import SUMMARY_FILE
 from pipeline.sources import line_numbers, shard_sizes
 from transforms.summary import RUN, VALIDATE, View, dead_letter_warning
@@ -96,23 +97,27 @@ def run_job(job: Job, stopping: Stopping) -> int:
     LOG.info("%s", _plan_line(job))
     started = time.monotonic()
     stopping.what = "the run pipeline"
-    outcome = execute(job, run_spec(job), build, _pipeline_runner(job), stopping)
+    spec = run_spec(job)
+    if job.options.view_as(ConvNormOptions).report:
+        # Planned with the outputs, drawn from them once they are on disk, listed in the manifest.
+        spec = dataclasses.replace(
+            spec,
+            page=Page(REPORT_FILE, lambda output: render_page(output, {"run_seconds": time.monotonic() - started})),
+        )
+    outcome = execute(job, spec, build, _pipeline_runner(job), stopping)
     if outcome.status is not None:
         return outcome.status
     summary = outcome.summary
     quiet = _quiet(job)
     if not quiet:
         print(RUN.format_table(summary))
-    stopping.what = "writing the report"
-    wants_report = job.options.view_as(ConvNormOptions).report
-    report = try_write_report(job.output, {"run_seconds": time.monotonic() - started}) if wants_report else None
     warning = dead_letter_warning(summary, job.warn_dead_letters) if summary else None
     if warning:
         print(f"convnorm: warning: {warning}; see {job.output}/dead_letter/", file=sys.stderr)
     if not quiet:
         print(f"outputs: {job.output}/{{normalized,drops,dead_letter}}/, {job.output}/{SUMMARY_FILE}")
-        if report:
-            print(f"report:  {report}")
+        if outcome.page:
+            print(f"report:  {job.output}/{outcome.page}")
         print(f"done in {duration_text(time.monotonic() - started)}")
     return _verdict(RUN, summary, job)
 
@@ -128,11 +133,10 @@ def _verdict(view: View, summary: dict, job: Job) -> int:
 def _show_reports(directory: str) -> list[str]:
     """The first conversations with violations, each with where it is (line numbers too)."""
     shown: list[dict] = []
-    matched = FileSystems.match([FileSystems.join(directory, "*.jsonl")])[0].metadata_list
-    for meta in sorted(matched, key=lambda m: m.path):
+    for path in files.matching(directory, "*.jsonl"):  # the directory literally: `v[1]` is not `v1`
         if len(shown) >= SHOWN_REPORTS:
             break
-        with FileSystems.open(meta.path) as handle:
+        with FileSystems.open(path) as handle:
             for raw in handle:
                 report = json.loads(raw)
                 if report["violations"]:

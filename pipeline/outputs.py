@@ -22,8 +22,10 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import os
 import platform
+import uuid
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
@@ -34,6 +36,8 @@ from pipeline.lock import LOCK_FILE, OutputLock
 from pipeline.sinks import WrittenFile, final_names, report_path
 from pipeline.testhooks import pause_point
 from transforms.jsontext import document_bytes
+
+LOG = logging.getLogger("convnorm")
 
 MANIFEST_FILE = "_convnorm_manifest.json"
 SUCCESS_FILE = "_SUCCESS"
@@ -179,7 +183,7 @@ def _list_files(directory: str) -> list[str]:
             found += [os.path.join(root, name) for name in names]
         return sorted(found)
     try:
-        matched = FileSystems.match([FileSystems.join(directory, "**")])[0].metadata_list
+        matched = FileSystems.match([FileSystems.join(files.escape_glob(directory), "**")])[0].metadata_list
     except Exception:  # noqa: BLE001 — nothing there
         return []
     return sorted(m.path for m in matched)
@@ -191,13 +195,25 @@ def _listing(paths: list[str], output: str) -> str:
     return ", ".join(shown) + more
 
 
-def read_manifest(output: str) -> dict | None:
+def _exists(path: str) -> bool:
+    """Anything at ``path``, a dangling symbolic link included (local paths never followed)."""
+    return os.path.lexists(path) if files.is_local(path) else FileSystems.exists(path)
+
+
+def _load_manifest(output: str) -> tuple[dict, bytes] | None:
+    """The manifest and its bytes, every entry checked; None without one. Raises OutputError."""
     path = FileSystems.join(output, MANIFEST_FILE)
-    if not FileSystems.exists(path):
+    if files.is_link(path):
+        raise OutputError(
+            f"--output {output!r}: {MANIFEST_FILE} is a symbolic link, not a manifest convnorm wrote (convnorm "
+            "never writes through a link); move it away; nothing was deleted"
+        )
+    if not _exists(path):
         return None
     try:
         with FileSystems.open(path) as handle:
-            manifest = json.loads(handle.read())
+            data = handle.read()
+        manifest = json.loads(data)
     except (OSError, ValueError) as error:
         raise OutputError(f"cannot read the manifest {path}: {error}; nothing was deleted") from None
     if not isinstance(manifest, dict) or manifest.get("format") != MANIFEST_FORMAT:
@@ -206,48 +222,108 @@ def read_manifest(output: str) -> dict | None:
         if not isinstance(entry, dict):
             raise OutputError(f"{path} is not a convnorm manifest (an entry is {entry!r}); nothing was deleted")
         _join(output, entry.get("path"))
-        if not isinstance(entry.get("bytes"), int):
+        if not isinstance(entry.get("bytes"), int) or isinstance(entry.get("bytes"), bool):
             raise OutputError(_not_ours(output, entry["path"], "the manifest", "without its size"))
-    owned_paths(output, manifest)  # the marker too: a folder at its name is not a marker
-    return manifest
+        if not _is_sha256(entry.get("sha256")):
+            raise OutputError(_not_ours(output, entry["path"], "the manifest", "without its sha256"))
+    _join(output, SUCCESS_FILE)  # a folder at the marker's name is not a marker
+    return manifest, data
+
+
+def read_manifest(output: str) -> dict | None:
+    """The previous run's manifest (every entry checked), or None. Raises OutputError."""
+    loaded = _load_manifest(output)
+    return None if loaded is None else loaded[0]
+
+
+def _is_sha256(value) -> bool:
+    return isinstance(value, str) and len(value) == 64 and all(c in "0123456789abcdef" for c in value)
+
+
+def _entry(path: str, data: bytes, records: int = 1) -> dict:
+    return {"path": path, "records": records, "bytes": len(data), "sha256": hashlib.sha256(data).hexdigest()}
+
+
+def _matches(path: str, entry: dict) -> bool:
+    """The plain file at ``path`` has the size and sha256 ``entry`` records (size first: cheap)."""
+    if files.is_link(path) or files.size(path) != entry.get("bytes"):
+        return False
+    return _measure(path)[2] == entry.get("sha256")
 
 
 def _changed_since(output: str, manifest: dict) -> list[str]:
-    """Every existing file a manifest lists whose size or sha256 is not the one it records.
+    """Every existing file a manifest lists whose size or sha256 is not the one it records (or
+    that is a symbolic link now): perhaps the user's, so never deleted.
 
     The size is compared first (cheap); a file of the same size is read once for its sha256,
-    so an edit that kept the length is still seen (the user's file is never deleted).
+    so an edit that kept the length is still seen.
     """
     changed = []
     for entry in manifest.get("files", []):
         path = _join(output, entry["path"])
-        size = files.size(path)
-        if size is None:
-            continue
-        if size != entry["bytes"] or ("sha256" in entry and _measure(path)[2] != entry["sha256"]):
+        if _exists(path) and not _matches(path, entry):
             changed.append(path)
+    marker = FileSystems.join(output, SUCCESS_FILE)
+    if _exists(marker) and (files.is_link(marker) or files.size(marker) != 0):
+        changed.append(marker)  # convnorm's marker is an empty file
     return changed
 
 
-def owned_paths(output: str, manifest: dict | None) -> list[str]:
-    """Every path a manifest makes ours: its files, the summary, the marker, itself."""
-    if not manifest:
-        return []
-    return [_join(output, e["path"]) for e in manifest.get("files", [])] + [
-        _join(output, SUCCESS_FILE),
-        FileSystems.join(output, MANIFEST_FILE),
-    ]
+@dataclass(frozen=True)
+class Previous:
+    """What a run may replace: the files the previous run's manifest lists, its marker and the
+    manifest itself, each with the size and sha256 that prove it convnorm's (marker first,
+    manifest last: the order they are deleted in)."""
+
+    command: str
+    entries: tuple[dict, ...] = ()
+
+    @property
+    def files(self) -> list[dict]:
+        """The entries the manifest lists (without the marker and the manifest itself)."""
+        return [e for e in self.entries if e["path"] not in (SUCCESS_FILE, MANIFEST_FILE)]
+
+    def paths(self, output: str) -> set[str]:
+        return {FileSystems.join(output, *e["path"].split("/")) for e in self.entries}
 
 
-def check_output(output: str, names: tuple[str, ...], overwrite: bool) -> dict | None:
+def _previous(command: str, manifest: dict, data: bytes) -> Previous:
+    marker = {"path": SUCCESS_FILE, "records": 0, "bytes": 0, "sha256": hashlib.sha256(b"").hexdigest()}
+    return Previous(command, (marker, *manifest.get("files", []), _entry(MANIFEST_FILE, data, 0)))
+
+
+def check_output(
+    output: str,
+    directories: tuple[str, ...],
+    side_files: tuple[str, ...],
+    overwrite: bool,
+    command: str,
+    *,
+    inherited: bool = False,
+) -> Previous | None:
     """Refuse an output directory whose existing files convnorm cannot prove are its own.
 
-    ``names`` are the entries the command writes (``normalized``, ..., ``summary.json``).
-    Returns the previous run's manifest (``--overwrite`` replaces exactly its files), or None.
-    Raises ``OutputError``.
+    ``directories`` and ``side_files`` are what the command writes (``normalized``, ...;
+    ``summary.json``, ``report.html``). Returns what ``--overwrite`` replaces: the previous
+    run's manifest's files, or nothing (``inherited``: a stale lock's dead run proved the
+    directory convnorm's and its files were deleted, see ``clean_dead_run``). Raises OutputError.
     """
-    manifest = read_manifest(output)
-    if manifest is not None:
+    planned = (*directories, *side_files, SUCCESS_FILE, MANIFEST_FILE)
+    links = [FileSystems.join(output, name) for name in planned if files.is_link(FileSystems.join(output, name))]
+    if links:
+        raise OutputError(
+            f"--output {output!r} already holds {_listing(links, output)}, a symbolic link where convnorm would "
+            "write; convnorm never writes through a link (it would write outside the directory): move it away"
+        )
+    loaded = _load_manifest(output)
+    tops = [FileSystems.join(output, name) for name in (*side_files, SUCCESS_FILE)]
+    if loaded is not None:
+        manifest, data = loaded
+        if manifest.get("command") != command:
+            raise OutputError(
+                f"--output {output!r} holds the outputs of `convnorm {manifest.get('command')}` ({MANIFEST_FILE}); "
+                f"`convnorm {command}` replaces only its own outputs: choose another directory"
+            )
         if not overwrite:
             raise OutputError(
                 f"--output {output!r} holds the outputs of an earlier convnorm run ({len(manifest.get('files', []))} "
@@ -261,8 +337,16 @@ def check_output(output: str, names: tuple[str, ...], overwrite: bool) -> dict |
                 f"sha256 is not the one {MANIFEST_FILE} records), so they may be yours now; convnorm deletes only "
                 "what it can prove it wrote: move them away and run again"
             )
-        return manifest
-    candidates = [FileSystems.join(output, n) for n in (*names, SUCCESS_FILE)]
+        previous = _previous(command, manifest, data)
+        unlisted = [p for p in tops if _exists(p) and p not in previous.paths(output)]
+        if unlisted:
+            raise OutputError(
+                f"--output {output!r}: {_listing(unlisted, output)} is there, where convnorm would write, but "
+                f"{MANIFEST_FILE} does not list it as convnorm's; convnorm replaces only what the manifest lists: "
+                "move it away and run again"
+            )
+        return previous
+    candidates = tops if inherited else [FileSystems.join(output, n) for n in (*directories, *side_files, SUCCESS_FILE)]
     found = [f for c in candidates for f in _list_files(c)]
     if found:
         raise OutputError(
@@ -270,7 +354,7 @@ def check_output(output: str, names: tuple[str, ...], overwrite: bool) -> dict |
             f"{MANIFEST_FILE} that shows these files were written by convnorm; convnorm only replaces files a "
             "manifest lists (even with --overwrite): move them away or choose another directory"
         )
-    return None
+    return Previous(command) if inherited else None
 
 
 #: Marks a directory as the output of ``--streaming`` runs: a later streaming run goes on
@@ -287,7 +371,7 @@ def claim_streaming_output(output: str) -> None:
     into one an earlier streaming run marked. Call it holding the output lock.
     """
     marker = FileSystems.join(output, STREAMING_MARKER)
-    if FileSystems.exists(marker):
+    if _exists(marker) and not files.is_link(marker):
         return
     if read_manifest(output) is not None:
         raise OutputError(
@@ -302,27 +386,92 @@ def claim_streaming_output(output: str) -> None:
             "an earlier --streaming run wrote there; convnorm never writes over files it did not write: move "
             "them away or choose another directory"
         )
-    with FileSystems.create(marker) as handle:
-        handle.write(document_bytes({"format": STREAMING_FORMAT}))
+    files.write_file(output, STREAMING_MARKER, document_bytes({"format": STREAMING_FORMAT}))
 
 
-def _delete_existing(paths: list[str]) -> None:
-    for path in paths:
-        files.delete(path)
+# --------------------------------------------------------------------------------------------
+# A dead run's leftovers (--break-stale-lock)
 
 
-def clean_dead_run(output: str, holder: dict) -> None:
-    """Delete what a dead run recorded in its lock as its own: temp dir, files in flight."""
+@dataclass
+class Takeover:
+    """What ``clean_dead_run`` did: paths deleted, paths kept (not provably the dead run's),
+    and whether the dead run had proven the directory convnorm's (it was replacing a manifest)."""
+
+    deleted: list[str] = field(default_factory=list)
+    kept: list[str] = field(default_factory=list)
+    inherited: bool = False
+
+    def describe(self, output: str) -> str:
+        text = f"deleted {len(self.deleted)} path(s) the dead run provably wrote"
+        if self.deleted:
+            text += f" ({_listing(self.deleted, output)})"
+        if self.kept:
+            text += (
+                f"; kept {_listing(self.kept, output)}: its lock names them, but their size or sha256 is not "
+                "what that run recorded (or they are not its kind of file), so they may be yours"
+            )
+        return text
+
+
+def _lock_entries(output: str, holder: dict, key: str) -> list[tuple[str, dict]]:
+    """(path, entry) of a stale lock's ``creating`` or ``deleting`` list; raises OutputError,
+    deleting nothing, for an entry outside ``output`` (or not a plain relative path)."""
+    found = []
+    for entry in holder.get(key) or []:
+        if not isinstance(entry, dict):
+            entry = {"path": entry}  # a lock of an older convnorm: no size or hash, never deleted
+        path = entry.get("path")
+        try:
+            found.append((_join(output, path if isinstance(path, str) else "", "the stale lock", is_file=False), entry))
+        except OutputError as error:
+            raise OutputError(
+                f"{error}; the dead run's temporary directory and files are kept too: check the lock "
+                f"{FileSystems.join(output, LOCK_FILE)}, delete it by hand, and run again"
+            ) from None
+    return found
+
+
+def clean_dead_run(output: str, holder: dict, directories: tuple[str, ...] = ()) -> Takeover:
+    """Delete what a dead run provably wrote: its own temporary directory (named by its run id)
+    and each file its lock lists with the size and sha256 the file still has; the directories
+    it created (``directories``, the names convnorm makes) if they are empty. Every entry is
+    checked before anything is deleted: one outside ``output`` raises OutputError."""
+    entries = _lock_entries(output, holder, "creating") + _lock_entries(output, holder, "deleting")
+    dirs = [d for d in holder.get("dirs") or [] if isinstance(d, str)]
+    outside = [d for d in dirs if "/" in d or d in ("", ".", "..")]
+    if outside:
+        raise OutputError(_not_ours(output, outside[0], "the stale lock", "which is not a folder convnorm makes"))
+    done = Takeover(
+        inherited=any(entry.get("path") == MANIFEST_FILE for _, entry in _lock_entries(output, holder, "deleting"))
+    )
     # By name, in this OUTPUT: the dead run wrote its path as it was given (maybe relative to
-    # another working directory).
+    # another working directory); and only the one its run id names.
     recorded = holder.get("temp_dir")
     temp_name = recorded.rstrip("/").rsplit("/", 1)[-1] if isinstance(recorded, str) else ""
-    if temp_name.startswith(TEMP_PREFIX) and temp_name != TEMP_PREFIX:
-        files.delete(FileSystems.join(output, temp_name), tree=True)
-    for key in ("creating", "deleting"):
-        _delete_existing([_join(output, rel, "the stale lock") for rel in holder.get(key, [])])
-    for rel in holder.get("dirs", []):
-        files.remove_if_empty(_join(output, rel, "the stale lock", is_file=False))
+    if temp_name not in ("", ".", ".."):
+        temp = FileSystems.join(output, temp_name)
+        if temp_name == f"{TEMP_PREFIX}{holder.get('run_id')}" and not files.is_link(temp):
+            if _exists(temp):
+                files.delete(temp, tree=True)
+                done.deleted.append(temp)
+        elif _exists(temp):
+            done.kept.append(temp)
+    for path, entry in entries:
+        if not _exists(path):
+            continue
+        if _is_sha256(entry.get("sha256")) and not os.path.isdir(path) and _matches(path, entry):
+            files.delete(path)
+            done.deleted.append(path)
+        else:
+            done.kept.append(path)
+    for name in dirs:
+        path = FileSystems.join(output, name)
+        if name in directories and not files.is_link(path):
+            files.remove_if_empty(path)
+        elif _exists(path):
+            done.kept.append(path)
+    return done
 
 
 # --------------------------------------------------------------------------------------------
@@ -351,8 +500,9 @@ def _load_reports(temp_dir: str, names: tuple[str, ...]) -> dict[str, list[Writt
     return reports
 
 
-def _measure(path: str) -> tuple[int, int, str]:
-    """(records, bytes, sha256) of a file on disk: lines of JSONL, rows of Parquet."""
+def _measure(path: str, parquet: bool | None = None) -> tuple[int, int, str]:
+    """(records, bytes, sha256) of a file on disk: lines of JSONL, rows of Parquet (``parquet``:
+    by default its name says; a writer's temporary file has no extension)."""
     digest, size, lines = hashlib.sha256(), 0, 0
     with FileSystems.open(path, compression_type="uncompressed") as handle:
         while True:
@@ -362,12 +512,30 @@ def _measure(path: str) -> tuple[int, int, str]:
             digest.update(chunk)
             size += len(chunk)
             lines += chunk.count(b"\n")
-    if path.endswith(".parquet"):
+    if path.endswith(".parquet") if parquet is None else parquet:
         import pyarrow.parquet as pq
 
         with FileSystems.open(path, compression_type="uncompressed") as handle:
             lines = pq.ParquetFile(handle).metadata.num_rows
     return lines, size, digest.hexdigest()
+
+
+def _write_recorded(
+    lock: OutputLock, output: str, name: str, data: bytes, records: int = 1, *, replacing: bytes | None = None
+) -> dict:
+    """Record a side file in the lock (size and sha256: a dead run's file is told from anyone's),
+    then write it, never over anything and never through a link; its manifest entry.
+    ``replacing``: the bytes this run wrote there before, which must still be there."""
+    entry = _entry(name, data, records)
+    creating = [e for e in lock.content.get("creating", []) if not (isinstance(e, dict) and e.get("path") == name)]
+    lock.record(creating=[*creating, entry])
+    mime = {".json": "application/json", ".html": "text/html"}.get(
+        os.path.splitext(name)[1], "application/octet-stream"
+    )
+    if replacing is not None and not _matches(FileSystems.join(output, name), _entry(name, replacing)):
+        raise OutputError(f"{name} in {output!r} changed while the run was writing it: not replaced")
+    files.write_file(output, name, data, replace=replacing is not None, mime_type=mime)
+    return entry
 
 
 def finalize(
@@ -376,14 +544,16 @@ def finalize(
     outputs: dict[str, str],
     summary_name: str,
     lock: OutputLock,
-    previous: dict | None,
+    previous: Previous | None,
     recount: Callable[[dict, dict], dict],
+    page: str | None = None,
 ) -> tuple[Finalized, dict]:
     """Move the reported files into place and check them; returns (result, summary).
 
     ``outputs`` maps each output directory name to its file extension. The summary the
     pipeline wrote (in the temp dir) is rewritten by ``recount(summary, counts)`` with the
-    records found in the files on disk, then written to ``OUTPUT/summary_name``.
+    records found in the files on disk, then written to ``OUTPUT/summary_name``. ``page``
+    (report.html) is written afterwards by ``write_page``; its name must be free too.
     """
     reports = _load_reports(temp_dir, tuple(outputs))
     moves = [
@@ -391,38 +561,54 @@ def finalize(
         for name, ext in outputs.items()
         for file, final in final_names(reports[name], FileSystems.join(output, name), ext)
     ]
-    summary_path = FileSystems.join(output, summary_name)
-    replaced = set(owned_paths(output, previous))
-    in_the_way = [final for _, _, final in moves if FileSystems.exists(final) and final not in replaced]
-    if FileSystems.exists(summary_path) and summary_path not in replaced:
-        in_the_way.append(summary_path)
+    replaced = previous.paths(output) if previous else set()
+    side = [summary_name, *([page] if page else []), MANIFEST_FILE, SUCCESS_FILE]
+    in_the_way = [final for _, _, final in moves if _exists(final) and final not in replaced]
+    in_the_way += [p for p in (FileSystems.join(output, n) for n in side) if _exists(p) and p not in replaced]
+    in_the_way += [p for p in (FileSystems.join(output, n) for n in outputs) if files.is_link(p)]
+    # Still the previous run's (checked in full before the pipeline; here its size, cheaply).
+    in_the_way += [
+        path
+        for entry in (previous.entries if previous else ())
+        if _exists(path := FileSystems.join(output, *entry["path"].split("/")))
+        and (files.is_link(path) or files.size(path) != entry["bytes"])
+    ]
     if in_the_way:
         raise OutputError(
-            f"{_listing(in_the_way, output)} already exist(s) in --output {output!r} and no manifest "
-            "lists them as convnorm's: nothing was replaced"
+            f"{_listing(in_the_way, output)} already exist(s) in --output {output!r} (or changed during the run) and "
+            "no manifest lists them as convnorm's (convnorm never writes through a symbolic link): nothing was replaced"
         )
 
-    creating = [_relative(final, output) for _, _, final in moves] + [summary_name, MANIFEST_FILE, SUCCESS_FILE]
-    new_dirs = [name for name in outputs if not FileSystems.exists(FileSystems.join(output, name))]
-    lock.record(creating=creating, deleting=[_relative(p, output) for p in sorted(replaced)], dirs=new_dirs)
+    # Measured before they move: the lock records what each file is, so --break-stale-lock
+    # deletes after a kill only a file that is provably this run's.
+    measured = {
+        final: _measure(file.temp, final.endswith(".parquet"))
+        for _, file, final in moves
+        if FileSystems.exists(file.temp)
+    }
+    creating = [
+        {"path": _relative(final, output), "records": m[0], "bytes": m[1], "sha256": m[2]}
+        for final, m in measured.items()
+    ]
+    new_dirs = [name for name in outputs if not _exists(FileSystems.join(output, name))]
+    lock.record(creating=creating, deleting=list(previous.entries if previous else ()), dirs=new_dirs)
     # The previous run's marker first (no moment claims completeness falsely), its manifest last.
-    previous_paths = sorted(replaced, key=lambda p: (p.endswith(SUCCESS_FILE) is False, p.endswith(MANIFEST_FILE)))
-    _delete_existing(previous_paths)
+    _delete_existing([FileSystems.join(output, *e["path"].split("/")) for e in (previous.entries if previous else ())])
 
     for name in new_dirs:
-        FileSystems.mkdirs(FileSystems.join(output, name))
+        files.make_directory(output, name)
     result = Finalized(counts={name: 0 for name in outputs})
     for i, (name, file, final) in enumerate(moves):
-        if FileSystems.exists(file.temp):
-            FileSystems.rename([file.temp], [final])
+        if final in measured:
+            files.move_into(file.temp, output, _relative(final, output))
         if i == 0:
             pause_point("finalize")
-        if not FileSystems.exists(final):
+        if final not in measured or files.size(final) != measured[final][1]:
             result.problems.append(
                 f"{_relative(final, output)} is missing (the writer reported {file.records} records in {file.temp})"
             )
             continue
-        records, size, sha = _measure(final)
+        records, size, sha = measured[final]
         result.counts[name] += records
         result.files.append({"path": _relative(final, output), "records": records, "bytes": size, "sha256": sha})
         if (records, size) != (file.records, file.size):
@@ -433,17 +619,104 @@ def finalize(
 
     with FileSystems.open(FileSystems.join(temp_dir, summary_name)) as handle:
         summary = recount(json.loads(handle.read()), result.counts)
-    body = document_bytes(summary)
-    with FileSystems.create(summary_path, mime_type="application/json") as handle:
-        handle.write(body)
-    result.files.append(
-        {"path": summary_name, "records": 1, "bytes": len(body), "sha256": hashlib.sha256(body).hexdigest()}
-    )
+    result.files.append(_write_recorded(lock, output, summary_name, document_bytes(summary)))
     return result, summary
 
 
-def write_manifest(output: str, result: Finalized, command: str, options: dict) -> None:
-    """The manifest, then (only when every file is there) the marker: the last two writes."""
+def write_page(output: str, name: str, render: Callable[[str], bytes], lock: OutputLock) -> dict | None:
+    """A page drawn from the finished outputs (report.html), written like them; its manifest
+    entry, or None when it could not be made: a page is a view of the run, so any error making
+    it is one warning line and the page is absent, never a failed run."""
+    try:
+        data = render(output)
+        return _write_recorded(lock, output, name, data)
+    except Exception as error:  # noqa: BLE001 — whatever the renderer raises, the data's run stands
+        text = " ".join(str(error).split())[:300]
+        LOG.warning(
+            "%s skipped: %s: %s (convnorm report %s tries again)",
+            name.removesuffix(".html"),
+            type(error).__name__,
+            text,
+            output,
+        )
+        return None
+
+
+def _page_ledger(output: str) -> tuple[str, dict, bytes] | None:
+    """What records the pages of ``output`` as convnorm's: the manifest of a batch run, or the
+    marker of a streaming output; (its name, its content, its bytes), or None."""
+    loaded = _load_manifest(output)
+    if loaded is not None:
+        return MANIFEST_FILE, loaded[0], loaded[1]
+    marker = FileSystems.join(output, STREAMING_MARKER)
+    if _exists(marker) and not files.is_link(marker):
+        with FileSystems.open(marker) as handle:
+            data = handle.read()
+        try:
+            content = json.loads(data)
+        except ValueError:
+            content = None
+        if isinstance(content, dict) and content.get("format") == STREAMING_FORMAT:
+            return STREAMING_MARKER, content, data
+    return None
+
+
+def rewrite_page(output: str, name: str, render: Callable[[str], bytes], *, locked: bool = False) -> str:
+    """``convnorm report`` (and a streaming run's end): write the page ``name`` of a finished
+    run again; its path.
+
+    Holds the run's lock (``locked``: the caller holds it), so no run is finalizing meanwhile.
+    An existing page is replaced only when the run's manifest (a streaming output: its marker)
+    lists it with the size and sha256 it still has; the new one is recorded there. Without
+    either nothing proves a page convnorm's: one is written only where nothing is. Raises
+    OutputError (refused), LockError, and what ``render`` raises.
+    """
+    from pipeline import lock as locks
+
+    lock = None
+    if not locked:
+        lock = locks.acquire(
+            output, run_id=uuid.uuid4().hex, command="report", temp_dir="", break_stale=False, clean_up=None
+        )
+    try:
+        ledger = _page_ledger(output)
+        path = FileSystems.join(output, name)
+        listed = next((e for e in ledger[1].get("files", []) if e.get("path") == name), None) if ledger else None
+        present = _exists(path)
+        if present and (listed is None or not _matches(path, listed)):
+            why = (
+                "is a symbolic link"
+                if files.is_link(path)
+                else f"is not listed in {ledger[0]} with its size and sha256"
+                if ledger
+                else f"and no {MANIFEST_FILE} shows it was"
+            )
+            raise OutputError(f"{path} exists and convnorm did not write it ({why}); move it away first")
+        data = render(output)
+        files.write_file(output, name, data, replace=present, mime_type="text/html")
+        if ledger is not None:
+            ledger_name, content, before = ledger
+            content["files"] = [e for e in content.get("files", []) if e.get("path") != name] + [_entry(name, data)]
+            if not _matches(FileSystems.join(output, ledger_name), _entry(ledger_name, before)):
+                raise OutputError(f"{ledger_name} in {output!r} changed while the page was written; not rewritten")
+            files.write_file(output, ledger_name, document_bytes(content, indent=1, ascii_only=True), replace=True)
+        return path
+    finally:
+        if lock is not None:
+            lock.release()
+
+
+def write_manifest(
+    output: str,
+    result: Finalized,
+    command: str,
+    options: dict,
+    lock: OutputLock,
+    page: tuple[str, Callable[[str], bytes]] | None = None,
+) -> dict | None:
+    """The manifest; the page (``(name, render)``: drawn from the outputs and the manifest, then
+    listed in it, written again); then, only when every file is there, the marker: the last
+    writes of a run. Returns the page's manifest entry, or None without a page."""
     import apache_beam
 
     try:
@@ -461,11 +734,21 @@ def write_manifest(output: str, result: Finalized, command: str, options: dict) 
         "options": options,
         "versions": {"convnorm": ours, "apache_beam": apache_beam.__version__, "python": platform.python_version()},
     }
-    with FileSystems.create(FileSystems.join(output, MANIFEST_FILE), mime_type="application/json") as handle:
-        handle.write(document_bytes(manifest, indent=1, ascii_only=True))
+    data = document_bytes(manifest, indent=1, ascii_only=True)
+    _write_recorded(lock, output, MANIFEST_FILE, data, 0)
+    entry = write_page(output, page[0], page[1], lock) if page is not None else None
+    if entry is not None:
+        manifest["files"] = [*result.files, entry]
+        listed = document_bytes(manifest, indent=1, ascii_only=True)
+        _write_recorded(lock, output, MANIFEST_FILE, listed, 0, replacing=data)
     if result.complete:
-        with FileSystems.create(FileSystems.join(output, SUCCESS_FILE)) as handle:
-            handle.write(b"")
+        _write_recorded(lock, output, SUCCESS_FILE, b"", 0)
+    return entry
+
+
+def _delete_existing(paths: list[str]) -> None:
+    for path in paths:
+        files.delete(path)
 
 
 def remove_temp(temp_dir: str) -> None:
@@ -479,6 +762,8 @@ __all__ = [
     "TEMP_PREFIX",
     "OutputError",
     "Finalized",
+    "Previous",
+    "Takeover",
     "check_output",
     "clean_dead_run",
     "finalize",
@@ -488,4 +773,5 @@ __all__ = [
     "unreachable_output",
     "unsafe_output",
     "write_manifest",
+    "write_page",
 ]

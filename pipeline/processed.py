@@ -39,7 +39,6 @@ import hashlib
 import json
 import os
 import re
-import uuid
 from typing import Iterator, NamedTuple
 
 from apache_beam.io.filesystem import CompressionTypes
@@ -108,21 +107,27 @@ def read_json(path: str) -> dict | None:
     return doc if isinstance(doc, dict) else None
 
 
-def write_json(path: str, doc: dict) -> None:
-    """Replace ``path`` with ``doc`` in one step (written beside it, then renamed over it)."""
-    directory, name = path.rsplit("/", 1)
-    temp = FileSystems.join(directory, f".{name}.{uuid.uuid4().hex[:12]}.tmp")
-    with FileSystems.create(temp, mime_type="application/json") as handle:
-        handle.write(document_bytes(doc))
-    if files.is_local(path):
-        os.replace(temp, path)
+def _under(output: str | None, path: str) -> str | None:
+    prefix = (output or "").rstrip("/") + "/"
+    return path[len(prefix) :] if output and path.startswith(prefix) else None
+
+
+def write_json(path: str, doc: dict, output: str | None = None) -> None:
+    """Replace ``path`` with ``doc`` in one step (written beside it, then renamed over it),
+    never through a symbolic link: at no name below ``output`` when given (docs/outputs.md)."""
+    relative = _under(output, path)
+    if output is not None and relative is not None:
+        files.write_file(output, relative, document_bytes(doc), replace=True, mime_type="application/json")
     else:
-        files.delete(path)
-        FileSystems.rename([temp], [path])
+        files.write_in_place(path, document_bytes(doc), replace=True)
 
 
-def make_dirs(path: str) -> None:
-    if files.is_local(path):
+def make_dirs(path: str, output: str | None = None) -> None:
+    """``path`` and its parents, made if missing; below ``output`` (when given) never through a link."""
+    relative = _under(output, path)
+    if output is not None and relative is not None:
+        files.make_directories(output, relative)
+    elif files.is_local(path):
         os.makedirs(path, exist_ok=True)
     elif not FileSystems.exists(path):
         FileSystems.mkdirs(path)
@@ -148,8 +153,8 @@ def read_record(output: str, path: str) -> dict:
 
 
 def write_record(output: str, path: str, record: dict) -> None:
-    make_dirs(FileSystems.join(output, PROCESSED_DIR))
-    write_json(record_path(output, path), record)
+    make_dirs(FileSystems.join(output, PROCESSED_DIR), output)
+    write_json(record_path(output, path), record, output)
 
 
 def is_done(output: str, version: dict) -> bool:
@@ -363,7 +368,7 @@ def window_summary(output: str, window: str, settings: Settings, status: dict | 
 
 def write_window_summary(output: str, window: str, settings: Settings, status: dict | None, **extra) -> dict:
     doc = window_summary(output, window, settings, status, **extra)
-    write_json(FileSystems.join(output, window, SUMMARY_FILE), doc)
+    write_json(FileSystems.join(output, window, SUMMARY_FILE), doc, output)
     return doc
 
 

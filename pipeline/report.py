@@ -21,7 +21,9 @@ does not know yet (shown generically rather than hidden). Everything read from t
 HTML-escaped.
 
 Layout: plain functions that read (``scan_drops``, ``scan_dead_letters``, ``collect``), one
-that renders (``render_html``), one that writes (``write_report``); no Beam pipeline here.
+that renders (``render_html``, ``render_page``), one that writes again (``write_report``, for
+``convnorm report``; a run writes its page as one of its outputs, ``pipeline.execute``); no
+Beam pipeline here.
 """
 
 from __future__ import annotations
@@ -46,7 +48,8 @@ if TYPE_CHECKING:
 LOG = logging.getLogger("convnorm")
 
 REPORT_FILE = "report.html"
-#: How a page this module wrote begins its title (``convnorm report`` replaces only such a page).
+#: How a page this module wrote begins its title. Not a proof of anything: a user's page may
+#: say the same; the manifest's sha256 is what makes a page convnorm's (pipeline/outputs.py).
 TITLE_MARK = b"<title>convnorm report: "
 #: Rows of the worst-sources table.
 WORST_SOURCES = 10
@@ -193,15 +196,16 @@ def worst_sources(details: RunDetails, limit: int = WORST_SOURCES) -> list[tuple
     return hit[:limit]
 
 
+class DamagedRun(ValueError):
+    """A file of the run's outputs that cannot be read as convnorm wrote it; says which, where."""
+
+
 def _matched(output: str, patterns: Iterable[str]) -> list[str]:
-    from apache_beam.io.filesystems import FileSystems  # any Beam filesystem, as the job's outputs
+    from pipeline.files import matching  # the output literally: `out[1]` is not `out1`
 
     paths: list[str] = []
     for pattern in patterns:
-        try:
-            paths += sorted(m.path for m in FileSystems.match([FileSystems.join(output, pattern)])[0].metadata_list)
-        except Exception:  # noqa: BLE001 — a layout that is not there is "no records" here
-            continue
+        paths += matching(output, *pattern.split("/"))
     return paths
 
 
@@ -210,9 +214,16 @@ def _read_json_lines(paths: Iterable[str]) -> Iterator[dict]:
 
     for path in paths:
         with FileSystems.open(path) as handle:
-            for line in handle:
-                if line.strip():
-                    yield orjson.loads(line)  # one line per conversation: millions in a big run
+            for number, line in enumerate(handle, 1):
+                if not line.strip():
+                    continue
+                try:
+                    record = orjson.loads(line)  # one line per conversation: millions in a big run
+                except orjson.JSONDecodeError as error:
+                    raise DamagedRun(f"{path}:{number}: not a JSON line ({error})") from None
+                if not isinstance(record, dict):
+                    raise DamagedRun(f"{path}:{number}: not a JSON object")
+                yield record
 
 
 def read_json(path: str) -> dict | None:
@@ -222,7 +233,13 @@ def read_json(path: str) -> dict | None:
     if not FileSystems.exists(path):
         return None
     with FileSystems.open(path) as handle:
-        return json.loads(handle.read())
+        try:
+            document = json.loads(handle.read())
+        except ValueError as error:
+            raise DamagedRun(f"{path}: not a JSON document ({error})") from None
+    if not isinstance(document, dict):
+        raise DamagedRun(f"{path}: not a JSON object")
+    return document
 
 
 @dataclass
@@ -1049,39 +1066,45 @@ footer{margin-top:28px;font-size:12px}
 # Writing
 
 
-def write_report(output: str, run: dict | None = None) -> str:
-    """Write ``output/report.html`` from the run's outputs; returns its path.
+def render_page(output: str, run: dict | None = None) -> bytes:
+    """The page of the run whose outputs are under ``output``, as the bytes to write.
 
     ``run``: what only the run knows (``run_seconds``). Raises FileNotFoundError without
-    summary.json.
+    summary.json, DamagedRun for a file of the run that cannot be read. A path that is not
+    UTF-8 (a directory named in another encoding) is shown with its undecodable bytes
+    replaced: the page is UTF-8.
     """
-    from apache_beam.io.filesystems import FileSystems
-
     page = render_html(collect(output, run))
-    path = FileSystems.join(output, REPORT_FILE)
-    with FileSystems.create(path, mime_type="text/html") as handle:
-        handle.write(page.encode("utf-8"))
-    return path
+    try:  # the path's undecodable bytes (held as surrogate escapes) back to bytes, shown as U+FFFD
+        return page.encode("utf-8", "surrogateescape").decode("utf-8", "replace").encode("utf-8")
+    except UnicodeEncodeError:
+        return page.encode("utf-8", "replace")
 
 
-def try_write_report(output: str, run: dict | None = None) -> str | None:
-    """``write_report`` for the end of a run: a report that cannot be written is a message, not a failure."""
+def write_report(output: str, run: dict | None = None, *, locked: bool = False) -> str:
+    """(Re)write ``output/report.html`` of a finished run, as ``convnorm report`` does; returns
+    its path. Holds the run's lock (``locked``: the caller does); replaces a page only when the
+    run's manifest (or a streaming output's marker) lists it with the size and sha256 it still
+    has, and records the new one there (``pipeline.outputs.rewrite_page``).
+
+    Raises FileNotFoundError (no summary.json), DamagedRun, OutputError (a page that is not
+    provably convnorm's is in the way), LockError (a run is using the directory).
+    """
+    from pipeline.outputs import rewrite_page
+
+    return rewrite_page(output, REPORT_FILE, lambda where: render_page(where, run), locked=locked)
+
+
+def try_write_report(output: str, run: dict | None = None, *, locked: bool = False) -> str | None:
+    """``write_report`` at the end of a streaming run (which holds the lock: ``locked``): a page
+    that cannot be written is one warning line, never a failure; None then. (A batch run writes
+    its page as one of its outputs: ``pipeline.execute.Page``.)"""
     try:
-        return write_report(output, run)
+        return write_report(output, run, locked=locked)
     except Exception as why:  # noqa: BLE001 — the run's outputs are whole without their page
-        LOG.warning("report skipped: %s: %s (convnorm report %s tries again)", type(why).__name__, why, output)
+        text = " ".join(str(why).split())[:300]
+        LOG.warning("report skipped: %s: %s (convnorm report %s tries again)", type(why).__name__, text, output)
         return None
-
-
-def _ours_or_absent(output: str) -> bool:
-    """True when OUT_DIR/report.html is missing or a page this module wrote (safe to replace)."""
-    from apache_beam.io.filesystems import FileSystems
-
-    path = FileSystems.join(output, REPORT_FILE)
-    if not FileSystems.exists(path):
-        return True
-    with FileSystems.open(path) as handle:
-        return TITLE_MARK in handle.read(4096)
 
 
 def report_command(argv: list[str]) -> int:
@@ -1093,27 +1116,36 @@ def report_command(argv: list[str]) -> int:
         prog="convnorm report",
         description="Build OUT_DIR/report.html, one self-contained page with charts and examples, from a "
         "finished run's summary.json, drops/, dead_letter/ and _convnorm_manifest.json (a streaming run's "
-        "window summaries too): the page the run wrote, rebuilt. Replaces a report.html that convnorm "
-        "wrote; changes nothing else.",
-        epilog="exit status: 0 written; 1 no summary.json in OUT_DIR, or a report.html convnorm did not "
-        "write is in the way; 2 bad arguments",
+        "window summaries too): the page the run wrote, rebuilt. Replaces only a report.html the run's "
+        "manifest lists as convnorm's (and records the new one there); changes nothing else.",
+        epilog="exit status: 0 written; 1 no summary.json in OUT_DIR, a report.html convnorm cannot prove "
+        "it wrote is in the way, or the page could not be drawn; 2 bad arguments, a damaged summary.json or "
+        "part file (named with its line), or another run using OUT_DIR",
     )
     parser.add_argument("output", metavar="OUT_DIR", help="the --output directory of a finished run")
     args = parser.parse_args(argv)
+    from pipeline.lock import LockError  # after --help: these import Beam
+    from pipeline.outputs import OutputError
+
     output = os.path.expanduser(args.output).rstrip("/") or "/"
-    if not _ours_or_absent(output):
+    if "://" not in output and not os.path.isfile(os.path.join(output, "summary.json")):
+        # Asked before the lock is taken: taking it would make a directory that is not there.
         print(
-            f"convnorm report: error: {output}/{REPORT_FILE} exists and convnorm did not write it; move it away first",
+            f"convnorm report: error: {output!r} holds no summary.json (is it a convnorm run's --output?)",
             file=sys.stderr,
         )
         return 1
     try:
         path = write_report(output)
-    except ReportUnavailable as why:
+    except (ReportUnavailable, LockError, DamagedRun) as why:
         print(f"convnorm report: error: {why}", file=sys.stderr)
         return 2
-    except FileNotFoundError as why:
+    except (FileNotFoundError, OutputError) as why:
         print(f"convnorm report: error: {why}", file=sys.stderr)
+        return 1
+    except Exception as error:  # noqa: BLE001 — one line, as every error of this command
+        text = " ".join(str(error).split())[:500]
+        print(f"convnorm report: error: the page could not be drawn: {type(error).__name__}: {text}", file=sys.stderr)
         return 1
     print(f"report: {path}")
     return 0

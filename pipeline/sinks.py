@@ -20,12 +20,12 @@ import uuid
 from typing import Any, Callable, NamedTuple
 
 import apache_beam as beam
-from apache_beam.io.filesystem import CompressionTypes
 from apache_beam.io.filesystems import FileSystems
 from apache_beam.transforms.window import GlobalWindow
 from apache_beam.utils.timestamp import MIN_TIMESTAMP
 from apache_beam.utils.windowed_value import WindowedValue
 
+from pipeline import files
 from pipeline.progress import Tally
 from pipeline.testhooks import pause_point
 from transforms.flat_rows import flat_row, parquet_schema
@@ -54,7 +54,7 @@ class _MeasuredFile:
     finalizing 100,000 outputs on an object store take ~1.2 million calls)."""
 
     def __init__(self, path: str, mime_type: str) -> None:
-        self._handle = FileSystems.create(path, mime_type=mime_type, compression_type=CompressionTypes.UNCOMPRESSED)
+        self._handle = files.create(path, mime_type=mime_type)  # a fresh name, never through a link
         self._digest = hashlib.sha256()
         self.size = 0
         self.lines = 0
@@ -238,8 +238,7 @@ def report_path(temp_root: str, name: str) -> str:
 def _write_report(written: list, path: str) -> int:
     # Runs once all files of this output are written; rewriting it on a retry is harmless.
     rows = sorted((WrittenFile(*w)._asdict() for w in written), key=lambda r: (r["shard"], r["start"]))
-    with FileSystems.create(path, mime_type="application/json") as handle:
-        handle.write(document_bytes(rows, indent=1, ascii_only=True))
+    files.write_in_place(path, document_bytes(rows, indent=1, ascii_only=True), replace=True)
     return len(rows)
 
 
@@ -286,8 +285,7 @@ class WriteShards(beam.PTransform):
 
 
 def write_summary(summary: dict, path: str) -> dict:
-    with FileSystems.create(path, mime_type="application/json") as handle:
-        handle.write(document_bytes(summary))
+    files.write_in_place(path, document_bytes(summary), replace=True)
     return summary
 
 

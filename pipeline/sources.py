@@ -13,9 +13,11 @@ suffix         records                                                position
 ``.parquet``   one record per row                                     row index
 =============  =====================================================  =====================
 
-Any Beam filesystem works (local paths, ``gs://``, ...). Blank JSONL lines are not records:
-they are counted (``blank_lines``) and skipped. A file that fails mid-way yields one
-``unreadable_file`` record for the rest, so the failure is a dead letter, not a crash.
+Any Beam filesystem works (local paths, ``gs://``, ...). A JSONL line ends at LF, CR LF or a
+CR alone; a file starting with a UTF-16 byte-order mark is decoded (and never cut into byte
+ranges). Blank JSONL lines are not records: they are counted (``blank_lines``) and skipped.
+A file that fails mid-way yields one ``unreadable_file`` record for the rest, so the failure
+is a dead letter, not a crash.
 
 Memory per record is bounded by ``--max-record-bytes``: a longer JSONL line, ``.json``
 array element or other ``.json`` document is a ``record_too_large`` record, read past in
@@ -244,7 +246,8 @@ def plan_shards(patterns: list[str], shard_bytes: int = DEFAULT_SHARD_BYTES) -> 
             )
         _refuse_special_file(path)
         size = files[path]
-        if FILE_KINDS[suffix][2] and size > shard_bytes:
+        # A UTF-16 file is read whole: a byte range could start in the middle of a code unit.
+        if FILE_KINDS[suffix][2] and size > shard_bytes and not _starts_utf16(path):
             # Equal ranges of at most shard_bytes: no small tail shard, so workers that take
             # shards in turn get even work.
             count = -(-size // shard_bytes)
@@ -369,6 +372,43 @@ def _open_text_stream(shard: Shard):
 
 
 _BOM = b"\xef\xbb\xbf"  # a UTF-8 byte-order mark, as some Windows tools write
+#: UTF-16 byte-order marks (Windows tools write UTF-16 text with one): the file is decoded.
+_UTF16_BOMS = {b"\xff\xfe": "utf-16-le", b"\xfe\xff": "utf-16-be"}
+
+
+def _utf16_encoding(handle) -> str | None:
+    """The UTF-16 encoding a byte-order mark at the start of ``handle`` names, or None; the
+    handle is left at its start."""
+    peek = getattr(handle, "peek", None)
+    if peek is not None:
+        head = peek(2)[:2]  # at the start the buffer is fresh: two bytes unless the file is shorter
+    else:
+        head = handle.read(2)
+        handle.seek(0)
+    return _UTF16_BOMS.get(head)
+
+
+def _starts_utf16(path: str) -> bool:
+    try:
+        with FileSystems.open(path, compression_type=CompressionTypes.UNCOMPRESSED) as handle:
+            return handle.read(2) in _UTF16_BOMS
+    except Exception:  # noqa: BLE001 — unreadable: the reader says so, as a dead letter
+        return False
+
+
+def _at_lone_carriage_returns(line: bytes) -> list[bytes]:
+    """``line`` cut after each carriage return that no line feed follows: a CR alone ends a
+    line too (a raw CR is never inside a JSON string; as whitespace inside a record it would
+    cut the record, which JSON Lines writers do not do)."""
+    pieces, start = [], 0
+    i = line.find(b"\r")
+    while i != -1:
+        if i + 1 < len(line) and line[i + 1] != 0x0A:
+            pieces.append(line[start : i + 1])
+            start = i + 1
+        i = line.find(b"\r", i + 1)
+    pieces.append(line[start:])
+    return pieces
 
 
 #: Bytes read at a time while skipping past the rest of an over-long line.
@@ -403,6 +443,10 @@ _RAW_PREFIX_BYTES = 16 << 10
 def _read_jsonl(shard: Shard, max_record_bytes: int = DEFAULT_MAX_RECORD_BYTES) -> Iterator:
     with _open_text_stream(shard) as handle:
         position = 0
+        encoding = None if shard.start else _utf16_encoding(handle)
+        if encoding is not None:
+            yield from _read_utf16_lines(handle, shard.name, encoding, max_record_bytes)
+            return
         if shard.start:
             # A line belongs to the shard its first byte falls in: skip the partial one.
             handle.seek(shard.start - 1)
@@ -433,11 +477,49 @@ def _read_jsonl(shard: Shard, max_record_bytes: int = DEFAULT_MAX_RECORD_BYTES) 
                 return
             if position == 0 and line.startswith(_BOM):
                 position, line = len(_BOM), line[len(_BOM) :]
-            if line.strip():
-                yield RawRecord(shard.name, position, line)
+            cr = line.find(b"\r")  # mostly none, or the CR of a CR LF ending: one line
+            lone = cr != -1 and not (cr == len(line) - 2 and line.endswith(b"\r\n"))
+            pieces = _at_lone_carriage_returns(line) if lone else (line,)
+            for piece in pieces:
+                if piece.strip():
+                    yield RawRecord(shard.name, position, piece)
+                else:
+                    yield BLANK
+                position += len(piece)
+
+
+def _read_utf16_lines(handle, source: str, encoding: str, max_record_bytes: int) -> Iterator:
+    """A UTF-16 JSON Lines file, decoded: each line as UTF-8 bytes, at its byte offset in the
+    file. Lines end at LF, CR LF or CR alone; a line over the limit (its UTF-8 bytes) is a
+    ``record_too_large`` record."""
+    text = io.TextIOWrapper(handle, encoding=encoding, errors="surrogatepass", newline="")
+    position = 0
+    try:
+        position = len(text.read(1).encode(encoding))  # the byte-order mark
+        while True:
+            line = text.readline(max_record_bytes + 1)
+            if not line:
+                return
+            size = len(line.encode(encoding, "surrogatepass"))
+            data = line.encode("utf-8", "surrogatepass")
+            if len(data) > max_record_bytes:
+                while not line.endswith(("\n", "\r")) and line:
+                    line = text.readline(max_record_bytes + 1)
+                    size += len(line.encode(encoding, "surrogatepass"))
+                yield RawRecord(source, position, _too_large(data, size, max_record_bytes, True))
+            elif data.strip():
+                yield RawRecord(source, position, data)
             else:
                 yield BLANK
-            position += len(line)
+            position += size
+    except Exception as error:  # noqa: BLE001 — a cut-off code unit, a corrupt archive
+        yield RawRecord(
+            source,
+            position,
+            Unreadable("unreadable_file", f"reading stopped at offset {position}: {type(error).__name__}: {error}"),
+        )
+    finally:
+        text.detach()  # the handle is closed by its owner
 
 
 #: Outside strings: the bytes that open or close a value, separate elements, or open a string.
@@ -598,6 +680,14 @@ def _read_json(shard: Shard, max_record_bytes: int = DEFAULT_MAX_RECORD_BYTES) -
             return
     if text.startswith(_BOM):
         text = text[len(_BOM) :]
+    elif text[:2] in _UTF16_BOMS:
+        try:
+            text = text[2:].decode(_UTF16_BOMS[text[:2]], "surrogatepass").encode("utf-8", "surrogatepass")
+        except UnicodeDecodeError as error:
+            yield RawRecord(
+                source, 0, Unreadable("invalid_json", f"not UTF-16 text after its byte-order mark: {error}")
+            )
+            return
     try:
         document = parse_json(text)
     except (ValueError, RecursionError) as error:
@@ -685,7 +775,14 @@ def _arrow_text(column, i: int) -> str:
 def _parquet_rows(batch) -> Iterator:
     """A record batch's rows as ``Parsed`` records; a row holding a value Python cannot
     represent (a nanosecond timestamp, a year past 9999) is an ``unconvertible_value``
-    ``Unreadable`` naming its column, and the other rows are read."""
+    ``Unreadable`` naming its column, and the other rows are read. A file with two columns of
+    one name makes every row one: a record cannot hold two fields of one name, and keeping
+    either would lose the other silently."""
+    names = batch.schema.names
+    repeated = sorted({name for name in names if names.count(name) > 1})
+    if repeated:
+        yield from _rows_with_repeated_columns(batch, repeated)
+        return
     try:
         rows = batch.to_pylist()
     except Exception:  # noqa: BLE001 — pyarrow raises several types; find the row below
@@ -713,6 +810,25 @@ def _parquet_rows(batch) -> Iterator:
         except (TypeError, ValueError):
             raw_text = repr(raw)
         yield Unreadable("unconvertible_value", f"column {name!r}: {type(cause).__name__}: {cause}", raw_text[:4000])
+
+
+def _rows_with_repeated_columns(batch, repeated: list[str]) -> Iterator:
+    names = batch.schema.names
+    detail = "; ".join(f"column {name!r}: the file has {names.count(name)} columns named so" for name in repeated)
+    detail += "; a record cannot hold two fields of one name"
+    for i in range(batch.num_rows):
+        pairs = []
+        for name, column in zip(names, batch.columns):
+            try:
+                value = _jsonable(column[i].as_py(), [0])
+            except Exception:  # noqa: BLE001 — shown as Arrow's text, for the dead letter only
+                value = _arrow_text(column, i)
+            pairs.append([name, value])
+        try:
+            raw_text = orjson.dumps(pairs, default=str).decode()
+        except (TypeError, ValueError):
+            raw_text = repr(pairs)
+        yield Unreadable("unconvertible_value", detail, raw_text[:4000])
 
 
 def _read_parquet(shard: Shard, max_record_bytes: int = DEFAULT_MAX_RECORD_BYTES) -> Iterator:

@@ -209,7 +209,9 @@ class _WatchLanding(beam.DoFn):
             yield beam.window.TimestampedValue(Landed(path, stamp.size, stamp.mtime_ns), now)
         status = self._watch.status()
         processed.write_json(
-            FileSystems.join(self._plan.output, processed.WATCH_STATUS_FILE), {"time": time.time(), **status._asdict()}
+            FileSystems.join(self._plan.output, processed.WATCH_STATUS_FILE),
+            {"time": time.time(), **status._asdict()},
+            self._plan.output,
         )
         if stopping:
             # This poll was the last: claiming the rest of the range finishes the watcher, and
@@ -246,12 +248,13 @@ class _CommitGate:
         self._lock = threading.Lock()
         self._closed = False
 
-    def rename(self, temp: str, final: str) -> bool:
+    def rename(self, temp: str, output: str, relative: str) -> bool:
         with self._lock:
             if self._closed:
                 return False
-            processed.make_dirs(final.rsplit("/", 1)[0])
-            FileSystems.rename([temp], [final])
+            # Below the output never through a symbolic link, never over a name (docs/outputs.md).
+            files.make_directories(output, relative.rsplit("/", 1)[0])
+            files.move_into(temp, output, relative)
             return True
 
     def close(self) -> None:
@@ -362,11 +365,10 @@ def clean_landed_file(landed: Landed, window: str, plan: CleanPlan, observe: Obs
             "totals": summaries.finalize(part, profile=plan.settings.profile, check=plan.settings.check),
             "partial": part,
         }
-        with FileSystems.create(FileSystems.join(temp, SOURCE_FILE), mime_type="application/json") as handle:
-            handle.write(document_bytes(source))
+        files.write_in_place(FileSystems.join(temp, SOURCE_FILE), document_bytes(source))
         if stamp_of(path) != stamp:
             raise _ChangedWhileRead
-        if not COMMITS.rename(temp, FileSystems.join(output, window, name)):
+        if not COMMITS.rename(temp, output, f"{window}/{name}"):
             raise _ChangedWhileRead  # the run was cancelled: read by the next start
     except _ChangedWhileRead:
         files.delete(temp, tree=True)
@@ -556,8 +558,7 @@ class _StopOnSignal:
             "windows close); signal again to abort",
             flush=True,
         )
-        with FileSystems.create(self._marker) as handle:
-            handle.write(b"stop\n")
+        files.write_in_place(self._marker, b"stop\n", replace=True)
 
     def __exit__(self, *exc):
         for s, handler in self._previous.items():
@@ -741,7 +742,7 @@ def _watch(job: Job, output: str, run_id: str, run_temp: str) -> int:
         LOG.error("the streaming job: %s", error)
     processed.rebuild_windows(output, settings)
     total = processed.final_summary(output, settings)
-    processed.write_json(FileSystems.join(output, SUMMARY_FILE), total)
+    processed.write_json(FileSystems.join(output, SUMMARY_FILE), total, output)
     print(summaries.format_table(total))
     print(
         f"outputs: {output}/<window>/<file>/{{normalized,drops,dead_letter}}.jsonl, "
@@ -751,7 +752,7 @@ def _watch(job: Job, output: str, run_id: str, run_temp: str) -> int:
     if ours.report:  # the windows over time, the examples (pipeline/report.py)
         from pipeline.report import try_write_report
 
-        report = try_write_report(output)
+        report = try_write_report(output, locked=True)  # this run holds the lock
         if report:
             print(f"report:  {report}")
     if end.state != PipelineState.DONE and not (end.cancelled and end.state == PipelineState.CANCELLED):

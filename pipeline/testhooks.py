@@ -3,9 +3,10 @@
 With ``CONVNORM_TEST_PAUSE_AT=<point>`` and ``CONVNORM_TEST_PAUSE_FILE=<path>`` in the
 environment, the first process that reaches ``pause_point(<point>)`` creates ``<path>`` and
 sleeps (``CONVNORM_TEST_PAUSE_SECONDS``, default 120), so a test can wait for the file and then
-``kill -9`` the run at exactly that point (tests/test_outputs.py), or let a stop outlast it.
-Without the variables it does nothing. Worker processes inherit the environment, so the points
-inside DoFns work in multi-process mode too.
+``kill -9`` the run at exactly that point (tests/test_outputs.py), let a stop outlast it, or
+change the output directory under it and delete the file to let it go on at once
+(tests/test_ownership.py). Without the variables it does nothing. Worker processes inherit the
+environment, so the points inside DoFns work in multi-process mode too.
 """
 
 from __future__ import annotations
@@ -21,8 +22,12 @@ PAUSE_SECONDS_ENV = "CONVNORM_TEST_PAUSE_SECONDS"
 PAUSE_SECONDS = 120
 
 
+#: Points this process paused at already: a resumed run goes on without pausing again.
+_PAUSED: set[str] = set()
+
+
 def pause_point(point: str) -> None:
-    if os.environ.get(PAUSE_AT) != point:
+    if os.environ.get(PAUSE_AT) != point or point in _PAUSED:
         return
     path = os.environ.get(PAUSE_FILE)
     if not path:
@@ -33,4 +38,7 @@ def pause_point(point: str) -> None:
         return
     os.write(fd, str(os.getpid()).encode())
     os.close(fd)
-    time.sleep(float(os.environ.get(PAUSE_SECONDS_ENV) or PAUSE_SECONDS))
+    _PAUSED.add(point)
+    deadline = time.monotonic() + float(os.environ.get(PAUSE_SECONDS_ENV) or PAUSE_SECONDS)
+    while os.path.exists(path) and time.monotonic() < deadline:
+        time.sleep(0.05)

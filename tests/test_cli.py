@@ -6,6 +6,7 @@ import json
 import shutil
 from pathlib import Path
 
+import output_trees
 import pyarrow.parquet as pq
 import pytest
 
@@ -20,13 +21,7 @@ def _run(*argv: str) -> int:
     return main(list(argv))
 
 
-def _files(directory: Path) -> dict[str, bytes]:
-    # report.html says when the run was made and with which options: not a record output.
-    return {
-        str(p.relative_to(directory)): p.read_bytes()
-        for p in sorted(directory.rglob("*"))
-        if p.is_file() and p.name != "report.html"
-    }
+_files = output_trees.tree
 
 
 def _lines(directory: Path) -> list[dict]:

@@ -118,6 +118,28 @@ def test_parquet_value_python_cannot_hold_dead_letters_its_row_only(tmp_path):
     assert "'day'" in outcome.dead_letter["detail"] and "p5" in outcome.dead_letter["raw"]
 
 
+def test_parquet_duplicate_column_names_dead_letter_every_row_naming_the_column(tmp_path):
+    # Found: a file with two columns named `meta` read each row with the second one only (a
+    # dict keeps one value per key): the first column's values were lost, silently.
+    table = pa.Table.from_arrays(
+        [
+            pa.array(["a", "b"]),
+            pa.array([[{"role": "user", "content": "hi"}]] * 2),
+            pa.array(["first-1", "first-2"]),
+            pa.array(["second-1", "second-2"]),
+        ],
+        names=["id", "messages", "meta", "meta"],
+    )
+    pq.write_table(table, tmp_path / "dup.parquet")
+    items = _items(tmp_path / "dup.parquet")
+    assert [i.position for i in items] == [0, 1]
+    assert all(isinstance(i.payload, Unreadable) and i.payload.reason == "unconvertible_value" for i in items)
+    assert all("'meta'" in i.payload.detail and "2 columns" in i.payload.detail for i in items)
+    assert "first-1" in items[0].payload.raw and "second-1" in items[0].payload.raw
+    outcome = process_record(items[0], Settings())
+    assert outcome.dead_letter["reason"] == "unconvertible_value"
+
+
 def test_parquet_non_finite_floats_are_null_and_counted_by_column(tmp_path):
     table = pa.table(
         {
@@ -147,16 +169,33 @@ def test_parquet_non_finite_floats_are_null_and_counted_by_column(tmp_path):
 @pytest.mark.parametrize(
     "extra",
     [
+        b'"x":NaN,"y":12345678901234567890',
+        b'"x":Infinity,"y":12345678901234567890',
+        b'"x":NaN',
+    ],
+)
+def test_nan_and_infinity_are_invalid_json_whatever_else_the_line_holds(extra):
+    outcome = _process(b'{"id":1,"messages":[{"role":"user","content":"a"}],' + extra + b"}")
+    assert outcome.dead_letter is not None and outcome.dead_letter["reason"] == "invalid_json"
+
+
+@pytest.mark.parametrize(
+    "extra",
+    [
         b'"x":1e400',
         b'"x":1e400,"y":12345678901234567890',  # the big integer used to route it to a lenient parser
         b'"x":-1e999,"y":-1234567890123456789',
-        b'"x":NaN,"y":12345678901234567890',
-        b'"x":Infinity,"y":12345678901234567890',
+        b'"x":1e-400',  # Found: read as 0.0
+        b'"x":0.123456789012345678901234567890',  # Found: rounded
+        b'"x":[{"y":0.123456789012345678901234567890}],"z":12345678901234567890',
     ],
 )
-def test_non_finite_json_number_is_invalid_json_whatever_else_the_line_holds(extra):
+def test_a_number_a_double_cannot_hold_makes_the_record_number_too_large(extra):
+    # One rule for every number JSON carries and a double cannot hold (docs/json-text.md): the
+    # record is a dead letter, never a silently changed value.
     outcome = _process(b'{"id":1,"messages":[{"role":"user","content":"a"}],' + extra + b"}")
-    assert outcome.dead_letter is not None and outcome.dead_letter["reason"] == "invalid_json"
+    assert outcome.dead_letter is not None and outcome.dead_letter["reason"] == "number_too_large"
+    assert "double" in outcome.dead_letter["detail"]
 
 
 def test_five_thousand_digit_integers_work_as_id_content_and_field():
@@ -319,7 +358,8 @@ def test_json_array_under_the_limit_with_one_bad_element_keeps_the_others(tmp_pa
     got = [process_record(i, Settings()) for i in small]
     want = [process_record(i, Settings()) for i in pieces]
     assert [o.record for o in got] == [o.record for o in want]
-    assert [o.dead_letter and o.dead_letter["reason"] for o in got] == [None, None, None, "invalid_json", None]
+    reason = "number_too_large" if bad == b"1e400" else "invalid_json"
+    assert [o.dead_letter and o.dead_letter["reason"] for o in got] == [None, None, None, reason, None]
 
 
 def test_json_object_document_over_the_limit_is_one_record_too_large(tmp_path):

@@ -77,3 +77,49 @@ def test_side_documents_keep_their_spellings():
     assert document_bytes(doc, indent=1, ascii_only=True, sort_keys=True) == (
         json.dumps(doc, indent=1, sort_keys=True).encode() + b"\n"
     )
+
+
+# --------------------------------------------------------------------------------------------
+# Numbers JSON carries but a double cannot hold (issue 20): one rule, a refusal
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "1e-400",  # Found: read as 0.0, silently
+        "0.123456789012345678901234567890",  # Found: rounded to 0.12345678901234568, silently
+        "1e400",  # a dead letter already; the same rule now
+        "-1e400",
+        "0.12345678901234567",  # 17 digits a double does not hold: 0.12345678901234566
+        "1.2345e-320",  # a subnormal: fewer digits than written
+        "9007199254740993.0",  # 2**53 + 1 as a float
+        "1" * 400 + ".5",
+    ],
+)
+def test_a_number_a_double_cannot_hold_is_refused_in_every_position(text):
+    for document in (text, f"[{text}]", f'{{"a": {{"b": {text}}}}}', f"[{BIG}, {text}]"):
+        with pytest.raises(NumberTooLarge, match="double"):
+            parse_json(document)
+
+
+@pytest.mark.parametrize(
+    "text, value",
+    [
+        ("0.1", 0.1),
+        ("0.10000000000000001", 0.1),  # 17 digits of the same double (C's %.17g)
+        ("0.30000000000000004", 0.30000000000000004),
+        ("1e-300", 1e-300),
+        ("5e-324", 5e-324),  # the smallest subnormal, to the one digit written
+        ("1.5E+3", 1500.0),
+        ("-0.0", -0.0),
+        ("0.000", 0.0),
+        ("123.456e-5", 0.00123456),
+        ("0.1000000000000000055511151231257827021181583404541015625", 0.1),  # 0.1's exact value
+        ("1700000000.1234567", 1700000000.1234567),
+    ],
+)
+def test_a_number_a_double_holds_to_the_digits_written_is_read(text, value):
+    for document in (text, f"[{text}]", f"[{BIG}, {text}]"):
+        parsed = parse_json(document)
+        parsed = parsed[-1] if isinstance(parsed, list) else parsed
+        assert parsed == value and math.copysign(1, parsed) == math.copysign(1, value)

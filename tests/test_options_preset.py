@@ -137,3 +137,85 @@ def test_writer_option_precedence_is_what_the_help_says(sink):
     if sink == "anthropic":
         assert write(record, WriteContext("r", max_tokens=9))["max_tokens"] == 5
         assert write(bare, WriteContext("r", max_tokens=9))["max_tokens"] == 9
+
+
+# --------------------------------------------------------------------------------------------
+# Hostile presets and absurd numbers (issue 20): one-line errors, exit status 2
+
+
+def _bomb(levels: int = 9) -> list[str]:
+    """A YAML alias bomb: nine aliases of nine aliases ... (9**levels strings once expanded)."""
+    items = ['&a0 ["lol", "lol", "lol", "lol", "lol", "lol", "lol", "lol", "lol"]']
+    items += [f"&a{i} [" + ", ".join([f"*a{i - 1}"] * 9) + "]" for i in range(1, levels)]
+    return items
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    "preset_text",
+    [
+        # Found: json.dumps of the mapping took over 4 GB.
+        "transform_name_mapping: {" + ", ".join(f"k{i}: {item}" for i, item in enumerate(_bomb())) + "}\n",
+        "experiments: [" + ", ".join(_bomb()) + ", *a8]\n",  # str() of each item of a list option
+    ],
+)
+def test_a_yaml_alias_bomb_is_refused_before_it_expands(preset_text, tmp_path):
+    preset = tmp_path / "bomb.yaml"
+    preset.write_text(f"input: [{SAMPLE}]\n" + preset_text)
+    limit = "import resource; resource.setrlimit(resource.RLIMIT_AS, (1 << 30, 1 << 30));"
+    code = f"{limit} import sys; from pipeline.main import main; sys.exit(main(sys.argv[1:]))"
+    result = subprocess.run(
+        [sys.executable, "-c", code, "--config", str(preset), "--output", str(tmp_path / "o")],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert result.returncode == 2, result.stderr[-2000:]
+    errors = [line for line in result.stderr.splitlines() if line.startswith("convnorm: error:")]
+    assert len(errors) == 1 and "alias" in errors[0] and "Traceback" not in result.stderr
+
+
+def test_a_preset_file_past_the_size_limit_is_refused(tmp_path):
+    preset = tmp_path / "big.yaml"
+    preset.write_text("# " + "x" * (2 << 20) + "\nbatch_size: 7\n")
+    with pytest.raises(ConfigError, match="larger than"):
+        load_job(["--config", str(preset), "--input", str(SAMPLE), "--output", str(tmp_path / "o")])
+
+
+@pytest.mark.parametrize(
+    "line, message",
+    [
+        ("batch_size: " + "7" * 5000, "'batch_size'"),  # Found: a traceback (int -> str past 4,300 digits)
+        ("check: " + "7" * 5000, "'check'"),
+        ("direct_num_workers: " + "7" * 5000, "'direct_num_workers'"),
+        ("experiments: [" + "7" * 5000 + "]", "'experiments'"),
+        ("job-endpoint-timeout: .inf", "--job-endpoint-timeout"),
+        ("job-endpoint-timeout: .nan", "--job-endpoint-timeout"),
+        ("max-record-bytes: 9999999999999999999", "max-record-bytes"),
+        ("max-record-bytes: 99999999999999", "--max-record-bytes"),
+    ],
+)
+def test_absurd_numbers_in_a_preset_are_one_line_errors(line, message, tmp_path):
+    with pytest.raises(ConfigError) as raised:
+        _job(tmp_path, line + "\n")
+    assert message in str(raised.value) and "\n" not in str(raised.value)
+
+
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (["--job-endpoint-timeout", "inf"], "--job-endpoint-timeout"),  # Found: an OverflowError traceback
+        (["--job-endpoint-timeout", "nan"], "--job-endpoint-timeout"),  # Found: waited forever
+        (["--max-record-bytes", "9999999999999999999"], "--max-record-bytes"),  # Found: every record a dead letter
+        (["--shard-bytes", "9" * 30], "--shard-bytes"),
+        (["--batch-size", "9" * 30], "--batch-size"),
+        (["--dead-letter-raw-limit", "9" * 30], "--dead-letter-raw-limit"),
+    ],
+)
+def test_absurd_numbers_on_the_command_line_exit_2_in_one_line(argv, message, tmp_path, capsys):
+    from pipeline.main import main
+
+    assert main(["--input", str(SAMPLE), "--output", str(tmp_path / "o"), *argv]) == 2
+    errors = [line for line in capsys.readouterr().err.splitlines() if line.startswith("convnorm: error:")]
+    assert len(errors) == 1 and message in errors[0]
+    assert not (tmp_path / "o").exists()

@@ -11,81 +11,29 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import socket
-import subprocess
-import sys
-import time
 from pathlib import Path
 
+import output_trees
+import paused_runs
 import pytest
 
-from pipeline import testhooks
 from pipeline.lock import LOCK_FILE
 from pipeline.main import main
 from pipeline.outputs import MANIFEST_FILE, SUCCESS_FILE, TEMP_PREFIX
 
 ROOT = Path(__file__).resolve().parent.parent
 SAMPLE = ROOT / "samples" / "conversations.jsonl"
-#: Limit for a subprocess run (healthy: a few seconds) and for reaching a pause point.
-RUN_TIMEOUT_S = 240
 
 
 def _run(*argv: str) -> int:
     return main([str(a) for a in argv])
 
 
-def _tree(directory: Path) -> dict[str, bytes]:
-    # report.html is a view written after _SUCCESS that says when the run was made: the
-    # outputs proper, manifest and marker included, must be byte-identical; it cannot be.
-    return {
-        str(p.relative_to(directory)): p.read_bytes()
-        for p in sorted(directory.rglob("*"))
-        if p.is_file() and p.relative_to(directory) != Path("report.html")
-    }
-
-
-def _env(**extra: str) -> dict[str, str]:
-    env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join([str(ROOT), *(p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p)])
-    env.update(extra)
-    return env
-
-
-def _start_paused(argv: list[str], point: str, work: Path) -> tuple[subprocess.Popen, Path]:
-    """``python -m pipeline ARGV`` in its own process group, paused at ``point``."""
-    ready = work / f"paused-{point}-{time.monotonic_ns()}"
-    log = (work / f"{ready.name}.log").open("wb")
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "pipeline", *map(str, argv)],
-        cwd=work,
-        stdin=subprocess.DEVNULL,
-        stdout=log,
-        stderr=subprocess.STDOUT,
-        start_new_session=True,
-        env=_env(**{testhooks.PAUSE_AT: point, testhooks.PAUSE_FILE: str(ready)}),
-    )
-    deadline = time.monotonic() + RUN_TIMEOUT_S
-    while not ready.exists():
-        if proc.poll() is not None or time.monotonic() > deadline:
-            _kill(proc)
-            pytest.fail(f"the run never reached {point!r}:\n{Path(log.name).read_text()[-3000:]}")
-        time.sleep(0.05)
-    return proc, ready
-
-
-def _kill(proc: subprocess.Popen) -> None:
-    try:
-        os.killpg(proc.pid, signal.SIGKILL)
-    except ProcessLookupError:
-        pass
-    proc.wait()
-
-
-def _dead_pid() -> int:
-    proc = subprocess.Popen([sys.executable, "-c", "pass"])
-    proc.wait()
-    return proc.pid
+_tree = output_trees.tree
+_start_paused = paused_runs.start_paused
+_kill = paused_runs.kill
+_dead_pid = paused_runs.dead_pid
 
 
 # --------------------------------------------------------------------------------------------
@@ -392,7 +340,8 @@ def test_kill_9_then_overwrite_gives_byte_identical_outputs(point, tmp_path, cap
         # no manifest claims files (the lock records them).
         assert not (out / SUCCESS_FILE).exists() and not (out / MANIFEST_FILE).exists()
         holder = json.loads((out / LOCK_FILE).read_text())
-        assert "normalized/part-00000.jsonl" in holder["creating"] and "summary.json" in holder["deleting"]
+        creating, deleting = ([e["path"] for e in holder[key]] for key in ("creating", "deleting"))
+        assert "normalized/part-00000.jsonl" in creating and "summary.json" in deleting
     else:
         assert _tree(out).items() >= reference.items()  # the previous outputs are untouched so far
 
@@ -457,6 +406,7 @@ def _list_in_manifest(out: Path, entry: dict) -> None:
         ({"path": "mydocs", "records": 0, "bytes": 4096}, "not a file"),  # Found: deleted mydocs/ and all in it
         ({"path": "link/notes.txt", "records": 0, "bytes": 9}, "outside"),  # Found: deleted home/notes.txt
         ({"path": "notes.txt", "records": 0}, "size"),  # Found: no size recorded, so none to differ: deleted
+        ({"path": "notes.txt", "records": 0, "bytes": 9}, "sha256"),  # Found: the right size was enough: deleted
     ],
 )
 def test_a_manifest_entry_that_is_not_a_file_convnorm_wrote_deletes_nothing(entry, why, tmp_path, capsys):

@@ -14,6 +14,7 @@ import pytest
 
 from pipeline.main import main
 from transforms.flat_rows import flat_record, flat_row, parquet_schema
+from transforms.jsontext import int_text, parse_json
 
 SAMPLES = Path(__file__).resolve().parent.parent / "samples" / "formats"
 
@@ -115,3 +116,40 @@ def test_sharegpt_training_output_loads_with_datasets_json(tmp_path):
     (path,) = sorted((tmp_path / "s" / "normalized").glob("part-*.jsonl"))
     rows = _datasets().load_dataset("json", data_files=str(path), split="train", cache_dir=str(tmp_path / "hf"))
     assert [{k: v for k, v in row.items() if v is not None} for row in rows] == expected
+
+
+@pytest.mark.slow
+def test_a_five_thousand_digit_id_is_written_to_parquet_as_in_jsonl(tmp_path):
+    # Found: str() of the id in the Parquet writer hit Python's 4,300-digit limit and failed
+    # the whole job: no output at all.
+    big = "7" * 5000
+    source = tmp_path / "in.jsonl"
+    source.write_text(
+        '{"id":%s,"messages":[{"role":"user","content":"hi"}]}\n{"id":"b","messages":[{"role":"user","content":"x"}]}\n'
+        % big
+    )
+    out = tmp_path / "p"
+    argv = ["--input", str(source), "--output", str(out), "--output-format", "parquet", "--no-report", "--quiet"]
+    assert main(argv) == 0
+    rows = [
+        row for path in sorted((out / "normalized").glob("part-*.parquet")) for row in pq.read_table(path).to_pylist()
+    ]
+    assert [row["id"] for row in rows] == [big, "b"]
+    typed = flat_record(rows[0])["id"]  # the typed id in fields reads back as the integer
+    assert isinstance(typed, int) and int_text(typed) == big
+    assert main(["--input", str(source), "--output", str(tmp_path / "j"), "--no-report", "--quiet"]) == 0
+    jsonl = [
+        parse_json(line) for line in (tmp_path / "j" / "normalized" / "part-00000.jsonl").read_bytes().splitlines()
+    ]
+    assert [flat_record(row) for row in rows] == jsonl
+
+
+def test_any_id_the_json_lines_output_can_hold_has_a_parquet_id_text():
+    big = 10**5000
+    for rid, text in (
+        (big, int_text(big)),
+        (-big, "-" + int_text(big)),
+        ([big], "[" + int_text(big) + "]"),
+        (1.5, "1.5"),
+    ):
+        assert flat_row({"id": rid, "messages": []})["id"] == text

@@ -266,11 +266,43 @@ def _beyond_64_bits_before(data: bytes) -> bool:
 
 
 @given(st.lists(st.sampled_from([b"1", b"9", b"0", b"-", b" ", b'"', b"a", b"1" * 9, b"0" * 10]), max_size=40))
-def test_the_64_bit_check_with_one_first_search_decides_as_before(parts):
-    from transforms.jsontext import _beyond_64_bits
+def test_the_exact_reading_check_still_sends_every_integer_past_64_bits(parts):
+    from transforms.jsontext import _needs_exact_reading
 
     data = b"".join(parts)
-    assert _beyond_64_bits(data) == _beyond_64_bits_before(data)
+    assert _needs_exact_reading(data) or not _beyond_64_bits_before(data)
+
+
+@given(
+    st.sampled_from(["", "-"]),
+    st.text("0123456789", min_size=1, max_size=24),
+    st.none() | st.text("0123456789", min_size=1, max_size=24),
+    st.none() | st.tuples(st.sampled_from(["e", "E", "e-", "e+", "E-"]), st.integers(0, 450)),
+)
+def test_the_exact_reading_check_never_lets_orjson_change_a_number(sign, whole, fraction, exponent):
+    # A number orjson would read silently changed (rounded, 0.0) must be sent to the exact
+    # reading, which refuses it; one past the double range, orjson refuses, and that error
+    # sends it there too (docs/json-text.md).
+    import orjson
+
+    from transforms.jsontext import NumberTooLarge, _needs_exact_reading, parse_json
+
+    text = sign + (whole.lstrip("0") or "0") + (f".{fraction}" if fraction else "")
+    text += f"{exponent[0]}{exponent[1]}" if exponent else ""
+    data = b'{"a": [1, ' + text.encode() + b"]}"
+    if _needs_exact_reading(data):
+        return
+    try:
+        fast = orjson.loads(data)
+    except orjson.JSONDecodeError:
+        with pytest.raises(NumberTooLarge):
+            parse_json(data)
+        return
+    try:
+        exact = json.loads(data, parse_float=jsontext._held_float)
+    except ValueError:
+        raise AssertionError(f"{text} is not held by a double, yet orjson would read it") from None
+    assert parse_json(data) == fast == exact
 
 
 def test_a_format_error_says_which_dead_letter_reason_it_becomes():

@@ -283,7 +283,11 @@ def test_report_command_never_replaces_a_page_it_did_not_write(tmp_path, capsys)
     assert "did not write it" in capsys.readouterr().err
     assert theirs.read_text() == "<html><title>my own notes</title></html>"
     theirs.unlink()
-    assert main(["report", str(out)]) == 0 and main(["report", str(out)]) == 0  # its own page: replaced
+    assert main(["report", str(out)]) == 0
+    # No manifest here: nothing proves the page convnorm's now (a page of the user's may carry
+    # the same title), so it is written where nothing is, and never replaced.
+    assert main(["report", str(out)]) == 1
+    assert "no _convnorm_manifest.json" in capsys.readouterr().err
 
 
 def _without_footer(page: str) -> str:
@@ -326,6 +330,7 @@ def test_the_warning_banner_follows_the_runs_threshold(tmp_path):
     assert "Warning: 2 of 100 records read (2.0%) are dead letters" in (out / report.REPORT_FILE).read_text()
     manifest = {"format": "convnorm-manifest/1", "options": {"warn_dead_letters": "5%"}, "versions": {}}
     (out / "_convnorm_manifest.json").write_text(json.dumps(manifest))
+    (out / report.REPORT_FILE).unlink()  # this manifest does not list the page: it would be refused
     assert report.report_command([str(out)]) == 0
     assert "Warning:" not in (out / report.REPORT_FILE).read_text()
 

@@ -231,3 +231,65 @@ def test_a_big_json_array_with_a_stray_brace_or_no_end_is_invalid():
     for body, detail in [(b'1,{"a":"}"}},2]', "unbalanced '}'"), (b'1,["x"', "not closed"), (b"1] 2", "after the end")]:
         got = list(_array_elements(_Trickle(body, rng), b"", 1 << 20))
         assert isinstance(got[-1], Unreadable) and got[-1].reason == "invalid_json" and detail in got[-1].detail
+
+
+# --------------------------------------------------------------------------------------------
+# Record boundaries (issue 20): UTF-16 files and lines that end in a carriage return alone
+
+
+THREE = [{"id": f"r{i}", "messages": [{"role": "user", "content": f"héllo {i} 𝄞"}]} for i in range(3)]
+
+
+@pytest.mark.parametrize("encoding, bom", [("utf-16-le", b"\xff\xfe"), ("utf-16-be", b"\xfe\xff")])
+@pytest.mark.parametrize("newline", ["\r\n", "\n"])
+def test_a_utf16_jsonl_file_is_decoded_and_counted_record_by_record(tmp_path, encoding, bom, newline):
+    # Found: a UTF-16 file (Windows tools write them, with a byte-order mark) was one
+    # invalid_json dead letter: records_in 1 for a file of many records.
+    lines = [json.dumps(r, ensure_ascii=False) + newline for r in THREE]
+    (tmp_path / "u16.jsonl").write_bytes(bom + "".join(lines).encode(encoding))
+    records = _records(plan_shards([str(tmp_path / "u16.jsonl")], shard_bytes=1 << 16))
+    assert [json.loads(r.payload) for r in records] == THREE
+    # Positions are byte offsets in the file, as for any JSON Lines file.
+    offsets = [len(bom)]
+    for line in lines[:-1]:
+        offsets.append(offsets[-1] + len(line.encode(encoding)))
+    assert [r.position for r in records] == offsets
+
+
+def test_a_utf16_file_is_never_cut_into_byte_ranges(tmp_path):
+    records = [{"id": f"r{i}", "messages": [{"role": "user", "content": "x" * 200}]} for i in range(400)]
+    text = "".join(json.dumps(r) + "\n" for r in records)
+    (tmp_path / "big.jsonl").write_bytes(b"\xff\xfe" + text.encode("utf-16-le"))
+    shards = plan_shards([str(tmp_path / "big.jsonl")], shard_bytes=1 << 16)
+    assert len(shards) == 1  # byte ranges would cut code units in two
+    assert [json.loads(r.payload)["id"] for r in _records(shards)] == [r["id"] for r in records]
+
+
+def test_a_utf16_json_document_is_decoded(tmp_path):
+    (tmp_path / "u16.json").write_bytes(b"\xff\xfe" + json.dumps(THREE, ensure_ascii=False).encode("utf-16-le"))
+    records = _records(plan_shards([str(tmp_path / "u16.json")]))
+    assert [r.payload.value for r in records] == THREE
+
+
+@pytest.mark.parametrize("shard_bytes", [1 << 16, 1 << 26])
+def test_a_carriage_return_alone_ends_a_line(tmp_path, shard_bytes):
+    # Found: a file whose lines end in CR alone (classic Mac tools) was one record.
+    lines = [json.dumps(r) for r in THREE] * 200
+    data = ("\r".join(lines) + "\r").encode()
+    (tmp_path / "cr.jsonl").write_bytes(data)
+    records = _records(plan_shards([str(tmp_path / "cr.jsonl")], shard_bytes=shard_bytes))
+    assert [json.loads(r.payload) for r in records] == THREE * 200
+    starts = [0]
+    for line in lines[:-1]:
+        starts.append(starts[-1] + len(line) + 1)
+    assert [r.position for r in records] == starts
+
+
+def test_mixed_line_ends_each_end_a_line(tmp_path):
+    a, b, c, d = (json.dumps(r).encode() for r in [*THREE, {"id": "r3", "messages": []}])
+    (tmp_path / "mixed.jsonl").write_bytes(a + b"\r\n" + b + b"\r" + c + b"\n\r\n" + d)
+    items = [item for shard in plan_shards([str(tmp_path / "mixed.jsonl")]) for item in read_shard(shard)]
+    records = [item for item in items if item is not BLANK]
+    assert [json.loads(r.payload)["id"] for r in records] == ["r0", "r1", "r2", "r3"]
+    assert [r.position for r in records] == [0, len(a) + 2, len(a) + 2 + len(b) + 1, len(a + b + c) + 6]
+    assert items.count(BLANK) == 1  # the empty line between \n and \r\n

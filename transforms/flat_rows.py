@@ -18,10 +18,9 @@ A row has three columns:
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
-from transforms.jsontext import dumps_line
+from transforms.jsontext import dumps_line, int_text, parse_json
 
 #: ``args_kind`` values.
 ARGS_STRING = "string"
@@ -65,7 +64,21 @@ def flat_row(record: dict[str, Any], id_field: str = "id", messages_field: str =
     rid = record.get(id_field)
     typed_id = rid is not None and not isinstance(rid, str)
     fields = {k: v for k, v in record.items() if k != messages_field and (k != id_field or typed_id)}
-    return {"id": None if rid is None else str(rid), "messages": messages, "fields": dumps_line(fields).decode()}
+    return {"id": _id_text(rid), "messages": messages, "fields": dumps_line(fields).decode()}
+
+
+def _id_text(rid: Any) -> str | None:
+    """The id column's text: an integer's digits at any size (``str()`` stops at 4,300 digits,
+    which failed the whole Parquet job), any other value's ``str()`` (its JSON text when
+    ``str()`` refuses, as for a big integer inside a list)."""
+    if rid is None:
+        return None
+    if isinstance(rid, int) and not isinstance(rid, bool):
+        return int_text(rid)
+    try:
+        return str(rid)
+    except ValueError:
+        return dumps_line(rid).decode()
 
 
 def _call(row: dict[str, Any]) -> dict[str, Any]:
@@ -74,14 +87,14 @@ def _call(row: dict[str, Any]) -> dict[str, Any]:
     if kind == ARGS_STRING:
         call["args"] = row["args"]
     elif kind == ARGS_JSON:
-        call["args"] = json.loads(row["args"])
+        call["args"] = parse_json(row["args"])
     return call
 
 
 def flat_record(row: dict[str, Any], id_field: str = "id", messages_field: str = "messages") -> dict[str, Any]:
     """A row read back (pyarrow ``to_pylist``, Hugging Face ``datasets``) as the flat record."""
     record: dict[str, Any] = {} if row.get("id") is None else {id_field: row["id"]}
-    record.update(json.loads(row["fields"]) if row.get("fields") else {})
+    record.update(parse_json(row["fields"]) if row.get("fields") else {})
     messages = []
     for m in row.get("messages") or ():
         message = {"role": m["role"], "content": m["content"]}

@@ -19,9 +19,15 @@ longer number with ``NumberTooLarge`` before converting it, because conversion c
 square of the length. Every encoder writes an integer of any size as its digits, also past
 CPython's 4,300-digit ``str()`` limit (converted in chunks; the interpreter limit is not lifted).
 
-Non-finite numbers. NaN, Infinity and numbers past the double range (``1e400``) are not JSON:
-``parse_json`` refuses them, and the Parquet reader writes them as null and counts them, so
-no value read from input holds one. When a caller hands an encoder one anyway, the encoder
+Numbers a double cannot hold. A number with a point or an exponent is read as a double only
+when the double holds it to the digits written; past the double range (``1e400``), an
+underflow (``1e-400``), more significant digits than a double keeps (a 30-digit fraction):
+``NumberTooLarge``, and the record is a ``number_too_large`` dead letter, never a silently
+changed value (docs/json-text.md).
+
+Non-finite numbers. NaN and Infinity are not JSON: ``parse_json`` refuses them, and the
+Parquet reader writes NaN and infinities as null and counts them, so no value read from input
+holds one. When a caller hands an encoder one anyway, the encoder
 uses its *spelling*, and there are exactly two, on purpose:
 
 - ``ORJSON`` spelling — ``dumps_line`` and ``canonical_json``: orjson's text. NaN and the
@@ -47,6 +53,7 @@ import json
 import math
 import re
 import threading
+from decimal import Decimal
 from typing import Any, Callable
 
 import orjson
@@ -70,7 +77,8 @@ MAX_NUMBER_DIGITS = 100_000
 
 
 class NumberTooLarge(ValueError):
-    """A JSON number longer than ``MAX_NUMBER_DIGITS``."""
+    """A JSON number convnorm cannot carry: longer than ``MAX_NUMBER_DIGITS``, or one a double
+    cannot hold to the digits written (``1e400``, ``1e-400``, a 30-digit fraction)."""
 
 
 # --------------------------------------------------------------------------------------------
@@ -109,22 +117,40 @@ def _reject_constant(name: str) -> Any:
     raise ValueError(f"{name} is not JSON")
 
 
-#: A number orjson may not read exactly: integers past its 64-bit range (orjson reads them
-#: as floats, silently losing digits), i.e. 20+ digits or a negative 19-digit one. Found by
-#: mapping every digit to "0" and searching the runs: 20x faster than a regular expression
-#: over a line (which cost more than parsing it). Both shapes hold a run of 19 digits: one
-#: search for it decides for almost every line, the precise searches run only after a hit.
-_DIGITS_AS_ZERO = bytes.maketrans(b"123456789", b"000000000")
-_NINETEEN_DIGITS = b"0" * 19
-_TWENTY_DIGITS = b"0" * 20
-_NEGATIVE_NINETEEN_DIGITS = b"-" + b"0" * 19
+#: A number orjson may not read exactly (it would read it silently changed): an integer past
+#: its 64-bit range (read as a float), of 20+ digits or a negative 19-digit one; a number with
+#: more significant digits than a double is sure to hold (16 or more: 15 always fit); a number
+#: so small it would lose digits or read as zero (a negative three-digit exponent; a long run
+#: of zeros is a long mantissa). Past the double range orjson refuses (``1e400``): that error
+#: sends the line to the exact reading too. Found by mapping digits (and, for the first look,
+#: points) to one byte and searching: a regular expression over a line cost more than parsing
+#: it. Most lines take one translation and two searches, as the 64-bit check alone did; a line
+#: with a 16-digit run takes a second look, and a false alarm only costs the exact parser.
+_DIGIT = b"\x1b"  # bytes that seldom occur in text, so the searches skip fast
+_EXPONENT = b"\x1c"
+_FIRST_LOOK = bytes.maketrans(b"0123456789.eE", _DIGIT * 11 + _EXPONENT * 2)
+_SECOND_LOOK = bytes.maketrans(b"0123456789eE", _DIGIT * 10 + _EXPONENT * 2)
+_LONG_RUN = _DIGIT * 16
+_MINUS_THREE_DIGITS = b"-" + _DIGIT * 3  # searched first: "-" is rare, so this is fast
+_TINY_EXPONENT = _EXPONENT + _MINUS_THREE_DIGITS
+_INTEGER_PAST_64_BITS = (_DIGIT * 20, b"-" + _DIGIT * 19)
+_LONG_MANTISSA = re.compile(re.escape(_DIGIT) + rb"+\." + re.escape(_DIGIT) + b"+")
 
 
-def _beyond_64_bits(data: bytes) -> bool:
-    digits = data.translate(_DIGITS_AS_ZERO)
-    if _NINETEEN_DIGITS not in digits:
+def _needs_exact_reading(data: bytes) -> bool:
+    first = data.translate(_FIRST_LOOK)
+    if _MINUS_THREE_DIGITS in first and _TINY_EXPONENT in first:
+        return True
+    if _LONG_RUN not in first:
         return False
-    return _TWENTY_DIGITS in digits or _NEGATIVE_NINETEEN_DIGITS in digits
+    second = data.translate(_SECOND_LOOK)
+    if any(run in second for run in _INTEGER_PAST_64_BITS) or _LONG_RUN + _EXPONENT in second:
+        return True
+    if _LONG_RUN + _DIGIT not in first:
+        return False  # 16 characters with a point are 15 digits: a double holds them
+    # A run of 17+ digits and points: a long mantissa if a point is in it, else a 17-19 digit
+    # integer (a nanosecond timestamp: orjson reads it exactly).
+    return any(len(run) > 16 for run in _LONG_MANTISSA.findall(second))
 
 
 #: An escaped UTF-16 surrogate: fine in a pair, but the standard parser also accepts one
@@ -153,12 +179,22 @@ def _exact_int(text: str) -> int:
         return -value if text.startswith("-") else value
 
 
-def _finite_float(text: str) -> float:
-    _check_length(text)
+def _held_float(text: str) -> float:
+    """The double of a JSON number with a point or an exponent, if it holds the number to the
+    digits written; ``NumberTooLarge`` otherwise (past the double range, an underflow to zero or
+    to a subnormal that lost digits, more significant digits than the double keeps)."""
     value = float(text)
+    if repr(value) == text:  # the common case, and the fast one: a double's own shortest spelling
+        return value
+    _check_length(text)
+    shown = text if len(text) <= 40 else text[:37] + "..."
     if not math.isfinite(value):
-        # As orjson does: a float past the double range is not a number JSON can carry on.
-        raise ValueError(f"number {text[:40]} is infinity when parsed as double")
+        raise NumberTooLarge(f"number {shown} is past the largest a double holds (it would read as infinity)")
+    digits = text.lower().lstrip("-").partition("e")[0].replace(".", "").strip("0")
+    if digits and Decimal(format(value, f".{len(digits) - 1}e")) != Decimal(text):
+        raise NumberTooLarge(
+            f"number {shown} has more digits, or a smaller exponent, than a double holds (it would read as {value!r})"
+        )
     return value
 
 
@@ -182,20 +218,27 @@ def _has_lone_surrogate(value: Any) -> bool:
 def parse_json(payload: bytes | str) -> Any:
     """Parse one JSON text exactly; raises ``ValueError`` (or ``RecursionError``).
 
-    orjson is the fast path. Text holding an integer past 64 bits goes to the standard
-    parser, which reads integers of any size exactly (a long digit run inside a string only
-    costs the slower parser). NaN, Infinity, numbers past the double range (``1e400``) and
-    lone surrogates are not JSON text and stay refused, whichever parser reads them; a number
-    longer than ``MAX_NUMBER_DIGITS`` raises ``NumberTooLarge`` before it is converted.
+    orjson is the fast path. Text holding a number orjson may not read exactly (an integer
+    past 64 bits, a number a double may not hold) goes to the standard parser, which reads
+    integers of any size exactly and every other number through ``_held_float`` (a long digit
+    run inside a string only costs the slower parser). A number a double cannot hold to the
+    digits written (``1e400``, ``1e-400``, a 30-digit fraction) or longer than
+    ``MAX_NUMBER_DIGITS`` raises ``NumberTooLarge``; NaN, Infinity and lone surrogates are not
+    JSON text and stay refused, whichever parser reads them.
     """
     data = payload.encode("utf-8", "surrogatepass") if isinstance(payload, str) else payload
-    if not _beyond_64_bits(data):
-        return orjson.loads(data)
+    if not _needs_exact_reading(data):
+        try:
+            return orjson.loads(data)
+        except orjson.JSONDecodeError as error:
+            if "infinity" not in str(error):
+                raise
+            # A number past the double range: the exact reading says so (NumberTooLarge).
     try:
         # Strict UTF-8, as orjson reads: json.loads(bytes) would take a byte-order mark and
         # UTF-8-encoded surrogates, so the same line would pass here and fail there.
         value = json.loads(
-            data.decode("utf-8"), parse_constant=_reject_constant, parse_int=_exact_int, parse_float=_finite_float
+            data.decode("utf-8"), parse_constant=_reject_constant, parse_int=_exact_int, parse_float=_held_float
         )
     except UnicodeDecodeError as error:
         raise ValueError(str(error)) from None
