@@ -308,15 +308,15 @@ class Summarize(beam.PTransform):
     """Read statistics + per-record outputs + dead letters -> one summary document (a view's).
 
     The view's ``partial(records_in, items, dead_letters, blank_lines)`` summarizes one piece;
-    its ``finalize(total, **options)`` turns the total into the document. ``records_in`` comes
+    its ``finalize`` (or ``finish``) turns the total into the document. ``records_in`` comes
     from the reader's statistics, not from the outputs, so the ``accounted`` flag is a real
     check that every record ended in exactly one output.
     """
 
-    def __init__(self, view: summaries.View, **options) -> None:
+    def __init__(self, view: summaries.View, finish: Callable[[dict[str, Any]], dict[str, Any]] | None = None) -> None:
         super().__init__()
         self._partial = view.partial
-        self._finish = functools.partial(view.finalize, **options) if options else view.finalize
+        self._finish = finish or view.finalize
 
     def expand(self, inputs):
         read_stats, outputs, dead_letters = inputs
@@ -333,7 +333,7 @@ class SummarizeRun(Summarize):
     """Dataset totals of a normalization run, from (read stats, drops, dead letters)."""
 
     def __init__(self, settings: Settings) -> None:
-        super().__init__(summaries.RUN, profile=settings.profile, check=settings.check, tokens=settings.tokens)
+        super().__init__(summaries.RUN, functools.partial(summaries.finalize_run, settings=settings))
 
 
 class SummarizeValidation(Summarize):

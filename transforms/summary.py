@@ -25,7 +25,7 @@ from transforms.output_records import DeadLetter, DropMetrics, ViolationReport
 from transforms.profiles import REPAIRS
 from transforms.record_steps import DEAD_LETTER_REASONS, DeadLetterReason
 from transforms.records import refusal_reason
-from transforms.settings import TokenSettings
+from transforms.settings import Settings, TokenSettings
 from transforms.tokens import tally_example, token_figures
 from transforms.validate import VIOLATION_KINDS
 
@@ -325,6 +325,12 @@ def finalize(
         doc["tokens"] = token_figures(s.get("tokens", {}), tokens)
     doc["accounted"] = accounted(doc, "records_out")
     return doc
+
+
+def finalize_run(summary: dict[str, Any], settings: Settings) -> dict[str, Any]:
+    """``finalize`` with the options the record settings give (profile, ``--check``, ``--tokens``):
+    the one way a run's totals become its document, batch or streaming, whole or per window."""
+    return finalize(summary, profile=settings.profile, check=settings.check, tokens=settings.tokens)
 
 
 def _sorted_counts(counts: dict[str, Any]) -> dict[str, Any]:
