@@ -169,7 +169,8 @@ class RouteConversations(beam.DoFn):
     def start_bundle(self) -> None:
         # The writer starts a new output file per bundle and per shard: so does the state
         # that keeps a unique field (openai-batch's custom_id) unique within a file.
-        self._file_shard, self._taken = None, {}
+        self._file_shard: int | None = None
+        self._taken: dict[str, int] = {}
 
     def process(self, batch: Batch) -> Iterable:
         if batch.shard != self._file_shard:
@@ -262,7 +263,7 @@ class _BatchBySize(beam.DoFn):
 
     def finish_bundle(self):
         for window, (items, _) in self._open.items():
-            yield WindowedValue(_batch(items), window.max_timestamp(), [window])
+            yield WindowedValue(_batch(items), window.max_timestamp(), (window,))
         self._open = {}
 
 
@@ -281,7 +282,7 @@ class Unbatch(beam.PTransform):
 class MergeSummaries(beam.CombineFn):
     """Adds partial summaries; ``finish`` turns the total into the summary document."""
 
-    def __init__(self, finish) -> None:
+    def __init__(self, finish: Callable[[dict], dict]) -> None:
         self._finish = finish
 
     def create_accumulator(self) -> dict:

@@ -13,7 +13,7 @@ The Beam DoFn in ``transforms.conversations`` only calls ``normalize_batch`` and
 
 from __future__ import annotations
 
-from typing import Any, NamedTuple
+from typing import Any, Callable, NamedTuple
 
 from transforms.formats import WRITERS, FormatError, WriteContext
 from transforms.inputs import Parsed, RawRecord
@@ -42,14 +42,16 @@ from transforms.validate import check_sendable, count_by_kind
 
 
 class BatchResult(NamedTuple):
-    records: list
-    metrics: list
-    dead_letters: list
+    records: list[Any]
+    metrics: list[Any]
+    dead_letters: list[Any]
     #: ``dumps_line`` of each record (normalizing only; ``None`` for ``check_record``).
-    lines: list | None = None
+    lines: list[Any] | None = None
 
 
-def _process(raw: RawRecord, settings: Settings, hint: ReaderHint | None = None) -> tuple[dict, DropMetrics, bytes]:
+def _process(
+    raw: RawRecord, settings: Settings, hint: ReaderHint | None = None
+) -> tuple[dict[str, Any], DropMetrics, bytes]:
     record = parse_payload(raw)
     conversation = read_conversation(record, settings, hint, for_core=True)
     rid = record_id(record, settings)
@@ -164,7 +166,12 @@ def process_record(raw: RawRecord, settings: Settings, hint: ReaderHint | None =
     return guarded(_process, raw, settings, hint)
 
 
-def normalize_batch(records: list, settings: Settings, step=process_record, taken: dict | None = None) -> BatchResult:
+def normalize_batch(
+    records: list[Any],
+    settings: Settings,
+    step: Callable[..., Outcome] = process_record,
+    taken: dict[str, int] | None = None,
+) -> BatchResult:
     """``step`` (``process_record`` or ``validate_step.check_record``) over a batch, split by destination,
     input order kept.
 
@@ -175,7 +182,7 @@ def normalize_batch(records: list, settings: Settings, step=process_record, take
     outputs, metrics, letters = [], [], []
     normalizing = step is process_record
     hint = (ReaderHint(),) if normalizing else ()
-    lines = [] if normalizing else None
+    lines: list[Any] | None = [] if normalizing else None
     for raw in records:
         outcome = step(raw, settings, *hint)
         if isinstance(outcome, DeadLettered):
@@ -187,7 +194,7 @@ def normalize_batch(records: list, settings: Settings, step=process_record, take
         if lines is not None:
             lines.append(outcome.line)
     unique_field = WRITERS[settings.sink].unique_field if normalizing else None
-    if unique_field is not None and taken is not None:
+    if unique_field is not None and taken is not None and lines is not None:
         for index in make_unique(outputs, metrics, unique_field, taken):
             lines[index] = dumps_line(outputs[index])  # renamed after it was serialized
     return BatchResult(outputs, metrics, letters, lines)
@@ -197,7 +204,7 @@ def normalize_batch(records: list, settings: Settings, step=process_record, take
 UNIQUE_SEPARATOR = "~"
 
 
-def make_unique(outputs: list, metrics: list, field: str, taken: dict) -> list[int]:
+def make_unique(outputs: list[Any], metrics: list[Any], field: str, taken: dict[str, int]) -> list[int]:
     """Rename repeated ``field`` values in place, deterministically, in output order.
 
     The n-th occurrence of a value becomes ``<value>~n`` (``~n+1`` ... if that is taken too);

@@ -4,6 +4,8 @@
 package registers every built-in format. See ``base`` for the contract.
 """
 
+from typing import Any
+
 from transforms.formats.base import (
     READERS,
     WRITERS,
@@ -50,7 +52,7 @@ _ISM_KEYS = frozenset(("function_call", "refusal", "tool_call_ids"))
 _CHAT_ROLES = frozenset(("system", "user", "assistant", "tool"))
 
 
-def plain_chat_reader(record, messages_field: str = "messages") -> str | None:
+def plain_chat_reader(record: Any, messages_field: str = "messages") -> str | None:
     """``"openai"`` or ``"flat"`` when ``record`` is a plain chat, else ``None`` (not known).
 
     A plain chat is an object without any key in ``_CLAIMED_KEYS`` whose message field is a
@@ -89,7 +91,7 @@ def plain_chat_reader(record, messages_field: str = "messages") -> str | None:
     return "openai" if has_openai_ism else "flat"
 
 
-def detect_reader_after(previous, record, messages_field: str = "messages"):
+def detect_reader_after(previous: Reader | None, record: Any, messages_field: str = "messages") -> Reader | None:
     """``detect_reader(record, messages_field)``, faster for a run of plain chats.
 
     ``previous`` is the reader detected for the previous record of the same batch (or
