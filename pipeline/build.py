@@ -6,7 +6,7 @@ only parses and runs. ``run_spec`` / ``VALIDATE_SPEC`` say what each writes (``p
 
 from __future__ import annotations
 
-from typing import NamedTuple
+from typing import NamedTuple, TypeVar
 
 import apache_beam as beam
 from apache_beam.io.filesystems import FileSystems
@@ -50,13 +50,17 @@ class CheckedLogs(NamedTuple):
     read_stats: beam.PCollection
 
 
-class ProcessConversationLogs(beam.PTransform):
+#: What ``ProcessConversationLogs`` gives: the run's or the validation's PCollections.
+Logs = TypeVar("Logs", CleanedLogs, CheckedLogs)
+
+
+class ProcessConversationLogs(beam.PTransform[beam.pvalue.PBegin, Logs]):
     """Read -> parse -> a job's per-record step -> split: planned input shards to the step's
     outputs and the reader's statistics."""
 
     #: The step, and the result type: the step's outputs then ``read_stats``.
     STEP: RecordStep
-    RESULT: type
+    RESULT: type[Logs]
 
     def __init__(
         self,
@@ -84,13 +88,13 @@ class ProcessConversationLogs(beam.PTransform):
         return self.RESULT(*out, read.stats)
 
 
-class CleanConversationLogs(ProcessConversationLogs):
+class CleanConversationLogs(ProcessConversationLogs[CleanedLogs]):
     """Read -> parse -> normalize -> split: planned input shards to the three outputs."""
 
     STEP, RESULT = NORMALIZE, CleanedLogs
 
 
-class CheckConversationLogs(ProcessConversationLogs):
+class CheckConversationLogs(ProcessConversationLogs[CheckedLogs]):
     """Read -> parse -> check as they are -> split: planned input shards to reports and dead letters."""
 
     STEP, RESULT = CHECK, CheckedLogs
@@ -102,7 +106,13 @@ class JobOutputs(NamedTuple):
     summary: beam.PCollection
 
 
-def _logs(pipeline: beam.Pipeline, job: Job, label: str, logs: type, lines_only: bool = False) -> NamedTuple:
+def _logs(
+    pipeline: beam.Pipeline,
+    job: Job,
+    label: str,
+    logs: type[ProcessConversationLogs[Logs]],
+    lines_only: bool = False,
+) -> Logs:
     return pipeline | label >> logs(
         job.shards, job.settings, job.batch_size, job.max_record_bytes, job.batch_bytes, lines_only
     )

@@ -29,7 +29,7 @@ import os
 import re
 import sys
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Callable
 
 import apache_beam as beam
@@ -37,7 +37,7 @@ from apache_beam.io.filesystems import FileSystems
 from apache_beam.options.pipeline_options import PortableOptions
 from apache_beam.runners.runner import PipelineState
 
-from pipeline import files, interrupts, loopback
+from pipeline import files, interrupts, job_service, loopback
 from pipeline import lock as locks
 from pipeline import outputs as owned
 from pipeline.interrupts import Stopping, shielded
@@ -85,7 +85,7 @@ class OutputSpec:
 @dataclass
 class Outcome:
     status: int | None = None  # an exit status, or None when the run succeeded
-    summary: dict | None = None
+    summary: dict = field(default_factory=dict)  # the summary document when the run succeeded
     #: The page's name when it was written.
     page: str | None = None
 
@@ -132,10 +132,13 @@ def check_job_endpoint(job: Job) -> None:
 
 
 def run_pipeline(pipeline: beam.Pipeline) -> bool:
-    """Run to the end; False (logged in one line) when the pipeline failed."""
+    """Run to the end; False (logged in one line) when the pipeline failed.
+
+    A portable job (Prism, ``--job_endpoint``) is waited for through its job service, so no
+    deadline of Beam's (``--job_server_timeout``) ends a long run (``pipeline.job_service``)."""
     try:
         result = pipeline.run()
-        state = result.wait_until_finish()
+        state = job_service.wait_until_finish(result)
     except Exception as error:  # noqa: BLE001 — a failed pipeline, whatever the runner raises
         if interrupts.received():
             raise KeyboardInterrupt from None  # Ctrl-C, which Beam wrapped: the command says so in one line

@@ -750,8 +750,6 @@ def streaming_problems(ours, runner: str | None, exists=_local_file_exists) -> l
         problems.append(f"--stop-file {ours.stop_file!r} exists already: remove it first")
     if ours.dry_run or ours.limit is not None:
         problems.append("--dry-run and --limit plan a batch run: drop them with --streaming")
-    if ours.tokens is not None:
-        problems.append("--tokens does not work with --streaming (its dataset figures are not kept per window)")
     return problems
 
 

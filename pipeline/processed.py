@@ -326,7 +326,7 @@ def final_summary(output: str, settings: Settings) -> dict:
     total: dict = {}
     for part in every_partial(output):
         total = summaries.merge_into(total, part)
-    return summaries.finalize(total, profile=settings.profile, check=settings.check)
+    return summaries.finalize_run(total, settings)
 
 
 def parse_window(window: str) -> tuple[float, float]:
@@ -360,7 +360,7 @@ def window_progress(window: str, records_in: int, files_done: int, status: dict 
 def window_summary(output: str, window: str, settings: Settings, status: dict | None, **extra) -> dict:
     """``OUTPUT/<window>/summary.json``: the window's files' totals, its name and progress."""
     partial, count = window_partial(output, window)
-    doc = summaries.finalize(partial, profile=settings.profile, check=settings.check)
+    doc = summaries.finalize_run(partial, settings)
     doc["window"] = window
     doc["progress"] = {**window_progress(window, doc["records_in"], count, status), **extra}
     return doc

@@ -129,12 +129,12 @@ def process_shard(
         _abandon(writers, paths)
         raise
     written = {
-        name: WrittenFile(shard.index, shard.start, paths[name], *measures[name])
+        name: WrittenFile(shard.number, shard.start, paths[name], *measures[name])
         for name in step.output_names
         if name in measures
     }
     partial = summaries.merge(total, step.view.partial(0, blank_lines=stats["blank_lines"]))
-    return ShardResult(shard.index, written, partial)
+    return ShardResult(shard.number, written, partial)
 
 
 def _abandon(writers: dict, paths: dict[str, str]) -> None:
@@ -156,6 +156,6 @@ def temp_place(temp_root: str, shard: Shard, attempt: str) -> Callable[[str], st
     ``sinks.WriteShards`` gives too (``attempt`` unique per try: a retry never clobbers another)."""
 
     def place(name: str) -> str:
-        return FileSystems.join(temp_root, name, temp_name(shard.index, shard.start, attempt))
+        return FileSystems.join(temp_root, name, temp_name(shard.number, shard.start, attempt))
 
     return place

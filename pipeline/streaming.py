@@ -50,7 +50,7 @@ import apache_beam as beam
 from apache_beam.io.filesystems import FileSystems
 from apache_beam.io.restriction_trackers import OffsetRange, OffsetRestrictionTracker
 from apache_beam.io.watermark_estimators import ManualWatermarkEstimator
-from apache_beam.options.pipeline_options import PortableOptions, StandardOptions
+from apache_beam.options.pipeline_options import StandardOptions
 from apache_beam.runners.runner import PipelineState
 from apache_beam.transforms import window as beam_window
 from apache_beam.utils.timestamp import Duration, Timestamp
@@ -362,7 +362,7 @@ def clean_landed_file(landed: Landed, window: str, plan: CleanPlan, observe: Obs
             "files": {
                 name: {"records": f.records, "bytes": f.size, "sha256": f.sha256} for name, f in result.files.items()
             },
-            "totals": summaries.finalize(part, profile=plan.settings.profile, check=plan.settings.check),
+            "totals": summaries.finalize_run(part, plan.settings),
             "partial": part,
         }
         files.write_in_place(FileSystems.join(temp, SOURCE_FILE), document_bytes(source))
@@ -575,22 +575,12 @@ def counters_line(values: dict[str, int]) -> str:
 
 
 class _RunningJob:
-    """The running job, asked through its job service when there is one (Prism, Flink: no
+    """The running job, asked through its job service when it has one (Prism, Flink: no
     deadline of Beam's ends the run, counters are asked afresh), else through Beam's result."""
 
-    def __init__(self, result, options) -> None:
+    def __init__(self, result) -> None:
         self._result = result
-        self._service: JobService | None = None
-        endpoint = options.view_as(PortableOptions).job_endpoint
-        if endpoint and endpoint != "embed":
-            service = JobService(endpoint)
-            try:
-                if service.find_job():
-                    self._service = service
-            except Exception as error:  # noqa: BLE001 — asked through Beam's result instead
-                LOG.info("the job service does not list the job (%s); asking Beam's result", error)
-            if self._service is None:
-                service.close()
+        self._service = JobService.of(result)
 
     def state(self) -> str:
         return self._service.state() if self._service else self._result.state
@@ -614,10 +604,6 @@ class _RunningJob:
 
     def errors(self) -> list[str]:
         return self._service.errors() if self._service else []
-
-    def close(self) -> None:
-        if self._service:
-            self._service.close()
 
 
 class RunEnd(NamedTuple):
@@ -733,11 +719,7 @@ def _watch(job: Job, output: str, run_id: str, run_temp: str) -> int:
         pipeline = beam.Pipeline(options=job.options)
         build_streaming(pipeline, watch, plan_clean(job, output, run_id, run_temp), window_s)
         result = pipeline.run()
-        handle = _RunningJob(result, job.options)
-        try:
-            end = _monitor(handle, watch, stop, window_s, parse_duration(ours.drain_timeout))
-        finally:
-            handle.close()
+        end = _monitor(_RunningJob(result), watch, stop, window_s, parse_duration(ours.drain_timeout))
     for error in end.errors:
         LOG.error("the streaming job: %s", error)
     processed.rebuild_windows(output, settings)

@@ -15,6 +15,7 @@ import sys
 from pathlib import Path
 
 import orjson
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -23,7 +24,7 @@ for path in (str(ROOT), str(ROOT / "bench")):
     if path not in sys.path:
         sys.path.insert(0, path)
 
-from test_normalize_properties import PROPERTIES, conversations  # noqa: E402
+from test_normalize_properties import conversations  # noqa: E402
 
 from transforms import normalize  # noqa: E402
 from transforms.normalize import normalize_conversation  # noqa: E402
@@ -62,13 +63,12 @@ def _same(messages) -> None:
     assert list(walked.drops) == list(letter.drops)
 
 
-@PROPERTIES
 @given(WALK_EDGES)
 def test_the_walk_gives_the_letters_result_on_pairing_edge_cases(messages):
     _same(messages)
 
 
-@PROPERTIES
+@pytest.mark.slow  # the property tests' generator: deep and huge content, cast twice
 @given(conversations)
 def test_the_walk_gives_the_letters_result_on_any_buffer(messages):
     _same(messages)

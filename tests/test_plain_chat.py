@@ -27,7 +27,7 @@ for path in (str(ROOT), str(ROOT / "bench")):
     if path not in sys.path:
         sys.path.insert(0, path)
 
-from test_detect_fast import PLAINISH, PROPERTIES  # noqa: E402
+from test_detect_fast import PLAINISH  # noqa: E402
 from test_detect_fast import RECORD as DETECT_RECORD  # noqa: E402
 from test_openai_fast_path import MESSAGES, SETTINGS  # noqa: E402
 
@@ -145,7 +145,6 @@ def _claims_hold(record) -> None:
         assert coercion_discards(messages) == {}
 
 
-@PROPERTIES
 @given(RECORDS)
 def test_what_plain_chat_says_holds(record):
     _claims_hold(record)
@@ -162,7 +161,6 @@ def _reading_agrees(record) -> None:
         assert plain_chat(record) == said
 
 
-@PROPERTIES
 @given(RECORDS)
 def test_a_whole_reading_says_what_plain_chat_says(record):
     _reading_agrees(record)
@@ -188,7 +186,6 @@ def _batch_bytes(records, settings) -> bytes:
     )
 
 
-@PROPERTIES
 @given(st.lists(RECORDS, min_size=1, max_size=4))
 def test_a_batch_with_the_pass_is_the_batch_without_it(records):
     batch = [PRIMER, *records]

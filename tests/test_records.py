@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from hypothesis import example, given, settings
+from hypothesis import example, given
 from hypothesis import strategies as st
 
 import transforms.jsontext as jsontext
@@ -265,7 +265,6 @@ def _beyond_64_bits_before(data: bytes) -> bool:
     return b"0" * 20 in digits or b"-" + b"0" * 19 in digits
 
 
-@settings(max_examples=500, deadline=None, derandomize=True, database=None)
 @given(st.lists(st.sampled_from([b"1", b"9", b"0", b"-", b" ", b'"', b"a", b"1" * 9, b"0" * 10]), max_size=40))
 def test_the_exact_reading_check_still_sends_every_integer_past_64_bits(parts):
     from transforms.jsontext import _needs_exact_reading
@@ -274,8 +273,6 @@ def test_the_exact_reading_check_still_sends_every_integer_past_64_bits(parts):
     assert _needs_exact_reading(data) or not _beyond_64_bits_before(data)
 
 
-@pytest.mark.slow
-@settings(max_examples=2000, deadline=None, derandomize=True, database=None)
 @given(
     st.sampled_from(["", "-"]),
     st.text("0123456789", min_size=1, max_size=24),
@@ -308,7 +305,6 @@ def test_the_exact_reading_check_never_lets_orjson_change_a_number(sign, whole, 
     assert parse_json(data) == fast == exact
 
 
-@settings(max_examples=400, deadline=None, derandomize=True, database=None)
 @given(
     st.binary(max_size=40),
     st.sampled_from([b"", b"-"]),

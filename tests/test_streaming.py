@@ -28,7 +28,7 @@ from pipeline.landing import (
     match_landing,
 )
 from pipeline.main import main
-from pipeline.options import parse_duration
+from pipeline.options import load_job, parse_duration
 from pipeline.processed import plan_version, source_id
 from pipeline.shard_step import ShardWork
 from pipeline.streaming import (
@@ -394,6 +394,76 @@ def test_totals_from_the_files_on_disk_keep_the_ledger_and_equal_the_batch_summa
     }
 
 
+#: --tokens with every figure in play: a limit some examples pass (dropped as dead letters), a price.
+TOKEN_FLAGS = [
+    "--sink=openai-finetune",
+    "--tokens=o200k_base",
+    "--max-example-tokens=900",
+    "--over-limit=drop",
+    "--price-per-mtok=3",
+]
+
+
+def _batch_run(out: Path, files: list[Path], *extra: str) -> dict:
+    """A batch run (FnApiRunner) over ``files``: its summary.json."""
+    argv = [*(f"--input={f}" for f in files), f"--output={out}", "--quiet", "--no-report", *extra]
+    assert main(argv) == 0
+    return json.loads((out / "summary.json").read_text())
+
+
+def _record_tokens(paths) -> dict[tuple[str, int], int]:
+    """Each counted example's ``tokens``, by (source, position): drop metrics and dead letters."""
+    found = {}
+    for path in paths:
+        for line in path.read_text().splitlines():
+            record = json.loads(line)
+            if "tokens" in record:
+                found[(record["source"], record["position"])] = record["tokens"]
+    return found
+
+
+@pytest.mark.slow
+def test_token_figures_per_window_and_in_all_equal_batch_runs_over_the_same_files(tmp_path):
+    """--tokens with --streaming: each file's partial (source.json) carries its token tally, so
+    a window's tokens section is a batch run's over the window's files, and summary.json's a
+    batch run's over every file, field by field; each example's count is the batch run's."""
+    lines = SAMPLE.read_bytes().splitlines(keepends=True)
+    a, b, c = (tmp_path / name for name in ("a.jsonl", "b.jsonl", "c.jsonl"))
+    a.write_bytes(b"".join(lines[:100]))
+    b.write_bytes(b"".join(lines[100:200]))
+    c.write_bytes(b"".join(lines[200:]))
+    settings = load_job([f"--input={a}", f"--output={tmp_path / 'unused'}", *TOKEN_FLAGS]).settings
+    out, later = tmp_path / "out", "20261201T000100Z-20261201T000200Z"
+    plan = _clean_plan(out, work=ShardWork(NORMALIZE, settings, batch_size=50))
+    for path, window in ((a, WINDOW), (b, WINDOW), (c, later)):
+        assert clean_landed_file(_landed(path), window, plan)
+    windows = {window: processed.write_window_summary(str(out), window, settings, None) for window in (WINDOW, later)}
+    total = processed.final_summary(str(out), settings)
+
+    references = {
+        "summary.json": _batch_run(tmp_path / "batch", [a, b, c], *TOKEN_FLAGS),
+        WINDOW: _batch_run(tmp_path / "batch-first", [a, b], *TOKEN_FLAGS),
+        later: _batch_run(tmp_path / "batch-later", [c], *TOKEN_FLAGS),
+    }
+    for name, streamed in (("summary.json", total), *windows.items()):
+        reference = references[name]
+        assert "tokens" in streamed, f"{name}: no tokens section"
+        differ = {
+            key: (streamed["tokens"].get(key), value)
+            for key, value in reference["tokens"].items()
+            if streamed["tokens"].get(key) != value
+        }
+        assert not differ and streamed["tokens"].keys() == reference["tokens"].keys(), f"{name}: {differ}"
+        assert {k: v for k, v in streamed.items() if k not in ("window", "progress")} == reference
+    assert references["summary.json"]["tokens"]["over_limit_dropped"] > 0  # the limit was in play
+    assert json.loads((out / WINDOW / "summary.json").read_text())["tokens"] == references[WINDOW]["tokens"]
+
+    batch = tmp_path / "batch"
+    reference_counts = _record_tokens([*batch.glob("drops/*.jsonl"), *batch.glob("dead_letter/*.jsonl")])
+    assert len(reference_counts) == references["summary.json"]["tokens"]["examples"]
+    assert _record_tokens([*out.glob("*/*/drops.jsonl"), *out.glob("*/*/dead_letter.jsonl")]) == reference_counts
+
+
 def test_a_window_left_without_its_summary_by_a_crash_is_rebuilt(tmp_path):
     out, f = tmp_path / "out", tmp_path / "a.jsonl"
     f.write_bytes(SAMPLE.read_bytes())
@@ -463,12 +533,8 @@ def test_the_live_counters_are_asked_afresh_each_time():
         def GetJobMetrics(self, request, timeout=None):  # noqa: N802 — the gRPC method's name
             return next(self.answers)
 
-    service = JobService("localhost:1")
-    service._stub = Stub()  # type: ignore[assignment]  # a job service without a network
-    try:
-        first, second = service.counters("convnorm"), service.counters("convnorm")
-    finally:
-        service.close()
+    service = JobService(Stub(), "job-1")  # type: ignore[arg-type]  # a job service without a network
+    first, second = service.counters("convnorm"), service.counters("convnorm")
     assert (first["records_in"], second["records_in"]) == (10, 25)
     assert counters_line(second).startswith("counters: records_in 25, records_out 0")
 
@@ -641,4 +707,4 @@ def _unreadable_batches(shard, batch_size, stats, max_record_bytes, batch_bytes)
     from transforms.inputs import Batch, RawRecord, Unreadable
 
     stats["records"] += 1
-    yield Batch(shard.index, 0, [RawRecord(shard.name, 0, Unreadable("unreadable_file", "Permission denied"))])
+    yield Batch(shard.number, 0, [RawRecord(shard.name, 0, Unreadable("unreadable_file", "Permission denied"))])

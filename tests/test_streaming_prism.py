@@ -26,6 +26,7 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+from prism_build import BUILD_TIMEOUT_S  # noqa: E402
 from streaming_runs import (  # noqa: E402
     COUNTED,
     DRAIN_TIMEOUT_S,
@@ -42,7 +43,8 @@ from streaming_runs import (  # noqa: E402
 
 from pipeline.main import main  # noqa: E402
 
-pytestmark = pytest.mark.slow
+#: Slow, every one; the first test to ask for Prism may build it (tests/prism_build.py) first.
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(BUILD_TIMEOUT_S + 600)]
 
 #: The issue's bound from a file landing to its outputs being visible.
 LATENCY_BOUND_S = 15
@@ -77,7 +79,9 @@ def test_streaming_end_to_end_equals_batch(tmp_path):
     """Files present at start are read with no flag (they were skipped); a run outlives Beam's
     --job_server_timeout (any run over 300 s failed with DEADLINE_EXCEEDED); the counters line
     moves (it froze at its first value); window and final summaries keep the ledger of
-    discarded fields (they lost it), and everything equals a batch run over the same files."""
+    discarded fields (they lost it), and everything equals a batch run over the same files,
+    the token figures (--tokens: refused with --streaming before) and each example's count too."""
+    tokens = ["--tokens=o200k_base", "--max-example-tokens=900"]
     lines = sample_lines()
     landing, out = tmp_path / "landing", tmp_path / "out"
     landing.mkdir()
@@ -87,7 +91,7 @@ def test_streaming_end_to_end_equals_batch(tmp_path):
         "b-later.jsonl": b"".join(lines[100:200]),
         "c-later.jsonl.gz": gzip.compress(b"".join(lines[200:]), mtime=0),
     }
-    with Streaming(tmp_path, landing, out, "run1", "--job_server_timeout=6") as run:
+    with Streaming(tmp_path, landing, out, "run1", "--job_server_timeout=6", *tokens) as run:
         run.wait_started()
         run.wait_for(lambda: outputs_of(out, present), START_TIMEOUT_S, "output of the file present at start")
         (landing / ".hidden.jsonl").write_bytes(lines[0])  # the landing convention: never read
@@ -120,7 +124,8 @@ def test_streaming_end_to_end_equals_batch(tmp_path):
         assert isinstance(progress["files_pending"], int) and isinstance(progress["oldest_pending_age_s"], float)
 
     files = [present, *(landing / name for name in later)]
-    _same_as_batch(out, _batch(tmp_path, files), files)
+    assert summary["tokens"]["examples"] == summary["records_out"] and summary["tokens"]["over_limit_kept"] > 0
+    _same_as_batch(out, _batch(tmp_path, files, *tokens), files)
     print("latency from landing to output (s):", {k: round(v, 2) for k, v in latencies.items()})
 
 

@@ -181,7 +181,9 @@ class RouteConversations(beam.DoFn):
         # that keeps a unique field (openai-batch's custom_id) unique within a file. The
         # reader hint lives as long: a shard's records are one file's (detection's shortcut
         # gives full detection's answer at any boundary; it only saves the first record's).
-        self._file_shard, self._taken, self._hint = None, {}, ReaderHint()
+        self._file_shard: int | None = None
+        self._taken: dict[str, int] = {}
+        self._hint = ReaderHint()
 
     def process(self, batch: Batch) -> Iterable:
         if batch.shard != self._file_shard:
@@ -284,7 +286,7 @@ class _BatchBySize(beam.DoFn):
 
     def finish_bundle(self):
         for window, (items, _) in self._open.items():
-            yield WindowedValue(_batch(items), window.max_timestamp(), [window])
+            yield WindowedValue(_batch(items), window.max_timestamp(), (window,))
         self._open = {}
 
 
@@ -303,7 +305,7 @@ class Unbatch(beam.PTransform):
 class MergeSummaries(beam.CombineFn):
     """Adds partial summaries; ``finish`` turns the total into the summary document."""
 
-    def __init__(self, finish) -> None:
+    def __init__(self, finish: Callable[[dict], dict]) -> None:
         self._finish = finish
 
     def create_accumulator(self) -> dict:
@@ -329,15 +331,15 @@ class Summarize(beam.PTransform):
     """Read statistics + per-record outputs + dead letters -> one summary document (a view's).
 
     The view's ``partial(records_in, items, dead_letters, blank_lines)`` summarizes one piece;
-    its ``finalize(total, **options)`` turns the total into the document. ``records_in`` comes
+    its ``finalize`` (or ``finish``) turns the total into the document. ``records_in`` comes
     from the reader's statistics, not from the outputs, so the ``accounted`` flag is a real
     check that every record ended in exactly one output.
     """
 
-    def __init__(self, view: summaries.View, **options) -> None:
+    def __init__(self, view: summaries.View, finish: Callable[[dict[str, Any]], dict[str, Any]] | None = None) -> None:
         super().__init__()
         self._partial = view.partial
-        self._finish = functools.partial(view.finalize, **options) if options else view.finalize
+        self._finish = finish or view.finalize
 
     def expand(self, inputs):
         read_stats, outputs, dead_letters = inputs
@@ -354,7 +356,7 @@ class SummarizeRun(Summarize):
     """Dataset totals of a normalization run, from (read stats, drops, dead letters)."""
 
     def __init__(self, settings: Settings) -> None:
-        super().__init__(summaries.RUN, profile=settings.profile, check=settings.check, tokens=settings.tokens)
+        super().__init__(summaries.RUN, functools.partial(summaries.finalize_run, settings=settings))
 
 
 class SummarizeValidation(Summarize):

@@ -54,7 +54,7 @@ import math
 import re
 import threading
 from decimal import Decimal
-from typing import Any
+from typing import Any, Callable
 
 import orjson
 
@@ -348,14 +348,14 @@ def _standard_json(value: Any) -> str:
         return _exact_json(value)
 
 
-def _on_fresh_stack(encode, value: Any) -> str:
+def _on_fresh_stack(encode: Callable[[Any], str], value: Any) -> str:
     """Run ``encode(value)`` on a new thread, whose recursion budget starts at zero.
 
     Python's encoder allows as much nesting as the recursion limit leaves above the caller's
     frames, so the same content would serialize in a shallow call and blank in a deep one
     (a Beam worker). A fresh stack gives every caller the same cut-off.
     """
-    outcome: list = []
+    outcome: list[str | Exception] = []
 
     def run() -> None:
         try:
@@ -366,9 +366,10 @@ def _on_fresh_stack(encode, value: Any) -> str:
     worker = threading.Thread(target=run, name="convnorm-json")
     worker.start()
     worker.join()
-    if isinstance(outcome[0], Exception):
-        raise outcome[0]
-    return outcome[0]
+    result = outcome[0]
+    if isinstance(result, Exception):
+        raise result
+    return result
 
 
 def compact_json(value: Any) -> str:

@@ -77,9 +77,9 @@ INTERRUPTED_RESULT = "Tool call was interrupted; no result."
 class NormalizeResult(NamedTuple):
     """What normalization returns for one conversation."""
 
-    messages: list
+    messages: list[Any]
     dropped: int
-    drops: dict
+    drops: dict[str, int]
     healed: int
 
 
@@ -281,7 +281,8 @@ def content_text(content: Any) -> str:
     """Cast a message's content to text by the casting table of rule 1."""
     cls = content.__class__
     if cls is str:
-        return content
+        text: str = content  # the class test is the hot path's narrowing, which mypy cannot see
+        return text
     if content is None:
         return ""
     if cls is bool:
@@ -313,6 +314,7 @@ def usable_id(value: Any) -> str | None:
     its decimal text; a string is trimmed. ``""`` and ``"0"`` are unusable (``"0"`` is a legal
     string but a falsy value); ``"00"`` is usable.
     """
+    text: str
     cls = value.__class__
     if cls is str:
         text = value.strip()
@@ -371,13 +373,13 @@ def _read_call(call: Any) -> tuple[Any, bool]:
     return {"tool_call_id": call_id, "name": name, "args": args}, whole
 
 
-def raw_call_id(call: dict) -> Any:
+def raw_call_id(call: dict[str, Any]) -> Any:
     """The id a call declares, as the core reads it (not yet checked): ``tool_call_id``, else ``id``."""
     call_id = call.get("tool_call_id")
     return call.get("id") if call_id is None else call_id
 
 
-def pairing_key(entry: dict, key: str) -> Any:
+def pairing_key(entry: dict[str, Any], key: str) -> Any:
     """A message's ``tool_calls`` or ``tool_call_id`` as the core reads it (not yet checked)."""
     # Stored-buffer rows keep pairing keys under ``metadata``.
     value = entry.get(key)
@@ -392,8 +394,8 @@ def pairing_key(entry: dict, key: str) -> Any:
 _PLAIN_ROLES = frozenset(("system", "user", "assistant", "tool"))
 
 
-def _coerce(messages: list, log: _DropLog) -> list:
-    out = []
+def _coerce(messages: list[Any], log: _DropLog) -> list[Any]:
+    out: list[Any] = []
     append = out.append
     for entry in messages:
         if not isinstance(entry, dict):
@@ -459,7 +461,7 @@ def moved_by_system_first(messages: list[Any]) -> list[int]:
     return moved
 
 
-def system_first(messages: list) -> list:
+def system_first(messages: list[Any]) -> list[Any]:
     """Rule 2 alone: a stable partition, system messages first (coerced messages)."""
     systems = [m for m in messages if m["role"] == "system"]
     if not systems or messages[: len(systems)] == systems:  # (compared by identity first)
@@ -471,7 +473,7 @@ def system_first(messages: list) -> list:
 # Rule 3 — the repair pass
 
 
-def _repair(messages: list, log: _DropLog) -> tuple[list, int]:
+def _repair(messages: list[Any], log: _DropLog) -> tuple[list[Any], int]:
     """One repair pass (steps A, B, C). Returns the new list and how many results it healed."""
     declared: set[str] = set()
     answered: set[str] = set()
@@ -481,9 +483,9 @@ def _repair(messages: list, log: _DropLog) -> tuple[list, int]:
     return _heal_unanswered(after_b, answered, log)
 
 
-def _declare_calls(messages: list, declared: set, log: _DropLog) -> list:
+def _declare_calls(messages: list[Any], declared: set[str], log: _DropLog) -> list[Any]:
     """Step A — declarations: the first declaration of an id owns the pairing (``declared``)."""
-    after_a = []
+    after_a: list[Any] = []
     keep = after_a.append
     for message in messages:
         if "tool_calls" not in message:  # only assistant turns carry calls after rule 1
@@ -523,9 +525,9 @@ def _declare_calls(messages: list, declared: set, log: _DropLog) -> list:
     return after_a
 
 
-def _answer_results(messages: list, declared: set, answered: set, log: _DropLog) -> list:
+def _answer_results(messages: list[Any], declared: set[str], answered: set[str], log: _DropLog) -> list[Any]:
     """Step B — results: each declared id is answered by its first usable result, anywhere."""
-    after_b = []
+    after_b: list[Any] = []
     keep = after_b.append
     for message in messages:
         if "tool_call_id" not in message:  # only tool messages carry an id after rule 1
@@ -550,7 +552,7 @@ def _answer_results(messages: list, declared: set, answered: set, log: _DropLog)
 def _heal_unanswered(messages: list[Any], answered: set[str], log: _DropLog) -> tuple[list[Any], int]:
     """Step C — unanswered calls: a synthetic result directly after the declaring turn."""
     healed = 0
-    after_c = []
+    after_c: list[Any] = []
     keep = after_c.append
     for message in messages:
         keep(message)
@@ -570,7 +572,7 @@ def _heal_unanswered(messages: list[Any], answered: set[str], log: _DropLog) -> 
 # Rule 4 — leading-tool guard, then repair again
 
 
-def _strip_leading_tools(messages: list, log: _DropLog) -> list:
+def _strip_leading_tools(messages: list[Any], log: _DropLog) -> list[Any]:
     start = 0
     while start < len(messages) and messages[start]["role"] == "system":
         start += 1

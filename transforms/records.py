@@ -13,7 +13,7 @@ The Beam DoFn in ``transforms.conversations`` only calls ``normalize_batch`` and
 
 from __future__ import annotations
 
-from typing import Any, NamedTuple
+from typing import Any, Callable, NamedTuple
 
 from transforms.formats import (
     READERS,
@@ -52,11 +52,11 @@ from transforms.validate import check_sendable, count_by_kind
 
 class BatchResult(NamedTuple):
     #: The records (normalizing with ``keep_records=False``: none, their lines are kept).
-    records: list
-    metrics: list
-    dead_letters: list
+    records: list[Any]
+    metrics: list[Any]
+    dead_letters: list[Any]
     #: ``dumps_line`` of each record (normalizing only; ``None`` for ``check_record``).
-    lines: list | None = None
+    lines: list[Any] | None = None
 
 
 class _Normalized(NamedTuple):
@@ -104,7 +104,9 @@ def _read_and_normalize(record: Any, settings: Settings, hint: ReaderHint | None
     )
 
 
-def _process(raw: RawRecord, settings: Settings, hint: ReaderHint | None = None) -> tuple[dict, DropMetrics, bytes]:
+def _process(
+    raw: RawRecord, settings: Settings, hint: ReaderHint | None = None
+) -> tuple[dict[str, Any], DropMetrics, bytes]:
     record = parse_payload(raw)
     conversation, messages, result, role_drops, role_maps = _read_and_normalize(record, settings, hint)
     rid = record_id(record, settings)
@@ -221,10 +223,10 @@ def process_record(raw: RawRecord, settings: Settings, hint: ReaderHint | None =
 
 
 def normalize_batch(
-    records: list,
+    records: list[Any],
     settings: Settings,
-    step=process_record,
-    taken: dict | None = None,
+    step: Callable[..., Outcome] = process_record,
+    taken: dict[str, int] | None = None,
     keep_records: bool = True,
     hint: ReaderHint | None = None,
 ) -> BatchResult:
@@ -243,7 +245,7 @@ def normalize_batch(
     outputs, metrics, letters = [], [], []
     normalizing = step is process_record
     hints = ((ReaderHint() if hint is None else hint),) if normalizing else ()
-    lines = [] if normalizing else None
+    lines: list[Any] | None = [] if normalizing else None
     unique_field = WRITERS[settings.sink].unique_field if normalizing else None
     renaming = unique_field is not None and taken is not None
     keep = keep_records or not normalizing or renaming
@@ -258,7 +260,7 @@ def normalize_batch(
             metrics.append(outcome.metrics)
         if lines is not None:
             lines.append(outcome.line)
-    if unique_field is not None and taken is not None:  # (renaming)
+    if unique_field is not None and taken is not None and lines is not None:  # (renaming)
         for index in make_unique(outputs, metrics, unique_field, taken):
             lines[index] = dumps_line(outputs[index])  # renamed after it was serialized
     return BatchResult(outputs, metrics, letters, lines)
@@ -268,7 +270,7 @@ def normalize_batch(
 UNIQUE_SEPARATOR = "~"
 
 
-def make_unique(outputs: list, metrics: list, field: str, taken: dict) -> list[int]:
+def make_unique(outputs: list[Any], metrics: list[Any], field: str, taken: dict[str, int]) -> list[int]:
     """Rename repeated ``field`` values in place, deterministically, in output order.
 
     The n-th occurrence of a value becomes ``<value>~n`` (``~n+1`` ... if that is taken too);

@@ -19,8 +19,9 @@ for users; this module is their one home.
   ``FINE_TUNING_LIMITS`` (documented limits, dated).
 - **Dataset figures**: each example counted is tallied into the partial summary
   (``tally_example``: totals, and a histogram that merges by adding, exact below
-  ``EXACT_BELOW`` tokens); ``token_figures`` makes the summary's ``tokens`` section from the
-  merged tally: nearest-rank quantiles, training tokens, OpenAI's default epochs, the cost.
+  ``EXACT_BELOW`` tokens, also once written as JSON: a streaming run sums its files' partials
+  from disk); ``token_figures`` makes the summary's ``tokens`` section from the merged tally:
+  nearest-rank quantiles, training tokens, OpenAI's default epochs, the cost.
 
 The tokenizer is the ``tokens`` extra (``bpe-openai``: GitHub's ``bpe-openai`` Rust crate with the
 encodings inside its wheel, so counting works offline), loaded once per process on first use
@@ -420,6 +421,15 @@ def tally_example(tally: dict[str, Any], item: DropMetrics | DeadLetter) -> None
         tally["without_assistant"] += 1
 
 
+def _histogram(counts: dict[Any, int]) -> dict[int, int]:
+    """The tally's histogram keyed by count. A tally read back from JSON (a streaming run's
+    per-file partial, ``source.json``) has its keys as text: ``"121"`` is the bucket 121."""
+    histogram: dict[int, int] = {}
+    for key, n in counts.items():
+        histogram[int(key)] = histogram.get(int(key), 0) + n
+    return histogram
+
+
 def token_figures(tally: dict[str, Any], settings: TokenSettings) -> dict[str, Any]:
     """The summary's ``tokens`` section: the dataset's figures from the merged tally.
 
@@ -429,7 +439,7 @@ def token_figures(tally: dict[str, Any], settings: TokenSettings) -> dict[str, A
     truncated), for ``epochs`` (``--epochs``, else OpenAI's default for the dataset's size).
     """
     t = {key: tally.get(key, 0) for key in _TOKEN_TALLIES}
-    counts: dict[int, int] = tally.get("counts", {})
+    counts = _histogram(tally.get("counts", {}))
     limit = settings.max_example_tokens
     per_epoch = t["tokens"] - (t["over_limit_kept_tokens"] - t["over_limit_kept"] * limit if limit else 0)
     epochs = settings.epochs if settings.epochs is not None else default_epochs(t["examples"])

@@ -186,7 +186,7 @@ def plain_chat_after(previous: Reader | None, record: Any, messages_field: str =
     return plain_chat(record, messages_field) if _plain_hint(previous) else None
 
 
-def detect_reader_after(previous, record, messages_field: str = "messages"):
+def detect_reader_after(previous: Reader | None, record: Any, messages_field: str = "messages") -> Reader | None:
     """``detect_reader(record, messages_field)``, faster for a run of plain chats.
 
     ``previous`` is the reader detected for the previous record of the same batch (or
