@@ -69,6 +69,7 @@ class ProcessConversationLogs(beam.PTransform[beam.pvalue.PBegin, Logs]):
         batch_size: int = DEFAULT_BATCH_SIZE,
         max_record_bytes: int = DEFAULT_MAX_RECORD_BYTES,
         batch_bytes: int = DEFAULT_BATCH_BYTES,
+        lines_only: bool = False,
     ) -> None:
         super().__init__()
         self._shards = shards
@@ -76,12 +77,14 @@ class ProcessConversationLogs(beam.PTransform[beam.pvalue.PBegin, Logs]):
         self._batch_size = batch_size
         self._max_record_bytes = max_record_bytes
         self._batch_bytes = batch_bytes
+        self._lines_only = lines_only
 
     def expand(self, pbegin):
         read = pbegin | "Read" >> ReadConversationLogs(
             self._shards, self._batch_size, self._max_record_bytes, self._batch_bytes
         )
-        out = read.batches | self.STEP.label >> ProcessConversations(self.STEP, self._settings)
+        step = ProcessConversations(self.STEP, self._settings, self._lines_only)
+        out = read.batches | self.STEP.label >> step
         return self.RESULT(*out, read.stats)
 
 
@@ -103,8 +106,16 @@ class JobOutputs(NamedTuple):
     summary: beam.PCollection
 
 
-def _logs(pipeline: beam.Pipeline, job: Job, label: str, logs: type[ProcessConversationLogs[Logs]]) -> Logs:
-    return pipeline | label >> logs(job.shards, job.settings, job.batch_size, job.max_record_bytes, job.batch_bytes)
+def _logs(
+    pipeline: beam.Pipeline,
+    job: Job,
+    label: str,
+    logs: type[ProcessConversationLogs[Logs]],
+    lines_only: bool = False,
+) -> Logs:
+    return pipeline | label >> logs(
+        job.shards, job.settings, job.batch_size, job.max_record_bytes, job.batch_bytes, lines_only
+    )
 
 
 def _summarize(temp_dir: str, read_stats, summarized, dead_letters, summarize: Summarize, summary_file: str):
@@ -118,7 +129,9 @@ def _summarize(temp_dir: str, read_stats, summarized, dead_letters, summarize: S
 def build(pipeline: beam.Pipeline, job: Job, temp_dir: str) -> JobOutputs:
     """Apply ``convnorm run`` to ``pipeline``: files and summary under ``temp_dir`` (the run's
     temporary directory; ``pipeline.outputs.finalize`` moves them into ``job.output``)."""
-    cleaned = _logs(pipeline, job, "CleanLogs", CleanConversationLogs)
+    # A JSON Lines file takes the lines the per-record guard made: the records need not live on.
+    lines_only = FILE_FORMATS[job.output_format].takes_lines
+    cleaned = _logs(pipeline, job, "CleanLogs", CleanConversationLogs, lines_only)
     settings = job.settings
     cleaned.records | "WriteNormalized" >> WriteShards(
         temp_dir, "normalized", job.output_format, id_field=settings.id_field, messages_field=settings.messages_field

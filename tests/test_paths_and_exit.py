@@ -137,7 +137,7 @@ def _losing_one_record(monkeypatch):
 
     def lose(*args, **kwargs):
         result = real(*args, **kwargs)
-        if not result.records:
+        if not (result.records or result.lines):  # (a JSON Lines run keeps lines, not records)
             return result
         return result._replace(
             records=result.records[:-1],

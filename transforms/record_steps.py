@@ -20,7 +20,8 @@ from transforms.formats import (
     Conversation,
     FormatError,
     Reader,
-    detect_reader_after,
+    detect_reader,
+    plain_chat_after,
     read_forced,
     unrecognized,
 )
@@ -196,13 +197,22 @@ def read_conversation(
     only to the core and the ledger (the run step), so the reader's faster ``read_for_core``
     may serve; validate checks the list itself and never takes it."""
     if settings.input_format == "auto":
-        reader = detect_reader_after(hint.reader if hint is not None else None, record, settings.messages_field)
+        field = settings.messages_field
+        plain = plain_chat_after(hint.reader if hint is not None else None, record, field)
+        reader = READERS[plain.reader] if plain is not None else detect_reader(record, field)
         if hint is not None:
             hint.reader = reader
+        if (
+            plain is not None
+            and plain.as_is
+            and (plain.reader == "flat" or (for_core and READERS[plain.reader].read_for_core))
+        ):
+            # What the reader hands on (the flat reader, the OpenAI reader's read for the core):
+            # the record's own messages and fields, one pass over them, no second.
+            return Conversation(record[field], record, keys_kept=plain.keys_kept)
         if reader is None:
             if not isinstance(record, (dict, list)):
                 raise RecordRefused(DeadLetterReason.NOT_A_RECORD, str(not_a_record(record)))
-            field = settings.messages_field
             if isinstance(record, dict) and field in record and not isinstance(record[field], list):
                 kind = type(record[field]).__name__
                 raise RecordRefused(DeadLetterReason.MESSAGES_NOT_A_LIST, f"{field!r} is {kind}, not a list")

@@ -80,6 +80,9 @@ class Conversation(NamedTuple):
     #: The record continues a conversation it does not hold (a Responses request with a
     #: ``previous_response_id``): the job flags it in the drop metrics (``partial_conversation``).
     partial: bool = False
+    #: Known to hold only keys rule 1 keeps (``formats.plain_chat`` looked): coercion discards
+    #: nothing, the job skips the ledger's own pass. ``False``: not known.
+    keys_kept: bool = False
 
 
 @dataclass(frozen=True)

@@ -216,15 +216,27 @@ def _read_result(
     out.append(flat)
 
 
-def _plain_call(call: Any) -> bool:
-    """The core reads this call as it reads ``_read_call``'s flat call, and it needs no id."""
-    if not isinstance(call, dict):
-        return True  # passed on as it is either way
-    function = call.get("function")
-    if isinstance(function, dict):
-        # The reader also reads ``function.input`` (custom calls' spelling); the core does not.
-        return "input" not in function and (call.get("tool_call_id") is not None or call.get("id") is not None)
-    return not isinstance(call.get("custom"), dict) and not _named_by_function(call)
+def scan_calls(calls: list[Any]) -> tuple[bool, bool]:
+    """What a ``tool_calls`` list says of its message: ``(openai_ism, plain)``.
+
+    ``openai_ism``: a call in the Chat Completions shape (a ``function`` or ``custom`` object),
+    or named by its ``function`` (Inspect AI). ``plain``: the core reads every call as it reads
+    ``_read_call``'s flat call, and none needs an id: junk and flat calls, and function calls
+    that carry their id (the reader also reads ``function.input``, custom calls' spelling, and
+    a name in ``function``; the core does not).
+    """
+    openai_ism, plain = False, True
+    for call in calls:
+        if not isinstance(call, dict):
+            continue  # passed on as it is either way
+        function = call.get("function")
+        if isinstance(function, dict):
+            openai_ism = True
+            if plain and ("input" in function or (call.get("tool_call_id") is None and call.get("id") is None)):
+                plain = False
+        elif isinstance(call.get("custom"), dict) or _named_by_function(call):
+            openai_ism, plain = True, False
+    return openai_ism, plain
 
 
 def _is_plain(message: dict[str, Any], role: Any, pending: Sequence[Any]) -> bool:
@@ -245,14 +257,16 @@ def _is_plain(message: dict[str, Any], role: Any, pending: Sequence[Any]) -> boo
         if "refusal" in message or "function_call" in message:
             return False
         calls = message.get("tool_calls")
-        if isinstance(calls, list):
-            for call in calls:
-                if not _plain_call(call):
-                    return False
-        return True
+        return not isinstance(calls, list) or scan_calls(calls)[1]
     if role == "tool":
         return "tool_call_ids" not in message and (not pending or pairing_key(message, "tool_call_id") is not None)
     return role not in ("developer", "function")
+
+
+def plain_message(message: dict[str, Any], role: Any) -> bool:
+    """``message`` (of ``role``) goes to the core as it is in a list with no call awaiting a
+    result by position: conversion would change nothing the core or the ledger reads."""
+    return _is_plain(message, role, ())
 
 
 def _all_plain(messages: list[Any]) -> bool:
@@ -364,11 +378,7 @@ def _openai_ism(message: Any) -> bool:
     if is_part_list_or_empty(message.get("content")):
         return True
     calls = message.get("tool_calls")
-    return isinstance(calls, list) and any(
-        isinstance(c, dict)
-        and (isinstance(c.get("function"), dict) or isinstance(c.get("custom"), dict) or _named_by_function(c))
-        for c in calls
-    )
+    return isinstance(calls, list) and scan_calls(calls)[0]
 
 
 #: Keys an OpenAI message may hold its text or its call in (a legacy call-only turn may have
