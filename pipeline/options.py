@@ -176,7 +176,8 @@ class Job:
     settings: Settings
     shards: list[Shard]
     inputs: list[str]
-    output: str | None
+    #: ``""`` when none was given: only ``validate`` may run so (into a temporary directory).
+    output: str
     output_format: str
     overwrite: bool
     batch_size: int
@@ -365,7 +366,7 @@ def load_job(argv: list[str], *, output_required: bool = True) -> Job:
         settings,
         shards,
         list(ours.input),
-        ours.output,
+        ours.output or "",
         ours.output_format,
         ours.overwrite,
         ours.batch_size,

@@ -27,7 +27,7 @@ import os
 import platform
 import uuid
 from dataclasses import dataclass, field
-from typing import Callable
+from typing import Any, Callable
 
 from apache_beam.io.filesystems import FileSystems
 
@@ -73,7 +73,7 @@ def _relative(path: str, output: str) -> str:
     return path[len(output.rstrip("/")) + 1 :] if path.startswith(output.rstrip("/") + "/") else path
 
 
-def _join(output: str, relative: str, listed_in: str = "the manifest", *, is_file: bool = True) -> str:
+def _join(output: str, relative: Any, listed_in: str = "the manifest", *, is_file: bool = True) -> str:
     """``OUTPUT/relative`` for an entry of a manifest (or lock), refusing anything that is not
     a file inside OUTPUT: ``..``, an absolute path, a directory, a path through a symbolic
     link that leads out of OUTPUT (each of these once deleted a user's files)."""
@@ -161,7 +161,7 @@ def plan_inputs(shards: list, patterns: list[str], output: str | None) -> list:
             f"every file --input matches lies inside --output {output!r} ({_listing(skipped, output)}); "
             "convnorm never reads its own output directory: choose another --output"
         )
-    return [shard._replace(index=i) for i, shard in enumerate(kept)]
+    return [shard._replace(number=i) for i, shard in enumerate(kept)]
 
 
 def skipped_inputs(shards: list, output: str | None) -> list[str]:

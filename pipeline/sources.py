@@ -85,7 +85,8 @@ class InputError(ValueError):
 class Shard(NamedTuple):
     """A planned unit of reading: a whole file, or a byte range of an uncompressed JSONL file."""
 
-    index: int
+    #: 0, 1, ... in plan order (``index`` would shadow the tuple's method).
+    number: int
     path: str
     suffix: str
     start: int
@@ -272,13 +273,13 @@ def limit_plan(shards: list[Shard], limit: int, max_record_bytes: int = DEFAULT_
             break
         records = sum(1 for item in read_shard(shard._replace(limit=remaining), max_record_bytes) if item is not BLANK)
         if records:
-            kept.append(shard._replace(index=len(kept), limit=records))
+            kept.append(shard._replace(number=len(kept), limit=records))
             remaining -= records
     return kept or shards[:1]
 
 
 def shard_sizes(shards: list[Shard]) -> list[int]:
-    """Bytes of each planned shard (its range, or its whole file), by shard index."""
+    """Bytes of each planned shard (its range, or its whole file), by shard number."""
     sizes: dict[str, int] = {}
     for path in {s.path for s in shards if s.end is None}:
         try:
@@ -595,9 +596,10 @@ class _ArrayScan:
             i, self.escaped = 1, False
         while i < len(chunk):
             if self.in_string:
-                i = self._past_string_stop(chunk, i)
-                if i is None:
+                stop = self._past_string_stop(chunk, i)
+                if stop is None:
                     return
+                i = stop
                 continue
             match = _JSON_STRUCTURE.search(chunk, i)
             if match is None:
@@ -640,7 +642,7 @@ class _ElementBytes:
     def _reset(self) -> None:
         self.parts: list[bytes] = []
         self.size = 0
-        self.prefix = None  # the first bytes of an element over the limit
+        self.prefix: bytes | None = None  # the first bytes of an element over the limit
 
     def add(self, piece: bytes) -> None:
         """A chunk's tail: the element goes on in the next chunk."""
@@ -655,6 +657,7 @@ class _ElementBytes:
         limit; the next element starts empty."""
         if self.prefix is None and self.size + len(piece) > self.limit:
             self.prefix = (b"".join(self.parts) + piece[:_RAW_PREFIX_BYTES])[:_RAW_PREFIX_BYTES]
+        element: bytes | Unreadable
         if self.prefix is not None:
             element = _too_large(self.prefix, self.size + len(piece), self.limit, True)
         else:
@@ -853,13 +856,13 @@ def _parquet_rows(batch) -> Iterator:
         if failure is None:
             yield _parquet_row(row)
             continue
-        name, error = failure
+        name, cause = failure
         raw = {k: _jsonable(v, [0]) for k, v in row.items()}
         try:
             raw_text = orjson.dumps(raw, default=str).decode()
         except (TypeError, ValueError):
             raw_text = repr(raw)
-        yield Unreadable("unconvertible_value", f"column {name!r}: {type(error).__name__}: {error}", raw_text[:4000])
+        yield Unreadable("unconvertible_value", f"column {name!r}: {type(cause).__name__}: {cause}", raw_text[:4000])
 
 
 def _rows_with_repeated_columns(batch, repeated: list[str]) -> Iterator:
@@ -943,10 +946,10 @@ def iter_batches(
         items.append(item)
         size += raw_size(item)
         if batch_is_full(len(items), size, batch_size, batch_bytes):
-            yield Batch(shard.index, items[0].position, items)
+            yield Batch(shard.number, items[0].position, items)
             items, size = [], 0
     if items:
-        yield Batch(shard.index, items[0].position, items)
+        yield Batch(shard.number, items[0].position, items)
 
 
 # --------------------------------------------------------------------------------------------
@@ -1031,12 +1034,12 @@ class _ReadShard(beam.DoFn):
             yield batch
             self._tally.add("records", len(batch.items))
             if byte_offsets:
-                self._tally.at(shard.index, batch.items[-1].position - shard.start)
+                self._tally.at(shard.number, batch.items[-1].position - shard.start)
         self._blank.inc(stats["blank_lines"])
         self._shards.inc()
         # Files read show in the progress line, not as a log line each (100 files: 100 lines).
-        self._tally.shard_done(shard.index)
-        yield TaggedOutput(self.STATS, {"shard": shard.index, **stats})
+        self._tally.shard_done(shard.number)
+        yield TaggedOutput(self.STATS, {"shard": shard.number, **stats})
 
 
 class ReadOutputs(NamedTuple):

@@ -46,7 +46,7 @@ def test_shards_are_sorted_deduplicated_and_numbered(tmp_path):
         (tmp_path / name).write_bytes(b"{}\n")
     shards = plan_shards([str(tmp_path / "*.jsonl"), str(tmp_path / "a.jsonl")])
     assert [s.path.rsplit("/", 1)[-1] for s in shards] == ["a.jsonl", "b.jsonl"]
-    assert [s.index for s in shards] == [0, 1]
+    assert [s.number for s in shards] == [0, 1]
 
 
 @pytest.mark.parametrize("shard_bytes", [1 << 16, 70001, 99991])

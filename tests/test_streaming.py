@@ -929,4 +929,4 @@ def _unreadable_batches(shard, batch_size, stats, max_record_bytes, batch_bytes)
     from transforms.inputs import Batch, RawRecord, Unreadable
 
     stats["records"] += 1
-    yield Batch(shard.index, 0, [RawRecord(shard.name, 0, Unreadable("unreadable_file", "Permission denied"))])
+    yield Batch(shard.number, 0, [RawRecord(shard.name, 0, Unreadable("unreadable_file", "Permission denied"))])
