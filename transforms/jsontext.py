@@ -53,7 +53,7 @@ import json
 import math
 import re
 import threading
-from decimal import Decimal
+from decimal import Decimal, InvalidOperation
 from typing import Any, Callable
 
 import orjson
@@ -215,11 +215,18 @@ def _held_float(text: str) -> float:
     if not math.isfinite(value):
         raise NumberTooLarge(f"number {shown} is past the largest a double holds (it would read as infinity)")
     digits = text.lower().lstrip("-").partition("e")[0].replace(".", "").strip("0")
-    if digits and Decimal(format(value, f".{len(digits) - 1}e")) != Decimal(text):
+    if digits and not _same_decimal(format(value, f".{len(digits) - 1}e"), text):
         raise NumberTooLarge(
             f"number {shown} has more digits, or a smaller exponent, than a double holds (it would read as {value!r})"
         )
     return value
+
+
+def _same_decimal(held: str, text: str) -> bool:
+    try:
+        return Decimal(held) == Decimal(text)
+    except InvalidOperation:  # an exponent past Decimal's own limit (10**18): far past a double's
+        return False
 
 
 def _has_lone_surrogate(value: Any) -> bool:
