@@ -61,7 +61,7 @@ def input_lines(job: Job) -> list[str]:
     sizes = shard_sizes(job.shards)
     by_file: dict[str, list[int]] = {}
     for shard in job.shards:
-        by_file.setdefault(shard.path, []).append(shard.index)
+        by_file.setdefault(shard.path, []).append(shard.number)
     total = sum(sizes)
     limit = f"; --limit {job.limit:,}: only the first {job.limit:,} records" if job.limit is not None else ""
     lines = [

@@ -29,7 +29,7 @@ import os
 import re
 import sys
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Callable
 
 import apache_beam as beam
@@ -86,7 +86,7 @@ class OutputSpec:
 @dataclass
 class Outcome:
     status: int | None = None  # an exit status, or None when the run succeeded
-    summary: dict | None = None
+    summary: dict = field(default_factory=dict)  # the summary document when the run succeeded
     #: The page's name when it was written.
     page: str | None = None
 

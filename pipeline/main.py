@@ -239,7 +239,7 @@ def _command(command: str, args: list[str], stopping: Stopping) -> int:
     except ConfigError as error:
         print(f"convnorm: error: {error}", file=sys.stderr)
         return 2
-    stopping.output = job.output
+    stopping.output = job.output or None  # "" when validate was given none
     configure_console(quiet=_quiet(job))
     try:
         if job.dry_run:  # the plan prints the notes itself

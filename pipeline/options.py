@@ -52,7 +52,7 @@ from pipeline.flags import (
     token_settings,
     unknown_argument,
 )
-from pipeline.outputs import OutputError, plan_inputs, skipped_inputs, unreachable_output, unsafe_output
+from pipeline.outputs import OutputError, is_under, plan_inputs, skipped_inputs, unreachable_output, unsafe_output
 from pipeline.sinks import FILE_FORMATS
 from pipeline.sources import DEFAULT_BATCH_BYTES, DEFAULT_MAX_RECORD_BYTES, InputError, Shard, limit_plan, plan_shards
 from transforms.formats import WRITERS
@@ -176,7 +176,8 @@ class Job:
     settings: Settings
     shards: list[Shard]
     inputs: list[str]
-    output: str | None
+    #: ``""`` when none was given: only ``validate`` may run so (into a temporary directory).
+    output: str
     output_format: str
     overwrite: bool
     batch_size: int
@@ -292,7 +293,18 @@ def _job_problems(options: PipelineOptions) -> list[str]:
 
 
 def _streaming_problems(ours: ConvNormOptions, runner: str) -> list[str]:
-    return streaming_problems(ours, runner, FileSystems.exists)  # a stop file on any filesystem
+    problems = streaming_problems(ours, runner, FileSystems.exists)  # a stop file on any filesystem
+    if ours.output:
+        from pipeline.landing import landing_root
+
+        # Every file it could match would be convnorm's own, ignored: the run would read nothing.
+        problems += [
+            f"--input {pattern!r} watches {landing_root(pattern)!r}, inside --output {ours.output!r}; convnorm "
+            "never reads its own output directory: land files elsewhere"
+            for pattern in ours.input
+            if is_under(landing_root(pattern), ours.output)
+        ]
+    return problems
 
 
 def _plan(ours: ConvNormOptions, streaming: bool, notes: list[str]) -> list[Shard]:
@@ -358,7 +370,7 @@ def load_job(argv: list[str], *, output_required: bool = True) -> Job:
         settings,
         shards,
         list(ours.input),
-        ours.output,
+        ours.output or "",
         ours.output_format,
         ours.overwrite,
         ours.batch_size,

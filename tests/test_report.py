@@ -18,10 +18,10 @@ SAMPLE = ROOT / "samples" / "conversations.jsonl"
 
 
 @pytest.fixture(scope="module")
-def sample_out(tmp_path_factory):
-    out = tmp_path_factory.mktemp("report") / "out"
-    assert main(["--input", str(SAMPLE), "--output", str(out)]) == 0
-    return out
+def sample_out(sample_run):
+    """The session's one run of the bundled sample (tests/conftest.py), report included."""
+    assert sample_run.status == 0
+    return sample_run.out
 
 
 def test_every_number_of_summary_json_is_on_the_page_as_it_is(sample_out):

@@ -49,6 +49,7 @@ from apache_beam.utils.windowed_value import WindowedValue
 from transforms import summary as summaries
 from transforms.counters import COUNTED_BY_KIND, COUNTED_TOTALS, COUNTER_NAMES, DISTRIBUTION_NAMES, NAMESPACE
 from transforms.inputs import DEFAULT_BATCH_BYTES, Batch, batch_is_full, raw_size
+from transforms.record_steps import ReaderHint
 from transforms.records import BatchResult, normalize_batch, process_record
 from transforms.settings import Settings
 from transforms.validate_step import check_record
@@ -94,12 +95,16 @@ class RecordStep(NamedTuple):
         """Every output's name, the main one first."""
         return (self.main_output, *self.tags)
 
-    def routed(self, result: BatchResult) -> Iterator[tuple[str, list[Any], list[bytes] | None]]:
+    def routed(
+        self, result: BatchResult, lines_only: bool = False
+    ) -> Iterator[tuple[str, list[Any], list[bytes] | None]]:
         """``(output name, items, their JSON lines or None)`` for each output the batch result
         has items for: records to the main output, drop metrics to ``DROPS``, unreadable
-        records to ``DEAD_LETTER``."""
-        if result.records:
-            yield self.main_output, result.records, result.lines
+        records to ``DEAD_LETTER``. ``lines_only`` (a JSON Lines main output, normalizing with
+        ``keep_records=False``): the main output's items are the records' lines."""
+        records = result.lines if lines_only and result.lines is not None else result.records
+        if records:
+            yield self.main_output, records, result.lines
         if result.metrics and DROPS in self.tags:
             yield DROPS, result.metrics, None
         if result.dead_letters:
@@ -156,11 +161,16 @@ class BatchCounters:
 class RouteConversations(beam.DoFn):
     """Thin adapter: the step over each batch (``normalize_batch``), outputs routed by tag,
     counters updated. The records go to the main output, drop metrics to ``DROPS`` (only the
-    normalizing step makes them), unreadable records to ``DEAD_LETTER``."""
+    normalizing step makes them), unreadable records to ``DEAD_LETTER``.
 
-    def __init__(self, step: RecordStep, settings: Settings) -> None:
+    ``lines_only`` (normalizing, for a JSON Lines writer): the main output's batches hold each
+    record as its JSON line, the bytes the writer writes, in ``items`` and ``lines`` both; the
+    records themselves are not kept alive until the batch is written."""
+
+    def __init__(self, step: RecordStep, settings: Settings, lines_only: bool = False) -> None:
         self._step = step
         self._settings = settings
+        self._lines_only = lines_only
 
     def setup(self) -> None:
         freeze_gc()
@@ -168,15 +178,26 @@ class RouteConversations(beam.DoFn):
 
     def start_bundle(self) -> None:
         # The writer starts a new output file per bundle and per shard: so does the state
-        # that keeps a unique field (openai-batch's custom_id) unique within a file.
-        self._file_shard, self._taken = None, {}
+        # that keeps a unique field (openai-batch's custom_id) unique within a file. The
+        # reader hint lives as long: a shard's records are one file's (detection's shortcut
+        # gives full detection's answer at any boundary; it only saves the first record's).
+        self._file_shard: int | None = None
+        self._taken: dict[str, int] = {}
+        self._hint = ReaderHint()
 
     def process(self, batch: Batch) -> Iterable:
         if batch.shard != self._file_shard:
-            self._file_shard, self._taken = batch.shard, {}
-        result = normalize_batch(batch.items, self._settings, self._step.step, taken=self._taken)
+            self._file_shard, self._taken, self._hint = batch.shard, {}, ReaderHint()
+        result = normalize_batch(
+            batch.items,
+            self._settings,
+            self._step.step,
+            taken=self._taken,
+            keep_records=not self._lines_only,
+            hint=self._hint,
+        )
         self._counters.count(len(batch.items), result)
-        for name, items, lines in self._step.routed(result):
+        for name, items, lines in self._step.routed(result, self._lines_only):
             out = Batch(batch.shard, batch.start, items, lines)
             yield out if name == self._step.main_output else TaggedOutput(name, out)
 
@@ -193,24 +214,27 @@ def freeze_gc() -> None:
 class ProcessConversations(beam.PTransform):
     """Batches of raw records -> the step's outputs (a ``step.outputs`` of PCollections of batches)."""
 
-    def __init__(self, step: RecordStep, settings: Settings) -> None:
+    def __init__(self, step: RecordStep, settings: Settings, lines_only: bool = False) -> None:
         super().__init__()
         self._step = step
         self._settings = settings
+        self._lines_only = lines_only
 
     def expand(self, raw_batches):
         step = self._step
-        outputs = raw_batches | step.label >> beam.ParDo(RouteConversations(step, self._settings)).with_outputs(
-            *step.tags, main=_MAIN
-        )
+        route = RouteConversations(step, self._settings, self._lines_only)
+        outputs = raw_batches | step.label >> beam.ParDo(route).with_outputs(*step.tags, main=_MAIN)
         return step.outputs(outputs[_MAIN], *(outputs[tag] for tag in step.tags))
 
 
 class NormalizeConversations(ProcessConversations):
-    """Batches of raw records -> normalized records, drop metrics and dead letters."""
+    """Batches of raw records -> normalized records, drop metrics and dead letters.
 
-    def __init__(self, settings: Settings) -> None:
-        super().__init__(NORMALIZE, settings)
+    ``lines_only``: the records as their JSON lines (``RouteConversations``), for a JSON Lines
+    writer."""
+
+    def __init__(self, settings: Settings, lines_only: bool = False) -> None:
+        super().__init__(NORMALIZE, settings, lines_only)
 
 
 class CheckConversations(ProcessConversations):
@@ -262,7 +286,7 @@ class _BatchBySize(beam.DoFn):
 
     def finish_bundle(self):
         for window, (items, _) in self._open.items():
-            yield WindowedValue(_batch(items), window.max_timestamp(), [window])
+            yield WindowedValue(_batch(items), window.max_timestamp(), (window,))
         self._open = {}
 
 
@@ -281,7 +305,7 @@ class Unbatch(beam.PTransform):
 class MergeSummaries(beam.CombineFn):
     """Adds partial summaries; ``finish`` turns the total into the summary document."""
 
-    def __init__(self, finish) -> None:
+    def __init__(self, finish: Callable[[dict], dict]) -> None:
         self._finish = finish
 
     def create_accumulator(self) -> dict:
