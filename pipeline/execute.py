@@ -40,6 +40,7 @@ from apache_beam.runners.runner import PipelineState
 from pipeline import files, interrupts, job_service, loopback
 from pipeline import lock as locks
 from pipeline import outputs as owned
+from pipeline.flags import our_dests
 from pipeline.interrupts import Stopping, shielded
 from pipeline.options import ConfigError, Job
 
@@ -150,15 +151,18 @@ def run_pipeline(pipeline: beam.Pipeline) -> bool:
     return True
 
 
-#: Options whose value is a credential (Beam's s3_secret_access_key, azure_connection_string, ...):
-#: the manifest travels with the outputs, so it says such an option was given, never its value.
+#: Beam's options whose value is a credential (s3_secret_access_key, s3_session_token,
+#: azure_connection_string, ...): the manifest travels with the outputs, so it says such an
+#: option was given, never its value. convnorm's own options hold none (``--tokens`` is an
+#: encoding, ``--max-tokens`` a number): they are kept, for the report and ``convnorm explain``.
 SECRET_OPTION = re.compile(r"secret|token|password|passwd|credential|connection_string|access_key")
 
 
 def manifest_options(job: Job) -> dict:
     options = job.options.get_all_options(drop_default=True)
+    ours = our_dests()
     kept = {
-        k: "<redacted>" if SECRET_OPTION.search(k) else v
+        k: "<redacted>" if SECRET_OPTION.search(k) and k not in ours else v
         for k, v in sorted(options.items())
         if k not in RUN_CONTROL_OPTIONS
     }

@@ -192,6 +192,9 @@ class Job:
     dry_run: bool = False
     #: ``--limit``: only the first N records of the plan (the shards say how many each gives).
     limit: int | None = None
+    #: What the plan leaves out of a directory input (files without a known suffix,
+    #: subdirectories), one line per directory: said once the console is set up for the job.
+    notes: tuple[str, ...] = ()
 
 
 #: Runners that run on this machine, where a local temporary directory is visible to workers.
@@ -304,10 +307,10 @@ def _streaming_problems(ours: ConvNormOptions, runner: str) -> list[str]:
     return problems
 
 
-def _plan(ours: ConvNormOptions, streaming: bool) -> list[Shard]:
+def _plan(ours: ConvNormOptions, streaming: bool, notes: list[str]) -> list[Shard]:
     try:
         # Streaming: files arrive later; the watcher matches the patterns as it runs.
-        shards = [] if streaming else plan_shards(ours.input, ours.shard_bytes)
+        shards = [] if streaming else plan_shards(ours.input, ours.shard_bytes, notes)
         skipped = skipped_inputs(shards, ours.output)
         shards = plan_inputs(shards, ours.input, ours.output)
         if ours.limit is not None:
@@ -359,7 +362,8 @@ def load_job(argv: list[str], *, output_required: bool = True) -> Job:
     settings = record_settings(ours, token_settings(ours, problems))
     if problems:
         raise ConfigError("; ".join(problems))
-    shards = _plan(ours, bool(standard.streaming))
+    notes: list[str] = []
+    shards = _plan(ours, bool(standard.streaming), notes)
     _warn_missing_writer_options(ours)
     return Job(
         options,
@@ -378,4 +382,5 @@ def load_job(argv: list[str], *, output_required: bool = True) -> Job:
         warn_dead_letters,
         ours.dry_run,
         ours.limit,
+        tuple(notes),
     )

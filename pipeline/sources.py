@@ -181,8 +181,19 @@ def is_directory(pattern: str) -> bool:
     return pattern.endswith("/")
 
 
-def _in_directory(directory: str) -> tuple[dict[str, int], list[str]]:
-    """The input files directly in ``directory`` (path -> size) and the names left out.
+class LeftOut(NamedTuple):
+    """What a directory input does not read, beside its dot-files and ``_``-files."""
+
+    #: Files without a known suffix, by name.
+    unknown: list[str]
+    #: Subdirectories (local directories only), by name.
+    subdirectories: list[str]
+    #: A quoted glob that reads the subdirectories' files (``'logs/*/*.jsonl'``), if they hold any.
+    glob: str | None
+
+
+def _in_directory(directory: str) -> tuple[dict[str, int], LeftOut]:
+    """The input files directly in ``directory`` (path -> size) and what is left out.
 
     Every file with a supported suffix, but dot-files and ``_``-files (hidden, or written by a
     tool: ``_SUCCESS``, ``_convnorm_manifest.json``) and, in a convnorm output directory, its
@@ -191,41 +202,80 @@ def _in_directory(directory: str) -> tuple[dict[str, int], list[str]]:
     matched = _match(FileSystems.join(directory.rstrip("/") or "/", "*"))
     names = {path: path.rstrip("/").rsplit("/", 1)[-1] for path in matched}
     own_output = OWN_OUTPUT_FILES[0] in names.values()
-    found, left_out = {}, []
+    found, unknown = {}, []
     for path, name in sorted(names.items()):
         if name.startswith((".", "_")) or (own_output and name in OWN_OUTPUT_FILES):
             continue
         if file_suffix(name) is None:
-            left_out.append(name)
+            unknown.append(name)
             continue
         if _is_local(path) and not os.path.isfile(path):
             continue  # a subdirectory (Beam's match lists it as a path)
         found[path] = matched[path]
-    return found, left_out
+    subdirectories, glob = _subdirectories(directory)
+    return found, LeftOut(unknown, subdirectories, glob)
 
 
-def match_inputs(patterns: list[str]) -> dict[str, int]:
-    """Every input file the patterns name (path -> size): files, globs and directories."""
+def _subdirectories(directory: str) -> tuple[list[str], str | None]:
+    """A local directory's subdirectories (not dot- or ``_``-ones), and a glob that reads the
+    first input suffix found one level down in them (``None``: they hold no input file)."""
+    if not _is_local(directory):
+        return [], None
+    try:
+        names = sorted(e.name for e in os.scandir(directory) if e.is_dir() and not e.name.startswith((".", "_")))
+    except OSError:
+        return [], None
+    for name in names:
+        try:
+            found = {file_suffix(e.name) for e in os.scandir(os.path.join(directory, name)) if e.is_file()}
+        except OSError:
+            continue
+        suffixes = sorted(suffix for suffix in found if suffix is not None)
+        if suffixes:
+            return names, f"--input '{os.path.join(display_path(directory), '*', '*' + suffixes[0])}'"
+    return names, None
+
+
+def _left_out_note(directory: str, left_out: LeftOut) -> str | None:
+    """The plan's line on what a directory input does not read (``None``: nothing)."""
+    parts = []
+    if left_out.unknown:
+        names = ", ".join(left_out.unknown[:5]) + (" ..." if len(left_out.unknown) > 5 else "")
+        parts.append(f"{len(left_out.unknown)} file(s) without a known suffix not read: {names}")
+    if left_out.subdirectories:
+        count = len(left_out.subdirectories)
+        names = ", ".join(f"{name}/" for name in left_out.subdirectories[:5]) + (" ..." if count > 5 else "")
+        hint = f" (to read the files in them, quote a glob: {left_out.glob})" if left_out.glob else ""
+        parts.append(f"{count} {'subdirectory' if count == 1 else 'subdirectories'} not read: {names}{hint}")
+    return f"--input {display_path(directory)}: " + "; ".join(parts) if parts else None
+
+
+def match_inputs(patterns: list[str], notes: list[str] | None = None) -> dict[str, int]:
+    """Every input file the patterns name (path -> size): files, globs and directories.
+
+    What a directory input leaves out is said in a line appended to ``notes`` (the plan's:
+    shown once the console is set up for the job), or logged when ``notes`` is ``None``.
+    """
     files: dict[str, int] = {}
     for pattern in patterns:
+        left_out = LeftOut([], [], None)
         try:
             if is_directory(pattern):
                 matched, left_out = _in_directory(pattern)
-                if left_out:
-                    LOG.info(
-                        "--input %s: %d file(s) without a known suffix not read: %s",
-                        display_path(pattern),
-                        len(left_out),
-                        ", ".join(left_out[:5]) + (" ..." if len(left_out) > 5 else ""),
-                    )
+                note = _left_out_note(pattern, left_out)
+                if note and notes is not None:
+                    notes.append(note)
+                elif note:
+                    LOG.info("%s", note)
             else:
                 matched = _match(pattern)
         except Exception as error:  # noqa: BLE001 — filesystems raise their own types
             raise InputError(f"cannot match --input {display_path(pattern)!r}: {error}") from None
         if not matched and is_directory(pattern):
+            hint = f"; its subdirectories hold input files: {left_out.glob}" if left_out.glob else ""
             raise InputError(
                 f"--input {display_path(pattern)!r} is a directory with no input file directly in it "
-                f"(files ending in {', '.join(FILE_KINDS)}; dot-files and subdirectories are not read)"
+                f"(files ending in {', '.join(FILE_KINDS)}; dot-files and subdirectories are not read){hint}"
             )
         if not matched:
             raise InputError(f"no file matches --input {display_path(pattern)!r}")
@@ -233,9 +283,12 @@ def match_inputs(patterns: list[str]) -> dict[str, int]:
     return files
 
 
-def plan_shards(patterns: list[str], shard_bytes: int = DEFAULT_SHARD_BYTES) -> list[Shard]:
-    """Match every pattern and cut the files into shards, in a deterministic order."""
-    files = match_inputs(patterns)
+def plan_shards(
+    patterns: list[str], shard_bytes: int = DEFAULT_SHARD_BYTES, notes: list[str] | None = None
+) -> list[Shard]:
+    """Match every pattern and cut the files into shards, in a deterministic order
+    (``notes``: see ``match_inputs``)."""
+    files = match_inputs(patterns, notes)
     shards: list[Shard] = []
     for path in sorted(files):
         suffix = file_suffix(path)

@@ -82,6 +82,7 @@ from transforms.conversations import NORMALIZE, BatchCounters, freeze_gc
 from transforms.counters import NAMESPACE
 from transforms.inputs import Batch
 from transforms.jsontext import document_bytes
+from transforms.normalize import split_drops
 from transforms.records import BatchResult
 from transforms.settings import Settings
 
@@ -472,10 +473,13 @@ def running_total(output: str) -> dict:
 
 
 def window_line(doc: dict, total: dict) -> str:
+    """A window's counts, progress and the running total; ``dropped`` is MEM-5's count, the
+    messages and the calls it is made of said beside it (as the summary table does)."""
     progress = doc["progress"]
+    messages, calls = (sum(part.values()) for part in split_drops(doc.get("dropped_by_reason", {})))
     return (
         f"window {doc['window']}: {doc['records_in']} records in, {doc['records_out']} normalized, "
-        f"{doc['dead_letters']} dead letters, {doc['dropped']} messages dropped; "
+        f"{doc['dead_letters']} dead letters, {doc['dropped']} dropped ({messages} messages, {calls} calls); "
         f"{progress['rows_per_s']:g} rows/s, {progress['files_done']} files done, "
         f"{progress['files_pending']} pending (oldest {progress['oldest_pending_age_s']:.1f} s) | running total: "
         f"{total['records_in']} in, {total['records_out']} normalized, {total['dead_letters']} dead letters, "

@@ -98,7 +98,12 @@ def test_the_line_says_what_stopped_and_where_the_output_stands():
     assert interrupted_line("the run pipeline", "out") == (
         "convnorm: interrupted (Ctrl-C): stopped the run pipeline; the output directory out is unchanged"
     )
-    assert "complete before it stopped" in interrupted_line("writing the report", "out", written=True)
+    # Found: Ctrl-C while the finished run drew its report said "stopped the run pipeline",
+    # which had finished: the outputs were whole, only the summary table was not printed.
+    assert interrupted_line("the run pipeline", "out", written=True) == (
+        "convnorm: interrupted (Ctrl-C) after the run pipeline finished: its outputs in out are complete "
+        "(the summary is in their summary file, the table was not printed)"
+    )
     assert "windows already closed" in interrupted_line("the streaming run", "out", streaming=True)
     assert interrupted_line("convnorm", None).endswith("nothing was written")
 

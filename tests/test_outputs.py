@@ -484,6 +484,20 @@ def test_the_manifest_never_holds_credentials(tmp_path):
     assert options["s3_secret_access_key"] == "<redacted>"  # given, but not what
 
 
+def test_convnorm_s_own_options_are_never_taken_for_credentials(tmp_path):
+    """Found: every option with "token" in its name was redacted, so the manifest (and the
+    report's options, and what explain reads back) said <redacted> for --tokens o200k_base,
+    --max-example-tokens 900 and --max-tokens 1024. Only Beam's credential options are."""
+    from pipeline.execute import manifest_options
+    from pipeline.options import load_job
+
+    argv = ["--input", SAMPLE, "--output", str(tmp_path / "out"), "--sink", "anthropic", "--max-tokens", "1024"]
+    argv += ["--tokens", "o200k_base", "--max-example-tokens", "900", "--s3_session_token=TOKEN123"]
+    options = manifest_options(load_job([str(a) for a in argv]))
+    assert (options["tokens"], options["max_example_tokens"], options["max_tokens"]) == ("o200k_base", "900", 1024)
+    assert options["s3_session_token"] == "<redacted>"
+
+
 def test_a_folder_at_the_marker_name_is_not_deleted_as_the_marker(tmp_path, capsys):
     # Found: with a manifest present, --overwrite deleted OUTPUT/_SUCCESS as "the previous
     # run's marker" even when it was a folder of someone's files (recursively).

@@ -930,3 +930,23 @@ def _unreadable_batches(shard, batch_size, stats, max_record_bytes, batch_bytes)
 
     stats["records"] += 1
     yield Batch(shard.number, 0, [RawRecord(shard.name, 0, Unreadable("unreadable_file", "Permission denied"))])
+
+
+def test_the_window_line_says_which_drops_are_messages():
+    """Found: the window's line said "166 messages dropped" for the bundled sample, which drops
+    134 messages and 32 calls from turns that stayed (166 is MEM-5's count of both)."""
+    from pipeline.streaming import window_line
+
+    doc = {
+        "window": "w1",
+        "records_in": 307,
+        "records_out": 301,
+        "dead_letters": 6,
+        "dropped": 166,
+        "dropped_by_reason": {"orphan_result": 134, "unusable_call": 14, "redeclared_call": 18},
+        "progress": {"rows_per_s": 61.4, "files_done": 1, "files_pending": 0, "oldest_pending_age_s": 0.0},
+    }
+    total = {"records_in": 307, "records_out": 301, "dead_letters": 6, "dropped": 166}
+    line = window_line(doc, total)
+    assert "166 messages dropped" not in line
+    assert "166 dropped (134 messages, 32 calls)" in line and line.endswith("166 dropped")

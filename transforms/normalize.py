@@ -50,6 +50,7 @@ __all__ = [
     "normalize_read",
     "pairing_key",
     "raw_call_id",
+    "split_drops",
     "system_first",
     "usable_id",
 ]
@@ -69,6 +70,14 @@ REASONS = (
 #: The reasons that remove a call from inside an assistant turn, not a message from the list:
 #: ``messages in - messages dropped + healed = messages out`` counts every other reason.
 CALL_REASONS = frozenset({"unusable_call", "redeclared_call"})
+
+
+def split_drops(drops: dict[str, int]) -> tuple[dict[str, int], dict[str, int]]:
+    """Drops by reason as ``(messages removed from the list, calls removed from turns that
+    stayed)``: MEM-5's count is both; the messages alone add up (in - messages + healed = out)."""
+    messages = {reason: n for reason, n in drops.items() if reason not in CALL_REASONS}
+    return messages, {reason: n for reason, n in drops.items() if reason in CALL_REASONS}
+
 
 #: Content of the synthetic result that answers a call left unanswered (MEM-3).
 INTERRUPTED_RESULT = "Tool call was interrupted; no result."

@@ -43,7 +43,7 @@ from transforms.record_steps import (
     read_conversation,
     record_id,
 )
-from transforms.roles import DROPPED_ROLE, MAPPED_ROLE, apply_role_options
+from transforms.roles import apply_role_options, drops_with_roles, repairs_with_roles
 from transforms.settings import Settings, TokenSettings
 from transforms.tokens import count_example, has_assistant_message, sink_view
 from transforms.tool_blocks import first_free
@@ -125,7 +125,7 @@ def _process(
         "source": raw.source,
         "position": raw.position,
         "dropped": result.dropped + role_drops,
-        "drops": {**result.drops, DROPPED_ROLE: role_drops} if role_drops else result.drops,
+        "drops": drops_with_roles(result.drops, role_drops),
         "healed": result.healed,
         "messages_in": len(conversation.messages),
         "messages_out": len(result.messages),
@@ -140,7 +140,7 @@ def _process(
     if discarded:
         metrics["discarded"] = ledger_report(discarded)
     if result.repairs or role_maps:
-        metrics["repairs"] = {**result.repairs, MAPPED_ROLE: role_maps} if role_maps else result.repairs
+        metrics["repairs"] = repairs_with_roles(result.repairs, role_maps)
     if conversation.report:
         metrics["reader_report"] = conversation.report
     if conversation.partial:

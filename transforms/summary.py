@@ -20,7 +20,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable, NamedTuple
 
-from transforms.normalize import CALL_REASONS, REASONS
+from transforms.normalize import REASONS, split_drops
 from transforms.output_records import DeadLetter, DropMetrics, ViolationReport
 from transforms.profiles import REPAIRS
 from transforms.record_steps import DEAD_LETTER_REASONS, DeadLetterReason
@@ -163,7 +163,18 @@ def _nonzero(counts: dict[str, Any], indent: str) -> list[tuple[str, int]]:
 
 
 def _letter_rows(doc: dict[str, Any], label: str, indent: str) -> list[tuple[str, Any]]:
-    return [(label, doc["dead_letters"]), *_nonzero(doc["dead_letters_by_reason"], indent)]
+    rows = [(label, doc["dead_letters"])]
+    for row in _nonzero(doc["dead_letters_by_reason"], indent):
+        rows.append(row)
+        if row[0].strip() == UNWRITABLE:  # why the sink refused them, by the writer's reason
+            rows += _nonzero(_refusals(doc), indent + "  ")
+    return rows
+
+
+def _refusals(doc: dict[str, Any]) -> dict[str, int]:
+    """The sink's refusals (``unwritable`` dead letters) by the writer's reason, most first."""
+    refusals = doc.get("sink_refusals_by_reason") or {}
+    return dict(sorted(refusals.items(), key=lambda item: -item[1]))
 
 
 def _violation_rows(doc: dict[str, Any], label: str) -> list[tuple[str, Any]]:
@@ -368,9 +379,7 @@ def _record_rows(doc: dict[str, Any]) -> list[tuple[str, Any]]:
 def _message_rows(doc: dict[str, Any]) -> list[tuple[str, Any]]:
     """Messages in - messages dropped + results added = messages out; then the calls dropped
     from turns that stayed, which MEM-5's drop count adds to the messages (it counts both)."""
-    by_reason = doc["dropped_by_reason"]
-    calls = {r: n for r, n in by_reason.items() if r in CALL_REASONS}
-    messages = {r: n for r, n in by_reason.items() if r not in CALL_REASONS}
+    messages, calls = split_drops(doc["dropped_by_reason"])
     return [
         ("messages in", doc["messages_in"]),
         ("messages dropped", sum(messages.values())),
@@ -540,7 +549,12 @@ def dead_letter_warning(doc: dict[str, Any], limit: DeadLetterLimit | None) -> s
     ``--warn-dead-letters``, naming the reasons; ``None`` under it. Not an exit rule."""
     if limit is None or not doc["records_in"] or not limit.exceeded_by(doc["dead_letters"], doc["records_in"]):
         return None
-    reasons = ", ".join(f"{reason} {n:,}" for reason, n in doc["dead_letters_by_reason"].items() if n)
+    refusals = ", ".join(f"{reason} {n:,}" for reason, n in _refusals(doc).items())
+    reasons = ", ".join(
+        f"{reason} {n:,}" + (f" ({refusals})" if reason == UNWRITABLE and refusals else "")
+        for reason, n in doc["dead_letters_by_reason"].items()
+        if n
+    )
     return (
         f"{doc['dead_letters']:,} of {doc['records_in']:,} records read "
         f"({doc['dead_letters'] / doc['records_in']:.1%}) are dead letters, past --warn-dead-letters "
