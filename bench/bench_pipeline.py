@@ -8,10 +8,10 @@ A report, not a test: it prints figures and PASS/FAIL per target, and exits 0 ei
     python bench/bench_pipeline.py --records 100000 --keep   # keep the temp dir to inspect
     python bench/bench_pipeline.py --stages-only  # the per-record stage table alone (~1 min)
 
-Stage table (issue 11, ``bench/stages.py``): in this process, before the job runs, the CPU time
-per record of each stage of the per-record path (parse with the 64-bit guard, detection,
-reader conversion, the MEM-5 core, the rest: id, assembly, writer, serialization, file bytes)
-and the whole ``normalize_batch`` loop, each against an orjson ``loads`` + ``dumps`` round trip of
+Stage table (issues 11 and 24, ``bench/stages.py``): in this process, before the job runs, the
+CPU time per record of each stage of the per-record path (parse with the 64-bit guard,
+detection and reader, the MEM-5 core, the rest: id, ledger, assembly, writer, serialization,
+the batch) and the whole ``normalize_batch`` loop, each against an orjson ``loads`` + ``dumps`` round trip of
 the same lines, on the project's corpus (OpenAI-shaped calls, defects) and on the same
 conversations in the flat shape; after the job, the Beam share (job CPU - plain-loop CPU) and
 the job's ratios. Stages are timed alone on prepared inputs, interleaved, median of 5: CPU
@@ -29,9 +29,11 @@ records in 2 files, no extra generation time, same per-record work).
 Variants, each run as its own subprocess (so memory and CPU are measured per run):
 
 (a) plain   — one Python process: read the file line by line, build ``RawRecord``s exactly as
-              ``pipeline.sources`` does (source path, byte offset, the line's bytes), call
-              ``transforms.records.process_record`` with ``Settings()``, serialize with
-              ``dumps_line`` and write normalized / drops / dead-letter JSONL files;
+              ``pipeline.sources`` does (source path, byte offset, the line's bytes), cut them
+              into the job's batches (256 records or 256 KiB), call
+              ``transforms.records.normalize_batch`` with ``Settings()`` as the job's DoFn does
+              (the lines kept, not the records) and write normalized / drops / dead-letter
+              JSONL files;
 (b) fnapi   — ``python -m pipeline`` (that is ``pipeline.main.main``) on FnApiRunner;
 (c) fnapi×2 — the same with ``--direct_num_workers=2 --direct_running_mode=multi_processing``;
 (b') fnapi on the 2N input, for the peak-memory ratio.
@@ -102,9 +104,11 @@ PAGE_KB = os.sysconf("SC_PAGE_SIZE") // 1024
 
 
 def plain_loop(paths: list[str], out_dir: str) -> dict:
-    from transforms.inputs import RawRecord
+    from pipeline.sources import DEFAULT_BATCH_SIZE
+    from transforms.inputs import DEFAULT_BATCH_BYTES, RawRecord, batch_is_full
     from transforms.jsontext import dumps_line
-    from transforms.records import process_record
+    from transforms.record_steps import ReaderHint
+    from transforms.records import normalize_batch
     from transforms.settings import Settings
 
     settings = Settings()
@@ -115,23 +119,33 @@ def plain_loop(paths: list[str], out_dir: str) -> dict:
         open(os.path.join(out_dir, "drops.jsonl"), "wb") as drops,
         open(os.path.join(out_dir, "dead_letter.jsonl"), "wb") as dead,
     ):
+
+        def flush(batch: list) -> None:
+            # As the job's DoFn and writers do: a batch at a time, its lines written as made.
+            result = normalize_batch(batch, settings, taken={}, keep_records=False, hint=hint)
+            counts["records_out"] += len(result.lines)
+            counts["dead_letters"] += len(result.dead_letters)
+            normalized.write(b"".join(line + b"\n" for line in result.lines))
+            drops.write(b"".join(dumps_line(m) + b"\n" for m in result.metrics))
+            dead.write(b"".join(dumps_line(d) + b"\n" for d in result.dead_letters))
+
         for path in paths:
+            hint = ReaderHint()  # one per file, as the job's DoFn keeps it
             with open(path, "rb") as handle:
-                position = 0
+                position, batch, size = 0, [], 0
                 for line in handle:  # splits on b"\n" only, like the job's readline()
                     if line.strip():
                         counts["records"] += 1
-                        outcome = process_record(RawRecord(path, position, line), settings)
-                        if outcome.dead_letter is None:
-                            counts["records_out"] += 1
-                            normalized.write(dumps_line(outcome.record) + b"\n")
-                            drops.write(dumps_line(outcome.metrics) + b"\n")
-                        else:
-                            counts["dead_letters"] += 1
-                            dead.write(dumps_line(outcome.dead_letter) + b"\n")
+                        batch.append(RawRecord(path, position, line))
+                        size += len(line)
+                        if batch_is_full(len(batch), size, DEFAULT_BATCH_SIZE, DEFAULT_BATCH_BYTES):
+                            flush(batch)
+                            batch, size = [], 0
                     else:
                         counts["blank_lines"] += 1
                     position += len(line)
+                if batch:
+                    flush(batch)
     return counts
 
 
@@ -659,7 +673,7 @@ def print_stages(args) -> dict:
     tables = {}
     for label, lines in corpora(n, args.seed).items():
         tables[label] = stage_table(lines)
-        print_stage_table(label, tables[label], flat=label == "flat")
+        print_stage_table(label, tables[label])
     print(f"  (load average after the stages: {_loadavg()})", flush=True)
     return tables
 

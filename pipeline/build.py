@@ -6,7 +6,7 @@ only parses and runs. ``run_spec`` / ``VALIDATE_SPEC`` say what each writes (``p
 
 from __future__ import annotations
 
-from typing import NamedTuple
+from typing import Callable, NamedTuple, TypeVar
 
 import apache_beam as beam
 from apache_beam.io.filesystems import FileSystems
@@ -56,15 +56,19 @@ class CheckedLogs(NamedTuple):
     read_stats: beam.PCollection
 
 
-class ProcessConversationLogs(beam.PTransform):
+#: What ``ProcessConversationLogs`` gives: the run's or the validation's PCollections.
+Logs = TypeVar("Logs", CleanedLogs, CheckedLogs)
+
+
+class ProcessConversationLogs(beam.PTransform[beam.pvalue.PBegin, Logs]):
     """Read -> parse -> a job's per-record step -> split: planned input shards to the step's
     outputs and the reader's statistics."""
 
     #: The step, its composite (``NormalizeConversations``: the card's ``NormalizeConversation``
     #: over batches), and the result type: the step's outputs then ``read_stats``.
     STEP: RecordStep
-    PROCESS: type[ProcessConversations]
-    RESULT: type
+    PROCESS: Callable[[Settings, bool], ProcessConversations]
+    RESULT: type[Logs]
 
     def __init__(
         self,
@@ -73,6 +77,7 @@ class ProcessConversationLogs(beam.PTransform):
         batch_size: int = DEFAULT_BATCH_SIZE,
         max_record_bytes: int = DEFAULT_MAX_RECORD_BYTES,
         batch_bytes: int = DEFAULT_BATCH_BYTES,
+        lines_only: bool = False,
     ) -> None:
         super().__init__()
         self._shards = shards
@@ -80,22 +85,23 @@ class ProcessConversationLogs(beam.PTransform):
         self._batch_size = batch_size
         self._max_record_bytes = max_record_bytes
         self._batch_bytes = batch_bytes
+        self._lines_only = lines_only
 
     def expand(self, pbegin):
         read = pbegin | "Read" >> ReadConversationLogs(
             self._shards, self._batch_size, self._max_record_bytes, self._batch_bytes
         )
-        out = read.batches | self.STEP.label >> self.PROCESS(self._settings)
+        out = read.batches | self.STEP.label >> self.PROCESS(self._settings, self._lines_only)
         return self.RESULT(*out, read.stats)
 
 
-class CleanConversationLogs(ProcessConversationLogs):
+class CleanConversationLogs(ProcessConversationLogs[CleanedLogs]):
     """Read -> parse -> normalize -> split: planned input shards to the three outputs."""
 
     STEP, PROCESS, RESULT = NORMALIZE, NormalizeConversations, CleanedLogs
 
 
-class CheckConversationLogs(ProcessConversationLogs):
+class CheckConversationLogs(ProcessConversationLogs[CheckedLogs]):
     """Read -> parse -> check as they are -> split: planned input shards to reports and dead letters."""
 
     STEP, PROCESS, RESULT = CHECK, CheckConversations, CheckedLogs
@@ -108,8 +114,16 @@ class JobOutputs(NamedTuple):
     summary: beam.PCollection
 
 
-def _logs(pipeline: beam.Pipeline, job: Job, label: str, logs: type) -> NamedTuple:
-    return pipeline | label >> logs(job.shards, job.settings, job.batch_size, job.max_record_bytes, job.batch_bytes)
+def _logs(
+    pipeline: beam.Pipeline,
+    job: Job,
+    label: str,
+    logs: type[ProcessConversationLogs[Logs]],
+    lines_only: bool = False,
+) -> Logs:
+    return pipeline | label >> logs(
+        job.shards, job.settings, job.batch_size, job.max_record_bytes, job.batch_bytes, lines_only
+    )
 
 
 def _summarize(temp_dir: str, read_stats, summarized, dead_letters, summarize: Summarize, summary_file: str):
@@ -141,7 +155,9 @@ def build(pipeline: beam.Pipeline, job: Job, temp_dir: str) -> JobOutputs:
     each written by ``WriteShards``) or the per-shard one."""
     if job.graph == PER_SHARD:
         return _build_per_shard(pipeline, job, temp_dir, NORMALIZE, SUMMARY_FILE)
-    cleaned = _logs(pipeline, job, "CleanLogs", CleanConversationLogs)
+    # A JSON Lines file takes the lines the per-record guard made: the records need not live on.
+    lines_only = FILE_FORMATS[job.output_format].takes_lines
+    cleaned = _logs(pipeline, job, "CleanLogs", CleanConversationLogs, lines_only)
     settings = job.settings
     cleaned.records | "WriteNormalized" >> WriteShards(
         temp_dir, "normalized", job.output_format, id_field=settings.id_field, messages_field=settings.messages_field

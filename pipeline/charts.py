@@ -48,6 +48,18 @@ def nice_ticks(top: float, most: int = 5, integer: bool = True) -> list[float]:
     return [i * step for i in range(count + 1)]
 
 
+def _fit(text: str, width: float, size: float = 12) -> str:
+    """``text`` cut with an ellipsis to about ``width`` units at font ``size`` (the tables
+    beside the charts give every name whole)."""
+    most = max(int(width / (_CHAR * size / 12)), 2)
+    return text if len(text) <= most else text[: most - 1] + "…"
+
+
+def _value_axis_left(ticks: list[float]) -> float:
+    """Where a vertical value axis stands: past its rotated title and its widest tick label."""
+    return max(58.0, 24 + max(len(_number(t)) for t in ticks) * _CHAR + 5)
+
+
 def _frame(width: float, height: float, title: str, body: list[str]) -> str:
     return (
         f'<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {width:.0f} {height:.0f}" role="img" '
@@ -78,7 +90,9 @@ def bar_chart(
     if horizontal:
         label_w = min(max((len(label) for label in (*labels, label_title)), default=4) * _CHAR + 8, 220)
         left: float = label_w + 10
-        right, row, top_y = 46, 22, 42
+        # Room on the right for the value beside the longest bar (the scale's top, at most).
+        right = max(46, max((len(_number(v)) for v in values), default=1) * _CHAR + 8)
+        row, top_y = 22, 42
         plot_w = WIDTH - left - right
         height = top_y + row * len(labels) + 46
         axis_y = top_y + row * len(labels)
@@ -92,7 +106,8 @@ def bar_chart(
             y = top_y + i * row
             w = plot_w * value / top
             body.append(
-                f'<text x="{left - 6}" y="{y + row / 2 + 4:.1f}" text-anchor="end" fill="#222">{_e(label)}</text>'
+                f'<text x="{left - 6}" y="{y + row / 2 + 4:.1f}" text-anchor="end" fill="#222">'
+                f"{_e(_fit(label, label_w - 8))}</text>"
             )
             body.append(f'<rect x="{left}" y="{y + 3}" width="{w:.1f}" height="{row - 6}" fill="{color}"/>')
             body.append(f'<text x="{left + w + 4:.1f}" y="{y + row / 2 + 4:.1f}" fill="#222">{_number(value)}</text>')
@@ -100,7 +115,7 @@ def bar_chart(
         centre = f'x="{left + plot_w / 2:.0f}" y="{height - 6}" text-anchor="middle"'
         body.append(f'<text {centre} fill="#555">{_e(value_title)}</text>')
         return _frame(WIDTH, height, title, body)
-    left, right, top_y, plot_h = 58, 10, 34, 170
+    left, right, top_y, plot_h = _value_axis_left(ticks), 10, 34, 170
     plot_w = WIDTH - left - right
     slot = plot_w / max(len(labels), 1)
     axis_y = top_y + plot_h
@@ -137,10 +152,10 @@ def line_chart(
     values = [v for points in series.values() for v in points]
     ticks = nice_ticks(max(values, default=0), integer=all(float(v).is_integer() for v in values))
     top = ticks[-1]
-    left, right, top_y, plot_h = 58, 10, 52, 170
+    left, right, top_y, plot_h = _value_axis_left(ticks), 10, 52, 170
     plot_w = WIDTH - left - right
     axis_y = top_y + plot_h
-    height = axis_y + 60
+    height = axis_y + 42
     n = max(len(labels), 1)
     step = plot_w / max(n - 1, 1)
     body = [
@@ -157,12 +172,18 @@ def line_chart(
         y = axis_y - plot_h * tick / top
         body.append(f'<line x1="{left}" y1="{y:.1f}" x2="{WIDTH - right}" y2="{y:.1f}" stroke="#e5e5e5"/>')
         body.append(f'<text x="{left - 5}" y="{y + 4:.1f}" text-anchor="end" fill="#555">{_number(tick)}</text>')
-    shown_every = max(1, math.ceil(n / 6))
+    # Labels at size 10, centred on their point; the last one ends at its point (centred, it
+    # would pass the drawing's edge), and a label too close to it is left out.
+    label_w = max((len(label) for label in labels), default=0) * _CHAR * 10 / 12
+    shown_every = max(1, math.ceil(n / 6), math.ceil(label_w * 1.1 / step) if n > 1 else 1)
     for i, label in enumerate(labels):
-        if i % shown_every == 0 or i == n - 1:
-            x = left + (i * step if n > 1 else plot_w / 2)
-            where = f'x="{x:.1f}" y="{axis_y + 15}" text-anchor="middle"'
-            body.append(f'<text {where} fill="#222" font-size="10">{_e(label)}</text>')
+        last = i == n - 1
+        if not last and (i % shown_every or (n > 1 and (n - 1 - i) * step < label_w * 1.6)):
+            continue
+        x = left + (i * step if n > 1 else plot_w / 2)
+        anchor = "end" if last and n > 1 else "middle"
+        where = f'x="{x:.1f}" y="{axis_y + 15}" text-anchor="{anchor}"'
+        body.append(f'<text {where} fill="#222" font-size="10">{_e(label)}</text>')
     for k, points in enumerate(series.values()):
         color = SERIES_COLORS[k % len(SERIES_COLORS)]
         xy = [(left + (i * step if n > 1 else plot_w / 2), axis_y - plot_h * v / top) for i, v in enumerate(points)]

@@ -12,8 +12,10 @@ Ctrl-C anywhere ends the command with one line and exit status 130 (``pipeline.i
 from __future__ import annotations
 
 import difflib
+import os
 import platform
 import sys
+import time
 from typing import Callable
 
 from pipeline.interrupts import INTERRUPTED, interrupted_line
@@ -115,27 +117,68 @@ def run_other_command(command: str, args: list[str]) -> int:
     return explain_command(args)
 
 
-def dispatch(argv: list[str], run_job: Callable[[str, list[str]], int]) -> int:
-    """Answer what needs no pipeline, run ``report`` and ``explain``, else ``run_job(command, args)``."""
+def dispatch(argv: list[str], run_job: Callable[[str, list[str], float], int]) -> int:
+    """Answer what needs no pipeline, run ``report`` and ``explain``, else
+    ``run_job(command, args, started)``: ``started`` is when the command started (its
+    ``done in`` counts Beam's import and the plan too, as the person waited for them)."""
+    started = time.monotonic()
     answered = answer_without_beam(argv)
     if answered is not None:
         return answered
     command, args = split_command(argv)
     if command in OTHER_COMMANDS:
         return run_other_command(command, args)
-    return run_job(command, args)
+    return run_job(command, args, started)
 
 
-def _run_job_with_beam(command: str, args: list[str]) -> int:
+def _run_job_with_beam(command: str, args: list[str], started: float) -> int:
     import_beam_without_pandas()
     from pipeline.main import run_command  # imports apache_beam: after the filter
 
-    return run_command(command, args)
+    return run_command(command, args, started)
+
+
+class StdoutUntilTheReaderGoes:
+    """``sys.stdout`` for a command whose output may be piped into a reader that stops early
+    (``convnorm explain ... | head``): once the reader is gone, the rest of the output goes
+    nowhere, and the command ends as it would have (a run's outputs are on disk by then), with
+    no ``BrokenPipeError`` traceback."""
+
+    def __init__(self, stream) -> None:
+        self._stream = stream
+        self.reader_gone = False
+
+    def write(self, text: str) -> int:
+        if not self.reader_gone:
+            try:
+                return self._stream.write(text)
+            except BrokenPipeError:
+                self._to_nowhere()
+        return len(text)
+
+    def flush(self) -> None:
+        if not self.reader_gone:
+            try:
+                self._stream.flush()
+            except BrokenPipeError:
+                self._to_nowhere()
+
+    def _to_nowhere(self) -> None:
+        self.reader_gone = True
+        # What the stream still holds is flushed at exit: into /dev/null, not into an error.
+        nowhere = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(nowhere, self._stream.fileno())
+        os.close(nowhere)
+
+    def __getattr__(self, name: str):
+        return getattr(self._stream, name)
 
 
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     quiet_beam_noise()
+    if not isinstance(sys.stdout, StdoutUntilTheReaderGoes):
+        sys.stdout = StdoutUntilTheReaderGoes(sys.stdout)
     try:
         return dispatch(argv, _run_job_with_beam)
     except KeyboardInterrupt:

@@ -61,11 +61,12 @@ def input_lines(job: Job) -> list[str]:
     sizes = shard_sizes(job.shards)
     by_file: dict[str, list[int]] = {}
     for shard in job.shards:
-        by_file.setdefault(shard.path, []).append(shard.index)
+        by_file.setdefault(shard.path, []).append(shard.number)
     total = sum(sizes)
     limit = f"; --limit {job.limit:,}: only the first {job.limit:,} records" if job.limit is not None else ""
     lines = [
         f"input: {len(by_file)} file(s), {len(job.shards)} shard(s), {size_text(total)}{limit}",
+        *(f"  {note}" for note in job.notes),
     ]
     width = min(max((len(display_path(p)) for p in by_file), default=4), 60)
     for path, indexes in by_file.items():

@@ -29,7 +29,7 @@ import os
 import re
 import sys
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Callable
 
 import apache_beam as beam
@@ -41,6 +41,7 @@ from pipeline import files, interrupts, job_service, loopback
 from pipeline import lock as locks
 from pipeline import outputs as owned
 from pipeline.dask_cluster import close_client
+from pipeline.flags import our_dests
 from pipeline.interrupts import Stopping, shielded
 from pipeline.options import ConfigError, Job
 
@@ -101,7 +102,7 @@ class OutputSpec:
 @dataclass
 class Outcome:
     status: int | None = None  # an exit status, or None when the run succeeded
-    summary: dict | None = None
+    summary: dict = field(default_factory=dict)  # the summary document when the run succeeded
     #: The page's name when it was written.
     page: str | None = None
 
@@ -169,15 +170,18 @@ def run_pipeline(pipeline: beam.Pipeline) -> bool:
     return True
 
 
-#: Options whose value is a credential (Beam's s3_secret_access_key, azure_connection_string, ...):
-#: the manifest travels with the outputs, so it says such an option was given, never its value.
+#: Beam's options whose value is a credential (s3_secret_access_key, s3_session_token,
+#: azure_connection_string, ...): the manifest travels with the outputs, so it says such an
+#: option was given, never its value. convnorm's own options hold none (``--tokens`` is an
+#: encoding, ``--max-tokens`` a number): they are kept, for the report and ``convnorm explain``.
 SECRET_OPTION = re.compile(r"secret|token|password|passwd|credential|connection_string|access_key")
 
 
 def manifest_options(job: Job) -> dict:
     options = job.options.get_all_options(drop_default=True)
+    ours = our_dests()
     kept = {
-        k: "<redacted>" if SECRET_OPTION.search(k) else v
+        k: "<redacted>" if SECRET_OPTION.search(k) and k not in ours else v
         for k, v in sorted(options.items())
         if k not in RUN_CONTROL_OPTIONS
     }

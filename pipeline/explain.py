@@ -17,6 +17,7 @@ import html
 import os
 import shutil
 import sys
+import textwrap
 from typing import Iterator, NamedTuple
 
 import orjson
@@ -26,6 +27,11 @@ from transforms.settings import Settings
 
 #: Where a batch run keeps its drop lines, and a streaming run (one file per landed file).
 DROPS_PATTERNS = ("drops/part-*.jsonl", "*/*/drops.jsonl")
+#: Where they keep their dead letters.
+DEAD_LETTER_PATTERNS = ("dead_letter/part-*.jsonl", "*/*/dead_letter.jsonl")
+#: Dead-letter reasons given to a record after it was read and normalized: the sink refused
+#: it, or it was longer than --max-example-tokens. Its conversation can be shown.
+AFTER_READING = frozenset({"unwritable", "over_token_limit"})
 #: Files listed when an id is not found.
 SHOWN_CLOSE_IDS = 3
 
@@ -46,16 +52,30 @@ class NotFound(LookupError):
     """The id, or its record, cannot be found; the message says what to do."""
 
 
-def drop_lines(output: str) -> Iterator[bytes]:
-    """Every line of a run's drops/ (batch or streaming layout), in file name order."""
+def drop_lines(output: str, patterns: tuple[str, ...] = DROPS_PATTERNS) -> Iterator[bytes]:
+    """Every line of a run's drops/ (or, with ``DEAD_LETTER_PATTERNS``, dead_letter/), batch or
+    streaming layout, in file name order."""
     from apache_beam.io.filesystems import FileSystems
 
     from pipeline.files import matching  # the output literally: `out[1]` is not `out1`
 
-    for pattern in DROPS_PATTERNS:
+    for pattern in patterns:
         for path in matching(output, *pattern.split("/")):
             with FileSystems.open(path) as handle:
                 yield from handle
+
+
+def find_dead_letter(output: str, conversation_id: str) -> dict | None:
+    """The first dead letter whose raw input holds ``conversation_id`` as a JSON string (a
+    record's id is in its text; ``locate`` checks it when the record is read back)."""
+    quoted = orjson.dumps(conversation_id).decode()
+    for line in drop_lines(output, DEAD_LETTER_PATTERNS):
+        if quoted[1:-1].encode() not in line:  # cheap first: escaped in the line, plain in raw
+            continue
+        letter = orjson.loads(line)
+        if isinstance(letter.get("raw"), str) and quoted in letter["raw"]:
+            return letter
+    return None
 
 
 def find_metrics(output: str, conversation_id: str) -> dict:
@@ -69,6 +89,16 @@ def find_metrics(output: str, conversation_id: str) -> dict:
                 return metrics
         if len(ids) < 200_000:
             ids.append(str(orjson.loads(line).get("id")))
+    letter = find_dead_letter(output, conversation_id)
+    if letter is not None:
+        source, position = str(letter.get("source")), int(letter.get("position", -1))
+        dead = {"reason": letter.get("reason"), "detail": letter.get("detail")}
+        if dead["reason"] in AFTER_READING:  # read and normalized, then not written
+            return {"id": conversation_id, "source": source, "position": position, "dead_letter": dead}
+        raise NotFound(
+            f"{conversation_id!r} is in the dead letter of {where_text(source, position, None)}: dead-lettered "
+            f"({dead['reason']}): {dead['detail']}; it was never read as a conversation, so there is nothing to explain"
+        )
     if not ids:
         raise NotFound(f"{output!r} holds no drops/ lines: is it the --output of a finished convnorm run?")
     import difflib
@@ -85,7 +115,7 @@ def run_settings(output: str) -> tuple[Settings, int]:
     """The record settings and --max-record-bytes of the run that wrote ``output`` (its manifest)."""
     from apache_beam.io.filesystems import FileSystems
 
-    from pipeline.flags import our_flags
+    from pipeline.flags import our_flags, record_settings
     from pipeline.outputs import MANIFEST_FILE
     from pipeline.report import read_json
     from transforms.inputs import DEFAULT_MAX_RECORD_BYTES
@@ -94,9 +124,10 @@ def run_settings(output: str) -> tuple[Settings, int]:
     options = manifest.get("options")
     options = options if isinstance(options, dict) else {}
     defaults = {dest: action.default for dest, action in our_flags().actions.items()}
-    given = {**defaults, **options}
-    fields = ("messages_field", "id_field", "input_format", "profile", "sink", "tools_field", "raw_limit")
-    settings = Settings(**{name: given[name] for name in fields if given.get(name) is not None})
+    given = {**defaults, **{k: v for k, v in options.items() if v is not None}}
+    # The run's own mapping of options to settings (--drop-role and --map-role included); the
+    # explanation writes nothing, so the writer's options do not matter here.
+    settings = record_settings(argparse.Namespace(**given))
     return settings, int(given.get("max_record_bytes") or DEFAULT_MAX_RECORD_BYTES)
 
 
@@ -107,7 +138,7 @@ def locate(output: str, conversation_id: str, settings: Settings | None = None, 
     caller has it already (the report's examples), instead of searching drops/ for it.
     """
     from pipeline.sources import line_numbers, record_at
-    from transforms.record_steps import RecordRefused, parse_payload, read_conversation
+    from transforms.record_steps import RecordRefused, parse_payload, read_conversation, record_id
 
     if metrics is None:
         metrics = find_metrics(output, conversation_id)
@@ -125,16 +156,19 @@ def locate(output: str, conversation_id: str, settings: Settings | None = None, 
             f"{source} has no record at position {position:,} any more: was the file moved or changed?{relative}"
         )
     try:
-        conversation = read_conversation(parse_payload(raw), settings)
+        record = parse_payload(raw)
+        conversation = read_conversation(record, settings)
     except RecordRefused as refused:
         raise NotFound(f"the record at {source} @ {position:,} no longer reads: {refused.detail}") from None
-    explanation = explain(conversation.messages, settings.profile)
+    if "dead_letter" in metrics and record_id(record, settings) != metrics.get("id"):
+        raise NotFound(f"the record at {source} @ {position:,} is not {metrics.get('id')!r} any more")
+    explanation = explain(conversation.messages, settings.profile, settings.drop_roles, settings.map_roles)
     result = explanation.result
     recorded = (metrics.get("drops", {}), metrics.get("healed", 0), metrics.get("messages_out"))
     now = (result.drops, result.healed, len(result.messages))
     mismatch = (
         ""
-        if recorded == now
+        if recorded == now or "dead_letter" in metrics  # a dead letter records no drops
         else f"the run recorded {recorded[0]}, healed {recorded[1]}; now {now[0]}, healed {now[1]}"
     )
     line = line_numbers(source, [position]).get(position)
@@ -180,6 +214,8 @@ def explanation_text(located: Located, width: int | None = None) -> str:
     ]
     if ex.result.drops:
         lines.append("dropped by reason: " + ", ".join(f"{r} {n}" for r, n in ex.result.drops.items()))
+    if "dead_letter" in metrics:
+        lines.append(_dead_letter_text(metrics["dead_letter"]))
     if located.mismatch:
         lines.append(f"NOTE: {located.mismatch}: the source or the options changed since the run")
     lines.append("")
@@ -187,15 +223,23 @@ def explanation_text(located: Located, width: int | None = None) -> str:
     lines.append(f"{'-' * column}-+-{'-' * column}")
     for row in ex.rows:
         left, right = _cells(ex, row, column)
-        if not right and row.marks:
-            right = row.marks[0].text()[:column]
-            marks = row.marks[1:]
-        else:
-            marks = row.marks
-        lines.append(f"{left:<{column}} | {right}".rstrip())
+        # A mark is wrapped in its column, never cut: its last words say why.
+        marks = list(row.marks)
+        more: list[str] = []
+        if not right and marks:
+            right, *more = textwrap.wrap(marks.pop(0).text(), column, subsequent_indent="  ")
         for mark in marks:
-            lines.append(f"{'':<{column}} |      {mark.text()}"[: column + 3 + column].rstrip())
+            more += textwrap.wrap(mark.text(), column, initial_indent=" " * 5, subsequent_indent=" " * 7)
+        lines.append(f"{left:<{column}} | {right}".rstrip())
+        lines += [f"{'':<{column}} | {chunk}".rstrip() for chunk in more]
     return "\n".join(lines)
+
+
+def _dead_letter_text(dead: dict) -> str:
+    return (
+        f"dead-lettered ({dead.get('reason')}): {dead.get('detail')}; not written to normalized/ "
+        "(below: what normalization made of it)"
+    )
 
 
 # --------------------------------------------------------------------------------------------
@@ -241,6 +285,7 @@ def explain_page(located: Located) -> str:
         f'<h1>{_e(title)}</h1><div class="sub">{_e(where)} · profile {_e(located.settings.profile)} · '
         f"{_e(counts)}</div>"
         + (f'<p class="banner">{_e(located.mismatch)}</p>' if located.mismatch else "")
+        + (f'<p class="banner">{_e(_dead_letter_text(metrics["dead_letter"]))}</p>' if "dead_letter" in metrics else "")
         + f'<div class="scroll">{explanation_html(located.explanation)}</div>'
     )
     return page_html(title, body)

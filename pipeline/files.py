@@ -93,6 +93,40 @@ def delete(path: str, *, tree: bool = False) -> None:
         os.remove(path)
 
 
+def delete_below(root: str, relative: str, *, size: int | None = None) -> bool:
+    """Delete the file ``root/relative`` (a file convnorm proved its own), never through a link
+    below ``root``: its folders are opened without following one (NotFollowed), and the name
+    itself is unlinked, a link there removed rather than followed. With ``size``, only a plain
+    file of that size is deleted (NotFollowed otherwise: it changed since it was proved ours).
+    False when nothing is there."""
+    parts = _parts(relative)
+    if not is_local(root):
+        path = FileSystems.join(root, *parts)
+        if not FileSystems.exists(path):
+            return False
+        FileSystems.delete([path])
+        return True
+    *directories, name = parts
+    shown = os.path.join(root, *parts)
+    try:
+        directory = _open_directory(root, directories)
+    except FileNotFoundError:
+        return False
+    try:
+        try:
+            found = os.stat(name, dir_fd=directory, follow_symlinks=False)
+        except FileNotFoundError:
+            return False
+        if stat.S_ISDIR(found.st_mode):
+            raise IsADirectoryError(errno.EISDIR, f"{shown} is a directory, not a file convnorm wrote: not deleted")
+        if size is not None and (not stat.S_ISREG(found.st_mode) or found.st_size != size):
+            raise NotFollowed(errno.EEXIST, f"{shown} changed since convnorm proved it its own: not deleted")
+        os.unlink(name, dir_fd=directory)
+        return True
+    finally:
+        os.close(directory)
+
+
 def remove_if_empty(directory: str) -> None:
     """Remove a local directory only if it is empty: a file of anyone's in it keeps it."""
     if is_local(directory):
@@ -131,6 +165,47 @@ def matching(directory: str, *patterns: str) -> list[str]:
             below += [os.path.join(parent, name) for name in names if fnmatch.fnmatchcase(name, pattern)]
         level = below
     return sorted(level)
+
+
+def read_own(path: str) -> bytes:
+    """The bytes of one of convnorm's own small files (a lock, manifest, marker, record,
+    summary): locally never through a link at its name and never from a FIFO, device or socket,
+    whose opening or reading would wait for ever (NotFollowed); FileNotFoundError when absent.
+    Object stores: Beam's FileSystems."""
+    if not is_local(path):
+        with FileSystems.open(path, compression_type=CompressionTypes.UNCOMPRESSED) as handle:
+            return handle.read()
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+    except OSError as error:
+        if error.errno == errno.ELOOP:
+            raise NotFollowed(error.errno, f"{path} is a symbolic link; convnorm does not read through it") from None
+        raise
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise NotFollowed(errno.EINVAL, f"{path} is not a plain file (a FIFO, device or socket?); not read")
+        with os.fdopen(os.dup(fd), "rb") as handle:
+            return handle.read()
+    finally:
+        os.close(fd)
+
+
+def open_input(path: str) -> BinaryIO:
+    """An input file (a landed file, a batch input), opened to read its bytes as they are: a
+    local one only if it is a regular file when opened. A FIFO, device or socket put at the
+    name after it was looked at raises OSError instead of making the reader wait for ever
+    (opening a FIFO waits for a writer; the non-blocking open does not, and is dropped after)."""
+    if not is_local(path):
+        return FileSystems.open(path, compression_type=CompressionTypes.UNCOMPRESSED)
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise OSError(errno.EINVAL, f"{path} is not a regular file (a FIFO, device or socket); not read")
+        os.set_blocking(fd, True)
+        return os.fdopen(fd, "rb")
+    except BaseException:
+        os.close(fd)
+        raise
 
 
 def is_link(path: str) -> bool:
@@ -365,8 +440,8 @@ def move_many(moves: list[tuple[str, str]], root: str, after_first: Callable[[],
     for source, relative in moves:
         *directories, name = _parts(relative)
         by_directory.setdefault(tuple(directories), []).append((source, relative, name))
-    for number, (directories, group) in enumerate(by_directory.items()):
-        directory = _open_directory(root, list(directories))
+    for number, (folder, group) in enumerate(by_directory.items()):
+        directory = _open_directory(root, list(folder))
         try:
             for source, relative, name in group:
                 try:

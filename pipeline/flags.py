@@ -272,7 +272,7 @@ def _token_flags(add) -> None:
         "--tokens",
         help="count the tokens of every example as the sink writes it, in this encoding (o200k_base or "
         "cl100k_base), offline; drops/, summary.json and the report get the figures (needs the tokens "
-        "extra: pip install 'convnorm[tokens]')",
+        "extra: pip install -e '.[tokens]' in convnorm's checkout)",
     )
     add(
         "--max-example-tokens",

@@ -20,7 +20,8 @@ import os
 import signal
 import sys
 import threading
-from dataclasses import dataclass
+import time
+from dataclasses import dataclass, field
 from typing import Iterator
 
 #: The exit status of a command stopped by Ctrl-C (128 + SIGINT, as shells report it).
@@ -43,6 +44,8 @@ class Stopping:
     written: bool = False
     #: The output is a streaming run's: windows already closed stay, complete.
     streaming: bool = False
+    #: When the command started (``time.monotonic()``): its ``done in`` counts from here.
+    started: float = field(default_factory=time.monotonic)
 
 
 def interrupted_line(
@@ -52,10 +55,13 @@ def interrupted_line(
     if drained:
         where = f"every file seen was written to {output}, the last windows closed and summary.json written"
         return f"convnorm: interrupted (Ctrl-C): stopped {what} after draining; {where}"
+    if written and output is not None:  # the finished run was writing its last files: they are whole
+        return (
+            f"convnorm: interrupted (Ctrl-C) after {what} finished: its outputs in {output} are complete "
+            "(the summary is in their summary file, the table was not printed)"
+        )
     if output is None:
         where = "nothing was written"
-    elif written:
-        where = f"its outputs in {output} were complete before it stopped"
     elif streaming:
         where = f"{output} keeps the windows already closed; files in flight were not written"
     else:

@@ -42,10 +42,14 @@ LOG = logging.getLogger("convnorm")
 
 
 class Stamp(NamedTuple):
-    """What tells one content of a path from another without reading it."""
+    """What tells one content of a path from another without reading it: its size and
+    modification time, and for a local file its status-change time (``ctime``), which no tool
+    can set back: a file rewritten, or replaced by another, with its size and modification
+    time kept (``cp -p``, ``touch -r``) is told apart by it. 0 where there is none (object stores)."""
 
     size: int
     mtime_ns: int
+    ctime_ns: int = 0
 
 
 #: What ``examine`` found for a matched path: its stamp, or why it is refused / not read.
@@ -123,7 +127,7 @@ def examine(path: str, rules: LandingRules, size: int = 0, mtime: float = 0.0) -
     kind = special_file_kind(info.st_mode)
     if kind is not None:
         return Refused(f"{kind}; convnorm reads regular files only")
-    return Stamp(info.st_size, info.st_mtime_ns)
+    return Stamp(info.st_size, info.st_mtime_ns, info.st_ctime_ns)
 
 
 def match_landing(rules: LandingRules) -> dict[str, Stamp | Refused | Ignored]:
@@ -142,7 +146,7 @@ def stamp_of(path: str) -> Stamp | None:
     try:
         if files.is_local(path):
             info = os.stat(path)
-            return Stamp(info.st_size, info.st_mtime_ns)
+            return Stamp(info.st_size, info.st_mtime_ns, info.st_ctime_ns)
         meta = FileSystems.match([path])[0].metadata_list[0]
         return Stamp(meta.size_in_bytes, int(meta.last_updated_in_seconds * 1e9))
     except Exception:  # noqa: BLE001 — gone, or unreadable: the caller treats it as changed

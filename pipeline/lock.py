@@ -85,7 +85,7 @@ def os_lock_held(path: str) -> bool | None:
         return None
     for _probe in range(_PROBES):
         try:
-            fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0))
+            fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
         except OSError:
             return None
         try:
@@ -177,8 +177,7 @@ def read_lock(output: str) -> dict | None:
     if files.is_link(path):
         return {"unreadable": True}  # never read (or trust) what a link at the lock's name shows
     try:
-        with FileSystems.open(path) as handle:
-            text = handle.read()
+        text = files.read_own(path)  # a FIFO there would make the run wait for ever
     except Exception:  # noqa: BLE001 — absent (or unreadable) lock
         return None if not FileSystems.exists(path) else {"unreadable": True}
     try:
@@ -268,8 +267,7 @@ def _take_over(output: str, path: str, holder: dict, content: dict, clean_up) ->
         FileSystems.rename([path], [aside])
     except Exception as error:  # noqa: BLE001
         raise LockError(f"--output {output!r}: another run took the stale lock over first ({error})") from None
-    with FileSystems.open(aside) as handle:
-        moved = json.loads(handle.read())
+    moved = json.loads(files.read_own(aside))
     if moved.get("run_id") != holder.get("run_id"):
         FileSystems.rename([aside], [path])
         raise LockError(f"--output {output!r}: another run took the stale lock over first")

@@ -31,6 +31,7 @@ from __future__ import annotations
 import importlib
 import logging
 import sys
+from typing import Any
 
 import grpc
 
@@ -86,7 +87,7 @@ class _LoopbackGrpc:
 def install() -> None:
     """Make Beam's servers in this process bind localhost (idempotent)."""
     for name in PATCHED_MODULES:
-        module = importlib.import_module(name)
+        module: Any = importlib.import_module(name)  # one of Beam's, with a ``grpc`` attribute
         if not isinstance(module.grpc, _LoopbackGrpc):
             module.grpc = _LoopbackGrpc(grpc)
 

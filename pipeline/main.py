@@ -96,7 +96,7 @@ def _plan_line(job: Job) -> str:
 def run_job(job: Job, stopping: Stopping) -> int:
     """Normalize: read, normalize, write the three outputs and summary.json; print the summary."""
     LOG.info("%s", _plan_line(job))
-    started = time.monotonic()
+    started = stopping.started
     stopping.what = "the run pipeline"
     spec = run_spec(job)
     if job.options.view_as(ConvNormOptions).report:
@@ -164,7 +164,7 @@ def validate_job(job: Job, stopping: Stopping) -> int:
         return 2
     output = job.output or tempfile.mkdtemp(prefix="convnorm-validate-")
     stopping.what = "the validate pipeline"
-    started = time.monotonic()
+    started = stopping.started
     try:
         outcome = execute(
             dataclasses.replace(job, output=output), VALIDATE_SPEC, build_validate, _pipeline_runner(job), stopping
@@ -217,10 +217,13 @@ def main(argv: list[str] | None = None) -> int:
     return dispatch(list(sys.argv[1:] if argv is None else argv), run_command)
 
 
-def run_command(command: str, args: list[str]) -> int:
-    """``convnorm run`` or ``convnorm validate`` with their arguments; Ctrl-C ends it in one line."""
+def run_command(command: str, args: list[str], started: float | None = None) -> int:
+    """``convnorm run`` or ``convnorm validate`` with their arguments; Ctrl-C ends it in one line.
+
+    ``started``: when the command started (``time.monotonic()``; default now), for ``done in``.
+    """
     configure_console()
-    stopping = Stopping(f"planning the {command}")
+    stopping = Stopping(f"planning the {command}", started=time.monotonic() if started is None else started)
     try:
         with handling_ctrl_c(stopping):
             return _command(command, args, stopping)
@@ -237,14 +240,16 @@ def _command(command: str, args: list[str], stopping: Stopping) -> int:
     except ConfigError as error:
         print(f"convnorm: error: {error}", file=sys.stderr)
         return 2
-    stopping.output = job.output
+    stopping.output = job.output or None  # "" when validate was given none
     configure_console(quiet=_quiet(job))
     try:
-        if job.dry_run:
+        if job.dry_run:  # the plan prints the notes itself
             from pipeline.dry_run import dry_run
 
             stopping.what = "the dry run"
             return dry_run(job, command, spec(job))
+        for note in job.notes:
+            LOG.info("%s", note)
         if job.options.view_as(StandardOptions).streaming:
             return _run_streaming(command, job, stopping)
         # A Prism run: Prism and its workers on loopback only; a DaskRunner run without a

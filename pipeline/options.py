@@ -55,7 +55,7 @@ from pipeline.flags import (
     token_settings,
     unknown_argument,
 )
-from pipeline.outputs import OutputError, plan_inputs, skipped_inputs, unreachable_output, unsafe_output
+from pipeline.outputs import OutputError, is_under, plan_inputs, skipped_inputs, unreachable_output, unsafe_output
 from pipeline.sinks import FILE_FORMATS
 from pipeline.sources import DEFAULT_BATCH_BYTES, DEFAULT_MAX_RECORD_BYTES, InputError, Shard, limit_plan, plan_shards
 from transforms.formats import WRITERS
@@ -205,7 +205,8 @@ class Job:
     settings: Settings
     shards: list[Shard]
     inputs: list[str]
-    output: str | None
+    #: ``""`` when none was given: only ``validate`` may run so (into a temporary directory).
+    output: str
     output_format: str
     overwrite: bool
     batch_size: int
@@ -222,6 +223,9 @@ class Job:
     limit: int | None = None
     #: ``TAGGED_OUTPUTS`` or ``PER_SHARD`` (``--graph``; ``auto`` resolved by runner).
     graph: str = TAGGED_OUTPUTS
+    #: What the plan leaves out of a directory input (files without a known suffix,
+    #: subdirectories), one line per directory: said once the console is set up for the job.
+    notes: tuple[str, ...] = ()
 
 
 #: Runners that run on this machine, where a local temporary directory is visible to workers.
@@ -323,13 +327,24 @@ def _job_problems(options: PipelineOptions) -> list[str]:
 
 
 def _streaming_problems(ours: ConvNormOptions, runner: str) -> list[str]:
-    return streaming_problems(ours, runner, FileSystems.exists)  # a stop file on any filesystem
+    problems = streaming_problems(ours, runner, FileSystems.exists)  # a stop file on any filesystem
+    if ours.output:
+        from pipeline.landing import landing_root
+
+        # Every file it could match would be convnorm's own, ignored: the run would read nothing.
+        problems += [
+            f"--input {pattern!r} watches {landing_root(pattern)!r}, inside --output {ours.output!r}; convnorm "
+            "never reads its own output directory: land files elsewhere"
+            for pattern in ours.input
+            if is_under(landing_root(pattern), ours.output)
+        ]
+    return problems
 
 
-def _plan(ours: ConvNormOptions, streaming: bool) -> list[Shard]:
+def _plan(ours: ConvNormOptions, streaming: bool, notes: list[str]) -> list[Shard]:
     try:
         # Streaming: files arrive later; the watcher matches the patterns as it runs.
-        shards = [] if streaming else plan_shards(ours.input, ours.shard_bytes)
+        shards = [] if streaming else plan_shards(ours.input, ours.shard_bytes, notes)
         skipped = skipped_inputs(shards, ours.output)
         shards = plan_inputs(shards, ours.input, ours.output)
         if ours.limit is not None:
@@ -381,7 +396,8 @@ def load_job(argv: list[str], *, output_required: bool = True) -> Job:
     settings = record_settings(ours, token_settings(ours, problems))
     if problems:
         raise ConfigError("; ".join(problems))
-    shards = _plan(ours, bool(standard.streaming))
+    notes: list[str] = []
+    shards = _plan(ours, bool(standard.streaming), notes)
     if is_dask_runner(standard.runner):
         use_dask(options)
     _warn_missing_writer_options(ours)
@@ -390,7 +406,7 @@ def load_job(argv: list[str], *, output_required: bool = True) -> Job:
         settings,
         shards,
         list(ours.input),
-        ours.output,
+        ours.output or "",
         ours.output_format,
         ours.overwrite,
         ours.batch_size,
@@ -403,4 +419,5 @@ def load_job(argv: list[str], *, output_required: bool = True) -> Job:
         ours.dry_run,
         ours.limit,
         graph_for(ours.graph, standard.runner),
+        tuple(notes),
     )

@@ -27,7 +27,7 @@ import os
 import platform
 import uuid
 from dataclasses import dataclass, field
-from typing import Callable, Iterable
+from typing import Any, Callable, Iterable
 
 from apache_beam.io.filesystems import FileSystems
 
@@ -101,7 +101,7 @@ def _relative(path: str, output: str) -> str:
     return path[len(output.rstrip("/")) + 1 :] if path.startswith(output.rstrip("/") + "/") else path
 
 
-def _join(output: str, relative: str, listed_in: str = "the manifest", *, is_file: bool = True) -> str:
+def _join(output: str, relative: Any, listed_in: str = "the manifest", *, is_file: bool = True) -> str:
     """``OUTPUT/relative`` for an entry of a manifest (or lock), refusing anything that is not
     a file inside OUTPUT: ``..``, an absolute path, a directory, a path through a symbolic
     link that leads out of OUTPUT (each of these once deleted a user's files)."""
@@ -191,7 +191,7 @@ def plan_inputs(shards: list, patterns: list[str], output: str | None) -> list:
             f"every file --input matches lies inside --output {output!r} ({_listing(skipped, output)}); "
             "convnorm never reads its own output directory: choose another --output"
         )
-    return [shard._replace(index=i) for i, shard in enumerate(kept)]
+    return [shard._replace(number=i) for i, shard in enumerate(kept)]
 
 
 def skipped_inputs(shards: list, output: str | None) -> list[str]:
@@ -241,8 +241,7 @@ def _load_manifest(output: str) -> tuple[dict, bytes] | None:
     if not _exists(path):
         return None
     try:
-        with FileSystems.open(path) as handle:
-            data = handle.read()
+        data = files.read_own(path)
         manifest = json.loads(data)
     except (OSError, ValueError) as error:
         raise OutputError(f"cannot read the manifest {path}: {error}; nothing was deleted") from None
@@ -339,6 +338,12 @@ def check_output(
     directory convnorm's and its files were deleted, see ``clean_dead_run``). Raises OutputError.
     """
     planned = (*directories, *side_files, SUCCESS_FILE, MANIFEST_FILE)
+    if _exists(FileSystems.join(output, STREAMING_MARKER)):
+        # Its windows and summary.json are a streaming run's, which a later streaming run rewrites.
+        raise OutputError(
+            f"--output {output!r} holds the outputs of `convnorm --streaming` ({STREAMING_MARKER}); "
+            f"`convnorm {command}` never writes beside them: choose another directory"
+        )
     links = [FileSystems.join(output, name) for name in planned if files.is_link(FileSystems.join(output, name))]
     if links:
         raise OutputError(
@@ -401,13 +406,14 @@ def claim_streaming_output(output: str) -> None:
     into one an earlier streaming run marked. Call it holding the output lock.
     """
     marker = FileSystems.join(output, STREAMING_MARKER)
-    if _exists(marker) and not files.is_link(marker):
-        return
-    if read_manifest(output) is not None:
+    # A manifest first, marker or not: a batch run's summary.json and page are never rewritten.
+    if _exists(FileSystems.join(output, MANIFEST_FILE)):
         raise OutputError(
             f"--output {output!r} holds the outputs of a batch convnorm run ({MANIFEST_FILE}); "
             "--streaming writes windows of its own: choose another directory"
         )
+    if _exists(marker) and not files.is_link(marker):
+        return
     lock = FileSystems.join(output, LOCK_FILE)
     found = [f for f in _list_files(output) if f != lock]
     if found:
@@ -491,7 +497,11 @@ def clean_dead_run(output: str, holder: dict, directories: tuple[str, ...] = ())
         if not _exists(path):
             continue
         if _is_sha256(entry.get("sha256")) and not os.path.isdir(path) and _matches(path, entry):
-            files.delete(path)
+            try:
+                files.delete_below(output, entry["path"], size=entry["bytes"])
+            except OSError:  # reached through a link, or changed since it was measured: not provably its
+                done.kept.append(path)
+                continue
             done.deleted.append(path)
         else:
             done.kept.append(path)
@@ -653,7 +663,10 @@ def finalize(
     new_dirs = [name for name in outputs if not _exists(FileSystems.join(output, name))]
     lock.record(creating=creating, deleting=list(previous.entries if previous else ()), dirs=new_dirs)
     # The previous run's marker first (no moment claims completeness falsely), its manifest last.
-    _delete_existing([FileSystems.join(output, *e["path"].split("/")) for e in (previous.entries if previous else ())])
+    # By name below OUTPUT, never through a link, and only at the size checked: a folder swapped
+    # for a link while the new files were measured had the linked folder's files deleted.
+    for entry in previous.entries if previous else ():
+        files.delete_below(output, entry["path"], size=entry["bytes"])
 
     for name in new_dirs:
         files.make_directory(output, name)
@@ -712,11 +725,9 @@ def _page_ledger(output: str) -> tuple[str, dict, bytes] | None:
         return MANIFEST_FILE, loaded[0], loaded[1]
     marker = FileSystems.join(output, STREAMING_MARKER)
     if _exists(marker) and not files.is_link(marker):
-        with FileSystems.open(marker) as handle:
-            data = handle.read()
         try:
-            content = json.loads(data)
-        except ValueError:
+            content = json.loads(data := files.read_own(marker))
+        except (OSError, ValueError):
             content = None
         if isinstance(content, dict) and content.get("format") == STREAMING_FORMAT:
             return STREAMING_MARKER, content, data
@@ -755,6 +766,8 @@ def rewrite_page(output: str, name: str, render: Callable[[str], bytes], *, lock
             )
             raise OutputError(f"{path} exists and convnorm did not write it ({why}); move it away first")
         data = render(output)
+        if listed is not None and present and not _matches(path, listed):  # drawing takes seconds: still ours?
+            raise OutputError(f"{path} changed while the page was drawn; convnorm did not write it: not replaced")
         files.write_file(output, name, data, replace=present, mime_type="text/html")
         if ledger is not None:
             ledger_name, content, before = ledger
@@ -807,11 +820,6 @@ def write_manifest(
     if result.complete:
         _write_recorded(lock, output, SUCCESS_FILE, b"", 0)
     return entry
-
-
-def _delete_existing(paths: list[str]) -> None:
-    for path in paths:
-        files.delete(path)
 
 
 def remove_temp(temp_dir: str) -> None:

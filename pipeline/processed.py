@@ -8,9 +8,9 @@ the file's size, modification time and sha256 at that moment, the byte range rea
 directory that holds its outputs (``<window>/<name>``)::
 
     {"path": "/landing/a.jsonl",
-     "versions": [{"version": 1, "size": 300, "mtime_ns": ..., "sha256": "…", "start": 0,
-                   "end": 300, "dir": "20261201T000000Z-20261201T000100Z/a-1a2b3c4d", "run": "…"}],
-     "seen": {"size": 300, "mtime_ns": ...}}
+     "versions": [{"version": 1, "size": 300, "mtime_ns": ..., "ctime_ns": ..., "sha256": "…", "start": 0,
+                   "end": 300, "dir": "20261201T000000Z-20261201T000100Z/a-1a2b3c4d5e6f7a8b", "run": "…"}],
+     "seen": {"size": 300, "mtime_ns": ..., "ctime_ns": ...}}
 
 A version is written here *before* its outputs are renamed into place, and it counts as done
 only once its directory holds ``source.json``: the rename is the one step that commits a file,
@@ -41,13 +41,12 @@ import os
 import re
 from typing import Iterator, NamedTuple
 
-from apache_beam.io.filesystem import CompressionTypes
 from apache_beam.io.filesystems import FileSystems
 
 from pipeline import files
 from pipeline.landing import Stamp
 from pipeline.sinks import SUMMARY_FILE
-from pipeline.sources import FILE_KINDS, display_path, file_suffix
+from pipeline.sources import FILE_KINDS, display_path, file_suffix, line_feed
 from transforms import summary as summaries
 from transforms.jsontext import document_bytes
 from transforms.settings import Settings
@@ -84,9 +83,10 @@ def _stem(path: str) -> str:
 
 
 def source_id(path: str, version: int = 1) -> str:
-    """The name of a landed file's outputs directory: its name without the suffix, 8 hex digits
-    of a hash of its full path, and ``-v<n>`` from its second version on."""
-    name = f"{_stem(path)}-{hashlib.sha1(_path_bytes(path)).hexdigest()[:8]}"
+    """The name of a landed file's outputs directory: its name without the suffix, 16 hex digits
+    of a hash of its full path, and ``-v<n>`` from its second version on. (8 digits, 32 bits,
+    collided among some 77,000 files of one name, and two in one window failed the job.)"""
+    name = f"{_stem(path)}-{hashlib.sha1(_path_bytes(path)).hexdigest()[:16]}"
     return name if version == 1 else f"{name}-v{version}"
 
 
@@ -96,8 +96,7 @@ def source_id(path: str, version: int = 1) -> str:
 
 def read_json(path: str) -> dict | None:
     try:
-        with FileSystems.open(path, compression_type=CompressionTypes.UNCOMPRESSED) as handle:
-            doc = json.loads(handle.read())
+        doc = json.loads(files.read_own(path))
     except FileNotFoundError:
         return None
     except Exception:  # noqa: BLE001 — absent on a remote filesystem, or unreadable
@@ -166,12 +165,17 @@ def done_versions(output: str, record: dict) -> list[dict]:
     return [v for v in record["versions"] if is_done(output, v)]
 
 
+def _stamp(entry: dict, now: Stamp) -> Stamp:
+    # A record of a convnorm that kept no ctime: its size and time alone.
+    return Stamp(entry["size"], entry["mtime_ns"], entry.get("ctime_ns", now.ctime_ns))
+
+
 def handled(output: str, record: dict, stamp: Stamp) -> bool:
-    """Whether this size and time of the path were handled: a done version, or ``seen``."""
+    """Whether this stamp of the path was handled: a done version, or ``seen``."""
     seen = record.get("seen")
-    if seen and Stamp(seen["size"], seen["mtime_ns"]) == stamp:
+    if seen and _stamp(seen, stamp) == stamp:
         return True
-    return any(Stamp(v["size"], v["mtime_ns"]) == stamp for v in done_versions(output, record))
+    return any(_stamp(v, stamp) == stamp for v in done_versions(output, record))
 
 
 def in_flight_elsewhere(output: str, record: dict, run_id: str) -> bool:
@@ -195,28 +199,30 @@ class Plan(NamedTuple):
 
 def content_digest(path: str, prefix: int | None) -> tuple[int, str, str | None, bool]:
     """(size, sha256 of the whole file, sha256 of its first ``prefix`` bytes or None when it is
-    shorter, whether those bytes end with a line end), in one pass over the file."""
+    shorter, whether those bytes end with a line feed: in the file's encoding, UTF-16 by its
+    byte-order mark), in one pass over the file."""
     digest = hashlib.sha256()
-    size, previous = 0, b""
-    prefix_digest, line_end = None, False
-    with FileSystems.open(path, compression_type=CompressionTypes.UNCOMPRESSED) as handle:
+    size, head, previous = 0, b"", b""
+    prefix_digest, tail = None, b""
+    with files.open_input(path) as handle:
         while True:
             chunk = handle.read(1 << 20)
             if not chunk:
                 break
+            head = head or chunk[:2]
             if prefix is not None and prefix_digest is None and size + len(chunk) >= prefix:
                 cut = prefix - size
                 digest.update(chunk[:cut])
                 prefix_digest = digest.hexdigest()
-                line_end = (chunk[cut - 1 : cut] if cut else previous) == b"\n"
+                tail = (previous + chunk[max(0, cut - 2) : cut])[-2:]
                 digest.update(chunk[cut:])
             else:
                 digest.update(chunk)
-            previous = chunk[-1:]
+            previous = (previous + chunk[-2:])[-2:]
             size += len(chunk)
     if prefix is not None and prefix_digest is None and prefix == size:  # an empty file
-        prefix_digest, line_end = digest.hexdigest(), previous == b"\n"
-    return size, digest.hexdigest(), prefix_digest, line_end
+        prefix_digest, tail = digest.hexdigest(), previous
+    return size, digest.hexdigest(), prefix_digest, bool(tail) and tail.endswith(line_feed(head))
 
 
 def _appendable(path: str) -> bool:

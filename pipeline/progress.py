@@ -34,6 +34,7 @@ import tempfile
 import threading
 import time
 from dataclasses import dataclass, field
+from typing import TextIO
 
 from pipeline.quiet import BeamNoiseFilter
 
@@ -287,7 +288,7 @@ class ProgressMonitor:
         self._dir: str | None = None
         self._saved_env: str | None = None
         self._saved_fd: int | None = None
-        self._console = None
+        self._console: TextIO | None = None
         self._failed = False
 
     # -- lifecycle
@@ -373,7 +374,8 @@ class ProgressMonitor:
         for handler in logging.getLogger().handlers:
             if isinstance(handler, ConsoleHandler) and handler.stream is self._console:
                 handler.setStream(sys.stderr)
-        self._console.close()
+        if self._console is not None:
+            self._console.close()
         self._console = None
         if self.worker_log and not keep_log:
             os.unlink(self.worker_log)

@@ -40,7 +40,7 @@ from typing import TYPE_CHECKING, Iterable, Iterator
 import orjson
 
 from pipeline.charts import ALERT_COLOR, BAR_COLOR, OK_COLOR, bar_chart, line_chart
-from transforms.normalize import CALL_REASONS
+from transforms.normalize import split_drops
 
 if TYPE_CHECKING:
     from pipeline.explain import Located
@@ -496,20 +496,23 @@ def _header_html(data: ReportData) -> str:
             f"The per-conversation files hold {d.dropped:,} drops and {d.dead_letters:,} dead letters, "
             f"summary.json {s.get('dropped', 0):,} and {s.get('dead_letters', 0):,}: they were changed since the run."
         )
+    r = reconciliation(s)
     tiles = [
         _tile("records in", "records_in", s.get("records_in", 0)),
         _tile("normalized", "records_out", s.get("records_out", 0)),
         _tile("dead-lettered", "dead_letters", s.get("dead_letters", 0), "bad" if s.get("dead_letters") else "good"),
-        _tile("messages in", "messages_in", s.get("messages_in", 0)),
-        _tile("messages out", "messages_out", s.get("messages_out", 0)),
+        # The message tiles in the order they add up: in - dropped + added = out.
+        _tile("messages in", "messages_in", r["messages in"]),
+        _tile("messages dropped", None, r["messages dropped"], "bad" if s.get("dropped") else ""),
+        _tile("results added (healed)", "healed", r["results added (healed)"]),
+        _tile("messages out", "messages_out", r["messages out"]),
         _tile(
-            "dropped (MEM-5 count)",
+            "dropped, MEM-5's count",
             "dropped",
-            s.get("dropped", 0),
+            r["MEM-5 drop count"],
             "bad" if s.get("dropped") else "good",
             "messages dropped plus calls dropped from turns that stayed",
         ),
-        _tile("results added (healed)", "healed", s.get("healed", 0)),
         _tile("conversations with drops", "conversations_with_drops", s.get("conversations_with_drops", 0)),
         _tile("blank lines skipped", "blank_lines", s.get("blank_lines", 0)),
     ]
@@ -525,8 +528,7 @@ def _header_html(data: ReportData) -> str:
 def reconciliation(s: dict) -> dict[str, int]:
     """How the message counts add up: in - messages dropped + results added = out, and the
     calls dropped from turns that stayed, which MEM-5's drop count adds (it counts both)."""
-    by_reason = s.get("dropped_by_reason", {})
-    calls = sum(n for r, n in by_reason.items() if r in CALL_REASONS)
+    calls = sum(split_drops(s.get("dropped_by_reason", {}))[1].values())
     return {
         "messages in": s.get("messages_in", 0),
         "messages dropped": s.get("dropped", 0) - calls,
@@ -541,9 +543,9 @@ def _messages_html(s: dict) -> str:
     """Messages in and out, reconciled."""
     r = reconciliation(s)
     adds_up = r["messages in"] - r["messages dropped"] + r["results added (healed)"] == r["messages out"]
-    by_reason = s.get("dropped_by_reason", {})
-    message_reasons = ", ".join(f"{k} {n:,}" for k, n in by_reason.items() if n and k not in CALL_REASONS) or "none"
-    call_reasons = ", ".join(f"{k} {n:,}" for k, n in by_reason.items() if n and k in CALL_REASONS) or "none"
+    messages, calls = split_drops(s.get("dropped_by_reason", {}))
+    message_reasons = ", ".join(f"{k} {n:,}" for k, n in messages.items() if n) or "none"
+    call_reasons = ", ".join(f"{k} {n:,}" for k, n in calls.items() if n) or "none"
     rows = [
         ("messages in", r["messages in"], "", "as the readers produced them"),
         ("− messages dropped", r["messages dropped"], "derived.messages_dropped", message_reasons),
@@ -1054,10 +1056,11 @@ white-space:pre-wrap;overflow-wrap:anywhere}
 .example .head{overflow-wrap:anywhere} .example .id{font-weight:600} .example .where{color:#555}
 .example .facts{color:#444;font-size:13px} details summary{cursor:pointer;color:#3b6ea5;margin-top:4px}
 table.explain td{font-size:12px} table.explain tr.dropped td{background:#fdf3f3}
-table.explain tr.healed td{background:#f3faf4} table.explain tr.moved td,table.explain tr.rekeyed td{background:#f3f6fb}
+table.explain tr.healed td{background:#f3faf4}
+table.explain tr.moved td,table.explain tr.rekeyed td,table.explain tr.mapped td{background:#f3f6fb}
 .mark{display:inline-block;border-radius:4px;padding:0 6px;margin:1px 4px 1px 0;font-size:12px;white-space:nowrap}
 .mark.dropped{background:#f6d6d5} .mark.healed{background:#d5ecd9} .mark.moved{background:#d9e4f3}
-.mark.rekeyed{background:#f3e6c8}
+.mark.rekeyed{background:#f3e6c8} .mark.mapped{background:#e4ddf0}
 footer{margin-top:28px;font-size:12px}
 """
 

@@ -36,6 +36,7 @@ from pipeline.sources import DEFAULT_BATCH_SIZE, DEFAULT_MAX_RECORD_BYTES, Shard
 from transforms import summary as summaries
 from transforms.conversations import RecordStep
 from transforms.inputs import DEFAULT_BATCH_BYTES, Batch
+from transforms.record_steps import ReaderHint
 from transforms.records import BatchResult, normalize_batch
 from transforms.settings import Settings
 
@@ -106,11 +107,17 @@ def process_shard(
             )
         return writers[name]
 
+    # A JSON Lines main output takes the lines the per-record guard made: the records need not
+    # live on (records.normalize_batch). The reader hint lives for the shard (one file's records).
+    lines_only = FILE_FORMATS[work.file_format(step.main_output)].takes_lines
+    hint = ReaderHint()
     try:
         for batch in iter_batches(shard, work.batch_size, stats, work.max_record_bytes, work.batch_bytes):
-            result = normalize_batch(batch.items, settings, step.step, taken=taken)
+            result = normalize_batch(
+                batch.items, settings, step.step, taken=taken, keep_records=not lines_only, hint=hint
+            )
             total = summaries.merge(total, step.partial(len(batch.items), result))
-            for name, items, lines in step.routed(result):
+            for name, items, lines in step.routed(result, lines_only):
                 writer(name).write(items, lines)
             if observe is not None:
                 observe(batch, result)
@@ -122,12 +129,12 @@ def process_shard(
         _abandon(writers, paths)
         raise
     written = {
-        name: WrittenFile(shard.index, shard.start, paths[name], *measures[name])
+        name: WrittenFile(shard.number, shard.start, paths[name], *measures[name])
         for name in step.output_names
         if name in measures
     }
     partial = summaries.merge(total, step.view.partial(0, blank_lines=stats["blank_lines"]))
-    return ShardResult(shard.index, written, partial)
+    return ShardResult(shard.number, written, partial)
 
 
 def _abandon(writers: dict, paths: dict[str, str]) -> None:
@@ -151,6 +158,6 @@ def temp_place(temp_root: str, shard: Shard, attempt: str) -> Callable[[str], st
     join = FileSystems.get_filesystem(temp_root).join  # looked up once per shard, not per file
 
     def place(name: str) -> str:
-        return join(temp_root, name, temp_name(shard.index, shard.start, attempt))
+        return join(temp_root, name, temp_name(shard.number, shard.start, attempt))
 
     return place

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import hashlib
 import uuid
-from typing import Callable, NamedTuple
+from typing import Any, Callable, NamedTuple
 
 import apache_beam as beam
 from apache_beam.io.filesystems import FileSystems
@@ -173,9 +173,10 @@ class _WriteShardFiles(beam.DoFn):
         self._tally = Tally(self._progress_name or "written")  # live progress of local runs
 
     def start_bundle(self) -> None:
-        self._current = None  # [shard, start, temp path, writer]
+        self._current: list[Any] | None = None  # [shard, start, temp path, writer]
 
     def _close(self) -> WrittenFile:
+        assert self._current is not None  # called with a file open
         shard, start, temp, writer = self._current
         self._current = None
         return WrittenFile(shard, start, temp, *writer.close())

@@ -46,11 +46,11 @@ from typing import Iterable, Iterator, NamedTuple
 import apache_beam as beam
 import orjson
 import zstandard
-from apache_beam.io.filesystem import CompressionTypes
 from apache_beam.io.filesystems import FileSystems
 from apache_beam.metrics import Metrics
 from apache_beam.pvalue import TaggedOutput
 
+from pipeline.files import open_input
 from pipeline.progress import Tally
 from pipeline.testhooks import pause_point
 from transforms.counters import NAMESPACE
@@ -87,7 +87,8 @@ class InputError(ValueError):
 class Shard(NamedTuple):
     """A planned unit of reading: a whole file, or a byte range of an uncompressed JSONL file."""
 
-    index: int
+    #: 0, 1, ... in plan order (``index`` would shadow the tuple's method).
+    number: int
     path: str
     suffix: str
     start: int
@@ -188,8 +189,19 @@ def is_directory(pattern: str) -> bool:
     return pattern.endswith("/")
 
 
-def _in_directory(directory: str) -> tuple[dict[str, int], list[str]]:
-    """The input files directly in ``directory`` (path -> size) and the names left out.
+class LeftOut(NamedTuple):
+    """What a directory input does not read, beside its dot-files and ``_``-files."""
+
+    #: Files without a known suffix, by name.
+    unknown: list[str]
+    #: Subdirectories (local directories only), by name.
+    subdirectories: list[str]
+    #: A quoted glob that reads the subdirectories' files (``'logs/*/*.jsonl'``), if they hold any.
+    glob: str | None
+
+
+def _in_directory(directory: str) -> tuple[dict[str, int], LeftOut]:
+    """The input files directly in ``directory`` (path -> size) and what is left out.
 
     Every file with a supported suffix, but dot-files and ``_``-files (hidden, or written by a
     tool: ``_SUCCESS``, ``_convnorm_manifest.json``) and, in a convnorm output directory, its
@@ -198,41 +210,80 @@ def _in_directory(directory: str) -> tuple[dict[str, int], list[str]]:
     matched = _match(FileSystems.join(directory.rstrip("/") or "/", "*"))
     names = {path: path.rstrip("/").rsplit("/", 1)[-1] for path in matched}
     own_output = OWN_OUTPUT_FILES[0] in names.values()
-    found, left_out = {}, []
+    found, unknown = {}, []
     for path, name in sorted(names.items()):
         if name.startswith((".", "_")) or (own_output and name in OWN_OUTPUT_FILES):
             continue
         if file_suffix(name) is None:
-            left_out.append(name)
+            unknown.append(name)
             continue
         if _is_local(path) and not os.path.isfile(path):
             continue  # a subdirectory (Beam's match lists it as a path)
         found[path] = matched[path]
-    return found, left_out
+    subdirectories, glob = _subdirectories(directory)
+    return found, LeftOut(unknown, subdirectories, glob)
 
 
-def match_inputs(patterns: list[str]) -> dict[str, int]:
-    """Every input file the patterns name (path -> size): files, globs and directories."""
+def _subdirectories(directory: str) -> tuple[list[str], str | None]:
+    """A local directory's subdirectories (not dot- or ``_``-ones), and a glob that reads the
+    first input suffix found one level down in them (``None``: they hold no input file)."""
+    if not _is_local(directory):
+        return [], None
+    try:
+        names = sorted(e.name for e in os.scandir(directory) if e.is_dir() and not e.name.startswith((".", "_")))
+    except OSError:
+        return [], None
+    for name in names:
+        try:
+            found = {file_suffix(e.name) for e in os.scandir(os.path.join(directory, name)) if e.is_file()}
+        except OSError:
+            continue
+        suffixes = sorted(suffix for suffix in found if suffix is not None)
+        if suffixes:
+            return names, f"--input '{os.path.join(display_path(directory), '*', '*' + suffixes[0])}'"
+    return names, None
+
+
+def _left_out_note(directory: str, left_out: LeftOut) -> str | None:
+    """The plan's line on what a directory input does not read (``None``: nothing)."""
+    parts = []
+    if left_out.unknown:
+        names = ", ".join(left_out.unknown[:5]) + (" ..." if len(left_out.unknown) > 5 else "")
+        parts.append(f"{len(left_out.unknown)} file(s) without a known suffix not read: {names}")
+    if left_out.subdirectories:
+        count = len(left_out.subdirectories)
+        names = ", ".join(f"{name}/" for name in left_out.subdirectories[:5]) + (" ..." if count > 5 else "")
+        hint = f" (to read the files in them, quote a glob: {left_out.glob})" if left_out.glob else ""
+        parts.append(f"{count} {'subdirectory' if count == 1 else 'subdirectories'} not read: {names}{hint}")
+    return f"--input {display_path(directory)}: " + "; ".join(parts) if parts else None
+
+
+def match_inputs(patterns: list[str], notes: list[str] | None = None) -> dict[str, int]:
+    """Every input file the patterns name (path -> size): files, globs and directories.
+
+    What a directory input leaves out is said in a line appended to ``notes`` (the plan's:
+    shown once the console is set up for the job), or logged when ``notes`` is ``None``.
+    """
     files: dict[str, int] = {}
     for pattern in patterns:
+        left_out = LeftOut([], [], None)
         try:
             if is_directory(pattern):
                 matched, left_out = _in_directory(pattern)
-                if left_out:
-                    LOG.info(
-                        "--input %s: %d file(s) without a known suffix not read: %s",
-                        display_path(pattern),
-                        len(left_out),
-                        ", ".join(left_out[:5]) + (" ..." if len(left_out) > 5 else ""),
-                    )
+                note = _left_out_note(pattern, left_out)
+                if note and notes is not None:
+                    notes.append(note)
+                elif note:
+                    LOG.info("%s", note)
             else:
                 matched = _match(pattern)
         except Exception as error:  # noqa: BLE001 — filesystems raise their own types
             raise InputError(f"cannot match --input {display_path(pattern)!r}: {error}") from None
         if not matched and is_directory(pattern):
+            hint = f"; its subdirectories hold input files: {left_out.glob}" if left_out.glob else ""
             raise InputError(
                 f"--input {display_path(pattern)!r} is a directory with no input file directly in it "
-                f"(files ending in {', '.join(FILE_KINDS)}; dot-files and subdirectories are not read)"
+                f"(files ending in {', '.join(FILE_KINDS)}; dot-files and subdirectories are not read){hint}"
             )
         if not matched:
             raise InputError(f"no file matches --input {display_path(pattern)!r}")
@@ -240,9 +291,12 @@ def match_inputs(patterns: list[str]) -> dict[str, int]:
     return files
 
 
-def plan_shards(patterns: list[str], shard_bytes: int = DEFAULT_SHARD_BYTES) -> list[Shard]:
-    """Match every pattern and cut the files into shards, in a deterministic order."""
-    files = match_inputs(patterns)
+def plan_shards(
+    patterns: list[str], shard_bytes: int = DEFAULT_SHARD_BYTES, notes: list[str] | None = None
+) -> list[Shard]:
+    """Match every pattern and cut the files into shards, in a deterministic order
+    (``notes``: see ``match_inputs``)."""
+    files = match_inputs(patterns, notes)
     shards: list[Shard] = []
     for path in sorted(files):
         suffix = file_suffix(path)
@@ -280,13 +334,13 @@ def limit_plan(shards: list[Shard], limit: int, max_record_bytes: int = DEFAULT_
             break
         records = sum(1 for item in read_shard(shard._replace(limit=remaining), max_record_bytes) if item is not BLANK)
         if records:
-            kept.append(shard._replace(index=len(kept), limit=records))
+            kept.append(shard._replace(number=len(kept), limit=records))
             remaining -= records
     return kept or shards[:1]
 
 
 def shard_sizes(shards: list[Shard]) -> list[int]:
-    """Bytes of each planned shard (its range, or its whole file), by shard index: from the
+    """Bytes of each planned shard (its range, or its whole file), by shard number: from the
     sizes planning saw, a file's size looked up only where it is not known."""
     sizes: dict[str, int] = {s.path: s.file_size for s in shards if s.file_size is not None}
     for path in {s.path for s in shards if s.end is None and s.path not in sizes}:
@@ -370,7 +424,7 @@ def _open_text_stream(shard: Shard):
     # Beam's own decompressing reader stops quietly at a truncated archive; these raise,
     # so a cut-off file becomes an ``unreadable_file`` dead letter instead of a short read.
     compression = FILE_KINDS[shard.suffix][1]
-    with FileSystems.open(shard.path, compression_type=CompressionTypes.UNCOMPRESSED) as raw:
+    with open_input(shard.path) as raw:
         if compression == "gzip":
             yield gzip.GzipFile(fileobj=raw, mode="rb")
         elif compression == "zstd":
@@ -382,6 +436,13 @@ def _open_text_stream(shard: Shard):
 _BOM = b"\xef\xbb\xbf"  # a UTF-8 byte-order mark, as some Windows tools write
 #: UTF-16 byte-order marks (Windows tools write UTF-16 text with one): the file is decoded.
 _UTF16_BOMS = {b"\xff\xfe": "utf-16-le", b"\xfe\xff": "utf-16-be"}
+
+
+def line_feed(head: bytes) -> bytes:
+    """The bytes of a line feed in a file that starts with ``head`` (its first two bytes): LF,
+    or LF in the UTF-16 its byte-order mark names."""
+    encoding = _UTF16_BOMS.get(head[:2])
+    return "\n".encode(encoding) if encoding else b"\n"
 
 
 def _utf16_encoding(handle) -> str | None:
@@ -398,7 +459,7 @@ def _utf16_encoding(handle) -> str | None:
 
 def _starts_utf16(path: str) -> bool:
     try:
-        with FileSystems.open(path, compression_type=CompressionTypes.UNCOMPRESSED) as handle:
+        with open_input(path) as handle:
             return handle.read(2) in _UTF16_BOMS
     except Exception:  # noqa: BLE001 — unreadable: the reader says so, as a dead letter
         return False
@@ -433,6 +494,38 @@ def _skip_line(handle) -> int:
             return skipped
 
 
+def _after_last_cr(handle, line: bytes) -> tuple[bytes, bytes] | None:
+    """``line`` (no line feed in it, read up to a size limit) cut after its last carriage
+    return, which ends a record there; (the records' bytes, the bytes read after them), or None
+    without a carriage return. A CR that is the last byte read takes its LF along, if one follows."""
+    if line.endswith(b"\r"):
+        following = handle.read(1)
+        return (line + following, b"") if following == b"\n" else (line, following)
+    cut = line.rfind(b"\r")
+    return None if cut == -1 else (line[: cut + 1], line[cut + 1 :])
+
+
+def _skip_record(handle) -> tuple[int, bytes]:
+    """Read past the rest of an over-long record, a piece at a time, to its line end (a line
+    feed, or a carriage return alone): (the bytes skipped, the bytes read after them)."""
+    skipped = 0
+    while True:
+        piece = handle.readline(_SKIP_PIECE)
+        cr = piece.find(b"\r")
+        if cr == -1:
+            skipped += len(piece)
+            if not piece or piece.endswith(b"\n"):
+                return skipped, b""
+            continue
+        if cr + 1 == len(piece):  # the CR is the last byte read: an LF may follow
+            following = handle.read(1)
+            if following == b"\n":
+                return skipped + cr + 2, b""
+            return skipped + cr + 1, following
+        end = cr + 2 if piece[cr + 1] == 0x0A else cr + 1  # CR LF, or a CR alone
+        return skipped + end, piece[end:]
+
+
 def _too_large(prefix: bytes, size: int, limit: int, whole: bool) -> Unreadable:
     # Keep only what a dead letter shows of it: the raw text is cut to a few KB anyway.
     text = prefix[:_RAW_PREFIX_BYTES].decode("utf-8", errors="replace")
@@ -451,23 +544,34 @@ _RAW_PREFIX_BYTES = 16 << 10
 def _read_jsonl(shard: Shard, max_record_bytes: int = DEFAULT_MAX_RECORD_BYTES) -> Iterator:
     with _open_text_stream(shard) as handle:
         position = 0
-        encoding = None if shard.start else _utf16_encoding(handle)
+        encoding = _utf16_encoding(handle)  # at the file's start, whatever byte the shard starts at
         if encoding is not None:
-            yield from _read_utf16_lines(handle, shard.name, encoding, max_record_bytes)
+            # Never cut into byte ranges; a start is where a processed version ended (streaming).
+            yield from _read_utf16_lines(handle, shard.name, encoding, max_record_bytes, shard.start)
             return
         if shard.start:
             # A line belongs to the shard its first byte falls in: skip the partial one.
             handle.seek(shard.start - 1)
             position = shard.start - 1 + _skip_line(handle)
-        while shard.end is None or position < shard.end:
+        # Read past a line end when a CR alone ended the records before it: they are whole, and
+        # the rest of the line (up to its LF) belongs to this shard, however far past its end.
+        carry = b""
+        while carry or shard.end is None or position < shard.end:
             try:
                 # At most one byte over the limit is held: a longer line is read past in pieces.
-                line = handle.readline(max_record_bytes + 1)
+                line = carry + handle.readline(max_record_bytes + 1 - len(carry))
+                carry = b""
                 size = len(line)
                 if size > max_record_bytes and not line.endswith(b"\n"):
-                    size += _skip_line(handle)
-                    item = _too_large(line, size, max_record_bytes, True)
-                    line = None
+                    # Lines ending in a CR alone (a CR-only file is one "line" to readline).
+                    cut = _after_last_cr(handle, line)
+                    if cut is not None:
+                        line, carry = cut
+                    else:
+                        skipped, carry = _skip_record(handle)
+                        size += skipped
+                        item = _too_large(line, size, max_record_bytes, True)
+                        line = None
             except Exception as error:  # noqa: BLE001 — corrupt archives raise many types
                 yield RawRecord(
                     shard.name,
@@ -496,14 +600,17 @@ def _read_jsonl(shard: Shard, max_record_bytes: int = DEFAULT_MAX_RECORD_BYTES) 
                 position += len(piece)
 
 
-def _read_utf16_lines(handle, source: str, encoding: str, max_record_bytes: int) -> Iterator:
-    """A UTF-16 JSON Lines file, decoded: each line as UTF-8 bytes, at its byte offset in the
-    file. Lines end at LF, CR LF or CR alone; a line over the limit (its UTF-8 bytes) is a
-    ``record_too_large`` record."""
+def _read_utf16_lines(handle, source: str, encoding: str, max_record_bytes: int, start: int = 0) -> Iterator:
+    """A UTF-16 JSON Lines file, decoded from its byte-order mark (or from ``start``, a line's
+    first byte): each line as UTF-8 bytes, at its byte offset in the file. Lines end at LF, CR LF
+    or CR alone; a line over the limit (its UTF-8 bytes) is a ``record_too_large`` record."""
+    if start:
+        handle.seek(start)
     text = io.TextIOWrapper(handle, encoding=encoding, errors="surrogatepass", newline="")
-    position = 0
+    position = start
     try:
-        position = len(text.read(1).encode(encoding))  # the byte-order mark
+        if not start:
+            position = len(text.read(1).encode(encoding))  # the byte-order mark
         while True:
             line = text.readline(max_record_bytes + 1)
             if not line:
@@ -551,9 +658,10 @@ class _ArrayScan:
             i, self.escaped = 1, False
         while i < len(chunk):
             if self.in_string:
-                i = self._past_string_stop(chunk, i)
-                if i is None:
+                stop = self._past_string_stop(chunk, i)
+                if stop is None:
                     return
+                i = stop
                 continue
             match = _JSON_STRUCTURE.search(chunk, i)
             if match is None:
@@ -596,7 +704,7 @@ class _ElementBytes:
     def _reset(self) -> None:
         self.parts: list[bytes] = []
         self.size = 0
-        self.prefix = None  # the first bytes of an element over the limit
+        self.prefix: bytes | None = None  # the first bytes of an element over the limit
 
     def add(self, piece: bytes) -> None:
         """A chunk's tail: the element goes on in the next chunk."""
@@ -611,6 +719,7 @@ class _ElementBytes:
         limit; the next element starts empty."""
         if self.prefix is None and self.size + len(piece) > self.limit:
             self.prefix = (b"".join(self.parts) + piece[:_RAW_PREFIX_BYTES])[:_RAW_PREFIX_BYTES]
+        element: bytes | Unreadable
         if self.prefix is not None:
             element = _too_large(self.prefix, self.size + len(piece), self.limit, True)
         else:
@@ -665,7 +774,7 @@ def _read_json(shard: Shard, max_record_bytes: int = DEFAULT_MAX_RECORD_BYTES) -
     # by element (each bounded like a JSONL line); any other bigger document is one record,
     # too large.
     source = shard.name
-    with FileSystems.open(shard.path, compression_type=CompressionTypes.UNCOMPRESSED) as handle:
+    with open_input(shard.path) as handle:
         text = handle.read(max_record_bytes + 1)
         if len(text) > max_record_bytes:
             body = text[len(_BOM) :] if text.startswith(_BOM) else text
@@ -809,13 +918,13 @@ def _parquet_rows(batch) -> Iterator:
         if failure is None:
             yield _parquet_row(row)
             continue
-        name, error = failure
+        name, cause = failure
         raw = {k: _jsonable(v, [0]) for k, v in row.items()}
         try:
             raw_text = orjson.dumps(raw, default=str).decode()
         except (TypeError, ValueError):
             raw_text = repr(raw)
-        yield Unreadable("unconvertible_value", f"column {name!r}: {type(error).__name__}: {error}", raw_text[:4000])
+        yield Unreadable("unconvertible_value", f"column {name!r}: {type(cause).__name__}: {cause}", raw_text[:4000])
 
 
 def _rows_with_repeated_columns(batch, repeated: list[str]) -> Iterator:
@@ -844,7 +953,7 @@ def _read_parquet(shard: Shard, max_record_bytes: int = DEFAULT_MAX_RECORD_BYTES
 
     source = shard.name
     index = 0
-    with FileSystems.open(shard.path, compression_type=CompressionTypes.UNCOMPRESSED) as handle:
+    with open_input(shard.path) as handle:
         for batch in pq.ParquetFile(handle).iter_batches(batch_size=1024):
             for payload in _parquet_rows(batch):
                 yield RawRecord(source, index, payload)
@@ -899,10 +1008,10 @@ def iter_batches(
         items.append(item)
         size += raw_size(item)
         if batch_is_full(len(items), size, batch_size, batch_bytes):
-            yield Batch(shard.index, items[0].position, items)
+            yield Batch(shard.number, items[0].position, items)
             items, size = [], 0
     if items:
-        yield Batch(shard.index, items[0].position, items)
+        yield Batch(shard.number, items[0].position, items)
 
 
 # --------------------------------------------------------------------------------------------
@@ -988,7 +1097,7 @@ class _ReadShard(beam.DoFn):
         self._blank.inc(stats["blank_lines"])
         self._shards.inc()
         progress.done()
-        yield TaggedOutput(self.STATS, {"shard": shard.index, **stats})
+        yield TaggedOutput(self.STATS, {"shard": shard.number, **stats})
 
 
 class ReadProgress:
@@ -1004,10 +1113,10 @@ class ReadProgress:
     def batch_read(self, batch: Batch) -> None:
         self._tally.add("records", len(batch.items))
         if self._byte_offsets:
-            self._tally.at(self._shard.index, batch.items[-1].position - self._shard.start)
+            self._tally.at(self._shard.number, batch.items[-1].position - self._shard.start)
 
     def done(self) -> None:
-        self._tally.shard_done(self._shard.index)
+        self._tally.shard_done(self._shard.number)
 
 
 #: Elements of the plan the graph carries, at most: a job of up to this many shards gets one

@@ -13,7 +13,7 @@
                              files on disk, and one console line
 
 Output layout (``<window>`` is ``20261130T120000Z-20261130T120100Z``, the window's start and
-end in UTC; ``<file>`` is the landed file's name without its suffix plus 8 hex digits of a
+end in UTC; ``<file>`` is the landed file's name without its suffix plus 16 hex digits of a
 hash of its full path, and ``-v2``, ``-v3`` ... for later versions of the same path)::
 
     OUT/<window>/<file>/normalized.jsonl, drops.jsonl, dead_letter.jsonl, source.json
@@ -82,6 +82,7 @@ from transforms.conversations import NORMALIZE, BatchCounters, freeze_gc
 from transforms.counters import NAMESPACE
 from transforms.inputs import Batch
 from transforms.jsontext import document_bytes
+from transforms.normalize import split_drops
 from transforms.records import BatchResult
 from transforms.settings import Settings
 
@@ -133,11 +134,12 @@ class WatchPlan:
 
 
 class Landed(NamedTuple):
-    """A file the watcher admitted, with the size and time it had then."""
+    """A file the watcher admitted, with the stamp it had then (``landing.Stamp``)."""
 
     path: str
     size: int
     mtime_ns: int
+    ctime_ns: int = 0
 
 
 class _PollTracker(OffsetRestrictionTracker):
@@ -205,8 +207,12 @@ class _WatchLanding(beam.DoFn):
         if not tracker.try_claim(poll):
             return
         now = Timestamp.now()
+        if watermark.current_watermark() is not None and now < watermark.current_watermark():
+            # The clock stepped back (an NTP correction): a file stamped behind the watermark
+            # this watcher set would land in a closed window, with no summary or line.
+            now = watermark.current_watermark()
         for path, stamp in self._watch.poll(match_landing(self._plan.rules), stopping):
-            yield beam.window.TimestampedValue(Landed(path, stamp.size, stamp.mtime_ns), now)
+            yield beam.window.TimestampedValue(Landed(path, *stamp), now)
         status = self._watch.status()
         processed.write_json(
             FileSystems.join(self._plan.output, processed.WATCH_STATUS_FILE),
@@ -219,8 +225,7 @@ class _WatchLanding(beam.DoFn):
             LOG.info("watcher: stop requested; draining %d file(s) in flight", status.in_flight)
             tracker.try_claim(tracker.current_restriction().stop - 1)
             return
-        if watermark.current_watermark() is None or now > watermark.current_watermark():
-            watermark.set_watermark(now)
+        watermark.set_watermark(now)  # never behind the last one (above)
         tracker.defer_remainder(Duration(self._plan.poll_interval_s))
 
 
@@ -287,7 +292,13 @@ class CleanPlan:
 
 
 class _ChangedWhileRead(Exception):
-    """The landed file changed while it was read: its outputs are dropped, it is read again."""
+    """The landed file changed while it was read (its stamp now, None if it is gone): its
+    outputs are dropped, it is read again once it has settled."""
+
+
+class _NotCommitted(Exception):
+    """The run stopped committing (a drain that outlasted --drain-timeout): the file's outputs
+    are dropped and it stays unprocessed, for the next start."""
 
 
 def clean_landed_file(landed: Landed, window: str, plan: CleanPlan, observe: Observer | None = None) -> str | None:
@@ -297,7 +308,7 @@ def clean_landed_file(landed: Landed, window: str, plan: CleanPlan, observe: Obs
     The file is read, normalized and written by the batch job's per-shard step
     (``shard_step.process_shard``: the same step, writers, limits and partial summary), from the
     byte its version starts at; ``observe`` sees each batch (the DoFn's counters)."""
-    path, stamp, output = landed.path, Stamp(landed.size, landed.mtime_ns), plan.output
+    path, stamp, output = landed.path, Stamp(*landed[1:]), plan.output
     record = processed.read_record(output, path)
     if processed.handled(output, record, stamp):
         return None  # admitted twice (a watcher that started over): done already
@@ -328,6 +339,7 @@ def clean_landed_file(landed: Landed, window: str, plan: CleanPlan, observe: Obs
         "why": version.why,
         "size": stamp.size,
         "mtime_ns": stamp.mtime_ns,
+        "ctime_ns": stamp.ctime_ns,
         "sha256": version.sha256,
         "start": version.start,
         "end": version.size,
@@ -366,16 +378,31 @@ def clean_landed_file(landed: Landed, window: str, plan: CleanPlan, observe: Obs
             "partial": part,
         }
         files.write_in_place(FileSystems.join(temp, SOURCE_FILE), document_bytes(source))
-        if stamp_of(path) != stamp:
-            raise _ChangedWhileRead
+        now = stamp_of(path)
+        if now != stamp:
+            raise _ChangedWhileRead(now)
         if not COMMITS.rename(temp, output, f"{window}/{name}"):
-            raise _ChangedWhileRead  # the run was cancelled: read by the next start
-    except _ChangedWhileRead:
+            raise _NotCommitted
+    except _ChangedWhileRead as changed:
         files.delete(temp, tree=True)
         record["versions"] = [v for v in record["versions"] if v is not entry]
+        # Handled as it was admitted: the watcher, waiting for that, looks at the change now.
         record["seen"] = stamp._asdict()
         processed.write_record(output, path, record)
-        LOG.info("%s changed while it was read (or the run stopped): read again later", display_path(path))
+        if changed.args[0] is None:
+            LOG.warning(
+                "%s was removed (or moved away) while it was read: its outputs are discarded, it is not processed",
+                display_path(path),
+            )
+        else:
+            LOG.info("%s changed while it was read: read again once it has settled", display_path(path))
+        return None
+    except _NotCommitted:
+        # The run was cancelled: no "seen", so that the next start reads this content.
+        files.delete(temp, tree=True)
+        record["versions"] = [v for v in record["versions"] if v is not entry]
+        processed.write_record(output, path, record)
+        LOG.info("%s was read after the run stopped committing: the next start reads it", display_path(path))
         return None
     except BaseException:
         files.delete(temp, tree=True)
@@ -446,10 +473,13 @@ def running_total(output: str) -> dict:
 
 
 def window_line(doc: dict, total: dict) -> str:
+    """A window's counts, progress and the running total; ``dropped`` is MEM-5's count, the
+    messages and the calls it is made of said beside it (as the summary table does)."""
     progress = doc["progress"]
+    messages, calls = (sum(part.values()) for part in split_drops(doc.get("dropped_by_reason", {})))
     return (
         f"window {doc['window']}: {doc['records_in']} records in, {doc['records_out']} normalized, "
-        f"{doc['dead_letters']} dead letters, {doc['dropped']} messages dropped; "
+        f"{doc['dead_letters']} dead letters, {doc['dropped']} dropped ({messages} messages, {calls} calls); "
         f"{progress['rows_per_s']:g} rows/s, {progress['files_done']} files done, "
         f"{progress['files_pending']} pending (oldest {progress['oldest_pending_age_s']:.1f} s) | running total: "
         f"{total['records_in']} in, {total['records_out']} normalized, {total['dead_letters']} dead letters, "
@@ -689,7 +719,19 @@ def run_streaming(job: Job) -> int:
         lock.release()
 
 
+#: The stale locks a streaming start takes over without a flag: its own kind's (and a killed
+#: ``convnorm report``'s, which records nothing to clean up). A dead batch run's lock records
+#: that run's own recovery (``--overwrite --break-stale-lock``); streaming leaves it alone.
+TAKEN_OVER = frozenset({"streaming", "report"})
+
+
 def _take_over(output: str, holder: dict) -> None:
+    if holder.get("command") not in TAKEN_OVER:
+        raise OutputError(
+            f"--output {output!r} has a stale lock of a dead `convnorm {holder.get('command')}` run "
+            f"({locks.describe(holder)}); --streaming takes over only a streaming run's lock: recover that run "
+            "(rerun it with --overwrite --break-stale-lock) or choose another directory; nothing was deleted"
+        )
     LOG.warning(
         "taking over the lock of a streaming run that died (%s): deleting its temporary directory; the "
         "files it had not finished are read again",

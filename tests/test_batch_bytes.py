@@ -7,6 +7,7 @@ import json
 from pathlib import Path
 
 import apache_beam as beam
+import pytest
 from apache_beam.options.pipeline_options import PipelineOptions
 from apache_beam.testing.test_pipeline import TestPipeline as BeamTestPipeline
 from apache_beam.testing.util import assert_that, equal_to
@@ -75,6 +76,7 @@ def _run_outputs(tmp_path, name: str, batch_size: int) -> dict:
     }
 
 
+@pytest.mark.slow
 def test_batch_boundaries_do_not_show_in_the_outputs(tmp_path):
     # One record per batch against batches cut by the byte limit alone.
     assert _run_outputs(tmp_path, "one", 1) == _run_outputs(tmp_path, "all", 1 << 20)

@@ -9,6 +9,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
+
 from pipeline.main import main
 from transforms.formats import WRITERS, WriteContext
 from transforms.inputs import RawRecord
@@ -139,6 +141,7 @@ def _run(tmp_path: Path, lines: list, *extra: str) -> list[str]:
     ]
 
 
+@pytest.mark.slow
 def test_a_batch_line_with_nothing_to_repair_reads_back_byte_identical(tmp_path):
     # Its custom_id is its id by default: the Batch API matches each result to it.
     assert _run(tmp_path, LINES) == [_dump(line) for line in LINES]

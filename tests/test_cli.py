@@ -29,29 +29,29 @@ def _lines(directory: Path) -> list[dict]:
 
 
 @pytest.fixture(scope="module")
-def sample_run(tmp_path_factory):
-    out = tmp_path_factory.mktemp("sample") / "out"
-    assert _run("--input", str(SAMPLE), "--output", str(out)) == 0
-    return out
+def sample_out(sample_run):
+    """The session's one run of the bundled sample (tests/conftest.py)."""
+    assert sample_run.status == 0
+    return sample_run.out
 
 
-def test_summary_matches_the_golden_file(sample_run, capsys):
-    summary = json.loads((sample_run / "summary.json").read_text())
+def test_summary_matches_the_golden_file(sample_out, capsys):
+    summary = json.loads((sample_out / "summary.json").read_text())
     assert summary == json.loads(GOLDEN.read_text())
 
 
-def test_summary_table_is_printed(tmp_path, capsys):
-    assert _run("--input", str(SAMPLE), "--output", str(tmp_path / "o")) == 0
-    printed = capsys.readouterr().out
+def test_summary_table_is_printed(sample_run):
+    assert sample_run.status == 0
+    printed = sample_run.stdout
     assert "convnorm summary" in printed
     assert "records in" in printed and "dead-lettered" in printed and "leading_tool" in printed
 
 
-def test_every_input_record_ends_in_exactly_one_output(sample_run):
+def test_every_input_record_ends_in_exactly_one_output(sample_out):
     raw_lines = [line for line in SAMPLE.read_bytes().splitlines() if line.strip()]
-    normalized = _lines(sample_run / "normalized")
-    dead = _lines(sample_run / "dead_letter")
-    drops = _lines(sample_run / "drops")
+    normalized = _lines(sample_out / "normalized")
+    dead = _lines(sample_out / "dead_letter")
+    drops = _lines(sample_out / "drops")
     assert len(normalized) + len(dead) == len(raw_lines)
     assert [m["id"] for m in drops] == [r["id"] for r in normalized]
     # Every dead letter points back at its line.
@@ -59,15 +59,16 @@ def test_every_input_record_ends_in_exactly_one_output(sample_run):
     for letter in dead:
         line = data[letter["position"] :].split(b"\n", 1)[0]
         assert line.decode()[: len(letter["raw"])] == letter["raw"]
-    summary = json.loads((sample_run / "summary.json").read_text())
+    summary = json.loads((sample_out / "summary.json").read_text())
     assert summary["records_in"] == len(raw_lines)
     assert summary["dropped"] == sum(m["dropped"] for m in drops)
 
 
-def test_rerun_is_byte_identical_even_with_two_workers_and_small_shards(sample_run, tmp_path):
+@pytest.mark.slow
+def test_rerun_is_byte_identical_even_with_two_workers_and_small_shards(sample_out, tmp_path):
     again = tmp_path / "again"
     assert _run("--input", str(SAMPLE), "--output", str(again)) == 0
-    assert _files(again) == _files(sample_run)
+    assert _files(again) == _files(sample_out)
     split = tmp_path / "split"
     argv = [
         "--input",
@@ -85,11 +86,12 @@ def test_rerun_is_byte_identical_even_with_two_workers_and_small_shards(sample_r
     assert _files(split) == first
     assert len(list((split / "normalized").glob("part-*"))) > 1
     # Same records, same order, whatever the sharding.
-    assert _lines(split / "normalized") == _lines(sample_run / "normalized")
-    assert json.loads((split / "summary.json").read_text()) == json.loads((sample_run / "summary.json").read_text())
+    assert _lines(split / "normalized") == _lines(sample_out / "normalized")
+    assert json.loads((split / "summary.json").read_text()) == json.loads((sample_out / "summary.json").read_text())
 
 
-def test_existing_outputs_need_overwrite(sample_run, tmp_path, capsys):
+@pytest.mark.slow
+def test_existing_outputs_need_overwrite(sample_out, tmp_path, capsys):
     out = tmp_path / "o"
     assert _run("--input", str(SAMPLE), "--output", str(out)) == 0
     assert _run("--input", str(SAMPLE), "--output", str(out)) == 2
@@ -205,6 +207,7 @@ def test_preset_input_is_replaced_by_the_command_line(tmp_path):
     assert job.inputs == [str(other)]
 
 
+@pytest.mark.slow
 def test_parquet_output_is_read_by_pyarrow(tmp_path):
     out = tmp_path / "pq"
     assert _run("--input", str(SAMPLE), "--output", str(out), "--output-format", "parquet") == 0
@@ -238,6 +241,7 @@ def test_check_counts_violations_in_the_output(tmp_path):
     assert set(summary["violations"].values()) == {0}
 
 
+@pytest.mark.slow
 def test_validate_fails_on_broken_input_and_passes_on_lossless_output(tmp_path, capsys):
     broken = tmp_path / "broken.jsonl"
     broken.write_text(
@@ -277,7 +281,7 @@ def test_help_lists_formats_and_profiles(capsys):
     assert "--input" in text and "--profile" in text and "lossless" in text and "flat" in text
 
 
-def test_pipeline_totals_equal_a_plain_python_count(sample_run):
+def test_pipeline_totals_equal_a_plain_python_count(sample_out):
     """The golden file is not just self-consistent: a loop without Beam gives the same totals."""
     from pipeline.sources import BLANK, plan_shards, read_shard
     from transforms import summary as summaries
@@ -293,9 +297,10 @@ def test_pipeline_totals_equal_a_plain_python_count(sample_run):
         metrics = [outcome.metrics] if outcome.metrics else []
         letters = [outcome.dead_letter] if outcome.dead_letter else []
         total = summaries.merge(total, summaries.partial(1, metrics, letters))
-    assert summaries.finalize(total) == json.loads((sample_run / "summary.json").read_text())
+    assert summaries.finalize(total) == json.loads((sample_out / "summary.json").read_text())
 
 
+@pytest.mark.slow
 def test_hundreds_of_input_files_under_a_low_open_file_limit(tmp_path):
     """One output file open at a time: 400 inputs under a 200-handle limit."""
     import resource

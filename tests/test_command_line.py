@@ -180,6 +180,30 @@ def test_an_input_directory_means_every_supported_file_directly_in_it(tmp_path, 
     assert "is a directory with no input file directly in it" in err and ".jsonl.gz" in err
 
 
+def test_what_a_directory_input_leaves_out_is_in_the_plan_and_quiet_keeps_it_off_the_console(tmp_path, capsys):
+    """Found: the files a directory input leaves out were an INFO line printed while the options
+    were read, before --quiet took effect (and under another logger's name); subdirectories were
+    left out without a word, and a directory holding only subdirectories of logs gave no hint."""
+    logs = tmp_path / "logs"
+    (logs / "sub").mkdir(parents=True)
+    (logs / "a.jsonl").write_text(_records(2, "a"))
+    (logs / "notes.txt").write_text("not a log")
+    (logs / "sub" / "c.jsonl").write_text(_records(7, "c"))
+    out = tmp_path / "out"
+    assert main(["--input", str(logs), "--output", str(out), "--dry-run", "--quiet"]) == 0
+    captured = capsys.readouterr()
+    assert captured.err == ""
+    note = next(line for line in captured.out.splitlines() if "not read" in line)
+    assert "1 file(s) without a known suffix not read: notes.txt" in note
+    assert "1 subdirectory not read: sub/" in note and f"--input '{logs}/*/*.jsonl'" in note
+
+    (logs / "a.jsonl").unlink()
+    (logs / "notes.txt").unlink()
+    assert main(["--input", str(logs), "--output", str(out), "--dry-run"]) == 2
+    err = capsys.readouterr().err
+    assert "is a directory with no input file directly in it" in err and f"--input '{logs}/*/*.jsonl'" in err
+
+
 # --------------------------------------------------------------------------------------------
 # --dry-run
 
@@ -313,3 +337,69 @@ def test_validate_names_lines_a_person_can_jump_to(tmp_path, capsys):
     log.write_text(first + "\n" + second + "\n")
     assert main(["validate", "--input", str(log)]) == 1
     assert f"  bad ({log} line 2 (byte {len(first) + 1:,})): " in capsys.readouterr().out
+
+
+def test_the_warning_and_the_table_name_the_sinks_reasons_for_refusing():
+    """Found: a run whose sink refused records said only "unwritable 2" on the console, and its
+    table did not show why, though summary.json had it (sink_refusals_by_reason)."""
+    from transforms.summary import RUN, DeadLetterLimit, dead_letter_warning
+    from transforms.summary import partial as summary_partial
+
+    letters = [
+        {"source": "a", "position": i, "reason": "unwritable", "detail": f"openai-finetune: {why}: ...", "raw": ""}
+        for i, why in enumerate(["unsupported_role", "unsupported_role", "result_not_adjacent"])
+    ]
+    doc = RUN.finalize(summary_partial(records_in=4, dead_letters=letters))
+    assert doc["sink_refusals_by_reason"] == {"result_not_adjacent": 1, "unsupported_role": 2}
+    warning = dead_letter_warning(doc, DeadLetterLimit.parse("1%"))
+    assert "unwritable 3 (unsupported_role 2, result_not_adjacent 1)" in warning
+    table = RUN.format_table(doc)
+    assert "        unsupported_role" in table and "        result_not_adjacent" in table
+
+
+@pytest.mark.slow
+def test_done_in_counts_from_when_the_command_started(tmp_path, capsys):
+    """Found: "done in 0.6 s" after a command a person waited 3 s for: the time counted from
+    after Beam's import and the plan. It counts from the command's start (the report's footer too)."""
+    import re
+    import time
+
+    from pipeline.main import run_command
+
+    out = tmp_path / "out"
+    started = time.monotonic() - 90  # as if importing and planning had taken a minute and a half
+    assert run_command("run", ["--input", str(SAMPLE), "--output", str(out), "--quiet"], started) == 0
+    assert main(["--input", str(SAMPLE), "--output", str(tmp_path / "again")]) == 0
+    assert re.search(r"^done in \d+\.\d s$", capsys.readouterr().out, re.M)
+    assert run_command("run", ["--input", str(SAMPLE), "--output", str(tmp_path / "late")], started) == 0
+    assert re.search(r"^done in 1 min 3\d s$", capsys.readouterr().out, re.M)
+    assert re.search(r"The run took 1 min 3\d s\.", (tmp_path / "late" / "report.html").read_text())
+
+
+@pytest.mark.parametrize(
+    "argv, status",
+    [
+        pytest.param(["--help"], 0, id="help"),
+        pytest.param(
+            ["--input", "samples/formats", "--output", "{tmp}/never", "--dry-run"],
+            0,
+            id="dry-run",
+            marks=pytest.mark.slow,
+        ),
+    ],
+)
+def test_output_piped_into_a_reader_that_stops_early_is_no_error(argv, status, tmp_path):
+    """Found: `convnorm explain ... | head`, `convnorm --help | head` and `--dry-run | head`
+    ended in a BrokenPipeError traceback (a dry run: "the run pipeline failed", exit 1). The
+    rest of the output goes nowhere and the command ends as it would have."""
+    child = subprocess.Popen(
+        [sys.executable, "-m", "pipeline", *[a.format(tmp=tmp_path) for a in argv]],
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    child.stdout.close()  # the reader is gone before the first line is written
+    err = child.stderr.read()
+    assert child.wait(timeout=120) == status
+    assert "Traceback" not in err and "BrokenPipe" not in err and "failed" not in err, err

@@ -91,6 +91,7 @@ def test_filled_preset_passes_dataflow_validation(monkeypatch, tmp_path):
     assert PipelineOptionsValidator(job.options, DataflowRunner()).validate() == []
 
 
+@pytest.mark.slow
 def test_dry_run_builds_the_job_and_stages_this_project(monkeypatch, tmp_path):
     pytest.importorskip("google.cloud.storage", reason="needs pip install -e '.[gcp]'")
     import apache_beam as beam

@@ -8,12 +8,11 @@ tried. The samples and the benchmark corpus are checked record by record too.
 
 from __future__ import annotations
 
-import os
 import sys
 from pathlib import Path
 
 import orjson
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -21,14 +20,6 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 from transforms.formats import READERS, detect_reader, detect_reader_after, plain_chat_reader  # noqa: E402
-
-PROPERTIES = settings(
-    max_examples=int(os.environ.get("CONVNORM_PROPERTY_EXAMPLES", "400")),
-    deadline=None,
-    derandomize=not os.environ.get("CONVNORM_PROPERTY_RANDOM"),
-    database=None,
-    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
-)
 
 PREVIOUS = [None, *READERS.values()]
 
@@ -178,13 +169,11 @@ def _agrees(record, field="messages"):
         assert detect_reader_after(previous, record, field) is full, (previous, record)
 
 
-@PROPERTIES
 @given(RECORD)
 def test_the_shortcut_gives_what_full_detection_gives(record):
     _agrees(record)
 
 
-@PROPERTIES
 @given(MESSAGES, st.fixed_dictionaries({}, optional=TOP))
 def test_plain_chat_reader_is_right_whenever_it_answers(messages, top):
     record = {**top, "messages": messages}
@@ -193,7 +182,6 @@ def test_plain_chat_reader_is_right_whenever_it_answers(messages, top):
         assert detect_reader(record, "messages").name == found
 
 
-@PROPERTIES
 @given(PLAINISH, st.fixed_dictionaries({}, optional={"id": TOP["id"], "tools": TOP["tools"], "system": TOP["system"]}))
 def test_plain_chat_reader_is_right_on_mostly_plain_chats(messages, top):
     record = {**top, "messages": messages}
@@ -202,7 +190,6 @@ def test_plain_chat_reader_is_right_on_mostly_plain_chats(messages, top):
         assert detect_reader(record, "messages").name == found
 
 
-@PROPERTIES
 @given(RECORD, st.sampled_from(["conversations", "contents", "input", "turns"]))
 def test_the_shortcut_agrees_under_another_message_field(record, field):
     _agrees(record, field)
@@ -280,7 +267,6 @@ OPENAI_MESSAGE = st.one_of(
 )
 
 
-@PROPERTIES
 @given(st.lists(OPENAI_MESSAGE, max_size=8))
 def test_lazy_ids_give_what_gathering_them_first_gives(messages):
     import copy

@@ -1,4 +1,4 @@
-"""The documentation does what it says: every command in README.md and docs/*.md runs.
+"""The documentation does what it says: every command in README.md, CONTRIBUTING.md and docs/*.md runs.
 
 Command blocks are fenced ```bash (one command a line; ``\\`` continues a line; ``#`` lines are
 comments) or ```console (commands after ``$ ``). A command ends in ``# exit N`` when it should
@@ -31,12 +31,17 @@ import pytest
 from doc_vectors import vector_table
 
 ROOT = Path(__file__).resolve().parent.parent
-PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+PAGES = [ROOT / "README.md", ROOT / "CONTRIBUTING.md", *sorted((ROOT / "docs").glob("*.md"))]
 
 #: (page, first command) of each block marked as not runnable in a test.
 SKIPPED = {
     ("README.md", "python3 -m venv .venv && . .venv/bin/activate && pip install -e '.[test]'"),
     ("docs/operations.md", "convnorm --config configs/dataflow.yaml"),
+    # The setup, the test tiers, the gates and the git hooks: what .ci/run itself does.
+    ("CONTRIBUTING.md", "python3 -m venv .venv && . .venv/bin/activate && pip install -e '.[test]'"),
+    ("CONTRIBUTING.md", 'python -m pytest -q -n 2 -m "not slow"   # the fast tier: between edits, under 2 minutes'),
+    ("CONTRIBUTING.md", "ruff check .              # lint (rules in pyproject.toml)"),
+    ("CONTRIBUTING.md", "pip install pre-commit && pre-commit install --hook-type pre-commit --hook-type pre-push"),
     # Cluster engines these machines cannot run (docs/cluster.md says why, block by block).
     (
         "docs/cluster.md",
@@ -173,7 +178,13 @@ def test_every_page_has_runnable_commands_and_the_skips_are_the_listed_ones():
             assert any(not b.skip and b.commands for b in blocks(page)), page
 
 
-@pytest.mark.parametrize("page", PAGES, ids=[str(p.relative_to(ROOT)) for p in PAGES])
+def _page(page: Path):
+    # A page with commands to run is slow: each command is a convnorm process (a second or more).
+    runs = any(not b.skip and b.commands for b in blocks(page))
+    return pytest.param(page, id=str(page.relative_to(ROOT)), marks=[pytest.mark.slow] if runs else [])
+
+
+@pytest.mark.parametrize("page", [_page(p) for p in PAGES])
 def test_the_commands_of_the_page_run(page, tmp_path):
     runnable = [b for b in blocks(page) if not b.skip]
     commands = [c for b in runnable for c in b.commands if c.text not in INSTALL_STEPS]

@@ -144,3 +144,114 @@ def test_a_record_is_read_again_where_the_run_found_it(tmp_path):
     array = tmp_path / "a.json"
     array.write_text(json.dumps([{"id": "x"}, {"id": "y"}]))
     assert record_at(str(array), 1).payload.value == {"id": "y"} and line_numbers(str(array), [1]) == {}
+
+
+AGENT_RUN = [
+    {"role": "user", "content": "Fix the bug."},
+    {"role": "assistant", "content": "Done: the test passes."},
+    {"role": "exit", "content": "submitted"},
+]
+
+
+def test_drop_role_and_map_role_are_marked_like_the_run_counts_them():
+    """Found: explain normalized without --drop-role / --map-role, so the exit message stayed."""
+    dropped = explain(AGENT_RUN, "spec", drop_roles=("exit",))
+    assert dropped.result.drops == {"drop_role": 1} and dropped.result.dropped == 1
+    assert [m["role"] for m in dropped.result.messages] == ["user", "assistant"]
+    assert dropped.rows == [
+        Row(0, None, 0, ()),
+        Row(1, None, 1, ()),
+        Row(2, None, None, (Mark("dropped", "drop_role", "exit"),)),
+    ]
+    mapped = explain(AGENT_RUN, "spec", map_roles=(("exit", "assistant"),))
+    assert mapped.result.repairs == {"map_role": 1} and mapped.result.dropped == 0
+    assert mapped.rows[2] == Row(2, None, 2, (Mark("mapped", "map_role", "exit → assistant"),))
+    assert "MAPPED map_role" in mapped.rows[2].marks[0].text()
+
+
+def test_a_dropped_role_before_a_repair_keeps_the_rows_in_input_order():
+    messages = [
+        {"role": "observer", "content": "watching"},
+        {"role": "tool", "content": "early", "tool_call_id": "c1"},
+        {"role": "user", "content": "q"},
+        {"role": "observer", "content": "still watching"},
+        {"role": "assistant", "content": "", "tool_calls": [{"tool_call_id": "c2", "name": "search"}]},
+    ]
+    ex = explain(messages, "spec", drop_roles=("observer",))
+    assert ex.rows == [
+        Row(0, None, None, (Mark("dropped", "drop_role", "observer"),)),
+        Row(1, None, None, (Mark("dropped", "orphan_result", "c1"),)),
+        Row(2, None, 0, ()),
+        Row(3, None, None, (Mark("dropped", "drop_role", "observer"),)),
+        Row(4, None, 1, ()),
+        Row(None, None, 2, (Mark("healed", "unanswered_call", "c2"),)),
+    ]
+    assert ex.result.drops == {"orphan_result": 1, "drop_role": 2}
+
+
+@pytest.mark.slow
+def test_explain_of_a_run_with_role_options_shows_what_the_run_did(tmp_path, capsys):
+    source = tmp_path / "agent.jsonl"
+    source.write_text(json.dumps({"id": "agent-1", "messages": AGENT_RUN}) + "\n")
+    for flags, shown in (
+        (["--drop-role", "exit"], "DROPPED drop_role:"),
+        (["--map-role", "exit=assistant"], "MAPPED map_role:"),
+    ):
+        out = tmp_path / flags[0].strip("-")
+        argv = ["--input", str(source), "--output", str(out), "--sink", "openai-finetune", *flags]
+        assert main([*argv, "--quiet", "--no-report"]) == 0
+        assert main(["explain", str(out), "--id", "agent-1", "--width", "200"]) == 0
+        text = capsys.readouterr().out
+        assert shown in text and "NOTE:" not in text, text
+
+
+def test_the_text_wraps_each_reason_instead_of_cutting_it():
+    """Found: at a terminal's width a mark was cut at its column ("a result before any turn, at
+    the fro"), losing the words that say why; the wrapped lines keep every word, in the column."""
+    from pipeline.explain import Located, explanation_text
+    from transforms.settings import Settings
+
+    messages = [
+        {"role": "tool", "content": "early", "tool_call_id": "c1"},
+        {"role": "user", "content": "q"},
+        {"role": "assistant", "content": "", "tool_calls": [{"tool_call_id": "c1", "name": "search"}]},
+        {"role": "exit", "content": "submitted"},
+    ]
+    ex = explain(messages, "spec", map_roles=(("exit", "assistant"),))
+    metrics = {"id": "r1", "source": "log.jsonl", "position": 0}
+    for width in (80, 120):
+        text = explanation_text(Located(metrics, ex, Settings(), 1, ""), width)
+        table = [line for line in text.splitlines() if " | " in line]
+        assert max(map(len, table)) <= width
+        right = " ".join(line.split(" | ", 1)[1].strip() for line in table)
+        for row in ex.rows:
+            for mark in row.marks:
+                assert mark.text() in right, (width, mark.text())
+
+
+@pytest.mark.slow
+def test_a_conversation_the_sink_refused_is_explained_with_the_refusal(tmp_path, capsys):
+    """Found: explain of a conversation that was read and normalized, then refused by the sink
+    (or dropped for its length), said "no conversation with id ... a record that could not be
+    read has no id": it was read. Its dead letter is found by the id in its raw text, and the
+    explanation says what became of it."""
+    source = tmp_path / "log.jsonl"
+    refused = {
+        "id": "no-answer",
+        "messages": [
+            {"role": "user", "content": "q"},
+            {"role": "tool", "content": "stray", "tool_call_id": "c9"},
+        ],
+    }
+    garbled = '{"id": "garbled", "messages": [\n'
+    source.write_text(json.dumps(refused) + "\n" + garbled)
+    out = tmp_path / "out"
+    argv = ["--input", str(source), "--output", str(out), "--sink", "openai-finetune", "--no-report", "--quiet"]
+    assert main(argv) == 1  # every record is a dead letter
+    assert main(["explain", str(out), "--id", "no-answer", "--width", "200"]) == 0
+    text = capsys.readouterr().out
+    assert "dead-lettered (unwritable): openai-finetune: no_assistant_message" in text
+    assert "DROPPED orphan_result:" in text and "NOTE:" not in text
+    # A record that could not be read has no conversation to show: the dead letter says why.
+    assert main(["explain", str(out), "--id", "garbled"]) == 1
+    assert "dead-lettered (invalid_json)" in capsys.readouterr().err

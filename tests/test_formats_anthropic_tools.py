@@ -146,6 +146,7 @@ def test_the_checker_refuses_a_tool_use_of_an_undefined_tool():
     assert any("no tool definition" in e for e in shapes.anthropic_request_errors(body))
 
 
+@pytest.mark.slow
 def test_tools_field_option_in_the_job(tmp_path):
     import json
 

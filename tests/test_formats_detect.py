@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -205,7 +205,6 @@ ENTRY = st.one_of(
 )
 
 
-@settings(max_examples=400, deadline=None)
 @given(st.lists(ENTRY, max_size=8))
 def test_plain_records_give_the_same_result_under_flat_and_openai(messages):
     assert detect_reader(messages, "messages").name == "flat"

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import NamedTuple
 
 import pytest
 from provider_shapes import (
@@ -53,22 +54,42 @@ def test_auto_detection_picks_each_samples_own_reader(reader):
         assert detect_reader(record).name == reader, record.get("id")
 
 
+class WriterRun(NamedTuple):
+    out: Path
+    status: int
+
+
+@pytest.fixture(scope="module")
+def writer_run(tmp_path_factory):
+    """``writer_run(writer)``: the job on every format sample with that sink, run once per
+    writer for the tests below (each asserts on the same run's outputs)."""
+    runs: dict[str, WriterRun] = {}
+
+    def run(writer: str) -> WriterRun:
+        if writer not in runs:
+            out = tmp_path_factory.mktemp("writers") / writer
+            argv = [
+                "--input",
+                str(SAMPLES / "*.jsonl"),
+                "--output",
+                str(out),
+                "--sink",
+                writer,
+                "--model",
+                "test-model",
+                "--max-tokens",
+                "512",
+            ]
+            runs[writer] = WriterRun(out, main(argv))
+        return runs[writer]
+
+    return run
+
+
 @pytest.mark.parametrize("writer", sorted(WRITERS))
-def test_all_readers_to_writer(writer, tmp_path):
-    out = tmp_path / writer
-    argv = [
-        "--input",
-        str(SAMPLES / "*.jsonl"),
-        "--output",
-        str(out),
-        "--sink",
-        writer,
-        "--model",
-        "test-model",
-        "--max-tokens",
-        "512",
-    ]
-    assert main(argv) == 0
+def test_all_readers_to_writer(writer, writer_run):
+    out, status = writer_run(writer)
+    assert status == 0
     summary = json.loads((out / "summary.json").read_text())
     expected = sum(len(_records(p)) for p in SAMPLE_FILES.values())
     assert summary["records_in"] == expected
@@ -119,26 +140,10 @@ def test_explicit_format_reads_its_sample(reader, tmp_path):
 
 
 @pytest.mark.parametrize("writer", sorted(WRITERS))
-def test_every_writers_output_passes_convnorm_validate(writer, tmp_path):
+def test_every_writers_output_passes_convnorm_validate(writer, writer_run, tmp_path):
     # The job's own output, checked as it is by `convnorm validate` (auto-detected reader).
-    out = tmp_path / "out"
-    assert (
-        main(
-            [
-                "--input",
-                str(SAMPLES / "*.jsonl"),
-                "--output",
-                str(out),
-                "--sink",
-                writer,
-                "--model",
-                "test-model",
-                "--max-tokens",
-                "512",
-            ]
-        )
-        == 0
-    )
+    out, status = writer_run(writer)
+    assert status == 0
     report = tmp_path / "report"
     status = main(["validate", "--input", str(out / "normalized" / "*.jsonl"), "--output", str(report)])
     validation = json.loads((report / "validation.json").read_text())

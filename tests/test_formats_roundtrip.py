@@ -39,7 +39,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -353,7 +353,6 @@ def _unwritable(sink: str, messages: list) -> bool:
     return False
 
 
-@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(conversations(ANY_ARGS), st.sampled_from(["openai-finetune", "openai-batch", "openai-responses", "flat"]))
 def test_any_conversation_round_trips_through_openai(messages, sink):
     if _unwritable(sink, messages):
@@ -361,7 +360,6 @@ def test_any_conversation_round_trips_through_openai(messages, sink):
     assert round_trip(sink, messages) == SAME[sink](messages)
 
 
-@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(conversations(OBJECT_ARGS), st.sampled_from(["anthropic", "gemini", "bedrock-converse"]))
 def test_any_conversation_round_trips_through_anthropic_and_gemini(messages, sink):
     if _unwritable(sink, messages):
@@ -369,7 +367,6 @@ def test_any_conversation_round_trips_through_anthropic_and_gemini(messages, sin
     assert round_trip(sink, messages) == anthropic_same(messages)
 
 
-@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(raw_conversations(OBJECT_ARGS), st.sampled_from(PROVIDER_SINKS))
 def test_lossless_output_is_never_refused_for_placement(raw, sink):
     messages = normalize_with_profile(raw, "lossless").messages

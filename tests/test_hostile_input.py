@@ -73,6 +73,7 @@ def test_zstd_corrupt_second_frame_keeps_the_first(tmp_path):
     assert isinstance(items[-1].payload, Unreadable)
 
 
+@pytest.mark.slow
 def test_zstd_bomb_is_decoded_in_bounded_pieces():
     import io
 

@@ -14,8 +14,9 @@ from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.parquet as pq
+import pytest
 import zstandard
-from hypothesis import HealthCheck, Phase, given, settings
+from hypothesis import Phase, given, settings
 from hypothesis import strategies as st
 
 from pipeline.main import main
@@ -188,12 +189,8 @@ def _check_outcomes(written, normalized_at: set, letters: list[dict]) -> None:
         assert all(d["reason"] == "unreadable_file" for d in unreadable)
 
 
-@settings(
-    max_examples=60,
-    derandomize=True,
-    deadline=None,
-    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
-)
+# The suite's profile (tests/conftest.py), fewer examples: each one writes and reads files.
+@settings(max_examples=min(60, settings.default.max_examples))
 @given(input_files(), st.sampled_from(["auto", "openai", "flat"]))
 def test_reader_and_record_path_account_for_everything(files, input_format):
     directory = Path(tempfile.mkdtemp(prefix="convnorm-prop-"))
@@ -229,14 +226,10 @@ def _jsonl(directory: Path) -> list[dict]:
     ]
 
 
-# Each example is a whole run (seconds): no shrinking, the failing example is reported as is.
-@settings(
-    max_examples=6,
-    derandomize=True,
-    deadline=None,
-    phases=[Phase.explicit, Phase.generate],
-    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
-)
+# Each example is a whole run (seconds): a few examples (never more than the suite's profile
+# allows), no shrinking, the failing example is reported as is.
+@pytest.mark.slow
+@settings(max_examples=min(6, settings.default.max_examples), phases=[Phase.explicit, Phase.generate])
 @given(input_files())
 def test_the_job_never_crashes_and_its_files_account_for_every_record(files):
     directory = Path(tempfile.mkdtemp(prefix="convnorm-prop-"))

@@ -113,6 +113,8 @@ def test_a_document_of_rows_puts_each_listed_object_on_one_line():
         "1.2345e-320",  # a subnormal: fewer digits than written
         "9007199254740993.0",  # 2**53 + 1 as a float
         "1" * 400 + ".5",
+        "0.1e-99999999999999999999",  # Found: an exponent past Decimal's raised InvalidOperation, an internal_error
+        "-1.5E-99999999999999999999",
     ],
 )
 def test_a_number_a_double_cannot_hold_is_refused_in_every_position(text):
@@ -135,6 +137,7 @@ def test_a_number_a_double_cannot_hold_is_refused_in_every_position(text):
         ("123.456e-5", 0.00123456),
         ("0.1000000000000000055511151231257827021181583404541015625", 0.1),  # 0.1's exact value
         ("1700000000.1234567", 1700000000.1234567),
+        ("0e99999999999999999999", 0.0),  # zero, to any exponent
     ],
 )
 def test_a_number_a_double_holds_to_the_digits_written_is_read(text, value):

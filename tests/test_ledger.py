@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 
 from pipeline.main import main
@@ -114,7 +114,6 @@ def _empty(value) -> bool:
     return value is None or (isinstance(value, (str, list, dict)) and not value)
 
 
-@settings(max_examples=300, deadline=None)
 @given(st.lists(ENTRY, max_size=6))
 def test_the_ledger_names_exactly_the_non_empty_keys_coercion_removed(messages):
     # The oracle: rule 1 itself. Every entry it keeps maps to one coerced message, in order;

@@ -85,6 +85,7 @@ def test_in_process_run_listens_on_nothing_public(tmp_path):
     assert [f for f in found if not is_loopback(f[1])] == []
 
 
+@pytest.mark.slow
 def test_multi_process_run_listens_on_loopback_only(tmp_path):
     # Found: the local-parallel preset listened on several ports on all interfaces, and a
     # control-plane call from another address returned the pipeline descriptor.
@@ -107,6 +108,7 @@ def test_multi_process_run_listens_on_loopback_only(tmp_path):
     assert len(found) >= 4  # control, data, state, logging at least
 
 
+@pytest.mark.slow
 @pytest.mark.portable
 def test_portable_loopback_run_listens_on_loopback_only(tmp_path):
     # Found: the portable preset's LOOPBACK worker pool and the job service's FnApiRunner
@@ -165,6 +167,7 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
+@pytest.mark.slow
 def test_a_job_endpoint_that_does_not_answer_fails_in_bounded_time(tmp_path):
     # Found: the portable preset with no job service running hung silently for minutes.
     endpoint = f"localhost:{_free_port()}"

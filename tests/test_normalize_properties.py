@@ -7,22 +7,22 @@ unusable ids ("0", " ", "", 0, True, None, 1.5) happen in most examples, integer
 and past CPython's 4,300-digit str limit, and content nested past orjson's 255 levels and past
 Python's recursion limit.
 
-Determinism: every test uses ``PROPERTIES`` below: ``derandomize=True`` and no example
-database, so CI runs the same examples on every machine and a red build always reproduces
-locally; the example counts keep the whole file well under a minute on two cores. Set
-``CONVNORM_PROPERTY_EXAMPLES=5000`` and/or ``CONVNORM_PROPERTY_RANDOM=1`` to explore further
-by hand (random seeds; hypothesis prints a reproduction blob on failure).
+Determinism: every test runs under the suite's one Hypothesis profile (tests/conftest.py):
+derandomized and no example database, so CI runs the same examples on every machine and a red
+build always reproduces locally. Set ``CONVNORM_HYPOTHESIS_EXAMPLES=5000`` and/or
+``CONVNORM_HYPOTHESIS_PROFILE=explore`` to explore further by hand (random seeds; hypothesis
+prints a reproduction blob on failure).
 """
 
 from __future__ import annotations
 
 import copy
-import os
 import sys
 from collections import Counter
 from pathlib import Path
 
-from hypothesis import HealthCheck, given, settings
+import pytest
+from hypothesis import given
 from hypothesis import strategies as st
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -31,14 +31,6 @@ if str(ROOT) not in sys.path:  # CI installs the project editable; a bare venv m
 
 from transforms.normalize import CALL_REASONS as CORE_CALL_REASONS  # noqa: E402
 from transforms.normalize import INTERRUPTED_RESULT, REASONS, Trace, normalize_conversation  # noqa: E402
-
-PROPERTIES = settings(
-    max_examples=int(os.environ.get("CONVNORM_PROPERTY_EXAMPLES", "300")),
-    deadline=None,
-    derandomize=not os.environ.get("CONVNORM_PROPERTY_RANDOM"),
-    database=None,
-    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
-)
 
 #: Reasons that remove a call from a turn; every other reason removes a whole message.
 CALL_REASONS = ("unusable_call", "redeclared_call")
@@ -215,7 +207,6 @@ def _assert_usable(call_id) -> None:
 # Properties
 
 
-@PROPERTIES
 @given(st.one_of(conversations, junk_entries, st.dictionaries(st.text(max_size=4), scalars, max_size=3)))
 def test_never_raises_and_non_lists_normalize_to_empty(value):
     result = normalize_conversation(value)
@@ -223,7 +214,6 @@ def test_never_raises_and_non_lists_normalize_to_empty(value):
         assert (result.messages, result.dropped, result.drops, result.healed) == ([], 0, {}, 0)
 
 
-@PROPERTIES
 @given(conversations)
 def test_idempotent(messages):
     first = normalize_conversation(messages)
@@ -233,7 +223,7 @@ def test_idempotent(messages):
     assert (second.dropped, second.drops, second.healed) == (0, {}, 0)
 
 
-@PROPERTIES
+@pytest.mark.slow
 @given(conversations)
 def test_rule_4_as_written_gives_the_same_result(messages):
     # NORMALIZATION.md runs the repair pass again after rule 4, always; the core skips that
@@ -249,7 +239,6 @@ def test_rule_4_as_written_gives_the_same_result(messages):
     assert (result.dropped, result.drops, result.healed) == (log.dropped, log.report(), healed + healed_again)
 
 
-@PROPERTIES
 @given(conversations)
 def test_input_never_mutated(messages):
     before = _snapshot(messages)
@@ -257,7 +246,6 @@ def test_input_never_mutated(messages):
     assert messages == before
 
 
-@PROPERTIES
 @given(conversations)
 def test_system_messages_never_dropped_and_all_first_then_no_leading_result(messages):
     out = normalize_conversation(messages).messages
@@ -268,7 +256,6 @@ def test_system_messages_never_dropped_and_all_first_then_no_leading_result(mess
     assert not rest or rest[0]["role"] != "tool"  # the leading-tool guard held
 
 
-@PROPERTIES
 @given(conversations)
 def test_every_call_declared_once_and_answered_by_exactly_one_result(messages):
     out = normalize_conversation(messages).messages
@@ -296,7 +283,6 @@ def test_every_call_declared_once_and_answered_by_exactly_one_result(messages):
     assert placed == sum(1 for m in out if m["role"] == "tool" and m["content"] == INTERRUPTED_RESULT)
 
 
-@PROPERTIES
 @given(conversations)
 def test_drop_accounting(messages):
     result = normalize_conversation(messages)
@@ -312,14 +298,12 @@ def test_drop_accounting(messages):
     assert synthetic >= result.healed
 
 
-@PROPERTIES
 @given(conversations)
 def test_flat_shape_and_string_content(messages):
     for message in normalize_conversation(messages).messages:
         _assert_flat_shape(message)
 
 
-@PROPERTIES
 @given(conversations)
 def test_the_trace_changes_nothing_and_its_events_are_the_counts(messages):
     """The opt-in trace is recorded by the same pass: the result is unchanged, there is one drop

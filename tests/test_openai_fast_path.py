@@ -25,8 +25,6 @@ for path in (str(ROOT), str(ROOT / "bench")):
     if path not in sys.path:
         sys.path.insert(0, path)
 
-from test_detect_fast import PROPERTIES  # noqa: E402  (the same example budget and seed policy)
-
 from transforms.formats import READERS, openai  # noqa: E402
 from transforms.records import RawRecord, Settings, normalize_batch, process_record  # noqa: E402
 
@@ -202,7 +200,6 @@ def assert_same_outcome(record) -> None:
         assert _bytes(fast) == _bytes(full), settings_
 
 
-@PROPERTIES
 @given(record=RECORD)
 def test_fast_path_output_is_the_full_paths(record):
     assert_same_outcome(record)

@@ -40,6 +40,7 @@ _dead_pid = paused_runs.dead_pid
 # 1. --overwrite deletes by ownership, not by name
 
 
+@pytest.mark.slow
 def test_overwrite_keeps_a_users_file_inside_an_output_folder(tmp_path):
     out = tmp_path / "out"
     assert _run("--input", SAMPLE, "--output", out) == 0
@@ -73,6 +74,7 @@ def test_overwrite_refuses_a_listed_file_edited_to_the_same_size(tmp_path, capsy
     assert _tree(out) == before
 
 
+@pytest.mark.slow
 def test_overwrite_removes_every_file_of_the_previous_run_and_nothing_else(tmp_path):
     second = tmp_path / "second.jsonl"
     second.write_text('{"id": "x", "messages": [{"role": "user", "content": "hi"}]}\n')
@@ -100,6 +102,7 @@ def test_input_under_the_output_is_neither_read_nor_deleted(tmp_path, capsys):
     assert _tree(out) == before
 
 
+@pytest.mark.slow
 def test_files_a_wildcard_matches_under_the_output_are_skipped(tmp_path, capsys):
     out = tmp_path / "out"
     assert _run("--input", SAMPLE, "--output", out) == 0
@@ -142,6 +145,7 @@ def test_dangerous_output_directories_are_refused(target, message, tmp_path, mon
     assert list(home.iterdir()) == []
 
 
+@pytest.mark.slow
 def test_bad_beam_options_delete_nothing_and_exit_2_in_one_line(tmp_path, capsys):
     out = tmp_path / "out"
     assert _run("--input", SAMPLE, "--output", out) == 0
@@ -253,6 +257,7 @@ def test_summary_counts_the_records_in_the_files(tmp_path):
 # 3. one run per output directory
 
 
+@pytest.mark.slow
 def test_a_second_run_into_the_same_output_exits_2_naming_the_holder(tmp_path, capsys):
     out = tmp_path / "out"
     first, _ = _start_paused(["--input", SAMPLE, "--output", out], "write", tmp_path)
@@ -317,6 +322,7 @@ def test_a_stale_lock_names_its_dead_holder(tmp_path, capsys):
 # 4. kill -9 at read, at write, at finalize; then --overwrite gives the uninterrupted outputs
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("point", ["read", "write", "finalize"])
 def test_kill_9_then_overwrite_gives_byte_identical_outputs(point, tmp_path, capsys):
     out = tmp_path / "out"
@@ -345,6 +351,7 @@ def test_kill_9_then_overwrite_gives_byte_identical_outputs(point, tmp_path, cap
     assert _tree(out) == reference
 
 
+@pytest.mark.slow
 def test_a_killed_first_run_is_cleaned_up_completely(tmp_path):
     out = tmp_path / "out"
     argv = ["--input", SAMPLE, "--output", out, "--shard-bytes=262144"]
@@ -372,6 +379,7 @@ def test_a_reused_pid_does_not_keep_a_lock_alive():
 # Found in review: paths taken literally, manifest entries that are not convnorm's files
 
 
+@pytest.mark.slow
 def test_an_output_path_with_glob_characters_is_taken_literally(tmp_path):
     # Found: --output 'o[1]' exited 1 (sizes looked up by pattern: -1), left its lock and temp
     # dir, and --overwrite deleted by pattern: o[1]/normalized/... matches o1/normalized/...
@@ -418,6 +426,7 @@ def test_a_manifest_entry_that_is_not_a_file_convnorm_wrote_deletes_nothing(entr
     assert _tree(out) == before and (tmp_path / "home" / "notes.txt").read_text() == "precious\n"
 
 
+@pytest.mark.slow
 def test_a_dead_runs_temp_dir_is_cleaned_whatever_the_spelling_of_the_output(tmp_path):
     # Found: the lock recorded the temp dir as given ('out/_convnorm_temp-...', relative to the
     # dead run's working directory); a rerun from elsewhere (or with an absolute --output)
@@ -473,6 +482,20 @@ def test_the_manifest_never_holds_credentials(tmp_path):
         assert secret not in text
     options = json.loads(text)["options"]
     assert options["s3_secret_access_key"] == "<redacted>"  # given, but not what
+
+
+def test_convnorm_s_own_options_are_never_taken_for_credentials(tmp_path):
+    """Found: every option with "token" in its name was redacted, so the manifest (and the
+    report's options, and what explain reads back) said <redacted> for --tokens o200k_base,
+    --max-example-tokens 900 and --max-tokens 1024. Only Beam's credential options are."""
+    from pipeline.execute import manifest_options
+    from pipeline.options import load_job
+
+    argv = ["--input", SAMPLE, "--output", str(tmp_path / "out"), "--sink", "anthropic", "--max-tokens", "1024"]
+    argv += ["--tokens", "o200k_base", "--max-example-tokens", "900", "--s3_session_token=TOKEN123"]
+    options = manifest_options(load_job([str(a) for a in argv]))
+    assert (options["tokens"], options["max_example_tokens"], options["max_tokens"]) == ("o200k_base", "900", 1024)
+    assert options["s3_session_token"] == "<redacted>"
 
 
 def test_a_folder_at_the_marker_name_is_not_deleted_as_the_marker(tmp_path, capsys):

@@ -144,6 +144,29 @@ def test_the_report_command_replaces_its_own_page_and_records_it(small, tmp_path
     assert not (out / REPORT_FILE).exists()
 
 
+@pytest.mark.slow
+def test_a_page_replaced_by_yours_while_the_report_command_draws_is_kept(small, tmp_path, monkeypatch, capsys):
+    # Found: `convnorm report` proved the page its own, then drew the new one (seconds on a big
+    # run) and renamed it over whatever was at report.html by then: your file put there meanwhile.
+    from pipeline import report
+
+    out = tmp_path / "out"
+    assert _run("--input", small, "--output", out) == 0
+    render = report.render_page
+
+    def render_while_yours_lands(where, run=None):
+        page = render(where, run)
+        (out / REPORT_FILE).unlink()
+        (out / REPORT_FILE).write_text("my own page\n")
+        return page
+
+    monkeypatch.setattr(report, "render_page", render_while_yours_lands)
+    before = _manifest(out)
+    assert _run("report", out) == 1
+    assert REPORT_FILE in capsys.readouterr().err
+    assert (out / REPORT_FILE).read_text() == "my own page\n" and _manifest(out) == before
+
+
 # --------------------------------------------------------------------------------------------
 # Critical: no name convnorm writes is followed as a symbolic link
 
@@ -167,6 +190,33 @@ def test_a_link_at_a_name_convnorm_writes_is_refused(name, dangling, small, tmp_
     else:
         assert victim.read_text() == "precious\n"
     assert _tree(out) == {name: b"-> " + str(victim).encode()}
+
+
+@pytest.mark.parametrize("name", [LOCK_FILE, MANIFEST_FILE])
+def test_a_fifo_at_a_name_convnorm_reads_is_refused_not_waited_on(name, small, tmp_path, capsys):
+    # Found: a FIFO at the lock's or the manifest's name made every run hang before it began
+    # (opening a FIFO to read waits for a writer), where a folder there was refused.
+    import signal
+
+    out = tmp_path / "out"
+    out.mkdir()
+    os.mkfifo(out / name)
+
+    class Hung(BaseException):  # no handler of the run's catches it
+        pass
+
+    def hung(signum, frame):
+        raise Hung(f"the run hung on the FIFO at {name}")
+
+    previous = signal.signal(signal.SIGALRM, hung)
+    signal.alarm(10)
+    try:
+        assert _run("--input", small, "--output", out, "--no-report") == 2
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, previous)
+    assert name in capsys.readouterr().err
+    assert sorted(p.name for p in out.iterdir()) == [name]
 
 
 @pytest.mark.slow
@@ -506,6 +556,32 @@ def test_utf16_and_carriage_return_files_are_counted_record_by_record(tmp_path):
     assert _run("--input", tmp_path / "*.jsonl", "--output", out, "--no-report") == 0
     summary = json.loads((out / "summary.json").read_text())
     assert (summary["records_in"], summary["records_out"], summary["dead_letters"]) == (6, 6, 0)
+
+
+@pytest.mark.slow
+def test_a_folder_swapped_for_a_link_while_finalize_measures_is_never_deleted_through(small, tmp_path, monkeypatch):
+    # Found: finalize checked the previous run's folders for links, then measured the new files
+    # (seconds on a big run), then deleted the previous files by their full paths: a folder
+    # swapped for a link meanwhile had the files of that name in the linked folder deleted.
+    from pipeline import outputs as owned
+
+    out = tmp_path / "out"
+    assert _run("--input", small, "--output", out, "--no-report") == 0
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    for part in (out / "normalized").iterdir():
+        (outside / part.name).write_text("precious\n")
+    measure = owned._measure
+
+    def swap_while_measuring(path, *args, **kwargs):
+        if TEMP_PREFIX in str(path) and not (out / "normalized").is_symlink():
+            (out / "normalized").rename(tmp_path / "moved")
+            (out / "normalized").symlink_to(outside, target_is_directory=True)
+        return measure(path, *args, **kwargs)
+
+    monkeypatch.setattr(owned, "_measure", swap_while_measuring)
+    assert _run("--input", small, "--output", out, "--overwrite", "--no-report") == 1
+    assert [p.read_text() for p in outside.iterdir()] == ["precious\n"]
 
 
 # --------------------------------------------------------------------------------------------

@@ -6,20 +6,28 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
+from types import ModuleType
 
-os.environ.setdefault("HF_DATASETS_OFFLINE", "1")  # packaged loaders only: never the network
-os.environ.setdefault("HF_HUB_OFFLINE", "1")
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
 
-import datasets  # noqa: E402
-import pyarrow as pa  # noqa: E402
-import pyarrow.parquet as pq  # noqa: E402
-import pytest  # noqa: E402
-
-from pipeline.main import main  # noqa: E402
-from transforms.flat_rows import flat_record, flat_row, parquet_schema  # noqa: E402
-from transforms.jsontext import int_text, parse_json  # noqa: E402
+from pipeline.main import main
+from transforms.flat_rows import flat_record, flat_row, parquet_schema
+from transforms.jsontext import int_text, parse_json
 
 SAMPLES = Path(__file__).resolve().parent.parent / "samples" / "formats"
+
+
+def _datasets() -> ModuleType:
+    """Hugging Face ``datasets``, imported by the two tests that read with it (a second or more
+    to import: the file's other tests, and the fast tier, do without it)."""
+    os.environ.setdefault("HF_DATASETS_OFFLINE", "1")  # packaged loaders only: never the network
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    import datasets
+
+    return datasets
+
 
 RECORD = {
     "id": 7,  # a non-text id keeps its type
@@ -66,6 +74,7 @@ def _jsonl(directory: Path) -> list:
     return [json.loads(line) for p in sorted(directory.glob("part-*.jsonl")) for line in p.read_text().splitlines()]
 
 
+@pytest.mark.slow
 def test_job_parquet_reads_back_with_pyarrow_and_datasets_as_the_jsonl_records(tmp_path):
     source = str(SAMPLES / "*.jsonl")  # object arguments (Anthropic, Gemini) and string ones (OpenAI)
     assert main(["--input", source, "--output", str(tmp_path / "j")]) == 0
@@ -81,6 +90,7 @@ def test_job_parquet_reads_back_with_pyarrow_and_datasets_as_the_jsonl_records(t
     assert [flat_record(row) for row in rows] == expected
 
     cache = str(tmp_path / "hf-cache")
+    datasets = _datasets()
     parquet = datasets.load_dataset("parquet", data_files=[str(p) for p in files], split="train", cache_dir=cache)
     assert [flat_record(row) for row in parquet] == expected
 
@@ -97,13 +107,14 @@ def test_job_parquet_reads_back_with_pyarrow_and_datasets_as_the_jsonl_records(t
         assert {k: v for k, v in row.items() if k in record} == record
 
 
+@pytest.mark.slow
 def test_sharegpt_training_output_loads_with_datasets_json(tmp_path):
     assert (
         main(["--input", str(SAMPLES / "sharegpt.jsonl"), "--output", str(tmp_path / "s"), "--sink", "sharegpt"]) == 0
     )
     expected = _jsonl(tmp_path / "s" / "normalized")
     (path,) = sorted((tmp_path / "s" / "normalized").glob("part-*.jsonl"))
-    rows = datasets.load_dataset("json", data_files=str(path), split="train", cache_dir=str(tmp_path / "hf"))
+    rows = _datasets().load_dataset("json", data_files=str(path), split="train", cache_dir=str(tmp_path / "hf"))
     assert [{k: v for k, v in row.items() if v is not None} for row in rows] == expected
 
 

@@ -224,6 +224,7 @@ def _tree(directory: Path) -> dict[str, bytes]:
 # The test
 
 
+@pytest.mark.slow
 @pytest.mark.portable
 def test_job_runs_on_portable_runner_with_external_worker_pool(tmp_path, services):
     env = service_env()

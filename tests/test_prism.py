@@ -13,12 +13,15 @@ import pytest
 from apache_beam.options.pipeline_options import PipelineOptions, PortableOptions
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from prism_build import ROOT, prism_binary  # noqa: E402
+from prism_build import BUILD_TIMEOUT_S, ROOT, prism_binary  # noqa: E402
 
 from pipeline.main import main  # noqa: E402
 from pipeline.prism import prism_services  # noqa: E402
 from pipeline.testhooks import PAUSE_AT, PAUSE_FILE, PAUSE_SECONDS_ENV  # noqa: E402
 from transforms import conversations  # noqa: E402
+
+#: The first test to ask for Prism may build it (tests/prism_build.py) before its run.
+pytestmark = pytest.mark.timeout(BUILD_TIMEOUT_S + 600)
 
 JOB_TIMEOUT_S = 300
 SAMPLES = [ROOT / "samples" / "conversations.jsonl", *sorted((ROOT / "samples" / "formats").glob("*.jsonl"))]
@@ -48,6 +51,7 @@ def _files(directory: Path) -> dict[str, bytes]:
     }
 
 
+@pytest.mark.slow
 def test_batch_on_prism_writes_the_same_bytes_as_fnapirunner(tmp_path):
     binary = prism_binary()
     reference = _run(tmp_path / "fnapi")

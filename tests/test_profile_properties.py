@@ -7,22 +7,19 @@ from a small pool (``"0"``, ``" "``, ``0``, ``True``, ``" c1"``, ``"c1"``, ``"c2
 results land anywhere. Every ``tool`` entry gets a unique content, so a result can be followed
 from input to output.
 
-Settings: ``derandomize=True`` by default, so CI runs the same examples every time (a failure
-in CI reproduces locally from the same seed, and never shows up at random in an unrelated
-change); set ``CONVNORM_HYPOTHESIS_EXPLORE=1`` to draw fresh random examples (and 5x as many)
-when working on the profiles. ``deadline=None`` because a long generated list can take a few
-milliseconds more on a loaded machine without being a bug.
+Settings: the suite's one Hypothesis profile (tests/conftest.py): the same examples every
+run, so a failure in CI reproduces locally and never shows up at random in an unrelated change;
+``CONVNORM_HYPOTHESIS_PROFILE=explore`` draws fresh random examples when working on the profiles.
 """
 
 from __future__ import annotations
 
 import copy
-import os
 import sys
 from collections import Counter
 from pathlib import Path
 
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -44,18 +41,6 @@ from transforms.profiles import (  # noqa: E402
     rekey_reused_ids,
 )
 from transforms.validate import VIOLATION_KINDS, check_sendable  # noqa: E402
-
-EXPLORE = os.environ.get("CONVNORM_HYPOTHESIS_EXPLORE") == "1"
-
-
-def _settings(examples: int) -> settings:
-    return settings(
-        max_examples=examples * (5 if EXPLORE else 1),
-        deadline=None,
-        derandomize=not EXPLORE,
-        suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
-    )
-
 
 # --------------------------------------------------------------------------------------------
 # Strategies
@@ -123,7 +108,6 @@ def _real_results(messages: list) -> list[str]:
 # The lossless profile over arbitrary input
 
 
-@_settings(600)
 @given(CONVERSATIONS)
 def test_lossless_output_passes_the_strict_check(messages):
     # (a) for any input the lossless output has no violation at all, but a tool name the
@@ -132,7 +116,6 @@ def test_lossless_output_passes_the_strict_check(messages):
     assert [v for v in check_sendable(result.messages) if v.kind != "invalid_tool_name"] == []
 
 
-@_settings(600)
 @given(CONVERSATIONS)
 def test_lossless_keeps_everything_spec_keeps_and_drops_no_more(messages):
     before = copy.deepcopy(messages)
@@ -156,7 +139,6 @@ def test_lossless_keeps_everything_spec_keeps_and_drops_no_more(messages):
         assert lossless_others.count(item) >= spec_others.count(item)
 
 
-@_settings(500)
 @given(CONVERSATIONS)
 def test_profile_reports_are_consistent(messages):
     for name in ("spec", "lossless"):
@@ -171,7 +153,6 @@ def test_profile_reports_are_consistent(messages):
     assert normalize_with_profile(messages, "spec").repairs == {}
 
 
-@_settings(400)
 @given(CONVERSATIONS)
 def test_spec_profile_is_the_core(messages):
     spec = normalize_with_profile(messages, "spec")
@@ -180,7 +161,6 @@ def test_spec_profile_is_the_core(messages):
     assert [list(m) for m in spec.messages] == [list(m) for m in core.messages]
 
 
-@_settings(400)
 @given(CONVERSATIONS)
 def test_lossless_is_idempotent(messages):
     once = normalize_with_profile(messages, "lossless")
@@ -192,7 +172,6 @@ def test_lossless_is_idempotent(messages):
     assert (core.messages, core.dropped, core.healed) == (once.messages, 0, 0)
 
 
-@_settings(400)
 @given(CONVERSATIONS)
 def test_each_pass_is_idempotent_and_pure(messages):
     flat, _ = coerce_messages(messages)
@@ -219,7 +198,6 @@ def test_each_pass_is_idempotent_and_pure(messages):
 # The strict check
 
 
-@_settings(500)
 @given(CONVERSATIONS)
 def test_spec_output_breaks_only_what_mem5_permits(messages):
     # (d) MEM-5 leaves a result before its call mid-list, or after other messages, where it is:
@@ -240,7 +218,6 @@ JSON = st.recursive(
 )
 
 
-@_settings(400)
 @given(st.one_of(CONVERSATIONS, JSON, st.lists(JSON, max_size=6)))
 def test_check_never_raises_and_reports_known_kinds_in_order(value):
     violations = check_sendable(value)
@@ -253,7 +230,6 @@ def test_check_never_raises_and_reports_known_kinds_in_order(value):
         assert [v.kind for v in violations] == ["not_flat"]
 
 
-@_settings(400)
 @given(CONVERSATIONS)
 def test_a_sendable_list_needs_no_repair(messages):
     # Cross-check of the two definitions: a list the strict check accepts is one MEM-5 does
@@ -291,7 +267,6 @@ def reused_id_conversations(draw):
     return messages
 
 
-@_settings(300)
 @given(reused_id_conversations())
 def test_reused_ids_lose_nothing(messages):
     declarations = sum(len(m.get("tool_calls", ())) for m in messages)
@@ -322,7 +297,6 @@ def displaced_result_conversations(draw):
     return others
 
 
-@_settings(300)
 @given(displaced_result_conversations())
 def test_displaced_results_are_reattached_not_replaced(messages):
     result = normalize_with_profile(messages, "lossless")
@@ -334,7 +308,6 @@ def test_displaced_results_are_reattached_not_replaced(messages):
     assert (result.repairs.get("moved_result", 0) > 0) == (displaced > 0)
 
 
-@_settings(400)
 @given(CONVERSATIONS, st.sampled_from(["spec", "lossless"]))
 def test_the_trace_changes_nothing_and_counts_what_the_profile_counts(messages, profile):
     """Under either profile the opt-in trace leaves the result as it is, its drop events are the

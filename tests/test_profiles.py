@@ -695,6 +695,7 @@ def test_100k_message_conversation_is_fast_and_loses_nothing():
     assert elapsed < 20, f"lossless took {elapsed:.1f}s on 100k messages"
 
 
+@pytest.mark.slow
 def test_pathological_reuse_and_displacement_stay_linear():
     n = 30_000
     one_id_reused = [m for k in range(n) for m in (turn("c"), result("c", f"r{k}"))]

@@ -23,7 +23,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 
 from transforms.formats import READERS
@@ -52,12 +52,12 @@ def assert_accounted(reader: str, record) -> None:
 
 
 ARGS = st.dictionaries(st.sampled_from(["q", "city", "n"]), st.one_of(TEXT, st.integers(0, 9)), max_size=2)
-_SETTINGS = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 
 def SETTINGS(test):  # noqa: N802 - a decorator, named like the settings it applies
-    """Hypothesis settings, and the slow marker: each property runs for about a second."""
-    return pytest.mark.slow(_SETTINGS(test))
+    """The slow marker: each property runs for about a second (under the suite's one Hypothesis
+    profile, tests/conftest.py)."""
+    return pytest.mark.slow(test)
 
 
 # --------------------------------------------------------------------------------------------

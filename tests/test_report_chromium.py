@@ -94,12 +94,10 @@ pytestmark = [
 
 
 @pytest.fixture(scope="module")
-def sample_report(tmp_path_factory):
-    from pipeline.main import main
-
-    out = tmp_path_factory.mktemp("chromium") / "out"
-    assert main(["--input", str(ROOT / "samples" / "conversations.jsonl"), "--output", str(out)]) == 0
-    return out
+def sample_report(sample_run):
+    """The session's one run of the bundled sample (tests/conftest.py), report included."""
+    assert sample_run.status == 0
+    return sample_run.out
 
 
 def _pixels_of(png: Path, hex_color: str) -> int:

@@ -115,7 +115,7 @@ def test_inputs_inside_the_output_are_found_through_links_to_directories_and_fil
     skipped = skipped_inputs(shards, str(out))
     assert skipped == sorted([str(data / "file-link.jsonl"), str(data / "into-output" / "part-00000.jsonl")])
     kept = plan_inputs(shards, [str(data / "*.jsonl")], str(out))
-    assert [s.path for s in kept] == [str(data / "mine.jsonl")] and kept[0].index == 0
+    assert [s.path for s in kept] == [str(data / "mine.jsonl")] and kept[0].number == 0
 
 
 def test_planning_keeps_file_sizes_so_progress_needs_no_lookups(tmp_path, monkeypatch):
@@ -140,9 +140,9 @@ def test_the_plan_travels_in_chunks_and_every_shard_arrives_once():
 
     shards = [Shard(i, f"f{i}.jsonl", ".jsonl", 0, None) for i in range(2500)]
     with TestPipeline(options=beam.options.pipeline_options.PipelineOptions(["--runner=FnApiRunner"])) as p:
-        got = p | CreateShards(shards) | beam.Map(lambda s: s.index)
+        got = p | CreateShards(shards) | beam.Map(lambda s: s.number)
         assert_that(got, equal_to(list(range(2500))))
-        chunked = p | "Few" >> CreateShards(shards[:7], chunks=3) | "Index" >> beam.Map(lambda s: s.index)
+        chunked = p | "Few" >> CreateShards(shards[:7], chunks=3) | "Index" >> beam.Map(lambda s: s.number)
         assert_that(chunked, equal_to(list(range(7))), label="seven")
     assert CreateShards(shards)._chunks == 1000  # a Create of 1,000 elements, not 2,500
     assert CreateShards(shards[:7])._chunks == 7  # a small plan: one element per shard

@@ -117,7 +117,7 @@ def test_byte_ranges_split_a_file_without_losing_or_repeating_a_record(tmp_path)
     shards = plan_shards([str(SAMPLE)], shard_bytes=65536)
     assert len(shards) > 2
     work = ShardWork(NORMALIZE, Settings())
-    results = [process_shard(s, work, _place(tmp_path / str(s.index))) for s in shards]
+    results = [process_shard(s, work, _place(tmp_path / str(s.number))) for s in shards]
     joined = b"".join(Path(r.files["normalized"].temp).read_bytes() for r in results)
     whole = process_shard(_whole(SAMPLE), work, _place(tmp_path / "whole"))
     assert joined == Path(whole.files["normalized"].temp).read_bytes()

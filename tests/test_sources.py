@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import os
 import random
 
 import pyarrow as pa
@@ -45,7 +46,7 @@ def test_shards_are_sorted_deduplicated_and_numbered(tmp_path):
         (tmp_path / name).write_bytes(b"{}\n")
     shards = plan_shards([str(tmp_path / "*.jsonl"), str(tmp_path / "a.jsonl")])
     assert [s.path.rsplit("/", 1)[-1] for s in shards] == ["a.jsonl", "b.jsonl"]
-    assert [s.index for s in shards] == [0, 1]
+    assert [s.number for s in shards] == [0, 1]
 
 
 @pytest.mark.parametrize("shard_bytes", [1 << 16, 70001, 99991])
@@ -285,6 +286,25 @@ def test_a_carriage_return_alone_ends_a_line(tmp_path, shard_bytes):
     assert [r.position for r in records] == starts
 
 
+@pytest.mark.parametrize("shard_bytes", [1 << 12, 1 << 26])
+def test_a_carriage_return_file_longer_than_the_record_limit_is_counted_record_by_record(tmp_path, shard_bytes):
+    # Found: lines ending in CR alone were split only within what one read of a line gave, at
+    # most --max-record-bytes: a CR-only file longer than that (32 MiB by default) was one
+    # record_too_large dead letter. One record over the limit in it is its own dead letter.
+    limit = 1024
+    lines = [json.dumps(r).encode() for r in THREE] * 100
+    big = json.dumps({"id": "big", "messages": [{"role": "user", "content": "x" * 3000}]}).encode()
+    lines[150:150] = [big]
+    for ending in (b"\r", b"\r\n"):
+        data = ending.join(lines) + ending
+        (tmp_path / "cr.jsonl").write_bytes(data)
+        shards = plan_shards([str(tmp_path / "cr.jsonl")], shard_bytes=shard_bytes)
+        records = [item for shard in shards for item in read_shard(shard, limit) if item is not BLANK]
+        assert [r.position for r in records] == [sum(len(x) + len(ending) for x in lines[:i]) for i in range(301)]
+        assert isinstance(records[150].payload, Unreadable) and records[150].payload.reason == "record_too_large"
+        assert [json.loads(r.payload) for r in records[:150] + records[151:]] == THREE * 100
+
+
 def test_mixed_line_ends_each_end_a_line(tmp_path):
     a, b, c, d = (json.dumps(r).encode() for r in [*THREE, {"id": "r3", "messages": []}])
     (tmp_path / "mixed.jsonl").write_bytes(a + b"\r\n" + b + b"\r" + c + b"\n\r\n" + d)
@@ -293,3 +313,34 @@ def test_mixed_line_ends_each_end_a_line(tmp_path):
     assert [json.loads(r.payload)["id"] for r in records] == ["r0", "r1", "r2", "r3"]
     assert [r.position for r in records] == [0, len(a) + 2, len(a) + 2 + len(b) + 1, len(a + b + c) + 6]
     assert items.count(BLANK) == 1  # the empty line between \n and \r\n
+
+
+@pytest.mark.parametrize("suffix", [".jsonl", ".json", ".parquet", ".jsonl.gz"])
+def test_a_file_swapped_for_a_fifo_after_it_was_planned_is_unreadable_not_waited_on(tmp_path, suffix):
+    # Found: a landed file replaced by a FIFO between the watcher's look and the read (or a
+    # batch input between planning and reading) made the reader wait for ever on its opening.
+    import signal
+
+    from pipeline.processed import content_digest
+    from pipeline.sources import Shard
+
+    fifo = tmp_path / f"swapped{suffix}"
+    os.mkfifo(fifo)
+
+    class Hung(BaseException):  # no handler of the reader's catches it
+        pass
+
+    def hung(signum, frame):
+        raise Hung("the reader waited on the FIFO")
+
+    previous = signal.signal(signal.SIGALRM, hung)
+    signal.alarm(10)
+    try:
+        items = list(read_shard(Shard(0, str(fifo), suffix, 0, None)))
+        with pytest.raises(OSError, match="not a regular file"):
+            content_digest(str(fifo), None)
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, previous)
+    assert [item.payload.reason for item in items] == ["unreadable_file"]
+    assert "not a regular file" in items[0].payload.detail

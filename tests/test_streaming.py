@@ -215,6 +215,44 @@ def test_status_counts_pending_files_and_the_age_of_the_oldest():
     assert status.files_pending == 2 and status.settling == 2 and status.oldest_pending_age_s == 30.0
 
 
+def test_a_clock_that_steps_back_never_makes_a_landed_file_late(tmp_path, monkeypatch):
+    """Found: after the system clock stepped back (an NTP correction), the watcher stamped the
+    files it admitted with the earlier time, behind the watermark it had already set: their
+    window had closed, so it got no summary and no line while the run went on (rebuilt only at
+    the end)."""
+    from apache_beam.io.restriction_trackers import OffsetRange
+    from apache_beam.io.watermark_estimators import ManualWatermarkEstimator
+    from apache_beam.runners.sdf_utils import RestrictionTrackerView, ThreadsafeRestrictionTracker
+    from apache_beam.utils.timestamp import Timestamp
+
+    from pipeline import streaming
+
+    landing, out = tmp_path / "landing", tmp_path / "out"
+    landing.mkdir()
+    out.mkdir()
+    (landing / "a.jsonl").write_bytes(b"{}\n")
+    clock = [1_000_000.0]
+
+    class SteppingBack(Timestamp):
+        @classmethod
+        def now(cls):
+            return Timestamp(seconds=clock[0])
+
+    monkeypatch.setattr(streaming, "Timestamp", SteppingBack)
+    watcher = streaming._WatchLanding(_plan(rules=LandingRules((f"{landing}/*.jsonl",), str(out)), output=str(out)))
+    watcher.setup()
+    watermark = ManualWatermarkEstimator(None)
+    emitted = []
+    for poll in range(3):  # the file settles over two polls, then is admitted
+        tracker = RestrictionTrackerView(ThreadsafeRestrictionTracker(streaming._PollTracker(OffsetRange(poll, 100))))
+        before = watermark.current_watermark()
+        for value in watcher.process(None, tracker, watermark):
+            emitted.append(value.timestamp)
+            assert before is None or value.timestamp >= before
+        clock[0] -= 3600
+    assert len(emitted) == 1
+
+
 def test_stop_conditions(tmp_path):
     stop_file = tmp_path / "stop"
     plan = _plan(stop_files=(str(stop_file),), stop_at=time.time() + 60)
@@ -238,7 +276,7 @@ def test_an_outputs_directory_name_fits_any_file_system_whatever_the_landed_name
             name.encode("utf-8")  # valid UTF-8
     assert source_id(odd).startswith("caf_xe9-")  # the escaped byte, without a backslash
     a, b = source_id("/landing/one/s.jsonl.gz"), source_id("/landing/two/s.jsonl.gz")
-    assert a.startswith("s-") and b.startswith("s-") and a != b and len(a) == len("s-") + 8
+    assert a.startswith("s-") and b.startswith("s-") and a != b and len(a) == len("s-") + 16
     assert source_id("/l/s.jsonl", 2) == source_id("/l/s.jsonl") + "-v2"
 
 
@@ -307,6 +345,31 @@ def test_only_an_uncompressed_jsonl_ending_at_a_line_end_is_continued(tmp_path):
     assert plan_version(str(out), str(packed), processed.read_record(str(out), str(packed))).why == "rewritten"
 
 
+@pytest.mark.parametrize("encoding, bom", [("utf-16-be", b"\xfe\xff"), ("utf-16-le", b"\xff\xfe")])
+def test_a_utf16_file_appended_to_is_continued_in_its_encoding(tmp_path, encoding, bom):
+    # Found: the appended records of a UTF-16 big-endian file were read from their offset as
+    # UTF-8, every one an invalid_json dead letter; a little-endian one (its LF is "0A 00", so
+    # its processed bytes never "ended with a line end") was read again whole, its first
+    # records out twice.
+    records = [{"id": f"r{i}", "messages": [{"role": "user", "content": f"héllo {i}"}]} for i in range(4)]
+    lines = [(json.dumps(r, ensure_ascii=False) + "\n").encode(encoding) for r in records]
+    out, f = tmp_path / "out", tmp_path / "u16.jsonl"
+    f.write_bytes(bom + b"".join(lines[:2]))
+    plan = _clean_plan(out)
+    clean_landed_file(_landed(f), WINDOW, plan)
+    with f.open("ab") as handle:
+        handle.write(b"".join(lines[2:]))
+    name = clean_landed_file(_landed(f), WINDOW, plan)
+    source = json.loads((out / WINDOW / str(name) / "source.json").read_text())
+    assert (source["why"], source["start"], source["totals"]["records_out"]) == (
+        "appended",
+        len(bom) + len(lines[0] + lines[1]),
+        2,
+    )
+    normalized = [json.loads(line) for line in (out / WINDOW / str(name) / "normalized.jsonl").read_text().splitlines()]
+    assert [r["id"] for r in normalized] == ["r2", "r3"] and normalized[0]["messages"][0]["content"] == "héllo 2"
+
+
 def test_a_version_counts_as_processed_only_once_its_outputs_are_in_place(tmp_path):
     out, f = tmp_path / "out", tmp_path / "a.jsonl"
     out.mkdir()
@@ -339,9 +402,14 @@ def _clean_plan(out: Path, run_id: str = "run-1", **changes) -> CleanPlan:
     return CleanPlan(**fields)
 
 
+def _stamp(path: Path) -> Stamp:
+    info = path.stat()
+    return Stamp(info.st_size, info.st_mtime_ns, info.st_ctime_ns)
+
+
 def _landed(path: Path) -> Landed:
     info = path.stat()
-    return Landed(str(path), info.st_size, info.st_mtime_ns)
+    return Landed(str(path), info.st_size, info.st_mtime_ns, info.st_ctime_ns)
 
 
 def test_a_landed_file_is_cleaned_once_its_outputs_renamed_into_place_with_its_totals(tmp_path):
@@ -364,6 +432,69 @@ def test_a_landed_file_is_cleaned_once_its_outputs_renamed_into_place_with_its_t
     assert list(Path(plan.run_temp, "in-flight").iterdir()) == []  # nothing left in flight
     assert clean_landed_file(_landed(f), "another-window", plan) is None  # the same content: once
     assert len(list(out.glob("*/*/source.json"))) == 1
+
+
+def test_two_files_of_one_name_never_share_an_outputs_directory(tmp_path):
+    """Found: the outputs directory took 8 hex digits (32 bits) of a hash of the path, so among
+    some 77,000 files of one name (``landing/<session>/events.jsonl``) two collide; two such
+    files in one window (an hour's window on a busy landing directory) failed the job."""
+    import hashlib
+
+    prefix, seen = os.fsencode(tmp_path / "s"), {}
+    for n in range(4_000_000):  # a pair turns up after some 80,000 (birthday bound of 32 bits)
+        short = hashlib.sha1(b"%s%d/events.jsonl" % (prefix, n)).digest()[:4]
+        if short in seen:
+            break
+        seen[short] = n
+    first, second = (tmp_path / f"s{k}" / "events.jsonl" for k in (seen[short], n))
+    out = tmp_path / "out"
+    plan = _clean_plan(out)
+    names = []
+    for landed in (first, second):
+        landed.parent.mkdir()
+        landed.write_bytes(SAMPLE.read_bytes())
+        names.append(clean_landed_file(_landed(landed), WINDOW, plan))
+    assert None not in names and names[0] != names[1]
+    sources = [json.loads((out / WINDOW / str(name) / "source.json").read_text())["source"] for name in names]
+    assert sources == [str(first), str(second)]
+
+
+def test_a_file_rewritten_with_its_size_and_time_kept_is_read_again(tmp_path):
+    """Found: a file replaced by another of the same size and modification time (``cp -p``,
+    ``touch -r``, a tool that restores times) was taken for the file processed and never read:
+    a change ignored silently. The status-change time (``ctime``), which no tool can set back,
+    tells them apart."""
+    from pipeline.streaming import handled_now
+
+    out, f = tmp_path / "out", tmp_path / "landing" / "a.jsonl"
+    f.parent.mkdir()
+    first = b'{"id": "a", "messages": [{"role": "user", "content": "one"}]}\n'
+    second = first.replace(b"one", b"two")
+    f.write_bytes(first)
+    plan = _clean_plan(out)
+    assert clean_landed_file(_landed(f), WINDOW, plan) == source_id(str(f))
+    kept = f.stat()
+    rules = LandingRules((f"{f.parent}/*.jsonl",), str(out))
+    for rewrite in ("renamed over", "in place"):  # one with the other's bytes, then back
+        if rewrite == "renamed over":
+            (f.parent / ".next").write_bytes(second)
+            os.utime(f.parent / ".next", ns=(kept.st_atime_ns, kept.st_mtime_ns))
+            os.rename(f.parent / ".next", f)
+        else:
+            with f.open("r+b") as handle:
+                handle.write(second)
+            os.utime(f, ns=(kept.st_atime_ns, kept.st_mtime_ns))
+        assert (f.stat().st_size, f.stat().st_mtime_ns) == (kept.st_size, kept.st_mtime_ns)
+        stamp = examine(str(f), rules)
+        assert not handled_now(str(out), str(f), stamp), rewrite
+        name = clean_landed_file(_landed(f), WINDOW, plan)
+        assert name is not None, rewrite
+        normalized = (out / WINDOW / name / "normalized.jsonl").read_bytes()
+        assert json.loads(normalized)["messages"][0]["content"] == json.loads(second)["messages"][0]["content"]
+        first, second = second, first
+    f.chmod(0o600)  # a new status-change time over the same bytes: recognised by the hash, not read
+    assert clean_landed_file(_landed(f), WINDOW, plan) is None
+    assert handled_now(str(out), str(f), examine(str(f), rules))
 
 
 @pytest.mark.slow
@@ -495,7 +626,11 @@ def test_a_file_that_changes_while_it_is_read_is_not_committed(tmp_path, monkeyp
     assert clean_landed_file(landed, WINDOW, plan) is None
     assert not list(out.glob("*/*/source.json")) and list(Path(plan.run_temp, "in-flight").iterdir()) == []
     record = processed.read_record(str(out), str(f))
-    assert record["versions"] == [] and record["seen"] == {"size": landed.size, "mtime_ns": landed.mtime_ns}
+    assert record["versions"] == [] and record["seen"] == {
+        "size": landed.size,
+        "mtime_ns": landed.mtime_ns,
+        "ctime_ns": landed.ctime_ns,
+    }
 
 
 def test_no_file_lands_in_the_outputs_once_the_commits_are_closed(tmp_path):
@@ -507,6 +642,25 @@ def test_no_file_lands_in_the_outputs_once_the_commits_are_closed(tmp_path):
     finally:
         COMMITS.open()
     assert not list(out.glob("*/*/source.json"))
+    # Found: the file refused its commit (a drain that outlasted --drain-timeout) was recorded
+    # as seen with the stamp it still has, so every later start took it for handled and never
+    # read it, nor listed it as left pending.
+    from pipeline.streaming import handled_now
+
+    assert not handled_now(str(out), str(f), _stamp(f))
+    assert clean_landed_file(_landed(f), WINDOW, _clean_plan(out, "run-2")) == source_id(str(f))
+
+
+def test_a_file_removed_while_it_is_read_is_said_so(tmp_path, monkeypatch, caplog):
+    # Found: its records were read and thrown away with an INFO line saying it would be read
+    # again later, which cannot happen: it is gone.
+    out, f = tmp_path / "out", tmp_path / "a.jsonl"
+    f.write_bytes(SAMPLE.read_bytes())
+    landed = _landed(f)
+    monkeypatch.setattr("pipeline.streaming.stamp_of", lambda path: None)
+    with caplog.at_level(logging.WARNING, logger="convnorm"):
+        assert clean_landed_file(landed, WINDOW, _clean_plan(out)) is None
+    assert "was removed (or moved away) while it was read" in caplog.text and str(f) in caplog.text
 
 
 # --------------------------------------------------------------------------------------------
@@ -580,6 +734,17 @@ def test_streaming_checks_its_flags_before_starting(tmp_path, capsys):
         assert problem in err
 
 
+@pytest.mark.parametrize("landing", ["out/landing", "out"])
+def test_a_landing_directory_inside_the_output_is_refused(landing, tmp_path, capsys):
+    # Found: started with an empty output, the run watched for ever and read nothing, every
+    # landed file ignored without a word as "inside --output" (batch refuses such an input).
+    (tmp_path / landing).mkdir(parents=True)
+    argv = ["--streaming", "--runner=PrismRunner", f"--input={tmp_path / landing}/*.jsonl"]
+    assert main([*argv, f"--output={tmp_path / 'out'}", "--stop-after=1s"]) == 2
+    assert "inside --output" in capsys.readouterr().err
+    assert sorted(p.name for p in (tmp_path / "out").iterdir()) == (["landing"] if landing != "out" else [])
+
+
 def test_validate_does_not_stream(tmp_path, capsys):
     status = main(["validate", "--streaming", "--runner=PrismRunner", f"--input={tmp_path}/*.jsonl"])
     assert status == 2
@@ -648,6 +813,63 @@ def test_streaming_refuses_an_output_another_run_holds(tmp_path, capsys):
         held.release()
 
 
+def test_a_streaming_start_never_takes_over_a_dead_batch_runs_lock(tmp_path, capsys):
+    """Found: streaming took over a batch run's stale lock without a flag ("a streaming run
+    that died"), deleted the part file that run recorded, and claimed the batch directory as
+    its own; the batch run's documented recovery had nothing left to recover."""
+    import hashlib
+    import socket
+
+    import paused_runs
+
+    from pipeline.lock import LOCK_FILE
+
+    out = tmp_path / "out"
+    (out / "normalized").mkdir(parents=True)
+    part = out / "normalized" / "part-00000.jsonl"
+    part.write_bytes(b"{}\n")
+    holder = {
+        "run_id": "dead",
+        "pid": paused_runs.dead_pid(),
+        "host": socket.gethostname(),
+        "started": "2026-01-01T00:00:00+00:00",
+        "command": "run",
+        "temp_dir": str(out / "_convnorm_temp-dead"),
+        "creating": [
+            {"path": "normalized/part-00000.jsonl", "bytes": 3, "sha256": hashlib.sha256(b"{}\n").hexdigest()}
+        ],
+        "dirs": ["normalized"],
+    }
+    (out / LOCK_FILE).write_text(json.dumps(holder))
+    before = sorted(p.name for p in out.rglob("*"))
+    assert _stream(tmp_path, out) == 2
+    err = capsys.readouterr().err
+    assert "stale lock of a dead `convnorm run`" in err and "nothing was deleted" in err
+    assert sorted(p.name for p in out.rglob("*")) == before  # the part file, the stale lock: kept
+    assert json.loads((out / LOCK_FILE).read_text()) == holder
+
+
+def test_a_streaming_output_and_a_batch_output_never_share_a_directory(tmp_path, capsys):
+    """Found: a batch run wrote its outputs into a streaming output whose run had not yet
+    written summary.json (a crashed one); the next streaming start then rewrote the batch run's
+    summary.json and page, which its manifest lists."""
+    from pipeline.outputs import MANIFEST_FILE, STREAMING_MARKER, claim_streaming_output
+
+    out = tmp_path / "out"
+    out.mkdir()
+    claim_streaming_output(str(out))
+    (out / WINDOW / "a-12345678").mkdir(parents=True)
+    (out / WINDOW / "a-12345678" / "source.json").write_text("{}")
+    (tmp_path / "in.jsonl").write_bytes(SAMPLE.read_bytes())
+    before = sorted(str(p.relative_to(out)) for p in out.rglob("*"))
+    assert main(["--input", str(tmp_path / "in.jsonl"), "--output", str(out), "--quiet"]) == 2
+    assert STREAMING_MARKER in capsys.readouterr().err
+    assert sorted(str(p.relative_to(out)) for p in out.rglob("*")) == before
+    (out / MANIFEST_FILE).write_text("{}")  # both: left by an older convnorm; streaming refuses it too
+    assert _stream(tmp_path, out) == 2
+    assert "batch convnorm run" in capsys.readouterr().err
+
+
 def test_a_streaming_directory_is_marked_once_and_claimed_again(tmp_path):
     from pipeline.outputs import STREAMING_MARKER, claim_streaming_output
 
@@ -707,4 +929,24 @@ def _unreadable_batches(shard, batch_size, stats, max_record_bytes, batch_bytes)
     from transforms.inputs import Batch, RawRecord, Unreadable
 
     stats["records"] += 1
-    yield Batch(shard.index, 0, [RawRecord(shard.name, 0, Unreadable("unreadable_file", "Permission denied"))])
+    yield Batch(shard.number, 0, [RawRecord(shard.name, 0, Unreadable("unreadable_file", "Permission denied"))])
+
+
+def test_the_window_line_says_which_drops_are_messages():
+    """Found: the window's line said "166 messages dropped" for the bundled sample, which drops
+    134 messages and 32 calls from turns that stayed (166 is MEM-5's count of both)."""
+    from pipeline.streaming import window_line
+
+    doc = {
+        "window": "w1",
+        "records_in": 307,
+        "records_out": 301,
+        "dead_letters": 6,
+        "dropped": 166,
+        "dropped_by_reason": {"orphan_result": 134, "unusable_call": 14, "redeclared_call": 18},
+        "progress": {"rows_per_s": 61.4, "files_done": 1, "files_pending": 0, "oldest_pending_age_s": 0.0},
+    }
+    total = {"records_in": 307, "records_out": 301, "dead_letters": 6, "dropped": 166}
+    line = window_line(doc, total)
+    assert "166 messages dropped" not in line
+    assert "166 dropped (134 messages, 32 calls)" in line and line.endswith("166 dropped")

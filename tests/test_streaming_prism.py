@@ -26,6 +26,7 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+from prism_build import BUILD_TIMEOUT_S  # noqa: E402
 from streaming_runs import (  # noqa: E402
     COUNTED,
     DRAIN_TIMEOUT_S,
@@ -42,7 +43,8 @@ from streaming_runs import (  # noqa: E402
 
 from pipeline.main import main  # noqa: E402
 
-pytestmark = pytest.mark.slow
+#: Slow, every one; the first test to ask for Prism may build it (tests/prism_build.py) first.
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(BUILD_TIMEOUT_S + 600)]
 
 #: The issue's bound from a file landing to its outputs being visible.
 LATENCY_BOUND_S = 15

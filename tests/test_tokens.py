@@ -462,7 +462,11 @@ def test_without_the_extra_tokens_is_a_one_line_error(tmp_path, capsys, monkeypa
     finally:
         tokens.counter.cache_clear()
     err = capsys.readouterr().err
-    assert err == "convnorm: error: --tokens needs the tokens extra: pip install 'convnorm[tokens]'\n"
+    # Found: the hint said pip install 'convnorm[tokens]', which asks a package index for a
+    # "convnorm" (not where this one comes from: its checkout, as the README installs it).
+    assert (
+        err == "convnorm: error: --tokens needs the tokens extra: pip install -e '.[tokens]' in convnorm's checkout\n"
+    )
     assert not (tmp_path / "o").exists()
 
 

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from pipeline.main import main
 from transforms.records import make_unique
 
@@ -29,6 +31,7 @@ def _lines(path) -> list:
     return [json.loads(line) for p in sorted(path.glob("part-*.jsonl")) for line in p.read_text().splitlines()]
 
 
+@pytest.mark.slow
 def test_repeated_records_get_unique_custom_ids_in_the_job(tmp_path):
     chat = {"messages": [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "hello"}]}
     other = {"messages": [{"role": "user", "content": "bye"}, {"role": "assistant", "content": "ciao"}]}

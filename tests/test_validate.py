@@ -7,6 +7,7 @@ reports too much fails as surely as one that reports too little.
 from __future__ import annotations
 
 import copy
+import dataclasses
 import json
 import pickle
 import sys
@@ -79,7 +80,7 @@ def test_kinds_are_closed_and_in_canonical_order():
         "orphan_result",
         "duplicate_result",
     )
-    assert Violation._fields == ("kind", "index", "tool_call_id", "detail")
+    assert tuple(f.name for f in dataclasses.fields(Violation)) == ("kind", "index", "tool_call_id", "detail")
 
 
 def test_a_healthy_conversation_has_no_violation():

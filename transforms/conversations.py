@@ -49,6 +49,7 @@ from apache_beam.utils.windowed_value import WindowedValue
 from transforms import summary as summaries
 from transforms.counters import COUNTED_BY_KIND, COUNTED_TOTALS, COUNTER_NAMES, DISTRIBUTION_NAMES, NAMESPACE
 from transforms.inputs import DEFAULT_BATCH_BYTES, Batch, Parsed, RawRecord, batch_is_full, raw_size
+from transforms.record_steps import ReaderHint
 from transforms.records import BatchResult, normalize_batch, process_record
 from transforms.settings import Settings
 from transforms.settings import problems as settings_problems
@@ -97,12 +98,16 @@ class RecordStep(NamedTuple):
         """Every output's name, the main one first."""
         return (self.main_output, *self.tags)
 
-    def routed(self, result: BatchResult) -> Iterator[tuple[str, list[Any], list[bytes] | None]]:
+    def routed(
+        self, result: BatchResult, lines_only: bool = False
+    ) -> Iterator[tuple[str, list[Any], list[bytes] | None]]:
         """``(output name, items, their JSON lines or None)`` for each output the batch result
         has items for: records to the main output, drop metrics to ``DROPS``, unreadable
-        records to ``DEAD_LETTER``."""
-        if result.records:
-            yield self.main_output, result.records, result.lines
+        records to ``DEAD_LETTER``. ``lines_only`` (a JSON Lines main output, normalizing with
+        ``keep_records=False``): the main output's items are the records' lines."""
+        records = result.lines if lines_only and result.lines is not None else result.records
+        if records:
+            yield self.main_output, records, result.lines
         if result.metrics and DROPS in self.tags:
             yield DROPS, result.metrics, None
         if result.dead_letters:
@@ -114,7 +119,13 @@ class RecordStep(NamedTuple):
 
     def finish(self, settings: Settings) -> Callable[[dict[str, Any]], dict[str, Any]]:
         """The total of the partials -> the summary document, for a job's settings (picklable)."""
-        return functools.partial(self.finalize, settings=settings)
+        return functools.partial(_finalize_with, self.finalize, settings)
+
+
+def _finalize_with(
+    finalize: Callable[[dict[str, Any], Settings], dict[str, Any]], settings: Settings, total: dict[str, Any]
+) -> dict[str, Any]:
+    return finalize(total, settings)
 
 
 def _finalize_validation(total: dict[str, Any], settings: Settings) -> dict[str, Any]:
@@ -195,15 +206,20 @@ class RouteConversations(beam.DoFn):
     position in a file unless it is a ``RawRecord``: its ``position`` is ``UNKNOWN_POSITION``
     and its ``source`` the file name it came with, or ``source``. A blank line is not a record
     (as in convnorm's readers): it gives no output and is counted (``blank_lines``).
+
+    ``lines_only`` (normalizing batches, for a JSON Lines writer): the main output's batches
+    hold each record as its JSON line, the bytes the writer writes, in ``items`` and ``lines``
+    both; the records themselves are not kept alive until the batch is written.
     """
 
     #: The position of a single record read without one (``ReadFromText`` does not say).
     UNKNOWN_POSITION = -1
 
-    def __init__(self, step: RecordStep, settings: Settings, source: str = "") -> None:
+    def __init__(self, step: RecordStep, settings: Settings, lines_only: bool = False, source: str = "") -> None:
         self._step = step
         self._settings = settings
         self._source = source
+        self._lines_only = lines_only
 
     @property
     def step(self) -> RecordStep:
@@ -215,19 +231,29 @@ class RouteConversations(beam.DoFn):
 
     def start_bundle(self) -> None:
         # The writer starts a new output file per bundle and per shard: so does the state
-        # that keeps a unique field (openai-batch's custom_id) unique within a file.
+        # that keeps a unique field (openai-batch's custom_id) unique within a file. The
+        # reader hint lives as long: a shard's records are one file's (detection's shortcut
+        # gives full detection's answer at any boundary; it only saves the first record's).
         self._file_shard: int | None = None
         self._taken: dict[str, int] = {}
+        self._hint = ReaderHint()
 
     def process(self, element: Any) -> Iterable[Any]:
         if not isinstance(element, Batch):
             yield from self._process_one(element)
             return
         if element.shard != self._file_shard:
-            self._file_shard, self._taken = element.shard, {}
-        result = normalize_batch(element.items, self._settings, self._step.step, taken=self._taken)
+            self._file_shard, self._taken, self._hint = element.shard, {}, ReaderHint()
+        result = normalize_batch(
+            element.items,
+            self._settings,
+            self._step.step,
+            taken=self._taken,
+            keep_records=not self._lines_only,
+            hint=self._hint,
+        )
         self._counters.count(len(element.items), result)
-        for name, items, lines in self._step.routed(result):
+        for name, items, lines in self._step.routed(result, self._lines_only):
             out = Batch(element.shard, element.start, items, lines)
             yield out if name == self._step.main_output else TaggedOutput(name, out)
 
@@ -286,8 +312,10 @@ class NormalizeConversation(RouteConversations):
     DROPS = DROPS
     DEAD_LETTER = DEAD_LETTER
 
-    def __init__(self, settings: Settings | None = None, *, source: str = "", **fields: Any) -> None:
-        super().__init__(NORMALIZE, checked_settings(settings, fields), source)
+    def __init__(
+        self, settings: Settings | None = None, *, source: str = "", lines_only: bool = False, **fields: Any
+    ) -> None:
+        super().__init__(NORMALIZE, checked_settings(settings, fields), lines_only, source)
 
 
 class CheckConversation(RouteConversations):
@@ -297,7 +325,7 @@ class CheckConversation(RouteConversations):
     DEAD_LETTER = DEAD_LETTER
 
     def __init__(self, settings: Settings | None = None, *, source: str = "", **fields: Any) -> None:
-        super().__init__(CHECK, checked_settings(settings, fields), source)
+        super().__init__(CHECK, checked_settings(settings, fields), source=source)
 
 
 def checked_settings(settings: Settings | None, fields: dict[str, Any]) -> Settings:
@@ -339,16 +367,22 @@ class ProcessConversations(beam.PTransform):
 
 class NormalizeConversations(ProcessConversations):
     """Batches of raw records -> normalized records, drop metrics and dead letters (a
-    ``NormalizedOutputs``): ``NormalizeConversation`` applied to batches."""
+    ``NormalizedOutputs``): ``NormalizeConversation`` applied to batches.
 
-    def __init__(self, settings: Settings) -> None:
-        super().__init__(NormalizeConversation(settings))
+    ``lines_only``: the records as their JSON lines (``RouteConversations``), for a JSON Lines
+    writer."""
+
+    def __init__(self, settings: Settings, lines_only: bool = False) -> None:
+        super().__init__(NormalizeConversation(settings, lines_only=lines_only))
 
 
 class CheckConversations(ProcessConversations):
-    """Batches of raw records -> per-conversation violation reports and dead letters."""
+    """Batches of raw records -> per-conversation violation reports and dead letters.
 
-    def __init__(self, settings: Settings) -> None:
+    ``lines_only`` is accepted so both composites are made alike; a check has no records to
+    hand on as lines (its reports are always objects)."""
+
+    def __init__(self, settings: Settings, lines_only: bool = False) -> None:
         super().__init__(CheckConversation(settings))
 
 
@@ -394,7 +428,7 @@ class _BatchBySize(beam.DoFn):
 
     def finish_bundle(self):
         for window, (items, _) in self._open.items():
-            yield WindowedValue(_batch(items), window.max_timestamp(), [window])
+            yield WindowedValue(_batch(items), window.max_timestamp(), (window,))
         self._open = {}
 
 
@@ -413,7 +447,7 @@ class Unbatch(beam.PTransform):
 class MergeSummaries(beam.CombineFn):
     """Adds partial summaries; ``finish`` turns the total into the summary document."""
 
-    def __init__(self, finish) -> None:
+    def __init__(self, finish: Callable[[dict], dict]) -> None:
         self._finish = finish
 
     def create_accumulator(self) -> dict:

@@ -1,11 +1,12 @@
 """One conversation before and after, side by side, each repair with its reason (no Beam import).
 
-``explain(messages, profile)`` normalizes a conversation as the run did, with the core's opt-in
-trace on (``transforms.normalize.Trace``: the events come from the repair pass itself, never
-from a second reading of its rules), and lines the two lists up in ``Row``s: one per input
-entry, in input order, with the output message it became (or none); one per call of a turn
-that a rule touched; one per synthetic result, after the turn whose call it answers. Each row
-carries its ``Mark``s: dropped, moved, re-keyed or healed, with the reason.
+``explain(messages, profile, drop_roles, map_roles)`` normalizes a conversation as the run did
+(``--drop-role`` / ``--map-role`` first, as ``transforms.records`` applies them), with the
+core's opt-in trace on (``transforms.normalize.Trace``: the events come from the repair pass
+itself, never from a second reading of its rules), and lines the two lists up in ``Row``s: one
+per input entry, in input order, with the output message it became (or none); one per call of
+a turn that a rule touched; one per synthetic result, after the turn whose call it answers.
+Each row carries its ``Mark``s: dropped, moved, re-keyed, mapped or healed, with the reason.
 
 ``convnorm explain`` prints the rows as text and the report draws them as HTML
 (``pipeline.explain``).
@@ -18,6 +19,14 @@ from typing import Any, NamedTuple
 
 from transforms.normalize import Event, Trace
 from transforms.profiles import ProfileResult, normalize_with_profile
+from transforms.roles import (
+    DROPPED_ROLE,
+    MAPPED_ROLE,
+    apply_role_options,
+    drops_with_roles,
+    repairs_with_roles,
+    role_fate,
+)
 
 #: What each reason means, in a few words (rule numbers are NORMALIZATION.md's / MEM-5's).
 WHY = {
@@ -35,14 +44,16 @@ WHY = {
     "unanswered_call": "synthetic result for a call that had none (rule 3)",
     "rekeyed_call": "a reused id given its own spelling (profile lossless)",
     "moved_result": "moved into the block after its call (profile lossless)",
+    DROPPED_ROLE: "its role is dropped (--drop-role)",
+    MAPPED_ROLE: "given another role (--map-role)",
 }
 
 #: How each kind of mark is shown in text.
-KIND_WORDS = {"dropped": "DROPPED", "moved": "MOVED", "rekeyed": "RE-KEYED", "healed": "HEALED"}
+KIND_WORDS = {"dropped": "DROPPED", "moved": "MOVED", "rekeyed": "RE-KEYED", "mapped": "MAPPED", "healed": "HEALED"}
 
 
 class Mark(NamedTuple):
-    kind: str  # dropped, moved, rekeyed, healed
+    kind: str  # dropped, moved, rekeyed, mapped, healed
     reason: str
     detail: str = ""
 
@@ -69,12 +80,57 @@ class Explanation(NamedTuple):
     rows: list[Row]
 
 
-def explain(messages: Any, profile: str = "spec") -> Explanation:
-    """Normalize ``messages`` under ``profile`` with the trace on, and line up before and after."""
+def explain(
+    messages: Any,
+    profile: str = "spec",
+    drop_roles: tuple[str, ...] = (),
+    map_roles: tuple[tuple[str, str], ...] = (),
+) -> Explanation:
+    """Normalize ``messages`` as the run did (the role options, then ``profile``) with the
+    trace on, and line up before and after. The result's drops and repairs include the role
+    options' (``drop_role``, ``map_role``), as the run's drops/ line does."""
     trace = Trace()
-    result = normalize_with_profile(messages, profile, trace)
     before = messages if isinstance(messages, list) else []
-    return Explanation(before, result, trace, explanation_rows(before, result.messages, trace))
+    if not before or not (drop_roles or map_roles):
+        result = normalize_with_profile(messages, profile, trace)
+        return Explanation(before, result, trace, explanation_rows(before, result.messages, trace))
+    to_core, role_drops, role_maps = apply_role_options(before, drop_roles, map_roles)
+    result = normalize_with_profile(to_core, profile, trace)
+    rows = _with_role_rows(explanation_rows(to_core, result.messages, trace), before, drop_roles, dict(map_roles))
+    result = result._replace(
+        dropped=result.dropped + role_drops,
+        drops=drops_with_roles(result.drops, role_drops),
+        repairs=repairs_with_roles(result.repairs, role_maps),
+    )
+    return Explanation(before, result, trace, rows)
+
+
+def _with_role_rows(
+    rows: list[Row], before: list[Any], drop_roles: tuple[str, ...], mapping: dict[str, str]
+) -> list[Row]:
+    """The rows of the list the core saw, renumbered to the input's entries: a row per entry
+    the role options dropped, in input order, and a mark on each entry given another role."""
+    fates = [role_fate(entry, drop_roles, mapping) for entry in before]
+    kept = [i for i, fate in enumerate(fates) if fate != DROPPED_ROLE]
+    dropped = [
+        Row(i, None, None, (Mark("dropped", DROPPED_ROLE, str(before[i]["role"])),))
+        for i, fate in enumerate(fates)
+        if fate == DROPPED_ROLE
+    ]
+    out: list[Row] = []
+    for row in rows:
+        if row.before is None:
+            out.append(row)
+            continue
+        index = kept[row.before]
+        while dropped and dropped[0].before is not None and dropped[0].before < index:
+            out.append(dropped.pop(0))
+        fate = fates[index]
+        marks = row.marks
+        if row.call is None and fate is not None:
+            marks = (Mark("mapped", MAPPED_ROLE, f"{before[index]['role']} → {fate}"), *marks)
+        out.append(row._replace(before=index, marks=marks))
+    return out + dropped
 
 
 def explanation_rows(before: list[Any], after: list[Any], trace: Trace) -> list[Row]:
@@ -176,9 +232,9 @@ def _cut(text: str, limit: int) -> str:
 
 def counts_line(before: list[Any], result: ProfileResult) -> str:
     """``12 in - 3 messages dropped + 1 healed = 10 out; 2 calls dropped from kept turns``."""
-    from transforms.normalize import CALL_REASONS
+    from transforms.normalize import split_drops
 
-    calls = sum(n for reason, n in result.drops.items() if reason in CALL_REASONS)
+    calls = sum(split_drops(result.drops)[1].values())
     messages = result.dropped - calls
     line = (
         f"{len(before)} messages in - {messages} dropped + {result.healed} healed = {len(result.messages)} out"

@@ -27,7 +27,7 @@ ARGS_STRING = "string"
 ARGS_JSON = "json"
 
 
-def parquet_schema(pa) -> Any:
+def parquet_schema(pa: Any) -> Any:
     """The Arrow schema of the rows (``pa`` is the pyarrow module, imported by the caller)."""
     call = pa.struct(
         [("tool_call_id", pa.string()), ("name", pa.string()), ("args", pa.string()), ("args_kind", pa.string())]
@@ -38,7 +38,7 @@ def parquet_schema(pa) -> Any:
     return pa.schema([("id", pa.string()), ("messages", pa.list_(message)), ("fields", pa.string())])
 
 
-def _call_row(call: dict) -> dict:
+def _call_row(call: dict[str, Any]) -> dict[str, Any]:
     row = {"tool_call_id": call["tool_call_id"], "name": call["name"], "args": None, "args_kind": None}
     if "args" in call:
         args = call["args"]
@@ -49,7 +49,7 @@ def _call_row(call: dict) -> dict:
     return row
 
 
-def flat_row(record: dict, id_field: str = "id", messages_field: str = "messages") -> dict:
+def flat_row(record: dict[str, Any], id_field: str = "id", messages_field: str = "messages") -> dict[str, Any]:
     """One normalized flat record as a row of ``parquet_schema``."""
     messages = []
     for m in record.get(messages_field, []):
@@ -81,7 +81,7 @@ def _id_text(rid: Any) -> str | None:
         return dumps_line(rid).decode()
 
 
-def _call(row: dict) -> dict:
+def _call(row: dict[str, Any]) -> dict[str, Any]:
     call = {"tool_call_id": row["tool_call_id"], "name": row["name"]}
     kind = row.get("args_kind")
     if kind == ARGS_STRING:
@@ -91,9 +91,9 @@ def _call(row: dict) -> dict:
     return call
 
 
-def flat_record(row: dict, id_field: str = "id", messages_field: str = "messages") -> dict:
+def flat_record(row: dict[str, Any], id_field: str = "id", messages_field: str = "messages") -> dict[str, Any]:
     """A row read back (pyarrow ``to_pylist``, Hugging Face ``datasets``) as the flat record."""
-    record: dict = {} if row.get("id") is None else {id_field: row["id"]}
+    record: dict[str, Any] = {} if row.get("id") is None else {id_field: row["id"]}
     record.update(parse_json(row["fields"]) if row.get("fields") else {})
     messages = []
     for m in row.get("messages") or ():

@@ -30,7 +30,7 @@ class Parsed(NamedTuple):
     """
 
     value: Any
-    nulled: dict | None = None
+    nulled: dict[str, Any] | None = None
 
 
 class Unreadable(NamedTuple):
@@ -52,10 +52,10 @@ class Batch(NamedTuple):
     shard: int
     #: Position of the batch's first input record within the shard's file.
     start: int
-    items: list
+    items: list[Any]
     #: Each item as its JSON line (no newline), when processing already serialized it: a JSON
     #: Lines file writes these bytes instead of serializing the items again. ``None``: not known.
-    lines: list | None = None
+    lines: list[Any] | None = None
 
 
 #: Bytes of an uncompressed JSONL file per shard (``--shard-bytes``): big files spread over workers.
@@ -75,7 +75,7 @@ DEFAULT_MAX_RECORD_BYTES = 32 << 20
 DEFAULT_BATCH_BYTES = 256 << 10
 
 
-def raw_size(raw) -> int:
+def raw_size(raw: RawRecord) -> int:
     """A raw record's bytes as read (a JSONL line); 0 for one read as a value (Parquet, .json)."""
     payload = raw.payload
     return len(payload) if isinstance(payload, (bytes, str)) else 0

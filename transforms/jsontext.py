@@ -53,7 +53,7 @@ import json
 import math
 import re
 import threading
-from decimal import Decimal
+from decimal import Decimal, InvalidOperation
 from typing import Any, Callable
 
 import orjson
@@ -131,6 +131,8 @@ _EXPONENT = b"\x1c"
 _FIRST_LOOK = bytes.maketrans(b"0123456789.eE", _DIGIT * 11 + _EXPONENT * 2)
 _SECOND_LOOK = bytes.maketrans(b"0123456789eE", _DIGIT * 10 + _EXPONENT * 2)
 _LONG_RUN = _DIGIT * 16
+_TWO_DIGITS = _DIGIT * 2
+_EXPONENT_BYTES = frozenset(b"eE" + _EXPONENT)
 _MINUS_THREE_DIGITS = b"-" + _DIGIT * 3  # searched first: "-" is rare, so this is fast
 _TINY_EXPONENT = _EXPONENT + _MINUS_THREE_DIGITS
 _INTEGER_PAST_64_BITS = (_DIGIT * 20, b"-" + _DIGIT * 19)
@@ -138,6 +140,28 @@ _LONG_MANTISSA = re.compile(re.escape(_DIGIT) + rb"+\." + re.escape(_DIGIT) + b"
 
 
 def _needs_exact_reading(data: bytes) -> bool:
+    # A glance first, at an eighth of the line: a run of 16 digits or points holds two
+    # consecutive multiples of 8, so every 8th byte, mapped, shows two digits wherever one is;
+    # a tiny exponent needs a "-" after an "e" or "E" (or after the byte they map to). Most
+    # lines have neither and are done here.
+    if not _exponent_before_minus(data) and _TWO_DIGITS not in data[::8].translate(_FIRST_LOOK):
+        return False
+    return _needs_exact_reading_looked(data)
+
+
+def _exponent_before_minus(data: bytes) -> bool:
+    # Each "-" found by a one-byte search (many times faster than a two-byte one), the byte
+    # before it looked at: lines hold few.
+    at = data.find(b"-")
+    while at != -1:
+        if at and data[at - 1] in _EXPONENT_BYTES:
+            return True
+        at = data.find(b"-", at + 1)
+    return False
+
+
+def _needs_exact_reading_looked(data: bytes) -> bool:
+    """``_needs_exact_reading`` by the whole line's looks, without the glance."""
     first = data.translate(_FIRST_LOOK)
     if _MINUS_THREE_DIGITS in first and _TINY_EXPONENT in first:
         return True
@@ -191,11 +215,18 @@ def _held_float(text: str) -> float:
     if not math.isfinite(value):
         raise NumberTooLarge(f"number {shown} is past the largest a double holds (it would read as infinity)")
     digits = text.lower().lstrip("-").partition("e")[0].replace(".", "").strip("0")
-    if digits and Decimal(format(value, f".{len(digits) - 1}e")) != Decimal(text):
+    if digits and not _same_decimal(format(value, f".{len(digits) - 1}e"), text):
         raise NumberTooLarge(
             f"number {shown} has more digits, or a smaller exponent, than a double holds (it would read as {value!r})"
         )
     return value
+
+
+def _same_decimal(held: str, text: str) -> bool:
+    try:
+        return Decimal(held) == Decimal(text)
+    except InvalidOperation:  # an exponent past Decimal's own limit (10**18): far past a double's
+        return False
 
 
 def _has_lone_surrogate(value: Any) -> bool:
@@ -324,14 +355,14 @@ def _standard_json(value: Any) -> str:
         return _exact_json(value)
 
 
-def _on_fresh_stack(encode, value: Any) -> str:
+def _on_fresh_stack(encode: Callable[[Any], str], value: Any) -> str:
     """Run ``encode(value)`` on a new thread, whose recursion budget starts at zero.
 
     Python's encoder allows as much nesting as the recursion limit leaves above the caller's
     frames, so the same content would serialize in a shallow call and blank in a deep one
     (a Beam worker). A fresh stack gives every caller the same cut-off.
     """
-    outcome: list = []
+    outcome: list[str | Exception] = []
 
     def run() -> None:
         try:
@@ -342,9 +373,10 @@ def _on_fresh_stack(encode, value: Any) -> str:
     worker = threading.Thread(target=run, name="convnorm-json")
     worker.start()
     worker.join()
-    if isinstance(outcome[0], Exception):
-        raise outcome[0]
-    return outcome[0]
+    result = outcome[0]
+    if isinstance(result, Exception):
+        raise result
+    return result
 
 
 def compact_json(value: Any) -> str:

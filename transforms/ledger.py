@@ -74,7 +74,7 @@ def text_chars(value: Any) -> int:
     return total
 
 
-def note(ledger: dict, name: str, value: Any) -> None:
+def note(ledger: dict[str, Any], name: str, value: Any) -> None:
     """Count one discarded field ``value`` under ``name`` (empty values are not discards).
 
     A field named by an opaque key (a message's own ``encrypted_content`` or ``signature``)
@@ -91,7 +91,7 @@ def note(ledger: dict, name: str, value: Any) -> None:
         entry[1] += chars
 
 
-def note_unread_keys(entry: dict, read: frozenset, ledger: dict) -> None:
+def note_unread_keys(entry: dict[str, Any], read: frozenset[str], ledger: dict[str, Any]) -> None:
     """Count the keys of a provider message a reader does not read (it builds a new flat
     message, so rule 1 never sees them): ``weight`` on a ShareGPT turn, say."""
     if entry.keys() <= read:
@@ -101,7 +101,7 @@ def note_unread_keys(entry: dict, read: frozenset, ledger: dict) -> None:
             note(ledger, key, value)
 
 
-def _note_message(entry: dict, role: str, ledger: dict) -> None:
+def _note_message(entry: dict[str, Any], role: str, ledger: dict[str, Any]) -> None:
     """The slow path: which keys of one kept message rule 1 discards, as the core decides."""
     metadata_used = None  # the pairing key the core reads from ``metadata``
     for key, value in entry.items():
@@ -133,7 +133,7 @@ def _note_message(entry: dict, role: str, ledger: dict) -> None:
         note(ledger, "metadata", metadata)
 
 
-def _discards_of(entry: Any, ledger: dict) -> None:
+def _discards_of(entry: Any, ledger: dict[str, Any]) -> None:
     """What rule 1 discards from one entry, every case considered."""
     if not isinstance(entry, dict):
         return  # a message drop, counted by the core
@@ -148,7 +148,7 @@ def _discards_of(entry: Any, ledger: dict) -> None:
     _note_message(entry, role, ledger)
 
 
-def coercion_discards(messages: Any, ledger: dict | None = None) -> dict:
+def coercion_discards(messages: Any, ledger: dict[str, Any] | None = None) -> dict[str, Any]:
     """Add to ``ledger`` (a new one by default) what rule 1 discards from ``messages``; return it.
 
     Mirrors ``transforms.normalize._coerce`` without touching its output: the normalized
@@ -177,6 +177,6 @@ def coercion_discards(messages: Any, ledger: dict | None = None) -> dict:
     return ledger
 
 
-def report(ledger: dict) -> dict:
+def report(ledger: dict[str, Any]) -> dict[str, Any]:
     """The ledger as reported: ``{name: {"fields": n, "chars": c}}``, names sorted."""
     return {name: {"fields": ledger[name][0], "chars": ledger[name][1]} for name in sorted(ledger)}

@@ -41,13 +41,16 @@ __all__ = [
     "REASONS",
     "Event",
     "NormalizeResult",
+    "Reading",
     "Trace",
     "coerce_messages",
     "content_text",
     "moved_by_system_first",
     "normalize_conversation",
+    "normalize_read",
     "pairing_key",
     "raw_call_id",
+    "split_drops",
     "system_first",
     "usable_id",
 ]
@@ -68,6 +71,14 @@ REASONS = (
 #: ``messages in - messages dropped + healed = messages out`` counts every other reason.
 CALL_REASONS = frozenset({"unusable_call", "redeclared_call"})
 
+
+def split_drops(drops: dict[str, int]) -> tuple[dict[str, int], dict[str, int]]:
+    """Drops by reason as ``(messages removed from the list, calls removed from turns that
+    stayed)``: MEM-5's count is both; the messages alone add up (in - messages + healed = out)."""
+    messages = {reason: n for reason, n in drops.items() if reason not in CALL_REASONS}
+    return messages, {reason: n for reason, n in drops.items() if reason in CALL_REASONS}
+
+
 #: Content of the synthetic result that answers a call left unanswered (MEM-3).
 INTERRUPTED_RESULT = "Tool call was interrupted; no result."
 
@@ -75,10 +86,24 @@ INTERRUPTED_RESULT = "Tool call was interrupted; no result."
 class NormalizeResult(NamedTuple):
     """What normalization returns for one conversation."""
 
-    messages: list
+    messages: list[Any]
     dropped: int
-    drops: dict
+    drops: dict[str, int]
     healed: int
+
+
+class Reading(NamedTuple):
+    """How rule 1 found the input, beside the result (``normalize_read``)."""
+
+    #: Every entry was an object with a role among ``system``, ``user``, ``assistant``,
+    #: ``tool``, a ``content`` of text or null, and no other key but the pairing key, at the
+    #: top level (a result's id, a turn's list of calls); every call an object with an id, in
+    #: a spelling the lenient reading reads (``tool_call_id`` or ``id``, ``name``, ``args`` or
+    #: ``arguments``, a ``function`` object of ``name`` and ``arguments``; and ``type``), each
+    #: key read once. Nothing was dropped by rule 1, cast from another type or left unread.
+    whole: bool
+    #: Some call was read from a ``function`` object (the provider spelling).
+    function_calls: bool
 
 
 #: ``_DropLog.add``'s ``call`` when the drop is of an entry, not of a call (a call may be ``None``).
@@ -265,7 +290,8 @@ def content_text(content: Any) -> str:
     """Cast a message's content to text by the casting table of rule 1."""
     cls = content.__class__
     if cls is str:
-        return content
+        text: str = content  # the class test is the hot path's narrowing, which mypy cannot see
+        return text
     if content is None:
         return ""
     if cls is bool:
@@ -297,6 +323,7 @@ def usable_id(value: Any) -> str | None:
     its decimal text; a string is trimmed. ``""`` and ``"0"`` are unusable (``"0"`` is a legal
     string but a falsy value); ``"00"`` is usable.
     """
+    text: str
     cls = value.__class__
     if cls is str:
         text = value.strip()
@@ -315,14 +342,16 @@ def usable_id(value: Any) -> str | None:
     return text
 
 
-def _read_call(call: Any) -> Any:
+def _read_call(call: Any) -> tuple[Any, bool]:
     """Read one call leniently (provider-shaped calls included); junk passes through.
 
     A call that is not an object is left as it is, for rule 3 to drop as ``unusable_call``.
-    The id is kept raw here: step A decides whether it is usable.
+    The id is kept raw here: step A decides whether it is usable. The flag: the call was read
+    whole (``Reading``): each of its keys was read, or is ``type``, and so were the keys of a
+    ``function`` object it was read from (a key read twice, or null, makes it ``False``).
     """
     if not isinstance(call, dict):
-        return call
+        return call, False
     get = call.get
     call_id = get("tool_call_id")  # raw_call_id, inlined: once per call
     if call_id is None:
@@ -331,29 +360,35 @@ def _read_call(call: Any) -> Any:
     args = get("args")
     if args is None:
         args = get("arguments")
+    read = (call_id is not None) + (name is not None) + (args is not None) + ("type" in call)
     if name is None or args is None:
         function = get("function")
         if isinstance(function, dict):
+            inner = len(function)
             if name is None:
                 name = function.get("name")
+                inner -= name is not None
             if args is None:
                 args = function.get("arguments")
+                inner -= args is not None
+            read += inner == 0
+    whole = read == len(call)
     if name is None:
         name = ""
     elif name.__class__ is not str:
         name = content_text(name)
     if args is None:
-        return {"tool_call_id": call_id, "name": name}
-    return {"tool_call_id": call_id, "name": name, "args": args}
+        return {"tool_call_id": call_id, "name": name}, whole
+    return {"tool_call_id": call_id, "name": name, "args": args}, whole
 
 
-def raw_call_id(call: dict) -> Any:
+def raw_call_id(call: dict[str, Any]) -> Any:
     """The id a call declares, as the core reads it (not yet checked): ``tool_call_id``, else ``id``."""
     call_id = call.get("tool_call_id")
     return call.get("id") if call_id is None else call_id
 
 
-def pairing_key(entry: dict, key: str) -> Any:
+def pairing_key(entry: dict[str, Any], key: str) -> Any:
     """A message's ``tool_calls`` or ``tool_call_id`` as the core reads it (not yet checked)."""
     # Stored-buffer rows keep pairing keys under ``metadata``.
     value = entry.get(key)
@@ -368,8 +403,8 @@ def pairing_key(entry: dict, key: str) -> Any:
 _PLAIN_ROLES = frozenset(("system", "user", "assistant", "tool"))
 
 
-def _coerce(messages: list, log: _DropLog) -> list:
-    out = []
+def _coerce(messages: list[Any], log: _DropLog) -> list[Any]:
+    out: list[Any] = []
     append = out.append
     for entry in messages:
         if not isinstance(entry, dict):
@@ -390,7 +425,7 @@ def _coerce(messages: list, log: _DropLog) -> list:
             if calls is None:
                 calls = pairing_key(entry, "tool_calls")
             if isinstance(calls, list) and calls:
-                append({"role": role, "content": content, "tool_calls": [_read_call(c) for c in calls]})
+                append({"role": role, "content": content, "tool_calls": [_read_call(c)[0] for c in calls]})
                 continue
         elif role == "tool":
             call_id = entry.get("tool_call_id")
@@ -435,7 +470,7 @@ def moved_by_system_first(messages: list[Any]) -> list[int]:
     return moved
 
 
-def system_first(messages: list) -> list:
+def system_first(messages: list[Any]) -> list[Any]:
     """Rule 2 alone: a stable partition, system messages first (coerced messages)."""
     systems = [m for m in messages if m["role"] == "system"]
     if not systems or messages[: len(systems)] == systems:  # (compared by identity first)
@@ -447,7 +482,7 @@ def system_first(messages: list) -> list:
 # Rule 3 — the repair pass
 
 
-def _repair(messages: list, log: _DropLog) -> tuple[list, int]:
+def _repair(messages: list[Any], log: _DropLog) -> tuple[list[Any], int]:
     """One repair pass (steps A, B, C). Returns the new list and how many results it healed."""
     declared: set[str] = set()
     answered: set[str] = set()
@@ -457,9 +492,9 @@ def _repair(messages: list, log: _DropLog) -> tuple[list, int]:
     return _heal_unanswered(after_b, answered, log)
 
 
-def _declare_calls(messages: list, declared: set, log: _DropLog) -> list:
+def _declare_calls(messages: list[Any], declared: set[str], log: _DropLog) -> list[Any]:
     """Step A — declarations: the first declaration of an id owns the pairing (``declared``)."""
-    after_a = []
+    after_a: list[Any] = []
     keep = after_a.append
     for message in messages:
         if "tool_calls" not in message:  # only assistant turns carry calls after rule 1
@@ -499,9 +534,9 @@ def _declare_calls(messages: list, declared: set, log: _DropLog) -> list:
     return after_a
 
 
-def _answer_results(messages: list, declared: set, answered: set, log: _DropLog) -> list:
+def _answer_results(messages: list[Any], declared: set[str], answered: set[str], log: _DropLog) -> list[Any]:
     """Step B — results: each declared id is answered by its first usable result, anywhere."""
-    after_b = []
+    after_b: list[Any] = []
     keep = after_b.append
     for message in messages:
         if "tool_call_id" not in message:  # only tool messages carry an id after rule 1
@@ -526,7 +561,7 @@ def _answer_results(messages: list, declared: set, answered: set, log: _DropLog)
 def _heal_unanswered(messages: list[Any], answered: set[str], log: _DropLog) -> tuple[list[Any], int]:
     """Step C — unanswered calls: a synthetic result directly after the declaring turn."""
     healed = 0
-    after_c = []
+    after_c: list[Any] = []
     keep = after_c.append
     for message in messages:
         keep(message)
@@ -546,7 +581,7 @@ def _heal_unanswered(messages: list[Any], answered: set[str], log: _DropLog) -> 
 # Rule 4 — leading-tool guard, then repair again
 
 
-def _strip_leading_tools(messages: list, log: _DropLog) -> list:
+def _strip_leading_tools(messages: list[Any], log: _DropLog) -> list[Any]:
     start = 0
     while start < len(messages) and messages[start]["role"] == "system":
         start += 1
@@ -566,6 +601,42 @@ def normalize_conversation(messages: Any, trace: Trace | None = None) -> Normali
     record to its dead-letter output before calling this function. With ``trace`` (a fresh
     ``Trace``), the same pass also records what it did to each entry; the result is the same.
     """
+    if trace is not None:
+        return _by_the_letter(messages, trace)  # the trace follows the rules step by step
+    return _normalize(messages, False)[0]
+
+
+def normalize_read(messages: Any) -> tuple[NormalizeResult, Reading]:
+    """``normalize_conversation(messages)``, and how rule 1 found the input (``Reading``)."""
+    return _normalize(messages, True)
+
+
+def _normalize(messages: Any, reading_wanted: bool) -> tuple[NormalizeResult, Reading]:
+    if not isinstance(messages, list):
+        return NormalizeResult([], 0, {}, 0), Reading(False, False)
+    log = _DropLog()
+    flat, declared, answered, reading = _walk(messages, log, reading_wanted)
+    if flat is None:
+        # A result precedes a later declaration of its id: step B must see the whole list.
+        return _by_the_letter(messages), reading
+    healed = 0
+    if len(answered) != len(declared):
+        flat, healed = _heal_unanswered(flat, answered, log)  # step C
+    stripped = _strip_leading_tools(flat, log)
+    if stripped is flat:
+        # Nothing stripped: the second pass would see the first pass's output, where every id
+        # is usable and declared once and answered once, and change nothing (drop nothing,
+        # heal nothing). Skipping it is the same result, for a third of the core's time.
+        return NormalizeResult(flat, log.dropped, log.report(), healed), reading
+    # (Not reached from a walk: a kept result follows the turn that declares it. Kept so that
+    # rule 4 is applied here exactly as written.)
+    flat, healed_again = _repair(stripped, log)
+    return NormalizeResult(flat, log.dropped, log.report(), healed + healed_again), reading
+
+
+def _by_the_letter(messages: Any, trace: Trace | None = None) -> NormalizeResult:
+    """Rules 1-4 as NORMALIZATION.md writes them, one pass per step; with ``trace``, what each
+    rule did to each entry, recorded as it does it."""
     if not isinstance(messages, list):
         return NormalizeResult([], 0, {}, 0)
     tracing = None if trace is None else _TracingLog(messages, trace)
@@ -580,10 +651,7 @@ def normalize_conversation(messages: Any, trace: Trace | None = None) -> Normali
     flat, healed = _repair(flat, log)
     stripped = _strip_leading_tools(flat, log)
     if stripped is flat:
-        # Nothing stripped: the second pass would see the first pass's output, where every id
-        # is usable and declared once and answered once, and change nothing (drop nothing,
-        # heal nothing). Skipping it is the same result, for a third of the core's time.
-        return _result(flat, log, healed, tracing)
+        return _result(flat, log, healed, tracing)  # as above
     # Rule 4 runs the repair pass again: stripping a leading result can un-answer a call, and
     # the second pass heals it.
     log.repair_pass = 2
@@ -595,3 +663,131 @@ def _result(flat: list[Any], log: _DropLog, healed: int, tracing: _TracingLog | 
     if tracing is not None:
         tracing.finish(flat)
     return NormalizeResult(flat, log.dropped, log.report(), healed)
+
+
+# --------------------------------------------------------------------------------------------
+# Rules 1, 2 and steps A and B of rule 3 in one walk
+
+
+def _walk(
+    messages: list[Any], log: _DropLog, reading_wanted: bool = True
+) -> tuple[list[dict[str, Any]] | None, set[str], set[str], Reading]:
+    """Rule 1, steps A and B of the first repair pass, and rule 2, in one walk of the input.
+
+    Returns the list step B gives, the declared and the answered ids, and how rule 1 found
+    the input (when ``reading_wanted``; else a reading that says nothing). The list is
+    ``None`` when a result comes before the first declaration of its id, which is then
+    declared later (step B, which sees every declaration of the list first, must decide it:
+    ``_by_the_letter``).
+
+    Why one walk gives the letter's result: rule 2 moves only system messages, which carry no
+    calls and no results after rule 1, so steps A and B see the assistant turns and the
+    results in input order either way, and the partition commutes with their drops. Step A
+    needs nothing that comes later. Step B needs to know whether an id is declared anywhere:
+    for a result after the declaration that is known when it is met, and so is whether an
+    earlier result answered it; a result before any declaration is an orphan (dropped at the
+    end) unless a later turn declares its id (``None``).
+    """
+    out: list[dict[str, Any]] = []
+    append = out.append
+    declared: set[str] = set()
+    answered: set[str] = set()
+    undeclared: list[str] | None = None  # ids of results met before any declaration of them
+    others = late_system = False
+    whole, function_calls = reading_wanted, False  # Reading, as far as the walk has seen
+    for entry in messages:
+        if entry.__class__ is not dict:
+            whole = False
+            if not isinstance(entry, dict):
+                log.add("not_an_object")
+                continue
+        role = entry.get("role")
+        if role.__class__ is not str or role not in _PLAIN_ROLES:
+            whole = False
+            if not isinstance(role, str) or not role.strip():
+                log.add("no_role")
+                continue
+            role = str.__str__(role)
+        content = entry.get("content")
+        if content.__class__ is not str:
+            if content is None:
+                content = ""
+                whole = whole and "content" in entry
+            else:
+                content = content_text(content)
+                whole = False
+        # Whole: role and content, and the pairing key of a turn with calls or of a result.
+        if role == "system":
+            late_system = late_system or others
+            whole = whole and len(entry) == 2
+            append({"role": role, "content": content})
+            continue
+        others = True
+        if role == "assistant":
+            calls = entry.get("tool_calls")
+            if calls is None:
+                whole = whole and len(entry) == 2
+                calls = pairing_key(entry, "tool_calls")
+            else:
+                whole = whole and len(entry) == 3 and calls.__class__ is list
+            if isinstance(calls, list) and calls:
+                # Step A: the first declaration of an id owns the pairing.
+                kept: list[Any] = []
+                for source in calls:
+                    call, read_whole = _read_call(source)  # a new dict (for any object), or the junk
+                    raw_id = call["tool_call_id"] if call.__class__ is dict else None
+                    if whole:
+                        whole = read_whole and raw_id is not None and source.__class__ is dict
+                        function_calls = function_calls or (whole and "function" in source)
+                    # usable_id, inlined for the usual string id
+                    call_id = raw_id.strip() if raw_id.__class__ is str else usable_id(raw_id)
+                    if not call_id or call_id == "0":
+                        log.add("unusable_call")
+                    elif call_id in declared:
+                        log.add("redeclared_call")
+                    else:
+                        declared.add(call_id)
+                        if raw_id != call_id:
+                            call["tool_call_id"] = call_id
+                        kept.append(call)
+                if kept:
+                    append({"role": role, "content": content, "tool_calls": kept})
+                elif content.strip():
+                    append({"role": role, "content": content})
+                else:
+                    log.add("emptied_turn")
+                continue
+        elif role == "tool":
+            # Step B: each declared id is answered by its first usable result.
+            call_id = entry.get("tool_call_id")
+            if call_id is None:
+                whole = False
+                call_id = pairing_key(entry, "tool_call_id")
+            else:
+                whole = whole and len(entry) == 3
+            call_id = call_id.strip() if call_id.__class__ is str else usable_id(call_id)  # (as above)
+            if not call_id or call_id == "0":
+                log.add("orphan_result")
+            elif call_id in declared:
+                if call_id in answered:
+                    log.add("duplicate_result")
+                else:
+                    answered.add(call_id)
+                    append({"role": role, "content": content, "tool_call_id": call_id})
+            elif undeclared is None:
+                undeclared = [call_id]
+            else:
+                undeclared.append(call_id)
+            continue
+        else:
+            whole = whole and len(entry) == 2
+        append({"role": role, "content": content})
+    reading = Reading(whole, function_calls)
+    if undeclared is not None:
+        for call_id in undeclared:
+            if call_id in declared:
+                return None, declared, answered, reading
+            log.add("orphan_result")
+    if late_system:
+        out = system_first(out)  # rule 2
+    return out, declared, answered, reading

@@ -10,7 +10,7 @@ dict, so a type checker sees every key a module reads or writes, at no cost per 
 with output bytes unchanged.
 """
 
-from typing import TypedDict
+from typing import Any, TypedDict
 
 # No ``from __future__ import annotations`` here: TypedDict reads its keys' annotations at
 # class creation (which keys are required), and the optional ones come from ``total=False``
@@ -51,7 +51,7 @@ class DropMetrics(_DropCounts, total=False):
     ``_DropCounts`` always, these when they have something to say."""
 
     #: The ledger of fields coercion discarded (transforms.ledger), when not empty.
-    discarded: dict
+    discarded: dict[str, Any]
     #: Opt-in repairs by kind (``--profile lossless``).
     repairs: dict[str, int]
     #: The reader's and the writer's counted choices (docs/formats-readers-writers.md).
@@ -74,7 +74,8 @@ class DropMetrics(_DropCounts, total=False):
 
 class ViolationDetail(TypedDict):
     kind: str
-    index: int
+    #: ``None``: the violation is the list itself (not a list).
+    index: int | None
     tool_call_id: str | None
     detail: str
 

@@ -98,24 +98,24 @@ REKEY_SEPARATOR = "~"
 
 
 class ProfileResult(NamedTuple):
-    messages: list
+    messages: list[Any]
     dropped: int
-    drops: dict
+    drops: dict[str, int]
     healed: int
     #: ``{repair: count}`` for the opt-in repairs that occurred (empty under ``spec``).
-    repairs: dict
+    repairs: dict[str, int]
 
 
 # --------------------------------------------------------------------------------------------
 # Helpers on the flat shape (the shape ``coerce_messages`` emits)
 
 
-def _is_turn(message: dict) -> bool:
+def _is_turn(message: dict[str, Any]) -> bool:
     # After rule 1 only assistant turns carry a ``tool_calls`` key, and only a non-empty list.
     return "tool_calls" in message
 
 
-def _is_result(message: dict) -> bool:
+def _is_result(message: dict[str, Any]) -> bool:
     # After rule 1 only ``tool`` messages carry a ``tool_call_id`` key.
     return "tool_call_id" in message
 
@@ -215,7 +215,7 @@ class _Declarations(NamedTuple):
     before_turn: dict[int, int]  # result -> the turn right after its run of tool messages
 
 
-def _declarations(messages: list) -> _Declarations:
+def _declarations(messages: list[Any]) -> _Declarations:
     walk = _Declarations(set(), {}, set(), {})
     present, groups = walk.present, walk.groups
     pending: dict[str, list[int]] = {}  # results seen before any declaration of their id
@@ -395,7 +395,7 @@ def reattach_results(messages: list[Any], moves: list[int] | None = None) -> tup
     return _with_moves(messages, front, back, moved), len(moved)
 
 
-def _first_declarations(messages: list) -> dict[str, int]:
+def _first_declarations(messages: list[Any]) -> dict[str, int]:
     """``{id: index of the first turn declaring it}`` (the owner the core keeps)."""
     owner: dict[str, int] = {}
     for index, message in enumerate(messages):
@@ -407,7 +407,7 @@ def _first_declarations(messages: list) -> dict[str, int]:
     return owner
 
 
-def _moves(messages: list, owner: dict[str, int]) -> tuple[dict[int, list[int]], dict[int, list[int]], set[int]]:
+def _moves(messages: list[Any], owner: dict[str, int]) -> tuple[dict[int, list[int]], dict[int, list[int]], set[int]]:
     """Which results move where: ``front`` (owner turn -> results to put right after it),
     ``back`` (last index of a turn's block -> results to put there), and all moved indices."""
     front: dict[int, list[int]] = {}
@@ -429,7 +429,7 @@ def _moves(messages: list, owner: dict[str, int]) -> tuple[dict[int, list[int]],
             block_last[block_turn] = index
         key = usable_id(message["tool_call_id"])
         turn = owner.get(key) if key is not None else None
-        if turn is None:
+        if key is None or turn is None:
             continue  # unusable id or orphan: the core drops it
         if index < turn:
             front.setdefault(turn, []).append(index)
@@ -448,8 +448,10 @@ def _moves(messages: list, owner: dict[str, int]) -> tuple[dict[int, list[int]],
     return front, back, moved
 
 
-def _with_moves(messages: list, front: dict[int, list[int]], back: dict[int, list[int]], moved: set[int]) -> list:
-    out = []
+def _with_moves(
+    messages: list[Any], front: dict[int, list[int]], back: dict[int, list[int]], moved: set[int]
+) -> list[Any]:
+    out: list[Any] = []
     append = out.append
     for index, message in enumerate(messages):
         # A block's last message may itself move away: what goes after it still goes here.
@@ -466,7 +468,7 @@ def _with_moves(messages: list, front: dict[int, list[int]], back: dict[int, lis
 # Profiles
 
 
-def _merge_drops(*tallies: dict) -> dict:
+def _merge_drops(*tallies: dict[str, int]) -> dict[str, int]:
     merged: dict[str, int] = {}
     for tally in tallies:
         for reason, count in tally.items():

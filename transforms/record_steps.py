@@ -12,20 +12,32 @@ from __future__ import annotations
 
 import functools
 import hashlib
-from enum import StrEnum
-from typing import Any, NamedTuple
+from enum import Enum
+from typing import Any, Callable, NamedTuple
 
-from transforms.formats import READERS, FormatError, detect_reader_after, read_forced, unrecognized
+from transforms.formats import (
+    READERS,
+    Conversation,
+    FormatError,
+    Reader,
+    detect_reader,
+    plain_chat_after,
+    read_forced,
+    unrecognized,
+)
 from transforms.formats.base import not_a_record
 from transforms.formats.openai import is_batch_line
 from transforms.inputs import Parsed, RawRecord, Unreadable
 from transforms.jsontext import NumberTooLarge, canonical_json, dumps_line, int_text, parse_json
-from transforms.output_records import DeadLetter
+from transforms.output_records import DeadLetter, DropMetrics
 from transforms.settings import Settings
 
 
-class DeadLetterReason(StrEnum):
-    """Closed list of dead-letter reasons, in the order processing can produce them."""
+class DeadLetterReason(str, Enum):
+    """Closed list of dead-letter reasons, in the order processing can produce them.
+
+    A ``str`` mix-in rather than ``enum.StrEnum``: that is Python 3.11, and convnorm runs on 3.10.
+    """
 
     UNREADABLE_FILE = "unreadable_file"
     RECORD_TOO_LARGE = "record_too_large"
@@ -50,22 +62,34 @@ DEAD_LETTER_REASONS = tuple(reason.value for reason in DeadLetterReason)
 class Produced(NamedTuple):
     """A step's result: the normalized record (or the validate step's report) and its metrics."""
 
-    record: dict
-    metrics: dict | None
+    record: dict[str, Any]
+    metrics: DropMetrics | None
     #: ``record`` serialized (``dumps_line``), when processing did it.
     line: bytes | None = None
-    #: Never a dead letter (read-only, not a field): ``outcome.dead_letter is None`` holds.
-    dead_letter = None
+
+    @property
+    def dead_letter(self) -> None:
+        """Never a dead letter (read-only, not a field): ``outcome.dead_letter is None`` holds."""
+        return None
 
 
 class DeadLettered(NamedTuple):
     """A record that ends in the dead-letter output: source, position, reason, detail, raw."""
 
-    dead_letter: dict
-    #: No record, metrics or line (read-only, not fields).
-    record = None
-    metrics = None
-    line = None
+    dead_letter: DeadLetter
+
+    # No record, metrics or line (read-only, not fields).
+    @property
+    def record(self) -> None:
+        return None
+
+    @property
+    def metrics(self) -> None:
+        return None
+
+    @property
+    def line(self) -> None:
+        return None
 
 
 #: What a step returns for one raw record: exactly one of the two, by type.
@@ -162,22 +186,33 @@ class ReaderHint:
     __slots__ = ("reader",)
 
     def __init__(self) -> None:
-        self.reader = None
+        self.reader: Reader | None = None
 
 
-def read_conversation(record: Any, settings: Settings, hint: ReaderHint | None = None, for_core: bool = False):
+def read_conversation(
+    record: Any, settings: Settings, hint: ReaderHint | None = None, for_core: bool = False
+) -> Conversation:
     """The record read by its format reader (detected, or the one ``--format`` names);
     ``RecordRefused`` with the reason when no reader takes it. ``for_core``: the messages go
     only to the core and the ledger (the run step), so the reader's faster ``read_for_core``
     may serve; validate checks the list itself and never takes it."""
     if settings.input_format == "auto":
-        reader = detect_reader_after(hint.reader if hint is not None else None, record, settings.messages_field)
+        field = settings.messages_field
+        plain = plain_chat_after(hint.reader if hint is not None else None, record, field)
+        reader = READERS[plain.reader] if plain is not None else detect_reader(record, field)
         if hint is not None:
             hint.reader = reader
+        if (
+            plain is not None
+            and plain.as_is
+            and (plain.reader == "flat" or (for_core and READERS[plain.reader].read_for_core))
+        ):
+            # What the reader hands on (the flat reader, the OpenAI reader's read for the core):
+            # the record's own messages and fields, one pass over them, no second.
+            return Conversation(record[field], record, keys_kept=plain.keys_kept)
         if reader is None:
             if not isinstance(record, (dict, list)):
                 raise RecordRefused(DeadLetterReason.NOT_A_RECORD, str(not_a_record(record)))
-            field = settings.messages_field
             if isinstance(record, dict) and field in record and not isinstance(record[field], list):
                 kind = type(record[field]).__name__
                 raise RecordRefused(DeadLetterReason.MESSAGES_NOT_A_LIST, f"{field!r} is {kind}, not a list")
@@ -225,7 +260,9 @@ def dead_letter(
     return letter
 
 
-def guarded(step, raw: RawRecord, settings: Settings, *hint) -> Outcome:
+def guarded(
+    step: Callable[..., tuple[Any, ...]], raw: RawRecord, settings: Settings, *hint: ReaderHint | None
+) -> Outcome:
     """``step(raw, settings, *hint)`` as an ``Outcome``; never raises."""
     try:
         output, metrics, *line = step(raw, settings, *hint)

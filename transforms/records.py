@@ -13,15 +13,24 @@ The Beam DoFn in ``transforms.conversations`` only calls ``normalize_batch`` and
 
 from __future__ import annotations
 
-from typing import Any, NamedTuple
+from typing import Any, Callable, NamedTuple
 
-from transforms.formats import WRITERS, FormatError, WriteContext
+from transforms.formats import (
+    READERS,
+    WRITERS,
+    Conversation,
+    FormatError,
+    WriteContext,
+    plain_chat_messages,
+    plain_chat_read,
+)
 from transforms.inputs import Parsed, RawRecord
 from transforms.jsontext import dumps_line
 from transforms.ledger import coercion_discards
 from transforms.ledger import report as ledger_report
+from transforms.normalize import normalize_read
 from transforms.output_records import DropMetrics
-from transforms.profiles import normalize_with_profile
+from transforms.profiles import ProfileResult, normalize_with_profile
 from transforms.record_steps import (
     DeadLettered,
     DeadLetterReason,
@@ -34,7 +43,7 @@ from transforms.record_steps import (
     read_conversation,
     record_id,
 )
-from transforms.roles import DROPPED_ROLE, MAPPED_ROLE, apply_role_options
+from transforms.roles import apply_role_options, drops_with_roles, repairs_with_roles
 from transforms.settings import Settings, TokenSettings
 from transforms.tokens import count_example, has_assistant_message, sink_view
 from transforms.tool_blocks import first_free
@@ -42,20 +51,65 @@ from transforms.validate import check_sendable, count_by_kind
 
 
 class BatchResult(NamedTuple):
-    records: list
-    metrics: list
-    dead_letters: list
+    #: The records (normalizing with ``keep_records=False``: none, their lines are kept).
+    records: list[Any]
+    metrics: list[Any]
+    dead_letters: list[Any]
     #: ``dumps_line`` of each record (normalizing only; ``None`` for ``check_record``).
-    lines: list | None = None
+    lines: list[Any] | None = None
 
 
-def _process(raw: RawRecord, settings: Settings, hint: ReaderHint | None = None) -> tuple[dict, DropMetrics, bytes]:
-    record = parse_payload(raw)
+class _Normalized(NamedTuple):
+    conversation: Conversation
+    #: What the core normalized: the conversation's messages after the role options.
+    messages: list[Any]
+    result: ProfileResult
+    #: Messages ``--drop-role`` dropped and ``--map-role`` renamed.
+    role_drops: int
+    role_maps: int
+
+
+def _read_and_normalize(record: Any, settings: Settings, hint: ReaderHint | None) -> _Normalized:
+    """The record read (``read_conversation``), the role options applied, and its messages
+    normalized by the profile.
+
+    After a plain chat in a batch, under the ``spec`` profile and without role options, the
+    core goes first, on the record's own messages: when it read them whole
+    (``formats.plain_chat_read``) they are a plain chat that both plain readers hand on as it
+    is, with nothing for the ledger, and the record needs no other pass. Otherwise the record
+    is read as usual, and the core's result stands if the reader handed on that very list.
+    """
+    messages = None
+    if (
+        hint is not None
+        and settings.profile == "spec"
+        and settings.input_format == "auto"
+        and not (settings.drop_roles or settings.map_roles)
+    ):
+        messages = plain_chat_messages(hint.reader, record, settings.messages_field)
+    if hint is not None and messages is not None:
+        core, reading = normalize_read(messages)
+        result = ProfileResult(core.messages, core.dropped, core.drops, core.healed, {})  # the spec profile's
+        plain = plain_chat_read(reading)
+        if plain is not None:
+            hint.reader = READERS[plain.reader]
+            return _Normalized(Conversation(messages, record, keys_kept=True), messages, result, 0, 0)
     conversation = read_conversation(record, settings, hint, for_core=True)
-    rid = record_id(record, settings)
+    if messages is not None and conversation.messages is messages:
+        return _Normalized(conversation, messages, result, 0, 0)
     # --drop-role / --map-role, before MEM-5 (which repairs the pairing a dropped message leaves).
     messages, role_drops, role_maps = apply_role_options(conversation.messages, settings.drop_roles, settings.map_roles)
-    result = normalize_with_profile(messages, settings.profile)
+    return _Normalized(
+        conversation, messages, normalize_with_profile(messages, settings.profile), role_drops, role_maps
+    )
+
+
+def _process(
+    raw: RawRecord, settings: Settings, hint: ReaderHint | None = None
+) -> tuple[dict[str, Any], DropMetrics, bytes]:
+    record = parse_payload(raw)
+    conversation, messages, result, role_drops, role_maps = _read_and_normalize(record, settings, hint)
+    rid = record_id(record, settings)
 
     normalized = dict(conversation.fields)
     # Assigning to an existing key keeps its place: the record keeps its key order.
@@ -71,18 +125,22 @@ def _process(raw: RawRecord, settings: Settings, hint: ReaderHint | None = None)
         "source": raw.source,
         "position": raw.position,
         "dropped": result.dropped + role_drops,
-        "drops": {**result.drops, DROPPED_ROLE: role_drops} if role_drops else result.drops,
+        "drops": drops_with_roles(result.drops, role_drops),
         "healed": result.healed,
         "messages_in": len(conversation.messages),
         "messages_out": len(result.messages),
     }
     # What coercion discards beside the drops (a ledger, not MEM-5's count): the reader's part
     # (reasoning blocks) plus the message keys rule 1 does not keep.
-    discarded = coercion_discards(messages, conversation.discarded)
+    discarded = (
+        conversation.discarded
+        if conversation.keys_kept and messages is conversation.messages
+        else coercion_discards(messages, conversation.discarded)
+    )
     if discarded:
         metrics["discarded"] = ledger_report(discarded)
     if result.repairs or role_maps:
-        metrics["repairs"] = {**result.repairs, MAPPED_ROLE: role_maps} if role_maps else result.repairs
+        metrics["repairs"] = repairs_with_roles(result.repairs, role_maps)
     if conversation.report:
         metrics["reader_report"] = conversation.report
     if conversation.partial:
@@ -164,30 +222,45 @@ def process_record(raw: RawRecord, settings: Settings, hint: ReaderHint | None =
     return guarded(_process, raw, settings, hint)
 
 
-def normalize_batch(records: list, settings: Settings, step=process_record, taken: dict | None = None) -> BatchResult:
+def normalize_batch(
+    records: list[Any],
+    settings: Settings,
+    step: Callable[..., Outcome] = process_record,
+    taken: dict[str, int] | None = None,
+    keep_records: bool = True,
+    hint: ReaderHint | None = None,
+) -> BatchResult:
     """``step`` (``process_record`` or ``validate_step.check_record``) over a batch, split by destination,
     input order kept.
 
     ``taken`` is the state of the output file the batch goes to (the caller starts a new one
     per file): when the sink's writer has a ``unique_field``, repeated values are renamed
-    (``make_unique``).
+    (``make_unique``). ``keep_records=False`` (normalizing, for a writer that takes the lines):
+    each record is dropped once its line is made, so that a batch's records do not stay alive
+    until it is written (a batch is the loop's working set: measured, 0.5 round trips per
+    record on a busy machine); ``records`` is then empty, unless renaming needs them.
+    ``hint``: the reader of the record read before this batch (the caller keeps one per input
+    file, so that a batch does not begin with full detection); ``None``: a new one.
     """
     outputs, metrics, letters = [], [], []
     normalizing = step is process_record
-    hint = (ReaderHint(),) if normalizing else ()
-    lines = [] if normalizing else None
+    hints = ((ReaderHint() if hint is None else hint),) if normalizing else ()
+    lines: list[Any] | None = [] if normalizing else None
+    unique_field = WRITERS[settings.sink].unique_field if normalizing else None
+    renaming = unique_field is not None and taken is not None
+    keep = keep_records or not normalizing or renaming
     for raw in records:
-        outcome = step(raw, settings, *hint)
+        outcome = step(raw, settings, *hints)
         if isinstance(outcome, DeadLettered):
             letters.append(outcome.dead_letter)
             continue
-        outputs.append(outcome.record)
+        if keep:
+            outputs.append(outcome.record)
         if outcome.metrics is not None:
             metrics.append(outcome.metrics)
         if lines is not None:
             lines.append(outcome.line)
-    unique_field = WRITERS[settings.sink].unique_field if normalizing else None
-    if unique_field is not None and taken is not None:
+    if unique_field is not None and taken is not None and lines is not None:  # (renaming)
         for index in make_unique(outputs, metrics, unique_field, taken):
             lines[index] = dumps_line(outputs[index])  # renamed after it was serialized
     return BatchResult(outputs, metrics, letters, lines)
@@ -197,7 +270,7 @@ def normalize_batch(records: list, settings: Settings, step=process_record, take
 UNIQUE_SEPARATOR = "~"
 
 
-def make_unique(outputs: list, metrics: list, field: str, taken: dict) -> list[int]:
+def make_unique(outputs: list[Any], metrics: list[Any], field: str, taken: dict[str, int]) -> list[int]:
     """Rename repeated ``field`` values in place, deterministically, in output order.
 
     The n-th occurrence of a value becomes ``<value>~n`` (``~n+1`` ... if that is taken too);

@@ -37,17 +37,36 @@ def apply_role_options(
     out: list[Any] = []
     dropped = mapped = 0
     for message in messages:
-        role = message.get("role") if isinstance(message, dict) else None
-        if not isinstance(role, str):
+        fate = role_fate(message, drop_roles, mapping)
+        if fate is None:
             out.append(message)
-        elif role in drop_roles:
+        elif fate == DROPPED_ROLE:
             dropped += 1
-        elif role in mapping:
-            out.append({**message, "role": mapping[role]})
-            mapped += 1
         else:
-            out.append(message)
+            out.append({**message, "role": fate})
+            mapped += 1
     return out, dropped, mapped
+
+
+def role_fate(message: Any, drop_roles: tuple[str, ...], mapping: dict[str, str]) -> str | None:
+    """What the options do to one entry: ``DROPPED_ROLE``, the role it is given, or ``None``
+    (kept as it is; entries that are not messages always are)."""
+    role = message.get("role") if isinstance(message, dict) else None
+    if not isinstance(role, str):
+        return None
+    if role in drop_roles:
+        return DROPPED_ROLE
+    return mapping.get(role)
+
+
+def drops_with_roles(drops: dict[str, int], role_drops: int) -> dict[str, int]:
+    """A conversation's drops by reason: MEM-5's, then ``drop_role``'s when any."""
+    return {**drops, DROPPED_ROLE: role_drops} if role_drops else drops
+
+
+def repairs_with_roles(repairs: dict[str, int], role_maps: int) -> dict[str, int]:
+    """A conversation's repairs: the profile's, then ``map_role``'s when any."""
+    return {**repairs, MAPPED_ROLE: role_maps} if role_maps else repairs
 
 
 def parse_map_role(value: str) -> tuple[str, str] | None:

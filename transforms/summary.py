@@ -20,7 +20,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable, NamedTuple
 
-from transforms.normalize import CALL_REASONS, REASONS
+from transforms.normalize import REASONS, split_drops
 from transforms.output_records import DeadLetter, DropMetrics, ViolationReport
 from transforms.profiles import REPAIRS
 from transforms.record_steps import DEAD_LETTER_REASONS, DeadLetterReason
@@ -49,7 +49,7 @@ def _bucket(dropped: int) -> str:
     return HISTOGRAM_BUCKETS[0][0]
 
 
-def merge(a: dict, b: dict) -> dict:
+def merge(a: dict[str, Any], b: dict[str, Any]) -> dict[str, Any]:
     """Add two partial summaries (nested dicts of counts) into a new one."""
     out = dict(a)
     for key, value in b.items():
@@ -80,12 +80,13 @@ UNWRITABLE = DeadLetterReason.UNWRITABLE.value
 _REFUSALS = " refusals"
 
 
-def _add(counts: dict, key: str, n: int = 1) -> None:
+def _add(counts: dict[str, Any], key: str, n: int = 1) -> None:
     counts[key] = counts.get(key, 0) + n
 
 
-def _reasons(dead_letters: Iterable[DeadLetter]) -> dict:
-    counts: dict = {}
+def _reasons(dead_letters: Iterable[DeadLetter]) -> dict[str, Any]:
+    """Dead letters by reason; the sink refusals by the writer's reason under ``_REFUSALS``."""
+    counts: dict[str, Any] = {}
     for letter in dead_letters:
         _add(counts, letter["reason"])
         if letter["reason"] == UNWRITABLE:
@@ -94,7 +95,9 @@ def _reasons(dead_letters: Iterable[DeadLetter]) -> dict:
     return counts
 
 
-def _accounting(records_in: int, blank_lines: int, through: str, n: int, dead_letters: Iterable[DeadLetter]) -> dict:
+def _accounting(
+    records_in: int, blank_lines: int, through: str, n: int, dead_letters: Iterable[DeadLetter]
+) -> dict[str, Any]:
     """The partial totals every view has: records read, ``n`` of them through to the main
     output (counted as ``through``), the rest dead letters by reason."""
     letters = _reasons(dead_letters)
@@ -109,14 +112,14 @@ def _accounting(records_in: int, blank_lines: int, through: str, n: int, dead_le
     }
 
 
-def _tally_violations(counts: dict, found: dict) -> int:
+def _tally_violations(counts: dict[str, int], found: dict[str, int]) -> int:
     """Add one conversation's violations by kind to ``counts``; 1 if it has any, else 0."""
     for kind, n in found.items():
         _add(counts, kind, n)
     return 1 if found else 0
 
 
-def _ordered(counts: dict, names: Iterable[str]) -> dict:
+def _ordered(counts: dict[str, Any], names: Iterable[str]) -> dict[str, Any]:
     names = list(names)
     ordered = {name: counts.get(name, 0) for name in names}
     # Anything outside the closed list would be a bug upstream; keep it visible, sorted.
@@ -124,7 +127,7 @@ def _ordered(counts: dict, names: Iterable[str]) -> dict:
     return ordered
 
 
-def _letters_and_blanks(s: dict) -> dict:
+def _letters_and_blanks(s: dict[str, Any]) -> dict[str, Any]:
     doc = {
         "dead_letters": s["dead_letters"],
         "dead_letters_by_reason": _ordered(s["dead_letters_by_reason"], DEAD_LETTER_REASONS),
@@ -138,36 +141,47 @@ def _letters_and_blanks(s: dict) -> dict:
     return doc
 
 
-def _violation_totals(s: dict) -> dict:
+def _violation_totals(s: dict[str, Any]) -> dict[str, Any]:
     return {
         "conversations_with_violations": s["conversations_with_violations"],
         "violations": _ordered(s["violations"], VIOLATION_KINDS),
     }
 
 
-def accounted(doc: dict, through: str) -> bool:
+def accounted(doc: dict[str, Any], through: str) -> bool:
     """Every record read ended in exactly one output: ``doc[through]`` (the records that reached
     the command's main output) or the dead letters."""
-    return doc["records_in"] == doc[through] + doc["dead_letters"]
+    return bool(doc["records_in"] == doc[through] + doc["dead_letters"])
 
 
-def _shown(value) -> str:
+def _shown(value: Any) -> str:
     return f"{value:,}" if isinstance(value, int) and not isinstance(value, bool) else str(value)
 
 
-def _nonzero(counts: dict, indent: str) -> list[tuple[str, int]]:
+def _nonzero(counts: dict[str, Any], indent: str) -> list[tuple[str, int]]:
     return [(f"{indent}{name}", n) for name, n in counts.items() if n]
 
 
-def _letter_rows(doc: dict, label: str, indent: str) -> list[tuple]:
-    return [(label, doc["dead_letters"]), *_nonzero(doc["dead_letters_by_reason"], indent)]
+def _letter_rows(doc: dict[str, Any], label: str, indent: str) -> list[tuple[str, Any]]:
+    rows = [(label, doc["dead_letters"])]
+    for row in _nonzero(doc["dead_letters_by_reason"], indent):
+        rows.append(row)
+        if row[0].strip() == UNWRITABLE:  # why the sink refused them, by the writer's reason
+            rows += _nonzero(_refusals(doc), indent + "  ")
+    return rows
 
 
-def _violation_rows(doc: dict, label: str) -> list[tuple]:
+def _refusals(doc: dict[str, Any]) -> dict[str, int]:
+    """The sink's refusals (``unwritable`` dead letters) by the writer's reason, most first."""
+    refusals = doc.get("sink_refusals_by_reason") or {}
+    return dict(sorted(refusals.items(), key=lambda item: -item[1]))
+
+
+def _violation_rows(doc: dict[str, Any], label: str) -> list[tuple[str, Any]]:
     return [(label, doc["conversations_with_violations"]), *_nonzero(doc["violations"], "  ")]
 
 
-def _render(title: str, rows: list[tuple], footer: list[str]) -> str:
+def _render(title: str, rows: list[tuple[str, Any]], footer: list[str]) -> str:
     """The table layout both views print: labels left, values right-aligned."""
     width = max(len(label) for label, _ in rows)
     lines = [title, *(f"  {label.ljust(width)}  {_shown(value):>12}" for label, value in rows), *footer]
@@ -187,11 +201,16 @@ def partial(
     metrics: Iterable[DropMetrics] = (),
     dead_letters: Iterable[DeadLetter] = (),
     blank_lines: int = 0,
-) -> dict:
+) -> dict[str, Any]:
     """The partial summary of one batch: raw records read, drop metrics, dead letters."""
-    dropped_by, repairs, violations, histogram, nulled, discarded = {}, {}, {}, {}, {}, {}
+    dropped_by: dict[str, int] = {}
+    repairs: dict[str, int] = {}
+    violations: dict[str, int] = {}
+    histogram: dict[str, int] = {}
+    nulled: dict[str, int] = {}
+    discarded: dict[str, dict[str, int]] = {}
     tokens: dict[str, Any] = {}  # --tokens only: transforms.tokens.tally_example
-    reports: dict = {name: {} for name in _REPORTS}
+    reports: dict[str, Any] = {name: {} for name in _REPORTS}
     records_out = messages_in = messages_out = dropped = healed = with_drops = with_violations = 0
     with_discards = partial_conversations = 0
     for m in metrics:
@@ -247,7 +266,7 @@ def partial(
     return part
 
 
-def _add_ledger(discarded: dict, ledger: dict) -> None:
+def _add_ledger(discarded: dict[str, dict[str, int]], ledger: dict[str, Any]) -> None:
     for name, counts in ledger.items():
         total = discarded.setdefault(name, {"fields": 0, "chars": 0})
         total["fields"] += counts["fields"]
@@ -260,7 +279,7 @@ MAX_LEDGER_NAMES = 50
 OTHER_NAMES = "(other names)"
 
 
-def _ledger(discarded: dict, conversations: int) -> dict:
+def _ledger(discarded: dict[str, Any], conversations: int) -> dict[str, Any]:
     """The run's ledger of what coercion discarded (``transforms.ledger``), apart from drops.
 
     The most frequent names (by fields, then name) are listed, sorted by name, the rest summed:
@@ -279,7 +298,9 @@ def _ledger(discarded: dict, conversations: int) -> dict:
     }
 
 
-def finalize(summary: dict, *, profile: str = "spec", check: bool = False, tokens: TokenSettings | None = None) -> dict:
+def finalize(
+    summary: dict[str, Any], *, profile: str = "spec", check: bool = False, tokens: TokenSettings | None = None
+) -> dict[str, Any]:
     """The canonical summary document (stable key order, every known reason listed); with
     ``tokens`` (``--tokens``), the ``tokens`` section (``token_figures``)."""
     s = merge(partial(), summary)
@@ -323,11 +344,11 @@ def finalize_run(summary: dict[str, Any], settings: Settings) -> dict[str, Any]:
     return finalize(summary, profile=settings.profile, check=settings.check, tokens=settings.tokens)
 
 
-def _sorted_counts(counts: dict) -> dict:
+def _sorted_counts(counts: dict[str, Any]) -> dict[str, Any]:
     return {k: _sorted_counts(v) if isinstance(v, dict) else v for k, v in sorted(counts.items())}
 
 
-def format_table(doc: dict) -> str:
+def format_table(doc: dict[str, Any]) -> str:
     """A short human-readable rendering of a finalized summary."""
     rows = [
         *_record_rows(doc),
@@ -344,7 +365,7 @@ def format_table(doc: dict) -> str:
     return _render(f"convnorm summary (profile {doc.get('profile', 'spec')})", rows, footer)
 
 
-def _record_rows(doc: dict) -> list[tuple]:
+def _record_rows(doc: dict[str, Any]) -> list[tuple[str, Any]]:
     rows = [
         ("records in", doc["records_in"]),
         ("  normalized", doc["records_out"]),
@@ -355,12 +376,10 @@ def _record_rows(doc: dict) -> list[tuple]:
     return rows
 
 
-def _message_rows(doc: dict) -> list[tuple]:
+def _message_rows(doc: dict[str, Any]) -> list[tuple[str, Any]]:
     """Messages in - messages dropped + results added = messages out; then the calls dropped
     from turns that stayed, which MEM-5's drop count adds to the messages (it counts both)."""
-    by_reason = doc["dropped_by_reason"]
-    calls = {r: n for r, n in by_reason.items() if r in CALL_REASONS}
-    messages = {r: n for r, n in by_reason.items() if r not in CALL_REASONS}
+    messages, calls = split_drops(doc["dropped_by_reason"])
     return [
         ("messages in", doc["messages_in"]),
         ("messages dropped", sum(messages.values())),
@@ -380,7 +399,7 @@ def _message_rows(doc: dict) -> list[tuple]:
     ]
 
 
-def _ledger_rows(doc: dict) -> list[tuple]:
+def _ledger_rows(doc: dict[str, Any]) -> list[tuple[str, Any]]:
     if "discarded_fields" not in doc:
         return []
     # Not message drops: the fields rule 1 does not keep (transforms.ledger).
@@ -392,7 +411,7 @@ def _ledger_rows(doc: dict) -> list[tuple]:
     ]
 
 
-def _opt_in_rows(doc: dict) -> list[tuple]:
+def _opt_in_rows(doc: dict[str, Any]) -> list[tuple[str, Any]]:
     rows = [(f"repair {kind}", n) for kind, n in doc.get("repairs", {}).items()]
     if "violations" in doc:
         rows += _violation_rows(doc, "conversations with violations")
@@ -423,7 +442,7 @@ def _token_rows(t: dict[str, Any] | None) -> list[tuple[str, Any]]:
     return rows
 
 
-def _report_rows(doc: dict) -> list[tuple]:
+def _report_rows(doc: dict[str, Any]) -> list[tuple[str, Any]]:
     rows = []
     for name in _REPORTS:
         who = name.split("_")[0]
@@ -444,9 +463,9 @@ def validation_partial(
     reports: Iterable[ViolationReport] = (),
     dead_letters: Iterable[DeadLetter] = (),
     blank_lines: int = 0,
-) -> dict:
+) -> dict[str, Any]:
     """The partial summary of one batch: raw records read, violation reports, dead letters."""
-    violations: dict = {}
+    violations: dict[str, Any] = {}
     checked = with_violations = 0
     for report in reports:
         checked += 1
@@ -458,7 +477,7 @@ def validation_partial(
     }
 
 
-def finalize_validation(summary: dict) -> dict:
+def finalize_validation(summary: dict[str, Any]) -> dict[str, Any]:
     """The canonical ``validation.json`` document."""
     s = merge(validation_partial(), summary)
     doc = {
@@ -472,7 +491,7 @@ def finalize_validation(summary: dict) -> dict:
     return doc
 
 
-def format_validation_table(doc: dict) -> str:
+def format_validation_table(doc: dict[str, Any]) -> str:
     rows = [
         ("records in", doc["records_in"]),
         ("conversations checked", doc["conversations_checked"]),
@@ -487,8 +506,11 @@ def format_validation_table(doc: dict) -> str:
 # Exit rules of a finished run (its outputs are written either way)
 
 
-class DeadLetterLimit(NamedTuple):
-    """``--max-dead-letters``: a count (``10``) or a share of the records read (``2.5%``)."""
+@dataclass(frozen=True)
+class DeadLetterLimit:
+    """``--max-dead-letters``: a count (``10``) or a share of the records read (``2.5%``).
+
+    A dataclass, not a NamedTuple: a tuple's ``count`` method would shadow the field."""
 
     count: int | None = None
     percent: float | None = None
@@ -515,6 +537,7 @@ class DeadLetterLimit(NamedTuple):
     def exceeded_by(self, dead_letters: int, records_in: int) -> bool:
         if self.count is not None:
             return dead_letters > self.count
+        assert self.percent is not None  # parse sets exactly one of the two
         return dead_letters * 100 > self.percent * records_in
 
     def __str__(self) -> str:
@@ -526,7 +549,12 @@ def dead_letter_warning(doc: dict[str, Any], limit: DeadLetterLimit | None) -> s
     ``--warn-dead-letters``, naming the reasons; ``None`` under it. Not an exit rule."""
     if limit is None or not doc["records_in"] or not limit.exceeded_by(doc["dead_letters"], doc["records_in"]):
         return None
-    reasons = ", ".join(f"{reason} {n:,}" for reason, n in doc["dead_letters_by_reason"].items() if n)
+    refusals = ", ".join(f"{reason} {n:,}" for reason, n in _refusals(doc).items())
+    reasons = ", ".join(
+        f"{reason} {n:,}" + (f" ({refusals})" if reason == UNWRITABLE and refusals else "")
+        for reason, n in doc["dead_letters_by_reason"].items()
+        if n
+    )
     return (
         f"{doc['dead_letters']:,} of {doc['records_in']:,} records read "
         f"({doc['dead_letters'] / doc['records_in']:.1%}) are dead letters, past --warn-dead-letters "
@@ -538,7 +566,7 @@ def _unaccounted(through: str) -> str:
     return f"records in != {through} + dead-lettered: some records are not accounted for (no _SUCCESS written)"
 
 
-def run_failures(doc: dict, limit: DeadLetterLimit | None = None) -> list[str]:
+def run_failures(doc: dict[str, Any], limit: DeadLetterLimit | None = None) -> list[str]:
     """Why a finished run must exit with status 1 (its outputs are written either way)."""
     failures = []
     if not doc["accounted"]:
@@ -563,12 +591,12 @@ class Verdict(NamedTuple):
     errors: list[str]
 
 
-def run_verdict(doc: dict, limit: DeadLetterLimit | None = None) -> Verdict:
+def run_verdict(doc: dict[str, Any], limit: DeadLetterLimit | None = None) -> Verdict:
     failures = run_failures(doc, limit)
     return Verdict(1 if failures else 0, failures)
 
 
-def validation_verdict(doc: dict, limit: DeadLetterLimit | None = None) -> Verdict:
+def validation_verdict(doc: dict[str, Any], limit: DeadLetterLimit | None = None) -> Verdict:
     """Status 1 for a conversation that is not sendable or a record that could not be read
     (the table prints that verdict itself), or for records not accounted for (an error line)."""
     errors = [] if doc["accounted"] else [_unaccounted("checked")]
@@ -586,14 +614,14 @@ class View:
     main_output: str
     per_record_outputs: tuple[str, ...]
     #: ``partial(records_in, items, dead_letters, blank_lines)``: the totals of one batch.
-    partial: Callable[..., dict]
+    partial: Callable[..., dict[str, Any]]
     #: ``finalize(total, **options)``: the document written as the command's summary file.
-    finalize: Callable[..., dict]
-    format_table: Callable[[dict], str]
+    finalize: Callable[..., dict[str, Any]]
+    format_table: Callable[[dict[str, Any]], str]
     #: ``verdict(doc, limit)``: the exit status of a finished run (``--max-dead-letters``: ``limit``).
     verdict: Callable[..., Verdict]
 
-    def recount(self, doc: dict, on_disk: dict) -> dict:
+    def recount(self, doc: dict[str, Any], on_disk: dict[str, Any]) -> dict[str, Any]:
         """``doc`` with its record counts taken from the files on disk (records per output)."""
         doc = dict(doc)
         doc[self.through] = on_disk[self.main_output]

@@ -42,7 +42,8 @@ from transforms.settings import TokenSettings
 ENCODINGS = ("o200k_base", "cl100k_base")
 
 #: How to install the tokenizer (an optional extra: runs without ``--tokens`` never need it).
-INSTALL_HINT = "pip install 'convnorm[tokens]'"
+#: convnorm is installed from its checkout (README), not from a package index: the extra too.
+INSTALL_HINT = "pip install -e '.[tokens]' in convnorm's checkout"
 
 
 class TokenizerUnavailable(RuntimeError):

@@ -37,7 +37,7 @@ def _is_message(message: Any) -> bool:
     return isinstance(role, str) and bool(role.strip())
 
 
-def tool_blocks(messages: list) -> list[int]:
+def tool_blocks(messages: list[Any]) -> list[int]:
     """For each message, the index of the turn whose block holds it, else ``-1``.
 
     Only ``tool`` messages are ever in a block; a turn itself and every other message get

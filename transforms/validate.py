@@ -57,7 +57,8 @@ Usage::
 from __future__ import annotations
 
 import re
-from typing import Any, Callable, Iterable, NamedTuple
+from dataclasses import dataclass
+from typing import Any, Callable, Iterable
 
 from transforms.tool_blocks import tool_blocks
 
@@ -91,9 +92,12 @@ _KIND_ORDER = {kind: rank for rank, kind in enumerate(VIOLATION_KINDS)}
 TOOL_NAME = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
 
 
-class Violation(NamedTuple):
+@dataclass(frozen=True)
+class Violation:
     """One broken rule: its kind, where (index in the input list; ``None`` for the list
-    itself), the call id concerned when it is a string (else ``None``), and a short text."""
+    itself), the call id concerned when it is a string (else ``None``), and a short text.
+
+    A dataclass, not a NamedTuple: a tuple's ``index`` method would shadow the field."""
 
     kind: str
     index: int | None
@@ -138,7 +142,7 @@ def check_sendable(messages: Any) -> list[Violation]:
 Report = Callable[[Violation], None]
 
 
-def _walk(messages: list, report: Report) -> tuple[dict[str, int], list[tuple[int, str | None, int]]]:
+def _walk(messages: list[Any], report: Report) -> tuple[dict[str, int], list[tuple[int, str | None, int]]]:
     """Declarations, blocks and the simple per-message rules, in one walk.
 
     Returns ``{id: index of the turn that first declares it}`` and, for each tool message,
@@ -184,7 +188,7 @@ class _OrderCheck:
         self.seen_other = False  # a non-system message came earlier
         self.leading = True  # still in the system group or the tool run right after it
 
-    def check(self, index: int, role: str, message: dict, report: Report) -> None:
+    def check(self, index: int, role: str, message: dict[str, Any], report: Report) -> None:
         if role == "system":
             if self.seen_other:
                 report(Violation("system_not_first", index, None, "system message after the conversation began"))
@@ -204,7 +208,7 @@ class _OrderCheck:
                 self.leading = False
 
 
-def _check_keys(index: int, role: str, message: dict, report: Report) -> None:
+def _check_keys(index: int, role: str, message: dict[str, Any], report: Report) -> None:
     if role != "assistant" and "tool_calls" in message:
         report(Violation("not_flat", index, None, f"tool_calls on a {role!r} message"))
     if role != "tool" and "tool_call_id" in message:
@@ -230,9 +234,9 @@ def _declare_calls(index: int, calls: Any, owner: dict[str, int], report: Report
         problem = _id_problem(raw)
         if problem is not None:
             report(Violation("unusable_call_id", index, _string(raw), f"call {position}: id {problem}"))
-            if not isinstance(raw, str):
-                continue  # nothing can pair with it
-            # A string id still pairs exactly, so its result is not also an orphan.
+        if not isinstance(raw, str):
+            continue  # nothing can pair with it
+        # A string id pairs exactly even when it is not canonical, so its result is not also an orphan.
         if raw in owner:
             where = "this turn" if owner[raw] == index else f"message {owner[raw]}"
             report(Violation("redeclared_id", index, raw, f"call {position}: id already declared by {where}"))

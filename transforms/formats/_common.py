@@ -7,7 +7,7 @@ record only). Not a format: it registers nothing.
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import Any, Callable, TypeGuard
 
 from transforms.formats._rendered import unknown_block
 from transforms.formats.base import Conversation, FormatError, RecordShapeError, not_a_record
@@ -44,7 +44,7 @@ _PLACEHOLDERS = {
 # Reading
 
 
-def message_list(record: Any, key: str) -> list:
+def message_list(record: Any, key: str) -> list[Any]:
     """The message list of a bare-list record or of an object record at ``key``."""
     if isinstance(record, list):
         return record
@@ -58,11 +58,11 @@ def message_list(record: Any, key: str) -> list:
     return messages
 
 
-def bare_list_conversation(record: Any, to_flat) -> Conversation | None:
+def bare_list_conversation(record: Any, to_flat: Callable[..., list[Any]]) -> Conversation | None:
     """A bare-list record read as it is: ``to_flat(record, discarded=...)``, no fields; ``None``
     for an object record, which the reader reads its own way; anything else is not a record."""
     if isinstance(record, list):
-        discarded: dict = {}
+        discarded: dict[str, Any] = {}
         return Conversation(to_flat(record, discarded=discarded), {}, discarded=discarded or None)
     if not isinstance(record, dict):
         raise not_a_record(record)
@@ -76,7 +76,7 @@ _PAIRING_KEYS = ("tool_calls", "tool_call_id")
 _ROLE_ONLY = frozenset(("role",))
 
 
-def foreign_entry(entries: list, keys: frozenset = MESSAGE_KEYS) -> int | None:
+def foreign_entry(entries: list[Any], keys: frozenset[str] = MESSAGE_KEYS) -> int | None:
     """The index of the first entry that is an object in a message shape nobody reads, else ``None``.
 
     Such an entry has a key besides ``role`` but none of ``keys`` (nor a pairing key under
@@ -97,7 +97,7 @@ def foreign_entry(entries: list, keys: frozenset = MESSAGE_KEYS) -> int | None:
     return None
 
 
-def describe_entry(entries: list, index: int, where: str) -> str:
+def describe_entry(entries: list[Any], index: int, where: str) -> str:
     """A sentence about the foreign entry ``entries[index]`` found at ``where``."""
     entry = entries[index]
     shown = ", ".join(str(k) for k in list(entry)[:8])
@@ -107,7 +107,7 @@ def describe_entry(entries: list, index: int, where: str) -> str:
     )
 
 
-def is_part_list(value: Any) -> bool:
+def is_part_list(value: Any) -> TypeGuard[list[Any]]:
     """A non-empty list of typed parts/blocks (``{"type": ...}`` objects): provider content."""
     return (
         isinstance(value, list)
@@ -116,7 +116,7 @@ def is_part_list(value: Any) -> bool:
     )
 
 
-def is_part_list_or_empty(value: Any) -> bool:
+def is_part_list_or_empty(value: Any) -> TypeGuard[list[Any]]:
     """A list of typed parts, or an empty list: provider content (an empty part list is empty
     text, not the ``"[]"`` the core's cast of a list would give)."""
     return value == [] or is_part_list(value)
@@ -150,13 +150,13 @@ def part_text(part: Any) -> str | None:
     return content_text(part)
 
 
-def note_reasoning(part: Any, discarded: dict | None) -> None:
+def note_reasoning(part: Any, discarded: dict[str, Any] | None) -> None:
     """Put a reasoning part or block in the ledger ``discarded`` (under its type); else nothing."""
     if discarded is not None and isinstance(part, dict) and part.get("type") in _REASONING_TYPES:
         note(discarded, part["type"], part)
 
 
-def flatten_parts(parts: list, discarded: dict | None = None) -> str:
+def flatten_parts(parts: list[Any], discarded: dict[str, Any] | None = None) -> str:
     """Join the non-empty texts of a part list with ``JOIN``; reasoning parts, and the
     annotations of text parts (citations a flat message cannot hold), go to ``discarded``."""
     texts = []
@@ -171,7 +171,7 @@ def flatten_parts(parts: list, discarded: dict | None = None) -> str:
     return JOIN.join(texts)
 
 
-def block_text(content: Any, discarded: dict | None = None) -> str:
+def block_text(content: Any, discarded: dict[str, Any] | None = None) -> str:
     """Text of a content that may be a string, a part list or nothing (tool results, system)."""
     if content is None:
         return ""
@@ -180,7 +180,7 @@ def block_text(content: Any, discarded: dict | None = None) -> str:
     return content_text(content)
 
 
-def record_fields(record: Any, consumed: tuple[str, ...]) -> dict:
+def record_fields(record: Any, consumed: tuple[str, ...]) -> dict[str, Any]:
     """The record's other fields, in order, without the keys a reader turned into messages."""
     if not isinstance(record, dict):
         return {}
@@ -205,7 +205,7 @@ class IdAllocator:
         return candidate
 
 
-def take_pending(pending: list, name: Any = None) -> str | None:
+def take_pending(pending: list[tuple[str, Any]], name: Any = None) -> str | None:
     """Pop the id of the pending call that an id-less result answers by position, else ``None``.
 
     ``pending`` holds ``(call id, name)`` pairs of calls that were given ids by position and
@@ -222,7 +222,7 @@ def take_pending(pending: list, name: Any = None) -> str | None:
     return pending.pop(0)[0]
 
 
-def ids_in_messages(messages: list) -> set[str]:
+def ids_in_messages(messages: list[Any]) -> set[str]:
     """Every usable id a message list already holds (calls under either spelling, results)."""
     taken: set[str] = set()
     for message in messages:
@@ -257,7 +257,7 @@ def parse_tools_text(tools: Any) -> Any:
 # Writing
 
 
-def normalized_messages(record: dict, key: str) -> list:
+def normalized_messages(record: dict[str, Any], key: str) -> list[Any]:
     messages = record.get(key) if isinstance(record, dict) else None
     if not isinstance(messages, list):
         raise FormatError("messages_not_a_list", f"the normalized record has no list at {key!r}")
@@ -268,7 +268,7 @@ def normalized_messages(record: dict, key: str) -> list:
 SYSTEM_ROLES = ("system", "developer")
 
 
-def joined_system(messages: list) -> str:
+def joined_system(messages: list[Any]) -> str:
     """The system (and ``developer``) messages' text joined with ``JOIN``, blank ones left out.
 
     What the writers whose format keeps the system prompt apart from the turns put there
@@ -287,7 +287,7 @@ def unsupported_role(role: object, target: str) -> FormatError:
     )
 
 
-def add_turn(turns: list, role: str, blocks: list, key: str) -> None:
+def add_turn(turns: list[Any], role: str, blocks: list[Any], key: str) -> None:
     """Append ``{"role": role, key: blocks}`` to ``turns``, or extend the last turn if it has
     ``role`` (the APIs that want roles to alternate would merge them anyway); no blocks, no turn."""
     if not blocks:
@@ -298,7 +298,7 @@ def add_turn(turns: list, role: str, blocks: list, key: str) -> None:
         turns.append({"role": role, key: blocks})
 
 
-def check_results_adjacent(messages: list) -> None:
+def check_results_adjacent(messages: list[Any]) -> None:
     """Refuse a list whose results are not where every provider requires them; change nothing.
 
     Every call must be answered exactly once, by a ``tool`` message in *its block*: the run of
@@ -314,8 +314,8 @@ def check_results_adjacent(messages: list) -> None:
     result, a second result or a result without a call means the record was not normalized:
     ``redeclared_call``, ``unanswered_call``, ``duplicate_result``, ``orphan_result``.
     """
-    turn_of: dict = {}  # call id -> index of the assistant message that declares it
-    block: dict = {}  # call id -> (index of its result, index of the turn whose block holds it)
+    turn_of: dict[str, Any] = {}  # call id -> index of the assistant message that declares it
+    block: dict[str, Any] = {}  # call id -> (index of its result, index of the turn whose block holds it)
     for position, (message, block_turn) in enumerate(zip(messages, tool_blocks(messages))):
         if message.get("role") == "tool":
             call_id = message.get("tool_call_id")
@@ -344,7 +344,7 @@ def check_results_adjacent(messages: list) -> None:
             raise FormatError("orphan_result", f"result for undeclared call {call_id!r}")
 
 
-def record_tools(record: dict) -> list | None:
+def record_tools(record: dict[str, Any]) -> list[Any] | None:
     """The record's tool definitions as a list, or ``None`` when it has none.
 
     ``tools`` wins; legacy ``functions`` (bare function schemas) is used when there is no
@@ -377,11 +377,12 @@ def _unconvertible(tool: Any, target: str) -> FormatError:
     return FormatError("unconvertible_tool", f"tool {name!r} cannot be written as a {target} tool without loss")
 
 
-def _function_schema(tool: dict) -> dict | None:
+def _function_schema(tool: dict[str, Any]) -> dict[str, Any] | None:
     """The function schema inside a chat, Responses or bare tool definition, else ``None``."""
     kind = tool.get("type")
-    if kind == "function" and isinstance(tool.get("function"), dict):
-        return tool["function"]
+    function = tool.get("function")
+    if kind == "function" and isinstance(function, dict):
+        return function
     if kind == "function" and "function" not in tool:
         return {k: v for k, v in tool.items() if k != "type"}
     if kind is None and "input_schema" not in tool and isinstance(tool.get("name"), str):
@@ -389,7 +390,7 @@ def _function_schema(tool: dict) -> dict | None:
     return None
 
 
-def openai_tool(tool: Any) -> dict:
+def openai_tool(tool: Any) -> dict[str, Any]:
     """One tool definition in the Chat Completions shape ``{type: function, function: {...}}``."""
     if not isinstance(tool, dict):
         raise _unconvertible(tool, "OpenAI")
@@ -401,18 +402,18 @@ def openai_tool(tool: Any) -> dict:
         # The Responses spelling of a custom tool, flat instead of nested.
         return {"type": "custom", "custom": {k: v for k, v in tool.items() if k != "type"}}
     if "input_schema" in tool and tool.keys() <= _ANTHROPIC_CLIENT_KEYS and tool.get("type") in (None, "custom"):
-        function = {"name": tool.get("name")}
+        function: dict[str, Any] = {"name": tool.get("name")}
         if "description" in tool:
             function["description"] = tool["description"]
         function["parameters"] = tool["input_schema"]
         return {"type": "function", "function": function}
-    function = _function_schema(tool)
-    if function is None or not function.keys() <= _OPENAI_FUNCTION_KEYS:
+    schema = _function_schema(tool)
+    if schema is None or not schema.keys() <= _OPENAI_FUNCTION_KEYS:
         raise _unconvertible(tool, "OpenAI")
-    return {"type": "function", "function": function}
+    return {"type": "function", "function": schema}
 
 
-def record_model(record: dict, ctx_model: str | None) -> str | None:
+def record_model(record: dict[str, Any], ctx_model: str | None) -> str | None:
     """``--model`` when given, else the record's own ``model`` string."""
     if ctx_model:
         return ctx_model

@@ -42,7 +42,7 @@ def value_at(record: Any, path: str) -> Any:
     return value
 
 
-def tools_for(record: dict, ctx: WriteContext) -> list | None:
+def tools_for(record: dict[str, Any], ctx: WriteContext) -> list[Any] | None:
     """The record's tool definitions: at ``--tools-field``, else ``tools`` / legacy ``functions``.
 
     A JSON-string list is parsed and a blank one means none, wherever it is (``record_tools``);
@@ -61,7 +61,7 @@ def _typed(tool: Any) -> Any:
     return tool
 
 
-def called_tools(messages: list) -> list[str]:
+def called_tools(messages: list[Any]) -> list[str]:
     """The names of the tools a normalized conversation calls, in order of first call."""
     names: dict[str, None] = {}
     for message in messages:
@@ -81,7 +81,7 @@ def tool_name(tool: Any) -> Any:
     return tool.get("name")
 
 
-def bare_function_schema(tool: Any, ctx: WriteContext, target: str) -> dict:
+def bare_function_schema(tool: Any, ctx: WriteContext, target: str) -> dict[str, Any]:
     """A tool definition as a bare function schema ``{name, description?, parameters?}`` (LLaMA-Factory's
     ``tools``, Gemini's function declarations); other keys are counted under ``discarded_tool_fields``."""
     name = tool_name(tool)

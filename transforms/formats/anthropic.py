@@ -252,6 +252,7 @@ def _anthropic_signal(record: Any, messages: list[Any]) -> bool:
 
 
 def detect_anthropic(record: Any, messages_field: str) -> bool:
+    messages: Any
     if isinstance(record, list):
         messages = record
     elif isinstance(record, dict):
@@ -486,7 +487,7 @@ def anthropic_tool(tool: Any, ctx: WriteContext) -> dict[str, Any]:
     unknown = sorted(set(function) - _FUNCTION_KEYS)
     if unknown:
         raise _not_convertible(name, f"key(s) {unknown} have no Anthropic equivalent")
-    out = {"name": name}
+    out: dict[str, Any] = {"name": name}
     description = _description(function, name, ctx)
     if description is not None:
         out["description"] = description
@@ -499,7 +500,7 @@ def anthropic_tool(tool: Any, ctx: WriteContext) -> dict[str, Any]:
     return out
 
 
-def _function_of(tool: dict[str, Any], name: Any) -> tuple[dict, bool]:
+def _function_of(tool: dict[str, Any], name: Any) -> tuple[dict[str, Any], bool]:
     """The function schema of a chat tool (nested in ``function``: ``True``) or of a Responses
     or bare one (the tool itself without ``type``: ``False``)."""
     if tool.get("type") == "function" and isinstance(tool.get("function"), dict):
@@ -559,8 +560,9 @@ def _with_required(schema: dict[str, Any], function: dict[str, Any], name: Any, 
 
 def _strict(function: dict[str, Any], name: Any, ctx: WriteContext) -> bool | None:
     """``strict`` true/false to write, or ``None``; ``strict: null`` is dropped, counted."""
-    if isinstance(function.get("strict"), bool):
-        return function["strict"]
+    strict = function.get("strict")
+    if isinstance(strict, bool):
+        return strict
     if "strict" in function:
         if function["strict"] is not None:
             raise _not_convertible(name, f"strict is a {type(function['strict']).__name__}")

@@ -69,17 +69,20 @@ class Conversation(NamedTuple):
     leaves out), ``None`` when it left nothing out.
     """
 
-    messages: list
-    fields: dict
+    messages: list[Any]
+    fields: dict[str, Any]
     #: Counts of the reader's documented choices that change what the record said (e.g.
     #: ``tool_call_ids_split``); the job reports them per conversation and per run.
-    report: dict | None = None
+    report: dict[str, Any] | None = None
     #: What the reader left out because the flat shape cannot hold it (reasoning blocks, a
     #: refusal beside content): the ledger of discarded fields, by key (transforms.ledger).
-    discarded: dict | None = None
+    discarded: dict[str, Any] | None = None
     #: The record continues a conversation it does not hold (a Responses request with a
     #: ``previous_response_id``): the job flags it in the drop metrics (``partial_conversation``).
     partial: bool = False
+    #: Known to hold only keys rule 1 keeps (``formats.plain_chat`` looked): coercion discards
+    #: nothing, the job skips the ledger's own pass. ``False``: not known.
+    keys_kept: bool = False
 
 
 @dataclass(frozen=True)
@@ -97,7 +100,7 @@ class WriteContext:
     #: Counts of what the writer mapped, dropped or derived for this record (one fresh dict per
     #: record): ``count_written`` adds to it; the job reports it as the record's
     #: ``writer_report`` (in ``drops/``) and sums it per run (``summary.json``).
-    report: dict = field(default_factory=dict, compare=False)
+    report: dict[str, Any] = field(default_factory=dict, compare=False)
     #: The record as parsed, before its reader mapped it: a writer that writes a record back
     #: in its own input format (a Batch line to ``openai-batch``) keeps from here everything it
     #: does not change. ``None`` when the job has no such record (a writer called alone).
@@ -139,7 +142,7 @@ class Reader:
 class Writer:
     name: str
     #: ``write(record, ctx) -> dict``; raises FormatError.
-    write: Callable[[dict, WriteContext], dict]
+    write: Callable[[dict[str, Any], WriteContext], dict[str, Any]]
     description: str = ""
     #: The ``WriteContext`` fields this writer reads from the command line, e.g. ``("model",)``
     #: (``--model`` fills ``model`` and, when given, wins over a record's own model;

@@ -89,8 +89,8 @@ def unrecognized(record: Any, messages_field: str) -> str:
         lists = [("the list's", record)]
     else:
         # The message field first, then any other list (Gemini's ``contents``, an ``input``).
-        keys = [messages_field] + [k for k in record if k != messages_field]
-        lists = [(repr(k), record[k]) for k in keys if isinstance(record.get(k), list)]
+        names = [messages_field] + [k for k in record if k != messages_field]
+        lists = [(repr(k), record[k]) for k in names if isinstance(record.get(k), list)]
         # ... and a message list one object down (a Batch line's ``body``).
         lists += [
             (repr(f"{k}.{messages_field}"), v[messages_field])

@@ -32,7 +32,7 @@ def detect_flat(record: Any, messages_field: str) -> bool:
     return isinstance(record, list) and foreign_entry(record) is None
 
 
-def write_flat(record: dict, ctx: WriteContext) -> dict:
+def write_flat(record: dict[str, Any], ctx: WriteContext) -> dict[str, Any]:
     return record
 
 

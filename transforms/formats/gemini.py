@@ -128,7 +128,7 @@ _PART_METADATA = frozenset(
 _ROLES = {"model": "assistant", "user": "user", "function": "user"}
 
 
-def _get(obj: dict, names: tuple) -> Any:
+def _get(obj: dict[str, Any], names: tuple[Any, ...]) -> Any:
     for name in names:
         if name in obj:
             return obj[name]
@@ -182,7 +182,7 @@ def _response_text(response: Any) -> str:
     return content_text(response)
 
 
-def system_text(instruction: Any, discarded: dict | None = None) -> str:
+def system_text(instruction: Any, discarded: dict[str, Any] | None = None) -> str:
     """The text of a ``systemInstruction``: a Content, a bare part list, or a string."""
     if isinstance(instruction, str):
         return instruction
@@ -193,7 +193,7 @@ def system_text(instruction: Any, discarded: dict | None = None) -> str:
     return JOIN.join(t for t in texts if t)
 
 
-def _call_ids(contents: list) -> set[str]:
+def _call_ids(contents: list[Any]) -> set[str]:
     taken = set()
     for content in contents:
         parts = content.get("parts") if isinstance(content, dict) else None
@@ -208,7 +208,7 @@ def _call_ids(contents: list) -> set[str]:
 _CONTENT_READ = frozenset(("role", "parts"))
 
 
-def gemini_to_flat(contents: list, system: Any = None, discarded: dict | None = None) -> list:
+def gemini_to_flat(contents: list[Any], system: Any = None, discarded: dict[str, Any] | None = None) -> list[Any]:
     out = []
     text = system_text(system, discarded) if system is not None else ""
     if text:
@@ -235,13 +235,16 @@ def gemini_to_flat(contents: list, system: Any = None, discarded: dict | None = 
     return out
 
 
-def _read_content(content: dict, index: int, ids: IdAllocator, pending: list, discarded: dict | None) -> tuple:
+def _read_content(
+    content: dict[str, Any], index: int, ids: IdAllocator, pending: list[Any], discarded: dict[str, Any] | None
+) -> tuple[Any, ...]:
     """The flat message of the Content at ``index``, and the tool messages of its responses
     (which answer calls off ``pending``)."""
     role = content.get("role") or "user"
     role = _ROLES.get(role, role) if isinstance(role, str) else role
     parts = content["parts"]
     several = sum(1 for p in parts if isinstance(p, dict) and isinstance(_get(p, _CALL), dict)) > 1
+    calls: list[Any]
     texts, calls, results = [], [], []
     for part in parts:
         if not isinstance(part, dict):
@@ -263,7 +266,7 @@ def _read_content(content: dict, index: int, ids: IdAllocator, pending: list, di
     return message, results
 
 
-def _flat_call(call: dict, ids: IdAllocator, index: int, sub: int | None) -> dict:
+def _flat_call(call: dict[str, Any], ids: IdAllocator, index: int, sub: int | None) -> dict[str, Any]:
     """A ``functionCall`` as a flat call: its own id, else one derived from its position."""
     call_id = call.get("id")
     if not (isinstance(call_id, str) and call_id):
@@ -274,7 +277,7 @@ def _flat_call(call: dict, ids: IdAllocator, index: int, sub: int | None) -> dic
     return flat
 
 
-def _result(response: dict, pending: list) -> dict:
+def _result(response: dict[str, Any], pending: list[Any]) -> dict[str, Any]:
     """The tool message of one functionResponse; takes the call it answers off ``pending``."""
     call_id = response.get("id")
     name = response.get("name")
@@ -312,7 +315,7 @@ def gemini_tools(tools: Any) -> Any:
     return out
 
 
-def _contents_key(record: dict, messages_field: str) -> str | None:
+def _contents_key(record: dict[str, Any], messages_field: str) -> str | None:
     # The message field first: the output is written there, so a list of its own beside
     # 'contents' would be overwritten; read it, and 'contents' is carried.
     for key in (messages_field, "contents"):
@@ -325,7 +328,7 @@ def read_gemini(record: Any, messages_field: str) -> Conversation:
     bare = bare_list_conversation(record, gemini_to_flat)
     if bare is not None:
         return bare
-    discarded: dict = {}
+    discarded: dict[str, Any] = {}
     key = _contents_key(record, messages_field)
     if key is None:
         raise FormatError("missing_contents", f"no list at 'contents' or {messages_field!r}")
@@ -371,7 +374,7 @@ GEMINI_READER = register_reader(
 # Writer
 
 
-def _function_response(message: dict) -> dict:
+def _function_response(message: dict[str, Any]) -> dict[str, Any]:
     text = message["content"]
     if text.startswith(ERROR_PREFIX):
         response = {"error": text[len(ERROR_PREFIX) :]}
@@ -411,7 +414,7 @@ def _text_parts(text: str, originals: Originals) -> list[dict[str, Any]]:
     return parts
 
 
-def write_gemini(record: dict, ctx: WriteContext) -> dict:
+def write_gemini(record: dict[str, Any], ctx: WriteContext) -> dict[str, Any]:
     """A ``generateContent`` request body (REST camelCase) from a normalized flat record.
 
     - System (and ``developer``) messages → ``systemInstruction`` (joined with a newline,
@@ -443,7 +446,7 @@ def write_gemini(record: dict, ctx: WriteContext) -> dict:
     originals = _renderings(ctx.source, ctx.messages_field)
     names = {c["tool_call_id"]: c["name"] for m in messages for c in m.get("tool_calls") or ()}
     system = joined_system(messages)
-    contents: list[dict] = []
+    contents: list[dict[str, Any]] = []
     for message in messages:
         role = message["role"]
         if role in SYSTEM_ROLES:
@@ -470,7 +473,7 @@ def write_gemini(record: dict, ctx: WriteContext) -> dict:
         add_turn(contents, turn, parts, "parts")
     if not contents:
         raise FormatError("empty_conversation", "no user or model content to write")
-    out: dict = {}
+    out: dict[str, Any] = {}
     if system:
         out["systemInstruction"] = {"parts": [{"text": system}]}
     out["contents"] = contents

@@ -51,7 +51,7 @@ sampling parameters of a logged chat) are not carried.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Sequence
 
 from transforms.formats._common import (
     MESSAGE_KEYS,
@@ -106,7 +106,6 @@ def _read_call(call: Any) -> tuple[Any, bool]:
     if not isinstance(call, dict):
         return call, False
     function = call.get("function")
-    custom = call.get("custom")
     if _named_by_function(call):
         # Eval frameworks (Inspect AI) log the name itself in `function`.
         flat = {"tool_call_id": raw_call_id(call), "name": function}
@@ -114,9 +113,9 @@ def _read_call(call: Any) -> tuple[Any, bool]:
         if args is not None:
             flat["args"] = args
         return flat, True
-    if not isinstance(function, dict) and not isinstance(custom, dict):
+    inner = function if isinstance(function, dict) else call.get("custom")
+    if not isinstance(inner, dict):
         return call, False  # already flat (or junk): the core reads it as it is
-    inner = function if isinstance(function, dict) else custom
     flat = {"tool_call_id": raw_call_id(call)}
     name = _first(call.get("name"), inner.get("name"))
     if name is not None:
@@ -132,8 +131,9 @@ class _LazyIds:
 
     __slots__ = ("_messages", "_allocator")
 
-    def __init__(self, messages: list) -> None:
-        self._messages, self._allocator = messages, None
+    def __init__(self, messages: list[Any]) -> None:
+        self._messages = messages
+        self._allocator: IdAllocator | None = None
 
     def new(self, index: int, sub: int | None = None) -> str:
         if self._allocator is None:
@@ -141,7 +141,7 @@ class _LazyIds:
         return self._allocator.new(index, sub)
 
 
-def _with_text(message: dict, discarded: dict | None) -> dict:
+def _with_text(message: dict[str, Any], discarded: dict[str, Any] | None) -> dict[str, Any]:
     """A copy of ``message`` whose content part list, if any, is joined as text."""
     flat = dict(message)
     content = message.get("content")
@@ -150,7 +150,7 @@ def _with_text(message: dict, discarded: dict | None) -> dict:
     return flat
 
 
-def _read_calls(calls: Any, legacy: Any, index: int, ids: _LazyIds, pending: list) -> list:
+def _read_calls(calls: Any, legacy: Any, index: int, ids: _LazyIds, pending: list[Any]) -> list[Any]:
     """An assistant's ``tool_calls`` and legacy ``function_call`` as flat calls; the ids this
     makes (calls logged without one) join ``pending``, for results paired by position."""
     new_calls = []
@@ -172,7 +172,9 @@ def _read_calls(calls: Any, legacy: Any, index: int, ids: _LazyIds, pending: lis
     return new_calls
 
 
-def _read_assistant(message: dict, index: int, ids: _LazyIds, pending: list, discarded: dict | None) -> dict:
+def _read_assistant(
+    message: dict[str, Any], index: int, ids: _LazyIds, pending: list[Any], discarded: dict[str, Any] | None
+) -> dict[str, Any]:
     flat = _with_text(message, discarded)
     refusal = message.get("refusal")
     if not flat.get("content") and isinstance(refusal, str) and refusal:
@@ -189,7 +191,13 @@ def _read_assistant(message: dict, index: int, ids: _LazyIds, pending: list, dis
     return flat
 
 
-def _read_result(message: dict, pending: list, report: dict | None, discarded: dict | None, out: list) -> None:
+def _read_result(
+    message: dict[str, Any],
+    pending: list[Any],
+    report: dict[str, Any] | None,
+    discarded: dict[str, Any] | None,
+    out: list[Any],
+) -> None:
     """Append the flat result(s) a ``tool`` or ``function`` message becomes to ``out``."""
     flat = _with_text(message, discarded)
     flat["role"] = "tool"
@@ -208,18 +216,30 @@ def _read_result(message: dict, pending: list, report: dict | None, discarded: d
     out.append(flat)
 
 
-def _plain_call(call: Any) -> bool:
-    """The core reads this call as it reads ``_read_call``'s flat call, and it needs no id."""
-    if not isinstance(call, dict):
-        return True  # passed on as it is either way
-    function = call.get("function")
-    if isinstance(function, dict):
-        # The reader also reads ``function.input`` (custom calls' spelling); the core does not.
-        return "input" not in function and (call.get("tool_call_id") is not None or call.get("id") is not None)
-    return not isinstance(call.get("custom"), dict) and not _named_by_function(call)
+def scan_calls(calls: list[Any]) -> tuple[bool, bool]:
+    """What a ``tool_calls`` list says of its message: ``(openai_ism, plain)``.
+
+    ``openai_ism``: a call in the Chat Completions shape (a ``function`` or ``custom`` object),
+    or named by its ``function`` (Inspect AI). ``plain``: the core reads every call as it reads
+    ``_read_call``'s flat call, and none needs an id: junk and flat calls, and function calls
+    that carry their id (the reader also reads ``function.input``, custom calls' spelling, and
+    a name in ``function``; the core does not).
+    """
+    openai_ism, plain = False, True
+    for call in calls:
+        if not isinstance(call, dict):
+            continue  # passed on as it is either way
+        function = call.get("function")
+        if isinstance(function, dict):
+            openai_ism = True
+            if plain and ("input" in function or (call.get("tool_call_id") is None and call.get("id") is None)):
+                plain = False
+        elif isinstance(call.get("custom"), dict) or _named_by_function(call):
+            openai_ism, plain = True, False
+    return openai_ism, plain
 
 
-def _is_plain(message: dict, role: Any, pending: Any) -> bool:
+def _is_plain(message: dict[str, Any], role: Any, pending: Sequence[Any]) -> bool:
     """True when conversion would change nothing that the core or the ledger reads in ``message``.
 
     Such a message may still be provider-shaped: calls ``{id, type, function: {name,
@@ -237,17 +257,19 @@ def _is_plain(message: dict, role: Any, pending: Any) -> bool:
         if "refusal" in message or "function_call" in message:
             return False
         calls = message.get("tool_calls")
-        if isinstance(calls, list):
-            for call in calls:
-                if not _plain_call(call):
-                    return False
-        return True
+        return not isinstance(calls, list) or scan_calls(calls)[1]
     if role == "tool":
         return "tool_call_ids" not in message and (not pending or pairing_key(message, "tool_call_id") is not None)
-    return role != "developer" and role != "function"
+    return role not in ("developer", "function")
 
 
-def _all_plain(messages: list) -> bool:
+def plain_message(message: dict[str, Any], role: Any) -> bool:
+    """``message`` (of ``role``) goes to the core as it is in a list with no call awaiting a
+    result by position: conversion would change nothing the core or the ledger reads."""
+    return _is_plain(message, role, ())
+
+
+def _all_plain(messages: list[Any]) -> bool:
     """Every message is plain (nothing pending before the first call is converted)."""
     for message in messages:
         if isinstance(message, dict) and not _is_plain(message, message.get("role"), ()):
@@ -256,8 +278,11 @@ def _all_plain(messages: list) -> bool:
 
 
 def openai_to_flat(
-    messages: list, report: dict | None = None, discarded: dict | None = None, keep_plain: bool = False
-) -> list:
+    messages: list[Any],
+    report: dict[str, Any] | None = None,
+    discarded: dict[str, Any] | None = None,
+    keep_plain: bool = False,
+) -> list[Any]:
     """Chat Completions messages (legacy function calling included) as flat messages.
 
     ``report`` (if given) counts ``tool_call_ids_split``: the extra results made from
@@ -276,7 +301,7 @@ def openai_to_flat(
     # gathering them costs a pass over every call and result of the record.
     ids = _LazyIds(messages)
     pending: list[tuple[str, Any]] = []  # (synthesized id, name) awaiting a positional result
-    out: list = []
+    out: list[Any] = []
     for index, message in enumerate(messages):
         if not isinstance(message, dict):
             out.append(message)  # the core drops it, counted
@@ -308,9 +333,9 @@ def is_batch_line(record: Any, messages_field: str) -> bool:
     )
 
 
-def _batch_fields(record: dict) -> dict:
+def _batch_fields(record: dict[str, Any]) -> dict[str, Any]:
     """The line's fields with the body's fields spliced in where ``body`` was, in order."""
-    fields: dict = {}
+    fields: dict[str, Any] = {}
     for key, value in record.items():
         if key != "body":
             fields[key] = value
@@ -332,8 +357,8 @@ def read_openai(record: Any, messages_field: str, keep_plain: bool = False) -> C
     else:
         messages = message_list(record, messages_field)
         fields = record if isinstance(record, dict) else {}
-    report: dict = {}
-    discarded: dict = {}
+    report: dict[str, Any] = {}
+    discarded: dict[str, Any] = {}
     flat = openai_to_flat(messages, report, discarded, keep_plain)
     return Conversation(flat, fields, report or None, discarded or None)
 
@@ -353,11 +378,7 @@ def _openai_ism(message: Any) -> bool:
     if is_part_list_or_empty(message.get("content")):
         return True
     calls = message.get("tool_calls")
-    return isinstance(calls, list) and any(
-        isinstance(c, dict)
-        and (isinstance(c.get("function"), dict) or isinstance(c.get("custom"), dict) or _named_by_function(c))
-        for c in calls
-    )
+    return isinstance(calls, list) and scan_calls(calls)[0]
 
 
 #: Keys an OpenAI message may hold its text or its call in (a legacy call-only turn may have
@@ -393,7 +414,7 @@ def openai_arguments(args: Any) -> str:
     return content_text(args)
 
 
-def _openai_call(call: dict, custom_tools: frozenset) -> dict:
+def _openai_call(call: dict[str, Any], custom_tools: frozenset[str]) -> dict[str, Any]:
     check_tool_name(call["name"], "OpenAI")
     if call["name"] in custom_tools:
         # A call to a free-text custom tool: its arguments are the tool's input.
@@ -407,7 +428,7 @@ def _openai_call(call: dict, custom_tools: frozenset) -> dict:
     }
 
 
-def flat_to_openai(messages: list, custom_tools: frozenset = frozenset()) -> list:
+def flat_to_openai(messages: list[Any], custom_tools: frozenset[str] = frozenset()) -> list[Any]:
     """Normalized flat messages as Chat Completions messages, in the same order.
 
     A result that is not in the tool block right after its call is a ``FormatError``
@@ -443,7 +464,7 @@ def flat_to_openai(messages: list, custom_tools: frozenset = frozenset()) -> lis
     return out
 
 
-def _tools(record: dict, ctx: WriteContext) -> tuple[list | None, frozenset]:
+def _tools(record: dict[str, Any], ctx: WriteContext) -> tuple[list[Any] | None, frozenset[str]]:
     """The record's tools in the Chat Completions shape, and the names of its custom tools."""
     tools = tools_for(record, ctx)  # --tools-field, else tools / functions
     if tools is None:
@@ -452,12 +473,12 @@ def _tools(record: dict, ctx: WriteContext) -> tuple[list | None, frozenset]:
     return tools, frozenset(t["custom"].get("name") for t in tools if t.get("type") == "custom")
 
 
-def write_openai_finetune(record: dict, ctx: WriteContext) -> dict:
+def write_openai_finetune(record: dict[str, Any], ctx: WriteContext) -> dict[str, Any]:
     tools, custom_tools = _tools(record, ctx)
     messages = flat_to_openai(normalized_messages(record, ctx.messages_field), custom_tools)
     if not any(m["role"] == "assistant" for m in messages):
         raise FormatError("no_assistant_message", "a fine-tuning example needs an assistant message")
-    out: dict = {"messages": messages}
+    out: dict[str, Any] = {"messages": messages}
     if tools is not None:
         out["tools"] = tools
     if isinstance(record.get("parallel_tool_calls"), bool):
@@ -465,7 +486,7 @@ def write_openai_finetune(record: dict, ctx: WriteContext) -> dict:
     return out
 
 
-def _rewrite_batch_line(line: dict, messages: list, ctx: WriteContext) -> dict:
+def _rewrite_batch_line(line: dict[str, Any], messages: list[Any], ctx: WriteContext) -> dict[str, Any]:
     """A Batch line read by this reader, written back: only its message list changes.
 
     Every top-level key and body parameter stays where it was, with its value (``tools``,
@@ -483,7 +504,7 @@ def _rewrite_batch_line(line: dict, messages: list, ctx: WriteContext) -> dict:
     }
 
 
-def write_openai_batch(record: dict, ctx: WriteContext) -> dict:
+def write_openai_batch(record: dict[str, Any], ctx: WriteContext) -> dict[str, Any]:
     if not isinstance(ctx.record_id, str) or not ctx.record_id:
         raise FormatError("missing_record_id", "a Batch line needs the record id as custom_id")
     model = record_model(record, ctx.model)
@@ -493,7 +514,7 @@ def write_openai_batch(record: dict, ctx: WriteContext) -> dict:
     messages = flat_to_openai(normalized_messages(record, ctx.messages_field), custom_tools)
     if is_batch_line(ctx.source, ctx.messages_field):
         return _rewrite_batch_line(ctx.source, messages, ctx)
-    body: dict = {"model": model, "messages": messages}
+    body: dict[str, Any] = {"model": model, "messages": messages}
     if tools is not None:
         body["tools"] = tools
         # The API refuses parallel_tool_calls without tools.

@@ -205,7 +205,7 @@ def read_responses(record: Any, messages_field: str) -> Conversation:
     bare = bare_list_conversation(record, responses_to_flat)
     if bare is not None:
         return bare
-    discarded: dict = {}
+    discarded: dict[str, Any] = {}
     if "input" not in record:
         raise FormatError("missing_input", "no 'input' field")
     if messages_field != "input" and isinstance(record.get(messages_field), list):
@@ -281,7 +281,7 @@ RESPONSES_READER = register_reader(
 # Writer
 
 
-def _responses_tool(tool: Any) -> dict:
+def _responses_tool(tool: Any) -> dict[str, Any]:
     """A tool definition in the Responses shape: the chat definition with ``function`` (or
     ``custom``) flattened into it, ``{type: "function", name, description?, parameters?,
     strict?}`` / ``{type: "custom", name, ...}``."""
@@ -290,7 +290,7 @@ def _responses_tool(tool: Any) -> dict:
     return {"type": kind, **chat[kind]}
 
 
-def write_responses(record: dict, ctx: WriteContext) -> dict:
+def write_responses(record: dict[str, Any], ctx: WriteContext) -> dict[str, Any]:
     """A Responses API request body from a normalized flat record.
 
     - System (and ``developer``) messages → ``instructions`` (joined with a newline, blank
@@ -317,7 +317,7 @@ def write_responses(record: dict, ctx: WriteContext) -> dict:
     custom = frozenset(t.get("name") for t in tools or () if t["type"] == "custom")
     instructions = joined_system(messages)
     items = _input_items(messages, custom)
-    out: dict = {}
+    out: dict[str, Any] = {}
     model = record_model(record, ctx.model)
     if model is not None:
         out["model"] = model
@@ -329,11 +329,11 @@ def write_responses(record: dict, ctx: WriteContext) -> dict:
     return out
 
 
-def _input_items(messages: list, custom: frozenset) -> list[dict]:
+def _input_items(messages: list[Any], custom: frozenset[str]) -> list[dict[str, Any]]:
     """The ``input`` items of the messages other than system ones; ``custom`` names the
     record's custom tools, whose calls and results take the ``custom_tool_call`` types."""
-    custom_calls: set = set()
-    items: list[dict] = []
+    custom_calls: set[str] = set()
+    items: list[dict[str, Any]] = []
     for message in messages:
         role = message["role"]
         if role in SYSTEM_ROLES:
@@ -353,7 +353,7 @@ def _input_items(messages: list, custom: frozenset) -> list[dict]:
     return items
 
 
-def _call_item(call: dict, custom: frozenset, custom_calls: set) -> dict:
+def _call_item(call: dict[str, Any], custom: frozenset[str], custom_calls: set[str]) -> dict[str, Any]:
     """A ``function_call`` item, or a ``custom_tool_call`` (noted in ``custom_calls``) for a custom tool."""
     check_tool_name(call["name"], "OpenAI")
     if call["name"] in custom:

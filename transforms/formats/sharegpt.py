@@ -86,7 +86,7 @@ _TOOL_TAGS = ("function_call", "observation")
 _V1_TYPES = frozenset(("text", "reasoning", "tool_call"))
 
 
-def _parse_calls(value: Any) -> list:
+def _parse_calls(value: Any) -> list[Any]:
     """The calls of a function_call value: ``[{"name", "args"?}]``."""
     data = value
     if isinstance(value, str):
@@ -107,7 +107,7 @@ def _parse_calls(value: Any) -> list:
     return calls
 
 
-def _split_batch(text: str, count: int) -> list | None:
+def _split_batch(text: str, count: int) -> list[Any] | None:
     """One result text per call when ``text`` is a JSON list of exactly ``count`` results."""
     try:
         data = json.loads(text)
@@ -121,7 +121,7 @@ def _split_batch(text: str, count: int) -> list | None:
 _TAG_KEYS = frozenset(("from", "role"))
 
 
-def _turn(entry: dict) -> tuple[Any, Any]:
+def _turn(entry: dict[str, Any]) -> tuple[Any, Any]:
     # ShareGPT tags (from/value) first, LLaMA-Factory's OpenAI-style tags (role/content) else.
     if "value" not in entry and "content" not in entry and not entry.keys() <= _TAG_KEYS:
         # Its text is under a key this reader does not read: refuse rather than blank it.
@@ -131,7 +131,7 @@ def _turn(entry: dict) -> tuple[Any, Any]:
     return entry.get(tag), entry.get(text)
 
 
-def _turn_keys(entry: dict) -> tuple[str, str]:
+def _turn_keys(entry: dict[str, Any]) -> tuple[str, str]:
     """The keys of a turn's tag and text: ``from``/``value`` or ``role``/``content``, or mixed
     (LLaMA-Factory lets a dataset name its tags) when the usual text key is absent."""
     if "from" in entry:
@@ -144,11 +144,11 @@ _READ_KEYS = {
 }
 
 
-def _note_unread(entry: dict, discarded: dict) -> None:
+def _note_unread(entry: dict[str, Any], discarded: dict[str, Any]) -> None:
     note_unread_keys(entry, _READ_KEYS[_turn_keys(entry)], discarded)
 
 
-def _content(value: Any, discarded: dict) -> tuple[str, list]:
+def _content(value: Any, discarded: dict[str, Any]) -> tuple[str, list[Any]]:
     """Text and raw calls of a turn's value: a string, or v1 blocks (reasoning to ``discarded``)."""
     if not isinstance(value, list):
         return block_text(value), []
@@ -165,8 +165,8 @@ def _content(value: Any, discarded: dict) -> tuple[str, list]:
     return JOIN.join(texts), calls
 
 
-def sharegpt_to_flat(turns: list, system: Any = None, discarded: dict | None = None) -> list:
-    out = []
+def sharegpt_to_flat(turns: list[Any], system: Any = None, discarded: dict[str, Any] | None = None) -> list[Any]:
+    out: list[Any] = []
     discarded = {} if discarded is None else discarded
     if isinstance(system, str) and system:
         out.append({"role": "system", "content": system})
@@ -203,7 +203,7 @@ def sharegpt_to_flat(turns: list, system: Any = None, discarded: dict | None = N
             text, calls = "", _parse_calls(value)
         else:
             text, calls = _content(value, discarded)
-        message = {"role": role, "content": text}
+        message: dict[str, Any] = {"role": role, "content": text}
         if calls:
             many = len(calls) > 1
             message["tool_calls"] = [
@@ -221,7 +221,7 @@ def read_sharegpt(record: Any, messages_field: str) -> Conversation:
     bare = bare_list_conversation(record, sharegpt_to_flat)
     if bare is not None:
         return bare
-    discarded: dict = {}
+    discarded: dict[str, Any] = {}
     # The message field first when it holds a list: the record's own chat, which the output
     # writes over; 'conversations' beside it is then carried as it is, not lost.
     key = (
@@ -235,7 +235,7 @@ def read_sharegpt(record: Any, messages_field: str) -> Conversation:
     system = record.get("system")
     # The message field, if that is where the turns were, stays for the job to replace in place;
     # a system column that is not text is not read, so it is carried.
-    consumed = ("conversations",) if key == "conversations" else ()
+    consumed: tuple[str, ...] = ("conversations",) if key == "conversations" else ()
     if isinstance(system, str) or system is None:
         consumed += ("system",)
     fields = record_fields(record, consumed)
@@ -258,7 +258,7 @@ def _sharegpt_turn(entry: Any) -> bool:
     )
 
 
-def _any_sharegpt_turn(entries: list) -> bool:
+def _any_sharegpt_turn(entries: list[Any]) -> bool:
     for entry in entries:
         # The usual chat message first (detection runs on every record): a role and text.
         if entry.__class__ is dict and "from" not in entry and entry.get("content").__class__ is not list:
@@ -306,7 +306,7 @@ def _dumps(value: Any) -> str:
     return json.dumps(value, ensure_ascii=False)
 
 
-def _call_value(calls: list, ctx: WriteContext) -> str:
+def _call_value(calls: list[Any], ctx: WriteContext) -> str:
     entries = []
     for call in calls:
         args = call.get("args")
@@ -319,7 +319,7 @@ def _call_value(calls: list, ctx: WriteContext) -> str:
     return _dumps(entries[0] if len(entries) == 1 else entries)
 
 
-def _observation_value(texts: list) -> str:
+def _observation_value(texts: list[str]) -> str:
     """One observation for a block of results: the text, or a JSON list of them (in call order).
 
     A result whose text is compact JSON of an object (without a ``content`` key) or a list is
@@ -340,7 +340,7 @@ def _observation_value(texts: list) -> str:
     return _dumps(values)
 
 
-def write_sharegpt(record: dict, ctx: WriteContext) -> dict:
+def write_sharegpt(record: dict[str, Any], ctx: WriteContext) -> dict[str, Any]:
     """One LLaMA-Factory / Axolotl training record from a normalized flat record.
 
     - System (and ``developer``) messages → the ``system`` column (joined with a newline,
@@ -380,7 +380,7 @@ def write_sharegpt(record: dict, ctx: WriteContext) -> dict:
         raise FormatError("empty_conversation", "no turns to write")
     _check_turn_order(turns)
     # The record id as text (a number would make the column a number in some parts, text in others).
-    out: dict = {ctx.id_field: ctx.record_id, "conversations": turns}
+    out: dict[str, Any] = {ctx.id_field: ctx.record_id, "conversations": turns}
     if system:
         out["system"] = system
     tools = tools_for(record, ctx)
@@ -434,7 +434,7 @@ def _add_observation(turns: list[Any], results: list[Any], after: list[str], ord
         after.clear()
 
 
-def _add_text(turns: list, tag: str, value: str, ctx: WriteContext) -> None:
+def _add_text(turns: list[Any], tag: str, value: str, ctx: WriteContext) -> None:
     """A ``human`` or ``gpt`` turn, joined to the last one when that has the same tag (counted)."""
     if turns and turns[-1]["from"] == tag:
         turns[-1]["value"] += JOIN + value
@@ -443,7 +443,7 @@ def _add_text(turns: list, tag: str, value: str, ctx: WriteContext) -> None:
         turns.append({"from": tag, "value": value})
 
 
-def _add_assistant(turns: list, message: dict, order: dict, ctx: WriteContext) -> None:
+def _add_assistant(turns: list[Any], message: dict[str, Any], order: dict[str, Any], ctx: WriteContext) -> None:
     """An assistant message: its text as ``gpt``, or its calls as ONE ``function_call`` turn
     (text beside calls has no place: dropped, counted)."""
     calls = message.get("tool_calls") or []
@@ -456,7 +456,7 @@ def _add_assistant(turns: list, message: dict, order: dict, ctx: WriteContext) -
     turns.append({"from": "function_call", "value": _call_value(calls, ctx)})
 
 
-def _check_turn_order(turns: list) -> None:
+def _check_turn_order(turns: list[Any]) -> None:
     """Refuse what LLaMA-Factory would drop: tags off their parity, or an odd number of turns."""
     for position, turn in enumerate(turns):
         allowed = _ODD_TAGS if position % 2 == 0 else _EVEN_TAGS

@@ -1,0 +1,175 @@
+"""What every test shares: the fast tier's time limit, one Hypothesis profile, the shared runs.
+
+- **The fast tier** is ``python -m pytest -m "not slow"``. A test whose call takes a second or
+  more (measured with ``--durations`` on an idle machine) carries ``@pytest.mark.slow``; an
+  unmarked test whose call takes more than ``CONVNORM_FAST_LIMIT`` seconds (2 by default) fails,
+  saying so: in wall time, or in CPU time when the machine is busy (a load average above its
+  cores), where other work stretches wall times; ``CONVNORM_FAST_LIMIT=0`` turns the check off.
+- **Hypothesis** runs every property test under one profile, registered here before any test
+  module that uses Hypothesis is imported (the others never import it): the same examples on
+  every run (derandomized, no example database, no deadline), at most
+  ``CONVNORM_HYPOTHESIS_EXAMPLES`` of them (100 by default). ``CONVNORM_HYPOTHESIS_PROFILE=explore``
+  draws fresh random examples, ten times as many, to explore by hand.
+- **Shared runs**: the session-scoped ``sample_run`` is one run of the bundled sample, and every
+  test about that run's outputs reads it (``SampleRun``: its directory, exit status and output).
+"""
+
+from __future__ import annotations
+
+import io
+import os
+import resource
+from contextlib import redirect_stdout
+from pathlib import Path
+from typing import NamedTuple
+
+import pytest
+
+#: Runs pytest on a scratch test file (tests/test_suite_rules.py checks the hooks below).
+pytest_plugins = ["pytester"]
+
+ROOT = Path(__file__).resolve().parent.parent
+SAMPLE = ROOT / "samples" / "conversations.jsonl"
+
+# --------------------------------------------------------------------------------------------
+# The fast tier's limit
+
+FAST_LIMIT_ENV = "CONVNORM_FAST_LIMIT"
+DEFAULT_FAST_LIMIT_S = 2.0
+_CPU = pytest.StashKey[float]()
+
+
+def fast_limit() -> float:
+    """Seconds an unmarked test's call may take (0: no limit)."""
+    return max(float(os.environ.get(FAST_LIMIT_ENV, DEFAULT_FAST_LIMIT_S)), 0.0)
+
+
+def machine_is_busy() -> bool:
+    """More runnable work than cores (the load average): wall times here say little."""
+    try:
+        return os.getloadavg()[0] > (os.cpu_count() or 1)
+    except OSError:  # no load average on this platform
+        return False
+
+
+def _cpu_seconds() -> float:
+    """CPU time of this process and of the subprocesses it has waited for."""
+    own, children = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_call(item: pytest.Item):
+    before = _cpu_seconds()
+    yield
+    item.stash[_CPU] = _cpu_seconds() - before
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]):
+    outcome = yield
+    report = outcome.get_result()
+    limit = fast_limit()
+    if not limit or report.when != "call" or not report.passed or item.get_closest_marker("slow") is not None:
+        return
+    # On a busy machine a test's wall time grows with everything else running: its CPU time
+    # (its own and its subprocesses') hardly does, so that is what is held to the limit there.
+    busy = machine_is_busy()
+    cpu = item.stash.get(_CPU, 0.0)
+    took, measure = (cpu, " of CPU (the machine is busy)") if busy else (report.duration, "")
+    if took > limit:
+        report.outcome = "failed"
+        report.longrepr = (
+            f"{item.nodeid} took {took:.1f} s{measure}, over the fast tier's {limit:g} s "
+            f"({FAST_LIMIT_ENV}): mark it @pytest.mark.slow if it takes a second or more on an "
+            "idle machine, or make it faster"
+        )
+
+
+# --------------------------------------------------------------------------------------------
+# Hypothesis: one profile, registered before the first module that uses it is imported
+
+HYPOTHESIS_EXAMPLES_ENV = "CONVNORM_HYPOTHESIS_EXAMPLES"
+HYPOTHESIS_PROFILE_ENV = "CONVNORM_HYPOTHESIS_PROFILE"
+DEFAULT_EXAMPLES = 100
+_profile_loaded = False
+
+
+def _load_hypothesis_profile() -> None:
+    global _profile_loaded
+    if _profile_loaded:
+        return
+    from hypothesis import HealthCheck, settings
+
+    examples = int(os.environ.get(HYPOTHESIS_EXAMPLES_ENV, DEFAULT_EXAMPLES))
+    settings.register_profile(
+        "convnorm",
+        max_examples=examples,
+        derandomize=True,
+        database=None,
+        deadline=None,  # a long generated list can take longer on a loaded machine: not a bug
+        print_blob=True,
+        suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+    )
+    settings.register_profile(
+        "explore",
+        parent=settings.get_profile("convnorm"),
+        max_examples=int(os.environ.get(HYPOTHESIS_EXAMPLES_ENV, DEFAULT_EXAMPLES * 10)),
+        derandomize=False,
+    )
+    settings.load_profile(os.environ.get(HYPOTHESIS_PROFILE_ENV, "convnorm"))
+    _profile_loaded = True
+
+
+def pytest_report_header() -> str:
+    # Hypothesis' own header line names the profile loaded when the session starts ('default'):
+    # ours is loaded later, when the first module that uses Hypothesis is collected.
+    profile = os.environ.get(HYPOTHESIS_PROFILE_ENV, "convnorm")
+    return f"convnorm: Hypothesis profile {profile!r} for property tests (tests/conftest.py)"
+
+
+def pytest_pycollect_makemodule(module_path: Path, parent: pytest.Collector) -> None:
+    # Before the module is imported: its @given / @settings read the loaded profile.
+    if not _profile_loaded and "hypothesis" in module_path.read_text(encoding="utf-8"):
+        _load_hypothesis_profile()
+
+
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    """A property test may ask for fewer examples than the profile (a whole run per example),
+    never for more: the profile's bound holds everywhere."""
+    own = getattr(getattr(item, "obj", None), "_hypothesis_internal_use_settings", None)
+    if own is None:
+        return
+    from hypothesis import settings
+
+    if own.max_examples > settings.default.max_examples:
+        pytest.fail(
+            f"{item.nodeid} asks for {own.max_examples} Hypothesis examples, more than the suite's "
+            f"profile allows ({settings.default.max_examples}, {HYPOTHESIS_EXAMPLES_ENV}): drop its "
+            "max_examples, or bound it with min(n, settings.default.max_examples)",
+            pytrace=False,
+        )
+
+
+# --------------------------------------------------------------------------------------------
+# Shared runs
+
+
+class SampleRun(NamedTuple):
+    """``convnorm --input samples/conversations.jsonl --output OUT``, run once per session."""
+
+    out: Path
+    status: int
+    #: What the run printed on stdout (the summary table and the outputs line).
+    stdout: str
+
+
+@pytest.fixture(scope="session")
+def sample_run(tmp_path_factory: pytest.TempPathFactory) -> SampleRun:
+    from pipeline.main import main
+
+    out = tmp_path_factory.mktemp("sample") / "out"
+    printed = io.StringIO()
+    with redirect_stdout(printed):
+        status = main(["--input", str(SAMPLE), "--output", str(out)])
+    return SampleRun(out, status, printed.getvalue())

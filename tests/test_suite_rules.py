@@ -1,0 +1,96 @@
+"""The suite's own rules (tests/conftest.py) hold: an unmarked test over the fast tier's limit
+fails, and no property test runs more examples than the suite's Hypothesis profile allows."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+CONFTEST = Path(__file__).resolve().parent / "conftest.py"
+
+SCRATCH_TESTS = """
+import time
+
+import pytest
+from hypothesis import given, settings, strategies as st
+
+
+def test_unmarked_and_waiting():
+    time.sleep(0.5)
+
+
+def test_unmarked_and_busy():
+    end = time.process_time() + 0.5
+    while time.process_time() < end:
+        pass
+
+
+@pytest.mark.slow
+def test_marked_and_slow():
+    time.sleep(0.5)
+
+
+def test_quick():
+    pass
+
+
+EXAMPLES = []
+
+
+# The property tests are about the example bound: exempt from the time limit.
+@pytest.mark.slow
+@given(st.integers())
+def test_property_under_the_profile(n):
+    EXAMPLES.append(n)
+
+
+def test_the_profile_bounded_the_examples():
+    assert 0 < len(EXAMPLES) <= 7
+
+
+@pytest.mark.slow
+@settings(max_examples=50)
+@given(st.integers())
+def test_property_asking_for_more_examples(n):
+    pass
+
+
+@pytest.mark.slow
+@settings(max_examples=3)
+@given(st.integers())
+def test_property_asking_for_fewer_examples(n):
+    pass
+"""
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("load", [0.0, 100.0], ids=["idle machine", "busy machine"])
+def test_the_fast_tier_limit_and_the_hypothesis_bound_fail_the_tests_that_break_them(load, pytester, monkeypatch):
+    # The suite's conftest, with the load average this case says (the limit is held to wall time
+    # on an idle machine, to CPU time on a busy one).
+    pytester.makeconftest(CONFTEST.read_text() + f"\n\nos.getloadavg = lambda: ({load}, {load}, {load})\n")
+    pytester.makepyfile(test_scratch=SCRATCH_TESTS)
+    pytester.makeini("[pytest]\nmarkers =\n    slow: slow\n")
+    monkeypatch.setenv("CONVNORM_FAST_LIMIT", "0.2")
+    monkeypatch.setenv("CONVNORM_HYPOTHESIS_EXAMPLES", "7")
+    monkeypatch.delenv("CONVNORM_HYPOTHESIS_PROFILE", raising=False)
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "-v")
+    busy = load > 0
+    # A test that waits takes no CPU: on a busy machine its wall time says nothing, so it passes.
+    waiting = "PASSED" if busy else "FAILED"
+    result.assert_outcomes(passed=6 if busy else 5, failed=1 if busy else 2, errors=1)
+    result.stdout.fnmatch_lines(
+        [
+            f"*test_unmarked_and_waiting {waiting}*",
+            "*test_unmarked_and_busy FAILED*",
+            "*test_marked_and_slow PASSED*",
+            "*test_property_under_the_profile PASSED*",
+            "*test_the_profile_bounded_the_examples PASSED*",
+            "*test_property_asking_for_more_examples ERROR*",
+            "*test_property_asking_for_fewer_examples PASSED*",
+        ]
+    )
+    measure = " of CPU (the machine is busy)" if busy else ""
+    result.stdout.fnmatch_lines([f"*test_unmarked_and_busy took *{measure}, over the fast tier's 0.2 s*"])
+    result.stdout.fnmatch_lines(["*asks for 50 Hypothesis examples, more than the suite's profile allows (7*"])
