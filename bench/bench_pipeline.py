@@ -188,6 +188,8 @@ def _cpu_and_name(pid: int) -> tuple[float, str] | None:
         label = "sdk worker"
     elif "-m pipeline" in text:
         label = "job"
+    elif "multiprocessing.spawn" in text:
+        label = "dask worker"  # a Dask nanny's worker process (bench_scale.py's DaskRunner runs)
     elif text.strip():
         label = os.path.basename(argv[0].decode(errors="replace")) or "?"
     else:

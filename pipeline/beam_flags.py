@@ -22,6 +22,7 @@ import os
 import re
 
 from pipeline._beam_flag_table import BEAM_VERSION, DESTS, FLAGS, RUNNERS
+from pipeline.dask_cluster import DASK_FLAGS
 
 __all__ = ["BEAM_VERSION", "DESTS", "FLAGS", "RUNNERS", "from_beam", "render", "table_is_current"]
 
@@ -49,7 +50,9 @@ def table_is_current() -> bool:
 def from_beam(leave_out: frozenset[str] = frozenset()) -> tuple[str, dict, frozenset, tuple]:
     """The table as the installed Beam gives it (imports Beam): version, flags, dests, runners.
 
-    ``leave_out``: dests that are not Beam's (convnorm's own, registered beside Beam's).
+    ``leave_out``: dests that are not Beam's (convnorm's own, registered beside Beam's). The
+    DaskRunner's flags are left out too: they exist only once its module is imported, and
+    ``pipeline.dask_cluster.DASK_FLAGS`` lists them.
     """
     import apache_beam
     from apache_beam.options.pipeline_options import PipelineOptions, StandardOptions
@@ -60,6 +63,8 @@ def from_beam(leave_out: frozenset[str] = frozenset()) -> tuple[str, dict, froze
     dests = set()
     for action in parsers[0]._actions:  # Beam's parser: the one place its flags are listed
         if not action.option_strings or action.dest in leave_out or action.dest == "help":
+            continue
+        if any(option in DASK_FLAGS for option in action.option_strings):
             continue
         dests.add(action.dest)
         for option in action.option_strings:

@@ -6,13 +6,17 @@ only parses and runs. ``run_spec`` / ``VALIDATE_SPEC`` say what each writes (``p
 
 from __future__ import annotations
 
-from typing import NamedTuple, TypeVar
+from typing import Callable, NamedTuple, TypeVar
 
 import apache_beam as beam
 from apache_beam.io.filesystems import FileSystems
 
+from pipeline.dask_cluster import plan_chunks
 from pipeline.execute import OutputSpec
+from pipeline.flags import PER_SHARD
 from pipeline.options import Job
+from pipeline.per_shard import ProcessShards
+from pipeline.shard_step import ShardWork
 from pipeline.sinks import FILE_FORMATS, SUMMARY_FILE, WriteShards, WriteSummary
 from pipeline.sources import (
     DEFAULT_BATCH_BYTES,
@@ -25,6 +29,8 @@ from transforms import summary as summaries
 from transforms.conversations import (
     CHECK,
     NORMALIZE,
+    CheckConversations,
+    NormalizeConversations,
     ProcessConversations,
     RecordStep,
     Summarize,
@@ -58,8 +64,10 @@ class ProcessConversationLogs(beam.PTransform[beam.pvalue.PBegin, Logs]):
     """Read -> parse -> a job's per-record step -> split: planned input shards to the step's
     outputs and the reader's statistics."""
 
-    #: The step, and the result type: the step's outputs then ``read_stats``.
+    #: The step, its composite (``NormalizeConversations``: the card's ``NormalizeConversation``
+    #: over batches), and the result type: the step's outputs then ``read_stats``.
     STEP: RecordStep
+    PROCESS: Callable[[Settings, bool], ProcessConversations]
     RESULT: type[Logs]
 
     def __init__(
@@ -83,26 +91,26 @@ class ProcessConversationLogs(beam.PTransform[beam.pvalue.PBegin, Logs]):
         read = pbegin | "Read" >> ReadConversationLogs(
             self._shards, self._batch_size, self._max_record_bytes, self._batch_bytes
         )
-        step = ProcessConversations(self.STEP, self._settings, self._lines_only)
-        out = read.batches | self.STEP.label >> step
+        out = read.batches | self.STEP.label >> self.PROCESS(self._settings, self._lines_only)
         return self.RESULT(*out, read.stats)
 
 
 class CleanConversationLogs(ProcessConversationLogs[CleanedLogs]):
     """Read -> parse -> normalize -> split: planned input shards to the three outputs."""
 
-    STEP, RESULT = NORMALIZE, CleanedLogs
+    STEP, PROCESS, RESULT = NORMALIZE, NormalizeConversations, CleanedLogs
 
 
 class CheckConversationLogs(ProcessConversationLogs[CheckedLogs]):
     """Read -> parse -> check as they are -> split: planned input shards to reports and dead letters."""
 
-    STEP, RESULT = CHECK, CheckedLogs
+    STEP, PROCESS, RESULT = CHECK, CheckConversations, CheckedLogs
 
 
 class JobOutputs(NamedTuple):
-    #: ``CleanedLogs`` (run) or ``CheckedLogs`` (validate).
-    cleaned: CleanedLogs | CheckedLogs
+    #: ``CleanedLogs`` (run) or ``CheckedLogs`` (validate); None for the per-shard graph,
+    #: whose records never leave the step that writes them.
+    cleaned: CleanedLogs | CheckedLogs | None
     summary: beam.PCollection
 
 
@@ -126,9 +134,27 @@ def _summarize(temp_dir: str, read_stats, summarized, dead_letters, summarize: S
     return summary
 
 
+def shard_work(job: Job, step: RecordStep) -> ShardWork:
+    """What the per-shard step needs of a job: the step, the settings, the file formats, the limits."""
+    formats = {NORMALIZE.main_output: job.output_format} if step is NORMALIZE else {}
+    return ShardWork(step, job.settings, formats, job.batch_size, job.max_record_bytes, job.batch_bytes)
+
+
+def _build_per_shard(pipeline: beam.Pipeline, job: Job, temp_dir: str, step: RecordStep, summary_file: str):
+    """The per-shard graph (``pipeline.per_shard``): the same files, lists and summary."""
+    summary = pipeline | step.label + "Shards" >> ProcessShards(
+        job.shards, shard_work(job, step), temp_dir, FileSystems.join(temp_dir, summary_file), plan_chunks(job)
+    )
+    return JobOutputs(None, summary)
+
+
 def build(pipeline: beam.Pipeline, job: Job, temp_dir: str) -> JobOutputs:
     """Apply ``convnorm run`` to ``pipeline``: files and summary under ``temp_dir`` (the run's
-    temporary directory; ``pipeline.outputs.finalize`` moves them into ``job.output``)."""
+    temporary directory; ``pipeline.outputs.finalize`` moves them into ``job.output``).
+    ``job.graph`` chooses the graph: the card's (``NormalizeConversation``'s tagged outputs,
+    each written by ``WriteShards``) or the per-shard one."""
+    if job.graph == PER_SHARD:
+        return _build_per_shard(pipeline, job, temp_dir, NORMALIZE, SUMMARY_FILE)
     # A JSON Lines file takes the lines the per-record guard made: the records need not live on.
     lines_only = FILE_FORMATS[job.output_format].takes_lines
     cleaned = _logs(pipeline, job, "CleanLogs", CleanConversationLogs, lines_only)
@@ -146,6 +172,8 @@ def build(pipeline: beam.Pipeline, job: Job, temp_dir: str) -> JobOutputs:
 def build_validate(pipeline: beam.Pipeline, job: Job, temp_dir: str) -> JobOutputs:
     """Apply ``convnorm validate`` to ``pipeline``: violation reports, dead letters and
     ``validation.json`` under ``temp_dir``."""
+    if job.graph == PER_SHARD:
+        return _build_per_shard(pipeline, job, temp_dir, CHECK, VALIDATION_FILE)
     checked = _logs(pipeline, job, "CheckLogs", CheckConversationLogs)
     checked.reports | "WriteReports" >> WriteShards(temp_dir, "violations")
     summary = _summarize(

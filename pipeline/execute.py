@@ -40,6 +40,7 @@ from apache_beam.runners.runner import PipelineState
 from pipeline import files, interrupts, job_service, loopback
 from pipeline import lock as locks
 from pipeline import outputs as owned
+from pipeline.dask_cluster import close_client
 from pipeline.flags import our_dests
 from pipeline.interrupts import Stopping, shielded
 from pipeline.options import ConfigError, Job
@@ -49,7 +50,22 @@ LOG = logging.getLogger("convnorm")
 #: Options left out of the manifest: how a run treats its output directory rather than what it
 #: writes, and the directory itself (the manifest lies in it; a moved directory stays valid).
 #: So the same input and flags give a byte-identical manifest, with or without --overwrite.
-RUN_CONTROL_OPTIONS = frozenset({"overwrite", "break_stale_lock", "job_endpoint_timeout", "config", "output"})
+RUN_CONTROL_OPTIONS = frozenset(
+    {
+        "overwrite",
+        "break_stale_lock",
+        "job_endpoint_timeout",
+        "config",
+        "output",
+        # How a DaskRunner run reaches its cluster (Beam's DaskOptions dests): not what it writes,
+        # and convnorm's own local cluster has a new address every run.
+        "address",
+        "scheduler_file",
+        "timeout",
+        "name",
+        "connection_limit",
+    }
+)
 
 
 @dataclass(frozen=True)
@@ -137,6 +153,7 @@ def run_pipeline(pipeline: beam.Pipeline) -> bool:
 
     A portable job (Prism, ``--job_endpoint``) is waited for through its job service, so no
     deadline of Beam's (``--job_server_timeout``) ends a long run (``pipeline.job_service``)."""
+    result = None
     try:
         result = pipeline.run()
         state = job_service.wait_until_finish(result)
@@ -145,6 +162,8 @@ def run_pipeline(pipeline: beam.Pipeline) -> bool:
             raise KeyboardInterrupt from None  # Ctrl-C, which Beam wrapped: the command says so in one line
         LOG.error("the pipeline failed: %s", _one_line(error)[:2000])
         return False
+    finally:
+        close_client(result)  # DaskRunner's result holds an open dask.distributed client
     if state != PipelineState.DONE:
         LOG.error("the pipeline ended in state %s", state)
         return False

@@ -31,7 +31,7 @@ import uuid
 import warnings
 from typing import BinaryIO, Callable
 
-from apache_beam.io.filesystem import CompressionTypes
+from apache_beam.io.filesystem import BeamIOError, CompressionTypes
 from apache_beam.io.filesystems import FileSystems
 
 _DIRECTORY_FLAGS = os.O_RDONLY | os.O_DIRECTORY | getattr(os, "O_CLOEXEC", 0)
@@ -54,6 +54,29 @@ def size(path: str) -> int | None:
         return FileSystems.get_filesystem(path).metadata(path).size_in_bytes
     except Exception:  # noqa: BLE001 — filesystems raise their own types for "not found"
         return None
+
+
+def sizes_in(directory: str, *, sizes: bool = True) -> dict[str, int]:
+    """Every entry directly in ``directory``, as full path -> size in bytes (-1: not a regular
+    file, e.g. a directory or a symbolic link; every entry -1 without ``sizes``, which saves a
+    local ``lstat`` per entry); {} if there is none. One listing, however many files (the
+    object stores: one paginated list call)."""
+    if is_local(directory):
+        try:
+            with os.scandir(directory) as entries:
+                return {
+                    os.path.join(directory, e.name): e.stat(follow_symlinks=False).st_size
+                    if sizes and e.is_file(follow_symlinks=False)
+                    else -1
+                    for e in entries
+                }
+        except (FileNotFoundError, NotADirectoryError):
+            return {}
+    try:
+        matched = FileSystems.match([FileSystems.join(directory, "*")])[0].metadata_list
+    except Exception:  # noqa: BLE001 — nothing there
+        return {}
+    return {m.path: m.size_in_bytes for m in matched}
 
 
 def delete(path: str, *, tree: bool = False) -> None:
@@ -366,23 +389,72 @@ def move_into(source: str, root: str, relative: str) -> None:
                 raise FileExistsError(errno.EEXIST, f"{os.path.join(root, *parts)} exists")
             os.rename(source, name, dst_dir_fd=directory)
             return
-        try:
-            os.link(source, name, dst_dir_fd=directory, follow_symlinks=False)
-        except FileExistsError:
-            raise FileExistsError(
-                errno.EEXIST, f"{os.path.join(root, *parts)} exists (a file or a link convnorm did not write)"
-            ) from None
-        except OSError as error:
-            if error.errno not in _NO_HARD_LINKS:
-                raise
-            _plain_file_or_absent(directory, name, os.path.join(root, *parts))
-            if os.path.lexists(os.path.join(root, *parts)):
-                raise FileExistsError(errno.EEXIST, f"{os.path.join(root, *parts)} exists") from None
-            os.rename(source, name, dst_dir_fd=directory)
-            return
-        os.unlink(source)
+        _link_into(directory, source, name, os.path.join(root, *parts))
     finally:
         os.close(directory)
+
+
+def _link_into(directory: int, source: str, name: str, shown: str) -> None:
+    """A file moved to ``name`` in the open ``directory``: hard-linked (which fails if anything
+    is at the name, a dangling link included), then unlinked from where it was."""
+    try:
+        os.link(source, name, dst_dir_fd=directory, follow_symlinks=False)
+    except FileExistsError:
+        raise FileExistsError(errno.EEXIST, f"{shown} exists (a file or a link convnorm did not write)") from None
+    except OSError as error:
+        if error.errno not in _NO_HARD_LINKS:
+            raise
+        _plain_file_or_absent(directory, name, shown)
+        if os.path.lexists(shown):
+            raise FileExistsError(errno.EEXIST, f"{shown} exists") from None
+        os.rename(source, name, dst_dir_fd=directory)
+        return
+    os.unlink(source)
+
+
+#: Files per ``FileSystems.rename`` call when moving many into an object store.
+MOVE_BATCH = 1000
+
+
+def move_many(moves: list[tuple[str, str]], root: str, after_first: Callable[[], None] | None = None) -> dict:
+    """``move_into`` for many files, ``(source, relative)`` each: every directory below
+    ``root`` opened once (local), or one ``FileSystems.rename`` call per ``MOVE_BATCH`` files
+    (object stores); never over an existing name (FileExistsError at once) and never through a
+    link. Returns the moves that could not be made, relative -> error (a source that is gone).
+    ``after_first`` is called after the first directory's (or batch's) files moved."""
+    failed: dict = {}
+    if not is_local(root):
+        for start in range(0, len(moves), MOVE_BATCH):
+            batch = moves[start : start + MOVE_BATCH]
+            targets = [FileSystems.join(root, *_parts(relative)) for _, relative in batch]
+            try:
+                FileSystems.rename([source for source, _ in batch], targets)
+            except BeamIOError as error:
+                by_target = dict(zip(targets, (relative for _, relative in batch)))
+                for (_, target), reason in (error.exception_details or {}).items():
+                    failed[by_target.get(target, target)] = reason
+            if start == 0 and after_first:
+                after_first()
+        return failed
+    by_directory: dict[tuple[str, ...], list[tuple[str, str, str]]] = {}
+    for source, relative in moves:
+        *directories, name = _parts(relative)
+        by_directory.setdefault(tuple(directories), []).append((source, relative, name))
+    for number, (folder, group) in enumerate(by_directory.items()):
+        directory = _open_directory(root, list(folder))
+        try:
+            for source, relative, name in group:
+                try:
+                    _link_into(directory, source, name, os.path.join(root, relative))
+                except FileExistsError:
+                    raise
+                except FileNotFoundError as error:
+                    failed[relative] = error
+        finally:
+            os.close(directory)
+        if number == 0 and after_first:
+            after_first()
+    return failed
 
 
 def write_in_place(path: str, data: bytes, *, replace: bool = False, mime_type: str = "application/json") -> None:

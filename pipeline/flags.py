@@ -21,6 +21,7 @@ import os
 import yaml
 
 from pipeline import beam_flags
+from pipeline.dask_cluster import DASK_FLAGS, DASK_RUNNER_NAME, is_dask_runner
 from pipeline.settings import settings_problems
 from transforms.inputs import DEFAULT_BATCH_BYTES, DEFAULT_BATCH_SIZE, DEFAULT_MAX_RECORD_BYTES, DEFAULT_SHARD_BYTES
 from transforms.roles import parse_map_role
@@ -31,6 +32,9 @@ from transforms.tokens import ENCODINGS, parse_limit
 #: The runner used when none is named: in-process, works offline (the DirectRunner would
 #: first try to download the Prism binary).
 DEFAULT_RUNNER = "FnApiRunner"
+#: The job's graphs (``pipeline.build``); ``auto`` picks by runner (``graph_for``).
+TAGGED_OUTPUTS, PER_SHARD = "tagged-outputs", "per-shard"
+GRAPHS = ("auto", TAGGED_OUTPUTS, PER_SHARD)
 #: ``--warn-dead-letters``: dead letters past this share of the records read are worth a warning.
 DEFAULT_WARN_DEAD_LETTERS = "1%"
 #: Runners that can run the streaming job (lower case, as --runner may spell them).
@@ -173,6 +177,14 @@ def _run_flags(add) -> None:
         default=DEFAULT_SHARD_BYTES,
         help=f"split uncompressed JSONL inputs into byte ranges of this size "
         f"({DEFAULT_SHARD_BYTES >> 20} MiB; at least 65536)",
+    )
+    add(
+        "--graph",
+        default="auto",
+        choices=GRAPHS,
+        help="the job's graph: tagged-outputs (the NormalizeConversation DoFn's outputs, each with its own "
+        "writer), per-shard (each input shard read, processed and written in one step: for runners that "
+        "cannot route tagged outputs), or auto: per-shard on DaskRunner, tagged-outputs elsewhere",
     )
     add("--batch-size", type=int, default=DEFAULT_BATCH_SIZE, help="records per batch between reading and writing")
     add(
@@ -469,6 +481,7 @@ def preset_entries(path: str, loaded: dict, known: frozenset[str] | None):
     """
     ours = our_flags()
     by_flag = {action.option_strings[0][2:].replace("-", "_"): dest for dest, action in ours.actions.items()}
+    by_flag.update({flag[2:]: dest for flag, dest in DASK_FLAGS.items()})  # Beam's Dask flags name no dest
     for raw_key, value in loaded.items():
         key = str(raw_key).replace("-", "_")
         dest = by_flag.get(key, key)
@@ -589,6 +602,14 @@ def runner_problem(runner: str, known: tuple[str, ...]) -> str | None:
 
 
 _DURATION_UNITS = {"s": 1, "m": 60, "h": 3600}
+
+
+def graph_for(graph: str, runner: str | None) -> str:
+    """``--graph`` resolved: ``auto`` is per-shard on runners that cannot route a DoFn's tagged
+    outputs (DaskRunner), tagged-outputs elsewhere."""
+    if graph != "auto":
+        return graph
+    return PER_SHARD if is_dask_runner(runner) else TAGGED_OUTPUTS
 
 
 def parse_duration(text: str) -> float:
@@ -761,9 +782,14 @@ def own_problems(ours, *, output_required: bool, streaming: bool, runner: str | 
     token_problems: list[str] = []
     problems = settings_problems(record_settings(ours, token_settings(ours, token_problems))) + token_problems
     if runner and runners is not None:
-        problem = runner_problem(runner, runners)
+        problem = runner_problem(runner, (*runners, DASK_RUNNER_NAME))
         if problem:
             problems.append(problem)
+    if getattr(ours, "graph", None) == TAGGED_OUTPUTS and is_dask_runner(runner):
+        problems.append(
+            "--graph tagged-outputs cannot run on DaskRunner (it gives every consumer every tagged output); "
+            "leave --graph at auto (per-shard)"
+        )
     if not ours.input:
         problems.append("--input is required (a file, directory or glob; repeat it for several)")
     if not ours.output and output_required:
@@ -788,7 +814,7 @@ def _fast_parser(beam_known: bool) -> argparse.ArgumentParser:
     if beam_known:
         taken = {option for action in ours.actions.values() for option in action.option_strings}
         beam = parser.add_argument_group("beam")
-        for option, nargs in beam_flags.FLAGS.items():
+        for option, nargs in {**beam_flags.FLAGS, **dict.fromkeys(DASK_FLAGS, None)}.items():
             if option in taken:
                 continue
             if nargs == 0:
@@ -824,7 +850,7 @@ def precheck(argv: list[str], *, output_required: bool = True) -> argparse.Names
     preset_streaming = preset_runner = None
     config = given.get("config")
     if config and "://" not in config:  # a preset on another filesystem is read after Beam's import
-        known = (beam_flags.DESTS | ours.actions.keys()) if beam_known else None
+        known = (beam_flags.DESTS | ours.actions.keys() | set(DASK_FLAGS.values())) if beam_known else None
         for raw_key, dest, value in preset_entries(config, read_preset(config), known):
             if dest in ours.actions:
                 values[dest] = our_preset_value(config, raw_key, ours, dest, value)

@@ -40,6 +40,7 @@ from apache_beam.options.pipeline_options import DirectOptions, StandardOptions
 from pipeline import files
 from pipeline.build import VALIDATE_SPEC, VALIDATION_FILE, build, build_validate, run_spec
 from pipeline.cli import dispatch
+from pipeline.dask_cluster import local_cluster
 from pipeline.execute import OutputSpec, Page, execute, run_pipeline
 from pipeline.explain import where_text
 from pipeline.interrupts import INTERRUPTED, Stopping, handling_ctrl_c, silence_after_interrupt, stopping_line
@@ -251,7 +252,9 @@ def _command(command: str, args: list[str], stopping: Stopping) -> int:
             LOG.info("%s", note)
         if job.options.view_as(StandardOptions).streaming:
             return _run_streaming(command, job, stopping)
-        with prism_services(job.options):  # a Prism run: Prism and its workers on loopback only
+        # A Prism run: Prism and its workers on loopback only; a DaskRunner run without a
+        # scheduler: a local Dask cluster on loopback only.
+        with prism_services(job.options), local_cluster(job.options, len(job.shards)):
             return handler(job, stopping)
     except PrismError as error:
         print(f"convnorm: error: {error}", file=sys.stderr)

@@ -31,13 +31,16 @@ from dataclasses import dataclass
 from apache_beam.io.filesystems import FileSystems
 from apache_beam.options.pipeline_options import PipelineOptions, StandardOptions
 
+from pipeline.dask_cluster import DASK_FLAGS, DASK_RUNNER_NAME, dask_problem, is_dask_runner, register_options, use_dask
 from pipeline.flags import (
     DEFAULT_RUNNER,
+    TAGGED_OUTPUTS,
     ConfigError,
     WrongShape,
     add_convnorm_flags,
     argparse_detail,
     dead_letter_limits,
+    graph_for,
     our_flags,
     our_preset_value,
     parse_duration,
@@ -95,7 +98,7 @@ def _beam_value(parser: argparse.ArgumentParser, dest: str, value):
     that takes one value, a mapping for one that is not a mapping, true/false for one that is
     not a switch, and the reverse).
     """
-    flag = "--" + dest
+    flag = _DASK_FLAG_OF.get(dest, "--" + dest)
     if isinstance(value, bool):  # a switch: its flag given alone sets what `true` means
         if not _is_switch(parser, dest):
             raise WrongShape("takes a value")
@@ -110,7 +113,7 @@ def _beam_value(parser: argparse.ArgumentParser, dest: str, value):
         raise WrongShape("expects true or false")
     parsed, unknown = parse_known(parser, args)
     if unknown or dest not in parsed:
-        raise ConfigError(f"--{dest} cannot be set by a preset (give it on the command line)")
+        raise ConfigError(f"{flag} cannot be set by a preset (give it on the command line)")
     result = parsed[dest]
     if isinstance(value, list) and not (isinstance(result, list) and len(result) >= len(value)):
         raise WrongShape("takes one value")
@@ -119,10 +122,14 @@ def _beam_value(parser: argparse.ArgumentParser, dest: str, value):
     return result
 
 
+#: Beam's Dask options are set by flags that are not ``--<dest>``.
+_DASK_FLAG_OF = {dest: flag for flag, dest in DASK_FLAGS.items()}
+
+
 def _is_switch(parser: argparse.ArgumentParser, dest: str) -> bool:
     """Does ``--dest`` alone, without a value, set the option?"""
     try:
-        parsed, unknown = parse_known(parser, ["--" + dest])
+        parsed, unknown = parse_known(parser, [_DASK_FLAG_OF.get(dest, "--" + dest)])
     except ConfigError:  # "expected one argument"
         return False
     return not unknown and isinstance(parsed.get(dest), bool)
@@ -160,14 +167,36 @@ def parse_options(argv: list[str]) -> PipelineOptions:
     Flags on the command line win over the preset; for a repeatable option (``--input``) the
     command line's list replaces the preset's. Unknown flags and keys are refused, naming them.
     """
+    _register_runner_options(argv)
     parser = _all_options_parser()
     given, unknown = parse_known(parser, argv)
+    config = given.get("config")
+    if config and _register_runner_options(_preset_words(config)):
+        parser = _all_options_parser()  # now with the runner's flags, for the preset and the command line
+        given, unknown = parse_known(parser, argv)
     if unknown:
         raise ConfigError(unknown_argument(unknown, argv))
-    config = given.get("config")
     preset = preset_options(config, parser) if config else {}
     # Beam's keyword arguments win over its flags: give it the preset's values the command line leaves alone.
     return PipelineOptions(argv, **{dest: value for dest, value in preset.items() if dest not in given})
+
+
+def _preset_words(path: str) -> list[str]:
+    """A preset's keys and string values (its errors are reported when it is read again)."""
+    try:
+        preset = read_preset(path, FileSystems.open)
+    except ConfigError:
+        return []
+    return [str(w) for key, value in preset.items() for w in (key, value) if isinstance(w, str)]
+
+
+def _register_runner_options(words: list[str]) -> bool:
+    """Beam's Dask flags exist once its DaskRunner module is imported (``pipeline.dask_cluster``):
+    imported when ``words`` name Dask. True if it was imported now."""
+    try:
+        return register_options(words)
+    except ValueError as error:  # dask not installed: say what to install
+        raise ConfigError(str(error)) from None
 
 
 @dataclass(frozen=True)
@@ -192,6 +221,8 @@ class Job:
     dry_run: bool = False
     #: ``--limit``: only the first N records of the plan (the shards say how many each gives).
     limit: int | None = None
+    #: ``TAGGED_OUTPUTS`` or ``PER_SHARD`` (``--graph``; ``auto`` resolved by runner).
+    graph: str = TAGGED_OUTPUTS
     #: What the plan leaves out of a directory input (files without a known suffix,
     #: subdirectories), one line per directory: said once the console is set up for the job.
     notes: tuple[str, ...] = ()
@@ -242,7 +273,10 @@ def _tidy_paths(ours: ConvNormOptions) -> None:
 
 
 def _beam_runner_problem(runner: str) -> str | None:
-    return runner_problem(runner, tuple(path.rsplit(".", 1)[-1] for path in StandardOptions.ALL_KNOWN_RUNNERS))
+    if is_dask_runner(runner):
+        return dask_problem()
+    known = tuple(path.rsplit(".", 1)[-1] for path in StandardOptions.ALL_KNOWN_RUNNERS)
+    return runner_problem(runner, (*known, DASK_RUNNER_NAME))
 
 
 def _output_problems(output: str | None) -> list[str]:
@@ -364,6 +398,8 @@ def load_job(argv: list[str], *, output_required: bool = True) -> Job:
         raise ConfigError("; ".join(problems))
     notes: list[str] = []
     shards = _plan(ours, bool(standard.streaming), notes)
+    if is_dask_runner(standard.runner):
+        use_dask(options)
     _warn_missing_writer_options(ours)
     return Job(
         options,
@@ -382,5 +418,6 @@ def load_job(argv: list[str], *, output_required: bool = True) -> Job:
         warn_dead_letters,
         ours.dry_run,
         ours.limit,
+        graph_for(ours.graph, standard.runner),
         tuple(notes),
     )

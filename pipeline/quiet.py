@@ -32,3 +32,9 @@ def quiet_beam_noise() -> None:
     root = logging.getLogger()
     if not any(isinstance(f, BeamNoiseFilter) for f in root.filters):
         root.addFilter(BeamNoiseFilter())
+
+
+def dask_setup(worker: object) -> None:
+    """Dask's preload hook (``dask worker --preload pipeline.quiet``): the same filter in a Dask
+    worker process, before a task imports Beam."""
+    quiet_beam_noise()

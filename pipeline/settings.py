@@ -1,54 +1,35 @@
 """The record settings checked as the command line gave them (no Beam import).
 
-Its messages name the command line's flags, so the check lives here, beside the options,
-and not in ``transforms.settings``, which the workers carry.
+The record settings' rules live with them (``transforms.settings.problems``); here they name
+the command line's flags, and the rules of ``--tokens`` (which name options that are not
+record settings, and load the tokenizer) are added.
 """
 
 from __future__ import annotations
 
-from transforms.formats import READERS, WRITERS
-from transforms.profiles import PROFILES
-from transforms.roles import MAP_TARGETS
-from transforms.settings import Settings, TokenSettings
+from transforms.formats import WRITERS
+from transforms.settings import Settings, TokenSettings, problems
 from transforms.tokens import ENCODINGS, FINE_TUNING_LIMITS, sink_view, unavailable
+
+#: Settings whose flag is not the field's name with dashes.
+_FLAGS = {
+    "input_format": "--format",
+    "raw_limit": "--dead-letter-raw-limit",
+    "drop_roles": "--drop-role",
+    "map_roles": "--map-role",
+}
+
+
+def flag_name(field: str) -> str:
+    return _FLAGS.get(field, "--" + field.replace("_", "-"))
 
 
 def settings_problems(settings: Settings) -> list[str]:
-    """Every setting that cannot work, as sentences for a person."""
-    found = []
-    if settings.input_format != "auto" and settings.input_format not in READERS:
-        found.append(f"unknown --format {settings.input_format!r}; known: auto, {', '.join(sorted(READERS))}")
-    if settings.sink not in WRITERS:
-        found.append(f"unknown --sink {settings.sink!r}; known: {', '.join(sorted(WRITERS))}")
-    if settings.profile not in PROFILES:
-        found.append(f"unknown --profile {settings.profile!r}; known: {', '.join(PROFILES)}")
-    if not settings.messages_field:
-        found.append("--messages-field must not be empty")
-    if not settings.id_field:
-        found.append("--id-field must not be empty")
-    if settings.id_field == settings.messages_field:
-        found.append("--id-field and --messages-field must differ")
-    if not settings.tools_field or any(not part for part in settings.tools_field.split(".")):
-        found.append(f"--tools-field {settings.tools_field!r} is not a dotted path of field names")
-    if settings.max_tokens is not None and settings.max_tokens < 1:
-        found.append("--max-tokens must be at least 1")
-    if settings.raw_limit < 0:
-        found.append("--dead-letter-raw-limit must be 0 or more")
+    """Every setting that cannot work, as sentences naming the flags: the record settings'
+    rules (``transforms.settings.problems``), then ``--tokens``'."""
+    found = problems(settings, flag_name)
     if settings.tokens is not None:
         found += token_problems(settings.tokens, settings)
-    return found + _role_problems(settings)
-
-
-def _role_problems(settings: Settings) -> list[str]:
-    found = [f"--drop-role {role!r} is blank" for role in settings.drop_roles if not role.strip()]
-    for source, target in settings.map_roles:
-        if not source:
-            found.append(f"--map-role {target!r} is not FROM=TO (e.g. exit=assistant)")
-        elif target not in MAP_TARGETS:
-            found.append(f"--map-role {source}={target}: the role must be one of {', '.join(MAP_TARGETS)}")
-    both = sorted(set(settings.drop_roles) & {source for source, _ in settings.map_roles})
-    if both:
-        found.append(f"role(s) {', '.join(both)} given to both --drop-role and --map-role")
     return found
 
 

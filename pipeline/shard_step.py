@@ -155,7 +155,9 @@ def temp_place(temp_root: str, shard: Shard, attempt: str) -> Callable[[str], st
     """The batch job's naming: ``TEMP_ROOT/<output>/<shard>-<start>-<attempt>``, the names
     ``sinks.WriteShards`` gives too (``attempt`` unique per try: a retry never clobbers another)."""
 
+    join = FileSystems.get_filesystem(temp_root).join  # looked up once per shard, not per file
+
     def place(name: str) -> str:
-        return FileSystems.join(temp_root, name, temp_name(shard.number, shard.start, attempt))
+        return join(temp_root, name, temp_name(shard.number, shard.start, attempt))
 
     return place

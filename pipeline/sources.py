@@ -36,8 +36,10 @@ import io
 import logging
 import math
 import os
+import pickle
 import re
 import stat
+import zlib
 from functools import lru_cache
 from typing import Iterable, Iterator, NamedTuple
 
@@ -93,6 +95,8 @@ class Shard(NamedTuple):
     end: int | None  # exclusive; None: to the end of the file
     #: Records to read at most (``--limit``); None: every record of the range.
     limit: int | None = None
+    #: The file's size in bytes when it was planned (for progress); None: not known.
+    file_size: int | None = None
 
     @property
     def name(self) -> str:
@@ -115,9 +119,13 @@ def display_path(path: str) -> str:
         return path.encode("utf-8", "backslashreplace").decode("utf-8")
 
 
+#: The suffixes, longest first (``.jsonl.gz`` before ``.jsonl``).
+_SUFFIXES = sorted(FILE_KINDS, key=len, reverse=True)
+
+
 def file_suffix(path: str) -> str | None:
     lowered = path.lower()
-    for suffix in sorted(FILE_KINDS, key=len, reverse=True):
+    for suffix in _SUFFIXES:
         if lowered.endswith(suffix):
             return suffix
     return None
@@ -306,9 +314,9 @@ def plan_shards(
             count = -(-size // shard_bytes)
             bounds = [size * k // count for k in range(count + 1)]
             for start, end in zip(bounds, bounds[1:]):
-                shards.append(Shard(len(shards), path, suffix, start, None if end == size else end))
+                shards.append(Shard(len(shards), path, suffix, start, None if end == size else end, file_size=size))
         else:
-            shards.append(Shard(len(shards), path, suffix, 0, None))
+            shards.append(Shard(len(shards), path, suffix, 0, None, file_size=size))
     return shards
 
 
@@ -332,9 +340,10 @@ def limit_plan(shards: list[Shard], limit: int, max_record_bytes: int = DEFAULT_
 
 
 def shard_sizes(shards: list[Shard]) -> list[int]:
-    """Bytes of each planned shard (its range, or its whole file), by shard number."""
-    sizes: dict[str, int] = {}
-    for path in {s.path for s in shards if s.end is None}:
+    """Bytes of each planned shard (its range, or its whole file), by shard number: from the
+    sizes planning saw, a file's size looked up only where it is not known."""
+    sizes: dict[str, int] = {s.path: s.file_size for s in shards if s.file_size is not None}
+    for path in {s.path for s in shards if s.end is None and s.path not in sizes}:
         try:
             sizes[path] = FileSystems.match([path])[0].metadata_list[0].size_in_bytes
         except Exception:  # noqa: BLE001 — only for progress: an unknown size counts 0
@@ -1081,18 +1090,76 @@ class _ReadShard(beam.DoFn):
     def process(self, shard: Shard):
         pause_point("read")  # tests kill a run here (pipeline.testhooks)
         stats = {"records": 0, "blank_lines": 0}
-        # Offsets are file bytes only in uncompressed JSONL; other files count once read whole.
-        byte_offsets = FILE_KINDS[shard.suffix] == ("jsonl", None, True)
+        progress = ReadProgress(shard, self._tally)
         for batch in iter_batches(shard, self._batch_size, stats, self._max_record_bytes, self._batch_bytes):
             yield batch
-            self._tally.add("records", len(batch.items))
-            if byte_offsets:
-                self._tally.at(shard.number, batch.items[-1].position - shard.start)
+            progress.batch_read(batch)
         self._blank.inc(stats["blank_lines"])
         self._shards.inc()
-        # Files read show in the progress line, not as a log line each (100 files: 100 lines).
-        self._tally.shard_done(shard.number)
+        progress.done()
         yield TaggedOutput(self.STATS, {"shard": shard.number, **stats})
+
+
+class ReadProgress:
+    """The progress of reading one shard, for the live tally of local runs: records, bytes read
+    (file offsets in uncompressed JSONL; other files count once read whole), shards done. Files
+    read show in the progress line, not as a log line each (100 files: 100 lines)."""
+
+    def __init__(self, shard: Shard, tally: Tally) -> None:
+        self._shard = shard
+        self._tally = tally
+        self._byte_offsets = FILE_KINDS[shard.suffix] == ("jsonl", None, True)
+
+    def batch_read(self, batch: Batch) -> None:
+        self._tally.add("records", len(batch.items))
+        if self._byte_offsets:
+            self._tally.at(self._shard.number, batch.items[-1].position - self._shard.start)
+
+    def done(self) -> None:
+        self._tally.shard_done(self._shard.number)
+
+
+#: Elements of the plan the graph carries, at most: a job of up to this many shards gets one
+#: element per shard; a bigger one, chunks of shards. Beam's ``Create`` costs per element, and
+#: whatever it holds is pickled and bz2-compressed into the graph (with one element per shard,
+#: 100,000 files spent ~50 s there before the first record was read).
+MAX_PLAN_ELEMENTS = 1000
+
+
+def pack_shards(shards: list[Shard]) -> bytes:
+    """A chunk of the plan as the graph carries it: the shards as plain tuples, pickled and
+    compressed (paths share most of their bytes; a pickled ``Shard`` per element cost 10x)."""
+    return zlib.compress(pickle.dumps([tuple(s) for s in shards], protocol=pickle.HIGHEST_PROTOCOL), 6)
+
+
+def unpack_shards(chunk: bytes) -> list[Shard]:
+    """``pack_shards`` undone, in a worker."""
+    return [Shard(*row) for row in pickle.loads(zlib.decompress(chunk))]
+
+
+@beam.typehints.with_output_types(Shard)
+class CreateShards(beam.PTransform):
+    """Planned shards -> a PCollection of them, spread over the workers: ``Create`` of the plan
+    in ``chunks`` (default: one per shard, at most ``MAX_PLAN_ELEMENTS``), ``Reshuffle``, then
+    each chunk unpacked where it landed, so a big plan is neither carried element by element
+    nor shuffled shard by shard. A runner whose ``Reshuffle`` does nothing (DaskRunner) spreads
+    by ``Create``'s partitions: give it one chunk per partition."""
+
+    def __init__(self, shards: list[Shard], chunks: int | None = None) -> None:
+        super().__init__()
+        self._shards = shards
+        self._chunks = max(1, min(len(shards), chunks or MAX_PLAN_ELEMENTS))
+
+    def expand(self, pbegin):
+        size = -(-len(self._shards) // self._chunks)
+        chunks = [pack_shards(self._shards[i : i + size]) for i in range(0, len(self._shards), size)]
+        return (
+            pbegin
+            | "Shards" >> beam.Create(chunks, reshuffle=False)
+            # Spread the chunks over workers; each is a few KB.
+            | "Spread" >> beam.Reshuffle()
+            | "Unpack" >> beam.FlatMap(unpack_shards).with_output_types(Shard)
+        )
 
 
 class ReadOutputs(NamedTuple):
@@ -1120,9 +1187,7 @@ class ReadConversationLogs(beam.PTransform):
         read = _ReadShard(self._batch_size, len(self._shards), self._max_record_bytes, self._batch_bytes)
         outputs = (
             pbegin
-            | "Shards" >> beam.Create(self._shards)
-            # Spread shards over workers; the shards themselves are tiny.
-            | "Spread" >> beam.Reshuffle()
+            | "Plan" >> CreateShards(self._shards)
             | "Read" >> beam.ParDo(read).with_outputs(read.STATS, main="batches")
         )
         return ReadOutputs(outputs.batches, outputs[read.STATS])

@@ -3,15 +3,18 @@
 ``listeners(root_pids)`` returns ``(pid, address, port)`` for every socket in LISTEN state
 owned by one of the processes or any of their descendants: the socket inodes come from
 ``/proc/<pid>/fd`` links (``socket:[inode]``), their addresses from ``/proc/net/tcp`` and
-``/proc/net/tcp6``.
+``/proc/net/tcp6`` (of another network namespace: ``/proc/<a pid in it>/net/...``).
+``private_netns_problem`` says why a loopback-only network namespace cannot be made here.
 """
 
 from __future__ import annotations
 
 import ipaddress
 import os
+import shutil
 import socket
 import struct
+import subprocess
 
 LISTEN = "0A"
 
@@ -68,10 +71,12 @@ def _address(hex_address: str) -> str:
     return socket.inet_ntop(socket.AF_INET6, struct.pack("<4I", *words))
 
 
-def _listening_sockets() -> dict[str, tuple[str, int]]:
-    """inode -> (address, port) of every LISTEN socket in this network namespace."""
+def _listening_sockets(netns_pid: int | None = None) -> dict[str, tuple[str, int]]:
+    """inode -> (address, port) of every LISTEN socket in this network namespace (or in the
+    one process ``netns_pid`` is in)."""
     found = {}
-    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+    proc = "/proc" if netns_pid is None else f"/proc/{netns_pid}"
+    for table in (f"{proc}/net/tcp", f"{proc}/net/tcp6"):
         try:
             with open(table) as handle:
                 rows = handle.read().splitlines()[1:]
@@ -87,8 +92,8 @@ def _listening_sockets() -> dict[str, tuple[str, int]]:
     return found
 
 
-def listeners(roots: list[int]) -> list[tuple[int, str, int]]:
-    table = _listening_sockets()
+def listeners(roots: list[int], netns_pid: int | None = None) -> list[tuple[int, str, int]]:
+    table = _listening_sockets(netns_pid)
     out = []
     for pid in process_tree(roots):
         for inode in _socket_inodes(pid):
@@ -102,3 +107,22 @@ def is_loopback(address: str) -> bool:
     if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped:
         ip = ip.ipv4_mapped
     return ip.is_loopback
+
+
+def private_netns_problem() -> str | None:
+    """Why a loopback-only network namespace cannot be made here, or None."""
+    if not shutil.which("unshare") or not shutil.which("ip"):
+        return "needs unshare and ip (util-linux, iproute2) for a loopback-only network namespace"
+    probe = subprocess.run(
+        ["unshare", "--net", "ip", "link", "set", "lo", "up"], capture_output=True, text=True, timeout=30
+    )
+    if probe.returncode:
+        return f"cannot make a network namespace (unshare --net): {probe.stderr.strip()}"
+    return None
+
+
+def interfaces(pid: int | str = "self") -> list[str]:
+    """The network interfaces of ``pid``'s network namespace."""
+    with open(f"/proc/{pid}/net/dev") as handle:
+        lines = handle.read().splitlines()[2:]
+    return sorted(line.split(":")[0].strip() for line in lines)

@@ -161,6 +161,13 @@ def test_bundled_presets_load(preset, tmp_path, monkeypatch):
         with pytest.raises(ConfigError, match="gs://YOUR_BUCKET"):
             load_job(argv)
         return
+    if preset == "dask.yaml":
+        try:
+            import dask.distributed  # noqa: F401
+        except ImportError:  # without the extra, one line saying what to install
+            with pytest.raises(ConfigError, match=r"convnorm\[dask\]"):
+                load_job(argv)
+            return
     job = load_job(argv)
     if preset == "streaming.yaml":  # files arrive later: nothing is planned up front
         assert job.options.get_all_options()["streaming"] and not job.shards

@@ -61,6 +61,17 @@ SKIPPED = {
         "pip install -e '.[gcp]'                         # apache-beam[gcp]==2.77.*: Dataflow client, gs:// paths",
     ),
     ("docs/cluster.md", "sudo unshare --net sh -c 'ip link set lo up && exec convnorm --config configs/flink.yaml'"),
+    # Dask: the extra may be missing where the docs run (tests/test_dask.py runs DaskRunner,
+    # locally and on a real scheduler), and a real cluster needs several machines or certificates.
+    (
+        "docs/cluster.md",
+        "convnorm --config configs/dask.yaml             # a Dask cluster of convnorm's own on this machine",
+    ),
+    (
+        "docs/cluster.md",
+        "dask scheduler --host HEAD --port 8786 --dashboard-address 127.0.0.1:8787 --scheduler-file /mnt/cluster/dask/scheduler.json",
+    ),
+    ("docs/cluster.md", "export DASK_DISTRIBUTED__COMM__REQUIRE_ENCRYPTION=True"),
     # Runs until stopped: the streaming tests run it on Prism with a stop condition.
     ("docs/streaming.md", ".ci/build-prism                      # once: builds Prism, Beam's local runner (needs Go)"),
 }
@@ -69,6 +80,7 @@ SKIPPED = {
 INSTALL_STEPS = {
     "python3 -m venv .venv && . .venv/bin/activate && pip install -e .",
     "pip install -e '.[tokens]'",
+    "pip install -e '.[dask]'                        # apache-beam[dask]: dask and dask.distributed",
 }
 
 #: Pages linked from these docs that other branches add (the links are right once merged).

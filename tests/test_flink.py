@@ -28,11 +28,9 @@ Deselect with ``-m "not flink"``.
 
 from __future__ import annotations
 
-import gzip
 import json
 import os
 import re
-import shutil
 import socket
 import subprocess
 import sys
@@ -44,17 +42,15 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+from engine_outputs import SAMPLE, SHARD_BYTES, assert_same_outputs, write_multi_input  # noqa: E402
+from listeners import interfaces, private_netns_problem  # noqa: E402
 from portable_services import kill_group, popen_in_group, service_env, tail  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
-SAMPLE = ROOT / "samples" / "conversations.jsonl"
 FLINK_DIR = ROOT / "build" / "flink"
 JAR_ENV = "CONVNORM_FLINK_JOB_SERVER_JAR"
 #: Wall-clock limit for one run (an embedded Flink run of the sample takes well under a minute).
 JOB_TIMEOUT_S = 300
-#: The smallest --shard-bytes convnorm accepts: the multi-file input's big file is cut into ranges.
-SHARD_BYTES = 65536
-OUTPUTS = ("normalized", "drops", "dead_letter", "summary.json")
 
 # --------------------------------------------------------------------------------------------
 # Finding the jar and a private network namespace
@@ -89,18 +85,6 @@ def job_server_jar() -> tuple[Path | None, str]:
     return jar, match.group(1)
 
 
-def private_netns_problem() -> str | None:
-    """Why a loopback-only network namespace cannot be made here, or None."""
-    if not shutil.which("unshare") or not shutil.which("ip"):
-        return "needs unshare and ip (util-linux, iproute2) for a loopback-only network namespace"
-    probe = subprocess.run(
-        ["unshare", "--net", "ip", "link", "set", "lo", "up"], capture_output=True, text=True, timeout=30
-    )
-    if probe.returncode:
-        return f"cannot make a network namespace (unshare --net): {probe.stderr.strip()}"
-    return None
-
-
 # --------------------------------------------------------------------------------------------
 # Listening sockets of a process's network namespace, from /proc
 
@@ -126,11 +110,6 @@ def listening_sockets(pid: int | str = "self") -> set[tuple[str, int]]:
                 host, port = fields[1].split(":")
                 found.add((_address(host), int(port, 16)))
     return found
-
-
-def interfaces(pid: int | str = "self") -> list[str]:
-    lines = Path(f"/proc/{pid}/net/dev").read_text().splitlines()[2:]
-    return sorted(line.split(":")[0].strip() for line in lines)
 
 
 class SocketSampler:
@@ -170,31 +149,6 @@ class SocketSampler:
 
 # --------------------------------------------------------------------------------------------
 # Inputs, runs and comparisons
-
-
-def write_multi_input(directory: Path) -> list[str]:
-    """The sample's lines over five files of three kinds; one file big enough for several shards."""
-    directory.mkdir()
-    lines = SAMPLE.read_bytes().splitlines(keepends=True)
-    n = len(lines)
-    big, gz, arr = lines[: n // 2], lines[n // 2 : 3 * n // 4], lines[3 * n // 4 : 7 * n // 8]
-    rest = lines[7 * n // 8 :]
-    # An invalid line and a blank line in the big file; both must be accounted for.
-    (directory / "a.jsonl").write_bytes(
-        b"".join(big[:10]) + b'{"id": "broken", "messages": [\n' + b"\n" + b"".join(big[10:])
-    )
-    (directory / "b.jsonl.gz").write_bytes(gzip.compress(b"".join(gz), mtime=0))
-    parsed, unparsed = [], []
-    for line in arr:
-        try:
-            parsed.append(json.loads(line))
-        except ValueError:
-            unparsed.append(line)  # the sample's malformed lines: kept, in a JSONL file
-    (directory / "c.json").write_text(json.dumps(parsed, ensure_ascii=False))
-    (directory / "d.jsonl").write_bytes(b"".join(unparsed + rest[: len(rest) // 2]))
-    (directory / "e.jsonl").write_bytes(b"".join(rest[len(rest) // 2 :]))
-    assert (directory / "a.jsonl").stat().st_size > 3 * SHARD_BYTES
-    return [str(directory / "*.jsonl"), str(directory / "*.jsonl.gz"), str(directory / "*.json")]
 
 
 @dataclass
@@ -243,22 +197,6 @@ def run_job(name: str, args: list[str], work: Path, *, netns: bool = False) -> J
     if timed_out:
         pytest.fail(f"job {name} did not finish within {JOB_TIMEOUT_S} s; killed\n{run.describe()}", pytrace=False)
     return run
-
-
-def tree(directory: Path) -> dict[str, bytes]:
-    return {str(p.relative_to(directory)): p.read_bytes() for p in sorted(directory.rglob("*")) if p.is_file()}
-
-
-def assert_same_outputs(ours: Path, reference: Path, label: str) -> None:
-    for name in OUTPUTS:
-        a, b = ours / name, reference / name
-        if name.endswith(".json"):
-            assert a.read_bytes() == b.read_bytes(), f"{label}: {name} differs from FnApiRunner's"
-            continue
-        mine, theirs = tree(a), tree(b)
-        assert list(mine) == list(theirs), f"{label}: {name}/ holds other files than FnApiRunner's"
-        for path in mine:
-            assert mine[path] == theirs[path], f"{label}: {name}/{path} differs from FnApiRunner's"
 
 
 def assert_isolated(run: JobRun) -> None:

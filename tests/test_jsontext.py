@@ -79,6 +79,25 @@ def test_side_documents_keep_their_spellings():
     )
 
 
+def test_a_document_of_rows_puts_each_listed_object_on_one_line():
+    files = [{"path": f"normalized/part-{i:05d}.jsonl", "records": i, "sha256": "é"} for i in range(3)]
+    doc = {"format": "x", "files": files, "missing": [], "options": {"input": ["a", "b"], "empty": {}}}
+    text = document_bytes(doc, indent=1, ascii_only=True, rows=True)
+    assert json.loads(text) == doc
+    lines = text.decode().splitlines()
+    assert lines[3:6] == [
+        '  {"path": "normalized/part-0000%d.jsonl", "records": %d, "sha256": "\\u00e9"},' % (i, i) for i in range(2)
+    ] + ['  {"path": "normalized/part-00002.jsonl", "records": 2, "sha256": "\\u00e9"}']
+    # Everything but the rows is spelled as Python's indented encoder spells it.
+    without = {k: v for k, v in doc.items() if k != "files"}
+    assert (
+        document_bytes(without, indent=1, ascii_only=True, rows=True) == json.dumps(without, indent=1).encode() + b"\n"
+    )
+    assert document_bytes(doc, rows=True, sort_keys=True).decode().index('"files"') < document_bytes(
+        doc, rows=True, sort_keys=True
+    ).decode().index('"format"')
+
+
 # --------------------------------------------------------------------------------------------
 # Numbers JSON carries but a double cannot hold (issue 20): one rule, a refusal
 

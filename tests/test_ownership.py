@@ -563,6 +563,8 @@ def test_a_folder_swapped_for_a_link_while_finalize_measures_is_never_deleted_th
     # Found: finalize checked the previous run's folders for links, then measured the new files
     # (seconds on a big run), then deleted the previous files by their full paths: a folder
     # swapped for a link meanwhile had the files of that name in the linked folder deleted.
+    # The new files' measure now comes from their writers; the swap happens where finalize
+    # lists the temporary files, the step between the check and the deletes.
     from pipeline import outputs as owned
 
     out = tmp_path / "out"
@@ -571,15 +573,15 @@ def test_a_folder_swapped_for_a_link_while_finalize_measures_is_never_deleted_th
     outside.mkdir()
     for part in (out / "normalized").iterdir():
         (outside / part.name).write_text("precious\n")
-    measure = owned._measure
+    present = owned._present
 
-    def swap_while_measuring(path, *args, **kwargs):
+    def swap_while_listing(path, *args, **kwargs):
         if TEMP_PREFIX in str(path) and not (out / "normalized").is_symlink():
             (out / "normalized").rename(tmp_path / "moved")
             (out / "normalized").symlink_to(outside, target_is_directory=True)
-        return measure(path, *args, **kwargs)
+        return present(path, *args, **kwargs)
 
-    monkeypatch.setattr(owned, "_measure", swap_while_measuring)
+    monkeypatch.setattr(owned, "_present", swap_while_listing)
     assert _run("--input", small, "--output", out, "--overwrite", "--no-report") == 1
     assert [p.read_text() for p in outside.iterdir()] == ["precious\n"]
 

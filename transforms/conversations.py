@@ -48,10 +48,11 @@ from apache_beam.utils.windowed_value import WindowedValue
 
 from transforms import summary as summaries
 from transforms.counters import COUNTED_BY_KIND, COUNTED_TOTALS, COUNTER_NAMES, DISTRIBUTION_NAMES, NAMESPACE
-from transforms.inputs import DEFAULT_BATCH_BYTES, Batch, batch_is_full, raw_size
+from transforms.inputs import DEFAULT_BATCH_BYTES, Batch, Parsed, RawRecord, batch_is_full, raw_size
 from transforms.record_steps import ReaderHint
 from transforms.records import BatchResult, normalize_batch, process_record
 from transforms.settings import Settings
+from transforms.settings import problems as settings_problems
 from transforms.validate_step import check_record
 
 #: Tags of the routing DoFn's outputs besides the main one (also the output directories' names).
@@ -89,6 +90,8 @@ class RecordStep(NamedTuple):
     outputs: type
     #: The main output's name (its directory under ``--output``); the tags name the others.
     main_output: str
+    #: ``finalize(total, settings)``: the total of the partials -> the summary document.
+    finalize: Callable[[dict[str, Any], Settings], dict[str, Any]]
 
     @property
     def output_names(self) -> tuple[str, ...]:
@@ -114,11 +117,42 @@ class RecordStep(NamedTuple):
         """The view's partial summary of one batch's result (``records_in`` records read)."""
         return self.view.partial(records_in, getattr(result, self.summarized), result.dead_letters)
 
+    def finish(self, settings: Settings) -> Callable[[dict[str, Any]], dict[str, Any]]:
+        """The total of the partials -> the summary document, for a job's settings (picklable)."""
+        return functools.partial(_finalize_with, self.finalize, settings)
+
+
+def _finalize_with(
+    finalize: Callable[[dict[str, Any], Settings], dict[str, Any]], settings: Settings, total: dict[str, Any]
+) -> dict[str, Any]:
+    return finalize(total, settings)
+
+
+def _finalize_validation(total: dict[str, Any], settings: Settings) -> dict[str, Any]:
+    # validation.json depends on no setting.
+    return summaries.finalize_validation(total)
+
 
 NORMALIZE = RecordStep(
-    "Normalize", process_record, summaries.RUN, "metrics", (DROPS, DEAD_LETTER), NormalizedOutputs, "normalized"
+    label="Normalize",
+    step=process_record,
+    view=summaries.RUN,
+    summarized="metrics",
+    tags=(DROPS, DEAD_LETTER),
+    outputs=NormalizedOutputs,
+    main_output="normalized",
+    finalize=summaries.finalize_run,
 )
-CHECK = RecordStep("Check", check_record, summaries.VALIDATE, "records", (DEAD_LETTER,), CheckedOutputs, "violations")
+CHECK = RecordStep(
+    label="Check",
+    step=check_record,
+    view=summaries.VALIDATE,
+    summarized="records",
+    tags=(DEAD_LETTER,),
+    outputs=CheckedOutputs,
+    main_output="violations",
+    finalize=_finalize_validation,
+)
 
 
 class BatchCounters:
@@ -134,6 +168,9 @@ class BatchCounters:
         self._counters: dict[str, Any] = {name: Metrics.counter(NAMESPACE, name) for name, _ in COUNTER_NAMES}
         self._distributions: list[Any] = [Metrics.distribution(NAMESPACE, name) for name in DISTRIBUTION_NAMES]
         self._totals = COUNTED_TOTALS[step.view.command]
+
+    def blank_line(self) -> None:
+        self._counters["blank_lines"].inc()
 
     def count(self, records_in: int, result: BatchResult, part: dict[str, Any] | None = None) -> None:
         """Count one batch's result; ``part``: its partial summary, when the caller made it."""
@@ -156,21 +193,37 @@ class BatchCounters:
             drops.update(metrics["dropped"])
 
 
-@beam.typehints.with_input_types(Batch)
-@beam.typehints.with_output_types(Batch)
 class RouteConversations(beam.DoFn):
-    """Thin adapter: the step over each batch (``normalize_batch``), outputs routed by tag,
-    counters updated. The records go to the main output, drop metrics to ``DROPS`` (only the
-    normalizing step makes them), unreadable records to ``DEAD_LETTER``.
+    """The one routing DoFn: a job's per-record step (``normalize_batch``) over each element,
+    what it gives routed by tag, counters updated. Records go to the main output, drop
+    metrics to ``DROPS`` (only the normalizing step makes them), unreadable records to
+    ``DEAD_LETTER``.
 
-    ``lines_only`` (normalizing, for a JSON Lines writer): the main output's batches hold each
-    record as its JSON line, the bytes the writer writes, in ``items`` and ``lines`` both; the
-    records themselves are not kept alive until the batch is written."""
+    An element is a ``Batch`` of ``RawRecord`` (convnorm's own graph: the outputs are batches
+    of the same shard) or a single record (the outputs are single items): a ``RawRecord``, a
+    JSON line (``str`` or ``bytes``, as ``ReadFromText`` gives), a ``(file name, line)`` pair
+    (``ReadFromTextWithFilename``), or a ``dict`` already parsed. A single record has no
+    position in a file unless it is a ``RawRecord``: its ``position`` is ``UNKNOWN_POSITION``
+    and its ``source`` the file name it came with, or ``source``. A blank line is not a record
+    (as in convnorm's readers): it gives no output and is counted (``blank_lines``).
 
-    def __init__(self, step: RecordStep, settings: Settings, lines_only: bool = False) -> None:
+    ``lines_only`` (normalizing batches, for a JSON Lines writer): the main output's batches
+    hold each record as its JSON line, the bytes the writer writes, in ``items`` and ``lines``
+    both; the records themselves are not kept alive until the batch is written.
+    """
+
+    #: The position of a single record read without one (``ReadFromText`` does not say).
+    UNKNOWN_POSITION = -1
+
+    def __init__(self, step: RecordStep, settings: Settings, lines_only: bool = False, source: str = "") -> None:
         self._step = step
         self._settings = settings
+        self._source = source
         self._lines_only = lines_only
+
+    @property
+    def step(self) -> RecordStep:
+        return self._step
 
     def setup(self) -> None:
         freeze_gc()
@@ -185,21 +238,106 @@ class RouteConversations(beam.DoFn):
         self._taken: dict[str, int] = {}
         self._hint = ReaderHint()
 
-    def process(self, batch: Batch) -> Iterable:
-        if batch.shard != self._file_shard:
-            self._file_shard, self._taken, self._hint = batch.shard, {}, ReaderHint()
+    def process(self, element: Any) -> Iterable[Any]:
+        if not isinstance(element, Batch):
+            yield from self._process_one(element)
+            return
+        if element.shard != self._file_shard:
+            self._file_shard, self._taken, self._hint = element.shard, {}, ReaderHint()
         result = normalize_batch(
-            batch.items,
+            element.items,
             self._settings,
             self._step.step,
             taken=self._taken,
             keep_records=not self._lines_only,
             hint=self._hint,
         )
-        self._counters.count(len(batch.items), result)
+        self._counters.count(len(element.items), result)
         for name, items, lines in self._step.routed(result, self._lines_only):
-            out = Batch(batch.shard, batch.start, items, lines)
+            out = Batch(element.shard, element.start, items, lines)
             yield out if name == self._step.main_output else TaggedOutput(name, out)
+
+    def _process_one(self, element: Any) -> Iterator[Any]:
+        raw = self._raw(element)
+        if isinstance(raw.payload, (str, bytes)) and not raw.payload.strip():
+            self._counters.blank_line()  # as convnorm's readers: a blank line is not a record
+            return
+        result = normalize_batch([raw], self._settings, self._step.step, taken=self._taken)
+        self._counters.count(1, result)
+        for name, items, _ in self._step.routed(result):
+            for item in items:
+                yield item if name == self._step.main_output else TaggedOutput(name, item)
+
+    def _raw(self, element: Any) -> RawRecord:
+        if isinstance(element, RawRecord):
+            return element
+        source = self._source
+        if isinstance(element, tuple) and len(element) == 2 and isinstance(element[0], str):
+            source, element = element
+        payload = Parsed(element) if isinstance(element, dict) else element
+        return RawRecord(source, self.UNKNOWN_POSITION, payload)
+
+
+class NormalizeConversation(RouteConversations):
+    """Normalize conversations by MEM-5: the design card's DoFn, for any Beam pipeline.
+
+    Main output: each record with its messages normalized (written by the chosen sink, a
+    ``dict``). Tagged outputs: ``DROPS``, one drop-metrics record per conversation (what was
+    dropped and why, by reason); ``DEAD_LETTER``, one record per input that could not be
+    processed, with its reason. Every input ends in exactly one of the main output and the
+    dead letters. Elements: see ``RouteConversations`` (a JSON line, a ``(file name, line)``
+    pair, a ``dict``, a ``RawRecord``, or a ``Batch`` of them)::
+
+        import apache_beam as beam
+        from transforms.conversations import NormalizeConversation
+
+        with beam.Pipeline() as p:
+            out = (
+                p
+                | beam.io.ReadFromText("logs/*.jsonl")
+                | beam.ParDo(NormalizeConversation(sink="openai-finetune")).with_outputs(
+                    NormalizeConversation.DROPS, NormalizeConversation.DEAD_LETTER, main="records"
+                )
+            )
+            out.records | "Records" >> beam.Map(json.dumps) | "WriteRecords" >> beam.io.WriteToText("clean")
+            out[NormalizeConversation.DROPS] | ...
+
+    ``settings`` (a ``transforms.settings.Settings``) or its fields as keywords (``sink``,
+    ``profile``, ``id_field``, ...) choose what convnorm's flags choose. Per-element input pays
+    Beam's per-element cost (several times normalizing a record); ``BatchRawRecords`` before it
+    (or ``NormalizeConversations``) moves records in batches. A unique field (openai-batch's
+    ``custom_id``) is kept unique within a bundle.
+    """
+
+    DROPS = DROPS
+    DEAD_LETTER = DEAD_LETTER
+
+    def __init__(
+        self, settings: Settings | None = None, *, source: str = "", lines_only: bool = False, **fields: Any
+    ) -> None:
+        super().__init__(NORMALIZE, checked_settings(settings, fields), lines_only, source)
+
+
+class CheckConversation(RouteConversations):
+    """Check conversations as they are (``convnorm validate``): violation reports on the main
+    output, unreadable records on ``DEAD_LETTER``."""
+
+    DEAD_LETTER = DEAD_LETTER
+
+    def __init__(self, settings: Settings | None = None, *, source: str = "", **fields: Any) -> None:
+        super().__init__(CHECK, checked_settings(settings, fields), source=source)
+
+
+def checked_settings(settings: Settings | None, fields: dict[str, Any]) -> Settings:
+    """``settings``, or a ``Settings`` of ``fields``, checked (``ValueError`` naming every
+    problem): a bad name fails where the pipeline is built, not on a worker."""
+    if settings is not None and fields:
+        raise TypeError("give settings or their fields as keywords, not both")
+    made = settings if settings is not None else Settings(**fields)
+    found = settings_problems(made)
+    if found:
+        raise ValueError("; ".join(found))
+    return made
 
 
 def freeze_gc() -> None:
@@ -212,36 +350,40 @@ def freeze_gc() -> None:
 @beam.typehints.with_input_types(Batch)
 @beam.typehints.with_output_types(Batch)  # every output: records, drops, dead letters
 class ProcessConversations(beam.PTransform):
-    """Batches of raw records -> the step's outputs (a ``step.outputs`` of PCollections of batches)."""
+    """Batches of raw records -> the step's outputs (a ``step.outputs`` of PCollections of
+    batches), by the routing DoFn it is given."""
 
-    def __init__(self, step: RecordStep, settings: Settings, lines_only: bool = False) -> None:
+    def __init__(self, route: RouteConversations) -> None:
         super().__init__()
-        self._step = step
-        self._settings = settings
-        self._lines_only = lines_only
+        self._route = route
 
     def expand(self, raw_batches):
-        step = self._step
-        route = RouteConversations(step, self._settings, self._lines_only)
-        outputs = raw_batches | step.label >> beam.ParDo(route).with_outputs(*step.tags, main=_MAIN)
+        step = self._route.step
+        outputs = raw_batches | step.label >> beam.ParDo(self._route).with_input_types(Batch).with_outputs(
+            *step.tags, main=_MAIN
+        )
         return step.outputs(outputs[_MAIN], *(outputs[tag] for tag in step.tags))
 
 
 class NormalizeConversations(ProcessConversations):
-    """Batches of raw records -> normalized records, drop metrics and dead letters.
+    """Batches of raw records -> normalized records, drop metrics and dead letters (a
+    ``NormalizedOutputs``): ``NormalizeConversation`` applied to batches.
 
     ``lines_only``: the records as their JSON lines (``RouteConversations``), for a JSON Lines
     writer."""
 
     def __init__(self, settings: Settings, lines_only: bool = False) -> None:
-        super().__init__(NORMALIZE, settings, lines_only)
+        super().__init__(NormalizeConversation(settings, lines_only=lines_only))
 
 
 class CheckConversations(ProcessConversations):
-    """Batches of raw records -> per-conversation violation reports and dead letters."""
+    """Batches of raw records -> per-conversation violation reports and dead letters.
 
-    def __init__(self, settings: Settings) -> None:
-        super().__init__(CHECK, settings)
+    ``lines_only`` is accepted so both composites are made alike; a check has no records to
+    hand on as lines (its reports are always objects)."""
+
+    def __init__(self, settings: Settings, lines_only: bool = False) -> None:
+        super().__init__(CheckConversation(settings))
 
 
 #: The shard of batches made from a stream rather than from planned input files.
@@ -328,18 +470,19 @@ class MergeSummaries(beam.CombineFn):
 # Beam's coder for them from the pickling FastPrimitivesCoder to a MapCoder.
 @beam.typehints.with_input_types(beam.typehints.Any, Batch, Batch)
 class Summarize(beam.PTransform):
-    """Read statistics + per-record outputs + dead letters -> one summary document (a view's).
+    """Read statistics + per-record outputs + dead letters -> one summary document (the step's
+    view's).
 
     The view's ``partial(records_in, items, dead_letters, blank_lines)`` summarizes one piece;
-    its ``finalize`` (or ``finish``) turns the total into the document. ``records_in`` comes
+    ``step.finish(settings)`` turns the total into the document. ``records_in`` comes
     from the reader's statistics, not from the outputs, so the ``accounted`` flag is a real
     check that every record ended in exactly one output.
     """
 
-    def __init__(self, view: summaries.View, finish: Callable[[dict[str, Any]], dict[str, Any]] | None = None) -> None:
+    def __init__(self, step: RecordStep, settings: Settings) -> None:
         super().__init__()
-        self._partial = view.partial
-        self._finish = finish or view.finalize
+        self._partial = step.view.partial
+        self._finish = step.finish(settings)
 
     def expand(self, inputs):
         read_stats, outputs, dead_letters = inputs
@@ -356,11 +499,11 @@ class SummarizeRun(Summarize):
     """Dataset totals of a normalization run, from (read stats, drops, dead letters)."""
 
     def __init__(self, settings: Settings) -> None:
-        super().__init__(summaries.RUN, functools.partial(summaries.finalize_run, settings=settings))
+        super().__init__(NORMALIZE, settings)
 
 
 class SummarizeValidation(Summarize):
     """Totals of a validation run, from (read stats, reports, dead letters)."""
 
     def __init__(self) -> None:
-        super().__init__(summaries.VALIDATE)
+        super().__init__(CHECK, Settings())

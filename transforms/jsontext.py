@@ -449,10 +449,35 @@ def _keys_sorted(value: Any) -> Any:
 # Side files
 
 
-def document_bytes(value: Any, indent: int = 2, *, ascii_only: bool = False, sort_keys: bool = False) -> bytes:
+def document_bytes(
+    value: Any, indent: int = 2, *, ascii_only: bool = False, sort_keys: bool = False, rows: bool = False
+) -> bytes:
     """A pretty-printed JSON document and its final newline (summary, file lists, manifest).
 
     Python's encoder with ``indent``; ``ascii_only`` escapes non-ASCII as ``\\uXXXX`` (the
-    run's file lists and manifest are written that way), otherwise it is kept as is.
+    run's file lists and manifest are written that way), otherwise it is kept as is. ``rows``:
+    an object inside a list is written on one line of its own (a list of files: one line per
+    file, each by the C encoder; indenting 200,000 entries took Python's encoder ~9 s).
     """
-    return json.dumps(value, indent=indent, ensure_ascii=ascii_only, sort_keys=sort_keys).encode() + b"\n"
+    if not rows:
+        return json.dumps(value, indent=indent, ensure_ascii=ascii_only, sort_keys=sort_keys).encode() + b"\n"
+    encode = json.JSONEncoder(ensure_ascii=ascii_only, sort_keys=sort_keys, separators=(", ", ": ")).encode
+    return _rows_document(value, indent, 0, encode, sort_keys).encode() + b"\n"
+
+
+def _rows_document(value: Any, indent: int, level: int, encode: Callable[[Any], str], sort_keys: bool) -> str:
+    inner, outer = " " * (indent * (level + 1)), " " * (indent * level)
+    if isinstance(value, dict) and value:
+        keys = sorted(value) if sort_keys else list(value)
+        items = [
+            f"{inner}{encode(str(k))}: {_rows_document(value[k], indent, level + 1, encode, sort_keys)}" for k in keys
+        ]
+    elif isinstance(value, list) and value:
+        items = [
+            inner + (encode(v) if isinstance(v, dict) else _rows_document(v, indent, level + 1, encode, sort_keys))
+            for v in value
+        ]
+    else:
+        return encode(value)
+    opening, closing = ("{", "}") if isinstance(value, dict) else ("[", "]")
+    return opening + "\n" + ",\n".join(items) + "\n" + outer + closing

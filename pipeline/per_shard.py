@@ -1,0 +1,147 @@
+"""The per-shard graph: each input shard read, processed and written in one step.
+
+::
+
+    Create(plan) | expand | Reshuffle | ParDo(process_shard) | CombineGlobally(merge) | write lists + summary
+
+For runners that cannot route a DoFn's tagged outputs (Beam's DaskRunner gives every consumer
+every output, drops what ``finish_bundle`` emits and runs only the last leaf of a graph): one
+element per shard, no tagged output, no ``finish_bundle`` emission, one leaf. It is built from
+the same parts as the default graph: the per-shard step (``pipeline.shard_step``: the reader,
+the per-record step, the ``FILE_FORMATS`` writers) and the summary partials; it writes what
+``WriteShards`` and ``Summarize`` write (the temporary part files, each output's
+``<name>.files.json`` list and the summary document), so ``pipeline.outputs.finalize`` and
+the outputs are the same, byte for byte (tested on every sink and on validate).
+
+Unlike the default graph, it does not rely on fusion to keep a shard's records together: a
+shard is one call, so its files, their names and a unique field's values within a file
+(openai-batch's ``custom_id``) depend on the input only.
+"""
+
+from __future__ import annotations
+
+import uuid
+from typing import NamedTuple
+
+import apache_beam as beam
+from apache_beam.metrics import Metrics
+
+from pipeline.progress import Tally
+from pipeline.shard_step import ShardResult, ShardWork, process_shard, temp_place
+from pipeline.sinks import WrittenFile, report_path, write_report, write_summary
+from pipeline.sources import CreateShards, ReadProgress, Shard
+from pipeline.testhooks import pause_point
+from transforms import summary as summaries
+from transforms.conversations import BatchCounters, freeze_gc
+from transforms.counters import NAMESPACE
+
+
+class _ProcessShard(beam.DoFn):
+    """Thin: ``process_shard`` on each shard, its files named in the run's temporary
+    directory; counters and local progress updated per batch."""
+
+    def __init__(self, work: ShardWork, temp_root: str) -> None:
+        self._work = work
+        self._temp_root = temp_root
+
+    def setup(self) -> None:
+        freeze_gc()
+        self._counters = BatchCounters(self._work.step)
+        self._blank = Metrics.counter(NAMESPACE, "blank_lines")
+        self._shards = Metrics.counter(NAMESPACE, "shards_read")
+        self._tally = Tally("shard")  # the live progress of local runs (pipeline/progress.py)
+
+    def process(self, shard: Shard):
+        pause_point("read")  # tests kill a run here (pipeline.testhooks)
+        progress = ReadProgress(shard, self._tally)
+        step = self._work.step
+
+        def observe(batch, result) -> None:
+            self._counters.count(len(batch.items), result)
+            progress.batch_read(batch)
+            for name, items, _ in step.routed(result):
+                self._tally.add(name, len(items))
+            pause_point("write")
+
+        # A name unique per attempt: a retried shard never clobbers another attempt's files.
+        place = temp_place(self._temp_root, shard, uuid.uuid4().hex)
+        result = process_shard(shard, self._work, place, observe=observe)
+        self._blank.inc(result.partial["blank_lines"])
+        self._shards.inc()
+        progress.done()
+        self._tally.flush()
+        yield result
+
+
+class RunFiles(NamedTuple):
+    """What the whole run wrote: the summary document and, by output, its files."""
+
+    summary: dict
+    files: dict[str, list[WrittenFile]]
+
+
+class MergeShardResults(beam.CombineFn):
+    """Shard results -> ``RunFiles``: partial summaries added, file lists joined."""
+
+    def __init__(self, work: ShardWork) -> None:
+        self._finish = work.step.finish(work.settings)
+        self._outputs = work.step.output_names
+
+    def create_accumulator(self) -> tuple[dict, dict[str, list]]:
+        return {}, {name: [] for name in self._outputs}
+
+    def add_input(self, accumulator, result: ShardResult):
+        partial, files = accumulator
+        for name, written in result.files.items():
+            files[name].append(written)
+        return summaries.merge(partial, result.partial), files
+
+    def merge_accumulators(self, accumulators):
+        accumulators = iter(accumulators)
+        partial, files = next(accumulators)
+        for more_partial, more_files in accumulators:
+            partial = summaries.merge(partial, more_partial)
+            for name, written in more_files.items():
+                files[name].extend(written)
+        return partial, files
+
+    def extract_output(self, accumulator) -> RunFiles:
+        partial, files = accumulator
+        return RunFiles(self._finish(partial), files)
+
+
+def write_run_files(run: RunFiles, temp_root: str, summary_path: str) -> dict:
+    """The run's file lists (``<name>.files.json``, as ``WriteShards`` writes them) and its
+    summary, into the temporary directory; the summary document."""
+    for name, written in run.files.items():
+        write_report(written, report_path(temp_root, name))
+    return write_summary(run.summary, summary_path)
+
+
+# Summaries and shard results are plain Python values, hinted Any (pickled, as the default graph's).
+@beam.typehints.with_input_types(beam.typehints.Any)
+@beam.typehints.with_output_types(beam.typehints.Any)
+class ProcessShards(beam.PTransform):
+    """Planned shards -> every output's temporary files and list, and the summary, under
+    ``temp_root``; the result is the summary document (a PCollection of one)."""
+
+    def __init__(
+        self, shards: list[Shard], work: ShardWork, temp_root: str, summary_path: str, chunks: int | None = None
+    ) -> None:
+        super().__init__()
+        self._shards = shards
+        self._work = work
+        self._temp_root = temp_root
+        self._summary_path = summary_path
+        self._chunks = chunks
+
+    def expand(self, pbegin):
+        return (
+            pbegin
+            # The plan in chunks, spread over workers (``chunks``: DaskRunner's partitions).
+            | "Plan" >> CreateShards(self._shards, self._chunks)
+            | "Process" >> beam.ParDo(_ProcessShard(self._work, self._temp_root))
+            # At least one shard is always planned: no default needed for an empty input.
+            | "Merge" >> beam.CombineGlobally(MergeShardResults(self._work)).without_defaults()
+            | "Write" >> beam.Map(write_run_files, self._temp_root, self._summary_path)
+        )

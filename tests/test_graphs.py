@@ -1,0 +1,123 @@
+"""The two graphs of a job give the same bytes: --graph tagged-outputs (NormalizeConversation's
+tagged outputs, each with its writer) and --graph per-shard (each shard read, processed and
+written in one step, the graph DaskRunner runs), on every sink, on Parquet output and on
+validate; and --graph auto picks by runner."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from engine_outputs import SHARD_BYTES, assert_same_outputs, tree, write_mixed_input
+
+from pipeline.flags import PER_SHARD, TAGGED_OUTPUTS
+from pipeline.main import main
+from pipeline.options import ConfigError, load_job
+from pipeline.outputs import MANIFEST_FILE, SUCCESS_FILE
+from transforms.formats import WRITERS
+
+SINKS = sorted(WRITERS)
+
+
+@pytest.fixture(scope="module")
+def mixed_input(tmp_path_factory) -> list[str]:
+    return write_mixed_input(tmp_path_factory.mktemp("graphs") / "input")
+
+
+def _args(patterns: list[str], *extra: str) -> list[str]:
+    inputs = [arg for pattern in patterns for arg in ("--input", pattern)]
+    return [*inputs, f"--shard-bytes={SHARD_BYTES}", "--batch-size=32", "--quiet", "--no-report", *extra]
+
+
+def _both(tmp_path: Path, args: list[str], command: list[str] = ()) -> tuple[Path, Path]:
+    outs = []
+    for graph in (TAGGED_OUTPUTS, PER_SHARD):
+        out = tmp_path / graph
+        status = main([*command, *args, "--output", str(out), "--graph", graph])
+        assert status in (0, 1), f"{graph}: exit status {status}"
+        assert (out / SUCCESS_FILE).exists(), graph
+        outs.append(out)
+    return outs[0], outs[1]
+
+
+def _same_manifest_files(a: Path, b: Path) -> None:
+    files = [json.loads((out / MANIFEST_FILE).read_text())["files"] for out in (a, b)]
+    assert files[0] == files[1]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("sink", SINKS)
+def test_both_graphs_write_the_same_bytes_on_every_sink(sink, tmp_path, mixed_input):
+    tagged, per_shard = _both(tmp_path, _args(mixed_input, "--sink", sink, "--model", "m", "--max-tokens", "64"))
+    assert_same_outputs(per_shard, tagged, f"per-shard, sink {sink}")
+    _same_manifest_files(tagged, per_shard)
+    summary = json.loads((per_shard / "summary.json").read_text())
+    assert summary["accounted"] and summary["records_in"] > 300
+    assert len(tree(per_shard / "normalized")) > 5  # several shards, several files
+
+
+@pytest.mark.slow
+def test_both_graphs_write_the_same_parquet_files(tmp_path, mixed_input):
+    tagged, per_shard = _both(tmp_path, _args(mixed_input, "--output-format", "parquet"))
+    assert_same_outputs(per_shard, tagged, "per-shard, Parquet")
+    _same_manifest_files(tagged, per_shard)
+
+
+@pytest.mark.slow
+def test_both_graphs_validate_alike(tmp_path, mixed_input):
+    tagged, per_shard = _both(tmp_path, _args(mixed_input), ["validate"])
+    for name in ("violations", "dead_letter"):
+        assert tree(per_shard / name) == tree(tagged / name) != {}
+    assert (per_shard / "validation.json").read_bytes() == (tagged / "validation.json").read_bytes()
+    _same_manifest_files(tagged, per_shard)
+
+
+def test_auto_picks_per_shard_on_dask_only(tmp_path, mixed_input):
+    out = ["--output", str(tmp_path / "out")]
+    assert load_job(_args(mixed_input, *out)).graph == TAGGED_OUTPUTS
+    assert load_job(_args(mixed_input, *out, "--graph", "per-shard")).graph == PER_SHARD
+    pytest.importorskip("dask.distributed", reason="the dask extra is not installed (pip install -e '.[dask]')")
+    job = load_job(_args(mixed_input, *out, "--runner", "DaskRunner"))
+    assert job.graph == PER_SHARD
+    assert job.options.get_all_options()["runner"] == "apache_beam.runners.dask.dask_runner.DaskRunner"
+    # One Dask partition per shard (Beam would put 128 shards in one), at most 4 per worker thread.
+    from pipeline.dask_cluster import default_partitions
+
+    assert len(job.shards) > 5
+    default_partitions(job.options, len(job.shards), threads=64)
+    assert job.options.get_all_options()["npartitions"] == len(job.shards)
+    few = load_job(_args(mixed_input, *out, "--runner", "DaskRunner"))
+    default_partitions(few.options, len(few.shards), threads=1)
+    assert few.options.get_all_options()["npartitions"] == 4
+    given = load_job(_args(mixed_input, *out, "--runner", "DaskRunner", "--dask_npartitions", "3"))
+    default_partitions(given.options, len(given.shards), threads=64)
+    assert given.options.get_all_options()["npartitions"] == 3
+    with pytest.raises(ConfigError, match="tagged-outputs cannot run on DaskRunner"):
+        load_job(_args(mixed_input, *out, "--runner", "DaskRunner", "--graph", "tagged-outputs"))
+
+
+def test_convnorm_knows_beams_dask_flags_and_takes_them_before_and_after_beams_import(tmp_path, mixed_input):
+    pytest.importorskip("dask.distributed", reason="the dask extra is not installed (pip install -e '.[dask]')")
+    import argparse
+
+    from apache_beam.runners.dask.dask_runner import DaskOptions
+
+    from pipeline.dask_cluster import DASK_FLAGS
+    from pipeline.flags import precheck
+
+    parser = argparse.ArgumentParser()
+    DaskOptions._add_argparse_args(parser)
+    beams = {option: action.dest for action in parser._actions for option in action.option_strings if option != "-h"}
+    beams.pop("--help", None)
+    assert beams == DASK_FLAGS
+    out = ["--output", str(tmp_path / "out")]
+    flags = ["--runner", "DaskRunner", "--dask_scheduler_file", str(tmp_path / "s.json"), "--dask_npartitions", "3"]
+    precheck(_args(mixed_input, *out, *flags))  # the check before Beam's import knows them
+    job = load_job(_args(mixed_input, *out, *flags))
+    assert job.options.get_all_options()["scheduler_file"] == str(tmp_path / "s.json")
+    preset = tmp_path / "dask.yaml"
+    preset.write_text(f"runner: DaskRunner\ndask_scheduler_file: {tmp_path / 'p.json'}\ndask_npartitions: 5\n")
+    job = load_job(_args(mixed_input, *out, "--config", str(preset)))
+    options = job.options.get_all_options()
+    assert (options["scheduler_file"], options["npartitions"], job.graph) == (str(tmp_path / "p.json"), 5, PER_SHARD)
