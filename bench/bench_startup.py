@@ -155,7 +155,9 @@ def child(config: str, out_dir: str, result_path: str) -> int:
     return status
 
 
-def _run(argv: list[str], env: dict, cwd: Path = REPO) -> tuple[float, float, int]:
+def _run(argv: list[str], env: dict, cwd: Path = REPO, quiet: bool = False) -> tuple[float, float, int]:
+    """Wall and CPU seconds of one subprocess, and its exit status; its stderr is shown when it
+    fails unless ``quiet`` (the answers table runs error and usage commands on purpose)."""
     start = time.perf_counter()
     proc = subprocess.Popen(argv, cwd=str(cwd), env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     _, status, usage = os.wait4(proc.pid, 0)
@@ -163,7 +165,7 @@ def _run(argv: list[str], env: dict, cwd: Path = REPO) -> tuple[float, float, in
     err = proc.stderr.read().decode(errors="replace")
     proc.stderr.close()
     code = os.waitstatus_to_exitcode(status)
-    if code:
+    if code and not quiet:
         sys.stderr.write(err[-3000:])
     return wall, usage.ru_utime + usage.ru_stime, code
 
@@ -193,7 +195,7 @@ def answers(trees: dict[str, Path], repeat: int) -> None:
         for _ in range(repeat):
             for label, args in rows.items():
                 for name in names:
-                    wall, cpu, _ = _run([sys.executable, *args], _env(trees[name]), cwd=Path(work))
+                    wall, cpu, _ = _run([sys.executable, *args], _env(trees[name]), cwd=Path(work), quiet=True)
                     times.setdefault((label, name), []).append(wall)
                     cpus.setdefault((label, name), []).append(cpu)
     header = "".join(f"{name + ' wall':>16}{'CPU':>8}" for name in names)
