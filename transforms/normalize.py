@@ -350,6 +350,28 @@ def _read_call(call: Any) -> tuple[Any, bool]:
     whole (``Reading``): each of its keys was read, or is ``type``, and so were the keys of a
     ``function`` object it was read from (a key read twice, or null, makes it ``False``).
     """
+    # The two spellings nearly every log uses, with a text name and arguments, read in one
+    # step: what the lenient reading gives them (tests/test_core_walk.py holds the two alike).
+    if call.__class__ is dict and len(call) == 3:
+        if "function" in call and "id" in call and "type" in call:  # {id, type, function}
+            function = call["function"]
+            if function.__class__ is dict and len(function) == 2:
+                name = function.get("name")
+                args = function.get("arguments")
+                if name.__class__ is str and args is not None:
+                    call_id = call["id"]
+                    return {"tool_call_id": call_id, "name": name, "args": args}, call_id is not None
+        elif "tool_call_id" in call and "name" in call and "args" in call:  # the flat call
+            name = call["name"]
+            args = call["args"]
+            if name.__class__ is str and args is not None:
+                call_id = call["tool_call_id"]
+                return {"tool_call_id": call_id, "name": name, "args": args}, call_id is not None
+    return _read_call_leniently(call)
+
+
+def _read_call_leniently(call: Any) -> tuple[Any, bool]:
+    """``_read_call`` for any spelling (the whole reading of rule 1's call table)."""
     if not isinstance(call, dict):
         return call, False
     get = call.get
