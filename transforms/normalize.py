@@ -749,7 +749,8 @@ def _walk(
             calls = entry.get("tool_calls")
             if calls is None:
                 whole = whole and len(entry) == 2
-                calls = pairing_key(entry, "tool_calls")
+                if "metadata" in entry:  # a stored-buffer row's (pairing_key); no key, no calls
+                    calls = pairing_key(entry, "tool_calls")
             else:
                 whole = whole and len(entry) == 3 and calls.__class__ is list
             if isinstance(calls, list) and calls:
