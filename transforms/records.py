@@ -116,8 +116,9 @@ def _process(
     normalized[settings.messages_field] = result.messages
     if settings.id_field not in normalized:
         normalized = {settings.id_field: rid, **normalized}
-    elif own_id(normalized, settings.id_field) is None:
-        # A null, empty or boolean id cannot join the outputs: use the derived one.
+    elif normalized[settings.id_field] is not rid and own_id(normalized, settings.id_field) is None:
+        # A null, empty or boolean id cannot join the outputs: use the derived one. (The id
+        # ``record_id`` returned, the usual case, is a usable one: no second look.)
         normalized[settings.id_field] = rid
 
     metrics: DropMetrics = {
