@@ -106,6 +106,10 @@ class Reading(NamedTuple):
     function_calls: bool
 
 
+#: The four readings, made once (``_READINGS[whole][function_calls]``): the walk gives one a
+#: conversation, and a NamedTuple costs a call to build.
+_READINGS = ((Reading(False, False), Reading(False, True)), (Reading(True, False), Reading(True, True)))
+
 #: ``_DropLog.add``'s ``call`` when the drop is of an entry, not of a call (a call may be ``None``).
 NO_CALL: Any = object()
 
@@ -805,7 +809,7 @@ def _walk(
         else:
             whole = whole and len(entry) == 2
         append({"role": role, "content": content})
-    reading = Reading(whole, function_calls)
+    reading = _READINGS[whole][function_calls]
     if undeclared is not None:
         for call_id in undeclared:
             if call_id in declared:
