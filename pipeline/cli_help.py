@@ -112,7 +112,9 @@ def help_text(command: str = "run") -> str:
     beam_note = textwrap.dedent("""\
         Every Apache Beam option passes through (not listed here), e.g. --runner (default
         FnApiRunner, in-process), --direct_num_workers=2 --direct_running_mode=multi_processing,
-        --job_endpoint=HOST:PORT. Docs: README.md, docs/operations.md; presets: configs/*.yaml.""")
+        --job_endpoint=HOST:PORT; --runner DaskRunner with --dask_scheduler_file FILE (or none:
+        a loopback-only cluster of convnorm's own; needs the dask extra). Docs: README.md,
+        docs/operations.md, docs/cluster.md; presets: configs/*.yaml.""")
     if command == "validate":
         usage = "convnorm validate --input INPUT [--output OUTPUT] [options]"
         description = textwrap.dedent("""\

@@ -48,7 +48,7 @@ DASK_FLAGS = {
 #: The runner's name as the command line's runner check lists it.
 DASK_RUNNER_NAME = "DaskRunner"
 #: What to install when it is missing.
-INSTALL_HINT = "install the dask extra: pip install 'convnorm[dask]' (apache-beam[dask])"
+INSTALL_HINT = "install the dask extra: pip install -e '.[dask]' in convnorm's checkout"
 #: Bound to loopback: convnorm never listens beyond it.
 LOOPBACK = "127.0.0.1"
 #: Dask's configuration for convnorm's own workers: no sampling profiler, and Beam's import-time

@@ -4,7 +4,8 @@
   more (measured with ``--durations`` on an idle machine) carries ``@pytest.mark.slow``; an
   unmarked test whose call takes more than ``CONVNORM_FAST_LIMIT`` seconds (2 by default) fails,
   saying so: in wall time, or in CPU time when the machine is busy (a load average above its
-  cores), where other work stretches wall times; ``CONVNORM_FAST_LIMIT=0`` turns the check off.
+  cores, or other work waiting for a CPU during the test: Linux's CPU pressure), where other
+  work stretches wall times; ``CONVNORM_FAST_LIMIT=0`` turns the check off.
 - **Hypothesis** runs every property test under one profile, registered here before any test
   module that uses Hypothesis is imported (the others never import it): the same examples on
   every run (derandomized, no example database, no deadline), at most
@@ -19,6 +20,7 @@ from __future__ import annotations
 import io
 import os
 import resource
+import time
 from contextlib import redirect_stdout
 from pathlib import Path
 from typing import NamedTuple
@@ -37,11 +39,21 @@ SAMPLE = ROOT / "samples" / "conversations.jsonl"
 FAST_LIMIT_ENV = "CONVNORM_FAST_LIMIT"
 DEFAULT_FAST_LIMIT_S = 2.0
 _CPU = pytest.StashKey[float]()
+_CONTENDED = pytest.StashKey[bool]()
 
 
 def fast_limit() -> float:
     """Seconds an unmarked test's call may take (0: no limit)."""
     return max(float(os.environ.get(FAST_LIMIT_ENV, DEFAULT_FAST_LIMIT_S)), 0.0)
+
+
+#: Linux's CPU pressure (PSI): its first line's ``total`` is the microseconds, since boot, in
+#: which some task waited for a CPU.
+CPU_PRESSURE = "/proc/pressure/cpu"
+#: Share of a test's wall time in which work waited for a CPU past which its wall time says
+#: little. The load average alone lags by a minute: a test that started as other work did was
+#: held to its wall time and failed at 2.1 s for a 1.3 s call.
+BUSY_STALL_SHARE = 0.1
 
 
 def machine_is_busy() -> bool:
@@ -52,6 +64,15 @@ def machine_is_busy() -> bool:
         return False
 
 
+def _cpu_stall_us() -> int | None:
+    """Microseconds since boot in which some task waited for a CPU, or None (no PSI here)."""
+    try:
+        with open(CPU_PRESSURE, encoding="ascii") as handle:
+            return int(handle.readline().rsplit("total=", 1)[1])
+    except (OSError, IndexError, ValueError):
+        return None
+
+
 def _cpu_seconds() -> float:
     """CPU time of this process and of the subprocesses it has waited for."""
     own, children = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
@@ -60,9 +81,13 @@ def _cpu_seconds() -> float:
 
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_call(item: pytest.Item):
-    before = _cpu_seconds()
+    before, stall_before, start = _cpu_seconds(), _cpu_stall_us(), time.perf_counter()
     yield
     item.stash[_CPU] = _cpu_seconds() - before
+    stall_after = _cpu_stall_us()
+    if stall_before is not None and stall_after is not None:
+        wall_us = (time.perf_counter() - start) * 1e6
+        item.stash[_CONTENDED] = stall_after - stall_before > BUSY_STALL_SHARE * wall_us
 
 
 @pytest.hookimpl(hookwrapper=True)
@@ -74,7 +99,7 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]):
         return
     # On a busy machine a test's wall time grows with everything else running: its CPU time
     # (its own and its subprocesses') hardly does, so that is what is held to the limit there.
-    busy = machine_is_busy()
+    busy = machine_is_busy() or item.stash.get(_CONTENDED, False)
     cpu = item.stash.get(_CPU, 0.0)
     took, measure = (cpu, " of CPU (the machine is busy)") if busy else (report.duration, "")
     if took > limit:

@@ -103,3 +103,49 @@ def test_a_result_before_its_declaration_is_decided_by_step_b():
     assert [m["content"] for m in result.messages] == ["u", "early", ""]
     assert result.drops == {"duplicate_result": 1}
     _same(messages)
+
+
+# The call reading's one-step spellings ({id, type, function} and the flat call) against the
+# lenient reading of any spelling: the same call, key order and whole-reading flag. Values of
+# every kind, keys of both spellings mixed, so that the fast path's conditions are each tried.
+VALUE = st.one_of(st.none(), st.just("f"), st.just(""), st.just(" c1"), st.integers(-1, 2), st.just({"a": 1}))
+FUNCTION = st.one_of(
+    st.dictionaries(st.sampled_from(["name", "arguments", "x"]), VALUE, max_size=3),
+    VALUE,
+)
+CALL_KEYS = st.sampled_from(["id", "type", "function", "tool_call_id", "name", "args", "arguments"])
+ANY_CALL = st.one_of(
+    st.fixed_dictionaries({"id": VALUE, "type": VALUE, "function": FUNCTION}),
+    st.fixed_dictionaries({"tool_call_id": VALUE, "name": VALUE, "args": VALUE}),
+    st.dictionaries(CALL_KEYS, st.one_of(VALUE, FUNCTION), max_size=4),
+    VALUE,
+)
+
+
+@given(ANY_CALL)
+def test_the_usual_call_spellings_read_in_one_step_as_the_lenient_reading_reads_them(call):
+    fast, fast_whole = normalize._read_call(call)
+    lenient, lenient_whole = normalize._read_call_leniently(call)
+    assert fast == lenient and fast_whole == lenient_whole
+    if isinstance(fast, dict):
+        assert list(fast) == list(lenient)  # key order: it is the output's
+
+
+def test_the_usual_call_spellings_take_the_one_step_reading(monkeypatch):
+    # Not vacuous: both usual spellings are read by the one step, not the lenient reading, and
+    # a call with a null name is not.
+    lenient = []
+    original = normalize._read_call_leniently
+
+    def counted(call):
+        lenient.append(call)
+        return original(call)
+
+    monkeypatch.setattr(normalize, "_read_call_leniently", counted)
+    openai = {"id": "c1", "type": "function", "function": {"name": "f", "arguments": "{}"}}
+    flat = {"tool_call_id": "c1", "name": "f", "args": "{}"}
+    assert normalize._read_call(openai) == ({"tool_call_id": "c1", "name": "f", "args": "{}"}, True)
+    assert normalize._read_call(flat) == ({"tool_call_id": "c1", "name": "f", "args": "{}"}, True)
+    assert lenient == []
+    normalize._read_call({"tool_call_id": "c1", "name": None, "args": "{}"})
+    assert len(lenient) == 1

@@ -35,10 +35,10 @@ PAGES = [ROOT / "README.md", ROOT / "CONTRIBUTING.md", *sorted((ROOT / "docs").g
 
 #: (page, first command) of each block marked as not runnable in a test.
 SKIPPED = {
-    ("README.md", "python3 -m venv .venv && . .venv/bin/activate && pip install -e '.[test]'"),
+    ("README.md", "python3 -m venv .venv && . .venv/bin/activate && pip install -e '.[test,dask]'"),
     ("docs/operations.md", "convnorm --config configs/dataflow.yaml"),
     # The setup, the test tiers, the gates and the git hooks: what .ci/run itself does.
-    ("CONTRIBUTING.md", "python3 -m venv .venv && . .venv/bin/activate && pip install -e '.[test]'"),
+    ("CONTRIBUTING.md", "python3 -m venv .venv && . .venv/bin/activate && pip install -e '.[test,dask]'"),
     ("CONTRIBUTING.md", 'python -m pytest -q -n 2 -m "not slow"   # the fast tier: between edits, under 2 minutes'),
     ("CONTRIBUTING.md", "ruff check .              # lint (rules in pyproject.toml)"),
     ("CONTRIBUTING.md", "pip install pre-commit && pre-commit install --hook-type pre-commit --hook-type pre-push"),

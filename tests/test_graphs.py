@@ -6,6 +6,7 @@ validate; and --graph auto picks by runner."""
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 
 import pytest
@@ -121,3 +122,15 @@ def test_convnorm_knows_beams_dask_flags_and_takes_them_before_and_after_beams_i
     job = load_job(_args(mixed_input, *out, "--config", str(preset)))
     options = job.options.get_all_options()
     assert (options["scheduler_file"], options["npartitions"], job.graph) == (str(tmp_path / "p.json"), 5, PER_SHARD)
+
+
+def test_the_dask_install_hint_is_the_checkouts(monkeypatch):
+    # Found: the hint said pip install 'convnorm[dask]', which asks a package index for a
+    # "convnorm" (not where this one comes from: its checkout, as the README installs it).
+    from pipeline import dask_cluster
+
+    monkeypatch.setitem(sys.modules, "dask.distributed", None)  # import fails: dask absent
+    problem = dask_cluster.dask_problem()
+    assert problem is not None and problem.endswith(
+        "install the dask extra: pip install -e '.[dask]' in convnorm's checkout"
+    )

@@ -64,19 +64,31 @@ def test_property_asking_for_fewer_examples(n):
 """
 
 
+#: The CPU pressure each case sees: none (a constant total), or a second of waiting between
+#: any two readings (work waiting for a CPU all through every test).
+NO_PRESSURE = "_cpu_stall_us = lambda: 0"
+PRESSURE = "_stalls = iter(range(0, 10**15, 10**6))\n_cpu_stall_us = lambda: next(_stalls)"
+
+
 @pytest.mark.slow
-@pytest.mark.parametrize("load", [0.0, 100.0], ids=["idle machine", "busy machine"])
-def test_the_fast_tier_limit_and_the_hypothesis_bound_fail_the_tests_that_break_them(load, pytester, monkeypatch):
-    # The suite's conftest, with the load average this case says (the limit is held to wall time
-    # on an idle machine, to CPU time on a busy one).
-    pytester.makeconftest(CONFTEST.read_text() + f"\n\nos.getloadavg = lambda: ({load}, {load}, {load})\n")
+@pytest.mark.parametrize(
+    "load, pressure",
+    [(0.0, NO_PRESSURE), (100.0, NO_PRESSURE), (0.0, PRESSURE)],
+    ids=["idle machine", "busy machine", "busy since the test started (CPU pressure, load average not yet up)"],
+)
+def test_the_fast_tier_limit_and_the_hypothesis_bound_fail_the_tests_that_break_them(
+    load, pressure, pytester, monkeypatch
+):
+    # The suite's conftest, with the load average and the CPU pressure this case says (the limit
+    # is held to wall time on an idle machine, to CPU time on a busy one).
+    pytester.makeconftest(CONFTEST.read_text() + f"\n\nos.getloadavg = lambda: ({load}, {load}, {load})\n{pressure}\n")
     pytester.makepyfile(test_scratch=SCRATCH_TESTS)
     pytester.makeini("[pytest]\nmarkers =\n    slow: slow\n")
     monkeypatch.setenv("CONVNORM_FAST_LIMIT", "0.2")
     monkeypatch.setenv("CONVNORM_HYPOTHESIS_EXAMPLES", "7")
     monkeypatch.delenv("CONVNORM_HYPOTHESIS_PROFILE", raising=False)
     result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "-v")
-    busy = load > 0
+    busy = load > 0 or pressure == PRESSURE
     # A test that waits takes no CPU: on a busy machine its wall time says nothing, so it passes.
     waiting = "PASSED" if busy else "FAILED"
     result.assert_outcomes(passed=6 if busy else 5, failed=1 if busy else 2, errors=1)

@@ -106,6 +106,10 @@ class Reading(NamedTuple):
     function_calls: bool
 
 
+#: The four readings, made once (``_READINGS[whole][function_calls]``): the walk gives one a
+#: conversation, and a NamedTuple costs a call to build.
+_READINGS = ((Reading(False, False), Reading(False, True)), (Reading(True, False), Reading(True, True)))
+
 #: ``_DropLog.add``'s ``call`` when the drop is of an entry, not of a call (a call may be ``None``).
 NO_CALL: Any = object()
 
@@ -350,6 +354,28 @@ def _read_call(call: Any) -> tuple[Any, bool]:
     whole (``Reading``): each of its keys was read, or is ``type``, and so were the keys of a
     ``function`` object it was read from (a key read twice, or null, makes it ``False``).
     """
+    # The two spellings nearly every log uses, with a text name and arguments, read in one
+    # step: what the lenient reading gives them (tests/test_core_walk.py holds the two alike).
+    if call.__class__ is dict and len(call) == 3:
+        if "function" in call and "id" in call and "type" in call:  # {id, type, function}
+            function = call["function"]
+            if function.__class__ is dict and len(function) == 2:
+                name = function.get("name")
+                args = function.get("arguments")
+                if name.__class__ is str and args is not None:
+                    call_id = call["id"]
+                    return {"tool_call_id": call_id, "name": name, "args": args}, call_id is not None
+        elif "tool_call_id" in call and "name" in call and "args" in call:  # the flat call
+            name = call["name"]
+            args = call["args"]
+            if name.__class__ is str and args is not None:
+                call_id = call["tool_call_id"]
+                return {"tool_call_id": call_id, "name": name, "args": args}, call_id is not None
+    return _read_call_leniently(call)
+
+
+def _read_call_leniently(call: Any) -> tuple[Any, bool]:
+    """``_read_call`` for any spelling (the whole reading of rule 1's call table)."""
     if not isinstance(call, dict):
         return call, False
     get = call.get
@@ -727,7 +753,8 @@ def _walk(
             calls = entry.get("tool_calls")
             if calls is None:
                 whole = whole and len(entry) == 2
-                calls = pairing_key(entry, "tool_calls")
+                if "metadata" in entry:  # a stored-buffer row's (pairing_key); no key, no calls
+                    calls = pairing_key(entry, "tool_calls")
             else:
                 whole = whole and len(entry) == 3 and calls.__class__ is list
             if isinstance(calls, list) and calls:
@@ -782,7 +809,7 @@ def _walk(
         else:
             whole = whole and len(entry) == 2
         append({"role": role, "content": content})
-    reading = Reading(whole, function_calls)
+    reading = _READINGS[whole][function_calls]
     if undeclared is not None:
         for call_id in undeclared:
             if call_id in declared:

@@ -265,8 +265,7 @@ def guarded(
 ) -> Outcome:
     """``step(raw, settings, *hint)`` as an ``Outcome``; never raises."""
     try:
-        output, metrics, *line = step(raw, settings, *hint)
-        return Produced(output, metrics, *line)
+        return Produced(*step(raw, settings, *hint))  # (record, metrics) or (record, metrics, line)
     except RecordRefused as letter:
         return DeadLettered(dead_letter(raw, letter.reason, letter.detail, settings.raw_limit, letter.tokens))
     except Exception as error:  # noqa: BLE001 — a bug must surface as data, not kill the job

@@ -59,14 +59,10 @@ class BatchResult(NamedTuple):
     lines: list[Any] | None = None
 
 
-class _Normalized(NamedTuple):
-    conversation: Conversation
-    #: What the core normalized: the conversation's messages after the role options.
-    messages: list[Any]
-    result: ProfileResult
-    #: Messages ``--drop-role`` dropped and ``--map-role`` renamed.
-    role_drops: int
-    role_maps: int
+#: A record read and normalized: the conversation; what the core normalized (its messages
+#: after the role options); the profile's result; the messages ``--drop-role`` dropped and
+#: ``--map-role`` renamed. A plain tuple, unpacked at once: a NamedTuple costs a call to build.
+_Normalized = tuple[Conversation, list[Any], ProfileResult, int, int]
 
 
 def _read_and_normalize(record: Any, settings: Settings, hint: ReaderHint | None) -> _Normalized:
@@ -93,15 +89,13 @@ def _read_and_normalize(record: Any, settings: Settings, hint: ReaderHint | None
         plain = plain_chat_read(reading)
         if plain is not None:
             hint.reader = READERS[plain.reader]
-            return _Normalized(Conversation(messages, record, keys_kept=True), messages, result, 0, 0)
+            return Conversation(messages, record, keys_kept=True), messages, result, 0, 0
     conversation = read_conversation(record, settings, hint, for_core=True)
     if messages is not None and conversation.messages is messages:
-        return _Normalized(conversation, messages, result, 0, 0)
+        return conversation, messages, result, 0, 0
     # --drop-role / --map-role, before MEM-5 (which repairs the pairing a dropped message leaves).
     messages, role_drops, role_maps = apply_role_options(conversation.messages, settings.drop_roles, settings.map_roles)
-    return _Normalized(
-        conversation, messages, normalize_with_profile(messages, settings.profile), role_drops, role_maps
-    )
+    return conversation, messages, normalize_with_profile(messages, settings.profile), role_drops, role_maps
 
 
 def _process(
@@ -116,8 +110,9 @@ def _process(
     normalized[settings.messages_field] = result.messages
     if settings.id_field not in normalized:
         normalized = {settings.id_field: rid, **normalized}
-    elif own_id(normalized, settings.id_field) is None:
-        # A null, empty or boolean id cannot join the outputs: use the derived one.
+    elif normalized[settings.id_field] is not rid and own_id(normalized, settings.id_field) is None:
+        # A null, empty or boolean id cannot join the outputs: use the derived one. (The id
+        # ``record_id`` returned, the usual case, is a usable one: no second look.)
         normalized[settings.id_field] = rid
 
     metrics: DropMetrics = {

@@ -176,7 +176,13 @@ def plain_chat_read(reading: Reading) -> PlainChat | None:
     """
     if not reading.whole:
         return None
-    return PlainChat("openai" if reading.function_calls else "flat", True, True)
+    return _WHOLE_OPENAI if reading.function_calls else _WHOLE_FLAT
+
+
+# The two answers for a chat read whole, made once (a NamedTuple costs a call to build, and
+# the job asks once a record).
+_WHOLE_OPENAI = PlainChat("openai", True, True)
+_WHOLE_FLAT = PlainChat("flat", True, True)
 
 
 def plain_chat_after(previous: Reader | None, record: Any, messages_field: str = "messages") -> PlainChat | None:

@@ -85,7 +85,10 @@ class Conversation(NamedTuple):
     keys_kept: bool = False
 
 
-@dataclass(frozen=True)
+# Not frozen: a frozen dataclass sets each field through object.__setattr__, and the job makes
+# one context per record (frozen, 2 us; slotted, 0.3 us: a tenth of a round trip). Writers
+# read it and add to ``report`` only.
+@dataclass(slots=True)
 class WriteContext:
     """What a writer knows besides the record itself."""
 
