@@ -6,8 +6,9 @@ reading, normalizing and writing are fused into one stage (no shuffle between th
 file's content and name depend only on the input, never on worker scheduling. A runner that
 split a shard over bundles would give it several files, ``part-<shard>-<start>``, still in
 order. Files are written under temporary names in the run's temporary directory and reported
-(path, records, bytes); ``pipeline.outputs`` renames them once the whole pipeline succeeded
-and checks each one, so a failed run leaves no half-written part files.
+(path, records, bytes), every output's in one list per output (``ListWrittenFiles``, one
+combine for all); ``pipeline.outputs`` renames them once the whole pipeline succeeded and
+checks each one, so a failed run leaves no half-written part files.
 
 Output file formats form a registry (``FILE_FORMATS``): JSON Lines for every output, and
 Parquet for normalized flat records.
