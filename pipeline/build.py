@@ -17,7 +17,7 @@ from pipeline.flags import PER_SHARD
 from pipeline.options import Job
 from pipeline.per_shard import ProcessShards
 from pipeline.shard_step import ShardWork
-from pipeline.sinks import FILE_FORMATS, SUMMARY_FILE, WriteShards, WriteSummary
+from pipeline.sinks import FILE_FORMATS, SUMMARY_FILE, ListWrittenFiles, WriteShards, WriteSummary
 from pipeline.sources import (
     DEFAULT_BATCH_BYTES,
     DEFAULT_BATCH_SIZE,
@@ -126,9 +126,13 @@ def _logs(
     )
 
 
-def _summarize(temp_dir: str, read_stats, summarized, dead_letters, summarize: Summarize, summary_file: str):
-    """What every job ends with: its dead letters written, its totals summarized and written."""
-    dead_letters | "WriteDeadLetters" >> WriteShards(temp_dir, "dead_letter")
+def _summarize(
+    temp_dir: str, written: dict, read_stats, summarized, dead_letters, summarize: Summarize, summary_file: str
+):
+    """What every job ends with: its dead letters written, the lists of every output's files
+    (``written``: the step's outputs' files, by name), its totals summarized and written."""
+    written = {**written, "dead_letter": dead_letters | "WriteDeadLetters" >> WriteShards(temp_dir, "dead_letter")}
+    written | "ListFiles" >> ListWrittenFiles(temp_dir)
     summary = (read_stats, summarized, dead_letters) | "Summarize" >> summarize
     summary | "WriteSummary" >> WriteSummary(FileSystems.join(temp_dir, summary_file))
     return summary
@@ -159,12 +163,20 @@ def build(pipeline: beam.Pipeline, job: Job, temp_dir: str) -> JobOutputs:
     lines_only = FILE_FORMATS[job.output_format].takes_lines
     cleaned = _logs(pipeline, job, "CleanLogs", CleanConversationLogs, lines_only)
     settings = job.settings
-    cleaned.records | "WriteNormalized" >> WriteShards(
-        temp_dir, "normalized", job.output_format, id_field=settings.id_field, messages_field=settings.messages_field
-    )
-    cleaned.drops | "WriteDrops" >> WriteShards(temp_dir, "drops")
+    written = {
+        "normalized": cleaned.records
+        | "WriteNormalized"
+        >> WriteShards(
+            temp_dir,
+            "normalized",
+            job.output_format,
+            id_field=settings.id_field,
+            messages_field=settings.messages_field,
+        ),
+        "drops": cleaned.drops | "WriteDrops" >> WriteShards(temp_dir, "drops"),
+    }
     summary = _summarize(
-        temp_dir, cleaned.read_stats, cleaned.drops, cleaned.dead_letters, SummarizeRun(settings), SUMMARY_FILE
+        temp_dir, written, cleaned.read_stats, cleaned.drops, cleaned.dead_letters, SummarizeRun(settings), SUMMARY_FILE
     )
     return JobOutputs(cleaned, summary)
 
@@ -175,9 +187,15 @@ def build_validate(pipeline: beam.Pipeline, job: Job, temp_dir: str) -> JobOutpu
     if job.graph == PER_SHARD:
         return _build_per_shard(pipeline, job, temp_dir, CHECK, VALIDATION_FILE)
     checked = _logs(pipeline, job, "CheckLogs", CheckConversationLogs)
-    checked.reports | "WriteReports" >> WriteShards(temp_dir, "violations")
+    written = {"violations": checked.reports | "WriteReports" >> WriteShards(temp_dir, "violations")}
     summary = _summarize(
-        temp_dir, checked.read_stats, checked.reports, checked.dead_letters, SummarizeValidation(), VALIDATION_FILE
+        temp_dir,
+        written,
+        checked.read_stats,
+        checked.reports,
+        checked.dead_letters,
+        SummarizeValidation(),
+        VALIDATION_FILE,
     )
     return JobOutputs(checked, summary)
 

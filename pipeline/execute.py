@@ -34,16 +34,19 @@ from typing import Callable
 
 import apache_beam as beam
 from apache_beam.io.filesystems import FileSystems
-from apache_beam.options.pipeline_options import PortableOptions
+from apache_beam.options.pipeline_options import DirectOptions, PortableOptions, StandardOptions
+from apache_beam.portability import python_urns
+from apache_beam.runners.portability.fn_api_runner import FnApiRunner
 from apache_beam.runners.runner import PipelineState
 
 from pipeline import files, interrupts, job_service, loopback
 from pipeline import lock as locks
 from pipeline import outputs as owned
 from pipeline.dask_cluster import close_client
-from pipeline.flags import our_dests
+from pipeline.flags import DEFAULT_RUNNER, our_dests
 from pipeline.interrupts import Stopping, shielded
 from pipeline.options import ConfigError, Job
+from pipeline.sdk_worker import BEAM_WORKER_MODULE, WORKER_MODULE, worker_command
 
 LOG = logging.getLogger("convnorm")
 
@@ -117,11 +120,34 @@ def _one_line(error: BaseException) -> str:
     return f"{type(error).__name__}: {text}" if text else type(error).__name__
 
 
+class FnApiRunnerLeanWorkers(FnApiRunner):
+    """Beam's FnApiRunner whose multi-process workers start as ``python -m pipeline.sdk_worker``
+    (Beam's worker, without importing pandas: ``pipeline.sdk_worker``) instead of Beam's
+    ``python -m apache_beam.runners.worker.sdk_worker_main``."""
+
+    def run_via_runner_api(self, pipeline_proto, options):
+        # FnApiRunner writes its worker command into the pipeline's environments, and its
+        # worker handlers start what an environment says.
+        beam_command = worker_command(BEAM_WORKER_MODULE).encode()
+        for environment in pipeline_proto.components.environments.values():
+            if environment.urn == python_urns.SUBPROCESS_SDK and environment.payload == beam_command:
+                environment.payload = worker_command(WORKER_MODULE).encode()
+        return super().run_via_runner_api(pipeline_proto, options)
+
+
+def pipeline_runner(options) -> FnApiRunner | None:
+    """The runner ``beam.Pipeline`` is given: ``FnApiRunnerLeanWorkers`` for a FnApiRunner run
+    in worker processes, None otherwise (Beam makes the one ``--runner`` names)."""
+    runner = options.view_as(StandardOptions).runner or DEFAULT_RUNNER
+    multi_process = options.view_as(DirectOptions).direct_running_mode == "multi_processing"
+    return FnApiRunnerLeanWorkers() if multi_process and runner.lower() == "fnapirunner" else None
+
+
 def construct_pipeline(job: Job, build_graph: Callable, temp_dir: str) -> beam.Pipeline:
     """The runner and the whole graph, or ConfigError: Beam validates its options in here."""
     loopback.install()
     try:
-        pipeline = beam.Pipeline(options=job.options)
+        pipeline = beam.Pipeline(runner=pipeline_runner(job.options), options=job.options)
         build_graph(pipeline, job, temp_dir)
     except Exception as error:  # noqa: BLE001 — Beam raises ValueError, ImportError, ...
         raise ConfigError(f"Beam refused the options: {_one_line(error)}") from None

@@ -9,8 +9,8 @@ every output, drops what ``finish_bundle`` emits and runs only the last leaf of 
 element per shard, no tagged output, no ``finish_bundle`` emission, one leaf. It is built from
 the same parts as the default graph: the per-shard step (``pipeline.shard_step``: the reader,
 the per-record step, the ``FILE_FORMATS`` writers) and the summary partials; it writes what
-``WriteShards`` and ``Summarize`` write (the temporary part files, each output's
-``<name>.files.json`` list and the summary document), so ``pipeline.outputs.finalize`` and
+``WriteShards``, ``ListWrittenFiles`` and ``Summarize`` write (the temporary part files,
+each output's ``<name>.files.json`` list and the summary document), so ``pipeline.outputs.finalize`` and
 the outputs are the same, byte for byte (tested on every sink and on validate).
 
 Unlike the default graph, it does not rely on fusion to keep a shard's records together: a
@@ -111,7 +111,7 @@ class MergeShardResults(beam.CombineFn):
 
 
 def write_run_files(run: RunFiles, temp_root: str, summary_path: str) -> dict:
-    """The run's file lists (``<name>.files.json``, as ``WriteShards`` writes them) and its
+    """The run's file lists (``<name>.files.json``, as ``ListWrittenFiles`` writes them) and its
     summary, into the temporary directory; the summary document."""
     for name, written in run.files.items():
         write_report(written, report_path(temp_root, name))

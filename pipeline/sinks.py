@@ -6,8 +6,9 @@ reading, normalizing and writing are fused into one stage (no shuffle between th
 file's content and name depend only on the input, never on worker scheduling. A runner that
 split a shard over bundles would give it several files, ``part-<shard>-<start>``, still in
 order. Files are written under temporary names in the run's temporary directory and reported
-(path, records, bytes); ``pipeline.outputs`` renames them once the whole pipeline succeeded
-and checks each one, so a failed run leaves no half-written part files.
+(path, records, bytes), every output's in one list per output (``ListWrittenFiles``, one
+combine for all); ``pipeline.outputs`` renames them once the whole pipeline succeeded and
+checks each one, so a failed run leaves no half-written part files.
 
 Output file formats form a registry (``FILE_FORMATS``): JSON Lines for every output, and
 Parquet for normalized flat records.
@@ -245,9 +246,10 @@ def write_report(written: list, path: str) -> int:
 
 
 @beam.typehints.with_input_types(Batch)
-@beam.typehints.with_output_types(int)  # the number of files written
+@beam.typehints.with_output_types(WrittenFile)
 class WriteShards(beam.PTransform):
-    """Batches -> temporary files under ``TEMP_ROOT/NAME/`` and their list, ``TEMP_ROOT/NAME.files.json``.
+    """Batches -> temporary files under ``TEMP_ROOT/NAME/``; gives the files written, which
+    ``ListWrittenFiles`` lists in ``TEMP_ROOT/NAME.files.json``.
 
     The pipeline only writes temporary files and reports them (shard, start, path, records,
     bytes); the driver (``pipeline.outputs.finalize``) moves them to ``OUTPUT/NAME/part-*``
@@ -274,15 +276,45 @@ class WriteShards(beam.PTransform):
 
     def expand(self, batches):
         temp_dir = FileSystems.join(self._temp_root, self._name)
-        written = batches | "WriteTemp" >> beam.ParDo(
+        return batches | "WriteTemp" >> beam.ParDo(
             _WriteShardFiles(
                 temp_dir, self._file_format, self._id_field, self._messages_field, progress_name=self._name
             )
         ).with_input_types(Batch).with_output_types(WrittenFile)
+
+
+def _named(file: WrittenFile, name: str) -> tuple[str, WrittenFile]:
+    return name, file
+
+
+def write_reports(written: list[tuple[str, WrittenFile]], temp_root: str, names: tuple[str, ...]) -> int:
+    """Each output's list of the files written for it (``write_report``), an empty one for an
+    output that wrote none; the number of files."""
+    by_name: dict[str, list[WrittenFile]] = {name: [] for name in names}
+    for name, file in written:
+        by_name[name].append(file)
+    for name, files_written in by_name.items():
+        write_report(files_written, report_path(temp_root, name))
+    return len(written)
+
+
+@beam.typehints.with_output_types(int)  # the number of files written
+class ListWrittenFiles(beam.PTransform):
+    """``{output name: the files its WriteShards wrote}`` -> every output's list,
+    ``TEMP_ROOT/NAME.files.json``, in one global combine (one per output was two stages
+    each: measured, docs/per-record-speed.md)."""
+
+    def __init__(self, temp_root: str) -> None:
+        super().__init__()
+        self._temp_root = temp_root
+
+    def expand(self, written):
+        names = tuple(written)
         return (
-            written
+            [files | f"Name{name}" >> beam.Map(_named, name) for name, files in written.items()]
+            | "AllFiles" >> beam.Flatten()
             | "CollectFiles" >> beam.combiners.ToList()
-            | "Report" >> beam.Map(write_report, report_path(self._temp_root, self._name))
+            | "Report" >> beam.Map(write_reports, self._temp_root, names)
         )
 
 

@@ -194,6 +194,9 @@ def _render(title: str, rows: list[tuple[str, Any]], footer: list[str]) -> str:
 
 #: Partial totals that come from each report of a record's reader or writer, merged by name.
 _REPORTS = ("reader_report", "writer_report")
+#: The keys of a drop-metrics record with nothing optional (id, source, position, dropped,
+#: drops, healed, messages_in, messages_out).
+_PLAIN_METRICS = len(DropMetrics.__required_keys__)
 
 
 def partial(
@@ -206,23 +209,29 @@ def partial(
     dropped_by: dict[str, int] = {}
     repairs: dict[str, int] = {}
     violations: dict[str, int] = {}
-    histogram: dict[str, int] = {}
+    conversations_by_drops: dict[int, int] = {}  # into the histogram's buckets once, at the end
     nulled: dict[str, int] = {}
     discarded: dict[str, dict[str, int]] = {}
     tokens: dict[str, Any] = {}  # --tokens only: transforms.tokens.tally_example
     reports: dict[str, Any] = {name: {} for name in _REPORTS}
     records_out = messages_in = messages_out = dropped = healed = with_drops = with_violations = 0
     with_discards = partial_conversations = 0
+    # Once per record of the run (twice: the counters and the summary): plain dict operations
+    # inline, a key looked up only where a record has it (most have no repairs, reports, ledger).
     for m in metrics:
         records_out += 1
         messages_in += m["messages_in"]
         messages_out += m["messages_out"]
-        dropped += m["dropped"]
         healed += m["healed"]
-        with_drops += m["dropped"] > 0
-        _add(histogram, _bucket(m["dropped"]))
+        n_dropped = m["dropped"]
+        conversations_by_drops[n_dropped] = conversations_by_drops.get(n_dropped, 0) + 1
+        if n_dropped:
+            dropped += n_dropped
+            with_drops += 1
         for reason, n in m["drops"].items():
-            _add(dropped_by, reason, n)
+            dropped_by[reason] = dropped_by.get(reason, 0) + n
+        if len(m) == _PLAIN_METRICS:
+            continue  # the eight keys every drop-metrics record has, and nothing else
         for kind, n in m.get("repairs", {}).items():
             _add(repairs, kind, n)
         if "reader_report" in m:
@@ -239,6 +248,9 @@ def partial(
         partial_conversations += m.get("partial_conversation", False) is True
         if "tokens" in m:
             tally_example(tokens, m)
+    histogram: dict[str, int] = {}
+    for n_dropped in sorted(conversations_by_drops):
+        _add(histogram, _bucket(n_dropped), conversations_by_drops[n_dropped])
     dead_letters = list(dead_letters)
     for letter in dead_letters:
         if "tokens" in letter:  # refused for its length (over_token_limit)
