@@ -92,6 +92,7 @@ LOOPBACK = {
 
 
 @pytest.mark.skipif(not Path("/proc/net/tcp").exists(), reason="needs Linux's /proc/net/tcp")
+@pytest.mark.slow  # builds Prism (minutes) when none is built: never in the fast tier
 def test_prism_and_its_worker_pool_listen_on_loopback_only():
     options = PipelineOptions(["--runner=PrismRunner", f"--prism_location={prism_binary()}"])
     with prism_services(options):
