@@ -20,6 +20,14 @@ asks for ``[::]`` or ``0.0.0.0``; everything else is the real ``grpc``. Clients 
 ``localhost``, so nothing else changes. It is idempotent and affects only servers created in
 this process (the SDK worker processes of multi-processing mode listen on nothing).
 
+Loopback is not a boundary on a shared host: every local user reaches 127.0.0.1. So every
+server made through the proxy (and convnorm's own worker pool, ``same_user_server``) also
+answers only calls from a process of this run's user: ``SameUserOnly`` looks the caller's
+socket up in the kernel's table of TCP sockets (``/proc/net/tcp``, ``/proc/net/tcp6``: each
+socket's owner uid, as identd does) and refuses any other caller with ``PERMISSION_DENIED``
+before the method runs. A caller it cannot place (not loopback, no such socket, no /proc) is
+refused too.
+
 ``python -m pipeline.loopback job-service --port 8099`` runs Beam's local job service with the
 same shim, for the portable preset: Beam's ``local_job_service_main`` binds its job port to
 localhost but the FnApiRunner it runs jobs on binds ``[::]``. A job service you start any
@@ -30,8 +38,11 @@ from __future__ import annotations
 
 import importlib
 import logging
+import os
+import socket
 import sys
-from typing import Any
+from typing import Any, Callable
+from urllib.parse import unquote
 
 import grpc
 
@@ -53,6 +64,97 @@ def loopback_address(address: str) -> str:
     if sep and host in WILDCARD_HOSTS:
         return f"localhost:{port}"
     return address
+
+
+#: /proc tables of TCP sockets: each line's local address and owner uid (Linux).
+TCP_TABLES = ("/proc/net/tcp", "/proc/net/tcp6")
+
+
+def _proc_address(address: str, port: int) -> str:
+    """``127.0.0.1``, 5 -> ``0100007F:0005``: an address as /proc/net/tcp{,6} spells it, each
+    32-bit word of it as the host holds it in memory."""
+    packed = socket.inet_pton(socket.AF_INET6 if ":" in address else socket.AF_INET, address)
+    words = [packed[i : i + 4] for i in range(0, len(packed), 4)]
+    host_order = b"".join(word[::-1] if sys.byteorder == "little" else word for word in words)
+    return f"{host_order.hex().upper()}:{port:04X}"
+
+
+def peer_address(peer: str) -> tuple[str, int] | None:
+    """gRPC's ``context.peer()`` (``ipv4:127.0.0.1:5``, ``ipv6:%5B::1%5D:5``) -> (address, port);
+    None for anything else (a Unix socket, a name)."""
+    kind, _, rest = peer.partition(":")
+    host, sep, port = unquote(rest).rpartition(":")  # gRPC spells [::1] as %5B::1%5D
+    if kind not in ("ipv4", "ipv6") or not sep or not port.isdigit():
+        return None
+    return host.strip("[]").split("%", 1)[0], int(port)
+
+
+def socket_owner(address: str, port: int, tables: tuple[str, ...] = TCP_TABLES) -> int | None:
+    """The uid owning the TCP socket whose local end is ``address:port`` (in this network
+    namespace), or None when there is none."""
+    # An IPv4 address may stand in either table: gRPC's clients use dual-stack IPv6 sockets.
+    ipv4 = address.removeprefix("::ffff:")
+    wanted = {_proc_address(address, port)}
+    if "." in ipv4:
+        wanted |= {_proc_address(ipv4, port), _proc_address(f"::ffff:{ipv4}", port)}
+    for table in tables:
+        try:
+            with open(table, encoding="ascii") as handle:
+                next(handle, None)  # the header
+                for line in handle:
+                    fields = line.split()
+                    if len(fields) > 7 and fields[1] in wanted:
+                        return int(fields[7])
+        except OSError:
+            continue
+    return None
+
+
+def is_loopback(address: str) -> bool:
+    return address in ("::1", "localhost") or address.startswith(("127.", "::ffff:127."))
+
+
+def caller_is_this_user(peer: str) -> bool:
+    """The gRPC caller ``peer`` is a process of this process's user, on this host's loopback."""
+    where = peer_address(peer)
+    return where is not None and is_loopback(where[0]) and socket_owner(*where) == os.geteuid()
+
+
+class SameUserOnly(grpc.ServerInterceptor):
+    """Refuses, before the method runs, every call from a process of another user (see the
+    module docstring): the servers a run starts take work from that run only."""
+
+    def intercept_service(self, continuation, handler_call_details):
+        handler = continuation(handler_call_details)
+        if handler is None:
+            return None
+        kind = (
+            "unary_unary"
+            if handler.unary_unary
+            else "unary_stream"
+            if handler.unary_stream
+            else "stream_unary"
+            if handler.stream_unary
+            else "stream_stream"
+        )
+        behaviour = getattr(handler, kind)
+
+        def guarded(request, context):
+            if not caller_is_this_user(context.peer()):
+                LOG.warning("refused a call to %s from another user (%s)", handler_call_details.method, context.peer())
+                context.abort(grpc.StatusCode.PERMISSION_DENIED, "this service takes calls from its own run only")
+            return behaviour(request, context)
+
+        make: Callable[..., grpc.RpcMethodHandler] = getattr(grpc, f"{kind}_rpc_method_handler")
+        return make(
+            guarded, request_deserializer=handler.request_deserializer, response_serializer=handler.response_serializer
+        )
+
+
+def same_user_server(*args, **kwargs):
+    """``grpc.server(...)`` whose every method refuses callers of another user."""
+    kwargs["interceptors"] = [SameUserOnly(), *(kwargs.get("interceptors") or ())]
+    return grpc.server(*args, **kwargs)
 
 
 class _LoopbackServer:
@@ -78,7 +180,7 @@ class _LoopbackGrpc:
         self._module = module
 
     def server(self, *args, **kwargs):
-        return _LoopbackServer(self._module.server(*args, **kwargs))
+        return _LoopbackServer(same_user_server(*args, **kwargs))
 
     def __getattr__(self, name):
         return getattr(self._module, name)

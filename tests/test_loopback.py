@@ -20,6 +20,7 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+from intruder import DENIED, intruder_problem, probe_as, run_as_intruder, run_as_this_user  # noqa: E402
 from listeners import is_loopback, listeners  # noqa: E402
 from portable_services import (  # noqa: E402
     ServiceError,
@@ -106,6 +107,59 @@ def test_multi_process_run_listens_on_loopback_only(tmp_path):
         kill_group(proc, timeout=5)
     _assert_all_loopback(found)
     assert len(found) >= 4  # control, data, state, logging at least
+
+
+@pytest.mark.slow
+def test_another_user_on_the_host_cannot_call_a_multi_process_runs_services(tmp_path):
+    # Found: loopback is reachable by every local user, and the runner's control server handed
+    # the pipeline (pickled DoFns) to whoever asked, its data server took records from anyone.
+    problem = intruder_problem()
+    if problem:
+        pytest.skip(problem)
+    proc = _paused_run(
+        [
+            "--input",
+            SAMPLE,
+            "--output",
+            tmp_path / "out",
+            "--direct_num_workers=2",
+            "--direct_running_mode=multi_processing",
+        ],
+        tmp_path,
+    )
+    try:
+        ports = sorted({port for _, _, port in listeners([proc.pid])})
+        theirs = {port: probe_as(run_as_intruder, f"127.0.0.1:{port}") for port in ports}
+        ours = {port: probe_as(run_as_this_user, f"127.0.0.1:{port}") for port in ports}
+    finally:
+        kill_group(proc, timeout=5)
+    assert len(ports) >= 4, ports  # control, data, state, logging at least
+    # The run's own user reaches the services (so the probe can tell), another user none of them.
+    descriptor = "/org.apache.beam.model.fn_execution.v1.BeamFnControl/GetProcessBundleDescriptor"
+    assert any(answers[descriptor] == "OK" for answers in ours.values()), ours
+    accepted = {port: {m: c for m, c in answers.items() if c not in DENIED} for port, answers in theirs.items()}
+    assert not any(accepted.values()), f"another user's calls were taken: {accepted}"
+    assert all("PERMISSION_DENIED" in answers.values() for answers in theirs.values()), theirs
+
+
+def test_a_caller_is_placed_by_the_owner_of_its_socket():
+    from pipeline.loopback import caller_is_this_user, peer_address, socket_owner
+
+    with socket.create_server(("127.0.0.1", 0)) as server:
+        with socket.create_connection(server.getsockname()) as client:
+            address, port = client.getsockname()
+            assert socket_owner(address, port) == os.geteuid()
+            assert caller_is_this_user(f"ipv4:{address}:{port}")
+        # An IPv4 caller on a dual-stack IPv6 socket (gRPC's clients): listed in /proc/net/tcp6.
+        with socket.socket(socket.AF_INET6) as client:
+            client.connect(("::ffff:127.0.0.1", server.getsockname()[1]))
+            port = client.getsockname()[1]
+            assert caller_is_this_user(f"ipv4:127.0.0.1:{port}")
+    assert peer_address("ipv6:[::1]:5") == peer_address("ipv6:%5B::1%5D:5") == ("::1", 5)
+    assert peer_address("unix:/tmp/x") is None
+    assert not caller_is_this_user("unix:/tmp/x")
+    assert not caller_is_this_user("ipv4:10.0.0.1:5")  # not loopback: never ours
+    assert not caller_is_this_user("ipv4:127.0.0.1:1")  # no such socket
 
 
 @pytest.mark.slow
