@@ -132,6 +132,13 @@ def dispatch(argv: list[str], run_job: Callable[[str, list[str], float], int]) -
 
 
 def _run_job_with_beam(command: str, args: list[str], started: float) -> int:
+    from pipeline.private_network import isolate_prism_run
+
+    # While this process has one thread, before Beam starts any: a run that starts Prism
+    # moves into a network namespace of its own.
+    refused = isolate_prism_run(args)
+    if refused:
+        return _error(refused)
     import_beam_without_pandas()
     from pipeline.main import run_command  # imports apache_beam: after the filter
 

@@ -58,6 +58,7 @@ RUN_CONTROL_OPTIONS = frozenset(
         "overwrite",
         "break_stale_lock",
         "job_endpoint_timeout",
+        "host_loopback",
         "config",
         "output",
         # How a DaskRunner run reaches its cluster (Beam's DaskOptions dests): not what it writes,

@@ -166,6 +166,14 @@ def _run_flags(add) -> None:
         "deleting the temporary files that run recorded as its own",
     )
     add(
+        "--host-loopback",
+        action=argparse.BooleanOptionalAction,
+        default=False,
+        help="where no private network namespace can be made for the Prism a run starts, run it on "
+        "the host's loopback anyway, where every local user can send it work: only on a machine "
+        "whose local users are all trusted (docs/outputs.md, Network)",
+    )
+    add(
         "--job-endpoint-timeout",
         type=float,
         default=30.0,
@@ -833,10 +841,16 @@ def parse_known(parser: argparse.ArgumentParser, args: list[str]) -> tuple[dict,
     return {dest: value for dest, value in vars(namespace).items() if value is not None}, unknown
 
 
+#: Beam's flags ``precheck`` also hands on (as ``namespace.beam``): whether a run starts Prism.
+PRECHECKED_BEAM = ("runner", "job_endpoint")
+
+
 def precheck(argv: list[str], *, output_required: bool = True) -> argparse.Namespace:
     """Check a command line and its local ``--config`` preset without Beam. Raises ConfigError.
 
-    Returns our options' values (defaults, then the preset, then the command line). Refuses
+    Returns our options' values (defaults, then the preset, then the command line), and as
+    ``.beam`` those of Beam's flags in ``PRECHECKED_BEAM`` that the preset or the command line
+    set. Refuses
     unknown flags and preset keys (when ``pipeline.beam_flags`` matches the installed Beam),
     and every value of ours that cannot work; ``pipeline.options.load_job`` checks the rest.
     """
@@ -848,6 +862,7 @@ def precheck(argv: list[str], *, output_required: bool = True) -> argparse.Names
     ours = our_flags()
     values = {dest: action.default for dest, action in ours.actions.items()}
     preset_streaming = preset_runner = None
+    preset_beam: dict = {}
     config = given.get("config")
     if config and "://" not in config:  # a preset on another filesystem is read after Beam's import
         known = (beam_flags.DESTS | ours.actions.keys() | set(DASK_FLAGS.values())) if beam_known else None
@@ -858,8 +873,12 @@ def precheck(argv: list[str], *, output_required: bool = True) -> argparse.Names
                 preset_streaming = value
             elif dest == "runner":
                 preset_runner = value
+            if dest in PRECHECKED_BEAM:
+                preset_beam[dest] = value
     values.update({dest: value for dest, value in given.items() if dest in ours.actions})
     namespace = argparse.Namespace(**values)
+    # The Beam flags that decide, before Beam's import, whether the run starts Prism itself.
+    namespace.beam = {**preset_beam, **{dest: given[dest] for dest in PRECHECKED_BEAM if dest in given}}
     streaming = bool(given.get("streaming", preset_streaming is True))
     runner = given.get("runner") or (preset_runner if isinstance(preset_runner, str) else None) or DEFAULT_RUNNER
     problems = own_problems(

@@ -1,15 +1,21 @@
-"""Running convnorm on Prism, Beam's own local runner, with nothing listening beyond loopback.
+"""Running convnorm on Prism, Beam's own local runner, with no one else able to reach it.
 
 Given ``--runner PrismRunner``, Beam would start Prism itself and, for the Python workers, a
-"loopback" worker pool. Both listen on every interface: Prism's job service on ``:PORT`` and
-Beam's worker pool on ``[::]:PORT``. So ``prism_services(options)`` starts them itself:
+"loopback" worker pool. Both listen on every interface and take work from anyone: Prism's job
+service runs any job it is sent (a ``PROCESS`` environment is a command Prism runs as
+convnorm's user), and the worker pool starts SDK workers in this process for whoever asks. So
+``prism_services(options)`` starts them itself, inside the run's private network namespace
+(``pipeline.private_network``, entered before Beam's import):
 
 - Prism as a child process in its own session (a Ctrl-C on the terminal reaches convnorm,
   which drains the job, not Prism, which would kill it), on a free loopback port, with its
-  web UI off; stopped by its PID when the run ends (SIGTERM, then SIGKILL). The binary is
-  the one built by ``.ci/build-prism``, which listens on 127.0.0.1 only (see that script).
+  web UI off; stopped by its PID when the run ends (SIGTERM, then SIGKILL). Once it answers,
+  the sockets it really listens on are read from /proc and logged; outside a private
+  namespace (``--host-loopback``) one beyond loopback stops the run (a binary of upstream's
+  listens on every interface; the one ``.ci/build-prism`` builds, on 127.0.0.1 only).
 - Beam's worker-pool service, in this process as Beam's loopback mode runs it, but bound to
-  ``localhost``; the job is submitted with ``--environment_type EXTERNAL`` pointing at it.
+  ``localhost`` and refusing callers of another user (``pipeline.loopback.same_user_server``);
+  the job is submitted with ``--environment_type EXTERNAL`` pointing at it.
 
 The binary is found in this order: ``--prism_location``, ``$CONVNORM_PRISM``, the
 repository's ``build/prism/prism``. Other runners are left alone.
@@ -35,6 +41,9 @@ from apache_beam.options.pipeline_options import (
     PrismRunnerOptions,
     StandardOptions,
 )
+
+from pipeline import private_network
+from pipeline.loopback import is_loopback, same_user_server
 
 LOG = logging.getLogger("convnorm")
 
@@ -97,6 +106,20 @@ def _stop(proc: subprocess.Popen, timeout: float = 10.0) -> None:
     proc.wait()
 
 
+def _listening_or_refuse(binary: str, pid: int) -> list[tuple[str, int]]:
+    """What Prism listens on; ``PrismError`` when that is beyond loopback and the run is not in
+    a private network namespace (where nothing outside reaches any of its addresses)."""
+    listening = private_network.listening_addresses(pid)
+    beyond = [f"{address}:{port}" for address, port in listening if not is_loopback(address)]
+    if beyond and not private_network.entered():
+        raise PrismError(
+            f"Prism ({binary}) listens beyond loopback, on {', '.join(beyond)}: anyone who reaches "
+            "that address can run code as this user. Use a Prism that binds 127.0.0.1 "
+            "(.ci/build-prism builds one), or run where a private network namespace can be made"
+        )
+    return listening
+
+
 @contextlib.contextmanager
 def _prism_process(binary: str) -> Iterator[str]:
     """Start Prism on a free loopback port; yield its job endpoint; stop it by PID."""
@@ -128,7 +151,18 @@ def _prism_process(binary: str) -> Iterator[str]:
                 tail = Path(log.name).read_text(errors="replace")[-4000:]
                 raise PrismError(f"Prism ({binary}) did not start on 127.0.0.1:{port}:\n{tail}")
             time.sleep(0.05)
-        LOG.info("Prism %s serving on 127.0.0.1:%d (pid %d, log %s)", binary, port, proc.pid, log.name)
+        listening = _listening_or_refuse(binary, proc.pid)
+        LOG.info(
+            "Prism %s (pid %d, log %s) listening on %s%s",
+            binary,
+            proc.pid,
+            log.name,
+            ", ".join(f"{address}:{port}" for address, port in listening) or f"127.0.0.1:{port}",
+            " inside this run's private network namespace"
+            if private_network.entered()
+            else f", on the host's loopback, where every local user can reach it (--host-loopback: "
+            f"{private_network.why_not()})",
+        )
         yield f"localhost:{port}"
     finally:
         _stop(proc)
@@ -139,13 +173,13 @@ def _prism_process(binary: str) -> Iterator[str]:
 @contextlib.contextmanager
 def _loopback_worker_pool() -> Iterator[str]:
     """Beam's worker-pool service as its loopback mode runs it (SDK workers as threads of this
-    process), bound to localhost instead of every interface; yields its address."""
-    import grpc
+    process), bound to localhost instead of every interface and refusing callers of another
+    user; yields its address."""
     from apache_beam.portability.api import beam_fn_api_pb2_grpc
     from apache_beam.runners.worker.worker_pool_main import BeamFnExternalWorkerPoolServicer
     from apache_beam.utils import thread_pool_executor
 
-    server = grpc.server(
+    server = same_user_server(
         thread_pool_executor.shared_unbounded_instance(),
         options=[("grpc.http2.max_pings_without_data", 0), ("grpc.http2.max_ping_strikes", 0)],
     )
@@ -169,6 +203,14 @@ def prism_services(options: PipelineOptions) -> Iterator[None]:
         yield
         return
     binary = find_prism(options)
+    if not private_network.entered() and not options.get_all_options().get("host_loopback"):
+        # ``pipeline.cli`` enters the namespace before Beam's import; a caller that did not
+        # would start Prism where every local user reaches it.
+        raise PrismError(
+            "Prism would run on the host's loopback, where every local user can send it work: start "
+            "the run with the convnorm command (it runs Prism in a private network namespace), or "
+            "pass --host-loopback where every local user is trusted"
+        )
     with contextlib.ExitStack() as stack:
         portable.job_endpoint = stack.enter_context(_prism_process(binary))
         if not portable.environment_type or portable.environment_type.upper() == "LOOPBACK":

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import json
 import os
+import re
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -13,10 +15,13 @@ import pytest
 from apache_beam.options.pipeline_options import PipelineOptions, PortableOptions
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+from intruder import DENIED, PROBE, intruder_problem, probe_as, run_as_intruder  # noqa: E402
+from paused_runs import kill, resume, start_paused  # noqa: E402
 from prism_build import BUILD_TIMEOUT_S, ROOT, prism_binary  # noqa: E402
 
+from pipeline import private_network  # noqa: E402
 from pipeline.main import main  # noqa: E402
-from pipeline.prism import prism_services  # noqa: E402
+from pipeline.prism import PrismError, prism_services  # noqa: E402
 from pipeline.testhooks import PAUSE_AT, PAUSE_FILE, PAUSE_SECONDS_ENV  # noqa: E402
 from transforms import conversations  # noqa: E402
 
@@ -94,7 +99,8 @@ LOOPBACK = {
 @pytest.mark.skipif(not Path("/proc/net/tcp").exists(), reason="needs Linux's /proc/net/tcp")
 @pytest.mark.slow  # builds Prism (minutes) when none is built: never in the fast tier
 def test_prism_and_its_worker_pool_listen_on_loopback_only():
-    options = PipelineOptions(["--runner=PrismRunner", f"--prism_location={prism_binary()}"])
+    # In this test's own process (it cannot enter a namespace): on the host's loopback.
+    options = PipelineOptions(["--runner=PrismRunner", f"--prism_location={prism_binary()}", "--host-loopback"])
     with prism_services(options):
         portable = options.view_as(PortableOptions)
         assert portable.environment_type == "EXTERNAL"
@@ -185,6 +191,7 @@ def test_a_failed_batch_job_on_prism_is_reported_in_one_line_with_its_error(tmp_
             "--runner=PrismRunner",
             f"--prism_location={prism_binary()}",
             "--progress=off",
+            "--host-loopback",  # in this test's own process, which cannot enter a namespace
         ]
     )
     assert status == 1
@@ -193,3 +200,106 @@ def test_a_failed_batch_job_on_prism_is_reported_in_one_line_with_its_error(tmp_
     assert len(failed) == 1 and "failed: " in failed[0] and "a crash on purpose" in failed[0], err[-3000:]
     assert "convnorm: error: the run pipeline failed (the error is logged above)" in err
     assert not out.exists()
+
+
+GET_JOBS = "/org.apache.beam.model.job_management.v1.JobService/GetJobs"
+
+
+@pytest.mark.slow
+def test_another_user_on_the_host_cannot_reach_the_prism_a_run_starts(tmp_path):
+    # Found: while a run was up, any local user could submit a job to Prism's port (a PROCESS
+    # environment is a command Prism runs as convnorm's user). The run now keeps Prism in a
+    # network namespace of its own.
+    problem = intruder_problem() or (None if shutil.which("nsenter") else "needs nsenter (util-linux)")
+    if problem:
+        pytest.skip(problem)
+    argv = [f"--input={SAMPLES[0]}", f"--output={tmp_path / 'out'}", "--runner=PrismRunner"]
+    proc, ready = start_paused([*argv, f"--prism_location={prism_binary()}"], "write", tmp_path)
+    try:
+        log = proc.log_path.read_text()  # type: ignore[attr-defined]
+        found = re.search(r"listening on [^ ]*?:(\d+).* inside this run's private network namespace", log)
+        assert found, log[-3000:]
+        endpoint = f"127.0.0.1:{found.group(1)}"
+        theirs = probe_as(run_as_intruder, endpoint)
+        # From inside the run's namespace, the same call is answered: Prism is there.
+        inside = subprocess.run(
+            ["nsenter", f"--net=/proc/{proc.pid}/ns/net", sys.executable, "-c", PROBE, endpoint],
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        status, printed = resume(proc, ready)
+    finally:
+        kill(proc)
+    assert json.loads(inside.stdout.strip().splitlines()[-1])[GET_JOBS] == "OK", inside.stderr[-3000:]
+    assert theirs[GET_JOBS] == "UNAVAILABLE", theirs  # nothing listens there, for anyone outside
+    assert set(theirs.values()) <= DENIED, theirs
+    assert status == 0, printed[-3000:]
+
+
+FAKE_PRISM = """#!{python}
+# A Prism stand-in that, like upstream's build, listens on every interface.
+import socket, sys, time
+port = int(sys.argv[sys.argv.index("--job_port") + 1])
+server = socket.create_server(("0.0.0.0", port))
+while True:
+    time.sleep(1)
+"""
+
+
+def test_a_prism_that_listens_beyond_loopback_is_refused_outside_a_private_namespace(tmp_path):
+    # Found: a Prism given by --prism_location that bound every interface was used, and the log
+    # said "serving on 127.0.0.1". What it binds is now read from /proc after it starts.
+    if not os.path.exists("/proc/self/net/tcp"):
+        pytest.skip("reads /proc (Linux)")
+    fake = tmp_path / "prism"
+    fake.write_text(FAKE_PRISM.format(python=sys.executable))
+    fake.chmod(0o755)
+    options = PipelineOptions(["--runner=PrismRunner", f"--prism_location={fake}", "--host-loopback"])
+    with pytest.raises(PrismError, match=r"listens beyond loopback, on 0\.0\.0\.0:\d+"):
+        with prism_services(options):
+            pass
+
+
+def test_a_prism_run_outside_a_private_namespace_needs_host_loopback(tmp_path):
+    fake = tmp_path / "prism"
+    fake.write_text("#!/bin/sh\nexit 1\n")
+    fake.chmod(0o755)
+    options = PipelineOptions(["--runner=PrismRunner", f"--prism_location={fake}"])
+    with pytest.raises(PrismError, match="every local user can send it work"):
+        with prism_services(options):
+            pass
+
+
+def test_a_prism_run_is_refused_where_no_private_namespace_can_be_made(monkeypatch):
+    def refuse() -> None:
+        raise private_network.PrivateNetworkError("unshare(2) refused: Operation not permitted")
+
+    monkeypatch.setattr(private_network, "enter", refuse)
+    argv = ["--input=x.jsonl", "--output=out", "--runner=PrismRunner"]
+    refused = private_network.isolate_prism_run(argv)
+    assert refused and "cannot be made here: unshare(2) refused" in refused and "--host-loopback" in refused
+    assert private_network.isolate_prism_run([*argv, "--host-loopback"]) is None  # the user's opt-in
+    assert private_network.isolate_prism_run(["--input=x.jsonl", "--output=out"]) is None  # no Prism
+    assert private_network.isolate_prism_run([*argv, "--job_endpoint=localhost:8099"]) is None  # not ours
+
+
+def test_the_cli_enters_the_private_namespace_before_beam_is_imported(tmp_path):
+    # In a fresh process, as the command runs: one thread, then a namespace of its own.
+    code = (
+        "import os, sys\n"
+        "from pipeline import private_network\n"
+        "before = os.readlink('/proc/self/ns/net')\n"
+        "assert private_network.isolate_prism_run(sys.argv[1:]) is None\n"
+        "print(before != os.readlink('/proc/self/ns/net'), 'apache_beam' in sys.modules)\n"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", code, "--input=x.jsonl", f"--output={tmp_path}/o", "--runner=PrismRunner"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=ROOT,
+    )
+    if "cannot be made here" in proc.stderr or proc.returncode:
+        pytest.skip(f"no private network namespace here: {proc.stderr[-500:]}")
+    assert proc.stdout.split() == ["True", "False"], proc.stderr
