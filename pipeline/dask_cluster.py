@@ -18,11 +18,19 @@
   free loopback port), worker processes of one thread each and Dask's sampling profiler off
   (it cost ~17% of the workers' CPU), names its address to the runner, and stops it after the
   run. ``close_client`` closes the client the runner opened.
+- Loopback is not a boundary: any local user's ``Client(...).run(...)`` would run code on an
+  open cluster's workers. Convnorm's own cluster speaks TLS only, with credentials made for the
+  run and held in memory (``Security.temporary()``: scheduler, workers and the runner's client
+  present the same certificate, and a connection without it is refused). Beam's DaskRunner
+  takes no security argument, so the client finds them in Dask's configuration, set for the
+  run's length. A cluster of the user's own is used as it is, with a warning when its
+  scheduler's address is not ``tls://`` (docs/cluster.md shows a TLS set-up).
 """
 
 from __future__ import annotations
 
 import contextlib
+import json
 import logging
 import sys
 from typing import Any, Iterable, Iterator
@@ -163,21 +171,26 @@ def local_cluster(options, shards: int = 1) -> Iterator[None]:
         yield
         return
     if has_cluster(options):
+        warn_without_tls(options)
         default_partitions(options, shards, _cluster_threads(options))
         yield
         return
     import dask
     from distributed import LocalCluster
+    from distributed.security import Security
 
     # The scheduler runs in this process: its INFO lines (every connection) are not for a user;
     # convnorm says where it listens.
     logging.getLogger("distributed").setLevel(logging.WARNING)
+    security = Security.temporary()
     with dask.config.set(WORKER_CONFIG):
         cluster = LocalCluster(
             host=LOOPBACK,
             dashboard_address=f"{LOOPBACK}:0",
             processes=True,
             threads_per_worker=1,  # Python's GIL: one process per core does the work
+            protocol="tls://",
+            security=security,
         )
     dask_options(options).address = cluster.scheduler_address
     default_partitions(options, shards, len(cluster.workers))  # one thread each
@@ -188,10 +201,45 @@ def local_cluster(options, shards: int = 1) -> Iterator[None]:
         cluster.dashboard_link,
     )
     try:
-        yield
+        with dask.config.set(client_tls_config(security)):
+            yield
     finally:
         dask_options(options).address = None
         cluster.close()
+
+
+def client_tls_config(security: Any) -> dict:
+    """Dask's configuration under which a ``Client()`` that is given no security (Beam's
+    DaskRunner makes one so) presents ``security``'s certificate and requires TLS."""
+    return {
+        "distributed.comm.require-encryption": True,
+        "distributed.comm.tls.ca-file": security.tls_ca_file,
+        "distributed.comm.tls.client.cert": security.tls_client_cert,
+        "distributed.comm.tls.client.key": security.tls_client_key,
+    }
+
+
+def scheduler_address(options) -> str | None:
+    """The scheduler a run names: ``--dask_client_address``, or the one its scheduler file holds."""
+    dask = dask_options(options)
+    if dask.address:
+        return str(dask.address)
+    try:
+        with open(dask.scheduler_file, encoding="utf-8") as handle:
+            return str(json.load(handle).get("address") or "") or None
+    except (OSError, ValueError, AttributeError, TypeError):
+        return None  # the runner reports a scheduler file it cannot read
+
+
+def warn_without_tls(options) -> None:
+    """A user's own scheduler that takes plain TCP: anyone who reaches it can run code there."""
+    address = scheduler_address(options)
+    if address and not address.startswith("tls://"):
+        LOG.warning(
+            "the Dask scheduler %s takes connections without TLS: anyone who can reach it (every local "
+            "user, for a loopback address) can run code on its workers; docs/cluster.md shows a TLS set-up",
+            address,
+        )
 
 
 def close_client(result: Any) -> None:

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -29,8 +30,11 @@ from pathlib import Path
 
 import pytest
 from engine_outputs import SAMPLE, SHARD_BYTES, assert_same_outputs, write_mixed_input
+from intruder import intruder_problem, run_as_intruder
 from listeners import interfaces, is_loopback, listeners, private_netns_problem, process_tree
 from portable_services import popen_in_group, service_env, tail
+
+from pipeline import testhooks
 
 pytestmark = pytest.mark.slow
 
@@ -308,3 +312,67 @@ def test_without_a_scheduler_convnorm_runs_its_own_cluster_on_loopback(namespace
     # The scheduler, its dashboard, the worker processes and their nannies: all on loopback.
     assert len(seen) >= 4, seen
     assert all(is_loopback(address) for address, _ in seen), seen
+
+
+#: An intruder's Dask client: every way in it has, each tried; prints what each got.
+DASK_INTRUDER = r"""
+import os, sys
+from distributed import Client
+from distributed.security import Security
+address = sys.argv[1]
+tries = {
+    "as given": dict(address=address),
+    "plain TCP": dict(address=address.replace("tls://", "tcp://")),
+    "a certificate of its own": dict(address=address, security=Security.temporary()),
+}
+for name, kwargs in tries.items():
+    try:
+        with Client(timeout=5, **kwargs) as client:
+            print(name, "RAN", client.run(os.getpid))
+    except Exception as error:
+        print(name, "refused", type(error).__name__)
+"""
+
+
+def test_another_user_on_the_host_cannot_run_code_on_convnorms_own_cluster(namespace, tmp_path):
+    # Found: the local cluster had no TLS and no authentication: any local user's
+    # Client(...).run(...) ran code on its workers. It now speaks TLS with the run's own
+    # credentials, in memory.
+    problem = intruder_problem()
+    if problem:
+        pytest.skip(problem)
+    ready = tmp_path / "paused"
+    namespace.env = {**namespace.env, testhooks.PAUSE_AT: "write", testhooks.PAUSE_FILE: str(ready)}
+    out = tmp_path / "local-dask"
+    job = namespace.start(
+        "convnorm",
+        [sys.executable, "-m", "pipeline", *_common([str(SAMPLE)]), "--output", str(out), "--runner", "DaskRunner"],
+    )
+    deadline = time.monotonic() + JOB_TIMEOUT_S
+    while not ready.exists():
+        assert job.proc.poll() is None and time.monotonic() < deadline, job.describe()
+        time.sleep(0.1)
+    found = re.search(r"scheduler (\S+), dashboard", job.log.read_text())
+    assert found, job.describe()
+    intruder = run_as_intruder(
+        DASK_INTRUDER, found.group(1), prefix=("nsenter", f"--net=/proc/{namespace.holder.pid}/ns/net")
+    )
+    ready.unlink()
+    assert namespace.wait(job, JOB_TIMEOUT_S) == 0, job.describe()
+    lines = intruder.stdout.strip().splitlines()
+    assert len(lines) == 3 and all(" refused " in line for line in lines), intruder.stdout + intruder.stderr[-3000:]
+    assert found.group(1).startswith("tls://127.0.0.1:"), found.group(1)
+
+
+def test_a_users_own_scheduler_without_tls_is_warned_about(caplog):
+    from apache_beam.options.pipeline_options import PipelineOptions
+
+    from pipeline import dask_cluster
+
+    dask_cluster.register_options(["--runner=DaskRunner"])
+    plain = PipelineOptions(["--dask_client_address=tcp://127.0.0.1:8786"])
+    with caplog.at_level("WARNING", logger="convnorm"):
+        dask_cluster.warn_without_tls(plain)
+        dask_cluster.warn_without_tls(PipelineOptions(["--dask_client_address=tls://10.0.0.5:8786"]))
+    warned = [r.getMessage() for r in caplog.records if r.name == "convnorm"]
+    assert len(warned) == 1 and "tcp://127.0.0.1:8786 takes connections without TLS" in warned[0], warned
