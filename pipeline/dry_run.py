@@ -11,11 +11,11 @@ from __future__ import annotations
 
 import collections
 import os
-import sys
 
 from pipeline import files
 from pipeline import lock as locks
 from pipeline import outputs as owned
+from pipeline.console import print_error
 from pipeline.execute import OutputSpec
 from pipeline.options import ConvNormOptions, Job
 from pipeline.progress import size_text
@@ -136,7 +136,7 @@ def dry_run(job: Job, command: str, spec: OutputSpec) -> int:
         return 0
     state, refusal = _directory_state(job.output, job, spec)
     if refusal:
-        print(f"convnorm: error: the run would be refused: {refusal}", file=sys.stderr)
+        print_error(f"the run would be refused: {refusal}")
         return 2
     print(f"output: {job.output} ({state}); the run would write:")
     for line in output_lines(job, spec):

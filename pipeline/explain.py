@@ -16,12 +16,12 @@ import argparse
 import html
 import os
 import shutil
-import sys
 import textwrap
 from typing import Iterator, NamedTuple
 
 import orjson
 
+from pipeline.console import ArgumentParser, print_error
 from transforms.explain import Explanation, Row, after_text, before_text, counts_line, explain
 from transforms.settings import Settings
 
@@ -34,6 +34,8 @@ DEAD_LETTER_PATTERNS = ("dead_letter/part-*.jsonl", "*/*/dead_letter.jsonl")
 AFTER_READING = frozenset({"unwritable", "over_token_limit"})
 #: Files listed when an id is not found.
 SHOWN_CLOSE_IDS = 3
+#: The command's name, in its usage and errors.
+PROG = "convnorm explain"
 
 
 class Located(NamedTuple):
@@ -297,8 +299,8 @@ def explain_page(located: Located) -> str:
 
 def explain_command(argv: list[str]) -> int:
     """``convnorm explain OUT_DIR --id ID``. Exit 0, 1 or 2."""
-    parser = argparse.ArgumentParser(
-        prog="convnorm explain",
+    parser = ArgumentParser(
+        prog=PROG,
         description="Show one conversation of a finished run before and after normalization, side by side: "
         "every entry dropped, moved, re-keyed or healed is marked with its reason. The record is read back "
         "from its input file (the source and position in OUT_DIR/drops/) and normalized again with the "
@@ -321,10 +323,7 @@ def explain_command(argv: list[str]) -> int:
         from transforms.profiles import PROFILES
 
         if args.profile not in PROFILES:
-            print(
-                f"convnorm explain: error: unknown --profile {args.profile!r}; known: {', '.join(PROFILES)}",
-                file=sys.stderr,
-            )
+            print_error(f"unknown --profile {args.profile!r}; known: {', '.join(PROFILES)}", PROG)
             return 2
         import dataclasses
 
@@ -332,7 +331,7 @@ def explain_command(argv: list[str]) -> int:
     try:
         located = locate(output, args.conversation_id, settings)
     except NotFound as why:
-        print(f"convnorm explain: error: {why}", file=sys.stderr)
+        print_error(str(why), PROG)
         return 1
     print(explain_page(located) if args.html else explanation_text(located, args.width))
     return 0

@@ -40,6 +40,7 @@ from apache_beam.options.pipeline_options import DirectOptions, StandardOptions
 from pipeline import files
 from pipeline.build import VALIDATE_SPEC, VALIDATION_FILE, build, build_validate, run_spec
 from pipeline.cli import dispatch
+from pipeline.console import print_error
 from pipeline.dask_cluster import local_cluster
 from pipeline.execute import OutputSpec, Page, execute, run_pipeline
 from pipeline.explain import where_text
@@ -114,7 +115,7 @@ def run_job(job: Job, stopping: Stopping) -> int:
         print(RUN.format_table(summary))
     warning = dead_letter_warning(summary, job.warn_dead_letters) if summary else None
     if warning:
-        print(f"convnorm: warning: {warning}; see {job.output}/dead_letter/", file=sys.stderr)
+        print_error(f"{warning}; see {job.output}/dead_letter/", kind="warning")
     if not quiet:
         print(f"outputs: {job.output}/{{normalized,drops,dead_letter}}/, {job.output}/{SUMMARY_FILE}")
         if outcome.page:
@@ -127,7 +128,7 @@ def _verdict(view: View, summary: dict, job: Job) -> int:
     """The exit status of a finished run, its reasons printed (the outputs are written either way)."""
     status, errors = view.verdict(summary, job.max_dead_letters)
     for error in errors:
-        print(f"convnorm: error: {error}", file=sys.stderr)
+        print_error(error)
     return status
 
 
@@ -238,7 +239,7 @@ def _command(command: str, args: list[str], stopping: Stopping) -> int:
     try:
         job = load_job(args, output_required=output_required)
     except ConfigError as error:
-        print(f"convnorm: error: {error}", file=sys.stderr)
+        print_error(str(error))
         return 2
     stopping.output = job.output or None  # "" when validate was given none
     configure_console(quiet=_quiet(job))
@@ -257,17 +258,17 @@ def _command(command: str, args: list[str], stopping: Stopping) -> int:
         with prism_services(job.options), local_cluster(job.options, len(job.shards)):
             return handler(job, stopping)
     except PrismError as error:
-        print(f"convnorm: error: {error}", file=sys.stderr)
+        print_error(str(error))
         return 2
     except Exception as error:  # a crash gets its documented status, not a traceback's 1 (logged: BLE001 allows it)
         LOG.exception("the %s pipeline failed", command)
-        print(f"convnorm: error: the {command} pipeline failed: {type(error).__name__}: {error}", file=sys.stderr)
+        print_error(f"the {command} pipeline failed: {type(error).__name__}: {error}")
         return failed
 
 
 def _run_streaming(command: str, job: Job, stopping: Stopping) -> int:
     if command != "run":
-        print(f"convnorm: error: {command} does not stream; drop --streaming", file=sys.stderr)
+        print_error(f"{command} does not stream; drop --streaming")
         return 2
     from pipeline.streaming import run_streaming  # see docs/streaming.md
 

@@ -58,6 +58,7 @@ from apache_beam.utils.timestamp import Duration, Timestamp
 from pipeline import files, processed
 from pipeline import lock as locks
 from pipeline import outputs as owned
+from pipeline.console import print_error
 from pipeline.interrupts import INTERRUPTED, interrupted_line
 from pipeline.job_service import TERMINAL, JobService
 from pipeline.landing import (
@@ -705,14 +706,14 @@ def run_streaming(job: Job) -> int:
             clean_up=lambda holder: _take_over(output, holder),
         )
     except (locks.LockError, OutputError) as error:
-        print(f"convnorm: error: {error}", file=sys.stderr)
+        print_error(str(error))
         return 2
     try:
         claim_streaming_output(output)
         processed.make_dirs(run_temp)
         return _watch(job, output, run_id, run_temp)
     except OutputError as error:
-        print(f"convnorm: error: {error}", file=sys.stderr)
+        print_error(str(error))
         return 2
     finally:
         owned.remove_temp(run_temp)
@@ -780,7 +781,7 @@ def _watch(job: Job, output: str, run_id: str, run_temp: str) -> int:
         if report:
             print(f"report:  {report}")
     if end.state != PipelineState.DONE and not (end.cancelled and end.state == PipelineState.CANCELLED):
-        print(f"convnorm: error: the streaming job ended in state {end.state}", file=sys.stderr)
+        print_error(f"the streaming job ended in state {end.state}")
         return 1
     if stop.signum == signal.SIGINT:  # Ctrl-C drained the run: its status says so (SIGTERM: 0)
         print(interrupted_line("the streaming run", output, drained=True), file=sys.stderr)
