@@ -7,8 +7,9 @@ No Beam import (the command line uses it before Beam's). Three places, one rule
   control character written to them but the newline, which separates the lines of a table or a
   traceback. Whatever prints (our lines, argparse's errors, a traceback, Beam) is covered.
 - ``ConsoleFormatter``, the console log handler's: a record of convnorm's prints on one line.
-- ``print_error``: an error or warning line of a command, its message on one line (and
-  ``ArgumentParser``'s errors, which quote the arguments as given).
+- ``print_line`` and ``print_error``: a line that names a path or an id, and an error or
+  warning line (``ArgumentParser``'s errors too: they quote the arguments as given), each
+  printed on one line.
 
 A newline from the data cannot be told from a layout's own once the text is joined, so a value
 that goes into a multi-line layout (the summary table, explain's columns, the plan of
@@ -82,10 +83,15 @@ class ConsoleFormatter(logging.Formatter):
         return console_text(super().formatStack(stack_info), keep_newlines=True)
 
 
+def print_line(text: str, file: TextIO | None = None, flush: bool = False) -> None:
+    """``text`` on one line of ``file`` (stdout): a newline in it is a value's, shown escaped."""
+    print(console_text(text), file=file or sys.stdout, flush=flush)
+
+
 def print_error(message: str, prog: str = "convnorm", kind: str = "error") -> None:
     """``prog: error: message`` on stderr, on one line: an error may quote a path, an id or a
     JSON key from the data."""
-    print(f"{prog}: {kind}: {console_text(message)}", file=sys.stderr)
+    print_line(f"{prog}: {kind}: {message}", sys.stderr)
 
 
 class ArgumentParser(argparse.ArgumentParser):
@@ -97,4 +103,12 @@ class ArgumentParser(argparse.ArgumentParser):
         self.exit(2)
 
 
-__all__ = ["ArgumentParser", "ConsoleFormatter", "EscapedStream", "escaped_console", "print_error", "unescaped"]
+__all__ = [
+    "ArgumentParser",
+    "ConsoleFormatter",
+    "EscapedStream",
+    "escaped_console",
+    "print_error",
+    "print_line",
+    "unescaped",
+]

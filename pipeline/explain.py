@@ -22,7 +22,8 @@ from typing import Iterator, NamedTuple
 import orjson
 
 from pipeline.console import ArgumentParser, print_error
-from transforms.explain import Explanation, Row, after_text, before_text, counts_line, explain
+from transforms.console_text import console_text
+from transforms.explain import Explanation, Row, after_text, before_text, counts_line, cut_text, explain
 from transforms.settings import Settings
 
 #: Where a batch run keeps its drop lines, and a streaming run (one file per landed file).
@@ -194,44 +195,54 @@ def where_text(source: str, position: int, line: int | None) -> str:
 # Text
 
 
+def _cell(text: str, limit: int) -> str:
+    """A cell's text escaped for the terminal, then cut to its column (an escape is longer than
+    the character it shows)."""
+    return cut_text(console_text(text), limit)
+
+
 def _cells(explanation: Explanation, row: Row, width: int) -> tuple[str, str]:
-    left = before_text(explanation, row, width - 5)
+    left = _cell(before_text(explanation, row, width - 5), width - 5)
     if row.call is not None:
         left = f"     {left}"
     elif row.before is not None:
         left = f"{row.before:>4} {left}"
-    right = f"{row.after:>4} {after_text(explanation, row, width - 5)}" if row.after is not None else ""
+    right = (
+        f"{row.after:>4} {_cell(after_text(explanation, row, width - 5), width - 5)}" if row.after is not None else ""
+    )
     return left[:width], right[:width]
 
 
 def explanation_text(located: Located, width: int | None = None) -> str:
-    """The side-by-side text ``convnorm explain`` prints."""
+    """The side-by-side text ``convnorm explain`` prints, every value from the data escaped for
+    the terminal (``transforms.console_text``): ids, call ids, tool names and paths stay on
+    their lines and in their columns."""
     total = width or shutil.get_terminal_size((140, 20)).columns
     column = max((total - 3) // 2, 30)
     ex, metrics = located.explanation, located.metrics
     where = where_text(str(metrics.get("source")), int(metrics.get("position", -1)), located.line)
-    lines = [
+    head = [
         f"conversation {metrics.get('id')}: {where}",
         f"profile {located.settings.profile}; {counts_line(ex.before, ex.result)}",
     ]
     if ex.result.drops:
-        lines.append("dropped by reason: " + ", ".join(f"{r} {n}" for r, n in ex.result.drops.items()))
+        head.append("dropped by reason: " + ", ".join(f"{r} {n}" for r, n in ex.result.drops.items()))
     if "dead_letter" in metrics:
-        lines.append(_dead_letter_text(metrics["dead_letter"]))
+        head.append(_dead_letter_text(metrics["dead_letter"]))
     if located.mismatch:
-        lines.append(f"NOTE: {located.mismatch}: the source or the options changed since the run")
-    lines.append("")
+        head.append(f"NOTE: {located.mismatch}: the source or the options changed since the run")
+    lines = [*map(console_text, head), ""]
     lines.append(f"{'before (as read from the input)':<{column}} | after (as written)")
     lines.append(f"{'-' * column}-+-{'-' * column}")
     for row in ex.rows:
         left, right = _cells(ex, row, column)
         # A mark is wrapped in its column, never cut: its last words say why.
-        marks = list(row.marks)
+        marks = [console_text(mark.text()) for mark in row.marks]
         more: list[str] = []
         if not right and marks:
-            right, *more = textwrap.wrap(marks.pop(0).text(), column, subsequent_indent="  ")
+            right, *more = textwrap.wrap(marks.pop(0), column, subsequent_indent="  ")
         for mark in marks:
-            more += textwrap.wrap(mark.text(), column, initial_indent=" " * 5, subsequent_indent=" " * 7)
+            more += textwrap.wrap(mark, column, initial_indent=" " * 5, subsequent_indent=" " * 7)
         lines.append(f"{left:<{column}} | {right}".rstrip())
         lines += [f"{'':<{column}} | {chunk}".rstrip() for chunk in more]
     return "\n".join(lines)

@@ -40,7 +40,7 @@ from apache_beam.options.pipeline_options import DirectOptions, StandardOptions
 from pipeline import files
 from pipeline.build import VALIDATE_SPEC, VALIDATION_FILE, build, build_validate, run_spec
 from pipeline.cli import dispatch
-from pipeline.console import print_error
+from pipeline.console import print_error, print_line
 from pipeline.dask_cluster import local_cluster
 from pipeline.execute import OutputSpec, Page, execute, run_pipeline
 from pipeline.explain import where_text
@@ -51,6 +51,7 @@ from pipeline.progress import ProgressMonitor, choose_mode, configure_console, d
 from pipeline.report import REPORT_FILE, render_page
 from pipeline.sinks import SUMMARY_FILE
 from pipeline.sources import line_numbers, shard_sizes
+from transforms.console_text import console_text
 from transforms.summary import RUN, VALIDATE, View, dead_letter_warning
 
 LOG = logging.getLogger("convnorm")
@@ -117,9 +118,9 @@ def run_job(job: Job, stopping: Stopping) -> int:
     if warning:
         print_error(f"{warning}; see {job.output}/dead_letter/", kind="warning")
     if not quiet:
-        print(f"outputs: {job.output}/{{normalized,drops,dead_letter}}/, {job.output}/{SUMMARY_FILE}")
+        print_line(f"outputs: {job.output}/{{normalized,drops,dead_letter}}/, {job.output}/{SUMMARY_FILE}")
         if outcome.page:
-            print(f"report:  {job.output}/{outcome.page}")
+            print_line(f"report:  {job.output}/{outcome.page}")
         print(f"done in {duration_text(time.monotonic() - started)}")
     return _verdict(RUN, summary, job)
 
@@ -133,7 +134,8 @@ def _verdict(view: View, summary: dict, job: Job) -> int:
 
 
 def _show_reports(directory: str) -> list[str]:
-    """The first conversations with violations, each with where it is (line numbers too)."""
+    """The first conversations with violations, each with where it is (line numbers too), one
+    line each (escaped for the terminal: the id and the path are the data's)."""
     shown: list[dict] = []
     for path in files.matching(directory, "*.jsonl"):  # the directory literally: `v[1]` is not `v1`
         if len(shown) >= SHOWN_REPORTS:
@@ -150,7 +152,7 @@ def _show_reports(directory: str) -> list[str]:
         source, position = str(report["source"]), int(report["position"])
         where = where_text(source, position, line_numbers(source, [position]).get(position))
         kinds = ", ".join(f"{k} x{n}" for k, n in report["violations"].items())
-        lines.append(f"  {report['id']} ({where}): {kinds}")
+        lines.append(console_text(f"  {report['id']} ({where}): {kinds}"))
     return lines
 
 
@@ -180,7 +182,7 @@ def validate_job(job: Job, stopping: Stopping) -> int:
                 print("first conversations with violations:")
                 print("\n".join(shown))
             if job.output:
-                print(f"reports: {output}/violations/ and {output}/{VALIDATION_FILE}")
+                print_line(f"reports: {output}/violations/ and {output}/{VALIDATION_FILE}")
             print(f"done in {duration_text(time.monotonic() - started)}")
         return _verdict(VALIDATE, summary, job)
     finally:

@@ -1116,7 +1116,7 @@ PROG = "convnorm report"
 
 def report_command(argv: list[str]) -> int:
     """``convnorm report OUT_DIR``: (re)build report.html of a finished run. Exit 0, 1 or 2."""
-    from pipeline.console import ArgumentParser, print_error
+    from pipeline.console import ArgumentParser, print_error, print_line
 
     parser = ArgumentParser(
         prog=PROG,
@@ -1150,5 +1150,5 @@ def report_command(argv: list[str]) -> int:
         text = " ".join(str(error).split())[:500]
         print_error(f"the page could not be drawn: {type(error).__name__}: {text}", PROG)
         return 1
-    print(f"report: {path}")
+    print_line(f"report: {path}")
     return 0

@@ -119,7 +119,13 @@ def hostile_run(tmp_path_factory):
     return inputs, out, stdout.getvalue(), stderr.getvalue()
 
 
-@pytest.mark.slow
+def test_the_summary_table_names_a_discarded_field_on_its_own_row(hostile_run):
+    _, _, out, _ = hostile_run
+    _clean(out)
+    row = _line_with(out, f"field{ESCAPED}")
+    assert row.split() == [f"field{ESCAPED}", "1", "(14", "ch)"]
+
+
 def test_the_log_lines_name_a_hostile_file_on_one_line(hostile_run):
     inputs, _, _, err = hostile_run
     _clean(err)
@@ -127,7 +133,20 @@ def test_the_log_lines_name_a_hostile_file_on_one_line(hostile_run):
     assert note.startswith("INFO convnorm: ") and note.endswith(f"notes{ESCAPED}.txt")
 
 
-@pytest.mark.slow
+def test_explain_shows_ids_call_ids_and_tool_names_escaped_in_its_columns(hostile_run, capsys):
+    inputs, out, _, _ = hostile_run
+    assert main(["explain", str(out), "--id", f"id{HOSTILE}", "--width", "160"]) == 0
+    text = _clean(capsys.readouterr().out)
+    lines = text.splitlines()
+    assert lines[0] == f"conversation id{ESCAPED}: {inputs}/a{ESCAPED}.jsonl line 1 (byte 0)"
+    assert f"calls call{ESCAPED} tool{ESCAPED}" in text and f"tool [call{ESCAPED}]" in text
+    # Every row of the side-by-side view keeps its column: the separator where the header has it.
+    header = next(i for i, line in enumerate(lines) if line.startswith("before (as read"))
+    column = lines[header].index(" | ")
+    for line in lines[header + 2 :]:
+        assert line[column : column + 2] == " |", line
+
+
 def test_explain_names_close_ids_in_its_error_on_one_line(hostile_run, capsys):
     _, out, _, _ = hostile_run
     assert main(["explain", str(out), "--id", "id\x1b[31m"]) == 1
@@ -135,13 +154,20 @@ def test_explain_names_close_ids_in_its_error_on_one_line(hostile_run, capsys):
     assert err.count("\n") == 1 and f"close ones: id{ESCAPED}" in err
 
 
-@pytest.mark.slow
 def test_explain_names_a_dead_letters_json_keys_in_its_error_on_one_line(hostile_run, capsys):
     _, out, _, _ = hostile_run
     # Dead-lettered: its reason names the record's keys, as the data spells them.
     assert main(["explain", str(out), "--id", "letter"]) == 1
     err = _clean(capsys.readouterr().err)
     assert err.count("\n") == 1 and f"key{ESCAPED}" in err
+
+
+def test_the_plan_of_a_dry_run_names_hostile_files_on_one_line_each(hostile_run, tmp_path, capsys):
+    inputs, _, _, _ = hostile_run
+    assert main(["--input", str(inputs), "--output", str(tmp_path / "o"), "--dry-run"]) == 0
+    printed = _clean(capsys.readouterr().out)
+    assert _line_with(printed, "reader: ").lstrip().startswith(f"{inputs}/a{ESCAPED}.jsonl ")
+    assert _line_with(printed, "without a known suffix").endswith(f"notes{ESCAPED}.txt")
 
 
 def test_an_error_quoting_a_path_prints_it_escaped_on_one_line(tmp_path, capsys):
@@ -195,3 +221,31 @@ def test_the_live_progress_line_keeps_its_carriage_returns_and_escapes_its_text(
     written = stream.getvalue()
     assert written.startswith("\r1 records\\x1b[31m\\n\\r\\u202e") and written.endswith("\r")
     _clean(written.strip("\r"))
+
+
+def test_streamings_window_line_is_escaped():
+    from pipeline.streaming import window_line
+
+    doc = {
+        "window": f"w{HOSTILE}",
+        "records_in": 1,
+        "records_out": 1,
+        "dead_letters": 0,
+        "dropped": 0,
+        "progress": {"rows_per_s": 1.0, "files_done": 1, "files_pending": 0, "oldest_pending_age_s": 0.0},
+    }
+    line = _clean(window_line(doc, {"records_in": 1, "records_out": 1, "dead_letters": 0, "dropped": 0}))
+    assert line.startswith(f"window w{ESCAPED}: ") and "\n" not in line
+
+
+def test_what_a_streaming_run_left_names_hostile_files_escaped(tmp_path):
+    from pipeline.landing import LandingRules
+    from pipeline.streaming import WatchPlan, left_for_next_start
+
+    landing = tmp_path / "landing"
+    landing.mkdir()
+    (landing / f"late{HOSTILE}.jsonl").write_text('{"messages": []}\n')
+    rules = LandingRules((f"{landing}/*.jsonl",), str(tmp_path / "out"))
+    plan = WatchPlan(rules, str(tmp_path / "out"), 1.0, 10, (), None)
+    left = _clean(left_for_next_start(plan))
+    assert _line_with(left, "left pending").endswith(f"late{ESCAPED}.jsonl")
