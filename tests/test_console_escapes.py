@@ -111,7 +111,7 @@ def _hostile_inputs(base: Path) -> Path:
 def hostile_run(tmp_path_factory):
     base = tmp_path_factory.mktemp("console")
     inputs = _hostile_inputs(base)
-    out = base / "out"
+    out = base / f"out{HOSTILE}"
     stdout, stderr = io.StringIO(), io.StringIO()
     with contextlib.redirect_stdout(stdout), contextlib.redirect_stderr(stderr):
         status = main(["--input", str(inputs), "--output", str(out), "--no-report", "--progress", "log"])
@@ -120,10 +120,12 @@ def hostile_run(tmp_path_factory):
 
 
 def test_the_summary_table_names_a_discarded_field_on_its_own_row(hostile_run):
-    _, _, out, _ = hostile_run
+    _, output, out, _ = hostile_run
     _clean(out)
     row = _line_with(out, f"field{ESCAPED}")
     assert row.split() == [f"field{ESCAPED}", "1", "(14", "ch)"]
+    shown = f"{output.parent}/out{ESCAPED}"
+    assert f"outputs: {shown}/{{normalized,drops,dead_letter}}/, {shown}/summary.json\n" in out
 
 
 def test_the_log_lines_name_a_hostile_file_on_one_line(hostile_run):
