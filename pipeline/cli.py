@@ -18,6 +18,7 @@ import sys
 import time
 from typing import Callable
 
+from pipeline.console import escaped_console, print_error
 from pipeline.interrupts import INTERRUPTED, interrupted_line
 from pipeline.quiet import quiet_beam_noise
 
@@ -58,7 +59,7 @@ def version_line() -> str:
 
 
 def _error(message: str) -> int:
-    print(f"convnorm: error: {message}", file=sys.stderr)
+    print_error(message)
     return 2
 
 
@@ -120,15 +121,18 @@ def run_other_command(command: str, args: list[str]) -> int:
 def dispatch(argv: list[str], run_job: Callable[[str, list[str], float], int]) -> int:
     """Answer what needs no pipeline, run ``report`` and ``explain``, else
     ``run_job(command, args, started)``: ``started`` is when the command started (its
-    ``done in`` counts Beam's import and the plan too, as the person waited for them)."""
+    ``done in`` counts Beam's import and the plan too, as the person waited for them).
+
+    Everything the command prints is escaped for the terminal (``pipeline.console``)."""
     started = time.monotonic()
-    answered = answer_without_beam(argv)
-    if answered is not None:
-        return answered
-    command, args = split_command(argv)
-    if command in OTHER_COMMANDS:
-        return run_other_command(command, args)
-    return run_job(command, args, started)
+    with escaped_console():
+        answered = answer_without_beam(argv)
+        if answered is not None:
+            return answered
+        command, args = split_command(argv)
+        if command in OTHER_COMMANDS:
+            return run_other_command(command, args)
+        return run_job(command, args, started)
 
 
 def _run_job_with_beam(command: str, args: list[str], started: float) -> int:

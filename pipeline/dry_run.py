@@ -11,16 +11,17 @@ from __future__ import annotations
 
 import collections
 import os
-import sys
 
 from pipeline import files
 from pipeline import lock as locks
 from pipeline import outputs as owned
+from pipeline.console import print_error, print_line
 from pipeline.execute import OutputSpec
 from pipeline.options import ConvNormOptions, Job
 from pipeline.progress import size_text
 from pipeline.report import REPORT_FILE
 from pipeline.sources import BLANK, FILE_KINDS, Shard, display_path, read_shard, shard_sizes
+from transforms.console_text import console_text
 from transforms.record_steps import ReaderHint, RecordRefused, parse_payload, read_conversation
 from transforms.settings import Settings
 
@@ -57,7 +58,8 @@ def _readers_text(counts: dict) -> str:
 
 
 def input_lines(job: Job) -> list[str]:
-    """One line per input file: size, shards, kind, readers of its sample."""
+    """One line per input file: size, shards, kind, readers of its sample. File names (in the
+    notes too) are escaped for the terminal before the columns are laid out."""
     sizes = shard_sizes(job.shards)
     by_file: dict[str, list[int]] = {}
     for shard in job.shards:
@@ -66,9 +68,10 @@ def input_lines(job: Job) -> list[str]:
     limit = f"; --limit {job.limit:,}: only the first {job.limit:,} records" if job.limit is not None else ""
     lines = [
         f"input: {len(by_file)} file(s), {len(job.shards)} shard(s), {size_text(total)}{limit}",
-        *(f"  {note}" for note in job.notes),
+        *(f"  {console_text(note)}" for note in job.notes),
     ]
-    width = min(max((len(display_path(p)) for p in by_file), default=4), 60)
+    shown = {path: console_text(display_path(path)) for path in by_file}
+    width = min(max(map(len, shown.values()), default=4), 60)
     for path, indexes in by_file.items():
         first = job.shards[indexes[0]]
         file_bytes = sum(sizes[i] for i in indexes)
@@ -77,7 +80,7 @@ def input_lines(job: Job) -> list[str]:
         records = sum(job.shards[i].limit or 0 for i in indexes)
         taken = f", {records:,} record(s)" if job.limit is not None else ""
         lines.append(
-            f"  {display_path(path):<{width}}  {size_text(file_bytes):>10}  {len(indexes)} shard(s){taken}  "
+            f"  {shown[path]:<{width}}  {size_text(file_bytes):>10}  {len(indexes)} shard(s){taken}  "
             f"{kind}  reader: {readers}"
         )
     return lines
@@ -136,11 +139,11 @@ def dry_run(job: Job, command: str, spec: OutputSpec) -> int:
         return 0
     state, refusal = _directory_state(job.output, job, spec)
     if refusal:
-        print(f"convnorm: error: the run would be refused: {refusal}", file=sys.stderr)
+        print_error(f"the run would be refused: {refusal}")
         return 2
-    print(f"output: {job.output} ({state}); the run would write:")
+    print_line(f"output: {job.output} ({state}); the run would write:")
     for line in output_lines(job, spec):
-        print(line)
+        print_line(line)
     return 0
 
 

@@ -27,7 +27,6 @@ import json
 import logging
 import os
 import re
-import sys
 import uuid
 from dataclasses import dataclass, field
 from typing import Callable
@@ -42,6 +41,7 @@ from apache_beam.runners.runner import PipelineState
 from pipeline import files, interrupts, job_service, loopback
 from pipeline import lock as locks
 from pipeline import outputs as owned
+from pipeline.console import print_error
 from pipeline.dask_cluster import close_client
 from pipeline.flags import DEFAULT_RUNNER, our_dests
 from pipeline.interrupts import Stopping, shielded
@@ -112,7 +112,7 @@ class Outcome:
 
 
 def _fail(status: int, message: str) -> Outcome:
-    print(f"convnorm: error: {message}", file=sys.stderr)
+    print_error(message)
     return Outcome(status)
 
 
@@ -304,10 +304,9 @@ def execute(
                 files.remove_if_empty(output)
         else:
             lock.close()
-            print(
-                f"convnorm: error: the run stopped while finalizing; the lock {lock.path} records what it "
-                "was doing: rerun with --break-stale-lock to clean up",
-                file=sys.stderr,
+            print_error(
+                f"the run stopped while finalizing; the lock {lock.path} records what it "
+                "was doing: rerun with --break-stale-lock to clean up"
             )
 
 

@@ -16,13 +16,14 @@ import argparse
 import html
 import os
 import shutil
-import sys
 import textwrap
 from typing import Iterator, NamedTuple
 
 import orjson
 
-from transforms.explain import Explanation, Row, after_text, before_text, counts_line, explain
+from pipeline.console import ArgumentParser, print_error
+from transforms.console_text import console_text
+from transforms.explain import Explanation, Row, after_text, before_text, counts_line, cut_text, explain
 from transforms.settings import Settings
 
 #: Where a batch run keeps its drop lines, and a streaming run (one file per landed file).
@@ -34,6 +35,8 @@ DEAD_LETTER_PATTERNS = ("dead_letter/part-*.jsonl", "*/*/dead_letter.jsonl")
 AFTER_READING = frozenset({"unwritable", "over_token_limit"})
 #: Files listed when an id is not found.
 SHOWN_CLOSE_IDS = 3
+#: The command's name, in its usage and errors.
+PROG = "convnorm explain"
 
 
 class Located(NamedTuple):
@@ -192,44 +195,54 @@ def where_text(source: str, position: int, line: int | None) -> str:
 # Text
 
 
+def _cell(text: str, limit: int) -> str:
+    """A cell's text escaped for the terminal, then cut to its column (an escape is longer than
+    the character it shows)."""
+    return cut_text(console_text(text), limit)
+
+
 def _cells(explanation: Explanation, row: Row, width: int) -> tuple[str, str]:
-    left = before_text(explanation, row, width - 5)
+    left = _cell(before_text(explanation, row, width - 5), width - 5)
     if row.call is not None:
         left = f"     {left}"
     elif row.before is not None:
         left = f"{row.before:>4} {left}"
-    right = f"{row.after:>4} {after_text(explanation, row, width - 5)}" if row.after is not None else ""
+    right = (
+        f"{row.after:>4} {_cell(after_text(explanation, row, width - 5), width - 5)}" if row.after is not None else ""
+    )
     return left[:width], right[:width]
 
 
 def explanation_text(located: Located, width: int | None = None) -> str:
-    """The side-by-side text ``convnorm explain`` prints."""
+    """The side-by-side text ``convnorm explain`` prints, every value from the data escaped for
+    the terminal (``transforms.console_text``): ids, call ids, tool names and paths stay on
+    their lines and in their columns."""
     total = width or shutil.get_terminal_size((140, 20)).columns
     column = max((total - 3) // 2, 30)
     ex, metrics = located.explanation, located.metrics
     where = where_text(str(metrics.get("source")), int(metrics.get("position", -1)), located.line)
-    lines = [
+    head = [
         f"conversation {metrics.get('id')}: {where}",
         f"profile {located.settings.profile}; {counts_line(ex.before, ex.result)}",
     ]
     if ex.result.drops:
-        lines.append("dropped by reason: " + ", ".join(f"{r} {n}" for r, n in ex.result.drops.items()))
+        head.append("dropped by reason: " + ", ".join(f"{r} {n}" for r, n in ex.result.drops.items()))
     if "dead_letter" in metrics:
-        lines.append(_dead_letter_text(metrics["dead_letter"]))
+        head.append(_dead_letter_text(metrics["dead_letter"]))
     if located.mismatch:
-        lines.append(f"NOTE: {located.mismatch}: the source or the options changed since the run")
-    lines.append("")
+        head.append(f"NOTE: {located.mismatch}: the source or the options changed since the run")
+    lines = [*map(console_text, head), ""]
     lines.append(f"{'before (as read from the input)':<{column}} | after (as written)")
     lines.append(f"{'-' * column}-+-{'-' * column}")
     for row in ex.rows:
         left, right = _cells(ex, row, column)
         # A mark is wrapped in its column, never cut: its last words say why.
-        marks = list(row.marks)
+        marks = [console_text(mark.text()) for mark in row.marks]
         more: list[str] = []
         if not right and marks:
-            right, *more = textwrap.wrap(marks.pop(0).text(), column, subsequent_indent="  ")
+            right, *more = textwrap.wrap(marks.pop(0), column, subsequent_indent="  ")
         for mark in marks:
-            more += textwrap.wrap(mark.text(), column, initial_indent=" " * 5, subsequent_indent=" " * 7)
+            more += textwrap.wrap(mark, column, initial_indent=" " * 5, subsequent_indent=" " * 7)
         lines.append(f"{left:<{column}} | {right}".rstrip())
         lines += [f"{'':<{column}} | {chunk}".rstrip() for chunk in more]
     return "\n".join(lines)
@@ -297,8 +310,8 @@ def explain_page(located: Located) -> str:
 
 def explain_command(argv: list[str]) -> int:
     """``convnorm explain OUT_DIR --id ID``. Exit 0, 1 or 2."""
-    parser = argparse.ArgumentParser(
-        prog="convnorm explain",
+    parser = ArgumentParser(
+        prog=PROG,
         description="Show one conversation of a finished run before and after normalization, side by side: "
         "every entry dropped, moved, re-keyed or healed is marked with its reason. The record is read back "
         "from its input file (the source and position in OUT_DIR/drops/) and normalized again with the "
@@ -321,10 +334,7 @@ def explain_command(argv: list[str]) -> int:
         from transforms.profiles import PROFILES
 
         if args.profile not in PROFILES:
-            print(
-                f"convnorm explain: error: unknown --profile {args.profile!r}; known: {', '.join(PROFILES)}",
-                file=sys.stderr,
-            )
+            print_error(f"unknown --profile {args.profile!r}; known: {', '.join(PROFILES)}", PROG)
             return 2
         import dataclasses
 
@@ -332,7 +342,7 @@ def explain_command(argv: list[str]) -> int:
     try:
         located = locate(output, args.conversation_id, settings)
     except NotFound as why:
-        print(f"convnorm explain: error: {why}", file=sys.stderr)
+        print_error(str(why), PROG)
         return 1
     print(explain_page(located) if args.html else explanation_text(located, args.width))
     return 0

@@ -40,6 +40,7 @@ from apache_beam.options.pipeline_options import DirectOptions, StandardOptions
 from pipeline import files
 from pipeline.build import VALIDATE_SPEC, VALIDATION_FILE, build, build_validate, run_spec
 from pipeline.cli import dispatch
+from pipeline.console import print_error, print_line
 from pipeline.dask_cluster import local_cluster
 from pipeline.execute import OutputSpec, Page, execute, run_pipeline
 from pipeline.explain import where_text
@@ -50,6 +51,7 @@ from pipeline.progress import ProgressMonitor, choose_mode, configure_console, d
 from pipeline.report import REPORT_FILE, render_page
 from pipeline.sinks import SUMMARY_FILE
 from pipeline.sources import line_numbers, shard_sizes
+from transforms.console_text import console_text
 from transforms.summary import RUN, VALIDATE, View, dead_letter_warning
 
 LOG = logging.getLogger("convnorm")
@@ -114,11 +116,11 @@ def run_job(job: Job, stopping: Stopping) -> int:
         print(RUN.format_table(summary))
     warning = dead_letter_warning(summary, job.warn_dead_letters) if summary else None
     if warning:
-        print(f"convnorm: warning: {warning}; see {job.output}/dead_letter/", file=sys.stderr)
+        print_error(f"{warning}; see {job.output}/dead_letter/", kind="warning")
     if not quiet:
-        print(f"outputs: {job.output}/{{normalized,drops,dead_letter}}/, {job.output}/{SUMMARY_FILE}")
+        print_line(f"outputs: {job.output}/{{normalized,drops,dead_letter}}/, {job.output}/{SUMMARY_FILE}")
         if outcome.page:
-            print(f"report:  {job.output}/{outcome.page}")
+            print_line(f"report:  {job.output}/{outcome.page}")
         print(f"done in {duration_text(time.monotonic() - started)}")
     return _verdict(RUN, summary, job)
 
@@ -127,12 +129,13 @@ def _verdict(view: View, summary: dict, job: Job) -> int:
     """The exit status of a finished run, its reasons printed (the outputs are written either way)."""
     status, errors = view.verdict(summary, job.max_dead_letters)
     for error in errors:
-        print(f"convnorm: error: {error}", file=sys.stderr)
+        print_error(error)
     return status
 
 
 def _show_reports(directory: str) -> list[str]:
-    """The first conversations with violations, each with where it is (line numbers too)."""
+    """The first conversations with violations, each with where it is (line numbers too), one
+    line each (escaped for the terminal: the id and the path are the data's)."""
     shown: list[dict] = []
     for path in files.matching(directory, "*.jsonl"):  # the directory literally: `v[1]` is not `v1`
         if len(shown) >= SHOWN_REPORTS:
@@ -149,7 +152,7 @@ def _show_reports(directory: str) -> list[str]:
         source, position = str(report["source"]), int(report["position"])
         where = where_text(source, position, line_numbers(source, [position]).get(position))
         kinds = ", ".join(f"{k} x{n}" for k, n in report["violations"].items())
-        lines.append(f"  {report['id']} ({where}): {kinds}")
+        lines.append(console_text(f"  {report['id']} ({where}): {kinds}"))
     return lines
 
 
@@ -179,7 +182,7 @@ def validate_job(job: Job, stopping: Stopping) -> int:
                 print("first conversations with violations:")
                 print("\n".join(shown))
             if job.output:
-                print(f"reports: {output}/violations/ and {output}/{VALIDATION_FILE}")
+                print_line(f"reports: {output}/violations/ and {output}/{VALIDATION_FILE}")
             print(f"done in {duration_text(time.monotonic() - started)}")
         return _verdict(VALIDATE, summary, job)
     finally:
@@ -238,7 +241,7 @@ def _command(command: str, args: list[str], stopping: Stopping) -> int:
     try:
         job = load_job(args, output_required=output_required)
     except ConfigError as error:
-        print(f"convnorm: error: {error}", file=sys.stderr)
+        print_error(str(error))
         return 2
     stopping.output = job.output or None  # "" when validate was given none
     configure_console(quiet=_quiet(job))
@@ -257,17 +260,17 @@ def _command(command: str, args: list[str], stopping: Stopping) -> int:
         with prism_services(job.options), local_cluster(job.options, len(job.shards)):
             return handler(job, stopping)
     except PrismError as error:
-        print(f"convnorm: error: {error}", file=sys.stderr)
+        print_error(str(error))
         return 2
     except Exception as error:  # a crash gets its documented status, not a traceback's 1 (logged: BLE001 allows it)
         LOG.exception("the %s pipeline failed", command)
-        print(f"convnorm: error: the {command} pipeline failed: {type(error).__name__}: {error}", file=sys.stderr)
+        print_error(f"the {command} pipeline failed: {type(error).__name__}: {error}")
         return failed
 
 
 def _run_streaming(command: str, job: Job, stopping: Stopping) -> int:
     if command != "run":
-        print(f"convnorm: error: {command} does not stream; drop --streaming", file=sys.stderr)
+        print_error(f"{command} does not stream; drop --streaming")
         return 2
     from pipeline.streaming import run_streaming  # see docs/streaming.md
 

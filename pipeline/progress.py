@@ -36,7 +36,9 @@ import time
 from dataclasses import dataclass, field
 from typing import TextIO
 
+from pipeline.console import ConsoleFormatter, unescaped
 from pipeline.quiet import BeamNoiseFilter
+from transforms.console_text import console_text
 
 ENV = "CONVNORM_PROGRESS_DIR"
 #: Seconds between two writes of a tally file, and between two redraws of the live line.
@@ -217,9 +219,11 @@ class _LiveLine:
         self.width = 0
 
     def show(self, stream, text: str) -> None:
+        # The carriage returns are the line's own: written past the console's escaping, the text escaped here.
+        stream = unescaped(stream)
         with self.lock:
             columns = shutil.get_terminal_size((100, 20)).columns
-            text = text[: max(columns - 1, 10)]
+            text = console_text(text)[: max(columns - 1, 10)]
             stream.write("\r" + text + " " * max(self.width - len(text), 0) + "\r")
             stream.flush()
             self.stream, self.width = stream, len(text)
@@ -245,9 +249,10 @@ class ConsoleHandler(logging.StreamHandler):
 
 
 def configure_console(quiet: bool = False) -> None:
-    """Logging for the command line: our INFO lines (none with ``quiet``), others' warnings."""
+    """Logging for the command line: our INFO lines (none with ``quiet``), others' warnings, each
+    escaped for the terminal (``pipeline.console.ConsoleFormatter``)."""
     handler = ConsoleHandler(sys.stderr)
-    handler.setFormatter(logging.Formatter("%(levelname)s %(name)s: %(message)s"))
+    handler.setFormatter(ConsoleFormatter("%(levelname)s %(name)s: %(message)s"))
     handler.addFilter(BeamNoiseFilter())
     # apache_beam installs a root handler on import; force=True replaces it.
     logging.basicConfig(level=logging.WARNING, handlers=[handler], force=True)

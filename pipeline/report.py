@@ -1110,13 +1110,16 @@ def try_write_report(output: str, run: dict | None = None, *, locked: bool = Fal
         return None
 
 
+#: The command's name, in its usage and errors.
+PROG = "convnorm report"
+
+
 def report_command(argv: list[str]) -> int:
     """``convnorm report OUT_DIR``: (re)build report.html of a finished run. Exit 0, 1 or 2."""
-    import argparse
-    import sys
+    from pipeline.console import ArgumentParser, print_error, print_line
 
-    parser = argparse.ArgumentParser(
-        prog="convnorm report",
+    parser = ArgumentParser(
+        prog=PROG,
         description="Build OUT_DIR/report.html, one self-contained page with charts and examples, from a "
         "finished run's summary.json, drops/, dead_letter/ and _convnorm_manifest.json (a streaming run's "
         "window summaries too): the page the run wrote, rebuilt. Replaces only a report.html the run's "
@@ -1133,22 +1136,19 @@ def report_command(argv: list[str]) -> int:
     output = os.path.expanduser(args.output).rstrip("/") or "/"
     if "://" not in output and not os.path.isfile(os.path.join(output, "summary.json")):
         # Asked before the lock is taken: taking it would make a directory that is not there.
-        print(
-            f"convnorm report: error: {output!r} holds no summary.json (is it a convnorm run's --output?)",
-            file=sys.stderr,
-        )
+        print_error(f"{output!r} holds no summary.json (is it a convnorm run's --output?)", PROG)
         return 1
     try:
         path = write_report(output)
     except (ReportUnavailable, LockError, DamagedRun) as why:
-        print(f"convnorm report: error: {why}", file=sys.stderr)
+        print_error(str(why), PROG)
         return 2
     except (FileNotFoundError, OutputError) as why:
-        print(f"convnorm report: error: {why}", file=sys.stderr)
+        print_error(str(why), PROG)
         return 1
     except Exception as error:  # noqa: BLE001 — one line, as every error of this command
         text = " ".join(str(error).split())[:500]
-        print(f"convnorm report: error: the page could not be drawn: {type(error).__name__}: {text}", file=sys.stderr)
+        print_error(f"the page could not be drawn: {type(error).__name__}: {text}", PROG)
         return 1
-    print(f"report: {path}")
+    print_line(f"report: {path}")
     return 0

@@ -58,6 +58,7 @@ from apache_beam.utils.timestamp import Duration, Timestamp
 from pipeline import files, processed
 from pipeline import lock as locks
 from pipeline import outputs as owned
+from pipeline.console import print_error, print_line
 from pipeline.interrupts import INTERRUPTED, interrupted_line
 from pipeline.job_service import TERMINAL, JobService
 from pipeline.landing import (
@@ -78,6 +79,7 @@ from pipeline.sinks import SUMMARY_FILE
 from pipeline.sources import Shard, display_path, file_suffix
 from pipeline.testhooks import pause_point
 from transforms import summary as summaries
+from transforms.console_text import console_text
 from transforms.conversations import NORMALIZE, BatchCounters, freeze_gc
 from transforms.counters import NAMESPACE
 from transforms.inputs import Batch
@@ -474,10 +476,12 @@ def running_total(output: str) -> dict:
 
 def window_line(doc: dict, total: dict) -> str:
     """A window's counts, progress and the running total; ``dropped`` is MEM-5's count, the
-    messages and the calls it is made of said beside it (as the summary table does)."""
+    messages and the calls it is made of said beside it (as the summary table does). Escaped
+    for the terminal here: the DoFn that prints it may run in a worker process, past the
+    command's console."""
     progress = doc["progress"]
     messages, calls = (sum(part.values()) for part in split_drops(doc.get("dropped_by_reason", {})))
-    return (
+    return console_text(
         f"window {doc['window']}: {doc['records_in']} records in, {doc['records_out']} normalized, "
         f"{doc['dead_letters']} dead letters, {doc['dropped']} dropped ({messages} messages, {calls} calls); "
         f"{progress['rows_per_s']:g} rows/s, {progress['files_done']} files done, "
@@ -705,14 +709,14 @@ def run_streaming(job: Job) -> int:
             clean_up=lambda holder: _take_over(output, holder),
         )
     except (locks.LockError, OutputError) as error:
-        print(f"convnorm: error: {error}", file=sys.stderr)
+        print_error(str(error))
         return 2
     try:
         claim_streaming_output(output)
         processed.make_dirs(run_temp)
         return _watch(job, output, run_id, run_temp)
     except OutputError as error:
-        print(f"convnorm: error: {error}", file=sys.stderr)
+        print_error(str(error))
         return 2
     finally:
         owned.remove_temp(run_temp)
@@ -749,7 +753,7 @@ def _watch(job: Job, output: str, run_id: str, run_temp: str) -> int:
     stop_marker = FileSystems.join(run_temp, "stop")
     watch = plan_watch(job, output, stop_marker)
     window_s = parse_duration(ours.window)
-    print(
+    print_line(
         f"convnorm: watching {', '.join(job.inputs)} every {watch.poll_interval_s:g} s; windows of "
         f"{window_s:g} s under {output}/; stop with Ctrl-C / SIGTERM"
         + (f", --stop-file {ours.stop_file}" if ours.stop_file else "")
@@ -768,7 +772,7 @@ def _watch(job: Job, output: str, run_id: str, run_temp: str) -> int:
     total = processed.final_summary(output, settings)
     processed.write_json(FileSystems.join(output, SUMMARY_FILE), total, output)
     print(summaries.format_table(total))
-    print(
+    print_line(
         f"outputs: {output}/<window>/<file>/{{normalized,drops,dead_letter}}.jsonl, "
         f"{output}/<window>/{SUMMARY_FILE} and {output}/{SUMMARY_FILE}"
     )
@@ -778,9 +782,9 @@ def _watch(job: Job, output: str, run_id: str, run_temp: str) -> int:
 
         report = try_write_report(output, locked=True)  # this run holds the lock
         if report:
-            print(f"report:  {report}")
+            print_line(f"report:  {report}")
     if end.state != PipelineState.DONE and not (end.cancelled and end.state == PipelineState.CANCELLED):
-        print(f"convnorm: error: the streaming job ended in state {end.state}", file=sys.stderr)
+        print_error(f"the streaming job ended in state {end.state}")
         return 1
     if stop.signum == signal.SIGINT:  # Ctrl-C drained the run: its status says so (SIGTERM: 0)
         print(interrupted_line("the streaming run", output, drained=True), file=sys.stderr)
@@ -804,7 +808,7 @@ def left_for_next_start(plan: WatchPlan) -> str:
                 left_alone += 1
             else:
                 pending.append(display_path(path))
-    lines = []
+    lines: list[str] = []
     if pending:
         shown = ", ".join(pending[:SHOWN_FILES]) + (" ..." if len(pending) > SHOWN_FILES else "")
         lines.append(f"left pending: {len(pending)} file(s) not read yet; the next start reads them: {shown}")
@@ -817,4 +821,4 @@ def left_for_next_start(plan: WatchPlan) -> str:
     if refused:
         shown = ", ".join(refused[:SHOWN_FILES]) + (" ..." if len(refused) > SHOWN_FILES else "")
         lines.append(f"refused: {len(refused)} file(s) that are not read: {shown}")
-    return "\n".join(lines)
+    return "\n".join(map(console_text, lines))  # one line each, whatever the file names hold

@@ -178,7 +178,7 @@ def before_text(explanation: Explanation, row: Row, limit: int = 80) -> str:
         return message_text(entry, limit)
     calls = entry.get("tool_calls") if isinstance(entry, dict) else None
     shown = call_text(calls[row.call]) if isinstance(calls, list) and row.call < len(calls) else "?"
-    return _cut(f"call {row.call}: {shown}", limit)
+    return cut_text(f"call {row.call}: {shown}", limit)
 
 
 def after_text(explanation: Explanation, row: Row, limit: int = 80) -> str:
@@ -189,7 +189,7 @@ def after_text(explanation: Explanation, row: Row, limit: int = 80) -> str:
 def message_text(message: Any, limit: int = 80) -> str:
     """One message on one line: role, content (cut at ``limit`` characters), calls or result id."""
     if not isinstance(message, dict):
-        return _cut(f"(not an object) {_json(message)}", limit)
+        return cut_text(f"(not an object) {_json(message)}", limit)
     role = message.get("role")
     content = message.get("content")
     text = content if isinstance(content, str) else _json(content)
@@ -202,7 +202,7 @@ def message_text(message: Any, limit: int = 80) -> str:
     if isinstance(calls, list) and calls:
         tail = " calls " + ", ".join(call_text(c) for c in calls)
     shown = " ".join(text.split())
-    return _cut(f"{head}: {shown!r}{tail}" if shown or not tail else f"{head}:{tail}", limit)
+    return cut_text(f"{head}: {shown!r}{tail}" if shown or not tail else f"{head}:{tail}", limit)
 
 
 def call_text(call: Any) -> str:
@@ -226,7 +226,8 @@ def _json(value: Any) -> str:
         return repr(value)
 
 
-def _cut(text: str, limit: int) -> str:
+def cut_text(text: str, limit: int) -> str:
+    """``text`` cut to ``limit`` characters, the cut marked with ``…``."""
     return text if len(text) <= limit else text[: max(limit - 1, 1)] + "…"
 
 

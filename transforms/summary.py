@@ -20,6 +20,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable, NamedTuple
 
+from transforms.console_text import console_text
 from transforms.normalize import REASONS, split_drops
 from transforms.output_records import DeadLetter, DropMetrics, ViolationReport
 from transforms.profiles import REPAIRS
@@ -182,9 +183,16 @@ def _violation_rows(doc: dict[str, Any], label: str) -> list[tuple[str, Any]]:
 
 
 def _render(title: str, rows: list[tuple[str, Any]], footer: list[str]) -> str:
-    """The table layout both views print: labels left, values right-aligned."""
-    width = max(len(label) for label, _ in rows)
-    lines = [title, *(f"  {label.ljust(width)}  {_shown(value):>12}" for label, value in rows), *footer]
+    """The table layout both views print: labels left, values right-aligned. Every piece is
+    escaped for the terminal before the layout (a discarded field's name is the data's): each
+    stays on its row, and the columns line up."""
+    cells = [(console_text(label), console_text(_shown(value))) for label, value in rows]
+    width = max(len(label) for label, _ in cells)
+    lines = [
+        console_text(title),
+        *(f"  {label.ljust(width)}  {value:>12}" for label, value in cells),
+        *map(console_text, footer),
+    ]
     return "\n".join(lines)
 
 
