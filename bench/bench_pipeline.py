@@ -184,7 +184,7 @@ def _cpu_and_name(pid: int) -> tuple[float, str] | None:
     fields = data[data.rindex(b")") + 2 :].split()
     cpu = (int(fields[11]) + int(fields[12])) / CLOCK_TICKS  # utime, stime (fields 14, 15)
     text = b" ".join(argv).decode(errors="replace")
-    # Beam's worker command, convnorm's (-m pipeline.sdk_worker), the portable worker pool.
+    # Beam's worker command, convnorm's (-m pipeline.runners.sdk_worker), the portable worker pool.
     if "sdk_worker" in text or "worker_pool_main" in text:
         label = "sdk worker"
     elif "-m pipeline" in text:

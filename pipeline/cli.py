@@ -136,7 +136,7 @@ def dispatch(argv: list[str], run_job: Callable[[str, list[str], float], int]) -
 
 
 def _run_job_with_beam(command: str, args: list[str], started: float) -> int:
-    from pipeline.private_network import isolate_prism_run
+    from pipeline.runners.private_network import isolate_prism_run
 
     # While this process has one thread, before Beam starts any: a run that starts Prism
     # moves into a network namespace of its own.

@@ -38,15 +38,16 @@ from apache_beam.portability import python_urns
 from apache_beam.runners.portability.fn_api_runner import FnApiRunner
 from apache_beam.runners.runner import PipelineState
 
-from pipeline import files, interrupts, job_service, loopback
+from pipeline import files, interrupts
 from pipeline import lock as locks
 from pipeline import outputs as owned
 from pipeline.console import print_error
-from pipeline.dask_cluster import close_client
 from pipeline.flags import DEFAULT_RUNNER, our_dests
 from pipeline.interrupts import Stopping, shielded
 from pipeline.options import ConfigError, Job
-from pipeline.sdk_worker import BEAM_WORKER_MODULE, WORKER_MODULE, worker_command
+from pipeline.runners import job_service, loopback
+from pipeline.runners.dask_cluster import close_client
+from pipeline.runners.sdk_worker import BEAM_WORKER_MODULE, WORKER_MODULE, worker_command
 
 LOG = logging.getLogger("convnorm")
 
@@ -122,8 +123,8 @@ def _one_line(error: BaseException) -> str:
 
 
 class FnApiRunnerLeanWorkers(FnApiRunner):
-    """Beam's FnApiRunner whose multi-process workers start as ``python -m pipeline.sdk_worker``
-    (Beam's worker, without importing pandas: ``pipeline.sdk_worker``) instead of Beam's
+    """Beam's FnApiRunner whose multi-process workers start as ``python -m pipeline.runners.sdk_worker``
+    (Beam's worker, without importing pandas: ``pipeline.runners.sdk_worker``) instead of Beam's
     ``python -m apache_beam.runners.worker.sdk_worker_main``."""
 
     def run_via_runner_api(self, pipeline_proto, options):
@@ -179,7 +180,7 @@ def run_pipeline(pipeline: beam.Pipeline) -> bool:
     """Run to the end; False (logged in one line) when the pipeline failed.
 
     A portable job (Prism, ``--job_endpoint``) is waited for through its job service, so no
-    deadline of Beam's (``--job_server_timeout``) ends a long run (``pipeline.job_service``)."""
+    deadline of Beam's (``--job_server_timeout``) ends a long run (``pipeline.runners.job_service``)."""
     result = None
     try:
         result = pipeline.run()

@@ -21,7 +21,7 @@ import os
 import yaml
 
 from pipeline import beam_flags
-from pipeline.dask_cluster import DASK_FLAGS, DASK_RUNNER_NAME, is_dask_runner
+from pipeline.runners.dask_cluster import DASK_FLAGS, DASK_RUNNER_NAME, is_dask_runner
 from pipeline.settings import settings_problems
 from transforms.inputs import DEFAULT_BATCH_BYTES, DEFAULT_BATCH_SIZE, DEFAULT_MAX_RECORD_BYTES, DEFAULT_SHARD_BYTES
 from transforms.roles import parse_map_role

@@ -31,7 +31,6 @@ from dataclasses import dataclass
 from apache_beam.io.filesystems import FileSystems
 from apache_beam.options.pipeline_options import PipelineOptions, StandardOptions
 
-from pipeline.dask_cluster import DASK_FLAGS, DASK_RUNNER_NAME, dask_problem, is_dask_runner, register_options, use_dask
 from pipeline.flags import (
     DEFAULT_RUNNER,
     TAGGED_OUTPUTS,
@@ -56,6 +55,14 @@ from pipeline.flags import (
     unknown_argument,
 )
 from pipeline.outputs import OutputError, is_under, plan_inputs, skipped_inputs, unreachable_output, unsafe_output
+from pipeline.runners.dask_cluster import (
+    DASK_FLAGS,
+    DASK_RUNNER_NAME,
+    dask_problem,
+    is_dask_runner,
+    register_options,
+    use_dask,
+)
 from pipeline.sinks import FILE_FORMATS
 from pipeline.sources import DEFAULT_BATCH_BYTES, DEFAULT_MAX_RECORD_BYTES, InputError, Shard, limit_plan, plan_shards
 from transforms.formats import WRITERS
@@ -191,7 +198,7 @@ def _preset_words(path: str) -> list[str]:
 
 
 def _register_runner_options(words: list[str]) -> bool:
-    """Beam's Dask flags exist once its DaskRunner module is imported (``pipeline.dask_cluster``):
+    """Beam's Dask flags exist once its DaskRunner module is imported (``pipeline.runners.dask_cluster``):
     imported when ``words`` name Dask. True if it was imported now."""
     try:
         return register_options(words)

@@ -60,7 +60,6 @@ from pipeline import lock as locks
 from pipeline import outputs as owned
 from pipeline.console import print_error, print_line
 from pipeline.interrupts import INTERRUPTED, interrupted_line
-from pipeline.job_service import TERMINAL, JobService
 from pipeline.landing import (
     LandingRules,
     LandingWatch,
@@ -72,8 +71,9 @@ from pipeline.landing import (
 )
 from pipeline.options import ConvNormOptions, Job, parse_duration
 from pipeline.outputs import OutputError, claim_streaming_output
-from pipeline.prism import prism_services
 from pipeline.processed import SOURCE_FILE, source_id
+from pipeline.runners.job_service import TERMINAL, JobService
+from pipeline.runners.prism import prism_services
 from pipeline.shard_step import Observer, ShardWork, process_shard
 from pipeline.sinks import SUMMARY_FILE
 from pipeline.sources import Shard, display_path, file_suffix

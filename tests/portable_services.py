@@ -3,7 +3,7 @@ in its own process group, bound to localhost, stopped by process group (SIGTERM,
 They also get SIGTERM if the test process dies outright (Linux parent-death signal).
 
 - Job service: Beam's ``apache_beam.runners.portability.local_job_service_main`` started
-  through ``python -m pipeline.loopback job-service``, as configs/portable.yaml says, so the
+  through ``python -m pipeline.runners.loopback job-service``, as configs/portable.yaml says, so the
   FnApiRunner servers of each job bind localhost as well as its job port; ``--port=0
   --port_file`` lets it pick a free port and report it, so there is no window between
   choosing a port and binding it.
@@ -223,7 +223,7 @@ def start_services(work_dir: Path, env: dict[str, str], *, timeout: float = 60.0
             [
                 sys.executable,
                 "-m",
-                "pipeline.loopback",
+                "pipeline.runners.loopback",
                 "job-service",
                 "--port=0",
                 f"--port_file={job_port}",

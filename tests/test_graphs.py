@@ -83,7 +83,7 @@ def test_auto_picks_per_shard_on_dask_only(tmp_path, mixed_input):
     assert job.graph == PER_SHARD
     assert job.options.get_all_options()["runner"] == "apache_beam.runners.dask.dask_runner.DaskRunner"
     # One Dask partition per shard (Beam would put 128 shards in one), at most 4 per worker thread.
-    from pipeline.dask_cluster import default_partitions
+    from pipeline.runners.dask_cluster import default_partitions
 
     assert len(job.shards) > 5
     default_partitions(job.options, len(job.shards), threads=64)
@@ -104,8 +104,8 @@ def test_convnorm_knows_beams_dask_flags_and_takes_them_before_and_after_beams_i
 
     from apache_beam.runners.dask.dask_runner import DaskOptions
 
-    from pipeline.dask_cluster import DASK_FLAGS
     from pipeline.flags import precheck
+    from pipeline.runners.dask_cluster import DASK_FLAGS
 
     parser = argparse.ArgumentParser()
     DaskOptions._add_argparse_args(parser)
@@ -127,7 +127,7 @@ def test_convnorm_knows_beams_dask_flags_and_takes_them_before_and_after_beams_i
 def test_the_dask_install_hint_is_the_checkouts(monkeypatch):
     # Found: the hint said pip install 'convnorm[dask]', which asks a package index for a
     # "convnorm" (not where this one comes from: its checkout, as the README installs it).
-    from pipeline import dask_cluster
+    from pipeline.runners import dask_cluster
 
     monkeypatch.setitem(sys.modules, "dask.distributed", None)  # import fails: dask absent
     problem = dask_cluster.dask_problem()

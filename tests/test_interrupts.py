@@ -68,7 +68,7 @@ def _listing(directory: Path) -> dict[str, bytes]:
     ids=["in-process", "two-workers", "validate", "prism"],
 )
 def test_ctrl_c_stops_with_one_line_and_leaves_the_output_as_it_was(command, flags, what, tmp_path):
-    if "--runner=PrismRunner" in flags:  # waited for through its job service (pipeline.job_service)
+    if "--runner=PrismRunner" in flags:  # waited for through its job service (pipeline.runners.job_service)
         flags = [*flags, f"--prism_location={prism_binary()}"]
     out = tmp_path / "out"
     out.mkdir()

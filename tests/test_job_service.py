@@ -1,4 +1,4 @@
-"""Waiting for a portable job through its job service (pipeline.job_service), without a network:
+"""Waiting for a portable job through its job service (pipeline.runners.job_service), without a network:
 a stub answers as Prism and Beam's job service do. The runs on Prism are in tests/test_prism.py."""
 
 from __future__ import annotations
@@ -7,8 +7,8 @@ import pytest
 from apache_beam.portability.api import beam_job_api_pb2, beam_job_api_pb2_grpc
 from apache_beam.runners.runner import PipelineState
 
-from pipeline import job_service
-from pipeline.job_service import JobService, wait_until_finish
+from pipeline.runners import job_service
+from pipeline.runners.job_service import JobService, wait_until_finish
 
 State = beam_job_api_pb2.JobState
 
@@ -43,7 +43,7 @@ class Stub(beam_job_api_pb2_grpc.JobServiceStub):
 
 
 class Result:
-    """What Beam's portable PipelineResult holds (``pipeline.job_service.JobService.of``)."""
+    """What Beam's portable PipelineResult holds (``pipeline.runners.job_service.JobService.of``)."""
 
     def __init__(self, stub: Stub) -> None:
         self._job_service, self._job_id, self.cleaned = stub, "job-001", False

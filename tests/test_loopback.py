@@ -31,7 +31,7 @@ from portable_services import (  # noqa: E402
 )
 
 from pipeline import testhooks  # noqa: E402
-from pipeline.loopback import loopback_address  # noqa: E402
+from pipeline.runners.loopback import loopback_address  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 SAMPLE = ROOT / "samples" / "conversations.jsonl"
@@ -143,7 +143,7 @@ def test_another_user_on_the_host_cannot_call_a_multi_process_runs_services(tmp_
 
 
 def test_a_caller_is_placed_by_the_owner_of_its_socket():
-    from pipeline.loopback import caller_is_this_user, peer_address, socket_owner
+    from pipeline.runners.loopback import caller_is_this_user, peer_address, socket_owner
 
     with socket.create_server(("127.0.0.1", 0)) as server:
         with socket.create_connection(server.getsockname()) as client:
@@ -176,7 +176,7 @@ def test_portable_loopback_run_listens_on_loopback_only(tmp_path):
         [
             sys.executable,
             "-m",
-            "pipeline.loopback",
+            "pipeline.runners.loopback",
             "job-service",
             "--port=0",
             f"--port_file={port_file}",

@@ -1,5 +1,5 @@
-"""The worker processes of a local multi-process run start as ``python -m pipeline.sdk_worker``:
-Beam's worker without pandas' import (``pipeline.sdk_worker``, docs/per-record-speed.md)."""
+"""The worker processes of a local multi-process run start as ``python -m pipeline.runners.sdk_worker``:
+Beam's worker without pandas' import (``pipeline.runners.sdk_worker``, docs/per-record-speed.md)."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from apache_beam.runners.portability.fn_api_runner import FnApiRunner
 
 from pipeline.execute import FnApiRunnerLeanWorkers, pipeline_runner
 from pipeline.options import parse_options
-from pipeline.sdk_worker import BEAM_WORKER_MODULE, WORKER_MODULE, worker_command
+from pipeline.runners.sdk_worker import BEAM_WORKER_MODULE, WORKER_MODULE, worker_command
 from tests.listeners import process_tree
 from tests.paused_runs import kill, start_paused
 

@@ -679,7 +679,7 @@ def _metrics_response(records_in: int):
 
 def test_the_live_counters_are_asked_afresh_each_time():
     """Beam's PipelineResult.metrics() caches its first answer: the counters line froze."""
-    from pipeline.job_service import JobService
+    from pipeline.runners.job_service import JobService
 
     class Stub:
         answers = iter([_metrics_response(10), _metrics_response(25)])

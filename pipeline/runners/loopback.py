@@ -28,7 +28,7 @@ socket's owner uid, as identd does) and refuses any other caller with ``PERMISSI
 before the method runs. A caller it cannot place (not loopback, no such socket, no /proc) is
 refused too.
 
-``python -m pipeline.loopback job-service --port 8099`` runs Beam's local job service with the
+``python -m pipeline.runners.loopback job-service --port 8099`` runs Beam's local job service with the
 same shim, for the portable preset: Beam's ``local_job_service_main`` binds its job port to
 localhost but the FnApiRunner it runs jobs on binds ``[::]``. A job service you start any
 other way (Flink's, Spark's, Beam's own) binds what it binds: see docs/outputs.md.
@@ -206,7 +206,7 @@ def _job_service(argv: list[str]) -> None:
 def main(argv: list[str]) -> int:
     if not argv or argv[0] != "job-service":
         print(
-            "usage: python -m pipeline.loopback job-service [--port 8099] [--port_file FILE] "
+            "usage: python -m pipeline.runners.loopback job-service [--port 8099] [--port_file FILE] "
             "[local_job_service_main options]",
             file=sys.stderr,
         )

@@ -5,7 +5,7 @@ Given ``--runner PrismRunner``, Beam would start Prism itself and, for the Pytho
 service runs any job it is sent (a ``PROCESS`` environment is a command Prism runs as
 convnorm's user), and the worker pool starts SDK workers in this process for whoever asks. So
 ``prism_services(options)`` starts them itself, inside the run's private network namespace
-(``pipeline.private_network``, entered before Beam's import):
+(``pipeline.runners.private_network``, entered before Beam's import):
 
 - Prism as a child process in its own session (a Ctrl-C on the terminal reaches convnorm,
   which drains the job, not Prism, which would kill it), on a free loopback port, with its
@@ -14,7 +14,7 @@ convnorm's user), and the worker pool starts SDK workers in this process for who
   namespace (``--host-loopback``) one beyond loopback stops the run (a binary of upstream's
   listens on every interface; the one ``.ci/build-prism`` builds, on 127.0.0.1 only).
 - Beam's worker-pool service, in this process as Beam's loopback mode runs it, but bound to
-  ``localhost`` and refusing callers of another user (``pipeline.loopback.same_user_server``);
+  ``localhost`` and refusing callers of another user (``pipeline.runners.loopback.same_user_server``);
   the job is submitted with ``--environment_type EXTERNAL`` pointing at it.
 
 The binary is found in this order: ``--prism_location``, ``$CONVNORM_PRISM``, the
@@ -42,13 +42,13 @@ from apache_beam.options.pipeline_options import (
     StandardOptions,
 )
 
-from pipeline import private_network
-from pipeline.loopback import is_loopback, same_user_server
+from pipeline.runners import private_network
+from pipeline.runners.loopback import is_loopback, same_user_server
 
 LOG = logging.getLogger("convnorm")
 
 #: Where ``.ci/build-prism`` puts the binary (the repository's git-ignored build dir).
-BUILT_PRISM = Path(__file__).resolve().parents[1] / "build" / "prism" / "prism"
+BUILT_PRISM = Path(__file__).resolve().parents[2] / "build" / "prism" / "prism"
 #: Seconds to wait for Prism to accept connections.
 PRISM_START_TIMEOUT_S = 60
 

@@ -5,7 +5,7 @@ With ``--direct_running_mode=multi_processing`` Beam's FnApiRunner starts each w
 it is installed (a test or notebook environment): about 0.3 s of CPU per worker spent on
 DataFrame type hints convnorm never uses, on the path of every two-worker run
 (docs/per-record-speed.md). ``pipeline.execute.FnApiRunnerLeanWorkers`` is the FnApiRunner
-with that one command replaced by ``python -m pipeline.sdk_worker``: this module's ``main``, Beam's own worker
+with that one command replaced by ``python -m pipeline.runners.sdk_worker``: this module's ``main``, Beam's own worker
 (``sdk_worker_main.main``) after Beam was imported with pandas hidden
 (``pipeline.cli.import_beam_without_pandas``). Nothing else changes: the same runner, the same
 worker code, the same environment variables; anything that imports pandas later still gets it.
@@ -21,7 +21,7 @@ import sys
 #: Beam's worker command for multi_processing, as FnApiRunner writes it (``fn_runner.py``).
 BEAM_WORKER_MODULE = "apache_beam.runners.worker.sdk_worker_main"
 #: convnorm's.
-WORKER_MODULE = "pipeline.sdk_worker"
+WORKER_MODULE = "pipeline.runners.sdk_worker"
 
 
 def worker_command(module: str, python: str | None = None) -> str:

@@ -17,8 +17,8 @@ refused with the reason, unless ``--host-loopback`` says every local user is tru
 
 The namespace has no network beyond itself: a Prism run reads and writes local paths only.
 The other services convnorm starts need no namespace: Beam's gRPC servers in this process
-refuse callers of another user (``pipeline.loopback.SameUserOnly``), and a local Dask cluster
-speaks TLS with credentials made for the run (``pipeline.dask_cluster``).
+refuse callers of another user (``pipeline.runners.loopback.SameUserOnly``), and a local Dask cluster
+speaks TLS with credentials made for the run (``pipeline.runners.dask_cluster``).
 """
 
 from __future__ import annotations
