@@ -11,9 +11,9 @@ from typing import Callable, NamedTuple, TypeVar
 import apache_beam as beam
 from apache_beam.io.filesystems import FileSystems
 
+from pipeline.config.flags import PER_SHARD
+from pipeline.config.options import Job
 from pipeline.execute import OutputSpec
-from pipeline.flags import PER_SHARD
-from pipeline.options import Job
 from pipeline.per_shard import ProcessShards
 from pipeline.runners.dask_cluster import plan_chunks
 from pipeline.shard_step import ShardWork

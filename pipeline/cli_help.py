@@ -9,7 +9,7 @@ from __future__ import annotations
 import argparse
 import textwrap
 
-from pipeline.flags import add_convnorm_flags
+from pipeline.config.flags import add_convnorm_flags
 from transforms.formats import READERS, WRITERS
 from transforms.profiles import PROFILES
 

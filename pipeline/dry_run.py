@@ -15,9 +15,9 @@ import os
 from pipeline import files
 from pipeline import lock as locks
 from pipeline import outputs as owned
+from pipeline.config.options import ConvNormOptions, Job
 from pipeline.console import print_error, print_line
 from pipeline.execute import OutputSpec
-from pipeline.options import ConvNormOptions, Job
 from pipeline.progress import size_text
 from pipeline.report import REPORT_FILE
 from pipeline.sources import BLANK, FILE_KINDS, Shard, display_path, read_shard, shard_sizes

@@ -41,10 +41,10 @@ from apache_beam.runners.runner import PipelineState
 from pipeline import files, interrupts
 from pipeline import lock as locks
 from pipeline import outputs as owned
+from pipeline.config.flags import DEFAULT_RUNNER, our_dests
+from pipeline.config.options import ConfigError, Job
 from pipeline.console import print_error
-from pipeline.flags import DEFAULT_RUNNER, our_dests
 from pipeline.interrupts import Stopping, shielded
-from pipeline.options import ConfigError, Job
 from pipeline.runners import job_service, loopback
 from pipeline.runners.dask_cluster import close_client
 from pipeline.runners.sdk_worker import BEAM_WORKER_MODULE, WORKER_MODULE, worker_command

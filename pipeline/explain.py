@@ -118,7 +118,7 @@ def run_settings(output: str) -> tuple[Settings, int]:
     """The record settings and --max-record-bytes of the run that wrote ``output`` (its manifest)."""
     from apache_beam.io.filesystems import FileSystems
 
-    from pipeline.flags import our_flags, record_settings
+    from pipeline.config.flags import our_flags, record_settings
     from pipeline.outputs import MANIFEST_FILE
     from pipeline.report import read_json
     from transforms.inputs import DEFAULT_MAX_RECORD_BYTES

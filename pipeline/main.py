@@ -40,11 +40,11 @@ from apache_beam.options.pipeline_options import DirectOptions, StandardOptions
 from pipeline import files
 from pipeline.build import VALIDATE_SPEC, VALIDATION_FILE, build, build_validate, run_spec
 from pipeline.cli import dispatch
+from pipeline.config.options import ConfigError, ConvNormOptions, Job, is_local_runner, load_job
 from pipeline.console import print_error, print_line
 from pipeline.execute import OutputSpec, Page, execute, run_pipeline
 from pipeline.explain import where_text
 from pipeline.interrupts import INTERRUPTED, Stopping, handling_ctrl_c, silence_after_interrupt, stopping_line
-from pipeline.options import ConfigError, ConvNormOptions, Job, is_local_runner, load_job
 from pipeline.progress import ProgressMonitor, choose_mode, configure_console, duration_text
 from pipeline.report import REPORT_FILE, render_page
 from pipeline.runners.dask_cluster import local_cluster

@@ -460,7 +460,7 @@ def page_html(title: str, body: str) -> str:
 
 def _warning_limit(manifest: dict):
     """``--warn-dead-letters`` of the run (its manifest's options; the default when not given)."""
-    from pipeline.flags import DEFAULT_WARN_DEAD_LETTERS
+    from pipeline.config.flags import DEFAULT_WARN_DEAD_LETTERS
     from transforms.summary import DeadLetterLimit
 
     options = manifest.get("options")

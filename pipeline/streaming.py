@@ -58,6 +58,7 @@ from apache_beam.utils.timestamp import Duration, Timestamp
 from pipeline import files, processed
 from pipeline import lock as locks
 from pipeline import outputs as owned
+from pipeline.config.options import ConvNormOptions, Job, parse_duration
 from pipeline.console import print_error, print_line
 from pipeline.interrupts import INTERRUPTED, interrupted_line
 from pipeline.landing import (
@@ -69,7 +70,6 @@ from pipeline.landing import (
     match_landing,
     stamp_of,
 )
-from pipeline.options import ConvNormOptions, Job, parse_duration
 from pipeline.outputs import OutputError, claim_streaming_output
 from pipeline.processed import SOURCE_FILE, source_id
 from pipeline.runners.job_service import TERMINAL, JobService

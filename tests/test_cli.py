@@ -152,7 +152,7 @@ def test_config_presets_and_overrides(tmp_path, capsys):
 
 @pytest.mark.parametrize("preset", sorted(p.name for p in (ROOT / "configs").glob("*.yaml")))
 def test_bundled_presets_load(preset, tmp_path, monkeypatch):
-    from pipeline.options import ConfigError, load_job
+    from pipeline.config.options import ConfigError, load_job
 
     monkeypatch.chdir(ROOT)  # presets name the bundled samples by relative path
     argv = ["--config", str(ROOT / "configs" / preset), "--output", str(tmp_path / "out")]
@@ -197,7 +197,7 @@ def test_validate_output_needs_overwrite_and_overwrite_clears_stale_reports(tmp_
 
 
 def test_preset_input_is_replaced_by_the_command_line(tmp_path):
-    from pipeline.options import load_job
+    from pipeline.config.options import load_job
 
     other = tmp_path / "other.jsonl"
     other.write_text('{"messages": []}\n')

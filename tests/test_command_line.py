@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from pipeline import beam_flags
-from pipeline.flags import ConfigError, our_dests, precheck
+from pipeline.config import beam_flags
+from pipeline.config.flags import ConfigError, our_dests, precheck
 from pipeline.main import main
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -102,7 +102,7 @@ def test_an_unquoted_glob_gets_a_hint_to_quote_it(tmp_path, capsys, monkeypatch)
 
 
 def test_the_beam_flag_table_is_the_installed_beams():
-    """When Beam is upgraded this fails: regenerate with `python -m pipeline.beam_flags > pipeline/_beam_flag_table.py`."""
+    """When Beam is upgraded this fails: regenerate with `python -m pipeline.config.beam_flags > pipeline/config/_beam_flag_table.py`."""
     version, flags, dests, runners = beam_flags.from_beam(our_dests())
     assert beam_flags.table_is_current()
     assert (version, flags, dests, runners) == (

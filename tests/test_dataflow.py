@@ -46,7 +46,7 @@ def test_preset_explains_every_placeholder():
 
 
 def test_unfilled_preset_is_refused_at_once(monkeypatch):
-    from pipeline.options import ConfigError, load_job
+    from pipeline.config.options import ConfigError, load_job
 
     monkeypatch.chdir(ROOT)
     with pytest.raises(ConfigError) as error:
@@ -63,7 +63,7 @@ def test_unfilled_preset_is_refused_at_once(monkeypatch):
 
 
 def test_a_flag_that_fills_a_placeholder_wins(monkeypatch, tmp_path):
-    from pipeline.options import ConfigError, load_job
+    from pipeline.config.options import ConfigError, load_job
 
     monkeypatch.chdir(ROOT)
     with pytest.raises(ConfigError) as error:
@@ -72,7 +72,7 @@ def test_a_flag_that_fills_a_placeholder_wins(monkeypatch, tmp_path):
 
 
 def _filled_job(tmp_path, *extra):
-    from pipeline.options import load_job
+    from pipeline.config.options import load_job
 
     # Local input and output: the dry run must not touch GCS.
     return load_job(

@@ -10,7 +10,7 @@ from pathlib import Path
 import apache_beam as beam
 
 from pipeline.build import build, build_validate
-from pipeline.options import load_job
+from pipeline.config.options import load_job
 from pipeline.sinks import WrittenFile, report_path, write_reports
 
 SAMPLE = Path(__file__).resolve().parent.parent / "samples" / "conversations.jsonl"

@@ -261,7 +261,7 @@ def test_listening_sockets_reads_proc_net():
 def test_flink_preset_parses(tmp_path):
     from apache_beam.options.pipeline_options import FlinkRunnerOptions, PortableOptions
 
-    from pipeline.options import load_job
+    from pipeline.config.options import load_job
 
     job = load_job(
         ["--config", str(ROOT / "configs" / "flink.yaml"), "--input", str(SAMPLE), "--output", str(tmp_path / "out")]

@@ -12,9 +12,9 @@ from pathlib import Path
 import pytest
 from engine_outputs import SHARD_BYTES, assert_same_outputs, tree, write_mixed_input
 
-from pipeline.flags import PER_SHARD, TAGGED_OUTPUTS
+from pipeline.config.flags import PER_SHARD, TAGGED_OUTPUTS
+from pipeline.config.options import ConfigError, load_job
 from pipeline.main import main
-from pipeline.options import ConfigError, load_job
 from pipeline.outputs import MANIFEST_FILE, SUCCESS_FILE
 from transforms.formats import WRITERS
 
@@ -104,7 +104,7 @@ def test_convnorm_knows_beams_dask_flags_and_takes_them_before_and_after_beams_i
 
     from apache_beam.runners.dask.dask_runner import DaskOptions
 
-    from pipeline.flags import precheck
+    from pipeline.config.flags import precheck
     from pipeline.runners.dask_cluster import DASK_FLAGS
 
     parser = argparse.ArgumentParser()

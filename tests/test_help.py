@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 
 from pipeline.cli_help import RUN_ONLY_FLAGS
+from pipeline.config.options import ConvNormOptions, load_job
 from pipeline.main import main
-from pipeline.options import ConvNormOptions, load_job
 
 ROOT = Path(__file__).resolve().parent.parent
 SAMPLE = ROOT / "samples" / "conversations.jsonl"

@@ -254,7 +254,7 @@ def test_a_job_endpoint_that_does_not_answer_fails_in_bounded_time(tmp_path):
 
 
 def test_job_endpoint_timeout_defaults_to_30_seconds():
-    from pipeline.options import load_job
+    from pipeline.config.options import load_job
 
     job = load_job(["--input", str(SAMPLE), "--output", "unused"])
     assert job.job_endpoint_timeout == 30.0

@@ -127,7 +127,7 @@ def test_files_a_wildcard_matches_under_the_output_are_skipped(tmp_path, capsys)
     ],
 )
 def test_dangerous_output_directories_are_refused(target, message, tmp_path, monkeypatch, capsys):
-    from pipeline.options import ConfigError, load_job
+    from pipeline.config.options import ConfigError, load_job
 
     home = tmp_path / "home"
     home.mkdir()
@@ -488,8 +488,8 @@ def test_convnorm_s_own_options_are_never_taken_for_credentials(tmp_path):
     """Found: every option with "token" in its name was redacted, so the manifest (and the
     report's options, and what explain reads back) said <redacted> for --tokens o200k_base,
     --max-example-tokens 900 and --max-tokens 1024. Only Beam's credential options are."""
+    from pipeline.config.options import load_job
     from pipeline.execute import manifest_options
-    from pipeline.options import load_job
 
     argv = ["--input", SAMPLE, "--output", str(tmp_path / "out"), "--sink", "anthropic", "--max-tokens", "1024"]
     argv += ["--tokens", "o200k_base", "--max-example-tokens", "900", "--s3_session_token=TOKEN123"]

@@ -190,7 +190,7 @@ def test_check_record_reports_without_changing_anything():
 
 
 def test_settings_problems_name_the_bad_option():
-    from pipeline.settings import settings_problems
+    from pipeline.config.checks import settings_problems
 
     problems = settings_problems(Settings(input_format="nope", sink="nope", profile="nope"))
     assert any("--format 'nope'" in p for p in problems)

@@ -10,8 +10,8 @@ from apache_beam.portability import python_urns
 from apache_beam.portability.api import beam_runner_api_pb2
 from apache_beam.runners.portability.fn_api_runner import FnApiRunner
 
+from pipeline.config.options import parse_options
 from pipeline.execute import FnApiRunnerLeanWorkers, pipeline_runner
-from pipeline.options import parse_options
 from pipeline.runners.sdk_worker import BEAM_WORKER_MODULE, WORKER_MODULE, worker_command
 from tests.listeners import process_tree
 from tests.paused_runs import kill, start_paused

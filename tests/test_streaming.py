@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from pipeline import processed
+from pipeline.config.options import load_job, parse_duration
 from pipeline.landing import (
     IN_FLIGHT,
     Ignored,
@@ -28,7 +29,6 @@ from pipeline.landing import (
     match_landing,
 )
 from pipeline.main import main
-from pipeline.options import load_job, parse_duration
 from pipeline.processed import plan_version, source_id
 from pipeline.shard_step import ShardWork
 from pipeline.streaming import (
@@ -884,7 +884,7 @@ def test_a_streaming_directory_is_marked_once_and_claimed_again(tmp_path):
 
 def test_the_record_limits_of_the_command_line_reach_the_per_file_step(tmp_path):
     """Streaming ignored --max-record-bytes and --batch-bytes (it read with the defaults)."""
-    from pipeline.options import load_job
+    from pipeline.config.options import load_job
     from pipeline.streaming import plan_clean
 
     out, f = tmp_path / "out", tmp_path / "a.jsonl"

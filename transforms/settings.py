@@ -2,7 +2,7 @@
 
 ``Settings`` is a plain frozen dataclass that the DoFns carry to the workers. ``problems``
 holds the rules its record fields must follow; the command line checks them, naming its flags
-(``pipeline.settings.settings_problems``, which adds the ``--tokens`` rules), before any
+(``pipeline.config.checks.settings_problems``, which adds the ``--tokens`` rules), before any
 pipeline is built, and the public DoFns (``transforms.conversations.NormalizeConversation``)
 when they are made. The steps take it as valid.
 """

@@ -15,7 +15,7 @@ command line leaves alone (Beam's keyword arguments win over its flags).
 ``load_job(argv)`` returns a validated ``Job``: the options, the record ``Settings``, and the
 planned input shards. Everything that can be checked before the pipeline is built is checked
 here, so a typo costs a second, not a failed run: first what needs no Beam
-(``pipeline.flags.precheck``, which the command line also runs before Beam's import), then
+(``pipeline.config.flags.precheck``, which the command line also runs before Beam's import), then
 Beam's own values, the output directory's filesystem and the input files.
 """
 
@@ -31,7 +31,7 @@ from dataclasses import dataclass
 from apache_beam.io.filesystems import FileSystems
 from apache_beam.options.pipeline_options import PipelineOptions, StandardOptions
 
-from pipeline.flags import (
+from pipeline.config.flags import (
     DEFAULT_RUNNER,
     TAGGED_OUTPUTS,
     ConfigError,
@@ -75,7 +75,7 @@ __all__ = ["DEFAULT_RUNNER", "ConfigError", "ConvNormOptions", "Job", "load_job"
 
 
 class ConvNormOptions(PipelineOptions):
-    """convnorm's flags (``convnorm --help`` lists them with Beam's; ``pipeline.flags`` declares them)."""
+    """convnorm's flags (``convnorm --help`` lists them with Beam's; ``pipeline.config.flags`` declares them)."""
 
     @classmethod
     def _add_argparse_args(cls, parser) -> None:  # Beam's hook for declaring an options class

@@ -2,10 +2,10 @@
 
 Importing Apache Beam takes seconds; ``convnorm --help``, ``--version`` and a mistyped option
 must answer at once. So this module imports no Beam: it declares convnorm's flags (for
-``ConvNormOptions`` in ``pipeline.options``, for ``--help`` in ``pipeline.cli_help``, and for
+``ConvNormOptions`` in ``pipeline.config.options``, for ``--help`` in ``pipeline.cli_help``, and for
 the check below), and ``precheck(argv)`` checks a command line and its ``--config`` preset
-against them and against Beam's flags as ``pipeline.beam_flags`` lists them. The command line
-runs ``precheck`` before it imports Beam, and ``pipeline.options.load_job`` runs it again
+against them and against Beam's flags as ``pipeline.config.beam_flags`` lists them. The command line
+runs ``precheck`` before it imports Beam, and ``pipeline.config.options.load_job`` runs it again
 first, so both paths give the same errors; what needs Beam (the output's filesystem, the
 input files, Beam's own values) is checked by ``load_job`` after the import.
 """
@@ -20,9 +20,9 @@ import os
 
 import yaml
 
-from pipeline import beam_flags
+from pipeline.config import beam_flags
+from pipeline.config.checks import settings_problems
 from pipeline.runners.dask_cluster import DASK_FLAGS, DASK_RUNNER_NAME, is_dask_runner
-from pipeline.settings import settings_problems
 from transforms.inputs import DEFAULT_BATCH_BYTES, DEFAULT_BATCH_SIZE, DEFAULT_MAX_RECORD_BYTES, DEFAULT_SHARD_BYTES
 from transforms.roles import parse_map_role
 from transforms.settings import DEFAULT_RAW_LIMIT, Settings, TokenSettings
@@ -445,7 +445,7 @@ def _check_numbers(value, path: str, key) -> None:
 def read_preset(path: str, open_file=open) -> dict:
     """The mapping a ``--config`` file holds (empty for an empty file). Raises ConfigError.
 
-    ``open_file(path)`` opens it for reading bytes or text (``pipeline.options`` passes Beam's
+    ``open_file(path)`` opens it for reading bytes or text (``pipeline.config.options`` passes Beam's
     ``FileSystems.open``, for a preset on any Beam filesystem). At most ``MAX_PRESET_BYTES``,
     standing for at most ``MAX_PRESET_VALUES`` values with its aliases expanded, integers below
     2**63: checked before the values exist.
@@ -761,7 +761,7 @@ def _local_file_exists(path: str) -> bool:
 def streaming_problems(ours, runner: str | None, exists=_local_file_exists) -> list[str]:
     """What ``--streaming`` cannot work with among our values (and the runner, when known).
 
-    ``exists(path)``: whether a file is there (``pipeline.options`` passes Beam's, for any
+    ``exists(path)``: whether a file is there (``pipeline.config.options`` passes Beam's, for any
     filesystem; here, local paths only)."""
     problems = []
     name = (runner or "").lower()
@@ -815,7 +815,7 @@ def own_problems(ours, *, output_required: bool, streaming: bool, runner: str | 
 
 def _fast_parser(beam_known: bool) -> argparse.ArgumentParser:
     """Our flags (every default ``None``, so parsing tells what the command line sets) and,
-    when the table is current, Beam's flags as ``pipeline.beam_flags`` lists them."""
+    when the table is current, Beam's flags as ``pipeline.config.beam_flags`` lists them."""
     parser = argparse.ArgumentParser(add_help=False, allow_abbrev=False, exit_on_error=False)
     ours = add_convnorm_flags(parser)
     parser.set_defaults(**dict.fromkeys(ours.actions))
@@ -851,8 +851,8 @@ def precheck(argv: list[str], *, output_required: bool = True) -> argparse.Names
     Returns our options' values (defaults, then the preset, then the command line), and as
     ``.beam`` those of Beam's flags in ``PRECHECKED_BEAM`` that the preset or the command line
     set. Refuses
-    unknown flags and preset keys (when ``pipeline.beam_flags`` matches the installed Beam),
-    and every value of ours that cannot work; ``pipeline.options.load_job`` checks the rest.
+    unknown flags and preset keys (when ``pipeline.config.beam_flags`` matches the installed Beam),
+    and every value of ours that cannot work; ``pipeline.config.options.load_job`` checks the rest.
     """
     beam_known = beam_flags.table_is_current()
     parser = _fast_parser(beam_known)
