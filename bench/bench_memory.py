@@ -62,7 +62,7 @@ _READER = (
     + """
 import sys
 sys.path.insert(0, sys.argv[3])
-from pipeline.sources import iter_batches, plan_shards
+from pipeline.io.text_containers import iter_batches, plan_shards
 from transforms.records import normalize_batch
 from transforms.settings import Settings
 reasons, normalized = [], 0
@@ -81,7 +81,7 @@ _IDLE = (
     + """
 import sys
 sys.path.insert(0, sys.argv[1])
-import pipeline.sources, transforms.records
+import pipeline.io.text_containers, transforms.records
 print(_hwm())
 """
 )

@@ -29,7 +29,7 @@ records in 2 files, no extra generation time, same per-record work).
 Variants, each run as its own subprocess (so memory and CPU are measured per run):
 
 (a) plain   — one Python process: read the file line by line, build ``RawRecord``s exactly as
-              ``pipeline.sources`` does (source path, byte offset, the line's bytes), cut them
+              ``pipeline.io.text_containers`` does (source path, byte offset, the line's bytes), cut them
               into the job's batches (256 records or 256 KiB), call
               ``transforms.records.normalize_batch`` with ``Settings()`` as the job's DoFn does
               (the lines kept, not the records) and write normalized / drops / dead-letter
@@ -104,7 +104,7 @@ PAGE_KB = os.sysconf("SC_PAGE_SIZE") // 1024
 
 
 def plain_loop(paths: list[str], out_dir: str) -> dict:
-    from pipeline.sources import DEFAULT_BATCH_SIZE
+    from pipeline.io.text_containers import DEFAULT_BATCH_SIZE
     from transforms.inputs import DEFAULT_BATCH_BYTES, RawRecord, batch_is_full
     from transforms.jsontext import dumps_line
     from transforms.record_steps import ReaderHint
@@ -366,7 +366,7 @@ def run_bench(args) -> int:
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO), env.get("PYTHONPATH")]))
     env.setdefault("PYTHONHASHSEED", "0")
     try:
-        from pipeline.sources import DEFAULT_SHARD_BYTES, plan_shards
+        from pipeline.io.text_containers import DEFAULT_SHARD_BYTES, plan_shards
 
         in_n, in_2n, in_many = work / "in_n", work / "in_2n", work / "in_many"
         in_n.mkdir()
@@ -689,7 +689,7 @@ def main(argv: list[str] | None = None) -> int:
             json.dump(result, handle)
         print(counts_path)
         return 0
-    from pipeline.sources import DEFAULT_SHARD_BYTES
+    from pipeline.io.text_containers import DEFAULT_SHARD_BYTES
 
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument(

@@ -97,17 +97,17 @@ class Phases:
 def run_in_process(input_dir: Path, output: Path, graph: str) -> dict:
     """The job on ``input_dir/*.jsonl`` in this process, phases timed (see the module docstring)."""
     import pipeline.execute
+    import pipeline.io.ownership
+    import pipeline.io.text_containers
     import pipeline.main
-    import pipeline.outputs
-    import pipeline.sources
 
     phases = Phases()
     phases.wrap(pipeline.main, "load_job", "start", "planned")
     phases.wrap(pipeline.execute, "construct_pipeline", None, "built")
-    phases.wrap(pipeline.sources, "read_shard", "first_read", None)
+    phases.wrap(pipeline.io.text_containers, "read_shard", "first_read", None)
     phases.wrap(pipeline.main, "run_pipeline", "run_start", "run_end")
-    phases.wrap(pipeline.outputs, "finalize", "finalize_start", None)
-    phases.wrap(pipeline.outputs, "write_manifest", None, "manifest_end")
+    phases.wrap(pipeline.io.ownership, "finalize", "finalize_start", None)
+    phases.wrap(pipeline.io.ownership, "write_manifest", None, "manifest_end")
     started = time.perf_counter()
     cpu = time.process_time()
     status = pipeline.main.main(

@@ -119,8 +119,8 @@ def child(config: str, out_dir: str, result_path: str) -> int:
 
     clock.wrap("import", imports)()
     import pipeline.execute as execute
+    import pipeline.io.ownership as owned
     import pipeline.main as main
-    import pipeline.outputs as owned
     import pipeline.report as report
 
     pandas = "pandas" in sys.modules

@@ -14,17 +14,17 @@ from apache_beam.io.filesystems import FileSystems
 from pipeline.config.flags import PER_SHARD
 from pipeline.config.options import Job
 from pipeline.execute import OutputSpec
-from pipeline.per_shard import ProcessShards
-from pipeline.runners.dask_cluster import plan_chunks
-from pipeline.shard_step import ShardWork
-from pipeline.sinks import FILE_FORMATS, SUMMARY_FILE, ListWrittenFiles, WriteShards, WriteSummary
-from pipeline.sources import (
+from pipeline.io.file_formats import FILE_FORMATS, SUMMARY_FILE, ListWrittenFiles, WriteShards, WriteSummary
+from pipeline.io.text_containers import (
     DEFAULT_BATCH_BYTES,
     DEFAULT_BATCH_SIZE,
     DEFAULT_MAX_RECORD_BYTES,
     ReadConversationLogs,
     Shard,
 )
+from pipeline.per_shard import ProcessShards
+from pipeline.runners.dask_cluster import plan_chunks
+from pipeline.shard_step import ShardWork
 from transforms import summary as summaries
 from transforms.conversations import (
     CHECK,
@@ -154,7 +154,7 @@ def _build_per_shard(pipeline: beam.Pipeline, job: Job, temp_dir: str, step: Rec
 
 def build(pipeline: beam.Pipeline, job: Job, temp_dir: str) -> JobOutputs:
     """Apply ``convnorm run`` to ``pipeline``: files and summary under ``temp_dir`` (the run's
-    temporary directory; ``pipeline.outputs.finalize`` moves them into ``job.output``).
+    temporary directory; ``pipeline.io.ownership.finalize`` moves them into ``job.output``).
     ``job.graph`` chooses the graph: the card's (``NormalizeConversation``'s tagged outputs,
     each written by ``WriteShards``) or the per-shard one."""
     if job.graph == PER_SHARD:

@@ -6,7 +6,7 @@
    ``--job_endpoint``, checks that a job service answers within ``--job-endpoint-timeout``
    -> exit status 2, nothing touched;
 2. takes the output directory's lock (``pipeline.lock``) -> 2 if another run holds it;
-3. checks what is already in the output directory (``pipeline.outputs.check_output``) -> 2;
+3. checks what is already in the output directory (``pipeline.io.ownership.check_output``) -> 2;
 4. runs the pipeline, which writes only into the run's temporary directory -> 1 if it fails
    (the previous outputs are still there);
 5. finalizes: replaces the previous run's files, moves the new ones into place, checks every
@@ -38,13 +38,14 @@ from apache_beam.portability import python_urns
 from apache_beam.runners.portability.fn_api_runner import FnApiRunner
 from apache_beam.runners.runner import PipelineState
 
-from pipeline import files, interrupts
+from pipeline import interrupts
 from pipeline import lock as locks
-from pipeline import outputs as owned
 from pipeline.config.flags import DEFAULT_RUNNER, our_dests
 from pipeline.config.options import ConfigError, Job
 from pipeline.console import print_error
 from pipeline.interrupts import Stopping, shielded
+from pipeline.io import files
+from pipeline.io import ownership as owned
 from pipeline.runners import job_service, loopback
 from pipeline.runners.dask_cluster import close_client
 from pipeline.runners.sdk_worker import BEAM_WORKER_MODULE, WORKER_MODULE, worker_command

@@ -60,7 +60,7 @@ def drop_lines(output: str, patterns: tuple[str, ...] = DROPS_PATTERNS) -> Itera
     streaming layout, in file name order."""
     from apache_beam.io.filesystems import FileSystems
 
-    from pipeline.files import matching  # the output literally: `out[1]` is not `out1`
+    from pipeline.io.files import matching  # the output literally: `out[1]` is not `out1`
 
     for pattern in patterns:
         for path in matching(output, *pattern.split("/")):
@@ -119,7 +119,7 @@ def run_settings(output: str) -> tuple[Settings, int]:
     from apache_beam.io.filesystems import FileSystems
 
     from pipeline.config.flags import our_flags, record_settings
-    from pipeline.outputs import MANIFEST_FILE
+    from pipeline.io.ownership import MANIFEST_FILE
     from pipeline.report import read_json
     from transforms.inputs import DEFAULT_MAX_RECORD_BYTES
 
@@ -140,7 +140,7 @@ def locate(output: str, conversation_id: str, settings: Settings | None = None, 
     ``settings``: instead of the run's (its manifest); ``metrics``: its drops/ line, when the
     caller has it already (the report's examples), instead of searching drops/ for it.
     """
-    from pipeline.sources import line_numbers, record_at
+    from pipeline.io.text_containers import line_numbers, record_at
     from transforms.record_steps import RecordRefused, parse_payload, read_conversation, record_id
 
     if metrics is None:
@@ -180,7 +180,7 @@ def locate(output: str, conversation_id: str, settings: Settings | None = None, 
 
 def where_text(source: str, position: int, line: int | None) -> str:
     """``logs/a.jsonl line 45 (byte 12,345)``, or ``... element 3`` / ``row 3``."""
-    from pipeline.sources import FILE_KINDS, file_suffix
+    from pipeline.io.text_containers import FILE_KINDS, file_suffix
 
     suffix = file_suffix(source)
     kind = FILE_KINDS[suffix][0] if suffix else "jsonl"

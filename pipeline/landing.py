@@ -34,9 +34,9 @@ from typing import Callable, NamedTuple
 
 from apache_beam.io.filesystems import FileSystems
 
-from pipeline import files
-from pipeline.outputs import is_under
-from pipeline.sources import FILE_KINDS, display_path, file_suffix, special_file_kind
+from pipeline.io import files
+from pipeline.io.ownership import is_under
+from pipeline.io.text_containers import FILE_KINDS, display_path, file_suffix, special_file_kind
 
 LOG = logging.getLogger("convnorm")
 

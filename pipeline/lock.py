@@ -2,10 +2,10 @@
 
 The lock is created atomically with its whole content (written to a private file first, then
 hard-linked to the lock name, which fails if the name exists; never through a symbolic link:
-``pipeline.files``), so no reader ever sees a half written lock. It holds the holder's pid,
+``pipeline.io.files``), so no reader ever sees a half written lock. It holds the holder's pid,
 host, process start time and run start time, plus what the run may leave behind if it dies:
 its temporary directory and, while it finalizes, the files it is creating or deleting, each
-with its size and sha256 (``pipeline.outputs.clean_dead_run`` deletes only what matches).
+with its size and sha256 (``pipeline.io.ownership.clean_dead_run`` deletes only what matches).
 
 Liveness. On a local filesystem the holder also keeps an OS file lock (``flock``) on the lock
 file for its whole run: the kernel drops it when the process ends, however it ends. Another
@@ -33,7 +33,7 @@ from dataclasses import dataclass, field
 
 from apache_beam.io.filesystems import FileSystems
 
-from pipeline import files
+from pipeline.io import files
 from transforms.jsontext import document_bytes
 
 try:

@@ -37,7 +37,6 @@ import apache_beam as beam
 from apache_beam.io.filesystems import FileSystems
 from apache_beam.options.pipeline_options import DirectOptions, StandardOptions
 
-from pipeline import files
 from pipeline.build import VALIDATE_SPEC, VALIDATION_FILE, build, build_validate, run_spec
 from pipeline.cli import dispatch
 from pipeline.config.options import ConfigError, ConvNormOptions, Job, is_local_runner, load_job
@@ -45,12 +44,13 @@ from pipeline.console import print_error, print_line
 from pipeline.execute import OutputSpec, Page, execute, run_pipeline
 from pipeline.explain import where_text
 from pipeline.interrupts import INTERRUPTED, Stopping, handling_ctrl_c, silence_after_interrupt, stopping_line
+from pipeline.io import files
+from pipeline.io.file_formats import SUMMARY_FILE
+from pipeline.io.text_containers import line_numbers, shard_sizes
 from pipeline.progress import ProgressMonitor, choose_mode, configure_console, duration_text
 from pipeline.report import REPORT_FILE, render_page
 from pipeline.runners.dask_cluster import local_cluster
 from pipeline.runners.prism import PrismError, prism_services
-from pipeline.sinks import SUMMARY_FILE
-from pipeline.sources import line_numbers, shard_sizes
 from transforms.console_text import console_text
 from transforms.summary import RUN, VALIDATE, View, dead_letter_warning
 

@@ -10,7 +10,7 @@ element per shard, no tagged output, no ``finish_bundle`` emission, one leaf. It
 the same parts as the default graph: the per-shard step (``pipeline.shard_step``: the reader,
 the per-record step, the ``FILE_FORMATS`` writers) and the summary partials; it writes what
 ``WriteShards``, ``ListWrittenFiles`` and ``Summarize`` write (the temporary part files,
-each output's ``<name>.files.json`` list and the summary document), so ``pipeline.outputs.finalize`` and
+each output's ``<name>.files.json`` list and the summary document), so ``pipeline.io.ownership.finalize`` and
 the outputs are the same, byte for byte (tested on every sink and on validate).
 
 Unlike the default graph, it does not rely on fusion to keep a shard's records together: a
@@ -26,10 +26,10 @@ from typing import NamedTuple
 import apache_beam as beam
 from apache_beam.metrics import Metrics
 
+from pipeline.io.file_formats import WrittenFile, report_path, write_report, write_summary
+from pipeline.io.text_containers import CreateShards, ReadProgress, Shard
 from pipeline.progress import Tally
 from pipeline.shard_step import ShardResult, ShardWork, process_shard, temp_place
-from pipeline.sinks import WrittenFile, report_path, write_report, write_summary
-from pipeline.sources import CreateShards, ReadProgress, Shard
 from pipeline.testhooks import pause_point
 from transforms import summary as summaries
 from transforms.conversations import BatchCounters, freeze_gc

@@ -43,10 +43,10 @@ from typing import Iterator, NamedTuple
 
 from apache_beam.io.filesystems import FileSystems
 
-from pipeline import files
+from pipeline.io import files
+from pipeline.io.file_formats import SUMMARY_FILE
+from pipeline.io.text_containers import FILE_KINDS, display_path, file_suffix, line_feed
 from pipeline.landing import Stamp
-from pipeline.sinks import SUMMARY_FILE
-from pipeline.sources import FILE_KINDS, display_path, file_suffix, line_feed
 from transforms import summary as summaries
 from transforms.jsontext import document_bytes
 from transforms.settings import Settings

@@ -49,7 +49,7 @@ LOG = logging.getLogger("convnorm")
 
 REPORT_FILE = "report.html"
 #: How a page this module wrote begins its title. Not a proof of anything: a user's page may
-#: say the same; the manifest's sha256 is what makes a page convnorm's (pipeline/outputs.py).
+#: say the same; the manifest's sha256 is what makes a page convnorm's (pipeline/io/ownership.py).
 TITLE_MARK = b"<title>convnorm report: "
 #: Rows of the worst-sources table.
 WORST_SOURCES = 10
@@ -63,7 +63,7 @@ CELL_CHARS = 60
 RAW_CHARS = 600
 #: Where a streaming run keeps its files' dead letters (a batch run: dead_letter/part-*.jsonl).
 DEAD_LETTER_PATTERNS = ("dead_letter/part-*.jsonl", "*/*/dead_letter.jsonl")
-#: The marker of a streaming output directory (``pipeline.outputs.STREAMING_MARKER``).
+#: The marker of a streaming output directory (``pipeline.io.ownership.STREAMING_MARKER``).
 STREAMING_MARKER = "_convnorm_streaming.json"
 MANIFEST_FILE = "_convnorm_manifest.json"
 #: Examples over --max-example-tokens listed one by one (all are counted in summary.json).
@@ -201,7 +201,7 @@ class DamagedRun(ValueError):
 
 
 def _matched(output: str, patterns: Iterable[str]) -> list[str]:
-    from pipeline.files import matching  # the output literally: `out[1]` is not `out1`
+    from pipeline.io.files import matching  # the output literally: `out[1]` is not `out1`
 
     paths: list[str] = []
     for pattern in patterns:
@@ -299,7 +299,7 @@ def _windows(output: str) -> list[Window]:
 
 def _example_lines(details: RunDetails) -> dict[tuple[str, int], int]:
     """Line numbers of every position the examples show, one read per source file."""
-    from pipeline.sources import line_numbers
+    from pipeline.io.text_containers import line_numbers
 
     wanted: dict[str, set[int]] = {}
     for records in (*details.drop_examples.values(), *details.dead_letter_examples.values(), details.over_limit):
@@ -1088,12 +1088,12 @@ def write_report(output: str, run: dict | None = None, *, locked: bool = False) 
     """(Re)write ``output/report.html`` of a finished run, as ``convnorm report`` does; returns
     its path. Holds the run's lock (``locked``: the caller does); replaces a page only when the
     run's manifest (or a streaming output's marker) lists it with the size and sha256 it still
-    has, and records the new one there (``pipeline.outputs.rewrite_page``).
+    has, and records the new one there (``pipeline.io.ownership.rewrite_page``).
 
     Raises FileNotFoundError (no summary.json), DamagedRun, OutputError (a page that is not
     provably convnorm's is in the way), LockError (a run is using the directory).
     """
-    from pipeline.outputs import rewrite_page
+    from pipeline.io.ownership import rewrite_page
 
     return rewrite_page(output, REPORT_FILE, lambda where: render_page(where, run), locked=locked)
 
@@ -1130,8 +1130,8 @@ def report_command(argv: list[str]) -> int:
     )
     parser.add_argument("output", metavar="OUT_DIR", help="the --output directory of a finished run")
     args = parser.parse_args(argv)
+    from pipeline.io.ownership import OutputError
     from pipeline.lock import LockError  # after --help: these import Beam
-    from pipeline.outputs import OutputError
 
     output = os.path.expanduser(args.output).rstrip("/") or "/"
     if "://" not in output and not os.path.isfile(os.path.join(output, "summary.json")):

@@ -1,7 +1,7 @@
 """One input shard, start to end, in one call: the per-shard step (plain code, no Beam graph).
 
 ``process_shard(shard, work, place)`` reads a shard (a path and a byte range,
-``pipeline.sources.Shard``) in batches by the job's limits (``--batch-size``, ``--batch-bytes``,
+``pipeline.io.text_containers.Shard``) in batches by the job's limits (``--batch-size``, ``--batch-bytes``,
 ``--max-record-bytes``: ``sources.iter_batches``), runs the job's per-record step on each batch
 (``records.normalize_batch`` with ``NORMALIZE`` or ``CHECK``), writes each output's items
 through its ``sinks.FILE_FORMATS`` writer into the file ``place(output name)`` names, measuring
@@ -30,9 +30,9 @@ from typing import Callable, Mapping, NamedTuple
 
 from apache_beam.io.filesystems import FileSystems
 
-from pipeline import files
-from pipeline.sinks import FILE_FORMATS, WrittenFile, temp_name
-from pipeline.sources import DEFAULT_BATCH_SIZE, DEFAULT_MAX_RECORD_BYTES, Shard, iter_batches
+from pipeline.io import files
+from pipeline.io.file_formats import FILE_FORMATS, WrittenFile, temp_name
+from pipeline.io.text_containers import DEFAULT_BATCH_SIZE, DEFAULT_MAX_RECORD_BYTES, Shard, iter_batches
 from transforms import summary as summaries
 from transforms.conversations import RecordStep
 from transforms.inputs import DEFAULT_BATCH_BYTES, Batch

@@ -55,12 +55,16 @@ from apache_beam.runners.runner import PipelineState
 from apache_beam.transforms import window as beam_window
 from apache_beam.utils.timestamp import Duration, Timestamp
 
-from pipeline import files, processed
 from pipeline import lock as locks
-from pipeline import outputs as owned
+from pipeline import processed
 from pipeline.config.options import ConvNormOptions, Job, parse_duration
 from pipeline.console import print_error, print_line
 from pipeline.interrupts import INTERRUPTED, interrupted_line
+from pipeline.io import files
+from pipeline.io import ownership as owned
+from pipeline.io.file_formats import SUMMARY_FILE
+from pipeline.io.ownership import OutputError, claim_streaming_output
+from pipeline.io.text_containers import Shard, display_path, file_suffix
 from pipeline.landing import (
     LandingRules,
     LandingWatch,
@@ -70,13 +74,10 @@ from pipeline.landing import (
     match_landing,
     stamp_of,
 )
-from pipeline.outputs import OutputError, claim_streaming_output
 from pipeline.processed import SOURCE_FILE, source_id
 from pipeline.runners.job_service import TERMINAL, JobService
 from pipeline.runners.prism import prism_services
 from pipeline.shard_step import Observer, ShardWork, process_shard
-from pipeline.sinks import SUMMARY_FILE
-from pipeline.sources import Shard, display_path, file_suffix
 from pipeline.testhooks import pause_point
 from transforms import summary as summaries
 from transforms.console_text import console_text

@@ -48,7 +48,7 @@ def settings_for(sink: str) -> Settings:
 
 def render(path: Path, sink: str, file_format: str = "jsonl") -> bytes:
     """The normalized file (as the job's file writer writes it), then drops and dead letters."""
-    from pipeline.sinks import FILE_FORMATS
+    from pipeline.io.file_formats import FILE_FORMATS
 
     result = normalize_batch(raw_records(path), settings_for(sink), taken={})
     with tempfile.TemporaryDirectory() as tmp:

@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from pipeline.outputs import MANIFEST_FILE
+from pipeline.io.ownership import MANIFEST_FILE
 from pipeline.report import REPORT_FILE
 
 

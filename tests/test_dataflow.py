@@ -130,7 +130,7 @@ def test_dry_run_builds_the_job_and_stages_this_project(monkeypatch, tmp_path):
         "pyproject.toml",
         "setup.py",
         "pipeline/build.py",
-        "pipeline/sources.py",
+        "pipeline/io/text_containers.py",
         "transforms/records.py",
         "transforms/formats/__init__.py",
     } <= members, sorted(members)

@@ -14,8 +14,8 @@ from engine_outputs import SHARD_BYTES, assert_same_outputs, tree, write_mixed_i
 
 from pipeline.config.flags import PER_SHARD, TAGGED_OUTPUTS
 from pipeline.config.options import ConfigError, load_job
+from pipeline.io.ownership import MANIFEST_FILE, SUCCESS_FILE
 from pipeline.main import main
-from pipeline.outputs import MANIFEST_FILE, SUCCESS_FILE
 from transforms.formats import WRITERS
 
 SINKS = sorted(WRITERS)

@@ -16,7 +16,7 @@ import pyarrow.parquet as pq
 import pytest
 import zstandard
 
-from pipeline.sources import BLANK, iter_batches, plan_shards, read_shard
+from pipeline.io.text_containers import BLANK, iter_batches, plan_shards, read_shard
 from transforms.inputs import Parsed, RawRecord, Unreadable
 from transforms.jsontext import MAX_NUMBER_DIGITS, dumps_line
 from transforms.records import process_record
@@ -77,7 +77,7 @@ def test_zstd_corrupt_second_frame_keeps_the_first(tmp_path):
 def test_zstd_bomb_is_decoded_in_bounded_pieces():
     import io
 
-    from pipeline.sources import _ZstdReader
+    from pipeline.io.text_containers import _ZstdReader
 
     bomb = zstandard.ZstdCompressor(level=19).compress(b"\0" * (256 << 20))
     reader = _ZstdReader(io.BytesIO(bomb))

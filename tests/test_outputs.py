@@ -18,9 +18,9 @@ import output_trees
 import paused_runs
 import pytest
 
+from pipeline.io.ownership import MANIFEST_FILE, SUCCESS_FILE, TEMP_PREFIX
 from pipeline.lock import LOCK_FILE
 from pipeline.main import main
-from pipeline.outputs import MANIFEST_FILE, SUCCESS_FILE, TEMP_PREFIX
 
 ROOT = Path(__file__).resolve().parent.parent
 SAMPLE = ROOT / "samples" / "conversations.jsonl"
@@ -200,7 +200,7 @@ class _LosingFile:
     """A JSONL writer that loses (or truncates) its file after closing it."""
 
     def __init__(self, path: str, mode: str) -> None:
-        from pipeline.sinks import _JsonLinesFile
+        from pipeline.io.file_formats import _JsonLinesFile
 
         self._inner, self._path, self._mode = _JsonLinesFile(path), path, mode
 
@@ -220,7 +220,7 @@ class _LosingFile:
 
 @pytest.mark.parametrize("mode", ["delete", "truncate"])
 def test_a_missing_or_short_file_fails_the_run(mode, tmp_path, monkeypatch, capsys):
-    from pipeline import sinks
+    from pipeline.io import file_formats as sinks
 
     monkeypatch.setitem(
         sinks.FILE_FORMATS, "jsonl", sinks.FileFormat(".jsonl", lambda path, *_: _LosingFile(path, mode))

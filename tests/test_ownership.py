@@ -22,9 +22,9 @@ import paused_runs
 import pytest
 
 from pipeline import lock as locks
+from pipeline.io.ownership import MANIFEST_FILE, SUCCESS_FILE, TEMP_PREFIX
 from pipeline.lock import LOCK_FILE
 from pipeline.main import main
-from pipeline.outputs import MANIFEST_FILE, SUCCESS_FILE, TEMP_PREFIX
 from pipeline.report import REPORT_FILE, TITLE_MARK
 
 LINES = (
@@ -565,7 +565,7 @@ def test_a_folder_swapped_for_a_link_while_finalize_measures_is_never_deleted_th
     # swapped for a link meanwhile had the files of that name in the linked folder deleted.
     # The new files' measure now comes from their writers; the swap happens where finalize
     # lists the temporary files, the step between the check and the deletes.
-    from pipeline import outputs as owned
+    from pipeline.io import ownership as owned
 
     out = tmp_path / "out"
     assert _run("--input", small, "--output", out, "--no-report") == 0
@@ -587,11 +587,11 @@ def test_a_folder_swapped_for_a_link_while_finalize_measures_is_never_deleted_th
 
 
 # --------------------------------------------------------------------------------------------
-# The no-follow writers themselves (pipeline/files.py): fast, no run
+# The no-follow writers themselves (pipeline/io/files.py): fast, no run
 
 
 def test_the_writers_never_follow_a_link(tmp_path):
-    from pipeline import files
+    from pipeline.io import files
 
     out = tmp_path / "out"
     out.mkdir()

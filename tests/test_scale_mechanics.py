@@ -11,10 +11,11 @@ from pathlib import Path
 
 import pytest
 
-from pipeline import files, outputs
+from pipeline.io import files
+from pipeline.io import ownership as outputs
+from pipeline.io.ownership import MANIFEST_FILE, SUCCESS_FILE, plan_inputs, skipped_inputs
+from pipeline.io.text_containers import CreateShards, Shard, pack_shards, plan_shards, shard_sizes, unpack_shards
 from pipeline.main import main
-from pipeline.outputs import MANIFEST_FILE, SUCCESS_FILE, plan_inputs, skipped_inputs
-from pipeline.sources import CreateShards, Shard, pack_shards, plan_shards, shard_sizes, unpack_shards
 
 ROOT = Path(__file__).resolve().parents[1]
 SAMPLE = ROOT / "samples" / "conversations.jsonl"
@@ -150,7 +151,7 @@ def test_the_plan_travels_in_chunks_and_every_shard_arrives_once():
 
 
 def test_listing_a_directory_gives_sizes_and_marks_what_is_not_a_file(tmp_path):
-    from pipeline.files import sizes_in
+    from pipeline.io.files import sizes_in
 
     (tmp_path / "a").write_bytes(b"123")
     (tmp_path / "d").mkdir()

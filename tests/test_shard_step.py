@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
+from pipeline.io.text_containers import Shard, plan_shards
 from pipeline.shard_step import ShardWork, process_shard, temp_place
-from pipeline.sources import Shard, plan_shards
 from transforms import summary as summaries
 from transforms.conversations import CHECK, NORMALIZE
 from transforms.records import normalize_batch
@@ -62,7 +62,7 @@ def test_the_sample_gives_the_outputs_and_summary_of_the_step_over_the_whole_fil
 
 
 def _batches(shard: Shard, batch_size: int = 256):
-    from pipeline.sources import iter_batches
+    from pipeline.io.text_containers import iter_batches
 
     return list(iter_batches(shard, batch_size, {"records": 0, "blank_lines": 0}))
 
@@ -159,7 +159,7 @@ def test_outputs_without_items_get_a_file_only_when_asked(tmp_path):
 
 
 def test_a_failure_deletes_the_files_begun_and_raises(tmp_path, monkeypatch):
-    from pipeline import sinks
+    from pipeline.io import file_formats as sinks
 
     class Boom(RuntimeError):
         pass

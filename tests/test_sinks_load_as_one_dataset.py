@@ -23,7 +23,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from pipeline.sinks import FILE_FORMATS
+from pipeline.io.file_formats import FILE_FORMATS
 from transforms.formats import WRITERS
 from transforms.formats.schema import datasets_features
 from transforms.inputs import RawRecord

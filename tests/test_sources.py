@@ -12,7 +12,7 @@ import pyarrow.parquet as pq
 import pytest
 import zstandard
 
-from pipeline.sources import BLANK, InputError, _array_elements, iter_batches, plan_shards, read_shard
+from pipeline.io.text_containers import BLANK, InputError, _array_elements, iter_batches, plan_shards, read_shard
 from transforms.inputs import Parsed, Unreadable
 
 
@@ -321,8 +321,8 @@ def test_a_file_swapped_for_a_fifo_after_it_was_planned_is_unreadable_not_waited
     # batch input between planning and reading) made the reader wait for ever on its opening.
     import signal
 
+    from pipeline.io.text_containers import Shard
     from pipeline.processed import content_digest
-    from pipeline.sources import Shard
 
     fifo = tmp_path / f"swapped{suffix}"
     os.mkfifo(fifo)

@@ -853,7 +853,7 @@ def test_a_streaming_output_and_a_batch_output_never_share_a_directory(tmp_path,
     """Found: a batch run wrote its outputs into a streaming output whose run had not yet
     written summary.json (a crashed one); the next streaming start then rewrote the batch run's
     summary.json and page, which its manifest lists."""
-    from pipeline.outputs import MANIFEST_FILE, STREAMING_MARKER, claim_streaming_output
+    from pipeline.io.ownership import MANIFEST_FILE, STREAMING_MARKER, claim_streaming_output
 
     out = tmp_path / "out"
     out.mkdir()
@@ -871,7 +871,7 @@ def test_a_streaming_output_and_a_batch_output_never_share_a_directory(tmp_path,
 
 
 def test_a_streaming_directory_is_marked_once_and_claimed_again(tmp_path):
-    from pipeline.outputs import STREAMING_MARKER, claim_streaming_output
+    from pipeline.io.ownership import STREAMING_MARKER, claim_streaming_output
 
     out = tmp_path / "out"
     out.mkdir()

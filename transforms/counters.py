@@ -1,6 +1,6 @@
 """The names of convnorm's Beam metrics, in one neutral place (no Beam import).
 
-The DoFns that update them (``transforms.conversations``, ``pipeline.sources``) and the code
+The DoFns that update them (``transforms.conversations``, ``pipeline.io.text_containers``) and the code
 that reads them back (``pipeline.streaming``, tests) import the names from here, so none of
 them depends on another's module for a string. Documented in docs/operations.md ("Metrics").
 """
@@ -33,7 +33,7 @@ COUNTER_NAMES = (
     *((f"repair_{r}", f"opt-in repairs {r} (lossless profile)") for r in REPAIRS),
     (f"repair_{MAPPED_ROLE}", "messages given another role by --map-role"),
     *((f"violation_{k}", f"sendability violations {k} (run with --check, and validate)") for k in VIOLATION_KINDS),
-    # Counted by pipeline.sources while it reads.
+    # Counted by pipeline.io.text_containers while it reads.
     ("blank_lines", "blank JSONL lines skipped (not records)"),
     ("shards_read", "planned input shards read"),
     # convnorm validate; it counts its unreadable records under dead_letters too.

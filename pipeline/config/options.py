@@ -54,7 +54,16 @@ from pipeline.config.flags import (
     token_settings,
     unknown_argument,
 )
-from pipeline.outputs import OutputError, is_under, plan_inputs, skipped_inputs, unreachable_output, unsafe_output
+from pipeline.io.file_formats import FILE_FORMATS
+from pipeline.io.ownership import OutputError, is_under, plan_inputs, skipped_inputs, unreachable_output, unsafe_output
+from pipeline.io.text_containers import (
+    DEFAULT_BATCH_BYTES,
+    DEFAULT_MAX_RECORD_BYTES,
+    InputError,
+    Shard,
+    limit_plan,
+    plan_shards,
+)
 from pipeline.runners.dask_cluster import (
     DASK_FLAGS,
     DASK_RUNNER_NAME,
@@ -63,8 +72,6 @@ from pipeline.runners.dask_cluster import (
     register_options,
     use_dask,
 )
-from pipeline.sinks import FILE_FORMATS
-from pipeline.sources import DEFAULT_BATCH_BYTES, DEFAULT_MAX_RECORD_BYTES, InputError, Shard, limit_plan, plan_shards
 from transforms.formats import WRITERS
 from transforms.settings import Settings
 from transforms.summary import DeadLetterLimit
@@ -388,7 +395,7 @@ def load_job(argv: list[str], *, output_required: bool = True) -> Job:
     """Parse flags and preset, validate everything, plan the input. Raises ConfigError.
 
     Nothing is written here. What is already in the output directory is checked later, under
-    the run's lock (``pipeline.outputs.check_output``); Beam's own checks run when ``main``
+    the run's lock (``pipeline.io.ownership.check_output``); Beam's own checks run when ``main``
     builds the pipeline, also before anything is written.
     """
     precheck(argv, output_required=output_required)  # our own values: the same errors as before Beam's import

@@ -31,9 +31,9 @@ from typing import Any, Callable, Iterable
 
 from apache_beam.io.filesystems import FileSystems
 
-from pipeline import files
+from pipeline.io import files
+from pipeline.io.file_formats import WrittenFile, final_names, report_path
 from pipeline.lock import LOCK_FILE, OutputLock
-from pipeline.sinks import WrittenFile, final_names, report_path
 from pipeline.testhooks import pause_point
 from transforms.jsontext import document_bytes
 

@@ -50,7 +50,7 @@ from apache_beam.io.filesystems import FileSystems
 from apache_beam.metrics import Metrics
 from apache_beam.pvalue import TaggedOutput
 
-from pipeline.files import open_input
+from pipeline.io.files import open_input
 from pipeline.progress import Tally
 from pipeline.testhooks import pause_point
 from transforms.counters import NAMESPACE
@@ -178,7 +178,7 @@ def _refuse_special_file(path: str) -> None:
 
 
 #: Files convnorm writes beside its part files; a directory holding a manifest is a convnorm
-#: output, whose summaries are never inputs (``pipeline.outputs`` names the manifest).
+#: output, whose summaries are never inputs (``pipeline.io.ownership`` names the manifest).
 OWN_OUTPUT_FILES = ("_convnorm_manifest.json", "summary.json", "validation.json")
 
 
