@@ -15,7 +15,7 @@ Examples::
 ``main`` answers what needs no pipeline first (``pipeline.cli.answer_without_beam``: help,
 version, option errors, exit status 2), then parses and validates the options (errors exit
 with status 2 before any pipeline is built); ``pipeline.execute`` builds the graph
-(``pipeline.build``: ``build`` or ``build_validate``), takes the output directory's lock, runs
+(``pipeline.graph.build``: ``build`` or ``build_validate``), takes the output directory's lock, runs
 the pipeline and finalizes the outputs (docs/outputs.md); ``main`` prints the summary and
 returns the exit status (``COMMANDS`` and the summary views' ``verdict``). ``--dry-run``
 stops after the plan (``pipeline.dry_run``); Ctrl-C stops any step with one line and exit
@@ -37,12 +37,12 @@ import apache_beam as beam
 from apache_beam.io.filesystems import FileSystems
 from apache_beam.options.pipeline_options import DirectOptions, StandardOptions
 
-from pipeline.build import VALIDATE_SPEC, VALIDATION_FILE, build, build_validate, run_spec
 from pipeline.cli import dispatch
 from pipeline.config.options import ConfigError, ConvNormOptions, Job, is_local_runner, load_job
 from pipeline.console import print_error, print_line
 from pipeline.execute import OutputSpec, Page, execute, run_pipeline
 from pipeline.explain import where_text
+from pipeline.graph.build import VALIDATE_SPEC, VALIDATION_FILE, build, build_validate, run_spec
 from pipeline.interrupts import INTERRUPTED, Stopping, handling_ctrl_c, silence_after_interrupt, stopping_line
 from pipeline.io import files
 from pipeline.io.file_formats import SUMMARY_FILE

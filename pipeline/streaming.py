@@ -59,6 +59,7 @@ from pipeline import lock as locks
 from pipeline import processed
 from pipeline.config.options import ConvNormOptions, Job, parse_duration
 from pipeline.console import print_error, print_line
+from pipeline.graph.shard_step import Observer, ShardWork, process_shard
 from pipeline.interrupts import INTERRUPTED, interrupted_line
 from pipeline.io import files
 from pipeline.io import ownership as owned
@@ -77,7 +78,6 @@ from pipeline.landing import (
 from pipeline.processed import SOURCE_FILE, source_id
 from pipeline.runners.job_service import TERMINAL, JobService
 from pipeline.runners.prism import prism_services
-from pipeline.shard_step import Observer, ShardWork, process_shard
 from pipeline.testhooks import pause_point
 from transforms import summary as summaries
 from transforms.console_text import console_text

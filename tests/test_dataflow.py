@@ -97,7 +97,7 @@ def test_dry_run_builds_the_job_and_stages_this_project(monkeypatch, tmp_path):
     import apache_beam as beam
     import apache_beam.version
 
-    from pipeline.build import build
+    from pipeline.graph.build import build
 
     monkeypatch.chdir(ROOT)  # setup_file: ./setup.py
     job = _filled_job(tmp_path, "--dry_run=True", "--no_auth")
@@ -129,7 +129,7 @@ def test_dry_run_builds_the_job_and_stages_this_project(monkeypatch, tmp_path):
     assert {
         "pyproject.toml",
         "setup.py",
-        "pipeline/build.py",
+        "pipeline/graph/build.py",
         "pipeline/io/text_containers.py",
         "transforms/records.py",
         "transforms/formats/__init__.py",

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import apache_beam as beam
 
-from pipeline.build import build, build_validate
 from pipeline.config.options import load_job
+from pipeline.graph.build import build, build_validate
 from pipeline.io.file_formats import WrittenFile, report_path, write_reports
 
 SAMPLE = Path(__file__).resolve().parent.parent / "samples" / "conversations.jsonl"

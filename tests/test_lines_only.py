@@ -1,7 +1,7 @@
 """A JSON Lines run carries each record as its line (``lines_only``): the same bytes, fewer objects.
 
 The job's normalizing DoFn drops each output record once its line is made when the file writer
-takes lines (``pipeline.build``: JSON Lines), so a batch's records do not stay alive until the
+takes lines (``pipeline.graph.build``: JSON Lines), so a batch's records do not stay alive until the
 batch is written. What reaches the writer must be what it would have written from the records:
 the same lines, in order, with the same drops and dead letters, renames of a unique field
 included (the golden tests hold whole runs to their digests).

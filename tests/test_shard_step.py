@@ -1,4 +1,4 @@
-"""The per-shard step (pipeline.shard_step.process_shard): one shard read, processed and written
+"""The per-shard step (pipeline.graph.shard_step.process_shard): one shard read, processed and written
 in one call, each file measured while written, the shard's partial summary returned."""
 
 from __future__ import annotations
@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
+from pipeline.graph.shard_step import ShardWork, process_shard, temp_place
 from pipeline.io.text_containers import Shard, plan_shards
-from pipeline.shard_step import ShardWork, process_shard, temp_place
 from transforms import summary as summaries
 from transforms.conversations import CHECK, NORMALIZE
 from transforms.records import normalize_batch

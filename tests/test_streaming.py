@@ -16,6 +16,7 @@ import pytest
 
 from pipeline import processed
 from pipeline.config.options import load_job, parse_duration
+from pipeline.graph.shard_step import ShardWork
 from pipeline.landing import (
     IN_FLIGHT,
     Ignored,
@@ -30,7 +31,6 @@ from pipeline.landing import (
 )
 from pipeline.main import main
 from pipeline.processed import plan_version, source_id
-from pipeline.shard_step import ShardWork
 from pipeline.streaming import (
     COMMITS,
     CleanPlan,
@@ -911,7 +911,7 @@ def test_a_file_that_cannot_be_read_becomes_a_dead_letter_and_the_job_goes_on(tm
         raise PermissionError(13, "Permission denied")
 
     monkeypatch.setattr(processed, "content_digest", refuse)
-    monkeypatch.setattr("pipeline.shard_step.iter_batches", _unreadable_batches)
+    monkeypatch.setattr("pipeline.graph.shard_step.iter_batches", _unreadable_batches)
     name = clean_landed_file(landed, WINDOW, _clean_plan(out))
     letters = [json.loads(line) for line in (out / WINDOW / str(name) / "dead_letter.jsonl").read_text().splitlines()]
     assert [letter["reason"] for letter in letters] == ["unreadable_file"]

@@ -11,7 +11,7 @@ from apache_beam.options.pipeline_options import PipelineOptions
 from apache_beam.testing.test_pipeline import TestPipeline as BeamTestPipeline
 from apache_beam.testing.util import assert_that, equal_to
 
-from pipeline.build import CleanConversationLogs
+from pipeline.graph.build import CleanConversationLogs
 from pipeline.io.text_containers import plan_shards
 from transforms.conversations import NormalizeConversations, SummarizeRun, Unbatch
 from transforms.counters import NAMESPACE
@@ -134,7 +134,7 @@ def test_composite_reads_files_and_summary_accounts_for_every_record(tmp_path):
 
 
 def test_validate_composite_is_the_same_shape_and_accounts_for_every_record(tmp_path):
-    from pipeline.build import CheckConversationLogs
+    from pipeline.graph.build import CheckConversationLogs
     from transforms.conversations import SummarizeValidation
 
     lines = [json.dumps(GOOD), "not json", "", json.dumps(ORPHAN), "7"]

@@ -74,7 +74,7 @@ class CheckedOutputs(NamedTuple):
 
 class RecordStep(NamedTuple):
     """A job's per-record step, and where what it gives goes: the one description the routing
-    DoFn and the per-shard step (``pipeline.shard_step``) both follow."""
+    DoFn and the per-shard step (``pipeline.graph.shard_step``) both follow."""
 
     #: The ParDo's label in the graph.
     label: str

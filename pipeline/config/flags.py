@@ -32,7 +32,7 @@ from transforms.tokens import ENCODINGS, parse_limit
 #: The runner used when none is named: in-process, works offline (the DirectRunner would
 #: first try to download the Prism binary).
 DEFAULT_RUNNER = "FnApiRunner"
-#: The job's graphs (``pipeline.build``); ``auto`` picks by runner (``graph_for``).
+#: The job's graphs (``pipeline.graph.build``); ``auto`` picks by runner (``graph_for``).
 TAGGED_OUTPUTS, PER_SHARD = "tagged-outputs", "per-shard"
 GRAPHS = ("auto", TAGGED_OUTPUTS, PER_SHARD)
 #: ``--warn-dead-letters``: dead letters past this share of the records read are worth a warning.

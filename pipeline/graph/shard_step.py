@@ -11,7 +11,7 @@ blank lines included).
 
 Who calls it:
 
-- the per-shard graph (``pipeline.build``, ``--graph per-shard``; DaskRunner's), one shard per
+- the per-shard graph (``pipeline.graph.build``, ``--graph per-shard``; DaskRunner's), one shard per
   element, naming temporary files under the run's temporary directory;
 - streaming (``pipeline.streaming``), one landed file per call.
 

@@ -7,7 +7,7 @@
 For runners that cannot route a DoFn's tagged outputs (Beam's DaskRunner gives every consumer
 every output, drops what ``finish_bundle`` emits and runs only the last leaf of a graph): one
 element per shard, no tagged output, no ``finish_bundle`` emission, one leaf. It is built from
-the same parts as the default graph: the per-shard step (``pipeline.shard_step``: the reader,
+the same parts as the default graph: the per-shard step (``pipeline.graph.shard_step``: the reader,
 the per-record step, the ``FILE_FORMATS`` writers) and the summary partials; it writes what
 ``WriteShards``, ``ListWrittenFiles`` and ``Summarize`` write (the temporary part files,
 each output's ``<name>.files.json`` list and the summary document), so ``pipeline.io.ownership.finalize`` and
@@ -26,10 +26,10 @@ from typing import NamedTuple
 import apache_beam as beam
 from apache_beam.metrics import Metrics
 
+from pipeline.graph.shard_step import ShardResult, ShardWork, process_shard, temp_place
 from pipeline.io.file_formats import WrittenFile, report_path, write_report, write_summary
 from pipeline.io.text_containers import CreateShards, ReadProgress, Shard
 from pipeline.progress import Tally
-from pipeline.shard_step import ShardResult, ShardWork, process_shard, temp_place
 from pipeline.testhooks import pause_point
 from transforms import summary as summaries
 from transforms.conversations import BatchCounters, freeze_gc

@@ -14,6 +14,8 @@ from apache_beam.io.filesystems import FileSystems
 from pipeline.config.flags import PER_SHARD
 from pipeline.config.options import Job
 from pipeline.execute import OutputSpec
+from pipeline.graph.per_shard import ProcessShards
+from pipeline.graph.shard_step import ShardWork
 from pipeline.io.file_formats import FILE_FORMATS, SUMMARY_FILE, ListWrittenFiles, WriteShards, WriteSummary
 from pipeline.io.text_containers import (
     DEFAULT_BATCH_BYTES,
@@ -22,9 +24,7 @@ from pipeline.io.text_containers import (
     ReadConversationLogs,
     Shard,
 )
-from pipeline.per_shard import ProcessShards
 from pipeline.runners.dask_cluster import plan_chunks
-from pipeline.shard_step import ShardWork
 from transforms import summary as summaries
 from transforms.conversations import (
     CHECK,
@@ -145,7 +145,7 @@ def shard_work(job: Job, step: RecordStep) -> ShardWork:
 
 
 def _build_per_shard(pipeline: beam.Pipeline, job: Job, temp_dir: str, step: RecordStep, summary_file: str):
-    """The per-shard graph (``pipeline.per_shard``): the same files, lists and summary."""
+    """The per-shard graph (``pipeline.graph.per_shard``): the same files, lists and summary."""
     summary = pipeline | step.label + "Shards" >> ProcessShards(
         job.shards, shard_work(job, step), temp_dir, FileSystems.join(temp_dir, summary_file), plan_chunks(job)
     )

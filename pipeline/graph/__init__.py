@@ -1,0 +1,1 @@
+"""The Beam graphs: build, read, write, the per-shard step."""
