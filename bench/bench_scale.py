@@ -96,14 +96,14 @@ class Phases:
 
 def run_in_process(input_dir: Path, output: Path, graph: str) -> dict:
     """The job on ``input_dir/*.jsonl`` in this process, phases timed (see the module docstring)."""
-    import pipeline.execute
+    import pipeline.execution.execute
     import pipeline.io.ownership
     import pipeline.io.text_containers
     import pipeline.main
 
     phases = Phases()
     phases.wrap(pipeline.main, "load_job", "start", "planned")
-    phases.wrap(pipeline.execute, "construct_pipeline", None, "built")
+    phases.wrap(pipeline.execution.execute, "construct_pipeline", None, "built")
     phases.wrap(pipeline.io.text_containers, "read_shard", "first_read", None)
     phases.wrap(pipeline.main, "run_pipeline", "run_start", "run_end")
     phases.wrap(pipeline.io.ownership, "finalize", "finalize_start", None)

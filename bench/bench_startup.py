@@ -118,7 +118,7 @@ def child(config: str, out_dir: str, result_path: str) -> int:
         import pipeline.main  # noqa: F401 — Apache Beam and the whole job
 
     clock.wrap("import", imports)()
-    import pipeline.execute as execute
+    import pipeline.execution.execute as execute
     import pipeline.io.ownership as owned
     import pipeline.main as main
     import pipeline.report as report

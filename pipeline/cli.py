@@ -6,7 +6,7 @@ Importing Beam takes seconds, so ``convnorm`` answers what needs no pipeline fir
 Only a job to run imports Beam, with its import-time notice filtered (``quiet_beam_noise``)
 and pandas hidden (``import_beam_without_pandas``), and then runs ``pipeline.main``.
 
-Ctrl-C anywhere ends the command with one line and exit status 130 (``pipeline.interrupts``).
+Ctrl-C anywhere ends the command with one line and exit status 130 (``pipeline.execution.interrupts``).
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ import time
 from typing import Callable
 
 from pipeline.console import escaped_console, print_error
-from pipeline.interrupts import INTERRUPTED, interrupted_line
+from pipeline.execution.interrupts import INTERRUPTED, interrupted_line
 from pipeline.quiet import quiet_beam_noise
 
 #: The commands; ``run`` is the default (``convnorm --input ...``).

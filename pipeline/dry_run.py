@@ -12,10 +12,10 @@ from __future__ import annotations
 import collections
 import os
 
-from pipeline import lock as locks
 from pipeline.config.options import ConvNormOptions, Job
 from pipeline.console import print_error, print_line
-from pipeline.execute import OutputSpec
+from pipeline.execution import lock as locks
+from pipeline.execution.execute import OutputSpec
 from pipeline.io import files
 from pipeline.io import ownership as owned
 from pipeline.io.text_containers import BLANK, FILE_KINDS, Shard, display_path, read_shard, shard_sizes

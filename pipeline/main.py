@@ -14,12 +14,12 @@ Examples::
 
 ``main`` answers what needs no pipeline first (``pipeline.cli.answer_without_beam``: help,
 version, option errors, exit status 2), then parses and validates the options (errors exit
-with status 2 before any pipeline is built); ``pipeline.execute`` builds the graph
+with status 2 before any pipeline is built); ``pipeline.execution.execute`` builds the graph
 (``pipeline.graph.build``: ``build`` or ``build_validate``), takes the output directory's lock, runs
 the pipeline and finalizes the outputs (docs/outputs.md); ``main`` prints the summary and
 returns the exit status (``COMMANDS`` and the summary views' ``verdict``). ``--dry-run``
 stops after the plan (``pipeline.dry_run``); Ctrl-C stops any step with one line and exit
-status 130 (``pipeline.interrupts``).
+status 130 (``pipeline.execution.interrupts``).
 """
 
 from __future__ import annotations
@@ -40,10 +40,10 @@ from apache_beam.options.pipeline_options import DirectOptions, StandardOptions
 from pipeline.cli import dispatch
 from pipeline.config.options import ConfigError, ConvNormOptions, Job, is_local_runner, load_job
 from pipeline.console import print_error, print_line
-from pipeline.execute import OutputSpec, Page, execute, run_pipeline
+from pipeline.execution.execute import OutputSpec, Page, execute, run_pipeline
+from pipeline.execution.interrupts import INTERRUPTED, Stopping, handling_ctrl_c, silence_after_interrupt, stopping_line
 from pipeline.explain import where_text
 from pipeline.graph.build import VALIDATE_SPEC, VALIDATION_FILE, build, build_validate, run_spec
-from pipeline.interrupts import INTERRUPTED, Stopping, handling_ctrl_c, silence_after_interrupt, stopping_line
 from pipeline.io import files
 from pipeline.io.file_formats import SUMMARY_FILE
 from pipeline.io.text_containers import line_numbers, shard_sizes

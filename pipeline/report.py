@@ -22,7 +22,7 @@ HTML-escaped.
 
 Layout: plain functions that read (``scan_drops``, ``scan_dead_letters``, ``collect``), one
 that renders (``render_html``, ``render_page``), one that writes again (``write_report``, for
-``convnorm report``; a run writes its page as one of its outputs, ``pipeline.execute``); no
+``convnorm report``; a run writes its page as one of its outputs, ``pipeline.execution.execute``); no
 Beam pipeline here.
 """
 
@@ -1101,7 +1101,7 @@ def write_report(output: str, run: dict | None = None, *, locked: bool = False) 
 def try_write_report(output: str, run: dict | None = None, *, locked: bool = False) -> str | None:
     """``write_report`` at the end of a streaming run (which holds the lock: ``locked``): a page
     that cannot be written is one warning line, never a failure; None then. (A batch run writes
-    its page as one of its outputs: ``pipeline.execute.Page``.)"""
+    its page as one of its outputs: ``pipeline.execution.execute.Page``.)"""
     try:
         return write_report(output, run, locked=locked)
     except Exception as why:  # noqa: BLE001 — the run's outputs are whole without their page
@@ -1130,8 +1130,8 @@ def report_command(argv: list[str]) -> int:
     )
     parser.add_argument("output", metavar="OUT_DIR", help="the --output directory of a finished run")
     args = parser.parse_args(argv)
+    from pipeline.execution.lock import LockError  # after --help: these import Beam
     from pipeline.io.ownership import OutputError
-    from pipeline.lock import LockError  # after --help: these import Beam
 
     output = os.path.expanduser(args.output).rstrip("/") or "/"
     if "://" not in output and not os.path.isfile(os.path.join(output, "summary.json")):

@@ -55,12 +55,12 @@ from apache_beam.runners.runner import PipelineState
 from apache_beam.transforms import window as beam_window
 from apache_beam.utils.timestamp import Duration, Timestamp
 
-from pipeline import lock as locks
 from pipeline import processed
 from pipeline.config.options import ConvNormOptions, Job, parse_duration
 from pipeline.console import print_error, print_line
+from pipeline.execution import lock as locks
+from pipeline.execution.interrupts import INTERRUPTED, interrupted_line
 from pipeline.graph.shard_step import Observer, ShardWork, process_shard
-from pipeline.interrupts import INTERRUPTED, interrupted_line
 from pipeline.io import files
 from pipeline.io import ownership as owned
 from pipeline.io.file_formats import SUMMARY_FILE

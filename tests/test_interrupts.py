@@ -17,7 +17,7 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from prism_build import prism_binary  # noqa: E402
 
-from pipeline.interrupts import InterruptedAfterWrite, interrupted_line, shielded  # noqa: E402
+from pipeline.execution.interrupts import InterruptedAfterWrite, interrupted_line, shielded  # noqa: E402
 from pipeline.testhooks import PAUSE_AT, PAUSE_FILE  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -18,8 +18,8 @@ import output_trees
 import paused_runs
 import pytest
 
+from pipeline.execution.lock import LOCK_FILE
 from pipeline.io.ownership import MANIFEST_FILE, SUCCESS_FILE, TEMP_PREFIX
-from pipeline.lock import LOCK_FILE
 from pipeline.main import main
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -366,7 +366,7 @@ def test_a_killed_first_run_is_cleaned_up_completely(tmp_path):
 
 
 def test_a_reused_pid_does_not_keep_a_lock_alive():
-    from pipeline.lock import _process_start, is_stale
+    from pipeline.execution.lock import _process_start, is_stale
 
     me = {"pid": os.getpid(), "host": socket.gethostname()}
     assert not is_stale({**me, "pid_start": _process_start(os.getpid())})
@@ -489,7 +489,7 @@ def test_convnorm_s_own_options_are_never_taken_for_credentials(tmp_path):
     report's options, and what explain reads back) said <redacted> for --tokens o200k_base,
     --max-example-tokens 900 and --max-tokens 1024. Only Beam's credential options are."""
     from pipeline.config.options import load_job
-    from pipeline.execute import manifest_options
+    from pipeline.execution.execute import manifest_options
 
     argv = ["--input", SAMPLE, "--output", str(tmp_path / "out"), "--sink", "anthropic", "--max-tokens", "1024"]
     argv += ["--tokens", "o200k_base", "--max-example-tokens", "900", "--s3_session_token=TOKEN123"]

@@ -21,9 +21,9 @@ from pathlib import Path
 import paused_runs
 import pytest
 
-from pipeline import lock as locks
+from pipeline.execution import lock as locks
+from pipeline.execution.lock import LOCK_FILE
 from pipeline.io.ownership import MANIFEST_FILE, SUCCESS_FILE, TEMP_PREFIX
-from pipeline.lock import LOCK_FILE
 from pipeline.main import main
 from pipeline.report import REPORT_FILE, TITLE_MARK
 

@@ -800,7 +800,7 @@ def test_streaming_refuses_a_batch_runs_output(tmp_path, capsys):
 
 
 def test_streaming_refuses_an_output_another_run_holds(tmp_path, capsys):
-    from pipeline import lock as locks
+    from pipeline.execution import lock as locks
 
     out = tmp_path / "out"
     held = locks.acquire(
@@ -822,7 +822,7 @@ def test_a_streaming_start_never_takes_over_a_dead_batch_runs_lock(tmp_path, cap
 
     import paused_runs
 
-    from pipeline.lock import LOCK_FILE
+    from pipeline.execution.lock import LOCK_FILE
 
     out = tmp_path / "out"
     (out / "normalized").mkdir(parents=True)

@@ -1,7 +1,7 @@
 """The jobs' graphs: ``build(pipeline, job, temp_dir)`` applies ``convnorm run`` (read ->
 normalize -> write) and ``build_validate`` its sibling ``convnorm validate`` (read -> check ->
 write); each returns its PCollections, so tests can build it on a TestPipeline and ``main``
-only parses and runs. ``run_spec`` / ``VALIDATE_SPEC`` say what each writes (``pipeline.execute``).
+only parses and runs. ``run_spec`` / ``VALIDATE_SPEC`` say what each writes (``pipeline.execution.execute``).
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from apache_beam.io.filesystems import FileSystems
 
 from pipeline.config.flags import PER_SHARD
 from pipeline.config.options import Job
-from pipeline.execute import OutputSpec
+from pipeline.execution.execute import OutputSpec
 from pipeline.graph.per_shard import ProcessShards
 from pipeline.graph.shard_step import ShardWork
 from pipeline.io.file_formats import FILE_FORMATS, SUMMARY_FILE, ListWrittenFiles, WriteShards, WriteSummary

@@ -31,9 +31,9 @@ from typing import Any, Callable, Iterable
 
 from apache_beam.io.filesystems import FileSystems
 
+from pipeline.execution.lock import LOCK_FILE, OutputLock
 from pipeline.io import files
 from pipeline.io.file_formats import WrittenFile, final_names, report_path
-from pipeline.lock import LOCK_FILE, OutputLock
 from pipeline.testhooks import pause_point
 from transforms.jsontext import document_bytes
 
@@ -744,7 +744,7 @@ def rewrite_page(output: str, name: str, render: Callable[[str], bytes], *, lock
     either nothing proves a page convnorm's: one is written only where nothing is. Raises
     OutputError (refused), LockError, and what ``render`` raises.
     """
-    from pipeline import lock as locks
+    from pipeline.execution import lock as locks
 
     lock = None
     if not locked:

@@ -4,14 +4,14 @@ With ``--direct_running_mode=multi_processing`` Beam's FnApiRunner starts each w
 ``python -m apache_beam.runners.worker.sdk_worker_main``, which imports Beam and so pandas when
 it is installed (a test or notebook environment): about 0.3 s of CPU per worker spent on
 DataFrame type hints convnorm never uses, on the path of every two-worker run
-(docs/per-record-speed.md). ``pipeline.execute.FnApiRunnerLeanWorkers`` is the FnApiRunner
+(docs/per-record-speed.md). ``pipeline.execution.execute.FnApiRunnerLeanWorkers`` is the FnApiRunner
 with that one command replaced by ``python -m pipeline.runners.sdk_worker``: this module's ``main``, Beam's own worker
 (``sdk_worker_main.main``) after Beam was imported with pandas hidden
 (``pipeline.cli.import_beam_without_pandas``). Nothing else changes: the same runner, the same
 worker code, the same environment variables; anything that imports pandas later still gets it.
 
 This module imports nothing of Beam at its top: a worker process imports it first (the runner
-lives in ``pipeline.execute``).
+lives in ``pipeline.execution.execute``).
 """
 
 from __future__ import annotations

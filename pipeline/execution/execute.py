@@ -5,7 +5,7 @@
 1. builds the runner and the pipeline (Beam validates its options here) and, for a
    ``--job_endpoint``, checks that a job service answers within ``--job-endpoint-timeout``
    -> exit status 2, nothing touched;
-2. takes the output directory's lock (``pipeline.lock``) -> 2 if another run holds it;
+2. takes the output directory's lock (``pipeline.execution.lock``) -> 2 if another run holds it;
 3. checks what is already in the output directory (``pipeline.io.ownership.check_output``) -> 2;
 4. runs the pipeline, which writes only into the run's temporary directory -> 1 if it fails
    (the previous outputs are still there);
@@ -38,12 +38,12 @@ from apache_beam.portability import python_urns
 from apache_beam.runners.portability.fn_api_runner import FnApiRunner
 from apache_beam.runners.runner import PipelineState
 
-from pipeline import interrupts
-from pipeline import lock as locks
 from pipeline.config.flags import DEFAULT_RUNNER, our_dests
 from pipeline.config.options import ConfigError, Job
 from pipeline.console import print_error
-from pipeline.interrupts import Stopping, shielded
+from pipeline.execution import interrupts
+from pipeline.execution import lock as locks
+from pipeline.execution.interrupts import Stopping, shielded
 from pipeline.io import files
 from pipeline.io import ownership as owned
 from pipeline.runners import job_service, loopback
@@ -229,7 +229,7 @@ def execute(
 
     Ctrl-C (``KeyboardInterrupt``) before step 5 leaves the directory as it was (the temporary
     directory and the lock are removed on the way out); during step 5 it waits for the step to
-    end (``pipeline.interrupts.shielded``), and ``stopping.written`` says the outputs are whole.
+    end (``pipeline.execution.interrupts.shielded``), and ``stopping.written`` says the outputs are whole.
     """
     output = job.output
     run_id = uuid.uuid4().hex

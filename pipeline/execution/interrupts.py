@@ -3,7 +3,7 @@
 No Beam import. Python turns SIGINT into ``KeyboardInterrupt`` in the main thread; the command
 line catches it at the top of each command (``pipeline.cli``, ``pipeline.main``) and prints
 ``interrupted_line``. The output directory is unchanged by an interrupted run because the
-pipeline writes only into the run's temporary directory, which ``pipeline.execute`` removes on
+pipeline writes only into the run's temporary directory, which ``pipeline.execution.execute`` removes on
 the way out, with the lock. The one step that changes the directory, moving the files into
 place and writing the manifest, is ``shielded``: a Ctrl-C there waits until it is done, so the
 directory holds either the previous outputs or the whole new run, never half of each.
@@ -95,7 +95,7 @@ def shielded() -> Iterator[None]:
 class _Received:
     """Whether Ctrl-C came, for code that sees it only wrapped: Beam runs a bundle in the main
     thread, so the ``KeyboardInterrupt`` surfaces inside a DoFn and Beam re-raises it as a
-    ``RuntimeError`` (``pipeline.execute.run_pipeline`` asks ``received()`` and re-raises it
+    ``RuntimeError`` (``pipeline.execution.execute.run_pipeline`` asks ``received()`` and re-raises it
     as what it is)."""
 
     def __init__(self) -> None:
