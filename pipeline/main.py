@@ -272,7 +272,7 @@ def _run_streaming(command: str, job: Job, stopping: Stopping) -> int:
     if command != "run":
         print_error(f"{command} does not stream; drop --streaming")
         return 2
-    from pipeline.streaming import run_streaming  # see docs/streaming.md
+    from pipeline.streaming.driver import run_streaming  # see docs/streaming.md
 
     stopping.what, stopping.streaming = "the streaming run", True
     return run_streaming(job)

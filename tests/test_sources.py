@@ -322,7 +322,7 @@ def test_a_file_swapped_for_a_fifo_after_it_was_planned_is_unreadable_not_waited
     import signal
 
     from pipeline.io.text_containers import Shard
-    from pipeline.processed import content_digest
+    from pipeline.streaming.processed_files import content_digest
 
     fifo = tmp_path / f"swapped{suffix}"
     os.mkfifo(fifo)

@@ -14,10 +14,20 @@ from pathlib import Path
 
 import pytest
 
-from pipeline import processed
 from pipeline.config.options import load_job, parse_duration
 from pipeline.graph.shard_step import ShardWork
-from pipeline.landing import (
+from pipeline.main import main
+from pipeline.streaming import processed_files as processed
+from pipeline.streaming.driver import (
+    COMMITS,
+    CleanPlan,
+    Landed,
+    WatchPlan,
+    clean_landed_file,
+    counters_line,
+    should_stop,
+)
+from pipeline.streaming.landing import (
     IN_FLIGHT,
     Ignored,
     LandingRules,
@@ -29,17 +39,7 @@ from pipeline.landing import (
     landing_root,
     match_landing,
 )
-from pipeline.main import main
-from pipeline.processed import plan_version, source_id
-from pipeline.streaming import (
-    COMMITS,
-    CleanPlan,
-    Landed,
-    WatchPlan,
-    clean_landed_file,
-    counters_line,
-    should_stop,
-)
+from pipeline.streaming.processed_files import plan_version, source_id
 from transforms import summary as summaries
 from transforms.conversations import NORMALIZE
 from transforms.settings import Settings
@@ -225,7 +225,7 @@ def test_a_clock_that_steps_back_never_makes_a_landed_file_late(tmp_path, monkey
     from apache_beam.runners.sdf_utils import RestrictionTrackerView, ThreadsafeRestrictionTracker
     from apache_beam.utils.timestamp import Timestamp
 
-    from pipeline import streaming
+    from pipeline.streaming import driver as streaming
 
     landing, out = tmp_path / "landing", tmp_path / "out"
     landing.mkdir()
@@ -464,7 +464,7 @@ def test_a_file_rewritten_with_its_size_and_time_kept_is_read_again(tmp_path):
     ``touch -r``, a tool that restores times) was taken for the file processed and never read:
     a change ignored silently. The status-change time (``ctime``), which no tool can set back,
     tells them apart."""
-    from pipeline.streaming import handled_now
+    from pipeline.streaming.driver import handled_now
 
     out, f = tmp_path / "out", tmp_path / "landing" / "a.jsonl"
     f.parent.mkdir()
@@ -621,7 +621,7 @@ def test_a_file_that_changes_while_it_is_read_is_not_committed(tmp_path, monkeyp
     out, f = tmp_path / "out", tmp_path / "a.jsonl"
     f.write_bytes(SAMPLE.read_bytes())
     landed = _landed(f)
-    monkeypatch.setattr("pipeline.streaming.stamp_of", lambda path: Stamp(1, 1))
+    monkeypatch.setattr("pipeline.streaming.driver.stamp_of", lambda path: Stamp(1, 1))
     plan = _clean_plan(out)
     assert clean_landed_file(landed, WINDOW, plan) is None
     assert not list(out.glob("*/*/source.json")) and list(Path(plan.run_temp, "in-flight").iterdir()) == []
@@ -645,7 +645,7 @@ def test_no_file_lands_in_the_outputs_once_the_commits_are_closed(tmp_path):
     # Found: the file refused its commit (a drain that outlasted --drain-timeout) was recorded
     # as seen with the stamp it still has, so every later start took it for handled and never
     # read it, nor listed it as left pending.
-    from pipeline.streaming import handled_now
+    from pipeline.streaming.driver import handled_now
 
     assert not handled_now(str(out), str(f), _stamp(f))
     assert clean_landed_file(_landed(f), WINDOW, _clean_plan(out, "run-2")) == source_id(str(f))
@@ -657,7 +657,7 @@ def test_a_file_removed_while_it_is_read_is_said_so(tmp_path, monkeypatch, caplo
     out, f = tmp_path / "out", tmp_path / "a.jsonl"
     f.write_bytes(SAMPLE.read_bytes())
     landed = _landed(f)
-    monkeypatch.setattr("pipeline.streaming.stamp_of", lambda path: None)
+    monkeypatch.setattr("pipeline.streaming.driver.stamp_of", lambda path: None)
     with caplog.at_level(logging.WARNING, logger="convnorm"):
         assert clean_landed_file(landed, WINDOW, _clean_plan(out)) is None
     assert "was removed (or moved away) while it was read" in caplog.text and str(f) in caplog.text
@@ -754,7 +754,7 @@ def test_validate_does_not_stream(tmp_path, capsys):
 def test_a_signal_asks_the_watcher_to_stop_through_the_runs_marker(tmp_path):
     import signal
 
-    from pipeline.streaming import _StopOnSignal
+    from pipeline.streaming.driver import _StopOnSignal
 
     marker = tmp_path / "stop"
     before = signal.getsignal(signal.SIGTERM)
@@ -885,7 +885,7 @@ def test_a_streaming_directory_is_marked_once_and_claimed_again(tmp_path):
 def test_the_record_limits_of_the_command_line_reach_the_per_file_step(tmp_path):
     """Streaming ignored --max-record-bytes and --batch-bytes (it read with the defaults)."""
     from pipeline.config.options import load_job
-    from pipeline.streaming import plan_clean
+    from pipeline.streaming.driver import plan_clean
 
     out, f = tmp_path / "out", tmp_path / "a.jsonl"
     small = b'{"id": "s", "messages": [{"role": "user", "content": "hi"}]}\n'
@@ -935,7 +935,7 @@ def _unreadable_batches(shard, batch_size, stats, max_record_bytes, batch_bytes)
 def test_the_window_line_says_which_drops_are_messages():
     """Found: the window's line said "166 messages dropped" for the bundled sample, which drops
     134 messages and 32 calls from turns that stayed (166 is MEM-5's count of both)."""
-    from pipeline.streaming import window_line
+    from pipeline.streaming.driver import window_line
 
     doc = {
         "window": "w1",

@@ -1,7 +1,7 @@
 """The names of convnorm's Beam metrics, in one neutral place (no Beam import).
 
 The DoFns that update them (``transforms.conversations``, ``pipeline.io.text_containers``) and the code
-that reads them back (``pipeline.streaming``, tests) import the names from here, so none of
+that reads them back (``pipeline.streaming.driver``, tests) import the names from here, so none of
 them depends on another's module for a string. Documented in docs/operations.md ("Metrics").
 """
 

@@ -343,7 +343,7 @@ def _job_problems(options: PipelineOptions) -> list[str]:
 def _streaming_problems(ours: ConvNormOptions, runner: str) -> list[str]:
     problems = streaming_problems(ours, runner, FileSystems.exists)  # a stop file on any filesystem
     if ours.output:
-        from pipeline.landing import landing_root
+        from pipeline.streaming.landing import landing_root
 
         # Every file it could match would be convnorm's own, ignored: the run would read nothing.
         problems += [

@@ -13,7 +13,7 @@ Who calls it:
 
 - the per-shard graph (``pipeline.graph.build``, ``--graph per-shard``; DaskRunner's), one shard per
   element, naming temporary files under the run's temporary directory;
-- streaming (``pipeline.streaming``), one landed file per call.
+- streaming (``pipeline.streaming.driver``), one landed file per call.
 
 A shard's outputs are one file per output, so its state (the ``taken`` values that keep a
 unique field such as openai-batch's ``custom_id`` unique within a file) lives in this one call:

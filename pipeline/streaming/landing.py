@@ -1,6 +1,6 @@
 """The landing directory of a streaming run: which matched files are read, and when.
 
-Plain functions and one state machine, no Beam: the watcher DoFn (``pipeline.streaming``)
+Plain functions and one state machine, no Beam: the watcher DoFn (``pipeline.streaming.driver``)
 matches the ``--input`` patterns every poll (``match_landing``) and hands what it found to
 ``LandingWatch.poll``, which says which files to read now.
 
@@ -17,7 +17,7 @@ Every matched path is, at each poll, exactly one of:
 - **waiting**: ready, not yet admitted (at most ``--max-files-per-poll`` files are admitted per
   poll and at most that many are in flight at once, so a stop drains a bounded backlog);
 - **in flight**: handed to the pipeline, until the record of processed files
-  (``pipeline.processed``) says this size and time were handled;
+  (``pipeline.streaming.processed_files``) says this size and time were handled;
 - **done**: that record says so. A later change (new size or time) makes it settling again.
 
 State is kept only for paths the last poll matched, so memory follows the landing directory,

@@ -1,6 +1,6 @@
 """The facts a streaming output directory holds: which files were processed, and their totals.
 
-No Beam import: the streaming DoFns and the driver (``pipeline.streaming``) call these.
+No Beam import: the streaming DoFns and the driver (``pipeline.streaming.driver``) call these.
 
 **The record of processed files.** ``OUTPUT/_convnorm_files/<key>.json`` (``key``: a hash of
 the landed file's full path) lists the versions of that path convnorm processed, each with
@@ -46,7 +46,7 @@ from apache_beam.io.filesystems import FileSystems
 from pipeline.io import files
 from pipeline.io.file_formats import SUMMARY_FILE
 from pipeline.io.text_containers import FILE_KINDS, display_path, file_suffix, line_feed
-from pipeline.landing import Stamp
+from pipeline.streaming.landing import Stamp
 from transforms import summary as summaries
 from transforms.jsontext import document_bytes
 from transforms.settings import Settings

@@ -4,10 +4,10 @@
 
     WatchLandingDirectory    poll the patterns (a splittable DoFn, like Beam's PeriodicImpulse
                              and MatchContinuously, but it can be told to stop); admit each
-                             settled file not yet processed (pipeline.landing)
+                             settled file not yet processed (pipeline.streaming.landing)
     window                   fixed windows (--window) of the time a file was admitted
     CleanLandedFiles         spread over workers; per file: decide its version (new, appended,
-                             rewritten: pipeline.processed), read it in batches, normalize,
+                             rewritten: pipeline.streaming.processed_files), read it in batches, normalize,
                              write its three outputs into the window's directory in one rename
     SummarizeWindows         per window, when it closes: OUT/<window>/summary.json from the
                              files on disk, and one console line
@@ -19,7 +19,7 @@ hash of its full path, and ``-v2``, ``-v3`` ... for later versions of the same p
     OUT/<window>/<file>/normalized.jsonl, drops.jsonl, dead_letter.jsonl, source.json
     OUT/<window>/summary.json        the window's totals and progress
     OUT/summary.json                 written when the run ends: every file's totals, summed
-    OUT/_convnorm_files/             the record of processed files (pipeline.processed)
+    OUT/_convnorm_files/             the record of processed files (pipeline.streaming.processed_files)
 
 Exactly once, with no flag: every start reads every matching file that the record does not
 list as processed, those present at start included (``--new-only`` leaves those alone). A file's
@@ -55,7 +55,6 @@ from apache_beam.runners.runner import PipelineState
 from apache_beam.transforms import window as beam_window
 from apache_beam.utils.timestamp import Duration, Timestamp
 
-from pipeline import processed
 from pipeline.config.options import ConvNormOptions, Job, parse_duration
 from pipeline.console import print_error, print_line
 from pipeline.execution import lock as locks
@@ -66,7 +65,10 @@ from pipeline.io import ownership as owned
 from pipeline.io.file_formats import SUMMARY_FILE
 from pipeline.io.ownership import OutputError, claim_streaming_output
 from pipeline.io.text_containers import Shard, display_path, file_suffix
-from pipeline.landing import (
+from pipeline.runners.job_service import TERMINAL, JobService
+from pipeline.runners.prism import prism_services
+from pipeline.streaming import processed_files as processed
+from pipeline.streaming.landing import (
     LandingRules,
     LandingWatch,
     Refused,
@@ -75,9 +77,7 @@ from pipeline.landing import (
     match_landing,
     stamp_of,
 )
-from pipeline.processed import SOURCE_FILE, source_id
-from pipeline.runners.job_service import TERMINAL, JobService
-from pipeline.runners.prism import prism_services
+from pipeline.streaming.processed_files import SOURCE_FILE, source_id
 from pipeline.testhooks import pause_point
 from transforms import summary as summaries
 from transforms.console_text import console_text
