@@ -119,9 +119,9 @@ def child(config: str, out_dir: str, result_path: str) -> int:
 
     clock.wrap("import", imports)()
     import pipeline.execution.execute as execute
+    import pipeline.finished.report as report
     import pipeline.io.ownership as owned
     import pipeline.main as main
-    import pipeline.report as report
 
     pandas = "pandas" in sys.modules
 

@@ -16,11 +16,11 @@ from pipeline.config.options import ConvNormOptions, Job
 from pipeline.console import print_error, print_line
 from pipeline.execution import lock as locks
 from pipeline.execution.execute import OutputSpec
+from pipeline.finished.report import REPORT_FILE
 from pipeline.io import files
 from pipeline.io import ownership as owned
 from pipeline.io.text_containers import BLANK, FILE_KINDS, Shard, display_path, read_shard, shard_sizes
 from pipeline.progress import size_text
-from pipeline.report import REPORT_FILE
 from transforms.console_text import console_text
 from transforms.record_steps import ReaderHint, RecordRefused, parse_payload, read_conversation
 from transforms.settings import Settings

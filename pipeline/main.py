@@ -42,13 +42,13 @@ from pipeline.config.options import ConfigError, ConvNormOptions, Job, is_local_
 from pipeline.console import print_error, print_line
 from pipeline.execution.execute import OutputSpec, Page, execute, run_pipeline
 from pipeline.execution.interrupts import INTERRUPTED, Stopping, handling_ctrl_c, silence_after_interrupt, stopping_line
-from pipeline.explain import where_text
+from pipeline.finished.explain import where_text
+from pipeline.finished.report import REPORT_FILE, render_page
 from pipeline.graph.build import VALIDATE_SPEC, VALIDATION_FILE, build, build_validate, run_spec
 from pipeline.io import files
 from pipeline.io.file_formats import SUMMARY_FILE
 from pipeline.io.text_containers import line_numbers, shard_sizes
 from pipeline.progress import ProgressMonitor, choose_mode, configure_console, duration_text
-from pipeline.report import REPORT_FILE, render_page
 from pipeline.runners.dask_cluster import local_cluster
 from pipeline.runners.prism import PrismError, prism_services
 from transforms.console_text import console_text

@@ -13,7 +13,7 @@ import re
 
 import pytest
 
-from pipeline.charts import _CHAR, bar_chart, line_chart
+from pipeline.finished.charts import _CHAR, bar_chart, line_chart
 
 TEXT = re.compile(r"<text (?P<attrs>[^>]*)>(?P<body>[^<]*)</text>")
 

@@ -208,7 +208,7 @@ def test_explain_of_a_run_with_role_options_shows_what_the_run_did(tmp_path, cap
 def test_the_text_wraps_each_reason_instead_of_cutting_it():
     """Found: at a terminal's width a mark was cut at its column ("a result before any turn, at
     the fro"), losing the words that say why; the wrapped lines keep every word, in the column."""
-    from pipeline.explain import Located, explanation_text
+    from pipeline.finished.explain import Located, explanation_text
     from transforms.settings import Settings
 
     messages = [

@@ -23,9 +23,9 @@ import pytest
 
 from pipeline.execution import lock as locks
 from pipeline.execution.lock import LOCK_FILE
+from pipeline.finished.report import REPORT_FILE, TITLE_MARK
 from pipeline.io.ownership import MANIFEST_FILE, SUCCESS_FILE, TEMP_PREFIX
 from pipeline.main import main
-from pipeline.report import REPORT_FILE, TITLE_MARK
 
 LINES = (
     b'{"id":"a","messages":[{"role":"user","content":"hi"},{"role":"assistant","content":"yo"}]}\n'
@@ -148,7 +148,7 @@ def test_the_report_command_replaces_its_own_page_and_records_it(small, tmp_path
 def test_a_page_replaced_by_yours_while_the_report_command_draws_is_kept(small, tmp_path, monkeypatch, capsys):
     # Found: `convnorm report` proved the page its own, then drew the new one (seconds on a big
     # run) and renamed it over whatever was at report.html by then: your file put there meanwhile.
-    from pipeline import report
+    from pipeline.finished import report
 
     out = tmp_path / "out"
     assert _run("--input", small, "--output", out) == 0
@@ -459,7 +459,7 @@ def test_a_field_named_like_a_formula_is_drawn_as_text(tmp_path):
 
 @pytest.mark.slow
 def test_a_report_that_cannot_be_drawn_never_fails_a_finished_run(small, tmp_path, monkeypatch, capsys):
-    from pipeline import report
+    from pipeline.finished import report
 
     def broken(*_args, **_kwargs):
         raise RuntimeError("the renderer broke")

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from report_page import flat, parse, shown
 
-from pipeline import report
+from pipeline.finished import report
 from pipeline.main import main
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -28,7 +28,7 @@ sys.path.insert(0, str(ROOT / "tests"))
 
 from report_page import flat, parse, shown  # noqa: E402
 
-from pipeline import report  # noqa: E402
+from pipeline.finished import report  # noqa: E402
 
 BROWSERS = ("chromium", "chromium-browser", "google-chrome")
 #: The README's screenshot: wide enough for two charts a row, tall enough for the tables.

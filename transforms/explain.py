@@ -9,7 +9,7 @@ a turn that a rule touched; one per synthetic result, after the turn whose call 
 Each row carries its ``Mark``s: dropped, moved, re-keyed, mapped or healed, with the reason.
 
 ``convnorm explain`` prints the rows as text and the report draws them as HTML
-(``pipeline.explain``).
+(``pipeline.finished.explain``).
 """
 
 from __future__ import annotations

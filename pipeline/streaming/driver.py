@@ -778,8 +778,8 @@ def _watch(job: Job, output: str, run_id: str, run_temp: str) -> int:
         f"{output}/<window>/{SUMMARY_FILE} and {output}/{SUMMARY_FILE}"
     )
     print(left_for_next_start(watch))
-    if ours.report:  # the windows over time, the examples (pipeline/report.py)
-        from pipeline.report import try_write_report
+    if ours.report:  # the windows over time, the examples (pipeline/finished/report.py)
+        from pipeline.finished.report import try_write_report
 
         report = try_write_report(output, locked=True)  # this run holds the lock
         if report:

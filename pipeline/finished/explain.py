@@ -119,8 +119,8 @@ def run_settings(output: str) -> tuple[Settings, int]:
     from apache_beam.io.filesystems import FileSystems
 
     from pipeline.config.flags import our_flags, record_settings
+    from pipeline.finished.report import read_json
     from pipeline.io.ownership import MANIFEST_FILE
-    from pipeline.report import read_json
     from transforms.inputs import DEFAULT_MAX_RECORD_BYTES
 
     manifest = read_json(FileSystems.join(output, MANIFEST_FILE)) or {}
@@ -288,7 +288,7 @@ def explanation_html(explanation: Explanation, cell_chars: int = 160) -> str:
 
 def explain_page(located: Located) -> str:
     """A standalone page for ``convnorm explain --html``."""
-    from pipeline.report import page_html
+    from pipeline.finished.report import page_html
 
     metrics = located.metrics
     title = f"convnorm explain: {metrics.get('id')}"

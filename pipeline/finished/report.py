@@ -8,9 +8,9 @@ Built from what a run leaves on disk, never from the pipeline: ``summary.json`` 
 ``OUT/<window>/<file>/``. So the page a run writes and the page ``convnorm report OUT_DIR``
 rebuilds are the same page; only the footer (when it was made, how long the run took) differs.
 
-Charts are inline SVG drawn by ``pipeline.charts`` (no library, no network): the page needs no
+Charts are inline SVG drawn by ``pipeline.finished.charts`` (no library, no network): the page needs no
 other file. Each example conversation comes with its repairs explained: the record is read
-back from its source and normalized again with the core's trace on (``pipeline.explain``),
+back from its source and normalized again with the core's trace on (``pipeline.finished.explain``),
 before and after side by side, each entry dropped, moved, re-keyed or healed marked with its
 reason.
 
@@ -39,11 +39,11 @@ from typing import TYPE_CHECKING, Iterable, Iterator
 
 import orjson
 
-from pipeline.charts import ALERT_COLOR, BAR_COLOR, OK_COLOR, bar_chart, line_chart
+from pipeline.finished.charts import ALERT_COLOR, BAR_COLOR, OK_COLOR, bar_chart, line_chart
 from transforms.normalize import split_drops
 
 if TYPE_CHECKING:
-    from pipeline.explain import Located
+    from pipeline.finished.explain import Located
 
 LOG = logging.getLogger("convnorm")
 
@@ -261,7 +261,7 @@ class ReportData:
     windows: list[Window] = field(default_factory=list)
     #: (source, position) -> 1-based line, for the positions the page shows
     lines: dict[tuple[str, int], int] = field(default_factory=dict)
-    #: example id -> its explanation (``pipeline.explain.Located``) or why there is none
+    #: example id -> its explanation (``pipeline.finished.explain.Located``) or why there is none
     explained: dict[str, Located | str] = field(default_factory=dict)
 
 
@@ -269,7 +269,7 @@ def collect(output: str, run: dict | None = None, explain_examples: bool = True)
     """Read a finished run's outputs under ``output``. Raises FileNotFoundError without summary.json."""
     from apache_beam.io.filesystems import FileSystems
 
-    from pipeline.explain import DROPS_PATTERNS
+    from pipeline.finished.explain import DROPS_PATTERNS
 
     summary = read_json(FileSystems.join(output, "summary.json"))
     if summary is None:
@@ -314,7 +314,7 @@ def _example_lines(details: RunDetails) -> dict[tuple[str, int], int]:
 
 def _explain_examples(output: str, details: RunDetails, summary: dict) -> dict[str, Located | str]:
     """Each example conversation read back and explained, or the reason it could not be."""
-    from pipeline.explain import NotFound, locate
+    from pipeline.finished.explain import NotFound, locate
 
     explained: dict[str, Located | str] = {}
     for metrics, _ in details.examples(summary.get("dropped_by_reason", {})):
@@ -410,7 +410,7 @@ def _tile(label: str, key: str | None, value, cls: str = "", note: str = "") -> 
 
 def _where(record: dict, lines: dict) -> str:
     """``file.jsonl line 45 (byte 12,345)``, ``element 3`` of a .json, ``row 3`` of Parquet."""
-    from pipeline.explain import where_text
+    from pipeline.finished.explain import where_text
 
     source, position = str(record.get("source", "?")), int(record.get("position", -1))
     return where_text(source, position, lines.get((source, position)))
@@ -929,7 +929,7 @@ def _worst_sources_html(details: RunDetails) -> str:
 def _examples_html(data: ReportData) -> str:
     """The first conversations with drops for each reason (each once), each with its repairs
     explained; then the first dead letters per reason, their details whole."""
-    from pipeline.explain import explanation_html
+    from pipeline.finished.explain import explanation_html
 
     s, details = data.summary, data.details
     parts = [

@@ -1,0 +1,1 @@
+"""Reading a finished output directory: the report page, its charts, explain."""
