@@ -34,7 +34,7 @@ Variants, each run as its own subprocess (so memory and CPU are measured per run
               ``transforms.records.normalize_batch`` with ``Settings()`` as the job's DoFn does
               (the lines kept, not the records) and write normalized / drops / dead-letter
               JSONL files;
-(b) fnapi   — ``python -m pipeline`` (that is ``pipeline.main.main``) on FnApiRunner;
+(b) fnapi   — ``python -m pipeline`` (that is ``pipeline.cli.commands.main``) on FnApiRunner;
 (c) fnapi×2 — the same with ``--direct_num_workers=2 --direct_running_mode=multi_processing``;
 (b') fnapi on the 2N input, for the peak-memory ratio.
 
@@ -408,7 +408,7 @@ def run_bench(args) -> int:
 
         tables = {} if args.no_stages else print_stages(args)
 
-        imports = measure([python, "-c", "import pipeline.main"], str(work / "imports.log"), env)
+        imports = measure([python, "-c", "import pipeline.cli.commands"], str(work / "imports.log"), env)
 
         def best_of(name: str, argv: list[str]) -> dict:
             # --repeat K: keep the fastest of K runs (the least disturbed by other load).

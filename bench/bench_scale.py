@@ -8,7 +8,7 @@ A report, not a test: it prints figures and PASS / MISS per target, and exits 0 
     python bench/bench_scale.py --skip-engines --graph tagged-outputs
 
 Part 1, planning and finalizing (issue 23's targets, at 100,000 small local files): the job
-runs in this process on FnApiRunner (``pipeline.main.main``), its phases timed by wrapping the
+runs in this process on FnApiRunner (``pipeline.cli.commands.main``), its phases timed by wrapping the
 functions that do them: options and planning (``load_job``: matching the patterns, planning the
 shards), building the graph (``construct_pipeline``), the runner's start until the first record
 is read (the first ``read_shard`` call), the run, and finalizing (``outputs.finalize`` and the
@@ -96,21 +96,21 @@ class Phases:
 
 def run_in_process(input_dir: Path, output: Path, graph: str) -> dict:
     """The job on ``input_dir/*.jsonl`` in this process, phases timed (see the module docstring)."""
+    import pipeline.cli.commands
     import pipeline.execution.execute
     import pipeline.io.ownership
     import pipeline.io.text_containers
-    import pipeline.main
 
     phases = Phases()
-    phases.wrap(pipeline.main, "load_job", "start", "planned")
+    phases.wrap(pipeline.cli.commands, "load_job", "start", "planned")
     phases.wrap(pipeline.execution.execute, "construct_pipeline", None, "built")
     phases.wrap(pipeline.io.text_containers, "read_shard", "first_read", None)
-    phases.wrap(pipeline.main, "run_pipeline", "run_start", "run_end")
+    phases.wrap(pipeline.cli.commands, "run_pipeline", "run_start", "run_end")
     phases.wrap(pipeline.io.ownership, "finalize", "finalize_start", None)
     phases.wrap(pipeline.io.ownership, "write_manifest", None, "manifest_end")
     started = time.perf_counter()
     cpu = time.process_time()
-    status = pipeline.main.main(
+    status = pipeline.cli.commands.main(
         ["--input", str(input_dir / "*.jsonl"), "--output", str(output), "--graph", graph, "--quiet", "--no-report"]
     )
     m, c = phases.marks, phases.cpu
@@ -143,7 +143,8 @@ def _import_seconds() -> tuple[float, float]:
         [
             sys.executable,
             "-c",
-            "import pipeline.cli as c; c.quiet_beam_noise(); c.import_beam_without_pandas(); import pipeline.main",
+            "import pipeline.cli.main as c; c.quiet_beam_noise(); c.import_beam_without_pandas(); "
+            "import pipeline.cli.commands",
         ],
         check=True,
         cwd=REPO,

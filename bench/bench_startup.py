@@ -13,8 +13,8 @@ Two parts (issue 25's targets; issue 11 asked for the sample run under 2 s):
    ``python -c pass`` and ``python -c "import apache_beam"`` (what answering with Beam imported
    would cost at least). Target: well under 0.5 s each on an idle machine.
 2. **The sample run**: each run is a fresh subprocess (``--_child``) that runs
-   ``pipeline.cli.main`` on ``configs/local.yaml`` with its phases wrapped in timers: imports
-   (``pipeline.main`` and so Apache Beam), options and planning, the graph build, the lock and
+   ``pipeline.cli.main.main`` on ``configs/local.yaml`` with its phases wrapped in timers: imports
+   (``pipeline.cli.commands`` and so Apache Beam), options and planning, the graph build, the lock and
    output checks, the pipeline itself (FnApiRunner, in-process, with the progress display),
    finalize (renames, checks, manifest) and report.html (reading the outputs and explaining
    the examples, then drawing the page); the run is --quiet. Wall and CPU seconds of each
@@ -111,17 +111,17 @@ def child(config: str, out_dir: str, result_path: str) -> int:
     clock = _Clock()
 
     def imports():
-        from pipeline import cli  # what the console command does before it runs main
+        from pipeline.cli import main as cli  # what the console command does before it runs main
 
         cli.quiet_beam_noise()
         cli.import_beam_without_pandas()
-        import pipeline.main  # noqa: F401 — Apache Beam and the whole job
+        import pipeline.cli.commands  # noqa: F401 — Apache Beam and the whole job
 
     clock.wrap("import", imports)()
+    import pipeline.cli.commands as main
     import pipeline.execution.execute as execute
     import pipeline.finished.report as report
     import pipeline.io.ownership as owned
-    import pipeline.main as main
 
     pandas = "pandas" in sys.modules
 

@@ -1,7 +1,7 @@
-"""``python -m pipeline`` runs the convnorm job (see ``pipeline.main``)."""
+"""``python -m pipeline`` runs the convnorm job (see ``pipeline.cli.commands``)."""
 
 import sys
 
-from pipeline.cli import main
+from pipeline.cli.main import main
 
 sys.exit(main())

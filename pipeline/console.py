@@ -34,7 +34,7 @@ class EscapedStream:
     """A console stream that escapes every control character written to it but the newline.
 
     ``unescaped`` is the stream itself, for the one writer whose control characters are its
-    own layout: the live progress line's carriage returns (``pipeline.progress``)."""
+    own layout: the live progress line's carriage returns (``pipeline.cli.progress``)."""
 
     def __init__(self, stream: TextIO) -> None:
         self.unescaped = stream

@@ -2,7 +2,7 @@
 
 No Beam import here: the command line installs the filter before ``apache_beam`` is imported
 (Beam prints its "apitools not found" notice while it is being imported), and the console
-handler (``pipeline.progress.configure_console``) uses the same filter afterwards.
+handler (``pipeline.cli.progress.configure_console``) uses the same filter afterwards.
 """
 
 from __future__ import annotations

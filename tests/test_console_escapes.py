@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from pipeline.main import main
+from pipeline.cli.commands import main
 from transforms.console_text import console_text
 
 #: A colour escape, a newline, a carriage return, a right-to-left override.
@@ -193,7 +193,7 @@ def test_an_option_value_in_an_argument_error_is_escaped(tmp_path, capsys):
 
 
 def test_a_log_line_is_one_line_and_a_traceback_keeps_its_lines(capsys):
-    from pipeline.progress import configure_console
+    from pipeline.cli.progress import configure_console
 
     root = logging.getLogger()
     saved = root.handlers[:], root.level
@@ -216,7 +216,7 @@ def test_a_log_line_is_one_line_and_a_traceback_keeps_its_lines(capsys):
 
 
 def test_the_live_progress_line_keeps_its_carriage_returns_and_escapes_its_text():
-    from pipeline.progress import _LiveLine
+    from pipeline.cli.progress import _LiveLine
 
     stream = io.StringIO()
     _LiveLine().show(stream, f"1 records{HOSTILE}")

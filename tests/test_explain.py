@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from pipeline.main import main
+from pipeline.cli.commands import main
 from transforms.explain import Mark, Row, explain
 
 ROOT = Path(__file__).resolve().parent.parent

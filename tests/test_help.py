@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from pipeline.cli_help import RUN_ONLY_FLAGS
+from pipeline.cli.commands import main
+from pipeline.cli.help import RUN_ONLY_FLAGS
 from pipeline.config.options import ConvNormOptions, load_job
-from pipeline.main import main
 
 ROOT = Path(__file__).resolve().parent.parent
 SAMPLE = ROOT / "samples" / "conversations.jsonl"

@@ -19,8 +19,8 @@ import zstandard
 from hypothesis import Phase, given, settings
 from hypothesis import strategies as st
 
+from pipeline.cli.commands import main
 from pipeline.io.text_containers import BLANK, plan_shards, read_shard
-from pipeline.main import main
 from transforms.record_steps import DEAD_LETTER_REASONS
 from transforms.records import normalize_batch
 from transforms.settings import Settings

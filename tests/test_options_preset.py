@@ -106,7 +106,7 @@ def test_a_bad_value_on_the_command_line_is_one_line_not_beams_usage(argv, messa
 def test_option_parsing_reads_no_private_parser_or_beam_attributes():
     # argparse's and Beam's private fields change without notice; the public API is enough.
     private = re.compile(r"_BeamArgumentParser|\._actions\b|\._action_groups\b|\._group_actions\b|\._option_string")
-    for module in ("pipeline/config/options.py", "pipeline/cli_help.py", "pipeline/main.py"):
+    for module in ("pipeline/config/options.py", "pipeline/cli/help.py", "pipeline/cli/commands.py"):
         text = (ROOT / module).read_text()
         assert not private.search(text), (module, private.search(text).group(0))
 
@@ -163,7 +163,7 @@ def test_a_yaml_alias_bomb_is_refused_before_it_expands(preset_text, tmp_path):
     preset = tmp_path / "bomb.yaml"
     preset.write_text(f"input: [{SAMPLE}]\n" + preset_text)
     limit = "import resource; resource.setrlimit(resource.RLIMIT_AS, (1 << 30, 1 << 30));"
-    code = f"{limit} import sys; from pipeline.main import main; sys.exit(main(sys.argv[1:]))"
+    code = f"{limit} import sys; from pipeline.cli.commands import main; sys.exit(main(sys.argv[1:]))"
     result = subprocess.run(
         [sys.executable, "-c", code, "--config", str(preset), "--output", str(tmp_path / "o")],
         capture_output=True,
@@ -213,7 +213,7 @@ def test_absurd_numbers_in_a_preset_are_one_line_errors(line, message, tmp_path)
     ],
 )
 def test_absurd_numbers_on_the_command_line_exit_2_in_one_line(argv, message, tmp_path, capsys):
-    from pipeline.main import main
+    from pipeline.cli.commands import main
 
     assert main(["--input", str(SAMPLE), "--output", str(tmp_path / "o"), *argv]) == 2
     errors = [line for line in capsys.readouterr().err.splitlines() if line.startswith("convnorm: error:")]

@@ -18,9 +18,9 @@ import output_trees
 import paused_runs
 import pytest
 
+from pipeline.cli.commands import main
 from pipeline.execution.lock import LOCK_FILE
 from pipeline.io.ownership import MANIFEST_FILE, SUCCESS_FILE, TEMP_PREFIX
-from pipeline.main import main
 
 ROOT = Path(__file__).resolve().parent.parent
 SAMPLE = ROOT / "samples" / "conversations.jsonl"

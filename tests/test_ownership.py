@@ -21,11 +21,11 @@ from pathlib import Path
 import paused_runs
 import pytest
 
+from pipeline.cli.commands import main
 from pipeline.execution import lock as locks
 from pipeline.execution.lock import LOCK_FILE
 from pipeline.finished.report import REPORT_FILE, TITLE_MARK
 from pipeline.io.ownership import MANIFEST_FILE, SUCCESS_FILE, TEMP_PREFIX
-from pipeline.main import main
 
 LINES = (
     b'{"id":"a","messages":[{"role":"user","content":"hi"},{"role":"assistant","content":"yo"}]}\n'

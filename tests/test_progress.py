@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from pipeline import progress
-from pipeline.main import main
+from pipeline.cli import progress
+from pipeline.cli.commands import main
 
 ROOT = Path(__file__).resolve().parent.parent
 SAMPLE = ROOT / "samples" / "conversations.jsonl"

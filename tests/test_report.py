@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 from report_page import flat, parse, shown
 
+from pipeline.cli.commands import main
 from pipeline.finished import report
-from pipeline.main import main
 
 ROOT = Path(__file__).resolve().parent.parent
 SAMPLE = ROOT / "samples" / "conversations.jsonl"

@@ -13,8 +13,8 @@ import json
 
 import pytest
 
+from pipeline.cli.commands import main
 from pipeline.config.options import ConfigError, load_job
-from pipeline.main import main
 from transforms.inputs import RawRecord
 from transforms.jsontext import dumps_line
 from transforms.records import process_record

@@ -11,11 +11,11 @@ from pathlib import Path
 
 import pytest
 
+from pipeline.cli.commands import main
 from pipeline.io import files
 from pipeline.io import ownership as outputs
 from pipeline.io.ownership import MANIFEST_FILE, SUCCESS_FILE, plan_inputs, skipped_inputs
 from pipeline.io.text_containers import CreateShards, Shard, pack_shards, plan_shards, shard_sizes, unpack_shards
-from pipeline.main import main
 
 ROOT = Path(__file__).resolve().parents[1]
 SAMPLE = ROOT / "samples" / "conversations.jsonl"

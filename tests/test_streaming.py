@@ -14,9 +14,9 @@ from pathlib import Path
 
 import pytest
 
+from pipeline.cli.commands import main
 from pipeline.config.options import load_job, parse_duration
 from pipeline.graph.shard_step import ShardWork
-from pipeline.main import main
 from pipeline.streaming import processed_files as processed
 from pipeline.streaming.driver import (
     COMMITS,

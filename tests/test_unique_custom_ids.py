@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from pipeline.main import main
+from pipeline.cli.commands import main
 from transforms.records import make_unique
 
 

@@ -2,7 +2,7 @@
 
 Importing Apache Beam takes seconds; ``convnorm --help``, ``--version`` and a mistyped option
 must answer at once. So this module imports no Beam: it declares convnorm's flags (for
-``ConvNormOptions`` in ``pipeline.config.options``, for ``--help`` in ``pipeline.cli_help``, and for
+``ConvNormOptions`` in ``pipeline.config.options``, for ``--help`` in ``pipeline.cli.help``, and for
 the check below), and ``precheck(argv)`` checks a command line and its ``--config`` preset
 against them and against Beam's flags as ``pipeline.config.beam_flags`` lists them. The command line
 runs ``precheck`` before it imports Beam, and ``pipeline.config.options.load_job`` runs it again

@@ -1,7 +1,7 @@
 """Ctrl-C: one line that says what was stopped and where the output stands, exit status 130.
 
 No Beam import. Python turns SIGINT into ``KeyboardInterrupt`` in the main thread; the command
-line catches it at the top of each command (``pipeline.cli``, ``pipeline.main``) and prints
+line catches it at the top of each command (``pipeline.cli.main``, ``pipeline.cli.commands``) and prints
 ``interrupted_line``. The output directory is unchanged by an interrupted run because the
 pipeline writes only into the run's temporary directory, which ``pipeline.execution.execute`` removes on
 the way out, with the lock. The one step that changes the directory, moving the files into

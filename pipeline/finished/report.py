@@ -1023,7 +1023,7 @@ def _footer_html(run: dict, generated: str | None) -> str:
     report_versions = ", ".join(f"{k} {v}" for k, v in versions().items())
     took = ""
     if isinstance(run.get("run_seconds"), (int, float)):
-        from pipeline.progress import duration_text
+        from pipeline.cli.progress import duration_text
 
         took = f"The run took {duration_text(run['run_seconds'])}. "
     return f'<footer class="none">{_e(took)}Report generated {_e(generated)} by {_e(report_versions)}.</footer>'

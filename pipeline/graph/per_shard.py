@@ -26,10 +26,10 @@ from typing import NamedTuple
 import apache_beam as beam
 from apache_beam.metrics import Metrics
 
+from pipeline.cli.progress import Tally
 from pipeline.graph.shard_step import ShardResult, ShardWork, process_shard, temp_place
 from pipeline.io.file_formats import WrittenFile, report_path, write_report, write_summary
 from pipeline.io.text_containers import CreateShards, ReadProgress, Shard
-from pipeline.progress import Tally
 from pipeline.testhooks import pause_point
 from transforms import summary as summaries
 from transforms.conversations import BatchCounters, freeze_gc
@@ -49,7 +49,7 @@ class _ProcessShard(beam.DoFn):
         self._counters = BatchCounters(self._work.step)
         self._blank = Metrics.counter(NAMESPACE, "blank_lines")
         self._shards = Metrics.counter(NAMESPACE, "shards_read")
-        self._tally = Tally("shard")  # the live progress of local runs (pipeline/progress.py)
+        self._tally = Tally("shard")  # the live progress of local runs (pipeline/cli/progress.py)
 
     def process(self, shard: Shard):
         pause_point("read")  # tests kill a run here (pipeline.testhooks)

@@ -50,8 +50,8 @@ from apache_beam.io.filesystems import FileSystems
 from apache_beam.metrics import Metrics
 from apache_beam.pvalue import TaggedOutput
 
+from pipeline.cli.progress import Tally
 from pipeline.io.files import open_input
-from pipeline.progress import Tally
 from pipeline.testhooks import pause_point
 from transforms.counters import NAMESPACE
 from transforms.inputs import (  # the defaults live where the command line reads them without Beam
@@ -1085,7 +1085,7 @@ class _ReadShard(beam.DoFn):
     def setup(self) -> None:
         self._blank = Metrics.counter(NAMESPACE, "blank_lines")
         self._shards = Metrics.counter(NAMESPACE, "shards_read")
-        self._tally = Tally("read")  # the live progress of local runs (pipeline/progress.py)
+        self._tally = Tally("read")  # the live progress of local runs (pipeline/cli/progress.py)
 
     def process(self, shard: Shard):
         pause_point("read")  # tests kill a run here (pipeline.testhooks)

@@ -204,7 +204,7 @@ def prism_services(options: PipelineOptions) -> Iterator[None]:
         return
     binary = find_prism(options)
     if not private_network.entered() and not options.get_all_options().get("host_loopback"):
-        # ``pipeline.cli`` enters the namespace before Beam's import; a caller that did not
+        # ``pipeline.cli.main`` enters the namespace before Beam's import; a caller that did not
         # would start Prism where every local user reaches it.
         raise PrismError(
             "Prism would run on the host's loopback, where every local user can send it work: start "

@@ -11,7 +11,7 @@ Prism binds. As root that is ``CLONE_NEWNET``; as another user, a user namespace
 that user to itself comes with it (where the kernel allows unprivileged user namespaces).
 
 It must happen while the process has one thread (a namespace is per thread, and a user
-namespace cannot be entered by a threaded process), so ``pipeline.cli`` calls
+namespace cannot be entered by a threaded process), so ``pipeline.cli.main`` calls
 ``isolate_prism_run`` before Beam is imported. Where no namespace can be made, the run is
 refused with the reason, unless ``--host-loopback`` says every local user is trusted.
 

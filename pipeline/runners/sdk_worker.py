@@ -7,7 +7,7 @@ DataFrame type hints convnorm never uses, on the path of every two-worker run
 (docs/per-record-speed.md). ``pipeline.execution.execute.FnApiRunnerLeanWorkers`` is the FnApiRunner
 with that one command replaced by ``python -m pipeline.runners.sdk_worker``: this module's ``main``, Beam's own worker
 (``sdk_worker_main.main``) after Beam was imported with pandas hidden
-(``pipeline.cli.import_beam_without_pandas``). Nothing else changes: the same runner, the same
+(``pipeline.cli.main.import_beam_without_pandas``). Nothing else changes: the same runner, the same
 worker code, the same environment variables; anything that imports pandas later still gets it.
 
 This module imports nothing of Beam at its top: a worker process imports it first (the runner
@@ -30,7 +30,7 @@ def worker_command(module: str, python: str | None = None) -> str:
 
 
 def main(argv: list[str]) -> None:
-    from pipeline.cli import import_beam_without_pandas
+    from pipeline.cli.main import import_beam_without_pandas
 
     import_beam_without_pandas()
     from apache_beam.runners.worker import sdk_worker_main

@@ -12,13 +12,13 @@ Examples::
     # Check files as they are against providers' pairing rules (exit status 1 if not sendable)
     convnorm validate --input 'out/normalized/*.jsonl'
 
-``main`` answers what needs no pipeline first (``pipeline.cli.answer_without_beam``: help,
+``main`` answers what needs no pipeline first (``pipeline.cli.main.answer_without_beam``: help,
 version, option errors, exit status 2), then parses and validates the options (errors exit
 with status 2 before any pipeline is built); ``pipeline.execution.execute`` builds the graph
 (``pipeline.graph.build``: ``build`` or ``build_validate``), takes the output directory's lock, runs
 the pipeline and finalizes the outputs (docs/outputs.md); ``main`` prints the summary and
 returns the exit status (``COMMANDS`` and the summary views' ``verdict``). ``--dry-run``
-stops after the plan (``pipeline.dry_run``); Ctrl-C stops any step with one line and exit
+stops after the plan (``pipeline.cli.dry_run``); Ctrl-C stops any step with one line and exit
 status 130 (``pipeline.execution.interrupts``).
 """
 
@@ -37,7 +37,8 @@ import apache_beam as beam
 from apache_beam.io.filesystems import FileSystems
 from apache_beam.options.pipeline_options import DirectOptions, StandardOptions
 
-from pipeline.cli import dispatch
+from pipeline.cli.main import dispatch
+from pipeline.cli.progress import ProgressMonitor, choose_mode, configure_console, duration_text
 from pipeline.config.options import ConfigError, ConvNormOptions, Job, is_local_runner, load_job
 from pipeline.console import print_error, print_line
 from pipeline.execution.execute import OutputSpec, Page, execute, run_pipeline
@@ -48,7 +49,6 @@ from pipeline.graph.build import VALIDATE_SPEC, VALIDATION_FILE, build, build_va
 from pipeline.io import files
 from pipeline.io.file_formats import SUMMARY_FILE
 from pipeline.io.text_containers import line_numbers, shard_sizes
-from pipeline.progress import ProgressMonitor, choose_mode, configure_console, duration_text
 from pipeline.runners.dask_cluster import local_cluster
 from pipeline.runners.prism import PrismError, prism_services
 from transforms.console_text import console_text
@@ -247,7 +247,7 @@ def _command(command: str, args: list[str], stopping: Stopping) -> int:
     configure_console(quiet=_quiet(job))
     try:
         if job.dry_run:  # the plan prints the notes itself
-            from pipeline.dry_run import dry_run
+            from pipeline.cli.dry_run import dry_run
 
             stopping.what = "the dry run"
             return dry_run(job, command, spec(job))

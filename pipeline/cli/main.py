@@ -4,7 +4,7 @@ Importing Beam takes seconds, so ``convnorm`` answers what needs no pipeline fir
 ``--help``, ``--version``, a bare ``convnorm``, an unknown command and every option error that
 ``pipeline.config.flags.precheck`` finds. ``report`` and ``explain`` import Beam only to read files.
 Only a job to run imports Beam, with its import-time notice filtered (``quiet_beam_noise``)
-and pandas hidden (``import_beam_without_pandas``), and then runs ``pipeline.main``.
+and pandas hidden (``import_beam_without_pandas``), and then runs ``pipeline.cli.commands``.
 
 Ctrl-C anywhere ends the command with one line and exit status 130 (``pipeline.execution.interrupts``).
 """
@@ -76,7 +76,7 @@ def answer_without_beam(argv: list[str]) -> int | None:
     Prints help, the version, usage for a bare ``convnorm``, and errors in the options
     (exit status 2), all in well under half a second (bench/bench_startup.py measures it).
     """
-    from pipeline.cli_help import help_text, usage_text  # no Beam
+    from pipeline.cli.help import help_text, usage_text  # no Beam
 
     if not argv:
         print(usage_text(), file=sys.stderr)
@@ -144,7 +144,7 @@ def _run_job_with_beam(command: str, args: list[str], started: float) -> int:
     if refused:
         return _error(refused)
     import_beam_without_pandas()
-    from pipeline.main import run_command  # imports apache_beam: after the filter
+    from pipeline.cli.commands import run_command  # imports apache_beam: after the filter
 
     return run_command(command, args, started)
 

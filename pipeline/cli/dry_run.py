@@ -12,6 +12,7 @@ from __future__ import annotations
 import collections
 import os
 
+from pipeline.cli.progress import size_text
 from pipeline.config.options import ConvNormOptions, Job
 from pipeline.console import print_error, print_line
 from pipeline.execution import lock as locks
@@ -20,7 +21,6 @@ from pipeline.finished.report import REPORT_FILE
 from pipeline.io import files
 from pipeline.io import ownership as owned
 from pipeline.io.text_containers import BLANK, FILE_KINDS, Shard, display_path, read_shard, shard_sizes
-from pipeline.progress import size_text
 from transforms.console_text import console_text
 from transforms.record_steps import ReaderHint, RecordRefused, parse_payload, read_conversation
 from transforms.settings import Settings
