@@ -288,7 +288,7 @@ def test_the_cli_enters_the_private_namespace_before_beam_is_imported(tmp_path):
     # In a fresh process, as the command runs: one thread, then a namespace of its own.
     code = (
         "import os, sys\n"
-        "from pipeline import private_network\n"
+        "from pipeline.runners import private_network\n"
         "before = os.readlink('/proc/self/ns/net')\n"
         "assert private_network.isolate_prism_run(sys.argv[1:]) is None\n"
         "print(before != os.readlink('/proc/self/ns/net'), 'apache_beam' in sys.modules)\n"
