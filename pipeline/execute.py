@@ -185,7 +185,7 @@ def run_pipeline(pipeline: beam.Pipeline) -> bool:
         state = job_service.wait_until_finish(result)
     except Exception as error:  # noqa: BLE001 — a failed pipeline, whatever the runner raises
         if interrupts.received():
-            raise KeyboardInterrupt from None  # Ctrl-C, which Beam wrapped: the command says so in one line
+            raise interrupts.as_stopped() from None  # Ctrl-C or SIGTERM, which Beam wrapped: said in one line
         LOG.error("the pipeline failed: %s", _one_line(error)[:2000])
         return False
     finally:

@@ -29,7 +29,9 @@ summed from the files on disk, so a crash at any point gives exact totals after 
 Stopping drains: SIGINT/SIGTERM, ``--stop-after`` or ``--stop-file`` make the watcher stop
 polling and finish; the files in flight (at most ``--max-files-per-poll``) are finished within
 ``--drain-timeout`` (else the job is cancelled and they are read by the next start), the last
-windows close, ``summary.json`` is written and the files left for the next start are listed.
+windows close, ``summary.json`` is written and the files left for the next start are listed;
+exit status 0 (after Ctrl-C 130). A second signal aborts at once: 130 or 143 (SIGTERM), the
+lock and the temporary directory removed, the windows already closed kept.
 """
 
 from __future__ import annotations
@@ -564,7 +566,9 @@ def plan_clean(job: Job, output: str, run_id: str, run_temp: str) -> CleanPlan:
 
 class _StopOnSignal:
     """SIGINT/SIGTERM -> create the run's stop marker (the watcher drains); a second signal
-    gets the default behaviour, for a user who does not want to wait."""
+    goes to the command's own handler (``pipeline.interrupts.handling_signals``), for a user
+    who does not want to wait: the run unwinds at once, its lock and temporary directory
+    removed, and exits 130 (Ctrl-C) or 143 (SIGTERM)."""
 
     def __init__(self, marker: str) -> None:
         self._marker = marker
@@ -782,9 +786,12 @@ def _watch(job: Job, output: str, run_id: str, run_temp: str) -> int:
     if end.state != PipelineState.DONE and not (end.cancelled and end.state == PipelineState.CANCELLED):
         print(f"convnorm: error: the streaming job ended in state {end.state}", file=sys.stderr)
         return 1
-    if stop.signum == signal.SIGINT:  # Ctrl-C drained the run: its status says so (SIGTERM: 0)
-        print(interrupted_line("the streaming run", output, drained=True), file=sys.stderr)
+    if stop.signum is not None:
+        print(interrupted_line("the streaming run", output, drained=True, signum=stop.signum), file=sys.stderr)
+    if stop.signum == signal.SIGINT:  # Ctrl-C drained the run: its status says so
         return INTERRUPTED
+    # SIGTERM is how a service manager (systemd, Kubernetes) stops a streaming run: a finished
+    # drain is a clean stop, exit 0 (143 would mark every orderly stop of the unit failed).
     return 0 if total["accounted"] else 1
 
 
