@@ -160,9 +160,12 @@ class OutputLock:
         self.fd = fd
 
     def release(self) -> None:
-        """Delete the lock file, then let go of its OS lock."""
-        files.delete(self.path)
-        self.close()
+        """Delete the lock file, then let go of its OS lock (also when the delete fails: the
+        file stays, stale, for the next run to take over)."""
+        try:
+            files.delete(self.path)
+        finally:
+            self.close()
 
     def close(self) -> None:
         """Let go of the OS lock but leave the lock file and its record (a run that stopped in

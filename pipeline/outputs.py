@@ -519,6 +519,51 @@ def clean_dead_run(output: str, holder: dict, directories: tuple[str, ...] = ())
 
 
 @dataclass
+class Progress:
+    """How far finalize got, so that a step that fails (a full disk, a folder made read-only)
+    is reported with what it left on disk: ``step`` is the one under way."""
+
+    step: str = "checking the new files"
+    #: The output directories the run writes (``normalized``, ...), for the message.
+    outputs: tuple[str, ...] = ()
+    #: Deleting the previous run's files (``--overwrite``) began, and ended.
+    deleting: bool = False
+    deleted: bool = False
+    #: Moving the new files into place began, and ended.
+    moving: bool = False
+    moved: bool = False
+    #: The files written at the top so far (summary.json, the manifest, ...).
+    written: list[str] = field(default_factory=list)
+
+    @property
+    def changed(self) -> bool:
+        """Whether the output directory is no longer as it was before finalize."""
+        return self.deleting or self.moving or bool(self.written)
+
+    def on_disk(self, output: str) -> str:
+        """What the output directory holds after a failed step, in words."""
+        if not self.changed:
+            return f"nothing in {output} was changed: the previous outputs, if any, are as they were"
+        said = []
+        if self.deleting:
+            said.append(
+                "the previous run's files were deleted"
+                if self.deleted
+                else "some of the previous run's files may be deleted (its _SUCCESS first: none claims completeness)"
+            )
+        folders = ", ".join(f"{name}/" for name in self.outputs)
+        if not self.moving:
+            said.append("none of the new files is in place")
+        elif not self.moved:
+            said.append(f"some of the new files may be in place in {folders}")
+        else:
+            said.append(f"the new files are in place in {folders}" + "".join(f", {n}" for n in self.written))
+        missing = [name for name in ("summary.json", MANIFEST_FILE) if name not in self.written]
+        said.append(f"there is {' and '.join(f'no {name}' for name in [*missing, SUCCESS_FILE])}")
+        return "; ".join(said)
+
+
+@dataclass
 class Finalized:
     files: list[dict] = field(default_factory=list)  # manifest entries of the output files
     counts: dict = field(default_factory=dict)  # output name -> records in its files on disk
@@ -606,6 +651,7 @@ def finalize(
     previous: Previous | None,
     recount: Callable[[dict, dict], dict],
     page: str | None = None,
+    progress: Progress | None = None,
 ) -> tuple[Finalized, dict]:
     """Move the reported files into place and check them; returns (result, summary).
 
@@ -617,7 +663,10 @@ def finalize(
     summary the pipeline wrote (in the temp dir) is rewritten by ``recount(summary, counts)``
     with the records of the files in place, then written to ``OUTPUT/summary_name``. ``page``
     (report.html) is written afterwards by ``write_page``; its name must be free too.
+    ``progress`` is kept up to date with the step under way (what a failure leaves on disk).
     """
+    progress = progress if progress is not None else Progress()
+    progress.outputs = tuple(outputs)
     reports = _load_reports(temp_dir, tuple(outputs))
     moves = [
         (name, file, final)
@@ -661,13 +710,18 @@ def finalize(
         {"path": relative[final], "records": m[0], "bytes": m[1], "sha256": m[2]} for final, m in measured.items()
     ]
     new_dirs = [name for name in outputs if not _exists(FileSystems.join(output, name))]
+    progress.step = "recording in the lock what it creates and deletes"
     lock.record(creating=creating, deleting=list(previous.entries if previous else ()), dirs=new_dirs)
     # The previous run's marker first (no moment claims completeness falsely), its manifest last.
     # By name below OUTPUT, never through a link, and only at the size checked: a folder swapped
     # for a link while the new files were measured had the linked folder's files deleted.
+    progress.step = "deleting the previous run's files"
     for entry in previous.entries if previous else ():
+        progress.deleting = True
         files.delete_below(output, entry["path"], size=entry["bytes"])
+    progress.deleted = progress.deleting
 
+    progress.step, progress.moving = "moving the new files into place", True
     for name in new_dirs:
         files.make_directory(output, name)
     failed = files.move_many(
@@ -675,6 +729,7 @@ def finalize(
         output,
         after_first=lambda: pause_point("finalize"),
     )
+    progress.moved, progress.step = True, "checking the files in place"
     on_disk = _present(output, outputs)
     result = Finalized(counts={name: 0 for name in outputs})
     for name, file, final in moves:
@@ -694,7 +749,9 @@ def finalize(
 
     with FileSystems.open(FileSystems.join(temp_dir, summary_name)) as handle:
         summary = recount(json.loads(handle.read()), result.counts)
+    progress.step = f"writing {summary_name}"
     result.files.append(_write_recorded(lock, output, summary_name, document_bytes(summary)))
+    progress.written.append(summary_name)
     return result, summary
 
 
@@ -789,11 +846,15 @@ def write_manifest(
     options: dict,
     lock: OutputLock,
     page: tuple[str, Callable[[str], bytes]] | None = None,
+    progress: Progress | None = None,
 ) -> dict | None:
     """The manifest; the page (``(name, render)``: drawn from the outputs and the manifest, then
     listed in it, written again); then, only when every file is there, the marker: the last
-    writes of a run. Returns the page's manifest entry, or None without a page."""
+    writes of a run. Returns the page's manifest entry, or None without a page. ``progress``:
+    as for ``finalize``."""
     import apache_beam
+
+    progress = progress if progress is not None else Progress()
 
     try:
         from importlib.metadata import version
@@ -811,13 +872,18 @@ def write_manifest(
         "versions": {"convnorm": ours, "apache_beam": apache_beam.__version__, "python": platform.python_version()},
     }
     data = document_bytes(manifest, indent=1, ascii_only=True, rows=True)  # one line per file
+    progress.step = f"writing {MANIFEST_FILE}"
     _write_recorded(lock, output, MANIFEST_FILE, data, 0)
+    progress.written.append(MANIFEST_FILE)
     entry = write_page(output, page[0], page[1], lock) if page is not None else None
-    if entry is not None:
+    if page is not None and entry is not None:
+        progress.written.append(page[0])
+        progress.step = f"writing {MANIFEST_FILE} again, with {page[0]} listed"
         manifest["files"] = [*result.files, entry]
         listed = document_bytes(manifest, indent=1, ascii_only=True, rows=True)
         _write_recorded(lock, output, MANIFEST_FILE, listed, 0, replacing=data)
     if result.complete:
+        progress.step = f"writing {SUCCESS_FILE}"
         _write_recorded(lock, output, SUCCESS_FILE, b"", 0)
     return entry
 
@@ -833,6 +899,7 @@ __all__ = [
     "TEMP_PREFIX",
     "OutputError",
     "Finalized",
+    "Progress",
     "Previous",
     "Takeover",
     "check_output",

@@ -9,7 +9,10 @@ is not JSON), so every output has a file and a run takes a fraction of a second.
 
 from __future__ import annotations
 
+import errno
 import os
+import re
+import shlex
 import signal
 import subprocess
 import sys
@@ -151,3 +154,137 @@ def test_a_second_sigterm_aborts_a_draining_streaming_run_cleanly(tmp_path):
     )
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     assert "took over" not in done.stderr and "taking over" not in done.stderr and _no_leftovers(out)
+
+
+# --------------------------------------------------------------------------------------------
+# A finalize that fails (a full disk, a folder made read-only) says what happened
+
+
+def _errors(err: str) -> list[str]:
+    return [line for line in err.splitlines() if line.startswith("convnorm: error:")]
+
+
+def _recover(err: str) -> list[str]:
+    """The command the error line gives, as arguments for ``main`` (``convnorm`` dropped)."""
+    found = re.search(r"then run(?: the same command again)?: (convnorm .*?)(?: \(|$)", err, re.MULTILINE)
+    assert found, err
+    words = shlex.split(found.group(1))
+    assert words[0] == "convnorm"
+    return words[1:]
+
+
+@pytest.mark.slow
+def test_a_full_disk_while_finalize_writes_the_summary_says_what_is_on_disk(small, tmp_path, monkeypatch, capsys):
+    # Found: "the run pipeline failed" (with a traceback), though the pipeline had finished,
+    # the previous outputs were deleted and the lock was kept for --break-stale-lock.
+    from pipeline import files
+
+    out, reference = tmp_path / "out", tmp_path / "reference"
+    argv = ["--input", small, "--output", out, "--no-report", "--overwrite"]
+    assert _run(*argv) == 0 and _run("--input", small, "--output", reference, "--no-report") == 0
+    write = files.write_file
+
+    def full(root, relative, data, **kwargs):
+        if root == str(out) and relative == "summary.json":
+            raise OSError(errno.ENOSPC, "No space left on device")
+        return write(root, relative, data, **kwargs)
+
+    monkeypatch.setattr(files, "write_file", full)
+    capsys.readouterr()
+    assert _run(*argv) == 1
+    err = capsys.readouterr().err
+    [line] = _errors(err)
+    assert "pipeline failed" not in err and "Traceback" not in err
+    assert "the run pipeline finished, but finalizing its outputs failed while writing summary.json" in line
+    assert "No space left on device" in line and "the previous run's files were deleted" in line
+    assert "no summary.json" in line and "no _SUCCESS" in line and f"lock {out / LOCK_FILE} is kept" in line
+    assert "free some space" in line
+    recover = _recover(line)
+    assert recover == [*map(str, argv), "--break-stale-lock"]
+    monkeypatch.setattr(files, "write_file", write)  # the disk has room again
+    assert main(recover) == 0
+    assert _tree(out) == _tree(reference) and _no_leftovers(out)
+
+
+@pytest.mark.slow
+def test_a_permission_error_while_the_files_move_into_place_says_how_to_recover(small, tmp_path, monkeypatch, capsys):
+    from pipeline import files
+
+    out = tmp_path / "out"
+    argv = ["--input", small, "--output", out, "--no-report"]
+    link = files._link_into
+
+    def denied(directory, source, name, shown):
+        raise PermissionError(errno.EACCES, "Permission denied", shown)
+
+    monkeypatch.setattr(files, "_link_into", denied)
+    assert _run(*argv) == 1
+    err = capsys.readouterr().err
+    [line] = _errors(err)
+    assert "pipeline failed" not in err and "Traceback" not in err
+    assert "finalizing its outputs failed while moving the new files into place" in line
+    assert "Permission denied" in line and "make " in line and " writable" in line
+    assert os.path.exists(out / LOCK_FILE)
+    monkeypatch.setattr(files, "_link_into", link)
+    assert main(_recover(line)) == 0
+    assert (out / SUCCESS_FILE).exists() and _no_leftovers(out)
+
+
+@pytest.mark.slow
+def test_a_permission_error_while_writing_is_said_once_and_truly(small, tmp_path, monkeypatch, capsys):
+    # Found: "the previous outputs, if any, are untouched", then "the run pipeline failed:
+    # PermissionError" when the temporary directory could not be removed either, its lock left.
+    from pipeline import files
+
+    out = tmp_path / "out"
+    argv = ["--input", small, "--output", out, "--no-report", "--overwrite"]
+    assert _run(*argv) == 0
+    before = _tree(out)
+    create, delete = files.create, files.delete
+
+    def unwritable(path, *args, **kwargs):
+        create(path + ".begun").close()  # the writer's folder exists, its file cannot be made
+        raise PermissionError(errno.EACCES, "Permission denied", path)
+
+    def undeletable(path, *, tree=False):
+        if tree:
+            raise PermissionError(errno.EACCES, "Permission denied", path)
+        return delete(path, tree=tree)
+
+    monkeypatch.setattr(files, "create", unwritable)
+    monkeypatch.setattr(files, "delete", undeletable)
+    capsys.readouterr()
+    assert _run(*argv) == 1
+    err = capsys.readouterr().err
+    untouched, kept = _errors(err)
+    assert "Traceback" not in err.split(untouched)[1]  # Beam logs the failed bundle's; nothing after
+    assert "the run pipeline failed" in untouched and "previous outputs, if any, are untouched" in untouched
+    assert "could not be removed" in kept and "Permission denied" in kept and "pipeline failed" not in kept
+    monkeypatch.setattr(files, "create", create)
+    monkeypatch.setattr(files, "delete", delete)
+    assert main(_recover(kept)) == 0
+    assert _tree(out) == before and _no_leftovers(out)
+
+
+@pytest.mark.slow
+def test_a_full_disk_before_finalize_changed_anything_leaves_the_output_as_it_was(small, tmp_path, monkeypatch, capsys):
+    from pipeline.lock import OutputLock
+
+    out = tmp_path / "out"
+    argv = ["--input", small, "--output", out, "--no-report", "--overwrite"]
+    assert _run(*argv) == 0
+    before = _tree(out)
+    record = OutputLock.record
+
+    def full(self, **fields):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(OutputLock, "record", full)
+    capsys.readouterr()
+    assert _run(*argv) == 1
+    [line] = _errors(capsys.readouterr().err)
+    assert "failed while recording in the lock what it creates and deletes" in line
+    assert f"nothing in {out} was changed" in line and "--break-stale-lock" not in line
+    assert _tree(out) == before and _no_leftovers(out)
+    monkeypatch.setattr(OutputLock, "record", record)
+    assert main(_recover(line)) == 0
