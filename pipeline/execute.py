@@ -235,6 +235,7 @@ def execute(
     output = job.output
     run_id = uuid.uuid4().hex
     temp_dir = FileSystems.join(output, owned.TEMP_PREFIX + run_id)
+    proof, proof_entry = owned.new_temp_proof(run_id)
     try:
         pipeline = construct_pipeline(job, build_graph, temp_dir)
         check_job_endpoint(job)
@@ -248,12 +249,15 @@ def execute(
             output,
             run_id=run_id,
             command=spec.command,
-            temp_dir=temp_dir,
+            temp_dir=owned.TEMP_PREFIX + run_id,  # by its name: the lock lies beside it
             break_stale=job.break_stale_lock,
             clean_up=lambda holder: takeover.append(_clean_dead_run(output, holder, spec)),
+            temp_proof=proof_entry,
         )
     except (locks.LockError, owned.OutputError) as error:
         return _fail(2, str(error))
+    except OSError as error:  # an unwritable directory, a full disk: said as it is
+        return _fail(2, f"--output {output!r}: its lock could not be taken: {_one_line(error)[:500]}; nothing was run")
 
     release = True
     reported = False  # a failed finalize said what it left on disk
@@ -270,6 +274,12 @@ def execute(
             )
         except owned.OutputError as error:
             return _fail(2, str(error))
+        try:
+            owned.claim_temp(temp_dir, proof)  # before the pipeline writes there: it proves the folder ours
+        except OSError as error:
+            return _fail(
+                2, f"--output {output!r}: the run's temporary directory could not be made: {_one_line(error)[:500]}"
+            )
         if not run(pipeline):
             return _fail(
                 1,

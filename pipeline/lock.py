@@ -4,8 +4,10 @@ The lock is created atomically with its whole content (written to a private file
 hard-linked to the lock name, which fails if the name exists; never through a symbolic link:
 ``pipeline.files``), so no reader ever sees a half written lock. It holds the holder's pid,
 host, process start time and run start time, plus what the run may leave behind if it dies:
-its temporary directory and, while it finalizes, the files it is creating or deleting, each
-with its size and sha256 (``pipeline.outputs.clean_dead_run`` deletes only what matches).
+its temporary directory (its name in the output directory, and the size and sha256 of the
+file in it that proves it the run's: ``temp_proof``) and, while it finalizes, the files it is
+creating or deleting, each with its size and sha256 (``pipeline.outputs.clean_dead_run``
+deletes only what matches).
 
 Liveness. On a local filesystem the holder also keeps an OS file lock (``flock``) on the lock
 file for its whole run: the kernel drops it when the process ends, however it ends. Another
@@ -213,11 +215,22 @@ def _create_exclusive(output: str, content: dict) -> tuple[bool, int | None]:
     return True, fd
 
 
-def acquire(output: str, *, run_id: str, command: str, temp_dir: str, break_stale: bool, clean_up) -> OutputLock:
+def acquire(
+    output: str,
+    *,
+    run_id: str,
+    command: str,
+    temp_dir: str,
+    break_stale: bool,
+    clean_up,
+    temp_proof: dict | None = None,
+) -> OutputLock:
     """Take the lock of ``output`` (creating the directory), or raise ``LockError``.
 
-    ``clean_up(holder)`` is called with a stale holder's content, under our lock, before the
-    run goes on: it deletes what the dead run recorded as its own.
+    ``temp_dir``: the run's temporary directory, by its name in ``output`` ("" for none);
+    ``temp_proof``: the size and sha256 of the file that proves it the run's. ``clean_up(holder)``
+    is called with a stale holder's content, under our lock, before the run goes on: it deletes
+    what the dead run recorded as its own.
     """
     if files.is_local(output):
         os.makedirs(output, exist_ok=True)
@@ -231,6 +244,8 @@ def acquire(output: str, *, run_id: str, command: str, temp_dir: str, break_stal
         "command": command,
         "temp_dir": temp_dir,
     }
+    if temp_proof is not None:
+        content["temp_proof"] = temp_proof
     if fcntl is not None and files.is_local(output):
         content["os_lock"] = OS_LOCK
     for _attempt in range(3):  # the holder may finish between our create and our read

@@ -699,20 +699,23 @@ def run_streaming(job: Job) -> int:
         raise ValueError("--output is required")  # options.load_job refuses a job without one
     run_id = uuid.uuid4().hex
     run_temp = FileSystems.join(output, owned.TEMP_PREFIX + run_id)
+    proof, proof_entry = owned.new_temp_proof(run_id)
     try:
         lock = locks.acquire(
             output,
             run_id=run_id,
             command="streaming",
-            temp_dir=run_temp,
+            temp_dir=owned.TEMP_PREFIX + run_id,  # by its name: the lock lies beside it
             break_stale=True,
             clean_up=lambda holder: _take_over(output, holder),
+            temp_proof=proof_entry,
         )
     except (locks.LockError, OutputError) as error:
         print(f"convnorm: error: {error}", file=sys.stderr)
         return 2
     try:
         claim_streaming_output(output)
+        owned.claim_temp(run_temp, proof)  # proves the folder this run's to the next start
         processed.make_dirs(run_temp)
         return _watch(job, output, run_id, run_temp)
     except OutputError as error:

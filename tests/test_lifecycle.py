@@ -10,6 +10,7 @@ is not JSON), so every output has a file and a run takes a fraction of a second.
 from __future__ import annotations
 
 import errno
+import json
 import os
 import re
 import shlex
@@ -288,3 +289,66 @@ def test_a_full_disk_before_finalize_changed_anything_leaves_the_output_as_it_wa
     assert _tree(out) == before and _no_leftovers(out)
     monkeypatch.setattr(OutputLock, "record", record)
     assert main(_recover(line)) == 0
+
+
+# --------------------------------------------------------------------------------------------
+# A hand-edited lock: --break-stale-lock deletes only what it proves the dead run's
+
+
+def _killed_run(small: Path, out: Path, tmp_path: Path) -> dict:
+    """A run killed while it writes: its lock (stale now) and its temporary directory stay."""
+    proc, _ = paused_runs.start_paused(["--input", small, "--output", out, "--no-report"], "write", tmp_path)
+    paused_runs.kill(proc)
+    return json.loads((out / LOCK_FILE).read_text())
+
+
+def _edit_lock(out: Path, **fields) -> None:
+    holder = json.loads((out / LOCK_FILE).read_text())
+    (out / LOCK_FILE).write_text(json.dumps({**holder, **fields}))
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    "temp_dir",
+    [
+        lambda out, name: str(out / ".." / "elsewhere" / name),
+        lambda out, name: f"../elsewhere/{name}",
+        lambda out, name: str(out.parent / "elsewhere" / name),
+        lambda out, name: str(out / name / ".."),
+    ],
+    ids=["dot-dot-inside-an-absolute-path", "relative-dot-dot", "absolute-outside", "ends-in-dot-dot"],
+)
+def test_a_lock_whose_temp_dir_is_not_in_the_output_is_refused(temp_dir, small, tmp_path, capsys):
+    # Found: a temp_dir ending in '..' was skipped without a word (the dead run's temporary
+    # directory stayed for good, its lock gone); one through '../' was taken by its last name.
+    out = tmp_path / "out"
+    holder = _killed_run(small, out, tmp_path)
+    name = TEMP_PREFIX + holder["run_id"]
+    (tmp_path / "elsewhere" / name).mkdir(parents=True)
+    (tmp_path / "elsewhere" / name / "mine.txt").write_text("precious\n")
+    recorded = temp_dir(out, name)
+    _edit_lock(out, temp_dir=recorded)
+    before, elsewhere = _tree(out), _tree(tmp_path / "elsewhere")
+    assert _run("--input", small, "--output", out, "--no-report", "--break-stale-lock") == 2
+    err = capsys.readouterr().err
+    assert repr(recorded) in err and "nothing was deleted" in err and str(out / LOCK_FILE) in err
+    assert _tree(out) == before and _tree(tmp_path / "elsewhere") == elsewhere  # the lock and both folders
+
+
+@pytest.mark.slow
+def test_an_edited_run_id_never_deletes_a_folder_the_lock_does_not_prove_the_dead_runs(small, tmp_path, capsys):
+    # Found: a lock edited to run_id 'photos' had --break-stale-lock delete the user's
+    # _convnorm_temp-photos/ folder: the name alone was taken as proof.
+    out = tmp_path / "out"
+    holder = _killed_run(small, out, tmp_path)
+    dead_temp = out / (TEMP_PREFIX + holder["run_id"])
+    assert dead_temp.is_dir()
+    photos = out / (TEMP_PREFIX + "photos")
+    photos.mkdir()
+    (photos / "cat.jpg").write_bytes(b"\xff\xd8 a cat\n")
+    _edit_lock(out, run_id="photos", temp_dir=str(photos))
+    assert _run("--input", small, "--output", out, "--no-report", "--break-stale-lock") == 0
+    err = capsys.readouterr().err
+    assert (photos / "cat.jpg").read_bytes() == b"\xff\xd8 a cat\n"
+    assert "kept" in err and photos.name in err
+    assert not dead_temp.exists()  # the dead run's own, proven by the file its lock records
