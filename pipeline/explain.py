@@ -7,7 +7,9 @@ side: every entry that was dropped, moved, re-keyed or healed is marked with its
 report draws the same rows for its examples (``explanation_html``).
 
 Nothing is written. Exit status: 0 shown; 1 no such id, or the record is no longer in its
-source file; 2 bad arguments.
+source file; 2 bad arguments, or a batch run (``convnorm run``, ``validate``) holds the output's
+lock: it may be replacing the files (``running_batch``). A streaming run's lock does not stop
+it: the windows it closed are whole.
 """
 
 from __future__ import annotations
@@ -295,6 +297,21 @@ def explain_page(located: Located) -> str:
 # The command
 
 
+#: The commands whose running lock makes ``explain`` wait: they replace a run's outputs.
+BATCH_COMMANDS = frozenset({"run", "validate"})
+
+
+def running_batch(output: str) -> str | None:
+    """Why ``output`` cannot be read now: a batch run holds its lock (it may be moving its files
+    into place: drops/ half there); None otherwise."""
+    from pipeline.lock import in_use_text, running_holder
+
+    holder = running_holder(output)
+    if holder is None or holder.get("command") not in BATCH_COMMANDS:
+        return None
+    return in_use_text(output, holder)
+
+
 def explain_command(argv: list[str]) -> int:
     """``convnorm explain OUT_DIR --id ID``. Exit 0, 1 or 2."""
     parser = argparse.ArgumentParser(
@@ -304,7 +321,7 @@ def explain_command(argv: list[str]) -> int:
         "from its input file (the source and position in OUT_DIR/drops/) and normalized again with the "
         "run's options (its manifest). Writes nothing.",
         epilog="exit status: 0 shown; 1 no conversation with that id, or its record is not in its source "
-        "any more; 2 bad arguments",
+        "any more; 2 bad arguments, or a running convnorm is replacing OUT_DIR's files",
     )
     parser.add_argument("output", metavar="OUT_DIR", help="the --output directory of a finished run")
     parser.add_argument("--id", required=True, dest="conversation_id", help="the conversation's id (drops/ lists them)")
@@ -316,6 +333,10 @@ def explain_command(argv: list[str]) -> int:
 
     quiet_beam_noise()
     output = os.path.expanduser(args.output).rstrip("/") or "/"
+    busy = running_batch(output)
+    if busy:
+        print(f"convnorm explain: error: {busy}", file=sys.stderr)
+        return 2
     settings = None
     if args.profile:
         from transforms.profiles import PROFILES
@@ -332,8 +353,9 @@ def explain_command(argv: list[str]) -> int:
     try:
         located = locate(output, args.conversation_id, settings)
     except NotFound as why:
-        print(f"convnorm explain: error: {why}", file=sys.stderr)
-        return 1
+        busy = running_batch(output)  # a run that began meanwhile: that, not the id, is the reason
+        print(f"convnorm explain: error: {busy or why}", file=sys.stderr)
+        return 2 if busy else 1
     print(explain_page(located) if args.html else explanation_text(located, args.width))
     return 0
 

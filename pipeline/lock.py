@@ -132,6 +132,26 @@ def is_stale(holder: dict, path: str | None = None) -> bool:
     return not _alive(holder["pid"], holder.get("pid_start"))
 
 
+def running_holder(output: str) -> dict | None:
+    """What the lock of ``output`` says while a live convnorm holds it (``is_stale`` is false:
+    its OS lock is held, or the pid rule for a lock without one, or it was written on another
+    host), else None: no lock, a stale one, or one that cannot be read (the run's own check
+    says more). For the commands that read a run's outputs without taking the lock."""
+    holder = read_lock(output)
+    if holder is None or holder.get("unreadable"):
+        return None
+    return None if is_stale(holder, FileSystems.join(output, LOCK_FILE)) else holder
+
+
+def in_use_text(output: str, holder: dict) -> str:
+    """The line for a command refused because a running convnorm holds ``output``'s lock."""
+    return (
+        f"{output!r} is in use by a running convnorm ({describe(holder)}; it holds the lock "
+        f"{FileSystems.join(output, LOCK_FILE)}): its outputs may be half replaced until it ends; wait for it "
+        "to finish, then run this again"
+    )
+
+
 def _take_os_lock(fd: int) -> None:
     if fcntl is not None:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)

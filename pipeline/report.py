@@ -1127,10 +1127,14 @@ def report_command(argv: list[str]) -> int:
     )
     parser.add_argument("output", metavar="OUT_DIR", help="the --output directory of a finished run")
     args = parser.parse_args(argv)
-    from pipeline.lock import LockError  # after --help: these import Beam
+    from pipeline.lock import LockError, in_use_text, running_holder  # after --help: these import Beam
     from pipeline.outputs import OutputError
 
     output = os.path.expanduser(args.output).rstrip("/") or "/"
+    holder = running_holder(output)
+    if holder is not None:  # a run finalizing there has no summary.json yet: say what is going on
+        print(f"convnorm report: error: {in_use_text(output, holder)}", file=sys.stderr)
+        return 2
     if "://" not in output and not os.path.isfile(os.path.join(output, "summary.json")):
         # Asked before the lock is taken: taking it would make a directory that is not there.
         print(

@@ -352,3 +352,27 @@ def test_an_edited_run_id_never_deletes_a_folder_the_lock_does_not_prove_the_dea
     assert (photos / "cat.jpg").read_bytes() == b"\xff\xd8 a cat\n"
     assert "kept" in err and photos.name in err
     assert not dead_temp.exists()  # the dead run's own, proven by the file its lock records
+
+
+# --------------------------------------------------------------------------------------------
+# convnorm report and explain while a run is finalizing
+
+
+@pytest.mark.slow
+def test_report_and_explain_while_a_run_finalizes_say_it_is_in_use(small, tmp_path, capsys):
+    # Found: `convnorm report` said the directory "holds no summary.json (is it a convnorm
+    # run's --output?)" and `convnorm explain` that it "holds no drops/ lines", exit 1, while a
+    # run was moving its files into place there.
+    out = tmp_path / "out"
+    proc, ready = paused_runs.start_paused(["--input", small, "--output", out, "--no-report"], "finalize", tmp_path)
+    try:
+        for command in (["report", out], ["explain", out, "--id", "b"]):
+            assert _run(*command) == 2, command
+            err = capsys.readouterr().err
+            assert "in use by a running convnorm" in err and str(out / LOCK_FILE) in err, err
+            assert "summary.json" not in err and "drops/" not in err
+        status, printed = paused_runs.resume(proc, ready)
+    finally:
+        paused_runs.kill(proc)
+    assert status == 0, printed
+    assert _run("explain", out, "--id", "b") == 0  # finished: explained
