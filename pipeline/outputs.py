@@ -197,6 +197,11 @@ def plan_inputs(shards: list, patterns: list[str], output: str | None) -> list:
     return [shard._replace(number=i) for i, shard in enumerate(kept)]
 
 
+def paths_inside(paths: Iterable[str], output: str) -> set[str]:
+    """The ``paths`` that lie inside ``output`` (each directory resolved once)."""
+    return _inputs_inside(_canonical_files(paths), output)
+
+
 def skipped_inputs(shards: list, output: str | None) -> list[str]:
     return sorted(_inputs_inside(_canonical_files({s.path for s in shards}), output)) if output else []
 

@@ -376,3 +376,53 @@ def test_report_and_explain_while_a_run_finalizes_say_it_is_in_use(small, tmp_pa
         paused_runs.kill(proc)
     assert status == 0, printed
     assert _run("explain", out, "--id", "b") == 0  # finished: explained
+
+
+# --------------------------------------------------------------------------------------------
+# A forged drops/ line: explain opens only files the run read
+
+
+@pytest.mark.slow
+def test_explain_never_opens_a_source_the_run_did_not_read(small, tmp_path, monkeypatch, capsys):
+    # Found: a drops/ line naming another file made `convnorm explain` read it and print it.
+    from pipeline import sources
+
+    out = tmp_path / "out"
+    assert _run("--input", small, "--output", out, "--no-report", "--quiet") == 0
+    secret = tmp_path / "secret.jsonl"
+    secret.write_text('{"id": "forged", "messages": [{"role": "user", "content": "the password is hunter2"}]}\n')
+    forged = {"id": "forged", "source": str(secret), "position": 0, "dropped": 0, "drops": {}, "healed": 0}
+    with (out / "drops" / "part-00000.jsonl").open("a") as handle:
+        handle.write(json.dumps(forged) + "\n")
+    opened = []
+    record_at = sources.record_at
+    monkeypatch.setattr(sources, "record_at", lambda path, *args: opened.append(path) or record_at(path, *args))
+    capsys.readouterr()
+    assert _run("explain", out, "--id", "forged") == 2
+    printed = capsys.readouterr()
+    assert "hunter2" not in printed.out + printed.err and opened == []
+    [line] = printed.err.strip().splitlines()
+    assert str(secret) in line and "not one of the run's inputs" in line and "_convnorm_manifest.json" in line
+    assert _run("explain", out, "--id", "b") == 0 and opened == [str(small)]  # the run's own input: shown
+
+
+def test_explain_on_a_streaming_output_opens_only_the_files_it_processed(small, tmp_path, capsys):
+    from pipeline import processed
+    from pipeline.outputs import STREAMING_FORMAT, STREAMING_MARKER
+
+    out, window = tmp_path / "out", "20260101T000000Z-20260101T000100Z"
+    (out / window / "in-0").mkdir(parents=True)
+    (out / STREAMING_MARKER).write_text(json.dumps({"format": STREAMING_FORMAT}))
+    processed.write_record(str(out), str(small), {"path": str(small), "versions": [{"version": 1}]})
+    secret = tmp_path / "secret.jsonl"
+    secret.write_text('{"id": "forged", "messages": [{"role": "user", "content": "hunter2"}]}\n')
+    lines = [
+        {"id": "b", "source": str(small), "position": LINES.index(b'{"id":"b"'), "drops": {"orphan_result": 1}},
+        {"id": "forged", "source": str(secret), "position": 0, "drops": {}},
+    ]
+    (out / window / "in-0" / "drops.jsonl").write_text("".join(json.dumps(line) + "\n" for line in lines))
+    assert _run("explain", out, "--id", "b") == 0
+    assert "DROPPED orphan_result" in capsys.readouterr().out
+    assert _run("explain", out, "--id", "forged") == 2
+    printed = capsys.readouterr()
+    assert "hunter2" not in printed.out and "record of processed files" in printed.err
