@@ -278,7 +278,9 @@ def execute(
             owned.claim_temp(temp_dir, proof)  # before the pipeline writes there: it proves the folder ours
         except OSError as error:
             return _fail(
-                2, f"--output {output!r}: the run's temporary directory could not be made: {_one_line(error)[:500]}"
+                2,
+                f"--output {output!r}: the run's temporary directory could not be made: {_one_line(error)[:500]}; "
+                "nothing was run",
             )
         if not run(pipeline):
             return _fail(

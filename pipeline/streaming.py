@@ -739,12 +739,13 @@ def _take_over(output: str, holder: dict) -> None:
             f"({locks.describe(holder)}); --streaming takes over only a streaming run's lock: recover that run "
             "(rerun it with --overwrite --break-stale-lock) or choose another directory; nothing was deleted"
         )
+    done = owned.clean_dead_run(output, holder)
+    # What was kept is said too: a temporary directory its lock does not prove the dead run's.
     LOG.warning(
-        "taking over the lock of a streaming run that died (%s): deleting its temporary directory; the "
-        "files it had not finished are read again",
+        "took over the lock of a streaming run that died (%s): %s; the files it had not finished are read again",
         locks.describe(holder),
+        done.describe(output),
     )
-    owned.clean_dead_run(output, holder)
 
 
 def _watch(job: Job, output: str, run_id: str, run_temp: str) -> int:
