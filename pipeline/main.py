@@ -18,8 +18,8 @@ with status 2 before any pipeline is built); ``pipeline.execute`` builds the gra
 (``pipeline.build``: ``build`` or ``build_validate``), takes the output directory's lock, runs
 the pipeline and finalizes the outputs (docs/outputs.md); ``main`` prints the summary and
 returns the exit status (``COMMANDS`` and the summary views' ``verdict``). ``--dry-run``
-stops after the plan (``pipeline.dry_run``); Ctrl-C stops any step with one line and exit
-status 130 (``pipeline.interrupts``).
+stops after the plan (``pipeline.dry_run``); Ctrl-C or SIGTERM stops any step with one line and
+exit status 130 or 143 (``pipeline.interrupts``).
 """
 
 from __future__ import annotations
@@ -44,7 +44,14 @@ from pipeline.console import print_error, print_line
 from pipeline.dask_cluster import local_cluster
 from pipeline.execute import OutputSpec, Page, execute, run_pipeline
 from pipeline.explain import where_text
-from pipeline.interrupts import INTERRUPTED, Stopping, handling_ctrl_c, silence_after_interrupt, stopping_line
+from pipeline.interrupts import (
+    Stopping,
+    exit_status,
+    handling_signals,
+    silence_after_interrupt,
+    stop_signal,
+    stopping_line,
+)
 from pipeline.options import ConfigError, ConvNormOptions, Job, is_local_runner, load_job
 from pipeline.prism import PrismError, prism_services
 from pipeline.progress import ProgressMonitor, choose_mode, configure_console, duration_text
@@ -213,27 +220,30 @@ def main(argv: list[str] | None = None) -> int:
     Exit status: 0 done (validate: all sendable); 1 the run failed, did not account for
     every record, normalized none of the records it read, had more dead letters than
     ``--max-dead-letters``, or a file it wrote is missing (validate: violations or unreadable
-    records); 2 bad options, an output directory refused, or another run holds its lock
-    (nothing was run or deleted); 3 the validation pipeline failed (crashed); 130 stopped by
-    Ctrl-C. See docs/outputs.md.
+    records), or finalizing its outputs failed (the line says which step, what is on disk and the
+    command that recovers); 2 bad options, an output directory refused, or another run holds
+    its lock (nothing was run or deleted); 3 the validation pipeline failed (crashed); 130
+    stopped by Ctrl-C, 143 by SIGTERM (lock and temporary directory removed, the output as it
+    was; a streaming run drained by SIGTERM exits 0). See docs/outputs.md.
     """
     return dispatch(list(sys.argv[1:] if argv is None else argv), run_command)
 
 
 def run_command(command: str, args: list[str], started: float | None = None) -> int:
-    """``convnorm run`` or ``convnorm validate`` with their arguments; Ctrl-C ends it in one line.
+    """``convnorm run`` or ``convnorm validate`` with their arguments; Ctrl-C or SIGTERM ends it
+    in one line (exit status 130 or 143).
 
     ``started``: when the command started (``time.monotonic()``; default now), for ``done in``.
     """
     configure_console()
     stopping = Stopping(f"planning the {command}", started=time.monotonic() if started is None else started)
     try:
-        with handling_ctrl_c(stopping):
+        with handling_signals(stopping):
             return _command(command, args, stopping)
-    except KeyboardInterrupt:
+    except KeyboardInterrupt as stop:
         silence_after_interrupt()
-        print(stopping_line(stopping), file=sys.stderr, flush=True)
-        return INTERRUPTED
+        print(stopping_line(stopping, stop_signal(stop)), file=sys.stderr, flush=True)
+        return exit_status(stop_signal(stop))
 
 
 def _command(command: str, args: list[str], stopping: Stopping) -> int:

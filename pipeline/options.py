@@ -226,6 +226,8 @@ class Job:
     #: What the plan leaves out of a directory input (files without a known suffix,
     #: subdirectories), one line per directory: said once the console is set up for the job.
     notes: tuple[str, ...] = ()
+    #: The command's arguments as given: a run that cannot finish says the command that recovers.
+    argv: tuple[str, ...] = ()
 
 
 #: Runners that run on this machine, where a local temporary directory is visible to workers.
@@ -420,4 +422,5 @@ def load_job(argv: list[str], *, output_required: bool = True) -> Job:
         ours.limit,
         graph_for(ours.graph, standard.runner),
         tuple(notes),
+        tuple(argv),
     )
