@@ -51,7 +51,6 @@ RUN_ONLY_FLAGS = frozenset(
         "max_files_per_poll",
         "drain_timeout",
         "changed_files",
-        "follow_symlinks",
         "stop_after",
         "stop_file",
     }

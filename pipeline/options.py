@@ -342,15 +342,19 @@ def _streaming_problems(ours: ConvNormOptions, runner: str) -> list[str]:
 
 
 def _plan(ours: ConvNormOptions, streaming: bool, notes: list[str]) -> list[Shard]:
+    refused: list[str] = []
     try:
         # Streaming: files arrive later; the watcher matches the patterns as it runs.
-        shards = [] if streaming else plan_shards(ours.input, ours.shard_bytes, notes)
+        shards = [] if streaming else plan_shards(ours.input, ours.shard_bytes, notes, ours.follow_symlinks, refused)
         skipped = skipped_inputs(shards, ours.output)
         shards = plan_inputs(shards, ours.input, ours.output)
         if ours.limit is not None:
             shards = limit_plan(shards, ours.limit, ours.max_record_bytes)
     except (InputError, OutputError) as error:
         raise ConfigError(str(error)) from None
+    finally:
+        for line in refused:  # a link a directory input does not follow: a warning, even with --quiet
+            LOG.warning("%s", line)
     if skipped:
         LOG.warning(
             "skipping %d input file(s) inside --output %s (convnorm never reads its own outputs): %s",

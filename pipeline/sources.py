@@ -189,6 +189,31 @@ def is_directory(pattern: str) -> bool:
     return pattern.endswith("/")
 
 
+def link_leading_out(path: str, roots: Iterable[str]) -> str | None:
+    """Where ``path`` leads when it is a local symbolic link whose target (links resolved) lies
+    outside every directory of ``roots``; None for anything else, a link that stays inside
+    included. The one rule of a directory input (batch) and a landing directory (streaming):
+    such a link is read only with ``--follow-symlinks``, so a link planted among the logs
+    (``dl/passwd.jsonl -> /etc/passwd``) never gets a file from elsewhere read and copied into
+    ``dead_letter/``."""
+    if not _is_local(path) or not os.path.islink(path):
+        return None
+    target = os.path.realpath(path)
+    for root in roots:
+        real = os.path.realpath(root)
+        if target == real or target.startswith(real.rstrip("/") + "/"):
+            return None
+    return target
+
+
+def link_refusal(target: str, where: str) -> str:
+    """Why a link that leads out of ``where`` (``the directory``, ``the landing directory``) is not read."""
+    return (
+        f"a symbolic link that leads out of {where} (to {display_path(target)}); "
+        "pass --follow-symlinks to read such links"
+    )
+
+
 class LeftOut(NamedTuple):
     """What a directory input does not read, beside its dot-files and ``_``-files."""
 
@@ -198,30 +223,44 @@ class LeftOut(NamedTuple):
     subdirectories: list[str]
     #: A quoted glob that reads the subdirectories' files (``'logs/*/*.jsonl'``), if they hold any.
     glob: str | None
+    #: Files refused, each with why (links that lead out, dangling links): warnings, not notes.
+    refused: tuple[str, ...] = ()
 
 
-def _in_directory(directory: str) -> tuple[dict[str, int], LeftOut]:
+def _in_directory(directory: str, follow_symlinks: bool = False) -> tuple[dict[str, int], LeftOut]:
     """The input files directly in ``directory`` (path -> size) and what is left out.
 
     Every file with a supported suffix, but dot-files and ``_``-files (hidden, or written by a
-    tool: ``_SUCCESS``, ``_convnorm_manifest.json``) and, in a convnorm output directory, its
-    summaries. Subdirectories are not read.
+    tool: ``_SUCCESS``, ``_convnorm_manifest.json``), in a convnorm output directory its
+    summaries, and (without ``follow_symlinks``) symbolic links that lead out of it.
+    Subdirectories are not read.
     """
     matched = _match(FileSystems.join(directory.rstrip("/") or "/", "*"))
     names = {path: path.rstrip("/").rsplit("/", 1)[-1] for path in matched}
     own_output = OWN_OUTPUT_FILES[0] in names.values()
-    found, unknown = {}, []
+    found, unknown, refused = {}, [], []
     for path, name in sorted(names.items()):
         if name.startswith((".", "_")) or (own_output and name in OWN_OUTPUT_FILES):
             continue
         if file_suffix(name) is None:
             unknown.append(name)
             continue
+        why = None if follow_symlinks else _refused_link(path, directory)
+        if why is not None:
+            refused.append(f"--input {display_path(directory)}: {display_path(path)} is {why}: not read")
+            continue
         if _is_local(path) and not os.path.isfile(path):
+            if os.path.islink(path):  # a dangling link: nothing to read, but never a silent skip
+                refused.append(f"--input {display_path(directory)}: {display_path(path)} is a link to nothing")
             continue  # a subdirectory (Beam's match lists it as a path)
         found[path] = matched[path]
     subdirectories, glob = _subdirectories(directory)
-    return found, LeftOut(unknown, subdirectories, glob)
+    return found, LeftOut(unknown, subdirectories, glob, tuple(refused))
+
+
+def _refused_link(path: str, directory: str) -> str | None:
+    target = link_leading_out(path, [directory])
+    return None if target is None else link_refusal(target, "the directory")
 
 
 def _subdirectories(directory: str) -> tuple[list[str], str | None]:
@@ -258,23 +297,35 @@ def _left_out_note(directory: str, left_out: LeftOut) -> str | None:
     return f"--input {display_path(directory)}: " + "; ".join(parts) if parts else None
 
 
-def match_inputs(patterns: list[str], notes: list[str] | None = None) -> dict[str, int]:
+def match_inputs(
+    patterns: list[str],
+    notes: list[str] | None = None,
+    follow_symlinks: bool = False,
+    refused: list[str] | None = None,
+) -> dict[str, int]:
     """Every input file the patterns name (path -> size): files, globs and directories.
 
     What a directory input leaves out is said in a line appended to ``notes`` (the plan's:
-    shown once the console is set up for the job), or logged when ``notes`` is ``None``.
+    shown once the console is set up for the job), or logged when ``notes`` is ``None``; the
+    files it refuses (``link_leading_out``, unless ``follow_symlinks``), one line each, in
+    ``refused`` (warnings), or logged as warnings when ``refused`` is ``None``.
     """
     files: dict[str, int] = {}
     for pattern in patterns:
         left_out = LeftOut([], [], None)
         try:
             if is_directory(pattern):
-                matched, left_out = _in_directory(pattern)
+                matched, left_out = _in_directory(pattern, follow_symlinks)
                 note = _left_out_note(pattern, left_out)
                 if note and notes is not None:
                     notes.append(note)
                 elif note:
                     LOG.info("%s", note)
+                if refused is not None:
+                    refused.extend(left_out.refused)
+                else:
+                    for line in left_out.refused:
+                        LOG.warning("%s", line)
             else:
                 matched = _match(pattern)
         except Exception as error:  # noqa: BLE001 — filesystems raise their own types
@@ -292,11 +343,15 @@ def match_inputs(patterns: list[str], notes: list[str] | None = None) -> dict[st
 
 
 def plan_shards(
-    patterns: list[str], shard_bytes: int = DEFAULT_SHARD_BYTES, notes: list[str] | None = None
+    patterns: list[str],
+    shard_bytes: int = DEFAULT_SHARD_BYTES,
+    notes: list[str] | None = None,
+    follow_symlinks: bool = False,
+    refused: list[str] | None = None,
 ) -> list[Shard]:
     """Match every pattern and cut the files into shards, in a deterministic order
-    (``notes``: see ``match_inputs``)."""
-    files = match_inputs(patterns, notes)
+    (``notes``, ``follow_symlinks``, ``refused``: see ``match_inputs``)."""
+    files = match_inputs(patterns, notes, follow_symlinks, refused)
     shards: list[Shard] = []
     for path in sorted(files):
         suffix = file_suffix(path)

@@ -63,6 +63,64 @@ def test_relative_glob_without_a_directory_matches(tmp_path, monkeypatch):
     assert {d["source"] for d in _lines(tmp_path / "out" / "drops")} == {"a.jsonl"}
 
 
+def _directory_with_links(tmp_path: Path) -> tuple[Path, Path]:
+    """dl/ holding a.jsonl, a link to it and a link to a file outside (dl/passwd.jsonl -> ...)."""
+    dl, outside = tmp_path / "dl", tmp_path / "outside"
+    dl.mkdir()
+    outside.mkdir()
+    (dl / "a.jsonl").write_bytes(_good(2))
+    secret = outside / "secret.jsonl"
+    secret.write_bytes(b'{"id":"SECRET","messages":[{"role":"user","content":"root:x:0:0"}]}\n')
+    (dl / "passwd.jsonl").symlink_to(secret)
+    (dl / "in-link.jsonl").symlink_to(dl / "a.jsonl")
+    return dl, secret
+
+
+def _sources(out: Path) -> set[str]:
+    return {d["source"] for d in _lines(out / "drops") + _lines(out / "dead_letter")}
+
+
+def test_a_directory_input_never_follows_a_link_out_of_it_unless_told(tmp_path, capsys):
+    """Found: a batch directory input read dl/passwd.jsonl -> /etc/passwd (its lines landed in
+    dead_letter/), where streaming refused it. One rule now: a link that leads out of the
+    directory is not read, with a warning saying why, unless --follow-symlinks."""
+    dl, secret = _directory_with_links(tmp_path)
+    out = tmp_path / "out"
+    assert main(["--input", str(dl), "--output", str(out), "--no-report"]) == 0
+    err = capsys.readouterr().err
+    assert _sources(out) == {str(dl / "a.jsonl"), str(dl / "in-link.jsonl")}  # a link inside: read
+    assert not any(b"SECRET" in p.read_bytes() for p in out.rglob("*") if p.is_file())
+    assert f"{dl / 'passwd.jsonl'} is a symbolic link that leads out of the directory" in err
+    assert "--follow-symlinks" in err and str(secret) in err
+
+    followed = tmp_path / "followed"
+    assert main(["--input", str(dl), "--output", str(followed), "--no-report", "--follow-symlinks"]) == 0
+    assert str(dl / "passwd.jsonl") in _sources(followed)
+    # validate plans its inputs the same way, and takes the flag too.
+    assert main(["validate", "--input", str(dl)]) == 0
+    assert "leads out of the directory" in capsys.readouterr().err
+    assert main(["validate", "--input", str(dl), "--follow-symlinks"]) == 0
+    assert "leads out of the directory" not in capsys.readouterr().err
+
+
+def test_batch_and_streaming_refuse_the_same_links(tmp_path):
+    from pipeline.landing import LandingRules, Refused, Stamp, examine
+    from pipeline.sources import plan_shards
+
+    dl, secret = _directory_with_links(tmp_path)
+    refused: list[str] = []
+    planned = {s.path for s in plan_shards([str(dl)], refused=refused)}
+    assert planned == {str(dl / "a.jsonl"), str(dl / "in-link.jsonl")}
+    (batch,) = refused
+    rules = LandingRules((f"{dl}/*",), str(tmp_path / "out"))
+    streaming = examine(str(dl / "passwd.jsonl"), rules)
+    assert isinstance(streaming, Refused) and isinstance(examine(str(dl / "in-link.jsonl"), rules), Stamp)
+    for said in (batch, streaming.reason):
+        assert "a symbolic link that leads out of the" in said and str(secret) in said and "--follow-symlinks" in said
+    refused.clear()
+    assert len(plan_shards([str(dl)], follow_symlinks=True, refused=refused)) == 3 and refused == []
+
+
 # --------------------------------------------------------------------------------------------
 # Exit status
 
