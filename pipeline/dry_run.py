@@ -20,7 +20,7 @@ from pipeline.execute import OutputSpec
 from pipeline.options import ConvNormOptions, Job
 from pipeline.progress import size_text
 from pipeline.report import REPORT_FILE
-from pipeline.sources import BLANK, FILE_KINDS, Shard, display_path, read_shard, shard_sizes
+from pipeline.sources import BLANK, FILE_KINDS, Shard, read_shard, shard_sizes
 from transforms.record_steps import ReaderHint, RecordRefused, parse_payload, read_conversation
 from transforms.settings import Settings
 
@@ -68,8 +68,8 @@ def input_lines(job: Job) -> list[str]:
         f"input: {len(by_file)} file(s), {len(job.shards)} shard(s), {size_text(total)}{limit}",
         *(f"  {note}" for note in job.notes),
     ]
-    width = min(max((len(display_path(p)) for p in by_file), default=4), 60)
-    for path, indexes in by_file.items():
+    width = min(max((len(job.shards[i[0]].name) for i in by_file.values()), default=4), 60)
+    for indexes in by_file.values():
         first = job.shards[indexes[0]]
         file_bytes = sum(sizes[i] for i in indexes)
         kind = FILE_KINDS[first.suffix][0] + ("" if FILE_KINDS[first.suffix][1] is None else f" ({first.suffix[1:]})")
@@ -77,7 +77,7 @@ def input_lines(job: Job) -> list[str]:
         records = sum(job.shards[i].limit or 0 for i in indexes)
         taken = f", {records:,} record(s)" if job.limit is not None else ""
         lines.append(
-            f"  {display_path(path):<{width}}  {size_text(file_bytes):>10}  {len(indexes)} shard(s){taken}  "
+            f"  {first.name:<{width}}  {size_text(file_bytes):>10}  {len(indexes)} shard(s){taken}  "
             f"{kind}  reader: {readers}"
         )
     return lines
@@ -104,7 +104,7 @@ def _directory_state(output: str, job: Job, spec: OutputSpec) -> tuple[str, str 
 
 def output_lines(job: Job, spec: OutputSpec) -> list[str]:
     """What the command writes where: one line per output."""
-    output = job.output
+    output = job.shown_output
     what = {
         "normalized": f"the normalized records (sink {job.settings.sink})",
         "drops": "per conversation: what it lost, by reason",
@@ -138,7 +138,7 @@ def dry_run(job: Job, command: str, spec: OutputSpec) -> int:
     if refusal:
         print(f"convnorm: error: the run would be refused: {refusal}", file=sys.stderr)
         return 2
-    print(f"output: {job.output} ({state}); the run would write:")
+    print(f"output: {job.shown_output} ({state}); the run would write:")
     for line in output_lines(job, spec):
         print(line)
     return 0

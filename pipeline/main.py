@@ -87,7 +87,7 @@ def _pipeline_runner(job: Job) -> Callable[[beam.Pipeline], bool]:
 def _plan_line(job: Job) -> str:
     limit = f", the first {job.limit:,} records" if job.limit is not None else ""
     return (
-        f"{len({s.path for s in job.shards})} input file(s) in {len(job.shards)} shard(s){limit} -> {job.output} "
+        f"{len({s.path for s in job.shards})} input file(s) in {len(job.shards)} shard(s){limit} -> {job.shown_output} "
         f"(profile {job.settings.profile}, format {job.settings.input_format}, sink {job.settings.sink}, "
         f"runner {job.options.get_all_options()['runner']})"
     )
@@ -114,11 +114,12 @@ def run_job(job: Job, stopping: Stopping) -> int:
         print(RUN.format_table(summary))
     warning = dead_letter_warning(summary, job.warn_dead_letters) if summary else None
     if warning:
-        print(f"convnorm: warning: {warning}; see {job.output}/dead_letter/", file=sys.stderr)
+        print(f"convnorm: warning: {warning}; see {job.shown_output}/dead_letter/", file=sys.stderr)
     if not quiet:
-        print(f"outputs: {job.output}/{{normalized,drops,dead_letter}}/, {job.output}/{SUMMARY_FILE}")
+        shown = job.shown_output
+        print(f"outputs: {shown}/{{normalized,drops,dead_letter}}/, {shown}/{SUMMARY_FILE}")
         if outcome.page:
-            print(f"report:  {job.output}/{outcome.page}")
+            print(f"report:  {shown}/{outcome.page}")
         print(f"done in {duration_text(time.monotonic() - started)}")
     return _verdict(RUN, summary, job)
 
@@ -179,7 +180,7 @@ def validate_job(job: Job, stopping: Stopping) -> int:
                 print("first conversations with violations:")
                 print("\n".join(shown))
             if job.output:
-                print(f"reports: {output}/violations/ and {output}/{VALIDATION_FILE}")
+                print(f"reports: {job.shown_output}/violations/ and {job.shown_output}/{VALIDATION_FILE}")
             print(f"done in {duration_text(time.monotonic() - started)}")
         return _verdict(VALIDATE, summary, job)
     finally:
@@ -240,7 +241,7 @@ def _command(command: str, args: list[str], stopping: Stopping) -> int:
     except ConfigError as error:
         print(f"convnorm: error: {error}", file=sys.stderr)
         return 2
-    stopping.output = job.output or None  # "" when validate was given none
+    stopping.output = job.shown_output or None  # "" when validate was given none
     configure_console(quiet=_quiet(job))
     try:
         if job.dry_run:  # the plan prints the notes itself

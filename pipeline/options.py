@@ -226,6 +226,13 @@ class Job:
     #: What the plan leaves out of a directory input (files without a known suffix,
     #: subdirectories), one line per directory: said once the console is set up for the job.
     notes: tuple[str, ...] = ()
+    #: ``--output`` as given (``~`` expanded): what messages show, where ``output`` is absolute.
+    given_output: str = ""
+
+    @property
+    def shown_output(self) -> str:
+        """The output directory as messages name it: as the user gave it."""
+        return self.given_output or self.output
 
 
 #: Runners that run on this machine, where a local temporary directory is visible to workers.
@@ -270,6 +277,33 @@ def _tidy_paths(ours: ConvNormOptions) -> None:
         ours.output = clean_output_path(ours.output)
     if ours.input:
         ours.input = [os.path.expanduser(pattern) for pattern in ours.input]
+
+
+def _absolute(path: str) -> str:
+    return path if "://" in path else os.path.abspath(path)
+
+
+def _resolve_local_paths(ours: ConvNormOptions, shards: list[Shard]) -> list[Shard]:
+    """Every local path a worker opens made absolute, against the launcher's working directory.
+
+    A cluster's workers run in working directories of their own: a relative --input opened
+    there is another file or none, a relative --output another folder. Planning and the
+    checks before it use the paths as given (their messages say what the user typed); from here
+    on the options (which travel to the workers), the job and the plan hold absolute paths, and
+    each shard keeps the path it was matched as for what the outputs name. A preset's relative
+    paths are relative to the working directory too, as on the command line.
+    """
+    if ours.input:
+        ours.input = [_absolute(pattern) for pattern in ours.input]
+    if ours.output:
+        ours.output = _absolute(ours.output)
+    if ours.stop_file:
+        ours.stop_file = _absolute(ours.stop_file)
+    resolved = []
+    for shard in shards:
+        path = _absolute(shard.path)
+        resolved.append(shard if path == shard.path else shard._replace(path=path, source=shard.path))
+    return resolved
 
 
 def _beam_runner_problem(runner: str) -> str | None:
@@ -402,6 +436,8 @@ def load_job(argv: list[str], *, output_required: bool = True) -> Job:
         raise ConfigError("; ".join(problems))
     notes: list[str] = []
     shards = _plan(ours, bool(standard.streaming), notes)
+    given_output = ours.output or ""
+    shards = _resolve_local_paths(ours, shards)
     if is_dask_runner(standard.runner):
         use_dask(options)
     _warn_missing_writer_options(ours)
@@ -424,4 +460,5 @@ def load_job(argv: list[str], *, output_required: bool = True) -> Job:
         ours.limit,
         graph_for(ours.graph, standard.runner),
         tuple(notes),
+        given_output,
     )

@@ -97,11 +97,14 @@ class Shard(NamedTuple):
     limit: int | None = None
     #: The file's size in bytes when it was planned (for progress); None: not known.
     file_size: int | None = None
+    #: The path as the plan matched it, when ``path`` was made absolute from it (a relative
+    #: ``--input``): what outputs and logs name, so they do not depend on where the checkout is.
+    source: str = ""
 
     @property
     def name(self) -> str:
         """The path as shown in outputs and logs (non-UTF-8 bytes escaped)."""
-        return display_path(self.path)
+        return display_path(self.source or self.path)
 
 
 @lru_cache(maxsize=1024)
