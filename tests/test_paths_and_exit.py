@@ -130,6 +130,7 @@ def _sources(out: Path) -> set[str]:
     return {d["source"] for d in _lines(out / "drops") + _lines(out / "dead_letter")}
 
 
+@pytest.mark.slow
 def test_a_directory_input_never_follows_a_link_out_of_it_unless_told(tmp_path, capsys):
     """Found: a batch directory input read dl/passwd.jsonl -> /etc/passwd (its lines landed in
     dead_letter/), where streaming refused it. One rule now: a link that leads out of the
