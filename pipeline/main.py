@@ -50,7 +50,7 @@ from pipeline.progress import ProgressMonitor, choose_mode, configure_console, d
 from pipeline.report import REPORT_FILE, render_page
 from pipeline.sinks import SUMMARY_FILE
 from pipeline.sources import line_numbers, shard_sizes
-from transforms.summary import RUN, VALIDATE, View, dead_letter_warning
+from transforms.summary import INPUT_CHANGED, RUN, VALIDATE, View, changed_inputs, dead_letter_warning
 
 LOG = logging.getLogger("convnorm")
 
@@ -124,12 +124,32 @@ def run_job(job: Job, stopping: Stopping) -> int:
     return _verdict(RUN, summary, job)
 
 
-def _verdict(view: View, summary: dict, job: Job) -> int:
+def _verdict(view: View, summary: dict, job: Job, output: str | None = None) -> int:
     """The exit status of a finished run, its reasons printed (the outputs are written either way)."""
     status, errors = view.verdict(summary, job.max_dead_letters)
     for error in errors:
         print(f"convnorm: error: {error}", file=sys.stderr)
+    if changed_inputs(summary):
+        for letter in _changed_letters(output or job.output, changed_inputs(summary)):
+            print(f"convnorm: error: {letter['source']}: {letter['detail']}", file=sys.stderr)
     return status
+
+
+def _changed_letters(output: str, count: int) -> list[dict]:
+    """The first ``input_changed`` dead letters (at most ``SHOWN_REPORTS``; ``count`` in all),
+    read back from ``dead_letter/``: which files changed under the run, and how."""
+    found: list[dict] = []
+    wanted = min(count, SHOWN_REPORTS)
+    for path in files.matching(FileSystems.join(output, "dead_letter"), "*.jsonl"):
+        with FileSystems.open(path) as handle:
+            for raw in handle:
+                if b'"input_changed"' in raw:  # most dead letters are other reasons: parse only these
+                    letter = json.loads(raw)
+                    if letter.get("reason") == INPUT_CHANGED:
+                        found.append(letter)
+                if len(found) >= wanted:
+                    return found
+    return found
 
 
 def _show_reports(directory: str) -> list[str]:
@@ -182,7 +202,7 @@ def validate_job(job: Job, stopping: Stopping) -> int:
             if job.output:
                 print(f"reports: {job.shown_output}/violations/ and {job.shown_output}/{VALIDATION_FILE}")
             print(f"done in {duration_text(time.monotonic() - started)}")
-        return _verdict(VALIDATE, summary, job)
+        return _verdict(VALIDATE, summary, job, output)
     finally:
         if not job.output:
             shutil.rmtree(output, ignore_errors=True)
@@ -209,7 +229,8 @@ def main(argv: list[str] | None = None) -> int:
     """Entry point of ``convnorm`` and ``python -m pipeline``; returns the exit status.
 
     Exit status: 0 done (validate: all sendable); 1 the run failed, did not account for
-    every record, normalized none of the records it read, had more dead letters than
+    every record, read an input that changed under it, normalized none of the records it read,
+    had more dead letters than
     ``--max-dead-letters``, or a file it wrote is missing (validate: violations or unreadable
     records); 2 bad options, an output directory refused, or another run holds its lock
     (nothing was run or deleted); 3 the validation pipeline failed (crashed); 130 stopped by
