@@ -20,7 +20,7 @@ from pipeline.execute import OutputSpec
 from pipeline.options import ConvNormOptions, Job
 from pipeline.progress import size_text
 from pipeline.report import REPORT_FILE
-from pipeline.sources import BLANK, FILE_KINDS, Shard, display_path, read_shard, shard_sizes
+from pipeline.sources import BLANK, FILE_KINDS, Shard, read_shard, shard_sizes
 from transforms.console_text import console_text
 from transforms.record_steps import ReaderHint, RecordRefused, parse_payload, read_conversation
 from transforms.settings import Settings
@@ -70,7 +70,7 @@ def input_lines(job: Job) -> list[str]:
         f"input: {len(by_file)} file(s), {len(job.shards)} shard(s), {size_text(total)}{limit}",
         *(f"  {console_text(note)}" for note in job.notes),
     ]
-    shown = {path: console_text(display_path(path)) for path in by_file}
+    shown = {path: console_text(job.shards[indexes[0]].name) for path, indexes in by_file.items()}
     width = min(max(map(len, shown.values()), default=4), 60)
     for path, indexes in by_file.items():
         first = job.shards[indexes[0]]
@@ -107,7 +107,7 @@ def _directory_state(output: str, job: Job, spec: OutputSpec) -> tuple[str, str 
 
 def output_lines(job: Job, spec: OutputSpec) -> list[str]:
     """What the command writes where: one line per output."""
-    output = job.output
+    output = job.shown_output
     what = {
         "normalized": f"the normalized records (sink {job.settings.sink})",
         "drops": "per conversation: what it lost, by reason",
@@ -141,7 +141,7 @@ def dry_run(job: Job, command: str, spec: OutputSpec) -> int:
     if refusal:
         print_error(f"the run would be refused: {refusal}")
         return 2
-    print_line(f"output: {job.output} ({state}); the run would write:")
+    print_line(f"output: {job.shown_output} ({state}); the run would write:")
     for line in output_lines(job, spec):
         print_line(line)
     return 0

@@ -16,8 +16,9 @@
    step, what is on disk (``outputs.Progress``) and the command that recovers
    (``recovery_command``).
 
-``_SUCCESS`` says the outputs can be trusted: every file on disk as reported *and* every record
-read accounted for (the summary's ``accounted``). A run whose records do not add up finishes
+``_SUCCESS`` says the outputs can be trusted: every file on disk as reported, every record
+read accounted for (the summary's ``accounted``) *and* every input read as it was planned (no
+``input_changed`` dead letter). A run whose records do not add up finishes
 (its summary says so, its exit status is 1) without the marker; a run that exits 1 by policy
 (``--max-dead-letters``, nothing normalized) keeps it: its outputs are whole.
 """
@@ -51,6 +52,7 @@ from pipeline.flags import DEFAULT_RUNNER, our_dests
 from pipeline.interrupts import Stopping, shielded
 from pipeline.options import ConfigError, Job
 from pipeline.sdk_worker import BEAM_WORKER_MODULE, WORKER_MODULE, worker_command
+from transforms.summary import changed_inputs
 
 LOG = logging.getLogger("convnorm")
 
@@ -403,14 +405,18 @@ def _clean_up(job: Job, command: str, temp_dir: str, lock: locks.OutputLock, cre
 
 
 def _sealed(result: owned.Finalized, summary: dict, spec: OutputSpec) -> owned.Finalized:
-    """What the manifest records: records not accounted for make the run incomplete like a missing
-    file (no ``_SUCCESS``); the command still reports its summary and exits 1 (its verdict)."""
-    if summary["accounted"]:
-        return result
-    return dataclasses.replace(
-        result,
-        problems=[*result.problems, f"some records are not accounted for ({spec.summary_file}: accounted is false)"],
-    )
+    """What the manifest records: records not accounted for, or inputs that changed while they
+    were read, make the run incomplete like a missing file (no ``_SUCCESS``); the command still
+    reports its summary and exits 1 (its verdict)."""
+    problems = list(result.problems)
+    if not summary["accounted"]:
+        problems.append(f"some records are not accounted for ({spec.summary_file}: accounted is false)")
+    if changed_inputs(summary):
+        problems.append(
+            f"an input changed while it was read ({spec.summary_file}: {changed_inputs(summary):,} "
+            "input_changed dead letter(s))"
+        )
+    return result if problems == result.problems else dataclasses.replace(result, problems=problems)
 
 
 def _clean_dead_run(output: str, holder: dict, spec: OutputSpec) -> owned.Takeover:

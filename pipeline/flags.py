@@ -86,6 +86,13 @@ def _where_flags(add) -> None:
         "outputs are never read); local or any Beam filesystem",
     )
     add("--output", help="output directory, local (~ expanded) or any Beam filesystem")
+    add(
+        "--follow-symlinks",
+        action=argparse.BooleanOptionalAction,
+        default=False,
+        help="read symbolic links that lead out of a directory --input (batch) or out of the landing "
+        "directory (streaming); without it such a link is not read, with a warning saying so",
+    )
 
 
 def _record_flags(add) -> None:
@@ -342,12 +349,6 @@ def _streaming_flags(add) -> None:
         choices=CHANGED_FILES,
         help="streaming: a file rewritten after it was processed is read again as a new version, "
         "or only reported (an appended .jsonl is always read from where it was left)",
-    )
-    add(
-        "--follow-symlinks",
-        action=argparse.BooleanOptionalAction,
-        default=False,
-        help="streaming: read symbolic links that lead out of the landing directory",
     )
     add("--stop-after", help="streaming: stop watching after this long (e.g. 10m), then drain and exit")
     add("--stop-file", help="streaming: stop watching once this file exists, then drain and exit")

@@ -59,7 +59,7 @@ from pipeline.report import REPORT_FILE, render_page
 from pipeline.sinks import SUMMARY_FILE
 from pipeline.sources import line_numbers, shard_sizes
 from transforms.console_text import console_text
-from transforms.summary import RUN, VALIDATE, View, dead_letter_warning
+from transforms.summary import INPUT_CHANGED, RUN, VALIDATE, View, changed_inputs, dead_letter_warning
 
 LOG = logging.getLogger("convnorm")
 
@@ -96,7 +96,7 @@ def _pipeline_runner(job: Job) -> Callable[[beam.Pipeline], bool]:
 def _plan_line(job: Job) -> str:
     limit = f", the first {job.limit:,} records" if job.limit is not None else ""
     return (
-        f"{len({s.path for s in job.shards})} input file(s) in {len(job.shards)} shard(s){limit} -> {job.output} "
+        f"{len({s.path for s in job.shards})} input file(s) in {len(job.shards)} shard(s){limit} -> {job.shown_output} "
         f"(profile {job.settings.profile}, format {job.settings.input_format}, sink {job.settings.sink}, "
         f"runner {job.options.get_all_options()['runner']})"
     )
@@ -123,21 +123,42 @@ def run_job(job: Job, stopping: Stopping) -> int:
         print(RUN.format_table(summary))
     warning = dead_letter_warning(summary, job.warn_dead_letters) if summary else None
     if warning:
-        print_error(f"{warning}; see {job.output}/dead_letter/", kind="warning")
+        print_error(f"{warning}; see {job.shown_output}/dead_letter/", kind="warning")
     if not quiet:
-        print_line(f"outputs: {job.output}/{{normalized,drops,dead_letter}}/, {job.output}/{SUMMARY_FILE}")
+        shown = job.shown_output
+        print_line(f"outputs: {shown}/{{normalized,drops,dead_letter}}/, {shown}/{SUMMARY_FILE}")
         if outcome.page:
-            print_line(f"report:  {job.output}/{outcome.page}")
+            print_line(f"report:  {shown}/{outcome.page}")
         print(f"done in {duration_text(time.monotonic() - started)}")
     return _verdict(RUN, summary, job)
 
 
-def _verdict(view: View, summary: dict, job: Job) -> int:
+def _verdict(view: View, summary: dict, job: Job, output: str | None = None) -> int:
     """The exit status of a finished run, its reasons printed (the outputs are written either way)."""
     status, errors = view.verdict(summary, job.max_dead_letters)
     for error in errors:
         print_error(error)
+    if changed_inputs(summary):
+        for letter in _changed_letters(output or job.output, changed_inputs(summary)):
+            print_error(f"{letter['source']}: {letter['detail']}")
     return status
+
+
+def _changed_letters(output: str, count: int) -> list[dict]:
+    """The first ``input_changed`` dead letters (at most ``SHOWN_REPORTS``; ``count`` in all),
+    read back from ``dead_letter/``: which files changed under the run, and how."""
+    found: list[dict] = []
+    wanted = min(count, SHOWN_REPORTS)
+    for path in files.matching(FileSystems.join(output, "dead_letter"), "*.jsonl"):
+        with FileSystems.open(path) as handle:
+            for raw in handle:
+                if b'"input_changed"' in raw:  # most dead letters are other reasons: parse only these
+                    letter = json.loads(raw)
+                    if letter.get("reason") == INPUT_CHANGED:
+                        found.append(letter)
+                if len(found) >= wanted:
+                    return found
+    return found
 
 
 def _show_reports(directory: str) -> list[str]:
@@ -189,9 +210,9 @@ def validate_job(job: Job, stopping: Stopping) -> int:
                 print("first conversations with violations:")
                 print("\n".join(shown))
             if job.output:
-                print_line(f"reports: {output}/violations/ and {output}/{VALIDATION_FILE}")
+                print_line(f"reports: {job.shown_output}/violations/ and {job.shown_output}/{VALIDATION_FILE}")
             print(f"done in {duration_text(time.monotonic() - started)}")
-        return _verdict(VALIDATE, summary, job)
+        return _verdict(VALIDATE, summary, job, output)
     finally:
         if not job.output:
             shutil.rmtree(output, ignore_errors=True)
@@ -218,7 +239,8 @@ def main(argv: list[str] | None = None) -> int:
     """Entry point of ``convnorm`` and ``python -m pipeline``; returns the exit status.
 
     Exit status: 0 done (validate: all sendable); 1 the run failed, did not account for
-    every record, normalized none of the records it read, had more dead letters than
+    every record, read an input that changed under it, normalized none of the records it read,
+    had more dead letters than
     ``--max-dead-letters``, or a file it wrote is missing (validate: violations or unreadable
     records), or finalizing its outputs failed (the line says which step, what is on disk and the
     command that recovers); 2 bad options, an output directory refused, or another run holds
@@ -253,7 +275,7 @@ def _command(command: str, args: list[str], stopping: Stopping) -> int:
     except ConfigError as error:
         print_error(str(error))
         return 2
-    stopping.output = job.output or None  # "" when validate was given none
+    stopping.output = job.shown_output or None  # "" when validate was given none
     configure_console(quiet=_quiet(job))
     try:
         if job.dry_run:  # the plan prints the notes itself

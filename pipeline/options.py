@@ -228,6 +228,13 @@ class Job:
     notes: tuple[str, ...] = ()
     #: The command's arguments as given: a run that cannot finish says the command that recovers.
     argv: tuple[str, ...] = ()
+    #: ``--output`` as given (``~`` expanded): what messages show, where ``output`` is absolute.
+    given_output: str = ""
+
+    @property
+    def shown_output(self) -> str:
+        """The output directory as messages name it: as the user gave it."""
+        return self.given_output or self.output
 
 
 #: Runners that run on this machine, where a local temporary directory is visible to workers.
@@ -272,6 +279,33 @@ def _tidy_paths(ours: ConvNormOptions) -> None:
         ours.output = clean_output_path(ours.output)
     if ours.input:
         ours.input = [os.path.expanduser(pattern) for pattern in ours.input]
+
+
+def _absolute(path: str) -> str:
+    return path if "://" in path else os.path.abspath(path)
+
+
+def _resolve_local_paths(ours: ConvNormOptions, shards: list[Shard]) -> list[Shard]:
+    """Every local path a worker opens made absolute, against the launcher's working directory.
+
+    A cluster's workers run in working directories of their own: a relative --input opened
+    there is another file or none, a relative --output another folder. Planning and the
+    checks before it use the paths as given (their messages say what the user typed); from here
+    on the options (which travel to the workers), the job and the plan hold absolute paths, and
+    each shard keeps the path it was matched as for what the outputs name. A preset's relative
+    paths are relative to the working directory too, as on the command line.
+    """
+    if ours.input:
+        ours.input = [_absolute(pattern) for pattern in ours.input]
+    if ours.output:
+        ours.output = _absolute(ours.output)
+    if ours.stop_file:
+        ours.stop_file = _absolute(ours.stop_file)
+    resolved = []
+    for shard in shards:
+        path = _absolute(shard.path)
+        resolved.append(shard if path == shard.path else shard._replace(path=path, source=shard.path))
+    return resolved
 
 
 def _beam_runner_problem(runner: str) -> str | None:
@@ -344,15 +378,19 @@ def _streaming_problems(ours: ConvNormOptions, runner: str) -> list[str]:
 
 
 def _plan(ours: ConvNormOptions, streaming: bool, notes: list[str]) -> list[Shard]:
+    refused: list[str] = []
     try:
         # Streaming: files arrive later; the watcher matches the patterns as it runs.
-        shards = [] if streaming else plan_shards(ours.input, ours.shard_bytes, notes)
+        shards = [] if streaming else plan_shards(ours.input, ours.shard_bytes, notes, ours.follow_symlinks, refused)
         skipped = skipped_inputs(shards, ours.output)
         shards = plan_inputs(shards, ours.input, ours.output)
         if ours.limit is not None:
             shards = limit_plan(shards, ours.limit, ours.max_record_bytes)
     except (InputError, OutputError) as error:
         raise ConfigError(str(error)) from None
+    finally:
+        for line in refused:  # a link a directory input does not follow: a warning, even with --quiet
+            LOG.warning("%s", line)
     if skipped:
         LOG.warning(
             "skipping %d input file(s) inside --output %s (convnorm never reads its own outputs): %s",
@@ -400,6 +438,8 @@ def load_job(argv: list[str], *, output_required: bool = True) -> Job:
         raise ConfigError("; ".join(problems))
     notes: list[str] = []
     shards = _plan(ours, bool(standard.streaming), notes)
+    given_output = ours.output or ""
+    shards = _resolve_local_paths(ours, shards)
     if is_dask_runner(standard.runner):
         use_dask(options)
     _warn_missing_writer_options(ours)
@@ -423,4 +463,5 @@ def load_job(argv: list[str], *, output_required: bool = True) -> Job:
         graph_for(ours.graph, standard.runner),
         tuple(notes),
         tuple(argv),
+        given_output,
     )

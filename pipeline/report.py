@@ -497,7 +497,7 @@ def _warning_limit(manifest: dict):
 
 def _header_html(data: ReportData) -> str:
     """Title line, the warnings a person must see first, and the tiles of totals."""
-    from transforms.summary import dead_letter_warning
+    from transforms.summary import changed_inputs, dead_letter_warning
 
     s = data.summary
     accounted = s.get("accounted")
@@ -514,6 +514,11 @@ def _header_html(data: ReportData) -> str:
         banners.append(f"Warning: {warning}. The examples below show each reason; dead_letter/ holds them all.")
     if not accounted:
         banners.append("Records in ≠ normalized + dead-lettered: some records are not accounted for (no _SUCCESS).")
+    if changed_inputs(s):
+        banners.append(
+            "An input changed while the run read it (input_changed in dead_letter/): the outputs do not "
+            "hold the files as planned (no _SUCCESS)."
+        )
     d = data.details
     if (d.dropped, d.dead_letters) != (s.get("dropped", 0), s.get("dead_letters", 0)):
         banners.append(

@@ -17,7 +17,10 @@ Any Beam filesystem works (local paths, ``gs://``, ...). A JSONL line ends at LF
 CR alone; a file starting with a UTF-16 byte-order mark is decoded (and never cut into byte
 ranges). Blank JSONL lines are not records: they are counted (``blank_lines``) and skipped.
 A file that fails mid-way yields one ``unreadable_file`` record for the rest, so the failure
-is a dead letter, not a crash.
+is a dead letter, not a crash. A planned local file is compared with the plan (size, time,
+inode) when it is opened and once it is read, and with what its path names then; a plain
+file's bytes read with its planned size: a file truncated, replaced or rewritten under the run
+yields one ``input_changed`` record for the rest (docs/outputs.md).
 
 Memory per record is bounded by ``--max-record-bytes``: a longer JSONL line, ``.json``
 array element or other ``.json`` document is a ``record_too_large`` record, read past in
@@ -97,11 +100,19 @@ class Shard(NamedTuple):
     limit: int | None = None
     #: The file's size in bytes when it was planned (for progress); None: not known.
     file_size: int | None = None
+    #: The path as the plan matched it, when ``path`` was made absolute from it (a relative
+    #: ``--input``): what outputs and logs name, so they do not depend on where the checkout is.
+    source: str = ""
+    #: A local file's modification time, inode and device when it was planned (with
+    #: ``file_size``): the reader compares them with the file it opens (``InputChanged``).
+    mtime_ns: int | None = None
+    inode: int | None = None
+    device: int | None = None
 
     @property
     def name(self) -> str:
         """The path as shown in outputs and logs (non-UTF-8 bytes escaped)."""
-        return display_path(self.path)
+        return display_path(self.source or self.path)
 
 
 @lru_cache(maxsize=1024)
@@ -164,17 +175,19 @@ def special_file_kind(mode: int) -> str | None:
     return "not a regular file"
 
 
-def _refuse_special_file(path: str) -> None:
-    """A FIFO, device or socket never ends (or blocks on open): refuse it before the run."""
+def _refuse_special_file(path: str) -> os.stat_result | None:
+    """A FIFO, device or socket never ends (or blocks on open): refuse it before the run. The
+    file's ``stat`` (local files; None elsewhere), which the plan keeps."""
     if not _is_local(path):
-        return
+        return None
     try:
-        mode = os.stat(path).st_mode
+        info = os.stat(path)
     except OSError as error:
         raise InputError(f"cannot read --input file {display_path(path)!r}: {error.strerror}") from None
-    kind = special_file_kind(mode)
+    kind = special_file_kind(info.st_mode)
     if kind is not None:
         raise InputError(f"--input {display_path(path)!r} is {kind}; convnorm reads regular files only")
+    return info
 
 
 #: Files convnorm writes beside its part files; a directory holding a manifest is a convnorm
@@ -189,6 +202,31 @@ def is_directory(pattern: str) -> bool:
     return pattern.endswith("/")
 
 
+def link_leading_out(path: str, roots: Iterable[str]) -> str | None:
+    """Where ``path`` leads when it is a local symbolic link whose target (links resolved) lies
+    outside every directory of ``roots``; None for anything else, a link that stays inside
+    included. The one rule of a directory input (batch) and a landing directory (streaming):
+    such a link is read only with ``--follow-symlinks``, so a link planted among the logs
+    (``dl/passwd.jsonl -> /etc/passwd``) never gets a file from elsewhere read and copied into
+    ``dead_letter/``."""
+    if not _is_local(path) or not os.path.islink(path):
+        return None
+    target = os.path.realpath(path)
+    for root in roots:
+        real = os.path.realpath(root)
+        if target == real or target.startswith(real.rstrip("/") + "/"):
+            return None
+    return target
+
+
+def link_refusal(target: str, where: str) -> str:
+    """Why a link that leads out of ``where`` (``the directory``, ``the landing directory``) is not read."""
+    return (
+        f"a symbolic link that leads out of {where} (to {display_path(target)}); "
+        "pass --follow-symlinks to read such links"
+    )
+
+
 class LeftOut(NamedTuple):
     """What a directory input does not read, beside its dot-files and ``_``-files."""
 
@@ -198,30 +236,44 @@ class LeftOut(NamedTuple):
     subdirectories: list[str]
     #: A quoted glob that reads the subdirectories' files (``'logs/*/*.jsonl'``), if they hold any.
     glob: str | None
+    #: Files refused, each with why (links that lead out, dangling links): warnings, not notes.
+    refused: tuple[str, ...] = ()
 
 
-def _in_directory(directory: str) -> tuple[dict[str, int], LeftOut]:
+def _in_directory(directory: str, follow_symlinks: bool = False) -> tuple[dict[str, int], LeftOut]:
     """The input files directly in ``directory`` (path -> size) and what is left out.
 
     Every file with a supported suffix, but dot-files and ``_``-files (hidden, or written by a
-    tool: ``_SUCCESS``, ``_convnorm_manifest.json``) and, in a convnorm output directory, its
-    summaries. Subdirectories are not read.
+    tool: ``_SUCCESS``, ``_convnorm_manifest.json``), in a convnorm output directory its
+    summaries, and (without ``follow_symlinks``) symbolic links that lead out of it.
+    Subdirectories are not read.
     """
     matched = _match(FileSystems.join(directory.rstrip("/") or "/", "*"))
     names = {path: path.rstrip("/").rsplit("/", 1)[-1] for path in matched}
     own_output = OWN_OUTPUT_FILES[0] in names.values()
-    found, unknown = {}, []
+    found, unknown, refused = {}, [], []
     for path, name in sorted(names.items()):
         if name.startswith((".", "_")) or (own_output and name in OWN_OUTPUT_FILES):
             continue
         if file_suffix(name) is None:
             unknown.append(name)
             continue
+        why = None if follow_symlinks else _refused_link(path, directory)
+        if why is not None:
+            refused.append(f"--input {display_path(directory)}: {display_path(path)} is {why}: not read")
+            continue
         if _is_local(path) and not os.path.isfile(path):
+            if os.path.islink(path):  # a dangling link: nothing to read, but never a silent skip
+                refused.append(f"--input {display_path(directory)}: {display_path(path)} is a link to nothing")
             continue  # a subdirectory (Beam's match lists it as a path)
         found[path] = matched[path]
     subdirectories, glob = _subdirectories(directory)
-    return found, LeftOut(unknown, subdirectories, glob)
+    return found, LeftOut(unknown, subdirectories, glob, tuple(refused))
+
+
+def _refused_link(path: str, directory: str) -> str | None:
+    target = link_leading_out(path, [directory])
+    return None if target is None else link_refusal(target, "the directory")
 
 
 def _subdirectories(directory: str) -> tuple[list[str], str | None]:
@@ -258,23 +310,35 @@ def _left_out_note(directory: str, left_out: LeftOut) -> str | None:
     return f"--input {display_path(directory)}: " + "; ".join(parts) if parts else None
 
 
-def match_inputs(patterns: list[str], notes: list[str] | None = None) -> dict[str, int]:
+def match_inputs(
+    patterns: list[str],
+    notes: list[str] | None = None,
+    follow_symlinks: bool = False,
+    refused: list[str] | None = None,
+) -> dict[str, int]:
     """Every input file the patterns name (path -> size): files, globs and directories.
 
     What a directory input leaves out is said in a line appended to ``notes`` (the plan's:
-    shown once the console is set up for the job), or logged when ``notes`` is ``None``.
+    shown once the console is set up for the job), or logged when ``notes`` is ``None``; the
+    files it refuses (``link_leading_out``, unless ``follow_symlinks``), one line each, in
+    ``refused`` (warnings), or logged as warnings when ``refused`` is ``None``.
     """
     files: dict[str, int] = {}
     for pattern in patterns:
         left_out = LeftOut([], [], None)
         try:
             if is_directory(pattern):
-                matched, left_out = _in_directory(pattern)
+                matched, left_out = _in_directory(pattern, follow_symlinks)
                 note = _left_out_note(pattern, left_out)
                 if note and notes is not None:
                     notes.append(note)
                 elif note:
                     LOG.info("%s", note)
+                if refused is not None:
+                    refused.extend(left_out.refused)
+                else:
+                    for line in left_out.refused:
+                        LOG.warning("%s", line)
             else:
                 matched = _match(pattern)
         except Exception as error:  # noqa: BLE001 — filesystems raise their own types
@@ -292,11 +356,15 @@ def match_inputs(patterns: list[str], notes: list[str] | None = None) -> dict[st
 
 
 def plan_shards(
-    patterns: list[str], shard_bytes: int = DEFAULT_SHARD_BYTES, notes: list[str] | None = None
+    patterns: list[str],
+    shard_bytes: int = DEFAULT_SHARD_BYTES,
+    notes: list[str] | None = None,
+    follow_symlinks: bool = False,
+    refused: list[str] | None = None,
 ) -> list[Shard]:
     """Match every pattern and cut the files into shards, in a deterministic order
-    (``notes``: see ``match_inputs``)."""
-    files = match_inputs(patterns, notes)
+    (``notes``, ``follow_symlinks``, ``refused``: see ``match_inputs``)."""
+    files = match_inputs(patterns, notes, follow_symlinks, refused)
     shards: list[Shard] = []
     for path in sorted(files):
         suffix = file_suffix(path)
@@ -305,8 +373,12 @@ def plan_shards(
                 f"cannot tell the format of {display_path(path)!r} from its name; "
                 f"input files end in one of: {', '.join(FILE_KINDS)}"
             )
-        _refuse_special_file(path)
-        size = files[path]
+        info = _refuse_special_file(path)
+        # What the reader compares the file it opens with: size, and locally time and identity.
+        size = files[path] if info is None else info.st_size
+        whole = Shard(0, path, suffix, 0, None, file_size=size)
+        if info is not None:
+            whole = whole._replace(mtime_ns=info.st_mtime_ns, inode=info.st_ino, device=info.st_dev)
         # A UTF-16 file is read whole: a byte range could start in the middle of a code unit.
         if FILE_KINDS[suffix][2] and size > shard_bytes and not _starts_utf16(path):
             # Equal ranges of at most shard_bytes: no small tail shard, so workers that take
@@ -314,9 +386,9 @@ def plan_shards(
             count = -(-size // shard_bytes)
             bounds = [size * k // count for k in range(count + 1)]
             for start, end in zip(bounds, bounds[1:]):
-                shards.append(Shard(len(shards), path, suffix, start, None if end == size else end, file_size=size))
+                shards.append(whole._replace(number=len(shards), start=start, end=None if end == size else end))
         else:
-            shards.append(Shard(len(shards), path, suffix, 0, None, file_size=size))
+            shards.append(whole._replace(number=len(shards)))
     return shards
 
 
@@ -419,12 +491,94 @@ class _ZstdReader(io.RawIOBase):
         return n
 
 
+# --------------------------------------------------------------------------------------------
+# Is the file read the one planned?
+
+
+class InputChanged(Exception):
+    """The file a planned shard reads is not the one planned: changed before it was opened or
+    while it was read, or its path names another file by the end. ``read_shard`` makes it one
+    ``input_changed`` record, where reading stopped (``position``, when the reader knows it)."""
+
+    def __init__(self, detail: str, position: int | None = None) -> None:
+        super().__init__(detail)
+        self.detail = detail
+        self.position = position
+
+
+def _is_planned(shard: Shard) -> bool:
+    # Streaming and `convnorm explain` make shards of no plan: they look at changes themselves.
+    return shard.file_size is not None
+
+
+def stat_changes(shard: Shard, now: os.stat_result) -> list[str]:
+    """How the file ``now`` describes differs from the one planned, one phrase each (empty: it
+    does not). A change of the status-change time alone (``chmod``, a new hard link) is none."""
+    changes = []
+    if shard.inode is not None and (now.st_ino, now.st_dev) != (shard.inode, shard.device):
+        changes.append("it is another file (one put at its name, by a rename or a copy)")
+    if shard.file_size is not None and now.st_size != shard.file_size:
+        changes.append(f"planned {shard.file_size:,} bytes, now {now.st_size:,}")
+    if shard.mtime_ns is not None and now.st_mtime_ns != shard.mtime_ns:
+        changes.append("modified since it was planned")
+    return changes
+
+
+def _check_opened(shard: Shard, handle) -> None:
+    """The file just opened, against the plan: a change means none of it is read."""
+    changes = stat_changes(shard, os.fstat(handle.fileno()))
+    if changes:
+        detail = f"the file changed between the plan and when it was opened: {'; '.join(changes)}; not read"
+        raise InputChanged(detail, shard.start)
+
+
+def _check_done(shard: Shard, handle) -> None:
+    """The file read to its end (or the shard's), against the plan: the open file itself (its
+    size and time) and what its path names now (a file renamed over it leaves the open one whole)."""
+    changes = stat_changes(shard, os.fstat(handle.fileno()))
+    if changes:
+        raise InputChanged(f"the file changed while it was read: {'; '.join(changes)}")
+    try:
+        now = os.stat(shard.path)
+    except FileNotFoundError:
+        raise InputChanged("the file is no longer there: removed or moved away while it was read") from None
+    if shard.inode is not None and (now.st_ino, now.st_dev) != (shard.inode, shard.device):
+        raise InputChanged(
+            "its path names another file now (one renamed over it while it was read): what was read "
+            "is no longer the file at that name"
+        )
+
+
+def _check_ended(shard: Shard, handle, position: int) -> None:
+    """A plain file's end met at byte ``position``: before the planned end, it was cut short
+    (the bytes read against the plan, which also holds where the file has no ``fstat``)."""
+    end = shard.end if shard.end is not None else shard.file_size
+    if not _is_planned(shard) or end is None or position >= end:
+        return
+    changes = stat_changes(shard, os.fstat(handle.fileno())) if _is_local(shard.path) else []
+    changes.append(f"it ended at byte {position:,}, before the planned end at byte {end:,}")
+    raise InputChanged(f"the file changed while it was read: {'; '.join(changes)}", position)
+
+
+@contextlib.contextmanager
+def _open_shard(shard: Shard):
+    """``open_input`` of a shard's file, checked against the plan when it is opened and once
+    the reader is done with it (a reader that stops early, ``--limit``, is not checked at the end)."""
+    checked = _is_planned(shard) and _is_local(shard.path)
+    with open_input(shard.path) as raw:
+        if checked:
+            _check_opened(shard, raw)
+        yield raw
+        if checked:
+            _check_done(shard, raw)
+
+
 @contextlib.contextmanager
 def _open_text_stream(shard: Shard):
     # Beam's own decompressing reader stops quietly at a truncated archive; these raise,
     # so a cut-off file becomes an ``unreadable_file`` dead letter instead of a short read.
     compression = FILE_KINDS[shard.suffix][1]
-    with open_input(shard.path) as raw:
+    with _open_shard(shard) as raw:
         if compression == "gzip":
             yield gzip.GzipFile(fileobj=raw, mode="rb")
         elif compression == "zstd":
@@ -586,6 +740,8 @@ def _read_jsonl(shard: Shard, max_record_bytes: int = DEFAULT_MAX_RECORD_BYTES) 
                 position += size
                 continue
             if not line:
+                if FILE_KINDS[shard.suffix][1] is None:
+                    _check_ended(shard, handle, position)
                 return
             if position == 0 and line.startswith(_BOM):
                 position, line = len(_BOM), line[len(_BOM) :]
@@ -774,7 +930,7 @@ def _read_json(shard: Shard, max_record_bytes: int = DEFAULT_MAX_RECORD_BYTES) -
     # by element (each bounded like a JSONL line); any other bigger document is one record,
     # too large.
     source = shard.name
-    with open_input(shard.path) as handle:
+    with _open_shard(shard) as handle:
         text = handle.read(max_record_bytes + 1)
         if len(text) > max_record_bytes:
             body = text[len(_BOM) :] if text.startswith(_BOM) else text
@@ -953,7 +1109,7 @@ def _read_parquet(shard: Shard, max_record_bytes: int = DEFAULT_MAX_RECORD_BYTES
 
     source = shard.name
     index = 0
-    with open_input(shard.path) as handle:
+    with _open_shard(shard) as handle:
         for batch in pq.ParquetFile(handle).iter_batches(batch_size=1024):
             for payload in _parquet_rows(batch):
                 yield RawRecord(source, index, payload)
@@ -981,6 +1137,10 @@ def read_shard(shard: Shard, max_record_bytes: int = DEFAULT_MAX_RECORD_BYTES) -
                     left -= 1
                 next_position = item.position + 1
             yield item
+    except InputChanged as changed:
+        # Not the file planned: what was read stays read, the rest is this one record.
+        position = next_position if changed.position is None else changed.position
+        yield RawRecord(shard.name, position, Unreadable("input_changed", changed.detail))
     except Exception as error:  # noqa: BLE001 — filesystems and pyarrow raise many types
         yield RawRecord(
             shard.name,
@@ -1010,6 +1170,7 @@ def iter_batches(
         if batch_is_full(len(items), size, batch_size, batch_bytes):
             yield Batch(shard.number, items[0].position, items)
             items, size = [], 0
+            pause_point("reading")  # the file open, a batch handed on: tests change it here
     if items:
         yield Batch(shard.number, items[0].position, items)
 
