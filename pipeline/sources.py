@@ -21,7 +21,8 @@ is a dead letter, not a crash.
 
 Memory per record is bounded by ``--max-record-bytes``: a longer JSONL line, ``.json``
 array element or other ``.json`` document is a ``record_too_large`` record, read past in
-pieces, never held whole (docs/input-limits.md). A ``.json`` file up to the limit is parsed
+pieces, never held whole; a Parquet row over it is one too, found from the file's metadata or
+measured in Arrow before it becomes a record (docs/input-limits.md). A ``.json`` file up to the limit is parsed
 whole; a bigger array is split into its elements by following strings and nesting.
 """
 
@@ -946,18 +947,132 @@ def _rows_with_repeated_columns(batch, repeated: list[str]) -> Iterator:
         yield Unreadable("unconvertible_value", detail, raw_text[:4000])
 
 
+#: Rows per Parquet record batch at most; fewer where the row group's rows are big.
+PARQUET_BATCH_ROWS = 1024
+
+
+def parquet_batch_rows(rows: int, uncompressed: int, limit: int) -> int:
+    """Rows per record batch for a row group of ``rows`` rows and ``uncompressed`` bytes (its
+    column chunks' uncompressed sizes): rows of the group's average size that add up to about
+    ``limit``, so a batch holds about one record's worth however big the rows are."""
+    if rows <= 0 or uncompressed <= 0:
+        return PARQUET_BATCH_ROWS
+    return max(1, min(PARQUET_BATCH_ROWS, limit * rows // uncompressed))
+
+
+def _parquet_too_large(size: int, limit: int, how: str, raw: str = "") -> Unreadable:
+    return Unreadable(
+        "record_too_large",
+        f"a Parquet row of {size:,} bytes ({how}) is over --max-record-bytes {limit:,}; it was not read",
+        raw,
+    )
+
+
+def _value_sizes(array) -> list[int]:
+    """The bytes each value of an Arrow array takes (for a dictionary column: its entry, not
+    the whole dictionary), measured on the buffers: nothing is converted."""
+    import pyarrow as pa
+
+    if pa.types.is_dictionary(array.type):
+        entries: dict[int, int] = {}  # measured as used: a dictionary may be far longer than the batch
+        sizes = []
+        for index in array.indices.to_pylist():
+            if index is not None and index not in entries:
+                entries[index] = array.dictionary.slice(index, 1).nbytes
+            sizes.append(0 if index is None else entries[index])
+        return sizes
+    return [array.slice(i, 1).nbytes for i in range(len(array))]
+
+
+def _row_sizes(batch) -> list[int]:
+    """Each row's bytes in Arrow (the sum of its values' sizes)."""
+    sizes = [0] * batch.num_rows
+    for column in batch.columns:
+        for i, size in enumerate(_value_sizes(column)):
+            sizes[i] += size
+    return sizes
+
+
+def _row_prefix(batch, i: int) -> str:
+    """The start of an over-long row, for its dead letter: its short values, and the type and
+    size of the others (never the whole row as text)."""
+    shown = {}
+    for name, column in zip(batch.schema.names, batch.columns):
+        value = column.slice(i, 1)
+        if value.nbytes <= 1024:
+            try:
+                shown[name] = _jsonable(value[0].as_py(), [0])
+                continue
+            except Exception:  # noqa: BLE001 — shown by its type below
+                pass
+        shown[name] = f"<{column.type}: {value.nbytes:,} bytes>"
+    return orjson.dumps(shown, default=str).decode()[:4000]
+
+
+def _bounded_rows(batch, limit: int) -> Iterator:
+    """A record batch's rows as records; a row over ``limit`` bytes in Arrow is a
+    ``record_too_large`` ``Unreadable``, measured before any Python object of it is built."""
+    if batch.nbytes <= limit:  # the common case: no row can be over (a row is part of the batch)
+        yield from _parquet_rows(batch)
+        return
+    start = 0
+    for i, size in enumerate(_row_sizes(batch)):
+        if size > limit:
+            yield from _parquet_rows(batch.slice(start, i - start))
+            yield _parquet_too_large(size, limit, "its values in Arrow", _row_prefix(batch, i))
+            start = i + 1
+    yield from _parquet_rows(batch.slice(start))
+
+
+def _row_group_sizes(metadata) -> list[tuple[int, int]]:
+    """(rows, uncompressed bytes) of each row group, from the file's metadata alone."""
+    groups = []
+    for g in range(metadata.num_row_groups):
+        group = metadata.row_group(g)
+        uncompressed = sum(group.column(c).total_uncompressed_size for c in range(group.num_columns))
+        groups.append((group.num_rows, uncompressed))
+    return groups
+
+
 def _read_parquet(shard: Shard, max_record_bytes: int = DEFAULT_MAX_RECORD_BYTES) -> Iterator:
-    # Rows come in record batches; a row is never split, so its size is bounded by what the
-    # file's writer put in it (the limit is for line-based containers).
+    # Row group by row group, in record batches cut to the limit (``parquet_batch_rows``). A
+    # row group of one row bigger than the limit is that row: a dead letter known from the
+    # metadata, never decoded (a 7 KB file can hold a 200 MB string). Any other row over the
+    # limit is measured in Arrow, before it becomes a record. Running out of memory while
+    # decoding a row group makes the rest of that group one dead letter; the next group is read.
     import pyarrow.parquet as pq  # only Parquet inputs pay for the import
 
     source = shard.name
     index = 0
     with open_input(shard.path) as handle:
-        for batch in pq.ParquetFile(handle).iter_batches(batch_size=1024):
-            for payload in _parquet_rows(batch):
-                yield RawRecord(source, index, payload)
-                index += 1
+        parquet = pq.ParquetFile(handle)
+        for g, (rows, uncompressed) in enumerate(_row_group_sizes(parquet.metadata)):
+            first, end = index, index + rows
+            if rows == 1 and uncompressed > max_record_bytes:
+                how = f"row group {g} of one row, uncompressed, in the file's metadata"
+                yield RawRecord(source, index, _parquet_too_large(uncompressed, max_record_bytes, how))
+                index = end
+                continue
+            try:
+                batches = parquet.iter_batches(
+                    batch_size=parquet_batch_rows(rows, uncompressed, max_record_bytes), row_groups=[g]
+                )
+                for batch in batches:
+                    for payload in _bounded_rows(batch, max_record_bytes):
+                        yield RawRecord(source, index, payload)
+                        index += 1
+            except MemoryError as error:  # pyarrow's ArrowMemoryError is one
+                yield RawRecord(source, index, _out_of_memory(g, rows, uncompressed, first, index, end, error))
+                index = end
+
+
+def _out_of_memory(group: int, rows: int, uncompressed: int, first: int, at: int, end: int, error) -> Unreadable:
+    unread = f"row {at}" if end - at == 1 else f"rows {at}-{end - 1}"
+    return Unreadable(
+        "record_too_large",
+        f"out of memory decoding row group {group} (rows {first}-{end - 1}, {uncompressed:,} bytes uncompressed): "
+        f"{unread} not read ({type(error).__name__}: {error})",
+    )
 
 
 _SHARD_READERS = {"jsonl": _read_jsonl, "json": _read_json, "parquet": _read_parquet}

@@ -162,6 +162,128 @@ def test_parquet_non_finite_floats_are_null_and_counted_by_column(tmp_path):
     assert "non_finite_nulled" not in process_record(second, Settings()).metrics
 
 
+_MESSAGES = pa.list_(pa.struct([("role", pa.string()), ("content", pa.string())]))
+_SCHEMA = pa.schema([("id", pa.string()), ("messages", _MESSAGES)])
+
+
+def _conversations(ids, content=lambda i: f"hi {i}"):
+    return pa.table(
+        {"id": [f"p{i}" for i in ids], "messages": [[{"role": "user", "content": content(i)}] for i in ids]},
+        schema=_SCHEMA,
+    )
+
+
+def _write_row_groups(path, *tables, compression="snappy"):
+    with pq.ParquetWriter(path, _SCHEMA, compression=compression) as writer:
+        for table in tables:
+            writer.write_table(table)  # one row group each
+
+
+def _decoded_row_groups(monkeypatch) -> list:
+    """The row groups the reader asks pyarrow to decode, in order."""
+    asked: list = []
+    original = pq.ParquetFile.iter_batches
+
+    def spy(self, *args, **kwargs):
+        asked.append(tuple(kwargs.get("row_groups") or ()))
+        return original(self, *args, **kwargs)
+
+    monkeypatch.setattr(pq.ParquetFile, "iter_batches", spy)
+    return asked
+
+
+def test_parquet_row_group_of_one_row_over_the_limit_is_a_dead_letter_never_decoded(tmp_path, monkeypatch):
+    # Found: the limit did not apply to Parquet; a 7 KB file holding one 200 MB string cost
+    # 1.6 GB and crashed a run under a memory cap. Its size is in the file's metadata.
+    path = tmp_path / "t.parquet"
+    _write_row_groups(path, _conversations([0], lambda i: "x" * 5000), _conversations(range(1, 4)))
+    asked = _decoded_row_groups(monkeypatch)
+    items = _items(path, max_record_bytes=1024)
+    assert [i.position for i in items] == [0, 1, 2, 3]
+    letter = items[0].payload
+    assert isinstance(letter, Unreadable) and letter.reason == "record_too_large"
+    assert "row group 0" in letter.detail and "--max-record-bytes 1,024" in letter.detail
+    assert [i.payload.value["id"] for i in items[1:]] == ["p1", "p2", "p3"]
+    assert 0 not in {group for groups in asked for group in groups}
+
+
+def test_parquet_row_over_the_limit_among_small_ones_is_its_own_dead_letter(tmp_path):
+    path = tmp_path / "t.parquet"
+    _write_row_groups(path, _conversations(range(100), lambda i: "y" * 5000 if i == 37 else f"hi {i}"))
+    items = _items(path, max_record_bytes=1024)
+    assert [i.position for i in items] == list(range(100))
+    letters = {i.position: i.payload for i in items if isinstance(i.payload, Unreadable)}
+    assert list(letters) == [37] and letters[37].reason == "record_too_large"
+    assert "p37" in letters[37].raw  # the row's first bytes, for the dead letter
+    assert [i.payload.value["messages"][0]["content"] for i in items if i.position != 37] == [
+        f"hi {i}" for i in range(100) if i != 37
+    ]
+    # Under a limit it fits, the same row is read.
+    assert len(_items(path, max_record_bytes=1 << 20)[37].payload.value["messages"][0]["content"]) == 5000
+
+
+def test_parquet_batches_are_cut_to_the_limit():
+    from pipeline.sources import parquet_batch_rows
+
+    assert parquet_batch_rows(rows=100_000, uncompressed=100_000 * 100, limit=32 << 20) == 1024
+    assert parquet_batch_rows(rows=1000, uncompressed=1000 * 10_000, limit=100_000) == 10
+    assert parquet_batch_rows(rows=2, uncompressed=400 << 20, limit=32 << 20) == 1
+    assert parquet_batch_rows(rows=5, uncompressed=0, limit=1024) == 1024
+
+
+def test_parquet_out_of_memory_is_a_dead_letter_for_its_row_group(tmp_path, monkeypatch):
+    path = tmp_path / "t.parquet"
+    _write_row_groups(path, _conversations(range(3)), _conversations(range(3, 6)), _conversations(range(6, 9)))
+    original = pq.ParquetFile.iter_batches
+
+    def failing(self, *args, **kwargs):
+        if kwargs.get("row_groups") == [1]:
+            raise pa.ArrowMemoryError("malloc of size 209715264 failed")
+        return original(self, *args, **kwargs)
+
+    monkeypatch.setattr(pq.ParquetFile, "iter_batches", failing)
+    items = _items(path)
+    assert [i.position for i in items] == [0, 1, 2, 3, 6, 7, 8]
+    letter = items[3].payload
+    assert letter.reason == "record_too_large" and "out of memory" in letter.detail
+    assert "rows 3-5" in letter.detail and "row group 1" in letter.detail
+
+
+@pytest.mark.slow
+def test_a_huge_parquet_row_under_a_memory_cap_is_a_dead_letter_not_a_crash(tmp_path):
+    # A 7 KB file whose first row group is one 200 MB string (zstd compresses it 30,000 to 1):
+    # under a 1.5 GB address-space cap the run died of std::bad_alloc, its lock left behind.
+    import resource
+    import subprocess
+    import sys
+
+    path = tmp_path / "in" / "rows.parquet"
+    path.parent.mkdir()
+    big = _conversations([0], lambda i: "x" * (200 << 20))
+    _write_row_groups(path, big, _conversations([1]), compression="zstd")
+    del big
+    assert path.stat().st_size < 64 << 10
+    cap = 3 << 29  # 1.5 GiB of address space
+
+    def capped() -> None:
+        resource.setrlimit(resource.RLIMIT_AS, (cap, cap))
+
+    out = tmp_path / "out"
+    done = subprocess.run(
+        [sys.executable, "-m", "pipeline", "--input", str(path), "--output", str(out), "--quiet", "--no-report"],
+        preexec_fn=capped,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    summary = json.loads((out / "summary.json").read_text())
+    assert (summary["records_in"], summary["records_out"], summary["dead_letters"]) == (2, 1, 1)
+    letters = [json.loads(line) for f in (out / "dead_letter").glob("*.jsonl") for line in f.read_text().splitlines()]
+    assert [(d["position"], d["reason"]) for d in letters] == [(0, "record_too_large")]
+    assert (out / "_SUCCESS").exists() and not (out / "_convnorm.lock").exists()
+
+
 # --------------------------------------------------------------------------------------------
 # Values from JSON
 
