@@ -17,6 +17,7 @@ import difflib
 import json
 import math
 import os
+import stat
 
 import yaml
 
@@ -77,7 +78,10 @@ class FlagRecorder:
 
 
 def _where_flags(add) -> None:
-    add("--config", help="YAML preset of options (configs/*.yaml); flags on the command line override it")
+    add(
+        "--config",
+        help="YAML preset of options, a regular file (configs/*.yaml); flags on the command line override it",
+    )
     add(
         "--input",
         action="append",
@@ -434,16 +438,43 @@ def _check_numbers(value, path: str, key) -> None:
             stack.extend(item)
 
 
+def _open_regular(path: str):
+    """A local preset, opened to read its bytes only if it is a regular file: a FIFO would make
+    the read wait for a writer for ever, a device never ends. Opened without blocking, then
+    looked at (what is opened is what is looked at)."""
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+    try:
+        mode = os.fstat(fd).st_mode
+        if not stat.S_ISREG(mode):
+            raise ConfigError(f"--config {path!r} is {_kind(mode)}; a preset is a regular file (YAML)")
+        os.set_blocking(fd, True)
+        return os.fdopen(fd, "rb")
+    except BaseException:
+        os.close(fd)
+        raise
+
+
+def _kind(mode: int) -> str:
+    """What a file that is not a regular file is, in words (``pipeline.sources`` says the same)."""
+    if stat.S_ISFIFO(mode):
+        return "a FIFO"
+    if stat.S_ISCHR(mode) or stat.S_ISBLK(mode):
+        return "a device"
+    if stat.S_ISSOCK(mode):
+        return "a socket"
+    return "a directory" if stat.S_ISDIR(mode) else "not a regular file"
+
+
 def read_preset(path: str, open_file=open) -> dict:
     """The mapping a ``--config`` file holds (empty for an empty file). Raises ConfigError.
 
-    ``open_file(path)`` opens it for reading bytes or text (``pipeline.options`` passes Beam's
-    ``FileSystems.open``, for a preset on any Beam filesystem). At most ``MAX_PRESET_BYTES``,
+    ``open_file(path)`` opens one on another filesystem (``pipeline.options`` passes Beam's
+    ``FileSystems.open``); a local one is read only if it is a regular file. At most ``MAX_PRESET_BYTES``,
     standing for at most ``MAX_PRESET_VALUES`` values with its aliases expanded, integers below
     2**63: checked before the values exist.
     """
     try:
-        with open_file(path) as handle:
+        with _open_regular(path) if "://" not in path else open_file(path) as handle:
             text = handle.read(MAX_PRESET_BYTES + 1)
         if len(text) > MAX_PRESET_BYTES:
             raise ConfigError(
