@@ -17,6 +17,7 @@ import difflib
 import json
 import math
 import os
+import re
 import stat
 
 import yaml
@@ -310,7 +311,8 @@ def _streaming_flags(add) -> None:
         "--window",
         default="60s",
         help="streaming (Beam's --streaming with --runner PrismRunner, Flink or Dataflow; "
-        "see docs/streaming.md): window of the summaries, e.g. 60s, 5m",
+        "see docs/streaming.md): window of the summaries, e.g. 60s, 5m (1 s to 7 days); a duration is "
+        "more than 0 and at most 7 days",
     )
     add("--poll-interval", default="2s", help="streaming: how often the --input patterns are matched")
     add(
@@ -643,14 +645,50 @@ def graph_for(graph: str, runner: str | None) -> str:
     return PER_SHARD if is_dask_runner(runner) else TAGGED_OUTPUTS
 
 
+#: The longest duration any flag takes: past it a duration is a slip (``--window 1e30`` once
+#: passed, then overflowed the window's end timestamp after the streaming marker was written).
+MAX_DURATION_S = 7 * 86_400
+#: Windows are named to the second (``20261130T120000Z-...``): a shorter one would repeat a name.
+MIN_WINDOW_S = 1.0
+#: The flags whose value is a duration (``--job-endpoint-timeout`` takes seconds as a number).
+DURATION_FLAGS = ("--window", "--poll-interval", "--drain-timeout", "--stop-after", "--job-endpoint-timeout")
+#: A negative duration as a word of the command line (``-5s``, ``-.5h``, ``-1e3``).
+_NEGATIVE_DURATION = re.compile(r"-\s*(\d+\.?\d*|\.\d+)(e[-+]?\d+)?\s*[smh]?\s*", re.IGNORECASE)
+_EXPECTED_DURATION = "expected a duration such as 90, 90s, 5m or 1h"
+
+
+class DurationError(ValueError):
+    """A duration that cannot be used; the message says why (without the flag)."""
+
+
 def parse_duration(text: str) -> float:
-    """``90``, ``90s``, ``1.5m``, ``2h`` -> seconds. Raises ValueError."""
+    """``90``, ``90s``, ``1.5m``, ``2h`` -> seconds: more than 0, at most ``MAX_DURATION_S``.
+    Raises DurationError."""
     value = str(text).strip().lower()
     unit = value[-1:] if value[-1:] in _DURATION_UNITS else ""
-    seconds = float(value[: len(value) - len(unit)]) * _DURATION_UNITS.get(unit, 1)
-    if not (seconds > 0 and math.isfinite(seconds)):
-        raise ValueError(f"{text!r} is not a positive duration")
+    try:
+        seconds = float(value[: len(value) - len(unit)]) * _DURATION_UNITS.get(unit, 1)
+    except ValueError:
+        raise DurationError(_EXPECTED_DURATION) from None
+    if math.isnan(seconds):
+        raise DurationError(_EXPECTED_DURATION)
+    if seconds < 0:
+        raise DurationError("a duration cannot be negative")
+    if seconds == 0:
+        raise DurationError("a duration must be more than 0")
+    if seconds > MAX_DURATION_S:
+        raise DurationError(f"at most 7 days ({MAX_DURATION_S:,} s)")
     return seconds
+
+
+def negative_duration_problems(argv: list[str]) -> list[str]:
+    """``--drain-timeout -5s``: argparse takes the value for a flag and says "expected one
+    argument"; say what is wrong instead."""
+    return [
+        f"{flag} {value!r}: a duration cannot be negative; give one such as 90, 90s, 5m or 1h"
+        for flag, value in zip(argv, argv[1:])
+        if flag in DURATION_FLAGS and _NEGATIVE_DURATION.fullmatch(value)
+    ]
 
 
 # --------------------------------------------------------------------------------------------
@@ -771,9 +809,12 @@ def _duration_problems(ours) -> list[str]:
         if value is None:
             continue
         try:
-            parse_duration(value)
-        except ValueError:
-            problems.append(f"{flag} {value!r}: expected a duration such as 90, 90s, 5m or 1h")
+            seconds = parse_duration(value)
+        except DurationError as error:
+            problems.append(f"{flag} {value!r}: {error}")
+            continue
+        if flag == "--window" and seconds < MIN_WINDOW_S:
+            problems.append(f"{flag} {value!r}: at least 1 s (windows are named to the second)")
     return problems
 
 
@@ -871,6 +912,9 @@ def precheck(argv: list[str], *, output_required: bool = True) -> argparse.Names
     unknown flags and preset keys (when ``pipeline.beam_flags`` matches the installed Beam),
     and every value of ours that cannot work; ``pipeline.options.load_job`` checks the rest.
     """
+    negative = negative_duration_problems(argv)
+    if negative:  # before argparse, which would take the value for a flag
+        raise ConfigError("; ".join(negative))
     beam_known = beam_flags.table_is_current()
     parser = _fast_parser(beam_known)
     given, unknown = parse_known(parser, argv)

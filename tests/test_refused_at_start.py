@@ -1,6 +1,8 @@
 """Options that failed late are refused at the start: exit status 2, one line, nothing written.
 
-Each case once got past the checks: --config naming a FIFO (a run that never started).
+Each case once got past the checks: a streaming marker left behind that then refused every
+batch run into the directory (--window 1e30), argparse's "expected one argument" (a negative
+duration), or a run that never started (--config naming a FIFO).
 """
 
 from __future__ import annotations
@@ -32,6 +34,58 @@ def _refused(capsys, argv: list[str], *expected: str) -> str:
     for text in expected:
         assert text in errors[0], err
     return errors[0]
+
+
+# --------------------------------------------------------------------------------------------
+# Durations
+
+
+@pytest.mark.parametrize(
+    "flag, value, message",
+    [
+        ("--window", "1e30", "--window '1e30': at most 7 days"),
+        ("--window", "inf", "--window 'inf': at most 7 days"),
+        ("--window", "0.5", "--window '0.5': at least 1 s"),
+        ("--stop-after", "1e30s", "--stop-after '1e30s': at most 7 days"),
+        ("--poll-interval", "0", "--poll-interval '0': a duration must be more than 0"),
+    ],
+)
+def test_a_streaming_duration_out_of_range_is_refused_before_the_marker_is_written(
+    tmp_path, capsys, flag, value, message
+):
+    # Found: --window 1e30 passed the check, wrote the streaming marker, then failed with a
+    # traceback; the marker left behind refused every batch run into the directory after.
+    out = tmp_path / "out"
+    argv = ["--streaming", "--runner=PrismRunner", "--input", str(tmp_path / "*.jsonl"), "--output", str(out)]
+    _refused(capsys, [*argv, flag, value], message)
+    assert not out.exists()
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["--drain-timeout", "-5s"],
+        ["--drain-timeout=-5s"],
+        ["--window", "-1m"],
+        ["--stop-after", "-.5h"],
+        ["--job-endpoint-timeout", "-5s"],
+    ],
+    ids=lambda argv: " ".join(argv),
+)
+def test_a_negative_duration_says_durations_cannot_be_negative(tmp_path, capsys, argv):
+    # Found: argparse took "-5s" for a flag and said "expected one argument".
+    out = tmp_path / "out"
+    base = ["--streaming", "--runner=PrismRunner", "--input", str(tmp_path / "*.jsonl"), "--output", str(out)]
+    _refused(capsys, [*base, *argv], argv[0].split("=")[0], "cannot be negative")
+    assert not out.exists()
+
+
+def test_a_negative_duration_in_a_preset_says_so_too(tmp_path, capsys):
+    preset = tmp_path / "p.yaml"
+    preset.write_text("streaming: true\nrunner: PrismRunner\ndrain_timeout: -5s\n")
+    argv = ["--config", str(preset), "--input", str(tmp_path / "*.jsonl"), "--output", str(tmp_path / "out")]
+    _refused(capsys, argv, "--drain-timeout '-5s'", "cannot be negative")
+    assert not (tmp_path / "out").exists()
 
 
 # --------------------------------------------------------------------------------------------
