@@ -90,7 +90,11 @@ def _where_flags(add) -> None:
         ".parquet; a directory means every such file directly in it (dot-files and convnorm's own "
         "outputs are never read); local or any Beam filesystem",
     )
-    add("--output", help="output directory, local (~ expanded) or any Beam filesystem")
+    add(
+        "--output",
+        help="output directory, local (~ expanded; its absolute path at least 256 bytes short of the file "
+        "system's PATH_MAX, room for the names convnorm makes in it) or any Beam filesystem",
+    )
 
 
 def _record_flags(add) -> None:
@@ -822,6 +826,52 @@ def _local_file_exists(path: str) -> bool:
     return "://" not in path and os.path.exists(path)
 
 
+#: The longest path convnorm makes below ``--output``, in bytes: a streaming window's file's
+#: temporary name (``<window>/<file>-<hash>-v<n>/.dead_letter.jsonl.<uuid>.tmp``, about 200
+#: bytes), rounded up; tests/test_refused_at_start.py checks it against the names made.
+DERIVED_PATH_BYTES = 256
+
+
+def _name_limits(path: str) -> tuple[int, int]:
+    """(NAME_MAX, PATH_MAX) of the file system of ``path``'s nearest existing folder."""
+    folder = path
+    while not os.path.isdir(folder) and os.path.dirname(folder) != folder:
+        folder = os.path.dirname(folder)
+    try:
+        return os.pathconf(folder, "PC_NAME_MAX"), os.pathconf(folder, "PC_PATH_MAX")
+    except (OSError, ValueError):  # no pathconf here: Linux's limits
+        return 255, 4096
+
+
+def _shortened(text: str) -> str:
+    return text if len(text) <= 80 else f"{text[:40]}...{text[-30:]}"
+
+
+def output_name_problems(output: str | None) -> list[str]:
+    """A local ``--output`` the file system cannot hold, with the names convnorm makes under
+    it: a name past NAME_MAX, or a path past PATH_MAX (found before, the run failed after its
+    pipeline, or when the lock's folder was made)."""
+    if not output or "://" in output:
+        return []
+    path = os.path.abspath(os.path.expanduser(output))
+    name_max, path_max = _name_limits(path)
+    encoded = os.fsencode(path)
+    problems = [
+        f"--output {_shortened(output)!r}: the name {_shortened(os.fsdecode(name))!r} is {len(name):,} bytes; "
+        f"this file system takes at most {name_max:,} (NAME_MAX)"
+        for name in encoded.split(b"/")
+        if len(name) > name_max
+    ]
+    # PATH_MAX counts the terminating NUL.
+    if len(encoded) + 1 + DERIVED_PATH_BYTES + 1 > path_max:
+        problems.append(
+            f"--output {_shortened(output)!r} is {len(encoded):,} bytes as an absolute path; with the names "
+            f"convnorm makes under it (up to {DERIVED_PATH_BYTES} bytes more) it is past this file system's "
+            f"{path_max:,} (PATH_MAX): choose a shorter path"
+        )
+    return problems
+
+
 def streaming_problems(ours, runner: str | None, exists=_local_file_exists) -> list[str]:
     """What ``--streaming`` cannot work with among our values (and the runner, when known).
 
@@ -866,6 +916,7 @@ def own_problems(ours, *, output_required: bool, streaming: bool, runner: str | 
         problems.append("--input is required (a file, directory or glob; repeat it for several)")
     if not ours.output and output_required:
         problems.append("--output is required (a directory)")
+    problems += output_name_problems(ours.output)
     problems += _number_problems(ours)
     dead_letter_limits(ours, problems)
     if streaming:

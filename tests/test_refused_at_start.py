@@ -1,8 +1,9 @@
 """Options that failed late are refused at the start: exit status 2, one line, nothing written.
 
-Each case once got past the checks: a streaming marker left behind that then refused every
-batch run into the directory (--window 1e30), argparse's "expected one argument" (a negative
-duration), or a run that never started (--config naming a FIFO).
+Each case once got past the checks: a traceback after the run (an over-long --output), a
+streaming marker left behind that then refused every batch run into the directory (--window
+1e30), argparse's "expected one argument" (a negative duration), or a run that never started
+(--config naming a FIFO).
 """
 
 from __future__ import annotations
@@ -10,10 +11,12 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import uuid
 from pathlib import Path
 
 import pytest
 
+from pipeline.flags import DERIVED_PATH_BYTES
 from pipeline.main import main
 
 GOOD = b'{"id":"g%d","messages":[{"role":"user","content":"hi"}]}\n'
@@ -34,6 +37,63 @@ def _refused(capsys, argv: list[str], *expected: str) -> str:
     for text in expected:
         assert text in errors[0], err
     return errors[0]
+
+
+# --------------------------------------------------------------------------------------------
+# --output too long for the file system
+
+
+def test_an_output_name_over_name_max_is_refused_before_anything_is_created(tmp_path, capsys):
+    # Found: a traceback from the lock's makedirs (exit status 1), its parent folder created.
+    out = tmp_path / "new" / ("n" * 256)
+    _refused(capsys, ["--input", _input(tmp_path), "--output", str(out)], "256 bytes", "NAME_MAX")
+    assert not (tmp_path / "new").exists()
+
+
+def test_an_output_past_path_max_with_the_names_made_under_it_is_refused(tmp_path, capsys):
+    # Found: a path 60 bytes short of PATH_MAX passed; the run failed in the pipeline (exit
+    # status 1) when a temporary part file's name went past it, 20 folders left behind.
+    path_max = os.pathconf(tmp_path, "PC_PATH_MAX")
+    out = str(tmp_path / "deep")
+    while len(os.fsencode(out)) + 201 < path_max - 60:
+        out += "/" + "d" * 200
+    out += "/" + "e" * (path_max - 60 - len(os.fsencode(out)) - 1)
+    _refused(capsys, ["--input", _input(tmp_path), "--output", out], "PATH_MAX", f"{path_max:,}")
+    assert not (tmp_path / "deep").exists()
+    _refused(capsys, ["validate", "--input", _input(tmp_path), "--output", out], "PATH_MAX")
+
+
+@pytest.mark.slow
+def test_an_output_with_just_room_for_the_names_made_under_it_is_run(tmp_path):
+    path_max = os.pathconf(tmp_path, "PC_PATH_MAX")
+    out = str(tmp_path / "deep")
+    while len(os.fsencode(out)) + 201 < path_max:
+        out += "/" + "d" * 200
+    room = out[: path_max - DERIVED_PATH_BYTES - 2].rstrip("/")  # ASCII: a byte a character
+    assert main(["--input", _input(tmp_path), "--output", room, "--quiet", "--no-report"]) == 0
+    assert (Path(room) / "_SUCCESS").exists()
+
+
+def test_derived_path_bytes_covers_the_longest_names_convnorm_makes():
+    from pipeline.outputs import TEMP_PREFIX
+    from pipeline.sinks import temp_name
+    from pipeline.streaming import source_id
+
+    uuid_hex = uuid.uuid4().hex
+
+    def write_temp(name: str) -> str:  # pipeline.files.write_file's temporary name
+        return f".{name}.{uuid_hex}.tmp"
+
+    window = "20261130T120000Z-20261130T120100Z"
+    landed = source_id("/landing/" + "\u00e9" * 200 + ".jsonl", version=999_999)
+    longest = [
+        f"{window}/{landed}/{write_temp('dead_letter.jsonl')}",
+        f"{TEMP_PREFIX}{uuid_hex}/in-flight/{uuid_hex}-v999999-{uuid_hex[:8]}/{write_temp('dead_letter.jsonl')}",
+        f"{TEMP_PREFIX}{uuid_hex}/dead_letter/{temp_name(9_999_999, 1 << 40, uuid_hex)}",
+        f"processed/{write_temp(uuid_hex + '.json')}",
+        write_temp("_convnorm_manifest.json"),
+    ]
+    assert max(len(os.fsencode(path)) for path in longest) <= DERIVED_PATH_BYTES
 
 
 # --------------------------------------------------------------------------------------------
