@@ -315,8 +315,8 @@ def _streaming_flags(add) -> None:
         "--window",
         default="60s",
         help="streaming (Beam's --streaming with --runner PrismRunner, Flink or Dataflow; "
-        "see docs/streaming.md): window of the summaries, e.g. 60s, 5m (1 s to 7 days); a duration is "
-        "more than 0 and at most 7 days",
+        "see docs/streaming.md): window of the summaries, e.g. 60s, 5m (1 s to 7 days). Every streaming "
+        "flag is refused without --streaming; a duration is more than 0 and at most 7 days",
     )
     add("--poll-interval", default="2s", help="streaming: how often the --input patterns are matched")
     add(
@@ -872,6 +872,28 @@ def output_name_problems(output: str | None) -> list[str]:
     return problems
 
 
+def _streaming_only_dests() -> frozenset[str]:
+    recorder = FlagRecorder(argparse.ArgumentParser(add_help=False))
+    _streaming_flags(recorder.add)
+    return frozenset(recorder.actions)
+
+
+def batch_problems(set_by: dict[str, str]) -> list[str]:
+    """Streaming flags set for a run that does not stream (they would do nothing).
+
+    ``set_by``: dest -> where it was set (``""``: the command line, else the preset's path)."""
+    ours = our_flags().actions
+    problems = []
+    for dest in sorted(_streaming_only_dests() & set_by.keys(), key=list(ours).index):
+        flag = ours[dest].option_strings[0]
+        where = f" (set by --config {set_by[dest]!r})" if set_by[dest] else ""
+        problems.append(
+            f"{flag}{where} is a streaming option and does nothing in a batch run: give --streaming too "
+            "(convnorm run, with a runner that streams), or leave it out"
+        )
+    return problems
+
+
 def streaming_problems(ours, runner: str | None, exists=_local_file_exists) -> list[str]:
     """What ``--streaming`` cannot work with among our values (and the runner, when known).
 
@@ -973,6 +995,7 @@ def precheck(argv: list[str], *, output_required: bool = True) -> argparse.Names
         raise ConfigError(unknown_argument(unknown, argv))
     ours = our_flags()
     values = {dest: action.default for dest, action in ours.actions.items()}
+    set_by = {dest: "" for dest in given}  # where each of our options was set: "" the command line
     preset_streaming = preset_runner = None
     config = given.get("config")
     if config and "://" not in config:  # a preset on another filesystem is read after Beam's import
@@ -980,13 +1003,15 @@ def precheck(argv: list[str], *, output_required: bool = True) -> argparse.Names
         for raw_key, dest, value in preset_entries(config, read_preset(config), known):
             if dest in ours.actions:
                 values[dest] = our_preset_value(config, raw_key, ours, dest, value)
+                set_by.setdefault(dest, config)
             elif dest == "streaming":
                 preset_streaming = value
             elif dest == "runner":
                 preset_runner = value
     values.update({dest: value for dest, value in given.items() if dest in ours.actions})
     namespace = argparse.Namespace(**values)
-    streaming = bool(given.get("streaming", preset_streaming is True))
+    # Without the table of Beam's flags, --streaming is one of the arguments left over.
+    streaming = bool(given.get("streaming", "--streaming" in unknown or preset_streaming is True))
     runner = given.get("runner") or (preset_runner if isinstance(preset_runner, str) else None) or DEFAULT_RUNNER
     problems = own_problems(
         namespace,
@@ -995,6 +1020,8 @@ def precheck(argv: list[str], *, output_required: bool = True) -> argparse.Names
         runner=runner,
         runners=beam_flags.RUNNERS if beam_known else None,
     )
+    if not streaming:
+        problems += batch_problems(set_by)
     if problems:
         raise ConfigError("; ".join(problems))
     return namespace

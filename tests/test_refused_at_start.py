@@ -2,8 +2,8 @@
 
 Each case once got past the checks: a traceback after the run (an over-long --output), a
 streaming marker left behind that then refused every batch run into the directory (--window
-1e30), argparse's "expected one argument" (a negative duration), or a run that never started
-(--config naming a FIFO).
+1e30), a flag that did nothing (a streaming flag in a batch run), argparse's "expected one
+argument" (a negative duration), or a run that never started (--config naming a FIFO).
 """
 
 from __future__ import annotations
@@ -145,6 +145,42 @@ def test_a_negative_duration_in_a_preset_says_so_too(tmp_path, capsys):
     preset.write_text("streaming: true\nrunner: PrismRunner\ndrain_timeout: -5s\n")
     argv = ["--config", str(preset), "--input", str(tmp_path / "*.jsonl"), "--output", str(tmp_path / "out")]
     _refused(capsys, argv, "--drain-timeout '-5s'", "cannot be negative")
+    assert not (tmp_path / "out").exists()
+
+
+# --------------------------------------------------------------------------------------------
+# Streaming flags in a batch run
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["--window", "5m"],
+        ["--poll-interval=1s"],
+        ["--new-only"],
+        ["--max-files-per-poll", "5"],
+        ["--drain-timeout", "1m"],
+        ["--changed-files", "report"],
+        ["--follow-symlinks"],
+        ["--stop-after", "10m"],
+        ["--stop-file", "stop"],
+    ],
+    ids=lambda argv: argv[0].split("=")[0],
+)
+def test_a_streaming_flag_in_a_batch_run_is_refused_naming_it(tmp_path, capsys, argv):
+    # Found: accepted and ignored: a batch run with --stop-after 10m ran to its end.
+    out = tmp_path / "out"
+    flag = argv[0].split("=")[0]
+    _refused(capsys, ["--input", _input(tmp_path), "--output", str(out), *argv], flag, "--streaming")
+    assert not out.exists()
+    _refused(capsys, ["validate", "--input", _input(tmp_path), *argv], flag)
+
+
+def test_a_streaming_key_in_a_batch_preset_is_refused_naming_the_preset(tmp_path, capsys):
+    preset = tmp_path / "p.yaml"
+    preset.write_text("window: 5m\n")
+    argv = ["--config", str(preset), "--input", _input(tmp_path), "--output", str(tmp_path / "out")]
+    _refused(capsys, argv, "--window", str(preset), "--streaming")
     assert not (tmp_path / "out").exists()
 
 
