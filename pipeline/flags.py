@@ -270,8 +270,8 @@ def _limit_flags(add) -> None:
         "--max-record-bytes",
         type=int,
         default=DEFAULT_MAX_RECORD_BYTES,
-        help="largest record read (a JSONL line, a .json array element or document); a larger one "
-        "is a record_too_large dead letter (default 32 MiB; see docs/input-limits.md)",
+        help="largest record read (a JSONL line, a .json array element or document, a Parquet row); a "
+        "larger one is a record_too_large dead letter (default 32 MiB; see docs/input-limits.md)",
     )
 
 
