@@ -20,7 +20,7 @@ from pipeline.execute import OutputSpec
 from pipeline.options import ConvNormOptions, Job
 from pipeline.progress import size_text
 from pipeline.report import REPORT_FILE
-from pipeline.sources import BLANK, FILE_KINDS, Shard, read_shard, shard_sizes
+from pipeline.sources import FILE_KINDS, Blank, Shard, read_shard, shard_sizes
 from transforms.console_text import console_text
 from transforms.record_steps import ReaderHint, RecordRefused, parse_payload, read_conversation
 from transforms.settings import Settings
@@ -36,7 +36,7 @@ def sample_readers(shard: Shard, settings: Settings, max_record_bytes: int, samp
     hint = ReaderHint()
     limit = min(sample, shard.limit) if shard.limit is not None else sample
     for item in read_shard(shard._replace(limit=limit), max_record_bytes):
-        if item is BLANK:
+        if isinstance(item, Blank):
             continue
         try:
             read_conversation(parse_payload(item), settings, hint)

@@ -15,16 +15,17 @@ suffix         records                                                position
 
 Any Beam filesystem works (local paths, ``gs://``, ...). A JSONL line ends at LF, CR LF or a
 CR alone; a file starting with a UTF-16 byte-order mark is decoded (and never cut into byte
-ranges). Blank JSONL lines are not records: they are counted (``blank_lines``) and skipped.
-A file that fails mid-way yields one ``unreadable_file`` record for the rest, so the failure
-is a dead letter, not a crash. A planned local file is compared with the plan (size, time,
-inode) when it is opened and once it is read, and with what its path names then; a plain
-file's bytes read with its planned size: a file truncated, replaced or rewritten under the run
-yields one ``input_changed`` record for the rest (docs/outputs.md).
+ranges). Blank JSONL lines are not records: they are counted (``blank_lines``; a run of them in
+bulk) and skipped. A file that fails mid-way yields one ``unreadable_file`` record for the
+rest, so the failure is a dead letter, not a crash. A planned local file is compared with the
+plan (size, time, inode) when it is opened and once it is read, and with what its path names
+then; a plain file's bytes read with its planned size: a file truncated, replaced or rewritten
+under the run yields one ``input_changed`` record for the rest (docs/outputs.md).
 
 Memory per record is bounded by ``--max-record-bytes``: a longer JSONL line, ``.json``
 array element or other ``.json`` document is a ``record_too_large`` record, read past in
-pieces, never held whole (docs/input-limits.md). A ``.json`` file up to the limit is parsed
+pieces, never held whole; a Parquet row over it is one too, found from the file's metadata or
+measured in Arrow before it becomes a record (docs/input-limits.md). A ``.json`` file up to the limit is parsed
 whole; a bigger array is split into its elements by following strings and nesting.
 """
 
@@ -404,7 +405,9 @@ def limit_plan(shards: list[Shard], limit: int, max_record_bytes: int = DEFAULT_
     for shard in shards:
         if remaining <= 0:
             break
-        records = sum(1 for item in read_shard(shard._replace(limit=remaining), max_record_bytes) if item is not BLANK)
+        records = sum(
+            1 for item in read_shard(shard._replace(limit=remaining), max_record_bytes) if not isinstance(item, Blank)
+        )
         if records:
             kept.append(shard._replace(number=len(kept), limit=records))
             remaining -= records
@@ -426,7 +429,61 @@ def shard_sizes(shards: list[Shard]) -> list[int]:
 # --------------------------------------------------------------------------------------------
 # Reading one shard (plain generators: the baseline benchmark and the validator reuse them)
 
-BLANK = object()  # a blank JSONL line: counted and skipped, not a record
+
+class Blank(NamedTuple):
+    """Blank JSONL lines in a row (white space only): counted and skipped, not records. A run
+    of them is one item, so a file of newlines costs about what decompressing it does."""
+
+    lines: int
+
+
+BLANK = Blank(1)
+
+#: The bytes of blank lines: white space and line ends.
+_SPACE = b" \t\x0b\x0c\r\n"
+#: Bytes looked at per step of a run of blank lines (what the stream's buffer holds, at most).
+_BLANK_PEEK = 1 << 16
+
+
+def _line_ends(data: bytes, end: int) -> int:
+    """The lines ending in ``data[:end]``: at each LF, and at each CR that no LF follows."""
+    lines = data.count(b"\n", 0, end)
+    cr = data.find(b"\r", 0, end)
+    return lines if cr == -1 else lines + data.count(b"\r", cr, end) - data.count(b"\r\n", cr, end)
+
+
+def _blank_run(handle, room: int | None) -> tuple[int, int]:
+    """Read past the blank lines at the stream's position, a buffer at a time, with bytes
+    methods only (a regular expression cost 25 ns a byte): (bytes, lines).
+
+    With ``room`` (a byte range's bytes left), the lines kept are those of the range: a line
+    belongs to the range its first byte falls in, with the rest of its LF-ended line (the
+    pieces a CR alone cuts off it), as the line-by-line path reads them."""
+    peek = getattr(handle, "peek", None)
+    taken = lines = 0
+    while peek is not None and (room is None or taken < room):
+        buffered = peek(_BLANK_PEEK)
+        head = buffered[:64]  # most runs are short: strip a copy of their start only
+        space = len(head) - len(head.lstrip(_SPACE))
+        if space == len(head):
+            space = len(buffered) - len(buffered.lstrip(_SPACE))
+        if space == len(buffered) and buffered.endswith(b"\r"):
+            space -= 1  # an LF may follow in the next buffer: one line end, not two
+        run = max(buffered.rfind(b"\n", 0, space), buffered.rfind(b"\r", 0, space)) + 1
+        if room is not None and taken + run >= room:
+            left = room - taken
+            lf = buffered.find(b"\n", left - 1, run)
+            # To the LF that ends the line holding the range's last byte; without one in the
+            # run, the whole LF-ended lines before it (the line-by-line path reads the rest).
+            run = lf + 1 if lf != -1 else buffered.rfind(b"\n", 0, left) + 1
+        if not run:
+            break
+        handle.read(run)
+        lines += _line_ends(buffered, run)
+        taken += run
+        if run < len(buffered):
+            break  # the run ended inside the buffer
+    return taken, lines
 
 
 #: Compressed bytes fed to the zstd decoder at a time. zstd expands a byte to at most ~32 KiB
@@ -710,8 +767,18 @@ def _read_jsonl(shard: Shard, max_record_bytes: int = DEFAULT_MAX_RECORD_BYTES) 
         # Read past a line end when a CR alone ended the records before it: they are whole, and
         # the rest of the line (up to its LF) belongs to this shard, however far past its end.
         carry = b""
+        blanks = 0  # blank lines just read, one by one
         while carry or shard.end is None or position < shard.end:
             try:
+                if blanks >= 2 and not carry:
+                    # A run of blank lines: count the rest in bulk, not one by one (a single
+                    # blank line between records, which is common, is not worth the look).
+                    blanks = 0
+                    taken, lines = _blank_run(handle, None if shard.end is None else shard.end - position)
+                    if lines:
+                        yield Blank(lines)
+                        position += taken
+                        continue
                 # At most one byte over the limit is held: a longer line is read past in pieces.
                 line = carry + handle.readline(max_record_bytes + 1 - len(carry))
                 carry = b""
@@ -751,8 +818,10 @@ def _read_jsonl(shard: Shard, max_record_bytes: int = DEFAULT_MAX_RECORD_BYTES) 
             for piece in pieces:
                 if piece.strip():
                     yield RawRecord(shard.name, position, piece)
+                    blanks = 0
                 else:
                     yield BLANK
+                    blanks += 1
                 position += len(piece)
 
 
@@ -1102,25 +1171,139 @@ def _rows_with_repeated_columns(batch, repeated: list[str]) -> Iterator:
         yield Unreadable("unconvertible_value", detail, raw_text[:4000])
 
 
+#: Rows per Parquet record batch at most; fewer where the row group's rows are big.
+PARQUET_BATCH_ROWS = 1024
+
+
+def parquet_batch_rows(rows: int, uncompressed: int, limit: int) -> int:
+    """Rows per record batch for a row group of ``rows`` rows and ``uncompressed`` bytes (its
+    column chunks' uncompressed sizes): rows of the group's average size that add up to about
+    ``limit``, so a batch holds about one record's worth however big the rows are."""
+    if rows <= 0 or uncompressed <= 0:
+        return PARQUET_BATCH_ROWS
+    return max(1, min(PARQUET_BATCH_ROWS, limit * rows // uncompressed))
+
+
+def _parquet_too_large(size: int, limit: int, how: str, raw: str = "") -> Unreadable:
+    return Unreadable(
+        "record_too_large",
+        f"a Parquet row of {size:,} bytes ({how}) is over --max-record-bytes {limit:,}; it was not read",
+        raw,
+    )
+
+
+def _value_sizes(array) -> list[int]:
+    """The bytes each value of an Arrow array takes (for a dictionary column: its entry, not
+    the whole dictionary), measured on the buffers: nothing is converted."""
+    import pyarrow as pa
+
+    if pa.types.is_dictionary(array.type):
+        entries: dict[int, int] = {}  # measured as used: a dictionary may be far longer than the batch
+        sizes = []
+        for index in array.indices.to_pylist():
+            if index is not None and index not in entries:
+                entries[index] = array.dictionary.slice(index, 1).nbytes
+            sizes.append(0 if index is None else entries[index])
+        return sizes
+    return [array.slice(i, 1).nbytes for i in range(len(array))]
+
+
+def _row_sizes(batch) -> list[int]:
+    """Each row's bytes in Arrow (the sum of its values' sizes)."""
+    sizes = [0] * batch.num_rows
+    for column in batch.columns:
+        for i, size in enumerate(_value_sizes(column)):
+            sizes[i] += size
+    return sizes
+
+
+def _row_prefix(batch, i: int) -> str:
+    """The start of an over-long row, for its dead letter: its short values, and the type and
+    size of the others (never the whole row as text)."""
+    shown = {}
+    for name, column in zip(batch.schema.names, batch.columns):
+        value = column.slice(i, 1)
+        if value.nbytes <= 1024:
+            try:
+                shown[name] = _jsonable(value[0].as_py(), [0])
+                continue
+            except Exception:  # noqa: BLE001 — shown by its type below
+                pass
+        shown[name] = f"<{column.type}: {value.nbytes:,} bytes>"
+    return orjson.dumps(shown, default=str).decode()[:4000]
+
+
+def _bounded_rows(batch, limit: int) -> Iterator:
+    """A record batch's rows as records; a row over ``limit`` bytes in Arrow is a
+    ``record_too_large`` ``Unreadable``, measured before any Python object of it is built."""
+    if batch.nbytes <= limit:  # the common case: no row can be over (a row is part of the batch)
+        yield from _parquet_rows(batch)
+        return
+    start = 0
+    for i, size in enumerate(_row_sizes(batch)):
+        if size > limit:
+            yield from _parquet_rows(batch.slice(start, i - start))
+            yield _parquet_too_large(size, limit, "its values in Arrow", _row_prefix(batch, i))
+            start = i + 1
+    yield from _parquet_rows(batch.slice(start))
+
+
+def _row_group_sizes(metadata) -> list[tuple[int, int]]:
+    """(rows, uncompressed bytes) of each row group, from the file's metadata alone."""
+    groups = []
+    for g in range(metadata.num_row_groups):
+        group = metadata.row_group(g)
+        uncompressed = sum(group.column(c).total_uncompressed_size for c in range(group.num_columns))
+        groups.append((group.num_rows, uncompressed))
+    return groups
+
+
 def _read_parquet(shard: Shard, max_record_bytes: int = DEFAULT_MAX_RECORD_BYTES) -> Iterator:
-    # Rows come in record batches; a row is never split, so its size is bounded by what the
-    # file's writer put in it (the limit is for line-based containers).
+    # Row group by row group, in record batches cut to the limit (``parquet_batch_rows``). A
+    # row group of one row bigger than the limit is that row: a dead letter known from the
+    # metadata, never decoded (a 7 KB file can hold a 200 MB string). Any other row over the
+    # limit is measured in Arrow, before it becomes a record. Running out of memory while
+    # decoding a row group makes the rest of that group one dead letter; the next group is read.
     import pyarrow.parquet as pq  # only Parquet inputs pay for the import
 
     source = shard.name
     index = 0
     with _open_shard(shard) as handle:
-        for batch in pq.ParquetFile(handle).iter_batches(batch_size=1024):
-            for payload in _parquet_rows(batch):
-                yield RawRecord(source, index, payload)
-                index += 1
+        parquet = pq.ParquetFile(handle)
+        for g, (rows, uncompressed) in enumerate(_row_group_sizes(parquet.metadata)):
+            first, end = index, index + rows
+            if rows == 1 and uncompressed > max_record_bytes:
+                how = f"row group {g} of one row, uncompressed, in the file's metadata"
+                yield RawRecord(source, index, _parquet_too_large(uncompressed, max_record_bytes, how))
+                index = end
+                continue
+            try:
+                batches = parquet.iter_batches(
+                    batch_size=parquet_batch_rows(rows, uncompressed, max_record_bytes), row_groups=[g]
+                )
+                for batch in batches:
+                    for payload in _bounded_rows(batch, max_record_bytes):
+                        yield RawRecord(source, index, payload)
+                        index += 1
+            except MemoryError as error:  # pyarrow's ArrowMemoryError is one
+                yield RawRecord(source, index, _out_of_memory(g, rows, uncompressed, first, index, end, error))
+                index = end
+
+
+def _out_of_memory(group: int, rows: int, uncompressed: int, first: int, at: int, end: int, error) -> Unreadable:
+    unread = f"row {at}" if end - at == 1 else f"rows {at}-{end - 1}"
+    return Unreadable(
+        "record_too_large",
+        f"out of memory decoding row group {group} (rows {first}-{end - 1}, {uncompressed:,} bytes uncompressed): "
+        f"{unread} not read ({type(error).__name__}: {error})",
+    )
 
 
 _SHARD_READERS = {"jsonl": _read_jsonl, "json": _read_json, "parquet": _read_parquet}
 
 
 def read_shard(shard: Shard, max_record_bytes: int = DEFAULT_MAX_RECORD_BYTES) -> Iterator:
-    """Yield the shard's ``RawRecord``s in order, and ``BLANK`` for each blank JSONL line.
+    """Yield the shard's ``RawRecord``s in order, and a ``Blank`` for each run of blank JSONL lines.
 
     A file that cannot be opened or read any further ends in one ``unreadable_file`` record
     (at the position after the last one read), never in an exception. A record over
@@ -1130,7 +1313,7 @@ def read_shard(shard: Shard, max_record_bytes: int = DEFAULT_MAX_RECORD_BYTES) -
     left = shard.limit
     try:
         for item in _SHARD_READERS[FILE_KINDS[shard.suffix][0]](shard, max_record_bytes):
-            if item is not BLANK:
+            if not isinstance(item, Blank):
                 if left is not None:
                     if left <= 0:
                         return  # --limit: the plan's records are read
@@ -1161,8 +1344,8 @@ def iter_batches(
     items: list = []
     size = 0
     for item in read_shard(shard, max_record_bytes):
-        if item is BLANK:
-            stats["blank_lines"] += 1
+        if isinstance(item, Blank):
+            stats["blank_lines"] += item.lines
             continue
         stats["records"] += 1
         items.append(item)
@@ -1192,7 +1375,7 @@ def record_at(path: str, position: int, max_record_bytes: int = DEFAULT_MAX_RECO
     else:
         items = read_shard(Shard(0, path, suffix, 0, None), max_record_bytes)
     for item in items:
-        if item is BLANK:
+        if isinstance(item, Blank):
             continue
         if item.position == position and not isinstance(item.payload, Unreadable):
             return item

@@ -80,9 +80,9 @@ def test_the_plan_holds_absolute_paths_for_relative_flags_and_presets(tmp_path, 
     from pipeline.options import ConvNormOptions, load_job
 
     launcher = _relative_setup(tmp_path, monkeypatch)
-    (launcher / "p.yaml").write_text("input: [in/a.jsonl]\noutput: out\nstop_file: stop\n")
+    (launcher / "p.yaml").write_text("input: [in/a.jsonl]\noutput: out\n")
     for argv in (
-        ["--input", "in/a.jsonl", "--input", "in/*.jsonl", "--input", "in", "--output", "out", "--stop-file", "stop"],
+        ["--input", "in/a.jsonl", "--input", "in/*.jsonl", "--input", "in", "--output", "out"],
         ["--config", "p.yaml"],  # a preset's relative paths: relative to the working directory, as flags
     ):
         job = load_job(argv)
@@ -90,9 +90,16 @@ def test_the_plan_holds_absolute_paths_for_relative_flags_and_presets(tmp_path, 
         assert job.inputs and all(os.path.isabs(p) and p.startswith(str(launcher / "in")) for p in job.inputs)
         assert {s.path for s in job.shards} == {str(launcher / "in" / "a.jsonl")}
         ours = job.options.view_as(ConvNormOptions)
-        assert (ours.output, ours.input, ours.stop_file) == (job.output, job.inputs, str(launcher / "stop"))
+        assert (ours.output, ours.input) == (job.output, job.inputs)
         # What the records name and what messages show is still what was typed.
         assert {s.name for s in job.shards} == {"in/a.jsonl"} and job.shown_output == "out"
+    # --stop-file, a streaming flag (a batch run refuses it), from a flag and from a preset.
+    (launcher / "s.yaml").write_text("input: [in/*.jsonl]\noutput: out\nstop_file: stop\n")
+    streaming = ["--streaming", "--runner=PrismRunner"]
+    for argv in (["--input", "in/*.jsonl", "--output", "out", "--stop-file", "stop"], ["--config", "s.yaml"]):
+        job = load_job([*argv, *streaming])
+        ours = job.options.view_as(ConvNormOptions)
+        assert (job.output, ours.output, ours.stop_file) == (str(launcher / "out"),) * 2 + (str(launcher / "stop"),)
 
 
 def test_a_run_opens_its_paths_where_it_planned_them_whatever_the_working_directory(tmp_path, monkeypatch):
