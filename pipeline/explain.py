@@ -107,6 +107,12 @@ def run_inputs(output: str) -> RunInputs:
     return RunInputs(frozenset(found), f"{MANIFEST_FILE}: {shown}")
 
 
+def _opened_as(source: str) -> str:
+    """The file opening ``source`` reads: a local path as absolute, the way the manifest records
+    the run's ``--input`` (records name their source as the user typed it)."""
+    return source if "://" in source else os.path.abspath(source)
+
+
 def check_source(inputs: RunInputs, source: str, conversation_id: object) -> None:
     """Refused unless the run read ``source`` (a source that is not there is left to the caller:
     there is nothing to open, and 'moved or changed?' says more)."""
@@ -117,7 +123,7 @@ def check_source(inputs: RunInputs, source: str, conversation_id: object) -> Non
     if inputs.streaming_output:
         if processed.read_record(inputs.streaming_output, source)["versions"]:
             return
-    elif inputs.files is not None and source in inputs.files:
+    elif inputs.files is not None and (source in inputs.files or _opened_as(source) in inputs.files):
         return
     try:
         present = os.path.lexists(source) if "://" not in source else FileSystems.exists(source)
