@@ -40,7 +40,12 @@ GRAPHS = ("auto", TAGGED_OUTPUTS, PER_SHARD)
 #: ``--warn-dead-letters``: dead letters past this share of the records read are worth a warning.
 DEFAULT_WARN_DEAD_LETTERS = "1%"
 #: Runners that can run the streaming job (lower case, as --runner may spell them).
-STREAMING_RUNNERS = frozenset({"prismrunner", "flinkrunner", "dataflowrunner", "portablerunner"})
+#: The runners ``--streaming`` runs on. The step that makes a landed file processed (renaming
+#: its outputs into place) is shut by the driver once it has stopped the job, and that holds
+#: only where the workers are threads of the driver: Prism as convnorm starts it (its worker
+#: pool in this process). On Flink or Dataflow a file could land in the outputs after the
+#: totals were summed, so they are refused rather than trusted.
+STREAMING_RUNNERS = frozenset({"prismrunner"})
 #: Streaming: files admitted per poll and in flight at once (``--max-files-per-poll``).
 DEFAULT_MAX_FILES_PER_POLL = 50
 #: Streaming: what ``--changed-files`` does with a file rewritten after it was processed.
@@ -912,8 +917,9 @@ def streaming_problems(ours, runner: str | None, exists=_local_file_exists) -> l
     name = (runner or "").lower()
     if runner and name not in STREAMING_RUNNERS and name + "runner" not in STREAMING_RUNNERS:
         problems.append(
-            f"--streaming needs a runner that can stream: PrismRunner (Beam's local runner; build it "
-            f"with .ci/build-prism), FlinkRunner or DataflowRunner; --runner {runner} runs batch only"
+            f"--streaming runs on PrismRunner only (Beam's local runner; build it with .ci/build-prism): "
+            f"a landed file's outputs are committed by the driver's own workers, so that none lands "
+            f"after the run's totals; --runner {runner} runs batch only"
         )
     problems += _duration_problems(ours)
     if ours.output_format != "jsonl":

@@ -29,7 +29,7 @@ import re
 from dataclasses import dataclass
 
 from apache_beam.io.filesystems import FileSystems
-from apache_beam.options.pipeline_options import PipelineOptions, StandardOptions
+from apache_beam.options.pipeline_options import PipelineOptions, PortableOptions, StandardOptions
 
 from pipeline.dask_cluster import DASK_FLAGS, DASK_RUNNER_NAME, dask_problem, is_dask_runner, register_options, use_dask
 from pipeline.flags import (
@@ -358,12 +358,20 @@ def _job_problems(options: PipelineOptions) -> list[str]:
         problems.append(problem)
     problems += _output_problems(ours.output) + _output_format_problems(ours)
     if standard.streaming:
-        problems += _streaming_problems(ours, standard.runner)
+        problems += _streaming_problems(ours, standard.runner, options.view_as(PortableOptions))
     return problems
 
 
-def _streaming_problems(ours: ConvNormOptions, runner: str) -> list[str]:
+def _streaming_problems(ours: ConvNormOptions, runner: str, portable: PortableOptions) -> list[str]:
     problems = streaming_problems(ours, runner, FileSystems.exists)  # a stop file on any filesystem
+    # The commit gate reaches the workers only as threads of this process (pipeline.flags,
+    # STREAMING_RUNNERS): a Prism of the user's, or workers of another environment, cannot hold it.
+    if portable.job_endpoint:
+        problems.append("--streaming starts its own Prism: drop --job_endpoint")
+    if (portable.environment_type or "LOOPBACK").upper() != "LOOPBACK":
+        problems.append(
+            f"--streaming runs its workers in this process: drop --environment_type {portable.environment_type}"
+        )
     if ours.output:
         from pipeline.landing import landing_root
 
