@@ -1,12 +1,14 @@
-"""A pause point for tests that kill a run at a chosen moment (read, write, finalize).
+"""A pause point for tests that kill a run at a chosen moment (read, reading, write, finalize).
 
 With ``CONVNORM_TEST_PAUSE_AT=<point>`` and ``CONVNORM_TEST_PAUSE_FILE=<path>`` in the
 environment, the first process that reaches ``pause_point(<point>)`` creates ``<path>`` and
 sleeps (``CONVNORM_TEST_PAUSE_SECONDS``, default 120), so a test can wait for the file and then
 ``kill -9`` the run at exactly that point (tests/test_outputs.py), let a stop outlast it, or
 change the output directory under it and delete the file to let it go on at once
-(tests/test_ownership.py). Without the variables it does nothing. Worker processes inherit the
-environment, so the points inside DoFns work in multi-process mode too.
+(tests/test_ownership.py), or change an input while a shard of it is being read (``reading``:
+its file open, a batch handed on; tests/test_changing_inputs.py). Without the variables it
+does nothing. Worker processes inherit the environment, so the points inside DoFns work in
+multi-process mode too.
 """
 
 from __future__ import annotations

@@ -5,19 +5,24 @@ on a shared machine would: open a gRPC channel to 127.0.0.1 and call a service, 
 Dask client.
 
 The packages are this venv's, run by the system's Python of the same version (the venv's own
-interpreter may live where that user cannot read, as pyenv's under /root does). Needs root,
-Linux, ``setpriv``, that Python and a venv the other user can read; ``intruder_problem`` says
-which is missing, and the tests skip saying so.
+interpreter may live where that user cannot read, as pyenv's under /root does). A venv or
+checkout in a folder the other user cannot enter (a clone under a private temporary
+directory, as CI makes) is bind-mounted for it onto a readable folder, in a mount namespace
+of its own (``unshare --mount``): the other user reads the same files, nothing on the host
+changes. Needs root, Linux, ``setpriv``, that Python and, for such a venv, ``unshare`` and
+``mount``; ``intruder_problem`` says which is missing, and the tests skip saying so.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import shlex
 import shutil
 import site
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -53,8 +58,8 @@ def intruder_problem() -> str | None:
     if not os.access(SYSTEM_PYTHON, os.X_OK):
         return f"needs {SYSTEM_PYTHON} (the system's Python of this version) for the other user"
     unreadable = [path for path in _paths() if not _readable_by_others(path)]
-    if unreadable:
-        return f"the other user cannot read {unreadable[0]}"
+    if unreadable and not (shutil.which("unshare") and shutil.which("mount")):
+        return f"the other user cannot read {unreadable[0]}, and no unshare/mount to lend it a readable view"
     return None
 
 
@@ -63,16 +68,35 @@ def run_as_intruder(
 ) -> subprocess.CompletedProcess:
     """Run ``code`` (Python) as uid 65534 with this environment's packages; its stdout and
     stderr come back as text. ``prefix``: a command to run it under, as root (``nsenter``)."""
-    argv = [*prefix, "setpriv", f"--reuid={NOBODY}", f"--regid={NOBODY}", "--clear-groups", SYSTEM_PYTHON, "-c"]
+    paths = _paths()
+    # Folders the other user cannot reach: each bind-mounted onto a readable empty folder,
+    # seen only inside the intruder's own mount namespace.
+    mounts = {
+        path: tempfile.mkdtemp(prefix="convnorm-intruder-", dir="/tmp")
+        for path in paths
+        if not _readable_by_others(path)
+    }
+    argv = [*prefix]
+    if mounts:
+        for point in mounts.values():
+            os.chmod(point, 0o755)
+        binds = "; ".join(f"mount --bind {shlex.quote(path)} {shlex.quote(point)}" for path, point in mounts.items())
+        argv += ["unshare", "--mount", "--propagation", "private", "sh", "-c", f'{binds} && exec "$@"', "sh"]
+    argv += ["setpriv", f"--reuid={NOBODY}", f"--regid={NOBODY}", "--clear-groups", SYSTEM_PYTHON, "-c"]
     env = {"PATH": "/usr/bin:/bin", "HOME": "/tmp", "PYTHONDONTWRITEBYTECODE": "1"}
-    return subprocess.run(
-        [*argv, PRELUDE.format(paths=_paths()) + code, *args],
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        env=env,
-        cwd="/",
-    )
+    seen = [mounts.get(path, path) for path in paths]
+    try:
+        return subprocess.run(
+            [*argv, PRELUDE.format(paths=seen) + code, *args],
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            env=env,
+            cwd="/",
+        )
+    finally:
+        for point in mounts.values():
+            os.rmdir(point)
 
 
 #: Calls every method the services a run starts might serve, on one port, and prints a JSON

@@ -151,3 +151,21 @@ def test_ctrl_c_stops_a_streaming_run_with_one_line(presses, tmp_path):
         assert (out / "summary.json").exists()
     else:
         assert last == interrupted_line("the streaming run", str(out), streaming=True)
+
+
+def test_sigterm_while_outputs_move_into_place_waits_too():
+    # Found: shielded() held back Ctrl-C only; SIGTERM killed the run between two renames.
+    before = signal.getsignal(signal.SIGTERM)
+    steps = []
+    with pytest.raises(InterruptedAfterWrite) as stopped:
+        with shielded():
+            os.kill(os.getpid(), signal.SIGTERM)
+            steps.append("after the signal")
+    assert steps == ["after the signal"] and stopped.value.signum == signal.SIGTERM
+    assert signal.getsignal(signal.SIGTERM) is before
+
+
+def test_the_sigterm_line_names_the_signal():
+    assert interrupted_line("the run pipeline", "out", signum=signal.SIGTERM) == (
+        "convnorm: terminated (SIGTERM): stopped the run pipeline; the output directory out is unchanged"
+    )

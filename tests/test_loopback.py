@@ -206,6 +206,13 @@ def test_portable_loopback_run_listens_on_loopback_only(tmp_path):
         try:
             driver = listeners([proc.pid])
             served = listeners([service.proc.pid])
+            # Another user on the host, calling every one of those ports (the job port, each
+            # job's runner ports, the driver's worker pool): refused, where the run's own user
+            # is answered.
+            problem = intruder_problem()
+            ports = sorted({port for _, _, port in driver + served})
+            theirs = {} if problem else {port: probe_as(run_as_intruder, f"127.0.0.1:{port}") for port in ports}
+            ours = {} if problem else {port: probe_as(run_as_this_user, f"127.0.0.1:{port}") for port in ports}
         finally:
             kill_group(proc, timeout=5)
     finally:
@@ -213,6 +220,13 @@ def test_portable_loopback_run_listens_on_loopback_only(tmp_path):
     _assert_all_loopback(driver)  # the LOOPBACK worker pool lives in the driver
     _assert_all_loopback(served)
     assert any(port == service.port for _, _, port in served)
+    if problem:
+        pytest.skip(f"listeners checked; no second user here: {problem}")
+    get_jobs = "/org.apache.beam.model.job_management.v1.JobService/GetJobs"
+    assert ours[service.port][get_jobs] == "OK", ours
+    accepted = {port: {m: c for m, c in answers.items() if c not in DENIED} for port, answers in theirs.items()}
+    assert not any(accepted.values()), f"another user's calls were taken: {accepted}"
+    assert theirs[service.port][get_jobs] == "PERMISSION_DENIED", theirs
 
 
 def _free_port() -> int:

@@ -50,11 +50,11 @@ def test_a_preset_value_of_the_wrong_type_is_a_one_line_error_naming_the_key(tmp
 def test_preset_values_are_the_options_values(tmp_path):
     job = _job(
         tmp_path,
-        "batch_size: 7\njob-endpoint-timeout: 45\ncheck: true\nwindow: 90\n"
+        "batch_size: 7\njob-endpoint-timeout: 45\ncheck: true\nwarn-dead-letters: 90\n"
         "experiments: [a, b]\ndirect_num_workers: 3\nformat: flat\n",
     )
     ours = job.options.view_as(ConvNormOptions)
-    assert job.batch_size == 7 and ours.check is True and ours.window == "90"
+    assert job.batch_size == 7 and ours.check is True and ours.warn_dead_letters == "90"
     assert job.job_endpoint_timeout == 45.0 and isinstance(job.job_endpoint_timeout, float)
     assert job.settings.input_format == "flat"
     everything = job.options.get_all_options()

@@ -25,7 +25,7 @@ from pipeline.cli.commands import main
 from pipeline.execution import lock as locks
 from pipeline.execution.lock import LOCK_FILE
 from pipeline.finished.report import REPORT_FILE, TITLE_MARK
-from pipeline.io.ownership import MANIFEST_FILE, SUCCESS_FILE, TEMP_PREFIX
+from pipeline.io.ownership import MANIFEST_FILE, SUCCESS_FILE, TEMP_PREFIX, TEMP_PROOF
 
 LINES = (
     b'{"id":"a","messages":[{"role":"user","content":"hi"},{"role":"assistant","content":"yo"}]}\n'
@@ -278,6 +278,10 @@ def test_the_streaming_summary_is_never_written_through_a_link(tmp_path):
 # High: a stale lock's entries are deleted only when provably the dead run's
 
 
+#: The dead run's proof file (in its temporary directory), whose size and sha256 its lock records.
+PROOF = b'{"run_id": "dead", "token": "0123456789abcdef"}\n'
+
+
 def _stale_lock(out: Path, **fields) -> None:
     out.mkdir(exist_ok=True)
     holder = {
@@ -286,10 +290,19 @@ def _stale_lock(out: Path, **fields) -> None:
         "host": socket.gethostname(),
         "started": "2026-01-01T00:00:00+00:00",
         "command": "run",
-        "temp_dir": str(out / (TEMP_PREFIX + "dead")),
+        "temp_dir": TEMP_PREFIX + "dead",
+        "temp_proof": {"bytes": len(PROOF), "sha256": hashlib.sha256(PROOF).hexdigest()},
         **fields,
     }
     (out / LOCK_FILE).write_text(json.dumps(holder))
+
+
+def _dead_temp(out: Path) -> Path:
+    """The dead run's temporary directory, holding the proof file its lock records."""
+    temp = out / (TEMP_PREFIX + "dead")
+    temp.mkdir(parents=True)
+    (temp / TEMP_PROOF).write_bytes(PROOF)
+    return temp
 
 
 @pytest.mark.slow
@@ -299,8 +312,7 @@ def test_a_stale_lock_naming_a_users_files_deletes_none_of_them(small, tmp_path,
     out.mkdir()
     (out / "notes.txt").write_text("precious\n")
     (out / "photos").mkdir()
-    (out / (TEMP_PREFIX + "dead")).mkdir()
-    (out / (TEMP_PREFIX + "dead") / "00000-x").write_text("the dead run's\n")
+    (_dead_temp(out) / "00000-x").write_text("the dead run's\n")
     _stale_lock(
         out,
         creating=[{"path": "notes.txt", "bytes": 9, "sha256": "0" * 64}, "notes.txt"],
@@ -320,7 +332,7 @@ def test_a_stale_lock_entry_outside_the_output_is_refused_and_nothing_is_deleted
     out.mkdir()
     victim = tmp_path / "victim.txt"
     victim.write_text("precious\n")
-    (out / (TEMP_PREFIX + "dead")).mkdir()
+    _dead_temp(out)
     digest = hashlib.sha256(b"precious\n").hexdigest()
     _stale_lock(out, creating=[{"path": "../victim.txt", "bytes": 9, "sha256": digest}])
     before = _tree(out)

@@ -63,6 +63,122 @@ def test_relative_glob_without_a_directory_matches(tmp_path, monkeypatch):
     assert {d["source"] for d in _lines(tmp_path / "out" / "drops")} == {"a.jsonl"}
 
 
+def _relative_setup(tmp_path: Path, monkeypatch) -> Path:
+    """A launcher's directory holding in/a.jsonl; the process is in it."""
+    launcher = tmp_path / "launcher"
+    (launcher / "in").mkdir(parents=True)
+    (launcher / "in" / "a.jsonl").write_bytes(_good(3))
+    monkeypatch.chdir(launcher)
+    return launcher
+
+
+def test_the_plan_holds_absolute_paths_for_relative_flags_and_presets(tmp_path, monkeypatch):
+    """Found: a relative --input was planned by the launcher and opened by each worker against
+    its own working directory (a Dask worker elsewhere: an unreadable_file dead letter, exit 0
+    with another input beside it); a relative --output failed there and left a temporary folder
+    in the worker's directory. Every local path is made absolute once, when the options load."""
+    from pipeline.config.options import ConvNormOptions, load_job
+
+    launcher = _relative_setup(tmp_path, monkeypatch)
+    (launcher / "p.yaml").write_text("input: [in/a.jsonl]\noutput: out\n")
+    for argv in (
+        ["--input", "in/a.jsonl", "--input", "in/*.jsonl", "--input", "in", "--output", "out"],
+        ["--config", "p.yaml"],  # a preset's relative paths: relative to the working directory, as flags
+    ):
+        job = load_job(argv)
+        assert job.output == str(launcher / "out")
+        assert job.inputs and all(os.path.isabs(p) and p.startswith(str(launcher / "in")) for p in job.inputs)
+        assert {s.path for s in job.shards} == {str(launcher / "in" / "a.jsonl")}
+        ours = job.options.view_as(ConvNormOptions)
+        assert (ours.output, ours.input) == (job.output, job.inputs)
+        # What the records name and what messages show is still what was typed.
+        assert {s.name for s in job.shards} == {"in/a.jsonl"} and job.shown_output == "out"
+    # --stop-file, a streaming flag (a batch run refuses it), from a flag and from a preset.
+    (launcher / "s.yaml").write_text("input: [in/*.jsonl]\noutput: out\nstop_file: stop\n")
+    streaming = ["--streaming", "--runner=PrismRunner"]
+    for argv in (["--input", "in/*.jsonl", "--output", "out", "--stop-file", "stop"], ["--config", "s.yaml"]):
+        job = load_job([*argv, *streaming])
+        ours = job.options.view_as(ConvNormOptions)
+        assert (job.output, ours.output, ours.stop_file) == (str(launcher / "out"),) * 2 + (str(launcher / "stop"),)
+
+
+def test_a_run_opens_its_paths_where_it_planned_them_whatever_the_working_directory(tmp_path, monkeypatch):
+    # A worker in another working directory, simulated: the process moves after planning.
+    from pipeline.cli.commands import run_job
+    from pipeline.config.options import load_job
+    from pipeline.execution.interrupts import Stopping
+
+    launcher = _relative_setup(tmp_path, monkeypatch)
+    job = load_job(["--input", "in/a.jsonl", "--output", "out", "--no-report"])
+    elsewhere = tmp_path / "worker"
+    elsewhere.mkdir()
+    monkeypatch.chdir(elsewhere)
+    assert run_job(job, Stopping("the run pipeline")) == 0
+    summary = json.loads((launcher / "out" / "summary.json").read_text())
+    assert (summary["records_in"], summary["records_out"], summary["dead_letters"]) == (3, 3, 0)
+    assert {d["source"] for d in _lines(launcher / "out" / "drops")} == {"in/a.jsonl"}
+    assert (launcher / "out" / "_SUCCESS").exists() and list(elsewhere.iterdir()) == []
+
+
+def _directory_with_links(tmp_path: Path) -> tuple[Path, Path]:
+    """dl/ holding a.jsonl, a link to it and a link to a file outside (dl/passwd.jsonl -> ...)."""
+    dl, outside = tmp_path / "dl", tmp_path / "outside"
+    dl.mkdir()
+    outside.mkdir()
+    (dl / "a.jsonl").write_bytes(_good(2))
+    secret = outside / "secret.jsonl"
+    secret.write_bytes(b'{"id":"SECRET","messages":[{"role":"user","content":"root:x:0:0"}]}\n')
+    (dl / "passwd.jsonl").symlink_to(secret)
+    (dl / "in-link.jsonl").symlink_to(dl / "a.jsonl")
+    return dl, secret
+
+
+def _sources(out: Path) -> set[str]:
+    return {d["source"] for d in _lines(out / "drops") + _lines(out / "dead_letter")}
+
+
+@pytest.mark.slow
+def test_a_directory_input_never_follows_a_link_out_of_it_unless_told(tmp_path, capsys):
+    """Found: a batch directory input read dl/passwd.jsonl -> /etc/passwd (its lines landed in
+    dead_letter/), where streaming refused it. One rule now: a link that leads out of the
+    directory is not read, with a warning saying why, unless --follow-symlinks."""
+    dl, secret = _directory_with_links(tmp_path)
+    out = tmp_path / "out"
+    assert main(["--input", str(dl), "--output", str(out), "--no-report"]) == 0
+    err = capsys.readouterr().err
+    assert _sources(out) == {str(dl / "a.jsonl"), str(dl / "in-link.jsonl")}  # a link inside: read
+    assert not any(b"SECRET" in p.read_bytes() for p in out.rglob("*") if p.is_file())
+    assert f"{dl / 'passwd.jsonl'} is a symbolic link that leads out of the directory" in err
+    assert "--follow-symlinks" in err and str(secret) in err
+
+    followed = tmp_path / "followed"
+    assert main(["--input", str(dl), "--output", str(followed), "--no-report", "--follow-symlinks"]) == 0
+    assert str(dl / "passwd.jsonl") in _sources(followed)
+    # validate plans its inputs the same way, and takes the flag too.
+    assert main(["validate", "--input", str(dl)]) == 0
+    assert "leads out of the directory" in capsys.readouterr().err
+    assert main(["validate", "--input", str(dl), "--follow-symlinks"]) == 0
+    assert "leads out of the directory" not in capsys.readouterr().err
+
+
+def test_batch_and_streaming_refuse_the_same_links(tmp_path):
+    from pipeline.io.text_containers import plan_shards
+    from pipeline.streaming.landing import LandingRules, Refused, Stamp, examine
+
+    dl, secret = _directory_with_links(tmp_path)
+    refused: list[str] = []
+    planned = {s.path for s in plan_shards([str(dl)], refused=refused)}
+    assert planned == {str(dl / "a.jsonl"), str(dl / "in-link.jsonl")}
+    (batch,) = refused
+    rules = LandingRules((f"{dl}/*",), str(tmp_path / "out"))
+    streaming = examine(str(dl / "passwd.jsonl"), rules)
+    assert isinstance(streaming, Refused) and isinstance(examine(str(dl / "in-link.jsonl"), rules), Stamp)
+    for said in (batch, streaming.reason):
+        assert "a symbolic link that leads out of the" in said and str(secret) in said and "--follow-symlinks" in said
+    refused.clear()
+    assert len(plan_shards([str(dl)], follow_symlinks=True, refused=refused)) == 3 and refused == []
+
+
 # --------------------------------------------------------------------------------------------
 # Exit status
 

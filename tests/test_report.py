@@ -58,7 +58,7 @@ def test_every_chart_has_a_title_and_both_axis_titles_and_no_zero_rows(sample_ou
     letters = _chart(text, "dead_letters_by_reason")
     assert "<title>Dead letters, by reason</title>" in letters
     assert ">records</text>" in letters and ">reason</text>" in letters
-    # 4 of the 12 dead-letter reasons occurred: only they are bars; the others are named in a line.
+    # 4 of the 13 dead-letter reasons occurred: only they are bars; the others are named in a line.
     assert letters.count("<rect") == 4 and "unreadable_file" not in letters
     assert "none for: unreadable_file" in text
     histogram = _chart(text, "drops_histogram")

@@ -12,7 +12,7 @@ import pyarrow.parquet as pq
 import pytest
 import zstandard
 
-from pipeline.io.text_containers import BLANK, InputError, _array_elements, iter_batches, plan_shards, read_shard
+from pipeline.io.text_containers import BLANK, Blank, InputError, _array_elements, iter_batches, plan_shards, read_shard
 from transforms.inputs import Parsed, Unreadable
 
 
@@ -26,7 +26,7 @@ def _lines(n):
 def _records(shards):
     out = []
     for shard in shards:
-        out.extend(item for item in read_shard(shard) if item is not BLANK)
+        out.extend(item for item in read_shard(shard) if not isinstance(item, Blank))
     return out
 
 
@@ -70,7 +70,7 @@ def test_last_line_without_newline_and_blank_lines(tmp_path):
     path = tmp_path / "x.jsonl"
     path.write_bytes(b'{"a":1}\n\n   \n{"b":2}')
     items = list(read_shard(plan_shards([str(path)])[0]))
-    assert [i if i is BLANK else i.payload for i in items] == [b'{"a":1}\n', BLANK, BLANK, b'{"b":2}']
+    assert [i if isinstance(i, Blank) else i.payload for i in items] == [b'{"a":1}\n', BLANK, BLANK, b'{"b":2}']
     stats = {"records": 0, "blank_lines": 0}
     batches = list(iter_batches(plan_shards([str(path)])[0], 1, stats))
     assert stats == {"records": 2, "blank_lines": 2}
@@ -299,7 +299,7 @@ def test_a_carriage_return_file_longer_than_the_record_limit_is_counted_record_b
         data = ending.join(lines) + ending
         (tmp_path / "cr.jsonl").write_bytes(data)
         shards = plan_shards([str(tmp_path / "cr.jsonl")], shard_bytes=shard_bytes)
-        records = [item for shard in shards for item in read_shard(shard, limit) if item is not BLANK]
+        records = [item for shard in shards for item in read_shard(shard, limit) if not isinstance(item, Blank)]
         assert [r.position for r in records] == [sum(len(x) + len(ending) for x in lines[:i]) for i in range(301)]
         assert isinstance(records[150].payload, Unreadable) and records[150].payload.reason == "record_too_large"
         assert [json.loads(r.payload) for r in records[:150] + records[151:]] == THREE * 100
@@ -309,7 +309,7 @@ def test_mixed_line_ends_each_end_a_line(tmp_path):
     a, b, c, d = (json.dumps(r).encode() for r in [*THREE, {"id": "r3", "messages": []}])
     (tmp_path / "mixed.jsonl").write_bytes(a + b"\r\n" + b + b"\r" + c + b"\n\r\n" + d)
     items = [item for shard in plan_shards([str(tmp_path / "mixed.jsonl")]) for item in read_shard(shard)]
-    records = [item for item in items if item is not BLANK]
+    records = [item for item in items if not isinstance(item, Blank)]
     assert [json.loads(r.payload)["id"] for r in records] == ["r0", "r1", "r2", "r3"]
     assert [r.position for r in records] == [0, len(a) + 2, len(a) + 2 + len(b) + 1, len(a + b + c) + 6]
     assert items.count(BLANK) == 1  # the empty line between \n and \r\n

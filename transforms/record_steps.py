@@ -40,6 +40,8 @@ class DeadLetterReason(str, Enum):
     """
 
     UNREADABLE_FILE = "unreadable_file"
+    #: The rest of a file that is not the one planned (truncated, replaced, rewritten under the run).
+    INPUT_CHANGED = "input_changed"
     RECORD_TOO_LARGE = "record_too_large"
     UNCONVERTIBLE_VALUE = "unconvertible_value"
     INVALID_JSON = "invalid_json"

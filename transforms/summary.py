@@ -77,6 +77,7 @@ def merge_into(total: dict[Any, Any], part: dict[Any, Any]) -> dict[Any, Any]:
 
 
 UNWRITABLE = DeadLetterReason.UNWRITABLE.value
+INPUT_CHANGED = DeadLetterReason.INPUT_CHANGED.value
 #: Where ``_reasons`` gathers the sink refusals by the writer's reason, apart from the reasons.
 _REFUSALS = " refusals"
 
@@ -382,6 +383,8 @@ def format_table(doc: dict[str, Any]) -> str:
     footer = [f"  drops per conversation  {histogram}"]
     if not doc.get("accounted", True):
         footer.append("  WARNING: records in != normalized + dead-lettered")
+    if changed_inputs(doc):
+        footer.append(f"  WARNING: an input changed while it was read ({INPUT_CHANGED} in dead_letter/)")
     return _render(f"convnorm summary (profile {doc.get('profile', 'spec')})", rows, footer)
 
 
@@ -586,11 +589,33 @@ def _unaccounted(through: str) -> str:
     return f"records in != {through} + dead-lettered: some records are not accounted for (no _SUCCESS written)"
 
 
+def changed_inputs(doc: dict[str, Any]) -> int:
+    """The ``input_changed`` dead letters of a summary: shards whose file was not the one planned."""
+    return int((doc.get("dead_letters_by_reason") or {}).get(INPUT_CHANGED, 0))
+
+
+def changed_input_problem(doc: dict[str, Any]) -> str | None:
+    """Why a run whose inputs changed under it cannot vouch for its outputs (None: none did).
+
+    Its records add up, but they are not those of the files planned: half a truncated file
+    was never read. So it exits 1 and writes no ``_SUCCESS``, like records not accounted for."""
+    n = changed_inputs(doc)
+    if not n:
+        return None
+    return (
+        f"an input changed while the run read it ({n:,} {INPUT_CHANGED} dead letter{'s' if n != 1 else ''}, "
+        "one per shard, in dead_letter/): the outputs do not hold the files as planned (no _SUCCESS written)"
+    )
+
+
 def run_failures(doc: dict[str, Any], limit: DeadLetterLimit | None = None) -> list[str]:
     """Why a finished run must exit with status 1 (its outputs are written either way)."""
     failures = []
     if not doc["accounted"]:
         failures.append(_unaccounted("normalized"))
+    changed = changed_input_problem(doc)
+    if changed:
+        failures.append(changed)
     if doc["records_in"] and not doc["records_out"]:
         failures.append(
             f"read {doc['records_in']:,} record(s) but normalized none: every one is a dead "
@@ -620,6 +645,9 @@ def validation_verdict(doc: dict[str, Any], limit: DeadLetterLimit | None = None
     """Status 1 for a conversation that is not sendable or a record that could not be read
     (the table prints that verdict itself), or for records not accounted for (an error line)."""
     errors = [] if doc["accounted"] else [_unaccounted("checked")]
+    changed = changed_input_problem(doc)
+    if changed:
+        errors.append(changed)
     return Verdict(0 if doc["sendable"] and not errors else 1, errors)
 
 

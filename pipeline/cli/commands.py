@@ -18,8 +18,8 @@ with status 2 before any pipeline is built); ``pipeline.execution.execute`` buil
 (``pipeline.graph.build``: ``build`` or ``build_validate``), takes the output directory's lock, runs
 the pipeline and finalizes the outputs (docs/outputs.md); ``main`` prints the summary and
 returns the exit status (``COMMANDS`` and the summary views' ``verdict``). ``--dry-run``
-stops after the plan (``pipeline.cli.dry_run``); Ctrl-C stops any step with one line and exit
-status 130 (``pipeline.execution.interrupts``).
+stops after the plan (``pipeline.cli.dry_run``); Ctrl-C or SIGTERM stops any step with one line and
+exit status 130 or 143 (``pipeline.execution.interrupts``).
 """
 
 from __future__ import annotations
@@ -42,7 +42,14 @@ from pipeline.cli.progress import ProgressMonitor, choose_mode, configure_consol
 from pipeline.config.options import ConfigError, ConvNormOptions, Job, is_local_runner, load_job
 from pipeline.console import print_error, print_line
 from pipeline.execution.execute import OutputSpec, Page, execute, run_pipeline
-from pipeline.execution.interrupts import INTERRUPTED, Stopping, handling_ctrl_c, silence_after_interrupt, stopping_line
+from pipeline.execution.interrupts import (
+    Stopping,
+    exit_status,
+    handling_signals,
+    silence_after_interrupt,
+    stop_signal,
+    stopping_line,
+)
 from pipeline.finished.explain import where_text
 from pipeline.finished.report import REPORT_FILE, render_page
 from pipeline.graph.build import VALIDATE_SPEC, VALIDATION_FILE, build, build_validate, run_spec
@@ -52,7 +59,7 @@ from pipeline.io.text_containers import line_numbers, shard_sizes
 from pipeline.runners.dask_cluster import local_cluster
 from pipeline.runners.prism import PrismError, prism_services
 from transforms.console_text import console_text
-from transforms.summary import RUN, VALIDATE, View, dead_letter_warning
+from transforms.summary import INPUT_CHANGED, RUN, VALIDATE, View, changed_inputs, dead_letter_warning
 
 LOG = logging.getLogger("convnorm")
 
@@ -89,7 +96,7 @@ def _pipeline_runner(job: Job) -> Callable[[beam.Pipeline], bool]:
 def _plan_line(job: Job) -> str:
     limit = f", the first {job.limit:,} records" if job.limit is not None else ""
     return (
-        f"{len({s.path for s in job.shards})} input file(s) in {len(job.shards)} shard(s){limit} -> {job.output} "
+        f"{len({s.path for s in job.shards})} input file(s) in {len(job.shards)} shard(s){limit} -> {job.shown_output} "
         f"(profile {job.settings.profile}, format {job.settings.input_format}, sink {job.settings.sink}, "
         f"runner {job.options.get_all_options()['runner']})"
     )
@@ -116,21 +123,42 @@ def run_job(job: Job, stopping: Stopping) -> int:
         print(RUN.format_table(summary))
     warning = dead_letter_warning(summary, job.warn_dead_letters) if summary else None
     if warning:
-        print_error(f"{warning}; see {job.output}/dead_letter/", kind="warning")
+        print_error(f"{warning}; see {job.shown_output}/dead_letter/", kind="warning")
     if not quiet:
-        print_line(f"outputs: {job.output}/{{normalized,drops,dead_letter}}/, {job.output}/{SUMMARY_FILE}")
+        shown = job.shown_output
+        print_line(f"outputs: {shown}/{{normalized,drops,dead_letter}}/, {shown}/{SUMMARY_FILE}")
         if outcome.page:
-            print_line(f"report:  {job.output}/{outcome.page}")
+            print_line(f"report:  {shown}/{outcome.page}")
         print(f"done in {duration_text(time.monotonic() - started)}")
     return _verdict(RUN, summary, job)
 
 
-def _verdict(view: View, summary: dict, job: Job) -> int:
+def _verdict(view: View, summary: dict, job: Job, output: str | None = None) -> int:
     """The exit status of a finished run, its reasons printed (the outputs are written either way)."""
     status, errors = view.verdict(summary, job.max_dead_letters)
     for error in errors:
         print_error(error)
+    if changed_inputs(summary):
+        for letter in _changed_letters(output or job.output, changed_inputs(summary)):
+            print_error(f"{letter['source']}: {letter['detail']}")
     return status
+
+
+def _changed_letters(output: str, count: int) -> list[dict]:
+    """The first ``input_changed`` dead letters (at most ``SHOWN_REPORTS``; ``count`` in all),
+    read back from ``dead_letter/``: which files changed under the run, and how."""
+    found: list[dict] = []
+    wanted = min(count, SHOWN_REPORTS)
+    for path in files.matching(FileSystems.join(output, "dead_letter"), "*.jsonl"):
+        with FileSystems.open(path) as handle:
+            for raw in handle:
+                if b'"input_changed"' in raw:  # most dead letters are other reasons: parse only these
+                    letter = json.loads(raw)
+                    if letter.get("reason") == INPUT_CHANGED:
+                        found.append(letter)
+                if len(found) >= wanted:
+                    return found
+    return found
 
 
 def _show_reports(directory: str) -> list[str]:
@@ -182,9 +210,9 @@ def validate_job(job: Job, stopping: Stopping) -> int:
                 print("first conversations with violations:")
                 print("\n".join(shown))
             if job.output:
-                print_line(f"reports: {output}/violations/ and {output}/{VALIDATION_FILE}")
+                print_line(f"reports: {job.shown_output}/violations/ and {job.shown_output}/{VALIDATION_FILE}")
             print(f"done in {duration_text(time.monotonic() - started)}")
-        return _verdict(VALIDATE, summary, job)
+        return _verdict(VALIDATE, summary, job, output)
     finally:
         if not job.output:
             shutil.rmtree(output, ignore_errors=True)
@@ -211,29 +239,33 @@ def main(argv: list[str] | None = None) -> int:
     """Entry point of ``convnorm`` and ``python -m pipeline``; returns the exit status.
 
     Exit status: 0 done (validate: all sendable); 1 the run failed, did not account for
-    every record, normalized none of the records it read, had more dead letters than
+    every record, read an input that changed under it, normalized none of the records it read,
+    had more dead letters than
     ``--max-dead-letters``, or a file it wrote is missing (validate: violations or unreadable
-    records); 2 bad options, an output directory refused, or another run holds its lock
-    (nothing was run or deleted); 3 the validation pipeline failed (crashed); 130 stopped by
-    Ctrl-C. See docs/outputs.md.
+    records), or finalizing its outputs failed (the line says which step, what is on disk and the
+    command that recovers); 2 bad options, an output directory refused, or another run holds
+    its lock (nothing was run or deleted); 3 the validation pipeline failed (crashed); 130
+    stopped by Ctrl-C, 143 by SIGTERM (lock and temporary directory removed, the output as it
+    was; a streaming run drained by SIGTERM exits 0). See docs/outputs.md.
     """
     return dispatch(list(sys.argv[1:] if argv is None else argv), run_command)
 
 
 def run_command(command: str, args: list[str], started: float | None = None) -> int:
-    """``convnorm run`` or ``convnorm validate`` with their arguments; Ctrl-C ends it in one line.
+    """``convnorm run`` or ``convnorm validate`` with their arguments; Ctrl-C or SIGTERM ends it
+    in one line (exit status 130 or 143).
 
     ``started``: when the command started (``time.monotonic()``; default now), for ``done in``.
     """
     configure_console()
     stopping = Stopping(f"planning the {command}", started=time.monotonic() if started is None else started)
     try:
-        with handling_ctrl_c(stopping):
+        with handling_signals(stopping):
             return _command(command, args, stopping)
-    except KeyboardInterrupt:
+    except KeyboardInterrupt as stop:
         silence_after_interrupt()
-        print(stopping_line(stopping), file=sys.stderr, flush=True)
-        return INTERRUPTED
+        print(stopping_line(stopping, stop_signal(stop)), file=sys.stderr, flush=True)
+        return exit_status(stop_signal(stop))
 
 
 def _command(command: str, args: list[str], stopping: Stopping) -> int:
@@ -243,7 +275,7 @@ def _command(command: str, args: list[str], stopping: Stopping) -> int:
     except ConfigError as error:
         print_error(str(error))
         return 2
-    stopping.output = job.output or None  # "" when validate was given none
+    stopping.output = job.shown_output or None  # "" when validate was given none
     configure_console(quiet=_quiet(job))
     try:
         if job.dry_run:  # the plan prints the notes itself

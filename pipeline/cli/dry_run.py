@@ -20,7 +20,7 @@ from pipeline.execution.execute import OutputSpec
 from pipeline.finished.report import REPORT_FILE
 from pipeline.io import files
 from pipeline.io import ownership as owned
-from pipeline.io.text_containers import BLANK, FILE_KINDS, Shard, display_path, read_shard, shard_sizes
+from pipeline.io.text_containers import FILE_KINDS, Blank, Shard, read_shard, shard_sizes
 from transforms.console_text import console_text
 from transforms.record_steps import ReaderHint, RecordRefused, parse_payload, read_conversation
 from transforms.settings import Settings
@@ -36,7 +36,7 @@ def sample_readers(shard: Shard, settings: Settings, max_record_bytes: int, samp
     hint = ReaderHint()
     limit = min(sample, shard.limit) if shard.limit is not None else sample
     for item in read_shard(shard._replace(limit=limit), max_record_bytes):
-        if item is BLANK:
+        if isinstance(item, Blank):
             continue
         try:
             read_conversation(parse_payload(item), settings, hint)
@@ -70,7 +70,7 @@ def input_lines(job: Job) -> list[str]:
         f"input: {len(by_file)} file(s), {len(job.shards)} shard(s), {size_text(total)}{limit}",
         *(f"  {console_text(note)}" for note in job.notes),
     ]
-    shown = {path: console_text(display_path(path)) for path in by_file}
+    shown = {path: console_text(job.shards[indexes[0]].name) for path, indexes in by_file.items()}
     width = min(max(map(len, shown.values()), default=4), 60)
     for path, indexes in by_file.items():
         first = job.shards[indexes[0]]
@@ -107,7 +107,7 @@ def _directory_state(output: str, job: Job, spec: OutputSpec) -> tuple[str, str 
 
 def output_lines(job: Job, spec: OutputSpec) -> list[str]:
     """What the command writes where: one line per output."""
-    output = job.output
+    output = job.shown_output
     what = {
         "normalized": f"the normalized records (sink {job.settings.sink})",
         "drops": "per conversation: what it lost, by reason",
@@ -141,7 +141,7 @@ def dry_run(job: Job, command: str, spec: OutputSpec) -> int:
     if refusal:
         print_error(f"the run would be refused: {refusal}")
         return 2
-    print_line(f"output: {job.output} ({state}); the run would write:")
+    print_line(f"output: {job.shown_output} ({state}); the run would write:")
     for line in output_lines(job, spec):
         print_line(line)
     return 0

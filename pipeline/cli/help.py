@@ -16,13 +16,13 @@ from transforms.profiles import PROFILES
 #: Exit statuses, as each command's --help states them.
 EXIT_STATUSES = {
     "run": "0 done, every record accounted for; 1 the pipeline failed, a file it wrote is missing, it did "
-    "not account for every record, normalized none of the records it read, or had more dead letters "
-    "than --max-dead-letters (outputs are written all the same); 2 bad options, a refused output "
-    "directory or a held lock (nothing was run or deleted); 130 stopped by Ctrl-C (the output directory "
-    "unchanged)",
+    "not account for every record, an input changed while it was read, it normalized none of the records "
+    "it read, or had more dead letters than --max-dead-letters (outputs are written all the same); 2 bad "
+    "options, a refused output directory or a held lock (nothing was run or deleted); 130 stopped by "
+    "Ctrl-C, 143 by SIGTERM (the output directory unchanged)",
     "validate": "0 every conversation is sendable; 1 a conversation breaks a rule or a record cannot be "
     "read; 2 bad options, a refused output directory or a held lock (nothing was run); 3 the "
-    "validation pipeline failed or a file it wrote is missing; 130 stopped by Ctrl-C",
+    "validation pipeline failed or a file it wrote is missing; 130 stopped by Ctrl-C, 143 by SIGTERM",
 }
 
 #: convnorm flags that only normalization uses: ``convnorm validate --help`` leaves them out.
@@ -51,7 +51,6 @@ RUN_ONLY_FLAGS = frozenset(
         "max_files_per_poll",
         "drain_timeout",
         "changed_files",
-        "follow_symlinks",
         "stop_after",
         "stop_file",
     }

@@ -17,6 +17,8 @@ import difflib
 import json
 import math
 import os
+import re
+import stat
 
 import yaml
 
@@ -38,7 +40,12 @@ GRAPHS = ("auto", TAGGED_OUTPUTS, PER_SHARD)
 #: ``--warn-dead-letters``: dead letters past this share of the records read are worth a warning.
 DEFAULT_WARN_DEAD_LETTERS = "1%"
 #: Runners that can run the streaming job (lower case, as --runner may spell them).
-STREAMING_RUNNERS = frozenset({"prismrunner", "flinkrunner", "dataflowrunner", "portablerunner"})
+#: The runners ``--streaming`` runs on. The step that makes a landed file processed (renaming
+#: its outputs into place) is shut by the driver once it has stopped the job, and that holds
+#: only where the workers are threads of the driver: Prism as convnorm starts it (its worker
+#: pool in this process). On Flink or Dataflow a file could land in the outputs after the
+#: totals were summed, so they are refused rather than trusted.
+STREAMING_RUNNERS = frozenset({"prismrunner"})
 #: Streaming: files admitted per poll and in flight at once (``--max-files-per-poll``).
 DEFAULT_MAX_FILES_PER_POLL = 50
 #: Streaming: what ``--changed-files`` does with a file rewritten after it was processed.
@@ -77,7 +84,10 @@ class FlagRecorder:
 
 
 def _where_flags(add) -> None:
-    add("--config", help="YAML preset of options (configs/*.yaml); flags on the command line override it")
+    add(
+        "--config",
+        help="YAML preset of options, a regular file (configs/*.yaml); flags on the command line override it",
+    )
     add(
         "--input",
         action="append",
@@ -85,7 +95,18 @@ def _where_flags(add) -> None:
         ".parquet; a directory means every such file directly in it (dot-files and convnorm's own "
         "outputs are never read); local or any Beam filesystem",
     )
-    add("--output", help="output directory, local (~ expanded) or any Beam filesystem")
+    add(
+        "--output",
+        help="output directory, local (~ expanded; its absolute path at least 256 bytes short of the file "
+        "system's PATH_MAX, room for the names convnorm makes in it) or any Beam filesystem",
+    )
+    add(
+        "--follow-symlinks",
+        action=argparse.BooleanOptionalAction,
+        default=False,
+        help="read symbolic links that lead out of a directory --input (batch) or out of the landing "
+        "directory (streaming); without it such a link is not read, with a warning saying so",
+    )
 
 
 def _record_flags(add) -> None:
@@ -269,8 +290,8 @@ def _limit_flags(add) -> None:
         "--max-record-bytes",
         type=int,
         default=DEFAULT_MAX_RECORD_BYTES,
-        help="largest record read (a JSONL line, a .json array element or document); a larger one "
-        "is a record_too_large dead letter (default 32 MiB; see docs/input-limits.md)",
+        help="largest record read (a JSONL line, a .json array element or document, a Parquet row); a "
+        "larger one is a record_too_large dead letter (default 32 MiB; see docs/input-limits.md)",
     )
 
 
@@ -314,7 +335,8 @@ def _streaming_flags(add) -> None:
         "--window",
         default="60s",
         help="streaming (Beam's --streaming with --runner PrismRunner, Flink or Dataflow; "
-        "see docs/streaming.md): window of the summaries, e.g. 60s, 5m",
+        "see docs/streaming.md): window of the summaries, e.g. 60s, 5m (1 s to 7 days). Every streaming "
+        "flag is refused without --streaming; a duration is more than 0 and at most 7 days",
     )
     add("--poll-interval", default="2s", help="streaming: how often the --input patterns are matched")
     add(
@@ -342,12 +364,6 @@ def _streaming_flags(add) -> None:
         choices=CHANGED_FILES,
         help="streaming: a file rewritten after it was processed is read again as a new version, "
         "or only reported (an appended .jsonl is always read from where it was left)",
-    )
-    add(
-        "--follow-symlinks",
-        action=argparse.BooleanOptionalAction,
-        default=False,
-        help="streaming: read symbolic links that lead out of the landing directory",
     )
     add("--stop-after", help="streaming: stop watching after this long (e.g. 10m), then drain and exit")
     add("--stop-file", help="streaming: stop watching once this file exists, then drain and exit")
@@ -442,16 +458,43 @@ def _check_numbers(value, path: str, key) -> None:
             stack.extend(item)
 
 
+def _open_regular(path: str):
+    """A local preset, opened to read its bytes only if it is a regular file: a FIFO would make
+    the read wait for a writer for ever, a device never ends. Opened without blocking, then
+    looked at (what is opened is what is looked at)."""
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+    try:
+        mode = os.fstat(fd).st_mode
+        if not stat.S_ISREG(mode):
+            raise ConfigError(f"--config {path!r} is {_kind(mode)}; a preset is a regular file (YAML)")
+        os.set_blocking(fd, True)
+        return os.fdopen(fd, "rb")
+    except BaseException:
+        os.close(fd)
+        raise
+
+
+def _kind(mode: int) -> str:
+    """What a file that is not a regular file is, in words (``pipeline.io.text_containers`` says the same)."""
+    if stat.S_ISFIFO(mode):
+        return "a FIFO"
+    if stat.S_ISCHR(mode) or stat.S_ISBLK(mode):
+        return "a device"
+    if stat.S_ISSOCK(mode):
+        return "a socket"
+    return "a directory" if stat.S_ISDIR(mode) else "not a regular file"
+
+
 def read_preset(path: str, open_file=open) -> dict:
     """The mapping a ``--config`` file holds (empty for an empty file). Raises ConfigError.
 
-    ``open_file(path)`` opens it for reading bytes or text (``pipeline.config.options`` passes Beam's
-    ``FileSystems.open``, for a preset on any Beam filesystem). At most ``MAX_PRESET_BYTES``,
+    ``open_file(path)`` opens one on another filesystem (``pipeline.config.options`` passes Beam's
+    ``FileSystems.open``); a local one is read only if it is a regular file. At most ``MAX_PRESET_BYTES``,
     standing for at most ``MAX_PRESET_VALUES`` values with its aliases expanded, integers below
     2**63: checked before the values exist.
     """
     try:
-        with open_file(path) as handle:
+        with _open_regular(path) if "://" not in path else open_file(path) as handle:
             text = handle.read(MAX_PRESET_BYTES + 1)
         if len(text) > MAX_PRESET_BYTES:
             raise ConfigError(
@@ -620,14 +663,50 @@ def graph_for(graph: str, runner: str | None) -> str:
     return PER_SHARD if is_dask_runner(runner) else TAGGED_OUTPUTS
 
 
+#: The longest duration any flag takes: past it a duration is a slip (``--window 1e30`` once
+#: passed, then overflowed the window's end timestamp after the streaming marker was written).
+MAX_DURATION_S = 7 * 86_400
+#: Windows are named to the second (``20261130T120000Z-...``): a shorter one would repeat a name.
+MIN_WINDOW_S = 1.0
+#: The flags whose value is a duration (``--job-endpoint-timeout`` takes seconds as a number).
+DURATION_FLAGS = ("--window", "--poll-interval", "--drain-timeout", "--stop-after", "--job-endpoint-timeout")
+#: A negative duration as a word of the command line (``-5s``, ``-.5h``, ``-1e3``).
+_NEGATIVE_DURATION = re.compile(r"-\s*(\d+\.?\d*|\.\d+)(e[-+]?\d+)?\s*[smh]?\s*", re.IGNORECASE)
+_EXPECTED_DURATION = "expected a duration such as 90, 90s, 5m or 1h"
+
+
+class DurationError(ValueError):
+    """A duration that cannot be used; the message says why (without the flag)."""
+
+
 def parse_duration(text: str) -> float:
-    """``90``, ``90s``, ``1.5m``, ``2h`` -> seconds. Raises ValueError."""
+    """``90``, ``90s``, ``1.5m``, ``2h`` -> seconds: more than 0, at most ``MAX_DURATION_S``.
+    Raises DurationError."""
     value = str(text).strip().lower()
     unit = value[-1:] if value[-1:] in _DURATION_UNITS else ""
-    seconds = float(value[: len(value) - len(unit)]) * _DURATION_UNITS.get(unit, 1)
-    if not (seconds > 0 and math.isfinite(seconds)):
-        raise ValueError(f"{text!r} is not a positive duration")
+    try:
+        seconds = float(value[: len(value) - len(unit)]) * _DURATION_UNITS.get(unit, 1)
+    except ValueError:
+        raise DurationError(_EXPECTED_DURATION) from None
+    if math.isnan(seconds):
+        raise DurationError(_EXPECTED_DURATION)
+    if seconds < 0:
+        raise DurationError("a duration cannot be negative")
+    if seconds == 0:
+        raise DurationError("a duration must be more than 0")
+    if seconds > MAX_DURATION_S:
+        raise DurationError(f"at most 7 days ({MAX_DURATION_S:,} s)")
     return seconds
+
+
+def negative_duration_problems(argv: list[str]) -> list[str]:
+    """``--drain-timeout -5s``: argparse takes the value for a flag and says "expected one
+    argument"; say what is wrong instead."""
+    return [
+        f"{flag} {value!r}: a duration cannot be negative; give one such as 90, 90s, 5m or 1h"
+        for flag, value in zip(argv, argv[1:])
+        if flag in DURATION_FLAGS and _NEGATIVE_DURATION.fullmatch(value)
+    ]
 
 
 # --------------------------------------------------------------------------------------------
@@ -748,14 +827,85 @@ def _duration_problems(ours) -> list[str]:
         if value is None:
             continue
         try:
-            parse_duration(value)
-        except ValueError:
-            problems.append(f"{flag} {value!r}: expected a duration such as 90, 90s, 5m or 1h")
+            seconds = parse_duration(value)
+        except DurationError as error:
+            problems.append(f"{flag} {value!r}: {error}")
+            continue
+        if flag == "--window" and seconds < MIN_WINDOW_S:
+            problems.append(f"{flag} {value!r}: at least 1 s (windows are named to the second)")
     return problems
 
 
 def _local_file_exists(path: str) -> bool:
     return "://" not in path and os.path.exists(path)
+
+
+#: The longest path convnorm makes below ``--output``, in bytes: a streaming window's file's
+#: temporary name (``<window>/<file>-<hash>-v<n>/.dead_letter.jsonl.<uuid>.tmp``, about 200
+#: bytes), rounded up; tests/test_refused_at_start.py checks it against the names made.
+DERIVED_PATH_BYTES = 256
+
+
+def _name_limits(path: str) -> tuple[int, int]:
+    """(NAME_MAX, PATH_MAX) of the file system of ``path``'s nearest existing folder."""
+    folder = path
+    while not os.path.isdir(folder) and os.path.dirname(folder) != folder:
+        folder = os.path.dirname(folder)
+    try:
+        return os.pathconf(folder, "PC_NAME_MAX"), os.pathconf(folder, "PC_PATH_MAX")
+    except (OSError, ValueError):  # no pathconf here: Linux's limits
+        return 255, 4096
+
+
+def _shortened(text: str) -> str:
+    return text if len(text) <= 80 else f"{text[:40]}...{text[-30:]}"
+
+
+def output_name_problems(output: str | None) -> list[str]:
+    """A local ``--output`` the file system cannot hold, with the names convnorm makes under
+    it: a name past NAME_MAX, or a path past PATH_MAX (found before, the run failed after its
+    pipeline, or when the lock's folder was made)."""
+    if not output or "://" in output:
+        return []
+    path = os.path.abspath(os.path.expanduser(output))
+    name_max, path_max = _name_limits(path)
+    encoded = os.fsencode(path)
+    problems = [
+        f"--output {_shortened(output)!r}: the name {_shortened(os.fsdecode(name))!r} is {len(name):,} bytes; "
+        f"this file system takes at most {name_max:,} (NAME_MAX)"
+        for name in encoded.split(b"/")
+        if len(name) > name_max
+    ]
+    # PATH_MAX counts the terminating NUL.
+    if len(encoded) + 1 + DERIVED_PATH_BYTES + 1 > path_max:
+        problems.append(
+            f"--output {_shortened(output)!r} is {len(encoded):,} bytes as an absolute path; with the names "
+            f"convnorm makes under it (up to {DERIVED_PATH_BYTES} bytes more) it is past this file system's "
+            f"{path_max:,} (PATH_MAX): choose a shorter path"
+        )
+    return problems
+
+
+def _streaming_only_dests() -> frozenset[str]:
+    recorder = FlagRecorder(argparse.ArgumentParser(add_help=False))
+    _streaming_flags(recorder.add)
+    return frozenset(recorder.actions)
+
+
+def batch_problems(set_by: dict[str, str]) -> list[str]:
+    """Streaming flags set for a run that does not stream (they would do nothing).
+
+    ``set_by``: dest -> where it was set (``""``: the command line, else the preset's path)."""
+    ours = our_flags().actions
+    problems = []
+    for dest in sorted(_streaming_only_dests() & set_by.keys(), key=list(ours).index):
+        flag = ours[dest].option_strings[0]
+        where = f" (set by --config {set_by[dest]!r})" if set_by[dest] else ""
+        problems.append(
+            f"{flag}{where} is a streaming option and does nothing in a batch run: give --streaming too "
+            "(convnorm run, with a runner that streams), or leave it out"
+        )
+    return problems
 
 
 def streaming_problems(ours, runner: str | None, exists=_local_file_exists) -> list[str]:
@@ -767,8 +917,9 @@ def streaming_problems(ours, runner: str | None, exists=_local_file_exists) -> l
     name = (runner or "").lower()
     if runner and name not in STREAMING_RUNNERS and name + "runner" not in STREAMING_RUNNERS:
         problems.append(
-            f"--streaming needs a runner that can stream: PrismRunner (Beam's local runner; build it "
-            f"with .ci/build-prism), FlinkRunner or DataflowRunner; --runner {runner} runs batch only"
+            f"--streaming runs on PrismRunner only (Beam's local runner; build it with .ci/build-prism): "
+            f"a landed file's outputs are committed by the driver's own workers, so that none lands "
+            f"after the run's totals; --runner {runner} runs batch only"
         )
     problems += _duration_problems(ours)
     if ours.output_format != "jsonl":
@@ -802,6 +953,7 @@ def own_problems(ours, *, output_required: bool, streaming: bool, runner: str | 
         problems.append("--input is required (a file, directory or glob; repeat it for several)")
     if not ours.output and output_required:
         problems.append("--output is required (a directory)")
+    problems += output_name_problems(ours.output)
     problems += _number_problems(ours)
     dead_letter_limits(ours, problems)
     if streaming:
@@ -854,6 +1006,9 @@ def precheck(argv: list[str], *, output_required: bool = True) -> argparse.Names
     unknown flags and preset keys (when ``pipeline.config.beam_flags`` matches the installed Beam),
     and every value of ours that cannot work; ``pipeline.config.options.load_job`` checks the rest.
     """
+    negative = negative_duration_problems(argv)
+    if negative:  # before argparse, which would take the value for a flag
+        raise ConfigError("; ".join(negative))
     beam_known = beam_flags.table_is_current()
     parser = _fast_parser(beam_known)
     given, unknown = parse_known(parser, argv)
@@ -861,6 +1016,7 @@ def precheck(argv: list[str], *, output_required: bool = True) -> argparse.Names
         raise ConfigError(unknown_argument(unknown, argv))
     ours = our_flags()
     values = {dest: action.default for dest, action in ours.actions.items()}
+    set_by = {dest: "" for dest in given}  # where each of our options was set: "" the command line
     preset_streaming = preset_runner = None
     preset_beam: dict = {}
     config = given.get("config")
@@ -869,6 +1025,7 @@ def precheck(argv: list[str], *, output_required: bool = True) -> argparse.Names
         for raw_key, dest, value in preset_entries(config, read_preset(config), known):
             if dest in ours.actions:
                 values[dest] = our_preset_value(config, raw_key, ours, dest, value)
+                set_by.setdefault(dest, config)
             elif dest == "streaming":
                 preset_streaming = value
             elif dest == "runner":
@@ -879,7 +1036,8 @@ def precheck(argv: list[str], *, output_required: bool = True) -> argparse.Names
     namespace = argparse.Namespace(**values)
     # The Beam flags that decide, before Beam's import, whether the run starts Prism itself.
     namespace.beam = {**preset_beam, **{dest: given[dest] for dest in PRECHECKED_BEAM if dest in given}}
-    streaming = bool(given.get("streaming", preset_streaming is True))
+    # Without the table of Beam's flags, --streaming is one of the arguments left over.
+    streaming = bool(given.get("streaming", "--streaming" in unknown or preset_streaming is True))
     runner = given.get("runner") or (preset_runner if isinstance(preset_runner, str) else None) or DEFAULT_RUNNER
     problems = own_problems(
         namespace,
@@ -888,6 +1046,8 @@ def precheck(argv: list[str], *, output_required: bool = True) -> argparse.Names
         runner=runner,
         runners=beam_flags.RUNNERS if beam_known else None,
     )
+    if not streaming:
+        problems += batch_problems(set_by)
     if problems:
         raise ConfigError("; ".join(problems))
     return namespace

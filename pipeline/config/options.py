@@ -29,7 +29,7 @@ import re
 from dataclasses import dataclass
 
 from apache_beam.io.filesystems import FileSystems
-from apache_beam.options.pipeline_options import PipelineOptions, StandardOptions
+from apache_beam.options.pipeline_options import PipelineOptions, PortableOptions, StandardOptions
 
 from pipeline.config.flags import (
     DEFAULT_RUNNER,
@@ -240,6 +240,15 @@ class Job:
     #: What the plan leaves out of a directory input (files without a known suffix,
     #: subdirectories), one line per directory: said once the console is set up for the job.
     notes: tuple[str, ...] = ()
+    #: The command's arguments as given: a run that cannot finish says the command that recovers.
+    argv: tuple[str, ...] = ()
+    #: ``--output`` as given (``~`` expanded): what messages show, where ``output`` is absolute.
+    given_output: str = ""
+
+    @property
+    def shown_output(self) -> str:
+        """The output directory as messages name it: as the user gave it."""
+        return self.given_output or self.output
 
 
 #: Runners that run on this machine, where a local temporary directory is visible to workers.
@@ -284,6 +293,33 @@ def _tidy_paths(ours: ConvNormOptions) -> None:
         ours.output = clean_output_path(ours.output)
     if ours.input:
         ours.input = [os.path.expanduser(pattern) for pattern in ours.input]
+
+
+def _absolute(path: str) -> str:
+    return path if "://" in path else os.path.abspath(path)
+
+
+def _resolve_local_paths(ours: ConvNormOptions, shards: list[Shard]) -> list[Shard]:
+    """Every local path a worker opens made absolute, against the launcher's working directory.
+
+    A cluster's workers run in working directories of their own: a relative --input opened
+    there is another file or none, a relative --output another folder. Planning and the
+    checks before it use the paths as given (their messages say what the user typed); from here
+    on the options (which travel to the workers), the job and the plan hold absolute paths, and
+    each shard keeps the path it was matched as for what the outputs name. A preset's relative
+    paths are relative to the working directory too, as on the command line.
+    """
+    if ours.input:
+        ours.input = [_absolute(pattern) for pattern in ours.input]
+    if ours.output:
+        ours.output = _absolute(ours.output)
+    if ours.stop_file:
+        ours.stop_file = _absolute(ours.stop_file)
+    resolved = []
+    for shard in shards:
+        path = _absolute(shard.path)
+        resolved.append(shard if path == shard.path else shard._replace(path=path, source=shard.path))
+    return resolved
 
 
 def _beam_runner_problem(runner: str) -> str | None:
@@ -336,12 +372,20 @@ def _job_problems(options: PipelineOptions) -> list[str]:
         problems.append(problem)
     problems += _output_problems(ours.output) + _output_format_problems(ours)
     if standard.streaming:
-        problems += _streaming_problems(ours, standard.runner)
+        problems += _streaming_problems(ours, standard.runner, options.view_as(PortableOptions))
     return problems
 
 
-def _streaming_problems(ours: ConvNormOptions, runner: str) -> list[str]:
+def _streaming_problems(ours: ConvNormOptions, runner: str, portable: PortableOptions) -> list[str]:
     problems = streaming_problems(ours, runner, FileSystems.exists)  # a stop file on any filesystem
+    # The commit gate reaches the workers only as threads of this process (pipeline.config.flags,
+    # STREAMING_RUNNERS): a Prism of the user's, or workers of another environment, cannot hold it.
+    if portable.job_endpoint:
+        problems.append("--streaming starts its own Prism: drop --job_endpoint")
+    if (portable.environment_type or "LOOPBACK").upper() != "LOOPBACK":
+        problems.append(
+            f"--streaming runs its workers in this process: drop --environment_type {portable.environment_type}"
+        )
     if ours.output:
         from pipeline.streaming.landing import landing_root
 
@@ -356,15 +400,19 @@ def _streaming_problems(ours: ConvNormOptions, runner: str) -> list[str]:
 
 
 def _plan(ours: ConvNormOptions, streaming: bool, notes: list[str]) -> list[Shard]:
+    refused: list[str] = []
     try:
         # Streaming: files arrive later; the watcher matches the patterns as it runs.
-        shards = [] if streaming else plan_shards(ours.input, ours.shard_bytes, notes)
+        shards = [] if streaming else plan_shards(ours.input, ours.shard_bytes, notes, ours.follow_symlinks, refused)
         skipped = skipped_inputs(shards, ours.output)
         shards = plan_inputs(shards, ours.input, ours.output)
         if ours.limit is not None:
             shards = limit_plan(shards, ours.limit, ours.max_record_bytes)
     except (InputError, OutputError) as error:
         raise ConfigError(str(error)) from None
+    finally:
+        for line in refused:  # a link a directory input does not follow: a warning, even with --quiet
+            LOG.warning("%s", line)
     if skipped:
         LOG.warning(
             "skipping %d input file(s) inside --output %s (convnorm never reads its own outputs): %s",
@@ -412,6 +460,8 @@ def load_job(argv: list[str], *, output_required: bool = True) -> Job:
         raise ConfigError("; ".join(problems))
     notes: list[str] = []
     shards = _plan(ours, bool(standard.streaming), notes)
+    given_output = ours.output or ""
+    shards = _resolve_local_paths(ours, shards)
     if is_dask_runner(standard.runner):
         use_dask(options)
     _warn_missing_writer_options(ours)
@@ -434,4 +484,6 @@ def load_job(argv: list[str], *, output_required: bool = True) -> Job:
         ours.limit,
         graph_for(ours.graph, standard.runner),
         tuple(notes),
+        tuple(argv),
+        given_output,
     )

@@ -12,10 +12,13 @@
 5. finalizes: replaces the previous run's files, moves the new ones into place, checks every
    one, writes the summary, the manifest, the page (``report.html``, drawn from them and then
    listed in the manifest; a failure there is a warning, never a failed run) and ``_SUCCESS``
-   -> 1 when a file is missing.
+   -> 1 when a file is missing; 1 when a step fails (a full disk ...), in one line naming the
+   step, what is on disk (``outputs.Progress``) and the command that recovers
+   (``recovery_command``).
 
-``_SUCCESS`` says the outputs can be trusted: every file on disk as reported *and* every record
-read accounted for (the summary's ``accounted``). A run whose records do not add up finishes
+``_SUCCESS`` says the outputs can be trusted: every file on disk as reported, every record
+read accounted for (the summary's ``accounted``) *and* every input read as it was planned (no
+``input_changed`` dead letter). A run whose records do not add up finishes
 (its summary says so, its exit status is 1) without the marker; a run that exits 1 by policy
 (``--max-dead-letters``, nothing normalized) keeps it: its outputs are whole.
 """
@@ -23,10 +26,12 @@ read accounted for (the summary's ``accounted``). A run whose records do not add
 from __future__ import annotations
 
 import dataclasses
+import errno
 import json
 import logging
 import os
 import re
+import shlex
 import uuid
 from dataclasses import dataclass, field
 from typing import Callable
@@ -49,6 +54,7 @@ from pipeline.io import ownership as owned
 from pipeline.runners import job_service, loopback
 from pipeline.runners.dask_cluster import close_client
 from pipeline.runners.sdk_worker import BEAM_WORKER_MODULE, WORKER_MODULE, worker_command
+from transforms.summary import changed_inputs
 
 LOG = logging.getLogger("convnorm")
 
@@ -188,7 +194,7 @@ def run_pipeline(pipeline: beam.Pipeline) -> bool:
         state = job_service.wait_until_finish(result)
     except Exception as error:  # noqa: BLE001 — a failed pipeline, whatever the runner raises
         if interrupts.received():
-            raise KeyboardInterrupt from None  # Ctrl-C, which Beam wrapped: the command says so in one line
+            raise interrupts.as_stopped() from None  # Ctrl-C or SIGTERM, which Beam wrapped: said in one line
         LOG.error("the pipeline failed: %s", _one_line(error)[:2000])
         return False
     finally:
@@ -234,6 +240,7 @@ def execute(
     output = job.output
     run_id = uuid.uuid4().hex
     temp_dir = FileSystems.join(output, owned.TEMP_PREFIX + run_id)
+    proof, proof_entry = owned.new_temp_proof(run_id)
     try:
         pipeline = construct_pipeline(job, build_graph, temp_dir)
         check_job_endpoint(job)
@@ -247,14 +254,19 @@ def execute(
             output,
             run_id=run_id,
             command=spec.command,
-            temp_dir=temp_dir,
+            temp_dir=owned.TEMP_PREFIX + run_id,  # by its name: the lock lies beside it
             break_stale=job.break_stale_lock,
             clean_up=lambda holder: takeover.append(_clean_dead_run(output, holder, spec)),
+            temp_proof=proof_entry,
         )
     except (locks.LockError, owned.OutputError) as error:
         return _fail(2, str(error))
+    except OSError as error:  # an unwritable directory, a full disk: said as it is
+        return _fail(2, f"--output {output!r}: its lock could not be taken: {_one_line(error)[:500]}; nothing was run")
 
     release = True
+    reported = False  # a failed finalize said what it left on disk
+    progress = owned.Progress()
     try:
         try:
             previous = owned.check_output(
@@ -267,31 +279,51 @@ def execute(
             )
         except owned.OutputError as error:
             return _fail(2, str(error))
+        try:
+            owned.claim_temp(temp_dir, proof)  # before the pipeline writes there: it proves the folder ours
+        except OSError as error:
+            return _fail(
+                2,
+                f"--output {output!r}: the run's temporary directory could not be made: {_one_line(error)[:500]}; "
+                "nothing was run",
+            )
         if not run(pipeline):
             return _fail(
                 1,
                 f"the {spec.command} pipeline failed (the error is logged above); the previous "
                 "outputs, if any, are untouched",
             )
-        # Ctrl-C waits here: the directory gets the whole run, or keeps what it held.
+        # Ctrl-C and SIGTERM wait here: the directory gets the whole run, or keeps what it held.
         with shielded():
-            release = False  # from here on, an unexpected error leaves the lock (and its record)
+            release = False  # from here on, an unexpected stop leaves the lock (and its record)
             page_name = spec.page.name if spec.page else None
             try:
                 result, summary = owned.finalize(
-                    output, temp_dir, spec.shard_outputs, spec.summary_file, lock, previous, spec.recount, page_name
+                    output,
+                    temp_dir,
+                    spec.shard_outputs,
+                    spec.summary_file,
+                    lock,
+                    previous,
+                    spec.recount,
+                    page_name,
+                    progress,
                 )
-            except owned.OutputError as error:
-                release = True
-                return _fail(1, str(error))
-            page = owned.write_manifest(
-                output,
-                _sealed(result, summary, spec),
-                spec.command,
-                manifest_options(job),
-                lock,
-                (spec.page.name, spec.page.render) if spec.page else None,
-            )
+                page = owned.write_manifest(
+                    output,
+                    _sealed(result, summary, spec),
+                    spec.command,
+                    manifest_options(job),
+                    lock,
+                    (spec.page.name, spec.page.render) if spec.page else None,
+                    progress,
+                )
+            except Exception as error:  # noqa: BLE001 — a full disk, a read-only folder ...: said with what is on disk
+                LOG.debug("finalize failed", exc_info=True)
+                release, reported = not progress.changed, True  # nothing changed yet: nothing to recover
+                if release and isinstance(error, owned.OutputError):
+                    return _fail(1, str(error))  # refused before anything moved: says so itself
+                return _fail(1, finalize_failed(job, spec.command, lock.path, progress, error))
             release = True
             if stopping is not None:
                 stopping.written = True
@@ -300,27 +332,93 @@ def execute(
         return Outcome(None, summary, page_name if page is not None else None)
     finally:
         if release:
-            owned.remove_temp(temp_dir)
-            lock.release()
-            if created:
-                files.remove_if_empty(output)
+            _clean_up(job, spec.command, temp_dir, lock, created)
         else:
             lock.close()
-            print_error(
-                f"the run stopped while finalizing; the lock {lock.path} records what it "
-                "was doing: rerun with --break-stale-lock to clean up"
-            )
+            if not reported:
+                print_error(
+                    f"the run stopped while finalizing; the lock {lock.path} records what it "
+                    f"was doing: rerun with --break-stale-lock to clean up: {recovery_command(job, spec.command)}",
+                )
+
+
+def recovery_command(job: Job, command: str, *, break_stale: bool = True) -> str:
+    """The command line that recovers the run: its own arguments (and ``--break-stale-lock``,
+    which deletes what a stopped run provably wrote and takes its lock over)."""
+    argv = list(job.argv)
+    if break_stale and "--break-stale-lock" not in argv:
+        argv.append("--break-stale-lock")
+    if not job.argv:  # called without a command line (a test, a library user)
+        return "the same command" + (" with --break-stale-lock" if break_stale else "")
+    return shlex.join(["convnorm", *([] if command == "run" else [command]), *argv])
+
+
+def _fix(error: BaseException, output: str) -> str:
+    """What to do about ``error`` before the recovery command."""
+    code = getattr(error, "errno", None)
+    if code in (errno.ENOSPC, errno.EDQUOT):
+        return f"free some space on the filesystem of {output}"
+    if code in (errno.EACCES, errno.EPERM, errno.EROFS):
+        return f"make {output} (and the folders in it) writable"
+    return "fix what the error says"
+
+
+def finalize_failed(job: Job, command: str, lock_path: str, progress: owned.Progress, error: BaseException) -> str:
+    """The line for a finalize step that failed after the pipeline finished: which step, what is
+    on disk now, and the command that recovers."""
+    said = (
+        f"the {command} pipeline finished, but finalizing its outputs failed while {progress.step}: "
+        f"{_one_line(error)[:500]}; now {progress.on_disk(job.output)}"
+    )
+    if not progress.changed:
+        again = recovery_command(job, command, break_stale=False)
+        return f"{said}. To recover, {_fix(error, job.output)}, then run the same command again: {again}"
+    return (
+        f"{said}. The lock {lock_path} is kept: it records what this run created and deleted. To recover, "
+        f"{_fix(error, job.output)}, then run: {recovery_command(job, command)} (it deletes what this run "
+        "provably wrote, then runs again)"
+    )
+
+
+def _clean_up(job: Job, command: str, temp_dir: str, lock: locks.OutputLock, created: bool) -> None:
+    """Remove the run's temporary directory, then its lock. A temporary directory that cannot be
+    removed (a folder made read-only) keeps the lock, which names it, so the next run with
+    ``--break-stale-lock`` removes it: said in one line, with that command."""
+    try:
+        owned.remove_temp(temp_dir)
+    except OSError as error:
+        lock.close()
+        print_error(
+            f"the run's temporary directory {temp_dir} could not be removed "
+            f"({_one_line(error)[:500]}); the lock {lock.path} is kept so that the next run removes it. To "
+            f"recover, {_fix(error, job.output)}, then run: {recovery_command(job, command)}",
+        )
+        return
+    try:
+        lock.release()
+    except OSError as error:
+        print_error(
+            f"the lock {lock.path} could not be deleted ({_one_line(error)[:500]}); no run holds "
+            f"it any more. To recover, {_fix(error, job.output)}, then run: {recovery_command(job, command)}",
+        )
+        return
+    if created:
+        files.remove_if_empty(job.output)
 
 
 def _sealed(result: owned.Finalized, summary: dict, spec: OutputSpec) -> owned.Finalized:
-    """What the manifest records: records not accounted for make the run incomplete like a missing
-    file (no ``_SUCCESS``); the command still reports its summary and exits 1 (its verdict)."""
-    if summary["accounted"]:
-        return result
-    return dataclasses.replace(
-        result,
-        problems=[*result.problems, f"some records are not accounted for ({spec.summary_file}: accounted is false)"],
-    )
+    """What the manifest records: records not accounted for, or inputs that changed while they
+    were read, make the run incomplete like a missing file (no ``_SUCCESS``); the command still
+    reports its summary and exits 1 (its verdict)."""
+    problems = list(result.problems)
+    if not summary["accounted"]:
+        problems.append(f"some records are not accounted for ({spec.summary_file}: accounted is false)")
+    if changed_inputs(summary):
+        problems.append(
+            f"an input changed while it was read ({spec.summary_file}: {changed_inputs(summary):,} "
+            "input_changed dead letter(s))"
+        )
+    return result if problems == result.problems else dataclasses.replace(result, problems=problems)
 
 
 def _clean_dead_run(output: str, holder: dict, spec: OutputSpec) -> owned.Takeover:

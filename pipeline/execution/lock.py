@@ -4,8 +4,10 @@ The lock is created atomically with its whole content (written to a private file
 hard-linked to the lock name, which fails if the name exists; never through a symbolic link:
 ``pipeline.io.files``), so no reader ever sees a half written lock. It holds the holder's pid,
 host, process start time and run start time, plus what the run may leave behind if it dies:
-its temporary directory and, while it finalizes, the files it is creating or deleting, each
-with its size and sha256 (``pipeline.io.ownership.clean_dead_run`` deletes only what matches).
+its temporary directory (its name in the output directory, and the size and sha256 of the
+file in it that proves it the run's: ``temp_proof``) and, while it finalizes, the files it is
+creating or deleting, each with its size and sha256 (``pipeline.io.ownership.clean_dead_run``
+deletes only what matches).
 
 Liveness. On a local filesystem the holder also keeps an OS file lock (``flock``) on the lock
 file for its whole run: the kernel drops it when the process ends, however it ends. Another
@@ -130,6 +132,26 @@ def is_stale(holder: dict, path: str | None = None) -> bool:
     return not _alive(holder["pid"], holder.get("pid_start"))
 
 
+def running_holder(output: str) -> dict | None:
+    """What the lock of ``output`` says while a live convnorm holds it (``is_stale`` is false:
+    its OS lock is held, or the pid rule for a lock without one, or it was written on another
+    host), else None: no lock, a stale one, or one that cannot be read (the run's own check
+    says more). For the commands that read a run's outputs without taking the lock."""
+    holder = read_lock(output)
+    if holder is None or holder.get("unreadable"):
+        return None
+    return None if is_stale(holder, FileSystems.join(output, LOCK_FILE)) else holder
+
+
+def in_use_text(output: str, holder: dict) -> str:
+    """The line for a command refused because a running convnorm holds ``output``'s lock."""
+    return (
+        f"{output!r} is in use by a running convnorm ({describe(holder)}; it holds the lock "
+        f"{FileSystems.join(output, LOCK_FILE)}): its outputs may be half replaced until it ends; wait for it "
+        "to finish, then run this again"
+    )
+
+
 def _take_os_lock(fd: int) -> None:
     if fcntl is not None:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -160,9 +182,12 @@ class OutputLock:
         self.fd = fd
 
     def release(self) -> None:
-        """Delete the lock file, then let go of its OS lock."""
-        files.delete(self.path)
-        self.close()
+        """Delete the lock file, then let go of its OS lock (also when the delete fails: the
+        file stays, stale, for the next run to take over)."""
+        try:
+            files.delete(self.path)
+        finally:
+            self.close()
 
     def close(self) -> None:
         """Let go of the OS lock but leave the lock file and its record (a run that stopped in
@@ -210,11 +235,22 @@ def _create_exclusive(output: str, content: dict) -> tuple[bool, int | None]:
     return True, fd
 
 
-def acquire(output: str, *, run_id: str, command: str, temp_dir: str, break_stale: bool, clean_up) -> OutputLock:
+def acquire(
+    output: str,
+    *,
+    run_id: str,
+    command: str,
+    temp_dir: str,
+    break_stale: bool,
+    clean_up,
+    temp_proof: dict | None = None,
+) -> OutputLock:
     """Take the lock of ``output`` (creating the directory), or raise ``LockError``.
 
-    ``clean_up(holder)`` is called with a stale holder's content, under our lock, before the
-    run goes on: it deletes what the dead run recorded as its own.
+    ``temp_dir``: the run's temporary directory, by its name in ``output`` ("" for none);
+    ``temp_proof``: the size and sha256 of the file that proves it the run's. ``clean_up(holder)``
+    is called with a stale holder's content, under our lock, before the run goes on: it deletes
+    what the dead run recorded as its own.
     """
     if files.is_local(output):
         os.makedirs(output, exist_ok=True)
@@ -228,6 +264,8 @@ def acquire(output: str, *, run_id: str, command: str, temp_dir: str, break_stal
         "command": command,
         "temp_dir": temp_dir,
     }
+    if temp_proof is not None:
+        content["temp_proof"] = temp_proof
     if fcntl is not None and files.is_local(output):
         content["os_lock"] = OS_LOCK
     for _attempt in range(3):  # the holder may finish between our create and our read

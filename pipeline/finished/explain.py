@@ -6,8 +6,15 @@ manifest) with the core's trace on (``transforms.explain``), and prints the two 
 side: every entry that was dropped, moved, re-keyed or healed is marked with its reason. The
 report draws the same rows for its examples (``explanation_html``).
 
+It opens only a file the run read, by the run's own record (``run_inputs``): the manifest's
+``--input`` matched again (a batch run), or the record of processed files (a streaming
+output). A drops/ line naming any other file (drops/ edited, or copied from elsewhere) is
+refused, never opened: ``Refused``.
+
 Nothing is written. Exit status: 0 shown; 1 no such id, or the record is no longer in its
-source file; 2 bad arguments.
+source file; 2 bad arguments, a drops/ line naming a file the run did not read, or a batch run
+(``convnorm run``, ``validate``) holds the output's lock: it may be replacing the files
+(``running_batch``). A streaming run's lock does not stop it: the windows it closed are whole.
 """
 
 from __future__ import annotations
@@ -53,6 +60,82 @@ class Located(NamedTuple):
 
 class NotFound(LookupError):
     """The id, or its record, cannot be found; the message says what to do."""
+
+
+class Refused(NotFound):
+    """The drops/ (or dead_letter/) line names a source the run did not read: not opened."""
+
+
+class RunInputs(NamedTuple):
+    """The files a run read, by its own record (``run_inputs``): explain opens no other."""
+
+    #: A batch run's input files: its manifest's --input matched again (None: a streaming output).
+    files: frozenset[str] | None
+    #: What the record is, for the refusal.
+    recorded: str
+    #: A streaming output, whose record of processed files is asked per source ("": none).
+    streaming_output: str = ""
+
+
+def run_inputs(output: str) -> RunInputs:
+    """What the run that wrote ``output`` read: the files its manifest's ``--input`` patterns
+    match now (each pattern on its own: a file deleted since leaves the others), without those
+    inside ``output`` (a run never reads its own output); a streaming output asks its record of
+    processed files instead. No record at all: nothing may be opened."""
+    from apache_beam.io.filesystems import FileSystems
+
+    from pipeline.finished.report import read_json
+    from pipeline.io.ownership import MANIFEST_FILE, STREAMING_MARKER, paths_inside
+    from pipeline.io.text_containers import InputError, match_inputs
+
+    manifest = read_json(FileSystems.join(output, MANIFEST_FILE))
+    if manifest is None:
+        if FileSystems.exists(FileSystems.join(output, STREAMING_MARKER)):
+            return RunInputs(None, "its record of processed files (_convnorm_files/)", output)
+        return RunInputs(frozenset(), f"no {MANIFEST_FILE} lists the run's inputs")
+    patterns = (manifest.get("options") or {}).get("input") if isinstance(manifest.get("options"), dict) else None
+    if not isinstance(patterns, list) or not all(isinstance(p, str) for p in patterns):
+        return RunInputs(frozenset(), f"{MANIFEST_FILE} records no --input")
+    found: set[str] = set()
+    for pattern in patterns:
+        try:
+            found.update(match_inputs([pattern], notes=[]))  # the plan's notes were said by the run
+        except InputError:
+            continue  # matches nothing now: none of its files can be opened either
+    found -= paths_inside(found, output)
+    shown = " ".join(f"--input {p!r}" for p in patterns)
+    return RunInputs(frozenset(found), f"{MANIFEST_FILE}: {shown}")
+
+
+def _opened_as(source: str) -> str:
+    """The file opening ``source`` reads: a local path as absolute, the way the manifest records
+    the run's ``--input`` (records name their source as the user typed it)."""
+    return source if "://" in source else os.path.abspath(source)
+
+
+def check_source(inputs: RunInputs, source: str, conversation_id: object) -> None:
+    """Refused unless the run read ``source`` (a source that is not there is left to the caller:
+    there is nothing to open, and 'moved or changed?' says more)."""
+    from apache_beam.io.filesystems import FileSystems
+
+    from pipeline.streaming import processed_files as processed
+
+    if inputs.streaming_output:
+        if processed.read_record(inputs.streaming_output, source)["versions"]:
+            return
+    elif inputs.files is not None and (source in inputs.files or _opened_as(source) in inputs.files):
+        return
+    try:
+        present = os.path.lexists(source) if "://" not in source else FileSystems.exists(source)
+    except Exception:  # noqa: BLE001 — a filesystem that cannot be asked: refused below
+        present = True
+    if not present:
+        return
+    raise Refused(
+        f"the line of {conversation_id!r} names {source!r} as its source, which is not one of the run's inputs "
+        f"({inputs.recorded}); convnorm explain opens only files the run read: not opened (was drops/ or "
+        "dead_letter/ edited?)"
+    )
 
 
 def drop_lines(output: str, patterns: tuple[str, ...] = DROPS_PATTERNS) -> Iterator[bytes]:
@@ -134,11 +217,19 @@ def run_settings(output: str) -> tuple[Settings, int]:
     return settings, int(given.get("max_record_bytes") or DEFAULT_MAX_RECORD_BYTES)
 
 
-def locate(output: str, conversation_id: str, settings: Settings | None = None, metrics: dict | None = None) -> Located:
-    """Find, read back and explain one conversation of a run. Raises ``NotFound``.
+def locate(
+    output: str,
+    conversation_id: str,
+    settings: Settings | None = None,
+    metrics: dict | None = None,
+    inputs: RunInputs | None = None,
+) -> Located:
+    """Find, read back and explain one conversation of a run. Raises ``NotFound`` (``Refused``:
+    its line names a file the run did not read).
 
     ``settings``: instead of the run's (its manifest); ``metrics``: its drops/ line, when the
-    caller has it already (the report's examples), instead of searching drops/ for it.
+    caller has it already (the report's examples), instead of searching drops/ for it;
+    ``inputs``: ``run_inputs(output)``, when the caller has it already.
     """
     from pipeline.io.text_containers import line_numbers, record_at
     from transforms.record_steps import RecordRefused, parse_payload, read_conversation, record_id
@@ -148,6 +239,7 @@ def locate(output: str, conversation_id: str, settings: Settings | None = None, 
     run, max_record_bytes = run_settings(output)
     settings = settings or run
     source, position = str(metrics.get("source")), int(metrics.get("position", -1))
+    check_source(inputs if inputs is not None else run_inputs(output), source, metrics.get("id"))
     raw = record_at(source, position, max_record_bytes)
     if raw is None:
         relative = (
@@ -308,6 +400,21 @@ def explain_page(located: Located) -> str:
 # The command
 
 
+#: The commands whose running lock makes ``explain`` wait: they replace a run's outputs.
+BATCH_COMMANDS = frozenset({"run", "validate"})
+
+
+def running_batch(output: str) -> str | None:
+    """Why ``output`` cannot be read now: a batch run holds its lock (it may be moving its files
+    into place: drops/ half there); None otherwise."""
+    from pipeline.execution.lock import in_use_text, running_holder
+
+    holder = running_holder(output)
+    if holder is None or holder.get("command") not in BATCH_COMMANDS:
+        return None
+    return in_use_text(output, holder)
+
+
 def explain_command(argv: list[str]) -> int:
     """``convnorm explain OUT_DIR --id ID``. Exit 0, 1 or 2."""
     parser = ArgumentParser(
@@ -317,7 +424,8 @@ def explain_command(argv: list[str]) -> int:
         "from its input file (the source and position in OUT_DIR/drops/) and normalized again with the "
         "run's options (its manifest). Writes nothing.",
         epilog="exit status: 0 shown; 1 no conversation with that id, or its record is not in its source "
-        "any more; 2 bad arguments",
+        "any more; 2 bad arguments, a drops/ line naming a file the run did not read (never opened), or a "
+        "running convnorm replacing OUT_DIR's files",
     )
     parser.add_argument("output", metavar="OUT_DIR", help="the --output directory of a finished run")
     parser.add_argument("--id", required=True, dest="conversation_id", help="the conversation's id (drops/ lists them)")
@@ -329,6 +437,10 @@ def explain_command(argv: list[str]) -> int:
 
     quiet_beam_noise()
     output = os.path.expanduser(args.output).rstrip("/") or "/"
+    busy = running_batch(output)
+    if busy:
+        print_error(busy, PROG)
+        return 2
     settings = None
     if args.profile:
         from transforms.profiles import PROFILES
@@ -342,10 +454,22 @@ def explain_command(argv: list[str]) -> int:
     try:
         located = locate(output, args.conversation_id, settings)
     except NotFound as why:
-        print_error(str(why), PROG)
-        return 1
+        busy = running_batch(output)  # a run that began meanwhile: that, not the id, is the reason
+        print_error(str(busy or why), PROG)
+        return 2 if busy or isinstance(why, Refused) else 1
     print(explain_page(located) if args.html else explanation_text(located, args.width))
     return 0
 
 
-__all__ = ["Located", "NotFound", "explain_command", "explanation_html", "explanation_text", "locate"]
+__all__ = [
+    "Located",
+    "NotFound",
+    "Refused",
+    "RunInputs",
+    "check_source",
+    "explain_command",
+    "explanation_html",
+    "explanation_text",
+    "locate",
+    "run_inputs",
+]

@@ -43,7 +43,7 @@ from pipeline.finished.charts import ALERT_COLOR, BAR_COLOR, OK_COLOR, bar_chart
 from transforms.normalize import split_drops
 
 if TYPE_CHECKING:
-    from pipeline.finished.explain import Located
+    from pipeline.finished.explain import Located, RunInputs
 
 LOG = logging.getLogger("convnorm")
 
@@ -269,7 +269,7 @@ def collect(output: str, run: dict | None = None, explain_examples: bool = True)
     """Read a finished run's outputs under ``output``. Raises FileNotFoundError without summary.json."""
     from apache_beam.io.filesystems import FileSystems
 
-    from pipeline.finished.explain import DROPS_PATTERNS
+    from pipeline.finished.explain import DROPS_PATTERNS, run_inputs
 
     summary = read_json(FileSystems.join(output, "summary.json"))
     if summary is None:
@@ -279,9 +279,11 @@ def collect(output: str, run: dict | None = None, explain_examples: bool = True)
     scan_dead_letters(_read_json_lines(_matched(output, DEAD_LETTER_PATTERNS)), details)
     manifest = read_json(FileSystems.join(output, MANIFEST_FILE)) or {}
     data = ReportData(output, summary, details, manifest, dict(run or {}), _windows(output))
-    data.lines = _example_lines(details)
+    # The examples' sources are opened only when the run read them (a drops/ line can name any file).
+    inputs = run_inputs(output) if _example_sources(details) else None
+    data.lines = _example_lines(details, inputs)
     if explain_examples:
-        data.explained = _explain_examples(output, details, summary)
+        data.explained = _explain_examples(output, details, summary, inputs)
     return data
 
 
@@ -297,22 +299,44 @@ def _windows(output: str) -> list[Window]:
     ]
 
 
-def _example_lines(details: RunDetails) -> dict[tuple[str, int], int]:
-    """Line numbers of every position the examples show, one read per source file."""
-    from pipeline.io.text_containers import line_numbers
-
+def _example_sources(details: RunDetails) -> dict[str, set[int]]:
+    """Source -> the positions the examples show there."""
     wanted: dict[str, set[int]] = {}
     for records in (*details.drop_examples.values(), *details.dead_letter_examples.values(), details.over_limit):
         for record in records:
             wanted.setdefault(str(record.get("source")), set()).add(int(record.get("position", -1)))
+    return wanted
+
+
+def _read_by_the_run(inputs: RunInputs | None, source: str) -> bool:
+    """Whether the run read ``source`` (``inputs``: ``run_inputs``; None: no example to ask for)."""
+    from pipeline.finished.explain import Refused, check_source
+
+    if inputs is None:
+        return False
+    try:
+        check_source(inputs, source, None)
+    except Refused:
+        return False  # its example says why (``_explain_examples``); no line number shown
+    return True
+
+
+def _example_lines(details: RunDetails, inputs: RunInputs | None = None) -> dict[tuple[str, int], int]:
+    """Line numbers of every position the examples show, one read per source file the run read
+    (``inputs``: ``run_inputs``; None: none is read)."""
+    from pipeline.io.text_containers import line_numbers
+
     return {
         (source, position): line
-        for source, positions in wanted.items()
+        for source, positions in _example_sources(details).items()
+        if _read_by_the_run(inputs, source)
         for position, line in line_numbers(source, positions).items()
     }
 
 
-def _explain_examples(output: str, details: RunDetails, summary: dict) -> dict[str, Located | str]:
+def _explain_examples(
+    output: str, details: RunDetails, summary: dict, inputs: RunInputs | None = None
+) -> dict[str, Located | str]:
     """Each example conversation read back and explained, or the reason it could not be."""
     from pipeline.finished.explain import NotFound, locate
 
@@ -320,7 +344,7 @@ def _explain_examples(output: str, details: RunDetails, summary: dict) -> dict[s
     for metrics, _ in details.examples(summary.get("dropped_by_reason", {})):
         rid = str(metrics.get("id"))
         try:
-            explained[rid] = locate(output, rid, metrics=metrics)
+            explained[rid] = locate(output, rid, metrics=metrics, inputs=inputs)
         except NotFound as why:
             explained[rid] = str(why)
         except Exception as error:  # noqa: BLE001 — the page is still worth having without this block
@@ -473,7 +497,7 @@ def _warning_limit(manifest: dict):
 
 def _header_html(data: ReportData) -> str:
     """Title line, the warnings a person must see first, and the tiles of totals."""
-    from transforms.summary import dead_letter_warning
+    from transforms.summary import changed_inputs, dead_letter_warning
 
     s = data.summary
     accounted = s.get("accounted")
@@ -490,6 +514,11 @@ def _header_html(data: ReportData) -> str:
         banners.append(f"Warning: {warning}. The examples below show each reason; dead_letter/ holds them all.")
     if not accounted:
         banners.append("Records in ≠ normalized + dead-lettered: some records are not accounted for (no _SUCCESS).")
+    if changed_inputs(s):
+        banners.append(
+            "An input changed while the run read it (input_changed in dead_letter/): the outputs do not "
+            "hold the files as planned (no _SUCCESS)."
+        )
     d = data.details
     if (d.dropped, d.dead_letters) != (s.get("dropped", 0), s.get("dead_letters", 0)):
         banners.append(
@@ -1130,10 +1159,14 @@ def report_command(argv: list[str]) -> int:
     )
     parser.add_argument("output", metavar="OUT_DIR", help="the --output directory of a finished run")
     args = parser.parse_args(argv)
-    from pipeline.execution.lock import LockError  # after --help: these import Beam
+    from pipeline.execution.lock import LockError, in_use_text, running_holder  # after --help: these import Beam
     from pipeline.io.ownership import OutputError
 
     output = os.path.expanduser(args.output).rstrip("/") or "/"
+    holder = running_holder(output)
+    if holder is not None:  # a run finalizing there has no summary.json yet: say what is going on
+        print_error(in_use_text(output, holder), PROG)
+        return 2
     if "://" not in output and not os.path.isfile(os.path.join(output, "summary.json")):
         # Asked before the lock is taken: taking it would make a directory that is not there.
         print_error(f"{output!r} holds no summary.json (is it a convnorm run's --output?)", PROG)

@@ -42,6 +42,9 @@ LOG = logging.getLogger("convnorm")
 MANIFEST_FILE = "_convnorm_manifest.json"
 SUCCESS_FILE = "_SUCCESS"
 TEMP_PREFIX = "_convnorm_temp-"
+#: In a run's temporary directory: a file of random content whose size and sha256 its lock
+#: records (``temp_proof``). It, not the directory's name, proves the directory the run's.
+TEMP_PROOF = "_convnorm_run.json"
 MANIFEST_FORMAT = "convnorm-manifest/1"
 #: Entries listed when refusing a directory.
 SHOWN_ENTRIES = 10
@@ -192,6 +195,11 @@ def plan_inputs(shards: list, patterns: list[str], output: str | None) -> list:
             "convnorm never reads its own output directory: choose another --output"
         )
     return [shard._replace(number=i) for i, shard in enumerate(kept)]
+
+
+def paths_inside(paths: Iterable[str], output: str) -> set[str]:
+    """The ``paths`` that lie inside ``output`` (each directory resolved once)."""
+    return _inputs_inside(_canonical_files(paths), output)
 
 
 def skipped_inputs(shards: list, output: str | None) -> list[str]:
@@ -445,7 +453,8 @@ class Takeover:
         if self.kept:
             text += (
                 f"; kept {_listing(self.kept, output)}: its lock names them, but their size or sha256 is not "
-                "what that run recorded (or they are not its kind of file), so they may be yours"
+                "what that run recorded (a temporary directory: it does not hold the file that proves it the "
+                "run's; or they are not its kind of file), so they may be yours"
             )
         return text
 
@@ -468,11 +477,75 @@ def _lock_entries(output: str, holder: dict, key: str) -> list[tuple[str, dict]]
     return found
 
 
+def _temp_name(output: str, recorded: Any) -> str | None:
+    """The name in ``output`` of the temporary directory a lock records, or None when it is not
+    a folder directly inside ``output`` named like one (``../x``, an absolute path elsewhere,
+    ``x/..``)."""
+    if not isinstance(recorded, str):
+        return None
+    if "/" not in recorded:  # this convnorm records the name alone
+        name = recorded
+    elif "://" in recorded:  # an object store's full path
+        parent, name = recorded.rstrip("/").rsplit("/", 1)
+        if parent != output.rstrip("/"):
+            return None
+    else:  # an older convnorm's path as given: maybe relative to the dead run's working directory
+        parts = recorded.split("/")
+        name = parts[-1]
+        if os.path.isabs(recorded) or ".." in parts or "." in parts:
+            if _canonical(os.path.dirname(os.path.normpath(os.path.abspath(recorded)))) != _canonical(output):
+                return None
+    return name if name.startswith(TEMP_PREFIX) and name != TEMP_PREFIX else None
+
+
+def _dead_temp_dir(output: str, holder: dict) -> str | None:
+    """``OUTPUT/<name>`` of the temporary directory a stale lock records, None if it records
+    none; OutputError, nothing deleted, when it is not a folder directly inside ``output``."""
+    recorded = holder.get("temp_dir")
+    if recorded in (None, ""):
+        return None
+    name = _temp_name(output, recorded)
+    if name is None:
+        why = f"as its temporary directory, which is not a {TEMP_PREFIX}<run id> folder directly inside it"
+        raise OutputError(
+            f"{_not_ours(output, recorded, 'the stale lock', why)}; the dead run's temporary directory and files "
+            f"are kept too: check the lock {FileSystems.join(output, LOCK_FILE)}, delete it by hand, and run again"
+        )
+    return FileSystems.join(output, name)
+
+
+def _proven_temp(path: str, proof: Any) -> bool:
+    """``path`` is a folder holding the proof file a dead run's lock records (size and sha256)."""
+    if not isinstance(proof, dict) or not _is_sha256(proof.get("sha256")) or files.is_link(path):
+        return False
+    if files.is_local(path) and not os.path.isdir(path):
+        return False
+    found = FileSystems.join(path, TEMP_PROOF)
+    return _exists(found) and _matches(found, proof)
+
+
+def _temp_candidates(output: str, named: str | None, proof: Any) -> list[str]:
+    """The folders that may be a dead run's temporary directory: the one its lock names and, for
+    a lock that records a proof (local outputs), every other ``_convnorm_temp-*`` folder, so an
+    edited name does not leave the real one behind for good."""
+    found = [named] if named is not None and _exists(named) else []
+    if isinstance(proof, dict) and files.is_local(output) and os.path.isdir(output):
+        with os.scandir(output) as entries:
+            found += sorted(
+                e.path
+                for e in entries
+                if e.name.startswith(TEMP_PREFIX) and e.is_dir(follow_symlinks=False) and e.path != named
+            )
+    return found
+
+
 def clean_dead_run(output: str, holder: dict, directories: tuple[str, ...] = ()) -> Takeover:
-    """Delete what a dead run provably wrote: its own temporary directory (named by its run id)
-    and each file its lock lists with the size and sha256 the file still has; the directories
-    it created (``directories``, the names convnorm makes) if they are empty. Every entry is
-    checked before anything is deleted: one outside ``output`` raises OutputError."""
+    """Delete what a dead run provably wrote: its own temporary directory (the folder holding the
+    proof file its lock records: never taken on its name alone) and each file its lock lists
+    with the size and sha256 the file still has; the directories it created (``directories``,
+    the names convnorm makes) if they are empty. Every entry is checked before anything is
+    deleted: one outside ``output`` raises OutputError."""
+    temp = _dead_temp_dir(output, holder)
     entries = _lock_entries(output, holder, "creating") + _lock_entries(output, holder, "deleting")
     dirs = [d for d in holder.get("dirs") or [] if isinstance(d, str)]
     outside = [d for d in dirs if "/" in d or d in ("", ".", "..")]
@@ -481,18 +554,15 @@ def clean_dead_run(output: str, holder: dict, directories: tuple[str, ...] = ())
     done = Takeover(
         inherited=any(entry.get("path") == MANIFEST_FILE for _, entry in _lock_entries(output, holder, "deleting"))
     )
-    # By name, in this OUTPUT: the dead run wrote its path as it was given (maybe relative to
-    # another working directory); and only the one its run id names.
-    recorded = holder.get("temp_dir")
-    temp_name = recorded.rstrip("/").rsplit("/", 1)[-1] if isinstance(recorded, str) else ""
-    if temp_name not in ("", ".", ".."):
-        temp = FileSystems.join(output, temp_name)
-        if temp_name == f"{TEMP_PREFIX}{holder.get('run_id')}" and not files.is_link(temp):
-            if _exists(temp):
-                files.delete(temp, tree=True)
-                done.deleted.append(temp)
-        elif _exists(temp):
-            done.kept.append(temp)
+    # In this OUTPUT, whatever the spelling the dead run gave it; only a folder its proof file
+    # shows the dead run's (a lock edited to name a folder of yours names, but proves, nothing).
+    proof = holder.get("temp_proof")
+    for path in _temp_candidates(output, temp, proof):
+        if _proven_temp(path, proof):
+            files.delete(path, tree=True)
+            done.deleted.append(path)
+        elif path == temp:
+            done.kept.append(path)
     for path, entry in entries:
         if not _exists(path):
             continue
@@ -516,6 +586,51 @@ def clean_dead_run(output: str, holder: dict, directories: tuple[str, ...] = ())
 
 # --------------------------------------------------------------------------------------------
 # Finalize
+
+
+@dataclass
+class Progress:
+    """How far finalize got, so that a step that fails (a full disk, a folder made read-only)
+    is reported with what it left on disk: ``step`` is the one under way."""
+
+    step: str = "checking the new files"
+    #: The output directories the run writes (``normalized``, ...), for the message.
+    outputs: tuple[str, ...] = ()
+    #: Deleting the previous run's files (``--overwrite``) began, and ended.
+    deleting: bool = False
+    deleted: bool = False
+    #: Moving the new files into place began, and ended.
+    moving: bool = False
+    moved: bool = False
+    #: The files written at the top so far (summary.json, the manifest, ...).
+    written: list[str] = field(default_factory=list)
+
+    @property
+    def changed(self) -> bool:
+        """Whether the output directory is no longer as it was before finalize."""
+        return self.deleting or self.moving or bool(self.written)
+
+    def on_disk(self, output: str) -> str:
+        """What the output directory holds after a failed step, in words."""
+        if not self.changed:
+            return f"nothing in {output} was changed: the previous outputs, if any, are as they were"
+        said = []
+        if self.deleting:
+            said.append(
+                "the previous run's files were deleted"
+                if self.deleted
+                else "some of the previous run's files may be deleted (its _SUCCESS first: none claims completeness)"
+            )
+        folders = ", ".join(f"{name}/" for name in self.outputs)
+        if not self.moving:
+            said.append("none of the new files is in place")
+        elif not self.moved:
+            said.append(f"some of the new files may be in place in {folders}")
+        else:
+            said.append(f"the new files are in place in {folders}" + "".join(f", {n}" for n in self.written))
+        missing = [name for name in ("summary.json", MANIFEST_FILE) if name not in self.written]
+        said.append(f"there is {' and '.join(f'no {name}' for name in [*missing, SUCCESS_FILE])}")
+        return "; ".join(said)
 
 
 @dataclass
@@ -606,6 +721,7 @@ def finalize(
     previous: Previous | None,
     recount: Callable[[dict, dict], dict],
     page: str | None = None,
+    progress: Progress | None = None,
 ) -> tuple[Finalized, dict]:
     """Move the reported files into place and check them; returns (result, summary).
 
@@ -617,7 +733,10 @@ def finalize(
     summary the pipeline wrote (in the temp dir) is rewritten by ``recount(summary, counts)``
     with the records of the files in place, then written to ``OUTPUT/summary_name``. ``page``
     (report.html) is written afterwards by ``write_page``; its name must be free too.
+    ``progress`` is kept up to date with the step under way (what a failure leaves on disk).
     """
+    progress = progress if progress is not None else Progress()
+    progress.outputs = tuple(outputs)
     reports = _load_reports(temp_dir, tuple(outputs))
     moves = [
         (name, file, final)
@@ -661,13 +780,18 @@ def finalize(
         {"path": relative[final], "records": m[0], "bytes": m[1], "sha256": m[2]} for final, m in measured.items()
     ]
     new_dirs = [name for name in outputs if not _exists(FileSystems.join(output, name))]
+    progress.step = "recording in the lock what it creates and deletes"
     lock.record(creating=creating, deleting=list(previous.entries if previous else ()), dirs=new_dirs)
     # The previous run's marker first (no moment claims completeness falsely), its manifest last.
     # By name below OUTPUT, never through a link, and only at the size checked: a folder swapped
     # for a link while the new files were measured had the linked folder's files deleted.
+    progress.step = "deleting the previous run's files"
     for entry in previous.entries if previous else ():
+        progress.deleting = True
         files.delete_below(output, entry["path"], size=entry["bytes"])
+    progress.deleted = progress.deleting
 
+    progress.step, progress.moving = "moving the new files into place", True
     for name in new_dirs:
         files.make_directory(output, name)
     failed = files.move_many(
@@ -675,6 +799,7 @@ def finalize(
         output,
         after_first=lambda: pause_point("finalize"),
     )
+    progress.moved, progress.step = True, "checking the files in place"
     on_disk = _present(output, outputs)
     result = Finalized(counts={name: 0 for name in outputs})
     for name, file, final in moves:
@@ -694,7 +819,9 @@ def finalize(
 
     with FileSystems.open(FileSystems.join(temp_dir, summary_name)) as handle:
         summary = recount(json.loads(handle.read()), result.counts)
+    progress.step = f"writing {summary_name}"
     result.files.append(_write_recorded(lock, output, summary_name, document_bytes(summary)))
+    progress.written.append(summary_name)
     return result, summary
 
 
@@ -789,11 +916,15 @@ def write_manifest(
     options: dict,
     lock: OutputLock,
     page: tuple[str, Callable[[str], bytes]] | None = None,
+    progress: Progress | None = None,
 ) -> dict | None:
     """The manifest; the page (``(name, render)``: drawn from the outputs and the manifest, then
     listed in it, written again); then, only when every file is there, the marker: the last
-    writes of a run. Returns the page's manifest entry, or None without a page."""
+    writes of a run. Returns the page's manifest entry, or None without a page. ``progress``:
+    as for ``finalize``."""
     import apache_beam
+
+    progress = progress if progress is not None else Progress()
 
     try:
         from importlib.metadata import version
@@ -811,18 +942,42 @@ def write_manifest(
         "versions": {"convnorm": ours, "apache_beam": apache_beam.__version__, "python": platform.python_version()},
     }
     data = document_bytes(manifest, indent=1, ascii_only=True, rows=True)  # one line per file
+    progress.step = f"writing {MANIFEST_FILE}"
     _write_recorded(lock, output, MANIFEST_FILE, data, 0)
+    progress.written.append(MANIFEST_FILE)
     entry = write_page(output, page[0], page[1], lock) if page is not None else None
-    if entry is not None:
+    if page is not None and entry is not None:
+        progress.written.append(page[0])
+        progress.step = f"writing {MANIFEST_FILE} again, with {page[0]} listed"
         manifest["files"] = [*result.files, entry]
         listed = document_bytes(manifest, indent=1, ascii_only=True, rows=True)
         _write_recorded(lock, output, MANIFEST_FILE, listed, 0, replacing=data)
     if result.complete:
+        progress.step = f"writing {SUCCESS_FILE}"
         _write_recorded(lock, output, SUCCESS_FILE, b"", 0)
     return entry
 
 
+def new_temp_proof(run_id: str) -> tuple[bytes, dict]:
+    """The content of a run's ``TEMP_PROOF`` file (random: no other directory holds it) and what
+    its lock records of it (size and sha256)."""
+    data = document_bytes({"run_id": run_id, "token": uuid.uuid4().hex})
+    return data, {"bytes": len(data), "sha256": hashlib.sha256(data).hexdigest()}
+
+
+def claim_temp(temp_dir: str, proof: bytes) -> None:
+    """Create the run's temporary directory with its proof file, before anything else is in it."""
+    files.write_in_place(FileSystems.join(temp_dir, TEMP_PROOF), proof)
+
+
 def remove_temp(temp_dir: str) -> None:
+    """Delete the run's temporary directory, its proof file last: a removal that fails half way
+    (a folder made read-only) leaves a directory its lock still proves the run's."""
+    if files.is_local(temp_dir) and os.path.isdir(temp_dir) and not os.path.islink(temp_dir):
+        with os.scandir(temp_dir) as entries:
+            inside = [entry.path for entry in entries if entry.name != TEMP_PROOF]
+        for path in inside:
+            files.delete(path, tree=True)
     files.delete(temp_dir, tree=True)
 
 
@@ -831,13 +986,17 @@ __all__ = [
     "MANIFEST_FILE",
     "SUCCESS_FILE",
     "TEMP_PREFIX",
+    "TEMP_PROOF",
     "OutputError",
     "Finalized",
+    "Progress",
     "Previous",
     "Takeover",
     "check_output",
+    "claim_temp",
     "clean_dead_run",
     "finalize",
+    "new_temp_proof",
     "plan_inputs",
     "read_manifest",
     "remove_temp",

@@ -15,13 +15,17 @@ suffix         records                                                position
 
 Any Beam filesystem works (local paths, ``gs://``, ...). A JSONL line ends at LF, CR LF or a
 CR alone; a file starting with a UTF-16 byte-order mark is decoded (and never cut into byte
-ranges). Blank JSONL lines are not records: they are counted (``blank_lines``) and skipped.
-A file that fails mid-way yields one ``unreadable_file`` record for the rest, so the failure
-is a dead letter, not a crash.
+ranges). Blank JSONL lines are not records: they are counted (``blank_lines``; a run of them in
+bulk) and skipped. A file that fails mid-way yields one ``unreadable_file`` record for the
+rest, so the failure is a dead letter, not a crash. A planned local file is compared with the
+plan (size, time, inode) when it is opened and once it is read, and with what its path names
+then; a plain file's bytes read with its planned size: a file truncated, replaced or rewritten
+under the run yields one ``input_changed`` record for the rest (docs/outputs.md).
 
 Memory per record is bounded by ``--max-record-bytes``: a longer JSONL line, ``.json``
 array element or other ``.json`` document is a ``record_too_large`` record, read past in
-pieces, never held whole (docs/input-limits.md). A ``.json`` file up to the limit is parsed
+pieces, never held whole; a Parquet row over it is one too, found from the file's metadata or
+measured in Arrow before it becomes a record (docs/input-limits.md). A ``.json`` file up to the limit is parsed
 whole; a bigger array is split into its elements by following strings and nesting.
 """
 
@@ -97,11 +101,19 @@ class Shard(NamedTuple):
     limit: int | None = None
     #: The file's size in bytes when it was planned (for progress); None: not known.
     file_size: int | None = None
+    #: The path as the plan matched it, when ``path`` was made absolute from it (a relative
+    #: ``--input``): what outputs and logs name, so they do not depend on where the checkout is.
+    source: str = ""
+    #: A local file's modification time, inode and device when it was planned (with
+    #: ``file_size``): the reader compares them with the file it opens (``InputChanged``).
+    mtime_ns: int | None = None
+    inode: int | None = None
+    device: int | None = None
 
     @property
     def name(self) -> str:
         """The path as shown in outputs and logs (non-UTF-8 bytes escaped)."""
-        return display_path(self.path)
+        return display_path(self.source or self.path)
 
 
 @lru_cache(maxsize=1024)
@@ -164,17 +176,19 @@ def special_file_kind(mode: int) -> str | None:
     return "not a regular file"
 
 
-def _refuse_special_file(path: str) -> None:
-    """A FIFO, device or socket never ends (or blocks on open): refuse it before the run."""
+def _refuse_special_file(path: str) -> os.stat_result | None:
+    """A FIFO, device or socket never ends (or blocks on open): refuse it before the run. The
+    file's ``stat`` (local files; None elsewhere), which the plan keeps."""
     if not _is_local(path):
-        return
+        return None
     try:
-        mode = os.stat(path).st_mode
+        info = os.stat(path)
     except OSError as error:
         raise InputError(f"cannot read --input file {display_path(path)!r}: {error.strerror}") from None
-    kind = special_file_kind(mode)
+    kind = special_file_kind(info.st_mode)
     if kind is not None:
         raise InputError(f"--input {display_path(path)!r} is {kind}; convnorm reads regular files only")
+    return info
 
 
 #: Files convnorm writes beside its part files; a directory holding a manifest is a convnorm
@@ -189,6 +203,31 @@ def is_directory(pattern: str) -> bool:
     return pattern.endswith("/")
 
 
+def link_leading_out(path: str, roots: Iterable[str]) -> str | None:
+    """Where ``path`` leads when it is a local symbolic link whose target (links resolved) lies
+    outside every directory of ``roots``; None for anything else, a link that stays inside
+    included. The one rule of a directory input (batch) and a landing directory (streaming):
+    such a link is read only with ``--follow-symlinks``, so a link planted among the logs
+    (``dl/passwd.jsonl -> /etc/passwd``) never gets a file from elsewhere read and copied into
+    ``dead_letter/``."""
+    if not _is_local(path) or not os.path.islink(path):
+        return None
+    target = os.path.realpath(path)
+    for root in roots:
+        real = os.path.realpath(root)
+        if target == real or target.startswith(real.rstrip("/") + "/"):
+            return None
+    return target
+
+
+def link_refusal(target: str, where: str) -> str:
+    """Why a link that leads out of ``where`` (``the directory``, ``the landing directory``) is not read."""
+    return (
+        f"a symbolic link that leads out of {where} (to {display_path(target)}); "
+        "pass --follow-symlinks to read such links"
+    )
+
+
 class LeftOut(NamedTuple):
     """What a directory input does not read, beside its dot-files and ``_``-files."""
 
@@ -198,30 +237,44 @@ class LeftOut(NamedTuple):
     subdirectories: list[str]
     #: A quoted glob that reads the subdirectories' files (``'logs/*/*.jsonl'``), if they hold any.
     glob: str | None
+    #: Files refused, each with why (links that lead out, dangling links): warnings, not notes.
+    refused: tuple[str, ...] = ()
 
 
-def _in_directory(directory: str) -> tuple[dict[str, int], LeftOut]:
+def _in_directory(directory: str, follow_symlinks: bool = False) -> tuple[dict[str, int], LeftOut]:
     """The input files directly in ``directory`` (path -> size) and what is left out.
 
     Every file with a supported suffix, but dot-files and ``_``-files (hidden, or written by a
-    tool: ``_SUCCESS``, ``_convnorm_manifest.json``) and, in a convnorm output directory, its
-    summaries. Subdirectories are not read.
+    tool: ``_SUCCESS``, ``_convnorm_manifest.json``), in a convnorm output directory its
+    summaries, and (without ``follow_symlinks``) symbolic links that lead out of it.
+    Subdirectories are not read.
     """
     matched = _match(FileSystems.join(directory.rstrip("/") or "/", "*"))
     names = {path: path.rstrip("/").rsplit("/", 1)[-1] for path in matched}
     own_output = OWN_OUTPUT_FILES[0] in names.values()
-    found, unknown = {}, []
+    found, unknown, refused = {}, [], []
     for path, name in sorted(names.items()):
         if name.startswith((".", "_")) or (own_output and name in OWN_OUTPUT_FILES):
             continue
         if file_suffix(name) is None:
             unknown.append(name)
             continue
+        why = None if follow_symlinks else _refused_link(path, directory)
+        if why is not None:
+            refused.append(f"--input {display_path(directory)}: {display_path(path)} is {why}: not read")
+            continue
         if _is_local(path) and not os.path.isfile(path):
+            if os.path.islink(path):  # a dangling link: nothing to read, but never a silent skip
+                refused.append(f"--input {display_path(directory)}: {display_path(path)} is a link to nothing")
             continue  # a subdirectory (Beam's match lists it as a path)
         found[path] = matched[path]
     subdirectories, glob = _subdirectories(directory)
-    return found, LeftOut(unknown, subdirectories, glob)
+    return found, LeftOut(unknown, subdirectories, glob, tuple(refused))
+
+
+def _refused_link(path: str, directory: str) -> str | None:
+    target = link_leading_out(path, [directory])
+    return None if target is None else link_refusal(target, "the directory")
 
 
 def _subdirectories(directory: str) -> tuple[list[str], str | None]:
@@ -258,23 +311,35 @@ def _left_out_note(directory: str, left_out: LeftOut) -> str | None:
     return f"--input {display_path(directory)}: " + "; ".join(parts) if parts else None
 
 
-def match_inputs(patterns: list[str], notes: list[str] | None = None) -> dict[str, int]:
+def match_inputs(
+    patterns: list[str],
+    notes: list[str] | None = None,
+    follow_symlinks: bool = False,
+    refused: list[str] | None = None,
+) -> dict[str, int]:
     """Every input file the patterns name (path -> size): files, globs and directories.
 
     What a directory input leaves out is said in a line appended to ``notes`` (the plan's:
-    shown once the console is set up for the job), or logged when ``notes`` is ``None``.
+    shown once the console is set up for the job), or logged when ``notes`` is ``None``; the
+    files it refuses (``link_leading_out``, unless ``follow_symlinks``), one line each, in
+    ``refused`` (warnings), or logged as warnings when ``refused`` is ``None``.
     """
     files: dict[str, int] = {}
     for pattern in patterns:
         left_out = LeftOut([], [], None)
         try:
             if is_directory(pattern):
-                matched, left_out = _in_directory(pattern)
+                matched, left_out = _in_directory(pattern, follow_symlinks)
                 note = _left_out_note(pattern, left_out)
                 if note and notes is not None:
                     notes.append(note)
                 elif note:
                     LOG.info("%s", note)
+                if refused is not None:
+                    refused.extend(left_out.refused)
+                else:
+                    for line in left_out.refused:
+                        LOG.warning("%s", line)
             else:
                 matched = _match(pattern)
         except Exception as error:  # noqa: BLE001 — filesystems raise their own types
@@ -292,11 +357,15 @@ def match_inputs(patterns: list[str], notes: list[str] | None = None) -> dict[st
 
 
 def plan_shards(
-    patterns: list[str], shard_bytes: int = DEFAULT_SHARD_BYTES, notes: list[str] | None = None
+    patterns: list[str],
+    shard_bytes: int = DEFAULT_SHARD_BYTES,
+    notes: list[str] | None = None,
+    follow_symlinks: bool = False,
+    refused: list[str] | None = None,
 ) -> list[Shard]:
     """Match every pattern and cut the files into shards, in a deterministic order
-    (``notes``: see ``match_inputs``)."""
-    files = match_inputs(patterns, notes)
+    (``notes``, ``follow_symlinks``, ``refused``: see ``match_inputs``)."""
+    files = match_inputs(patterns, notes, follow_symlinks, refused)
     shards: list[Shard] = []
     for path in sorted(files):
         suffix = file_suffix(path)
@@ -305,8 +374,12 @@ def plan_shards(
                 f"cannot tell the format of {display_path(path)!r} from its name; "
                 f"input files end in one of: {', '.join(FILE_KINDS)}"
             )
-        _refuse_special_file(path)
-        size = files[path]
+        info = _refuse_special_file(path)
+        # What the reader compares the file it opens with: size, and locally time and identity.
+        size = files[path] if info is None else info.st_size
+        whole = Shard(0, path, suffix, 0, None, file_size=size)
+        if info is not None:
+            whole = whole._replace(mtime_ns=info.st_mtime_ns, inode=info.st_ino, device=info.st_dev)
         # A UTF-16 file is read whole: a byte range could start in the middle of a code unit.
         if FILE_KINDS[suffix][2] and size > shard_bytes and not _starts_utf16(path):
             # Equal ranges of at most shard_bytes: no small tail shard, so workers that take
@@ -314,9 +387,9 @@ def plan_shards(
             count = -(-size // shard_bytes)
             bounds = [size * k // count for k in range(count + 1)]
             for start, end in zip(bounds, bounds[1:]):
-                shards.append(Shard(len(shards), path, suffix, start, None if end == size else end, file_size=size))
+                shards.append(whole._replace(number=len(shards), start=start, end=None if end == size else end))
         else:
-            shards.append(Shard(len(shards), path, suffix, 0, None, file_size=size))
+            shards.append(whole._replace(number=len(shards)))
     return shards
 
 
@@ -332,7 +405,9 @@ def limit_plan(shards: list[Shard], limit: int, max_record_bytes: int = DEFAULT_
     for shard in shards:
         if remaining <= 0:
             break
-        records = sum(1 for item in read_shard(shard._replace(limit=remaining), max_record_bytes) if item is not BLANK)
+        records = sum(
+            1 for item in read_shard(shard._replace(limit=remaining), max_record_bytes) if not isinstance(item, Blank)
+        )
         if records:
             kept.append(shard._replace(number=len(kept), limit=records))
             remaining -= records
@@ -354,7 +429,61 @@ def shard_sizes(shards: list[Shard]) -> list[int]:
 # --------------------------------------------------------------------------------------------
 # Reading one shard (plain generators: the baseline benchmark and the validator reuse them)
 
-BLANK = object()  # a blank JSONL line: counted and skipped, not a record
+
+class Blank(NamedTuple):
+    """Blank JSONL lines in a row (white space only): counted and skipped, not records. A run
+    of them is one item, so a file of newlines costs about what decompressing it does."""
+
+    lines: int
+
+
+BLANK = Blank(1)
+
+#: The bytes of blank lines: white space and line ends.
+_SPACE = b" \t\x0b\x0c\r\n"
+#: Bytes looked at per step of a run of blank lines (what the stream's buffer holds, at most).
+_BLANK_PEEK = 1 << 16
+
+
+def _line_ends(data: bytes, end: int) -> int:
+    """The lines ending in ``data[:end]``: at each LF, and at each CR that no LF follows."""
+    lines = data.count(b"\n", 0, end)
+    cr = data.find(b"\r", 0, end)
+    return lines if cr == -1 else lines + data.count(b"\r", cr, end) - data.count(b"\r\n", cr, end)
+
+
+def _blank_run(handle, room: int | None) -> tuple[int, int]:
+    """Read past the blank lines at the stream's position, a buffer at a time, with bytes
+    methods only (a regular expression cost 25 ns a byte): (bytes, lines).
+
+    With ``room`` (a byte range's bytes left), the lines kept are those of the range: a line
+    belongs to the range its first byte falls in, with the rest of its LF-ended line (the
+    pieces a CR alone cuts off it), as the line-by-line path reads them."""
+    peek = getattr(handle, "peek", None)
+    taken = lines = 0
+    while peek is not None and (room is None or taken < room):
+        buffered = peek(_BLANK_PEEK)
+        head = buffered[:64]  # most runs are short: strip a copy of their start only
+        space = len(head) - len(head.lstrip(_SPACE))
+        if space == len(head):
+            space = len(buffered) - len(buffered.lstrip(_SPACE))
+        if space == len(buffered) and buffered.endswith(b"\r"):
+            space -= 1  # an LF may follow in the next buffer: one line end, not two
+        run = max(buffered.rfind(b"\n", 0, space), buffered.rfind(b"\r", 0, space)) + 1
+        if room is not None and taken + run >= room:
+            left = room - taken
+            lf = buffered.find(b"\n", left - 1, run)
+            # To the LF that ends the line holding the range's last byte; without one in the
+            # run, the whole LF-ended lines before it (the line-by-line path reads the rest).
+            run = lf + 1 if lf != -1 else buffered.rfind(b"\n", 0, left) + 1
+        if not run:
+            break
+        handle.read(run)
+        lines += _line_ends(buffered, run)
+        taken += run
+        if run < len(buffered):
+            break  # the run ended inside the buffer
+    return taken, lines
 
 
 #: Compressed bytes fed to the zstd decoder at a time. zstd expands a byte to at most ~32 KiB
@@ -419,12 +548,94 @@ class _ZstdReader(io.RawIOBase):
         return n
 
 
+# --------------------------------------------------------------------------------------------
+# Is the file read the one planned?
+
+
+class InputChanged(Exception):
+    """The file a planned shard reads is not the one planned: changed before it was opened or
+    while it was read, or its path names another file by the end. ``read_shard`` makes it one
+    ``input_changed`` record, where reading stopped (``position``, when the reader knows it)."""
+
+    def __init__(self, detail: str, position: int | None = None) -> None:
+        super().__init__(detail)
+        self.detail = detail
+        self.position = position
+
+
+def _is_planned(shard: Shard) -> bool:
+    # Streaming and `convnorm explain` make shards of no plan: they look at changes themselves.
+    return shard.file_size is not None
+
+
+def stat_changes(shard: Shard, now: os.stat_result) -> list[str]:
+    """How the file ``now`` describes differs from the one planned, one phrase each (empty: it
+    does not). A change of the status-change time alone (``chmod``, a new hard link) is none."""
+    changes = []
+    if shard.inode is not None and (now.st_ino, now.st_dev) != (shard.inode, shard.device):
+        changes.append("it is another file (one put at its name, by a rename or a copy)")
+    if shard.file_size is not None and now.st_size != shard.file_size:
+        changes.append(f"planned {shard.file_size:,} bytes, now {now.st_size:,}")
+    if shard.mtime_ns is not None and now.st_mtime_ns != shard.mtime_ns:
+        changes.append("modified since it was planned")
+    return changes
+
+
+def _check_opened(shard: Shard, handle) -> None:
+    """The file just opened, against the plan: a change means none of it is read."""
+    changes = stat_changes(shard, os.fstat(handle.fileno()))
+    if changes:
+        detail = f"the file changed between the plan and when it was opened: {'; '.join(changes)}; not read"
+        raise InputChanged(detail, shard.start)
+
+
+def _check_done(shard: Shard, handle) -> None:
+    """The file read to its end (or the shard's), against the plan: the open file itself (its
+    size and time) and what its path names now (a file renamed over it leaves the open one whole)."""
+    changes = stat_changes(shard, os.fstat(handle.fileno()))
+    if changes:
+        raise InputChanged(f"the file changed while it was read: {'; '.join(changes)}")
+    try:
+        now = os.stat(shard.path)
+    except FileNotFoundError:
+        raise InputChanged("the file is no longer there: removed or moved away while it was read") from None
+    if shard.inode is not None and (now.st_ino, now.st_dev) != (shard.inode, shard.device):
+        raise InputChanged(
+            "its path names another file now (one renamed over it while it was read): what was read "
+            "is no longer the file at that name"
+        )
+
+
+def _check_ended(shard: Shard, handle, position: int) -> None:
+    """A plain file's end met at byte ``position``: before the planned end, it was cut short
+    (the bytes read against the plan, which also holds where the file has no ``fstat``)."""
+    end = shard.end if shard.end is not None else shard.file_size
+    if not _is_planned(shard) or end is None or position >= end:
+        return
+    changes = stat_changes(shard, os.fstat(handle.fileno())) if _is_local(shard.path) else []
+    changes.append(f"it ended at byte {position:,}, before the planned end at byte {end:,}")
+    raise InputChanged(f"the file changed while it was read: {'; '.join(changes)}", position)
+
+
+@contextlib.contextmanager
+def _open_shard(shard: Shard):
+    """``open_input`` of a shard's file, checked against the plan when it is opened and once
+    the reader is done with it (a reader that stops early, ``--limit``, is not checked at the end)."""
+    checked = _is_planned(shard) and _is_local(shard.path)
+    with open_input(shard.path) as raw:
+        if checked:
+            _check_opened(shard, raw)
+        yield raw
+        if checked:
+            _check_done(shard, raw)
+
+
 @contextlib.contextmanager
 def _open_text_stream(shard: Shard):
     # Beam's own decompressing reader stops quietly at a truncated archive; these raise,
     # so a cut-off file becomes an ``unreadable_file`` dead letter instead of a short read.
     compression = FILE_KINDS[shard.suffix][1]
-    with open_input(shard.path) as raw:
+    with _open_shard(shard) as raw:
         if compression == "gzip":
             yield gzip.GzipFile(fileobj=raw, mode="rb")
         elif compression == "zstd":
@@ -556,8 +767,18 @@ def _read_jsonl(shard: Shard, max_record_bytes: int = DEFAULT_MAX_RECORD_BYTES) 
         # Read past a line end when a CR alone ended the records before it: they are whole, and
         # the rest of the line (up to its LF) belongs to this shard, however far past its end.
         carry = b""
+        blanks = 0  # blank lines just read, one by one
         while carry or shard.end is None or position < shard.end:
             try:
+                if blanks >= 2 and not carry:
+                    # A run of blank lines: count the rest in bulk, not one by one (a single
+                    # blank line between records, which is common, is not worth the look).
+                    blanks = 0
+                    taken, lines = _blank_run(handle, None if shard.end is None else shard.end - position)
+                    if lines:
+                        yield Blank(lines)
+                        position += taken
+                        continue
                 # At most one byte over the limit is held: a longer line is read past in pieces.
                 line = carry + handle.readline(max_record_bytes + 1 - len(carry))
                 carry = b""
@@ -586,6 +807,8 @@ def _read_jsonl(shard: Shard, max_record_bytes: int = DEFAULT_MAX_RECORD_BYTES) 
                 position += size
                 continue
             if not line:
+                if FILE_KINDS[shard.suffix][1] is None:
+                    _check_ended(shard, handle, position)
                 return
             if position == 0 and line.startswith(_BOM):
                 position, line = len(_BOM), line[len(_BOM) :]
@@ -595,8 +818,10 @@ def _read_jsonl(shard: Shard, max_record_bytes: int = DEFAULT_MAX_RECORD_BYTES) 
             for piece in pieces:
                 if piece.strip():
                     yield RawRecord(shard.name, position, piece)
+                    blanks = 0
                 else:
                     yield BLANK
+                    blanks += 1
                 position += len(piece)
 
 
@@ -774,7 +999,7 @@ def _read_json(shard: Shard, max_record_bytes: int = DEFAULT_MAX_RECORD_BYTES) -
     # by element (each bounded like a JSONL line); any other bigger document is one record,
     # too large.
     source = shard.name
-    with open_input(shard.path) as handle:
+    with _open_shard(shard) as handle:
         text = handle.read(max_record_bytes + 1)
         if len(text) > max_record_bytes:
             body = text[len(_BOM) :] if text.startswith(_BOM) else text
@@ -946,25 +1171,139 @@ def _rows_with_repeated_columns(batch, repeated: list[str]) -> Iterator:
         yield Unreadable("unconvertible_value", detail, raw_text[:4000])
 
 
+#: Rows per Parquet record batch at most; fewer where the row group's rows are big.
+PARQUET_BATCH_ROWS = 1024
+
+
+def parquet_batch_rows(rows: int, uncompressed: int, limit: int) -> int:
+    """Rows per record batch for a row group of ``rows`` rows and ``uncompressed`` bytes (its
+    column chunks' uncompressed sizes): rows of the group's average size that add up to about
+    ``limit``, so a batch holds about one record's worth however big the rows are."""
+    if rows <= 0 or uncompressed <= 0:
+        return PARQUET_BATCH_ROWS
+    return max(1, min(PARQUET_BATCH_ROWS, limit * rows // uncompressed))
+
+
+def _parquet_too_large(size: int, limit: int, how: str, raw: str = "") -> Unreadable:
+    return Unreadable(
+        "record_too_large",
+        f"a Parquet row of {size:,} bytes ({how}) is over --max-record-bytes {limit:,}; it was not read",
+        raw,
+    )
+
+
+def _value_sizes(array) -> list[int]:
+    """The bytes each value of an Arrow array takes (for a dictionary column: its entry, not
+    the whole dictionary), measured on the buffers: nothing is converted."""
+    import pyarrow as pa
+
+    if pa.types.is_dictionary(array.type):
+        entries: dict[int, int] = {}  # measured as used: a dictionary may be far longer than the batch
+        sizes = []
+        for index in array.indices.to_pylist():
+            if index is not None and index not in entries:
+                entries[index] = array.dictionary.slice(index, 1).nbytes
+            sizes.append(0 if index is None else entries[index])
+        return sizes
+    return [array.slice(i, 1).nbytes for i in range(len(array))]
+
+
+def _row_sizes(batch) -> list[int]:
+    """Each row's bytes in Arrow (the sum of its values' sizes)."""
+    sizes = [0] * batch.num_rows
+    for column in batch.columns:
+        for i, size in enumerate(_value_sizes(column)):
+            sizes[i] += size
+    return sizes
+
+
+def _row_prefix(batch, i: int) -> str:
+    """The start of an over-long row, for its dead letter: its short values, and the type and
+    size of the others (never the whole row as text)."""
+    shown = {}
+    for name, column in zip(batch.schema.names, batch.columns):
+        value = column.slice(i, 1)
+        if value.nbytes <= 1024:
+            try:
+                shown[name] = _jsonable(value[0].as_py(), [0])
+                continue
+            except Exception:  # noqa: BLE001 — shown by its type below
+                pass
+        shown[name] = f"<{column.type}: {value.nbytes:,} bytes>"
+    return orjson.dumps(shown, default=str).decode()[:4000]
+
+
+def _bounded_rows(batch, limit: int) -> Iterator:
+    """A record batch's rows as records; a row over ``limit`` bytes in Arrow is a
+    ``record_too_large`` ``Unreadable``, measured before any Python object of it is built."""
+    if batch.nbytes <= limit:  # the common case: no row can be over (a row is part of the batch)
+        yield from _parquet_rows(batch)
+        return
+    start = 0
+    for i, size in enumerate(_row_sizes(batch)):
+        if size > limit:
+            yield from _parquet_rows(batch.slice(start, i - start))
+            yield _parquet_too_large(size, limit, "its values in Arrow", _row_prefix(batch, i))
+            start = i + 1
+    yield from _parquet_rows(batch.slice(start))
+
+
+def _row_group_sizes(metadata) -> list[tuple[int, int]]:
+    """(rows, uncompressed bytes) of each row group, from the file's metadata alone."""
+    groups = []
+    for g in range(metadata.num_row_groups):
+        group = metadata.row_group(g)
+        uncompressed = sum(group.column(c).total_uncompressed_size for c in range(group.num_columns))
+        groups.append((group.num_rows, uncompressed))
+    return groups
+
+
 def _read_parquet(shard: Shard, max_record_bytes: int = DEFAULT_MAX_RECORD_BYTES) -> Iterator:
-    # Rows come in record batches; a row is never split, so its size is bounded by what the
-    # file's writer put in it (the limit is for line-based containers).
+    # Row group by row group, in record batches cut to the limit (``parquet_batch_rows``). A
+    # row group of one row bigger than the limit is that row: a dead letter known from the
+    # metadata, never decoded (a 7 KB file can hold a 200 MB string). Any other row over the
+    # limit is measured in Arrow, before it becomes a record. Running out of memory while
+    # decoding a row group makes the rest of that group one dead letter; the next group is read.
     import pyarrow.parquet as pq  # only Parquet inputs pay for the import
 
     source = shard.name
     index = 0
-    with open_input(shard.path) as handle:
-        for batch in pq.ParquetFile(handle).iter_batches(batch_size=1024):
-            for payload in _parquet_rows(batch):
-                yield RawRecord(source, index, payload)
-                index += 1
+    with _open_shard(shard) as handle:
+        parquet = pq.ParquetFile(handle)
+        for g, (rows, uncompressed) in enumerate(_row_group_sizes(parquet.metadata)):
+            first, end = index, index + rows
+            if rows == 1 and uncompressed > max_record_bytes:
+                how = f"row group {g} of one row, uncompressed, in the file's metadata"
+                yield RawRecord(source, index, _parquet_too_large(uncompressed, max_record_bytes, how))
+                index = end
+                continue
+            try:
+                batches = parquet.iter_batches(
+                    batch_size=parquet_batch_rows(rows, uncompressed, max_record_bytes), row_groups=[g]
+                )
+                for batch in batches:
+                    for payload in _bounded_rows(batch, max_record_bytes):
+                        yield RawRecord(source, index, payload)
+                        index += 1
+            except MemoryError as error:  # pyarrow's ArrowMemoryError is one
+                yield RawRecord(source, index, _out_of_memory(g, rows, uncompressed, first, index, end, error))
+                index = end
+
+
+def _out_of_memory(group: int, rows: int, uncompressed: int, first: int, at: int, end: int, error) -> Unreadable:
+    unread = f"row {at}" if end - at == 1 else f"rows {at}-{end - 1}"
+    return Unreadable(
+        "record_too_large",
+        f"out of memory decoding row group {group} (rows {first}-{end - 1}, {uncompressed:,} bytes uncompressed): "
+        f"{unread} not read ({type(error).__name__}: {error})",
+    )
 
 
 _SHARD_READERS = {"jsonl": _read_jsonl, "json": _read_json, "parquet": _read_parquet}
 
 
 def read_shard(shard: Shard, max_record_bytes: int = DEFAULT_MAX_RECORD_BYTES) -> Iterator:
-    """Yield the shard's ``RawRecord``s in order, and ``BLANK`` for each blank JSONL line.
+    """Yield the shard's ``RawRecord``s in order, and a ``Blank`` for each run of blank JSONL lines.
 
     A file that cannot be opened or read any further ends in one ``unreadable_file`` record
     (at the position after the last one read), never in an exception. A record over
@@ -974,13 +1313,17 @@ def read_shard(shard: Shard, max_record_bytes: int = DEFAULT_MAX_RECORD_BYTES) -
     left = shard.limit
     try:
         for item in _SHARD_READERS[FILE_KINDS[shard.suffix][0]](shard, max_record_bytes):
-            if item is not BLANK:
+            if not isinstance(item, Blank):
                 if left is not None:
                     if left <= 0:
                         return  # --limit: the plan's records are read
                     left -= 1
                 next_position = item.position + 1
             yield item
+    except InputChanged as changed:
+        # Not the file planned: what was read stays read, the rest is this one record.
+        position = next_position if changed.position is None else changed.position
+        yield RawRecord(shard.name, position, Unreadable("input_changed", changed.detail))
     except Exception as error:  # noqa: BLE001 — filesystems and pyarrow raise many types
         yield RawRecord(
             shard.name,
@@ -1001,8 +1344,8 @@ def iter_batches(
     items: list = []
     size = 0
     for item in read_shard(shard, max_record_bytes):
-        if item is BLANK:
-            stats["blank_lines"] += 1
+        if isinstance(item, Blank):
+            stats["blank_lines"] += item.lines
             continue
         stats["records"] += 1
         items.append(item)
@@ -1010,6 +1353,7 @@ def iter_batches(
         if batch_is_full(len(items), size, batch_size, batch_bytes):
             yield Batch(shard.number, items[0].position, items)
             items, size = [], 0
+            pause_point("reading")  # the file open, a batch handed on: tests change it here
     if items:
         yield Batch(shard.number, items[0].position, items)
 
@@ -1031,7 +1375,7 @@ def record_at(path: str, position: int, max_record_bytes: int = DEFAULT_MAX_RECO
     else:
         items = read_shard(Shard(0, path, suffix, 0, None), max_record_bytes)
     for item in items:
-        if item is BLANK:
+        if isinstance(item, Blank):
             continue
         if item.position == position and not isinstance(item.payload, Unreadable):
             return item

@@ -29,7 +29,9 @@ summed from the files on disk, so a crash at any point gives exact totals after 
 Stopping drains: SIGINT/SIGTERM, ``--stop-after`` or ``--stop-file`` make the watcher stop
 polling and finish; the files in flight (at most ``--max-files-per-poll``) are finished within
 ``--drain-timeout`` (else the job is cancelled and they are read by the next start), the last
-windows close, ``summary.json`` is written and the files left for the next start are listed.
+windows close, ``summary.json`` is written and the files left for the next start are listed;
+exit status 0 (after Ctrl-C 130). A second signal aborts at once: 130 or 143 (SIGTERM), the
+lock and the temporary directory removed, the windows already closed kept.
 """
 
 from __future__ import annotations
@@ -569,7 +571,9 @@ def plan_clean(job: Job, output: str, run_id: str, run_temp: str) -> CleanPlan:
 
 class _StopOnSignal:
     """SIGINT/SIGTERM -> create the run's stop marker (the watcher drains); a second signal
-    gets the default behaviour, for a user who does not want to wait."""
+    goes to the command's own handler (``pipeline.execution.interrupts.handling_signals``), for a user
+    who does not want to wait: the run unwinds at once, its lock and temporary directory
+    removed, and exits 130 (Ctrl-C) or 143 (SIGTERM)."""
 
     def __init__(self, marker: str) -> None:
         self._marker = marker
@@ -700,20 +704,23 @@ def run_streaming(job: Job) -> int:
         raise ValueError("--output is required")  # options.load_job refuses a job without one
     run_id = uuid.uuid4().hex
     run_temp = FileSystems.join(output, owned.TEMP_PREFIX + run_id)
+    proof, proof_entry = owned.new_temp_proof(run_id)
     try:
         lock = locks.acquire(
             output,
             run_id=run_id,
             command="streaming",
-            temp_dir=run_temp,
+            temp_dir=owned.TEMP_PREFIX + run_id,  # by its name: the lock lies beside it
             break_stale=True,
             clean_up=lambda holder: _take_over(output, holder),
+            temp_proof=proof_entry,
         )
     except (locks.LockError, OutputError) as error:
         print_error(str(error))
         return 2
     try:
         claim_streaming_output(output)
+        owned.claim_temp(run_temp, proof)  # proves the folder this run's to the next start
         processed.make_dirs(run_temp)
         return _watch(job, output, run_id, run_temp)
     except OutputError as error:
@@ -737,12 +744,13 @@ def _take_over(output: str, holder: dict) -> None:
             f"({locks.describe(holder)}); --streaming takes over only a streaming run's lock: recover that run "
             "(rerun it with --overwrite --break-stale-lock) or choose another directory; nothing was deleted"
         )
+    done = owned.clean_dead_run(output, holder)
+    # What was kept is said too: a temporary directory its lock does not prove the dead run's.
     LOG.warning(
-        "taking over the lock of a streaming run that died (%s): deleting its temporary directory; the "
-        "files it had not finished are read again",
+        "took over the lock of a streaming run that died (%s): %s; the files it had not finished are read again",
         locks.describe(holder),
+        done.describe(output),
     )
-    owned.clean_dead_run(output, holder)
 
 
 def _watch(job: Job, output: str, run_id: str, run_temp: str) -> int:
@@ -787,9 +795,12 @@ def _watch(job: Job, output: str, run_id: str, run_temp: str) -> int:
     if end.state != PipelineState.DONE and not (end.cancelled and end.state == PipelineState.CANCELLED):
         print_error(f"the streaming job ended in state {end.state}")
         return 1
-    if stop.signum == signal.SIGINT:  # Ctrl-C drained the run: its status says so (SIGTERM: 0)
-        print(interrupted_line("the streaming run", output, drained=True), file=sys.stderr)
+    if stop.signum is not None:
+        print(interrupted_line("the streaming run", output, drained=True, signum=stop.signum), file=sys.stderr)
+    if stop.signum == signal.SIGINT:  # Ctrl-C drained the run: its status says so
         return INTERRUPTED
+    # SIGTERM is how a service manager (systemd, Kubernetes) stops a streaming run: a finished
+    # drain is a clean stop, exit 0 (143 would mark every orderly stop of the unit failed).
     return 0 if total["accounted"] else 1
 
 

@@ -36,7 +36,14 @@ from apache_beam.io.filesystems import FileSystems
 
 from pipeline.io import files
 from pipeline.io.ownership import is_under
-from pipeline.io.text_containers import FILE_KINDS, display_path, file_suffix, special_file_kind
+from pipeline.io.text_containers import (
+    FILE_KINDS,
+    display_path,
+    file_suffix,
+    link_leading_out,
+    link_refusal,
+    special_file_kind,
+)
 
 LOG = logging.getLogger("convnorm")
 
@@ -114,13 +121,9 @@ def examine(path: str, rules: LandingRules, size: int = 0, mtime: float = 0.0) -
     if is_under(path, rules.output):
         return Ignored("inside --output")
     try:
-        if os.path.islink(path) and not rules.follow_symlinks:
-            target = os.path.realpath(path)
-            if not any(is_under(target, root) for root in rules.roots):
-                return Refused(
-                    f"a symbolic link that leads out of the landing directory (to {display_path(target)}); "
-                    "pass --follow-symlinks to read such links"
-                )
+        target = None if rules.follow_symlinks else link_leading_out(path, rules.roots)
+        if target is not None:  # the batch job's rule for a directory input
+            return Refused(link_refusal(target, "the landing directory"))
         info = os.stat(path)
     except OSError as error:
         return Ignored(f"cannot be looked at: {error.strerror}")  # gone since the listing
