@@ -11,6 +11,17 @@ No Beam import (the command line uses it before Beam's). Three places, one rule
   warning line (``ArgumentParser``'s errors too: they quote the arguments as given), each
   printed on one line.
 
+What else reaches the terminal goes through here too:
+
+- ``BeamNoiseFilter`` drops Beam's log messages that a local run's user cannot act on (the
+  apitools/BigQuery notice, the semi-persistent directory warning). ``quiet_beam_noise()``
+  installs it on the root logger before ``apache_beam`` is imported (Beam prints its notice
+  while it is being imported); ``dask_setup`` is Dask's preload hook (``dask worker --preload
+  pipeline.console``), the same filter in a Dask worker process.
+- ``LIVE``, the live progress line (``pipeline.cli.progress`` draws it), redrawn in place on a
+  terminal; ``ConsoleHandler`` clears it before each log record, and ``configure_console`` sets
+  up the command line's logging with both.
+
 A newline from the data cannot be told from a layout's own once the text is joined, so a value
 that goes into a multi-line layout (the summary table, explain's columns, the plan of
 ``--dry-run``) is escaped where the layout is built: it stays on its line, the columns line up.
@@ -21,7 +32,9 @@ from __future__ import annotations
 import argparse
 import contextlib
 import logging
+import shutil
 import sys
+import threading
 from typing import Iterator, NoReturn, TextIO
 
 from transforms.console_text import console_text
@@ -103,12 +116,99 @@ class ArgumentParser(argparse.ArgumentParser):
         self.exit(2)
 
 
+#: Substrings of Beam log messages that a local run's user cannot act on.
+BEAM_NOISE = (
+    "apitools not found",
+    "semi_persistent_directory",
+    "semi-persistent directory",
+)
+
+
+class BeamNoiseFilter(logging.Filter):
+    """Drops Beam's messages that a local run's user cannot act on (see ``BEAM_NOISE``)."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if not record.name.startswith(("apache_beam", "root")) and record.name != "__main__":
+            return True
+        message = record.getMessage()
+        return not any(noise in message for noise in BEAM_NOISE)
+
+
+def quiet_beam_noise() -> None:
+    """Add the filter to the root logger once (a second call changes nothing)."""
+    root = logging.getLogger()
+    if not any(isinstance(f, BeamNoiseFilter) for f in root.filters):
+        root.addFilter(BeamNoiseFilter())
+
+
+def dask_setup(worker: object) -> None:
+    """Dask's preload hook (``dask worker --preload pipeline.console``): the same filter in a Dask
+    worker process, before a task imports Beam."""
+    quiet_beam_noise()
+
+
+class _LiveLine:
+    """The one line redrawn in place on a terminal; log records clear it before printing."""
+
+    def __init__(self) -> None:
+        self.lock = threading.RLock()
+        self.stream = None  # set while a live line is shown
+        self.width = 0
+
+    def show(self, stream, text: str) -> None:
+        # The carriage returns are the line's own: written past the console's escaping, the text escaped here.
+        stream = unescaped(stream)
+        with self.lock:
+            columns = shutil.get_terminal_size((100, 20)).columns
+            text = console_text(text)[: max(columns - 1, 10)]
+            stream.write("\r" + text + " " * max(self.width - len(text), 0) + "\r")
+            stream.flush()
+            self.stream, self.width = stream, len(text)
+
+    def clear(self) -> None:
+        with self.lock:
+            if self.stream is not None and self.width:
+                self.stream.write("\r" + " " * self.width + "\r")
+                self.stream.flush()
+            self.width = 0
+
+
+LIVE = _LiveLine()
+
+
+class ConsoleHandler(logging.StreamHandler):
+    """stderr, with the live progress line cleared before each record (it is redrawn after)."""
+
+    def emit(self, record: logging.LogRecord) -> None:
+        with LIVE.lock:
+            LIVE.clear()
+            super().emit(record)
+
+
+def configure_console(quiet: bool = False) -> None:
+    """Logging for the command line: our INFO lines (none with ``quiet``), others' warnings, each
+    escaped for the terminal (``pipeline.console.ConsoleFormatter``)."""
+    handler = ConsoleHandler(sys.stderr)
+    handler.setFormatter(ConsoleFormatter("%(levelname)s %(name)s: %(message)s"))
+    handler.addFilter(BeamNoiseFilter())
+    # apache_beam installs a root handler on import; force=True replaces it.
+    logging.basicConfig(level=logging.WARNING, handlers=[handler], force=True)
+    for name in ("convnorm", "pipeline", "transforms"):
+        logging.getLogger(name).setLevel(logging.WARNING if quiet else logging.INFO)
+
+
 __all__ = [
+    "LIVE",
     "ArgumentParser",
+    "BeamNoiseFilter",
     "ConsoleFormatter",
+    "ConsoleHandler",
     "EscapedStream",
+    "configure_console",
+    "dask_setup",
     "escaped_console",
     "print_error",
     "print_line",
+    "quiet_beam_noise",
     "unescaped",
 ]

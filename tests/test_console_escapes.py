@@ -193,7 +193,7 @@ def test_an_option_value_in_an_argument_error_is_escaped(tmp_path, capsys):
 
 
 def test_a_log_line_is_one_line_and_a_traceback_keeps_its_lines(capsys):
-    from pipeline.cli.progress import configure_console
+    from pipeline.console import configure_console
 
     root = logging.getLogger()
     saved = root.handlers[:], root.level
@@ -216,7 +216,7 @@ def test_a_log_line_is_one_line_and_a_traceback_keeps_its_lines(capsys):
 
 
 def test_the_live_progress_line_keeps_its_carriage_returns_and_escapes_its_text():
-    from pipeline.cli.progress import _LiveLine
+    from pipeline.console import _LiveLine
 
     stream = io.StringIO()
     _LiveLine().show(stream, f"1 records{HOSTILE}")

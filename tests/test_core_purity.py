@@ -53,7 +53,6 @@ def test_importing_the_core_does_not_import_apache_beam():
 BEAM_MODULES = {"transforms.conversations"}
 PURE_PIPELINE_MODULES = [
     "pipeline",
-    "pipeline.quiet",
     "pipeline.console",
     "pipeline.cli.main",
     "pipeline.config.checks",
@@ -88,7 +87,7 @@ def test_every_pure_module_is_found():
         "transforms.validate_step",
         "transforms.tool_blocks",
         "transforms.formats.openai",
-        "pipeline.quiet",
+        "pipeline.console",
         "pipeline.config.checks",
     ):
         assert name in found

@@ -9,8 +9,10 @@ from pathlib import Path
 
 import pytest
 
+from pipeline import console
 from pipeline.cli import progress
 from pipeline.cli.commands import main
+from pipeline.graph import tally as tallies
 
 ROOT = Path(__file__).resolve().parent.parent
 SAMPLE = ROOT / "samples" / "conversations.jsonl"
@@ -27,8 +29,8 @@ def test_the_line_says_records_bytes_of_the_total_rate_eta_and_dead_letters():
 
 
 def test_tallies_of_several_workers_add_up(tmp_path, monkeypatch):
-    monkeypatch.setenv(progress.ENV, str(tmp_path))
-    reader_a, reader_b, dead = progress.Tally("read"), progress.Tally("read"), progress.Tally("dead_letter")
+    monkeypatch.setenv(tallies.ENV, str(tmp_path))
+    reader_a, reader_b, dead = tallies.Tally("read"), tallies.Tally("read"), tallies.Tally("dead_letter")
     reader_a.add("records", 10)
     reader_a.at(0, 400)
     reader_a.flush()
@@ -45,8 +47,8 @@ def test_tallies_of_several_workers_add_up(tmp_path, monkeypatch):
 
 
 def test_a_tally_outside_a_monitored_run_does_nothing(tmp_path, monkeypatch):
-    monkeypatch.delenv(progress.ENV, raising=False)
-    tally = progress.Tally("read")
+    monkeypatch.delenv(tallies.ENV, raising=False)
+    tally = tallies.Tally("read")
     tally.add("records", 3)
     tally.flush()
     assert not tally.enabled and tally.counts == {}
@@ -71,7 +73,7 @@ def test_mode_follows_flags_and_terminal(setting, quiet, local, tty, mode):
 
 
 def test_beam_noise_is_filtered_and_nothing_else():
-    noise = progress.BeamNoiseFilter()
+    noise = console.BeamNoiseFilter()
 
     def record(name, message, level=logging.WARNING):
         return logging.LogRecord(name, level, __file__, 1, message, None, None)
@@ -97,9 +99,9 @@ def test_log_mode_prints_progress_lines_with_the_totals(tmp_path, capsys, monkey
 
 
 def test_line_mode_redraws_one_line_in_place(tmp_path, capsys, monkeypatch):
-    # The line is drawn every FLUSH_EVERY (0.5 s): the sample's run can end before the first
+    # The line is drawn every REDRAW_EVERY (0.5 s): the sample's run can end before the first
     # draw on an idle machine, so redraw faster here (as the log-mode test shortens LOG_EVERY).
-    monkeypatch.setattr(progress, "FLUSH_EVERY", 0.02)
+    monkeypatch.setattr(progress, "REDRAW_EVERY", 0.02)
     assert main(["--input", str(SAMPLE), "--output", str(tmp_path / "o"), "--progress", "--no-report"]) == 0
     err = capsys.readouterr().err
     assert "\r" in err and " records · " in err and "progress:" not in err

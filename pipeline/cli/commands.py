@@ -38,9 +38,9 @@ from apache_beam.io.filesystems import FileSystems
 from apache_beam.options.pipeline_options import DirectOptions, StandardOptions
 
 from pipeline.cli.main import dispatch
-from pipeline.cli.progress import ProgressMonitor, choose_mode, configure_console, duration_text
+from pipeline.cli.progress import ProgressMonitor, choose_mode, duration_text
 from pipeline.config.options import ConfigError, ConvNormOptions, Job, is_local_runner, load_job
-from pipeline.console import print_error, print_line
+from pipeline.console import configure_console, print_error, print_line
 from pipeline.execution.execute import OutputSpec, Page, execute, run_pipeline
 from pipeline.execution.interrupts import (
     Stopping,

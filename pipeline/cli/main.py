@@ -18,9 +18,8 @@ import sys
 import time
 from typing import Callable
 
-from pipeline.console import escaped_console, print_error
+from pipeline.console import escaped_console, print_error, quiet_beam_noise
 from pipeline.execution.interrupts import INTERRUPTED, interrupted_line
-from pipeline.quiet import quiet_beam_noise
 
 #: The commands; ``run`` is the default (``convnorm --input ...``).
 JOB_COMMANDS = ("run", "validate")

@@ -17,10 +17,9 @@ Counts are for watching a run, not for accounting: a retried bundle counts twice
 in ``summary.json``). Bytes count exactly for uncompressed JSONL, which is read in byte
 ranges; a compressed, ``.json`` or Parquet file counts whole once it is read.
 
-The console also hides Beam's messages that mean nothing to a user of a local run (the
-apitools/BigQuery notice, the semi-persistent directory warning) and, in multi-process mode,
-sends the worker processes' own stderr (their start-up chatter) to a file that is kept, and
-named, only if the run fails.
+The tallies are ``pipeline.graph.tally``'s; the live line and the console's logging are
+``pipeline.console``'s. In multi-process mode the monitor also sends the worker processes' own
+stderr (their start-up chatter) to a file that is kept, and named, only if the run fails.
 """
 
 from __future__ import annotations
@@ -36,72 +35,15 @@ import time
 from dataclasses import dataclass, field
 from typing import TextIO
 
-from pipeline.console import ConsoleFormatter, unescaped
-from pipeline.quiet import BeamNoiseFilter
-from transforms.console_text import console_text
+from pipeline.console import LIVE, ConsoleHandler
+from pipeline.graph.tally import ENV
 
-ENV = "CONVNORM_PROGRESS_DIR"
-#: Seconds between two writes of a tally file, and between two redraws of the live line.
-FLUSH_EVERY = 0.5
+#: Seconds between two redraws of the live line.
+REDRAW_EVERY = 0.5
 #: Seconds between two progress log lines when stderr is not a terminal.
 LOG_EVERY = 10.0
 
 LOG = logging.getLogger("convnorm")
-
-# --------------------------------------------------------------------------------------------
-# Worker side: tallies
-
-
-class Tally:
-    """Running counts of one DoFn instance, written now and then to the progress directory.
-
-    A no-op unless ``CONVNORM_PROGRESS_DIR`` is set (local runs started by ``convnorm``).
-    """
-
-    def __init__(self, kind: str) -> None:
-        directory = os.environ.get(ENV)
-        self._path = os.path.join(directory, f"{kind}-{os.getpid()}-{id(self):x}.json") if directory else None
-        self.counts: dict[str, int] = {}
-        self.offsets: dict[int, int] = {}  # shard -> bytes read so far (shards being read)
-        self.done: list[int] = []  # shards read to the end
-        self._last = 0.0
-
-    @property
-    def enabled(self) -> bool:
-        return self._path is not None
-
-    def add(self, name: str, n: int = 1) -> None:
-        if self._path:
-            self.counts[name] = self.counts.get(name, 0) + n
-            self.flush(force=False)
-
-    def at(self, shard: int, offset: int) -> None:
-        if self._path:
-            self.offsets[shard] = offset
-            self.flush(force=False)
-
-    def shard_done(self, shard: int) -> None:
-        if self._path:
-            self.offsets.pop(shard, None)
-            self.done.append(shard)
-            self.flush()
-
-    def flush(self, force: bool = True) -> None:
-        if not self._path:
-            return
-        now = time.monotonic()
-        if not force and now - self._last < FLUSH_EVERY:
-            return
-        self._last = now
-        document = {"counts": self.counts, "offsets": self.offsets, "done": self.done}
-        try:
-            temp = self._path + ".tmp"
-            with open(temp, "w") as handle:
-                json.dump(document, handle)
-            os.replace(temp, self._path)  # the monitor never reads half a file
-        except OSError:
-            self._path = None  # the run ended (directory gone) or the disk is full: stop trying
-
 
 # --------------------------------------------------------------------------------------------
 # Monitor side: summing and showing
@@ -210,56 +152,6 @@ def format_progress(
     return " · ".join(parts)
 
 
-class _LiveLine:
-    """The one line redrawn in place on a terminal; log records clear it before printing."""
-
-    def __init__(self) -> None:
-        self.lock = threading.RLock()
-        self.stream = None  # set while a live line is shown
-        self.width = 0
-
-    def show(self, stream, text: str) -> None:
-        # The carriage returns are the line's own: written past the console's escaping, the text escaped here.
-        stream = unescaped(stream)
-        with self.lock:
-            columns = shutil.get_terminal_size((100, 20)).columns
-            text = console_text(text)[: max(columns - 1, 10)]
-            stream.write("\r" + text + " " * max(self.width - len(text), 0) + "\r")
-            stream.flush()
-            self.stream, self.width = stream, len(text)
-
-    def clear(self) -> None:
-        with self.lock:
-            if self.stream is not None and self.width:
-                self.stream.write("\r" + " " * self.width + "\r")
-                self.stream.flush()
-            self.width = 0
-
-
-LIVE = _LiveLine()
-
-
-class ConsoleHandler(logging.StreamHandler):
-    """stderr, with the live progress line cleared before each record (it is redrawn after)."""
-
-    def emit(self, record: logging.LogRecord) -> None:
-        with LIVE.lock:
-            LIVE.clear()
-            super().emit(record)
-
-
-def configure_console(quiet: bool = False) -> None:
-    """Logging for the command line: our INFO lines (none with ``quiet``), others' warnings, each
-    escaped for the terminal (``pipeline.console.ConsoleFormatter``)."""
-    handler = ConsoleHandler(sys.stderr)
-    handler.setFormatter(ConsoleFormatter("%(levelname)s %(name)s: %(message)s"))
-    handler.addFilter(BeamNoiseFilter())
-    # apache_beam installs a root handler on import; force=True replaces it.
-    logging.basicConfig(level=logging.WARNING, handlers=[handler], force=True)
-    for name in ("convnorm", "pipeline", "transforms"):
-        logging.getLogger(name).setLevel(logging.WARNING if quiet else logging.INFO)
-
-
 def choose_mode(progress: str, quiet: bool, local: bool, stream=None) -> str:
     """``line``, ``log`` or ``off`` for ``--progress`` / ``--quiet`` and where we run."""
     if quiet or progress == "off" or not local:
@@ -346,7 +238,7 @@ class ProgressMonitor:
     def _loop(self) -> None:
         last_log = time.monotonic()
         stream = self._console or sys.stderr
-        while not self._stop.wait(FLUSH_EVERY):
+        while not self._stop.wait(REDRAW_EVERY):
             if self.mode == "line":
                 LIVE.show(stream, self.line())
             elif time.monotonic() - last_log >= LOG_EVERY:

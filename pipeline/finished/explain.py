@@ -433,7 +433,7 @@ def explain_command(argv: list[str]) -> int:
     parser.add_argument("--width", type=int, help="columns of the text (default: the terminal's)")
     parser.add_argument("--profile", help="normalize with this profile instead of the run's")
     args = parser.parse_args(argv)
-    from pipeline.quiet import quiet_beam_noise
+    from pipeline.console import quiet_beam_noise
 
     quiet_beam_noise()
     output = os.path.expanduser(args.output).rstrip("/") or "/"

@@ -26,7 +26,7 @@ from apache_beam.transforms.window import GlobalWindow
 from apache_beam.utils.timestamp import MIN_TIMESTAMP
 from apache_beam.utils.windowed_value import WindowedValue
 
-from pipeline.cli.progress import Tally
+from pipeline.graph.tally import Tally
 from pipeline.io import files
 from pipeline.testhooks import pause_point
 from transforms.flat_rows import flat_row, parquet_schema

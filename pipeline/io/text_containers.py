@@ -54,7 +54,7 @@ from apache_beam.io.filesystems import FileSystems
 from apache_beam.metrics import Metrics
 from apache_beam.pvalue import TaggedOutput
 
-from pipeline.cli.progress import Tally
+from pipeline.graph.tally import Tally
 from pipeline.io.files import open_input
 from pipeline.testhooks import pause_point
 from transforms.counters import NAMESPACE

@@ -60,8 +60,8 @@ INSTALL_HINT = "install the dask extra: pip install -e '.[dask]' in convnorm's c
 #: Bound to loopback: convnorm never listens beyond it.
 LOOPBACK = "127.0.0.1"
 #: Dask's configuration for convnorm's own workers: no sampling profiler, and Beam's import-time
-#: notices kept off the console as in the launcher (``pipeline.quiet``).
-WORKER_CONFIG = {"distributed.worker.profile.enabled": False, "distributed.worker.preload": ["pipeline.quiet"]}
+#: notices kept off the console as in the launcher (``pipeline.console``).
+WORKER_CONFIG = {"distributed.worker.profile.enabled": False, "distributed.worker.preload": ["pipeline.console"]}
 
 
 def is_dask_runner(runner: str | None) -> bool:
