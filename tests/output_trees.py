@@ -9,8 +9,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from pipeline.finished.report import REPORT_FILE
-from pipeline.io.ownership import MANIFEST_FILE
+from pipeline.io.output_names import MANIFEST_FILE, REPORT_FILE
 
 
 def tree(directory: Path) -> dict[str, bytes]:

@@ -15,7 +15,7 @@ from engine_outputs import SHARD_BYTES, assert_same_outputs, tree, write_mixed_i
 from pipeline.cli.commands import main
 from pipeline.config.flags import PER_SHARD, TAGGED_OUTPUTS
 from pipeline.config.options import ConfigError, load_job
-from pipeline.io.ownership import MANIFEST_FILE, SUCCESS_FILE
+from pipeline.io.output_names import MANIFEST_FILE, SUCCESS_FILE
 from transforms.formats import WRITERS
 
 SINKS = sorted(WRITERS)

@@ -26,8 +26,7 @@ from prism_build import prism_binary
 
 from pipeline.cli.commands import main
 from pipeline.execution.interrupts import interrupted_line
-from pipeline.execution.lock import LOCK_FILE
-from pipeline.io.ownership import SUCCESS_FILE, TEMP_PREFIX
+from pipeline.io.output_names import LOCK_FILE, SUCCESS_FILE, TEMP_PREFIX
 
 LINES = (
     b'{"id":"a","messages":[{"role":"user","content":"hi"},{"role":"assistant","content":"yo"}]}\n'
@@ -407,7 +406,7 @@ def test_explain_never_opens_a_source_the_run_did_not_read(small, tmp_path, monk
 
 
 def test_explain_on_a_streaming_output_opens_only_the_files_it_processed(small, tmp_path, capsys):
-    from pipeline.io.ownership import STREAMING_FORMAT, STREAMING_MARKER
+    from pipeline.io.output_names import STREAMING_FORMAT, STREAMING_MARKER
     from pipeline.streaming import processed_files as processed
 
     out, window = tmp_path / "out", "20260101T000000Z-20260101T000100Z"

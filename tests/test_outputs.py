@@ -19,8 +19,7 @@ import paused_runs
 import pytest
 
 from pipeline.cli.commands import main
-from pipeline.execution.lock import LOCK_FILE
-from pipeline.io.ownership import MANIFEST_FILE, SUCCESS_FILE, TEMP_PREFIX
+from pipeline.io.output_names import LOCK_FILE, MANIFEST_FILE, SUCCESS_FILE, TEMP_PREFIX
 
 ROOT = Path(__file__).resolve().parent.parent
 SAMPLE = ROOT / "samples" / "conversations.jsonl"

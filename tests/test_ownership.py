@@ -23,9 +23,8 @@ import pytest
 
 from pipeline.cli.commands import main
 from pipeline.execution import lock as locks
-from pipeline.execution.lock import LOCK_FILE
-from pipeline.finished.report import REPORT_FILE, TITLE_MARK
-from pipeline.io.ownership import MANIFEST_FILE, SUCCESS_FILE, TEMP_PREFIX, TEMP_PROOF
+from pipeline.finished.report import TITLE_MARK
+from pipeline.io.output_names import LOCK_FILE, MANIFEST_FILE, REPORT_FILE, SUCCESS_FILE, TEMP_PREFIX, TEMP_PROOF
 
 LINES = (
     b'{"id":"a","messages":[{"role":"user","content":"hi"},{"role":"assistant","content":"yo"}]}\n'

@@ -14,7 +14,8 @@ import pytest
 from pipeline.cli.commands import main
 from pipeline.io import files
 from pipeline.io import ownership as outputs
-from pipeline.io.ownership import MANIFEST_FILE, SUCCESS_FILE, plan_inputs, skipped_inputs
+from pipeline.io.output_names import MANIFEST_FILE, SUCCESS_FILE
+from pipeline.io.ownership import plan_inputs, skipped_inputs
 from pipeline.io.text_containers import CreateShards, Shard, pack_shards, plan_shards, shard_sizes, unpack_shards
 
 ROOT = Path(__file__).resolve().parents[1]

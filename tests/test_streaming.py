@@ -841,7 +841,7 @@ def test_a_streaming_start_never_takes_over_a_dead_batch_runs_lock(tmp_path, cap
 
     import paused_runs
 
-    from pipeline.execution.lock import LOCK_FILE
+    from pipeline.io.output_names import LOCK_FILE
 
     out = tmp_path / "out"
     (out / "normalized").mkdir(parents=True)
@@ -872,7 +872,8 @@ def test_a_streaming_output_and_a_batch_output_never_share_a_directory(tmp_path,
     """Found: a batch run wrote its outputs into a streaming output whose run had not yet
     written summary.json (a crashed one); the next streaming start then rewrote the batch run's
     summary.json and page, which its manifest lists."""
-    from pipeline.io.ownership import MANIFEST_FILE, STREAMING_MARKER, claim_streaming_output
+    from pipeline.io.output_names import MANIFEST_FILE, STREAMING_MARKER
+    from pipeline.io.ownership import claim_streaming_output
 
     out = tmp_path / "out"
     out.mkdir()
@@ -890,7 +891,8 @@ def test_a_streaming_output_and_a_batch_output_never_share_a_directory(tmp_path,
 
 
 def test_a_streaming_directory_is_marked_once_and_claimed_again(tmp_path):
-    from pipeline.io.ownership import STREAMING_MARKER, claim_streaming_output
+    from pipeline.io.output_names import STREAMING_MARKER
+    from pipeline.io.ownership import claim_streaming_output
 
     out = tmp_path / "out"
     out.mkdir()

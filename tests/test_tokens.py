@@ -392,7 +392,7 @@ def test_over_the_limit_with_drop_is_a_dead_letter_of_its_own(kept, dropped):
 def test_the_report_shows_the_figures_and_lists_the_examples_over_the_limit(kept):
     from report_page import parse
 
-    from pipeline.finished.report import REPORT_FILE
+    from pipeline.io.output_names import REPORT_FILE
 
     page = parse((kept / REPORT_FILE).read_text())
     figures = json.loads((kept / "summary.json").read_text())["tokens"]

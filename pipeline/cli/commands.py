@@ -51,10 +51,10 @@ from pipeline.execution.interrupts import (
     stopping_line,
 )
 from pipeline.finished.explain import where_text
-from pipeline.finished.report import REPORT_FILE, render_page
-from pipeline.graph.build import VALIDATE_SPEC, VALIDATION_FILE, build, build_validate, run_spec
+from pipeline.finished.report import render_page
+from pipeline.graph.build import VALIDATE_SPEC, build, build_validate, run_spec
 from pipeline.io import files
-from pipeline.io.file_formats import SUMMARY_FILE
+from pipeline.io.output_names import REPORT_FILE, SUMMARY_FILE, VALIDATION_FILE
 from pipeline.io.text_containers import line_numbers, shard_sizes
 from pipeline.runners.dask_cluster import local_cluster
 from pipeline.runners.prism import PrismError, prism_services

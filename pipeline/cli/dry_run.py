@@ -17,9 +17,9 @@ from pipeline.config.options import ConvNormOptions, Job
 from pipeline.console import print_error, print_line
 from pipeline.execution import lock as locks
 from pipeline.execution.execute import OutputSpec
-from pipeline.finished.report import REPORT_FILE
 from pipeline.io import files
 from pipeline.io import ownership as owned
+from pipeline.io.output_names import MANIFEST_FILE, REPORT_FILE, SUCCESS_FILE
 from pipeline.io.text_containers import FILE_KINDS, Blank, Shard, read_shard, shard_sizes
 from transforms.console_text import console_text
 from transforms.record_steps import ReaderHint, RecordRefused, parse_payload, read_conversation
@@ -119,7 +119,7 @@ def output_lines(job: Job, spec: OutputSpec) -> list[str]:
     for name, extension in spec.shard_outputs.items():
         last = f" … part-{shards - 1:05d}{extension}" if shards > 1 else ""
         lines.append(f"  {output}/{name}/part-00000{extension}{last}  {what.get(name, '')}")
-    extras = [spec.summary_file, owned.MANIFEST_FILE, owned.SUCCESS_FILE]
+    extras = [spec.summary_file, MANIFEST_FILE, SUCCESS_FILE]
     if spec.command == "run" and job.options.view_as(ConvNormOptions).report:
         extras.append(REPORT_FILE)
     lines.append("  " + ", ".join(f"{output}/{name}" for name in extras))

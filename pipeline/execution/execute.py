@@ -51,6 +51,7 @@ from pipeline.execution import lock as locks
 from pipeline.execution.interrupts import Stopping, shielded
 from pipeline.io import files
 from pipeline.io import ownership as owned
+from pipeline.io.output_names import TEMP_PREFIX
 from pipeline.runners import job_service, loopback
 from pipeline.runners.dask_cluster import close_client
 from pipeline.runners.sdk_worker import BEAM_WORKER_MODULE, WORKER_MODULE, worker_command
@@ -239,7 +240,7 @@ def execute(
     """
     output = job.output
     run_id = uuid.uuid4().hex
-    temp_dir = FileSystems.join(output, owned.TEMP_PREFIX + run_id)
+    temp_dir = FileSystems.join(output, TEMP_PREFIX + run_id)
     proof, proof_entry = owned.new_temp_proof(run_id)
     try:
         pipeline = construct_pipeline(job, build_graph, temp_dir)
@@ -254,7 +255,7 @@ def execute(
             output,
             run_id=run_id,
             command=spec.command,
-            temp_dir=owned.TEMP_PREFIX + run_id,  # by its name: the lock lies beside it
+            temp_dir=TEMP_PREFIX + run_id,  # by its name: the lock lies beside it
             break_stale=job.break_stale_lock,
             clean_up=lambda holder: takeover.append(_clean_dead_run(output, holder, spec)),
             temp_proof=proof_entry,

@@ -36,6 +36,7 @@ from dataclasses import dataclass, field
 from apache_beam.io.filesystems import FileSystems
 
 from pipeline.io import files
+from pipeline.io.output_names import LOCK_FILE
 from transforms.jsontext import document_bytes
 
 try:
@@ -43,7 +44,6 @@ try:
 except ImportError:  # not POSIX: the pid rule alone
     fcntl = None  # type: ignore[assignment]
 
-LOCK_FILE = "_convnorm.lock"
 #: The lock's ``os_lock`` value when its holder keeps an OS file lock on it (see above).
 OS_LOCK = "flock"
 #: Probes of the OS lock when the lock file is being replaced under the prober (record()).

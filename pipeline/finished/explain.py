@@ -29,14 +29,11 @@ from typing import Iterator, NamedTuple
 import orjson
 
 from pipeline.console import ArgumentParser, print_error
+from pipeline.io.output_names import DEAD_LETTER_PATTERNS, DROPS_PATTERNS
 from transforms.console_text import console_text
 from transforms.explain import Explanation, Row, after_text, before_text, counts_line, cut_text, explain
 from transforms.settings import Settings
 
-#: Where a batch run keeps its drop lines, and a streaming run (one file per landed file).
-DROPS_PATTERNS = ("drops/part-*.jsonl", "*/*/drops.jsonl")
-#: Where they keep their dead letters.
-DEAD_LETTER_PATTERNS = ("dead_letter/part-*.jsonl", "*/*/dead_letter.jsonl")
 #: Dead-letter reasons given to a record after it was read and normalized: the sink refused
 #: it, or it was longer than --max-example-tokens. Its conversation can be shown.
 AFTER_READING = frozenset({"unwritable", "over_token_limit"})
@@ -85,7 +82,8 @@ def run_inputs(output: str) -> RunInputs:
     from apache_beam.io.filesystems import FileSystems
 
     from pipeline.finished.report import read_json
-    from pipeline.io.ownership import MANIFEST_FILE, STREAMING_MARKER, paths_inside
+    from pipeline.io.output_names import MANIFEST_FILE, STREAMING_MARKER
+    from pipeline.io.ownership import paths_inside
     from pipeline.io.text_containers import InputError, match_inputs
 
     manifest = read_json(FileSystems.join(output, MANIFEST_FILE))
@@ -203,7 +201,7 @@ def run_settings(output: str) -> tuple[Settings, int]:
 
     from pipeline.config.flags import our_flags, record_settings
     from pipeline.finished.report import read_json
-    from pipeline.io.ownership import MANIFEST_FILE
+    from pipeline.io.output_names import MANIFEST_FILE
     from transforms.inputs import DEFAULT_MAX_RECORD_BYTES
 
     manifest = read_json(FileSystems.join(output, MANIFEST_FILE)) or {}

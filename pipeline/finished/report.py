@@ -40,6 +40,7 @@ from typing import TYPE_CHECKING, Iterable, Iterator
 import orjson
 
 from pipeline.finished.charts import ALERT_COLOR, BAR_COLOR, OK_COLOR, bar_chart, line_chart
+from pipeline.io.output_names import DEAD_LETTER_PATTERNS, MANIFEST_FILE, REPORT_FILE, STREAMING_MARKER
 from transforms.normalize import split_drops
 
 if TYPE_CHECKING:
@@ -47,7 +48,6 @@ if TYPE_CHECKING:
 
 LOG = logging.getLogger("convnorm")
 
-REPORT_FILE = "report.html"
 #: How a page this module wrote begins its title. Not a proof of anything: a user's page may
 #: say the same; the manifest's sha256 is what makes a page convnorm's (pipeline/io/ownership.py).
 TITLE_MARK = b"<title>convnorm report: "
@@ -61,11 +61,6 @@ GENERIC_ROWS = 200
 CELL_CHARS = 60
 #: Characters of a dead letter's raw input shown under it.
 RAW_CHARS = 600
-#: Where a streaming run keeps its files' dead letters (a batch run: dead_letter/part-*.jsonl).
-DEAD_LETTER_PATTERNS = ("dead_letter/part-*.jsonl", "*/*/dead_letter.jsonl")
-#: The marker of a streaming output directory (``pipeline.io.ownership.STREAMING_MARKER``).
-STREAMING_MARKER = "_convnorm_streaming.json"
-MANIFEST_FILE = "_convnorm_manifest.json"
 #: Examples over --max-example-tokens listed one by one (all are counted in summary.json).
 OVER_LIMIT_LISTED = 20
 
@@ -269,7 +264,8 @@ def collect(output: str, run: dict | None = None, explain_examples: bool = True)
     """Read a finished run's outputs under ``output``. Raises FileNotFoundError without summary.json."""
     from apache_beam.io.filesystems import FileSystems
 
-    from pipeline.finished.explain import DROPS_PATTERNS, run_inputs
+    from pipeline.finished.explain import run_inputs
+    from pipeline.io.output_names import DROPS_PATTERNS
 
     summary = read_json(FileSystems.join(output, "summary.json"))
     if summary is None:

@@ -16,7 +16,8 @@ from pipeline.config.options import Job
 from pipeline.execution.execute import OutputSpec
 from pipeline.graph.per_shard import ProcessShards
 from pipeline.graph.shard_step import ShardWork
-from pipeline.io.file_formats import FILE_FORMATS, SUMMARY_FILE, ListWrittenFiles, WriteShards, WriteSummary
+from pipeline.io.file_formats import FILE_FORMATS, ListWrittenFiles, WriteShards, WriteSummary
+from pipeline.io.output_names import SUMMARY_FILE, VALIDATION_FILE
 from pipeline.io.text_containers import (
     DEFAULT_BATCH_BYTES,
     DEFAULT_BATCH_SIZE,
@@ -38,9 +39,6 @@ from transforms.conversations import (
     SummarizeValidation,
 )
 from transforms.settings import Settings
-
-#: ``convnorm validate``'s summary file (``summary.json`` is the run's).
-VALIDATION_FILE = "validation.json"
 
 
 class CleanedLogs(NamedTuple):

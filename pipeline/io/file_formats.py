@@ -33,10 +33,6 @@ from transforms.flat_rows import flat_row, parquet_schema
 from transforms.inputs import Batch
 from transforms.jsontext import document_bytes, dumps_line
 
-OUTPUT_DIRS = ("normalized", "drops", "dead_letter")
-SUMMARY_FILE = "summary.json"
-
-
 # --------------------------------------------------------------------------------------------
 # File formats: open(path) -> writer with write(items, lines=None) and close() -> FileMeasure
 

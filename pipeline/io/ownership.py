@@ -31,21 +31,24 @@ from typing import Any, Callable, Iterable
 
 from apache_beam.io.filesystems import FileSystems
 
-from pipeline.execution.lock import LOCK_FILE, OutputLock
+from pipeline.execution.lock import OutputLock
 from pipeline.io import files
 from pipeline.io.file_formats import WrittenFile, final_names, report_path
+from pipeline.io.output_names import (
+    LOCK_FILE,
+    MANIFEST_FILE,
+    MANIFEST_FORMAT,
+    STREAMING_FORMAT,
+    STREAMING_MARKER,
+    SUCCESS_FILE,
+    TEMP_PREFIX,
+    TEMP_PROOF,
+)
 from pipeline.testhooks import pause_point
 from transforms.jsontext import document_bytes
 
 LOG = logging.getLogger("convnorm")
 
-MANIFEST_FILE = "_convnorm_manifest.json"
-SUCCESS_FILE = "_SUCCESS"
-TEMP_PREFIX = "_convnorm_temp-"
-#: In a run's temporary directory: a file of random content whose size and sha256 its lock
-#: records (``temp_proof``). It, not the directory's name, proves the directory the run's.
-TEMP_PROOF = "_convnorm_run.json"
-MANIFEST_FORMAT = "convnorm-manifest/1"
 #: Entries listed when refusing a directory.
 SHOWN_ENTRIES = 10
 
@@ -398,12 +401,6 @@ def check_output(
             "manifest lists (even with --overwrite): move them away or choose another directory"
         )
     return Previous(command) if inherited else None
-
-
-#: Marks a directory as the output of ``--streaming`` runs: a later streaming run goes on
-#: writing into it (the final summary sums every window it holds).
-STREAMING_MARKER = "_convnorm_streaming.json"
-STREAMING_FORMAT = "convnorm-streaming/1"
 
 
 def claim_streaming_output(output: str) -> None:
@@ -982,11 +979,6 @@ def remove_temp(temp_dir: str) -> None:
 
 
 __all__ = [
-    "LOCK_FILE",
-    "MANIFEST_FILE",
-    "SUCCESS_FILE",
-    "TEMP_PREFIX",
-    "TEMP_PROOF",
     "OutputError",
     "Finalized",
     "Progress",

@@ -56,6 +56,7 @@ from apache_beam.pvalue import TaggedOutput
 
 from pipeline.graph.tally import Tally
 from pipeline.io.files import open_input
+from pipeline.io.output_names import OWN_OUTPUT_FILES
 from pipeline.testhooks import pause_point
 from transforms.counters import NAMESPACE
 from transforms.inputs import (  # the defaults live where the command line reads them without Beam
@@ -189,11 +190,6 @@ def _refuse_special_file(path: str) -> os.stat_result | None:
     if kind is not None:
         raise InputError(f"--input {display_path(path)!r} is {kind}; convnorm reads regular files only")
     return info
-
-
-#: Files convnorm writes beside its part files; a directory holding a manifest is a convnorm
-#: output, whose summaries are never inputs (``pipeline.io.ownership`` names the manifest).
-OWN_OUTPUT_FILES = ("_convnorm_manifest.json", "summary.json", "validation.json")
 
 
 def is_directory(pattern: str) -> bool:

@@ -64,7 +64,7 @@ from pipeline.execution.interrupts import INTERRUPTED, interrupted_line
 from pipeline.graph.shard_step import Observer, ShardWork, process_shard
 from pipeline.io import files
 from pipeline.io import ownership as owned
-from pipeline.io.file_formats import SUMMARY_FILE
+from pipeline.io.output_names import SUMMARY_FILE, TEMP_PREFIX
 from pipeline.io.ownership import OutputError, claim_streaming_output
 from pipeline.io.text_containers import Shard, display_path, file_suffix
 from pipeline.runners.job_service import TERMINAL, JobService
@@ -703,14 +703,14 @@ def run_streaming(job: Job) -> int:
     if not output:
         raise ValueError("--output is required")  # options.load_job refuses a job without one
     run_id = uuid.uuid4().hex
-    run_temp = FileSystems.join(output, owned.TEMP_PREFIX + run_id)
+    run_temp = FileSystems.join(output, TEMP_PREFIX + run_id)
     proof, proof_entry = owned.new_temp_proof(run_id)
     try:
         lock = locks.acquire(
             output,
             run_id=run_id,
             command="streaming",
-            temp_dir=owned.TEMP_PREFIX + run_id,  # by its name: the lock lies beside it
+            temp_dir=TEMP_PREFIX + run_id,  # by its name: the lock lies beside it
             break_stale=True,
             clean_up=lambda holder: _take_over(output, holder),
             temp_proof=proof_entry,

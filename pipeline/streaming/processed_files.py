@@ -44,7 +44,7 @@ from typing import Iterator, NamedTuple
 from apache_beam.io.filesystems import FileSystems
 
 from pipeline.io import files
-from pipeline.io.file_formats import SUMMARY_FILE
+from pipeline.io.output_names import SUMMARY_FILE
 from pipeline.io.text_containers import FILE_KINDS, display_path, file_suffix, line_feed
 from pipeline.streaming.landing import Stamp
 from transforms import summary as summaries
