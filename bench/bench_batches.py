@@ -6,7 +6,7 @@ A report, not a test: it prints CPU time per record and exits 0.
     python bench/bench_batches.py --records 10000 --rounds 7
 
 What is timed is the work of the job's fused stage for one shard, without the runner: read
-the shard (``pipeline.io.text_containers.iter_batches``, the real reader), ``normalize_batch`` per batch,
+the shard (``pipeline.io.read_shard.iter_batches``, the real reader), ``normalize_batch`` per batch,
 and the JSONL writer's join of each batch's lines, plus a fixed cost per batch standing for
 Beam's per-element work (``--per-batch-us``, default 60 µs: three outputs and the writer's
 element on FnApiRunner; the job's Beam share in bench_pipeline.py is the measured whole).
@@ -64,7 +64,7 @@ def corpora(records: int, seed: int) -> dict[str, list[bytes]]:
 
 
 def run_once(shard, batch_size: int, batch_bytes: int, per_batch_us: float) -> tuple[float, int]:
-    from pipeline.io.text_containers import iter_batches
+    from pipeline.io.read_shard import iter_batches
     from transforms.records import Settings, normalize_batch
 
     settings = Settings()
@@ -90,7 +90,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=7)
     parser.add_argument("--per-batch-us", type=float, default=60.0)
     args = parser.parse_args(argv)
-    from pipeline.io.text_containers import Shard
+    from pipeline.io.shard import Shard
 
     load = " ".join(Path("/proc/loadavg").read_text().split()[:3])
     print(

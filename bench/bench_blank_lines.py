@@ -11,7 +11,7 @@ of blank lines in bulk (``pipeline.io.text_containers``), so the reader should c
 decompression does. Timed, CPU time (``process_time``), the median of interleaved rounds:
 
 - ``gzip``: ``gzip.GzipFile.read`` in 1 MiB pieces to the end (the decompression alone);
-- ``convnorm``: the job's reader, ``pipeline.io.text_containers.iter_batches`` on the file, its
+- ``convnorm``: the job's reader, ``pipeline.io.read_shard.iter_batches`` on the file, its
   ``blank_lines`` count checked against the lines written;
 - ``readline``: ``GzipFile.readline`` until the end, nothing else: the floor of any reader
   that takes one line at a time (the record path costs more per line on top of it), on the
@@ -48,7 +48,8 @@ def decompress(path: str) -> float:
 
 
 def convnorm_reader(path: str, lines: int) -> float:
-    from pipeline.io.text_containers import iter_batches, plan_shards
+    from pipeline.io.planning import plan_shards
+    from pipeline.io.read_shard import iter_batches
 
     stats = {"records": 0, "blank_lines": 0}
     start = time.process_time()

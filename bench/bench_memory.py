@@ -62,7 +62,8 @@ _READER = (
     + """
 import sys
 sys.path.insert(0, sys.argv[3])
-from pipeline.io.text_containers import iter_batches, plan_shards
+from pipeline.io.planning import plan_shards
+from pipeline.io.read_shard import iter_batches
 from transforms.records import normalize_batch
 from transforms.settings import Settings
 reasons, normalized = [], 0
@@ -81,7 +82,7 @@ _IDLE = (
     + """
 import sys
 sys.path.insert(0, sys.argv[1])
-import pipeline.io.text_containers, transforms.records
+import pipeline.io.planning, pipeline.io.read_shard, transforms.records
 print(_hwm())
 """
 )

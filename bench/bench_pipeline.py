@@ -104,8 +104,7 @@ PAGE_KB = os.sysconf("SC_PAGE_SIZE") // 1024
 
 
 def plain_loop(paths: list[str], out_dir: str) -> dict:
-    from pipeline.io.text_containers import DEFAULT_BATCH_SIZE
-    from transforms.inputs import DEFAULT_BATCH_BYTES, RawRecord, batch_is_full
+    from transforms.inputs import DEFAULT_BATCH_BYTES, DEFAULT_BATCH_SIZE, RawRecord, batch_is_full
     from transforms.jsontext import dumps_line
     from transforms.record_steps import ReaderHint
     from transforms.records import normalize_batch
@@ -366,7 +365,8 @@ def run_bench(args) -> int:
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO), env.get("PYTHONPATH")]))
     env.setdefault("PYTHONHASHSEED", "0")
     try:
-        from pipeline.io.text_containers import DEFAULT_SHARD_BYTES, plan_shards
+        from pipeline.io.planning import plan_shards
+        from transforms.inputs import DEFAULT_SHARD_BYTES
 
         in_n, in_2n, in_many = work / "in_n", work / "in_2n", work / "in_many"
         in_n.mkdir()
@@ -689,7 +689,7 @@ def main(argv: list[str] | None = None) -> int:
             json.dump(result, handle)
         print(counts_path)
         return 0
-    from pipeline.io.text_containers import DEFAULT_SHARD_BYTES
+    from transforms.inputs import DEFAULT_SHARD_BYTES
 
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument(

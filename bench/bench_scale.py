@@ -99,12 +99,12 @@ def run_in_process(input_dir: Path, output: Path, graph: str) -> dict:
     import pipeline.cli.commands
     import pipeline.execution.execute
     import pipeline.io.ownership
-    import pipeline.io.text_containers
+    import pipeline.io.read_shard
 
     phases = Phases()
     phases.wrap(pipeline.cli.commands, "load_job", "start", "planned")
     phases.wrap(pipeline.execution.execute, "construct_pipeline", None, "built")
-    phases.wrap(pipeline.io.text_containers, "read_shard", "first_read", None)
+    phases.wrap(pipeline.io.read_shard, "read_shard", "first_read", None)
     phases.wrap(pipeline.cli.commands, "run_pipeline", "run_start", "run_end")
     phases.wrap(pipeline.io.ownership, "finalize", "finalize_start", None)
     phases.wrap(pipeline.io.ownership, "write_manifest", None, "manifest_end")

@@ -12,7 +12,8 @@ from apache_beam.options.pipeline_options import PipelineOptions
 from apache_beam.testing.test_pipeline import TestPipeline as BeamTestPipeline
 from apache_beam.testing.util import assert_that, equal_to
 
-from pipeline.io.text_containers import Shard, iter_batches
+from pipeline.io.read_shard import iter_batches
+from pipeline.io.shard import Shard
 from transforms.conversations import BatchRawRecords, NormalizeConversations, Unbatch, raw_size
 from transforms.records import RawRecord, Settings
 

@@ -16,8 +16,10 @@ import paused_runs
 import pytest
 
 from pipeline.cli.commands import main
-from pipeline.io import text_containers as sources
-from pipeline.io.text_containers import BLANK, plan_shards, read_shard
+from pipeline.io import read_shard as shard_reader
+from pipeline.io.planning import plan_shards
+from pipeline.io.read_shard import read_shard
+from pipeline.io.shard import BLANK, Shard
 from transforms.inputs import Unreadable
 
 LINE = '{"id":"r%05d","messages":[{"role":"user","content":"hello there"},{"role":"assistant","content":"hi"}]}\n'
@@ -137,7 +139,7 @@ def test_an_unchanged_file_and_a_shard_without_a_plan_read_as_before(tmp_path):
     (shard,) = plan_shards([str(path)])
     assert not _changed(_records(read_shard(shard)))
     # Streaming and `convnorm explain` read shards of no plan: they look at changes themselves.
-    unplanned = sources.Shard(0, str(path), ".jsonl", 0, None)
+    unplanned = Shard(0, str(path), ".jsonl", 0, None)
     path.write_bytes(_content(10))
     assert len(_records(read_shard(unplanned))) == 10
 
@@ -155,7 +157,7 @@ def _change_while_reading(monkeypatch, change) -> None:
             done.append(point)
             change()
 
-    monkeypatch.setattr(sources, "pause_point", pause_point)
+    monkeypatch.setattr(shard_reader, "pause_point", pause_point)
 
 
 def _dead_letters(out: Path) -> list[dict]:

@@ -283,7 +283,9 @@ def test_help_lists_formats_and_profiles(capsys):
 
 def test_pipeline_totals_equal_a_plain_python_count(sample_out):
     """The golden file is not just self-consistent: a loop without Beam gives the same totals."""
-    from pipeline.io.text_containers import Blank, plan_shards, read_shard
+    from pipeline.io.planning import plan_shards
+    from pipeline.io.read_shard import read_shard
+    from pipeline.io.shard import Blank
     from transforms import summary as summaries
     from transforms.records import process_record
     from transforms.settings import Settings

@@ -128,7 +128,7 @@ def test_explain_notes_a_source_that_changed_since_the_run(tmp_path, capsys):
 def test_a_record_is_read_again_where_the_run_found_it(tmp_path):
     import gzip
 
-    from pipeline.io.text_containers import line_numbers, record_at
+    from pipeline.io.reread import line_numbers, record_at
 
     lines = [b'{"id": "a", "messages": []}', b"", b'{"id": "b", "messages": []}']
     plain = tmp_path / "p.jsonl"

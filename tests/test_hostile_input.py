@@ -19,7 +19,9 @@ import zstandard
 from hypothesis import given
 from hypothesis import strategies as st
 
-from pipeline.io.text_containers import Blank, iter_batches, plan_shards, read_shard
+from pipeline.io.planning import plan_shards
+from pipeline.io.read_shard import iter_batches, read_shard
+from pipeline.io.shard import Blank
 from transforms.inputs import Parsed, RawRecord, Unreadable
 from transforms.jsontext import MAX_NUMBER_DIGITS, dumps_line
 from transforms.records import process_record
@@ -305,7 +307,7 @@ def test_parquet_row_over_the_limit_among_small_ones_is_its_own_dead_letter(tmp_
 
 
 def test_parquet_batches_are_cut_to_the_limit():
-    from pipeline.io.text_containers import parquet_batch_rows
+    from pipeline.io.parquet_rows import parquet_batch_rows
 
     assert parquet_batch_rows(rows=100_000, uncompressed=100_000 * 100, limit=32 << 20) == 1024
     assert parquet_batch_rows(rows=1000, uncompressed=1000 * 10_000, limit=100_000) == 10

@@ -20,7 +20,9 @@ from hypothesis import Phase, given, settings
 from hypothesis import strategies as st
 
 from pipeline.cli.commands import main
-from pipeline.io.text_containers import Blank, plan_shards, read_shard
+from pipeline.io.planning import plan_shards
+from pipeline.io.read_shard import read_shard
+from pipeline.io.shard import Blank
 from transforms.record_steps import DEAD_LETTER_REASONS
 from transforms.records import normalize_batch
 from transforms.settings import Settings

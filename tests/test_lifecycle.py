@@ -384,7 +384,7 @@ def test_report_and_explain_while_a_run_finalizes_say_it_is_in_use(small, tmp_pa
 @pytest.mark.slow
 def test_explain_never_opens_a_source_the_run_did_not_read(small, tmp_path, monkeypatch, capsys):
     # Found: a drops/ line naming another file made `convnorm explain` read it and print it.
-    from pipeline.io import text_containers as sources
+    from pipeline.io import reread
 
     out = tmp_path / "out"
     assert _run("--input", small, "--output", out, "--no-report", "--quiet") == 0
@@ -394,8 +394,8 @@ def test_explain_never_opens_a_source_the_run_did_not_read(small, tmp_path, monk
     with (out / "drops" / "part-00000.jsonl").open("a") as handle:
         handle.write(json.dumps(forged) + "\n")
     opened = []
-    record_at = sources.record_at
-    monkeypatch.setattr(sources, "record_at", lambda path, *args: opened.append(path) or record_at(path, *args))
+    record_at = reread.record_at
+    monkeypatch.setattr(reread, "record_at", lambda path, *args: opened.append(path) or record_at(path, *args))
     capsys.readouterr()
     assert _run("explain", out, "--id", "forged") == 2
     printed = capsys.readouterr()

@@ -12,11 +12,13 @@ from pathlib import Path
 import pytest
 
 from pipeline.cli.commands import main
+from pipeline.graph.read import CreateShards, pack_shards, unpack_shards
 from pipeline.io import files
 from pipeline.io import ownership as outputs
 from pipeline.io.output_names import MANIFEST_FILE, SUCCESS_FILE
 from pipeline.io.ownership import plan_inputs, skipped_inputs
-from pipeline.io.text_containers import CreateShards, Shard, pack_shards, plan_shards, shard_sizes, unpack_shards
+from pipeline.io.planning import plan_shards, shard_sizes
+from pipeline.io.shard import Shard
 
 ROOT = Path(__file__).resolve().parents[1]
 SAMPLE = ROOT / "samples" / "conversations.jsonl"

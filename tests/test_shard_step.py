@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 
 from pipeline.graph.shard_step import ShardWork, process_shard, temp_place
-from pipeline.io.text_containers import Shard, plan_shards
+from pipeline.io.planning import plan_shards
+from pipeline.io.shard import Shard
 from transforms import summary as summaries
 from transforms.conversations import CHECK, NORMALIZE
 from transforms.records import normalize_batch
@@ -62,7 +63,7 @@ def test_the_sample_gives_the_outputs_and_summary_of_the_step_over_the_whole_fil
 
 
 def _batches(shard: Shard, batch_size: int = 256):
-    from pipeline.io.text_containers import iter_batches
+    from pipeline.io.read_shard import iter_batches
 
     return list(iter_batches(shard, batch_size, {"records": 0, "blank_lines": 0}))
 

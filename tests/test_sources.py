@@ -12,7 +12,10 @@ import pyarrow.parquet as pq
 import pytest
 import zstandard
 
-from pipeline.io.text_containers import BLANK, Blank, InputError, _array_elements, iter_batches, plan_shards, read_shard
+from pipeline.io.planning import InputError, plan_shards
+from pipeline.io.read_shard import iter_batches, read_shard
+from pipeline.io.shard import BLANK, Blank
+from pipeline.io.text_containers import _array_elements
 from transforms.inputs import Parsed, Unreadable
 
 
@@ -321,7 +324,7 @@ def test_a_file_swapped_for_a_fifo_after_it_was_planned_is_unreadable_not_waited
     # batch input between planning and reading) made the reader wait for ever on its opening.
     import signal
 
-    from pipeline.io.text_containers import Shard
+    from pipeline.io.shard import Shard
     from pipeline.streaming.processed_files import content_digest
 
     fifo = tmp_path / f"swapped{suffix}"

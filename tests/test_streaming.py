@@ -17,6 +17,7 @@ import pytest
 from pipeline.cli.commands import main
 from pipeline.config.options import load_job, parse_duration
 from pipeline.graph.shard_step import ShardWork
+from pipeline.io.planning import landing_root
 from pipeline.streaming import processed_files as processed
 from pipeline.streaming.driver import (
     COMMITS,
@@ -36,7 +37,6 @@ from pipeline.streaming.landing import (
     Stamp,
     examine,
     is_ignored,
-    landing_root,
     match_landing,
 )
 from pipeline.streaming.processed_files import plan_version, source_id

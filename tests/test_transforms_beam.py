@@ -12,7 +12,7 @@ from apache_beam.testing.test_pipeline import TestPipeline as BeamTestPipeline
 from apache_beam.testing.util import assert_that, equal_to
 
 from pipeline.graph.build import CleanConversationLogs
-from pipeline.io.text_containers import plan_shards
+from pipeline.io.planning import plan_shards
 from transforms.conversations import NormalizeConversations, SummarizeRun, Unbatch
 from transforms.counters import NAMESPACE
 from transforms.inputs import Batch, RawRecord
@@ -210,7 +210,7 @@ def test_unbounded_input_through_batch_raw_records():
 def test_every_counter_the_jobs_report_is_listed_in_counter_names(tmp_path):
     # COUNTER_NAMES is the documented list (docs/operations.md): a counter a DoFn reports but
     # the list leaves out (shards_read, the validate counters once) is undocumented.
-    from pipeline.io.text_containers import ReadConversationLogs
+    from pipeline.graph.read import ReadConversationLogs
     from transforms.conversations import CheckConversations
     from transforms.counters import COUNTER_NAMES
 

@@ -50,12 +50,13 @@ from pipeline.execution.interrupts import (
     stop_signal,
     stopping_line,
 )
-from pipeline.finished.explain import where_text
 from pipeline.finished.report import render_page
 from pipeline.graph.build import VALIDATE_SPEC, build, build_validate, run_spec
 from pipeline.io import files
 from pipeline.io.output_names import REPORT_FILE, SUMMARY_FILE, VALIDATION_FILE
-from pipeline.io.text_containers import line_numbers, shard_sizes
+from pipeline.io.planning import shard_sizes
+from pipeline.io.reread import line_numbers
+from pipeline.io.shard import where_text
 from pipeline.runners.dask_cluster import local_cluster
 from pipeline.runners.prism import PrismError, prism_services
 from transforms.console_text import console_text

@@ -20,7 +20,9 @@ from pipeline.execution.execute import OutputSpec
 from pipeline.io import files
 from pipeline.io import ownership as owned
 from pipeline.io.output_names import MANIFEST_FILE, REPORT_FILE, SUCCESS_FILE
-from pipeline.io.text_containers import FILE_KINDS, Blank, Shard, read_shard, shard_sizes
+from pipeline.io.planning import shard_sizes
+from pipeline.io.read_shard import read_shard
+from pipeline.io.shard import FILE_KINDS, Blank, Shard
 from transforms.console_text import console_text
 from transforms.record_steps import ReaderHint, RecordRefused, parse_payload, read_conversation
 from transforms.settings import Settings

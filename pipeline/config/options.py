@@ -56,14 +56,8 @@ from pipeline.config.flags import (
 )
 from pipeline.io.file_formats import FILE_FORMATS
 from pipeline.io.ownership import OutputError, is_under, plan_inputs, skipped_inputs, unreachable_output, unsafe_output
-from pipeline.io.text_containers import (
-    DEFAULT_BATCH_BYTES,
-    DEFAULT_MAX_RECORD_BYTES,
-    InputError,
-    Shard,
-    limit_plan,
-    plan_shards,
-)
+from pipeline.io.planning import InputError, limit_plan, plan_shards
+from pipeline.io.shard import Shard
 from pipeline.runners.dask_cluster import (
     DASK_FLAGS,
     DASK_RUNNER_NAME,
@@ -73,6 +67,7 @@ from pipeline.runners.dask_cluster import (
     use_dask,
 )
 from transforms.formats import WRITERS
+from transforms.inputs import DEFAULT_BATCH_BYTES, DEFAULT_MAX_RECORD_BYTES
 from transforms.settings import Settings
 from transforms.summary import DeadLetterLimit
 
@@ -387,7 +382,7 @@ def _streaming_problems(ours: ConvNormOptions, runner: str, portable: PortableOp
             f"--streaming runs its workers in this process: drop --environment_type {portable.environment_type}"
         )
     if ours.output:
-        from pipeline.streaming.landing import landing_root
+        from pipeline.io.planning import landing_root
 
         # Every file it could match would be convnorm's own, ignored: the run would read nothing.
         problems += [

@@ -30,6 +30,7 @@ import orjson
 
 from pipeline.console import ArgumentParser, print_error
 from pipeline.io.output_names import DEAD_LETTER_PATTERNS, DROPS_PATTERNS
+from pipeline.io.shard import where_text
 from transforms.console_text import console_text
 from transforms.explain import Explanation, Row, after_text, before_text, counts_line, cut_text, explain
 from transforms.settings import Settings
@@ -84,7 +85,7 @@ def run_inputs(output: str) -> RunInputs:
     from pipeline.finished.report import read_json
     from pipeline.io.output_names import MANIFEST_FILE, STREAMING_MARKER
     from pipeline.io.ownership import paths_inside
-    from pipeline.io.text_containers import InputError, match_inputs
+    from pipeline.io.planning import InputError, match_inputs
 
     manifest = read_json(FileSystems.join(output, MANIFEST_FILE))
     if manifest is None:
@@ -229,7 +230,7 @@ def locate(
     caller has it already (the report's examples), instead of searching drops/ for it;
     ``inputs``: ``run_inputs(output)``, when the caller has it already.
     """
-    from pipeline.io.text_containers import line_numbers, record_at
+    from pipeline.io.reread import line_numbers, record_at
     from transforms.record_steps import RecordRefused, parse_payload, read_conversation, record_id
 
     if metrics is None:
@@ -266,19 +267,6 @@ def locate(
     )
     line = line_numbers(source, [position]).get(position)
     return Located(metrics, explanation, settings, line, mismatch)
-
-
-def where_text(source: str, position: int, line: int | None) -> str:
-    """``logs/a.jsonl line 45 (byte 12,345)``, or ``... element 3`` / ``row 3``."""
-    from pipeline.io.text_containers import FILE_KINDS, file_suffix
-
-    suffix = file_suffix(source)
-    kind = FILE_KINDS[suffix][0] if suffix else "jsonl"
-    if kind == "json":
-        return f"{source} element {position:,}"
-    if kind == "parquet":
-        return f"{source} row {position:,}"
-    return f"{source} line {line:,} (byte {position:,})" if line else f"{source} byte {position:,}"
 
 
 # --------------------------------------------------------------------------------------------

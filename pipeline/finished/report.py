@@ -320,7 +320,7 @@ def _read_by_the_run(inputs: RunInputs | None, source: str) -> bool:
 def _example_lines(details: RunDetails, inputs: RunInputs | None = None) -> dict[tuple[str, int], int]:
     """Line numbers of every position the examples show, one read per source file the run read
     (``inputs``: ``run_inputs``; None: none is read)."""
-    from pipeline.io.text_containers import line_numbers
+    from pipeline.io.reread import line_numbers
 
     return {
         (source, position): line
@@ -430,7 +430,7 @@ def _tile(label: str, key: str | None, value, cls: str = "", note: str = "") -> 
 
 def _where(record: dict, lines: dict) -> str:
     """``file.jsonl line 45 (byte 12,345)``, ``element 3`` of a .json, ``row 3`` of Parquet."""
-    from pipeline.finished.explain import where_text
+    from pipeline.io.shard import where_text
 
     source, position = str(record.get("source", "?")), int(record.get("position", -1))
     return where_text(source, position, lines.get((source, position)))

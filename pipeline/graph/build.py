@@ -15,16 +15,11 @@ from pipeline.config.flags import PER_SHARD
 from pipeline.config.options import Job
 from pipeline.execution.execute import OutputSpec
 from pipeline.graph.per_shard import ProcessShards
+from pipeline.graph.read import ReadConversationLogs
 from pipeline.graph.shard_step import ShardWork
 from pipeline.io.file_formats import FILE_FORMATS, ListWrittenFiles, WriteShards, WriteSummary
 from pipeline.io.output_names import SUMMARY_FILE, VALIDATION_FILE
-from pipeline.io.text_containers import (
-    DEFAULT_BATCH_BYTES,
-    DEFAULT_BATCH_SIZE,
-    DEFAULT_MAX_RECORD_BYTES,
-    ReadConversationLogs,
-    Shard,
-)
+from pipeline.io.shard import Shard
 from pipeline.runners.dask_cluster import plan_chunks
 from transforms import summary as summaries
 from transforms.conversations import (
@@ -38,6 +33,7 @@ from transforms.conversations import (
     SummarizeRun,
     SummarizeValidation,
 )
+from transforms.inputs import DEFAULT_BATCH_BYTES, DEFAULT_BATCH_SIZE, DEFAULT_MAX_RECORD_BYTES
 from transforms.settings import Settings
 
 

@@ -1,7 +1,7 @@
 """One input shard, start to end, in one call: the per-shard step (plain code, no Beam graph).
 
 ``process_shard(shard, work, place)`` reads a shard (a path and a byte range,
-``pipeline.io.text_containers.Shard``) in batches by the job's limits (``--batch-size``, ``--batch-bytes``,
+``pipeline.io.shard.Shard``) in batches by the job's limits (``--batch-size``, ``--batch-bytes``,
 ``--max-record-bytes``: ``sources.iter_batches``), runs the job's per-record step on each batch
 (``records.normalize_batch`` with ``NORMALIZE`` or ``CHECK``), writes each output's items
 through its ``sinks.FILE_FORMATS`` writer into the file ``place(output name)`` names, measuring
@@ -32,10 +32,11 @@ from apache_beam.io.filesystems import FileSystems
 
 from pipeline.io import files
 from pipeline.io.file_formats import FILE_FORMATS, WrittenFile, temp_name
-from pipeline.io.text_containers import DEFAULT_BATCH_SIZE, DEFAULT_MAX_RECORD_BYTES, Shard, iter_batches
+from pipeline.io.read_shard import iter_batches
+from pipeline.io.shard import Shard
 from transforms import summary as summaries
 from transforms.conversations import RecordStep
-from transforms.inputs import DEFAULT_BATCH_BYTES, Batch
+from transforms.inputs import DEFAULT_BATCH_BYTES, DEFAULT_BATCH_SIZE, DEFAULT_MAX_RECORD_BYTES, Batch
 from transforms.record_steps import ReaderHint
 from transforms.records import BatchResult, normalize_batch
 from transforms.settings import Settings

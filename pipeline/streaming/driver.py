@@ -66,19 +66,12 @@ from pipeline.io import files
 from pipeline.io import ownership as owned
 from pipeline.io.output_names import SUMMARY_FILE, TEMP_PREFIX
 from pipeline.io.ownership import OutputError, claim_streaming_output
-from pipeline.io.text_containers import Shard, display_path, file_suffix
+from pipeline.io.planning import canonical_path
+from pipeline.io.shard import Shard, display_path, file_suffix
 from pipeline.runners.job_service import TERMINAL, JobService
 from pipeline.runners.prism import prism_services
 from pipeline.streaming import processed_files as processed
-from pipeline.streaming.landing import (
-    LandingRules,
-    LandingWatch,
-    Refused,
-    Stamp,
-    canonical_path,
-    match_landing,
-    stamp_of,
-)
+from pipeline.streaming.landing import LandingRules, LandingWatch, Refused, Stamp, match_landing, stamp_of
 from pipeline.streaming.processed_files import SOURCE_FILE, source_id
 from pipeline.testhooks import pause_point
 from transforms import summary as summaries

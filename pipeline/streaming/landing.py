@@ -36,14 +36,8 @@ from apache_beam.io.filesystems import FileSystems
 
 from pipeline.io import files
 from pipeline.io.ownership import is_under
-from pipeline.io.text_containers import (
-    FILE_KINDS,
-    display_path,
-    file_suffix,
-    link_leading_out,
-    link_refusal,
-    special_file_kind,
-)
+from pipeline.io.planning import canonical_path, landing_root, link_leading_out, link_refusal
+from pipeline.io.shard import FILE_KINDS, display_path, file_suffix, special_file_kind
 
 LOG = logging.getLogger("convnorm")
 
@@ -68,26 +62,10 @@ class Ignored(NamedTuple):
     reason: str
 
 
-def canonical_path(path: str) -> str:
-    """A landed file's path as convnorm names it: absolute for local files (links kept)."""
-    return path if not files.is_local(path) else os.path.abspath(path)
-
-
 def is_ignored(path: str) -> bool:
     """Files still being written by the landing convention: dot-files and ``*.tmp``."""
     name = path.rstrip("/").rsplit("/", 1)[-1]
     return name.startswith(".") or name.endswith(".tmp")
-
-
-def landing_root(pattern: str) -> str:
-    """The directory a pattern watches: the part before its first wildcard, up to a ``/``."""
-    fixed = pattern
-    for i, char in enumerate(pattern):
-        if char in "*?[":
-            fixed = pattern[:i]
-            break
-    root = fixed.rsplit("/", 1)[0] if "/" in fixed else "."
-    return canonical_path(root or "/")
 
 
 @dataclass(frozen=True)

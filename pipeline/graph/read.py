@@ -1,0 +1,143 @@
+"""The Beam side of reading: the plan's shards as a PCollection (packed, ``CreateShards``), each
+read into batches by ``_ReadShard`` (``ReadConversationLogs``), with its progress counted."""
+
+from __future__ import annotations
+
+import pickle
+import zlib
+from typing import NamedTuple
+
+import apache_beam as beam
+from apache_beam.metrics import Metrics
+from apache_beam.pvalue import TaggedOutput
+
+from pipeline.graph.tally import Tally
+from pipeline.io.read_shard import iter_batches
+from pipeline.io.shard import FILE_KINDS, Shard
+from pipeline.testhooks import pause_point
+from transforms.counters import NAMESPACE
+from transforms.inputs import DEFAULT_BATCH_BYTES, DEFAULT_BATCH_SIZE, DEFAULT_MAX_RECORD_BYTES, Batch
+
+
+@beam.typehints.with_input_types(Shard)
+@beam.typehints.with_output_types(Batch)  # and the per-shard statistics, dicts, under STATS
+class _ReadShard(beam.DoFn):
+    STATS = "read_stats"
+
+    def __init__(
+        self, batch_size: int, total_shards: int, max_record_bytes: int, batch_bytes: int = DEFAULT_BATCH_BYTES
+    ) -> None:
+        self._batch_size = batch_size
+        self._batch_bytes = batch_bytes
+        self._total = total_shards
+        self._max_record_bytes = max_record_bytes
+
+    def setup(self) -> None:
+        self._blank = Metrics.counter(NAMESPACE, "blank_lines")
+        self._shards = Metrics.counter(NAMESPACE, "shards_read")
+        self._tally = Tally("read")  # the live progress of local runs (pipeline/cli/progress.py)
+
+    def process(self, shard: Shard):
+        pause_point("read")  # tests kill a run here (pipeline.testhooks)
+        stats = {"records": 0, "blank_lines": 0}
+        progress = ReadProgress(shard, self._tally)
+        for batch in iter_batches(shard, self._batch_size, stats, self._max_record_bytes, self._batch_bytes):
+            yield batch
+            progress.batch_read(batch)
+        self._blank.inc(stats["blank_lines"])
+        self._shards.inc()
+        progress.done()
+        yield TaggedOutput(self.STATS, {"shard": shard.number, **stats})
+
+
+class ReadProgress:
+    """The progress of reading one shard, for the live tally of local runs: records, bytes read
+    (file offsets in uncompressed JSONL; other files count once read whole), shards done. Files
+    read show in the progress line, not as a log line each (100 files: 100 lines)."""
+
+    def __init__(self, shard: Shard, tally: Tally) -> None:
+        self._shard = shard
+        self._tally = tally
+        self._byte_offsets = FILE_KINDS[shard.suffix] == ("jsonl", None, True)
+
+    def batch_read(self, batch: Batch) -> None:
+        self._tally.add("records", len(batch.items))
+        if self._byte_offsets:
+            self._tally.at(self._shard.number, batch.items[-1].position - self._shard.start)
+
+    def done(self) -> None:
+        self._tally.shard_done(self._shard.number)
+
+
+#: Elements of the plan the graph carries, at most: a job of up to this many shards gets one
+#: element per shard; a bigger one, chunks of shards. Beam's ``Create`` costs per element, and
+#: whatever it holds is pickled and bz2-compressed into the graph (with one element per shard,
+#: 100,000 files spent ~50 s there before the first record was read).
+MAX_PLAN_ELEMENTS = 1000
+
+
+def pack_shards(shards: list[Shard]) -> bytes:
+    """A chunk of the plan as the graph carries it: the shards as plain tuples, pickled and
+    compressed (paths share most of their bytes; a pickled ``Shard`` per element cost 10x)."""
+    return zlib.compress(pickle.dumps([tuple(s) for s in shards], protocol=pickle.HIGHEST_PROTOCOL), 6)
+
+
+def unpack_shards(chunk: bytes) -> list[Shard]:
+    """``pack_shards`` undone, in a worker."""
+    return [Shard(*row) for row in pickle.loads(zlib.decompress(chunk))]
+
+
+@beam.typehints.with_output_types(Shard)
+class CreateShards(beam.PTransform):
+    """Planned shards -> a PCollection of them, spread over the workers: ``Create`` of the plan
+    in ``chunks`` (default: one per shard, at most ``MAX_PLAN_ELEMENTS``), ``Reshuffle``, then
+    each chunk unpacked where it landed, so a big plan is neither carried element by element
+    nor shuffled shard by shard. A runner whose ``Reshuffle`` does nothing (DaskRunner) spreads
+    by ``Create``'s partitions: give it one chunk per partition."""
+
+    def __init__(self, shards: list[Shard], chunks: int | None = None) -> None:
+        super().__init__()
+        self._shards = shards
+        self._chunks = max(1, min(len(shards), chunks or MAX_PLAN_ELEMENTS))
+
+    def expand(self, pbegin):
+        size = -(-len(self._shards) // self._chunks)
+        chunks = [pack_shards(self._shards[i : i + size]) for i in range(0, len(self._shards), size)]
+        return (
+            pbegin
+            | "Shards" >> beam.Create(chunks, reshuffle=False)
+            # Spread the chunks over workers; each is a few KB.
+            | "Spread" >> beam.Reshuffle()
+            | "Unpack" >> beam.FlatMap(unpack_shards).with_output_types(Shard)
+        )
+
+
+class ReadOutputs(NamedTuple):
+    batches: beam.PCollection
+    stats: beam.PCollection
+
+
+class ReadConversationLogs(beam.PTransform):
+    """Planned shards -> batches of ``RawRecord`` (and per-shard read statistics)."""
+
+    def __init__(
+        self,
+        shards: list[Shard],
+        batch_size: int = DEFAULT_BATCH_SIZE,
+        max_record_bytes: int = DEFAULT_MAX_RECORD_BYTES,
+        batch_bytes: int = DEFAULT_BATCH_BYTES,
+    ) -> None:
+        super().__init__()
+        self._shards = shards
+        self._batch_size = batch_size
+        self._max_record_bytes = max_record_bytes
+        self._batch_bytes = batch_bytes
+
+    def expand(self, pbegin):
+        read = _ReadShard(self._batch_size, len(self._shards), self._max_record_bytes, self._batch_bytes)
+        outputs = (
+            pbegin
+            | "Plan" >> CreateShards(self._shards)
+            | "Read" >> beam.ParDo(read).with_outputs(read.STATS, main="batches")
+        )
+        return ReadOutputs(outputs.batches, outputs[read.STATS])
