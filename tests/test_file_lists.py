@@ -11,7 +11,7 @@ import apache_beam as beam
 
 from pipeline.config.options import load_job
 from pipeline.graph.build import build, build_validate
-from pipeline.io.file_formats import WrittenFile, report_path, write_reports
+from pipeline.io.written_files import WrittenFile, report_path, write_reports
 
 SAMPLE = Path(__file__).resolve().parent.parent / "samples" / "conversations.jsonl"
 

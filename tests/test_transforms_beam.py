@@ -238,7 +238,7 @@ def test_composites_declare_batches_and_refuse_other_elements_when_built():
     # a composite applied to something that is not batches fails there, not in a worker.
     from apache_beam.typehints.decorators import TypeCheckError
 
-    from pipeline.io.file_formats import WriteShards
+    from pipeline.graph.write import WriteShards
     from transforms.conversations import CheckConversations
 
     p = beam.Pipeline(options=_options())

@@ -17,7 +17,8 @@ from pipeline.execution.execute import OutputSpec
 from pipeline.graph.per_shard import ProcessShards
 from pipeline.graph.read import ReadConversationLogs
 from pipeline.graph.shard_step import ShardWork
-from pipeline.io.file_formats import FILE_FORMATS, ListWrittenFiles, WriteShards, WriteSummary
+from pipeline.graph.write import ListWrittenFiles, WriteShards, WriteSummary
+from pipeline.io.file_formats import FILE_FORMATS
 from pipeline.io.output_names import SUMMARY_FILE, VALIDATION_FILE
 from pipeline.io.shard import Shard
 from pipeline.runners.dask_cluster import plan_chunks

@@ -29,8 +29,8 @@ from apache_beam.metrics import Metrics
 from pipeline.graph.read import CreateShards, ReadProgress
 from pipeline.graph.shard_step import ShardResult, ShardWork, process_shard, temp_place
 from pipeline.graph.tally import Tally
-from pipeline.io.file_formats import WrittenFile, report_path, write_report, write_summary
 from pipeline.io.shard import Shard
+from pipeline.io.written_files import WrittenFile, report_path, write_report, write_summary
 from pipeline.testhooks import pause_point
 from transforms import summary as summaries
 from transforms.conversations import BatchCounters, freeze_gc

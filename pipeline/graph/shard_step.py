@@ -31,9 +31,10 @@ from typing import Callable, Mapping, NamedTuple
 from apache_beam.io.filesystems import FileSystems
 
 from pipeline.io import files
-from pipeline.io.file_formats import FILE_FORMATS, WrittenFile, temp_name
+from pipeline.io.file_formats import FILE_FORMATS
 from pipeline.io.read_shard import iter_batches
 from pipeline.io.shard import Shard
+from pipeline.io.written_files import WrittenFile, temp_name
 from transforms import summary as summaries
 from transforms.conversations import RecordStep
 from transforms.inputs import DEFAULT_BATCH_BYTES, DEFAULT_BATCH_SIZE, DEFAULT_MAX_RECORD_BYTES, Batch

@@ -33,7 +33,6 @@ from apache_beam.io.filesystems import FileSystems
 
 from pipeline.execution.lock import OutputLock
 from pipeline.io import files
-from pipeline.io.file_formats import WrittenFile, final_names, report_path
 from pipeline.io.output_names import (
     LOCK_FILE,
     MANIFEST_FILE,
@@ -44,6 +43,7 @@ from pipeline.io.output_names import (
     TEMP_PREFIX,
     TEMP_PROOF,
 )
+from pipeline.io.written_files import WrittenFile, final_names, report_path
 from pipeline.testhooks import pause_point
 from transforms.jsontext import document_bytes
 
