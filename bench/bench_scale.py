@@ -98,7 +98,7 @@ def run_in_process(input_dir: Path, output: Path, graph: str) -> dict:
     """The job on ``input_dir/*.jsonl`` in this process, phases timed (see the module docstring)."""
     import pipeline.cli.commands
     import pipeline.execution.execute
-    import pipeline.io.ownership
+    import pipeline.execution.finalize
     import pipeline.io.read_shard
 
     phases = Phases()
@@ -106,8 +106,8 @@ def run_in_process(input_dir: Path, output: Path, graph: str) -> dict:
     phases.wrap(pipeline.execution.execute, "construct_pipeline", None, "built")
     phases.wrap(pipeline.io.read_shard, "read_shard", "first_read", None)
     phases.wrap(pipeline.cli.commands, "run_pipeline", "run_start", "run_end")
-    phases.wrap(pipeline.io.ownership, "finalize", "finalize_start", None)
-    phases.wrap(pipeline.io.ownership, "write_manifest", None, "manifest_end")
+    phases.wrap(pipeline.execution.finalize, "finalize", "finalize_start", None)
+    phases.wrap(pipeline.execution.finalize, "write_manifest", None, "manifest_end")
     started = time.perf_counter()
     cpu = time.process_time()
     status = pipeline.cli.commands.main(

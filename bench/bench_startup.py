@@ -120,6 +120,7 @@ def child(config: str, out_dir: str, result_path: str) -> int:
     clock.wrap("import", imports)()
     import pipeline.cli.commands as main
     import pipeline.execution.execute as execute
+    import pipeline.execution.finalize as finalizing
     import pipeline.finished.report as report
     import pipeline.io.ownership as owned
 
@@ -130,10 +131,10 @@ def child(config: str, out_dir: str, result_path: str) -> int:
     clock.wrap_attribute("lock + checks", execute.locks, "acquire")
     clock.wrap_attribute("lock + checks", owned, "check_output")
     clock.wrap_attribute("pipeline run", main, "run_pipeline")
-    clock.wrap_attribute("finalize", owned, "finalize")
-    clock.wrap_attribute("finalize", owned, "write_manifest")
+    clock.wrap_attribute("finalize", finalizing, "finalize")
+    clock.wrap_attribute("finalize", finalizing, "write_manifest")
     clock.wrap_attribute("report: page", main, "try_write_report")  # an older checkout's
-    clock.wrap_attribute("report: page", owned, "write_page")  # the run writes its page as an output
+    clock.wrap_attribute("report: page", finalizing, "write_page")  # the run writes its page as an output
     clock.wrap_attribute("report: read + explain", report, "collect")
     clock.wrap_attribute("report: read + explain", report, "_pyplot")  # an older checkout's matplotlib import
     argv = ["--config", config, "--output", out_dir, "--quiet"]

@@ -576,7 +576,6 @@ def test_a_folder_swapped_for_a_link_while_finalize_measures_is_never_deleted_th
     # swapped for a link meanwhile had the files of that name in the linked folder deleted.
     # The new files' measure now comes from their writers; the swap happens where finalize
     # lists the temporary files, the step between the check and the deletes.
-    from pipeline.io import ownership as owned
 
     out = tmp_path / "out"
     assert _run("--input", small, "--output", out, "--no-report") == 0
@@ -584,7 +583,9 @@ def test_a_folder_swapped_for_a_link_while_finalize_measures_is_never_deleted_th
     outside.mkdir()
     for part in (out / "normalized").iterdir():
         (outside / part.name).write_text("precious\n")
-    present = owned._present
+    from pipeline.execution import finalize
+
+    present = finalize._present
 
     def swap_while_listing(path, *args, **kwargs):
         if TEMP_PREFIX in str(path) and not (out / "normalized").is_symlink():
@@ -592,7 +593,7 @@ def test_a_folder_swapped_for_a_link_while_finalize_measures_is_never_deleted_th
             (out / "normalized").symlink_to(outside, target_is_directory=True)
         return present(path, *args, **kwargs)
 
-    monkeypatch.setattr(owned, "_present", swap_while_listing)
+    monkeypatch.setattr(finalize, "_present", swap_while_listing)
     assert _run("--input", small, "--output", out, "--overwrite", "--no-report") == 1
     assert [p.read_text() for p in outside.iterdir()] == ["precious\n"]
 

@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from pipeline.cli.commands import main
+from pipeline.execution import finalize
 from pipeline.graph.read import CreateShards, pack_shards, unpack_shards
 from pipeline.io import files
 from pipeline.io import ownership as outputs
@@ -32,7 +33,8 @@ def _run(*argv) -> int:
 @pytest.mark.parametrize("graph", ["tagged-outputs", "per-shard"])
 def test_finalize_reads_no_output_back_and_the_manifest_holds_each_files_sha256(graph, tmp_path, monkeypatch):
     read_back = []
-    monkeypatch.setattr(outputs, "_measure", lambda path, parquet=None: read_back.append(path))
+    monkeypatch.setattr(outputs, "measure", lambda path, parquet=None: read_back.append(path))
+    monkeypatch.setattr(finalize, "measure", lambda path, parquet=None: read_back.append(path))
     opened = []
     original = files._open_directory
 
@@ -85,7 +87,7 @@ def test_object_store_moves_go_in_lists(tmp_path, monkeypatch):
 def test_a_file_changed_after_writing_is_read_back_and_fails_the_run(tmp_path, monkeypatch):
     # A temporary file of another size than its writer reported is read back, and the run says
     # what it holds (one of the same size is not seen: the writer's measure is trusted).
-    original = outputs._load_reports
+    original = finalize._load_reports
 
     def load_then_grow(temp_dir, names):
         reports = original(temp_dir, names)
@@ -93,7 +95,7 @@ def test_a_file_changed_after_writing_is_read_back_and_fails_the_run(tmp_path, m
             handle.write(b"{}\n")
         return reports
 
-    monkeypatch.setattr(outputs, "_load_reports", load_then_grow)
+    monkeypatch.setattr(finalize, "_load_reports", load_then_grow)
     out = tmp_path / "out"
     assert _run("--input", SAMPLE, "--output", out) == 1
     manifest = json.loads((out / MANIFEST_FILE).read_text())

@@ -46,6 +46,7 @@ from apache_beam.runners.runner import PipelineState
 from pipeline.config.flags import DEFAULT_RUNNER, our_dests
 from pipeline.config.options import ConfigError, Job
 from pipeline.console import print_error
+from pipeline.execution import finalize as finalizing
 from pipeline.execution import interrupts
 from pipeline.execution import lock as locks
 from pipeline.execution.interrupts import Stopping, shielded
@@ -267,7 +268,7 @@ def execute(
 
     release = True
     reported = False  # a failed finalize said what it left on disk
-    progress = owned.Progress()
+    progress = finalizing.Progress()
     try:
         try:
             previous = owned.check_output(
@@ -299,7 +300,7 @@ def execute(
             release = False  # from here on, an unexpected stop leaves the lock (and its record)
             page_name = spec.page.name if spec.page else None
             try:
-                result, summary = owned.finalize(
+                result, summary = finalizing.finalize(
                     output,
                     temp_dir,
                     spec.shard_outputs,
@@ -310,7 +311,7 @@ def execute(
                     page_name,
                     progress,
                 )
-                page = owned.write_manifest(
+                page = finalizing.write_manifest(
                     output,
                     _sealed(result, summary, spec),
                     spec.command,
@@ -364,7 +365,7 @@ def _fix(error: BaseException, output: str) -> str:
     return "fix what the error says"
 
 
-def finalize_failed(job: Job, command: str, lock_path: str, progress: owned.Progress, error: BaseException) -> str:
+def finalize_failed(job: Job, command: str, lock_path: str, progress: finalizing.Progress, error: BaseException) -> str:
     """The line for a finalize step that failed after the pipeline finished: which step, what is
     on disk now, and the command that recovers."""
     said = (
@@ -407,7 +408,7 @@ def _clean_up(job: Job, command: str, temp_dir: str, lock: locks.OutputLock, cre
         files.remove_if_empty(job.output)
 
 
-def _sealed(result: owned.Finalized, summary: dict, spec: OutputSpec) -> owned.Finalized:
+def _sealed(result: finalizing.Finalized, summary: dict, spec: OutputSpec) -> finalizing.Finalized:
     """What the manifest records: records not accounted for, or inputs that changed while they
     were read, make the run incomplete like a missing file (no ``_SUCCESS``); the command still
     reports its summary and exits 1 (its verdict)."""

@@ -1113,12 +1113,12 @@ def write_report(output: str, run: dict | None = None, *, locked: bool = False) 
     """(Re)write ``output/report.html`` of a finished run, as ``convnorm report`` does; returns
     its path. Holds the run's lock (``locked``: the caller does); replaces a page only when the
     run's manifest (or a streaming output's marker) lists it with the size and sha256 it still
-    has, and records the new one there (``pipeline.io.ownership.rewrite_page``).
+    has, and records the new one there (``pipeline.execution.finalize.rewrite_page``).
 
     Raises FileNotFoundError (no summary.json), DamagedRun, OutputError (a page that is not
     provably convnorm's is in the way), LockError (a run is using the directory).
     """
-    from pipeline.io.ownership import rewrite_page
+    from pipeline.execution.finalize import rewrite_page
 
     return rewrite_page(output, REPORT_FILE, lambda where: render_page(where, run), locked=locked)
 

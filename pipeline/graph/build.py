@@ -149,7 +149,7 @@ def _build_per_shard(pipeline: beam.Pipeline, job: Job, temp_dir: str, step: Rec
 
 def build(pipeline: beam.Pipeline, job: Job, temp_dir: str) -> JobOutputs:
     """Apply ``convnorm run`` to ``pipeline``: files and summary under ``temp_dir`` (the run's
-    temporary directory; ``pipeline.io.ownership.finalize`` moves them into ``job.output``).
+    temporary directory; ``pipeline.execution.finalize.finalize`` moves them into ``job.output``).
     ``job.graph`` chooses the graph: the card's (``NormalizeConversation``'s tagged outputs,
     each written by ``WriteShards``) or the per-shard one."""
     if job.graph == PER_SHARD:

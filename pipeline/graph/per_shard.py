@@ -10,7 +10,7 @@ element per shard, no tagged output, no ``finish_bundle`` emission, one leaf. It
 the same parts as the default graph: the per-shard step (``pipeline.graph.shard_step``: the reader,
 the per-record step, the ``FILE_FORMATS`` writers) and the summary partials; it writes what
 ``WriteShards``, ``ListWrittenFiles`` and ``Summarize`` write (the temporary part files,
-each output's ``<name>.files.json`` list and the summary document), so ``pipeline.io.ownership.finalize`` and
+each output's ``<name>.files.json`` list and the summary document), so ``pipeline.execution.finalize.finalize`` and
 the outputs are the same, byte for byte (tested on every sink and on validate).
 
 Unlike the default graph, it does not rely on fusion to keep a shard's records together: a

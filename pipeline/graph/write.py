@@ -7,7 +7,7 @@ file's content and name depend only on the input, never on worker scheduling. A 
 split a shard over bundles would give it several files, ``part-<shard>-<start>``, still in
 order. Files are written under temporary names in the run's temporary directory and reported
 (path, records, bytes), every output's in one list per output (``ListWrittenFiles``, one
-combine for all); ``pipeline.io.ownership`` renames them once the whole pipeline succeeded and
+combine for all); ``pipeline.execution.finalize`` renames them once the whole pipeline succeeded and
 checks each one, so a failed run leaves no half-written part files.
 
 The run's summary is written by ``WriteSummary``; the file formats are ``pipeline.io.file_formats``.
@@ -85,7 +85,7 @@ class WriteShards(beam.PTransform):
     ``ListWrittenFiles`` lists in ``TEMP_ROOT/NAME.files.json``.
 
     The pipeline only writes temporary files and reports them (shard, start, path, records,
-    bytes); the driver (``pipeline.io.ownership.finalize``) moves them to ``OUTPUT/NAME/part-*``
+    bytes); the driver (``pipeline.execution.finalize.finalize``) moves them to ``OUTPUT/NAME/part-*``
     after the pipeline finished, checks each one is there as reported, and records it in the
     manifest. Nothing under the output directory but the run's own temporary directory is
     written while the pipeline runs.
