@@ -14,7 +14,8 @@ import pytest
 
 from pipeline.cli.commands import main
 from pipeline.config import beam_flags
-from pipeline.config.flags import ConfigError, our_dests, precheck
+from pipeline.config.flags import ConfigError, our_dests
+from pipeline.config.precheck import precheck
 
 ROOT = Path(__file__).resolve().parent.parent
 SAMPLE = ROOT / "samples" / "conversations.jsonl"

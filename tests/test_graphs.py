@@ -104,7 +104,7 @@ def test_convnorm_knows_beams_dask_flags_and_takes_them_before_and_after_beams_i
 
     from apache_beam.runners.dask.dask_runner import DaskOptions
 
-    from pipeline.config.flags import precheck
+    from pipeline.config.precheck import precheck
     from pipeline.runners.dask_cluster import DASK_FLAGS
 
     parser = argparse.ArgumentParser()

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from pipeline.cli.commands import main
-from pipeline.config.flags import DERIVED_PATH_BYTES
+from pipeline.config.checks import DERIVED_PATH_BYTES
 
 GOOD = b'{"id":"g%d","messages":[{"role":"user","content":"hi"}]}\n'
 

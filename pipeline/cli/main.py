@@ -2,7 +2,7 @@
 
 Importing Beam takes seconds, so ``convnorm`` answers what needs no pipeline first:
 ``--help``, ``--version``, a bare ``convnorm``, an unknown command and every option error that
-``pipeline.config.flags.precheck`` finds. ``report`` and ``explain`` import Beam only to read files.
+``pipeline.config.precheck.precheck`` finds. ``report`` and ``explain`` import Beam only to read files.
 Only a job to run imports Beam, with its import-time notice filtered (``quiet_beam_noise``)
 and pandas hidden (``import_beam_without_pandas``), and then runs ``pipeline.cli.commands``.
 
@@ -97,7 +97,8 @@ def answer_without_beam(argv: list[str]) -> int | None:
     if any(a in ("-h", "--help") for a in args):
         print(help_text(command))
         return 0
-    from pipeline.config.flags import ConfigError, precheck
+    from pipeline.config.flags import ConfigError
+    from pipeline.config.precheck import precheck
 
     try:
         precheck(args, output_required=command == "run")

@@ -1,7 +1,7 @@
 """Beam's command-line flags as data, so the command line can check flags without importing Beam.
 
 Importing Apache Beam takes 1-3 s; ``convnorm --help``, ``--version`` and a mistyped flag must
-answer at once (``pipeline.config.flags.precheck``). What such a check needs from Beam is small and
+answer at once (``pipeline.config.precheck.precheck``). What such a check needs from Beam is small and
 fixed for a Beam release: every option string of Beam's own options with how many values it
 takes (so that ``--runner X`` is not read as a stray ``X``), the options' names (a preset's
 keys), and the runners Beam knows. This module holds that table for the Beam release it was

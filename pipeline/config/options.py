@@ -15,7 +15,7 @@ command line leaves alone (Beam's keyword arguments win over its flags).
 ``load_job(argv)`` returns a validated ``Job``: the options, the record ``Settings``, and the
 planned input shards. Everything that can be checked before the pipeline is built is checked
 here, so a typo costs a second, not a failed run: first what needs no Beam
-(``pipeline.config.flags.precheck``, which the command line also runs before Beam's import), then
+(``pipeline.config.precheck.precheck``, which the command line also runs before Beam's import), then
 Beam's own values, the output directory's filesystem and the input files.
 """
 
@@ -31,28 +31,25 @@ from dataclasses import dataclass
 from apache_beam.io.filesystems import FileSystems
 from apache_beam.options.pipeline_options import PipelineOptions, PortableOptions, StandardOptions
 
-from pipeline.config.flags import (
-    DEFAULT_RUNNER,
-    TAGGED_OUTPUTS,
-    ConfigError,
-    WrongShape,
-    add_convnorm_flags,
-    argparse_detail,
+from pipeline.config.checks import (
     dead_letter_limits,
     graph_for,
-    our_flags,
-    our_preset_value,
     parse_duration,
-    parse_known,
-    precheck,
-    preset_entries,
-    read_preset,
     record_settings,
     runner_problem,
-    shown_value,
     streaming_problems,
     token_settings,
     unknown_argument,
+)
+from pipeline.config.flags import DEFAULT_RUNNER, TAGGED_OUTPUTS, ConfigError, add_convnorm_flags, our_flags
+from pipeline.config.precheck import parse_known, precheck
+from pipeline.config.presets import (
+    WrongShape,
+    argparse_detail,
+    our_preset_value,
+    preset_entries,
+    read_preset,
+    shown_value,
 )
 from pipeline.io.file_formats import FILE_FORMATS
 from pipeline.io.ownership import OutputError, is_under, plan_inputs, skipped_inputs, unreachable_output, unsafe_output

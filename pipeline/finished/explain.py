@@ -200,7 +200,8 @@ def run_settings(output: str) -> tuple[Settings, int]:
     """The record settings and --max-record-bytes of the run that wrote ``output`` (its manifest)."""
     from apache_beam.io.filesystems import FileSystems
 
-    from pipeline.config.flags import our_flags, record_settings
+    from pipeline.config.checks import record_settings
+    from pipeline.config.flags import our_flags
     from pipeline.finished.report import read_json
     from pipeline.io.output_names import MANIFEST_FILE
     from transforms.inputs import DEFAULT_MAX_RECORD_BYTES

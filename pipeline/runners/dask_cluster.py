@@ -42,7 +42,7 @@ DASK_RUNNER = "apache_beam.runners.dask.dask_runner.DaskRunner"
 #: The module whose import declares Beam's Dask flags.
 DASK_RUNNER_MODULE = DASK_RUNNER.rsplit(".", 1)[0]
 #: Beam's Dask flags (``DaskOptions``) -> their option names, known without importing Beam or
-#: dask: the command line's check before Beam's import (``pipeline.config.flags.precheck``) and a
+#: dask: the command line's check before Beam's import (``pipeline.config.precheck.precheck``) and a
 #: preset's keys (``dask_scheduler_file:``) need them. Each takes one value.
 DASK_FLAGS = {
     "--dask_client_address": "address",

@@ -116,7 +116,8 @@ def starts_prism(beam: dict) -> bool:
 def isolate_prism_run(args: list[str]) -> str | None:
     """Before Beam's import: a run that starts Prism enters its private network. Returns the
     error to print (exit status 2) when it cannot and ``--host-loopback`` was not given."""
-    from pipeline.config.flags import ConfigError, precheck
+    from pipeline.config.flags import ConfigError
+    from pipeline.config.precheck import precheck
 
     try:
         checked = precheck(args, output_required=False)
