@@ -367,9 +367,10 @@ def test_another_user_on_the_host_cannot_run_code_on_convnorms_own_cluster(names
 def test_a_users_own_scheduler_without_tls_is_warned_about(caplog):
     from apache_beam.options.pipeline_options import PipelineOptions
 
+    from pipeline.config import dask_flags
     from pipeline.runners import dask_cluster
 
-    dask_cluster.register_options(["--runner=DaskRunner"])
+    dask_flags.register_options(["--runner=DaskRunner"])
     plain = PipelineOptions(["--dask_client_address=tcp://127.0.0.1:8786"])
     with caplog.at_level("WARNING", logger="convnorm"):
         dask_cluster.warn_without_tls(plain)

@@ -104,8 +104,8 @@ def test_convnorm_knows_beams_dask_flags_and_takes_them_before_and_after_beams_i
 
     from apache_beam.runners.dask.dask_runner import DaskOptions
 
+    from pipeline.config.dask_flags import DASK_FLAGS
     from pipeline.config.precheck import precheck
-    from pipeline.runners.dask_cluster import DASK_FLAGS
 
     parser = argparse.ArgumentParser()
     DaskOptions._add_argparse_args(parser)
@@ -127,10 +127,10 @@ def test_convnorm_knows_beams_dask_flags_and_takes_them_before_and_after_beams_i
 def test_the_dask_install_hint_is_the_checkouts(monkeypatch):
     # Found: the hint said pip install 'convnorm[dask]', which asks a package index for a
     # "convnorm" (not where this one comes from: its checkout, as the README installs it).
-    from pipeline.runners import dask_cluster
+    from pipeline.config import dask_flags
 
     monkeypatch.setitem(sys.modules, "dask.distributed", None)  # import fails: dask absent
-    problem = dask_cluster.dask_problem()
+    problem = dask_flags.dask_problem()
     assert problem is not None and problem.endswith(
         "install the dask extra: pip install -e '.[dask]' in convnorm's checkout"
     )

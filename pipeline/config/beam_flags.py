@@ -22,7 +22,7 @@ import os
 import re
 
 from pipeline.config._beam_flag_table import BEAM_VERSION, DESTS, FLAGS, RUNNERS
-from pipeline.runners.dask_cluster import DASK_FLAGS
+from pipeline.config.dask_flags import DASK_FLAGS
 
 __all__ = ["BEAM_VERSION", "DESTS", "FLAGS", "RUNNERS", "from_beam", "render", "table_is_current"]
 
@@ -52,7 +52,7 @@ def from_beam(leave_out: frozenset[str] = frozenset()) -> tuple[str, dict, froze
 
     ``leave_out``: dests that are not Beam's (convnorm's own, registered beside Beam's). The
     DaskRunner's flags are left out too: they exist only once its module is imported, and
-    ``pipeline.runners.dask_cluster.DASK_FLAGS`` lists them.
+    ``pipeline.config.dask_flags.DASK_FLAGS`` lists them.
     """
     import apache_beam
     from apache_beam.options.pipeline_options import PipelineOptions, StandardOptions

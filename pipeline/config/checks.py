@@ -16,6 +16,7 @@ import math
 import os
 import re
 
+from pipeline.config.dask_flags import DASK_RUNNER_NAME, is_dask_runner
 from pipeline.config.flags import (
     PER_SHARD,
     STREAMING_RUNNERS,
@@ -24,7 +25,6 @@ from pipeline.config.flags import (
     _streaming_flags,
     our_flags,
 )
-from pipeline.runners.dask_cluster import DASK_RUNNER_NAME, is_dask_runner
 from transforms.formats import WRITERS
 from transforms.roles import parse_map_role
 from transforms.settings import Settings, TokenSettings, problems

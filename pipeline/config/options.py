@@ -41,6 +41,14 @@ from pipeline.config.checks import (
     token_settings,
     unknown_argument,
 )
+from pipeline.config.dask_flags import (
+    DASK_FLAGS,
+    DASK_RUNNER_NAME,
+    dask_problem,
+    is_dask_runner,
+    register_options,
+    use_dask,
+)
 from pipeline.config.flags import DEFAULT_RUNNER, TAGGED_OUTPUTS, ConfigError, add_convnorm_flags, our_flags
 from pipeline.config.precheck import parse_known, precheck
 from pipeline.config.presets import (
@@ -55,14 +63,6 @@ from pipeline.io.file_formats import FILE_FORMATS
 from pipeline.io.ownership import OutputError, is_under, plan_inputs, skipped_inputs, unreachable_output, unsafe_output
 from pipeline.io.planning import InputError, limit_plan, plan_shards
 from pipeline.io.shard import Shard
-from pipeline.runners.dask_cluster import (
-    DASK_FLAGS,
-    DASK_RUNNER_NAME,
-    dask_problem,
-    is_dask_runner,
-    register_options,
-    use_dask,
-)
 from transforms.formats import WRITERS
 from transforms.inputs import DEFAULT_BATCH_BYTES, DEFAULT_MAX_RECORD_BYTES
 from transforms.settings import Settings

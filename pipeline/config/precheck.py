@@ -11,9 +11,9 @@ import argparse
 
 from pipeline.config import beam_flags
 from pipeline.config.checks import batch_problems, negative_duration_problems, own_problems, unknown_argument
+from pipeline.config.dask_flags import DASK_FLAGS
 from pipeline.config.flags import DEFAULT_RUNNER, ConfigError, add_convnorm_flags, our_flags
 from pipeline.config.presets import our_preset_value, preset_entries, read_preset
-from pipeline.runners.dask_cluster import DASK_FLAGS
 
 
 def _fast_parser(beam_known: bool) -> argparse.ArgumentParser:

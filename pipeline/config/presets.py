@@ -14,8 +14,8 @@ import stat
 
 import yaml
 
+from pipeline.config.dask_flags import DASK_FLAGS
 from pipeline.config.flags import ConfigError, FlagRecorder, our_flags
-from pipeline.runners.dask_cluster import DASK_FLAGS
 
 #: A preset is a short mapping of options: past these it is refused before it is read into
 #: values (a YAML alias bomb, ten lines long, expands to gigabytes when its values are used).

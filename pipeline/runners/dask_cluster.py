@@ -1,11 +1,7 @@
 """convnorm on Dask: Beam's DaskRunner on a dask.distributed cluster (docs/cluster.md).
 
-- ``--runner DaskRunner`` is accepted: Beam knows the runner only by its dotted path
-  (``DASK_RUNNER``), which ``use_dask`` puts in its place.
-- Beam's Dask flags (``--dask_client_address``, ``--dask_scheduler_file``,
-  ``--dask_npartitions``, ...) exist only once ``apache_beam.runners.dask.dask_runner`` is
-  imported, and importing dask costs most of a second: ``register_options`` imports it when a
-  command line or preset names Dask (``mentions_dask``).
+- What configuration knows of Dask (the runner's name, Beam's Dask flags, registering them)
+  is ``pipeline.config.dask_flags``'s.
 - ``--dask_npartitions`` defaults to the number of shards (Beam's ``Create`` would put 128
   shards in one partition: one task, one worker busy), but to no more than
   ``PARTITIONS_PER_THREAD`` per worker thread of the cluster: each partition is a task, and the
@@ -32,73 +28,17 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
-import sys
-from typing import Any, Iterable, Iterator
+from typing import Any, Iterator
+
+from pipeline.config.dask_flags import is_dask_runner
 
 LOG = logging.getLogger("convnorm")
 
-#: Beam's DaskRunner, as Beam wants it named.
-DASK_RUNNER = "apache_beam.runners.dask.dask_runner.DaskRunner"
-#: The module whose import declares Beam's Dask flags.
-DASK_RUNNER_MODULE = DASK_RUNNER.rsplit(".", 1)[0]
-#: Beam's Dask flags (``DaskOptions``) -> their option names, known without importing Beam or
-#: dask: the command line's check before Beam's import (``pipeline.config.precheck.precheck``) and a
-#: preset's keys (``dask_scheduler_file:``) need them. Each takes one value.
-DASK_FLAGS = {
-    "--dask_client_address": "address",
-    "--dask_connection_timeout": "timeout",
-    "--dask_scheduler_file": "scheduler_file",
-    "--dask_client_name": "name",
-    "--dask_connection_limit": "connection_limit",
-    "--dask_npartitions": "npartitions",
-    "--dask_partition_size": "partition_size",
-}
-#: The runner's name as the command line's runner check lists it.
-DASK_RUNNER_NAME = "DaskRunner"
-#: What to install when it is missing.
-INSTALL_HINT = "install the dask extra: pip install -e '.[dask]' in convnorm's checkout"
 #: Bound to loopback: convnorm never listens beyond it.
 LOOPBACK = "127.0.0.1"
 #: Dask's configuration for convnorm's own workers: no sampling profiler, and Beam's import-time
 #: notices kept off the console as in the launcher (``pipeline.console``).
 WORKER_CONFIG = {"distributed.worker.profile.enabled": False, "distributed.worker.preload": ["pipeline.console"]}
-
-
-def is_dask_runner(runner: str | None) -> bool:
-    """``--runner`` names Beam's DaskRunner (``DaskRunner``, ``dask``, or its dotted path)."""
-    name = (runner or "").lower()
-    return name in ("daskrunner", "dask") or name == DASK_RUNNER.lower()
-
-
-def dask_problem() -> str | None:
-    """Why DaskRunner cannot run here (dask not installed), or None."""
-    try:
-        import dask.distributed  # noqa: F401
-    except ImportError as error:
-        return f"--runner DaskRunner needs dask.distributed ({error}); {INSTALL_HINT}"
-    return None
-
-
-def names_dask(word: str) -> bool:
-    """A command-line word (or a preset's key or value) that names Dask: one of its flags, or
-    the runner."""
-    word = str(word).lower().lstrip("-")
-    return word.startswith("dask_") or is_dask_runner(word.split("=", 1)[-1])
-
-
-def register_options(words: Iterable[Any]) -> bool:
-    """Beam declares the Dask flags only in the DaskRunner's module: import it when ``words``
-    (a command line, a preset's keys and values) name Dask, not otherwise (importing dask costs
-    most of a second). True if it was imported now; ``ValueError`` (why) if it cannot be."""
-    if not any(isinstance(word, str) and names_dask(word) for word in words) or DASK_RUNNER_MODULE in sys.modules:
-        return False
-    problem = dask_problem()
-    if problem:
-        raise ValueError(problem)
-    import importlib
-
-    importlib.import_module(DASK_RUNNER_MODULE)
-    return True
 
 
 def dask_options(options):
@@ -110,13 +50,6 @@ def dask_options(options):
 
 #: Dask partitions per worker thread, at most, when ``--dask_npartitions`` is not given.
 PARTITIONS_PER_THREAD = 4
-
-
-def use_dask(options) -> None:
-    """For a DaskRunner run: the runner by its dotted path (Beam knows no short name for it)."""
-    from apache_beam.options.pipeline_options import StandardOptions
-
-    options.view_as(StandardOptions).runner = DASK_RUNNER
 
 
 def default_partitions(options, shards: int, threads: int) -> None:
