@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from pipeline.cli.commands import main
-from pipeline.config import beam_flags
+from pipeline.config import beam_flags, make_beam_flag_table
 from pipeline.config.flags import ConfigError, our_dests
 from pipeline.config.precheck import precheck
 
@@ -103,8 +103,8 @@ def test_an_unquoted_glob_gets_a_hint_to_quote_it(tmp_path, capsys, monkeypatch)
 
 
 def test_the_beam_flag_table_is_the_installed_beams():
-    """When Beam is upgraded this fails: regenerate with `python -m pipeline.config.beam_flags > pipeline/config/_beam_flag_table.py`."""
-    version, flags, dests, runners = beam_flags.from_beam(our_dests())
+    """When Beam is upgraded this fails: regenerate with `python -m pipeline.config.make_beam_flag_table > pipeline/config/_beam_flag_table.py`."""
+    version, flags, dests, runners = make_beam_flag_table.from_beam(our_dests())
     assert beam_flags.table_is_current()
     assert (version, flags, dests, runners) == (
         beam_flags.BEAM_VERSION,
