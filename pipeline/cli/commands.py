@@ -41,7 +41,7 @@ from pipeline.cli.main import dispatch
 from pipeline.cli.progress import ProgressMonitor, choose_mode, duration_text
 from pipeline.config.options import ConfigError, ConvNormOptions, Job, is_local_runner, load_job
 from pipeline.console import configure_console, print_error, print_line
-from pipeline.execution.execute import OutputSpec, Page, execute, run_pipeline
+from pipeline.execution.execute import execute, run_pipeline
 from pipeline.execution.interrupts import (
     Stopping,
     exit_status,
@@ -50,8 +50,9 @@ from pipeline.execution.interrupts import (
     stop_signal,
     stopping_line,
 )
+from pipeline.execution.output_spec import VALIDATE_SPEC, OutputSpec, Page, run_spec
 from pipeline.finished.report import render_page
-from pipeline.graph.build import VALIDATE_SPEC, build, build_validate, run_spec
+from pipeline.graph.build import build, build_validate
 from pipeline.io import files
 from pipeline.io.output_names import REPORT_FILE, SUMMARY_FILE, VALIDATION_FILE
 from pipeline.io.planning import shard_sizes

@@ -16,7 +16,7 @@ from pipeline.cli.progress import size_text
 from pipeline.config.options import ConvNormOptions, Job
 from pipeline.console import print_error, print_line
 from pipeline.execution import lock as locks
-from pipeline.execution.execute import OutputSpec
+from pipeline.execution.output_spec import OutputSpec
 from pipeline.io import files
 from pipeline.io import ownership as owned
 from pipeline.io.output_names import MANIFEST_FILE, REPORT_FILE, SUCCESS_FILE

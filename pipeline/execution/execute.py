@@ -50,6 +50,7 @@ from pipeline.execution import finalize as finalizing
 from pipeline.execution import interrupts
 from pipeline.execution import lock as locks
 from pipeline.execution.interrupts import Stopping, shielded
+from pipeline.execution.output_spec import OutputSpec
 from pipeline.io import files
 from pipeline.io import ownership as owned
 from pipeline.io.output_names import TEMP_PREFIX
@@ -80,37 +81,6 @@ RUN_CONTROL_OPTIONS = frozenset(
         "connection_limit",
     }
 )
-
-
-@dataclass(frozen=True)
-class Page:
-    """A page drawn from the finished outputs (``report.html``): planned and checked with them,
-    listed in the manifest with its hash, but never the reason a run fails."""
-
-    name: str
-    #: ``render(output)`` -> the page's bytes, read from the outputs on disk.
-    render: Callable[[str], bytes]
-
-
-@dataclass(frozen=True)
-class OutputSpec:
-    """What a command writes under ``--output``."""
-
-    command: str
-    shard_outputs: dict[str, str]  # output directory name -> file extension
-    summary_file: str
-    #: ``recount(summary, records per output on disk)`` -> the summary written.
-    recount: Callable[[dict, dict], dict]
-    page: Page | None = None
-
-    @property
-    def side_files(self) -> tuple[str, ...]:
-        """The files it writes at the top of ``--output`` (besides manifest and marker)."""
-        return (self.summary_file, *([self.page.name] if self.page else []))
-
-    @property
-    def names(self) -> tuple[str, ...]:
-        return (*self.shard_outputs, *self.side_files)
 
 
 @dataclass

@@ -1126,7 +1126,7 @@ def write_report(output: str, run: dict | None = None, *, locked: bool = False) 
 def try_write_report(output: str, run: dict | None = None, *, locked: bool = False) -> str | None:
     """``write_report`` at the end of a streaming run (which holds the lock: ``locked``): a page
     that cannot be written is one warning line, never a failure; None then. (A batch run writes
-    its page as one of its outputs: ``pipeline.execution.execute.Page``.)"""
+    its page as one of its outputs: ``pipeline.execution.output_spec.Page``.)"""
     try:
         return write_report(output, run, locked=locked)
     except Exception as why:  # noqa: BLE001 — the run's outputs are whole without their page

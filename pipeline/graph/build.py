@@ -13,7 +13,6 @@ from apache_beam.io.filesystems import FileSystems
 
 from pipeline.config.flags import PER_SHARD
 from pipeline.config.options import Job
-from pipeline.execution.execute import OutputSpec
 from pipeline.graph.per_shard import ProcessShards
 from pipeline.graph.read import ReadConversationLogs
 from pipeline.graph.shard_step import ShardWork
@@ -22,7 +21,6 @@ from pipeline.io.file_formats import FILE_FORMATS
 from pipeline.io.output_names import SUMMARY_FILE, VALIDATION_FILE
 from pipeline.io.shard import Shard
 from pipeline.runners.dask_cluster import plan_chunks
-from transforms import summary as summaries
 from transforms.conversations import (
     CHECK,
     NORMALIZE,
@@ -193,19 +191,3 @@ def build_validate(pipeline: beam.Pipeline, job: Job, temp_dir: str) -> JobOutpu
         VALIDATION_FILE,
     )
     return JobOutputs(checked, summary)
-
-
-def run_spec(job: Job) -> OutputSpec:
-    """What ``build`` writes under ``--output``."""
-    return OutputSpec(
-        "run",
-        {"normalized": FILE_FORMATS[job.output_format].extension, "drops": ".jsonl", "dead_letter": ".jsonl"},
-        SUMMARY_FILE,
-        summaries.RUN.recount,
-    )
-
-
-#: What ``build_validate`` writes under ``--output``.
-VALIDATE_SPEC = OutputSpec(
-    "validate", {"violations": ".jsonl", "dead_letter": ".jsonl"}, VALIDATION_FILE, summaries.VALIDATE.recount
-)

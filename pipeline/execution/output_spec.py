@@ -1,0 +1,60 @@
+"""What a command writes under ``--output`` (``OutputSpec``): its shard outputs, its summary and
+its page. ``run_spec`` is the run's, ``VALIDATE_SPEC`` validate's; ``pipeline.execution.execute``
+checks and finalizes what a spec names, ``pipeline.cli.dry_run`` shows it."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable
+
+from pipeline.config.options import Job
+from pipeline.io.file_formats import FILE_FORMATS
+from pipeline.io.output_names import SUMMARY_FILE, VALIDATION_FILE
+from transforms import summary as summaries
+
+
+@dataclass(frozen=True)
+class Page:
+    """A page drawn from the finished outputs (``report.html``): planned and checked with them,
+    listed in the manifest with its hash, but never the reason a run fails."""
+
+    name: str
+    #: ``render(output)`` -> the page's bytes, read from the outputs on disk.
+    render: Callable[[str], bytes]
+
+
+@dataclass(frozen=True)
+class OutputSpec:
+    """What a command writes under ``--output``."""
+
+    command: str
+    shard_outputs: dict[str, str]  # output directory name -> file extension
+    summary_file: str
+    #: ``recount(summary, records per output on disk)`` -> the summary written.
+    recount: Callable[[dict, dict], dict]
+    page: Page | None = None
+
+    @property
+    def side_files(self) -> tuple[str, ...]:
+        """The files it writes at the top of ``--output`` (besides manifest and marker)."""
+        return (self.summary_file, *([self.page.name] if self.page else []))
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        return (*self.shard_outputs, *self.side_files)
+
+
+def run_spec(job: Job) -> OutputSpec:
+    """What ``build`` writes under ``--output``."""
+    return OutputSpec(
+        "run",
+        {"normalized": FILE_FORMATS[job.output_format].extension, "drops": ".jsonl", "dead_letter": ".jsonl"},
+        SUMMARY_FILE,
+        summaries.RUN.recount,
+    )
+
+
+#: What ``build_validate`` writes under ``--output``.
+VALIDATE_SPEC = OutputSpec(
+    "validate", {"violations": ".jsonl", "dead_letter": ".jsonl"}, VALIDATION_FILE, summaries.VALIDATE.recount
+)
