@@ -11,7 +11,7 @@ from apache_beam.portability.api import beam_runner_api_pb2
 from apache_beam.runners.portability.fn_api_runner import FnApiRunner
 
 from pipeline.config.options import parse_options
-from pipeline.execution.execute import FnApiRunnerLeanWorkers, pipeline_runner
+from pipeline.runners.lean_workers import FnApiRunnerLeanWorkers, pipeline_runner
 from pipeline.runners.sdk_worker import BEAM_WORKER_MODULE, WORKER_MODULE, worker_command
 from tests.listeners import process_tree
 from tests.paused_runs import kill, start_paused

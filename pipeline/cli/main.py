@@ -20,28 +20,11 @@ from typing import Callable
 
 from pipeline.console import escaped_console, print_error, quiet_beam_noise
 from pipeline.execution.interrupts import INTERRUPTED, interrupted_line
+from pipeline.runners.sdk_worker import import_beam_without_pandas
 
 #: The commands; ``run`` is the default (``convnorm --input ...``).
 JOB_COMMANDS = ("run", "validate")
 OTHER_COMMANDS = ("report", "explain")
-
-
-def import_beam_without_pandas() -> None:
-    """Import Apache Beam with pandas hidden, then unhide it.
-
-    When pandas is installed (a test or notebook environment, not convnorm's own
-    dependencies), Beam imports it only to register its DataFrame type hints, which convnorm
-    never uses: about a third of the command's import time (bench/bench_startup.py). Anything
-    that imports pandas later still gets it.
-    """
-    if "pandas" in sys.modules or "apache_beam" in sys.modules:
-        return
-    sys.modules["pandas"] = None  # type: ignore[assignment]  # ``import pandas`` raises ImportError; Beam skips it
-    try:
-        import apache_beam  # noqa: F401
-    finally:
-        if sys.modules.get("pandas", 0) is None:
-            del sys.modules["pandas"]
 
 
 def version_line() -> str:

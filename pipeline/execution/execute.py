@@ -38,12 +38,10 @@ from typing import Callable
 
 import apache_beam as beam
 from apache_beam.io.filesystems import FileSystems
-from apache_beam.options.pipeline_options import DirectOptions, PortableOptions, StandardOptions
-from apache_beam.portability import python_urns
-from apache_beam.runners.portability.fn_api_runner import FnApiRunner
+from apache_beam.options.pipeline_options import PortableOptions
 from apache_beam.runners.runner import PipelineState
 
-from pipeline.config.flags import DEFAULT_RUNNER, our_dests
+from pipeline.config.flags import our_dests
 from pipeline.config.options import ConfigError, Job
 from pipeline.console import print_error
 from pipeline.execution import finalize as finalizing
@@ -56,7 +54,7 @@ from pipeline.io import ownership as owned
 from pipeline.io.output_names import TEMP_PREFIX
 from pipeline.runners import job_service, loopback
 from pipeline.runners.dask_cluster import close_client
-from pipeline.runners.sdk_worker import BEAM_WORKER_MODULE, WORKER_MODULE, worker_command
+from pipeline.runners.lean_workers import pipeline_runner
 from transforms.summary import changed_inputs
 
 LOG = logging.getLogger("convnorm")
@@ -99,29 +97,6 @@ def _fail(status: int, message: str) -> Outcome:
 def _one_line(error: BaseException) -> str:
     text = " ".join(str(error).split())
     return f"{type(error).__name__}: {text}" if text else type(error).__name__
-
-
-class FnApiRunnerLeanWorkers(FnApiRunner):
-    """Beam's FnApiRunner whose multi-process workers start as ``python -m pipeline.runners.sdk_worker``
-    (Beam's worker, without importing pandas: ``pipeline.runners.sdk_worker``) instead of Beam's
-    ``python -m apache_beam.runners.worker.sdk_worker_main``."""
-
-    def run_via_runner_api(self, pipeline_proto, options):
-        # FnApiRunner writes its worker command into the pipeline's environments, and its
-        # worker handlers start what an environment says.
-        beam_command = worker_command(BEAM_WORKER_MODULE).encode()
-        for environment in pipeline_proto.components.environments.values():
-            if environment.urn == python_urns.SUBPROCESS_SDK and environment.payload == beam_command:
-                environment.payload = worker_command(WORKER_MODULE).encode()
-        return super().run_via_runner_api(pipeline_proto, options)
-
-
-def pipeline_runner(options) -> FnApiRunner | None:
-    """The runner ``beam.Pipeline`` is given: ``FnApiRunnerLeanWorkers`` for a FnApiRunner run
-    in worker processes, None otherwise (Beam makes the one ``--runner`` names)."""
-    runner = options.view_as(StandardOptions).runner or DEFAULT_RUNNER
-    multi_process = options.view_as(DirectOptions).direct_running_mode == "multi_processing"
-    return FnApiRunnerLeanWorkers() if multi_process and runner.lower() == "fnapirunner" else None
 
 
 def construct_pipeline(job: Job, build_graph: Callable, temp_dir: str) -> beam.Pipeline:
