@@ -34,7 +34,7 @@ Variants, each run as its own subprocess (so memory and CPU are measured per run
               ``transforms.records.normalize_batch`` with ``Settings()`` as the job's DoFn does
               (the lines kept, not the records) and write normalized / drops / dead-letter
               JSONL files;
-(b) fnapi   — ``python -m pipeline`` (that is ``pipeline.cli.commands.main``) on FnApiRunner;
+(b) fnapi   — ``python -m pipeline`` (that is ``pipeline.cli.main.main``) on FnApiRunner;
 (c) fnapi×2 — the same with ``--direct_num_workers=2 --direct_running_mode=multi_processing``;
 (b') fnapi on the 2N input, for the peak-memory ratio.
 

@@ -8,7 +8,7 @@ A report, not a test: it prints figures and PASS / MISS per target, and exits 0 
     python bench/bench_scale.py --skip-engines --graph tagged-outputs
 
 Part 1, planning and finalizing (issue 23's targets, at 100,000 small local files): the job
-runs in this process on FnApiRunner (``pipeline.cli.commands.main``), its phases timed by wrapping the
+runs in this process on FnApiRunner (``pipeline.cli.main.main``), its phases timed by wrapping the
 functions that do them: options and planning (``load_job``: matching the patterns, planning the
 shards), building the graph (``construct_pipeline``), the runner's start until the first record
 is read (the first ``read_shard`` call), the run, and finalizing (``outputs.finalize`` and the
@@ -97,6 +97,7 @@ class Phases:
 def run_in_process(input_dir: Path, output: Path, graph: str) -> dict:
     """The job on ``input_dir/*.jsonl`` in this process, phases timed (see the module docstring)."""
     import pipeline.cli.commands
+    import pipeline.cli.main
     import pipeline.execution.execute
     import pipeline.execution.finalize
     import pipeline.io.read_shard
@@ -110,7 +111,7 @@ def run_in_process(input_dir: Path, output: Path, graph: str) -> dict:
     phases.wrap(pipeline.execution.finalize, "write_manifest", None, "manifest_end")
     started = time.perf_counter()
     cpu = time.process_time()
-    status = pipeline.cli.commands.main(
+    status = pipeline.cli.main.main(
         ["--input", str(input_dir / "*.jsonl"), "--output", str(output), "--graph", graph, "--quiet", "--no-report"]
     )
     m, c = phases.marks, phases.cpu

@@ -119,6 +119,7 @@ def child(config: str, out_dir: str, result_path: str) -> int:
 
     clock.wrap("import", imports)()
     import pipeline.cli.commands as main
+    import pipeline.cli.main as cli_main
     import pipeline.execution.execute as execute
     import pipeline.execution.finalize as finalizing
     import pipeline.finished.report as report
@@ -138,7 +139,7 @@ def child(config: str, out_dir: str, result_path: str) -> int:
     clock.wrap_attribute("report: read + explain", report, "collect")
     clock.wrap_attribute("report: read + explain", report, "_pyplot")  # an older checkout's matplotlib import
     argv = ["--config", config, "--output", out_dir, "--quiet"]
-    status = main.main(argv)
+    status = cli_main.main(argv)
     total_wall, total_cpu = time.perf_counter() - wall0, time.process_time() - cpu0
     accounted = [sum(v[i] for v in clock.spent.values()) for i in (0, 1)]
     clock.spent["other"] = [total_wall - accounted[0], total_cpu - accounted[1]]

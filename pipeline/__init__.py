@@ -1,5 +1,5 @@
 """convnorm's job: options, sources, sinks, the graph and the command line.
 
 Importing this package changes no global state: logging is set up by the command line
-(``pipeline.cli.main`` / ``python -m pipeline``, then ``pipeline.cli.commands.main``).
+(``pipeline.cli.main.main``: the ``convnorm`` command and ``python -m pipeline``).
 """

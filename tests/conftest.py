@@ -244,7 +244,7 @@ class SampleRun(NamedTuple):
 
 @pytest.fixture(scope="session")
 def sample_run(tmp_path_factory: pytest.TempPathFactory) -> SampleRun:
-    from pipeline.cli.commands import main
+    from pipeline.cli.main import main
 
     out = tmp_path_factory.mktemp("sample") / "out"
     printed = io.StringIO()

@@ -63,7 +63,7 @@ def _all_true(got) -> None:
 
 
 def _run_outputs(tmp_path, name: str, batch_size: int) -> dict:
-    from pipeline.cli.commands import main
+    from pipeline.cli.main import main
 
     out = tmp_path / name
     assert (

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from pipeline.cli.commands import main
+from pipeline.cli.main import main
 from transforms.formats import WRITERS, WriteContext
 from transforms.inputs import RawRecord
 from transforms.records import process_record

@@ -15,7 +15,7 @@ from pathlib import Path
 import paused_runs
 import pytest
 
-from pipeline.cli.commands import main
+from pipeline.cli.main import main
 from pipeline.io import read_shard as shard_reader
 from pipeline.io.planning import plan_shards
 from pipeline.io.read_shard import read_shard

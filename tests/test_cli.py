@@ -10,7 +10,7 @@ import output_trees
 import pyarrow.parquet as pq
 import pytest
 
-from pipeline.cli.commands import main
+from pipeline.cli.main import main
 
 ROOT = Path(__file__).resolve().parent.parent
 SAMPLE = ROOT / "samples" / "conversations.jsonl"

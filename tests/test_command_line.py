@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from pipeline.cli.commands import main
+from pipeline.cli.main import main
 from pipeline.config import beam_flags, make_beam_flag_table
 from pipeline.config.flags import ConfigError, our_dests
 from pipeline.config.precheck import precheck
@@ -323,11 +323,22 @@ def test_durations_read_as_a_person_reads_them():
 
 @pytest.mark.skipif(not hasattr(os, "fork"), reason="POSIX")
 def test_main_is_the_same_command_as_the_console_script(capsys):
-    from pipeline.cli import main as cli
+    import ast
+    import re
 
-    assert cli.main(["--version"]) == 0 and main(["--version"]) == 0
+    import pipeline.cli.main
+
+    # One entry point: the console script, ``python -m pipeline`` and the tests run one function.
+    root = Path(__file__).resolve().parents[1]
+    scripts = (root / "pyproject.toml").read_text().split("[project.scripts]", 1)[1]
+    assert re.search(r'^convnorm = "([^"]+)"$', scripts, re.M).group(1) == "pipeline.cli.main:main"
+    dunder_main = ast.parse((root / "pipeline" / "__main__.py").read_text())
+    imported = [(n.module, [a.name for a in n.names]) for n in ast.walk(dunder_main) if isinstance(n, ast.ImportFrom)]
+    assert imported == [("pipeline.cli.main", ["main"])]
+    assert main is pipeline.cli.main.main
+    assert main(["--version"]) == 0 and pipeline.cli.main.main(["--version"]) == 0
     out = capsys.readouterr().out.splitlines()
-    assert out[0] == out[1]
+    assert out[0] == out[1] == pipeline.cli.main.version_line()
 
 
 @pytest.mark.slow

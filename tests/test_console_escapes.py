@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from pipeline.cli.commands import main
+from pipeline.cli.main import main
 from transforms.console_text import console_text
 
 #: A colour escape, a newline, a carriage return, a right-to-left override.

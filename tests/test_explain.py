@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from pipeline.cli.commands import main
+from pipeline.cli.main import main
 from transforms.explain import Mark, Row, explain
 
 ROOT = Path(__file__).resolve().parent.parent

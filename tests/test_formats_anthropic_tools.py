@@ -150,7 +150,7 @@ def test_the_checker_refuses_a_tool_use_of_an_undefined_tool():
 def test_tools_field_option_in_the_job(tmp_path):
     import json
 
-    from pipeline.cli.commands import main
+    from pipeline.cli.main import main
 
     tools = [{"type": "function", "function": {"name": "get_weather", "parameters": SCHEMA, "strict": None}}]
     record = {"id": "r1", "messages": CALLING, "kwargs": {"tools": tools}}

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from pipeline.cli.commands import main
+from pipeline.cli.main import main
 from transforms.formats import READERS, detect_reader
 from transforms.inputs import RawRecord
 from transforms.records import process_record

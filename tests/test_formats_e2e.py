@@ -17,7 +17,7 @@ from provider_shapes import (
     sharegpt_training_errors,
 )
 
-from pipeline.cli.commands import main
+from pipeline.cli.main import main
 from transforms.formats import READERS, WRITERS, detect_reader
 
 SAMPLES = Path(__file__).resolve().parent.parent / "samples" / "formats"

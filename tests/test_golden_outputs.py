@@ -100,7 +100,7 @@ def test_record_path_outputs_are_unchanged(path):
 
 
 def test_bundled_sample_cli_outputs_are_unchanged(tmp_path, monkeypatch):
-    from pipeline.cli.commands import main
+    from pipeline.cli.main import main
 
     # A relative input: records name their source file, and the checkout's place must not matter.
     monkeypatch.chdir(SAMPLE.parent.parent)

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from engine_outputs import SHARD_BYTES, assert_same_outputs, tree, write_mixed_input
 
-from pipeline.cli.commands import main
+from pipeline.cli.main import main
 from pipeline.config.flags import PER_SHARD, TAGGED_OUTPUTS
 from pipeline.config.options import ConfigError, load_job
 from pipeline.io.output_names import MANIFEST_FILE, SUCCESS_FILE

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from pipeline.cli.commands import main
 from pipeline.cli.help import RUN_ONLY_FLAGS
+from pipeline.cli.main import main
 from pipeline.config.options import ConvNormOptions, load_job
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -19,7 +19,7 @@ import zstandard
 from hypothesis import Phase, given, settings
 from hypothesis import strategies as st
 
-from pipeline.cli.commands import main
+from pipeline.cli.main import main
 from pipeline.io.planning import plan_shards
 from pipeline.io.read_shard import read_shard
 from pipeline.io.shard import Blank

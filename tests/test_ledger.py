@@ -14,7 +14,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from pipeline.cli.commands import main
+from pipeline.cli.main import main
 from transforms.formats import READERS
 from transforms.inputs import RawRecord
 from transforms.ledger import coercion_discards, report, text_chars

@@ -24,7 +24,7 @@ import paused_runs
 import pytest
 from prism_build import prism_binary
 
-from pipeline.cli.commands import main
+from pipeline.cli.main import main
 from pipeline.execution.interrupts import interrupted_line
 from pipeline.io.output_names import LOCK_FILE, SUCCESS_FILE, TEMP_PREFIX
 

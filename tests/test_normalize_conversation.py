@@ -17,7 +17,7 @@ from apache_beam.metrics.metric import MetricsFilter
 from apache_beam.options.pipeline_options import PipelineOptions
 from apache_beam.testing.util import assert_that, equal_to
 
-from pipeline.cli.commands import main
+from pipeline.cli.main import main
 from transforms.conversations import CheckConversation, NormalizeConversation
 from transforms.counters import NAMESPACE
 from transforms.jsontext import dumps_line

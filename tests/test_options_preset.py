@@ -163,7 +163,7 @@ def test_a_yaml_alias_bomb_is_refused_before_it_expands(preset_text, tmp_path):
     preset = tmp_path / "bomb.yaml"
     preset.write_text(f"input: [{SAMPLE}]\n" + preset_text)
     limit = "import resource; resource.setrlimit(resource.RLIMIT_AS, (1 << 30, 1 << 30));"
-    code = f"{limit} import sys; from pipeline.cli.commands import main; sys.exit(main(sys.argv[1:]))"
+    code = f"{limit} import sys; from pipeline.cli.main import main; sys.exit(main(sys.argv[1:]))"
     result = subprocess.run(
         [sys.executable, "-c", code, "--config", str(preset), "--output", str(tmp_path / "o")],
         capture_output=True,
@@ -213,7 +213,7 @@ def test_absurd_numbers_in_a_preset_are_one_line_errors(line, message, tmp_path)
     ],
 )
 def test_absurd_numbers_on_the_command_line_exit_2_in_one_line(argv, message, tmp_path, capsys):
-    from pipeline.cli.commands import main
+    from pipeline.cli.main import main
 
     assert main(["--input", str(SAMPLE), "--output", str(tmp_path / "o"), *argv]) == 2
     errors = [line for line in capsys.readouterr().err.splitlines() if line.startswith("convnorm: error:")]

@@ -18,7 +18,7 @@ import output_trees
 import paused_runs
 import pytest
 
-from pipeline.cli.commands import main
+from pipeline.cli.main import main
 from pipeline.io.output_names import LOCK_FILE, MANIFEST_FILE, SUCCESS_FILE, TEMP_PREFIX
 
 ROOT = Path(__file__).resolve().parent.parent

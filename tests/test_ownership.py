@@ -21,7 +21,7 @@ from pathlib import Path
 import paused_runs
 import pytest
 
-from pipeline.cli.commands import main
+from pipeline.cli.main import main
 from pipeline.execution import lock as locks
 from pipeline.finished.report import TITLE_MARK
 from pipeline.io.output_names import LOCK_FILE, MANIFEST_FILE, REPORT_FILE, SUCCESS_FILE, TEMP_PREFIX, TEMP_PROOF

@@ -12,7 +12,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from pipeline.cli.commands import main
+from pipeline.cli.main import main
 from transforms.flat_rows import flat_record, flat_row, parquet_schema
 from transforms.jsontext import int_text, parse_json
 

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 import transforms.conversations as conversations
-from pipeline.cli.commands import main
+from pipeline.cli.main import main
 from transforms.summary import DeadLetterLimit, run_failures
 
 GOOD = b'{"id":"g%d","messages":[{"role":"user","content":"hi"}]}\n'

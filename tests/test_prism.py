@@ -19,7 +19,7 @@ from intruder import DENIED, PROBE, intruder_problem, probe_as, run_as_intruder 
 from paused_runs import kill, resume, start_paused  # noqa: E402
 from prism_build import BUILD_TIMEOUT_S, ROOT, prism_binary  # noqa: E402
 
-from pipeline.cli.commands import main  # noqa: E402
+from pipeline.cli.main import main  # noqa: E402
 from pipeline.runners import private_network  # noqa: E402
 from pipeline.runners.prism import PrismError, prism_services  # noqa: E402
 from pipeline.testhooks import PAUSE_AT, PAUSE_FILE, PAUSE_SECONDS_ENV  # noqa: E402
@@ -121,6 +121,7 @@ def test_prism_without_a_binary_is_a_clear_error(tmp_path, capsys):
             f"--output={tmp_path / 'out'}",
             "--runner=PrismRunner",
             f"--prism_location={tmp_path / 'no-such-prism'}",
+            "--host-loopback",  # in this test's own process, which cannot enter a namespace
         ]
     )
     assert status == 2

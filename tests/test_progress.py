@@ -11,7 +11,7 @@ import pytest
 
 from pipeline import console
 from pipeline.cli import progress
-from pipeline.cli.commands import main
+from pipeline.cli.main import main
 from pipeline.graph import tally as tallies
 
 ROOT = Path(__file__).resolve().parent.parent

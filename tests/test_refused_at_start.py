@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from pipeline.cli.commands import main
+from pipeline.cli.main import main
 from pipeline.config.checks import DERIVED_PATH_BYTES
 
 GOOD = b'{"id":"g%d","messages":[{"role":"user","content":"hi"}]}\n'

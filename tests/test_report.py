@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from report_page import flat, parse, shown
 
-from pipeline.cli.commands import main
+from pipeline.cli.main import main
 from pipeline.finished import report
 
 ROOT = Path(__file__).resolve().parent.parent

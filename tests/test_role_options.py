@@ -13,7 +13,7 @@ import json
 
 import pytest
 
-from pipeline.cli.commands import main
+from pipeline.cli.main import main
 from pipeline.config.options import ConfigError, load_job
 from transforms.inputs import RawRecord
 from transforms.jsontext import dumps_line

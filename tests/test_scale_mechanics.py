@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from pipeline.cli.commands import main
+from pipeline.cli.main import main
 from pipeline.execution import finalize
 from pipeline.graph.read import CreateShards, pack_shards, unpack_shards
 from pipeline.io import files

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from pipeline.cli.commands import main
+from pipeline.cli.main import main
 from pipeline.config.options import load_job, parse_duration
 from pipeline.graph.shard_step import ShardWork
 from pipeline.io.planning import landing_root
@@ -721,6 +721,7 @@ def test_streaming_is_refused_where_the_commit_gate_cannot_reach_the_workers(fla
     # only workers that are threads of the driver, yet --streaming was accepted on Flink and
     # Dataflow (workers elsewhere) and with workers in other processes.
     argv = ["--streaming", *flags, f"--input={tmp_path}/*.jsonl", f"--output={tmp_path / 'out'}"]
+    argv.append("--host-loopback")  # in this test's own process, which cannot enter a namespace
     assert main(argv) == 2
     assert problem in capsys.readouterr().err
     assert not (tmp_path / "out").exists()
@@ -758,14 +759,14 @@ def test_a_landing_directory_inside_the_output_is_refused(landing, tmp_path, cap
     # Found: started with an empty output, the run watched for ever and read nothing, every
     # landed file ignored without a word as "inside --output" (batch refuses such an input).
     (tmp_path / landing).mkdir(parents=True)
-    argv = ["--streaming", "--runner=PrismRunner", f"--input={tmp_path / landing}/*.jsonl"]
+    argv = ["--streaming", "--runner=PrismRunner", f"--input={tmp_path / landing}/*.jsonl", "--host-loopback"]
     assert main([*argv, f"--output={tmp_path / 'out'}", "--stop-after=1s"]) == 2
     assert "inside --output" in capsys.readouterr().err
     assert sorted(p.name for p in (tmp_path / "out").iterdir()) == (["landing"] if landing != "out" else [])
 
 
 def test_validate_does_not_stream(tmp_path, capsys):
-    status = main(["validate", "--streaming", "--runner=PrismRunner", f"--input={tmp_path}/*.jsonl"])
+    status = main(["validate", "--streaming", "--runner=PrismRunner", f"--input={tmp_path}/*.jsonl", "--host-loopback"])
     assert status == 2
     assert "does not stream" in capsys.readouterr().err
 
@@ -793,7 +794,14 @@ def test_a_signal_asks_the_watcher_to_stop_through_the_runs_marker(tmp_path):
 
 def _stream(tmp_path, out) -> int:
     return main(
-        ["--streaming", "--runner=PrismRunner", f"--input={tmp_path}/in/*.jsonl", f"--output={out}", "--stop-after=1s"]
+        [
+            "--streaming",
+            "--runner=PrismRunner",
+            f"--input={tmp_path}/in/*.jsonl",
+            f"--output={out}",
+            "--stop-after=1s",
+            "--host-loopback",  # in this test's own process, which cannot enter a namespace
+        ]
     )
 
 

@@ -41,7 +41,7 @@ from streaming_runs import (  # noqa: E402
     sum_of_windows,
 )
 
-from pipeline.cli.commands import main  # noqa: E402
+from pipeline.cli.main import main  # noqa: E402
 
 #: Slow, every one; the first test to ask for Prism may build it (tests/prism_build.py) first.
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(BUILD_TIMEOUT_S + 600)]

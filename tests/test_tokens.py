@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from pipeline.cli.commands import main
+from pipeline.cli.main import main
 from transforms import summary as summaries
 from transforms import tokens
 from transforms.formats import WRITERS
@@ -473,7 +473,7 @@ def test_without_the_extra_tokens_is_a_one_line_error(tmp_path, capsys, monkeypa
 @pytest.mark.slow
 def test_a_run_without_tokens_never_imports_the_tokenizer(tmp_path):
     code = (
-        "import sys; from pipeline.cli.commands import main\n"
+        "import sys; from pipeline.cli.main import main\n"
         f"status = main(['--input', {str(SAMPLE)!r}, '--output', {str(tmp_path / 'o')!r}, '--quiet', '--no-report'])\n"
         "assert status == 0, status\n"
         "assert 'bpe_openai' not in sys.modules, 'the tokenizer was imported'\n"

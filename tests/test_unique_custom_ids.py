@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from pipeline.cli.commands import main
+from pipeline.cli.main import main
 from transforms.records import make_unique
 
 

@@ -12,12 +12,13 @@ Examples::
     # Check files as they are against providers' pairing rules (exit status 1 if not sendable)
     convnorm validate --input 'out/normalized/*.jsonl'
 
-``main`` answers what needs no pipeline first (``pipeline.cli.main.answer_without_beam``: help,
-version, option errors, exit status 2), then parses and validates the options (errors exit
-with status 2 before any pipeline is built); ``pipeline.execution.execute`` builds the graph
-(``pipeline.graph.build``: ``build`` or ``build_validate``), takes the output directory's lock, runs
-the pipeline and finalizes the outputs (docs/outputs.md); ``main`` prints the summary and
-returns the exit status (``COMMANDS`` and the summary views' ``verdict``). ``--dry-run``
+The entry point (``pipeline.cli.main.main``) answers what needs no pipeline first (help,
+version, option errors, exit status 2), then hands a job to ``run_command``, which parses and
+validates the options (errors exit with status 2 before any pipeline is built);
+``pipeline.execution.execute`` builds the graph (``pipeline.graph.build``: ``build`` or
+``build_validate``), takes the output directory's lock, runs the pipeline and finalizes the
+outputs (docs/outputs.md); ``run_command`` prints the summary and returns the exit status
+(``COMMANDS`` and the summary views' ``verdict``). ``--dry-run``
 stops after the plan (``pipeline.cli.dry_run``); Ctrl-C or SIGTERM stops any step with one line and
 exit status 130 or 143 (``pipeline.execution.interrupts``).
 """
@@ -37,7 +38,6 @@ import apache_beam as beam
 from apache_beam.io.filesystems import FileSystems
 from apache_beam.options.pipeline_options import DirectOptions, StandardOptions
 
-from pipeline.cli.main import dispatch
 from pipeline.cli.progress import ProgressMonitor, choose_mode, duration_text
 from pipeline.config.options import ConfigError, ConvNormOptions, Job, is_local_runner, load_job
 from pipeline.console import configure_console, print_error, print_line
@@ -229,28 +229,12 @@ class Command(NamedTuple):
     spec: Callable[[Job], OutputSpec]
 
 
-#: The exit rules of the commands: the statuses of ``main``'s docstring. A finished run's
+#: The exit rules of the commands: the statuses of ``pipeline.cli.main.main``'s docstring. A finished run's
 #: status is its summary view's ``verdict`` (``transforms.summary``).
 COMMANDS: dict[str, Command] = {
     "run": Command(run_job, True, failed=1, spec=run_spec),
     "validate": Command(validate_job, False, failed=3, spec=lambda job: VALIDATE_SPEC),
 }
-
-
-def main(argv: list[str] | None = None) -> int:
-    """Entry point of ``convnorm`` and ``python -m pipeline``; returns the exit status.
-
-    Exit status: 0 done (validate: all sendable); 1 the run failed, did not account for
-    every record, read an input that changed under it, normalized none of the records it read,
-    had more dead letters than
-    ``--max-dead-letters``, or a file it wrote is missing (validate: violations or unreadable
-    records), or finalizing its outputs failed (the line says which step, what is on disk and the
-    command that recovers); 2 bad options, an output directory refused, or another run holds
-    its lock (nothing was run or deleted); 3 the validation pipeline failed (crashed); 130
-    stopped by Ctrl-C, 143 by SIGTERM (lock and temporary directory removed, the output as it
-    was; a streaming run drained by SIGTERM exits 0). See docs/outputs.md.
-    """
-    return dispatch(list(sys.argv[1:] if argv is None else argv), run_command)
 
 
 def run_command(command: str, args: list[str], started: float | None = None) -> int:

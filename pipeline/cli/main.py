@@ -169,6 +169,19 @@ class StdoutUntilTheReaderGoes:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """Entry point of ``convnorm`` and ``python -m pipeline`` (the one: tests call it too);
+    returns the exit status.
+
+    Exit status: 0 done (validate: all sendable); 1 the run failed, did not account for
+    every record, read an input that changed under it, normalized none of the records it read,
+    had more dead letters than
+    ``--max-dead-letters``, or a file it wrote is missing (validate: violations or unreadable
+    records), or finalizing its outputs failed (the line says which step, what is on disk and the
+    command that recovers); 2 bad options, an output directory refused, or another run holds
+    its lock (nothing was run or deleted); 3 the validation pipeline failed (crashed); 130
+    stopped by Ctrl-C, 143 by SIGTERM (lock and temporary directory removed, the output as it
+    was; a streaming run drained by SIGTERM exits 0). See docs/outputs.md.
+    """
     argv = list(sys.argv[1:] if argv is None else argv)
     quiet_beam_noise()
     if not isinstance(sys.stdout, StdoutUntilTheReaderGoes):
