@@ -406,8 +406,8 @@ def test_explain_never_opens_a_source_the_run_did_not_read(small, tmp_path, monk
 
 
 def test_explain_on_a_streaming_output_opens_only_the_files_it_processed(small, tmp_path, capsys):
+    from pipeline.io import processed_files as processed
     from pipeline.io.output_names import STREAMING_FORMAT, STREAMING_MARKER
-    from pipeline.streaming import processed_files as processed
 
     out, window = tmp_path / "out", "20260101T000000Z-20260101T000100Z"
     (out / window / "in-0").mkdir(parents=True)

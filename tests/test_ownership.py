@@ -257,7 +257,7 @@ def test_the_report_command_never_writes_through_a_link(small, tmp_path, capsys)
 
 
 def test_the_streaming_summary_is_never_written_through_a_link(tmp_path):
-    from pipeline.streaming.processed_files import write_json
+    from pipeline.io.processed_files import write_json
 
     out = tmp_path / "out"
     out.mkdir()
@@ -447,7 +447,7 @@ def test_paths_derived_from_the_output_are_never_glob_patterns(small, tmp_path, 
 
 
 def test_streaming_finds_its_own_files_only_under_an_output_named_like_a_pattern(tmp_path):
-    from pipeline.streaming import processed_files as processed
+    from pipeline.io import processed_files as processed
 
     window = "20260101T000000Z-20260101T000100Z"
     for name in ("o1", "o[1]"):

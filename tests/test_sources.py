@@ -324,8 +324,8 @@ def test_a_file_swapped_for_a_fifo_after_it_was_planned_is_unreadable_not_waited
     # batch input between planning and reading) made the reader wait for ever on its opening.
     import signal
 
+    from pipeline.io.processed_files import content_digest
     from pipeline.io.shard import Shard
-    from pipeline.streaming.processed_files import content_digest
 
     fifo = tmp_path / f"swapped{suffix}"
     os.mkfifo(fifo)

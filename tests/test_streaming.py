@@ -17,8 +17,9 @@ import pytest
 from pipeline.cli.main import main
 from pipeline.config.options import load_job, parse_duration
 from pipeline.graph.shard_step import ShardWork
+from pipeline.io import processed_files as processed
 from pipeline.io.planning import landing_root
-from pipeline.streaming import processed_files as processed
+from pipeline.io.processed_files import plan_version, source_id
 from pipeline.streaming.driver import (
     COMMITS,
     CleanPlan,
@@ -39,7 +40,6 @@ from pipeline.streaming.landing import (
     is_ignored,
     match_landing,
 )
-from pipeline.streaming.processed_files import plan_version, source_id
 from transforms import summary as summaries
 from transforms.conversations import NORMALIZE
 from transforms.settings import Settings

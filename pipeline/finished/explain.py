@@ -117,7 +117,7 @@ def check_source(inputs: RunInputs, source: str, conversation_id: object) -> Non
     there is nothing to open, and 'moved or changed?' says more)."""
     from apache_beam.io.filesystems import FileSystems
 
-    from pipeline.streaming import processed_files as processed
+    from pipeline.io import processed_files as processed
 
     if inputs.streaming_output:
         if processed.read_record(inputs.streaming_output, source)["versions"]:

@@ -7,7 +7,7 @@
                              settled file not yet processed (pipeline.streaming.landing)
     window                   fixed windows (--window) of the time a file was admitted
     CleanLandedFiles         spread over workers; per file: decide its version (new, appended,
-                             rewritten: pipeline.streaming.processed_files), read it in batches, normalize,
+                             rewritten: pipeline.io.processed_files), read it in batches, normalize,
                              write its three outputs into the window's directory in one rename
     SummarizeWindows         per window, when it closes: OUT/<window>/summary.json from the
                              files on disk, and one console line
@@ -19,7 +19,7 @@ hash of its full path, and ``-v2``, ``-v3`` ... for later versions of the same p
     OUT/<window>/<file>/normalized.jsonl, drops.jsonl, dead_letter.jsonl, source.json
     OUT/<window>/summary.json        the window's totals and progress
     OUT/summary.json                 written when the run ends: every file's totals, summed
-    OUT/_convnorm_files/             the record of processed files (pipeline.streaming.processed_files)
+    OUT/_convnorm_files/             the record of processed files (pipeline.io.processed_files)
 
 Exactly once, with no flag: every start reads every matching file that the record does not
 list as processed, those present at start included (``--new-only`` leaves those alone). A file's
@@ -64,15 +64,15 @@ from pipeline.execution.interrupts import INTERRUPTED, interrupted_line
 from pipeline.graph.shard_step import Observer, ShardWork, process_shard
 from pipeline.io import files
 from pipeline.io import ownership as owned
+from pipeline.io import processed_files as processed
 from pipeline.io.output_names import SUMMARY_FILE, TEMP_PREFIX
 from pipeline.io.ownership import OutputError, claim_streaming_output
 from pipeline.io.planning import canonical_path
+from pipeline.io.processed_files import SOURCE_FILE, source_id
 from pipeline.io.shard import Shard, display_path, file_suffix
 from pipeline.runners.job_service import TERMINAL, JobService
 from pipeline.runners.prism import prism_services
-from pipeline.streaming import processed_files as processed
 from pipeline.streaming.landing import LandingRules, LandingWatch, Refused, Stamp, match_landing, stamp_of
-from pipeline.streaming.processed_files import SOURCE_FILE, source_id
 from pipeline.testhooks import pause_point
 from transforms import summary as summaries
 from transforms.console_text import console_text

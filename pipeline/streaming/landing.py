@@ -17,7 +17,7 @@ Every matched path is, at each poll, exactly one of:
 - **waiting**: ready, not yet admitted (at most ``--max-files-per-poll`` files are admitted per
   poll and at most that many are in flight at once, so a stop drains a bounded backlog);
 - **in flight**: handed to the pipeline, until the record of processed files
-  (``pipeline.streaming.processed_files``) says this size and time were handled;
+  (``pipeline.io.processed_files``) says this size and time were handled;
 - **done**: that record says so. A later change (new size or time) makes it settling again.
 
 State is kept only for paths the last poll matched, so memory follows the landing directory,
