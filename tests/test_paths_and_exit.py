@@ -163,7 +163,8 @@ def test_a_directory_input_never_follows_a_link_out_of_it_unless_told(tmp_path, 
 
 def test_batch_and_streaming_refuse_the_same_links(tmp_path):
     from pipeline.io.planning import plan_shards
-    from pipeline.streaming.landing import LandingRules, Refused, Stamp, examine
+    from pipeline.io.shard import Stamp
+    from pipeline.streaming.landing import LandingRules, Refused, examine
 
     dl, secret = _directory_with_links(tmp_path)
     refused: list[str] = []

@@ -20,6 +20,7 @@ from pipeline.graph.shard_step import ShardWork
 from pipeline.io import processed_files as processed
 from pipeline.io.planning import landing_root
 from pipeline.io.processed_files import plan_version, source_id
+from pipeline.io.shard import Stamp
 from pipeline.streaming.driver import (
     COMMITS,
     CleanPlan,
@@ -35,7 +36,6 @@ from pipeline.streaming.landing import (
     LandingRules,
     LandingWatch,
     Refused,
-    Stamp,
     examine,
     is_ignored,
     match_landing,

@@ -45,9 +45,8 @@ from apache_beam.io.filesystems import FileSystems
 
 from pipeline.io import files
 from pipeline.io.output_names import SUMMARY_FILE
-from pipeline.io.shard import FILE_KINDS, display_path, file_suffix
+from pipeline.io.shard import FILE_KINDS, Stamp, display_path, file_suffix
 from pipeline.io.text_containers import line_feed
-from pipeline.streaming.landing import Stamp
 from transforms import summary as summaries
 from transforms.jsontext import document_bytes
 from transforms.settings import Settings

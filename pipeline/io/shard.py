@@ -1,7 +1,7 @@
 """An input file's kind and a shard of it: ``FILE_KINDS`` (suffix -> reader, compression,
 whether it splits into byte ranges), ``Shard``, how a path and a position in it are shown
-(``display_path``, ``where_text``), and ``BLANK`` (a blank JSONL line, counted but no
-record). No Beam import."""
+(``display_path``, ``where_text``), what tells one content of a file from another (``Stamp``),
+and ``BLANK`` (a blank JSONL line, counted but no record). No Beam import."""
 
 from __future__ import annotations
 
@@ -110,3 +110,14 @@ def where_text(source: str, position: int, line: int | None) -> str:
     if kind == "parquet":
         return f"{source} row {position:,}"
     return f"{source} line {line:,} (byte {position:,})" if line else f"{source} byte {position:,}"
+
+
+class Stamp(NamedTuple):
+    """What tells one content of a path from another without reading it: its size and
+    modification time, and for a local file its status-change time (``ctime``), which no tool
+    can set back: a file rewritten, or replaced by another, with its size and modification
+    time kept (``cp -p``, ``touch -r``) is told apart by it. 0 where there is none (object stores)."""
+
+    size: int
+    mtime_ns: int
+    ctime_ns: int = 0

@@ -69,10 +69,10 @@ from pipeline.io.output_names import SUMMARY_FILE, TEMP_PREFIX
 from pipeline.io.ownership import OutputError, claim_streaming_output
 from pipeline.io.planning import canonical_path
 from pipeline.io.processed_files import SOURCE_FILE, source_id
-from pipeline.io.shard import Shard, display_path, file_suffix
+from pipeline.io.shard import Shard, Stamp, display_path, file_suffix
 from pipeline.runners.job_service import TERMINAL, JobService
 from pipeline.runners.prism import prism_services
-from pipeline.streaming.landing import LandingRules, LandingWatch, Refused, Stamp, match_landing, stamp_of
+from pipeline.streaming.landing import LandingRules, LandingWatch, Refused, match_landing, stamp_of
 from pipeline.testhooks import pause_point
 from transforms import summary as summaries
 from transforms.console_text import console_text

@@ -37,20 +37,9 @@ from apache_beam.io.filesystems import FileSystems
 from pipeline.io import files
 from pipeline.io.ownership import is_under
 from pipeline.io.planning import canonical_path, landing_root, link_leading_out, link_refusal
-from pipeline.io.shard import FILE_KINDS, display_path, file_suffix, special_file_kind
+from pipeline.io.shard import FILE_KINDS, Stamp, display_path, file_suffix, special_file_kind
 
 LOG = logging.getLogger("convnorm")
-
-
-class Stamp(NamedTuple):
-    """What tells one content of a path from another without reading it: its size and
-    modification time, and for a local file its status-change time (``ctime``), which no tool
-    can set back: a file rewritten, or replaced by another, with its size and modification
-    time kept (``cp -p``, ``touch -r``) is told apart by it. 0 where there is none (object stores)."""
-
-    size: int
-    mtime_ns: int
-    ctime_ns: int = 0
 
 
 #: What ``examine`` found for a matched path: its stamp, or why it is refused / not read.
