@@ -19,17 +19,17 @@ source file; 2 bad arguments, a drops/ line naming a file the run did not read, 
 
 from __future__ import annotations
 
-import argparse
-import html
 import os
 import shutil
 import textwrap
-from typing import Iterator, NamedTuple
+from typing import NamedTuple
 
 import orjson
 
 from pipeline.console import ArgumentParser, print_error
-from pipeline.io.output_names import DEAD_LETTER_PATTERNS, DROPS_PATTERNS
+from pipeline.finished.html_page import escape
+from pipeline.finished.output_dir import drop_lines, run_settings
+from pipeline.io.output_names import DEAD_LETTER_PATTERNS
 from pipeline.io.shard import where_text
 from transforms.console_text import console_text
 from transforms.explain import Explanation, Row, after_text, before_text, counts_line, cut_text, explain
@@ -82,7 +82,7 @@ def run_inputs(output: str) -> RunInputs:
     processed files instead. No record at all: nothing may be opened."""
     from apache_beam.io.filesystems import FileSystems
 
-    from pipeline.finished.report import read_json
+    from pipeline.finished.output_dir import read_json
     from pipeline.io.output_names import MANIFEST_FILE, STREAMING_MARKER
     from pipeline.io.ownership import paths_inside
     from pipeline.io.planning import InputError, match_inputs
@@ -137,19 +137,6 @@ def check_source(inputs: RunInputs, source: str, conversation_id: object) -> Non
     )
 
 
-def drop_lines(output: str, patterns: tuple[str, ...] = DROPS_PATTERNS) -> Iterator[bytes]:
-    """Every line of a run's drops/ (or, with ``DEAD_LETTER_PATTERNS``, dead_letter/), batch or
-    streaming layout, in file name order."""
-    from apache_beam.io.filesystems import FileSystems
-
-    from pipeline.io.files import matching  # the output literally: `out[1]` is not `out1`
-
-    for pattern in patterns:
-        for path in matching(output, *pattern.split("/")):
-            with FileSystems.open(path) as handle:
-                yield from handle
-
-
 def find_dead_letter(output: str, conversation_id: str) -> dict | None:
     """The first dead letter whose raw input holds ``conversation_id`` as a JSON string (a
     record's id is in its text; ``locate`` checks it when the record is read back)."""
@@ -194,27 +181,6 @@ def find_metrics(output: str, conversation_id: str) -> dict:
         f"no conversation with id {conversation_id!r} in {output}/drops/ ({len(ids):,} looked at){hint}; "
         "a record that could not be read has no id: see dead_letter/"
     )
-
-
-def run_settings(output: str) -> tuple[Settings, int]:
-    """The record settings and --max-record-bytes of the run that wrote ``output`` (its manifest)."""
-    from apache_beam.io.filesystems import FileSystems
-
-    from pipeline.config.checks import record_settings
-    from pipeline.config.flags import our_flags
-    from pipeline.finished.report import read_json
-    from pipeline.io.output_names import MANIFEST_FILE
-    from transforms.inputs import DEFAULT_MAX_RECORD_BYTES
-
-    manifest = read_json(FileSystems.join(output, MANIFEST_FILE)) or {}
-    options = manifest.get("options")
-    options = options if isinstance(options, dict) else {}
-    defaults = {dest: action.default for dest, action in our_flags().actions.items()}
-    given = {**defaults, **{k: v for k, v in options.items() if v is not None}}
-    # The run's own mapping of options to settings (--drop-role and --map-role included); the
-    # explanation writes nothing, so the writer's options do not matter here.
-    settings = record_settings(argparse.Namespace(**given))
-    return settings, int(given.get("max_record_bytes") or DEFAULT_MAX_RECORD_BYTES)
 
 
 def locate(
@@ -338,27 +304,23 @@ def _dead_letter_text(dead: dict) -> str:
 # HTML (the command's --html, and the report's examples)
 
 
-def _e(value) -> str:
-    return html.escape(str(value), quote=True)
-
-
 def explanation_html(explanation: Explanation, cell_chars: int = 160) -> str:
     """The rows as an HTML table (classes ``explain``, ``dropped``, ``moved``, ``rekeyed``,
     ``healed`` for styling); every value escaped."""
     rows = []
     for row in explanation.rows:
         kinds = " ".join(sorted({mark.kind for mark in row.marks}))
-        before = _e(before_text(explanation, row, cell_chars))
+        before = escape(before_text(explanation, row, cell_chars))
         number = "" if row.before is None or row.call is not None else row.before
         left = f'<td class="n">{number}</td><td class="mono{" call" if row.call is not None else ""}">{before}</td>'
-        after = _e(after_text(explanation, row, cell_chars))
+        after = escape(after_text(explanation, row, cell_chars))
         right = f'<td class="n">{"" if row.after is None else row.after}</td><td class="mono">{after}</td>'
         marks = "".join(
-            f'<span class="mark {_e(m.kind)}" title="{_e(m.text())}">{_e(m.kind)}: {_e(m.reason)}'
-            f"{' ' + _e(m.detail) if m.detail else ''}</span>"
+            f'<span class="mark {escape(m.kind)}" title="{escape(m.text())}">{escape(m.kind)}: {escape(m.reason)}'
+            f"{' ' + escape(m.detail) if m.detail else ''}</span>"
             for m in row.marks
         )
-        rows.append(f'<tr class="{_e(kinds)}">{left}{right}<td>{marks}</td></tr>')
+        rows.append(f'<tr class="{escape(kinds)}">{left}{right}<td>{marks}</td></tr>')
     return (
         '<table class="explain"><tr><th class="n">#</th><th>before (as read)</th><th class="n">#</th>'
         "<th>after (as written)</th><th>what happened</th></tr>" + "".join(rows) + "</table>"
@@ -367,17 +329,21 @@ def explanation_html(explanation: Explanation, cell_chars: int = 160) -> str:
 
 def explain_page(located: Located) -> str:
     """A standalone page for ``convnorm explain --html``."""
-    from pipeline.finished.report import page_html
+    from pipeline.finished.html_page import page_html
 
     metrics = located.metrics
     title = f"convnorm explain: {metrics.get('id')}"
     where = where_text(str(metrics.get("source")), int(metrics.get("position", -1)), located.line)
     counts = counts_line(located.explanation.before, located.explanation.result)
     body = (
-        f'<h1>{_e(title)}</h1><div class="sub">{_e(where)} · profile {_e(located.settings.profile)} · '
-        f"{_e(counts)}</div>"
-        + (f'<p class="banner">{_e(located.mismatch)}</p>' if located.mismatch else "")
-        + (f'<p class="banner">{_e(_dead_letter_text(metrics["dead_letter"]))}</p>' if "dead_letter" in metrics else "")
+        f'<h1>{escape(title)}</h1><div class="sub">{escape(where)} · profile {escape(located.settings.profile)} · '
+        f"{escape(counts)}</div>"
+        + (f'<p class="banner">{escape(located.mismatch)}</p>' if located.mismatch else "")
+        + (
+            f'<p class="banner">{escape(_dead_letter_text(metrics["dead_letter"]))}</p>'
+            if "dead_letter" in metrics
+            else ""
+        )
         + f'<div class="scroll">{explanation_html(located.explanation)}</div>'
     )
     return page_html(title, body)

@@ -29,7 +29,6 @@ Beam pipeline here.
 from __future__ import annotations
 
 import datetime
-import html
 import json
 import logging
 import os
@@ -37,10 +36,21 @@ import platform
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Iterable, Iterator
 
-import orjson
-
 from pipeline.finished.charts import ALERT_COLOR, BAR_COLOR, OK_COLOR, bar_chart, line_chart
-from pipeline.io.output_names import DEAD_LETTER_PATTERNS, MANIFEST_FILE, REPORT_FILE, STREAMING_MARKER
+from pipeline.finished.html_page import (
+    cell_text,
+    count_table,
+    counts_chart,
+    escape,
+    figure,
+    is_number,
+    number_text,
+    page_html,
+    short_text,
+    tile,
+)
+from pipeline.finished.output_dir import DamagedRun, Window, json_lines, matched, read_json, windows
+from pipeline.io.output_names import DEAD_LETTER_PATTERNS, MANIFEST_FILE, REPORT_FILE
 from transforms.normalize import split_drops
 
 if TYPE_CHECKING:
@@ -57,8 +67,6 @@ WORST_SOURCES = 10
 EXAMPLES_PER_REASON = 3
 #: Rows of a table of unknown shape (windows of a long streaming run can be many).
 GENERIC_ROWS = 200
-#: Characters of an id, a path or a value shown in a table cell.
-CELL_CHARS = 60
 #: Characters of a dead letter's raw input shown under it.
 RAW_CHARS = 600
 #: Examples over --max-example-tokens listed one by one (all are counted in summary.json).
@@ -191,58 +199,6 @@ def worst_sources(details: RunDetails, limit: int = WORST_SOURCES) -> list[tuple
     return hit[:limit]
 
 
-class DamagedRun(ValueError):
-    """A file of the run's outputs that cannot be read as convnorm wrote it; says which, where."""
-
-
-def _matched(output: str, patterns: Iterable[str]) -> list[str]:
-    from pipeline.io.files import matching  # the output literally: `out[1]` is not `out1`
-
-    paths: list[str] = []
-    for pattern in patterns:
-        paths += matching(output, *pattern.split("/"))
-    return paths
-
-
-def _read_json_lines(paths: Iterable[str]) -> Iterator[dict]:
-    from apache_beam.io.filesystems import FileSystems
-
-    for path in paths:
-        with FileSystems.open(path) as handle:
-            for number, line in enumerate(handle, 1):
-                if not line.strip():
-                    continue
-                try:
-                    record = orjson.loads(line)  # one line per conversation: millions in a big run
-                except orjson.JSONDecodeError as error:
-                    raise DamagedRun(f"{path}:{number}: not a JSON line ({error})") from None
-                if not isinstance(record, dict):
-                    raise DamagedRun(f"{path}:{number}: not a JSON object")
-                yield record
-
-
-def read_json(path: str) -> dict | None:
-    """A JSON document on any Beam filesystem; ``None`` when it is not there."""
-    from apache_beam.io.filesystems import FileSystems
-
-    if not FileSystems.exists(path):
-        return None
-    with FileSystems.open(path) as handle:
-        try:
-            document = json.loads(handle.read())
-        except ValueError as error:
-            raise DamagedRun(f"{path}: not a JSON document ({error})") from None
-    if not isinstance(document, dict):
-        raise DamagedRun(f"{path}: not a JSON object")
-    return document
-
-
-@dataclass
-class Window:
-    name: str
-    summary: dict
-
-
 @dataclass
 class ReportData:
     output: str
@@ -271,28 +227,16 @@ def collect(output: str, run: dict | None = None, explain_examples: bool = True)
     if summary is None:
         raise FileNotFoundError(f"{output!r} holds no summary.json (is it a convnorm run's --output?)")
     details = RunDetails()
-    scan_drops(_read_json_lines(_matched(output, DROPS_PATTERNS)), details)
-    scan_dead_letters(_read_json_lines(_matched(output, DEAD_LETTER_PATTERNS)), details)
+    scan_drops(json_lines(matched(output, DROPS_PATTERNS)), details)
+    scan_dead_letters(json_lines(matched(output, DEAD_LETTER_PATTERNS)), details)
     manifest = read_json(FileSystems.join(output, MANIFEST_FILE)) or {}
-    data = ReportData(output, summary, details, manifest, dict(run or {}), _windows(output))
+    data = ReportData(output, summary, details, manifest, dict(run or {}), windows(output))
     # The examples' sources are opened only when the run read them (a drops/ line can name any file).
     inputs = run_inputs(output) if _example_sources(details) else None
     data.lines = _example_lines(details, inputs)
     if explain_examples:
         data.explained = _explain_examples(output, details, summary, inputs)
     return data
-
-
-def _windows(output: str) -> list[Window]:
-    """A streaming output's window summaries (``OUT/<window>/summary.json``), by window name."""
-    from apache_beam.io.filesystems import FileSystems
-
-    if not FileSystems.exists(FileSystems.join(output, STREAMING_MARKER)):
-        return []
-    return [
-        Window(path.rstrip("/").rsplit("/", 2)[-2], read_json(path) or {})
-        for path in _matched(output, ["*/summary.json"])
-    ]
 
 
 def _example_sources(details: RunDetails) -> dict[str, set[int]]:
@@ -365,85 +309,12 @@ def versions() -> dict[str, str]:
 # HTML pieces
 
 
-def _e(value) -> str:
-    return html.escape(str(value), quote=True)
-
-
-def _short(text, limit: int = CELL_CHARS) -> str:
-    """A value cut at its end (an id, a path keeps its start; the cell's title has it whole)."""
-    text = str(text)
-    return text if len(text) <= limit else text[: limit - 1] + "…"
-
-
-def _num(value) -> str:
-    if isinstance(value, bool):
-        return "yes" if value else "no"
-    if isinstance(value, int):
-        return f"{value:,}"
-    if isinstance(value, float):
-        return f"{value:,.3g}"
-    return str(value)
-
-
-def _figure(svg: str, name: str) -> str:
-    return f'<figure class="chart" data-chart="{_e(name)}">{svg}</figure>'
-
-
-def _count_table(counts: dict, key: str, heading: str, nonzero_only: bool = False) -> str:
-    """A table of counts (each number cell carries data-key="<key>.<name>"); with
-    ``nonzero_only``, the names counted 0 follow in one line instead of a row each."""
-    shown = {k: v for k, v in counts.items() if v or not nonzero_only}
-    rows = "".join(
-        f'<tr><td>{_e(name)}</td><td class="n" data-key="{_e(key)}.{_e(name)}">{_num(n)}</td></tr>'
-        for name, n in shown.items()
-    )
-    table = (
-        f'<table class="counts"><tr><th>{_e(heading)}</th><th class="n">count</th></tr>{rows}</table>' if rows else ""
-    )
-    zeros = [name for name, n in counts.items() if not n] if nonzero_only else []
-    if zeros:
-        table += (
-            '<p class="none">none for: '
-            + ", ".join(f'{_e(name)} <span data-key="{_e(key)}.{_e(name)}">0</span>' for name in zeros)
-            + "</p>"
-        )
-    return table
-
-
-def _counts_chart(
-    counts: dict, name: str, title: str, nothing: str, value_title: str, label_title: str, **style
-) -> str:
-    """A bar chart of the non-zero ``counts``, or a line saying there is nothing to chart."""
-    nonzero = {k: v for k, v in counts.items() if v}
-    if not nonzero:
-        return f'<p class="none">{_e(nothing)}</p>'
-    return _figure(bar_chart(nonzero, title, value_title=value_title, label_title=label_title, **style), name)
-
-
-def _tile(label: str, key: str | None, value, cls: str = "", note: str = "") -> str:
-    data = f' data-key="{_e(key)}"' if key else ""
-    title = f' title="{_e(note)}"' if note else ""
-    return (
-        f'<div class="tile {cls}"{title}><div class="v"{data}>{_num(value)}</div><div class="l">{_e(label)}</div></div>'
-    )
-
-
 def _where(record: dict, lines: dict) -> str:
     """``file.jsonl line 45 (byte 12,345)``, ``element 3`` of a .json, ``row 3`` of Parquet."""
     from pipeline.io.shard import where_text
 
     source, position = str(record.get("source", "?")), int(record.get("position", -1))
     return where_text(source, position, lines.get((source, position)))
-
-
-def _is_number(value) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool)
-
-
-def _cell(value) -> str:
-    if _is_number(value):
-        return _num(value)
-    return _short(value if isinstance(value, str) else json.dumps(value, ensure_ascii=False))
 
 
 # --------------------------------------------------------------------------------------------
@@ -468,16 +339,6 @@ def render_html(data: ReportData, generated: str | None = None) -> str:
     return page_html(f"convnorm report: {data.output}", "".join(parts))
 
 
-def page_html(title: str, body: str) -> str:
-    """A self-contained page: ``title`` (escaped here), the report's style, ``body`` as given."""
-    return (
-        '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
-        '<meta name="viewport" content="width=device-width, initial-scale=1">'
-        f"<title>{_e(title)}</title><style>{STYLE}</style></head>"
-        f"<body><main>{body}</main></body></html>\n"
-    )
-
-
 def _warning_limit(manifest: dict):
     """``--warn-dead-letters`` of the run (its manifest's options; the default when not given)."""
     from pipeline.config.flags import DEFAULT_WARN_DEAD_LETTERS
@@ -499,10 +360,10 @@ def _header_html(data: ReportData) -> str:
     accounted = s.get("accounted")
     kind = "streaming run" if data.windows else "run"
     header = (
-        f'<h1>convnorm {kind} report</h1><div class="sub">{_e(data.output)} · profile '
-        f'<b data-key="profile">{_e(s.get("profile", "?"))}</b> · '
+        f'<h1>convnorm {kind} report</h1><div class="sub">{escape(data.output)} · profile '
+        f'<b data-key="profile">{escape(s.get("profile", "?"))}</b> · '
         f"{'every record accounted for' if accounted else 'NOT every record accounted for'}"
-        f'<span hidden data-key="accounted">{_num(accounted)}</span></div>'
+        f'<span hidden data-key="accounted">{number_text(accounted)}</span></div>'
     )
     banners = []
     warning = dead_letter_warning(s, _warning_limit(data.manifest)) if "dead_letters_by_reason" in s else None
@@ -523,27 +384,27 @@ def _header_html(data: ReportData) -> str:
         )
     r = reconciliation(s)
     tiles = [
-        _tile("records in", "records_in", s.get("records_in", 0)),
-        _tile("normalized", "records_out", s.get("records_out", 0)),
-        _tile("dead-lettered", "dead_letters", s.get("dead_letters", 0), "bad" if s.get("dead_letters") else "good"),
+        tile("records in", "records_in", s.get("records_in", 0)),
+        tile("normalized", "records_out", s.get("records_out", 0)),
+        tile("dead-lettered", "dead_letters", s.get("dead_letters", 0), "bad" if s.get("dead_letters") else "good"),
         # The message tiles in the order they add up: in - dropped + added = out.
-        _tile("messages in", "messages_in", r["messages in"]),
-        _tile("messages dropped", None, r["messages dropped"], "bad" if s.get("dropped") else ""),
-        _tile("results added (healed)", "healed", r["results added (healed)"]),
-        _tile("messages out", "messages_out", r["messages out"]),
-        _tile(
+        tile("messages in", "messages_in", r["messages in"]),
+        tile("messages dropped", None, r["messages dropped"], "bad" if s.get("dropped") else ""),
+        tile("results added (healed)", "healed", r["results added (healed)"]),
+        tile("messages out", "messages_out", r["messages out"]),
+        tile(
             "dropped, MEM-5's count",
             "dropped",
             r["MEM-5 drop count"],
             "bad" if s.get("dropped") else "good",
             "messages dropped plus calls dropped from turns that stayed",
         ),
-        _tile("conversations with drops", "conversations_with_drops", s.get("conversations_with_drops", 0)),
-        _tile("blank lines skipped", "blank_lines", s.get("blank_lines", 0)),
+        tile("conversations with drops", "conversations_with_drops", s.get("conversations_with_drops", 0)),
+        tile("blank lines skipped", "blank_lines", s.get("blank_lines", 0)),
     ]
     return (
         header
-        + "".join(f'<p class="banner">{_e(b)}</p>' for b in banners)
+        + "".join(f'<p class="banner">{escape(b)}</p>' for b in banners)
         + '<div class="tiles">'
         + "".join(tiles)
         + "</div>"
@@ -585,13 +446,14 @@ def _messages_html(s: dict) -> str:
         ("MEM-5 drop count (messages + calls)", r["MEM-5 drop count"], "", "summary.json's dropped"),
     ]
     table = "".join(
-        f'<tr><td>{_e(label)}</td><td class="n" data-key="{_e(key)}">{_num(value)}</td><td>{_e(note)}</td></tr>'
+        f'<tr><td>{escape(label)}</td><td class="n" data-key="{escape(key)}">{number_text(value)}</td>'
+        f"<td>{escape(note)}</td></tr>"
         if key
-        else f'<tr><td>{_e(label)}</td><td class="n">{_num(value)}</td><td>{_e(note)}</td></tr>'
+        else f'<tr><td>{escape(label)}</td><td class="n">{number_text(value)}</td><td>{escape(note)}</td></tr>'
         for label, value, key, note in rows
     )
     flow = {k: r[k] for k in ("messages in", "messages dropped", "results added (healed)", "messages out")}
-    chart = _figure(
+    chart = figure(
         bar_chart(flow, "Messages in and out", value_title="messages", label_title="", color=OK_COLOR), "messages"
     )
     return (
@@ -611,7 +473,7 @@ def _drops_html(s: dict) -> str:
     return (
         '<h2>Drops and dead letters</h2><div class="grid">'
         + '<div class="card">'
-        + _counts_chart(
+        + counts_chart(
             drops,
             "dropped_by_reason",
             "Drops, by reason",
@@ -619,10 +481,10 @@ def _drops_html(s: dict) -> str:
             "drops (messages, or calls for unusable_call and redeclared_call)",
             "reason",
         )
-        + _count_table(drops, "dropped_by_reason", "drop reason", nonzero_only=True)
+        + count_table(drops, "dropped_by_reason", "drop reason", nonzero_only=True)
         + "</div>"
         + '<div class="card">'
-        + _counts_chart(
+        + counts_chart(
             letters,
             "dead_letters_by_reason",
             "Dead letters, by reason",
@@ -631,10 +493,10 @@ def _drops_html(s: dict) -> str:
             "reason",
             color=ALERT_COLOR,
         )
-        + _count_table(letters, "dead_letters_by_reason", "dead-letter reason", nonzero_only=True)
+        + count_table(letters, "dead_letters_by_reason", "dead-letter reason", nonzero_only=True)
         + "</div>"
         + '<div class="card">'
-        + _figure(
+        + figure(
             bar_chart(
                 histogram,
                 "Conversations by drops",
@@ -644,7 +506,7 @@ def _drops_html(s: dict) -> str:
             ),
             "drops_histogram",
         )
-        + _count_table(histogram, "drops_histogram", "drops in the conversation")
+        + count_table(histogram, "drops_histogram", "drops in the conversation")
         + "</div></div>"
     )
 
@@ -670,7 +532,7 @@ def _windows_html(data: ReportData) -> str:
     counts = {legend: [w.summary.get(key, 0) for w in data.windows] for key, legend in WINDOW_SERIES.items()}
     parts = [
         '<h2>Windows over time</h2><div class="grid"><div class="card">',
-        _figure(line_chart(counts, labels, "Per window", x_title="window start (UTC)", y_title="count"), "windows"),
+        figure(line_chart(counts, labels, "Per window", x_title="window start (UTC)", y_title="count"), "windows"),
         "</div>",
     ]
     progress = [w.summary.get("progress") for w in data.windows]
@@ -682,7 +544,7 @@ def _windows_html(data: ReportData) -> str:
         }
         parts.append(
             '<div class="card">'
-            + _figure(
+            + figure(
                 line_chart(series, labels, "Progress per window", x_title="window start (UTC)", y_title="value"),
                 "progress",
             )
@@ -691,9 +553,7 @@ def _windows_html(data: ReportData) -> str:
     parts.append("</div>")
     total: dict = {}
     for w in data.windows:
-        total = summaries.merge(
-            total, {k: v for k, v in w.summary.items() if _is_number(v) or k.endswith("_by_reason")}
-        )
+        total = summaries.merge(total, {k: v for k, v in w.summary.items() if is_number(v) or k.endswith("_by_reason")})
     checked = ("records_in", "records_out", "dead_letters", "dropped", "healed", "messages_in", "messages_out")
     differ = [k for k in checked if total.get(k, 0) != data.summary.get(k, 0)]
     if differ:
@@ -704,10 +564,10 @@ def _windows_html(data: ReportData) -> str:
         )
     else:
         parts.append(f"<p>{len(data.windows):,} windows; their totals are summary.json's (the tiles above).</p>")
-    head = "".join(f'<th class="n">{_e(legend)}</th>' for legend in WINDOW_SERIES.values())
+    head = "".join(f'<th class="n">{escape(legend)}</th>' for legend in WINDOW_SERIES.values())
     rows = "".join(
-        f'<tr><td class="mono">{_e(w.name)}</td>'
-        + "".join(f'<td class="n">{_num(w.summary.get(key, 0))}</td>' for key in WINDOW_SERIES)
+        f'<tr><td class="mono">{escape(w.name)}</td>'
+        + "".join(f'<td class="n">{number_text(w.summary.get(key, 0))}</td>' for key in WINDOW_SERIES)
         + "</tr>"
         for w in data.windows[-GENERIC_ROWS:]
     )
@@ -730,16 +590,16 @@ def _opt_in_html(s: dict) -> str:
     if "repairs" in s:
         add(
             '<h2>Repairs (opt-in profile)</h2><div class="card">'
-            + _counts_chart(
+            + counts_chart(
                 s["repairs"], "repairs", "Repairs, by kind", "No repair was needed.", "repairs", "kind", color=OK_COLOR
             )
-            + _count_table(s["repairs"], "repairs", "repair")
+            + count_table(s["repairs"], "repairs", "repair")
             + "</div>"
         )
     if "violations" in s:
         add(
             '<h2>Sendability violations in the output (--check)</h2><div class="card">'
-            + _counts_chart(
+            + counts_chart(
                 s["violations"],
                 "violations",
                 "Violations, by kind",
@@ -748,9 +608,9 @@ def _opt_in_html(s: dict) -> str:
                 "kind",
                 color=ALERT_COLOR,
             )
-            + _count_table(s["violations"], "violations", "violation")
+            + count_table(s["violations"], "violations", "violation")
             + f'<p>conversations with violations: <b data-key="conversations_with_violations">'
-            f"{_num(s.get('conversations_with_violations', 0))}</b></p></div>"
+            f"{number_text(s.get('conversations_with_violations', 0))}</b></p></div>"
         )
     if "discarded_by_name" in s:
         add(_ledger_section(s))
@@ -764,7 +624,7 @@ def _opt_in_html(s: dict) -> str:
         add('<h2>Windows over time</h2><div class="card">' + _generic(s["windows"], "windows", "Windows") + "</div>")
     for key in s:
         if key not in KNOWN_KEYS:
-            add(f'<h2>{_e(key)}</h2><div class="card">' + _generic(s[key], key, key) + "</div>")
+            add(f'<h2>{escape(key)}</h2><div class="card">' + _generic(s[key], key, key) + "</div>")
     return "".join(parts)
 
 
@@ -775,10 +635,10 @@ def _tokens_html(t: dict | None, data: ReportData) -> str:
     key = "tokens."
     limit = t.get("max_example_tokens")
     tiles = [
-        _tile("examples counted", key + "examples", t["examples"]),
-        _tile(f"tokens ({t['encoding']})", key + "total", t["total"]),
-        *(_tile(f"{name} tokens per example", key + name, t[name]) for name in ("min", "p50", "p90", "p99", "max")),
-        _tile(
+        tile("examples counted", key + "examples", t["examples"]),
+        tile(f"tokens ({t['encoding']})", key + "total", t["total"]),
+        *(tile(f"{name} tokens per example", key + name, t[name]) for name in ("min", "p50", "p90", "p99", "max")),
+        tile(
             "without an assistant message",
             key + "without_assistant",
             t["without_assistant"],
@@ -787,17 +647,18 @@ def _tokens_html(t: dict | None, data: ReportData) -> str:
     ]
     if limit is not None:
         tiles.append(
-            _tile(f"over {limit:,} tokens", key + "over_limit", t["over_limit"], "bad" if t["over_limit"] else "good")
+            tile(f"over {limit:,} tokens", key + "over_limit", t["over_limit"], "bad" if t["over_limit"] else "good")
         )
     tiles += [
-        _tile("training tokens per epoch", key + "training_tokens_per_epoch", t["training_tokens_per_epoch"]),
-        _tile("epochs" + (" (default)" if t.get("epochs_default") else ""), key + "epochs", t["epochs"]),
-        _tile("training tokens", key + "training_tokens", t["training_tokens"]),
+        tile("training tokens per epoch", key + "training_tokens_per_epoch", t["training_tokens_per_epoch"]),
+        tile("epochs" + (" (default)" if t.get("epochs_default") else ""), key + "epochs", t["epochs"]),
+        tile("training tokens", key + "training_tokens", t["training_tokens"]),
     ]
     if "estimated_cost" in t:
         tiles.append(
             f'<div class="tile"><div class="v" data-key="tokens.estimated_cost">{t["estimated_cost"]:,.2f}</div>'
-            f'<div class="l">estimated cost at <span data-key="tokens.price_per_mtok">{_e(t["price_per_mtok"])}</span>'
+            '<div class="l">estimated cost at '
+            f'<span data-key="tokens.price_per_mtok">{escape(t["price_per_mtok"])}</span>'
             " per 1M training tokens</div></div>"
         )
     histogram = t["histogram"]
@@ -813,13 +674,13 @@ def _tokens_html(t: dict | None, data: ReportData) -> str:
     )
     return (
         '<h2>Fine-tuning readiness (--tokens)</h2><div class="card"><p>Tokens per example as the sink writes '
-        f'it, in <b data-key="tokens.encoding">{_e(t["encoding"])}</b>; quantiles by nearest rank. Training tokens '
+        f'it, in <b data-key="tokens.encoding">{escape(t["encoding"])}</b>; quantiles by nearest rank. Training tokens '
         "cover the examples written, each billed up to the limit, for the epochs shown (docs/fine-tuning.md)."
         '</p><div class="tiles">'
         + "".join(tiles)
         + "</div>"
-        + _figure(chart, "tokens_histogram")
-        + _count_table(histogram, "tokens.histogram", "tokens per example")
+        + figure(chart, "tokens_histogram")
+        + count_table(histogram, "tokens.histogram", "tokens per example")
         + _over_limit_html(t, data)
         + "</div>"
     )
@@ -830,19 +691,19 @@ def _over_limit_html(t: dict, data: ReportData) -> str:
     limit = t.get("max_example_tokens")
     if limit is None:
         return '<p class="none">No --max-example-tokens: no limit checked.</p>'
-    model = f" ({_e(t['limit_model'])})" if t.get("limit_model") else ""
+    model = f" ({escape(t['limit_model'])})" if t.get("limit_model") else ""
     head = (
-        f'<h3>Examples over <span data-key="tokens.max_example_tokens">{_num(limit)}</span> tokens{model}</h3>'
-        f'<p>kept in the output: <b data-key="tokens.over_limit_kept">{_num(t["over_limit_kept"])}</b> · '
+        f'<h3>Examples over <span data-key="tokens.max_example_tokens">{number_text(limit)}</span> tokens{model}</h3>'
+        f'<p>kept in the output: <b data-key="tokens.over_limit_kept">{number_text(t["over_limit_kept"])}</b> · '
         "dead-lettered (over_token_limit): "
-        f'<b data-key="tokens.over_limit_dropped">{_num(t["over_limit_dropped"])}</b></p>'
+        f'<b data-key="tokens.over_limit_dropped">{number_text(t["over_limit_dropped"])}</b></p>'
     )
     if not over:
         return head + '<p class="none">No example is over the limit.</p>'
     rows = "".join(
-        f'<tr><td class="mono">{_e(_short(item.get("id", "—"), 40))}</td>'
-        f'<td class="mono">{_e(_where(item, data.lines))}</td>'
-        f'<td class="n">{_num(item.get("tokens", 0))}</td>'
+        f'<tr><td class="mono">{escape(short_text(item.get("id", "—"), 40))}</td>'
+        f'<td class="mono">{escape(_where(item, data.lines))}</td>'
+        f'<td class="n">{number_text(item.get("tokens", 0))}</td>'
         f"<td>{'dead-lettered' if 'reason' in item else 'kept'}</td></tr>"
         for item in over
     )
@@ -858,20 +719,20 @@ def _ledger_section(s: dict) -> str:
     """What coercion discarded beside the drops: fields by name and the text they held."""
     by_name = s["discarded_by_name"]
     rows = "".join(
-        f'<tr><td>{_e(name)}</td><td class="n" data-key="discarded_by_name.{_e(name)}.fields">'
-        f'{_num(n["fields"])}</td><td class="n" data-key="discarded_by_name.{_e(name)}.chars">'
-        f"{_num(n['chars'])}</td></tr>"
+        f'<tr><td>{escape(name)}</td><td class="n" data-key="discarded_by_name.{escape(name)}.fields">'
+        f'{number_text(n["fields"])}</td><td class="n" data-key="discarded_by_name.{escape(name)}.chars">'
+        f"{number_text(n['chars'])}</td></tr>"
         for name, n in by_name.items()
     )
     return (
         '<h2>Ledger of discarded fields</h2><div class="card">'
         "<p>Not message drops: fields the flat message shape does not keep (MEM-5 rule 1), and the "
         'characters of text they held.</p><div class="tiles">'
-        + _tile("fields discarded", "discarded_fields", s.get("discarded_fields", 0))
-        + _tile("characters in them", "discarded_chars", s.get("discarded_chars", 0))
-        + _tile("conversations with discards", "conversations_with_discards", s.get("conversations_with_discards", 0))
+        + tile("fields discarded", "discarded_fields", s.get("discarded_fields", 0))
+        + tile("characters in them", "discarded_chars", s.get("discarded_chars", 0))
+        + tile("conversations with discards", "conversations_with_discards", s.get("conversations_with_discards", 0))
         + "</div>"
-        + _counts_chart(
+        + counts_chart(
             {k: v["fields"] for k, v in by_name.items()},
             "discarded_by_name",
             "Discarded fields, by name",
@@ -890,29 +751,29 @@ def _generic(value, key: str, title: str) -> str:
     mapping of mappings such as windows by start time) are a line chart of their numeric
     columns and a table of at most ``GENERIC_ROWS`` rows; anything else is shown as JSON.
     """
-    if isinstance(value, dict) and value and all(_is_number(v) for v in value.values()):
+    if isinstance(value, dict) and value and all(is_number(v) for v in value.values()):
         chart = bar_chart(value, title, value_title="count", label_title="name")
-        return _figure(chart, key) + _count_table(value, key, "name")
+        return figure(chart, key) + count_table(value, key, "name")
     if isinstance(value, dict) and value and all(isinstance(v, dict) for v in value.values()):
         value = [{"key": k, **v} for k, v in value.items()]
     if isinstance(value, list) and value and all(isinstance(row, dict) for row in value):
         columns = list(dict.fromkeys(k for row in value for k in row))
-        numeric = [c for c in columns if all(_is_number(row.get(c, 0)) for row in value)]
+        numeric = [c for c in columns if all(is_number(row.get(c, 0)) for row in value)]
         labels = [c for c in columns if c not in numeric]
         chart = ""
         if numeric and len(value) > 1:
             xlabels = [str(row.get(labels[0], i)) if labels else str(i) for i, row in enumerate(value)]
             series = {c: [row.get(c, 0) for row in value] for c in numeric}
-            chart = _figure(
+            chart = figure(
                 line_chart(series, xlabels, title, x_title=labels[0] if labels else "row", y_title="value"), key
             )
-        head = "".join(f"<th>{_e(c)}</th>" for c in columns)
+        head = "".join(f"<th>{escape(c)}</th>" for c in columns)
         shown = value[:GENERIC_ROWS]
         body = "".join(
             "<tr>"
             + "".join(
-                f'<td class="{"n" if c in numeric else ""}" data-key="{_e(key)}.{i}.{_e(c)}">'
-                f"{_e(_cell(row.get(c, '')))}</td>"
+                f'<td class="{"n" if c in numeric else ""}" data-key="{escape(key)}.{i}.{escape(c)}">'
+                f"{escape(cell_text(row.get(c, '')))}</td>"
                 for c in columns
             )
             + "</tr>"
@@ -925,9 +786,9 @@ def _generic(value, key: str, title: str) -> str:
         )
         return chart + f'<div class="scroll"><table><tr>{head}</tr>{body}</table></div>' + more
     if isinstance(value, dict) and value:
-        return "".join(f"<h3>{_e(k)}</h3>" + _generic(v, f"{key}.{k}", f"{title}: {k}") for k, v in value.items())
+        return "".join(f"<h3>{escape(k)}</h3>" + _generic(v, f"{key}.{k}", f"{title}: {k}") for k, v in value.items())
     text = json.dumps(value, indent=2, ensure_ascii=False, sort_keys=False)
-    return f'<pre data-key="{_e(key)}">{_e(text)}</pre>'
+    return f'<pre data-key="{escape(key)}">{escape(text)}</pre>'
 
 
 def _worst_sources_html(details: RunDetails) -> str:
@@ -935,16 +796,16 @@ def _worst_sources_html(details: RunDetails) -> str:
     if not worst:
         return '<h2>Worst sources</h2><p class="none">No file lost a message or a record.</p>'
     rows = "".join(
-        f'<tr><td class="mono path" title="{_e(path)}">{_e(path)}</td>'
-        f'<td class="n">{_num(st.records)}</td>'
-        f'<td class="n">{_num(st.conversations_with_drops)}</td><td class="n">{_num(st.dropped)}</td>'
-        f'<td class="n">{_num(st.dead_letters)}</td><td class="n">{st.affected_rate:.1%}</td></tr>'
+        f'<tr><td class="mono path" title="{escape(path)}">{escape(path)}</td>'
+        f'<td class="n">{number_text(st.records)}</td>'
+        f'<td class="n">{number_text(st.conversations_with_drops)}</td><td class="n">{number_text(st.dropped)}</td>'
+        f'<td class="n">{number_text(st.dead_letters)}</td><td class="n">{st.affected_rate:.1%}</td></tr>'
         for path, st in worst
     )
     return (
         "<h2>Worst sources</h2>"
         "<p>Input files with the highest share of records that lost messages or were dead-lettered "
-        f"(of {_num(len(details.sources))} file(s)).</p>"
+        f"(of {number_text(len(details.sources))} file(s)).</p>"
         '<div class="scroll"><table class="worst"><tr><th>file</th><th class="n">records</th>'
         '<th class="n">with drops</th><th class="n">drops</th><th class="n">dead letters</th>'
         '<th class="n">affected</th></tr>' + rows + "</table></div>"
@@ -971,20 +832,20 @@ def _examples_html(data: ReportData) -> str:
         if located is None:
             block = ""
         elif isinstance(located, str):
-            block = f'<p class="none">{_e(located)}</p>'
+            block = f'<p class="none">{escape(located)}</p>'
         else:
-            note = f'<p class="banner">{_e(located.mismatch)}</p>' if located.mismatch else ""
+            note = f'<p class="banner">{escape(located.mismatch)}</p>' if located.mismatch else ""
             block = (
                 "<details><summary>before and after, each repair marked</summary>"
                 f'{note}<div class="scroll">{explanation_html(located.explanation)}</div></details>'
             )
         parts.append(
             '<div class="example">'
-            f'<div class="head"><span class="mono id">{_e(rid)}</span> '
-            f'<span class="where">{_e(_where(metrics, data.lines))}</span></div>'
-            f'<div class="facts">example of {_e(", ".join(reasons))} · messages '
-            f"{_num(metrics.get('messages_in', 0))} → {_num(metrics.get('messages_out', 0))} · "
-            f"dropped: {_e(drops or 'none')} · healed {_num(metrics.get('healed', 0))}</div>"
+            f'<div class="head"><span class="mono id">{escape(rid)}</span> '
+            f'<span class="where">{escape(_where(metrics, data.lines))}</span></div>'
+            f'<div class="facts">example of {escape(", ".join(reasons))} · messages '
+            f"{number_text(metrics.get('messages_in', 0))} → {number_text(metrics.get('messages_out', 0))} · "
+            f"dropped: {escape(drops or 'none')} · healed {number_text(metrics.get('healed', 0))}</div>"
             f"{block}</div>"
         )
     if not examples:
@@ -992,10 +853,11 @@ def _examples_html(data: ReportData) -> str:
     letters = s.get("dead_letters_by_reason", {})
     reasons = [r for r in letters if letters.get(r)] + sorted(set(details.dead_letter_examples) - set(letters))
     rows = [
-        f'<tr><td>{_e(reason)}</td><td class="mono">{_e(_where(letter, data.lines))}</td>'
-        f'<td class="detail">{_e(letter.get("detail", ""))}'
+        f'<tr><td>{escape(reason)}</td><td class="mono">{escape(_where(letter, data.lines))}</td>'
+        f'<td class="detail">{escape(letter.get("detail", ""))}'
         + (
-            f"<details><summary>raw input</summary><pre>{_e(str(letter.get('raw', ''))[:RAW_CHARS])}</pre></details>"
+            "<details><summary>raw input</summary>"
+            f"<pre>{escape(str(letter.get('raw', ''))[:RAW_CHARS])}</pre></details>"
             if letter.get("raw")
             else ""
         )
@@ -1029,7 +891,7 @@ def _run_html(manifest: dict) -> str:
             "versions": manifest.get("versions"),
         }
         rows = "".join(
-            f'<tr><td>{_e(k)}</td><td class="mono">{_e(v if isinstance(v, str) else json.dumps(v))}</td></tr>'
+            f'<tr><td>{escape(k)}</td><td class="mono">{escape(v if isinstance(v, str) else json.dumps(v))}</td></tr>'
             for k, v in _flat_items({k: v for k, v in shown.items() if v is not None})
         )
         parts.append(
@@ -1051,43 +913,10 @@ def _footer_html(run: dict, generated: str | None) -> str:
         from pipeline.cli.progress import duration_text
 
         took = f"The run took {duration_text(run['run_seconds'])}. "
-    return f'<footer class="none">{_e(took)}Report generated {_e(generated)} by {_e(report_versions)}.</footer>'
-
-
-STYLE = """
-body{font:14px/1.45 system-ui,-apple-system,"Segoe UI",Roboto,sans-serif;color:#222;margin:0;background:#f6f7f9}
-main{max-width:1180px;margin:0 auto;padding:18px 24px 40px}
-@media (max-width:700px){main{padding:12px 10px 30px}}
-h1{font-size:22px;margin:6px 0 2px} h2{font-size:17px;margin:28px 0 8px;border-bottom:1px solid #ddd;padding-bottom:4px}
-h3{font-size:14px;margin:14px 0 6px}
-.sub{color:#666;margin-bottom:14px;overflow-wrap:anywhere}
-.banner{background:#fff4e5;border:1px solid #f0c36d;border-radius:6px;padding:8px 12px;margin:8px 0}
-.tiles{display:flex;flex-wrap:wrap;gap:10px}
-.tile{background:#fff;border:1px solid #e2e4e8;border-radius:6px;padding:8px 14px;min-width:120px}
-.tile .v{font-size:22px;font-weight:600} .tile .l{color:#666;font-size:12px}
-.tile.bad{border-color:#e3b1b0;background:#fdf3f3} .tile.good{border-color:#b7d9bd;background:#f3faf4}
-.grid{display:grid;grid-template-columns:repeat(auto-fit,minmax(min(100%,480px),1fr));gap:14px}
-.card{background:#fff;border:1px solid #e2e4e8;border-radius:6px;padding:10px 14px;min-width:0}
-figure.chart{margin:0;max-width:640px} figure.chart svg{width:100%;height:auto;display:block}
-table{border-collapse:collapse;margin:6px 0;font-size:13px;background:#fff;max-width:100%}
-th,td{border-bottom:1px solid #eee;padding:3px 10px;text-align:left;vertical-align:top;overflow-wrap:anywhere}
-th{background:#f0f2f5;font-weight:600} td.n,th.n{text-align:right;font-variant-numeric:tabular-nums;white-space:nowrap}
-code,.mono{font-family:ui-monospace,SFMono-Regular,Menlo,monospace;font-size:12px}
-td.detail{min-width:12em}
-.scroll{overflow-x:auto;max-width:100%} pre{background:#fff;border:1px solid #e2e4e8;padding:8px;overflow-x:auto;
-white-space:pre-wrap;overflow-wrap:anywhere}
-.none{color:#888;font-style:italic}
-.example{background:#fff;border:1px solid #e2e4e8;border-radius:6px;padding:8px 12px;margin:8px 0}
-.example .head{overflow-wrap:anywhere} .example .id{font-weight:600} .example .where{color:#555}
-.example .facts{color:#444;font-size:13px} details summary{cursor:pointer;color:#3b6ea5;margin-top:4px}
-table.explain td{font-size:12px} table.explain tr.dropped td{background:#fdf3f3}
-table.explain tr.healed td{background:#f3faf4}
-table.explain tr.moved td,table.explain tr.rekeyed td,table.explain tr.mapped td{background:#f3f6fb}
-.mark{display:inline-block;border-radius:4px;padding:0 6px;margin:1px 4px 1px 0;font-size:12px;white-space:nowrap}
-.mark.dropped{background:#f6d6d5} .mark.healed{background:#d5ecd9} .mark.moved{background:#d9e4f3}
-.mark.rekeyed{background:#f3e6c8} .mark.mapped{background:#e4ddf0}
-footer{margin-top:28px;font-size:12px}
-"""
+    return (
+        f'<footer class="none">{escape(took)}Report generated {escape(generated)} '
+        f"by {escape(report_versions)}.</footer>"
+    )
 
 
 # --------------------------------------------------------------------------------------------
