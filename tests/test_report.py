@@ -10,8 +10,9 @@ from pathlib import Path
 import pytest
 from report_page import flat, parse, shown
 
+from pipeline.cli import output_commands
 from pipeline.cli.main import main
-from pipeline.finished import report
+from pipeline.finished import report, report_data, report_opt_in, report_sections
 
 ROOT = Path(__file__).resolve().parent.parent
 SAMPLE = ROOT / "samples" / "conversations.jsonl"
@@ -88,7 +89,7 @@ def test_the_messages_add_up_on_the_page(sample_out):
     """6,785 in - 134 messages dropped + 177 results added = 6,828 out; the 32 calls dropped
     from turns that stayed make MEM-5's count of 166, which stays as the spec defines it."""
     summary = json.loads((sample_out / "summary.json").read_text())
-    assert report.reconciliation(summary) == {
+    assert report_sections.reconciliation(summary) == {
         "messages in": 6785,
         "messages dropped": 134,
         "results added (healed)": 177,
@@ -152,7 +153,7 @@ def test_dead_letter_details_are_whole(sample_out):
 
 
 def test_scans_rank_sources_and_keep_the_first_examples_per_reason():
-    details = report.RunDetails()
+    details = report_data.RunDetails()
     metrics = [
         {
             "id": f"a{i}",
@@ -187,8 +188,8 @@ def test_scans_rank_sources_and_keep_the_first_examples_per_reason():
             "messages_out": 2,
         },
     ]
-    report.scan_drops(metrics, details, examples=2)
-    report.scan_dead_letters(
+    report_data.scan_drops(metrics, details, examples=2)
+    report_data.scan_dead_letters(
         [
             {"source": "b.jsonl", "position": 20, "reason": "invalid_json", "detail": "x"},
             {"source": "c.jsonl", "position": 0, "reason": "invalid_json", "detail": "y"},
@@ -197,7 +198,7 @@ def test_scans_rank_sources_and_keep_the_first_examples_per_reason():
     )
     assert [m["id"] for m in details.drop_examples["orphan_result"]] == ["a0", "a1"]
     assert [m["id"] for m in details.drop_examples["leading_tool"]] == ["b1"]
-    ranked = [(path, s.records, s.affected_rate) for path, s in report.worst_sources(details)]
+    ranked = [(path, s.records, s.affected_rate) for path, s in report_data.worst_sources(details)]
     assert ranked == [("a.jsonl", 5, 1.0), ("c.jsonl", 1, 1.0), ("b.jsonl", 3, pytest.approx(2 / 3))]
 
 
@@ -237,7 +238,7 @@ def test_sections_appear_when_their_data_does(tmp_path):
         something_new={"a": [1, 2]},
     )
     out = _fake_run(tmp_path / "o", summary)
-    assert report.report_command([str(out)]) == 0
+    assert output_commands.report_command([str(out)]) == 0
     page = parse((out / report.REPORT_FILE).read_text())
     assert {"Ledger of discarded fields", "Windows over time", "something_new"} <= set(page.headings)
     assert page.values["ledger.metadata"] == "7"
@@ -251,10 +252,10 @@ def test_sections_appear_when_their_data_does(tmp_path):
 
 
 def test_windows_keyed_by_time_are_rows_and_long_tables_are_cut(tmp_path, monkeypatch):
-    monkeypatch.setattr(report, "GENERIC_ROWS", 3)
+    monkeypatch.setattr(report_opt_in, "GENERIC_ROWS", 3)
     windows = {f"00:0{i}": {"records_in": i, "dead_letters": 0} for i in range(5)}
     out = _fake_run(tmp_path / "o", dict(SMALL, windows=windows))
-    assert report.report_command([str(out)]) == 0
+    assert output_commands.report_command([str(out)]) == 0
     text = (out / report.REPORT_FILE).read_text()
     page = parse(text)
     assert page.charts["windows"] and text.count('data-chart="windows') == 1  # one chart, not one per window
@@ -280,7 +281,7 @@ def test_data_is_escaped(tmp_path):
             }
         ],
     )
-    assert report.report_command([str(out)]) == 0
+    assert output_commands.report_command([str(out)]) == 0
     text = (out / report.REPORT_FILE).read_text()
     assert hostile not in text and "&lt;script&gt;alert(1)&lt;/script&gt;" in text
     assert "<b>x" not in text
@@ -343,12 +344,12 @@ def test_no_report_flag_writes_none(tmp_path):
 def test_the_warning_banner_follows_the_runs_threshold(tmp_path):
     summary = dict(SMALL, records_in=100, records_out=98, dead_letters=2, dead_letters_by_reason={"invalid_json": 2})
     out = _fake_run(tmp_path / "o", summary)
-    assert report.report_command([str(out)]) == 0
+    assert output_commands.report_command([str(out)]) == 0
     assert "Warning: 2 of 100 records read (2.0%) are dead letters" in (out / report.REPORT_FILE).read_text()
     manifest = {"format": "convnorm-manifest/1", "options": {"warn_dead_letters": "5%"}, "versions": {}}
     (out / "_convnorm_manifest.json").write_text(json.dumps(manifest))
     (out / report.REPORT_FILE).unlink()  # this manifest does not list the page: it would be refused
-    assert report.report_command([str(out)]) == 0
+    assert output_commands.report_command([str(out)]) == 0
     assert "Warning:" not in (out / report.REPORT_FILE).read_text()
 
 
@@ -399,7 +400,7 @@ def test_a_streaming_output_shows_its_windows_over_time_and_agrees_with_itself(t
     total = _window("t", 30, 3, 1)
     total.update(conversations_with_drops=1, messages_in=6, messages_out=4)  # the two windows' sums
     (out / "summary.json").write_text(json.dumps(total))
-    assert report.report_command([str(out)]) == 0
+    assert output_commands.report_command([str(out)]) == 0
     text = (out / report.REPORT_FILE).read_text()
     page = parse(text)
     assert "Windows over time" in page.headings and page.charts["windows"] and page.charts["progress"]
@@ -414,7 +415,7 @@ def test_a_streaming_output_shows_its_windows_over_time_and_agrees_with_itself(t
     # A window summary that disagrees with the total is said, not hidden.
     total["records_in"] = 31
     (out / "summary.json").write_text(json.dumps(total))
-    assert report.report_command([str(out)]) == 0
+    assert output_commands.report_command([str(out)]) == 0
     assert (
         "The windows do not add up to summary.json for records_in (30 vs 31)" in (out / report.REPORT_FILE).read_text()
     )

@@ -28,7 +28,7 @@ sys.path.insert(0, str(ROOT / "tests"))
 
 from report_page import flat, parse, shown  # noqa: E402
 
-from pipeline.finished import report  # noqa: E402
+from pipeline.finished import charts, report  # noqa: E402
 
 BROWSERS = ("chromium", "chromium-browser", "google-chrome")
 #: The README's screenshot: wide enough for two charts a row, tall enough for the tables.
@@ -113,7 +113,7 @@ def test_chromium_draws_the_charts(sample_report, tmp_path, width):
     png = tmp_path / "report.png"
     screenshot(sample_report / report.REPORT_FILE, png, (width, 3000))
     # Solid bars in the chart colours: drops (blue), dead letters (red), messages (green).
-    for color in (report.BAR_COLOR, report.ALERT_COLOR, report.OK_COLOR):
+    for color in (charts.BAR_COLOR, charts.ALERT_COLOR, charts.OK_COLOR):
         assert _pixels_of(png, color) > 1000, f"no bars of colour {color} on the page rendered {width} px wide"
 
 

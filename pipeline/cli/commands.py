@@ -114,7 +114,9 @@ def run_job(job: Job, stopping: Stopping) -> int:
         # Planned with the outputs, drawn from them once they are on disk, listed in the manifest.
         spec = dataclasses.replace(
             spec,
-            page=Page(REPORT_FILE, lambda output: render_page(output, {"run_seconds": time.monotonic() - started})),
+            page=Page(
+                REPORT_FILE, lambda output: render_page(output, {"took": duration_text(time.monotonic() - started)})
+            ),
         )
     outcome = execute(job, spec, build, _pipeline_runner(job), stopping)
     if outcome.status is not None:

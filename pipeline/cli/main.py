@@ -93,10 +93,10 @@ def answer_without_beam(argv: list[str]) -> int | None:
 def run_other_command(command: str, args: list[str]) -> int:
     """``convnorm report`` and ``convnorm explain`` (they import Beam only to read files)."""
     if command == "report":
-        from pipeline.finished.report import report_command
+        from pipeline.cli.output_commands import report_command
 
         return report_command(args)
-    from pipeline.finished.explain import explain_command
+    from pipeline.cli.output_commands import explain_command
 
     return explain_command(args)
 

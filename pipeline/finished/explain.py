@@ -26,7 +26,6 @@ from typing import NamedTuple
 
 import orjson
 
-from pipeline.console import ArgumentParser, print_error
 from pipeline.finished.html_page import escape
 from pipeline.finished.output_dir import drop_lines, run_settings
 from pipeline.io.output_names import DEAD_LETTER_PATTERNS
@@ -40,8 +39,6 @@ from transforms.settings import Settings
 AFTER_READING = frozenset({"unwritable", "over_token_limit"})
 #: Files listed when an id is not found.
 SHOWN_CLOSE_IDS = 3
-#: The command's name, in its usage and errors.
-PROG = "convnorm explain"
 
 
 class Located(NamedTuple):
@@ -349,78 +346,12 @@ def explain_page(located: Located) -> str:
     return page_html(title, body)
 
 
-# --------------------------------------------------------------------------------------------
-# The command
-
-
-#: The commands whose running lock makes ``explain`` wait: they replace a run's outputs.
-BATCH_COMMANDS = frozenset({"run", "validate"})
-
-
-def running_batch(output: str) -> str | None:
-    """Why ``output`` cannot be read now: a batch run holds its lock (it may be moving its files
-    into place: drops/ half there); None otherwise."""
-    from pipeline.execution.lock import in_use_text, running_holder
-
-    holder = running_holder(output)
-    if holder is None or holder.get("command") not in BATCH_COMMANDS:
-        return None
-    return in_use_text(output, holder)
-
-
-def explain_command(argv: list[str]) -> int:
-    """``convnorm explain OUT_DIR --id ID``. Exit 0, 1 or 2."""
-    parser = ArgumentParser(
-        prog=PROG,
-        description="Show one conversation of a finished run before and after normalization, side by side: "
-        "every entry dropped, moved, re-keyed or healed is marked with its reason. The record is read back "
-        "from its input file (the source and position in OUT_DIR/drops/) and normalized again with the "
-        "run's options (its manifest). Writes nothing.",
-        epilog="exit status: 0 shown; 1 no conversation with that id, or its record is not in its source "
-        "any more; 2 bad arguments, a drops/ line naming a file the run did not read (never opened), or a "
-        "running convnorm replacing OUT_DIR's files",
-    )
-    parser.add_argument("output", metavar="OUT_DIR", help="the --output directory of a finished run")
-    parser.add_argument("--id", required=True, dest="conversation_id", help="the conversation's id (drops/ lists them)")
-    parser.add_argument("--html", action="store_true", help="print a self-contained HTML page instead of text")
-    parser.add_argument("--width", type=int, help="columns of the text (default: the terminal's)")
-    parser.add_argument("--profile", help="normalize with this profile instead of the run's")
-    args = parser.parse_args(argv)
-    from pipeline.console import quiet_beam_noise
-
-    quiet_beam_noise()
-    output = os.path.expanduser(args.output).rstrip("/") or "/"
-    busy = running_batch(output)
-    if busy:
-        print_error(busy, PROG)
-        return 2
-    settings = None
-    if args.profile:
-        from transforms.profiles import PROFILES
-
-        if args.profile not in PROFILES:
-            print_error(f"unknown --profile {args.profile!r}; known: {', '.join(PROFILES)}", PROG)
-            return 2
-        import dataclasses
-
-        settings = dataclasses.replace(run_settings(output)[0], profile=args.profile)
-    try:
-        located = locate(output, args.conversation_id, settings)
-    except NotFound as why:
-        busy = running_batch(output)  # a run that began meanwhile: that, not the id, is the reason
-        print_error(str(busy or why), PROG)
-        return 2 if busy or isinstance(why, Refused) else 1
-    print(explain_page(located) if args.html else explanation_text(located, args.width))
-    return 0
-
-
 __all__ = [
     "Located",
     "NotFound",
     "Refused",
     "RunInputs",
     "check_source",
-    "explain_command",
     "explanation_html",
     "explanation_text",
     "locate",
