@@ -49,7 +49,7 @@ sys.path.insert(0, str(ROOT / "bench"))
 from corpus import jsonl_lines  # noqa: E402
 from proctree import cpu_and_rss  # noqa: E402
 
-from pipeline.streaming.driver import source_id  # noqa: E402
+from pipeline.io.processed_files import source_id  # noqa: E402
 
 
 def _land(landing: Path, name: str, data: bytes) -> float:

@@ -226,7 +226,7 @@ def test_the_live_progress_line_keeps_its_carriage_returns_and_escapes_its_text(
 
 
 def test_streamings_window_line_is_escaped():
-    from pipeline.streaming.driver import window_line
+    from pipeline.streaming.windows import window_line
 
     doc = {
         "window": f"w{HOSTILE}",
@@ -241,8 +241,9 @@ def test_streamings_window_line_is_escaped():
 
 
 def test_what_a_streaming_run_left_names_hostile_files_escaped(tmp_path):
-    from pipeline.streaming.driver import WatchPlan, left_for_next_start
+    from pipeline.streaming.driver import left_for_next_start
     from pipeline.streaming.landing import LandingRules
+    from pipeline.streaming.watch import WatchPlan
 
     landing = tmp_path / "landing"
     landing.mkdir()

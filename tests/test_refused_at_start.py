@@ -76,8 +76,8 @@ def test_an_output_with_just_room_for_the_names_made_under_it_is_run(tmp_path):
 
 def test_derived_path_bytes_covers_the_longest_names_convnorm_makes():
     from pipeline.io.output_names import TEMP_PREFIX
+    from pipeline.io.processed_files import source_id
     from pipeline.io.written_files import temp_name
-    from pipeline.streaming.driver import source_id
 
     uuid_hex = uuid.uuid4().hex
 

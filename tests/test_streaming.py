@@ -21,15 +21,8 @@ from pipeline.io import processed_files as processed
 from pipeline.io.planning import landing_root
 from pipeline.io.processed_files import plan_version, source_id
 from pipeline.io.shard import Stamp
-from pipeline.streaming.driver import (
-    COMMITS,
-    CleanPlan,
-    Landed,
-    WatchPlan,
-    clean_landed_file,
-    counters_line,
-    should_stop,
-)
+from pipeline.streaming.clean import COMMITS, CleanPlan, clean_landed_file
+from pipeline.streaming.driver import counters_line
 from pipeline.streaming.landing import (
     IN_FLIGHT,
     Ignored,
@@ -40,6 +33,7 @@ from pipeline.streaming.landing import (
     is_ignored,
     match_landing,
 )
+from pipeline.streaming.watch import Landed, WatchPlan, should_stop
 from transforms import summary as summaries
 from transforms.conversations import NORMALIZE
 from transforms.settings import Settings
@@ -225,7 +219,7 @@ def test_a_clock_that_steps_back_never_makes_a_landed_file_late(tmp_path, monkey
     from apache_beam.runners.sdf_utils import RestrictionTrackerView, ThreadsafeRestrictionTracker
     from apache_beam.utils.timestamp import Timestamp
 
-    from pipeline.streaming import driver as streaming
+    from pipeline.streaming import watch
 
     landing, out = tmp_path / "landing", tmp_path / "out"
     landing.mkdir()
@@ -238,13 +232,13 @@ def test_a_clock_that_steps_back_never_makes_a_landed_file_late(tmp_path, monkey
         def now(cls):
             return Timestamp(seconds=clock[0])
 
-    monkeypatch.setattr(streaming, "Timestamp", SteppingBack)
-    watcher = streaming._WatchLanding(_plan(rules=LandingRules((f"{landing}/*.jsonl",), str(out)), output=str(out)))
+    monkeypatch.setattr(watch, "Timestamp", SteppingBack)
+    watcher = watch._WatchLanding(_plan(rules=LandingRules((f"{landing}/*.jsonl",), str(out)), output=str(out)))
     watcher.setup()
     watermark = ManualWatermarkEstimator(None)
     emitted = []
     for poll in range(3):  # the file settles over two polls, then is admitted
-        tracker = RestrictionTrackerView(ThreadsafeRestrictionTracker(streaming._PollTracker(OffsetRange(poll, 100))))
+        tracker = RestrictionTrackerView(ThreadsafeRestrictionTracker(watch._PollTracker(OffsetRange(poll, 100))))
         before = watermark.current_watermark()
         for value in watcher.process(None, tracker, watermark):
             emitted.append(value.timestamp)
@@ -464,7 +458,7 @@ def test_a_file_rewritten_with_its_size_and_time_kept_is_read_again(tmp_path):
     ``touch -r``, a tool that restores times) was taken for the file processed and never read:
     a change ignored silently. The status-change time (``ctime``), which no tool can set back,
     tells them apart."""
-    from pipeline.streaming.driver import handled_now
+    from pipeline.streaming.watch import handled_now
 
     out, f = tmp_path / "out", tmp_path / "landing" / "a.jsonl"
     f.parent.mkdir()
@@ -621,7 +615,7 @@ def test_a_file_that_changes_while_it_is_read_is_not_committed(tmp_path, monkeyp
     out, f = tmp_path / "out", tmp_path / "a.jsonl"
     f.write_bytes(SAMPLE.read_bytes())
     landed = _landed(f)
-    monkeypatch.setattr("pipeline.streaming.driver.stamp_of", lambda path: Stamp(1, 1))
+    monkeypatch.setattr("pipeline.streaming.clean.stamp_of", lambda path: Stamp(1, 1))
     plan = _clean_plan(out)
     assert clean_landed_file(landed, WINDOW, plan) is None
     assert not list(out.glob("*/*/source.json")) and list(Path(plan.run_temp, "in-flight").iterdir()) == []
@@ -645,7 +639,7 @@ def test_no_file_lands_in_the_outputs_once_the_commits_are_closed(tmp_path):
     # Found: the file refused its commit (a drain that outlasted --drain-timeout) was recorded
     # as seen with the stamp it still has, so every later start took it for handled and never
     # read it, nor listed it as left pending.
-    from pipeline.streaming.driver import handled_now
+    from pipeline.streaming.watch import handled_now
 
     assert not handled_now(str(out), str(f), _stamp(f))
     assert clean_landed_file(_landed(f), WINDOW, _clean_plan(out, "run-2")) == source_id(str(f))
@@ -657,7 +651,7 @@ def test_a_file_removed_while_it_is_read_is_said_so(tmp_path, monkeypatch, caplo
     out, f = tmp_path / "out", tmp_path / "a.jsonl"
     f.write_bytes(SAMPLE.read_bytes())
     landed = _landed(f)
-    monkeypatch.setattr("pipeline.streaming.driver.stamp_of", lambda path: None)
+    monkeypatch.setattr("pipeline.streaming.clean.stamp_of", lambda path: None)
     with caplog.at_level(logging.WARNING, logger="convnorm"):
         assert clean_landed_file(landed, WINDOW, _clean_plan(out)) is None
     assert "was removed (or moved away) while it was read" in caplog.text and str(f) in caplog.text
@@ -964,7 +958,7 @@ def _unreadable_batches(shard, batch_size, stats, max_record_bytes, batch_bytes)
 def test_the_window_line_says_which_drops_are_messages():
     """Found: the window's line said "166 messages dropped" for the bundled sample, which drops
     134 messages and 32 calls from turns that stayed (166 is MEM-5's count of both)."""
-    from pipeline.streaming.driver import window_line
+    from pipeline.streaming.windows import window_line
 
     doc = {
         "window": "w1",

@@ -36,8 +36,6 @@ lock and the temporary directory removed, the windows already closed kept.
 
 from __future__ import annotations
 
-import datetime
-import hashlib
 import logging
 import os
 import signal
@@ -45,478 +43,45 @@ import sys
 import threading
 import time
 import uuid
-from dataclasses import dataclass, field
 from typing import NamedTuple
 
 import apache_beam as beam
 from apache_beam.io.filesystems import FileSystems
-from apache_beam.io.restriction_trackers import OffsetRange, OffsetRestrictionTracker
-from apache_beam.io.watermark_estimators import ManualWatermarkEstimator
 from apache_beam.options.pipeline_options import StandardOptions
 from apache_beam.runners.runner import PipelineState
 from apache_beam.transforms import window as beam_window
-from apache_beam.utils.timestamp import Duration, Timestamp
 
 from pipeline.config.options import ConvNormOptions, Job, parse_duration
 from pipeline.console import print_error, print_line
 from pipeline.execution import lock as locks
 from pipeline.execution.interrupts import INTERRUPTED, interrupted_line
-from pipeline.graph.shard_step import Observer, ShardWork, process_shard
+from pipeline.graph.shard_step import ShardWork
 from pipeline.io import files
 from pipeline.io import ownership as owned
 from pipeline.io import processed_files as processed
 from pipeline.io.output_names import SUMMARY_FILE, TEMP_PREFIX
 from pipeline.io.ownership import OutputError, claim_streaming_output
 from pipeline.io.planning import canonical_path
-from pipeline.io.processed_files import SOURCE_FILE, source_id
-from pipeline.io.shard import Shard, Stamp, display_path, file_suffix
+from pipeline.io.shard import Stamp, display_path
 from pipeline.runners.job_service import TERMINAL, JobService
 from pipeline.runners.prism import prism_services
-from pipeline.streaming.landing import LandingRules, LandingWatch, Refused, match_landing, stamp_of
-from pipeline.testhooks import pause_point
+from pipeline.streaming.clean import COMMITS, CleanLandedFiles, CleanPlan
+from pipeline.streaming.landing import LandingRules, Refused, match_landing
+from pipeline.streaming.watch import WatchLandingDirectory, WatchPlan, handled_now, should_stop
+from pipeline.streaming.windows import SummarizeWindows
 from transforms import summary as summaries
 from transforms.console_text import console_text
-from transforms.conversations import NORMALIZE, BatchCounters, freeze_gc
+from transforms.conversations import NORMALIZE
 from transforms.counters import NAMESPACE
-from transforms.inputs import Batch
-from transforms.jsontext import document_bytes
-from transforms.normalize import split_drops
-from transforms.records import BatchResult
-from transforms.settings import Settings
 
 LOG = logging.getLogger("convnorm")
 
-#: Polls of the watcher before it gives up on a restriction (never reached in practice).
-_MAX_POLLS = 1 << 62
 
-#: Re-exported: tests and benchmarks name a landed file's outputs directory through here.
-__all__ = ["SOURCE_FILE", "build_streaming", "run_streaming", "source_id"]
-
-
-# --------------------------------------------------------------------------------------------
-# Names (plain functions)
-
-
-def shard_number(path: str) -> int:
-    """A stable number for a landed file (batches carry a number, not a path)."""
-    return int(hashlib.sha1(processed.path_key(path).encode()).hexdigest()[:12], 16)
-
-
-def _utc(ts: Timestamp) -> str:
-    return datetime.datetime.fromtimestamp(ts.micros / 1e6, tz=datetime.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
-
-
-def window_name(window: beam_window.IntervalWindow) -> str:
-    return f"{_utc(window.start)}-{_utc(window.end)}"
-
-
-# --------------------------------------------------------------------------------------------
-# Watching
-
-
-@dataclass(frozen=True)
-class WatchPlan:
-    """What the watcher looks at, how much it admits, and when it stops (built before the
-    pipeline)."""
-
-    rules: LandingRules
-    output: str
-    poll_interval_s: float
-    #: Files admitted per poll and in flight at once.
-    max_files: int
-    stop_files: tuple[str, ...]
-    #: Seconds since the epoch; None: no time limit.
-    stop_at: float | None
-    #: --new-only: the files present at start, as they were then (path -> stamp).
-    ignored_at_start: dict[str, Stamp] = field(default_factory=dict)
-
-
-class Landed(NamedTuple):
-    """A file the watcher admitted, with the stamp it had then (``landing.Stamp``)."""
-
-    path: str
-    size: int
-    mtime_ns: int
-    ctime_ns: int = 0
-
-
-class _PollTracker(OffsetRestrictionTracker):
-    """Poll numbers; refuses runner splits (one watcher per pattern set), allows checkpoints."""
-
-    def try_split(self, fraction_of_remainder):
-        if fraction_of_remainder > 0:
-            return None
-        return super().try_split(0)
-
-    def is_bounded(self):
-        return False
-
-
-class _PollRestrictions(beam.transforms.core.RestrictionProvider):
-    def initial_restriction(self, element):
-        return OffsetRange(0, _MAX_POLLS)
-
-    def create_tracker(self, restriction):
-        return _PollTracker(restriction)
-
-    def restriction_size(self, element, restriction):
-        return 1
-
-    def truncate(self, element, restriction):
-        return None  # a runner's drain (Dataflow): stop polling at once
-
-
-def should_stop(plan: WatchPlan, now: float) -> bool:
-    if plan.stop_at is not None and now >= plan.stop_at:
-        return True
-    return any(FileSystems.exists(path) for path in plan.stop_files)
-
-
-def handled_now(output: str, path: str, stamp: Stamp) -> bool:
-    """Whether the record of processed files says this content of ``path`` was handled."""
-    return processed.handled(output, processed.read_record(output, path), stamp)
-
-
-class _WatchLanding(beam.DoFn):
-    """Splittable DoFn: poll the patterns every interval; emit the files ``LandingWatch``
-    admits, stamped with the poll's time; advance the watermark to that time; write the
-    watcher's status (files pending) for the window summaries; finish when told to stop."""
-
-    def __init__(self, plan: WatchPlan) -> None:
-        self._plan = plan
-
-    def setup(self) -> None:
-        output = self._plan.output
-        self._watch = LandingWatch(
-            handled=lambda path, stamp: handled_now(output, path, stamp),
-            max_files=self._plan.max_files,
-            ignored_at_start=dict(self._plan.ignored_at_start),
-        )
-
-    @beam.DoFn.unbounded_per_element()
-    def process(
-        self,
-        element,
-        tracker=beam.DoFn.RestrictionParam(_PollRestrictions()),
-        watermark=beam.DoFn.WatermarkEstimatorParam(ManualWatermarkEstimator.default_provider()),
-    ):
-        poll = tracker.current_restriction().start
-        stopping = should_stop(self._plan, time.time())
-        if not tracker.try_claim(poll):
-            return
-        now = Timestamp.now()
-        if watermark.current_watermark() is not None and now < watermark.current_watermark():
-            # The clock stepped back (an NTP correction): a file stamped behind the watermark
-            # this watcher set would land in a closed window, with no summary or line.
-            now = watermark.current_watermark()
-        for path, stamp in self._watch.poll(match_landing(self._plan.rules), stopping):
-            yield beam.window.TimestampedValue(Landed(path, *stamp), now)
-        status = self._watch.status()
-        processed.write_json(
-            FileSystems.join(self._plan.output, processed.WATCH_STATUS_FILE),
-            {"time": time.time(), **status._asdict()},
-            self._plan.output,
-        )
-        if stopping:
-            # This poll was the last: claiming the rest of the range finishes the watcher, and
-            # its watermark goes to the end of time once what it emitted is processed.
-            LOG.info("watcher: stop requested; draining %d file(s) in flight", status.in_flight)
-            tracker.try_claim(tracker.current_restriction().stop - 1)
-            return
-        watermark.set_watermark(now)  # never behind the last one (above)
-        tracker.defer_remainder(Duration(self._plan.poll_interval_s))
-
-
-class WatchLandingDirectory(beam.PTransform):
-    """PBegin -> the landed files to read (``Landed``), timestamped with the poll that admitted them."""
-
-    def __init__(self, plan: WatchPlan) -> None:
-        super().__init__()
-        self._plan = plan
-
-    def expand(self, pbegin):
-        return pbegin | "Start" >> beam.Impulse() | "Poll" >> beam.ParDo(_WatchLanding(self._plan))
-
-
-# --------------------------------------------------------------------------------------------
-# Cleaning one landed file
-
-
-class _CommitGate:
-    """The one step that makes a file processed (renaming its outputs into place), shut by the
-    driver once it has cancelled the job: the workers of a Prism run are threads of this
-    process, and no file may land in the outputs after the totals were summed."""
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._closed = False
-
-    def rename(self, temp: str, output: str, relative: str) -> bool:
-        with self._lock:
-            if self._closed:
-                return False
-            # Below the output never through a symbolic link, never over a name (docs/outputs.md).
-            files.make_directories(output, relative.rsplit("/", 1)[0])
-            files.move_into(temp, output, relative)
-            return True
-
-    def close(self) -> None:
-        with self._lock:
-            self._closed = True
-
-    def open(self) -> None:
-        with self._lock:
-            self._closed = False
-
-
-COMMITS = _CommitGate()
-
-
-@dataclass(frozen=True)
-class CleanPlan:
-    """What cleaning a landed file needs besides the file (built before the pipeline)."""
-
-    output: str
-    run_id: str
-    #: The run's temporary directory (OUTPUT/_convnorm_temp-<run>): files in flight are written here.
-    run_temp: str
-    #: The batch job's per-shard work: the step, the record settings, the limits.
-    work: ShardWork
-    changed_files: str = "new-version"
-
-    @property
-    def settings(self) -> Settings:
-        return self.work.settings
-
-
-class _ChangedWhileRead(Exception):
-    """The landed file changed while it was read (its stamp now, None if it is gone): its
-    outputs are dropped, it is read again once it has settled."""
-
-
-class _NotCommitted(Exception):
-    """The run stopped committing (a drain that outlasted --drain-timeout): the file's outputs
-    are dropped and it stays unprocessed, for the next start."""
-
-
-def clean_landed_file(landed: Landed, window: str, plan: CleanPlan, observe: Observer | None = None) -> str | None:
-    """Process one admitted file: the name of its new outputs directory, or None when there
-    was nothing to read (content already processed, reported, changed since, or in flight).
-
-    The file is read, normalized and written by the batch job's per-shard step
-    (``shard_step.process_shard``: the same step, writers, limits and partial summary), from the
-    byte its version starts at; ``observe`` sees each batch (the DoFn's counters)."""
-    path, stamp, output = landed.path, Stamp(*landed[1:]), plan.output
-    record = processed.read_record(output, path)
-    if processed.handled(output, record, stamp):
-        return None  # admitted twice (a watcher that started over): done already
-    if processed.in_flight_elsewhere(output, record, plan.run_id):
-        LOG.warning("%s is being read by another worker of this run; not read twice", display_path(path))
-        return None
-    try:
-        version = processed.plan_version(output, path, record, plan.changed_files)
-    except FileNotFoundError:
-        version = processed.Plan("gone", "gone", 0, 0, -1, "")
-        LOG.warning("%s was removed before it was read: nothing to read", display_path(path))
-    except OSError as error:
-        # Read all the same: the reader turns what it cannot read into an unreadable_file dead
-        # letter with the reason, which is what this file becomes (one file never stops the job).
-        version = processed.unreadable_plan(record, stamp.size)
-        LOG.warning("%s cannot be read (%s): it becomes a dead letter", display_path(path), error)
-    if version.action != "read" or version.size != stamp.size:
-        if version.action == "report":
-            LOG.warning(
-                "%s was rewritten after it was processed: not read (--changed-files report)", display_path(path)
-            )
-        record["seen"] = stamp._asdict()
-        processed.write_record(output, path, record)
-        return None
-    name = source_id(path, version.version)
-    entry = {
-        "version": version.version,
-        "why": version.why,
-        "size": stamp.size,
-        "mtime_ns": stamp.mtime_ns,
-        "ctime_ns": stamp.ctime_ns,
-        "sha256": version.sha256,
-        "start": version.start,
-        "end": version.size,
-        "dir": f"{window}/{name}",
-        "run": plan.run_id,
-    }
-    # Recorded before the outputs are renamed into place: a crash leaves an entry whose
-    # directory is missing, which the next start reads again under the same version number.
-    record["versions"] = [v for v in record["versions"] if v["version"] != version.version] + [entry]
-    processed.write_record(output, path, record)
-    # Two levels down, so that OUTPUT/*/*/normalized.jsonl never matches a file being written.
-    temp = FileSystems.join(
-        plan.run_temp, "in-flight", f"{processed.path_key(path)}-v{version.version}-{uuid.uuid4().hex[:8]}"
-    )
-    processed.make_dirs(temp)
-    try:
-        shard = Shard(shard_number(path), path, file_suffix(path) or "", version.start, None)
-        extension = plan.work.extension
-        result = process_shard(
-            shard,
-            plan.work,
-            lambda name: FileSystems.join(temp, name + extension(name)),
-            observe=observe,
-            empty_files=True,
-        )
-        part = result.partial
-        pause_point("streaming-commit")  # tests kill a run or outlast a drain here
-        source = {
-            "source": display_path(path),
-            "window": window,
-            **{k: entry[k] for k in ("version", "why", "size", "mtime_ns", "sha256", "start", "end")},
-            "files": {
-                name: {"records": f.records, "bytes": f.size, "sha256": f.sha256} for name, f in result.files.items()
-            },
-            "totals": summaries.finalize_run(part, plan.settings),
-            "partial": part,
-        }
-        files.write_in_place(FileSystems.join(temp, SOURCE_FILE), document_bytes(source))
-        now = stamp_of(path)
-        if now != stamp:
-            raise _ChangedWhileRead(now)
-        if not COMMITS.rename(temp, output, f"{window}/{name}"):
-            raise _NotCommitted
-    except _ChangedWhileRead as changed:
-        files.delete(temp, tree=True)
-        record["versions"] = [v for v in record["versions"] if v is not entry]
-        # Handled as it was admitted: the watcher, waiting for that, looks at the change now.
-        record["seen"] = stamp._asdict()
-        processed.write_record(output, path, record)
-        if changed.args[0] is None:
-            LOG.warning(
-                "%s was removed (or moved away) while it was read: its outputs are discarded, it is not processed",
-                display_path(path),
-            )
-        else:
-            LOG.info("%s changed while it was read: read again once it has settled", display_path(path))
-        return None
-    except _NotCommitted:
-        # The run was cancelled: no "seen", so that the next start reads this content.
-        files.delete(temp, tree=True)
-        record["versions"] = [v for v in record["versions"] if v is not entry]
-        processed.write_record(output, path, record)
-        LOG.info("%s was read after the run stopped committing: the next start reads it", display_path(path))
-        return None
-    except BaseException:
-        files.delete(temp, tree=True)
-        record["versions"] = [v for v in record["versions"] if v is not entry]
-        processed.write_record(output, path, record)
-        raise
-    LOG.info(
-        "%s (%s, version %d): %d records -> %s/%s",
-        display_path(path),
-        version.why,
-        version.version,
-        part["records_in"],
-        window,
-        name,
-    )
-    return name
-
-
-class _CleanLandedFile(beam.DoFn):
-    """Thin: ``clean_landed_file`` in the element's window, counting as the batch job counts;
-    emits the outputs directory's name."""
-
-    def __init__(self, plan: CleanPlan) -> None:
-        self._plan = plan
-
-    def setup(self) -> None:
-        freeze_gc()
-        self._counters = BatchCounters(self._plan.work.step)
-
-    def _count(self, batch: Batch, result: BatchResult) -> None:
-        self._counters.count(len(batch.items), result)
-
-    def process(self, landed: Landed, window=beam.DoFn.WindowParam):
-        name = clean_landed_file(landed, window_name(window), self._plan, self._count)
-        if name is not None:
-            yield name
-
-
-class CleanLandedFiles(beam.PTransform):
-    """Admitted files -> each file's outputs in its window's directory; the names of the
-    directories written (in the file's window)."""
-
-    def __init__(self, plan: CleanPlan) -> None:
-        super().__init__()
-        self._plan = plan
-
-    def expand(self, landed):
-        return (
-            landed
-            # Spread files over workers: without it, a file would be read inside the watcher's call.
-            | "Spread" >> beam.Reshuffle()
-            | "Clean" >> beam.ParDo(_CleanLandedFile(self._plan))
-        )
+__all__ = ["build_streaming", "run_streaming"]
 
 
 # --------------------------------------------------------------------------------------------
 # Window summaries
-
-
-def running_total(output: str) -> dict:
-    """The headline counts of every window summary in ``output`` (for the console line)."""
-    total = dict.fromkeys(("records_in", "records_out", "dead_letters", "dropped"), 0)
-    for window in processed.window_names(output):
-        doc = processed.read_json(FileSystems.join(output, window, SUMMARY_FILE)) or {}
-        for key in total:
-            total[key] += doc.get(key, 0)
-    return total
-
-
-def window_line(doc: dict, total: dict) -> str:
-    """A window's counts, progress and the running total; ``dropped`` is MEM-5's count, the
-    messages and the calls it is made of said beside it (as the summary table does). Escaped
-    for the terminal here: the DoFn that prints it may run in a worker process, past the
-    command's console."""
-    progress = doc["progress"]
-    messages, calls = (sum(part.values()) for part in split_drops(doc.get("dropped_by_reason", {})))
-    return console_text(
-        f"window {doc['window']}: {doc['records_in']} records in, {doc['records_out']} normalized, "
-        f"{doc['dead_letters']} dead letters, {doc['dropped']} dropped ({messages} messages, {calls} calls); "
-        f"{progress['rows_per_s']:g} rows/s, {progress['files_done']} files done, "
-        f"{progress['files_pending']} pending (oldest {progress['oldest_pending_age_s']:.1f} s) | running total: "
-        f"{total['records_in']} in, {total['records_out']} normalized, {total['dead_letters']} dead letters, "
-        f"{total['dropped']} dropped"
-    )
-
-
-class _WriteWindowSummary(beam.DoFn):
-    """A window closed: write ``OUT/<window>/summary.json`` from its files on disk, with the
-    watcher's files pending, and print the window's line with the running total."""
-
-    def __init__(self, output: str, settings: Settings) -> None:
-        self._output = output
-        self._settings = settings
-
-    def process(self, files_done: int, window=beam.DoFn.WindowParam):
-        status = processed.read_watch_status(self._output)
-        doc = processed.write_window_summary(self._output, window_name(window), self._settings, status)
-        line = window_line(doc, running_total(self._output))
-        print(line, flush=True)
-        yield line
-
-
-class SummarizeWindows(beam.PTransform):
-    """Names of the files done, in their windows -> one summary per window when it closes."""
-
-    def __init__(self, output: str, settings: Settings) -> None:
-        super().__init__()
-        self._output = output
-        self._settings = settings
-
-    def expand(self, done):
-        return (
-            done
-            | "Count" >> beam.CombineGlobally(beam.combiners.CountCombineFn()).without_defaults()
-            | "Write" >> beam.ParDo(_WriteWindowSummary(self._output, self._settings))
-        )
 
 
 def build_streaming(pipeline: beam.Pipeline, watch: WatchPlan, clean: CleanPlan, window_s: float):

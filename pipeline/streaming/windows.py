@@ -1,0 +1,85 @@
+"""The windows of a streaming run: their names (``window_name``: the window's start and end in
+UTC), and ``SummarizeWindows``, which writes ``OUT/<window>/summary.json`` from the files on
+disk when a window closes and prints its console line (``window_line``)."""
+
+from __future__ import annotations
+
+import datetime
+
+import apache_beam as beam
+from apache_beam.io.filesystems import FileSystems
+from apache_beam.transforms import window as beam_window
+from apache_beam.utils.timestamp import Timestamp
+
+from pipeline.io import processed_files as processed
+from pipeline.io.output_names import SUMMARY_FILE
+from transforms.console_text import console_text
+from transforms.normalize import split_drops
+from transforms.settings import Settings
+
+
+def _utc(ts: Timestamp) -> str:
+    return datetime.datetime.fromtimestamp(ts.micros / 1e6, tz=datetime.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
+
+
+def window_name(window: beam_window.IntervalWindow) -> str:
+    return f"{_utc(window.start)}-{_utc(window.end)}"
+
+
+def running_total(output: str) -> dict:
+    """The headline counts of every window summary in ``output`` (for the console line)."""
+    total = dict.fromkeys(("records_in", "records_out", "dead_letters", "dropped"), 0)
+    for window in processed.window_names(output):
+        doc = processed.read_json(FileSystems.join(output, window, SUMMARY_FILE)) or {}
+        for key in total:
+            total[key] += doc.get(key, 0)
+    return total
+
+
+def window_line(doc: dict, total: dict) -> str:
+    """A window's counts, progress and the running total; ``dropped`` is MEM-5's count, the
+    messages and the calls it is made of said beside it (as the summary table does). Escaped
+    for the terminal here: the DoFn that prints it may run in a worker process, past the
+    command's console."""
+    progress = doc["progress"]
+    messages, calls = (sum(part.values()) for part in split_drops(doc.get("dropped_by_reason", {})))
+    return console_text(
+        f"window {doc['window']}: {doc['records_in']} records in, {doc['records_out']} normalized, "
+        f"{doc['dead_letters']} dead letters, {doc['dropped']} dropped ({messages} messages, {calls} calls); "
+        f"{progress['rows_per_s']:g} rows/s, {progress['files_done']} files done, "
+        f"{progress['files_pending']} pending (oldest {progress['oldest_pending_age_s']:.1f} s) | running total: "
+        f"{total['records_in']} in, {total['records_out']} normalized, {total['dead_letters']} dead letters, "
+        f"{total['dropped']} dropped"
+    )
+
+
+class _WriteWindowSummary(beam.DoFn):
+    """A window closed: write ``OUT/<window>/summary.json`` from its files on disk, with the
+    watcher's files pending, and print the window's line with the running total."""
+
+    def __init__(self, output: str, settings: Settings) -> None:
+        self._output = output
+        self._settings = settings
+
+    def process(self, files_done: int, window=beam.DoFn.WindowParam):
+        status = processed.read_watch_status(self._output)
+        doc = processed.write_window_summary(self._output, window_name(window), self._settings, status)
+        line = window_line(doc, running_total(self._output))
+        print(line, flush=True)
+        yield line
+
+
+class SummarizeWindows(beam.PTransform):
+    """Names of the files done, in their windows -> one summary per window when it closes."""
+
+    def __init__(self, output: str, settings: Settings) -> None:
+        super().__init__()
+        self._output = output
+        self._settings = settings
+
+    def expand(self, done):
+        return (
+            done
+            | "Count" >> beam.CombineGlobally(beam.combiners.CountCombineFn()).without_defaults()
+            | "Write" >> beam.ParDo(_WriteWindowSummary(self._output, self._settings))
+        )
