@@ -31,6 +31,7 @@ import logging
 from typing import Any, Iterator
 
 from pipeline.config.dask_flags import is_dask_runner
+from pipeline.runners.beam_release import written_for
 
 LOG = logging.getLogger("convnorm")
 
@@ -175,11 +176,21 @@ def warn_without_tls(options) -> None:
         )
 
 
+#: The Beam release ``close_client`` was written for: Beam's DaskRunner result keeps its client
+#: as ``result.client``, no API of Beam's (``pipeline.runners.beam_release``).
+CLOSE_CLIENT_WRITTEN_FOR = "2.77"
+
+
 def close_client(result: Any) -> None:
     """Close the dask.distributed client a DaskRunner result holds (its connections stay open
-    otherwise); nothing for other runners' results."""
+    otherwise); nothing for other runners' results, nor on a Beam release this was not written
+    for."""
     client = getattr(result, "client", None)
     if client is not None and hasattr(client, "close"):
+        if not written_for(
+            "convnorm's closing of the Dask client (a DaskRunner result's client)", CLOSE_CLIENT_WRITTEN_FOR
+        ):
+            return
         try:
             client.close()
         except Exception as error:  # noqa: BLE001 — the run is over; closing is tidying up

@@ -25,6 +25,8 @@ from apache_beam.portability.api import beam_job_api_pb2, beam_job_api_pb2_grpc
 from apache_beam.runners.portability.portable_runner import PortableMetrics
 from apache_beam.runners.runner import PipelineResult, PipelineState
 
+from pipeline.runners.beam_release import written_for
+
 LOG = logging.getLogger("convnorm")
 
 #: Seconds to collect a finished job's messages (its error) for.
@@ -34,6 +36,11 @@ CALL_TIMEOUT_S = 30.0
 #: Seconds between two questions about the job's state: short at first (a small job ends in a
 #: second or two), then longer (a long job is not asked ten times a second).
 FIRST_POLL_S, LAST_POLL_S = 0.05, 1.0
+
+#: The Beam release ``JobService.of`` was written for: it reads the private ``_job_service`` and
+#: ``_job_id`` of Beam's portable result, ``PortableMetrics``, and calls its ``_cleanup``
+#: (``pipeline.runners.beam_release``).
+WRITTEN_FOR = "2.77"
 
 TERMINAL = frozenset(
     {
@@ -65,7 +72,9 @@ class JobService:
 
         Beam's portable ``PipelineResult`` keeps both as ``_job_service`` (the gRPC stub it
         submitted through) and ``_job_id`` (the id ``Run`` answered) and offers no public way
-        to them."""
+        to them. On a Beam release this was not written for: None (Beam's own wait)."""
+        if not written_for("convnorm's job service client (a portable result's _job_service)", WRITTEN_FOR):
+            return None
         stub, job_id = getattr(result, "_job_service", None), getattr(result, "_job_id", None)
         if isinstance(stub, beam_job_api_pb2_grpc.JobServiceStub) and job_id:
             return cls(stub, job_id)

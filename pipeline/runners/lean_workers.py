@@ -9,7 +9,13 @@ from apache_beam.portability import python_urns
 from apache_beam.runners.portability.fn_api_runner import FnApiRunner
 
 from pipeline.config.flags import DEFAULT_RUNNER
+from pipeline.runners.beam_release import written_for
 from pipeline.runners.sdk_worker import BEAM_WORKER_MODULE, WORKER_MODULE, worker_command
+
+#: The Beam release ``FnApiRunnerLeanWorkers`` was written for: it overrides FnApiRunner's
+#: ``run_via_runner_api`` and rewrites the worker command FnApiRunner writes into its
+#: ``SUBPROCESS_SDK`` environments (``pipeline.runners.beam_release``).
+WRITTEN_FOR = "2.77"
 
 
 class FnApiRunnerLeanWorkers(FnApiRunner):
@@ -29,7 +35,12 @@ class FnApiRunnerLeanWorkers(FnApiRunner):
 
 def pipeline_runner(options) -> FnApiRunner | None:
     """The runner ``beam.Pipeline`` is given: ``FnApiRunnerLeanWorkers`` for a FnApiRunner run
-    in worker processes, None otherwise (Beam makes the one ``--runner`` names)."""
+    in worker processes, None otherwise (Beam makes the one ``--runner`` names), and None on a
+    Beam release it was not written for (Beam's workers then: they import pandas, no more)."""
     runner = options.view_as(StandardOptions).runner or DEFAULT_RUNNER
     multi_process = options.view_as(DirectOptions).direct_running_mode == "multi_processing"
-    return FnApiRunnerLeanWorkers() if multi_process and runner.lower() == "fnapirunner" else None
+    if not (multi_process and runner.lower() == "fnapirunner"):
+        return None
+    if not written_for("convnorm's lean SDK workers (FnApiRunner.run_via_runner_api)", WRITTEN_FOR):
+        return None
+    return FnApiRunnerLeanWorkers()

@@ -46,8 +46,13 @@ from urllib.parse import unquote
 
 import grpc
 
+from pipeline.runners.beam_release import written_for
+
 LOG = logging.getLogger(__name__)
 
+#: The Beam release the shim was written for: it replaces the ``grpc`` name inside Beam's modules
+#: below and runs ``local_job_service_main.run`` (``pipeline.runners.beam_release``).
+WRITTEN_FOR = "2.77"
 #: Beam modules whose servers bind every interface (see the module docstring).
 PATCHED_MODULES = (
     "apache_beam.runners.portability.fn_api_runner.worker_handlers",
@@ -187,9 +192,20 @@ class _LoopbackGrpc:
 
 
 def install() -> None:
-    """Make Beam's servers in this process bind localhost (idempotent)."""
+    """Make Beam's servers in this process bind localhost (idempotent).
+
+    On a Beam release the shim was not written for, every module that still has its ``grpc``
+    is patched all the same, and one that lacks it is a ``RuntimeError``: the shim and
+    ``SameUserOnly`` are what keep Beam's servers from other users and interfaces, so a server
+    it could not reach is never started unguarded (fail closed)."""
+    written_for("convnorm's loopback shim (the grpc of Beam's server modules)", WRITTEN_FOR)
     for name in PATCHED_MODULES:
         module: Any = importlib.import_module(name)  # one of Beam's, with a ``grpc`` attribute
+        if not hasattr(module, "grpc"):
+            raise RuntimeError(
+                f"{name} has no grpc to bind to localhost: convnorm's loopback shim was written for Apache Beam "
+                f"{WRITTEN_FOR}; install apache-beam=={WRITTEN_FOR}.* (pyproject.toml pins it)"
+            )
         if not isinstance(module.grpc, _LoopbackGrpc):
             module.grpc = _LoopbackGrpc(grpc)
 

@@ -43,6 +43,7 @@ from apache_beam.options.pipeline_options import (
 )
 
 from pipeline.runners import private_network
+from pipeline.runners.beam_release import written_for
 from pipeline.runners.loopback import is_loopback, same_user_server
 
 LOG = logging.getLogger("convnorm")
@@ -170,11 +171,23 @@ def _prism_process(binary: str) -> Iterator[str]:
             os.unlink(log.name)
 
 
+#: The Beam release ``_loopback_worker_pool`` was written for: it builds Beam's worker-pool
+#: servicer (``BeamFnExternalWorkerPoolServicer``) on Beam's shared thread pool itself
+#: (``pipeline.runners.beam_release``).
+WORKER_POOL_WRITTEN_FOR = "2.77"
+
+
 @contextlib.contextmanager
 def _loopback_worker_pool() -> Iterator[str]:
     """Beam's worker-pool service as its loopback mode runs it (SDK workers as threads of this
     process), bound to localhost instead of every interface and refusing callers of another
-    user; yields its address."""
+    user; yields its address. PrismError on a Beam release it was not written for."""
+    if not written_for("convnorm's loopback worker pool for Prism", WORKER_POOL_WRITTEN_FOR):
+        raise PrismError(
+            f"convnorm's loopback worker pool was written for Apache Beam {WORKER_POOL_WRITTEN_FOR}, not the one "
+            "installed; give --environment_type/--environment_config of your own, or install "
+            f"apache-beam=={WORKER_POOL_WRITTEN_FOR}.*"
+        )
     from apache_beam.portability.api import beam_fn_api_pb2_grpc
     from apache_beam.runners.worker.worker_pool_main import BeamFnExternalWorkerPoolServicer
     from apache_beam.utils import thread_pool_executor

@@ -12,7 +12,8 @@ own import of Beam). Nothing else changes: the same runner, the same worker code
 environment variables; anything that imports pandas later still gets it.
 
 This module imports nothing of Beam at its top: a worker process imports it first (the runner
-lives in ``pipeline.runners.lean_workers``).
+lives in ``pipeline.runners.lean_workers``). It runs only where that runner starts it, which is
+bound to the Beam release it was written for (``lean_workers.WRITTEN_FOR``).
 """
 
 from __future__ import annotations
