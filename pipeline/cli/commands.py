@@ -40,6 +40,7 @@ from apache_beam.options.pipeline_options import DirectOptions, StandardOptions
 
 from pipeline.cli.progress import ProgressMonitor, choose_mode, duration_text
 from pipeline.config.options import ConfigError, ConvNormOptions, Job, is_local_runner, load_job
+from pipeline.config.precheck import CheckedArgs
 from pipeline.console import configure_console, print_error, print_line
 from pipeline.execution.execute import execute, run_pipeline
 from pipeline.execution.interrupts import (
@@ -239,27 +240,29 @@ COMMANDS: dict[str, Command] = {
 }
 
 
-def run_command(command: str, args: list[str], started: float | None = None) -> int:
+def run_command(command: str, args: list[str], started: float | None = None, checked: CheckedArgs | None = None) -> int:
     """``convnorm run`` or ``convnorm validate`` with their arguments; Ctrl-C or SIGTERM ends it
     in one line (exit status 130 or 143).
 
     ``started``: when the command started (``time.monotonic()``; default now), for ``done in``.
+    ``checked``: the command line's check before Beam's import (``pipeline.cli.main.check_job``),
+    which ``load_job`` takes instead of checking again.
     """
     configure_console()
     stopping = Stopping(f"planning the {command}", started=time.monotonic() if started is None else started)
     try:
         with handling_signals(stopping):
-            return _command(command, args, stopping)
+            return _command(command, args, stopping, checked)
     except KeyboardInterrupt as stop:
         silence_after_interrupt()
         print(stopping_line(stopping, stop_signal(stop)), file=sys.stderr, flush=True)
         return exit_status(stop_signal(stop))
 
 
-def _command(command: str, args: list[str], stopping: Stopping) -> int:
+def _command(command: str, args: list[str], stopping: Stopping, checked: CheckedArgs | None = None) -> int:
     handler, output_required, failed, spec = COMMANDS[command]
     try:
-        job = load_job(args, output_required=output_required)
+        job = load_job(args, output_required=output_required, checked=checked)
     except ConfigError as error:
         print_error(str(error))
         return 2

@@ -2,9 +2,10 @@
 
 Importing Beam takes seconds, so ``convnorm`` answers what needs no pipeline first:
 ``--help``, ``--version``, a bare ``convnorm``, an unknown command and every option error that
-``pipeline.config.precheck.precheck`` finds. ``report`` and ``explain`` import Beam only to read files.
-Only a job to run imports Beam, with its import-time notice filtered (``quiet_beam_noise``)
-and pandas hidden (``import_beam_without_pandas``), and then runs ``pipeline.cli.commands``.
+``pipeline.config.precheck.check_args`` finds; that check is made once per run and handed on
+(``check_job``). ``report`` and ``explain`` import Beam only to read files. Only a job to run
+imports Beam, with its import-time notice filtered (``quiet_beam_noise``) and pandas hidden
+(``import_beam_without_pandas``), and then runs ``pipeline.cli.commands``.
 
 Ctrl-C anywhere ends the command with one line and exit status 130 (``pipeline.execution.interrupts``).
 """
@@ -16,11 +17,14 @@ import os
 import platform
 import sys
 import time
-from typing import Callable
+from typing import TYPE_CHECKING, Callable
 
 from pipeline.console import escaped_console, print_error, quiet_beam_noise
 from pipeline.execution.interrupts import INTERRUPTED, interrupted_line
 from pipeline.runners.sdk_worker import import_beam_without_pandas
+
+if TYPE_CHECKING:
+    from pipeline.config.precheck import CheckedArgs
 
 #: The commands; ``run`` is the default (``convnorm --input ...``).
 JOB_COMMANDS = ("run", "validate")
@@ -55,8 +59,9 @@ def split_command(argv: list[str]) -> tuple[str, list[str]]:
 def answer_without_beam(argv: list[str]) -> int | None:
     """The exit status of what the command line can answer without Beam; ``None``: a job to run.
 
-    Prints help, the version, usage for a bare ``convnorm``, and errors in the options
-    (exit status 2), all in well under half a second (bench/bench_startup.py measures it).
+    Prints help, the version, usage for a bare ``convnorm`` and an unknown command (exit
+    status 2), all in well under half a second (bench/bench_startup.py measures it); a job's
+    options are checked next, by ``check_job``, as fast.
     """
     from pipeline.cli.help import help_text, usage_text  # no Beam
 
@@ -80,14 +85,19 @@ def answer_without_beam(argv: list[str]) -> int | None:
     if any(a in ("-h", "--help") for a in args):
         print(help_text(command))
         return 0
+    return None
+
+
+def check_job(command: str, args: list[str]) -> CheckedArgs | int:
+    """A job's command line checked before Beam's import, once for the run (handed on to the
+    private network's check and to ``load_job``); or the exit status of its error (2)."""
     from pipeline.config.flags import ConfigError
-    from pipeline.config.precheck import precheck
+    from pipeline.config.precheck import check_args  # no Beam
 
     try:
-        precheck(args, output_required=command == "run")
+        return check_args(args, output_required=command == "run")
     except ConfigError as error:
         return _error(str(error))
-    return None
 
 
 def run_other_command(command: str, args: list[str]) -> int:
@@ -101,10 +111,11 @@ def run_other_command(command: str, args: list[str]) -> int:
     return explain_command(args)
 
 
-def dispatch(argv: list[str], run_job: Callable[[str, list[str], float], int]) -> int:
-    """Answer what needs no pipeline, run ``report`` and ``explain``, else
-    ``run_job(command, args, started)``: ``started`` is when the command started (its
-    ``done in`` counts Beam's import and the plan too, as the person waited for them).
+def dispatch(argv: list[str], run_job: Callable[[str, list[str], float, CheckedArgs], int]) -> int:
+    """Answer what needs no pipeline, run ``report`` and ``explain``, else check the job's
+    options and ``run_job(command, args, started, checked)``: ``started`` is when the command
+    started (its ``done in`` counts Beam's import and the plan too, as the person waited for
+    them), ``checked`` the options as checked (once per run: ``check_job``).
 
     Everything the command prints is escaped for the terminal (``pipeline.console``)."""
     started = time.monotonic()
@@ -115,21 +126,24 @@ def dispatch(argv: list[str], run_job: Callable[[str, list[str], float], int]) -
         command, args = split_command(argv)
         if command in OTHER_COMMANDS:
             return run_other_command(command, args)
-        return run_job(command, args, started)
+        checked = check_job(command, args)
+        if isinstance(checked, int):
+            return checked
+        return run_job(command, args, started, checked)
 
 
-def _run_job_with_beam(command: str, args: list[str], started: float) -> int:
+def _run_job_with_beam(command: str, args: list[str], started: float, checked: CheckedArgs) -> int:
     from pipeline.runners.private_network import isolate_prism_run
 
     # While this process has one thread, before Beam starts any: a run that starts Prism
     # moves into a network namespace of its own.
-    refused = isolate_prism_run(args)
+    refused = isolate_prism_run(checked)
     if refused:
         return _error(refused)
     import_beam_without_pandas()
     from pipeline.cli.commands import run_command  # imports apache_beam: after the filter
 
-    return run_command(command, args, started)
+    return run_command(command, args, started, checked)
 
 
 class StdoutUntilTheReaderGoes:

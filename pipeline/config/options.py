@@ -15,8 +15,9 @@ command line leaves alone (Beam's keyword arguments win over its flags).
 ``load_job(argv)`` returns a validated ``Job``: the options, the record ``Settings``, and the
 planned input shards. Everything that can be checked before the pipeline is built is checked
 here, so a typo costs a second, not a failed run: first what needs no Beam
-(``pipeline.config.precheck.precheck``, which the command line also runs before Beam's import), then
-Beam's own values, the output directory's filesystem and the input files.
+(``pipeline.config.precheck.check_args``, which the command line runs before Beam's import and
+hands on: once per run), then Beam's own values, the output directory's filesystem and the
+input files. The command line is parsed once with Beam's parser, and the preset read once.
 """
 
 from __future__ import annotations
@@ -50,7 +51,7 @@ from pipeline.config.dask_flags import (
     use_dask,
 )
 from pipeline.config.flags import DEFAULT_RUNNER, TAGGED_OUTPUTS, ConfigError, add_convnorm_flags, our_flags
-from pipeline.config.precheck import parse_known, precheck
+from pipeline.config.precheck import CheckedArgs, check_args, parse_known
 from pipeline.config.presets import (
     WrongShape,
     argparse_detail,
@@ -141,15 +142,16 @@ def _is_switch(parser: argparse.ArgumentParser, dest: str) -> bool:
     return not unknown and isinstance(parsed.get(dest), bool)
 
 
-def preset_options(path: str, parser: argparse.ArgumentParser) -> dict:
-    """A ``--config`` preset as option values by dest, each checked and converted. Raises ConfigError.
+def preset_options(path: str, preset: dict, parser: argparse.ArgumentParser) -> dict:
+    """The ``--config`` preset ``preset`` (read from ``path``) as option values by dest, each
+    checked and converted. Raises ConfigError.
 
     A key may name a flag (``format``, ``max-tokens``) or its dest (``input_format``). Our
     flags' values must have the flag's type; Beam's are converted as their flag would be.
     """
     ours = our_flags()
     values = {}
-    for raw_key, dest, value in preset_entries(path, read_preset(path, FileSystems.open), _known_option_names()):
+    for raw_key, dest, value in preset_entries(path, preset, _known_option_names()):
         if dest in ours.actions:
             values[dest] = our_preset_value(path, raw_key, ours, dest, value)
             continue
@@ -167,32 +169,38 @@ def _known_option_names() -> frozenset[str]:
     return frozenset(PipelineOptions([]).get_all_options(drop_default=False))
 
 
-def parse_options(argv: list[str]) -> PipelineOptions:
+def parse_options(argv: list[str], checked: CheckedArgs | None = None) -> PipelineOptions:
     """The command line over the ``--config`` preset, as Beam options. Raises ConfigError.
 
     Flags on the command line win over the preset; for a repeatable option (``--input``) the
     command line's list replaces the preset's. Unknown flags and keys are refused, naming them.
+    ``checked``: the check before Beam's import (``check_args``), with the preset it read; one
+    on another filesystem is read here, once. Beam's parser parses the command line once, with
+    the flags of the runner the command line or the preset names (Dask's) registered first.
     """
-    _register_runner_options(argv)
+    if checked is None:
+        checked = check_args(argv, output_required=False)
+    config = checked.values.config
+    preset, unreadable = checked.preset, None
+    if config and preset is None:
+        try:
+            preset = read_preset(config, FileSystems.open)
+        except ConfigError as error:
+            unreadable = error  # said after the command line's own errors, as before
+    _register_runner_options([*argv, *_preset_words(preset or {})])
     parser = _all_options_parser()
     given, unknown = parse_known(parser, argv)
-    config = given.get("config")
-    if config and _register_runner_options(_preset_words(config)):
-        parser = _all_options_parser()  # now with the runner's flags, for the preset and the command line
-        given, unknown = parse_known(parser, argv)
     if unknown:
         raise ConfigError(unknown_argument(unknown, argv))
-    preset = preset_options(config, parser) if config else {}
+    if unreadable is not None:
+        raise unreadable
+    values = preset_options(config, preset or {}, parser) if config else {}
     # Beam's keyword arguments win over its flags: give it the preset's values the command line leaves alone.
-    return PipelineOptions(argv, **{dest: value for dest, value in preset.items() if dest not in given})
+    return PipelineOptions(argv, **{dest: value for dest, value in values.items() if dest not in given})
 
 
-def _preset_words(path: str) -> list[str]:
-    """A preset's keys and string values (its errors are reported when it is read again)."""
-    try:
-        preset = read_preset(path, FileSystems.open)
-    except ConfigError:
-        return []
+def _preset_words(preset: dict) -> list[str]:
+    """A preset's keys and string values (whether they name a runner whose flags Beam adds)."""
     return [str(w) for key, value in preset.items() for w in (key, value) if isinstance(w, str)]
 
 
@@ -431,15 +439,20 @@ def _warn_missing_writer_options(ours: ConvNormOptions) -> None:
         )
 
 
-def load_job(argv: list[str], *, output_required: bool = True) -> Job:
+def load_job(argv: list[str], *, output_required: bool = True, checked: CheckedArgs | None = None) -> Job:
     """Parse flags and preset, validate everything, plan the input. Raises ConfigError.
 
+    ``checked``: the command line's check before Beam's import (``check_args``), handed on by
+    the command line so that nothing is checked or read twice; without it, it is made here
+    (the same errors as before Beam's import).
+
     Nothing is written here. What is already in the output directory is checked later, under
-    the run's lock (``pipeline.io.ownership.check_output``); Beam's own checks run when ``main``
-    builds the pipeline, also before anything is written.
+    the run's lock (``pipeline.io.ownership.check_output``); Beam's own checks run when the
+    pipeline is built, also before anything is written.
     """
-    precheck(argv, output_required=output_required)  # our own values: the same errors as before Beam's import
-    options = parse_options(argv)
+    if checked is None:  # our own values: the same errors as before Beam's import
+        checked = check_args(argv, output_required=output_required)
+    options = parse_options(argv, checked)
     ours = options.view_as(ConvNormOptions)
     standard = options.view_as(StandardOptions)
     _tidy_paths(ours)

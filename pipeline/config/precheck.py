@@ -3,11 +3,16 @@
 Importing Apache Beam takes seconds; a mistyped option must answer at once. ``precheck``
 parses convnorm's flags with a fast parser, reads the ``--config`` preset, and checks both
 against convnorm's own rules (``pipeline.config.checks``) and against Beam's flags as
-``pipeline.config.beam_flags`` lists them. No Beam import."""
+``pipeline.config.beam_flags`` lists them. No Beam import.
+
+The command line checks once per run: ``check_args`` keeps what it read (``CheckedArgs``: the
+values and the preset) and the command line hands it on to the private network's check and to
+``pipeline.config.options.load_job``, which parse nothing and read no preset again."""
 
 from __future__ import annotations
 
 import argparse
+from typing import NamedTuple
 
 from pipeline.config import beam_flags
 from pipeline.config.checks import batch_problems, negative_duration_problems, own_problems, unknown_argument
@@ -48,6 +53,18 @@ def parse_known(parser: argparse.ArgumentParser, args: list[str]) -> tuple[dict,
 PRECHECKED_BEAM = ("runner", "job_endpoint")
 
 
+class CheckedArgs(NamedTuple):
+    """A command line as ``check_args`` found it, handed on so that it is checked once per run:
+    to ``pipeline.runners.private_network.isolate_prism_run`` and ``pipeline.config.options.load_job``."""
+
+    argv: list[str]
+    #: Our options' values (``precheck``'s namespace, with ``.beam``).
+    values: argparse.Namespace
+    #: The local ``--config`` preset as read (None: no preset, or one on another filesystem,
+    #: read after Beam's import).
+    preset: dict | None
+
+
 def precheck(argv: list[str], *, output_required: bool = True) -> argparse.Namespace:
     """Check a command line and its local ``--config`` preset without Beam. Raises ConfigError.
 
@@ -57,6 +74,11 @@ def precheck(argv: list[str], *, output_required: bool = True) -> argparse.Names
     unknown flags and preset keys (when ``pipeline.config.beam_flags`` matches the installed Beam),
     and every value of ours that cannot work; ``pipeline.config.options.load_job`` checks the rest.
     """
+    return check_args(argv, output_required=output_required).values
+
+
+def check_args(argv: list[str], *, output_required: bool = True) -> CheckedArgs:
+    """``precheck``, keeping what it read: the command line, our values and the preset."""
     negative = negative_duration_problems(argv)
     if negative:  # before argparse, which would take the value for a flag
         raise ConfigError("; ".join(negative))
@@ -71,9 +93,11 @@ def precheck(argv: list[str], *, output_required: bool = True) -> argparse.Names
     preset_streaming = preset_runner = None
     preset_beam: dict = {}
     config = given.get("config")
+    preset = None
     if config and "://" not in config:  # a preset on another filesystem is read after Beam's import
         known = (beam_flags.DESTS | ours.actions.keys() | set(DASK_FLAGS.values())) if beam_known else None
-        for raw_key, dest, value in preset_entries(config, read_preset(config), known):
+        preset = read_preset(config)
+        for raw_key, dest, value in preset_entries(config, preset, known):
             if dest in ours.actions:
                 values[dest] = our_preset_value(config, raw_key, ours, dest, value)
                 set_by.setdefault(dest, config)
@@ -101,4 +125,4 @@ def precheck(argv: list[str], *, output_required: bool = True) -> argparse.Names
         problems += batch_problems(set_by)
     if problems:
         raise ConfigError("; ".join(problems))
-    return namespace
+    return CheckedArgs(list(argv), namespace, preset)

@@ -30,6 +30,10 @@ import os
 import socket
 import struct
 import sys
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from pipeline.config.precheck import CheckedArgs
 
 CLONE_NEWUSER = 0x10000000
 CLONE_NEWNET = 0x40000000
@@ -109,20 +113,27 @@ def enter() -> None:
 
 
 def starts_prism(beam: dict) -> bool:
-    """A run whose Beam flags (``flags.precheck``'s ``.beam``) make convnorm start Prism itself."""
+    """A run whose Beam flags (the check's ``.beam``: ``pipeline.config.precheck``) make convnorm
+    start Prism itself."""
     return str(beam.get("runner") or "").lower() in ("prismrunner", "prism") and not beam.get("job_endpoint")
 
 
-def isolate_prism_run(args: list[str]) -> str | None:
+def isolate_prism_run(args: list[str] | CheckedArgs) -> str | None:
     """Before Beam's import: a run that starts Prism enters its private network. Returns the
-    error to print (exit status 2) when it cannot and ``--host-loopback`` was not given."""
-    from pipeline.config.flags import ConfigError
-    from pipeline.config.precheck import precheck
+    error to print (exit status 2) when it cannot and ``--host-loopback`` was not given.
 
-    try:
-        checked = precheck(args, output_required=False)
-    except ConfigError:
-        return None  # load_job reports it, as for any other run
+    ``args``: the command line's check (``pipeline.config.precheck.check_args``), which the
+    command line hands on; a bare command line is checked here."""
+    from pipeline.config.flags import ConfigError
+    from pipeline.config.precheck import CheckedArgs, check_args
+
+    if isinstance(args, CheckedArgs):
+        checked = args.values
+    else:
+        try:
+            checked = check_args(args, output_required=False).values
+        except ConfigError:
+            return None  # load_job reports it, as for any other run
     if not starts_prism(checked.beam):
         return None
     try:
