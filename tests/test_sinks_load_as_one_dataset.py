@@ -4,7 +4,7 @@ The job writes one part file per shard. ``datasets.load_dataset("json", data_fil
 infers its columns from the first part and casts the others to them: parts whose optional keys
 or free-form objects (tool schemas, call inputs, a Batch line's body) differ failed ("Couldn't
 cast ..."). Each writer declares the schema of its records (``Writer.schema``), free-form
-objects as JSON; ``transforms.formats.schema.datasets_features`` turns it into the
+objects as JSON; ``transforms.formats.datasets.datasets_features`` turns it into the
 ``datasets.Features`` that load every part as one dataset, whose ``data.table`` is one pyarrow
 table. The flat sink's records carry whatever fields the input had: its multi-part answer is
 ``--output-format parquet``, one fixed set of columns.
@@ -25,7 +25,7 @@ import pytest
 
 from pipeline.io.file_formats import FILE_FORMATS
 from transforms.formats import WRITERS
-from transforms.formats.schema import datasets_features
+from transforms.formats.datasets import datasets_features
 from transforms.inputs import RawRecord
 from transforms.records import normalize_batch
 from transforms.settings import Settings

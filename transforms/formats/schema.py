@@ -6,10 +6,11 @@ pyarrow table per part) fails when the parts differ: a key one part has and anot
 (``parallel_tool_calls``), or a free-form object whose keys differ from record to record (a
 tool's parameter schema, a call's input, a Batch line's body). So each writer declares the
 schema of its records (``Writer.schema``), in the small vocabulary below, and
-``datasets_features`` turns it into the description ``datasets.Features.from_dict`` takes::
+``transforms.formats.datasets.datasets_features`` turns it into the description
+``datasets.Features.from_dict`` takes::
 
     import datasets
-    from transforms.formats.schema import datasets_features
+    from transforms.formats.datasets import datasets_features
 
     features = datasets.Features.from_dict(datasets_features("openai-finetune"))
     ds = datasets.load_dataset("json", data_files="out/normalized/*.jsonl", split="train", features=features)
@@ -24,35 +25,12 @@ numbers (JSON). No ``datasets`` import: the description is plain dicts.
 
 from __future__ import annotations
 
-from typing import Any
-
 STRING = "string"
 BOOL = "bool"
 INT = "int64"
 JSON = "json"
 #: The placeholder key of the record id field in a schema.
 ID = "<id>"
-
-
-def _feature(schema: Any) -> Any:
-    if schema == JSON:
-        return {"_type": "Json"}
-    if isinstance(schema, str):
-        return {"dtype": schema, "_type": "Value"}
-    if isinstance(schema, list):
-        (item,) = schema
-        return {"feature": _feature(item), "_type": "List"}
-    return {key: _feature(value) for key, value in schema.items()}
-
-
-def datasets_features(sink: str, id_field: str = "id") -> dict[str, Any]:
-    """The ``datasets.Features.from_dict`` description of the records ``sink`` writes."""
-    from transforms.formats import WRITERS
-
-    schema = WRITERS[sink].schema
-    if schema is None:
-        raise ValueError(f"sink {sink!r} declares no schema (its records keep the input's own fields)")
-    return {(id_field if key == ID else key): _feature(value) for key, value in schema.items()}
 
 
 # The pieces the writers' schemas share.

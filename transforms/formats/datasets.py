@@ -1,0 +1,38 @@
+"""A writer's schema (``transforms.formats.schema``) as the description ``datasets.Features.from_dict``
+takes, for loading a whole multi-part output as one dataset::
+
+    import datasets
+    from transforms.formats.datasets import datasets_features
+
+    features = datasets.Features.from_dict(datasets_features("openai-finetune"))
+    ds = datasets.load_dataset("json", data_files="out/normalized/*.jsonl", split="train", features=features)
+
+Apart from the schemas because it looks the writers up (``transforms.formats.WRITERS``), which
+import the schemas: nothing in ``transforms/formats/`` imports this module. No ``datasets``
+import: the description is plain dicts."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from transforms.formats import WRITERS
+from transforms.formats.schema import ID, JSON
+
+
+def _feature(schema: Any) -> Any:
+    if schema == JSON:
+        return {"_type": "Json"}
+    if isinstance(schema, str):
+        return {"dtype": schema, "_type": "Value"}
+    if isinstance(schema, list):
+        (item,) = schema
+        return {"feature": _feature(item), "_type": "List"}
+    return {key: _feature(value) for key, value in schema.items()}
+
+
+def datasets_features(sink: str, id_field: str = "id") -> dict[str, Any]:
+    """The ``datasets.Features.from_dict`` description of the records ``sink`` writes."""
+    schema = WRITERS[sink].schema
+    if schema is None:
+        raise ValueError(f"sink {sink!r} declares no schema (its records keep the input's own fields)")
+    return {(id_field if key == ID else key): _feature(value) for key, value in schema.items()}
