@@ -54,8 +54,21 @@ BEAM_MODULES = {"transforms.conversations"}
 PURE_PIPELINE_MODULES = [
     "pipeline",
     "pipeline.console",
+    "pipeline.testhooks",
+    "pipeline.cli",
     "pipeline.cli.main",
+    "pipeline.cli.help",
+    "pipeline.config",
+    "pipeline.config.flags",
+    "pipeline.config.presets",
     "pipeline.config.checks",
+    "pipeline.config.precheck",
+    "pipeline.config.beam_flags",
+    "pipeline.config.dask_flags",
+    "pipeline.execution.interrupts",
+    "pipeline.runners",
+    "pipeline.runners.private_network",
+    "pipeline.runners.sdk_worker",
 ]
 
 

@@ -106,7 +106,13 @@ def test_a_bad_value_on_the_command_line_is_one_line_not_beams_usage(argv, messa
 def test_option_parsing_reads_no_private_parser_or_beam_attributes():
     # argparse's and Beam's private fields change without notice; the public API is enough.
     private = re.compile(r"_BeamArgumentParser|\._actions\b|\._action_groups\b|\._group_actions\b|\._option_string")
-    for module in ("pipeline/config/options.py", "pipeline/cli/help.py", "pipeline/cli/commands.py"):
+    for module in (
+        "pipeline/config/options.py",
+        "pipeline/config/precheck.py",
+        "pipeline/config/presets.py",
+        "pipeline/cli/help.py",
+        "pipeline/cli/commands.py",
+    ):
         text = (ROOT / module).read_text()
         assert not private.search(text), (module, private.search(text).group(0))
 
