@@ -65,7 +65,7 @@ sys.path.insert(0, sys.argv[3])
 from pipeline.io.planning import plan_shards
 from pipeline.io.read_shard import iter_batches
 from transforms.records import normalize_batch
-from transforms.settings import Settings
+from transforms.record_settings import Settings
 reasons, normalized = [], 0
 for shard in plan_shards([sys.argv[1]]):
     stats = {"records": 0, "blank_lines": 0}

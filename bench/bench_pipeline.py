@@ -106,9 +106,9 @@ PAGE_KB = os.sysconf("SC_PAGE_SIZE") // 1024
 def plain_loop(paths: list[str], out_dir: str) -> dict:
     from transforms.inputs import DEFAULT_BATCH_BYTES, DEFAULT_BATCH_SIZE, RawRecord, batch_is_full
     from transforms.jsontext import dumps_line
+    from transforms.record_settings import Settings
     from transforms.record_steps import ReaderHint
     from transforms.records import normalize_batch
-    from transforms.settings import Settings
 
     settings = Settings()
     counts = {"records": 0, "blank_lines": 0, "records_out": 0, "dead_letters": 0}

@@ -82,8 +82,8 @@ def _plain_baseline(lines: list[bytes]) -> float:
     """Seconds for the plain loop over the same records (the job's per-record work)."""
     from transforms.inputs import RawRecord
     from transforms.jsontext import dumps_line
+    from transforms.record_settings import Settings
     from transforms.records import process_record
-    from transforms.settings import Settings
 
     settings = Settings()
     start = time.perf_counter()

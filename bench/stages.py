@@ -107,9 +107,9 @@ def stage_plan(lines: list[bytes]) -> dict:
     from transforms.inputs import RawRecord
     from transforms.jsontext import parse_json
     from transforms.profiles import normalize_with_profile
+    from transforms.record_settings import Settings
     from transforms.record_steps import ReaderHint, read_conversation
     from transforms.records import _read_and_normalize, normalize_batch
-    from transforms.settings import Settings
 
     settings = Settings()
     field = settings.messages_field

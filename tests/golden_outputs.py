@@ -21,8 +21,8 @@ if str(ROOT) not in sys.path:
 from transforms.formats import WRITERS  # noqa: E402
 from transforms.inputs import RawRecord  # noqa: E402
 from transforms.jsontext import dumps_line  # noqa: E402
+from transforms.record_settings import Settings  # noqa: E402
 from transforms.records import normalize_batch  # noqa: E402
-from transforms.settings import Settings  # noqa: E402
 
 GOLDEN_FILE = HERE / "data" / "expected" / "golden_outputs.sha256"
 #: The bundled sample and one sample per input format (copies of samples/ in tests/data/).

@@ -14,8 +14,8 @@ import pytest
 from pipeline.cli.main import main
 from transforms.formats import WRITERS, WriteContext
 from transforms.inputs import RawRecord
+from transforms.record_settings import Settings
 from transforms.records import process_record
-from transforms.settings import Settings
 
 WEATHER_TOOL = {
     "type": "function",

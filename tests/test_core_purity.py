@@ -94,7 +94,7 @@ def test_every_pure_module_is_found():
         "transforms.records",
         "transforms.jsontext",
         "transforms.inputs",
-        "transforms.settings",
+        "transforms.record_settings",
         "transforms.output_records",
         "transforms.record_steps",
         "transforms.validate_step",

@@ -19,8 +19,8 @@ from transforms.formats import READERS, WRITERS, FormatError, WriteContext, dete
 from transforms.inputs import RawRecord
 from transforms.jsontext import dumps_line
 from transforms.normalize import normalize_conversation
+from transforms.record_settings import Settings
 from transforms.records import process_record
-from transforms.settings import Settings
 
 CONVERSE = {
     "modelId": "anthropic.claude-3-5-sonnet-20240620-v1:0",

@@ -17,8 +17,8 @@ import pytest
 from pipeline.cli.main import main
 from transforms.formats import READERS, detect_reader
 from transforms.inputs import RawRecord
+from transforms.record_settings import Settings
 from transforms.records import process_record
-from transforms.settings import Settings
 
 SAMPLES = Path(__file__).resolve().parent.parent / "samples" / "formats"
 

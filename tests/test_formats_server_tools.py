@@ -21,8 +21,8 @@ from transforms.formats import READERS, WRITERS, FormatError, WriteContext
 from transforms.inputs import RawRecord
 from transforms.jsontext import dumps_line
 from transforms.profiles import normalize_with_profile
+from transforms.record_settings import Settings
 from transforms.records import process_record
-from transforms.settings import Settings
 
 SERVER_TURN = [
     {"type": "text", "text": "Let me look that up."},

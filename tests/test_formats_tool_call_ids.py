@@ -13,8 +13,8 @@ from transforms import summary as summaries
 from transforms.formats import READERS, detect_reader
 from transforms.inputs import RawRecord
 from transforms.normalize import INTERRUPTED_RESULT, normalize_conversation
+from transforms.record_settings import Settings
 from transforms.records import process_record
-from transforms.settings import Settings
 
 
 def call(call_id: str, name: str = "bash", command: str = "ls") -> dict:

@@ -15,8 +15,8 @@ import pytest
 from transforms.formats import READERS, WRITERS, FormatError, WriteContext, detect_reader, read_forced
 from transforms.inputs import RawRecord
 from transforms.jsontext import dumps_line
+from transforms.record_settings import Settings
 from transforms.records import process_record
-from transforms.settings import Settings
 from transforms.validate import check_sendable
 from transforms.validate_step import check_record
 

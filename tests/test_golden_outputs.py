@@ -25,7 +25,7 @@ from transforms.formats import WRITERS
 from transforms.inputs import RawRecord
 from transforms.jsontext import dumps_line
 from transforms.profiles import PROFILES
-from transforms.settings import Settings
+from transforms.record_settings import Settings
 from transforms.validate_step import check_record
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -24,8 +24,8 @@ from pipeline.io.read_shard import iter_batches, read_shard
 from pipeline.io.shard import Blank
 from transforms.inputs import Parsed, RawRecord, Unreadable
 from transforms.jsontext import MAX_NUMBER_DIGITS, dumps_line
+from transforms.record_settings import Settings
 from transforms.records import process_record
-from transforms.settings import Settings
 
 
 def _line(i: int, text: str = "hello") -> bytes:

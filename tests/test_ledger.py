@@ -19,8 +19,8 @@ from transforms.formats import READERS
 from transforms.inputs import RawRecord
 from transforms.ledger import coercion_discards, report, text_chars
 from transforms.normalize import coerce_messages
+from transforms.record_settings import Settings
 from transforms.records import process_record
-from transforms.settings import Settings
 from transforms.summary import MAX_LEDGER_NAMES, OTHER_NAMES, finalize, format_table, merge, partial
 
 

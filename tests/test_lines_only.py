@@ -14,8 +14,8 @@ import orjson
 from transforms.conversations import NORMALIZE, RouteConversations
 from transforms.inputs import Batch, RawRecord
 from transforms.jsontext import dumps_line
+from transforms.record_settings import Settings
 from transforms.records import normalize_batch
-from transforms.settings import Settings
 
 RECORDS = [
     {

@@ -8,8 +8,8 @@ import pytest
 
 from transforms.inputs import RawRecord
 from transforms.output_records import DeadLetter, DropMetrics, ViolationReport
+from transforms.record_settings import Settings, TokenSettings
 from transforms.records import process_record
-from transforms.settings import Settings, TokenSettings
 from transforms.validate_step import check_record
 
 DEFECTIVE = {

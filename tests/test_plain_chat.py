@@ -226,7 +226,7 @@ def test_the_job_keeps_the_reader_hint_from_batch_to_batch_of_a_file(monkeypatch
     # Full detection runs for a file's first record only, not for each batch's first.
     from transforms.conversations import NORMALIZE, RouteConversations
     from transforms.inputs import Batch
-    from transforms.settings import Settings
+    from transforms.record_settings import Settings
 
     calls = []
     real = record_steps.detect_reader

@@ -11,9 +11,9 @@ from hypothesis import strategies as st
 import transforms.jsontext as jsontext
 import transforms.records as records
 from transforms.inputs import Parsed, RawRecord, Unreadable
+from transforms.record_settings import Settings
 from transforms.record_steps import DEAD_LETTER_REASONS, derived_id
 from transforms.records import normalize_batch, process_record
-from transforms.settings import Settings
 from transforms.validate_step import check_record
 
 FLAT = Settings()

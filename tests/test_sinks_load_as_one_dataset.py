@@ -27,8 +27,8 @@ from pipeline.io.file_formats import FILE_FORMATS
 from transforms.formats import WRITERS
 from transforms.formats.datasets import datasets_features
 from transforms.inputs import RawRecord
+from transforms.record_settings import Settings
 from transforms.records import normalize_batch
-from transforms.settings import Settings
 
 ROOT = Path(__file__).resolve().parent.parent
 INPUTS = [ROOT / "samples" / "conversations.jsonl", *sorted((ROOT / "samples" / "formats").glob("*.jsonl"))]

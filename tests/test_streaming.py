@@ -36,7 +36,7 @@ from pipeline.streaming.landing import (
 from pipeline.streaming.watch import Landed, WatchPlan, should_stop
 from transforms import summary as summaries
 from transforms.conversations import NORMALIZE
-from transforms.settings import Settings
+from transforms.record_settings import Settings
 
 ROOT = Path(__file__).resolve().parents[1]
 SAMPLE = ROOT / "samples" / "conversations.jsonl"

@@ -22,8 +22,8 @@ from transforms import summary as summaries
 from transforms import tokens
 from transforms.formats import WRITERS
 from transforms.inputs import RawRecord
+from transforms.record_settings import Settings, TokenSettings
 from transforms.records import normalize_batch, process_record
-from transforms.settings import Settings, TokenSettings
 
 bpe_openai = pytest.importorskip("bpe_openai", reason="the tokens extra (bpe-openai) is not installed")
 

@@ -16,7 +16,7 @@ from pipeline.io.planning import plan_shards
 from transforms.conversations import NormalizeConversations, SummarizeRun, Unbatch
 from transforms.counters import NAMESPACE
 from transforms.inputs import Batch, RawRecord
-from transforms.settings import Settings
+from transforms.record_settings import Settings
 
 GOOD = {
     "id": "g",

@@ -87,8 +87,8 @@ def test_the_lines_a_batch_carries_are_its_records_serialized_renames_included()
     # renamed after the per-record guard serialized it must carry its new line.
     from transforms.inputs import RawRecord
     from transforms.jsontext import dumps_line
+    from transforms.record_settings import Settings
     from transforms.records import normalize_batch
-    from transforms.settings import Settings
 
     chat = b'{"id": "x", "messages": [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "yo"}]}'
     raws = [RawRecord("f", i, line) for i, line in enumerate([chat, b"not json", chat, chat])]

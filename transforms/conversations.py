@@ -49,10 +49,10 @@ from apache_beam.utils.windowed_value import WindowedValue
 from transforms import summary as summaries
 from transforms.counters import COUNTED_BY_KIND, COUNTED_TOTALS, COUNTER_NAMES, DISTRIBUTION_NAMES, NAMESPACE
 from transforms.inputs import DEFAULT_BATCH_BYTES, Batch, Parsed, RawRecord, batch_is_full, raw_size
+from transforms.record_settings import Settings
+from transforms.record_settings import problems as settings_problems
 from transforms.record_steps import ReaderHint
 from transforms.records import BatchResult, normalize_batch, process_record
-from transforms.settings import Settings
-from transforms.settings import problems as settings_problems
 from transforms.validate_step import check_record
 
 #: Tags of the routing DoFn's outputs besides the main one (also the output directories' names).
@@ -302,7 +302,7 @@ class NormalizeConversation(RouteConversations):
             out.records | "Records" >> beam.Map(json.dumps) | "WriteRecords" >> beam.io.WriteToText("clean")
             out[NormalizeConversation.DROPS] | ...
 
-    ``settings`` (a ``transforms.settings.Settings``) or its fields as keywords (``sink``,
+    ``settings`` (a ``transforms.record_settings.Settings``) or its fields as keywords (``sink``,
     ``profile``, ``id_field``, ...) choose what convnorm's flags choose. Per-element input pays
     Beam's per-element cost (several times normalizing a record); ``BatchRawRecords`` before it
     (or ``NormalizeConversations``) moves records in batches. A unique field (openai-batch's

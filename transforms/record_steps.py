@@ -30,7 +30,7 @@ from transforms.formats.openai import is_batch_line
 from transforms.inputs import Parsed, RawRecord, Unreadable
 from transforms.jsontext import NumberTooLarge, canonical_json, dumps_line, int_text, parse_json
 from transforms.output_records import DeadLetter, DropMetrics
-from transforms.settings import Settings
+from transforms.record_settings import Settings
 
 
 class DeadLetterReason(str, Enum):

@@ -31,6 +31,7 @@ from transforms.ledger import report as ledger_report
 from transforms.normalize import normalize_read
 from transforms.output_records import DropMetrics
 from transforms.profiles import ProfileResult, normalize_with_profile
+from transforms.record_settings import Settings, TokenSettings
 from transforms.record_steps import (
     DeadLettered,
     DeadLetterReason,
@@ -44,7 +45,6 @@ from transforms.record_steps import (
     record_id,
 )
 from transforms.roles import apply_role_options, drops_with_roles, repairs_with_roles
-from transforms.settings import Settings, TokenSettings
 from transforms.tokens import count_example, has_assistant_message, sink_view
 from transforms.tool_blocks import first_free
 from transforms.validate import check_sendable, count_by_kind

@@ -24,9 +24,9 @@ from transforms.console_text import console_text
 from transforms.normalize import REASONS, split_drops
 from transforms.output_records import DeadLetter, DropMetrics, ViolationReport
 from transforms.profiles import REPAIRS
+from transforms.record_settings import Settings, TokenSettings
 from transforms.record_steps import DEAD_LETTER_REASONS, DeadLetterReason
 from transforms.records import refusal_reason
-from transforms.settings import Settings, TokenSettings
 from transforms.tokens import tally_example, token_figures
 from transforms.validate import VIOLATION_KINDS
 

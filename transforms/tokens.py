@@ -36,7 +36,7 @@ from typing import Any, Callable, NamedTuple
 
 from transforms.jsontext import compact_json
 from transforms.output_records import DeadLetter, DropMetrics
-from transforms.settings import TokenSettings
+from transforms.record_settings import TokenSettings
 
 #: The encodings ``--tokens`` takes.
 ENCODINGS = ("o200k_base", "cl100k_base")

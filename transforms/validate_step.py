@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from transforms.inputs import RawRecord
 from transforms.output_records import ViolationReport
+from transforms.record_settings import Settings
 from transforms.record_steps import Outcome, guarded, parse_payload, read_conversation, record_id
-from transforms.settings import Settings
 from transforms.validate import check_sendable, count_by_kind
 
 

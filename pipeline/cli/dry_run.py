@@ -24,8 +24,8 @@ from pipeline.io.planning import shard_sizes
 from pipeline.io.read_shard import read_shard
 from pipeline.io.shard import FILE_KINDS, Blank, Shard
 from transforms.console_text import console_text
+from transforms.record_settings import Settings
 from transforms.record_steps import ReaderHint, RecordRefused, parse_payload, read_conversation
-from transforms.settings import Settings
 
 #: Records read from the start of each input file to tell which reader it gets.
 SAMPLE_RECORDS = 20

@@ -1,6 +1,6 @@
 """Every check of convnorm's values that needs no Beam, each naming the flag it is about.
 
-``settings_problems``: the record settings' rules (``transforms.settings.problems``) in the
+``settings_problems``: the record settings' rules (``transforms.record_settings.problems``) in the
 words of the command line's flags, and the rules of ``--tokens`` (which name options that are
 not record settings, and load the tokenizer). ``own_problems``: the values of the other flags
 (ranges, numbers, durations, the streaming rules, the runner). ``record_settings``,
@@ -26,8 +26,8 @@ from pipeline.config.flags import (
     our_flags,
 )
 from transforms.formats import WRITERS
+from transforms.record_settings import Settings, TokenSettings, problems
 from transforms.roles import parse_map_role
-from transforms.settings import Settings, TokenSettings, problems
 from transforms.summary import DeadLetterLimit
 from transforms.tokens import ENCODINGS, FINE_TUNING_LIMITS, parse_limit, sink_view, unavailable
 
@@ -46,7 +46,7 @@ def flag_name(field: str) -> str:
 
 def settings_problems(settings: Settings) -> list[str]:
     """Every setting that cannot work, as sentences naming the flags: the record settings'
-    rules (``transforms.settings.problems``), then ``--tokens``'."""
+    rules (``transforms.record_settings.problems``), then ``--tokens``'."""
     found = problems(settings, flag_name)
     if settings.tokens is not None:
         found += token_problems(settings.tokens, settings)

@@ -12,7 +12,7 @@ from __future__ import annotations
 import argparse
 
 from transforms.inputs import DEFAULT_BATCH_BYTES, DEFAULT_BATCH_SIZE, DEFAULT_MAX_RECORD_BYTES, DEFAULT_SHARD_BYTES
-from transforms.settings import DEFAULT_RAW_LIMIT
+from transforms.record_settings import DEFAULT_RAW_LIMIT
 
 #: The runner used when none is named: in-process, works offline (the DirectRunner would
 #: first try to download the Prism binary).

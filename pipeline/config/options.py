@@ -66,7 +66,7 @@ from pipeline.io.planning import InputError, limit_plan, plan_shards
 from pipeline.io.shard import Shard
 from transforms.formats import WRITERS
 from transforms.inputs import DEFAULT_BATCH_BYTES, DEFAULT_MAX_RECORD_BYTES
-from transforms.settings import Settings
+from transforms.record_settings import Settings
 from transforms.summary import DeadLetterLimit
 
 LOG = logging.getLogger("convnorm")

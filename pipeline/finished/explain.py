@@ -32,7 +32,7 @@ from pipeline.io.output_names import DEAD_LETTER_PATTERNS
 from pipeline.io.shard import where_text
 from transforms.console_text import console_text
 from transforms.explain import Explanation, Row, after_text, before_text, counts_line, cut_text, explain
-from transforms.settings import Settings
+from transforms.record_settings import Settings
 
 #: Dead-letter reasons given to a record after it was read and normalized: the sink refused
 #: it, or it was longer than --max-example-tokens. Its conversation can be shown.

@@ -14,7 +14,7 @@ from typing import Iterable, Iterator
 import orjson
 
 from pipeline.io.output_names import DROPS_PATTERNS, STREAMING_MARKER
-from transforms.settings import Settings
+from transforms.record_settings import Settings
 
 
 class DamagedRun(ValueError):

@@ -33,7 +33,7 @@ from transforms.conversations import (
     SummarizeValidation,
 )
 from transforms.inputs import DEFAULT_BATCH_BYTES, DEFAULT_BATCH_SIZE, DEFAULT_MAX_RECORD_BYTES
-from transforms.settings import Settings
+from transforms.record_settings import Settings
 
 
 class CleanedLogs(NamedTuple):

@@ -38,9 +38,9 @@ from pipeline.io.written_files import WrittenFile, temp_name
 from transforms import summary as summaries
 from transforms.conversations import RecordStep
 from transforms.inputs import DEFAULT_BATCH_BYTES, DEFAULT_BATCH_SIZE, DEFAULT_MAX_RECORD_BYTES, Batch
+from transforms.record_settings import Settings
 from transforms.record_steps import ReaderHint
 from transforms.records import BatchResult, normalize_batch
-from transforms.settings import Settings
 
 LOG = logging.getLogger(__name__)
 

@@ -27,8 +27,8 @@ from transforms import summary as summaries
 from transforms.conversations import BatchCounters, freeze_gc
 from transforms.inputs import Batch
 from transforms.jsontext import document_bytes
+from transforms.record_settings import Settings
 from transforms.records import BatchResult
-from transforms.settings import Settings
 
 LOG = logging.getLogger("convnorm")
 

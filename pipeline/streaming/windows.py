@@ -15,7 +15,7 @@ from pipeline.io import processed_files as processed
 from pipeline.io.output_names import SUMMARY_FILE
 from transforms.console_text import console_text
 from transforms.normalize import split_drops
-from transforms.settings import Settings
+from transforms.record_settings import Settings
 
 
 def _utc(ts: Timestamp) -> str:
