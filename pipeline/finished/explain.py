@@ -2,7 +2,7 @@
 
 Finds the conversation's line in ``OUT_DIR/drops/`` (its source file and position), reads the
 record back from that file, normalizes it again as the run did (the options in the run's
-manifest) with the core's trace on (``transforms.explain``), and prints the two lists side by
+manifest) with the core's trace on (``transforms.before_after``), and prints the two lists side by
 side: every entry that was dropped, moved, re-keyed or healed is marked with its reason. The
 report draws the same rows for its examples (``explanation_html``).
 
@@ -30,8 +30,8 @@ from pipeline.finished.html_page import escape
 from pipeline.finished.output_dir import drop_lines, run_settings
 from pipeline.io.output_names import DEAD_LETTER_PATTERNS
 from pipeline.io.shard import where_text
+from transforms.before_after import Explanation, Row, after_text, before_text, counts_line, cut_text, explain
 from transforms.console_text import console_text
-from transforms.explain import Explanation, Row, after_text, before_text, counts_line, cut_text, explain
 from transforms.record_settings import Settings
 
 #: Dead-letter reasons given to a record after it was read and normalized: the sink refused
