@@ -276,6 +276,19 @@ def test_private_beam_modules_are_imported_in_pipeline_runners_only():
     assert not outside, [f"{i.path}:{i.line}: {i.target}" for i in outside]
 
 
+def test_module_names_are_unique():
+    """One ``settings.py``, one ``explain.py``: a file's name says which it is."""
+    seen: dict[str, str] = {}
+    twice = []
+    for module, path in modules().items():
+        if path.name in ("__init__.py", "__main__.py"):
+            continue
+        if path.name in seen:
+            twice.append(f"{seen[path.name]} and {module}")
+        seen.setdefault(path.name, module)
+    assert not twice
+
+
 if __name__ == "__main__":
     known = modules()
     found = list(imports(known))
