@@ -14,7 +14,7 @@ from apache_beam.testing.util import assert_that, equal_to
 
 from pipeline.io.read_shard import iter_batches
 from pipeline.io.shard import Shard
-from transforms.conversations import BatchRawRecords, NormalizeConversations, Unbatch, raw_size
+from transforms.conversations import BatchRawRecords, NormalizeConversationBatches, Unbatch, raw_size
 from transforms.records import RawRecord, Settings
 
 SAMPLE = Path(__file__).resolve().parent.parent / "samples" / "conversations.jsonl"
@@ -48,7 +48,7 @@ def test_batch_raw_records_by_bytes():
         batches = p | beam.Create(raws) | BatchRawRecords(max_batch_size=25, max_batch_bytes=900)
         within = batches | "Limits" >> beam.Map(lambda b: len(b.items) <= 25 and sum(map(raw_size, b.items[:-1])) < 900)
         assert_that(within, _all_true, label="limits")
-        out = batches | NormalizeConversations(Settings())
+        out = batches | NormalizeConversationBatches(Settings())
         assert_that(
             out.records | Unbatch() | beam.Map(lambda r: r["id"]),
             equal_to([f"r{i}" for i in range(60)]),

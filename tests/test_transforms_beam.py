@@ -11,9 +11,9 @@ from apache_beam.options.pipeline_options import PipelineOptions
 from apache_beam.testing.test_pipeline import TestPipeline as BeamTestPipeline
 from apache_beam.testing.util import assert_that, equal_to
 
-from pipeline.graph.build import CleanConversationLogs
+from pipeline.graph.build import NormalizeConversationLogs
 from pipeline.io.planning import plan_shards
-from transforms.conversations import NormalizeConversations, SummarizeRun, Unbatch
+from transforms.conversations import NormalizeConversationBatches, SummarizeRun, Unbatch
 from transforms.counters import NAMESPACE
 from transforms.inputs import Batch, RawRecord
 from transforms.record_settings import Settings
@@ -50,7 +50,7 @@ def _batch(shard, *payloads):
 def test_three_outputs_by_tag():
     with BeamTestPipeline(options=_options()) as p:
         batches = p | beam.Create([_batch(0, GOOD, b"{oops"), _batch(1, ORPHAN)])
-        out = batches | NormalizeConversations(Settings())
+        out = batches | NormalizeConversationBatches(Settings())
         records = out.records | "R" >> Unbatch()
         drops = out.drops | "D" >> Unbatch()
         dead = out.dead_letters | "L" >> Unbatch()
@@ -74,7 +74,7 @@ def test_batches_keep_their_shard_and_start():
         out = (
             p
             | beam.Create([Batch(7, 40, [RawRecord("f", 40, b'{"messages": []}')])])
-            | NormalizeConversations(Settings())
+            | NormalizeConversationBatches(Settings())
         )
         assert_that(out.records | beam.Map(lambda b: (b.shard, b.start, len(b.items))), equal_to([(7, 40, 1)]))
 
@@ -89,7 +89,7 @@ def _counters(result):
 def test_counters_and_distributions_on_fnapirunner():
     p = beam.Pipeline(options=_options())
     batches = p | beam.Create([_batch(0, GOOD, b"{oops", ORPHAN), _batch(1, [1, 2])])
-    batches | NormalizeConversations(Settings())
+    batches | NormalizeConversationBatches(Settings())
     result = p.run()
     result.wait_until_finish()
     counters, distributions = _counters(result)
@@ -115,7 +115,7 @@ def test_composite_reads_files_and_summary_accounts_for_every_record(tmp_path):
     shards = plan_shards([str(tmp_path / "in.jsonl")])
     settings = Settings()
     with BeamTestPipeline(options=_options()) as p:
-        cleaned = p | CleanConversationLogs(shards, settings, batch_size=2)
+        cleaned = p | NormalizeConversationLogs(shards, settings, batch_size=2)
         summary = (cleaned.read_stats, cleaned.drops, cleaned.dead_letters) | SummarizeRun(settings)
         assert_that(
             summary
@@ -171,7 +171,7 @@ def test_profile_reaches_the_dofn(profile):
         ],
     }
     with BeamTestPipeline(options=_options()) as p:
-        out = p | beam.Create([_batch(0, reused)]) | NormalizeConversations(Settings(profile=profile))
+        out = p | beam.Create([_batch(0, reused)]) | NormalizeConversationBatches(Settings(profile=profile))
         kept = (
             out.records | Unbatch() | beam.Map(lambda r: [m["content"] for m in r["messages"] if m["role"] == "tool"])
         )
@@ -193,7 +193,7 @@ def test_unbounded_input_through_batch_raw_records():
     )
     options = PipelineOptions(["--runner=BundleBasedDirectRunner", "--streaming"])
     with BeamTestPipeline(options=options) as p:
-        out = p | stream | BatchRawRecords(max_batch_size=8) | NormalizeConversations(Settings())
+        out = p | stream | BatchRawRecords(max_batch_size=8) | NormalizeConversationBatches(Settings())
         assert_that(out.records | "R" >> Unbatch() | beam.Map(lambda r: r["id"]), equal_to(["g", "o"]), label="records")
         assert_that(
             out.drops | "D" >> Unbatch() | beam.Map(lambda m: (m["id"], m["dropped"])),
@@ -211,15 +211,15 @@ def test_every_counter_the_jobs_report_is_listed_in_counter_names(tmp_path):
     # COUNTER_NAMES is the documented list (docs/operations.md): a counter a DoFn reports but
     # the list leaves out (shards_read, the validate counters once) is undocumented.
     from pipeline.graph.read import ReadConversationLogs
-    from transforms.conversations import CheckConversations
+    from transforms.conversations import CheckConversationBatches
     from transforms.counters import COUNTER_NAMES
 
     (tmp_path / "in.jsonl").write_text("\n".join([json.dumps(GOOD), "not json", "", json.dumps(ORPHAN)]) + "\n")
     shards = plan_shards([str(tmp_path / "in.jsonl")])
     p = beam.Pipeline(options=_options())
-    p | "Run" >> CleanConversationLogs(shards, Settings(check=True), batch_size=2)
+    p | "Run" >> NormalizeConversationLogs(shards, Settings(check=True), batch_size=2)
     read = p | "ReadForCheck" >> ReadConversationLogs(shards, 2)
-    read.batches | "Check" >> CheckConversations(Settings())
+    read.batches | "Check" >> CheckConversationBatches(Settings())
     result = p.run()
     result.wait_until_finish()
     counters, _ = _counters(result)
@@ -239,16 +239,16 @@ def test_composites_declare_batches_and_refuse_other_elements_when_built():
     from apache_beam.typehints.decorators import TypeCheckError
 
     from pipeline.graph.write import WriteShards
-    from transforms.conversations import CheckConversations
+    from transforms.conversations import CheckConversationBatches
 
     p = beam.Pipeline(options=_options())
     batches = p | "Batches" >> beam.Create([_batch(0, GOOD)])
-    out = batches | NormalizeConversations(Settings())
+    out = batches | NormalizeConversationBatches(Settings())
     assert out.records.element_type is Batch
     dicts = p | "Dicts" >> beam.Create([{"id": "x"}])
     for label, transform in (
-        ("N", NormalizeConversations(Settings())),
-        ("C", CheckConversations(Settings())),
+        ("N", NormalizeConversationBatches(Settings())),
+        ("C", CheckConversationBatches(Settings())),
         ("W", WriteShards("/nonexistent", "x")),
         ("U", Unbatch()),
     ):

@@ -2,10 +2,10 @@
 
 One routing DoFn (``RouteConversations``) runs a job's per-record step over batches of raw
 records (``transforms.inputs.Batch`` of ``RawRecord``) and routes what it gives; a
-``RecordStep`` names the step and its outputs, and ``ProcessConversations`` is the one
+``RecordStep`` names the step and its outputs, and ``ProcessConversationBatches`` is the one
 composite around it. The two steps:
 
-- ``NORMALIZE`` (``NormalizeConversations``, ``convnorm run``) returns a ``NormalizedOutputs``
+- ``NORMALIZE`` (``NormalizeConversationBatches``, ``convnorm run``) returns a ``NormalizedOutputs``
   with three PCollections of batches:
 
   - ``records``      — output records: each input record with its messages normalized (and
@@ -17,7 +17,7 @@ composite around it. The two steps:
                        ``violations`` when on);
   - ``dead_letters`` — one record per input that could not be processed, with its reason.
 
-- ``CHECK`` (``CheckConversations``, ``convnorm validate``) returns a ``CheckedOutputs``: one
+- ``CHECK`` (``CheckConversationBatches``, ``convnorm validate``) returns a ``CheckedOutputs``: one
   violation report per conversation (``reports``) and the ``dead_letters``.
 
 Elements are batches, not single records: Beam's per-element cost in Python is several times
@@ -305,7 +305,7 @@ class NormalizeConversation(RouteConversations):
     ``settings`` (a ``transforms.record_settings.Settings``) or its fields as keywords (``sink``,
     ``profile``, ``id_field``, ...) choose what convnorm's flags choose. Per-element input pays
     Beam's per-element cost (several times normalizing a record); ``BatchRawRecords`` before it
-    (or ``NormalizeConversations``) moves records in batches. A unique field (openai-batch's
+    (or ``NormalizeConversationBatches``) moves records in batches. A unique field (openai-batch's
     ``custom_id``) is kept unique within a bundle.
     """
 
@@ -349,7 +349,7 @@ def freeze_gc() -> None:
 
 @beam.typehints.with_input_types(Batch)
 @beam.typehints.with_output_types(Batch)  # every output: records, drops, dead letters
-class ProcessConversations(beam.PTransform):
+class ProcessConversationBatches(beam.PTransform):
     """Batches of raw records -> the step's outputs (a ``step.outputs`` of PCollections of
     batches), by the routing DoFn it is given."""
 
@@ -365,7 +365,7 @@ class ProcessConversations(beam.PTransform):
         return step.outputs(outputs[_MAIN], *(outputs[tag] for tag in step.tags))
 
 
-class NormalizeConversations(ProcessConversations):
+class NormalizeConversationBatches(ProcessConversationBatches):
     """Batches of raw records -> normalized records, drop metrics and dead letters (a
     ``NormalizedOutputs``): ``NormalizeConversation`` applied to batches.
 
@@ -376,7 +376,7 @@ class NormalizeConversations(ProcessConversations):
         super().__init__(NormalizeConversation(settings, lines_only=lines_only))
 
 
-class CheckConversations(ProcessConversations):
+class CheckConversationBatches(ProcessConversationBatches):
     """Batches of raw records -> per-conversation violation reports and dead letters.
 
     ``lines_only`` is accepted so both composites are made alike; a check has no records to
@@ -391,7 +391,7 @@ STREAM_SHARD = -1
 
 
 class BatchRawRecords(beam.PTransform):
-    """Single ``RawRecord`` elements (from a queue, say) -> batches ``NormalizeConversations`` takes.
+    """Single ``RawRecord`` elements (from a queue, say) -> batches ``NormalizeConversationBatches`` takes.
 
     Batches close at ``max_batch_size`` records or ``max_batch_bytes`` raw bytes, whichever
     comes first, within a bundle, so this works on unbounded input; file inputs do not need it

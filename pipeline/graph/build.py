@@ -24,9 +24,9 @@ from pipeline.runners.dask_cluster import plan_chunks
 from transforms.conversations import (
     CHECK,
     NORMALIZE,
-    CheckConversations,
-    NormalizeConversations,
-    ProcessConversations,
+    CheckConversationBatches,
+    NormalizeConversationBatches,
+    ProcessConversationBatches,
     RecordStep,
     Summarize,
     SummarizeRun,
@@ -36,32 +36,32 @@ from transforms.inputs import DEFAULT_BATCH_BYTES, DEFAULT_BATCH_SIZE, DEFAULT_M
 from transforms.record_settings import Settings
 
 
-class CleanedLogs(NamedTuple):
+class NormalizedCollections(NamedTuple):
     records: beam.PCollection
     drops: beam.PCollection
     dead_letters: beam.PCollection
     read_stats: beam.PCollection
 
 
-class CheckedLogs(NamedTuple):
+class CheckedCollections(NamedTuple):
     reports: beam.PCollection
     dead_letters: beam.PCollection
     read_stats: beam.PCollection
 
 
 #: What ``ProcessConversationLogs`` gives: the run's or the validation's PCollections.
-Logs = TypeVar("Logs", CleanedLogs, CheckedLogs)
+StepCollections = TypeVar("StepCollections", NormalizedCollections, CheckedCollections)
 
 
-class ProcessConversationLogs(beam.PTransform[beam.pvalue.PBegin, Logs]):
+class ProcessConversationLogs(beam.PTransform[beam.pvalue.PBegin, StepCollections]):
     """Read -> parse -> a job's per-record step -> split: planned input shards to the step's
     outputs and the reader's statistics."""
 
-    #: The step, its composite (``NormalizeConversations``: the card's ``NormalizeConversation``
+    #: The step, its composite (``NormalizeConversationBatches``: the card's ``NormalizeConversation``
     #: over batches), and the result type: the step's outputs then ``read_stats``.
     STEP: RecordStep
-    PROCESS: Callable[[Settings, bool], ProcessConversations]
-    RESULT: type[Logs]
+    PROCESS: Callable[[Settings, bool], ProcessConversationBatches]
+    RESULT: type[StepCollections]
 
     def __init__(
         self,
@@ -88,22 +88,22 @@ class ProcessConversationLogs(beam.PTransform[beam.pvalue.PBegin, Logs]):
         return self.RESULT(*out, read.stats)
 
 
-class CleanConversationLogs(ProcessConversationLogs[CleanedLogs]):
+class NormalizeConversationLogs(ProcessConversationLogs[NormalizedCollections]):
     """Read -> parse -> normalize -> split: planned input shards to the three outputs."""
 
-    STEP, PROCESS, RESULT = NORMALIZE, NormalizeConversations, CleanedLogs
+    STEP, PROCESS, RESULT = NORMALIZE, NormalizeConversationBatches, NormalizedCollections
 
 
-class CheckConversationLogs(ProcessConversationLogs[CheckedLogs]):
+class CheckConversationLogs(ProcessConversationLogs[CheckedCollections]):
     """Read -> parse -> check as they are -> split: planned input shards to reports and dead letters."""
 
-    STEP, PROCESS, RESULT = CHECK, CheckConversations, CheckedLogs
+    STEP, PROCESS, RESULT = CHECK, CheckConversationBatches, CheckedCollections
 
 
 class JobOutputs(NamedTuple):
-    #: ``CleanedLogs`` (run) or ``CheckedLogs`` (validate); None for the per-shard graph,
+    #: ``NormalizedCollections`` (run) or ``CheckedCollections`` (validate); None for the per-shard graph,
     #: whose records never leave the step that writes them.
-    cleaned: CleanedLogs | CheckedLogs | None
+    collections: NormalizedCollections | CheckedCollections | None
     summary: beam.PCollection
 
 
@@ -111,9 +111,9 @@ def _logs(
     pipeline: beam.Pipeline,
     job: Job,
     label: str,
-    logs: type[ProcessConversationLogs[Logs]],
+    logs: type[ProcessConversationLogs[StepCollections]],
     lines_only: bool = False,
-) -> Logs:
+) -> StepCollections:
     return pipeline | label >> logs(
         job.shards, job.settings, job.batch_size, job.max_record_bytes, job.batch_bytes, lines_only
     )
@@ -154,10 +154,10 @@ def build(pipeline: beam.Pipeline, job: Job, temp_dir: str) -> JobOutputs:
         return _build_per_shard(pipeline, job, temp_dir, NORMALIZE, SUMMARY_FILE)
     # A JSON Lines file takes the lines the per-record guard made: the records need not live on.
     lines_only = FILE_FORMATS[job.output_format].takes_lines
-    cleaned = _logs(pipeline, job, "CleanLogs", CleanConversationLogs, lines_only)
+    normalized = _logs(pipeline, job, "CleanLogs", NormalizeConversationLogs, lines_only)
     settings = job.settings
     written = {
-        "normalized": cleaned.records
+        "normalized": normalized.records
         | "WriteNormalized"
         >> WriteShards(
             temp_dir,
@@ -166,12 +166,18 @@ def build(pipeline: beam.Pipeline, job: Job, temp_dir: str) -> JobOutputs:
             id_field=settings.id_field,
             messages_field=settings.messages_field,
         ),
-        "drops": cleaned.drops | "WriteDrops" >> WriteShards(temp_dir, "drops"),
+        "drops": normalized.drops | "WriteDrops" >> WriteShards(temp_dir, "drops"),
     }
     summary = _summarize(
-        temp_dir, written, cleaned.read_stats, cleaned.drops, cleaned.dead_letters, SummarizeRun(settings), SUMMARY_FILE
+        temp_dir,
+        written,
+        normalized.read_stats,
+        normalized.drops,
+        normalized.dead_letters,
+        SummarizeRun(settings),
+        SUMMARY_FILE,
     )
-    return JobOutputs(cleaned, summary)
+    return JobOutputs(normalized, summary)
 
 
 def build_validate(pipeline: beam.Pipeline, job: Job, temp_dir: str) -> JobOutputs:
