@@ -8,7 +8,7 @@ A report, not a test: it prints figures and PASS/FAIL per target, and exits 0 ei
     python bench/bench_pipeline.py --records 100000 --keep   # keep the temp dir to inspect
     python bench/bench_pipeline.py --stages-only  # the per-record stage table alone (~1 min)
 
-Stage table (issues 11 and 24, ``bench/stages.py``): in this process, before the job runs, the
+Stage table (``bench/stages.py``): in this process, before the job runs, the
 CPU time per record of each stage of the per-record path (parse with the 64-bit guard,
 detection and reader, the MEM-5 core, the rest: id, ledger, assembly, writer, serialization,
 the batch) and the whole ``normalize_batch`` loop, each against an orjson ``loads`` + ``dumps`` round trip of
@@ -84,7 +84,7 @@ TARGET_FNAPI = 2.0
 TARGET_MULTI = 1.2
 #: "Flat" peak memory: doubling the input may raise the peak by at most this factor.
 TARGET_MEMORY = 1.25
-#: Two workers' throughput over one worker's, on 2 idle cores (issue 11), for both layouts.
+#: Two workers' throughput over one worker's, on 2 idle cores, for both layouts.
 TARGET_SCALING = 1.7
 #: The many-small-files layout: the same corpus cut into this many files (--files).
 DEFAULT_FILES = 64

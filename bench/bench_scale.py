@@ -7,7 +7,7 @@ A report, not a test: it prints figures and PASS / MISS per target, and exits 0 
     python bench/bench_scale.py --skip-scale         # the engines only
     python bench/bench_scale.py --skip-engines --graph tagged-outputs
 
-Part 1, planning and finalizing (issue 23's targets, at 100,000 small local files): the job
+Part 1, planning and finalizing (the targets, at 100,000 small local files): the job
 runs in this process on FnApiRunner (``pipeline.cli.main.main``), its phases timed by wrapping the
 functions that do them: options and planning (``load_job``: matching the patterns, planning the
 shards), building the graph (``construct_pipeline``), the runner's start until the first record
@@ -47,7 +47,7 @@ sys.path.insert(0, str(REPO / "bench"))
 
 from bench_pipeline import _loadavg, measure, split_corpus, write_corpus  # noqa: E402
 
-#: Issue 23's targets at 100,000 small local files.
+#: The targets at 100,000 small local files.
 LAUNCHER_TARGET_S = 10.0
 FINALIZE_TARGET_S = 10.0
 #: Two small records per file.

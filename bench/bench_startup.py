@@ -6,7 +6,7 @@ A report, not a test: it prints figures and exits 0 (unless the run itself fails
     python bench/bench_startup.py --repeat 5
     python bench/bench_startup.py --compare ../main     # the same, interleaved with another checkout
 
-Two parts (issue 25's targets; issue 11 asked for the sample run under 2 s):
+Two parts (the targets; the sample run was once asked to take under 2 s):
 
 1. **Answers without a pipeline**: ``convnorm --help``, ``--version``, a mistyped option and a
    bare ``convnorm``, each a fresh subprocess, timed from ``exec`` to exit, beside a bare
@@ -40,7 +40,7 @@ import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
-#: Start to finish of the sample run, report included (issue 25; issue 11 asked for 2 s).
+#: Start to finish of the sample run, report included (it was once asked to take 2 s).
 TARGET_SECONDS = 3.0
 #: An answer that needs no pipeline (help, version, an option error).
 ANSWER_TARGET_SECONDS = 0.5

@@ -1,4 +1,4 @@
-"""What ``--tokens`` costs per record, and that runs without it pay nothing (issue 26).
+"""What ``--tokens`` costs per record, and that runs without it pay nothing.
 
 The job's per-record path (``normalize_batch`` over batches of 256 lines, as the DoFn runs it)
 is timed in fresh subprocesses, CPU time per record, interleaved round by round, the median

@@ -258,7 +258,7 @@ def stage_instructions(records: int, seed: int = 7) -> dict[str, dict[str, float
     return table
 
 
-#: Targets of issue 24, as ratios.
+#: The per-record speed targets, as ratios.
 TARGET_LOOP = 3.5  # per-record loop / round trip, OpenAI-shaped and flat records
 TARGET_CORE_RAW = 1.8  # the core alone on raw OpenAI dicts / round trip
 TARGET_JOB_LOOP = 1.1  # the job on one worker / the per-record loop (CPU)

@@ -1,4 +1,4 @@
-"""Writers keep what is not theirs to change (issue 9): ``openai-batch`` rewriting Batch lines.
+"""Writers keep what is not theirs to change: ``openai-batch`` rewriting Batch lines.
 
 Every body parameter and top-level key of a Batch API input line survives; only the message
 list changes. A line with nothing to repair reads back byte-identical.

@@ -240,7 +240,7 @@ def test_a_plugin_reader_turns_the_shortcut_off(monkeypatch):
 
 
 # --------------------------------------------------------------------------------------------
-# The OpenAI reader gathers the ids already taken only when it must make one (issue 11).
+# The OpenAI reader gathers the ids already taken only when it must make one.
 
 COLLIDING_CALL = st.fixed_dictionaries(
     {"type": st.just("function"), "function": st.fixed_dictionaries({"name": st.sampled_from(["f", "g"])})},
@@ -286,7 +286,7 @@ def test_lazy_ids_give_what_gathering_them_first_gives(messages):
     def read() -> tuple:
         try:
             return (openai.openai_to_flat(messages, report := {}, discarded := {}), report, discarded)
-        except FormatError as error:  # a part type the reader does not know (issue 22)
+        except FormatError as error:  # a part type the reader does not know
             return ("refused", error.reason)
 
     before = copy.deepcopy(messages)

@@ -1,4 +1,4 @@
-"""AWS Bedrock Converse: the ``bedrock-converse`` reader and writer (issue 22).
+"""AWS Bedrock Converse: the ``bedrock-converse`` reader and writer.
 
 Converse request bodies (``{system: [{text}], messages: [{role, content: [ContentBlock]}],
 toolConfig: {tools: [{toolSpec: {name, description, inputSchema: {json}}}]}}``) were claimed by

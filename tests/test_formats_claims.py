@@ -1,4 +1,4 @@
-"""Readers never claim what they cannot read (issue 9).
+"""Readers never claim what they cannot read.
 
 ``--format auto`` takes a list as a chat only when its entries look like messages; a list in a
 shape no reader knows (Gemini ``contents`` / ``parts``, a ``text`` key) is an ``unknown_format``
@@ -32,7 +32,7 @@ GEMINI_CONTENTS = [
 ]
 GEMINI_BODY = {"contents": GEMINI_CONTENTS, "generationConfig": {"temperature": 0.2}}
 
-# Gemini Contents are the gemini reader's (issue 12): read, their text kept, wherever they stand.
+# Gemini Contents are the gemini reader's: read, their text kept, wherever they stand.
 GEMINI_SHAPED = [
     pytest.param({"messages": GEMINI_CONTENTS}, id="gemini-parts-at-messages"),
     pytest.param(GEMINI_CONTENTS, id="gemini-parts-bare-list"),

@@ -176,7 +176,7 @@ FLAT_CALL = st.one_of(
     st.fixed_dictionaries({"id": ID, "name": st.just("f")}),
     st.just("junk"),
 )
-# An empty list is an empty part list, which the openai reader reads as "" (issue 22): not plain.
+# An empty list is an empty part list, which the openai reader reads as "": not plain.
 CONTENT = st.one_of(
     st.none(), st.sampled_from(["", "hi", " "]), st.integers(), st.lists(st.integers(), min_size=1, max_size=2)
 )

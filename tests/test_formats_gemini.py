@@ -93,7 +93,7 @@ def test_error_response_media_thought_default_role_and_function_role():
     assert messages[1]["content"] == "Looking it up."  # the thought part is dropped
     assert messages[2] == {"role": "tool", "content": "[error] not found", "tool_call_id": "call_1"}
     assert messages[4] == {"role": "user", "content": "[file]\nTry this catalog."}
-    # Issue 22: the code of an executableCode part is kept (it was "[executableCode]").
+    # Found: the code of an executableCode part is kept (it was "[executableCode]").
     assert messages[5] == {
         "role": "assistant",
         "content": "[server tool call: code_execution]\nlanguage: PYTHON\nprint(1)\nFound it on page 3.",

@@ -449,7 +449,7 @@ def test_anthropic_thinking_dropped_media_placeholder_document_text_kept():
     out = flat("anthropic", fixture("anthropic", "an-image-and-document"))
     assert [m["content"] for m in out if m["role"] == "user"] == [
         "[image]\nWhat does this chart show?",
-        # Issue 22: a document with a text source keeps its text (it was "[document]").
+        # Found: a document with a text source keeps its text (it was "[document]").
         "[document: Q3]\nmedia_type: text/plain\nQ3 report: revenue up 12%.\nDoes the report agree?",
     ]
 

@@ -1,4 +1,4 @@
-"""Wrong or refused outputs (issue 22, medium): each case a real shape that went wrong.
+"""Wrong or refused outputs: each case a real shape that went wrong.
 
 - ``content: []`` became the literal text ``"[]"``: an empty part list is empty text.
 - The anthropic writer copied OpenAI built-in tools (``{"type": "web_search_preview"}``,

@@ -1,4 +1,4 @@
-"""Server-side tool blocks, documents and unknown blocks (issue 22).
+"""Server-side tool blocks, documents and unknown blocks.
 
 A server-side tool runs at the provider: its call and its result come back in the model's own
 message. They are not client tool calls (MEM-5 must not pair them); every reader keeps their

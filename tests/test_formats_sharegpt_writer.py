@@ -22,7 +22,7 @@ from transforms.normalize import normalize_conversation  # noqa: E402
 DATA = Path(__file__).parent / "data" / "formats"
 FORMATS = ("openai", "openai-responses", "anthropic", "sharegpt", "gemini")
 # Records LLaMA-Factory would drop (turn order), or whose tools it cannot hold.
-# Since issue 22 a trailing healed result is left out and user text after results joins their
+# A trailing healed result is left out and user text after results joins their
 # observation: the defect fixtures that were refused for those are written.
 REFUSED = {
     "oa-custom-tool": "unconvertible_tool",
@@ -141,7 +141,7 @@ def test_text_beside_calls_merged_turns_and_string_arguments_are_counted():
 
 
 # --------------------------------------------------------------------------------------------
-# Issue 22: a record is refused only when no lossless rendering exists
+# A record is refused only when no lossless rendering exists
 
 CALL = {"role": "assistant", "content": "", "tool_calls": [{"tool_call_id": "c1", "name": "f", "args": {}}]}
 

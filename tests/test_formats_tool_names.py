@@ -1,4 +1,4 @@
-"""Calls whose ``function`` is the name string, and tool names providers refuse (issue 22).
+"""Calls whose ``function`` is the name string, and tool names providers refuse.
 
 Eval frameworks log a call as ``{"id", "function": "web_browser_go", "arguments": {...}}``
 (Inspect AI's ``ToolCall``: ``function`` is the name, ``arguments`` an object). The name was

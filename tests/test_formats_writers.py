@@ -581,7 +581,7 @@ def test_anthropic_roles_and_tools_it_cannot_write():
 
 def test_anthropic_developer_is_lifted_and_no_turn_left_is_an_error():
     out = write("anthropic", flat_record([{"role": "user", "content": "a"}, {"role": "developer", "content": "d"}]))
-    # Content is always a block list (issue 22: one schema for every record).
+    # Content is always a block list (one schema for every record).
     assert out["system"] == "d" and out["messages"] == [{"role": "user", "content": [{"type": "text", "text": "a"}]}]
     with pytest.raises(FormatError) as err:
         write("anthropic", flat_record([{"role": "system", "content": "only a system prompt"}]))

@@ -1,7 +1,7 @@
 """Byte-for-byte guard for refactors: every sink and profile over the bundled samples.
 
 The expected files in ``tests/data/golden`` were generated from the code before a refactor
-that must not change behaviour (issue 10: one concept, one home). Every input line of
+that must not change behaviour (one concept, one home). Every input line of
 ``samples/conversations.jsonl`` and ``samples/formats/*.jsonl`` goes through the per-record
 path with each writer and each profile (with the sendability check on) and through the
 validate step; the outputs, metrics and dead letters are compared as bytes. The bundled sample
@@ -35,7 +35,7 @@ FORMAT_SAMPLES = sorted((ROOT / "samples" / "formats").glob("*.jsonl"))
 #: The MEM-5 vectors' inputs as flat records: the tool-block edge cases, in both profiles.
 VECTORS = Path(__file__).resolve().parent / "data" / "spec" / "vectors.jsonl"
 REGEN = os.environ.get("CONVNORM_REGEN_GOLDEN") == "1"
-#: The per-record entry point: renamed in issue 10, so found by either name.
+#: The per-record entry point: renamed once, so found by either name.
 BATCH = records.normalize_batch
 
 

@@ -1,6 +1,6 @@
 """Golden outputs: the sample and the format samples through every sink, byte for byte.
 
-Recorded from the code before the speed work of issue 11 (tests/golden_outputs.py): an
+Recorded from the code before the speed work (tests/golden_outputs.py): an
 optimization must not change one output byte (normalized file, drops, dead letters; Parquet
 rows read back).
 """

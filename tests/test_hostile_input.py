@@ -1,4 +1,4 @@
-"""Real and hostile input: nothing lost or changed silently (issue 9, the input half).
+"""Real and hostile input: nothing lost or changed silently (the input half).
 
 Each test here pins a hole that was open before: a container that lost its good records, a
 value written as something it was not, a record that cost unbounded time or memory.

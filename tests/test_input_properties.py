@@ -1,7 +1,7 @@
 """Random bytes, random JSON, random Parquet rows in random containers, fed to the reader and
 record path (many examples) and to the whole job (a few): nothing crashes, every record read
 is counted in exactly one output, and every record that is JSON with a message list ends
-normalized or dead-lettered with a reason from the closed list (issue 9).
+normalized or dead-lettered with a reason from the closed list.
 """
 
 from __future__ import annotations

@@ -99,7 +99,7 @@ def test_a_document_of_rows_puts_each_listed_object_on_one_line():
 
 
 # --------------------------------------------------------------------------------------------
-# Numbers JSON carries but a double cannot hold (issue 20): one rule, a refusal
+# Numbers JSON carries but a double cannot hold: one rule, a refusal
 
 
 @pytest.mark.parametrize(

@@ -1,4 +1,4 @@
-"""The ledger of what coercion discards (issue 9): counted apart from MEM-5's drops.
+"""The ledger of what coercion discards: counted apart from MEM-5's drops.
 
 Rule 1 keeps only the flat keys; the normalized output is unchanged by the ledger. What goes
 (non-empty fields by key, reasoning blocks and items by type) is counted per conversation in
@@ -83,7 +83,7 @@ def test_text_chars_counts_strings_but_not_keys_tags_ids_or_opaque_payloads():
 
 
 def test_an_opaque_payload_is_no_text_also_when_it_is_the_discarded_field_itself():
-    # Issue 22: a message's own encrypted_content / signature was counted as text.
+    # Found: a message's own encrypted_content / signature was counted as text.
     messages = [
         {"role": "assistant", "content": "4", "encrypted_content": "gAAAAB" * 20, "signature": "c2ln" * 10},
         {"role": "user", "content": "ok", "thoughtSignature": "abc", "reasoning_content": "why"},

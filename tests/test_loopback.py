@@ -1,4 +1,4 @@
-"""Loopback only (issue 8): no listener on a non-loopback address while a run is going, in
+"""Loopback only: no listener on a non-loopback address while a run is going, in
 multi-process mode and on the portable runner with LOOPBACK workers; and a job endpoint that
 does not answer fails in bounded time naming it.
 

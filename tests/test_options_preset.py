@@ -1,4 +1,4 @@
-"""Presets and flags: typed preset values, command-line precedence, one-line errors (issue #10)."""
+"""Presets and flags: typed preset values, command-line precedence, one-line errors."""
 
 from __future__ import annotations
 
@@ -146,7 +146,7 @@ def test_writer_option_precedence_is_what_the_help_says(sink):
 
 
 # --------------------------------------------------------------------------------------------
-# Hostile presets and absurd numbers (issue 20): one-line errors, exit status 2
+# Hostile presets and absurd numbers: one-line errors, exit status 2
 
 
 def _bomb(levels: int = 9) -> list[str]:

@@ -1,4 +1,4 @@
-"""Outputs you can trust (issue 8): a run deletes only what a manifest says it wrote, refuses
+"""Outputs you can trust: a run deletes only what a manifest says it wrote, refuses
 dangerous output directories, checks every option before touching anything, holds a lock,
 and succeeds only when every file it reported is on disk. See docs/outputs.md.
 

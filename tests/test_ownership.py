@@ -1,4 +1,4 @@
-"""Never write or delete through anything convnorm cannot prove is its own (issue 20): the
+"""Never write or delete through anything convnorm cannot prove is its own: the
 report, symbolic links, the lock's and the manifest's entries. A second round of hostile cases
 after tests/test_outputs.py; each one was found breaking a user's files, and docs/outputs.md
 lists them.

@@ -1,5 +1,5 @@
 """Input paths that are not plain (non-UTF-8 names, FIFOs, bare relative globs) and the exit
-status of runs that read records but cannot vouch for them (issue 9)."""
+status of runs that read records but cannot vouch for them."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Every character of text a reader is given is accounted for (issue 22, done-when).
+"""Every character of text a reader is given is accounted for.
 
 For every reader: characters of text in = characters out + characters in the ledger, on
 generated records holding every block type the provider documents (server-side tool calls and

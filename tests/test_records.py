@@ -260,7 +260,7 @@ def test_a_value_json_cannot_hold_is_a_dead_letter_not_a_crash():
 
 
 def _beyond_64_bits_before(data: bytes) -> bool:
-    # The check as it was before issue 11 (two searches on every line).
+    # The check as it was before the speed work (two searches on every line).
     digits = data.translate(bytes.maketrans(b"123456789", b"000000000"))
     return b"0" * 20 in digits or b"-" + b"0" * 19 in digits
 

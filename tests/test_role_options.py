@@ -1,4 +1,4 @@
-"""--drop-role ROLE and --map-role FROM=TO: roles a sink cannot take (issue 22).
+"""--drop-role ROLE and --map-role FROM=TO: roles a sink cannot take.
 
 An agent's final ``exit`` message (and the like) made every provider sink refuse the record
 (``unsupported_role``). The two options fix it before normalization: ``--drop-role`` drops the
@@ -99,7 +99,7 @@ def test_bad_role_options_are_refused_before_the_run(flags, problem, tmp_path):
 
 
 def test_sink_refusals_are_counted_by_the_writers_reason_in_the_summary():
-    # The person helper's end-of-run warning builds on these counts (issue 25).
+    # The person helper's end-of-run warning builds on these counts.
     from transforms.summary import finalize, partial
 
     letters = [run().dead_letter, run().dead_letter]

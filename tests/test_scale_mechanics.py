@@ -1,4 +1,4 @@
-"""Planning and finalizing that scale with the input (issue 23): finalize trusts each file's
+"""Planning and finalizing that scale with the input: finalize trusts each file's
 measure taken while writing and checks sizes by listing, renames in batches; planning resolves
 each input directory once; the plan travels in chunks. The figures: bench/bench_scale.py."""
 

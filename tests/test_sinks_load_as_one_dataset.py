@@ -1,4 +1,4 @@
-"""Every sink's whole multi-part output loads as one ``datasets`` dataset and one pyarrow table (issue 22).
+"""Every sink's whole multi-part output loads as one ``datasets`` dataset and one pyarrow table.
 
 The job writes one part file per shard. ``datasets.load_dataset("json", data_files=<all parts>)``
 infers its columns from the first part and casts the others to them: parts whose optional keys

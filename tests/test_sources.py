@@ -238,7 +238,7 @@ def test_a_big_json_array_with_a_stray_brace_or_no_end_is_invalid():
 
 
 # --------------------------------------------------------------------------------------------
-# Record boundaries (issue 20): UTF-16 files and lines that end in a carriage return alone
+# Record boundaries: UTF-16 files and lines that end in a carriage return alone
 
 
 THREE = [{"id": f"r{i}", "messages": [{"role": "user", "content": f"héllo {i} 𝄞"}]} for i in range(3)]

@@ -1,5 +1,5 @@
 """End to end on Prism: ``convnorm --streaming`` as a user runs it, a subprocess with hard
-timeouts (a hang fails the test, with its output). Each test is one scenario of issue 21:
+timeouts (a hang fails the test, with its output). Each test is one scenario of the streaming mode:
 
 - the whole path: files present at start and landing later, each read once, outputs and
   summary equal to a batch run over the same files, record by record and field by field;
