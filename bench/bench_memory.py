@@ -3,7 +3,7 @@
 A report, not a test: it prints a table and exits 0.
 
     python bench/bench_memory.py                 # a 40 MiB line of tiny messages, limit 4 MiB
-    python bench/bench_memory.py --line-mb 300   # the 300 MB line (needs ~8 GB for the baseline)
+    python bench/bench_memory.py --line-mb 300   # a 300 MB line (needs ~8 GB for the baseline)
 
 The input is one JSONL file: a small record, one line of ``--line-mb`` MiB holding tiny
 messages (the worst case for Python objects per byte), then another small record; the same

@@ -16,7 +16,7 @@ the same lines, on the project's corpus (OpenAI-shaped calls, defects) and on th
 conversations in the flat shape; after the job, the Beam share (job CPU - plain-loop CPU) and
 the job's ratios. Stages are timed alone on prepared inputs, interleaved, median of 5: CPU
 time, so a loaded machine skews them less than wall time (not nothing: caches and frequency
-are shared). PASS / MISS per target of the issue.
+are shared). PASS / MISS per target.
 
 One corpus is generated once (``bench/corpus.py``, seed 7: realistic conversations of 4-40
 messages, ~5 KB per record, about a third with a defect) and written as ONE uncompressed

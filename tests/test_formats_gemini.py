@@ -193,7 +193,7 @@ def test_unreadable_records(record, reason):
 
 
 def test_auto_detects_request_bodies_that_used_to_read_as_empty_flat_messages():
-    # The case: these were read as flat and their text erased.
+    # Found: these were read as flat and their text erased.
     record = fixture("gm-minimal")
     assert detect_reader(record, "messages").name == "gemini"
     assert detect_reader({"messages": record["contents"]}, "messages").name == "gemini"

@@ -46,7 +46,7 @@ from pipeline.cli.main import main  # noqa: E402
 #: Slow, every one; the first test to ask for Prism may build it (tests/prism_build.py) first.
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(BUILD_TIMEOUT_S + 600)]
 
-#: The issue's bound from a file landing to its outputs being visible.
+#: The bound from a file landing to its outputs being visible.
 LATENCY_BOUND_S = 15
 
 
