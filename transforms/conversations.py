@@ -39,6 +39,7 @@ from __future__ import annotations
 
 import functools
 import gc
+import os
 from typing import Any, Callable, Iterable, Iterator, NamedTuple
 
 import apache_beam as beam
@@ -230,13 +231,15 @@ class RouteConversations(beam.DoFn):
         self._counters = BatchCounters(self._step)
 
     def start_bundle(self) -> None:
-        # The writer starts a new output file per bundle and per shard: so does the state
-        # that keeps a unique field (openai-batch's custom_id) unique within a file. The
-        # reader hint lives as long: a shard's records are one file's (detection's shortcut
-        # gives full detection's answer at any boundary; it only saves the first record's).
+        # The state that keeps a unique field (openai-batch's custom_id) unique lives for one
+        # shard in one bundle; each such run of it is a scope, stamped on its batches, and the
+        # writer starts a new file per scope (``Batch.scope``). The reader hint lives as long:
+        # a shard's records are one file's (detection's shortcut gives full detection's answer
+        # at any boundary; it only saves the first record's).
         self._file_shard: int | None = None
         self._taken: dict[str, int] = {}
         self._hint = ReaderHint()
+        self._scope = 0
 
     def process(self, element: Any) -> Iterable[Any]:
         if not isinstance(element, Batch):
@@ -244,6 +247,7 @@ class RouteConversations(beam.DoFn):
             return
         if element.shard != self._file_shard:
             self._file_shard, self._taken, self._hint = element.shard, {}, ReaderHint()
+            self._scope = new_scope()
         result = normalize_batch(
             element.items,
             self._settings,
@@ -254,7 +258,7 @@ class RouteConversations(beam.DoFn):
         )
         self._counters.count(len(element.items), result)
         for name, items, lines in self._step.routed(result, self._lines_only):
-            out = Batch(element.shard, element.start, items, lines)
+            out = Batch(element.shard, element.start, items, lines, self._scope)
             yield out if name == self._step.main_output else TaggedOutput(name, out)
 
     def _process_one(self, element: Any) -> Iterator[Any]:
@@ -276,6 +280,12 @@ class RouteConversations(beam.DoFn):
             source, element = element
         payload = Parsed(element) if isinstance(element, dict) else element
         return RawRecord(source, self.UNKNOWN_POSITION, payload)
+
+
+def new_scope() -> int:
+    """A scope no other normalizer, in this process or another, will stamp: only compared for
+    equality by the writer, never written, so it need not be reproducible."""
+    return int.from_bytes(os.urandom(8), "big") | 1
 
 
 class NormalizeConversation(RouteConversations):

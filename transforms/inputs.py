@@ -56,6 +56,11 @@ class Batch(NamedTuple):
     #: Each item as its JSON line (no newline), when processing already serialized it: a JSON
     #: Lines file writes these bytes instead of serializing the items again. ``None``: not known.
     lines: list[Any] | None = None
+    #: Which run of the normalizer's state made the items (0: none, as read). A unique field
+    #: (openai-batch's ``custom_id``) is unique among the items of one shard and one scope, so
+    #: the writer starts a new file when either changes: the contract holds whether or not a
+    #: runner fuses the normalizer and the writer into one stage.
+    scope: int = 0
 
 
 #: Bytes of an uncompressed JSONL file per shard (``--shard-bytes``): big files spread over workers.

@@ -34,8 +34,9 @@ from transforms.inputs import Batch
 class _WriteShardFiles(beam.DoFn):
     """Writes each shard's batches to a temporary file; emits one ``WrittenFile`` per file.
 
-    One file is open at a time: a shard's batches arrive together (reading, normalizing and
-    writing are fused), so the file closes when the next shard begins. Keeping one open per
+    One file is open at a time: a shard's batches arrive together, so the file closes when the
+    next shard begins, or the next scope of the normalizer's state (``Batch.scope``: a unique
+    field is unique within one; the two agree whether or not the runner fuses the steps). Keeping one open per
     shard ran out of file handles with a few hundred input files.
     """
 
@@ -61,8 +62,11 @@ class _WriteShardFiles(beam.DoFn):
         return WrittenFile(shard, start, temp, *writer.close())
 
     def process(self, batch):
-        if self._current is not None and self._current[0] != batch.shard:
+        # A new file per shard and per normalizer scope (``Batch.scope``): one writer bundle may
+        # hold batches of two normalizer bundles where the runner did not fuse the two steps.
+        if self._current is not None and (self._current[0], self._scope) != (batch.shard, batch.scope):
             yield self._close()
+        self._scope = batch.scope
         if self._current is None:
             # A unique temporary name per attempt: a retried bundle never clobbers another.
             temp = FileSystems.join(self._temp_dir, temp_name(batch.shard, batch.start, uuid.uuid4().hex))
