@@ -10,12 +10,12 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import stat
 
 import yaml
 
 from pipeline.config.dask_flags import DASK_FLAGS
 from pipeline.config.flags import ConfigError, FlagRecorder, our_flags
+from pipeline.io.shard import special_file_kind
 
 #: A preset is a short mapping of options: past these it is refused before it is read into
 #: values (a YAML alias bomb, ten lines long, expands to gigabytes when its values are used).
@@ -203,22 +203,11 @@ def _open_regular(path: str):
     looked at (what is opened is what is looked at)."""
     fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
     try:
-        mode = os.fstat(fd).st_mode
-        if not stat.S_ISREG(mode):
-            raise ConfigError(f"--config {path!r} is {_kind(mode)}; a preset is a regular file (YAML)")
+        kind = special_file_kind(os.fstat(fd).st_mode)
+        if kind:
+            raise ConfigError(f"--config {path!r} is {kind}; a preset is a regular file (YAML)")
         os.set_blocking(fd, True)
         return os.fdopen(fd, "rb")
     except BaseException:
         os.close(fd)
         raise
-
-
-def _kind(mode: int) -> str:
-    """What a file that is not a regular file is, in words (``pipeline.io.text_containers`` says the same)."""
-    if stat.S_ISFIFO(mode):
-        return "a FIFO"
-    if stat.S_ISCHR(mode) or stat.S_ISBLK(mode):
-        return "a device"
-    if stat.S_ISSOCK(mode):
-        return "a socket"
-    return "a directory" if stat.S_ISDIR(mode) else "not a regular file"
