@@ -285,6 +285,20 @@ def test_a_prism_run_is_refused_where_no_private_namespace_can_be_made(monkeypat
     assert private_network.isolate_prism_run([*argv, "--job_endpoint=localhost:8099"]) is None  # not ours
 
 
+def test_a_prism_run_on_remote_paths_is_refused_before_it_enters_a_namespace_without_network(monkeypatch):
+    # The namespace has no network: a gs:// or s3:// path would fail as a read error deep in the run.
+    def enter() -> None:
+        raise AssertionError("entered a namespace a remote path cannot be reached from")
+
+    monkeypatch.setattr(private_network, "enter", enter)
+    for argv in (
+        ["--input=gs://logs/a.jsonl", "--output=out", "--runner=PrismRunner"],
+        ["--input=a.jsonl", "--output=s3://bucket/out", "--runner=PrismRunner"],
+    ):
+        refused = private_network.isolate_prism_run(argv)
+        assert refused and "local paths only" in refused and "://" in refused, refused
+
+
 def test_the_cli_enters_the_private_namespace_before_beam_is_imported(tmp_path):
     # In a fresh process, as the command runs: one thread, then a namespace of its own.
     code = (

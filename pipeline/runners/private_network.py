@@ -136,6 +136,14 @@ def isolate_prism_run(args: list[str] | CheckedArgs) -> str | None:
             return None  # load_job reports it, as for any other run
     if not starts_prism(checked.beam):
         return None
+    remote = [path for path in _run_paths(checked) if "://" in path]
+    if remote and not checked.host_loopback:
+        # The namespace has no network beyond its own loopback: say so now, not as a failed read.
+        return (
+            f"this run starts Prism, which convnorm runs in a private network namespace with no network, "
+            f"so it reads and writes local paths only: {remote[0]!r} is not one. Copy the files here, run "
+            f"on another runner, or pass --host-loopback where every local user is trusted"
+        )
     try:
         enter()
     except PrivateNetworkError as error:
@@ -148,6 +156,12 @@ def isolate_prism_run(args: list[str] | CheckedArgs) -> str | None:
                 f"the default runner, or pass --host-loopback where every local user is trusted"
             )
     return None
+
+
+def _run_paths(checked) -> list[str]:
+    """The paths a run reads and writes, as its options give them."""
+    inputs = checked.input if isinstance(checked.input, list) else [checked.input] if checked.input else []
+    return [str(path) for path in [*inputs, checked.output, checked.stop_file] if path]
 
 
 def why_not() -> str | None:
