@@ -255,3 +255,28 @@ def test_a_conversation_the_sink_refused_is_explained_with_the_refusal(tmp_path,
     # A record that could not be read has no conversation to show: the dead letter says why.
     assert main(["explain", str(out), "--id", "garbled"]) == 1
     assert "dead-lettered (invalid_json)" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    "raw_id, spelled",
+    [
+        ('say "hi"', None),  # quotes: escaped once in the record, twice in the dead letter's line
+        ("back\\slash", None),
+        ("tab\there", None),
+        ("\u202eright-to-left", "\\u202eright-to-left"),  # the input spelled it as an escape
+    ],
+)
+def test_a_dead_letter_is_found_by_an_id_the_json_spells_with_escapes(raw_id, spelled, tmp_path):
+    # Found: find_dead_letter's quick pre-check compared the id as the record spells it with the
+    # dead letter's line, where the raw text is escaped once more: an id with a quote, a
+    # backslash, a control character or written as a \\u escape was never found.
+    from pipeline.finished.explain import find_dead_letter
+
+    id_json = json.dumps(raw_id) if spelled is None else f'"{spelled}"'
+    raw = '{"id": ' + id_json + ', "messages": [\n'  # invalid JSON: a dead letter
+    letter = {"source": "in.jsonl", "position": 0, "reason": "invalid_json", "detail": "x", "raw": raw}
+    (tmp_path / "dead_letter").mkdir()
+    (tmp_path / "dead_letter" / "part-00000.jsonl").write_text(json.dumps(letter) + "\n")
+    found = find_dead_letter(str(tmp_path), raw_id)
+    assert found is not None and found["raw"] == raw
+    assert find_dead_letter(str(tmp_path), raw_id + "x") is None

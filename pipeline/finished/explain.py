@@ -19,6 +19,7 @@ source file; 2 bad arguments, a drops/ line naming a file the run did not read, 
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import textwrap
@@ -136,13 +137,18 @@ def check_source(inputs: RunInputs, source: str, conversation_id: object) -> Non
 
 def find_dead_letter(output: str, conversation_id: str) -> dict | None:
     """The first dead letter whose raw input holds ``conversation_id`` as a JSON string (a
-    record's id is in its text; ``locate`` checks it when the record is read back)."""
-    quoted = orjson.dumps(conversation_id).decode()
+    record's id is in its text; ``locate`` checks it when the record is read back), spelled as
+    JSON writers spell it: with non-ASCII characters as they are, or as ``\\u`` escapes."""
+    spellings = {orjson.dumps(conversation_id).decode(), json.dumps(conversation_id)}
+    # In the dead letter's line the raw text is a JSON string itself: each spelling escaped once
+    # more. Cheap first: most lines hold none of them.
+    in_line = [orjson.dumps(spelling)[1:-1] for spelling in spellings]
     for line in drop_lines(output, DEAD_LETTER_PATTERNS):
-        if quoted[1:-1].encode() not in line:  # cheap first: escaped in the line, plain in raw
+        if not any(needle in line for needle in in_line):
             continue
         letter = orjson.loads(line)
-        if isinstance(letter.get("raw"), str) and quoted in letter["raw"]:
+        raw = letter.get("raw")
+        if isinstance(raw, str) and any(spelling in raw for spelling in spellings):
             return letter
     return None
 
