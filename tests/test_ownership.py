@@ -636,3 +636,19 @@ def test_the_writers_never_follow_a_link(tmp_path):
     files.move_into(str(temp), str(out), "moved.txt")
     assert (out / "new.txt").read_bytes() == b"ours again\n" and (out / "moved.txt").read_text() == "ours\n"
     assert not [p for p in out.iterdir() if p.name.endswith(".tmp")]  # no temporary file left
+
+
+def test_convnorm_report_on_a_stale_lock_says_what_to_run_not_a_flag_it_does_not_take(small, tmp_path, capsys):
+    # Found: `convnorm report` on a directory with a dead run's lock said "pass
+    # --break-stale-lock", which convnorm report does not accept.
+    out = tmp_path / "out"
+    assert _run("--input", small, "--output", out, "--no-report") == 0
+    capsys.readouterr()
+    _stale_lock(out)
+    assert main(["report", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert "stale lock" in err and "pass --break-stale-lock" not in err, err
+    assert "run the command that wrote it again with --break-stale-lock" in err, err
+    with pytest.raises(SystemExit) as refused:  # indeed not one of its flags: argparse's exit
+        main(["report", str(out), "--break-stale-lock"])
+    assert refused.value.code == 2

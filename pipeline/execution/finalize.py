@@ -316,8 +316,16 @@ def rewrite_page(output: str, name: str, render: Callable[[str], bytes], *, lock
     """
     lock = None
     if not locked:
+        # convnorm report takes no lock over: the command that wrote the directory does that.
         lock = locks.acquire(
-            output, run_id=uuid.uuid4().hex, command="report", temp_dir="", break_stale=False, clean_up=None
+            output,
+            run_id=uuid.uuid4().hex,
+            command="report",
+            temp_dir="",
+            break_stale=False,
+            clean_up=None,
+            take_over_hint="run the command that wrote it again with --break-stale-lock (it deletes what the "
+            "dead run recorded as its own and takes the lock over), then convnorm report",
         )
     try:
         ledger = _page_ledger(output)

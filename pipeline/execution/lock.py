@@ -244,6 +244,7 @@ def acquire(
     break_stale: bool,
     clean_up,
     temp_proof: dict | None = None,
+    take_over_hint: str = "pass --break-stale-lock to delete what that run recorded as its own and take the lock over",
 ) -> OutputLock:
     """Take the lock of ``output`` (creating the directory), or raise ``LockError``.
 
@@ -290,8 +291,7 @@ def acquire(
     if not break_stale:
         raise LockError(
             f"--output {output!r} has a stale lock: the run that held it died ({describe(holder)}); "
-            "its temporary files may still be there; pass --break-stale-lock to delete what "
-            f"that run recorded as its own and take the lock over (lock file {path})"
+            f"its temporary files may still be there; {take_over_hint} (lock file {path})"
         )
     return _take_over(output, path, holder, content, clean_up)
 
