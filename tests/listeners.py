@@ -1,22 +1,21 @@
-"""Listening TCP sockets of a process tree, read from /proc (Linux; no dependency).
+"""Listening TCP sockets of a process tree, read from /proc (Linux).
 
 ``listeners(root_pids)`` returns ``(pid, address, port)`` for every socket in LISTEN state
-owned by one of the processes or any of their descendants: the socket inodes come from
-``/proc/<pid>/fd`` links (``socket:[inode]``), their addresses from ``/proc/net/tcp`` and
-``/proc/net/tcp6`` (of another network namespace: ``/proc/<a pid in it>/net/...``).
+owned by one of the processes or any of their descendants, with the reading of the kernel's
+tables that convnorm itself uses (``pipeline.runners.loopback``: the socket inodes from
+``/proc/<pid>/fd``, their addresses from ``/proc/net/tcp{,6}`` of the namespace asked).
 ``private_netns_problem`` says why a loopback-only network namespace cannot be made here.
 """
 
 from __future__ import annotations
 
-import ipaddress
 import os
 import shutil
-import socket
-import struct
 import subprocess
 
-LISTEN = "0A"
+from pipeline.runners.loopback import is_loopback, listening_sockets, socket_inodes
+
+__all__ = ["interfaces", "is_loopback", "listeners", "private_netns_problem", "process_tree"]
 
 
 def _children(pid: int) -> list[int]:
@@ -46,67 +45,14 @@ def process_tree(roots: list[int]) -> list[int]:
     return seen
 
 
-def _socket_inodes(pid: int) -> set[str]:
-    inodes = set()
-    try:
-        fds = os.listdir(f"/proc/{pid}/fd")
-    except OSError:
-        return inodes
-    for fd in fds:
-        try:
-            target = os.readlink(f"/proc/{pid}/fd/{fd}")
-        except OSError:
-            continue
-        if target.startswith("socket:["):
-            inodes.add(target[8:-1])
-    return inodes
-
-
-def _address(hex_address: str) -> str:
-    raw = bytes.fromhex(hex_address)
-    if len(raw) == 4:
-        return socket.inet_ntop(socket.AF_INET, struct.pack("<I", struct.unpack(">I", raw)[0]))
-    # IPv6: four 32-bit words, each in host (little-endian) order.
-    words = struct.unpack(">4I", raw)
-    return socket.inet_ntop(socket.AF_INET6, struct.pack("<4I", *words))
-
-
-def _listening_sockets(netns_pid: int | None = None) -> dict[str, tuple[str, int]]:
-    """inode -> (address, port) of every LISTEN socket in this network namespace (or in the
-    one process ``netns_pid`` is in)."""
-    found = {}
-    proc = "/proc" if netns_pid is None else f"/proc/{netns_pid}"
-    for table in (f"{proc}/net/tcp", f"{proc}/net/tcp6"):
-        try:
-            with open(table) as handle:
-                rows = handle.read().splitlines()[1:]
-        except OSError:
-            continue
-        for row in rows:
-            fields = row.split()
-            local, state, inode = fields[1], fields[3], fields[9]
-            if state != LISTEN:
-                continue
-            host, port = local.split(":")
-            found[inode] = (_address(host), int(port, 16))
-    return found
-
-
 def listeners(roots: list[int], netns_pid: int | None = None) -> list[tuple[int, str, int]]:
-    table = _listening_sockets(netns_pid)
+    table = listening_sockets(netns_pid)
     out = []
     for pid in process_tree(roots):
-        for inode in _socket_inodes(pid):
+        for inode in socket_inodes(pid):
             if inode in table:
                 out.append((pid, *table[inode]))
     return sorted(set(out))
-
-
-def is_loopback(address: str) -> bool:
-    ip = ipaddress.ip_address(address)
-    if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped:
-        ip = ip.ipv4_mapped
-    return ip.is_loopback
 
 
 def private_netns_problem() -> str | None:

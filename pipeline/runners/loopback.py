@@ -37,11 +37,12 @@ other way (Flink's, Spark's, Beam's own) binds what it binds: see docs/outputs.m
 from __future__ import annotations
 
 import importlib
+import ipaddress
 import logging
 import os
 import socket
 import sys
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 from urllib.parse import unquote
 
 import grpc
@@ -71,17 +72,98 @@ def loopback_address(address: str) -> str:
     return address
 
 
-#: /proc tables of TCP sockets: each line's local address and owner uid (Linux).
-TCP_TABLES = ("/proc/net/tcp", "/proc/net/tcp6")
+# --------------------------------------------------------------------------------------------
+# The kernel's tables of TCP sockets (Linux's /proc): who owns a socket, what a process listens on
+
+#: A socket's state in the tables when it listens.
+LISTEN = "0A"
+
+
+def _tcp_rows(proc: str = "/proc") -> Iterator[list[str]]:
+    """The fields of every socket's line in ``proc``'s TCP tables (``/proc/PID``: the network
+    namespace that process is in): local address, state, owner uid, inode, ..."""
+    for table in (f"{proc}/net/tcp", f"{proc}/net/tcp6"):
+        try:
+            with open(table, encoding="ascii") as handle:
+                next(handle, None)  # the header
+                for line in handle:
+                    fields = line.split()
+                    if len(fields) > 9:
+                        yield fields
+        except OSError:
+            continue
+
+
+def _host_order(packed: bytes) -> bytes:
+    # The tables spell an address as the host holds each 32-bit word of it in memory; the same
+    # swap turns it back.
+    words = [packed[i : i + 4] for i in range(0, len(packed), 4)]
+    return b"".join(word[::-1] if sys.byteorder == "little" else word for word in words)
 
 
 def _proc_address(address: str, port: int) -> str:
-    """``127.0.0.1``, 5 -> ``0100007F:0005``: an address as /proc/net/tcp{,6} spells it, each
-    32-bit word of it as the host holds it in memory."""
+    """``127.0.0.1``, 5 -> ``0100007F:0005``: an address as the tables spell it."""
     packed = socket.inet_pton(socket.AF_INET6 if ":" in address else socket.AF_INET, address)
-    words = [packed[i : i + 4] for i in range(0, len(packed), 4)]
-    host_order = b"".join(word[::-1] if sys.byteorder == "little" else word for word in words)
-    return f"{host_order.hex().upper()}:{port:04X}"
+    return f"{_host_order(packed).hex().upper()}:{port:04X}"
+
+
+def _text_address(spelled: str) -> tuple[str, int]:
+    """``0100007F:0005`` -> (``127.0.0.1``, 5)."""
+    hex_address, port = spelled.rsplit(":", 1)
+    packed = _host_order(bytes.fromhex(hex_address))
+    return socket.inet_ntop(socket.AF_INET6 if len(packed) == 16 else socket.AF_INET, packed), int(port, 16)
+
+
+def socket_owner(address: str, port: int) -> int | None:
+    """The uid owning the TCP socket whose local end is ``address:port`` (in this network
+    namespace), or None when there is none."""
+    # An IPv4 address may stand in either table: gRPC's clients use dual-stack IPv6 sockets.
+    ipv4 = address.removeprefix("::ffff:")
+    wanted = {_proc_address(address, port)}
+    if "." in ipv4:
+        wanted |= {_proc_address(ipv4, port), _proc_address(f"::ffff:{ipv4}", port)}
+    return next((int(fields[7]) for fields in _tcp_rows() if fields[1] in wanted), None)
+
+
+def listening_sockets(netns_pid: int | None = None) -> dict[str, tuple[str, int]]:
+    """inode -> (address, port) of every listening TCP socket in this network namespace (or in
+    the one process ``netns_pid`` is in)."""
+    proc = "/proc" if netns_pid is None else f"/proc/{netns_pid}"
+    return {fields[9]: _text_address(fields[1]) for fields in _tcp_rows(proc) if fields[3] == LISTEN}
+
+
+def socket_inodes(pid: int) -> set[str]:
+    """The inodes of the sockets process ``pid`` holds open."""
+    inodes: set[str] = set()
+    try:
+        descriptors = os.listdir(f"/proc/{pid}/fd")
+    except OSError:
+        return inodes
+    for fd in descriptors:
+        try:
+            target = os.readlink(f"/proc/{pid}/fd/{fd}")
+        except OSError:
+            continue
+        if target.startswith("socket:["):
+            inodes.add(target[len("socket:[") : -1])
+    return inodes
+
+
+def listening_addresses(pid: int) -> list[tuple[str, int]]:
+    """(address, port) of every TCP socket process ``pid`` listens on."""
+    table = listening_sockets(pid)
+    return sorted(table[inode] for inode in socket_inodes(pid) if inode in table)
+
+
+def is_loopback(address: str) -> bool:
+    """A loopback address (an IPv4 one mapped into IPv6 included); False for anything else."""
+    try:
+        ip = ipaddress.ip_address(address)
+    except ValueError:
+        return False
+    if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped:
+        ip = ip.ipv4_mapped
+    return ip.is_loopback
 
 
 def peer_address(peer: str) -> tuple[str, int] | None:
@@ -92,31 +174,6 @@ def peer_address(peer: str) -> tuple[str, int] | None:
     if kind not in ("ipv4", "ipv6") or not sep or not port.isdigit():
         return None
     return host.strip("[]").split("%", 1)[0], int(port)
-
-
-def socket_owner(address: str, port: int, tables: tuple[str, ...] = TCP_TABLES) -> int | None:
-    """The uid owning the TCP socket whose local end is ``address:port`` (in this network
-    namespace), or None when there is none."""
-    # An IPv4 address may stand in either table: gRPC's clients use dual-stack IPv6 sockets.
-    ipv4 = address.removeprefix("::ffff:")
-    wanted = {_proc_address(address, port)}
-    if "." in ipv4:
-        wanted |= {_proc_address(ipv4, port), _proc_address(f"::ffff:{ipv4}", port)}
-    for table in tables:
-        try:
-            with open(table, encoding="ascii") as handle:
-                next(handle, None)  # the header
-                for line in handle:
-                    fields = line.split()
-                    if len(fields) > 7 and fields[1] in wanted:
-                        return int(fields[7])
-        except OSError:
-            continue
-    return None
-
-
-def is_loopback(address: str) -> bool:
-    return address in ("::1", "localhost") or address.startswith(("127.", "::ffff:127."))
 
 
 def caller_is_this_user(peer: str) -> bool:

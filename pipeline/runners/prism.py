@@ -44,7 +44,7 @@ from apache_beam.options.pipeline_options import (
 
 from pipeline.runners import private_network
 from pipeline.runners.beam_release import written_for
-from pipeline.runners.loopback import is_loopback, same_user_server
+from pipeline.runners.loopback import is_loopback, listening_addresses, same_user_server
 
 LOG = logging.getLogger("convnorm")
 
@@ -110,7 +110,7 @@ def _stop(proc: subprocess.Popen, timeout: float = 10.0) -> None:
 def _listening_or_refuse(binary: str, pid: int) -> list[tuple[str, int]]:
     """What Prism listens on; ``PrismError`` when that is beyond loopback and the run is not in
     a private network namespace (where nothing outside reaches any of its addresses)."""
-    listening = private_network.listening_addresses(pid)
+    listening = listening_addresses(pid)
     beyond = [f"{address}:{port}" for address, port in listening if not is_loopback(address)]
     if beyond and not private_network.entered():
         raise PrismError(
