@@ -35,6 +35,12 @@ pytest_plugins = ["pytester"]
 
 ROOT = Path(__file__).resolve().parent.parent
 SAMPLE = ROOT / "samples" / "conversations.jsonl"
+#: A small input of every fate: a clean conversation, one with drops, a line that is not JSON.
+SMALL_LINES = (
+    b'{"id":"a","messages":[{"role":"user","content":"hi"},{"role":"assistant","content":"yo"}]}\n'
+    b'{"id":"b","messages":[{"role":"tool","content":"orphan","tool_call_id":"t"},{"role":"user","content":"x"}]}\n'
+    b"not json\n"
+)
 
 # --------------------------------------------------------------------------------------------
 # The fast tier's limit
@@ -251,3 +257,11 @@ def sample_run(tmp_path_factory: pytest.TempPathFactory) -> SampleRun:
     with redirect_stdout(printed):
         status = main(["--input", str(SAMPLE), "--output", str(out)])
     return SampleRun(out, status, printed.getvalue())
+
+
+@pytest.fixture
+def small(tmp_path: Path) -> Path:
+    """``SMALL_LINES`` as ``in.jsonl`` in the test's directory."""
+    path = tmp_path / "in.jsonl"
+    path.write_bytes(SMALL_LINES)
+    return path

@@ -22,24 +22,12 @@ from pathlib import Path
 
 import paused_runs
 import pytest
+from conftest import SMALL_LINES
 from prism_build import prism_binary
 
 from pipeline.cli.main import main
 from pipeline.execution.interrupts import interrupted_line
 from pipeline.io.output_names import LOCK_FILE, SUCCESS_FILE, TEMP_PREFIX
-
-LINES = (
-    b'{"id":"a","messages":[{"role":"user","content":"hi"},{"role":"assistant","content":"yo"}]}\n'
-    b'{"id":"b","messages":[{"role":"tool","content":"orphan","tool_call_id":"t"},{"role":"user","content":"x"}]}\n'
-    b"not json\n"
-)
-
-
-@pytest.fixture
-def small(tmp_path) -> Path:
-    path = tmp_path / "in.jsonl"
-    path.write_bytes(LINES)
-    return path
 
 
 def _run(*argv) -> int:
@@ -120,7 +108,7 @@ def test_a_second_sigterm_aborts_a_draining_streaming_run_cleanly(tmp_path):
     # action), leaving its lock and temporary directory.
     landing, out = tmp_path / "landing", tmp_path / "out"
     landing.mkdir()
-    (landing / "a.jsonl").write_bytes(LINES)
+    (landing / "a.jsonl").write_bytes(SMALL_LINES)
     argv = [
         "--streaming",
         "--runner=PrismRunner",
@@ -416,7 +404,7 @@ def test_explain_on_a_streaming_output_opens_only_the_files_it_processed(small, 
     secret = tmp_path / "secret.jsonl"
     secret.write_text('{"id": "forged", "messages": [{"role": "user", "content": "hunter2"}]}\n')
     lines = [
-        {"id": "b", "source": str(small), "position": LINES.index(b'{"id":"b"'), "drops": {"orphan_result": 1}},
+        {"id": "b", "source": str(small), "position": SMALL_LINES.index(b'{"id":"b"'), "drops": {"orphan_result": 1}},
         {"id": "forged", "source": str(secret), "position": 0, "drops": {}},
     ]
     (out / window / "in-0" / "drops.jsonl").write_text("".join(json.dumps(line) + "\n" for line in lines))

@@ -64,6 +64,18 @@ def _paused_run(argv: list[str], work: Path) -> subprocess.Popen:
     return proc
 
 
+def _paused_multi_process_run(tmp_path: Path) -> subprocess.Popen:
+    """The bundled sample on two worker processes, paused once every server is up."""
+    argv = ["--input", SAMPLE, "--output", tmp_path / "out", "--direct_num_workers=2"]
+    return _paused_run([*argv, "--direct_running_mode=multi_processing"], tmp_path)
+
+
+def _assert_nothing_taken(theirs: dict[int, dict[str, str]]) -> None:
+    """Another user's probe of every port (``intruder.probe_as``) got no method answered."""
+    accepted = {port: {m: c for m, c in answers.items() if c not in DENIED} for port, answers in theirs.items()}
+    assert not any(accepted.values()), f"another user's calls were taken: {accepted}"
+
+
 def _assert_all_loopback(found: list[tuple[int, str, int]]) -> None:
     assert found, "no listening socket found: the enumeration sees nothing, so it proves nothing"
     public = [f for f in found if not is_loopback(f[1])]
@@ -90,17 +102,7 @@ def test_in_process_run_listens_on_nothing_public(tmp_path):
 def test_multi_process_run_listens_on_loopback_only(tmp_path):
     # Found: the local-parallel preset listened on several ports on all interfaces, and a
     # control-plane call from another address returned the pipeline descriptor.
-    proc = _paused_run(
-        [
-            "--input",
-            SAMPLE,
-            "--output",
-            tmp_path / "out",
-            "--direct_num_workers=2",
-            "--direct_running_mode=multi_processing",
-        ],
-        tmp_path,
-    )
+    proc = _paused_multi_process_run(tmp_path)
     try:
         found = listeners([proc.pid])
     finally:
@@ -116,17 +118,7 @@ def test_another_user_on_the_host_cannot_call_a_multi_process_runs_services(tmp_
     problem = intruder_problem()
     if problem:
         pytest.skip(problem)
-    proc = _paused_run(
-        [
-            "--input",
-            SAMPLE,
-            "--output",
-            tmp_path / "out",
-            "--direct_num_workers=2",
-            "--direct_running_mode=multi_processing",
-        ],
-        tmp_path,
-    )
+    proc = _paused_multi_process_run(tmp_path)
     try:
         ports = sorted({port for _, _, port in listeners([proc.pid])})
         theirs = {port: probe_as(run_as_intruder, f"127.0.0.1:{port}") for port in ports}
@@ -137,8 +129,7 @@ def test_another_user_on_the_host_cannot_call_a_multi_process_runs_services(tmp_
     # The run's own user reaches the services (so the probe can tell), another user none of them.
     descriptor = "/org.apache.beam.model.fn_execution.v1.BeamFnControl/GetProcessBundleDescriptor"
     assert any(answers[descriptor] == "OK" for answers in ours.values()), ours
-    accepted = {port: {m: c for m, c in answers.items() if c not in DENIED} for port, answers in theirs.items()}
-    assert not any(accepted.values()), f"another user's calls were taken: {accepted}"
+    _assert_nothing_taken(theirs)
     assert all("PERMISSION_DENIED" in answers.values() for answers in theirs.values()), theirs
 
 
@@ -224,8 +215,7 @@ def test_portable_loopback_run_listens_on_loopback_only(tmp_path):
         pytest.skip(f"listeners checked; no second user here: {problem}")
     get_jobs = "/org.apache.beam.model.job_management.v1.JobService/GetJobs"
     assert ours[service.port][get_jobs] == "OK", ours
-    accepted = {port: {m: c for m, c in answers.items() if c not in DENIED} for port, answers in theirs.items()}
-    assert not any(accepted.values()), f"another user's calls were taken: {accepted}"
+    _assert_nothing_taken(theirs)
     assert theirs[service.port][get_jobs] == "PERMISSION_DENIED", theirs
 
 

@@ -26,19 +26,6 @@ from pipeline.execution import lock as locks
 from pipeline.finished.report import TITLE_MARK
 from pipeline.io.output_names import LOCK_FILE, MANIFEST_FILE, REPORT_FILE, SUCCESS_FILE, TEMP_PREFIX, TEMP_PROOF
 
-LINES = (
-    b'{"id":"a","messages":[{"role":"user","content":"hi"},{"role":"assistant","content":"yo"}]}\n'
-    b'{"id":"b","messages":[{"role":"tool","content":"orphan","tool_call_id":"t"},{"role":"user","content":"x"}]}\n'
-    b"not json\n"
-)
-
-
-@pytest.fixture
-def small(tmp_path) -> Path:
-    path = tmp_path / "in.jsonl"
-    path.write_bytes(LINES)
-    return path
-
 
 def _run(*argv) -> int:
     return main([str(a) for a in argv])
