@@ -381,7 +381,7 @@ def batch_problems(set_by: dict[str, str]) -> list[str]:
         where = f" (set by --config {set_by[dest]!r})" if set_by[dest] else ""
         problems.append(
             f"{flag}{where} is a streaming option and does nothing in a batch run: give --streaming too "
-            "(convnorm run, with a runner that streams), or leave it out"
+            "(convnorm run, with --runner PrismRunner), or leave it out"
         )
     return problems
 

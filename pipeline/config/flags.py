@@ -317,7 +317,7 @@ def _streaming_flags(add) -> None:
     add(
         "--window",
         default="60s",
-        help="streaming (Beam's --streaming with --runner PrismRunner, Flink or Dataflow; "
+        help="streaming (Beam's --streaming, on --runner PrismRunner only; "
         "see docs/streaming.md): window of the summaries, e.g. 60s, 5m (1 s to 7 days). Every streaming "
         "flag is refused without --streaming; a duration is more than 0 and at most 7 days",
     )
