@@ -1,0 +1,99 @@
+"""The pieces a call-log reader gives, and the registry of call-log readers.
+
+A call-log record (a Langfuse observation row, an OTLP ``resourceSpans`` document, a LangSmith
+run, a proxy's request+response row, ...) holds one or more LLM *calls*, and perhaps tool
+executions. A ``CallLogReader`` turns one parsed record into its pieces:
+
+- ``Call``: one LLM call: the history it sent and the output it got, in the flat shape (the
+  one the core reads: ``{"role", "content"}``, assistant ``tool_calls`` of
+  ``{"tool_call_id", "name", "args"}``, tool ``tool_call_id``; every ``content`` a string);
+- ``ToolResult``: one tool execution recorded apart from the calls (an ``execute_tool`` span,
+  a Langfuse TOOL observation, a LangSmith ``tool`` run), used where the next call's history
+  lacks the result.
+
+Every piece names its conversation: ``group`` (the format's conversation or session id, else
+its trace id) within its ``format``; the assembly (``transforms.calllogs.assemble``) groups
+pieces by ``(format, group)``, orders them by ``start`` and rebuilds the conversation. A record
+the reader cannot read raises ``FormatError``; a call-log record that holds no call and no tool
+result gives ``[]`` (the job dead-letters it, ``no_llm_calls``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Callable, NamedTuple
+
+
+class Call(NamedTuple):
+    """One LLM call, in the flat shape."""
+
+    #: The reader's name (``CallLogReader.name``).
+    format: str
+    #: The conversation it belongs to: the session / conversation id, else the trace id.
+    group: str
+    #: Start time, integer nanoseconds since the Unix epoch (UTC); 0 when the record has none.
+    start: int
+    #: The call's own id in its format (span id, observation id, run id, request id).
+    call_id: str
+    #: The messages sent, system instructions first (as ``system`` messages), in order.
+    history: list[dict[str, Any]]
+    #: The call's output: the first choice's assistant message (a list: it may be empty when
+    #: the call failed or recorded none; more than one when a format splits one turn).
+    output: list[dict[str, Any]]
+    #: The tools offered, as OpenAI function tools (``{"type": "function", "function": {...}}``);
+    #: ``None`` when the record names none.
+    tools: list[dict[str, Any]] | None = None
+    #: The model asked for or answered by, when recorded.
+    model: str | None = None
+
+
+class ToolResult(NamedTuple):
+    """One tool execution recorded apart from the LLM calls."""
+
+    format: str
+    group: str
+    start: int
+    #: The tool span's / observation's / run's own id.
+    call_id: str
+    #: The id of the assistant's call it answers (the join key); "" when the record has none.
+    tool_call_id: str
+    name: str
+    #: The result as text (an object or list as compact JSON, as the core casts content).
+    content: str
+
+
+Piece = Call | ToolResult
+
+
+@dataclass(frozen=True)
+class CallLogReader:
+    """A call-log format: ``detect(record)`` says whether a parsed record is one of its records
+    (cheap: top-level keys first); ``read(record)`` gives its pieces, or raises ``FormatError``."""
+
+    name: str
+    read: Callable[[Any], list[Piece]]
+    detect: Callable[[Any], bool]
+    #: Detection order among call-log readers (lowest first); all of them run before the
+    #: conversation readers (``transforms.formats``).
+    priority: int
+    description: str
+
+
+CALL_LOG_READERS: dict[str, CallLogReader] = {}
+
+
+def register_call_log_reader(reader: CallLogReader) -> CallLogReader:
+    if reader.name in CALL_LOG_READERS:
+        raise ValueError(f"call-log reader {reader.name!r} is registered twice")
+    CALL_LOG_READERS[reader.name] = reader
+    return reader
+
+
+def detect_call_log(record: Any) -> CallLogReader | None:
+    """The call-log reader whose detection accepts ``record`` (by priority), else ``None``."""
+    if not isinstance(record, dict):
+        return None
+    for reader in sorted(CALL_LOG_READERS.values(), key=lambda r: r.priority):
+        if reader.detect(record):
+            return reader
+    return None
