@@ -39,7 +39,7 @@ LAYERS = (
     "pipeline",  # pipeline/__init__.py and __main__.py (python -m pipeline)
 )
 #: The one module of transforms/ that may import Beam (the DoFns and composites).
-BEAM_IN_TRANSFORMS = {"transforms.conversations"}
+BEAM_IN_TRANSFORMS = {"transforms.conversations", "transforms.call_assembly"}
 #: What the command line runs before it imports Beam (--help, --version, option errors) and what
 #: an SDK worker process imports first: none of them may import Beam at import time.
 BEAM_FREE_AT_IMPORT = (

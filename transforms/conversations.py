@@ -37,6 +37,7 @@ stateless maps, so they also apply to an unbounded input; the global summary is 
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import gc
 import os
@@ -48,8 +49,9 @@ from apache_beam.pvalue import TaggedOutput
 from apache_beam.utils.windowed_value import WindowedValue
 
 from transforms import summary as summaries
+from transforms.call_assembly import FIRST_ASSEMBLED_SHARD, AssembleConversations, call_log_partial
 from transforms.counters import COUNTED_BY_KIND, COUNTED_TOTALS, COUNTER_NAMES, DISTRIBUTION_NAMES, NAMESPACE
-from transforms.inputs import DEFAULT_BATCH_BYTES, Batch, Parsed, RawRecord, batch_is_full, raw_size
+from transforms.inputs import DEFAULT_BATCH_BYTES, DEFAULT_BATCH_SIZE, Batch, Parsed, RawRecord, batch_is_full, raw_size
 from transforms.record_settings import Settings
 from transforms.record_settings import problems as settings_problems
 from transforms.record_steps import ReaderHint
@@ -59,6 +61,9 @@ from transforms.validate_step import check_record
 #: Tags of the routing DoFn's outputs besides the main one (also the output directories' names).
 DROPS = "drops"
 DEAD_LETTER = "dead_letter"
+#: The tag of the call-log records a step hands on to be assembled (``CallLogged``): not an
+#: output of the job, the assembly's input.
+CALLS = "calls"
 _MAIN = "main"
 
 
@@ -66,11 +71,15 @@ class NormalizedOutputs(NamedTuple):
     records: beam.PCollection
     drops: beam.PCollection
     dead_letters: beam.PCollection
+    #: Batches of the assembly's partial summaries (``transforms.call_assembly``); ``None`` when
+    #: the composite does not assemble call logs.
+    assembly: beam.PCollection | None = None
 
 
 class CheckedOutputs(NamedTuple):
     reports: beam.PCollection
     dead_letters: beam.PCollection
+    assembly: beam.PCollection | None = None
 
 
 class RecordStep(NamedTuple):
@@ -113,10 +122,15 @@ class RecordStep(NamedTuple):
             yield DROPS, result.metrics, None
         if result.dead_letters:
             yield DEAD_LETTER, result.dead_letters, None
+        if result.calls:
+            yield CALLS, list(result.calls), None
 
     def partial(self, records_in: int, result: BatchResult) -> dict[str, Any]:
         """The view's partial summary of one batch's result (``records_in`` records read)."""
-        return self.view.partial(records_in, getattr(result, self.summarized), result.dead_letters)
+        part = self.view.partial(records_in, getattr(result, self.summarized), result.dead_letters)
+        if result.calls:
+            part.update(call_log_partial(result.calls))
+        return part
 
     def finish(self, settings: Settings) -> Callable[[dict[str, Any]], dict[str, Any]]:
         """The total of the partials -> the summary document, for a job's settings (picklable)."""
@@ -225,6 +239,14 @@ class RouteConversations(beam.DoFn):
     @property
     def step(self) -> RecordStep:
         return self._step
+
+    @property
+    def settings(self) -> Settings:
+        return self._settings
+
+    @property
+    def lines_only(self) -> bool:
+        return self._lines_only
 
     def setup(self) -> None:
         freeze_gc()
@@ -358,21 +380,55 @@ def freeze_gc() -> None:
 
 
 @beam.typehints.with_input_types(Batch)
-@beam.typehints.with_output_types(Batch)  # every output: records, drops, dead letters
+@beam.typehints.with_output_types(Batch)  # every output: records, drops, dead letters, assembly totals
 class ProcessConversationBatches(beam.PTransform):
     """Batches of raw records -> the step's outputs (a ``step.outputs`` of PCollections of
-    batches), by the routing DoFn it is given."""
+    batches), by the routing DoFn it is given.
 
-    def __init__(self, route: RouteConversations) -> None:
+    When the route's settings hand call-log records on (``Settings.calls``), their calls are
+    assembled into conversations (``transforms.call_assembly.AssembleConversations``: a
+    shuffle), which the same step then processes; its outputs join the others', and the
+    assembly's partial summaries are the outputs' ``assembly``. ``call_shards`` output shards,
+    numbered from ``first_call_shard``, hold the assembled conversations.
+    """
+
+    def __init__(
+        self,
+        route: RouteConversations,
+        *,
+        batch_size: int = DEFAULT_BATCH_SIZE,
+        call_shards: int = 1,
+        first_call_shard: int = FIRST_ASSEMBLED_SHARD,
+    ) -> None:
         super().__init__()
         self._route = route
+        self._batch_size = batch_size
+        self._call_shards = call_shards
+        self._first_call_shard = first_call_shard
 
     def expand(self, raw_batches):
-        step = self._route.step
-        outputs = raw_batches | step.label >> beam.ParDo(self._route).with_input_types(Batch).with_outputs(
+        route = self._route
+        step = route.step
+        outputs = raw_batches | step.label >> beam.ParDo(route).with_input_types(Batch).with_outputs(
+            *step.tags, CALLS, main=_MAIN
+        )
+        direct = [outputs[_MAIN], *(outputs[tag] for tag in step.tags)]
+        if not route.settings.calls:
+            return step.outputs(*direct)
+        assembled = outputs[CALLS] | "AssembleCalls" >> AssembleConversations(
+            route.settings, self._batch_size, self._call_shards, self._first_call_shard
+        )
+        # The assembled conversations are flat records: read as such, whatever --format said.
+        again = RouteConversations(
+            step, dataclasses.replace(route.settings, input_format="flat", calls=False), route.lines_only
+        )
+        more = assembled.batches | step.label + "Assembled" >> beam.ParDo(again).with_input_types(Batch).with_outputs(
             *step.tags, main=_MAIN
         )
-        return step.outputs(outputs[_MAIN], *(outputs[tag] for tag in step.tags))
+        joined = [
+            (mine, more[tag]) | f"Join{tag.title()}" >> beam.Flatten() for mine, tag in zip(direct, (_MAIN, *step.tags))
+        ]
+        return step.outputs(*joined, assembly=assembled.partials)
 
 
 class NormalizeConversationBatches(ProcessConversationBatches):
@@ -382,8 +438,9 @@ class NormalizeConversationBatches(ProcessConversationBatches):
     ``lines_only``: the records as their JSON lines (``RouteConversations``), for a JSON Lines
     writer."""
 
-    def __init__(self, settings: Settings, lines_only: bool = False) -> None:
-        super().__init__(NormalizeConversation(settings, lines_only=lines_only))
+    def __init__(self, settings: Settings, lines_only: bool = False, *, assemble: bool = True, **shards: int) -> None:
+        settings = dataclasses.replace(settings, calls=assemble)
+        super().__init__(NormalizeConversation(settings, lines_only=lines_only), **shards)
 
 
 class CheckConversationBatches(ProcessConversationBatches):
@@ -392,8 +449,8 @@ class CheckConversationBatches(ProcessConversationBatches):
     ``lines_only`` is accepted so both composites are made alike; a check has no records to
     hand on as lines (its reports are always objects)."""
 
-    def __init__(self, settings: Settings, lines_only: bool = False) -> None:
-        super().__init__(CheckConversation(settings))
+    def __init__(self, settings: Settings, lines_only: bool = False, *, assemble: bool = True, **shards: int) -> None:
+        super().__init__(CheckConversation(dataclasses.replace(settings, calls=assemble)), **shards)
 
 
 #: The shard of batches made from a stream rather than from planned input files.
@@ -495,12 +552,14 @@ class Summarize(beam.PTransform):
         self._finish = step.finish(settings)
 
     def expand(self, inputs):
-        read_stats, outputs, dead_letters = inputs
+        # (read stats, outputs, dead letters), and the assembly's partials when it assembled.
+        read_stats, outputs, dead_letters, *assembly = inputs
         partial = self._partial
         parts = (
             read_stats | "ReadTotals" >> beam.Map(lambda s: partial(s["records"], blank_lines=s["blank_lines"])),
             outputs | "OutputTotals" >> beam.Map(lambda b: partial(0, b.items)),
             dead_letters | "DeadLetterTotals" >> beam.Map(lambda b: partial(0, (), b.items)),
+            *(a | "AssemblyTotals" >> beam.FlatMap(lambda b: b.items) for a in assembly if a is not None),
         ) | "AllTotals" >> beam.Flatten()
         return parts | "Merge" >> beam.CombineGlobally(MergeSummaries(self._finish))
 

@@ -31,6 +31,9 @@ class Parsed(NamedTuple):
 
     value: Any
     nulled: dict[str, Any] | None = None
+    #: A conversation assembled from call-log records: which calls made it (the drop-metrics
+    #: record's ``assembly``, ``transforms.calllogs.assemble``); ``None`` for any other record.
+    assembly: dict[str, Any] | None = None
 
 
 class Unreadable(NamedTuple):

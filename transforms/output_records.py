@@ -70,6 +70,10 @@ class DropMetrics(_DropCounts, total=False):
     over_token_limit: bool
     #: ``True`` when the normalized conversation has no assistant message (``--tokens``).
     no_assistant_message: bool
+    #: A conversation assembled from call-log records: its format and group, the calls that
+    #: made it (file, position, call id, start), how many collapsed into it, its branch
+    #: (``transforms.calllogs.assemble``).
+    assembly: dict[str, Any]
 
 
 class ViolationDetail(TypedDict):

@@ -12,6 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Callable
 
+from transforms.calllogs.calls import CALL_LOG_READERS
 from transforms.formats import READERS, WRITERS
 from transforms.profiles import PROFILES
 from transforms.roles import MAP_TARGETS
@@ -64,6 +65,9 @@ class Settings:
     raw_limit: int = DEFAULT_RAW_LIMIT
     #: Count tokens per example (``--tokens``); ``None``: no counting, no work per record.
     tokens: TokenSettings | None = None
+    #: Hand call-log records on to be assembled (``transforms.calllogs``): what the composites
+    #: that assemble set. ``False`` (a DoFn alone): a call-log record is a ``call_log`` dead letter.
+    calls: bool = False
 
 
 def field_name(field: str) -> str:
@@ -74,10 +78,9 @@ def problems(settings: Settings, named: Callable[[str], str] = field_name) -> li
     """Every record setting that cannot work, as sentences for a person; ``named(field)`` is
     how the caller calls a field (the command line: its flag)."""
     found = []
-    if settings.input_format != "auto" and settings.input_format not in READERS:
-        found.append(
-            f"unknown {named('input_format')} {settings.input_format!r}; known: auto, {', '.join(sorted(READERS))}"
-        )
+    if settings.input_format != "auto" and settings.input_format not in {*READERS, *CALL_LOG_READERS}:
+        known = ", ".join(sorted({*READERS, *CALL_LOG_READERS}))
+        found.append(f"unknown {named('input_format')} {settings.input_format!r}; known: auto, {known}")
     if settings.sink not in WRITERS:
         found.append(f"unknown {named('sink')} {settings.sink!r}; known: {', '.join(sorted(WRITERS))}")
     if settings.profile not in PROFILES:

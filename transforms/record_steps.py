@@ -15,6 +15,7 @@ import hashlib
 from enum import Enum
 from typing import Any, Callable, NamedTuple
 
+from transforms.calllogs.calls import CALL_LOG_READERS, CallLogReader, Piece, detect_call_log
 from transforms.formats import (
     READERS,
     Conversation,
@@ -54,6 +55,12 @@ class DeadLetterReason(str, Enum):
     UNWRITABLE = "unwritable"
     #: Over ``--max-example-tokens`` with ``--over-limit drop`` (the dead letter has its ``tokens``).
     OVER_TOKEN_LIMIT = "over_token_limit"
+    #: A call-log record holding no LLM call and no tool result; or a group of call-log
+    #: records with tool results and no call to assemble them into.
+    NO_LLM_CALLS = "no_llm_calls"
+    #: A call-log record given to a step that does not assemble conversations (the
+    #: ``NormalizeConversation`` DoFn alone, without ``NormalizeConversationBatches``).
+    CALL_LOG = "call_log"
     INTERNAL_ERROR = "internal_error"
 
 
@@ -94,8 +101,34 @@ class DeadLettered(NamedTuple):
         return None
 
 
-#: What a step returns for one raw record: exactly one of the two, by type.
-Outcome = Produced | DeadLettered
+class CallLogged(NamedTuple):
+    """A call-log record: its calls and tool results, handed on to be assembled into the
+    conversations they belong to (``transforms.calllogs.assemble``), never a record alone."""
+
+    source: str
+    position: int
+    pieces: list[Piece]
+
+    # No record, metrics, line or dead letter (read-only, not fields).
+    @property
+    def record(self) -> None:
+        return None
+
+    @property
+    def metrics(self) -> None:
+        return None
+
+    @property
+    def line(self) -> None:
+        return None
+
+    @property
+    def dead_letter(self) -> None:
+        return None
+
+
+#: What a step returns for one raw record: exactly one of these, by type.
+Outcome = Produced | DeadLettered | CallLogged
 
 
 class RecordRefused(Exception):
@@ -232,6 +265,38 @@ def read_conversation(
         raise RecordRefused(reason, detail) from None
 
 
+def call_log_reader(record: Any, settings: Settings) -> CallLogReader | None:
+    """The call-log reader of ``record``: the one ``--format`` names, or, auto-detecting, the
+    one whose detection accepts it; ``None`` for a record that is not a call log."""
+    if settings.input_format == "auto":
+        return detect_call_log(record)
+    return CALL_LOG_READERS.get(settings.input_format)
+
+
+def read_call_log(record: Any, settings: Settings) -> list[Piece] | None:
+    """The pieces of a call-log record; ``None`` when it is not one. ``RecordRefused`` when its
+    reader cannot read it, when it holds nothing to assemble, or when the step does not assemble
+    (``Settings.calls``)."""
+    reader = call_log_reader(record, settings)
+    if reader is None:
+        return None
+    if not settings.calls:
+        raise RecordRefused(
+            DeadLetterReason.CALL_LOG,
+            f"{reader.name}: a call-log record; its conversation is assembled from its calls by "
+            "NormalizeConversationBatches (convnorm run), not by this DoFn alone",
+        )
+    try:
+        pieces = reader.read(record)
+    except FormatError as error:
+        raise RecordRefused(DeadLetterReason.FORMAT_ERROR, f"{reader.name}: {error.reason}: {error}") from None
+    if not pieces:
+        raise RecordRefused(
+            DeadLetterReason.NO_LLM_CALLS, f"{reader.name}: the record holds no LLM call and no tool result"
+        )
+    return pieces
+
+
 def parse_payload(raw: RawRecord) -> Any:
     """The record's JSON value; ``RecordRefused`` when it cannot be parsed."""
     payload = raw.payload
@@ -263,11 +328,14 @@ def dead_letter(
 
 
 def guarded(
-    step: Callable[..., tuple[Any, ...]], raw: RawRecord, settings: Settings, *hint: ReaderHint | None
+    step: Callable[..., tuple[Any, ...] | list[Piece]], raw: RawRecord, settings: Settings, *hint: ReaderHint | None
 ) -> Outcome:
     """``step(raw, settings, *hint)`` as an ``Outcome``; never raises."""
     try:
-        return Produced(*step(raw, settings, *hint))  # (record, metrics) or (record, metrics, line)
+        result = step(raw, settings, *hint)  # (record, metrics) or (record, metrics, line), or pieces
+        if isinstance(result, list):
+            return CallLogged(raw.source, raw.position, result)
+        return Produced(*result)
     except RecordRefused as letter:
         return DeadLettered(dead_letter(raw, letter.reason, letter.detail, settings.raw_limit, letter.tokens))
     except Exception as error:  # noqa: BLE001 — a bug must surface as data, not kill the job

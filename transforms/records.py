@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from typing import Any, Callable, NamedTuple
 
+from transforms.calllogs.calls import Piece
 from transforms.formats import (
     READERS,
     WRITERS,
@@ -33,6 +34,7 @@ from transforms.output_records import DropMetrics
 from transforms.profiles import ProfileResult, normalize_with_profile
 from transforms.record_settings import Settings, TokenSettings
 from transforms.record_steps import (
+    CallLogged,
     DeadLettered,
     DeadLetterReason,
     Outcome,
@@ -41,6 +43,7 @@ from transforms.record_steps import (
     guarded,
     own_id,
     parse_payload,
+    read_call_log,
     read_conversation,
     record_id,
 )
@@ -57,6 +60,8 @@ class BatchResult(NamedTuple):
     dead_letters: list[Any]
     #: ``dumps_line`` of each record (normalizing only; ``None`` for ``check_record``).
     lines: list[Any] | None = None
+    #: The call-log records, each as its pieces (``CallLogged``), for the assembly.
+    calls: list[CallLogged] | tuple[()] = ()
 
 
 #: A record read and normalized: the conversation; what the core normalized (its messages
@@ -65,7 +70,7 @@ class BatchResult(NamedTuple):
 _Normalized = tuple[Conversation, list[Any], ProfileResult, int, int]
 
 
-def _read_and_normalize(record: Any, settings: Settings, hint: ReaderHint | None) -> _Normalized:
+def _read_and_normalize(record: Any, settings: Settings, hint: ReaderHint | None) -> _Normalized | list[Piece]:
     """The record read (``read_conversation``), the role options applied, and its messages
     normalized by the profile.
 
@@ -90,6 +95,9 @@ def _read_and_normalize(record: Any, settings: Settings, hint: ReaderHint | None
         if plain is not None:
             hint.reader = READERS[plain.reader]
             return Conversation(messages, record, keys_kept=True), messages, result, 0, 0
+    pieces = read_call_log(record, settings)
+    if pieces is not None:
+        return pieces  # a call log: assembled with the other calls of its conversation
     conversation = read_conversation(record, settings, hint, for_core=True)
     if messages is not None and conversation.messages is messages:
         return conversation, messages, result, 0, 0
@@ -100,9 +108,12 @@ def _read_and_normalize(record: Any, settings: Settings, hint: ReaderHint | None
 
 def _process(
     raw: RawRecord, settings: Settings, hint: ReaderHint | None = None
-) -> tuple[dict[str, Any], DropMetrics, bytes]:
+) -> tuple[dict[str, Any], DropMetrics, bytes] | list[Piece]:
     record = parse_payload(raw)
-    conversation, messages, result, role_drops, role_maps = _read_and_normalize(record, settings, hint)
+    read = _read_and_normalize(record, settings, hint)
+    if isinstance(read, list):
+        return read  # a call log's pieces (``guarded`` makes them a ``CallLogged``)
+    conversation, messages, result, role_drops, role_maps = read
     rid = record_id(record, settings)
 
     normalized = dict(conversation.fields)
@@ -141,9 +152,13 @@ def _process(
     if conversation.partial:
         # Its history is stored at the provider: results of calls made there are orphans here.
         metrics["partial_conversation"] = True
-    if isinstance(raw.payload, Parsed) and raw.payload.nulled:
-        # Values the reader wrote as null because JSON cannot hold them, by field.
-        metrics["non_finite_nulled"] = raw.payload.nulled
+    if isinstance(raw.payload, Parsed):
+        if raw.payload.nulled:
+            # Values the reader wrote as null because JSON cannot hold them, by field.
+            metrics["non_finite_nulled"] = raw.payload.nulled
+        if raw.payload.assembly is not None:
+            # A conversation assembled from call-log records: the calls that made it.
+            metrics["assembly"] = raw.payload.assembly
     if settings.check:
         metrics["violations"] = count_by_kind(check_sendable(result.messages))
 
@@ -238,6 +253,7 @@ def normalize_batch(
     file, so that a batch does not begin with full detection); ``None``: a new one.
     """
     outputs, metrics, letters = [], [], []
+    calls: list[CallLogged] = []
     normalizing = step is process_record
     hints = ((ReaderHint() if hint is None else hint),) if normalizing else ()
     lines: list[Any] | None = [] if normalizing else None
@@ -249,6 +265,9 @@ def normalize_batch(
         if isinstance(outcome, DeadLettered):
             letters.append(outcome.dead_letter)
             continue
+        if isinstance(outcome, CallLogged):
+            calls.append(outcome)
+            continue
         if keep:
             outputs.append(outcome.record)
         if outcome.metrics is not None:
@@ -258,7 +277,7 @@ def normalize_batch(
     if unique_field is not None and taken is not None and lines is not None:  # (renaming)
         for index in make_unique(outputs, metrics, unique_field, taken):
             lines[index] = dumps_line(outputs[index])  # renamed after it was serialized
-    return BatchResult(outputs, metrics, letters, lines)
+    return BatchResult(outputs, metrics, letters, lines, calls or ())
 
 
 #: Separator of a renamed duplicate value and its occurrence number: ``<value>~2``.

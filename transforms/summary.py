@@ -152,8 +152,33 @@ def _violation_totals(s: dict[str, Any]) -> dict[str, Any]:
 
 def accounted(doc: dict[str, Any], through: str) -> bool:
     """Every record read ended in exactly one output: ``doc[through]`` (the records that reached
-    the command's main output) or the dead letters."""
-    return bool(doc["records_in"] == doc[through] + doc["dead_letters"])
+    the command's main output) or the dead letters; a call-log record instead went into the
+    conversations assembled from call logs (``call_logs``), each of which ended in one of the two."""
+    calls = doc.get("call_logs", {})
+    handed_on = calls.get("records", 0) - calls.get("conversations", 0)
+    return bool(doc["records_in"] == doc[through] + doc["dead_letters"] + handed_on)
+
+
+#: The ``call_logs`` counts of a summary, in order: call-log records read, the calls and tool
+#: results they held, the conversations assembled (and group dead letters), how many calls
+#: collapsed into a longer one, the branches split out, the tool results filled in.
+CALL_LOG_COUNTS = (
+    "records",
+    "calls",
+    "tool_results",
+    "conversations",
+    "prefixes_collapsed",
+    "branches",
+    "tool_results_filled",
+    "reopened",
+)
+
+
+def _call_logs(s: dict[str, Any]) -> dict[str, Any]:
+    """The ``call_logs`` section, when the run read any call log (absent otherwise: the summary
+    of a run of conversations is what it was before call logs were read)."""
+    found = s.get("call_logs")
+    return {"call_logs": _ordered(found, CALL_LOG_COUNTS)} if found else {}
 
 
 def _shown(value: Any) -> str:
@@ -337,6 +362,7 @@ def finalize(
         "conversations_with_drops": s["conversations_with_drops"],
         "drops_histogram": _ordered(s["drops_histogram"], (b[0] for b in HISTOGRAM_BUCKETS)),
         **_ledger(s["discarded"], s["conversations_with_discards"]),
+        **_call_logs(s),
         "profile": profile,
     }
     if s["non_finite_nulled"]:
@@ -396,7 +422,22 @@ def _record_rows(doc: dict[str, Any]) -> list[tuple[str, Any]]:
     ]
     if doc.get("blank_lines"):
         rows.append(("blank lines skipped", doc["blank_lines"]))
-    return rows
+    return rows + call_log_rows(doc)
+
+
+def call_log_rows(doc: dict[str, Any]) -> list[tuple[str, Any]]:
+    """The call logs' rows: the records that held calls, and the conversations made of them."""
+    calls = doc.get("call_logs")
+    if not calls:
+        return []
+    return [
+        ("call-log records", calls["records"]),
+        ("  calls / tool results in them", f"{calls['calls']:,} / {calls['tool_results']:,}"),
+        ("  conversations assembled", calls["conversations"]),
+        ("  calls collapsed into a longer one", calls["prefixes_collapsed"]),
+        ("  branches split out", calls["branches"]),
+        ("  tool results filled in", calls["tool_results_filled"]),
+    ]
 
 
 def _message_rows(doc: dict[str, Any]) -> list[tuple[str, Any]]:
@@ -508,6 +549,7 @@ def finalize_validation(summary: dict[str, Any]) -> dict[str, Any]:
         "conversations_checked": s["conversations_checked"],
         **_violation_totals(s),
         **_letters_and_blanks(s),
+        **_call_logs(s),
     }
     doc["accounted"] = accounted(doc, "conversations_checked")
     doc["sendable"] = doc["conversations_with_violations"] == 0 and doc["dead_letters"] == 0
@@ -520,6 +562,7 @@ def format_validation_table(doc: dict[str, Any]) -> str:
         ("conversations checked", doc["conversations_checked"]),
         *_violation_rows(doc, "with violations"),
         *_letter_rows(doc, "unreadable records", "  "),
+        *call_log_rows(doc),
     ]
     verdict = "  verdict: " + ("sendable" if doc["sendable"] else "NOT sendable")
     return _render("convnorm validate", rows, [verdict])

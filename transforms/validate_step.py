@@ -6,15 +6,19 @@ what ``transforms.validate.check_sendable`` finds in its messages.
 
 from __future__ import annotations
 
+from transforms.calllogs.calls import Piece
 from transforms.inputs import RawRecord
 from transforms.output_records import ViolationReport
 from transforms.record_settings import Settings
-from transforms.record_steps import Outcome, guarded, parse_payload, read_conversation, record_id
+from transforms.record_steps import Outcome, guarded, parse_payload, read_call_log, read_conversation, record_id
 from transforms.validate import check_sendable, count_by_kind
 
 
-def _check(raw: RawRecord, settings: Settings) -> tuple[ViolationReport, None]:
+def _check(raw: RawRecord, settings: Settings) -> tuple[ViolationReport, None] | list[Piece]:
     record = parse_payload(raw)
+    pieces = read_call_log(record, settings)
+    if pieces is not None:
+        return pieces  # a call log: checked once assembled with the other calls of its conversation
     conversation = read_conversation(record, settings)
     violations = check_sendable(conversation.messages)
     report: ViolationReport = {

@@ -6,6 +6,7 @@ only parses and runs. ``run_spec`` / ``VALIDATE_SPEC`` say what each writes (``p
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Callable, NamedTuple, TypeVar
 
 import apache_beam as beam
@@ -41,12 +42,25 @@ class NormalizedCollections(NamedTuple):
     drops: beam.PCollection
     dead_letters: beam.PCollection
     read_stats: beam.PCollection
+    #: The call-log assembly's partial summaries (``transforms.call_assembly``).
+    assembly: beam.PCollection
 
 
 class CheckedCollections(NamedTuple):
     reports: beam.PCollection
     dead_letters: beam.PCollection
     read_stats: beam.PCollection
+    assembly: beam.PCollection
+
+
+#: Output shards of conversations assembled from call logs, at most (``call_shards``).
+MAX_CALL_SHARDS = 16
+
+
+def call_shards(input_shards: int) -> int:
+    """How many output shards hold the conversations assembled from call logs: one per input
+    shard, up to ``MAX_CALL_SHARDS`` (from the plan alone: the same on every runner and rerun)."""
+    return max(1, min(input_shards, MAX_CALL_SHARDS))
 
 
 #: What ``ProcessConversationLogs`` gives: the run's or the validation's PCollections.
@@ -60,7 +74,7 @@ class ProcessConversationLogs(beam.PTransform[beam.pvalue.PBegin, StepCollection
     #: The step, its composite (``NormalizeConversationBatches``: the card's ``NormalizeConversation``
     #: over batches), and the result type: the step's outputs then ``read_stats``.
     STEP: RecordStep
-    PROCESS: Callable[[Settings, bool], ProcessConversationBatches]
+    PROCESS: Callable[..., ProcessConversationBatches]
     RESULT: type[StepCollections]
 
     def __init__(
@@ -84,8 +98,14 @@ class ProcessConversationLogs(beam.PTransform[beam.pvalue.PBegin, StepCollection
         read = pbegin | "Read" >> ReadConversationLogs(
             self._shards, self._batch_size, self._max_record_bytes, self._batch_bytes
         )
-        out = read.batches | self.STEP.label >> self.PROCESS(self._settings, self._lines_only)
-        return self.RESULT(*out, read.stats)
+        out = read.batches | self.STEP.label >> self.PROCESS(
+            self._settings,
+            self._lines_only,
+            batch_size=self._batch_size,
+            call_shards=call_shards(len(self._shards)),
+            first_call_shard=len(self._shards),
+        )
+        return self.RESULT(*out[:-1], read.stats, out.assembly)  # the step's outputs, then ours
 
 
 class NormalizeConversationLogs(ProcessConversationLogs[NormalizedCollections]):
@@ -120,27 +140,41 @@ def _logs(
 
 
 def _summarize(
-    temp_dir: str, written: dict, read_stats, summarized, dead_letters, summarize: Summarize, summary_file: str
+    temp_dir: str,
+    written: dict,
+    read_stats,
+    summarized,
+    dead_letters,
+    assembly,
+    summarize: Summarize,
+    summary_file: str,
 ):
     """What every job ends with: its dead letters written, the lists of every output's files
     (``written``: the step's outputs' files, by name), its totals summarized and written."""
     written = {**written, "dead_letter": dead_letters | "WriteDeadLetters" >> WriteShards(temp_dir, "dead_letter")}
     written | "ListFiles" >> ListWrittenFiles(temp_dir)
-    summary = (read_stats, summarized, dead_letters) | "Summarize" >> summarize
+    summary = (read_stats, summarized, dead_letters, assembly) | "Summarize" >> summarize
     summary | "WriteSummary" >> WriteSummary(FileSystems.join(temp_dir, summary_file))
     return summary
 
 
-def shard_work(job: Job, step: RecordStep) -> ShardWork:
-    """What the per-shard step needs of a job: the step, the settings, the file formats, the limits."""
+def shard_work(job: Job, step: RecordStep, calls: bool = False) -> ShardWork:
+    """What the per-shard step needs of a job: the step, the settings, the file formats, the
+    limits; ``calls``: call-log records handed on to be assembled (``Settings.calls``)."""
     formats = {NORMALIZE.main_output: job.output_format} if step is NORMALIZE else {}
-    return ShardWork(step, job.settings, formats, job.batch_size, job.max_record_bytes, job.batch_bytes)
+    settings = dataclasses.replace(job.settings, calls=calls)
+    return ShardWork(step, settings, formats, job.batch_size, job.max_record_bytes, job.batch_bytes)
 
 
 def _build_per_shard(pipeline: beam.Pipeline, job: Job, temp_dir: str, step: RecordStep, summary_file: str):
     """The per-shard graph (``pipeline.graph.per_shard``): the same files, lists and summary."""
     summary = pipeline | step.label + "Shards" >> ProcessShards(
-        job.shards, shard_work(job, step), temp_dir, FileSystems.join(temp_dir, summary_file), plan_chunks(job)
+        job.shards,
+        shard_work(job, step, calls=True),
+        temp_dir,
+        FileSystems.join(temp_dir, summary_file),
+        plan_chunks(job),
+        call_shards(len(job.shards)),
     )
     return JobOutputs(None, summary)
 
@@ -174,6 +208,7 @@ def build(pipeline: beam.Pipeline, job: Job, temp_dir: str) -> JobOutputs:
         normalized.read_stats,
         normalized.drops,
         normalized.dead_letters,
+        normalized.assembly,
         SummarizeRun(settings),
         SUMMARY_FILE,
     )
@@ -193,6 +228,7 @@ def build_validate(pipeline: beam.Pipeline, job: Job, temp_dir: str) -> JobOutpu
         checked.read_stats,
         checked.reports,
         checked.dead_letters,
+        checked.assembly,
         SummarizeValidation(),
         VALIDATION_FILE,
     )

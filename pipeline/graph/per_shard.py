@@ -27,6 +27,7 @@ import apache_beam as beam
 from apache_beam.metrics import Metrics
 
 from pipeline.graph.read import CreateShards, ReadProgress
+from pipeline.graph.shard_assembly import AssembleShardCalls
 from pipeline.graph.shard_step import ShardResult, ShardWork, process_shard, temp_place
 from pipeline.graph.tally import Tally
 from pipeline.io.shard import Shard
@@ -127,7 +128,13 @@ class ProcessShards(beam.PTransform):
     ``temp_root``; the result is the summary document (a PCollection of one)."""
 
     def __init__(
-        self, shards: list[Shard], work: ShardWork, temp_root: str, summary_path: str, chunks: int | None = None
+        self,
+        shards: list[Shard],
+        work: ShardWork,
+        temp_root: str,
+        summary_path: str,
+        chunks: int | None = None,
+        call_shards: int = 1,
     ) -> None:
         super().__init__()
         self._shards = shards
@@ -135,13 +142,22 @@ class ProcessShards(beam.PTransform):
         self._temp_root = temp_root
         self._summary_path = summary_path
         self._chunks = chunks
+        self._call_shards = call_shards
 
     def expand(self, pbegin):
-        return (
+        results = (
             pbegin
             # The plan in chunks, spread over workers (``chunks``: DaskRunner's partitions).
             | "Plan" >> CreateShards(self._shards, self._chunks)
             | "Process" >> beam.ParDo(_ProcessShard(self._work, self._temp_root))
+        )
+        if self._work.settings.calls:
+            # Call-log records: their conversations assembled, written as shards after the input's.
+            results = results | "AssembleCalls" >> AssembleShardCalls(
+                self._work, self._temp_root, self._call_shards, len(self._shards)
+            )
+        return (
+            results
             # At least one shard is always planned: no default needed for an empty input.
             | "Merge" >> beam.CombineGlobally(MergeShardResults(self._work)).without_defaults()
             | "Write" >> beam.Map(write_run_files, self._temp_root, self._summary_path)

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass, field
-from typing import Callable, Mapping, NamedTuple
+from typing import Any, Callable, Iterable, Mapping, NamedTuple, Sequence
 
 from apache_beam.io.filesystems import FileSystems
 
@@ -36,7 +36,7 @@ from pipeline.io.read_shard import iter_batches
 from pipeline.io.shard import Shard
 from pipeline.io.written_files import WrittenFile, temp_name
 from transforms import summary as summaries
-from transforms.conversations import RecordStep
+from transforms.conversations import CALLS, RecordStep
 from transforms.inputs import DEFAULT_BATCH_BYTES, DEFAULT_BATCH_SIZE, DEFAULT_MAX_RECORD_BYTES, Batch
 from transforms.record_settings import Settings
 from transforms.record_steps import ReaderHint
@@ -74,6 +74,8 @@ class ShardResult(NamedTuple):
     files: dict[str, WrittenFile]
     #: The step's view's partial summary (``summaries.merge`` adds them up).
     partial: dict
+    #: Its call-log records, each as its pieces (``CallLogged``), for the assembly.
+    calls: Sequence[Any] = ()
 
 
 #: ``observe(batch, result)``: called after each batch (counters, progress); must not raise.
@@ -94,8 +96,26 @@ def process_shard(
     temporary directory, a landed file's directory). ``empty_files``: also write an empty file
     for an output that got no items.
     """
-    step, settings = work.step, work.settings
     stats = {"records": 0, "blank_lines": 0}
+    batches = iter_batches(shard, work.batch_size, stats, work.max_record_bytes, work.batch_bytes)
+    result = process_batches(batches, shard.number, shard.start, work, place, observe=observe, empty_files=empty_files)
+    partial = summaries.merge(result.partial, work.step.view.partial(0, blank_lines=stats["blank_lines"]))
+    return result._replace(partial=partial)
+
+
+def process_batches(
+    batches: Iterable[Batch],
+    number: int,
+    start: int,
+    work: ShardWork,
+    place: Callable[[str], str],
+    *,
+    observe: Observer | None = None,
+    empty_files: bool = False,
+) -> ShardResult:
+    """``process_shard`` on batches however read (a shard's; the conversations assembled
+    from call logs for one output shard): the result of shard ``number``, first item ``start``."""
+    step, settings = work.step, work.settings
     taken: dict = {}  # one file per output for the whole shard: unique values are unique in it
     writers: dict = {}
     paths: dict[str, str] = {}
@@ -113,14 +133,18 @@ def process_shard(
     # live on (records.normalize_batch). The reader hint lives for the shard (one file's records).
     lines_only = FILE_FORMATS[work.file_format(step.main_output)].takes_lines
     hint = ReaderHint()
+    calls: list[Any] = []
     try:
-        for batch in iter_batches(shard, work.batch_size, stats, work.max_record_bytes, work.batch_bytes):
+        for batch in batches:
             result = normalize_batch(
                 batch.items, settings, step.step, taken=taken, keep_records=not lines_only, hint=hint
             )
             total = summaries.merge(total, step.partial(len(batch.items), result))
             for name, items, lines in step.routed(result, lines_only):
-                writer(name).write(items, lines)
+                if name == CALLS:
+                    calls.extend(items)  # not an output: the assembly's input
+                else:
+                    writer(name).write(items, lines)
             if observe is not None:
                 observe(batch, result)
         if empty_files:
@@ -131,12 +155,9 @@ def process_shard(
         _abandon(writers, paths)
         raise
     written = {
-        name: WrittenFile(shard.number, shard.start, paths[name], *measures[name])
-        for name in step.output_names
-        if name in measures
+        name: WrittenFile(number, start, paths[name], *measures[name]) for name in step.output_names if name in measures
     }
-    partial = summaries.merge(total, step.view.partial(0, blank_lines=stats["blank_lines"]))
-    return ShardResult(shard.number, written, partial)
+    return ShardResult(number, written, total or step.view.partial(), calls)
 
 
 def _abandon(writers: dict, paths: dict[str, str]) -> None:
@@ -156,10 +177,14 @@ def _abandon(writers: dict, paths: dict[str, str]) -> None:
 def temp_place(temp_root: str, shard: Shard, attempt: str) -> Callable[[str], str]:
     """The batch job's naming: ``TEMP_ROOT/<output>/<shard>-<start>-<attempt>``, the names
     ``sinks.WriteShards`` gives too (``attempt`` unique per try: a retry never clobbers another)."""
+    return numbered_place(temp_root, shard.number, shard.start, attempt)
 
+
+def numbered_place(temp_root: str, number: int, start: int, attempt: str) -> Callable[[str], str]:
+    """``temp_place`` for output shard ``number`` (an input shard's, or assembled conversations')."""
     join = FileSystems.get_filesystem(temp_root).join  # looked up once per shard, not per file
 
     def place(name: str) -> str:
-        return join(temp_root, name, temp_name(shard.number, shard.start, attempt))
+        return join(temp_root, name, temp_name(number, start, attempt))
 
     return place

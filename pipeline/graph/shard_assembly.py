@@ -1,0 +1,124 @@
+"""The per-shard graph's assembly of call logs: one chain of steps, no tagged output, one leaf
+(what DaskRunner can run), giving the files and partials the default graph's assembly gives.
+
+::
+
+    ShardResult | keyed: each result by its shard, each call-log piece by its group
+                | CombinePerKey(results kept, pieces assembled) | conversations keyed by output shard
+                | GroupByKey | each output shard's conversations processed and written (a ShardResult)
+
+Shard results pass through it untouched (less their pieces), so ``MergeShardResults`` after it
+sees every shard's result and every assembled output shard's alike.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import uuid
+from typing import Any, Iterable, Iterator
+
+import apache_beam as beam
+
+from pipeline.graph.shard_step import ShardResult, ShardWork, numbered_place, process_batches
+from pipeline.testhooks import pause_point
+from transforms import summary as summaries
+from transforms.call_assembly import assembly_partial, conversations_of, keyed_pieces, shard_batches
+from transforms.calllogs.assemble import GroupState
+from transforms.conversations import freeze_gc
+
+_RESULT, _GROUP, _OUTPUT = "result", "group", "output"
+
+
+def keyed_results(result: ShardResult) -> Iterator[tuple[tuple[Any, ...], Any]]:
+    """A shard's result keyed by its shard, and each of its call-log pieces by its group."""
+    yield (_RESULT, result.shard), result._replace(calls=())
+    for logged in result.calls:
+        for key, piece in keyed_pieces(logged):
+            yield (_GROUP, *key), piece
+
+
+class KeepResultsAssembleGroups(beam.CombineFn):
+    """A shard result's key holds that result; a group's, its ``GroupState``."""
+
+    def create_accumulator(self) -> list:
+        return [[], GroupState()]
+
+    def add_input(self, accumulator: list, value: Any) -> list:
+        if isinstance(value, ShardResult):
+            accumulator[0].append(value)
+        else:
+            accumulator[1].add(*value)
+        return accumulator
+
+    def merge_accumulators(self, accumulators: Iterable[list]) -> list:
+        accumulators = iter(accumulators)
+        first = next(accumulators)
+        for more in accumulators:
+            first[0].extend(more[0])
+            first[1].merge(more[1])
+        return first
+
+    def extract_output(self, accumulator: list) -> list:
+        return accumulator
+
+
+def by_output_shard(keyed: tuple[tuple[Any, ...], list], work: ShardWork, buckets: int) -> Iterator[tuple]:
+    key, (results, state) = keyed
+    if key[0] == _RESULT:
+        for result in results:
+            yield (_RESULT, result.shard), result
+        return
+    for bucket, made in conversations_of(((key[1], key[2]), state), work.settings, buckets):
+        yield (_OUTPUT, bucket), made
+
+
+class _ProcessAssembled(beam.DoFn):
+    """An input shard's result, as it was; an output shard's conversations, processed and
+    written by the job's step, as that shard's result (its ``call_logs`` counts added)."""
+
+    def __init__(self, work: ShardWork, temp_root: str, first_shard: int) -> None:
+        # The assembled conversations are flat records: read as such, whatever --format said.
+        settings = dataclasses.replace(work.settings, input_format="flat", calls=False)
+        self._work = dataclasses.replace(work, settings=settings)
+        self._temp_root = temp_root
+        self._first_shard = first_shard
+
+    def setup(self) -> None:
+        freeze_gc()
+
+    def process(self, keyed):
+        key, values = keyed
+        if key[0] == _RESULT:
+            yield from values
+            return
+        made = list(values)
+        number = self._first_shard + key[1]
+        place = numbered_place(self._temp_root, number, 0, uuid.uuid4().hex)
+        batches = shard_batches((key[1], made), self._first_shard, self._work.batch_size)
+        result = process_batches(batches, number, 0, self._work, place)
+        pause_point("write")
+        yield result._replace(partial=summaries.merge(result.partial, assembly_partial((key[1], made))))
+
+
+@beam.typehints.with_input_types(beam.typehints.Any)
+@beam.typehints.with_output_types(beam.typehints.Any)
+class AssembleShardCalls(beam.PTransform):
+    """Shard results -> the same results, and one more per output shard of conversations
+    assembled from their call-log pieces (numbered from ``first_shard``)."""
+
+    def __init__(self, work: ShardWork, temp_root: str, buckets: int, first_shard: int) -> None:
+        super().__init__()
+        self._work = work
+        self._temp_root = temp_root
+        self._buckets = buckets
+        self._first_shard = first_shard
+
+    def expand(self, results):
+        return (
+            results
+            | "Keyed" >> beam.FlatMap(keyed_results)
+            | "AssembleGroups" >> beam.CombinePerKey(KeepResultsAssembleGroups())
+            | "ByOutputShard" >> beam.FlatMap(by_output_shard, self._work, self._buckets)
+            | "Gather" >> beam.GroupByKey()
+            | "ProcessAssembled" >> beam.ParDo(_ProcessAssembled(self._work, self._temp_root, self._first_shard))
+        )
