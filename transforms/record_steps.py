@@ -58,8 +58,8 @@ class DeadLetterReason(str, Enum):
     #: A call-log record holding no LLM call and no tool result; or a group of call-log
     #: records with tool results and no call to assemble them into.
     NO_LLM_CALLS = "no_llm_calls"
-    #: A call-log record given to a step that does not assemble conversations (the
-    #: ``NormalizeConversation`` DoFn alone, without ``NormalizeConversationBatches``).
+    #: A call-log record given to a step that does not assemble conversations (a streaming
+    #: run; the ``NormalizeConversation`` DoFn alone, without ``NormalizeConversationBatches``).
     CALL_LOG = "call_log"
     INTERNAL_ERROR = "internal_error"
 
@@ -283,8 +283,9 @@ def read_call_log(record: Any, settings: Settings) -> list[Piece] | None:
     if not settings.calls:
         raise RecordRefused(
             DeadLetterReason.CALL_LOG,
-            f"{reader.name}: a call-log record; its conversation is assembled from its calls by "
-            "NormalizeConversationBatches (convnorm run), not by this DoFn alone",
+            f"{reader.name}: a call-log record, given to a step that does not assemble conversations from "
+            "calls (a batch convnorm run and NormalizeConversationBatches do; a streaming run and the "
+            "NormalizeConversation DoFn alone do not)",
         )
     try:
         pieces = reader.read(record)

@@ -33,6 +33,7 @@ from pipeline.io.output_names import DEAD_LETTER_PATTERNS
 from pipeline.io.shard import where_text
 from transforms.before_after import Explanation, Row, after_text, before_text, counts_line, cut_text, explain
 from transforms.console_text import console_text
+from transforms.formats import Conversation
 from transforms.record_settings import Settings
 
 #: Dead-letter reasons given to a record after it was read and normalized: the sink refused
@@ -221,10 +222,13 @@ def locate(
         )
     try:
         record = parse_payload(raw)
-        conversation = read_conversation(record, settings)
+        if "assembly" in metrics:
+            conversation = reassembled(metrics, settings, max_record_bytes, inputs or run_inputs(output))
+        else:
+            conversation = read_conversation(record, settings)
     except RecordRefused as refused:
         raise NotFound(f"the record at {source} @ {position:,} no longer reads: {refused.detail}") from None
-    if "dead_letter" in metrics and record_id(record, settings) != metrics.get("id"):
+    if "dead_letter" in metrics and "assembly" not in metrics and record_id(record, settings) != metrics.get("id"):
         raise NotFound(f"the record at {source} @ {position:,} is not {metrics.get('id')!r} any more")
     explanation = explain(conversation.messages, settings.profile, settings.drop_roles, settings.map_roles)
     result = explanation.result
@@ -237,6 +241,72 @@ def locate(
     )
     line = line_numbers(source, [position]).get(position)
     return Located(metrics, explanation, settings, line, mismatch)
+
+
+def reassembled(metrics: dict, settings: Settings, max_record_bytes: int, inputs: RunInputs) -> Conversation:
+    """A conversation assembled from call logs, made again: every record its ``assembly`` lists
+    read back, their pieces of its group assembled as the run did, the conversation of its id."""
+    import dataclasses
+
+    from pipeline.io.reread import record_at
+    from transforms.calllogs.assemble import GroupState, NoCalls, assemble, group_key
+    from transforms.record_steps import parse_payload, read_call_log
+
+    assembly = metrics["assembly"]
+    key = (assembly["format"], assembly["group"])
+    listed = [
+        *assembly.get("calls", ()),
+        *assembly.get("tool_results_filled", ()),
+        *assembly.get("tool_results_unused", ()),
+    ]
+    calls = dataclasses.replace(settings, input_format=assembly["format"], calls=True)
+    state = GroupState()
+    for source, position in sorted({(str(c["source"]), int(c["position"])) for c in listed}):
+        check_source(inputs, source, metrics.get("id"))
+        raw = record_at(source, position, max_record_bytes)
+        if raw is None:
+            raise NotFound(f"{source} has no record at position {position:,} any more: was the file moved or changed?")
+        for piece in read_call_log(parse_payload(raw), calls) or ():
+            if group_key(piece) == key:
+                state.add(source, position, piece)
+    made = assemble(
+        *key,
+        state,
+        id_field=settings.id_field,
+        messages_field=settings.messages_field,
+        tools_field=settings.tools_field,
+    )
+    found = [] if isinstance(made, NoCalls) else [c for c in made if c.record[settings.id_field] == metrics.get("id")]
+    if not found:
+        raise NotFound(f"the calls of {metrics.get('id')!r} no longer assemble into it: were its files changed?")
+    return Conversation(found[0].record[settings.messages_field], found[0].record)
+
+
+def assembly_lines(assembly: dict) -> list[str]:
+    """What made an assembled conversation: its calls (where each was read), and its branch."""
+    calls = assembly.get("calls", [])
+    head = f"assembled from {len(calls)} {assembly.get('format')} call(s) of group {assembly.get('group')!r}"
+    head += f"; {assembly.get('collapsed', 0)} collapsed into it"
+    if "branch" in assembly:
+        head += (
+            f"; branch {assembly['branch']} of {assembly['branches']}"
+            if assembly["branch"]
+            else f"; {assembly['branches']} branch(es) split out"
+        )
+    lines = [head]
+    lines += [
+        f"  call {c.get('call')} at {c.get('start')}: {where_text(str(c.get('source')), int(c.get('position', -1)), None)}"
+        for c in calls
+    ]
+    for name, label in (
+        ("tool_results_filled", "tool result filled in"),
+        ("tool_results_unused", "tool result already held"),
+    ):
+        lines += [
+            f"  {label}: {c.get('call')}: {where_text(str(c.get('source')), int(c.get('position', -1)), None)}"
+            for c in assembly.get(name, ())
+        ]
+    return lines
 
 
 # --------------------------------------------------------------------------------------------
@@ -275,6 +345,8 @@ def explanation_text(located: Located, width: int | None = None) -> str:
     ]
     if ex.result.drops:
         head.append("dropped by reason: " + ", ".join(f"{r} {n}" for r, n in ex.result.drops.items()))
+    if "assembly" in metrics:
+        head += assembly_lines(metrics["assembly"])
     if "dead_letter" in metrics:
         head.append(_dead_letter_text(metrics["dead_letter"]))
     if located.mismatch:

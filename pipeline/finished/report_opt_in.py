@@ -33,6 +33,7 @@ LEDGER_KEYS = ("discarded_fields", "discarded_chars", "discarded_by_name", "conv
 #: Summary keys this page lays out itself; any other key gets a generic section.
 KNOWN_KEYS = frozenset(
     {
+        "call_logs",
         "records_in",
         "records_out",
         "dead_letters",
@@ -171,10 +172,24 @@ def opt_in_html(s: dict) -> str:
         )
     if "windows" in s:
         add('<h2>Windows over time</h2><div class="card">' + _generic(s["windows"], "windows", "Windows") + "</div>")
+    if "call_logs" in s:
+        add(_call_logs_section(s["call_logs"]))
     for key in s:
         if key not in KNOWN_KEYS:
             add(f'<h2>{escape(key)}</h2><div class="card">' + _generic(s[key], key, key) + "</div>")
     return "".join(parts)
+
+
+def _call_logs_section(calls: dict) -> str:
+    """How many call-log records became how many conversations (docs/call-logs.md)."""
+    return (
+        '<h2>Conversations assembled from call logs</h2><div class="card">'
+        + count_table(calls, "call_logs", "call logs")
+        + "<p>Each call-log record holds LLM calls (and tool results recorded apart); the calls of one "
+        "conversation collapse into it when their history is a prefix of it, and a history that is not "
+        "becomes a branch of its own. Each assembled conversation is in the normalized output or the "
+        "dead letters; its drops/ line lists the calls that made it.</p></div>"
+    )
 
 
 def tokens_html(t: dict | None, data: ReportData) -> str:
