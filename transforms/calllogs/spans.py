@@ -42,9 +42,9 @@ from transforms.calllogs.embedded import (
     as_dict,
     decoded,
     merged_ledgers,
-    result_text,
     read_history,
     read_output,
+    result_text,
     strict_flat,
     tools_of,
 )
