@@ -45,6 +45,10 @@ class Call(NamedTuple):
     tools: list[dict[str, Any]] | None = None
     #: The model asked for or answered by, when recorded.
     model: str | None = None
+    #: What reading left out because the flat shape cannot hold it (reasoning parts,
+    #: annotations): the ledger of discarded fields (``transforms.ledger``: name -> [count,
+    #: characters]), as ``Conversation.discarded`` holds it; ``None`` when nothing was left out.
+    discarded: dict[str, Any] | None = None
 
 
 class ToolResult(NamedTuple):
@@ -80,6 +84,29 @@ class CallLogReader:
 
 
 CALL_LOG_READERS: dict[str, CallLogReader] = {}
+
+#: Top-level keys of which every record some call-log reader detects holds at least one (each
+#: detector requires one of them): a record with none of them is no call log, so the plain-chat
+#: shortcut (``transforms.formats.plain_chat``) may take it without asking the call-log
+#: detectors; one holding any of them goes to full detection (a LiteLLM logging payload has a
+#: top-level ``messages`` list beside ``call_type``). tests/test_calllogs_detect.py holds every
+#: reader's detection to it.
+CALL_LOG_KEYS = frozenset(
+    (
+        "resourceSpans",  # otlp
+        "resource_spans",
+        "attributes",  # span-rows
+        "observations",  # langfuse: a trace's JSON download
+        "parent_observation_id",  # langfuse: blob-storage export rows
+        "parentObservationId",  # langfuse: API / UI rows
+        "run_type",  # langsmith: runs
+        "post",  # langsmith: ingestion payloads
+        "patch",
+        "request_body",  # helicone
+        "input",  # openpipe (also a Responses key: already refused by the shortcut)
+        "call_type",  # litellm
+    )
+)
 
 
 def register_call_log_reader(reader: CallLogReader) -> CallLogReader:

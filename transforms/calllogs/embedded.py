@@ -1,0 +1,248 @@
+"""Provider payloads inside call-log records, read by the conversation readers.
+
+A call-log record often holds what the application sent to and got from its provider, as it
+was: an OpenAI chat request body, an Anthropic or Gemini one, Responses items, a list of
+messages, and a completion, a Messages API reply, a Responses object or a Gemini response. These
+functions find out which it is and read it with the reader convnorm already has for it
+(``transforms.formats``), so a call log's messages are read exactly as the same payload read on
+its own; OpenTelemetry GenAI parts and events, which no conversation reader knows, go to
+``transforms.calllogs.genai``.
+
+What the flat shape cannot hold (reasoning, annotations) goes to the ledger of discarded
+fields, as the conversation readers do; ``Call.discarded`` carries it to the job.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any, NamedTuple
+
+from transforms.calllogs import genai
+from transforms.formats._common import openai_tool
+from transforms.formats.anthropic import anthropic_to_flat
+from transforms.formats.base import FormatError, detect_reader
+from transforms.formats.bedrock import bedrock_to_flat
+from transforms.formats.gemini import gemini_to_flat
+from transforms.formats.openai import openai_to_flat
+from transforms.formats.openai_responses import responses_to_flat
+from transforms.ledger import coercion_discards
+from transforms.normalize import content_text, pairing_key
+
+
+class Embedded(NamedTuple):
+    """Messages read from a provider payload, with what the payload says beside them."""
+
+    messages: list[dict[str, Any]]
+    tools: list[dict[str, Any]] | None = None
+    model: str | None = None
+    #: The ledger of what reading left out (``transforms.ledger``), ``None`` when nothing.
+    discarded: dict[str, Any] | None = None
+
+
+def decoded(value: Any) -> Any:
+    """A value that exports keep as a JSON string (Langfuse ``input``, OTLP attributes, LiteLLM
+    SpendLogs), parsed; a string that is not JSON (plain text) as it is."""
+    if not isinstance(value, str):
+        return value
+    text = value.strip()
+    if not text or text[0] not in '[{"':
+        return value
+    try:
+        return json.loads(text)
+    except ValueError:
+        return value
+
+
+def as_dict(value: Any) -> dict[str, Any]:
+    """``value`` when it is an object, else an empty one (a missing or malformed part)."""
+    return value if isinstance(value, dict) else {}
+
+
+def merged_ledgers(*ledgers: dict[str, Any] | None) -> dict[str, Any] | None:
+    """One ledger of discarded fields from several (counts and characters added, by name)."""
+    out: dict[str, Any] = {}
+    for ledger in ledgers:
+        for name, (count, chars) in (ledger or {}).items():
+            seen = out.get(name)
+            out[name] = [count, chars] if seen is None else [seen[0] + count, seen[1] + chars]
+    return out or None
+
+
+def strict_flat(messages: list[Any], ledger: dict[str, Any] | None) -> list[Any]:
+    """``messages`` with only the keys of the flat shape, each ``content`` a string, the keys
+    left out counted in ``ledger`` as coercion would count them (``transforms.ledger``).
+
+    A reader passes some messages on as it found them (a plain chat); a call's history and its
+    output must compare key for key with the next call's history, so every piece holds the
+    flat shape itself. An entry the core drops whole (not an object, no role) is handed on as
+    it is, for the core to drop and count.
+    """
+    if ledger is not None:
+        coercion_discards(messages, ledger)
+    out: list[Any] = []
+    for message in messages:
+        role = message.get("role") if isinstance(message, dict) else None
+        if not isinstance(role, str) or not role.strip():
+            out.append(message)
+            continue
+        flat: dict[str, Any] = {"role": role, "content": content_text(message.get("content"))}
+        if role == "assistant":
+            calls = pairing_key(message, "tool_calls")
+            if isinstance(calls, list) and calls:
+                flat["tool_calls"] = calls
+        elif role == "tool":
+            flat["tool_call_id"] = pairing_key(message, "tool_call_id")
+        out.append(flat)
+    return out
+
+
+def _text_message(role: str, text: str) -> list[dict[str, Any]]:
+    return [{"role": role, "content": text}]
+
+
+def _model_of(value: Any) -> str | None:
+    return value if isinstance(value, str) and value else None
+
+
+def read_history(payload: Any, where: str, text_role: str = "user") -> Embedded:
+    """The messages a call sent, from whatever the record holds for them.
+
+    ``None`` (not recorded) gives no messages; plain text one ``text_role`` message; OTel GenAI
+    messages (``parts``) and GenAI event lists go to ``genai``; a single message object is a
+    list of one; anything else is given to the conversation reader whose detection accepts it
+    (a message list, an OpenAI / Anthropic / Gemini / Responses request body ...). A payload no
+    reader accepts is a ``FormatError`` (``unknown_messages``), never read as empty.
+    """
+    payload = decoded(payload)
+    if payload is None or payload == "":
+        return Embedded([])
+    if isinstance(payload, str):
+        return Embedded(_text_message(text_role, payload))
+    if isinstance(payload, dict) and isinstance(payload.get("role"), str) and "messages" not in payload:
+        payload = [payload]
+    if isinstance(payload, list) and not payload:
+        return Embedded([])
+    ledger: dict[str, Any] = {}
+    if isinstance(payload, list) and genai.is_genai_messages(payload):
+        return Embedded(genai.genai_to_flat(payload, ledger), discarded=ledger or None)
+    if isinstance(payload, list) and genai.is_event_list(payload):
+        history, _output = genai.event_messages(payload, ledger)
+        return Embedded(history, discarded=ledger or None)
+    if isinstance(payload, dict) and genai.is_genai_messages(payload.get("messages")):
+        # A request body whose messages are GenAI parts (openinference-genai's ``input``).
+        flat = genai.genai_to_flat(payload["messages"], ledger)
+        return Embedded(flat, tools_of(payload.get("tools")), _model_of(payload.get("model")), ledger or None)
+    reader = detect_reader(payload)
+    if reader is None:
+        raise FormatError("unknown_messages", f"{where}: {_describe(payload)} is not a message shape any reader knows")
+    conversation = reader.read(payload, "messages")
+    fields = conversation.fields
+    return Embedded(
+        [m for m in conversation.messages],
+        tools_of(fields.get("tools")),
+        _model_of(fields.get("model")),
+        conversation.discarded,
+    )
+
+
+def _describe(payload: Any) -> str:
+    if isinstance(payload, dict):
+        keys = ", ".join(str(k) for k in list(payload)[:8])
+        return f"an object with keys {keys}"
+    if isinstance(payload, list):
+        return f"a list of {len(payload)} entries"
+    return f"a {type(payload).__name__}"
+
+
+def _first(value: Any) -> Any:
+    return value[0] if isinstance(value, list) and value else None
+
+
+def read_output(payload: Any, where: str) -> Embedded:
+    """The assistant message(s) a call got back, from a provider response or a message.
+
+    Read: an OpenAI chat completion (``choices[0].message``; a legacy completion's
+    ``choices[0].text``), an Anthropic Messages reply (``content`` blocks), a Responses object
+    (its ``output`` items), a Gemini response (``candidates[0].content``), a Bedrock Converse
+    reply (``output.message``), a GenAI-events choice (``{index, message}``), a message object
+    or a message list (read as ``read_history`` reads one), plain text (one assistant message).
+    Only the first choice / candidate is the continuation: the others are left out.
+    """
+    payload = decoded(payload)
+    if payload is None or payload == "":
+        return Embedded([])
+    if isinstance(payload, str):
+        return Embedded(_text_message("assistant", payload))
+    if not isinstance(payload, dict):
+        return read_history(payload, where, "assistant")
+    ledger: dict[str, Any] = {}
+    model = _model_of(payload.get("model"))
+    choices = payload.get("choices")
+    if isinstance(choices, list):
+        choice = _first(choices)
+        if not isinstance(choice, dict):
+            return Embedded([], model=model)
+        message = choice.get("message")
+        if isinstance(message, dict):
+            return Embedded(openai_to_flat([_assistant(message)], None, ledger), model=model, discarded=ledger or None)
+        if isinstance(choice.get("text"), str):
+            return Embedded(_text_message("assistant", choice["text"]), model=model)
+        return Embedded([], model=model)
+    if payload.get("type") == "message" and isinstance(payload.get("content"), list):
+        flat = anthropic_to_flat([{"role": "assistant", "content": payload["content"]}], None, ledger)
+        return Embedded(flat, model=model, discarded=ledger or None)
+    if payload.get("object") == "response" or (isinstance(payload.get("output"), list) and "instructions" in payload):
+        flat = responses_to_flat(payload.get("output") or [], ledger)
+        return Embedded(flat, tools_of(payload.get("tools")), model, ledger or None)
+    candidates = payload.get("candidates")
+    if isinstance(candidates, list):
+        content = (_first(candidates) or {}).get("content")
+        if not isinstance(content, dict):
+            return Embedded([], model=_model_of(payload.get("modelVersion")))
+        flat = gemini_to_flat([{"role": "model", **content}], None, ledger)
+        return Embedded(flat, model=_model_of(payload.get("modelVersion")), discarded=ledger or None)
+    output = payload.get("output")
+    if isinstance(output, dict) and isinstance(output.get("message"), dict):
+        return Embedded(bedrock_to_flat([output["message"]], None, ledger), discarded=ledger or None)
+    if isinstance(payload.get("message"), dict) and "index" in payload:
+        return read_history(payload["message"], where, "assistant")
+    if "role" in payload:
+        return read_history(payload, where, "assistant")
+    raise FormatError("unknown_output", f"{where}: {_describe(payload)} is not a response shape any reader knows")
+
+
+def _assistant(message: dict[str, Any]) -> dict[str, Any]:
+    # A response message may leave its role out (streamed deltas merged by a client).
+    return message if message.get("role") else {**message, "role": "assistant"}
+
+
+def tools_of(value: Any) -> list[dict[str, Any]] | None:
+    """Tool definitions as OpenAI function tools (``{"type": "function", "function": {...}}``):
+    chat, Responses, bare and Anthropic definitions converted; one that has no function form
+    (a provider's built-in tool) kept as it is. ``None`` when there are none."""
+    value = decoded(value)
+    if isinstance(value, dict):
+        value = [value]
+    if not isinstance(value, list) or not value:
+        return None
+    out = []
+    for tool in value:
+        tool = decoded(tool)
+        try:
+            out.append(openai_tool(tool))
+        except FormatError:
+            out.append(tool if isinstance(tool, dict) else {"type": "unknown", "value": tool})
+    return out
+
+
+def result_text(value: Any) -> str:
+    """A tool result as text: a string as it is (a JSON object stays as it was written), except
+    a JSON string literal (``"\"sunny\""``: a string exported as JSON) which is its text;
+    anything else as the core casts content (objects and lists as compact JSON)."""
+    if isinstance(value, str):
+        if value.lstrip().startswith('"'):
+            inner = decoded(value)
+            if isinstance(inner, str):
+                return inner
+        return value
+    return content_text(value)

@@ -1,0 +1,312 @@
+"""LangSmith runs: JSONL exports and the SDK's ingestion payloads.
+
+A record is one run (``id`` or ``run_id``, ``trace_id``, ``run_type``, ``inputs``, ``outputs``,
+``extra``, ``start_time``), or an ingestion payload ``{"post": [runs], "patch": [runs]}`` (each
+patch completes the post with the same ``id``, else the same ``dotted_order``: ``outputs`` and
+``end_time`` arrive there; ``child_runs`` are runs too).
+
+Runs of type ``llm`` are calls, in one of two dialects, told apart run by run:
+
+- LangChain callbacks: ``inputs.messages`` a list of batches of LangChain-serialized messages
+  (``{"lc": 1, "type": "constructor", "id": [..., "HumanMessage"], "kwargs": {...}}``, or the
+  ``{"type": "human", "data": {...}}`` / ``{"type": "human", "content": ...}`` dicts) or
+  ``inputs.prompts`` (strings); the output ``outputs.generations[0][0]`` (its ``message``, else
+  its ``text``); tools in ``extra.invocation_params.tools``. Only the first batch is read.
+- SDK wrappers (``wrap_openai``, ``wrap_anthropic``, ``@traceable(run_type="llm")``): ``inputs``
+  is the provider request and ``outputs`` its response, read by the matching reader.
+
+Runs of type ``tool`` are tool results: the call id and text of a ``ToolMessage`` output, else
+the output as text. The conversation is ``extra.metadata``'s ``session_id``, ``thread_id`` or
+``conversation_id`` (LangSmith's thread keys), else the trace id; the top-level ``session_id``
+is the project, not a conversation, and is not used.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from transforms.calllogs.calls import Call, CallLogReader, Piece, ToolResult, register_call_log_reader
+from transforms.calllogs.embedded import (
+    as_dict,
+    decoded,
+    merged_ledgers,
+    read_history,
+    read_output,
+    strict_flat,
+    tools_of,
+)
+from transforms.calllogs.times import time_nanos
+from transforms.formats._common import block_text
+from transforms.formats.base import FormatError
+from transforms.formats.openai import openai_to_flat
+from transforms.normalize import content_text
+
+NAME = "langsmith"
+_THREAD_KEYS = ("session_id", "thread_id", "conversation_id")
+_RUN_IDS = frozenset(("id", "run_id", "trace_id", "dotted_order"))
+#: LangChain message classes (the last element of an ``lc`` id) and ``type`` tags, by role.
+_ROLES = {
+    "HumanMessage": "user",
+    "HumanMessageChunk": "user",
+    "human": "user",
+    "AIMessage": "assistant",
+    "AIMessageChunk": "assistant",
+    "ai": "assistant",
+    "SystemMessage": "system",
+    "SystemMessageChunk": "system",
+    "system": "system",
+    "ToolMessage": "tool",
+    "ToolMessageChunk": "tool",
+    "tool": "tool",
+    "FunctionMessage": "tool",
+    "function": "tool",
+}
+#: Content blocks that repeat what ``tool_calls`` holds (Anthropic models put them in content).
+_CALL_BLOCKS = frozenset(("tool_use", "tool_call", "function_call"))
+
+
+def _text(value: Any) -> str:
+    return "" if value is None else content_text(value)
+
+
+def _content(content: Any, ledger: dict[str, Any]) -> str:
+    if isinstance(content, list):
+        content = [b for b in content if not (isinstance(b, dict) and b.get("type") in _CALL_BLOCKS)]
+    return block_text(content, ledger)
+
+
+def lc_message(entry: Any, ledger: dict[str, Any]) -> Any:
+    """One LangChain message (serialized or as a dict) as a flat message; an entry of no known
+    shape (a ``not_implemented`` stand-in, say) is handed on as it is, for the core to drop,
+    counted; an OpenAI-style ``{role, content}`` message is read as OpenAI's."""
+    if not isinstance(entry, dict):
+        return entry
+    if entry.get("lc") == 1 and isinstance(entry.get("id"), list):
+        if entry.get("type") != "constructor" or not entry["id"]:
+            return entry
+        kind, kwargs = entry["id"][-1], entry.get("kwargs")
+    elif isinstance(entry.get("type"), str) and entry["type"] in _ROLES and "role" not in entry:
+        kind = entry["type"]
+        kwargs = entry.get("data") if isinstance(entry.get("data"), dict) else entry
+    elif "role" in entry:
+        return openai_to_flat([entry], None, ledger)[0]
+    else:
+        return entry
+    kwargs = kwargs if isinstance(kwargs, dict) else {}
+    role = _ROLES.get(kind) or (kwargs.get("role") if kind in ("ChatMessage", "chat") else None)
+    if role is None:
+        raise FormatError("unknown_message_class", f"LangChain message class {kind!r} is not one convnorm knows")
+    flat: dict[str, Any] = {"role": role, "content": _content(kwargs.get("content"), ledger)}
+    if role == "assistant":
+        calls = _calls(kwargs, ledger)
+        if calls:
+            flat["tool_calls"] = calls
+    elif role == "tool":
+        flat["tool_call_id"] = _text(kwargs.get("tool_call_id")).strip()
+    return flat
+
+
+def _calls(kwargs: dict[str, Any], ledger: dict[str, Any]) -> list[dict[str, Any]]:
+    calls = kwargs.get("tool_calls")
+    if isinstance(calls, list) and calls:
+        out = []
+        for call in calls:
+            if isinstance(call, dict):
+                one: dict[str, Any] = {"tool_call_id": _text(call.get("id")).strip(), "name": call.get("name")}
+                if "args" in call:
+                    one["args"] = call["args"]
+                out.append(one)
+        return out
+    extra = kwargs.get("additional_kwargs")
+    legacy = extra.get("tool_calls") if isinstance(extra, dict) else None
+    if isinstance(legacy, list) and legacy:
+        # An older AIMessage: the calls only in OpenAI's own form.
+        read = openai_to_flat([{"role": "assistant", "content": "", "tool_calls": legacy}], None, ledger)[0]
+        found: list[dict[str, Any]] = read.get("tool_calls") or []
+        return found
+    return []
+
+
+def _batch(messages: Any) -> list[Any] | None:
+    """The first batch of ``inputs.messages`` (a list of lists), or a flat list as it is."""
+    if not isinstance(messages, list):
+        return None
+    if messages and isinstance(messages[0], list):
+        return messages[0]
+    return messages
+
+
+def _is_lc(messages: list[Any]) -> bool:
+    return any(isinstance(m, dict) and ("lc" in m or (m.get("type") in _ROLES and "role" not in m)) for m in messages)
+
+
+def _metadata(run: dict[str, Any]) -> dict[str, Any]:
+    extra = as_dict(run.get("extra"))
+    metadata = extra.get("metadata")
+    return metadata if isinstance(metadata, dict) else {}
+
+
+def _group(run: dict[str, Any]) -> str:
+    metadata = _metadata(run)
+    for key in _THREAD_KEYS:
+        if metadata.get(key) not in (None, ""):
+            return _text(metadata[key])
+    for value in (run.get("trace_id"), run.get("id"), run.get("run_id")):
+        if value not in (None, ""):
+            return _text(value)
+    return ""
+
+
+def _model(run: dict[str, Any], *found: str | None) -> str | None:
+    extra = as_dict(run.get("extra"))
+    params = as_dict(extra.get("invocation_params"))
+    for value in (params.get("model"), params.get("model_name"), *found, _metadata(run).get("ls_model_name")):
+        if isinstance(value, str) and value:
+            return value
+    return None
+
+
+def _run_id(run: dict[str, Any]) -> str:
+    return _text(run.get("id", run.get("run_id")))
+
+
+def _llm_call(run: dict[str, Any]) -> Call:
+    where = f"run {_run_id(run)}"
+    inputs = decoded(run.get("inputs"))
+    outputs = decoded(run.get("outputs"))
+    inputs = inputs if isinstance(inputs, dict) else {}
+    ledger: dict[str, Any] = {}
+    batch = _batch(inputs.get("messages"))
+    history_model = output_model = None
+    history_tools = output_tools = None
+    if batch is not None and _is_lc(batch):
+        history = [lc_message(m, ledger) for m in batch]
+    elif batch is None and isinstance(inputs.get("prompts"), list):
+        prompts = inputs["prompts"]
+        history = [{"role": "user", "content": _text(prompts[0])}] if prompts else []
+    else:
+        read = read_history(inputs, f"{where} inputs")
+        history, history_model, history_tools = read.messages, read.model, read.tools
+        ledger = merged_ledgers(ledger, read.discarded) or {}
+    generations = outputs.get("generations") if isinstance(outputs, dict) else None
+    if isinstance(generations, list):
+        first = _batch(generations)
+        generation = first[0] if first else None
+        if isinstance(generation, dict) and isinstance(generation.get("message"), dict):
+            output = [lc_message(generation["message"], ledger)]
+        elif isinstance(generation, dict):
+            output = [{"role": "assistant", "content": _text(generation.get("text"))}]
+        else:
+            output = []
+    else:
+        read_out = read_output(outputs, f"{where} outputs") if outputs else None
+        output = read_out.messages if read_out else []
+        if read_out is not None:
+            output_model, output_tools = read_out.model, read_out.tools
+            ledger = merged_ledgers(ledger, read_out.discarded) or {}
+    extra = as_dict(run.get("extra"))
+    params = as_dict(extra.get("invocation_params"))
+    tools = tools_of(params.get("tools")) or history_tools or tools_of(inputs.get("tools")) or output_tools
+    history = strict_flat(history, ledger)
+    output = strict_flat(output, ledger)
+    return Call(
+        NAME,
+        _group(run),
+        time_nanos(run.get("start_time"), f"{where} start_time"),
+        _run_id(run),
+        history,
+        output,
+        tools,
+        _model(run, history_model, output_model, inputs.get("model") if isinstance(inputs.get("model"), str) else None),
+        ledger or None,
+    )
+
+
+def _tool_result(run: dict[str, Any]) -> ToolResult | None:
+    outputs = decoded(run.get("outputs"))
+    if outputs is None:
+        return None
+    output = outputs.get("output", outputs) if isinstance(outputs, dict) else outputs
+    call_id, content = "", output
+    message = lc_message(output, {}) if isinstance(output, dict) else None
+    if isinstance(message, dict) and message.get("role") == "tool":
+        call_id, content = message["tool_call_id"], message["content"]
+    inputs = as_dict(run.get("inputs"))
+    if not call_id and isinstance(inputs.get("tool_call_id"), str):
+        call_id = inputs["tool_call_id"].strip()
+    return ToolResult(
+        NAME,
+        _group(run),
+        time_nanos(run.get("start_time"), f"run {_run_id(run)} start_time"),
+        _run_id(run),
+        call_id,
+        _text(run.get("name")),
+        content_text(content),
+    )
+
+
+def run_pieces(run: Any) -> list[Piece]:
+    """The pieces of one run and of its ``child_runs``."""
+    if not isinstance(run, dict):
+        raise FormatError("bad_run", f"a run is {type(run).__name__}, not an object")
+    pieces: list[Piece] = []
+    kind = run.get("run_type")
+    if kind == "llm":
+        pieces.append(_llm_call(run))
+    elif kind == "tool":
+        result = _tool_result(run)
+        if result is not None:
+            pieces.append(result)
+    for child in run.get("child_runs") or ():
+        pieces.extend(run_pieces(child))
+    return pieces
+
+
+def _merged_runs(record: dict[str, Any]) -> list[dict[str, Any]]:
+    """The posts of an ingestion payload, each updated by its patch (by ``id``, else by
+    ``dotted_order``); a patch matching no post is a run of its own."""
+    posts = [dict(run) for run in record.get("post") or () if isinstance(run, dict)]
+    by_key: dict[Any, dict[str, Any]] = {}
+    for run in posts:
+        for key in ("id", "dotted_order"):
+            if run.get(key):
+                by_key.setdefault((key, run[key]), run)
+    for patch in record.get("patch") or ():
+        if not isinstance(patch, dict):
+            raise FormatError("bad_run", "a patch is not an object")
+        keys = [(k, patch[k]) for k in ("id", "dotted_order") if patch.get(k)]
+        target = next((by_key[key] for key in keys if key in by_key), None)
+        if target is None:
+            posts.append(dict(patch))
+        else:
+            target.update(patch)
+    return posts
+
+
+def read_langsmith(record: Any) -> list[Piece]:
+    if not isinstance(record, dict):
+        raise FormatError("not_langsmith", "a LangSmith run is an object")
+    if "run_type" not in record:
+        if not isinstance(record.get("post", []), list) or not isinstance(record.get("patch", []), list):
+            raise FormatError("bad_payload", "an ingestion payload's post and patch are lists of runs")
+        return [piece for run in _merged_runs(record) for piece in run_pieces(run)]
+    return run_pieces(record)
+
+
+def _run_like(run: Any) -> bool:
+    return isinstance(run, dict) and "run_type" in run and "inputs" in run
+
+
+def detect_langsmith(record: Any) -> bool:
+    if "run_type" in record:
+        return "inputs" in record and not _RUN_IDS.isdisjoint(record)
+    for key in ("post", "patch"):
+        runs = record.get(key)
+        if isinstance(runs, list) and runs and _run_like(runs[0]):
+            return True
+    return False
+
+
+LANGSMITH_READER = register_call_log_reader(
+    CallLogReader(NAME, read_langsmith, detect_langsmith, 30, "LangSmith runs (JSONL exports, SDK ingestion payloads)")
+)

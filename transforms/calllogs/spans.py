@@ -1,0 +1,434 @@
+"""Trace spans: OTLP JSON documents and span rows, OpenTelemetry GenAI and OpenInference LLM spans.
+
+Two readers, by container:
+
+- ``otlp``: one OTLP JSON traces document per record, as the collector's file exporter writes
+  a line (``{"resourceSpans": [{"resource", "scopeSpans": [{"scope", "spans": [...]}]}]}``;
+  also the older ``instrumentationLibrarySpans`` and snake_case keys). Attributes are
+  key / typed-value lists (``stringValue``, ``intValue`` as a string or a number,
+  ``doubleValue``, ``boolValue``, ``arrayValue``, ``kvlistValue``, ``bytesValue``; or their
+  snake_case spellings). One document may hold many spans of many traces.
+- ``span-rows``: one span per record with a flat ``attributes`` object (Phoenix span JSON, the
+  Python SDK's console exporter, ``context.trace_id`` / ``span_id``, ISO ``start_time``).
+
+Each span is read by the convention it follows, decided span by span (one export may mix
+them): an OpenInference span (``openinference.span.kind`` or ``llm.*_messages`` keys) by
+``transforms.calllogs.openinference``; an OpenTelemetry GenAI span by the rules below; any
+other span (HTTP, database, agent and chain spans, an LLM span whose content capture was off so
+that it recorded no message) gives nothing. Tool executions (GenAI ``execute_tool`` spans with
+a ``gen_ai.tool.call.result``, OpenInference ``TOOL`` spans with an ``output.value``) give
+``ToolResult`` pieces.
+
+GenAI, where each part of a call is found, first match wins: system instructions in
+``gen_ai.system_instructions`` (or the ``gen_ai.system.instructions`` some emitters write);
+the history in ``gen_ai.input.messages`` (GenAI parts or an OpenAI-style list), else the 1.26
+``gen_ai.prompt`` attribute or ``gen_ai.content.prompt`` event, else the indexed
+``gen_ai.prompt.<N>.*`` attributes, else the per-message events (span events named
+``gen_ai.user.message`` ..., or the JSON ``events`` attribute); the output likewise from
+``gen_ai.output.messages`` (its first choice), ``gen_ai.completion`` / ``gen_ai.content.completion``,
+``gen_ai.completion.0.*``, the ``gen_ai.choice`` event. Tools from ``gen_ai.tool.definitions``
+or ``llm.request.functions.<N>.*``. The conversation: ``gen_ai.conversation.id``, else
+``session.id``, else ``traceloop.association.properties.session_id`` (on the span, then on its
+resource), else the trace id.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Iterator
+
+from transforms.calllogs import genai, openinference
+from transforms.calllogs.calls import Call, CallLogReader, Piece, ToolResult, register_call_log_reader
+from transforms.calllogs.embedded import (
+    as_dict,
+    decoded,
+    merged_ledgers,
+    read_history,
+    read_output,
+    result_text,
+    strict_flat,
+    tools_of,
+)
+from transforms.calllogs.times import time_nanos
+from transforms.formats.base import FormatError
+from transforms.normalize import content_text
+
+OTLP = "otlp"
+SPAN_ROWS = "span-rows"
+
+_GROUP_KEYS = ("gen_ai.conversation.id", "session.id", "traceloop.association.properties.session_id")
+_SYSTEM_KEYS = ("gen_ai.system_instructions", "gen_ai.system.instructions")
+_LLM_OPERATIONS = frozenset(("chat", "text_completion", "generate_content"))
+_PROMPT_EVENT = "gen_ai.content.prompt"
+_COMPLETION_EVENT = "gen_ai.content.completion"
+_DETAILS_EVENT = "gen_ai.client.inference.operation.details"
+#: Where an ``execute_tool`` span keeps its result: the convention's attribute, then the
+#: ``output.value`` / ``output`` that OpenInference's GenAI converter and its fixtures use.
+_RESULT_KEYS = ("gen_ai.tool.call.result", "output.value", "output")
+#: Attributes only an LLM span's content has.
+_CONTENT_KEYS = frozenset(
+    ("gen_ai.input.messages", "gen_ai.output.messages", "gen_ai.prompt", "gen_ai.completion", *_SYSTEM_KEYS)
+)
+#: Span events that hold a call's messages.
+_LLM_EVENTS = frozenset((*genai.EVENT_ROLES, genai.CHOICE_EVENT, _PROMPT_EVENT, _COMPLETION_EVENT, _DETAILS_EVENT))
+_SCALARS = (
+    ("stringValue", "string_value"),
+    ("boolValue", "bool_value"),
+    ("doubleValue", "double_value"),
+    ("bytesValue", "bytes_value"),
+)
+
+
+# --------------------------------------------------------------------------------------------
+# OTLP JSON values
+
+
+def any_value(value: Any) -> Any:
+    """An OTLP ``AnyValue`` (``{"stringValue": ...}``, ``{"intValue": "57"}``, arrays, key-value
+    lists; camelCase or snake_case) as a plain value; an empty one is ``None``."""
+    if not isinstance(value, dict):
+        return value
+    for camel, snake in _SCALARS:
+        if camel in value:
+            return value[camel]
+        if snake in value:
+            return value[snake]
+    for key in ("intValue", "int_value"):
+        if key in value:
+            raw = value[key]
+            try:
+                return int(raw)
+            except (TypeError, ValueError):
+                raise FormatError("bad_attribute", f"intValue {raw!r:.40} is not an integer") from None
+    for key in ("arrayValue", "array_value"):
+        if key in value:
+            values = value[key].get("values") if isinstance(value[key], dict) else None
+            return [any_value(v) for v in values or ()]
+    for key in ("kvlistValue", "kvlist_value"):
+        if key in value:
+            values = value[key].get("values") if isinstance(value[key], dict) else None
+            return attributes_of(values or [])
+    return None
+
+
+def attributes_of(value: Any) -> dict[str, Any]:
+    """Span, event or resource attributes as a flat dict: an OTLP list of ``{key, value}``
+    decoded, a dict (span rows) as it is; anything else is no attributes."""
+    if isinstance(value, dict):
+        return value
+    out: dict[str, Any] = {}
+    for entry in value if isinstance(value, list) else ():
+        if isinstance(entry, dict) and isinstance(entry.get("key"), str):
+            out[entry["key"]] = any_value(entry.get("value"))
+    return out
+
+
+def _get(obj: dict[str, Any], *keys: str) -> Any:
+    for key in keys:
+        if key in obj:
+            return obj[key]
+    return None
+
+
+def _list(value: Any) -> list[Any]:
+    return value if isinstance(value, list) else []
+
+
+def otlp_spans(record: dict[str, Any]) -> Iterator[tuple[dict[str, Any], dict[str, Any]]]:
+    """Every span of an OTLP traces document, with its resource's attributes."""
+    for resource_spans in _list(_get(record, "resourceSpans", "resource_spans")):
+        if not isinstance(resource_spans, dict):
+            raise FormatError("bad_otlp", "a resourceSpans entry is not an object")
+        resource = resource_spans.get("resource")
+        resource_attributes = attributes_of(resource.get("attributes")) if isinstance(resource, dict) else {}
+        scopes = _get(resource_spans, "scopeSpans", "scope_spans", "instrumentationLibrarySpans")
+        for scope_spans in _list(scopes):
+            for span in _list(scope_spans.get("spans") if isinstance(scope_spans, dict) else None):
+                if not isinstance(span, dict):
+                    raise FormatError("bad_otlp", "a span is not an object")
+                yield span, resource_attributes
+
+
+# --------------------------------------------------------------------------------------------
+# One span
+
+
+class Span:
+    """What every span container gives: ids, start, attributes, events (name, attributes)."""
+
+    __slots__ = ("trace_id", "span_id", "start", "attributes", "events", "resource")
+
+    def __init__(
+        self,
+        trace_id: str,
+        span_id: str,
+        start: int,
+        attributes: dict[str, Any],
+        events: list[tuple[str, dict[str, Any]]],
+        resource: dict[str, Any],
+    ) -> None:
+        self.trace_id = trace_id
+        self.span_id = span_id
+        self.start = start
+        self.attributes = attributes
+        self.events = events
+        self.resource = resource
+
+
+def _otlp_span(span: dict[str, Any], resource: dict[str, Any]) -> Span:
+    events = []
+    for event in _list(span.get("events")):
+        if isinstance(event, dict):
+            events.append((content_text(event.get("name")), attributes_of(event.get("attributes"))))
+    start = time_nanos(_get(span, "startTimeUnixNano", "start_time_unix_nano"), "startTimeUnixNano")
+    return Span(
+        content_text(_get(span, "traceId", "trace_id")),
+        content_text(_get(span, "spanId", "span_id")),
+        start,
+        attributes_of(span.get("attributes")),
+        events,
+        resource,
+    )
+
+
+def _row_span(row: dict[str, Any]) -> Span:
+    context = as_dict(row.get("context"))
+    events = []
+    for event in _list(row.get("events")):
+        if isinstance(event, dict):
+            events.append((content_text(event.get("name")), attributes_of(event.get("attributes"))))
+    resource = row.get("resource")
+    resource_attributes = attributes_of(resource.get("attributes")) if isinstance(resource, dict) else {}
+    return Span(
+        content_text(_get(context, "trace_id", "traceId") or _get(row, "trace_id", "traceId")),
+        content_text(_get(context, "span_id", "spanId") or _get(row, "span_id", "spanId", "id")),
+        time_nanos(_get(row, "start_time", "startTime", "startTimeUnixNano"), "start_time"),
+        attributes_of(row.get("attributes")),
+        events,
+        resource_attributes,
+    )
+
+
+def _group(span: Span) -> str:
+    for attributes in (span.attributes, span.resource):
+        for key in _GROUP_KEYS:
+            value = attributes.get(key)
+            if value not in (None, ""):
+                return content_text(value)
+    return span.trace_id
+
+
+def _event(span: Span, name: str) -> dict[str, Any] | None:
+    for event_name, attributes in span.events:
+        if event_name == name:
+            return attributes
+    return None
+
+
+def _is_genai_llm(span: Span) -> bool:
+    attributes = span.attributes
+    if not _CONTENT_KEYS.isdisjoint(attributes) or "gen_ai.prompt.0.role" in attributes:
+        return True
+    if attributes.get("gen_ai.operation.name") in _LLM_OPERATIONS:
+        return True
+    return any(name in _LLM_EVENTS for name, _ in span.events)
+
+
+def _genai_history(span: Span, where: str, ledger: dict[str, Any]) -> list[Any]:
+    attributes = span.attributes
+    details = _event(span, _DETAILS_EVENT) or {}
+    system_value = next((a[k] for a in (attributes, details) for k in _SYSTEM_KEYS if k in a), None)
+    system = genai.system_to_flat(decoded(system_value), ledger)
+    for source in (attributes, details):
+        if "gen_ai.input.messages" in source:
+            return system + _messages(source["gen_ai.input.messages"], where, ledger)
+    prompt = attributes.get("gen_ai.prompt")
+    if prompt is None:
+        prompt = (_event(span, _PROMPT_EVENT) or {}).get("gen_ai.prompt")
+    if prompt is not None:
+        return system + _messages(prompt, where, ledger)
+    entries = genai.indexed(attributes, "gen_ai.prompt")
+    if entries:
+        return system + [genai.indexed_message(entry) for entry in entries]
+    events = _events(span)
+    return system + genai.event_messages(events, ledger)[0]
+
+
+def _events(span: Span) -> list[dict[str, Any]]:
+    listed = decoded(span.attributes.get("events"))
+    if genai.is_event_list(listed):
+        return [e for e in listed if isinstance(e, dict)]
+    return [{**attributes, "event.name": name} for name, attributes in span.events]
+
+
+def _messages(value: Any, where: str, ledger: dict[str, Any]) -> list[Any]:
+    value = decoded(value)
+    if genai.is_genai_messages(value):
+        return genai.genai_to_flat(value, ledger)
+    read = read_history(value, where)
+    if read.discarded:
+        ledger.update(merged_ledgers(ledger, read.discarded) or {})
+    return read.messages
+
+
+def _genai_output(span: Span, where: str, ledger: dict[str, Any]) -> list[Any]:
+    attributes = span.attributes
+    details = _event(span, _DETAILS_EVENT) or {}
+    for source in (attributes, details):
+        if "gen_ai.output.messages" in source:
+            choices = decoded(source["gen_ai.output.messages"])
+            if isinstance(choices, list):
+                return _messages(choices[:1], where, ledger) if choices else []
+            return _completion(choices, where, ledger)
+    completion = attributes.get("gen_ai.completion")
+    if completion is None:
+        completion = (_event(span, _COMPLETION_EVENT) or {}).get("gen_ai.completion")
+    if completion is not None:
+        return _completion(decoded(completion), where, ledger)
+    entries = genai.indexed(attributes, "gen_ai.completion")
+    if entries:
+        return [genai.indexed_message(entries[0])]
+    return genai.event_messages(_events(span), ledger)[1]
+
+
+def _completion(value: Any, where: str, ledger: dict[str, Any]) -> list[Any]:
+    """A 1.26 completion: a list of messages (the first choice), or ``{text, finish_reason}``."""
+    if isinstance(value, list):
+        return _messages(value[:1], where, ledger) if value else []
+    if isinstance(value, dict) and "text" in value and "role" not in value:
+        return [{"role": "assistant", "content": content_text(value["text"])}]
+    read = read_output(value, where)
+    if read.discarded:
+        ledger.update(merged_ledgers(ledger, read.discarded) or {})
+    return read.messages
+
+
+def _genai_tools(attributes: dict[str, Any]) -> list[dict[str, Any]] | None:
+    tools = tools_of(attributes.get("gen_ai.tool.definitions"))
+    if tools is not None:
+        return tools
+    functions = []
+    for entry in genai.indexed(attributes, "llm.request.functions"):
+        function: dict[str, Any] = {"name": entry.get("name")}
+        if entry.get("description") is not None:
+            function["description"] = entry["description"]
+        if "parameters" in entry:
+            function["parameters"] = decoded(entry["parameters"])
+        functions.append({"type": "function", "function": function})
+    return functions or None
+
+
+def _model(attributes: dict[str, Any]) -> str | None:
+    for key in ("gen_ai.response.model", "gen_ai.request.model"):
+        value = attributes.get(key)
+        if isinstance(value, str) and value:
+            return value
+    return None
+
+
+def span_pieces(fmt: str, span: Span) -> list[Piece]:
+    """The pieces one span gives: a ``Call``, a ``ToolResult``, or nothing (a span of neither)."""
+    attributes = span.attributes
+    where = f"span {span.span_id}"
+    if openinference.is_openinference(attributes):
+        kind = openinference.span_kind(attributes)
+        if kind == "TOOL":
+            found = openinference.tool_result(attributes)
+            if found is None:
+                return []
+            call_id, name, content = found
+            return [ToolResult(fmt, _group(span), span.start, span.span_id, call_id, name, content)]
+        if kind != "LLM" or not openinference.has_messages(attributes):
+            return []
+        ledger: dict[str, Any] = {}
+        history = strict_flat(openinference.history(attributes, ledger), ledger)
+        output = strict_flat(openinference.output(attributes, ledger), ledger)
+        return [
+            Call(
+                fmt,
+                _group(span),
+                span.start,
+                span.span_id,
+                history,
+                output,
+                openinference.tools(attributes),
+                openinference.model(attributes),
+                ledger or None,
+            )
+        ]
+    if attributes.get("gen_ai.operation.name") == "execute_tool":
+        result_key = next((k for k in _RESULT_KEYS if k in attributes), None)
+        if result_key is None:
+            return []  # the result is opt-in: a span without it has nothing to fill in
+        return [
+            ToolResult(
+                fmt,
+                _group(span),
+                span.start,
+                span.span_id,
+                content_text(attributes.get("gen_ai.tool.call.id")).strip(),
+                content_text(attributes.get("gen_ai.tool.name")),
+                result_text(attributes[result_key]),
+            )
+        ]
+    if not _is_genai_llm(span):
+        return []
+    ledger = {}
+    history = strict_flat(_genai_history(span, where, ledger), ledger)
+    output = strict_flat(_genai_output(span, where, ledger), ledger)
+    if not history and not output:
+        return []  # content capture was off: an LLM span with no message to rebuild from
+    tools = _genai_tools(attributes)
+    return [
+        Call(fmt, _group(span), span.start, span.span_id, history, output, tools, _model(attributes), ledger or None)
+    ]
+
+
+# --------------------------------------------------------------------------------------------
+# The readers
+
+
+def read_otlp(record: Any) -> list[Piece]:
+    if not isinstance(record, dict) or not isinstance(_get(record, "resourceSpans", "resource_spans"), list):
+        raise FormatError("not_otlp", "an OTLP traces document has a resourceSpans list")
+    pieces: list[Piece] = []
+    for span, resource in otlp_spans(record):
+        pieces.extend(span_pieces(OTLP, _otlp_span(span, resource)))
+    return pieces
+
+
+def detect_otlp(record: Any) -> bool:
+    return "resourceSpans" in record or "resource_spans" in record
+
+
+def read_span_row(record: Any) -> list[Piece]:
+    if not isinstance(record, dict) or not isinstance(record.get("attributes"), dict):
+        raise FormatError("not_a_span", "a span row has an attributes object")
+    return span_pieces(SPAN_ROWS, _row_span(record))
+
+
+def detect_span_row(record: Any) -> bool:
+    attributes = record.get("attributes")
+    if not isinstance(attributes, dict) or not ("context" in record or "span_id" in record or "trace_id" in record):
+        return False
+    return any(isinstance(k, str) and k.startswith(("gen_ai.", "llm.", "openinference.")) for k in attributes)
+
+
+OTLP_READER = register_call_log_reader(
+    CallLogReader(
+        OTLP,
+        read_otlp,
+        detect_otlp,
+        10,
+        "OTLP JSON traces (collector file exporter): OpenTelemetry GenAI and OpenInference LLM and tool spans",
+    )
+)
+SPAN_ROWS_READER = register_call_log_reader(
+    CallLogReader(
+        SPAN_ROWS,
+        read_span_row,
+        detect_span_row,
+        15,
+        "one span per row with a flat attributes object (Phoenix span JSON, console exporter): "
+        "OpenInference and OpenTelemetry GenAI spans",
+    )
+)
