@@ -56,7 +56,10 @@ def write_mixed_input(directory: Path) -> list[str]:
     (directory / "f.jsonl.zst").write_bytes(zstandard.ZstdCompressor().compress(lines))
     rows = [json.loads(line) for line in (FORMAT_SAMPLES / "sharegpt.jsonl").read_text().splitlines() if line.strip()]
     pq.write_table(pa.Table.from_pylist(rows), directory / "g.parquet")
-    return [*patterns, str(directory / "*.jsonl.zst"), str(directory / "*.parquet")]
+    # And call logs, whose conversations are assembled from their calls (a shuffle).
+    write_call_log_input(directory / "calls")
+    calls = [str(directory / "calls" / "*.json"), str(directory / "calls" / "*.jsonl")]
+    return [*patterns, str(directory / "*.jsonl.zst"), str(directory / "*.parquet"), *calls]
 
 
 def tree(directory: Path) -> dict[str, bytes]:
@@ -73,3 +76,20 @@ def assert_same_outputs(ours: Path, reference: Path, label: str) -> None:
         assert list(mine) == list(theirs), f"{label}: {name}/ holds other files than FnApiRunner's"
         for path in mine:
             assert mine[path] == theirs[path], f"{label}: {name}/{path} differs from FnApiRunner's"
+
+
+CALL_LOGS = ROOT / "tests" / "data" / "calllogs"
+#: Fixture folders of span attributes as instrumentations assert them, not export records.
+ATTRIBUTE_FIXTURES = frozenset({"openinference-genai"})
+
+
+def write_call_log_input(directory: Path) -> list[str]:
+    """Every call-log fixture (tests/data/calllogs: each export family's own samples) in one
+    directory, beside a file of whole conversations: what a mixed directory of exports gives."""
+    directory.mkdir(parents=True)
+    for path in sorted(p for p in CALL_LOGS.rglob("*") if p.is_file() and p.suffix in (".json", ".jsonl")):
+        if path.parent.name in ATTRIBUTE_FIXTURES:
+            continue
+        (directory / f"{path.parent.name}-{path.name}").write_bytes(path.read_bytes())
+    (directory / "whole-conversations.jsonl").write_bytes(b"".join(SAMPLE.read_bytes().splitlines(True)[:20]))
+    return [str(directory / "*.json"), str(directory / "*.jsonl")]

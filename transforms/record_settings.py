@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Callable
 
-from transforms.calllogs.calls import CALL_LOG_READERS
+from transforms.calllogs.readers import CALL_LOG_READERS  # (importing it registers the call-log readers)
 from transforms.formats import READERS, WRITERS
 from transforms.profiles import PROFILES
 from transforms.roles import MAP_TARGETS

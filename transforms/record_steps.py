@@ -15,7 +15,8 @@ import hashlib
 from enum import Enum
 from typing import Any, Callable, NamedTuple
 
-from transforms.calllogs.calls import CALL_LOG_READERS, CallLogReader, Piece, detect_call_log
+from transforms.calllogs.calls import CallLogReader, Piece
+from transforms.calllogs.readers import CALL_LOG_READERS, detect_call_log
 from transforms.formats import (
     READERS,
     Conversation,

@@ -282,6 +282,10 @@ def reassembled(metrics: dict, settings: Settings, max_record_bytes: int, inputs
     return Conversation(found[0].record[settings.messages_field], found[0].record)
 
 
+def _where(entry: dict) -> str:
+    return where_text(str(entry.get("source")), int(entry.get("position", -1)), None)
+
+
 def assembly_lines(assembly: dict) -> list[str]:
     """What made an assembled conversation: its calls (where each was read), and its branch."""
     calls = assembly.get("calls", [])
@@ -294,18 +298,12 @@ def assembly_lines(assembly: dict) -> list[str]:
             else f"; {assembly['branches']} branch(es) split out"
         )
     lines = [head]
-    lines += [
-        f"  call {c.get('call')} at {c.get('start')}: {where_text(str(c.get('source')), int(c.get('position', -1)), None)}"
-        for c in calls
-    ]
+    lines += [f"  call {c.get('call')} at {c.get('start')}: {_where(c)}" for c in calls]
     for name, label in (
         ("tool_results_filled", "tool result filled in"),
         ("tool_results_unused", "tool result already held"),
     ):
-        lines += [
-            f"  {label}: {c.get('call')}: {where_text(str(c.get('source')), int(c.get('position', -1)), None)}"
-            for c in assembly.get(name, ())
-        ]
+        lines += [f"  {label}: {c.get('call')}: {_where(c)}" for c in assembly.get(name, ())]
     return lines
 
 

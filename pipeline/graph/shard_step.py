@@ -112,9 +112,12 @@ def process_batches(
     *,
     observe: Observer | None = None,
     empty_files: bool = False,
+    read: bool = True,
 ) -> ShardResult:
     """``process_shard`` on batches however read (a shard's; the conversations assembled
-    from call logs for one output shard): the result of shard ``number``, first item ``start``."""
+    from call logs for one output shard): the result of shard ``number``, first item ``start``.
+    ``read``: the batches' items are records read (``records_in``); not so for conversations
+    assembled from records read already."""
     step, settings = work.step, work.settings
     taken: dict = {}  # one file per output for the whole shard: unique values are unique in it
     writers: dict = {}
@@ -139,7 +142,7 @@ def process_batches(
             result = normalize_batch(
                 batch.items, settings, step.step, taken=taken, keep_records=not lines_only, hint=hint
             )
-            total = summaries.merge(total, step.partial(len(batch.items), result))
+            total = summaries.merge(total, step.partial(len(batch.items) if read else 0, result))
             for name, items, lines in step.routed(result, lines_only):
                 if name == CALLS:
                     calls.extend(items)  # not an output: the assembly's input

@@ -6,6 +6,7 @@ package registers every built-in format. See ``base`` for the contract.
 
 from typing import Any, NamedTuple
 
+from transforms.calllogs.calls import CALL_LOG_KEYS
 from transforms.formats.base import (
     READERS,
     WRITERS,
@@ -43,7 +44,9 @@ _BUILT_IN_READERS = frozenset(
 #: Top-level keys some reader before ``openai`` looks at (ShareGPT ``conversations``, Gemini
 #: ``contents``, Responses ``input``, Anthropic and Bedrock ``system``, Bedrock ``toolConfig``):
 #: a record holding one is not plain.
-_CLAIMED_KEYS = frozenset(("conversations", "contents", "input", "system", "toolConfig"))
+#: And the keys that mark a call log (a LiteLLM payload has a top-level ``messages``): such a
+#: record goes to full detection, where the call-log readers come first.
+_CLAIMED_KEYS = frozenset(("conversations", "contents", "input", "system", "toolConfig")) | CALL_LOG_KEYS
 _SHAREGPT_ROLES = ("function_call", "observation")
 #: Message keys a detector before ``openai`` looks at (ShareGPT ``from``, Gemini ``parts``).
 _FOREIGN_KEYS = frozenset(("from", "parts"))

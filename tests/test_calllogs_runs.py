@@ -1,0 +1,105 @@
+"""convnorm run on call logs: every export family's samples in one directory, auto-detected,
+their conversations assembled, the same bytes whatever the graph, the runner or the split."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from engine_outputs import assert_same_outputs, write_call_log_input
+from pipeline.cli.main import main
+
+
+def _lines(directory: Path) -> list[bytes]:
+    return [line for part in sorted(directory.glob("part-*")) for line in part.read_bytes().splitlines()]
+
+
+def _run(patterns: list[str], out: Path, *extra: str) -> dict:
+    inputs = [arg for pattern in patterns for arg in ("--input", pattern)]
+    assert main([*inputs, "--output", str(out), "--quiet", "--no-report", *extra]) in (0, 1)
+    return json.loads((out / "summary.json").read_text())
+
+
+@pytest.fixture(scope="module")
+def calls_input(tmp_path_factory) -> list[str]:
+    return write_call_log_input(tmp_path_factory.mktemp("calls") / "input")
+
+
+@pytest.fixture(scope="module")
+def calls_run(tmp_path_factory, calls_input) -> Path:
+    out = tmp_path_factory.mktemp("calls-run") / "out"
+    _run(calls_input, out)
+    return out
+
+
+def test_a_directory_of_exports_is_read_assembled_and_accounted(calls_run):
+    summary = json.loads((calls_run / "summary.json").read_text())
+    calls = summary["call_logs"]
+    assert summary["accounted"]
+    assert calls["records"] > 0 and calls["calls"] >= calls["records"] - calls["tool_results"]
+    assert calls["conversations"] >= 1
+    # Every call is in exactly one conversation's account, and each conversation is written.
+    drops = [json.loads(line) for line in _lines(calls_run / "drops")]
+    assembled = [d for d in drops if "assembly" in d]
+    assert sum(len(d["assembly"]["calls"]) for d in assembled) == calls["calls"]
+    assert sum(d["assembly"]["collapsed"] for d in assembled) == calls["prefixes_collapsed"]
+    assert len(assembled) + summary["dead_letters_by_reason"]["no_llm_calls"] >= calls["conversations"] - (
+        summary["dead_letters"]
+    )
+    # No call-log record is read as a conversation of its own, or refused as unknown.
+    assert summary["dead_letters_by_reason"]["unknown_format"] == 0
+    formats = {d["assembly"]["format"] for d in assembled}
+    assert len(formats) >= 3, formats
+    # The whole conversations beside them are read as they always were.
+    assert len(drops) - len(assembled) == 20 - summary["dead_letters"] + summary["dead_letters_by_reason"][
+        "no_llm_calls"
+    ]
+
+
+def test_assembled_conversations_follow_the_input_shards_sorted(calls_run):
+    parts = sorted((calls_run / "normalized").glob("part-*"))
+    manifest = json.loads((calls_run / "_convnorm_manifest.json").read_text())
+    assert manifest and parts
+    ids = [json.loads(line)["id"] for line in _lines(calls_run / "normalized")]
+    assert len(ids) == len(set(ids)), "an assembled id twice"
+
+
+def test_explain_shows_the_calls_that_made_a_conversation(calls_run, capsys):
+    drops = [json.loads(line) for line in _lines(calls_run / "drops")]
+    most = max((d for d in drops if "assembly" in d), key=lambda d: len(d["assembly"]["calls"]))
+    assert main(["explain", str(calls_run), "--id", most["id"]]) == 0
+    shown = capsys.readouterr().out
+    assert f"assembled from {len(most['assembly']['calls'])} " in shown
+    for call in most["assembly"]["calls"]:
+        assert str(call["call"]) in shown
+
+
+@pytest.mark.slow
+def test_both_graphs_and_two_processes_give_the_same_bytes(tmp_path, calls_input, calls_run):
+    per_shard = tmp_path / "per-shard"
+    _run(calls_input, per_shard, "--graph", "per-shard")
+    assert_same_outputs(per_shard, calls_run, "per-shard graph on call logs")
+    two = tmp_path / "two"
+    _run(calls_input, two, "--direct_num_workers=2", "--direct_running_mode=multi_processing")
+    assert_same_outputs(two, calls_run, "two processes on call logs")
+
+
+@pytest.mark.slow
+def test_the_order_files_are_read_in_changes_no_conversation(tmp_path, calls_input, calls_run):
+    # The same records in other files (reversed names: another read order, other shards).
+    moved = tmp_path / "moved"
+    moved.mkdir()
+    files = sorted(p for pattern in calls_input for p in Path(pattern).parent.glob(Path(pattern).name))
+    for n, path in enumerate(reversed(files)):
+        shutil.copy(path, moved / f"{n:02d}-{path.name}")
+    out = tmp_path / "out"
+    _run([str(moved / "*.json"), str(moved / "*.jsonl")], out)
+
+    def conversations(run: Path) -> list[dict]:
+        records = [json.loads(line) for line in _lines(run / "normalized")]
+        return sorted((r for r in records if "assembly" in json.dumps(r) or True), key=lambda r: json.dumps(r))
+
+    assert conversations(out) == conversations(calls_run)
