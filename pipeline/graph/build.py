@@ -53,14 +53,22 @@ class CheckedCollections(NamedTuple):
     assembly: beam.PCollection
 
 
-#: Output shards of conversations assembled from call logs, at most (``call_shards``).
-MAX_CALL_SHARDS = 16
+#: Input bytes per output shard of conversations assembled from call logs (``call_shards``):
+#: each output shard's conversations are gathered in one worker to be sorted, so their number
+#: grows with the input (measured: 87,178 call rows of 20,000 conversations in one shard held
+#: 500 MiB; bench/bench_calllogs.py).
+CALL_SHARD_INPUT_BYTES = 16 << 20
+MAX_CALL_SHARDS = 4096
 
 
-def call_shards(input_shards: int) -> int:
-    """How many output shards hold the conversations assembled from call logs: one per input
-    shard, up to ``MAX_CALL_SHARDS`` (from the plan alone: the same on every runner and rerun)."""
-    return max(1, min(input_shards, MAX_CALL_SHARDS))
+def call_shards(shards: list[Shard]) -> int:
+    """How many output shards hold the conversations assembled from call logs: one per
+    ``CALL_SHARD_INPUT_BYTES`` of input, at least one (from the plan alone: the same on every
+    runner and rerun; a file of unknown size counts as one such share)."""
+    total = sum(
+        (s.end if s.end is not None else (s.file_size or CALL_SHARD_INPUT_BYTES)) - s.start for s in shards
+    )
+    return max(1, min(-(-total // CALL_SHARD_INPUT_BYTES), MAX_CALL_SHARDS))
 
 
 #: What ``ProcessConversationLogs`` gives: the run's or the validation's PCollections.
@@ -102,7 +110,7 @@ class ProcessConversationLogs(beam.PTransform[beam.pvalue.PBegin, StepCollection
             self._settings,
             self._lines_only,
             batch_size=self._batch_size,
-            call_shards=call_shards(len(self._shards)),
+            call_shards=call_shards(self._shards),
             first_call_shard=len(self._shards),
         )
         return self.RESULT(*out[:-1], read.stats, out.assembly)  # the step's outputs, then ours
@@ -174,7 +182,7 @@ def _build_per_shard(pipeline: beam.Pipeline, job: Job, temp_dir: str, step: Rec
         temp_dir,
         FileSystems.join(temp_dir, summary_file),
         plan_chunks(job),
-        call_shards(len(job.shards)),
+        call_shards(job.shards),
     )
     return JobOutputs(None, summary)
 
