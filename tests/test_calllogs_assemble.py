@@ -5,6 +5,8 @@ from __future__ import annotations
 import itertools
 import tracemalloc
 
+import pytest
+
 from transforms.calllogs.assemble import GroupState, NoCalls, assemble, fill_tool_results
 from transforms.calllogs.calls import Call, ToolResult
 
@@ -144,3 +146,60 @@ def test_a_long_trace_holds_one_history_not_one_per_call():
     assert held < 4 * one_history  # 400 histories would be ~200 times one
     (made,) = assemble("test", "g", state)
     assert len(made.record["messages"]) == 800 and made.assembly["collapsed"] == 399
+
+
+def _langfuse_row(trace: str, n: int, history: list, output: dict) -> bytes:
+    import json
+
+    row = {
+        "id": f"obs-{trace}-{n}",
+        "trace_id": trace,
+        "type": "GENERATION",
+        "parent_observation_id": "",
+        "start_time": f"2026-11-30 10:00:{n:02d}.000000",
+        "input": json.dumps(history),
+        "output": json.dumps(output),
+    }
+    return json.dumps(row).encode()
+
+
+#: 2026-11-30 10:00:00 UTC, when ``_langfuse_row``'s calls start.
+CALLS_START = 1_796_032_800
+
+
+@pytest.mark.slow
+def test_on_a_stream_a_conversation_closes_after_a_gap_and_a_later_call_reopens_it():
+    """The assembling composite on an unbounded input: each group's conversation is emitted once
+    the watermark is past its latest call by the gap, and again, whole, when a call comes after."""
+    import apache_beam as beam
+    from apache_beam.options.pipeline_options import PipelineOptions
+    from apache_beam.testing.test_pipeline import TestPipeline
+    from apache_beam.testing.test_stream import TestStream
+    from apache_beam.testing.util import assert_that, equal_to
+
+    from transforms.conversations import BatchRawRecords, NormalizeConversationBatches, Unbatch
+    from transforms.inputs import RawRecord
+    from transforms.record_settings import Settings
+
+    first = _langfuse_row("t", 1, [USER], CALL)
+    second = _langfuse_row("t", 2, [USER, CALL, RESULT], ANSWER)
+    late = _langfuse_row("t", 3, [USER, CALL, RESULT, ANSWER, {"role": "user", "content": "And Rome?"}], ANSWER)
+    stream = (
+        TestStream()
+        .add_elements([RawRecord("q", 0, first), RawRecord("q", 1, second)])
+        .advance_watermark_to(CALLS_START + 60)  # past the gap after the latest call: it closes
+        .add_elements([RawRecord("q", 2, late)])
+        .advance_watermark_to_infinity()
+    )
+    options = PipelineOptions(["--runner=BundleBasedDirectRunner", "--streaming"])
+    with TestPipeline(options=options) as p:
+        out = (
+            p
+            | stream
+            | BatchRawRecords(max_batch_size=8)
+            | NormalizeConversationBatches(Settings(), session_gap_s=30, reopen_s=300)
+        )
+        emitted = out.drops | Unbatch() | beam.Map(
+            lambda m: (m["id"], m["messages_out"], len(m["assembly"]["calls"]), m["assembly"]["pane"])
+        )
+        assert_that(emitted, equal_to([("t", 4, 2, 0), ("t", 6, 3, 1)]))

@@ -8,8 +8,8 @@ import shutil
 from pathlib import Path
 
 import pytest
-
 from engine_outputs import assert_same_outputs, write_call_log_input
+
 from pipeline.cli.main import main
 
 
@@ -46,17 +46,18 @@ def test_a_directory_of_exports_is_read_assembled_and_accounted(calls_run):
     assembled = [d for d in drops if "assembly" in d]
     assert sum(len(d["assembly"]["calls"]) for d in assembled) == calls["calls"]
     assert sum(d["assembly"]["collapsed"] for d in assembled) == calls["prefixes_collapsed"]
-    assert len(assembled) + summary["dead_letters_by_reason"]["no_llm_calls"] >= calls["conversations"] - (
-        summary["dead_letters"]
+    assert (
+        len(assembled) + summary["dead_letters_by_reason"]["no_llm_calls"]
+        >= calls["conversations"] - (summary["dead_letters"])
     )
     # No call-log record is read as a conversation of its own, or refused as unknown.
     assert summary["dead_letters_by_reason"]["unknown_format"] == 0
     formats = {d["assembly"]["format"] for d in assembled}
     assert len(formats) >= 3, formats
     # The whole conversations beside them are read as they always were.
-    assert len(drops) - len(assembled) == 20 - summary["dead_letters"] + summary["dead_letters_by_reason"][
-        "no_llm_calls"
-    ]
+    assert (
+        len(drops) - len(assembled) == 20 - summary["dead_letters"] + summary["dead_letters_by_reason"]["no_llm_calls"]
+    )
 
 
 def test_assembled_conversations_follow_the_input_shards_sorted(calls_run):

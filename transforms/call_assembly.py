@@ -20,9 +20,11 @@ import zlib
 from typing import Any, Iterable, Iterator, NamedTuple
 
 import apache_beam as beam
-from apache_beam.transforms import trigger
-from apache_beam.transforms import window as beam_window
-from apache_beam.utils import windowed_value
+from apache_beam import coders
+from apache_beam.transforms import userstate
+from apache_beam.transforms.timeutil import TimeDomain
+from apache_beam.transforms.window import GlobalWindow
+from apache_beam.utils.timestamp import Timestamp
 
 from transforms.calllogs.assemble import Assembled, GroupState, NoCalls, assemble, group_key
 from transforms.calllogs.calls import ToolResult
@@ -33,10 +35,10 @@ from transforms.record_steps import CallLogged, DeadLetterReason
 
 #: The shard of batches of conversations assembled on a stream (``STREAM_SHARD`` is the input's).
 STREAM_ASSEMBLED_SHARD = -2
-#: On a stream, a conversation closes after this long without a call (event time), and a call
-#: up to this much later than that re-opens it (``AssembleConversations``).
+#: On a stream, a conversation closes after this long without a call, and a call up to this
+#: much later than that re-opens it (``AssembleConversations``, ``_Sessions``).
 DEFAULT_SESSION_GAP_S = 30 * 60.0
-DEFAULT_ALLOWED_LATENESS_S = 24 * 3600.0
+DEFAULT_REOPEN_S = 24 * 3600.0
 
 #: The output shards of assembled conversations, by default (a library user's graph): past
 #: any input shard a plan makes. ``convnorm run`` numbers them after its input shards.
@@ -146,26 +148,75 @@ def assembly_partial(keyed: tuple[int, Iterable[_Conversation]]) -> dict[str, An
     return {"call_logs": total}
 
 
-def _at_start(item: tuple[tuple[str, str], tuple[str, int, Any]]) -> Any:
-    """A piece at its start time (event time), when it has one."""
-    start = item[1][2].start
-    return beam_window.TimestampedValue(item, start / 1e9) if start > 0 else item
+_CALLS = userstate.CombiningValueStateSpec("calls", coders.PickleCoder(), AssembleCalls())
+_LATEST = userstate.ReadModifyWriteStateSpec("latest", coders.PickleCoder())
+_PANES = userstate.ReadModifyWriteStateSpec("panes", coders.PickleCoder())
+_GAP = userstate.TimerSpec("gap", TimeDomain.WATERMARK)
+_EXPIRE = userstate.TimerSpec("expire", TimeDomain.WATERMARK)
+# Beam's state and timer parameters, as the DoFn's defaults take them.
+_CALLS_STATE, _LATEST_STATE = beam.DoFn.StateParam(_CALLS), beam.DoFn.StateParam(_LATEST)
+_PANES_STATE = beam.DoFn.StateParam(_PANES)
+_GAP_TIMER, _EXPIRE_TIMER = beam.DoFn.TimerParam(_GAP), beam.DoFn.TimerParam(_EXPIRE)
 
 
-class _SessionConversations(beam.DoFn):
-    """A group's state at one firing of its session -> its conversations, marked with the
-    firing (``pane``) and counted ``reopened`` when the firing is a late one."""
+class _Sessions(beam.DoFn):
+    """A stream's pieces, by group -> each group's conversations, once the stream's watermark
+    is ``gap_s`` past the group's latest call (its start time: event time); a call whose start
+    time is unknown holds its group open to the end of the stream.
 
-    def __init__(self, settings: Settings) -> None:
+    A stateful DoFn in the global window, not session windows: a window drops what comes
+    behind the watermark past its allowed lateness, and a replay of old logs is all behind it;
+    here no call is ever dropped. The group's state (a ``GroupState``, combined call by call)
+    is kept until the watermark is ``keep_s`` past that: a call in that time re-opens it, and
+    the conversation is emitted again, whole, with every call so far (``assembly.pane`` counts
+    the emissions; the summary counts it ``reopened``): the newest record of an id is the one
+    to keep. A call after that starts the group afresh; its history makes the conversation
+    again (less the calls and the tool results recorded apart before it)."""
+
+    def __init__(self, settings: Settings, gap_s: float, keep_s: float) -> None:
         self._settings = settings
+        self._gap = gap_s
+        self._keep = keep_s
 
-    def process(self, keyed, pane=beam.DoFn.PaneInfoParam):
-        for _, made in conversations_of(keyed, self._settings, 1):
+    def process(
+        self,
+        element,
+        calls=_CALLS_STATE,
+        latest=_LATEST_STATE,
+        gap=_GAP_TIMER,
+        expire=_EXPIRE_TIMER,
+    ):
+        calls.add(element[1])
+        start = element[1][2].start
+        seen = max(latest.read() or 0, start) if start > 0 else -1
+        if (latest.read() or 0) == -1:
+            seen = -1  # a call of unknown time: open to the end of the stream
+        latest.write(seen)
+        end = GlobalWindow().max_timestamp()
+        if seen == -1:
+            gap.set(end)
+            expire.set(end)
+            return
+        close = Timestamp(micros=seen // 1000) + self._gap
+        gap.set(min(close, end))
+        expire.set(min(close + self._keep, end))
+
+    @userstate.on_timer(_GAP)
+    def closed(self, key=beam.DoFn.KeyParam, calls=_CALLS_STATE, panes=_PANES_STATE):
+        pane = panes.read() or 0
+        for _, made in conversations_of((key, calls.read()), self._settings, 1):
             if isinstance(made.raw.payload, Parsed) and made.raw.payload.assembly is not None:
-                made.raw.payload.assembly["pane"] = pane.index
-            if pane.timing == windowed_value.PaneInfoTiming.LATE:
+                made.raw.payload.assembly["pane"] = pane
+            if pane:
                 made = made._replace(counts={**made.counts, "reopened": 1})
             yield made
+        panes.write(pane + 1)
+
+    @userstate.on_timer(_EXPIRE)
+    def expired(self, calls=_CALLS_STATE, latest=_LATEST_STATE, panes=_PANES_STATE):
+        calls.clear()
+        latest.clear()
+        panes.clear()
 
 
 #: The "shard" of the batches that carry the assembly's partial summaries (never written).
@@ -200,7 +251,7 @@ class AssembleConversations(beam.PTransform):
         buckets: int = 1,
         first_shard: int = FIRST_ASSEMBLED_SHARD,
         session_gap_s: float = DEFAULT_SESSION_GAP_S,
-        allowed_lateness_s: float = DEFAULT_ALLOWED_LATENESS_S,
+        reopen_s: float = DEFAULT_REOPEN_S,
     ):
         super().__init__()
         self._settings = settings
@@ -208,26 +259,12 @@ class AssembleConversations(beam.PTransform):
         self._buckets = max(1, buckets)
         self._first_shard = first_shard
         self._gap = session_gap_s
-        self._lateness = allowed_lateness_s
+        self._lateness = reopen_s
 
     def _sessions(self, pieces, handed_on):
-        """On a stream: a group's conversation closes after ``session_gap_s`` without a call (in
-        event time: the calls' start times) and is emitted then; a call that arrives later, within
-        ``allowed_lateness_s``, re-opens it and the conversation is emitted again, whole (with
-        every call so far: ``assembly.pane`` counts the emissions), counted ``reopened``."""
-        made = (
-            pieces
-            | "AtStart" >> beam.Map(_at_start)
-            | "Sessions"
-            >> beam.WindowInto(
-                beam_window.Sessions(self._gap),
-                trigger=trigger.AfterWatermark(late=trigger.AfterCount(1)),
-                accumulation_mode=trigger.AccumulationMode.ACCUMULATING,
-                allowed_lateness=self._lateness,
-            )
-            | "AssembleGroups" >> beam.CombinePerKey(AssembleCalls())
-            | "Conversations" >> beam.ParDo(_SessionConversations(self._settings))
-        )
+        """On a stream: ``_Sessions`` (a group's conversation emitted after ``session_gap_s``
+        without a call; a later call re-opens it)."""
+        made = pieces | "Sessions" >> beam.ParDo(_Sessions(self._settings, self._gap, self._lateness))
         batches = made | "Batches" >> beam.Map(lambda c: Batch(STREAM_ASSEMBLED_SHARD, 0, [c.raw])).with_output_types(
             Batch
         )

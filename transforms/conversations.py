@@ -49,7 +49,13 @@ from apache_beam.pvalue import TaggedOutput
 from apache_beam.utils.windowed_value import WindowedValue
 
 from transforms import summary as summaries
-from transforms.call_assembly import FIRST_ASSEMBLED_SHARD, AssembleConversations, call_log_partial
+from transforms.call_assembly import (
+    DEFAULT_REOPEN_S,
+    DEFAULT_SESSION_GAP_S,
+    FIRST_ASSEMBLED_SHARD,
+    AssembleConversations,
+    call_log_partial,
+)
 from transforms.counters import COUNTED_BY_KIND, COUNTED_TOTALS, COUNTER_NAMES, DISTRIBUTION_NAMES, NAMESPACE
 from transforms.inputs import DEFAULT_BATCH_BYTES, DEFAULT_BATCH_SIZE, Batch, Parsed, RawRecord, batch_is_full, raw_size
 from transforms.record_settings import Settings
@@ -389,7 +395,9 @@ class ProcessConversationBatches(beam.PTransform):
     assembled into conversations (``transforms.call_assembly.AssembleConversations``: a
     shuffle), which the same step then processes; its outputs join the others', and the
     assembly's partial summaries are the outputs' ``assembly``. ``call_shards`` output shards,
-    numbered from ``first_call_shard``, hold the assembled conversations.
+    numbered from ``first_call_shard``, hold the assembled conversations. On a stream, a
+    conversation is emitted after ``session_gap_s`` without a call, and again if a call comes
+    within ``reopen_s`` after that (``transforms.call_assembly._Sessions``).
     """
 
     def __init__(
@@ -399,12 +407,15 @@ class ProcessConversationBatches(beam.PTransform):
         batch_size: int = DEFAULT_BATCH_SIZE,
         call_shards: int = 1,
         first_call_shard: int = FIRST_ASSEMBLED_SHARD,
+        session_gap_s: float = DEFAULT_SESSION_GAP_S,
+        reopen_s: float = DEFAULT_REOPEN_S,
     ) -> None:
         super().__init__()
         self._route = route
         self._batch_size = batch_size
         self._call_shards = call_shards
         self._first_call_shard = first_call_shard
+        self._sessions = (session_gap_s, reopen_s)
 
     def expand(self, raw_batches):
         route = self._route
@@ -416,7 +427,7 @@ class ProcessConversationBatches(beam.PTransform):
         if not route.settings.calls:
             return step.outputs(*direct)
         assembled = outputs[CALLS] | "AssembleCalls" >> AssembleConversations(
-            route.settings, self._batch_size, self._call_shards, self._first_call_shard
+            route.settings, self._batch_size, self._call_shards, self._first_call_shard, *self._sessions
         )
         # The assembled conversations are flat records: read as such, whatever --format said.
         again = RouteConversations(
