@@ -169,7 +169,7 @@ def read_langfuse(record: Any) -> list[Piece]:
 
 def detect_langfuse(record: Any) -> bool:
     if "observations" in record:
-        return isinstance(record.get("trace"), dict) and isinstance(record["observations"], list)
+        return isinstance(record.get("trace"), dict)
     if "parent_observation_id" in record:
         return "trace_id" in record and "type" in record
     if "parentObservationId" in record:

@@ -1,0 +1,408 @@
+"""Call-log readers on real public samples (tests/data/calllogs/SOURCES.md) and hand-written
+records of the documented shapes: the flat histories, outputs, tool results, groups and starts."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from transforms.calllogs.calls import Call, ToolResult
+from transforms.calllogs.readers import CALL_LOG_READERS, detect_call_log
+
+DATA = Path(__file__).resolve().parent / "data" / "calllogs"
+
+
+def load(path: str) -> Any:
+    return json.loads((DATA / path).read_text(encoding="utf-8"))
+
+
+def lines(path: str) -> list[Any]:
+    return [json.loads(line) for line in (DATA / path).read_text(encoding="utf-8").splitlines() if line.strip()]
+
+
+def read(record: Any, expected_reader: str) -> list[Any]:
+    reader = detect_call_log(record)
+    assert reader is not None and reader.name == expected_reader
+    return reader.read(record)
+
+
+def user(text: str) -> dict[str, Any]:
+    return {"role": "user", "content": text}
+
+
+def system(text: str) -> dict[str, Any]:
+    return {"role": "system", "content": text}
+
+
+def assistant(text: str, *calls: dict[str, Any]) -> dict[str, Any]:
+    message: dict[str, Any] = {"role": "assistant", "content": text}
+    if calls:
+        message["tool_calls"] = list(calls)
+    return message
+
+
+def call(call_id: str, name: str, args: Any) -> dict[str, Any]:
+    return {"tool_call_id": call_id, "name": name, "args": args}
+
+
+def tool(call_id: str, text: str) -> dict[str, Any]:
+    return {"role": "tool", "content": text, "tool_call_id": call_id}
+
+
+# --------------------------------------------------------------------------------------------
+# Langfuse
+
+
+def test_langfuse_microsoft_agent_trace_download():
+    """Real Microsoft agent-framework trace (OTel GenAI parts in Langfuse): two GENERATIONs, the
+    second sending only the tool result, and a TOOL observation whose call id is in metadata.
+    The histories and outputs are those of Langfuse's own normalization (its chatml.json)."""
+    pieces = read(load("langfuse/microsoft-agent-2025-12-17.trace.json"), "langfuse")
+    first, second, result = pieces
+    weather_call = call("call_CwaJHuXTm9dmHFQPlVbqyzJ0", "get_weather", '{"location":"Tokyo, Japan"}')
+    assert first == Call(
+        "langfuse",
+        "8e419d3288419b5d944270505640e183",
+        1765964257260000000,
+        "2406e8343fd49c0e",
+        [user("What's the weather in Tokyo?")],
+        [assistant("", weather_call)],
+        first.tools,
+        "gpt-5-mini-2025-08-07",
+    )
+    assert first.tools is not None and first.tools[0]["function"]["name"] == "get_weather"
+    envelope = (
+        '{"type": "function_result", "call_id": "call_CwaJHuXTm9dmHFQPlVbqyzJ0", '
+        '"result": "The weather in Tokyo, Japan is stormy with a high of 23\\u00b0C."}'
+    )
+    assert second.history == [tool("call_CwaJHuXTm9dmHFQPlVbqyzJ0", envelope)]
+    assert second.output == [assistant("Current conditions in Tokyo, Japan: stormy, high around 23°C.")]
+    assert second.start == 1765964260555000000
+    assert result == ToolResult(
+        "langfuse",
+        "8e419d3288419b5d944270505640e183",
+        1765964260551000000,
+        "a2de97aac476c036",
+        "call_CwaJHuXTm9dmHFQPlVbqyzJ0",
+        "get_weather",
+        "The weather in Tokyo, Japan is stormy with a high of 23°C.",
+    )
+
+
+def test_langfuse_openai_agents_trace_download():
+    """Real OpenAI Agents SDK trace: Responses items as input, a whole Responses object as
+    output (its instructions a leading system message), observations out of time order, and
+    an AGENT observation that gives nothing."""
+    later, earlier, result = read(load("langfuse/openai-agents-2025-09-30.trace.json"), "langfuse")
+    weather = call("call_Kud0j0DxWSmLzv9W5m6qVqXn", "get_weather", '{"city":"Tokyo"}')
+    assert earlier.start < result.start < later.start
+    assert earlier.history == [system("You are a helpful agent."), user("What's the weather in Tokyo?")]
+    assert earlier.output == [assistant("", weather)]
+    assert later.history == [
+        system("You are a helpful agent."),
+        user("What's the weather in Tokyo?"),
+        assistant("", weather),
+        tool("call_Kud0j0DxWSmLzv9W5m6qVqXn", "The weather in Tokyo is sunny."),
+    ]
+    assert later.output == [
+        assistant(
+            "The weather in Tokyo is currently sunny. If you need more details like temperature or "
+            "forecast for the upcoming days, just let me know!"
+        )
+    ]
+    assert later.model == "gpt-4.1-2025-04-14"
+    assert later.tools is not None and later.tools[0]["function"]["name"] == "get_weather"
+    assert {later.group, earlier.group, result.group} == {"fee618f96dc31e0ca38b2f7b26eb8b29"}
+    assert result.tool_call_id == "" and result.content == "The weather in Tokyo is sunny."
+
+
+def test_langfuse_blob_export_rows():
+    rows = lines("langfuse/blob-export-rows.jsonl")
+    second, tool_row, first, span, camel = (read(row, "langfuse") for row in rows)
+    paris = call("call_1", "get_weather", '{"city":"Paris"}')
+    assert first == [
+        Call(
+            "langfuse",
+            "s-1",
+            1796032800000000000,
+            "obs-1",
+            [user("Weather in Paris?")],
+            [assistant("", paris)],
+            [{"type": "function", "function": {"name": "get_weather", "parameters": {"type": "object"}}}],
+            "gpt-4o",
+        )
+    ]
+    assert second[0].history == [user("Weather in Paris?"), assistant("", paris), tool("call_1", "rainy")]
+    assert second[0].output == [assistant("Rainy.")]
+    assert second[0].start == 1796032802500000000  # 2026-11-30 10:00:02.5 UTC
+    assert tool_row == [
+        ToolResult("langfuse", "s-1", 1796032802000000000, "obs-tool", "call_1", "get_weather", "rainy")
+    ]
+    assert span == []
+    # The camelCase API row, a Gemini request and response as objects, grouped by its trace.
+    assert camel[0].group == "tr-2" and camel[0].history == [user("Hi")] and camel[0].output == [assistant("Hello!")]
+
+
+# --------------------------------------------------------------------------------------------
+# OTLP and span rows
+
+
+def test_otlp_vertexai_spans_real_attributes():
+    """python-contrib's Vertex AI spans (attributes as its tests assert them) in OTLP JSON, one
+    document per line, with a non-LLM span beside them; intValue as a string and a number."""
+    second_doc, first_doc = lines("otlp/vertexai-tool-events.jsonl")
+    (second,) = read(second_doc, "otlp")
+    (first,) = read(first_doc, "otlp")
+    delhi = call("get_current_weather_0", "get_current_weather", {"location": "New Delhi"})
+    sf = call("get_current_weather_1", "get_current_weather", {"location": "San Francisco"})
+    question = user("Get weather details in New Delhi and San Francisco?")
+    assert first.history == [question]
+    assert first.output == [assistant("", delhi, sf)]  # role "model" is the assistant
+    assert second.history == [
+        question,
+        assistant("", delhi, sf),
+        tool("get_current_weather_0", '{"content":"{\\"temperature\\": 35, \\"unit\\": \\"C\\"}"}'),
+        tool("get_current_weather_1", '{"content":"{\\"temperature\\": 25, \\"unit\\": \\"C\\"}"}'),
+    ]
+    assert second.output == [
+        assistant("The current temperature in New Delhi is 35°C, and in San Francisco, it is 25°C.")
+    ]
+    assert (first.start, second.start) == (1757346066000000000, 1757346068000000000)
+    assert first.group == second.group == "5b8efff798038103d269b633813fc60c"
+    assert first.model == "gemini-2.5-pro"
+
+
+def _as_otlp(attributes: dict[str, Any]) -> dict[str, Any]:
+    def value(v: Any) -> dict[str, Any]:
+        if isinstance(v, bool):
+            return {"boolValue": v}
+        if isinstance(v, int):
+            return {"intValue": str(v)}
+        if isinstance(v, float):
+            return {"doubleValue": v}
+        if isinstance(v, list):
+            return {"arrayValue": {"values": [value(x) for x in v]}}
+        return {"stringValue": v}
+
+    span = {
+        "traceId": "0af7651916cd43dd8448eb211c80319c",
+        "spanId": "b7ad6b7169203331",
+        "startTimeUnixNano": "1760000000000000000",
+        "attributes": [{"key": k, "value": value(v)} for k, v in attributes.items()],
+    }
+    return {"resourceSpans": [{"resource": {}, "scopeSpans": [{"scope": {}, "spans": [span]}]}]}
+
+
+PARIS_HISTORY = [
+    user("Weather in Paris?"),
+    assistant("Absolutely! Let me check the weather for you.", call("1234", "get_weather", {"location": "Paris"})),
+    tool("1234", "rainy, 57°F"),
+]
+PARIS_OUTPUT = [assistant("The weather in Paris is currently rainy with a temperature of 57°F.")]
+
+
+@pytest.mark.parametrize(
+    "fixture",
+    [
+        "otel_genai_client_span_tool_calls",  # current GenAI attributes
+        "otel_genai_deprecated_client_span_tool_calls",  # 1.26 gen_ai.prompt / gen_ai.completion
+        "openinference_client_span_tool_calls",  # the same call in OpenInference
+    ],
+)
+@pytest.mark.parametrize("container", ["otlp", "span-rows"])
+def test_openinference_genai_fixture_pairs(fixture, container):
+    """OpenInference's converter fixtures: one call in three spellings, read to one history."""
+    attributes = load(f"openinference-genai/{fixture}.json")
+    if container == "otlp":
+        record = _as_otlp(attributes)
+    else:
+        record = {
+            "context": {"trace_id": "t", "span_id": "s"},
+            "start_time": "2025-10-09T08:53:20Z",
+            "attributes": attributes,
+        }
+    (piece,) = read(record, container)
+    expected = PARIS_HISTORY
+    if fixture.startswith("openinference"):  # OpenInference keeps arguments as the JSON string
+        expected = [
+            *PARIS_HISTORY[:1],
+            {**PARIS_HISTORY[1], "tool_calls": [call("1234", "get_weather", '{"location":"Paris"}')]},
+            PARIS_HISTORY[2],
+        ]
+    assert piece.history == expected
+    assert piece.output == PARIS_OUTPUT
+    assert piece.model == "gpt-4-0613"
+    assert piece.start == 1760000000000000000
+
+
+def test_genai_execute_tool_span_fixture():
+    (result,) = read(_as_otlp(load("openinference-genai/otel_genai_tool_execution_span.json")), "otlp")
+    assert result.tool_call_id == "1234" and result.name == "get_weather"
+    assert result.content.startswith('{"status": "success", "report": "The weather in New York')
+
+
+def test_otlp_handwritten_documents():
+    current, indexed, events, oi = (read(doc, "otlp") for doc in lines("otlp/handwritten.jsonl"))
+    # Current conventions: the misspelt system instructions key, uri/blob/file placeholders, a
+    # result written "result" with a padded id under role user, structured output (first choice,
+    # its reasoning in the ledger), an execute_tool span, an HTTP span and a content-less chat span.
+    chat, result = current
+    assert chat.history == [
+        system("Be brief."),
+        user("Weather in Paris?\n[image]\n[audio]\n[file]"),
+        assistant("", call("call_1", "get_weather", {"city": "Paris"})),
+        tool("call_1", "rainy, 57°F"),
+        user("And tomorrow?"),
+    ]
+    assert chat.output == [assistant("Rainy today, sunny tomorrow.")]
+    assert chat.discarded == {"reasoning": [1, 28]}
+    assert chat.group == result.group == "conv-42"
+    assert chat.tools == [{"type": "function", "function": {"name": "get_weather", "parameters": {"type": "object"}}}]
+    assert result.tool_call_id == "call_1" and result.content == "rainy, 57°F"
+    # Indexed attributes (OpenLLMetry), numeric order (.10 after .2), snake_case OTLP keys.
+    (legacy,) = indexed
+    assert legacy.history == [
+        user("Weather in San Francisco?"),
+        assistant("", call("1", "get_current_weather", '{"location": "San Francisco"}')),
+        tool("1", "The weather in San Francisco is 70 degrees and sunny."),
+        user("Thanks!"),
+    ]
+    assert legacy.output == [assistant("You're welcome!")]
+    assert legacy.group == "tl-session"
+    assert legacy.tools is not None and legacy.tools[0]["function"]["description"] == "Weather of a city"
+    # Span events: 1.26 prompt/completion events, then per-message events and a choice.
+    old, per_message = events
+    assert (old.history, old.output) == ([system("Be brief."), user("Hi")], [assistant("Hello!")])
+    assert per_message.history == [
+        system("Be brief."),
+        user("Weather?"),
+        assistant("", call("call_9", "get_weather", "{}")),
+        tool("call_9", "sunny"),
+    ]
+    assert per_message.output == [assistant("Sunny.")]
+    assert old.group == "33333333333333333333333333333333"  # no conversation id: the trace
+    # OpenInference spans in OTLP: the LLM span, its TOOL span; the AGENT span gives nothing.
+    llm, oi_tool = oi
+    assert llm.group == oi_tool.group == "oi-session"
+    assert llm.output == [assistant("", call("call_1", "get_weather", '{"city":"Paris"}'))]
+    assert oi_tool.content == "rainy" and oi_tool.tool_call_id == ""
+
+
+def test_span_row_example():
+    (piece,) = read(lines("otlp/span-rows.jsonl")[0], "span-rows")
+    assert piece.history == [
+        user("Weather in Paris?"),
+        assistant("", call("call_1", "get_weather", '{"city":"Paris"}')),
+        tool("call_1", "rainy"),
+    ]
+    assert piece.output == [assistant("Rainy.")]
+    assert piece.start == 1796032800123456789  # nanoseconds kept
+    assert (piece.group, piece.call_id) == ("0x5b8e", "0xeee1")
+
+
+# --------------------------------------------------------------------------------------------
+# LangSmith
+
+
+def test_langsmith_recorded_ingestion_payload():
+    """The SDK's recorded wrap_openai payload: post and patch merged (the patch has no id and
+    matches by dotted_order), epoch-millisecond start."""
+    (piece,) = read(load("langsmith/langsmith_js_wrap_openai_default.json"), "langsmith")
+    assert piece == Call(
+        "langsmith",
+        "dc34609e-3eeb-459d-bc2a-6fedb01d2e6e",
+        1728803137170000000,
+        "dc34609e-3eeb-459d-bc2a-6fedb01d2e6e",
+        [user("howdy")],
+        [assistant("Howdy! How can I assist you today?")],
+        None,
+        "gpt-4o-mini",
+    )
+
+
+def test_langsmith_langchain_runs():
+    llm, tool_run, first, chain = (read(run, "langsmith") for run in lines("langsmith/langchain-runs.jsonl"))
+    paris = call("call_1", "get_weather", {"city": "Paris"})
+    assert llm[0].history == [
+        system("Be brief."),
+        user("Weather in Paris?"),
+        assistant("", paris),
+        tool("call_1", "rainy"),
+    ]
+    assert llm[0].output == [assistant("Rainy.")]
+    assert llm[0].group == "thread-42" and llm[0].model == "gpt-4o"
+    assert llm[0].start == 1796032802000001000
+    assert llm[0].tools is not None and llm[0].tools[0]["function"]["name"] == "get_weather"
+    assert tool_run == [
+        ToolResult("langsmith", "thread-42", 1796032801500000000, "run-tool", "call_1", "get_weather", "rainy")
+    ]
+    # LangChain message dicts, and an Anthropic AIMessage whose tool_use block repeats its call.
+    assert first[0].history == [system("Be brief."), user("Weather in Paris?")]
+    assert first[0].output == [assistant("Let me check.", paris)]
+    assert chain == []
+
+
+# --------------------------------------------------------------------------------------------
+# Proxies
+
+
+def test_litellm_standard_logging_payload():
+    (piece,) = read(load("litellm/standard_logging_payload.json"), "litellm")
+    assert piece == Call(
+        "litellm",
+        "chatcmpl-2299b6a2-82a3-465a-b47c-04e685a2227f",
+        1737710446847371000,  # "2025-01-24 09:20:46.847371", read as UTC
+        "chatcmpl-2299b6a2-82a3-465a-b47c-04e685a2227f",
+        [user("Hello, world!")],
+        [assistant("hi")],
+        None,
+        "gpt-4o",
+    )
+
+
+def test_litellm_other_payloads():
+    spend_log, embedding, anthropic = (read(row, "litellm") for row in lines("litellm/more-payloads.jsonl"))
+    assert spend_log == []  # prompts not stored
+    assert embedding == []  # no chat call
+    assert anthropic[0].group == "conv-3"
+    assert anthropic[0].output == [assistant("", call("toolu_1", "get_weather", '{"city":"Paris"}'))]
+    assert anthropic[0].tools == [{"type": "function", "function": {"name": "get_weather"}}]
+
+
+def test_helicone_export_rows():
+    rows = [read(row, "helicone") for row in lines("helicone/export-rows.jsonl")]
+    (second,), (first,), (claude,), (gemini,), (responses,) = rows
+    paris = call("call_1", "get_weather", '{"city":"Paris"}')
+    assert first.history == [system("Be brief."), user("Weather in Paris?")]  # bodies as JSON strings
+    assert first.output == [assistant("", paris)]
+    assert first.start == 1796029200000000000  # 10:00+01:00 is 09:00 UTC
+    assert second.history == [
+        system("Be brief."),
+        user("Weather in Paris?"),
+        assistant("", paris),
+        tool("call_1", "rainy"),
+    ]
+    assert second.output == [assistant("Rainy.")]
+    assert first.group == second.group == "sess-9"
+    assert second.tools is not None and second.tools[0]["function"]["name"] == "get_weather"
+    assert (claude.group, claude.output, claude.discarded) == ("req-3", [assistant("Hello!")], {"thinking": [1, 11]})
+    assert gemini.output == [assistant("Hello from Gemini.")]
+    assert responses.history == [system("Be brief."), user("Hi")] and responses.output == [assistant("Hello!")]
+
+
+def test_openpipe_export():
+    (plain,), (tagged,) = (read(row, "openpipe") for row in lines("openpipe/export.jsonl"))
+    assert plain.history == [system("Classify the sentiment."), user("I love it")]
+    assert plain.output == [assistant("positive")]
+    assert plain.group == plain.call_id and plain.group.startswith("openpipe-") and plain.start == 0
+    assert tagged.group == "chat-7"
+    # The digest is the request's, deterministic: the same line read again, the same ids.
+    assert read(lines("openpipe/export.jsonl")[0], "openpipe")[0] == plain
+
+
+def test_every_reader_has_a_sample_here():
+    tested = {"langfuse", "otlp", "span-rows", "langsmith", "litellm", "helicone", "openpipe"}
+    assert set(CALL_LOG_READERS) == tested
