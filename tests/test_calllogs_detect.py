@@ -23,6 +23,7 @@ SAMPLES = {
     "langfuse": [
         "langfuse/microsoft-agent-2025-12-17.trace.json",
         "langfuse/openai-agents-2025-09-30.trace.json",
+        "langfuse/pydantic-ai-2025-06-06.trace.json",
         "langfuse/blob-export-rows.jsonl",
     ],
     "otlp": ["otlp/vertexai-tool-events.jsonl", "otlp/handwritten.jsonl"],

@@ -406,3 +406,27 @@ def test_openpipe_export():
 def test_every_reader_has_a_sample_here():
     tested = {"langfuse", "otlp", "span-rows", "langsmith", "litellm", "helicone", "openpipe"}
     assert set(CALL_LOG_READERS) == tested
+
+
+def test_langfuse_pydantic_ai_events_and_the_same_span_as_a_row():
+    """Real pydantic-ai 2025-06 trace: GenAI *events* as the input (a JSON list with
+    ``event.name``) and a ``gen_ai.choice`` as the output, grouped by the trace's sessionId. The
+    OTel attributes Langfuse kept in ``metadata`` (the ``events`` attribute) read as a span row
+    give the same call."""
+    record = load("langfuse/pydantic-ai-2025-06-06.trace.json")
+    (generation,) = read(record, "langfuse")  # the SPAN observation gives nothing
+    answer = generation.output[0]["content"]
+    assert answer.startswith("Langfuse is a tool designed for observability")
+    expected_history = [
+        system("You are a helpful assistant that answers questions clearly and concisely."),
+        user("What is Langfuse?"),
+    ]
+    assert generation.history == expected_history
+    assert generation.output == [assistant(answer)]
+    assert (generation.group, generation.model) == ("session_abc", "gpt-4o")
+    metadata = json.loads(record["observations"][0]["metadata"])
+    row = {"context": {"trace_id": "25f4", "span_id": "5cb3"}, "start_time": "2025-06-06T14:40:28.562Z", **metadata}
+    (span,) = read(row, "span-rows")
+    assert (span.history, span.output) == (expected_history, [assistant(answer)])
+    assert span.start == generation.start == 1749220828562000000
+    assert span.model == "gpt-4o-2024-08-06"  # the response's model, which the span records
