@@ -122,6 +122,8 @@ def read_history(payload: Any, where: str, text_role: str = "user") -> Embedded:
         payload = [payload]
     if isinstance(payload, list) and not payload:
         return Embedded([])
+    if not isinstance(payload, (list, dict)):
+        raise FormatError("unknown_messages", f"{where}: {_describe(payload)} is not a message shape any reader knows")
     ledger: dict[str, Any] = {}
     if isinstance(payload, list) and genai.is_genai_messages(payload):
         return Embedded(genai.genai_to_flat(payload, ledger), discarded=ledger or None)
@@ -132,6 +134,8 @@ def read_history(payload: Any, where: str, text_role: str = "user") -> Embedded:
         # A request body whose messages are GenAI parts (openinference-genai's ``input``).
         flat = genai.genai_to_flat(payload["messages"], ledger)
         return Embedded(flat, tools_of(payload.get("tools")), _model_of(payload.get("model")), ledger or None)
+    for entries in [payload] if isinstance(payload, list) else [v for v in payload.values() if isinstance(v, list)]:
+        check_blocks(entries, where)
     reader = detect_reader(payload)
     if reader is None:
         raise FormatError("unknown_messages", f"{where}: {_describe(payload)} is not a message shape any reader knows")
@@ -189,14 +193,17 @@ def read_output(payload: Any, where: str) -> Embedded:
             return Embedded(_text_message("assistant", choice["text"]), model=model)
         return Embedded([], model=model)
     if payload.get("type") == "message" and isinstance(payload.get("content"), list):
+        check_blocks(payload["content"], where)
         flat = anthropic_to_flat([{"role": "assistant", "content": payload["content"]}], None, ledger)
         return Embedded(flat, model=model, discarded=ledger or None)
     if payload.get("object") == "response" or (isinstance(payload.get("output"), list) and "instructions" in payload):
-        flat = responses_to_flat(payload.get("output") or [], ledger)
+        items = payload.get("output")
+        check_blocks(items, where)
+        flat = responses_to_flat(items if isinstance(items, list) else [], ledger)
         return Embedded(flat, tools_of(payload.get("tools")), model, ledger or None)
     candidates = payload.get("candidates")
     if isinstance(candidates, list):
-        content = (_first(candidates) or {}).get("content")
+        content = as_dict(_first(candidates)).get("content")
         if not isinstance(content, dict):
             return Embedded([], model=_model_of(payload.get("modelVersion")))
         flat = gemini_to_flat([{"role": "model", **content}], None, ledger)
@@ -209,6 +216,19 @@ def read_output(payload: Any, where: str) -> Embedded:
     if "role" in payload:
         return read_history(payload, where, "assistant")
     raise FormatError("unknown_output", f"{where}: {_describe(payload)} is not a response shape any reader knows")
+
+
+def check_blocks(content: Any, where: str) -> None:
+    """Refuse a content list holding a block whose ``type`` is not a string, at any depth of
+    nested ``content`` lists (the provider readers look types up by name): ``bad_block``,
+    before any reader sees it."""
+    if isinstance(content, list):
+        for block in content:
+            if not isinstance(block, dict):
+                continue
+            if "type" in block and not isinstance(block["type"], str):
+                raise FormatError("bad_block", f"{where}: a content block's type is {type(block['type']).__name__}")
+            check_blocks(block.get("content"), where)
 
 
 def _assistant(message: dict[str, Any]) -> dict[str, Any]:

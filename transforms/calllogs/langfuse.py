@@ -100,7 +100,11 @@ def _call(observation: dict[str, Any], session: Any) -> Call:
     messages = history.messages
     instructions = decoded(observation.get("output"))
     instructions = instructions.get("instructions") if isinstance(instructions, dict) else None
-    if isinstance(instructions, str) and instructions and not (messages and messages[0].get("role") == "system"):
+    if (
+        isinstance(instructions, str)
+        and instructions
+        and not (messages and as_dict(messages[0]).get("role") == "system")
+    ):
         # A Responses object echoes the request's instructions, which the recorded input lacks.
         messages = [{"role": "system", "content": instructions}, *messages]
     model = _field(observation, "model") or history.model or output.model
@@ -143,7 +147,7 @@ def observation_pieces(observation: Any, session: Any = None) -> list[Piece]:
     if not isinstance(observation, dict):
         raise FormatError("bad_observation", f"an observation is {type(observation).__name__}, not an object")
     kind = observation.get("type")
-    kind = kind.upper() if isinstance(kind, str) else kind
+    kind = kind.upper() if isinstance(kind, str) else ""
     if kind in _CALL_TYPES:
         return [_call(observation, session)]
     if kind in _TOOL_TYPES:

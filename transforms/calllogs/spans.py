@@ -101,12 +101,10 @@ def any_value(value: Any) -> Any:
                 raise FormatError("bad_attribute", f"intValue {raw!r:.40} is not an integer") from None
     for key in ("arrayValue", "array_value"):
         if key in value:
-            values = value[key].get("values") if isinstance(value[key], dict) else None
-            return [any_value(v) for v in values or ()]
+            return [any_value(v) for v in _list(as_dict(value[key]).get("values"))]
     for key in ("kvlistValue", "kvlist_value"):
         if key in value:
-            values = value[key].get("values") if isinstance(value[key], dict) else None
-            return attributes_of(values or [])
+            return attributes_of(_list(as_dict(value[key]).get("values")))
     return None
 
 
@@ -217,6 +215,11 @@ def _group(span: Span) -> str:
     return span.trace_id
 
 
+def _operation(attributes: dict[str, Any]) -> str:
+    operation = attributes.get("gen_ai.operation.name")
+    return operation if isinstance(operation, str) else ""
+
+
 def _event(span: Span, name: str) -> dict[str, Any] | None:
     for event_name, attributes in span.events:
         if event_name == name:
@@ -228,7 +231,7 @@ def _is_genai_llm(span: Span) -> bool:
     attributes = span.attributes
     if not _CONTENT_KEYS.isdisjoint(attributes) or "gen_ai.prompt.0.role" in attributes:
         return True
-    if attributes.get("gen_ai.operation.name") in _LLM_OPERATIONS:
+    if _operation(attributes) in _LLM_OPERATIONS:
         return True
     return any(name in _LLM_EVENTS for name, _ in span.events)
 
@@ -355,7 +358,7 @@ def span_pieces(fmt: str, span: Span) -> list[Piece]:
                 ledger or None,
             )
         ]
-    if attributes.get("gen_ai.operation.name") == "execute_tool":
+    if _operation(attributes) == "execute_tool":
         result_key = next((k for k in _RESULT_KEYS if k in attributes), None)
         if result_key is None:
             return []  # the result is opt-in: a span without it has nothing to fill in
