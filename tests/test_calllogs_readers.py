@@ -430,3 +430,37 @@ def test_langfuse_pydantic_ai_events_and_the_same_span_as_a_row():
     assert (span.history, span.output) == (expected_history, [assistant(answer)])
     assert span.start == generation.start == 1749220828562000000
     assert span.model == "gpt-4o-2024-08-06"  # the response's model, which the span records
+
+
+def test_otlp_semconv_documented_examples():
+    """The GenAI conventions' own worked examples: a tool call over two spans (the execute_tool
+    span records no result: nothing), system instructions beside a system message, reasoning."""
+    tool_calls, others = (read(doc, "otlp") for doc in lines("otlp/semconv-examples.jsonl"))
+    second, first = tool_calls
+    paris = call("call_VSPygqKTWdrhaFErNvMV18Yl", "get_weather", {"location": "Paris"})
+    assert first.history == [user("Weather in Paris?")]
+    assert first.output == [assistant("", paris)]
+    assert (
+        first.tools is not None and first.tools[0]["function"]["description"] == "Get the weather in a given location"
+    )
+    assert second.history == [
+        user("Weather in Paris?"),
+        assistant("", paris),
+        tool(paris["tool_call_id"], "rainy, 57°F"),
+    ]
+    assert second.output == [assistant("The weather in Paris is currently rainy with a temperature of 57°F.")]
+    assert second.tools is None  # the definitions are on the first span only
+    assert first.group == second.group == "0af7651916cd43dd8448eb211c80319c"
+    instructions, reasoning = others
+    assert instructions.history == [
+        system("You must never tell jokes"),
+        system("You are a helpful bot"),
+        user("Tell me a joke about OpenTelemetry"),
+    ]
+    assert reasoning.output == [
+        assistant(
+            " Why did the developer bring OpenTelemetry to the party? Because it always knows how to trace the fun!"
+        )
+    ]
+    assert reasoning.discarded is not None and reasoning.discarded["reasoning"][0] == 1
+    assert (reasoning.group, reasoning.call_id) == ("4bf92f3577b34da6a3ce929d0e0e4736", "00f067aa0ba902b7")
