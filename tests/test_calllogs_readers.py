@@ -464,3 +464,69 @@ def test_otlp_semconv_documented_examples():
     ]
     assert reasoning.discarded is not None and reasoning.discarded["reasoning"][0] == 1
     assert (reasoning.group, reasoning.call_id) == ("4bf92f3577b34da6a3ce929d0e0e4736", "00f067aa0ba902b7")
+
+
+def _generation(**fields: Any) -> dict[str, Any]:
+    row = {
+        "id": "g1",
+        "traceId": "t1",
+        "parentObservationId": None,
+        "type": "GENERATION",
+        "startTime": "2025-08-22T10:00:00Z",
+    }
+    return {**row, **fields}
+
+
+def test_langfuse_sdk_shapes():
+    """Shapes of the real framework traces (values shortened): the LangChain callback handler
+    (tool definitions listed as ``tool`` messages, calls in ``additional_kwargs``), the Vercel AI
+    SDK (``{prompt}`` and ``toolCalls``), google-adk (a google-genai request with its system
+    instruction in ``config``, an ``LlmResponse``), google-genai (``contents`` as one text), and
+    a generation that recorded nothing (BeeAI)."""
+    definition = {"type": "function", "function": {"name": "Web-Search", "parameters": {"type": "object"}}}
+    langchain = _generation(
+        input=json.dumps([user("Search the web."), {"role": "tool", "content": definition}]),
+        output=json.dumps(
+            {
+                "role": "assistant",
+                "content": "",
+                "additional_kwargs": {
+                    "tool_calls": [
+                        {"id": "call_1", "type": "function", "function": {"name": "Web-Search", "arguments": "{}"}}
+                    ]
+                },
+            }
+        ),
+    )
+    (piece,) = read(langchain, "langfuse")
+    assert piece.history == [user("Search the web.")]
+    assert piece.output == [assistant("", call("call_1", "Web-Search", "{}"))]
+    assert piece.tools == [definition]
+    vercel = _generation(
+        input='{"prompt":"Weather in San Francisco?"}',
+        output='[{"toolCallId":"call_D","toolName":"getWeather","input":"{\\"location\\":\\"San Francisco\\"}"}]',
+    )
+    (piece,) = read(vercel, "langfuse")
+    assert piece.history == [user("Weather in San Francisco?")]
+    assert piece.output == [assistant("", call("call_D", "getWeather", '{"location":"San Francisco"}'))]
+    adk = _generation(
+        input=json.dumps(
+            {
+                "model": "gemini-2.0-flash",
+                "config": {
+                    "system_instruction": "Greet.",
+                    "tools": [{"function_declarations": [{"name": "say_hello"}]}],
+                },
+                "contents": [{"parts": [{"text": "hi"}], "role": "user"}],
+            }
+        ),
+        output='{"content":{"parts":[{"text":"Hello!"}],"role":"model"},"finish_reason":"STOP"}',
+    )
+    (piece,) = read(adk, "langfuse")
+    assert piece.history == [system("Greet."), user("hi")]
+    assert piece.output == [assistant("Hello!")]
+    assert piece.tools is not None and piece.tools[0]["function"]["name"] == "say_hello"
+    genai_sdk = _generation(input='{"model": "gemini-2.5-flash", "contents": "What is Langfuse?"}', output="An answer.")
+    (piece,) = read(genai_sdk, "langfuse")
+    assert (piece.history, piece.output) == ([user("What is Langfuse?")], [assistant("An answer.")])
+    assert read(_generation(input=None, output=None), "langfuse") == []

@@ -120,6 +120,11 @@ def read_history(payload: Any, where: str, text_role: str = "user") -> Embedded:
         return Embedded(_text_message(text_role, payload))
     if isinstance(payload, dict) and isinstance(payload.get("role"), str) and "messages" not in payload:
         payload = [payload]
+    if isinstance(payload, dict):
+        prompt = _prompt_request(payload)
+        if prompt is not None:
+            return Embedded(prompt, model=_model_of(payload.get("model")))
+        payload = _genai_sdk_request(payload)
     if isinstance(payload, list) and not payload:
         return Embedded([])
     if not isinstance(payload, (list, dict)):
@@ -149,6 +154,56 @@ def read_history(payload: Any, where: str, text_role: str = "user") -> Embedded:
     )
 
 
+#: The keys of a prompt-only request (the Vercel AI SDK's ``{prompt, system}``).
+_PROMPT_KEYS = frozenset(("prompt", "system", "model"))
+
+
+def _prompt_request(payload: dict[str, Any]) -> list[dict[str, Any]] | None:
+    """A request whose whole input is one ``prompt`` text (and a ``system`` text): the Vercel AI
+    SDK's ``generateText({prompt})``; ``None`` for any other object."""
+    prompt = payload.get("prompt")
+    if not isinstance(prompt, str) or not payload.keys() <= _PROMPT_KEYS:
+        return None
+    system = payload.get("system")
+    lead = [{"role": "system", "content": system}] if isinstance(system, str) and system else []
+    return [*lead, {"role": "user", "content": prompt}]
+
+
+def _genai_sdk_request(payload: dict[str, Any]) -> dict[str, Any]:
+    """A google-genai SDK request (``generate_content(model, contents, config)``) in the REST
+    body's shape the Gemini reader reads: ``contents`` given as one text is one user content;
+    ``config``'s system instruction and tools move to the top level. Anything else as it is."""
+    if "contents" not in payload:
+        return payload
+    out = dict(payload)
+    if isinstance(out["contents"], str):
+        out["contents"] = [{"role": "user", "parts": [{"text": out["contents"]}]}]
+    config = as_dict(out.get("config"))
+    for snake, camel in (("system_instruction", "systemInstruction"), ("tools", "tools")):
+        value = config.get(snake, config.get(camel))
+        if value is not None and snake not in out and camel not in out:
+            out[camel] = value
+    return out
+
+
+def _vercel_calls(payload: Any) -> list[dict[str, Any]] | None:
+    """The Vercel AI SDK's ``ai.response.toolCalls`` (``[{toolCallId, toolName, input}]``) as one
+    assistant message of calls (``input``, the arguments, kept as it is); else ``None``."""
+    if not isinstance(payload, list) or not payload:
+        return None
+    if not all(isinstance(c, dict) and "toolCallId" in c and "toolName" in c for c in payload):
+        return None
+    calls = [
+        {
+            "tool_call_id": content_text(c["toolCallId"]).strip(),
+            "name": c["toolName"],
+            "args": c.get("input", c.get("args")),
+        }
+        for c in payload
+    ]
+    return [{"role": "assistant", "content": "", "tool_calls": calls}]
+
+
 def _describe(payload: Any) -> str:
     if isinstance(payload, dict):
         keys = ", ".join(str(k) for k in list(payload)[:8])
@@ -168,8 +223,10 @@ def read_output(payload: Any, where: str) -> Embedded:
     Read: an OpenAI chat completion (``choices[0].message``; a legacy completion's
     ``choices[0].text``), an Anthropic Messages reply (``content`` blocks), a Responses object
     (its ``output`` items), a Gemini response (``candidates[0].content``), a Bedrock Converse
-    reply (``output.message``), a GenAI-events choice (``{index, message}``), a message object
-    or a message list (read as ``read_history`` reads one), plain text (one assistant message).
+    reply (``output.message``), a google-adk ``LlmResponse`` (``content``), the Vercel AI SDK's
+    ``[{toolCallId, toolName, input}]``, a GenAI-events choice (``{index, message}``), a message
+    object or a message list (read as ``read_history`` reads one), plain text (one assistant
+    message).
     Only the first choice / candidate is the continuation: the others are left out.
     """
     payload = decoded(payload)
@@ -177,6 +234,9 @@ def read_output(payload: Any, where: str) -> Embedded:
         return Embedded([])
     if isinstance(payload, str):
         return Embedded(_text_message("assistant", payload))
+    vercel = _vercel_calls(payload)
+    if vercel is not None:
+        return Embedded(vercel)
     if not isinstance(payload, dict):
         return read_history(payload, where, "assistant")
     ledger: dict[str, Any] = {}
@@ -208,6 +268,10 @@ def read_output(payload: Any, where: str) -> Embedded:
             return Embedded([], model=_model_of(payload.get("modelVersion")))
         flat = gemini_to_flat([{"role": "model", **content}], None, ledger)
         return Embedded(flat, model=_model_of(payload.get("modelVersion")), discarded=ledger or None)
+    content = payload.get("content")
+    if isinstance(content, dict) and isinstance(content.get("parts"), list):
+        # A google-adk LlmResponse: a Gemini Content beside finish_reason and usage.
+        return Embedded(gemini_to_flat([{"role": "model", **content}], None, ledger), discarded=ledger or None)
     output = payload.get("output")
     if isinstance(output, dict) and isinstance(output.get("message"), dict):
         return Embedded(bedrock_to_flat([output["message"]], None, ledger), discarded=ledger or None)
