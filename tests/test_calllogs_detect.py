@@ -26,7 +26,12 @@ SAMPLES = {
         "langfuse/pydantic-ai-2025-06-06.trace.json",
         "langfuse/blob-export-rows.jsonl",
     ],
-    "otlp": ["otlp/vertexai-tool-events.jsonl", "otlp/handwritten.jsonl", "otlp/semconv-examples.jsonl"],
+    "otlp": [
+        "otlp/vertexai-tool-events.jsonl",
+        "otlp/handwritten.jsonl",
+        "otlp/semconv-examples.jsonl",
+        "otlp/log-events.jsonl",
+    ],
     "span-rows": ["otlp/span-rows.jsonl"],
     "langsmith": ["langsmith/langsmith_js_wrap_openai_default.json", "langsmith/langchain-runs.jsonl"],
     "litellm": ["litellm/standard_logging_payload.json", "litellm/more-payloads.jsonl"],

@@ -530,3 +530,24 @@ def test_langfuse_sdk_shapes():
     (piece,) = read(genai_sdk, "langfuse")
     assert (piece.history, piece.output) == ([user("What is Langfuse?")], [assistant("An answer.")])
     assert read(_generation(input=None, output=None), "langfuse") == []
+
+
+def test_otlp_log_events():
+    """GenAI events as OTLP log records (python-contrib's openai-v2 without the latest
+    conventions: the events its tool-call test asserts): the records of one span make one call;
+    an inference-details record is a call of its own; other log records give nothing."""
+    details, first, second = read(lines("otlp/log-events.jsonl")[0], "otlp")
+    seattle = call("call_seattle", "get_current_weather", '{"location": "Seattle, WA"}')
+    sf = call("call_sf", "get_current_weather", '{"location": "San Francisco, CA"}')
+    question = [system("You're a helpful assistant."), user("What's the weather in Seattle and San Francisco today?")]
+    assert first.history == question and first.output == [assistant("", seattle, sf)]
+    assert second.history == [
+        *question,
+        assistant("", seattle, sf),
+        tool("call_seattle", "50 degrees and raining"),
+        tool("call_sf", "70 degrees and sunny"),
+    ]
+    assert second.output == [assistant("Seattle: 50 degrees and raining; San Francisco: 70 degrees and sunny.")]
+    assert (first.call_id, first.start, second.start) == ("f000000000000001", 1764500000000000000, 1764500002000000000)
+    assert first.group == second.group == "55555555555555555555555555555555"
+    assert (details.group, details.history, details.output) == ("conv-logs", [user("Hi")], [assistant("Hello!")])

@@ -96,6 +96,8 @@ CALL_LOG_KEYS = frozenset(
     (
         "resourceSpans",  # otlp
         "resource_spans",
+        "resourceLogs",
+        "resource_logs",
         "attributes",  # span-rows
         "observations",  # langfuse: a trace's JSON download
         "parent_observation_id",  # langfuse: blob-storage export rows

@@ -7,7 +7,9 @@ Two readers, by container:
   also the older ``instrumentationLibrarySpans`` and snake_case keys). Attributes are
   key / typed-value lists (``stringValue``, ``intValue`` as a string or a number,
   ``doubleValue``, ``boolValue``, ``arrayValue``, ``kvlistValue``, ``bytesValue``; or their
-  snake_case spellings). One document may hold many spans of many traces.
+  snake_case spellings). One document may hold many spans of many traces. An OTLP *logs*
+  document (``resourceLogs``: GenAI events written as log records) is read too
+  (``_log_pieces``).
 - ``span-rows``: one span per record with a flat ``attributes`` object (Phoenix span JSON, the
   Python SDK's console exporter, ``context.trace_id`` / ``span_id``, ISO ``start_time``).
 
@@ -53,6 +55,7 @@ from transforms.formats.base import FormatError
 from transforms.normalize import content_text
 
 OTLP = "otlp"
+_OTLP_KEYS = frozenset(("resourceSpans", "resource_spans", "resourceLogs", "resource_logs"))
 SPAN_ROWS = "span-rows"
 
 _GROUP_KEYS = ("gen_ai.conversation.id", "session.id", "traceloop.association.properties.session_id")
@@ -390,17 +393,71 @@ def span_pieces(fmt: str, span: Span) -> list[Piece]:
 # The readers
 
 
+def otlp_log_records(record: dict[str, Any]) -> Iterator[tuple[dict[str, Any], dict[str, Any]]]:
+    """Every log record of an OTLP logs document, with its resource's attributes."""
+    for resource_logs in _list(_get(record, "resourceLogs", "resource_logs")):
+        if not isinstance(resource_logs, dict):
+            raise FormatError("bad_otlp", "a resourceLogs entry is not an object")
+        resource = resource_logs.get("resource")
+        resource_attributes = attributes_of(resource.get("attributes")) if isinstance(resource, dict) else {}
+        for scope_logs in _list(_get(resource_logs, "scopeLogs", "scope_logs")):
+            for log in _list(_get(as_dict(scope_logs), "logRecords", "log_records")):
+                if not isinstance(log, dict):
+                    raise FormatError("bad_otlp", "a log record is not an object")
+                yield log, resource_attributes
+
+
+def _log_pieces(record: dict[str, Any]) -> list[Piece]:
+    """The calls of an OTLP logs document (GenAI events written as log records, semconv 1.28 on).
+
+    A ``gen_ai.client.inference.operation.details`` record holds a whole call in its
+    attributes, read as a span's. The per-message records (``gen_ai.user.message`` ...,
+    ``gen_ai.choice``; the name in ``eventName`` or the ``event.name`` attribute, the message in
+    the body) of one span make one call, in document order; the call's id is the span id, its
+    start the first record's time. Other log records are no calls.
+    """
+    pieces: list[Piece] = []
+    by_span: dict[tuple[str, str], list[Any]] = {}
+    for log, resource in otlp_log_records(record):
+        attributes = attributes_of(log.get("attributes"))
+        name = _get(log, "eventName", "event_name") or attributes.get("event.name")
+        trace_id = content_text(_get(log, "traceId", "trace_id"))
+        span_id = content_text(_get(log, "spanId", "span_id"))
+        start = time_nanos(_get(log, "timeUnixNano", "time_unix_nano", "observedTimeUnixNano"), "timeUnixNano")
+        if name == _DETAILS_EVENT:
+            pieces.extend(span_pieces(OTLP, Span(trace_id, span_id, start, attributes, [], resource)))
+        elif isinstance(name, str) and (name in genai.EVENT_ROLES or name == genai.CHOICE_EVENT):
+            body = any_value(log.get("body"))
+            event = {**(body if isinstance(body, dict) else {"content": body}), "event.name": name}
+            entry = by_span.get((trace_id, span_id))
+            if entry is None:
+                by_span[(trace_id, span_id)] = [Span(trace_id, span_id, start, attributes, [], resource), event]
+            else:
+                entry.append(event)
+    for span, *events in by_span.values():
+        ledger: dict[str, Any] = {}
+        history, output = genai.event_messages(events, ledger)
+        history, output = strict_flat(history, ledger), strict_flat(output, ledger)
+        pieces.append(Call(OTLP, _group(span), span.start, span.span_id, history, output, None, None, ledger or None))
+    return pieces
+
+
 def read_otlp(record: Any) -> list[Piece]:
-    if not isinstance(record, dict) or not isinstance(_get(record, "resourceSpans", "resource_spans"), list):
-        raise FormatError("not_otlp", "an OTLP traces document has a resourceSpans list")
+    if not isinstance(record, dict):
+        raise FormatError("not_otlp", "an OTLP document is an object")
+    spans = _get(record, "resourceSpans", "resource_spans")
+    logs = _get(record, "resourceLogs", "resource_logs")
+    if not isinstance(spans, list) and not isinstance(logs, list):
+        raise FormatError("not_otlp", "an OTLP document has a resourceSpans or a resourceLogs list")
     pieces: list[Piece] = []
     for span, resource in otlp_spans(record):
         pieces.extend(span_pieces(OTLP, _otlp_span(span, resource)))
+    pieces.extend(_log_pieces(record))
     return pieces
 
 
 def detect_otlp(record: Any) -> bool:
-    return "resourceSpans" in record or "resource_spans" in record
+    return not _OTLP_KEYS.isdisjoint(record)
 
 
 def read_span_row(record: Any) -> list[Piece]:
@@ -422,7 +479,7 @@ OTLP_READER = register_call_log_reader(
         read_otlp,
         detect_otlp,
         10,
-        "OTLP JSON traces (collector file exporter): OpenTelemetry GenAI and OpenInference LLM and tool spans",
+        "OTLP JSON (collector file exporter): GenAI and OpenInference LLM and tool spans, GenAI log events",
     )
 )
 SPAN_ROWS_READER = register_call_log_reader(
