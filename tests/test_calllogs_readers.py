@@ -11,6 +11,7 @@ import pytest
 
 from transforms.calllogs.calls import Call, ToolResult
 from transforms.calllogs.readers import CALL_LOG_READERS, detect_call_log
+from transforms.formats import FormatError
 
 DATA = Path(__file__).resolve().parent / "data" / "calllogs"
 
@@ -551,3 +552,44 @@ def test_otlp_log_events():
     assert (first.call_id, first.start, second.start) == ("f000000000000001", 1764500000000000000, 1764500002000000000)
     assert first.group == second.group == "55555555555555555555555555555555"
     assert (details.group, details.history, details.output) == ("conv-logs", [user("Hi")], [assistant("Hello!")])
+
+
+@pytest.mark.parametrize(
+    ("snapshot", "expected"),
+    [
+        ("gpt4o-stream-response", [assistant("Hello! How can I assist you today?")]),
+        (
+            "anthropic-stream-response",
+            [
+                assistant(
+                    "I'll help you calculate that using the calculate function.",
+                    call("toolu_019z4x8aagZbz8K455pmuVqk", "calculate", {"expression": "50+50"}),
+                )
+            ],
+        ),
+    ],
+)
+def test_helicone_streamed_response_bodies(snapshot, expected):
+    """Real streams as Helicone's gateway relays them (its cost tests' snapshots), as the
+    response_body of an export row: assembled into the response they stream."""
+    stream = (DATA / "helicone" / f"{snapshot}.snapshot").read_text(encoding="utf-8")
+    row = {"request_id": "r", "request_body": {"model": "m", "messages": [user("hi")]}, "response_body": stream}
+    (piece,) = read(row, "helicone")
+    assert piece.output == expected
+
+
+def test_streams_of_other_kinds_are_refused():
+    from transforms.calllogs import streams
+
+    assert streams.assembled('data: {"candidates": []}\n\ndata: [DONE]') is None
+    with pytest.raises(FormatError) as raised:
+        streams.assembled("data: {not json\n\n")
+    assert raised.value.reason == "bad_stream"
+    broken = 'data: {"type":"message_start","message":{}}\n\ndata: {"type":"content_block_start","index":0,"content_block":{"type":"tool_use","id":"t","name":"f","input":{}}}\n\ndata: {"type":"content_block_delta","index":0,"delta":{"type":"input_json_delta","partial_json":"{\\"a"}}'
+    with pytest.raises(FormatError) as raised:
+        streams.assembled(broken)
+    assert raised.value.reason == "bad_stream"
+    responses = (
+        'event: response.completed\ndata: {"type":"response.completed","response":{"object":"response","output":[]}}'
+    )
+    assert streams.assembled(responses) == {"object": "response", "output": []}

@@ -17,7 +17,7 @@ from __future__ import annotations
 import json
 from typing import Any, NamedTuple
 
-from transforms.calllogs import genai
+from transforms.calllogs import genai, streams
 from transforms.formats._common import openai_tool
 from transforms.formats.anthropic import anthropic_to_flat
 from transforms.formats.base import FormatError, detect_reader
@@ -227,8 +227,19 @@ def read_output(payload: Any, where: str) -> Embedded:
     ``[{toolCallId, toolName, input}]``, a GenAI-events choice (``{index, message}``), a message
     object or a message list (read as ``read_history`` reads one), plain text (one assistant
     message).
-    Only the first choice / candidate is the continuation: the others are left out.
+    Only the first choice / candidate is the continuation: the others are left out. A response
+    kept as raw server-sent events is assembled first (``transforms.calllogs.streams``); a
+    stream of a kind convnorm does not assemble is refused (``streamed_response``).
     """
+    if streams.is_stream(payload):
+        stream = payload
+        payload = streams.assembled(stream)
+        if payload is None:
+            raise FormatError(
+                "streamed_response",
+                f"{where} is a stream of server-sent events of a kind convnorm does not assemble "
+                "(OpenAI chat chunks, Anthropic message events and Responses events are)",
+            )
     payload = decoded(payload)
     if payload is None or payload == "":
         return Embedded([])
