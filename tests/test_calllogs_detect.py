@@ -33,7 +33,11 @@ SAMPLES = {
         "otlp/log-events.jsonl",
     ],
     "span-rows": ["otlp/span-rows.jsonl"],
-    "langsmith": ["langsmith/langsmith_js_wrap_openai_default.json", "langsmith/langchain-runs.jsonl"],
+    "langsmith": [
+        "langsmith/langsmith_js_wrap_openai_default.json",
+        "langsmith/langsmith_js_wrap_openai_stream.json",
+        "langsmith/langchain-runs.jsonl",
+    ],
     "litellm": ["litellm/standard_logging_payload.json", "litellm/more-payloads.jsonl"],
     "helicone": ["helicone/export-rows.jsonl"],
     "openpipe": ["openpipe/export.jsonl"],

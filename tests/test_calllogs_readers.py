@@ -593,3 +593,10 @@ def test_streams_of_other_kinds_are_refused():
         'event: response.completed\ndata: {"type":"response.completed","response":{"object":"response","output":[]}}'
     )
     assert streams.assembled(responses) == {"object": "response", "output": []}
+
+
+def test_langsmith_recorded_stream_payload():
+    """A streamed wrap_openai call: the output is the merged chunk, its finish_reason an object."""
+    (piece,) = read(load("langsmith/langsmith_js_wrap_openai_stream.json"), "langsmith")
+    assert (piece.history, piece.output) == ([user("howdy")], [assistant("Howdy! How can I assist you today?")])
+    assert piece.start == 1728803135809000000
