@@ -292,8 +292,16 @@ def test_otlp_handwritten_documents():
     assert oi_tool.content == "rainy" and oi_tool.tool_call_id == ""
 
 
-def test_span_row_example():
-    (piece,) = read(lines("otlp/span-rows.jsonl")[0], "span-rows")
+def test_span_rows():
+    """Example B of the survey, then rows in Phoenix's span JSON layout (the kind beside the
+    attributes): a TOOL span whose ``tool.id`` is the call's id, an AGENT span (no piece)."""
+    row, tool_row, agent_row = lines("otlp/span-rows.jsonl")
+    (result,) = read(tool_row, "span-rows")
+    assert result == ToolResult(
+        "span-rows", "sess-rows", 1796032801000000000, "0xeee2", "call_1", "get_weather", "rainy"
+    )
+    assert read(agent_row, "span-rows") == []
+    (piece,) = read(row, "span-rows")
     assert piece.history == [
         user("Weather in Paris?"),
         assistant("", call("call_1", "get_weather", '{"city":"Paris"}')),

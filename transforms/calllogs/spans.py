@@ -55,6 +55,7 @@ from transforms.formats.base import FormatError
 from transforms.normalize import content_text
 
 OTLP = "otlp"
+_ROW_PREFIXES = ("gen_ai.", "llm.", "openinference.")
 _OTLP_KEYS = frozenset(("resourceSpans", "resource_spans", "resourceLogs", "resource_logs"))
 SPAN_ROWS = "span-rows"
 
@@ -199,11 +200,15 @@ def _row_span(row: dict[str, Any]) -> Span:
             events.append((content_text(event.get("name")), attributes_of(event.get("attributes"))))
     resource = row.get("resource")
     resource_attributes = attributes_of(resource.get("attributes")) if isinstance(resource, dict) else {}
+    attributes = attributes_of(row.get("attributes"))
+    if isinstance(row.get("span_kind"), str) and openinference.SPAN_KIND not in attributes:
+        # Phoenix's span JSON keeps the kind beside the attributes, not among them.
+        attributes = {**attributes, openinference.SPAN_KIND: row["span_kind"]}
     return Span(
         content_text(_get(context, "trace_id", "traceId") or _get(row, "trace_id", "traceId")),
         content_text(_get(context, "span_id", "spanId") or _get(row, "span_id", "spanId", "id")),
         time_nanos(_get(row, "start_time", "startTime", "startTimeUnixNano"), "start_time"),
-        attributes_of(row.get("attributes")),
+        attributes,
         events,
         resource_attributes,
     )
@@ -467,10 +472,19 @@ def read_span_row(record: Any) -> list[Piece]:
 
 
 def detect_span_row(record: Any) -> bool:
+    """A span with a flat ``attributes`` object: a ``context`` with the trace and span ids
+    (Phoenix, the console exporter), or ids at the top level beside a span kind or GenAI /
+    OpenInference attributes. Every span of such an export is one (an AGENT or HTTP span gives
+    no piece): a trace's rows are read as one kind, not some as chats."""
     attributes = record.get("attributes")
-    if not isinstance(attributes, dict) or not ("context" in record or "span_id" in record or "trace_id" in record):
+    if not isinstance(attributes, dict):
         return False
-    return any(isinstance(k, str) and k.startswith(("gen_ai.", "llm.", "openinference.")) for k in attributes)
+    context = record.get("context")
+    if isinstance(context, dict) and ("trace_id" in context or "span_id" in context):
+        return True
+    if not ("span_id" in record or "trace_id" in record):
+        return False
+    return "span_kind" in record or any(isinstance(k, str) and k.startswith(_ROW_PREFIXES) for k in attributes)
 
 
 OTLP_READER = register_call_log_reader(
