@@ -84,6 +84,7 @@ class CallLogReader:
 
 
 CALL_LOG_READERS: dict[str, CallLogReader] = {}
+_BY_PRIORITY: list[CallLogReader] = []
 
 #: Top-level keys of which every record some call-log reader detects holds at least one (each
 #: detector requires one of them): a record with none of them is no call log, so the plain-chat
@@ -95,6 +96,8 @@ CALL_LOG_KEYS = frozenset(
     (
         "resourceSpans",  # otlp
         "resource_spans",
+        "resourceLogs",
+        "resource_logs",
         "attributes",  # span-rows
         "observations",  # langfuse: a trace's JSON download
         "parent_observation_id",  # langfuse: blob-storage export rows
@@ -113,14 +116,20 @@ def register_call_log_reader(reader: CallLogReader) -> CallLogReader:
     if reader.name in CALL_LOG_READERS:
         raise ValueError(f"call-log reader {reader.name!r} is registered twice")
     CALL_LOG_READERS[reader.name] = reader
+    # Detection runs once a record: the priority order is kept, not sorted each time.
+    _BY_PRIORITY[:] = sorted(CALL_LOG_READERS.values(), key=lambda r: r.priority)
     return reader
 
 
 def detect_call_log(record: Any) -> CallLogReader | None:
-    """The call-log reader whose detection accepts ``record`` (by priority), else ``None``."""
-    if not isinstance(record, dict):
+    """The call-log reader whose detection accepts ``record`` (by priority), else ``None``.
+
+    A record holding none of ``CALL_LOG_KEYS`` is refused at once (one set test: an ordinary
+    chat record costs no detector); every reader's detection requires one of those keys.
+    """
+    if not isinstance(record, dict) or CALL_LOG_KEYS.isdisjoint(record):
         return None
-    for reader in sorted(CALL_LOG_READERS.values(), key=lambda r: r.priority):
+    for reader in _BY_PRIORITY:
         if reader.detect(record):
             return reader
     return None

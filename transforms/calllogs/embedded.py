@@ -17,7 +17,7 @@ from __future__ import annotations
 import json
 from typing import Any, NamedTuple
 
-from transforms.calllogs import genai
+from transforms.calllogs import genai, streams
 from transforms.formats._common import openai_tool
 from transforms.formats.anthropic import anthropic_to_flat
 from transforms.formats.base import FormatError, detect_reader
@@ -120,8 +120,15 @@ def read_history(payload: Any, where: str, text_role: str = "user") -> Embedded:
         return Embedded(_text_message(text_role, payload))
     if isinstance(payload, dict) and isinstance(payload.get("role"), str) and "messages" not in payload:
         payload = [payload]
+    if isinstance(payload, dict):
+        prompt = _prompt_request(payload)
+        if prompt is not None:
+            return Embedded(prompt, model=_model_of(payload.get("model")))
+        payload = _genai_sdk_request(payload)
     if isinstance(payload, list) and not payload:
         return Embedded([])
+    if not isinstance(payload, (list, dict)):
+        raise FormatError("unknown_messages", f"{where}: {_describe(payload)} is not a message shape any reader knows")
     ledger: dict[str, Any] = {}
     if isinstance(payload, list) and genai.is_genai_messages(payload):
         return Embedded(genai.genai_to_flat(payload, ledger), discarded=ledger or None)
@@ -132,6 +139,8 @@ def read_history(payload: Any, where: str, text_role: str = "user") -> Embedded:
         # A request body whose messages are GenAI parts (openinference-genai's ``input``).
         flat = genai.genai_to_flat(payload["messages"], ledger)
         return Embedded(flat, tools_of(payload.get("tools")), _model_of(payload.get("model")), ledger or None)
+    for entries in [payload] if isinstance(payload, list) else [v for v in payload.values() if isinstance(v, list)]:
+        check_blocks(entries, where)
     reader = detect_reader(payload)
     if reader is None:
         raise FormatError("unknown_messages", f"{where}: {_describe(payload)} is not a message shape any reader knows")
@@ -143,6 +152,56 @@ def read_history(payload: Any, where: str, text_role: str = "user") -> Embedded:
         _model_of(fields.get("model")),
         conversation.discarded,
     )
+
+
+#: The keys of a prompt-only request (the Vercel AI SDK's ``{prompt, system}``).
+_PROMPT_KEYS = frozenset(("prompt", "system", "model"))
+
+
+def _prompt_request(payload: dict[str, Any]) -> list[dict[str, Any]] | None:
+    """A request whose whole input is one ``prompt`` text (and a ``system`` text): the Vercel AI
+    SDK's ``generateText({prompt})``; ``None`` for any other object."""
+    prompt = payload.get("prompt")
+    if not isinstance(prompt, str) or not payload.keys() <= _PROMPT_KEYS:
+        return None
+    system = payload.get("system")
+    lead = [{"role": "system", "content": system}] if isinstance(system, str) and system else []
+    return [*lead, {"role": "user", "content": prompt}]
+
+
+def _genai_sdk_request(payload: dict[str, Any]) -> dict[str, Any]:
+    """A google-genai SDK request (``generate_content(model, contents, config)``) in the REST
+    body's shape the Gemini reader reads: ``contents`` given as one text is one user content;
+    ``config``'s system instruction and tools move to the top level. Anything else as it is."""
+    if "contents" not in payload:
+        return payload
+    out = dict(payload)
+    if isinstance(out["contents"], str):
+        out["contents"] = [{"role": "user", "parts": [{"text": out["contents"]}]}]
+    config = as_dict(out.get("config"))
+    for snake, camel in (("system_instruction", "systemInstruction"), ("tools", "tools")):
+        value = config.get(snake, config.get(camel))
+        if value is not None and snake not in out and camel not in out:
+            out[camel] = value
+    return out
+
+
+def _vercel_calls(payload: Any) -> list[dict[str, Any]] | None:
+    """The Vercel AI SDK's ``ai.response.toolCalls`` (``[{toolCallId, toolName, input}]``) as one
+    assistant message of calls (``input``, the arguments, kept as it is); else ``None``."""
+    if not isinstance(payload, list) or not payload:
+        return None
+    if not all(isinstance(c, dict) and "toolCallId" in c and "toolName" in c for c in payload):
+        return None
+    calls = [
+        {
+            "tool_call_id": content_text(c["toolCallId"]).strip(),
+            "name": c["toolName"],
+            "args": c.get("input", c.get("args")),
+        }
+        for c in payload
+    ]
+    return [{"role": "assistant", "content": "", "tool_calls": calls}]
 
 
 def _describe(payload: Any) -> str:
@@ -164,15 +223,31 @@ def read_output(payload: Any, where: str) -> Embedded:
     Read: an OpenAI chat completion (``choices[0].message``; a legacy completion's
     ``choices[0].text``), an Anthropic Messages reply (``content`` blocks), a Responses object
     (its ``output`` items), a Gemini response (``candidates[0].content``), a Bedrock Converse
-    reply (``output.message``), a GenAI-events choice (``{index, message}``), a message object
-    or a message list (read as ``read_history`` reads one), plain text (one assistant message).
-    Only the first choice / candidate is the continuation: the others are left out.
+    reply (``output.message``), a google-adk ``LlmResponse`` (``content``), the Vercel AI SDK's
+    ``[{toolCallId, toolName, input}]``, a GenAI-events choice (``{index, message}``), a message
+    object or a message list (read as ``read_history`` reads one), plain text (one assistant
+    message).
+    Only the first choice / candidate is the continuation: the others are left out. A response
+    kept as raw server-sent events is assembled first (``transforms.calllogs.streams``); a
+    stream of a kind convnorm does not assemble is refused (``streamed_response``).
     """
+    if streams.is_stream(payload):
+        stream = payload
+        payload = streams.assembled(stream)
+        if payload is None:
+            raise FormatError(
+                "streamed_response",
+                f"{where} is a stream of server-sent events of a kind convnorm does not assemble "
+                "(OpenAI chat chunks, Anthropic message events and Responses events are)",
+            )
     payload = decoded(payload)
     if payload is None or payload == "":
         return Embedded([])
     if isinstance(payload, str):
         return Embedded(_text_message("assistant", payload))
+    vercel = _vercel_calls(payload)
+    if vercel is not None:
+        return Embedded(vercel)
     if not isinstance(payload, dict):
         return read_history(payload, where, "assistant")
     ledger: dict[str, Any] = {}
@@ -189,18 +264,25 @@ def read_output(payload: Any, where: str) -> Embedded:
             return Embedded(_text_message("assistant", choice["text"]), model=model)
         return Embedded([], model=model)
     if payload.get("type") == "message" and isinstance(payload.get("content"), list):
+        check_blocks(payload["content"], where)
         flat = anthropic_to_flat([{"role": "assistant", "content": payload["content"]}], None, ledger)
         return Embedded(flat, model=model, discarded=ledger or None)
     if payload.get("object") == "response" or (isinstance(payload.get("output"), list) and "instructions" in payload):
-        flat = responses_to_flat(payload.get("output") or [], ledger)
+        items = payload.get("output")
+        check_blocks(items, where)
+        flat = responses_to_flat(items if isinstance(items, list) else [], ledger)
         return Embedded(flat, tools_of(payload.get("tools")), model, ledger or None)
     candidates = payload.get("candidates")
     if isinstance(candidates, list):
-        content = (_first(candidates) or {}).get("content")
+        content = as_dict(_first(candidates)).get("content")
         if not isinstance(content, dict):
             return Embedded([], model=_model_of(payload.get("modelVersion")))
         flat = gemini_to_flat([{"role": "model", **content}], None, ledger)
         return Embedded(flat, model=_model_of(payload.get("modelVersion")), discarded=ledger or None)
+    content = payload.get("content")
+    if isinstance(content, dict) and isinstance(content.get("parts"), list):
+        # A google-adk LlmResponse: a Gemini Content beside finish_reason and usage.
+        return Embedded(gemini_to_flat([{"role": "model", **content}], None, ledger), discarded=ledger or None)
     output = payload.get("output")
     if isinstance(output, dict) and isinstance(output.get("message"), dict):
         return Embedded(bedrock_to_flat([output["message"]], None, ledger), discarded=ledger or None)
@@ -209,6 +291,19 @@ def read_output(payload: Any, where: str) -> Embedded:
     if "role" in payload:
         return read_history(payload, where, "assistant")
     raise FormatError("unknown_output", f"{where}: {_describe(payload)} is not a response shape any reader knows")
+
+
+def check_blocks(content: Any, where: str) -> None:
+    """Refuse a content list holding a block whose ``type`` is not a string, at any depth of
+    nested ``content`` lists (the provider readers look types up by name): ``bad_block``,
+    before any reader sees it."""
+    if isinstance(content, list):
+        for block in content:
+            if not isinstance(block, dict):
+                continue
+            if "type" in block and not isinstance(block["type"], str):
+                raise FormatError("bad_block", f"{where}: a content block's type is {type(block['type']).__name__}")
+            check_blocks(block.get("content"), where)
 
 
 def _assistant(message: dict[str, Any]) -> dict[str, Any]:

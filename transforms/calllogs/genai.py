@@ -62,9 +62,14 @@ def is_genai_messages(value: Any) -> bool:
         return False
     for message in value:
         parts = message.get("parts") if isinstance(message, dict) else None
-        if isinstance(parts, list) and any(isinstance(p, dict) and p.get("type") in PART_TYPES for p in parts):
+        if isinstance(parts, list) and any(isinstance(p, dict) and _kind(p) in PART_TYPES for p in parts):
             return True
     return False
+
+
+def _kind(part: dict[str, Any]) -> str:
+    kind = part.get("type")
+    return kind if isinstance(kind, str) else ""
 
 
 def _trimmed(value: Any) -> str:
@@ -73,7 +78,7 @@ def _trimmed(value: Any) -> str:
 
 def _media_text(part: dict[str, Any]) -> str:
     modality = part.get("modality")
-    if modality in _PLACEHOLDER:
+    if isinstance(modality, str) and modality in _PLACEHOLDER:
         return _PLACEHOLDER[modality]
     mime = part.get("mime_type") or part.get("mimeType")
     kind = mime.split("/", 1)[0] if isinstance(mime, str) else None
@@ -105,7 +110,7 @@ def genai_to_flat(messages: list[Any], discarded: dict[str, Any] | None = None) 
         calls: list[dict[str, Any]] = []
         for part in message["parts"]:
             _read_part(part, texts, calls, out, discarded)
-        results_only = any(isinstance(p, dict) and p.get("type") == "tool_call_response" for p in message["parts"])
+        results_only = any(isinstance(p, dict) and _kind(p) == "tool_call_response" for p in message["parts"])
         if texts or calls or not results_only:
             flat: dict[str, Any] = {"role": role, "content": JOIN.join(texts)}
             if calls:
@@ -128,6 +133,8 @@ def _read_part(
         texts.append(content_text(part))
         return
     kind = part.get("type")
+    if not isinstance(kind, str):
+        raise unknown_block(kind, "OpenTelemetry GenAI")
     if kind == "text":
         text = content_text(part.get("content"))
         if text:
@@ -187,9 +194,13 @@ CHOICE_EVENT = "gen_ai.choice"
 def is_event_list(value: Any) -> bool:
     """A JSON list of GenAI events as pydantic-ai / Logfire wrote them (each with ``event.name``)."""
     return isinstance(value, list) and any(
-        isinstance(e, dict) and (e.get("event.name") in EVENT_ROLES or e.get("event.name") == CHOICE_EVENT)
-        for e in value
+        isinstance(e, dict) and (_event_name(e) in EVENT_ROLES or _event_name(e) == CHOICE_EVENT) for e in value
     )
+
+
+def _event_name(event: dict[str, Any]) -> str:
+    name = event.get("event.name")
+    return name if isinstance(name, str) else ""
 
 
 def _event_calls(calls: Any) -> list[dict[str, Any]]:
@@ -241,7 +252,7 @@ def event_messages(events: list[Any], discarded: dict[str, Any] | None = None) -
     for event in events:
         if not isinstance(event, dict):
             continue
-        name = event.get("event.name")
+        name = _event_name(event)
         if name in EVENT_ROLES:
             history.append(event_message(EVENT_ROLES[name], event))
         elif name == CHOICE_EVENT and not output:

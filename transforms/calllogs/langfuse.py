@@ -93,14 +93,54 @@ def _tools(observation: dict[str, Any], *found: list[dict[str, Any]] | None) -> 
     return None
 
 
+def _is_definition(message: Any) -> bool:
+    """A ``tool`` message whose content is a tool definition: Langfuse's LangChain callback
+    handler lists the tools offered that way, among the messages."""
+    if not isinstance(message, dict) or message.get("role") != "tool" or "tool_call_id" in message:
+        return False
+    content = message.get("content")
+    return isinstance(content, dict) and content.get("type") == "function" and isinstance(content.get("function"), dict)
+
+
+def _langchain_message(message: Any) -> Any:
+    """A LangChain message dict whose calls are only in ``additional_kwargs.tool_calls`` (OpenAI's
+    form), with them lifted to ``tool_calls`` for the OpenAI reader."""
+    if not isinstance(message, dict) or message.get("tool_calls"):
+        return message
+    extra = as_dict(message.get("additional_kwargs"))
+    calls = extra.get("tool_calls")
+    if not isinstance(calls, list) or not calls:
+        return message
+    return {**{k: v for k, v in message.items() if k != "additional_kwargs"}, "tool_calls": calls}
+
+
+def _langchain(payload: Any) -> tuple[Any, list[dict[str, Any]] | None]:
+    """The payload with the LangChain callback handler's quirks undone, and the tools it listed
+    among the messages (``None`` when none)."""
+    payload = decoded(payload)
+    if isinstance(payload, dict):
+        return _langchain_message(payload), None
+    if not isinstance(payload, list):
+        return payload, None
+    definitions = [m["content"] for m in payload if _is_definition(m)]
+    messages = [_langchain_message(m) for m in payload if not _is_definition(m)]
+    return messages, tools_of(definitions)
+
+
 def _call(observation: dict[str, Any], session: Any) -> Call:
     where = f"observation {_text(observation.get('id'))}"
-    history = read_history(observation.get("input"), f"{where} input")
-    output = read_output(observation.get("output"), f"{where} output")
+    history_payload, listed_tools = _langchain(observation.get("input"))
+    output_payload, _ = _langchain(observation.get("output"))
+    history = read_history(history_payload, f"{where} input")
+    output = read_output(output_payload, f"{where} output")
     messages = history.messages
     instructions = decoded(observation.get("output"))
     instructions = instructions.get("instructions") if isinstance(instructions, dict) else None
-    if isinstance(instructions, str) and instructions and not (messages and messages[0].get("role") == "system"):
+    if (
+        isinstance(instructions, str)
+        and instructions
+        and not (messages and as_dict(messages[0]).get("role") == "system")
+    ):
         # A Responses object echoes the request's instructions, which the recorded input lacks.
         messages = [{"role": "system", "content": instructions}, *messages]
     model = _field(observation, "model") or history.model or output.model
@@ -114,7 +154,7 @@ def _call(observation: dict[str, Any], session: Any) -> Call:
         _text(observation.get("id")),
         messages,
         outputs,
-        _tools(observation, history.tools, output.tools),
+        _tools(observation, history.tools, listed_tools, output.tools),
         model if isinstance(model, str) else None,
         ledger or None,
     )
@@ -143,9 +183,12 @@ def observation_pieces(observation: Any, session: Any = None) -> list[Piece]:
     if not isinstance(observation, dict):
         raise FormatError("bad_observation", f"an observation is {type(observation).__name__}, not an object")
     kind = observation.get("type")
-    kind = kind.upper() if isinstance(kind, str) else kind
+    kind = kind.upper() if isinstance(kind, str) else ""
     if kind in _CALL_TYPES:
-        return [_call(observation, session)]
+        call = _call(observation, session)
+        # A generation that recorded neither input nor output (BeeAI's start / finish events
+        # are generations of their own) has nothing to rebuild from.
+        return [call] if call.history or call.output else []
     if kind in _TOOL_TYPES:
         result = _tool_result(observation, session)
         return [] if result is None else [result]
@@ -169,7 +212,7 @@ def read_langfuse(record: Any) -> list[Piece]:
 
 def detect_langfuse(record: Any) -> bool:
     if "observations" in record:
-        return isinstance(record.get("trace"), dict) and isinstance(record["observations"], list)
+        return isinstance(record.get("trace"), dict)
     if "parent_observation_id" in record:
         return "trace_id" in record and "type" in record
     if "parentObservationId" in record:

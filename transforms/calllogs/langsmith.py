@@ -28,6 +28,7 @@ from typing import Any
 from transforms.calllogs.calls import Call, CallLogReader, Piece, ToolResult, register_call_log_reader
 from transforms.calllogs.embedded import (
     as_dict,
+    check_blocks,
     decoded,
     merged_ledgers,
     read_history,
@@ -70,8 +71,9 @@ def _text(value: Any) -> str:
 
 
 def _content(content: Any, ledger: dict[str, Any]) -> str:
+    check_blocks(content, "a LangChain message")
     if isinstance(content, list):
-        content = [b for b in content if not (isinstance(b, dict) and b.get("type") in _CALL_BLOCKS)]
+        content = [b for b in content if not (isinstance(b, dict) and _tag(b) in _CALL_BLOCKS)]
     return block_text(content, ledger)
 
 
@@ -85,6 +87,8 @@ def lc_message(entry: Any, ledger: dict[str, Any]) -> Any:
         if entry.get("type") != "constructor" or not entry["id"]:
             return entry
         kind, kwargs = entry["id"][-1], entry.get("kwargs")
+        if not isinstance(kind, str):
+            return entry
     elif isinstance(entry.get("type"), str) and entry["type"] in _ROLES and "role" not in entry:
         kind = entry["type"]
         kwargs = entry.get("data") if isinstance(entry.get("data"), dict) else entry
@@ -137,7 +141,12 @@ def _batch(messages: Any) -> list[Any] | None:
 
 
 def _is_lc(messages: list[Any]) -> bool:
-    return any(isinstance(m, dict) and ("lc" in m or (m.get("type") in _ROLES and "role" not in m)) for m in messages)
+    return any(isinstance(m, dict) and ("lc" in m or (_tag(m) in _ROLES and "role" not in m)) for m in messages)
+
+
+def _tag(message: dict[str, Any]) -> str:
+    kind = message.get("type")
+    return kind if isinstance(kind, str) else ""
 
 
 def _metadata(run: dict[str, Any]) -> dict[str, Any]:
@@ -257,7 +266,8 @@ def run_pieces(run: Any) -> list[Piece]:
         result = _tool_result(run)
         if result is not None:
             pieces.append(result)
-    for child in run.get("child_runs") or ():
+    children = run.get("child_runs")
+    for child in children if isinstance(children, list) else ():
         pieces.extend(run_pieces(child))
     return pieces
 
@@ -269,12 +279,12 @@ def _merged_runs(record: dict[str, Any]) -> list[dict[str, Any]]:
     by_key: dict[Any, dict[str, Any]] = {}
     for run in posts:
         for key in ("id", "dotted_order"):
-            if run.get(key):
+            if isinstance(run.get(key), str) and run[key]:
                 by_key.setdefault((key, run[key]), run)
     for patch in record.get("patch") or ():
         if not isinstance(patch, dict):
             raise FormatError("bad_run", "a patch is not an object")
-        keys = [(k, patch[k]) for k in ("id", "dotted_order") if patch.get(k)]
+        keys = [(k, patch[k]) for k in ("id", "dotted_order") if isinstance(patch.get(k), str) and patch[k]]
         target = next((by_key[key] for key in keys if key in by_key), None)
         if target is None:
             posts.append(dict(patch))

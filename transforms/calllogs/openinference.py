@@ -41,7 +41,7 @@ def span_kind(attributes: dict[str, Any]) -> str:
     """``LLM``, ``TOOL``, ``CHAIN`` ... in upper case (a Phoenix dataframe writes ``llm``); a span
     with message keys but no kind attribute is an LLM span."""
     kind = attributes.get(SPAN_KIND)
-    if isinstance(kind, str):
+    if isinstance(kind, str) and kind:
         return kind.upper()
     return "LLM" if any(key.startswith((INPUT, OUTPUT)) for key in attributes) else ""
 
@@ -73,6 +73,8 @@ def _content_text(entry: dict[str, Any], discarded: dict[str, Any] | None) -> st
     texts = []
     for part in indexed(entry, "message.contents"):
         kind = part.get("message_content.type")
+        if not isinstance(kind, str):
+            raise unknown_block(kind, "OpenInference")
         if kind == "text":
             text = content_text(part.get("message_content.text"))
             if text:

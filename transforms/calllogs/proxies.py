@@ -8,8 +8,7 @@ message is the call's output (``read_output``). Bodies may be objects or JSON st
 - ``helicone``: an export row (``npx @helicone/export --include-body``): ``request_id``,
   ``request_created_at``, ``request_body``, ``response_body``, ``request_properties``. The
   conversation is the ``Helicone-Session-Id`` property, else the request id. A streamed
-  response stored as raw server-sent events is refused (``streamed_response``): it must be
-  assembled first.
+  response kept as raw server-sent events is assembled (``transforms.calllogs.streams``).
 - ``openpipe``: an export line ``{input, output, cacheHit, durationMs, tags}``. The export
   keeps no id and no time: the conversation is a ``session_id`` / ``conversation_id`` /
   ``thread_id`` tag, else a digest of the request (so each request is its own conversation,
@@ -89,14 +88,6 @@ def _call(fmt: str, group: str, start: int, call_id: str, request: Embedded, res
     )
 
 
-def _refuse_stream(body: Any, where: str) -> None:
-    if isinstance(body, str) and body.lstrip().startswith(("data:", "event:")):
-        raise FormatError(
-            "streamed_response",
-            f"{where} is a raw stream of server-sent events; convnorm reads an assembled response",
-        )
-
-
 # --------------------------------------------------------------------------------------------
 # Helicone
 
@@ -108,7 +99,6 @@ def read_helicone(record: Any) -> list[Piece]:
         )
     request_id = _text(record.get("request_id"))
     where = f"request {request_id}"
-    _refuse_stream(record.get("response_body"), f"{where} response_body")
     request = read_history(record["request_body"], f"{where} request_body")
     response = read_output(record.get("response_body"), f"{where} response_body")
     properties = decoded(record.get("request_properties"))
@@ -204,7 +194,6 @@ def read_litellm(record: Any) -> list[Piece]:
         return []  # the proxy stored no prompt (SpendLogs without prompt storage)
     request = read_history(body, f"{where} messages")
     response_body = decoded(record.get("response"))
-    _refuse_stream(response_body, f"{where} response")
     response = read_output(response_body, f"{where} response") if response_body not in (None, {}, "") else Embedded([])
     if not request.tools:
         request = request._replace(tools=tools_of(_tools_part(record).get("tools")))

@@ -7,7 +7,9 @@ Two readers, by container:
   also the older ``instrumentationLibrarySpans`` and snake_case keys). Attributes are
   key / typed-value lists (``stringValue``, ``intValue`` as a string or a number,
   ``doubleValue``, ``boolValue``, ``arrayValue``, ``kvlistValue``, ``bytesValue``; or their
-  snake_case spellings). One document may hold many spans of many traces.
+  snake_case spellings). One document may hold many spans of many traces. An OTLP *logs*
+  document (``resourceLogs``: GenAI events written as log records) is read too
+  (``_log_pieces``).
 - ``span-rows``: one span per record with a flat ``attributes`` object (Phoenix span JSON, the
   Python SDK's console exporter, ``context.trace_id`` / ``span_id``, ISO ``start_time``).
 
@@ -53,6 +55,8 @@ from transforms.formats.base import FormatError
 from transforms.normalize import content_text
 
 OTLP = "otlp"
+_ROW_PREFIXES = ("gen_ai.", "llm.", "openinference.")
+_OTLP_KEYS = frozenset(("resourceSpans", "resource_spans", "resourceLogs", "resource_logs"))
 SPAN_ROWS = "span-rows"
 
 _GROUP_KEYS = ("gen_ai.conversation.id", "session.id", "traceloop.association.properties.session_id")
@@ -101,12 +105,10 @@ def any_value(value: Any) -> Any:
                 raise FormatError("bad_attribute", f"intValue {raw!r:.40} is not an integer") from None
     for key in ("arrayValue", "array_value"):
         if key in value:
-            values = value[key].get("values") if isinstance(value[key], dict) else None
-            return [any_value(v) for v in values or ()]
+            return [any_value(v) for v in _list(as_dict(value[key]).get("values"))]
     for key in ("kvlistValue", "kvlist_value"):
         if key in value:
-            values = value[key].get("values") if isinstance(value[key], dict) else None
-            return attributes_of(values or [])
+            return attributes_of(_list(as_dict(value[key]).get("values")))
     return None
 
 
@@ -198,11 +200,15 @@ def _row_span(row: dict[str, Any]) -> Span:
             events.append((content_text(event.get("name")), attributes_of(event.get("attributes"))))
     resource = row.get("resource")
     resource_attributes = attributes_of(resource.get("attributes")) if isinstance(resource, dict) else {}
+    attributes = attributes_of(row.get("attributes"))
+    if isinstance(row.get("span_kind"), str) and openinference.SPAN_KIND not in attributes:
+        # Phoenix's span JSON keeps the kind beside the attributes, not among them.
+        attributes = {**attributes, openinference.SPAN_KIND: row["span_kind"]}
     return Span(
         content_text(_get(context, "trace_id", "traceId") or _get(row, "trace_id", "traceId")),
         content_text(_get(context, "span_id", "spanId") or _get(row, "span_id", "spanId", "id")),
         time_nanos(_get(row, "start_time", "startTime", "startTimeUnixNano"), "start_time"),
-        attributes_of(row.get("attributes")),
+        attributes,
         events,
         resource_attributes,
     )
@@ -217,6 +223,11 @@ def _group(span: Span) -> str:
     return span.trace_id
 
 
+def _operation(attributes: dict[str, Any]) -> str:
+    operation = attributes.get("gen_ai.operation.name")
+    return operation if isinstance(operation, str) else ""
+
+
 def _event(span: Span, name: str) -> dict[str, Any] | None:
     for event_name, attributes in span.events:
         if event_name == name:
@@ -228,7 +239,7 @@ def _is_genai_llm(span: Span) -> bool:
     attributes = span.attributes
     if not _CONTENT_KEYS.isdisjoint(attributes) or "gen_ai.prompt.0.role" in attributes:
         return True
-    if attributes.get("gen_ai.operation.name") in _LLM_OPERATIONS:
+    if _operation(attributes) in _LLM_OPERATIONS:
         return True
     return any(name in _LLM_EVENTS for name, _ in span.events)
 
@@ -355,7 +366,7 @@ def span_pieces(fmt: str, span: Span) -> list[Piece]:
                 ledger or None,
             )
         ]
-    if attributes.get("gen_ai.operation.name") == "execute_tool":
+    if _operation(attributes) == "execute_tool":
         result_key = next((k for k in _RESULT_KEYS if k in attributes), None)
         if result_key is None:
             return []  # the result is opt-in: a span without it has nothing to fill in
@@ -387,17 +398,71 @@ def span_pieces(fmt: str, span: Span) -> list[Piece]:
 # The readers
 
 
+def otlp_log_records(record: dict[str, Any]) -> Iterator[tuple[dict[str, Any], dict[str, Any]]]:
+    """Every log record of an OTLP logs document, with its resource's attributes."""
+    for resource_logs in _list(_get(record, "resourceLogs", "resource_logs")):
+        if not isinstance(resource_logs, dict):
+            raise FormatError("bad_otlp", "a resourceLogs entry is not an object")
+        resource = resource_logs.get("resource")
+        resource_attributes = attributes_of(resource.get("attributes")) if isinstance(resource, dict) else {}
+        for scope_logs in _list(_get(resource_logs, "scopeLogs", "scope_logs")):
+            for log in _list(_get(as_dict(scope_logs), "logRecords", "log_records")):
+                if not isinstance(log, dict):
+                    raise FormatError("bad_otlp", "a log record is not an object")
+                yield log, resource_attributes
+
+
+def _log_pieces(record: dict[str, Any]) -> list[Piece]:
+    """The calls of an OTLP logs document (GenAI events written as log records, semconv 1.28 on).
+
+    A ``gen_ai.client.inference.operation.details`` record holds a whole call in its
+    attributes, read as a span's. The per-message records (``gen_ai.user.message`` ...,
+    ``gen_ai.choice``; the name in ``eventName`` or the ``event.name`` attribute, the message in
+    the body) of one span make one call, in document order; the call's id is the span id, its
+    start the first record's time. Other log records are no calls.
+    """
+    pieces: list[Piece] = []
+    by_span: dict[tuple[str, str], list[Any]] = {}
+    for log, resource in otlp_log_records(record):
+        attributes = attributes_of(log.get("attributes"))
+        name = _get(log, "eventName", "event_name") or attributes.get("event.name")
+        trace_id = content_text(_get(log, "traceId", "trace_id"))
+        span_id = content_text(_get(log, "spanId", "span_id"))
+        start = time_nanos(_get(log, "timeUnixNano", "time_unix_nano", "observedTimeUnixNano"), "timeUnixNano")
+        if name == _DETAILS_EVENT:
+            pieces.extend(span_pieces(OTLP, Span(trace_id, span_id, start, attributes, [], resource)))
+        elif isinstance(name, str) and (name in genai.EVENT_ROLES or name == genai.CHOICE_EVENT):
+            body = any_value(log.get("body"))
+            event = {**(body if isinstance(body, dict) else {"content": body}), "event.name": name}
+            entry = by_span.get((trace_id, span_id))
+            if entry is None:
+                by_span[(trace_id, span_id)] = [Span(trace_id, span_id, start, attributes, [], resource), event]
+            else:
+                entry.append(event)
+    for span, *events in by_span.values():
+        ledger: dict[str, Any] = {}
+        history, output = genai.event_messages(events, ledger)
+        history, output = strict_flat(history, ledger), strict_flat(output, ledger)
+        pieces.append(Call(OTLP, _group(span), span.start, span.span_id, history, output, None, None, ledger or None))
+    return pieces
+
+
 def read_otlp(record: Any) -> list[Piece]:
-    if not isinstance(record, dict) or not isinstance(_get(record, "resourceSpans", "resource_spans"), list):
-        raise FormatError("not_otlp", "an OTLP traces document has a resourceSpans list")
+    if not isinstance(record, dict):
+        raise FormatError("not_otlp", "an OTLP document is an object")
+    spans = _get(record, "resourceSpans", "resource_spans")
+    logs = _get(record, "resourceLogs", "resource_logs")
+    if not isinstance(spans, list) and not isinstance(logs, list):
+        raise FormatError("not_otlp", "an OTLP document has a resourceSpans or a resourceLogs list")
     pieces: list[Piece] = []
     for span, resource in otlp_spans(record):
         pieces.extend(span_pieces(OTLP, _otlp_span(span, resource)))
+    pieces.extend(_log_pieces(record))
     return pieces
 
 
 def detect_otlp(record: Any) -> bool:
-    return "resourceSpans" in record or "resource_spans" in record
+    return not _OTLP_KEYS.isdisjoint(record)
 
 
 def read_span_row(record: Any) -> list[Piece]:
@@ -407,10 +472,19 @@ def read_span_row(record: Any) -> list[Piece]:
 
 
 def detect_span_row(record: Any) -> bool:
+    """A span with a flat ``attributes`` object: a ``context`` with the trace and span ids
+    (Phoenix, the console exporter), or ids at the top level beside a span kind or GenAI /
+    OpenInference attributes. Every span of such an export is one (an AGENT or HTTP span gives
+    no piece): a trace's rows are read as one kind, not some as chats."""
     attributes = record.get("attributes")
-    if not isinstance(attributes, dict) or not ("context" in record or "span_id" in record or "trace_id" in record):
+    if not isinstance(attributes, dict):
         return False
-    return any(isinstance(k, str) and k.startswith(("gen_ai.", "llm.", "openinference.")) for k in attributes)
+    context = record.get("context")
+    if isinstance(context, dict) and ("trace_id" in context or "span_id" in context):
+        return True
+    if not ("span_id" in record or "trace_id" in record):
+        return False
+    return "span_kind" in record or any(isinstance(k, str) and k.startswith(_ROW_PREFIXES) for k in attributes)
 
 
 OTLP_READER = register_call_log_reader(
@@ -419,7 +493,7 @@ OTLP_READER = register_call_log_reader(
         read_otlp,
         detect_otlp,
         10,
-        "OTLP JSON traces (collector file exporter): OpenTelemetry GenAI and OpenInference LLM and tool spans",
+        "OTLP JSON (collector file exporter): GenAI and OpenInference LLM and tool spans, GenAI log events",
     )
 )
 SPAN_ROWS_READER = register_call_log_reader(
