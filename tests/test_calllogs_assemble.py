@@ -199,7 +199,25 @@ def test_on_a_stream_a_conversation_closes_after_a_gap_and_a_later_call_reopens_
             | BatchRawRecords(max_batch_size=8)
             | NormalizeConversationBatches(Settings(), session_gap_s=30, reopen_s=300)
         )
-        emitted = out.drops | Unbatch() | beam.Map(
-            lambda m: (m["id"], m["messages_out"], len(m["assembly"]["calls"]), m["assembly"]["pane"])
+        emitted = (
+            out.drops
+            | Unbatch()
+            | beam.Map(lambda m: (m["id"], m["messages_out"], len(m["assembly"]["calls"]), m["assembly"]["pane"]))
         )
         assert_that(emitted, equal_to([("t", 4, 2, 0), ("t", 6, 3, 1)]))
+
+
+def test_what_reading_left_out_is_the_conversations_ledger_through_the_record_path():
+    """A call's ``discarded`` (its reader's ledger) reaches the assembled conversation's drops
+    line, as a conversation reader's would: nothing left out goes uncounted."""
+    from transforms.call_assembly import conversations_of
+    from transforms.record_settings import Settings
+    from transforms.records import normalize_batch
+
+    ledger = {"refusal": [1, 12]}
+    state = state_of(call(1, [USER], [ANSWER], discarded=ledger))
+    ((_, made),) = list(conversations_of((("test", "g"), state), Settings(), 1))
+    result = normalize_batch([made.raw], Settings())
+    (metrics,) = result.metrics
+    assert metrics["discarded"]["refusal"] == {"fields": 1, "chars": 12}
+    assert metrics["assembly"]["group"] == "g"

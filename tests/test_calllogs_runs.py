@@ -104,3 +104,45 @@ def test_the_order_files_are_read_in_changes_no_conversation(tmp_path, calls_inp
         return sorted((r for r in records if "assembly" in json.dumps(r) or True), key=lambda r: json.dumps(r))
 
     assert conversations(out) == conversations(calls_run)
+
+
+EXPECTED = Path(__file__).parent / "data" / "expected" / "calllogs_conversations.jsonl"
+
+
+def _shape(record: dict, metrics: dict) -> dict:
+    """A conversation as the expectation pins it: its id, roles in order, the calls in it."""
+    return {
+        "id": record["id"],
+        "roles": [m["role"] + ("+calls" if m.get("tool_calls") else "") for m in record["messages"]],
+        "format": metrics["assembly"]["format"],
+        "calls": [c["call"] for c in metrics["assembly"]["calls"]],
+        "collapsed": metrics["assembly"]["collapsed"],
+    }
+
+
+def test_the_exports_give_the_expected_conversations(calls_run):
+    """Every export family's samples give the conversations pinned in tests/data/expected (read,
+    reviewed and kept: CONVNORM_REGEN_GOLDEN=1 writes the file anew)."""
+    import os
+
+    records = [json.loads(line) for line in _lines(calls_run / "normalized")]
+    metrics = {d["id"]: d for d in (json.loads(line) for line in _lines(calls_run / "drops"))}
+    shapes = [_shape(r, metrics[r["id"]]) for r in records if "assembly" in metrics[r["id"]]]
+    text = "".join(json.dumps(s, ensure_ascii=False) + "\n" for s in shapes)
+    if os.environ.get("CONVNORM_REGEN_GOLDEN") == "1":
+        EXPECTED.write_text(text)
+    assert text == EXPECTED.read_text()
+
+
+@pytest.mark.slow
+def test_a_forced_call_log_format_reads_its_records_and_refuses_others(tmp_path):
+    from engine_outputs import CALL_LOGS
+
+    source = CALL_LOGS / "langfuse"
+    auto, forced = tmp_path / "auto", tmp_path / "forced"
+    _run([str(source / "*.json")], auto)
+    _run([str(source / "*.json")], forced, "--format", "langfuse")
+    assert _lines(auto / "normalized") == _lines(forced / "normalized")
+    other = tmp_path / "other"
+    summary = _run([str(CALL_LOGS / "litellm" / "*.json")], other, "--format", "langfuse")
+    assert summary["dead_letters_by_reason"]["format_error"] == summary["records_in"] > 0

@@ -119,7 +119,9 @@ def conversations_of(
 
 def _made(fmt: str, group: str, index: int, conversation: Assembled) -> _Conversation:
     raw = RawRecord(
-        conversation.source, conversation.position, Parsed(conversation.record, None, conversation.assembly)
+        conversation.source,
+        conversation.position,
+        Parsed(conversation.record, None, conversation.assembly, conversation.discarded),
     )
     counts = {
         "conversations": 1,

@@ -34,6 +34,9 @@ class Parsed(NamedTuple):
     #: A conversation assembled from call-log records: which calls made it (the drop-metrics
     #: record's ``assembly``, ``transforms.calllogs.assemble``); ``None`` for any other record.
     assembly: dict[str, Any] | None = None
+    #: Its reader's part of the ledger of discarded fields (``Conversation.discarded``), which
+    #: the flat reader that reads an assembled conversation cannot know.
+    discarded: dict[str, Any] | None = None
 
 
 class Unreadable(NamedTuple):

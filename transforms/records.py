@@ -114,6 +114,9 @@ def _process(
     if isinstance(read, list):
         return read  # a call log's pieces (``guarded`` makes them a ``CallLogged``)
     conversation, messages, result, role_drops, role_maps = read
+    if isinstance(raw.payload, Parsed) and raw.payload.discarded:
+        # An assembled conversation: what its call-log reader left out, the flat reader's ledger.
+        conversation = conversation._replace(discarded=raw.payload.discarded)
     rid = record_id(record, settings)
 
     normalized = dict(conversation.fields)

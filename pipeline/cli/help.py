@@ -10,6 +10,7 @@ import argparse
 import textwrap
 
 from pipeline.config.flags import add_convnorm_flags
+from transforms.calllogs.readers import CALL_LOG_READERS
 from transforms.formats import READERS, WRITERS
 from transforms.profiles import PROFILES
 
@@ -105,8 +106,14 @@ def help_text(command: str = "run") -> str:
     listing = textwrap.dedent("""\
         readers (--format, default auto: detected per record):
         {readers}
+        call-log readers (--format too; one record per LLM call, conversations assembled from
+        their calls: docs/call-logs.md):
+        {call_logs}
         """).format(
-        readers="\n".join(f"  {r.name:<18}{r.description}" for r in sorted(READERS.values(), key=lambda r: r.name))
+        readers="\n".join(f"  {r.name:<18}{r.description}" for r in sorted(READERS.values(), key=lambda r: r.name)),
+        call_logs="\n".join(
+            f"  {r.name:<18}{r.description}" for r in sorted(CALL_LOG_READERS.values(), key=lambda r: r.name)
+        ),
     )
     beam_note = textwrap.dedent("""\
         Every Apache Beam option passes through (not listed here), e.g. --runner (default

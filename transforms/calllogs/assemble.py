@@ -54,13 +54,17 @@ class _CallSeen(NamedTuple):
 
 
 class _Sequence:
-    """A maximal sequence: its messages (owned by the state) and their hash chain."""
+    """A maximal sequence: its messages (owned by the state), their hash chain, and the ledger
+    of what reading them left out (the call's that gave them: ``Call.discarded``)."""
 
-    __slots__ = ("messages", "chain")
+    __slots__ = ("messages", "chain", "discarded")
 
-    def __init__(self, messages: list[dict[str, Any]], chain: list[bytes]) -> None:
+    def __init__(
+        self, messages: list[dict[str, Any]], chain: list[bytes], discarded: dict[str, Any] | None = None
+    ) -> None:
         self.messages = messages
         self.chain = chain
+        self.discarded = discarded
 
     def holds(self, length: int, end: bytes) -> bool:
         """A sequence of ``length`` messages whose chain ends in ``end`` is a prefix of this one."""
@@ -105,26 +109,25 @@ class GroupState:
             tools = hashlib.blake2b(canonical_json(piece.tools), digest_size=16).digest()
             self.tools.setdefault(tools, piece.tools)
         self.calls.append(_CallSeen(origin, len(chain), chain[-1] if chain else b"", tools, piece.model))
-        self._keep(messages, chain)
+        self._keep(_Sequence(messages, chain, piece.discarded))
         return self
 
-    def _keep(self, messages: list[dict[str, Any]], chain: list[bytes]) -> None:
+    def _keep(self, new: _Sequence) -> None:
         """Keep a sequence unless it is a prefix of one kept; it replaces one it extends (at
-        most one can be: two kept sequences are never prefixes of one another)."""
-        length, end = len(chain), (chain[-1] if chain else b"")
+        most one can be: two kept sequences are never prefixes of one another). Of two equal
+        ones the first stays: they hold the same messages, read alike."""
+        length, end = len(new.chain), (new.chain[-1] if new.chain else b"")
         for index, kept in enumerate(self.sequences):
             if kept.holds(length, end):
                 return
-            if length > len(kept.chain) and _Sequence(messages, chain).holds(
-                len(kept.chain), kept.chain[-1] if kept.chain else b""
-            ):
-                self.sequences[index] = _Sequence(messages, chain)
+            if length > len(kept.chain) and new.holds(len(kept.chain), kept.chain[-1] if kept.chain else b""):
+                self.sequences[index] = new
                 return
-        self.sequences.append(_Sequence(messages, chain))
+        self.sequences.append(new)
 
     def merge(self, other: GroupState) -> GroupState:
         for sequence in other.sequences:
-            self._keep(sequence.messages, sequence.chain)
+            self._keep(sequence)
         self.calls.extend(other.calls)
         self.tool_results.extend(other.tool_results)
         for key, tools in other.tools.items():
@@ -141,6 +144,8 @@ class Assembled(NamedTuple):
     position: int
     #: The drop-metrics record's ``assembly`` entry (``conversation_assembly``).
     assembly: dict[str, Any]
+    #: What reading its messages left out (the ledger of the call that gave them), or ``None``.
+    discarded: dict[str, Any] | None = None
 
 
 class NoCalls(NamedTuple):
@@ -217,7 +222,7 @@ def assemble(
             assembly["branches"] = len(sequences) - 1
         if filled:
             assembly["tool_results_filled"] = [_origin_entry(origin) for origin, _ in filled]
-        assembled.append(Assembled(record, last.origin.source, last.origin.position, assembly))
+        assembled.append(Assembled(record, last.origin.source, last.origin.position, assembly, sequence.discarded))
     unused = [origin for origin, piece in state.tool_results if (origin, piece.tool_call_id) not in used]
     if unused:
         # Results the histories already hold (or that answer no call): listed, so every
