@@ -254,6 +254,18 @@ def test_a_dry_run_of_validate_and_the_reader_of_each_format(tmp_path, capsys):
         assert "reader: " in line and "dead letter" not in line, line
 
 
+def test_a_dry_run_names_the_call_log_reader_of_each_export(tmp_path, capsys):
+    """A call log is not a conversation on its own: the plan says which call-log reader takes it
+    (it said unknown_format, the conversation readers' verdict, before)."""
+    exports = ROOT / "tests" / "data" / "calllogs"
+    files = sorted(p for p in (exports / "langfuse").glob("*.json")) + [exports / "otlp" / "semconv-examples.jsonl"]
+    assert main([*[a for f in files for a in ("--input", str(f))], "--output", str(tmp_path / "o"), "--dry-run"]) == 0
+    printed = capsys.readouterr().out
+    for path in files:
+        line = next(line for line in printed.splitlines() if path.name in line)
+        assert "(call log)" in line and "dead letter" not in line, line
+
+
 # --------------------------------------------------------------------------------------------
 # --limit
 

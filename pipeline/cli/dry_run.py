@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import collections
 import os
+from dataclasses import replace
 
 from pipeline.cli.progress import size_text
 from pipeline.config.options import ConvNormOptions, Job
@@ -25,7 +26,14 @@ from pipeline.io.read_shard import read_shard
 from pipeline.io.shard import FILE_KINDS, Blank, Shard
 from transforms.console_text import console_text
 from transforms.record_settings import Settings
-from transforms.record_steps import ReaderHint, RecordRefused, parse_payload, read_conversation
+from transforms.record_steps import (
+    ReaderHint,
+    RecordRefused,
+    call_log_reader,
+    parse_payload,
+    read_call_log,
+    read_conversation,
+)
 
 #: Records read from the start of each input file to tell which reader it gets.
 SAMPLE_RECORDS = 20
@@ -41,7 +49,14 @@ def sample_readers(shard: Shard, settings: Settings, max_record_bytes: int, samp
         if isinstance(item, Blank):
             continue
         try:
-            read_conversation(parse_payload(item), settings, hint)
+            record = parse_payload(item)
+            logs = call_log_reader(record, settings)
+            if logs is not None:
+                # Read as the run reads it: its calls, to be assembled with their conversation's.
+                read_call_log(record, replace(settings, calls=True))
+                counts[f"{logs.name} (call log)"] += 1
+                continue
+            read_conversation(record, settings, hint)
         except RecordRefused as refused:
             counts[f"dead letter: {refused.reason.value}"] += 1
             continue
