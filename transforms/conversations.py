@@ -80,12 +80,16 @@ class NormalizedOutputs(NamedTuple):
     #: Batches of the assembly's partial summaries (``transforms.call_assembly``); ``None`` when
     #: the composite does not assemble call logs.
     assembly: beam.PCollection | None = None
+    #: The assembled conversations' own outputs, when the composite leaves them apart
+    #: (``join=False``); else they are in the three above.
+    assembled: Any = None
 
 
 class CheckedOutputs(NamedTuple):
     reports: beam.PCollection
     dead_letters: beam.PCollection
     assembly: beam.PCollection | None = None
+    assembled: Any = None
 
 
 class RecordStep(NamedTuple):
@@ -398,6 +402,11 @@ class ProcessConversationBatches(beam.PTransform):
     numbered from ``first_call_shard``, hold the assembled conversations. On a stream, a
     conversation is emitted after ``session_gap_s`` without a call, and again if a call comes
     within ``reopen_s`` after that (``transforms.call_assembly._Sessions``).
+
+    ``join=False`` leaves the assembled conversations' outputs apart (the outputs'
+    ``assembled``, a ``step.outputs`` of their own), for a graph that writes them apart: a
+    Flatten in front of a writer stops a runner fusing the writer with the step, so a shard's
+    batches could spread over several files (measured on the multi-process runner).
     """
 
     def __init__(
@@ -409,8 +418,10 @@ class ProcessConversationBatches(beam.PTransform):
         first_call_shard: int = FIRST_ASSEMBLED_SHARD,
         session_gap_s: float = DEFAULT_SESSION_GAP_S,
         reopen_s: float = DEFAULT_REOPEN_S,
+        join: bool = True,
     ) -> None:
         super().__init__()
+        self._join = join
         self._route = route
         self._batch_size = batch_size
         self._call_shards = call_shards
@@ -436,8 +447,12 @@ class ProcessConversationBatches(beam.PTransform):
         more = assembled.batches | step.label + "Assembled" >> beam.ParDo(again).with_input_types(Batch).with_outputs(
             *step.tags, main=_MAIN
         )
+        theirs = [more[_MAIN], *(more[tag] for tag in step.tags)]
+        if not self._join:
+            return step.outputs(*direct, assembly=assembled.partials, assembled=step.outputs(*theirs))
         joined = [
-            (mine, more[tag]) | f"Join{tag.title()}" >> beam.Flatten() for mine, tag in zip(direct, (_MAIN, *step.tags))
+            (mine, other) | f"Join{tag.title()}" >> beam.Flatten()
+            for mine, other, tag in zip(direct, theirs, (_MAIN, *step.tags))
         ]
         return step.outputs(*joined, assembly=assembled.partials)
 
@@ -449,7 +464,7 @@ class NormalizeConversationBatches(ProcessConversationBatches):
     ``lines_only``: the records as their JSON lines (``RouteConversations``), for a JSON Lines
     writer."""
 
-    def __init__(self, settings: Settings, lines_only: bool = False, *, assemble: bool = True, **shards: int) -> None:
+    def __init__(self, settings: Settings, lines_only: bool = False, *, assemble: bool = True, **shards: Any) -> None:
         settings = dataclasses.replace(settings, calls=assemble)
         super().__init__(NormalizeConversation(settings, lines_only=lines_only), **shards)
 
@@ -460,7 +475,7 @@ class CheckConversationBatches(ProcessConversationBatches):
     ``lines_only`` is accepted so both composites are made alike; a check has no records to
     hand on as lines (its reports are always objects)."""
 
-    def __init__(self, settings: Settings, lines_only: bool = False, *, assemble: bool = True, **shards: int) -> None:
+    def __init__(self, settings: Settings, lines_only: bool = False, *, assemble: bool = True, **shards: Any) -> None:
         super().__init__(CheckConversation(dataclasses.replace(settings, calls=assemble)), **shards)
 
 
@@ -563,16 +578,28 @@ class Summarize(beam.PTransform):
         self._finish = step.finish(settings)
 
     def expand(self, inputs):
-        # (read stats, outputs, dead letters), and the assembly's partials when it assembled.
+        # (read stats, outputs, dead letters), and the assembly's partials when it assembled;
+        # outputs and dead letters may each be several PCollections (the assembled ones apart).
         read_stats, outputs, dead_letters, *assembly = inputs
         partial = self._partial
         parts = (
             read_stats | "ReadTotals" >> beam.Map(lambda s: partial(s["records"], blank_lines=s["blank_lines"])),
-            outputs | "OutputTotals" >> beam.Map(lambda b: partial(0, b.items)),
-            dead_letters | "DeadLetterTotals" >> beam.Map(lambda b: partial(0, (), b.items)),
+            *(
+                part | f"OutputTotals{n or ''}" >> beam.Map(lambda b: partial(0, b.items))
+                for n, part in enumerate(_several(outputs))
+            ),
+            *(
+                part | f"DeadLetterTotals{n or ''}" >> beam.Map(lambda b: partial(0, (), b.items))
+                for n, part in enumerate(_several(dead_letters))
+            ),
             *(a | "AssemblyTotals" >> beam.FlatMap(lambda b: b.items) for a in assembly if a is not None),
         ) | "AllTotals" >> beam.Flatten()
         return parts | "Merge" >> beam.CombineGlobally(MergeSummaries(self._finish))
+
+
+def _several(pcolls: Any) -> tuple:
+    """One PCollection or several, as a tuple (``None`` left out)."""
+    return tuple(p for p in (pcolls if isinstance(pcolls, (tuple, list)) else (pcolls,)) if p is not None)
 
 
 class SummarizeRun(Summarize):

@@ -32,6 +32,8 @@ class DeadLetter(_DeadLetterFields, total=False):
     always, and ``tokens`` for an example refused for its length (``over_token_limit``)."""
 
     tokens: int
+    #: A conversation assembled from call logs: the calls that made it (``DropMetrics.assembly``).
+    assembly: dict[str, Any]
 
 
 class _DropCounts(TypedDict):

@@ -326,6 +326,9 @@ def dead_letter(
     }
     if tokens is not None:
         letter["tokens"] = tokens
+    if isinstance(raw.payload, Parsed) and raw.payload.assembly is not None:
+        # A conversation assembled from call logs: the calls that made it (explain reads them).
+        letter["assembly"] = raw.payload.assembly
     return letter
 
 

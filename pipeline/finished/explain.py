@@ -170,7 +170,10 @@ def find_metrics(output: str, conversation_id: str) -> dict:
         source, position = str(letter.get("source")), int(letter.get("position", -1))
         dead = {"reason": letter.get("reason"), "detail": letter.get("detail")}
         if dead["reason"] in AFTER_READING:  # read and normalized, then not written
-            return {"id": conversation_id, "source": source, "position": position, "dead_letter": dead}
+            found = {"id": conversation_id, "source": source, "position": position, "dead_letter": dead}
+            if isinstance(letter.get("assembly"), dict):  # assembled from call logs: its calls
+                found["assembly"] = letter["assembly"]
+            return found
         raise NotFound(
             f"{conversation_id!r} is in the dead letter of {where_text(source, position, None)}: dead-lettered "
             f"({dead['reason']}): {dead['detail']}; it was never read as a conversation, so there is nothing to explain"
@@ -223,7 +226,7 @@ def locate(
     try:
         record = parse_payload(raw)
         if "assembly" in metrics:
-            conversation = reassembled(metrics, settings, max_record_bytes, inputs or run_inputs(output))
+            conversation = reassembled(output, metrics, settings, max_record_bytes, inputs or run_inputs(output))
         else:
             conversation = read_conversation(record, settings)
     except RecordRefused as refused:
@@ -243,7 +246,26 @@ def locate(
     return Located(metrics, explanation, settings, line, mismatch)
 
 
-def reassembled(metrics: dict, settings: Settings, max_record_bytes: int, inputs: RunInputs) -> Conversation:
+def group_assemblies(output: str, assembly: dict) -> list[dict]:
+    """The ``assembly`` entries of every conversation of ``assembly``'s group in ``output`` (its
+    drops/ lines, and the dead letters of those the sink refused)."""
+    needle = orjson.dumps(assembly.get("group"))
+    found = []
+    for line in [*drop_lines(output), *drop_lines(output, DEAD_LETTER_PATTERNS)]:
+        if needle not in line:  # cheap first
+            continue
+        other = orjson.loads(line).get("assembly")
+        if isinstance(other, dict) and (other.get("format"), other.get("group")) == (
+            assembly.get("format"),
+            assembly.get("group"),
+        ):
+            found.append(other)
+    return found
+
+
+def reassembled(
+    output: str, metrics: dict, settings: Settings, max_record_bytes: int, inputs: RunInputs
+) -> Conversation:
     """A conversation assembled from call logs, made again: every record its ``assembly`` lists
     read back, their pieces of its group assembled as the run did, the conversation of its id."""
     import dataclasses
@@ -254,10 +276,12 @@ def reassembled(metrics: dict, settings: Settings, max_record_bytes: int, inputs
 
     assembly = metrics["assembly"]
     key = (assembly["format"], assembly["group"])
+    # The whole group's records: a branch is one only beside the group's other conversations.
     listed = [
-        *assembly.get("calls", ()),
-        *assembly.get("tool_results_filled", ()),
-        *assembly.get("tool_results_unused", ()),
+        entry
+        for other in group_assemblies(output, assembly) or [assembly]
+        for name in ("calls", "tool_results_filled", "tool_results_unused")
+        for entry in other.get(name, ())
     ]
     calls = dataclasses.replace(settings, input_format=assembly["format"], calls=True)
     state = GroupState()

@@ -26,7 +26,9 @@ from transforms.conversations import (
     CHECK,
     NORMALIZE,
     CheckConversationBatches,
+    CheckedOutputs,
     NormalizeConversationBatches,
+    NormalizedOutputs,
     ProcessConversationBatches,
     RecordStep,
     Summarize,
@@ -44,6 +46,9 @@ class NormalizedCollections(NamedTuple):
     read_stats: beam.PCollection
     #: The call-log assembly's partial summaries (``transforms.call_assembly``).
     assembly: beam.PCollection
+    #: The outputs of the conversations assembled from call logs (a ``NormalizedOutputs``),
+    #: written apart: a Flatten before a writer would stop the step and the writer fusing.
+    assembled: NormalizedOutputs
 
 
 class CheckedCollections(NamedTuple):
@@ -51,6 +56,7 @@ class CheckedCollections(NamedTuple):
     dead_letters: beam.PCollection
     read_stats: beam.PCollection
     assembly: beam.PCollection
+    assembled: CheckedOutputs
 
 
 #: Input bytes per output shard of conversations assembled from call logs (``call_shards``):
@@ -110,8 +116,10 @@ class ProcessConversationLogs(beam.PTransform[beam.pvalue.PBegin, StepCollection
             batch_size=self._batch_size,
             call_shards=call_shards(self._shards),
             first_call_shard=len(self._shards),
+            join=False,
         )
-        return self.RESULT(*out[:-1], read.stats, out.assembly)  # the step's outputs, then ours
+        # The step's outputs, then ours, then the assembled conversations' outputs.
+        return self.RESULT(*out[:-2], read.stats, out.assembly, out.assembled)
 
 
 class NormalizeConversationLogs(ProcessConversationLogs[NormalizedCollections]):
@@ -145,19 +153,27 @@ def _logs(
     )
 
 
+def _write(label: str, outputs: tuple, write: Callable[[], WriteShards]):
+    """Each of ``outputs`` (the step's and the assembled conversations') written by a writer of
+    its own, the files joined (a Flatten after the writers, never before one)."""
+    files = [batches | f"{label}{n or ''}" >> write() for n, batches in enumerate(outputs)]
+    return files[0] if len(files) == 1 else files | f"{label}Files" >> beam.Flatten()
+
+
 def _summarize(
     temp_dir: str,
     written: dict,
     read_stats,
-    summarized,
-    dead_letters,
+    summarized: tuple,
+    dead_letters: tuple,
     assembly,
     summarize: Summarize,
     summary_file: str,
 ):
     """What every job ends with: its dead letters written, the lists of every output's files
     (``written``: the step's outputs' files, by name), its totals summarized and written."""
-    written = {**written, "dead_letter": dead_letters | "WriteDeadLetters" >> WriteShards(temp_dir, "dead_letter")}
+    letters = _write("WriteDeadLetters", dead_letters, lambda: WriteShards(temp_dir, "dead_letter"))
+    written = {**written, "dead_letter": letters}
     written | "ListFiles" >> ListWrittenFiles(temp_dir)
     summary = (read_stats, summarized, dead_letters, assembly) | "Summarize" >> summarize
     summary | "WriteSummary" >> WriteSummary(FileSystems.join(temp_dir, summary_file))
@@ -196,24 +212,28 @@ def build(pipeline: beam.Pipeline, job: Job, temp_dir: str) -> JobOutputs:
     lines_only = FILE_FORMATS[job.output_format].takes_lines
     normalized = _logs(pipeline, job, "CleanLogs", NormalizeConversationLogs, lines_only)
     settings = job.settings
+    assembled = normalized.assembled
+    drops = (normalized.drops, assembled.drops)
     written = {
-        "normalized": normalized.records
-        | "WriteNormalized"
-        >> WriteShards(
-            temp_dir,
-            "normalized",
-            job.output_format,
-            id_field=settings.id_field,
-            messages_field=settings.messages_field,
+        "normalized": _write(
+            "WriteNormalized",
+            (normalized.records, assembled.records),
+            lambda: WriteShards(
+                temp_dir,
+                "normalized",
+                job.output_format,
+                id_field=settings.id_field,
+                messages_field=settings.messages_field,
+            ),
         ),
-        "drops": normalized.drops | "WriteDrops" >> WriteShards(temp_dir, "drops"),
+        "drops": _write("WriteDrops", drops, lambda: WriteShards(temp_dir, "drops")),
     }
     summary = _summarize(
         temp_dir,
         written,
         normalized.read_stats,
-        normalized.drops,
-        normalized.dead_letters,
+        drops,
+        (normalized.dead_letters, assembled.dead_letters),
         normalized.assembly,
         SummarizeRun(settings),
         SUMMARY_FILE,
@@ -227,13 +247,14 @@ def build_validate(pipeline: beam.Pipeline, job: Job, temp_dir: str) -> JobOutpu
     if job.graph == PER_SHARD:
         return _build_per_shard(pipeline, job, temp_dir, CHECK, VALIDATION_FILE)
     checked = _logs(pipeline, job, "CheckLogs", CheckConversationLogs)
-    written = {"violations": checked.reports | "WriteReports" >> WriteShards(temp_dir, "violations")}
+    reports = (checked.reports, checked.assembled.reports)
+    written = {"violations": _write("WriteReports", reports, lambda: WriteShards(temp_dir, "violations"))}
     summary = _summarize(
         temp_dir,
         written,
         checked.read_stats,
-        checked.reports,
-        checked.dead_letters,
+        reports,
+        (checked.dead_letters, checked.assembled.dead_letters),
         checked.assembly,
         SummarizeValidation(),
         VALIDATION_FILE,

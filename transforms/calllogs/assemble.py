@@ -25,10 +25,11 @@ the conversations do not depend on the order pieces arrive in or on how states w
 from __future__ import annotations
 
 import hashlib
+import re
 from typing import Any, NamedTuple
 
 from transforms.calllogs.calls import Call, Piece, ToolResult
-from transforms.jsontext import canonical_json
+from transforms.jsontext import canonical_json, dumps_line
 
 #: Separates a group from a branch's number in a branch's id: ``<group>#branch<n>``.
 BRANCH_SEPARATOR = "#branch"
@@ -87,15 +88,23 @@ def chain_of(messages: list[Any]) -> list[bytes]:
 
 
 class GroupState:
-    """What is known of one conversation group so far (a combiner's accumulator)."""
+    """What is known of one conversation group so far (a combiner's accumulator).
 
-    __slots__ = ("sequences", "calls", "tool_results", "tools")
+    ``sequences`` are the maximal ones, each once; ``prefixes`` holds every chain hash of every
+    kept sequence (a sequence is a prefix of a kept one exactly when its end is there) and
+    ``ends`` each kept sequence's own end, so that a call costs a pass over its own messages and
+    a few look-ups, never a comparison with every kept sequence (a trace of thousands of
+    unrelated calls)."""
+
+    __slots__ = ("sequences", "calls", "tool_results", "tools", "prefixes", "ends")
 
     def __init__(self) -> None:
         self.sequences: list[_Sequence] = []
         self.calls: list[_CallSeen] = []
         self.tool_results: list[tuple[Origin, ToolResult]] = []
         self.tools: dict[bytes, list[dict[str, Any]]] = {}
+        self.prefixes: set[bytes] = set()
+        self.ends: dict[bytes, int] = {}
 
     def add(self, source: str, position: int, piece: Piece) -> GroupState:
         origin = Origin(source, position, piece.call_id, piece.start)
@@ -107,23 +116,51 @@ class GroupState:
         tools = None
         if piece.tools is not None:
             tools = hashlib.blake2b(canonical_json(piece.tools), digest_size=16).digest()
-            self.tools.setdefault(tools, piece.tools)
+            known = self.tools.get(tools)
+            # Tools alike but for key order: the same ones whatever the order calls arrive in.
+            if known is None or _exact(piece.tools) < _exact(known):
+                self.tools[tools] = piece.tools
         self.calls.append(_CallSeen(origin, len(chain), chain[-1] if chain else b"", tools, piece.model))
         self._keep(_Sequence(messages, chain, piece.discarded))
         return self
 
     def _keep(self, new: _Sequence) -> None:
-        """Keep a sequence unless it is a prefix of one kept; it replaces one it extends (at
+        """Keep a sequence unless it is a prefix of one kept; it replaces the one it extends (at
         most one can be: two kept sequences are never prefixes of one another). Of two equal
-        ones the first stays: they hold the same messages, read alike."""
-        length, end = len(new.chain), (new.chain[-1] if new.chain else b"")
-        for index, kept in enumerate(self.sequences):
-            if kept.holds(length, end):
-                return
-            if length > len(kept.chain) and new.holds(len(kept.chain), kept.chain[-1] if kept.chain else b""):
+        ones (alike but for key order) the one whose exact text comes first stays: the same one
+        whatever the order they arrive in."""
+        if not new.chain:
+            if not self.sequences:
+                self._append(new)
+            return
+        end = new.chain[-1]
+        same = self.ends.get(end)
+        if same is not None:
+            kept = self.sequences[same]
+            if (_exact(new.messages), _exact(new.discarded)) < (_exact(kept.messages), _exact(kept.discarded)):
+                self.sequences[same] = new
+            return
+        if end in self.prefixes:
+            return  # a prefix of a kept sequence
+        for h in new.chain[:-1]:
+            index = self.ends.get(h)
+            if index is not None:  # it extends that kept sequence: replace it
+                del self.ends[h]
                 self.sequences[index] = new
+                self.ends[end] = index
+                self.prefixes.update(new.chain)
                 return
+        self._append(new)
+
+    def _append(self, new: _Sequence) -> None:
+        if self.sequences and not self.sequences[0].chain:
+            # The empty sequence (a call that sent and got nothing) is a prefix of any other.
+            self.sequences.pop(0)
+            self.ends = {h: i - 1 for h, i in self.ends.items()}
         self.sequences.append(new)
+        if new.chain:
+            self.ends[new.chain[-1]] = len(self.sequences) - 1
+            self.prefixes.update(new.chain)
 
     def merge(self, other: GroupState) -> GroupState:
         for sequence in other.sequences:
@@ -131,8 +168,15 @@ class GroupState:
         self.calls.extend(other.calls)
         self.tool_results.extend(other.tool_results)
         for key, tools in other.tools.items():
-            self.tools.setdefault(key, tools)
+            known = self.tools.get(key)
+            if known is None or _exact(tools) < _exact(known):
+                self.tools[key] = tools
         return self
+
+
+def _exact(value: Any) -> bytes:
+    """A value's JSON text as it is (key order kept): the tie-break between values alike."""
+    return dumps_line(value) if value is not None else b""
 
 
 class Assembled(NamedTuple):
@@ -160,15 +204,54 @@ def _latest(origin: Origin) -> tuple[int, str, str, int]:
     return (origin.start, origin.call_id, origin.source, origin.position)
 
 
-def _ordered_sequences(state: GroupState) -> list[_Sequence]:
-    """The maximal sequences, the conversation's first: each ranked by the latest call it holds
-    (then the longer, then its hash), so that the order depends on the pieces only."""
+def _holders(state: GroupState) -> dict[bytes, list[int]]:
+    """Each chain hash -> the kept sequences (by index) that hold that prefix."""
+    holders: dict[bytes, list[int]] = {}
+    for index, sequence in enumerate(state.sequences):
+        for h in sequence.chain:
+            holders.setdefault(h, []).append(index)
+    return holders
 
-    def rank(sequence: _Sequence) -> tuple[Any, ...]:
-        held = [_latest(c.origin) for c in state.calls if sequence.holds(c.length, c.end)]
-        return (max(held), len(sequence.chain), sequence.chain[-1] if sequence.chain else b"")
 
-    return sorted(state.sequences, key=rank, reverse=True)
+def _held_by(call: _CallSeen, holders: dict[bytes, list[int]], every: list[int]) -> list[int]:
+    return every if call.length == 0 else holders.get(call.end, [])
+
+
+def _ordered_sequences(state: GroupState) -> tuple[list[_Sequence], list[list[_CallSeen]]]:
+    """The maximal sequences, the conversation's first, and the calls of each: sequences ranked
+    by the latest call each holds (then the longer, then its hash), so that the order depends on
+    the pieces only; a call goes to the first sequence in that order that holds it."""
+    holders = _holders(state)
+    every = list(range(len(state.sequences)))
+    latest: list[Any] = [None] * len(state.sequences)
+    for call in state.calls:
+        when = _latest(call.origin)
+        for index in _held_by(call, holders, every):
+            if latest[index] is None or when > latest[index]:
+                latest[index] = when
+
+    def rank(index: int) -> tuple[Any, ...]:
+        sequence = state.sequences[index]
+        return (latest[index], len(sequence.chain), sequence.chain[-1] if sequence.chain else b"")
+
+    order = sorted(every, key=rank, reverse=True)
+    place = {index: n for n, index in enumerate(order)}
+    members: list[list[_CallSeen]] = [[] for _ in order]
+    for call in state.calls:
+        members[min(place[i] for i in _held_by(call, holders, every))].append(call)
+    return [state.sequences[i] for i in order], members
+
+
+def conversation_id(group: str, branch: int) -> str:
+    """The id of a group's conversation (``branch`` 0) or of its n-th branch
+    (``<group>#branch<n>``). A group named like a branch (``x#branch1``, ``x#branch1#``) gets a
+    ``#`` more, so that no group's id is another group's branch's."""
+    if branch:
+        return f"{group}{BRANCH_SEPARATOR}{branch}"
+    return group + "#" if _LIKE_A_BRANCH.search(group) else group
+
+
+_LIKE_A_BRANCH = re.compile(re.escape(BRANCH_SEPARATOR) + r"[0-9]+#*\Z")
 
 
 def assemble(
@@ -188,13 +271,7 @@ def assemble(
             first.position,
             f"{fmt} group {group!r}: {len(state.tool_results)} tool result(s) and no LLM call to assemble",
         )
-    sequences = _ordered_sequences(state)
-    members: list[list[_CallSeen]] = [[] for _ in sequences]
-    for call in state.calls:
-        for index, sequence in enumerate(sequences):
-            if sequence.holds(call.length, call.end):
-                members[index].append(call)
-                break
+    sequences, members = _ordered_sequences(state)
     results = _tool_results_by_call(state.tool_results)
     used: set[tuple[Origin, str]] = set()
     assembled = []
@@ -203,7 +280,7 @@ def assemble(
         last = calls[-1]
         messages, filled = fill_tool_results(sequence.messages, results)
         used.update((origin, tool_call_id) for origin, tool_call_id in filled)
-        cid = group if index == 0 else f"{group}{BRANCH_SEPARATOR}{index}"
+        cid = conversation_id(group, index)
         record: dict[str, Any] = {id_field: cid, messages_field: messages}
         tools = next((c.tools for c in reversed(calls) if c.tools is not None), None)
         if tools is not None:
@@ -253,7 +330,11 @@ def fill_tool_results(
     the results used. A new list; the messages themselves are shared, not copied."""
     if not results:
         return messages, []
-    answered = {m.get("tool_call_id") for m in messages if isinstance(m, dict) and m.get("role") == "tool"}
+    answered = {
+        m["tool_call_id"]
+        for m in messages
+        if isinstance(m, dict) and m.get("role") == "tool" and isinstance(m.get("tool_call_id"), str)
+    }
     out: list[dict[str, Any]] = []
     filled: list[tuple[Origin, str]] = []
     pending: list[dict[str, Any]] = []
