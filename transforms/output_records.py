@@ -70,6 +70,8 @@ class DropMetrics(_DropCounts, total=False):
     over_token_limit: bool
     #: ``True`` when the normalized conversation has no assistant message (``--tokens``).
     no_assistant_message: bool
+    #: What shaping a training set did (transforms.training): weights kept, trailing turns trimmed.
+    training: dict[str, int]
 
 
 class ViolationDetail(TypedDict):

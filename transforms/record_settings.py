@@ -15,6 +15,7 @@ from typing import Callable
 from transforms.formats import READERS, WRITERS
 from transforms.profiles import PROFILES
 from transforms.roles import MAP_TARGETS
+from transforms.training import TRAILING_CHOICES, WEIGHT_CHOICES, WEIGHT_SINKS, keeps_weights, trailing_policy
 
 #: Raw text kept in a dead letter, in characters.
 DEFAULT_RAW_LIMIT = 2000
@@ -64,6 +65,18 @@ class Settings:
     raw_limit: int = DEFAULT_RAW_LIMIT
     #: Count tokens per example (``--tokens``); ``None``: no counting, no work per record.
     tokens: TokenSettings | None = None
+    #: Per-message weights (``--weights``: auto, keep, drop) and turns after the last assistant
+    #: message (``--trailing``: auto, trim, keep, refuse): ``transforms.training``.
+    weights: str = "auto"
+    trailing: str = "auto"
+
+    @property
+    def keep_weights(self) -> bool:
+        return keeps_weights(self.sink, self.weights)
+
+    @property
+    def trailing_policy(self) -> str:
+        return trailing_policy(self.sink, self.trailing)
 
 
 def field_name(field: str) -> str:
@@ -94,7 +107,21 @@ def problems(settings: Settings, named: Callable[[str], str] = field_name) -> li
         found.append(f"{named('max_tokens')} must be at least 1")
     if settings.raw_limit < 0:
         found.append(f"{named('raw_limit')} must be 0 or more")
-    return found + _role_problems(settings, named)
+    return found + _role_problems(settings, named) + _training_problems(settings, named)
+
+
+def _training_problems(settings: Settings, named: Callable[[str], str]) -> list[str]:
+    found = []
+    if settings.weights not in WEIGHT_CHOICES:
+        found.append(f"unknown {named('weights')} {settings.weights!r}; known: {', '.join(WEIGHT_CHOICES)}")
+    elif settings.weights == "keep" and settings.sink not in WEIGHT_SINKS:
+        found.append(
+            f"{named('weights')} keep: {named('sink')} {settings.sink} has no per-message weight "
+            f"(these have: {', '.join(WEIGHT_SINKS)})"
+        )
+    if settings.trailing not in TRAILING_CHOICES:
+        found.append(f"unknown {named('trailing')} {settings.trailing!r}; known: {', '.join(TRAILING_CHOICES)}")
+    return found
 
 
 def _role_problems(settings: Settings, named: Callable[[str], str]) -> list[str]:

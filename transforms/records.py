@@ -47,6 +47,7 @@ from transforms.record_steps import (
 from transforms.roles import apply_role_options, drops_with_roles, repairs_with_roles
 from transforms.tokens import count_example, has_assistant_message, sink_view
 from transforms.tool_blocks import first_free
+from transforms.training import TRAILING_TURNS, WEIGHT_KEYS, WEIGHT_SINKS, trailing_turns, trim_trailing, with_weights
 from transforms.validate import check_sendable, count_by_kind
 
 
@@ -104,10 +105,12 @@ def _process(
     record = parse_payload(raw)
     conversation, messages, result, role_drops, role_maps = _read_and_normalize(record, settings, hint)
     rid = record_id(record, settings)
+    training: dict[str, int] = {}
+    written = _training_messages(messages, result, settings, training)
 
     normalized = dict(conversation.fields)
     # Assigning to an existing key keeps its place: the record keeps its key order.
-    normalized[settings.messages_field] = result.messages
+    normalized[settings.messages_field] = written
     if settings.id_field not in normalized:
         normalized = {settings.id_field: rid, **normalized}
     elif normalized[settings.id_field] is not rid and own_id(normalized, settings.id_field) is None:
@@ -134,6 +137,14 @@ def _process(
     )
     if discarded:
         metrics["discarded"] = ledger_report(discarded)
+        if training.get("weights_kept") and settings.sink in WEIGHT_SINKS:
+            # Carried around the core and written: not discarded.
+            for key in WEIGHT_KEYS:
+                metrics["discarded"].pop(key, None)
+            if not metrics["discarded"]:
+                del metrics["discarded"]
+    if training:
+        metrics["training"] = training
     if result.repairs or role_maps:
         metrics["repairs"] = repairs_with_roles(result.repairs, role_maps)
     if conversation.report:
@@ -173,6 +184,28 @@ def _process(
     if tokens is not None:  # opt-in: without --tokens, this test is all the per-record cost
         _count_tokens(output, result.messages, settings, tokens, metrics)
     return output, metrics, line
+
+
+def _training_messages(
+    messages: list[Any], result: ProfileResult, settings: Settings, counts: dict[str, int]
+) -> list[Any]:
+    """The messages the writer gets: the core's, with the weights carried around it and the
+    trailing turns trimmed or refused, as the settings say (``transforms.training``)."""
+    written = result.messages
+    if settings.keep_weights:
+        written = with_weights(messages, settings.profile, result, settings.sink, counts).messages
+    policy = settings.trailing_policy
+    if policy == "trim":
+        written = trim_trailing(written, counts)
+    elif policy == "refuse":
+        n = trailing_turns(written)
+        if n:
+            raise RecordRefused(
+                DeadLetterReason.UNWRITABLE,
+                f"{settings.sink}: {TRAILING_TURNS}: {n} message(s) after the last assistant message "
+                "(--trailing refuse)",
+            )
+    return written
 
 
 def _count_tokens(

@@ -28,6 +28,7 @@ from transforms.record_settings import Settings, TokenSettings
 from transforms.record_steps import DEAD_LETTER_REASONS, DeadLetterReason
 from transforms.records import refusal_reason
 from transforms.tokens import tally_example, token_figures
+from transforms.training import TRAINING_COUNTS
 from transforms.validate import VIOLATION_KINDS
 
 #: Buckets of the drops-per-conversation histogram: (label, lowest count, highest count).
@@ -222,6 +223,7 @@ def partial(
     nulled: dict[str, int] = {}
     discarded: dict[str, dict[str, int]] = {}
     tokens: dict[str, Any] = {}  # --tokens only: transforms.tokens.tally_example
+    training: dict[str, int] = {}  # transforms.training's counts
     reports: dict[str, Any] = {name: {} for name in _REPORTS}
     records_out = messages_in = messages_out = dropped = healed = with_drops = with_violations = 0
     with_discards = partial_conversations = 0
@@ -257,6 +259,8 @@ def partial(
         partial_conversations += m.get("partial_conversation", False) is True
         if "tokens" in m:
             tally_example(tokens, m)
+        for name, n in m.get("training", {}).items():
+            _add(training, name, n)
     histogram: dict[str, int] = {}
     for n_dropped in sorted(conversations_by_drops):
         _add(histogram, _bucket(n_dropped), conversations_by_drops[n_dropped])
@@ -284,6 +288,8 @@ def partial(
     }
     if tokens:  # absent without --tokens: the summary is the same as before it existed
         part["tokens"] = tokens
+    if training:
+        part["training"] = training
     return part
 
 
@@ -320,7 +326,12 @@ def _ledger(discarded: dict[str, Any], conversations: int) -> dict[str, Any]:
 
 
 def finalize(
-    summary: dict[str, Any], *, profile: str = "spec", check: bool = False, tokens: TokenSettings | None = None
+    summary: dict[str, Any],
+    *,
+    profile: str = "spec",
+    check: bool = False,
+    tokens: TokenSettings | None = None,
+    training: bool = False,
 ) -> dict[str, Any]:
     """The canonical summary document (stable key order, every known reason listed); with
     ``tokens`` (``--tokens``), the ``tokens`` section (``token_figures``)."""
@@ -355,6 +366,9 @@ def finalize(
             doc[name] = _sorted_counts(s[name])
     if tokens is not None:
         doc["tokens"] = token_figures(s.get("tokens", {}), tokens)
+    if training or s.get("training"):
+        # transforms.training: every count listed, in its order, when the run shapes a training set.
+        doc["training"] = _ordered(s.get("training", {}), TRAINING_COUNTS)
     doc["accounted"] = accounted(doc, "records_out")
     return doc
 
@@ -362,7 +376,13 @@ def finalize(
 def finalize_run(summary: dict[str, Any], settings: Settings) -> dict[str, Any]:
     """``finalize`` with the options the record settings give (profile, ``--check``, ``--tokens``):
     the one way a run's totals become its document, batch or streaming, whole or per window."""
-    return finalize(summary, profile=settings.profile, check=settings.check, tokens=settings.tokens)
+    return finalize(
+        summary,
+        profile=settings.profile,
+        check=settings.check,
+        tokens=settings.tokens,
+        training=settings.keep_weights or settings.trailing_policy != "keep",
+    )
 
 
 def _sorted_counts(counts: dict[str, Any]) -> dict[str, Any]:
@@ -377,6 +397,7 @@ def format_table(doc: dict[str, Any]) -> str:
         *_ledger_rows(doc),
         *_opt_in_rows(doc),
         *_report_rows(doc),
+        *_training_rows(doc),
         *_token_rows(doc.get("tokens")),
     ]
     histogram = "  ".join(f"{label}:{n:,}" for label, n in doc["drops_histogram"].items())
@@ -439,6 +460,10 @@ def _opt_in_rows(doc: dict[str, Any]) -> list[tuple[str, Any]]:
     if "violations" in doc:
         rows += _violation_rows(doc, "conversations with violations")
     return rows
+
+
+def _training_rows(doc: dict[str, Any]) -> list[tuple[str, Any]]:
+    return [(f"training {name}", n) for name, n in doc.get("training", {}).items() if n]
 
 
 def _token_rows(t: dict[str, Any] | None) -> list[tuple[str, Any]]:

@@ -13,6 +13,7 @@ import argparse
 
 from transforms.inputs import DEFAULT_BATCH_BYTES, DEFAULT_BATCH_SIZE, DEFAULT_MAX_RECORD_BYTES, DEFAULT_SHARD_BYTES
 from transforms.record_settings import DEFAULT_RAW_LIMIT
+from transforms.training import TRAILING_CHOICES, WEIGHT_CHOICES
 
 #: The runner used when none is named: in-process, works offline (the DirectRunner would
 #: first try to download the Prism binary).
@@ -352,6 +353,27 @@ def _streaming_flags(add) -> None:
     add("--stop-file", help="streaming: stop watching once this file exists, then drain and exit")
 
 
+def _training_flags(add) -> None:
+    """A training set (docs/fine-tuning.md, "A training set")."""
+    add(
+        "--weights",
+        default="auto",
+        choices=WEIGHT_CHOICES,
+        help="per-message weights (OpenAI's weight 0/1, a flat message's train true/false): keep them "
+        "(carried around the MEM-5 core, written by openai-finetune on assistant messages, by hf and "
+        "flat on every message), or drop them; auto: kept for openai-finetune, hf and sharegpt (which "
+        "counts them, weights_not_written), dropped elsewhere",
+    )
+    add(
+        "--trailing",
+        default="auto",
+        choices=TRAILING_CHOICES,
+        help="messages after the last assistant message: trim them (counted trailing_trimmed), keep "
+        "them, or refuse the conversation (an unwritable dead letter, trailing_turns); auto: trim for "
+        "openai-finetune, sharegpt and hf, keep elsewhere",
+    )
+
+
 def add_convnorm_flags(target, leave_out: frozenset[str] = frozenset()) -> FlagRecorder:
     """Add convnorm's flags, in ``--help`` order, to a parser or argument group."""
     recorder = FlagRecorder(target, leave_out)
@@ -364,6 +386,7 @@ def add_convnorm_flags(target, leave_out: frozenset[str] = frozenset()) -> FlagR
         _limit_flags,
         _token_flags,
         _streaming_flags,
+        _training_flags,
     ):
         topic(recorder.add)
     return recorder

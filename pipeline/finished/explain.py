@@ -275,6 +275,9 @@ def explanation_text(located: Located, width: int | None = None) -> str:
     ]
     if ex.result.drops:
         head.append("dropped by reason: " + ", ".join(f"{r} {n}" for r, n in ex.result.drops.items()))
+    if metrics.get("training"):
+        # What shaping the training set did after the core (transforms.training): not in the rows.
+        head.append("training: " + ", ".join(f"{name} {n}" for name, n in metrics["training"].items()))
     if "dead_letter" in metrics:
         head.append(_dead_letter_text(metrics["dead_letter"]))
     if located.mismatch:
