@@ -135,6 +135,7 @@ def test_writers_declare_the_options_they_fall_back_to():
         "openai-responses": ("model",),
         "gemini": (),
         "bedrock-converse": ("model",),
+        "hf": (),
     }
     with pytest.raises(ValueError, match="unknown WriteContext field"):
         Writer("x", lambda record, ctx: record, uses=("temperature",))

@@ -105,7 +105,7 @@ def _record_flags(add) -> None:
     add(
         "--output-format",
         default="jsonl",
-        help="file format of the normalized output: jsonl or parquet (flat sink only)",
+        help="file format of the normalized output: jsonl or parquet (flat and hf sinks only)",
     )
     add(
         "--profile",

@@ -165,6 +165,7 @@ def build(pipeline: beam.Pipeline, job: Job, temp_dir: str) -> JobOutputs:
             job.output_format,
             id_field=settings.id_field,
             messages_field=settings.messages_field,
+            sink=settings.sink,
         ),
         "drops": normalized.drops | "WriteDrops" >> WriteShards(temp_dir, "drops"),
     }

@@ -105,7 +105,7 @@ def process_shard(
         if name not in writers:
             paths[name] = place(name)
             writers[name] = FILE_FORMATS[work.file_format(name)].open(
-                paths[name], settings.id_field, settings.messages_field
+                paths[name], settings.id_field, settings.messages_field, settings.sink
             )
         return writers[name]
 
