@@ -189,6 +189,7 @@ def test_the_summary_lists_the_training_counts():
         "weights_lost_with_message": 0,
         "trailing_trimmed": 2,
         "conversations_trimmed": 1,
+        "split_key_missing": 0,
     }
     # Not a training run: no section (the summary as it was).
     assert "training" not in finalize_run(partial(0, [], []), Settings())

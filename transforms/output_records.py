@@ -72,6 +72,10 @@ class DropMetrics(_DropCounts, total=False):
     no_assistant_message: bool
     #: What shaping a training set did (transforms.training): weights kept, trailing turns trimmed.
     training: dict[str, int]
+    #: ``--split``: the split the conversation is in (``train`` or a ``--split`` name).
+    split: str
+    #: ``--dedupe``: the ids of the conversations collapsed into this one, in input order.
+    duplicates: list[str]
 
 
 class ViolationDetail(TypedDict):

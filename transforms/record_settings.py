@@ -12,6 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Callable
 
+from transforms.dataset_keys import DEDUPE_CHOICES
 from transforms.formats import READERS, WRITERS
 from transforms.profiles import PROFILES
 from transforms.roles import MAP_TARGETS
@@ -69,6 +70,12 @@ class Settings:
     #: message (``--trailing``: auto, trim, keep, refuse): ``transforms.training``.
     weights: str = "auto"
     trailing: str = "auto"
+    #: Dataset steps (``transforms.dataset_keys``, ``pipeline.graph.dataset_steps``): ``--dedupe``
+    #: (none, exact, prefix), ``--split`` as ``((name, share), ...)``, ``--split-by``, ``--split-seed``.
+    dedupe: str = "none"
+    splits: tuple[tuple[str, float], ...] = ()
+    split_by: str | None = None
+    split_seed: int = 0
 
     @property
     def keep_weights(self) -> bool:
@@ -119,6 +126,12 @@ def _training_problems(settings: Settings, named: Callable[[str], str]) -> list[
             f"{named('weights')} keep: {named('sink')} {settings.sink} has no per-message weight "
             f"(these have: {', '.join(WEIGHT_SINKS)})"
         )
+    if settings.dedupe not in DEDUPE_CHOICES:
+        found.append(f"unknown {named('dedupe')} {settings.dedupe!r}; known: {', '.join(DEDUPE_CHOICES)}")
+    if settings.split_by is not None and not settings.splits:
+        found.append(f"{named('split_by')} needs {named('splits')} (e.g. eval=0.05)")
+    if settings.split_by is not None and any(not part for part in settings.split_by.split(".")):
+        found.append(f"{named('split_by')} {settings.split_by!r} is not a dotted path of field names")
     if settings.trailing not in TRAILING_CHOICES:
         found.append(f"unknown {named('trailing')} {settings.trailing!r}; known: {', '.join(TRAILING_CHOICES)}")
     return found

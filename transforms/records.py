@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from typing import Any, Callable, NamedTuple
 
+from transforms.dataset_keys import CONTENT_KEYS, content_keys, group_key, split_of
 from transforms.formats import (
     READERS,
     WRITERS,
@@ -24,6 +25,7 @@ from transforms.formats import (
     plain_chat_messages,
     plain_chat_read,
 )
+from transforms.formats._tools import value_at
 from transforms.inputs import Parsed, RawRecord
 from transforms.jsontext import dumps_line
 from transforms.ledger import coercion_discards
@@ -143,6 +145,8 @@ def _process(
                 metrics["discarded"].pop(key, None)
             if not metrics["discarded"]:
                 del metrics["discarded"]
+    if settings.dedupe != "none" or settings.splits:
+        _dataset_keys(record, rid, written, normalized, settings, metrics, training)
     if training:
         metrics["training"] = training
     if result.repairs or role_maps:
@@ -206,6 +210,27 @@ def _training_messages(
                 "(--trailing refuse)",
             )
     return written
+
+
+def _dataset_keys(
+    record: Any,
+    rid: str,
+    written: list[Any],
+    normalized: dict[str, Any],
+    settings: Settings,
+    metrics: DropMetrics,
+    counts: dict[str, int],
+) -> None:
+    """What ``--dedupe`` and ``--split`` need of this conversation, into its metrics
+    (``transforms.dataset_keys``): its content keys, its split."""
+    if settings.dedupe != "none":
+        tools = value_at(normalized, settings.tools_field)
+        metrics[CONTENT_KEYS] = content_keys(written, tools, settings.dedupe == "prefix")  # type: ignore[literal-required]
+    if settings.splits:
+        key, found = group_key(record, settings.split_by, rid)
+        if not found:
+            counts["split_key_missing"] = counts.get("split_key_missing", 0) + 1
+        metrics["split"] = split_of(key, settings.split_seed, settings.splits)
 
 
 def _count_tokens(

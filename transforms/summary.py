@@ -31,6 +31,10 @@ from transforms.tokens import tally_example, token_figures
 from transforms.training import TRAINING_COUNTS
 from transforms.validate import VIOLATION_KINDS
 
+#: The dead-letter reason of a conversation ``--dedupe`` collapsed into another (listed only
+#: when it occurs: pipeline.graph.dataset_steps).
+DUPLICATE = "duplicate"
+
 #: Buckets of the drops-per-conversation histogram: (label, lowest count, highest count).
 HISTOGRAM_BUCKETS = (
     ("0", 0, 0),
@@ -261,6 +265,9 @@ def partial(
             tally_example(tokens, m)
         for name, n in m.get("training", {}).items():
             _add(training, name, n)
+        if "duplicates" in m:  # --dedupe: a conversation kept for others collapsed into it
+            _add(training, "kept_with_duplicates", 1)
+            _add(training, "duplicates_collapsed", len(m["duplicates"]))
     histogram: dict[str, int] = {}
     for n_dropped in sorted(conversations_by_drops):
         _add(histogram, _bucket(n_dropped), conversations_by_drops[n_dropped])
@@ -332,6 +339,7 @@ def finalize(
     check: bool = False,
     tokens: TokenSettings | None = None,
     training: bool = False,
+    dedupe: str = "none",
 ) -> dict[str, Any]:
     """The canonical summary document (stable key order, every known reason listed); with
     ``tokens`` (``--tokens``), the ``tokens`` section (``token_figures``)."""
@@ -369,6 +377,15 @@ def finalize(
     if training or s.get("training"):
         # transforms.training: every count listed, in its order, when the run shapes a training set.
         doc["training"] = _ordered(s.get("training", {}), TRAINING_COUNTS)
+    if dedupe != "none":
+        counts = s.get("training", {})
+        doc["dedupe"] = {
+            "mode": dedupe,
+            "kept_with_duplicates": counts.get("kept_with_duplicates", 0),
+            "duplicates_collapsed": counts.get("duplicates_collapsed", 0),
+        }
+        for name in doc["dedupe"]:
+            doc.get("training", {}).pop(name, None)
     doc["accounted"] = accounted(doc, "records_out")
     return doc
 
@@ -382,6 +399,7 @@ def finalize_run(summary: dict[str, Any], settings: Settings) -> dict[str, Any]:
         check=settings.check,
         tokens=settings.tokens,
         training=settings.keep_weights or settings.trailing_policy != "keep",
+        dedupe=settings.dedupe,
     )
 
 
@@ -463,7 +481,13 @@ def _opt_in_rows(doc: dict[str, Any]) -> list[tuple[str, Any]]:
 
 
 def _training_rows(doc: dict[str, Any]) -> list[tuple[str, Any]]:
-    return [(f"training {name}", n) for name, n in doc.get("training", {}).items() if n]
+    rows = [(f"training {name}", n) for name, n in doc.get("training", {}).items() if n]
+    if "dedupe" in doc:
+        d = doc["dedupe"]
+        rows.append((f"dedupe ({d['mode']}): duplicates collapsed", d["duplicates_collapsed"]))
+        rows.append(("  into conversations kept", d["kept_with_duplicates"]))
+    rows += [(f"split {name}", n) for name, n in doc.get("splits", {}).items()]
+    return rows
 
 
 def _token_rows(t: dict[str, Any] | None) -> list[tuple[str, Any]]:
@@ -595,7 +619,7 @@ class DeadLetterLimit:
 def dead_letter_warning(doc: dict[str, Any], limit: DeadLetterLimit | None) -> str | None:
     """The warning of a run whose dead letters (sink refusals included: ``unwritable``) pass
     ``--warn-dead-letters``, naming the reasons; ``None`` under it. Not an exit rule."""
-    if limit is None or not doc["records_in"] or not limit.exceeded_by(doc["dead_letters"], doc["records_in"]):
+    if limit is None or not doc["records_in"] or not limit.exceeded_by(_failed(doc), doc["records_in"]):
         return None
     refusals = ", ".join(f"{reason} {n:,}" for reason, n in _refusals(doc).items())
     reasons = ", ".join(
@@ -608,6 +632,11 @@ def dead_letter_warning(doc: dict[str, Any], limit: DeadLetterLimit | None) -> s
         f"({doc['dead_letters'] / doc['records_in']:.1%}) are dead letters, past --warn-dead-letters "
         f"{limit}: {reasons}"
     )
+
+
+def _failed(doc: dict[str, Any]) -> int:
+    """Dead letters that are failures: a duplicate (``--dedupe``) is a choice, not one."""
+    return int(doc["dead_letters"] - doc.get("dead_letters_by_reason", {}).get(DUPLICATE, 0))
 
 
 def _unaccounted(through: str) -> str:
@@ -646,7 +675,7 @@ def run_failures(doc: dict[str, Any], limit: DeadLetterLimit | None = None) -> l
             f"read {doc['records_in']:,} record(s) but normalized none: every one is a dead "
             "letter (see dead_letter/ for the reasons)"
         )
-    elif limit is not None and limit.exceeded_by(doc["dead_letters"], doc["records_in"]):
+    elif limit is not None and limit.exceeded_by(_failed(doc), doc["records_in"]):
         failures.append(
             f"{doc['dead_letters']:,} dead letter(s) of {doc['records_in']:,} record(s) read is "
             f"past --max-dead-letters {limit}"

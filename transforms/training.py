@@ -57,6 +57,7 @@ TRAINING_COUNTS = (
     "weights_lost_with_message",
     "trailing_trimmed",
     "conversations_trimmed",
+    "split_key_missing",
 )
 
 #: The reason of a conversation refused for its trailing turns (``--trailing refuse``).

@@ -25,6 +25,7 @@ from pipeline.config.flags import (
     _streaming_flags,
     our_flags,
 )
+from transforms.dataset_keys import parse_splits
 from transforms.formats import WRITERS
 from transforms.record_settings import Settings, TokenSettings, problems
 from transforms.roles import parse_map_role
@@ -235,7 +236,31 @@ def record_settings(ours, tokens: TokenSettings | None = None) -> Settings:
         tokens=tokens,
         weights=getattr(ours, "weights", "auto"),
         trailing=getattr(ours, "trailing", "auto"),
+        dedupe=getattr(ours, "dedupe", "none"),
+        # A --split that does not parse is left out here and refused by dataset_step_problems.
+        splits=parse_splits(ours.split)[0] if getattr(ours, "split", None) else (),
+        split_by=getattr(ours, "split_by", None),
+        split_seed=getattr(ours, "split_seed", 0),
     )
+
+
+def dataset_step_problems(ours, runner: str | None, streaming: bool) -> list[str]:
+    """``--dedupe`` and ``--split`` (dataset steps, shuffles: ``pipeline.graph.dataset_steps``):
+    a ``--split`` that does not parse; the graphs and modes that have no such step."""
+    split = getattr(ours, "split", None)
+    problems = parse_splits(split)[1] if split else []
+    steps = [flag for flag, on in (("--dedupe", getattr(ours, "dedupe", "none") != "none"), ("--split", split)) if on]
+    if not steps:
+        return problems
+    given = " and ".join(steps)
+    if streaming:
+        problems.append(f"{given} shape a whole dataset: a batch run only (not --streaming)")
+    elif graph_for(getattr(ours, "graph", "auto"), runner) == PER_SHARD:
+        problems.append(
+            f"{given} need the default graph (tagged outputs: a shuffle after the normalizing step); "
+            "the per-shard graph (--graph per-shard, DaskRunner's) has none"
+        )
+    return problems
 
 
 #: The largest value of any of convnorm's integer flags: past it a size or a count is absurd
@@ -420,6 +445,7 @@ def own_problems(ours, *, output_required: bool, streaming: bool, runner: str | 
     """
     token_problems: list[str] = []
     problems = settings_problems(record_settings(ours, token_settings(ours, token_problems))) + token_problems
+    problems += dataset_step_problems(ours, runner, streaming)
     if runner and runners is not None:
         problem = runner_problem(runner, (*runners, DASK_RUNNER_NAME))
         if problem:

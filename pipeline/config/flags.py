@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 
+from transforms.dataset_keys import DEDUPE_CHOICES
 from transforms.inputs import DEFAULT_BATCH_BYTES, DEFAULT_BATCH_SIZE, DEFAULT_MAX_RECORD_BYTES, DEFAULT_SHARD_BYTES
 from transforms.record_settings import DEFAULT_RAW_LIMIT
 from transforms.training import TRAILING_CHOICES, WEIGHT_CHOICES
@@ -372,6 +373,26 @@ def _training_flags(add) -> None:
         "them, or refuse the conversation (an unwritable dead letter, trailing_turns); auto: trim for "
         "openai-finetune, sharegpt and hf, keep elsewhere",
     )
+    add(
+        "--dedupe",
+        default="none",
+        choices=DEDUPE_CHOICES,
+        help="collapse identical conversations (exact: same tools and messages as written, ids and "
+        "other fields aside), and with prefix also a conversation that begins a longer one, into one "
+        "that keeps the first id and lists the others (drops/ duplicates); each other is a duplicate "
+        "dead letter naming the id kept (a shuffle: the default graph only)",
+    )
+    add(
+        "--split",
+        help="NAME=SHARE[,NAME=SHARE]: draw splits beside train (e.g. eval=0.05,test=0.05), each "
+        "written to its own directory (train: normalized/), by a hash of --split-by and --split-seed",
+    )
+    add(
+        "--split-by",
+        help="dotted path of the field whose value keeps a group on one side of --split (a user, a "
+        "session: metadata.user_id); default: the record id",
+    )
+    add("--split-seed", type=int, default=0, help="seed of the --split hash (default 0)")
 
 
 def add_convnorm_flags(target, leave_out: frozenset[str] = frozenset()) -> FlagRecorder:

@@ -13,6 +13,7 @@ from apache_beam.io.filesystems import FileSystems
 
 from pipeline.config.flags import PER_SHARD
 from pipeline.config.options import Job
+from pipeline.graph.dataset_steps import ShapeDataset
 from pipeline.graph.per_shard import ProcessShards
 from pipeline.graph.read import ReadConversationLogs
 from pipeline.graph.shard_step import ShardWork
@@ -32,6 +33,7 @@ from transforms.conversations import (
     SummarizeRun,
     SummarizeValidation,
 )
+from transforms.dataset_keys import shapes_dataset, split_output
 from transforms.inputs import DEFAULT_BATCH_BYTES, DEFAULT_BATCH_SIZE, DEFAULT_MAX_RECORD_BYTES
 from transforms.record_settings import Settings
 
@@ -156,19 +158,29 @@ def build(pipeline: beam.Pipeline, job: Job, temp_dir: str) -> JobOutputs:
     lines_only = FILE_FORMATS[job.output_format].takes_lines
     normalized = _logs(pipeline, job, "CleanLogs", NormalizeConversationLogs, lines_only)
     settings = job.settings
+    by_split = {"normalized": normalized.records}
+    if shapes_dataset(settings):  # --dedupe, --split: pipeline.graph.dataset_steps
+        shaped = (normalized.records, normalized.drops, normalized.dead_letters) | "ShapeDataset" >> ShapeDataset(
+            settings
+        )
+        by_split = {split_output(name): records for name, records in shaped.records.items()}
+        normalized = NormalizedCollections(
+            by_split["normalized"], shaped.drops, shaped.dead_letters, normalized.read_stats
+        )
     written = {
-        "normalized": normalized.records
-        | "WriteNormalized"
+        name: records
+        | f"Write{name.capitalize()}"
         >> WriteShards(
             temp_dir,
-            "normalized",
+            name,
             job.output_format,
             id_field=settings.id_field,
             messages_field=settings.messages_field,
             sink=settings.sink,
-        ),
-        "drops": normalized.drops | "WriteDrops" >> WriteShards(temp_dir, "drops"),
+        )
+        for name, records in by_split.items()
     }
+    written["drops"] = normalized.drops | "WriteDrops" >> WriteShards(temp_dir, "drops")
     summary = _summarize(
         temp_dir,
         written,
