@@ -212,3 +212,69 @@ def test_sharegpt_refuses_at_most_one_percent_of_the_bundled_samples_writable_re
     assert len(refused) <= writable // 100
     before = normalize_batch(raws, Settings(sink="sharegpt", trailing="keep"), taken={})
     assert len([d for d in before.dead_letters if d["reason"] == "unwritable"]) > writable // 2
+
+
+TWO_TURNS = [
+    {"role": "system", "content": "s"},
+    {"role": "user", "content": "q1"},
+    {"role": "assistant", "content": "a1"},
+    {"role": "user", "content": "q2"},
+    {"role": "assistant", "content": "a2"},
+]
+
+
+def test_examples_each_is_one_example_per_assistant_message_trained_on_it_alone():
+    outcome = run(TWO_TURNS, sink="openai-finetune", examples="each")
+    first, (second_record, second_metrics, second_line) = outcome.record, outcome.more[0]
+    assert [m.get("weight") for m in first["messages"]] == [None, None, 1]
+    assert [m.get("weight") for m in second_record["messages"]] == [None, None, 0, None, 1]
+    assert json.loads(second_line) == second_record
+    assert outcome.metrics["example"] == {"k": 1, "n": 2, "of": "r1"}
+    assert outcome.metrics["training"]["examples_written"] == 2
+    # The conversation's counts stay with its first example: a run counts each conversation once.
+    assert second_metrics == {
+        "id": "r1#2",
+        "source": "in.jsonl",
+        "position": 0,
+        "dropped": 0,
+        "drops": {},
+        "healed": 0,
+        "messages_in": 0,
+        "messages_out": 0,
+        "example": {"k": 2, "n": 2, "of": "r1"},
+    }
+
+
+def test_examples_each_on_a_sink_without_weights_and_with_ids():
+    outcome = run(TWO_TURNS, sink="sharegpt", examples="each")
+    assert [t["from"] for t in outcome.record["conversations"]] == ["human", "gpt"]
+    assert outcome.more[0][0]["id"] == "r1#2" and len(outcome.more[0][0]["conversations"]) == 4
+
+
+def test_examples_last_weighs_the_earlier_turns_zero_and_an_example_marked_weight_0_is_skipped():
+    last = run(TWO_TURNS, sink="hf", examples="last")
+    assert [m["weight"] for m in last.record["messages"]] == [None, None, 0, None, 1] and not last.more
+    marked = [*TWO_TURNS[:4], {"role": "assistant", "content": "a2", "weight": 0}]
+    each = run(marked, sink="openai-finetune", examples="each")
+    assert not each.more and each.metrics["training"]["examples_skipped_weight_0"] == 1
+    letter = run([TWO_TURNS[1], {"role": "assistant", "content": "a", "weight": 0}], sink="hf", examples="each")
+    assert "no_trainable_example" in letter.dead_letter["detail"]
+
+
+def test_examples_options_are_checked():
+    assert any("training examples are for" in p for p in problems(Settings(examples="each")))
+    assert any("writes none" in p for p in problems(Settings(sink="sharegpt", examples="last")))
+    assert any("unknown examples" in p for p in problems(Settings(sink="hf", examples="all")))
+    assert problems(Settings(sink="hf", examples="last")) == []
+
+
+def test_a_run_of_examples_is_accounted_for():
+    from transforms.records import normalize_batch
+
+    raws = [RawRecord("s", n, dumps_line({"id": f"c{n}", "messages": TWO_TURNS})) for n in range(3)]
+    result = normalize_batch(raws, Settings(sink="openai-finetune", examples="each"))
+    assert len(result.records) == len(result.metrics) == len(result.lines) == 6
+    doc = finalize_run(partial(3, result.metrics, []), Settings(sink="openai-finetune", examples="each"))
+    assert doc["records_out"] == 6 and doc["accounted"]
+    assert doc["examples"] == {"mode": "each", "written": 6, "beyond_first": 3, "skipped_weight_0": 0}
+    assert doc["messages_in"] == 15  # each conversation counted once

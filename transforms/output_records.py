@@ -76,6 +76,8 @@ class DropMetrics(_DropCounts, total=False):
     split: str
     #: ``--dedupe``: the ids of the conversations collapsed into this one, in input order.
     duplicates: list[str]
+    #: ``--examples each``: which of its conversation's examples this is (``k`` of ``n``, ``of`` its id).
+    example: dict[str, Any]
 
 
 class ViolationDetail(TypedDict):

@@ -16,7 +16,15 @@ from transforms.dataset_keys import DEDUPE_CHOICES
 from transforms.formats import READERS, WRITERS
 from transforms.profiles import PROFILES
 from transforms.roles import MAP_TARGETS
-from transforms.training import TRAILING_CHOICES, WEIGHT_CHOICES, WEIGHT_SINKS, keeps_weights, trailing_policy
+from transforms.training import (
+    EXAMPLE_CHOICES,
+    TRAILING_CHOICES,
+    TRAINING_SINKS,
+    WEIGHT_CHOICES,
+    WEIGHT_SINKS,
+    keeps_weights,
+    trailing_policy,
+)
 
 #: Raw text kept in a dead letter, in characters.
 DEFAULT_RAW_LIMIT = 2000
@@ -73,6 +81,8 @@ class Settings:
     #: Dataset steps (``transforms.dataset_keys``, ``pipeline.graph.dataset_steps``): ``--dedupe``
     #: (none, exact, prefix), ``--split`` as ``((name, share), ...)``, ``--split-by``, ``--split-seed``.
     dedupe: str = "none"
+    #: ``--examples``: whole, last, each (``transforms.training``).
+    examples: str = "whole"
     splits: tuple[tuple[str, float], ...] = ()
     split_by: str | None = None
     split_seed: int = 0
@@ -125,6 +135,18 @@ def _training_problems(settings: Settings, named: Callable[[str], str]) -> list[
         found.append(
             f"{named('weights')} keep: {named('sink')} {settings.sink} has no per-message weight "
             f"(these have: {', '.join(WEIGHT_SINKS)})"
+        )
+    if settings.examples not in EXAMPLE_CHOICES:
+        found.append(f"unknown {named('examples')} {settings.examples!r}; known: {', '.join(EXAMPLE_CHOICES)}")
+    elif settings.examples != "whole" and settings.sink not in TRAINING_SINKS:
+        found.append(
+            f"{named('examples')} {settings.examples}: training examples are for {', '.join(TRAINING_SINKS)}, "
+            f"not {named('sink')} {settings.sink}"
+        )
+    elif settings.examples == "last" and not (settings.keep_weights and settings.sink in WEIGHT_SINKS):
+        found.append(
+            f"{named('examples')} last trains on the last assistant message only, with weights: "
+            f"{named('sink')} {settings.sink} writes none (sharegpt: LLaMA-Factory's mask_history does it)"
         )
     if settings.dedupe not in DEDUPE_CHOICES:
         found.append(f"unknown {named('dedupe')} {settings.dedupe!r}; known: {', '.join(DEDUPE_CHOICES)}")

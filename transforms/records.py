@@ -49,7 +49,16 @@ from transforms.record_steps import (
 from transforms.roles import apply_role_options, drops_with_roles, repairs_with_roles
 from transforms.tokens import count_example, has_assistant_message, sink_view
 from transforms.tool_blocks import first_free
-from transforms.training import TRAILING_TURNS, WEIGHT_KEYS, WEIGHT_SINKS, trailing_turns, trim_trailing, with_weights
+from transforms.training import (
+    TRAILING_TURNS,
+    WEIGHT_KEYS,
+    WEIGHT_SINKS,
+    example_ends,
+    example_messages,
+    trailing_turns,
+    trim_trailing,
+    with_weights,
+)
 from transforms.validate import check_sendable, count_by_kind
 
 
@@ -101,9 +110,8 @@ def _read_and_normalize(record: Any, settings: Settings, hint: ReaderHint | None
     return conversation, messages, normalize_with_profile(messages, settings.profile), role_drops, role_maps
 
 
-def _process(
-    raw: RawRecord, settings: Settings, hint: ReaderHint | None = None
-) -> tuple[dict[str, Any], DropMetrics, bytes]:
+def _process(raw: RawRecord, settings: Settings, hint: ReaderHint | None = None) -> tuple[Any, ...]:
+    """(record, metrics, line), and with ``--examples each`` the other examples (``Produced.more``)."""
     record = parse_payload(raw)
     conversation, messages, result, role_drops, role_maps = _read_and_normalize(record, settings, hint)
     rid = record_id(record, settings)
@@ -162,6 +170,19 @@ def _process(
     if settings.check:
         metrics["violations"] = count_by_kind(check_sendable(result.messages))
 
+    if settings.examples != "whole":
+        return _examples(record, rid, written, normalized, settings, metrics, training, result.messages)
+    output, line = _write(normalized, rid, record, settings, metrics)
+    tokens = settings.tokens
+    if tokens is not None:  # opt-in: without --tokens, this test is all the per-record cost
+        _count_tokens(output, result.messages, settings, tokens, metrics)
+    return output, metrics, line
+
+
+def _write(
+    normalized: dict[str, Any], rid: str, record: Any, settings: Settings, metrics: DropMetrics
+) -> tuple[dict[str, Any], bytes]:
+    """The record written by the sink's writer, and its line; ``RecordRefused`` if it cannot be."""
     context = WriteContext(
         rid,
         settings.messages_field,
@@ -184,10 +205,72 @@ def _process(
         line = dumps_line(output)
     except (TypeError, ValueError, RecursionError) as error:
         raise RecordRefused(DeadLetterReason.UNWRITABLE, f"not JSON: {type(error).__name__}: {error}") from None
-    tokens = settings.tokens
-    if tokens is not None:  # opt-in: without --tokens, this test is all the per-record cost
-        _count_tokens(output, result.messages, settings, tokens, metrics)
-    return output, metrics, line
+    return output, line
+
+
+def _examples(
+    record: Any,
+    rid: str,
+    written: list[Any],
+    normalized: dict[str, Any],
+    settings: Settings,
+    metrics: DropMetrics,
+    counts: dict[str, int],
+    core_messages: list[Any],
+) -> tuple[dict[str, Any], DropMetrics, bytes, tuple[Any, ...]]:
+    """``--examples last|each``: the conversation's examples, each trained on its last
+    assistant message (``transforms.training``); the first with the conversation's metrics, the
+    others (``each``) with their own, ids ``<id>#2``, ``#3`` ... (``more``)."""
+    ends = example_ends(written)
+    if settings.examples == "last":
+        ends = ends[-1:]
+    weighted = settings.keep_weights and settings.sink in WEIGHT_SINKS
+    examples = [example_messages(written, end, weighted) for end in ends] if ends else [written]
+    kept = [example for example in examples if example is not None]
+    if len(kept) < len(examples):
+        counts["examples_skipped_weight_0"] = len(examples) - len(kept)
+    if not kept:
+        raise RecordRefused(
+            DeadLetterReason.UNWRITABLE, f"{settings.sink}: no_trainable_example: every assistant message has weight 0"
+        )
+    counts["examples_written"] = len(kept)
+    metrics["training"] = counts
+    produced = []
+    for k, example in enumerate(kept, 1):
+        eid = rid if k == 1 else f"{rid}#{k}"
+        example_metrics: Any = metrics if k == 1 else _example_metrics(metrics, eid)
+        if settings.examples == "each":
+            example_metrics["example"] = {"k": k, "n": len(kept), "of": rid}
+        if settings.dedupe != "none":
+            tools = value_at(normalized, settings.tools_field)
+            example_metrics[CONTENT_KEYS] = content_keys(example, tools, settings.dedupe == "prefix")
+        fields = {**normalized, settings.messages_field: example}
+        if k > 1 and settings.id_field in fields:
+            fields[settings.id_field] = eid
+        output, line = _write(fields, eid, record, settings, example_metrics)
+        if settings.tokens is not None:
+            _count_tokens(output, example, settings, settings.tokens, example_metrics)
+        produced.append((output, example_metrics, line))
+    first, *more = produced
+    return (*first, tuple(more))
+
+
+def _example_metrics(metrics: DropMetrics, eid: str) -> dict[str, Any]:
+    """The drop metrics of a conversation's second or later example: its place and split; the
+    conversation's counts stay with its first (a run's totals count each conversation once)."""
+    out: dict[str, Any] = {
+        "id": eid,
+        "source": metrics["source"],
+        "position": metrics["position"],
+        "dropped": 0,
+        "drops": {},
+        "healed": 0,
+        "messages_in": 0,
+        "messages_out": 0,
+    }
+    if "split" in metrics:
+        out["split"] = metrics["split"]
+    return out
 
 
 def _training_messages(
@@ -313,6 +396,12 @@ def normalize_batch(
             metrics.append(outcome.metrics)
         if lines is not None:
             lines.append(outcome.line)
+        for record, more_metrics, line in getattr(outcome, "more", ()):  # --examples each
+            if keep:
+                outputs.append(record)
+            metrics.append(more_metrics)
+            if lines is not None:
+                lines.append(line)
     if unique_field is not None and taken is not None and lines is not None:  # (renaming)
         for index in make_unique(outputs, metrics, unique_field, taken):
             lines[index] = dumps_line(outputs[index])  # renamed after it was serialized

@@ -157,8 +157,10 @@ def _violation_totals(s: dict[str, Any]) -> dict[str, Any]:
 
 def accounted(doc: dict[str, Any], through: str) -> bool:
     """Every record read ended in exactly one output: ``doc[through]`` (the records that reached
-    the command's main output) or the dead letters."""
-    return bool(doc["records_in"] == doc[through] + doc["dead_letters"])
+    the command's main output) or the dead letters. ``--examples each`` writes several records
+    for one conversation: the ones beyond the first (``examples.beyond_first``) are not records read."""
+    beyond = doc.get("examples", {}).get("beyond_first", 0)
+    return bool(doc["records_in"] == doc[through] - beyond + doc["dead_letters"])
 
 
 def _shown(value: Any) -> str:
@@ -265,6 +267,8 @@ def partial(
             tally_example(tokens, m)
         for name, n in m.get("training", {}).items():
             _add(training, name, n)
+        if "example" in m:  # --examples each: one of a conversation's examples
+            _add(training, "examples_beyond_first" if m["example"]["k"] > 1 else "conversations_with_examples", 1)
         if "duplicates" in m:  # --dedupe: a conversation kept for others collapsed into it
             _add(training, "kept_with_duplicates", 1)
             _add(training, "duplicates_collapsed", len(m["duplicates"]))
@@ -340,6 +344,7 @@ def finalize(
     tokens: TokenSettings | None = None,
     training: bool = False,
     dedupe: str = "none",
+    examples: str = "whole",
 ) -> dict[str, Any]:
     """The canonical summary document (stable key order, every known reason listed); with
     ``tokens`` (``--tokens``), the ``tokens`` section (``token_figures``)."""
@@ -377,6 +382,17 @@ def finalize(
     if training or s.get("training"):
         # transforms.training: every count listed, in its order, when the run shapes a training set.
         doc["training"] = _ordered(s.get("training", {}), TRAINING_COUNTS)
+    if examples != "whole":
+        counts = s.get("training", {})
+        doc["examples"] = {
+            "mode": examples,
+            "written": s["records_out"],  # the examples kept (--dedupe may collapse some)
+            "beyond_first": counts.get("examples_beyond_first", 0),
+            "skipped_weight_0": counts.get("examples_skipped_weight_0", 0),
+        }
+        for name in ("examples_written", "examples_beyond_first", "examples_skipped_weight_0"):
+            doc.get("training", {}).pop(name, None)
+        doc.get("training", {}).pop("conversations_with_examples", None)
     if dedupe != "none":
         counts = s.get("training", {})
         doc["dedupe"] = {
@@ -400,6 +416,7 @@ def finalize_run(summary: dict[str, Any], settings: Settings) -> dict[str, Any]:
         tokens=settings.tokens,
         training=settings.keep_weights or settings.trailing_policy != "keep",
         dedupe=settings.dedupe,
+        examples=settings.examples,
     )
 
 
@@ -486,6 +503,11 @@ def _training_rows(doc: dict[str, Any]) -> list[tuple[str, Any]]:
         d = doc["dedupe"]
         rows.append((f"dedupe ({d['mode']}): duplicates collapsed", d["duplicates_collapsed"]))
         rows.append(("  into conversations kept", d["kept_with_duplicates"]))
+    if "examples" in doc:
+        e = doc["examples"]
+        rows.append((f"examples ({e['mode']}) written", e["written"]))
+        if e["skipped_weight_0"]:
+            rows.append(("  skipped (weight 0)", e["skipped_weight_0"]))
     rows += [(f"split {name}", n) for name, n in doc.get("splits", {}).items()]
     return rows
 

@@ -45,6 +45,10 @@ WEIGHT_CHOICES = ("auto", "keep", "drop")
 #: ``--trailing``: ``auto`` is ``trim`` on ``TRAINING_SINKS``, ``keep`` elsewhere.
 TRAILING_CHOICES = ("auto", "trim", "keep", "refuse")
 
+#: ``--examples``: the conversation as one example; one, trained on its last assistant message
+#: only; one per assistant message, its prefix as history (``example_ends``).
+EXAMPLE_CHOICES = ("whole", "last", "each")
+
 #: The message keys a weight is read from, in precedence order.
 WEIGHT_KEYS = ("weight", "train")
 WEIGHT = "weight"
@@ -143,3 +147,21 @@ def trim_trailing(messages: list[Any], counts: dict[str, int]) -> list[Any]:
 def _add(counts: dict[str, int], name: str, n: int) -> None:
     if n:
         counts[name] = counts.get(name, 0) + n
+
+
+def example_ends(messages: list[Any]) -> list[int]:
+    """Where each example of ``--examples each`` ends: just after each assistant message."""
+    return [n + 1 for n, m in enumerate(messages) if m.__class__ is dict and m.get("role") == "assistant"]
+
+
+def example_messages(messages: list[Any], end: int, weighted: bool) -> list[Any] | None:
+    """The example of ``messages[:end]`` trained on its last message alone: with ``weighted``
+    (the sink writes weights) every earlier assistant message gets ``weight`` 0 and the last
+    keeps its own, else 1. ``None`` when the last message says ``weight`` 0 (nothing to learn)."""
+    example = messages[:end]
+    if example[-1].get(WEIGHT) == 0:
+        return None
+    if not weighted:
+        return example
+    out = [{**m, WEIGHT: 0} if m.get("role") == "assistant" else m for m in example[:-1]]
+    return [*out, {**example[-1], WEIGHT: 1}]

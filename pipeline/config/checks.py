@@ -237,6 +237,7 @@ def record_settings(ours, tokens: TokenSettings | None = None) -> Settings:
         weights=getattr(ours, "weights", "auto"),
         trailing=getattr(ours, "trailing", "auto"),
         dedupe=getattr(ours, "dedupe", "none"),
+        examples=getattr(ours, "examples", "whole"),
         # A --split that does not parse is left out here and refused by dataset_step_problems.
         splits=parse_splits(ours.split)[0] if getattr(ours, "split", None) else (),
         split_by=getattr(ours, "split_by", None),

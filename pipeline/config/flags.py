@@ -14,7 +14,7 @@ import argparse
 from transforms.dataset_keys import DEDUPE_CHOICES
 from transforms.inputs import DEFAULT_BATCH_BYTES, DEFAULT_BATCH_SIZE, DEFAULT_MAX_RECORD_BYTES, DEFAULT_SHARD_BYTES
 from transforms.record_settings import DEFAULT_RAW_LIMIT
-from transforms.training import TRAILING_CHOICES, WEIGHT_CHOICES
+from transforms.training import EXAMPLE_CHOICES, TRAILING_CHOICES, WEIGHT_CHOICES
 
 #: The runner used when none is named: in-process, works offline (the DirectRunner would
 #: first try to download the Prism binary).
@@ -393,6 +393,14 @@ def _training_flags(add) -> None:
         "session: metadata.user_id); default: the record id",
     )
     add("--split-seed", type=int, default=0, help="seed of the --split hash (default 0)")
+    add(
+        "--examples",
+        default="whole",
+        choices=EXAMPLE_CHOICES,
+        help="training examples per conversation: whole (as it is); last (up to its last assistant "
+        "message, trained on that one alone: earlier ones weight 0); each (one per assistant "
+        "message, its prefix as history, ids <id>#2, #3 ...); for openai-finetune, hf, sharegpt",
+    )
 
 
 def add_convnorm_flags(target, leave_out: frozenset[str] = frozenset()) -> FlagRecorder:
