@@ -78,6 +78,8 @@ class DropMetrics(_DropCounts, total=False):
     duplicates: list[str]
     #: ``--examples each``: which of its conversation's examples this is (``k`` of ``n``, ``of`` its id).
     example: dict[str, Any]
+    #: ``--chat-template`` with a tokenizer folder: the rendered example's tokens.
+    template_tokens: int
 
 
 class ViolationDetail(TypedDict):

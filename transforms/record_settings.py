@@ -12,6 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Callable
 
+from transforms.chat_template import TemplateSettings
 from transforms.dataset_keys import DEDUPE_CHOICES
 from transforms.formats import READERS, WRITERS
 from transforms.profiles import PROFILES
@@ -83,6 +84,8 @@ class Settings:
     dedupe: str = "none"
     #: ``--examples``: whole, last, each (``transforms.training``).
     examples: str = "whole"
+    #: ``--chat-template``: the template every example is rendered with (``transforms.chat_template``).
+    chat_template: TemplateSettings | None = None
     splits: tuple[tuple[str, float], ...] = ()
     split_by: str | None = None
     split_seed: int = 0
@@ -148,6 +151,8 @@ def _training_problems(settings: Settings, named: Callable[[str], str]) -> list[
             f"{named('examples')} last trains on the last assistant message only, with weights: "
             f"{named('sink')} {settings.sink} writes none (sharegpt: LLaMA-Factory's mask_history does it)"
         )
+    if settings.chat_template is not None and settings.chat_template.error:
+        found.append(settings.chat_template.error)
     if settings.dedupe not in DEDUPE_CHOICES:
         found.append(f"unknown {named('dedupe')} {settings.dedupe!r}; known: {', '.join(DEDUPE_CHOICES)}")
     if settings.split_by is not None and not settings.splits:

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from typing import Any, Callable, NamedTuple
 
+from transforms.chat_template import TemplateRefused, check_rendered, count_tokens, render
 from transforms.dataset_keys import CONTENT_KEYS, content_keys, group_key, split_of
 from transforms.formats import (
     READERS,
@@ -26,6 +27,7 @@ from transforms.formats import (
     plain_chat_read,
 )
 from transforms.formats._tools import value_at
+from transforms.formats.hf import write_hf
 from transforms.inputs import Parsed, RawRecord
 from transforms.jsontext import dumps_line
 from transforms.ledger import coercion_discards
@@ -173,6 +175,8 @@ def _process(raw: RawRecord, settings: Settings, hint: ReaderHint | None = None)
     if settings.examples != "whole":
         return _examples(record, rid, written, normalized, settings, metrics, training, result.messages)
     output, line = _write(normalized, rid, record, settings, metrics)
+    if settings.chat_template is not None:
+        _check_template(normalized, rid, settings, metrics)
     tokens = settings.tokens
     if tokens is not None:  # opt-in: without --tokens, this test is all the per-record cost
         _count_tokens(output, result.messages, settings, tokens, metrics)
@@ -248,11 +252,32 @@ def _examples(
         if k > 1 and settings.id_field in fields:
             fields[settings.id_field] = eid
         output, line = _write(fields, eid, record, settings, example_metrics)
+        if settings.chat_template is not None:
+            _check_template(fields, eid, settings, example_metrics)
         if settings.tokens is not None:
             _count_tokens(output, example, settings, settings.tokens, example_metrics)
         produced.append((output, example_metrics, line))
     first, *more = produced
     return (*first, tuple(more))
+
+
+def _check_template(fields: dict[str, Any], eid: str, settings: Settings, metrics: Any) -> None:
+    """``--chat-template``: the example rendered as the trainer renders it, its assistant
+    messages shown, its tokens counted (``transforms.chat_template``); refused if it cannot be."""
+    template = settings.chat_template
+    assert template is not None
+    context = WriteContext(eid, settings.messages_field, settings.id_field, tools_field=settings.tools_field)
+    try:
+        example = write_hf(fields, context)
+        text = render(example, template)
+        check_rendered(example, text)
+    except (FormatError, TemplateRefused) as error:
+        raise RecordRefused(DeadLetterReason.UNWRITABLE, f"chat-template: {error.reason}: {error}") from None
+    counts = metrics.setdefault("training", {})
+    counts["examples_rendered"] = counts.get("examples_rendered", 0) + 1
+    tokens = count_tokens(text, template)
+    if tokens is not None:
+        metrics["template_tokens"] = tokens
 
 
 def _example_metrics(metrics: DropMetrics, eid: str) -> dict[str, Any]:

@@ -267,6 +267,8 @@ def partial(
             tally_example(tokens, m)
         for name, n in m.get("training", {}).items():
             _add(training, name, n)
+        if "template_tokens" in m:  # --chat-template with a tokenizer
+            _add(training, "template_tokens", m["template_tokens"])
         if "example" in m:  # --examples each: one of a conversation's examples
             _add(training, "examples_beyond_first" if m["example"]["k"] > 1 else "conversations_with_examples", 1)
         if "duplicates" in m:  # --dedupe: a conversation kept for others collapsed into it
@@ -345,6 +347,7 @@ def finalize(
     training: bool = False,
     dedupe: str = "none",
     examples: str = "whole",
+    chat_template: Any = None,
 ) -> dict[str, Any]:
     """The canonical summary document (stable key order, every known reason listed); with
     ``tokens`` (``--tokens``), the ``tokens`` section (``token_figures``)."""
@@ -393,6 +396,16 @@ def finalize(
         for name in ("examples_written", "examples_beyond_first", "examples_skipped_weight_0"):
             doc.get("training", {}).pop(name, None)
         doc.get("training", {}).pop("conversations_with_examples", None)
+    if chat_template is not None:
+        counts = s.get("training", {})
+        doc["chat_template"] = {
+            "template": chat_template.path,
+            "examples_rendered": counts.get("examples_rendered", 0),
+            # Counted with the folder's tokenizer.json; null without one.
+            "tokens": counts.get("template_tokens", 0) if chat_template.tokenizer else None,
+        }
+        for name in ("examples_rendered", "template_tokens"):
+            doc.get("training", {}).pop(name, None)
     if dedupe != "none":
         counts = s.get("training", {})
         doc["dedupe"] = {
@@ -417,6 +430,7 @@ def finalize_run(summary: dict[str, Any], settings: Settings) -> dict[str, Any]:
         training=settings.keep_weights or settings.trailing_policy != "keep",
         dedupe=settings.dedupe,
         examples=settings.examples,
+        chat_template=settings.chat_template,
     )
 
 
@@ -503,6 +517,11 @@ def _training_rows(doc: dict[str, Any]) -> list[tuple[str, Any]]:
         d = doc["dedupe"]
         rows.append((f"dedupe ({d['mode']}): duplicates collapsed", d["duplicates_collapsed"]))
         rows.append(("  into conversations kept", d["kept_with_duplicates"]))
+    if "chat_template" in doc:
+        c = doc["chat_template"]
+        rows.append(("examples rendered (--chat-template)", c["examples_rendered"]))
+        if c["tokens"] is not None:
+            rows.append(("  tokens, its tokenizer", c["tokens"]))
     if "examples" in doc:
         e = doc["examples"]
         rows.append((f"examples ({e['mode']}) written", e["written"]))

@@ -25,6 +25,7 @@ from pipeline.config.flags import (
     _streaming_flags,
     our_flags,
 )
+from transforms.chat_template import load_template
 from transforms.dataset_keys import parse_splits
 from transforms.formats import WRITERS
 from transforms.record_settings import Settings, TokenSettings, problems
@@ -238,6 +239,7 @@ def record_settings(ours, tokens: TokenSettings | None = None) -> Settings:
         trailing=getattr(ours, "trailing", "auto"),
         dedupe=getattr(ours, "dedupe", "none"),
         examples=getattr(ours, "examples", "whole"),
+        chat_template=load_template(ours.chat_template) if getattr(ours, "chat_template", None) else None,
         # A --split that does not parse is left out here and refused by dataset_step_problems.
         splits=parse_splits(ours.split)[0] if getattr(ours, "split", None) else (),
         split_by=getattr(ours, "split_by", None),

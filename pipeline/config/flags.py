@@ -394,6 +394,13 @@ def _training_flags(add) -> None:
     )
     add("--split-seed", type=int, default=0, help="seed of the --split hash (default 0)")
     add(
+        "--chat-template",
+        help="a Jinja chat template file, or a local tokenizer folder (tokenizer_config.json, "
+        "tokenizer.json): every example is rendered as the trainer renders it; one that does not "
+        "render, or whose assistant messages do not show, is an unwritable dead letter; tokens "
+        "counted with the folder's tokenizer, offline (needs the chat-template extra)",
+    )
+    add(
         "--examples",
         default="whole",
         choices=EXAMPLE_CHOICES,
