@@ -80,6 +80,8 @@ class DropMetrics(_DropCounts, total=False):
     example: dict[str, Any]
     #: ``--chat-template`` with a tokenizer folder: the rendered example's tokens.
     template_tokens: int
+    #: ``--redact``: the finds replaced by placeholders, by kind (transforms.redact).
+    redacted: dict[str, int]
 
 
 class ViolationDetail(TypedDict):

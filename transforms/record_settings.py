@@ -86,6 +86,9 @@ class Settings:
     examples: str = "whole"
     #: ``--chat-template``: the template every example is rendered with (``transforms.chat_template``).
     chat_template: TemplateSettings | None = None
+    #: ``--redact``: the kinds replaced by placeholders, and the region of national phone numbers.
+    redact: tuple[str, ...] = ()
+    redact_region: str | None = None
     splits: tuple[tuple[str, float], ...] = ()
     split_by: str | None = None
     split_seed: int = 0

@@ -48,6 +48,7 @@ from transforms.record_steps import (
     read_conversation,
     record_id,
 )
+from transforms.redact import redact_messages
 from transforms.roles import apply_role_options, drops_with_roles, repairs_with_roles
 from transforms.tokens import count_example, has_assistant_message, sink_view
 from transforms.tool_blocks import first_free
@@ -119,6 +120,9 @@ def _process(raw: RawRecord, settings: Settings, hint: ReaderHint | None = None)
     rid = record_id(record, settings)
     training: dict[str, int] = {}
     written = _training_messages(messages, result, settings, training)
+    redacted: dict[str, int] = {}
+    if settings.redact:  # --redact: after the core, before the writer (transforms.redact)
+        written = redact_messages(written, settings.redact, settings.redact_region, redacted)
 
     normalized = dict(conversation.fields)
     # Assigning to an existing key keeps its place: the record keeps its key order.
@@ -159,6 +163,8 @@ def _process(raw: RawRecord, settings: Settings, hint: ReaderHint | None = None)
         _dataset_keys(record, rid, written, normalized, settings, metrics, training)
     if training:
         metrics["training"] = training
+    if redacted:
+        metrics["redacted"] = {kind: redacted[kind] for kind in sorted(redacted)}
     if result.repairs or role_maps:
         metrics["repairs"] = repairs_with_roles(result.repairs, role_maps)
     if conversation.report:

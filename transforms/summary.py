@@ -230,6 +230,7 @@ def partial(
     discarded: dict[str, dict[str, int]] = {}
     tokens: dict[str, Any] = {}  # --tokens only: transforms.tokens.tally_example
     training: dict[str, int] = {}  # transforms.training's counts
+    redacted: dict[str, int] = {}  # --redact: finds by kind
     reports: dict[str, Any] = {name: {} for name in _REPORTS}
     records_out = messages_in = messages_out = dropped = healed = with_drops = with_violations = 0
     with_discards = partial_conversations = 0
@@ -267,6 +268,8 @@ def partial(
             tally_example(tokens, m)
         for name, n in m.get("training", {}).items():
             _add(training, name, n)
+        for kind, n in m.get("redacted", {}).items():  # --redact
+            _add(redacted, kind, n)
         if "template_tokens" in m:  # --chat-template with a tokenizer
             _add(training, "template_tokens", m["template_tokens"])
         if "example" in m:  # --examples each: one of a conversation's examples
@@ -303,6 +306,8 @@ def partial(
         part["tokens"] = tokens
     if training:
         part["training"] = training
+    if redacted:
+        part["redacted"] = redacted
     return part
 
 
@@ -348,6 +353,7 @@ def finalize(
     dedupe: str = "none",
     examples: str = "whole",
     chat_template: Any = None,
+    redact: tuple[str, ...] = (),
 ) -> dict[str, Any]:
     """The canonical summary document (stable key order, every known reason listed); with
     ``tokens`` (``--tokens``), the ``tokens`` section (``token_figures``)."""
@@ -396,6 +402,8 @@ def finalize(
         for name in ("examples_written", "examples_beyond_first", "examples_skipped_weight_0"):
             doc.get("training", {}).pop(name, None)
         doc.get("training", {}).pop("conversations_with_examples", None)
+    if redact:
+        doc["redacted"] = {kind: s.get("redacted", {})[kind] for kind in sorted(s.get("redacted", {}))}
     if chat_template is not None:
         counts = s.get("training", {})
         doc["chat_template"] = {
@@ -431,6 +439,7 @@ def finalize_run(summary: dict[str, Any], settings: Settings) -> dict[str, Any]:
         dedupe=settings.dedupe,
         examples=settings.examples,
         chat_template=settings.chat_template,
+        redact=settings.redact,
     )
 
 
@@ -517,6 +526,7 @@ def _training_rows(doc: dict[str, Any]) -> list[tuple[str, Any]]:
         d = doc["dedupe"]
         rows.append((f"dedupe ({d['mode']}): duplicates collapsed", d["duplicates_collapsed"]))
         rows.append(("  into conversations kept", d["kept_with_duplicates"]))
+    rows += [(f"redacted {kind}", n) for kind, n in doc.get("redacted", {}).items()]
     if "chat_template" in doc:
         c = doc["chat_template"]
         rows.append(("examples rendered (--chat-template)", c["examples_rendered"]))

@@ -29,6 +29,7 @@ from transforms.chat_template import load_template
 from transforms.dataset_keys import parse_splits
 from transforms.formats import WRITERS
 from transforms.record_settings import Settings, TokenSettings, problems
+from transforms.redact import parse_kinds
 from transforms.roles import parse_map_role
 from transforms.summary import DeadLetterLimit
 from transforms.tokens import ENCODINGS, FINE_TUNING_LIMITS, parse_limit, sink_view, unavailable
@@ -240,6 +241,9 @@ def record_settings(ours, tokens: TokenSettings | None = None) -> Settings:
         dedupe=getattr(ours, "dedupe", "none"),
         examples=getattr(ours, "examples", "whole"),
         chat_template=load_template(ours.chat_template) if getattr(ours, "chat_template", None) else None,
+        # A --redact that does not parse is refused by redact_problems.
+        redact=parse_kinds(ours.redact)[0] if getattr(ours, "redact", None) else (),
+        redact_region=parse_kinds(ours.redact)[1] if getattr(ours, "redact", None) else None,
         # A --split that does not parse is left out here and refused by dataset_step_problems.
         splits=parse_splits(ours.split)[0] if getattr(ours, "split", None) else (),
         split_by=getattr(ours, "split_by", None),
@@ -449,6 +453,8 @@ def own_problems(ours, *, output_required: bool, streaming: bool, runner: str | 
     token_problems: list[str] = []
     problems = settings_problems(record_settings(ours, token_settings(ours, token_problems))) + token_problems
     problems += dataset_step_problems(ours, runner, streaming)
+    if getattr(ours, "redact", None):
+        problems += parse_kinds(ours.redact)[2]  # unknown kinds, a missing extra
     if runner and runners is not None:
         problem = runner_problem(runner, (*runners, DASK_RUNNER_NAME))
         if problem:

@@ -401,6 +401,13 @@ def _training_flags(add) -> None:
         "counted with the folder's tokenizer, offline (needs the chat-template extra)",
     )
     add(
+        "--redact",
+        help="KIND[,KIND]: replace secrets (detect-secrets' detectors, private keys, bearer tokens), "
+        "emails and phones (international form; phones:CC also region CC's national numbers) with "
+        "typed placeholders [REDACTED:kind] in every message text, call argument and result, JSON "
+        "kept valid; counted by kind (needs the redact extra)",
+    )
+    add(
         "--examples",
         default="whole",
         choices=EXAMPLE_CHOICES,
