@@ -183,6 +183,15 @@ def test_a_deduplicated_split_run_on_two_runners(tmp_path):
     for m in drops.values():
         sides.setdefault(users[m["id"]], set()).add(m["split"])
     assert all(len(s) == 1 for s in sides.values())
+    # explain finds each of them: the kept one says what it holds, a duplicate what it is.
+    from pipeline.finished.explain import explanation_text, locate
+
+    kept = explanation_text(locate(str(out), "t-004"), 200)
+    assert "--dedupe: kept under this id; collapsed into it: t-005" in kept
+    assert "kept under this id" in explanation_text(locate(str(out), "t-005"), 200)
+    assert "dead-lettered (duplicate): --dedupe prefix: the same conversation as t-001" in explanation_text(
+        locate(str(out), "t-002"), 200
+    )
     # The same bytes with workers in other processes.
     again = _run(tmp_path, "multi", *flags, "--direct_num_workers=2", "--direct_running_mode=multi_processing")
     for name in ("normalized", "eval", "drops", "dead_letter"):

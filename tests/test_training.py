@@ -266,6 +266,10 @@ def test_examples_options_are_checked():
     assert any("writes none" in p for p in problems(Settings(sink="sharegpt", examples="last")))
     assert any("unknown examples" in p for p in problems(Settings(sink="hf", examples="all")))
     assert problems(Settings(sink="hf", examples="last")) == []
+    assert any(
+        "prefixes of each other" in p for p in problems(Settings(sink="sharegpt", examples="each", dedupe="prefix"))
+    )
+    assert problems(Settings(sink="hf", examples="each", dedupe="prefix")) == []
 
 
 def test_a_run_of_examples_is_accounted_for():

@@ -154,6 +154,16 @@ def _training_problems(settings: Settings, named: Callable[[str], str]) -> list[
             f"{named('examples')} last trains on the last assistant message only, with weights: "
             f"{named('sink')} {settings.sink} writes none (sharegpt: LLaMA-Factory's mask_history does it)"
         )
+    if (
+        settings.examples == "each"
+        and settings.dedupe == "prefix"
+        and not (settings.keep_weights and settings.sink in WEIGHT_SINKS)
+    ):
+        # Without weights a conversation's examples are prefixes of each other: all but the last would go.
+        found.append(
+            f"{named('dedupe')} prefix with {named('examples')} each needs a sink that writes weights "
+            f"({named('sink')} {settings.sink} does not: its examples are prefixes of each other); use exact"
+        )
     if settings.chat_template is not None and settings.chat_template.error:
         found.append(settings.chat_template.error)
     if settings.dedupe not in DEDUPE_CHOICES:
