@@ -43,7 +43,8 @@ def raw_records(path: Path) -> list:
 
 
 def settings_for(sink: str) -> Settings:
-    return Settings(sink=sink, model="golden-model", max_tokens=512)
+    # --trailing keep: the outputs before the training sinks trimmed by default (tests/test_training.py).
+    return Settings(sink=sink, model="golden-model", max_tokens=512, trailing="keep")
 
 
 def render(path: Path, sink: str, file_format: str = "jsonl") -> bytes:

@@ -83,6 +83,8 @@ SKIPPED = {
 INSTALL_STEPS = {
     "python3 -m venv .venv && . .venv/bin/activate && pip install -e .",
     "pip install -e '.[tokens]'",
+    "pip install -e '.[chat-template]'",
+    "pip install -e '.[redact]'",
     "pip install -e '.[dask]'                        # apache-beam[dask]: dask and dask.distributed",
 }
 

@@ -189,21 +189,38 @@ def test_a_trailing_call_is_written_without_mem5s_synthetic_result():
         # A conversation that ends on a real result: LLaMA-Factory needs an even turn count,
         # and the result is data.
         [{"role": "user", "content": "Run it."}, CALL, {"role": "tool", "content": "ran", "tool_call_id": "c1"}],
-        # Assistant text, then a call of another message: a function_call value holds no text.
-        [
-            {"role": "user", "content": "Run it."},
-            {"role": "assistant", "content": "Sure."},
-            CALL,
-            {"role": "tool", "content": "ran", "tool_call_id": "c1"},
-            {"role": "assistant", "content": "ok"},
-        ],
     ],
-    ids=["ends-on-a-real-result", "text-then-call"],
+    ids=["ends-on-a-real-result"],
 )
 def test_what_has_no_lossless_rendering_is_still_refused(messages):
     with pytest.raises(FormatError) as err:
         write(flat_record(messages))
     assert err.value.reason == "turn_order"
+
+
+def test_assistant_text_right_before_a_message_of_calls_is_text_beside_calls_dropped_and_counted():
+    # It was refused (turn_order): a gpt turn before a function_call turn. It is the text beside
+    # calls of one assistant turn, split over two messages: dropped, counted, as in one message.
+    messages = [
+        {"role": "user", "content": "Run it."},
+        {"role": "assistant", "content": "Sure."},
+        CALL,
+        {"role": "tool", "content": "ran", "tool_call_id": "c1"},
+        {"role": "assistant", "content": "ok"},
+    ]
+    ctx = WriteContext("r1")
+    out = WRITERS["sharegpt"].write(flat_record(messages), ctx)
+    assert [t["from"] for t in out["conversations"]] == ["human", "function_call", "observation", "gpt"]
+    assert ctx.report == {"text_beside_calls_dropped": 1}
+
+
+def test_a_training_example_may_end_on_its_calls_unanswered():
+    # --trailing trim leaves out the results after the last assistant message.
+    out, _ = write({"id": "r", "messages": [{"role": "user", "content": "Run it."}, CALL]})
+    assert [t["from"] for t in out["conversations"]] == ["human", "function_call"]
+    with pytest.raises(FormatError) as err:  # anywhere but last, a call needs its result
+        write({"id": "r", "messages": [{"role": "user", "content": "Run it."}, CALL, {"role": "user", "content": "?"}]})
+    assert err.value.reason == "unanswered_call"
 
 
 def test_user_text_after_several_results_joins_the_last_one_and_they_still_pair():

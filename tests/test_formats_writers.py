@@ -135,6 +135,7 @@ def test_writers_declare_the_options_they_fall_back_to():
         "openai-responses": ("model",),
         "gemini": (),
         "bedrock-converse": ("model",),
+        "hf": (),
     }
     with pytest.raises(ValueError, match="unknown WriteContext field"):
         Writer("x", lambda record, ctx: record, uses=("temperature",))
@@ -387,8 +388,13 @@ def test_results_in_a_block_are_written_in_block_order():
 
 
 def test_writers_refuse_records_that_were_not_normalized():
+    # (A call left unanswered by the last message is a training example's target, which
+    # openai-finetune writes: tests/test_training.py. Before another message, it is refused.)
     unanswered = {
-        "messages": [{"role": "assistant", "content": "", "tool_calls": [{"tool_call_id": "c1", "name": "f"}]}]
+        "messages": [
+            {"role": "assistant", "content": "", "tool_calls": [{"tool_call_id": "c1", "name": "f"}]},
+            {"role": "user", "content": "q"},
+        ]
     }
     orphan = {"messages": [{"role": "user", "content": "q"}, {"role": "tool", "content": "r", "tool_call_id": "zz"}]}
     redeclared = {

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from transforms.inputs import RawRecord
+from transforms.inputs import Parsed, RawRecord
 from transforms.output_records import DeadLetter, DropMetrics, ViolationReport
 from transforms.record_settings import Settings, TokenSettings
 from transforms.records import process_record
@@ -47,9 +47,15 @@ def test_dead_letters_have_the_required_keys_and_only_declared_ones():
     required, declared = _keys(DeadLetter)
     outcome = process_record(_raw("not a record"), Settings())
     assert set(outcome.dead_letter) == required
+    # A conversation assembled from call logs that the sink refuses: its dead letter has the calls.
+    assembled = RawRecord(
+        "calls.jsonl", 0, Parsed({"id": "g", "messages": [{"role": "assistant"}]}, None, {"calls": []})
+    )
+    refused = process_record(assembled, Settings(sink="anthropic"))
+    assert set(refused.dead_letter) == required | {"assembly"}
     pytest.importorskip("bpe_openai", reason="the tokens extra is not installed")
     too_long = process_record(_raw(DEFECTIVE), Settings(tokens=TokenSettings("o200k_base", 1, drop_over_limit=True)))
-    assert set(too_long.dead_letter) == declared  # an over_token_limit dead letter has its tokens
+    assert set(too_long.dead_letter) | {"assembly"} == declared  # an over_token_limit dead letter has its tokens
 
 
 def test_drop_metrics_with_tokens_hold_only_declared_keys():

@@ -32,6 +32,8 @@ RECORD = {
 
 
 def run(**settings):
+    # --trailing keep: the exit message is the record's last, which the training default trims.
+    settings = {"trailing": "keep", **settings}
     return process_record(RawRecord("in.jsonl", 0, dumps_line(RECORD)), Settings(sink="openai-finetune", **settings))
 
 

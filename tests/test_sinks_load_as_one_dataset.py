@@ -52,7 +52,7 @@ def write_parts(sink: str, out: Path, file_format: str = "jsonl") -> tuple[list[
         if not result.records:
             continue
         part = out / f"part-{n:05d}{FILE_FORMATS[file_format].extension}"
-        writer = FILE_FORMATS[file_format].open(str(part), "id", "messages")
+        writer = FILE_FORMATS[file_format].open(str(part), "id", "messages", sink)
         writer.write(result.records, *([result.lines] if FILE_FORMATS[file_format].takes_lines else []))
         writer.close()
         parts.append(str(part))
@@ -98,6 +98,20 @@ def test_the_flat_sinks_parquet_parts_load_as_one_dataset_and_one_arrow_table(tm
     assert len(dataset) == len(written)
     table = pq.ParquetDataset(parts).read()
     assert table.num_rows == len(written)
+
+
+@pytest.mark.slow
+def test_the_hf_sinks_parquet_parts_load_plainly_as_one_dataset_of_the_records_written(tmp_path):
+    # No features given: every part has the one schema the writer declares, its free-form
+    # values (arguments, tools) as Arrow JSON columns that datasets decodes to objects.
+    parts, written = write_parts("hf", tmp_path / "normalized", "parquet")
+    assert len(parts) > 1
+    datasets.disable_progress_bars()
+    dataset = datasets.load_dataset("parquet", data_files=parts, split="train", cache_dir=str(tmp_path / "cache"))
+    assert list(dataset) == written
+    calls = [c for r in written for m in r["messages"] for c in (m["tool_calls"] or [])]
+    assert calls and all(isinstance(c["function"]["arguments"], dict) for c in calls)
+    assert pq.ParquetDataset(parts).read().num_rows == len(written)
 
 
 def test_every_writer_but_flat_declares_its_schema():

@@ -76,6 +76,18 @@ class DropMetrics(_DropCounts, total=False):
     #: made it (file, position, call id, start), how many collapsed into it, its branch
     #: (``transforms.calllogs.assemble``).
     assembly: dict[str, Any]
+    #: What shaping a training set did (transforms.training): weights kept, trailing turns trimmed.
+    training: dict[str, int]
+    #: ``--split``: the split the conversation is in (``train`` or a ``--split`` name).
+    split: str
+    #: ``--dedupe``: the ids of the conversations collapsed into this one, in input order.
+    duplicates: list[str]
+    #: ``--examples each``: which of its conversation's examples this is (``k`` of ``n``, ``of`` its id).
+    example: dict[str, Any]
+    #: ``--chat-template`` with a tokenizer folder: the rendered example's tokens.
+    template_tokens: int
+    #: ``--redact``: the finds replaced by placeholders, by kind (transforms.redact).
+    redacted: dict[str, int]
 
 
 class ViolationDetail(TypedDict):

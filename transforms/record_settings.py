@@ -13,9 +13,20 @@ from dataclasses import dataclass
 from typing import Callable
 
 from transforms.calllogs.readers import CALL_LOG_READERS  # (importing it registers the call-log readers)
+from transforms.chat_template import TemplateSettings
+from transforms.dataset_keys import DEDUPE_CHOICES
 from transforms.formats import READERS, WRITERS
 from transforms.profiles import PROFILES
 from transforms.roles import MAP_TARGETS
+from transforms.training import (
+    EXAMPLE_CHOICES,
+    TRAILING_CHOICES,
+    TRAINING_SINKS,
+    WEIGHT_CHOICES,
+    WEIGHT_SINKS,
+    keeps_weights,
+    trailing_policy,
+)
 
 #: Raw text kept in a dead letter, in characters.
 DEFAULT_RAW_LIMIT = 2000
@@ -68,6 +79,31 @@ class Settings:
     #: Hand call-log records on to be assembled (``transforms.calllogs``): what the composites
     #: that assemble set. ``False`` (a DoFn alone): a call-log record is a ``call_log`` dead letter.
     calls: bool = False
+    #: Per-message weights (``--weights``: auto, keep, drop) and turns after the last assistant
+    #: message (``--trailing``: auto, trim, keep, refuse): ``transforms.training``.
+    weights: str = "auto"
+    trailing: str = "auto"
+    #: Dataset steps (``transforms.dataset_keys``, ``pipeline.graph.dataset_steps``): ``--dedupe``
+    #: (none, exact, prefix), ``--split`` as ``((name, share), ...)``, ``--split-by``, ``--split-seed``.
+    dedupe: str = "none"
+    #: ``--examples``: whole, last, each (``transforms.training``).
+    examples: str = "whole"
+    #: ``--chat-template``: the template every example is rendered with (``transforms.chat_template``).
+    chat_template: TemplateSettings | None = None
+    #: ``--redact``: the kinds replaced by placeholders, and the region of national phone numbers.
+    redact: tuple[str, ...] = ()
+    redact_region: str | None = None
+    splits: tuple[tuple[str, float], ...] = ()
+    split_by: str | None = None
+    split_seed: int = 0
+
+    @property
+    def keep_weights(self) -> bool:
+        return keeps_weights(self.sink, self.weights)
+
+    @property
+    def trailing_policy(self) -> str:
+        return trailing_policy(self.sink, self.trailing)
 
 
 def field_name(field: str) -> str:
@@ -97,7 +133,51 @@ def problems(settings: Settings, named: Callable[[str], str] = field_name) -> li
         found.append(f"{named('max_tokens')} must be at least 1")
     if settings.raw_limit < 0:
         found.append(f"{named('raw_limit')} must be 0 or more")
-    return found + _role_problems(settings, named)
+    return found + _role_problems(settings, named) + _training_problems(settings, named)
+
+
+def _training_problems(settings: Settings, named: Callable[[str], str]) -> list[str]:
+    found = []
+    if settings.weights not in WEIGHT_CHOICES:
+        found.append(f"unknown {named('weights')} {settings.weights!r}; known: {', '.join(WEIGHT_CHOICES)}")
+    elif settings.weights == "keep" and settings.sink not in WEIGHT_SINKS:
+        found.append(
+            f"{named('weights')} keep: {named('sink')} {settings.sink} has no per-message weight "
+            f"(these have: {', '.join(WEIGHT_SINKS)})"
+        )
+    if settings.examples not in EXAMPLE_CHOICES:
+        found.append(f"unknown {named('examples')} {settings.examples!r}; known: {', '.join(EXAMPLE_CHOICES)}")
+    elif settings.examples != "whole" and settings.sink not in TRAINING_SINKS:
+        found.append(
+            f"{named('examples')} {settings.examples}: training examples are for {', '.join(TRAINING_SINKS)}, "
+            f"not {named('sink')} {settings.sink}"
+        )
+    elif settings.examples == "last" and not (settings.keep_weights and settings.sink in WEIGHT_SINKS):
+        found.append(
+            f"{named('examples')} last trains on the last assistant message only, with weights: "
+            f"{named('sink')} {settings.sink} writes none (sharegpt: LLaMA-Factory's mask_history does it)"
+        )
+    if (
+        settings.examples == "each"
+        and settings.dedupe == "prefix"
+        and not (settings.keep_weights and settings.sink in WEIGHT_SINKS)
+    ):
+        # Without weights a conversation's examples are prefixes of each other: all but the last would go.
+        found.append(
+            f"{named('dedupe')} prefix with {named('examples')} each needs a sink that writes weights "
+            f"({named('sink')} {settings.sink} does not: its examples are prefixes of each other); use exact"
+        )
+    if settings.chat_template is not None and settings.chat_template.error:
+        found.append(settings.chat_template.error)
+    if settings.dedupe not in DEDUPE_CHOICES:
+        found.append(f"unknown {named('dedupe')} {settings.dedupe!r}; known: {', '.join(DEDUPE_CHOICES)}")
+    if settings.split_by is not None and not settings.splits:
+        found.append(f"{named('split_by')} needs {named('splits')} (e.g. eval=0.05)")
+    if settings.split_by is not None and any(not part for part in settings.split_by.split(".")):
+        found.append(f"{named('split_by')} {settings.split_by!r} is not a dotted path of field names")
+    if settings.trailing not in TRAILING_CHOICES:
+        found.append(f"unknown {named('trailing')} {settings.trailing!r}; known: {', '.join(TRAILING_CHOICES)}")
+    return found
 
 
 def _role_problems(settings: Settings, named: Callable[[str], str]) -> list[str]:

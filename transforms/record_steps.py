@@ -76,6 +76,9 @@ class Produced(NamedTuple):
     metrics: DropMetrics | None
     #: ``record`` serialized (``dumps_line``), when processing did it.
     line: bytes | None = None
+    #: ``--examples each``: the conversation's other examples, each ``(record, metrics, line)``,
+    #: written after this one (``transforms.training``).
+    more: tuple[tuple[dict[str, Any], Any, bytes | None], ...] = ()
 
     @property
     def dead_letter(self) -> None:

@@ -16,6 +16,8 @@ from __future__ import annotations
 from typing import Any, Callable, NamedTuple
 
 from transforms.calllogs.calls import Piece
+from transforms.chat_template import TemplateRefused, check_rendered, count_tokens, render
+from transforms.dataset_keys import CONTENT_KEYS, content_keys, group_key, split_of
 from transforms.formats import (
     READERS,
     WRITERS,
@@ -25,6 +27,8 @@ from transforms.formats import (
     plain_chat_messages,
     plain_chat_read,
 )
+from transforms.formats._tools import value_at
+from transforms.formats.hf import write_hf
 from transforms.inputs import Parsed, RawRecord
 from transforms.jsontext import dumps_line
 from transforms.ledger import coercion_discards
@@ -47,9 +51,20 @@ from transforms.record_steps import (
     read_conversation,
     record_id,
 )
+from transforms.redact import redact_messages
 from transforms.roles import apply_role_options, drops_with_roles, repairs_with_roles
 from transforms.tokens import count_example, has_assistant_message, sink_view
 from transforms.tool_blocks import first_free
+from transforms.training import (
+    TRAILING_TURNS,
+    WEIGHT_KEYS,
+    WEIGHT_SINKS,
+    example_ends,
+    example_messages,
+    trailing_turns,
+    trim_trailing,
+    with_weights,
+)
 from transforms.validate import check_sendable, count_by_kind
 
 
@@ -106,9 +121,9 @@ def _read_and_normalize(record: Any, settings: Settings, hint: ReaderHint | None
     return conversation, messages, normalize_with_profile(messages, settings.profile), role_drops, role_maps
 
 
-def _process(
-    raw: RawRecord, settings: Settings, hint: ReaderHint | None = None
-) -> tuple[dict[str, Any], DropMetrics, bytes] | list[Piece]:
+def _process(raw: RawRecord, settings: Settings, hint: ReaderHint | None = None) -> tuple[Any, ...] | list[Piece]:
+    """(record, metrics, line), and with ``--examples each`` the other examples (``Produced.more``);
+    a call-log record's pieces instead."""
     record = parse_payload(raw)
     read = _read_and_normalize(record, settings, hint)
     if isinstance(read, list):
@@ -118,10 +133,15 @@ def _process(
         # An assembled conversation: what its call-log reader left out, the flat reader's ledger.
         conversation = conversation._replace(discarded=raw.payload.discarded)
     rid = record_id(record, settings)
+    training: dict[str, int] = {}
+    written = _training_messages(messages, result, settings, training)
+    redacted: dict[str, int] = {}
+    if settings.redact:  # --redact: after the core, before the writer (transforms.redact)
+        written = redact_messages(written, settings.redact, settings.redact_region, redacted)
 
     normalized = dict(conversation.fields)
     # Assigning to an existing key keeps its place: the record keeps its key order.
-    normalized[settings.messages_field] = result.messages
+    normalized[settings.messages_field] = written
     if settings.id_field not in normalized:
         normalized = {settings.id_field: rid, **normalized}
     elif normalized[settings.id_field] is not rid and own_id(normalized, settings.id_field) is None:
@@ -148,6 +168,18 @@ def _process(
     )
     if discarded:
         metrics["discarded"] = ledger_report(discarded)
+        if training.get("weights_kept") and settings.sink in WEIGHT_SINKS:
+            # Carried around the core and written: not discarded.
+            for key in WEIGHT_KEYS:
+                metrics["discarded"].pop(key, None)
+            if not metrics["discarded"]:
+                del metrics["discarded"]
+    if settings.dedupe != "none" or settings.splits:
+        _dataset_keys(record, rid, written, normalized, settings, metrics, training)
+    if training:
+        metrics["training"] = training
+    if redacted:
+        metrics["redacted"] = {kind: redacted[kind] for kind in sorted(redacted)}
     if result.repairs or role_maps:
         metrics["repairs"] = repairs_with_roles(result.repairs, role_maps)
     if conversation.report:
@@ -165,6 +197,21 @@ def _process(
     if settings.check:
         metrics["violations"] = count_by_kind(check_sendable(result.messages))
 
+    if settings.examples != "whole":
+        return _examples(record, rid, written, normalized, settings, metrics, training, result.messages)
+    output, line = _write(normalized, rid, record, settings, metrics)
+    if settings.chat_template is not None:
+        _check_template(normalized, rid, settings, metrics)
+    tokens = settings.tokens
+    if tokens is not None:  # opt-in: without --tokens, this test is all the per-record cost
+        _count_tokens(output, result.messages, settings, tokens, metrics)
+    return output, metrics, line
+
+
+def _write(
+    normalized: dict[str, Any], rid: str, record: Any, settings: Settings, metrics: DropMetrics
+) -> tuple[dict[str, Any], bytes]:
+    """The record written by the sink's writer, and its line; ``RecordRefused`` if it cannot be."""
     context = WriteContext(
         rid,
         settings.messages_field,
@@ -187,10 +234,136 @@ def _process(
         line = dumps_line(output)
     except (TypeError, ValueError, RecursionError) as error:
         raise RecordRefused(DeadLetterReason.UNWRITABLE, f"not JSON: {type(error).__name__}: {error}") from None
-    tokens = settings.tokens
-    if tokens is not None:  # opt-in: without --tokens, this test is all the per-record cost
-        _count_tokens(output, result.messages, settings, tokens, metrics)
-    return output, metrics, line
+    return output, line
+
+
+def _examples(
+    record: Any,
+    rid: str,
+    written: list[Any],
+    normalized: dict[str, Any],
+    settings: Settings,
+    metrics: DropMetrics,
+    counts: dict[str, int],
+    core_messages: list[Any],
+) -> tuple[dict[str, Any], DropMetrics, bytes, tuple[Any, ...]]:
+    """``--examples last|each``: the conversation's examples, each trained on its last
+    assistant message (``transforms.training``); the first with the conversation's metrics, the
+    others (``each``) with their own, ids ``<id>#2``, ``#3`` ... (``more``)."""
+    ends = example_ends(written)
+    if settings.examples == "last":
+        ends = ends[-1:]
+    weighted = settings.keep_weights and settings.sink in WEIGHT_SINKS
+    examples = [example_messages(written, end, weighted) for end in ends] if ends else [written]
+    kept = [example for example in examples if example is not None]
+    if len(kept) < len(examples):
+        counts["examples_skipped_weight_0"] = len(examples) - len(kept)
+    if not kept:
+        raise RecordRefused(
+            DeadLetterReason.UNWRITABLE, f"{settings.sink}: no_trainable_example: every assistant message has weight 0"
+        )
+    counts["examples_written"] = len(kept)
+    metrics["training"] = counts
+    produced = []
+    for k, example in enumerate(kept, 1):
+        eid = rid if k == 1 else f"{rid}#{k}"
+        example_metrics: Any = metrics if k == 1 else _example_metrics(metrics, eid)
+        if settings.examples == "each":
+            example_metrics["example"] = {"k": k, "n": len(kept), "of": rid}
+        if settings.dedupe != "none":
+            tools = value_at(normalized, settings.tools_field)
+            example_metrics[CONTENT_KEYS] = content_keys(example, tools, settings.dedupe == "prefix")
+        fields = {**normalized, settings.messages_field: example}
+        if k > 1 and settings.id_field in fields:
+            fields[settings.id_field] = eid
+        output, line = _write(fields, eid, record, settings, example_metrics)
+        if settings.chat_template is not None:
+            _check_template(fields, eid, settings, example_metrics)
+        if settings.tokens is not None:
+            _count_tokens(output, example, settings, settings.tokens, example_metrics)
+        produced.append((output, example_metrics, line))
+    first, *more = produced
+    return (*first, tuple(more))
+
+
+def _check_template(fields: dict[str, Any], eid: str, settings: Settings, metrics: Any) -> None:
+    """``--chat-template``: the example rendered as the trainer renders it, its assistant
+    messages shown, its tokens counted (``transforms.chat_template``); refused if it cannot be."""
+    template = settings.chat_template
+    assert template is not None
+    context = WriteContext(eid, settings.messages_field, settings.id_field, tools_field=settings.tools_field)
+    try:
+        example = write_hf(fields, context)
+        text = render(example, template)
+        check_rendered(example, text)
+    except (FormatError, TemplateRefused) as error:
+        raise RecordRefused(DeadLetterReason.UNWRITABLE, f"chat-template: {error.reason}: {error}") from None
+    counts = metrics.setdefault("training", {})
+    counts["examples_rendered"] = counts.get("examples_rendered", 0) + 1
+    tokens = count_tokens(text, template)
+    if tokens is not None:
+        metrics["template_tokens"] = tokens
+
+
+def _example_metrics(metrics: DropMetrics, eid: str) -> dict[str, Any]:
+    """The drop metrics of a conversation's second or later example: its place and split; the
+    conversation's counts stay with its first (a run's totals count each conversation once)."""
+    out: dict[str, Any] = {
+        "id": eid,
+        "source": metrics["source"],
+        "position": metrics["position"],
+        "dropped": 0,
+        "drops": {},
+        "healed": 0,
+        "messages_in": 0,
+        "messages_out": 0,
+    }
+    if "split" in metrics:
+        out["split"] = metrics["split"]
+    return out
+
+
+def _training_messages(
+    messages: list[Any], result: ProfileResult, settings: Settings, counts: dict[str, int]
+) -> list[Any]:
+    """The messages the writer gets: the core's, with the weights carried around it and the
+    trailing turns trimmed or refused, as the settings say (``transforms.training``)."""
+    written = result.messages
+    if settings.keep_weights:
+        written = with_weights(messages, settings.profile, result, settings.sink, counts).messages
+    policy = settings.trailing_policy
+    if policy == "trim":
+        written = trim_trailing(written, counts)
+    elif policy == "refuse":
+        n = trailing_turns(written)
+        if n:
+            raise RecordRefused(
+                DeadLetterReason.UNWRITABLE,
+                f"{settings.sink}: {TRAILING_TURNS}: {n} message(s) after the last assistant message "
+                "(--trailing refuse)",
+            )
+    return written
+
+
+def _dataset_keys(
+    record: Any,
+    rid: str,
+    written: list[Any],
+    normalized: dict[str, Any],
+    settings: Settings,
+    metrics: DropMetrics,
+    counts: dict[str, int],
+) -> None:
+    """What ``--dedupe`` and ``--split`` need of this conversation, into its metrics
+    (``transforms.dataset_keys``): its content keys, its split."""
+    if settings.dedupe != "none":
+        tools = value_at(normalized, settings.tools_field)
+        metrics[CONTENT_KEYS] = content_keys(written, tools, settings.dedupe == "prefix")  # type: ignore[literal-required]
+    if settings.splits:
+        key, found = group_key(record, settings.split_by, rid)
+        if not found:
+            counts["split_key_missing"] = counts.get("split_key_missing", 0) + 1
+        metrics["split"] = split_of(key, settings.split_seed, settings.splits)
 
 
 def _count_tokens(
@@ -277,6 +450,12 @@ def normalize_batch(
             metrics.append(outcome.metrics)
         if lines is not None:
             lines.append(outcome.line)
+        for record, more_metrics, line in getattr(outcome, "more", ()):  # --examples each
+            if keep:
+                outputs.append(record)
+            metrics.append(more_metrics)
+            if lines is not None:
+                lines.append(line)
     if unique_field is not None and taken is not None and lines is not None:  # (renaming)
         for index in make_unique(outputs, metrics, unique_field, taken):
             lines[index] = dumps_line(outputs[index])  # renamed after it was serialized

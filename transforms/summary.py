@@ -20,15 +20,22 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable, NamedTuple
 
-from transforms.console_text import console_text
-from transforms.normalize import REASONS, split_drops
+from transforms.normalize import REASONS
 from transforms.output_records import DeadLetter, DropMetrics, ViolationReport
 from transforms.profiles import REPAIRS
 from transforms.record_settings import Settings, TokenSettings
 from transforms.record_steps import DEAD_LETTER_REASONS, DeadLetterReason
 from transforms.records import refusal_reason
+from transforms.summary_table import changed_inputs as changed_inputs  # (also what the callers import from here)
+from transforms.summary_table import format_table as format_table
+from transforms.summary_table import format_validation_table, refusals
 from transforms.tokens import tally_example, token_figures
+from transforms.training import TRAINING_COUNTS
 from transforms.validate import VIOLATION_KINDS
+
+#: The dead-letter reason of a conversation ``--dedupe`` collapsed into another (listed only
+#: when it occurs: pipeline.graph.dataset_steps).
+DUPLICATE = "duplicate"
 
 #: Buckets of the drops-per-conversation histogram: (label, lowest count, highest count).
 HISTOGRAM_BUCKETS = (
@@ -153,10 +160,13 @@ def _violation_totals(s: dict[str, Any]) -> dict[str, Any]:
 def accounted(doc: dict[str, Any], through: str) -> bool:
     """Every record read ended in exactly one output: ``doc[through]`` (the records that reached
     the command's main output) or the dead letters; a call-log record instead went into the
-    conversations assembled from call logs (``call_logs``), each of which ended in one of the two."""
+    conversations assembled from call logs (``call_logs``), each of which ended in one of the two.
+    ``--examples each`` writes several records for one conversation: the ones beyond the first
+    (``examples.beyond_first``) are not records read."""
     calls = doc.get("call_logs", {})
     handed_on = calls.get("records", 0) - calls.get("conversations", 0)
-    return bool(doc["records_in"] == doc[through] + doc["dead_letters"] + handed_on)
+    beyond = doc.get("examples", {}).get("beyond_first", 0)
+    return bool(doc["records_in"] == doc[through] - beyond + doc["dead_letters"] + handed_on)
 
 
 #: The ``call_logs`` counts of a summary, in order: call-log records read, the calls and tool
@@ -179,47 +189,6 @@ def _call_logs(s: dict[str, Any]) -> dict[str, Any]:
     of a run of conversations is what it was before call logs were read)."""
     found = s.get("call_logs")
     return {"call_logs": _ordered(found, CALL_LOG_COUNTS)} if found else {}
-
-
-def _shown(value: Any) -> str:
-    return f"{value:,}" if isinstance(value, int) and not isinstance(value, bool) else str(value)
-
-
-def _nonzero(counts: dict[str, Any], indent: str) -> list[tuple[str, int]]:
-    return [(f"{indent}{name}", n) for name, n in counts.items() if n]
-
-
-def _letter_rows(doc: dict[str, Any], label: str, indent: str) -> list[tuple[str, Any]]:
-    rows = [(label, doc["dead_letters"])]
-    for row in _nonzero(doc["dead_letters_by_reason"], indent):
-        rows.append(row)
-        if row[0].strip() == UNWRITABLE:  # why the sink refused them, by the writer's reason
-            rows += _nonzero(_refusals(doc), indent + "  ")
-    return rows
-
-
-def _refusals(doc: dict[str, Any]) -> dict[str, int]:
-    """The sink's refusals (``unwritable`` dead letters) by the writer's reason, most first."""
-    refusals = doc.get("sink_refusals_by_reason") or {}
-    return dict(sorted(refusals.items(), key=lambda item: -item[1]))
-
-
-def _violation_rows(doc: dict[str, Any], label: str) -> list[tuple[str, Any]]:
-    return [(label, doc["conversations_with_violations"]), *_nonzero(doc["violations"], "  ")]
-
-
-def _render(title: str, rows: list[tuple[str, Any]], footer: list[str]) -> str:
-    """The table layout both views print: labels left, values right-aligned. Every piece is
-    escaped for the terminal before the layout (a discarded field's name is the data's): each
-    stays on its row, and the columns line up."""
-    cells = [(console_text(label), console_text(_shown(value))) for label, value in rows]
-    width = max(len(label) for label, _ in cells)
-    lines = [
-        console_text(title),
-        *(f"  {label.ljust(width)}  {value:>12}" for label, value in cells),
-        *map(console_text, footer),
-    ]
-    return "\n".join(lines)
 
 
 # --------------------------------------------------------------------------------------------
@@ -247,6 +216,8 @@ def partial(
     nulled: dict[str, int] = {}
     discarded: dict[str, dict[str, int]] = {}
     tokens: dict[str, Any] = {}  # --tokens only: transforms.tokens.tally_example
+    training: dict[str, int] = {}  # transforms.training's counts
+    redacted: dict[str, int] = {}  # --redact: finds by kind
     reports: dict[str, Any] = {name: {} for name in _REPORTS}
     records_out = messages_in = messages_out = dropped = healed = with_drops = with_violations = 0
     with_discards = partial_conversations = 0
@@ -282,6 +253,17 @@ def partial(
         partial_conversations += m.get("partial_conversation", False) is True
         if "tokens" in m:
             tally_example(tokens, m)
+        for name, n in m.get("training", {}).items():
+            _add(training, name, n)
+        for kind, n in m.get("redacted", {}).items():  # --redact
+            _add(redacted, kind, n)
+        if "template_tokens" in m:  # --chat-template with a tokenizer
+            _add(training, "template_tokens", m["template_tokens"])
+        if "example" in m:  # --examples each: one of a conversation's examples
+            _add(training, "examples_beyond_first" if m["example"]["k"] > 1 else "conversations_with_examples", 1)
+        if "duplicates" in m:  # --dedupe: a conversation kept for others collapsed into it
+            _add(training, "kept_with_duplicates", 1)
+            _add(training, "duplicates_collapsed", len(m["duplicates"]))
     histogram: dict[str, int] = {}
     for n_dropped in sorted(conversations_by_drops):
         _add(histogram, _bucket(n_dropped), conversations_by_drops[n_dropped])
@@ -309,6 +291,10 @@ def partial(
     }
     if tokens:  # absent without --tokens: the summary is the same as before it existed
         part["tokens"] = tokens
+    if training:
+        part["training"] = training
+    if redacted:
+        part["redacted"] = redacted
     return part
 
 
@@ -345,7 +331,16 @@ def _ledger(discarded: dict[str, Any], conversations: int) -> dict[str, Any]:
 
 
 def finalize(
-    summary: dict[str, Any], *, profile: str = "spec", check: bool = False, tokens: TokenSettings | None = None
+    summary: dict[str, Any],
+    *,
+    profile: str = "spec",
+    check: bool = False,
+    tokens: TokenSettings | None = None,
+    training: bool = False,
+    dedupe: str = "none",
+    examples: str = "whole",
+    chat_template: Any = None,
+    redact: tuple[str, ...] = (),
 ) -> dict[str, Any]:
     """The canonical summary document (stable key order, every known reason listed); with
     ``tokens`` (``--tokens``), the ``tokens`` section (``token_figures``)."""
@@ -381,6 +376,41 @@ def finalize(
             doc[name] = _sorted_counts(s[name])
     if tokens is not None:
         doc["tokens"] = token_figures(s.get("tokens", {}), tokens)
+    if training or s.get("training"):
+        # transforms.training: every count listed, in its order, when the run shapes a training set.
+        doc["training"] = _ordered(s.get("training", {}), TRAINING_COUNTS)
+    if examples != "whole":
+        counts = s.get("training", {})
+        doc["examples"] = {
+            "mode": examples,
+            "written": s["records_out"],  # the examples kept (--dedupe may collapse some)
+            "beyond_first": counts.get("examples_beyond_first", 0),
+            "skipped_weight_0": counts.get("examples_skipped_weight_0", 0),
+        }
+        for name in ("examples_written", "examples_beyond_first", "examples_skipped_weight_0"):
+            doc.get("training", {}).pop(name, None)
+        doc.get("training", {}).pop("conversations_with_examples", None)
+    if redact:
+        doc["redacted"] = {kind: s.get("redacted", {})[kind] for kind in sorted(s.get("redacted", {}))}
+    if chat_template is not None:
+        counts = s.get("training", {})
+        doc["chat_template"] = {
+            "template": chat_template.path,
+            "examples_rendered": counts.get("examples_rendered", 0),
+            # Counted with the folder's tokenizer.json; null without one.
+            "tokens": counts.get("template_tokens", 0) if chat_template.tokenizer else None,
+        }
+        for name in ("examples_rendered", "template_tokens"):
+            doc.get("training", {}).pop(name, None)
+    if dedupe != "none":
+        counts = s.get("training", {})
+        doc["dedupe"] = {
+            "mode": dedupe,
+            "kept_with_duplicates": counts.get("kept_with_duplicates", 0),
+            "duplicates_collapsed": counts.get("duplicates_collapsed", 0),
+        }
+        for name in doc["dedupe"]:
+            doc.get("training", {}).pop(name, None)
     doc["accounted"] = accounted(doc, "records_out")
     return doc
 
@@ -388,134 +418,21 @@ def finalize(
 def finalize_run(summary: dict[str, Any], settings: Settings) -> dict[str, Any]:
     """``finalize`` with the options the record settings give (profile, ``--check``, ``--tokens``):
     the one way a run's totals become its document, batch or streaming, whole or per window."""
-    return finalize(summary, profile=settings.profile, check=settings.check, tokens=settings.tokens)
+    return finalize(
+        summary,
+        profile=settings.profile,
+        check=settings.check,
+        tokens=settings.tokens,
+        training=settings.keep_weights or settings.trailing_policy != "keep",
+        dedupe=settings.dedupe,
+        examples=settings.examples,
+        chat_template=settings.chat_template,
+        redact=settings.redact,
+    )
 
 
 def _sorted_counts(counts: dict[str, Any]) -> dict[str, Any]:
     return {k: _sorted_counts(v) if isinstance(v, dict) else v for k, v in sorted(counts.items())}
-
-
-def format_table(doc: dict[str, Any]) -> str:
-    """A short human-readable rendering of a finalized summary."""
-    rows = [
-        *_record_rows(doc),
-        *_message_rows(doc),
-        *_ledger_rows(doc),
-        *_opt_in_rows(doc),
-        *_report_rows(doc),
-        *_token_rows(doc.get("tokens")),
-    ]
-    histogram = "  ".join(f"{label}:{n:,}" for label, n in doc["drops_histogram"].items())
-    footer = [f"  drops per conversation  {histogram}"]
-    if not doc.get("accounted", True):
-        footer.append("  WARNING: records in != normalized + dead-lettered")
-    if changed_inputs(doc):
-        footer.append(f"  WARNING: an input changed while it was read ({INPUT_CHANGED} in dead_letter/)")
-    return _render(f"convnorm summary (profile {doc.get('profile', 'spec')})", rows, footer)
-
-
-def _record_rows(doc: dict[str, Any]) -> list[tuple[str, Any]]:
-    rows = [
-        ("records in", doc["records_in"]),
-        ("  normalized", doc["records_out"]),
-        *_letter_rows(doc, "  dead-lettered", "    "),
-    ]
-    if doc.get("blank_lines"):
-        rows.append(("blank lines skipped", doc["blank_lines"]))
-    return rows + call_log_rows(doc)
-
-
-def call_log_rows(doc: dict[str, Any]) -> list[tuple[str, Any]]:
-    """The call logs' rows: the records that held calls, and the conversations made of them."""
-    calls = doc.get("call_logs")
-    if not calls:
-        return []
-    return [
-        ("call-log records", calls["records"]),
-        ("  calls / tool results in them", f"{calls['calls']:,} / {calls['tool_results']:,}"),
-        ("  conversations assembled", calls["conversations"]),
-        ("  calls collapsed into a longer one", calls["prefixes_collapsed"]),
-        ("  branches split out", calls["branches"]),
-        ("  tool results filled in", calls["tool_results_filled"]),
-    ]
-
-
-def _message_rows(doc: dict[str, Any]) -> list[tuple[str, Any]]:
-    """Messages in - messages dropped + results added = messages out; then the calls dropped
-    from turns that stayed, which MEM-5's drop count adds to the messages (it counts both)."""
-    messages, calls = split_drops(doc["dropped_by_reason"])
-    return [
-        ("messages in", doc["messages_in"]),
-        ("messages dropped", sum(messages.values())),
-        *_nonzero(messages, "  "),
-        ("results added (healed)", doc["healed"]),
-        ("messages out", doc["messages_out"]),
-        ("calls dropped from turns kept", sum(calls.values())),
-        *_nonzero(calls, "  "),
-        ("dropped, MEM-5's count", doc["dropped"]),
-        ("conversations with drops", doc["conversations_with_drops"]),
-        *((f"non-finite floats nulled in {field}", n) for field, n in doc.get("non_finite_nulled", {}).items()),
-        *(
-            (("partial conversations (history at the provider)", doc["partial_conversations"]),)
-            if doc.get("partial_conversations")
-            else ()
-        ),
-    ]
-
-
-def _ledger_rows(doc: dict[str, Any]) -> list[tuple[str, Any]]:
-    if "discarded_fields" not in doc:
-        return []
-    # Not message drops: the fields rule 1 does not keep (transforms.ledger).
-    return [
-        ("fields discarded by coercion", doc["discarded_fields"]),
-        ("  text characters in them", doc["discarded_chars"]),
-        *((f"  {name}", f"{c['fields']:,} ({c['chars']:,} ch)") for name, c in doc["discarded_by_name"].items()),
-        ("conversations with discards", doc["conversations_with_discards"]),
-    ]
-
-
-def _opt_in_rows(doc: dict[str, Any]) -> list[tuple[str, Any]]:
-    rows = [(f"repair {kind}", n) for kind, n in doc.get("repairs", {}).items()]
-    if "violations" in doc:
-        rows += _violation_rows(doc, "conversations with violations")
-    return rows
-
-
-def _token_rows(t: dict[str, Any] | None) -> list[tuple[str, Any]]:
-    if t is None:
-        return []
-    rows = [
-        (f"tokens ({t['encoding']})", t["total"]),
-        ("  examples counted", t["examples"]),
-        ("  p50 / p90 / p99 / max", " / ".join(f"{t[k]:,}" for k in ("p50", "p90", "p99", "max"))),
-    ]
-    if t["max_example_tokens"] is not None:
-        limit = f"{t['max_example_tokens']:,}" + (f" ({t['limit_model']})" if t["limit_model"] else "")
-        rows.append((f"  over {limit}", t["over_limit"]))
-        if t["over_limit_dropped"]:
-            rows.append(("    dead-lettered (over_token_limit)", t["over_limit_dropped"]))
-    epochs = f"{t['epochs']} epoch{'s' if t['epochs'] != 1 else ''}" + (" (default)" if t["epochs_default"] else "")
-    rows += [
-        ("  without an assistant message", t["without_assistant"]),
-        ("training tokens per epoch", t["training_tokens_per_epoch"]),
-        (f"training tokens, {epochs}", t["training_tokens"]),
-    ]
-    if "estimated_cost" in t:
-        rows.append((f"estimated cost at {t['price_per_mtok']:g} per 1M tokens", f"{t['estimated_cost']:,.2f}"))
-    return rows
-
-
-def _report_rows(doc: dict[str, Any]) -> list[tuple[str, Any]]:
-    rows = []
-    for name in _REPORTS:
-        who = name.split("_")[0]
-        for kind, n in doc.get(name, {}).items():
-            if isinstance(n, dict):
-                rows += [(f"{who} {kind} {key}", k) for key, k in n.items()]
-            else:
-                rows.append((f"{who} {kind}", n))
-    return rows
 
 
 # --------------------------------------------------------------------------------------------
@@ -554,18 +471,6 @@ def finalize_validation(summary: dict[str, Any]) -> dict[str, Any]:
     doc["accounted"] = accounted(doc, "conversations_checked")
     doc["sendable"] = doc["conversations_with_violations"] == 0 and doc["dead_letters"] == 0
     return doc
-
-
-def format_validation_table(doc: dict[str, Any]) -> str:
-    rows = [
-        ("records in", doc["records_in"]),
-        ("conversations checked", doc["conversations_checked"]),
-        *_violation_rows(doc, "with violations"),
-        *_letter_rows(doc, "unreadable records", "  "),
-        *call_log_rows(doc),
-    ]
-    verdict = "  verdict: " + ("sendable" if doc["sendable"] else "NOT sendable")
-    return _render("convnorm validate", rows, [verdict])
 
 
 # --------------------------------------------------------------------------------------------
@@ -613,11 +518,11 @@ class DeadLetterLimit:
 def dead_letter_warning(doc: dict[str, Any], limit: DeadLetterLimit | None) -> str | None:
     """The warning of a run whose dead letters (sink refusals included: ``unwritable``) pass
     ``--warn-dead-letters``, naming the reasons; ``None`` under it. Not an exit rule."""
-    if limit is None or not doc["records_in"] or not limit.exceeded_by(doc["dead_letters"], doc["records_in"]):
+    if limit is None or not doc["records_in"] or not limit.exceeded_by(_failed(doc), doc["records_in"]):
         return None
-    refusals = ", ".join(f"{reason} {n:,}" for reason, n in _refusals(doc).items())
+    refused = ", ".join(f"{reason} {n:,}" for reason, n in refusals(doc).items())
     reasons = ", ".join(
-        f"{reason} {n:,}" + (f" ({refusals})" if reason == UNWRITABLE and refusals else "")
+        f"{reason} {n:,}" + (f" ({refused})" if reason == UNWRITABLE and refused else "")
         for reason, n in doc["dead_letters_by_reason"].items()
         if n
     )
@@ -628,13 +533,13 @@ def dead_letter_warning(doc: dict[str, Any], limit: DeadLetterLimit | None) -> s
     )
 
 
+def _failed(doc: dict[str, Any]) -> int:
+    """Dead letters that are failures: a duplicate (``--dedupe``) is a choice, not one."""
+    return int(doc["dead_letters"] - doc.get("dead_letters_by_reason", {}).get(DUPLICATE, 0))
+
+
 def _unaccounted(through: str) -> str:
     return f"records in != {through} + dead-lettered: some records are not accounted for (no _SUCCESS written)"
-
-
-def changed_inputs(doc: dict[str, Any]) -> int:
-    """The ``input_changed`` dead letters of a summary: shards whose file was not the one planned."""
-    return int((doc.get("dead_letters_by_reason") or {}).get(INPUT_CHANGED, 0))
 
 
 def changed_input_problem(doc: dict[str, Any]) -> str | None:
@@ -664,7 +569,7 @@ def run_failures(doc: dict[str, Any], limit: DeadLetterLimit | None = None) -> l
             f"read {doc['records_in']:,} record(s) but normalized none: every one is a dead "
             "letter (see dead_letter/ for the reasons)"
         )
-    elif limit is not None and limit.exceeded_by(doc["dead_letters"], doc["records_in"]):
+    elif limit is not None and limit.exceeded_by(_failed(doc), doc["records_in"]):
         failures.append(
             f"{doc['dead_letters']:,} dead letter(s) of {doc['records_in']:,} record(s) read is "
             f"past --max-dead-letters {limit}"

@@ -170,6 +170,7 @@ SINK_VIEWS: dict[str, SinkView] = {
     "gemini": SinkView((("contents",),), ("systemInstruction",), ("tools",)),
     "sharegpt": SinkView((("conversations",),), ("system",), ("tools",)),
     "bedrock-converse": SinkView((("messages",),), ("system",), ("toolConfig", "tools")),
+    "hf": SinkView((("messages",),), None, ("tools",)),
 }
 
 

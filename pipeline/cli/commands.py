@@ -131,7 +131,7 @@ def run_job(job: Job, stopping: Stopping) -> int:
         print_error(f"{warning}; see {job.shown_output}/dead_letter/", kind="warning")
     if not quiet:
         shown = job.shown_output
-        print_line(f"outputs: {shown}/{{normalized,drops,dead_letter}}/, {shown}/{SUMMARY_FILE}")
+        print_line(f"outputs: {shown}/{{{','.join(spec.shard_outputs)}}}/, {shown}/{SUMMARY_FILE}")
         if outcome.page:
             print_line(f"report:  {shown}/{outcome.page}")
         print(f"done in {duration_text(time.monotonic() - started)}")

@@ -25,8 +25,11 @@ from pipeline.config.flags import (
     _streaming_flags,
     our_flags,
 )
+from transforms.chat_template import load_template
+from transforms.dataset_keys import parse_splits
 from transforms.formats import WRITERS
 from transforms.record_settings import Settings, TokenSettings, problems
+from transforms.redact import parse_kinds
 from transforms.roles import parse_map_role
 from transforms.summary import DeadLetterLimit
 from transforms.tokens import ENCODINGS, FINE_TUNING_LIMITS, parse_limit, sink_view, unavailable
@@ -233,7 +236,38 @@ def record_settings(ours, tokens: TokenSettings | None = None) -> Settings:
         # A value that is not FROM=TO keeps its text as the target, for the error to name.
         map_roles=tuple(parse_map_role(value) or ("", value) for value in ours.map_role or ()),
         tokens=tokens,
+        weights=getattr(ours, "weights", "auto"),
+        trailing=getattr(ours, "trailing", "auto"),
+        dedupe=getattr(ours, "dedupe", "none"),
+        examples=getattr(ours, "examples", "whole"),
+        chat_template=load_template(ours.chat_template) if getattr(ours, "chat_template", None) else None,
+        # A --redact that does not parse is refused by redact_problems.
+        redact=parse_kinds(ours.redact)[0] if getattr(ours, "redact", None) else (),
+        redact_region=parse_kinds(ours.redact)[1] if getattr(ours, "redact", None) else None,
+        # A --split that does not parse is left out here and refused by dataset_step_problems.
+        splits=parse_splits(ours.split)[0] if getattr(ours, "split", None) else (),
+        split_by=getattr(ours, "split_by", None),
+        split_seed=getattr(ours, "split_seed", 0),
     )
+
+
+def dataset_step_problems(ours, runner: str | None, streaming: bool) -> list[str]:
+    """``--dedupe`` and ``--split`` (dataset steps, shuffles: ``pipeline.graph.dataset_steps``):
+    a ``--split`` that does not parse; the graphs and modes that have no such step."""
+    split = getattr(ours, "split", None)
+    problems = parse_splits(split)[1] if split else []
+    steps = [flag for flag, on in (("--dedupe", getattr(ours, "dedupe", "none") != "none"), ("--split", split)) if on]
+    if not steps:
+        return problems
+    given = " and ".join(steps)
+    if streaming:
+        problems.append(f"{given} shape a whole dataset: a batch run only (not --streaming)")
+    elif graph_for(getattr(ours, "graph", "auto"), runner) == PER_SHARD:
+        problems.append(
+            f"{given} need the default graph (tagged outputs: a shuffle after the normalizing step); "
+            "the per-shard graph (--graph per-shard, DaskRunner's) has none"
+        )
+    return problems
 
 
 #: The largest value of any of convnorm's integer flags: past it a size or a count is absurd
@@ -418,6 +452,9 @@ def own_problems(ours, *, output_required: bool, streaming: bool, runner: str | 
     """
     token_problems: list[str] = []
     problems = settings_problems(record_settings(ours, token_settings(ours, token_problems))) + token_problems
+    problems += dataset_step_problems(ours, runner, streaming)
+    if getattr(ours, "redact", None):
+        problems += parse_kinds(ours.redact)[2]  # unknown kinds, a missing extra
     if runner and runners is not None:
         problem = runner_problem(runner, (*runners, DASK_RUNNER_NAME))
         if problem:

@@ -11,8 +11,10 @@ from __future__ import annotations
 
 import argparse
 
+from transforms.dataset_keys import DEDUPE_CHOICES
 from transforms.inputs import DEFAULT_BATCH_BYTES, DEFAULT_BATCH_SIZE, DEFAULT_MAX_RECORD_BYTES, DEFAULT_SHARD_BYTES
 from transforms.record_settings import DEFAULT_RAW_LIMIT
+from transforms.training import EXAMPLE_CHOICES, TRAILING_CHOICES, WEIGHT_CHOICES
 
 #: The runner used when none is named: in-process, works offline (the DirectRunner would
 #: first try to download the Prism binary).
@@ -104,7 +106,7 @@ def _record_flags(add) -> None:
     add(
         "--output-format",
         default="jsonl",
-        help="file format of the normalized output: jsonl or parquet (flat sink only)",
+        help="file format of the normalized output: jsonl or parquet (flat and hf sinks only)",
     )
     add(
         "--profile",
@@ -352,6 +354,69 @@ def _streaming_flags(add) -> None:
     add("--stop-file", help="streaming: stop watching once this file exists, then drain and exit")
 
 
+def _training_flags(add) -> None:
+    """A training set (docs/fine-tuning.md, "A training set")."""
+    add(
+        "--weights",
+        default="auto",
+        choices=WEIGHT_CHOICES,
+        help="per-message weights (OpenAI's weight 0/1, a flat message's train true/false): keep them "
+        "(carried around the MEM-5 core, written by openai-finetune on assistant messages, by hf and "
+        "flat on every message), or drop them; auto: kept for openai-finetune, hf and sharegpt (which "
+        "counts them, weights_not_written), dropped elsewhere",
+    )
+    add(
+        "--trailing",
+        default="auto",
+        choices=TRAILING_CHOICES,
+        help="messages after the last assistant message: trim them (counted trailing_trimmed), keep "
+        "them, or refuse the conversation (an unwritable dead letter, trailing_turns); auto: trim for "
+        "openai-finetune, sharegpt and hf, keep elsewhere",
+    )
+    add(
+        "--dedupe",
+        default="none",
+        choices=DEDUPE_CHOICES,
+        help="collapse identical conversations (exact: same tools and messages as written, ids and "
+        "other fields aside), and with prefix also a conversation that begins a longer one, into one "
+        "that keeps the first id and lists the others (drops/ duplicates); each other is a duplicate "
+        "dead letter naming the id kept (a shuffle: the default graph only)",
+    )
+    add(
+        "--split",
+        help="NAME=SHARE[,NAME=SHARE]: draw splits beside train (e.g. eval=0.05,test=0.05), each "
+        "written to its own directory (train: normalized/), by a hash of --split-by and --split-seed",
+    )
+    add(
+        "--split-by",
+        help="dotted path of the field whose value keeps a group on one side of --split (a user, a "
+        "session: metadata.user_id); default: the record id",
+    )
+    add("--split-seed", type=int, default=0, help="seed of the --split hash (default 0)")
+    add(
+        "--chat-template",
+        help="a Jinja chat template file, or a local tokenizer folder (tokenizer_config.json, "
+        "tokenizer.json): every example is rendered as the trainer renders it; one that does not "
+        "render, or whose assistant messages do not show, is an unwritable dead letter; tokens "
+        "counted with the folder's tokenizer, offline (needs the chat-template extra)",
+    )
+    add(
+        "--redact",
+        help="KIND[,KIND]: replace secrets (detect-secrets' detectors, private keys, bearer tokens), "
+        "emails and phones (international form; phones:CC also region CC's national numbers) with "
+        "typed placeholders [REDACTED:kind] in every message text, call argument and result, JSON "
+        "kept valid; counted by kind (needs the redact extra)",
+    )
+    add(
+        "--examples",
+        default="whole",
+        choices=EXAMPLE_CHOICES,
+        help="training examples per conversation: whole (as it is); last (up to its last assistant "
+        "message, trained on that one alone: earlier ones weight 0); each (one per assistant "
+        "message, its prefix as history, ids <id>#2, #3 ...); for openai-finetune, hf, sharegpt",
+    )
+
+
 def add_convnorm_flags(target, leave_out: frozenset[str] = frozenset()) -> FlagRecorder:
     """Add convnorm's flags, in ``--help`` order, to a parser or argument group."""
     recorder = FlagRecorder(target, leave_out)
@@ -364,6 +429,7 @@ def add_convnorm_flags(target, leave_out: frozenset[str] = frozenset()) -> FlagR
         _limit_flags,
         _token_flags,
         _streaming_flags,
+        _training_flags,
     ):
         topic(recorder.add)
     return recorder

@@ -60,7 +60,7 @@ from pipeline.config.presets import (
     read_preset,
     shown_value,
 )
-from pipeline.io.file_formats import FILE_FORMATS
+from pipeline.io.file_formats import FILE_FORMATS, PARQUET_SINKS
 from pipeline.io.ownership import OutputError, is_under, plan_inputs, skipped_inputs, unreachable_output, unsafe_output
 from pipeline.io.planning import InputError, limit_plan, plan_shards
 from pipeline.io.shard import Shard
@@ -351,8 +351,8 @@ def _output_format_problems(ours: ConvNormOptions) -> list[str]:
     """The output file format against the file formats and the sink."""
     if ours.output_format not in FILE_FORMATS:
         return [f"unknown --output-format {ours.output_format!r}; known: {', '.join(FILE_FORMATS)}"]
-    if ours.output_format != "jsonl" and ours.sink != "flat":
-        return [f"--output-format {ours.output_format} holds flat records only; use --sink flat"]
+    if ours.output_format != "jsonl" and ours.sink not in PARQUET_SINKS:
+        return [f"--output-format {ours.output_format} holds the records of --sink {' or '.join(PARQUET_SINKS)} only"]
     return []
 
 

@@ -4,6 +4,7 @@ checks and finalizes what a spec names, ``pipeline.cli.dry_run`` shows it."""
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 from typing import Callable
 
@@ -11,6 +12,7 @@ from pipeline.config.options import Job
 from pipeline.io.file_formats import FILE_FORMATS
 from pipeline.io.output_names import SUMMARY_FILE, VALIDATION_FILE
 from transforms import summary as summaries
+from transforms.dataset_keys import output_names
 
 
 @dataclass(frozen=True)
@@ -45,13 +47,22 @@ class OutputSpec:
 
 
 def run_spec(job: Job) -> OutputSpec:
-    """What ``build`` writes under ``--output``."""
+    """What ``build`` writes under ``--output``: with ``--split``, each split's directory too."""
+    records = {name: FILE_FORMATS[job.output_format].extension for name in output_names(job.settings.splits)}
     return OutputSpec(
         "run",
-        {"normalized": FILE_FORMATS[job.output_format].extension, "drops": ".jsonl", "dead_letter": ".jsonl"},
+        {**records, "drops": ".jsonl", "dead_letter": ".jsonl"},
         SUMMARY_FILE,
-        summaries.RUN.recount,
+        summaries.RUN.recount if not job.settings.splits else functools.partial(recount_splits, tuple(records)),
     )
+
+
+def recount_splits(names: tuple[str, ...], doc: dict, on_disk: dict) -> dict:
+    """The run's recount (``View.recount``) when its records are in several split directories:
+    they are its records out, and each split's count is its own (``splits``)."""
+    doc = summaries.RUN.recount(doc, {**on_disk, "normalized": sum(on_disk[name] for name in names)})
+    doc["splits"] = {("train" if name == "normalized" else name): on_disk[name] for name in names}
+    return doc
 
 
 #: What ``build_validate`` writes under ``--output``.

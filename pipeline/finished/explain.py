@@ -38,7 +38,7 @@ from transforms.record_settings import Settings
 
 #: Dead-letter reasons given to a record after it was read and normalized: the sink refused
 #: it, or it was longer than --max-example-tokens. Its conversation can be shown.
-AFTER_READING = frozenset({"unwritable", "over_token_limit"})
+AFTER_READING = frozenset({"unwritable", "over_token_limit", "duplicate"})
 #: Files listed when an id is not found.
 SHOWN_CLOSE_IDS = 3
 
@@ -144,10 +144,13 @@ def find_dead_letter(output: str, conversation_id: str) -> dict | None:
     # In the dead letter's line the raw text is a JSON string itself: each spelling escaped once
     # more. Cheap first: most lines hold none of them.
     in_line = [orjson.dumps(spelling)[1:-1] for spelling in spellings]
+    named = orjson.dumps(conversation_id)
     for line in drop_lines(output, DEAD_LETTER_PATTERNS):
-        if not any(needle in line for needle in in_line):
+        if not any(needle in line for needle in in_line) and named not in line:
             continue
         letter = orjson.loads(line)
+        if letter.get("id") == conversation_id:  # a duplicate (--dedupe) names its conversation
+            return letter
         raw = letter.get("raw")
         if isinstance(raw, str) and any(spelling in raw for spelling in spellings):
             return letter
@@ -178,6 +181,10 @@ def find_metrics(output: str, conversation_id: str) -> dict:
             f"{conversation_id!r} is in the dead letter of {where_text(source, position, None)}: dead-lettered "
             f"({dead['reason']}): {dead['detail']}; it was never read as a conversation, so there is nothing to explain"
         )
+    for line in drop_lines(output):
+        # --dedupe: a conversation kept under the first id of those collapsed into it lists the others.
+        if needle in line and conversation_id in orjson.loads(line).get("duplicates", ()):
+            return orjson.loads(line)
     if not ids:
         raise NotFound(f"{output!r} holds no drops/ lines: is it the --output of a finished convnorm run?")
     import difflib
@@ -369,6 +376,12 @@ def explanation_text(located: Located, width: int | None = None) -> str:
         head.append("dropped by reason: " + ", ".join(f"{r} {n}" for r, n in ex.result.drops.items()))
     if "assembly" in metrics:
         head += assembly_lines(metrics["assembly"])
+    if metrics.get("duplicates"):
+        # --dedupe: the conversations collapsed into this one (each a duplicate dead letter).
+        head.append("--dedupe: kept under this id; collapsed into it: " + ", ".join(map(str, metrics["duplicates"])))
+    if metrics.get("training"):
+        # What shaping the training set did after the core (transforms.training): not in the rows.
+        head.append("training: " + ", ".join(f"{name} {n}" for name, n in metrics["training"].items()))
     if "dead_letter" in metrics:
         head.append(_dead_letter_text(metrics["dead_letter"]))
     if located.mismatch:

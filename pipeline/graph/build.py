@@ -7,13 +7,14 @@ only parses and runs. ``run_spec`` / ``VALIDATE_SPEC`` say what each writes (``p
 from __future__ import annotations
 
 import dataclasses
-from typing import Callable, NamedTuple, TypeVar
+from typing import Any, Callable, NamedTuple, TypeVar
 
 import apache_beam as beam
 from apache_beam.io.filesystems import FileSystems
 
 from pipeline.config.flags import PER_SHARD
 from pipeline.config.options import Job
+from pipeline.graph.dataset_steps import ShapeDataset
 from pipeline.graph.per_shard import ProcessShards
 from pipeline.graph.read import ReadConversationLogs
 from pipeline.graph.shard_step import ShardWork
@@ -35,6 +36,7 @@ from transforms.conversations import (
     SummarizeRun,
     SummarizeValidation,
 )
+from transforms.dataset_keys import shapes_dataset, split_output
 from transforms.inputs import DEFAULT_BATCH_BYTES, DEFAULT_BATCH_SIZE, DEFAULT_MAX_RECORD_BYTES
 from transforms.record_settings import Settings
 
@@ -213,27 +215,41 @@ def build(pipeline: beam.Pipeline, job: Job, temp_dir: str) -> JobOutputs:
     normalized = _logs(pipeline, job, "CleanLogs", NormalizeConversationLogs, lines_only)
     settings = job.settings
     assembled = normalized.assembled
-    drops = (normalized.drops, assembled.drops)
-    written = {
-        "normalized": _write(
-            "WriteNormalized",
-            (normalized.records, assembled.records),
-            lambda: WriteShards(
-                temp_dir,
-                "normalized",
-                job.output_format,
-                id_field=settings.id_field,
-                messages_field=settings.messages_field,
-            ),
-        ),
-        "drops": _write("WriteDrops", drops, lambda: WriteShards(temp_dir, "drops")),
-    }
+    # The step's outputs and the assembled conversations', each written by a writer of its own.
+    records: tuple[Any, ...] = (normalized.records, assembled.records)
+    drops: tuple[Any, ...] = (normalized.drops, assembled.drops)
+    dead_letters: tuple[Any, ...] = (normalized.dead_letters, assembled.dead_letters)
+    by_split: dict[str, tuple[Any, ...]] = {"normalized": records}
+    if shapes_dataset(settings):  # --dedupe, --split: pipeline.graph.dataset_steps (shuffles: join first)
+        joined = [
+            parts | f"Join{label}" >> beam.Flatten()
+            for label, parts in (("Records", records), ("Drops", drops), ("DeadLetters", dead_letters))
+        ]
+        shaped = tuple(joined) | "ShapeDataset" >> ShapeDataset(settings)
+        by_split = {split_output(name): (split,) for name, split in shaped.records.items()}
+        drops, dead_letters = (shaped.drops,), (shaped.dead_letters,)
+        normalized = normalized._replace(
+            records=by_split["normalized"][0], drops=shaped.drops, dead_letters=shaped.dead_letters
+        )
+
+    def writer(name: str) -> Callable[[], WriteShards]:
+        return lambda: WriteShards(
+            temp_dir,
+            name,
+            job.output_format,
+            id_field=settings.id_field,
+            messages_field=settings.messages_field,
+            sink=settings.sink,
+        )
+
+    written = {name: _write(f"Write{name.capitalize()}", parts, writer(name)) for name, parts in by_split.items()}
+    written["drops"] = _write("WriteDrops", drops, lambda: WriteShards(temp_dir, "drops"))
     summary = _summarize(
         temp_dir,
         written,
         normalized.read_stats,
         drops,
-        (normalized.dead_letters, assembled.dead_letters),
+        dead_letters,
         normalized.assembly,
         SummarizeRun(settings),
         SUMMARY_FILE,

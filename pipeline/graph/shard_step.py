@@ -128,7 +128,7 @@ def process_batches(
         if name not in writers:
             paths[name] = place(name)
             writers[name] = FILE_FORMATS[work.file_format(name)].open(
-                paths[name], settings.id_field, settings.messages_field
+                paths[name], settings.id_field, settings.messages_field, settings.sink
             )
         return writers[name]
 

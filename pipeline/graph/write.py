@@ -41,8 +41,15 @@ class _WriteShardFiles(beam.DoFn):
     """
 
     def __init__(
-        self, temp_dir: str, file_format: str, id_field: str, messages_field: str, progress_name: str = ""
+        self,
+        temp_dir: str,
+        file_format: str,
+        id_field: str,
+        messages_field: str,
+        progress_name: str = "",
+        sink: str = "flat",
     ) -> None:
+        self._sink = sink
         self._temp_dir = temp_dir
         self._file_format = file_format
         self._id_field = id_field
@@ -70,7 +77,7 @@ class _WriteShardFiles(beam.DoFn):
         if self._current is None:
             # A unique temporary name per attempt: a retried bundle never clobbers another.
             temp = FileSystems.join(self._temp_dir, temp_name(batch.shard, batch.start, uuid.uuid4().hex))
-            writer = FILE_FORMATS[self._file_format].open(temp, self._id_field, self._messages_field)
+            writer = FILE_FORMATS[self._file_format].open(temp, self._id_field, self._messages_field, self._sink)
             self._current = [batch.shard, batch.start, temp, writer]
         self._current[3].write(batch.items, getattr(batch, "lines", None))
         self._tally.add(self._progress_name, len(batch.items))
@@ -103,6 +110,7 @@ class WriteShards(beam.PTransform):
         *,
         id_field: str = "id",
         messages_field: str = "messages",
+        sink: str = "flat",
     ) -> None:
         super().__init__()
         self._temp_root = temp_root
@@ -110,12 +118,18 @@ class WriteShards(beam.PTransform):
         self._file_format = file_format
         self._id_field = id_field
         self._messages_field = messages_field
+        self._sink = sink  # whose records: a Parquet file takes that sink's schema
 
     def expand(self, batches):
         temp_dir = FileSystems.join(self._temp_root, self._name)
         return batches | "WriteTemp" >> beam.ParDo(
             _WriteShardFiles(
-                temp_dir, self._file_format, self._id_field, self._messages_field, progress_name=self._name
+                temp_dir,
+                self._file_format,
+                self._id_field,
+                self._messages_field,
+                progress_name=self._name,
+                sink=self._sink,
             )
         ).with_input_types(Batch).with_output_types(WrittenFile)
 

@@ -11,6 +11,7 @@ import hashlib
 from typing import Callable, NamedTuple
 
 from pipeline.io import files
+from pipeline.io.schema_parquet import sink_schema, storage_row
 from transforms.flat_rows import flat_row, parquet_schema
 from transforms.jsontext import dumps_line
 
@@ -84,11 +85,16 @@ class _ParquetFile:
     says which), the other fields as one JSON text; ``flat_rows.flat_record`` reads a row back.
     """
 
-    def __init__(self, path: str, id_field: str, messages_field: str) -> None:
+    def __init__(self, path: str, id_field: str, messages_field: str, sink: str = "flat") -> None:
         import pyarrow as pa
         import pyarrow.parquet as pq
 
-        self._schema = parquet_schema(pa)
+        self._sink = sink
+        if sink == "flat":
+            self._schema = self._storage = parquet_schema(pa)
+        else:
+            # Another sink: the rows of the schema its writer declares (pipeline.io.schema_parquet).
+            self._storage, self._schema = sink_schema(pa, sink, id_field)
         self._pa = pa
         self._id_field = id_field
         self._messages_field = messages_field
@@ -97,11 +103,16 @@ class _ParquetFile:
         self._rows = 0
 
     def _row(self, record: dict) -> dict:
+        if self._sink != "flat":
+            return storage_row(record, self._sink, self._id_field)
         return flat_row(record, self._id_field, self._messages_field)
 
     def write(self, items: list, lines: list | None = None) -> None:
         # ``lines`` (the items' JSON text) is of no use to a Parquet file.
-        self._writer.write_table(self._pa.Table.from_pylist([self._row(r) for r in items], schema=self._schema))
+        table = self._pa.Table.from_pylist([self._row(r) for r in items], schema=self._storage)
+        if self._storage is not self._schema:
+            table = table.cast(self._schema)  # JSON text to the JSON extension type
+        self._writer.write_table(table)
         self._rows += len(items)
 
     def close(self) -> FileMeasure:
@@ -112,15 +123,21 @@ class _ParquetFile:
 
 class FileFormat(NamedTuple):
     extension: str
-    #: ``open(path, id_field, messages_field)`` -> a writer with ``write(items, lines=None)`` and
-    #: ``close() -> FileMeasure``.
+    #: ``open(path, id_field, messages_field, sink="flat")`` -> a writer with ``write(items,
+    #: lines=None)`` and ``close() -> FileMeasure``; ``sink``: whose records (Parquet: their schema).
     open: Callable
     #: The writer writes ``lines`` (the items' JSON lines, when the job made them) as they are.
     takes_lines: bool = False
 
 
+#: The sinks whose records a Parquet file holds: flat (``transforms.flat_rows``) and hf (the
+#: schema its writer declares: ``pipeline.io.schema_parquet``).
+PARQUET_SINKS = ("flat", "hf")
+
 #: Output file format name -> its extension and writer.
 FILE_FORMATS: dict[str, FileFormat] = {
-    "jsonl": FileFormat(".jsonl", lambda path, id_field, messages_field: _JsonLinesFile(path), takes_lines=True),
+    "jsonl": FileFormat(
+        ".jsonl", lambda path, id_field, messages_field, sink="flat": _JsonLinesFile(path), takes_lines=True
+    ),
     "parquet": FileFormat(".parquet", _ParquetFile),
 }

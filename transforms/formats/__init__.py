@@ -27,6 +27,7 @@ from transforms.formats import (  # noqa: F401
     bedrock,
     flat,
     gemini,
+    hf,
     openai,
     openai_responses,
     sharegpt,

@@ -298,7 +298,7 @@ def add_turn(turns: list[Any], role: str, blocks: list[Any], key: str) -> None:
         turns.append({"role": role, key: blocks})
 
 
-def check_results_adjacent(messages: list[Any]) -> None:
+def check_results_adjacent(messages: list[Any], open_last: bool = False) -> None:
     """Refuse a list whose results are not where every provider requires them; change nothing.
 
     Every call must be answered exactly once, by a ``tool`` message in *its block*: the run of
@@ -313,7 +313,12 @@ def check_results_adjacent(messages: list[Any]) -> None:
     is a ``FormatError`` (``result_not_adjacent``). A call declared twice, a call without a
     result, a second result or a result without a call means the record was not normalized:
     ``redeclared_call``, ``unanswered_call``, ``duplicate_result``, ``orphan_result``.
+
+    ``open_last`` (the training writers): the calls of the last message may have no result, as
+    in an example trimmed after its last assistant message (``transforms.training``), whose
+    target is the call itself; MEM-5's output never has one (step C heals it).
     """
+    last = len(messages) - 1 if open_last else -1
     turn_of: dict[str, Any] = {}  # call id -> index of the assistant message that declares it
     block: dict[str, Any] = {}  # call id -> (index of its result, index of the turn whose block holds it)
     for position, (message, block_turn) in enumerate(zip(messages, tool_blocks(messages))):
@@ -330,6 +335,8 @@ def check_results_adjacent(messages: list[Any]) -> None:
             turn_of[call_id] = position
     for call_id, turn in turn_of.items():
         if call_id not in block:
+            if turn == last:
+                continue
             raise FormatError("unanswered_call", f"call {call_id!r} has no result")
         position, owner = block[call_id]
         if owner != turn:

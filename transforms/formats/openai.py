@@ -76,10 +76,11 @@ from transforms.formats.base import (
     RecordShapeError,
     WriteContext,
     Writer,
+    count_written,
     register_reader,
     register_writer,
 )
-from transforms.formats.schema import BOOL, JSON, OPENAI_MESSAGE, STRING
+from transforms.formats.schema import BOOL, INT, JSON, OPENAI_MESSAGE, STRING
 from transforms.ledger import note
 from transforms.normalize import content_text, pairing_key, raw_call_id
 
@@ -428,7 +429,9 @@ def _openai_call(call: dict[str, Any], custom_tools: frozenset[str]) -> dict[str
     }
 
 
-def flat_to_openai(messages: list[Any], custom_tools: frozenset[str] = frozenset()) -> list[Any]:
+def flat_to_openai(
+    messages: list[Any], custom_tools: frozenset[str] = frozenset(), open_last: bool = False
+) -> list[Any]:
     """Normalized flat messages as Chat Completions messages, in the same order.
 
     A result that is not in the tool block right after its call is a ``FormatError``
@@ -438,7 +441,7 @@ def flat_to_openai(messages: list[Any], custom_tools: frozenset[str] = frozenset
     """
     if not messages:
         raise FormatError("empty_conversation", "no messages to write")
-    check_results_adjacent(messages)
+    check_results_adjacent(messages, open_last)  # open_last: a training example's final calls
     out = []
     for message in messages:
         role = message["role"]
@@ -475,15 +478,30 @@ def _tools(record: dict[str, Any], ctx: WriteContext) -> tuple[list[Any] | None,
 
 def write_openai_finetune(record: dict[str, Any], ctx: WriteContext) -> dict[str, Any]:
     tools, custom_tools = _tools(record, ctx)
-    messages = flat_to_openai(normalized_messages(record, ctx.messages_field), custom_tools)
+    flat = normalized_messages(record, ctx.messages_field)
+    messages = flat_to_openai(flat, custom_tools, open_last=True)
     if not any(m["role"] == "assistant" for m in messages):
         raise FormatError("no_assistant_message", "a fine-tuning example needs an assistant message")
+    _write_weights(flat, messages, ctx)
     out: dict[str, Any] = {"messages": messages}
     if tools is not None:
         out["tools"] = tools
     if isinstance(record.get("parallel_tool_calls"), bool):
         out["parallel_tool_calls"] = record["parallel_tool_calls"]
     return out
+
+
+def _write_weights(flat: list[Any], messages: list[Any], ctx: WriteContext) -> None:
+    """The weights carried around the core (``transforms.training``) onto the written messages
+    (one per flat message, in order): OpenAI weighs assistant messages only; a weight on
+    another role is left out, counted."""
+    for source, written in zip(flat, messages):
+        if "weight" not in source:
+            continue
+        if written["role"] == "assistant":
+            written["weight"] = source["weight"]
+        else:
+            count_written(ctx, "weight_not_on_assistant_left_out")
 
 
 def _rewrite_batch_line(line: dict[str, Any], messages: list[Any], ctx: WriteContext) -> dict[str, Any]:
@@ -539,7 +557,8 @@ OPENAI_FINETUNE_WRITER = register_writer(
         "openai-finetune",
         write_openai_finetune,
         description="OpenAI chat fine-tuning JSONL line",
-        schema={"messages": [OPENAI_MESSAGE], "tools": [JSON], "parallel_tool_calls": BOOL},
+        # weight: 0 or 1 on an assistant message (transforms.training), else absent.
+        schema={"messages": [{**OPENAI_MESSAGE, "weight": INT}], "tools": [JSON], "parallel_tool_calls": BOOL},
     )
 )
 OPENAI_BATCH_WRITER = register_writer(

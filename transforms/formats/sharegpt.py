@@ -351,7 +351,8 @@ def write_sharegpt(record: dict[str, Any], ctx: WriteContext) -> dict[str, Any]:
       results after it → ONE ``observation`` turn, the result text, or for several results a
       JSON list of them in the order of the calls (the format has no ids: order pairs them).
     - Text beside calls has no place (a ``gpt`` turn before a ``function_call`` turn breaks
-      LLaMA-Factory's turn order): it is dropped and counted, ``text_beside_calls_dropped``.
+      LLaMA-Factory's turn order): it is dropped and counted, ``text_beside_calls_dropped``,
+      in the message of the calls or in the assistant message of text right before it.
     - Adjacent user messages, and adjacent assistant texts, are joined into one turn (newline),
       counted ``merged_turns``; user text right after results joins the text of the last of
       them (in call order, newline), in their ``observation`` turn, counted
@@ -365,15 +366,16 @@ def write_sharegpt(record: dict[str, Any], ctx: WriteContext) -> dict[str, Any]:
     - LLaMA-Factory drops a conversation whose turns are not human/observation at odd and
       gpt/function_call at even positions, or whose turn count is odd: such a record is a
       ``FormatError`` (``turn_order``, e.g. a conversation ending on a real result or on user
-      text, or assistant text followed by an assistant message of calls), never written to be
-      dropped silently later: none has a lossless rendering.
+      text under ``--trailing keep``), never written to be dropped silently later: none has a
+      lossless rendering. (The training default, ``--trailing trim``, leaves out what follows
+      the last assistant message before the writer: ``transforms.training``.)
     - ``tools``: the record's tool definitions (``--tools-field``) as a JSON string of bare
       ``{name, description?, parameters?}`` schemas; other keys (``strict`` ...) are counted
       under ``discarded_tool_fields``.
     - The record id is written under the id field; no other field is carried.
     """
     messages = normalized_messages(record, ctx.messages_field)
-    check_results_adjacent(messages)
+    check_results_adjacent(messages, open_last=True)  # a training example may end on its calls
     system = joined_system(messages)
     turns = _sharegpt_turns(messages, ctx)
     if not turns:
@@ -451,6 +453,11 @@ def _add_assistant(turns: list[Any], message: dict[str, Any], order: dict[str, A
         _add_text(turns, "gpt", message["content"], ctx)
         return
     if message["content"].strip():
+        count_written(ctx, "text_beside_calls_dropped")
+    if turns and turns[-1]["from"] == "gpt":
+        # Assistant text right before this message of calls: text beside calls, split over two
+        # messages (a gpt turn before a function_call turn breaks the turn order): dropped, counted.
+        turns.pop()
         count_written(ctx, "text_beside_calls_dropped")
     order.update({c["tool_call_id"]: k for k, c in enumerate(calls)})
     turns.append({"from": "function_call", "value": _call_value(calls, ctx)})

@@ -1,0 +1,235 @@
+"""Dataset-level steps after normalization: ``--dedupe`` and ``--split`` (shuffles).
+
+::
+
+    records, drops  | by shard | GroupByKey | each conversation: its metrics and its record
+                    | (--dedupe) by content key | GroupByKey | resolve | by kept one | GroupByKey | collapse
+                    | by shard | GroupByKey | one batch per shard and split (records, drops, dead letters)
+
+What each conversation's keys are is decided where it is normalized (``transforms.dataset_keys``:
+its content hash chain, its split); this module only brings conversations together:
+
+- **exact**: conversations with the same content (tools and messages as written; ids and other
+  fields aside) collapse into the first in input order (shard, then position);
+- **prefix**: also a conversation whose messages are the first ones of a longer one collapses
+  into the longest conversation it begins (the earliest of the longest, when several);
+- the conversation kept takes the first id of those collapsed into it (its drops/ line's
+  ``id``, and the record's own id field when the sink writes one) and lists the others, in
+  input order, in its drops/ line (``duplicates``); each of the others is a dead letter with
+  reason ``duplicate`` naming the id kept: every record read still ends in exactly one place;
+- **splits**: each conversation's records go to its split's output (``train``: ``normalized/``;
+  another split: its own directory), its metrics (with ``split``) to ``drops/`` as before.
+
+Determinism: after the shuffles every shard's conversations are sorted by their place in the
+input and written as one batch per shard and output, so the files, their names and their
+bytes depend on the input only, on any runner.
+"""
+
+from __future__ import annotations
+
+from typing import Any, NamedTuple
+
+import apache_beam as beam
+
+from transforms.dataset_keys import CONTENT_KEYS, TRAIN
+from transforms.inputs import Batch
+from transforms.jsontext import dumps_line, parse_json
+from transforms.record_settings import Settings
+from transforms.summary import DUPLICATE
+
+#: What one shard's regrouped elements are tagged with.
+_RECORDS, _DROPS, _LETTERS, _KEPT, _COLLAPSED = "records", "drops", "letters", "kept", "collapsed"
+
+
+class Conversation(NamedTuple):
+    """One normalized conversation, brought together with its metrics after the step."""
+
+    shard: int
+    start: int  # its batch's start, then
+    offset: int  # its place in that batch: (shard, start, offset) is its place in the input
+    metrics: dict[str, Any]
+    item: Any  # the record, or its JSON line (a JSON Lines output)
+    line: Any  # its JSON line, or None
+
+    @property
+    def order(self) -> tuple[int, int, int]:
+        return (self.shard, self.start, self.offset)
+
+
+class DatasetOutputs(NamedTuple):
+    #: Split name -> batches of its records (``train`` first).
+    records: dict[str, beam.PCollection]
+    drops: beam.PCollection
+    dead_letters: beam.PCollection
+
+
+def _by_shard(batch: Batch, tag: str) -> tuple[int, tuple[str, Batch]]:
+    return batch.shard, (tag, batch)
+
+
+def _conversations(element: tuple[int, Any]):
+    """One shard's batches of records and of drop metrics -> its conversations, in input order."""
+    shard, tagged = element
+    records: dict[tuple[int, int], Batch] = {}
+    drops: dict[tuple[int, int], Batch] = {}
+    for tag, batch in tagged:
+        (records if tag == _RECORDS else drops)[(batch.start, batch.scope)] = batch
+    for key in sorted(drops):
+        metrics = drops[key].items
+        batch = records.get(key)
+        items = batch.items if batch is not None else [None] * len(metrics)
+        lines = batch.lines if batch is not None and batch.lines is not None else [None] * len(metrics)
+        for index, (m, item, line) in enumerate(zip(metrics, items, lines)):
+            yield Conversation(shard, key[0], index, m, item, line)
+
+
+def _by_content(conversation: Conversation):
+    """(content key, what this conversation is under it): its whole content, with itself; each
+    of its prefixes (``prefix``), with a reference to it (length, place, full key)."""
+    full, prefixes = conversation.metrics[CONTENT_KEYS]
+    yield full, ("whole", conversation)
+    length = len(prefixes) + 1
+    for prefix in prefixes:
+        yield prefix, ("extends", (length, conversation.order, full))
+
+
+def _resolve(element: tuple[str, Any]):
+    """One content key's conversations -> (the key of the one kept, what each is).
+
+    Conversations that are a prefix of longer ones go into the longest (the earliest of the
+    longest); identical ones into the first in input order, which is kept."""
+    key, values = element[0], list(element[1])
+    wholes = sorted((c for kind, c in values if kind == "whole"), key=lambda c: c.order)
+    if not wholes:
+        return
+    extenders = [ref for kind, ref in values if kind == "extends"]
+    if extenders:
+        _, _, target = min(extenders, key=lambda ref: (-ref[0], ref[1]))
+        for conversation in wholes:
+            yield target, (_COLLAPSED, conversation)
+        return
+    yield key, (_KEPT, wholes[0])
+    for conversation in wholes[1:]:
+        yield key, (_COLLAPSED, conversation)
+
+
+def _collapse(element: tuple[str, Any], settings: Settings):
+    """The conversation kept and those collapsed into it -> the kept one (the first id, the
+    others listed) and a ``duplicate`` dead letter for each other, by shard."""
+    values = list(element[1])
+    kept = [c for kind, c in values if kind == _KEPT]
+    collapsed = sorted((c for kind, c in values if kind == _COLLAPSED), key=lambda c: c.order)
+    if not kept:  # not reached: the longest conversation of a chain is kept under its own key
+        kept, collapsed = collapsed[:1], collapsed[1:]
+    (survivor,) = kept
+    if not collapsed:
+        yield survivor.shard, (_KEPT, survivor)
+        return
+    members = sorted([survivor, *collapsed], key=lambda c: c.order)
+    first_id = members[0].metrics["id"]
+    metrics = dict(survivor.metrics)
+    metrics["id"] = first_id
+    metrics["duplicates"] = [c.metrics["id"] for c in members[1:]]
+    item, line = _with_id(survivor, first_id, settings)
+    yield survivor.shard, (_KEPT, survivor._replace(metrics=metrics, item=item, line=line))
+    for conversation in collapsed:
+        yield conversation.shard, (_LETTERS, _duplicate_letter(conversation, survivor, first_id, settings))
+
+
+def _with_id(conversation: Conversation, first_id: str, settings: Settings) -> tuple[Any, Any]:
+    """The kept record with the first id in its id field, when its sink writes one."""
+    if conversation.metrics["id"] == first_id:
+        return conversation.item, conversation.line
+    record = conversation.item if isinstance(conversation.item, dict) else parse_json(conversation.line)
+    if not isinstance(record, dict) or settings.id_field not in record:
+        return conversation.item, conversation.line
+    record = {**record, settings.id_field: first_id}
+    line = dumps_line(record)
+    return (line if not isinstance(conversation.item, dict) else record), line
+
+
+def _duplicate_letter(conversation: Conversation, survivor: Conversation, first_id: str, settings: Settings):
+    same = conversation.metrics[CONTENT_KEYS][0] == survivor.metrics[CONTENT_KEYS][0]
+    how = "the same conversation as" if same else "a prefix of the conversation kept as"
+    line = conversation.line if conversation.line is not None else dumps_line(conversation.item)
+    raw = line.decode("utf-8", "replace") if isinstance(line, bytes) else str(line)
+    return {
+        "source": conversation.metrics["source"],
+        "position": conversation.metrics["position"],
+        "reason": DUPLICATE,
+        "detail": f"--dedupe {settings.dedupe}: {how} {first_id}",
+        # The record as the sink wrote it (the input's text is not kept past the step).
+        "raw": raw[: settings.raw_limit],
+        "id": conversation.metrics["id"],
+    }
+
+
+def _kept(conversation: Conversation):
+    yield conversation.shard, (_KEPT, conversation)
+
+
+def _letters_by_shard(batch: Batch):
+    for item in batch.items:
+        yield batch.shard, (_LETTERS, item)
+
+
+def _shard_batches(element: tuple[int, Any], names: tuple[str, ...]):
+    """One shard's kept conversations and dead letters -> one batch per output, in input order."""
+    shard, values = element[0], list(element[1])
+    kept = sorted((c for kind, c in values if kind == _KEPT), key=lambda c: c.order)
+    letters = sorted((d for kind, d in values if kind == _LETTERS), key=lambda d: d["position"])
+    start = kept[0].start if kept else 0
+    if kept:
+        metrics = [{k: v for k, v in c.metrics.items() if k != CONTENT_KEYS} for c in kept]
+        yield beam.pvalue.TaggedOutput(_DROPS, Batch(shard, start, metrics))
+        for name in names:
+            chosen = [c for c, m in zip(kept, metrics) if m.get("split", TRAIN) == name]
+            if chosen:
+                lines = [c.line for c in chosen]
+                yield beam.pvalue.TaggedOutput(
+                    name, Batch(shard, chosen[0].start, [c.item for c in chosen], None if None in lines else lines)
+                )
+    if letters:
+        yield beam.pvalue.TaggedOutput(_LETTERS, Batch(shard, letters[0]["position"], letters))
+
+
+class ShapeDataset(beam.PTransform):
+    """Normalized records, drop metrics and dead letters (batches) -> the same after
+    ``--dedupe`` and ``--split`` (a ``DatasetOutputs``: the records by split)."""
+
+    def __init__(self, settings: Settings) -> None:
+        super().__init__()
+        self._settings = settings
+
+    def expand(self, inputs):
+        records, drops, dead_letters = inputs
+        settings = self._settings
+        names = (TRAIN, *(name for name, _ in settings.splits))
+        conversations = (
+            (
+                records | "RecordsByShard" >> beam.Map(_by_shard, _RECORDS),
+                drops | "DropsByShard" >> beam.Map(_by_shard, _DROPS),
+            )
+            | "Both" >> beam.Flatten()
+            | "GroupShards" >> beam.GroupByKey()
+            | "Conversations" >> beam.FlatMap(_conversations)
+        )
+        if settings.dedupe != "none":
+            kept = (
+                conversations
+                | "ByContent" >> beam.FlatMap(_by_content)
+                | "GroupContent" >> beam.GroupByKey()
+                | "Resolve" >> beam.FlatMap(_resolve)
+                | "GroupKept" >> beam.GroupByKey()
+                | "Collapse" >> beam.FlatMap(_collapse, settings)
+            )
+        else:
+            kept = conversations | "Kept" >> beam.FlatMap(_kept)
+        letters = dead_letters | "LettersByShard" >> beam.FlatMap(_letters_by_shard)
+        outputs = (
+            (kept, letters)
+            | "All" >> beam.Flatten()
+            | "RegroupShards" >> beam.GroupByKey()
+            | "Batches" >> beam.FlatMap(_shard_batches, names).with_outputs(_DROPS, _LETTERS, *names)
+        )
+        return DatasetOutputs({name: outputs[name] for name in names}, outputs[_DROPS], outputs[_LETTERS])

@@ -1,0 +1,218 @@
+"""--dedupe and --split: the keys each conversation gets (transforms.dataset_keys), the graph's
+steps as plain functions (pipeline.graph.dataset_steps), the options, and whole runs."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+
+from pipeline.config.checks import dataset_step_problems
+from pipeline.graph.dataset_steps import Conversation, _collapse, _resolve, _shard_batches
+from transforms.dataset_keys import CONTENT_KEYS, content_keys, group_key, parse_splits, split_of
+from transforms.inputs import RawRecord
+from transforms.jsontext import dumps_line
+from transforms.record_settings import Settings
+from transforms.records import process_record
+
+DATA = Path(__file__).resolve().parent / "data" / "training" / "chats.jsonl"
+U = {"role": "user", "content": "q"}
+A = {"role": "assistant", "content": "a"}
+
+
+def test_content_keys_see_messages_and_tools_not_ids_or_other_fields():
+    full, prefixes = content_keys([U, A], None, True)
+    assert content_keys([U, A], None, False) == [full, []]
+    assert content_keys([U, A, U, A], None, True)[1][1] == full  # a prefix's whole is the longer one's link
+    assert content_keys([U, A], [{"name": "f"}], False)[0] != full  # other tools: another example
+    assert len(prefixes) == 1
+    one = process_record(
+        RawRecord("s", 0, dumps_line({"id": "x", "m": 1, "messages": [U, A]})), Settings(dedupe="exact")
+    )
+    two = process_record(
+        RawRecord("s", 9, dumps_line({"id": "y", "m": 2, "messages": [U, A]})), Settings(dedupe="exact")
+    )
+    assert one.metrics[CONTENT_KEYS] == two.metrics[CONTENT_KEYS]
+
+
+def test_the_split_is_a_function_of_the_group_key_and_the_seed():
+    splits = (("eval", 0.2), ("test", 0.1))
+    drawn = [split_of(f"user-{n}", 7, splits) for n in range(2000)]
+    assert drawn == [split_of(f"user-{n}", 7, splits) for n in range(2000)]  # deterministic
+    assert 0.15 < drawn.count("eval") / 2000 < 0.25 and 0.06 < drawn.count("test") / 2000 < 0.14
+    assert drawn != [split_of(f"user-{n}", 8, splits) for n in range(2000)]  # the seed matters
+    # Adding a split never moves what stays: train shrinks, eval stays eval.
+    more = [split_of(f"user-{n}", 7, (*splits, ("dev", 0.1))) for n in range(2000)]
+    assert all(m == d for m, d in zip(more, drawn) if d != "train")
+    assert group_key({"meta": {"user": "u1"}}, "meta.user", "id") == ("u1", True)
+    assert group_key({"meta": {"user": 5}}, "meta.user", "id") == ("5", True)
+    assert group_key({}, "meta.user", "id-1") == ("id-1", False)
+
+
+@pytest.mark.parametrize(
+    "text, problem",
+    [
+        ("eval", "is not NAME=SHARE"),
+        ("eval=1.5", "is not NAME=SHARE"),
+        ("train=0.1", "none of"),
+        ("drops=0.1", "none of"),
+        ("eval=0.1,eval=0.2", "names 'eval' twice"),
+        ("eval=0.6,test=0.5", "must leave something for train"),
+    ],
+)
+def test_bad_splits_are_refused(text, problem):
+    assert any(problem in p for p in parse_splits(text)[1])
+    assert parse_splits("eval=0.05,test=0.05") == ((("eval", 0.05), ("test", 0.05)), [])
+
+
+def test_the_dataset_steps_need_the_default_graph_and_a_batch_run():
+    ours = SimpleNamespace(dedupe="exact", split=None, graph="per-shard")
+    assert "the per-shard graph" in dataset_step_problems(ours, None, False)[0]
+    assert "a batch run only" in dataset_step_problems(ours, None, True)[0]
+    assert dataset_step_problems(SimpleNamespace(dedupe="exact", split="eval=0.1", graph="auto"), None, False) == []
+    dask = dataset_step_problems(SimpleNamespace(dedupe="none", split="eval=0.1", graph="auto"), "DaskRunner", False)
+    assert "--split need the default graph" in dask[0]
+
+
+def conversation(order: int, cid: str, messages: list, dedupe: str = "prefix", shard: int = 0) -> Conversation:
+    metrics = {
+        "id": cid,
+        "source": "s",
+        "position": order * 10,
+        CONTENT_KEYS: content_keys(messages, None, dedupe == "prefix"),
+    }
+    return Conversation(shard, 0, order, metrics, {"id": cid, "messages": messages}, None)
+
+
+def run_dedupe(conversations: list[Conversation], settings: Settings) -> tuple[list, list]:
+    """The two shuffles of --dedupe as plain functions: by content, resolve, by kept one, collapse."""
+    from collections import defaultdict
+
+    from pipeline.graph.dataset_steps import _by_content
+
+    grouped: dict = defaultdict(list)
+    for c in conversations:
+        for key, value in _by_content(c):
+            grouped[key].append(value)
+    kept_groups: dict = defaultdict(list)
+    for key in sorted(grouped):
+        for target, value in _resolve((key, grouped[key])):
+            kept_groups[target].append(value)
+    out = [v for key in sorted(kept_groups) for _, v in _collapse((key, kept_groups[key]), settings)]
+    return [c for kind, c in out if kind == "kept"], [d for kind, d in out if kind == "letters"]
+
+
+def test_exact_duplicates_collapse_into_the_first_and_the_others_are_dead_letters():
+    settings = Settings(dedupe="exact")
+    convs = [
+        conversation(2, "c", [U, A], "exact"),
+        conversation(0, "a", [U, A], "exact"),
+        conversation(1, "b", [A], "exact"),
+    ]
+    kept, letters = run_dedupe(convs, settings)
+    assert sorted(c.metrics["id"] for c in kept) == ["a", "b"]
+    (a,) = [c for c in kept if c.metrics["id"] == "a"]
+    assert a.metrics["duplicates"] == ["c"]
+    assert [(d["id"], d["reason"], d["detail"]) for d in letters] == [
+        ("c", "duplicate", "--dedupe exact: the same conversation as a")
+    ]
+
+
+def test_a_prefix_collapses_into_the_longest_conversation_it_begins_which_takes_the_first_id():
+    settings = Settings(dedupe="prefix")
+    short = conversation(0, "short", [U, A])
+    longer = conversation(1, "longer", [U, A, U, A])
+    longest = conversation(2, "longest", [U, A, U, A, U, A])
+    other = conversation(3, "other", [U, A, U, {"role": "assistant", "content": "b"}])  # a branch
+    kept, letters = run_dedupe([longest, other, short, longer], settings)
+    by_content = {c.item["messages"].__len__(): c for c in kept}
+    assert sorted(by_content) == [4, 6]
+    survivor = by_content[6]
+    assert survivor.metrics["id"] == "short" and survivor.item["id"] == "short"  # the first id
+    assert survivor.metrics["duplicates"] == ["longer", "longest"]
+    assert by_content[4].metrics["id"] == "other" and "duplicates" not in by_content[4].metrics
+    assert sorted(d["id"] for d in letters) == ["longer", "short"]
+    assert all("a prefix of the conversation kept as short" in d["detail"] for d in letters)
+
+
+def test_a_shards_outputs_are_one_batch_each_in_input_order_without_the_private_keys():
+    convs = [conversation(n, f"c{n}", [U, A]) for n in (3, 1, 2)]
+    convs = [c._replace(metrics={**c.metrics, "split": "eval" if c.offset == 2 else "train"}) for c in convs]
+    letters = [{"position": 5, "reason": "duplicate"}, {"position": 1, "reason": "invalid_json"}]
+    out = list(_shard_batches((0, [("kept", c) for c in convs] + [("letters", d) for d in letters]), ("train", "eval")))
+    batches = {o.tag: o.value for o in out}
+    assert [m["id"] for m in batches["drops"].items] == ["c1", "c2", "c3"]
+    assert all(CONTENT_KEYS not in m for m in batches["drops"].items)
+    assert [r["id"] for r in batches["train"].items] == ["c1", "c3"]
+    assert [r["id"] for r in batches["eval"].items] == ["c2"]
+    assert [d["position"] for d in batches["letters"].items] == [1, 5]
+
+
+def _run(tmp_path: Path, name: str, *extra: str) -> Path:
+    from pipeline.cli.main import main
+
+    out = tmp_path / name
+    argv = ["--input", str(DATA), "--output", str(out), "--quiet", "--no-report", *extra]
+    assert main(argv) == 0
+    return out
+
+
+def _lines(directory: Path) -> list[dict]:
+    return [json.loads(line) for p in sorted(directory.glob("part-*")) for line in p.read_text().splitlines()]
+
+
+@pytest.mark.slow
+def test_a_deduplicated_split_run_on_two_runners(tmp_path):
+    flags = ("--sink", "hf", "--dedupe", "prefix", "--split", "eval=0.25", "--split-by", "metadata.user")
+    out = _run(tmp_path, "in-memory", *flags)
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["accounted"] and summary["records_in"] == 15
+    assert summary["dedupe"] == {"mode": "prefix", "kept_with_duplicates": 2, "duplicates_collapsed": 2}
+    assert summary["dead_letters_by_reason"]["duplicate"] == 2
+    train, evaluation = _lines(out / "normalized"), _lines(out / "eval")
+    assert summary["splits"] == {"train": len(train), "eval": len(evaluation)} and evaluation
+    assert summary["records_out"] == len(train) + len(evaluation) == 13
+    drops = {m["id"]: m for m in _lines(out / "drops")}
+    assert drops["t-001"]["duplicates"] == ["t-002"] and drops["t-004"]["duplicates"] == ["t-005"]
+    # Group-disjoint: every user's conversations are on one side.
+    users = {r["id"]: r["metadata"]["user"] for r in map(json.loads, DATA.read_text().splitlines())}
+    sides: dict = {}
+    for m in drops.values():
+        sides.setdefault(users[m["id"]], set()).add(m["split"])
+    assert all(len(s) == 1 for s in sides.values())
+    # explain finds each of them: the kept one says what it holds, a duplicate what it is.
+    from pipeline.finished.explain import explanation_text, locate
+
+    kept = explanation_text(locate(str(out), "t-004"), 200)
+    assert "--dedupe: kept under this id; collapsed into it: t-005" in kept
+    assert "kept under this id" in explanation_text(locate(str(out), "t-005"), 200)
+    assert "dead-lettered (duplicate): --dedupe prefix: the same conversation as t-001" in explanation_text(
+        locate(str(out), "t-002"), 200
+    )
+    # The same bytes with workers in other processes.
+    again = _run(tmp_path, "multi", *flags, "--direct_num_workers=2", "--direct_running_mode=multi_processing")
+    for name in ("normalized", "eval", "drops", "dead_letter"):
+        assert sorted(p.name for p in (out / name).iterdir()) == sorted(p.name for p in (again / name).iterdir())
+        for part in (out / name).iterdir():
+            assert part.read_bytes() == (again / name / part.name).read_bytes(), part
+    assert (out / "summary.json").read_bytes() == (again / "summary.json").read_bytes()
+    shutil.rmtree(again)
+
+
+def test_duplicates_are_a_choice_not_failures_past_the_dead_letter_limits():
+    from transforms.summary import DeadLetterLimit, dead_letter_warning, run_failures
+
+    doc = {
+        "accounted": True,
+        "records_in": 10,
+        "records_out": 6,
+        "dead_letters": 4,
+        "dead_letters_by_reason": {"duplicate": 4},
+    }
+    limit = DeadLetterLimit.parse("0")
+    assert run_failures(doc, limit) == [] and dead_letter_warning(doc, limit) is None
+    failing = {**doc, "dead_letters": 5, "dead_letters_by_reason": {"duplicate": 4, "invalid_json": 1}}
+    assert run_failures(failing, limit) and dead_letter_warning(failing, limit)

@@ -1,0 +1,117 @@
+"""What the dataset-level steps need of each conversation, made by the per-record step (no Beam).
+
+``--dedupe`` and ``--split`` act on the whole dataset (``pipeline.graph.dataset_steps``: a
+shuffle), but what they look at is one conversation's, computed where it is normalized:
+
+- **content keys** (``--dedupe exact|prefix``): a hash chain over the messages as the writer
+  gets them (after the weights and the trailing turns, ``transforms.training``), seeded by the
+  record's tool definitions. Ids and every other field of the record are left aside: two
+  conversations with the same tools and messages are the same training example. ``full`` is
+  the chain's last link; ``prefixes`` (``prefix`` only) the links before it, so that a
+  conversation whose ``full`` is among another's ``prefixes`` is a prefix of it;
+- **the split** (``--split eval=0.05[,test=0.05]``): a hash of the group key (``--split-by``, a
+  dotted path into the input record; the record id without it) and ``--split-seed``, as a
+  number in [0, 1), against the splits' cumulative shares; the rest is ``train``. The same key
+  and seed always give the same split: adding data never moves a conversation, and every
+  conversation of a group (a user, a session) lands on one side.
+
+The keys travel in the drop metrics under ``CONTENT_KEYS`` (a private key the dataset step
+removes before ``drops/`` is written); the split is the drop metrics' ``split``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from typing import Any
+
+from transforms.jsontext import canonical_json
+
+#: The drop metrics' private key of a conversation's content keys: ``[full, [prefixes...]]``.
+CONTENT_KEYS = "_content_keys"
+#: The split every conversation not drawn into another is in.
+TRAIN = "train"
+DEDUPE_CHOICES = ("none", "exact", "prefix")
+#: A split's name: it becomes an output directory beside ``normalized/`` (which holds ``train``).
+SPLIT_NAME = re.compile(r"^[a-z][a-z0-9_]{0,31}$")
+#: Names a split cannot take: the run's own outputs and files.
+RESERVED_NAMES = frozenset({TRAIN, "normalized", "drops", "dead_letter", "violations", "summary", "report"})
+#: The hash links kept: 16 bytes (as hex), far past any chance collision at dataset sizes.
+_LINK_BYTES = 16
+
+
+def content_keys(messages: list[Any], tools: Any, with_prefixes: bool) -> list[Any]:
+    """``[full, prefixes]``: the hash chain's last link, and (``with_prefixes``) every link before it."""
+    link = hashlib.sha256(b"tools\0" + canonical_json(tools)).digest()[:_LINK_BYTES]
+    prefixes = []
+    for position, message in enumerate(messages):
+        if with_prefixes and position:
+            prefixes.append(link.hex())
+        link = hashlib.sha256(link + canonical_json(message)).digest()[:_LINK_BYTES]
+    return [link.hex(), prefixes]
+
+
+def parse_splits(text: str) -> tuple[tuple[tuple[str, float], ...], list[str]]:
+    """``eval=0.05,test=0.05`` -> ``((name, share), ...)`` and the problems found (for a person)."""
+    splits: list[tuple[str, float]] = []
+    problems = []
+    for part in text.split(","):
+        name, equals, share_text = part.strip().partition("=")
+        try:
+            share = float(share_text)
+        except ValueError:
+            share = -1.0
+        if not equals or not (0 < share < 1):
+            problems.append(f"--split {part.strip()!r} is not NAME=SHARE with 0 < SHARE < 1 (e.g. eval=0.05)")
+        elif not SPLIT_NAME.match(name) or name in RESERVED_NAMES:
+            problems.append(
+                f"--split name {name!r}: lower-case letters, digits and _, starting with a letter, "
+                f"and none of {', '.join(sorted(RESERVED_NAMES))} (train is what the others leave)"
+            )
+        elif any(name == other for other, _ in splits):
+            problems.append(f"--split names {name!r} twice")
+        else:
+            splits.append((name, share))
+    if not problems and sum(share for _, share in splits) >= 1:
+        problems.append("--split shares must leave something for train (their sum is 1 or more)")
+    return tuple(splits), problems
+
+
+def split_of(key: str, seed: int, splits: tuple[tuple[str, float], ...]) -> str:
+    """The split of a conversation whose group key is ``key``: deterministic in (key, seed)."""
+    digest = hashlib.sha256(f"{seed}\0{key}".encode("utf-8", "surrogatepass")).digest()
+    point = int.from_bytes(digest[:8], "big") / 2**64
+    edge = 0.0
+    for name, share in splits:
+        edge += share
+        if point < edge:
+            return name
+    return TRAIN
+
+
+def group_key(record: Any, path: str | None, record_id: str) -> tuple[str, bool]:
+    """The text a record's split is drawn from: the value at ``path`` (``--split-by``), or the
+    record id (``path`` is None, or the record has no value there: ``False``)."""
+    if path is None:
+        return record_id, True
+    value = record
+    for step in path.split("."):
+        if not isinstance(value, dict) or value.get(step) is None:
+            return record_id, False
+        value = value[step]
+    return (value if isinstance(value, str) else canonical_json(value).decode("utf-8", "replace")), True
+
+
+def shapes_dataset(settings: Any) -> bool:
+    """Does the run have a dataset step (``--dedupe``, ``--split``)? ``settings``: a ``Settings``."""
+    return settings.dedupe != "none" or bool(settings.splits)
+
+
+def split_output(name: str) -> str:
+    """The output directory of a split's records: ``normalized`` for ``train``, else its name."""
+    return "normalized" if name == TRAIN else name
+
+
+def output_names(splits: tuple[tuple[str, float], ...]) -> tuple[str, ...]:
+    """The output directories of the splits' records, ``normalized`` first."""
+    return ("normalized", *(name for name, _ in splits))
