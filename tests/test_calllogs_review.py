@@ -166,3 +166,27 @@ def test_a_group_named_like_a_branch_does_not_share_its_id(tmp_path):
     ids = [record["id"] for record in _lines(out / "normalized")]
     assert len(ids) == 3
     assert len(set(ids)) == len(ids), ids
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("kind", ["whole", "calls"])
+def test_two_processes_write_the_files_one_process_writes(tmp_path, kind):
+    """The flatten that joins a step's direct outputs and the assembled conversations' breaks
+    fusion: on the multi-process runner a shard's batches spread over the workers and each
+    worker writes its own part file (whole conversations too, which assemble nothing)."""
+    from engine_outputs import SAMPLE, assert_same_outputs
+
+    from pipeline.cli.main import main
+
+    source = tmp_path / f"{kind}.jsonl"
+    if kind == "whole":
+        source.write_bytes(b"".join(SAMPLE.read_bytes().splitlines(True)[:40]))
+    else:
+        user = [{"role": "user", "content": "q"}]
+        source.write_text("".join(_row(f"o{n}", f"s{n:02d}", n, user, ANSWER) + "\n" for n in range(30)))
+    runs = {}
+    for label, extra in (("one", ()), ("two", ("--direct_num_workers=2", "--direct_running_mode=multi_processing"))):
+        runs[label] = tmp_path / label
+        args = ["--input", str(source), "--output", str(runs[label]), "--batch-size", "4", "--quiet", "--no-report"]
+        assert main([*args, *extra]) in (0, 1)
+    assert_same_outputs(runs["two"], runs["one"], "two processes")
