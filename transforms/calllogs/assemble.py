@@ -253,7 +253,13 @@ def fill_tool_results(
     the results used. A new list; the messages themselves are shared, not copied."""
     if not results:
         return messages, []
-    answered = {m.get("tool_call_id") for m in messages if isinstance(m, dict) and m.get("role") == "tool"}
+    # Only string ids answer a call (a reader hands on whatever id a payload held: a list is
+    # no key, and one must not crash the group's assembly).
+    answered = {
+        m["tool_call_id"]
+        for m in messages
+        if isinstance(m, dict) and m.get("role") == "tool" and isinstance(m.get("tool_call_id"), str)
+    }
     out: list[dict[str, Any]] = []
     filled: list[tuple[Origin, str]] = []
     pending: list[dict[str, Any]] = []
@@ -263,7 +269,8 @@ def fill_tool_results(
             pending = []
         out.append(message)
         if isinstance(message, dict) and message.get("role") == "assistant":
-            for call in message.get("tool_calls") or ():
+            calls = message.get("tool_calls")
+            for call in calls if isinstance(calls, list) else ():
                 call_id = call.get("tool_call_id") if isinstance(call, dict) else None
                 if isinstance(call_id, str) and call_id not in answered and call_id in results:
                     origin, piece = results[call_id]
