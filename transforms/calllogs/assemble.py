@@ -107,18 +107,27 @@ class GroupState:
         tools = None
         if piece.tools is not None:
             tools = hashlib.blake2b(canonical_json(piece.tools), digest_size=16).digest()
-            self.tools.setdefault(tools, piece.tools)
+            self._keep_tools(tools, piece.tools)
         self.calls.append(_CallSeen(origin, len(chain), chain[-1] if chain else b"", tools, piece.model))
         self._keep(_Sequence(messages, chain, piece.discarded))
         return self
 
+    def _keep_tools(self, key: bytes, tools: list[dict[str, Any]]) -> None:
+        """Of tool lists alike but for key order, the same one whatever the order they came in."""
+        kept = self.tools.get(key)
+        if kept is None or repr(tools) < repr(kept):
+            self.tools[key] = tools
+
     def _keep(self, new: _Sequence) -> None:
         """Keep a sequence unless it is a prefix of one kept; it replaces one it extends (at
         most one can be: two kept sequences are never prefixes of one another). Of two equal
-        ones the first stays: they hold the same messages, read alike."""
+        ones (alike but for key order, or for what reading them left out) the same one stays
+        whatever the order they came in: the one whose messages and ledger ``repr`` first."""
         length, end = len(new.chain), (new.chain[-1] if new.chain else b"")
         for index, kept in enumerate(self.sequences):
             if kept.holds(length, end):
+                if length == len(kept.chain) and _exact(new) < _exact(kept):
+                    self.sequences[index] = new
                 return
             if length > len(kept.chain) and new.holds(len(kept.chain), kept.chain[-1] if kept.chain else b""):
                 self.sequences[index] = new
@@ -131,8 +140,13 @@ class GroupState:
         self.calls.extend(other.calls)
         self.tool_results.extend(other.tool_results)
         for key, tools in other.tools.items():
-            self.tools.setdefault(key, tools)
+            self._keep_tools(key, tools)
         return self
+
+
+def _exact(sequence: _Sequence) -> str:
+    """A sequence's messages and ledger exactly (key order included), to choose between equal ones."""
+    return repr((sequence.messages, sequence.discarded))
 
 
 class Assembled(NamedTuple):
