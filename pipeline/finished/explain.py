@@ -223,7 +223,7 @@ def locate(
     try:
         record = parse_payload(raw)
         if "assembly" in metrics:
-            conversation = reassembled(metrics, settings, max_record_bytes, inputs or run_inputs(output))
+            conversation = reassembled(metrics, settings, max_record_bytes, inputs or run_inputs(output), output)
         else:
             conversation = read_conversation(record, settings)
     except RecordRefused as refused:
@@ -243,9 +243,36 @@ def locate(
     return Located(metrics, explanation, settings, line, mismatch)
 
 
-def reassembled(metrics: dict, settings: Settings, max_record_bytes: int, inputs: RunInputs) -> Conversation:
+def _listed(assembly: dict) -> list[dict]:
+    return [
+        *assembly.get("calls", ()),
+        *assembly.get("tool_results_filled", ()),
+        *assembly.get("tool_results_unused", ()),
+    ]
+
+
+def _group_listed(output: str, assembly: dict) -> list[dict]:
+    """What the drops/ lines of every conversation of ``assembly``'s group list: a branch is
+    one only beside the group's other conversations, whose calls may be in other records."""
+    needle = orjson.dumps(assembly["group"])
+    listed: list[dict] = []
+    for line in drop_lines(output):
+        if needle in line:  # cheap first: most lines are not of the group
+            other = orjson.loads(line).get("assembly")
+            if isinstance(other, dict) and (other.get("format"), other.get("group")) == (
+                assembly["format"],
+                assembly["group"],
+            ):
+                listed += _listed(other)
+    return listed
+
+
+def reassembled(
+    metrics: dict, settings: Settings, max_record_bytes: int, inputs: RunInputs, output: str | None = None
+) -> Conversation:
     """A conversation assembled from call logs, made again: every record its ``assembly`` lists
-    read back, their pieces of its group assembled as the run did, the conversation of its id."""
+    (a branch: every record its group's conversations list, ``output``'s drops/ lines) read
+    back, their pieces of its group assembled as the run did, the conversation of its id."""
     import dataclasses
 
     from pipeline.io.reread import record_at
@@ -254,11 +281,9 @@ def reassembled(metrics: dict, settings: Settings, max_record_bytes: int, inputs
 
     assembly = metrics["assembly"]
     key = (assembly["format"], assembly["group"])
-    listed = [
-        *assembly.get("calls", ()),
-        *assembly.get("tool_results_filled", ()),
-        *assembly.get("tool_results_unused", ()),
-    ]
+    listed = _listed(assembly)
+    if "branch" in assembly and output is not None:
+        listed += _group_listed(output, assembly)
     calls = dataclasses.replace(settings, input_format=assembly["format"], calls=True)
     state = GroupState()
     for source, position in sorted({(str(c["source"]), int(c["position"])) for c in listed}):
