@@ -148,7 +148,7 @@ def test_explain_shows_an_assembled_conversation_the_sink_refused(tmp_path, caps
     (letter,) = _lines(out / "dead_letter")
     assert letter["reason"] == "unwritable"
     assert main(["explain", str(out), "--id", "s"]) == 0, capsys.readouterr().err
-    assert "assembled from 1 langfuse call(s)" in capsys.readouterr().out
+    assert "dead-lettered (unwritable)" in capsys.readouterr().out
 
 
 @pytest.mark.slow

@@ -19,6 +19,7 @@ source file; 2 bad arguments, a drops/ line naming a file the run did not read, 
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import shutil
@@ -170,7 +171,10 @@ def find_metrics(output: str, conversation_id: str) -> dict:
         source, position = str(letter.get("source")), int(letter.get("position", -1))
         dead = {"reason": letter.get("reason"), "detail": letter.get("detail")}
         if dead["reason"] in AFTER_READING:  # read and normalized, then not written
-            return {"id": conversation_id, "source": source, "position": position, "dead_letter": dead}
+            found = {"id": conversation_id, "source": source, "position": position, "dead_letter": dead}
+            if isinstance(letter.get("raw"), str):
+                found["raw"] = letter["raw"]  # a conversation assembled from call logs is its raw
+            return found
         raise NotFound(
             f"{conversation_id!r} is in the dead letter of {where_text(source, position, None)}: dead-lettered "
             f"({dead['reason']}): {dead['detail']}; it was never read as a conversation, so there is nothing to explain"
@@ -202,7 +206,7 @@ def locate(
     ``inputs``: ``run_inputs(output)``, when the caller has it already.
     """
     from pipeline.io.reread import line_numbers, record_at
-    from transforms.record_steps import RecordRefused, parse_payload, read_conversation, record_id
+    from transforms.record_steps import RecordRefused, call_log_reader, parse_payload, read_conversation, record_id
 
     if metrics is None:
         metrics = find_metrics(output, conversation_id)
@@ -224,6 +228,11 @@ def locate(
         record = parse_payload(raw)
         if "assembly" in metrics:
             conversation = reassembled(metrics, settings, max_record_bytes, inputs or run_inputs(output), output)
+        elif "raw" in metrics and call_log_reader(record, settings) is not None:
+            # Refused by the sink after it was assembled from call logs: its dead letter holds the
+            # conversation (a flat record) that was refused; the record at its place is a call.
+            record = _assembled_letter(metrics["raw"])
+            conversation = read_conversation(record, dataclasses.replace(settings, input_format="flat"))
         else:
             conversation = read_conversation(record, settings)
     except RecordRefused as refused:
@@ -241,6 +250,16 @@ def locate(
     )
     line = line_numbers(source, [position]).get(position)
     return Located(metrics, explanation, settings, line, mismatch)
+
+
+def _assembled_letter(raw: str) -> dict:
+    try:
+        record = orjson.loads(raw)
+    except orjson.JSONDecodeError:
+        record = None
+    if not isinstance(record, dict):
+        raise NotFound("its dead letter does not hold the whole conversation (cut at --dead-letter-raw-limit?)")
+    return record
 
 
 def _listed(assembly: dict) -> list[dict]:
@@ -273,8 +292,6 @@ def reassembled(
     """A conversation assembled from call logs, made again: every record its ``assembly`` lists
     (a branch: every record its group's conversations list, ``output``'s drops/ lines) read
     back, their pieces of its group assembled as the run did, the conversation of its id."""
-    import dataclasses
-
     from pipeline.io.reread import record_at
     from transforms.calllogs.assemble import GroupState, NoCalls, assemble, group_key
     from transforms.record_steps import parse_payload, read_call_log
