@@ -222,3 +222,33 @@ def test_the_per_shard_step_holds_a_growing_history_once_not_once_per_call(tmp_p
     held = len(pickle.dumps(result.calls))
     conversation = len(pickle.dumps(history))
     assert held < 3 * conversation, f"{held:,} bytes held for a {conversation:,}-byte conversation"
+
+
+@pytest.mark.slow
+def test_every_record_of_a_group_with_no_call_is_in_the_dead_letters(tmp_path):
+    """A group of tool results and no LLM call is one ``no_llm_calls`` dead letter, at its first
+    result's record: the group's other records end in no output (nothing names them)."""
+
+    def tool(obs: str, second: int) -> str:
+        return json.dumps(
+            {
+                "id": obs,
+                "trace_id": "tr-t",
+                "session_id": "t",
+                "type": "TOOL",
+                "parent_observation_id": "",
+                "start_time": f"2026-11-30 10:00:{second:02d}.000000",
+                "name": "weather",
+                "input": "{}",
+                "output": "rainy",
+                "metadata": {"attributes": {"gen_ai.tool.call.id": f"call-{obs}"}},
+            }
+        )
+
+    rows = [tool("t1", 1), tool("t2", 2)]
+    out = _run(rows, tmp_path)
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["call_logs"]["tool_results"] == 2
+    placed = {letter["position"] for letter in _lines(out / "dead_letter")}
+    placed |= {c["position"] for d in _lines(out / "drops") for c in d.get("assembly", {}).get("calls", ())}
+    assert placed == {0, len(rows[0]) + 1}, placed
