@@ -109,9 +109,11 @@ def conversations_of(
         tools_field=settings.tools_field,
     )
     if isinstance(made, NoCalls):
+        # A dead letter at each of the group's records: every record read ends in one place.
         letter = Unreadable(DeadLetterReason.NO_LLM_CALLS.value, made.detail)
-        order = canonical_json([fmt, group, 0])
-        yield bucket, _Conversation(order, RawRecord(made.source, made.position, letter), {"conversations": 1})
+        for n, (source, position) in enumerate(made.places or ((made.source, made.position),)):
+            order = canonical_json([fmt, group, 0, n])
+            yield bucket, _Conversation(order, RawRecord(source, position, letter), {"conversations": 1})
         return
     for index, conversation in enumerate(made):
         yield bucket, _made(fmt, group, index, conversation)

@@ -163,11 +163,14 @@ class Assembled(NamedTuple):
 
 
 class NoCalls(NamedTuple):
-    """A group with tool results and no LLM call: nothing to assemble (a dead letter)."""
+    """A group with tool results and no LLM call: nothing to assemble (a dead letter at each
+    of its records)."""
 
     source: str
     position: int
     detail: str
+    #: Every record its tool results were read from, ``(source, position)``, the first first.
+    places: tuple[tuple[str, int], ...] = ()
 
 
 def _latest(origin: Origin) -> tuple[int, str, str, int]:
@@ -196,11 +199,13 @@ def assemble(
 ) -> list[Assembled] | NoCalls:
     """The conversations of one group, the conversation first, then its branches."""
     if not state.calls:
-        first = min(state.tool_results, key=lambda item: _latest(item[0]))[0]
+        origins = sorted((origin for origin, _ in state.tool_results), key=_latest)
+        places = tuple(dict.fromkeys((o.source, o.position) for o in origins))
         return NoCalls(
-            first.source,
-            first.position,
+            origins[0].source,
+            origins[0].position,
             f"{fmt} group {group!r}: {len(state.tool_results)} tool result(s) and no LLM call to assemble",
+            places,
         )
     sequences = _ordered_sequences(state)
     members: list[list[_CallSeen]] = [[] for _ in sequences]
