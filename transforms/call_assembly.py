@@ -100,17 +100,25 @@ def conversations_of(
     """One group's state -> its conversations (or its dead letter), each keyed by its bucket."""
     (fmt, group), state = keyed
     bucket = bucket_of((fmt, group), buckets)
-    made = assemble(
-        fmt,
-        group,
-        state,
-        id_field=settings.id_field,
-        messages_field=settings.messages_field,
-        tools_field=settings.tools_field,
-    )
+    try:
+        made = assemble(
+            fmt,
+            group,
+            state,
+            id_field=settings.id_field,
+            messages_field=settings.messages_field,
+            tools_field=settings.tools_field,
+        )
+    except Exception as error:  # noqa: BLE001 — as ``guarded``: a bug surfaces as data, not the job's end
+        detail = f"{fmt} group {group!r} could not be assembled: {type(error).__name__}: {error}"
+        origins = sorted([c.origin for c in state.calls] + [origin for origin, _ in state.tool_results])
+        made = NoCalls("", -1, detail, tuple(dict.fromkeys((o.source, o.position) for o in origins)))
+        reason = DeadLetterReason.INTERNAL_ERROR
+    else:
+        reason = DeadLetterReason.NO_LLM_CALLS
     if isinstance(made, NoCalls):
         # A dead letter at each of the group's records: every record read ends in one place.
-        letter = Unreadable(DeadLetterReason.NO_LLM_CALLS.value, made.detail)
+        letter = Unreadable(reason.value, made.detail)
         for n, (source, position) in enumerate(made.places or ((made.source, made.position),)):
             order = canonical_json([fmt, group, 0, n])
             yield bucket, _Conversation(order, RawRecord(source, position, letter), {"conversations": 1})
