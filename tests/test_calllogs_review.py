@@ -65,6 +65,10 @@ def test_equal_sequences_give_the_same_conversation_whatever_order_they_arrive_i
     assert len(seen) == 1, seen
 
 
+@pytest.mark.xfail(
+    strict=True,
+    reason="open: GroupState compares each call with every kept sequence (O(calls x sequences)); needs an index by chain hash",
+)
 def test_a_huge_group_of_unrelated_calls_is_not_compared_call_by_call(monkeypatch):
     """One trace of many calls of unrelated histories (a batch job under one trace id): each
     call is compared with a few kept sequences, not with every one (3,000 calls made 13.5
@@ -152,6 +156,10 @@ def test_explain_shows_an_assembled_conversation_the_sink_refused(tmp_path, caps
 
 
 @pytest.mark.slow
+@pytest.mark.xfail(
+    strict=True,
+    reason="open: a branch id <group>#branch<n> can be another group's id (and one group id can be in two formats)",
+)
 def test_a_group_named_like_a_branch_does_not_share_its_id(tmp_path):
     """Group ``x`` with a branch (``x#branch1``) beside a group named ``x#branch1``: two
     conversations written under one id (explain shows one of them; ids are a run's keys)."""
@@ -169,6 +177,10 @@ def test_a_group_named_like_a_branch_does_not_share_its_id(tmp_path):
 
 
 @pytest.mark.slow
+@pytest.mark.xfail(
+    strict=True,
+    reason="open: the Flatten joining direct and assembled outputs before the writers breaks fusion on the multi-process runner",
+)
 @pytest.mark.parametrize("kind", ["whole", "calls"])
 def test_two_processes_write_the_files_one_process_writes(tmp_path, kind):
     """The flatten that joins a step's direct outputs and the assembled conversations' breaks
