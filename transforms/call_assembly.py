@@ -100,18 +100,28 @@ def conversations_of(
     """One group's state -> its conversations (or its dead letter), each keyed by its bucket."""
     (fmt, group), state = keyed
     bucket = bucket_of((fmt, group), buckets)
-    made = assemble(
-        fmt,
-        group,
-        state,
-        id_field=settings.id_field,
-        messages_field=settings.messages_field,
-        tools_field=settings.tools_field,
-    )
+    try:
+        made = assemble(
+            fmt,
+            group,
+            state,
+            id_field=settings.id_field,
+            messages_field=settings.messages_field,
+            tools_field=settings.tools_field,
+        )
+    except Exception as error:  # noqa: BLE001 — as ``guarded``: a bug surfaces as data, not the job's end
+        detail = f"{fmt} group {group!r} could not be assembled: {type(error).__name__}: {error}"
+        origins = sorted([c.origin for c in state.calls] + [origin for origin, _ in state.tool_results])
+        made = NoCalls("", -1, detail, tuple(dict.fromkeys((o.source, o.position) for o in origins)))
+        reason = DeadLetterReason.INTERNAL_ERROR
+    else:
+        reason = DeadLetterReason.NO_LLM_CALLS
     if isinstance(made, NoCalls):
-        letter = Unreadable(DeadLetterReason.NO_LLM_CALLS.value, made.detail)
-        order = canonical_json([fmt, group, 0])
-        yield bucket, _Conversation(order, RawRecord(made.source, made.position, letter), {"conversations": 1})
+        # A dead letter at each of the group's records: every record read ends in one place.
+        letter = Unreadable(reason.value, made.detail)
+        for n, (source, position) in enumerate(made.places or ((made.source, made.position),)):
+            order = canonical_json([fmt, group, 0, n])
+            yield bucket, _Conversation(order, RawRecord(source, position, letter), {"conversations": 1})
         return
     for index, conversation in enumerate(made):
         yield bucket, _made(fmt, group, index, conversation)
@@ -196,8 +206,7 @@ class _Sessions(beam.DoFn):
         latest.write(seen)
         end = GlobalWindow().max_timestamp()
         if seen == -1:
-            gap.set(end)
-            expire.set(end)
+            gap.set(end)  # no expiry: the state ends with the stream (a timer there too could fire first)
             return
         close = Timestamp(micros=seen // 1000) + self._gap
         gap.set(min(close, end))
@@ -206,7 +215,10 @@ class _Sessions(beam.DoFn):
     @userstate.on_timer(_GAP)
     def closed(self, key=beam.DoFn.KeyParam, calls=_CALLS_STATE, panes=_PANES_STATE):
         pane = panes.read() or 0
-        for _, made in conversations_of((key, calls.read()), self._settings, 1):
+        state = calls.read()
+        if not state.calls and not state.tool_results:
+            return  # expired already: nothing left to emit
+        for _, made in conversations_of((key, state), self._settings, 1):
             if isinstance(made.raw.payload, Parsed) and made.raw.payload.assembly is not None:
                 made.raw.payload.assembly["pane"] = pane
             if pane:

@@ -19,6 +19,7 @@ source file; 2 bad arguments, a drops/ line naming a file the run did not read, 
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import shutil
@@ -273,10 +274,9 @@ def group_assemblies(output: str, assembly: dict) -> list[dict]:
 def reassembled(
     output: str, metrics: dict, settings: Settings, max_record_bytes: int, inputs: RunInputs
 ) -> Conversation:
-    """A conversation assembled from call logs, made again: every record its ``assembly`` lists
-    read back, their pieces of its group assembled as the run did, the conversation of its id."""
-    import dataclasses
-
+    """A conversation assembled from call logs, made again: every record its group's
+    conversations list (``output``'s drops/ lines and dead letters) read back, their pieces of
+    its group assembled as the run did, the conversation of its id."""
     from pipeline.io.reread import record_at
     from transforms.calllogs.assemble import GroupState, NoCalls, assemble, group_key
     from transforms.record_steps import parse_payload, read_call_log

@@ -22,7 +22,7 @@ import apache_beam as beam
 from pipeline.graph.shard_step import ShardResult, ShardWork, numbered_place, process_batches
 from pipeline.testhooks import pause_point
 from transforms import summary as summaries
-from transforms.call_assembly import assembly_partial, conversations_of, keyed_pieces, shard_batches
+from transforms.call_assembly import assembly_partial, conversations_of, shard_batches
 from transforms.calllogs.assemble import GroupState
 from transforms.conversations import freeze_gc
 
@@ -30,15 +30,14 @@ _RESULT, _GROUP, _OUTPUT = "result", "group", "output"
 
 
 def keyed_results(result: ShardResult) -> Iterator[tuple[tuple[Any, ...], Any]]:
-    """A shard's result keyed by its shard, and each of its call-log pieces by its group."""
+    """A shard's result keyed by its shard, and each of its groups' states by its group."""
     yield (_RESULT, result.shard), result._replace(calls=())
-    for logged in result.calls:
-        for key, piece in keyed_pieces(logged):
-            yield (_GROUP, *key), piece
+    for key, state in result.calls:
+        yield (_GROUP, *key), state
 
 
 class KeepResultsAssembleGroups(beam.CombineFn):
-    """A shard result's key holds that result; a group's, its ``GroupState``."""
+    """A shard result's key holds that result; a group's, its ``GroupState`` (the shards' merged)."""
 
     def create_accumulator(self) -> list:
         return [[], GroupState()]
@@ -47,7 +46,7 @@ class KeepResultsAssembleGroups(beam.CombineFn):
         if isinstance(value, ShardResult):
             accumulator[0].append(value)
         else:
-            accumulator[1].add(*value)
+            accumulator[1].merge(value)  # a shard's state of the group
         return accumulator
 
     def merge_accumulators(self, accumulators: Iterable[list]) -> list:

@@ -36,6 +36,8 @@ from pipeline.io.read_shard import iter_batches
 from pipeline.io.shard import Shard
 from pipeline.io.written_files import WrittenFile, temp_name
 from transforms import summary as summaries
+from transforms.call_assembly import keyed_pieces
+from transforms.calllogs.assemble import GroupState
 from transforms.conversations import CALLS, RecordStep
 from transforms.inputs import DEFAULT_BATCH_BYTES, DEFAULT_BATCH_SIZE, DEFAULT_MAX_RECORD_BYTES, Batch
 from transforms.record_settings import Settings
@@ -74,7 +76,8 @@ class ShardResult(NamedTuple):
     files: dict[str, WrittenFile]
     #: The step's view's partial summary (``summaries.merge`` adds them up).
     partial: dict
-    #: Its call-log records, each as its pieces (``CallLogged``), for the assembly.
+    #: Its call-log records' pieces, for the assembly: ``((format, group), GroupState)`` pairs,
+    #: each group's pieces folded in as they came (its longest histories, not every call's).
     calls: Sequence[Any] = ()
 
 
@@ -136,7 +139,7 @@ def process_batches(
     # live on (records.normalize_batch). The reader hint lives for the shard (one file's records).
     lines_only = FILE_FORMATS[work.file_format(step.main_output)].takes_lines
     hint = ReaderHint()
-    calls: list[Any] = []
+    groups: dict[Any, GroupState] = {}
     try:
         for batch in batches:
             result = normalize_batch(
@@ -144,8 +147,10 @@ def process_batches(
             )
             total = summaries.merge(total, step.partial(len(batch.items) if read else 0, result))
             for name, items, lines in step.routed(result, lines_only):
-                if name == CALLS:
-                    calls.extend(items)  # not an output: the assembly's input
+                if name == CALLS:  # not an output: the assembly's input
+                    for logged in items:
+                        for key, (source, position, piece) in keyed_pieces(logged):
+                            groups.setdefault(key, GroupState()).add(source, position, piece)
                 else:
                     writer(name).write(items, lines)
             if observe is not None:
@@ -160,7 +165,7 @@ def process_batches(
     written = {
         name: WrittenFile(number, start, paths[name], *measures[name]) for name in step.output_names if name in measures
     }
-    return ShardResult(number, written, total or step.view.partial(), calls)
+    return ShardResult(number, written, total or step.view.partial(), list(groups.items()))
 
 
 def _abandon(writers: dict, paths: dict[str, str]) -> None:

@@ -193,11 +193,14 @@ class Assembled(NamedTuple):
 
 
 class NoCalls(NamedTuple):
-    """A group with tool results and no LLM call: nothing to assemble (a dead letter)."""
+    """A group with tool results and no LLM call: nothing to assemble (a dead letter at each
+    of its records)."""
 
     source: str
     position: int
     detail: str
+    #: Every record its tool results were read from, ``(source, position)``, the first first.
+    places: tuple[tuple[str, int], ...] = ()
 
 
 def _latest(origin: Origin) -> tuple[int, str, str, int]:
@@ -265,11 +268,13 @@ def assemble(
 ) -> list[Assembled] | NoCalls:
     """The conversations of one group, the conversation first, then its branches."""
     if not state.calls:
-        first = min(state.tool_results, key=lambda item: _latest(item[0]))[0]
+        origins = sorted((origin for origin, _ in state.tool_results), key=_latest)
+        places = tuple(dict.fromkeys((o.source, o.position) for o in origins))
         return NoCalls(
-            first.source,
-            first.position,
+            origins[0].source,
+            origins[0].position,
             f"{fmt} group {group!r}: {len(state.tool_results)} tool result(s) and no LLM call to assemble",
+            places,
         )
     sequences, members = _ordered_sequences(state)
     results = _tool_results_by_call(state.tool_results)
@@ -330,6 +335,8 @@ def fill_tool_results(
     the results used. A new list; the messages themselves are shared, not copied."""
     if not results:
         return messages, []
+    # Only string ids answer a call (a reader hands on whatever id a payload held: a list is
+    # no key, and one must not crash the group's assembly).
     answered = {
         m["tool_call_id"]
         for m in messages
@@ -344,7 +351,8 @@ def fill_tool_results(
             pending = []
         out.append(message)
         if isinstance(message, dict) and message.get("role") == "assistant":
-            for call in message.get("tool_calls") or ():
+            calls = message.get("tool_calls")
+            for call in calls if isinstance(calls, list) else ():
                 call_id = call.get("tool_call_id") if isinstance(call, dict) else None
                 if isinstance(call_id, str) and call_id not in answered and call_id in results:
                     origin, piece = results[call_id]
