@@ -28,12 +28,8 @@ from transforms.record_settings import Settings, TokenSettings
 from transforms.record_steps import DEAD_LETTER_REASONS, DeadLetterReason
 from transforms.records import refusal_reason
 from transforms.tokens import tally_example, token_figures
-from transforms.training import TRAINING_COUNTS
+from transforms.training_summary import DUPLICATE, tally_training, training_rows, training_sections
 from transforms.validate import VIOLATION_KINDS
-
-#: The dead-letter reason of a conversation ``--dedupe`` collapsed into another (listed only
-#: when it occurs: pipeline.graph.dataset_steps).
-DUPLICATE = "duplicate"
 
 #: Buckets of the drops-per-conversation histogram: (label, lowest count, highest count).
 HISTOGRAM_BUCKETS = (
@@ -266,17 +262,7 @@ def partial(
         partial_conversations += m.get("partial_conversation", False) is True
         if "tokens" in m:
             tally_example(tokens, m)
-        for name, n in m.get("training", {}).items():
-            _add(training, name, n)
-        for kind, n in m.get("redacted", {}).items():  # --redact
-            _add(redacted, kind, n)
-        if "template_tokens" in m:  # --chat-template with a tokenizer
-            _add(training, "template_tokens", m["template_tokens"])
-        if "example" in m:  # --examples each: one of a conversation's examples
-            _add(training, "examples_beyond_first" if m["example"]["k"] > 1 else "conversations_with_examples", 1)
-        if "duplicates" in m:  # --dedupe: a conversation kept for others collapsed into it
-            _add(training, "kept_with_duplicates", 1)
-            _add(training, "duplicates_collapsed", len(m["duplicates"]))
+        tally_training(training, redacted, m)  # the training-set options' counts
     histogram: dict[str, int] = {}
     for n_dropped in sorted(conversations_by_drops):
         _add(histogram, _bucket(n_dropped), conversations_by_drops[n_dropped])
@@ -388,41 +374,7 @@ def finalize(
             doc[name] = _sorted_counts(s[name])
     if tokens is not None:
         doc["tokens"] = token_figures(s.get("tokens", {}), tokens)
-    if training or s.get("training"):
-        # transforms.training: every count listed, in its order, when the run shapes a training set.
-        doc["training"] = _ordered(s.get("training", {}), TRAINING_COUNTS)
-    if examples != "whole":
-        counts = s.get("training", {})
-        doc["examples"] = {
-            "mode": examples,
-            "written": s["records_out"],  # the examples kept (--dedupe may collapse some)
-            "beyond_first": counts.get("examples_beyond_first", 0),
-            "skipped_weight_0": counts.get("examples_skipped_weight_0", 0),
-        }
-        for name in ("examples_written", "examples_beyond_first", "examples_skipped_weight_0"):
-            doc.get("training", {}).pop(name, None)
-        doc.get("training", {}).pop("conversations_with_examples", None)
-    if redact:
-        doc["redacted"] = {kind: s.get("redacted", {})[kind] for kind in sorted(s.get("redacted", {}))}
-    if chat_template is not None:
-        counts = s.get("training", {})
-        doc["chat_template"] = {
-            "template": chat_template.path,
-            "examples_rendered": counts.get("examples_rendered", 0),
-            # Counted with the folder's tokenizer.json; null without one.
-            "tokens": counts.get("template_tokens", 0) if chat_template.tokenizer else None,
-        }
-        for name in ("examples_rendered", "template_tokens"):
-            doc.get("training", {}).pop(name, None)
-    if dedupe != "none":
-        counts = s.get("training", {})
-        doc["dedupe"] = {
-            "mode": dedupe,
-            "kept_with_duplicates": counts.get("kept_with_duplicates", 0),
-            "duplicates_collapsed": counts.get("duplicates_collapsed", 0),
-        }
-        for name in doc["dedupe"]:
-            doc.get("training", {}).pop(name, None)
+    doc.update(training_sections(s, training, dedupe, examples, chat_template, redact))
     doc["accounted"] = accounted(doc, "records_out")
     return doc
 
@@ -455,7 +407,7 @@ def format_table(doc: dict[str, Any]) -> str:
         *_ledger_rows(doc),
         *_opt_in_rows(doc),
         *_report_rows(doc),
-        *_training_rows(doc),
+        *training_rows(doc),
         *_token_rows(doc.get("tokens")),
     ]
     histogram = "  ".join(f"{label}:{n:,}" for label, n in doc["drops_histogram"].items())
@@ -517,27 +469,6 @@ def _opt_in_rows(doc: dict[str, Any]) -> list[tuple[str, Any]]:
     rows = [(f"repair {kind}", n) for kind, n in doc.get("repairs", {}).items()]
     if "violations" in doc:
         rows += _violation_rows(doc, "conversations with violations")
-    return rows
-
-
-def _training_rows(doc: dict[str, Any]) -> list[tuple[str, Any]]:
-    rows = [(f"training {name}", n) for name, n in doc.get("training", {}).items() if n]
-    if "dedupe" in doc:
-        d = doc["dedupe"]
-        rows.append((f"dedupe ({d['mode']}): duplicates collapsed", d["duplicates_collapsed"]))
-        rows.append(("  into conversations kept", d["kept_with_duplicates"]))
-    rows += [(f"redacted {kind}", n) for kind, n in doc.get("redacted", {}).items()]
-    if "chat_template" in doc:
-        c = doc["chat_template"]
-        rows.append(("examples rendered (--chat-template)", c["examples_rendered"]))
-        if c["tokens"] is not None:
-            rows.append(("  tokens, its tokenizer", c["tokens"]))
-    if "examples" in doc:
-        e = doc["examples"]
-        rows.append((f"examples ({e['mode']}) written", e["written"]))
-        if e["skipped_weight_0"]:
-            rows.append(("  skipped (weight 0)", e["skipped_weight_0"]))
-    rows += [(f"split {name}", n) for name, n in doc.get("splits", {}).items()]
     return rows
 
 

@@ -35,7 +35,7 @@ from transforms.dataset_keys import CONTENT_KEYS, TRAIN
 from transforms.inputs import Batch
 from transforms.jsontext import dumps_line, parse_json
 from transforms.record_settings import Settings
-from transforms.summary import DUPLICATE
+from transforms.training_summary import DUPLICATE
 
 #: What one shard's regrouped elements are tagged with.
 _RECORDS, _DROPS, _LETTERS, _KEPT, _COLLAPSED = "records", "drops", "letters", "kept", "collapsed"
