@@ -74,7 +74,7 @@ def test_the_dataset_steps_need_the_default_graph_and_a_batch_run():
     assert "a batch run only" in dataset_step_problems(ours, None, True)[0]
     assert dataset_step_problems(SimpleNamespace(dedupe="exact", split="eval=0.1", graph="auto"), None, False) == []
     dask = dataset_step_problems(SimpleNamespace(dedupe="none", split="eval=0.1", graph="auto"), "DaskRunner", False)
-    assert "--split need the default graph" in dask[0]
+    assert "--split needs the default graph" in dask[0]
 
 
 def conversation(order: int, cid: str, messages: list, dedupe: str = "prefix", shard: int = 0) -> Conversation:

@@ -87,3 +87,13 @@ def test_the_job_redacts_counts_and_the_summary_lists_it():
 def test_bad_redact_values_are_refused(text, problem):
     assert any(problem in p for p in parse_kinds(text)[2])
     assert parse_kinds("secrets,emails,phones:us") == (("secrets", "emails", "phones"), "US", [])
+
+
+def test_explain_names_what_was_redacted():
+    from pipeline.finished.explain import Located, explanation_text
+    from transforms.before_after import explain
+
+    messages = [{"role": "user", "content": "a@b.io"}, {"role": "assistant", "content": "ok"}]
+    metrics = {"id": "r", "source": "s", "position": 0, "redacted": {"email": 1}, "training": {"trailing_trimmed": 1}}
+    text = explanation_text(Located(metrics, explain(messages, "spec"), Settings(), 1, ""), 120)
+    assert "redacted (--redact): email 1" in text and "training: trailing_trimmed 1" in text

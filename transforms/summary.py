@@ -30,12 +30,8 @@ from transforms.summary_table import changed_inputs as changed_inputs  # (also w
 from transforms.summary_table import format_table as format_table
 from transforms.summary_table import format_validation_table, refusals
 from transforms.tokens import tally_example, token_figures
-from transforms.training import TRAINING_COUNTS
+from transforms.training_summary import DUPLICATE, tally_training, training_sections
 from transforms.validate import VIOLATION_KINDS
-
-#: The dead-letter reason of a conversation ``--dedupe`` collapsed into another (listed only
-#: when it occurs: pipeline.graph.dataset_steps).
-DUPLICATE = "duplicate"
 
 #: Buckets of the drops-per-conversation histogram: (label, lowest count, highest count).
 HISTOGRAM_BUCKETS = (
@@ -253,17 +249,7 @@ def partial(
         partial_conversations += m.get("partial_conversation", False) is True
         if "tokens" in m:
             tally_example(tokens, m)
-        for name, n in m.get("training", {}).items():
-            _add(training, name, n)
-        for kind, n in m.get("redacted", {}).items():  # --redact
-            _add(redacted, kind, n)
-        if "template_tokens" in m:  # --chat-template with a tokenizer
-            _add(training, "template_tokens", m["template_tokens"])
-        if "example" in m:  # --examples each: one of a conversation's examples
-            _add(training, "examples_beyond_first" if m["example"]["k"] > 1 else "conversations_with_examples", 1)
-        if "duplicates" in m:  # --dedupe: a conversation kept for others collapsed into it
-            _add(training, "kept_with_duplicates", 1)
-            _add(training, "duplicates_collapsed", len(m["duplicates"]))
+        tally_training(training, redacted, m)  # the training-set options' counts
     histogram: dict[str, int] = {}
     for n_dropped in sorted(conversations_by_drops):
         _add(histogram, _bucket(n_dropped), conversations_by_drops[n_dropped])
@@ -376,41 +362,7 @@ def finalize(
             doc[name] = _sorted_counts(s[name])
     if tokens is not None:
         doc["tokens"] = token_figures(s.get("tokens", {}), tokens)
-    if training or s.get("training"):
-        # transforms.training: every count listed, in its order, when the run shapes a training set.
-        doc["training"] = _ordered(s.get("training", {}), TRAINING_COUNTS)
-    if examples != "whole":
-        counts = s.get("training", {})
-        doc["examples"] = {
-            "mode": examples,
-            "written": s["records_out"],  # the examples kept (--dedupe may collapse some)
-            "beyond_first": counts.get("examples_beyond_first", 0),
-            "skipped_weight_0": counts.get("examples_skipped_weight_0", 0),
-        }
-        for name in ("examples_written", "examples_beyond_first", "examples_skipped_weight_0"):
-            doc.get("training", {}).pop(name, None)
-        doc.get("training", {}).pop("conversations_with_examples", None)
-    if redact:
-        doc["redacted"] = {kind: s.get("redacted", {})[kind] for kind in sorted(s.get("redacted", {}))}
-    if chat_template is not None:
-        counts = s.get("training", {})
-        doc["chat_template"] = {
-            "template": chat_template.path,
-            "examples_rendered": counts.get("examples_rendered", 0),
-            # Counted with the folder's tokenizer.json; null without one.
-            "tokens": counts.get("template_tokens", 0) if chat_template.tokenizer else None,
-        }
-        for name in ("examples_rendered", "template_tokens"):
-            doc.get("training", {}).pop(name, None)
-    if dedupe != "none":
-        counts = s.get("training", {})
-        doc["dedupe"] = {
-            "mode": dedupe,
-            "kept_with_duplicates": counts.get("kept_with_duplicates", 0),
-            "duplicates_collapsed": counts.get("duplicates_collapsed", 0),
-        }
-        for name in doc["dedupe"]:
-            doc.get("training", {}).pop(name, None)
+    doc.update(training_sections(s, training, dedupe, examples, chat_template, redact))
     doc["accounted"] = accounted(doc, "records_out")
     return doc
 

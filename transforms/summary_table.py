@@ -10,6 +10,7 @@ from typing import Any
 from transforms.console_text import console_text
 from transforms.normalize import split_drops
 from transforms.record_steps import DeadLetterReason
+from transforms.training_summary import training_rows
 
 UNWRITABLE = DeadLetterReason.UNWRITABLE.value
 INPUT_CHANGED = DeadLetterReason.INPUT_CHANGED.value
@@ -66,7 +67,7 @@ def format_table(doc: dict[str, Any]) -> str:
         *_ledger_rows(doc),
         *_opt_in_rows(doc),
         *_report_rows(doc),
-        *_training_rows(doc),
+        *training_rows(doc),
         *_token_rows(doc.get("tokens")),
     ]
     histogram = "  ".join(f"{label}:{n:,}" for label, n in doc["drops_histogram"].items())
@@ -143,27 +144,6 @@ def _opt_in_rows(doc: dict[str, Any]) -> list[tuple[str, Any]]:
     rows = [(f"repair {kind}", n) for kind, n in doc.get("repairs", {}).items()]
     if "violations" in doc:
         rows += _violation_rows(doc, "conversations with violations")
-    return rows
-
-
-def _training_rows(doc: dict[str, Any]) -> list[tuple[str, Any]]:
-    rows = [(f"training {name}", n) for name, n in doc.get("training", {}).items() if n]
-    if "dedupe" in doc:
-        d = doc["dedupe"]
-        rows.append((f"dedupe ({d['mode']}): duplicates collapsed", d["duplicates_collapsed"]))
-        rows.append(("  into conversations kept", d["kept_with_duplicates"]))
-    rows += [(f"redacted {kind}", n) for kind, n in doc.get("redacted", {}).items()]
-    if "chat_template" in doc:
-        c = doc["chat_template"]
-        rows.append(("examples rendered (--chat-template)", c["examples_rendered"]))
-        if c["tokens"] is not None:
-            rows.append(("  tokens, its tokenizer", c["tokens"]))
-    if "examples" in doc:
-        e = doc["examples"]
-        rows.append((f"examples ({e['mode']}) written", e["written"]))
-        if e["skipped_weight_0"]:
-            rows.append(("  skipped (weight 0)", e["skipped_weight_0"]))
-    rows += [(f"split {name}", n) for name, n in doc.get("splits", {}).items()]
     return rows
 
 

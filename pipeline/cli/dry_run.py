@@ -135,7 +135,9 @@ def output_lines(job: Job, spec: OutputSpec) -> list[str]:
     lines = []
     for name, extension in spec.shard_outputs.items():
         last = f" … part-{shards - 1:05d}{extension}" if shards > 1 else ""
-        lines.append(f"  {output}/{name}/part-00000{extension}{last}  {what.get(name, '')}")
+        # Another output of the run's is a --split's records (pipeline.graph.dataset_steps).
+        about = what.get(name, f"the {name} split's records (--split)")
+        lines.append(f"  {output}/{name}/part-00000{extension}{last}  {about}")
     extras = [spec.summary_file, MANIFEST_FILE, SUCCESS_FILE]
     if spec.command == "run" and job.options.view_as(ConvNormOptions).report:
         extras.append(REPORT_FILE)

@@ -264,8 +264,8 @@ def dataset_step_problems(ours, runner: str | None, streaming: bool) -> list[str
         problems.append(f"{given} shape a whole dataset: a batch run only (not --streaming)")
     elif graph_for(getattr(ours, "graph", "auto"), runner) == PER_SHARD:
         problems.append(
-            f"{given} need the default graph (tagged outputs: a shuffle after the normalizing step); "
-            "the per-shard graph (--graph per-shard, DaskRunner's) has none"
+            f"{given} {'need' if len(steps) > 1 else 'needs'} the default graph (tagged outputs: a shuffle after "
+            "the normalizing step); the per-shard graph (--graph per-shard, DaskRunner's) has none"
         )
     return problems
 

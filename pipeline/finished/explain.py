@@ -379,6 +379,9 @@ def explanation_text(located: Located, width: int | None = None) -> str:
     if metrics.get("duplicates"):
         # --dedupe: the conversations collapsed into this one (each a duplicate dead letter).
         head.append("--dedupe: kept under this id; collapsed into it: " + ", ".join(map(str, metrics["duplicates"])))
+    if metrics.get("redacted"):
+        # --redact: what the written record holds in place of the text shown below.
+        head.append("redacted (--redact): " + ", ".join(f"{kind} {n}" for kind, n in metrics["redacted"].items()))
     if metrics.get("training"):
         # What shaping the training set did after the core (transforms.training): not in the rows.
         head.append("training: " + ", ".join(f"{name} {n}" for name, n in metrics["training"].items()))

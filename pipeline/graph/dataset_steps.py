@@ -35,7 +35,7 @@ from transforms.dataset_keys import CONTENT_KEYS, TRAIN
 from transforms.inputs import Batch
 from transforms.jsontext import dumps_line, parse_json
 from transforms.record_settings import Settings
-from transforms.summary import DUPLICATE
+from transforms.training_summary import DUPLICATE
 
 #: What one shard's regrouped elements are tagged with.
 _RECORDS, _DROPS, _LETTERS, _KEPT, _COLLAPSED = "records", "drops", "letters", "kept", "collapsed"
@@ -77,9 +77,12 @@ def _conversations(element: tuple[int, Any]):
     for key in sorted(drops):
         metrics = drops[key].items
         batch = records.get(key)
-        items = batch.items if batch is not None else [None] * len(metrics)
-        lines = batch.lines if batch is not None and batch.lines is not None else [None] * len(metrics)
-        for index, (m, item, line) in enumerate(zip(metrics, items, lines)):
+        if batch is None:
+            # Not reached: the step routes a batch's records and metrics together. Were it, the
+            # run's recount would find them missing (not accounted, no _SUCCESS): never nulls.
+            continue
+        lines = batch.lines if batch.lines is not None else [None] * len(metrics)
+        for index, (m, item, line) in enumerate(zip(metrics, batch.items, lines)):
             yield Conversation(shard, key[0], index, m, item, line)
 
 
