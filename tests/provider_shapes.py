@@ -32,7 +32,9 @@ _OPENAI_KEYS = {
     "system": {"role", "content", "name"},
     "developer": {"role", "content", "name"},
     "user": {"role", "content", "name"},
-    "assistant": {"role", "content", "name", "tool_calls", "refusal", "weight"},
+    # reasoning_content / reasoning_details / reasoning: OpenAI-compatible providers' (DeepSeek, OpenRouter).
+    "assistant": {"role", "content", "name", "tool_calls", "refusal", "weight"}
+    | {"reasoning_content", "reasoning_details", "reasoning"},
     "tool": {"role", "content", "tool_call_id"},
 }
 _ANTHROPIC_ID = re.compile(r"^[A-Za-z0-9_-]+$")
@@ -447,6 +449,13 @@ def openai_responses_errors(body: Any) -> list[str]:
             elif call_id in answered:
                 errors.append(f"{where}: second output for {call_id!r}")
             answered.add(call_id)
+        elif kind == "reasoning":
+            # Replayed as it came (id, summary, encrypted_content): right before the item it preceded.
+            if not isinstance(item.get("id"), str) or not isinstance(item.get("summary"), list):
+                errors.append(f"{where}: a reasoning item without id and summary")
+            following = items[n + 1] if n + 1 < len(items) else None
+            if not isinstance(following, dict) or following.get("type") == "function_call_output":
+                errors.append(f"{where}: a reasoning item without its following item")
         else:
             errors.append(f"{where}: item type {kind!r}")
     missing = set(calls) - answered

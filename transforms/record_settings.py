@@ -64,6 +64,9 @@ class Settings:
     raw_limit: int = DEFAULT_RAW_LIMIT
     #: Count tokens per example (``--tokens``); ``None``: no counting, no work per record.
     tokens: TokenSettings | None = None
+    #: ``--reasoning``: ``keep`` or ``drop`` a provider's carried reasoning
+    #: (``transforms.formats.reasoning``); ``None``: the sink's default (``Writer.reasoning_default``).
+    reasoning: str | None = None
 
 
 def field_name(field: str) -> str:
@@ -94,6 +97,8 @@ def problems(settings: Settings, named: Callable[[str], str] = field_name) -> li
         found.append(f"{named('max_tokens')} must be at least 1")
     if settings.raw_limit < 0:
         found.append(f"{named('raw_limit')} must be 0 or more")
+    if settings.reasoning is not None and settings.reasoning not in ("keep", "drop"):
+        found.append(f"{named('reasoning')} must be keep or drop, not {settings.reasoning!r}")
     return found + _role_problems(settings, named)
 
 

@@ -24,11 +24,12 @@ from transforms.formats import (
     plain_chat_messages,
     plain_chat_read,
 )
+from transforms.formats import reasoning as carried_reasoning
 from transforms.inputs import Parsed, RawRecord
 from transforms.jsontext import dumps_line
 from transforms.ledger import coercion_discards
 from transforms.ledger import report as ledger_report
-from transforms.normalize import normalize_read
+from transforms.normalize import Trace, normalize_read
 from transforms.output_records import DropMetrics
 from transforms.profiles import ProfileResult, normalize_with_profile
 from transforms.record_settings import Settings, TokenSettings
@@ -60,9 +61,12 @@ class BatchResult(NamedTuple):
 
 
 #: A record read and normalized: the conversation; what the core normalized (its messages
-#: after the role options); the profile's result; the messages ``--drop-role`` dropped and
-#: ``--map-role`` renamed. A plain tuple, unpacked at once: a NamedTuple costs a call to build.
-_Normalized = tuple[Conversation, list[Any], ProfileResult, int, int]
+#: after the role options, reasoning lifted off); the profile's result; the messages
+#: ``--drop-role`` dropped and ``--map-role`` renamed; the reasoning lifted off (by input
+#: index) with the core's origins of its output messages, or ``None``. A plain tuple,
+#: unpacked at once: a NamedTuple costs a call to build.
+_Carried = tuple[dict[int, dict[str, Any]], list[int | None]]
+_Normalized = tuple[Conversation, list[Any], ProfileResult, int, int, _Carried | None]
 
 
 def _read_and_normalize(record: Any, settings: Settings, hint: ReaderHint | None) -> _Normalized:
@@ -89,20 +93,27 @@ def _read_and_normalize(record: Any, settings: Settings, hint: ReaderHint | None
         plain = plain_chat_read(reading)
         if plain is not None:
             hint.reader = READERS[plain.reader]
-            return Conversation(messages, record, keys_kept=True), messages, result, 0, 0
+            return Conversation(messages, record, keys_kept=True), messages, result, 0, 0, None
     conversation = read_conversation(record, settings, hint, for_core=True)
-    if messages is not None and conversation.messages is messages:
-        return conversation, messages, result, 0, 0
+    if messages is not None and conversation.messages is messages and not carried_reasoning.lift(messages)[1]:
+        return conversation, messages, result, 0, 0, None
     # --drop-role / --map-role, before MEM-5 (which repairs the pairing a dropped message leaves).
     messages, role_drops, role_maps = apply_role_options(conversation.messages, settings.drop_roles, settings.map_roles)
-    return conversation, messages, normalize_with_profile(messages, settings.profile), role_drops, role_maps
+    # A provider's reasoning goes around the core (rule 1 would discard it), and comes back on
+    # the message the core made from its own by the core's mapping (transforms.formats.reasoning).
+    messages, reasoning = carried_reasoning.lift(messages)
+    if reasoning:
+        trace = Trace()
+        result = normalize_with_profile(messages, settings.profile, trace)
+        return conversation, messages, result, role_drops, role_maps, (reasoning, trace.origins)
+    return conversation, messages, normalize_with_profile(messages, settings.profile), role_drops, role_maps, None
 
 
 def _process(
     raw: RawRecord, settings: Settings, hint: ReaderHint | None = None
 ) -> tuple[dict[str, Any], DropMetrics, bytes]:
     record = parse_payload(raw)
-    conversation, messages, result, role_drops, role_maps = _read_and_normalize(record, settings, hint)
+    conversation, messages, result, role_drops, role_maps, reasoning = _read_and_normalize(record, settings, hint)
     rid = record_id(record, settings)
 
     normalized = dict(conversation.fields)
@@ -132,6 +143,13 @@ def _process(
         if conversation.keys_kept and messages is conversation.messages
         else coercion_discards(messages, conversation.discarded)
     )
+    if reasoning is not None:
+        # Back on its message where the sink takes it; else in the ledger, under its own names.
+        ledger = {} if discarded is None else discarded
+        normalized[settings.messages_field] = carried_reasoning.attach(
+            result.messages, reasoning[1], reasoning[0], _reasoning_kept(settings), ledger
+        )
+        discarded = ledger
     if discarded:
         metrics["discarded"] = ledger_report(discarded)
     if result.repairs or role_maps:
@@ -173,6 +191,16 @@ def _process(
     if tokens is not None:  # opt-in: without --tokens, this test is all the per-record cost
         _count_tokens(output, result.messages, settings, tokens, metrics)
     return output, metrics, line
+
+
+def _reasoning_kept(settings: Settings) -> Callable[[str], bool]:
+    """Whether the sink writes back a provider's reasoning: ``--reasoning keep`` (the default of
+    every sink but ``flat``) and a writer that takes that provider's (``Writer.reasoning``)."""
+    writer = WRITERS[settings.sink]
+    if (settings.reasoning or writer.reasoning_default) != carried_reasoning.KEEP:
+        return lambda provider: False
+    takes = writer.reasoning
+    return lambda provider: provider in takes or "*" in takes
 
 
 def _count_tokens(

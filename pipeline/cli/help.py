@@ -37,6 +37,7 @@ RUN_ONLY_FLAGS = frozenset(
         "check",
         "drop_role",
         "map_role",
+        "reasoning",
         "report",
         "max_dead_letters",
         "warn_dead_letters",

@@ -233,6 +233,7 @@ def record_settings(ours, tokens: TokenSettings | None = None) -> Settings:
         # A value that is not FROM=TO keeps its text as the target, for the error to name.
         map_roles=tuple(parse_map_role(value) or ("", value) for value in ours.map_role or ()),
         tokens=tokens,
+        reasoning=getattr(ours, "reasoning", None),
     )
 
 

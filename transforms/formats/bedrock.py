@@ -37,6 +37,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from transforms.formats import reasoning
 from transforms.formats._common import (
     ERROR_PREFIX,
     JOIN,
@@ -197,11 +198,15 @@ def _read_message(message: Any, servers: dict[str, Any], out: list[Any], discard
         out.append(message)  # the core reads (or drops) it as it is
         return
     texts, calls, results = [], [], []
+    thinking: list[Any] = []  # an assistant's reasoningContent blocks, carried as they were
+    assistant = message.get("role") == "assistant"
     for block in message["content"]:
         key, value = _member(block, _MEMBERS)
         rendered = _rendered_server_block(key, value, servers)
         if rendered is not None:
             texts.append(rendered)
+        elif key == "reasoningContent" and assistant:
+            thinking.append(block)
         elif key == "toolUse":
             call = {"tool_call_id": value.get("toolUseId"), "name": value.get("name")}
             if value.get("input") is not None:
@@ -227,6 +232,8 @@ def _read_message(message: Any, servers: dict[str, Any], out: list[Any], discard
     flat["content"] = JOIN.join(t for t in texts if t)
     if calls:
         flat["tool_calls"] = calls
+    if thinking:
+        flat[reasoning.FIELD] = reasoning.carried(reasoning.BEDROCK, blocks=thinking)
     if calls or flat["content"].strip() or not results:
         out.append(flat)
     else:
@@ -413,7 +420,9 @@ def _converse_messages(messages: list[Any], originals: Originals) -> list[Any]:
             blocks, turn_role = _text_blocks(message["content"], originals), "user"
         elif role == "assistant":
             calls = [_tool_use(c, ids) for c in message.get("tool_calls") or ()]
-            blocks, turn_role = _text_blocks(message["content"], originals) + calls, "assistant"
+            carried = reasoning.of(message, reasoning.BEDROCK)
+            thinking = list(carried["blocks"]) if carried is not None else []  # first, as they were
+            blocks, turn_role = thinking + _text_blocks(message["content"], originals) + calls, "assistant"
         elif role == "tool":
             blocks, turn_role = [_tool_result(message, ids)], "user"
         else:
@@ -513,6 +522,7 @@ BEDROCK_WRITER = register_writer(
         write_bedrock,
         description="AWS Bedrock Converse request body",
         uses=("model",),  # modelId: --model, else the record's own
+        reasoning=(reasoning.BEDROCK,),
         schema={
             "modelId": STRING,
             "system": [JSON],

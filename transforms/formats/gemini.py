@@ -50,6 +50,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from transforms.formats import reasoning
 from transforms.formats._common import (
     ERROR_PREFIX,
     JOIN,
@@ -81,6 +82,7 @@ from transforms.formats.base import (
     Reader,
     WriteContext,
     Writer,
+    count_written,
     register_reader,
     register_writer,
 )
@@ -109,6 +111,7 @@ _SERVER_PARTS = {
     "tool_response": (SERVER_RESULT, None),
 }
 _TOOL_TYPE = ("toolType", "tool_type")
+_SIGNATURE = ("thoughtSignature", "thought_signature")
 #: Keys that make a part a Gemini part (content signals for detection).
 _PART_KEYS = frozenset(("text",) + _CALL + _RESPONSE + _MEDIA + tuple(_SERVER_PARTS))
 #: Part keys that are metadata, not content.
@@ -246,23 +249,45 @@ def _read_content(
     several = sum(1 for p in parts if isinstance(p, dict) and isinstance(_get(p, _CALL), dict)) > 1
     calls: list[Any]
     texts, calls, results = [], [], []
+    model = role == "assistant"
+    thoughts: list[Any] = []  # the model's thought parts, carried as they were
+    call_signatures: dict[str, Any] = {}
+    text_signature = None
     for part in parts:
         if not isinstance(part, dict):
             texts.append(content_text(part))
             continue
         call = _get(part, _CALL)
         response = _get(part, _RESPONSE)
+        signature = _get(part, _SIGNATURE) if model else None
         if isinstance(call, dict):
             calls.append(_flat_call(call, ids, index, len(calls) if several else None))
+            if signature is not None:
+                call_signatures[calls[-1]["tool_call_id"]] = signature
         elif isinstance(response, dict):
             results.append(_result(response, pending))
+        elif model and part.get("thought") is True:
+            thoughts.append(part)
         else:
             part_text = _part_text(part, discarded)
             if part_text:
                 texts.append(part_text)
+            if signature is not None and server_part(part) is None:
+                if text_signature is not None and discarded is not None:
+                    note(discarded, "thoughtSignature", text_signature)  # the last one is the one returned
+                text_signature = signature
     message = {"role": role, "content": JOIN.join(texts)}
     if calls:
         message["tool_calls"] = calls
+    if thoughts or call_signatures or text_signature is not None:
+        kept: dict[str, Any] = {}
+        if thoughts:
+            kept["thoughts"] = thoughts
+        if call_signatures:
+            kept["call_signatures"] = call_signatures
+        if text_signature is not None:
+            kept["text_signature"] = text_signature
+        message[reasoning.FIELD] = reasoning.carried(reasoning.GEMINI, **kept)
     return message, results
 
 
@@ -465,6 +490,9 @@ def write_gemini(record: dict[str, Any], ctx: WriteContext) -> dict[str, Any]:
                 }
                 for c in message.get("tool_calls") or ()
             ]
+            carried = reasoning.of(message, reasoning.GEMINI)
+            if carried is not None:
+                text, calls = _with_signatures(carried, text, calls, ctx)
             parts, turn = text + calls, "model"
         elif role == "tool":
             parts, turn = [_function_response({**message, "_name": names[message["tool_call_id"]]})], "user"
@@ -483,11 +511,42 @@ def write_gemini(record: dict[str, Any], ctx: WriteContext) -> dict[str, Any]:
     return out
 
 
+def _with_signatures(
+    carried: dict[str, Any], text: list[Any], calls: list[Any], ctx: WriteContext
+) -> tuple[list[Any], list[Any]]:
+    """A model turn's parts with its carried reasoning back: the thought parts first, as they
+    were; each ``thoughtSignature`` on the part it came with (a call's on that call, the text's
+    on the last text part). A signature with no such part left is counted
+    (``thought_signatures_unplaced``): Gemini wants it on the exact part."""
+    thoughts = list(carried.get("thoughts") or ())
+    signatures = carried.get("call_signatures") or {}
+    placed = 0
+    out_calls = []
+    for part in calls:
+        signature = signatures.get(part["functionCall"]["id"])
+        if signature is not None:
+            part = {**part, "thoughtSignature": signature}
+            placed += 1
+        out_calls.append(part)
+    unplaced = len(signatures) - placed
+    text_signature = carried.get("text_signature")
+    if text_signature is not None:
+        last = max((k for k, p in enumerate(text) if "text" in p), default=None)
+        if last is None:
+            unplaced += 1
+        else:
+            text = [*text[:last], {**text[last], "thoughtSignature": text_signature}, *text[last + 1 :]]
+    if unplaced:
+        count_written(ctx, "thought_signatures_unplaced", unplaced)
+    return thoughts + text, out_calls
+
+
 GEMINI_WRITER = register_writer(
     Writer(
         "gemini",
         write_gemini,
         description="Google Gemini generateContent request body",
+        reasoning=(reasoning.GEMINI,),
         schema={"systemInstruction": JSON, "contents": [{"role": STRING, "parts": [JSON]}], "tools": [JSON]},
     )
 )

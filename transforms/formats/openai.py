@@ -53,6 +53,7 @@ from __future__ import annotations
 
 from typing import Any, Sequence
 
+from transforms.formats import reasoning
 from transforms.formats._common import (
     MESSAGE_KEYS,
     IdAllocator,
@@ -428,13 +429,17 @@ def _openai_call(call: dict[str, Any], custom_tools: frozenset[str]) -> dict[str
     }
 
 
-def flat_to_openai(messages: list[Any], custom_tools: frozenset[str] = frozenset()) -> list[Any]:
+def flat_to_openai(
+    messages: list[Any], custom_tools: frozenset[str] = frozenset(), with_reasoning: bool = False
+) -> list[Any]:
     """Normalized flat messages as Chat Completions messages, in the same order.
 
     A result that is not in the tool block right after its call is a ``FormatError``
     (``result_not_adjacent``, see ``check_results_adjacent``): the writer moves nothing.
     ``custom_tools`` names the record's custom (free-text) tools: calls to them are written as
-    custom calls, the flat shape having no other trace of the difference.
+    custom calls, the flat shape having no other trace of the difference. ``with_reasoning``:
+    an assistant message's carried OpenAI-compatible reasoning keys (``reasoning_content`` ...)
+    are written back beside its content, as they were.
     """
     if not messages:
         raise FormatError("empty_conversation", "no messages to write")
@@ -447,16 +452,18 @@ def flat_to_openai(messages: list[Any], custom_tools: frozenset[str] = frozenset
         elif role == "assistant":
             calls = message.get("tool_calls")
             if not calls:
-                out.append({"role": "assistant", "content": message["content"]})
-                continue
-            out.append(
-                {
+                written = {"role": "assistant", "content": message["content"]}
+            else:
+                written = {
                     "role": "assistant",
                     # A call-only turn: null, as the API itself returns it.
                     "content": message["content"] or None,
                     "tool_calls": [_openai_call(call, custom_tools) for call in calls],
                 }
-            )
+            carried = reasoning.of(message, reasoning.OPENAI_CHAT) if with_reasoning else None
+            if carried is not None:
+                written.update(carried["fields"])
+            out.append(written)
         elif role == "tool":
             out.append({"role": "tool", "tool_call_id": message["tool_call_id"], "content": message["content"]})
         else:
@@ -511,7 +518,7 @@ def write_openai_batch(record: dict[str, Any], ctx: WriteContext) -> dict[str, A
     if model is None:
         raise FormatError("missing_model", "a Batch request needs a model: pass --model")
     tools, custom_tools = _tools(record, ctx)
-    messages = flat_to_openai(normalized_messages(record, ctx.messages_field), custom_tools)
+    messages = flat_to_openai(normalized_messages(record, ctx.messages_field), custom_tools, with_reasoning=True)
     if is_batch_line(ctx.source, ctx.messages_field):
         return _rewrite_batch_line(ctx.source, messages, ctx)
     body: dict[str, Any] = {"model": model, "messages": messages}
@@ -549,6 +556,8 @@ OPENAI_BATCH_WRITER = register_writer(
         description="OpenAI Batch API input line (/v1/chat/completions)",
         uses=("model",),  # body.model: --model, else the record's own
         unique_field="custom_id",  # the Batch API refuses a file that repeats one
+        # Chat Completions-compatible providers (DeepSeek, OpenRouter) want their reasoning back.
+        reasoning=(reasoning.OPENAI_CHAT,),
         # A Batch line written back keeps every body parameter it had: the body is free-form.
         schema={"custom_id": STRING, "method": STRING, "url": STRING, "body": JSON},
     )
