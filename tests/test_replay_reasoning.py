@@ -46,6 +46,7 @@ def test_anthropic_thinking_blocks_and_config_come_back_unmodified_first():
     assert "discarded" not in metrics  # nothing left out
 
 
+@pytest.mark.slow  # the first use of an SDK imports it (about a second or more)
 def test_anthropic_body_validates_with_the_sdk_types():
     sdk_checks.needs("anthropic")
     body, _ = run("an-thinking-tools", "anthropic")
@@ -89,6 +90,7 @@ def test_gemini_thought_signatures_go_back_on_their_parts():
     assert "discarded" not in metrics
 
 
+@pytest.mark.slow  # the first use of an SDK imports it (about a second or more)
 def test_gemini_body_validates_with_the_sdk_types():
     sdk_checks.needs("google.genai")
     body, _ = run("gm-thought-signatures", "gemini")
@@ -120,6 +122,7 @@ def test_openrouter_reasoning_details_come_back_as_they_were():
     assert written["reasoning"] == source["reasoning"]
 
 
+@pytest.mark.slow  # the first use of an SDK imports it (about a second or more)
 def test_openai_chat_bodies_validate_with_the_sdk_types():
     sdk_checks.needs("openai")
     for record_id in ("ds-reasoning-content", "or-reasoning-details"):
@@ -143,6 +146,7 @@ def test_responses_reasoning_item_goes_back_right_before_its_call():
     assert "discarded" not in metrics
 
 
+@pytest.mark.slow  # the first use of an SDK imports it (about a second or more)
 def test_responses_body_validates_with_the_sdk_types():
     sdk_checks.needs("openai")
     body, _ = run("rs-encrypted-reasoning", "openai-responses")
@@ -158,6 +162,7 @@ def test_bedrock_reasoning_content_comes_back_first():
     assert "discarded" not in metrics
 
 
+@pytest.mark.slow  # the first use of an SDK imports it (about a second or more)
 def test_bedrock_body_validates_with_botocore():
     sdk_checks.needs("botocore")
     body, _ = run("br-reasoning-content", "bedrock-converse")

@@ -52,12 +52,14 @@ from transforms.formats._common import (
     SYSTEM_ROLES,
     add_turn,
     check_results_adjacent,
+    check_user_first,
     foreign_entry,
     joined_system,
     message_list,
     normalized_messages,
     record_fields,
     record_model,
+    trim_final_text,
     unsupported_role,
 )
 from transforms.formats._rendered import (
@@ -416,8 +418,10 @@ def flat_to_anthropic(messages: list[Any], originals: Originals | None = None) -
 def write_anthropic(record: dict[str, Any], ctx: WriteContext) -> dict[str, Any]:
     originals = _renderings(ctx.source, ctx.messages_field)
     system, turns = flat_to_anthropic(normalized_messages(record, ctx.messages_field), originals)
+    trim_final_text(turns, "content", ctx, lambda block: block.get("type") == "text", "text")
     if not turns:
         raise FormatError("empty_conversation", "no user or assistant content to write")
+    check_user_first(turns, "Anthropic")
     out: dict[str, Any] = {}
     model = record_model(record, ctx.model)
     if model is not None:

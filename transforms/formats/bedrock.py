@@ -45,11 +45,13 @@ from transforms.formats._common import (
     add_turn,
     bare_list_conversation,
     check_results_adjacent,
+    check_user_first,
     foreign_entry,
     joined_system,
     message_list,
     normalized_messages,
     record_model,
+    trim_final_text,
     unsupported_role,
 )
 from transforms.formats._rendered import (
@@ -495,9 +497,8 @@ def write_bedrock(record: dict[str, Any], ctx: WriteContext) -> dict[str, Any]:
     turns = _converse_messages(messages, originals)
     if not turns:
         raise FormatError("empty_conversation", "no user or assistant content to write")
-    if turns[0]["role"] != "user":
-        # Converse: "A conversation must start with a user message."
-        raise FormatError("leading_assistant", "a Converse conversation must start with a user message")
+    check_user_first(turns, "Bedrock Converse")  # "A conversation must start with a user message."
+    trim_final_text(turns, "content", ctx, lambda block: "text" in block, "text")  # Claude's prefill rule
     out: dict[str, Any] = {}
     model = record_model(record, ctx.model) or (
         record.get("modelId") if isinstance(record.get("modelId"), str) else None

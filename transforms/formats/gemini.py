@@ -59,6 +59,7 @@ from transforms.formats._common import (
     add_turn,
     bare_list_conversation,
     check_results_adjacent,
+    check_user_first,
     joined_system,
     normalized_messages,
     record_fields,
@@ -86,6 +87,7 @@ from transforms.formats.base import (
     register_reader,
     register_writer,
 )
+from transforms.formats.gemini_schema import gemini_parameters
 from transforms.formats.schema import JSON, STRING
 from transforms.ledger import note, note_unread_keys
 from transforms.normalize import content_text
@@ -501,14 +503,55 @@ def write_gemini(record: dict[str, Any], ctx: WriteContext) -> dict[str, Any]:
         add_turn(contents, turn, parts, "parts")
     if not contents:
         raise FormatError("empty_conversation", "no user or model content to write")
+    check_user_first(contents, "Gemini")
     out: dict[str, Any] = {}
     if system:
         out["systemInstruction"] = {"parts": [{"text": system}]}
     out["contents"] = contents
     tools = tools_for(record, ctx)
     if tools:
-        out["tools"] = [{"functionDeclarations": [bare_function_schema(t, ctx, "Gemini") for t in tools]}]
+        out["tools"] = _gemini_tools(tools, ctx)
     return out
+
+
+#: Gemini's own tool kinds besides function declarations (google-genai ``types.Tool``), in both
+#: spellings: a record holding one came from Gemini, and goes back as it was.
+BUILT_IN_TOOLS = frozenset(
+    (
+        "codeExecution",
+        "code_execution",
+        "googleSearch",
+        "google_search",
+        "googleSearchRetrieval",
+        "google_search_retrieval",
+        "urlContext",
+        "url_context",
+        "googleMaps",
+        "google_maps",
+        "fileSearch",
+        "file_search",
+        "enterpriseWebSearch",
+        "enterprise_web_search",
+        "computerUse",
+        "computer_use",
+        "retrieval",
+    )
+)
+
+
+def _gemini_tools(tools: list[Any], ctx: WriteContext) -> list[Any]:
+    """``[{"functionDeclarations": [...]}]`` of the function tools (their parameters as Gemini's
+    Schema: ``gemini_schema``), then Gemini's own tools (``{"codeExecution": {}}`` ...) as they were."""
+    built_in = [t for t in tools if isinstance(t, dict) and t and t.keys() <= BUILT_IN_TOOLS]
+    declarations = []
+    for tool in tools:
+        if any(tool is t for t in built_in):
+            continue
+        declaration = bare_function_schema(tool, ctx, "Gemini")
+        if "parameters" in declaration:
+            declaration["parameters"] = gemini_parameters(declaration["parameters"], declaration["name"], ctx)
+        declarations.append(declaration)
+    return ([{"functionDeclarations": declarations}] if declarations else []) + built_in
 
 
 def _with_signatures(

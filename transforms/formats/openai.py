@@ -482,6 +482,14 @@ def _tools(record: dict[str, Any], ctx: WriteContext) -> tuple[list[Any] | None,
 
 def write_openai_finetune(record: dict[str, Any], ctx: WriteContext) -> dict[str, Any]:
     tools, custom_tools = _tools(record, ctx)
+    if custom_tools:
+        # The fine-tuning line's tools are function tools only (FineTuneChatRequestInput): a
+        # custom tool's free-text input has no function-call form to convert it to exactly.
+        names = ", ".join(sorted(repr(n) for n in custom_tools))
+        raise FormatError(
+            "unconvertible_tool",
+            f"custom (free-text) tool(s) {names}: OpenAI fine-tuning lines take function tools only",
+        )
     messages = flat_to_openai(normalized_messages(record, ctx.messages_field), custom_tools)
     if not any(m["role"] == "assistant" for m in messages):
         raise FormatError("no_assistant_message", "a fine-tuning example needs an assistant message")
