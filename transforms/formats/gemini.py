@@ -88,6 +88,7 @@ from transforms.formats.base import (
     register_writer,
 )
 from transforms.formats.gemini_schema import gemini_parameters
+from transforms.formats.gemini_stream import assemble, has_streamed_calls
 from transforms.formats.schema import JSON, STRING
 from transforms.ledger import note, note_unread_keys
 from transforms.normalize import content_text
@@ -352,10 +353,15 @@ def _contents_key(record: dict[str, Any], messages_field: str) -> str | None:
 
 
 def read_gemini(record: Any, messages_field: str) -> Conversation:
-    bare = bare_list_conversation(record, gemini_to_flat)
+    report: dict[str, Any] = {}
+    if isinstance(record, list):
+        discarded: dict[str, Any] = {}
+        flat = gemini_to_flat(_assembled(record, report), discarded=discarded)
+        return Conversation(flat, {}, report or None, discarded or None)
+    bare = bare_list_conversation(record, gemini_to_flat)  # refuses what is not a record
     if bare is not None:
         return bare
-    discarded: dict[str, Any] = {}
+    discarded = {}
     key = _contents_key(record, messages_field)
     if key is None:
         raise FormatError("missing_contents", f"no list at 'contents' or {messages_field!r}")
@@ -365,7 +371,19 @@ def read_gemini(record: Any, messages_field: str) -> Conversation:
     fields = record_fields(record, consumed)
     if "tools" in fields:
         fields["tools"] = gemini_tools(fields["tools"])
-    return Conversation(gemini_to_flat(record[key], system, discarded), fields, discarded=discarded or None)
+    flat = gemini_to_flat(_assembled(record[key], report), system, discarded)
+    return Conversation(flat, fields, report or None, discarded or None)
+
+
+def _assembled(contents: Any, report: dict[str, Any]) -> Any:
+    """The contents with streamed call fragments assembled (``gemini_stream``), counted in the
+    reader report as ``streamed_call_fragments_assembled``."""
+    if not isinstance(contents, list) or not has_streamed_calls(contents):
+        return contents
+    assembled, folded = assemble(contents)
+    if folded:
+        report["streamed_call_fragments_assembled"] = folded
+    return assembled
 
 
 def _gemini_content(entry: Any) -> bool:
