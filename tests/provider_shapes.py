@@ -40,14 +40,30 @@ _OPENAI_KEYS = {
 _ANTHROPIC_ID = re.compile(r"^[A-Za-z0-9_-]+$")
 
 
-def _text_content_ok(content: Any) -> bool:
+def _text_content_ok(content: Any, media: bool = False) -> bool:
+    """A string, or a non-empty list of text parts (and, in a user message, ``media`` parts:
+    ``image_url {url}``, ``input_audio {data, format: wav|mp3}``, ``file {file}``)."""
     if isinstance(content, str):
         return True
-    return (
-        isinstance(content, list)
-        and bool(content)
-        and all(isinstance(p, dict) and p.get("type") == "text" and isinstance(p.get("text"), str) for p in content)
-    )
+    return isinstance(content, list) and bool(content) and all(_part_ok(p, media) for p in content)
+
+
+def _part_ok(part: Any, media: bool) -> bool:
+    if not isinstance(part, dict):
+        return False
+    kind = part.get("type")
+    if kind == "text":
+        return isinstance(part.get("text"), str)
+    if not media:
+        return False
+    if kind == "image_url":
+        return isinstance(part.get("image_url"), dict) and isinstance(part["image_url"].get("url"), str)
+    if kind == "input_audio":
+        audio = part.get("input_audio")
+        return isinstance(audio, dict) and audio.get("format") in ("wav", "mp3") and isinstance(audio.get("data"), str)
+    if kind == "file":
+        return isinstance(part.get("file"), dict)
+    return False
 
 
 def openai_message_errors(messages: Any) -> list[str]:
@@ -105,7 +121,7 @@ def openai_message_errors(messages: Any) -> list[str]:
             if m.get("content") is not None and not _text_content_ok(m.get("content")):
                 errors.append(f"{where}: content is not text")
             continue
-        if "content" not in m or not _text_content_ok(m["content"]):
+        if "content" not in m or not _text_content_ok(m["content"], media=role == "user"):
             errors.append(f"{where}: content missing or not text")
         if role == "tool":
             call_id = m.get("tool_call_id")

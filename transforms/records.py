@@ -24,6 +24,7 @@ from transforms.formats import (
     plain_chat_messages,
     plain_chat_read,
 )
+from transforms.formats import media as carried_media
 from transforms.formats import reasoning as carried_reasoning
 from transforms.inputs import Parsed, RawRecord
 from transforms.jsontext import dumps_line
@@ -65,7 +66,7 @@ class BatchResult(NamedTuple):
 #: ``--drop-role`` dropped and ``--map-role`` renamed; the reasoning lifted off (by input
 #: index) with the core's origins of its output messages, or ``None``. A plain tuple,
 #: unpacked at once: a NamedTuple costs a call to build.
-_Carried = tuple[dict[int, dict[str, Any]], list[int | None]]
+_Carried = tuple[dict[int, dict[str, Any]], dict[int, list[Any]], list[int | None]]
 _Normalized = tuple[Conversation, list[Any], ProfileResult, int, int, _Carried | None]
 
 
@@ -95,17 +96,23 @@ def _read_and_normalize(record: Any, settings: Settings, hint: ReaderHint | None
             hint.reader = READERS[plain.reader]
             return Conversation(messages, record, keys_kept=True), messages, result, 0, 0, None
     conversation = read_conversation(record, settings, hint, for_core=True)
-    if messages is not None and conversation.messages is messages and not carried_reasoning.lift(messages)[1]:
+    if (
+        messages is not None
+        and conversation.messages is messages
+        and not carried_reasoning.lift(messages)[1]
+        and not carried_media.lift(messages)[1]
+    ):
         return conversation, messages, result, 0, 0, None
     # --drop-role / --map-role, before MEM-5 (which repairs the pairing a dropped message leaves).
     messages, role_drops, role_maps = apply_role_options(conversation.messages, settings.drop_roles, settings.map_roles)
     # A provider's reasoning goes around the core (rule 1 would discard it), and comes back on
     # the message the core made from its own by the core's mapping (transforms.formats.reasoning).
     messages, reasoning = carried_reasoning.lift(messages)
-    if reasoning:
+    messages, media = carried_media.lift(messages)  # media beside their placeholders, likewise
+    if reasoning or media:
         trace = Trace()
         result = normalize_with_profile(messages, settings.profile, trace)
-        return conversation, messages, result, role_drops, role_maps, (reasoning, trace.origins)
+        return conversation, messages, result, role_drops, role_maps, (reasoning, media, trace.origins)
     return conversation, messages, normalize_with_profile(messages, settings.profile), role_drops, role_maps, None
 
 
@@ -146,8 +153,10 @@ def _process(
     if reasoning is not None:
         # Back on its message where the sink takes it; else in the ledger, under its own names.
         ledger = {} if discarded is None else discarded
-        normalized[settings.messages_field] = carried_reasoning.attach(
-            result.messages, reasoning[1], reasoning[0], _reasoning_kept(settings), ledger
+        lifted, media, origins = reasoning
+        out = carried_reasoning.attach(result.messages, origins, lifted, _reasoning_kept(settings), ledger)
+        normalized[settings.messages_field] = carried_media.attach(
+            out, origins, media, _media_carried(settings), ledger
         )
         discarded = ledger
     if discarded:
@@ -201,6 +210,15 @@ def _reasoning_kept(settings: Settings) -> Callable[[str], bool]:
         return lambda provider: False
     takes = writer.reasoning
     return lambda provider: provider in takes or "*" in takes
+
+
+def _media_carried(settings: Settings) -> Callable[[dict[str, Any], str], bool]:
+    """Which media items the sink writes where their placeholders stand (``Writer.media``):
+    none with ``--media drop`` (the default of ``flat``)."""
+    writer = WRITERS[settings.sink]
+    if (settings.media or writer.media_default) != carried_media.KEEP or writer.media is None:
+        return lambda item, role: False
+    return writer.media
 
 
 def _count_tokens(

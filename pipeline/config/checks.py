@@ -234,6 +234,7 @@ def record_settings(ours, tokens: TokenSettings | None = None) -> Settings:
         map_roles=tuple(parse_map_role(value) or ("", value) for value in ours.map_role or ()),
         tokens=tokens,
         reasoning=getattr(ours, "reasoning", None),
+        media=getattr(ours, "media", None),
     )
 
 

@@ -158,6 +158,13 @@ def _record_flags(add) -> None:
         "reasoning_content, Responses reasoning items): keep writes it back where the sink is that "
         "provider's, drop leaves it out; left out, it is counted in the ledger (default: keep, for flat drop)",
     )
+    add(
+        "--media",
+        choices=("keep", "drop"),
+        help="images, audio and files: keep writes them where their [image] placeholder stands in every sink "
+        "that can hold them (converting base64 and URLs where exact), drop leaves the placeholders; a "
+        "placeholder left is counted in the ledger as media_<kind> (default: keep, for flat drop)",
+    )
 
 
 def _run_flags(add) -> None:

@@ -45,7 +45,7 @@ import json
 import re
 from typing import Any
 
-from transforms.formats import reasoning
+from transforms.formats import media, reasoning
 from transforms.formats._common import (
     ERROR_PREFIX,
     JOIN,
@@ -195,6 +195,7 @@ def _read_message(message: Any, names: dict[str, Any], out: list[Any], discarded
             if block.get("is_error") is True:
                 text = ERROR_PREFIX + text
             results.append({"role": "tool", "content": text, "tool_call_id": block.get("tool_use_id")})
+            media.carry(results[-1], media.anthropic_items(block.get("content")))
         elif kind == "mid_conv_system":
             systems.append({"role": "system", "content": _blocks_text(block.get("content"), names, discarded)})
         else:
@@ -210,6 +211,7 @@ def _read_message(message: Any, names: dict[str, Any], out: list[Any], discarded
         flat["tool_calls"] = (existing if isinstance(existing, list) else []) + calls
     if thinking:
         flat[reasoning.FIELD] = reasoning.carried(reasoning.ANTHROPIC, blocks=thinking)
+    media.carry(flat, media.anthropic_items(message["content"]))
     # A user message that only carried results has nothing left to say.
     if calls or flat["content"].strip() or thinking or not (results or systems):
         out.append(flat)
@@ -372,12 +374,16 @@ def _tool_use(call: dict[str, Any], ids: dict[str, Any]) -> dict[str, Any]:
 
 
 def _tool_result(message: dict[str, Any], ids: dict[str, Any]) -> dict[str, Any]:
-    block = {"type": "tool_result", "tool_use_id": ids[message["tool_call_id"]]}
+    block: dict[str, Any] = {"type": "tool_result", "tool_use_id": ids[message["tool_call_id"]]}
     text = message["content"]
     is_error = text.startswith(ERROR_PREFIX)
     if is_error:
         text = text[len(ERROR_PREFIX) :]
-    if text:
+    if message.get(media.FIELD):
+        # Images the result held: back as blocks of its content, where their placeholders stand.
+        text_block = lambda piece: [{"type": "text", "text": piece}] if piece.strip() else []  # noqa: E731
+        block["content"] = media.with_media({**message, "content": text}, text_block, media.anthropic_block)
+    elif text:
         block["content"] = text
     if is_error:
         block["is_error"] = True
@@ -397,7 +403,8 @@ def flat_to_anthropic(messages: list[Any], originals: Originals | None = None) -
     for message in rest:
         role = message["role"]
         if role == "user":
-            blocks, turn_role = _text_blocks(message["content"], originals), "user"
+            text_blocks = lambda text: _text_blocks(text, originals)  # noqa: E731 - one use, here
+            blocks, turn_role = media.with_media(message, text_blocks, media.anthropic_block), "user"
         elif role == "assistant":
             calls = [_tool_use(c, ids) for c in message.get("tool_calls") or ()]
             carried = reasoning.of(message, reasoning.ANTHROPIC)
@@ -637,6 +644,7 @@ ANTHROPIC_WRITER = register_writer(
         description="Anthropic Messages API request body",
         uses=("model", "max_tokens"),  # --model, else the record's; the record's max_tokens, else --max-tokens
         reasoning=(reasoning.ANTHROPIC,),
+        media=media.carrier(media.anthropic_block, ("user", "tool")),
         # Content is a string or blocks, tools and blocks free-form.
         schema={
             "model": STRING,

@@ -37,7 +37,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from transforms.formats import reasoning
+from transforms.formats import media, reasoning
 from transforms.formats._common import (
     ERROR_PREFIX,
     JOIN,
@@ -236,6 +236,7 @@ def _read_message(message: Any, servers: dict[str, Any], out: list[Any], discard
         flat["tool_calls"] = calls
     if thinking:
         flat[reasoning.FIELD] = reasoning.carried(reasoning.BEDROCK, blocks=thinking)
+    media.carry(flat, media.bedrock_items(message["content"]))
     if calls or flat["content"].strip() or not results:
         out.append(flat)
     else:
@@ -401,7 +402,9 @@ def _tool_result(message: dict[str, Any], ids: dict[str, Any]) -> dict[str, Any]
     is_error = text.startswith(ERROR_PREFIX)
     if is_error:
         text = text[len(ERROR_PREFIX) :]
-    result: dict[str, Any] = {"toolUseId": ids[message["tool_call_id"]], "content": [{"text": text}] if text else []}
+    text_block = lambda piece: [{"text": piece}] if piece else []  # noqa: E731 - one use, here
+    content = media.with_media({**message, "content": text}, text_block, media.bedrock_block)
+    result: dict[str, Any] = {"toolUseId": ids[message["tool_call_id"]], "content": content}
     if is_error:
         result["status"] = "error"
     return {"toolResult": result}
@@ -419,7 +422,8 @@ def _converse_messages(messages: list[Any], originals: Originals) -> list[Any]:
     for message in rest:
         role = message["role"]
         if role == "user":
-            blocks, turn_role = _text_blocks(message["content"], originals), "user"
+            text_blocks = lambda text: _text_blocks(text, originals)  # noqa: E731 - one use, here
+            blocks, turn_role = media.with_media(message, text_blocks, media.bedrock_block), "user"
         elif role == "assistant":
             calls = [_tool_use(c, ids) for c in message.get("tool_calls") or ()]
             carried = reasoning.of(message, reasoning.BEDROCK)
@@ -524,6 +528,7 @@ BEDROCK_WRITER = register_writer(
         description="AWS Bedrock Converse request body",
         uses=("model",),  # modelId: --model, else the record's own
         reasoning=(reasoning.BEDROCK,),
+        media=media.carrier(media.bedrock_block, ("user", "tool")),
         schema={
             "modelId": STRING,
             "system": [JSON],

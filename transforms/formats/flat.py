@@ -42,5 +42,13 @@ FLAT_READER = register_reader(
 # The normalized record is MEM-5's to the letter unless --reasoning keep asks for the carried
 # reasoning field on its assistant messages (any provider's, as it was).
 FLAT_WRITER = register_writer(
-    Writer("flat", write_flat, description="FlowDrop flat shape", reasoning=("*",), reasoning_default="drop")
+    Writer(
+        "flat",
+        write_flat,
+        description="FlowDrop flat shape",
+        reasoning=("*",),
+        reasoning_default="drop",
+        media=lambda item, role: True,
+        media_default="drop",
+    )
 )

@@ -50,7 +50,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from transforms.formats import reasoning
+from transforms.formats import media, reasoning
 from transforms.formats._common import (
     ERROR_PREFIX,
     JOIN,
@@ -282,6 +282,7 @@ def _read_content(
     message = {"role": role, "content": JOIN.join(texts)}
     if calls:
         message["tool_calls"] = calls
+    media.carry(message, media.gemini_items(parts))
     if thoughts or call_signatures or text_signature is not None:
         kept: dict[str, Any] = {}
         if thoughts:
@@ -496,7 +497,7 @@ def write_gemini(record: dict[str, Any], ctx: WriteContext) -> dict[str, Any]:
         role = message["role"]
         if role in SYSTEM_ROLES:
             continue
-        text = _text_parts(message["content"], originals)
+        text = media.with_media(message, lambda piece: _text_parts(piece, originals), media.gemini_part)
         if role == "user":
             parts, turn = text, "user"
         elif role == "assistant":
@@ -608,6 +609,7 @@ GEMINI_WRITER = register_writer(
         write_gemini,
         description="Google Gemini generateContent request body",
         reasoning=(reasoning.GEMINI,),
+        media=media.carrier(media.gemini_part, ("user", "assistant")),
         schema={"systemInstruction": JSON, "contents": [{"role": STRING, "parts": [JSON]}], "tools": [JSON]},
     )
 )

@@ -53,7 +53,7 @@ from __future__ import annotations
 
 from typing import Any, Sequence
 
-from transforms.formats import reasoning
+from transforms.formats import media, reasoning
 from transforms.formats._common import (
     MESSAGE_KEYS,
     IdAllocator,
@@ -148,6 +148,7 @@ def _with_text(message: dict[str, Any], discarded: dict[str, Any] | None) -> dic
     content = message.get("content")
     if is_part_list_or_empty(content):
         flat["content"] = flatten_parts(content, discarded)
+        media.carry(flat, media.openai_items(content))
     return flat
 
 
@@ -447,7 +448,10 @@ def flat_to_openai(
     out = []
     for message in messages:
         role = message["role"]
-        if role in ("system", "developer", "user"):
+        if role == "user" and message.get(media.FIELD):
+            # Media where their placeholders stand: content as parts (text and image_url ...).
+            out.append({"role": role, "content": media.with_media(message, _text_part, media.openai_chat_part)})
+        elif role in ("system", "developer", "user"):
             out.append({"role": role, "content": message["content"]})
         elif role == "assistant":
             calls = message.get("tool_calls")
@@ -469,6 +473,10 @@ def flat_to_openai(
         else:
             raise unsupported_role(role, "OpenAI")
     return out
+
+
+def _text_part(text: str) -> list[Any]:
+    return [{"type": "text", "text": text}] if text else []
 
 
 def _tools(record: dict[str, Any], ctx: WriteContext) -> tuple[list[Any] | None, frozenset[str]]:
@@ -554,6 +562,8 @@ OPENAI_FINETUNE_WRITER = register_writer(
         "openai-finetune",
         write_openai_finetune,
         description="OpenAI chat fine-tuning JSONL line",
+        # No media: a line's content stays one string, the schema that loads every part as one
+        # dataset (placeholders left are counted in the ledger).
         schema={"messages": [OPENAI_MESSAGE], "tools": [JSON], "parallel_tool_calls": BOOL},
     )
 )
@@ -566,6 +576,7 @@ OPENAI_BATCH_WRITER = register_writer(
         unique_field="custom_id",  # the Batch API refuses a file that repeats one
         # Chat Completions-compatible providers (DeepSeek, OpenRouter) want their reasoning back.
         reasoning=(reasoning.OPENAI_CHAT,),
+        media=media.carrier(media.openai_chat_part, ("user",)),
         # A Batch line written back keeps every body parameter it had: the body is free-form.
         schema={"custom_id": STRING, "method": STRING, "url": STRING, "body": JSON},
     )

@@ -33,7 +33,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from transforms.formats import reasoning
+from transforms.formats import media, reasoning
 from transforms.formats._common import (
     JOIN,
     SYSTEM_ROLES,
@@ -163,6 +163,7 @@ def responses_to_flat(items: list[Any], discarded: dict[str, Any] | None = None)
             role = item.get("role")
             text = block_text(item.get("content"), discarded)
             message = {"role": "system" if role == "developer" else role, "content": text}
+            media.carry(message, media.openai_items(item.get("content"), "openai-responses"))
             out.append(message)
             folding = message if role == "assistant" else None
             if thinking and folding is not None:
@@ -183,6 +184,7 @@ def responses_to_flat(items: list[Any], discarded: dict[str, Any] | None = None)
             note_unread_keys(item, _OUTPUT_READ, discarded)
             output = block_text(item.get("output"), discarded)
             out.append({"role": "tool", "content": output, "tool_call_id": item.get("call_id")})
+            media.carry(out[-1], media.openai_items(item.get("output"), "openai-responses"))
             folding = None
         elif kind in _SERVER_ITEMS or kind == "compaction":
             # Run by the provider: text in the assistant message, not a call for MEM-5 to pair.
@@ -368,7 +370,11 @@ def _input_items(messages: list[Any], custom: frozenset[str]) -> list[dict[str, 
         role = message["role"]
         if role in SYSTEM_ROLES:
             continue
-        if role == "user":
+        if role == "user" and message.get(media.FIELD):
+            text_part = lambda text: [{"type": "input_text", "text": text}] if text else []  # noqa: E731
+            content = media.with_media(message, text_part, media.responses_part)
+            items.append({"type": "message", "role": "user", "content": content})
+        elif role == "user":
             items.append({"type": "message", "role": "user", "content": message["content"]})
         elif role == "assistant":
             calls = message.get("tool_calls") or []
@@ -429,5 +435,6 @@ RESPONSES_WRITER = register_writer(
         uses=("model",),  # --model, else the record's own; left out when neither
         schema={"model": STRING, "instructions": STRING, "input": [JSON], "tools": [JSON]},
         reasoning=(reasoning.RESPONSES,),
+        media=media.carrier(media.responses_part, ("user",)),
     )
 )
