@@ -43,7 +43,15 @@ def _outputs(out: Path, name: str) -> list[dict]:
 
 
 def test_every_provider_reader_has_a_sample():
-    assert set(SAMPLE_FILES) == {"openai", "openai-responses", "anthropic", "sharegpt", "gemini", "bedrock-converse"}
+    assert set(SAMPLE_FILES) == {
+        "openai",
+        "openai-responses",
+        "anthropic",
+        "sharegpt",
+        "gemini",
+        "bedrock-converse",
+        "cohere-v1",
+    }
     for path in SAMPLE_FILES.values():
         assert path.exists(), path
 

@@ -391,7 +391,10 @@ def _gemini_content(entry: Any) -> bool:
     """A Content: a ``parts`` list holding a Gemini part (keyed by kind, not by ``type``)."""
     if not isinstance(entry, dict) or not isinstance(entry.get("parts"), list):
         return False
-    if entry.get("role", "user") not in ("user", "model", "function"):
+    # Any role: a Content whose role Gemini does not know (``assistant``, ``bot``) is still a
+    # Content, read with its role kept, as a forced --format gemini reads it; a writer that
+    # cannot take the role refuses it naming --map-role (auto and forced agree).
+    if not isinstance(entry.get("role", "user"), str):
         return False
     return any(isinstance(p, dict) and "type" not in p and not p.keys().isdisjoint(_PART_KEYS) for p in entry["parts"])
 

@@ -271,7 +271,9 @@ def read_responses(record: Any, messages_field: str) -> Conversation:
 def _responses_item(item: Any) -> bool:
     if not isinstance(item, dict):
         return False
-    if item.get("type") in _TYPED:
+    # An unsupported item type is Responses' too: refused as unsupported_item wherever it stands,
+    # not unknown_format when no other item tells the record's format.
+    if item.get("type") in _TYPED or item.get("type") in _UNSUPPORTED:
         return True
     content = item.get("content")
     return isinstance(content, list) and any(isinstance(p, dict) and p.get("type") in _PART_TYPES for p in content)
