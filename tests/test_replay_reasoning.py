@@ -228,3 +228,25 @@ def test_flat_output_kept_then_written_to_its_provider_restores_the_reasoning(re
     two_step = outcome.record
     key = {"anthropic": "messages", "gemini": "contents", "openai-responses": "input"}[sink]
     assert two_step[key] == direct[key]
+
+
+def test_a_part_holding_only_a_signature_comes_back_after_the_turn():
+    """Gemini can send a signature as a part of its own after the text (seen in public client tests)."""
+    model = {
+        "role": "model",
+        "parts": [
+            {"text": "internal", "thought": True},
+            {"text": "I am happy today.", "thoughtSignature": "ZGVmNDU2"},
+            {"thoughtSignature": "YWJjMTIz"},
+        ],
+    }
+    record = {"contents": [{"role": "user", "parts": [{"text": "How are you?"}]}, model]}
+    outcome = process_record(RawRecord("g.jsonl", 0, json.dumps(record).encode()), Settings(sink="gemini"))
+    assert outcome.record["contents"] == record["contents"]
+    dropped = process_record(
+        RawRecord("g.jsonl", 0, json.dumps(record).encode()), Settings(sink="gemini", reasoning="drop")
+    )
+    assert dropped.metrics["discarded"] == {
+        "thought": {"fields": 1, "chars": len("internal")},
+        "thoughtSignature": {"fields": 2, "chars": 0},
+    }

@@ -254,6 +254,7 @@ def _read_content(
     texts, calls, results = [], [], []
     model = role == "assistant"
     thoughts: list[Any] = []  # the model's thought parts, carried as they were
+    trailing: list[Any] = []  # parts that hold only a thoughtSignature
     call_signatures: dict[str, Any] = {}
     text_signature = None
     for part in parts:
@@ -271,6 +272,8 @@ def _read_content(
             results.append(_result(response, pending))
         elif model and part.get("thought") is True:
             thoughts.append(part)
+        elif model and signature is not None and len(part) == 1:
+            trailing.append(part)  # a part of its own holding only a signature: back after the turn's parts
         else:
             part_text = _part_text(part, discarded)
             if part_text:
@@ -283,10 +286,12 @@ def _read_content(
     if calls:
         message["tool_calls"] = calls
     media.carry(message, media.gemini_items(parts))
-    if thoughts or call_signatures or text_signature is not None:
+    if thoughts or call_signatures or text_signature is not None or trailing:
         kept: dict[str, Any] = {}
         if thoughts:
             kept["thoughts"] = thoughts
+        if trailing:
+            kept["signature_parts"] = trailing
         if call_signatures:
             kept["call_signatures"] = call_signatures
         if text_signature is not None:
@@ -603,7 +608,7 @@ def _with_signatures(
             text = [*text[:last], {**text[last], "thoughtSignature": text_signature}, *text[last + 1 :]]
     if unplaced:
         count_written(ctx, "thought_signatures_unplaced", unplaced)
-    return thoughts + text, out_calls
+    return thoughts + text, out_calls + list(carried.get("signature_parts") or ())
 
 
 GEMINI_WRITER = register_writer(

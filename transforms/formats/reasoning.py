@@ -146,6 +146,8 @@ def note_dropped(value: dict[str, Any], ledger: dict[str, Any]) -> None:
         for signature in (value.get("call_signatures") or {}).values():
             note(ledger, "thoughtSignature", signature)
         note(ledger, "thoughtSignature", value.get("text_signature"))
+        for part in value.get("signature_parts") or ():
+            note(ledger, "thoughtSignature", part)
     elif provider == OPENAI_CHAT:
         for key, field in (value.get("fields") or {}).items():
             note(ledger, key, field)
