@@ -70,6 +70,21 @@ _Carried = tuple[dict[int, dict[str, Any]], dict[int, list[Any]], list[int | Non
 _Normalized = tuple[Conversation, list[Any], ProfileResult, int, int, _Carried | None]
 
 
+#: The message keys that carry something around the core (reasoning, media): a message with
+#: none of them has nothing to lift.
+_CARRIED_KEYS = frozenset((carried_reasoning.FIELD, carried_media.FIELD, *carried_reasoning.CHAT_KEYS))
+_NOTHING_CARRIED: tuple[dict[int, dict[str, Any]], dict[int, list[Any]]] = ({}, {})
+
+
+def _carries_something(messages: list[Any]) -> bool:
+    """Whether a message may carry reasoning or media (one cheap pass: most carry neither)."""
+    keys = _CARRIED_KEYS
+    for message in messages:
+        if message.__class__ is dict and len(message) > 2 and not keys.isdisjoint(message):
+            return True
+    return False
+
+
 def _read_and_normalize(record: Any, settings: Settings, hint: ReaderHint | None) -> _Normalized:
     """The record read (``read_conversation``), the role options applied, and its messages
     normalized by the profile.
@@ -99,16 +114,18 @@ def _read_and_normalize(record: Any, settings: Settings, hint: ReaderHint | None
     if (
         messages is not None
         and conversation.messages is messages
-        and not carried_reasoning.lift(messages)[1]
-        and not carried_media.lift(messages)[1]
+        and (conversation.keys_kept or not _carries_something(messages))
     ):
         return conversation, messages, result, 0, 0, None
     # --drop-role / --map-role, before MEM-5 (which repairs the pairing a dropped message leaves).
     messages, role_drops, role_maps = apply_role_options(conversation.messages, settings.drop_roles, settings.map_roles)
     # A provider's reasoning goes around the core (rule 1 would discard it), and comes back on
     # the message the core made from its own by the core's mapping (transforms.formats.reasoning).
-    messages, reasoning = carried_reasoning.lift(messages)
-    messages, media = carried_media.lift(messages)  # media beside their placeholders, likewise
+    reasoning, media = _NOTHING_CARRIED
+    # Known to hold only the keys rule 1 keeps (a plain chat): nothing to lift, no pass.
+    if not (conversation.keys_kept and messages is conversation.messages) and _carries_something(messages):
+        messages, reasoning = carried_reasoning.lift(messages)
+        messages, media = carried_media.lift(messages)  # media beside their placeholders, likewise
     if reasoning or media:
         trace = Trace()
         result = normalize_with_profile(messages, settings.profile, trace)
