@@ -32,20 +32,38 @@ _OPENAI_KEYS = {
     "system": {"role", "content", "name"},
     "developer": {"role", "content", "name"},
     "user": {"role", "content", "name"},
-    "assistant": {"role", "content", "name", "tool_calls", "refusal", "weight"},
+    # reasoning_content / reasoning_details / reasoning: OpenAI-compatible providers' (DeepSeek, OpenRouter).
+    "assistant": {"role", "content", "name", "tool_calls", "refusal", "weight"}
+    | {"reasoning_content", "reasoning_details", "reasoning"},
     "tool": {"role", "content", "tool_call_id"},
 }
 _ANTHROPIC_ID = re.compile(r"^[A-Za-z0-9_-]+$")
 
 
-def _text_content_ok(content: Any) -> bool:
+def _text_content_ok(content: Any, media: bool = False) -> bool:
+    """A string, or a non-empty list of text parts (and, in a user message, ``media`` parts:
+    ``image_url {url}``, ``input_audio {data, format: wav|mp3}``, ``file {file}``)."""
     if isinstance(content, str):
         return True
-    return (
-        isinstance(content, list)
-        and bool(content)
-        and all(isinstance(p, dict) and p.get("type") == "text" and isinstance(p.get("text"), str) for p in content)
-    )
+    return isinstance(content, list) and bool(content) and all(_part_ok(p, media) for p in content)
+
+
+def _part_ok(part: Any, media: bool) -> bool:
+    if not isinstance(part, dict):
+        return False
+    kind = part.get("type")
+    if kind == "text":
+        return isinstance(part.get("text"), str)
+    if not media:
+        return False
+    if kind == "image_url":
+        return isinstance(part.get("image_url"), dict) and isinstance(part["image_url"].get("url"), str)
+    if kind == "input_audio":
+        audio = part.get("input_audio")
+        return isinstance(audio, dict) and audio.get("format") in ("wav", "mp3") and isinstance(audio.get("data"), str)
+    if kind == "file":
+        return isinstance(part.get("file"), dict)
+    return False
 
 
 def openai_message_errors(messages: Any, open_end: bool = False) -> list[str]:
@@ -104,7 +122,7 @@ def openai_message_errors(messages: Any, open_end: bool = False) -> list[str]:
             if m.get("content") is not None and not _text_content_ok(m.get("content")):
                 errors.append(f"{where}: content is not text")
             continue
-        if "content" not in m or not _text_content_ok(m["content"]):
+        if "content" not in m or not _text_content_ok(m["content"], media=role == "user"):
             errors.append(f"{where}: content missing or not text")
         if role == "tool":
             call_id = m.get("tool_call_id")
@@ -448,6 +466,13 @@ def openai_responses_errors(body: Any) -> list[str]:
             elif call_id in answered:
                 errors.append(f"{where}: second output for {call_id!r}")
             answered.add(call_id)
+        elif kind == "reasoning":
+            # Replayed as it came (id, summary, encrypted_content): right before the item it preceded.
+            if not isinstance(item.get("id"), str) or not isinstance(item.get("summary"), list):
+                errors.append(f"{where}: a reasoning item without id and summary")
+            following = items[n + 1] if n + 1 < len(items) else None
+            if not isinstance(following, dict) or following.get("type") == "function_call_output":
+                errors.append(f"{where}: a reasoning item without its following item")
         else:
             errors.append(f"{where}: item type {kind!r}")
     missing = set(calls) - answered

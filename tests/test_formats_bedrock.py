@@ -15,7 +15,7 @@ import copy
 
 import pytest
 
-from transforms.formats import READERS, WRITERS, FormatError, WriteContext, detect_reader, read_forced
+from transforms.formats import READERS, WRITERS, FormatError, WriteContext, detect_reader, read_forced, reasoning
 from transforms.inputs import RawRecord
 from transforms.jsontext import dumps_line
 from transforms.normalize import normalize_conversation
@@ -91,14 +91,25 @@ def test_calls_results_status_system_and_tool_config():
                 {"tool_call_id": "tooluse_1", "name": "search_direct", "args": {"origin": "JFK"}},
                 {"tool_call_id": "tooluse_2", "name": "search_onestop", "args": {"origin": "JFK"}},
             ],
+            # The reasoning block, carried as it was for a Bedrock replay (transforms.formats.reasoning).
+            "provider_reasoning": {
+                "provider": "bedrock-converse",
+                "blocks": [
+                    {"reasoningContent": {"reasoningText": {"text": "Search both kinds.", "signature": "c2ln"}}}
+                ],
+            },
         },
         {"role": "tool", "content": '{"flights":[]}', "tool_call_id": "tooluse_1"},
         {"role": "tool", "content": "[error] service unavailable", "tool_call_id": "tooluse_2"},
         {"role": "user", "content": "Any luck?"},
         {"role": "assistant", "content": "No direct flights; the other search failed."},
     ]
-    # The reasoning is counted in the ledger (its text; the signature is opaque).
-    assert conversation.discarded == {"reasoningContent": [1, len("Search both kinds.")]}
+    # The reasoning is carried, not discarded by the reader; a sink that does not take it counts
+    # it in the ledger (its text; the signature is opaque).
+    assert conversation.discarded is None
+    ledger: dict = {}
+    reasoning.note_all(reasoning.lift(conversation.messages)[1], ledger)
+    assert ledger == {"reasoningContent": [1, len("Search both kinds.")]}
     fields = conversation.fields
     assert "system" not in fields and "toolConfig" not in fields
     assert fields["tools"] == [

@@ -43,7 +43,15 @@ def _outputs(out: Path, name: str) -> list[dict]:
 
 
 def test_every_provider_reader_has_a_sample():
-    assert set(SAMPLE_FILES) == {"openai", "openai-responses", "anthropic", "sharegpt", "gemini", "bedrock-converse"}
+    assert set(SAMPLE_FILES) == {
+        "openai",
+        "openai-responses",
+        "anthropic",
+        "sharegpt",
+        "gemini",
+        "bedrock-converse",
+        "cohere-v1",
+    }
     for path in SAMPLE_FILES.values():
         assert path.exists(), path
 
@@ -101,11 +109,12 @@ def test_all_readers_to_writer(writer, writer_run):
         # (hf: a free-text custom tool has no JSON-schema form).
         found = [(d["reason"], d["detail"].split(":")[1].strip()) for d in letters]
         sources = [d["source"] for d in letters]
-        if writer == "bedrock-converse":
-            # Converse wants a user message first: the sample that opens with the assistant's
-            # call cannot be sent, and says why.
-            assert found[0] == ("unwritable", "leading_assistant")
-            found, sources = found[1:], sources[1:]
+        # Converse, Anthropic and Gemini want a user message first: the samples that open with
+        # the assistant cannot be sent, and say why.
+        leading = [k for k, f in enumerate(found) if f == ("unwritable", "leading_assistant")]
+        assert len(leading) == (0 if writer == "hf" else 1)
+        found = [f for k, f in enumerate(found) if k not in leading]
+        sources = [s for k, s in enumerate(sources) if k not in leading]
         assert found == [("unwritable", "unconvertible_tool" if writer == "hf" else "args_not_json")]
         assert sources[0].endswith("openai-responses.jsonl")
     elif writer == "sharegpt":
@@ -116,6 +125,11 @@ def test_all_readers_to_writer(writer, writer_run):
         reasons = sorted(d["detail"].split(":")[1].strip() for d in letters)
         assert reasons == ["turn_order", "unconvertible_tool"]
         assert all(d["reason"] == "unwritable" for d in letters)
+    elif writer == "openai-finetune":
+        # Fine-tuning lines take function tools only: the Responses sample's custom tool says so.
+        assert [(d["reason"], d["detail"].split(":")[1].strip()) for d in letters] == [
+            ("unwritable", "unconvertible_tool")
+        ]
     else:
         assert letters == []
     lines = _outputs(out, "normalized")

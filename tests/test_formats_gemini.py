@@ -89,10 +89,21 @@ def test_snake_case_real_ids_and_parameters_json_schema():
 
 def test_error_response_media_thought_default_role_and_function_role():
     messages = read(fixture("gm-error-media-thought")).messages
-    assert messages[0] == {"role": "user", "content": "What is on this label? Then look it up.\n[image]"}
+    assert {k: v for k, v in messages[0].items() if k != "media"} == {
+        "role": "user",
+        "content": "What is on this label? Then look it up.\n[image]",
+    }
+    # The media themselves travel beside their placeholders (transforms.formats.media).
+    assert [(m["kind"], m["placeholder"], m["mime"]) for m in messages[0]["media"]] == [
+        ("image", "[image]", "image/png")
+    ]
     assert messages[1]["content"] == "Looking it up."  # the thought part is dropped
     assert messages[2] == {"role": "tool", "content": "[error] not found", "tool_call_id": "call_1"}
-    assert messages[4] == {"role": "user", "content": "[file]\nTry this catalog."}
+    assert {k: v for k, v in messages[4].items() if k != "media"} == {
+        "role": "user",
+        "content": "[file]\nTry this catalog.",
+    }
+    assert [(m["kind"], m["mime"]) for m in messages[4]["media"]] == [("file", "application/pdf")]
     # Found: the code of an executableCode part is kept (it was "[executableCode]").
     assert messages[5] == {
         "role": "assistant",

@@ -68,6 +68,7 @@ REFUSED = {
     ("oa-custom-tool", "anthropic"),
     ("rs-custom-tool-image", "anthropic"),
     ("rs-string-input", "openai-finetune"),
+    ("oa-custom-tool", "openai-finetune"),
     ("oa-custom-tool", "gemini"),
     ("rs-custom-tool-image", "gemini"),
     ("oa-custom-tool", "bedrock-converse"),
@@ -342,8 +343,8 @@ def _unwritable(sink: str, messages: list) -> bool:
     except FormatError as err:
         if displaced:
             assert err.reason == "result_not_adjacent"
-        elif sink == "bedrock-converse" and err.reason == "leading_assistant":
-            # Converse wants a user message first (blank messages write nothing).
+        elif sink in ("bedrock-converse", "anthropic", "gemini") and err.reason == "leading_assistant":
+            # Converse, Anthropic and Gemini want a user message first (blank messages write nothing).
             written = [m for m in messages if m["role"] != "system" and (m["content"].strip() or m.get("tool_calls"))]
             assert written[0]["role"] == "assistant"
         else:

@@ -30,6 +30,11 @@ CHECKS = {
 REFUSED = {
     ("rs-custom-tool", "anthropic"): "args_not_json",
     ("rs-custom-tool", "gemini"): "args_not_json",
+    ("rs-custom-tool", "openai-finetune"): "unconvertible_tool",  # fine-tuning takes function tools only
+    # Opens with the model's turn (a compressed history): Anthropic, Gemini and Converse want a user first.
+    ("gm-compressed-history", "anthropic"): "leading_assistant",
+    ("gm-compressed-history", "gemini"): "leading_assistant",
+    ("gm-compressed-history", "bedrock-converse"): "leading_assistant",
 }  # free-text custom tool input
 
 
@@ -94,6 +99,8 @@ def test_openai_output_of_the_samples_validates_as_it_is(fmt, sink):
         conversation = READERS[fmt].read(record, "messages")
         normalized = dict(conversation.fields)
         normalized["messages"] = normalize_conversation(conversation.messages).messages
+        if REFUSED.get((record["id"], sink)):
+            continue  # refused, and tested so above
         out = WRITERS[sink].write(normalized, WriteContext(record["id"], model="test-model"))
         reader = detect_reader(out, "messages")
         assert check_sendable(reader.read(out, "messages").messages) == [], record["id"]

@@ -39,6 +39,8 @@ REFUSED = {
     ("oa-custom-tool", "gemini"): "args_not_json",
     ("rs-custom-tool-image", "gemini"): "args_not_json",
     ("rs-string-input", "openai-finetune"): "no_assistant_message",
+    # Fine-tuning lines take function tools only.
+    ("oa-custom-tool", "openai-finetune"): "unconvertible_tool",
     ("oa-custom-tool", "bedrock-converse"): "args_not_json",
     ("rs-custom-tool-image", "bedrock-converse"): "args_not_json",
     # A Bedrock system tool (nova_grounding) has no definition in any other format.
@@ -239,7 +241,8 @@ def test_openai_tool_schemas_convert_to_the_chat_shape():
         ({"tools": []}, None),
     ]
     for fields, expected in cases:
-        out = write("openai-finetune", flat_record(CALL_TURN, **fields))
+        # openai-batch: a fine-tuning line refuses custom tools (test_openai_custom_tool_calls_...).
+        out = write("openai-batch", flat_record(CALL_TURN, **fields))["body"]
         assert out.get("tools") == expected, fields
 
 
@@ -262,8 +265,12 @@ def test_openai_custom_tool_calls_are_written_back_as_custom():
     record = normalized_record(
         "openai", next(r for r in load("openai") if isinstance(r, dict) and r["id"] == "oa-custom-tool")
     )
-    call = write("openai-finetune", record)["messages"][1]["tool_calls"][0]
+    call = write("openai-batch", record)["body"]["messages"][1]["tool_calls"][0]
     assert call == {"id": "call_cx1", "type": "custom", "custom": {"name": "python", "input": "print(2**100)"}}
+    # A fine-tuning line takes function tools only: refused, saying which tool.
+    with pytest.raises(FormatError) as err:
+        write("openai-finetune", record)
+    assert err.value.reason == "unconvertible_tool" and "'python'" in str(err.value)
 
 
 def test_openai_roles_and_empty_conversations():
@@ -532,16 +539,18 @@ def test_anthropic_arguments_must_be_an_object(args, reason):
 
 def test_anthropic_blank_arguments_are_an_empty_object():
     messages = [
+        {"role": "user", "content": "go"},
         {"role": "assistant", "content": "", "tool_calls": [{"tool_call_id": "t1", "name": "f", "args": " "}]},
         {"role": "tool", "content": "", "tool_call_id": "t1"},
     ]
     out = write("anthropic", flat_record(messages))
-    assert out["messages"][0]["content"][0]["input"] == {}
-    assert out["messages"][1]["content"] == [{"type": "tool_result", "tool_use_id": "t1"}]
+    assert out["messages"][1]["content"][0]["input"] == {}
+    assert out["messages"][2]["content"] == [{"type": "tool_result", "tool_use_id": "t1"}]
 
 
 def test_anthropic_rewrites_ids_it_cannot_send():
     messages = [
+        {"role": "user", "content": "go"},
         {
             "role": "assistant",
             "content": "",
@@ -556,8 +565,8 @@ def test_anthropic_rewrites_ids_it_cannot_send():
         {"role": "tool", "content": "c", "tool_call_id": "functions get:0"},
     ]
     out = write("anthropic", flat_record(messages))
-    uses = [b["id"] for b in out["messages"][0]["content"]]
-    results = [(b["tool_use_id"], b["content"]) for b in out["messages"][1]["content"]]
+    uses = [b["id"] for b in out["messages"][1]["content"]]
+    results = [(b["tool_use_id"], b["content"]) for b in out["messages"][2]["content"]]
     assert uses == ["functions_get_0_1", "functions_get_0", "functions_get_0_2"]
     assert results == [("functions_get_0_1", "a"), ("functions_get_0", "b"), ("functions_get_0_2", "c")]
     assert shapes.anthropic_request_errors(out) == []

@@ -15,7 +15,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from pipeline.cli.main import main
-from transforms.formats import READERS
+from transforms.formats import READERS, reasoning
 from transforms.inputs import RawRecord
 from transforms.ledger import coercion_discards, report, text_chars
 from transforms.normalize import coerce_messages
@@ -134,8 +134,13 @@ def test_the_ledger_names_exactly_the_non_empty_keys_coercion_removed(messages):
 
 
 def _discarded(reader: str, record) -> dict:
+    """The ledger as the job keeps it for a sink that takes no reasoning: what coercion
+    discards, and the reasoning the reader carried (left out, counted under its own names)."""
     conversation = READERS[reader].read(record, "messages")
-    return report(coercion_discards(conversation.messages, conversation.discarded))
+    messages, carried = reasoning.lift(conversation.messages)
+    ledger = coercion_discards(messages, conversation.discarded)
+    reasoning.note_all(carried, ledger)
+    return report(ledger)
 
 
 def test_anthropic_thinking_blocks_are_in_the_ledger():

@@ -731,8 +731,35 @@ def test_flat_accounts_for_every_character(messages):
     assert_accounted("flat", {"messages": messages})
 
 
+# --------------------------------------------------------------------------------------------
+# Cohere v1 chat
+
+
+@st.composite
+def cohere_records(draw):
+    params = draw(ARGS)
+    call = {"name": draw(NAME), "parameters": params}
+    history = [
+        {"role": "SYSTEM", "message": draw(TEXT)},
+        {"role": "USER", "message": draw(TEXT)},
+        {"role": "CHATBOT", "message": draw(TEXT), "tool_calls": [call]},
+        {"role": "TOOL", "tool_results": [{"call": call, "outputs": [{"out": draw(TEXT)}]}]},
+        {"role": "CHATBOT", "message": draw(TEXT), "citations": [{"text": draw(TEXT)}]},
+    ]
+    record = {"chat_history": history, "preamble": draw(TEXT), "message": draw(st.one_of(st.just(""), TEXT))}
+    if draw(st.booleans()):
+        record["tool_results"] = [{"call": call, "outputs": [{"late": draw(TEXT)}]}]
+    return record
+
+
+@SETTINGS
+@given(cohere_records())
+def test_cohere_v1_accounts_for_every_character(record):
+    assert_accounted("cohere-v1", record)
+
+
 def test_every_reader_is_covered():
-    covered = {"anthropic", "gemini", "bedrock-converse", "openai", "openai-responses", "sharegpt", "flat"}
+    covered = {"anthropic", "gemini", "bedrock-converse", "openai", "openai-responses", "sharegpt", "flat", "cohere-v1"}
     assert set(READERS) == covered
 
 

@@ -79,6 +79,7 @@ def test_kinds_are_closed_and_in_canonical_order():
         "result_not_adjacent",
         "orphan_result",
         "duplicate_result",
+        "leading_assistant",
     )
     assert tuple(f.name for f in dataclasses.fields(Violation)) == ("kind", "index", "tool_call_id", "detail")
 

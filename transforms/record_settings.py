@@ -97,6 +97,13 @@ class Settings:
     split_by: str | None = None
     split_seed: int = 0
 
+    #: ``--reasoning``: ``keep`` or ``drop`` a provider's carried reasoning
+    #: (``transforms.formats.reasoning``); ``None``: the sink's default (``Writer.reasoning_default``).
+    reasoning: str | None = None
+    #: ``--media``: ``keep`` or ``drop`` the carried media of messages
+    #: (``transforms.formats.media``); ``None``: the sink's default (``Writer.media_default``).
+    media: str | None = None
+
     @property
     def keep_weights(self) -> bool:
         return keeps_weights(self.sink, self.weights)
@@ -133,6 +140,10 @@ def problems(settings: Settings, named: Callable[[str], str] = field_name) -> li
         found.append(f"{named('max_tokens')} must be at least 1")
     if settings.raw_limit < 0:
         found.append(f"{named('raw_limit')} must be 0 or more")
+    if settings.reasoning is not None and settings.reasoning not in ("keep", "drop"):
+        found.append(f"{named('reasoning')} must be keep or drop, not {settings.reasoning!r}")
+    if settings.media is not None and settings.media not in ("keep", "drop"):
+        found.append(f"{named('media')} must be keep or drop, not {settings.media!r}")
     return found + _role_problems(settings, named) + _training_problems(settings, named)
 
 

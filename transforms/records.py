@@ -27,13 +27,15 @@ from transforms.formats import (
     plain_chat_messages,
     plain_chat_read,
 )
+from transforms.formats import media as carried_media
+from transforms.formats import reasoning as carried_reasoning
 from transforms.formats._tools import value_at
 from transforms.formats.hf import write_hf
 from transforms.inputs import Parsed, RawRecord
 from transforms.jsontext import dumps_line
 from transforms.ledger import coercion_discards
 from transforms.ledger import report as ledger_report
-from transforms.normalize import normalize_read
+from transforms.normalize import Trace, normalize_read
 from transforms.output_records import DropMetrics
 from transforms.profiles import ProfileResult, normalize_with_profile
 from transforms.record_settings import Settings, TokenSettings
@@ -80,9 +82,27 @@ class BatchResult(NamedTuple):
 
 
 #: A record read and normalized: the conversation; what the core normalized (its messages
-#: after the role options); the profile's result; the messages ``--drop-role`` dropped and
-#: ``--map-role`` renamed. A plain tuple, unpacked at once: a NamedTuple costs a call to build.
-_Normalized = tuple[Conversation, list[Any], ProfileResult, int, int]
+#: after the role options, reasoning lifted off); the profile's result; the messages
+#: ``--drop-role`` dropped and ``--map-role`` renamed; the reasoning lifted off (by input
+#: index) with the core's origins of its output messages, or ``None``. A plain tuple,
+#: unpacked at once: a NamedTuple costs a call to build.
+_Carried = tuple[dict[int, dict[str, Any]], dict[int, list[Any]], list[int | None]]
+_Normalized = tuple[Conversation, list[Any], ProfileResult, int, int, _Carried | None]
+
+
+#: The message keys that carry something around the core (reasoning, media): a message with
+#: none of them has nothing to lift.
+_CARRIED_KEYS = frozenset((carried_reasoning.FIELD, carried_media.FIELD, *carried_reasoning.CHAT_KEYS))
+_NOTHING_CARRIED: tuple[dict[int, dict[str, Any]], dict[int, list[Any]]] = ({}, {})
+
+
+def _carries_something(messages: list[Any]) -> bool:
+    """Whether a message may carry reasoning or media (one cheap pass: most carry neither)."""
+    keys = _CARRIED_KEYS
+    for message in messages:
+        if message.__class__ is dict and len(message) > 2 and not keys.isdisjoint(message):
+            return True
+    return False
 
 
 def _read_and_normalize(record: Any, settings: Settings, hint: ReaderHint | None) -> _Normalized | list[Piece]:
@@ -109,16 +129,31 @@ def _read_and_normalize(record: Any, settings: Settings, hint: ReaderHint | None
         plain = plain_chat_read(reading)
         if plain is not None:
             hint.reader = READERS[plain.reader]
-            return Conversation(messages, record, keys_kept=True), messages, result, 0, 0
+            return Conversation(messages, record, keys_kept=True), messages, result, 0, 0, None
     pieces = read_call_log(record, settings)
     if pieces is not None:
         return pieces  # a call log: assembled with the other calls of its conversation
     conversation = read_conversation(record, settings, hint, for_core=True)
-    if messages is not None and conversation.messages is messages:
-        return conversation, messages, result, 0, 0
+    if (
+        messages is not None
+        and conversation.messages is messages
+        and (conversation.keys_kept or not _carries_something(messages))
+    ):
+        return conversation, messages, result, 0, 0, None
     # --drop-role / --map-role, before MEM-5 (which repairs the pairing a dropped message leaves).
     messages, role_drops, role_maps = apply_role_options(conversation.messages, settings.drop_roles, settings.map_roles)
-    return conversation, messages, normalize_with_profile(messages, settings.profile), role_drops, role_maps
+    # A provider's reasoning goes around the core (rule 1 would discard it), and comes back on
+    # the message the core made from its own by the core's mapping (transforms.formats.reasoning).
+    reasoning, media = _NOTHING_CARRIED
+    # Known to hold only the keys rule 1 keeps (a plain chat): nothing to lift, no pass.
+    if not (conversation.keys_kept and messages is conversation.messages) and _carries_something(messages):
+        messages, reasoning = carried_reasoning.lift(messages)
+        messages, media = carried_media.lift(messages)  # media beside their placeholders, likewise
+    if reasoning or media:
+        trace = Trace()
+        result = normalize_with_profile(messages, settings.profile, trace)
+        return conversation, messages, result, role_drops, role_maps, (reasoning, media, trace.origins)
+    return conversation, messages, normalize_with_profile(messages, settings.profile), role_drops, role_maps, None
 
 
 def _process(raw: RawRecord, settings: Settings, hint: ReaderHint | None = None) -> tuple[Any, ...] | list[Piece]:
@@ -128,7 +163,7 @@ def _process(raw: RawRecord, settings: Settings, hint: ReaderHint | None = None)
     read = _read_and_normalize(record, settings, hint)
     if isinstance(read, list):
         return read  # a call log's pieces (``guarded`` makes them a ``CallLogged``)
-    conversation, messages, result, role_drops, role_maps = read
+    conversation, messages, result, role_drops, role_maps, reasoning = read
     if isinstance(raw.payload, Parsed) and raw.payload.discarded:
         # An assembled conversation: what its call-log reader left out, the flat reader's ledger.
         conversation = conversation._replace(discarded=raw.payload.discarded)
@@ -166,6 +201,18 @@ def _process(raw: RawRecord, settings: Settings, hint: ReaderHint | None = None)
         if conversation.keys_kept and messages is conversation.messages
         else coercion_discards(messages, conversation.discarded)
     )
+    if reasoning is not None:
+        # Back on its message where the sink takes it; else in the ledger, under its own names.
+        ledger = {} if discarded is None else discarded
+        lifted, media, origins = reasoning
+        # On the messages as shaped for training (weights, trailing turns trimmed: a prefix of
+        # the core's output, in its order), so the core's origins still name each one's input.
+        origins = origins[: len(written)]  # what trimming left (the rest is counted as not put back)
+        out = carried_reasoning.attach(written, origins, lifted, _reasoning_kept(settings), ledger)
+        normalized[settings.messages_field] = carried_media.attach(
+            out, origins, media, _media_carried(settings), ledger
+        )
+        discarded = ledger
     if discarded:
         metrics["discarded"] = ledger_report(discarded)
         if training.get("weights_kept") and settings.sink in WEIGHT_SINKS:
@@ -364,6 +411,25 @@ def _dataset_keys(
         if not found:
             counts["split_key_missing"] = counts.get("split_key_missing", 0) + 1
         metrics["split"] = split_of(key, settings.split_seed, settings.splits)
+
+
+def _reasoning_kept(settings: Settings) -> Callable[[str], bool]:
+    """Whether the sink writes back a provider's reasoning: ``--reasoning keep`` (the default of
+    every sink but ``flat``) and a writer that takes that provider's (``Writer.reasoning``)."""
+    writer = WRITERS[settings.sink]
+    if (settings.reasoning or writer.reasoning_default) != carried_reasoning.KEEP:
+        return lambda provider: False
+    takes = writer.reasoning
+    return lambda provider: provider in takes or "*" in takes
+
+
+def _media_carried(settings: Settings) -> Callable[[dict[str, Any], str], bool]:
+    """Which media items the sink writes where their placeholders stand (``Writer.media``):
+    none with ``--media drop`` (the default of ``flat``)."""
+    writer = WRITERS[settings.sink]
+    if (settings.media or writer.media_default) != carried_media.KEEP or writer.media is None:
+        return lambda item, role: False
+    return writer.media
 
 
 def _count_tokens(

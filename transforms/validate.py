@@ -35,6 +35,11 @@ Definitions the kinds rely on:
 * One message can break several rules (a result leading the list is also not adjacent to its
   call); each is reported.
 
+``check_user_first(messages)`` is the rule of the providers that want a user message first
+(Anthropic, Bedrock, Gemini; OpenAI takes an assistant first): a first message after the system
+group that is the assistant's is ``leading_assistant``. ``convnorm validate`` adds it for
+records read by those providers' readers; their writers refuse such a record with the same reason.
+
 Tool names are: an empty name, or one outside ``^[a-zA-Z0-9_-]{1,64}$`` (the rule of OpenAI,
 Anthropic and Bedrock), is ``invalid_tool_name``. Roles are not validated (MEM-5 keeps any role
 verbatim; mapping ``developer`` or unknown roles is a writer's job), nor are extra keys,
@@ -66,6 +71,7 @@ __all__ = [
     "VIOLATION_KINDS",
     "Violation",
     "check_sendable",
+    "check_user_first",
     "count_by_kind",
     "is_sendable",
 ]
@@ -83,6 +89,7 @@ VIOLATION_KINDS = (
     "result_not_adjacent",  # a call's result, but not in the block right after its turn
     "orphan_result",  # a tool message whose id no call declares (or no usable id)
     "duplicate_result",  # a second result for a call
+    "leading_assistant",  # opens with the assistant: for Anthropic, Bedrock, Gemini bodies (check_user_first)
 )
 
 _KIND_ORDER = {kind: rank for rank, kind in enumerate(VIOLATION_KINDS)}
@@ -280,6 +287,19 @@ def _check_results(owner: dict[str, int], results: list[tuple[int, str | None, i
 
 def _string(value: Any) -> str | None:
     return value if isinstance(value, str) else None
+
+
+def check_user_first(messages: Any) -> list[Violation]:
+    """``leading_assistant`` when the first message after the system group (and no tool
+    message: that is ``leading_tool``) is the assistant's, else nothing."""
+    for index, message in enumerate(messages if isinstance(messages, list) else ()):
+        role = message.get("role") if isinstance(message, dict) else None
+        if role in ("system", "developer") or not isinstance(role, str):
+            continue
+        if role == "assistant":
+            return [Violation("leading_assistant", index, None, "the conversation opens with the assistant")]
+        return []
+    return []
 
 
 def is_sendable(messages: Any) -> bool:

@@ -10,8 +10,20 @@ from transforms.calllogs.calls import Piece
 from transforms.inputs import RawRecord
 from transforms.output_records import ViolationReport
 from transforms.record_settings import Settings
-from transforms.record_steps import Outcome, guarded, parse_payload, read_call_log, read_conversation, record_id
-from transforms.validate import check_sendable, count_by_kind
+from transforms.record_steps import (
+    Outcome,
+    ReaderHint,
+    guarded,
+    parse_payload,
+    read_call_log,
+    read_conversation,
+    record_id,
+)
+from transforms.validate import VIOLATION_KINDS, Violation, check_sendable, check_user_first, count_by_kind
+
+#: The readers of providers that want a user message first: their bodies are also checked by
+#: ``check_user_first`` (the rule their writers refuse ``leading_assistant`` by).
+USER_FIRST_READERS = frozenset(("anthropic", "bedrock-converse", "gemini"))
 
 
 def _check(raw: RawRecord, settings: Settings) -> tuple[ViolationReport, None] | list[Piece]:
@@ -19,8 +31,12 @@ def _check(raw: RawRecord, settings: Settings) -> tuple[ViolationReport, None] |
     pieces = read_call_log(record, settings)
     if pieces is not None:
         return pieces  # a call log: checked once assembled with the other calls of its conversation
-    conversation = read_conversation(record, settings)
+    hint = ReaderHint()
+    conversation = read_conversation(record, settings, hint)
     violations = check_sendable(conversation.messages)
+    reader = settings.input_format if settings.input_format != "auto" else getattr(hint.reader, "name", None)
+    if reader in USER_FIRST_READERS:
+        violations = sorted(violations + check_user_first(conversation.messages), key=_order)
     report: ViolationReport = {
         "id": record_id(record, settings),
         "source": raw.source,
@@ -33,6 +49,10 @@ def _check(raw: RawRecord, settings: Settings) -> tuple[ViolationReport, None] |
         ],
     }
     return report, None
+
+
+def _order(violation: Violation) -> tuple[int, int]:
+    return (-1 if violation.index is None else violation.index, VIOLATION_KINDS.index(violation.kind))
 
 
 #: Violations listed one by one in a conversation's report (all are counted).

@@ -38,6 +38,8 @@ RUN_ONLY_FLAGS = frozenset(
         "check",
         "drop_role",
         "map_role",
+        "reasoning",
+        "media",
         "report",
         "max_dead_letters",
         "warn_dead_letters",

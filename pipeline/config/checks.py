@@ -248,6 +248,8 @@ def record_settings(ours, tokens: TokenSettings | None = None) -> Settings:
         splits=parse_splits(ours.split)[0] if getattr(ours, "split", None) else (),
         split_by=getattr(ours, "split_by", None),
         split_seed=getattr(ours, "split_seed", 0),
+        reasoning=getattr(ours, "reasoning", None),
+        media=getattr(ours, "media", None),
     )
 
 

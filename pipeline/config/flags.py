@@ -153,6 +153,20 @@ def _record_flags(add) -> None:
         help="FROM=TO: give every message of role FROM the role TO (user, assistant, system or developer), "
         "counted as the repair map_role (repeatable)",
     )
+    add(
+        "--reasoning",
+        choices=("keep", "drop"),
+        help="a provider's reasoning (Anthropic thinking and signatures, Gemini thought signatures, "
+        "reasoning_content, Responses reasoning items): keep writes it back where the sink is that "
+        "provider's, drop leaves it out; left out, it is counted in the ledger (default: keep, for flat drop)",
+    )
+    add(
+        "--media",
+        choices=("keep", "drop"),
+        help="images, audio and files: keep writes them where their [image] placeholder stands in every sink "
+        "that can hold them (converting base64 and URLs where exact), drop leaves the placeholders; a "
+        "placeholder left is counted in the ledger as media_<kind> (default: keep, for flat drop)",
+    )
 
 
 def _run_flags(add) -> None:

@@ -18,6 +18,8 @@ import json
 from typing import Any, NamedTuple
 
 from transforms.calllogs import genai, streams
+from transforms.formats import media as carried_media
+from transforms.formats import reasoning as carried_reasoning
 from transforms.formats._common import openai_tool
 from transforms.formats.anthropic import anthropic_to_flat
 from transforms.formats.base import FormatError, detect_reader
@@ -78,6 +80,13 @@ def strict_flat(messages: list[Any], ledger: dict[str, Any] | None) -> list[Any]
     it is, for the core to drop and count.
     """
     if ledger is not None:
+        # Reasoning and media a provider reader carried beside a message (issue 33's fields) are
+        # not carried through call logs: counted under their own names, as a sink that cannot
+        # take them counts them, and the rest as coercion would.
+        messages, reasoning = carried_reasoning.lift(messages)
+        messages, media = carried_media.lift(messages)
+        carried_reasoning.note_all(reasoning, ledger)
+        carried_media.note_all(media, ledger)
         coercion_discards(messages, ledger)
     out: list[Any] = []
     for message in messages:

@@ -25,6 +25,7 @@ from transforms.formats.base import (
 from transforms.formats import (  # noqa: F401
     anthropic,
     bedrock,
+    cohere,
     flat,
     gemini,
     hf,
@@ -40,7 +41,7 @@ from transforms.normalize import Reading
 #: against: another registered reader (a plug-in) turns the shortcut off.
 _PLAIN_READERS = ("openai", "flat")
 _BUILT_IN_READERS = frozenset(
-    ("anthropic", "bedrock-converse", "flat", "gemini", "openai", "openai-responses", "sharegpt")
+    ("anthropic", "bedrock-converse", "cohere-v1", "flat", "gemini", "openai", "openai-responses", "sharegpt")
 )
 #: Top-level keys some reader before ``openai`` looks at (ShareGPT ``conversations``, Gemini
 #: ``contents``, Responses ``input``, Anthropic and Bedrock ``system``, Bedrock ``toolConfig``):

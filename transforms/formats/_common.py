@@ -10,7 +10,14 @@ import json
 from typing import Any, Callable, TypeGuard
 
 from transforms.formats._rendered import unknown_block
-from transforms.formats.base import Conversation, FormatError, RecordShapeError, not_a_record
+from transforms.formats.base import (
+    Conversation,
+    FormatError,
+    RecordShapeError,
+    WriteContext,
+    count_written,
+    not_a_record,
+)
 from transforms.ledger import note
 from transforms.normalize import content_text, usable_id
 from transforms.tool_blocks import first_free, tool_blocks
@@ -426,3 +433,46 @@ def record_model(record: dict[str, Any], ctx_model: str | None) -> str | None:
         return ctx_model
     model = record.get("model")
     return model if isinstance(model, str) and model else None
+
+
+#: The targets whose API wants the first turn to be the user's: Anthropic ("first message must
+#: use the user role", as Bedrock and Vertex still enforce it), Bedrock Converse ("A conversation
+#: must start with a user message") and Gemini ("First content should be with role 'user'").
+USER_FIRST = ("Anthropic", "Bedrock Converse", "Gemini")
+
+
+def check_user_first(turns: list[Any], target: str) -> None:
+    """``FormatError("leading_assistant")`` when the first written turn is not the user's (a log
+    that opens with a greeting, or a leading user turn left blank): one rule for every target
+    in ``USER_FIRST``, the one ``convnorm validate`` reports as ``leading_assistant``."""
+    if turns and turns[0]["role"] != "user":
+        raise FormatError(
+            "leading_assistant",
+            f"a {target} conversation must start with a user message; this one opens with the "
+            f"{turns[0]['role']}'s (drop or map that message with --drop-role / --map-role, or leave such records out)",
+        )
+
+
+def trim_final_text(
+    turns: list[Any], key: str, ctx: WriteContext, is_text: Callable[[Any], bool], text_key: str
+) -> None:
+    """Anthropic refuses a body whose final assistant turn (a prefill) ends in whitespace
+    ("final assistant content cannot end with trailing whitespace"): its last text block is
+    right-stripped (a block left blank is left out, and a turn left empty), counted
+    ``final_whitespace_trimmed``."""
+    if not turns or turns[-1]["role"] != "assistant":
+        return
+    blocks = turns[-1][key]
+    if not blocks or not is_text(blocks[-1]):
+        return
+    text = blocks[-1][text_key]
+    trimmed = text.rstrip()
+    if trimmed == text:
+        return
+    if trimmed:
+        blocks[-1] = {**blocks[-1], text_key: trimmed}
+    else:
+        blocks.pop()
+        if not blocks:
+            turns.pop()
+    count_written(ctx, "final_whitespace_trimmed")

@@ -45,18 +45,21 @@ import json
 import re
 from typing import Any
 
+from transforms.formats import media, reasoning
 from transforms.formats._common import (
     ERROR_PREFIX,
     JOIN,
     SYSTEM_ROLES,
     add_turn,
     check_results_adjacent,
+    check_user_first,
     foreign_entry,
     joined_system,
     message_list,
     normalized_messages,
     record_fields,
     record_model,
+    trim_final_text,
     unsupported_role,
 )
 from transforms.formats._rendered import (
@@ -176,9 +179,13 @@ def _read_message(message: Any, names: dict[str, Any], out: list[Any], discarded
         out.append(message)  # string content (or junk) is already what the core reads
         return
     texts, calls, results, systems = [], [], [], []
+    thinking: list[Any] = []  # an assistant's reasoning blocks, carried as they were
+    assistant = message.get("role") == "assistant"
     for block in message["content"]:
         kind = block.get("type") if isinstance(block, dict) else None
-        if kind == "tool_use":
+        if kind in _REASONING and assistant:
+            thinking.append(block)
+        elif kind == "tool_use":
             call = {"tool_call_id": block.get("id"), "name": block.get("name")}
             if block.get("input") is not None:
                 call["args"] = block["input"]
@@ -188,6 +195,7 @@ def _read_message(message: Any, names: dict[str, Any], out: list[Any], discarded
             if block.get("is_error") is True:
                 text = ERROR_PREFIX + text
             results.append({"role": "tool", "content": text, "tool_call_id": block.get("tool_use_id")})
+            media.carry(results[-1], media.anthropic_items(block.get("content")))
         elif kind == "mid_conv_system":
             systems.append({"role": "system", "content": _blocks_text(block.get("content"), names, discarded)})
         else:
@@ -201,8 +209,11 @@ def _read_message(message: Any, names: dict[str, Any], out: list[Any], discarded
     if calls:
         existing = message.get("tool_calls")
         flat["tool_calls"] = (existing if isinstance(existing, list) else []) + calls
+    if thinking:
+        flat[reasoning.FIELD] = reasoning.carried(reasoning.ANTHROPIC, blocks=thinking)
+    media.carry(flat, media.anthropic_items(message["content"]))
     # A user message that only carried results has nothing left to say.
-    if calls or flat["content"].strip() or not (results or systems):
+    if calls or flat["content"].strip() or thinking or not (results or systems):
         out.append(flat)
     else:
         note_unread_keys(message, _RESULTS_ONLY_READ, discarded)  # its other keys: in the ledger
@@ -363,12 +374,16 @@ def _tool_use(call: dict[str, Any], ids: dict[str, Any]) -> dict[str, Any]:
 
 
 def _tool_result(message: dict[str, Any], ids: dict[str, Any]) -> dict[str, Any]:
-    block = {"type": "tool_result", "tool_use_id": ids[message["tool_call_id"]]}
+    block: dict[str, Any] = {"type": "tool_result", "tool_use_id": ids[message["tool_call_id"]]}
     text = message["content"]
     is_error = text.startswith(ERROR_PREFIX)
     if is_error:
         text = text[len(ERROR_PREFIX) :]
-    if text:
+    if message.get(media.FIELD):
+        # Images the result held: back as blocks of its content, where their placeholders stand.
+        text_block = lambda piece: [{"type": "text", "text": piece}] if piece.strip() else []  # noqa: E731
+        block["content"] = media.with_media({**message, "content": text}, text_block, media.anthropic_block)
+    elif text:
         block["content"] = text
     if is_error:
         block["is_error"] = True
@@ -388,10 +403,14 @@ def flat_to_anthropic(messages: list[Any], originals: Originals | None = None) -
     for message in rest:
         role = message["role"]
         if role == "user":
-            blocks, turn_role = _text_blocks(message["content"], originals), "user"
+            text_blocks = lambda text: _text_blocks(text, originals)  # noqa: E731 - one use, here
+            blocks, turn_role = media.with_media(message, text_blocks, media.anthropic_block), "user"
         elif role == "assistant":
             calls = [_tool_use(c, ids) for c in message.get("tool_calls") or ()]
-            blocks, turn_role = _text_blocks(message["content"], originals) + calls, "assistant"
+            carried = reasoning.of(message, reasoning.ANTHROPIC)
+            # Thinking blocks first, unmodified and in their order (the API checks both).
+            thinking = list(carried["blocks"]) if carried is not None else []
+            blocks, turn_role = thinking + _text_blocks(message["content"], originals) + calls, "assistant"
         elif role == "tool":
             # Results follow their assistant message, so they open the next user turn.
             blocks, turn_role = [_tool_result(message, ids)], "user"
@@ -406,8 +425,10 @@ def flat_to_anthropic(messages: list[Any], originals: Originals | None = None) -
 def write_anthropic(record: dict[str, Any], ctx: WriteContext) -> dict[str, Any]:
     originals = _renderings(ctx.source, ctx.messages_field)
     system, turns = flat_to_anthropic(normalized_messages(record, ctx.messages_field), originals)
+    trim_final_text(turns, "content", ctx, lambda block: block.get("type") == "text", "text")
     if not turns:
         raise FormatError("empty_conversation", "no user or assistant content to write")
+    check_user_first(turns, "Anthropic")
     out: dict[str, Any] = {}
     model = record_model(record, ctx.model)
     if model is not None:
@@ -419,6 +440,9 @@ def write_anthropic(record: dict[str, Any], ctx: WriteContext) -> dict[str, Any]
         out["max_tokens"] = ctx.max_tokens
     if system:
         out["system"] = system
+    thinking = _thinking_config(record, turns, ctx)
+    if thinking is not None:
+        out["thinking"] = thinking
     out["messages"] = turns
     tools = tools_for(record, ctx)
     tools = [anthropic_tool(t, ctx) for t in tools] if tools is not None else []
@@ -431,6 +455,39 @@ def write_anthropic(record: dict[str, Any], ctx: WriteContext) -> dict[str, Any]
     if tools:
         out["tools"] = tools
     return out
+
+
+#: The request's ``thinking`` config types (SDK ``ThinkingConfigParam``).
+_THINKING_TYPES = frozenset(("enabled", "adaptive", "disabled", "between_tools"))
+_THINKING_ON = frozenset(("enabled", "adaptive"))
+
+
+def _thinking_config(record: dict[str, Any], turns: list[Any], ctx: WriteContext) -> Any:
+    """The record's ``thinking`` config to write back, or ``None``.
+
+    Written when it is Anthropic's shape and the body can be sent with it: thinking on needs
+    the assistant turn that opens the last tool use to start with a thinking block (the API's
+    400 otherwise); without one the config is left out and counted (``thinking_config_dropped``):
+    the replay runs with thinking off, as the body's turns do.
+    """
+    config = record.get("thinking")
+    if not isinstance(config, dict) or config.get("type") not in _THINKING_TYPES:
+        return None
+    if config["type"] in _THINKING_ON and not _last_tool_turn_thinks(turns):
+        count_written(ctx, "thinking_config_dropped")
+        return None
+    return config
+
+
+def _last_tool_turn_thinks(turns: list[Any]) -> bool:
+    """The last assistant turn holding a ``tool_use`` starts with a reasoning block (or there is none)."""
+    for turn in reversed(turns):
+        if turn["role"] != "assistant":
+            continue
+        blocks = turn["content"]
+        if any(isinstance(b, dict) and b.get("type") == "tool_use" for b in blocks):
+            return bool(blocks) and isinstance(blocks[0], dict) and blocks[0].get("type") in _REASONING
+    return True
 
 
 #: The input schema of a derived tool definition: any object (the calls' inputs are objects).
@@ -586,11 +643,14 @@ ANTHROPIC_WRITER = register_writer(
         write_anthropic,
         description="Anthropic Messages API request body",
         uses=("model", "max_tokens"),  # --model, else the record's; the record's max_tokens, else --max-tokens
+        reasoning=(reasoning.ANTHROPIC,),
+        media=media.carrier(media.anthropic_block, ("user", "tool")),
         # Content is a string or blocks, tools and blocks free-form.
         schema={
             "model": STRING,
             "max_tokens": INT,
             "system": STRING,
+            "thinking": JSON,
             "messages": [{"role": STRING, "content": JSON}],
             "tools": [JSON],
         },

@@ -162,6 +162,17 @@ class Writer:
     #: The schema of the records it writes (``transforms.formats.schema``): what loads a whole
     #: multi-part output as one dataset. ``None``: records without a fixed schema (flat).
     schema: dict[str, Any] | None = None
+    #: The providers whose carried reasoning (``transforms.formats.reasoning``) this writer writes
+    #: back (``"*"``: any, as it is); others' is left out, counted in the ledger.
+    reasoning: tuple[str, ...] = ()
+    #: ``--reasoning`` when not given: ``keep`` (write back what the sink takes) or ``drop``.
+    reasoning_default: str = "keep"
+    #: ``media(item, role) -> bool``: does this writer write a carried media item
+    #: (``transforms.formats.media``) of a message of ``role`` where its placeholder stands?
+    #: ``None``: it writes placeholders only; the others are counted in the ledger.
+    media: Callable[[dict[str, Any], str], bool] | None = None
+    #: ``--media`` when not given: ``keep`` or ``drop``.
+    media_default: str = "keep"
 
     def __post_init__(self) -> None:
         known = {f.name for f in fields(WriteContext)}

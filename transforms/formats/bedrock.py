@@ -37,6 +37,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from transforms.formats import media, reasoning
 from transforms.formats._common import (
     ERROR_PREFIX,
     JOIN,
@@ -44,11 +45,13 @@ from transforms.formats._common import (
     add_turn,
     bare_list_conversation,
     check_results_adjacent,
+    check_user_first,
     foreign_entry,
     joined_system,
     message_list,
     normalized_messages,
     record_model,
+    trim_final_text,
     unsupported_role,
 )
 from transforms.formats._rendered import (
@@ -197,11 +200,15 @@ def _read_message(message: Any, servers: dict[str, Any], out: list[Any], discard
         out.append(message)  # the core reads (or drops) it as it is
         return
     texts, calls, results = [], [], []
+    thinking: list[Any] = []  # an assistant's reasoningContent blocks, carried as they were
+    assistant = message.get("role") == "assistant"
     for block in message["content"]:
         key, value = _member(block, _MEMBERS)
         rendered = _rendered_server_block(key, value, servers)
         if rendered is not None:
             texts.append(rendered)
+        elif key == "reasoningContent" and assistant:
+            thinking.append(block)
         elif key == "toolUse":
             call = {"tool_call_id": value.get("toolUseId"), "name": value.get("name")}
             if value.get("input") is not None:
@@ -227,6 +234,9 @@ def _read_message(message: Any, servers: dict[str, Any], out: list[Any], discard
     flat["content"] = JOIN.join(t for t in texts if t)
     if calls:
         flat["tool_calls"] = calls
+    if thinking:
+        flat[reasoning.FIELD] = reasoning.carried(reasoning.BEDROCK, blocks=thinking)
+    media.carry(flat, media.bedrock_items(message["content"]))
     if calls or flat["content"].strip() or not results:
         out.append(flat)
     else:
@@ -392,7 +402,9 @@ def _tool_result(message: dict[str, Any], ids: dict[str, Any]) -> dict[str, Any]
     is_error = text.startswith(ERROR_PREFIX)
     if is_error:
         text = text[len(ERROR_PREFIX) :]
-    result: dict[str, Any] = {"toolUseId": ids[message["tool_call_id"]], "content": [{"text": text}] if text else []}
+    text_block = lambda piece: [{"text": piece}] if piece else []  # noqa: E731 - one use, here
+    content = media.with_media({**message, "content": text}, text_block, media.bedrock_block)
+    result: dict[str, Any] = {"toolUseId": ids[message["tool_call_id"]], "content": content}
     if is_error:
         result["status"] = "error"
     return {"toolResult": result}
@@ -410,10 +422,13 @@ def _converse_messages(messages: list[Any], originals: Originals) -> list[Any]:
     for message in rest:
         role = message["role"]
         if role == "user":
-            blocks, turn_role = _text_blocks(message["content"], originals), "user"
+            text_blocks = lambda text: _text_blocks(text, originals)  # noqa: E731 - one use, here
+            blocks, turn_role = media.with_media(message, text_blocks, media.bedrock_block), "user"
         elif role == "assistant":
             calls = [_tool_use(c, ids) for c in message.get("tool_calls") or ()]
-            blocks, turn_role = _text_blocks(message["content"], originals) + calls, "assistant"
+            carried = reasoning.of(message, reasoning.BEDROCK)
+            thinking = list(carried["blocks"]) if carried is not None else []  # first, as they were
+            blocks, turn_role = thinking + _text_blocks(message["content"], originals) + calls, "assistant"
         elif role == "tool":
             blocks, turn_role = [_tool_result(message, ids)], "user"
         else:
@@ -486,9 +501,8 @@ def write_bedrock(record: dict[str, Any], ctx: WriteContext) -> dict[str, Any]:
     turns = _converse_messages(messages, originals)
     if not turns:
         raise FormatError("empty_conversation", "no user or assistant content to write")
-    if turns[0]["role"] != "user":
-        # Converse: "A conversation must start with a user message."
-        raise FormatError("leading_assistant", "a Converse conversation must start with a user message")
+    check_user_first(turns, "Bedrock Converse")  # "A conversation must start with a user message."
+    trim_final_text(turns, "content", ctx, lambda block: "text" in block, "text")  # Claude's prefill rule
     out: dict[str, Any] = {}
     model = record_model(record, ctx.model) or (
         record.get("modelId") if isinstance(record.get("modelId"), str) else None
@@ -513,6 +527,8 @@ BEDROCK_WRITER = register_writer(
         write_bedrock,
         description="AWS Bedrock Converse request body",
         uses=("model",),  # modelId: --model, else the record's own
+        reasoning=(reasoning.BEDROCK,),
+        media=media.carrier(media.bedrock_block, ("user", "tool")),
         schema={
             "modelId": STRING,
             "system": [JSON],

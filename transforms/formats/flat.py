@@ -39,4 +39,16 @@ def write_flat(record: dict[str, Any], ctx: WriteContext) -> dict[str, Any]:
 FLAT_READER = register_reader(
     Reader("flat", read_flat, detect_flat, priority=90, description="FlowDrop flat shape (and stored-buffer rows)")
 )
-FLAT_WRITER = register_writer(Writer("flat", write_flat, description="FlowDrop flat shape"))
+# The normalized record is MEM-5's to the letter unless --reasoning keep asks for the carried
+# reasoning field on its assistant messages (any provider's, as it was).
+FLAT_WRITER = register_writer(
+    Writer(
+        "flat",
+        write_flat,
+        description="FlowDrop flat shape",
+        reasoning=("*",),
+        reasoning_default="drop",
+        media=lambda item, role: True,
+        media_default="drop",
+    )
+)

@@ -50,6 +50,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from transforms.formats import media, reasoning
 from transforms.formats._common import (
     ERROR_PREFIX,
     JOIN,
@@ -58,6 +59,7 @@ from transforms.formats._common import (
     add_turn,
     bare_list_conversation,
     check_results_adjacent,
+    check_user_first,
     joined_system,
     normalized_messages,
     record_fields,
@@ -81,9 +83,12 @@ from transforms.formats.base import (
     Reader,
     WriteContext,
     Writer,
+    count_written,
     register_reader,
     register_writer,
 )
+from transforms.formats.gemini_schema import gemini_parameters
+from transforms.formats.gemini_stream import assemble, has_streamed_calls
 from transforms.formats.schema import JSON, STRING
 from transforms.ledger import note, note_unread_keys
 from transforms.normalize import content_text
@@ -109,6 +114,7 @@ _SERVER_PARTS = {
     "tool_response": (SERVER_RESULT, None),
 }
 _TOOL_TYPE = ("toolType", "tool_type")
+_SIGNATURE = ("thoughtSignature", "thought_signature")
 #: Keys that make a part a Gemini part (content signals for detection).
 _PART_KEYS = frozenset(("text",) + _CALL + _RESPONSE + _MEDIA + tuple(_SERVER_PARTS))
 #: Part keys that are metadata, not content.
@@ -246,23 +252,51 @@ def _read_content(
     several = sum(1 for p in parts if isinstance(p, dict) and isinstance(_get(p, _CALL), dict)) > 1
     calls: list[Any]
     texts, calls, results = [], [], []
+    model = role == "assistant"
+    thoughts: list[Any] = []  # the model's thought parts, carried as they were
+    trailing: list[Any] = []  # parts that hold only a thoughtSignature
+    call_signatures: dict[str, Any] = {}
+    text_signature = None
     for part in parts:
         if not isinstance(part, dict):
             texts.append(content_text(part))
             continue
         call = _get(part, _CALL)
         response = _get(part, _RESPONSE)
+        signature = _get(part, _SIGNATURE) if model else None
         if isinstance(call, dict):
             calls.append(_flat_call(call, ids, index, len(calls) if several else None))
+            if signature is not None:
+                call_signatures[calls[-1]["tool_call_id"]] = signature
         elif isinstance(response, dict):
             results.append(_result(response, pending))
+        elif model and part.get("thought") is True:
+            thoughts.append(part)
+        elif model and signature is not None and len(part) == 1:
+            trailing.append(part)  # a part of its own holding only a signature: back after the turn's parts
         else:
             part_text = _part_text(part, discarded)
             if part_text:
                 texts.append(part_text)
+            if signature is not None and server_part(part) is None:
+                if text_signature is not None and discarded is not None:
+                    note(discarded, "thoughtSignature", text_signature)  # the last one is the one returned
+                text_signature = signature
     message = {"role": role, "content": JOIN.join(texts)}
     if calls:
         message["tool_calls"] = calls
+    media.carry(message, media.gemini_items(parts))
+    if thoughts or call_signatures or text_signature is not None or trailing:
+        kept: dict[str, Any] = {}
+        if thoughts:
+            kept["thoughts"] = thoughts
+        if trailing:
+            kept["signature_parts"] = trailing
+        if call_signatures:
+            kept["call_signatures"] = call_signatures
+        if text_signature is not None:
+            kept["text_signature"] = text_signature
+        message[reasoning.FIELD] = reasoning.carried(reasoning.GEMINI, **kept)
     return message, results
 
 
@@ -325,10 +359,15 @@ def _contents_key(record: dict[str, Any], messages_field: str) -> str | None:
 
 
 def read_gemini(record: Any, messages_field: str) -> Conversation:
-    bare = bare_list_conversation(record, gemini_to_flat)
+    report: dict[str, Any] = {}
+    if isinstance(record, list):
+        discarded: dict[str, Any] = {}
+        flat = gemini_to_flat(_assembled(record, report), discarded=discarded)
+        return Conversation(flat, {}, report or None, discarded or None)
+    bare = bare_list_conversation(record, gemini_to_flat)  # refuses what is not a record
     if bare is not None:
         return bare
-    discarded: dict[str, Any] = {}
+    discarded = {}
     key = _contents_key(record, messages_field)
     if key is None:
         raise FormatError("missing_contents", f"no list at 'contents' or {messages_field!r}")
@@ -338,14 +377,29 @@ def read_gemini(record: Any, messages_field: str) -> Conversation:
     fields = record_fields(record, consumed)
     if "tools" in fields:
         fields["tools"] = gemini_tools(fields["tools"])
-    return Conversation(gemini_to_flat(record[key], system, discarded), fields, discarded=discarded or None)
+    flat = gemini_to_flat(_assembled(record[key], report), system, discarded)
+    return Conversation(flat, fields, report or None, discarded or None)
+
+
+def _assembled(contents: Any, report: dict[str, Any]) -> Any:
+    """The contents with streamed call fragments assembled (``gemini_stream``), counted in the
+    reader report as ``streamed_call_fragments_assembled``."""
+    if not isinstance(contents, list) or not has_streamed_calls(contents):
+        return contents
+    assembled, folded = assemble(contents)
+    if folded:
+        report["streamed_call_fragments_assembled"] = folded
+    return assembled
 
 
 def _gemini_content(entry: Any) -> bool:
     """A Content: a ``parts`` list holding a Gemini part (keyed by kind, not by ``type``)."""
     if not isinstance(entry, dict) or not isinstance(entry.get("parts"), list):
         return False
-    if entry.get("role", "user") not in ("user", "model", "function"):
+    # Any role: a Content whose role Gemini does not know (``assistant``, ``bot``) is still a
+    # Content, read with its role kept, as a forced --format gemini reads it; a writer that
+    # cannot take the role refuses it naming --map-role (auto and forced agree).
+    if not isinstance(entry.get("role", "user"), str):
         return False
     return any(isinstance(p, dict) and "type" not in p and not p.keys().isdisjoint(_PART_KEYS) for p in entry["parts"])
 
@@ -451,7 +505,7 @@ def write_gemini(record: dict[str, Any], ctx: WriteContext) -> dict[str, Any]:
         role = message["role"]
         if role in SYSTEM_ROLES:
             continue
-        text = _text_parts(message["content"], originals)
+        text = media.with_media(message, lambda piece: _text_parts(piece, originals), media.gemini_part)
         if role == "user":
             parts, turn = text, "user"
         elif role == "assistant":
@@ -465,6 +519,9 @@ def write_gemini(record: dict[str, Any], ctx: WriteContext) -> dict[str, Any]:
                 }
                 for c in message.get("tool_calls") or ()
             ]
+            carried = reasoning.of(message, reasoning.GEMINI)
+            if carried is not None:
+                text, calls = _with_signatures(carried, text, calls, ctx)
             parts, turn = text + calls, "model"
         elif role == "tool":
             parts, turn = [_function_response({**message, "_name": names[message["tool_call_id"]]})], "user"
@@ -473,14 +530,85 @@ def write_gemini(record: dict[str, Any], ctx: WriteContext) -> dict[str, Any]:
         add_turn(contents, turn, parts, "parts")
     if not contents:
         raise FormatError("empty_conversation", "no user or model content to write")
+    check_user_first(contents, "Gemini")
     out: dict[str, Any] = {}
     if system:
         out["systemInstruction"] = {"parts": [{"text": system}]}
     out["contents"] = contents
     tools = tools_for(record, ctx)
     if tools:
-        out["tools"] = [{"functionDeclarations": [bare_function_schema(t, ctx, "Gemini") for t in tools]}]
+        out["tools"] = _gemini_tools(tools, ctx)
     return out
+
+
+#: Gemini's own tool kinds besides function declarations (google-genai ``types.Tool``), in both
+#: spellings: a record holding one came from Gemini, and goes back as it was.
+BUILT_IN_TOOLS = frozenset(
+    (
+        "codeExecution",
+        "code_execution",
+        "googleSearch",
+        "google_search",
+        "googleSearchRetrieval",
+        "google_search_retrieval",
+        "urlContext",
+        "url_context",
+        "googleMaps",
+        "google_maps",
+        "fileSearch",
+        "file_search",
+        "enterpriseWebSearch",
+        "enterprise_web_search",
+        "computerUse",
+        "computer_use",
+        "retrieval",
+    )
+)
+
+
+def _gemini_tools(tools: list[Any], ctx: WriteContext) -> list[Any]:
+    """``[{"functionDeclarations": [...]}]`` of the function tools (their parameters as Gemini's
+    Schema: ``gemini_schema``), then Gemini's own tools (``{"codeExecution": {}}`` ...) as they were."""
+    built_in = [t for t in tools if isinstance(t, dict) and t and t.keys() <= BUILT_IN_TOOLS]
+    declarations = []
+    for tool in tools:
+        if any(tool is t for t in built_in):
+            continue
+        declaration = bare_function_schema(tool, ctx, "Gemini")
+        if "parameters" in declaration:
+            declaration["parameters"] = gemini_parameters(declaration["parameters"], declaration["name"], ctx)
+        declarations.append(declaration)
+    return ([{"functionDeclarations": declarations}] if declarations else []) + built_in
+
+
+def _with_signatures(
+    carried: dict[str, Any], text: list[Any], calls: list[Any], ctx: WriteContext
+) -> tuple[list[Any], list[Any]]:
+    """A model turn's parts with its carried reasoning back: the thought parts first, as they
+    were; each ``thoughtSignature`` on the part it came with (a call's on that call, the text's
+    on the last text part). A signature with no such part left is counted
+    (``thought_signatures_unplaced``): Gemini wants it on the exact part."""
+    thoughts = list(carried.get("thoughts") or ())
+    signatures = carried.get("call_signatures") or {}
+    placed = 0
+    out_calls = []
+    for part in calls:
+        signature = signatures.get(part["functionCall"]["id"])
+        if signature is not None:
+            part = {**part, "thoughtSignature": signature}
+            placed += 1
+        out_calls.append(part)
+    unplaced = len(signatures) - placed
+    text_signature = carried.get("text_signature")
+    if text_signature is not None:
+        last = max((k for k, p in enumerate(text) if "text" in p), default=None)
+        if last is None:
+            unplaced += 1
+        else:
+            text = [*text[:last], {**text[last], "thoughtSignature": text_signature}, *text[last + 1 :]]
+    if unplaced:
+        count_written(ctx, "thought_signatures_unplaced", unplaced)
+    return thoughts + text, out_calls + list(carried.get("signature_parts") or ())
 
 
 GEMINI_WRITER = register_writer(
@@ -488,6 +616,8 @@ GEMINI_WRITER = register_writer(
         "gemini",
         write_gemini,
         description="Google Gemini generateContent request body",
+        reasoning=(reasoning.GEMINI,),
+        media=media.carrier(media.gemini_part, ("user", "assistant")),
         schema={"systemInstruction": JSON, "contents": [{"role": STRING, "parts": [JSON]}], "tools": [JSON]},
     )
 )

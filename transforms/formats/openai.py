@@ -53,6 +53,7 @@ from __future__ import annotations
 
 from typing import Any, Sequence
 
+from transforms.formats import media, reasoning
 from transforms.formats._common import (
     MESSAGE_KEYS,
     IdAllocator,
@@ -148,6 +149,7 @@ def _with_text(message: dict[str, Any], discarded: dict[str, Any] | None) -> dic
     content = message.get("content")
     if is_part_list_or_empty(content):
         flat["content"] = flatten_parts(content, discarded)
+        media.carry(flat, media.openai_items(content))
     return flat
 
 
@@ -430,14 +432,19 @@ def _openai_call(call: dict[str, Any], custom_tools: frozenset[str]) -> dict[str
 
 
 def flat_to_openai(
-    messages: list[Any], custom_tools: frozenset[str] = frozenset(), open_last: bool = False
+    messages: list[Any],
+    custom_tools: frozenset[str] = frozenset(),
+    open_last: bool = False,
+    with_reasoning: bool = False,
 ) -> list[Any]:
     """Normalized flat messages as Chat Completions messages, in the same order.
 
     A result that is not in the tool block right after its call is a ``FormatError``
     (``result_not_adjacent``, see ``check_results_adjacent``): the writer moves nothing.
     ``custom_tools`` names the record's custom (free-text) tools: calls to them are written as
-    custom calls, the flat shape having no other trace of the difference.
+    custom calls, the flat shape having no other trace of the difference. ``with_reasoning``:
+    an assistant message's carried OpenAI-compatible reasoning keys (``reasoning_content`` ...)
+    are written back beside its content, as they were.
     """
     if not messages:
         raise FormatError("empty_conversation", "no messages to write")
@@ -445,26 +452,35 @@ def flat_to_openai(
     out = []
     for message in messages:
         role = message["role"]
-        if role in ("system", "developer", "user"):
+        if role == "user" and message.get(media.FIELD):
+            # Media where their placeholders stand: content as parts (text and image_url ...).
+            out.append({"role": role, "content": media.with_media(message, _text_part, media.openai_chat_part)})
+        elif role in ("system", "developer", "user"):
             out.append({"role": role, "content": message["content"]})
         elif role == "assistant":
             calls = message.get("tool_calls")
             if not calls:
-                out.append({"role": "assistant", "content": message["content"]})
-                continue
-            out.append(
-                {
+                written = {"role": "assistant", "content": message["content"]}
+            else:
+                written = {
                     "role": "assistant",
                     # A call-only turn: null, as the API itself returns it.
                     "content": message["content"] or None,
                     "tool_calls": [_openai_call(call, custom_tools) for call in calls],
                 }
-            )
+            carried = reasoning.of(message, reasoning.OPENAI_CHAT) if with_reasoning else None
+            if carried is not None:
+                written.update(carried["fields"])
+            out.append(written)
         elif role == "tool":
             out.append({"role": "tool", "tool_call_id": message["tool_call_id"], "content": message["content"]})
         else:
             raise unsupported_role(role, "OpenAI")
     return out
+
+
+def _text_part(text: str) -> list[Any]:
+    return [{"type": "text", "text": text}] if text else []
 
 
 def _tools(record: dict[str, Any], ctx: WriteContext) -> tuple[list[Any] | None, frozenset[str]]:
@@ -478,6 +494,14 @@ def _tools(record: dict[str, Any], ctx: WriteContext) -> tuple[list[Any] | None,
 
 def write_openai_finetune(record: dict[str, Any], ctx: WriteContext) -> dict[str, Any]:
     tools, custom_tools = _tools(record, ctx)
+    if custom_tools:
+        # The fine-tuning line's tools are function tools only (FineTuneChatRequestInput): a
+        # custom tool's free-text input has no function-call form to convert it to exactly.
+        names = ", ".join(sorted(repr(n) for n in custom_tools))
+        raise FormatError(
+            "unconvertible_tool",
+            f"custom (free-text) tool(s) {names}: OpenAI fine-tuning lines take function tools only",
+        )
     flat = normalized_messages(record, ctx.messages_field)
     messages = flat_to_openai(flat, custom_tools, open_last=True)
     if not any(m["role"] == "assistant" for m in messages):
@@ -529,7 +553,7 @@ def write_openai_batch(record: dict[str, Any], ctx: WriteContext) -> dict[str, A
     if model is None:
         raise FormatError("missing_model", "a Batch request needs a model: pass --model")
     tools, custom_tools = _tools(record, ctx)
-    messages = flat_to_openai(normalized_messages(record, ctx.messages_field), custom_tools)
+    messages = flat_to_openai(normalized_messages(record, ctx.messages_field), custom_tools, with_reasoning=True)
     if is_batch_line(ctx.source, ctx.messages_field):
         return _rewrite_batch_line(ctx.source, messages, ctx)
     body: dict[str, Any] = {"model": model, "messages": messages}
@@ -557,7 +581,9 @@ OPENAI_FINETUNE_WRITER = register_writer(
         "openai-finetune",
         write_openai_finetune,
         description="OpenAI chat fine-tuning JSONL line",
-        # weight: 0 or 1 on an assistant message (transforms.training), else absent.
+        # weight: 0 or 1 on an assistant message (transforms.training), else absent. No media: a
+        # line's content stays one string, the schema that loads every part as one dataset
+        # (placeholders left are counted in the ledger).
         schema={"messages": [{**OPENAI_MESSAGE, "weight": INT}], "tools": [JSON], "parallel_tool_calls": BOOL},
     )
 )
@@ -568,6 +594,9 @@ OPENAI_BATCH_WRITER = register_writer(
         description="OpenAI Batch API input line (/v1/chat/completions)",
         uses=("model",),  # body.model: --model, else the record's own
         unique_field="custom_id",  # the Batch API refuses a file that repeats one
+        # Chat Completions-compatible providers (DeepSeek, OpenRouter) want their reasoning back.
+        reasoning=(reasoning.OPENAI_CHAT,),
+        media=media.carrier(media.openai_chat_part, ("user",)),
         # A Batch line written back keeps every body parameter it had: the body is free-form.
         schema={"custom_id": STRING, "method": STRING, "url": STRING, "body": JSON},
     )

@@ -33,6 +33,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from transforms.formats import media, reasoning
 from transforms.formats._common import (
     JOIN,
     SYSTEM_ROLES,
@@ -143,12 +144,17 @@ def responses_to_flat(items: list[Any], discarded: dict[str, Any] | None = None)
     out = []
     discarded = {} if discarded is None else discarded
     folding: dict[str, Any] | None = None  # the assistant message that a following call joins
+    thinking: list[Any] = []  # reasoning items awaiting the assistant item they precede
     for item in items:
+        kind = (item.get("type") or "message") if isinstance(item, dict) else None
+        if thinking and not _carries(kind, item):
+            for pending in thinking:  # no assistant item of its own follows: left out, counted
+                note(discarded, "reasoning", pending)
+            thinking = []
         if not isinstance(item, dict):
             out.append(item)  # the core drops it, counted
             folding = None
             continue
-        kind = item.get("type") or "message"
         if kind == "message":
             if _lost_message(item):
                 shown = ", ".join(map(str, list(item)[:8]))
@@ -157,8 +163,11 @@ def responses_to_flat(items: list[Any], discarded: dict[str, Any] | None = None)
             role = item.get("role")
             text = block_text(item.get("content"), discarded)
             message = {"role": "system" if role == "developer" else role, "content": text}
+            media.carry(message, media.openai_items(item.get("content"), "openai-responses"))
             out.append(message)
             folding = message if role == "assistant" else None
+            if thinking and folding is not None:
+                _carry(folding, thinking, None)
         elif kind in _CALLS:
             note_unread_keys(item, _CALL_READ, discarded)
             call = {"tool_call_id": item.get("call_id"), "name": item.get("name")}
@@ -169,10 +178,13 @@ def responses_to_flat(items: list[Any], discarded: dict[str, Any] | None = None)
                 folding = {"role": "assistant", "content": ""}
                 out.append(folding)
             folding.setdefault("tool_calls", []).append(call)
+            if thinking:
+                _carry(folding, thinking, call["tool_call_id"])
         elif kind in _OUTPUTS:
             note_unread_keys(item, _OUTPUT_READ, discarded)
             output = block_text(item.get("output"), discarded)
             out.append({"role": "tool", "content": output, "tool_call_id": item.get("call_id")})
+            media.carry(out[-1], media.openai_items(item.get("output"), "openai-responses"))
             folding = None
         elif kind in _SERVER_ITEMS or kind == "compaction":
             # Run by the provider: text in the assistant message, not a call for MEM-5 to pair.
@@ -192,13 +204,33 @@ def responses_to_flat(items: list[Any], discarded: dict[str, Any] | None = None)
             out.append({"role": "user", "content": text})
             folding = None
         elif kind == "reasoning":
-            note(discarded, kind, item)
+            thinking.append(item)  # carried on the assistant item it precedes
             continue
         elif kind in _UNSUPPORTED:
             raise FormatError("unsupported_item", f"input item type {kind!r} has no flat equivalent")
         else:
             raise unknown_block(kind, "openai-responses")
+    for pending in thinking:
+        note(discarded, "reasoning", pending)
     return out
+
+
+def _carries(kind: Any, item: Any) -> bool:
+    """Whether an item takes the reasoning items before it: another reasoning item, an
+    assistant message or a call (the items a reasoning item precedes in a model's output)."""
+    if kind == "reasoning" or kind in _CALLS:
+        return True
+    return kind == "message" and isinstance(item, dict) and item.get("role") == "assistant"
+
+
+def _carry(message: dict[str, Any], thinking: list[Any], before: Any) -> None:
+    """Carry ``thinking`` (emptied) on ``message``, each item noting the call it preceded
+    (``None``: the message itself), so the writer puts it back right before that item."""
+    carried = message.get(reasoning.FIELD)
+    if carried is None:
+        carried = message[reasoning.FIELD] = reasoning.carried(reasoning.RESPONSES, items=[])
+    carried["items"].extend({"before": before, "item": item} for item in thinking)
+    thinking.clear()
 
 
 def read_responses(record: Any, messages_field: str) -> Conversation:
@@ -239,7 +271,9 @@ def read_responses(record: Any, messages_field: str) -> Conversation:
 def _responses_item(item: Any) -> bool:
     if not isinstance(item, dict):
         return False
-    if item.get("type") in _TYPED:
+    # An unsupported item type is Responses' too: refused as unsupported_item wherever it stands,
+    # not unknown_format when no other item tells the record's format.
+    if item.get("type") in _TYPED or item.get("type") in _UNSUPPORTED:
         return True
     content = item.get("content")
     return isinstance(content, list) and any(isinstance(p, dict) and p.get("type") in _PART_TYPES for p in content)
@@ -338,19 +372,41 @@ def _input_items(messages: list[Any], custom: frozenset[str]) -> list[dict[str, 
         role = message["role"]
         if role in SYSTEM_ROLES:
             continue
-        if role == "user":
+        if role == "user" and message.get(media.FIELD):
+            text_part = lambda text: [{"type": "input_text", "text": text}] if text else []  # noqa: E731
+            content = media.with_media(message, text_part, media.responses_part)
+            items.append({"type": "message", "role": "user", "content": content})
+        elif role == "user":
             items.append({"type": "message", "role": "user", "content": message["content"]})
         elif role == "assistant":
             calls = message.get("tool_calls") or []
+            carried = reasoning.of(message, reasoning.RESPONSES)
+            before = _reasoning_before(carried, calls)
+            items.extend(before.pop(None, ()))
             if message["content"] or not calls:
                 items.append({"type": "message", "role": "assistant", "content": message["content"]})
-            items.extend(_call_item(call, custom, custom_calls) for call in calls)
+            for call in calls:
+                items.extend(before.pop(call["tool_call_id"], ()))
+                items.append(_call_item(call, custom, custom_calls))
         elif role == "tool":
             kind = "custom_tool_call_output" if message["tool_call_id"] in custom_calls else "function_call_output"
             items.append({"type": kind, "call_id": message["tool_call_id"], "output": message["content"]})
         else:
             raise unsupported_role(role, "Responses")
     return items
+
+
+def _reasoning_before(carried: dict[str, Any] | None, calls: list[Any]) -> dict[Any, list[Any]]:
+    """A message's carried reasoning items by the item they go right before: a call id, or
+    ``None`` for the message's first item (also those whose call is gone)."""
+    if carried is None:
+        return {}
+    ids = {call["tool_call_id"] for call in calls}
+    before: dict[Any, list[Any]] = {}
+    for entry in carried["items"]:
+        key = entry["before"] if entry["before"] in ids else None
+        before.setdefault(key, []).append(entry["item"])
+    return before
 
 
 def _call_item(call: dict[str, Any], custom: frozenset[str], custom_calls: set[str]) -> dict[str, Any]:
@@ -380,5 +436,7 @@ RESPONSES_WRITER = register_writer(
         description="OpenAI Responses API request body (input items, instructions)",
         uses=("model",),  # --model, else the record's own; left out when neither
         schema={"model": STRING, "instructions": STRING, "input": [JSON], "tools": [JSON]},
+        reasoning=(reasoning.RESPONSES,),
+        media=media.carrier(media.responses_part, ("user",)),
     )
 )
