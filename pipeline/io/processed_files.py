@@ -28,7 +28,8 @@ read (``report``).
 **Totals from the files on disk.** Each file's outputs directory holds ``source.json`` with the
 file's partial summary (``transforms.summary.partial``); a window's ``summary.json`` is the
 finalized sum of the partials of the files in its directory, and the output's ``summary.json``
-the finalized sum of every file's partial. Nothing is summed twice and nothing from memory:
+the finalized sum of every file's partial (and of each window's ``assembled/`` conversations of
+call logs: ``assembled.json``). Nothing is summed twice and nothing from memory:
 after a crash, the next start rebuilds what is missing (``rebuild_windows``) and the totals
 are exact.
 """

@@ -9,14 +9,17 @@
     CleanLandedFiles         spread over workers; per file: decide its version (new, appended,
                              rewritten: pipeline.io.processed_files), read it in batches, normalize,
                              write its three outputs into the window's directory in one rename
-    SummarizeWindows         per window, when it closes: OUT/<window>/summary.json from the
-                             files on disk, and one console line
+    SummarizeWindows         per window, when it closes: the conversations of the call logs
+                             it got, assembled (pipeline.streaming.assembled), then
+                             OUT/<window>/summary.json from the files on disk, and one console line
 
 Output layout (``<window>`` is ``20261130T120000Z-20261130T120100Z``, the window's start and
 end in UTC; ``<file>`` is the landed file's name without its suffix plus 16 hex digits of a
 hash of its full path, and ``-v2``, ``-v3`` ... for later versions of the same path)::
 
     OUT/<window>/<file>/normalized.jsonl, drops.jsonl, dead_letter.jsonl, source.json
+                                     (and calls.jsonl: the file's call-log pieces)
+    OUT/<window>/assembled/          the conversations assembled from call logs at the close
     OUT/<window>/summary.json        the window's totals and progress
     OUT/summary.json                 written when the run ends: every file's totals, summed
     OUT/_convnorm_files/             the record of processed files (pipeline.io.processed_files)
