@@ -205,6 +205,56 @@ def test_a_call_in_a_later_window_reopens_its_group_whole(tmp_path):
     assert total["accounted"] and total["call_logs"]["reopened"] == 1
 
 
+def _three_windows(root: Path) -> tuple[Path, CleanPlan]:
+    """The re-opening scenario's files committed into three windows, none closed yet."""
+    rows = _lines(LANGFUSE)
+    landing, out = root / "landing", root / "out"
+    plan = _plan(out)
+    for window, name, data in (
+        (W1, "first.jsonl", b"".join(rows[2:])),
+        (W2, "other.jsonl", OTLP.read_bytes()),
+        (W3, "later.jsonl", b"".join(rows[:2])),
+    ):
+        assert clean_landed_file(_landed(_land(landing, name, data)), window, plan)
+    return out, plan
+
+
+def _assembled_bytes(out: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(out)): p.read_bytes() for p in sorted(out.glob(f"*/{processed.ASSEMBLED_DIR}/*.jsonl"))}
+
+
+@pytest.mark.slow
+def test_what_a_window_emits_does_not_depend_on_the_order_windows_close_in(tmp_path):
+    """Windows may close in any order on a runner (and a start assembles what a dead run left):
+    a window's conversations come from the windows up to it only, its panes from the pieces."""
+    in_order, plan = _three_windows(tmp_path / "a")
+    for window in (W1, W2, W3):
+        _close(in_order, window, plan)
+    reversed_, plan = _three_windows(tmp_path / "b")
+    for window in (W3, W2, W1):
+        _close(reversed_, window, plan)
+    first, second = _assembled_bytes(in_order), _assembled_bytes(reversed_)
+    assert len(first) == 9 and first.keys() == second.keys()
+    for name in first:  # the sources differ by their directory: compare with it taken out
+        assert first[name].replace(b"/a/", b"/x/") == second[name].replace(b"/b/", b"/x/"), name
+
+
+def test_a_kill_after_the_assembly_was_committed_and_before_the_summary(tmp_path):
+    """The assembly is in place, the summary is not: a start assembles nothing again and writes
+    the summary with the assembly counted."""
+    out, plan = _three_windows(tmp_path)
+    assert assembly.assemble_window(str(out), W1, plan.work, plan.run_temp, assembly.move_committing) == "done"
+    assert assembly.assemble_left_windows(str(out), plan.work, plan.run_temp) == [W2, W3]  # W1: done before
+    rebuilt = processed.rebuild_windows(str(out), plan.settings, force=[W2, W3])
+    assert rebuilt == [W1, W2, W3]
+    for window in (W1, W2, W3):
+        summary = json.loads((out / window / "summary.json").read_text())
+        made = len(_lines(out / window / processed.ASSEMBLED_DIR / "normalized.jsonl"))
+        letters = len(_lines(out / window / processed.ASSEMBLED_DIR / "dead_letter.jsonl"))
+        assert summary["accounted"] and summary["call_logs"]["conversations"] == made + letters, window
+    assert json.loads((out / W3 / "summary.json").read_text())["call_logs"]["reopened"] == 1
+
+
 def test_a_window_without_call_logs_assembles_nothing_and_keeps_its_outputs(tmp_path):
     landing, out = tmp_path / "landing", tmp_path / "out"
     path = _land(landing, "chat.jsonl", b'{"id": "a", "messages": [{"role": "user", "content": "hi"}]}\n')
