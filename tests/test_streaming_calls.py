@@ -298,10 +298,40 @@ def test_the_window_index_is_built_once_and_names_each_groups_directories(tmp_pa
     a = clean_landed_file(_landed(_land(landing, "a.jsonl", LANGFUSE.read_bytes())), W1, plan)
     b = clean_landed_file(_landed(_land(landing, "b.jsonl", b"".join(_lines(LANGFUSE)[:1]))), W1, plan)
     index = assembly.window_index(str(out), W1, fresh=True)
-    assert index == {'["langfuse","s-1"]': sorted([a, b]), '["langfuse","tr-2"]': [a]}
-    assert json.loads((out / W1 / assembly.CALL_INDEX_FILE).read_text())["groups"] == index
+    assert index.groups == {'["langfuse","s-1"]': sorted([a, b]), '["langfuse","tr-2"]': [a]}
+    assert index.files == {a: [str(landing / "a.jsonl"), 1, "new"], b: [str(landing / "b.jsonl"), 1, "new"]}
+    assert json.loads((out / W1 / assembly.CALL_INDEX_FILE).read_text())["groups"] == index.groups
     (out / W1 / a / "source.json").unlink()  # the index on disk is read, not rebuilt
     assert assembly.window_index(str(out), W1) == index
+
+
+def test_a_rewritten_file_replaces_its_earlier_pieces_and_an_appended_one_adds_to_them(tmp_path):
+    """Found: a landed export rewritten with more rows (read again whole, as version 2) gave
+    its group every earlier call twice: listed twice in ``assembly.calls``, counted collapsed."""
+    rows = _lines(LANGFUSE)
+    landing, out = tmp_path / "landing", tmp_path / "out"
+    plan = _plan(out)
+    path = _land(landing, "export.jsonl", b"".join(rows[2:]))
+    clean_landed_file(_landed(path), W1, plan)
+    _close(out, W1, plan)
+    path.write_bytes(b"".join(rows))  # rewritten whole: the same rows and the earlier ones first
+    assert clean_landed_file(_landed(path), W2, plan).endswith("-v2")
+    _, summary = _close(out, W2, plan)
+    drops = {d["id"]: d for d in jsonl(out / W2 / processed.ASSEMBLED_DIR / "drops.jsonl")}
+    assert [c["call"] for c in drops["s-1"]["assembly"]["calls"]] == ["obs-1", "obs-2"]
+    assert drops["s-1"]["assembly"]["collapsed"] == 1 and drops["s-1"]["assembly"]["pane"] == 1
+    assert summary["accounted"]
+
+    more = {"role": "user", "content": "And tomorrow?"}
+    row = json.loads(rows[0])
+    row.update(id="obs-3", start_time="2026-11-30 10:00:09.000000")
+    row["input"] = json.dumps([*json.loads(row["input"]), json.loads(row["output"]), more])
+    with path.open("ab") as handle:  # appended: version 3 adds its call to version 2's
+        handle.write(json.dumps(row).encode() + b"\n")
+    assert clean_landed_file(_landed(path), W3, plan).endswith("-v3")
+    _close(out, W3, plan)
+    drops = {d["id"]: d for d in jsonl(out / W3 / processed.ASSEMBLED_DIR / "drops.jsonl")}
+    assert [c["call"] for c in drops["s-1"]["assembly"]["calls"]] == ["obs-1", "obs-2", "obs-3"]
 
 
 # --------------------------------------------------------------------------------------------

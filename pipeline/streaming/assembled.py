@@ -8,7 +8,8 @@ committed so far and written into the window, exactly once across kills.
                                            record's source and position, kind, fields),
                                            committed with its other outputs in one rename
     OUT/<window>/calls_index.json          group -> the window's outputs directories holding
-                                           its pieces (derived from their source.json)
+                                           its pieces, and each directory's landed file and
+                                           version (derived from their source.json)
     OUT/<window>/assembled/                at the window's close: every group with a piece in
         normalized.jsonl drops.jsonl       the window, assembled from its pieces in this and
         dead_letter.jsonl assembled.json   every earlier window, normalized by the job's step
@@ -20,6 +21,8 @@ windows up to this one (by name, which is time order), so what a window emits de
 the files committed, not on when its close ran. A window's assembly is done once its
 ``assembled/`` directory is in place (renamed in one step, like a landed file's outputs); a
 start assembles the windows a dead run left without it before it rewrites their summaries.
+A landed file read again whole (``rewritten``) replaces its earlier versions' pieces; an
+appended version adds to them.
 """
 
 from __future__ import annotations
@@ -31,7 +34,7 @@ import logging
 import os
 import threading
 import uuid
-from typing import Any, Callable, Iterable
+from typing import Any, Callable, Iterable, NamedTuple
 
 from apache_beam.io.filesystems import FileSystems
 
@@ -91,15 +94,24 @@ def read_calls(path: str) -> Iterable[tuple[str, int, Any]]:
 # The index: group -> outputs directories, per window
 
 
+class WindowIndex(NamedTuple):
+    """A window's call index: a group's key (as JSON text) -> the outputs directories holding
+    its pieces; and each outputs directory's landed file, version and why (new, appended,
+    rewritten), by which a rewritten file's earlier versions are left out."""
+
+    groups: dict[str, list[str]]
+    files: dict[str, list[Any]]
+
+
 class _Indexes:
     """Windows' call indexes read or built once per process (a closed window's never changes:
     no file is committed into a window after it closed), so a close reads only the new ones."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._held: dict[tuple[str, str], dict[str, list[str]]] = {}
+        self._held: dict[tuple[str, str], WindowIndex] = {}
 
-    def of(self, output: str, window: str, fresh: bool = False) -> dict[str, list[str]]:
+    def of(self, output: str, window: str, fresh: bool = False) -> WindowIndex:
         with self._lock:
             held = None if fresh else self._held.get((output, window))
         if held is None:
@@ -112,22 +124,24 @@ class _Indexes:
 INDEXES = _Indexes()
 
 
-def window_index(output: str, window: str, fresh: bool = False) -> dict[str, list[str]]:
-    """The window's call index (a group's key as JSON text -> the outputs directories holding
-    its pieces): read from ``calls_index.json``, or built from the files' ``source.json`` (and
-    written) when it is missing or ``fresh`` is asked."""
+def window_index(output: str, window: str, fresh: bool = False) -> WindowIndex:
+    """The window's call index (``WindowIndex``): read from ``calls_index.json``, or built from
+    the files' ``source.json`` (and written, when the window holds call logs) when it is
+    missing or ``fresh`` is asked."""
     path = FileSystems.join(output, window, CALL_INDEX_FILE)
     if not fresh:
         doc = processed.read_json(path)
         if doc is not None:
-            return doc["groups"]
+            return WindowIndex(doc["groups"], doc["files"])
     groups: dict[str, list[str]] = {}
+    landed: dict[str, list[Any]] = {}
     for name, source in processed.file_results(output, window):
+        landed[name] = [source.get("source"), source.get("version", 1), source.get("why", "new")]
         for key in source.get("call_groups", ()):
             groups.setdefault(_key_text(tuple(key)), []).append(name)
     if groups:
-        processed.write_json(path, {"window": window, "groups": groups}, output)
-    return groups
+        processed.write_json(path, {"window": window, "groups": groups, "files": landed}, output)
+    return WindowIndex(groups, landed)
 
 
 # --------------------------------------------------------------------------------------------
@@ -141,19 +155,26 @@ def flat_work(work: ShardWork) -> ShardWork:
 
 def _gather(output: str, window: str, own: dict[str, list[str]]) -> tuple[dict, dict[str, int], list[str]]:
     """The states of the groups ``own`` names from every piece of the windows up to ``window``,
-    how many earlier windows emitted each, and the outputs directories read."""
+    how many earlier windows emitted each, and the outputs directories read.
+
+    A landed file read again whole (rewritten) replaces what its earlier versions held: their
+    pieces are left out (an appended version adds to them)."""
     panes = dict.fromkeys(own, 0)
-    directories: set[str] = set()
+    directories: dict[str, list[Any]] = {}
+    whole: dict[Any, int] = {}  # a landed file -> its latest version read from its first byte
     for earlier in processed.window_names(output):
         if earlier > window:
             continue
-        index = own if earlier == window else INDEXES.of(output, earlier)
-        for key in own.keys() & index.keys():
+        index = INDEXES.of(output, earlier)
+        for source, version, why in index.files.values():
+            if why in ("new", "rewritten"):
+                whole[source] = max(whole.get(source, 0), version)
+        for key in own.keys() & index.groups.keys():
             if earlier < window:
                 panes[key] += 1
-            directories.update(f"{earlier}/{name}" for name in index[key])
+            directories.update((f"{earlier}/{name}", index.files[name]) for name in index.groups[key])
     states = {key: GroupState() for key in own}
-    read = sorted(directories)
+    read = sorted(d for d, (source, version, _) in directories.items() if version >= whole.get(source, 0))
     for directory in read:  # in time order: the same states whatever ran when
         for source, position, piece in read_calls(FileSystems.join(output, *directory.split("/"), CALLS_FILE)):
             state = states.get(_key_text(group_key(piece)))
@@ -168,7 +189,7 @@ def assemble_window(output: str, window: str, work: ShardWork, run_temp: str, co
     (the run stopped committing: the next start does it)."""
     if processed.assembled_result(output, window) is not None:
         return "already"
-    own = INDEXES.of(output, window, fresh=True)
+    own = INDEXES.of(output, window, fresh=True).groups
     if not own:
         return "none"
     states, panes, read = _gather(output, window, own)
@@ -240,4 +261,4 @@ def _has_calls(output: str, window: str) -> bool:
         except OSError:
             return False
         return any(os.path.isfile(os.path.join(directory, n, CALLS_FILE)) for n in names)
-    return bool(window_index(output, window))
+    return bool(window_index(output, window).groups)
