@@ -14,7 +14,8 @@ before (re-opened groups). Figures, each measured in this run:
   against a file of the same conversations as whole records (the plain path);
 * **a window's close** — CPU of assembling a window's groups, early in the run and late (after
   hundreds of windows), against a close that finds its groups' pieces by reading every
-  ``calls.jsonl`` committed so far (no index: the baseline), measured at the same late window.
+  ``calls.jsonl`` committed so far (no index: the baseline), measured at the same late window;
+* **memory** — what the windows' indexes hold in memory once every window's is read.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ import shutil
 import sys
 import tempfile
 import time
+import tracemalloc
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
@@ -115,7 +117,7 @@ class Run:
 def _full_scan(out: Path, window: str) -> float:
     """The baseline: the pieces of the window's groups found by reading every calls.jsonl so far."""
     start = _cpu()
-    own = assembly.window_index(str(out), window, fresh=True)
+    own = assembly.window_index(str(out), window, fresh=True).groups
     found = 0
     for path in sorted(out.glob("*/*/" + processed.CALLS_FILE)):
         if path.parent.parent.name > window:
@@ -163,6 +165,17 @@ def main() -> int:
         print(
             f"finding the last window's pieces by reading every calls.jsonl so far (no index): {baseline * 1e3:.1f} ms "
             f"CPU; the whole indexed close {sorted(late)[5] * 1e3:.1f} ms"
+        )
+        tracemalloc.start()
+        held = assembly._Indexes()
+        for n in range(windows):
+            held.of(str(run.out), _window(n))
+        index_bytes = tracemalloc.get_traced_memory()[0]
+        tracemalloc.stop()
+        entries = sum(len(held.of(str(run.out), _window(n)).groups) for n in range(windows))
+        print(
+            f"the windows' indexes held in memory (every window's, as a close keeps them): {index_bytes / 1e6:.1f} MB "
+            f"for {entries} group entries, {index_bytes / entries:.0f} bytes each"
         )
         size = sum(p.stat().st_size for p in run.out.glob("*/*/" + processed.CALLS_FILE))
         landed = sum(p.stat().st_size for p in run.landing.glob("calls-*.jsonl"))

@@ -102,6 +102,14 @@ class WindowIndex(NamedTuple):
     groups: dict[str, list[str]]
     files: dict[str, list[Any]]
 
+    def whole(self) -> dict[Any, int]:
+        """Each landed file's latest version here read from its first byte (new, rewritten)."""
+        latest: dict[Any, int] = {}
+        for source, version, why in self.files.values():
+            if why in ("new", "rewritten"):
+                latest[source] = max(latest.get(source, 0), version)
+        return latest
+
 
 class _Indexes:
     """Windows' call indexes read or built once per process (a closed window's never changes:
@@ -109,13 +117,21 @@ class _Indexes:
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._held: dict[tuple[str, str], WindowIndex] = {}
+        self._held: dict[tuple[str, str], tuple[WindowIndex, dict[Any, int]]] = {}
 
     def of(self, output: str, window: str, fresh: bool = False) -> WindowIndex:
+        return self._of(output, window, fresh)[0]
+
+    def whole(self, output: str, window: str) -> dict[Any, int]:
+        """``WindowIndex.whole`` of the window, computed once."""
+        return self._of(output, window, False)[1]
+
+    def _of(self, output: str, window: str, fresh: bool) -> tuple[WindowIndex, dict[Any, int]]:
         with self._lock:
             held = None if fresh else self._held.get((output, window))
         if held is None:
-            held = window_index(output, window, fresh)
+            index = window_index(output, window, fresh)
+            held = (index, index.whole())
             with self._lock:
                 self._held[(output, window)] = held
         return held
@@ -161,20 +177,21 @@ def _gather(output: str, window: str, own: dict[str, list[str]]) -> tuple[dict, 
     pieces are left out (an appended version adds to them)."""
     panes = dict.fromkeys(own, 0)
     directories: dict[str, list[Any]] = {}
-    whole: dict[Any, int] = {}  # a landed file -> its latest version read from its first byte
-    for earlier in processed.window_names(output):
-        if earlier > window:
-            continue
+    windows = [w for w in processed.window_names(output) if w <= window]
+    for earlier in windows:
         index = INDEXES.of(output, earlier)
-        for source, version, why in index.files.values():
-            if why in ("new", "rewritten"):
-                whole[source] = max(whole.get(source, 0), version)
         for key in own.keys() & index.groups.keys():
             if earlier < window:
                 panes[key] += 1
             directories.update((f"{earlier}/{name}", index.files[name]) for name in index.groups[key])
+    # A landed file -> its latest version read from its first byte, of the files read only.
+    whole = dict.fromkeys({source for source, _, _ in directories.values()}, 0)
+    for earlier in windows:
+        held = INDEXES.whole(output, earlier)
+        for source in whole.keys() & held.keys():
+            whole[source] = max(whole[source], held[source])
     states = {key: GroupState() for key in own}
-    read = sorted(d for d, (source, version, _) in directories.items() if version >= whole.get(source, 0))
+    read = sorted(d for d, (source, version, _) in directories.items() if version >= whole[source])
     for directory in read:  # in time order: the same states whatever ran when
         for source, position, piece in read_calls(FileSystems.join(output, *directory.split("/"), CALLS_FILE)):
             state = states.get(_key_text(group_key(piece)))
