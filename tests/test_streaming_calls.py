@@ -381,8 +381,14 @@ def test_on_prism_landed_call_logs_give_the_batch_conversations_and_a_late_call_
         status = run.stop()
     assert status == 0, run.text
     assert not no_leftovers(out), no_leftovers(out)
-    for path in out.glob("*/summary.json"):
-        assert json.loads(path.read_text())["accounted"], path
+    for path in out.glob("*/summary.json"):  # accounted per window, each conversation written
+        window = json.loads(path.read_text())
+        assert window["accounted"], path
+        calls = window.get("call_logs", {})
+        assembled = path.parent / processed.ASSEMBLED_DIR
+        written = sum(len(_lines(assembled / f"{kind}.jsonl")) for kind in ("normalized", "dead_letter"))
+        assert calls.get("conversations", 0) == (written if assembled.exists() else 0), path
+        assert (calls.get("records", 0) > 0) == assembled.exists(), path
     summary = json.loads((out / "summary.json").read_text())
     assert summary["accounted"] and summary["call_logs"]["reopened"] >= 1
 
