@@ -433,3 +433,34 @@ def test_on_prism_a_kill_in_the_window_close_then_a_restart_assembles_it_once(tm
     reference = json.loads((batch / "summary.json").read_text())
     assert total["call_logs"] == reference["call_logs"] and total["accounted"]
     assert total["records_in"] == reference["records_in"] + 1
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(BUILD_TIMEOUT_S + 600)
+def test_on_prism_a_close_that_outlasts_the_drain_is_assembled_by_the_runs_end(tmp_path):
+    """A stop whose drain outlasts --drain-timeout cancels the job with a window's close in
+    flight (paused before its commit): the run's end assembles that window itself, once, and
+    its summaries count it."""
+    landing, out = tmp_path / "landing", tmp_path / "out"
+    landing.mkdir()
+    land(landing, "langfuse.jsonl", LANGFUSE.read_bytes())
+    pause = tmp_path / "paused"
+    env = {
+        "CONVNORM_TEST_PAUSE_AT": "streaming-assemble",
+        "CONVNORM_TEST_PAUSE_FILE": str(pause),
+        "CONVNORM_TEST_PAUSE_SECONDS": "600",
+    }
+    with Streaming(tmp_path, landing, out, "outlasted", "--drain-timeout=3s", env=env) as run:
+        run.wait_started()
+        run.wait_for(pause.exists, START_TIMEOUT_S, "a window's close paused before its commit")
+        assert not _assembled_dirs(out)
+        status = run.stop(timeout=60)
+    assert status == 0, run.text
+    assert "cancelling" in run.text
+    assert not no_leftovers(out), no_leftovers(out)
+    assembled = _assembled_dirs(out)
+    assert len(assembled) == 1
+    window = json.loads((assembled[0].parent.parent / "summary.json").read_text())
+    total = json.loads((out / "summary.json").read_text())
+    for doc in (window, total):
+        assert doc["accounted"] and doc["call_logs"]["conversations"] == 2 == doc["records_out"]
