@@ -165,6 +165,35 @@ def test_one_window_of_call_logs_gives_the_batch_runs_conversations(tmp_path):
 
 
 @pytest.mark.slow
+def test_every_export_familys_files_in_one_window_give_the_batch_runs_conversations(tmp_path):
+    """The mixed directory of tests/test_calllogs_runs.py (every call-log fixture, beside whole
+    conversations), each file landed in one window: the batch run's assembled conversations, drop
+    metrics (but the pane) and summary, and each file's own outputs."""
+    from engine_outputs import write_call_log_input
+
+    write_call_log_input(tmp_path / "landing")
+    files = sorted(p for p in (tmp_path / "landing").iterdir())
+    out = tmp_path / "out"
+    plan = _plan(out)
+    names = [clean_landed_file(_landed(path), W1, plan) for path in files]
+    done, summary = _close(out, W1, plan)
+    assert done == "done" and summary["accounted"]
+    batch = _batch(tmp_path / "batch", files)
+    streamed = out / W1 / processed.ASSEMBLED_DIR
+    assert (streamed / "normalized.jsonl").read_bytes() == _batch_assembled(batch, "normalized").read_bytes()
+    assert _without_pane(jsonl(streamed / "drops.jsonl")) == jsonl(_batch_assembled(batch, "drops"))
+    assert len({d["assembly"]["format"] for d in jsonl(streamed / "drops.jsonl")}) >= 5
+    letters = batch / "dead_letter" / f"part-{len(files):05d}.jsonl"  # the groups' own, after the files'
+    assert (streamed / "dead_letter.jsonl").read_bytes() == (letters.read_bytes() if letters.exists() else b"")
+    for index, name in enumerate(names):  # each file's own outputs: its batch part, byte for byte
+        for kind in ("normalized", "drops", "dead_letter"):
+            part = batch / kind / f"part-{index:05d}.jsonl"
+            expected = part.read_bytes() if part.exists() else b""
+            assert (out / W1 / name / f"{kind}.jsonl").read_bytes() == expected, (files[index], kind)
+    assert processed.final_summary(str(out), plan.settings) == json.loads((batch / "summary.json").read_text())
+
+
+@pytest.mark.slow
 def test_a_call_in_a_later_window_reopens_its_group_whole(tmp_path):
     """The langfuse export's first call lands in one window, its next call and tool result in
     another: the second window emits the group again, whole (the batch run's conversation of
