@@ -493,3 +493,44 @@ def test_on_prism_a_close_that_outlasts_the_drain_is_assembled_by_the_runs_end(t
     total = json.loads((out / "summary.json").read_text())
     for doc in (window, total):
         assert doc["accounted"] and doc["call_logs"]["conversations"] == 2 == doc["records_out"]
+
+
+EXPECTED = DATA / "expected" / "calllogs_conversations.jsonl"
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(BUILD_TIMEOUT_S + 600)
+def test_on_prism_a_mixed_directory_of_exports_gives_the_expected_conversations(tmp_path):
+    """Issue 32's "done when" on streaming: every export family's samples, auto-detected, give
+    the conversations pinned in tests/data/expected (as tests/test_calllogs_runs.py pins them for
+    batch), byte-identical to a batch run's."""
+    from engine_outputs import write_call_log_input
+
+    landing, out = tmp_path / "landing", tmp_path / "out"
+    write_call_log_input(landing)
+    files = sorted(landing.iterdir())
+    with Streaming(tmp_path, landing, out, "mixed", f"--input={landing}/*.json", "--window=60s") as run:
+        run.wait_started()
+        run.wait_for(lambda: len(list(out.glob("*/*/source.json"))) == len(files), START_TIMEOUT_S, "every file")
+        status = run.stop()
+    assert status == 0, run.text
+    assembled = _assembled_dirs(out)
+    assert len(assembled) == 1, "one window: one assembly"
+    directory = assembled[0].parent
+    records = jsonl(directory / "normalized.jsonl")
+    metrics = {d["id"]: d for d in jsonl(directory / "drops.jsonl")}
+    shapes = [
+        {
+            "id": r["id"],
+            "roles": [m["role"] + ("+calls" if m.get("tool_calls") else "") for m in r["messages"]],
+            "format": metrics[r["id"]]["assembly"]["format"],
+            "calls": [c["call"] for c in metrics[r["id"]]["assembly"]["calls"]],
+            "collapsed": metrics[r["id"]]["assembly"]["collapsed"],
+        }
+        for r in records
+    ]
+    assert "".join(json.dumps(s, ensure_ascii=False) + "\n" for s in shapes) == EXPECTED.read_text()
+    batch = _batch(tmp_path / "batch", files)
+    assert (directory / "normalized.jsonl").read_bytes() == _batch_assembled(batch, "normalized").read_bytes()
+    summary, reference = (json.loads((d / "summary.json").read_text()) for d in (out, batch))
+    assert summary == reference
