@@ -252,7 +252,6 @@ def _assembled_bytes(out: Path) -> dict[str, bytes]:
     return {str(p.relative_to(out)): p.read_bytes() for p in sorted(out.glob(f"*/{processed.ASSEMBLED_DIR}/*.jsonl"))}
 
 
-@pytest.mark.slow
 def test_what_a_window_emits_does_not_depend_on_the_order_windows_close_in(tmp_path):
     """Windows may close in any order on a runner (and a start assembles what a dead run left):
     a window's conversations come from the windows up to it only, its panes from the pieces."""
