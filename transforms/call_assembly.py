@@ -27,9 +27,9 @@ from apache_beam.transforms.window import GlobalWindow
 from apache_beam.utils.timestamp import Timestamp
 
 from transforms.calllogs.assemble import Assembled, GroupState, NoCalls, assemble, group_key
-from transforms.calllogs.calls import ToolResult
+from transforms.calllogs.calls import Call, ToolResult
 from transforms.inputs import Batch, Parsed, RawRecord, Unreadable
-from transforms.jsontext import canonical_json
+from transforms.jsontext import canonical_json, dumps_line, parse_json
 from transforms.record_settings import Settings
 from transforms.record_steps import CallLogged, DeadLetterReason
 
@@ -305,3 +305,38 @@ class AssembleConversations(beam.PTransform):
         ).with_output_types(Batch)
         made = by_bucket | "Made" >> beam.Map(assembly_partial)
         return AssembledBatches(batches, _as_batches((handed_on, made)))
+
+
+# --------------------------------------------------------------------------------------------
+# Pieces kept on disk (the streaming driver's ``calls.jsonl``: pipeline.streaming.assembled)
+
+#: A piece's ``kind`` in its JSON line -> its type.
+PIECE_KINDS: dict[str, type] = {"call": Call, "tool_result": ToolResult}
+
+
+def piece_line(source: str, position: int, piece: Any) -> bytes:
+    """One piece as a JSON line: its record's source and position, its kind and its fields,
+    enough to rebuild it exactly (``piece_of_line``: integers of any size, floats to the bit)."""
+    kind = "tool_result" if isinstance(piece, ToolResult) else "call"
+    return dumps_line({"source": source, "position": position, "kind": kind, "piece": piece._asdict()}) + b"\n"
+
+
+def logged_lines(logged: Iterable[CallLogged]) -> Iterator[bytes]:
+    """The pieces of call-log records handed on, as JSON lines, in the order read."""
+    for item in logged:
+        for piece in item.pieces:
+            yield piece_line(item.source, item.position, piece)
+
+
+def piece_of_line(line: bytes) -> tuple[str, int, Any]:
+    """``(source, position, piece)`` back from a ``piece_line``."""
+    doc = parse_json(line)
+    return doc["source"], doc["position"], PIECE_KINDS[doc["kind"]](**doc["piece"])
+
+
+def emitted_again(made: _Conversation, pane: int) -> _Conversation:
+    """A conversation emitted for the ``pane``-th time (0: the first): ``assembly.pane`` says so,
+    and from the second time on it counts as ``reopened``."""
+    if isinstance(made.raw.payload, Parsed) and made.raw.payload.assembly is not None:
+        made.raw.payload.assembly["pane"] = pane
+    return made._replace(counts={**made.counts, "reopened": 1}) if pane else made

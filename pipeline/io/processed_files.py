@@ -28,7 +28,8 @@ read (``report``).
 **Totals from the files on disk.** Each file's outputs directory holds ``source.json`` with the
 file's partial summary (``transforms.summary.partial``); a window's ``summary.json`` is the
 finalized sum of the partials of the files in its directory, and the output's ``summary.json``
-the finalized sum of every file's partial. Nothing is summed twice and nothing from memory:
+the finalized sum of every file's partial (and of each window's ``assembled/`` conversations of
+call logs: ``assembled.json``). Nothing is summed twice and nothing from memory:
 after a crash, the next start rebuilds what is missing (``rebuild_windows``) and the totals
 are exact.
 """
@@ -39,7 +40,7 @@ import hashlib
 import json
 import os
 import re
-from typing import Iterator, NamedTuple
+from typing import Iterable, Iterator, NamedTuple
 
 from apache_beam.io.filesystems import FileSystems
 
@@ -55,6 +56,13 @@ PROCESSED_DIR = "_convnorm_files"
 #: The watcher's last view of the landing directory (pending files), replaced every poll.
 WATCH_STATUS_FILE = "_convnorm_watch.json"
 SOURCE_FILE = "source.json"
+#: A landed file's call-log pieces (one JSON line each), in its outputs directory.
+CALLS_FILE = "calls.jsonl"
+#: ``OUTPUT/<window>/assembled/``: the conversations assembled from call logs when the window
+#: closed (no landed file's directory has this name: theirs end in a hash), with
+#: ``assembled.json``, its partial summary (the window's and the output's totals add it).
+ASSEMBLED_DIR = "assembled"
+ASSEMBLED_FILE = "assembled.json"
 #: ``OUTPUT/<window>/``: the window's start and end in UTC.
 WINDOW_NAME = re.compile(r"^\d{8}T\d{6}Z-\d{8}T\d{6}Z$")
 #: Bytes of a landed file's name kept in its outputs directory's name (file systems allow 255).
@@ -312,12 +320,21 @@ def file_results(output: str, window: str) -> list[tuple[str, dict]]:
     return results
 
 
+def assembled_result(output: str, window: str) -> dict | None:
+    """``assembled.json`` of a window's conversations assembled from call logs, if it has them."""
+    return read_json(FileSystems.join(output, window, ASSEMBLED_DIR, ASSEMBLED_FILE))
+
+
 def window_partial(output: str, window: str) -> tuple[dict, int]:
-    """The sum of the partial summaries of a window's files, and how many files."""
+    """The sum of the partial summaries of a window's files (and of its assembled
+    conversations), and how many files."""
     total: dict = {}
     results = file_results(output, window)
     for _, doc in results:
         total = summaries.merge_into(total, doc["partial"])
+    assembled = assembled_result(output, window)
+    if assembled is not None:
+        total = summaries.merge_into(total, assembled["partial"])
     return total, len(results)
 
 
@@ -325,6 +342,9 @@ def every_partial(output: str) -> Iterator[dict]:
     for window in window_names(output):
         for _, doc in file_results(output, window):
             yield doc["partial"]
+        assembled = assembled_result(output, window)
+        if assembled is not None:
+            yield assembled["partial"]
 
 
 def final_summary(output: str, settings: Settings) -> dict:
@@ -378,15 +398,17 @@ def write_window_summary(output: str, window: str, settings: Settings, status: d
     return doc
 
 
-def rebuild_windows(output: str, settings: Settings) -> list[str]:
+def rebuild_windows(output: str, settings: Settings, force: Iterable[str] = ()) -> list[str]:
     """Rewrite the summary of every window whose summary is missing or does not count all of
-    its files (a run stopped before the window closed); the windows rewritten."""
+    its files (a run stopped before the window closed), and of the windows ``force`` names
+    (their conversations were assembled just now); the windows rewritten."""
     status = read_watch_status(output)
+    forced = set(force)
     rebuilt = []
     for window in window_names(output):
         doc = read_json(FileSystems.join(output, window, SUMMARY_FILE))
         count = file_count(output, window)
-        if doc is not None and doc.get("progress", {}).get("files_done") == count:
+        if doc is not None and doc.get("progress", {}).get("files_done") == count and window not in forced:
             continue
         kept = doc["progress"] if doc and "progress" in doc else status
         write_window_summary(output, window, settings, kept, rebuilt=True)

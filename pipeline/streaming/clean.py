@@ -1,13 +1,15 @@
 """``CleanLandedFiles``: one landed file cleaned and committed. Its version is decided
 (``pipeline.io.processed_files``: new, appended, rewritten), it is read in batches, normalized,
 and its three outputs are written into its window's directory, renamed into place in one step
-(the commit; ``COMMITS``, the gate the driver shuts once it stopped taking files)."""
+(the commit; ``COMMITS``, the gate the driver shuts once it stopped taking files). Its
+call-log records are not assembled here: their pieces go into ``calls.jsonl`` beside the other
+outputs, in the same rename, and the window's close assembles them
+(``pipeline.streaming.assembled``)."""
 
 from __future__ import annotations
 
 import hashlib
 import logging
-import threading
 import uuid
 from dataclasses import dataclass
 
@@ -19,6 +21,8 @@ from pipeline.io import files
 from pipeline.io import processed_files as processed
 from pipeline.io.processed_files import SOURCE_FILE, source_id
 from pipeline.io.shard import Shard, Stamp, display_path, file_suffix
+from pipeline.streaming.assembled import write_calls
+from pipeline.streaming.commits import COMMITS
 from pipeline.streaming.landing import stamp_of
 from pipeline.streaming.watch import Landed
 from pipeline.streaming.windows import window_name
@@ -36,36 +40,6 @@ LOG = logging.getLogger("convnorm")
 def shard_number(path: str) -> int:
     """A stable number for a landed file (batches carry a number, not a path)."""
     return int(hashlib.sha1(processed.path_key(path).encode()).hexdigest()[:12], 16)
-
-
-class _CommitGate:
-    """The one step that makes a file processed (renaming its outputs into place), shut by the
-    driver once it has cancelled the job: the workers of a Prism run are threads of this
-    process, and no file may land in the outputs after the totals were summed."""
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._closed = False
-
-    def rename(self, temp: str, output: str, relative: str) -> bool:
-        with self._lock:
-            if self._closed:
-                return False
-            # Below the output never through a symbolic link, never over a name (docs/outputs.md).
-            files.make_directories(output, relative.rsplit("/", 1)[0])
-            files.move_into(temp, output, relative)
-            return True
-
-    def close(self) -> None:
-        with self._lock:
-            self._closed = True
-
-    def open(self) -> None:
-        with self._lock:
-            self._closed = False
-
-
-COMMITS = _CommitGate()
 
 
 @dataclass(frozen=True)
@@ -160,17 +134,24 @@ def clean_landed_file(landed: Landed, window: str, plan: CleanPlan, observe: Obs
             empty_files=True,
         )
         part = result.partial
+        # Its call-log pieces, for the window's close to assemble (pipeline.streaming.assembled).
+        calls = write_calls(temp, result.calls)
         pause_point("streaming-commit")  # tests kill a run or outlast a drain here
+        measures = {
+            name: {"records": f.records, "bytes": f.size, "sha256": f.sha256} for name, f in result.files.items()
+        }
+        if calls is not None:
+            measures["calls"] = calls[0]
         source = {
             "source": display_path(path),
             "window": window,
             **{k: entry[k] for k in ("version", "why", "size", "mtime_ns", "sha256", "start", "end")},
-            "files": {
-                name: {"records": f.records, "bytes": f.size, "sha256": f.sha256} for name, f in result.files.items()
-            },
+            "files": measures,
             "totals": summaries.finalize_run(part, plan.settings),
             "partial": part,
         }
+        if calls is not None:
+            source["call_groups"] = calls[1]
         files.write_in_place(FileSystems.join(temp, SOURCE_FILE), document_bytes(source))
         now = stamp_of(path)
         if now != stamp:

@@ -9,14 +9,17 @@
     CleanLandedFiles         spread over workers; per file: decide its version (new, appended,
                              rewritten: pipeline.io.processed_files), read it in batches, normalize,
                              write its three outputs into the window's directory in one rename
-    SummarizeWindows         per window, when it closes: OUT/<window>/summary.json from the
-                             files on disk, and one console line
+    SummarizeWindows         per window, when it closes: the conversations of the call logs
+                             it got, assembled (pipeline.streaming.assembled), then
+                             OUT/<window>/summary.json from the files on disk, and one console line
 
 Output layout (``<window>`` is ``20261130T120000Z-20261130T120100Z``, the window's start and
 end in UTC; ``<file>`` is the landed file's name without its suffix plus 16 hex digits of a
 hash of its full path, and ``-v2``, ``-v3`` ... for later versions of the same path)::
 
     OUT/<window>/<file>/normalized.jsonl, drops.jsonl, dead_letter.jsonl, source.json
+                                     (and calls.jsonl: the file's call-log pieces)
+    OUT/<window>/assembled/          the conversations assembled from call logs at the close
     OUT/<window>/summary.json        the window's totals and progress
     OUT/summary.json                 written when the run ends: every file's totals, summed
     OUT/_convnorm_files/             the record of processed files (pipeline.io.processed_files)
@@ -36,6 +39,7 @@ lock and the temporary directory removed, the windows already closed kept.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import os
 import signal
@@ -65,6 +69,7 @@ from pipeline.io.planning import canonical_path
 from pipeline.io.shard import Stamp, display_path
 from pipeline.runners.job_service import TERMINAL, JobService
 from pipeline.runners.prism import prism_services
+from pipeline.streaming.assembled import assemble_left_windows
 from pipeline.streaming.clean import COMMITS, CleanLandedFiles, CleanPlan
 from pipeline.streaming.landing import LandingRules, Refused, match_landing
 from pipeline.streaming.watch import WatchLandingDirectory, WatchPlan, handled_now, should_stop
@@ -89,7 +94,7 @@ def build_streaming(pipeline: beam.Pipeline, watch: WatchPlan, clean: CleanPlan,
     landed = pipeline | "Watch" >> WatchLandingDirectory(watch)
     windowed = landed | "Window" >> beam.WindowInto(beam_window.FixedWindows(window_s))
     done = windowed | "CleanLanded" >> CleanLandedFiles(clean)
-    return done | "SummarizeWindows" >> SummarizeWindows(clean.output, clean.settings)
+    return done | "SummarizeWindows" >> SummarizeWindows(clean.output, clean.settings, clean.work, clean.run_temp)
 
 
 # --------------------------------------------------------------------------------------------
@@ -119,12 +124,20 @@ def plan_clean(job: Job, output: str, run_id: str, run_temp: str) -> CleanPlan:
     ours = job.options.view_as(ConvNormOptions)
     work = ShardWork(
         NORMALIZE,
-        job.settings,
+        # Call-log records handed on: their pieces kept, assembled when their window closes.
+        dataclasses.replace(job.settings, calls=True),
         batch_size=job.batch_size,
         max_record_bytes=job.max_record_bytes,
         batch_bytes=job.batch_bytes,
     )
     return CleanPlan(output=output, run_id=run_id, run_temp=run_temp, work=work, changed_files=ours.changed_files)
+
+
+def rebuild_windows(output: str, clean: CleanPlan) -> list[str]:
+    """What a dead (or cancelled) run left undone in the windows: their call logs' conversations
+    assembled, then their summaries rewritten; the windows rewritten."""
+    assembled = assemble_left_windows(output, clean.work, clean.run_temp)
+    return processed.rebuild_windows(output, clean.settings, force=assembled)
 
 
 class _StopOnSignal:
@@ -314,7 +327,8 @@ def _take_over(output: str, holder: dict) -> None:
 def _watch(job: Job, output: str, run_id: str, run_temp: str) -> int:
     ours = job.options.view_as(ConvNormOptions)
     settings = job.settings
-    rebuilt = processed.rebuild_windows(output, settings)
+    clean = plan_clean(job, output, run_id, run_temp)
+    rebuilt = rebuild_windows(output, clean)
     if rebuilt:
         LOG.warning("rebuilt the summaries of %d window(s) an earlier run left without one", len(rebuilt))
     stop_marker = FileSystems.join(run_temp, "stop")
@@ -330,12 +344,12 @@ def _watch(job: Job, output: str, run_id: str, run_temp: str) -> int:
     COMMITS.open()
     with prism_services(job.options), _StopOnSignal(stop_marker) as stop:
         pipeline = beam.Pipeline(options=job.options)
-        build_streaming(pipeline, watch, plan_clean(job, output, run_id, run_temp), window_s)
+        build_streaming(pipeline, watch, clean, window_s)
         result = pipeline.run()
         end = _monitor(_RunningJob(result), watch, stop, window_s, parse_duration(ours.drain_timeout))
     for error in end.errors:
         LOG.error("the streaming job: %s", error)
-    processed.rebuild_windows(output, settings)
+    rebuild_windows(output, clean)
     total = processed.final_summary(output, settings)
     processed.write_json(FileSystems.join(output, SUMMARY_FILE), total, output)
     print(summaries.format_table(total))

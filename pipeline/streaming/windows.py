@@ -1,6 +1,7 @@
 """The windows of a streaming run: their names (``window_name``: the window's start and end in
 UTC), and ``SummarizeWindows``, which writes ``OUT/<window>/summary.json`` from the files on
-disk when a window closes and prints its console line (``window_line``)."""
+disk when a window closes (after assembling the conversations of its call logs) and prints
+its console line (``window_line``)."""
 
 from __future__ import annotations
 
@@ -11,8 +12,11 @@ from apache_beam.io.filesystems import FileSystems
 from apache_beam.transforms import window as beam_window
 from apache_beam.utils.timestamp import Timestamp
 
+from pipeline.graph.shard_step import ShardWork
 from pipeline.io import processed_files as processed
 from pipeline.io.output_names import SUMMARY_FILE
+from pipeline.streaming.assembled import assemble_window
+from pipeline.streaming.commits import COMMITS
 from transforms.console_text import console_text
 from transforms.normalize import split_drops
 from transforms.record_settings import Settings
@@ -54,32 +58,45 @@ def window_line(doc: dict, total: dict) -> str:
 
 
 class _WriteWindowSummary(beam.DoFn):
-    """A window closed: write ``OUT/<window>/summary.json`` from its files on disk, with the
-    watcher's files pending, and print the window's line with the running total."""
+    """A window closed: assemble the conversations of the call logs it got
+    (``pipeline.streaming.assembled``), write ``OUT/<window>/summary.json`` from its files on
+    disk, with the watcher's files pending, and print the window's line with the running total."""
 
-    def __init__(self, output: str, settings: Settings) -> None:
+    def __init__(self, output: str, settings: Settings, work: ShardWork | None, run_temp: str | None) -> None:
         self._output = output
         self._settings = settings
+        self._work = work
+        self._run_temp = run_temp
 
     def process(self, files_done: int, window=beam.DoFn.WindowParam):
+        name = window_name(window)
+        if self._work is not None and self._run_temp is not None:
+            if assemble_window(self._output, name, self._work, self._run_temp, COMMITS.rename) == "refused":
+                return  # the run stopped committing: its end (or the next start) does both
         status = processed.read_watch_status(self._output)
-        doc = processed.write_window_summary(self._output, window_name(window), self._settings, status)
+        doc = processed.write_window_summary(self._output, name, self._settings, status)
         line = window_line(doc, running_total(self._output))
         print(line, flush=True)
         yield line
 
 
 class SummarizeWindows(beam.PTransform):
-    """Names of the files done, in their windows -> one summary per window when it closes."""
+    """Names of the files done, in their windows -> one summary per window when it closes
+    (the conversations of its call logs assembled first, given the job's ``work`` and the run's
+    temporary directory)."""
 
-    def __init__(self, output: str, settings: Settings) -> None:
+    def __init__(
+        self, output: str, settings: Settings, work: ShardWork | None = None, run_temp: str | None = None
+    ) -> None:
         super().__init__()
         self._output = output
         self._settings = settings
+        self._work = work
+        self._run_temp = run_temp
 
     def expand(self, done):
         return (
             done
             | "Count" >> beam.CombineGlobally(beam.combiners.CountCombineFn()).without_defaults()
-            | "Write" >> beam.ParDo(_WriteWindowSummary(self._output, self._settings))
+            | "Write" >> beam.ParDo(_WriteWindowSummary(self._output, self._settings, self._work, self._run_temp))
         )

@@ -1,0 +1,192 @@
+"""Benchmark: what call logs cost a streaming run (``pipeline.streaming.assembled``).
+
+A report, not a test: it prints figures and exits 0. No runner: it calls the steps the
+streaming DoFns call (a landed file cleaned, a window closed), in one process.
+
+    python bench/bench_streaming_calls.py           # 300 windows
+    python bench/bench_streaming_calls.py --quick   # 60 windows
+
+Each window gets two landed files of Langfuse export rows: 20 new sessions of 6 calls each
+(every call holding the history so far), and one more call for 5 sessions of the window
+before (re-opened groups). Figures, each measured in this run:
+
+* **per file** — CPU of cleaning a file of call-log rows (its pieces kept in ``calls.jsonl``)
+  against a file of the same conversations as whole records (the plain path);
+* **a window's close** — CPU of assembling a window's groups, early in the run and late (after
+  hundreds of windows), against a close that finds its groups' pieces by reading every
+  ``calls.jsonl`` committed so far (no index: the baseline), measured at the same late window;
+* **memory** — what the windows' indexes hold in memory once every window's is read.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import shutil
+import sys
+import tempfile
+import time
+import tracemalloc
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+from pipeline.graph.shard_step import ShardWork  # noqa: E402
+from pipeline.io import processed_files as processed  # noqa: E402
+from pipeline.streaming import assembled as assembly  # noqa: E402
+from pipeline.streaming.clean import CleanPlan, clean_landed_file  # noqa: E402
+from pipeline.streaming.watch import Landed  # noqa: E402
+from transforms.conversations import NORMALIZE  # noqa: E402
+from transforms.record_settings import Settings  # noqa: E402
+
+CALLS, NEW_GROUPS, REOPENED = 6, 20, 5
+
+
+def _window(n: int) -> str:
+    def stamp(seconds: int) -> str:
+        return time.strftime("%Y%m%dT%H%M%SZ", time.gmtime(seconds))
+
+    start = 1_796_000_000 + 60 * n
+    return f"{stamp(start)}-{stamp(start + 60)}"
+
+
+def _history(group: str, turns: int) -> list[dict]:
+    messages: list[dict] = [{"role": "system", "content": "You help."}]
+    for t in range(turns):
+        messages.append({"role": "user", "content": f"{group}: question {t} " + "words " * 30})
+        messages.append({"role": "assistant", "content": f"answer {t} " + "more words " * 40})
+    return messages
+
+
+def _row(group: str, call: int) -> bytes:
+    history = _history(group, call + 1)
+    row = {
+        "id": f"{group}-obs-{call}",
+        "trace_id": f"tr-{group}",
+        "type": "GENERATION",
+        "parent_observation_id": "",
+        "start_time": time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(1_796_000_000 + call)) + ".000000",
+        "name": "chat",
+        "provided_model_name": "gpt-4o",
+        "input": json.dumps(history[:-1]),
+        "output": json.dumps(history[-1]),
+        "session_id": group,
+    }
+    return json.dumps(row).encode() + b"\n"
+
+
+def _whole(group: str, turns: int) -> bytes:
+    return json.dumps({"id": group, "messages": _history(group, turns)}).encode() + b"\n"
+
+
+def _cpu() -> float:
+    return time.process_time()  # this process's CPU (every step runs in it), finer than os.times
+
+
+class Run:
+    def __init__(self, root: Path) -> None:
+        self.landing, self.out = root / "landing", root / "out"
+        self.landing.mkdir(parents=True)
+        temp = self.out / "_convnorm_temp-bench"
+        temp.mkdir(parents=True)
+        work = ShardWork(NORMALIZE, dataclasses.replace(Settings(), calls=True))
+        self.plan = CleanPlan(output=str(self.out), run_id="bench", run_temp=str(temp), work=work)
+
+    def clean(self, name: str, data: bytes, window: str) -> float:
+        path = self.landing / name
+        path.write_bytes(data)
+        info = path.stat()
+        start = _cpu()
+        assert clean_landed_file(Landed(str(path), info.st_size, info.st_mtime_ns, info.st_ctime_ns), window, self.plan)
+        return _cpu() - start
+
+    def close(self, window: str) -> float:
+        start = _cpu()
+        done = assembly.assemble_window(
+            str(self.out), window, self.plan.work, self.plan.run_temp, assembly.move_committing
+        )
+        doc = processed.write_window_summary(str(self.out), window, self.plan.settings, None)
+        assert done == "done" and doc["accounted"]
+        return _cpu() - start
+
+
+def _full_scan(out: Path, window: str) -> float:
+    """The baseline: the pieces of the window's groups found by reading every calls.jsonl so far."""
+    start = _cpu()
+    own = assembly.window_index(str(out), window, fresh=True).groups
+    found = 0
+    for path in sorted(out.glob("*/*/" + processed.CALLS_FILE)):
+        if path.parent.parent.name > window:
+            continue
+        for _, _, piece in assembly.read_calls(str(path)):
+            found += assembly._key_text((piece.format, piece.group)) in own
+    assert found
+    return _cpu() - start
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--quick", action="store_true")
+    args = parser.parse_args()
+    windows = 60 if args.quick else 300
+    root = Path(tempfile.mkdtemp(prefix="bench-streaming-calls-"))
+    try:
+        run = Run(root)
+        file_cpu, whole_cpu, closes = [], [], []
+        records = 0
+        for n in range(windows):
+            window = _window(n)
+            groups = [f"w{n}-g{g}" for g in range(NEW_GROUPS)]
+            rows = b"".join(_row(group, call) for group in groups for call in range(CALLS))
+            later = b"".join(_row(f"w{n - 1}-g{g}", CALLS) for g in range(REOPENED)) if n else b""
+            file_cpu.append(run.clean(f"calls-{n:04d}.jsonl", rows + later, window))
+            records += rows.count(b"\n") + later.count(b"\n")
+            whole = b"".join(_whole(group, CALLS) for group in groups)
+            whole_cpu.append(run.clean(f"whole-{n:04d}.jsonl", whole, window))
+            closes.append(run.close(window))
+        baseline = _full_scan(run.out, _window(windows - 1))
+        early, late = closes[1:11], closes[-10:]
+        per_file, per_whole = sum(file_cpu) / windows, sum(whole_cpu) / windows
+        print(f"windows: {windows}; call-log records: {records}; groups: {NEW_GROUPS * windows}")
+        print(
+            f"per landed file of {NEW_GROUPS} conversations: as call-log rows ({CALLS} calls each, cleaned, pieces "
+            f"kept) {per_file * 1e3:.1f} ms CPU, as whole records {per_whole * 1e3:.1f} ms; ratio "
+            f"{per_file / per_whole:.2f} (the close's assembly is apart, below)"
+        )
+        print(
+            f"a window's close ({NEW_GROUPS + REOPENED} groups): windows 2-11 median {sorted(early)[5] * 1e3:.1f} ms "
+            f"CPU, the last 10 median {sorted(late)[5] * 1e3:.1f} ms; ratio late/early "
+            f"{sorted(late)[5] / sorted(early)[5]:.2f}"
+        )
+        print(
+            f"finding the last window's pieces by reading every calls.jsonl so far (no index): {baseline * 1e3:.1f} ms "
+            f"CPU; the whole indexed close {sorted(late)[5] * 1e3:.1f} ms"
+        )
+        tracemalloc.start()
+        held = assembly._Indexes()
+        for n in range(windows):
+            held.of(str(run.out), _window(n))
+        index_bytes = tracemalloc.get_traced_memory()[0]
+        tracemalloc.stop()
+        entries = sum(len(held.of(str(run.out), _window(n)).groups) for n in range(windows))
+        print(
+            f"the windows' indexes held in memory (every window's, as a close keeps them): {index_bytes / 1e6:.1f} MB "
+            f"for {entries} group entries, {index_bytes / entries:.0f} bytes each"
+        )
+        size = sum(p.stat().st_size for p in run.out.glob("*/*/" + processed.CALLS_FILE))
+        landed = sum(p.stat().st_size for p in run.landing.glob("calls-*.jsonl"))
+        print(
+            f"calls.jsonl on disk: {size / 1e6:.1f} MB for {records} call-log records of {landed / 1e6:.1f} MB landed "
+            f"(ratio {size / landed:.2f}: every call's history is kept, as the rows hold it)"
+        )
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

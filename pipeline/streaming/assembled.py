@@ -1,0 +1,281 @@
+"""Call logs on the landing-directory stream: the pieces each landed file holds are kept in its
+outputs directory; when a window closes, the groups it touched are assembled from every piece
+committed so far and written into the window, exactly once across kills.
+
+::
+
+    OUT/<window>/<file>/calls.jsonl        a landed file's pieces (one JSON line each: its
+                                           record's source and position, kind, fields),
+                                           committed with its other outputs in one rename
+    OUT/<window>/calls_index.json          group -> the window's outputs directories holding
+                                           its pieces, and each directory's landed file and
+                                           version (derived from their source.json)
+    OUT/<window>/assembled/                at the window's close: every group with a piece in
+        normalized.jsonl drops.jsonl       the window, assembled from its pieces in this and
+        dead_letter.jsonl assembled.json   every earlier window, normalized by the job's step
+
+**The rule.** A window's close emits each group touched in it, whole, with every call so far
+(``assembly.pane``: how many earlier windows emitted it; ``reopened`` counts the emissions
+after the first): the newest record of an id is the one to keep. The pieces are those of the
+windows up to this one (by name, which is time order), so what a window emits depends only on
+the files committed, not on when its close ran. A window's assembly is done once its
+``assembled/`` directory is in place (renamed in one step, like a landed file's outputs); a
+start assembles the windows a dead run left without it before it rewrites their summaries.
+A landed file read again whole (``rewritten``) replaces its earlier versions' pieces; an
+appended version adds to them.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import logging
+import os
+import threading
+import uuid
+from typing import Any, Callable, Iterable, NamedTuple
+
+from apache_beam.io.filesystems import FileSystems
+
+from pipeline.graph.shard_step import ShardWork, process_batches
+from pipeline.io import files
+from pipeline.io import processed_files as processed
+from pipeline.io.processed_files import ASSEMBLED_DIR, ASSEMBLED_FILE, CALLS_FILE
+from pipeline.testhooks import pause_point
+from transforms import summary as summaries
+from transforms.call_assembly import (
+    assembly_partial,
+    conversations_of,
+    emitted_again,
+    logged_lines,
+    piece_of_line,
+    shard_batches,
+)
+from transforms.calllogs.assemble import GroupState, group_key
+from transforms.jsontext import canonical_json, document_bytes
+from transforms.record_steps import CallLogged
+
+LOG = logging.getLogger("convnorm")
+
+CALL_INDEX_FILE = "calls_index.json"
+#: The number a window's assembled conversations carry as a shard (never a file name here).
+ASSEMBLED_SHARD = -4
+
+#: ``commit(temp, output, relative) -> bool``: rename a finished directory into place (False:
+#: the run stopped committing).
+Commit = Callable[[str, str, str], bool]
+
+
+def _key_text(key: tuple[str, str]) -> str:
+    return canonical_json(list(key)).decode()
+
+
+def write_calls(directory: str, logged: Iterable[CallLogged]) -> tuple[dict, list[list[str]]] | None:
+    """A landed file's pieces into ``directory/calls.jsonl``: its measure (records, bytes,
+    sha256) and its groups (sorted ``[format, group]``); None when it has none."""
+    logged = list(logged)
+    if not logged:
+        return None
+    data = b"".join(logged_lines(logged))
+    files.write_in_place(FileSystems.join(directory, CALLS_FILE), data)
+    groups = sorted({group_key(piece) for item in logged for piece in item.pieces})
+    measure = {"records": data.count(b"\n"), "bytes": len(data), "sha256": hashlib.sha256(data).hexdigest()}
+    return measure, [list(key) for key in groups]
+
+
+def read_calls(path: str) -> Iterable[tuple[str, int, Any]]:
+    for line in files.read_own(path).splitlines():
+        if line:
+            yield piece_of_line(line)
+
+
+# --------------------------------------------------------------------------------------------
+# The index: group -> outputs directories, per window
+
+
+class WindowIndex(NamedTuple):
+    """A window's call index: a group's key (as JSON text) -> the outputs directories holding
+    its pieces; and each outputs directory's landed file, version and why (new, appended,
+    rewritten), by which a rewritten file's earlier versions are left out."""
+
+    groups: dict[str, list[str]]
+    files: dict[str, list[Any]]
+
+    def whole(self) -> dict[Any, int]:
+        """Each landed file's latest version here read from its first byte (new, rewritten)."""
+        latest: dict[Any, int] = {}
+        for source, version, why in self.files.values():
+            if why in ("new", "rewritten"):
+                latest[source] = max(latest.get(source, 0), version)
+        return latest
+
+
+class _Indexes:
+    """Windows' call indexes read or built once per process (a closed window's never changes:
+    no file is committed into a window after it closed), so a close reads only the new ones."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._held: dict[tuple[str, str], tuple[WindowIndex, dict[Any, int]]] = {}
+
+    def of(self, output: str, window: str, fresh: bool = False) -> WindowIndex:
+        return self._of(output, window, fresh)[0]
+
+    def whole(self, output: str, window: str) -> dict[Any, int]:
+        """``WindowIndex.whole`` of the window, computed once."""
+        return self._of(output, window, False)[1]
+
+    def _of(self, output: str, window: str, fresh: bool) -> tuple[WindowIndex, dict[Any, int]]:
+        with self._lock:
+            held = None if fresh else self._held.get((output, window))
+        if held is None:
+            index = window_index(output, window, fresh)
+            held = (index, index.whole())
+            with self._lock:
+                self._held[(output, window)] = held
+        return held
+
+
+INDEXES = _Indexes()
+
+
+def window_index(output: str, window: str, fresh: bool = False) -> WindowIndex:
+    """The window's call index (``WindowIndex``): read from ``calls_index.json``, or built from
+    the files' ``source.json`` (and written, when the window holds call logs) when it is
+    missing or ``fresh`` is asked."""
+    path = FileSystems.join(output, window, CALL_INDEX_FILE)
+    if not fresh:
+        doc = processed.read_json(path)
+        if doc is not None:
+            return WindowIndex(doc["groups"], doc["files"])
+    groups: dict[str, list[str]] = {}
+    landed: dict[str, list[Any]] = {}
+    for name, source in processed.file_results(output, window):
+        landed[name] = [source.get("source"), source.get("version", 1), source.get("why", "new")]
+        for key in source.get("call_groups", ()):
+            groups.setdefault(_key_text(tuple(key)), []).append(name)
+    if groups:
+        processed.write_json(path, {"window": window, "groups": groups, "files": landed}, output)
+    return WindowIndex(groups, landed)
+
+
+# --------------------------------------------------------------------------------------------
+# A window's close
+
+
+def flat_work(work: ShardWork) -> ShardWork:
+    """The job's step for assembled conversations: flat records, whatever --format said."""
+    return dataclasses.replace(work, settings=dataclasses.replace(work.settings, input_format="flat", calls=False))
+
+
+def _gather(output: str, window: str, own: dict[str, list[str]]) -> tuple[dict, dict[str, int], list[str]]:
+    """The states of the groups ``own`` names from every piece of the windows up to ``window``,
+    how many earlier windows emitted each, and the outputs directories read.
+
+    A landed file read again whole (rewritten) replaces what its earlier versions held: their
+    pieces are left out (an appended version adds to them)."""
+    panes = dict.fromkeys(own, 0)
+    directories: dict[str, list[Any]] = {}
+    windows = [w for w in processed.window_names(output) if w <= window]
+    for earlier in windows:
+        index = INDEXES.of(output, earlier)
+        for key in own.keys() & index.groups.keys():
+            if earlier < window:
+                panes[key] += 1
+            directories.update((f"{earlier}/{name}", index.files[name]) for name in index.groups[key])
+    # A landed file -> its latest version read from its first byte, of the files read only.
+    whole = dict.fromkeys({source for source, _, _ in directories.values()}, 0)
+    for earlier in windows:
+        held = INDEXES.whole(output, earlier)
+        for source in whole.keys() & held.keys():
+            whole[source] = max(whole[source], held[source])
+    states = {key: GroupState() for key in own}
+    read = sorted(d for d, (source, version, _) in directories.items() if version >= whole[source])
+    for directory in read:  # in time order: the same states whatever ran when
+        for source, position, piece in read_calls(FileSystems.join(output, *directory.split("/"), CALLS_FILE)):
+            state = states.get(_key_text(group_key(piece)))
+            if state is not None:
+                state.add(source, position, piece)
+    return states, panes, read
+
+
+def assemble_window(output: str, window: str, work: ShardWork, run_temp: str, commit: Commit) -> str:
+    """Assemble, normalize and commit the conversations of the groups ``window`` touched:
+    "done" (committed now), "already" (committed before), "none" (no call logs) or "refused"
+    (the run stopped committing: the next start does it)."""
+    if processed.assembled_result(output, window) is not None:
+        return "already"
+    own = INDEXES.of(output, window, fresh=True).groups
+    if not own:
+        return "none"
+    states, panes, read = _gather(output, window, own)
+    made = []
+    for text in sorted(own):
+        key = tuple(json.loads(text))
+        for _, conversation in conversations_of((key, states[text]), work.settings, 1):
+            made.append(emitted_again(conversation, panes[text]))
+    temp = FileSystems.join(run_temp, "in-flight", f"assembled-{window}-{uuid.uuid4().hex[:8]}")
+    processed.make_dirs(temp)
+    try:
+        flat = flat_work(work)
+        batches = shard_batches((0, made), ASSEMBLED_SHARD, flat.batch_size)
+        place = lambda name: FileSystems.join(temp, name + flat.extension(name))  # noqa: E731
+        result = process_batches(batches, ASSEMBLED_SHARD, 0, flat, place, read=False, empty_files=True)
+        part = summaries.merge(result.partial, assembly_partial((0, made)))
+        doc = {
+            "window": window,
+            "groups": len(own),
+            "reopened_groups": sum(1 for n in panes.values() if n),
+            "read_from": read,
+            "files": {
+                name: {"records": f.records, "bytes": f.size, "sha256": f.sha256} for name, f in result.files.items()
+            },
+            "totals": summaries.finalize_run(part, work.settings),
+            "partial": part,
+        }
+        files.write_in_place(FileSystems.join(temp, ASSEMBLED_FILE), document_bytes(doc))
+        pause_point("streaming-assemble")  # tests kill a run here, in the window's close
+        if not commit(temp, output, f"{window}/{ASSEMBLED_DIR}"):
+            files.delete(temp, tree=True)
+            return "refused"
+    except FileExistsError:
+        files.delete(temp, tree=True)  # another attempt of this close committed it first
+        return "already"
+    except BaseException:
+        files.delete(temp, tree=True)
+        raise
+    LOG.info("%s: %d conversation(s) assembled from call logs of %d group(s)", window, len(made), len(own))
+    return "done"
+
+
+def move_committing(temp: str, output: str, relative: str) -> bool:
+    """The driver's commit, once the job has ended (its gate shut): a plain rename into place."""
+    files.make_directories(output, relative.rsplit("/", 1)[0])
+    files.move_into(temp, output, relative)
+    return True
+
+
+def assemble_left_windows(output: str, work: ShardWork, run_temp: str) -> list[str]:
+    """Assemble every window a dead or cancelled run left unassembled (in time order); the
+    windows assembled now, whose summaries must be rewritten."""
+    done = []
+    for window in processed.window_names(output):
+        if processed.assembled_result(output, window) is not None:
+            continue
+        if not _has_calls(output, window):
+            continue
+        if assemble_window(output, window, work, run_temp, move_committing) == "done":
+            done.append(window)
+    return done
+
+
+def _has_calls(output: str, window: str) -> bool:
+    if files.is_local(output):
+        directory = os.path.join(output, window)
+        try:
+            names = os.listdir(directory)
+        except OSError:
+            return False
+        return any(os.path.isfile(os.path.join(directory, n, CALLS_FILE)) for n in names)
+    return bool(window_index(output, window).groups)

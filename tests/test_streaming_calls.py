@@ -1,0 +1,535 @@
+"""Call logs on the landing-directory stream (``pipeline.streaming.assembled``): each landed
+file's pieces kept in its committed ``calls.jsonl``; at a window's close every group it touched
+assembled from every piece so far, normalized and committed into ``<window>/assembled/``.
+
+The function-level tests drive the steps the DoFns call (one landed file cleaned, one window
+closed); the Prism tests run ``convnorm --streaming`` as a user does (tests/streaming_runs.py).
+Against a batch ``convnorm run`` over the same files: the same conversations, byte for byte."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from paused_runs import kill, start_paused  # noqa: E402
+from prism_build import BUILD_TIMEOUT_S, prism_binary  # noqa: E402
+from streaming_runs import START_TIMEOUT_S, Streaming, jsonl, land, no_leftovers, outputs_of  # noqa: E402
+
+from pipeline.cli.main import main  # noqa: E402
+from pipeline.graph.shard_step import ShardWork  # noqa: E402
+from pipeline.io import processed_files as processed  # noqa: E402
+from pipeline.streaming import assembled as assembly  # noqa: E402
+from pipeline.streaming.clean import CleanPlan, clean_landed_file  # noqa: E402
+from pipeline.streaming.watch import Landed  # noqa: E402
+from transforms.call_assembly import piece_line, piece_of_line  # noqa: E402
+from transforms.calllogs.calls import Call, ToolResult  # noqa: E402
+from transforms.conversations import NORMALIZE  # noqa: E402
+from transforms.jsontext import parse_json  # noqa: E402
+from transforms.record_settings import Settings  # noqa: E402
+from transforms.record_steps import read_call_log  # noqa: E402
+
+DATA = Path(__file__).resolve().parent / "data"
+CALL_LOGS = DATA / "calllogs"
+LANGFUSE = CALL_LOGS / "langfuse" / "blob-export-rows.jsonl"
+OTLP = CALL_LOGS / "otlp" / "handwritten.jsonl"
+W1 = "20261201T000000Z-20261201T000100Z"
+W2 = "20261201T000100Z-20261201T000200Z"
+W3 = "20261201T000200Z-20261201T000300Z"
+
+
+def _plan(out: Path, run_id: str = "run-1") -> CleanPlan:
+    temp = out / f"_convnorm_temp-{run_id}"
+    temp.mkdir(parents=True, exist_ok=True)
+    work = ShardWork(NORMALIZE, dataclasses.replace(Settings(), calls=True), batch_size=50)
+    return CleanPlan(output=str(out), run_id=run_id, run_temp=str(temp), work=work)
+
+
+def _landed(path: Path) -> Landed:
+    info = path.stat()
+    return Landed(str(path), info.st_size, info.st_mtime_ns, info.st_ctime_ns)
+
+
+def _land(landing: Path, name: str, data: bytes) -> Path:
+    landing.mkdir(exist_ok=True)
+    path = landing / name
+    path.write_bytes(data)
+    return path
+
+
+def _close(out: Path, window: str, plan: CleanPlan, commit=assembly.move_committing) -> tuple[str, dict]:
+    """What the window's close does: assemble, then the summary."""
+    done = assembly.assemble_window(str(out), window, plan.work, plan.run_temp, commit)
+    return done, processed.write_window_summary(str(out), window, plan.settings, None)
+
+
+def _batch(out: Path, files: list[Path]) -> Path:
+    argv = [*(f"--input={f}" for f in files), f"--output={out}", "--quiet", "--no-report"]
+    assert main(argv) in (0, 1)
+    return out
+
+
+def _batch_assembled(batch: Path, kind: str) -> Path:
+    """The batch run's part file of assembled conversations (one bucket, after the input shards)."""
+    return sorted((batch / kind).glob("part-*"))[-1]
+
+
+def _without_pane(drops: list[dict]) -> list[dict]:
+    for record in drops:
+        record["assembly"].pop("pane")
+    return drops
+
+
+def _lines(path: Path) -> list[bytes]:
+    return path.read_bytes().splitlines(keepends=True)
+
+
+# --------------------------------------------------------------------------------------------
+# The pieces on disk
+
+
+def _fixture_pieces():
+    settings = dataclasses.replace(Settings(), calls=True)
+    for path in sorted(CALL_LOGS.rglob("*.json*")):
+        texts = [path.read_bytes()] if path.suffix == ".json" else path.read_bytes().splitlines()
+        for position, text in enumerate(texts):
+            try:
+                pieces = read_call_log(parse_json(text), settings)
+            except Exception:  # noqa: BLE001 — a record that holds nothing, or no call log
+                continue
+            for piece in pieces or ():
+                yield str(path), position, piece
+
+
+def test_every_fixture_piece_is_rebuilt_exactly_from_its_line():
+    seen = {Call: 0, ToolResult: 0}
+    for source, position, piece in _fixture_pieces():
+        back = piece_of_line(piece_line(source, position, piece))
+        assert back == (source, position, piece)
+        assert type(back[2]) is type(piece)
+        seen[type(piece)] += 1
+    assert seen[Call] > 20 and seen[ToolResult] > 3, seen
+
+
+def test_a_piece_keeps_big_integers_floats_and_text_exactly():
+    call = Call(
+        "otlp",
+        "g\u00e9",
+        2**70,
+        "c1",
+        [{"role": "user", "content": "h\u00e9 \U0001f600"}],
+        [{"role": "assistant", "content": "", "tool_calls": [{"tool_call_id": "t", "name": "f", "args": {"x": 0.1}}]}],
+        None,
+        "m",
+        {"reasoning": [1, 2]},
+    )
+    assert piece_of_line(piece_line("/a b.jsonl", 7, call)) == ("/a b.jsonl", 7, call)
+
+
+# --------------------------------------------------------------------------------------------
+# One window, and a group touched again later (the steps the DoFns call)
+
+
+@pytest.mark.slow
+def test_one_window_of_call_logs_gives_the_batch_runs_conversations(tmp_path):
+    landing, out = tmp_path / "landing", tmp_path / "out"
+    files = [_land(landing, "langfuse.jsonl", LANGFUSE.read_bytes()), _land(landing, "otlp.jsonl", OTLP.read_bytes())]
+    plan = _plan(out)
+    for path in files:
+        name = clean_landed_file(_landed(path), W1, plan)
+        source = json.loads((out / W1 / name / "source.json").read_text())
+        assert source["files"]["calls"]["records"] == len(_lines(out / W1 / name / "calls.jsonl"))
+        assert source["partial"]["call_logs"]["records"] > 0  # the records handed on, counted
+        assert (out / W1 / name / "normalized.jsonl").read_bytes() == b""  # not a conversation alone
+    done, summary = _close(out, W1, plan)
+    assert done == "done" and summary["accounted"]
+    calls = summary["call_logs"]
+    assert (
+        summary["records_in"]
+        == summary["records_out"] + summary["dead_letters"] + calls["records"] - calls["conversations"]
+    )
+    assert calls["branches"] >= 1 and calls["prefixes_collapsed"] >= 1 and calls["reopened"] == 0
+
+    batch = _batch(tmp_path / "batch", files)
+    streamed = out / W1 / processed.ASSEMBLED_DIR
+    assert (streamed / "normalized.jsonl").read_bytes() == _batch_assembled(batch, "normalized").read_bytes()
+    drops = _without_pane(jsonl(streamed / "drops.jsonl"))
+    assert drops == jsonl(_batch_assembled(batch, "drops"))
+    reference = json.loads((batch / "summary.json").read_text())
+    assert processed.final_summary(str(out), plan.settings) == reference  # every field
+    assert assembly.assemble_window(str(out), W1, plan.work, plan.run_temp, assembly.move_committing) == "already"
+
+
+@pytest.mark.slow
+def test_every_export_familys_files_in_one_window_give_the_batch_runs_conversations(tmp_path):
+    """The mixed directory of tests/test_calllogs_runs.py (every call-log fixture, beside whole
+    conversations), each file landed in one window: the batch run's assembled conversations, drop
+    metrics (but the pane) and summary, and each file's own outputs."""
+    from engine_outputs import write_call_log_input
+
+    write_call_log_input(tmp_path / "landing")
+    files = sorted(p for p in (tmp_path / "landing").iterdir())
+    out = tmp_path / "out"
+    plan = _plan(out)
+    names = [clean_landed_file(_landed(path), W1, plan) for path in files]
+    done, summary = _close(out, W1, plan)
+    assert done == "done" and summary["accounted"]
+    batch = _batch(tmp_path / "batch", files)
+    streamed = out / W1 / processed.ASSEMBLED_DIR
+    assert (streamed / "normalized.jsonl").read_bytes() == _batch_assembled(batch, "normalized").read_bytes()
+    assert _without_pane(jsonl(streamed / "drops.jsonl")) == jsonl(_batch_assembled(batch, "drops"))
+    assert len({d["assembly"]["format"] for d in jsonl(streamed / "drops.jsonl")}) >= 5
+    letters = batch / "dead_letter" / f"part-{len(files):05d}.jsonl"  # the groups' own, after the files'
+    assert (streamed / "dead_letter.jsonl").read_bytes() == (letters.read_bytes() if letters.exists() else b"")
+    for index, name in enumerate(names):  # each file's own outputs: its batch part, byte for byte
+        for kind in ("normalized", "drops", "dead_letter"):
+            part = batch / kind / f"part-{index:05d}.jsonl"
+            expected = part.read_bytes() if part.exists() else b""
+            assert (out / W1 / name / f"{kind}.jsonl").read_bytes() == expected, (files[index], kind)
+    assert processed.final_summary(str(out), plan.settings) == json.loads((batch / "summary.json").read_text())
+
+
+@pytest.mark.slow
+def test_a_call_in_a_later_window_reopens_its_group_whole(tmp_path):
+    """The langfuse export's first call lands in one window, its next call and tool result in
+    another: the second window emits the group again, whole (the batch run's conversation of
+    both files), pane 1, counted reopened; the window in between, with no call of it, does not."""
+    rows = _lines(LANGFUSE)  # [obs-2 (s-1, later), tool (s-1), obs-1 (s-1, first), span (no call), obs-9 (tr-2)]
+    landing, out = tmp_path / "landing", tmp_path / "out"
+    first = _land(landing, "first.jsonl", b"".join(rows[2:]))
+    other = _land(landing, "other.jsonl", OTLP.read_bytes())
+    later = _land(landing, "later.jsonl", b"".join(rows[:2]))
+    plan = _plan(out)
+    summaries_by_window = {}
+    for window, path in ((W1, first), (W2, other), (W3, later)):
+        assert clean_landed_file(_landed(path), window, plan)
+        done, summaries_by_window[window] = _close(out, window, plan)
+        assert done == "done" and summaries_by_window[window]["accounted"], window
+
+    def made(window: str) -> dict[str, tuple[dict, dict]]:
+        directory = out / window / processed.ASSEMBLED_DIR
+        pairs = zip(jsonl(directory / "normalized.jsonl"), jsonl(directory / "drops.jsonl"))
+        return {record["id"]: (record, drop) for record, drop in pairs}
+
+    one, three = made(W1), made(W3)
+    assert sorted(one) == ["s-1", "tr-2"] and sorted(three) == ["s-1"]
+    assert "s-1" not in made(W2)
+    assert one["s-1"][1]["assembly"]["pane"] == 0 and three["s-1"][1]["assembly"]["pane"] == 1
+    assert [c["call"] for c in one["s-1"][1]["assembly"]["calls"]] == ["obs-1"]
+    assert [c["call"] for c in three["s-1"][1]["assembly"]["calls"]] == ["obs-1", "obs-2"]
+    assert summaries_by_window[W3]["call_logs"]["reopened"] == 1
+    assert summaries_by_window[W1]["call_logs"]["reopened"] == 0
+
+    # The re-emission is the conversation a batch run over every file so far gives.
+    batch = _batch(tmp_path / "batch", [first, later])
+    reference = {r["id"]: r for r in jsonl(_batch_assembled(batch, "normalized"))}
+    assert three["s-1"][0] == reference["s-1"]
+    line = next(x for x in _lines(out / W3 / processed.ASSEMBLED_DIR / "normalized.jsonl"))
+    assert line in _lines(_batch_assembled(batch, "normalized"))  # byte for byte
+    total = processed.final_summary(str(out), plan.settings)
+    assert total["accounted"] and total["call_logs"]["reopened"] == 1
+
+
+def _three_windows(root: Path) -> tuple[Path, CleanPlan]:
+    """The re-opening scenario's files committed into three windows, none closed yet."""
+    rows = _lines(LANGFUSE)
+    landing, out = root / "landing", root / "out"
+    plan = _plan(out)
+    for window, name, data in (
+        (W1, "first.jsonl", b"".join(rows[2:])),
+        (W2, "other.jsonl", OTLP.read_bytes()),
+        (W3, "later.jsonl", b"".join(rows[:2])),
+    ):
+        assert clean_landed_file(_landed(_land(landing, name, data)), window, plan)
+    return out, plan
+
+
+def _assembled_bytes(out: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(out)): p.read_bytes() for p in sorted(out.glob(f"*/{processed.ASSEMBLED_DIR}/*.jsonl"))}
+
+
+def test_what_a_window_emits_does_not_depend_on_the_order_windows_close_in(tmp_path):
+    """Windows may close in any order on a runner (and a start assembles what a dead run left):
+    a window's conversations come from the windows up to it only, its panes from the pieces."""
+    in_order, plan = _three_windows(tmp_path / "a")
+    for window in (W1, W2, W3):
+        _close(in_order, window, plan)
+    reversed_, plan = _three_windows(tmp_path / "b")
+    for window in (W3, W2, W1):
+        _close(reversed_, window, plan)
+    first, second = _assembled_bytes(in_order), _assembled_bytes(reversed_)
+    assert len(first) == 9 and first.keys() == second.keys()
+    for name in first:  # the sources differ by their directory: compare with it taken out
+        assert first[name].replace(b"/a/", b"/x/") == second[name].replace(b"/b/", b"/x/"), name
+
+
+def test_a_kill_after_the_assembly_was_committed_and_before_the_summary(tmp_path):
+    """The assembly is in place, the summary is not: a start assembles nothing again and writes
+    the summary with the assembly counted."""
+    out, plan = _three_windows(tmp_path)
+    assert assembly.assemble_window(str(out), W1, plan.work, plan.run_temp, assembly.move_committing) == "done"
+    assert assembly.assemble_left_windows(str(out), plan.work, plan.run_temp) == [W2, W3]  # W1: done before
+    rebuilt = processed.rebuild_windows(str(out), plan.settings, force=[W2, W3])
+    assert rebuilt == [W1, W2, W3]
+    for window in (W1, W2, W3):
+        summary = json.loads((out / window / "summary.json").read_text())
+        made = len(_lines(out / window / processed.ASSEMBLED_DIR / "normalized.jsonl"))
+        letters = len(_lines(out / window / processed.ASSEMBLED_DIR / "dead_letter.jsonl"))
+        assert summary["accounted"] and summary["call_logs"]["conversations"] == made + letters, window
+    assert json.loads((out / W3 / "summary.json").read_text())["call_logs"]["reopened"] == 1
+
+
+def test_a_window_without_call_logs_assembles_nothing_and_keeps_its_outputs(tmp_path):
+    landing, out = tmp_path / "landing", tmp_path / "out"
+    path = _land(landing, "chat.jsonl", b'{"id": "a", "messages": [{"role": "user", "content": "hi"}]}\n')
+    plan = _plan(out)
+    name = clean_landed_file(_landed(path), W1, plan)
+    assert sorted(p.name for p in (out / W1 / name).iterdir()) == [
+        "dead_letter.jsonl",
+        "drops.jsonl",
+        "normalized.jsonl",
+        "source.json",
+    ]
+    done, summary = _close(out, W1, plan)
+    assert done == "none" and "call_logs" not in summary
+    assert not (out / W1 / processed.ASSEMBLED_DIR).exists()
+
+
+def test_a_close_the_run_refuses_to_commit_is_done_by_the_next_start(tmp_path):
+    """A window closing after the run stopped committing (a drain that outlasted
+    --drain-timeout) writes nothing; the driver's rebuild assembles it, then rewrites its
+    summary with the assembly counted."""
+    landing, out = tmp_path / "landing", tmp_path / "out"
+    plan = _plan(out)
+    clean_landed_file(_landed(_land(landing, "a.jsonl", LANGFUSE.read_bytes())), W1, plan)
+    refused = assembly.assemble_window(str(out), W1, plan.work, plan.run_temp, lambda *a: False)
+    assert refused == "refused"
+    assert not (out / W1 / processed.ASSEMBLED_DIR).exists()
+    assert list((Path(plan.run_temp) / "in-flight").iterdir()) == []  # nothing left in flight
+    before = processed.write_window_summary(str(out), W1, plan.settings, None)  # as if one were there
+    assert before["call_logs"]["conversations"] == 0
+    assembled = assembly.assemble_left_windows(str(out), plan.work, plan.run_temp)
+    assert assembled == [W1]
+    assert processed.rebuild_windows(str(out), plan.settings, force=assembled) == [W1]
+    summary = json.loads((out / W1 / "summary.json").read_text())
+    assert summary["accounted"] and summary["call_logs"]["conversations"] == 2
+    assert assembly.assemble_left_windows(str(out), plan.work, plan.run_temp) == []  # once
+
+
+def test_the_window_index_is_built_once_and_names_each_groups_directories(tmp_path):
+    landing, out = tmp_path / "landing", tmp_path / "out"
+    plan = _plan(out)
+    a = clean_landed_file(_landed(_land(landing, "a.jsonl", LANGFUSE.read_bytes())), W1, plan)
+    b = clean_landed_file(_landed(_land(landing, "b.jsonl", b"".join(_lines(LANGFUSE)[:1]))), W1, plan)
+    index = assembly.window_index(str(out), W1, fresh=True)
+    assert index.groups == {'["langfuse","s-1"]': sorted([a, b]), '["langfuse","tr-2"]': [a]}
+    assert index.files == {a: [str(landing / "a.jsonl"), 1, "new"], b: [str(landing / "b.jsonl"), 1, "new"]}
+    assert json.loads((out / W1 / assembly.CALL_INDEX_FILE).read_text())["groups"] == index.groups
+    (out / W1 / a / "source.json").unlink()  # the index on disk is read, not rebuilt
+    assert assembly.window_index(str(out), W1) == index
+
+
+def test_a_rewritten_file_replaces_its_earlier_pieces_and_an_appended_one_adds_to_them(tmp_path):
+    """Found: a landed export rewritten with more rows (read again whole, as version 2) gave
+    its group every earlier call twice: listed twice in ``assembly.calls``, counted collapsed."""
+    rows = _lines(LANGFUSE)
+    landing, out = tmp_path / "landing", tmp_path / "out"
+    plan = _plan(out)
+    path = _land(landing, "export.jsonl", b"".join(rows[2:]))
+    clean_landed_file(_landed(path), W1, plan)
+    _close(out, W1, plan)
+    path.write_bytes(b"".join(rows))  # rewritten whole: the same rows and the earlier ones first
+    assert clean_landed_file(_landed(path), W2, plan).endswith("-v2")
+    _, summary = _close(out, W2, plan)
+    drops = {d["id"]: d for d in jsonl(out / W2 / processed.ASSEMBLED_DIR / "drops.jsonl")}
+    assert [c["call"] for c in drops["s-1"]["assembly"]["calls"]] == ["obs-1", "obs-2"]
+    assert drops["s-1"]["assembly"]["collapsed"] == 1 and drops["s-1"]["assembly"]["pane"] == 1
+    assert summary["accounted"]
+
+    more = {"role": "user", "content": "And tomorrow?"}
+    row = json.loads(rows[0])
+    row.update(id="obs-3", start_time="2026-11-30 10:00:09.000000")
+    row["input"] = json.dumps([*json.loads(row["input"]), json.loads(row["output"]), more])
+    with path.open("ab") as handle:  # appended: version 3 adds its call to version 2's
+        handle.write(json.dumps(row).encode() + b"\n")
+    assert clean_landed_file(_landed(path), W3, plan).endswith("-v3")
+    _close(out, W3, plan)
+    drops = {d["id"]: d for d in jsonl(out / W3 / processed.ASSEMBLED_DIR / "drops.jsonl")}
+    assert [c["call"] for c in drops["s-1"]["assembly"]["calls"]] == ["obs-1", "obs-2", "obs-3"]
+
+
+# --------------------------------------------------------------------------------------------
+# On Prism, as a user runs it
+
+
+def _prism_argv(landing: Path, out: Path, *extra: str) -> list[str]:
+    return [
+        "--streaming",
+        "--runner=PrismRunner",
+        f"--prism_location={prism_binary()}",
+        f"--input={landing}/*.jsonl",
+        f"--output={out}",
+        "--window=4s",
+        "--poll-interval=0.3s",
+        *extra,
+    ]
+
+
+def _assembled_dirs(out: Path) -> list[Path]:
+    return sorted(out.glob(f"*/{processed.ASSEMBLED_DIR}/{processed.ASSEMBLED_FILE}"))
+
+
+def _newest_by_id(out: Path) -> dict[str, bytes]:
+    """Every assembled conversation's line, the newest window's of each id kept (the rule)."""
+    kept: dict[str, bytes] = {}
+    for path in _assembled_dirs(out):
+        for line in _lines(path.parent / "normalized.jsonl"):
+            kept[json.loads(line)["id"]] = line
+    return kept
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(BUILD_TIMEOUT_S + 600)
+def test_on_prism_landed_call_logs_give_the_batch_conversations_and_a_late_call_reopens(tmp_path):
+    rows = _lines(LANGFUSE)
+    landing, out = tmp_path / "landing", tmp_path / "out"
+    landing.mkdir()
+    files = {"a-first.jsonl": b"".join(rows[2:]), "b-otlp.jsonl": OTLP.read_bytes()}
+    for name, data in files.items():
+        land(landing, name, data)
+    with Streaming(tmp_path, landing, out, "calls") as run:
+        run.wait_started()
+        run.wait_for(lambda: len(_assembled_dirs(out)) >= 1, START_TIMEOUT_S, "the first window's assembly")
+        land(landing, "c-later.jsonl", b"".join(rows[:2]))
+        run.wait_for(lambda: len(_assembled_dirs(out)) >= 2, START_TIMEOUT_S, "the later window's assembly")
+        status = run.stop()
+    assert status == 0, run.text
+    assert not no_leftovers(out), no_leftovers(out)
+    for path in out.glob("*/summary.json"):  # accounted per window, each conversation written
+        window = json.loads(path.read_text())
+        assert window["accounted"], path
+        calls = window.get("call_logs", {})
+        assembled = path.parent / processed.ASSEMBLED_DIR
+        written = sum(len(_lines(assembled / f"{kind}.jsonl")) for kind in ("normalized", "dead_letter"))
+        assert calls.get("conversations", 0) == (written if assembled.exists() else 0), path
+        assert (calls.get("records", 0) > 0) == assembled.exists(), path
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["accounted"] and summary["call_logs"]["reopened"] >= 1
+
+    last = json.loads(_assembled_dirs(out)[-1].read_text())
+    assert last["reopened_groups"] == 1
+    drops = jsonl(_assembled_dirs(out)[-1].parent / "drops.jsonl")
+    assert [d["assembly"]["pane"] for d in drops if d["id"] == "s-1"] == [1]
+
+    batch = _batch(tmp_path / "batch", sorted(landing.glob("*.jsonl")))
+    reference = {json.loads(line)["id"]: line for line in _lines(_batch_assembled(batch, "normalized"))}
+    assert _newest_by_id(out) == reference  # the same ids, the same bytes
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(BUILD_TIMEOUT_S + 600)
+def test_on_prism_a_kill_in_the_window_close_then_a_restart_assembles_it_once(tmp_path):
+    landing, out = tmp_path / "landing", tmp_path / "out"
+    landing.mkdir()
+    land(landing, "langfuse.jsonl", LANGFUSE.read_bytes())
+    land(landing, "otlp.jsonl", OTLP.read_bytes())
+    proc, ready = start_paused(_prism_argv(landing, out), "streaming-assemble", tmp_path)
+    kill(proc)  # in the close: the assembly written in the run's temporary directory, not in place
+    windows = processed.window_names(str(out))
+    assert len(windows) == 1 and not _assembled_dirs(out)
+    assert not (out / windows[0] / "summary.json").exists()
+    assert len(list(out.glob("*/*/calls.jsonl"))) == 2  # the files were committed
+
+    with Streaming(tmp_path, landing, out, "restarted") as run:
+        run.wait_started()
+        land(landing, "z-plain.jsonl", b'{"id": "p", "messages": [{"role": "user", "content": "hi"}]}\n')
+        run.wait_for(lambda: outputs_of(out, landing / "z-plain.jsonl"), START_TIMEOUT_S, "output of z-plain")
+        status = run.stop()
+    assert status == 0, run.text
+    assert not no_leftovers(out), no_leftovers(out)
+    assembled = _assembled_dirs(out)
+    assert [p.parent.parent.name for p in assembled] == windows  # the killed window's, once
+    summary = json.loads((out / windows[0] / "summary.json").read_text())
+    assert summary["accounted"] and summary["progress"].get("rebuilt") is True
+    batch = _batch(tmp_path / "batch", [landing / "langfuse.jsonl", landing / "otlp.jsonl"])
+    assert (assembled[0].parent / "normalized.jsonl").read_bytes() == _batch_assembled(batch, "normalized").read_bytes()
+    total = json.loads((out / "summary.json").read_text())
+    reference = json.loads((batch / "summary.json").read_text())
+    assert total["call_logs"] == reference["call_logs"] and total["accounted"]
+    assert total["records_in"] == reference["records_in"] + 1
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(BUILD_TIMEOUT_S + 600)
+def test_on_prism_a_close_that_outlasts_the_drain_is_assembled_by_the_runs_end(tmp_path):
+    """A stop whose drain outlasts --drain-timeout cancels the job with a window's close in
+    flight (paused before its commit): the run's end assembles that window itself, once, and
+    its summaries count it."""
+    landing, out = tmp_path / "landing", tmp_path / "out"
+    landing.mkdir()
+    land(landing, "langfuse.jsonl", LANGFUSE.read_bytes())
+    pause = tmp_path / "paused"
+    env = {
+        "CONVNORM_TEST_PAUSE_AT": "streaming-assemble",
+        "CONVNORM_TEST_PAUSE_FILE": str(pause),
+        "CONVNORM_TEST_PAUSE_SECONDS": "600",
+    }
+    with Streaming(tmp_path, landing, out, "outlasted", "--drain-timeout=3s", env=env) as run:
+        run.wait_started()
+        run.wait_for(pause.exists, START_TIMEOUT_S, "a window's close paused before its commit")
+        assert not _assembled_dirs(out)
+        status = run.stop(timeout=60)
+    assert status == 0, run.text
+    assert "cancelling" in run.text
+    assert not no_leftovers(out), no_leftovers(out)
+    assembled = _assembled_dirs(out)
+    assert len(assembled) == 1
+    window = json.loads((assembled[0].parent.parent / "summary.json").read_text())
+    total = json.loads((out / "summary.json").read_text())
+    for doc in (window, total):
+        assert doc["accounted"] and doc["call_logs"]["conversations"] == 2 == doc["records_out"]
+
+
+EXPECTED = DATA / "expected" / "calllogs_conversations.jsonl"
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(BUILD_TIMEOUT_S + 600)
+def test_on_prism_a_mixed_directory_of_exports_gives_the_expected_conversations(tmp_path):
+    """Issue 32's "done when" on streaming: every export family's samples, auto-detected, give
+    the conversations pinned in tests/data/expected (as tests/test_calllogs_runs.py pins them for
+    batch), byte-identical to a batch run's."""
+    from engine_outputs import write_call_log_input
+
+    landing, out = tmp_path / "landing", tmp_path / "out"
+    write_call_log_input(landing)
+    files = sorted(landing.iterdir())
+    with Streaming(tmp_path, landing, out, "mixed", f"--input={landing}/*.json", "--window=60s") as run:
+        run.wait_started()
+        run.wait_for(lambda: len(list(out.glob("*/*/source.json"))) == len(files), START_TIMEOUT_S, "every file")
+        status = run.stop()
+    assert status == 0, run.text
+    assembled = _assembled_dirs(out)
+    assert len(assembled) == 1, "one window: one assembly"
+    directory = assembled[0].parent
+    records = jsonl(directory / "normalized.jsonl")
+    metrics = {d["id"]: d for d in jsonl(directory / "drops.jsonl")}
+    shapes = [
+        {
+            "id": r["id"],
+            "roles": [m["role"] + ("+calls" if m.get("tool_calls") else "") for m in r["messages"]],
+            "format": metrics[r["id"]]["assembly"]["format"],
+            "calls": [c["call"] for c in metrics[r["id"]]["assembly"]["calls"]],
+            "collapsed": metrics[r["id"]]["assembly"]["collapsed"],
+        }
+        for r in records
+    ]
+    assert "".join(json.dumps(s, ensure_ascii=False) + "\n" for s in shapes) == EXPECTED.read_text()
+    batch = _batch(tmp_path / "batch", files)
+    assert (directory / "normalized.jsonl").read_bytes() == _batch_assembled(batch, "normalized").read_bytes()
+    summary, reference = (json.loads((d / "summary.json").read_text()) for d in (out, batch))
+    assert summary == reference
