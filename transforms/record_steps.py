@@ -59,8 +59,8 @@ class DeadLetterReason(str, Enum):
     #: A call-log record holding no LLM call and no tool result; or a group of call-log
     #: records with tool results and no call to assemble them into.
     NO_LLM_CALLS = "no_llm_calls"
-    #: A call-log record given to a step that does not assemble conversations (a streaming
-    #: run; the ``NormalizeConversation`` DoFn alone, without ``NormalizeConversationBatches``).
+    #: A call-log record given to a step that does not assemble conversations (the
+    #: ``NormalizeConversation`` DoFn alone, without ``NormalizeConversationBatches``).
     CALL_LOG = "call_log"
     INTERNAL_ERROR = "internal_error"
 
@@ -288,8 +288,8 @@ def read_call_log(record: Any, settings: Settings) -> list[Piece] | None:
         raise RecordRefused(
             DeadLetterReason.CALL_LOG,
             f"{reader.name}: a call-log record, given to a step that does not assemble conversations from "
-            "calls (a batch convnorm run and NormalizeConversationBatches do; a streaming run and the "
-            "NormalizeConversation DoFn alone do not)",
+            "calls (convnorm run, batch or streaming, and NormalizeConversationBatches do; the "
+            "NormalizeConversation DoFn alone does not)",
         )
     try:
         pieces = reader.read(record)
