@@ -92,6 +92,7 @@ def process_shard(
     *,
     observe: Observer | None = None,
     empty_files: bool = False,
+    on_calls: Callable[[list[Any]], None] | None = None,
 ) -> ShardResult:
     """Read, process and write one shard; see the module's docstring.
 
@@ -101,7 +102,9 @@ def process_shard(
     """
     stats = {"records": 0, "blank_lines": 0}
     batches = iter_batches(shard, work.batch_size, stats, work.max_record_bytes, work.batch_bytes)
-    result = process_batches(batches, shard.number, shard.start, work, place, observe=observe, empty_files=empty_files)
+    result = process_batches(
+        batches, shard.number, shard.start, work, place, observe=observe, empty_files=empty_files, on_calls=on_calls
+    )
     partial = summaries.merge(result.partial, work.step.view.partial(0, blank_lines=stats["blank_lines"]))
     return result._replace(partial=partial)
 
@@ -116,11 +119,14 @@ def process_batches(
     observe: Observer | None = None,
     empty_files: bool = False,
     read: bool = True,
+    on_calls: Callable[[list[Any]], None] | None = None,
 ) -> ShardResult:
     """``process_shard`` on batches however read (a shard's; the conversations assembled
     from call logs for one output shard): the result of shard ``number``, first item ``start``.
     ``read``: the batches' items are records read (``records_in``); not so for conversations
-    assembled from records read already."""
+    assembled from records read already. ``on_calls``: each batch's call-log records
+    (``CallLogged``) go to it as they come (the streaming driver keeps them on disk) instead of
+    being folded into their groups' states in the result."""
     step, settings = work.step, work.settings
     taken: dict = {}  # one file per output for the whole shard: unique values are unique in it
     writers: dict = {}
@@ -147,7 +153,9 @@ def process_batches(
             )
             total = summaries.merge(total, step.partial(len(batch.items) if read else 0, result))
             for name, items, lines in step.routed(result, lines_only):
-                if name == CALLS:  # not an output: the assembly's input
+                if name == CALLS and on_calls is not None:
+                    on_calls(items)
+                elif name == CALLS:  # not an output: the assembly's input
                     for logged in items:
                         for key, (source, position, piece) in keyed_pieces(logged):
                             groups.setdefault(key, GroupState()).add(source, position, piece)

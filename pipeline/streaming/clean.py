@@ -126,16 +126,18 @@ def clean_landed_file(landed: Landed, window: str, plan: CleanPlan, observe: Obs
     try:
         shard = Shard(shard_number(path), path, file_suffix(path) or "", version.start, None)
         extension = plan.work.extension
+        logged: list = []  # its call-log records, as their pieces
         result = process_shard(
             shard,
             plan.work,
             lambda name: FileSystems.join(temp, name + extension(name)),
             observe=observe,
             empty_files=True,
+            on_calls=logged.extend,
         )
         part = result.partial
         # Its call-log pieces, for the window's close to assemble (pipeline.streaming.assembled).
-        calls = write_calls(temp, result.calls)
+        calls = write_calls(temp, logged)
         pause_point("streaming-commit")  # tests kill a run or outlast a drain here
         measures = {
             name: {"records": f.records, "bytes": f.size, "sha256": f.sha256} for name, f in result.files.items()
