@@ -61,6 +61,7 @@ from pipeline.config.presets import (
     shown_value,
 )
 from pipeline.io.file_formats import FILE_FORMATS
+from pipeline.io.object_store import use_options
 from pipeline.io.ownership import OutputError, is_under, plan_inputs, skipped_inputs, unreachable_output, unsafe_output
 from pipeline.io.planning import InputError, limit_plan, plan_shards
 from pipeline.io.shard import Shard
@@ -453,6 +454,10 @@ def load_job(argv: list[str], *, output_required: bool = True, checked: CheckedA
     if checked is None:  # our own values: the same errors as before Beam's import
         checked = check_args(argv, output_required=output_required)
     options = parse_options(argv, checked)
+    # Beam's filesystems are made from the options Beam was last given (its S3 filesystem
+    # refuses to exist without them: --s3_endpoint_url, the keys); the checks and the plan
+    # below touch --input and --output before any Pipeline would give them.
+    use_options(options)
     ours = options.view_as(ConvNormOptions)
     standard = options.view_as(StandardOptions)
     _tidy_paths(ours)

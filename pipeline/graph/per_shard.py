@@ -29,6 +29,7 @@ from apache_beam.metrics import Metrics
 from pipeline.graph.read import CreateShards, ReadProgress
 from pipeline.graph.shard_step import ShardResult, ShardWork, process_shard, temp_place
 from pipeline.graph.tally import Tally
+from pipeline.io.object_store import WorkerFilesystems
 from pipeline.io.shard import Shard
 from pipeline.io.written_files import WrittenFile, report_path, write_report, write_summary
 from pipeline.testhooks import pause_point
@@ -44,8 +45,10 @@ class _ProcessShard(beam.DoFn):
     def __init__(self, work: ShardWork, temp_root: str) -> None:
         self._work = work
         self._temp_root = temp_root
+        self._filesystems = WorkerFilesystems()
 
     def setup(self) -> None:
+        self._filesystems.apply()
         freeze_gc()
         self._counters = BatchCounters(self._work.step)
         self._blank = Metrics.counter(NAMESPACE, "blank_lines")
@@ -111,9 +114,13 @@ class MergeShardResults(beam.CombineFn):
         return RunFiles(self._finish(partial), files)
 
 
-def write_run_files(run: RunFiles, temp_root: str, summary_path: str) -> dict:
+def write_run_files(
+    run: RunFiles, temp_root: str, summary_path: str, filesystems: WorkerFilesystems | None = None
+) -> dict:
     """The run's file lists (``<name>.files.json``, as ``ListWrittenFiles`` writes them) and its
     summary, into the temporary directory; the summary document."""
+    if filesystems is not None:
+        filesystems.apply()
     for name, written in run.files.items():
         write_report(written, report_path(temp_root, name))
     return write_summary(run.summary, summary_path)
@@ -144,5 +151,5 @@ class ProcessShards(beam.PTransform):
             | "Process" >> beam.ParDo(_ProcessShard(self._work, self._temp_root))
             # At least one shard is always planned: no default needed for an empty input.
             | "Merge" >> beam.CombineGlobally(MergeShardResults(self._work)).without_defaults()
-            | "Write" >> beam.Map(write_run_files, self._temp_root, self._summary_path)
+            | "Write" >> beam.Map(write_run_files, self._temp_root, self._summary_path, WorkerFilesystems())
         )

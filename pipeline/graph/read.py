@@ -12,6 +12,7 @@ from apache_beam.metrics import Metrics
 from apache_beam.pvalue import TaggedOutput
 
 from pipeline.graph.tally import Tally
+from pipeline.io.object_store import WorkerFilesystems
 from pipeline.io.read_shard import iter_batches
 from pipeline.io.shard import FILE_KINDS, Shard
 from pipeline.testhooks import pause_point
@@ -31,8 +32,10 @@ class _ReadShard(beam.DoFn):
         self._batch_bytes = batch_bytes
         self._total = total_shards
         self._max_record_bytes = max_record_bytes
+        self._filesystems = WorkerFilesystems()
 
     def setup(self) -> None:
+        self._filesystems.apply()
         self._blank = Metrics.counter(NAMESPACE, "blank_lines")
         self._shards = Metrics.counter(NAMESPACE, "shards_read")
         self._tally = Tally("read")  # the live progress of local runs (pipeline/cli/progress.py)

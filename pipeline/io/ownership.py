@@ -210,11 +210,8 @@ def _list_files(directory: str) -> list[str]:
         for root, _dirs, names in os.walk(directory):
             found += [os.path.join(root, name) for name in names]
         return sorted(found)
-    try:
-        matched = FileSystems.match([FileSystems.join(files.escape_glob(directory), "**")])[0].metadata_list
-    except Exception:  # noqa: BLE001 — nothing there
-        return []
-    return sorted(m.path for m in matched)
+    # An object store: the objects under the prefix, and one at the name itself (summary.json).
+    return sorted({*files.objects_below(directory), *([directory] if FileSystems.exists(directory) else [])})
 
 
 def listing(paths: list[str], output: str) -> str:
@@ -608,6 +605,11 @@ def remove_temp(temp_dir: str) -> None:
             inside = [entry.path for entry in entries if entry.name != TEMP_PROOF]
         for path in inside:
             files.delete(path, tree=True)
+    elif not files.is_local(temp_dir):
+        proof = FileSystems.join(temp_dir, TEMP_PROOF)
+        inside = [path for path in files.objects_below(temp_dir) if path != proof]
+        if inside:
+            FileSystems.delete(inside)
     files.delete(temp_dir, tree=True)
 
 
