@@ -63,6 +63,7 @@ from pipeline.config.presets import (
 from pipeline.io.file_formats import FILE_FORMATS
 from pipeline.io.object_store import use_options
 from pipeline.io.ownership import OutputError, is_under, plan_inputs, skipped_inputs, unreachable_output, unsafe_output
+from pipeline.io.parts import DEFAULT_PART_BYTES
 from pipeline.io.planning import InputError, limit_plan, plan_shards
 from pipeline.io.shard import Shard
 from transforms.formats import WRITERS
@@ -245,6 +246,8 @@ class Job:
     argv: tuple[str, ...] = ()
     #: ``--output`` as given (``~`` expanded): what messages show, where ``output`` is absolute.
     given_output: str = ""
+    #: ``--part-bytes``: input bytes per output part (``pipeline.io.parts``); 0: a part per shard.
+    part_bytes: int = DEFAULT_PART_BYTES
 
     @property
     def shown_output(self) -> str:
@@ -496,4 +499,5 @@ def load_job(argv: list[str], *, output_required: bool = True, checked: CheckedA
         tuple(notes),
         tuple(argv),
         given_output,
+        ours.part_bytes,
     )

@@ -26,10 +26,11 @@ from typing import NamedTuple
 import apache_beam as beam
 from apache_beam.metrics import Metrics
 
-from pipeline.graph.read import CreateShards, ReadProgress
+from pipeline.graph.read import CreateParts, ReadProgress
 from pipeline.graph.shard_step import ShardResult, ShardWork, process_shard, temp_place
 from pipeline.graph.tally import Tally
 from pipeline.io.object_store import WorkerFilesystems
+from pipeline.io.parts import DEFAULT_PART_BYTES, Part, plan_parts
 from pipeline.io.shard import Shard
 from pipeline.io.written_files import WrittenFile, report_path, write_report, write_summary
 from pipeline.testhooks import pause_point
@@ -55,24 +56,29 @@ class _ProcessShard(beam.DoFn):
         self._shards = Metrics.counter(NAMESPACE, "shards_read")
         self._tally = Tally("shard")  # the live progress of local runs (pipeline/cli/progress.py)
 
-    def process(self, shard: Shard):
+    def process(self, part: Part):
         pause_point("read")  # tests kill a run here (pipeline.testhooks)
-        progress = ReadProgress(shard, self._tally)
         step = self._work.step
+        progress: list[ReadProgress] = []
 
         def observe(batch, result) -> None:
             self._counters.count(len(batch.items), result)
-            progress.batch_read(batch)
+            progress[-1].batch_read(batch)
             for name, items, _ in step.routed(result):
                 self._tally.add(name, len(items))
             pause_point("write")
 
-        # A name unique per attempt: a retried shard never clobbers another attempt's files.
-        place = temp_place(self._temp_root, shard, uuid.uuid4().hex)
-        result = process_shard(shard, self._work, place, observe=observe)
+        def begin(shard: Shard) -> None:
+            if progress:
+                progress[-1].done()
+            progress.append(ReadProgress(shard, self._tally))
+
+        # A name unique per attempt: a retried part never clobbers another attempt's files.
+        place = temp_place(self._temp_root, part, uuid.uuid4().hex)
+        result = process_shard(part, self._work, place, observe=observe, begin=begin)
         self._blank.inc(result.partial["blank_lines"])
-        self._shards.inc()
-        progress.done()
+        self._shards.inc(len(part.shards))
+        progress[-1].done()
         self._tally.flush()
         yield result
 
@@ -134,10 +140,18 @@ class ProcessShards(beam.PTransform):
     ``temp_root``; the result is the summary document (a PCollection of one)."""
 
     def __init__(
-        self, shards: list[Shard], work: ShardWork, temp_root: str, summary_path: str, chunks: int | None = None
+        self,
+        shards: list[Shard],
+        work: ShardWork,
+        temp_root: str,
+        summary_path: str,
+        chunks: int | None = None,
+        *,
+        part_bytes: int = DEFAULT_PART_BYTES,
     ) -> None:
         super().__init__()
         self._shards = shards
+        self._part_bytes = part_bytes
         self._work = work
         self._temp_root = temp_root
         self._summary_path = summary_path
@@ -147,7 +161,7 @@ class ProcessShards(beam.PTransform):
         return (
             pbegin
             # The plan in chunks, spread over workers (``chunks``: DaskRunner's partitions).
-            | "Plan" >> CreateShards(self._shards, self._chunks)
+            | "Plan" >> CreateParts(plan_parts(self._shards, self._part_bytes), self._chunks)
             | "Process" >> beam.ParDo(_ProcessShard(self._work, self._temp_root))
             # At least one shard is always planned: no default needed for an empty input.
             | "Merge" >> beam.CombineGlobally(MergeShardResults(self._work)).without_defaults()

@@ -32,6 +32,7 @@ from apache_beam.io.filesystems import FileSystems
 
 from pipeline.io import files
 from pipeline.io.file_formats import FILE_FORMATS
+from pipeline.io.parts import Part
 from pipeline.io.read_shard import iter_batches
 from pipeline.io.shard import Shard
 from pipeline.io.written_files import WrittenFile, temp_name
@@ -81,19 +82,22 @@ Observer = Callable[[Batch, BatchResult], None]
 
 
 def process_shard(
-    shard: Shard,
+    shard: Shard | Part,
     work: ShardWork,
     place: Callable[[str], str],
     *,
     observe: Observer | None = None,
     empty_files: bool = False,
+    begin: Callable[[Shard], None] | None = None,
 ) -> ShardResult:
-    """Read, process and write one shard; see the module's docstring.
+    """Read, process and write one shard, or a part's shards in order into one file per output
+    (``pipeline.io.parts``); see the module's docstring.
 
     ``place(output name) -> path`` names each output's file (the caller's layout: a run's
     temporary directory, a landed file's directory). ``empty_files``: also write an empty file
-    for an output that got no items.
+    for an output that got no items. ``begin(shard)``: called as each shard begins.
     """
+    shards = shard.shards if isinstance(shard, Part) else (shard,)
     step, settings = work.step, work.settings
     stats = {"records": 0, "blank_lines": 0}
     taken: dict = {}  # one file per output for the whole shard: unique values are unique in it
@@ -112,17 +116,20 @@ def process_shard(
     # A JSON Lines main output takes the lines the per-record guard made: the records need not
     # live on (records.normalize_batch). The reader hint lives for the shard (one file's records).
     lines_only = FILE_FORMATS[work.file_format(step.main_output)].takes_lines
-    hint = ReaderHint()
     try:
-        for batch in iter_batches(shard, work.batch_size, stats, work.max_record_bytes, work.batch_bytes):
-            result = normalize_batch(
-                batch.items, settings, step.step, taken=taken, keep_records=not lines_only, hint=hint
-            )
-            total = summaries.merge(total, step.partial(len(batch.items), result))
-            for name, items, lines in step.routed(result, lines_only):
-                writer(name).write(items, lines)
-            if observe is not None:
-                observe(batch, result)
+        for one in shards:
+            if begin is not None:
+                begin(one)
+            hint = ReaderHint()
+            for batch in iter_batches(one, work.batch_size, stats, work.max_record_bytes, work.batch_bytes):
+                result = normalize_batch(
+                    batch.items, settings, step.step, taken=taken, keep_records=not lines_only, hint=hint
+                )
+                total = summaries.merge(total, step.partial(len(batch.items), result))
+                for name, items, lines in step.routed(result, lines_only):
+                    writer(name).write(items, lines)
+                if observe is not None:
+                    observe(batch, result)
         if empty_files:
             for name in step.output_names:
                 writer(name)
@@ -153,7 +160,7 @@ def _abandon(writers: dict, paths: dict[str, str]) -> None:
             LOG.warning("could not delete the unfinished file %s", path)
 
 
-def temp_place(temp_root: str, shard: Shard, attempt: str) -> Callable[[str], str]:
+def temp_place(temp_root: str, shard: Shard | Part, attempt: str) -> Callable[[str], str]:
     """The batch job's naming: ``TEMP_ROOT/<output>/<shard>-<start>-<attempt>``, the names
     ``sinks.WriteShards`` gives too (``attempt`` unique per try: a retry never clobbers another)."""
 
