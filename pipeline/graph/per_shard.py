@@ -59,26 +59,25 @@ class _ProcessShard(beam.DoFn):
     def process(self, part: Part):
         pause_point("read")  # tests kill a run here (pipeline.testhooks)
         step = self._work.step
-        progress: list[ReadProgress] = []
+        progress: dict[int, ReadProgress] = {}
+
+        def read(shard: Shard, batch) -> None:
+            progress.setdefault(shard.number, ReadProgress(shard, self._tally)).batch_read(batch)
+
+        def done(shard: Shard) -> None:
+            (progress.pop(shard.number, None) or ReadProgress(shard, self._tally)).done()
 
         def observe(batch, result) -> None:
             self._counters.count(len(batch.items), result)
-            progress[-1].batch_read(batch)
             for name, items, _ in step.routed(result):
                 self._tally.add(name, len(items))
             pause_point("write")
 
-        def begin(shard: Shard) -> None:
-            if progress:
-                progress[-1].done()
-            progress.append(ReadProgress(shard, self._tally))
-
         # A name unique per attempt: a retried part never clobbers another attempt's files.
         place = temp_place(self._temp_root, part, uuid.uuid4().hex)
-        result = process_shard(part, self._work, place, observe=observe, begin=begin)
+        result = process_shard(part, self._work, place, observe=observe, read=read, done=done)
         self._blank.inc(result.partial["blank_lines"])
         self._shards.inc(len(part.shards))
-        progress[-1].done()
         self._tally.flush()
         yield result
 

@@ -13,8 +13,8 @@ from apache_beam.pvalue import TaggedOutput
 
 from pipeline.graph.tally import Tally
 from pipeline.io.object_store import WorkerFilesystems
-from pipeline.io.parts import DEFAULT_PART_BYTES, Part, plan_parts, start_in_part
-from pipeline.io.read_shard import iter_batches
+from pipeline.io.parts import DEFAULT_PART_BYTES, Part, plan_parts
+from pipeline.io.read_shard import iter_part_batches
 from pipeline.io.shard import FILE_KINDS, Shard
 from pipeline.testhooks import pause_point
 from transforms.counters import NAMESPACE
@@ -43,18 +43,30 @@ class _ReadShard(beam.DoFn):
 
     def process(self, part: Part):
         pause_point("read")  # tests kill a run here (pipeline.testhooks)
-        # A part's shards in plan order, their batches under the part's number: one file per
-        # output for the part (``pipeline.io.parts``); statistics per shard, as read.
-        for index, shard in enumerate(part.shards):
-            stats = {"records": 0, "blank_lines": 0}
-            progress = ReadProgress(shard, self._tally)
-            for batch in iter_batches(shard, self._batch_size, stats, self._max_record_bytes, self._batch_bytes):
-                yield batch._replace(shard=part.number, start=start_in_part(index, batch.start))
-                progress.batch_read(batch)
-            self._blank.inc(stats["blank_lines"])
+        # A part's shards in plan order, their records in batches of the part's number (small
+        # files share a batch): one file per output for the part (``pipeline.io.parts``).
+        stats = {"records": 0, "blank_lines": 0}
+        progress: dict[int, ReadProgress] = {}
+
+        def read(shard: Shard, batch: Batch) -> None:
+            progress.setdefault(shard.number, ReadProgress(shard, self._tally)).batch_read(batch)
+
+        def done(shard: Shard) -> None:
+            (progress.pop(shard.number, None) or ReadProgress(shard, self._tally)).done()
             self._shards.inc()
-            progress.done()
-            yield TaggedOutput(self.STATS, {"shard": shard.number, **stats})
+
+        yield from iter_part_batches(
+            part.shards,
+            part.number,
+            self._batch_size,
+            stats,
+            self._max_record_bytes,
+            self._batch_bytes,
+            read=read,
+            done=done,
+        )
+        self._blank.inc(stats["blank_lines"])
+        yield TaggedOutput(self.STATS, {"shard": part.number, **stats})
 
 
 class ReadProgress:

@@ -33,7 +33,7 @@ from apache_beam.io.filesystems import FileSystems
 from pipeline.io import files
 from pipeline.io.file_formats import FILE_FORMATS
 from pipeline.io.parts import Part
-from pipeline.io.read_shard import iter_batches
+from pipeline.io.read_shard import iter_part_batches
 from pipeline.io.shard import Shard
 from pipeline.io.written_files import WrittenFile, temp_name
 from transforms import summary as summaries
@@ -88,14 +88,16 @@ def process_shard(
     *,
     observe: Observer | None = None,
     empty_files: bool = False,
-    begin: Callable[[Shard], None] | None = None,
+    read: Callable[[Shard, Batch], None] | None = None,
+    done: Callable[[Shard], None] | None = None,
 ) -> ShardResult:
     """Read, process and write one shard, or a part's shards in order into one file per output
-    (``pipeline.io.parts``); see the module's docstring.
+        (``pipeline.io.parts``); see the module's docstring.
 
-    ``place(output name) -> path`` names each output's file (the caller's layout: a run's
-    temporary directory, a landed file's directory). ``empty_files``: also write an empty file
-    for an output that got no items. ``begin(shard)``: called as each shard begins.
+        ``place(output name) -> path`` names each output's file (the caller's layout: a run's
+        temporary directory, a landed file's directory). ``empty_files``: also write an empty file
+        for an output that got no items. ``read(shard, batch)`` and ``done(shard)``: each shard's own
+    batches as read, and its end (``read_shard.iter_part_batches``).
     """
     shards = shard.shards if isinstance(shard, Part) else (shard,)
     step, settings = work.step, work.settings
@@ -116,20 +118,20 @@ def process_shard(
     # A JSON Lines main output takes the lines the per-record guard made: the records need not
     # live on (records.normalize_batch). The reader hint lives for the shard (one file's records).
     lines_only = FILE_FORMATS[work.file_format(step.main_output)].takes_lines
+    hint = ReaderHint()
+    batches = iter_part_batches(
+        shards, shard.number, work.batch_size, stats, work.max_record_bytes, work.batch_bytes, read=read, done=done
+    )
     try:
-        for one in shards:
-            if begin is not None:
-                begin(one)
-            hint = ReaderHint()
-            for batch in iter_batches(one, work.batch_size, stats, work.max_record_bytes, work.batch_bytes):
-                result = normalize_batch(
-                    batch.items, settings, step.step, taken=taken, keep_records=not lines_only, hint=hint
-                )
-                total = summaries.merge(total, step.partial(len(batch.items), result))
-                for name, items, lines in step.routed(result, lines_only):
-                    writer(name).write(items, lines)
-                if observe is not None:
-                    observe(batch, result)
+        for batch in batches:
+            result = normalize_batch(
+                batch.items, settings, step.step, taken=taken, keep_records=not lines_only, hint=hint
+            )
+            total = summaries.merge(total, step.partial(len(batch.items), result))
+            for name, items, lines in step.routed(result, lines_only):
+                writer(name).write(items, lines)
+            if observe is not None:
+                observe(batch, result)
         if empty_files:
             for name in step.output_names:
                 writer(name)
