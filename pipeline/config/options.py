@@ -62,7 +62,7 @@ from pipeline.config.presets import (
 )
 from pipeline.io.file_formats import FILE_FORMATS
 from pipeline.io.object_store import use_options
-from pipeline.io.ownership import OutputError, is_under, plan_inputs, skipped_inputs, unreachable_output, unsafe_output
+from pipeline.io.ownership import OutputError, is_under, plan_inputs, unreachable_output, unsafe_output
 from pipeline.io.parts import DEFAULT_PART_BYTES
 from pipeline.io.planning import InputError, limit_plan, plan_shards
 from pipeline.io.shard import Shard
@@ -408,8 +408,8 @@ def _plan(ours: ConvNormOptions, streaming: bool, notes: list[str]) -> list[Shar
     try:
         # Streaming: files arrive later; the watcher matches the patterns as it runs.
         shards = [] if streaming else plan_shards(ours.input, ours.shard_bytes, notes, ours.follow_symlinks, refused)
-        skipped = skipped_inputs(shards, ours.output)
-        shards = plan_inputs(shards, ours.input, ours.output)
+        skipped: list[str] = []
+        shards = plan_inputs(shards, ours.input, ours.output, skipped)
         if ours.limit is not None:
             shards = limit_plan(shards, ours.limit, ours.max_record_bytes)
     except (InputError, OutputError) as error:
