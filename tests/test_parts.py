@@ -37,9 +37,13 @@ def test_small_files_are_grouped_in_plan_order_up_to_the_target():
 
 
 def test_big_shards_byte_ranges_and_unknown_sizes_are_parts_alone():
-    ranges = [Shard(2, "/in/big.jsonl", ".jsonl", 0, 50, file_size=100), Shard(3, "/in/big.jsonl", ".jsonl", 50, 100)]
-    shards = [whole(0, 10), whole(1, 500), *ranges, whole(4, None), whole(5, 10), whole(6, 10)]
-    assert numbers(plan_parts(shards, 100)) == [[0], [1], [2], [3], [4], [5, 6]]
+    # The last range of a cut file runs to the end of the file (end None): a part alone too.
+    ranges = [
+        Shard(2, "/in/big.jsonl", ".jsonl", 0, 50, file_size=100),
+        Shard(3, "/in/big.jsonl", ".jsonl", 50, None, file_size=100),
+    ]
+    shards = [whole(0, 10), whole(1, 500), *ranges, whole(4, 10), whole(5, 10), whole(6, None), whole(7, 10)]
+    assert numbers(plan_parts(shards, 100)) == [[0], [1], [2], [3], [4, 5], [6], [7]]
 
 
 def test_part_bytes_zero_is_a_part_per_shard():

@@ -62,7 +62,8 @@ def plan_parts(shards: list[Shard], part_bytes: int = DEFAULT_PART_BYTES) -> lis
         covered = planned_bytes(shard)
         # A byte range of a file cut into shards (--shard-bytes) is a part alone: the cut is
         # there to spread one file over workers.
-        if part_bytes <= 0 or covered is None or covered >= part_bytes or shard.end is not None:
+        cut = shard.end is not None or shard.start > 0
+        if part_bytes <= 0 or covered is None or covered >= part_bytes or cut:
             close()
             group = [shard]
             close()
