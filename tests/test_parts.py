@@ -46,6 +46,14 @@ def test_big_shards_byte_ranges_and_unknown_sizes_are_parts_alone():
     assert numbers(plan_parts(shards, 100)) == [[0], [1], [2], [3], [4, 5], [6], [7]]
 
 
+def test_a_plan_of_many_small_files_is_spread_over_sixteen_parts_of_a_mebibyte_or_more():
+    mib = 1 << 20
+    parts = plan_parts([whole(i, mib) for i in range(64)], 64 * mib)
+    assert numbers(parts) == [list(range(i, i + 4)) for i in range(0, 64, 4)]
+    # Under 16 MiB in all: parts of 1 MiB, not smaller.
+    assert numbers(plan_parts([whole(i, mib // 4) for i in range(8)], 64 * mib)) == [[0, 1, 2, 3], [4, 5, 6, 7]]
+
+
 def test_part_bytes_zero_is_a_part_per_shard():
     shards = [whole(i, 1) for i in range(3)]
     assert numbers(plan_parts(shards, 0)) == [[0], [1], [2]]

@@ -3,12 +3,14 @@
 One file per input shard made 100,000 small inputs leave 300,000 tiny outputs (and as many
 tasks, reports and renames). ``plan_parts`` groups the plan's shards, in plan order, into
 parts of about ``--part-bytes`` of input each (64 MiB): a part is one read task and one file
-per output, ``part-<part>``. The grouping depends only on the plan (the files, their sizes
-when planned, their order) and the flag, never on the runner or its workers, so a rerun, one
-worker or many, every runner, gives the same names and bytes; a part's file is the outputs
-of its shards, in their order. A shard of ``--part-bytes`` or more, and a byte range of a file
-cut into shards (``--shard-bytes``), is a part alone, so big inputs still spread over workers.
-``--part-bytes 0``: one part per shard, the layout before parts. No Beam import (the flags module reads the default).
+per output, ``part-<part>``; a plan under 16 x 64 MiB gets parts of 1/16 of it (at least
+1 MiB), so that many workers still share an input of many small files. The grouping depends
+only on the plan (the files, their sizes when planned, their order) and the flag, never on the
+runner or its workers, so a rerun, one worker or many, every runner, gives the same names and
+bytes; a part's file is the outputs of its shards, in their order. A shard of the part size or
+more, and a byte range of a file cut into shards (``--shard-bytes``), is a part alone, so big
+inputs still spread over workers. ``--part-bytes 0``: one part per shard, the layout before
+parts. No Beam import (the flags module reads the default).
 """
 
 from __future__ import annotations
@@ -19,6 +21,11 @@ from pipeline.io.shard import Shard
 
 #: Input bytes per output part (``--part-bytes``); 0: one part per input shard.
 DEFAULT_PART_BYTES = 64 << 20
+#: Parts a plan is cut into at least, where it is big enough: smaller parts than
+#: ``--part-bytes`` keep that many workers busy on an input of many small files...
+SPREAD_PARTS = 16
+#: ...but never smaller than this (a file of a few KB per part is what parts are against).
+MIN_PART_BYTES = 1 << 20
 #: A batch's ``start`` within a part: its shard's index in the part times this, plus its
 #: position in the shard's file. Unique within the part (positions stay under a terabyte), so
 #: a runner that splits a part's batches over bundles gives files ``part-<part>-<start>`` that
@@ -45,9 +52,12 @@ def planned_bytes(shard: Shard) -> int | None:
 
 
 def plan_parts(shards: list[Shard], part_bytes: int = DEFAULT_PART_BYTES) -> list[Part]:
-    """The shards, in plan order, grouped into parts of at most ``part_bytes`` of input (a
-    shard that alone reaches it, or of unknown size, is a part alone); ``part_bytes`` 0: a part
-    per shard."""
+    """The shards, in plan order, grouped into parts of at most ``part_bytes`` of input, or of
+    1/``SPREAD_PARTS`` of the plan where that is smaller, but not under ``MIN_PART_BYTES`` (a
+    shard that alone reaches it, a byte range of a cut file, or one of unknown size, is a part
+    alone); ``part_bytes`` 0: a part per shard."""
+    known = sum(b for b in map(planned_bytes, shards) if b is not None)
+    part_bytes = min(part_bytes, max(MIN_PART_BYTES, known // SPREAD_PARTS))
     parts: list[Part] = []
     group: list[Shard] = []
     size = 0
