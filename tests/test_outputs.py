@@ -78,7 +78,8 @@ def test_overwrite_removes_every_file_of_the_previous_run_and_nothing_else(tmp_p
     second = tmp_path / "second.jsonl"
     second.write_text('{"id": "x", "messages": [{"role": "user", "content": "hi"}]}\n')
     out = tmp_path / "out"
-    assert _run("--input", SAMPLE, "--input", second, "--output", out) == 0
+    # A part file per input (--part-bytes 0): the second run, of one input, writes fewer files.
+    assert _run("--input", SAMPLE, "--input", second, "--output", out, "--part-bytes", "0") == 0
     assert (out / "normalized" / "part-00001.jsonl").exists()
     (out / "notes.txt").write_text("mine")
     assert _run("--input", SAMPLE, "--output", out, "--overwrite") == 0

@@ -934,7 +934,7 @@ def test_a_file_that_cannot_be_read_becomes_a_dead_letter_and_the_job_goes_on(tm
         raise PermissionError(13, "Permission denied")
 
     monkeypatch.setattr(processed, "content_digest", refuse)
-    monkeypatch.setattr("pipeline.graph.shard_step.iter_batches", _unreadable_batches)
+    monkeypatch.setattr("pipeline.io.read_shard.iter_batches", _unreadable_batches)
     name = clean_landed_file(landed, WINDOW, _clean_plan(out))
     letters = [json.loads(line) for line in (out / WINDOW / str(name) / "dead_letter.jsonl").read_text().splitlines()]
     assert [letter["reason"] for letter in letters] == ["unreadable_file"]

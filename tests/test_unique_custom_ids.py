@@ -56,30 +56,25 @@ def test_repeated_records_get_unique_custom_ids_in_the_job(tmp_path):
     ).read_bytes()
 
 
-def test_uniqueness_is_per_output_file(tmp_path):
+@pytest.mark.parametrize(
+    ("part_bytes", "expected"),
+    [
+        # Both small inputs in one part file (pipeline.io.parts): unique across the two.
+        (None, [["same", "same~2", "same~3", "same~4"]]),
+        # A part per input shard: unique within each.
+        ("0", [["same", "same~2"], ["same", "same~2"]]),
+    ],
+)
+def test_uniqueness_is_per_output_file(tmp_path, part_bytes, expected):
     # Each part file is one Batch API upload: ids are unique within it.
     chat = {"id": "same", "messages": [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "yo"}]}
     for name in ("one.jsonl", "two.jsonl"):
         (tmp_path / name).write_text(json.dumps(chat) + "\n" + json.dumps(chat) + "\n")
-    assert (
-        main(
-            [
-                "--input",
-                str(tmp_path / "*.jsonl"),
-                "--output",
-                str(tmp_path / "out"),
-                "--sink",
-                "openai-batch",
-                "--model",
-                "m",
-            ]
-        )
-        == 0
-    )
+    args = ["--input", str(tmp_path / "*.jsonl"), "--output", str(tmp_path / "out"), "--sink", "openai-batch"]
+    args += ["--model", "m", *(["--part-bytes", part_bytes] if part_bytes else [])]
+    assert main(args) == 0
     files = sorted((tmp_path / "out" / "normalized").glob("part-*.jsonl"))
-    assert len(files) == 2
-    for path in files:
-        assert [json.loads(line)["custom_id"] for line in path.read_text().splitlines()] == ["same", "same~2"]
+    assert [[json.loads(line)["custom_id"] for line in path.read_text().splitlines()] for path in files] == expected
 
 
 def test_the_lines_a_batch_carries_are_its_records_serialized_renames_included():

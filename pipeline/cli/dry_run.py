@@ -21,6 +21,7 @@ from pipeline.execution.output_spec import OutputSpec
 from pipeline.io import files
 from pipeline.io import ownership as owned
 from pipeline.io.output_names import MANIFEST_FILE, REPORT_FILE, SUCCESS_FILE
+from pipeline.io.parts import plan_parts
 from pipeline.io.planning import shard_sizes
 from pipeline.io.read_shard import read_shard
 from pipeline.io.shard import FILE_KINDS, Blank, Shard
@@ -131,7 +132,7 @@ def output_lines(job: Job, spec: OutputSpec) -> list[str]:
         "dead_letter": "records that could not be processed, with the reason",
         "violations": "per conversation: its violations by kind",
     }
-    shards = len(job.shards)
+    shards = len(plan_parts(job.shards, job.part_bytes))  # a file per output part (pipeline.io.parts)
     lines = []
     for name, extension in spec.shard_outputs.items():
         last = f" … part-{shards - 1:05d}{extension}" if shards > 1 else ""

@@ -311,6 +311,8 @@ def _number_problems(ours) -> list[str]:
     ]
     if ours.shard_bytes < 1 << 16:
         problems.append("--shard-bytes must be at least 65536")
+    if ours.part_bytes < 0:
+        problems.append("--part-bytes must be 0 (a part per input shard) or more")
     if ours.max_record_bytes < 1024:
         problems.append("--max-record-bytes must be at least 1024")
     if ours.limit is not None and ours.limit < 1:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 
+from pipeline.io.parts import DEFAULT_PART_BYTES
 from transforms.dataset_keys import DEDUPE_CHOICES
 from transforms.inputs import DEFAULT_BATCH_BYTES, DEFAULT_BATCH_SIZE, DEFAULT_MAX_RECORD_BYTES, DEFAULT_SHARD_BYTES
 from transforms.record_settings import DEFAULT_RAW_LIMIT
@@ -221,6 +222,14 @@ def _run_flags(add) -> None:
         default=DEFAULT_BATCH_BYTES,
         help=f"raw input bytes per batch: a batch closes at --batch-size records or at this many bytes, "
         f"whichever comes first ({DEFAULT_BATCH_BYTES >> 10} KiB)",
+    )
+    add(
+        "--part-bytes",
+        type=int,
+        default=DEFAULT_PART_BYTES,
+        help=f"read consecutive input files (or byte ranges) of up to this many bytes together and write "
+        f"their outputs into one part file each ({DEFAULT_PART_BYTES >> 20} MiB; many small inputs, few "
+        "outputs); 0: one part file per input shard",
     )
 
 

@@ -61,7 +61,9 @@ from pipeline.config.presets import (
     shown_value,
 )
 from pipeline.io.file_formats import FILE_FORMATS, PARQUET_SINKS
-from pipeline.io.ownership import OutputError, is_under, plan_inputs, skipped_inputs, unreachable_output, unsafe_output
+from pipeline.io.object_store import use_options
+from pipeline.io.ownership import OutputError, is_under, plan_inputs, unreachable_output, unsafe_output
+from pipeline.io.parts import DEFAULT_PART_BYTES
 from pipeline.io.planning import InputError, limit_plan, plan_shards
 from pipeline.io.shard import Shard
 from transforms.formats import WRITERS
@@ -244,6 +246,8 @@ class Job:
     argv: tuple[str, ...] = ()
     #: ``--output`` as given (``~`` expanded): what messages show, where ``output`` is absolute.
     given_output: str = ""
+    #: ``--part-bytes``: input bytes per output part (``pipeline.io.parts``); 0: a part per shard.
+    part_bytes: int = DEFAULT_PART_BYTES
 
     @property
     def shown_output(self) -> str:
@@ -404,8 +408,8 @@ def _plan(ours: ConvNormOptions, streaming: bool, notes: list[str]) -> list[Shar
     try:
         # Streaming: files arrive later; the watcher matches the patterns as it runs.
         shards = [] if streaming else plan_shards(ours.input, ours.shard_bytes, notes, ours.follow_symlinks, refused)
-        skipped = skipped_inputs(shards, ours.output)
-        shards = plan_inputs(shards, ours.input, ours.output)
+        skipped: list[str] = []
+        shards = plan_inputs(shards, ours.input, ours.output, skipped)
         if ours.limit is not None:
             shards = limit_plan(shards, ours.limit, ours.max_record_bytes)
     except (InputError, OutputError) as error:
@@ -453,6 +457,10 @@ def load_job(argv: list[str], *, output_required: bool = True, checked: CheckedA
     if checked is None:  # our own values: the same errors as before Beam's import
         checked = check_args(argv, output_required=output_required)
     options = parse_options(argv, checked)
+    # Beam's filesystems are made from the options Beam was last given (its S3 filesystem
+    # refuses to exist without them: --s3_endpoint_url, the keys); the checks and the plan
+    # below touch --input and --output before any Pipeline would give them.
+    use_options(options)
     ours = options.view_as(ConvNormOptions)
     standard = options.view_as(StandardOptions)
     _tidy_paths(ours)
@@ -491,4 +499,5 @@ def load_job(argv: list[str], *, output_required: bool = True, checked: CheckedA
         tuple(notes),
         tuple(argv),
         given_output,
+        ours.part_bytes,
     )

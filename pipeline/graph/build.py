@@ -21,6 +21,7 @@ from pipeline.graph.shard_step import ShardWork
 from pipeline.graph.write import ListWrittenFiles, WriteShards, WriteSummary
 from pipeline.io.file_formats import FILE_FORMATS
 from pipeline.io.output_names import SUMMARY_FILE, VALIDATION_FILE
+from pipeline.io.parts import DEFAULT_PART_BYTES
 from pipeline.io.shard import Shard
 from pipeline.runners.dask_cluster import plan_chunks
 from transforms.conversations import (
@@ -99,8 +100,10 @@ class ProcessConversationLogs(beam.PTransform[beam.pvalue.PBegin, StepCollection
         max_record_bytes: int = DEFAULT_MAX_RECORD_BYTES,
         batch_bytes: int = DEFAULT_BATCH_BYTES,
         lines_only: bool = False,
+        part_bytes: int = DEFAULT_PART_BYTES,
     ) -> None:
         super().__init__()
+        self._part_bytes = part_bytes
         self._shards = shards
         self._settings = settings
         self._batch_size = batch_size
@@ -110,7 +113,7 @@ class ProcessConversationLogs(beam.PTransform[beam.pvalue.PBegin, StepCollection
 
     def expand(self, pbegin):
         read = pbegin | "Read" >> ReadConversationLogs(
-            self._shards, self._batch_size, self._max_record_bytes, self._batch_bytes
+            self._shards, self._batch_size, self._max_record_bytes, self._batch_bytes, self._part_bytes
         )
         out = read.batches | self.STEP.label >> self.PROCESS(
             self._settings,
@@ -151,7 +154,7 @@ def _logs(
     lines_only: bool = False,
 ) -> StepCollections:
     return pipeline | label >> logs(
-        job.shards, job.settings, job.batch_size, job.max_record_bytes, job.batch_bytes, lines_only
+        job.shards, job.settings, job.batch_size, job.max_record_bytes, job.batch_bytes, lines_only, job.part_bytes
     )
 
 
@@ -199,6 +202,7 @@ def _build_per_shard(pipeline: beam.Pipeline, job: Job, temp_dir: str, step: Rec
         FileSystems.join(temp_dir, summary_file),
         plan_chunks(job),
         call_shards(job.shards),
+        part_bytes=job.part_bytes,
     )
     return JobOutputs(None, summary)
 

@@ -26,10 +26,12 @@ from typing import NamedTuple
 import apache_beam as beam
 from apache_beam.metrics import Metrics
 
-from pipeline.graph.read import CreateShards, ReadProgress
+from pipeline.graph.read import CreateParts, ReadProgress
 from pipeline.graph.shard_assembly import AssembleShardCalls
 from pipeline.graph.shard_step import ShardResult, ShardWork, process_shard, temp_place
 from pipeline.graph.tally import Tally
+from pipeline.io.object_store import WorkerFilesystems
+from pipeline.io.parts import DEFAULT_PART_BYTES, Part, plan_parts
 from pipeline.io.shard import Shard
 from pipeline.io.written_files import WrittenFile, report_path, write_report, write_summary
 from pipeline.testhooks import pause_point
@@ -45,32 +47,38 @@ class _ProcessShard(beam.DoFn):
     def __init__(self, work: ShardWork, temp_root: str) -> None:
         self._work = work
         self._temp_root = temp_root
+        self._filesystems = WorkerFilesystems()
 
     def setup(self) -> None:
+        self._filesystems.apply()
         freeze_gc()
         self._counters = BatchCounters(self._work.step)
         self._blank = Metrics.counter(NAMESPACE, "blank_lines")
         self._shards = Metrics.counter(NAMESPACE, "shards_read")
         self._tally = Tally("shard")  # the live progress of local runs (pipeline/cli/progress.py)
 
-    def process(self, shard: Shard):
+    def process(self, part: Part):
         pause_point("read")  # tests kill a run here (pipeline.testhooks)
-        progress = ReadProgress(shard, self._tally)
         step = self._work.step
+        progress: dict[int, ReadProgress] = {}
+
+        def read(shard: Shard, batch) -> None:
+            progress.setdefault(shard.number, ReadProgress(shard, self._tally)).batch_read(batch)
+
+        def done(shard: Shard) -> None:
+            (progress.pop(shard.number, None) or ReadProgress(shard, self._tally)).done()
 
         def observe(batch, result) -> None:
             self._counters.count(len(batch.items), result)
-            progress.batch_read(batch)
             for name, items, _ in step.routed(result):
                 self._tally.add(name, len(items))
             pause_point("write")
 
-        # A name unique per attempt: a retried shard never clobbers another attempt's files.
-        place = temp_place(self._temp_root, shard, uuid.uuid4().hex)
-        result = process_shard(shard, self._work, place, observe=observe)
+        # A name unique per attempt: a retried part never clobbers another attempt's files.
+        place = temp_place(self._temp_root, part, uuid.uuid4().hex)
+        result = process_shard(part, self._work, place, observe=observe, read=read, done=done)
         self._blank.inc(result.partial["blank_lines"])
-        self._shards.inc()
-        progress.done()
+        self._shards.inc(len(part.shards))
         self._tally.flush()
         yield result
 
@@ -112,9 +120,13 @@ class MergeShardResults(beam.CombineFn):
         return RunFiles(self._finish(partial), files)
 
 
-def write_run_files(run: RunFiles, temp_root: str, summary_path: str) -> dict:
+def write_run_files(
+    run: RunFiles, temp_root: str, summary_path: str, filesystems: WorkerFilesystems | None = None
+) -> dict:
     """The run's file lists (``<name>.files.json``, as ``ListWrittenFiles`` writes them) and its
     summary, into the temporary directory; the summary document."""
+    if filesystems is not None:
+        filesystems.apply()
     for name, written in run.files.items():
         write_report(written, report_path(temp_root, name))
     return write_summary(run.summary, summary_path)
@@ -135,9 +147,12 @@ class ProcessShards(beam.PTransform):
         summary_path: str,
         chunks: int | None = None,
         call_shards: int = 1,
+        *,
+        part_bytes: int = DEFAULT_PART_BYTES,
     ) -> None:
         super().__init__()
         self._shards = shards
+        self._part_bytes = part_bytes
         self._work = work
         self._temp_root = temp_root
         self._summary_path = summary_path
@@ -148,7 +163,7 @@ class ProcessShards(beam.PTransform):
         results = (
             pbegin
             # The plan in chunks, spread over workers (``chunks``: DaskRunner's partitions).
-            | "Plan" >> CreateShards(self._shards, self._chunks)
+            | "Plan" >> CreateParts(plan_parts(self._shards, self._part_bytes), self._chunks)
             | "Process" >> beam.ParDo(_ProcessShard(self._work, self._temp_root))
         )
         if self._work.settings.calls:
@@ -160,5 +175,5 @@ class ProcessShards(beam.PTransform):
             results
             # At least one shard is always planned: no default needed for an empty input.
             | "Merge" >> beam.CombineGlobally(MergeShardResults(self._work)).without_defaults()
-            | "Write" >> beam.Map(write_run_files, self._temp_root, self._summary_path)
+            | "Write" >> beam.Map(write_run_files, self._temp_root, self._summary_path, WorkerFilesystems())
         )

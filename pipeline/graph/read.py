@@ -12,14 +12,16 @@ from apache_beam.metrics import Metrics
 from apache_beam.pvalue import TaggedOutput
 
 from pipeline.graph.tally import Tally
-from pipeline.io.read_shard import iter_batches
+from pipeline.io.object_store import WorkerFilesystems
+from pipeline.io.parts import DEFAULT_PART_BYTES, Part, plan_parts
+from pipeline.io.read_shard import iter_part_batches
 from pipeline.io.shard import FILE_KINDS, Shard
 from pipeline.testhooks import pause_point
 from transforms.counters import NAMESPACE
 from transforms.inputs import DEFAULT_BATCH_BYTES, DEFAULT_BATCH_SIZE, DEFAULT_MAX_RECORD_BYTES, Batch
 
 
-@beam.typehints.with_input_types(Shard)
+@beam.typehints.with_input_types(Part)
 @beam.typehints.with_output_types(Batch)  # and the per-shard statistics, dicts, under STATS
 class _ReadShard(beam.DoFn):
     STATS = "read_stats"
@@ -31,23 +33,40 @@ class _ReadShard(beam.DoFn):
         self._batch_bytes = batch_bytes
         self._total = total_shards
         self._max_record_bytes = max_record_bytes
+        self._filesystems = WorkerFilesystems()
 
     def setup(self) -> None:
+        self._filesystems.apply()
         self._blank = Metrics.counter(NAMESPACE, "blank_lines")
         self._shards = Metrics.counter(NAMESPACE, "shards_read")
         self._tally = Tally("read")  # the live progress of local runs (pipeline/cli/progress.py)
 
-    def process(self, shard: Shard):
+    def process(self, part: Part):
         pause_point("read")  # tests kill a run here (pipeline.testhooks)
+        # A part's shards in plan order, their records in batches of the part's number (small
+        # files share a batch): one file per output for the part (``pipeline.io.parts``).
         stats = {"records": 0, "blank_lines": 0}
-        progress = ReadProgress(shard, self._tally)
-        for batch in iter_batches(shard, self._batch_size, stats, self._max_record_bytes, self._batch_bytes):
-            yield batch
-            progress.batch_read(batch)
+        progress: dict[int, ReadProgress] = {}
+
+        def read(shard: Shard, batch: Batch) -> None:
+            progress.setdefault(shard.number, ReadProgress(shard, self._tally)).batch_read(batch)
+
+        def done(shard: Shard) -> None:
+            (progress.pop(shard.number, None) or ReadProgress(shard, self._tally)).done()
+            self._shards.inc()
+
+        yield from iter_part_batches(
+            part.shards,
+            part.number,
+            self._batch_size,
+            stats,
+            self._max_record_bytes,
+            self._batch_bytes,
+            read=read,
+            done=done,
+        )
         self._blank.inc(stats["blank_lines"])
-        self._shards.inc()
-        progress.done()
-        yield TaggedOutput(self.STATS, {"shard": shard.number, **stats})
+        yield TaggedOutput(self.STATS, {"shard": part.number, **stats})
 
 
 class ReadProgress:
@@ -112,13 +131,46 @@ class CreateShards(beam.PTransform):
         )
 
 
+def pack_parts(parts: list[Part]) -> bytes:
+    """``pack_shards`` for parts: each part's number and its shards as plain tuples."""
+    rows = [(part.number, [tuple(s) for s in part.shards]) for part in parts]
+    return zlib.compress(pickle.dumps(rows, protocol=pickle.HIGHEST_PROTOCOL), 6)
+
+
+def unpack_parts(chunk: bytes) -> list[Part]:
+    """``pack_parts`` undone, in a worker."""
+    return [Part(number, tuple(Shard(*row) for row in rows)) for number, rows in pickle.loads(zlib.decompress(chunk))]
+
+
+@beam.typehints.with_output_types(Part)
+class CreateParts(beam.PTransform):
+    """Planned parts -> a PCollection of them, spread over the workers as ``CreateShards``
+    spreads shards (a part is never cut between chunks)."""
+
+    def __init__(self, parts: list[Part], chunks: int | None = None) -> None:
+        super().__init__()
+        self._parts = parts
+        self._chunks = max(1, min(len(parts), chunks or MAX_PLAN_ELEMENTS))
+
+    def expand(self, pbegin):
+        size = -(-len(self._parts) // self._chunks)
+        chunks = [pack_parts(self._parts[i : i + size]) for i in range(0, len(self._parts), size)]
+        return (
+            pbegin
+            | "Parts" >> beam.Create(chunks, reshuffle=False)
+            | "Spread" >> beam.Reshuffle()
+            | "Unpack" >> beam.FlatMap(unpack_parts).with_output_types(Part)
+        )
+
+
 class ReadOutputs(NamedTuple):
     batches: beam.PCollection
     stats: beam.PCollection
 
 
 class ReadConversationLogs(beam.PTransform):
-    """Planned shards -> batches of ``RawRecord`` (and per-shard read statistics)."""
+    """Planned shards -> batches of ``RawRecord`` (and per-shard read statistics), read part by
+    part (``pipeline.io.parts``: the batches of a part carry its number)."""
 
     def __init__(
         self,
@@ -126,18 +178,20 @@ class ReadConversationLogs(beam.PTransform):
         batch_size: int = DEFAULT_BATCH_SIZE,
         max_record_bytes: int = DEFAULT_MAX_RECORD_BYTES,
         batch_bytes: int = DEFAULT_BATCH_BYTES,
+        part_bytes: int = DEFAULT_PART_BYTES,
     ) -> None:
         super().__init__()
         self._shards = shards
         self._batch_size = batch_size
         self._max_record_bytes = max_record_bytes
         self._batch_bytes = batch_bytes
+        self._part_bytes = part_bytes
 
     def expand(self, pbegin):
         read = _ReadShard(self._batch_size, len(self._shards), self._max_record_bytes, self._batch_bytes)
         outputs = (
             pbegin
-            | "Plan" >> CreateShards(self._shards)
+            | "Plan" >> CreateParts(plan_parts(self._shards, self._part_bytes))
             | "Read" >> beam.ParDo(read).with_outputs(read.STATS, main="batches")
         )
         return ReadOutputs(outputs.batches, outputs[read.STATS])

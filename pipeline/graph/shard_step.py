@@ -32,7 +32,8 @@ from apache_beam.io.filesystems import FileSystems
 
 from pipeline.io import files
 from pipeline.io.file_formats import FILE_FORMATS
-from pipeline.io.read_shard import iter_batches
+from pipeline.io.parts import Part
+from pipeline.io.read_shard import iter_part_batches
 from pipeline.io.shard import Shard
 from pipeline.io.written_files import WrittenFile, temp_name
 from transforms import summary as summaries
@@ -86,22 +87,30 @@ Observer = Callable[[Batch, BatchResult], None]
 
 
 def process_shard(
-    shard: Shard,
+    shard: Shard | Part,
     work: ShardWork,
     place: Callable[[str], str],
     *,
     observe: Observer | None = None,
     empty_files: bool = False,
+    read: Callable[[Shard, Batch], None] | None = None,
+    done: Callable[[Shard], None] | None = None,
     on_calls: Callable[[list[Any]], None] | None = None,
 ) -> ShardResult:
-    """Read, process and write one shard; see the module's docstring.
+    """Read, process and write one shard, or a part's shards in order into one file per output
+    (``pipeline.io.parts``); see the module's docstring.
 
     ``place(output name) -> path`` names each output's file (the caller's layout: a run's
     temporary directory, a landed file's directory). ``empty_files``: also write an empty file
-    for an output that got no items.
+    for an output that got no items. ``read(shard, batch)`` and ``done(shard)``: each shard's own
+    batches as read, and its end (``read_shard.iter_part_batches``). ``on_calls``: see
+    ``process_batches``.
     """
+    shards = shard.shards if isinstance(shard, Part) else (shard,)
     stats = {"records": 0, "blank_lines": 0}
-    batches = iter_batches(shard, work.batch_size, stats, work.max_record_bytes, work.batch_bytes)
+    batches = iter_part_batches(
+        shards, shard.number, work.batch_size, stats, work.max_record_bytes, work.batch_bytes, read=read, done=done
+    )
     result = process_batches(
         batches, shard.number, shard.start, work, place, observe=observe, empty_files=empty_files, on_calls=on_calls
     )
@@ -190,7 +199,7 @@ def _abandon(writers: dict, paths: dict[str, str]) -> None:
             LOG.warning("could not delete the unfinished file %s", path)
 
 
-def temp_place(temp_root: str, shard: Shard, attempt: str) -> Callable[[str], str]:
+def temp_place(temp_root: str, shard: Shard | Part, attempt: str) -> Callable[[str], str]:
     """The batch job's naming: ``TEMP_ROOT/<output>/<shard>-<start>-<attempt>``, the names
     ``sinks.WriteShards`` gives too (``attempt`` unique per try: a retry never clobbers another)."""
     return numbered_place(temp_root, shard.number, shard.start, attempt)

@@ -26,6 +26,7 @@ from apache_beam.utils.windowed_value import WindowedValue
 
 from pipeline.graph.tally import Tally
 from pipeline.io.file_formats import FILE_FORMATS
+from pipeline.io.object_store import WorkerFilesystems
 from pipeline.io.written_files import WrittenFile, temp_name, write_reports, write_summary
 from pipeline.testhooks import pause_point
 from transforms.inputs import Batch
@@ -55,8 +56,10 @@ class _WriteShardFiles(beam.DoFn):
         self._id_field = id_field
         self._messages_field = messages_field
         self._progress_name = progress_name
+        self._filesystems = WorkerFilesystems()
 
     def setup(self) -> None:
+        self._filesystems.apply()
         self._tally = Tally(self._progress_name or "written")  # live progress of local runs
 
     def start_bundle(self) -> None:
@@ -154,7 +157,7 @@ class ListWrittenFiles(beam.PTransform):
             [files | f"Name{name}" >> beam.Map(_named, name) for name, files in written.items()]
             | "AllFiles" >> beam.Flatten()
             | "CollectFiles" >> beam.combiners.ToList()
-            | "Report" >> beam.Map(write_reports, self._temp_root, names)
+            | "Report" >> beam.Map(write_reports, self._temp_root, names, WorkerFilesystems())
         )
 
 
@@ -166,4 +169,4 @@ class WriteSummary(beam.PTransform):
         self._path = path
 
     def expand(self, summary):
-        return summary | "WriteSummary" >> beam.Map(write_summary, self._path)
+        return summary | "WriteSummary" >> beam.Map(write_summary, self._path, WorkerFilesystems())

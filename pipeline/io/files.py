@@ -34,6 +34,8 @@ from typing import BinaryIO, Callable
 from apache_beam.io.filesystem import BeamIOError, CompressionTypes
 from apache_beam.io.filesystems import FileSystems
 
+from pipeline.io import object_store
+
 _DIRECTORY_FLAGS = os.O_RDONLY | os.O_DIRECTORY | getattr(os, "O_CLOEXEC", 0)
 _NEW_FILE_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0)
 #: Errors of a filesystem that cannot hard-link (some FUSE and SMB mounts): create in place.
@@ -83,6 +85,10 @@ def delete(path: str, *, tree: bool = False) -> None:
     """Delete the file (or symbolic link) at ``path``; a directory and all it holds only with
     ``tree`` (a run's temporary directory), never by mistake for a file of ours."""
     if not is_local(path):
+        # An object store has no directories: a "directory" is the objects under its prefix.
+        below = objects_below(path) if tree else []
+        if below:
+            FileSystems.delete(below)
         if FileSystems.exists(path):
             FileSystems.delete([path])
     elif os.path.isdir(path) and not os.path.islink(path):
@@ -125,6 +131,17 @@ def delete_below(root: str, relative: str, *, size: int | None = None) -> bool:
         return True
     finally:
         os.close(directory)
+
+
+def objects_below(prefix: str) -> list[str]:
+    """Every object under ``prefix/`` of an object store (taken literally), sorted; [] if none."""
+    with warnings.catch_warnings():  # fnmatch warns about the "[[]" of an escaped "["
+        warnings.simplefilter("ignore", FutureWarning)
+        try:
+            found = FileSystems.match([FileSystems.join(escape_glob(prefix.rstrip("/")), "**")])[0].metadata_list
+        except Exception:  # noqa: BLE001 — nothing there
+            return []
+    return sorted(meta.path for meta in found)
 
 
 def remove_if_empty(directory: str) -> None:
@@ -286,6 +303,9 @@ def write_file(
         path = FileSystems.join(root, *parts)
         if not replace and FileSystems.exists(path):
             raise FileExistsError(errno.EEXIST, f"{path} exists")
+        if object_store.needs_put_empty(path, data):
+            object_store.put_empty(path)
+            return None
         with FileSystems.create(path, mime_type=mime_type, compression_type=CompressionTypes.UNCOMPRESSED) as handle:
             handle.write(data)
         return None

@@ -156,7 +156,7 @@ def _has_glob(pattern: str) -> bool:
     return any(c in pattern for c in "*?[")
 
 
-def plan_inputs(shards: list, patterns: list[str], output: str | None) -> list:
+def plan_inputs(shards: list, patterns: list[str], output: str | None, skipped: list[str] | None = None) -> list:
     """The planned shards without files under ``output``, renumbered; raises ``OutputError``.
 
     A file named outright (no wildcard) under the output directory, or an output directory
@@ -177,11 +177,12 @@ def plan_inputs(shards: list, patterns: list[str], output: str | None) -> list:
         if files.is_local(path) == files.is_local(output) and _inside(where, canonical[path]):
             raise OutputError(f"--output {output!r} lies inside the input {path!r}")
     inside = _inputs_inside(canonical, output)
-    skipped = sorted(inside)
+    if skipped is not None:  # the files left out, for the caller's warning (one resolution of every path)
+        skipped += sorted(inside)
     kept = [s for s in shards if s.path not in inside]
-    if skipped and not kept:
+    if inside and not kept:
         raise OutputError(
-            f"every file --input matches lies inside --output {output!r} ({listing(skipped, output)}); "
+            f"every file --input matches lies inside --output {output!r} ({listing(sorted(inside), output)}); "
             "convnorm never reads its own output directory: choose another --output"
         )
     return [shard._replace(number=i) for i, shard in enumerate(kept)]
@@ -210,11 +211,8 @@ def _list_files(directory: str) -> list[str]:
         for root, _dirs, names in os.walk(directory):
             found += [os.path.join(root, name) for name in names]
         return sorted(found)
-    try:
-        matched = FileSystems.match([FileSystems.join(files.escape_glob(directory), "**")])[0].metadata_list
-    except Exception:  # noqa: BLE001 — nothing there
-        return []
-    return sorted(m.path for m in matched)
+    # An object store: the objects under the prefix, and one at the name itself (summary.json).
+    return sorted({*files.objects_below(directory), *([directory] if FileSystems.exists(directory) else [])})
 
 
 def listing(paths: list[str], output: str) -> str:
@@ -608,6 +606,11 @@ def remove_temp(temp_dir: str) -> None:
             inside = [entry.path for entry in entries if entry.name != TEMP_PROOF]
         for path in inside:
             files.delete(path, tree=True)
+    elif not files.is_local(temp_dir):
+        proof = FileSystems.join(temp_dir, TEMP_PROOF)
+        inside = [path for path in files.objects_below(temp_dir) if path != proof]
+        if inside:
+            FileSystems.delete(inside)
     files.delete(temp_dir, tree=True)
 
 

@@ -4,9 +4,10 @@ a file that fails mid-way yields one ``unreadable_file`` record for the rest, a 
 
 from __future__ import annotations
 
-from typing import Iterator
+from typing import Callable, Iterator, Sequence
 
 from pipeline.io.parquet_rows import read_parquet_shard
+from pipeline.io.parts import start_in_part
 from pipeline.io.planned_files import InputChanged
 from pipeline.io.shard import FILE_KINDS, Blank, Shard
 from pipeline.io.text_containers import read_json_shard, read_jsonl_shard
@@ -78,3 +79,43 @@ def iter_batches(
             pause_point("reading")  # the file open, a batch handed on: tests change it here
     if items:
         yield Batch(shard.number, items[0].position, items)
+
+
+def iter_part_batches(
+    shards: Sequence[Shard],
+    number: int,
+    batch_size: int,
+    stats: dict,
+    max_record_bytes: int = DEFAULT_MAX_RECORD_BYTES,
+    batch_bytes: int = DEFAULT_BATCH_BYTES,
+    *,
+    read: Callable[[Shard, Batch], None] | None = None,
+    done: Callable[[Shard], None] | None = None,
+) -> Iterator[Batch]:
+    """``iter_batches`` over the shards of one part (``pipeline.io.parts``), in order, as batches
+    of the part ``number``: the records of small files share a batch up to the same limits (a
+    batch per two-record file cost more than the records: summaries, counters, Beam's element),
+    each batch's ``start`` its first record's place in the part (``parts.start_in_part``).
+    ``read(shard, batch)`` sees each of a shard's own batches as read; ``done(shard)`` is called
+    once a shard is read whole."""
+    items: list = []
+    size, start = 0, 0
+    for index, shard in enumerate(shards):
+        for batch in iter_batches(shard, batch_size, stats, max_record_bytes, batch_bytes):
+            if read is not None:
+                read(shard, batch)
+            added = sum(raw_size(item) for item in batch.items)
+            if items and (len(items) + len(batch.items) > batch_size or size + added > batch_bytes):
+                yield Batch(number, start, items)  # the two together would pass a limit
+                items, size = [], 0
+            if not items:
+                start = start_in_part(index, batch.start)
+            items += batch.items
+            size += added
+            if batch_is_full(len(items), size, batch_size, batch_bytes):
+                yield Batch(number, start, items)
+                items, size = [], 0
+        if done is not None:
+            done(shard)
+    if items:
+        yield Batch(number, start, items)

@@ -9,6 +9,7 @@ from typing import NamedTuple
 from apache_beam.io.filesystems import FileSystems
 
 from pipeline.io import files
+from pipeline.io.object_store import WorkerFilesystems
 from transforms.jsontext import document_bytes
 
 
@@ -57,9 +58,16 @@ def write_report(written: list, path: str) -> int:
     return len(rows)
 
 
-def write_reports(written: list[tuple[str, WrittenFile]], temp_root: str, names: tuple[str, ...]) -> int:
+def write_reports(
+    written: list[tuple[str, WrittenFile]],
+    temp_root: str,
+    names: tuple[str, ...],
+    filesystems: WorkerFilesystems | None = None,
+) -> int:
     """Each output's list of the files written for it (``write_report``), an empty one for an
-    output that wrote none; the number of files."""
+    output that wrote none; the number of files. ``filesystems``: the driver's, for a worker."""
+    if filesystems is not None:
+        filesystems.apply()
     by_name: dict[str, list[WrittenFile]] = {name: [] for name in names}
     for name, file in written:
         by_name[name].append(file)
@@ -68,6 +76,8 @@ def write_reports(written: list[tuple[str, WrittenFile]], temp_root: str, names:
     return len(written)
 
 
-def write_summary(summary: dict, path: str) -> dict:
+def write_summary(summary: dict, path: str, filesystems: WorkerFilesystems | None = None) -> dict:
+    if filesystems is not None:
+        filesystems.apply()
     files.write_in_place(path, document_bytes(summary), replace=True)
     return summary
