@@ -321,7 +321,8 @@ def test_hundreds_of_input_files_under_a_low_open_file_limit(tmp_path):
 
     out = tmp_path / "out"
     done = subprocess.run(
-        [sys.executable, "-m", "pipeline", "--input", str(inputs / "*.jsonl"), "--output", str(out)],
+        # One part per input file (--part-bytes 0): hundreds of files written, one open at a time.
+        [sys.executable, "-m", "pipeline", "--input", str(inputs / "*.jsonl"), "--output", str(out), "--part-bytes=0"],
         cwd=ROOT,
         preexec_fn=limit_handles,
         capture_output=True,

@@ -35,7 +35,8 @@ SAMPLES = [ROOT / "samples" / "conversations.jsonl", *sorted((ROOT / "samples" /
 def _run(output: Path, *extra: str) -> subprocess.CompletedProcess:
     inputs = [f"--input={path}" for path in SAMPLES]
     return subprocess.run(
-        [sys.executable, "-m", "pipeline", *inputs, f"--output={output}", *extra],
+        # One part file per input (--part-bytes 0): the bytes of each input's own part compared.
+        [sys.executable, "-m", "pipeline", *inputs, f"--output={output}", "--part-bytes=0", *extra],
         capture_output=True,
         text=True,
         timeout=JOB_TIMEOUT_S,

@@ -68,7 +68,8 @@ def _close(out: Path, window: str, plan: CleanPlan, commit=assembly.move_committ
 
 
 def _batch(out: Path, files: list[Path]) -> Path:
-    argv = [*(f"--input={f}" for f in files), f"--output={out}", "--quiet", "--no-report"]
+    # One part per landed file (--part-bytes 0), as streaming writes them: compared file by file.
+    argv = [*(f"--input={f}" for f in files), f"--output={out}", "--quiet", "--no-report", "--part-bytes=0"]
     assert main(argv) in (0, 1)
     return out
 

@@ -53,7 +53,8 @@ LATENCY_BOUND_S = 15
 def _batch(tmp_path: Path, files: list[Path], *extra: str) -> Path:
     """A batch run (FnApiRunner) over the same files: the reference."""
     out = tmp_path / "batch"
-    argv = [*(f"--input={f}" for f in files), f"--output={out}", "--quiet", "--no-report", *extra]
+    # One part per landed file (--part-bytes 0), as streaming writes them: compared file by file.
+    argv = [*(f"--input={f}" for f in files), f"--output={out}", "--quiet", "--no-report", "--part-bytes=0", *extra]
     assert main(argv) == 0
     return out
 
