@@ -146,3 +146,22 @@ def test_a_forced_call_log_format_reads_its_records_and_refuses_others(tmp_path)
     other = tmp_path / "other"
     summary = _run([str(CALL_LOGS / "litellm" / "*.json")], other, "--format", "langfuse")
     assert summary["dead_letters_by_reason"]["format_error"] == summary["records_in"] > 0
+
+
+@pytest.mark.slow
+def test_call_logs_off_leaves_the_assembly_out_and_dead_letters_call_logs(tmp_path, calls_input):
+    """--call-logs off: the same outputs for whole conversations, and every call-log record a
+    call_log dead letter that says so (never a silent skip)."""
+    from engine_outputs import SAMPLE
+
+    on, off = tmp_path / "on", tmp_path / "off"
+    _run([str(SAMPLE)], on)
+    _run([str(SAMPLE)], off, "--call-logs", "off")
+    for name in ("normalized", "drops", "dead_letter"):
+        assert _lines(on / name) == _lines(off / name)
+    calls = tmp_path / "calls-off"
+    summary = _run(calls_input, calls, "--call-logs", "off")
+    assert summary["accounted"] and "call_logs" not in summary
+    letters = [json.loads(line) for line in _lines(calls / "dead_letter")]
+    logged = [d for d in letters if d["reason"] == "call_log"]
+    assert logged and all("does not assemble" in d["detail"] for d in logged)

@@ -231,6 +231,14 @@ def _run_flags(add) -> None:
         f"their outputs into one part file each ({DEFAULT_PART_BYTES >> 20} MiB; many small inputs, few "
         "outputs); 0: one part file per input shard",
     )
+    add(
+        "--call-logs",
+        choices=("on", "off"),
+        default="on",
+        help="assemble conversations from call-log records (one record per LLM call: docs/call-logs.md): "
+        "on (the default), or off, which leaves the assembly's steps out of the graph (about 0.25 s a run "
+        "in-process) and makes any call-log record a call_log dead letter",
+    )
 
 
 def _plan_flags(add) -> None:

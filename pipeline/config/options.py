@@ -248,6 +248,8 @@ class Job:
     given_output: str = ""
     #: ``--part-bytes``: input bytes per output part (``pipeline.io.parts``); 0: a part per shard.
     part_bytes: int = DEFAULT_PART_BYTES
+    #: ``--call-logs``: conversations assembled from call-log records (``transforms.call_assembly``).
+    call_logs: bool = True
 
     @property
     def shown_output(self) -> str:
@@ -500,4 +502,5 @@ def load_job(argv: list[str], *, output_required: bool = True, checked: CheckedA
         tuple(argv),
         given_output,
         ours.part_bytes,
+        getattr(ours, "call_logs", "on") != "off",
     )

@@ -51,7 +51,7 @@ class NormalizedCollections(NamedTuple):
     assembly: beam.PCollection
     #: The outputs of the conversations assembled from call logs (a ``NormalizedOutputs``),
     #: written apart: a Flatten before a writer would stop the step and the writer fusing.
-    assembled: NormalizedOutputs
+    assembled: NormalizedOutputs | None
 
 
 class CheckedCollections(NamedTuple):
@@ -59,7 +59,7 @@ class CheckedCollections(NamedTuple):
     dead_letters: beam.PCollection
     read_stats: beam.PCollection
     assembly: beam.PCollection
-    assembled: CheckedOutputs
+    assembled: CheckedOutputs | None
 
 
 #: Input bytes per output shard of conversations assembled from call logs (``call_shards``):
@@ -101,9 +101,11 @@ class ProcessConversationLogs(beam.PTransform[beam.pvalue.PBegin, StepCollection
         batch_bytes: int = DEFAULT_BATCH_BYTES,
         lines_only: bool = False,
         part_bytes: int = DEFAULT_PART_BYTES,
+        assemble: bool = True,
     ) -> None:
         super().__init__()
         self._part_bytes = part_bytes
+        self._assemble = assemble
         self._shards = shards
         self._settings = settings
         self._batch_size = batch_size
@@ -122,6 +124,7 @@ class ProcessConversationLogs(beam.PTransform[beam.pvalue.PBegin, StepCollection
             call_shards=call_shards(self._shards),
             first_call_shard=len(self._shards),
             join=False,
+            assemble=self._assemble,
         )
         # The step's outputs, then ours, then the assembled conversations' outputs.
         return self.RESULT(*out[:-2], read.stats, out.assembly, out.assembled)
@@ -154,7 +157,14 @@ def _logs(
     lines_only: bool = False,
 ) -> StepCollections:
     return pipeline | label >> logs(
-        job.shards, job.settings, job.batch_size, job.max_record_bytes, job.batch_bytes, lines_only, job.part_bytes
+        job.shards,
+        job.settings,
+        job.batch_size,
+        job.max_record_bytes,
+        job.batch_bytes,
+        lines_only,
+        job.part_bytes,
+        job.call_logs,
     )
 
 
@@ -180,7 +190,9 @@ def _summarize(
     letters = _write("WriteDeadLetters", dead_letters, lambda: WriteShards(temp_dir, "dead_letter"))
     written = {**written, "dead_letter": letters}
     written | "ListFiles" >> ListWrittenFiles(temp_dir)
-    summary = (read_stats, summarized, dead_letters, assembly) | "Summarize" >> summarize
+    # The assembly's partials, unless --call-logs off left the assembly out.
+    inputs = (read_stats, summarized, dead_letters, *((assembly,) if assembly is not None else ()))
+    summary = inputs | "Summarize" >> summarize
     summary | "WriteSummary" >> WriteSummary(FileSystems.join(temp_dir, summary_file))
     return summary
 
@@ -197,7 +209,7 @@ def _build_per_shard(pipeline: beam.Pipeline, job: Job, temp_dir: str, step: Rec
     """The per-shard graph (``pipeline.graph.per_shard``): the same files, lists and summary."""
     summary = pipeline | step.label + "Shards" >> ProcessShards(
         job.shards,
-        shard_work(job, step, calls=True),
+        shard_work(job, step, calls=job.call_logs),
         temp_dir,
         FileSystems.join(temp_dir, summary_file),
         plan_chunks(job),
@@ -218,11 +230,12 @@ def build(pipeline: beam.Pipeline, job: Job, temp_dir: str) -> JobOutputs:
     lines_only = FILE_FORMATS[job.output_format].takes_lines
     normalized = _logs(pipeline, job, "CleanLogs", NormalizeConversationLogs, lines_only)
     settings = job.settings
-    assembled = normalized.assembled
-    # The step's outputs and the assembled conversations', each written by a writer of its own.
-    records: tuple[Any, ...] = (normalized.records, assembled.records)
-    drops: tuple[Any, ...] = (normalized.drops, assembled.drops)
-    dead_letters: tuple[Any, ...] = (normalized.dead_letters, assembled.dead_letters)
+    # The step's outputs and the assembled conversations' (none with --call-logs off), each
+    # written by a writer of its own.
+    assembled = [normalized.assembled] if normalized.assembled is not None else []
+    records: tuple[Any, ...] = (normalized.records, *(a.records for a in assembled))
+    drops: tuple[Any, ...] = (normalized.drops, *(a.drops for a in assembled))
+    dead_letters: tuple[Any, ...] = (normalized.dead_letters, *(a.dead_letters for a in assembled))
     by_split: dict[str, tuple[Any, ...]] = {"normalized": records}
     if shapes_dataset(settings):  # --dedupe, --split: pipeline.graph.dataset_steps (shuffles: join first)
         joined = [
@@ -267,14 +280,15 @@ def build_validate(pipeline: beam.Pipeline, job: Job, temp_dir: str) -> JobOutpu
     if job.graph == PER_SHARD:
         return _build_per_shard(pipeline, job, temp_dir, CHECK, VALIDATION_FILE)
     checked = _logs(pipeline, job, "CheckLogs", CheckConversationLogs)
-    reports = (checked.reports, checked.assembled.reports)
+    assembled = [checked.assembled] if checked.assembled is not None else []
+    reports = (checked.reports, *(a.reports for a in assembled))
     written = {"violations": _write("WriteReports", reports, lambda: WriteShards(temp_dir, "violations"))}
     summary = _summarize(
         temp_dir,
         written,
         checked.read_stats,
         reports,
-        (checked.dead_letters, checked.assembled.dead_letters),
+        (checked.dead_letters, *(a.dead_letters for a in assembled)),
         checked.assembly,
         SummarizeValidation(),
         VALIDATION_FILE,

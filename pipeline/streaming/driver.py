@@ -125,7 +125,7 @@ def plan_clean(job: Job, output: str, run_id: str, run_temp: str) -> CleanPlan:
     work = ShardWork(
         NORMALIZE,
         # Call-log records handed on: their pieces kept, assembled when their window closes.
-        dataclasses.replace(job.settings, calls=True),
+        dataclasses.replace(job.settings, calls=job.call_logs),
         batch_size=job.batch_size,
         max_record_bytes=job.max_record_bytes,
         batch_bytes=job.batch_bytes,
