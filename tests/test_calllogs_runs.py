@@ -165,3 +165,15 @@ def test_call_logs_off_leaves_the_assembly_out_and_dead_letters_call_logs(tmp_pa
     letters = [json.loads(line) for line in _lines(calls / "dead_letter")]
     logged = [d for d in letters if d["reason"] == "call_log"]
     assert logged and all("does not assemble" in d["detail"] for d in logged)
+
+
+def test_the_assembly_is_built_only_where_call_logs_can_be_read(tmp_path):
+    from engine_outputs import SAMPLE
+
+    from pipeline.config.options import load_job
+
+    base = ["--input", str(SAMPLE), "--output", str(tmp_path / "o")]
+    assert load_job(base).call_logs
+    assert load_job([*base, "--format", "langfuse"]).call_logs
+    assert not load_job([*base, "--format", "openai"]).call_logs
+    assert not load_job([*base, "--call-logs", "off"]).call_logs

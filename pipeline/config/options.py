@@ -66,6 +66,7 @@ from pipeline.io.ownership import OutputError, is_under, plan_inputs, unreachabl
 from pipeline.io.parts import DEFAULT_PART_BYTES
 from pipeline.io.planning import InputError, limit_plan, plan_shards
 from pipeline.io.shard import Shard
+from transforms.calllogs.readers import CALL_LOG_READERS
 from transforms.formats import WRITERS
 from transforms.inputs import DEFAULT_BATCH_BYTES, DEFAULT_MAX_RECORD_BYTES
 from transforms.record_settings import Settings
@@ -445,6 +446,11 @@ def _warn_missing_writer_options(ours: ConvNormOptions) -> None:
         )
 
 
+def call_logs_possible(input_format: str) -> bool:
+    """Whether records read by ``--format`` may be call logs: auto-detected, or a call-log reader."""
+    return input_format == "auto" or input_format in CALL_LOG_READERS
+
+
 def load_job(argv: list[str], *, output_required: bool = True, checked: CheckedArgs | None = None) -> Job:
     """Parse flags and preset, validate everything, plan the input. Raises ConfigError.
 
@@ -502,5 +508,6 @@ def load_job(argv: list[str], *, output_required: bool = True, checked: CheckedA
         tuple(argv),
         given_output,
         ours.part_bytes,
-        getattr(ours, "call_logs", "on") != "off",
+        # A --format naming a conversation reader reads no call log: no assembly to build.
+        getattr(ours, "call_logs", "on") != "off" and call_logs_possible(settings.input_format),
     )
