@@ -280,3 +280,16 @@ def test_a_dead_letter_is_found_by_an_id_the_json_spells_with_escapes(raw_id, sp
     found = find_dead_letter(str(tmp_path), raw_id)
     assert found is not None and found["raw"] == raw
     assert find_dead_letter(str(tmp_path), raw_id + "x") is None
+
+
+def test_explain_takes_the_newest_emission_of_a_reopened_conversation(tmp_path):
+    """A streaming output holds a re-opened conversation once per window it was emitted in
+    (``assembly.pane``): the newest, in the latest window, is the one explained."""
+    from pipeline.finished.explain import find_metrics
+
+    for pane, window in enumerate(("20261202T000000Z-20261202T000004Z", "20261202T000008Z-20261202T000012Z")):
+        folder = tmp_path / window / "assembled"
+        folder.mkdir(parents=True)
+        line = {"id": "s", "source": "f.jsonl", "position": 0, "assembly": {"calls": [], "pane": pane}}
+        (folder / "drops.jsonl").write_text(json.dumps(line) + "\n")
+    assert find_metrics(str(tmp_path), "s")["assembly"]["pane"] == 1

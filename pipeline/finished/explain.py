@@ -162,13 +162,20 @@ def find_metrics(output: str, conversation_id: str) -> dict:
     """The drop-metrics line of ``conversation_id``; ``NotFound`` naming close ids otherwise."""
     needle = orjson.dumps(conversation_id)
     ids: list[str] = []
+    found: dict | None = None
     for line in drop_lines(output):
         if needle in line:  # cheap first: most lines are not the one
             metrics = orjson.loads(line)
             if metrics.get("id") == conversation_id:
-                return metrics
-        if len(ids) < 200_000:
+                if "pane" not in (metrics.get("assembly") or {}):
+                    return metrics
+                # A streaming output emits a re-opened conversation again, whole, in a later
+                # window (windows sort by time): the newest emission is the one to explain.
+                found = metrics
+        if found is None and len(ids) < 200_000:
             ids.append(str(orjson.loads(line).get("id")))
+    if found is not None:
+        return found
     letter = find_dead_letter(output, conversation_id)
     if letter is not None:
         source, position = str(letter.get("source")), int(letter.get("position", -1))
