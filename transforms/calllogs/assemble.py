@@ -67,10 +67,6 @@ class _Sequence:
         self.chain = chain
         self.discarded = discarded
 
-    def holds(self, length: int, end: bytes) -> bool:
-        """A sequence of ``length`` messages whose chain ends in ``end`` is a prefix of this one."""
-        return length == 0 or (length <= len(self.chain) and self.chain[length - 1] == end)
-
 
 def message_digest(message: Any) -> bytes:
     """The hash of one flat message: key-sorted JSON, so the key order a reader wrote does not
