@@ -24,11 +24,12 @@ from transforms.normalize import REASONS
 from transforms.output_records import DeadLetter, DropMetrics, ViolationReport
 from transforms.profiles import REPAIRS
 from transforms.record_settings import Settings, TokenSettings
-from transforms.record_steps import DEAD_LETTER_REASONS, DeadLetterReason
+from transforms.record_steps import DEAD_LETTER_REASONS
 from transforms.records import refusal_reason
+from transforms.summary_table import INPUT_CHANGED as INPUT_CHANGED
+from transforms.summary_table import REPORTS, UNWRITABLE, format_validation_table, refusals
 from transforms.summary_table import changed_inputs as changed_inputs  # (also what the callers import from here)
 from transforms.summary_table import format_table as format_table
-from transforms.summary_table import format_validation_table, refusals
 from transforms.tokens import tally_example, token_figures
 from transforms.training_summary import DUPLICATE, tally_training, training_sections
 from transforms.validate import VIOLATION_KINDS
@@ -79,8 +80,6 @@ def merge_into(total: dict[Any, Any], part: dict[Any, Any]) -> dict[Any, Any]:
     return total
 
 
-UNWRITABLE = DeadLetterReason.UNWRITABLE.value
-INPUT_CHANGED = DeadLetterReason.INPUT_CHANGED.value
 #: Where ``_reasons`` gathers the sink refusals by the writer's reason, apart from the reasons.
 _REFUSALS = " refusals"
 
@@ -191,8 +190,6 @@ def _call_logs(s: dict[str, Any]) -> dict[str, Any]:
 # Normalization runs (``convnorm run``)
 
 
-#: Partial totals that come from each report of a record's reader or writer, merged by name.
-_REPORTS = ("reader_report", "writer_report")
 #: The keys of a drop-metrics record with nothing optional (id, source, position, dropped,
 #: drops, healed, messages_in, messages_out).
 _PLAIN_METRICS = len(DropMetrics.__required_keys__)
@@ -214,7 +211,7 @@ def partial(
     tokens: dict[str, Any] = {}  # --tokens only: transforms.tokens.tally_example
     training: dict[str, int] = {}  # transforms.training's counts
     redacted: dict[str, int] = {}  # --redact: finds by kind
-    reports: dict[str, Any] = {name: {} for name in _REPORTS}
+    reports: dict[str, Any] = {name: {} for name in REPORTS}
     records_out = messages_in = messages_out = dropped = healed = with_drops = with_violations = 0
     with_discards = partial_conversations = 0
     # Once per record of the run (twice: the counters and the summary): plain dict operations
@@ -357,7 +354,7 @@ def finalize(
     if check or s["violations"]:
         doc.update(_violation_totals(s))
     # Documented choices of the reader and writer (``docs/formats-readers-writers.md``), sorted.
-    for name in _REPORTS:
+    for name in REPORTS:
         if s[name]:
             doc[name] = _sorted_counts(s[name])
     if tokens is not None:

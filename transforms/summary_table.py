@@ -14,8 +14,8 @@ from transforms.training_summary import training_rows
 
 UNWRITABLE = DeadLetterReason.UNWRITABLE.value
 INPUT_CHANGED = DeadLetterReason.INPUT_CHANGED.value
-#: The reports of a record's reader and writer (``transforms.summary``'s too).
-_REPORTS = ("reader_report", "writer_report")
+#: The reports of a record's reader and writer, partial totals merged by name (``transforms.summary``).
+REPORTS = ("reader_report", "writer_report")
 
 
 def _shown(value: Any) -> str:
@@ -173,7 +173,7 @@ def _token_rows(t: dict[str, Any] | None) -> list[tuple[str, Any]]:
 
 def _report_rows(doc: dict[str, Any]) -> list[tuple[str, Any]]:
     rows = []
-    for name in _REPORTS:
+    for name in REPORTS:
         who = name.split("_")[0]
         for kind, n in doc.get(name, {}).items():
             if isinstance(n, dict):
