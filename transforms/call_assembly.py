@@ -200,9 +200,9 @@ class _Sessions(beam.DoFn):
     ):
         calls.add(element[1])
         start = element[1][2].start
-        seen = max(latest.read() or 0, start) if start > 0 else -1
-        if (latest.read() or 0) == -1:
-            seen = -1  # a call of unknown time: open to the end of the stream
+        before = latest.read() or 0
+        # -1: a call of unknown time, now or before: the group is open to the end of the stream.
+        seen = -1 if start <= 0 or before == -1 else max(before, start)
         latest.write(seen)
         end = GlobalWindow().max_timestamp()
         if seen == -1:
