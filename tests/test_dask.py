@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
-from engine_outputs import SAMPLE, SHARD_BYTES, assert_same_outputs, write_mixed_input
+from engine_outputs import SAMPLE, SHARD_BYTES, assert_same_outputs, tree, write_mixed_input
 from intruder import intruder_problem, run_as_intruder
 from listeners import interfaces, is_loopback, listeners, private_netns_problem, process_tree
 from portable_services import popen_in_group, service_env, tail
@@ -236,15 +236,28 @@ def _ask(ns: LoopbackNamespace, scheduler_file: Path, expression: str):
     return json.loads(probe.stdout.strip().splitlines()[-1]) if probe.returncode == 0 and probe.stdout.strip() else None
 
 
-def _common(patterns: list[str]) -> list[str]:
+def _common(patterns: list[str], extra: tuple[str, ...] = ()) -> list[str]:
     inputs = [arg for pattern in patterns for arg in ("--input", pattern)]
-    return [*inputs, f"--shard-bytes={SHARD_BYTES}", "--batch-size=64", "--no-report", "--progress=off"]
+    return [*inputs, f"--shard-bytes={SHARD_BYTES}", "--batch-size=64", "--no-report", "--progress=off", *extra]
 
 
-def _reference(tmp_path: Path, label: str, patterns: list[str]) -> Path:
+#: A training set shaped on the cluster: duplicates across input files (shards), two splits.
+DATASET_FLAGS = ("--part-bytes", "0", "--sink", "hf", "--dedupe", "prefix", "--split", "eval=0.25")
+
+
+def write_dataset_input(directory: Path) -> list[str]:
+    """The training chats in five files: a conversation and its duplicate in different ones."""
+    directory.mkdir()
+    lines = (ROOT / "tests" / "data" / "training" / "chats.jsonl").read_text().splitlines()
+    for n, chunk in enumerate([lines[:1]] + [lines[i : i + 4] for i in range(1, len(lines), 4)]):
+        (directory / f"chats-{n}.jsonl").write_text("\n".join(chunk) + "\n")
+    return [str(directory / "*.jsonl")]
+
+
+def _reference(tmp_path: Path, label: str, patterns: list[str], extra: tuple[str, ...] = ()) -> Path:
     out = tmp_path / f"{label}-fnapirunner"
     done = subprocess.run(
-        [sys.executable, "-m", "pipeline", *_common(patterns), "--output", str(out)],
+        [sys.executable, "-m", "pipeline", *_common(patterns, extra), "--output", str(out)],
         capture_output=True,
         text=True,
         env=service_env(ROOT),
@@ -266,8 +279,12 @@ def _assert_loopback_only(ns: LoopbackNamespace) -> None:
 def test_a_scheduler_and_two_workers_give_fnapirunners_bytes(namespace, tmp_path):
     scheduler_file = tmp_path / "scheduler.json"
     start_cluster(namespace, scheduler_file)
-    inputs = {"sample": [str(SAMPLE)], "mixed": write_mixed_input(tmp_path / "mixed-input")}
-    for label, patterns in inputs.items():
+    inputs = {
+        "sample": ([str(SAMPLE)], ()),
+        "mixed": (write_mixed_input(tmp_path / "mixed-input"), ()),
+        "dataset": (write_dataset_input(tmp_path / "dataset-input"), DATASET_FLAGS),
+    }
+    for label, (patterns, extra) in inputs.items():
         out = tmp_path / f"{label}-dask"
         job = namespace.start(
             f"convnorm-{label}",
@@ -275,7 +292,7 @@ def test_a_scheduler_and_two_workers_give_fnapirunners_bytes(namespace, tmp_path
                 sys.executable,
                 "-m",
                 "pipeline",
-                *_common(patterns),
+                *_common(patterns, extra),
                 "--output",
                 str(out),
                 "--runner",
@@ -286,13 +303,16 @@ def test_a_scheduler_and_two_workers_give_fnapirunners_bytes(namespace, tmp_path
         )
         status = namespace.wait(job, JOB_TIMEOUT_S)
         assert status == 0, job.describe() + "\n" + "\n".join(s.describe() for s in namespace.started[:3])
-        assert_same_outputs(out, _reference(tmp_path, label, patterns), f"DaskRunner on {label}")
+        assert_same_outputs(out, _reference(tmp_path, label, patterns, extra), f"DaskRunner on {label}")
         summary = json.loads((out / "summary.json").read_text())
         assert summary["accounted"]
         manifest = json.loads((out / "_convnorm_manifest.json").read_text())
         assert manifest["options"]["runner"].endswith("DaskRunner") and "scheduler_file" not in manifest["options"]
         if label == "mixed":
             assert len(list((out / "normalized").glob("part-*"))) > 5
+        if label == "dataset":  # deduplicated across shards, and split, on the cluster
+            assert summary["dedupe"]["duplicates_collapsed"] == 2 and summary["splits"]["eval"] > 0
+            assert tree(out / "eval") == tree(tmp_path / "dataset-fnapirunner" / "eval")
     # Both workers did work: one Dask partition per shard spreads the shards.
     executed = _ask(namespace, scheduler_file, "c.run(lambda dask_worker: dask_worker.state.executed_count)")
     assert executed and len(executed) == 2 and all(n > 0 for n in executed.values()), executed

@@ -11,7 +11,7 @@ from types import SimpleNamespace
 import pytest
 
 from pipeline.config.checks import dataset_step_problems
-from pipeline.graph.dataset_steps import Conversation, _collapse, _resolve, _shard_batches
+from pipeline.graph.dataset_steps import Conversation, collapse_kept, resolve_content, shard_outputs
 from transforms.dataset_keys import CONTENT_KEYS, content_keys, group_key, parse_splits, split_of
 from transforms.inputs import RawRecord
 from transforms.jsontext import dumps_line
@@ -68,13 +68,13 @@ def test_bad_splits_are_refused(text, problem):
     assert parse_splits("eval=0.05,test=0.05") == ((("eval", 0.05), ("test", 0.05)), [])
 
 
-def test_the_dataset_steps_need_the_default_graph_and_a_batch_run():
+def test_the_dataset_steps_take_a_batch_run_on_either_graph():
     ours = SimpleNamespace(dedupe="exact", split=None, graph="per-shard")
-    assert "the per-shard graph" in dataset_step_problems(ours, None, False)[0]
+    assert dataset_step_problems(ours, None, False) == []
     assert "a batch run only" in dataset_step_problems(ours, None, True)[0]
     assert dataset_step_problems(SimpleNamespace(dedupe="exact", split="eval=0.1", graph="auto"), None, False) == []
     dask = dataset_step_problems(SimpleNamespace(dedupe="none", split="eval=0.1", graph="auto"), "DaskRunner", False)
-    assert "--split needs the default graph" in dask[0]
+    assert dask == []
 
 
 def conversation(order: int, cid: str, messages: list, dedupe: str = "prefix", shard: int = 0) -> Conversation:
@@ -91,17 +91,17 @@ def run_dedupe(conversations: list[Conversation], settings: Settings) -> tuple[l
     """The two shuffles of --dedupe as plain functions: by content, resolve, by kept one, collapse."""
     from collections import defaultdict
 
-    from pipeline.graph.dataset_steps import _by_content
+    from pipeline.graph.dataset_steps import content_claims
 
     grouped: dict = defaultdict(list)
     for c in conversations:
-        for key, value in _by_content(c):
+        for key, value in content_claims(c):
             grouped[key].append(value)
     kept_groups: dict = defaultdict(list)
     for key in sorted(grouped):
-        for target, value in _resolve((key, grouped[key])):
+        for target, value in resolve_content((key, grouped[key])):
             kept_groups[target].append(value)
-    out = [v for key in sorted(kept_groups) for _, v in _collapse((key, kept_groups[key]), settings)]
+    out = [v for key in sorted(kept_groups) for _, v in collapse_kept((key, kept_groups[key]), settings)]
     return [c for kind, c in out if kind == "kept"], [d for kind, d in out if kind == "letters"]
 
 
@@ -142,8 +142,9 @@ def test_a_shards_outputs_are_one_batch_each_in_input_order_without_the_private_
     convs = [conversation(n, f"c{n}", [U, A]) for n in (3, 1, 2)]
     convs = [c._replace(metrics={**c.metrics, "split": "eval" if c.offset == 2 else "train"}) for c in convs]
     letters = [{"position": 5, "reason": "duplicate"}, {"position": 1, "reason": "invalid_json"}]
-    out = list(_shard_batches((0, [("kept", c) for c in convs] + [("letters", d) for d in letters]), ("train", "eval")))
-    batches = {o.tag: o.value for o in out}
+    batches = dict(
+        shard_outputs(0, [("kept", c) for c in convs] + [("letters", d) for d in letters], ("train", "eval"))
+    )
     assert [m["id"] for m in batches["drops"].items] == ["c1", "c2", "c3"]
     assert all(CONTENT_KEYS not in m for m in batches["drops"].items)
     assert [r["id"] for r in batches["train"].items] == ["c1", "c3"]
@@ -216,3 +217,72 @@ def test_duplicates_are_a_choice_not_failures_past_the_dead_letter_limits():
     assert run_failures(doc, limit) == [] and dead_letter_warning(doc, limit) is None
     failing = {**doc, "dead_letters": 5, "dead_letters_by_reason": {"duplicate": 4, "invalid_json": 1}}
     assert run_failures(failing, limit) and dead_letter_warning(failing, limit)
+
+
+def _tree(out: Path) -> dict[str, bytes]:
+    """Every output file of a run (its lock and report aside), by its path in the output."""
+    skip = {"report.html", "_MANIFEST.json"}
+    return {
+        str(p.relative_to(out)): p.read_bytes()
+        for p in sorted(out.rglob("*"))
+        if p.is_file() and p.name not in skip and not p.name.startswith(".")
+    }
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    "flags",
+    [
+        ("--dedupe", "prefix", "--split", "eval=0.25", "--split-by", "metadata.user"),
+        ("--dedupe", "exact"),
+        ("--split", "eval=0.3,test=0.2"),
+    ],
+    ids=["dedupe-prefix-split", "dedupe-exact", "split-only"],
+)
+def test_the_per_shard_graph_shapes_the_dataset_as_the_default_graph_does(tmp_path, flags):
+    """DaskRunner's graph: the dataset steps across shards (one input file each, duplicates in
+    different files), the same files and bytes as the default graph's."""
+    inputs = tmp_path / "in"
+    inputs.mkdir()
+    lines = DATA.read_text().splitlines()
+    # t-001 alone: it and its duplicate t-002 are in different files (shards), as are others.
+    for n, chunk in enumerate([lines[:1]] + [lines[i : i + 4] for i in range(1, len(lines), 4)]):
+        (inputs / f"chats-{n}.jsonl").write_text("\n".join(chunk) + "\n")
+    common = ("--input", str(inputs), "--part-bytes", "0", "--sink", "hf", *flags)
+    default = _tree(_run_in(tmp_path, "default", *common))
+    per_shard = _tree(_run_in(tmp_path, "per-shard", *common, "--graph", "per-shard"))
+    assert sorted(default) == sorted(per_shard)
+    manifests = [json.loads(run.pop("_convnorm_manifest.json")) for run in (default, per_shard)]
+    assert default == per_shard
+    # The manifests differ only in the graph they name.
+    assert [m["options"].pop("graph", None) for m in manifests] == [None, "per-shard"]
+    assert manifests[0] == manifests[1]
+    summary = json.loads(default["summary.json"])
+    assert summary["accounted"] and summary["records_in"] == 15
+    if "--dedupe" in flags:
+        assert summary["dead_letters_by_reason"]["duplicate"] >= 1
+    if "--split" in flags:
+        assert sum(summary["splits"].values()) == summary["records_out"] and len(summary["splits"]) > 1
+
+
+def _run_in(tmp_path: Path, name: str, *argv: str) -> Path:
+    from pipeline.cli.main import main
+
+    out = tmp_path / name
+    assert main(["--output", str(out), "--quiet", "--no-report", *argv]) == 0
+    return out
+
+
+@pytest.mark.slow
+def test_conversations_assembled_from_call_logs_are_deduplicated_alike_on_either_graph(tmp_path):
+    """The per-shard graph holds the assembled conversations' outputs too, for the same step."""
+    calls = str(Path(__file__).resolve().parent / "data" / "calllogs" / "*" / "*.jsonl")
+    common = ("--input", calls, "--dedupe", "prefix", "--split", "eval=0.3")
+    default = _tree(_run_in(tmp_path, "default", *common))
+    per_shard = _tree(_run_in(tmp_path, "per-shard", *common, "--graph", "per-shard"))
+    for run in (default, per_shard):
+        run.pop("_convnorm_manifest.json")
+    assert default == per_shard
+    summary = json.loads(per_shard["summary.json"])
+    assert summary["accounted"] and summary["call_logs"]["conversations"] > 0
+    assert summary["dedupe"]["duplicates_collapsed"] > 0 and summary["splits"]["eval"] > 0

@@ -255,7 +255,7 @@ def record_settings(ours, tokens: TokenSettings | None = None) -> Settings:
 
 def dataset_step_problems(ours, runner: str | None, streaming: bool) -> list[str]:
     """``--dedupe`` and ``--split`` (dataset steps, shuffles: ``pipeline.graph.dataset_steps``):
-    a ``--split`` that does not parse; the graphs and modes that have no such step."""
+    a ``--split`` that does not parse; a streaming run, which has no whole dataset."""
     split = getattr(ours, "split", None)
     problems = parse_splits(split)[1] if split else []
     steps = [flag for flag, on in (("--dedupe", getattr(ours, "dedupe", "none") != "none"), ("--split", split)) if on]
@@ -264,11 +264,6 @@ def dataset_step_problems(ours, runner: str | None, streaming: bool) -> list[str
     given = " and ".join(steps)
     if streaming:
         problems.append(f"{given} shape a whole dataset: a batch run only (not --streaming)")
-    elif graph_for(getattr(ours, "graph", "auto"), runner) == PER_SHARD:
-        problems.append(
-            f"{given} {'need' if len(steps) > 1 else 'needs'} the default graph (tagged outputs: a shuffle after "
-            "the normalizing step); the per-shard graph (--graph per-shard, DaskRunner's) has none"
-        )
     return problems
 
 

@@ -37,7 +37,7 @@ from transforms.conversations import (
     SummarizeRun,
     SummarizeValidation,
 )
-from transforms.dataset_keys import shapes_dataset, split_output
+from transforms.dataset_keys import output_names, shapes_dataset, split_output
 from transforms.inputs import DEFAULT_BATCH_BYTES, DEFAULT_BATCH_SIZE, DEFAULT_MAX_RECORD_BYTES
 from transforms.record_settings import Settings
 
@@ -200,7 +200,8 @@ def _summarize(
 def shard_work(job: Job, step: RecordStep, calls: bool = False) -> ShardWork:
     """What the per-shard step needs of a job: the step, the settings, the file formats, the
     limits; ``calls``: call-log records handed on to be assembled (``Settings.calls``)."""
-    formats = {NORMALIZE.main_output: job.output_format} if step is NORMALIZE else {}
+    # The records' outputs (normalized/, and each --split's) take the job's file format.
+    formats = dict.fromkeys(output_names(job.settings.splits), job.output_format) if step is NORMALIZE else {}
     settings = dataclasses.replace(job.settings, calls=calls)
     return ShardWork(step, settings, formats, job.batch_size, job.max_record_bytes, job.batch_bytes)
 

@@ -38,7 +38,7 @@ from transforms.record_settings import Settings
 from transforms.training_summary import DUPLICATE
 
 #: What one shard's regrouped elements are tagged with.
-_RECORDS, _DROPS, _LETTERS, _KEPT, _COLLAPSED = "records", "drops", "letters", "kept", "collapsed"
+RECORDS, DROPS, LETTERS, KEPT, COLLAPSED = "records", "drops", "letters", "kept", "collapsed"
 
 
 class Conversation(NamedTuple):
@@ -67,13 +67,13 @@ def _by_shard(batch: Batch, tag: str) -> tuple[int, tuple[str, Batch]]:
     return batch.shard, (tag, batch)
 
 
-def _conversations(element: tuple[int, Any]):
+def shard_conversations(element: tuple[int, Any]):
     """One shard's batches of records and of drop metrics -> its conversations, in input order."""
     shard, tagged = element
     records: dict[tuple[int, int], Batch] = {}
     drops: dict[tuple[int, int], Batch] = {}
     for tag, batch in tagged:
-        (records if tag == _RECORDS else drops)[(batch.start, batch.scope)] = batch
+        (records if tag == RECORDS else drops)[(batch.start, batch.scope)] = batch
     for key in sorted(drops):
         metrics = drops[key].items
         batch = records.get(key)
@@ -86,7 +86,7 @@ def _conversations(element: tuple[int, Any]):
             yield Conversation(shard, key[0], index, m, item, line)
 
 
-def _by_content(conversation: Conversation):
+def content_claims(conversation: Conversation):
     """(content key, what this conversation is under it): its whole content, with itself; each
     of its prefixes (``prefix``), with a reference to it (length, place, full key)."""
     full, prefixes = conversation.metrics[CONTENT_KEYS]
@@ -96,7 +96,7 @@ def _by_content(conversation: Conversation):
         yield prefix, ("extends", (length, conversation.order, full))
 
 
-def _resolve(element: tuple[str, Any]):
+def resolve_content(element: tuple[str, Any]):
     """One content key's conversations -> (the key of the one kept, what each is).
 
     Conversations that are a prefix of longer ones go into the longest (the earliest of the
@@ -109,24 +109,24 @@ def _resolve(element: tuple[str, Any]):
     if extenders:
         _, _, target = min(extenders, key=lambda ref: (-ref[0], ref[1]))
         for conversation in wholes:
-            yield target, (_COLLAPSED, conversation)
+            yield target, (COLLAPSED, conversation)
         return
-    yield key, (_KEPT, wholes[0])
+    yield key, (KEPT, wholes[0])
     for conversation in wholes[1:]:
-        yield key, (_COLLAPSED, conversation)
+        yield key, (COLLAPSED, conversation)
 
 
-def _collapse(element: tuple[str, Any], settings: Settings):
+def collapse_kept(element: tuple[str, Any], settings: Settings):
     """The conversation kept and those collapsed into it -> the kept one (the first id, the
     others listed) and a ``duplicate`` dead letter for each other, by shard."""
     values = list(element[1])
-    kept = [c for kind, c in values if kind == _KEPT]
-    collapsed = sorted((c for kind, c in values if kind == _COLLAPSED), key=lambda c: c.order)
+    kept = [c for kind, c in values if kind == KEPT]
+    collapsed = sorted((c for kind, c in values if kind == COLLAPSED), key=lambda c: c.order)
     if not kept:  # not reached: the longest conversation of a chain is kept under its own key
         kept, collapsed = collapsed[:1], collapsed[1:]
     (survivor,) = kept
     if not collapsed:
-        yield survivor.shard, (_KEPT, survivor)
+        yield survivor.shard, (KEPT, survivor)
         return
     members = sorted([survivor, *collapsed], key=lambda c: c.order)
     first_id = members[0].metrics["id"]
@@ -134,9 +134,9 @@ def _collapse(element: tuple[str, Any], settings: Settings):
     metrics["id"] = first_id
     metrics["duplicates"] = [c.metrics["id"] for c in members[1:]]
     item, line = _with_id(survivor, first_id, settings)
-    yield survivor.shard, (_KEPT, survivor._replace(metrics=metrics, item=item, line=line))
+    yield survivor.shard, (KEPT, survivor._replace(metrics=metrics, item=item, line=line))
     for conversation in collapsed:
-        yield conversation.shard, (_LETTERS, _duplicate_letter(conversation, survivor, first_id, settings))
+        yield conversation.shard, (LETTERS, _duplicate_letter(conversation, survivor, first_id, settings))
 
 
 def _with_id(conversation: Conversation, first_id: str, settings: Settings) -> tuple[Any, Any]:
@@ -168,32 +168,36 @@ def _duplicate_letter(conversation: Conversation, survivor: Conversation, first_
 
 
 def _kept(conversation: Conversation):
-    yield conversation.shard, (_KEPT, conversation)
+    yield conversation.shard, (KEPT, conversation)
 
 
 def _letters_by_shard(batch: Batch):
     for item in batch.items:
-        yield batch.shard, (_LETTERS, item)
+        yield batch.shard, (LETTERS, item)
 
 
-def _shard_batches(element: tuple[int, Any], names: tuple[str, ...]):
-    """One shard's kept conversations and dead letters -> one batch per output, in input order."""
-    shard, values = element[0], list(element[1])
-    kept = sorted((c for kind, c in values if kind == _KEPT), key=lambda c: c.order)
-    letters = sorted((d for kind, d in values if kind == _LETTERS), key=lambda d: d["position"])
-    start = kept[0].start if kept else 0
+def shard_outputs(shard: int, values: list[tuple[str, Any]], names: tuple[str, ...]):
+    """One shard's kept conversations and dead letters -> ``(output, Batch)`` pairs: its drop
+    metrics (``DROPS``), each split's records (by split name), its dead letters (``LETTERS``),
+    one batch each, in input order; an output with nothing for the shard gets no batch."""
+    kept = sorted((c for kind, c in values if kind == KEPT), key=lambda c: c.order)
+    letters = sorted((d for kind, d in values if kind == LETTERS), key=lambda d: d["position"])
     if kept:
         metrics = [{k: v for k, v in c.metrics.items() if k != CONTENT_KEYS} for c in kept]
-        yield beam.pvalue.TaggedOutput(_DROPS, Batch(shard, start, metrics))
+        yield DROPS, Batch(shard, kept[0].start, metrics)
         for name in names:
             chosen = [c for c, m in zip(kept, metrics) if m.get("split", TRAIN) == name]
             if chosen:
                 lines = [c.line for c in chosen]
-                yield beam.pvalue.TaggedOutput(
-                    name, Batch(shard, chosen[0].start, [c.item for c in chosen], None if None in lines else lines)
-                )
+                yield name, Batch(shard, chosen[0].start, [c.item for c in chosen], None if None in lines else lines)
     if letters:
-        yield beam.pvalue.TaggedOutput(_LETTERS, Batch(shard, letters[0]["position"], letters))
+        yield LETTERS, Batch(shard, letters[0]["position"], letters)
+
+
+def _shard_batches(element: tuple[int, Any], names: tuple[str, ...]):
+    shard, values = element
+    for name, batch in shard_outputs(shard, list(values), names):
+        yield beam.pvalue.TaggedOutput(name, batch)
 
 
 class ShapeDataset(beam.PTransform):
@@ -210,21 +214,21 @@ class ShapeDataset(beam.PTransform):
         names = (TRAIN, *(name for name, _ in settings.splits))
         conversations = (
             (
-                records | "RecordsByShard" >> beam.Map(_by_shard, _RECORDS),
-                drops | "DropsByShard" >> beam.Map(_by_shard, _DROPS),
+                records | "RecordsByShard" >> beam.Map(_by_shard, RECORDS),
+                drops | "DropsByShard" >> beam.Map(_by_shard, DROPS),
             )
             | "Both" >> beam.Flatten()
             | "GroupShards" >> beam.GroupByKey()
-            | "Conversations" >> beam.FlatMap(_conversations)
+            | "Conversations" >> beam.FlatMap(shard_conversations)
         )
         if settings.dedupe != "none":
             kept = (
                 conversations
-                | "ByContent" >> beam.FlatMap(_by_content)
+                | "ByContent" >> beam.FlatMap(content_claims)
                 | "GroupContent" >> beam.GroupByKey()
-                | "Resolve" >> beam.FlatMap(_resolve)
+                | "Resolve" >> beam.FlatMap(resolve_content)
                 | "GroupKept" >> beam.GroupByKey()
-                | "Collapse" >> beam.FlatMap(_collapse, settings)
+                | "Collapse" >> beam.FlatMap(collapse_kept, settings)
             )
         else:
             kept = conversations | "Kept" >> beam.FlatMap(_kept)
@@ -233,6 +237,6 @@ class ShapeDataset(beam.PTransform):
             (kept, letters)
             | "All" >> beam.Flatten()
             | "RegroupShards" >> beam.GroupByKey()
-            | "Batches" >> beam.FlatMap(_shard_batches, names).with_outputs(_DROPS, _LETTERS, *names)
+            | "Batches" >> beam.FlatMap(_shard_batches, names).with_outputs(DROPS, LETTERS, *names)
         )
-        return DatasetOutputs({name: outputs[name] for name in names}, outputs[_DROPS], outputs[_LETTERS])
+        return DatasetOutputs({name: outputs[name] for name in names}, outputs[DROPS], outputs[LETTERS])

@@ -28,6 +28,7 @@ from apache_beam.metrics import Metrics
 
 from pipeline.graph.read import CreateParts, ReadProgress
 from pipeline.graph.shard_assembly import AssembleShardCalls
+from pipeline.graph.shard_dataset import DedupeShards
 from pipeline.graph.shard_step import ShardResult, ShardWork, process_shard, temp_place
 from pipeline.graph.tally import Tally
 from pipeline.io.object_store import WorkerFilesystems
@@ -95,7 +96,7 @@ class MergeShardResults(beam.CombineFn):
 
     def __init__(self, work: ShardWork) -> None:
         self._finish = work.step.finish(work.settings)
-        self._outputs = work.step.output_names
+        self._outputs = work.outputs
 
     def create_accumulator(self) -> tuple[dict, dict[str, list]]:
         return {}, {name: [] for name in self._outputs}
@@ -171,6 +172,9 @@ class ProcessShards(beam.PTransform):
             results = results | "AssembleCalls" >> AssembleShardCalls(
                 self._work, self._temp_root, self._call_shards, len(self._shards)
             )
+        if self._work.holds:
+            # --dedupe: the held outputs of every shard brought together, then written by shard.
+            results = results | "Dataset" >> DedupeShards(self._work, self._temp_root)
         return (
             results
             # At least one shard is always planned: no default needed for an empty input.

@@ -40,6 +40,7 @@ from transforms import summary as summaries
 from transforms.call_assembly import keyed_pieces
 from transforms.calllogs.assemble import GroupState
 from transforms.conversations import CALLS, RecordStep
+from transforms.dataset_keys import TRAIN, output_names, split_output
 from transforms.inputs import DEFAULT_BATCH_BYTES, DEFAULT_BATCH_SIZE, DEFAULT_MAX_RECORD_BYTES, Batch
 from transforms.record_settings import Settings
 from transforms.record_steps import ReaderHint
@@ -61,6 +62,18 @@ class ShardWork:
     max_record_bytes: int = DEFAULT_MAX_RECORD_BYTES
     batch_bytes: int = DEFAULT_BATCH_BYTES
 
+    @property
+    def outputs(self) -> tuple[str, ...]:
+        """Every output's name: the step's, then each ``--split``'s records (beside ``normalized/``)."""
+        splits = output_names(self.settings.splits)[1:] if self.step.main_output == "normalized" else ()
+        return (*self.step.output_names, *splits)
+
+    @property
+    def holds(self) -> bool:
+        """``--dedupe``: the step's outputs are held, not written, for the dataset step to bring
+        conversations of every shard together (``pipeline.graph.shard_dataset``)."""
+        return self.step.main_output == "normalized" and self.settings.dedupe != "none"
+
     def file_format(self, output: str) -> str:
         return self.file_formats.get(output, "jsonl")
 
@@ -80,6 +93,8 @@ class ShardResult(NamedTuple):
     #: Its call-log records' pieces, for the assembly: ``((format, group), GroupState)`` pairs,
     #: each group's pieces folded in as they came (its longest histories, not every call's).
     calls: Sequence[Any] = ()
+    #: ``ShardWork.holds``: its outputs, not written, as ``(output name, Batch)`` pairs.
+    held: Sequence[tuple[str, Batch]] = ()
 
 
 #: ``observe(batch, result)``: called after each batch (counters, progress); must not raise.
@@ -155,12 +170,15 @@ def process_batches(
     lines_only = FILE_FORMATS[work.file_format(step.main_output)].takes_lines
     hint = ReaderHint()
     groups: dict[Any, GroupState] = {}
+    held: list[tuple[str, Batch]] = []
     try:
         for batch in batches:
             result = normalize_batch(
                 batch.items, settings, step.step, taken=taken, keep_records=not lines_only, hint=hint
             )
-            total = summaries.merge(total, step.partial(len(batch.items) if read else 0, result))
+            # Held outputs are summarized once the dataset step has shaped them (as written).
+            counted = result._replace(metrics=[], dead_letters=[]) if work.holds else result
+            total = summaries.merge(total, step.partial(len(batch.items) if read else 0, counted))
             for name, items, lines in step.routed(result, lines_only):
                 if name == CALLS and on_calls is not None:
                     on_calls(items)
@@ -168,24 +186,49 @@ def process_batches(
                     for logged in items:
                         for key, (source, position, piece) in keyed_pieces(logged):
                             groups.setdefault(key, GroupState()).add(source, position, piece)
+                elif work.holds:
+                    held.append((name, Batch(number, batch.start, items, lines if name == step.main_output else None)))
+                elif name == step.main_output and settings.splits:
+                    for split, (its_items, its_lines) in by_split(items, lines, result.metrics).items():
+                        writer(split).write(its_items, its_lines)
                 else:
                     writer(name).write(items, lines)
             if observe is not None:
                 observe(batch, result)
         if empty_files:
-            for name in step.output_names:
+            for name in work.outputs:
                 writer(name)
         measures = {name: writers.pop(name).close() for name in list(writers)}
     except BaseException:
-        _abandon(writers, paths)
+        abandon(writers, paths)
         raise
-    written = {
-        name: WrittenFile(number, start, paths[name], *measures[name]) for name in step.output_names if name in measures
-    }
-    return ShardResult(number, written, total or step.view.partial(), list(groups.items()))
+    return ShardResult(
+        number,
+        written_files(work, number, start, paths, measures),
+        total or step.view.partial(),
+        list(groups.items()),
+        held,
+    )
 
 
-def _abandon(writers: dict, paths: dict[str, str]) -> None:
+def written_files(work: ShardWork, number: int, start: int, paths: dict, measures: dict) -> dict[str, WrittenFile]:
+    """Each output's file (its path and measure), in the outputs' order."""
+    return {name: WrittenFile(number, start, paths[name], *measures[name]) for name in work.outputs if name in measures}
+
+
+def by_split(items: list[Any], lines: list[Any] | None, metrics: list[Any]) -> dict[str, tuple[list, list | None]]:
+    """A batch's records (and lines) by the output of their split (``--split``; ``train``'s is
+    ``normalized``), each split's in input order: its drop metrics say which split it is in."""
+    out: dict[str, tuple[list, list | None]] = {}
+    for index, m in enumerate(metrics):
+        its = out.setdefault(split_output(m.get("split", TRAIN)), ([], None if lines is None else []))
+        its[0].append(items[index])
+        if its[1] is not None and lines is not None:
+            its[1].append(lines[index])
+    return out
+
+
+def abandon(writers: dict, paths: dict[str, str]) -> None:
     """After a failure: close what is open and delete every file begun (best effort)."""
     for writer in writers.values():
         try:
