@@ -192,14 +192,20 @@ def test_the_cards_features_are_spelled_as_datasets_spells_them():
         assert yaml_features(sink, "key") == features._to_yaml_list(), sink
 
 
-def test_a_readme_convnorm_did_not_write_refuses_an_hf_run_before_it_runs(tmp_path):
+@pytest.mark.slow
+def test_the_plan_of_an_hf_run_lists_the_card_and_a_readme_convnorm_did_not_write_refuses_it(tmp_path, capsys):
     from pipeline.cli.main import main
 
+    (tmp_path / "in.jsonl").write_text(json.dumps(INPUTS["a.jsonl"][0]) + "\n")
     out = tmp_path / "out"
+    argv = ["--input", str(tmp_path / "in.jsonl"), "--output", str(out), "--sink", "hf"]
+    assert main([*argv, "--dry-run"]) == 0
+    assert f"{out}/summary.json, {out}/README.md, " in capsys.readouterr().out
     out.mkdir()
     (out / "README.md").write_text("mine")
-    (tmp_path / "in.jsonl").write_text(json.dumps(INPUTS["a.jsonl"][0]) + "\n")
-    assert main(["--input", str(tmp_path / "in.jsonl"), "--output", str(out), "--sink", "hf", "--quiet"]) == 2
+    assert main([*argv, "--dry-run"]) == 2
+    assert main([*argv, "--quiet"]) == 2  # before anything runs
+    assert "README.md" in capsys.readouterr().err
     assert (out / "README.md").read_text() == "mine"
     assert sorted(p.name for p in out.iterdir()) == ["README.md"]
 
