@@ -139,7 +139,7 @@ def output_lines(job: Job, spec: OutputSpec) -> list[str]:
         # Another output of the run's is a --split's records (pipeline.graph.dataset_steps).
         about = what.get(name, f"the {name} split's records (--split)")
         lines.append(f"  {output}/{name}/part-00000{extension}{last}  {about}")
-    extras = [spec.summary_file, MANIFEST_FILE, SUCCESS_FILE]
+    extras = [spec.summary_file, *([spec.card.name] if spec.card else []), MANIFEST_FILE, SUCCESS_FILE]
     if spec.command == "run" and job.options.view_as(ConvNormOptions).report:
         extras.append(REPORT_FILE)
     lines.append("  " + ", ".join(f"{output}/{name}" for name in extras))

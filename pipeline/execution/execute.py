@@ -255,6 +255,7 @@ def execute(
                     spec.recount,
                     page_name,
                     progress,
+                    (spec.card.name, spec.card.render) if spec.card else None,
                 )
                 page = finalizing.write_manifest(
                     output,

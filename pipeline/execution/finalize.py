@@ -9,7 +9,8 @@ while the pipeline runs. Afterwards the driver (``finalize``):
    place (``normalized/part-00000.jsonl``, ...), never over a file it does not own;
 3. checks every reported file is there with the bytes and records reported, and rewrites the
    summary's record counts from the files on disk;
-4. writes ``_convnorm_manifest.json`` (every file with records, bytes and sha256, the options,
+4. writes ``summary.json`` and, for an ``hf`` run, the dataset card (``README.md``), then
+   ``_convnorm_manifest.json`` (every file with records, bytes and sha256, the options,
    the versions) and, only if nothing is missing, ``_SUCCESS`` — last.
 
 ``Progress`` says how far it got, for the message when a step fails. ``rewrite_page`` writes
@@ -127,7 +128,7 @@ def _write_recorded(
     entry = manifest_entry(name, data, records)
     creating = [e for e in lock.content.get("creating", []) if not (isinstance(e, dict) and e.get("path") == name)]
     lock.record(creating=[*creating, entry])
-    mime = {".json": "application/json", ".html": "text/html"}.get(
+    mime = {".json": "application/json", ".html": "text/html", ".md": "text/markdown"}.get(
         os.path.splitext(name)[1], "application/octet-stream"
     )
     if replacing is not None and not matches(FileSystems.join(output, name), manifest_entry(name, replacing)):
@@ -165,6 +166,7 @@ def finalize(
     recount: Callable[[dict, dict], dict],
     page: str | None = None,
     progress: Progress | None = None,
+    card: tuple[str, Callable[[dict], bytes | None]] | None = None,
 ) -> tuple[Finalized, dict]:
     """Move the reported files into place and check them; returns (result, summary).
 
@@ -177,6 +179,8 @@ def finalize(
     with the records of the files in place, then written to ``OUTPUT/summary_name``. ``page``
     (report.html) is written afterwards by ``write_page``; its name must be free too.
     ``progress`` is kept up to date with the step under way (what a failure leaves on disk).
+    ``card`` (``(name, render)``): a file drawn from the records in place (the dataset card),
+    written after the summary; ``render`` returns None when there is nothing to write.
     """
     progress = progress if progress is not None else Progress()
     progress.outputs = tuple(outputs)
@@ -190,7 +194,7 @@ def finalize(
     replaced = previous.paths(output) if previous else set()
     listed = _present(output, outputs)
     directories = {FileSystems.join(output, name) for name in outputs}
-    side = [summary_name, *([page] if page else []), MANIFEST_FILE, SUCCESS_FILE]
+    side = [summary_name, *([card[0]] if card else []), *([page] if page else []), MANIFEST_FILE, SUCCESS_FILE]
     in_the_way = [final for _, _, final in moves if final in listed and final not in replaced]
     in_the_way += [p for p in (FileSystems.join(output, n) for n in side) if exists(p) and p not in replaced]
     in_the_way += [p for p in directories if files.is_link(p)]
@@ -265,6 +269,11 @@ def finalize(
     progress.step = f"writing {summary_name}"
     result.files.append(_write_recorded(lock, output, summary_name, document_bytes(summary)))
     progress.written.append(summary_name)
+    data = card[1](result.counts) if card else None
+    if card and data is not None:
+        progress.step = f"writing {card[0]}"
+        result.files.append(_write_recorded(lock, output, card[0], data, 0))  # no records: a description
+        progress.written.append(card[0])
     return result, summary
 
 

@@ -1,6 +1,7 @@
-"""What a command writes under ``--output`` (``OutputSpec``): its shard outputs, its summary and
-its page. ``run_spec`` is the run's, ``VALIDATE_SPEC`` validate's; ``pipeline.execution.execute``
-checks and finalizes what a spec names, ``pipeline.cli.dry_run`` shows it."""
+"""What a command writes under ``--output`` (``OutputSpec``): its shard outputs, its summary,
+an ``hf`` run's dataset card and its page. ``run_spec`` is the run's, ``VALIDATE_SPEC``
+validate's; ``pipeline.execution.execute`` checks and finalizes what a spec names,
+``pipeline.cli.dry_run`` shows it."""
 
 from __future__ import annotations
 
@@ -9,8 +10,9 @@ from dataclasses import dataclass
 from typing import Callable
 
 from pipeline.config.options import Job
+from pipeline.io.dataset_card import dataset_card
 from pipeline.io.file_formats import FILE_FORMATS
-from pipeline.io.output_names import SUMMARY_FILE, VALIDATION_FILE
+from pipeline.io.output_names import CARD_FILE, SUMMARY_FILE, VALIDATION_FILE
 from transforms import summary as summaries
 from transforms.dataset_keys import output_names
 
@@ -26,6 +28,16 @@ class Page:
 
 
 @dataclass(frozen=True)
+class Card:
+    """A file drawn from what finalize put in place, written beside the summary (the dataset
+    card, ``README.md``): planned, checked and listed in the manifest like it."""
+
+    name: str
+    #: ``render(records per output folder on disk)`` -> its bytes, or None: nothing to write.
+    render: Callable[[dict], bytes | None]
+
+
+@dataclass(frozen=True)
 class OutputSpec:
     """What a command writes under ``--output``."""
 
@@ -35,11 +47,12 @@ class OutputSpec:
     #: ``recount(summary, records per output on disk)`` -> the summary written.
     recount: Callable[[dict, dict], dict]
     page: Page | None = None
+    card: Card | None = None
 
     @property
     def side_files(self) -> tuple[str, ...]:
         """The files it writes at the top of ``--output`` (besides manifest and marker)."""
-        return (self.summary_file, *([self.page.name] if self.page else []))
+        return (self.summary_file, *([self.card.name] if self.card else []), *([self.page.name] if self.page else []))
 
     @property
     def names(self) -> tuple[str, ...]:
@@ -47,13 +60,20 @@ class OutputSpec:
 
 
 def run_spec(job: Job) -> OutputSpec:
-    """What ``build`` writes under ``--output``: with ``--split``, each split's directory too."""
-    records = {name: FILE_FORMATS[job.output_format].extension for name in output_names(job.settings.splits)}
+    """What ``build`` writes under ``--output``: with ``--split``, each split's directory too;
+    with ``--sink hf``, the dataset card that loads them (``pipeline.io.dataset_card``)."""
+    extension = FILE_FORMATS[job.output_format].extension
+    records = {name: extension for name in output_names(job.settings.splits)}
+    card = None
+    if job.settings.sink == "hf":
+        render = functools.partial(dataset_card, "hf", job.settings.id_field, extension, tuple(records))
+        card = Card(CARD_FILE, render)
     return OutputSpec(
         "run",
         {**records, "drops": ".jsonl", "dead_letter": ".jsonl"},
         SUMMARY_FILE,
         summaries.RUN.recount if not job.settings.splits else functools.partial(recount_splits, tuple(records)),
+        card=card,
     )
 
 

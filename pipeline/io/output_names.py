@@ -49,6 +49,11 @@ VALIDATION_FILE = "validation.json"
 REPORT_FILE = "report.html"
 
 
+#: An ``hf`` run's dataset card: which files each split is, the features of every part
+#: (``pipeline.io.dataset_card``), for ``datasets.load_dataset(<output>)``.
+CARD_FILE = "README.md"
+
+
 #: Where a batch run keeps its drop lines, and a streaming run (one file per landed file).
 DROPS_PATTERNS = ("drops/part-*.jsonl", "*/*/drops.jsonl")
 

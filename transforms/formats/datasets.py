@@ -9,7 +9,11 @@ takes, for loading a whole multi-part output as one dataset::
 
 Apart from the schemas because it looks the writers up (``transforms.formats.WRITERS``), which
 import the schemas: nothing in ``transforms/formats/`` imports this module. No ``datasets``
-import: the description is plain dicts."""
+import: the description is plain dicts.
+
+``yaml_features`` is the same description as a dataset card's ``dataset_info.features`` spells
+it (``datasets.Features._to_yaml_list``): the ``README.md`` an ``hf`` run writes
+(``pipeline.io.dataset_card``) declares it, so that ``load_dataset(<output>)`` needs nothing else."""
 
 from __future__ import annotations
 
@@ -36,3 +40,30 @@ def datasets_features(sink: str, id_field: str = "id") -> dict[str, Any]:
     if schema is None:
         raise ValueError(f"sink {sink!r} declares no schema (its records keep the input's own fields)")
     return {(id_field if key == ID else key): _feature(value) for key, value in schema.items()}
+
+
+def _yaml_type(schema: Any) -> dict[str, Any]:
+    """A field's type as the card's YAML spells it: ``dtype: json``, ``struct: [...]``, ``list: ...``."""
+    if schema == JSON:
+        return {"dtype": "json"}
+    if isinstance(schema, str):
+        return {"dtype": schema}
+    if isinstance(schema, list):
+        (item,) = schema
+        inner = _yaml_type(item)
+        # datasets' shorthand: a list of a scalar names its dtype, a list of an object its fields.
+        if list(inner) == ["dtype"]:
+            return {"list": inner["dtype"]}
+        if list(inner) == ["struct"]:
+            return {"list": inner["struct"]}
+        return {"list": inner}
+    return {"struct": [{"name": key, **_yaml_type(value)} for key, value in schema.items()]}
+
+
+def yaml_features(sink: str, id_field: str = "id") -> list[dict[str, Any]]:
+    """``dataset_info.features`` of a dataset card for the records ``sink`` writes, in the
+    declared order: what ``datasets.Features._from_yaml_list`` reads back as ``datasets_features``."""
+    schema = WRITERS[sink].schema
+    if schema is None:
+        raise ValueError(f"sink {sink!r} declares no schema (its records keep the input's own fields)")
+    return [{"name": id_field if key == ID else key, **_yaml_type(value)} for key, value in schema.items()]

@@ -25,7 +25,9 @@ One record per conversation::
 
 Free-form values (the arguments, each tool) are ``JSON`` in the schema: ``datasets`` loads them
 as ``Json`` features, decoded to objects; as Parquet (``--output-format parquet``) they are
-Arrow JSON columns, so ``load_dataset("parquet", data_files=parts)`` needs nothing else.
+Arrow JSON columns, so ``load_dataset("parquet", data_files=parts)`` needs nothing else. A run
+writes a dataset card declaring the schema (``pipeline.io.dataset_card``), so that
+``load_dataset(<output>)`` needs nothing either, JSON Lines or Parquet.
 """
 
 from __future__ import annotations
