@@ -206,8 +206,6 @@ SDK = {
 
 #: Bodies the writers get wrong (each fixed in a commit of its own).
 BROKEN = {
-    ("bedrock-converse", "pa-an-tool-with-thinking"): "an empty tool description (Converse: min length 1)",
-    ("bedrock-converse", "pa-gm-call-signature"): "an empty tool description (Converse: min length 1)",
     ("openai-responses", "pa-an-thinking-then-text"): "no strict on a function tool (FunctionToolParam requires it)",
     ("openai-responses", "pa-an-tool-with-thinking"): "no strict on a function tool (FunctionToolParam requires it)",
     ("openai-responses", "pa-ds-reasoner-tools"): "no strict on a function tool (FunctionToolParam requires it)",
@@ -225,3 +223,17 @@ def test_every_body_validates_with_the_providers_sdk(record_id, sink, request):
     sdk_checks.needs(module)
     body, _ = run(record_id, sink)
     assert errors(body) == []
+
+
+def test_an_empty_tool_description_is_left_out_of_converse_counted():
+    """Converse refuses a toolSpec description of length 0; pydantic-ai sends ``description: ''``."""
+    body, metrics = run("pa-an-tool-with-thinking", "bedrock-converse")
+    assert body["toolConfig"]["tools"] == [
+        {
+            "toolSpec": {
+                "name": "get_user_country",
+                "inputSchema": {"json": {"additionalProperties": False, "properties": {}, "type": "object"}},
+            }
+        }
+    ]
+    assert metrics["writer_report"] == {"discarded_tool_fields": {"description": 1}}

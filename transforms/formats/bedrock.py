@@ -438,7 +438,8 @@ def _converse_messages(messages: list[Any], originals: Originals) -> list[Any]:
 
 
 def _tool_spec(tool: Any, ctx: WriteContext) -> dict[str, Any]:
-    """One tool definition as a Converse ``Tool``: ``{toolSpec: {name, description?, inputSchema: {json}}}``."""
+    """One tool definition as a Converse ``Tool``: ``{toolSpec: {name, description?, inputSchema: {json}}}``
+    (an empty ``description`` left out, counted ``discarded_tool_fields.description``)."""
     if isinstance(tool, dict) and len(tool) == 1 and ("toolSpec" in tool or "systemTool" in tool):
         return tool  # already a Converse tool
     name = tool_name(tool)
@@ -447,8 +448,12 @@ def _tool_spec(tool: Any, ctx: WriteContext) -> dict[str, Any]:
     else:
         spec = bare_function_schema(tool, ctx, "Bedrock Converse")
     out: dict[str, Any] = {"name": spec["name"]}
-    if isinstance(spec.get("description"), str):
-        out["description"] = spec["description"]
+    description = spec.get("description")
+    if isinstance(description, str) and description:
+        out["description"] = description
+    elif description == "":
+        # Converse refuses a description of length 0 (its minimum is 1); an empty one says nothing.
+        count_written(ctx, "discarded_tool_fields", key="description")
     out["inputSchema"] = {"json": spec.get("parameters") or {"type": "object", "properties": {}}}
     return {"toolSpec": out}
 
