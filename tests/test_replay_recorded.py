@@ -204,21 +204,10 @@ SDK = {
 }
 
 
-#: Bodies the writers get wrong (each fixed in a commit of its own).
-BROKEN = {
-    ("openai-responses", "pa-an-thinking-then-text"): "no strict on a function tool (FunctionToolParam requires it)",
-    ("openai-responses", "pa-an-tool-with-thinking"): "no strict on a function tool (FunctionToolParam requires it)",
-    ("openai-responses", "pa-ds-reasoner-tools"): "no strict on a function tool (FunctionToolParam requires it)",
-    ("openai-responses", "pa-gm-call-signature"): "no strict on a function tool (FunctionToolParam requires it)",
-}
-
-
 @pytest.mark.slow  # the first use of an SDK imports it (about a second or more)
 @pytest.mark.parametrize("record_id", sorted(RECORDS))
 @pytest.mark.parametrize("sink", SINKS)
-def test_every_body_validates_with_the_providers_sdk(record_id, sink, request):
-    if (sink, record_id) in BROKEN:
-        request.applymarker(pytest.mark.xfail(strict=True, reason=BROKEN[sink, record_id]))
+def test_every_body_validates_with_the_providers_sdk(record_id, sink):
     module, errors = SDK[sink]
     sdk_checks.needs(module)
     body, _ = run(record_id, sink)
@@ -237,3 +226,49 @@ def test_an_empty_tool_description_is_left_out_of_converse_counted():
         }
     ]
     assert metrics["writer_report"] == {"discarded_tool_fields": {"description": 1}}
+
+
+def test_responses_function_tools_carry_strict_and_always_have_it():
+    """FunctionToolParam requires ``strict`` (and ``parameters``), each may be null: a source's
+    flag is carried; a tool without one gets false (its source's default: Chat Completions and
+    the other providers' tools are not strict), counted ``derived_tool_fields.strict``."""
+    body, metrics = run("pa-ds-reasoner-tools", "openai-responses")
+    assert [(t["name"], t["strict"]) for t in body["tools"]] == [
+        ("load_capability", True),
+        ("get_player_name", False),
+        ("roll_dice", False),
+        ("search_tools", True),
+    ]
+    assert metrics["writer_report"] == {"derived_tool_fields": {"strict": 2}}
+
+
+@pytest.mark.parametrize(
+    "tool,strict",
+    [
+        ({"type": "function", "name": "f", "parameters": {"type": "object"}}, None),  # the API's own default
+        ({"type": "function", "name": "f", "parameters": {"type": "object"}, "strict": False}, False),
+        ({"type": "function", "function": {"name": "f", "parameters": {"type": "object"}, "strict": None}}, None),
+        ({"name": "f", "input_schema": {"type": "object"}}, False),
+    ],
+    ids=["responses-none", "responses-false", "chat-null", "anthropic"],
+)
+def test_responses_strict_of_each_source_shape(tool, strict):
+    record = {"messages": [{"role": "user", "content": "hi"}], "tools": [tool]}
+    outcome = process_record(
+        RawRecord("x.jsonl", 0, json.dumps(record).encode()), Settings(sink="openai-responses", model="m")
+    )
+    assert outcome.record["tools"] == [
+        {"type": "function", "name": "f", "parameters": {"type": "object"}, "strict": strict}
+    ]
+
+
+def test_responses_tool_without_parameters_gets_null():
+    record = {
+        "messages": [{"role": "user", "content": "hi"}],
+        "tools": [{"type": "function", "function": {"name": "f"}}],
+    }
+    outcome = process_record(
+        RawRecord("x.jsonl", 0, json.dumps(record).encode()), Settings(sink="openai-responses", model="m")
+    )
+    assert outcome.record["tools"] == [{"type": "function", "name": "f", "parameters": None, "strict": False}]
+    assert outcome.metrics["writer_report"] == {"derived_tool_fields": {"parameters": 1, "strict": 1}}
