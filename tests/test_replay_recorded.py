@@ -272,3 +272,24 @@ def test_responses_tool_without_parameters_gets_null():
     )
     assert outcome.record["tools"] == [{"type": "function", "name": "f", "parameters": None, "strict": False}]
     assert outcome.metrics["writer_report"] == {"derived_tool_fields": {"parameters": 1, "strict": 1}}
+
+
+def _anthropic_outcome(record: dict[str, Any], **settings: Any):
+    raw = RawRecord("recorded.jsonl", 0, json.dumps(record).encode())
+    return process_record(raw, Settings(sink="anthropic", **settings))
+
+
+@pytest.mark.parametrize("own", [2048, None], ids=["record-max-tokens", "max-tokens-option"])
+def test_a_thinking_budget_not_below_max_tokens_is_refused_by_name(own):
+    """Anthropic refuses ``budget_tokens`` >= ``max_tokens``: the record is a dead letter that
+    says so (the budget is the logged one; raising max_tokens would change the replay)."""
+    record = {k: v for k, v in RECORDS["pa-an-tool-with-thinking"].items() if k != "max_tokens"}
+    if own is not None:
+        record["max_tokens"] = own
+    letter = _anthropic_outcome(record, max_tokens=2048).dead_letter
+    assert letter["reason"] == "unwritable"
+    assert letter["detail"].startswith("anthropic: thinking_budget_too_large: thinking.budget_tokens 3000")
+    assert "max_tokens 2048" in letter["detail"]
+    assert ("the record's own" if own else "--max-tokens: pass a larger one") in letter["detail"]
+    # One more token than the budget is enough.
+    assert _anthropic_outcome(record | {"max_tokens": 3001}).dead_letter is None

@@ -440,7 +440,7 @@ def write_anthropic(record: dict[str, Any], ctx: WriteContext) -> dict[str, Any]
         out["max_tokens"] = ctx.max_tokens
     if system:
         out["system"] = system
-    thinking = _thinking_config(record, turns, ctx)
+    thinking = _thinking_config(record, turns, ctx, out.get("max_tokens"))
     if thinking is not None:
         out["thinking"] = thinking
     out["messages"] = turns
@@ -462,13 +462,16 @@ _THINKING_TYPES = frozenset(("enabled", "adaptive", "disabled", "between_tools")
 _THINKING_ON = frozenset(("enabled", "adaptive"))
 
 
-def _thinking_config(record: dict[str, Any], turns: list[Any], ctx: WriteContext) -> Any:
+def _thinking_config(record: dict[str, Any], turns: list[Any], ctx: WriteContext, max_tokens: Any) -> Any:
     """The record's ``thinking`` config to write back, or ``None``.
 
     Written when it is Anthropic's shape and the body can be sent with it: thinking on needs
     the assistant turn that opens the last tool use to start with a thinking block (the API's
     400 otherwise); without one the config is left out and counted (``thinking_config_dropped``):
-    the replay runs with thinking off, as the body's turns do.
+    the replay runs with thinking off, as the body's turns do. A ``budget_tokens`` not below the
+    body's ``max_tokens`` (which the API refuses) is a ``FormatError``
+    (``thinking_budget_too_large``): the budget is the logged one, and a larger max_tokens is the
+    user's call (``--max-tokens`` for records without one).
     """
     config = record.get("thinking")
     if not isinstance(config, dict) or config.get("type") not in _THINKING_TYPES:
@@ -476,7 +479,18 @@ def _thinking_config(record: dict[str, Any], turns: list[Any], ctx: WriteContext
     if config["type"] in _THINKING_ON and not _last_tool_turn_thinks(turns):
         count_written(ctx, "thinking_config_dropped")
         return None
+    budget = config.get("budget_tokens")
+    if _count(budget) and _count(max_tokens) and budget >= max_tokens:
+        whose = "the record's own" if _count(record.get("max_tokens")) else "--max-tokens: pass a larger one"
+        raise FormatError(
+            "thinking_budget_too_large",
+            f"thinking.budget_tokens {budget} is not below max_tokens {max_tokens} ({whose}), which Anthropic refuses",
+        )
     return config
+
+
+def _count(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
 
 
 def _last_tool_turn_thinks(turns: list[Any]) -> bool:
