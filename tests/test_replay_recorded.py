@@ -293,3 +293,43 @@ def test_a_thinking_budget_not_below_max_tokens_is_refused_by_name(own):
     assert ("the record's own" if own else "--max-tokens: pass a larger one") in letter["detail"]
     # One more token than the budget is enough.
     assert _anthropic_outcome(record | {"max_tokens": 3001}).dead_letter is None
+
+
+def _without_config(*, ending_on_the_answer: bool) -> dict[str, Any]:
+    """The recorded thinking-then-text body as a log that kept no ``thinking`` config; ending on
+    the answer: without the user's turn after it."""
+    record = {k: v for k, v in RECORDS["pa-an-thinking-then-text"].items() if k != "thinking"}
+    if ending_on_the_answer:
+        record["messages"] = record["messages"][:2]
+    return record
+
+
+def test_thinking_blocks_without_a_config_leave_a_final_assistant_turn_counted():
+    """With no config the replay runs with thinking off. The API takes thinking blocks in an
+    earlier turn then (it ignores them): they stay, as they were. It refuses them in the final
+    assistant turn ("When thinking is disabled, an assistant message in the final position
+    cannot contain thinking"): there they are left out, counted in the ledger under their own
+    name, and the text stays."""
+    earlier = _without_config(ending_on_the_answer=False)
+    outcome = _anthropic_outcome(earlier)
+    assert "thinking" not in outcome.record
+    assert outcome.record["messages"][1]["content"] == earlier["messages"][1]["content"]
+    assert "discarded" not in outcome.metrics and "writer_report" not in outcome.metrics
+
+    source = _without_config(ending_on_the_answer=True)
+    outcome = _anthropic_outcome(source)
+    body = outcome.record
+    assert "thinking" not in body
+    assert body["messages"][-1]["content"] == source["messages"][1]["content"][1:]
+    thinking = source["messages"][1]["content"][0]
+    assert outcome.metrics["discarded"] == {"thinking": {"fields": 1, "chars": text_chars(thinking)}}
+    assert outcome.metrics["writer_report"] == {"final_thinking_dropped": 1}
+
+
+@pytest.mark.slow  # the first use of an SDK imports it (about a second or more)
+def test_bodies_without_a_thinking_config_validate():
+    sdk_checks.needs("anthropic")
+    for ending in (False, True):
+        assert (
+            sdk_checks.anthropic_errors(_anthropic_outcome(_without_config(ending_on_the_answer=ending)).record) == []
+        )

@@ -443,6 +443,8 @@ def write_anthropic(record: dict[str, Any], ctx: WriteContext) -> dict[str, Any]
     thinking = _thinking_config(record, turns, ctx, out.get("max_tokens"))
     if thinking is not None:
         out["thinking"] = thinking
+    if thinking is None or thinking.get("type") == "disabled":
+        _drop_final_thinking(turns, ctx)
     out["messages"] = turns
     tools = tools_for(record, ctx)
     tools = [anthropic_tool(t, ctx) for t in tools] if tools is not None else []
@@ -491,6 +493,27 @@ def _thinking_config(record: dict[str, Any], turns: list[Any], ctx: WriteContext
 
 def _count(value: Any) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _drop_final_thinking(turns: list[Any], ctx: WriteContext) -> None:
+    """With thinking off, the reasoning blocks of a final assistant turn are left out, counted
+    in the ledger under their type and ``final_thinking_dropped``: the API refuses them there
+    ("When thinking is disabled, an assistant message in the final position cannot contain
+    thinking"), and takes (and ignores) those of earlier turns, which stay as they were."""
+    if not turns or turns[-1]["role"] != "assistant":
+        return
+    blocks = turns[-1]["content"]
+    kept = [b for b in blocks if not (isinstance(b, dict) and b.get("type") in _REASONING)]
+    if len(kept) == len(blocks):
+        return
+    for block in blocks:
+        if isinstance(block, dict) and block.get("type") in _REASONING:
+            note(ctx.discarded, block["type"], block)
+    count_written(ctx, "final_thinking_dropped")
+    if kept:
+        turns[-1] = {**turns[-1], "content": kept}
+    else:
+        turns.pop()  # only reasoning: the turn goes (the user's before it ends the body)
 
 
 def _last_tool_turn_thinks(turns: list[Any]) -> bool:
