@@ -333,3 +333,68 @@ def test_bodies_without_a_thinking_config_validate():
         assert (
             sdk_checks.anthropic_errors(_anthropic_outcome(_without_config(ending_on_the_answer=ending)).record) == []
         )
+
+
+def test_bedrock_thinking_config_comes_back_with_its_reasoning():
+    """Claude on Bedrock takes its ``thinking`` config in ``additionalModelRequestFields``: the
+    recorded one comes back with the body (else the replay would run with thinking off)."""
+    for record_id in ("pa-br-reasoning-text", "pa-br-redacted"):
+        body, metrics = run(record_id, "bedrock-converse")
+        assert body["additionalModelRequestFields"] == RECORDS[record_id]["additionalModelRequestFields"]
+        assert "writer_report" not in metrics
+
+
+#: A Converse call turn with Claude's reasoning before it, thinking on (hand-written, in the
+#: recorded records' shape).
+CONVERSE_CALL = {
+    "modelId": "us.anthropic.claude-sonnet-4-20250514-v1:0",
+    "additionalModelRequestFields": {"thinking": {"budget_tokens": 1024, "type": "enabled"}, "top_k": 5},
+    "inferenceConfig": {"maxTokens": 4096},
+    "toolConfig": {"tools": [{"toolSpec": {"name": "get_weather", "inputSchema": {"json": {"type": "object"}}}}]},
+    "messages": [
+        {"role": "user", "content": [{"text": "Weather in Lima?"}]},
+        {
+            "role": "assistant",
+            "content": [
+                {"reasoningContent": {"reasoningText": {"text": "Call the tool.", "signature": "EqwCCkgI"}}},
+                {"toolUse": {"toolUseId": "tooluse_1", "name": "get_weather", "input": {"city": "Lima"}}},
+            ],
+        },
+        {"role": "user", "content": [{"toolResult": {"toolUseId": "tooluse_1", "content": [{"text": "19C"}]}}]},
+    ],
+}
+
+
+def _converse(record: dict[str, Any], **settings: Any):
+    raw = RawRecord("x.jsonl", 0, json.dumps(record).encode())
+    return process_record(raw, Settings(sink="bedrock-converse", **settings))
+
+
+def test_bedrock_thinking_config_without_the_reasoning_before_the_call_is_dropped_counted():
+    """As on Anthropic: thinking on, the turn that opens the last tool use must start with its
+    reasoning; without it the ``thinking`` key is left out (the other fields stay), counted."""
+    kept = _converse(CONVERSE_CALL)
+    assert kept.record["additionalModelRequestFields"] == CONVERSE_CALL["additionalModelRequestFields"]
+    dropped = _converse(CONVERSE_CALL, reasoning="drop")
+    assert dropped.record["additionalModelRequestFields"] == {"top_k": 5}
+    assert dropped.metrics["writer_report"] == {"thinking_config_dropped": 1}
+    only_thinking = {
+        **CONVERSE_CALL,
+        "additionalModelRequestFields": {"thinking": {"type": "enabled", "budget_tokens": 1024}},
+    }
+    assert "additionalModelRequestFields" not in _converse(only_thinking, reasoning="drop").record
+
+
+def test_bedrock_thinking_budget_not_below_max_tokens_is_refused_by_name():
+    record = {**CONVERSE_CALL, "inferenceConfig": {"maxTokens": 1024}}
+    letter = _converse(record).dead_letter
+    assert letter["reason"] == "unwritable"
+    assert letter["detail"].startswith("bedrock-converse: thinking_budget_too_large: thinking.budget_tokens 1024")
+    assert "maxTokens 1024" in letter["detail"]
+
+
+@pytest.mark.slow  # the first use of an SDK imports it (about a second or more)
+def test_converse_bodies_with_model_fields_validate():
+    sdk_checks.needs("botocore")
+    for settings in ({}, {"reasoning": "drop"}):
+        assert sdk_checks.bedrock_errors(_converse(CONVERSE_CALL, **settings).record) == []

@@ -43,7 +43,7 @@ from __future__ import annotations
 
 import json
 import re
-from typing import Any
+from typing import Any, TypeGuard
 
 from transforms.formats import media, reasoning
 from transforms.formats._common import (
@@ -491,7 +491,7 @@ def _thinking_config(record: dict[str, Any], turns: list[Any], ctx: WriteContext
     return config
 
 
-def _count(value: Any) -> bool:
+def _count(value: Any) -> TypeGuard[int]:
     return isinstance(value, int) and not isinstance(value, bool)
 
 
