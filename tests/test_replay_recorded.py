@@ -80,7 +80,7 @@ WRITTEN: dict[str, Callable[[dict[str, Any]], list[Any]]] = {
     "openai-responses": _responses,
     "bedrock-converse": _bedrock,
 }
-#: The sink that writes each record back to its own provider.
+#: The sink that writes each record holding reasoning back to its own provider.
 OWN_SINK = {
     "pa-an-tool-with-thinking": "anthropic",
     "pa-an-thinking-then-text": "anthropic",
@@ -112,12 +112,16 @@ def discarded_reasoning(metrics: dict[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in (metrics.get("discarded") or {}).items() if k in REASONING_NAMES}
 
 
-def test_every_record_is_mapped_to_its_own_sink():
-    assert sorted(OWN_SINK) == sorted(RECORDS)
-    assert all(source_reasoning(record_id) for record_id in RECORDS)  # each holds some
+#: The records holding media (an image by URL).
+MEDIA_RECORDS = ("pa-an-image-url",)
 
 
-@pytest.mark.parametrize("record_id", sorted(RECORDS))
+def test_every_record_is_tested():
+    assert sorted([*OWN_SINK, *MEDIA_RECORDS]) == sorted(RECORDS)
+    assert all(source_reasoning(record_id) for record_id in OWN_SINK)  # each holds some
+
+
+@pytest.mark.parametrize("record_id", sorted(OWN_SINK))
 def test_own_provider_gets_the_reasoning_back_byte_for_byte(record_id):
     sink = OWN_SINK[record_id]
     body, metrics = run(record_id, sink)
@@ -163,7 +167,7 @@ def test_deepseek_reasoning_content_on_every_assistant_turn_the_empty_one_too():
     assert written[1]["reasoning_content"] == ""
 
 
-@pytest.mark.parametrize("record_id", sorted(RECORDS))
+@pytest.mark.parametrize("record_id", sorted(OWN_SINK))
 @pytest.mark.parametrize("sink", SINKS)
 def test_the_reasoning_balances_on_every_sink(record_id, sink):
     """Text of the source's reasoning = text written + text counted as discarded; on another
@@ -181,7 +185,7 @@ def test_the_reasoning_balances_on_every_sink(record_id, sink):
         assert sum(v["fields"] for v in discarded.values()) == len([p for p in source if not _empty(p)])
 
 
-@pytest.mark.parametrize("record_id", sorted(RECORDS))
+@pytest.mark.parametrize("record_id", sorted(OWN_SINK))
 def test_reasoning_drop_on_the_own_sink_counts_it_all(record_id):
     body, metrics = run(record_id, OWN_SINK[record_id], reasoning="drop")
     assert WRITTEN[OWN_SINK[record_id]](body) == []
@@ -192,6 +196,44 @@ def test_reasoning_drop_on_the_own_sink_counts_it_all(record_id):
 def test_a_redacted_block_is_opaque_and_counted_without_text():
     _, metrics = run("pa-br-redacted", "anthropic")
     assert metrics["discarded"] == {"reasoningContent": {"fields": 1, "chars": 0}}
+
+
+IMAGE_URL = RECORDS["pa-an-image-url"]["messages"][0]["content"][1]["source"]["url"]
+#: Where and how each sink that takes an image by URL writes the recorded one.
+IMAGE_WRITTEN = {
+    "anthropic": (lambda b: b["messages"][0]["content"][1], RECORDS["pa-an-image-url"]["messages"][0]["content"][1]),
+    "openai-batch": (
+        lambda b: b["body"]["messages"][0]["content"][1],
+        {"type": "image_url", "image_url": {"url": IMAGE_URL}},
+    ),
+    "openai-responses": (
+        lambda b: b["input"][0]["content"][1],
+        {"type": "input_image", "image_url": IMAGE_URL, "detail": "auto"},
+    ),
+}
+
+
+@pytest.mark.parametrize("sink", SINKS)
+def test_a_recorded_image_url_is_kept_where_the_sink_can_carry_it(sink):
+    """Anthropic, Chat Completions and Responses take an image by URL; Gemini (``fileData``
+    needs a MIME type a URL does not give) and Converse (it fetches no URL) do not: there the
+    placeholder stays, counted ``media_image`` with the URL's characters, so the media's text
+    balances too (the URL's characters in = written + discarded)."""
+    body, metrics = run("pa-an-image-url", sink)
+    discarded = (metrics.get("discarded") or {}).get("media_image")
+    if sink in IMAGE_WRITTEN:
+        where, expected = IMAGE_WRITTEN[sink]
+        assert where(body) == expected
+        assert discarded is None
+    else:
+        assert IMAGE_URL not in json.dumps(body) and "[image]" in json.dumps(body)
+        assert discarded == {"fields": 1, "chars": len(IMAGE_URL)}
+
+
+def test_a_recorded_image_url_with_media_drop_is_counted_everywhere():
+    body, metrics = run("pa-an-image-url", "anthropic", media="drop")
+    assert IMAGE_URL not in json.dumps(body)
+    assert metrics["discarded"] == {"media_image": {"fields": 1, "chars": len(IMAGE_URL)}}
 
 
 #: The SDK check of each sink's body.
