@@ -87,6 +87,7 @@ OWN_SINK = {
     "pa-br-reasoning-text": "bedrock-converse",
     "pa-br-redacted": "bedrock-converse",
     "pa-gm-call-signature": "gemini",
+    "pa-gm-text-signature": "gemini",
     "pa-ds-reasoner-tools": "openai-batch",
 }
 SINKS = sorted(WRITTEN)
@@ -151,6 +152,16 @@ def test_gemini_call_keeps_its_signature_and_id():
         "properties": {},
         "type": "object",
     }
+
+
+def test_gemini_text_signature_goes_back_on_the_answer_and_the_calls_on_its_call():
+    """A signature on the answer's text part (Gemini 2.5's, real) and the documented
+    ``skip_thought_signature_validator`` one on a call each go back on their own part."""
+    source = RECORDS["pa-gm-text-signature"]["contents"]
+    body, _ = run("pa-gm-text-signature", "gemini")
+    contents = body["contents"]
+    assert contents[1]["parts"][0]["thoughtSignature"] == source[1]["parts"][0]["thoughtSignature"]
+    assert contents[-1] == {"role": "model", "parts": source[-1]["parts"]}
 
 
 def test_bedrock_blocks_open_their_turn():
