@@ -10,7 +10,13 @@ Each record goes through the record path to its own provider's sink and to every
 - on any other sink it is left out and counted in the ledger under its own name;
 - the reasoning balances on every sink: its text in the source = its text written + its text
   counted as discarded;
+- a recorded image (by URL) is kept where the sink can carry it, else its placeholder stays,
+  counted;
 - the body validates with the provider's own SDK types, offline (``sdk_checks``).
+
+And the writer rules these bodies called for: an empty Converse tool description left out,
+``strict`` on every Responses function tool, Claude's thinking config on Bedrock, a thinking
+budget not below ``max_tokens`` refused, thinking blocks with no config written.
 """
 
 from __future__ import annotations
@@ -36,7 +42,6 @@ RECORDS = {
 REASONING_NAMES = frozenset(
     ("thinking", "redacted_thinking", "thought", "thoughtSignature", *reasoning.CHAT_KEYS, "reasoningContent")
 )
-
 
 #: Anthropic's reasoning blocks.
 ANTHROPIC_TYPES = frozenset(("thinking", "redacted_thinking"))
