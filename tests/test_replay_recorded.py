@@ -456,3 +456,11 @@ def test_converse_bodies_with_model_fields_validate():
     sdk_checks.needs("botocore")
     for settings in ({}, {"reasoning": "drop"}):
         assert sdk_checks.bedrock_errors(_converse(CONVERSE_CALL, **settings).record) == []
+
+
+def test_a_disabled_thinking_config_is_written_and_the_final_turn_left_without_its_blocks():
+    source = _without_config(ending_on_the_answer=True) | {"thinking": {"type": "disabled"}}
+    outcome = _anthropic_outcome(source)
+    assert outcome.record["thinking"] == {"type": "disabled"}
+    assert [b["type"] for b in outcome.record["messages"][-1]["content"]] == ["text"]
+    assert outcome.metrics["writer_report"] == {"final_thinking_dropped": 1}
