@@ -94,6 +94,7 @@ OWN_SINK = {
     "pa-gm-call-signature": "gemini",
     "pa-gm-text-signature": "gemini",
     "pa-ds-reasoner-tools": "openai-batch",
+    "pa-rs-reasoning-call": "openai-responses",
 }
 SINKS = sorted(WRITTEN)
 
@@ -173,6 +174,24 @@ def test_bedrock_blocks_open_their_turn():
     for record_id in ("pa-br-reasoning-text", "pa-br-redacted"):
         body, _ = run(record_id, "bedrock-converse")
         assert body["messages"][1]["content"][0] == RECORDS[record_id]["messages"][1]["content"][0]
+
+
+def test_responses_reasoning_item_goes_back_right_before_its_call():
+    """The encrypted reasoning gpt-5 returned with its call (the response's output, after the
+    request's input) comes back byte for byte right before that call; the call, left without
+    a result at the end of the log, gets MEM-5's synthetic one (healed)."""
+    source = RECORDS["pa-rs-reasoning-call"]["input"]
+    body, metrics = run("pa-rs-reasoning-call", "openai-responses")
+    kinds = [(item.get("type"), item.get("call_id")) for item in body["input"]]
+    assert kinds[3:] == [
+        ("message", None),
+        ("reasoning", None),
+        ("function_call", "call_LIXPi261Xx3dGYzlDsOoyHGk"),
+        ("function_call_output", "call_LIXPi261Xx3dGYzlDsOoyHGk"),
+    ]
+    assert body["input"][4] == source[4]
+    assert metrics["healed"] == 1
+    assert body["tools"][0]["strict"] is True
 
 
 def test_deepseek_reasoning_content_on_every_assistant_turn_the_empty_one_too():
