@@ -95,6 +95,7 @@ OWN_SINK = {
     "pa-gm-text-signature": "gemini",
     "pa-ds-reasoner-tools": "openai-batch",
     "pa-rs-reasoning-call": "openai-responses",
+    "pa-or-reasoning-details": "openai-batch",
 }
 SINKS = sorted(WRITTEN)
 
@@ -174,6 +175,16 @@ def test_bedrock_blocks_open_their_turn():
     for record_id in ("pa-br-reasoning-text", "pa-br-redacted"):
         body, _ = run(record_id, "bedrock-converse")
         assert body["messages"][1]["content"][0] == RECORDS[record_id]["messages"][1]["content"][0]
+
+
+def test_openrouter_reasoning_details_come_back_as_they_were():
+    """OpenRouter's ``reasoning_details`` (a summary, and the encrypted reasoning of the OpenAI
+    model behind it, ``id: null`` on the first) go back on their assistant message unchanged."""
+    line, _ = run("pa-or-reasoning-details", "openai-batch")
+    source = RECORDS["pa-or-reasoning-details"]["messages"][1]
+    written = line["body"]["messages"][1]
+    assert written["reasoning_details"] == source["reasoning_details"]
+    assert written["content"] == source["content"]
 
 
 def test_responses_reasoning_item_goes_back_right_before_its_call():
