@@ -180,3 +180,12 @@ def coercion_discards(messages: Any, ledger: dict[str, Any] | None = None) -> di
 def report(ledger: dict[str, Any]) -> dict[str, Any]:
     """The ledger as reported: ``{name: {"fields": n, "chars": c}}``, names sorted."""
     return {name: {"fields": ledger[name][0], "chars": ledger[name][1]} for name in sorted(ledger)}
+
+
+def add_to_report(reported: dict[str, Any] | None, ledger: dict[str, Any]) -> dict[str, Any]:
+    """A reported ledger (``report``'s shape, or ``None``) with ``ledger`` added, names sorted."""
+    merged = dict(reported or {})
+    for name, (fields, chars) in ledger.items():
+        entry = merged.get(name, {"fields": 0, "chars": 0})
+        merged[name] = {"fields": entry["fields"] + fields, "chars": entry["chars"] + chars}
+    return {name: merged[name] for name in sorted(merged)}

@@ -33,7 +33,7 @@ from transforms.formats._tools import value_at
 from transforms.formats.hf import write_hf
 from transforms.inputs import Parsed, RawRecord
 from transforms.jsontext import dumps_line
-from transforms.ledger import coercion_discards
+from transforms.ledger import add_to_report, coercion_discards
 from transforms.ledger import report as ledger_report
 from transforms.normalize import Trace, normalize_read
 from transforms.output_records import DropMetrics
@@ -274,6 +274,9 @@ def _write(
         raise RecordRefused(DeadLetterReason.UNWRITABLE, unwritable_detail(settings.sink, error)) from None
     if context.report:
         metrics["writer_report"] = context.report
+    if context.discarded:
+        # What the writer left out (reasoning a body cannot hold there), in the record's ledger.
+        metrics["discarded"] = add_to_report(metrics.get("discarded"), context.discarded)
     try:
         # Serialize here, inside the guard: a value JSON cannot hold (a Parquet decimal, a
         # lone surrogate) must make this record a dead letter, not fail the file writer. The

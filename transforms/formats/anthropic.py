@@ -43,7 +43,7 @@ from __future__ import annotations
 
 import json
 import re
-from typing import Any
+from typing import Any, TypeGuard
 
 from transforms.formats import media, reasoning
 from transforms.formats._common import (
@@ -440,9 +440,11 @@ def write_anthropic(record: dict[str, Any], ctx: WriteContext) -> dict[str, Any]
         out["max_tokens"] = ctx.max_tokens
     if system:
         out["system"] = system
-    thinking = _thinking_config(record, turns, ctx)
+    thinking = _thinking_config(record, turns, ctx, out.get("max_tokens"))
     if thinking is not None:
         out["thinking"] = thinking
+    if thinking is None or thinking.get("type") == "disabled":
+        _drop_final_thinking(turns, ctx)
     out["messages"] = turns
     tools = tools_for(record, ctx)
     tools = [anthropic_tool(t, ctx) for t in tools] if tools is not None else []
@@ -462,13 +464,16 @@ _THINKING_TYPES = frozenset(("enabled", "adaptive", "disabled", "between_tools")
 _THINKING_ON = frozenset(("enabled", "adaptive"))
 
 
-def _thinking_config(record: dict[str, Any], turns: list[Any], ctx: WriteContext) -> Any:
+def _thinking_config(record: dict[str, Any], turns: list[Any], ctx: WriteContext, max_tokens: Any) -> Any:
     """The record's ``thinking`` config to write back, or ``None``.
 
     Written when it is Anthropic's shape and the body can be sent with it: thinking on needs
     the assistant turn that opens the last tool use to start with a thinking block (the API's
     400 otherwise); without one the config is left out and counted (``thinking_config_dropped``):
-    the replay runs with thinking off, as the body's turns do.
+    the replay runs with thinking off, as the body's turns do. A ``budget_tokens`` not below the
+    body's ``max_tokens`` (which the API refuses) is a ``FormatError``
+    (``thinking_budget_too_large``): the budget is the logged one, and a larger max_tokens is the
+    user's call (``--max-tokens`` for records without one).
     """
     config = record.get("thinking")
     if not isinstance(config, dict) or config.get("type") not in _THINKING_TYPES:
@@ -476,7 +481,39 @@ def _thinking_config(record: dict[str, Any], turns: list[Any], ctx: WriteContext
     if config["type"] in _THINKING_ON and not _last_tool_turn_thinks(turns):
         count_written(ctx, "thinking_config_dropped")
         return None
+    budget = config.get("budget_tokens")
+    if _count(budget) and _count(max_tokens) and budget >= max_tokens:
+        whose = "the record's own" if _count(record.get("max_tokens")) else "--max-tokens: pass a larger one"
+        raise FormatError(
+            "thinking_budget_too_large",
+            f"thinking.budget_tokens {budget} is not below max_tokens {max_tokens} ({whose}), which Anthropic refuses",
+        )
     return config
+
+
+def _count(value: Any) -> TypeGuard[int]:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _drop_final_thinking(turns: list[Any], ctx: WriteContext) -> None:
+    """With thinking off, the reasoning blocks of a final assistant turn are left out, counted
+    in the ledger under their type and ``final_thinking_dropped``: the API refuses them there
+    ("When thinking is disabled, an assistant message in the final position cannot contain
+    thinking"), and takes (and ignores) those of earlier turns, which stay as they were."""
+    if not turns or turns[-1]["role"] != "assistant":
+        return
+    blocks = turns[-1]["content"]
+    kept = [b for b in blocks if not (isinstance(b, dict) and b.get("type") in _REASONING)]
+    if len(kept) == len(blocks):
+        return
+    for block in blocks:
+        if isinstance(block, dict) and block.get("type") in _REASONING:
+            note(ctx.discarded, block["type"], block)
+    count_written(ctx, "final_thinking_dropped")
+    if kept:
+        turns[-1] = {**turns[-1], "content": kept}
+    else:
+        turns.pop()  # only reasoning: the turn goes (the user's before it ends the body)
 
 
 def _last_tool_turn_thinks(turns: list[Any]) -> bool:

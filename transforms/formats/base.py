@@ -104,6 +104,9 @@ class WriteContext:
     #: record): ``count_written`` adds to it; the job reports it as the record's
     #: ``writer_report`` (in ``drops/``) and sums it per run (``summary.json``).
     report: dict[str, Any] = field(default_factory=dict, compare=False)
+    #: What the writer leaves out of the conversation's content, a ledger
+    #: (``transforms.ledger.note``): the job adds it to the record's own.
+    discarded: dict[str, Any] = field(default_factory=dict, compare=False)
     #: The record as parsed, before its reader mapped it: a writer that writes a record back
     #: in its own input format (a Batch line to ``openai-batch``) keeps from here everything it
     #: does not change. ``None`` when the job has no such record (a writer called alone).

@@ -35,7 +35,7 @@ Writer: see ``write_bedrock``.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, TypeGuard
 
 from transforms.formats import media, reasoning
 from transforms.formats._common import (
@@ -438,7 +438,8 @@ def _converse_messages(messages: list[Any], originals: Originals) -> list[Any]:
 
 
 def _tool_spec(tool: Any, ctx: WriteContext) -> dict[str, Any]:
-    """One tool definition as a Converse ``Tool``: ``{toolSpec: {name, description?, inputSchema: {json}}}``."""
+    """One tool definition as a Converse ``Tool``: ``{toolSpec: {name, description?, inputSchema: {json}}}``
+    (an empty ``description`` left out, counted ``discarded_tool_fields.description``)."""
     if isinstance(tool, dict) and len(tool) == 1 and ("toolSpec" in tool or "systemTool" in tool):
         return tool  # already a Converse tool
     name = tool_name(tool)
@@ -447,8 +448,12 @@ def _tool_spec(tool: Any, ctx: WriteContext) -> dict[str, Any]:
     else:
         spec = bare_function_schema(tool, ctx, "Bedrock Converse")
     out: dict[str, Any] = {"name": spec["name"]}
-    if isinstance(spec.get("description"), str):
-        out["description"] = spec["description"]
+    description = spec.get("description")
+    if isinstance(description, str) and description:
+        out["description"] = description
+    elif description == "":
+        # Converse refuses a description of length 0 (its minimum is 1); an empty one says nothing.
+        count_written(ctx, "discarded_tool_fields", key="description")
     out["inputSchema"] = {"json": spec.get("parameters") or {"type": "object", "properties": {}}}
     return {"toolSpec": out}
 
@@ -468,6 +473,52 @@ def _tool_config(record: dict[str, Any], messages: list[Any], ctx: WriteContext)
     if isinstance(record.get("toolChoice"), dict):
         config["toolChoice"] = record["toolChoice"]
     return config
+
+
+#: Claude's ``thinking`` config types that turn it on (as on the Messages API).
+_THINKING_ON = frozenset(("enabled", "adaptive"))
+
+
+def _model_fields(record: dict[str, Any], turns: list[Any], ctx: WriteContext) -> dict[str, Any] | None:
+    """The record's ``additionalModelRequestFields`` to write back (Claude's ``thinking`` config
+    is there), under Anthropic's rules: thinking on needs the turn that opens the last tool use
+    to start with its ``reasoningContent``, else the ``thinking`` key is left out (the other
+    fields stay), counted ``thinking_config_dropped``; a ``budget_tokens`` not below the
+    ``inferenceConfig.maxTokens`` is a ``FormatError`` (``thinking_budget_too_large``)."""
+    fields = record.get("additionalModelRequestFields")
+    if not isinstance(fields, dict):
+        return None
+    thinking = fields.get("thinking")
+    if not isinstance(thinking, dict) or thinking.get("type") not in _THINKING_ON:
+        return fields
+    if not _last_tool_turn_reasons(turns):
+        count_written(ctx, "thinking_config_dropped")
+        return {k: v for k, v in fields.items() if k != "thinking"}
+    budget = thinking.get("budget_tokens")
+    inference = record.get("inferenceConfig")
+    max_tokens = inference.get("maxTokens") if isinstance(inference, dict) else None
+    if _count(budget) and _count(max_tokens) and budget >= max_tokens:
+        raise FormatError(
+            "thinking_budget_too_large",
+            f"thinking.budget_tokens {budget} is not below inferenceConfig.maxTokens {max_tokens}, "
+            "which Claude refuses",
+        )
+    return fields
+
+
+def _count(value: Any) -> TypeGuard[int]:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _last_tool_turn_reasons(turns: list[Any]) -> bool:
+    """The last assistant turn holding a ``toolUse`` starts with ``reasoningContent`` (or there is none)."""
+    for turn in reversed(turns):
+        if turn["role"] != "assistant":
+            continue
+        blocks = turn["content"]
+        if any(isinstance(b, dict) and "toolUse" in b for b in blocks):
+            return isinstance(blocks[0], dict) and "reasoningContent" in blocks[0]
+    return True
 
 
 def write_bedrock(record: dict[str, Any], ctx: WriteContext) -> dict[str, Any]:
@@ -492,7 +543,8 @@ def write_bedrock(record: dict[str, Any], ctx: WriteContext) -> dict[str, Any]:
       (``{"type": "object"}``) for every called tool without one (counted
       ``derived_tool_definitions``), and the record's ``toolChoice``.
     - ``modelId`` = ``--model``, else the record's ``modelId`` or ``model``; the record's
-      ``inferenceConfig`` when it has one.
+      ``inferenceConfig`` when it has one, and its ``additionalModelRequestFields``
+      (``_model_fields``: Claude's ``thinking`` config under Anthropic's rules).
     - Server-side blocks of a Converse source record are written back as they were.
     """
     messages = normalized_messages(record, ctx.messages_field)
@@ -515,6 +567,9 @@ def write_bedrock(record: dict[str, Any], ctx: WriteContext) -> dict[str, Any]:
     out["messages"] = turns
     if isinstance(record.get("inferenceConfig"), dict):
         out["inferenceConfig"] = record["inferenceConfig"]
+    model_fields = _model_fields(record, turns, ctx)
+    if model_fields:
+        out["additionalModelRequestFields"] = model_fields
     config = _tool_config(record, messages, ctx)
     if config is not None:
         out["toolConfig"] = config
@@ -534,6 +589,7 @@ BEDROCK_WRITER = register_writer(
             "system": [JSON],
             "messages": [{"role": STRING, "content": [JSON]}],
             "inferenceConfig": JSON,
+            "additionalModelRequestFields": JSON,
             "toolConfig": JSON,
         },
     )

@@ -55,6 +55,7 @@ from transforms.formats.base import (
     Reader,
     WriteContext,
     Writer,
+    count_written,
     register_reader,
     register_writer,
 )
@@ -315,13 +316,30 @@ RESPONSES_READER = register_reader(
 # Writer
 
 
-def _responses_tool(tool: Any) -> dict[str, Any]:
+def _responses_tool(tool: Any, ctx: WriteContext) -> dict[str, Any]:
     """A tool definition in the Responses shape: the chat definition with ``function`` (or
-    ``custom``) flattened into it, ``{type: "function", name, description?, parameters?,
-    strict?}`` / ``{type: "custom", name, ...}``."""
+    ``custom``) flattened into it, ``{type: "function", name, description?, parameters,
+    strict}`` / ``{type: "custom", name, ...}``.
+
+    A function tool always has ``parameters`` and ``strict`` (``FunctionToolParam`` requires
+    both; either may be null): the source's when it has them; else ``parameters: null`` (no
+    schema, as the source had none) and ``strict: false`` for a tool of another shape (Chat
+    Completions and the other providers' tools are not strict unless they say so), ``strict:
+    null`` for one already in the Responses shape (the API's default, as the source relied on
+    it). Each one added is counted ``derived_tool_fields`` by key.
+    """
     chat = openai_tool(tool)  # names the tool in its FormatError when it cannot convert
     kind = chat["type"]
-    return {"type": kind, **chat[kind]}
+    out = {"type": kind, **chat[kind]}
+    if kind == "function":
+        if "parameters" not in out:
+            out["parameters"] = None
+            count_written(ctx, "derived_tool_fields", key="parameters")
+        if "strict" not in out:
+            responses_shaped = isinstance(tool, dict) and tool.get("type") == "function" and "function" not in tool
+            out["strict"] = None if responses_shaped else False
+            count_written(ctx, "derived_tool_fields", key="strict")
+    return out
 
 
 def write_responses(record: dict[str, Any], ctx: WriteContext) -> dict[str, Any]:
@@ -336,7 +354,8 @@ def write_responses(record: dict[str, Any], ctx: WriteContext) -> dict[str, Any]
       record declares custom → ``custom_tool_call`` with ``input``.
     - Results → ``function_call_output`` (or ``custom_tool_call_output``) ``{type, call_id,
       output}``, in place.
-    - ``tools`` (``--tools-field``) in the Responses shape; ``model`` = ``--model``, else the
+    - ``tools`` (``--tools-field``) in the Responses shape (``_responses_tool``: a function tool
+      always with ``parameters`` and ``strict``); ``model`` = ``--model``, else the
       record's (left out when neither exists).
 
     Like the other provider writers it moves nothing: a result outside the tool block right
@@ -347,7 +366,7 @@ def write_responses(record: dict[str, Any], ctx: WriteContext) -> dict[str, Any]
         raise FormatError("empty_conversation", "no messages to write")
     check_results_adjacent(messages)
     tools = tools_for(record, ctx)
-    tools = [_responses_tool(t) for t in tools] if tools else None
+    tools = [_responses_tool(t, ctx) for t in tools] if tools else None
     custom = frozenset(t.get("name") for t in tools or () if t["type"] == "custom")
     instructions = joined_system(messages)
     items = _input_items(messages, custom)
