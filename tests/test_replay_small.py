@@ -109,3 +109,18 @@ def test_cohere_v1_writes_to_every_provider_sink():
     for sink in ("openai-finetune", "anthropic", "gemini", "bedrock-converse", "openai-responses", "sharegpt"):
         result = outcome(COHERE["co-tool-use"], sink=sink, model="m", max_tokens=100)
         assert result.dead_letter is None, (sink, result.dead_letter)
+
+
+def test_cohere_v1_single_step_tool_results_read_as_the_call_they_repeat():
+    """cohere-python's own single-step request: no chat_history, the user's message beside the
+    results; each result's ``call`` is the call (read, not a ledger entry), then its result."""
+    record = json.loads((Path(__file__).parent / "data/replay/cohere-v1-sdk.jsonl").read_text())
+    assert detect_reader(record, "messages").name == "cohere-v1"
+    conversation = READERS["cohere-v1"].read(record, "messages")
+    assert conversation.discarded is None
+    user, turn, result = conversation.messages
+    assert user == {"role": "user", "content": "How good were the sales on September 29?"}
+    assert turn["tool_calls"] == [{"tool_call_id": "call_0", "name": "sales_database", "args": {"day": "2023-09-29"}}]
+    assert result["tool_call_id"] == "call_0" and json.loads(result["content"])[0]["total_revenue"] == 48500
+    done = outcome(record)
+    assert done.dead_letter is None and done.metrics["dropped"] == 0 and done.metrics["messages_out"] == 3

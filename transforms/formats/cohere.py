@@ -16,6 +16,10 @@ or ``{"role": "TOOL", "tool_results": [{"call": {"name", "parameters"}, "outputs
   unanswered one of that name, else none (MEM-5 drops it as an orphan, counted);
 - the top-level ``tool_results`` answer the last ``CHATBOT`` turn's calls the same way, and a
   non-empty top-level ``message`` is the last user message (``""`` when a request sends results);
+- single-step tool use (``force_single_step``: the history's last turn has no unanswered call,
+  the request repeats the user's ``message`` beside ``tool_results``): the user message, then
+  an assistant turn of the calls the results repeat (each ``call`` read as the call, its id
+  ``call_<len(chat_history)>[_n]``), then the results;
 - ``tools`` ``{name, description, parameter_definitions: {p: {type, description, required}}}``
   → bare schemas ``{name, description?, parameters: {type: object, properties, required}}`` (v1
   types ``str``, ``int``, ``float``, ``bool``, ``list``/``List[...]``, ``dict``/``Dict[...]`` map to
@@ -47,11 +51,15 @@ def _same_call(call: dict[str, Any], pending: tuple[str, Any, Any]) -> bool:
     return bool(call.get("name") == pending[1] and call.get("parameters") == pending[2])
 
 
-def _answer(result: Any, pending: list[tuple[str, Any, Any]], discarded: dict[str, Any]) -> dict[str, Any]:
+def _answer(
+    result: Any, pending: list[tuple[str, Any, Any]], discarded: dict[str, Any], call_read: bool = False
+) -> dict[str, Any]:
     """The tool message of one ``tool_result``; takes the call it answers off ``pending``. The
-    ``call`` it repeats is only its pairing key: left out, counted in the ledger (``call``)."""
+    ``call`` it repeats is only its pairing key: left out, counted in the ledger (``call``),
+    unless it was read as the call itself (``call_read``: single-step tool use)."""
     call = result.get("call") if isinstance(result, dict) else None
-    note(discarded, "call", call.get("parameters") if isinstance(call, dict) else call)
+    if not call_read:
+        note(discarded, "call", call.get("parameters") if isinstance(call, dict) else call)
     call = call if isinstance(call, dict) else {}
     index = next((k for k, p in enumerate(pending) if _same_call(call, p)), None)
     if index is None:
@@ -101,11 +109,33 @@ def cohere_to_flat(record: dict[str, Any], discarded: dict[str, Any]) -> list[An
             message["tool_calls"] = flat_calls
         out.append(message)
     results = record.get("tool_results")
-    out.extend(_answer(r, pending, discarded) for r in (results if isinstance(results, list) else ()))
+    results = results if isinstance(results, list) else []
     current = record.get("message")
+    if results and not pending and isinstance(current, str) and current:
+        # Single-step tool use (``force_single_step``): the request repeats the user's message
+        # beside the results of the calls the model made for it, each result's ``call`` the call.
+        out.append({"role": "user", "content": current})
+        out.append(_calls_of(results, len(history), ids, pending))
+        out.extend(_answer(r, pending, discarded, call_read=True) for r in results)
+        return out
+    out.extend(_answer(r, pending, discarded) for r in results)
     if isinstance(current, str) and current:
         out.append({"role": "user", "content": current})
     return out
+
+
+def _calls_of(results: list[Any], index: int, ids: IdAllocator, pending: list[tuple[str, Any, Any]]) -> dict:
+    """The assistant turn of the calls single-step results repeat (``call``: name, parameters)."""
+    calls = [r["call"] if isinstance(r, dict) and isinstance(r.get("call"), dict) else {} for r in results]
+    flat_calls = []
+    for n, call in enumerate(calls):
+        call_id = ids.new(index, n if len(calls) > 1 else None)
+        flat = {"tool_call_id": call_id, "name": call.get("name")}
+        if call.get("parameters") is not None:
+            flat["args"] = call["parameters"]
+        flat_calls.append(flat)
+        pending.append((call_id, call.get("name"), call.get("parameters")))
+    return {"role": "assistant", "content": "", "tool_calls": flat_calls}
 
 
 def _parameters(definitions: Any) -> dict[str, Any]:
@@ -167,14 +197,20 @@ def _v1_entry(entry: Any) -> bool:
 def detect_cohere(record: Any, messages_field: str) -> bool:
     """An object without a message list at the message field whose ``chat_history`` holds a v1
     entry (upper-case role, ``message`` or ``tool_results``), or whose ``message`` is a string
-    beside a ``preamble`` or a ``chat_history`` list."""
+    beside a ``preamble``, a ``chat_history`` list, a ``tool_results`` list or v1 tools (their
+    ``parameter_definitions``)."""
     if not isinstance(record, dict) or isinstance(record.get(messages_field), list):
         return False
     history = record.get("chat_history")
     if isinstance(history, list) and any(_v1_entry(e) for e in history):
         return all(_v1_entry(e) or not isinstance(e, dict) for e in history)
+    tools = record.get("tools")
+    v1_tools = isinstance(tools, list) and any(isinstance(t, dict) and "parameter_definitions" in t for t in tools)
     return isinstance(record.get("message"), str) and (
-        isinstance(history, list) or isinstance(record.get("preamble"), str)
+        isinstance(history, list)
+        or isinstance(record.get("preamble"), str)
+        or isinstance(record.get("tool_results"), list)
+        or v1_tools
     )
 
 
