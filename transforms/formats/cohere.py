@@ -124,7 +124,7 @@ def cohere_to_flat(record: dict[str, Any], discarded: dict[str, Any]) -> list[An
     return out
 
 
-def _calls_of(results: list[Any], index: int, ids: IdAllocator, pending: list[tuple[str, Any, Any]]) -> dict:
+def _calls_of(results: list[Any], index: int, ids: IdAllocator, pending: list[tuple[str, Any, Any]]) -> dict[str, Any]:
     """The assistant turn of the calls single-step results repeat (``call``: name, parameters)."""
     calls = [r["call"] if isinstance(r, dict) and isinstance(r.get("call"), dict) else {} for r in results]
     flat_calls = []
