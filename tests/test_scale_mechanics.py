@@ -107,21 +107,34 @@ def test_a_file_changed_after_writing_is_read_back_and_fails_the_run(tmp_path, m
     assert not (out / SUCCESS_FILE).exists()
 
 
-def test_inputs_inside_the_output_are_found_through_links_to_directories_and_files(tmp_path):
+@pytest.mark.parametrize("others", [0, 40], ids=["few-files", "many-files"])
+def test_inputs_inside_the_output_are_found_through_links_to_directories_and_files(tmp_path, others):
+    """``others``: more files beside them, so that one listing of the directory (not an lstat
+    per file) says which are links."""
     out = tmp_path / "out"
     (out / "normalized").mkdir(parents=True)
     (out / "normalized" / "part-00000.jsonl").write_text("{}\n")
     data = tmp_path / "data"
     data.mkdir()
     (data / "mine.jsonl").write_text("{}\n")
+    for n in range(others):
+        (data / f"other-{n:02d}.jsonl").write_text("{}\n")
     (data / "into-output").symlink_to(out / "normalized")  # a directory link into the output
     (data / "file-link.jsonl").symlink_to(out / "normalized" / "part-00000.jsonl")  # a file link
     shards = plan_shards([str(data / "*.jsonl"), str(data / "into-output" / "*.jsonl")])
-    assert len(shards) == 3
+    assert len(shards) == 3 + others
     skipped = skipped_inputs(shards, str(out))
     assert skipped == sorted([str(data / "file-link.jsonl"), str(data / "into-output" / "part-00000.jsonl")])
     kept = plan_inputs(shards, [str(data / "*.jsonl")], str(out))
-    assert [s.path for s in kept] == [str(data / "mine.jsonl")] and kept[0].number == 0
+    assert str(data / "mine.jsonl") in [s.path for s in kept] and len(kept) == 1 + others
+    assert [s.number for s in kept] == list(range(len(kept)))
+    # A directory input reads the file link into the output as a link that leads out of it:
+    # refused unless --follow-symlinks, and then found inside the output and skipped.
+    refused: list[str] = []
+    listed = plan_shards([str(data)], refused=refused)
+    assert len(listed) == 1 + others and "file-link.jsonl is a symbolic link that leads out" in refused[0]
+    followed = plan_shards([str(data)], follow_symlinks=True)
+    assert skipped_inputs(followed, str(out)) == [str(data / "file-link.jsonl")]
 
 
 def test_planning_keeps_file_sizes_so_progress_needs_no_lookups(tmp_path, monkeypatch):
