@@ -74,6 +74,12 @@ class ShardWork:
         conversations of every shard together (``pipeline.graph.shard_dataset``)."""
         return self.step.main_output == "normalized" and self.settings.dedupe != "none"
 
+    @property
+    def splits(self) -> bool:
+        """``--split`` on the records (validate's violations have no split): each split's records
+        to its own output."""
+        return self.step.main_output == "normalized" and bool(self.settings.splits)
+
     def file_format(self, output: str) -> str:
         return self.file_formats.get(output, "jsonl")
 
@@ -188,7 +194,7 @@ def process_batches(
                             groups.setdefault(key, GroupState()).add(source, position, piece)
                 elif work.holds:
                     held.append((name, Batch(number, batch.start, items, lines if name == step.main_output else None)))
-                elif name == step.main_output and settings.splits:
+                elif name == step.main_output and work.splits:
                     for split, (its_items, its_lines) in by_split(items, lines, result.metrics).items():
                         writer(split).write(its_items, its_lines)
                 else:
