@@ -302,3 +302,21 @@ def test_validate_with_a_split_on_the_per_shard_graph_keeps_its_violations(tmp_p
     per_shard = json.loads((outs["per-shard"] / "validation.json").read_text())
     assert per_shard["accounted"] and (outs["per-shard"] / "_SUCCESS").exists()
     assert _tree(outs["per-shard"] / "violations") == _tree(outs["tagged-outputs"] / "violations") != {}
+
+
+@pytest.mark.slow
+def test_a_split_orders_a_parts_dead_letters_alike_on_either_graph(tmp_path):
+    """Two small files in one part, each with a dead letter: --split alone on the per-shard graph
+    writes them as the default graph's dataset step does (by position), not as they came."""
+    inputs = tmp_path / "in"
+    inputs.mkdir()
+    lines = DATA.read_text().splitlines()
+    (inputs / "a.jsonl").write_text("\n".join([*lines[:2], "not json a"]) + "\n")
+    (inputs / "b.jsonl").write_text("\n".join(["not json b", lines[2]]) + "\n")
+    common = ("--input", str(inputs), "--sink", "hf", "--split", "eval=0.4")
+    default = _tree(_run_in(tmp_path, "default", *common))
+    per_shard = _tree(_run_in(tmp_path, "per-shard", *common, "--graph", "per-shard"))
+    for run in (default, per_shard):
+        run.pop("_convnorm_manifest.json")
+    assert len(default["dead_letter/part-00000.jsonl"].splitlines()) == 2
+    assert default == per_shard
