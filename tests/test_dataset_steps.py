@@ -286,3 +286,37 @@ def test_conversations_assembled_from_call_logs_are_deduplicated_alike_on_either
     summary = json.loads(per_shard["summary.json"])
     assert summary["accounted"] and summary["call_logs"]["conversations"] > 0
     assert summary["dedupe"]["duplicates_collapsed"] > 0 and summary["splits"]["eval"] > 0
+
+
+@pytest.mark.slow
+def test_validate_with_a_split_on_the_per_shard_graph_keeps_its_violations(tmp_path):
+    """--split shapes a run's records, not validate's violations: the per-shard step wrote them
+    nowhere (split by drop metrics a check has none of), and the run was not accounted."""
+    from pipeline.cli.main import main
+
+    outs = {}
+    for graph in ("tagged-outputs", "per-shard"):
+        outs[graph] = tmp_path / graph
+        argv = ["validate", "--input", str(DATA), "--output", str(outs[graph]), "--split", "eval=0.3"]
+        main([*argv, "--graph", graph, "--quiet", "--no-report"])
+    per_shard = json.loads((outs["per-shard"] / "validation.json").read_text())
+    assert per_shard["accounted"] and (outs["per-shard"] / "_SUCCESS").exists()
+    assert _tree(outs["per-shard"] / "violations") == _tree(outs["tagged-outputs"] / "violations") != {}
+
+
+@pytest.mark.slow
+def test_a_split_orders_a_parts_dead_letters_alike_on_either_graph(tmp_path):
+    """Two small files in one part, each with a dead letter: --split alone on the per-shard graph
+    writes them as the default graph's dataset step does (by position), not as they came."""
+    inputs = tmp_path / "in"
+    inputs.mkdir()
+    lines = DATA.read_text().splitlines()
+    (inputs / "a.jsonl").write_text("\n".join([*lines[:2], "not json a"]) + "\n")
+    (inputs / "b.jsonl").write_text("\n".join(["not json b", lines[2]]) + "\n")
+    common = ("--input", str(inputs), "--sink", "hf", "--split", "eval=0.4")
+    default = _tree(_run_in(tmp_path, "default", *common))
+    per_shard = _tree(_run_in(tmp_path, "per-shard", *common, "--graph", "per-shard"))
+    for run in (default, per_shard):
+        run.pop("_convnorm_manifest.json")
+    assert len(default["dead_letter/part-00000.jsonl"].splitlines()) == 2
+    assert default == per_shard

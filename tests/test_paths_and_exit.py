@@ -180,6 +180,30 @@ def test_batch_and_streaming_refuse_the_same_links(tmp_path):
     assert len(plan_shards([str(dl)], follow_symlinks=True, refused=refused)) == 3 and refused == []
 
 
+def test_a_link_to_nothing_in_a_directory_input_is_refused_whatever_its_stat_error(tmp_path):
+    """Found: a link in a directory input whose target's path goes through a file (ENOTDIR,
+    not ENOENT) refused the whole plan ('cannot match --input') since the one-listing plan;
+    it is a link to nothing, left out with a warning, like one whose target is missing."""
+    from pipeline.io.planning import plan_shards
+
+    (tmp_path / "a.jsonl").write_bytes(GOOD % 0)
+    (tmp_path / "through-a-file.jsonl").symlink_to(tmp_path / "a.jsonl" / "x")
+    (tmp_path / "missing.jsonl").symlink_to(tmp_path / "nothing.jsonl")
+    (tmp_path / "sub").mkdir()
+    (tmp_path / "sub" / "b.jsonl").write_bytes(GOOD % 1)
+    for follow in (False, True):
+        refused: list[str] = []
+        notes: list[str] = []
+        planned = plan_shards([str(tmp_path)], notes=notes, follow_symlinks=follow, refused=refused)
+        assert [s.path for s in planned] == [str(tmp_path / "a.jsonl")]
+        # The subdirectory beside it is still said (the link made the whole note go).
+        assert len(notes) == 1 and "1 subdirectory not read: sub/" in notes[0]
+        assert refused == [
+            f"--input {tmp_path}: {tmp_path / name} is a link to nothing"
+            for name in ("missing.jsonl", "through-a-file.jsonl")
+        ]
+
+
 # --------------------------------------------------------------------------------------------
 # Exit status
 

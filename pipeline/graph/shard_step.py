@@ -39,7 +39,7 @@ from pipeline.io.written_files import WrittenFile, temp_name
 from transforms import summary as summaries
 from transforms.call_assembly import keyed_pieces
 from transforms.calllogs.assemble import GroupState
-from transforms.conversations import CALLS, RecordStep
+from transforms.conversations import CALLS, DEAD_LETTER, RecordStep
 from transforms.dataset_keys import TRAIN, output_names, split_output
 from transforms.inputs import DEFAULT_BATCH_BYTES, DEFAULT_BATCH_SIZE, DEFAULT_MAX_RECORD_BYTES, Batch
 from transforms.record_settings import Settings
@@ -73,6 +73,12 @@ class ShardWork:
         """``--dedupe``: the step's outputs are held, not written, for the dataset step to bring
         conversations of every shard together (``pipeline.graph.shard_dataset``)."""
         return self.step.main_output == "normalized" and self.settings.dedupe != "none"
+
+    @property
+    def splits(self) -> bool:
+        """``--split`` on the records (validate's violations have no split): each split's records
+        to its own output, the dead letters by position (as ``dataset_steps.shard_outputs``)."""
+        return self.step.main_output == "normalized" and bool(self.settings.splits)
 
     def file_format(self, output: str) -> str:
         return self.file_formats.get(output, "jsonl")
@@ -171,6 +177,7 @@ def process_batches(
     hint = ReaderHint()
     groups: dict[Any, GroupState] = {}
     held: list[tuple[str, Batch]] = []
+    letters: list[Any] = []  # --split: the shard's dead letters, written in the default graph's order
     try:
         for batch in batches:
             result = normalize_batch(
@@ -188,13 +195,17 @@ def process_batches(
                             groups.setdefault(key, GroupState()).add(source, position, piece)
                 elif work.holds:
                     held.append((name, Batch(number, batch.start, items, lines if name == step.main_output else None)))
-                elif name == step.main_output and settings.splits:
+                elif name == step.main_output and work.splits:
                     for split, (its_items, its_lines) in by_split(items, lines, result.metrics).items():
                         writer(split).write(its_items, its_lines)
+                elif name == DEAD_LETTER and work.splits:
+                    letters.extend(items)
                 else:
                     writer(name).write(items, lines)
             if observe is not None:
                 observe(batch, result)
+        if letters:
+            writer(DEAD_LETTER).write(sorted(letters, key=lambda d: d["position"]), None)
         if empty_files:
             for name in work.outputs:
                 writer(name)

@@ -137,7 +137,7 @@ def _in_local_directory(
     found, unknown, refused = {}, [], []
     for entry in entries:
         kind = _input_name(entry.name, own_output)
-        if kind is None or entry.is_dir():  # subdirectories are said apart (_subdirectories)
+        if kind is None or _is_dir(entry):  # subdirectories are said apart (_subdirectories)
             continue
         if kind is False:
             unknown.append(entry.name)
@@ -150,7 +150,7 @@ def _in_local_directory(
             continue
         try:
             info = entry.stat()  # follows a link, as reading does
-        except FileNotFoundError:
+        except OSError:  # gone since listed, or a link whose target's path fails (ENOENT, ENOTDIR, ELOOP)
             info = None
         if info is None or not stat.S_ISREG(info.st_mode):
             if link and info is None:  # a dangling link: nothing to read, but never a silent skip
@@ -160,6 +160,15 @@ def _in_local_directory(
         if stats is not None:
             stats[path] = info
     return found, unknown, refused
+
+
+def _is_dir(entry: os.DirEntry) -> bool:
+    """``entry.is_dir()``, False for a link whose target's path fails other than by ENOENT
+    (ENOTDIR, ELOOP), which ``is_dir`` raises: a link to nothing, not a directory."""
+    try:
+        return entry.is_dir()
+    except OSError:
+        return False
 
 
 def _in_remote_directory(directory: str) -> tuple[dict[str, int], list[str], list[str]]:
@@ -187,7 +196,7 @@ def _subdirectories(directory: str) -> tuple[list[str], str | None]:
     if not is_local(directory):
         return [], None
     try:
-        names = sorted(e.name for e in os.scandir(directory) if e.is_dir() and not e.name.startswith((".", "_")))
+        names = sorted(e.name for e in os.scandir(directory) if _is_dir(e) and not e.name.startswith((".", "_")))
     except OSError:
         return [], None
     for name in names:
