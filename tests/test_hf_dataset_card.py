@@ -193,21 +193,30 @@ def test_the_cards_features_are_spelled_as_datasets_spells_them():
 
 
 @pytest.mark.slow
-def test_the_plan_of_an_hf_run_lists_the_card_and_a_readme_convnorm_did_not_write_refuses_it(tmp_path, capsys):
+def test_the_plan_of_an_hf_run_lists_the_card_and_a_readme_convnorm_did_not_write_stays(tmp_path, capsys):
+    """A README.md that is not convnorm's (a cloned dataset repository's) is kept as it is: the
+    run writes its outputs beside it, no card, and says so."""
     from pipeline.cli.main import main
 
     (tmp_path / "in.jsonl").write_text(json.dumps(INPUTS["a.jsonl"][0]) + "\n")
     out = tmp_path / "out"
-    argv = ["--input", str(tmp_path / "in.jsonl"), "--output", str(out), "--sink", "hf"]
+    argv = ["--input", str(tmp_path / "in.jsonl"), "--output", str(out), "--sink", "hf", "--no-report"]
     assert main([*argv, "--dry-run"]) == 0
     assert f"{out}/summary.json, {out}/README.md, " in capsys.readouterr().out
     out.mkdir()
     (out / "README.md").write_text("mine")
-    assert main([*argv, "--dry-run"]) == 2
-    assert main([*argv, "--quiet"]) == 2  # before anything runs
-    assert "README.md" in capsys.readouterr().err
+    assert main([*argv, "--dry-run"]) == 0
+    plan = capsys.readouterr().out
+    assert "holds a README.md convnorm did not write: it stays" in plan
+    assert f"{out}/README.md" not in plan.split("the run would write:")[1]
+    assert main([*argv, "--quiet"]) == 0
+    assert "README.md convnorm did not write" in capsys.readouterr().err
     assert (out / "README.md").read_text() == "mine"
-    assert sorted(p.name for p in out.iterdir()) == ["README.md"]
+    manifest = json.loads((out / "_convnorm_manifest.json").read_text())
+    assert "README.md" not in [e["path"] for e in manifest["files"]]
+    # A rerun with --overwrite leaves it too: the manifest never listed it.
+    assert main([*argv, "--quiet", "--overwrite"]) == 0
+    assert (out / "README.md").read_text() == "mine"
 
 
 @pytest.mark.slow

@@ -17,7 +17,7 @@ from pipeline.cli.progress import size_text
 from pipeline.config.options import ConvNormOptions, Job
 from pipeline.console import print_error, print_line
 from pipeline.execution import lock as locks
-from pipeline.execution.output_spec import OutputSpec
+from pipeline.execution.output_spec import OutputSpec, without_a_users_card
 from pipeline.io import files
 from pipeline.io import ownership as owned
 from pipeline.io.output_names import MANIFEST_FILE, REPORT_FILE, SUCCESS_FILE
@@ -157,7 +157,10 @@ def dry_run(job: Job, command: str, spec: OutputSpec) -> int:
     if not job.output:
         print("output: a temporary directory, removed at the end (give --output to keep the reports)")
         return 0
+    spec, card_note = without_a_users_card(spec, job.output)
     state, refusal = _directory_state(job.output, job, spec)
+    if card_note:
+        print_line(card_note)
     if refusal:
         print_error(f"the run would be refused: {refusal}")
         return 2

@@ -48,7 +48,7 @@ from pipeline.execution import finalize as finalizing
 from pipeline.execution import interrupts
 from pipeline.execution import lock as locks
 from pipeline.execution.interrupts import Stopping, shielded
-from pipeline.execution.output_spec import OutputSpec
+from pipeline.execution.output_spec import OutputSpec, without_a_users_card
 from pipeline.io import files
 from pipeline.io import ownership as owned
 from pipeline.io.output_names import TEMP_PREFIX
@@ -185,6 +185,9 @@ def execute(
     end (``pipeline.execution.interrupts.shielded``), and ``stopping.written`` says the outputs are whole.
     """
     output = job.output
+    spec, card_note = without_a_users_card(spec, output)
+    if card_note:
+        LOG.warning("%s", card_note)
     run_id = uuid.uuid4().hex
     temp_dir = FileSystems.join(output, TEMP_PREFIX + run_id)
     proof, proof_entry = owned.new_temp_proof(run_id)

@@ -5,11 +5,15 @@ validate's; ``pipeline.execution.execute`` checks and finalizes what a spec name
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 from dataclasses import dataclass
 from typing import Callable
 
+from apache_beam.io.filesystems import FileSystems
+
 from pipeline.config.options import Job
+from pipeline.io import ownership as owned
 from pipeline.io.dataset_card import dataset_card
 from pipeline.io.file_formats import FILE_FORMATS
 from pipeline.io.output_names import CARD_FILE, SUMMARY_FILE, VALIDATION_FILE
@@ -75,6 +79,31 @@ def run_spec(job: Job) -> OutputSpec:
         summaries.RUN.recount if not job.settings.splits else functools.partial(recount_splits, tuple(records)),
         card=card,
     )
+
+
+def without_a_users_card(spec: OutputSpec, output: str) -> tuple[OutputSpec, str | None]:
+    """``spec`` without its dataset card when ``--output`` already holds a ``README.md`` that no
+    manifest of convnorm's lists (a user's, or a cloned dataset repository's): that file stays
+    as it is, the run writes no card, and the line returned says so (None: the card is
+    written). A manifest that cannot be read is left for the output check to refuse."""
+    if spec.card is None or not output:
+        return spec, None
+    path = FileSystems.join(output, spec.card.name)
+    if not owned.exists(path):
+        return spec, None
+    try:
+        loaded = owned.load_manifest(output)
+    except owned.OutputError:
+        return spec, None
+    listed = loaded is not None and any(e.get("path") == spec.card.name for e in loaded[0].get("files", []))
+    if listed:
+        return spec, None
+    note = (
+        f"--output {output!r} holds a {spec.card.name} convnorm did not write: it stays as it is, and this "
+        "hf run writes no dataset card there (load the parts as docs/fine-tuning.md says, or choose another "
+        "--output for the card)"
+    )
+    return dataclasses.replace(spec, card=None), note
 
 
 def recount_splits(names: tuple[str, ...], doc: dict, on_disk: dict) -> dict:
