@@ -74,6 +74,21 @@ def test_batch_on_prism_writes_the_same_bytes_as_fnapirunner(tmp_path):
     assert listed[0] == listed[1]
 
 
+@pytest.mark.slow
+def test_a_deduplicated_split_dataset_on_prism_is_fnapirunners(tmp_path):
+    """--dedupe and --split (shuffles after the normalizing step) on Prism: FnApiRunner's files."""
+    chats = ROOT / "samples" / "training" / "chats.jsonl"  # conversations that repeat others
+    shaped = (f"--input={chats}", "--sink=hf", "--dedupe=prefix", "--split=eval=0.25", "--no-report")
+    reference = _run(tmp_path / "fnapi", *shaped)
+    assert reference.returncode == 0, reference.stderr
+    on_prism = _run(tmp_path / "prism", *shaped, "--runner=PrismRunner", f"--prism_location={prism_binary()}")
+    assert on_prism.returncode == 0, on_prism.stderr
+    expected, got = _files(tmp_path / "fnapi"), _files(tmp_path / "prism")
+    assert any(name.startswith("eval/") for name in expected) and "README.md" in expected
+    assert json.loads(expected["summary.json"])["dedupe"]["duplicates_collapsed"] == 2
+    assert got == expected
+
+
 def _listening(port: int) -> list[str]:
     """Local addresses (hex, as /proc/net/tcp* shows them) listening on ``port``."""
     found = []
