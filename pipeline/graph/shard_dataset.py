@@ -33,8 +33,7 @@ from pipeline.graph.dataset_steps import (
     shard_conversations,
     shard_outputs,
 )
-from pipeline.graph.shard_step import ShardResult, ShardWork, abandon, numbered_place, written_files
-from pipeline.io.file_formats import FILE_FORMATS
+from pipeline.graph.shard_step import OutputFiles, ShardResult, ShardWork, numbered_place, written_files
 from pipeline.testhooks import pause_point
 from transforms import summary as summaries
 from transforms.conversations import DEAD_LETTER
@@ -116,9 +115,7 @@ def write_shaped(result: ShardResult, values: list[tuple[str, Any]], work: Shard
     """``result`` with its shard's shaped outputs written (one file each) and summarized."""
     settings, step = work.settings, work.step
     names = (TRAIN, *(name for name, _ in settings.splits))
-    place = numbered_place(temp_root, result.shard, 0, uuid.uuid4().hex)
-    paths: dict[str, str] = {}
-    writers: dict[str, Any] = {}
+    out = OutputFiles(work, numbered_place(temp_root, result.shard, 0, uuid.uuid4().hex))
     starts: dict[str, int] = {}
     metrics: list[Any] = []
     letters: list[Any] = []
@@ -129,18 +126,15 @@ def write_shaped(result: ShardResult, values: list[tuple[str, Any]], work: Shard
                 metrics = batch.items
             elif output == DEAD_LETTER:
                 letters = batch.items
-            paths[output], starts[output] = place(output), batch.start
-            writers[output] = FILE_FORMATS[work.file_format(output)].open(
-                paths[output], settings.id_field, settings.messages_field, settings.sink
-            )
-            writers[output].write(batch.items, batch.lines)
-        measures = {name: writers.pop(name).close() for name in list(writers)}
+            starts[output] = batch.start
+            out.writer(output).write(batch.items, batch.lines)
+        measures = out.close()
     except BaseException:
-        abandon(writers, paths)
+        out.abandon()
         raise
     files = {
         name: written._replace(start=starts[name])
-        for name, written in written_files(work, result.shard, 0, paths, measures).items()
+        for name, written in written_files(work, result.shard, 0, out.paths, measures).items()
     }
     partial = summaries.merge(result.partial, step.view.partial(0, metrics, letters))
     return result._replace(files=files, partial=partial)

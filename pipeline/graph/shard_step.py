@@ -159,17 +159,9 @@ def process_batches(
     being folded into their groups' states in the result."""
     step, settings = work.step, work.settings
     taken: dict = {}  # one file per output for the whole shard: unique values are unique in it
-    writers: dict = {}
-    paths: dict[str, str] = {}
+    out = OutputFiles(work, place)
+    writer = out.writer
     total: dict = {}
-
-    def writer(name: str):
-        if name not in writers:
-            paths[name] = place(name)
-            writers[name] = FILE_FORMATS[work.file_format(name)].open(
-                paths[name], settings.id_field, settings.messages_field, settings.sink
-            )
-        return writers[name]
 
     # A JSON Lines main output takes the lines the per-record guard made: the records need not
     # live on (records.normalize_batch). The reader hint lives for the shard (one file's records).
@@ -209,13 +201,13 @@ def process_batches(
         if empty_files:
             for name in work.outputs:
                 writer(name)
-        measures = {name: writers.pop(name).close() for name in list(writers)}
+        measures = out.close()
     except BaseException:
-        abandon(writers, paths)
+        out.abandon()
         raise
     return ShardResult(
         number,
-        written_files(work, number, start, paths, measures),
+        written_files(work, number, start, out.paths, measures),
         total or step.view.partial(),
         list(groups.items()),
         held,
@@ -239,18 +231,42 @@ def by_split(items: list[Any], lines: list[Any] | None, metrics: list[Any]) -> d
     return out
 
 
-def abandon(writers: dict, paths: dict[str, str]) -> None:
-    """After a failure: close what is open and delete every file begun (best effort)."""
-    for writer in writers.values():
-        try:
-            writer.close()
-        except Exception:  # noqa: BLE001 — cleaning up after another error, which is raised
-            pass
-    for path in paths.values():
-        try:
-            files.delete(path)
-        except Exception:  # noqa: BLE001 — as above
-            LOG.warning("could not delete the unfinished file %s", path)
+class OutputFiles:
+    """A shard's files, one per output, each opened in the place ``place(output name)`` names
+    when it is first written to, by its ``FILE_FORMATS`` writer."""
+
+    def __init__(self, work: ShardWork, place: Callable[[str], str]) -> None:
+        self._work = work
+        self._place = place
+        self._writers: dict[str, Any] = {}
+        #: Output name -> the path of its file.
+        self.paths: dict[str, str] = {}
+
+    def writer(self, name: str):
+        if name not in self._writers:
+            settings = self._work.settings
+            self.paths[name] = self._place(name)
+            self._writers[name] = FILE_FORMATS[self._work.file_format(name)].open(
+                self.paths[name], settings.id_field, settings.messages_field, settings.sink
+            )
+        return self._writers[name]
+
+    def close(self) -> dict[str, Any]:
+        """Output name -> its file's measure (records, bytes, sha256)."""
+        return {name: self._writers.pop(name).close() for name in list(self._writers)}
+
+    def abandon(self) -> None:
+        """After a failure: close what is open and delete every file begun (best effort)."""
+        for writer in self._writers.values():
+            try:
+                writer.close()
+            except Exception:  # noqa: BLE001 — cleaning up after another error, which is raised
+                pass
+        for path in self.paths.values():
+            try:
+                files.delete(path)
+            except Exception:  # noqa: BLE001 — as above
+                LOG.warning("could not delete the unfinished file %s", path)
 
 
 def temp_place(temp_root: str, shard: Shard | Part, attempt: str) -> Callable[[str], str]:
