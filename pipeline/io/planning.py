@@ -110,11 +110,11 @@ def _in_directory(
     summaries, and (without ``follow_symlinks``) symbolic links that lead out of it.
     Subdirectories are not read. ``stats``: each local file's ``stat``, for the plan to keep.
     """
-    if is_local(directory):
-        found, unknown, refused = _in_local_directory(directory, follow_symlinks, stats)
-    else:
-        found, unknown, refused = _in_remote_directory(directory)
-    subdirectories, glob = _subdirectories(directory)
+    if not is_local(directory):
+        found, unknown = _in_remote_directory(directory)
+        return found, LeftOut(unknown, [], None)
+    found, unknown, refused, names = _in_local_directory(directory, follow_symlinks, stats)
+    subdirectories, glob = _subdirectories(directory, names)
     return found, LeftOut(unknown, subdirectories, glob, tuple(refused))
 
 
@@ -127,17 +127,22 @@ def _input_name(name: str, own_output: bool) -> bool | None:
 
 def _in_local_directory(
     directory: str, follow_symlinks: bool, stats: dict[str, os.stat_result] | None
-) -> tuple[dict[str, int], list[str], list[str]]:
+) -> tuple[dict[str, int], list[str], list[str], list[str]]:
     """``_in_directory`` of a local directory, from one listing: its entries say which are
     links and which are files without a system call each (many small files: one ``stat``
-    per file, kept for the plan, instead of five)."""
+    per file, kept for the plan, instead of five); also its subdirectories' names (not dot-
+    or ``_``-ones), which ``_subdirectories`` looks into."""
     with os.scandir(directory) as listing:
         entries = sorted(listing, key=lambda e: e.name)
     own_output = any(e.name == OWN_OUTPUT_FILES[0] for e in entries)
-    found, unknown, refused = {}, [], []
+    found, unknown, refused, subdirectories = {}, [], [], []
     for entry in entries:
+        if _is_dir(entry):  # said apart (_subdirectories)
+            if not entry.name.startswith((".", "_")):
+                subdirectories.append(entry.name)
+            continue
         kind = _input_name(entry.name, own_output)
-        if kind is None or _is_dir(entry):  # subdirectories are said apart (_subdirectories)
+        if kind is None:
             continue
         if kind is False:
             unknown.append(entry.name)
@@ -159,7 +164,7 @@ def _in_local_directory(
         found[path] = info.st_size
         if stats is not None:
             stats[path] = info
-    return found, unknown, refused
+    return found, unknown, refused, subdirectories
 
 
 def _is_dir(entry: os.DirEntry) -> bool:
@@ -171,7 +176,7 @@ def _is_dir(entry: os.DirEntry) -> bool:
         return False
 
 
-def _in_remote_directory(directory: str) -> tuple[dict[str, int], list[str], list[str]]:
+def _in_remote_directory(directory: str) -> tuple[dict[str, int], list[str]]:
     matched = _match(FileSystems.join(directory.rstrip("/") or "/", "*"))
     names = {path: path.rstrip("/").rsplit("/", 1)[-1] for path in matched}
     own_output = OWN_OUTPUT_FILES[0] in names.values()
@@ -182,7 +187,7 @@ def _in_remote_directory(directory: str) -> tuple[dict[str, int], list[str], lis
             unknown.append(name)
         elif kind:
             found[path] = matched[path]
-    return found, unknown, []
+    return found, unknown
 
 
 def _refused_link(path: str, directory: str) -> str | None:
@@ -190,15 +195,9 @@ def _refused_link(path: str, directory: str) -> str | None:
     return None if target is None else link_refusal(target, "the directory")
 
 
-def _subdirectories(directory: str) -> tuple[list[str], str | None]:
-    """A local directory's subdirectories (not dot- or ``_``-ones), and a glob that reads the
-    first input suffix found one level down in them (``None``: they hold no input file)."""
-    if not is_local(directory):
-        return [], None
-    try:
-        names = sorted(e.name for e in os.scandir(directory) if _is_dir(e) and not e.name.startswith((".", "_")))
-    except OSError:
-        return [], None
+def _subdirectories(directory: str, names: list[str]) -> tuple[list[str], str | None]:
+    """A local directory's subdirectories (``names``, from its listing), and a glob that reads
+    the first input suffix found one level down in them (``None``: they hold no input file)."""
     for name in names:
         try:
             found = {file_suffix(e.name) for e in os.scandir(os.path.join(directory, name)) if e.is_file()}
