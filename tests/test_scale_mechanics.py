@@ -13,7 +13,7 @@ import pytest
 
 from pipeline.cli.main import main
 from pipeline.execution import finalize
-from pipeline.graph.read import CreateShards, pack_shards, unpack_shards
+from pipeline.graph.read import CreateParts, pack_parts, unpack_parts
 from pipeline.io import files
 from pipeline.io import ownership as outputs
 from pipeline.io.output_names import MANIFEST_FILE, SUCCESS_FILE
@@ -152,20 +152,24 @@ def test_planning_keeps_file_sizes_so_progress_needs_no_lookups(tmp_path, monkey
 
 
 @pytest.mark.slow
-def test_the_plan_travels_in_chunks_and_every_shard_arrives_once():
+def test_the_plan_travels_in_chunks_and_every_part_arrives_once():
     import apache_beam as beam
     from apache_beam.testing.test_pipeline import TestPipeline
     from apache_beam.testing.util import assert_that, equal_to
 
-    shards = [Shard(i, f"f{i}.jsonl", ".jsonl", 0, None) for i in range(2500)]
+    from pipeline.io.parts import Part
+
+    shards = [Shard(i, f"f{i}.jsonl", ".jsonl", 0, None) for i in range(2501)]
+    # Parts of one shard each, and the last of two: a part is never cut between chunks.
+    parts = [Part(i, (shards[i],)) for i in range(2499)] + [Part(2499, (shards[2499], shards[2500]))]
     with TestPipeline(options=beam.options.pipeline_options.PipelineOptions(["--runner=FnApiRunner"])) as p:
-        got = p | CreateShards(shards) | beam.Map(lambda s: s.number)
-        assert_that(got, equal_to(list(range(2500))))
-        chunked = p | "Few" >> CreateShards(shards[:7], chunks=3) | "Index" >> beam.Map(lambda s: s.number)
+        got = p | CreateParts(parts) | beam.FlatMap(lambda part: [s.number for s in part.shards])
+        assert_that(got, equal_to(list(range(2501))))
+        chunked = p | "Few" >> CreateParts(parts[:7], chunks=3) | "Index" >> beam.Map(lambda part: part.number)
         assert_that(chunked, equal_to(list(range(7))), label="seven")
-    assert CreateShards(shards)._chunks == 1000  # a Create of 1,000 elements, not 2,500
-    assert CreateShards(shards[:7])._chunks == 7  # a small plan: one element per shard
-    assert unpack_shards(pack_shards(shards[:3])) == shards[:3]
+    assert CreateParts(parts)._chunks == 1000  # a Create of 1,000 elements, not 2,500
+    assert CreateParts(parts[:7])._chunks == 7  # a small plan: one element per part
+    assert unpack_parts(pack_parts(parts[-3:])) == parts[-3:]
 
 
 def test_listing_a_directory_gives_sizes_and_marks_what_is_not_a_file(tmp_path):

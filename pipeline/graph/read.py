@@ -1,4 +1,4 @@
-"""The Beam side of reading: the plan's shards as a PCollection (packed, ``CreateShards``), each
+"""The Beam side of reading: the plan's parts as a PCollection (packed, ``CreateParts``), each
 read into batches by ``_ReadShard`` (``ReadConversationLogs``), with its progress counted."""
 
 from __future__ import annotations
@@ -88,51 +88,17 @@ class ReadProgress:
         self._tally.shard_done(self._shard.number)
 
 
-#: Elements of the plan the graph carries, at most: a job of up to this many shards gets one
-#: element per shard; a bigger one, chunks of shards. Beam's ``Create`` costs per element, and
+#: Elements of the plan the graph carries, at most: a job of up to this many parts gets one
+#: element per part; a bigger one, chunks of parts. Beam's ``Create`` costs per element, and
 #: whatever it holds is pickled and bz2-compressed into the graph (with one element per shard,
 #: 100,000 files spent ~50 s there before the first record was read).
 MAX_PLAN_ELEMENTS = 1000
 
 
-def pack_shards(shards: list[Shard]) -> bytes:
-    """A chunk of the plan as the graph carries it: the shards as plain tuples, pickled and
-    compressed (paths share most of their bytes; a pickled ``Shard`` per element cost 10x)."""
-    return zlib.compress(pickle.dumps([tuple(s) for s in shards], protocol=pickle.HIGHEST_PROTOCOL), 6)
-
-
-def unpack_shards(chunk: bytes) -> list[Shard]:
-    """``pack_shards`` undone, in a worker."""
-    return [Shard(*row) for row in pickle.loads(zlib.decompress(chunk))]
-
-
-@beam.typehints.with_output_types(Shard)
-class CreateShards(beam.PTransform):
-    """Planned shards -> a PCollection of them, spread over the workers: ``Create`` of the plan
-    in ``chunks`` (default: one per shard, at most ``MAX_PLAN_ELEMENTS``), ``Reshuffle``, then
-    each chunk unpacked where it landed, so a big plan is neither carried element by element
-    nor shuffled shard by shard. A runner whose ``Reshuffle`` does nothing (DaskRunner) spreads
-    by ``Create``'s partitions: give it one chunk per partition."""
-
-    def __init__(self, shards: list[Shard], chunks: int | None = None) -> None:
-        super().__init__()
-        self._shards = shards
-        self._chunks = max(1, min(len(shards), chunks or MAX_PLAN_ELEMENTS))
-
-    def expand(self, pbegin):
-        size = -(-len(self._shards) // self._chunks)
-        chunks = [pack_shards(self._shards[i : i + size]) for i in range(0, len(self._shards), size)]
-        return (
-            pbegin
-            | "Shards" >> beam.Create(chunks, reshuffle=False)
-            # Spread the chunks over workers; each is a few KB.
-            | "Spread" >> beam.Reshuffle()
-            | "Unpack" >> beam.FlatMap(unpack_shards).with_output_types(Shard)
-        )
-
-
 def pack_parts(parts: list[Part]) -> bytes:
-    """``pack_shards`` for parts: each part's number and its shards as plain tuples."""
+    """A chunk of the plan as the graph carries it: each part's number and its shards as plain
+    tuples, pickled and compressed (paths share most of their bytes; a pickled ``Shard`` per
+    element cost 10x)."""
     rows = [(part.number, [tuple(s) for s in part.shards]) for part in parts]
     return zlib.compress(pickle.dumps(rows, protocol=pickle.HIGHEST_PROTOCOL), 6)
 
@@ -144,8 +110,11 @@ def unpack_parts(chunk: bytes) -> list[Part]:
 
 @beam.typehints.with_output_types(Part)
 class CreateParts(beam.PTransform):
-    """Planned parts -> a PCollection of them, spread over the workers as ``CreateShards``
-    spreads shards (a part is never cut between chunks)."""
+    """Planned parts -> a PCollection of them, spread over the workers: ``Create`` of the plan
+    in ``chunks`` (default: one per part, at most ``MAX_PLAN_ELEMENTS``; a part is never cut
+    between chunks), ``Reshuffle``, then each chunk unpacked where it landed, so a big plan is
+    neither carried element by element nor shuffled part by part. A runner whose ``Reshuffle``
+    does nothing (DaskRunner) spreads by ``Create``'s partitions: give it one chunk per partition."""
 
     def __init__(self, parts: list[Part], chunks: int | None = None) -> None:
         super().__init__()
@@ -158,6 +127,7 @@ class CreateParts(beam.PTransform):
         return (
             pbegin
             | "Parts" >> beam.Create(chunks, reshuffle=False)
+            # Spread the chunks over workers; each is a few KB.
             | "Spread" >> beam.Reshuffle()
             | "Unpack" >> beam.FlatMap(unpack_parts).with_output_types(Part)
         )
