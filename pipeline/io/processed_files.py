@@ -287,15 +287,21 @@ def _escape(path: str) -> str:
     return re.sub(r"([[*?])", r"[\1]", path)
 
 
+def local_directories_holding(output: str, window: str, name: str) -> list[str]:
+    """The directories of a local output's window that hold a file ``name`` (``SOURCE_FILE``:
+    a landed file's outputs; ``CALLS_FILE``: its call-log pieces), by name."""
+    directory = os.path.join(output, window)
+    try:
+        names = os.listdir(directory)
+    except OSError:
+        return []
+    return [n for n in names if os.path.isfile(os.path.join(directory, n, name))]
+
+
 def file_count(output: str, window: str) -> int:
     """How many files a window's directory holds outputs of."""
     if files.is_local(output):
-        directory = os.path.join(output, window)
-        try:
-            names = os.listdir(directory)
-        except OSError:
-            return 0
-        return sum(1 for n in names if os.path.isfile(os.path.join(directory, n, SOURCE_FILE)))
+        return len(local_directories_holding(output, window, SOURCE_FILE))
     return len(file_results(output, window))
 
 

@@ -31,7 +31,6 @@ import dataclasses
 import hashlib
 import json
 import logging
-import os
 import threading
 import uuid
 from typing import Any, Callable, Iterable, NamedTuple
@@ -272,10 +271,5 @@ def assemble_left_windows(output: str, work: ShardWork, run_temp: str) -> list[s
 
 def _has_calls(output: str, window: str) -> bool:
     if files.is_local(output):
-        directory = os.path.join(output, window)
-        try:
-            names = os.listdir(directory)
-        except OSError:
-            return False
-        return any(os.path.isfile(os.path.join(directory, n, CALLS_FILE)) for n in names)
+        return bool(processed.local_directories_holding(output, window, CALLS_FILE))
     return bool(window_index(output, window).groups)
