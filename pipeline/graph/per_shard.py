@@ -26,7 +26,7 @@ from typing import NamedTuple
 import apache_beam as beam
 from apache_beam.metrics import Metrics
 
-from pipeline.graph.read import CreateParts, ReadProgress
+from pipeline.graph.read import CreateParts, PartProgress
 from pipeline.graph.shard_assembly import AssembleShardCalls
 from pipeline.graph.shard_dataset import DedupeShards
 from pipeline.graph.shard_step import ShardResult, ShardWork, process_shard, temp_place
@@ -61,13 +61,7 @@ class _ProcessShard(beam.DoFn):
     def process(self, part: Part):
         pause_point("read")  # tests kill a run here (pipeline.testhooks)
         step = self._work.step
-        progress: dict[int, ReadProgress] = {}
-
-        def read(shard: Shard, batch) -> None:
-            progress.setdefault(shard.number, ReadProgress(shard, self._tally)).batch_read(batch)
-
-        def done(shard: Shard) -> None:
-            (progress.pop(shard.number, None) or ReadProgress(shard, self._tally)).done()
+        progress = PartProgress(self._tally)
 
         def observe(batch, result) -> None:
             self._counters.count(len(batch.items), result)
@@ -77,7 +71,7 @@ class _ProcessShard(beam.DoFn):
 
         # A name unique per attempt: a retried part never clobbers another attempt's files.
         place = temp_place(self._temp_root, part, uuid.uuid4().hex)
-        result = process_shard(part, self._work, place, observe=observe, read=read, done=done)
+        result = process_shard(part, self._work, place, observe=observe, read=progress.read, done=progress.done)
         self._blank.inc(result.partial["blank_lines"])
         self._shards.inc(len(part.shards))
         self._tally.flush()

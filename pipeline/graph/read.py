@@ -46,13 +46,10 @@ class _ReadShard(beam.DoFn):
         # A part's shards in plan order, their records in batches of the part's number (small
         # files share a batch): one file per output for the part (``pipeline.io.parts``).
         stats = {"records": 0, "blank_lines": 0}
-        progress: dict[int, ReadProgress] = {}
-
-        def read(shard: Shard, batch: Batch) -> None:
-            progress.setdefault(shard.number, ReadProgress(shard, self._tally)).batch_read(batch)
+        progress = PartProgress(self._tally)
 
         def done(shard: Shard) -> None:
-            (progress.pop(shard.number, None) or ReadProgress(shard, self._tally)).done()
+            progress.done(shard)
             self._shards.inc()
 
         yield from iter_part_batches(
@@ -62,7 +59,7 @@ class _ReadShard(beam.DoFn):
             stats,
             self._max_record_bytes,
             self._batch_bytes,
-            read=read,
+            read=progress.read,
             done=done,
         )
         self._blank.inc(stats["blank_lines"])
@@ -86,6 +83,24 @@ class ReadProgress:
 
     def done(self) -> None:
         self._tally.shard_done(self._shard.number)
+
+
+class PartProgress:
+    """The progress of reading a part's shards, as ``iter_part_batches`` reports them: each
+    shard's ``ReadProgress``, made when its first batch is read, done at its end."""
+
+    def __init__(self, tally: Tally) -> None:
+        self._tally = tally
+        self._shards: dict[int, ReadProgress] = {}
+
+    def read(self, shard: Shard, batch: Batch) -> None:
+        progress = self._shards.get(shard.number)
+        if progress is None:
+            progress = self._shards[shard.number] = ReadProgress(shard, self._tally)
+        progress.batch_read(batch)
+
+    def done(self, shard: Shard) -> None:
+        (self._shards.pop(shard.number, None) or ReadProgress(shard, self._tally)).done()
 
 
 #: Elements of the plan the graph carries, at most: a job of up to this many parts gets one
