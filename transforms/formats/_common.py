@@ -453,24 +453,23 @@ def check_user_first(turns: list[Any], target: str) -> None:
         )
 
 
-def trim_final_text(
-    turns: list[Any], key: str, ctx: WriteContext, is_text: Callable[[Any], bool], text_key: str
-) -> None:
+def trim_final_text(turns: list[Any], ctx: WriteContext, is_text: Callable[[Any], bool]) -> None:
     """Anthropic refuses a body whose final assistant turn (a prefill) ends in whitespace
-    ("final assistant content cannot end with trailing whitespace"): its last text block is
-    right-stripped (a block left blank is left out, and a turn left empty), counted
+    ("final assistant content cannot end with trailing whitespace"): its last text block (of
+    the turn's ``content``, ``is_text``, its text under ``text``: Messages and Converse alike)
+    is right-stripped (a block left blank is left out, and a turn left empty), counted
     ``final_whitespace_trimmed``."""
     if not turns or turns[-1]["role"] != "assistant":
         return
-    blocks = turns[-1][key]
+    blocks = turns[-1]["content"]
     if not blocks or not is_text(blocks[-1]):
         return
-    text = blocks[-1][text_key]
+    text = blocks[-1]["text"]
     trimmed = text.rstrip()
     if trimmed == text:
         return
     if trimmed:
-        blocks[-1] = {**blocks[-1], text_key: trimmed}
+        blocks[-1] = {**blocks[-1], "text": trimmed}
     else:
         blocks.pop()
         if not blocks:

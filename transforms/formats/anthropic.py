@@ -425,7 +425,7 @@ def flat_to_anthropic(messages: list[Any], originals: Originals | None = None) -
 def write_anthropic(record: dict[str, Any], ctx: WriteContext) -> dict[str, Any]:
     originals = _renderings(ctx.source, ctx.messages_field)
     system, turns = flat_to_anthropic(normalized_messages(record, ctx.messages_field), originals)
-    trim_final_text(turns, "content", ctx, lambda block: block.get("type") == "text", "text")
+    trim_final_text(turns, ctx, lambda block: block.get("type") == "text")
     if not turns:
         raise FormatError("empty_conversation", "no user or assistant content to write")
     check_user_first(turns, "Anthropic")

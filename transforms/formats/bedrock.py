@@ -546,7 +546,7 @@ def write_bedrock(record: dict[str, Any], ctx: WriteContext) -> dict[str, Any]:
     if not turns:
         raise FormatError("empty_conversation", "no user or assistant content to write")
     check_user_first(turns, "Bedrock Converse")  # "A conversation must start with a user message."
-    trim_final_text(turns, "content", ctx, lambda block: "text" in block, "text")  # Claude's prefill rule
+    trim_final_text(turns, ctx, lambda block: "text" in block)  # Claude's prefill rule
     out: dict[str, Any] = {}
     model = record_model(record, ctx.model) or (
         record.get("modelId") if isinstance(record.get("modelId"), str) else None
