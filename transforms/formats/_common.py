@@ -435,16 +435,13 @@ def record_model(record: dict[str, Any], ctx_model: str | None) -> str | None:
     return model if isinstance(model, str) and model else None
 
 
-#: The targets whose API wants the first turn to be the user's: Anthropic ("first message must
-#: use the user role", as Bedrock and Vertex still enforce it), Bedrock Converse ("A conversation
-#: must start with a user message") and Gemini ("First content should be with role 'user'").
-USER_FIRST = ("Anthropic", "Bedrock Converse", "Gemini")
-
-
 def check_user_first(turns: list[Any], target: str) -> None:
     """``FormatError("leading_assistant")`` when the first written turn is not the user's (a log
     that opens with a greeting, or a leading user turn left blank): one rule for every target
-    in ``USER_FIRST``, the one ``convnorm validate`` reports as ``leading_assistant``."""
+    whose API wants the first turn to be the user's, the one ``convnorm validate`` reports as
+    ``leading_assistant``: Anthropic ("first message must use the user role", as Bedrock and
+    Vertex still enforce it), Bedrock Converse ("A conversation must start with a user
+    message") and Gemini ("First content should be with role 'user'")."""
     if turns and turns[0]["role"] != "user":
         raise FormatError(
             "leading_assistant",
