@@ -74,6 +74,7 @@ __all__ = [
     "check_user_first",
     "count_by_kind",
     "is_sendable",
+    "violation_order",
 ]
 
 #: The closed list of violation kinds, in canonical order (reports and counts follow it).
@@ -112,6 +113,11 @@ class Violation:
     detail: str
 
 
+def violation_order(violation: Violation) -> tuple[int, int]:
+    """The order violations are listed in: by index (``None`` first), then by ``VIOLATION_KINDS``."""
+    return (-1 if violation.index is None else violation.index, _KIND_ORDER[violation.kind])
+
+
 def _describe(value: Any) -> str:
     text = repr(value)
     return text if len(text) <= 60 else text[:57] + "..."
@@ -142,7 +148,7 @@ def check_sendable(messages: Any) -> list[Violation]:
     found: list[Violation] = []
     owner, results = _walk(messages, found.append)
     _check_results(owner, results, found.append)
-    found.sort(key=lambda v: (-1 if v.index is None else v.index, _KIND_ORDER[v.kind]))
+    found.sort(key=violation_order)
     return found
 
 

@@ -19,7 +19,7 @@ from transforms.record_steps import (
     read_conversation,
     record_id,
 )
-from transforms.validate import VIOLATION_KINDS, Violation, check_sendable, check_user_first, count_by_kind
+from transforms.validate import check_sendable, check_user_first, count_by_kind, violation_order
 
 #: The readers of providers that want a user message first: their bodies are also checked by
 #: ``check_user_first`` (the rule their writers refuse ``leading_assistant`` by).
@@ -36,7 +36,7 @@ def _check(raw: RawRecord, settings: Settings) -> tuple[ViolationReport, None] |
     violations = check_sendable(conversation.messages)
     reader = settings.input_format if settings.input_format != "auto" else getattr(hint.reader, "name", None)
     if reader in USER_FIRST_READERS:
-        violations = sorted(violations + check_user_first(conversation.messages), key=_order)
+        violations = sorted(violations + check_user_first(conversation.messages), key=violation_order)
     report: ViolationReport = {
         "id": record_id(record, settings),
         "source": raw.source,
@@ -49,10 +49,6 @@ def _check(raw: RawRecord, settings: Settings) -> tuple[ViolationReport, None] |
         ],
     }
     return report, None
-
-
-def _order(violation: Violation) -> tuple[int, int]:
-    return (-1 if violation.index is None else violation.index, VIOLATION_KINDS.index(violation.kind))
 
 
 #: Violations listed one by one in a conversation's report (all are counted).

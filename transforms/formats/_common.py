@@ -435,16 +435,13 @@ def record_model(record: dict[str, Any], ctx_model: str | None) -> str | None:
     return model if isinstance(model, str) and model else None
 
 
-#: The targets whose API wants the first turn to be the user's: Anthropic ("first message must
-#: use the user role", as Bedrock and Vertex still enforce it), Bedrock Converse ("A conversation
-#: must start with a user message") and Gemini ("First content should be with role 'user'").
-USER_FIRST = ("Anthropic", "Bedrock Converse", "Gemini")
-
-
 def check_user_first(turns: list[Any], target: str) -> None:
     """``FormatError("leading_assistant")`` when the first written turn is not the user's (a log
     that opens with a greeting, or a leading user turn left blank): one rule for every target
-    in ``USER_FIRST``, the one ``convnorm validate`` reports as ``leading_assistant``."""
+    whose API wants the first turn to be the user's, the one ``convnorm validate`` reports as
+    ``leading_assistant``: Anthropic ("first message must use the user role", as Bedrock and
+    Vertex still enforce it), Bedrock Converse ("A conversation must start with a user
+    message") and Gemini ("First content should be with role 'user'")."""
     if turns and turns[0]["role"] != "user":
         raise FormatError(
             "leading_assistant",
@@ -453,24 +450,23 @@ def check_user_first(turns: list[Any], target: str) -> None:
         )
 
 
-def trim_final_text(
-    turns: list[Any], key: str, ctx: WriteContext, is_text: Callable[[Any], bool], text_key: str
-) -> None:
+def trim_final_text(turns: list[Any], ctx: WriteContext, is_text: Callable[[Any], bool]) -> None:
     """Anthropic refuses a body whose final assistant turn (a prefill) ends in whitespace
-    ("final assistant content cannot end with trailing whitespace"): its last text block is
-    right-stripped (a block left blank is left out, and a turn left empty), counted
+    ("final assistant content cannot end with trailing whitespace"): its last text block (of
+    the turn's ``content``, ``is_text``, its text under ``text``: Messages and Converse alike)
+    is right-stripped (a block left blank is left out, and a turn left empty), counted
     ``final_whitespace_trimmed``."""
     if not turns or turns[-1]["role"] != "assistant":
         return
-    blocks = turns[-1][key]
+    blocks = turns[-1]["content"]
     if not blocks or not is_text(blocks[-1]):
         return
-    text = blocks[-1][text_key]
+    text = blocks[-1]["text"]
     trimmed = text.rstrip()
     if trimmed == text:
         return
     if trimmed:
-        blocks[-1] = {**blocks[-1], text_key: trimmed}
+        blocks[-1] = {**blocks[-1], "text": trimmed}
     else:
         blocks.pop()
         if not blocks:

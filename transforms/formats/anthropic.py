@@ -425,7 +425,7 @@ def flat_to_anthropic(messages: list[Any], originals: Originals | None = None) -
 def write_anthropic(record: dict[str, Any], ctx: WriteContext) -> dict[str, Any]:
     originals = _renderings(ctx.source, ctx.messages_field)
     system, turns = flat_to_anthropic(normalized_messages(record, ctx.messages_field), originals)
-    trim_final_text(turns, "content", ctx, lambda block: block.get("type") == "text", "text")
+    trim_final_text(turns, ctx, lambda block: block.get("type") == "text")
     if not turns:
         raise FormatError("empty_conversation", "no user or assistant content to write")
     check_user_first(turns, "Anthropic")
@@ -434,7 +434,7 @@ def write_anthropic(record: dict[str, Any], ctx: WriteContext) -> dict[str, Any]
     if model is not None:
         out["model"] = model
     # The Messages API requires max_tokens: the record's own, else --max-tokens.
-    if isinstance(record.get("max_tokens"), int) and not isinstance(record["max_tokens"], bool):
+    if is_count(record.get("max_tokens")):
         out["max_tokens"] = record["max_tokens"]
     elif ctx.max_tokens is not None:
         out["max_tokens"] = ctx.max_tokens
@@ -461,7 +461,8 @@ def write_anthropic(record: dict[str, Any], ctx: WriteContext) -> dict[str, Any]
 
 #: The request's ``thinking`` config types (SDK ``ThinkingConfigParam``).
 _THINKING_TYPES = frozenset(("enabled", "adaptive", "disabled", "between_tools"))
-_THINKING_ON = frozenset(("enabled", "adaptive"))
+#: The types that turn thinking on (Claude's on Bedrock too: ``bedrock._model_fields``).
+THINKING_ON = frozenset(("enabled", "adaptive"))
 
 
 def _thinking_config(record: dict[str, Any], turns: list[Any], ctx: WriteContext, max_tokens: Any) -> Any:
@@ -478,12 +479,12 @@ def _thinking_config(record: dict[str, Any], turns: list[Any], ctx: WriteContext
     config = record.get("thinking")
     if not isinstance(config, dict) or config.get("type") not in _THINKING_TYPES:
         return None
-    if config["type"] in _THINKING_ON and not _last_tool_turn_thinks(turns):
+    if config["type"] in THINKING_ON and not _last_tool_turn_thinks(turns):
         count_written(ctx, "thinking_config_dropped")
         return None
     budget = config.get("budget_tokens")
-    if _count(budget) and _count(max_tokens) and budget >= max_tokens:
-        whose = "the record's own" if _count(record.get("max_tokens")) else "--max-tokens: pass a larger one"
+    if is_count(budget) and is_count(max_tokens) and budget >= max_tokens:
+        whose = "the record's own" if is_count(record.get("max_tokens")) else "--max-tokens: pass a larger one"
         raise FormatError(
             "thinking_budget_too_large",
             f"thinking.budget_tokens {budget} is not below max_tokens {max_tokens} ({whose}), which Anthropic refuses",
@@ -491,7 +492,8 @@ def _thinking_config(record: dict[str, Any], turns: list[Any], ctx: WriteContext
     return config
 
 
-def _count(value: Any) -> TypeGuard[int]:
+def is_count(value: Any) -> TypeGuard[int]:
+    """An int that is not a bool (a token count or budget as the API takes it)."""
     return isinstance(value, int) and not isinstance(value, bool)
 
 

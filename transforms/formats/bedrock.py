@@ -35,7 +35,7 @@ Writer: see ``write_bedrock``.
 
 from __future__ import annotations
 
-from typing import Any, TypeGuard
+from typing import Any
 
 from transforms.formats import media, reasoning
 from transforms.formats._common import (
@@ -64,7 +64,7 @@ from transforms.formats._rendered import (
     without,
 )
 from transforms.formats._tools import bare_function_schema, called_tools, check_tool_name, tool_name, tools_for
-from transforms.formats.anthropic import PERMISSIVE_SCHEMA, tool_ids, tool_input
+from transforms.formats.anthropic import PERMISSIVE_SCHEMA, THINKING_ON, is_count, tool_ids, tool_input
 from transforms.formats.base import (
     Conversation,
     FormatError,
@@ -475,10 +475,6 @@ def _tool_config(record: dict[str, Any], messages: list[Any], ctx: WriteContext)
     return config
 
 
-#: Claude's ``thinking`` config types that turn it on (as on the Messages API).
-_THINKING_ON = frozenset(("enabled", "adaptive"))
-
-
 def _model_fields(record: dict[str, Any], turns: list[Any], ctx: WriteContext) -> dict[str, Any] | None:
     """The record's ``additionalModelRequestFields`` to write back (Claude's ``thinking`` config
     is there), under Anthropic's rules: thinking on needs the turn that opens the last tool use
@@ -489,7 +485,7 @@ def _model_fields(record: dict[str, Any], turns: list[Any], ctx: WriteContext) -
     if not isinstance(fields, dict):
         return None
     thinking = fields.get("thinking")
-    if not isinstance(thinking, dict) or thinking.get("type") not in _THINKING_ON:
+    if not isinstance(thinking, dict) or thinking.get("type") not in THINKING_ON:
         return fields
     if not _last_tool_turn_reasons(turns):
         count_written(ctx, "thinking_config_dropped")
@@ -497,17 +493,13 @@ def _model_fields(record: dict[str, Any], turns: list[Any], ctx: WriteContext) -
     budget = thinking.get("budget_tokens")
     inference = record.get("inferenceConfig")
     max_tokens = inference.get("maxTokens") if isinstance(inference, dict) else None
-    if _count(budget) and _count(max_tokens) and budget >= max_tokens:
+    if is_count(budget) and is_count(max_tokens) and budget >= max_tokens:
         raise FormatError(
             "thinking_budget_too_large",
             f"thinking.budget_tokens {budget} is not below inferenceConfig.maxTokens {max_tokens}, "
             "which Claude refuses",
         )
     return fields
-
-
-def _count(value: Any) -> TypeGuard[int]:
-    return isinstance(value, int) and not isinstance(value, bool)
 
 
 def _last_tool_turn_reasons(turns: list[Any]) -> bool:
@@ -554,7 +546,7 @@ def write_bedrock(record: dict[str, Any], ctx: WriteContext) -> dict[str, Any]:
     if not turns:
         raise FormatError("empty_conversation", "no user or assistant content to write")
     check_user_first(turns, "Bedrock Converse")  # "A conversation must start with a user message."
-    trim_final_text(turns, "content", ctx, lambda block: "text" in block, "text")  # Claude's prefill rule
+    trim_final_text(turns, ctx, lambda block: "text" in block)  # Claude's prefill rule
     out: dict[str, Any] = {}
     model = record_model(record, ctx.model) or (
         record.get("modelId") if isinstance(record.get("modelId"), str) else None

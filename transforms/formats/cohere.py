@@ -96,17 +96,7 @@ def cohere_to_flat(record: dict[str, Any], discarded: dict[str, Any]) -> list[An
         if role == "assistant":
             pending = []
         if role == "assistant" and isinstance(calls, list) and calls:
-            several = len(calls) > 1
-            flat_calls = []
-            for n, call in enumerate(calls):
-                call = call if isinstance(call, dict) else {}
-                call_id = ids.new(index, n if several else None)
-                flat = {"tool_call_id": call_id, "name": call.get("name")}
-                if call.get("parameters") is not None:
-                    flat["args"] = call["parameters"]
-                flat_calls.append(flat)
-                pending.append((call_id, call.get("name"), call.get("parameters")))
-            message["tool_calls"] = flat_calls
+            message["tool_calls"] = _flat_calls(calls, index, ids, pending)
         out.append(message)
     results = record.get("tool_results")
     results = results if isinstance(results, list) else []
@@ -124,18 +114,26 @@ def cohere_to_flat(record: dict[str, Any], discarded: dict[str, Any]) -> list[An
     return out
 
 
-def _calls_of(results: list[Any], index: int, ids: IdAllocator, pending: list[tuple[str, Any, Any]]) -> dict[str, Any]:
-    """The assistant turn of the calls single-step results repeat (``call``: name, parameters)."""
-    calls = [r["call"] if isinstance(r, dict) and isinstance(r.get("call"), dict) else {} for r in results]
+def _flat_calls(calls: list[Any], index: int, ids: IdAllocator, pending: list[tuple[str, Any, Any]]) -> list[Any]:
+    """v1 calls ``{name, parameters}`` (anything else read as ``{}``) as flat calls, their ids
+    derived from the entry ``index``; each one added to ``pending``."""
+    several = len(calls) > 1
     flat_calls = []
     for n, call in enumerate(calls):
-        call_id = ids.new(index, n if len(calls) > 1 else None)
+        call = call if isinstance(call, dict) else {}
+        call_id = ids.new(index, n if several else None)
         flat = {"tool_call_id": call_id, "name": call.get("name")}
         if call.get("parameters") is not None:
             flat["args"] = call["parameters"]
         flat_calls.append(flat)
         pending.append((call_id, call.get("name"), call.get("parameters")))
-    return {"role": "assistant", "content": "", "tool_calls": flat_calls}
+    return flat_calls
+
+
+def _calls_of(results: list[Any], index: int, ids: IdAllocator, pending: list[tuple[str, Any, Any]]) -> dict[str, Any]:
+    """The assistant turn of the calls single-step results repeat (``call``: name, parameters)."""
+    calls = [r.get("call") if isinstance(r, dict) else None for r in results]
+    return {"role": "assistant", "content": "", "tool_calls": _flat_calls(calls, index, ids, pending)}
 
 
 def _parameters(definitions: Any) -> dict[str, Any]:

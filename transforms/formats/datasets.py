@@ -34,12 +34,16 @@ def _feature(schema: Any) -> Any:
     return {key: _feature(value) for key, value in schema.items()}
 
 
-def datasets_features(sink: str, id_field: str = "id") -> dict[str, Any]:
-    """The ``datasets.Features.from_dict`` description of the records ``sink`` writes."""
+def _schema(sink: str) -> dict[str, Any]:
     schema = WRITERS[sink].schema
     if schema is None:
         raise ValueError(f"sink {sink!r} declares no schema (its records keep the input's own fields)")
-    return {(id_field if key == ID else key): _feature(value) for key, value in schema.items()}
+    return schema
+
+
+def datasets_features(sink: str, id_field: str = "id") -> dict[str, Any]:
+    """The ``datasets.Features.from_dict`` description of the records ``sink`` writes."""
+    return {(id_field if key == ID else key): _feature(value) for key, value in _schema(sink).items()}
 
 
 def _yaml_type(schema: Any) -> dict[str, Any]:
@@ -63,7 +67,4 @@ def _yaml_type(schema: Any) -> dict[str, Any]:
 def yaml_features(sink: str, id_field: str = "id") -> list[dict[str, Any]]:
     """``dataset_info.features`` of a dataset card for the records ``sink`` writes, in the
     declared order: what ``datasets.Features._from_yaml_list`` reads back as ``datasets_features``."""
-    schema = WRITERS[sink].schema
-    if schema is None:
-        raise ValueError(f"sink {sink!r} declares no schema (its records keep the input's own fields)")
-    return [{"name": id_field if key == ID else key, **_yaml_type(value)} for key, value in schema.items()]
+    return [{"name": id_field if key == ID else key, **_yaml_type(value)} for key, value in _schema(sink).items()]

@@ -360,14 +360,14 @@ def _contents_key(record: dict[str, Any], messages_field: str) -> str | None:
 
 def read_gemini(record: Any, messages_field: str) -> Conversation:
     report: dict[str, Any] = {}
-    if isinstance(record, list):
-        discarded: dict[str, Any] = {}
-        flat = gemini_to_flat(_assembled(record, report), discarded=discarded)
-        return Conversation(flat, {}, report or None, discarded or None)
-    bare = bare_list_conversation(record, gemini_to_flat)  # refuses what is not a record
+
+    def assembled_to_flat(contents: list[Any], discarded: dict[str, Any]) -> list[Any]:
+        return gemini_to_flat(_assembled(contents, report), discarded=discarded)
+
+    bare = bare_list_conversation(record, assembled_to_flat)
     if bare is not None:
-        return bare
-    discarded = {}
+        return bare._replace(report=report or None)
+    discarded: dict[str, Any] = {}
     key = _contents_key(record, messages_field)
     if key is None:
         raise FormatError("missing_contents", f"no list at 'contents' or {messages_field!r}")

@@ -22,10 +22,8 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
+from transforms.formats._common import JOIN  # the separator readers join a message's parts with
 from transforms.ledger import note
-
-#: The separator readers join a message's parts with (``_common.JOIN``).
-JOIN = "\n"
 
 #: The flat message key that carries the media of a message.
 FIELD = "media"
