@@ -12,7 +12,8 @@ searched and each find replaced by ``[REDACTED:<kind>]``:
 - ``emails``: addresses (``name@domain.tld``), kind ``email``;
 - ``phones``: Google's ``phonenumbers`` matcher: numbers written in international form
   (``+1 650 253 0000``); ``phones:CC`` also the national numbers of region ``CC``
-  (``phones:US``: ``(415) 555-2671``). Kind ``phone``.
+  (``phones:US``: ``(415) 555-2671``), ``CC`` one of ``phone_regions()`` (``phonenumbers``'
+  two-letter ISO 3166 codes: the United Kingdom is ``GB``). Kind ``phone``.
 
 JSON stays valid: arguments that are JSON text are parsed, their strings redacted, and written
 back compact (only when something was found); an object's strings are redacted in place (a
@@ -31,6 +32,9 @@ from transforms.jsontext import compact_json, parse_json
 #: ``--redact`` kinds and the module each needs.
 KINDS = {"secrets": "detect_secrets", "emails": None, "phones": "phonenumbers"}
 EXTRA = "pip install -e '.[redact]' in convnorm's checkout"
+#: Codes people give for a region that are not its ISO 3166 code (the EU's own abbreviations):
+#: ``phones:UK`` would match no national number at all.
+_NOT_ISO = {"UK": ("the United Kingdom", "GB"), "EL": ("Greece", "GR")}
 
 _EMAIL = re.compile(r"(?<![\w.+-])[A-Za-z0-9._%+-]+@[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)*\.[A-Za-z]{2,}(?![\w-])")
 _PRIVATE_KEY = re.compile(r"-----BEGIN [A-Z ]*PRIVATE KEY-----.*?-----END [A-Z ]*PRIVATE KEY-----", re.DOTALL)
@@ -45,22 +49,56 @@ def placeholder(kind: str) -> str:
     return f"[REDACTED:{kind}]"
 
 
+def phone_regions() -> tuple[str, ...]:
+    """The regions ``phones:CC`` takes: every one ``phonenumbers`` has a numbering plan for
+    (two-letter ISO 3166 codes, sorted). Needs the redact extra."""
+    import phonenumbers
+
+    return tuple(sorted(phonenumbers.SUPPORTED_REGIONS))
+
+
+def region_problem(region: str) -> str | None:
+    """Why ``phones:<region>`` cannot work (the region upper-case), or None. Needs the redact extra."""
+    regions = phone_regions()
+    if region in regions:
+        return None
+    if region in _NOT_ISO:
+        name, code = _NOT_ISO[region]
+        return f"--redact phones:{region}: {region} is no region code; {name}'s is {code} (phones:{code})"
+    return (
+        f"--redact phones:{region}: no such region; phones:CC takes a two-letter ISO 3166 code with a "
+        f"numbering plan ({', '.join(r for r in ('US', 'GB', 'DE', 'FR', 'IN', 'JP') if r in regions)}, ...: "
+        f"{len(regions)} in all, listed in docs/fine-tuning.md)"
+    )
+
+
 def parse_kinds(text: str) -> tuple[tuple[str, ...], str | None, list[str]]:
-    """``secrets,emails,phones:US`` -> (kinds, phone region or None, problems for a person)."""
+    """``secrets,emails,phones:US`` -> (kinds, phone region or None, problems for a person).
+
+    Refused: no kind at all (``''``, ``','``), an unknown kind, a region on another kind, two
+    regions, a region ``phonenumbers`` does not have (``phones:UK``: it is GB), a missing extra."""
     kinds: list[str] = []
-    region = None
+    region: str | None = None
     problems = []
     for part in (p.strip() for p in text.split(",") if p.strip()):
         name, _, value = part.partition(":")
+        value = value.strip().upper()
         if name not in KINDS:
             problems.append(f"unknown --redact {name!r}; known: {', '.join(KINDS)} (phones:CC for a region's numbers)")
-        elif value and name != "phones":
+            continue
+        if value and name != "phones":
             problems.append(f"--redact {part!r}: only phones takes a region (phones:US)")
-        elif name not in kinds:
+            continue
+        if value and region not in (None, value):
+            problems.append(f"--redact takes one phone region, not phones:{region} and phones:{value}")
+        region = region or value or None
+        if name not in kinds:
             kinds.append(name)
-            region = value.upper() or region if name == "phones" else region
     if not kinds and not problems:
-        problems.append("--redact needs at least one of " + ", ".join(KINDS))
+        problems.append(
+            f"--redact {text!r} needs at least one of {', '.join(KINDS)} (comma-separated; phones:CC for a "
+            "region's numbers)"
+        )
     for name in kinds:
         module = KINDS[name]
         if module is not None:
@@ -68,6 +106,11 @@ def parse_kinds(text: str) -> tuple[tuple[str, ...], str | None, list[str]]:
                 __import__(module)
             except ImportError:
                 problems.append(f"--redact {name} needs {module}: {EXTRA}")
+                continue
+        if name == "phones" and region is not None:
+            problem = region_problem(region)
+            if problem:
+                problems.append(problem)
     return tuple(kinds), region, problems
 
 
