@@ -433,10 +433,12 @@ def _training_flags(add) -> None:
     )
     add(
         "--redact",
-        help="KIND[,KIND]: replace secrets (detect-secrets' detectors, private keys, bearer tokens), "
-        "emails and phones (international form; phones:CC also region CC's national numbers) with "
-        "typed placeholders [REDACTED:kind] in every message text, call argument and result, JSON "
-        "kept valid; counted by kind (needs the redact extra)",
+        help="KIND[,KIND]: replace secrets (detect-secrets' detectors, private keys, bearer tokens, "
+        "AWS secret access keys after their name, OpenAI sk-proj/sk-svcacct/sk-admin keys), emails and "
+        "phones (international form; phones:CC also region CC's national numbers, CC a two-letter ISO "
+        "3166 code phonenumbers has a plan for: US, GB (not UK), DE, IN ...; docs/fine-tuning.md lists "
+        "them) with typed placeholders [REDACTED:kind] in every message text, call argument and "
+        "result, JSON kept valid; counted by kind (needs the redact extra)",
     )
     add(
         "--examples",
