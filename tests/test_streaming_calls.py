@@ -363,6 +363,30 @@ def test_a_rewritten_file_replaces_its_earlier_pieces_and_an_appended_one_adds_t
     assert [c["call"] for c in drops["s-1"]["assembly"]["calls"]] == ["obs-1", "obs-2", "obs-3"]
 
 
+def test_the_totals_check_fails_when_a_committed_windows_pieces_were_not_all_assembled(tmp_path):
+    """Found: a restart assembled a window still open, and the files committed into it
+    afterwards were never assembled; the final summary said ``accounted: true``. Pieces
+    committed after their window's assembly, and a window never assembled, fail the check."""
+    rows = _lines(LANGFUSE)
+    landing, out = tmp_path / "landing", tmp_path / "out"
+    plan = _plan(out)
+    clean_landed_file(_landed(_land(landing, "a.jsonl", b"".join(rows[2:]))), W1, plan)
+    _close(out, W1, plan)
+    assert processed.final_summary(str(out), plan.settings)["accounted"]
+    late = clean_landed_file(_landed(_land(landing, "b.jsonl", b"".join(rows[:2]))), W1, plan)
+    pieces = len(_lines(out / W1 / late / "calls.jsonl"))
+    total = processed.final_summary(str(out), plan.settings)
+    assert not total["accounted"]
+    assert total[processed.NOT_ASSEMBLED] == {"windows": [W1], "files": 1, "pieces": pieces}
+    clean_landed_file(_landed(_land(landing, "c.jsonl", OTLP.read_bytes())), W2, plan)  # W2: no close
+    total = processed.final_summary(str(out), plan.settings)
+    assert total[processed.NOT_ASSEMBLED]["windows"] == [W1, W2] and not total["accounted"]
+    line = processed.not_assembled_line(total)
+    assert line is not None and "never assembled" in line and W2 in line
+    assert assembly.assemble_window(str(out), W2, plan.work, plan.run_temp, assembly.move_committing) == "done"
+    assert processed.final_summary(str(out), plan.settings)[processed.NOT_ASSEMBLED]["windows"] == [W1]
+
+
 # --------------------------------------------------------------------------------------------
 # On Prism, as a user runs it
 

@@ -227,6 +227,9 @@ def assemble_window(output: str, window: str, work: ShardWork, run_temp: str, co
             "groups": len(own),
             "reopened_groups": sum(1 for n in panes.values() if n),
             "read_from": read,
+            # The window's own files whose pieces this read (superseded ones included): the
+            # final summary's check that every piece committed into the window was assembled.
+            "window_files": sorted({name for names in own.values() for name in names}),
             "files": {
                 name: {"records": f.records, "bytes": f.size, "sha256": f.sha256} for name, f in result.files.items()
             },

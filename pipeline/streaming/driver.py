@@ -364,6 +364,8 @@ def _watch(job: Job, output: str, run_id: str, run_temp: str) -> int:
         report = try_write_report(output, locked=True)  # this run holds the lock
         if report:
             print_line(f"report:  {report}")
+    if not total["accounted"]:
+        print_error(processed.not_assembled_line(total) or "some records are not accounted for (summary.json)")
     if end.state != PipelineState.DONE and not (end.cancelled and end.state == PipelineState.CANCELLED):
         print_error(f"the streaming job ended in state {end.state}")
         return 1
