@@ -80,6 +80,8 @@ class DropMetrics(_DropCounts, total=False):
     training: dict[str, int]
     #: ``--split``: the split the conversation is in (``train`` or a ``--split`` name).
     split: str
+    #: ``--split``: the tool calls in the conversation as written (a split's statistics).
+    tool_calls: int
     #: ``--dedupe``: the ids of the conversations collapsed into this one, in input order.
     duplicates: list[str]
     #: ``--examples each``: which of its conversation's examples this is (``k`` of ``n``, ``of`` its id).

@@ -414,6 +414,10 @@ def _dataset_keys(
         if not found:
             counts["split_key_missing"] = counts.get("split_key_missing", 0) + 1
         metrics["split"] = split_of(key, settings.split_seed, settings.splits)
+        # A split's statistics (the report) count the calls its conversations teach.
+        metrics["tool_calls"] = sum(
+            len(m["tool_calls"]) for m in written if isinstance(m, dict) and isinstance(m.get("tool_calls"), list)
+        )
 
 
 def _reasoning_kept(settings: Settings) -> Callable[[str], bool]:
