@@ -102,10 +102,10 @@ def _fixture_pieces():
         texts = [path.read_bytes()] if path.suffix == ".json" else path.read_bytes().splitlines()
         for position, text in enumerate(texts):
             try:
-                pieces = read_call_log(parse_json(text), settings)
+                read = read_call_log(parse_json(text), settings)
             except Exception:  # noqa: BLE001 — a record that holds nothing, or no call log
                 continue
-            for piece in pieces or ():
+            for piece in read.pieces if read is not None else ():
                 yield str(path), position, piece
 
 

@@ -304,7 +304,7 @@ def reassembled(
         raw = record_at(source, position, max_record_bytes)
         if raw is None:
             raise NotFound(f"{source} has no record at position {position:,} any more: was the file moved or changed?")
-        for piece in read_call_log(parse_payload(raw), calls) or ():
+        for piece in getattr(read_call_log(parse_payload(raw), calls), "pieces", ()):
             if group_key(piece) == key:
                 state.add(source, position, piece)
     made = assemble(

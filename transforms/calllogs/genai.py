@@ -284,8 +284,26 @@ def indexed(attributes: dict[str, Any], prefix: str) -> list[dict[str, Any]]:
     return [entries[n] for n in sorted(entries)]
 
 
+def _listed_calls(content: Any) -> list[dict[str, Any]] | None:
+    """Koog's tool calls, written as an entry's ``content``: JSON text of a list of OpenAI
+    calls (``[{"function": {"name", "arguments"}, "id", "type": "function"}]``) as flat calls;
+    ``None`` for any other content."""
+    found = _json(content) if isinstance(content, str) else None
+    if not isinstance(found, list) or not found:
+        return None
+    for call in found:
+        if not (isinstance(call, dict) and call.get("type") == "function" and isinstance(call.get("function"), dict)):
+            return None
+    return _event_calls(found)
+
+
 def indexed_message(entry: dict[str, Any]) -> dict[str, Any]:
-    """One ``gen_ai.prompt.N`` / ``gen_ai.completion.N`` entry as a flat message."""
+    """One ``gen_ai.prompt.N`` / ``gen_ai.completion.N`` entry as a flat message. An entry whose
+    content is a list of tool calls (Koog: role ``tool`` in a prompt, ``assistant`` in a
+    completion) is an assistant message making those calls."""
+    calls_listed = _listed_calls(entry.get("content"))
+    if calls_listed is not None:
+        return {"role": "assistant", "content": "", "tool_calls": calls_listed}
     own = entry.get("role")
     role = _ROLES.get(own, own) if isinstance(own, str) else "user"
     flat: dict[str, Any] = {"role": role, "content": content_text(entry.get("content"))}
@@ -300,3 +318,32 @@ def indexed_message(entry: dict[str, Any]) -> dict[str, Any]:
     if role == "tool":
         flat["tool_call_id"] = _trimmed(entry.get("tool_call_id"))
     return flat
+
+
+def indexed_messages(entries: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Indexed entries as flat messages, an entry of listed tool calls (Koog writes each call,
+    and the text before them, as an entry of its own) joined to the assistant message just
+    before it: one assistant turn, as the provider sent it and as the next request repeats it."""
+    out: list[dict[str, Any]] = []
+    for entry in entries:
+        message = indexed_message(entry)
+        before = out[-1] if out else None
+        if _listed_calls(entry.get("content")) is not None and before is not None and before.get("role") == "assistant":
+            out[-1] = {**before, "tool_calls": [*before.get("tool_calls", ()), *message["tool_calls"]]}
+            continue
+        out.append(message)
+    return out
+
+
+def indexed_output(entries: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The output of indexed completion entries: the first (the first choice), with the entries
+    of listed tool calls that follow it (Koog's calls of the same turn; another choice is never
+    such an entry)."""
+    if not entries:
+        return []
+    taken = [entries[0]]
+    for entry in entries[1:]:
+        if _listed_calls(entry.get("content")) is None:
+            break
+        taken.append(entry)
+    return indexed_messages(taken)

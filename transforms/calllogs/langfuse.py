@@ -13,8 +13,10 @@ Three record shapes, one reader (``langfuse``):
 
 Observations of type ``GENERATION`` are calls, ``TOOL`` ones tool results (their ``output``;
 the call id from the OTel attributes Langfuse keeps in ``metadata``: ``gen_ai.tool.call.id``,
-``tool_call.id``, else none); every other type (``SPAN``, ``AGENT``, ``EVENT`` ...) gives
-nothing. The conversation is the session id, else the trace id.
+``tool_call.id``, else none); every other type (``SPAN``, ``AGENT``, ``EVENT`` ...) is a
+``Skipped``, by type. The conversation is the session id, else the trace id. An observation of
+a trace download that cannot be read is a ``Rejected`` (a dead letter of its own), and the
+trace's other observations are read.
 
 Langfuse keeps ``input`` and ``output`` as the instrumentation wrote them: OpenAI chat messages,
 Responses items, Gemini requests, OTel GenAI parts or events, plain text. They are read by the
@@ -30,11 +32,20 @@ from __future__ import annotations
 from typing import Any
 
 from transforms.calllogs import openinference
-from transforms.calllogs.calls import Call, CallLogReader, Piece, ToolResult, register_call_log_reader
+from transforms.calllogs.calls import (
+    Call,
+    CallLogReader,
+    ReadItem,
+    Rejected,
+    Skipped,
+    ToolResult,
+    register_call_log_reader,
+)
 from transforms.calllogs.embedded import (
     as_dict,
     decoded,
     merged_ledgers,
+    parts_read,
     read_history,
     read_output,
     result_text,
@@ -178,8 +189,9 @@ def _tool_result(observation: dict[str, Any], session: Any) -> ToolResult | None
     )
 
 
-def observation_pieces(observation: Any, session: Any = None) -> list[Piece]:
-    """The piece one observation gives (``session``: the trace's session id, for a download)."""
+def observation_pieces(observation: Any, session: Any = None) -> list[ReadItem]:
+    """The piece one observation gives (``session``: the trace's session id, for a download),
+    or a ``Skipped`` by its type (``span``, ``agent``, ``event`` ...)."""
     if not isinstance(observation, dict):
         raise FormatError("bad_observation", f"an observation is {type(observation).__name__}, not an object")
     kind = observation.get("type")
@@ -188,14 +200,30 @@ def observation_pieces(observation: Any, session: Any = None) -> list[Piece]:
         call = _call(observation, session)
         # A generation that recorded neither input nor output (BeeAI's start / finish events
         # are generations of their own) has nothing to rebuild from.
-        return [call] if call.history or call.output else []
+        return [call] if call.history or call.output else [Skipped("llm_without_messages")]
     if kind in _TOOL_TYPES:
         result = _tool_result(observation, session)
-        return [] if result is None else [result]
-    return []
+        return [Skipped("tool_without_result")] if result is None else [result]
+    return [Skipped(kind.lower() or "other")]
 
 
-def read_langfuse(record: Any) -> list[Piece]:
+def _rejected(trace: dict[str, Any], session: Any, index: int, observation: Any, error: FormatError) -> Rejected:
+    """An observation of a trace download that cannot be read: a dead letter of its own."""
+    found = as_dict(observation)
+    own = _text(found.get("id")) or f"#{index}"
+    group = next(
+        (_text(v) for v in (session, _field(found, "session"), _field(found, "trace"), trace.get("id")) if v),
+        own,
+    )
+    try:
+        start = time_nanos(_field(found, "start"), "start time")
+    except FormatError:
+        start = 0
+    detail = f"{NAME}: observation {index} (id {own}): {error.reason}: {error}"
+    return Rejected(NAME, group, start, own, error.reason, detail)
+
+
+def read_langfuse(record: Any) -> list[ReadItem]:
     if not isinstance(record, dict):
         raise FormatError("not_langfuse", "a Langfuse record is an object")
     if "observations" in record:
@@ -204,7 +232,11 @@ def read_langfuse(record: Any) -> list[Piece]:
             raise FormatError("bad_observations", "'observations' is not a list")
         trace = as_dict(record.get("trace"))
         session = trace.get("sessionId", trace.get("session_id"))
-        return [piece for observation in observations for piece in observation_pieces(observation, session)]
+        return parts_read(
+            observations,
+            lambda observation: observation_pieces(observation, session),
+            lambda index, observation, error: _rejected(trace, session, index, observation, error),
+        )
     if "type" not in record:
         raise FormatError("missing_type", "a Langfuse observation has a type")
     return observation_pieces(record)
