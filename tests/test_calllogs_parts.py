@@ -210,6 +210,12 @@ def test_a_genai_row_with_an_opentelemetry_span_kind_is_read_as_genai():
     assert piece.history == [user("Hi")] and piece.output == [assistant("Hello.")]
     (again,) = read({**row, "span_kind": "CLIENT"}, "span-rows")
     assert again == piece
+    # An OpenInference kind beside attributes that are all GenAI's is a label, not the convention.
+    (labelled,) = read({**row, "span_kind": "LLM"}, "span-rows")
+    assert labelled == piece
+    tool = {"gen_ai.operation.name": "execute_tool", "gen_ai.tool.call.id": "c1", "gen_ai.tool.call.result": "rainy"}
+    (result,) = read({**row, "span_kind": "TOOL", "attributes": tool}, "span-rows")
+    assert isinstance(result, ToolResult) and result.content == "rainy"
 
 
 def test_one_span_has_one_id_whichever_exporter_wrote_it():

@@ -232,6 +232,21 @@ def _otlp_span(span: dict[str, Any], resource: dict[str, Any]) -> Span:
     )
 
 
+#: Attributes only OpenInference writes (beside ``llm.*`` and ``openinference.*``).
+_OI_KEYS = frozenset(("input.value", "output.value", "tool.name", "tool.id", "tool_call.id"))
+
+
+def _speaks_genai_only(attributes: dict[str, Any]) -> bool:
+    """The attributes follow the GenAI conventions and none of OpenInference's: a row's kind
+    beside them (an exporter's ``LLM`` or ``TOOL`` label) does not make them OpenInference's."""
+    genai_keys = False
+    for key in attributes:
+        if key.startswith(("llm.", "openinference.")) or key in _OI_KEYS:
+            return False
+        genai_keys = genai_keys or key.startswith("gen_ai.")
+    return genai_keys
+
+
 def _row_span(row: dict[str, Any]) -> Span:
     context = as_dict(row.get("context"))
     events = []
@@ -242,7 +257,12 @@ def _row_span(row: dict[str, Any]) -> Span:
     resource_attributes = attributes_of(resource.get("attributes")) if isinstance(resource, dict) else {}
     attributes = attributes_of(row.get("attributes"))
     kind = row.get("span_kind")
-    if isinstance(kind, str) and kind.upper() in _OI_KINDS and openinference.SPAN_KIND not in attributes:
+    if (
+        isinstance(kind, str)
+        and kind.upper() in _OI_KINDS
+        and openinference.SPAN_KIND not in attributes
+        and not _speaks_genai_only(attributes)
+    ):
         # Phoenix's span JSON keeps the OpenInference kind beside the attributes, not among
         # them; the console exporter's ``span_kind`` is OpenTelemetry's (``CLIENT`` ...), which
         # says nothing of the convention the attributes follow.
