@@ -169,6 +169,28 @@ def test_one_window_of_call_logs_gives_the_batch_runs_conversations(tmp_path):
 
 
 @pytest.mark.slow
+def test_a_window_with_parts_refused_and_skipped_gives_the_batch_runs_outputs(tmp_path):
+    """A trace download with one unreadable observation and span rows of no call: the part's
+    dead letter, the skipped counts and the conversations are the batch run's."""
+    from test_calllogs_parts import NOISE, TRACE
+
+    landing, out = tmp_path / "landing", tmp_path / "out"
+    data = "".join(json.dumps(record) + "\n" for record in [TRACE, *NOISE]).encode()
+    files = [_land(landing, "mixed.jsonl", data)]
+    plan = _plan(out)
+    clean_landed_file(_landed(files[0]), W1, plan)
+    done, summary = _close(out, W1, plan)
+    assert done == "done" and summary["accounted"]
+    batch = _batch(tmp_path / "batch", files)
+    streamed = out / W1 / processed.ASSEMBLED_DIR
+    assert (streamed / "normalized.jsonl").read_bytes() == _batch_assembled(batch, "normalized").read_bytes()
+    assert (streamed / "dead_letter.jsonl").read_bytes() == _batch_assembled(batch, "dead_letter").read_bytes()
+    reference = json.loads((batch / "summary.json").read_text())
+    assert reference["call_logs"]["parts_refused"] == 1 and reference["call_logs"]["skipped_by_kind"]["http"] == 1
+    assert processed.final_summary(str(out), plan.settings) == reference
+
+
+@pytest.mark.slow
 def test_every_export_familys_files_in_one_window_give_the_batch_runs_conversations(tmp_path):
     """The mixed directory of tests/test_calllogs_runs.py (every call-log fixture, beside whole
     conversations), each file landed in one window: the batch run's assembled conversations, drop
