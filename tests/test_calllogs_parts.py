@@ -296,11 +296,17 @@ def test_a_langsmith_run_whose_extra_is_json_text_keeps_its_thread_and_model():
     assert (call.group, call.model) == ("thread-4", "gpt-4o")
 
 
+DATA = Path(__file__).resolve().parent / "data" / "calllogs"
+
 #: Koog's Langfuse span adapter writes each call of a turn as an entry of its own whose content
 #: is the calls' JSON (koog ``LangfuseSpanAdapter`` and ``EventBodyFields.ToolCalls``): role
-#: ``assistant`` in a completion, ``tool`` in the next prompt.
-KOOG_CALLS = json.dumps(
-    [{"function": {"name": "getWeather", "arguments": '{"location":"Paris"}'}, "id": "tc-1", "type": "function"}]
+#: ``assistant`` in a completion, ``tool`` in the next prompt, each followed by its result
+#: (which names no call), as the real trace below shows.
+HELLO = json.dumps(
+    [{"function": {"name": "HelloTool", "arguments": '{"name": "Bob"}'}, "id": "call_h", "type": "function"}]
+)
+BYE = json.dumps(
+    [{"function": {"name": "ByeTool", "arguments": '{"name": "Bob"}'}, "id": "call_b", "type": "function"}]
 )
 
 
@@ -317,25 +323,74 @@ def _koog(span: str, second: int, prompt: list[tuple[str, str]], completion: lis
     }
 
 
+def _one_conversation(pieces: list) -> dict:
+    state = GroupState()
+    for n, piece in enumerate(pieces):
+        state.add("f", n, piece)
+    (made,) = assemble("t", "g", state)
+    return made.record
+
+
 def test_koog_tool_calls_are_calls_and_its_turns_chain():
-    """Was: the calls' JSON as assistant text, and the two calls did not collapse."""
-    first = _koog("s1", 1, [("user", "Weather in Paris?")], [("assistant", "Checking."), ("assistant", KOOG_CALLS)])
+    """Koog's indexed attributes: was, the calls' JSON as assistant text (and tool text), and
+    the two calls did not collapse."""
+    asked = [("user", "Greet Bob.")]
+    first = _koog("s1", 1, asked, [("assistant", HELLO), ("assistant", BYE)])
     second = _koog(
         "s2",
         2,
-        [("user", "Weather in Paris?"), ("assistant", "Checking."), ("tool", KOOG_CALLS), ("tool", "rainy")],
-        [("assistant", "Rainy.")],
+        [*asked, ("tool", HELLO), ("tool", "Hello Bob!"), ("tool", BYE), ("tool", "Bye Bob!")],
+        [("assistant", "Hello and bye, Bob.")],
     )
     (one,) = read(first, "span-rows")
-    weather = {"tool_call_id": "tc-1", "name": "getWeather", "args": '{"location":"Paris"}'}
-    assert one.output == [assistant("Checking.", weather)]
+    hello = {"tool_call_id": "call_h", "name": "HelloTool", "args": '{"name": "Bob"}'}
+    bye = {"tool_call_id": "call_b", "name": "ByeTool", "args": '{"name": "Bob"}'}
+    assert one.output == [assistant("", hello)]  # the first entry: the next request goes on from it
     (two,) = read(second, "span-rows")
-    assert two.history[1] == assistant("Checking.", weather)
-    state = GroupState()
-    for n, piece in enumerate((one, two)):
-        state.add("f", n, piece)
-    (made,) = assemble("span-rows", one.group, state)
-    assert made.assembly["collapsed"] == 1
+    assert _one_conversation([one, two])["messages"] == [
+        user("Greet Bob."),
+        assistant("", hello),
+        {"role": "tool", "content": "Hello Bob!", "tool_call_id": "call_h"},
+        assistant("", bye),
+        {"role": "tool", "content": "Bye Bob!", "tool_call_id": "call_b"},
+        assistant("Hello and bye, Bob."),
+    ]
+
+
+def test_a_real_koog_trace_download_is_one_conversation_with_its_calls():
+    """Langfuse's own Koog trace (tests/data/calllogs/SOURCES.md): was, two conversations, the
+    calls as tool text."""
+    read_ = read_call_log(json.loads((DATA / "langfuse" / "koog-2025-08-26.trace.json").read_text()), CALLS)
+    assert isinstance(read_, CallLogRead) and read_.skipped == {"agent": 2, "span": 7}
+    messages = _one_conversation(read_.pieces)["messages"]
+    assert [m["role"] for m in messages] == ["system", "user", "assistant", "tool", "assistant", "tool", "assistant"]
+    assert [c["name"] for m in messages for c in m.get("tool_calls", ())] == ["HelloTool", "ByeTool"]
+    assert messages[3]["tool_call_id"] == messages[2]["tool_calls"][0]["tool_call_id"]
+    assert messages[-1] == assistant("Hello my darling Bob! And, bye my dear Bob!")
+
+
+def test_a_real_claude_agent_trace_keeps_what_it_can_read():
+    """Langfuse's own claude-agent trace: three generations recorded only ``{"content": "role"}``
+    as input. Was: the whole download refused, its readable generation and tool results lost."""
+    read_ = read_call_log(json.loads((DATA / "langfuse" / "claude-agent-2025-12-22.trace.json").read_text()), CALLS)
+    assert isinstance(read_, CallLogRead) and read_.skipped == {"span": 1}
+    kinds = [type(p).__name__ for p in read_.pieces]
+    assert kinds == ["Rejected", "Rejected", "Rejected", "ToolResult", "Call", "ToolResult"]
+    assert {p.reason for p in read_.pieces if isinstance(p, Rejected)} == {"unknown_messages"}
+    (call,) = [p for p in read_.pieces if isinstance(p, Call)]
+    assert call.history == [user("What's the weather like in Berlin and New York?")]
+
+
+def test_microsoft_extensions_ai_reasoning_parts_are_reasoning():
+    """The .NET agent framework writes a Gemini model's thoughts as a
+    ``Microsoft.Extensions.AI.TextReasoningContent`` part (Langfuse's
+    csharp-agent-with-gemini-2026-03-09 trace). Was: the generation refused (``unknown_block``)."""
+    part = {"type": "Microsoft.Extensions.AI.TextReasoningContent", "content": {"text": "hmm", "protectedData": "x"}}
+    output = [{"role": "assistant", "parts": [{"type": "text", "content": "Done."}, part]}]
+    trace = {"trace": {"id": "tr-r"}, "observations": [_generation("g1", 1, [user("Hi")], output)]}
+    (call,) = read_call_log(trace, CALLS).pieces
+    assert isinstance(call, Call) and call.output == [assistant("Done.")]
+    assert call.discarded is not None and "reasoning" in call.discarded
 
 
 # --------------------------------------------------------------------------------------------

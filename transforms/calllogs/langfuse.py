@@ -31,7 +31,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from transforms.calllogs import openinference
+from transforms.calllogs import genai, openinference
 from transforms.calllogs.calls import (
     Call,
     CallLogReader,
@@ -142,6 +142,8 @@ def _call(observation: dict[str, Any], session: Any) -> Call:
     where = f"observation {_text(observation.get('id'))}"
     history_payload, listed_tools = _langchain(observation.get("input"))
     output_payload, _ = _langchain(observation.get("output"))
+    history_payload = genai.koog_messages(history_payload)
+    output_payload = genai.koog_messages(output_payload, output=True)
     history = read_history(history_payload, f"{where} input")
     output = read_output(output_payload, f"{where} output")
     messages = history.messages

@@ -322,7 +322,8 @@ def _genai_history(span: Span, where: str, ledger: dict[str, Any]) -> list[Any]:
         return system + _messages(prompt, where, ledger)
     entries = genai.indexed(attributes, "gen_ai.prompt")
     if entries:
-        return system + genai.indexed_messages(entries)
+        messages = [genai.indexed_message(entry) for entry in entries]
+        return system + genai.answered_in_order(messages, "tool_call_id")
     events = _events(span)
     return system + genai.event_messages(events, ledger)[0]
 
@@ -360,7 +361,7 @@ def _genai_output(span: Span, where: str, ledger: dict[str, Any]) -> list[Any]:
         return _completion(decoded(completion), where, ledger)
     entries = genai.indexed(attributes, "gen_ai.completion")
     if entries:
-        return genai.indexed_output(entries)
+        return [genai.indexed_message(entries[0])]
     return genai.event_messages(_events(span), ledger)[1]
 
 
