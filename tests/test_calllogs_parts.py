@@ -169,6 +169,14 @@ def test_spans_of_no_call_are_skipped_by_kind_not_refused():
     assert read_call_log(NOISE[0], CALLS) == CallLogRead([], {"http": 1})
 
 
+def test_an_otlp_log_record_of_no_genai_event_is_skipped():
+    """An application's own log line beside the GenAI events: was, a logs document of such
+    lines was a ``no_llm_calls`` dead letter, and one beside events was dropped uncounted."""
+    line = {"timeUnixNano": "1796032800000000000", "body": {"stringValue": "cache warm"}}
+    document = {"resourceLogs": [{"scopeLogs": [{"logRecords": [line]}]}]}
+    assert read_call_log(document, CALLS) == CallLogRead([], {"log_record": 1})
+
+
 @pytest.mark.slow
 def test_a_mixed_directory_of_spans_counts_its_noise_and_writes_no_dead_letter(tmp_path):
     """Was: 6 of these 7 rows dead letters (``no_llm_calls``), past the 1% warning."""
@@ -447,6 +455,20 @@ def test_results_without_ids_answer_calls_in_order():
     results = [{"role": "tool", "content": t, "tool_call_id": ""} for t in ("rainy", "sunny")]
     (made,) = _assembled(_call(1, asked, [out]), _call(2, [*asked, copy, *results], [assistant("Both.")]))
     assert made.assembly["collapsed"] == 1
+
+
+def test_a_real_google_adk_trace_is_one_conversation():
+    """Langfuse's own Google ADK trace: the calls carry no id, so the reader numbers them, and
+    the output's and the next request's copies get different numbers. Was: two conversations,
+    the first a branch ending on a call with no result."""
+    read_ = read_call_log(json.loads((DATA / "langfuse" / "google-adk-2025-08-28.trace.json").read_text()), CALLS)
+    assert isinstance(read_, CallLogRead)
+    state = GroupState()
+    for n, piece in enumerate(read_.pieces):
+        state.add("f", n, piece)
+    (made,) = assemble("langfuse", read_.pieces[0].group, state)
+    assert made.assembly["collapsed"] == 1
+    assert [m["role"] for m in made.record["messages"]] == ["system", "user", "assistant", "tool", "assistant"]
 
 
 @pytest.mark.slow

@@ -544,6 +544,8 @@ def _log_pieces(record: dict[str, Any]) -> list[ReadItem]:
                 by_span[(trace_id, span_id)] = [Span(trace_id, span_id, start, attributes, [], resource), event]
             else:
                 entry.append(event)
+        else:
+            pieces.append(Skipped("log_record"))  # an application's log line, no part of a call
     for span, *events in by_span.values():
         ledger: dict[str, Any] = {}
         history, output = genai.event_messages(events, ledger)
