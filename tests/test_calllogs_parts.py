@@ -197,6 +197,28 @@ def test_a_mixed_directory_of_spans_counts_its_noise_and_writes_no_dead_letter(t
     assert conversation["messages"] == [user("Hi"), assistant("Hello.")]
 
 
+def test_the_summary_table_and_the_report_show_the_skipped_kinds():
+    from pipeline.finished.report_opt_in import _call_logs_section
+    from transforms.summary_table import call_log_rows
+
+    calls = {
+        "records": 7,
+        "calls": 1,
+        "tool_results": 0,
+        "conversations": 2,
+        "prefixes_collapsed": 0,
+        "branches": 0,
+        "tool_results_filled": 0,
+        "parts_refused": 1,
+        "skipped_by_kind": {"chain": 1, "http": 4},
+    }
+    rows = dict(call_log_rows({"call_logs": calls}))
+    assert rows["  parts skipped (no call, no tool result)"] == "http 4, chain 1"
+    assert rows["  parts refused alone (dead letters)"] == 1
+    html = _call_logs_section(calls)
+    assert 'data-key="call_logs.skipped_by_kind.http">4<' in html and "{" not in html
+
+
 # --------------------------------------------------------------------------------------------
 # Shapes read wrong or not at all
 
