@@ -121,6 +121,7 @@ def test_a_run_dead_letters_the_observation_and_writes_the_trace_conversation(tm
     (letter,) = _lines(out / "dead_letter")
     assert (letter["reason"], letter["position"]) == ("format_error", 0)
     assert "observation 2 (id g2)" in letter["detail"]
+    assert json.loads(letter["raw"])["id"] == "g2"  # the observation itself
     (conversation,) = _lines(out / "normalized")
     assert conversation["messages"][-2:] == [user("Bye"), assistant("Bye.")]
     assert summary["call_logs"]["parts_refused"] == 1
@@ -547,6 +548,7 @@ def test_a_span_of_an_otlp_document_is_refused_alone_and_kept_on_disk_exactly():
         "02",
         "bad_attribute",
         "otlp: span 1 (id 02): bad_attribute: intValue 'many' is not an integer",
+        json.dumps(bad, separators=(",", ":")),
     )
     assert piece_of_line(piece_line("f.jsonl", 3, refused)) == ("f.jsonl", 3, refused)
 

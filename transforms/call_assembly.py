@@ -117,7 +117,7 @@ def conversations_of(
     for n, (origin, part) in enumerate(sorted(state.rejected, key=lambda item: (item[0], item[1]))):
         # A part of a record that could not be read (the record's other parts are assembled):
         # a dead letter of its own, at its record's place, counted as one of the group's outputs.
-        letter = Unreadable(DeadLetterReason.FORMAT_ERROR.value, part.detail)
+        letter = Unreadable(DeadLetterReason.FORMAT_ERROR.value, part.detail, part.raw)
         order = canonical_json([fmt, group, -1, n])
         yield bucket, _Conversation(order, RawRecord(origin.source, origin.position, letter), {"conversations": 1})
     if not state.calls and not state.tool_results:

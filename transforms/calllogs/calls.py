@@ -81,6 +81,13 @@ class Rejected(NamedTuple):
     #: The ``FormatError`` reason and its text, with the part's place.
     reason: str
     detail: str
+    #: The part itself as JSON text (cut: ``PART_TEXT_LIMIT``), for its dead letter's ``raw``.
+    raw: str = ""
+
+
+#: How much of a refused part's JSON text a ``Rejected`` keeps (its dead letter's ``raw`` is cut
+#: again to ``--raw-limit``).
+PART_TEXT_LIMIT = 10_000
 
 
 class Skipped(NamedTuple):

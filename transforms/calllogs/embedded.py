@@ -18,7 +18,7 @@ import json
 from typing import Any, Callable, NamedTuple
 
 from transforms.calllogs import genai, streams
-from transforms.calllogs.calls import ReadItem
+from transforms.calllogs.calls import PART_TEXT_LIMIT, ReadItem
 from transforms.formats import media as carried_media
 from transforms.formats import reasoning as carried_reasoning
 from transforms.formats._common import openai_tool
@@ -371,3 +371,12 @@ def parts_read(
         except FormatError as error:
             out.append(rejected(index, part, error))
     return out
+
+
+def part_text(part: Any) -> str:
+    """A refused part as JSON text, cut to ``PART_TEXT_LIMIT`` characters, for its dead letter."""
+    try:
+        text = json.dumps(part, ensure_ascii=False, separators=(",", ":"), sort_keys=False)
+    except (TypeError, ValueError, RecursionError):
+        text = repr(part)
+    return text[:PART_TEXT_LIMIT]

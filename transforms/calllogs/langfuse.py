@@ -45,6 +45,7 @@ from transforms.calllogs.embedded import (
     as_dict,
     decoded,
     merged_ledgers,
+    part_text,
     parts_read,
     read_history,
     read_output,
@@ -222,7 +223,7 @@ def _rejected(trace: dict[str, Any], session: Any, index: int, observation: Any,
     except FormatError:
         start = 0
     detail = f"{NAME}: observation {index} (id {own}): {error.reason}: {error}"
-    return Rejected(NAME, group, start, own, error.reason, detail)
+    return Rejected(NAME, group, start, own, error.reason, detail, part_text(observation))
 
 
 def read_langfuse(record: Any) -> list[ReadItem]:

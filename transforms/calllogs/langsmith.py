@@ -39,6 +39,7 @@ from transforms.calllogs.embedded import (
     check_blocks,
     decoded,
     merged_ledgers,
+    part_text,
     parts_read,
     read_history,
     read_output,
@@ -298,7 +299,7 @@ def _rejected(index: int, run: Any, error: FormatError) -> Rejected:
     except FormatError:
         start = 0
     detail = f"{NAME}: run {index} (id {own}): {error.reason}: {error}"
-    return Rejected(NAME, _group(found) or own, start, own, error.reason, detail)
+    return Rejected(NAME, _group(found) or own, start, own, error.reason, detail, part_text(run))
 
 
 def run_pieces(run: Any) -> list[ReadItem]:

@@ -57,6 +57,7 @@ from transforms.calllogs.embedded import (
     as_dict,
     decoded,
     merged_ledgers,
+    part_text,
     parts_read,
     read_history,
     read_output,
@@ -562,7 +563,7 @@ def _rejected_span(fmt: str, index: int, span: dict[str, Any], error: FormatErro
     except FormatError:
         start = 0
     detail = f"{fmt}: span {index} (id {span_id}): {error.reason}: {error}"
-    return Rejected(fmt, trace_id, start, span_id, error.reason, detail)
+    return Rejected(fmt, trace_id, start, span_id, error.reason, detail, part_text(span))
 
 
 def read_otlp(record: Any) -> list[ReadItem]:
