@@ -139,3 +139,18 @@ def test_the_steps_carry_what_runs_after_the_options_to_their_workers(monkeypatc
     monkeypatch.setattr(object_store, "_options", None)
     pickle.loads(step).apply()
     assert _RAN == ["ran", "ran"] and object_store._after == [_after_options_probe]
+
+
+def test_the_command_line_shares_s3_clients_before_the_job_touches_a_file(monkeypatch):
+    from pipeline.cli import commands
+
+    seen = []
+
+    def load_job(*args, **kwargs):
+        seen.append(list(object_store._after))
+        raise commands.ConfigError("stop here")
+
+    monkeypatch.setattr(object_store, "_after", [])
+    monkeypatch.setattr(commands, "load_job", load_job)
+    assert commands.run_command("run", ["--input", str(SAMPLE), "--output", "out"]) == 2
+    assert seen == [[s3_clients.share]]
