@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import ast
 import functools
+import os
 import re
 import sys
 from pathlib import Path
@@ -452,13 +453,17 @@ NOT_OURS = {".git", ".venv", ".venv-ci", "venv", "build", "dist", "out", "__pyca
 
 
 def written_files() -> Iterator[Path]:
-    """Our text files: WRITTEN_SUFFIXES, and the scripts without a suffix in .ci/."""
-    for path in sorted(ROOT.rglob("*")):
-        inside = path.relative_to(ROOT).parts[:-1]
-        if any(part in NOT_OURS or part.endswith((".egg-info", "_cache")) for part in inside) or not path.is_file():
-            continue
-        if path.suffix in WRITTEN_SUFFIXES or (inside[:1] == (".ci",) and not path.suffix):
-            yield path
+    """Our text files: WRITTEN_SUFFIXES, and the scripts without a suffix in .ci/ (a venv or a
+    cache inside the checkout is not walked)."""
+    for directory, subdirectories, names in os.walk(ROOT):
+        subdirectories[:] = sorted(
+            d for d in subdirectories if d not in NOT_OURS and not d.endswith((".egg-info", "_cache"))
+        )
+        inside = Path(directory).relative_to(ROOT).parts
+        for name in sorted(names):
+            path = Path(directory, name)
+            if path.suffix in WRITTEN_SUFFIXES or (inside[:1] == (".ci",) and not path.suffix):
+                yield path
 
 
 def ticket_numbers(text: str) -> list[tuple[int, str]]:
