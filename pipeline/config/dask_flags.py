@@ -15,12 +15,12 @@ from __future__ import annotations
 import sys
 from typing import Any, Iterable
 
+#: The module whose import declares Beam's Dask flags (a string the layout test can read).
+DASK_RUNNER_MODULE = "apache_beam.runners.dask.dask_runner"
+
+
 #: Beam's DaskRunner, as Beam wants it named.
-DASK_RUNNER = "apache_beam.runners.dask.dask_runner.DaskRunner"
-
-
-#: The module whose import declares Beam's Dask flags.
-DASK_RUNNER_MODULE = DASK_RUNNER.rsplit(".", 1)[0]
+DASK_RUNNER = DASK_RUNNER_MODULE + ".DaskRunner"
 
 
 #: Beam's Dask flags (``DaskOptions``) -> their option names, known without importing Beam or

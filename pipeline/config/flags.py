@@ -10,6 +10,7 @@ are ``pipeline.config.checks``'s, ``--config`` presets ``pipeline.config.presets
 from __future__ import annotations
 
 import argparse
+from typing import Any, Callable
 
 from pipeline.io.parts import DEFAULT_PART_BYTES
 from transforms.dataset_keys import DEDUPE_CHOICES
@@ -50,9 +51,13 @@ class FlagRecorder:
     parser's private fields to learn what a flag is.
     """
 
-    def __init__(self, target, leave_out: frozenset[str] = frozenset()) -> None:
+    def __init__(
+        self, target, leave_out: frozenset[str] = frozenset(), route: Callable[[str], Any] | None = None
+    ) -> None:
         self.target = target
         self.leave_out = leave_out
+        #: ``--help``'s groups: the argument group a dest goes to (``target`` when None).
+        self.route = route
         self.actions: dict[str, argparse.Action] = {}
         #: Dests whose values add up over repeats (``--input``): a preset may give a list.
         self.repeatable: set[str] = set()
@@ -64,7 +69,8 @@ class FlagRecorder:
         if kwargs.get("action") != argparse.BooleanOptionalAction:
             # --help shows the flag's own name (--format FORMAT, not argparse's INPUT_FORMAT).
             kwargs.setdefault("metavar", flags[0][2:].upper().replace("-", "_"))
-        self.actions[dest] = self.target.add_argument(*flags, dest=dest, **kwargs)
+        target = (self.route(dest) if self.route else None) or self.target
+        self.actions[dest] = target.add_argument(*flags, dest=dest, **kwargs)
         if kwargs.get("action") == "append":
             self.repeatable.add(dest)
 
@@ -450,9 +456,12 @@ def _training_flags(add) -> None:
     )
 
 
-def add_convnorm_flags(target, leave_out: frozenset[str] = frozenset()) -> FlagRecorder:
-    """Add convnorm's flags, in ``--help`` order, to a parser or argument group."""
-    recorder = FlagRecorder(target, leave_out)
+def add_convnorm_flags(
+    target, leave_out: frozenset[str] = frozenset(), route: Callable[[str], Any] | None = None
+) -> FlagRecorder:
+    """Add convnorm's flags, in ``--help`` order, to a parser or argument group; with ``route``,
+    each to the group ``route(dest)`` gives (``target`` for None)."""
+    recorder = FlagRecorder(target, leave_out, route)
     for topic in (
         _where_flags,
         _plan_flags,

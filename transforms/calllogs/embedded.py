@@ -80,9 +80,10 @@ def strict_flat(messages: list[Any], ledger: dict[str, Any] | None) -> list[Any]
     it is, for the core to drop and count.
     """
     if ledger is not None:
-        # Reasoning and media a provider reader carried beside a message (issue 33's fields) are
-        # not carried through call logs: counted under their own names, as a sink that cannot
-        # take them counts them, and the rest as coercion would.
+        # Reasoning and media a provider reader carried beside a message (the ``FIELD`` of
+        # formats.reasoning and of formats.media) are not carried through call logs: counted
+        # under their own names, as a sink that cannot take them counts them, and the rest as
+        # coercion would.
         messages, reasoning = carried_reasoning.lift(messages)
         messages, media = carried_media.lift(messages)
         carried_reasoning.note_all(reasoning, ledger)
