@@ -405,6 +405,15 @@ def _training_flags(add) -> None:
         "openai-finetune, sharegpt and hf, keep elsewhere",
     )
     add(
+        "--keep-truncated-streams",
+        action=argparse.BooleanOptionalAction,
+        default=False,
+        help="write a conversation assembled from call logs whose answer was a server-sent event stream "
+        "cut off before its end (no finish_reason, no [DONE]) with the training sinks too; by default "
+        "openai-finetune, sharegpt and hf refuse it (an unwritable dead letter, truncated_stream); "
+        "either way it is counted (truncated_streams)",
+    )
+    add(
         "--dedupe",
         default="none",
         choices=DEDUPE_CHOICES,
