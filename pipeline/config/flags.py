@@ -215,6 +215,14 @@ def _run_flags(add) -> None:
         "writer), per-shard (each input shard read, processed and written in one step: for runners that "
         "cannot route tagged outputs), or auto: per-shard on DaskRunner, tagged-outputs elsewhere",
     )
+    add(
+        "--insecure-dask-scheduler",
+        action=argparse.BooleanOptionalAction,
+        default=False,
+        help="accept a Dask scheduler of your own that takes plain TCP on an address other than loopback "
+        "(refused by default: anyone on the network who reaches it can run code on its workers and read "
+        "their credentials; give it TLS instead, docs/cluster.md)",
+    )
     add("--batch-size", type=int, default=DEFAULT_BATCH_SIZE, help="records per batch between reading and writing")
     add(
         "--batch-bytes",
