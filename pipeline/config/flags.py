@@ -221,6 +221,14 @@ def _run_flags(add) -> None:
         "writer), per-shard (each input shard read, processed and written in one step: for runners that "
         "cannot route tagged outputs), or auto: per-shard on DaskRunner, tagged-outputs elsewhere",
     )
+    add(
+        "--insecure-dask-scheduler",
+        action=argparse.BooleanOptionalAction,
+        default=False,
+        help="accept a Dask scheduler of your own that takes plain TCP on an address other than loopback "
+        "(refused by default: anyone on the network who reaches it can run code on its workers and read "
+        "their credentials; give it TLS instead, docs/cluster.md)",
+    )
     add("--batch-size", type=int, default=DEFAULT_BATCH_SIZE, help="records per batch between reading and writing")
     add(
         "--batch-bytes",
@@ -409,6 +417,15 @@ def _training_flags(add) -> None:
         help="messages after the last assistant message: trim them (counted trailing_trimmed), keep "
         "them, or refuse the conversation (an unwritable dead letter, trailing_turns); auto: trim for "
         "openai-finetune, sharegpt and hf, keep elsewhere",
+    )
+    add(
+        "--keep-truncated-streams",
+        action=argparse.BooleanOptionalAction,
+        default=False,
+        help="write a conversation assembled from call logs whose answer was a server-sent event stream "
+        "cut off before its end (no finish_reason, no [DONE]) with the training sinks too; by default "
+        "openai-finetune, sharegpt and hf refuse it (an unwritable dead letter, truncated_stream); "
+        "either way it is counted (truncated_streams)",
     )
     add(
         "--dedupe",
