@@ -116,7 +116,7 @@ HELP_GROUPS = (
             "examples",
         ),
     ),
-    HelpGroup("call logs and labels (docs/call-logs.md)", ("call_logs",)),
+    HelpGroup("call logs and labels (docs/call-logs.md)", ("call_logs", "keep_truncated_streams")),
     HelpGroup(
         "streaming (Beam's --streaming; docs/streaming.md)",
         (
@@ -130,7 +130,7 @@ HELP_GROUPS = (
             "stop_file",
         ),
     ),
-    HelpGroup("runners (Beam's own options below)", ("graph", "host_loopback")),
+    HelpGroup("runners (Beam's own options below)", ("graph", "host_loopback", "insecure_dask_scheduler")),
     HelpGroup(
         "tuning (speed and memory, never the outputs)",
         (
