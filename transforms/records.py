@@ -59,6 +59,7 @@ from transforms.tokens import count_example, has_assistant_message, sink_view
 from transforms.tool_blocks import first_free
 from transforms.training import (
     TRAILING_TURNS,
+    TRAINING_SINKS,
     WEIGHT_KEYS,
     WEIGHT_SINKS,
     example_ends,
@@ -241,6 +242,7 @@ def _process(raw: RawRecord, settings: Settings, hint: ReaderHint | None = None)
         if raw.payload.assembly is not None:
             # A conversation assembled from call-log records: the calls that made it.
             metrics["assembly"] = raw.payload.assembly
+            _truncated_stream(raw.payload.assembly, settings, metrics)
     if settings.check:
         metrics["violations"] = count_by_kind(check_sendable(result.messages))
 
@@ -253,6 +255,22 @@ def _process(raw: RawRecord, settings: Settings, hint: ReaderHint | None = None)
     if tokens is not None:  # opt-in: without --tokens, this test is all the per-record cost
         _count_tokens(output, result.messages, settings, tokens, metrics)
     return output, metrics, line
+
+
+def _truncated_stream(assembly: dict[str, Any], settings: Settings, metrics: DropMetrics) -> None:
+    """A conversation holding answers whose event streams were cut off: marked (counted as
+    ``truncated_streams``); refused by the training sinks, which would teach the cut answer as a
+    whole one, unless ``--keep-truncated-streams``."""
+    cut = assembly.get("truncated_stream", 0)
+    if not cut:
+        return
+    if settings.sink in TRAINING_SINKS and not settings.keep_truncated_streams:
+        raise RecordRefused(
+            DeadLetterReason.UNWRITABLE,
+            f"{settings.sink}: truncated_stream: {cut} answer(s) arrived as an event stream cut off before its "
+            "end (no finish_reason, no [DONE]); --keep-truncated-streams writes it",
+        )
+    metrics["truncated_stream"] = cut
 
 
 def _write(

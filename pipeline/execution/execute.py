@@ -13,7 +13,7 @@
    one, writes the summary, the manifest, the page (``report.html``, drawn from them and then
    listed in the manifest; a failure there is a warning, never a failed run) and ``_SUCCESS``
    -> 1 when a file is missing; 1 when a step fails (a full disk ...), in one line naming the
-   step, what is on disk (``outputs.Progress``) and the command that recovers
+   step, what is on disk (``pipeline.execution.finalize.Progress``) and the command that recovers
    (``recovery_command``).
 
 ``_SUCCESS`` says the outputs can be trusted: every file on disk as reported, every record
