@@ -23,10 +23,12 @@ copy). The placeholders hold no quote or backslash. Each find is counted by kind
 from __future__ import annotations
 
 import functools
+import hashlib
 import re
-from typing import Any, Callable
+from typing import Any, Callable, NamedTuple
 
 from transforms.jsontext import compact_json, parse_json
+from transforms.ledger import OPAQUE_KEYS
 
 #: ``--redact`` kinds and the module each needs.
 KINDS = {"secrets": "detect_secrets", "emails": None, "phones": "phonenumbers"}
@@ -113,8 +115,11 @@ def _finds(text: str, kinds: tuple[str, ...], region: str | None) -> list[tuple[
     return finds
 
 
-def redact_text(text: str, kinds: tuple[str, ...], region: str | None, counts: dict[str, int]) -> str:
-    """``text`` with every find replaced by its placeholder (overlaps: the earliest, longest wins)."""
+def redact_text(
+    text: str, kinds: tuple[str, ...], region: str | None, counts: dict[str, int], ids: bool = False
+) -> str:
+    """``text`` with every find replaced by its placeholder (overlaps: the earliest, longest wins);
+    ``ids``: by ``id_placeholder``, which keeps distinct ids distinct."""
     finds = sorted(_finds(text, kinds, region), key=lambda f: (f[0], -(f[1] - f[0])))
     if not finds:
         return text
@@ -122,39 +127,47 @@ def redact_text(text: str, kinds: tuple[str, ...], region: str | None, counts: d
     for start, end, kind in finds:
         if start < at:
             continue  # inside a find already replaced
-        out += [text[at:start], placeholder(kind)]
+        out += [text[at:start], id_placeholder(kind, text[start:end]) if ids else placeholder(kind)]
         counts[kind] = counts.get(kind, 0) + 1
         at = end
     out.append(text[at:])
     return "".join(out)
 
 
-def _redact_value(value: Any, redact: Callable[[str], str]) -> Any:
+def _redact_value(value: Any, redact: Callable[[str], str], key_of: Callable[[str], str] | None = None) -> Any:
+    """``value``'s strings redacted; with ``key_of``, its objects' keys too (a secret can be a key)."""
     if isinstance(value, str):
         return redact(value)
     if isinstance(value, list):
-        return [_redact_value(item, redact) for item in value]
+        return [_redact_value(item, redact, key_of) for item in value]
     if isinstance(value, dict):
-        return {key: _redact_value(item, redact) for key, item in value.items()}
+        if key_of is None:
+            return {key: _redact_value(item, redact) for key, item in value.items()}
+        return {key_of(key): _redact_value(item, redact, key_of) for key, item in value.items()}
     return value
 
 
-def _redact_arguments(args: Any, redact: Callable[[str], str]) -> Any:
+def _redact_arguments(args: Any, redact: Callable[[str], str], key_of: Callable[[str], str]) -> Any:
     """Call arguments: JSON text parsed and written back compact when something changed."""
     if not isinstance(args, str):
-        return _redact_value(args, redact)
+        return _redact_value(args, redact, key_of)
     try:
         parsed = parse_json(args)
     except (TypeError, ValueError, RecursionError):
         return redact(args)
     if isinstance(parsed, str):
         return redact(args)
-    again = _redact_value(parsed, redact)
+    again = _redact_value(parsed, redact, key_of)
     return args if again == parsed else compact_json(again)
 
 
-#: Message keys that are never text to search (roles, ids, names, weights).
-_NOT_TEXT = frozenset({"role", "tool_call_id", "name", "weight"})
+#: Message keys that are never text to search (roles, names, weights).
+_NOT_TEXT = frozenset({"role", "name", "weight"})
+#: Message and call keys that hold an id: redacted by ``id_placeholder`` (a call and its result
+#: keep their pairing).
+_ID_KEYS = frozenset({"tool_call_id"})
+#: The flat shape's text key: its name needs no search.
+_TEXT_KEYS = frozenset({"content"})
 
 
 def redact_messages(
@@ -166,18 +179,180 @@ def redact_messages(
     def redact(text: str) -> str:
         return redact_text(text, kinds, region, counts)
 
+    def key_of(text: str) -> str:
+        return redact_text(text, kinds, region, counts, ids=True)
+
     out = []
     for message in messages:
+        if not isinstance(message, dict):  # a list as read (convnorm explain), not yet coerced
+            out.append(_redact_value(message, redact, key_of))
+            continue
         copy = {}
         for key, value in message.items():
             if key in _NOT_TEXT:
                 copy[key] = value
+            elif key in _ID_KEYS:
+                copy[key] = key_of(value) if isinstance(value, str) else value
             elif key == "tool_calls" and isinstance(value, list):
-                copy[key] = [
-                    {**call, "args": _redact_arguments(call["args"], redact)} if "args" in call else call
-                    for call in value
-                ]
+                copy[key] = [_redact_call(call, redact, key_of) for call in value]
             else:
-                copy[key] = _redact_value(value, redact)
+                # A key outside the flat shape (read, not yet coerced) can itself be a secret.
+                copy[key if key in _TEXT_KEYS else key_of(key)] = _redact_value(value, redact, key_of)
         out.append(copy if copy != message else message)
     return out
+
+
+def _redact_call(call: Any, redact: Callable[[str], str], key_of: Callable[[str], str]) -> Any:
+    if not isinstance(call, dict):
+        return call
+    out = dict(call)
+    if "args" in call:
+        out["args"] = _redact_arguments(call["args"], redact, key_of)
+    if isinstance(call.get("tool_call_id"), str):
+        out["tool_call_id"] = key_of(call["tool_call_id"])
+    return out if out != call else call
+
+
+# --------------------------------------------------------------------------------------------
+# Beyond the messages' texts: ids, the record's other fields, names, reasoning, raw lines
+
+#: Hex digits of the hash an id's placeholder carries: 48 bits, so that ids stay distinct
+#: among millions of conversations.
+ID_HASH_CHARS = 12
+#: Counted (``redacted``) for each signed reasoning left out: a find in it cannot be replaced
+#: without breaking its signature.
+SIGNED_REASONING_LEFT_OUT = "signed_reasoning_left_out"
+
+
+def id_placeholder(kind: str, found: str) -> str:
+    """``[REDACTED:<kind>:<hash>]``, the hash the first ``ID_HASH_CHARS`` hex digits of the
+    find's SHA-256: the same find gives the same placeholder everywhere (a call and its result
+    stay paired, a conversation's id is the same in every output), different finds different
+    ones. A pseudonym, not a secret: a guessable value (a phone number) can be confirmed by
+    hashing it."""
+    digest = hashlib.sha256(found.encode("utf-8", "surrogatepass")).hexdigest()[:ID_HASH_CHARS]
+    return f"[REDACTED:{kind}:{digest}]"
+
+
+class Redaction(NamedTuple):
+    """One record's ``--redact``: the kinds, the phone region, and its finds counted by kind."""
+
+    kinds: tuple[str, ...]
+    region: str | None
+    counts: dict[str, int]
+
+    def text(self, text: str) -> str:
+        return redact_text(text, self.kinds, self.region, self.counts)
+
+    def id(self, value: Any) -> Any:
+        """An id (a string; any other value as it is) by ``id_placeholder``."""
+        return redact_text(value, self.kinds, self.region, self.counts, ids=True) if isinstance(value, str) else value
+
+    def value(self, value: Any) -> Any:
+        """Any JSON value: its strings by placeholder, its objects' keys by ``id``."""
+        return _redact_value(value, self.text, self.id)
+
+    def messages(self, messages: list[Any]) -> list[Any]:
+        return redact_messages(messages, self.kinds, self.region, self.counts)
+
+    def uncounted(self) -> Redaction:
+        """The same redaction, its finds not counted (what was counted once already)."""
+        return self._replace(counts={})
+
+
+def redact_fields(fields: dict[str, Any], id_field: str, messages_field: str, redaction: Redaction) -> dict[str, Any]:
+    """A record's fields beside its messages (``metadata``, ``tools``, ...): its id by
+    ``Redaction.id``, every other value's strings by placeholder, every key by ``Redaction.id``
+    (the messages, redacted apart, as they are). The same dict when nothing was found."""
+    out = {
+        redaction.id(key): value
+        if key == messages_field
+        else redaction.id(value)
+        if key == id_field
+        else redaction.value(value)
+        for key, value in fields.items()
+    }
+    return out if out != fields else fields
+
+
+def _added(a: Any, b: Any) -> Any:
+    if isinstance(a, dict) and isinstance(b, dict):
+        return {key: _added(a.get(key, 0), b.get(key, 0)) for key in {**a, **b}}
+    return a + b if isinstance(a, int) and isinstance(b, int) else b
+
+
+def redact_names(counted: dict[str, Any], redaction: Redaction) -> dict[str, Any]:
+    """Counts by name (a ledger report ``{name: {"fields": n, "chars": c}}``, a reader's report,
+    the values nulled by field) with each name that holds a find replaced by its placeholder:
+    the counts of names that become the same are added up. The same dict when nothing was found."""
+    merged: dict[str, Any] = {}
+    for name, entry in counted.items():
+        shown = redaction.text(name)
+        merged[shown] = _added(merged[shown], entry) if shown in merged else entry
+    if list(merged) == list(counted):
+        return counted
+    return {name: merged[name] for name in sorted(merged)}
+
+
+def redact_assembly(assembly: dict[str, Any], redaction: Redaction) -> dict[str, Any]:
+    """An ``assembly`` entry (``transforms.calllogs.assemble``) with its group and call ids
+    by ``Redaction.id``: the conversation's id is made from its group."""
+    out = dict(assembly)
+    out["group"] = redaction.id(assembly.get("group"))
+    for name in ("calls", "tool_results_filled", "tool_results_unused"):
+        if isinstance(assembly.get(name), list):
+            out[name] = [
+                {**entry, "call": redaction.id(entry.get("call"))} if isinstance(entry, dict) else entry
+                for entry in assembly[name]
+            ]
+    return out
+
+
+def _signed(value: Any) -> bool:
+    """Whether ``value`` holds a signature or an encrypted payload (``ledger.OPAQUE_KEYS``)."""
+    if isinstance(value, dict):
+        return any((key in OPAQUE_KEYS and item not in (None, "")) or _signed(item) for key, item in value.items())
+    if isinstance(value, list):
+        return any(_signed(item) for item in value)
+    return False
+
+
+def _redact_carried(value: Any, redaction: Redaction, keys: Redaction) -> Any:
+    """Reasoning or media carried around the core: its text redacted, its opaque payloads
+    (signatures, encrypted or base64 content: ``ledger.OPAQUE_KEYS``) and its provider as they
+    are; its objects' keys by ``keys.id`` (Gemini's signatures are keyed by call id: a key is
+    not signed)."""
+    if isinstance(value, str):
+        return redaction.text(value)
+    if isinstance(value, list):
+        return [_redact_carried(item, redaction, keys) for item in value]
+    if isinstance(value, dict):
+        return {
+            keys.id(key): item if key in OPAQUE_KEYS or key == "provider" else _redact_carried(item, redaction, keys)
+            for key, item in value.items()
+        }
+    return value
+
+
+def redact_reasoning(value: dict[str, Any], redaction: Redaction) -> dict[str, Any] | None:
+    """A provider's reasoning as written (``formats.reasoning.FIELD``), redacted; ``None`` when
+    a find stands in a signed one (a thinking block and its signature, an item and its
+    encrypted content): its text cannot change without breaking the signature, so it must be
+    left out (counted ``SIGNED_REASONING_LEFT_OUT``)."""
+    found: dict[str, int] = {}
+    out = _redact_carried(value, redaction._replace(counts=found), redaction)
+    if not found:
+        return value if out == value else out
+    if _signed(value):
+        redaction.counts[SIGNED_REASONING_LEFT_OUT] = redaction.counts.get(SIGNED_REASONING_LEFT_OUT, 0) + 1
+        return None
+    for kind, n in found.items():
+        redaction.counts[kind] = redaction.counts.get(kind, 0) + n
+    return dict(out)
+
+
+def redact_media(items: Any, redaction: Redaction) -> Any:
+    """Media carried beside their placeholders (``formats.media.FIELD``): URLs and texts
+    redacted, inline data as it is."""
+    out = _redact_carried(items, redaction, redaction)
+    return items if out == items else out

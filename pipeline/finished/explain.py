@@ -24,7 +24,7 @@ import json
 import os
 import shutil
 import textwrap
-from typing import NamedTuple
+from typing import Callable, NamedTuple
 
 import orjson
 
@@ -36,6 +36,7 @@ from transforms.before_after import Explanation, Row, after_text, before_text, c
 from transforms.console_text import console_text
 from transforms.formats import Conversation
 from transforms.record_settings import Settings
+from transforms.redact import Redaction
 
 #: Dead-letter reasons given to a record after it was read and normalized: the sink refused
 #: it, or it was longer than --max-example-tokens. Its conversation can be shown.
@@ -222,10 +223,11 @@ def locate(
     from pipeline.io.reread import line_numbers, record_at
     from transforms.record_steps import RecordRefused, parse_payload, read_conversation, record_id
 
-    if metrics is None:
-        metrics = find_metrics(output, conversation_id)
     run, max_record_bytes = run_settings(output)
     settings = settings or run
+    if metrics is None:
+        # With --redact the outputs hold the id as written: asked as the input spells it, it is found too.
+        metrics = find_metrics(output, str(_as_written(run)(conversation_id)))
     source, position = str(metrics.get("source")), int(metrics.get("position", -1))
     check_source(inputs if inputs is not None else run_inputs(output), source, metrics.get("id"))
     raw = record_at(source, position, max_record_bytes)
@@ -246,9 +248,14 @@ def locate(
             conversation = read_conversation(record, settings)
     except RecordRefused as refused:
         raise NotFound(f"the record at {source} @ {position:,} no longer reads: {refused.detail}") from None
-    if "dead_letter" in metrics and "assembly" not in metrics and record_id(record, settings) != metrics.get("id"):
+    written_id = _as_written(settings)(record_id(record, settings))
+    if "dead_letter" in metrics and "assembly" not in metrics and written_id != metrics.get("id"):
         raise NotFound(f"the record at {source} @ {position:,} is not {metrics.get('id')!r} any more")
-    explanation = explain(conversation.messages, settings.profile, settings.drop_roles, settings.map_roles)
+    messages = conversation.messages
+    if settings.redact and isinstance(messages, list):
+        # --redact: shown as the run wrote it, both columns: the input's finds never printed.
+        messages = redaction_of(settings).messages(messages)
+    explanation = explain(messages, settings.profile, settings.drop_roles, settings.map_roles)
     result = explanation.result
     recorded = (metrics.get("drops", {}), metrics.get("healed", 0), metrics.get("messages_out"))
     now = (result.drops, result.healed, len(result.messages))
@@ -289,7 +296,8 @@ def reassembled(
     from transforms.record_steps import parse_payload, read_call_log
 
     assembly = metrics["assembly"]
-    key = (assembly["format"], assembly["group"])
+    key = (assembly["format"], assembly["group"])  # as written: redacted with --redact
+    as_written = _as_written(settings)
     # The whole group's records: a branch is one only beside the group's other conversations.
     listed = [
         entry
@@ -305,7 +313,8 @@ def reassembled(
         if raw is None:
             raise NotFound(f"{source} has no record at position {position:,} any more: was the file moved or changed?")
         for piece in read_call_log(parse_payload(raw), calls) or ():
-            if group_key(piece) == key:
+            fmt, group = group_key(piece)
+            if (fmt, as_written(group)) == key:
                 state.add(source, position, piece)
     made = assemble(
         *key,
@@ -314,10 +323,21 @@ def reassembled(
         messages_field=settings.messages_field,
         tools_field=settings.tools_field,
     )
-    found = [] if isinstance(made, NoCalls) else [c for c in made if c.record[settings.id_field] == metrics.get("id")]
+    wanted = metrics.get("id")
+    found = [] if isinstance(made, NoCalls) else [c for c in made if as_written(c.record[settings.id_field]) == wanted]
     if not found:
         raise NotFound(f"the calls of {metrics.get('id')!r} no longer assemble into it: were its files changed?")
     return Conversation(found[0].record[settings.messages_field], found[0].record)
+
+
+def redaction_of(settings: Settings) -> Redaction:
+    """The run's ``--redact``, to show what it read as it wrote it (finds not counted)."""
+    return Redaction(settings.redact, settings.redact_region, {})
+
+
+def _as_written(settings: Settings) -> Callable[[object], object]:
+    """An id as the run wrote it: with ``--redact``, its finds by ``redact.id_placeholder``."""
+    return redaction_of(settings).id if settings.redact else lambda value: value
 
 
 def _where(entry: dict) -> str:
