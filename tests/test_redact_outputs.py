@@ -122,6 +122,21 @@ def test_dead_letters_hold_their_raw_line_and_detail_redacted(line, reason):
     assert process_record(RawRecord("in.jsonl", 0, line.encode()), Settings()).dead_letter["raw"] == line
 
 
+def test_validate_reports_ids_and_call_ids_redacted():
+    from transforms.validate_step import check_record
+
+    record = {
+        "id": f"drop-{aws(13)}",
+        "messages": [
+            {"role": "user", "content": "hi"},
+            {"role": "tool", "tool_call_id": f"orphan-{aws(14)}", "content": "x"},
+        ],
+    }
+    report = check_record(RawRecord("in.jsonl", 0, dumps_line(record)), REDACT).record
+    assert report["id"] == "drop-" + id_placeholder("aws_access_key", aws(13))
+    assert report["details"][0]["tool_call_id"] == "orphan-" + id_placeholder("aws_access_key", aws(14))
+
+
 def test_a_raw_line_longer_than_the_limit_is_redacted_before_it_is_cut():
     line = json.dumps({"messages": "x" * 40 + " " + aws(16)}).encode()  # the key across the cut at 60
     letter = process_record(RawRecord("in.jsonl", 0, line), Settings(redact=KINDS, raw_limit=60)).dead_letter
@@ -182,6 +197,30 @@ def test_a_signed_reasoning_block_holding_a_find_is_left_out_and_counted():
         "signature": "c2lnbmVk",
     }
     assert "redacted" not in kept.metrics
+
+
+def test_a_gemini_call_signature_stays_with_its_call_whose_id_is_redacted():
+    call = f"c-{aws(20)}"
+    record = {
+        "contents": [
+            {"role": "user", "parts": [{"text": "hi"}]},
+            {
+                "role": "model",
+                "parts": [{"functionCall": {"id": call, "name": "f", "args": {}}, "thoughtSignature": "c2ln"}],
+            },
+            {"role": "user", "parts": [{"functionResponse": {"id": call, "name": "f", "response": {"x": 1}}}]},
+            {"role": "model", "parts": [{"text": "ok"}]},
+        ]
+    }
+    outcome = _process(record, Settings(redact=KINDS, sink="gemini"))
+    contents = outcome.record["contents"]
+    redacted = "c-" + id_placeholder("aws_access_key", aws(20))
+    assert contents[1]["parts"][0] == {
+        "functionCall": {"id": redacted, "name": "f", "args": {}},
+        "thoughtSignature": "c2ln",
+    }
+    assert contents[2]["parts"][0]["functionResponse"]["id"] == redacted
+    assert outcome.metrics["redacted"] == {"aws_access_key": 2}  # the call and its result
 
 
 def test_unsigned_reasoning_is_redacted_in_place():

@@ -18,6 +18,14 @@ JSON stays valid: arguments that are JSON text are parsed, their strings redacte
 back compact (only when something was found); an object's strings are redacted in place (a
 copy). The placeholders hold no quote or backslash. Each find is counted by kind (drops/
 ``redacted``, summary.json ``redacted``). The detectors are the optional extra ``redact``.
+
+Beyond the texts, everything a record writes (``Redaction``, called by the run step): ids by
+``id_placeholder`` (the placeholder plus a stable hash of the find: deterministic, distinct,
+a call and its result still paired), the record's other fields (``redact_fields``), names
+counted by (``redact_names``), an assembled conversation's calls (``redact_assembly``),
+reasoning and media carried around the core (``redact_reasoning``: a signed one holding a
+find cannot change, it is left out and counted ``SIGNED_REASONING_LEFT_OUT``), and a dead
+letter's raw text and detail (``transforms.record_steps.dead_letter``).
 """
 
 from __future__ import annotations
@@ -308,10 +316,16 @@ def redact_assembly(assembly: dict[str, Any], redaction: Redaction) -> dict[str,
     return out
 
 
+#: Keys of carried reasoning and media whose values are opaque (signatures, encrypted or inline
+#: data): never searched, and a reasoning holding one is signed. Gemini's ``call_signatures``
+#: maps call ids (redacted as ids, as the calls' are) to signatures.
+_OPAQUE = OPAQUE_KEYS | {"text_signature", "call_signatures"}
+
+
 def _signed(value: Any) -> bool:
-    """Whether ``value`` holds a signature or an encrypted payload (``ledger.OPAQUE_KEYS``)."""
+    """Whether ``value`` holds a signature or an encrypted payload."""
     if isinstance(value, dict):
-        return any((key in OPAQUE_KEYS and item not in (None, "")) or _signed(item) for key, item in value.items())
+        return any((key in _OPAQUE and item not in (None, "", {})) or _signed(item) for key, item in value.items())
     if isinstance(value, list):
         return any(_signed(item) for item in value)
     return False
@@ -319,18 +333,23 @@ def _signed(value: Any) -> bool:
 
 def _redact_carried(value: Any, redaction: Redaction, keys: Redaction) -> Any:
     """Reasoning or media carried around the core: its text redacted, its opaque payloads
-    (signatures, encrypted or base64 content: ``ledger.OPAQUE_KEYS``) and its provider as they
-    are; its objects' keys by ``keys.id`` (Gemini's signatures are keyed by call id: a key is
-    not signed)."""
+    (signatures, encrypted or base64 content: ``_OPAQUE``) and its provider as they are; its
+    objects' keys by ``keys.id`` (a key is not signed)."""
     if isinstance(value, str):
         return redaction.text(value)
     if isinstance(value, list):
         return [_redact_carried(item, redaction, keys) for item in value]
     if isinstance(value, dict):
-        return {
-            keys.id(key): item if key in OPAQUE_KEYS or key == "provider" else _redact_carried(item, redaction, keys)
-            for key, item in value.items()
-        }
+        out = {}
+        for key, item in value.items():
+            if key == "call_signatures" and isinstance(item, dict):
+                # Counted where the calls themselves are.
+                out[key] = {keys.uncounted().id(call): signature for call, signature in item.items()}
+            elif key in _OPAQUE or key == "provider":
+                out[key] = item
+            else:
+                out[keys.id(key)] = _redact_carried(item, redaction, keys)
+        return out
     return value
 
 

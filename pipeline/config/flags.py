@@ -436,7 +436,8 @@ def _training_flags(add) -> None:
         help="KIND[,KIND]: replace secrets (detect-secrets' detectors, private keys, bearer tokens), "
         "emails and phones (international form; phones:CC also region CC's national numbers) with "
         "typed placeholders [REDACTED:kind] in every message text, call argument and result, JSON "
-        "kept valid; counted by kind (needs the redact extra)",
+        "kept valid, and in every other output (ids, fields, key names, dead letters, the report, "
+        "explain); counted by kind (needs the redact extra)",
     )
     add(
         "--examples",
