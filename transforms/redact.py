@@ -123,12 +123,27 @@ def _finds(text: str, kinds: tuple[str, ...], region: str | None) -> list[tuple[
     return finds
 
 
+#: Texts up to this long have their finds remembered (``_remembered_finds``).
+_REMEMBERED_CHARS = 2000
+
+
+@functools.lru_cache(maxsize=4096)
+def _remembered_finds(text: str, kinds: tuple[str, ...], region: str | None) -> tuple[tuple[int, int, str], ...]:
+    """``_finds`` of a short text, remembered: keys, tags and ids repeat in every record, and
+    the writer's copy of the record holds the texts of its messages again (at most 4,096 texts
+    of ``_REMEMBERED_CHARS``: 8 MB)."""
+    return tuple(_finds(text, kinds, region))
+
+
 def redact_text(
     text: str, kinds: tuple[str, ...], region: str | None, counts: dict[str, int], ids: bool = False
 ) -> str:
     """``text`` with every find replaced by its placeholder (overlaps: the earliest, longest wins);
     ``ids``: by ``id_placeholder``, which keeps distinct ids distinct."""
-    finds = sorted(_finds(text, kinds, region), key=lambda f: (f[0], -(f[1] - f[0])))
+    finds = sorted(
+        _remembered_finds(text, kinds, region) if len(text) <= _REMEMBERED_CHARS else _finds(text, kinds, region),
+        key=lambda f: (f[0], -(f[1] - f[0])),
+    )
     if not finds:
         return text
     out, at = [], 0
