@@ -158,6 +158,8 @@ def test_a_secret_as_a_key_name_is_redacted_in_the_ledger_summary_and_console():
     redaction = Redaction(("emails",), None, {})
     assert redact_names(names, redaction) == {"[REDACTED:email]": {"fields": 2, "chars": 5}, "x": names["x"]}
     assert redact_names({"x": 1}, redaction) == {"x": 1}
+    nested = {"discarded_tool_fields": {"a@b.io": 1, "c@d.io": 2}}  # a writer's counts by a tool's field name
+    assert redact_names(nested, redaction) == {"discarded_tool_fields": {"[REDACTED:email]": 3}}
 
 
 def test_the_report_escapes_control_characters():

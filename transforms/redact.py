@@ -311,8 +311,10 @@ def redact_names(counted: dict[str, Any], redaction: Redaction) -> dict[str, Any
     merged: dict[str, Any] = {}
     for name, entry in counted.items():
         shown = redaction.text(name)
+        if isinstance(entry, dict):  # counts by key under a name (a writer's tool fields)
+            entry = redact_names(entry, redaction)
         merged[shown] = _added(merged[shown], entry) if shown in merged else entry
-    if list(merged) == list(counted):
+    if merged == counted and list(merged) == list(counted):
         return counted
     return {name: merged[name] for name in sorted(merged)}
 
