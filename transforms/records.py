@@ -172,7 +172,7 @@ def _process(raw: RawRecord, settings: Settings, hint: ReaderHint | None = None)
     written = _training_messages(messages, result, settings, training)
     redacted: dict[str, int] = {}
     fields, source = conversation.fields, record
-    redaction = Redaction(settings.redact, settings.redact_region, redacted) if settings.redact else None
+    redaction = Redaction(settings.redact, settings.redact_region, redacted, {}) if settings.redact else None
     if redaction is not None:
         # --redact: after the core, before the writer (transforms.redact). Everything written:
         # the messages, the id, the other fields, and the record the writer copies from.

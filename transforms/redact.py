@@ -198,13 +198,10 @@ def redact_messages(
 ) -> list[Any]:
     """Flat messages with their texts redacted (copies where something was found); ``counts``
     gets the finds by kind."""
+    return Redaction(kinds, region, counts).messages(messages)
 
-    def redact(text: str) -> str:
-        return redact_text(text, kinds, region, counts)
 
-    def key_of(text: str) -> str:
-        return redact_text(text, kinds, region, counts, ids=True)
-
+def _redact_messages(messages: list[Any], redact: Callable[[str], str], key_of: Callable[[str], str]) -> list[Any]:
     out = []
     for message in messages:
         if not isinstance(message, dict):  # a list as read (convnorm explain), not yet coerced
@@ -258,25 +255,40 @@ def id_placeholder(kind: str, found: str) -> str:
 
 
 class Redaction(NamedTuple):
-    """One record's ``--redact``: the kinds, the phone region, and its finds counted by kind."""
+    """One record's ``--redact``: the kinds, the phone region, and its finds counted by kind.
+
+    ``memo``: each text's redaction, remembered for the record (the writer's copy of the record
+    holds its messages' texts again, long ones too); ``None``: nothing remembered."""
 
     kinds: tuple[str, ...]
     region: str | None
     counts: dict[str, int]
+    memo: dict[tuple[str, bool], tuple[str, dict[str, int]]] | None = None
+
+    def _redacted(self, text: str, ids: bool) -> str:
+        if self.memo is None:
+            return redact_text(text, self.kinds, self.region, self.counts, ids)
+        done = self.memo.get((text, ids))
+        if done is None:
+            found: dict[str, int] = {}
+            done = self.memo[(text, ids)] = (redact_text(text, self.kinds, self.region, found, ids), found)
+        for kind, n in done[1].items():
+            self.counts[kind] = self.counts.get(kind, 0) + n
+        return done[0]
 
     def text(self, text: str) -> str:
-        return redact_text(text, self.kinds, self.region, self.counts)
+        return self._redacted(text, False)
 
     def id(self, value: Any) -> Any:
         """An id (a string; any other value as it is) by ``id_placeholder``."""
-        return redact_text(value, self.kinds, self.region, self.counts, ids=True) if isinstance(value, str) else value
+        return self._redacted(value, True) if isinstance(value, str) else value
 
     def value(self, value: Any) -> Any:
         """Any JSON value: its strings by placeholder, its objects' keys by ``id``."""
         return _redact_value(value, self.text, self.id)
 
     def messages(self, messages: list[Any]) -> list[Any]:
-        return redact_messages(messages, self.kinds, self.region, self.counts)
+        return _redact_messages(messages, self.text, self.id)
 
     def uncounted(self) -> Redaction:
         """The same redaction, its finds not counted (what was counted once already)."""
