@@ -100,6 +100,42 @@ def test_a_call_log_session_id_made_the_conversation_id_is_redacted_in_its_assem
     assert aws(12) not in _text(outcome) and aws(13) not in _text(outcome)
 
 
+def _call_log(session: str, mail: str) -> dict:
+    return {
+        "call_type": "completion",
+        "startTime": "2025-01-24 09:21:00",
+        "model": "gpt-4o",
+        "metadata": {"session_id": session},
+        "messages": [{"role": "user", "content": f"Weather for {mail}?"}],
+        "response": {"choices": [{"index": 0, "message": {"role": "assistant", "content": "sunny"}}]},
+    }
+
+
+def test_call_log_pieces_are_redacted_before_the_assembly_distinct_finds_kept_distinct():
+    from transforms.record_steps import read_call_log
+
+    settings = Settings(redact=KINDS, redact_region="US", calls=True)
+    first = read_call_log(_call_log(f"sess-{aws(12)}", "one@example.com"), settings)[0]
+    other = read_call_log(_call_log(f"sess-{aws(12)}", "two@example.com"), settings)[0]
+    # What a streaming run keeps in its output directory (calls.jsonl) holds no find ...
+    assert aws(12) not in repr(first) and "one@example.com" not in repr(first)
+    assert first.group == "sess-" + id_placeholder("aws_access_key", aws(12))
+    # ... and two calls that differ by a find stay different for the assembly.
+    assert first.history != other.history
+    assert first.history[0]["content"] == f"Weather for {id_placeholder('email', 'one@example.com')}?"
+
+
+def test_an_assembled_conversation_is_written_and_counted_as_one_read_whole():
+    group = "sess-" + id_placeholder("aws_access_key", aws(12))
+    text = f"Weather for {id_placeholder('email', 'one@example.com')}?"
+    record = {"id": group, "messages": [{"role": "user", "content": text}, {"role": "assistant", "content": "ok"}]}
+    assembly = {"format": "litellm", "group": group, "calls": []}
+    outcome = process_record(RawRecord("s", 0, Parsed(record, None, assembly)), REDACT)
+    assert outcome.record["messages"][0]["content"] == "Weather for [REDACTED:email]?"
+    assert outcome.record["id"] == group  # an id keeps its id placeholder
+    assert outcome.metrics["redacted"] == {"aws_access_key": 1, "email": 1}  # as the batch path counts them
+
+
 @pytest.mark.parametrize(
     "line, reason",  # the last: a block type the reader refuses, named in the detail
     [
@@ -341,3 +377,34 @@ def test_no_planted_secret_reaches_any_output_file_or_anything_printed(tmp_path,
             leaks += _leaks(planted, f"explain {asked} {html}", (printed.out + printed.err).encode())
             assert "REDACTED" in printed.out or asked in ("a", "anth-1")
     assert not leaks, leaks
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(600)
+def test_a_streaming_run_keeps_no_planted_secret_in_its_output_directory(tmp_path, capfd):
+    """A streaming run keeps call-log pieces, indexes and window summaries in its output, and
+    has no manifest of its options: its explain and report redact by its summary's ``redact``."""
+    import sys
+
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from streaming_runs import START_TIMEOUT_S, Streaming, land
+
+    from pipeline.cli.main import main
+
+    landing, out = tmp_path / "landing", tmp_path / "out"
+    landing.mkdir()
+    planted = planted_input(tmp_path / "in.jsonl")
+    with Streaming(tmp_path, landing, out, "redacted", f"--redact={FLAG}") as run:
+        run.wait_started()
+        land(landing, "planted.jsonl", (tmp_path / "in.jsonl").read_bytes())
+        run.wait_for(lambda: list(out.glob("*/assembled/assembled.json")), START_TIMEOUT_S, "the window's assembly")
+        assert run.stop() == 0, run.text
+    leaks = _leaks(planted, "the run's output", run.text.encode())
+    for path in sorted(p for p in out.rglob("*") if p.is_file()):
+        leaks += _leaks(planted, str(path.relative_to(out)), path.read_bytes())
+    assert main(["explain", str(out), "--id", f"drop-{aws(13)}", "--width", "200"]) == 0
+    printed = capfd.readouterr()
+    leaks += _leaks(planted, "explain", (printed.out + printed.err).encode())
+    assert not leaks, leaks
+    assert "[REDACTED:github_token]" in printed.out  # the dropped result, shown redacted
+    assert json.loads((out / "summary.json").read_text())["redact"] == FLAG

@@ -33,7 +33,7 @@ from transforms.inputs import Parsed, RawRecord, Unreadable
 from transforms.jsontext import NumberTooLarge, canonical_json, dumps_line, int_text, parse_json
 from transforms.output_records import DeadLetter, DropMetrics
 from transforms.record_settings import Settings
-from transforms.redact import Redaction, redact_assembly
+from transforms.redact import Redaction, redact_assembly, redact_piece
 
 
 class DeadLetterReason(str, Enum):
@@ -302,6 +302,10 @@ def read_call_log(record: Any, settings: Settings) -> list[Piece] | None:
         raise RecordRefused(
             DeadLetterReason.NO_LLM_CALLS, f"{reader.name}: the record holds no LLM call and no tool result"
         )
+    redaction = _redaction(settings)
+    if redaction is not None:
+        # --redact before the assembly: a streaming run keeps the pieces in its output directory.
+        return [redact_piece(piece, redaction) for piece in pieces]
     return pieces
 
 

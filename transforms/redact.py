@@ -254,6 +254,24 @@ def id_placeholder(kind: str, found: str) -> str:
     return f"[REDACTED:{kind}:{digest}]"
 
 
+#: An id's placeholder (``id_placeholder``) standing in a text: a call log's piece is redacted
+#: before its conversation is assembled, every find by an id's placeholder (``redact_piece``).
+_ID_PLACEHOLDER = re.compile(r"\[REDACTED:([a-z0-9_]+):[0-9a-f]{%d}\]" % ID_HASH_CHARS)
+
+
+def _redact(text: str, kinds: tuple[str, ...], region: str | None, counts: dict[str, int], ids: bool) -> str:
+    """``redact_text``; an id's placeholder that a call log's piece got first is counted as the
+    find it stands for, and in a text (not an id) becomes the text's placeholder."""
+    if "[REDACTED:" in text:
+
+        def plain(match: re.Match[str]) -> str:
+            counts[match.group(1)] = counts.get(match.group(1), 0) + 1
+            return match.group(0) if ids else placeholder(match.group(1))
+
+        text = _ID_PLACEHOLDER.sub(plain, text)
+    return redact_text(text, kinds, region, counts, ids)
+
+
 class Redaction(NamedTuple):
     """One record's ``--redact``: the kinds, the phone region, and its finds counted by kind.
 
@@ -267,11 +285,11 @@ class Redaction(NamedTuple):
 
     def _redacted(self, text: str, ids: bool) -> str:
         if self.memo is None:
-            return redact_text(text, self.kinds, self.region, self.counts, ids)
+            return _redact(text, self.kinds, self.region, self.counts, ids)
         done = self.memo.get((text, ids))
         if done is None:
             found: dict[str, int] = {}
-            done = self.memo[(text, ids)] = (redact_text(text, self.kinds, self.region, found, ids), found)
+            done = self.memo[(text, ids)] = (_redact(text, self.kinds, self.region, found, ids), found)
         for kind, n in done[1].items():
             self.counts[kind] = self.counts.get(kind, 0) + n
         return done[0]
@@ -404,3 +422,26 @@ def redact_media(items: Any, redaction: Redaction) -> Any:
     redacted, inline data as it is."""
     out = _redact_carried(items, redaction, redaction)
     return items if out == items else out
+
+
+def redact_piece(piece: Any, redaction: Redaction) -> Any:
+    """A call log's piece (``calllogs.calls.Call`` or ``ToolResult``) redacted before its
+    conversation is assembled, in a batch run as in a streaming one (whose pieces are kept in
+    its output directory): every find by an id's placeholder, texts too, so that messages that
+    differ stay different for the assembly (which matches calls by their messages). The run
+    step turns a text's id placeholders into the text's own and counts them (``_redact``), so
+    the conversation is written and counted as one read whole."""
+    hashed = Redaction(redaction.kinds, redaction.region, {}, redaction.memo)
+    changes: dict[str, Any] = {"group": hashed.id(piece.group), "call_id": hashed.id(piece.call_id)}
+    fields = piece._fields
+    if "history" in fields:
+        changes["history"] = _redact_messages(piece.history, hashed.id, hashed.id)
+        changes["output"] = _redact_messages(piece.output, hashed.id, hashed.id)
+        changes["tools"] = _redact_value(piece.tools, hashed.id, hashed.id)
+        changes["model"] = hashed.id(piece.model)
+        if piece.discarded:
+            changes["discarded"] = {hashed.text(name): value for name, value in piece.discarded.items()}
+    else:
+        changes["tool_call_id"] = hashed.id(piece.tool_call_id)
+        changes["content"] = hashed.id(piece.content)
+    return piece._replace(**changes)
