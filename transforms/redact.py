@@ -24,8 +24,9 @@ Beyond the texts, everything a record writes (``Redaction``, called by the run s
 a call and its result still paired), the record's other fields (``redact_fields``), names
 counted by (``redact_names``), an assembled conversation's calls (``redact_assembly``),
 reasoning and media carried around the core (``redact_reasoning``: a signed one holding a
-find cannot change, it is left out and counted ``SIGNED_REASONING_LEFT_OUT``), and a dead
-letter's raw text and detail (``transforms.record_steps.dead_letter``).
+find cannot change, it is left out and counted ``SIGNED_REASONING_LEFT_OUT``), a call log's
+pieces before the assembly (``redact_piece``), and a dead letter's raw text and detail
+(``transforms.record_steps.dead_letter``).
 """
 
 from __future__ import annotations
