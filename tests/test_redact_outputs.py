@@ -408,3 +408,25 @@ def test_a_streaming_run_keeps_no_planted_secret_in_its_output_directory(tmp_pat
     assert not leaks, leaks
     assert "[REDACTED:github_token]" in printed.out  # the dropped result, shown redacted
     assert json.loads((out / "summary.json").read_text())["redact"] == FLAG
+
+
+@pytest.mark.slow
+def test_explain_finds_a_conversation_refused_after_reading_by_its_id_with_a_secret(tmp_path, capfd):
+    from pipeline.cli.main import main
+
+    record = {
+        "id": f"t-{aws(21)}",
+        "messages": [
+            {"role": "user", "content": "hi t@example.com"},
+            {"role": "assistant", "content": "ok"},
+            {"role": "user", "content": "more"},  # refused: --trailing refuse
+        ],
+    }
+    (tmp_path / "in.jsonl").write_text(json.dumps(record) + "\n")
+    out = tmp_path / "out"
+    main(["--input", str(tmp_path / "in.jsonl"), "--output", str(out), "--trailing", "refuse", "--redact", FLAG])
+    capfd.readouterr()
+    for asked in (f"t-{aws(21)}", "t-" + id_placeholder("aws_access_key", aws(21))):
+        assert main(["explain", str(out), "--id", asked]) == 0
+        printed = capfd.readouterr().out
+        assert "dead-lettered (unwritable)" in printed and aws(21) not in printed and "t@example.com" not in printed

@@ -260,6 +260,12 @@ def id_placeholder(kind: str, found: str) -> str:
 _ID_PLACEHOLDER = re.compile(r"\[REDACTED:([a-z0-9_]+):[0-9a-f]{%d}\]" % ID_HASH_CHARS)
 
 
+def as_text(redacted_id: str) -> str:
+    """An id as written (``id_placeholder``s) as a text holding it was written: each
+    placeholder without its hash (a dead letter's raw line is redacted as text)."""
+    return _ID_PLACEHOLDER.sub(lambda match: placeholder(match.group(1)), redacted_id)
+
+
 def _redact(text: str, kinds: tuple[str, ...], region: str | None, counts: dict[str, int], ids: bool) -> str:
     """``redact_text``; an id's placeholder that a call log's piece got first is counted as the
     find it stands for, and in a text (not an id) becomes the text's placeholder."""

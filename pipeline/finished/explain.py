@@ -36,7 +36,7 @@ from transforms.before_after import Explanation, Row, after_text, before_text, c
 from transforms.console_text import console_text
 from transforms.formats import Conversation
 from transforms.record_settings import Settings
-from transforms.redact import Redaction
+from transforms.redact import Redaction, as_text
 
 #: Dead-letter reasons given to a record after it was read and normalized: the sink refused
 #: it, or it was longer than --max-example-tokens. Its conversation can be shown.
@@ -142,7 +142,10 @@ def find_dead_letter(output: str, conversation_id: str) -> dict | None:
     """The first dead letter whose raw input holds ``conversation_id`` as a JSON string (a
     record's id is in its text; ``locate`` checks it when the record is read back), spelled as
     JSON writers spell it: with non-ASCII characters as they are, or as ``\\u`` escapes."""
-    spellings = {orjson.dumps(conversation_id).decode(), json.dumps(conversation_id)}
+    # With --redact a dead letter's raw line holds an id as text: its placeholders without their
+    # hash (locate then reads the record back and checks its id).
+    spellings = {orjson.dumps(name).decode() for name in (conversation_id, as_text(conversation_id))}
+    spellings |= {json.dumps(name) for name in (conversation_id, as_text(conversation_id))}
     # In the dead letter's line the raw text is a JSON string itself: each spelling escaped once
     # more. Cheap first: most lines hold none of them.
     in_line = [orjson.dumps(spelling)[1:-1] for spelling in spellings]
