@@ -18,7 +18,7 @@ from transforms.inputs import Parsed, RawRecord
 from transforms.jsontext import dumps_line
 from transforms.record_settings import Settings
 from transforms.records import process_record
-from transforms.redact import SIGNED_REASONING_LEFT_OUT, Redaction, id_placeholder, redact_names
+from transforms.redact import SIGNED_REASONING_LEFT_OUT, Redaction, id_placeholder, redact_media, redact_names
 from transforms.summary import finalize_run, partial
 from transforms.summary_table import format_table
 
@@ -430,3 +430,15 @@ def test_explain_finds_a_conversation_refused_after_reading_by_its_id_with_a_sec
         assert main(["explain", str(out), "--id", asked]) == 0
         printed = capfd.readouterr().out
         assert "dead-lettered (unwritable)" in printed and aws(21) not in printed and "t@example.com" not in printed
+        assert "before (as read from the input, redacted)" in printed
+
+
+def test_media_urls_are_redacted_their_inline_data_kept():
+    items = [
+        {"kind": "image", "placeholder": "[image]", "provider": "openai", "url": "https://x.io/a.png?owner=a@b.io"},
+        {"kind": "image", "placeholder": "[image]", "provider": "anthropic", "data": "a@b.io", "mime": "image/png"},
+    ]
+    counts: dict = {}
+    out = redact_media(items, Redaction(KINDS, None, counts))
+    assert out[0]["url"] == "https://x.io/a.png?owner=[REDACTED:email]" and out[1] == items[1]
+    assert counts == {"email": 1}

@@ -420,7 +420,10 @@ def explanation_text(located: Located, width: int | None = None) -> str:
     if located.mismatch:
         head.append(f"NOTE: {located.mismatch}: the source or the options changed since the run")
     lines = [*map(console_text, head), ""]
-    lines.append(f"{'before (as read from the input)':<{column}} | after (as written)")
+    before = (
+        "before (as read from the input, redacted)" if located.settings.redact else "before (as read from the input)"
+    )
+    lines.append(f"{before:<{column}} | after (as written)")
     lines.append(f"{'-' * column}-+-{'-' * column}")
     for row in ex.rows:
         left, right = _cells(ex, row, column)
