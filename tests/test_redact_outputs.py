@@ -359,6 +359,8 @@ def test_no_planted_secret_reaches_any_output_file_or_anything_printed(tmp_path,
     planted = planted_input(tmp_path / "in.jsonl")
     out = tmp_path / "out"
     argv = ["--input", str(tmp_path / "in.jsonl"), "--output", str(out), "--sink", sink, "--redact", FLAG, "--report"]
+    if sink == "anthropic":
+        argv += ["--model", "claude-sonnet-4-5"]  # the call log's own model is OpenAI's (foreign_model)
     assert main(argv) == 0
     printed = capfd.readouterr()
     leaks = _leaks(planted, "the run's output", (printed.out + printed.err).encode())
