@@ -327,6 +327,7 @@ def finalize(
     examples: str = "whole",
     chat_template: Any = None,
     redact: tuple[str, ...] = (),
+    redact_region: str | None = None,
 ) -> dict[str, Any]:
     """The canonical summary document (stable key order, every known reason listed); with
     ``tokens`` (``--tokens``), the ``tokens`` section (``token_figures``)."""
@@ -366,7 +367,7 @@ def finalize(
             doc[name] = _sorted_counts(s[name])
     if tokens is not None:
         doc["tokens"] = token_figures(s.get("tokens", {}), tokens)
-    doc.update(training_sections(s, training, dedupe, examples, chat_template, redact))
+    doc.update(training_sections(s, training, dedupe, examples, chat_template, redact, redact_region))
     doc["accounted"] = accounted(doc, "records_out")
     return doc
 
@@ -384,6 +385,7 @@ def finalize_run(summary: dict[str, Any], settings: Settings) -> dict[str, Any]:
         examples=settings.examples,
         chat_template=settings.chat_template,
         redact=settings.redact,
+        redact_region=settings.redact_region,
     )
 
 

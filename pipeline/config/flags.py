@@ -461,7 +461,8 @@ def _training_flags(add) -> None:
         "phones (international form; phones:CC also region CC's national numbers, CC a two-letter ISO "
         "3166 code phonenumbers has a plan for: US, GB (not UK), DE, IN ...; docs/fine-tuning.md lists "
         "them) with typed placeholders [REDACTED:kind] in every message text, call argument and "
-        "result, JSON kept valid; counted by kind (needs the redact extra)",
+        "result, JSON kept valid, and in every other output (ids, fields, key names, dead letters, the "
+        "report, explain); counted by kind (needs the redact extra)",
     )
     add(
         "--examples",
