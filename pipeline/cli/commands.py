@@ -133,6 +133,12 @@ def run_job(job: Job, stopping: Stopping) -> int:
     if not quiet:
         shown = job.shown_output
         print_line(f"outputs: {shown}/{{{','.join(spec.shard_outputs)}}}/, {shown}/{SUMMARY_FILE}")
+        if outcome.card:
+            # Where a user looks first: a plain json load of the parts can fail, the folder's does not.
+            print_line(
+                f'load:    datasets.load_dataset("{shown}") loads every split; a "json" load of the part '
+                f"files can fail on their columns ({shown}/{outcome.card} says why)"
+            )
         if outcome.page:
             print_line(f"report:  {shown}/{outcome.page}")
         print(f"done in {duration_text(time.monotonic() - started)}")

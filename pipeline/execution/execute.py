@@ -87,6 +87,8 @@ class Outcome:
     summary: dict = field(default_factory=dict)  # the summary document when the run succeeded
     #: The page's name when it was written.
     page: str | None = None
+    #: The dataset card's name when it was written (``--sink hf``).
+    card: str | None = None
 
 
 def _fail(status: int, message: str) -> Outcome:
@@ -280,7 +282,8 @@ def execute(
                 stopping.written = True
         if not result.complete:
             return _fail(1, "the run is incomplete, no _SUCCESS written: " + "; ".join(result.problems))
-        return Outcome(None, summary, page_name if page is not None else None)
+        card = spec.card.name if spec.card and spec.card.name in progress.written else None
+        return Outcome(None, summary, page_name if page is not None else None, card)
     finally:
         if release:
             _clean_up(job, spec.command, temp_dir, lock, created)
