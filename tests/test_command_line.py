@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from importlib import metadata
@@ -266,6 +267,39 @@ def test_a_dry_run_names_the_call_log_reader_of_each_export(tmp_path, capsys):
         assert "(call log)" in line and "dead letter" not in line, line
 
 
+def _listed(plan: str, out: Path) -> set[str]:
+    """Every file a --dry-run's plan names under ``out`` (a range ``part-A … part-B`` expanded)."""
+    names = set()
+    for line in plan.splitlines():
+        for match in re.finditer(rf"{re.escape(str(out))}/(\S+?)/part-(\d+)(\.\w+)(?: … part-(\d+)\.\w+)?", line):
+            folder, first, extension, last = match.groups()
+            for n in range(int(first), int(last or first) + 1):
+                names.add(f"{folder}/part-{n:05d}{extension}")
+        names.update(name for name in re.findall(rf"{re.escape(str(out))}/([^/\s,]+)(?=,|$)", line))
+    return names
+
+
+@pytest.mark.slow
+def test_a_dry_run_names_every_file_of_a_run_with_whole_records_and_call_logs(tmp_path, capsys):
+    # The assembled conversations have parts of their own, after the input's: the plan names
+    # them (it named the input's parts only).
+    inputs = tmp_path / "in"
+    inputs.mkdir()
+    (inputs / "a.jsonl").write_bytes(SAMPLE.read_bytes())
+    (inputs / "calls.jsonl").write_bytes((ROOT / "tests/data/calllogs/langfuse/blob-export-rows.jsonl").read_bytes())
+    out = tmp_path / "out"
+    argv = ["--input", str(inputs), "--output", str(out), "--split", "eval=0.2", "--shard-bytes", "400000"]
+    assert main([*argv, "--dry-run"]) == 0
+    listed = _listed(capsys.readouterr().out, out)
+    assert main([*argv, "--quiet"]) == 0
+    written = {str(p.relative_to(out)) for p in out.rglob("*") if p.is_file()}
+    assert written <= listed, sorted(written - listed)
+    assembled = json.loads((out / "summary.json").read_text())["call_logs"]
+    assert assembled and "normalized/part-00004.jsonl" in written  # 4 shards, then the assembled part
+
+
+# --------------------------------------------------------------------------------------------
+# --limit
 # --------------------------------------------------------------------------------------------
 # --limit
 

@@ -219,6 +219,21 @@ def test_duplicates_are_a_choice_not_failures_past_the_dead_letter_limits():
     assert run_failures(failing, limit) and dead_letter_warning(failing, limit)
 
 
+def test_the_dead_letter_warning_counts_failures_only_and_names_the_duplicates_apart():
+    from transforms.summary import DeadLetterLimit, dead_letter_warning
+
+    doc = {
+        "records_in": 53,
+        "dead_letters": 10,
+        "dead_letters_by_reason": {"invalid_json": 4, "unknown_format": 3, "duplicate": 3},
+    }
+    warning = dead_letter_warning(doc, DeadLetterLimit.parse("1%"))
+    assert warning is not None
+    assert warning.startswith("7 of 53 records read (13.2%) are dead letters")
+    assert "invalid_json 4, unknown_format 3" in warning and "duplicate 3" not in warning
+    assert warning.endswith("; 3 duplicates are collapsed by --dedupe and not counted")
+
+
 def _tree(out: Path) -> dict[str, bytes]:
     """Every output file of a run (its lock and report aside), by its path in the output."""
     skip = {"report.html", "_MANIFEST.json"}

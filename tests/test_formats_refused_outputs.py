@@ -14,6 +14,8 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from transforms.formats import READERS, WRITERS, FormatError, WriteContext, detect_reader, read_forced
@@ -145,3 +147,43 @@ def test_a_continued_responses_request_is_flagged_partial():
     assert "partial_conversation" not in run({"model": "gpt-4.1", "input": "hi"}).metrics
     summary = finalize(partial(2, [metrics, run({"model": "gpt-4.1", "input": "hi"}).metrics]))
     assert summary["partial_conversations"] == 1
+
+
+# --------------------------------------------------------------------------------------------
+# A replay body never names another provider's model
+
+
+@pytest.mark.parametrize(
+    ("sink", "model", "owner"),
+    [
+        ("anthropic", "gpt-4o-mini", "OpenAI"),
+        ("anthropic", "gemini-2.0-flash", "Google"),
+        ("bedrock-converse", "claude-sonnet-4-5", "Anthropic"),
+        ("openai-responses", "claude-sonnet-4-5", "Anthropic"),
+    ],
+)
+def test_a_body_for_one_provider_refuses_another_providers_model_counted(sink, model, owner):
+    record = {"id": "c", "model": model, "messages": [{"role": "user", "content": "hi"}]}
+    outcome = process_record(RawRecord("calls.jsonl", 0, json.dumps(record).encode()), Settings(sink=sink))
+    letter = outcome.dead_letter
+    assert letter is not None and letter["reason"] == "unwritable"
+    assert letter["detail"].startswith(f"{sink}: foreign_model: the record's model '{model}' is {owner}'s")
+    assert "--model" in letter["detail"]
+    # --model names the provider's own model instead: the record is written.
+    given = {"anthropic": "claude-haiku-4-5", "bedrock-converse": "anthropic.claude-haiku-4-5"}.get(sink, "gpt-4.1")
+    written = process_record(
+        RawRecord("calls.jsonl", 0, json.dumps(record).encode()), Settings(sink=sink, model=given, max_tokens=64)
+    )
+    assert written.dead_letter is None and given in json.dumps(written.record)
+
+
+@pytest.mark.parametrize(
+    ("sink", "model"),
+    [("anthropic", "claude-sonnet-4-5"), ("anthropic", "my-finetune-7b"), ("openai-batch", "claude-sonnet-4-5")],
+)
+def test_a_providers_own_or_an_unknown_model_is_kept(sink, model):
+    # Unknown names (a self-hosted model, a proxy's alias) are the user's; OpenAI's chat format is
+    # taken by many providers, so the openai-batch sink keeps any name.
+    record = {"id": "c", "model": model, "max_tokens": 64, "messages": [{"role": "user", "content": "hi"}]}
+    outcome = process_record(RawRecord("calls.jsonl", 0, json.dumps(record).encode()), Settings(sink=sink))
+    assert outcome.dead_letter is None and model in json.dumps(outcome.record)

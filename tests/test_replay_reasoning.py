@@ -70,7 +70,9 @@ def test_thinking_on_without_the_blocks_drops_the_config_counted():
 
 @pytest.mark.parametrize("sink", ["openai-finetune", "gemini", "flat", "openai-responses", "bedrock-converse"])
 def test_another_sink_leaves_anthropic_thinking_out_counted(sink):
-    out, metrics = run("an-thinking-tools", sink)
+    # A body for another provider names that provider's model: --model (the record's is Claude).
+    model = {"openai-responses": "gpt-4.1", "bedrock-converse": "anthropic.claude-sonnet-4-5"}.get(sink)
+    out, metrics = run("an-thinking-tools", sink, model=model)
     assert reasoning.FIELD not in json.dumps(out) and "EqQBCgIYAhIMsig456" not in json.dumps(out)
     assert metrics["discarded"]["thinking"] == {"fields": 2, "chars": 49}
     assert metrics["discarded"]["redacted_thinking"] == {"fields": 1, "chars": 0}

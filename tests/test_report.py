@@ -134,7 +134,9 @@ def test_examples_are_shown_once_with_line_numbers_and_their_repairs_explained(s
         assert len(b"\n".join(lines[: line - 1])) + (1 if line > 1 else 0) == byte  # the line starts at that byte
     # Each example opens on its conversation before and after, each repair marked.
     assert text.count("<summary>before and after, each repair marked</summary>") == len(examples)
-    assert text.count('<table class="explain">') == len(examples)
+    # The dataset section's sample of clean conversations opens on theirs too.
+    samples = text.count('<div class="example sample">')
+    assert samples and text.count('<table class="explain">') == len(examples) + samples
     for reason in ("orphan_result", "leading_tool", "not_an_object"):
         assert f'<span class="mark dropped" title="DROPPED {reason}' in text, reason
     assert '<span class="mark healed"' in text

@@ -10,7 +10,10 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
+import signal
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -363,6 +366,82 @@ def test_a_rewritten_file_replaces_its_earlier_pieces_and_an_appended_one_adds_t
     assert [c["call"] for c in drops["s-1"]["assembly"]["calls"]] == ["obs-1", "obs-2", "obs-3"]
 
 
+def test_the_totals_check_fails_when_a_committed_windows_pieces_were_not_all_assembled(tmp_path):
+    """Found: a restart assembled a window still open, and the files committed into it
+    afterwards were never assembled; the final summary said ``accounted: true``. Pieces
+    committed after their window's assembly, and a window never assembled, fail the check."""
+    rows = _lines(LANGFUSE)
+    landing, out = tmp_path / "landing", tmp_path / "out"
+    plan = _plan(out)
+    clean_landed_file(_landed(_land(landing, "a.jsonl", b"".join(rows[2:]))), W1, plan)
+    _close(out, W1, plan)
+    assert processed.final_summary(str(out), plan.settings)["accounted"]
+    late = clean_landed_file(_landed(_land(landing, "b.jsonl", b"".join(rows[:2]))), W1, plan)
+    pieces = len(_lines(out / W1 / late / "calls.jsonl"))
+    total = processed.final_summary(str(out), plan.settings)
+    assert not total["accounted"]
+    assert total[processed.NOT_ASSEMBLED] == {"windows": [W1], "files": 1, "pieces": pieces}
+    clean_landed_file(_landed(_land(landing, "c.jsonl", OTLP.read_bytes())), W2, plan)  # W2: no close
+    total = processed.final_summary(str(out), plan.settings)
+    assert total[processed.NOT_ASSEMBLED]["windows"] == [W1, W2] and not total["accounted"]
+    line = processed.not_assembled_line(total)
+    assert line is not None and "never assembled" in line and W2 in line
+    assert assembly.assemble_window(str(out), W2, plan.work, plan.run_temp, assembly.move_committing) == "done"
+    assert processed.final_summary(str(out), plan.settings)[processed.NOT_ASSEMBLED]["windows"] == [W1]
+
+
+def test_a_start_assembles_the_closed_windows_left_and_leaves_an_open_one_to_its_close(tmp_path):
+    """A dead run left two windows with call logs unassembled: the start assembles the one whose
+    end has passed; the open one stays open (files committed into it now are its pieces too) and
+    its close assembles it from every piece, once."""
+    from pipeline.streaming.driver import open_left_windows, rebuild_windows
+
+    rows = _lines(LANGFUSE)
+    landing, out = tmp_path / "landing", tmp_path / "out"
+    plan = _plan(out)
+    clean_landed_file(_landed(_land(landing, "a.jsonl", OTLP.read_bytes())), W1, plan)
+    clean_landed_file(_landed(_land(landing, "b.jsonl", b"".join(rows[2:]))), W2, plan)
+    start, end = processed.parse_window(W2)
+    assert open_left_windows(str(out), 60, end) == []  # its end passed while no run was alive
+    assert open_left_windows(str(out), 30, start + 1) == []  # not a window of this run's length
+    left_open = open_left_windows(str(out), 60, start + 30)
+    assert left_open == [W2]
+    rebuild_windows(str(out), plan, keep_open=left_open)
+    assert assembly.left_windows(str(out)) == [W2]
+    assert assembly.sealed_until(str(out)) == processed.parse_window(W1)[1]
+    late = clean_landed_file(_landed(_land(landing, "c.jsonl", b"".join(rows[:2]))), W2, plan)
+    assert _close(out, W2, plan)[0] == "done"
+    doc = processed.assembled_result(str(out), W2)
+    assert doc is not None and late in doc["window_files"]
+    drops = {d["id"]: d for d in jsonl(out / W2 / processed.ASSEMBLED_DIR / "drops.jsonl")}
+    assert [c["call"] for c in drops["s-1"]["assembly"]["calls"]] == ["obs-1", "obs-2"]
+    assert processed.final_summary(str(out), plan.settings)["accounted"]
+    assert assembly.sealed_until(str(out)) == end
+    assert rebuild_windows(str(out), plan) == []  # nothing left: assembled once
+
+
+@pytest.mark.slow
+def test_a_window_left_open_closes_in_the_run_with_no_file_of_its_own(tmp_path):
+    """``KeepWindowsOpen`` puts one element in each window a dead run left open, so that the
+    run's close of it (the window of that name) assembles it though no new file lands in it."""
+    import apache_beam as beam
+
+    from pipeline.streaming.commits import COMMITS
+    from pipeline.streaming.windows import KeepWindowsOpen, SummarizeWindows
+
+    landing, out = tmp_path / "landing", tmp_path / "out"
+    plan = _plan(out)
+    clean_landed_file(_landed(_land(landing, "a.jsonl", LANGFUSE.read_bytes())), W2, plan)
+    COMMITS.open()
+    with beam.Pipeline() as pipeline:
+        kept = pipeline | KeepWindowsOpen([W2], 60)
+        _ = kept | SummarizeWindows(str(out), plan.settings, plan.work, plan.run_temp)
+    assert processed.window_names(str(out)) == [W2]
+    doc = processed.assembled_result(str(out), W2)
+    assert doc is not None and doc["groups"] == 2
+    assert json.loads((out / W2 / "summary.json").read_text())["call_logs"]["conversations"] == 2
+
+
 # --------------------------------------------------------------------------------------------
 # On Prism, as a user runs it
 
@@ -495,13 +574,126 @@ def test_on_prism_a_close_that_outlasts_the_drain_is_assembled_by_the_runs_end(t
         assert doc["accounted"] and doc["call_logs"]["conversations"] == 2 == doc["records_out"]
 
 
+def _long_window(margin_s: float = 900) -> int:
+    """A --window whose current window has at least ``margin_s`` left: the runs below start,
+    die and start again inside it (what they check holds either way; this makes them check
+    the open window)."""
+    now = time.time()
+    return next(size for size in range(1800, 7200, 60) if size - now % size >= margin_s)
+
+
+def _killpg(run: Streaming) -> None:
+    """SIGKILL of the run's process group (Prism, in a session of its own, follows its parent)."""
+    os.killpg(run.proc.pid, signal.SIGKILL)
+    run.proc.wait()
+
+
+def _when_committed(run: Streaming, out: Path, *paths: Path) -> None:
+    run.wait_for(lambda: all(outputs_of(out, p) for p in paths), START_TIMEOUT_S, "outputs of the files landed")
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(BUILD_TIMEOUT_S + 900)
+def test_on_prism_kills_and_restarts_inside_an_open_window_lose_no_call_log(tmp_path):
+    """Found: a restart inside a window still open assembled it at once from the files the dead
+    run had committed, and the files committed into it afterwards were never assembled (13 of
+    574 conversations not written) while the run said ``accounted: true``. Killed (SIGKILL of the
+    process group) twice with files landing in between, and a third time inside the drain's
+    close of that window: the window is assembled once, after its close, from every piece, and
+    gives the batch run's conversations and summary."""
+    from engine_outputs import write_call_log_input
+
+    rows = _lines(LANGFUSE)
+    landing, out = tmp_path / "landing", tmp_path / "out"
+    landing.mkdir()
+    extra = (f"--input={landing}/*.json", f"--window={_long_window()}s")
+    land(landing, "a-first.jsonl", b"".join(rows[2:]))
+    land(landing, "b-otlp.jsonl", OTLP.read_bytes())
+    with Streaming(tmp_path, landing, out, "one", *extra) as run:
+        run.wait_started()
+        _when_committed(run, out, landing / "a-first.jsonl", landing / "b-otlp.jsonl")
+        _killpg(run)
+    window = processed.window_names(str(out))
+    assert len(window) == 1 and not _assembled_dirs(out)
+    with Streaming(tmp_path, landing, out, "two", *extra) as run:
+        run.wait_started()
+        land(landing, "c-later.jsonl", rows[0])
+        _when_committed(run, out, landing / "c-later.jsonl")
+        assert not _assembled_dirs(out), "a start assembled a window still open"
+        _killpg(run)
+    pause = tmp_path / "paused"
+    env = {"CONVNORM_TEST_PAUSE_AT": "streaming-assemble", "CONVNORM_TEST_PAUSE_FILE": str(pause)}
+    with Streaming(tmp_path, landing, out, "three", *extra, env=env) as run:
+        run.wait_started()
+        land(landing, "d-tool.jsonl", rows[1])
+        write_call_log_input(tmp_path / "mixed")  # every export family's samples
+        for path in sorted((tmp_path / "mixed").iterdir()):
+            land(landing, path.name, path.read_bytes())
+        _when_committed(run, out, *sorted(landing.iterdir()))
+        run.proc.send_signal(signal.SIGTERM)  # the drain closes the window: killed in its close
+        run.wait_for(pause.exists, START_TIMEOUT_S, "the window's close paused before its commit")
+        _killpg(run)
+    assert not _assembled_dirs(out)
+    with Streaming(tmp_path, landing, out, "four", *extra) as run:
+        run.wait_started()
+        land(landing, "e-plain.jsonl", b'{"id": "p", "messages": [{"role": "user", "content": "hi"}]}\n')
+        _when_committed(run, out, landing / "e-plain.jsonl")
+        status = run.stop()
+    assert status == 0, run.text
+    assert not no_leftovers(out), no_leftovers(out)
+    assert processed.window_names(str(out)) == window  # every file in the one window
+    assert [p.parent.parent.name for p in _assembled_dirs(out)] == window  # assembled once
+    files = sorted(landing.iterdir())
+    batch = _batch(tmp_path / "batch", files)
+    directory = _assembled_dirs(out)[0].parent
+    assert (directory / "normalized.jsonl").read_bytes() == _batch_assembled(batch, "normalized").read_bytes()
+    summary, reference = (json.loads((d / "summary.json").read_text()) for d in (out, batch))
+    assert summary == reference and summary["accounted"]
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(BUILD_TIMEOUT_S + 600)
+def test_on_prism_files_landing_after_a_drained_stop_inside_its_window_go_to_the_next(tmp_path):
+    """A drained stop closes the window it was in before its end (and assembles it): a start
+    inside that window admits its files into the next one, never into a window assembled
+    already, so their calls are assembled there and the newest record of each id is the batch
+    run's."""
+    rows = _lines(LANGFUSE)
+    landing, out = tmp_path / "landing", tmp_path / "out"
+    landing.mkdir()
+    extra = (f"--window={_long_window()}s",)
+    land(landing, "a-first.jsonl", b"".join(rows[2:]))
+    land(landing, "b-otlp.jsonl", OTLP.read_bytes())
+    with Streaming(tmp_path, landing, out, "one", *extra) as run:
+        run.wait_started()
+        _when_committed(run, out, landing / "a-first.jsonl", landing / "b-otlp.jsonl")
+        assert run.stop() == 0, run.text
+    first = processed.window_names(str(out))
+    assert [p.parent.parent.name for p in _assembled_dirs(out)] == first
+    with Streaming(tmp_path, landing, out, "two", *extra) as run:
+        run.wait_started()
+        land(landing, "c-later.jsonl", b"".join(rows[:2]))
+        _when_committed(run, out, landing / "c-later.jsonl")
+        status = run.stop()
+    assert status == 0, run.text
+    windows = processed.window_names(str(out))
+    assert len(windows) == 2 and windows[0] == first[0]
+    assert outputs_of(out, landing / "c-later.jsonl")[0].parent.name == windows[1]
+    assert processed.parse_window(windows[1])[0] == processed.parse_window(first[0])[1]
+    assert len(_assembled_dirs(out)) == 2
+    batch = _batch(tmp_path / "batch", sorted(landing.glob("*.jsonl")))
+    reference = {json.loads(line)["id"]: line for line in _lines(_batch_assembled(batch, "normalized"))}
+    assert _newest_by_id(out) == reference
+    assert json.loads((out / "summary.json").read_text())["accounted"]
+
+
 EXPECTED = DATA / "expected" / "calllogs_conversations.jsonl"
 
 
 @pytest.mark.slow
 @pytest.mark.timeout(BUILD_TIMEOUT_S + 600)
 def test_on_prism_a_mixed_directory_of_exports_gives_the_expected_conversations(tmp_path):
-    """Issue 32's "done when" on streaming: every export family's samples, auto-detected, give
+    """The call-log assembly on a stream: every export family's samples, auto-detected, give
     the conversations pinned in tests/data/expected (as tests/test_calllogs_runs.py pins them for
     batch), byte-identical to a batch run's."""
     from engine_outputs import write_call_log_input

@@ -413,6 +413,34 @@ def test_the_summary_table_prints_the_figures(tmp_path, capsys):
     assert "tokens (cl100k_base)" in printed and "training tokens, 3 epochs (default)" in printed
 
 
+def test_with_a_split_only_the_training_split_is_billed():
+    # The eval split is not trained on: its examples are listed beside the bill, not in it.
+    settings = Settings(
+        sink="openai-finetune",
+        tokens=TokenSettings("o200k_base", LIMIT, price_per_mtok=3.0),
+        splits=(("eval", 0.3),),
+    )
+    lines = SAMPLE.read_bytes().splitlines()
+    raws = [RawRecord("s", i, line) for i, line in enumerate(lines) if line.strip()]
+    result = normalize_batch(raws, settings)
+    doc = summaries.finalize(summaries.partial(len(raws), result.metrics, result.dead_letters), tokens=settings.tokens)
+    figures = doc["tokens"]
+    train = [m["tokens"] for m in result.metrics if m["split"] == "train"]
+    held_out = [m["tokens"] for m in result.metrics if m["split"] == "eval"]
+    assert train and held_out
+    assert figures["examples"] == len(train) + len(held_out)
+    assert figures["training_examples"] == len(train)
+    assert figures["training_tokens_per_epoch"] == sum(min(n, LIMIT) for n in train)
+    assert figures["epochs"] == tokens.default_epochs(len(train))
+    assert figures["estimated_cost"] == round(figures["training_tokens"] * 3.0 / 1e6, 2)
+    assert figures["splits"] == {
+        "eval": {"examples": len(held_out), "tokens_per_epoch": sum(min(n, LIMIT) for n in held_out)},
+        "train": {"examples": len(train), "tokens_per_epoch": figures["training_tokens_per_epoch"]},
+    }
+    table = summaries.format_table(doc)
+    assert f"eval split (not billed): {len(held_out):,} examples" in table
+
+
 def test_the_worked_example_of_the_docs_shows_what_the_run_prints():
     # docs/fine-tuning.md quotes the table of its first command: the same figures, here in-process.
     page = (ROOT / "docs" / "fine-tuning.md").read_text()

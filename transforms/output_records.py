@@ -64,6 +64,10 @@ class DropMetrics(_DropCounts, total=False):
     #: The record continues a conversation stored at the provider (a Responses request with a
     #: ``previous_response_id``): results of calls made there are orphans here.
     partial_conversation: bool
+    #: Answers in the conversation that arrived as an event stream cut off before its end
+    #: (``assembly.truncated_stream``), written: a sink that is not for training, or
+    #: ``--keep-truncated-streams``.
+    truncated_stream: int
     #: Sendability violations of the output, by kind (``--check``).
     violations: dict[str, int]
     #: Tokens of the example as the sink wrote it (``--tokens``; transforms.tokens).
@@ -80,6 +84,8 @@ class DropMetrics(_DropCounts, total=False):
     training: dict[str, int]
     #: ``--split``: the split the conversation is in (``train`` or a ``--split`` name).
     split: str
+    #: ``--split``: the tool calls in the conversation as written (a split's statistics).
+    tool_calls: int
     #: ``--dedupe``: the ids of the conversations collapsed into this one, in input order.
     duplicates: list[str]
     #: ``--examples each``: which of its conversation's examples this is (``k`` of ``n``, ``of`` its id).

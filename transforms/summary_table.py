@@ -8,6 +8,7 @@ from __future__ import annotations
 from typing import Any
 
 from transforms.console_text import console_text
+from transforms.dataset_keys import TRAIN
 from transforms.normalize import split_drops
 from transforms.record_steps import DeadLetterReason
 from transforms.training_summary import training_rows
@@ -125,6 +126,7 @@ def _message_rows(doc: dict[str, Any]) -> list[tuple[str, Any]]:
             if doc.get("partial_conversations")
             else ()
         ),
+        *((("conversations with a stream cut off", doc["truncated_streams"]),) if doc.get("truncated_streams") else ()),
     ]
 
 
@@ -166,6 +168,11 @@ def _token_rows(t: dict[str, Any] | None) -> list[tuple[str, Any]]:
         ("training tokens per epoch", t["training_tokens_per_epoch"]),
         (f"training tokens, {epochs}", t["training_tokens"]),
     ]
+    for name, split in t.get("splits", {}).items():
+        if name != TRAIN:
+            rows.append(
+                (f"  {name} split (not billed): {split['examples']:,} examples", split["tokens_per_epoch"]),
+            )
     if "estimated_cost" in t:
         rows.append((f"estimated cost at {t['price_per_mtok']:g} per 1M tokens", f"{t['estimated_cost']:,.2f}"))
     return rows

@@ -34,6 +34,7 @@ import functools
 import math
 from typing import Any, Callable, NamedTuple
 
+from transforms.dataset_keys import TRAIN
 from transforms.jsontext import compact_json
 from transforms.output_records import DeadLetter, DropMetrics
 from transforms.record_settings import TokenSettings
@@ -402,6 +403,16 @@ _TOKEN_TALLIES = (
 )
 
 
+#: A split's totals in the tally (``by_split``): what its examples are billed per epoch.
+_SPLIT_TALLIES = ("examples", "tokens", "over_limit_kept", "over_limit_kept_tokens")
+
+
+def _billed(t: dict[str, Any], limit: int | None) -> int:
+    """Tokens billed per epoch for the examples of ``t``: each at most ``limit`` (the notebook:
+    a longer one is truncated in training)."""
+    return int(t["tokens"] - (t["over_limit_kept_tokens"] - t["over_limit_kept"] * limit if limit else 0))
+
+
 def tally_example(tally: dict[str, Any], item: DropMetrics | DeadLetter) -> None:
     """Add one counted example: a written one (its drop metrics) or one refused for its length
     (its dead letter). ``counts`` is the histogram of examples by count (``histogram_key``)."""
@@ -421,6 +432,15 @@ def tally_example(tally: dict[str, Any], item: DropMetrics | DeadLetter) -> None
         tally["over_limit_kept_tokens"] += n
     if item.get("no_assistant_message"):
         tally["without_assistant"] += 1
+    split = item.get("split")
+    if split is not None:
+        # What each split holds, so the bill counts the training split alone (``--split``).
+        of_split = tally.setdefault("by_split", {}).setdefault(split, dict.fromkeys(_SPLIT_TALLIES, 0))
+        of_split["examples"] += 1
+        of_split["tokens"] += n
+        if item.get("over_token_limit"):
+            of_split["over_limit_kept"] += 1
+            of_split["over_limit_kept_tokens"] += n
 
 
 def _histogram(counts: dict[Any, int]) -> dict[int, int]:
@@ -443,8 +463,12 @@ def token_figures(tally: dict[str, Any], settings: TokenSettings) -> dict[str, A
     t = {key: tally.get(key, 0) for key in _TOKEN_TALLIES}
     counts = _histogram(tally.get("counts", {}))
     limit = settings.max_example_tokens
-    per_epoch = t["tokens"] - (t["over_limit_kept_tokens"] - t["over_limit_kept"] * limit if limit else 0)
-    epochs = settings.epochs if settings.epochs is not None else default_epochs(t["examples"])
+    by_split = tally.get("by_split", {})
+    # With --split only the training split is trained on, so it alone is billed; the others
+    # are listed beside it (``splits``).
+    trained = by_split.get(TRAIN, dict.fromkeys(_SPLIT_TALLIES, 0)) if by_split else t
+    per_epoch = _billed(trained, limit)
+    epochs = settings.epochs if settings.epochs is not None else default_epochs(trained["examples"])
     figures: dict[str, Any] = {
         "encoding": settings.encoding,
         "examples": sum(counts.values()),
@@ -461,12 +485,17 @@ def token_figures(tally: dict[str, Any], settings: TokenSettings) -> dict[str, A
         "over_limit_kept": t["over_limit_kept"],
         "over_limit_dropped": t["over_limit_dropped"],
         "without_assistant": t["without_assistant"],
-        "training_examples": t["examples"],
+        "training_examples": trained["examples"],
         "training_tokens_per_epoch": per_epoch,
         "epochs": epochs,
         "epochs_default": settings.epochs is None,
         "training_tokens": per_epoch * epochs,
     }
+    if by_split:
+        figures["splits"] = {
+            name: {"examples": by_split[name]["examples"], "tokens_per_epoch": _billed(by_split[name], limit)}
+            for name in sorted(by_split)
+        }
     if settings.price_per_mtok is not None:
         figures["price_per_mtok"] = settings.price_per_mtok
         figures["estimated_cost"] = round(per_epoch * epochs * settings.price_per_mtok / 1_000_000, 2)

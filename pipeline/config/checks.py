@@ -238,12 +238,13 @@ def record_settings(ours, tokens: TokenSettings | None = None) -> Settings:
         tokens=tokens,
         weights=getattr(ours, "weights", "auto"),
         trailing=getattr(ours, "trailing", "auto"),
+        keep_truncated_streams=getattr(ours, "keep_truncated_streams", False),
         dedupe=getattr(ours, "dedupe", "none"),
         examples=getattr(ours, "examples", "whole"),
         chat_template=load_template(ours.chat_template) if getattr(ours, "chat_template", None) else None,
-        # A --redact that does not parse is refused by redact_problems.
-        redact=parse_kinds(ours.redact)[0] if getattr(ours, "redact", None) else (),
-        redact_region=parse_kinds(ours.redact)[1] if getattr(ours, "redact", None) else None,
+        # A --redact that does not parse is refused by own_problems.
+        redact=parse_kinds(ours.redact)[0] if getattr(ours, "redact", None) is not None else (),
+        redact_region=parse_kinds(ours.redact)[1] if getattr(ours, "redact", None) is not None else None,
         # A --split that does not parse is left out here and refused by dataset_step_problems.
         splits=parse_splits(ours.split)[0] if getattr(ours, "split", None) else (),
         split_by=getattr(ours, "split_by", None),
@@ -452,8 +453,9 @@ def own_problems(ours, *, output_required: bool, streaming: bool, runner: str | 
     token_problems: list[str] = []
     problems = settings_problems(record_settings(ours, token_settings(ours, token_problems))) + token_problems
     problems += dataset_step_problems(ours, runner, streaming)
-    if getattr(ours, "redact", None):
-        problems += parse_kinds(ours.redact)[2]  # unknown kinds, a missing extra
+    if getattr(ours, "redact", None) is not None:
+        # Unknown kinds or regions, a missing extra; an empty value too: it would redact nothing.
+        problems += parse_kinds(ours.redact)[2]
     if runner and runners is not None:
         problem = runner_problem(runner, (*runners, DASK_RUNNER_NAME))
         if problem:

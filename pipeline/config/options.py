@@ -46,6 +46,7 @@ from pipeline.config.dask_flags import (
     DASK_FLAGS,
     DASK_RUNNER_NAME,
     dask_problem,
+    insecure_scheduler_problem,
     is_dask_runner,
     register_options,
     use_dask,
@@ -377,6 +378,13 @@ def _job_problems(options: PipelineOptions) -> list[str]:
     problem = _beam_runner_problem(standard.runner)
     if problem:
         problems.append(problem)
+    elif is_dask_runner(standard.runner):
+        found = options.get_all_options()
+        problem = insecure_scheduler_problem(
+            found.get("address"), found.get("scheduler_file"), ours.insecure_dask_scheduler
+        )
+        if problem:
+            problems.append(problem)
     problems += _output_problems(ours.output) + _output_format_problems(ours)
     if standard.streaming:
         problems += _streaming_problems(ours, standard.runner, options.view_as(PortableOptions))

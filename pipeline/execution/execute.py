@@ -13,7 +13,7 @@
    one, writes the summary, the manifest, the page (``report.html``, drawn from them and then
    listed in the manifest; a failure there is a warning, never a failed run) and ``_SUCCESS``
    -> 1 when a file is missing; 1 when a step fails (a full disk ...), in one line naming the
-   step, what is on disk (``outputs.Progress``) and the command that recovers
+   step, what is on disk (``pipeline.execution.finalize.Progress``) and the command that recovers
    (``recovery_command``).
 
 ``_SUCCESS`` says the outputs can be trusted: every file on disk as reported, every record
@@ -87,6 +87,8 @@ class Outcome:
     summary: dict = field(default_factory=dict)  # the summary document when the run succeeded
     #: The page's name when it was written.
     page: str | None = None
+    #: The dataset card's name when it was written (``--sink hf``).
+    card: str | None = None
 
 
 def _fail(status: int, message: str) -> Outcome:
@@ -280,7 +282,8 @@ def execute(
                 stopping.written = True
         if not result.complete:
             return _fail(1, "the run is incomplete, no _SUCCESS written: " + "; ".join(result.problems))
-        return Outcome(None, summary, page_name if page is not None else None)
+        card = spec.card.name if spec.card and spec.card.name in progress.written else None
+        return Outcome(None, summary, page_name if page is not None else None, card)
     finally:
         if release:
             _clean_up(job, spec.command, temp_dir, lock, created)

@@ -171,7 +171,7 @@ def finalize(
     """Move the reported files into place and check them; returns (result, summary).
 
     ``outputs`` maps each output directory name to its file extension. Each file was measured
-    while it was written (records, bytes, sha256: ``sinks.WrittenFile``), so none is read back
+    while it was written (records, bytes, sha256: ``pipeline.io.written_files.WrittenFile``), so none is read back
     unless its size on disk is not the one reported; what is where comes from one listing per
     directory, and the files move in batches (``files.move_many``): the cost grows with the
     files only by a rename each (100,000 inputs on local disk: bench/bench_scale.py). The

@@ -34,6 +34,7 @@ from pipeline.finished.html_page import (
     page_html,
 )
 from pipeline.finished.report_data import ReportData, collect
+from pipeline.finished.report_dataset import splits_html, training_html
 from pipeline.finished.report_opt_in import opt_in_html, tokens_html, windows_html
 from pipeline.finished.report_sections import (
     drops_html,
@@ -42,6 +43,7 @@ from pipeline.finished.report_sections import (
     header_html,
     messages_html,
     run_html,
+    sample_html,
     worst_sources_html,
 )
 from pipeline.io.output_names import REPORT_FILE
@@ -59,11 +61,15 @@ __all__ = ["REPORT_FILE", "TITLE_MARK", "collect", "render_html", "render_page",
 def render_html(data: ReportData, generated: str | None = None) -> str:
     """The whole page as one string (charts inline)."""
     s = data.summary
+    options = data.manifest.get("options")
+    split_by = options.get("split_by") if isinstance(options, dict) else None
     parts = [
         header_html(data),
         windows_html(data),
         messages_html(s),
         drops_html(s),
+        splits_html(s, data.details.dataset, lambda metrics: sample_html(data, metrics), split_by),
+        training_html(s, split_by),
         opt_in_html({k: v for k, v in s.items() if not (k == "windows" and data.windows)}),
         tokens_html(s.get("tokens"), data),
         worst_sources_html(data.details),

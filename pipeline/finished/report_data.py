@@ -10,6 +10,7 @@ from typing import Iterable
 
 from pipeline.finished.explain import Located, RunInputs
 from pipeline.finished.output_dir import Window, json_lines, matched, read_json, windows
+from pipeline.finished.report_dataset import DatasetStats
 from pipeline.io.output_names import DEAD_LETTER_PATTERNS, MANIFEST_FILE
 
 #: Rows of the worst-sources table.
@@ -53,6 +54,10 @@ class RunDetails:
     #: The first examples over --max-example-tokens (--tokens): drop metrics of those kept,
     #: dead letters of those dropped, in output order.
     over_limit: list[dict] = field(default_factory=list)
+    #: (source, position) of the call-log records counted in ``sources`` (each counted once)
+    call_records: set[tuple[str, object]] = field(default_factory=set)
+    #: The dataset written, per split (``pipeline.finished.report_dataset``)
+    dataset: DatasetStats = field(default_factory=DatasetStats)
 
     def source(self, path: str) -> SourceStats:
         stats = self.sources.get(path)
@@ -76,7 +81,11 @@ def scan_drops(metrics: Iterable[dict], details: RunDetails, examples: int = EXA
     """Fold drop-metrics records (one per normalized conversation) into ``details``."""
     for m in metrics:
         stats = details.source(str(m.get("source", "?")))
-        stats.records += 1
+        assembly = m.get("assembly")
+        if isinstance(assembly, dict):
+            _count_call_records(assembly, details)
+        else:
+            stats.records += 1
         stats.messages_in += m.get("messages_in", 0)
         stats.dropped += m.get("dropped", 0)
         details.dropped += m.get("dropped", 0)
@@ -87,6 +96,19 @@ def scan_drops(metrics: Iterable[dict], details: RunDetails, examples: int = EXA
                 shown.append(m)
         if m.get("over_token_limit") and len(details.over_limit) < OVER_LIMIT_LISTED:
             details.over_limit.append(m)
+        details.dataset.add(m)
+
+
+def _count_call_records(assembly: dict, details: RunDetails) -> None:
+    """A conversation assembled from call logs: the records it was made of, each counted once
+    in its own file (a record read holds one call or more; a conversation is made of several)."""
+    for entry in (*assembly.get("calls", ()), *assembly.get("tool_results_unused", ())):
+        if not isinstance(entry, dict):
+            continue
+        source, position = str(entry.get("source", "?")), entry.get("position")
+        if (source, position) not in details.call_records:
+            details.call_records.add((source, position))
+            details.source(source).records += 1
 
 
 def scan_dead_letters(letters: Iterable[dict], details: RunDetails, examples: int = EXAMPLES_PER_REASON) -> None:
@@ -137,10 +159,10 @@ def collect(output: str, run: dict | None = None, explain_examples: bool = True)
     summary = read_json(FileSystems.join(output, "summary.json"))
     if summary is None:
         raise FileNotFoundError(f"{output!r} holds no summary.json (is it a convnorm run's --output?)")
-    details = RunDetails()
+    manifest = read_json(FileSystems.join(output, MANIFEST_FILE)) or {}
+    details = RunDetails(dataset=DatasetStats(seed=_split_seed(manifest)))
     scan_drops(json_lines(matched(output, DROPS_PATTERNS)), details)
     scan_dead_letters(json_lines(matched(output, DEAD_LETTER_PATTERNS)), details)
-    manifest = read_json(FileSystems.join(output, MANIFEST_FILE)) or {}
     data = ReportData(output, summary, details, manifest, dict(run or {}), windows(output))
     # The examples' sources are opened only when the run read them (a drops/ line can name any file).
     inputs = run_inputs(output) if _example_sources(details) else None
@@ -150,10 +172,18 @@ def collect(output: str, run: dict | None = None, explain_examples: bool = True)
     return data
 
 
+def _split_seed(manifest: dict) -> int:
+    """The run's ``--split-seed`` (0, its default, when not given): the seed of the samples."""
+    options = manifest.get("options")
+    seed = options.get("split_seed") if isinstance(options, dict) else None
+    return seed if isinstance(seed, int) and not isinstance(seed, bool) else 0
+
+
 def _example_sources(details: RunDetails) -> dict[str, set[int]]:
     """Source -> the positions the examples show there."""
     wanted: dict[str, set[int]] = {}
-    for records in (*details.drop_examples.values(), *details.dead_letter_examples.values(), details.over_limit):
+    shown = (*details.drop_examples.values(), *details.dead_letter_examples.values(), details.over_limit)
+    for records in (*shown, details.dataset.sampled()):
         for record in records:
             wanted.setdefault(str(record.get("source")), set()).add(int(record.get("position", -1)))
     return wanted
@@ -192,7 +222,8 @@ def _explain_examples(
     from pipeline.finished.explain import NotFound, locate
 
     explained: dict[str, Located | str] = {}
-    for metrics, _ in details.examples(summary.get("dropped_by_reason", {})):
+    examples = [metrics for metrics, _ in details.examples(summary.get("dropped_by_reason", {}))]
+    for metrics in (*examples, *details.dataset.sampled()):
         rid = str(metrics.get("id"))
         try:
             explained[rid] = locate(output, rid, metrics=metrics, inputs=inputs)

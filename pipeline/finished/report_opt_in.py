@@ -54,6 +54,11 @@ KNOWN_KEYS = frozenset(
         "ledger",
         "windows",
         "tokens",
+        # The training set's sections (pipeline.finished.report_dataset)
+        "training",
+        "dedupe",
+        "splits",
+        "redacted",
         *LEDGER_KEYS,
     }
 )
@@ -217,6 +222,15 @@ def tokens_html(t: dict | None, data: ReportData) -> str:
         tile("training tokens per epoch", key + "training_tokens_per_epoch", t["training_tokens_per_epoch"]),
         tile("epochs" + (" (default)" if t.get("epochs_default") else ""), key + "epochs", t["epochs"]),
         tile("training tokens", key + "training_tokens", t["training_tokens"]),
+        *(
+            tile(
+                f"{name} split tokens per epoch (not billed)",
+                f"{key}splits.{name}.tokens_per_epoch",
+                split["tokens_per_epoch"],
+            )
+            for name, split in t.get("splits", {}).items()
+            if name != "train"
+        ),
     ]
     if "estimated_cost" in t:
         tiles.append(

@@ -217,11 +217,42 @@ def worst_sources_html(details: RunDetails) -> str:
     )
 
 
+def explained_block(data: ReportData, rid: str, summary: str) -> str:
+    """A conversation read back and explained, folded under ``summary`` (or why it could not be)."""
+    from pipeline.finished.explain import explanation_html
+
+    located = data.explained.get(rid)
+    if located is None:
+        return ""
+    if isinstance(located, str):
+        return f'<p class="none">{escape(located)}</p>'
+    note = f'<p class="banner">{escape(located.mismatch)}</p>' if located.mismatch else ""
+    return (
+        f"<details><summary>{escape(summary)}</summary>"
+        f'{note}<div class="scroll">{explanation_html(located.explanation)}</div></details>'
+    )
+
+
+def sample_html(data: ReportData, metrics: dict) -> str:
+    """One conversation of a split's sample: where it is, its size, and the conversation."""
+    rid = str(metrics.get("id", "?"))
+    facts = [f"messages {number_text(metrics.get('messages_out', 0))}"]
+    if isinstance(metrics.get("tool_calls"), int):
+        facts.append(f"tool calls {number_text(metrics['tool_calls'])}")
+    if isinstance(metrics.get("tokens"), int):
+        facts.append(f"tokens {number_text(metrics['tokens'])}")
+    return (
+        '<div class="example sample">'
+        f'<div class="head"><span class="mono id">{escape(rid)}</span> '
+        f'<span class="where">{escape(where(metrics, data.lines))}</span></div>'
+        f'<div class="facts">{" · ".join(facts)}</div>'
+        f"{explained_block(data, rid, 'read it: as read and as written')}</div>"
+    )
+
+
 def examples_html(data: ReportData) -> str:
     """The first conversations with drops for each reason (each once), each with its repairs
     explained; then the first dead letters per reason, their details whole."""
-    from pipeline.finished.explain import explanation_html
-
     s, details = data.summary, data.details
     parts = [
         "<h2>Examples</h2><p>The first conversations (in output order) with drops for each reason, each "
@@ -233,17 +264,7 @@ def examples_html(data: ReportData) -> str:
     for metrics, reasons in examples:
         rid = str(metrics.get("id", "?"))
         drops = ", ".join(f"{r} {n:,}" for r, n in (metrics.get("drops") or {}).items())
-        located = data.explained.get(rid)
-        if located is None:
-            block = ""
-        elif isinstance(located, str):
-            block = f'<p class="none">{escape(located)}</p>'
-        else:
-            note = f'<p class="banner">{escape(located.mismatch)}</p>' if located.mismatch else ""
-            block = (
-                "<details><summary>before and after, each repair marked</summary>"
-                f'{note}<div class="scroll">{explanation_html(located.explanation)}</div></details>'
-            )
+        block = explained_block(data, rid, "before and after, each repair marked")
         parts.append(
             '<div class="example">'
             f'<div class="head"><span class="mono id">{escape(rid)}</span> '

@@ -15,21 +15,32 @@ with none, Beam's DaskRunner gives its workers none. So every step that opens fi
 the filesystems' options the driver was given (``WorkerFilesystems``, captured when the graph
 is built) and gives them to Beam in its worker (``apply``) before it touches a file.
 
-Beam 2.77's S3 filesystem makes a new boto3 session and client for every call (``exists``,
-``open``, ``match``, each rename batch): 0.3 s of CPU each, two thirds of a small run's time,
-spent loading botocore's service models again. ``use_options`` makes the calls of one process
-share one client per set of S3 settings (botocore's clients are thread-safe; Beam's wrapper
-keeps the state of one download, so each wrapper stays its own).
+What else a process needs once its filesystems have options runs after them, in the driver
+and in each worker: the functions given to ``after_options`` (the command line gives
+``pipeline.runners.s3_clients.share``, one boto3 client per set of S3 settings instead of one
+per call). This module patches nothing of Beam's: that is ``pipeline.runners``' part.
 """
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Callable
 
 from apache_beam.io.filesystems import FileSystems
 
 #: The options last given to ``use_options``: the S3 settings of ``put_empty``.
 _options: Any = None
+#: What ``use_options`` runs after giving Beam the options (``after_options``).
+_after: list[Callable[[], None]] = []
+
+
+def after_options(function: Callable[[], None]) -> None:
+    """Run ``function`` whenever this process's filesystems are given options (``use_options``),
+    now if they have been, and in each worker a ``WorkerFilesystems`` made after this call gives
+    them to. A module-level function: workers get it pickled by name (idempotent)."""
+    if function not in _after:
+        _after.append(function)
+        if _options is not None:
+            function()
 
 
 def use_options(options: Any) -> None:
@@ -37,43 +48,11 @@ def use_options(options: Any) -> None:
     global _options
     _options = options
     FileSystems.set_options(options)
-    _share_s3_clients()
+    for function in _after:
+        function()
 
 
-#: The Beam release whose S3 client wrapper ``_share_s3_clients`` knows (its attributes).
-_S3_CLIENT_WRITTEN_FOR = "2.77."
-
-
-def _share_s3_clients() -> None:
-    """Beam's S3 client wrapper, made to reuse one boto3 client per S3 settings in this process."""
-    try:
-        import apache_beam
-        from apache_beam.io.aws.clients.s3 import boto3_client
-    except ImportError:  # no aws extra: no s3:// paths
-        return
-    wrapper = boto3_client.Client
-    if getattr(wrapper, "_convnorm_shared", False) or not apache_beam.__version__.startswith(_S3_CLIENT_WRITTEN_FOR):
-        return  # done already; or another release: Beam's own, a client per call
-    made = wrapper.__init__
-    shared: dict[str, Any] = {}
-
-    def __init__(self: Any, options: Any) -> None:
-        values = _filesystem_values(options) if hasattr(options, "view_as") else dict(options or {})
-        key = repr(sorted(values.items()))
-        if key not in shared:
-            made(self, options)
-            shared[key] = self.client
-            return
-        self.client = shared[key]
-        self._download_request = None
-        self._download_stream = None
-        self._download_pos = 0
-
-    wrapper.__init__ = __init__  # type: ignore[method-assign]
-    wrapper._convnorm_shared = True  # type: ignore[attr-defined]
-
-
-def _filesystem_values(options: Any) -> dict:
+def filesystem_values(options: Any) -> dict:
     """The filesystems' options ``options`` sets (Beam's ``S3Options``: ``--s3_*``), as plain values."""
     if options is None:
         return {}
@@ -89,14 +68,16 @@ class WorkerFilesystems:
     process (an in-process run) Beam has them already, and nothing is done."""
 
     def __init__(self) -> None:
-        self._values = _filesystem_values(_options)
+        self._values = filesystem_values(_options)
+        self._after = tuple(_after)
 
     def apply(self) -> None:
-        global _options
         if not self._values or _options is not None:
             return
         from apache_beam.options.pipeline_options import PipelineOptions
 
+        for function in self._after:
+            after_options(function)
         use_options(PipelineOptions.from_dictionary(self._values))
 
 

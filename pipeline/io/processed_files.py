@@ -40,7 +40,7 @@ import hashlib
 import json
 import os
 import re
-from typing import Iterable, Iterator, NamedTuple
+from typing import Iterable, NamedTuple
 
 from apache_beam.io.filesystems import FileSystems
 
@@ -344,21 +344,66 @@ def window_partial(output: str, window: str) -> tuple[dict, int]:
     return total, len(results)
 
 
-def every_partial(output: str) -> Iterator[dict]:
-    for window in window_names(output):
-        for _, doc in file_results(output, window):
-            yield doc["partial"]
-        assembled = assembled_result(output, window)
-        if assembled is not None:
-            yield assembled["partial"]
+def assembled_from(doc: dict, window: str) -> set[str]:
+    """The window's own outputs directories whose pieces its assembly read (``assembled.json``:
+    ``window_files``; before it was written, the window's entries of ``read_from``)."""
+    if "window_files" in doc:
+        return set(doc["window_files"])
+    prefix = window + "/"
+    return {d[len(prefix) :] for d in doc.get("read_from", ()) if d.startswith(prefix)}
+
+
+def not_assembled(window: str, results: list[tuple[str, dict]], assembled: dict | None) -> tuple[int, int]:
+    """(files, pieces) of a window's committed call-log pieces that no assembly of it read: a
+    window assembled before they were committed, or never."""
+    read = assembled_from(assembled, window) if assembled is not None else set()
+    left = [doc for name, doc in results if doc.get("call_groups") and name not in read]
+    return len(left), sum(doc.get("files", {}).get("calls", {}).get("records", 0) for doc in left)
+
+
+#: The final summary's key for call-log pieces that reached no output (absent when none).
+NOT_ASSEMBLED = "call_log_pieces_not_assembled"
 
 
 def final_summary(output: str, settings: Settings) -> dict:
-    """``summary.json`` of a streaming output: every processed file's partial, summed, finalized."""
+    """``summary.json`` of a streaming output: every processed file's partial, summed, finalized.
+
+    Not ``accounted`` when a window holds call-log pieces its assembly did not read (or has no
+    assembly): those records are counted as handed on to a conversation that was never written
+    (``NOT_ASSEMBLED`` says how many, in which windows)."""
     total: dict = {}
-    for part in every_partial(output):
-        total = summaries.merge_into(total, part)
-    return summaries.finalize_run(total, settings)
+    left_windows: list[str] = []
+    left_files = left_pieces = 0
+    for window in window_names(output):
+        results = file_results(output, window)
+        for _, doc in results:
+            total = summaries.merge_into(total, doc["partial"])
+        assembled = assembled_result(output, window)
+        if assembled is not None:
+            total = summaries.merge_into(total, assembled["partial"])
+        left, pieces = not_assembled(window, results, assembled)
+        if left:
+            left_windows.append(window)
+            left_files += left
+            left_pieces += pieces
+    doc = summaries.finalize_run(total, settings)
+    if left_files:
+        doc[NOT_ASSEMBLED] = {"windows": left_windows, "files": left_files, "pieces": left_pieces}
+        doc["accounted"] = False
+    return doc
+
+
+def not_assembled_line(doc: dict) -> str | None:
+    """The error line for a final summary whose call-log pieces were not all assembled."""
+    missing = doc.get(NOT_ASSEMBLED)
+    if not missing:
+        return None
+    windows = missing["windows"]
+    return (
+        f"{missing['pieces']:,} call-log piece(s) of {missing['files']:,} file(s) were committed but never "
+        f"assembled into a conversation (window(s) {', '.join(windows[:3])}{' ...' if len(windows) > 3 else ''}): "
+        "not accounted for"
+    )
 
 
 def parse_window(window: str) -> tuple[float, float]:

@@ -18,9 +18,14 @@ committed so far and written into the window, exactly once across kills.
 (``assembly.pane``: how many earlier windows emitted it; ``reopened`` counts the emissions
 after the first): the newest record of an id is the one to keep. The pieces are those of the
 windows up to this one (by name, which is time order), so what a window emits depends only on
-the files committed, not on when its close ran. A window's assembly is done once its
-``assembled/`` directory is in place (renamed in one step, like a landed file's outputs); a
-start assembles the windows a dead run left without it before it rewrites their summaries.
+the files committed, not on when its close ran. A window is assembled once, after its close,
+from every piece committed into it, across kills and restarts: its assembly is done once its
+``assembled/`` directory is in place (renamed in one step, like a landed file's outputs), and
+no file is committed into it after that (``sealed_until``: a start admits none before its
+end). A start assembles the windows a dead run left without it whose end has passed, before it
+rewrites their summaries; one still open (``still_open``) stays open, and the run's close of
+it (``windows.KeepWindowsOpen``) assembles it. The final summary checks that every piece was
+read by its window's assembly (``assembled.json``'s ``window_files``).
 A landed file read again whole (``rewritten``) replaces its earlier versions' pieces; an
 appended version adds to them.
 """
@@ -227,6 +232,9 @@ def assemble_window(output: str, window: str, work: ShardWork, run_temp: str, co
             "groups": len(own),
             "reopened_groups": sum(1 for n in panes.values() if n),
             "read_from": read,
+            # The window's own files whose pieces this read (superseded ones included): the
+            # final summary's check that every piece committed into the window was assembled.
+            "window_files": sorted({name for names in own.values() for name in names}),
             "files": {
                 name: {"records": f.records, "bytes": f.size, "sha256": f.sha256} for name, f in result.files.items()
             },
@@ -255,18 +263,44 @@ def move_committing(temp: str, output: str, relative: str) -> bool:
     return True
 
 
-def assemble_left_windows(output: str, work: ShardWork, run_temp: str) -> list[str]:
-    """Assemble every window a dead or cancelled run left unassembled (in time order); the
-    windows assembled now, whose summaries must be rewritten."""
+def left_windows(output: str) -> list[str]:
+    """The windows holding call-log pieces and no assembly (in time order)."""
+    return [
+        window
+        for window in processed.window_names(output)
+        if processed.assembled_result(output, window) is None and _has_calls(output, window)
+    ]
+
+
+def still_open(window: str, now: float, window_s: float) -> bool:
+    """Whether a window left without its assembly is still open to a run of ``window_s``
+    windows started at ``now``: its end not reached, and it is one of this run's windows (one
+    of another length or alignment never gets a file of this run: it has nothing to wait for)."""
+    start, end = processed.parse_window(window)
+    ours = end - start == window_s and start % window_s == 0
+    return ours and now < end
+
+
+def assemble_left_windows(output: str, work: ShardWork, run_temp: str, keep_open: Iterable[str] = ()) -> list[str]:
+    """Assemble every window a dead or cancelled run left unassembled (in time order) but those
+    ``keep_open`` names (still open: this run's close assembles them); the windows assembled
+    now, whose summaries must be rewritten."""
     done = []
-    for window in processed.window_names(output):
-        if processed.assembled_result(output, window) is not None:
-            continue
-        if not _has_calls(output, window):
+    kept = set(keep_open)
+    for window in left_windows(output):
+        if window in kept:
             continue
         if assemble_window(output, window, work, run_temp, move_committing) == "done":
             done.append(window)
     return done
+
+
+def sealed_until(output: str) -> float:
+    """The end of the latest window already assembled (seconds since the epoch; 0: none): no
+    file may be committed into an assembled window, so a run admits none before it."""
+    windows = processed.window_names(output)
+    ends = [processed.parse_window(w)[1] for w in windows if processed.assembled_result(output, w) is not None]
+    return max(ends, default=0.0)
 
 
 def _has_calls(output: str, window: str) -> bool:

@@ -12,6 +12,7 @@
     SummarizeWindows         per window, when it closes: the conversations of the call logs
                              it got, assembled (pipeline.streaming.assembled), then
                              OUT/<window>/summary.json from the files on disk, and one console line
+                             (a window a dead run left open with call logs closes here too)
 
 Output layout (``<window>`` is ``20261130T120000Z-20261130T120100Z``, the window's start and
 end in UTC; ``<file>`` is the landed file's name without its suffix plus 16 hex digits of a
@@ -47,7 +48,7 @@ import sys
 import threading
 import time
 import uuid
-from typing import NamedTuple
+from typing import NamedTuple, Sequence
 
 import apache_beam as beam
 from apache_beam.io.filesystems import FileSystems
@@ -69,11 +70,11 @@ from pipeline.io.planning import canonical_path
 from pipeline.io.shard import Stamp, display_path
 from pipeline.runners.job_service import TERMINAL, JobService
 from pipeline.runners.prism import prism_services
-from pipeline.streaming.assembled import assemble_left_windows
+from pipeline.streaming.assembled import assemble_left_windows, left_windows, sealed_until, still_open
 from pipeline.streaming.clean import COMMITS, CleanLandedFiles, CleanPlan
 from pipeline.streaming.landing import LandingRules, Refused, match_landing
 from pipeline.streaming.watch import WatchLandingDirectory, WatchPlan, handled_now, should_stop
-from pipeline.streaming.windows import SummarizeWindows
+from pipeline.streaming.windows import KeepWindowsOpen, SummarizeWindows
 from transforms import summary as summaries
 from transforms.console_text import console_text
 from transforms.conversations import NORMALIZE
@@ -89,11 +90,17 @@ __all__ = ["build_streaming", "run_streaming"]
 # Window summaries
 
 
-def build_streaming(pipeline: beam.Pipeline, watch: WatchPlan, clean: CleanPlan, window_s: float):
-    """Apply the streaming job to ``pipeline``; the PCollection of window lines."""
+def build_streaming(
+    pipeline: beam.Pipeline, watch: WatchPlan, clean: CleanPlan, window_s: float, open_windows: Sequence[str] = ()
+):
+    """Apply the streaming job to ``pipeline``; the PCollection of window lines. ``open_windows``:
+    windows an earlier run left open with call logs, which this run's close assembles."""
     landed = pipeline | "Watch" >> WatchLandingDirectory(watch)
     windowed = landed | "Window" >> beam.WindowInto(beam_window.FixedWindows(window_s))
     done = windowed | "CleanLanded" >> CleanLandedFiles(clean)
+    if open_windows:
+        kept = pipeline | "KeepOpen" >> KeepWindowsOpen(list(open_windows), window_s)
+        done = (done, kept) | "WithLeft" >> beam.Flatten()
     return done | "SummarizeWindows" >> SummarizeWindows(clean.output, clean.settings, clean.work, clean.run_temp)
 
 
@@ -133,11 +140,20 @@ def plan_clean(job: Job, output: str, run_id: str, run_temp: str) -> CleanPlan:
     return CleanPlan(output=output, run_id=run_id, run_temp=run_temp, work=work, changed_files=ours.changed_files)
 
 
-def rebuild_windows(output: str, clean: CleanPlan) -> list[str]:
+def rebuild_windows(output: str, clean: CleanPlan, keep_open: Sequence[str] = ()) -> list[str]:
     """What a dead (or cancelled) run left undone in the windows: their call logs' conversations
-    assembled, then their summaries rewritten; the windows rewritten."""
-    assembled = assemble_left_windows(output, clean.work, clean.run_temp)
+    assembled (but in the windows ``keep_open`` names: still open, the run assembles them at
+    their close), then their summaries rewritten; the windows rewritten."""
+    assembled = assemble_left_windows(output, clean.work, clean.run_temp, keep_open)
     return processed.rebuild_windows(output, clean.settings, force=assembled)
+
+
+def open_left_windows(output: str, window_s: float, now: float) -> list[str]:
+    """The windows a dead run left with call logs unassembled that are still open at ``now``:
+    a start leaves them open (files landing now are committed into them) and its close of
+    each assembles it, from every piece; one whose end passed while no run was alive is closed,
+    and the start assembles it."""
+    return [w for w in left_windows(output) if still_open(w, now, window_s)]
 
 
 class _StopOnSignal:
@@ -328,12 +344,15 @@ def _watch(job: Job, output: str, run_id: str, run_temp: str) -> int:
     ours = job.options.view_as(ConvNormOptions)
     settings = job.settings
     clean = plan_clean(job, output, run_id, run_temp)
-    rebuilt = rebuild_windows(output, clean)
+    window_s = parse_duration(ours.window)
+    open_windows = open_left_windows(output, window_s, time.time())
+    rebuilt = rebuild_windows(output, clean, keep_open=open_windows)
     if rebuilt:
         LOG.warning("rebuilt the summaries of %d window(s) an earlier run left without one", len(rebuilt))
+    if open_windows:
+        LOG.info("%d window(s) left open with call logs: assembled at their close", len(open_windows))
     stop_marker = FileSystems.join(run_temp, "stop")
-    watch = plan_watch(job, output, stop_marker)
-    window_s = parse_duration(ours.window)
+    watch = dataclasses.replace(plan_watch(job, output, stop_marker), not_before=sealed_until(output))
     print_line(
         f"convnorm: watching {', '.join(job.inputs)} every {watch.poll_interval_s:g} s; windows of "
         f"{window_s:g} s under {output}/; stop with Ctrl-C / SIGTERM"
@@ -344,12 +363,12 @@ def _watch(job: Job, output: str, run_id: str, run_temp: str) -> int:
     COMMITS.open()
     with prism_services(job.options), _StopOnSignal(stop_marker) as stop:
         pipeline = beam.Pipeline(options=job.options)
-        build_streaming(pipeline, watch, clean, window_s)
+        build_streaming(pipeline, watch, clean, window_s, open_windows)
         result = pipeline.run()
         end = _monitor(_RunningJob(result), watch, stop, window_s, parse_duration(ours.drain_timeout))
     for error in end.errors:
         LOG.error("the streaming job: %s", error)
-    rebuild_windows(output, clean)
+    rebuild_windows(output, clean)  # the run's end closes every window it left open
     total = processed.final_summary(output, settings)
     processed.write_json(FileSystems.join(output, SUMMARY_FILE), total, output)
     print(summaries.format_table(total))
@@ -364,6 +383,8 @@ def _watch(job: Job, output: str, run_id: str, run_temp: str) -> int:
         report = try_write_report(output, locked=True)  # this run holds the lock
         if report:
             print_line(f"report:  {report}")
+    if not total["accounted"]:
+        print_error(processed.not_assembled_line(total) or "some records are not accounted for (summary.json)")
     if end.state != PipelineState.DONE and not (end.cancelled and end.state == PipelineState.CANCELLED):
         print_error(f"the streaming job ended in state {end.state}")
         return 1

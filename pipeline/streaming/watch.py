@@ -41,6 +41,9 @@ class WatchPlan:
     stop_at: float | None
     #: --new-only: the files present at start, as they were then (path -> stamp).
     ignored_at_start: dict[str, Stamp] = field(default_factory=dict)
+    #: Seconds since the epoch: no file is stamped before it (the end of the latest window an
+    #: earlier run assembled: nothing may be committed into a window after its assembly).
+    not_before: float = 0.0
 
 
 class Landed(NamedTuple):
@@ -117,6 +120,9 @@ class _WatchLanding(beam.DoFn):
         if not tracker.try_claim(poll):
             return
         now = Timestamp.now()
+        if now < Timestamp.of(self._plan.not_before):
+            # A window an earlier run assembled (its drain closed it early): the next one.
+            now = Timestamp.of(self._plan.not_before)
         if watermark.current_watermark() is not None and now < watermark.current_watermark():
             # The clock stepped back (an NTP correction): a file stamped behind the watermark
             # this watcher set would land in a closed window, with no summary or line.

@@ -68,7 +68,7 @@ class _WriteWindowSummary(beam.DoFn):
         self._work = work
         self._run_temp = run_temp
 
-    def process(self, files_done: int, window=beam.DoFn.WindowParam):
+    def process(self, elements: int, window=beam.DoFn.WindowParam):
         name = window_name(window)
         if self._work is not None and self._run_temp is not None:
             if assemble_window(self._output, name, self._work, self._run_temp, COMMITS.rename) == "refused":
@@ -80,8 +80,27 @@ class _WriteWindowSummary(beam.DoFn):
         yield line
 
 
+class KeepWindowsOpen(beam.PTransform):
+    """PBegin -> one element in each of ``windows`` (left by an earlier run, still open, its
+    call logs not assembled), so that each closes in this run, and is assembled then, even if
+    no file of this run lands in it."""
+
+    def __init__(self, windows: list[str], window_s: float) -> None:
+        super().__init__()
+        self._windows = windows
+        self._window_s = window_s
+
+    def expand(self, pbegin):
+        return (
+            pbegin
+            | "Left" >> beam.Create(self._windows)
+            | "InIt" >> beam.Map(lambda name: beam_window.TimestampedValue(name, processed.parse_window(name)[0]))
+            | "Window" >> beam.WindowInto(beam_window.FixedWindows(self._window_s))
+        )
+
+
 class SummarizeWindows(beam.PTransform):
-    """Names of the files done, in their windows -> one summary per window when it closes
+    """Names of the files done (and ``KeepWindowsOpen``'s), in their windows -> one summary per window when it closes
     (the conversations of its call logs assembled first, given the job's ``work`` and the run's
     temporary directory)."""
 

@@ -39,6 +39,9 @@ class Embedded(NamedTuple):
     model: str | None = None
     #: The ledger of what reading left out (``transforms.ledger``), ``None`` when nothing.
     discarded: dict[str, Any] | None = None
+    #: The payload was a stream of events cut off before its end (``streams.complete``): the
+    #: messages are the part that arrived.
+    truncated: bool = False
 
 
 def decoded(value: Any) -> Any:
@@ -80,9 +83,10 @@ def strict_flat(messages: list[Any], ledger: dict[str, Any] | None) -> list[Any]
     it is, for the core to drop and count.
     """
     if ledger is not None:
-        # Reasoning and media a provider reader carried beside a message (issue 33's fields) are
-        # not carried through call logs: counted under their own names, as a sink that cannot
-        # take them counts them, and the rest as coercion would.
+        # Reasoning and media a provider reader carried beside a message (the ``FIELD`` of
+        # formats.reasoning and of formats.media) are not carried through call logs: counted
+        # under their own names, as a sink that cannot take them counts them, and the rest as
+        # coercion would.
         messages, reasoning = carried_reasoning.lift(messages)
         messages, media = carried_media.lift(messages)
         carried_reasoning.note_all(reasoning, ledger)
@@ -238,10 +242,13 @@ def read_output(payload: Any, where: str) -> Embedded:
     message).
     Only the first choice / candidate is the continuation: the others are left out. A response
     kept as raw server-sent events is assembled first (``transforms.calllogs.streams``); a
-    stream of a kind convnorm does not assemble is refused (``streamed_response``).
+    stream of a kind convnorm does not assemble is refused (``streamed_response``); one cut off
+    before its end is read, ``truncated``.
     """
     if streams.is_stream(payload):
-        payload = _assembled_stream(payload, where)
+        stream, payload = payload, _assembled_stream(payload, where)
+        if not streams.complete(stream):
+            return read_output(payload, where)._replace(truncated=True)
     payload = decoded(payload)
     if payload is None or payload == "":
         return Embedded([])

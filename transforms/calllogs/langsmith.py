@@ -197,6 +197,7 @@ def _llm_call(run: dict[str, Any]) -> Call:
         read = read_history(inputs, f"{where} inputs")
         history, history_model, history_tools = read.messages, read.model, read.tools
         ledger = merged_ledgers(ledger, read.discarded) or {}
+    truncated = False
     generations = outputs.get("generations") if isinstance(outputs, dict) else None
     if isinstance(generations, list):
         first = _batch(generations)
@@ -213,6 +214,7 @@ def _llm_call(run: dict[str, Any]) -> Call:
         if read_out is not None:
             output_model, output_tools = read_out.model, read_out.tools
             ledger = merged_ledgers(ledger, read_out.discarded) or {}
+            truncated = read_out.truncated
     extra = as_dict(run.get("extra"))
     params = as_dict(extra.get("invocation_params"))
     tools = tools_of(params.get("tools")) or history_tools or tools_of(inputs.get("tools")) or output_tools
@@ -228,6 +230,7 @@ def _llm_call(run: dict[str, Any]) -> Call:
         tools,
         _model(run, history_model, output_model, inputs.get("model") if isinstance(inputs.get("model"), str) else None),
         ledger or None,
+        truncated,
     )
 
 

@@ -7,6 +7,7 @@ record only). Not a format: it registers nothing.
 from __future__ import annotations
 
 import json
+import re
 from typing import Any, Callable, TypeGuard
 
 from transforms.formats._rendered import unknown_block
@@ -427,12 +428,44 @@ def openai_tool(tool: Any) -> dict[str, Any]:
     return {"type": "function", "function": schema}
 
 
-def record_model(record: dict[str, Any], ctx_model: str | None) -> str | None:
-    """``--model`` when given, else the record's own ``model`` string."""
+#: Model names whose provider is plain from the name, by provider: a body for one provider
+#: must not carry another's (a call log from OpenAI written for Anthropic names gpt-4o-mini).
+_MODEL_PROVIDERS = (
+    ("OpenAI", re.compile(r"(?:openai/)?(?:gpt-|chatgpt-|o[1-9](?:-|$)|ft:gpt-|davinci|babbage)")),
+    ("Anthropic", re.compile(r"(?:anthropic/)?claude-")),
+    ("Google", re.compile(r"(?:google/|models/)?(?:gemini-|gemma-)")),
+    ("Bedrock", re.compile(r"(?:(?:us|eu|apac|global)\.)?(?:anthropic|amazon|meta|mistral|cohere|ai21)\.")),
+    ("Cohere", re.compile(r"(?:cohere/)?(?:command-|command$|c4ai-)")),
+)
+
+
+def model_provider(model: str) -> str | None:
+    """The provider a model name plainly belongs to, or None (a fine-tune, a self-hosted name)."""
+    for provider, pattern in _MODEL_PROVIDERS:
+        if pattern.match(model):
+            return provider
+    return None
+
+
+def record_model(record: dict[str, Any], ctx_model: str | None, target: str | None = None) -> str | None:
+    """``--model`` when given, else the record's own ``model`` string.
+
+    With ``target`` (the provider the body is for), a record's own model that plainly belongs to
+    another provider is refused (``foreign_model``): a replay would send it where it does not
+    exist, and silently dropping it leaves a body the API refuses. ``--model`` replaces it."""
     if ctx_model:
         return ctx_model
     model = record.get("model")
-    return model if isinstance(model, str) and model else None
+    if not (isinstance(model, str) and model):
+        return None
+    provider = model_provider(model) if target is not None else None
+    if provider is not None and provider != target:
+        raise FormatError(
+            "foreign_model",
+            f"the record's model {model[:80]!r} is {provider}'s, not {target}'s "
+            f"(give --model to name the {target} model)",
+        )
+    return model
 
 
 def check_user_first(turns: list[Any], target: str) -> None:

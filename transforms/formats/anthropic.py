@@ -430,7 +430,7 @@ def write_anthropic(record: dict[str, Any], ctx: WriteContext) -> dict[str, Any]
         raise FormatError("empty_conversation", "no user or assistant content to write")
     check_user_first(turns, "Anthropic")
     out: dict[str, Any] = {}
-    model = record_model(record, ctx.model)
+    model = record_model(record, ctx.model, "Anthropic")
     if model is not None:
         out["model"] = model
     # The Messages API requires max_tokens: the record's own, else --max-tokens.

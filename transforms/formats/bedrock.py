@@ -548,7 +548,7 @@ def write_bedrock(record: dict[str, Any], ctx: WriteContext) -> dict[str, Any]:
     check_user_first(turns, "Bedrock Converse")  # "A conversation must start with a user message."
     trim_final_text(turns, ctx, lambda block: "text" in block)  # Claude's prefill rule
     out: dict[str, Any] = {}
-    model = record_model(record, ctx.model) or (
+    model = record_model(record, ctx.model, "Bedrock") or (
         record.get("modelId") if isinstance(record.get("modelId"), str) else None
     )
     if model:

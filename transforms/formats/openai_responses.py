@@ -407,7 +407,7 @@ def write_responses(record: dict[str, Any], ctx: WriteContext) -> dict[str, Any]
     instructions = joined_system(messages)
     items = _input_items(messages, custom)
     out: dict[str, Any] = {}
-    model = record_model(record, ctx.model)
+    model = record_model(record, ctx.model, "OpenAI")
     if model is not None:
         out["model"] = model
     if instructions:
