@@ -195,6 +195,34 @@ def test_a_full_disk_while_finalize_writes_the_summary_says_what_is_on_disk(smal
 
 
 @pytest.mark.slow
+def test_the_rerun_after_a_full_disk_says_the_run_failed_not_died(small, tmp_path, monkeypatch, capsys):
+    # Found: the rerun called the kept lock that of a run that "died"; it had failed (ENOSPC).
+    from pipeline.io import files
+
+    out = tmp_path / "out"
+    argv = ["--input", small, "--output", out, "--no-report", "--overwrite"]
+    assert _run(*argv) == 0
+    write = files.write_file
+
+    def full(root, relative, data, **kwargs):
+        if root == str(out) and relative == "summary.json":
+            raise OSError(errno.ENOSPC, "No space left on device")
+        return write(root, relative, data, **kwargs)
+
+    monkeypatch.setattr(files, "write_file", full)
+    assert _run(*argv) == 1
+    monkeypatch.setattr(files, "write_file", write)
+    capsys.readouterr()
+    for extra in ((), ("--dry-run",)):  # the run and its plan say the same
+        assert _run(*argv, *extra) == 2
+        [line] = _errors(capsys.readouterr().err)
+        assert "stale lock" in line and "died" not in line, line
+        assert "failed (OSError: [Errno 28] No space left on device while writing summary.json)" in line
+        assert "--break-stale-lock" in line
+    assert _run(*argv, "--break-stale-lock") == 0 and _no_leftovers(out)
+
+
+@pytest.mark.slow
 def test_a_permission_error_while_the_files_move_into_place_says_how_to_recover(small, tmp_path, monkeypatch, capsys):
     from pipeline.io import files
 

@@ -216,6 +216,7 @@ def execute(
 
     release = True
     reported = False  # a failed finalize said what it left on disk
+    failure = ""  # what made it fail, for the lock it keeps: the next run says so, not "died"
     progress = finalizing.Progress()
     try:
         try:
@@ -272,6 +273,7 @@ def execute(
             except Exception as error:  # noqa: BLE001 — a full disk, a read-only folder ...: said with what is on disk
                 LOG.debug("finalize failed", exc_info=True)
                 release, reported = not progress.changed, True  # nothing changed yet: nothing to recover
+                failure = f"{_one_line(error)[:300]} while {progress.step}"
                 if release and isinstance(error, owned.OutputError):
                     return _fail(1, str(error))  # refused before anything moved: says so itself
                 return _fail(1, finalize_failed(job, spec.command, lock.path, progress, error))
@@ -285,12 +287,24 @@ def execute(
         if release:
             _clean_up(job, spec.command, temp_dir, lock, created)
         else:
+            if failure:
+                record_failure(lock, failure)
             lock.close()
             if not reported:
                 print_error(
                     f"the run stopped while finalizing; the lock {lock.path} records what it "
                     f"was doing: rerun with --break-stale-lock to clean up: {recovery_command(job, spec.command)}",
                 )
+
+
+def record_failure(lock: locks.OutputLock, failure: str) -> None:
+    """Note in the lock a run keeps why it ended (``failed``), so that the next run calls the
+    lock stale because its run failed, not because it died. Best effort: on a full disk the
+    note may not fit, and the lock stays as it was."""
+    try:
+        lock.record(failed=failure)
+    except OSError:
+        LOG.debug("could not note the failure in the lock", exc_info=True)
 
 
 def recovery_command(job: Job, command: str, *, break_stale: bool = True) -> str:
@@ -338,6 +352,7 @@ def _clean_up(job: Job, command: str, temp_dir: str, lock: locks.OutputLock, cre
     try:
         owned.remove_temp(temp_dir)
     except OSError as error:
+        record_failure(lock, f"its temporary directory could not be removed: {_one_line(error)[:300]}")
         lock.close()
         print_error(
             f"the run's temporary directory {temp_dir} could not be removed "
