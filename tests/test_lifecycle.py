@@ -307,6 +307,66 @@ def test_a_full_disk_before_finalize_changed_anything_leaves_the_output_as_it_wa
 
 
 # --------------------------------------------------------------------------------------------
+# A run that cannot finish says why: a worker process killed, memory exhausted
+
+
+def _error_lines(printed: str) -> list[str]:
+    return [line for line in printed.splitlines() if line.startswith(("ERROR convnorm:", "convnorm: error:"))]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("sig", [signal.SIGKILL, signal.SIGSEGV])
+def test_a_worker_process_killed_by_a_signal_is_named(small, tmp_path, sig):
+    # Found: "the pipeline failed: RuntimeError: Channel closed prematurely", nothing more.
+    out = tmp_path / "out"
+    argv = ["--input", small, "--output", out, "--no-report", "--direct_num_workers=2"]
+    argv.append("--direct_running_mode=multi_processing")
+    proc, ready = paused_runs.start_paused(argv, "read", tmp_path)
+    worker = int(ready.read_text())  # the process that paused: a worker
+    assert worker != proc.pid
+    os.kill(worker, sig)
+    status, printed = paused_runs.resume(proc, ready)
+    assert status == 1, printed
+    lines = _error_lines(printed)  # and one naming the workers' own log
+    failed, said = lines[0], lines[-1]
+    assert f"a worker process was killed by {sig.name}" in failed and "--direct_num_workers" in failed
+    assert "previous outputs, if any, are untouched" in said
+    assert not out.exists()  # the run itself was alive: it removed its lock and temporary directory
+
+
+#: Bytes of the one record of the memory test, and the memory the run gets on top of what it
+#: holds when it is paused before reading it (any margin from 30 to 250 MB ran out the same way).
+BIG_RECORD, MARGIN = 50_000_000, 100_000_000
+
+
+@pytest.mark.slow
+def test_a_run_out_of_memory_says_so_and_leaves_nothing(tmp_path):
+    # Found, by the margin: a MemoryError read as the data's fault, an unreadable_file or an
+    # invalid_json dead letter ("Not enough memory to allocate buffer for parsing"), exit 1 for
+    # "normalized none"; or a Beam traceback and "RuntimeError: MemoryError" with no hint.
+    import resource
+
+    big = tmp_path / "big.jsonl"
+    content = "x" * BIG_RECORD
+    big.write_text(
+        json.dumps({"messages": [{"role": "user", "content": content}, {"role": "assistant", "content": "ok"}]}) + "\n"
+    )
+    out = tmp_path / "out"
+    argv = ["--input", big, "--output", out, "--no-report", "--max-record-bytes", str(1 << 30)]
+    proc, ready = paused_runs.start_paused(argv, "read", tmp_path)
+    pid = int(ready.read_text())
+    status_lines = Path(f"/proc/{pid}/status").read_text().splitlines()
+    held = int(next(line for line in status_lines if line.startswith("VmSize:")).split()[1]) * 1024
+    resource.prlimit(pid, resource.RLIMIT_AS, (held + MARGIN, held + MARGIN))  # a `ulimit -v` from outside
+    status, printed = paused_runs.resume(proc, ready)
+    assert status == 1, printed
+    failed, said = _error_lines(printed)
+    assert "the pipeline failed: out of memory (" in failed and "MemoryError" in failed, failed
+    assert "give it more memory" in failed and "previous outputs, if any, are untouched" in said
+    assert not out.exists()  # no dead letter blaming the record, no lock, no temporary directory
+
+
+# --------------------------------------------------------------------------------------------
 # A hand-edited lock: --break-stale-lock deletes only what it proves the dead run's
 
 

@@ -32,6 +32,7 @@ import logging
 import os
 import re
 import shlex
+import signal
 import uuid
 from dataclasses import dataclass, field
 from typing import Callable
@@ -54,7 +55,7 @@ from pipeline.io import ownership as owned
 from pipeline.io.output_names import TEMP_PREFIX
 from pipeline.runners import job_service, loopback
 from pipeline.runners.dask_cluster import close_client
-from pipeline.runners.lean_workers import pipeline_runner
+from pipeline.runners.lean_workers import WORKER_EXITS, pipeline_runner
 from transforms.summary import changed_inputs
 
 LOG = logging.getLogger("convnorm")
@@ -142,7 +143,7 @@ def run_pipeline(pipeline: beam.Pipeline) -> bool:
     except Exception as error:  # noqa: BLE001 — a failed pipeline, whatever the runner raises
         if interrupts.received():
             raise interrupts.as_stopped() from None  # Ctrl-C or SIGTERM, which Beam wrapped: said in one line
-        LOG.error("the pipeline failed: %s", _one_line(error)[:2000])
+        LOG.error("the pipeline failed: %s", failure_text(error, WORKER_EXITS))
         return False
     finally:
         close_client(result)  # DaskRunner's result holds an open dask.distributed client
@@ -150,6 +151,53 @@ def run_pipeline(pipeline: beam.Pipeline) -> bool:
         LOG.error("the pipeline ended in state %s", state)
         return False
     return True
+
+
+#: What a run out of memory can do about it (a worker killed by the kernel, a MemoryError).
+MEMORY_HINT = (
+    "give it more memory (ulimit -v, the container's limit) or make it need less: "
+    "fewer worker processes (--direct_num_workers), smaller batches (--batch-size, --batch-bytes), "
+    "a smaller --max-record-bytes, or the input in several runs"
+)
+
+
+def failure_text(error: BaseException, worker_exits: list[int]) -> str:
+    """Why the pipeline failed, in one line: a worker process killed by a signal (its exit
+    status: Beam says only that a channel closed), out of memory, else the error itself."""
+    killed = [_signal_of(status) for status in worker_exits]
+    names = [name for name in killed if name]
+    if names:
+        more = f" (and {len(names) - 1} more)" if len(names) > 1 else ""
+        return (
+            f"a worker process was killed by {names[0]}{more} (the kernel's out-of-memory killer sends SIGKILL; "
+            f"a failed allocation under a memory limit often ends in SIGSEGV or SIGABRT): if it ran out of memory, "
+            f"{MEMORY_HINT}"
+        )
+    said = _one_line(error)[:2000]
+    if _out_of_memory(error):
+        return f"out of memory ({said[:500]}); {MEMORY_HINT}"
+    return said
+
+
+def _signal_of(status: int) -> str | None:
+    """The signal's name of an exit status (-N from Python, 128+N from the shell Beam starts
+    workers through), or None."""
+    number = -status if status < 0 else status - 128 if 128 < status < 128 + 65 else 0
+    try:
+        return signal.Signals(number).name if number else None
+    except ValueError:
+        return f"signal {number}"
+
+
+def _out_of_memory(error: BaseException | None) -> bool:
+    """A MemoryError anywhere in the chain, or named in the text of an error Beam rewraps
+    (a worker's failure comes back as a RuntimeError holding its traceback)."""
+    seen = 0
+    while error is not None and seen < 20:
+        if isinstance(error, MemoryError) or "MemoryError" in str(error)[:20000]:
+            return True
+        error, seen = error.__cause__ or error.__context__, seen + 1
+    return False
 
 
 #: Beam's options whose value is a credential (s3_secret_access_key, s3_session_token,
