@@ -334,6 +334,26 @@ def test_a_worker_process_killed_by_a_signal_is_named(small, tmp_path, sig):
     assert not out.exists()  # the run itself was alive: it removed its lock and temporary directory
 
 
+@pytest.mark.slow
+def test_a_run_that_crashed_is_named_by_the_next_run_and_cleaned_up(small, tmp_path):
+    # Found: a run that died of SIGSEGV (under ulimit -v) printed nothing, and the next run said
+    # only that it "died".
+    out = tmp_path / "out"
+    argv = ["--input", small, "--output", out, "--no-report"]
+    proc, _ = paused_runs.start_paused(argv, "write", tmp_path)
+    os.kill(proc.pid, signal.SIGSEGV)  # the run's own process (in-process runner): a crash
+    assert proc.wait(timeout=paused_runs.RUN_TIMEOUT_S) == -signal.SIGSEGV
+    assert (out / LOCK_FILE).exists() and list(out.glob(TEMP_PREFIX + "*"))
+    run = subprocess.run(
+        [sys.executable, "-m", "pipeline", *map(str, argv)], capture_output=True, text=True, env=paused_runs.env()
+    )
+    assert run.returncode == 2
+    [line] = _errors(run.stderr)
+    assert "stale lock: the run that held it died of a crash (Fatal Python error: Segmentation fault;" in line
+    assert "ulimit -v" in line and "--break-stale-lock" in line
+    assert _run(*argv, "--break-stale-lock") == 0 and _no_leftovers(out)  # the documented recovery
+
+
 #: Bytes of the one record of the memory test, and the memory the run gets on top of what it
 #: holds when it is paused before reading it (any margin from 30 to 250 MB ran out the same way).
 BIG_RECORD, MARGIN = 50_000_000, 100_000_000

@@ -385,8 +385,10 @@ def _job_problems(options: PipelineOptions) -> list[str]:
         )
         if problem:
             problems.append(problem)
-    # Before anything asks a bucket through Beam, which retries a missing key for minutes.
-    unusable = None if placeholders else access_problem([*ours.input, *([ours.output] if ours.output else [])])
+    # Before anything asks a bucket through Beam, which retries a missing key for minutes (an
+    # output refused on its name alone, a bucket's root, is said as such first).
+    offline = placeholders or (ours.output and unsafe_output(ours.output))
+    unusable = None if offline else access_problem([*ours.input, *([ours.output] if ours.output else [])])
     if unusable:
         return [*problems, unusable]
     problems += _output_problems(ours.output) + _output_format_problems(ours)

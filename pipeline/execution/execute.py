@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import dataclasses
 import errno
+import faulthandler
 import json
 import logging
 import os
@@ -35,7 +36,7 @@ import shlex
 import signal
 import uuid
 from dataclasses import dataclass, field
-from typing import Callable
+from typing import IO, Callable
 
 import apache_beam as beam
 from apache_beam.io.filesystems import FileSystems
@@ -52,7 +53,7 @@ from pipeline.execution.interrupts import Stopping, shielded
 from pipeline.execution.output_spec import OutputSpec, without_a_users_card
 from pipeline.io import files
 from pipeline.io import ownership as owned
-from pipeline.io.output_names import TEMP_PREFIX
+from pipeline.io.output_names import CRASH_NOTE, TEMP_PREFIX
 from pipeline.runners import job_service, loopback
 from pipeline.runners.dask_cluster import close_client
 from pipeline.runners.lean_workers import WORKER_EXITS, pipeline_runner
@@ -263,6 +264,7 @@ def execute(
         return _fail(2, f"--output {output!r}: its lock could not be taken: {_one_line(error)[:500]}; nothing was run")
 
     release = True
+    crash_note = None
     reported = False  # a failed finalize said what it left on disk
     failure = ""  # what made it fail, for the lock it keeps: the next run says so, not "died"
     progress = finalizing.Progress()
@@ -286,6 +288,7 @@ def execute(
                 f"--output {output!r}: the run's temporary directory could not be made: {_one_line(error)[:500]}; "
                 "nothing was run",
             )
+        crash_note = _note_crashes(temp_dir)
         if not run(pipeline):
             return _fail(
                 1,
@@ -332,6 +335,7 @@ def execute(
             return _fail(1, "the run is incomplete, no _SUCCESS written: " + "; ".join(result.problems))
         return Outcome(None, summary, page_name if page is not None else None)
     finally:
+        _stop_noting(crash_note)
         if release:
             _clean_up(job, spec.command, temp_dir, lock, created)
         else:
@@ -343,6 +347,28 @@ def execute(
                     f"the run stopped while finalizing; the lock {lock.path} records what it "
                     f"was doing: rerun with --break-stale-lock to clean up: {recovery_command(job, spec.command)}",
                 )
+
+
+def _note_crashes(temp_dir: str) -> IO[str] | None:
+    """Have Python's fatal-error handler write into the run's temporary directory
+    (``CRASH_NOTE``): a run that crashes (a segmentation fault, an abort: often a failed
+    allocation under a memory limit) can print nothing itself, and its lock stays; the next
+    run reads the note and says how it died. None on an object store, or when the handler is
+    someone else's already (``python -X faulthandler``, a test runner)."""
+    if not files.is_local(temp_dir) or faulthandler.is_enabled():
+        return None
+    try:
+        note = open(os.path.join(temp_dir, CRASH_NOTE), "x", encoding="utf-8")  # noqa: SIM115 — open for the run
+    except OSError:
+        return None
+    faulthandler.enable(file=note, all_threads=True)
+    return note
+
+
+def _stop_noting(note: IO[str] | None) -> None:
+    if note is not None:
+        faulthandler.disable()
+        note.close()
 
 
 def record_failure(lock: locks.OutputLock, failure: str) -> None:

@@ -37,6 +37,7 @@ from apache_beam.io.filesystems import FileSystems
 
 from pipeline.io import files
 from pipeline.io.output_names import LOCK_FILE
+from pipeline.io.ownership import crash_note
 from transforms.jsontext import document_bytes
 
 try:
@@ -302,17 +303,21 @@ def refusal(output: str, holder: dict, *, break_stale: bool, take_over_hint: str
         )
     if not break_stale:
         return (
-            f"--output {output!r} has a stale lock: the run that held it {_how_it_ended(holder)} "
+            f"--output {output!r} has a stale lock: the run that held it {_how_it_ended(output, holder)} "
             f"({describe(holder)}); its temporary files may still be there; {take_over_hint} (lock file {path})"
         )
     return None
 
 
-def _how_it_ended(holder: dict) -> str:
-    """Said of a stale lock's run: it died, or it failed and kept its lock (its ``failed`` note)."""
+def _how_it_ended(output: str, holder: dict) -> str:
+    """Said of a stale lock's run: it failed and kept its lock (its ``failed`` note), it
+    crashed (the fatal-error report in its temporary directory), or it died."""
     failed = holder.get("failed")
     if isinstance(failed, str) and failed:
         return f"did not die: it failed ({' '.join(failed.split())[:400]}) and kept its lock for the recovery"
+    crashed = crash_note(output, holder)
+    if crashed:
+        return f"died of a crash ({crashed}; under a memory limit such as ulimit -v a failed allocation often ends so)"
     return "died"
 
 
