@@ -318,6 +318,29 @@ def test_a_stale_lock_names_its_dead_holder(tmp_path, capsys):
     assert _run("--input", SAMPLE, "--output", out, "--break-stale-lock") == 0
 
 
+@pytest.mark.slow
+def test_a_dry_run_calls_a_dead_runs_lock_stale_as_the_run_does(tmp_path, capsys):
+    # Found: --dry-run said "locked by another run" where the run said "stale lock".
+    out = tmp_path / "out"
+    out.mkdir()
+    holder = {"run_id": "x", "host": socket.gethostname(), "started": "2026-01-01T00:00:00+00:00", "command": "run"}
+    (out / LOCK_FILE).write_text(json.dumps({**holder, "pid": _dead_pid()}))
+    assert _run("--input", SAMPLE, "--output", out) == 2
+    [run_line] = [line for line in capsys.readouterr().err.splitlines() if line.startswith("convnorm: error:")]
+    assert _run("--input", SAMPLE, "--output", out, "--dry-run") == 2
+    [dry_line] = [line for line in capsys.readouterr().err.splitlines() if line.startswith("convnorm: error:")]
+    assert "stale lock" in run_line and "another run" not in dry_line
+    assert dry_line == "convnorm: error: the run would be refused: " + run_line.removeprefix("convnorm: error: ")
+    # With --break-stale-lock the run takes it over: the plan says so, and goes on.
+    assert _run("--input", SAMPLE, "--output", out, "--dry-run", "--break-stale-lock") == 0
+    assert "which the run takes over" in capsys.readouterr().out
+    # A live holder (this process) is "in use", in both.
+    (out / LOCK_FILE).write_text(json.dumps({**holder, "pid": os.getpid()}))
+    assert _run("--input", SAMPLE, "--output", out, "--dry-run", "--break-stale-lock") == 2
+    assert "in use by another convnorm run" in capsys.readouterr().err
+    assert sorted(p.name for p in out.iterdir()) == [LOCK_FILE]  # the plan wrote nothing
+
+
 # --------------------------------------------------------------------------------------------
 # 4. kill -9 at read, at write, at finalize; then --overwrite gives the uninterrupted outputs
 

@@ -309,6 +309,10 @@ def read_call_log(record: Any, settings: Settings) -> list[Piece] | None:
     return pieces
 
 
+#: How orjson says it could not get the memory to parse a text (a ``JSONDecodeError``).
+OUT_OF_MEMORY = "Not enough memory"
+
+
 def parse_payload(raw: RawRecord) -> Any:
     """The record's JSON value; ``RecordRefused`` when it cannot be parsed."""
     payload = raw.payload
@@ -321,6 +325,8 @@ def parse_payload(raw: RawRecord) -> Any:
     except NumberTooLarge as error:
         raise RecordRefused(DeadLetterReason.NUMBER_TOO_LARGE, str(error)) from None
     except (TypeError, ValueError, RecursionError) as error:
+        if str(error).startswith(OUT_OF_MEMORY):
+            raise MemoryError(str(error)) from None  # orjson's: the machine's limit, not invalid JSON
         raise RecordRefused(DeadLetterReason.INVALID_JSON, str(error)) from None
 
 
@@ -369,6 +375,8 @@ def guarded(
         return DeadLettered(
             dead_letter(raw, letter.reason, letter.detail, settings.raw_limit, letter.tokens, _redaction(settings))
         )
+    except MemoryError:
+        raise  # the machine's limit, not the record's fault: the run fails saying so, never a dead letter
     except Exception as error:  # noqa: BLE001 — a bug must surface as data, not kill the job
         detail = f"{type(error).__name__}: {error}"
         return DeadLettered(

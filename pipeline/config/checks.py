@@ -40,6 +40,7 @@ _FLAGS = {
     "raw_limit": "--dead-letter-raw-limit",
     "drop_roles": "--drop-role",
     "map_roles": "--map-role",
+    "splits": "--split",
 }
 
 
@@ -286,7 +287,8 @@ def _range_problems(ours) -> list[str]:
             continue
         flag = action.option_strings[0]
         if action.type is int and abs(value) > MAX_FLAG_INTEGER:
-            problems.append(f"{flag} {_digits(value)} is absurd: at most {MAX_FLAG_INTEGER:,} (1 TiB)")
+            size = " (1 TiB)" if dest.endswith("_bytes") else ""  # a count or a seed is no size
+            problems.append(f"{flag} {_digits(value)} is absurd: at most {MAX_FLAG_INTEGER:,}{size}")
         elif action.type is float and not math.isfinite(value):
             problems.append(f"{flag} must be a finite number, not {value}")
     return problems
