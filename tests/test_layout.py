@@ -1,6 +1,6 @@
 """The code's layout: imports between convnorm's modules form no cycle (imports inside functions
-counted), packages import only downwards, no module grows past 800 lines, and the pure core
-imports no Beam.
+counted), packages import only downwards, no module grows past 800 lines, no function past
+complexity 30 (radon's count), and the pure core imports no Beam.
 
 Read from the source with ``ast`` (nothing is imported), so it is fast and sees every import,
 also those inside functions that run only on some paths. Run it alone to see the graph:
@@ -378,6 +378,73 @@ def dynamic_imports(found: list[Import]) -> list[Import]:
 
 
 # --------------------------------------------------------------------------------------------
+# Complexity: radon's McCabe count, with ast alone
+
+#: No function's complexity above this: a function past it is more than a reader holds in mind.
+MAX_COMPLEXITY = 30
+#: Functions allowed past it, by module file name and function: each one says why.
+COMPLEX_FUNCTIONS = {
+    ("normalize_walk.py", "walk"): "MEM-5's walk: one pass over the messages, step for step as the spec has it",
+}
+
+
+class Complexity(NamedTuple):
+    path: str
+    line: int
+    name: str
+    complexity: int
+
+
+def _decisions(node: ast.AST) -> int:
+    """The paths ``node`` adds, as radon counts them (``radon cc``): each if, elif, ternary,
+    loop (and its else), except clause (and a try's else), and/or operand past the first,
+    comprehension (and its ifs), assert, and match case but a catch-all one."""
+    if isinstance(node, (ast.If, ast.IfExp, ast.Assert)):
+        return 1
+    if isinstance(node, (ast.For, ast.AsyncFor, ast.While)):
+        return 1 + bool(node.orelse)
+    if isinstance(node, ast.Try):
+        return len(node.handlers) + bool(node.orelse)
+    if isinstance(node, ast.BoolOp):
+        return len(node.values) - 1
+    if isinstance(node, ast.comprehension):
+        return 1 + len(node.ifs)
+    if isinstance(node, ast.Match):
+        catch_all = any(isinstance(c.pattern, ast.MatchAs) and c.pattern.pattern is None for c in node.cases)
+        return max(0, len(node.cases) - catch_all)
+    return 0
+
+
+def complexity(function: ast.FunctionDef | ast.AsyncFunctionDef) -> int:
+    """1 + the decisions of the function's body; a function or class defined inside it counts
+    on its own (a lambda's decisions are the function's)."""
+    count, todo = 1, list(function.body)
+    while todo:
+        node = todo.pop()
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            continue
+        count += _decisions(node)
+        todo.extend(ast.iter_child_nodes(node))
+    return count
+
+
+def complexities(known: dict[str, Path]) -> Iterator[Complexity]:
+    """Every function and method of our modules, nested ones too, with its complexity."""
+    for path in known.values():
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                yield Complexity(str(path.relative_to(ROOT)), node.lineno, node.name, complexity(node))
+
+
+def too_complex(known: dict[str, Path]) -> list[Complexity]:
+    return [
+        c
+        for c in complexities(known)
+        if c.complexity > MAX_COMPLEXITY and (Path(c.path).name, c.name) not in COMPLEX_FUNCTIONS
+    ]
+
+
+# --------------------------------------------------------------------------------------------
 # The tests
 
 
@@ -441,6 +508,62 @@ def test_module_names_are_unique():
             twice.append(f"{seen[path.name]} and {module}")
         seen.setdefault(path.name, module)
     assert not twice
+
+
+def test_no_function_is_too_complex_to_hold_in_mind():
+    found = too_complex(modules())
+    assert not found, (
+        f"functions over complexity {MAX_COMPLEXITY} (split them into steps named for what they do):\n"
+        + ("\n".join(f"  {c.path}:{c.line} {c.name}: {c.complexity}" for c in found))
+    )
+
+
+#: A function with one of each thing the count knows; radon cc gives it 19.
+COUNTED = """
+def sample(items, flag):
+    if flag and items or not items:
+        return [i for i in items if i if i > 1]
+    elif flag:
+        pass
+    for item in items:
+        try:
+            x = 1 if item else 2
+        except ValueError:
+            pass
+        except KeyError:
+            pass
+        else:
+            pass
+    else:
+        pass
+    while flag:
+        assert items
+        break
+    match flag:
+        case 1:
+            pass
+        case [_, *_]:
+            pass
+        case _:
+            pass
+    key = lambda v: v if v else 0
+
+    def inner(y):
+        if y:
+            return y
+        return 0
+
+    class Inner:
+        def method(self):
+            if self:
+                return 1
+    return key, inner, Inner
+"""
+
+
+def test_the_complexity_count_is_radons():
+    functions = [n for n in ast.walk(ast.parse(COUNTED)) if isinstance(n, ast.FunctionDef)]
+    assert {f.name: complexity(f) for f in functions} == {"sample": 19, "inner": 2, "method": 2}
 
 
 #: A reference to an issue or ticket by number ("issue N", "Issue #N's", "ticket N" with N a

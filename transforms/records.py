@@ -181,16 +181,7 @@ def _process(raw: RawRecord, settings: Settings, hint: ReaderHint | None = None)
         fields = redact_fields(fields, settings.id_field, settings.messages_field, redaction)
         rid, source = redaction.uncounted().id(rid), redaction.uncounted().value(record)  # counted once, above
 
-    normalized = dict(fields)
-    # Assigning to an existing key keeps its place: the record keeps its key order.
-    normalized[settings.messages_field] = written
-    if settings.id_field not in normalized:
-        normalized = {settings.id_field: rid, **normalized}
-    elif normalized[settings.id_field] is not rid and own_id(normalized, settings.id_field) is None:
-        # A null, empty or boolean id cannot join the outputs: use the derived one. (The id
-        # ``record_id`` returned, the usual case, is a usable one: no second look.)
-        normalized[settings.id_field] = rid
-
+    normalized = _with_messages_and_id(fields, written, rid, settings)
     metrics: DropMetrics = {
         "id": rid,
         "source": raw.source,
@@ -209,26 +200,91 @@ def _process(raw: RawRecord, settings: Settings, hint: ReaderHint | None = None)
         else coercion_discards(messages, conversation.discarded)
     )
     if reasoning is not None:
-        # Back on its message where the sink takes it; else in the ledger, under its own names.
-        ledger = {} if discarded is None else discarded
-        lifted, media, origins = reasoning
-        # On the messages as shaped for training (weights, trailing turns trimmed: a prefix of
-        # the core's output, in its order), so the core's origins still name each one's input.
-        origins = origins[: len(written)]  # what trimming left (the rest is counted as not put back)
-        out = carried_reasoning.attach(written, origins, lifted, _reasoning_kept(settings), ledger)
-        out = carried_media.attach(out, origins, media, _media_carried(settings), ledger)
-        normalized[settings.messages_field] = out if redaction is None else _redact_carried(out, redaction, ledger)
-        discarded = ledger
+        discarded = _put_back_carried(normalized, written, reasoning, discarded, redaction, settings)
     if discarded:
-        metrics["discarded"] = ledger_report(discarded)
-        if training.get("weights_kept") and settings.sink in WEIGHT_SINKS:
-            # Carried around the core and written: not discarded.
-            for key in WEIGHT_KEYS:
-                metrics["discarded"].pop(key, None)
-            if not metrics["discarded"]:
-                del metrics["discarded"]
+        _report_discarded(metrics, discarded, training, settings)
     if settings.dedupe != "none" or settings.splits:
         _dataset_keys(record, rid, written, normalized, settings, metrics, training)
+    _note_counts_and_reports(metrics, raw, conversation, result, role_maps, training, redacted, redaction, settings)
+
+    if settings.examples != "whole":
+        produced = _examples(source, rid, written, normalized, settings, metrics, training, result.messages)
+        if redaction is not None:
+            for example_metrics in (metrics, *(more[1] for more in produced[3])):
+                _redact_names(example_metrics, redaction)
+        return produced
+    output, line = _write(normalized, rid, source, settings, metrics)
+    if redaction is not None:
+        _redact_names(metrics, redaction)
+    if settings.chat_template is not None:
+        _check_template(normalized, rid, settings, metrics)
+    tokens = settings.tokens
+    if tokens is not None:  # opt-in: without --tokens, this test is all the per-record cost
+        _count_tokens(output, result.messages, settings, tokens, metrics)
+    return output, metrics, line
+
+
+def _with_messages_and_id(fields: dict[str, Any], written: list[Any], rid: str, settings: Settings) -> dict[str, Any]:
+    """The record's fields with its messages as written and a usable id."""
+    normalized = dict(fields)
+    # Assigning to an existing key keeps its place: the record keeps its key order.
+    normalized[settings.messages_field] = written
+    if settings.id_field not in normalized:
+        normalized = {settings.id_field: rid, **normalized}
+    elif normalized[settings.id_field] is not rid and own_id(normalized, settings.id_field) is None:
+        # A null, empty or boolean id cannot join the outputs: use the derived one. (The id
+        # ``record_id`` returned, the usual case, is a usable one: no second look.)
+        normalized[settings.id_field] = rid
+    return normalized
+
+
+def _put_back_carried(
+    normalized: dict[str, Any],
+    written: list[Any],
+    carried: tuple[Any, Any, list[Any]],
+    discarded: dict[str, Any] | None,
+    redaction: Redaction | None,
+    settings: Settings,
+) -> dict[str, Any]:
+    """The reasoning and media lifted around the core, back on their messages where the sink
+    takes them (``--redact`` on them too); else in the ledger, under their own names. The
+    ledger, returned."""
+    ledger = {} if discarded is None else discarded
+    lifted, media, origins = carried
+    # On the messages as shaped for training (weights, trailing turns trimmed: a prefix of
+    # the core's output, in its order), so the core's origins still name each one's input.
+    origins = origins[: len(written)]  # what trimming left (the rest is counted as not put back)
+    out = carried_reasoning.attach(written, origins, lifted, _reasoning_kept(settings), ledger)
+    out = carried_media.attach(out, origins, media, _media_carried(settings), ledger)
+    normalized[settings.messages_field] = out if redaction is None else _redact_carried(out, redaction, ledger)
+    return ledger
+
+
+def _report_discarded(
+    metrics: DropMetrics, discarded: dict[str, Any], training: dict[str, int], settings: Settings
+) -> None:
+    metrics["discarded"] = ledger_report(discarded)
+    if training.get("weights_kept") and settings.sink in WEIGHT_SINKS:
+        # Carried around the core and written: not discarded.
+        for key in WEIGHT_KEYS:
+            metrics["discarded"].pop(key, None)
+        if not metrics["discarded"]:
+            del metrics["discarded"]
+
+
+def _note_counts_and_reports(
+    metrics: DropMetrics,
+    raw: RawRecord,
+    conversation: Conversation,
+    result: ProfileResult,
+    role_maps: int,
+    training: dict[str, int],
+    redacted: dict[str, int],
+    redaction: Redaction | None,
+    settings: Settings,
+) -> None:
+    """The record's metrics beside its drops, each only when it has something to say; a
+    training sink refuses a conversation holding a cut-off answer (``_truncated_stream``)."""
     if training:
         metrics["training"] = training
     if redacted:
@@ -251,22 +307,6 @@ def _process(raw: RawRecord, settings: Settings, hint: ReaderHint | None = None)
             _truncated_stream(assembly, settings, metrics)
     if settings.check:
         metrics["violations"] = count_by_kind(check_sendable(result.messages))
-
-    if settings.examples != "whole":
-        produced = _examples(source, rid, written, normalized, settings, metrics, training, result.messages)
-        if redaction is not None:
-            for example_metrics in (metrics, *(more[1] for more in produced[3])):
-                _redact_names(example_metrics, redaction)
-        return produced
-    output, line = _write(normalized, rid, source, settings, metrics)
-    if redaction is not None:
-        _redact_names(metrics, redaction)
-    if settings.chat_template is not None:
-        _check_template(normalized, rid, settings, metrics)
-    tokens = settings.tokens
-    if tokens is not None:  # opt-in: without --tokens, this test is all the per-record cost
-        _count_tokens(output, result.messages, settings, tokens, metrics)
-    return output, metrics, line
 
 
 def _truncated_stream(assembly: dict[str, Any], settings: Settings, metrics: DropMetrics) -> None:
