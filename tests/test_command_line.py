@@ -464,3 +464,35 @@ def test_output_piped_into_a_reader_that_stops_early_is_no_error(argv, status, t
     err = child.stderr.read()
     assert child.wait(timeout=120) == status
     assert "Traceback" not in err and "BrokenPipe" not in err and "failed" not in err, err
+
+
+@pytest.mark.slow
+def test_openai_finetune_writes_one_training_and_one_validation_file_whatever_the_parts(tmp_path, capsys):
+    # Whole conversations and call logs over several parts: OpenAI takes one training file and
+    # one validation file, so each split is one file; the bill counts the training file only.
+    inputs = tmp_path / "in"
+    inputs.mkdir()
+    (inputs / "a.jsonl").write_bytes(SAMPLE.read_bytes())
+    (inputs / "calls.jsonl").write_bytes((ROOT / "tests/data/calllogs/langfuse/blob-export-rows.jsonl").read_bytes())
+    out = tmp_path / "out"
+    argv = ["--input", str(inputs), "--output", str(out), "--sink", "openai-finetune", "--split", "eval=0.2"]
+    argv += ["--shard-bytes", "262144", "--tokens", "o200k_base", "--price-per-mtok", "3"]
+    assert main([*argv, "--dry-run"]) == 0
+    listed = _listed(capsys.readouterr().out, out)
+    assert main(argv) == 0
+    printed = capsys.readouterr().out
+    written = {str(p.relative_to(out)) for p in out.rglob("*") if p.is_file()}
+    records = {name for name in written if name.startswith(("normalized/", "eval/"))}
+    assert records == {"normalized/part-00000.jsonl", "eval/part-00000.jsonl"}
+    assert {name for name in listed if name.startswith(("normalized/", "eval/"))} == records
+    assert written <= listed
+    summary = json.loads((out / "summary.json").read_text())
+    training = (out / "normalized/part-00000.jsonl").read_text().splitlines()
+    validation = (out / "eval/part-00000.jsonl").read_text().splitlines()
+    assert summary["splits"] == {"train": len(training), "eval": len(validation)} and summary["call_logs"]
+    assert all(json.loads(line)["messages"] for line in training + validation)
+    assert summary["tokens"]["training_examples"] == len(training)
+    assert summary["tokens"]["splits"]["eval"]["examples"] == len(validation)
+    manifest = {e["path"]: e for e in json.loads((out / "_convnorm_manifest.json").read_text())["files"]}
+    assert manifest["normalized/part-00000.jsonl"]["records"] == len(training)
+    assert f"upload:  {out}/normalized/part-00000.jsonl is the training file, {out}/eval/part-00000.jsonl" in printed

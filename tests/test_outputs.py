@@ -548,3 +548,26 @@ def test_a_tilde_in_the_output_means_the_home_directory(tmp_path, monkeypatch):
     assert _run("--config", preset) == 0
     assert (home / "clean" / SUCCESS_FILE).exists()
     assert not (work / "~").exists()
+
+
+def test_joining_an_outputs_files_keeps_their_order_and_measures_the_one_file(tmp_path):
+    import hashlib
+
+    from pipeline.execution.finalize import join_files
+    from pipeline.io.written_files import WrittenFile
+
+    temp = tmp_path / "temp"
+    (temp / "normalized").mkdir(parents=True)
+    parts = {(1, 0): b'{"b":1}\n', (0, 0): b'{"a":1}\n{"a":2}\n', (1, 900): b'{"c":1}\n'}
+    written = []
+    for (shard, start), data in parts.items():
+        path = temp / "normalized" / f"{shard}-{start}-x.jsonl"
+        path.write_bytes(data)
+        written.append(WrittenFile(shard, start, str(path), data.count(b"\n"), len(data), ""))
+    [one] = join_files(str(temp), "normalized", ".jsonl", written)
+    joined = b'{"a":1}\n{"a":2}\n{"b":1}\n{"c":1}\n'  # by shard, then offset: the input's order
+    assert Path(one.temp).read_bytes() == joined
+    assert (one.records, one.size, one.sha256) == (4, len(joined), hashlib.sha256(joined).hexdigest())
+    assert sorted(p.name for p in (temp / "normalized").iterdir()) == [Path(one.temp).name]  # the parts are gone
+    [empty] = join_files(str(temp), "eval", ".jsonl", [])
+    assert Path(empty.temp).read_bytes() == b"" and empty.records == 0  # a split with nothing: one empty file

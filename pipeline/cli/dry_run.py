@@ -175,6 +175,9 @@ def output_lines(job: Job, spec: OutputSpec, call_logs: bool = False) -> list[st
         last = f" … part-{shards - 1:05d}{extension}" if shards > 1 else ""
         # Another output of the run's is a --split's records (pipeline.graph.dataset_steps).
         about = what.get(name, f"the {name} split's records (--split)")
+        if name in spec.one_file:  # its parts joined into one file (pipeline.execution.finalize.join_files)
+            lines.append(f"  {output}/{name}/part-00000{extension}  {about}, one file")
+            continue
         lines.append(f"  {output}/{name}/part-00000{extension}{last}  {about}")
         if assembled:
             first = len(job.shards)  # the assembled conversations' parts follow the input's shards

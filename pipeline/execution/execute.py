@@ -313,6 +313,7 @@ def execute(
                     page_name,
                     progress,
                     (spec.card.name, spec.card.render) if spec.card else None,
+                    spec.one_file,
                 )
                 page = finalizing.write_manifest(
                     output,

@@ -20,6 +20,7 @@ a file its own, is ``pipeline.io.ownership``'s.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 import os
@@ -28,6 +29,7 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Callable, Iterable
 
+from apache_beam.io.filesystem import CompressionTypes
 from apache_beam.io.filesystems import FileSystems
 
 from pipeline.execution import lock as locks
@@ -108,6 +110,33 @@ class Finalized:
         return not self.problems
 
 
+#: Bytes copied at a time when files are joined.
+_JOIN_CHUNK = 1 << 20
+
+
+def join_files(temp_dir: str, name: str, extension: str, written: list[WrittenFile]) -> list[WrittenFile]:
+    """Output ``name``'s files as one file: their bytes in the order of their final names (the
+    input's order), measured as they are copied, in a new file of the run's temporary directory;
+    the parts, this run's own, deleted. A trainer takes one file per split (OpenAI: a training
+    file and a validation file), whatever the part layout; an output with no records is one
+    empty file, so a plan names the same file whatever the input holds. JSON Lines only: the
+    bytes of its files joined are the file of their lines."""
+    ordered = [file for file, _ in final_names(written, temp_dir, extension)]
+    path = FileSystems.join(temp_dir, name, f"joined-{uuid.uuid4().hex}{extension}")
+    digest, size, records = hashlib.sha256(), 0, 0
+    with files.create(path) as out:
+        for file in ordered:
+            with FileSystems.open(file.temp, compression_type=CompressionTypes.UNCOMPRESSED) as part:
+                while chunk := part.read(_JOIN_CHUNK):
+                    out.write(chunk)
+                    digest.update(chunk)
+                    size += len(chunk)
+            records += file.records
+    for file in ordered:
+        files.delete(file.temp)
+    return [WrittenFile(0, 0, path, records, size, digest.hexdigest())]
+
+
 def _load_reports(temp_dir: str, names: tuple[str, ...]) -> dict[str, list[WrittenFile]]:
     reports = {}
     for name in names:
@@ -167,6 +196,7 @@ def finalize(
     page: str | None = None,
     progress: Progress | None = None,
     card: tuple[str, Callable[[dict], bytes | None]] | None = None,
+    one_file: tuple[str, ...] = (),
 ) -> tuple[Finalized, dict]:
     """Move the reported files into place and check them; returns (result, summary).
 
@@ -181,10 +211,14 @@ def finalize(
     ``progress`` is kept up to date with the step under way (what a failure leaves on disk).
     ``card`` (``(name, render)``): a file drawn from the records in place (the dataset card),
     written after the summary; ``render`` returns None when there is nothing to write.
+    ``one_file``: the output directories whose files are joined into one first (``join_files``).
     """
     progress = progress if progress is not None else Progress()
     progress.outputs = tuple(outputs)
-    moves = _planned_moves(output, outputs, _load_reports(temp_dir, tuple(outputs)))
+    reports = _load_reports(temp_dir, tuple(outputs))
+    for name in one_file:
+        reports[name] = join_files(temp_dir, name, outputs[name], reports[name])
+    moves = _planned_moves(output, outputs, reports)
     relative = {final: relative_path(final, output) for _, _, final in moves}
     side = [summary_name, *([card[0]] if card else []), *([page] if page else []), MANIFEST_FILE, SUCCESS_FILE]
     _refuse_what_is_in_the_way(output, outputs, moves, side, previous)
