@@ -11,7 +11,7 @@ graph ``--graph auto`` picks for FnApiRunner, ``tagged-outputs``; ``--part-bytes
 this machine's FnApiRunner in one process, so the process is the driver: its CPU time (user +
 system, from ``wait4``), its wall time, its peak memory (``ru_maxrss``), and the files it wrote.
 
-Goals (issue "many small files"): ``--files`` files of two conversations each end to end within
+Goals (many small files): ``--files`` files of two conversations each end to end within
 2x the CPU of the same conversations in one file (**files / one file <= 2.0**); the driver's
 peak memory at ``--memory-files`` files under 300 MiB. Both measured in this run. The records
 are small (about 110 bytes: the cost per file, not per record, is what is measured) and the

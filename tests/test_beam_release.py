@@ -4,6 +4,7 @@ one steps aside (Beam's own behaviour) or refuses, saying why (``pipeline.runner
 from __future__ import annotations
 
 import logging
+import pickle
 import types
 from pathlib import Path
 
@@ -11,7 +12,8 @@ import pytest
 from apache_beam.portability.api import beam_job_api_pb2_grpc
 
 from pipeline.config.options import parse_options
-from pipeline.runners import beam_release, dask_cluster, job_service, lean_workers, loopback, prism
+from pipeline.io import object_store
+from pipeline.runners import beam_release, dask_cluster, job_service, lean_workers, loopback, prism, s3_clients
 from pipeline.runners.job_service import JobService
 
 SAMPLE = Path(__file__).resolve().parent.parent / "samples" / "conversations.jsonl"
@@ -82,3 +84,73 @@ def test_the_dask_client_is_left_alone_on_another_release(monkeypatch):
     monkeypatch.undo()
     dask_cluster.close_client(result)
     assert closed == [True]
+
+
+def _s3_settings(endpoint: str) -> dict:
+    return {
+        "s3_region_name": "us-east-1",
+        "s3_endpoint_url": endpoint,
+        "s3_access_key_id": "k",
+        "s3_secret_access_key": "s",
+    }
+
+
+@pytest.mark.slow  # boto3's first clients load botocore's service models
+def test_beams_s3_clients_are_shared_per_settings_and_left_alone_on_another_release(monkeypatch):
+    boto3_client = pytest.importorskip("apache_beam.io.aws.clients.s3.boto3_client")
+    wrapper = boto3_client.Client
+    monkeypatch.setattr(wrapper, "__init__", wrapper.__init__)  # undone after the test
+    monkeypatch.setattr(wrapper, "_convnorm_shared", False, raising=False)
+    monkeypatch.setattr(s3_clients, "written_for", _not_written_for)
+    s3_clients.share()
+    first, second = wrapper(_s3_settings("http://127.0.0.1:9")), wrapper(_s3_settings("http://127.0.0.1:9"))
+    assert first.client is not second.client  # Beam's own: a client per wrapper
+    monkeypatch.undo()
+    monkeypatch.setattr(wrapper, "__init__", wrapper.__init__)
+    monkeypatch.setattr(wrapper, "_convnorm_shared", False, raising=False)
+    s3_clients.share()
+    s3_clients.share()  # once only
+    first, second = wrapper(_s3_settings("http://127.0.0.1:9")), wrapper(_s3_settings("http://127.0.0.1:9"))
+    other = wrapper(_s3_settings("http://127.0.0.1:10"))
+    assert first.client is second.client and other.client is not first.client
+    assert first is not second and second._download_pos == 0  # each wrapper keeps its own download
+
+
+#: What ``test_the_steps_carry_what_runs_after_the_options_to_their_workers`` saw run.
+_RAN: list[str] = []
+
+
+def _after_options_probe() -> None:
+    _RAN.append("ran")
+
+
+def test_the_steps_carry_what_runs_after_the_options_to_their_workers(monkeypatch):
+    monkeypatch.setattr(object_store, "_after", [])
+    monkeypatch.setattr(object_store, "_options", None)
+    monkeypatch.setattr(object_store.FileSystems, "set_options", lambda options: None)
+    _RAN.clear()
+    object_store.after_options(_after_options_probe)
+    assert _RAN == []  # no options yet
+    object_store.use_options(parse_options(["--input", str(SAMPLE), "--output", "out", "--s3_region_name=eu-west-1"]))
+    assert _RAN == ["ran"]
+    step = pickle.dumps(object_store.WorkerFilesystems())  # as a step is sent to a worker
+    # A worker process: nothing registered, no options given.
+    monkeypatch.setattr(object_store, "_after", [])
+    monkeypatch.setattr(object_store, "_options", None)
+    pickle.loads(step).apply()
+    assert _RAN == ["ran", "ran"] and object_store._after == [_after_options_probe]
+
+
+def test_the_command_line_shares_s3_clients_before_the_job_touches_a_file(monkeypatch):
+    from pipeline.cli import commands
+
+    seen = []
+
+    def load_job(*args, **kwargs):
+        seen.append(list(object_store._after))
+        raise commands.ConfigError("stop here")
+
+    monkeypatch.setattr(object_store, "_after", [])
+    monkeypatch.setattr(commands, "load_job", load_job)
+    assert commands.run_command("run", ["--input", str(SAMPLE), "--output", "out"]) == 2
+    assert seen == [[s3_clients.share]]

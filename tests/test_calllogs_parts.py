@@ -85,6 +85,19 @@ def test_one_unreadable_observation_is_refused_alone_and_the_trace_keeps_its_oth
     assert read_.skipped == {"agent": 1, "span": 1}
 
 
+def test_a_part_refused_alone_is_redacted_like_any_piece():
+    """--redact: the refused part's detail and raw text (its dead letter) hold no find."""
+    from dataclasses import replace
+
+    secret = "someone@example.com"
+    bad = {**TRACE["observations"][2], "input": [user(f"Mail {secret}")]}
+    trace = {**TRACE, "observations": [TRACE["observations"][1], bad]}
+    read_ = read_call_log(trace, replace(CALLS, redact=("emails",)))
+    assert isinstance(read_, CallLogRead)
+    (refused,) = [p for p in read_.pieces if isinstance(p, Rejected)]
+    assert secret not in refused.raw and secret not in refused.detail and "g2" in refused.detail
+
+
 def test_a_record_of_one_part_or_of_parts_all_unreadable_is_still_refused_whole():
     """A blob-storage row is one observation: refused as a record, as before; a download whose
     every observation is unreadable is one dead letter too (nothing of it was read)."""

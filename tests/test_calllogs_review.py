@@ -1,4 +1,4 @@
-"""Second reading of the call-log assembly (issue 32): each test pins a fault found in review."""
+"""Second reading of the call-log assembly: each test pins a fault found in review."""
 
 from __future__ import annotations
 

@@ -101,3 +101,86 @@ def test_a_template_that_cannot_be_used_is_refused_before_the_run(tmp_path):
         template = load_template(str(path))
         assert problem in (template.error or "")
         assert any(problem in p for p in problems(Settings(chat_template=template)))
+
+
+@pytest.mark.parametrize(
+    "template",
+    [
+        pytest.param("{% for i in range(100000) %}{% for j in range(100000) %}{% endfor %}{% endfor %}", id="loops"),
+        pytest.param("{% for i in range(100000) %}{{ range(100000)|list|length }}{% endfor %}", id="lists"),
+        pytest.param("{% set b %}{% for i in range(9999) %}{{ range(9999)|join }}{% endfor %}{% endset %}", id="set"),
+        pytest.param("{% set a = 'x' * 16 %}" + "{% set a = a ~ a %}" * 30, id="doubling"),
+        pytest.param("{{ 'x' * 10000000000 }}", id="repeat"),
+        pytest.param("{{ 2 ** 1000000000 }}", id="power"),
+        pytest.param("{{ 'x'|center(1000000000) }}", id="center"),
+        pytest.param("{{ 'x'.ljust(1000000000) }}", id="ljust"),
+        pytest.param("{{ '%0999999999d'|format(1) }}{{ '%0999999999d' % 1 }}", id="format"),
+        pytest.param("{{ '{:>999999999}'.format(1) }}", id="str-format"),
+        pytest.param("{{ ('x' * 1000000)|replace('x', 'y' * 100) }}", id="replace"),
+        pytest.param("{{ ('x' * 1000000).join(range(100000)|map('string')) }}", id="join"),
+    ],
+)
+def test_a_rendering_past_its_budget_is_refused_for_that_example(template, tmp_path):
+    # Counted steps and sizes, not time: the same verdict on any machine, in well under a second.
+    path = tmp_path / "t.jinja"
+    path.write_text(template)
+    settings = load_template(str(path))
+    assert settings.error is None
+    letter = run(CONVERSATION, settings, sink="hf").dead_letter
+    assert letter["reason"] == "unwritable" and letter["detail"].startswith("chat-template: render_limit: ")
+    doc = finalize_run(partial(1, [], [letter]), Settings(sink="hf", chat_template=settings))
+    assert doc["sink_refusals_by_reason"] == {"render_limit": 1}
+
+
+def test_loops_and_outputs_under_the_budget_render_as_before(tmp_path):
+    path = tmp_path / "t.jinja"
+    path.write_text(
+        "{% for m in messages recursive %}{{ loop.index }}/{{ loop.length }}{{ m.content }}"
+        "{% if loop.last %}.{% endif %}{% endfor %}{{ (range(3)|list)|join(',') }}{{ 'ab' ~ 'c' }}"
+    )
+    settings = load_template(str(path))
+    text = render({"messages": [{"role": "user", "content": "go"}, {"role": "assistant", "content": "ok"}]}, settings)
+    assert text == "1/2go2/2ok.0,1,2abc"
+
+
+def test_only_regular_files_of_bounded_size_are_read(tmp_path, monkeypatch):
+    import os
+
+    from transforms import chat_template
+
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)  # a blocking open would wait for a writer for ever
+    big = tmp_path / "big.jinja"
+    big.write_text("{{ messages }}" * 10)
+    monkeypatch.setattr(chat_template, "FILE_LIMIT", 100)
+    for path, problem in [
+        ("/dev/zero", "/dev/zero is not a regular file"),
+        (str(fifo), f"{fifo} is not a regular file"),
+        (str(big), f"{big} holds 140 bytes, more than 100"),
+    ]:
+        template = load_template(path)
+        assert template.error == f"--chat-template {path}: {problem}"
+        assert template.error in problems(Settings(chat_template=template))
+
+
+def test_a_tokenizer_folders_symlink_out_of_it_is_not_followed(tmp_path):
+    outside = tmp_path / "secret.txt"
+    outside.write_text("{{ messages }}")
+    folder = tmp_path / "tok"
+    folder.mkdir()
+    (folder / "chat_template.jinja").symlink_to(outside)
+    template = load_template(str(folder))
+    assert template.error == (
+        f"--chat-template {folder}: chat_template.jinja is a symlink to {outside}, outside the tokenizer folder"
+    )
+    # A symlink inside the folder, and a Hugging Face cache snapshot's link to its blobs/, are read.
+    (folder / "chat_template.jinja").unlink()
+    (folder / "t.jinja").write_text("{{ messages }}")
+    (folder / "chat_template.jinja").symlink_to("t.jinja")
+    assert load_template(str(folder)).error is None
+    snapshot = tmp_path / "models--x--y" / "snapshots" / "abc"
+    snapshot.mkdir(parents=True)
+    (tmp_path / "models--x--y" / "blobs").mkdir()
+    (tmp_path / "models--x--y" / "blobs" / "f00").write_text("{{ messages }}")
+    (snapshot / "chat_template.jinja").symlink_to("../../blobs/f00")
+    assert load_template(str(snapshot)).error is None

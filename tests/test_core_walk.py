@@ -1,4 +1,4 @@
-"""The core's one walk (``normalize._walk``) gives what NORMALIZATION.md's steps give, one pass each.
+"""The core's one walk (``normalize_walk.walk``) gives what NORMALIZATION.md's steps give, one pass each.
 
 ``normalize_conversation`` coerces, partitions and runs steps A and B of the first repair pass
 in one walk of the input, and falls back to the step-by-step path (``_by_the_letter``) when a
@@ -26,7 +26,7 @@ for path in (str(ROOT), str(ROOT / "bench")):
 
 from test_normalize_properties import conversations  # noqa: E402
 
-from transforms import normalize  # noqa: E402
+from transforms import normalize, normalize_coerce, normalize_log, normalize_walk  # noqa: E402
 from transforms.normalize import normalize_conversation  # noqa: E402
 
 IDS = st.sampled_from(["c1", "c2", "c3", " c1", "c2 ", "0", "", 7, None])
@@ -83,7 +83,7 @@ def test_the_walk_serves_the_usual_conversation_and_falls_back_on_a_forward_refe
     for line in corpus.jsonl_lines(300, seed=5):
         messages = orjson.loads(line)["messages"]
         _same(messages)
-        if normalize._walk(messages, normalize._DropLog())[0] is None:
+        if normalize_walk.walk(messages, normalize_log.DropLog())[0] is None:
             fallback += 1
         else:
             walked += 1
@@ -124,8 +124,8 @@ ANY_CALL = st.one_of(
 
 @given(ANY_CALL)
 def test_the_usual_call_spellings_read_in_one_step_as_the_lenient_reading_reads_them(call):
-    fast, fast_whole = normalize._read_call(call)
-    lenient, lenient_whole = normalize._read_call_leniently(call)
+    fast, fast_whole = normalize_coerce.read_call(call)
+    lenient, lenient_whole = normalize_coerce.read_call_leniently(call)
     assert fast == lenient and fast_whole == lenient_whole
     if isinstance(fast, dict):
         assert list(fast) == list(lenient)  # key order: it is the output's
@@ -135,17 +135,17 @@ def test_the_usual_call_spellings_take_the_one_step_reading(monkeypatch):
     # Not vacuous: both usual spellings are read by the one step, not the lenient reading, and
     # a call with a null name is not.
     lenient = []
-    original = normalize._read_call_leniently
+    original = normalize_coerce.read_call_leniently
 
     def counted(call):
         lenient.append(call)
         return original(call)
 
-    monkeypatch.setattr(normalize, "_read_call_leniently", counted)
+    monkeypatch.setattr(normalize_coerce, "read_call_leniently", counted)
     openai = {"id": "c1", "type": "function", "function": {"name": "f", "arguments": "{}"}}
     flat = {"tool_call_id": "c1", "name": "f", "args": "{}"}
-    assert normalize._read_call(openai) == ({"tool_call_id": "c1", "name": "f", "args": "{}"}, True)
-    assert normalize._read_call(flat) == ({"tool_call_id": "c1", "name": "f", "args": "{}"}, True)
+    assert normalize_coerce.read_call(openai) == ({"tool_call_id": "c1", "name": "f", "args": "{}"}, True)
+    assert normalize_coerce.read_call(flat) == ({"tool_call_id": "c1", "name": "f", "args": "{}"}, True)
     assert lenient == []
-    normalize._read_call({"tool_call_id": "c1", "name": None, "args": "{}"})
+    normalize_coerce.read_call({"tool_call_id": "c1", "name": None, "args": "{}"})
     assert len(lenient) == 1

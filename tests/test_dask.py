@@ -329,7 +329,7 @@ def test_without_a_scheduler_convnorm_runs_its_own_cluster_on_loopback(namespace
     assert_same_outputs(out, _reference(tmp_path, "sample", [str(SAMPLE)]), "DaskRunner's own LocalCluster")
     assert "started a local Dask cluster" in job.log.read_text()
     seen = {(address, port) for name, _, address, port in namespace.seen if name == "convnorm"}
-    # The scheduler, its dashboard, the worker processes and their nannies: all on loopback.
+    # The scheduler, the worker processes and their nannies (no dashboard): all on loopback.
     assert len(seen) >= 4, seen
     assert all(is_loopback(address) for address, _ in seen), seen
 
@@ -351,6 +351,22 @@ for name, kwargs in tries.items():
             print(name, "RAN", client.run(os.getpid))
     except Exception as error:
         print(name, "refused", type(error).__name__)
+# Every port the run listens on, asked for the pages Dask's web servers serve in plain HTTP
+# (dashboard, cluster information, metrics, health, the proxy to the workers): one line a port.
+import urllib.error, urllib.request
+PAGES = ["/", "/status", "/info/main/workers.html", "/json/identity.json", "/metrics", "/health", "/proxy/1/x/status"]
+for port in sys.argv[2:]:
+    got = []
+    for page in PAGES:
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}{page}", timeout=5) as answer:
+                got.append(f"{page} {answer.status}")
+        except urllib.error.HTTPError as error:
+            if error.code != 404:
+                got.append(f"{page} {error.code}")
+        except Exception as error:
+            pass  # not an HTTP server (a TLS port closes the connection)
+    print(f"http {port}", "SERVED " + ", ".join(got) if got else "refused (nothing served)")
 """
 
 
@@ -372,15 +388,20 @@ def test_another_user_on_the_host_cannot_run_code_on_convnorms_own_cluster(names
     while not ready.exists():
         assert job.proc.poll() is None and time.monotonic() < deadline, job.describe()
         time.sleep(0.1)
-    found = re.search(r"scheduler (\S+), dashboard", job.log.read_text())
+    found = re.search(r"scheduler (\S+), no dashboard", job.log.read_text())
     assert found, job.describe()
+    # Found: the cluster's dashboard (plain HTTP, no authentication) answered any local user.
+    namespace.sample()
+    ports = sorted({str(port) for name, _, _, port in namespace.seen if name == "convnorm"})
+    assert len(ports) >= 4, ports  # the scheduler, the worker processes and their nannies
     intruder = run_as_intruder(
-        DASK_INTRUDER, found.group(1), prefix=("nsenter", f"--net=/proc/{namespace.holder.pid}/ns/net")
+        DASK_INTRUDER, found.group(1), *ports, prefix=("nsenter", f"--net=/proc/{namespace.holder.pid}/ns/net")
     )
     ready.unlink()
     assert namespace.wait(job, JOB_TIMEOUT_S) == 0, job.describe()
     lines = intruder.stdout.strip().splitlines()
-    assert len(lines) == 3 and all(" refused " in line for line in lines), intruder.stdout + intruder.stderr[-3000:]
+    assert len(lines) == 3 + len(ports), intruder.stdout + intruder.stderr[-3000:]
+    assert all(" refused " in line for line in lines), intruder.stdout + intruder.stderr[-3000:]
     assert found.group(1).startswith("tls://127.0.0.1:"), found.group(1)
 
 

@@ -75,7 +75,10 @@ SKIPPED = {
     ),
     (
         "docs/cluster.md",
-        "dask scheduler --host HEAD --port 8786 --dashboard-address 127.0.0.1:8787 --scheduler-file /mnt/cluster/dask/scheduler.json",
+        "AWS_ACCESS_KEY_ID=... AWS_SECRET_ACCESS_KEY=... DASK_DISTRIBUTED__WORKER__PROFILE__ENABLED=False    "
+        "dask worker tls://HEAD:8786 --host WORKER --dashboard-address 127.0.0.1:0 --nworkers auto "
+        "--nthreads 1    --preload pipeline.console    --tls-ca-file /etc/dask/dask.pem --tls-cert "
+        "/etc/dask/dask.pem --tls-key /etc/dask/dask.key",
     ),
     (
         "docs/cluster.md",

@@ -1,5 +1,5 @@
 """Every output's list of the files written for it (``<name>.files.json``, which finalize reads)
-comes from one global combine for the whole run (``sinks.ListWrittenFiles``): three combines were
+comes from one global combine for the whole run (``pipeline.graph.write.ListWrittenFiles``): three combines were
 six stages of the runner's, two on every worker (docs/per-record-speed.md)."""
 
 from __future__ import annotations

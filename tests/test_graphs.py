@@ -124,6 +124,54 @@ def test_convnorm_knows_beams_dask_flags_and_takes_them_before_and_after_beams_i
     assert (options["scheduler_file"], options["npartitions"], job.graph) == (str(tmp_path / "p.json"), 5, PER_SHARD)
 
 
+@pytest.mark.parametrize(
+    ("address", "plain_remote"),
+    [
+        ("tcp://10.0.0.5:8786", True),
+        ("10.0.0.5:8786", True),  # no protocol: Dask's default, TCP
+        ("tcp://dask-head:8786", True),  # a host name is not looked up: not known to be loopback
+        ("ws://10.0.0.5:8786", True),
+        ("tcp://127.0.0.1:8786", False),
+        ("tcp://127.0.0.2:8786", False),
+        ("tcp://[::1]:8786", False),
+        ("tcp://localhost:8786", False),
+        ("tls://10.0.0.5:8786", False),
+        ("wss://10.0.0.5:8786", False),
+    ],
+)
+def test_which_scheduler_addresses_are_plain_tcp_beyond_loopback(address, plain_remote):
+    from pipeline.config.dask_flags import is_plain_remote
+
+    assert is_plain_remote(address) is plain_remote
+
+
+def test_a_scheduler_without_tls_beyond_loopback_is_refused_unless_accepted(tmp_path, mixed_input, capsys):
+    # Found: a scheduler of the user's on tcp:// got one warning and the run; anyone on the
+    # network could then run code on its workers (and read their AWS_SECRET_ACCESS_KEY).
+    pytest.importorskip("dask.distributed", reason="the dask extra is not installed (pip install -e '.[dask]')")
+    scheduler_file = tmp_path / "scheduler.json"
+    scheduler_file.write_text(json.dumps({"address": "tcp://192.168.1.4:8786"}))
+    for flag, named in [
+        (["--dask_client_address", "tcp://10.0.0.5:8786"], "--dask_client_address: the Dask scheduler tcp://10.0.0.5"),
+        (["--dask_scheduler_file", str(scheduler_file)], f"--dask_scheduler_file {scheduler_file}: the Dask scheduler"),
+    ]:
+        out = tmp_path / "out"
+        assert main(_args(mixed_input, "--output", str(out), "--runner", "DaskRunner", *flag)) == 2
+        errors = [line for line in capsys.readouterr().err.splitlines() if line.startswith("convnorm: error:")]
+        assert len(errors) == 1 and named in errors[0], errors
+        assert "without TLS" in errors[0] and errors[0].endswith("or accept the risk with --insecure-dask-scheduler")
+        assert not out.exists()
+        # Accepted in so many words, or on loopback, or with TLS: the run is built (not run here).
+        out_args = ["--output", str(out), "--runner", "DaskRunner"]
+        load_job(_args(mixed_input, *out_args, *flag, "--insecure-dask-scheduler"))
+    for address in ("tcp://127.0.0.1:8786", "tls://10.0.0.5:8786"):
+        load_job(
+            _args(
+                mixed_input, "--output", str(tmp_path / "o"), "--runner", "DaskRunner", "--dask_client_address", address
+            )
+        )
+
+
 def test_the_dask_install_hint_is_the_checkouts(monkeypatch):
     # Found: the hint said pip install 'convnorm[dask]', which asks a package index for a
     # "convnorm" (not where this one comes from: its checkout, as the README installs it).

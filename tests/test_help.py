@@ -11,8 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from pipeline.cli.help import RUN_ONLY_FLAGS
+from pipeline.cli.help import HELP_GROUPS, MAX_GROUP_FLAGS, RUN_ONLY_FLAGS, UNGROUPED, help_text
 from pipeline.cli.main import main
+from pipeline.config.flags import our_flags
 from pipeline.config.options import ConvNormOptions, load_job
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -25,8 +26,8 @@ def _actions() -> list[argparse.Action]:
     return [a for a in parser._actions if a.option_strings]
 
 
-def _help(capsys, *argv: str) -> str:
-    assert main([*argv, "--help"]) == 0
+def _help(capsys, *argv: str, flag: str = "--help-all") -> str:
+    assert main([*argv, flag]) == 0
     return " ".join(capsys.readouterr().out.split())  # argparse wraps lines anywhere
 
 
@@ -66,6 +67,47 @@ def test_validate_help_describes_validate_and_lists_only_its_flags(capsys):
     for dest, flag in flags.items():
         listed = f"{flag} " in text or f"{flag}," in text
         assert listed == (dest not in RUN_ONLY_FLAGS), flag
+
+
+def _sections(text: str) -> dict[str, list[str]]:
+    """The flags each section of a help text lists: {title: [--flag, ...]}, option groups only."""
+    sections: dict[str, list[str]] = {}
+    title = None
+    for line in text.splitlines():
+        if line and not line.startswith(" ") and line.endswith(":"):
+            title = line[:-1]
+            sections[title] = []
+        elif title is not None and line.startswith("  --"):
+            sections[title].append(line.split()[0].rstrip(","))
+    return sections
+
+
+def test_run_help_groups_the_flags_by_task_none_over_the_limit():
+    flags = {dest: action.option_strings[0] for dest, action in our_flags().actions.items()}
+    grouped = [dest for group in HELP_GROUPS for dest in group.dests]
+    assert sorted(grouped) == sorted(flags)  # every flag in exactly one group
+    listed = _sections(help_text("run", show_all=True))
+    groups = {group.title: [flags[dest] for dest in group.dests] for group in HELP_GROUPS}
+    assert UNGROUPED not in listed
+    for title, wanted in groups.items():
+        assert sorted(listed[title]) == sorted(wanted), title
+        assert 0 < len(listed[title]) <= MAX_GROUP_FLAGS, title
+    assert len(groups) >= 5
+    assert {"input", "output and sinks", "repair"} <= set(groups)
+    assert any(title.startswith("tuning") for title in groups)
+
+
+def test_plain_help_says_where_the_hidden_groups_are(capsys):
+    full = _sections(help_text("run", show_all=True))
+    plain = _sections(help_text("run"))
+    for group in HELP_GROUPS:
+        assert plain[group.title] == ([] if group.hidden else full[group.title]), group.title
+    text = _help(capsys, flag="--help")
+    tuning = next(group for group in HELP_GROUPS if group.hidden)
+    assert f"{tuning.title}: {len(tuning.dests)} options, listed by convnorm --help-all" in text
+    assert "--batch-bytes" not in text and "--shard-bytes BATCH" not in text
+    assert "--batch-bytes BATCH_BYTES" in _help(capsys)
+    assert "listed by convnorm validate --help-all" in _help(capsys, "validate", flag="--help")
 
 
 def test_run_help_names_the_other_commands_and_exit_statuses(capsys):

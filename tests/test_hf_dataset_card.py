@@ -220,6 +220,25 @@ def test_the_plan_of_an_hf_run_lists_the_card_and_a_readme_convnorm_did_not_writ
 
 
 @pytest.mark.slow
+def test_the_runs_last_lines_say_to_load_the_folder_only_when_the_card_is_there(tmp_path, capsys):
+    from pipeline.cli.main import main
+
+    (tmp_path / "in.jsonl").write_text(json.dumps(INPUTS["a.jsonl"][0]) + "\n")
+    out = tmp_path / "out"
+    argv = ["--input", str(tmp_path / "in.jsonl"), "--output", str(out), "--sink", "hf", "--no-report"]
+    assert main(argv) == 0
+    printed = capsys.readouterr().out
+    assert f'load:    datasets.load_dataset("{out}") loads every split' in printed
+    assert "Load the folder, not the part\nfiles" in (out / "README.md").read_text()
+    # No card of convnorm's (a README.md of the user's is there): nothing to point to.
+    other = tmp_path / "other"
+    other.mkdir()
+    (other / "README.md").write_text("mine")
+    assert main([*argv[:3], str(other), *argv[4:]]) == 0
+    assert "load:" not in capsys.readouterr().out
+
+
+@pytest.mark.slow
 def test_overwrite_replaces_the_card_and_another_sink_leaves_none(runs, tmp_path):
     out = tmp_path / "out"
     shutil.copytree(runs["jsonl"], out)

@@ -229,11 +229,13 @@ def test_rule_4_as_written_gives_the_same_result(messages):
     # NORMALIZATION.md runs the repair pass again after rule 4, always; the core skips that
     # second pass when rule 4 stripped nothing (it is then the identity). The letter of the
     # spec, spelled out with the core's own steps, must give the very same result.
-    from transforms.normalize import _coerce, _DropLog, _repair, _strip_leading_tools, system_first
+    from transforms.normalize_coerce import coerce_entries
+    from transforms.normalize_log import DropLog
+    from transforms.normalize_repair import repair, strip_leading_tools, system_first
 
-    log = _DropLog()
-    flat, healed = _repair(system_first(_coerce(messages, log)), log)  # the core never mutates its input
-    flat, healed_again = _repair(_strip_leading_tools(flat, log), log)
+    log = DropLog()
+    flat, healed = repair(system_first(coerce_entries(messages, log)), log)  # the core never mutates its input
+    flat, healed_again = repair(strip_leading_tools(flat, log), log)
     result = normalize_conversation(messages)
     assert result.messages == flat and [list(m) for m in result.messages] == [list(m) for m in flat]
     assert (result.dropped, result.drops, result.healed) == (log.dropped, log.report(), healed + healed_again)

@@ -1,4 +1,4 @@
-"""The small ones of issue 33: a Responses item's refusal does not depend on its position, an
+"""Small replay fixes: a Responses item's refusal does not depend on its position, an
 unknown Gemini role is read alike by auto and forced readers, and the Cohere v1 chat reader
 (samples/formats/cohere-v1.jsonl, copied to tests/data/formats/)."""
 

@@ -948,7 +948,7 @@ def test_a_file_that_cannot_be_read_becomes_a_dead_letter_and_the_job_goes_on(tm
 
 
 def _unreadable_batches(shard, batch_size, stats, max_record_bytes, batch_bytes):
-    # What the reader gives for a file it cannot open (sources.read_shard).
+    # What the reader gives for a file it cannot open (pipeline.io.read_shard).
     from transforms.inputs import Batch, RawRecord, Unreadable
 
     stats["records"] += 1

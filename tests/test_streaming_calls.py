@@ -715,7 +715,7 @@ EXPECTED = DATA / "expected" / "calllogs_conversations.jsonl"
 @pytest.mark.slow
 @pytest.mark.timeout(BUILD_TIMEOUT_S + 600)
 def test_on_prism_a_mixed_directory_of_exports_gives_the_expected_conversations(tmp_path):
-    """Issue 32's "done when" on streaming: every export family's samples, auto-detected, give
+    """The call-log assembly on a stream: every export family's samples, auto-detected, give
     the conversations pinned in tests/data/expected (as tests/test_calllogs_runs.py pins them for
     batch), byte-identical to a batch run's."""
     from engine_outputs import write_call_log_input

@@ -131,6 +131,8 @@ def conversations_of(
             messages_field=settings.messages_field,
             tools_field=settings.tools_field,
         )
+    except MemoryError:
+        raise  # as ``guarded``: the machine's limit ends the run, saying so
     except Exception as error:  # noqa: BLE001 — as ``guarded``: a bug surfaces as data, not the job's end
         detail = f"{fmt} group {group!r} could not be assembled: {type(error).__name__}: {error}"
         origins = sorted([c.origin for c in state.calls] + [origin for origin, _ in state.tool_results])

@@ -64,6 +64,10 @@ class DropMetrics(_DropCounts, total=False):
     #: The record continues a conversation stored at the provider (a Responses request with a
     #: ``previous_response_id``): results of calls made there are orphans here.
     partial_conversation: bool
+    #: Answers in the conversation that arrived as an event stream cut off before its end
+    #: (``assembly.truncated_stream``), written: a sink that is not for training, or
+    #: ``--keep-truncated-streams``.
+    truncated_stream: int
     #: Sendability violations of the output, by kind (``--check``).
     violations: dict[str, int]
     #: Tokens of the example as the sink wrote it (``--tokens``; transforms.tokens).

@@ -33,6 +33,7 @@ from transforms.inputs import Parsed, RawRecord, Unreadable
 from transforms.jsontext import NumberTooLarge, canonical_json, dumps_line, int_text, parse_json
 from transforms.output_records import DeadLetter, DropMetrics
 from transforms.record_settings import Settings
+from transforms.redact import Redaction, redact_assembly, redact_piece
 
 
 class DeadLetterReason(str, Enum):
@@ -206,13 +207,15 @@ def record_id(record: Any, settings: Settings) -> str:
     return own or derived_id(record)
 
 
-def raw_text(payload: Any, limit: int) -> str:
-    """The raw input as text for a dead letter, cut to ``limit`` characters."""
+def raw_text(payload: Any, limit: int, redact: Callable[[str], str] | None = None) -> str:
+    """The raw input as text for a dead letter, cut to ``limit`` characters; ``redact``
+    (``--redact``) applied to the whole text before the cut, so that no find is cut in two."""
     if isinstance(payload, Unreadable):
         text = payload.raw
     elif isinstance(payload, (bytes, bytearray)):
         # Cut before decoding: a line can be huge. 4 bytes per character at most.
-        text = bytes(payload[: limit * 4]).rstrip(b"\r\n").decode("utf-8", errors="replace")
+        whole = payload if redact is not None else payload[: limit * 4]
+        text = bytes(whole).rstrip(b"\r\n").decode("utf-8", errors="replace")
     elif isinstance(payload, str):
         text = payload
     else:
@@ -221,7 +224,7 @@ def raw_text(payload: Any, limit: int) -> str:
             text = dumps_line(value).decode()
         except (TypeError, ValueError, RecursionError):
             text = repr(value)
-    return text[:limit]
+    return (text if redact is None else redact(text))[:limit]
 
 
 # --------------------------------------------------------------------------------------------
@@ -321,7 +324,15 @@ def read_call_log(record: Any, settings: Settings) -> CallLogRead | None:
         # No part could be read: the record is one dead letter, as a record of one part is.
         more = f" (and {len(refused) - 1} more part(s) alike)" if len(refused) > 1 else ""
         raise RecordRefused(DeadLetterReason.FORMAT_ERROR, refused[0].detail + more)
+    redaction = _redaction(settings)
+    if redaction is not None:
+        # --redact before the assembly: a streaming run keeps the pieces in its output directory.
+        pieces = [redact_piece(piece, redaction) for piece in pieces]
     return CallLogRead(pieces, skipped)
+
+
+#: How orjson says it could not get the memory to parse a text (a ``JSONDecodeError``).
+OUT_OF_MEMORY = "Not enough memory"
 
 
 def parse_payload(raw: RawRecord) -> Any:
@@ -336,25 +347,41 @@ def parse_payload(raw: RawRecord) -> Any:
     except NumberTooLarge as error:
         raise RecordRefused(DeadLetterReason.NUMBER_TOO_LARGE, str(error)) from None
     except (TypeError, ValueError, RecursionError) as error:
+        if str(error).startswith(OUT_OF_MEMORY):
+            raise MemoryError(str(error)) from None  # orjson's: the machine's limit, not invalid JSON
         raise RecordRefused(DeadLetterReason.INVALID_JSON, str(error)) from None
 
 
 def dead_letter(
-    raw: RawRecord, reason: DeadLetterReason, detail: str, limit: int, tokens: int | None = None
+    raw: RawRecord,
+    reason: DeadLetterReason,
+    detail: str,
+    limit: int,
+    tokens: int | None = None,
+    redaction: Redaction | None = None,
 ) -> DeadLetter:
+    """The dead letter of ``raw``; with ``redaction`` (``--redact``) its raw text, its detail
+    (a key name, a value quoted) and its calls' ids redacted, as a written record is."""
+    redact = None if redaction is None else redaction.text
     letter: DeadLetter = {
         "source": raw.source,
         "position": raw.position,
         "reason": reason.value,  # a plain str in the output dict
-        "detail": detail[:1000],
-        "raw": raw_text(raw.payload, limit),
+        "detail": (detail if redact is None else redact(detail))[:1000],
+        "raw": raw_text(raw.payload, limit, redact),
     }
     if tokens is not None:
         letter["tokens"] = tokens
     if isinstance(raw.payload, Parsed) and raw.payload.assembly is not None:
         # A conversation assembled from call logs: the calls that made it (explain reads them).
-        letter["assembly"] = raw.payload.assembly
+        assembly = raw.payload.assembly
+        letter["assembly"] = assembly if redaction is None else redact_assembly(assembly, redaction)
     return letter
+
+
+def _redaction(settings: Settings) -> Redaction | None:
+    """``--redact``'s for a dead letter (its finds are not counted: a dead letter has no metrics)."""
+    return Redaction(settings.redact, settings.redact_region, {}) if settings.redact else None
 
 
 def guarded(
@@ -367,7 +394,13 @@ def guarded(
             return CallLogged(raw.source, raw.position, result.pieces, result.skipped or None)
         return Produced(*result)
     except RecordRefused as letter:
-        return DeadLettered(dead_letter(raw, letter.reason, letter.detail, settings.raw_limit, letter.tokens))
+        return DeadLettered(
+            dead_letter(raw, letter.reason, letter.detail, settings.raw_limit, letter.tokens, _redaction(settings))
+        )
+    except MemoryError:
+        raise  # the machine's limit, not the record's fault: the run fails saying so, never a dead letter
     except Exception as error:  # noqa: BLE001 — a bug must surface as data, not kill the job
         detail = f"{type(error).__name__}: {error}"
-        return DeadLettered(dead_letter(raw, DeadLetterReason.INTERNAL_ERROR, detail, settings.raw_limit))
+        return DeadLettered(
+            dead_letter(raw, DeadLetterReason.INTERNAL_ERROR, detail, settings.raw_limit, None, _redaction(settings))
+        )

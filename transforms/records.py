@@ -53,12 +53,13 @@ from transforms.record_steps import (
     read_conversation,
     record_id,
 )
-from transforms.redact import redact_messages
+from transforms.redact import Redaction, redact_assembly, redact_fields, redact_media, redact_names, redact_reasoning
 from transforms.roles import apply_role_options, drops_with_roles, repairs_with_roles
 from transforms.tokens import count_example, has_assistant_message, sink_view
 from transforms.tool_blocks import first_free
 from transforms.training import (
     TRAILING_TURNS,
+    TRAINING_SINKS,
     WEIGHT_KEYS,
     WEIGHT_SINKS,
     example_ends,
@@ -171,19 +172,16 @@ def _process(raw: RawRecord, settings: Settings, hint: ReaderHint | None = None)
     training: dict[str, int] = {}
     written = _training_messages(messages, result, settings, training)
     redacted: dict[str, int] = {}
-    if settings.redact:  # --redact: after the core, before the writer (transforms.redact)
-        written = redact_messages(written, settings.redact, settings.redact_region, redacted)
+    fields, source = conversation.fields, record
+    redaction = Redaction(settings.redact, settings.redact_region, redacted, {}) if settings.redact else None
+    if redaction is not None:
+        # --redact: after the core, before the writer (transforms.redact). Everything written:
+        # the messages, the id, the other fields, and the record the writer copies from.
+        written = redaction.messages(written)
+        fields = redact_fields(fields, settings.id_field, settings.messages_field, redaction)
+        rid, source = redaction.uncounted().id(rid), redaction.uncounted().value(record)  # counted once, above
 
-    normalized = dict(conversation.fields)
-    # Assigning to an existing key keeps its place: the record keeps its key order.
-    normalized[settings.messages_field] = written
-    if settings.id_field not in normalized:
-        normalized = {settings.id_field: rid, **normalized}
-    elif normalized[settings.id_field] is not rid and own_id(normalized, settings.id_field) is None:
-        # A null, empty or boolean id cannot join the outputs: use the derived one. (The id
-        # ``record_id`` returned, the usual case, is a usable one: no second look.)
-        normalized[settings.id_field] = rid
-
+    normalized = _with_messages_and_id(fields, written, rid, settings)
     metrics: DropMetrics = {
         "id": rid,
         "source": raw.source,
@@ -202,27 +200,91 @@ def _process(raw: RawRecord, settings: Settings, hint: ReaderHint | None = None)
         else coercion_discards(messages, conversation.discarded)
     )
     if reasoning is not None:
-        # Back on its message where the sink takes it; else in the ledger, under its own names.
-        ledger = {} if discarded is None else discarded
-        lifted, media, origins = reasoning
-        # On the messages as shaped for training (weights, trailing turns trimmed: a prefix of
-        # the core's output, in its order), so the core's origins still name each one's input.
-        origins = origins[: len(written)]  # what trimming left (the rest is counted as not put back)
-        out = carried_reasoning.attach(written, origins, lifted, _reasoning_kept(settings), ledger)
-        normalized[settings.messages_field] = carried_media.attach(
-            out, origins, media, _media_carried(settings), ledger
-        )
-        discarded = ledger
+        discarded = _put_back_carried(normalized, written, reasoning, discarded, redaction, settings)
     if discarded:
-        metrics["discarded"] = ledger_report(discarded)
-        if training.get("weights_kept") and settings.sink in WEIGHT_SINKS:
-            # Carried around the core and written: not discarded.
-            for key in WEIGHT_KEYS:
-                metrics["discarded"].pop(key, None)
-            if not metrics["discarded"]:
-                del metrics["discarded"]
+        _report_discarded(metrics, discarded, training, settings)
     if settings.dedupe != "none" or settings.splits:
         _dataset_keys(record, rid, written, normalized, settings, metrics, training)
+    _note_counts_and_reports(metrics, raw, conversation, result, role_maps, training, redacted, redaction, settings)
+
+    if settings.examples != "whole":
+        produced = _examples(source, rid, written, normalized, settings, metrics, training, result.messages)
+        if redaction is not None:
+            for example_metrics in (metrics, *(more[1] for more in produced[3])):
+                _redact_names(example_metrics, redaction)
+        return produced
+    output, line = _write(normalized, rid, source, settings, metrics)
+    if redaction is not None:
+        _redact_names(metrics, redaction)
+    if settings.chat_template is not None:
+        _check_template(normalized, rid, settings, metrics)
+    tokens = settings.tokens
+    if tokens is not None:  # opt-in: without --tokens, this test is all the per-record cost
+        _count_tokens(output, result.messages, settings, tokens, metrics)
+    return output, metrics, line
+
+
+def _with_messages_and_id(fields: dict[str, Any], written: list[Any], rid: str, settings: Settings) -> dict[str, Any]:
+    """The record's fields with its messages as written and a usable id."""
+    normalized = dict(fields)
+    # Assigning to an existing key keeps its place: the record keeps its key order.
+    normalized[settings.messages_field] = written
+    if settings.id_field not in normalized:
+        normalized = {settings.id_field: rid, **normalized}
+    elif normalized[settings.id_field] is not rid and own_id(normalized, settings.id_field) is None:
+        # A null, empty or boolean id cannot join the outputs: use the derived one. (The id
+        # ``record_id`` returned, the usual case, is a usable one: no second look.)
+        normalized[settings.id_field] = rid
+    return normalized
+
+
+def _put_back_carried(
+    normalized: dict[str, Any],
+    written: list[Any],
+    carried: tuple[Any, Any, list[Any]],
+    discarded: dict[str, Any] | None,
+    redaction: Redaction | None,
+    settings: Settings,
+) -> dict[str, Any]:
+    """The reasoning and media lifted around the core, back on their messages where the sink
+    takes them (``--redact`` on them too); else in the ledger, under their own names. The
+    ledger, returned."""
+    ledger = {} if discarded is None else discarded
+    lifted, media, origins = carried
+    # On the messages as shaped for training (weights, trailing turns trimmed: a prefix of
+    # the core's output, in its order), so the core's origins still name each one's input.
+    origins = origins[: len(written)]  # what trimming left (the rest is counted as not put back)
+    out = carried_reasoning.attach(written, origins, lifted, _reasoning_kept(settings), ledger)
+    out = carried_media.attach(out, origins, media, _media_carried(settings), ledger)
+    normalized[settings.messages_field] = out if redaction is None else _redact_carried(out, redaction, ledger)
+    return ledger
+
+
+def _report_discarded(
+    metrics: DropMetrics, discarded: dict[str, Any], training: dict[str, int], settings: Settings
+) -> None:
+    metrics["discarded"] = ledger_report(discarded)
+    if training.get("weights_kept") and settings.sink in WEIGHT_SINKS:
+        # Carried around the core and written: not discarded.
+        for key in WEIGHT_KEYS:
+            metrics["discarded"].pop(key, None)
+        if not metrics["discarded"]:
+            del metrics["discarded"]
+
+
+def _note_counts_and_reports(
+    metrics: DropMetrics,
+    raw: RawRecord,
+    conversation: Conversation,
+    result: ProfileResult,
+    role_maps: int,
+    training: dict[str, int],
+    redacted: dict[str, int],
+    redaction: Redaction | None,
+    settings: Settings,
+) -> None:
+    """The record's metrics beside its drops, each only when it has something to say; a
+    training sink refuses a conversation holding a cut-off answer (``_truncated_stream``)."""
     if training:
         metrics["training"] = training
     if redacted:
@@ -240,19 +302,58 @@ def _process(raw: RawRecord, settings: Settings, hint: ReaderHint | None = None)
             metrics["non_finite_nulled"] = raw.payload.nulled
         if raw.payload.assembly is not None:
             # A conversation assembled from call-log records: the calls that made it.
-            metrics["assembly"] = raw.payload.assembly
+            assembly = raw.payload.assembly
+            metrics["assembly"] = assembly if redaction is None else redact_assembly(assembly, redaction.uncounted())
+            _truncated_stream(assembly, settings, metrics)
     if settings.check:
         metrics["violations"] = count_by_kind(check_sendable(result.messages))
 
-    if settings.examples != "whole":
-        return _examples(record, rid, written, normalized, settings, metrics, training, result.messages)
-    output, line = _write(normalized, rid, record, settings, metrics)
-    if settings.chat_template is not None:
-        _check_template(normalized, rid, settings, metrics)
-    tokens = settings.tokens
-    if tokens is not None:  # opt-in: without --tokens, this test is all the per-record cost
-        _count_tokens(output, result.messages, settings, tokens, metrics)
-    return output, metrics, line
+
+def _truncated_stream(assembly: dict[str, Any], settings: Settings, metrics: DropMetrics) -> None:
+    """A conversation holding answers whose event streams were cut off: marked (counted as
+    ``truncated_streams``); refused by the training sinks, which would teach the cut answer as a
+    whole one, unless ``--keep-truncated-streams``."""
+    cut = assembly.get("truncated_stream", 0)
+    if not cut:
+        return
+    if settings.sink in TRAINING_SINKS and not settings.keep_truncated_streams:
+        raise RecordRefused(
+            DeadLetterReason.UNWRITABLE,
+            f"{settings.sink}: truncated_stream: {cut} answer(s) arrived as an event stream cut off before its "
+            "end (no finish_reason, no [DONE]); --keep-truncated-streams writes it",
+        )
+    metrics["truncated_stream"] = cut
+
+
+def _redact_carried(messages: list[Any], redaction: Redaction, ledger: dict[str, Any]) -> list[Any]:
+    """``--redact`` on the reasoning and media put back on the messages (the core never saw
+    them); a signed reasoning holding a find is left out, into the ledger, and counted
+    (``redact.redact_reasoning``)."""
+    out = messages
+    for index, message in enumerate(messages):
+        if not isinstance(message, dict) or not (carried_reasoning.FIELD in message or carried_media.FIELD in message):
+            continue
+        copy = dict(message)
+        if isinstance(message.get(carried_reasoning.FIELD), dict):
+            value = redact_reasoning(message[carried_reasoning.FIELD], redaction)
+            if value is None:
+                del copy[carried_reasoning.FIELD]
+                carried_reasoning.note_dropped(message[carried_reasoning.FIELD], ledger)
+            else:
+                copy[carried_reasoning.FIELD] = value
+        if carried_media.FIELD in message:
+            copy[carried_media.FIELD] = redact_media(message[carried_media.FIELD], redaction)
+        if copy != message:
+            out = list(out) if out is messages else out
+            out[index] = copy
+    return out
+
+
+def _redact_names(metrics: Any, redaction: Redaction) -> None:
+    """``--redact`` on the names the metrics count by: a message key, a field can be a secret."""
+    for name in ("discarded", "reader_report", "writer_report", "non_finite_nulled"):
+        if isinstance(metrics.get(name), dict):
+            metrics[name] = redact_names(metrics[name], redaction.uncounted())  # names, not finds
 
 
 def _write(

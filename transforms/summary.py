@@ -219,7 +219,7 @@ def partial(
     redacted: dict[str, int] = {}  # --redact: finds by kind
     reports: dict[str, Any] = {name: {} for name in REPORTS}
     records_out = messages_in = messages_out = dropped = healed = with_drops = with_violations = 0
-    with_discards = partial_conversations = 0
+    with_discards = partial_conversations = truncated_streams = 0
     # Once per record of the run (twice: the counters and the summary): plain dict operations
     # inline, a key looked up only where a record has it (most have no repairs, reports, ledger).
     for m in metrics:
@@ -250,6 +250,7 @@ def partial(
         if "violations" in m:
             with_violations += _tally_violations(violations, m["violations"])
         partial_conversations += m.get("partial_conversation", False) is True
+        truncated_streams += "truncated_stream" in m
         if "tokens" in m:
             tally_example(tokens, m)
         tally_training(training, redacted, m)  # the training-set options' counts
@@ -278,6 +279,8 @@ def partial(
         "non_finite_nulled": nulled,
         "partial_conversations": partial_conversations,
     }
+    if truncated_streams:  # absent without: the summary of other runs is as it was
+        part["truncated_streams"] = truncated_streams
     if tokens:  # absent without --tokens: the summary is the same as before it existed
         part["tokens"] = tokens
     if training:
@@ -330,6 +333,7 @@ def finalize(
     examples: str = "whole",
     chat_template: Any = None,
     redact: tuple[str, ...] = (),
+    redact_region: str | None = None,
 ) -> dict[str, Any]:
     """The canonical summary document (stable key order, every known reason listed); with
     ``tokens`` (``--tokens``), the ``tokens`` section (``token_figures``)."""
@@ -355,6 +359,10 @@ def finalize(
     if s["partial_conversations"]:
         # Conversations continued from a history stored at the provider (previous_response_id).
         doc["partial_conversations"] = s["partial_conversations"]
+    if s.get("truncated_streams"):
+        # Conversations written holding an answer whose event stream was cut off (the training
+        # sinks refuse them unless --keep-truncated-streams: sink_refusals_by_reason.truncated_stream).
+        doc["truncated_streams"] = s["truncated_streams"]
     if profile != "spec" or s["repairs"]:
         doc["repairs"] = _ordered(s["repairs"], REPAIRS)
     if check or s["violations"]:
@@ -365,7 +373,7 @@ def finalize(
             doc[name] = _sorted_counts(s[name])
     if tokens is not None:
         doc["tokens"] = token_figures(s.get("tokens", {}), tokens)
-    doc.update(training_sections(s, training, dedupe, examples, chat_template, redact))
+    doc.update(training_sections(s, training, dedupe, examples, chat_template, redact, redact_region))
     doc["accounted"] = accounted(doc, "records_out")
     return doc
 
@@ -383,6 +391,7 @@ def finalize_run(summary: dict[str, Any], settings: Settings) -> dict[str, Any]:
         examples=settings.examples,
         chat_template=settings.chat_template,
         redact=settings.redact,
+        redact_region=settings.redact_region,
     )
 
 

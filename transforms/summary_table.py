@@ -137,6 +137,7 @@ def _message_rows(doc: dict[str, Any]) -> list[tuple[str, Any]]:
             if doc.get("partial_conversations")
             else ()
         ),
+        *((("conversations with a stream cut off", doc["truncated_streams"]),) if doc.get("truncated_streams") else ()),
     ]
 
 

@@ -43,7 +43,13 @@ def _ordered(counts: dict[str, Any], names: tuple[str, ...]) -> dict[str, Any]:
 
 
 def training_sections(
-    s: dict[str, Any], training: bool, dedupe: str, examples: str, chat_template: Any, redact: tuple[str, ...]
+    s: dict[str, Any],
+    training: bool,
+    dedupe: str,
+    examples: str,
+    chat_template: Any,
+    redact: tuple[str, ...],
+    redact_region: str | None = None,
 ) -> dict[str, Any]:
     """The summary document's sections of the options in force (``s``: the run's totals)."""
     counts = dict(s.get("training", {}))
@@ -58,6 +64,11 @@ def training_sections(
         }
         taken |= {"examples_written", "examples_beyond_first", "examples_skipped_weight_0"}
     if redact:
+        # The option as in force: a streaming output has no manifest, and explain and the report
+        # show what it read redacted as it was written (pipeline.finished.output_dir.run_settings).
+        doc["redact"] = ",".join(
+            f"{kind}:{redact_region}" if kind == "phones" and redact_region else kind for kind in redact
+        )
         doc["redacted"] = {kind: s.get("redacted", {})[kind] for kind in sorted(s.get("redacted", {}))}
     if chat_template is not None:
         doc["chat_template"] = {

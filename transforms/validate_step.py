@@ -19,6 +19,7 @@ from transforms.record_steps import (
     read_conversation,
     record_id,
 )
+from transforms.redact import Redaction
 from transforms.validate import check_sendable, check_user_first, count_by_kind, violation_order
 
 #: The readers of providers that want a user message first: their bodies are also checked by
@@ -48,6 +49,14 @@ def _check(raw: RawRecord, settings: Settings) -> tuple[ViolationReport, None] |
             for v in violations[:MAX_REPORTED_VIOLATIONS]
         ],
     }
+    if settings.redact:
+        # --redact: the report names ids and quotes details; redacted as the run step's outputs.
+        redaction = Redaction(settings.redact, settings.redact_region, {})
+        report["id"] = redaction.id(report["id"])
+        report["details"] = [
+            {**d, "tool_call_id": redaction.id(d["tool_call_id"]), "detail": redaction.text(d["detail"])}
+            for d in report["details"]
+        ]
     return report, None
 
 

@@ -54,11 +54,12 @@ from pipeline.execution.interrupts import (
 from pipeline.execution.output_spec import VALIDATE_SPEC, OutputSpec, Page, run_spec
 from pipeline.finished.report import render_page
 from pipeline.graph.build import build, build_validate
-from pipeline.io import files
+from pipeline.io import files, object_store
 from pipeline.io.output_names import REPORT_FILE, SUMMARY_FILE, VALIDATION_FILE
 from pipeline.io.planning import shard_sizes
 from pipeline.io.reread import line_numbers
 from pipeline.io.shard import where_text
+from pipeline.runners import s3_clients
 from pipeline.runners.dask_cluster import local_cluster
 from pipeline.runners.prism import PrismError, prism_services
 from transforms.console_text import console_text
@@ -132,10 +133,28 @@ def run_job(job: Job, stopping: Stopping) -> int:
     if not quiet:
         shown = job.shown_output
         print_line(f"outputs: {shown}/{{{','.join(spec.shard_outputs)}}}/, {shown}/{SUMMARY_FILE}")
+        if outcome.card:
+            # Where a user looks first: a plain json load of the parts can fail, the folder's does not.
+            print_line(
+                f'load:    datasets.load_dataset("{shown}") loads every split; a "json" load of the part '
+                f"files can fail on their columns ({shown}/{outcome.card} says why)"
+            )
+        if spec.one_file:
+            print_line(upload_line(shown, spec.one_file))
         if outcome.page:
             print_line(f"report:  {shown}/{outcome.page}")
         print(f"done in {duration_text(time.monotonic() - started)}")
     return _verdict(RUN, summary, job)
+
+
+def upload_line(shown: str, one_file: tuple[str, ...]) -> str:
+    """How to give OpenAI what an openai-finetune run wrote: the train split is the training
+    file, the first other split the validation file (fine-tuning takes one of each)."""
+    training, *others = one_file
+    line = f"upload:  {shown}/{training}/part-00000.jsonl is the training file"
+    if others:
+        line += f", {shown}/{others[0]}/part-00000.jsonl the validation file"
+    return line + ' (client.files.create(file=..., purpose="fine-tune"))'
 
 
 def _verdict(view: View, summary: dict, job: Job, output: str | None = None) -> int:
@@ -261,6 +280,9 @@ def run_command(command: str, args: list[str], started: float | None = None, che
 
 def _command(command: str, args: list[str], stopping: Stopping, checked: CheckedArgs | None = None) -> int:
     handler, output_required, failed, spec = COMMANDS[command]
+    # Before load_job gives Beam's filesystems their options: the checks and the plan already
+    # call S3, and the steps carry it to the workers (pipeline.io.object_store).
+    object_store.after_options(s3_clients.share)
     try:
         job = load_job(args, output_required=output_required, checked=checked)
     except ConfigError as error:

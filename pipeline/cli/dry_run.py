@@ -13,11 +13,14 @@ import collections
 import os
 from dataclasses import replace
 
+from apache_beam.options.pipeline_options import StandardOptions
+
 from pipeline.cli.progress import size_text
 from pipeline.config.options import ConvNormOptions, Job
 from pipeline.console import print_error, print_line
 from pipeline.execution import lock as locks
 from pipeline.execution.output_spec import OutputSpec, without_a_users_card
+from pipeline.graph.build import call_shards
 from pipeline.io import files
 from pipeline.io import ownership as owned
 from pipeline.io.output_names import MANIFEST_FILE, REPORT_FILE, SUCCESS_FILE
@@ -25,6 +28,7 @@ from pipeline.io.parts import plan_parts
 from pipeline.io.planning import shard_sizes
 from pipeline.io.read_shard import read_shard
 from pipeline.io.shard import FILE_KINDS, Blank, Shard
+from pipeline.streaming.driver import TAKEN_OVER, streaming_refusal
 from transforms.console_text import console_text
 from transforms.record_settings import Settings
 from transforms.record_steps import (
@@ -55,7 +59,7 @@ def sample_readers(shard: Shard, settings: Settings, max_record_bytes: int, samp
             if logs is not None:
                 # Read as the run reads it: its calls, to be assembled with their conversation's.
                 read_call_log(record, replace(settings, calls=True))
-                counts[f"{logs.name} (call log)"] += 1
+                counts[f"{logs.name}{CALL_LOG_MARK}"] += 1
                 continue
             read_conversation(record, settings, hint)
         except RecordRefused as refused:
@@ -75,9 +79,28 @@ def _readers_text(counts: dict) -> str:
     return ", ".join(f"{name} {n}" for name, n in counts.items()) + f" (of the first {total})"
 
 
-def input_lines(job: Job) -> list[str]:
-    """One line per input file: size, shards, kind, readers of its sample. File names (in the
-    notes too) are escaped for the terminal before the columns are laid out."""
+def file_samples(job: Job) -> dict[str, dict]:
+    """Per input file, how the first records of its first shard are read (``sample_readers``)."""
+    firsts: dict[str, Shard] = {}
+    for shard in job.shards:
+        firsts.setdefault(shard.path, shard)
+    return {path: sample_readers(shard, job.settings, job.max_record_bytes) for path, shard in firsts.items()}
+
+
+def holds_call_logs(samples: dict[str, dict]) -> bool:
+    """Whether a sample read a call-log record: the run then writes the assembled conversations'
+    parts too (``pipeline.graph.build.call_shards`` of them, after the input's)."""
+    return any(name.endswith(CALL_LOG_MARK) for counts in samples.values() for name in counts)
+
+
+#: How ``sample_readers`` names a call-log reader.
+CALL_LOG_MARK = " (call log)"
+
+
+def input_lines(job: Job, samples: dict[str, dict] | None = None) -> list[str]:
+    """One line per input file: size, shards, kind, readers of its sample (``file_samples``).
+    File names (in the notes too) are escaped for the terminal before the columns are laid out."""
+    samples = file_samples(job) if samples is None else samples
     sizes = shard_sizes(job.shards)
     by_file: dict[str, list[int]] = {}
     for shard in job.shards:
@@ -94,7 +117,7 @@ def input_lines(job: Job) -> list[str]:
         first = job.shards[indexes[0]]
         file_bytes = sum(sizes[i] for i in indexes)
         kind = FILE_KINDS[first.suffix][0] + ("" if FILE_KINDS[first.suffix][1] is None else f" ({first.suffix[1:]})")
-        readers = _readers_text(sample_readers(first, job.settings, job.max_record_bytes))
+        readers = _readers_text(samples[path])
         records = sum(job.shards[i].limit or 0 for i in indexes)
         taken = f", {records:,} record(s)" if job.limit is not None else ""
         lines.append(
@@ -109,8 +132,16 @@ def _directory_state(output: str, job: Job, spec: OutputSpec) -> tuple[str, str 
     if files.is_local(output) and not os.path.exists(output):
         return "does not exist: the run creates it", None
     holder = locks.read_lock(output)
+    taking_over = ""
     if holder is not None:
-        return "", f"--output {output!r} is locked by another run ({locks.describe(holder)})"
+        # As the run judges it: in use, unreadable, stale (refused without --break-stale-lock).
+        streaming = job.options.view_as(StandardOptions).streaming
+        refused = locks.refusal(output, holder, break_stale=job.break_stale_lock or streaming)
+        if refused:
+            return "", refused
+        taking_over = f"; has the stale lock of a dead run ({locks.describe(holder)}), which the run takes over"
+        if streaming and holder.get("command") not in TAKEN_OVER:
+            return "", streaming_refusal(output, holder)
     report = spec.command == "run" and job.options.view_as(ConvNormOptions).report
     side_files = (*spec.side_files, *((REPORT_FILE,) if report and spec.page is None else ()))
     try:
@@ -119,12 +150,17 @@ def _directory_state(output: str, job: Job, spec: OutputSpec) -> tuple[str, str 
         return "", str(error)
     if previous is not None:
         count = len(previous.files)
-        return f"holds an earlier run's outputs: --overwrite replaces the {count} file(s) its manifest lists", None
-    return "exists; nothing of convnorm's in it yet", None
+        return (
+            f"holds an earlier run's outputs: --overwrite replaces the {count} file(s) its manifest lists{taking_over}",
+            None,
+        )
+    return f"exists; nothing of convnorm's in it yet{taking_over}", None
 
 
-def output_lines(job: Job, spec: OutputSpec) -> list[str]:
-    """What the command writes where: one line per output."""
+def output_lines(job: Job, spec: OutputSpec, call_logs: bool = False) -> list[str]:
+    """What the command writes where: one line per output. ``call_logs``: the input holds call
+    logs (``holds_call_logs``), so the conversations assembled from them have parts of their own,
+    numbered after the input's."""
     output = job.shown_output
     what = {
         "normalized": f"the normalized records (sink {job.settings.sink})",
@@ -133,12 +169,23 @@ def output_lines(job: Job, spec: OutputSpec) -> list[str]:
         "violations": "per conversation: its violations by kind",
     }
     shards = len(plan_parts(job.shards, job.part_bytes))  # a file per output part (pipeline.io.parts)
+    assembled = call_shards(job.shards) if call_logs else 0
     lines = []
     for name, extension in spec.shard_outputs.items():
         last = f" … part-{shards - 1:05d}{extension}" if shards > 1 else ""
         # Another output of the run's is a --split's records (pipeline.graph.dataset_steps).
         about = what.get(name, f"the {name} split's records (--split)")
+        if name in spec.one_file:  # its parts joined into one file (pipeline.execution.finalize.join_files)
+            lines.append(f"  {output}/{name}/part-00000{extension}  {about}, one file")
+            continue
         lines.append(f"  {output}/{name}/part-00000{extension}{last}  {about}")
+        if assembled:
+            first = len(job.shards)  # the assembled conversations' parts follow the input's shards
+            more = f" … part-{first + assembled - 1:05d}{extension}" if assembled > 1 else ""
+            lines.append(
+                f"  {output}/{name}/part-{first:05d}{extension}{more}  (the conversations assembled from call logs)"
+            )
+    lines.append("  (a part that would hold no record is not written)")
     extras = [spec.summary_file, *([spec.card.name] if spec.card else []), MANIFEST_FILE, SUCCESS_FILE]
     if spec.command == "run" and job.options.view_as(ConvNormOptions).report:
         extras.append(REPORT_FILE)
@@ -149,7 +196,8 @@ def output_lines(job: Job, spec: OutputSpec) -> list[str]:
 def dry_run(job: Job, command: str, spec: OutputSpec) -> int:
     """Print the plan; 0, or 2 when the run would be refused (it prints why)."""
     print(f"convnorm {command} --dry-run: the plan; nothing is written")
-    for line in input_lines(job):
+    samples = file_samples(job)
+    for line in input_lines(job, samples):
         print(line)
     settings = job.settings
     runner = job.options.get_all_options()["runner"]
@@ -165,9 +213,17 @@ def dry_run(job: Job, command: str, spec: OutputSpec) -> int:
         print_error(f"the run would be refused: {refusal}")
         return 2
     print_line(f"output: {job.shown_output} ({state}); the run would write:")
-    for line in output_lines(job, spec):
+    for line in output_lines(job, spec, holds_call_logs(samples)):
         print_line(line)
     return 0
 
 
-__all__ = ["SAMPLE_RECORDS", "dry_run", "input_lines", "output_lines", "sample_readers"]
+__all__ = [
+    "SAMPLE_RECORDS",
+    "dry_run",
+    "file_samples",
+    "holds_call_logs",
+    "input_lines",
+    "output_lines",
+    "sample_readers",
+]

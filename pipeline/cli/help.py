@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import textwrap
+from typing import NamedTuple
 
 from pipeline.config.flags import add_convnorm_flags
 from transforms.calllogs.readers import CALL_LOG_READERS
@@ -60,6 +61,96 @@ RUN_ONLY_FLAGS = frozenset(
 )
 
 
+class HelpGroup(NamedTuple):
+    """One group of ``--help``: a task, and the flags (dests) that serve it (listed in the order
+    ``pipeline.config.flags`` declares them)."""
+
+    title: str
+    dests: tuple[str, ...]
+    #: Listed by ``--help-all`` only; plain ``--help`` shows the title and says so.
+    hidden: bool = False
+
+
+#: ``convnorm run --help`` by task (every convnorm flag in exactly one group, at most
+#: MAX_GROUP_FLAGS each: tests/test_help.py holds both to the real parser).
+HELP_GROUPS = (
+    HelpGroup(
+        "input",
+        ("config", "input", "input_format", "messages_field", "id_field", "follow_symlinks", "dry_run", "limit"),
+    ),
+    HelpGroup(
+        "output and sinks",
+        (
+            "output",
+            "sink",
+            "output_format",
+            "model",
+            "max_tokens",
+            "tools_field",
+            "overwrite",
+            "break_stale_lock",
+            "report",
+            "warn_dead_letters",
+            "max_dead_letters",
+            "progress",
+            "quiet",
+        ),
+    ),
+    HelpGroup("repair", ("profile", "check", "drop_role", "map_role", "reasoning", "media")),
+    HelpGroup(
+        "training set (docs/fine-tuning.md)",
+        (
+            "tokens",
+            "max_example_tokens",
+            "over_limit",
+            "epochs",
+            "price_per_mtok",
+            "weights",
+            "trailing",
+            "dedupe",
+            "split",
+            "split_by",
+            "split_seed",
+            "chat_template",
+            "redact",
+            "examples",
+        ),
+    ),
+    HelpGroup("call logs and labels (docs/call-logs.md)", ("call_logs", "keep_truncated_streams")),
+    HelpGroup(
+        "streaming (Beam's --streaming; docs/streaming.md)",
+        (
+            "window",
+            "poll_interval",
+            "new_only",
+            "max_files_per_poll",
+            "drain_timeout",
+            "changed_files",
+            "stop_after",
+            "stop_file",
+        ),
+    ),
+    HelpGroup("runners (Beam's own options below)", ("graph", "host_loopback", "insecure_dask_scheduler")),
+    HelpGroup(
+        "tuning (speed and memory, never the outputs)",
+        (
+            "shard_bytes",
+            "part_bytes",
+            "batch_size",
+            "batch_bytes",
+            "max_record_bytes",
+            "raw_limit",
+            "job_endpoint_timeout",
+        ),
+        hidden=True,
+    ),
+)
+#: The most flags one group of ``--help`` may hold: a group longer than this is two tasks.
+MAX_GROUP_FLAGS = 15
+#: The title of the group of a flag no HELP_GROUPS entry names (tests/test_help.py: none).
+UNGROUPED = "other options"
+
+
 class _HelpFormatter(argparse.RawDescriptionHelpFormatter):
     """Our description and epilog as written, and every flag's default after its help."""
 
@@ -103,8 +194,9 @@ def usage_text() -> str:
     return "usage: " + USAGE
 
 
-def help_text(command: str = "run") -> str:
-    """``convnorm --help`` (command ``run``) or ``convnorm validate --help``."""
+def help_text(command: str = "run", show_all: bool = False) -> str:
+    """``convnorm --help`` (command ``run``) or ``convnorm validate --help``; ``show_all``:
+    ``--help-all``, the hidden groups' flags listed too."""
     listing = textwrap.dedent("""\
         readers (--format, default auto: detected per record):
         {readers}
@@ -163,8 +255,39 @@ def help_text(command: str = "run") -> str:
             )
             + beam_note
         )
+    return help_parser(usage, description, epilog, command, show_all).format_help()
+
+
+def help_parser(
+    usage: str | None = None,
+    description: str | None = None,
+    epilog: str | None = None,
+    command: str = "run",
+    show_all: bool = False,
+) -> argparse.ArgumentParser:
+    """The parser whose help ``help_text`` prints: convnorm's flags in HELP_GROUPS (only the
+    flags of ``command``); a hidden group's flags unlisted unless ``show_all``."""
     parser = argparse.ArgumentParser(
         prog="convnorm", usage=usage, description=description, epilog=epilog, formatter_class=_HelpFormatter
     )
-    add_convnorm_flags(parser.add_argument_group("convnorm"), RUN_ONLY_FLAGS if command == "validate" else frozenset())
-    return parser.format_help()
+    parser.add_argument(
+        "--help-all", action="store_true", default=argparse.SUPPRESS, help="this help, every group's options listed"
+    )
+    leave_out = RUN_ONLY_FLAGS if command == "validate" else frozenset()
+    groups: dict[str, argparse._ArgumentGroup] = {}
+    for group in HELP_GROUPS:
+        shown = [dest for dest in group.dests if dest not in leave_out]
+        if not shown:
+            continue
+        note = None
+        if group.hidden and not show_all:
+            note = f"{len(shown)} options, listed by convnorm {'validate ' if command == 'validate' else ''}--help-all"
+        made = parser.add_argument_group(group.title, note)
+        for dest in shown:
+            groups[dest] = made
+    hidden = {dest for group in HELP_GROUPS if group.hidden and not show_all for dest in group.dests}
+    ungrouped = parser.add_argument_group(UNGROUPED)
+    recorder = add_convnorm_flags(ungrouped, leave_out, groups.get)
+    for dest in hidden & set(recorder.actions):
+        recorder.actions[dest].help = argparse.SUPPRESS
+    return parser

@@ -82,8 +82,8 @@ def answer_without_beam(argv: list[str]) -> int | None:
     if "--version" in args:
         print(version_line())
         return 0
-    if any(a in ("-h", "--help") for a in args):
-        print(help_text(command))
+    if any(a in ("-h", "--help", "--help-all") for a in args):
+        print(help_text(command, show_all="--help-all" in args))
         return 0
     return None
 

@@ -40,6 +40,7 @@ _FLAGS = {
     "raw_limit": "--dead-letter-raw-limit",
     "drop_roles": "--drop-role",
     "map_roles": "--map-role",
+    "splits": "--split",
 }
 
 
@@ -238,6 +239,7 @@ def record_settings(ours, tokens: TokenSettings | None = None) -> Settings:
         tokens=tokens,
         weights=getattr(ours, "weights", "auto"),
         trailing=getattr(ours, "trailing", "auto"),
+        keep_truncated_streams=getattr(ours, "keep_truncated_streams", False),
         dedupe=getattr(ours, "dedupe", "none"),
         examples=getattr(ours, "examples", "whole"),
         chat_template=load_template(ours.chat_template) if getattr(ours, "chat_template", None) else None,
@@ -285,7 +287,8 @@ def _range_problems(ours) -> list[str]:
             continue
         flag = action.option_strings[0]
         if action.type is int and abs(value) > MAX_FLAG_INTEGER:
-            problems.append(f"{flag} {_digits(value)} is absurd: at most {MAX_FLAG_INTEGER:,} (1 TiB)")
+            size = " (1 TiB)" if dest.endswith("_bytes") else ""  # a count or a seed is no size
+            problems.append(f"{flag} {_digits(value)} is absurd: at most {MAX_FLAG_INTEGER:,}{size}")
         elif action.type is float and not math.isfinite(value):
             problems.append(f"{flag} must be a finite number, not {value}")
     return problems

@@ -12,15 +12,18 @@ The cluster itself is ``pipeline.runners.dask_cluster``'s."""
 
 from __future__ import annotations
 
+import ipaddress
+import json
 import sys
 from typing import Any, Iterable
+from urllib.parse import urlsplit
+
+#: The module whose import declares Beam's Dask flags (a string the layout test can read).
+DASK_RUNNER_MODULE = "apache_beam.runners.dask.dask_runner"
+
 
 #: Beam's DaskRunner, as Beam wants it named.
-DASK_RUNNER = "apache_beam.runners.dask.dask_runner.DaskRunner"
-
-
-#: The module whose import declares Beam's Dask flags.
-DASK_RUNNER_MODULE = DASK_RUNNER.rsplit(".", 1)[0]
+DASK_RUNNER = DASK_RUNNER_MODULE + ".DaskRunner"
 
 
 #: Beam's Dask flags (``DaskOptions``) -> their option names, known without importing Beam or
@@ -87,3 +90,55 @@ def use_dask(options) -> None:
     from apache_beam.options.pipeline_options import StandardOptions
 
     options.view_as(StandardOptions).runner = DASK_RUNNER
+
+
+#: Dask's protocols that encrypt and authenticate (with certificates: ``distributed.comm.tls``).
+TLS_PROTOCOLS = ("tls", "wss")
+#: The flag that accepts a scheduler taking plain TCP beyond loopback.
+INSECURE_FLAG = "--insecure-dask-scheduler"
+
+
+def named_scheduler(address: str | None, scheduler_file: str | None) -> tuple[str, str] | None:
+    """``(flag, address)`` of the scheduler a run names: ``--dask_client_address``, else the
+    address its ``--dask_scheduler_file`` holds; ``None`` when neither (or a file the runner
+    will report itself: missing, not JSON)."""
+    if address:
+        return "--dask_client_address", str(address)
+    if not scheduler_file:
+        return None
+    try:
+        with open(scheduler_file, encoding="utf-8") as handle:
+            found = json.load(handle).get("address")
+    except (OSError, ValueError, AttributeError):
+        return None
+    return (f"--dask_scheduler_file {scheduler_file}", found) if isinstance(found, str) and found else None
+
+
+def is_plain_remote(address: str) -> bool:
+    """A scheduler address without TLS on a host that is not this machine's loopback (a host
+    name other than ``localhost`` counts as remote: no name is looked up)."""
+    parts = urlsplit(address if "://" in address else f"tcp://{address}")
+    if parts.scheme in TLS_PROTOCOLS or parts.scheme == "inproc":
+        return False
+    host = parts.hostname or ""
+    if host == "localhost":
+        return False
+    try:
+        return not ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return True
+
+
+def insecure_scheduler_problem(address: str | None, scheduler_file: str | None, accepted: bool) -> str | None:
+    """Why a run must not be sent to the scheduler it names: plain TCP beyond loopback lets
+    anyone on the network run code on the workers (and read their credentials), unless
+    ``--insecure-dask-scheduler`` accepts that; ``None`` when it may."""
+    named = named_scheduler(address, scheduler_file)
+    if named is None or accepted or not is_plain_remote(named[1]):
+        return None
+    flag, where = named
+    return (
+        f"{flag}: the Dask scheduler {where} takes connections without TLS, so anyone on the network who "
+        f"reaches it can run code on its workers and read their credentials; give it TLS (a tls:// address, "
+        f"docs/cluster.md) or accept the risk with {INSECURE_FLAG}"
+    )

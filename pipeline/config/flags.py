@@ -10,6 +10,7 @@ are ``pipeline.config.checks``'s, ``--config`` presets ``pipeline.config.presets
 from __future__ import annotations
 
 import argparse
+from typing import Any, Callable
 
 from pipeline.io.parts import DEFAULT_PART_BYTES
 from transforms.dataset_keys import DEDUPE_CHOICES
@@ -50,9 +51,13 @@ class FlagRecorder:
     parser's private fields to learn what a flag is.
     """
 
-    def __init__(self, target, leave_out: frozenset[str] = frozenset()) -> None:
+    def __init__(
+        self, target, leave_out: frozenset[str] = frozenset(), route: Callable[[str], Any] | None = None
+    ) -> None:
         self.target = target
         self.leave_out = leave_out
+        #: ``--help``'s groups: the argument group a dest goes to (``target`` when None).
+        self.route = route
         self.actions: dict[str, argparse.Action] = {}
         #: Dests whose values add up over repeats (``--input``): a preset may give a list.
         self.repeatable: set[str] = set()
@@ -64,7 +69,8 @@ class FlagRecorder:
         if kwargs.get("action") != argparse.BooleanOptionalAction:
             # --help shows the flag's own name (--format FORMAT, not argparse's INPUT_FORMAT).
             kwargs.setdefault("metavar", flags[0][2:].upper().replace("-", "_"))
-        self.actions[dest] = self.target.add_argument(*flags, dest=dest, **kwargs)
+        target = (self.route(dest) if self.route else None) or self.target
+        self.actions[dest] = target.add_argument(*flags, dest=dest, **kwargs)
         if kwargs.get("action") == "append":
             self.repeatable.add(dest)
 
@@ -214,6 +220,14 @@ def _run_flags(add) -> None:
         help="the job's graph: tagged-outputs (the NormalizeConversation DoFn's outputs, each with its own "
         "writer), per-shard (each input shard read, processed and written in one step: for runners that "
         "cannot route tagged outputs), or auto: per-shard on DaskRunner, tagged-outputs elsewhere",
+    )
+    add(
+        "--insecure-dask-scheduler",
+        action=argparse.BooleanOptionalAction,
+        default=False,
+        help="accept a Dask scheduler of your own that takes plain TCP on an address other than loopback "
+        "(refused by default: anyone on the network who reaches it can run code on its workers and read "
+        "their credentials; give it TLS instead, docs/cluster.md)",
     )
     add("--batch-size", type=int, default=DEFAULT_BATCH_SIZE, help="records per batch between reading and writing")
     add(
@@ -405,6 +419,15 @@ def _training_flags(add) -> None:
         "openai-finetune, sharegpt and hf, keep elsewhere",
     )
     add(
+        "--keep-truncated-streams",
+        action=argparse.BooleanOptionalAction,
+        default=False,
+        help="write a conversation assembled from call logs whose answer was a server-sent event stream "
+        "cut off before its end (no finish_reason, no [DONE]) with the training sinks too; by default "
+        "openai-finetune, sharegpt and hf refuse it (an unwritable dead letter, truncated_stream); "
+        "either way it is counted (truncated_streams)",
+    )
+    add(
         "--dedupe",
         default="none",
         choices=DEDUPE_CHOICES,
@@ -438,7 +461,8 @@ def _training_flags(add) -> None:
         "phones (international form; phones:CC also region CC's national numbers, CC a two-letter ISO "
         "3166 code phonenumbers has a plan for: US, GB (not UK), DE, IN ...; docs/fine-tuning.md lists "
         "them) with typed placeholders [REDACTED:kind] in every message text, call argument and "
-        "result, JSON kept valid; counted by kind (needs the redact extra)",
+        "result, JSON kept valid, and in every other output (ids, fields, key names, dead letters, the "
+        "report, explain); counted by kind (needs the redact extra)",
     )
     add(
         "--examples",
@@ -450,9 +474,12 @@ def _training_flags(add) -> None:
     )
 
 
-def add_convnorm_flags(target, leave_out: frozenset[str] = frozenset()) -> FlagRecorder:
-    """Add convnorm's flags, in ``--help`` order, to a parser or argument group."""
-    recorder = FlagRecorder(target, leave_out)
+def add_convnorm_flags(
+    target, leave_out: frozenset[str] = frozenset(), route: Callable[[str], Any] | None = None
+) -> FlagRecorder:
+    """Add convnorm's flags, in ``--help`` order, to a parser or argument group; with ``route``,
+    each to the group ``route(dest)`` gives (``target`` for None)."""
+    recorder = FlagRecorder(target, leave_out, route)
     for topic in (
         _where_flags,
         _plan_flags,

@@ -46,6 +46,7 @@ from pipeline.config.dask_flags import (
     DASK_FLAGS,
     DASK_RUNNER_NAME,
     dask_problem,
+    insecure_scheduler_problem,
     is_dask_runner,
     register_options,
     use_dask,
@@ -61,7 +62,7 @@ from pipeline.config.presets import (
     shown_value,
 )
 from pipeline.io.file_formats import FILE_FORMATS, PARQUET_SINKS
-from pipeline.io.object_store import use_options
+from pipeline.io.object_store import access_problem, use_options
 from pipeline.io.ownership import OutputError, is_under, plan_inputs, unreachable_output, unsafe_output
 from pipeline.io.parts import DEFAULT_PART_BYTES
 from pipeline.io.planning import InputError, limit_plan, plan_shards
@@ -377,6 +378,19 @@ def _job_problems(options: PipelineOptions) -> list[str]:
     problem = _beam_runner_problem(standard.runner)
     if problem:
         problems.append(problem)
+    elif is_dask_runner(standard.runner):
+        found = options.get_all_options()
+        problem = insecure_scheduler_problem(
+            found.get("address"), found.get("scheduler_file"), ours.insecure_dask_scheduler
+        )
+        if problem:
+            problems.append(problem)
+    # Before anything asks a bucket through Beam, which retries a missing key for minutes (an
+    # output refused on its name alone, a bucket's root, is said as such first).
+    offline = placeholders or (ours.output and unsafe_output(ours.output))
+    unusable = None if offline else access_problem([*ours.input, *([ours.output] if ours.output else [])])
+    if unusable:
+        return [*problems, unusable]
     problems += _output_problems(ours.output) + _output_format_problems(ours)
     if standard.streaming:
         problems += _streaming_problems(ours, standard.runner, options.view_as(PortableOptions))

@@ -52,6 +52,8 @@ class OutputSpec:
     recount: Callable[[dict, dict], dict]
     page: Page | None = None
     card: Card | None = None
+    #: Output directories written as one file whatever the part layout (``finalize.join_files``).
+    one_file: tuple[str, ...] = ()
 
     @property
     def side_files(self) -> tuple[str, ...]:
@@ -61,6 +63,10 @@ class OutputSpec:
     @property
     def names(self) -> tuple[str, ...]:
         return (*self.shard_outputs, *self.side_files)
+
+
+#: Sinks whose every split is one file (``OutputSpec.one_file``).
+ONE_FILE_SINKS = frozenset({"openai-finetune"})
 
 
 def run_spec(job: Job) -> OutputSpec:
@@ -78,6 +84,8 @@ def run_spec(job: Job) -> OutputSpec:
         SUMMARY_FILE,
         summaries.RUN.recount if not job.settings.splits else functools.partial(recount_splits, tuple(records)),
         card=card,
+        # OpenAI's fine-tuning takes one training file and one validation file: a file per split.
+        one_file=tuple(records) if job.settings.sink in ONE_FILE_SINKS else (),
     )
 
 

@@ -14,6 +14,8 @@ import html
 import math
 from typing import Mapping, Sequence
 
+from transforms.console_text import console_text
+
 BAR_COLOR = "#3b6ea5"
 ALERT_COLOR = "#c0504d"
 OK_COLOR = "#4f9a5b"
@@ -27,7 +29,8 @@ _CHAR = 6.6  # average width of a character at the labels' size, for laying labe
 
 
 def _e(text: object) -> str:
-    return html.escape(str(text), quote=True)
+    # Control characters (a key name's ESC or BEL) shown as escapes, never drawn raw.
+    return html.escape(console_text(str(text), keep_newlines=True), quote=True)
 
 
 def _number(value: float) -> str:

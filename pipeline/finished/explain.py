@@ -24,7 +24,7 @@ import json
 import os
 import shutil
 import textwrap
-from typing import NamedTuple
+from typing import Callable, NamedTuple
 
 import orjson
 
@@ -36,6 +36,7 @@ from transforms.before_after import Explanation, Row, after_text, before_text, c
 from transforms.console_text import console_text
 from transforms.formats import Conversation
 from transforms.record_settings import Settings
+from transforms.redact import Redaction, as_text
 
 #: Dead-letter reasons given to a record after it was read and normalized: the sink refused
 #: it, or it was longer than --max-example-tokens. Its conversation can be shown.
@@ -141,7 +142,10 @@ def find_dead_letter(output: str, conversation_id: str) -> dict | None:
     """The first dead letter whose raw input holds ``conversation_id`` as a JSON string (a
     record's id is in its text; ``locate`` checks it when the record is read back), spelled as
     JSON writers spell it: with non-ASCII characters as they are, or as ``\\u`` escapes."""
-    spellings = {orjson.dumps(conversation_id).decode(), json.dumps(conversation_id)}
+    # With --redact a dead letter's raw line holds an id as text: its placeholders without their
+    # hash (locate then reads the record back and checks its id).
+    spellings = {orjson.dumps(name).decode() for name in (conversation_id, as_text(conversation_id))}
+    spellings |= {json.dumps(name) for name in (conversation_id, as_text(conversation_id))}
     # In the dead letter's line the raw text is a JSON string itself: each spelling escaped once
     # more. Cheap first: most lines hold none of them.
     in_line = [orjson.dumps(spelling)[1:-1] for spelling in spellings]
@@ -222,10 +226,11 @@ def locate(
     from pipeline.io.reread import line_numbers, record_at
     from transforms.record_steps import RecordRefused, parse_payload, read_conversation, record_id
 
-    if metrics is None:
-        metrics = find_metrics(output, conversation_id)
     run, max_record_bytes = run_settings(output)
     settings = settings or run
+    if metrics is None:
+        # With --redact the outputs hold the id as written: asked as the input spells it, it is found too.
+        metrics = find_metrics(output, str(_as_written(run)(conversation_id)))
     source, position = str(metrics.get("source")), int(metrics.get("position", -1))
     check_source(inputs if inputs is not None else run_inputs(output), source, metrics.get("id"))
     raw = record_at(source, position, max_record_bytes)
@@ -246,9 +251,14 @@ def locate(
             conversation = read_conversation(record, settings)
     except RecordRefused as refused:
         raise NotFound(f"the record at {source} @ {position:,} no longer reads: {refused.detail}") from None
-    if "dead_letter" in metrics and "assembly" not in metrics and record_id(record, settings) != metrics.get("id"):
+    written_id = _as_written(settings)(record_id(record, settings))
+    if "dead_letter" in metrics and "assembly" not in metrics and written_id != metrics.get("id"):
         raise NotFound(f"the record at {source} @ {position:,} is not {metrics.get('id')!r} any more")
-    explanation = explain(conversation.messages, settings.profile, settings.drop_roles, settings.map_roles)
+    messages = conversation.messages
+    if settings.redact and isinstance(messages, list):
+        # --redact: shown as the run wrote it, both columns: the input's finds never printed.
+        messages = redaction_of(settings).messages(messages)
+    explanation = explain(messages, settings.profile, settings.drop_roles, settings.map_roles)
     result = explanation.result
     recorded = (metrics.get("drops", {}), metrics.get("healed", 0), metrics.get("messages_out"))
     now = (result.drops, result.healed, len(result.messages))
@@ -289,7 +299,8 @@ def reassembled(
     from transforms.record_steps import parse_payload, read_call_log
 
     assembly = metrics["assembly"]
-    key = (assembly["format"], assembly["group"])
+    key = (assembly["format"], assembly["group"])  # as written: redacted with --redact
+    as_written = _as_written(settings)
     # The whole group's records: a branch is one only beside the group's other conversations.
     listed = [
         entry
@@ -305,7 +316,8 @@ def reassembled(
         if raw is None:
             raise NotFound(f"{source} has no record at position {position:,} any more: was the file moved or changed?")
         for piece in getattr(read_call_log(parse_payload(raw), calls), "pieces", ()):
-            if group_key(piece) == key:
+            fmt, group = group_key(piece)
+            if (fmt, as_written(group)) == key:
                 state.add(source, position, piece)
     made = assemble(
         *key,
@@ -314,10 +326,21 @@ def reassembled(
         messages_field=settings.messages_field,
         tools_field=settings.tools_field,
     )
-    found = [] if isinstance(made, NoCalls) else [c for c in made if c.record[settings.id_field] == metrics.get("id")]
+    wanted = metrics.get("id")
+    found = [] if isinstance(made, NoCalls) else [c for c in made if as_written(c.record[settings.id_field]) == wanted]
     if not found:
         raise NotFound(f"the calls of {metrics.get('id')!r} no longer assemble into it: were its files changed?")
     return Conversation(found[0].record[settings.messages_field], found[0].record)
+
+
+def redaction_of(settings: Settings) -> Redaction:
+    """The run's ``--redact``, to show what it read as it wrote it (finds not counted)."""
+    return Redaction(settings.redact, settings.redact_region, {})
+
+
+def _as_written(settings: Settings) -> Callable[[object], object]:
+    """An id as the run wrote it: with ``--redact``, its finds by ``redact.id_placeholder``."""
+    return redaction_of(settings).id if settings.redact else lambda value: value
 
 
 def _where(entry: dict) -> str:
@@ -397,7 +420,10 @@ def explanation_text(located: Located, width: int | None = None) -> str:
     if located.mismatch:
         head.append(f"NOTE: {located.mismatch}: the source or the options changed since the run")
     lines = [*map(console_text, head), ""]
-    lines.append(f"{'before (as read from the input)':<{column}} | after (as written)")
+    before = (
+        "before (as read from the input, redacted)" if located.settings.redact else "before (as read from the input)"
+    )
+    lines.append(f"{before:<{column}} | after (as written)")
     lines.append(f"{'-' * column}-+-{'-' * column}")
     for row in ex.rows:
         left, right = _cells(ex, row, column)

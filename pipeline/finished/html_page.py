@@ -8,13 +8,17 @@ import html
 import json
 
 from pipeline.finished.charts import bar_chart
+from transforms.console_text import console_text
 
 #: Characters of an id, a path or a value shown in a table cell.
 CELL_CHARS = 60
 
 
 def escape(value) -> str:
-    return html.escape(str(value), quote=True)
+    """``value`` as HTML text: markup escaped, and control characters (an ESC, a BEL, a
+    bidirectional override from a key name or a message) shown as escapes, never sent raw
+    (``transforms.console_text``)."""
+    return html.escape(console_text(str(value), keep_newlines=True), quote=True)
 
 
 def short_text(text, limit: int = CELL_CHARS) -> str:

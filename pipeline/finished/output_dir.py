@@ -108,6 +108,11 @@ def run_settings(output: str) -> tuple[Settings, int]:
     manifest = read_json(FileSystems.join(output, MANIFEST_FILE)) or {}
     options = manifest.get("options")
     options = options if isinstance(options, dict) else {}
+    if "options" not in manifest:
+        # A streaming output keeps no manifest of its options: its summary names its --redact.
+        summary = read_json(FileSystems.join(output, "summary.json")) or {}
+        if isinstance(summary.get("redact"), str):
+            options = {**options, "redact": summary["redact"]}
     defaults = {dest: action.default for dest, action in our_flags().actions.items()}
     given = {**defaults, **{k: v for k, v in options.items() if v is not None}}
     # The run's own mapping of options to settings (--drop-role and --map-role included); the

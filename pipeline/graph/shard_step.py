@@ -2,9 +2,9 @@
 
 ``process_shard(shard, work, place)`` reads a shard (a path and a byte range,
 ``pipeline.io.shard.Shard``) in batches by the job's limits (``--batch-size``, ``--batch-bytes``,
-``--max-record-bytes``: ``sources.iter_batches``), runs the job's per-record step on each batch
+``--max-record-bytes``: ``pipeline.io.read_shard.iter_batches``), runs the job's per-record step on each batch
 (``records.normalize_batch`` with ``NORMALIZE`` or ``CHECK``), writes each output's items
-through its ``sinks.FILE_FORMATS`` writer into the file ``place(output name)`` names, measuring
+through its ``pipeline.io.file_formats.FILE_FORMATS`` writer into the file ``place(output name)`` names, measuring
 every file while it is written (records, bytes, sha256), and returns a ``ShardResult``: the
 files written and the shard's partial summary (``transforms.summary``; the records read and
 blank lines included).
@@ -271,7 +271,7 @@ class OutputFiles:
 
 def temp_place(temp_root: str, shard: Shard | Part, attempt: str) -> Callable[[str], str]:
     """The batch job's naming: ``TEMP_ROOT/<output>/<shard>-<start>-<attempt>``, the names
-    ``sinks.WriteShards`` gives too (``attempt`` unique per try: a retry never clobbers another)."""
+    ``pipeline.graph.write.WriteShards`` gives too (``attempt`` unique per try: a retry never clobbers another)."""
     return numbered_place(temp_root, shard.number, shard.start, attempt)
 
 

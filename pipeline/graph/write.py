@@ -5,7 +5,8 @@ shard it was read from; batches of one shard arrive together and in input order,
 reading, normalizing and writing are fused into one stage (no shuffle between them), so each
 file's content and name depend only on the input, never on worker scheduling. A runner that
 split a shard over bundles would give it several files, ``part-<shard>-<start>``, still in
-order. Files are written under temporary names in the run's temporary directory and reported
+order. Files are written under temporary names in the run's temporary directory
+(``<shard>-<offset>-<uuid>``: ``pipeline.io.written_files.temp_name``) and reported
 (path, records, bytes), every output's in one list per output (``ListWrittenFiles``, one
 combine for all); ``pipeline.execution.finalize`` renames them once the whole pipeline succeeded and
 checks each one, so a failed run leaves no half-written part files.

@@ -34,8 +34,11 @@ import datasets
 ds = datasets.load_dataset("path/to/this/folder")  # {splits}
 ```
 
-loads each split as one dataset, whatever its parts hold. `summary.json` counts what the run
-kept and dropped; `drops/` and `dead_letter/` say why, per conversation.
+loads each split as one dataset, whatever its parts hold. Load the folder, not the part
+files: `datasets.load_dataset("json", data_files=<the parts>)` infers every column from the
+first file it reads, so a later part whose calls or tools differ fails to load ("Couldn't cast
+... arguments: struct<...> to null") or has its values cast. `summary.json` counts what the
+run kept and dropped; `drops/` and `dead_letter/` say why, per conversation.
 """
 
 

@@ -12,7 +12,8 @@ why; it never guesses:
   (``RuntimeError``) where one lacks it: the shim is what keeps Beam's servers from other users;
 - ``prism._loopback_worker_pool``: a ``PrismError`` (give an environment of your own);
 - ``job_service.JobService.of``: None (Beam's own ``wait_until_finish``);
-- ``dask_cluster.close_client``: nothing closed.
+- ``dask_cluster.close_client``: nothing closed;
+- ``s3_clients.share``: Beam's own S3 clients, a new one per call (slower, the same outputs).
 
 Beam's flag table (``pipeline.config.make_beam_flag_table``) is bound to its release by
 ``pipeline.config.beam_flags.table_is_current``.

@@ -10,36 +10,47 @@
   1,024 178 s; one per shard never started: the launcher reached 10 GB building the graph).
 - Without ``--dask_client_address`` or ``--dask_scheduler_file``, DaskRunner would start a
   LocalCluster whose dashboard listens on every interface (0.0.0.0:8787). ``local_cluster``
-  starts one of convnorm's own instead, every server bound to loopback (the dashboard on a
-  free loopback port), worker processes of one thread each and Dask's sampling profiler off
-  (it cost ~17% of the workers' CPU), names its address to the runner, and stops it after the
-  run. ``close_client`` closes the client the runner opened.
+  starts one of convnorm's own instead, every server bound to loopback, no dashboard and
+  nothing else served over HTTP (plain HTTP without authentication: any local user could read
+  it, on loopback too; ``WORKER_CONFIG``), worker
+  processes of one thread each and Dask's sampling profiler off (it cost ~17% of the workers'
+  CPU), names its address to the runner, and stops it after the run. ``close_client`` closes
+  the client the runner opened.
 - Loopback is not a boundary: any local user's ``Client(...).run(...)`` would run code on an
   open cluster's workers. Convnorm's own cluster speaks TLS only, with credentials made for the
   run and held in memory (``Security.temporary()``: scheduler, workers and the runner's client
   present the same certificate, and a connection without it is refused). Beam's DaskRunner
   takes no security argument, so the client finds them in Dask's configuration, set for the
   run's length. A cluster of the user's own is used as it is, with a warning when its
-  scheduler's address is not ``tls://`` (docs/cluster.md shows a TLS set-up).
+  scheduler's address is not ``tls://``; one that takes plain TCP beyond loopback is refused
+  before the run unless ``--insecure-dask-scheduler`` (``pipeline.config.dask_flags``;
+  docs/cluster.md shows a TLS set-up).
 """
 
 from __future__ import annotations
 
 import contextlib
-import json
 import logging
 from typing import Any, Iterator
 
-from pipeline.config.dask_flags import is_dask_runner
+from pipeline.config.dask_flags import is_dask_runner, named_scheduler
 from pipeline.runners.beam_release import written_for
 
 LOG = logging.getLogger("convnorm")
 
 #: Bound to loopback: convnorm never listens beyond it.
 LOOPBACK = "127.0.0.1"
-#: Dask's configuration for convnorm's own workers: no sampling profiler, and Beam's import-time
-#: notices kept off the console as in the launcher (``pipeline.console``).
-WORKER_CONFIG = {"distributed.worker.profile.enabled": False, "distributed.worker.preload": ["pipeline.console"]}
+#: Dask's configuration for convnorm's own cluster: no sampling profiler, Beam's import-time
+#: notices kept off the console as in the launcher (``pipeline.console``), and nothing served
+#: over HTTP: the scheduler and every worker open a web server even without a dashboard (cluster
+#: information, Prometheus metrics, a proxy to the workers), in plain HTTP that any local user
+#: can ask; with no routes it answers nothing but "not found".
+WORKER_CONFIG = {
+    "distributed.worker.profile.enabled": False,
+    "distributed.worker.preload": ["pipeline.console"],
+    "distributed.scheduler.http.routes": [],
+    "distributed.worker.http.routes": [],
+}
 
 
 def dask_options(options):
@@ -120,7 +131,11 @@ def local_cluster(options, shards: int = 1) -> Iterator[None]:
     with dask.config.set(WORKER_CONFIG):
         cluster = LocalCluster(
             host=LOOPBACK,
+            # No dashboard: its HTTP has no authentication, and loopback is every local user's.
+            # (The scheduler's web server, serving nothing, still listens: on a free port.)
             dashboard_address=f"{LOOPBACK}:0",
+            scheduler_kwargs={"dashboard": False},
+            worker_dashboard_address=None,
             processes=True,
             threads_per_worker=1,  # Python's GIL: one process per core does the work
             protocol="tls://",
@@ -129,10 +144,9 @@ def local_cluster(options, shards: int = 1) -> Iterator[None]:
     dask_options(options).address = cluster.scheduler_address
     default_partitions(options, shards, len(cluster.workers))  # one thread each
     LOG.info(
-        "started a local Dask cluster: %d worker process(es), scheduler %s, dashboard %s",
+        "started a local Dask cluster: %d worker process(es), scheduler %s, no dashboard",
         len(cluster.workers),
         cluster.scheduler_address,
-        cluster.dashboard_link,
     )
     try:
         with dask.config.set(client_tls_config(security)):
@@ -156,17 +170,13 @@ def client_tls_config(security: Any) -> dict:
 def scheduler_address(options) -> str | None:
     """The scheduler a run names: ``--dask_client_address``, or the one its scheduler file holds."""
     dask = dask_options(options)
-    if dask.address:
-        return str(dask.address)
-    try:
-        with open(dask.scheduler_file, encoding="utf-8") as handle:
-            return str(json.load(handle).get("address") or "") or None
-    except (OSError, ValueError, AttributeError, TypeError):
-        return None  # the runner reports a scheduler file it cannot read
+    named = named_scheduler(dask.address, dask.scheduler_file)
+    return named[1] if named else None  # the runner reports a scheduler file it cannot read
 
 
 def warn_without_tls(options) -> None:
-    """A user's own scheduler that takes plain TCP: anyone who reaches it can run code there."""
+    """A user's own scheduler that takes plain TCP: anyone who reaches it can run code there
+    (one beyond loopback got here only through ``--insecure-dask-scheduler``)."""
     address = scheduler_address(options)
     if address and not address.startswith("tls://"):
         LOG.warning(

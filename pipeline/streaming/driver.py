@@ -324,13 +324,18 @@ def run_streaming(job: Job) -> int:
 TAKEN_OVER = frozenset({"streaming", "report"})
 
 
+def streaming_refusal(output: str, holder: dict) -> str:
+    """Why a streaming start leaves a dead run's stale lock alone (its command not in ``TAKEN_OVER``)."""
+    return (
+        f"--output {output!r} has a stale lock of a dead `convnorm {holder.get('command')}` run "
+        f"({locks.describe(holder)}); --streaming takes over only a streaming run's lock: recover that run "
+        "(rerun it with --overwrite --break-stale-lock) or choose another directory; nothing was deleted"
+    )
+
+
 def _take_over(output: str, holder: dict) -> None:
     if holder.get("command") not in TAKEN_OVER:
-        raise OutputError(
-            f"--output {output!r} has a stale lock of a dead `convnorm {holder.get('command')}` run "
-            f"({locks.describe(holder)}); --streaming takes over only a streaming run's lock: recover that run "
-            "(rerun it with --overwrite --break-stale-lock) or choose another directory; nothing was deleted"
-        )
+        raise OutputError(streaming_refusal(output, holder))
     done = owned.clean_dead_run(output, holder)
     # What was kept is said too: a temporary directory its lock does not prove the dead run's.
     LOG.warning(

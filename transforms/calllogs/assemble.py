@@ -153,7 +153,7 @@ class GroupState:
     a few look-ups, never a comparison with every kept sequence (a trace of thousands of
     unrelated calls)."""
 
-    __slots__ = ("sequences", "calls", "tool_results", "rejected", "tools", "prefixes", "ends")
+    __slots__ = ("sequences", "calls", "tool_results", "rejected", "tools", "prefixes", "ends", "truncated")
 
     def __init__(self) -> None:
         self.sequences: list[_Sequence] = []
@@ -164,6 +164,9 @@ class GroupState:
         self.tools: dict[bytes, list[dict[str, Any]]] = {}
         self.prefixes: set[bytes] = set()
         self.ends: dict[bytes, int] = {}
+        #: The chain ends of the calls whose output was a stream cut off (``Call.truncated``): a
+        #: conversation holding one of them holds that partial answer, however the calls arrive.
+        self.truncated: set[bytes] = set()
 
     def add(self, source: str, position: int, piece: Piece) -> GroupState:
         origin = Origin(source, position, piece.call_id, piece.start)
@@ -185,6 +188,8 @@ class GroupState:
             if known is None or _exact(piece.tools) < _exact(known):
                 self.tools[tools] = piece.tools
         self.calls.append(_CallSeen(origin, len(chain), chain[-1] if chain else b"", tools, piece.model))
+        if piece.truncated and piece.output and chain:
+            self.truncated.add(chain[-1])
         self._keep(_Sequence(messages, chain, piece.discarded))
         return self
 
@@ -232,6 +237,7 @@ class GroupState:
         self.calls.extend(other.calls)
         self.tool_results.extend(other.tool_results)
         self.rejected.extend(other.rejected)
+        self.truncated |= other.truncated
         for key, tools in other.tools.items():
             known = self.tools.get(key)
             if known is None or _exact(tools) < _exact(known):
@@ -369,6 +375,10 @@ def assemble(
             assembly["branches"] = len(sequences) - 1
         if filled:
             assembly["tool_results_filled"] = [_origin_entry(origin) for origin, _ in filled]
+        truncated = sum(h in state.truncated for h in sequence.chain) if state.truncated else 0
+        if truncated:
+            # Answers that arrived cut off (a stream with no end): not whole answers to train on.
+            assembly["truncated_stream"] = truncated
         assembled.append(Assembled(record, last.origin.source, last.origin.position, assembly, sequence.discarded))
     unused = [origin for origin, piece in state.tool_results if (origin, piece.tool_call_id) not in used]
     if unused:

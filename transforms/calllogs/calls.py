@@ -51,6 +51,9 @@ class Call(NamedTuple):
     #: annotations): the ledger of discarded fields (``transforms.ledger``: name -> [count,
     #: characters]), as ``Conversation.discarded`` holds it; ``None`` when nothing was left out.
     discarded: dict[str, Any] | None = None
+    #: The output was a stream of events cut off before its end (``streams.complete``): a
+    #: partial answer, marked ``truncated_stream`` in the conversation it ends up in.
+    truncated: bool = False
 
 
 class ToolResult(NamedTuple):

@@ -40,6 +40,9 @@ class Embedded(NamedTuple):
     model: str | None = None
     #: The ledger of what reading left out (``transforms.ledger``), ``None`` when nothing.
     discarded: dict[str, Any] | None = None
+    #: The payload was a stream of events cut off before its end (``streams.complete``): the
+    #: messages are the part that arrived.
+    truncated: bool = False
 
 
 def decoded(value: Any) -> Any:
@@ -81,9 +84,10 @@ def strict_flat(messages: list[Any], ledger: dict[str, Any] | None) -> list[Any]
     it is, for the core to drop and count.
     """
     if ledger is not None:
-        # Reasoning and media a provider reader carried beside a message (issue 33's fields) are
-        # not carried through call logs: counted under their own names, as a sink that cannot
-        # take them counts them, and the rest as coercion would.
+        # Reasoning and media a provider reader carried beside a message (the ``FIELD`` of
+        # formats.reasoning and of formats.media) are not carried through call logs: counted
+        # under their own names, as a sink that cannot take them counts them, and the rest as
+        # coercion would.
         messages, reasoning = carried_reasoning.lift(messages)
         messages, media = carried_media.lift(messages)
         carried_reasoning.note_all(reasoning, ledger)
@@ -239,17 +243,13 @@ def read_output(payload: Any, where: str) -> Embedded:
     message).
     Only the first choice / candidate is the continuation: the others are left out. A response
     kept as raw server-sent events is assembled first (``transforms.calllogs.streams``); a
-    stream of a kind convnorm does not assemble is refused (``streamed_response``).
+    stream of a kind convnorm does not assemble is refused (``streamed_response``); one cut off
+    before its end is read, ``truncated``.
     """
     if streams.is_stream(payload):
-        stream = payload
-        payload = streams.assembled(stream)
-        if payload is None:
-            raise FormatError(
-                "streamed_response",
-                f"{where} is a stream of server-sent events of a kind convnorm does not assemble "
-                "(OpenAI chat chunks, Anthropic message events and Responses events are)",
-            )
+        stream, payload = payload, _assembled_stream(payload, where)
+        if not streams.complete(stream):
+            return read_output(payload, where)._replace(truncated=True)
     payload = decoded(payload)
     if payload is None or payload == "":
         return Embedded([])
@@ -260,19 +260,30 @@ def read_output(payload: Any, where: str) -> Embedded:
         return Embedded(vercel)
     if not isinstance(payload, dict):
         return read_history(payload, where, "assistant")
+    return _read_response_object(payload, where)
+
+
+def _assembled_stream(stream: Any, where: str) -> Any:
+    """A response kept as raw server-sent events, assembled; ``streamed_response`` for a kind
+    convnorm does not assemble."""
+    payload = streams.assembled(stream)
+    if payload is None:
+        raise FormatError(
+            "streamed_response",
+            f"{where} is a stream of server-sent events of a kind convnorm does not assemble "
+            "(OpenAI chat chunks, Anthropic message events and Responses events are)",
+        )
+    return payload
+
+
+def _read_response_object(payload: dict[str, Any], where: str) -> Embedded:
+    """``read_output`` of an object: the provider response its keys name, a GenAI-events
+    choice, or a message; ``unknown_output`` for anything else."""
     ledger: dict[str, Any] = {}
     model = _model_of(payload.get("model"))
     choices = payload.get("choices")
     if isinstance(choices, list):
-        choice = _first(choices)
-        if not isinstance(choice, dict):
-            return Embedded([], model=model)
-        message = choice.get("message")
-        if isinstance(message, dict):
-            return Embedded(openai_to_flat([_assistant(message)], None, ledger), model=model, discarded=ledger or None)
-        if isinstance(choice.get("text"), str):
-            return Embedded(_text_message("assistant", choice["text"]), model=model)
-        return Embedded([], model=model)
+        return _read_first_choice(choices, model)
     if payload.get("type") == "message" and isinstance(payload.get("content"), list):
         check_blocks(payload["content"], where)
         flat = anthropic_to_flat([{"role": "assistant", "content": payload["content"]}], None, ledger)
@@ -284,11 +295,7 @@ def read_output(payload: Any, where: str) -> Embedded:
         return Embedded(flat, tools_of(payload.get("tools")), model, ledger or None)
     candidates = payload.get("candidates")
     if isinstance(candidates, list):
-        content = as_dict(_first(candidates)).get("content")
-        if not isinstance(content, dict):
-            return Embedded([], model=_model_of(payload.get("modelVersion")))
-        flat = gemini_to_flat([{"role": "model", **content}], None, ledger)
-        return Embedded(flat, model=_model_of(payload.get("modelVersion")), discarded=ledger or None)
+        return _read_first_candidate(candidates, _model_of(payload.get("modelVersion")))
     content = payload.get("content")
     if isinstance(content, dict) and isinstance(content.get("parts"), list):
         # A google-adk LlmResponse: a Gemini Content beside finish_reason and usage.
@@ -301,6 +308,30 @@ def read_output(payload: Any, where: str) -> Embedded:
     if "role" in payload:
         return read_history(payload, where, "assistant")
     raise FormatError("unknown_output", f"{where}: {_describe(payload)} is not a response shape any reader knows")
+
+
+def _read_first_choice(choices: list[Any], model: str | None) -> Embedded:
+    """An OpenAI chat completion's first choice: its message, or a legacy completion's text."""
+    choice = _first(choices)
+    if not isinstance(choice, dict):
+        return Embedded([], model=model)
+    ledger: dict[str, Any] = {}
+    message = choice.get("message")
+    if isinstance(message, dict):
+        return Embedded(openai_to_flat([_assistant(message)], None, ledger), model=model, discarded=ledger or None)
+    if isinstance(choice.get("text"), str):
+        return Embedded(_text_message("assistant", choice["text"]), model=model)
+    return Embedded([], model=model)
+
+
+def _read_first_candidate(candidates: list[Any], model: str | None) -> Embedded:
+    """A Gemini response's first candidate's content."""
+    content = as_dict(_first(candidates)).get("content")
+    if not isinstance(content, dict):
+        return Embedded([], model=model)
+    ledger: dict[str, Any] = {}
+    flat = gemini_to_flat([{"role": "model", **content}], None, ledger)
+    return Embedded(flat, model=model, discarded=ledger or None)
 
 
 def check_blocks(content: Any, where: str) -> None:

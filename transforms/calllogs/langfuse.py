@@ -171,6 +171,7 @@ def _call(observation: dict[str, Any], session: Any) -> Call:
         _tools(observation, history.tools, listed_tools, output.tools),
         model if isinstance(model, str) else None,
         ledger or None,
+        output.truncated,
     )
 
 

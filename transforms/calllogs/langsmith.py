@@ -212,6 +212,7 @@ def _llm_call(run: dict[str, Any]) -> Call:
         read = read_history(inputs, f"{where} inputs")
         history, history_model, history_tools = read.messages, read.model, read.tools
         ledger = merged_ledgers(ledger, read.discarded) or {}
+    truncated = False
     generations = outputs.get("generations") if isinstance(outputs, dict) else None
     if isinstance(generations, list):
         first = _batch(generations)
@@ -228,6 +229,7 @@ def _llm_call(run: dict[str, Any]) -> Call:
         if read_out is not None:
             output_model, output_tools = read_out.model, read_out.tools
             ledger = merged_ledgers(ledger, read_out.discarded) or {}
+            truncated = read_out.truncated
     params = as_dict(_extra(run).get("invocation_params"))
     tools = tools_of(params.get("tools")) or history_tools or tools_of(inputs.get("tools")) or output_tools
     history = strict_flat(history, ledger)
@@ -242,6 +244,7 @@ def _llm_call(run: dict[str, Any]) -> Call:
         tools,
         _model(run, history_model, output_model, inputs.get("model") if isinstance(inputs.get("model"), str) else None),
         ledger or None,
+        truncated,
     )
 
 

@@ -85,6 +85,7 @@ def _call(fmt: str, group: str, start: int, call_id: str, request: Embedded, res
         tools,
         _model(*models, request.model, response.model),
         ledger or None,
+        response.truncated,
     )
 
 

@@ -14,6 +14,11 @@ streams are assembled, by the shape of their events:
 
 Any other stream is ``None``: the caller refuses it (``streamed_response``), since a guess would
 lose text silently. A stream whose tool input does not parse is ``FormatError`` (``bad_stream``).
+
+A stream that ends before it says it is done (``complete``: no ``data: [DONE]``, no
+``finish_reason``, no ``message_stop`` or ``stop_reason``) was cut off: what it assembles is
+the part that arrived, and the caller marks the call (``truncated_stream``) rather than take it
+for a whole answer.
 """
 
 from __future__ import annotations
@@ -112,6 +117,25 @@ def _anthropic(events: list[dict[str, Any]]) -> dict[str, Any]:
     message["type"] = "message"
     message["content"] = [blocks[k] for k in sorted(blocks, key=lambda k: (not isinstance(k, int), k))]
     return message
+
+
+def complete(text: str) -> bool:
+    """Whether a raw event stream says it ended: a ``data: [DONE]`` line, a first choice with a
+    ``finish_reason`` (OpenAI chat chunks), a ``message_stop`` event or a ``stop_reason``
+    (Anthropic), a ``response.completed`` event (Responses)."""
+    if any(line.startswith("data:") and line[5:].strip() == "[DONE]" for line in text.splitlines()):
+        return True
+    for event in _events(text):
+        if not isinstance(event, dict):
+            continue
+        if event.get("type") in ("message_stop", "response.completed"):
+            return True
+        if _dict(event.get("delta")).get("stop_reason"):
+            return True
+        for choice in event.get("choices") or ():
+            if isinstance(choice, dict) and choice.get("index", 0) == 0 and choice.get("finish_reason"):
+                return True
+    return False
 
 
 def assembled(text: str) -> dict[str, Any] | None:

@@ -247,7 +247,7 @@ def _is_plain(message: dict[str, Any], role: Any, pending: Sequence[Any]) -> boo
 
     Such a message may still be provider-shaped: calls ``{id, type, function: {name,
     arguments}}`` with their ids (``raw_call_id``), a call-only turn's null (or missing)
-    content. The core reads both as the converted message (``normalize._read_call``, null
+    content. The core reads both as the converted message (``normalize_coerce.read_call``, null
     content cast to ``""``), and the ledger looks at neither a call's keys nor content.
     Anything the reader changes beyond that (part lists, refusals, legacy ``function_call``,
     ids to make, ``tool_call_ids``, ``developer`` / ``function`` roles, results paired by
