@@ -115,8 +115,8 @@ def test_call_log_pieces_are_redacted_before_the_assembly_distinct_finds_kept_di
     from transforms.record_steps import read_call_log
 
     settings = Settings(redact=KINDS, redact_region="US", calls=True)
-    first = read_call_log(_call_log(f"sess-{aws(12)}", "one@example.com"), settings)[0]
-    other = read_call_log(_call_log(f"sess-{aws(12)}", "two@example.com"), settings)[0]
+    first = read_call_log(_call_log(f"sess-{aws(12)}", "one@example.com"), settings).pieces[0]
+    other = read_call_log(_call_log(f"sess-{aws(12)}", "two@example.com"), settings).pieces[0]
     # What a streaming run keeps in its output directory (calls.jsonl) holds no find ...
     assert aws(12) not in repr(first) and "one@example.com" not in repr(first)
     assert first.group == "sess-" + id_placeholder("aws_access_key", aws(12))

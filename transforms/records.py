@@ -15,7 +15,6 @@ from __future__ import annotations
 
 from typing import Any, Callable, NamedTuple
 
-from transforms.calllogs.calls import Piece
 from transforms.chat_template import TemplateRefused, check_rendered, count_tokens, render
 from transforms.dataset_keys import CONTENT_KEYS, content_keys, group_key, split_of
 from transforms.formats import (
@@ -41,6 +40,7 @@ from transforms.profiles import ProfileResult, normalize_with_profile
 from transforms.record_settings import Settings, TokenSettings
 from transforms.record_steps import (
     CallLogged,
+    CallLogRead,
     DeadLettered,
     DeadLetterReason,
     Outcome,
@@ -106,7 +106,7 @@ def _carries_something(messages: list[Any]) -> bool:
     return False
 
 
-def _read_and_normalize(record: Any, settings: Settings, hint: ReaderHint | None) -> _Normalized | list[Piece]:
+def _read_and_normalize(record: Any, settings: Settings, hint: ReaderHint | None) -> _Normalized | CallLogRead:
     """The record read (``read_conversation``), the role options applied, and its messages
     normalized by the profile.
 
@@ -157,12 +157,12 @@ def _read_and_normalize(record: Any, settings: Settings, hint: ReaderHint | None
     return conversation, messages, normalize_with_profile(messages, settings.profile), role_drops, role_maps, None
 
 
-def _process(raw: RawRecord, settings: Settings, hint: ReaderHint | None = None) -> tuple[Any, ...] | list[Piece]:
+def _process(raw: RawRecord, settings: Settings, hint: ReaderHint | None = None) -> tuple[Any, ...] | CallLogRead:
     """(record, metrics, line), and with ``--examples each`` the other examples (``Produced.more``);
     a call-log record's pieces instead."""
     record = parse_payload(raw)
     read = _read_and_normalize(record, settings, hint)
-    if isinstance(read, list):
+    if isinstance(read, CallLogRead):
         return read  # a call log's pieces (``guarded`` makes them a ``CallLogged``)
     conversation, messages, result, role_drops, role_maps, reasoning = read
     if isinstance(raw.payload, Parsed) and raw.payload.discarded:

@@ -183,7 +183,13 @@ def _call_logs(s: dict[str, Any]) -> dict[str, Any]:
     """The ``call_logs`` section, when the run read any call log (absent otherwise: the summary
     of a run of conversations is what it was before call logs were read)."""
     found = s.get("call_logs")
-    return {"call_logs": _ordered(found, CALL_LOG_COUNTS)} if found else {}
+    if not found:
+        return {}
+    ordered = _ordered(found, CALL_LOG_COUNTS)
+    if isinstance(ordered.get("skipped_by_kind"), dict):
+        # Parts that are no call and no tool result (HTTP, chain, agent spans ...), by kind.
+        ordered["skipped_by_kind"] = {k: ordered["skipped_by_kind"][k] for k in sorted(ordered["skipped_by_kind"])}
+    return {"call_logs": ordered}
 
 
 # --------------------------------------------------------------------------------------------

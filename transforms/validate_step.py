@@ -6,11 +6,11 @@ what ``transforms.validate.check_sendable`` finds in its messages.
 
 from __future__ import annotations
 
-from transforms.calllogs.calls import Piece
 from transforms.inputs import RawRecord
 from transforms.output_records import ViolationReport
 from transforms.record_settings import Settings
 from transforms.record_steps import (
+    CallLogRead,
     Outcome,
     ReaderHint,
     guarded,
@@ -27,7 +27,7 @@ from transforms.validate import check_sendable, check_user_first, count_by_kind,
 USER_FIRST_READERS = frozenset(("anthropic", "bedrock-converse", "gemini"))
 
 
-def _check(raw: RawRecord, settings: Settings) -> tuple[ViolationReport, None] | list[Piece]:
+def _check(raw: RawRecord, settings: Settings) -> tuple[ViolationReport, None] | CallLogRead:
     record = parse_payload(raw)
     pieces = read_call_log(record, settings)
     if pieces is not None:

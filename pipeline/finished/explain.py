@@ -315,7 +315,7 @@ def reassembled(
         raw = record_at(source, position, max_record_bytes)
         if raw is None:
             raise NotFound(f"{source} has no record at position {position:,} any more: was the file moved or changed?")
-        for piece in read_call_log(parse_payload(raw), calls) or ():
+        for piece in getattr(read_call_log(parse_payload(raw), calls), "pieces", ()):
             fmt, group = group_key(piece)
             if (fmt, as_written(group)) == key:
                 state.add(source, position, piece)

@@ -187,9 +187,12 @@ def opt_in_html(s: dict) -> str:
 
 def _call_logs_section(calls: dict) -> str:
     """How many call-log records became how many conversations (docs/call-logs.md)."""
+    counts = {name: n for name, n in calls.items() if not isinstance(n, dict)}
+    skipped = calls.get("skipped_by_kind") or {}
     return (
         '<h2>Conversations assembled from call logs</h2><div class="card">'
-        + count_table(calls, "call_logs", "call logs")
+        + count_table(counts, "call_logs", "call logs")
+        + count_table(skipped, "call_logs.skipped_by_kind", "parts skipped (no call, no tool result), by kind")
         + "<p>Each call-log record holds LLM calls (and tool results recorded apart); the calls of one "
         "conversation collapse into it when their history is a prefix of it, and a history that is not "
         "becomes a branch of its own. Each assembled conversation is in the normalized output or the "

@@ -15,9 +15,10 @@ fields, as the conversation readers do; ``Call.discarded`` carries it to the job
 from __future__ import annotations
 
 import json
-from typing import Any, NamedTuple
+from typing import Any, Callable, NamedTuple
 
 from transforms.calllogs import genai, streams
+from transforms.calllogs.calls import PART_TEXT_LIMIT, ReadItem
 from transforms.formats import media as carried_media
 from transforms.formats import reasoning as carried_reasoning
 from transforms.formats._common import openai_tool
@@ -381,3 +382,32 @@ def result_text(value: Any) -> str:
                 return inner
         return value
     return content_text(value)
+
+
+def parts_read(
+    parts: list[Any],
+    read: Callable[[Any], list[ReadItem]],
+    rejected: Callable[[int, Any, FormatError], ReadItem],
+) -> list[ReadItem]:
+    """``read(part)`` for each part of a record. A record of one part that cannot be read is
+    refused whole (the ``FormatError`` goes on); in a record of several, a part that cannot be
+    read gives ``rejected(index, part, error)`` (a ``Rejected``: a dead letter of its own) and
+    the other parts are read as usual."""
+    if len(parts) <= 1:
+        return [item for part in parts for item in read(part)]
+    out: list[ReadItem] = []
+    for index, part in enumerate(parts):
+        try:
+            out.extend(read(part))
+        except FormatError as error:
+            out.append(rejected(index, part, error))
+    return out
+
+
+def part_text(part: Any) -> str:
+    """A refused part as JSON text, cut to ``PART_TEXT_LIMIT`` characters, for its dead letter."""
+    try:
+        text = json.dumps(part, ensure_ascii=False, separators=(",", ":"), sort_keys=False)
+    except (TypeError, ValueError, RecursionError):
+        text = repr(part)
+    return text[:PART_TEXT_LIMIT]
