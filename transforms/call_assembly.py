@@ -121,7 +121,9 @@ def conversations_of(
         order = canonical_json([fmt, group, -1, n])
         yield bucket, _Conversation(order, RawRecord(origin.source, origin.position, letter), {"conversations": 1})
     if not state.calls and not state.tool_results:
-        return  # only parts refused
+        # Only parts refused. (A bare return: Beam warns on the console of a generator whose
+        # line starts "return " with anything after it, a comment included.)
+        return
     try:
         made = assemble(
             fmt,
