@@ -104,8 +104,8 @@ PAGE_KB = os.sysconf("SC_PAGE_SIZE") // 1024
 
 
 def plain_loop(paths: list[str], out_dir: str) -> dict:
+    from transforms.core.jsontext import dumps_line
     from transforms.inputs import DEFAULT_BATCH_BYTES, DEFAULT_BATCH_SIZE, RawRecord, batch_is_full
-    from transforms.jsontext import dumps_line
     from transforms.record_settings import Settings
     from transforms.record_steps import ReaderHint
     from transforms.records import normalize_batch

@@ -104,8 +104,8 @@ def _flat(record: dict) -> dict:
 def stage_plan(lines: list[bytes]) -> dict:
     """``{stage: (func, items)}``: each stage of the per-record path as a function over inputs
     prepared here, outside any measurement (lines, parsed records, read conversations)."""
+    from transforms.core.jsontext import parse_json
     from transforms.inputs import RawRecord
-    from transforms.jsontext import parse_json
     from transforms.profiles import normalize_with_profile
     from transforms.record_settings import Settings
     from transforms.record_steps import ReaderHint, read_conversation

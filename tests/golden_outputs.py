@@ -18,9 +18,9 @@ ROOT = HERE.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
+from transforms.core.jsontext import dumps_line  # noqa: E402
 from transforms.formats import WRITERS  # noqa: E402
 from transforms.inputs import RawRecord  # noqa: E402
-from transforms.jsontext import dumps_line  # noqa: E402
 from transforms.record_settings import Settings  # noqa: E402
 from transforms.records import normalize_batch  # noqa: E402
 

@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from transforms.chat_template import TemplateRefused, check_rendered, count_tokens, load_template, render
+from transforms.core.jsontext import dumps_line
 from transforms.inputs import RawRecord
-from transforms.jsontext import dumps_line
 from transforms.record_settings import Settings, problems
 from transforms.records import process_record
 from transforms.summary import finalize_run, partial

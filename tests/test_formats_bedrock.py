@@ -15,10 +15,10 @@ import copy
 
 import pytest
 
+from transforms.core.jsontext import dumps_line
+from transforms.core.normalize import normalize_conversation
 from transforms.formats import READERS, WRITERS, FormatError, WriteContext, detect_reader, read_forced, reasoning
 from transforms.inputs import RawRecord
-from transforms.jsontext import dumps_line
-from transforms.normalize import normalize_conversation
 from transforms.record_settings import Settings
 from transforms.records import process_record
 

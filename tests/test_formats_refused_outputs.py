@@ -18,9 +18,9 @@ import json
 
 import pytest
 
+from transforms.core.jsontext import dumps_line
 from transforms.formats import READERS, WRITERS, FormatError, WriteContext, detect_reader, read_forced
 from transforms.inputs import RawRecord
-from transforms.jsontext import dumps_line
 from transforms.record_settings import Settings
 from transforms.records import process_record
 from transforms.summary import finalize, partial

@@ -17,9 +17,9 @@ import json
 
 import pytest
 
+from transforms.core.jsontext import dumps_line
 from transforms.formats import READERS, WRITERS, FormatError, WriteContext
 from transforms.inputs import RawRecord
-from transforms.jsontext import dumps_line
 from transforms.profiles import normalize_with_profile
 from transforms.record_settings import Settings
 from transforms.records import process_record

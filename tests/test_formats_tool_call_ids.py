@@ -10,9 +10,9 @@ from __future__ import annotations
 import json
 
 from transforms import summary as summaries
+from transforms.core.normalize import INTERRUPTED_RESULT, normalize_conversation
 from transforms.formats import READERS, detect_reader
 from transforms.inputs import RawRecord
-from transforms.normalize import INTERRUPTED_RESULT, normalize_conversation
 from transforms.record_settings import Settings
 from transforms.records import process_record
 

@@ -21,9 +21,9 @@ from pathlib import Path
 import pytest
 
 from transforms import records
+from transforms.core.jsontext import dumps_line
 from transforms.formats import WRITERS
 from transforms.inputs import RawRecord
-from transforms.jsontext import dumps_line
 from transforms.profiles import PROFILES
 from transforms.record_settings import Settings
 from transforms.validate_step import check_record

@@ -12,8 +12,8 @@ from __future__ import annotations
 import orjson
 
 from transforms.conversations import NORMALIZE, RouteConversations
+from transforms.core.jsontext import dumps_line
 from transforms.inputs import Batch, RawRecord
-from transforms.jsontext import dumps_line
 from transforms.record_settings import Settings
 from transforms.records import normalize_batch
 

@@ -33,10 +33,10 @@ from test_openai_fast_path import MESSAGES, SETTINGS  # noqa: E402
 
 from transforms import formats, record_steps  # noqa: E402
 from transforms import records as run_step  # noqa: E402
+from transforms.core.ledger import coercion_discards  # noqa: E402
+from transforms.core.normalize import normalize_conversation, normalize_read  # noqa: E402
 from transforms.formats import READERS, detect_reader, plain_chat  # noqa: E402
 from transforms.inputs import RawRecord  # noqa: E402
-from transforms.ledger import coercion_discards  # noqa: E402
-from transforms.normalize import normalize_conversation, normalize_read  # noqa: E402
 from transforms.records import normalize_batch  # noqa: E402
 
 #: Pairing keys that are not what the core reads: the ledger counts them when not empty.

@@ -8,7 +8,7 @@ import pytest
 from hypothesis import example, given
 from hypothesis import strategies as st
 
-import transforms.jsontext as jsontext
+import transforms.core.jsontext as jsontext
 import transforms.records as records
 from transforms.inputs import Parsed, RawRecord, Unreadable
 from transforms.record_settings import Settings
@@ -267,7 +267,7 @@ def _beyond_64_bits_before(data: bytes) -> bool:
 
 @given(st.lists(st.sampled_from([b"1", b"9", b"0", b"-", b" ", b'"', b"a", b"1" * 9, b"0" * 10]), max_size=40))
 def test_the_exact_reading_check_still_sends_every_integer_past_64_bits(parts):
-    from transforms.jsontext import _needs_exact_reading
+    from transforms.core.jsontext import _needs_exact_reading
 
     data = b"".join(parts)
     assert _needs_exact_reading(data) or not _beyond_64_bits_before(data)
@@ -285,7 +285,7 @@ def test_the_exact_reading_check_never_lets_orjson_change_a_number(sign, whole, 
     # sends it there too (docs/json-text.md).
     import orjson
 
-    from transforms.jsontext import NumberTooLarge, _needs_exact_reading, parse_json
+    from transforms.core.jsontext import NumberTooLarge, _needs_exact_reading, parse_json
 
     text = sign + (whole.lstrip("0") or "0") + (f".{fraction}" if fraction else "")
     text += f"{exponent[0]}{exponent[1]}" if exponent else ""
@@ -316,7 +316,7 @@ def test_the_exact_reading_check_never_lets_orjson_change_a_number(sign, whole, 
 def test_the_glance_finds_every_number_the_whole_look_finds_at_any_offset(prefix, sign, length, point, suffix):
     # The glance looks at every 8th byte and for "e-": a run of 16 digits or points, or a tiny
     # exponent, must be seen wherever it starts.
-    from transforms.jsontext import _needs_exact_reading, _needs_exact_reading_looked
+    from transforms.core.jsontext import _needs_exact_reading, _needs_exact_reading_looked
 
     run = b"7" * length
     if point < length:

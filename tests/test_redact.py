@@ -7,8 +7,8 @@ import json
 
 import pytest
 
+from transforms.core.jsontext import dumps_line
 from transforms.inputs import RawRecord
-from transforms.jsontext import dumps_line
 from transforms.record_settings import Settings
 from transforms.records import process_record
 from transforms.redact import parse_kinds, redact_messages, redact_text

@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 
 from pipeline.finished.html_page import escape
+from transforms.core.jsontext import dumps_line
 from transforms.inputs import Parsed, RawRecord
-from transforms.jsontext import dumps_line
 from transforms.record_settings import Settings
 from transforms.records import process_record
 from transforms.redact import SIGNED_REASONING_LEFT_OUT, Redaction, id_placeholder, redact_media, redact_names

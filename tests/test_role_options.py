@@ -15,8 +15,8 @@ import pytest
 
 from pipeline.cli.main import main
 from pipeline.config.options import ConfigError, load_job
+from transforms.core.jsontext import dumps_line
 from transforms.inputs import RawRecord
-from transforms.jsontext import dumps_line
 from transforms.record_settings import Settings
 from transforms.records import process_record
 from transforms.roles import apply_role_options

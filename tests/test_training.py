@@ -8,10 +8,10 @@ import json
 
 import pytest
 
+from transforms.core.jsontext import dumps_line
+from transforms.core.normalize import Trace, normalize_conversation
 from transforms.inputs import RawRecord
-from transforms.jsontext import dumps_line
 from transforms.message_extras import carry_around_core, lift, reattach
-from transforms.normalize import Trace, normalize_conversation
 from transforms.profiles import PROFILES, normalize_with_profile
 from transforms.record_settings import Settings, problems
 from transforms.records import process_record

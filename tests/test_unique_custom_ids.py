@@ -80,8 +80,8 @@ def test_uniqueness_is_per_output_file(tmp_path, part_bytes, expected):
 def test_the_lines_a_batch_carries_are_its_records_serialized_renames_included():
     # The JSONL writer writes these lines as they are (each record serialized once): a record
     # renamed after the per-record guard serialized it must carry its new line.
+    from transforms.core.jsontext import dumps_line
     from transforms.inputs import RawRecord
-    from transforms.jsontext import dumps_line
     from transforms.record_settings import Settings
     from transforms.records import normalize_batch
 

@@ -28,8 +28,8 @@ from apache_beam.utils.timestamp import Timestamp
 
 from transforms.calllogs.assemble import Assembled, GroupState, NoCalls, assemble, group_key
 from transforms.calllogs.calls import Call, Rejected, ToolResult
+from transforms.core.jsontext import canonical_json, dumps_line, parse_json
 from transforms.inputs import Batch, Parsed, RawRecord, Unreadable
-from transforms.jsontext import canonical_json, dumps_line, parse_json
 from transforms.record_settings import Settings
 from transforms.record_steps import CallLogged, DeadLetterReason
 

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from typing import Any, NamedTuple
 
-from transforms.normalize import Trace
+from transforms.core.normalize import Trace
 from transforms.profiles import ProfileResult, normalize_with_profile
 
 #: Input entry index -> the wanted keys it held, in the entry's own key order.

@@ -64,7 +64,7 @@ from __future__ import annotations
 
 from typing import Any, NamedTuple
 
-from transforms.normalize import (
+from transforms.core.normalize import (
     REASONS,
     Event,
     NormalizeResult,
@@ -75,7 +75,7 @@ from transforms.normalize import (
     system_first,
     usable_id,
 )
-from transforms.tool_blocks import first_free, tool_blocks
+from transforms.core.tool_blocks import first_free, tool_blocks
 
 __all__ = [
     "PROFILES",

@@ -20,7 +20,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable, NamedTuple
 
-from transforms.normalize import REASONS
+from transforms.core.normalize import REASONS
+from transforms.core.validate import VIOLATION_KINDS
 from transforms.output_records import DeadLetter, DropMetrics, ViolationReport
 from transforms.profiles import REPAIRS
 from transforms.record_settings import Settings, TokenSettings
@@ -32,7 +33,6 @@ from transforms.summary_table import changed_inputs as changed_inputs  # (also w
 from transforms.summary_table import format_table as format_table
 from transforms.tokens import tally_example, token_figures
 from transforms.training_summary import DUPLICATE, tally_training, training_sections
-from transforms.validate import VIOLATION_KINDS
 
 #: Buckets of the drops-per-conversation histogram: (label, lowest count, highest count).
 HISTOGRAM_BUCKETS = (

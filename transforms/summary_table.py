@@ -8,8 +8,8 @@ from __future__ import annotations
 from typing import Any
 
 from transforms.console_text import console_text
+from transforms.core.normalize import split_drops
 from transforms.dataset_keys import TRAIN
-from transforms.normalize import split_drops
 from transforms.record_steps import DeadLetterReason
 from transforms.training_summary import training_rows
 

@@ -34,8 +34,8 @@ import functools
 import math
 from typing import Any, Callable, NamedTuple
 
+from transforms.core.jsontext import compact_json
 from transforms.dataset_keys import TRAIN
-from transforms.jsontext import compact_json
 from transforms.output_records import DeadLetter, DropMetrics
 from transforms.record_settings import TokenSettings
 

@@ -10,7 +10,7 @@ from typing import Iterator
 from pipeline.finished.charts import ALERT_COLOR, OK_COLOR, bar_chart
 from pipeline.finished.html_page import count_table, counts_chart, escape, figure, number_text, tile
 from pipeline.finished.report_data import ReportData, RunDetails, versions, worst_sources
-from transforms.normalize import split_drops
+from transforms.core.normalize import split_drops
 
 #: Characters of a dead letter's raw input shown under it.
 RAW_CHARS = 600

@@ -31,9 +31,9 @@ from typing import Any, NamedTuple
 
 import apache_beam as beam
 
+from transforms.core.jsontext import dumps_line, parse_json
 from transforms.dataset_keys import CONTENT_KEYS, TRAIN
 from transforms.inputs import Batch
-from transforms.jsontext import dumps_line, parse_json
 from transforms.record_settings import Settings
 from transforms.training_summary import DUPLICATE
 

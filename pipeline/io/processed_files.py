@@ -49,7 +49,7 @@ from pipeline.io.output_names import SUMMARY_FILE
 from pipeline.io.shard import FILE_KINDS, Stamp, display_path, file_suffix
 from pipeline.io.text_containers import line_feed
 from transforms import summary as summaries
-from transforms.jsontext import document_bytes
+from transforms.core.jsontext import document_bytes
 from transforms.record_settings import Settings
 
 PROCESSED_DIR = "_convnorm_files"

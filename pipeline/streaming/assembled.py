@@ -57,7 +57,7 @@ from transforms.call_assembly import (
     shard_batches,
 )
 from transforms.calllogs.assemble import GroupState, group_key
-from transforms.jsontext import canonical_json, document_bytes
+from transforms.core.jsontext import canonical_json, document_bytes
 from transforms.record_steps import CallLogged
 
 LOG = logging.getLogger("convnorm")

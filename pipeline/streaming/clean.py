@@ -29,8 +29,8 @@ from pipeline.streaming.windows import window_name
 from pipeline.testhooks import pause_point
 from transforms import summary as summaries
 from transforms.conversations import BatchCounters, freeze_gc
+from transforms.core.jsontext import document_bytes
 from transforms.inputs import Batch
-from transforms.jsontext import document_bytes
 from transforms.record_settings import Settings
 from transforms.records import BatchResult
 

@@ -18,7 +18,7 @@ from pipeline.io.output_names import SUMMARY_FILE
 from pipeline.streaming.assembled import assemble_window
 from pipeline.streaming.commits import COMMITS
 from transforms.console_text import console_text
-from transforms.normalize import split_drops
+from transforms.core.normalize import split_drops
 from transforms.record_settings import Settings
 
 
