@@ -106,10 +106,10 @@ def stage_plan(lines: list[bytes]) -> dict:
     prepared here, outside any measurement (lines, parsed records, read conversations)."""
     from transforms.core.jsontext import parse_json
     from transforms.inputs import RawRecord
-    from transforms.profiles import normalize_with_profile
     from transforms.record_settings import Settings
     from transforms.record_steps import ReaderHint, read_conversation
     from transforms.records import _read_and_normalize, normalize_batch
+    from transforms.repairs.profiles import normalize_with_profile
 
     settings = Settings()
     field = settings.messages_field

@@ -90,7 +90,7 @@ def test_every_pure_module_is_found():
         "transforms.core.normalize",
         "transforms.core.ledger",
         "transforms.core.validate",
-        "transforms.profiles",
+        "transforms.repairs.profiles",
         "transforms.records",
         "transforms.core.jsontext",
         "transforms.inputs",

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from pipeline.cli.main import main
-from transforms.before_after import Mark, Row, explain
+from transforms.repairs.before_after import Mark, Row, explain
 
 ROOT = Path(__file__).resolve().parent.parent
 SAMPLE = ROOT / "samples" / "conversations.jsonl"

@@ -24,8 +24,8 @@ from transforms import records
 from transforms.core.jsontext import dumps_line
 from transforms.formats import WRITERS
 from transforms.inputs import RawRecord
-from transforms.profiles import PROFILES
 from transforms.record_settings import Settings
+from transforms.repairs.profiles import PROFILES
 from transforms.validate_step import check_record
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -35,7 +35,7 @@ from transforms.core.normalize import (  # noqa: E402
     system_first,
 )
 from transforms.core.validate import VIOLATION_KINDS, check_sendable  # noqa: E402
-from transforms.profiles import (  # noqa: E402
+from transforms.repairs.profiles import (  # noqa: E402
     REPAIRS,
     normalize_with_profile,
     reattach_results,

@@ -22,7 +22,7 @@ if str(ROOT) not in sys.path:  # CI installs the project editable; a bare venv m
 
 from transforms.core.normalize import INTERRUPTED_RESULT, normalize_conversation  # noqa: E402
 from transforms.core.validate import check_sendable  # noqa: E402
-from transforms.profiles import (  # noqa: E402
+from transforms.repairs.profiles import (  # noqa: E402
     PROFILES,
     REPAIRS,
     ProfileResult,

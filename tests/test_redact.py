@@ -91,7 +91,7 @@ def test_bad_redact_values_are_refused(text, problem):
 
 def test_explain_names_what_was_redacted():
     from pipeline.finished.explain import Located, explanation_text
-    from transforms.before_after import explain
+    from transforms.repairs.before_after import explain
 
     messages = [{"role": "user", "content": "a@b.io"}, {"role": "assistant", "content": "ok"}]
     metrics = {"id": "r", "source": "s", "position": 0, "redacted": {"email": 1}, "training": {"trailing_trimmed": 1}}

@@ -19,7 +19,7 @@ from transforms.core.jsontext import dumps_line
 from transforms.inputs import RawRecord
 from transforms.record_settings import Settings
 from transforms.records import process_record
-from transforms.roles import apply_role_options
+from transforms.repairs.roles import apply_role_options
 
 RECORD = {
     "id": "agent-1",

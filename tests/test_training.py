@@ -11,10 +11,10 @@ import pytest
 from transforms.core.jsontext import dumps_line
 from transforms.core.normalize import Trace, normalize_conversation
 from transforms.inputs import RawRecord
-from transforms.message_extras import carry_around_core, lift, reattach
-from transforms.profiles import PROFILES, normalize_with_profile
 from transforms.record_settings import Settings, problems
 from transforms.records import process_record
+from transforms.repairs.message_extras import carry_around_core, lift, reattach
+from transforms.repairs.profiles import PROFILES, normalize_with_profile
 from transforms.summary import finalize_run, partial
 from transforms.training import keeps_weights, trailing_policy, trailing_turns
 

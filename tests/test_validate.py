@@ -27,7 +27,7 @@ from transforms.core.validate import (  # noqa: E402
     count_by_kind,
     is_sendable,
 )
-from transforms.profiles import normalize_with_profile  # noqa: E402
+from transforms.repairs.profiles import normalize_with_profile  # noqa: E402
 
 VECTORS = [
     json.loads(line)

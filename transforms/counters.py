@@ -9,9 +9,9 @@ from __future__ import annotations
 
 from transforms.core.normalize import REASONS
 from transforms.core.validate import VIOLATION_KINDS
-from transforms.profiles import REPAIRS
 from transforms.record_steps import DEAD_LETTER_REASONS
-from transforms.roles import DROPPED_ROLE, MAPPED_ROLE
+from transforms.repairs.profiles import REPAIRS
+from transforms.repairs.roles import DROPPED_ROLE, MAPPED_ROLE
 
 #: The metrics namespace of every convnorm counter and distribution.
 NAMESPACE = "convnorm"

@@ -16,8 +16,8 @@ from transforms.calllogs.readers import CALL_LOG_READERS  # (importing it regist
 from transforms.chat_template import TemplateSettings
 from transforms.dataset_keys import DEDUPE_CHOICES
 from transforms.formats import READERS, WRITERS
-from transforms.profiles import PROFILES
-from transforms.roles import MAP_TARGETS
+from transforms.repairs.profiles import PROFILES
+from transforms.repairs.roles import MAP_TARGETS
 from transforms.training import (
     EXAMPLE_CHOICES,
     TRAILING_CHOICES,

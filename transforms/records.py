@@ -38,7 +38,6 @@ from transforms.formats._tools import value_at
 from transforms.formats.hf import write_hf
 from transforms.inputs import Parsed, RawRecord
 from transforms.output_records import DropMetrics
-from transforms.profiles import ProfileResult, normalize_with_profile
 from transforms.record_settings import Settings, TokenSettings
 from transforms.record_steps import (
     CallLogged,
@@ -56,7 +55,8 @@ from transforms.record_steps import (
     record_id,
 )
 from transforms.redact import Redaction, redact_assembly, redact_fields, redact_media, redact_names, redact_reasoning
-from transforms.roles import apply_role_options, drops_with_roles, repairs_with_roles
+from transforms.repairs.profiles import ProfileResult, normalize_with_profile
+from transforms.repairs.roles import apply_role_options, drops_with_roles, repairs_with_roles
 from transforms.tokens import count_example, has_assistant_message, sink_view
 from transforms.training import (
     TRAILING_TURNS,

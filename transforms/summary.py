@@ -23,10 +23,10 @@ from typing import Any, Callable, Iterable, NamedTuple
 from transforms.core.normalize import REASONS
 from transforms.core.validate import VIOLATION_KINDS
 from transforms.output_records import DeadLetter, DropMetrics, ViolationReport
-from transforms.profiles import REPAIRS
 from transforms.record_settings import Settings, TokenSettings
 from transforms.record_steps import DEAD_LETTER_REASONS
 from transforms.records import refusal_reason
+from transforms.repairs.profiles import REPAIRS
 from transforms.summary_table import INPUT_CHANGED as INPUT_CHANGED
 from transforms.summary_table import REPORTS, UNWRITABLE, format_validation_table, refusals
 from transforms.summary_table import changed_inputs as changed_inputs  # (also what the callers import from here)

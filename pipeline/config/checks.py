@@ -30,7 +30,7 @@ from transforms.dataset_keys import parse_splits
 from transforms.formats import WRITERS
 from transforms.record_settings import Settings, TokenSettings, problems
 from transforms.redact import parse_kinds
-from transforms.roles import parse_map_role
+from transforms.repairs.roles import parse_map_role
 from transforms.summary import DeadLetterLimit
 from transforms.tokens import ENCODINGS, FINE_TUNING_LIMITS, parse_limit, sink_view, unavailable
 

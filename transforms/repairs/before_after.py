@@ -18,8 +18,8 @@ from collections import defaultdict
 from typing import Any, NamedTuple
 
 from transforms.core.normalize import Event, Trace
-from transforms.profiles import ProfileResult, normalize_with_profile
-from transforms.roles import (
+from transforms.repairs.profiles import ProfileResult, normalize_with_profile
+from transforms.repairs.roles import (
     DROPPED_ROLE,
     MAPPED_ROLE,
     apply_role_options,

@@ -46,7 +46,7 @@ a DoFn). Work is linear in the size of the conversation.
 
 Usage::
 
-    >>> from transforms.profiles import normalize_with_profile
+    >>> from transforms.repairs.profiles import normalize_with_profile
     >>> log = [
     ...     {"role": "assistant", "content": "", "tool_calls": [{"id": "c1", "name": "ls"}]},
     ...     {"role": "tool", "content": "a.txt", "tool_call_id": "c1"},
