@@ -71,7 +71,10 @@ PRIVATE_BEAM_ALLOWED = {
 #: why: the layout cannot be checked through them.
 DYNAMIC_IMPORTS_ALLOWED = {
     ("pipeline.runners.loopback", "in install"): "Beam's gRPC server modules, PATCHED_MODULES, one by one",
-    ("transforms.redact", "in parse_kinds"): "the optional detector libraries of KINDS, to say which is missing",
+    (
+        "transforms.dataset.redact",
+        "in parse_kinds",
+    ): "the optional detector libraries of KINDS, to say which is missing",
 }
 
 

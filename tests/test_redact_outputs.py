@@ -15,10 +15,10 @@ import pytest
 
 from pipeline.finished.html_page import escape
 from transforms.core.jsontext import dumps_line
+from transforms.dataset.redact import SIGNED_REASONING_LEFT_OUT, Redaction, id_placeholder, redact_media, redact_names
 from transforms.inputs import Parsed, RawRecord
 from transforms.record_settings import Settings
 from transforms.records import process_record
-from transforms.redact import SIGNED_REASONING_LEFT_OUT, Redaction, id_placeholder, redact_media, redact_names
 from transforms.summary import finalize_run, partial
 from transforms.summary_table import format_table
 

@@ -10,13 +10,13 @@ import pytest
 
 from transforms.core.jsontext import dumps_line
 from transforms.core.normalize import Trace, normalize_conversation
+from transforms.dataset.training import keeps_weights, trailing_policy, trailing_turns
 from transforms.inputs import RawRecord
 from transforms.record_settings import Settings, problems
 from transforms.records import process_record
 from transforms.repairs.message_extras import carry_around_core, lift, reattach
 from transforms.repairs.profiles import PROFILES, normalize_with_profile
 from transforms.summary import finalize_run, partial
-from transforms.training import keeps_weights, trailing_policy, trailing_turns
 
 CALL = {"role": "assistant", "content": "", "tool_calls": [{"tool_call_id": "c1", "name": "f", "args": {}}]}
 

@@ -18,6 +18,7 @@ from typing import Any, Callable, NamedTuple
 from transforms.calllogs.calls import CallLogReader, Piece, Rejected, Skipped
 from transforms.calllogs.readers import CALL_LOG_READERS, detect_call_log
 from transforms.core.jsontext import NumberTooLarge, canonical_json, dumps_line, int_text, parse_json
+from transforms.dataset.redact import Redaction, redact_assembly, redact_piece
 from transforms.formats import (
     READERS,
     Conversation,
@@ -33,7 +34,6 @@ from transforms.formats.openai import is_batch_line
 from transforms.inputs import Parsed, RawRecord, Unreadable
 from transforms.output_records import DeadLetter, DropMetrics
 from transforms.record_settings import Settings
-from transforms.redact import Redaction, redact_assembly, redact_piece
 
 
 class DeadLetterReason(str, Enum):

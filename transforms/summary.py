@@ -22,6 +22,7 @@ from typing import Any, Callable, Iterable, NamedTuple
 
 from transforms.core.normalize import REASONS
 from transforms.core.validate import VIOLATION_KINDS
+from transforms.dataset.training_summary import DUPLICATE, tally_training, training_sections
 from transforms.output_records import DeadLetter, DropMetrics, ViolationReport
 from transforms.record_settings import Settings, TokenSettings
 from transforms.record_steps import DEAD_LETTER_REASONS
@@ -32,7 +33,6 @@ from transforms.summary_table import REPORTS, UNWRITABLE, format_validation_tabl
 from transforms.summary_table import changed_inputs as changed_inputs  # (also what the callers import from here)
 from transforms.summary_table import format_table as format_table
 from transforms.tokens import tally_example, token_figures
-from transforms.training_summary import DUPLICATE, tally_training, training_sections
 
 #: Buckets of the drops-per-conversation histogram: (label, lowest count, highest count).
 HISTOGRAM_BUCKETS = (

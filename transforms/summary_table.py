@@ -9,9 +9,9 @@ from typing import Any
 
 from transforms.console_text import console_text
 from transforms.core.normalize import split_drops
-from transforms.dataset_keys import TRAIN
+from transforms.dataset.dataset_keys import TRAIN
+from transforms.dataset.training_summary import training_rows
 from transforms.record_steps import DeadLetterReason
-from transforms.training_summary import training_rows
 
 UNWRITABLE = DeadLetterReason.UNWRITABLE.value
 INPUT_CHANGED = DeadLetterReason.INPUT_CHANGED.value

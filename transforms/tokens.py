@@ -35,7 +35,7 @@ import math
 from typing import Any, Callable, NamedTuple
 
 from transforms.core.jsontext import compact_json
-from transforms.dataset_keys import TRAIN
+from transforms.dataset.dataset_keys import TRAIN
 from transforms.output_records import DeadLetter, DropMetrics
 from transforms.record_settings import TokenSettings
 

@@ -7,6 +7,7 @@ what ``transforms.validate.check_sendable`` finds in its messages.
 from __future__ import annotations
 
 from transforms.core.validate import check_sendable, check_user_first, count_by_kind, violation_order
+from transforms.dataset.redact import Redaction
 from transforms.inputs import RawRecord
 from transforms.output_records import ViolationReport
 from transforms.record_settings import Settings
@@ -20,7 +21,6 @@ from transforms.record_steps import (
     read_conversation,
     record_id,
 )
-from transforms.redact import Redaction
 
 #: The readers of providers that want a user message first: their bodies are also checked by
 #: ``check_user_first`` (the rule their writers refuse ``leading_assistant`` by).

@@ -18,7 +18,7 @@ from pipeline.io.dataset_card import dataset_card
 from pipeline.io.file_formats import FILE_FORMATS
 from pipeline.io.output_names import CARD_FILE, SUMMARY_FILE, VALIDATION_FILE
 from transforms import summary as summaries
-from transforms.dataset_keys import output_names
+from transforms.dataset.dataset_keys import output_names
 
 
 @dataclass(frozen=True)

@@ -33,9 +33,9 @@ from pipeline.finished.output_dir import drop_lines, run_settings
 from pipeline.io.output_names import DEAD_LETTER_PATTERNS
 from pipeline.io.shard import where_text
 from transforms.console_text import console_text
+from transforms.dataset.redact import Redaction, as_text
 from transforms.formats import Conversation
 from transforms.record_settings import Settings
-from transforms.redact import Redaction, as_text
 from transforms.repairs.before_after import Explanation, Row, after_text, before_text, counts_line, cut_text, explain
 
 #: Dead-letter reasons given to a record after it was read and normalized: the sink refused

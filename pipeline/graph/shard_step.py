@@ -40,7 +40,7 @@ from transforms import summary as summaries
 from transforms.call_assembly import keyed_pieces
 from transforms.calllogs.assemble import GroupState
 from transforms.conversations import CALLS, DEAD_LETTER, RecordStep
-from transforms.dataset_keys import TRAIN, output_names, split_output
+from transforms.dataset.dataset_keys import TRAIN, output_names, split_output
 from transforms.inputs import DEFAULT_BATCH_BYTES, DEFAULT_BATCH_SIZE, DEFAULT_MAX_RECORD_BYTES, Batch
 from transforms.record_settings import Settings
 from transforms.record_steps import ReaderHint
