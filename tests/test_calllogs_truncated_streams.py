@@ -14,8 +14,8 @@ from transforms.calllogs import streams
 from transforms.calllogs.assemble import GroupState, assemble
 from transforms.calllogs.calls import Call
 from transforms.calllogs.proxies import read_helicone
-from transforms.record_settings import Settings
-from transforms.records import normalize_batch
+from transforms.record.record_settings import Settings
+from transforms.record.records import normalize_batch
 from transforms.summary import finalize_run, partial
 from transforms.summary_table import format_table
 

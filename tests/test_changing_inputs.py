@@ -20,7 +20,7 @@ from pipeline.io import read_shard as shard_reader
 from pipeline.io.planning import plan_shards
 from pipeline.io.read_shard import read_shard
 from pipeline.io.shard import BLANK, Shard
-from transforms.inputs import Unreadable
+from transforms.record.inputs import Unreadable
 
 LINE = '{"id":"r%05d","messages":[{"role":"user","content":"hello there"},{"role":"assistant","content":"hi"}]}\n'
 #: Records of a test input: ~200 KB, many times a read buffer, so a change mid-read is seen.

@@ -10,9 +10,9 @@ import pytest
 
 from transforms.core.jsontext import dumps_line
 from transforms.dataset.chat_template import TemplateRefused, check_rendered, count_tokens, load_template, render
-from transforms.inputs import RawRecord
-from transforms.record_settings import Settings, problems
-from transforms.records import process_record
+from transforms.record.inputs import RawRecord
+from transforms.record.record_settings import Settings, problems
+from transforms.record.records import process_record
 from transforms.summary import finalize_run, partial
 
 TEMPLATE = Path(__file__).resolve().parent / "data" / "chat_template" / "chatml.jinja"

@@ -287,8 +287,8 @@ def test_pipeline_totals_equal_a_plain_python_count(sample_out):
     from pipeline.io.read_shard import read_shard
     from pipeline.io.shard import Blank
     from transforms import summary as summaries
-    from transforms.record_settings import Settings
-    from transforms.records import process_record
+    from transforms.record.record_settings import Settings
+    from transforms.record.records import process_record
 
     total: dict = {}
     for item in read_shard(plan_shards([str(SAMPLE)])[0]):

@@ -14,9 +14,9 @@ from pipeline.config.checks import dataset_step_problems
 from pipeline.graph.dataset_steps import Conversation, collapse_kept, resolve_content, shard_outputs
 from transforms.core.jsontext import dumps_line
 from transforms.dataset.dataset_keys import CONTENT_KEYS, content_keys, group_key, parse_splits, split_of
-from transforms.inputs import RawRecord
-from transforms.record_settings import Settings
-from transforms.records import process_record
+from transforms.record.inputs import RawRecord
+from transforms.record.record_settings import Settings
+from transforms.record.records import process_record
 
 DATA = Path(__file__).resolve().parent / "data" / "training" / "chats.jsonl"
 U = {"role": "user", "content": "q"}

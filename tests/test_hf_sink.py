@@ -11,9 +11,9 @@ from pipeline.io.schema_parquet import MissingFromSchema, storage_row
 from transforms.core.jsontext import dumps_line
 from transforms.formats import WRITERS, FormatError, WriteContext
 from transforms.formats.hf import MESSAGE_KEYS
-from transforms.inputs import RawRecord
-from transforms.record_settings import Settings
-from transforms.records import process_record
+from transforms.record.inputs import RawRecord
+from transforms.record.record_settings import Settings
+from transforms.record.records import process_record
 
 
 def write(messages, **fields):

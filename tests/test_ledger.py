@@ -18,9 +18,9 @@ from pipeline.cli.main import main
 from transforms.core.ledger import coercion_discards, report, text_chars
 from transforms.core.normalize import coerce_messages
 from transforms.formats import READERS, reasoning
-from transforms.inputs import RawRecord
-from transforms.record_settings import Settings
-from transforms.records import process_record
+from transforms.record.inputs import RawRecord
+from transforms.record.record_settings import Settings
+from transforms.record.records import process_record
 from transforms.summary import MAX_LEDGER_NAMES, OTHER_NAMES, finalize, format_table, merge, partial
 
 

@@ -13,9 +13,9 @@ import orjson
 
 from transforms.conversations import NORMALIZE, RouteConversations
 from transforms.core.jsontext import dumps_line
-from transforms.inputs import Batch, RawRecord
-from transforms.record_settings import Settings
-from transforms.records import normalize_batch
+from transforms.record.inputs import Batch, RawRecord
+from transforms.record.record_settings import Settings
+from transforms.record.records import normalize_batch
 
 RECORDS = [
     {

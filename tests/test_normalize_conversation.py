@@ -21,7 +21,7 @@ from pipeline.cli.main import main
 from transforms.conversations import CheckConversation, NormalizeConversation
 from transforms.core.jsontext import dumps_line
 from transforms.counters import NAMESPACE
-from transforms.record_settings import Settings
+from transforms.record.record_settings import Settings
 
 ROOT = Path(__file__).resolve().parents[1]
 SAMPLE = ROOT / "samples" / "conversations.jsonl"

@@ -9,12 +9,12 @@ from hypothesis import example, given
 from hypothesis import strategies as st
 
 import transforms.core.jsontext as jsontext
-import transforms.records as records
-from transforms.inputs import Parsed, RawRecord, Unreadable
-from transforms.record_settings import Settings
-from transforms.record_steps import DEAD_LETTER_REASONS, derived_id
-from transforms.records import normalize_batch, process_record
-from transforms.validate_step import check_record
+import transforms.record.records as records
+from transforms.record.inputs import Parsed, RawRecord, Unreadable
+from transforms.record.record_settings import Settings
+from transforms.record.record_steps import DEAD_LETTER_REASONS, derived_id
+from transforms.record.records import normalize_batch, process_record
+from transforms.record.validate_step import check_record
 
 FLAT = Settings()
 
@@ -336,7 +336,7 @@ def test_a_format_error_says_which_dead_letter_reason_it_becomes():
 
 
 def test_dead_letter_reasons_are_a_closed_enum_written_as_plain_text():
-    from transforms.record_steps import DeadLetterReason
+    from transforms.record.record_steps import DeadLetterReason
 
     assert DEAD_LETTER_REASONS == tuple(DeadLetterReason) and all(type(r) is str for r in DEAD_LETTER_REASONS)
     letter = process_record(raw(b"{nope"), FLAT).dead_letter
@@ -346,7 +346,7 @@ def test_dead_letter_reasons_are_a_closed_enum_written_as_plain_text():
 
 
 def test_an_outcome_is_either_produced_or_dead_lettered_by_type():
-    from transforms.record_steps import DeadLettered, Produced
+    from transforms.record.record_steps import DeadLettered, Produced
 
     ok = process_record(raw({"id": "a", "messages": []}), FLAT)
     bad = process_record(raw(b"[1,"), FLAT)

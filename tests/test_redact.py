@@ -9,9 +9,9 @@ import pytest
 
 from transforms.core.jsontext import dumps_line
 from transforms.dataset.redact import parse_kinds, redact_messages, redact_text
-from transforms.inputs import RawRecord
-from transforms.record_settings import Settings
-from transforms.records import process_record
+from transforms.record.inputs import RawRecord
+from transforms.record.record_settings import Settings
+from transforms.record.records import process_record
 from transforms.summary import finalize_run, partial
 
 KEY = "AKIAIOSFODNN7EXAMPLE"

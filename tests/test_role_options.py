@@ -16,9 +16,9 @@ import pytest
 from pipeline.cli.main import main
 from pipeline.config.options import ConfigError, load_job
 from transforms.core.jsontext import dumps_line
-from transforms.inputs import RawRecord
-from transforms.record_settings import Settings
-from transforms.records import process_record
+from transforms.record.inputs import RawRecord
+from transforms.record.record_settings import Settings
+from transforms.record.records import process_record
 from transforms.repairs.roles import apply_role_options
 
 RECORD = {

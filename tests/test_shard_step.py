@@ -14,8 +14,8 @@ from pipeline.io.planning import plan_shards
 from pipeline.io.shard import Shard
 from transforms import summary as summaries
 from transforms.conversations import CHECK, NORMALIZE
-from transforms.record_settings import Settings
-from transforms.records import normalize_batch
+from transforms.record.record_settings import Settings
+from transforms.record.records import normalize_batch
 
 ROOT = Path(__file__).resolve().parents[1]
 SAMPLE = ROOT / "samples" / "conversations.jsonl"

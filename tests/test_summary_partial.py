@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from transforms import summary as summaries
-from transforms.output_records import DropMetrics
+from transforms.record.output_records import DropMetrics
 
 
 def _plain(dropped: int = 0, **extra) -> dict:

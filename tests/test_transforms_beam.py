@@ -15,8 +15,8 @@ from pipeline.graph.build import NormalizeConversationLogs
 from pipeline.io.planning import plan_shards
 from transforms.conversations import NormalizeConversationBatches, SummarizeRun, Unbatch
 from transforms.counters import NAMESPACE
-from transforms.inputs import Batch, RawRecord
-from transforms.record_settings import Settings
+from transforms.record.inputs import Batch, RawRecord
+from transforms.record.record_settings import Settings
 
 GOOD = {
     "id": "g",

@@ -57,12 +57,20 @@ from transforms.call_assembly import (
     call_log_partial,
 )
 from transforms.counters import COUNTED_BY_KIND, COUNTED_TOTALS, COUNTER_NAMES, DISTRIBUTION_NAMES, NAMESPACE
-from transforms.inputs import DEFAULT_BATCH_BYTES, DEFAULT_BATCH_SIZE, Batch, Parsed, RawRecord, batch_is_full, raw_size
-from transforms.record_settings import Settings
-from transforms.record_settings import problems as settings_problems
-from transforms.record_steps import ReaderHint
-from transforms.records import BatchResult, normalize_batch, process_record
-from transforms.validate_step import check_record
+from transforms.record.inputs import (
+    DEFAULT_BATCH_BYTES,
+    DEFAULT_BATCH_SIZE,
+    Batch,
+    Parsed,
+    RawRecord,
+    batch_is_full,
+    raw_size,
+)
+from transforms.record.record_settings import Settings
+from transforms.record.record_settings import problems as settings_problems
+from transforms.record.record_steps import ReaderHint
+from transforms.record.records import BatchResult, normalize_batch, process_record
+from transforms.record.validate_step import check_record
 
 #: Tags of the routing DoFn's outputs besides the main one (also the output directories' names).
 DROPS = "drops"

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from transforms.core.normalize import REASONS
 from transforms.core.validate import VIOLATION_KINDS
-from transforms.record_steps import DEAD_LETTER_REASONS
+from transforms.record.record_steps import DEAD_LETTER_REASONS
 from transforms.repairs.profiles import REPAIRS
 from transforms.repairs.roles import DROPPED_ROLE, MAPPED_ROLE
 

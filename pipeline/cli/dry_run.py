@@ -30,8 +30,8 @@ from pipeline.io.read_shard import read_shard
 from pipeline.io.shard import FILE_KINDS, Blank, Shard
 from pipeline.streaming.driver import TAKEN_OVER, streaming_refusal
 from transforms.console_text import console_text
-from transforms.record_settings import Settings
-from transforms.record_steps import (
+from transforms.record.record_settings import Settings
+from transforms.record.record_steps import (
     ReaderHint,
     RecordRefused,
     call_log_reader,

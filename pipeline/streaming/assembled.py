@@ -58,7 +58,7 @@ from transforms.call_assembly import (
 )
 from transforms.calllogs.assemble import GroupState, group_key
 from transforms.core.jsontext import canonical_json, document_bytes
-from transforms.record_steps import CallLogged
+from transforms.record.record_steps import CallLogged
 
 LOG = logging.getLogger("convnorm")
 

@@ -30,9 +30,9 @@ from pipeline.testhooks import pause_point
 from transforms import summary as summaries
 from transforms.conversations import BatchCounters, freeze_gc
 from transforms.core.jsontext import document_bytes
-from transforms.inputs import Batch
-from transforms.record_settings import Settings
-from transforms.records import BatchResult
+from transforms.record.inputs import Batch
+from transforms.record.record_settings import Settings
+from transforms.record.records import BatchResult
 
 LOG = logging.getLogger("convnorm")
 

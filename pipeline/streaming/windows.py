@@ -19,7 +19,7 @@ from pipeline.streaming.assembled import assemble_window
 from pipeline.streaming.commits import COMMITS
 from transforms.console_text import console_text
 from transforms.core.normalize import split_drops
-from transforms.record_settings import Settings
+from transforms.record.record_settings import Settings
 
 
 def _utc(ts: Timestamp) -> str:

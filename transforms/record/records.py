@@ -55,10 +55,10 @@ from transforms.formats import media as carried_media
 from transforms.formats import reasoning as carried_reasoning
 from transforms.formats._tools import value_at
 from transforms.formats.hf import write_hf
-from transforms.inputs import Parsed, RawRecord
-from transforms.output_records import DropMetrics
-from transforms.record_settings import Settings, TokenSettings
-from transforms.record_steps import (
+from transforms.record.inputs import Parsed, RawRecord
+from transforms.record.output_records import DropMetrics
+from transforms.record.record_settings import Settings, TokenSettings
+from transforms.record.record_steps import (
     CallLogged,
     CallLogRead,
     DeadLettered,
@@ -73,9 +73,9 @@ from transforms.record_steps import (
     read_conversation,
     record_id,
 )
+from transforms.record.tokens import count_example, has_assistant_message, sink_view
 from transforms.repairs.profiles import ProfileResult, normalize_with_profile
 from transforms.repairs.roles import apply_role_options, drops_with_roles, repairs_with_roles
-from transforms.tokens import count_example, has_assistant_message, sink_view
 
 
 class BatchResult(NamedTuple):

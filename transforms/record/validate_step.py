@@ -8,10 +8,10 @@ from __future__ import annotations
 
 from transforms.core.validate import check_sendable, check_user_first, count_by_kind, violation_order
 from transforms.dataset.redact import Redaction
-from transforms.inputs import RawRecord
-from transforms.output_records import ViolationReport
-from transforms.record_settings import Settings
-from transforms.record_steps import (
+from transforms.record.inputs import RawRecord
+from transforms.record.output_records import ViolationReport
+from transforms.record.record_settings import Settings
+from transforms.record.record_steps import (
     CallLogRead,
     Outcome,
     ReaderHint,

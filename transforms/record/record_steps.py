@@ -31,9 +31,9 @@ from transforms.formats import (
 )
 from transforms.formats.base import not_a_record
 from transforms.formats.openai import is_batch_line
-from transforms.inputs import Parsed, RawRecord, Unreadable
-from transforms.output_records import DeadLetter, DropMetrics
-from transforms.record_settings import Settings
+from transforms.record.inputs import Parsed, RawRecord, Unreadable
+from transforms.record.output_records import DeadLetter, DropMetrics
+from transforms.record.record_settings import Settings
 
 
 class DeadLetterReason(str, Enum):
