@@ -213,7 +213,7 @@ def test_a_mixed_directory_of_spans_counts_its_noise_and_writes_no_dead_letter(t
 
 def test_the_summary_table_and_the_report_show_the_skipped_kinds():
     from pipeline.finished.report_opt_in import _call_logs_section
-    from transforms.summary_table import call_log_rows
+    from transforms.totals.summary_table import call_log_rows
 
     calls = {
         "records": 7,

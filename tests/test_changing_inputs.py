@@ -209,7 +209,7 @@ def test_a_paused_run_whose_input_is_truncated_under_it_exits_1(tmp_path):
 
 
 def test_the_verdicts_of_run_and_validate_and_the_table_say_an_input_changed():
-    from transforms.summary import RUN, VALIDATE, finalize, finalize_validation
+    from transforms.totals.summary import RUN, VALIDATE, finalize, finalize_validation
 
     run, validation = finalize({}), finalize_validation({})
     for view, doc in ((RUN, run), (VALIDATE, validation)):

@@ -13,7 +13,7 @@ from transforms.dataset.chat_template import TemplateRefused, check_rendered, co
 from transforms.record.inputs import RawRecord
 from transforms.record.record_settings import Settings, problems
 from transforms.record.records import process_record
-from transforms.summary import finalize_run, partial
+from transforms.totals.summary import finalize_run, partial
 
 TEMPLATE = Path(__file__).resolve().parent / "data" / "chat_template" / "chatml.jinja"
 CALL = {"role": "assistant", "content": "", "tool_calls": [{"tool_call_id": "c1", "name": "run", "args": {"x": "é"}}]}

@@ -204,7 +204,7 @@ def test_a_deduplicated_split_run_on_two_runners(tmp_path):
 
 
 def test_duplicates_are_a_choice_not_failures_past_the_dead_letter_limits():
-    from transforms.summary import DeadLetterLimit, dead_letter_warning, run_failures
+    from transforms.totals.summary import DeadLetterLimit, dead_letter_warning, run_failures
 
     doc = {
         "accounted": True,
@@ -220,7 +220,7 @@ def test_duplicates_are_a_choice_not_failures_past_the_dead_letter_limits():
 
 
 def test_the_dead_letter_warning_counts_failures_only_and_names_the_duplicates_apart():
-    from transforms.summary import DeadLetterLimit, dead_letter_warning
+    from transforms.totals.summary import DeadLetterLimit, dead_letter_warning
 
     doc = {
         "records_in": 53,

@@ -23,7 +23,7 @@ from transforms.formats import READERS, WRITERS, FormatError, WriteContext, dete
 from transforms.record.inputs import RawRecord
 from transforms.record.record_settings import Settings
 from transforms.record.records import process_record
-from transforms.summary import finalize, partial
+from transforms.totals.summary import finalize, partial
 
 
 def run(record, **settings):

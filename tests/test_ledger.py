@@ -21,7 +21,7 @@ from transforms.formats import READERS, reasoning
 from transforms.record.inputs import RawRecord
 from transforms.record.record_settings import Settings
 from transforms.record.records import process_record
-from transforms.summary import MAX_LEDGER_NAMES, OTHER_NAMES, finalize, format_table, merge, partial
+from transforms.totals.summary import MAX_LEDGER_NAMES, OTHER_NAMES, finalize, format_table, merge, partial
 
 
 def ledger(messages) -> dict:

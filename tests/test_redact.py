@@ -12,7 +12,7 @@ from transforms.dataset.redact import parse_kinds, redact_messages, redact_text
 from transforms.record.inputs import RawRecord
 from transforms.record.record_settings import Settings
 from transforms.record.records import process_record
-from transforms.summary import finalize_run, partial
+from transforms.totals.summary import finalize_run, partial
 
 KEY = "AKIAIOSFODNN7EXAMPLE"
 TOKEN = "ghp_" + "a1B2" * 9

@@ -19,8 +19,8 @@ from transforms.dataset.redact import SIGNED_REASONING_LEFT_OUT, Redaction, id_p
 from transforms.record.inputs import Parsed, RawRecord
 from transforms.record.record_settings import Settings
 from transforms.record.records import process_record
-from transforms.summary import finalize_run, partial
-from transforms.summary_table import format_table
+from transforms.totals.summary import finalize_run, partial
+from transforms.totals.summary_table import format_table
 
 KINDS = ("secrets", "emails", "phones")
 REDACT = Settings(redact=KINDS, redact_region="US")

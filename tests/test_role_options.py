@@ -102,7 +102,7 @@ def test_bad_role_options_are_refused_before_the_run(flags, problem, tmp_path):
 
 def test_sink_refusals_are_counted_by_the_writers_reason_in_the_summary():
     # The person helper's end-of-run warning builds on these counts.
-    from transforms.summary import finalize, partial
+    from transforms.totals.summary import finalize, partial
 
     letters = [run().dead_letter, run().dead_letter]
     letters.append({**letters[0], "detail": "sharegpt: turn_order: 3 turns: ..."})

@@ -34,9 +34,9 @@ from pipeline.streaming.landing import (
     match_landing,
 )
 from pipeline.streaming.watch import Landed, WatchPlan, should_stop
-from transforms import summary as summaries
 from transforms.conversations import NORMALIZE
 from transforms.record.record_settings import Settings
+from transforms.totals import summary as summaries
 
 ROOT = Path(__file__).resolve().parents[1]
 SAMPLE = ROOT / "samples" / "conversations.jsonl"

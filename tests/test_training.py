@@ -16,7 +16,7 @@ from transforms.record.record_settings import Settings, problems
 from transforms.record.records import process_record
 from transforms.repairs.message_extras import carry_around_core, lift, reattach
 from transforms.repairs.profiles import PROFILES, normalize_with_profile
-from transforms.summary import finalize_run, partial
+from transforms.totals.summary import finalize_run, partial
 
 CALL = {"role": "assistant", "content": "", "tool_calls": [{"tool_call_id": "c1", "name": "f", "args": {}}]}
 

@@ -32,7 +32,7 @@ from transforms.formats import WRITERS
 from transforms.record.record_settings import Settings, TokenSettings, problems
 from transforms.record.tokens import ENCODINGS, FINE_TUNING_LIMITS, parse_limit, sink_view, unavailable
 from transforms.repairs.roles import parse_map_role
-from transforms.summary import DeadLetterLimit
+from transforms.totals.summary import DeadLetterLimit
 
 #: Settings whose flag is not the field's name with dashes.
 _FLAGS = {

@@ -71,7 +71,7 @@ from transforms.calllogs.readers import CALL_LOG_READERS
 from transforms.formats import WRITERS
 from transforms.record.inputs import DEFAULT_BATCH_BYTES, DEFAULT_MAX_RECORD_BYTES
 from transforms.record.record_settings import Settings
-from transforms.summary import DeadLetterLimit
+from transforms.totals.summary import DeadLetterLimit
 
 LOG = logging.getLogger("convnorm")
 

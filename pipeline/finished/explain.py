@@ -32,11 +32,11 @@ from pipeline.finished.html_page import escape
 from pipeline.finished.output_dir import drop_lines, run_settings
 from pipeline.io.output_names import DEAD_LETTER_PATTERNS
 from pipeline.io.shard import where_text
-from transforms.console_text import console_text
 from transforms.dataset.redact import Redaction, as_text
 from transforms.formats import Conversation
 from transforms.record.record_settings import Settings
 from transforms.repairs.before_after import Explanation, Row, after_text, before_text, counts_line, cut_text, explain
+from transforms.totals.console_text import console_text
 
 #: Dead-letter reasons given to a record after it was read and normalized: the sink refused
 #: it, or it was longer than --max-example-tokens. Its conversation can be shown.

@@ -36,7 +36,6 @@ from pipeline.io.parts import Part
 from pipeline.io.read_shard import iter_part_batches
 from pipeline.io.shard import Shard
 from pipeline.io.written_files import WrittenFile, temp_name
-from transforms import summary as summaries
 from transforms.call_assembly import keyed_pieces
 from transforms.calllogs.assemble import GroupState
 from transforms.conversations import CALLS, DEAD_LETTER, RecordStep
@@ -45,6 +44,7 @@ from transforms.record.inputs import DEFAULT_BATCH_BYTES, DEFAULT_BATCH_SIZE, DE
 from transforms.record.record_settings import Settings
 from transforms.record.record_steps import ReaderHint
 from transforms.record.records import BatchResult, normalize_batch
+from transforms.totals import summary as summaries
 
 LOG = logging.getLogger(__name__)
 

@@ -29,10 +29,10 @@ from transforms.record.record_steps import DEAD_LETTER_REASONS
 from transforms.record.records import refusal_reason
 from transforms.record.tokens import tally_example, token_figures
 from transforms.repairs.profiles import REPAIRS
-from transforms.summary_table import INPUT_CHANGED as INPUT_CHANGED
-from transforms.summary_table import REPORTS, UNWRITABLE, format_validation_table, refusals
-from transforms.summary_table import changed_inputs as changed_inputs  # (also what the callers import from here)
-from transforms.summary_table import format_table as format_table
+from transforms.totals.summary_table import INPUT_CHANGED as INPUT_CHANGED
+from transforms.totals.summary_table import REPORTS, UNWRITABLE, format_validation_table, refusals
+from transforms.totals.summary_table import changed_inputs as changed_inputs  # (also what the callers import from here)
+from transforms.totals.summary_table import format_table as format_table
 
 #: Buckets of the drops-per-conversation histogram: (label, lowest count, highest count).
 HISTOGRAM_BUCKETS = (
