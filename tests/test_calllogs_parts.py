@@ -13,8 +13,8 @@ import pytest
 from transforms.calllogs.assemble import GroupState, assemble
 from transforms.calllogs.calls import Call, Rejected, Skipped, ToolResult
 from transforms.calllogs.readers import CALL_LOG_READERS, detect_call_log
-from transforms.record_settings import Settings
-from transforms.record_steps import CallLogRead, read_call_log
+from transforms.record.record_settings import Settings
+from transforms.record.record_steps import CallLogRead, read_call_log
 
 CALLS = Settings(calls=True)
 
@@ -101,7 +101,7 @@ def test_a_part_refused_alone_is_redacted_like_any_piece():
 def test_a_record_of_one_part_or_of_parts_all_unreadable_is_still_refused_whole():
     """A blob-storage row is one observation: refused as a record, as before; a download whose
     every observation is unreadable is one dead letter too (nothing of it was read)."""
-    from transforms.record_steps import RecordRefused
+    from transforms.record.record_steps import RecordRefused
 
     bad = TRACE["observations"][2]
     with pytest.raises(RecordRefused) as one:
@@ -213,7 +213,7 @@ def test_a_mixed_directory_of_spans_counts_its_noise_and_writes_no_dead_letter(t
 
 def test_the_summary_table_and_the_report_show_the_skipped_kinds():
     from pipeline.finished.report_opt_in import _call_logs_section
-    from transforms.summary_table import call_log_rows
+    from transforms.totals.summary_table import call_log_rows
 
     calls = {
         "records": 7,

@@ -400,8 +400,8 @@ def test_validate_names_lines_a_person_can_jump_to(tmp_path, capsys):
 def test_the_warning_and_the_table_name_the_sinks_reasons_for_refusing():
     """Found: a run whose sink refused records said only "unwritable 2" on the console, and its
     table did not show why, though summary.json had it (sink_refusals_by_reason)."""
-    from transforms.summary import RUN, DeadLetterLimit, dead_letter_warning
-    from transforms.summary import partial as summary_partial
+    from transforms.totals.summary import RUN, DeadLetterLimit, dead_letter_warning
+    from transforms.totals.summary import partial as summary_partial
 
     letters = [
         {"source": "a", "position": i, "reason": "unwritable", "detail": f"openai-finetune: {why}: ...", "raw": ""}

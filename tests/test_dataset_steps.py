@@ -12,11 +12,11 @@ import pytest
 
 from pipeline.config.checks import dataset_step_problems
 from pipeline.graph.dataset_steps import Conversation, collapse_kept, resolve_content, shard_outputs
-from transforms.dataset_keys import CONTENT_KEYS, content_keys, group_key, parse_splits, split_of
-from transforms.inputs import RawRecord
-from transforms.jsontext import dumps_line
-from transforms.record_settings import Settings
-from transforms.records import process_record
+from transforms.core.jsontext import dumps_line
+from transforms.dataset.dataset_keys import CONTENT_KEYS, content_keys, group_key, parse_splits, split_of
+from transforms.record.inputs import RawRecord
+from transforms.record.record_settings import Settings
+from transforms.record.records import process_record
 
 DATA = Path(__file__).resolve().parent / "data" / "training" / "chats.jsonl"
 U = {"role": "user", "content": "q"}
@@ -204,7 +204,7 @@ def test_a_deduplicated_split_run_on_two_runners(tmp_path):
 
 
 def test_duplicates_are_a_choice_not_failures_past_the_dead_letter_limits():
-    from transforms.summary import DeadLetterLimit, dead_letter_warning, run_failures
+    from transforms.totals.summary import DeadLetterLimit, dead_letter_warning, run_failures
 
     doc = {
         "accounted": True,
@@ -220,7 +220,7 @@ def test_duplicates_are_a_choice_not_failures_past_the_dead_letter_limits():
 
 
 def test_the_dead_letter_warning_counts_failures_only_and_names_the_duplicates_apart():
-    from transforms.summary import DeadLetterLimit, dead_letter_warning
+    from transforms.totals.summary import DeadLetterLimit, dead_letter_warning
 
     doc = {
         "records_in": 53,

@@ -46,10 +46,10 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
+from transforms.core.normalize import normalize_conversation  # noqa: E402
+from transforms.core.validate import check_sendable  # noqa: E402
 from transforms.formats import READERS, WRITERS, FormatError, WriteContext, detect_reader  # noqa: E402
-from transforms.normalize import normalize_conversation  # noqa: E402
-from transforms.profiles import normalize_with_profile  # noqa: E402
-from transforms.validate import check_sendable  # noqa: E402
+from transforms.repairs.profiles import normalize_with_profile  # noqa: E402
 
 DATA = Path(__file__).parent / "data"
 FORMATS = ("openai", "openai-responses", "anthropic", "sharegpt", "gemini", "bedrock-converse")

@@ -22,10 +22,10 @@ from hypothesis import strategies as st
 from pipeline.io.planning import plan_shards
 from pipeline.io.read_shard import iter_batches, read_shard
 from pipeline.io.shard import Blank
-from transforms.inputs import Parsed, RawRecord, Unreadable
-from transforms.jsontext import MAX_NUMBER_DIGITS, dumps_line
-from transforms.record_settings import Settings
-from transforms.records import process_record
+from transforms.core.jsontext import MAX_NUMBER_DIGITS, dumps_line
+from transforms.record.inputs import Parsed, RawRecord, Unreadable
+from transforms.record.record_settings import Settings
+from transforms.record.records import process_record
 
 
 def _line(i: int, text: str = "hello") -> bytes:

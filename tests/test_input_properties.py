@@ -24,9 +24,9 @@ from pipeline.cli.main import main
 from pipeline.io.planning import plan_shards
 from pipeline.io.read_shard import read_shard
 from pipeline.io.shard import Blank
-from transforms.record_settings import Settings
-from transforms.record_steps import DEAD_LETTER_REASONS
-from transforms.records import normalize_batch
+from transforms.record.record_settings import Settings
+from transforms.record.record_steps import DEAD_LETTER_REASONS
+from transforms.record.records import normalize_batch
 
 MAX_RECORD_BYTES = 4096  # small, so that some random records are over it
 

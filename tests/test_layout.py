@@ -2,6 +2,9 @@
 counted), packages import only downwards, no module grows past 800 lines, no function past
 complexity 30 (radon's count), and the pure core imports no Beam.
 
+transforms/ holds its parts (sub-packages: ``TRANSFORMS_PARTS`` says which may import which)
+and the Beam glue beside them; no part imports Beam or the glue.
+
 Read from the source with ``ast`` (nothing is imported), so it is fast and sees every import,
 also those inside functions that run only on some paths. Run it alone to see the graph:
 
@@ -41,6 +44,28 @@ LAYERS = (
 )
 #: The one module of transforms/ that may import Beam (the DoFns and composites).
 BEAM_IN_TRANSFORMS = {"transforms.conversations", "transforms.call_assembly"}
+#: transforms/ by part: each sub-package and the other parts its modules may import. A module
+#: directly in transforms/ is Beam glue (BEAM_IN_TRANSFORMS), may import every part, and no
+#: part imports it. Read from the bottom up: core, then the readers and writers, the repairs
+#: around the core, the training-set options, the per-record path, the totals.
+TRANSFORMS_PARTS: dict[str, tuple[str, ...]] = {
+    "transforms.core": (),
+    "transforms.calllogs": ("transforms.core", "transforms.formats"),
+    "transforms.formats": ("transforms.core",),
+    "transforms.repairs": ("transforms.core",),
+    "transforms.dataset": ("transforms.core", "transforms.repairs"),
+    "transforms.record": (
+        "transforms.core",
+        "transforms.formats",
+        "transforms.calllogs",
+        "transforms.repairs",
+        "transforms.dataset",
+    ),
+    "transforms.totals": ("transforms.core", "transforms.repairs", "transforms.dataset", "transforms.record"),
+}
+#: Single modules a part may import outside its table, each importing nothing of convnorm (checked),
+#: so none can close a cycle: format detection asks the call-log contract which keys mark a call log.
+TRANSFORMS_PART_LEAVES = {"transforms.formats": ("transforms.calllogs.calls",)}
 #: What the command line runs before it imports Beam (--help, --version, option errors) and what
 #: an SDK worker process imports first: none of them may import Beam at import time.
 BEAM_FREE_AT_IMPORT = (
@@ -71,7 +96,10 @@ PRIVATE_BEAM_ALLOWED = {
 #: why: the layout cannot be checked through them.
 DYNAMIC_IMPORTS_ALLOWED = {
     ("pipeline.runners.loopback", "in install"): "Beam's gRPC server modules, PATCHED_MODULES, one by one",
-    ("transforms.redact", "in parse_kinds"): "the optional detector libraries of KINDS, to say which is missing",
+    (
+        "transforms.dataset.redact",
+        "in parse_kinds",
+    ): "the optional detector libraries of KINDS, to say which is missing",
 }
 
 
@@ -479,6 +507,55 @@ def test_the_core_imports_no_beam():
         assert not _beam_imports(found, reach, module_level_only=False), (module, _beam_imports(found, reach, False))
 
 
+def transforms_part(module: str) -> str | None:
+    """The part of transforms/ a module belongs to (its sub-package), None for the glue."""
+    parts = module.split(".")
+    return ".".join(parts[:2]) if parts[0] == "transforms" and (ROOT / "transforms" / parts[1]).is_dir() else None
+
+
+def part_breaks(found: list[Import], known: dict[str, Path]) -> list[Import]:
+    """Imports from one part of transforms/ to another that TRANSFORMS_PARTS does not allow."""
+    breaks = []
+    for imp in found:
+        source, target = transforms_part(imp.source), imp.target
+        if source is None or target not in known or not target.startswith("transforms"):
+            continue
+        if transforms_part(target) in (source, *TRANSFORMS_PARTS.get(source, ())):
+            continue
+        if target in TRANSFORMS_PART_LEAVES.get(source, ()):
+            continue
+        breaks.append(imp)
+    return breaks
+
+
+def test_transforms_is_its_parts_and_the_beam_glue():
+    """Every sub-package of transforms/ is a part in TRANSFORMS_PARTS; the modules directly in
+    transforms/ are the Beam glue and nothing else (a pure module goes into its part)."""
+    packages = {f"transforms.{p.name}" for p in (ROOT / "transforms").iterdir() if (p / "__init__.py").is_file()}
+    assert packages == set(TRANSFORMS_PARTS)
+    own = {f"transforms.{p.stem}" for p in (ROOT / "transforms").glob("*.py") if p.name != "__init__.py"}
+    assert own == BEAM_IN_TRANSFORMS
+
+
+def test_transforms_parts_import_only_the_parts_below_them():
+    known = modules()
+    breaks = part_breaks(list(imports(known)), known)
+    assert not breaks, "imports between parts of transforms/ that TRANSFORMS_PARTS does not allow:\n" + "\n".join(
+        f"  {i.path}:{i.line} ({i.where}): {i.source} -> {i.target}" for i in breaks
+    )
+
+
+def test_transforms_parts_form_no_cycle():
+    """The table itself is a ladder (no part reaches itself through others), and each module a
+    part may import beside it imports nothing of convnorm, so it cannot close a cycle."""
+    table = {part: {below: [] for below in allowed} for part, allowed in TRANSFORMS_PARTS.items()}
+    assert not cycles(table)
+    known = modules()
+    edges = graph(list(imports(known)), known)
+    for leaf in (leaf for leaves in TRANSFORMS_PART_LEAVES.values() for leaf in leaves):
+        assert leaf in known and not edges.get(leaf), (leaf, sorted(edges.get(leaf, {})))
+
+
 def test_the_command_line_and_the_sdk_worker_import_no_beam_at_import_time():
     known, found = parsed()
     edges = graph(found, known)
@@ -704,3 +781,5 @@ if __name__ == "__main__":
         print(f"upward: {imp.path}:{imp.line} ({imp.where}): {imp.source} -> {imp.target}")
     for line in long_modules(known):
         print("long:", line)
+    for imp in part_breaks(found, known):
+        print(f"between parts of transforms/: {imp.path}:{imp.line} ({imp.where}): {imp.source} -> {imp.target}")

@@ -20,8 +20,9 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:  # CI installs the project editable; a bare venv may not have it
     sys.path.insert(0, str(ROOT))
 
-from transforms.normalize import INTERRUPTED_RESULT, normalize_conversation  # noqa: E402
-from transforms.profiles import (  # noqa: E402
+from transforms.core.normalize import INTERRUPTED_RESULT, normalize_conversation  # noqa: E402
+from transforms.core.validate import check_sendable  # noqa: E402
+from transforms.repairs.profiles import (  # noqa: E402
     PROFILES,
     REPAIRS,
     ProfileResult,
@@ -29,7 +30,6 @@ from transforms.profiles import (  # noqa: E402
     reattach_results,
     rekey_reused_ids,
 )
-from transforms.validate import check_sendable  # noqa: E402
 
 VECTORS = [
     json.loads(line)

@@ -32,9 +32,9 @@ from pipeline.streaming.watch import Landed  # noqa: E402
 from transforms.call_assembly import piece_line, piece_of_line  # noqa: E402
 from transforms.calllogs.calls import Call, Rejected, ToolResult  # noqa: E402
 from transforms.conversations import NORMALIZE  # noqa: E402
-from transforms.jsontext import parse_json  # noqa: E402
-from transforms.record_settings import Settings  # noqa: E402
-from transforms.record_steps import read_call_log  # noqa: E402
+from transforms.core.jsontext import parse_json  # noqa: E402
+from transforms.record.record_settings import Settings  # noqa: E402
+from transforms.record.record_steps import read_call_log  # noqa: E402
 
 DATA = Path(__file__).resolve().parent / "data"
 CALL_LOGS = DATA / "calllogs"

@@ -14,9 +14,9 @@ from apache_beam.testing.util import assert_that, equal_to
 from pipeline.graph.build import NormalizeConversationLogs
 from pipeline.io.planning import plan_shards
 from transforms.conversations import NormalizeConversationBatches, SummarizeRun, Unbatch
-from transforms.counters import NAMESPACE
-from transforms.inputs import Batch, RawRecord
-from transforms.record_settings import Settings
+from transforms.record.inputs import Batch, RawRecord
+from transforms.record.record_settings import Settings
+from transforms.totals.counters import NAMESPACE
 
 GOOD = {
     "id": "g",
@@ -212,7 +212,7 @@ def test_every_counter_the_jobs_report_is_listed_in_counter_names(tmp_path):
     # the list leaves out (shards_read, the validate counters once) is undocumented.
     from pipeline.graph.read import ReadConversationLogs
     from transforms.conversations import CheckConversationBatches
-    from transforms.counters import COUNTER_NAMES
+    from transforms.totals.counters import COUNTER_NAMES
 
     (tmp_path / "in.jsonl").write_text("\n".join([json.dumps(GOOD), "not json", "", json.dumps(ORPHAN)]) + "\n")
     shards = plan_shards([str(tmp_path / "in.jsonl")])

@@ -19,7 +19,7 @@ import apache_beam as beam
 
 from pipeline.graph.write import WriteShards
 from transforms.conversations import NormalizeConversation
-from transforms.inputs import Batch, RawRecord
+from transforms.record.inputs import Batch, RawRecord
 
 
 def _record(i: int) -> RawRecord:

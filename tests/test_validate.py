@@ -19,15 +19,15 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:  # CI installs the project editable; a bare venv may not have it
     sys.path.insert(0, str(ROOT))
 
-from transforms.normalize import normalize_conversation  # noqa: E402
-from transforms.profiles import normalize_with_profile  # noqa: E402
-from transforms.validate import (  # noqa: E402
+from transforms.core.normalize import normalize_conversation  # noqa: E402
+from transforms.core.validate import (  # noqa: E402
     VIOLATION_KINDS,
     Violation,
     check_sendable,
     count_by_kind,
     is_sendable,
 )
+from transforms.repairs.profiles import normalize_with_profile  # noqa: E402
 
 VECTORS = [
     json.loads(line)

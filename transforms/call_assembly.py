@@ -28,10 +28,10 @@ from apache_beam.utils.timestamp import Timestamp
 
 from transforms.calllogs.assemble import Assembled, GroupState, NoCalls, assemble, group_key
 from transforms.calllogs.calls import Call, Rejected, ToolResult
-from transforms.inputs import Batch, Parsed, RawRecord, Unreadable
-from transforms.jsontext import canonical_json, dumps_line, parse_json
-from transforms.record_settings import Settings
-from transforms.record_steps import CallLogged, DeadLetterReason
+from transforms.core.jsontext import canonical_json, dumps_line, parse_json
+from transforms.record.inputs import Batch, Parsed, RawRecord, Unreadable
+from transforms.record.record_settings import Settings
+from transforms.record.record_steps import CallLogged, DeadLetterReason
 
 #: The shard of batches of conversations assembled on a stream (``STREAM_SHARD`` is the input's).
 STREAM_ASSEMBLED_SHARD = -2

@@ -62,8 +62,8 @@ from pipeline.io.shard import where_text
 from pipeline.runners import s3_clients
 from pipeline.runners.dask_cluster import local_cluster
 from pipeline.runners.prism import PrismError, prism_services
-from transforms.console_text import console_text
-from transforms.summary import INPUT_CHANGED, RUN, VALIDATE, View, changed_inputs, dead_letter_warning
+from transforms.totals.console_text import console_text
+from transforms.totals.summary import INPUT_CHANGED, RUN, VALIDATE, View, changed_inputs, dead_letter_warning
 
 LOG = logging.getLogger("convnorm")
 

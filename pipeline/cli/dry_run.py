@@ -29,9 +29,8 @@ from pipeline.io.planning import shard_sizes
 from pipeline.io.read_shard import read_shard
 from pipeline.io.shard import FILE_KINDS, Blank, Shard
 from pipeline.streaming.driver import TAKEN_OVER, streaming_refusal
-from transforms.console_text import console_text
-from transforms.record_settings import Settings
-from transforms.record_steps import (
+from transforms.record.record_settings import Settings
+from transforms.record.record_steps import (
     ReaderHint,
     RecordRefused,
     call_log_reader,
@@ -39,6 +38,7 @@ from transforms.record_steps import (
     read_call_log,
     read_conversation,
 )
+from transforms.totals.console_text import console_text
 
 #: Records read from the start of each input file to tell which reader it gets.
 SAMPLE_RECORDS = 20

@@ -25,14 +25,14 @@ from pipeline.config.flags import (
     _streaming_flags,
     our_flags,
 )
-from transforms.chat_template import load_template
-from transforms.dataset_keys import parse_splits
+from transforms.dataset.chat_template import load_template
+from transforms.dataset.dataset_keys import parse_splits
+from transforms.dataset.redact import parse_kinds
 from transforms.formats import WRITERS
-from transforms.record_settings import Settings, TokenSettings, problems
-from transforms.redact import parse_kinds
-from transforms.roles import parse_map_role
-from transforms.summary import DeadLetterLimit
-from transforms.tokens import ENCODINGS, FINE_TUNING_LIMITS, parse_limit, sink_view, unavailable
+from transforms.record.record_settings import Settings, TokenSettings, problems
+from transforms.record.tokens import ENCODINGS, FINE_TUNING_LIMITS, parse_limit, sink_view, unavailable
+from transforms.repairs.roles import parse_map_role
+from transforms.totals.summary import DeadLetterLimit
 
 #: Settings whose flag is not the field's name with dashes.
 _FLAGS = {

@@ -69,9 +69,9 @@ from pipeline.io.planning import InputError, limit_plan, plan_shards
 from pipeline.io.shard import Shard
 from transforms.calllogs.readers import CALL_LOG_READERS
 from transforms.formats import WRITERS
-from transforms.inputs import DEFAULT_BATCH_BYTES, DEFAULT_MAX_RECORD_BYTES
-from transforms.record_settings import Settings
-from transforms.summary import DeadLetterLimit
+from transforms.record.inputs import DEFAULT_BATCH_BYTES, DEFAULT_MAX_RECORD_BYTES
+from transforms.record.record_settings import Settings
+from transforms.totals.summary import DeadLetterLimit
 
 LOG = logging.getLogger("convnorm")
 

@@ -57,7 +57,7 @@ from pipeline.io.output_names import CRASH_NOTE, TEMP_PREFIX
 from pipeline.runners import job_service, loopback
 from pipeline.runners.dask_cluster import close_client
 from pipeline.runners.lean_workers import WORKER_EXITS, pipeline_runner
-from transforms.summary import changed_inputs
+from transforms.totals.summary import changed_inputs
 
 LOG = logging.getLogger("convnorm")
 

@@ -49,7 +49,7 @@ from pipeline.io.ownership import (
 )
 from pipeline.io.written_files import WrittenFile, final_names, report_path
 from pipeline.testhooks import pause_point
-from transforms.jsontext import document_bytes
+from transforms.core.jsontext import document_bytes
 
 LOG = logging.getLogger("convnorm")
 

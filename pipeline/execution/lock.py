@@ -38,7 +38,7 @@ from apache_beam.io.filesystems import FileSystems
 from pipeline.io import files
 from pipeline.io.output_names import LOCK_FILE
 from pipeline.io.ownership import crash_note
-from transforms.jsontext import document_bytes
+from transforms.core.jsontext import document_bytes
 
 try:
     import fcntl

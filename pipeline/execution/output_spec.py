@@ -17,8 +17,8 @@ from pipeline.io import ownership as owned
 from pipeline.io.dataset_card import dataset_card
 from pipeline.io.file_formats import FILE_FORMATS
 from pipeline.io.output_names import CARD_FILE, SUMMARY_FILE, VALIDATION_FILE
-from transforms import summary as summaries
-from transforms.dataset_keys import output_names
+from transforms.dataset.dataset_keys import output_names
+from transforms.totals import summary as summaries
 
 
 @dataclass(frozen=True)

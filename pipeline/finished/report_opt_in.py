@@ -81,7 +81,7 @@ def windows_html(data: ReportData) -> str:
     """A streaming run's windows over time: counts per window, progress, and whether they add up."""
     if not data.windows:
         return ""
-    from transforms import summary as summaries
+    from transforms.totals import summary as summaries
 
     labels = [_window_label(w.name) for w in data.windows]
     counts = {legend: [w.summary.get(key, 0) for w in data.windows] for key, legend in WINDOW_SERIES.items()}

@@ -37,9 +37,9 @@ from transforms.conversations import (
     SummarizeRun,
     SummarizeValidation,
 )
-from transforms.dataset_keys import output_names, shapes_dataset, split_output
-from transforms.inputs import DEFAULT_BATCH_BYTES, DEFAULT_BATCH_SIZE, DEFAULT_MAX_RECORD_BYTES
-from transforms.record_settings import Settings
+from transforms.dataset.dataset_keys import output_names, shapes_dataset, split_output
+from transforms.record.inputs import DEFAULT_BATCH_BYTES, DEFAULT_BATCH_SIZE, DEFAULT_MAX_RECORD_BYTES
+from transforms.record.record_settings import Settings
 
 
 class NormalizedCollections(NamedTuple):

@@ -17,8 +17,8 @@ from pipeline.io.parts import DEFAULT_PART_BYTES, Part, plan_parts
 from pipeline.io.read_shard import iter_part_batches
 from pipeline.io.shard import FILE_KINDS, Shard
 from pipeline.testhooks import pause_point
-from transforms.counters import NAMESPACE
-from transforms.inputs import DEFAULT_BATCH_BYTES, DEFAULT_BATCH_SIZE, DEFAULT_MAX_RECORD_BYTES, Batch
+from transforms.record.inputs import DEFAULT_BATCH_BYTES, DEFAULT_BATCH_SIZE, DEFAULT_MAX_RECORD_BYTES, Batch
+from transforms.totals.counters import NAMESPACE
 
 
 @beam.typehints.with_input_types(Part)

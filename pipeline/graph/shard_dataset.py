@@ -35,9 +35,9 @@ from pipeline.graph.dataset_steps import (
 )
 from pipeline.graph.shard_step import OutputFiles, ShardResult, ShardWork, numbered_place, written_files
 from pipeline.testhooks import pause_point
-from transforms import summary as summaries
 from transforms.conversations import DEAD_LETTER
-from transforms.dataset_keys import TRAIN, split_output
+from transforms.dataset.dataset_keys import TRAIN, split_output
+from transforms.totals import summary as summaries
 
 _SHARD, _CONTENT, _KEPT, _OUT = "shard", "content", "kept", "out"
 _RESULT, _LETTER_BATCH = "result", "letter-batch"

@@ -30,7 +30,7 @@ from pipeline.io.file_formats import FILE_FORMATS
 from pipeline.io.object_store import WorkerFilesystems
 from pipeline.io.written_files import WrittenFile, temp_name, write_reports, write_summary
 from pipeline.testhooks import pause_point
-from transforms.inputs import Batch
+from transforms.record.inputs import Batch
 
 
 class _WriteShardFiles(beam.DoFn):

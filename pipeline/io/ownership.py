@@ -36,7 +36,7 @@ from pipeline.io.output_names import (
     TEMP_PREFIX,
     TEMP_PROOF,
 )
-from transforms.jsontext import document_bytes
+from transforms.core.jsontext import document_bytes
 
 #: Entries listed when refusing a directory.
 SHOWN_ENTRIES = 10

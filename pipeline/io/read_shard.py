@@ -12,7 +12,7 @@ from pipeline.io.planned_files import InputChanged
 from pipeline.io.shard import FILE_KINDS, Blank, Shard
 from pipeline.io.text_containers import read_json_shard, read_jsonl_shard
 from pipeline.testhooks import pause_point
-from transforms.inputs import (
+from transforms.record.inputs import (
     DEFAULT_BATCH_BYTES,
     DEFAULT_MAX_RECORD_BYTES,
     Batch,

@@ -42,13 +42,13 @@ import zstandard
 from pipeline.io.files import open_input
 from pipeline.io.planned_files import check_ended, open_shard
 from pipeline.io.shard import BLANK, FILE_KINDS, Blank, Shard
-from transforms.inputs import (  # the defaults live where the command line reads them without Beam
+from transforms.core.jsontext import NumberTooLarge, parse_json
+from transforms.record.inputs import (  # the defaults live where the command line reads them without Beam
     DEFAULT_MAX_RECORD_BYTES,
     Parsed,
     RawRecord,
     Unreadable,
 )
-from transforms.jsontext import NumberTooLarge, parse_json
 
 # --------------------------------------------------------------------------------------------
 # Reading one shard (plain generators: the baseline benchmark and the validator reuse them)

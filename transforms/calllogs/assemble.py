@@ -30,7 +30,7 @@ import re
 from typing import Any, NamedTuple
 
 from transforms.calllogs.calls import Call, Piece, Rejected, ToolResult
-from transforms.jsontext import canonical_json, dumps_line
+from transforms.core.jsontext import canonical_json, dumps_line
 
 #: Separates a group from a branch's number in a branch's id: ``<group>#branch<n>``.
 BRANCH_SEPARATOR = "#branch"

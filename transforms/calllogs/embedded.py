@@ -19,6 +19,8 @@ from typing import Any, Callable, NamedTuple
 
 from transforms.calllogs import genai, streams
 from transforms.calllogs.calls import PART_TEXT_LIMIT, ReadItem
+from transforms.core.ledger import coercion_discards
+from transforms.core.normalize import content_text, pairing_key
 from transforms.formats import media as carried_media
 from transforms.formats import reasoning as carried_reasoning
 from transforms.formats._common import openai_tool
@@ -28,8 +30,6 @@ from transforms.formats.bedrock import bedrock_to_flat
 from transforms.formats.gemini import gemini_to_flat
 from transforms.formats.openai import openai_to_flat
 from transforms.formats.openai_responses import responses_to_flat
-from transforms.ledger import coercion_discards
-from transforms.normalize import content_text, pairing_key
 
 
 class Embedded(NamedTuple):

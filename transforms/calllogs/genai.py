@@ -29,9 +29,9 @@ import json
 import re
 from typing import Any
 
+from transforms.core.ledger import note
+from transforms.core.normalize import content_text
 from transforms.formats._rendered import SERVER_CALL, SERVER_RESULT, render, unknown_block
-from transforms.ledger import note
-from transforms.normalize import content_text
 
 JOIN = "\n"
 #: The part types of the GenAI message schemas (``generic`` is python-contrib's catch-all).

@@ -54,8 +54,8 @@ from transforms.calllogs.embedded import (
     tools_of,
 )
 from transforms.calllogs.times import time_nanos
+from transforms.core.normalize import content_text
 from transforms.formats.base import FormatError
-from transforms.normalize import content_text
 
 NAME = "langfuse"
 _CALL_TYPES = frozenset(("GENERATION",))

@@ -47,10 +47,10 @@ from transforms.calllogs.embedded import (
     tools_of,
 )
 from transforms.calllogs.times import time_nanos
+from transforms.core.normalize import content_text
 from transforms.formats._common import block_text
 from transforms.formats.base import FormatError
 from transforms.formats.openai import openai_to_flat
-from transforms.normalize import content_text
 
 NAME = "langsmith"
 _THREAD_KEYS = ("session_id", "thread_id", "conversation_id")

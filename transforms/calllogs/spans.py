@@ -66,8 +66,8 @@ from transforms.calllogs.embedded import (
     tools_of,
 )
 from transforms.calllogs.times import time_nanos
+from transforms.core.normalize import content_text
 from transforms.formats.base import FormatError
-from transforms.normalize import content_text
 
 OTLP = "otlp"
 _ROW_PREFIXES = ("gen_ai.", "llm.", "openinference.")

@@ -35,7 +35,7 @@ from transforms.formats import (  # noqa: F401
 )
 from transforms.formats.claims import read_forced, unrecognized
 from transforms.formats.openai import _openai_ism, plain_message, scan_calls
-from transforms.normalize import Reading
+from transforms.core.normalize import Reading
 
 #: The readers a plain chat can go to, and the readers the plain-chat rules below were proved
 #: against: another registered reader (a plug-in) turns the shortcut off.

@@ -51,6 +51,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from transforms.core.ledger import note, note_unread_keys
+from transforms.core.normalize import content_text
 from transforms.formats import media, reasoning
 from transforms.formats._common import (
     ERROR_PREFIX,
@@ -91,8 +93,6 @@ from transforms.formats.base import (
 from transforms.formats.gemini_schema import gemini_parameters
 from transforms.formats.gemini_stream import assemble, has_streamed_calls
 from transforms.formats.schema import JSON, STRING
-from transforms.ledger import note, note_unread_keys
-from transforms.normalize import content_text
 
 # Part keys, camelCase first (REST), then the snake_case the API also accepts.
 _CALL = ("functionCall", "function_call")

@@ -33,6 +33,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from transforms.core.ledger import note, note_unread_keys
+from transforms.core.normalize import content_text
 from transforms.formats import media, reasoning
 from transforms.formats._common import (
     JOIN,
@@ -61,8 +63,6 @@ from transforms.formats.base import (
 )
 from transforms.formats.openai import openai_arguments
 from transforms.formats.schema import JSON, STRING
-from transforms.ledger import note, note_unread_keys
-from transforms.normalize import content_text
 
 _CALLS = ("function_call", "custom_tool_call")
 _OUTPUTS = ("function_call_output", "custom_tool_call_output")

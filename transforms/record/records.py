@@ -15,8 +15,33 @@ from __future__ import annotations
 
 from typing import Any, Callable, NamedTuple
 
-from transforms.chat_template import TemplateRefused, check_rendered, count_tokens, render
-from transforms.dataset_keys import CONTENT_KEYS, content_keys, group_key, split_of
+from transforms.core.jsontext import dumps_line
+from transforms.core.ledger import add_to_report, coercion_discards
+from transforms.core.ledger import report as ledger_report
+from transforms.core.normalize import Trace, normalize_read
+from transforms.core.tool_blocks import first_free
+from transforms.core.validate import check_sendable, count_by_kind
+from transforms.dataset.chat_template import TemplateRefused, check_rendered, count_tokens, render
+from transforms.dataset.dataset_keys import CONTENT_KEYS, content_keys, group_key, split_of
+from transforms.dataset.redact import (
+    Redaction,
+    redact_assembly,
+    redact_fields,
+    redact_media,
+    redact_names,
+    redact_reasoning,
+)
+from transforms.dataset.training import (
+    TRAILING_TURNS,
+    TRAINING_SINKS,
+    WEIGHT_KEYS,
+    WEIGHT_SINKS,
+    example_ends,
+    example_messages,
+    trailing_turns,
+    trim_trailing,
+    with_weights,
+)
 from transforms.formats import (
     READERS,
     WRITERS,
@@ -30,15 +55,10 @@ from transforms.formats import media as carried_media
 from transforms.formats import reasoning as carried_reasoning
 from transforms.formats._tools import value_at
 from transforms.formats.hf import write_hf
-from transforms.inputs import Parsed, RawRecord
-from transforms.jsontext import dumps_line
-from transforms.ledger import add_to_report, coercion_discards
-from transforms.ledger import report as ledger_report
-from transforms.normalize import Trace, normalize_read
-from transforms.output_records import DropMetrics
-from transforms.profiles import ProfileResult, normalize_with_profile
-from transforms.record_settings import Settings, TokenSettings
-from transforms.record_steps import (
+from transforms.record.inputs import Parsed, RawRecord
+from transforms.record.output_records import DropMetrics
+from transforms.record.record_settings import Settings, TokenSettings
+from transforms.record.record_steps import (
     CallLogged,
     CallLogRead,
     DeadLettered,
@@ -53,22 +73,9 @@ from transforms.record_steps import (
     read_conversation,
     record_id,
 )
-from transforms.redact import Redaction, redact_assembly, redact_fields, redact_media, redact_names, redact_reasoning
-from transforms.roles import apply_role_options, drops_with_roles, repairs_with_roles
-from transforms.tokens import count_example, has_assistant_message, sink_view
-from transforms.tool_blocks import first_free
-from transforms.training import (
-    TRAILING_TURNS,
-    TRAINING_SINKS,
-    WEIGHT_KEYS,
-    WEIGHT_SINKS,
-    example_ends,
-    example_messages,
-    trailing_turns,
-    trim_trailing,
-    with_weights,
-)
-from transforms.validate import check_sendable, count_by_kind
+from transforms.record.tokens import count_example, has_assistant_message, sink_view
+from transforms.repairs.profiles import ProfileResult, normalize_with_profile
+from transforms.repairs.roles import apply_role_options, drops_with_roles, repairs_with_roles
 
 
 class BatchResult(NamedTuple):

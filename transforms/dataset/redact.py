@@ -41,8 +41,8 @@ import hashlib
 import re
 from typing import Any, Callable, NamedTuple
 
-from transforms.jsontext import compact_json, parse_json
-from transforms.ledger import OPAQUE_KEYS
+from transforms.core.jsontext import compact_json, parse_json
+from transforms.core.ledger import OPAQUE_KEYS
 
 #: ``--redact`` kinds and the module each needs.
 KINDS = {"secrets": "detect_secrets", "emails": None, "phones": "phonenumbers"}

@@ -17,6 +17,8 @@ from typing import Any, Callable, NamedTuple
 
 from transforms.calllogs.calls import CallLogReader, Piece, Rejected, Skipped
 from transforms.calllogs.readers import CALL_LOG_READERS, detect_call_log
+from transforms.core.jsontext import NumberTooLarge, canonical_json, dumps_line, int_text, parse_json
+from transforms.dataset.redact import Redaction, redact_assembly, redact_piece
 from transforms.formats import (
     READERS,
     Conversation,
@@ -29,11 +31,9 @@ from transforms.formats import (
 )
 from transforms.formats.base import not_a_record
 from transforms.formats.openai import is_batch_line
-from transforms.inputs import Parsed, RawRecord, Unreadable
-from transforms.jsontext import NumberTooLarge, canonical_json, dumps_line, int_text, parse_json
-from transforms.output_records import DeadLetter, DropMetrics
-from transforms.record_settings import Settings
-from transforms.redact import Redaction, redact_assembly, redact_piece
+from transforms.record.inputs import Parsed, RawRecord, Unreadable
+from transforms.record.output_records import DeadLetter, DropMetrics
+from transforms.record.record_settings import Settings
 
 
 class DeadLetterReason(str, Enum):

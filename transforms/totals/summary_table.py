@@ -7,11 +7,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from transforms.console_text import console_text
-from transforms.dataset_keys import TRAIN
-from transforms.normalize import split_drops
-from transforms.record_steps import DeadLetterReason
-from transforms.training_summary import training_rows
+from transforms.core.normalize import split_drops
+from transforms.dataset.dataset_keys import TRAIN
+from transforms.dataset.training_summary import training_rows
+from transforms.record.record_steps import DeadLetterReason
+from transforms.totals.console_text import console_text
 
 UNWRITABLE = DeadLetterReason.UNWRITABLE.value
 INPUT_CHANGED = DeadLetterReason.INPUT_CHANGED.value
