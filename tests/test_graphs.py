@@ -74,9 +74,9 @@ def test_both_graphs_validate_alike(tmp_path, mixed_input):
     _same_manifest_files(tagged, per_shard)
 
 
-def test_auto_picks_per_shard_on_dask_only(tmp_path, mixed_input):
+def test_auto_picks_per_shard_on_every_runner(tmp_path, mixed_input):
     out = ["--output", str(tmp_path / "out")]
-    assert load_job(_args(mixed_input, *out)).graph == TAGGED_OUTPUTS
+    assert load_job(_args(mixed_input, *out)).graph == PER_SHARD
     assert load_job(_args(mixed_input, *out, "--graph", "per-shard")).graph == PER_SHARD
     pytest.importorskip("dask.distributed", reason="the dask extra is not installed (pip install -e '.[dask]')")
     job = load_job(_args(mixed_input, *out, "--runner", "DaskRunner"))

@@ -131,11 +131,10 @@ _DURATION_UNITS = {"s": 1, "m": 60, "h": 3600}
 
 
 def graph_for(graph: str, runner: str | None) -> str:
-    """``--graph`` resolved: ``auto`` is per-shard on runners that cannot route a DoFn's tagged
-    outputs (DaskRunner), tagged-outputs elsewhere."""
+    """``--graph`` resolved: ``auto`` is per-shard on every runner."""
     if graph != "auto":
         return graph
-    return PER_SHARD if is_dask_runner(runner) else TAGGED_OUTPUTS
+    return PER_SHARD
 
 
 def parse_duration(text: str) -> float:
