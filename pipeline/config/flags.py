@@ -431,7 +431,7 @@ def _training_flags(add) -> None:
         help="collapse identical conversations (exact: same tools and messages as written, ids and "
         "other fields aside), and with prefix also a conversation that begins a longer one, into one "
         "that keeps the first id and lists the others (drops/ duplicates); each other is a duplicate "
-        "dead letter naming the id kept (a shuffle: a batch run only, on either graph)",
+        "dead letter naming the id kept (a shuffle: a batch run only)",
     )
     add(
         "--split",
