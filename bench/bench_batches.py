@@ -65,7 +65,7 @@ def corpora(records: int, seed: int) -> dict[str, list[bytes]]:
 
 def run_once(shard, batch_size: int, batch_bytes: int, per_batch_us: float) -> tuple[float, int]:
     from pipeline.io.read_shard import iter_batches
-    from transforms.records import Settings, normalize_batch
+    from transforms.record.records import Settings, normalize_batch
 
     settings = Settings()
     stats = {"records": 0, "blank_lines": 0}

@@ -56,7 +56,7 @@ for path in (str(ROOT), str(HERE)):  # runnable as `python bench/bench_core.py` 
 import corpus  # noqa: E402
 import orjson  # noqa: E402
 
-from transforms.normalize import REASONS, normalize_conversation  # noqa: E402
+from transforms.core.normalize import REASONS, normalize_conversation  # noqa: E402
 
 TARGET_RATIO = 3.0  # core time / orjson round-trip time, same corpus
 TARGET_BIG_SECONDS = 10.0  # one conversation of 1,000,000 messages

@@ -64,8 +64,8 @@ import sys
 sys.path.insert(0, sys.argv[3])
 from pipeline.io.planning import plan_shards
 from pipeline.io.read_shard import iter_batches
-from transforms.records import normalize_batch
-from transforms.record_settings import Settings
+from transforms.record.records import normalize_batch
+from transforms.record.record_settings import Settings
 reasons, normalized = [], 0
 for shard in plan_shards([sys.argv[1]]):
     stats = {"records": 0, "blank_lines": 0}
@@ -82,7 +82,7 @@ _IDLE = (
     + """
 import sys
 sys.path.insert(0, sys.argv[1])
-import pipeline.io.planning, pipeline.io.read_shard, transforms.records
+import pipeline.io.planning, pipeline.io.read_shard, transforms.record.records
 print(_hwm())
 """
 )

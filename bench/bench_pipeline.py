@@ -104,11 +104,11 @@ PAGE_KB = os.sysconf("SC_PAGE_SIZE") // 1024
 
 
 def plain_loop(paths: list[str], out_dir: str) -> dict:
-    from transforms.inputs import DEFAULT_BATCH_BYTES, DEFAULT_BATCH_SIZE, RawRecord, batch_is_full
-    from transforms.jsontext import dumps_line
-    from transforms.record_settings import Settings
-    from transforms.record_steps import ReaderHint
-    from transforms.records import normalize_batch
+    from transforms.core.jsontext import dumps_line
+    from transforms.record.inputs import DEFAULT_BATCH_BYTES, DEFAULT_BATCH_SIZE, RawRecord, batch_is_full
+    from transforms.record.record_settings import Settings
+    from transforms.record.record_steps import ReaderHint
+    from transforms.record.records import normalize_batch
 
     settings = Settings()
     counts = {"records": 0, "blank_lines": 0, "records_out": 0, "dead_letters": 0}
@@ -366,7 +366,7 @@ def run_bench(args) -> int:
     env.setdefault("PYTHONHASHSEED", "0")
     try:
         from pipeline.io.planning import plan_shards
-        from transforms.inputs import DEFAULT_SHARD_BYTES
+        from transforms.record.inputs import DEFAULT_SHARD_BYTES
 
         in_n, in_2n, in_many = work / "in_n", work / "in_2n", work / "in_many"
         in_n.mkdir()
@@ -689,7 +689,7 @@ def main(argv: list[str] | None = None) -> int:
             json.dump(result, handle)
         print(counts_path)
         return 0
-    from transforms.inputs import DEFAULT_SHARD_BYTES
+    from transforms.record.inputs import DEFAULT_SHARD_BYTES
 
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument(

@@ -80,10 +80,10 @@ def _wait_visible(out: Path, paths: list[Path], proc: subprocess.Popen, timeout:
 
 def _plain_baseline(lines: list[bytes]) -> float:
     """Seconds for the plain loop over the same records (the job's per-record work)."""
-    from transforms.inputs import RawRecord
-    from transforms.jsontext import dumps_line
-    from transforms.record_settings import Settings
-    from transforms.records import process_record
+    from transforms.core.jsontext import dumps_line
+    from transforms.record.inputs import RawRecord
+    from transforms.record.record_settings import Settings
+    from transforms.record.records import process_record
 
     settings = Settings()
     start = time.perf_counter()

@@ -41,7 +41,7 @@ from pipeline.streaming import assembled as assembly  # noqa: E402
 from pipeline.streaming.clean import CleanPlan, clean_landed_file  # noqa: E402
 from pipeline.streaming.watch import Landed  # noqa: E402
 from transforms.conversations import NORMALIZE  # noqa: E402
-from transforms.record_settings import Settings  # noqa: E402
+from transforms.record.record_settings import Settings  # noqa: E402
 
 CALLS, NEW_GROUPS, REOPENED = 6, 20, 5
 

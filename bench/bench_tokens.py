@@ -37,13 +37,13 @@ sys.path.insert(0, str(HERE))
 WORKER = r"""
 import gc, json, sys, time
 sys.path.insert(0, ".")
-from transforms.inputs import RawRecord
-from transforms.records import normalize_batch
-from transforms.record_settings import Settings
+from transforms.record.inputs import RawRecord
+from transforms.record.records import normalize_batch
+from transforms.record.record_settings import Settings
 corpus, sink, encoding, repeats = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
 options = {"sink": sink, "model": "bench"}
 if encoding != "-":
-    from transforms.record_settings import TokenSettings
+    from transforms.record.record_settings import TokenSettings
     options["tokens"] = TokenSettings(encoding, max_example_tokens=4096)
 settings = Settings(**options)
 lines = [line for line in open(corpus, "rb").read().splitlines() if line.strip()]

@@ -42,7 +42,7 @@ BATCH = 256
 
 def job_batches(items: list, sizes: list[int]) -> list[list]:
     """``items`` cut as the job's shard reader cuts its records (``inputs.batch_is_full``)."""
-    from transforms.inputs import DEFAULT_BATCH_BYTES, batch_is_full
+    from transforms.record.inputs import DEFAULT_BATCH_BYTES, batch_is_full
 
     batches, batch, size = [], [], 0
     for item, item_size in zip(items, sizes):
@@ -104,12 +104,12 @@ def _flat(record: dict) -> dict:
 def stage_plan(lines: list[bytes]) -> dict:
     """``{stage: (func, items)}``: each stage of the per-record path as a function over inputs
     prepared here, outside any measurement (lines, parsed records, read conversations)."""
-    from transforms.inputs import RawRecord
-    from transforms.jsontext import parse_json
-    from transforms.profiles import normalize_with_profile
-    from transforms.record_settings import Settings
-    from transforms.record_steps import ReaderHint, read_conversation
-    from transforms.records import _read_and_normalize, normalize_batch
+    from transforms.core.jsontext import parse_json
+    from transforms.record.inputs import RawRecord
+    from transforms.record.record_settings import Settings
+    from transforms.record.record_steps import ReaderHint, read_conversation
+    from transforms.record.records import _read_and_normalize, normalize_batch
+    from transforms.repairs.profiles import normalize_with_profile
 
     settings = Settings()
     field = settings.messages_field

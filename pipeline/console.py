@@ -37,7 +37,7 @@ import sys
 import threading
 from typing import Iterator, NoReturn, TextIO
 
-from transforms.console_text import console_text
+from transforms.totals.console_text import console_text
 
 #: The loggers whose records are one line each (other libraries' keep their own line breaks).
 OUR_LOGGERS = ("convnorm", "pipeline", "transforms")

@@ -18,11 +18,11 @@ ROOT = HERE.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
+from transforms.core.jsontext import dumps_line  # noqa: E402
 from transforms.formats import WRITERS  # noqa: E402
-from transforms.inputs import RawRecord  # noqa: E402
-from transforms.jsontext import dumps_line  # noqa: E402
-from transforms.record_settings import Settings  # noqa: E402
-from transforms.records import normalize_batch  # noqa: E402
+from transforms.record.inputs import RawRecord  # noqa: E402
+from transforms.record.record_settings import Settings  # noqa: E402
+from transforms.record.records import normalize_batch  # noqa: E402
 
 GOLDEN_FILE = HERE / "data" / "expected" / "golden_outputs.sha256"
 #: The bundled sample and one sample per input format (copies of samples/ in tests/data/).
@@ -73,7 +73,7 @@ def render(path: Path, sink: str, file_format: str = "jsonl") -> bytes:
 
         import pyarrow.parquet as pq
 
-        from transforms.flat_rows import flat_record
+        from transforms.record.flat_rows import flat_record
 
         rows = pq.read_table(io.BytesIO(written)).to_pylist()
         written = b"".join(dumps_line(flat_record(row)) + b"\n" for row in rows)

@@ -4,6 +4,7 @@ them. ``$CONVNORM_PRISM`` names a binary to use instead."""
 
 from __future__ import annotations
 
+import fcntl
 import functools
 import os
 import subprocess
@@ -20,9 +21,17 @@ NO_GO = 3
 
 @functools.lru_cache(maxsize=1)
 def _build() -> tuple[int, str]:
-    proc = subprocess.run(
-        [str(ROOT / ".ci" / "build-prism")], capture_output=True, text=True, timeout=BUILD_TIMEOUT_S, cwd=ROOT
-    )
+    return run_locked([str(ROOT / ".ci" / "build-prism")], ROOT / "build" / "prism.lock")
+
+
+def run_locked(command: list[str], lock: Path) -> tuple[int, str]:
+    """``command`` run while this process holds ``lock`` (exit status, stdout or stderr). The
+    xdist workers each build when they first need Prism: one at a time, the second finds the
+    binary built, where two at once deleted each other's sources mid-build."""
+    lock.parent.mkdir(parents=True, exist_ok=True)
+    with lock.open("w") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)  # released when the file closes
+        proc = subprocess.run(command, capture_output=True, text=True, timeout=BUILD_TIMEOUT_S, cwd=ROOT)
     return proc.returncode, (proc.stdout.strip() if proc.returncode == 0 else proc.stderr)
 
 

@@ -15,7 +15,7 @@ from apache_beam.testing.util import assert_that, equal_to
 from pipeline.io.read_shard import iter_batches
 from pipeline.io.shard import Shard
 from transforms.conversations import BatchRawRecords, NormalizeConversationBatches, Unbatch, raw_size
-from transforms.records import RawRecord, Settings
+from transforms.record.records import RawRecord, Settings
 
 SAMPLE = Path(__file__).resolve().parent.parent / "samples" / "conversations.jsonl"
 

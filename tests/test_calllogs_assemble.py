@@ -178,8 +178,8 @@ def test_on_a_stream_a_conversation_closes_after_a_gap_and_a_later_call_reopens_
     from apache_beam.testing.util import assert_that, equal_to
 
     from transforms.conversations import BatchRawRecords, NormalizeConversationBatches, Unbatch
-    from transforms.inputs import RawRecord
-    from transforms.record_settings import Settings
+    from transforms.record.inputs import RawRecord
+    from transforms.record.record_settings import Settings
 
     first = _langfuse_row("t", 1, [USER], CALL)
     second = _langfuse_row("t", 2, [USER, CALL, RESULT], ANSWER)
@@ -211,8 +211,8 @@ def test_what_reading_left_out_is_the_conversations_ledger_through_the_record_pa
     """A call's ``discarded`` (its reader's ledger) reaches the assembled conversation's drops
     line, as a conversation reader's would: nothing left out goes uncounted."""
     from transforms.call_assembly import conversations_of
-    from transforms.record_settings import Settings
-    from transforms.records import normalize_batch
+    from transforms.record.record_settings import Settings
+    from transforms.record.records import normalize_batch
 
     ledger = {"refusal": [1, 12]}
     state = state_of(call(1, [USER], [ANSWER], discarded=ledger))

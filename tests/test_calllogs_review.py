@@ -204,7 +204,7 @@ def test_the_per_shard_step_holds_a_growing_history_once_not_once_per_call(tmp_p
     from pipeline.graph.shard_step import ShardWork, process_shard
     from pipeline.io.shard import Shard
     from transforms.conversations import NORMALIZE
-    from transforms.record_settings import Settings
+    from transforms.record.record_settings import Settings
 
     history: list = [{"role": "system", "content": "Be brief."}]
     rows = []
@@ -261,8 +261,8 @@ def test_a_bug_in_one_groups_assembly_is_a_dead_letter_not_the_end_of_the_job(mo
     """Every record is guarded (``guarded``: a bug surfaces as data), but the assembly of a group
     was not: one group that made it raise failed the whole run (as a list tool_call_id did)."""
     from transforms import call_assembly
-    from transforms.inputs import Unreadable
-    from transforms.record_settings import Settings
+    from transforms.record.inputs import Unreadable
+    from transforms.record.record_settings import Settings
 
     def broken(*args, **kwargs):
         raise TypeError("a bug")

@@ -14,10 +14,10 @@ from transforms.calllogs import streams
 from transforms.calllogs.assemble import GroupState, assemble
 from transforms.calllogs.calls import Call
 from transforms.calllogs.proxies import read_helicone
-from transforms.record_settings import Settings
-from transforms.records import normalize_batch
-from transforms.summary import finalize_run, partial
-from transforms.summary_table import format_table
+from transforms.record.record_settings import Settings
+from transforms.record.records import normalize_batch
+from transforms.totals.summary import finalize_run, partial
+from transforms.totals.summary_table import format_table
 
 DATA = Path(__file__).resolve().parent / "data" / "calllogs" / "helicone"
 USER = {"role": "user", "content": "hi"}

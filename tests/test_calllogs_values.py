@@ -68,6 +68,40 @@ def test_epoch_numbers_by_size():
         time_nanos({"seconds": 1})
 
 
+@pytest.mark.parametrize(
+    "value",
+    [
+        1e300,  # Found: taken, a start of 301 digits
+        10**19,  # Found: taken, past a 64-bit count of nanoseconds
+        2**63,
+        -(2**63) - 1,
+        9.3e18,
+        float("inf"),
+        float("nan"),
+        "10000000000000000000",  # OTLP's decimal string, past 64 bits
+        "9" * 5000,  # past what int() reads
+        "99999-01-01T00:00:00Z",  # was refused, as not a time at all
+        "9999-12-31T23:59:59Z",  # was taken
+        "2262-04-11T23:47:17Z",
+        "1677-09-21T00:12:43Z",
+    ],
+)
+def test_every_spelling_of_a_time_has_one_range(value):
+    """Numbers, digit strings and ISO dates out of a 64-bit count of nanoseconds are refused alike."""
+    with pytest.raises(FormatError) as raised:
+        time_nanos(value, "startTime")
+    assert raised.value.reason == "bad_timestamp"
+    assert "out of range" in str(raised.value) and "1677-09-21 to 2262-04-11" in str(raised.value)
+
+
+def test_the_edges_of_the_range_are_read():
+    assert time_nanos("2262-04-11T23:47:16.854775807Z") == time_nanos(2**63 - 1) == 2**63 - 1
+    assert time_nanos("1677-09-21T00:12:43.145224192Z") == time_nanos(-(2**63)) == -(2**63)
+    assert time_nanos("9223372036854775807") == 2**63 - 1
+    with pytest.raises(FormatError, match="not a time convnorm reads"):
+        time_nanos("²")  # a digit to str.isdigit, not to int(): refused, never a crash
+
+
 def test_otlp_values():
     assert any_value({"stringValue": "a"}) == any_value({"string_value": "a"}) == "a"
     assert any_value({"intValue": "57"}) == any_value({"intValue": 57}) == any_value({"int_value": "57"}) == 57

@@ -20,7 +20,7 @@ from pipeline.io import read_shard as shard_reader
 from pipeline.io.planning import plan_shards
 from pipeline.io.read_shard import read_shard
 from pipeline.io.shard import BLANK, Shard
-from transforms.inputs import Unreadable
+from transforms.record.inputs import Unreadable
 
 LINE = '{"id":"r%05d","messages":[{"role":"user","content":"hello there"},{"role":"assistant","content":"hi"}]}\n'
 #: Records of a test input: ~200 KB, many times a read buffer, so a change mid-read is seen.
@@ -208,7 +208,7 @@ def test_a_paused_run_whose_input_is_truncated_under_it_exits_1(tmp_path):
 
 
 def test_the_verdicts_of_run_and_validate_and_the_table_say_an_input_changed():
-    from transforms.summary import RUN, VALIDATE, finalize, finalize_validation
+    from transforms.totals.summary import RUN, VALIDATE, finalize, finalize_validation
 
     run, validation = finalize({}), finalize_validation({})
     for view, doc in ((RUN, run), (VALIDATE, validation)):

@@ -8,12 +8,12 @@ from pathlib import Path
 
 import pytest
 
-from transforms.chat_template import TemplateRefused, check_rendered, count_tokens, load_template, render
-from transforms.inputs import RawRecord
-from transforms.jsontext import dumps_line
-from transforms.record_settings import Settings, problems
-from transforms.records import process_record
-from transforms.summary import finalize_run, partial
+from transforms.core.jsontext import dumps_line
+from transforms.dataset.chat_template import TemplateRefused, check_rendered, count_tokens, load_template, render
+from transforms.record.inputs import RawRecord
+from transforms.record.record_settings import Settings, problems
+from transforms.record.records import process_record
+from transforms.totals.summary import finalize_run, partial
 
 TEMPLATE = Path(__file__).resolve().parent / "data" / "chat_template" / "chatml.jinja"
 CALL = {"role": "assistant", "content": "", "tool_calls": [{"tool_call_id": "c1", "name": "run", "args": {"x": "é"}}]}
@@ -146,7 +146,7 @@ def test_loops_and_outputs_under_the_budget_render_as_before(tmp_path):
 def test_only_regular_files_of_bounded_size_are_read(tmp_path, monkeypatch):
     import os
 
-    from transforms import chat_template
+    from transforms.dataset import chat_template
 
     fifo = tmp_path / "fifo"
     os.mkfifo(fifo)  # a blocking open would wait for a writer for ever

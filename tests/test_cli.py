@@ -286,9 +286,9 @@ def test_pipeline_totals_equal_a_plain_python_count(sample_out):
     from pipeline.io.planning import plan_shards
     from pipeline.io.read_shard import read_shard
     from pipeline.io.shard import Blank
-    from transforms import summary as summaries
-    from transforms.record_settings import Settings
-    from transforms.records import process_record
+    from transforms.record.record_settings import Settings
+    from transforms.record.records import process_record
+    from transforms.totals import summary as summaries
 
     total: dict = {}
     for item in read_shard(plan_shards([str(SAMPLE)])[0]):

@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from pipeline.cli.main import main
-from transforms.console_text import console_text
+from transforms.totals.console_text import console_text
 
 #: A colour escape, a newline, a carriage return, a right-to-left override.
 HOSTILE = "\x1b[31m\n\r\u202e"

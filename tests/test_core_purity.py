@@ -19,7 +19,7 @@ _PROBE = """
 import json, sys
 {imports}
 loaded = sorted(m for m in sys.modules if m == "apache_beam" or m.startswith("apache_beam."))
-print(json.dumps({{"loaded": loaded, "normalize": "transforms.normalize" in sys.modules}}))
+print(json.dumps({{"loaded": loaded, "normalize": "transforms.core.normalize" in sys.modules}}))
 """
 
 
@@ -40,7 +40,7 @@ def _probe(imports: str) -> dict:
 
 def test_importing_the_core_does_not_import_apache_beam():
     report = _probe(
-        "import transforms.normalize\nfrom transforms.normalize import normalize_conversation\n"
+        "import transforms.core.normalize\nfrom transforms.core.normalize import normalize_conversation\n"
         "normalize_conversation([{'role': 'user', 'content': {'a': 1}}])"
     )
     assert report["normalize"] is True
@@ -87,18 +87,18 @@ def _pure_modules() -> list[str]:
 def test_every_pure_module_is_found():
     found = _pure_modules()
     for name in (
-        "transforms.normalize",
-        "transforms.ledger",
-        "transforms.validate",
-        "transforms.profiles",
-        "transforms.records",
-        "transforms.jsontext",
-        "transforms.inputs",
-        "transforms.record_settings",
-        "transforms.output_records",
-        "transforms.record_steps",
-        "transforms.validate_step",
-        "transforms.tool_blocks",
+        "transforms.core.normalize",
+        "transforms.core.ledger",
+        "transforms.core.validate",
+        "transforms.repairs.profiles",
+        "transforms.record.records",
+        "transforms.core.jsontext",
+        "transforms.record.inputs",
+        "transforms.record.record_settings",
+        "transforms.record.output_records",
+        "transforms.record.record_steps",
+        "transforms.record.validate_step",
+        "transforms.core.tool_blocks",
         "transforms.formats.openai",
         "pipeline.console",
         "pipeline.config.checks",

@@ -26,8 +26,8 @@ for path in (str(ROOT), str(ROOT / "bench")):
 
 from test_normalize_properties import conversations  # noqa: E402
 
-from transforms import normalize, normalize_coerce, normalize_log, normalize_walk  # noqa: E402
-from transforms.normalize import normalize_conversation  # noqa: E402
+from transforms.core import normalize, normalize_coerce, normalize_log, normalize_walk  # noqa: E402
+from transforms.core.normalize import normalize_conversation  # noqa: E402
 
 IDS = st.sampled_from(["c1", "c2", "c3", " c1", "c2 ", "0", "", 7, None])
 CALL = st.one_of(

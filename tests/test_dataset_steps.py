@@ -1,5 +1,5 @@
-"""--dedupe and --split: the keys each conversation gets (transforms.dataset_keys), the graph's
-steps as plain functions (transforms.dedupe), the options, and whole runs."""
+"""--dedupe and --split: the keys each conversation gets (transforms.dataset.dataset_keys), the graph's
+steps as plain functions (transforms.record.dedupe), the options, and whole runs."""
 
 from __future__ import annotations
 
@@ -11,12 +11,12 @@ from types import SimpleNamespace
 import pytest
 
 from pipeline.config.checks import dataset_step_problems
-from transforms.dataset_keys import CONTENT_KEYS, content_keys, group_key, parse_splits, split_of
-from transforms.dedupe import Conversation, collapse_kept, resolve_content, shard_outputs
-from transforms.inputs import RawRecord
-from transforms.jsontext import dumps_line
-from transforms.record_settings import Settings
-from transforms.records import process_record
+from transforms.core.jsontext import dumps_line
+from transforms.dataset.dataset_keys import CONTENT_KEYS, content_keys, group_key, parse_splits, split_of
+from transforms.record.dedupe import Conversation, collapse_kept, resolve_content, shard_outputs
+from transforms.record.inputs import RawRecord
+from transforms.record.record_settings import Settings
+from transforms.record.records import process_record
 
 DATA = Path(__file__).resolve().parent / "data" / "training" / "chats.jsonl"
 U = {"role": "user", "content": "q"}
@@ -91,7 +91,7 @@ def run_dedupe(conversations: list[Conversation], settings: Settings) -> tuple[l
     """The two shuffles of --dedupe as plain functions: by content, resolve, by kept one, collapse."""
     from collections import defaultdict
 
-    from transforms.dedupe import content_claims
+    from transforms.record.dedupe import content_claims
 
     grouped: dict = defaultdict(list)
     for c in conversations:
@@ -204,7 +204,7 @@ def test_a_deduplicated_split_run_on_two_runners(tmp_path):
 
 
 def test_duplicates_are_a_choice_not_failures_past_the_dead_letter_limits():
-    from transforms.summary import DeadLetterLimit, dead_letter_warning, run_failures
+    from transforms.totals.summary import DeadLetterLimit, dead_letter_warning, run_failures
 
     doc = {
         "accounted": True,
@@ -220,7 +220,7 @@ def test_duplicates_are_a_choice_not_failures_past_the_dead_letter_limits():
 
 
 def test_the_dead_letter_warning_counts_failures_only_and_names_the_duplicates_apart():
-    from transforms.summary import DeadLetterLimit, dead_letter_warning
+    from transforms.totals.summary import DeadLetterLimit, dead_letter_warning
 
     doc = {
         "records_in": 53,

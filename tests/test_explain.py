@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from pipeline.cli.main import main
-from transforms.before_after import Mark, Row, explain
+from transforms.repairs.before_after import Mark, Row, explain
 
 ROOT = Path(__file__).resolve().parent.parent
 SAMPLE = ROOT / "samples" / "conversations.jsonl"
@@ -209,7 +209,7 @@ def test_the_text_wraps_each_reason_instead_of_cutting_it():
     """Found: at a terminal's width a mark was cut at its column ("a result before any turn, at
     the fro"), losing the words that say why; the wrapped lines keep every word, in the column."""
     from pipeline.finished.explain import Located, explanation_text
-    from transforms.record_settings import Settings
+    from transforms.record.record_settings import Settings
 
     messages = [
         {"role": "tool", "content": "early", "tool_call_id": "c1"},

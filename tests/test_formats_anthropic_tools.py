@@ -20,8 +20,8 @@ if str(ROOT) not in sys.path:
 
 import provider_shapes as shapes  # noqa: E402
 
+from transforms.core.normalize import normalize_conversation  # noqa: E402
 from transforms.formats import WRITERS, FormatError, WriteContext  # noqa: E402
-from transforms.normalize import normalize_conversation  # noqa: E402
 
 SCHEMA = {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}
 CALLING = [

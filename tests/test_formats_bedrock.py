@@ -15,12 +15,12 @@ import copy
 
 import pytest
 
+from transforms.core.jsontext import dumps_line
+from transforms.core.normalize import normalize_conversation
 from transforms.formats import READERS, WRITERS, FormatError, WriteContext, detect_reader, read_forced, reasoning
-from transforms.inputs import RawRecord
-from transforms.jsontext import dumps_line
-from transforms.normalize import normalize_conversation
-from transforms.record_settings import Settings
-from transforms.records import process_record
+from transforms.record.inputs import RawRecord
+from transforms.record.record_settings import Settings
+from transforms.record.records import process_record
 
 CONVERSE = {
     "modelId": "anthropic.claude-3-5-sonnet-20240620-v1:0",

@@ -16,9 +16,9 @@ import pytest
 
 from pipeline.cli.main import main
 from transforms.formats import READERS, detect_reader
-from transforms.inputs import RawRecord
-from transforms.record_settings import Settings
-from transforms.records import process_record
+from transforms.record.inputs import RawRecord
+from transforms.record.record_settings import Settings
+from transforms.record.records import process_record
 
 SAMPLES = Path(__file__).resolve().parent.parent / "samples" / "formats"
 

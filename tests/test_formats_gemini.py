@@ -16,9 +16,9 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
+from transforms.core.normalize import normalize_conversation  # noqa: E402
+from transforms.core.validate import check_sendable  # noqa: E402
 from transforms.formats import READERS, FormatError, detect_reader  # noqa: E402
-from transforms.normalize import normalize_conversation  # noqa: E402
-from transforms.validate import check_sendable  # noqa: E402
 
 DATA = Path(__file__).parent / "data" / "formats"
 

@@ -18,12 +18,12 @@ import json
 
 import pytest
 
+from transforms.core.jsontext import dumps_line
 from transforms.formats import READERS, WRITERS, FormatError, WriteContext, detect_reader, read_forced
-from transforms.inputs import RawRecord
-from transforms.jsontext import dumps_line
-from transforms.record_settings import Settings
-from transforms.records import process_record
-from transforms.summary import finalize, partial
+from transforms.record.inputs import RawRecord
+from transforms.record.record_settings import Settings
+from transforms.record.records import process_record
+from transforms.totals.summary import finalize, partial
 
 
 def run(record, **settings):

@@ -39,17 +39,17 @@ import sys
 from pathlib import Path
 
 import pytest
-from hypothesis import given
+from hypothesis import example, given
 from hypothesis import strategies as st
 
 ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
+from transforms.core.normalize import normalize_conversation  # noqa: E402
+from transforms.core.validate import check_sendable  # noqa: E402
 from transforms.formats import READERS, WRITERS, FormatError, WriteContext, detect_reader  # noqa: E402
-from transforms.normalize import normalize_conversation  # noqa: E402
-from transforms.profiles import normalize_with_profile  # noqa: E402
-from transforms.validate import check_sendable  # noqa: E402
+from transforms.repairs.profiles import normalize_with_profile  # noqa: E402
 
 DATA = Path(__file__).parent / "data"
 FORMATS = ("openai", "openai-responses", "anthropic", "sharegpt", "gemini", "bedrock-converse")
@@ -159,13 +159,22 @@ def responses_same(messages: list) -> list:
     return out
 
 
+def prefill_same(messages: list) -> list:
+    """``anthropic_same``, with a final assistant text right-stripped: the Anthropic and
+    Converse writers trim a prefill, which their APIs refuse to end in whitespace."""
+    out = anthropic_same(messages)
+    if out and out[-1]["role"] == "assistant" and not out[-1].get("tool_calls"):
+        out[-1] = {**out[-1], "content": out[-1]["content"].rstrip()}
+    return out
+
+
 SAME = {
     "openai-finetune": openai_same,
     "openai-batch": openai_same,
-    "anthropic": anthropic_same,
+    "anthropic": prefill_same,
     "openai-responses": responses_same,
     "gemini": anthropic_same,
-    "bedrock-converse": anthropic_same,
+    "bedrock-converse": prefill_same,
     "flat": lambda m: m,
 }
 
@@ -218,7 +227,7 @@ def test_toolbench_chains_round_trip_exactly_through_openai():
             messages = normalize_conversation(READERS["openai"].read(prefix, "messages").messages).messages
             assert round_trip("openai-finetune", messages) == messages
             assert round_trip("openai-batch", messages) == messages
-            assert round_trip("anthropic", messages) == anthropic_same(messages)
+            assert round_trip("anthropic", messages) == prefill_same(messages)
 
 
 @pytest.mark.parametrize("fmt,record", FIXTURES, ids=FIXTURE_IDS)
@@ -307,6 +316,9 @@ def test_the_results_of_one_block_keep_their_order():
 
 IDS = st.sampled_from(["c1", "c2", "c3", "toolu_4", "call_5"])
 TEXT = st.sampled_from(["", " ", "hi", "x\ny", "é ü", "[error] bad", "[error] "])
+#: A conversation ending on an assistant text with trailing whitespace (TEXT draws it only
+#: now and then: which examples run differs between xdist workers).
+PREFILL = [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "[error] "}]
 OBJECT_ARGS = st.one_of(
     st.none(),
     st.just(""),
@@ -362,10 +374,13 @@ def test_any_conversation_round_trips_through_openai(messages, sink):
 
 
 @given(conversations(OBJECT_ARGS), st.sampled_from(["anthropic", "gemini", "bedrock-converse"]))
+@example(PREFILL, "anthropic")
+@example(PREFILL, "bedrock-converse")
+@example(PREFILL, "gemini")
 def test_any_conversation_round_trips_through_anthropic_and_gemini(messages, sink):
     if _unwritable(sink, messages):
         return
-    assert round_trip(sink, messages) == anthropic_same(messages)
+    assert round_trip(sink, messages) == SAME[sink](messages)
 
 
 @given(raw_conversations(OBJECT_ARGS), st.sampled_from(PROVIDER_SINKS))

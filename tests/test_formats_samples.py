@@ -14,9 +14,9 @@ if str(ROOT) not in sys.path:
 
 import provider_shapes as shapes  # noqa: E402
 
+from transforms.core.normalize import normalize_conversation  # noqa: E402
+from transforms.core.validate import check_sendable  # noqa: E402
 from transforms.formats import READERS, WRITERS, FormatError, WriteContext, detect_reader  # noqa: E402
-from transforms.normalize import normalize_conversation  # noqa: E402
-from transforms.validate import check_sendable  # noqa: E402
 
 SAMPLES = ROOT / "samples" / "formats"
 FORMATS = ("openai", "openai-responses", "anthropic", "sharegpt", "gemini")

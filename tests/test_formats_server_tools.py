@@ -17,12 +17,12 @@ import json
 
 import pytest
 
+from transforms.core.jsontext import dumps_line
 from transforms.formats import READERS, WRITERS, FormatError, WriteContext
-from transforms.inputs import RawRecord
-from transforms.jsontext import dumps_line
-from transforms.profiles import normalize_with_profile
-from transforms.record_settings import Settings
-from transforms.records import process_record
+from transforms.record.inputs import RawRecord
+from transforms.record.record_settings import Settings
+from transforms.record.records import process_record
+from transforms.repairs.profiles import normalize_with_profile
 
 SERVER_TURN = [
     {"type": "text", "text": "Let me look that up."},

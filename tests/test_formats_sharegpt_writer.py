@@ -16,8 +16,8 @@ if str(ROOT) not in sys.path:
 
 import provider_shapes as shapes  # noqa: E402
 
+from transforms.core.normalize import normalize_conversation  # noqa: E402
 from transforms.formats import READERS, WRITERS, FormatError, WriteContext  # noqa: E402
-from transforms.normalize import normalize_conversation  # noqa: E402
 
 DATA = Path(__file__).parent / "data" / "formats"
 FORMATS = ("openai", "openai-responses", "anthropic", "sharegpt", "gemini")

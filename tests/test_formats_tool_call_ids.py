@@ -9,12 +9,12 @@ from __future__ import annotations
 
 import json
 
-from transforms import summary as summaries
+from transforms.core.normalize import INTERRUPTED_RESULT, normalize_conversation
 from transforms.formats import READERS, detect_reader
-from transforms.inputs import RawRecord
-from transforms.normalize import INTERRUPTED_RESULT, normalize_conversation
-from transforms.record_settings import Settings
-from transforms.records import process_record
+from transforms.record.inputs import RawRecord
+from transforms.record.record_settings import Settings
+from transforms.record.records import process_record
+from transforms.totals import summary as summaries
 
 
 def call(call_id: str, name: str = "bash", command: str = "ls") -> dict:

@@ -12,13 +12,13 @@ from __future__ import annotations
 
 import pytest
 
+from transforms.core.jsontext import dumps_line
+from transforms.core.validate import check_sendable
 from transforms.formats import READERS, WRITERS, FormatError, WriteContext, detect_reader, read_forced
-from transforms.inputs import RawRecord
-from transforms.jsontext import dumps_line
-from transforms.record_settings import Settings
-from transforms.records import process_record
-from transforms.validate import check_sendable
-from transforms.validate_step import check_record
+from transforms.record.inputs import RawRecord
+from transforms.record.record_settings import Settings
+from transforms.record.records import process_record
+from transforms.record.validate_step import check_record
 
 INSPECT = {
     "id": "inspect-sample-1",

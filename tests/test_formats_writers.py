@@ -19,8 +19,8 @@ if str(ROOT) not in sys.path:
 
 import provider_shapes as shapes  # noqa: E402
 
+from transforms.core.normalize import INTERRUPTED_RESULT, normalize_conversation  # noqa: E402
 from transforms.formats import READERS, WRITERS, FormatError, WriteContext, Writer  # noqa: E402
-from transforms.normalize import INTERRUPTED_RESULT, normalize_conversation  # noqa: E402
 
 DATA = Path(__file__).parent / "data"
 FORMATS = ("openai", "openai-responses", "anthropic", "sharegpt", "gemini", "bedrock-converse")

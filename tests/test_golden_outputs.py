@@ -20,13 +20,13 @@ from pathlib import Path
 
 import pytest
 
-from transforms import records
+from transforms.core.jsontext import dumps_line
 from transforms.formats import WRITERS
-from transforms.inputs import RawRecord
-from transforms.jsontext import dumps_line
-from transforms.profiles import PROFILES
-from transforms.record_settings import Settings
-from transforms.validate_step import check_record
+from transforms.record import records
+from transforms.record.inputs import RawRecord
+from transforms.record.record_settings import Settings
+from transforms.record.validate_step import check_record
+from transforms.repairs.profiles import PROFILES
 
 ROOT = Path(__file__).resolve().parent.parent
 GOLDEN = Path(__file__).resolve().parent / "data" / "golden"

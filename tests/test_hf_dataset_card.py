@@ -20,7 +20,7 @@ import pytest
 import yaml
 
 from pipeline.io.dataset_card import dataset_card
-from transforms.chat_template import TemplateSettings, render
+from transforms.dataset.chat_template import TemplateSettings, render
 from transforms.formats import WRITERS
 from transforms.formats.datasets import datasets_features, yaml_features
 

@@ -8,12 +8,12 @@ import pytest
 
 from pipeline.config.options import _output_format_problems
 from pipeline.io.schema_parquet import MissingFromSchema, storage_row
+from transforms.core.jsontext import dumps_line
 from transforms.formats import WRITERS, FormatError, WriteContext
 from transforms.formats.hf import MESSAGE_KEYS
-from transforms.inputs import RawRecord
-from transforms.jsontext import dumps_line
-from transforms.record_settings import Settings
-from transforms.records import process_record
+from transforms.record.inputs import RawRecord
+from transforms.record.record_settings import Settings
+from transforms.record.records import process_record
 
 
 def write(messages, **fields):

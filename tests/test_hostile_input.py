@@ -22,10 +22,10 @@ from hypothesis import strategies as st
 from pipeline.io.planning import plan_shards
 from pipeline.io.read_shard import iter_batches, read_shard
 from pipeline.io.shard import Blank
-from transforms.inputs import Parsed, RawRecord, Unreadable
-from transforms.jsontext import MAX_NUMBER_DIGITS, dumps_line
-from transforms.record_settings import Settings
-from transforms.records import process_record
+from transforms.core.jsontext import MAX_NUMBER_DIGITS, dumps_line
+from transforms.record.inputs import Parsed, RawRecord, Unreadable
+from transforms.record.record_settings import Settings
+from transforms.record.records import process_record
 
 
 def _line(i: int, text: str = "hello") -> bytes:
@@ -431,11 +431,12 @@ def test_integer_at_the_digit_limit_is_exact_past_it_is_number_too_large():
 
 def test_a_million_digit_integer_is_refused_without_converting_it():
     # Converting it took 27 s (quadratic); refusing it reads the digits once. The bound is
-    # loose on purpose: this guards the complexity, it is not a speed target.
+    # loose on purpose: this guards the complexity, it is not a speed target. CPU time, which
+    # other work on the machine hardly stretches (wall time under load is not a verdict).
     line = b'{"messages":[{"role":"user","content":"a"}],"n":' + b"1" * 1_000_000 + b"}"
-    started = time.perf_counter()
+    started = time.process_time()
     outcome = _process(line)
-    assert time.perf_counter() - started < 10
+    assert time.process_time() - started < 10
     assert outcome.dead_letter["reason"] == "number_too_large"
 
 

@@ -7,7 +7,7 @@ import math
 
 import pytest
 
-from transforms.jsontext import (
+from transforms.core.jsontext import (
     MAX_NUMBER_DIGITS,
     NumberTooLarge,
     canonical_json,

@@ -1,6 +1,9 @@
 """The code's layout: imports between convnorm's modules form no cycle (imports inside functions
-counted), packages import only downwards, no module grows past 800 lines, and the pure core
-imports no Beam.
+counted), packages import only downwards, no module grows past 800 lines, no function past
+complexity 30 (radon's count), and the pure core imports no Beam.
+
+transforms/ holds its parts (sub-packages: ``TRANSFORMS_PARTS`` says which may import which)
+and the Beam glue beside them; no part imports Beam or the glue.
 
 Read from the source with ``ast`` (nothing is imported), so it is fast and sees every import,
 also those inside functions that run only on some paths. Run it alone to see the graph:
@@ -41,6 +44,28 @@ LAYERS = (
 )
 #: The one module of transforms/ that may import Beam (the DoFns and composites).
 BEAM_IN_TRANSFORMS = {"transforms.conversations", "transforms.call_assembly"}
+#: transforms/ by part: each sub-package and the other parts its modules may import. A module
+#: directly in transforms/ is Beam glue (BEAM_IN_TRANSFORMS), may import every part, and no
+#: part imports it. Read from the bottom up: core, then the readers and writers, the repairs
+#: around the core, the training-set options, the per-record path, the totals.
+TRANSFORMS_PARTS: dict[str, tuple[str, ...]] = {
+    "transforms.core": (),
+    "transforms.calllogs": ("transforms.core", "transforms.formats"),
+    "transforms.formats": ("transforms.core",),
+    "transforms.repairs": ("transforms.core",),
+    "transforms.dataset": ("transforms.core", "transforms.repairs"),
+    "transforms.record": (
+        "transforms.core",
+        "transforms.formats",
+        "transforms.calllogs",
+        "transforms.repairs",
+        "transforms.dataset",
+    ),
+    "transforms.totals": ("transforms.core", "transforms.repairs", "transforms.dataset", "transforms.record"),
+}
+#: Single modules a part may import outside its table, each importing nothing of convnorm (checked),
+#: so none can close a cycle: format detection asks the call-log contract which keys mark a call log.
+TRANSFORMS_PART_LEAVES = {"transforms.formats": ("transforms.calllogs.calls",)}
 #: What the command line runs before it imports Beam (--help, --version, option errors) and what
 #: an SDK worker process imports first: none of them may import Beam at import time.
 BEAM_FREE_AT_IMPORT = (
@@ -71,7 +96,10 @@ PRIVATE_BEAM_ALLOWED = {
 #: why: the layout cannot be checked through them.
 DYNAMIC_IMPORTS_ALLOWED = {
     ("pipeline.runners.loopback", "in install"): "Beam's gRPC server modules, PATCHED_MODULES, one by one",
-    ("transforms.redact", "in parse_kinds"): "the optional detector libraries of KINDS, to say which is missing",
+    (
+        "transforms.dataset.redact",
+        "in parse_kinds",
+    ): "the optional detector libraries of KINDS, to say which is missing",
 }
 
 
@@ -378,6 +406,73 @@ def dynamic_imports(found: list[Import]) -> list[Import]:
 
 
 # --------------------------------------------------------------------------------------------
+# Complexity: radon's McCabe count, with ast alone
+
+#: No function's complexity above this: a function past it is more than a reader holds in mind.
+MAX_COMPLEXITY = 30
+#: Functions allowed past it, by module file name and function: each one says why.
+COMPLEX_FUNCTIONS = {
+    ("normalize_walk.py", "walk"): "MEM-5's walk: one pass over the messages, step for step as the spec has it",
+}
+
+
+class Complexity(NamedTuple):
+    path: str
+    line: int
+    name: str
+    complexity: int
+
+
+def _decisions(node: ast.AST) -> int:
+    """The paths ``node`` adds, as radon counts them (``radon cc``): each if, elif, ternary,
+    loop (and its else), except clause (and a try's else), and/or operand past the first,
+    comprehension (and its ifs), assert, and match case but a catch-all one."""
+    if isinstance(node, (ast.If, ast.IfExp, ast.Assert)):
+        return 1
+    if isinstance(node, (ast.For, ast.AsyncFor, ast.While)):
+        return 1 + bool(node.orelse)
+    if isinstance(node, ast.Try):
+        return len(node.handlers) + bool(node.orelse)
+    if isinstance(node, ast.BoolOp):
+        return len(node.values) - 1
+    if isinstance(node, ast.comprehension):
+        return 1 + len(node.ifs)
+    if isinstance(node, ast.Match):
+        catch_all = any(isinstance(c.pattern, ast.MatchAs) and c.pattern.pattern is None for c in node.cases)
+        return max(0, len(node.cases) - catch_all)
+    return 0
+
+
+def complexity(function: ast.FunctionDef | ast.AsyncFunctionDef) -> int:
+    """1 + the decisions of the function's body; a function or class defined inside it counts
+    on its own (a lambda's decisions are the function's)."""
+    count, todo = 1, list(function.body)
+    while todo:
+        node = todo.pop()
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            continue
+        count += _decisions(node)
+        todo.extend(ast.iter_child_nodes(node))
+    return count
+
+
+def complexities(known: dict[str, Path]) -> Iterator[Complexity]:
+    """Every function and method of our modules, nested ones too, with its complexity."""
+    for path in known.values():
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                yield Complexity(str(path.relative_to(ROOT)), node.lineno, node.name, complexity(node))
+
+
+def too_complex(known: dict[str, Path]) -> list[Complexity]:
+    return [
+        c
+        for c in complexities(known)
+        if c.complexity > MAX_COMPLEXITY and (Path(c.path).name, c.name) not in COMPLEX_FUNCTIONS
+    ]
+
+
+# --------------------------------------------------------------------------------------------
 # The tests
 
 
@@ -412,6 +507,55 @@ def test_the_core_imports_no_beam():
         assert not _beam_imports(found, reach, module_level_only=False), (module, _beam_imports(found, reach, False))
 
 
+def transforms_part(module: str) -> str | None:
+    """The part of transforms/ a module belongs to (its sub-package), None for the glue."""
+    parts = module.split(".")
+    return ".".join(parts[:2]) if parts[0] == "transforms" and (ROOT / "transforms" / parts[1]).is_dir() else None
+
+
+def part_breaks(found: list[Import], known: dict[str, Path]) -> list[Import]:
+    """Imports from one part of transforms/ to another that TRANSFORMS_PARTS does not allow."""
+    breaks = []
+    for imp in found:
+        source, target = transforms_part(imp.source), imp.target
+        if source is None or target not in known or not target.startswith("transforms"):
+            continue
+        if transforms_part(target) in (source, *TRANSFORMS_PARTS.get(source, ())):
+            continue
+        if target in TRANSFORMS_PART_LEAVES.get(source, ()):
+            continue
+        breaks.append(imp)
+    return breaks
+
+
+def test_transforms_is_its_parts_and_the_beam_glue():
+    """Every sub-package of transforms/ is a part in TRANSFORMS_PARTS; the modules directly in
+    transforms/ are the Beam glue and nothing else (a pure module goes into its part)."""
+    packages = {f"transforms.{p.name}" for p in (ROOT / "transforms").iterdir() if (p / "__init__.py").is_file()}
+    assert packages == set(TRANSFORMS_PARTS)
+    own = {f"transforms.{p.stem}" for p in (ROOT / "transforms").glob("*.py") if p.name != "__init__.py"}
+    assert own == BEAM_IN_TRANSFORMS
+
+
+def test_transforms_parts_import_only_the_parts_below_them():
+    known = modules()
+    breaks = part_breaks(list(imports(known)), known)
+    assert not breaks, "imports between parts of transforms/ that TRANSFORMS_PARTS does not allow:\n" + "\n".join(
+        f"  {i.path}:{i.line} ({i.where}): {i.source} -> {i.target}" for i in breaks
+    )
+
+
+def test_transforms_parts_form_no_cycle():
+    """The table itself is a ladder (no part reaches itself through others), and each module a
+    part may import beside it imports nothing of convnorm, so it cannot close a cycle."""
+    table = {part: {below: [] for below in allowed} for part, allowed in TRANSFORMS_PARTS.items()}
+    assert not cycles(table)
+    known = modules()
+    edges = graph(list(imports(known)), known)
+    for leaf in (leaf for leaves in TRANSFORMS_PART_LEAVES.values() for leaf in leaves):
+        assert leaf in known and not edges.get(leaf), (leaf, sorted(edges.get(leaf, {})))
+
+
 def test_the_command_line_and_the_sdk_worker_import_no_beam_at_import_time():
     known, found = parsed()
     edges = graph(found, known)
@@ -441,6 +585,62 @@ def test_module_names_are_unique():
             twice.append(f"{seen[path.name]} and {module}")
         seen.setdefault(path.name, module)
     assert not twice
+
+
+def test_no_function_is_too_complex_to_hold_in_mind():
+    found = too_complex(modules())
+    assert not found, (
+        f"functions over complexity {MAX_COMPLEXITY} (split them into steps named for what they do):\n"
+        + ("\n".join(f"  {c.path}:{c.line} {c.name}: {c.complexity}" for c in found))
+    )
+
+
+#: A function with one of each thing the count knows; radon cc gives it 19.
+COUNTED = """
+def sample(items, flag):
+    if flag and items or not items:
+        return [i for i in items if i if i > 1]
+    elif flag:
+        pass
+    for item in items:
+        try:
+            x = 1 if item else 2
+        except ValueError:
+            pass
+        except KeyError:
+            pass
+        else:
+            pass
+    else:
+        pass
+    while flag:
+        assert items
+        break
+    match flag:
+        case 1:
+            pass
+        case [_, *_]:
+            pass
+        case _:
+            pass
+    key = lambda v: v if v else 0
+
+    def inner(y):
+        if y:
+            return y
+        return 0
+
+    class Inner:
+        def method(self):
+            if self:
+                return 1
+    return key, inner, Inner
+"""
+
+
+def test_the_complexity_count_is_radons():
+    functions = [n for n in ast.walk(ast.parse(COUNTED)) if isinstance(n, ast.FunctionDef)]
+    assert {f.name: complexity(f) for f in functions} == {"sample": 19, "inner": 2, "method": 2}
 
 
 #: A reference to an issue or ticket by number ("issue N", "Issue #N's", "ticket N" with N a
@@ -581,3 +781,5 @@ if __name__ == "__main__":
         print(f"upward: {imp.path}:{imp.line} ({imp.where}): {imp.source} -> {imp.target}")
     for line in long_modules(known):
         print("long:", line)
+    for imp in part_breaks(found, known):
+        print(f"between parts of transforms/: {imp.path}:{imp.line} ({imp.where}): {imp.source} -> {imp.target}")

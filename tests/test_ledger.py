@@ -15,13 +15,13 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from pipeline.cli.main import main
+from transforms.core.ledger import coercion_discards, report, text_chars
+from transforms.core.normalize import coerce_messages
 from transforms.formats import READERS, reasoning
-from transforms.inputs import RawRecord
-from transforms.ledger import coercion_discards, report, text_chars
-from transforms.normalize import coerce_messages
-from transforms.record_settings import Settings
-from transforms.records import process_record
-from transforms.summary import MAX_LEDGER_NAMES, OTHER_NAMES, finalize, format_table, merge, partial
+from transforms.record.inputs import RawRecord
+from transforms.record.record_settings import Settings
+from transforms.record.records import process_record
+from transforms.totals.summary import MAX_LEDGER_NAMES, OTHER_NAMES, finalize, format_table, merge, partial
 
 
 def ledger(messages) -> dict:

@@ -195,6 +195,34 @@ def test_a_full_disk_while_finalize_writes_the_summary_says_what_is_on_disk(smal
 
 
 @pytest.mark.slow
+def test_the_rerun_after_a_full_disk_says_the_run_failed_not_died(small, tmp_path, monkeypatch, capsys):
+    # Found: the rerun called the kept lock that of a run that "died"; it had failed (ENOSPC).
+    from pipeline.io import files
+
+    out = tmp_path / "out"
+    argv = ["--input", small, "--output", out, "--no-report", "--overwrite"]
+    assert _run(*argv) == 0
+    write = files.write_file
+
+    def full(root, relative, data, **kwargs):
+        if root == str(out) and relative == "summary.json":
+            raise OSError(errno.ENOSPC, "No space left on device")
+        return write(root, relative, data, **kwargs)
+
+    monkeypatch.setattr(files, "write_file", full)
+    assert _run(*argv) == 1
+    monkeypatch.setattr(files, "write_file", write)
+    capsys.readouterr()
+    for extra in ((), ("--dry-run",)):  # the run and its plan say the same
+        assert _run(*argv, *extra) == 2
+        [line] = _errors(capsys.readouterr().err)
+        assert "stale lock" in line and "died" not in line, line
+        assert "failed (OSError: [Errno 28] No space left on device while writing summary.json)" in line
+        assert "--break-stale-lock" in line
+    assert _run(*argv, "--break-stale-lock") == 0 and _no_leftovers(out)
+
+
+@pytest.mark.slow
 def test_a_permission_error_while_the_files_move_into_place_says_how_to_recover(small, tmp_path, monkeypatch, capsys):
     from pipeline.io import files
 
@@ -276,6 +304,86 @@ def test_a_full_disk_before_finalize_changed_anything_leaves_the_output_as_it_wa
     assert _tree(out) == before and _no_leftovers(out)
     monkeypatch.setattr(OutputLock, "record", record)
     assert main(_recover(line)) == 0
+
+
+# --------------------------------------------------------------------------------------------
+# A run that cannot finish says why: a worker process killed, memory exhausted
+
+
+def _error_lines(printed: str) -> list[str]:
+    return [line for line in printed.splitlines() if line.startswith(("ERROR convnorm:", "convnorm: error:"))]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("sig", [signal.SIGKILL, signal.SIGSEGV])
+def test_a_worker_process_killed_by_a_signal_is_named(small, tmp_path, sig):
+    # Found: "the pipeline failed: RuntimeError: Channel closed prematurely", nothing more.
+    out = tmp_path / "out"
+    argv = ["--input", small, "--output", out, "--no-report", "--direct_num_workers=2"]
+    argv.append("--direct_running_mode=multi_processing")
+    proc, ready = paused_runs.start_paused(argv, "read", tmp_path)
+    worker = int(ready.read_text())  # the process that paused: a worker
+    assert worker != proc.pid
+    os.kill(worker, sig)
+    status, printed = paused_runs.resume(proc, ready)
+    assert status == 1, printed
+    lines = _error_lines(printed)  # and one naming the workers' own log
+    failed, said = lines[0], lines[-1]
+    assert f"a worker process was killed by {sig.name}" in failed and "--direct_num_workers" in failed
+    assert "previous outputs, if any, are untouched" in said
+    assert not out.exists()  # the run itself was alive: it removed its lock and temporary directory
+
+
+@pytest.mark.slow
+def test_a_run_that_crashed_is_named_by_the_next_run_and_cleaned_up(small, tmp_path):
+    # Found: a run that died of SIGSEGV (under ulimit -v) printed nothing, and the next run said
+    # only that it "died".
+    out = tmp_path / "out"
+    argv = ["--input", small, "--output", out, "--no-report"]
+    proc, _ = paused_runs.start_paused(argv, "write", tmp_path)
+    os.kill(proc.pid, signal.SIGSEGV)  # the run's own process (in-process runner): a crash
+    assert proc.wait(timeout=paused_runs.RUN_TIMEOUT_S) == -signal.SIGSEGV
+    assert (out / LOCK_FILE).exists() and list(out.glob(TEMP_PREFIX + "*"))
+    run = subprocess.run(
+        [sys.executable, "-m", "pipeline", *map(str, argv)], capture_output=True, text=True, env=paused_runs.env()
+    )
+    assert run.returncode == 2
+    [line] = _errors(run.stderr)
+    assert "stale lock: the run that held it died of a crash (Fatal Python error: Segmentation fault;" in line
+    assert "ulimit -v" in line and "--break-stale-lock" in line
+    assert _run(*argv, "--break-stale-lock") == 0 and _no_leftovers(out)  # the documented recovery
+
+
+#: Bytes of the one record of the memory test, and the memory the run gets on top of what it
+#: holds when it is paused before reading it (any margin from 30 to 250 MB ran out the same way).
+BIG_RECORD, MARGIN = 50_000_000, 100_000_000
+
+
+@pytest.mark.slow
+def test_a_run_out_of_memory_says_so_and_leaves_nothing(tmp_path):
+    # Found, by the margin: a MemoryError read as the data's fault, an unreadable_file or an
+    # invalid_json dead letter ("Not enough memory to allocate buffer for parsing"), exit 1 for
+    # "normalized none"; or a Beam traceback and "RuntimeError: MemoryError" with no hint.
+    import resource
+
+    big = tmp_path / "big.jsonl"
+    content = "x" * BIG_RECORD
+    big.write_text(
+        json.dumps({"messages": [{"role": "user", "content": content}, {"role": "assistant", "content": "ok"}]}) + "\n"
+    )
+    out = tmp_path / "out"
+    argv = ["--input", big, "--output", out, "--no-report", "--max-record-bytes", str(1 << 30)]
+    proc, ready = paused_runs.start_paused(argv, "read", tmp_path)
+    pid = int(ready.read_text())
+    status_lines = Path(f"/proc/{pid}/status").read_text().splitlines()
+    held = int(next(line for line in status_lines if line.startswith("VmSize:")).split()[1]) * 1024
+    resource.prlimit(pid, resource.RLIMIT_AS, (held + MARGIN, held + MARGIN))  # a `ulimit -v` from outside
+    status, printed = paused_runs.resume(proc, ready)
+    assert status == 1, printed
+    failed, said = _error_lines(printed)
+    assert "the pipeline failed: out of memory (" in failed and "MemoryError" in failed, failed
+    assert "give it more memory" in failed and "previous outputs, if any, are untouched" in said
+    assert not out.exists()  # no dead letter blaming the record, no lock, no temporary directory
 
 
 # --------------------------------------------------------------------------------------------

@@ -12,10 +12,10 @@ from __future__ import annotations
 import orjson
 
 from transforms.conversations import NORMALIZE, RouteConversations
-from transforms.inputs import Batch, RawRecord
-from transforms.jsontext import dumps_line
-from transforms.record_settings import Settings
-from transforms.records import normalize_batch
+from transforms.core.jsontext import dumps_line
+from transforms.record.inputs import Batch, RawRecord
+from transforms.record.record_settings import Settings
+from transforms.record.records import normalize_batch
 
 RECORDS = [
     {

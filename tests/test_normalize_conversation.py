@@ -19,9 +19,9 @@ from apache_beam.testing.util import assert_that, equal_to
 
 from pipeline.cli.main import main
 from transforms.conversations import CheckConversation, NormalizeConversation
-from transforms.counters import NAMESPACE
-from transforms.jsontext import dumps_line
-from transforms.record_settings import Settings
+from transforms.core.jsontext import dumps_line
+from transforms.record.record_settings import Settings
+from transforms.totals.counters import NAMESPACE
 
 ROOT = Path(__file__).resolve().parents[1]
 SAMPLE = ROOT / "samples" / "conversations.jsonl"

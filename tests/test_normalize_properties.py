@@ -29,8 +29,8 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:  # CI installs the project editable; a bare venv may not have it
     sys.path.insert(0, str(ROOT))
 
-from transforms.normalize import CALL_REASONS as CORE_CALL_REASONS  # noqa: E402
-from transforms.normalize import INTERRUPTED_RESULT, REASONS, Trace, normalize_conversation  # noqa: E402
+from transforms.core.normalize import CALL_REASONS as CORE_CALL_REASONS  # noqa: E402
+from transforms.core.normalize import INTERRUPTED_RESULT, REASONS, Trace, normalize_conversation  # noqa: E402
 
 #: Reasons that remove a call from a turn; every other reason removes a whole message.
 CALL_REASONS = ("unusable_call", "redeclared_call")
@@ -229,9 +229,9 @@ def test_rule_4_as_written_gives_the_same_result(messages):
     # NORMALIZATION.md runs the repair pass again after rule 4, always; the core skips that
     # second pass when rule 4 stripped nothing (it is then the identity). The letter of the
     # spec, spelled out with the core's own steps, must give the very same result.
-    from transforms.normalize_coerce import coerce_entries
-    from transforms.normalize_log import DropLog
-    from transforms.normalize_repair import repair, strip_leading_tools, system_first
+    from transforms.core.normalize_coerce import coerce_entries
+    from transforms.core.normalize_log import DropLog
+    from transforms.core.normalize_repair import repair, strip_leading_tools, system_first
 
     log = DropLog()
     flat, healed = repair(system_first(coerce_entries(messages, log)), log)  # the core never mutates its input

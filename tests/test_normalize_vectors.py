@@ -18,7 +18,7 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:  # CI installs the project editable; a bare venv may not have it
     sys.path.insert(0, str(ROOT))
 
-from transforms.normalize import REASONS, NormalizeResult, normalize_conversation  # noqa: E402
+from transforms.core.normalize import REASONS, NormalizeResult, normalize_conversation  # noqa: E402
 
 VECTORS_PATH = Path(__file__).parent / "data" / "spec" / "vectors.jsonl"
 

@@ -47,16 +47,18 @@ def s3(tmp_path_factory: pytest.TempPathFactory):
         server.stop()
 
 
-def convnorm(*args: str, cwd: Path, prelude: str = "") -> subprocess.CompletedProcess:
+def convnorm(
+    *args: str, cwd: Path, prelude: str = "", env: dict | None = None, timeout: float = RUN_TIMEOUT_S
+) -> subprocess.CompletedProcess:
     """``python -m pipeline ARGS`` (after ``prelude``, Python run first in the same process)."""
     code = f"{prelude}\nimport sys\nfrom pipeline.cli.main import main\nsys.exit(main(sys.argv[1:]))"
     return subprocess.run(
         [sys.executable, "-c", code, *args, "--quiet"],
         cwd=cwd,
-        env=service_env(),
+        env=env or service_env(),
         capture_output=True,
         text=True,
-        timeout=RUN_TIMEOUT_S,
+        timeout=timeout,
     )
 
 
@@ -221,3 +223,61 @@ def test_s3_output_without_a_manifest_is_refused(s3: S3Server, tmp_path: Path) -
         run = convnorm(*args, *extra, *s3.flags(), cwd=tmp_path)
         assert run.returncode == 2 and "no _convnorm_manifest.json" in run.stderr, run.stderr
     assert s3.objects(bucket, "clean") == {"summary.json": b"{}"}
+
+
+def without_credentials(tmp_path: Path) -> dict[str, str]:
+    """The environment with no AWS credentials anywhere: no AWS_* variable, empty credentials and
+    config files, no instance metadata."""
+    env = {k: v for k, v in service_env().items() if not k.startswith("AWS_")}
+    empty = tmp_path / "empty-aws-file"
+    empty.write_text("")
+    env.update(AWS_SHARED_CREDENTIALS_FILE=str(empty), AWS_CONFIG_FILE=str(empty), AWS_EC2_METADATA_DISABLED="true")
+    return env
+
+
+#: Found: Beam retried "Unable to locate credentials" with a traceback and growing waits
+#: (3, 7, 16, 35 s ...) until killed. Far more than the one request now made, far less than that.
+NO_CREDENTIALS_TIMEOUT_S = 120
+
+
+@pytest.mark.parametrize("side", ["output", "input"])
+def test_s3_without_credentials_is_one_line_before_any_work(s3: S3Server, tmp_path: Path, side: str) -> None:
+    bucket = s3.new_bucket()
+    s3.client().put_object(Bucket=bucket, Key="logs/conversations.jsonl", Body=SAMPLE.read_bytes())
+    remote_in, local_out = f"s3://{bucket}/logs/", tmp_path / "out"
+    paths = ["--input", str(SAMPLE), "--output", f"s3://{bucket}/clean"]
+    if side == "input":
+        paths = ["--input", remote_in, "--output", str(local_out)]
+    keyless = [flag for flag in s3.flags() if "access_key" not in flag]  # the endpoint and region only
+    run = convnorm(
+        *paths,
+        *keyless,
+        "--no-report",
+        cwd=tmp_path,
+        env=without_credentials(tmp_path),
+        timeout=NO_CREDENTIALS_TIMEOUT_S,
+    )
+    assert run.returncode == 2, run.stderr
+    (line,) = run.stderr.splitlines()
+    assert line.startswith("convnorm: error: s3://") and "no credentials" in line and "Traceback" not in line
+    assert sorted(s3.objects(bucket)) == ["logs/conversations.jsonl"]  # nothing written
+    assert not local_out.exists()
+
+
+def test_s3_an_endpoint_that_does_not_answer_is_one_line(s3: S3Server, tmp_path: Path) -> None:
+    dead = [f"--s3_endpoint_url=http://127.0.0.1:{_closed_port()}", *(f for f in s3.flags() if "endpoint" not in f)]
+    run = convnorm(
+        "--input", str(SAMPLE), "--output", "s3://nowhere/clean", *dead, cwd=tmp_path, timeout=NO_CREDENTIALS_TIMEOUT_S
+    )
+    assert run.returncode == 2, run.stderr
+    (line,) = run.stderr.splitlines()
+    assert "could not be asked" in line and "s3://nowhere/clean" in line
+
+
+def _closed_port() -> int:
+    """A loopback port nothing listens on (bound, then closed)."""
+    import socket
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]

@@ -26,7 +26,7 @@ for path in (str(ROOT), str(ROOT / "bench")):
         sys.path.insert(0, path)
 
 from transforms.formats import READERS, openai  # noqa: E402
-from transforms.records import RawRecord, Settings, normalize_batch, process_record  # noqa: E402
+from transforms.record.records import RawRecord, Settings, normalize_batch, process_record  # noqa: E402
 
 SETTINGS = [
     Settings(),

@@ -225,3 +225,20 @@ def test_absurd_numbers_on_the_command_line_exit_2_in_one_line(argv, message, tm
     errors = [line for line in capsys.readouterr().err.splitlines() if line.startswith("convnorm: error:")]
     assert len(errors) == 1 and message in errors[0]
     assert not (tmp_path / "o").exists()
+
+
+@pytest.mark.parametrize(
+    "argv, said, not_said",
+    [
+        # Found: a seed's limit read "(1 TiB)", a number limit shown as a size.
+        (["--split", "eval=0.1", "--split-seed", "9" * 30], "--split-seed", "TiB"),
+        # Found: "--split-by needs --splits", a flag that does not exist.
+        (["--split-by", "metadata.user"], "--split-by needs --split ", "--splits"),
+    ],
+)
+def test_refusals_name_real_flags_and_units(argv, said, not_said, tmp_path, capsys):
+    from pipeline.cli.main import main
+
+    assert main(["--input", str(SAMPLE), "--output", str(tmp_path / "o"), *argv]) == 2
+    errors = [line for line in capsys.readouterr().err.splitlines() if line.startswith("convnorm: error:")]
+    assert len(errors) == 1 and said in errors[0] and not_said not in errors[0], errors

@@ -6,11 +6,11 @@ import json
 
 import pytest
 
-from transforms.inputs import Parsed, RawRecord
-from transforms.output_records import DeadLetter, DropMetrics, ViolationReport
-from transforms.record_settings import Settings, TokenSettings
-from transforms.records import process_record
-from transforms.validate_step import check_record
+from transforms.record.inputs import Parsed, RawRecord
+from transforms.record.output_records import DeadLetter, DropMetrics, ViolationReport
+from transforms.record.record_settings import Settings, TokenSettings
+from transforms.record.records import process_record
+from transforms.record.validate_step import check_record
 
 DEFECTIVE = {
     "id": "c1",

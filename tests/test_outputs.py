@@ -318,6 +318,29 @@ def test_a_stale_lock_names_its_dead_holder(tmp_path, capsys):
     assert _run("--input", SAMPLE, "--output", out, "--break-stale-lock") == 0
 
 
+@pytest.mark.slow
+def test_a_dry_run_calls_a_dead_runs_lock_stale_as_the_run_does(tmp_path, capsys):
+    # Found: --dry-run said "locked by another run" where the run said "stale lock".
+    out = tmp_path / "out"
+    out.mkdir()
+    holder = {"run_id": "x", "host": socket.gethostname(), "started": "2026-01-01T00:00:00+00:00", "command": "run"}
+    (out / LOCK_FILE).write_text(json.dumps({**holder, "pid": _dead_pid()}))
+    assert _run("--input", SAMPLE, "--output", out) == 2
+    [run_line] = [line for line in capsys.readouterr().err.splitlines() if line.startswith("convnorm: error:")]
+    assert _run("--input", SAMPLE, "--output", out, "--dry-run") == 2
+    [dry_line] = [line for line in capsys.readouterr().err.splitlines() if line.startswith("convnorm: error:")]
+    assert "stale lock" in run_line and "another run" not in dry_line
+    assert dry_line == "convnorm: error: the run would be refused: " + run_line.removeprefix("convnorm: error: ")
+    # With --break-stale-lock the run takes it over: the plan says so, and goes on.
+    assert _run("--input", SAMPLE, "--output", out, "--dry-run", "--break-stale-lock") == 0
+    assert "which the run takes over" in capsys.readouterr().out
+    # A live holder (this process) is "in use", in both.
+    (out / LOCK_FILE).write_text(json.dumps({**holder, "pid": os.getpid()}))
+    assert _run("--input", SAMPLE, "--output", out, "--dry-run", "--break-stale-lock") == 2
+    assert "in use by another convnorm run" in capsys.readouterr().err
+    assert sorted(p.name for p in out.iterdir()) == [LOCK_FILE]  # the plan wrote nothing
+
+
 # --------------------------------------------------------------------------------------------
 # 4. kill -9 at read, at write, at finalize; then --overwrite gives the uninterrupted outputs
 
@@ -525,3 +548,26 @@ def test_a_tilde_in_the_output_means_the_home_directory(tmp_path, monkeypatch):
     assert _run("--config", preset) == 0
     assert (home / "clean" / SUCCESS_FILE).exists()
     assert not (work / "~").exists()
+
+
+def test_joining_an_outputs_files_keeps_their_order_and_measures_the_one_file(tmp_path):
+    import hashlib
+
+    from pipeline.execution.finalize import join_files
+    from pipeline.io.written_files import WrittenFile
+
+    temp = tmp_path / "temp"
+    (temp / "normalized").mkdir(parents=True)
+    parts = {(1, 0): b'{"b":1}\n', (0, 0): b'{"a":1}\n{"a":2}\n', (1, 900): b'{"c":1}\n'}
+    written = []
+    for (shard, start), data in parts.items():
+        path = temp / "normalized" / f"{shard}-{start}-x.jsonl"
+        path.write_bytes(data)
+        written.append(WrittenFile(shard, start, str(path), data.count(b"\n"), len(data), ""))
+    [one] = join_files(str(temp), "normalized", ".jsonl", written)
+    joined = b'{"a":1}\n{"a":2}\n{"b":1}\n{"c":1}\n'  # by shard, then offset: the input's order
+    assert Path(one.temp).read_bytes() == joined
+    assert (one.records, one.size, one.sha256) == (4, len(joined), hashlib.sha256(joined).hexdigest())
+    assert sorted(p.name for p in (temp / "normalized").iterdir()) == [Path(one.temp).name]  # the parts are gone
+    [empty] = join_files(str(temp), "eval", ".jsonl", [])
+    assert Path(empty.temp).read_bytes() == b"" and empty.records == 0  # a split with nothing: one empty file

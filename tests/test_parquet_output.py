@@ -13,8 +13,8 @@ import pyarrow.parquet as pq
 import pytest
 
 from pipeline.cli.main import main
-from transforms.flat_rows import flat_record, flat_row, parquet_schema
-from transforms.jsontext import int_text, parse_json
+from transforms.core.jsontext import int_text, parse_json
+from transforms.record.flat_rows import flat_record, flat_row, parquet_schema
 
 SAMPLES = Path(__file__).resolve().parent.parent / "samples" / "formats"
 

@@ -11,7 +11,7 @@ import pytest
 
 import pipeline.graph.shard_step as shard_step
 from pipeline.cli.main import main
-from transforms.summary import DeadLetterLimit, run_failures
+from transforms.totals.summary import DeadLetterLimit, run_failures
 
 GOOD = b'{"id":"g%d","messages":[{"role":"user","content":"hi"}]}\n'
 

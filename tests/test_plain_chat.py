@@ -31,13 +31,14 @@ from test_detect_fast import PLAINISH  # noqa: E402
 from test_detect_fast import RECORD as DETECT_RECORD  # noqa: E402
 from test_openai_fast_path import MESSAGES, SETTINGS  # noqa: E402
 
-from transforms import formats, record_steps  # noqa: E402
-from transforms import records as run_step  # noqa: E402
+from transforms import formats  # noqa: E402
+from transforms.core.ledger import coercion_discards  # noqa: E402
+from transforms.core.normalize import normalize_conversation, normalize_read  # noqa: E402
 from transforms.formats import READERS, detect_reader, plain_chat  # noqa: E402
-from transforms.inputs import RawRecord  # noqa: E402
-from transforms.ledger import coercion_discards  # noqa: E402
-from transforms.normalize import normalize_conversation, normalize_read  # noqa: E402
-from transforms.records import normalize_batch  # noqa: E402
+from transforms.record import record_steps  # noqa: E402
+from transforms.record import records as run_step  # noqa: E402
+from transforms.record.inputs import RawRecord  # noqa: E402
+from transforms.record.records import normalize_batch  # noqa: E402
 
 #: Pairing keys that are not what the core reads: the ledger counts them when not empty.
 ODD_PAIRING = st.lists(
@@ -225,8 +226,8 @@ def test_a_plug_in_reader_turns_the_pass_off(monkeypatch):
 def test_the_job_keeps_the_reader_hint_from_batch_to_batch_of_a_file(monkeypatch):
     # Full detection runs for a file's first record only, not for each batch's first.
     from transforms.conversations import NORMALIZE, RouteConversations
-    from transforms.inputs import Batch
-    from transforms.record_settings import Settings
+    from transforms.record.inputs import Batch
+    from transforms.record.record_settings import Settings
 
     calls = []
     real = record_steps.detect_reader

@@ -3,6 +3,7 @@ nothing listening beyond loopback (Prism's job port, the SDK worker pool)."""
 
 from __future__ import annotations
 
+import concurrent.futures
 import json
 import os
 import re
@@ -17,7 +18,7 @@ from apache_beam.options.pipeline_options import PipelineOptions, PortableOption
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from intruder import DENIED, PROBE, intruder_problem, probe_as, run_as_intruder  # noqa: E402
 from paused_runs import kill, resume, start_paused  # noqa: E402
-from prism_build import BUILD_TIMEOUT_S, ROOT, prism_binary  # noqa: E402
+from prism_build import BUILD_TIMEOUT_S, ROOT, prism_binary, run_locked  # noqa: E402
 
 from pipeline.cli.main import main  # noqa: E402
 from pipeline.graph import shard_step  # noqa: E402
@@ -55,6 +56,16 @@ def _files(directory: Path) -> dict[str, bytes]:
         for p in sorted(directory.rglob("*"))
         if p.is_file() and p.name not in RUN_RECORDS
     }
+
+
+def test_two_workers_asking_for_prism_build_it_one_after_the_other(tmp_path):
+    # Found: on a fresh clone the two xdist workers could both start .ci/build-prism, each
+    # deleting the sources the other was building from. A build that finds another one under
+    # way fails here; the lock makes the second wait for the first.
+    build = "mkdir {d}/building || exit 7; sleep 0.3; rmdir {d}/building".format(d=tmp_path)
+    with concurrent.futures.ThreadPoolExecutor(2) as pool:
+        runs = [pool.submit(run_locked, ["sh", "-c", build], tmp_path / "lock") for _ in range(2)]
+        assert [run.result()[0] for run in runs] == [0, 0]
 
 
 @pytest.mark.slow

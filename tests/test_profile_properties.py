@@ -26,7 +26,7 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:  # CI installs the project editable; a bare venv may not have it
     sys.path.insert(0, str(ROOT))
 
-from transforms.normalize import (  # noqa: E402
+from transforms.core.normalize import (  # noqa: E402
     INTERRUPTED_RESULT,
     REASONS,
     Trace,
@@ -34,13 +34,13 @@ from transforms.normalize import (  # noqa: E402
     normalize_conversation,
     system_first,
 )
-from transforms.profiles import (  # noqa: E402
+from transforms.core.validate import VIOLATION_KINDS, check_sendable  # noqa: E402
+from transforms.repairs.profiles import (  # noqa: E402
     REPAIRS,
     normalize_with_profile,
     reattach_results,
     rekey_reused_ids,
 )
-from transforms.validate import VIOLATION_KINDS, check_sendable  # noqa: E402
 
 # --------------------------------------------------------------------------------------------
 # Strategies

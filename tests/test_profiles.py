@@ -20,8 +20,9 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:  # CI installs the project editable; a bare venv may not have it
     sys.path.insert(0, str(ROOT))
 
-from transforms.normalize import INTERRUPTED_RESULT, normalize_conversation  # noqa: E402
-from transforms.profiles import (  # noqa: E402
+from transforms.core.normalize import INTERRUPTED_RESULT, normalize_conversation  # noqa: E402
+from transforms.core.validate import check_sendable  # noqa: E402
+from transforms.repairs.profiles import (  # noqa: E402
     PROFILES,
     REPAIRS,
     ProfileResult,
@@ -29,7 +30,6 @@ from transforms.profiles import (  # noqa: E402
     reattach_results,
     rekey_reused_ids,
 )
-from transforms.validate import check_sendable  # noqa: E402
 
 VECTORS = [
     json.loads(line)
@@ -681,9 +681,9 @@ def _long_agent_log(turns: int) -> list:
 def test_100k_message_conversation_is_fast_and_loses_nothing():
     log = _long_agent_log(20_000)  # 100,002 messages
     assert len(log) == 100_002
-    started = time.perf_counter()
+    started = time.process_time()  # CPU time: other work on the machine hardly stretches it
     got = normalize_with_profile(log, "lossless")
-    elapsed = time.perf_counter() - started
+    elapsed = time.process_time() - started
     assert (got.dropped, got.healed) == (0, 0)
     assert got.repairs["rekeyed_call"] == 2 * 20_000 - 2
     early = sum(1 for t in range(20_000) if t % 11 == 5)
@@ -701,7 +701,7 @@ def test_pathological_reuse_and_displacement_stay_linear():
     one_id_reused = [m for k in range(n) for m in (turn("c"), result("c", f"r{k}"))]
     results_first = [result(f"c{k}", f"r{k}") for k in range(n)] + [turn(*[f"c{k}" for k in range(n)])]
     taken_suffixes = [turn(f"c~{k}") for k in range(2, n)] + one_id_reused[: 2 * n]
-    started = time.perf_counter()
+    started = time.process_time()  # CPU time: other work on the machine hardly stretches it
     got = normalize_with_profile(one_id_reused, "lossless")
     assert (got.dropped, got.repairs) == (0, {"rekeyed_call": n - 1})
     got = normalize_with_profile(results_first, "lossless")
@@ -711,4 +711,4 @@ def test_pathological_reuse_and_displacement_stay_linear():
     assert {c["tool_call_id"] for m in got.messages for c in m.get("tool_calls", ())} >= {
         f"c~{k}" for k in range(n, 2 * n - 1)
     }
-    assert time.perf_counter() - started < 30
+    assert time.process_time() - started < 30

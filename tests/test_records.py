@@ -8,13 +8,13 @@ import pytest
 from hypothesis import example, given
 from hypothesis import strategies as st
 
-import transforms.jsontext as jsontext
-import transforms.records as records
-from transforms.inputs import Parsed, RawRecord, Unreadable
-from transforms.record_settings import Settings
-from transforms.record_steps import DEAD_LETTER_REASONS, derived_id
-from transforms.records import normalize_batch, process_record
-from transforms.validate_step import check_record
+import transforms.core.jsontext as jsontext
+import transforms.record.records as records
+from transforms.record.inputs import Parsed, RawRecord, Unreadable
+from transforms.record.record_settings import Settings
+from transforms.record.record_steps import DEAD_LETTER_REASONS, derived_id
+from transforms.record.records import normalize_batch, process_record
+from transforms.record.validate_step import check_record
 
 FLAT = Settings()
 
@@ -267,7 +267,7 @@ def _beyond_64_bits_before(data: bytes) -> bool:
 
 @given(st.lists(st.sampled_from([b"1", b"9", b"0", b"-", b" ", b'"', b"a", b"1" * 9, b"0" * 10]), max_size=40))
 def test_the_exact_reading_check_still_sends_every_integer_past_64_bits(parts):
-    from transforms.jsontext import _needs_exact_reading
+    from transforms.core.jsontext import _needs_exact_reading
 
     data = b"".join(parts)
     assert _needs_exact_reading(data) or not _beyond_64_bits_before(data)
@@ -285,7 +285,7 @@ def test_the_exact_reading_check_never_lets_orjson_change_a_number(sign, whole, 
     # sends it there too (docs/json-text.md).
     import orjson
 
-    from transforms.jsontext import NumberTooLarge, _needs_exact_reading, parse_json
+    from transforms.core.jsontext import NumberTooLarge, _needs_exact_reading, parse_json
 
     text = sign + (whole.lstrip("0") or "0") + (f".{fraction}" if fraction else "")
     text += f"{exponent[0]}{exponent[1]}" if exponent else ""
@@ -316,7 +316,7 @@ def test_the_exact_reading_check_never_lets_orjson_change_a_number(sign, whole, 
 def test_the_glance_finds_every_number_the_whole_look_finds_at_any_offset(prefix, sign, length, point, suffix):
     # The glance looks at every 8th byte and for "e-": a run of 16 digits or points, or a tiny
     # exponent, must be seen wherever it starts.
-    from transforms.jsontext import _needs_exact_reading, _needs_exact_reading_looked
+    from transforms.core.jsontext import _needs_exact_reading, _needs_exact_reading_looked
 
     run = b"7" * length
     if point < length:
@@ -336,7 +336,7 @@ def test_a_format_error_says_which_dead_letter_reason_it_becomes():
 
 
 def test_dead_letter_reasons_are_a_closed_enum_written_as_plain_text():
-    from transforms.record_steps import DeadLetterReason
+    from transforms.record.record_steps import DeadLetterReason
 
     assert DEAD_LETTER_REASONS == tuple(DeadLetterReason) and all(type(r) is str for r in DEAD_LETTER_REASONS)
     letter = process_record(raw(b"{nope"), FLAT).dead_letter
@@ -346,7 +346,7 @@ def test_dead_letter_reasons_are_a_closed_enum_written_as_plain_text():
 
 
 def test_an_outcome_is_either_produced_or_dead_lettered_by_type():
-    from transforms.record_steps import DeadLettered, Produced
+    from transforms.record.record_steps import DeadLettered, Produced
 
     ok = process_record(raw({"id": "a", "messages": []}), FLAT)
     bad = process_record(raw(b"[1,"), FLAT)

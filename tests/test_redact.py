@@ -7,12 +7,12 @@ import json
 
 import pytest
 
-from transforms.inputs import RawRecord
-from transforms.jsontext import dumps_line
-from transforms.record_settings import Settings
-from transforms.records import process_record
-from transforms.redact import parse_kinds, redact_messages, redact_text
-from transforms.summary import finalize_run, partial
+from transforms.core.jsontext import dumps_line
+from transforms.dataset.redact import parse_kinds, redact_messages, redact_text
+from transforms.record.inputs import RawRecord
+from transforms.record.record_settings import Settings
+from transforms.record.records import process_record
+from transforms.totals.summary import finalize_run, partial
 
 KEY = "AKIAIOSFODNN7EXAMPLE"
 TOKEN = "ghp_" + "a1B2" * 9
@@ -91,7 +91,7 @@ def test_bad_redact_values_are_refused(text, problem):
 
 def test_explain_names_what_was_redacted():
     from pipeline.finished.explain import Located, explanation_text
-    from transforms.before_after import explain
+    from transforms.repairs.before_after import explain
 
     messages = [{"role": "user", "content": "a@b.io"}, {"role": "assistant", "content": "ok"}]
     metrics = {"id": "r", "source": "s", "position": 0, "redacted": {"email": 1}, "training": {"trailing_trimmed": 1}}

@@ -8,7 +8,7 @@ import json
 import pytest
 
 from pipeline.cli.main import main
-from transforms.redact import redact_messages, redact_text
+from transforms.dataset.redact import redact_messages, redact_text
 
 # AWS's documented example secret, cut so that no scanner takes this file for a leak.
 AWS_SECRET = "wJalrXUtnFEMI/K7MDENG/" + "bPxRfiCYEXAMPLEKEY"

@@ -11,7 +11,7 @@ import pytest
 
 from pipeline.cli.main import main
 from pipeline.config.options import ConfigError, load_job
-from transforms.redact import parse_kinds, phone_regions, redact_text
+from transforms.dataset.redact import parse_kinds, phone_regions, redact_text
 
 ROOT = Path(__file__).resolve().parent.parent
 SAMPLE = ROOT / "samples" / "conversations.jsonl"

@@ -14,13 +14,13 @@ from pathlib import Path
 import pytest
 
 from pipeline.finished.html_page import escape
-from transforms.inputs import Parsed, RawRecord
-from transforms.jsontext import dumps_line
-from transforms.record_settings import Settings
-from transforms.records import process_record
-from transforms.redact import SIGNED_REASONING_LEFT_OUT, Redaction, id_placeholder, redact_media, redact_names
-from transforms.summary import finalize_run, partial
-from transforms.summary_table import format_table
+from transforms.core.jsontext import dumps_line
+from transforms.dataset.redact import SIGNED_REASONING_LEFT_OUT, Redaction, id_placeholder, redact_media, redact_names
+from transforms.record.inputs import Parsed, RawRecord
+from transforms.record.record_settings import Settings
+from transforms.record.records import process_record
+from transforms.totals.summary import finalize_run, partial
+from transforms.totals.summary_table import format_table
 
 KINDS = ("secrets", "emails", "phones")
 REDACT = Settings(redact=KINDS, redact_region="US")
@@ -112,11 +112,11 @@ def _call_log(session: str, mail: str) -> dict:
 
 
 def test_call_log_pieces_are_redacted_before_the_assembly_distinct_finds_kept_distinct():
-    from transforms.record_steps import read_call_log
+    from transforms.record.record_steps import read_call_log
 
     settings = Settings(redact=KINDS, redact_region="US", calls=True)
-    first = read_call_log(_call_log(f"sess-{aws(12)}", "one@example.com"), settings)[0]
-    other = read_call_log(_call_log(f"sess-{aws(12)}", "two@example.com"), settings)[0]
+    first = read_call_log(_call_log(f"sess-{aws(12)}", "one@example.com"), settings).pieces[0]
+    other = read_call_log(_call_log(f"sess-{aws(12)}", "two@example.com"), settings).pieces[0]
     # What a streaming run keeps in its output directory (calls.jsonl) holds no find ...
     assert aws(12) not in repr(first) and "one@example.com" not in repr(first)
     assert first.group == "sess-" + id_placeholder("aws_access_key", aws(12))
@@ -159,7 +159,7 @@ def test_dead_letters_hold_their_raw_line_and_detail_redacted(line, reason):
 
 
 def test_validate_reports_ids_and_call_ids_redacted():
-    from transforms.validate_step import check_record
+    from transforms.record.validate_step import check_record
 
     record = {
         "id": f"drop-{aws(13)}",

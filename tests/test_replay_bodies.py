@@ -13,10 +13,10 @@ from pathlib import Path
 import pytest
 import sdk_checks
 
-from transforms.inputs import RawRecord
-from transforms.record_settings import Settings
-from transforms.records import process_record
-from transforms.validate_step import check_record
+from transforms.record.inputs import RawRecord
+from transforms.record.record_settings import Settings
+from transforms.record.records import process_record
+from transforms.record.validate_step import check_record
 
 RECORDS = {
     r["id"]: r for r in map(json.loads, (Path(__file__).parent / "data/replay/bodies.jsonl").read_text().splitlines())

@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 import sdk_checks
 
-from transforms.inputs import RawRecord
-from transforms.record_settings import Settings
-from transforms.records import process_record
+from transforms.record.inputs import RawRecord
+from transforms.record.record_settings import Settings
+from transforms.record.records import process_record
 
 RECORDS = {
     r["id"]: r for r in map(json.loads, (Path(__file__).parent / "data/replay/media.jsonl").read_text().splitlines())

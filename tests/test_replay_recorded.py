@@ -28,11 +28,11 @@ from typing import Any, Callable
 import pytest
 import sdk_checks
 
+from transforms.core.ledger import text_chars
 from transforms.formats import reasoning
-from transforms.inputs import RawRecord
-from transforms.ledger import text_chars
-from transforms.record_settings import Settings
-from transforms.records import process_record
+from transforms.record.inputs import RawRecord
+from transforms.record.record_settings import Settings
+from transforms.record.records import process_record
 
 RECORDS = {
     r["id"]: r for r in map(json.loads, (Path(__file__).parent / "data/replay/recorded.jsonl").read_text().splitlines())

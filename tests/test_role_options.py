@@ -15,11 +15,11 @@ import pytest
 
 from pipeline.cli.main import main
 from pipeline.config.options import ConfigError, load_job
-from transforms.inputs import RawRecord
-from transforms.jsontext import dumps_line
-from transforms.record_settings import Settings
-from transforms.records import process_record
-from transforms.roles import apply_role_options
+from transforms.core.jsontext import dumps_line
+from transforms.record.inputs import RawRecord
+from transforms.record.record_settings import Settings
+from transforms.record.records import process_record
+from transforms.repairs.roles import apply_role_options
 
 RECORD = {
     "id": "agent-1",
@@ -102,7 +102,7 @@ def test_bad_role_options_are_refused_before_the_run(flags, problem, tmp_path):
 
 def test_sink_refusals_are_counted_by_the_writers_reason_in_the_summary():
     # The person helper's end-of-run warning builds on these counts.
-    from transforms.summary import finalize, partial
+    from transforms.totals.summary import finalize, partial
 
     letters = [run().dead_letter, run().dead_letter]
     letters.append({**letters[0], "detail": "sharegpt: turn_order: 3 turns: ..."})

@@ -12,10 +12,10 @@ import pytest
 from pipeline.graph.shard_step import ShardWork, process_shard, temp_place
 from pipeline.io.planning import plan_shards
 from pipeline.io.shard import Shard
-from transforms import summary as summaries
 from transforms.conversations import CHECK, NORMALIZE
-from transforms.record_settings import Settings
-from transforms.records import normalize_batch
+from transforms.record.record_settings import Settings
+from transforms.record.records import normalize_batch
+from transforms.totals import summary as summaries
 
 ROOT = Path(__file__).resolve().parents[1]
 SAMPLE = ROOT / "samples" / "conversations.jsonl"

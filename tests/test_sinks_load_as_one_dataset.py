@@ -26,9 +26,9 @@ import pytest
 from pipeline.io.file_formats import FILE_FORMATS
 from transforms.formats import WRITERS
 from transforms.formats.datasets import datasets_features
-from transforms.inputs import RawRecord
-from transforms.record_settings import Settings
-from transforms.records import normalize_batch
+from transforms.record.inputs import RawRecord
+from transforms.record.record_settings import Settings
+from transforms.record.records import normalize_batch
 
 ROOT = Path(__file__).resolve().parent.parent
 INPUTS = [ROOT / "samples" / "conversations.jsonl", *sorted((ROOT / "samples" / "formats").glob("*.jsonl"))]

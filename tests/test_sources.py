@@ -16,7 +16,7 @@ from pipeline.io.planning import InputError, plan_shards
 from pipeline.io.read_shard import iter_batches, read_shard
 from pipeline.io.shard import BLANK, Blank
 from pipeline.io.text_containers import _array_elements
-from transforms.inputs import Parsed, Unreadable
+from transforms.record.inputs import Parsed, Unreadable
 
 
 def _lines(n):

@@ -34,9 +34,9 @@ from pipeline.streaming.landing import (
     match_landing,
 )
 from pipeline.streaming.watch import Landed, WatchPlan, should_stop
-from transforms import summary as summaries
 from transforms.conversations import NORMALIZE
-from transforms.record_settings import Settings
+from transforms.record.record_settings import Settings
+from transforms.totals import summary as summaries
 
 ROOT = Path(__file__).resolve().parents[1]
 SAMPLE = ROOT / "samples" / "conversations.jsonl"
@@ -949,7 +949,7 @@ def test_a_file_that_cannot_be_read_becomes_a_dead_letter_and_the_job_goes_on(tm
 
 def _unreadable_batches(shard, batch_size, stats, max_record_bytes, batch_bytes):
     # What the reader gives for a file it cannot open (pipeline.io.read_shard).
-    from transforms.inputs import Batch, RawRecord, Unreadable
+    from transforms.record.inputs import Batch, RawRecord, Unreadable
 
     stats["records"] += 1
     yield Batch(shard.number, 0, [RawRecord(shard.name, 0, Unreadable("unreadable_file", "Permission denied"))])

@@ -30,11 +30,11 @@ from pipeline.streaming import assembled as assembly  # noqa: E402
 from pipeline.streaming.clean import CleanPlan, clean_landed_file  # noqa: E402
 from pipeline.streaming.watch import Landed  # noqa: E402
 from transforms.call_assembly import piece_line, piece_of_line  # noqa: E402
-from transforms.calllogs.calls import Call, ToolResult  # noqa: E402
+from transforms.calllogs.calls import Call, Rejected, ToolResult  # noqa: E402
 from transforms.conversations import NORMALIZE  # noqa: E402
-from transforms.jsontext import parse_json  # noqa: E402
-from transforms.record_settings import Settings  # noqa: E402
-from transforms.record_steps import read_call_log  # noqa: E402
+from transforms.core.jsontext import parse_json  # noqa: E402
+from transforms.record.record_settings import Settings  # noqa: E402
+from transforms.record.record_steps import read_call_log  # noqa: E402
 
 DATA = Path(__file__).resolve().parent / "data"
 CALL_LOGS = DATA / "calllogs"
@@ -102,21 +102,21 @@ def _fixture_pieces():
         texts = [path.read_bytes()] if path.suffix == ".json" else path.read_bytes().splitlines()
         for position, text in enumerate(texts):
             try:
-                pieces = read_call_log(parse_json(text), settings)
+                read = read_call_log(parse_json(text), settings)
             except Exception:  # noqa: BLE001 — a record that holds nothing, or no call log
                 continue
-            for piece in pieces or ():
+            for piece in read.pieces if read is not None else ():
                 yield str(path), position, piece
 
 
 def test_every_fixture_piece_is_rebuilt_exactly_from_its_line():
-    seen = {Call: 0, ToolResult: 0}
+    seen = {Call: 0, ToolResult: 0, Rejected: 0}
     for source, position, piece in _fixture_pieces():
         back = piece_of_line(piece_line(source, position, piece))
         assert back == (source, position, piece)
         assert type(back[2]) is type(piece)
         seen[type(piece)] += 1
-    assert seen[Call] > 20 and seen[ToolResult] > 3, seen
+    assert seen[Call] > 20 and seen[ToolResult] > 3 and seen[Rejected] >= 3, seen
 
 
 def test_a_piece_keeps_big_integers_floats_and_text_exactly():
@@ -166,6 +166,28 @@ def test_one_window_of_call_logs_gives_the_batch_runs_conversations(tmp_path):
     reference = json.loads((batch / "summary.json").read_text())
     assert processed.final_summary(str(out), plan.settings) == reference  # every field
     assert assembly.assemble_window(str(out), W1, plan.work, plan.run_temp, assembly.move_committing) == "already"
+
+
+@pytest.mark.slow
+def test_a_window_with_parts_refused_and_skipped_gives_the_batch_runs_outputs(tmp_path):
+    """A trace download with one unreadable observation and span rows of no call: the part's
+    dead letter, the skipped counts and the conversations are the batch run's."""
+    from test_calllogs_parts import NOISE, TRACE
+
+    landing, out = tmp_path / "landing", tmp_path / "out"
+    data = "".join(json.dumps(record) + "\n" for record in [TRACE, *NOISE]).encode()
+    files = [_land(landing, "mixed.jsonl", data)]
+    plan = _plan(out)
+    clean_landed_file(_landed(files[0]), W1, plan)
+    done, summary = _close(out, W1, plan)
+    assert done == "done" and summary["accounted"]
+    batch = _batch(tmp_path / "batch", files)
+    streamed = out / W1 / processed.ASSEMBLED_DIR
+    assert (streamed / "normalized.jsonl").read_bytes() == _batch_assembled(batch, "normalized").read_bytes()
+    assert (streamed / "dead_letter.jsonl").read_bytes() == _batch_assembled(batch, "dead_letter").read_bytes()
+    reference = json.loads((batch / "summary.json").read_text())
+    assert reference["call_logs"]["parts_refused"] == 1 and reference["call_logs"]["skipped_by_kind"]["http"] == 1
+    assert processed.final_summary(str(out), plan.settings) == reference
 
 
 @pytest.mark.slow

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from transforms import summary as summaries
-from transforms.output_records import DropMetrics
+from transforms.record.output_records import DropMetrics
+from transforms.totals import summary as summaries
 
 
 def _plain(dropped: int = 0, **extra) -> dict:

@@ -18,12 +18,12 @@ from pathlib import Path
 import pytest
 
 from pipeline.cli.main import main
-from transforms import summary as summaries
-from transforms import tokens
 from transforms.formats import WRITERS
-from transforms.inputs import RawRecord
-from transforms.record_settings import Settings, TokenSettings
-from transforms.records import normalize_batch, process_record
+from transforms.record import tokens
+from transforms.record.inputs import RawRecord
+from transforms.record.record_settings import Settings, TokenSettings
+from transforms.record.records import normalize_batch, process_record
+from transforms.totals import summary as summaries
 
 bpe_openai = pytest.importorskip("bpe_openai", reason="the tokens extra (bpe-openai) is not installed")
 

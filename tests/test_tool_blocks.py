@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
+from transforms.core.tool_blocks import first_free, tool_blocks
+from transforms.core.validate import check_sendable
 from transforms.formats import FormatError
 from transforms.formats._common import check_results_adjacent
-from transforms.profiles import reattach_results
-from transforms.tool_blocks import first_free, tool_blocks
-from transforms.validate import check_sendable
+from transforms.repairs.profiles import reattach_results
 
 
 def turn(*ids):

@@ -8,15 +8,15 @@ import json
 
 import pytest
 
-from transforms.inputs import RawRecord
-from transforms.jsontext import dumps_line
-from transforms.message_extras import carry_around_core, lift, reattach
-from transforms.normalize import Trace, normalize_conversation
-from transforms.profiles import PROFILES, normalize_with_profile
-from transforms.record_settings import Settings, problems
-from transforms.records import process_record
-from transforms.summary import finalize_run, partial
-from transforms.training import keeps_weights, trailing_policy, trailing_turns
+from transforms.core.jsontext import dumps_line
+from transforms.core.normalize import Trace, normalize_conversation
+from transforms.dataset.training import keeps_weights, trailing_policy, trailing_turns
+from transforms.record.inputs import RawRecord
+from transforms.record.record_settings import Settings, problems
+from transforms.record.records import process_record
+from transforms.repairs.message_extras import carry_around_core, lift, reattach
+from transforms.repairs.profiles import PROFILES, normalize_with_profile
+from transforms.totals.summary import finalize_run, partial
 
 CALL = {"role": "assistant", "content": "", "tool_calls": [{"tool_call_id": "c1", "name": "f", "args": {}}]}
 
@@ -198,7 +198,7 @@ def test_the_summary_lists_the_training_counts():
 def test_sharegpt_refuses_at_most_one_percent_of_the_bundled_samples_writable_records(tmp_path):
     from pathlib import Path
 
-    from transforms.records import normalize_batch
+    from transforms.record.records import normalize_batch
 
     sample = Path(__file__).resolve().parent.parent / "samples" / "conversations.jsonl"
     raws, offset = [], 0
@@ -273,7 +273,7 @@ def test_examples_options_are_checked():
 
 
 def test_a_run_of_examples_is_accounted_for():
-    from transforms.records import normalize_batch
+    from transforms.record.records import normalize_batch
 
     raws = [RawRecord("s", n, dumps_line({"id": f"c{n}", "messages": TWO_TURNS})) for n in range(3)]
     result = normalize_batch(raws, Settings(sink="openai-finetune", examples="each"))

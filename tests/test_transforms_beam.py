@@ -13,9 +13,9 @@ from apache_beam.testing.util import assert_that, equal_to
 
 from pipeline.io.planning import plan_shards
 from transforms.conversations import NormalizeConversationBatches, Unbatch
-from transforms.counters import NAMESPACE
-from transforms.inputs import Batch, RawRecord
-from transforms.record_settings import Settings
+from transforms.record.inputs import Batch, RawRecord
+from transforms.record.record_settings import Settings
+from transforms.totals.counters import NAMESPACE
 
 GOOD = {
     "id": "g",
@@ -222,7 +222,7 @@ def test_every_counter_the_jobs_report_is_listed_in_counter_names(tmp_path):
     # COUNTER_NAMES is the documented list (docs/operations.md): a counter a DoFn reports but
     # the list leaves out (shards_read, the validate counters once) is undocumented.
     from transforms.conversations import CHECK, NORMALIZE
-    from transforms.counters import COUNTER_NAMES
+    from transforms.totals.counters import COUNTER_NAMES
 
     p = beam.Pipeline(options=_options())
     _process_shards(tmp_path / "run", NORMALIZE, Settings(check=True))(p)

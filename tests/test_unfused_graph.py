@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 
 from transforms.conversations import NormalizeConversation
-from transforms.inputs import Batch, RawRecord
+from transforms.record.inputs import Batch, RawRecord
 
 
 def _record(i: int) -> RawRecord:

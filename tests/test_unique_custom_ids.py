@@ -7,7 +7,7 @@ import json
 import pytest
 
 from pipeline.cli.main import main
-from transforms.records import make_unique
+from transforms.record.records import make_unique
 
 
 def test_make_unique_renames_in_order_and_never_collides():
@@ -80,10 +80,10 @@ def test_uniqueness_is_per_output_file(tmp_path, part_bytes, expected):
 def test_the_lines_a_batch_carries_are_its_records_serialized_renames_included():
     # The JSONL writer writes these lines as they are (each record serialized once): a record
     # renamed after the per-record guard serialized it must carry its new line.
-    from transforms.inputs import RawRecord
-    from transforms.jsontext import dumps_line
-    from transforms.record_settings import Settings
-    from transforms.records import normalize_batch
+    from transforms.core.jsontext import dumps_line
+    from transforms.record.inputs import RawRecord
+    from transforms.record.record_settings import Settings
+    from transforms.record.records import normalize_batch
 
     chat = b'{"id": "x", "messages": [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "yo"}]}'
     raws = [RawRecord("f", i, line) for i, line in enumerate([chat, b"not json", chat, chat])]

@@ -19,15 +19,15 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:  # CI installs the project editable; a bare venv may not have it
     sys.path.insert(0, str(ROOT))
 
-from transforms.normalize import normalize_conversation  # noqa: E402
-from transforms.profiles import normalize_with_profile  # noqa: E402
-from transforms.validate import (  # noqa: E402
+from transforms.core.normalize import normalize_conversation  # noqa: E402
+from transforms.core.validate import (  # noqa: E402
     VIOLATION_KINDS,
     Violation,
     check_sendable,
     count_by_kind,
     is_sendable,
 )
+from transforms.repairs.profiles import normalize_with_profile  # noqa: E402
 
 VECTORS = [
     json.loads(line)
@@ -346,7 +346,7 @@ def test_long_list_is_checked_in_linear_time():
     n = 100_000
     messages = [m for k in range(n // 2) for m in (turn(f"c{k}"), result(f"c{k}"))]
     messages += [result("c0")] * 1000  # duplicates far away
-    started = time.perf_counter()
+    started = time.process_time()  # CPU time: other work on the machine hardly stretches it
     counts = count_by_kind(check_sendable(messages))
     assert counts == {"duplicate_result": 1000}
-    assert time.perf_counter() - started < 10
+    assert time.process_time() - started < 10

@@ -1,6 +1,10 @@
 """convnorm's transforms: the pure normalization core and the Beam transforms around it.
 
-Modules without an ``apache_beam`` import (``normalize``, ``jsontext``, ``inputs``,
-``settings``, ``record_steps``, ``records``, ``validate_step``, ``profiles``, ``validate``,
-``formats``) hold all the logic; the Beam modules only route and count.
+By part, each importing only the parts before it (``tests/test_layout.py``'s
+``TRANSFORMS_PARTS``): ``core`` (MEM-5 and the rules readers and writers share with it),
+``formats`` and ``calllogs`` (the readers and writers), ``repairs`` (the opt-in repairs around
+the core), ``dataset`` (the training-set options), ``record`` (the per-record path) and
+``totals`` (what a run counts and prints). None imports Beam: they hold all the logic. The two
+modules beside them, ``conversations`` and ``call_assembly``, are the Beam glue: they only
+route and count.
 """

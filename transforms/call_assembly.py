@@ -27,11 +27,11 @@ from apache_beam.transforms.window import GlobalWindow
 from apache_beam.utils.timestamp import Timestamp
 
 from transforms.calllogs.assemble import Assembled, GroupState, NoCalls, assemble, group_key
-from transforms.calllogs.calls import Call, ToolResult
-from transforms.inputs import Batch, Parsed, RawRecord, Unreadable
-from transforms.jsontext import canonical_json, dumps_line, parse_json
-from transforms.record_settings import Settings
-from transforms.record_steps import CallLogged, DeadLetterReason
+from transforms.calllogs.calls import Call, Rejected, ToolResult
+from transforms.core.jsontext import canonical_json, dumps_line, parse_json
+from transforms.record.inputs import Batch, Parsed, RawRecord, Unreadable
+from transforms.record.record_settings import Settings
+from transforms.record.record_steps import CallLogged, DeadLetterReason
 
 #: The shard of batches of conversations assembled on a stream (``STREAM_SHARD`` is the input's).
 STREAM_ASSEMBLED_SHARD = -2
@@ -51,14 +51,28 @@ def keyed_pieces(logged: CallLogged) -> Iterator[tuple[tuple[str, str], tuple[st
 
 
 def call_log_partial(logged: Iterable[CallLogged]) -> dict[str, Any]:
-    """The summary's ``call_logs`` counts of the records handed on: records, calls, tool results."""
-    records = calls = results = 0
+    """The summary's ``call_logs`` counts of the records handed on: records, calls, tool
+    results, parts that could not be read (``parts_refused``) and parts that are neither
+    (``skipped_by_kind``)."""
+    records = calls = results = refused = 0
+    skipped: dict[str, int] = {}
     for item in logged:
         records += 1
-        n = sum(1 for piece in item.pieces if isinstance(piece, ToolResult))
-        results += n
-        calls += len(item.pieces) - n
-    return {"call_logs": {"records": records, "calls": calls, "tool_results": results}}
+        for piece in item.pieces:
+            if isinstance(piece, ToolResult):
+                results += 1
+            elif isinstance(piece, Rejected):
+                refused += 1
+            else:
+                calls += 1
+        for kind, n in (item.skipped or {}).items():
+            skipped[kind] = skipped.get(kind, 0) + n
+    counts: dict[str, Any] = {"records": records, "calls": calls, "tool_results": results}
+    if refused:
+        counts["parts_refused"] = refused
+    if skipped:
+        counts["skipped_by_kind"] = skipped
+    return {"call_logs": counts}
 
 
 class AssembleCalls(beam.CombineFn):
@@ -100,6 +114,16 @@ def conversations_of(
     """One group's state -> its conversations (or its dead letter), each keyed by its bucket."""
     (fmt, group), state = keyed
     bucket = bucket_of((fmt, group), buckets)
+    for n, (origin, part) in enumerate(sorted(state.rejected, key=lambda item: (item[0], item[1]))):
+        # A part of a record that could not be read (the record's other parts are assembled):
+        # a dead letter of its own, at its record's place, counted as one of the group's outputs.
+        letter = Unreadable(DeadLetterReason.FORMAT_ERROR.value, part.detail, part.raw)
+        order = canonical_json([fmt, group, -1, n])
+        yield bucket, _Conversation(order, RawRecord(origin.source, origin.position, letter), {"conversations": 1})
+    if not state.calls and not state.tool_results:
+        # Only parts refused. (A bare return: Beam warns on the console of a generator whose
+        # line starts "return " with anything after it, a comment included.)
+        return
     try:
         made = assemble(
             fmt,
@@ -109,6 +133,8 @@ def conversations_of(
             messages_field=settings.messages_field,
             tools_field=settings.tools_field,
         )
+    except MemoryError:
+        raise  # as ``guarded``: the machine's limit ends the run, saying so
     except Exception as error:  # noqa: BLE001 — as ``guarded``: a bug surfaces as data, not the job's end
         detail = f"{fmt} group {group!r} could not be assembled: {type(error).__name__}: {error}"
         origins = sorted([c.origin for c in state.calls] + [origin for origin, _ in state.tool_results])
@@ -216,7 +242,7 @@ class _Sessions(beam.DoFn):
     def closed(self, key=beam.DoFn.KeyParam, calls=_CALLS_STATE, panes=_PANES_STATE):
         pane = panes.read() or 0
         state = calls.read()
-        if not state.calls and not state.tool_results:
+        if not state.calls and not state.tool_results and not state.rejected:
             return  # expired already: nothing left to emit
         for _, made in conversations_of((key, state), self._settings, 1):
             if isinstance(made.raw.payload, Parsed) and made.raw.payload.assembly is not None:
@@ -311,13 +337,14 @@ class AssembleConversations(beam.PTransform):
 # Pieces kept on disk (the streaming driver's ``calls.jsonl``: pipeline.streaming.assembled)
 
 #: A piece's ``kind`` in its JSON line -> its type.
-PIECE_KINDS: dict[str, type] = {"call": Call, "tool_result": ToolResult}
+PIECE_KINDS: dict[str, type] = {"call": Call, "tool_result": ToolResult, "rejected": Rejected}
+_KIND_OF = {piece_type: kind for kind, piece_type in PIECE_KINDS.items()}
 
 
 def piece_line(source: str, position: int, piece: Any) -> bytes:
     """One piece as a JSON line: its record's source and position, its kind and its fields,
     enough to rebuild it exactly (``piece_of_line``: integers of any size, floats to the bit)."""
-    kind = "tool_result" if isinstance(piece, ToolResult) else "call"
+    kind = _KIND_OF[type(piece)]
     return dumps_line({"source": source, "position": position, "kind": kind, "piece": piece._asdict()}) + b"\n"
 
 

@@ -53,7 +53,6 @@ from apache_beam.metrics import Metrics
 from apache_beam.pvalue import TaggedOutput
 from apache_beam.utils.windowed_value import WindowedValue
 
-from transforms import summary as summaries
 from transforms.call_assembly import (
     DEFAULT_REOPEN_S,
     DEFAULT_SESSION_GAP_S,
@@ -61,13 +60,22 @@ from transforms.call_assembly import (
     AssembleConversations,
     call_log_partial,
 )
-from transforms.counters import COUNTED_BY_KIND, COUNTED_TOTALS, COUNTER_NAMES, DISTRIBUTION_NAMES, NAMESPACE
-from transforms.inputs import DEFAULT_BATCH_BYTES, DEFAULT_BATCH_SIZE, Batch, Parsed, RawRecord, batch_is_full, raw_size
-from transforms.record_settings import Settings
-from transforms.record_settings import problems as settings_problems
-from transforms.record_steps import ReaderHint
-from transforms.records import BatchResult, normalize_batch, process_record
-from transforms.validate_step import check_record
+from transforms.record.inputs import (
+    DEFAULT_BATCH_BYTES,
+    DEFAULT_BATCH_SIZE,
+    Batch,
+    Parsed,
+    RawRecord,
+    batch_is_full,
+    raw_size,
+)
+from transforms.record.record_settings import Settings
+from transforms.record.record_settings import problems as settings_problems
+from transforms.record.record_steps import ReaderHint
+from transforms.record.records import BatchResult, normalize_batch, process_record
+from transforms.record.validate_step import check_record
+from transforms.totals import summary as summaries
+from transforms.totals.counters import COUNTED_BY_KIND, COUNTED_TOTALS, COUNTER_NAMES, DISTRIBUTION_NAMES, NAMESPACE
 
 #: Tags of the routing DoFn's outputs besides the main one (also the output directories' names).
 DROPS = "drops"

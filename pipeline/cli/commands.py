@@ -62,8 +62,8 @@ from pipeline.io.shard import where_text
 from pipeline.runners import s3_clients
 from pipeline.runners.dask_cluster import local_cluster
 from pipeline.runners.prism import PrismError, prism_services
-from transforms.console_text import console_text
-from transforms.summary import INPUT_CHANGED, RUN, VALIDATE, View, changed_inputs, dead_letter_warning
+from transforms.totals.console_text import console_text
+from transforms.totals.summary import INPUT_CHANGED, RUN, VALIDATE, View, changed_inputs, dead_letter_warning
 
 LOG = logging.getLogger("convnorm")
 
@@ -139,10 +139,22 @@ def run_job(job: Job, stopping: Stopping) -> int:
                 f'load:    datasets.load_dataset("{shown}") loads every split; a "json" load of the part '
                 f"files can fail on their columns ({shown}/{outcome.card} says why)"
             )
+        if spec.one_file:
+            print_line(upload_line(shown, spec.one_file))
         if outcome.page:
             print_line(f"report:  {shown}/{outcome.page}")
         print(f"done in {duration_text(time.monotonic() - started)}")
     return _verdict(RUN, summary, job)
+
+
+def upload_line(shown: str, one_file: tuple[str, ...]) -> str:
+    """How to give OpenAI what an openai-finetune run wrote: the train split is the training
+    file, the first other split the validation file (fine-tuning takes one of each)."""
+    training, *others = one_file
+    line = f"upload:  {shown}/{training}/part-00000.jsonl is the training file"
+    if others:
+        line += f", {shown}/{others[0]}/part-00000.jsonl the validation file"
+    return line + ' (client.files.create(file=..., purpose="fine-tune"))'
 
 
 def _verdict(view: View, summary: dict, job: Job, output: str | None = None) -> int:

@@ -13,6 +13,8 @@ import collections
 import os
 from dataclasses import replace
 
+from apache_beam.options.pipeline_options import StandardOptions
+
 from pipeline.cli.progress import size_text
 from pipeline.config.options import ConvNormOptions, Job
 from pipeline.console import print_error, print_line
@@ -26,9 +28,9 @@ from pipeline.io.parts import plan_parts
 from pipeline.io.planning import shard_sizes
 from pipeline.io.read_shard import read_shard
 from pipeline.io.shard import FILE_KINDS, Blank, Shard
-from transforms.console_text import console_text
-from transforms.record_settings import Settings
-from transforms.record_steps import (
+from pipeline.streaming.driver import TAKEN_OVER, streaming_refusal
+from transforms.record.record_settings import Settings
+from transforms.record.record_steps import (
     ReaderHint,
     RecordRefused,
     call_log_reader,
@@ -36,6 +38,7 @@ from transforms.record_steps import (
     read_call_log,
     read_conversation,
 )
+from transforms.totals.console_text import console_text
 
 #: Records read from the start of each input file to tell which reader it gets.
 SAMPLE_RECORDS = 20
@@ -129,8 +132,16 @@ def _directory_state(output: str, job: Job, spec: OutputSpec) -> tuple[str, str 
     if files.is_local(output) and not os.path.exists(output):
         return "does not exist: the run creates it", None
     holder = locks.read_lock(output)
+    taking_over = ""
     if holder is not None:
-        return "", f"--output {output!r} is locked by another run ({locks.describe(holder)})"
+        # As the run judges it: in use, unreadable, stale (refused without --break-stale-lock).
+        streaming = job.options.view_as(StandardOptions).streaming
+        refused = locks.refusal(output, holder, break_stale=job.break_stale_lock or streaming)
+        if refused:
+            return "", refused
+        taking_over = f"; has the stale lock of a dead run ({locks.describe(holder)}), which the run takes over"
+        if streaming and holder.get("command") not in TAKEN_OVER:
+            return "", streaming_refusal(output, holder)
     report = spec.command == "run" and job.options.view_as(ConvNormOptions).report
     side_files = (*spec.side_files, *((REPORT_FILE,) if report and spec.page is None else ()))
     try:
@@ -139,8 +150,11 @@ def _directory_state(output: str, job: Job, spec: OutputSpec) -> tuple[str, str 
         return "", str(error)
     if previous is not None:
         count = len(previous.files)
-        return f"holds an earlier run's outputs: --overwrite replaces the {count} file(s) its manifest lists", None
-    return "exists; nothing of convnorm's in it yet", None
+        return (
+            f"holds an earlier run's outputs: --overwrite replaces the {count} file(s) its manifest lists{taking_over}",
+            None,
+        )
+    return f"exists; nothing of convnorm's in it yet{taking_over}", None
 
 
 def output_lines(job: Job, spec: OutputSpec, call_logs: bool = False) -> list[str]:
@@ -161,6 +175,9 @@ def output_lines(job: Job, spec: OutputSpec, call_logs: bool = False) -> list[st
         last = f" … part-{shards - 1:05d}{extension}" if shards > 1 else ""
         # Another output of the run's is a --split's records (pipeline.graph.shard_step.by_split).
         about = what.get(name, f"the {name} split's records (--split)")
+        if name in spec.one_file:  # its parts joined into one file (pipeline.execution.finalize.join_files)
+            lines.append(f"  {output}/{name}/part-00000{extension}  {about}, one file")
+            continue
         lines.append(f"  {output}/{name}/part-00000{extension}{last}  {about}")
         if assembled:
             first = len(job.shards)  # the assembled conversations' parts follow the input's shards

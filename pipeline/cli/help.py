@@ -13,7 +13,7 @@ from typing import NamedTuple
 from pipeline.config.flags import add_convnorm_flags
 from transforms.calllogs.readers import CALL_LOG_READERS
 from transforms.formats import READERS, WRITERS
-from transforms.profiles import PROFILES
+from transforms.repairs.profiles import PROFILES
 
 #: Exit statuses, as each command's --help states them.
 EXIT_STATUSES = {

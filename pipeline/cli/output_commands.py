@@ -104,7 +104,7 @@ def explain_command(argv: list[str]) -> int:
         return 2
     settings = None
     if args.profile:
-        from transforms.profiles import PROFILES
+        from transforms.repairs.profiles import PROFILES
 
         if args.profile not in PROFILES:
             print_error(f"unknown --profile {args.profile!r}; known: {', '.join(PROFILES)}", EXPLAIN_PROG)

@@ -23,14 +23,14 @@ from pipeline.config.flags import (
     _streaming_flags,
     our_flags,
 )
-from transforms.chat_template import load_template
-from transforms.dataset_keys import parse_splits
+from transforms.dataset.chat_template import load_template
+from transforms.dataset.dataset_keys import parse_splits
+from transforms.dataset.redact import parse_kinds
 from transforms.formats import WRITERS
-from transforms.record_settings import Settings, TokenSettings, problems
-from transforms.redact import parse_kinds
-from transforms.roles import parse_map_role
-from transforms.summary import DeadLetterLimit
-from transforms.tokens import ENCODINGS, FINE_TUNING_LIMITS, parse_limit, sink_view, unavailable
+from transforms.record.record_settings import Settings, TokenSettings, problems
+from transforms.record.tokens import ENCODINGS, FINE_TUNING_LIMITS, parse_limit, sink_view, unavailable
+from transforms.repairs.roles import parse_map_role
+from transforms.totals.summary import DeadLetterLimit
 
 #: Settings whose flag is not the field's name with dashes.
 _FLAGS = {
@@ -38,6 +38,7 @@ _FLAGS = {
     "raw_limit": "--dead-letter-raw-limit",
     "drop_roles": "--drop-role",
     "map_roles": "--map-role",
+    "splits": "--split",
 }
 
 
@@ -276,7 +277,8 @@ def _range_problems(ours) -> list[str]:
             continue
         flag = action.option_strings[0]
         if action.type is int and abs(value) > MAX_FLAG_INTEGER:
-            problems.append(f"{flag} {_digits(value)} is absurd: at most {MAX_FLAG_INTEGER:,} (1 TiB)")
+            size = " (1 TiB)" if dest.endswith("_bytes") else ""  # a count or a seed is no size
+            problems.append(f"{flag} {_digits(value)} is absurd: at most {MAX_FLAG_INTEGER:,}{size}")
         elif action.type is float and not math.isfinite(value):
             problems.append(f"{flag} must be a finite number, not {value}")
     return problems

@@ -13,10 +13,15 @@ import argparse
 from typing import Any, Callable
 
 from pipeline.io.parts import DEFAULT_PART_BYTES
-from transforms.dataset_keys import DEDUPE_CHOICES
-from transforms.inputs import DEFAULT_BATCH_BYTES, DEFAULT_BATCH_SIZE, DEFAULT_MAX_RECORD_BYTES, DEFAULT_SHARD_BYTES
-from transforms.record_settings import DEFAULT_RAW_LIMIT
-from transforms.training import EXAMPLE_CHOICES, TRAILING_CHOICES, WEIGHT_CHOICES
+from transforms.dataset.dataset_keys import DEDUPE_CHOICES
+from transforms.dataset.training import EXAMPLE_CHOICES, TRAILING_CHOICES, WEIGHT_CHOICES
+from transforms.record.inputs import (
+    DEFAULT_BATCH_BYTES,
+    DEFAULT_BATCH_SIZE,
+    DEFAULT_MAX_RECORD_BYTES,
+    DEFAULT_SHARD_BYTES,
+)
+from transforms.record.record_settings import DEFAULT_RAW_LIMIT
 
 #: The runner used when none is named: in-process, works offline (the DirectRunner would
 #: first try to download the Prism binary).

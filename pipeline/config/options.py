@@ -61,16 +61,16 @@ from pipeline.config.presets import (
     shown_value,
 )
 from pipeline.io.file_formats import FILE_FORMATS, PARQUET_SINKS
-from pipeline.io.object_store import use_options
+from pipeline.io.object_store import access_problem, use_options
 from pipeline.io.ownership import OutputError, is_under, plan_inputs, unreachable_output, unsafe_output
 from pipeline.io.parts import DEFAULT_PART_BYTES
 from pipeline.io.planning import InputError, limit_plan, plan_shards
 from pipeline.io.shard import Shard
 from transforms.calllogs.readers import CALL_LOG_READERS
 from transforms.formats import WRITERS
-from transforms.inputs import DEFAULT_BATCH_BYTES, DEFAULT_MAX_RECORD_BYTES
-from transforms.record_settings import Settings
-from transforms.summary import DeadLetterLimit
+from transforms.record.inputs import DEFAULT_BATCH_BYTES, DEFAULT_MAX_RECORD_BYTES
+from transforms.record.record_settings import Settings
+from transforms.totals.summary import DeadLetterLimit
 
 LOG = logging.getLogger("convnorm")
 
@@ -382,6 +382,12 @@ def _job_problems(options: PipelineOptions) -> list[str]:
         )
         if problem:
             problems.append(problem)
+    # Before anything asks a bucket through Beam, which retries a missing key for minutes (an
+    # output refused on its name alone, a bucket's root, is said as such first).
+    offline = placeholders or (ours.output and unsafe_output(ours.output))
+    unusable = None if offline else access_problem([*ours.input, *([ours.output] if ours.output else [])])
+    if unusable:
+        return [*problems, unusable]
     problems += _output_problems(ours.output) + _output_format_problems(ours)
     if standard.streaming:
         problems += _streaming_problems(ours, standard.runner, options.view_as(PortableOptions))

@@ -27,14 +27,16 @@ from __future__ import annotations
 
 import dataclasses
 import errno
+import faulthandler
 import json
 import logging
 import os
 import re
 import shlex
+import signal
 import uuid
 from dataclasses import dataclass, field
-from typing import Callable
+from typing import IO, Callable
 
 import apache_beam as beam
 from apache_beam.io.filesystems import FileSystems
@@ -51,11 +53,11 @@ from pipeline.execution.interrupts import Stopping, shielded
 from pipeline.execution.output_spec import OutputSpec, without_a_users_card
 from pipeline.io import files
 from pipeline.io import ownership as owned
-from pipeline.io.output_names import TEMP_PREFIX
+from pipeline.io.output_names import CRASH_NOTE, TEMP_PREFIX
 from pipeline.runners import job_service, loopback
 from pipeline.runners.dask_cluster import close_client
-from pipeline.runners.lean_workers import pipeline_runner
-from transforms.summary import changed_inputs
+from pipeline.runners.lean_workers import WORKER_EXITS, pipeline_runner
+from transforms.totals.summary import changed_inputs
 
 LOG = logging.getLogger("convnorm")
 
@@ -144,7 +146,7 @@ def run_pipeline(pipeline: beam.Pipeline) -> bool:
     except Exception as error:  # noqa: BLE001 — a failed pipeline, whatever the runner raises
         if interrupts.received():
             raise interrupts.as_stopped() from None  # Ctrl-C or SIGTERM, which Beam wrapped: said in one line
-        LOG.error("the pipeline failed: %s", _one_line(error)[:2000])
+        LOG.error("the pipeline failed: %s", failure_text(error, WORKER_EXITS))
         return False
     finally:
         close_client(result)  # DaskRunner's result holds an open dask.distributed client
@@ -152,6 +154,53 @@ def run_pipeline(pipeline: beam.Pipeline) -> bool:
         LOG.error("the pipeline ended in state %s", state)
         return False
     return True
+
+
+#: What a run out of memory can do about it (a worker killed by the kernel, a MemoryError).
+MEMORY_HINT = (
+    "give it more memory (ulimit -v, the container's limit) or make it need less: "
+    "fewer worker processes (--direct_num_workers), smaller batches (--batch-size, --batch-bytes), "
+    "a smaller --max-record-bytes, or the input in several runs"
+)
+
+
+def failure_text(error: BaseException, worker_exits: list[int]) -> str:
+    """Why the pipeline failed, in one line: a worker process killed by a signal (its exit
+    status: Beam says only that a channel closed), out of memory, else the error itself."""
+    killed = [_signal_of(status) for status in worker_exits]
+    names = [name for name in killed if name]
+    if names:
+        more = f" (and {len(names) - 1} more)" if len(names) > 1 else ""
+        return (
+            f"a worker process was killed by {names[0]}{more} (the kernel's out-of-memory killer sends SIGKILL; "
+            f"a failed allocation under a memory limit often ends in SIGSEGV or SIGABRT): if it ran out of memory, "
+            f"{MEMORY_HINT}"
+        )
+    said = _one_line(error)[:2000]
+    if _out_of_memory(error):
+        return f"out of memory ({said[:500]}); {MEMORY_HINT}"
+    return said
+
+
+def _signal_of(status: int) -> str | None:
+    """The signal's name of an exit status (-N from Python, 128+N from the shell Beam starts
+    workers through), or None."""
+    number = -status if status < 0 else status - 128 if 128 < status < 128 + 65 else 0
+    try:
+        return signal.Signals(number).name if number else None
+    except ValueError:
+        return f"signal {number}"
+
+
+def _out_of_memory(error: BaseException | None) -> bool:
+    """A MemoryError anywhere in the chain, or named in the text of an error Beam rewraps
+    (a worker's failure comes back as a RuntimeError holding its traceback)."""
+    seen = 0
+    while error is not None and seen < 20:
+        if isinstance(error, MemoryError) or "MemoryError" in str(error)[:20000]:
+            return True
+        error, seen = error.__cause__ or error.__context__, seen + 1
+    return False
 
 
 #: Beam's options whose value is a credential (s3_secret_access_key, s3_session_token,
@@ -217,7 +266,9 @@ def execute(
         return _fail(2, f"--output {output!r}: its lock could not be taken: {_one_line(error)[:500]}; nothing was run")
 
     release = True
+    crash_note = None
     reported = False  # a failed finalize said what it left on disk
+    failure = ""  # what made it fail, for the lock it keeps: the next run says so, not "died"
     progress = finalizing.Progress()
     try:
         try:
@@ -239,6 +290,7 @@ def execute(
                 f"--output {output!r}: the run's temporary directory could not be made: {_one_line(error)[:500]}; "
                 "nothing was run",
             )
+        crash_note = _note_crashes(temp_dir)
         if not run(pipeline):
             return _fail(
                 1,
@@ -261,6 +313,7 @@ def execute(
                     page_name,
                     progress,
                     (spec.card.name, spec.card.render) if spec.card else None,
+                    spec.one_file,
                 )
                 page = finalizing.write_manifest(
                     output,
@@ -274,6 +327,7 @@ def execute(
             except Exception as error:  # noqa: BLE001 — a full disk, a read-only folder ...: said with what is on disk
                 LOG.debug("finalize failed", exc_info=True)
                 release, reported = not progress.changed, True  # nothing changed yet: nothing to recover
+                failure = f"{_one_line(error)[:300]} while {progress.step}"
                 if release and isinstance(error, owned.OutputError):
                     return _fail(1, str(error))  # refused before anything moved: says so itself
                 return _fail(1, finalize_failed(job, spec.command, lock.path, progress, error))
@@ -285,15 +339,50 @@ def execute(
         card = spec.card.name if spec.card and spec.card.name in progress.written else None
         return Outcome(None, summary, page_name if page is not None else None, card)
     finally:
+        _stop_noting(crash_note)
         if release:
             _clean_up(job, spec.command, temp_dir, lock, created)
         else:
+            if failure:
+                record_failure(lock, failure)
             lock.close()
             if not reported:
                 print_error(
                     f"the run stopped while finalizing; the lock {lock.path} records what it "
                     f"was doing: rerun with --break-stale-lock to clean up: {recovery_command(job, spec.command)}",
                 )
+
+
+def _note_crashes(temp_dir: str) -> IO[str] | None:
+    """Have Python's fatal-error handler write into the run's temporary directory
+    (``CRASH_NOTE``): a run that crashes (a segmentation fault, an abort: often a failed
+    allocation under a memory limit) can print nothing itself, and its lock stays; the next
+    run reads the note and says how it died. None on an object store, or when the handler is
+    someone else's already (``python -X faulthandler``, a test runner)."""
+    if not files.is_local(temp_dir) or faulthandler.is_enabled():
+        return None
+    try:
+        note = open(os.path.join(temp_dir, CRASH_NOTE), "x", encoding="utf-8")  # noqa: SIM115 — open for the run
+    except OSError:
+        return None
+    faulthandler.enable(file=note, all_threads=True)
+    return note
+
+
+def _stop_noting(note: IO[str] | None) -> None:
+    if note is not None:
+        faulthandler.disable()
+        note.close()
+
+
+def record_failure(lock: locks.OutputLock, failure: str) -> None:
+    """Note in the lock a run keeps why it ended (``failed``), so that the next run calls the
+    lock stale because its run failed, not because it died. Best effort: on a full disk the
+    note may not fit, and the lock stays as it was."""
+    try:
+        lock.record(failed=failure)
+    except OSError:
+        LOG.debug("could not note the failure in the lock", exc_info=True)
 
 
 def recovery_command(job: Job, command: str, *, break_stale: bool = True) -> str:
@@ -341,6 +430,7 @@ def _clean_up(job: Job, command: str, temp_dir: str, lock: locks.OutputLock, cre
     try:
         owned.remove_temp(temp_dir)
     except OSError as error:
+        record_failure(lock, f"its temporary directory could not be removed: {_one_line(error)[:300]}")
         lock.close()
         print_error(
             f"the run's temporary directory {temp_dir} could not be removed "

@@ -20,6 +20,7 @@ a file its own, is ``pipeline.io.ownership``'s.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 import os
@@ -28,6 +29,7 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Callable, Iterable
 
+from apache_beam.io.filesystem import CompressionTypes
 from apache_beam.io.filesystems import FileSystems
 
 from pipeline.execution import lock as locks
@@ -47,7 +49,7 @@ from pipeline.io.ownership import (
 )
 from pipeline.io.written_files import WrittenFile, final_names, report_path
 from pipeline.testhooks import pause_point
-from transforms.jsontext import document_bytes
+from transforms.core.jsontext import document_bytes
 
 LOG = logging.getLogger("convnorm")
 
@@ -106,6 +108,33 @@ class Finalized:
     @property
     def complete(self) -> bool:
         return not self.problems
+
+
+#: Bytes copied at a time when files are joined.
+_JOIN_CHUNK = 1 << 20
+
+
+def join_files(temp_dir: str, name: str, extension: str, written: list[WrittenFile]) -> list[WrittenFile]:
+    """Output ``name``'s files as one file: their bytes in the order of their final names (the
+    input's order), measured as they are copied, in a new file of the run's temporary directory;
+    the parts, this run's own, deleted. A trainer takes one file per split (OpenAI: a training
+    file and a validation file), whatever the part layout; an output with no records is one
+    empty file, so a plan names the same file whatever the input holds. JSON Lines only: the
+    bytes of its files joined are the file of their lines."""
+    ordered = [file for file, _ in final_names(written, temp_dir, extension)]
+    path = FileSystems.join(temp_dir, name, f"joined-{uuid.uuid4().hex}{extension}")
+    digest, size, records = hashlib.sha256(), 0, 0
+    with files.create(path) as out:
+        for file in ordered:
+            with FileSystems.open(file.temp, compression_type=CompressionTypes.UNCOMPRESSED) as part:
+                while chunk := part.read(_JOIN_CHUNK):
+                    out.write(chunk)
+                    digest.update(chunk)
+                    size += len(chunk)
+            records += file.records
+    for file in ordered:
+        files.delete(file.temp)
+    return [WrittenFile(0, 0, path, records, size, digest.hexdigest())]
 
 
 def _load_reports(temp_dir: str, names: tuple[str, ...]) -> dict[str, list[WrittenFile]]:
@@ -167,6 +196,7 @@ def finalize(
     page: str | None = None,
     progress: Progress | None = None,
     card: tuple[str, Callable[[dict], bytes | None]] | None = None,
+    one_file: tuple[str, ...] = (),
 ) -> tuple[Finalized, dict]:
     """Move the reported files into place and check them; returns (result, summary).
 
@@ -181,20 +211,55 @@ def finalize(
     ``progress`` is kept up to date with the step under way (what a failure leaves on disk).
     ``card`` (``(name, render)``): a file drawn from the records in place (the dataset card),
     written after the summary; ``render`` returns None when there is nothing to write.
+    ``one_file``: the output directories whose files are joined into one first (``join_files``).
     """
     progress = progress if progress is not None else Progress()
     progress.outputs = tuple(outputs)
     reports = _load_reports(temp_dir, tuple(outputs))
-    moves = [
+    for name in one_file:
+        reports[name] = join_files(temp_dir, name, outputs[name], reports[name])
+    moves = _planned_moves(output, outputs, reports)
+    relative = {final: relative_path(final, output) for _, _, final in moves}
+    side = [summary_name, *([card[0]] if card else []), *([page] if page else []), MANIFEST_FILE, SUCCESS_FILE]
+    _refuse_what_is_in_the_way(output, outputs, moves, side, previous)
+    measured = _measure_new_files(temp_dir, outputs, moves)
+    new_dirs = [name for name in outputs if not exists(FileSystems.join(output, name))]
+    progress.step = "recording in the lock what it creates and deletes"
+    _record_in_lock(lock, previous, measured, relative, new_dirs)
+    progress.step = "deleting the previous run's files"
+    _delete_previous(output, previous, progress)
+    progress.step, progress.moving = "moving the new files into place", True
+    failed = _move_into_place(output, new_dirs, moves, measured, relative)
+    progress.moved, progress.step = True, "checking the files in place"
+    result = _check_in_place(output, outputs, moves, measured, relative, failed)
+    with FileSystems.open(FileSystems.join(temp_dir, summary_name)) as handle:
+        summary = recount(json.loads(handle.read()), result.counts)
+    _write_summary_and_card(lock, output, summary_name, summary, card, result, progress)
+    return result, summary
+
+
+#: A new file's move: (output directory name, what its writer reported, its final path).
+Move = tuple[str, WrittenFile, str]
+
+
+def _planned_moves(output: str, outputs: dict[str, str], reports: dict[str, list[WrittenFile]]) -> list[Move]:
+    """Where each reported file goes: its output directory's next free final name."""
+    return [
         (name, file, final)
         for name, ext in outputs.items()
         for file, final in final_names(reports[name], FileSystems.join(output, name), ext)
     ]
-    relative = {final: relative_path(final, output) for _, _, final in moves}
+
+
+def _refuse_what_is_in_the_way(
+    output: str, outputs: dict[str, str], moves: list[Move], side: list[str], previous: Previous | None
+) -> None:
+    """Raise OutputError, before anything is changed, where a final name (a new file's, or a
+    side file's in ``side``) is taken by a file the previous run's manifest does not list, an
+    output directory is a link, or a file the manifest lists is no longer the size it had."""
     replaced = previous.paths(output) if previous else set()
     listed = _present(output, outputs)
     directories = {FileSystems.join(output, name) for name in outputs}
-    side = [summary_name, *([card[0]] if card else []), *([page] if page else []), MANIFEST_FILE, SUCCESS_FILE]
     in_the_way = [final for _, _, final in moves if final in listed and final not in replaced]
     in_the_way += [p for p in (FileSystems.join(output, n) for n in side) if exists(p) and p not in replaced]
     in_the_way += [p for p in directories if files.is_link(p)]
@@ -210,9 +275,12 @@ def finalize(
             "no manifest lists them as convnorm's (convnorm never writes through a symbolic link): nothing was replaced"
         )
 
-    # What each file is, before it moves: the lock records it, so --break-stale-lock deletes
-    # after a kill only a file that is provably this run's. The writer's measure, where the
-    # temporary file on disk has the reported size (one listing per directory); read otherwise.
+
+def _measure_new_files(temp_dir: str, outputs: dict[str, str], moves: list[Move]) -> dict[str, tuple]:
+    """Final path -> (records, bytes, sha256) of each new file still in the temporary
+    directory, before it moves: the lock records it, so --break-stale-lock deletes after a
+    kill only a file that is provably this run's. The writer's measure, where the temporary
+    file on disk has the reported size (one listing per directory); read otherwise."""
     temps = _present(temp_dir, outputs)
     measured = {}
     for _, file, final in moves:
@@ -223,30 +291,54 @@ def finalize(
         measured[final] = (
             (file.records, file.size, file.sha256) if same else measure(file.temp, final.endswith(".parquet"))
         )
+    return measured
+
+
+def _record_in_lock(
+    lock: OutputLock, previous: Previous | None, measured: dict[str, tuple], relative: dict[str, str], new_dirs: list
+) -> None:
+    """The lock records the files about to be created and deleted, and the directories made."""
     creating = [
         {"path": relative[final], "records": m[0], "bytes": m[1], "sha256": m[2]} for final, m in measured.items()
     ]
-    new_dirs = [name for name in outputs if not exists(FileSystems.join(output, name))]
-    progress.step = "recording in the lock what it creates and deletes"
     lock.record(creating=creating, deleting=list(previous.entries if previous else ()), dirs=new_dirs)
-    # The previous run's marker first (no moment claims completeness falsely), its manifest last.
-    # By name below OUTPUT, never through a link, and only at the size checked: a folder swapped
-    # for a link while the new files were measured had the linked folder's files deleted.
-    progress.step = "deleting the previous run's files"
+
+
+def _delete_previous(output: str, previous: Previous | None, progress: Progress) -> None:
+    """``--overwrite``: the previous run's files, as its manifest lists them. Its marker first
+    (no moment claims completeness falsely), its manifest last. By name below OUTPUT, never
+    through a link, and only at the size checked: a folder swapped for a link while the new
+    files were measured had the linked folder's files deleted."""
     for entry in previous.entries if previous else ():
         progress.deleting = True
         files.delete_below(output, entry["path"], size=entry["bytes"])
     progress.deleted = progress.deleting
 
-    progress.step, progress.moving = "moving the new files into place", True
+
+def _move_into_place(
+    output: str, new_dirs: list[str], moves: list[Move], measured: dict[str, tuple], relative: dict[str, str]
+) -> dict[str, str]:
+    """Make the output directories that are not there and move the measured files into them;
+    relative path -> why, of each move that failed."""
     for name in new_dirs:
         files.make_directory(output, name)
-    failed = files.move_many(
+    return files.move_many(
         [(file.temp, relative[final]) for _, file, final in moves if final in measured],
         output,
         after_first=lambda: pause_point("finalize"),
     )
-    progress.moved, progress.step = True, "checking the files in place"
+
+
+def _check_in_place(
+    output: str,
+    outputs: dict[str, str],
+    moves: list[Move],
+    measured: dict[str, tuple],
+    relative: dict[str, str],
+    failed: dict[str, str],
+) -> Finalized:
+    """Each new file in place with the size measured (one listing per directory): its manifest
+    entry and records counted; a problem for each one missing or not what its writer reported."""
     on_disk = _present(output, outputs)
     result = Finalized(counts={name: 0 for name in outputs})
     for name, file, final in moves:
@@ -263,9 +355,20 @@ def finalize(
                 f"{rel} holds {records} records in {size} bytes; the writer "
                 f"reported {file.records} records in {file.size} bytes"
             )
+    return result
 
-    with FileSystems.open(FileSystems.join(temp_dir, summary_name)) as handle:
-        summary = recount(json.loads(handle.read()), result.counts)
+
+def _write_summary_and_card(
+    lock: OutputLock,
+    output: str,
+    summary_name: str,
+    summary: dict,
+    card: tuple[str, Callable[[dict], bytes | None]] | None,
+    result: Finalized,
+    progress: Progress,
+) -> None:
+    """The summary, then the card drawn from the records in place (when it has anything to
+    say), each recorded in the lock and listed in ``result``."""
     progress.step = f"writing {summary_name}"
     result.files.append(_write_recorded(lock, output, summary_name, document_bytes(summary)))
     progress.written.append(summary_name)
@@ -274,7 +377,6 @@ def finalize(
         progress.step = f"writing {card[0]}"
         result.files.append(_write_recorded(lock, output, card[0], data, 0))  # no records: a description
         progress.written.append(card[0])
-    return result, summary
 
 
 def write_page(output: str, name: str, render: Callable[[str], bytes], lock: OutputLock) -> dict | None:

@@ -37,7 +37,8 @@ from apache_beam.io.filesystems import FileSystems
 
 from pipeline.io import files
 from pipeline.io.output_names import LOCK_FILE
-from transforms.jsontext import document_bytes
+from pipeline.io.ownership import crash_note
+from transforms.core.jsontext import document_bytes
 
 try:
     import fcntl
@@ -46,6 +47,8 @@ except ImportError:  # not POSIX: the pid rule alone
 
 #: The lock's ``os_lock`` value when its holder keeps an OS file lock on it (see above).
 OS_LOCK = "flock"
+#: ``take_over_hint`` of a run's own lock: what ``--break-stale-lock`` does.
+BREAK_STALE_HINT = "pass --break-stale-lock to delete what that run recorded as its own and take the lock over"
 #: Probes of the OS lock when the lock file is being replaced under the prober (record()).
 _PROBES = 5
 
@@ -244,7 +247,7 @@ def acquire(
     break_stale: bool,
     clean_up,
     temp_proof: dict | None = None,
-    take_over_hint: str = "pass --break-stale-lock to delete what that run recorded as its own and take the lock over",
+    take_over_hint: str = BREAK_STALE_HINT,
 ) -> OutputLock:
     """Take the lock of ``output`` (creating the directory), or raise ``LockError``.
 
@@ -278,22 +281,44 @@ def acquire(
             break
     else:
         raise LockError(f"--output {output!r}: its lock {path} keeps appearing and disappearing; try again")
+    refused = refusal(output, holder, break_stale=break_stale, take_over_hint=take_over_hint)
+    if refused:
+        raise LockError(refused)
+    return _take_over(output, path, holder, content, clean_up)
+
+
+def refusal(output: str, holder: dict, *, break_stale: bool, take_over_hint: str = BREAK_STALE_HINT) -> str | None:
+    """Why a run cannot take the lock ``holder`` (what ``read_lock(output)`` gave), or None when
+    it may take it over (stale, and ``break_stale``). The run and ``--dry-run`` both say this."""
+    path = FileSystems.join(output, LOCK_FILE)
     if holder.get("unreadable"):
-        raise LockError(
+        return (
             f"--output {output!r} has a lock file {path} that cannot be read (or is a symbolic link); if no "
             "convnorm run is using this directory, delete that file and run again"
         )
     if not is_stale(holder, path):
-        raise LockError(
+        return (
             f"--output {output!r} is in use by another convnorm run ({describe(holder)}); "
             f"wait for it to finish (lock file {path})"
         )
     if not break_stale:
-        raise LockError(
-            f"--output {output!r} has a stale lock: the run that held it died ({describe(holder)}); "
-            f"its temporary files may still be there; {take_over_hint} (lock file {path})"
+        return (
+            f"--output {output!r} has a stale lock: the run that held it {_how_it_ended(output, holder)} "
+            f"({describe(holder)}); its temporary files may still be there; {take_over_hint} (lock file {path})"
         )
-    return _take_over(output, path, holder, content, clean_up)
+    return None
+
+
+def _how_it_ended(output: str, holder: dict) -> str:
+    """Said of a stale lock's run: it failed and kept its lock (its ``failed`` note), it
+    crashed (the fatal-error report in its temporary directory), or it died."""
+    failed = holder.get("failed")
+    if isinstance(failed, str) and failed:
+        return f"did not die: it failed ({' '.join(failed.split())[:400]}) and kept its lock for the recovery"
+    crashed = crash_note(output, holder)
+    if crashed:
+        return f"died of a crash ({crashed}; under a memory limit such as ulimit -v a failed allocation often ends so)"
+    return "died"
 
 
 def _take_over(output: str, path: str, holder: dict, content: dict, clean_up) -> OutputLock:

@@ -17,8 +17,8 @@ from pipeline.io import ownership as owned
 from pipeline.io.dataset_card import dataset_card
 from pipeline.io.file_formats import FILE_FORMATS
 from pipeline.io.output_names import CARD_FILE, SUMMARY_FILE, VALIDATION_FILE
-from transforms import summary as summaries
-from transforms.dataset_keys import output_names
+from transforms.dataset.dataset_keys import output_names
+from transforms.totals import summary as summaries
 
 
 @dataclass(frozen=True)
@@ -52,6 +52,8 @@ class OutputSpec:
     recount: Callable[[dict, dict], dict]
     page: Page | None = None
     card: Card | None = None
+    #: Output directories written as one file whatever the part layout (``finalize.join_files``).
+    one_file: tuple[str, ...] = ()
 
     @property
     def side_files(self) -> tuple[str, ...]:
@@ -61,6 +63,10 @@ class OutputSpec:
     @property
     def names(self) -> tuple[str, ...]:
         return (*self.shard_outputs, *self.side_files)
+
+
+#: Sinks whose every split is one file (``OutputSpec.one_file``).
+ONE_FILE_SINKS = frozenset({"openai-finetune"})
 
 
 def run_spec(job: Job) -> OutputSpec:
@@ -78,6 +84,8 @@ def run_spec(job: Job) -> OutputSpec:
         SUMMARY_FILE,
         summaries.RUN.recount if not job.settings.splits else functools.partial(recount_splits, tuple(records)),
         card=card,
+        # OpenAI's fine-tuning takes one training file and one validation file: a file per split.
+        one_file=tuple(records) if job.settings.sink in ONE_FILE_SINKS else (),
     )
 
 

@@ -14,7 +14,7 @@ import html
 import math
 from typing import Mapping, Sequence
 
-from transforms.console_text import console_text
+from transforms.totals.console_text import console_text
 
 BAR_COLOR = "#3b6ea5"
 ALERT_COLOR = "#c0504d"

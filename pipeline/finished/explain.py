@@ -32,11 +32,11 @@ from pipeline.finished.html_page import escape
 from pipeline.finished.output_dir import drop_lines, run_settings
 from pipeline.io.output_names import DEAD_LETTER_PATTERNS
 from pipeline.io.shard import where_text
-from transforms.before_after import Explanation, Row, after_text, before_text, counts_line, cut_text, explain
-from transforms.console_text import console_text
+from transforms.dataset.redact import Redaction, as_text
 from transforms.formats import Conversation
-from transforms.record_settings import Settings
-from transforms.redact import Redaction, as_text
+from transforms.record.record_settings import Settings
+from transforms.repairs.before_after import Explanation, Row, after_text, before_text, counts_line, cut_text, explain
+from transforms.totals.console_text import console_text
 
 #: Dead-letter reasons given to a record after it was read and normalized: the sink refused
 #: it, or it was longer than --max-example-tokens. Its conversation can be shown.
@@ -224,7 +224,7 @@ def locate(
     ``inputs``: ``run_inputs(output)``, when the caller has it already.
     """
     from pipeline.io.reread import line_numbers, record_at
-    from transforms.record_steps import RecordRefused, parse_payload, read_conversation, record_id
+    from transforms.record.record_steps import RecordRefused, parse_payload, read_conversation, record_id
 
     run, max_record_bytes = run_settings(output)
     settings = settings or run
@@ -296,7 +296,7 @@ def reassembled(
     its group assembled as the run did, the conversation of its id."""
     from pipeline.io.reread import record_at
     from transforms.calllogs.assemble import GroupState, NoCalls, assemble, group_key
-    from transforms.record_steps import parse_payload, read_call_log
+    from transforms.record.record_steps import parse_payload, read_call_log
 
     assembly = metrics["assembly"]
     key = (assembly["format"], assembly["group"])  # as written: redacted with --redact
@@ -315,7 +315,7 @@ def reassembled(
         raw = record_at(source, position, max_record_bytes)
         if raw is None:
             raise NotFound(f"{source} has no record at position {position:,} any more: was the file moved or changed?")
-        for piece in read_call_log(parse_payload(raw), calls) or ():
+        for piece in getattr(read_call_log(parse_payload(raw), calls), "pieces", ()):
             fmt, group = group_key(piece)
             if (fmt, as_written(group)) == key:
                 state.add(source, position, piece)

@@ -8,7 +8,7 @@ import html
 import json
 
 from pipeline.finished.charts import bar_chart
-from transforms.console_text import console_text
+from transforms.totals.console_text import console_text
 
 #: Characters of an id, a path or a value shown in a table cell.
 CELL_CHARS = 60

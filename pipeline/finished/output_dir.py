@@ -14,7 +14,7 @@ from typing import Iterable, Iterator
 import orjson
 
 from pipeline.io.output_names import DROPS_PATTERNS, STREAMING_MARKER
-from transforms.record_settings import Settings
+from transforms.record.record_settings import Settings
 
 
 class DamagedRun(ValueError):
@@ -103,7 +103,7 @@ def run_settings(output: str) -> tuple[Settings, int]:
 
     pass
     from pipeline.io.output_names import MANIFEST_FILE
-    from transforms.inputs import DEFAULT_MAX_RECORD_BYTES
+    from transforms.record.inputs import DEFAULT_MAX_RECORD_BYTES
 
     manifest = read_json(FileSystems.join(output, MANIFEST_FILE)) or {}
     options = manifest.get("options")

@@ -16,8 +16,8 @@ from typing import Any, Callable
 
 from pipeline.finished.charts import OK_COLOR, bar_chart
 from pipeline.finished.html_page import escape, figure, number_text, tile
-from transforms.dataset_keys import TRAIN
-from transforms.tokens import histogram_key, length_histogram
+from transforms.dataset.dataset_keys import TRAIN
+from transforms.record.tokens import histogram_key, length_histogram
 
 #: Duplicate clusters shown per split, largest first.
 CLUSTERS_SHOWN = 5

@@ -81,7 +81,7 @@ def windows_html(data: ReportData) -> str:
     """A streaming run's windows over time: counts per window, progress, and whether they add up."""
     if not data.windows:
         return ""
-    from transforms import summary as summaries
+    from transforms.totals import summary as summaries
 
     labels = [_window_label(w.name) for w in data.windows]
     counts = {legend: [w.summary.get(key, 0) for w in data.windows] for key, legend in WINDOW_SERIES.items()}
@@ -187,9 +187,12 @@ def opt_in_html(s: dict) -> str:
 
 def _call_logs_section(calls: dict) -> str:
     """How many call-log records became how many conversations (docs/call-logs.md)."""
+    counts = {name: n for name, n in calls.items() if not isinstance(n, dict)}
+    skipped = calls.get("skipped_by_kind") or {}
     return (
         '<h2>Conversations assembled from call logs</h2><div class="card">'
-        + count_table(calls, "call_logs", "call logs")
+        + count_table(counts, "call_logs", "call logs")
+        + count_table(skipped, "call_logs.skipped_by_kind", "parts skipped (no call, no tool result), by kind")
         + "<p>Each call-log record holds LLM calls (and tool results recorded apart); the calls of one "
         "conversation collapse into it when their history is a prefix of it, and a history that is not "
         "becomes a branch of its own. Each assembled conversation is in the normalized output or the "
@@ -335,35 +338,43 @@ def _generic(value, key: str, title: str) -> str:
     if isinstance(value, dict) and value and all(isinstance(v, dict) for v in value.values()):
         value = [{"key": k, **v} for k, v in value.items()]
     if isinstance(value, list) and value and all(isinstance(row, dict) for row in value):
-        columns = list(dict.fromkeys(k for row in value for k in row))
-        numeric = [c for c in columns if all(is_number(row.get(c, 0)) for row in value)]
-        labels = [c for c in columns if c not in numeric]
-        chart = ""
-        if numeric and len(value) > 1:
-            xlabels = [str(row.get(labels[0], i)) if labels else str(i) for i, row in enumerate(value)]
-            series = {c: [row.get(c, 0) for row in value] for c in numeric}
-            chart = figure(
-                line_chart(series, xlabels, title, x_title=labels[0] if labels else "row", y_title="value"), key
-            )
-        head = "".join(f"<th>{escape(c)}</th>" for c in columns)
-        shown = value[:GENERIC_ROWS]
-        body = "".join(
-            "<tr>"
-            + "".join(
-                f'<td class="{"n" if c in numeric else ""}" data-key="{escape(key)}.{i}.{escape(c)}">'
-                f"{escape(cell_text(row.get(c, '')))}</td>"
-                for c in columns
-            )
-            + "</tr>"
-            for i, row in enumerate(shown)
-        )
-        more = (
-            (f'<p class="none">The first {GENERIC_ROWS:,} of {len(value):,} rows; all of them are in summary.json.</p>')
-            if len(value) > GENERIC_ROWS
-            else ""
-        )
-        return chart + f'<div class="scroll"><table><tr>{head}</tr>{body}</table></div>' + more
+        return _generic_rows(value, key, title)
     if isinstance(value, dict) and value:
         return "".join(f"<h3>{escape(k)}</h3>" + _generic(v, f"{key}.{k}", f"{title}: {k}") for k, v in value.items())
     text = json.dumps(value, indent=2, ensure_ascii=False, sort_keys=False)
     return f'<pre data-key="{escape(key)}">{escape(text)}</pre>'
+
+
+def _generic_rows(rows: list[dict], key: str, title: str) -> str:
+    """Rows of unknown shape: a line chart of their numeric columns against the first label
+    column (or the row number), then a table of the first ``GENERIC_ROWS`` rows."""
+    columns = list(dict.fromkeys(k for row in rows for k in row))
+    numeric = [c for c in columns if all(is_number(row.get(c, 0)) for row in rows)]
+    labels = [c for c in columns if c not in numeric]
+    chart = ""
+    if numeric and len(rows) > 1:
+        xlabels = [str(row.get(labels[0], i)) if labels else str(i) for i, row in enumerate(rows)]
+        series = {c: [row.get(c, 0) for row in rows] for c in numeric}
+        chart = figure(line_chart(series, xlabels, title, x_title=labels[0] if labels else "row", y_title="value"), key)
+    return chart + _generic_table(rows, columns, numeric, key)
+
+
+def _generic_table(rows: list[dict], columns: list[str], numeric: list[str], key: str) -> str:
+    """The table of ``_generic_rows``: at most ``GENERIC_ROWS`` rows, and a line saying so."""
+    head = "".join(f"<th>{escape(c)}</th>" for c in columns)
+    body = "".join(
+        "<tr>"
+        + "".join(
+            f'<td class="{"n" if c in numeric else ""}" data-key="{escape(key)}.{i}.{escape(c)}">'
+            f"{escape(cell_text(row.get(c, '')))}</td>"
+            for c in columns
+        )
+        + "</tr>"
+        for i, row in enumerate(rows[:GENERIC_ROWS])
+    )
+    more = (
+        (f'<p class="none">The first {GENERIC_ROWS:,} of {len(rows):,} rows; all of them are in summary.json.</p>')
+        if len(rows) > GENERIC_ROWS
+        else ""
+    )
+    return f'<div class="scroll"><table><tr>{head}</tr>{body}</table></div>' + more

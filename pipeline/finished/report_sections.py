@@ -10,7 +10,7 @@ from typing import Iterator
 from pipeline.finished.charts import ALERT_COLOR, OK_COLOR, bar_chart
 from pipeline.finished.html_page import count_table, counts_chart, escape, figure, number_text, tile
 from pipeline.finished.report_data import ReportData, RunDetails, versions, worst_sources
-from transforms.normalize import split_drops
+from transforms.core.normalize import split_drops
 
 #: Characters of a dead letter's raw input shown under it.
 RAW_CHARS = 600
@@ -27,7 +27,7 @@ def where(record: dict, lines: dict) -> str:
 def _warning_limit(manifest: dict):
     """``--warn-dead-letters`` of the run (its manifest's options; the default when not given)."""
     from pipeline.config.flags import DEFAULT_WARN_DEAD_LETTERS
-    from transforms.summary import DeadLetterLimit
+    from transforms.totals.summary import DeadLetterLimit
 
     options = manifest.get("options")
     options = options if isinstance(options, dict) else {}
@@ -39,7 +39,7 @@ def _warning_limit(manifest: dict):
 
 def header_html(data: ReportData) -> str:
     """Title line, the warnings a person must see first, and the tiles of totals."""
-    from transforms.summary import changed_inputs, dead_letter_warning
+    from transforms.totals.summary import changed_inputs, dead_letter_warning
 
     s = data.summary
     accounted = s.get("accounted")

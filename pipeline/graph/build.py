@@ -21,7 +21,7 @@ from pipeline.io.output_names import SUMMARY_FILE, VALIDATION_FILE
 from pipeline.io.shard import Shard
 from pipeline.runners.dask_cluster import plan_chunks
 from transforms.conversations import CHECK, NORMALIZE, RecordStep
-from transforms.dataset_keys import output_names
+from transforms.dataset.dataset_keys import output_names
 
 #: Input bytes per output shard of conversations assembled from call logs (``call_shards``):
 #: each output shard's conversations are gathered in one worker to be sorted, so their number

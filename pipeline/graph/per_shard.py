@@ -35,9 +35,9 @@ from pipeline.io.parts import DEFAULT_PART_BYTES, Part, plan_parts
 from pipeline.io.shard import Shard
 from pipeline.io.written_files import WrittenFile, report_path, write_report, write_summary
 from pipeline.testhooks import pause_point
-from transforms import summary as summaries
 from transforms.conversations import BatchCounters, freeze_gc
-from transforms.counters import NAMESPACE
+from transforms.totals import summary as summaries
+from transforms.totals.counters import NAMESPACE
 
 
 class _ProcessShard(beam.DoFn):

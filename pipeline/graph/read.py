@@ -11,7 +11,7 @@ import apache_beam as beam
 from pipeline.graph.tally import Tally
 from pipeline.io.parts import Part
 from pipeline.io.shard import FILE_KINDS, Shard
-from transforms.inputs import Batch
+from transforms.record.inputs import Batch
 
 
 class ReadProgress:

@@ -8,7 +8,7 @@ every runner, DaskRunner included, can run).
                                | by shard | GroupByKey | each shard's outputs written (a ShardResult)
 
 The per-shard step holds a shard's outputs instead of writing them (``ShardWork.holds``); the
-conversations are brought together by plain functions (``transforms.dedupe``), and each
+conversations are brought together by plain functions (``transforms.record.dedupe``), and each
 shard's kept conversations, split by ``--split``, its drop metrics and its dead letters (the
 duplicates' included) are written and summarized here. Every key says what it holds
 (``_SHARD``, ``_CONTENT``, ``_KEPT``, ``_OUT``): a shard's result and dead letters travel under
@@ -25,10 +25,9 @@ import apache_beam as beam
 
 from pipeline.graph.shard_step import OutputFiles, ShardResult, ShardWork, numbered_place, written_files
 from pipeline.testhooks import pause_point
-from transforms import summary as summaries
 from transforms.conversations import DEAD_LETTER
-from transforms.dataset_keys import TRAIN, split_output
-from transforms.dedupe import (
+from transforms.dataset.dataset_keys import TRAIN, split_output
+from transforms.record.dedupe import (
     DROPS,
     LETTERS,
     RECORDS,
@@ -38,6 +37,7 @@ from transforms.dedupe import (
     shard_conversations,
     shard_outputs,
 )
+from transforms.totals import summary as summaries
 
 _SHARD, _CONTENT, _KEPT, _OUT = "shard", "content", "kept", "out"
 _RESULT, _LETTER_BATCH = "result", "letter-batch"
@@ -53,7 +53,7 @@ def held_by_shard(result: ShardResult, main_output: str) -> Iterator[tuple[tuple
 
 def claims(element: tuple[tuple[Any, ...], Any]) -> Iterator[tuple[tuple[Any, ...], Any]]:
     """A shard's batches -> its result and dead letters (kept by shard), and its conversations
-    under each content key they claim (``transforms.dedupe.content_claims``)."""
+    under each content key they claim (``transforms.record.dedupe.content_claims``)."""
     (_, shard), values = element
     out, tagged = (_OUT, shard), []
     for tag, value in values:

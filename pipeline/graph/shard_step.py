@@ -36,15 +36,15 @@ from pipeline.io.parts import Part
 from pipeline.io.read_shard import iter_part_batches
 from pipeline.io.shard import Shard
 from pipeline.io.written_files import WrittenFile, temp_name
-from transforms import summary as summaries
 from transforms.call_assembly import keyed_pieces
 from transforms.calllogs.assemble import GroupState
 from transforms.conversations import CALLS, DEAD_LETTER, RecordStep
-from transforms.dataset_keys import TRAIN, output_names, split_output
-from transforms.inputs import DEFAULT_BATCH_BYTES, DEFAULT_BATCH_SIZE, DEFAULT_MAX_RECORD_BYTES, Batch
-from transforms.record_settings import Settings
-from transforms.record_steps import ReaderHint
-from transforms.records import BatchResult, normalize_batch
+from transforms.dataset.dataset_keys import TRAIN, output_names, split_output
+from transforms.record.inputs import DEFAULT_BATCH_BYTES, DEFAULT_BATCH_SIZE, DEFAULT_MAX_RECORD_BYTES, Batch
+from transforms.record.record_settings import Settings
+from transforms.record.record_steps import ReaderHint
+from transforms.record.records import BatchResult, normalize_batch
+from transforms.totals import summary as summaries
 
 LOG = logging.getLogger(__name__)
 
@@ -77,7 +77,7 @@ class ShardWork:
     @property
     def splits(self) -> bool:
         """``--split`` on the records (validate's violations have no split): each split's records
-        to its own output, the dead letters by position (as ``transforms.dedupe.shard_outputs``)."""
+        to its own output, the dead letters by position (as ``transforms.record.dedupe.shard_outputs``)."""
         return self.step.main_output == "normalized" and bool(self.settings.splits)
 
     def file_format(self, output: str) -> str:

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import yaml
 
-from transforms.dataset_keys import TRAIN
+from transforms.dataset.dataset_keys import TRAIN
 from transforms.formats.datasets import yaml_features
 
 _BODY = """

@@ -12,8 +12,8 @@ from typing import Callable, NamedTuple
 
 from pipeline.io import files
 from pipeline.io.schema_parquet import sink_schema, storage_row
-from transforms.flat_rows import flat_row, parquet_schema
-from transforms.jsontext import dumps_line
+from transforms.core.jsontext import dumps_line
+from transforms.record.flat_rows import flat_row, parquet_schema
 
 # --------------------------------------------------------------------------------------------
 # File formats: open(path) -> writer with write(items, lines=None) and close() -> FileMeasure

@@ -91,12 +91,13 @@ def needs_put_empty(path: str, data: bytes) -> bool:
     return not data and scheme(path) == "s3"
 
 
-def _s3_client() -> Any:
+def _s3_client(config: Any = None) -> Any:
     import boto3  # the aws extra (apache-beam[aws]) brings it
     from apache_beam.options.pipeline_options import PipelineOptions, S3Options
 
     s3 = (_options if _options is not None else PipelineOptions([])).view_as(S3Options)
     return boto3.session.Session().client(
+        config=config,
         service_name="s3",
         region_name=s3.s3_region_name,
         api_version=s3.s3_api_version,
@@ -113,3 +114,54 @@ def put_empty(path: str) -> None:
     """Write an empty object at ``s3://bucket/key``, replacing what is there."""
     bucket, _, key = path.split("://", 1)[1].partition("/")
     _s3_client().put_object(Bucket=bucket, Key=key, Body=b"")
+
+
+#: Seconds the access check waits to connect to the store, and for its answer.
+CHECK_CONNECT_S, CHECK_READ_S = 10, 30
+
+
+def access_problem(paths: list[str]) -> str | None:
+    """Why the ``s3://`` paths among ``paths`` cannot be used, in one line, or None.
+
+    One request per bucket (a listing of one key under the path, which reading and the output
+    check need anyway), made once, without retries: Beam retries an error without an HTTP
+    status (no credentials, no answer) with growing waits for minutes, a traceback each time,
+    before the run has done anything."""
+    buckets: dict[str, str] = {}
+    for path in paths:
+        if scheme(path) == "s3":
+            bucket, _, key = path.split("://", 1)[1].partition("/")
+            buckets.setdefault(bucket, key.split("*", 1)[0].split("?", 1)[0].split("[", 1)[0])
+    if not buckets:
+        return None
+    try:
+        import botocore.exceptions as aws
+        from botocore.config import Config
+    except ImportError:  # Beam refuses s3:// itself without the aws extra, in one line
+        return None
+    config = Config(connect_timeout=CHECK_CONNECT_S, read_timeout=CHECK_READ_S, retries={"total_max_attempts": 1})
+    try:
+        client = _s3_client(config)
+    except aws.BotoCoreError as error:  # a bad region, an endpoint that is no URL ...
+        return f"s3:// paths cannot be used: {_said(error)}"
+    for bucket, prefix in buckets.items():
+        where = f"s3://{bucket}/{prefix}"
+        try:
+            client.list_objects_v2(Bucket=bucket, Prefix=prefix, MaxKeys=1)
+        except aws.NoCredentialsError:
+            return (
+                f"{where}: no credentials for the object store: give --s3_access_key_id and "
+                "--s3_secret_access_key, or set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, AWS_PROFILE "
+                "or a credentials file; nothing was run"
+            )
+        except aws.ClientError as error:
+            answer = error.response.get("Error", {})
+            code, message = answer.get("Code", "?"), answer.get("Message", "")
+            return f"{where}: the object store refused to list it: {code}: {_said(message)}; nothing was run"
+        except aws.BotoCoreError as error:  # no answer: a wrong endpoint, a network down
+            return f"{where}: the object store could not be asked: {_said(error)}; nothing was run"
+    return None
+
+
+def _said(error: object) -> str:
+    return " ".join(str(error).split())[:300]

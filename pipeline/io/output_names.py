@@ -22,6 +22,11 @@ TEMP_PREFIX = "_convnorm_temp-"
 TEMP_PROOF = "_convnorm_run.json"
 
 
+#: In a run's temporary directory (local outputs): where Python's fatal-error handler writes if
+#: the run crashes (a segmentation fault, an abort), for the next run to say how it died.
+CRASH_NOTE = "_convnorm_crash.txt"
+
+
 MANIFEST_FORMAT = "convnorm-manifest/1"
 
 

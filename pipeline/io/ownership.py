@@ -17,6 +17,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import stat
 import uuid
 from dataclasses import dataclass, field
 from typing import Any, Iterable
@@ -25,6 +26,7 @@ from apache_beam.io.filesystems import FileSystems
 
 from pipeline.io import files
 from pipeline.io.output_names import (
+    CRASH_NOTE,
     LOCK_FILE,
     MANIFEST_FILE,
     MANIFEST_FORMAT,
@@ -34,7 +36,7 @@ from pipeline.io.output_names import (
     TEMP_PREFIX,
     TEMP_PROOF,
 )
-from transforms.jsontext import document_bytes
+from transforms.core.jsontext import document_bytes
 
 #: Entries listed when refusing a directory.
 SHOWN_ENTRIES = 10
@@ -514,6 +516,30 @@ def _dead_temp_dir(output: str, holder: dict) -> str | None:
             f"are kept too: check the lock {FileSystems.join(output, LOCK_FILE)}, delete it by hand, and run again"
         )
     return FileSystems.join(output, name)
+
+
+def crash_note(output: str, holder: dict) -> str | None:
+    """The first line of the fatal-error report (``CRASH_NOTE``) a dead run left in its
+    temporary directory (proved its: ``temp_proof``), e.g. ``Fatal Python error: Segmentation
+    fault``; None when there is none (a run killed outright writes nothing)."""
+    if not files.is_local(output):
+        return None
+    try:
+        temp = _dead_temp_dir(output, holder)
+    except OutputError:
+        return None
+    if temp is None or not _proven_temp(temp, holder.get("temp_proof")):
+        return None
+    try:
+        fd = os.open(os.path.join(temp, CRASH_NOTE), os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    except OSError:
+        return None
+    try:
+        head = os.read(fd, 4096) if stat.S_ISREG(os.fstat(fd).st_mode) else b""
+    finally:
+        os.close(fd)
+    lines = head.decode("utf-8", "replace").splitlines()
+    return " ".join(lines[0].split())[:200] or None if lines else None
 
 
 def _proven_temp(path: str, proof: Any) -> bool:

@@ -13,7 +13,7 @@ import orjson
 
 from pipeline.io.planned_files import open_shard
 from pipeline.io.shard import Shard
-from transforms.inputs import DEFAULT_MAX_RECORD_BYTES, Parsed, RawRecord, Unreadable
+from transforms.record.inputs import DEFAULT_MAX_RECORD_BYTES, Parsed, RawRecord, Unreadable
 
 
 def _jsonable(value, nulled: list):

@@ -18,7 +18,7 @@ from pipeline.io.output_names import OWN_OUTPUT_FILES
 from pipeline.io.read_shard import read_shard
 from pipeline.io.shard import FILE_KINDS, Blank, Shard, display_path, file_suffix, special_file_kind
 from pipeline.io.text_containers import starts_utf16
-from transforms.inputs import DEFAULT_MAX_RECORD_BYTES, DEFAULT_SHARD_BYTES
+from transforms.record.inputs import DEFAULT_MAX_RECORD_BYTES, DEFAULT_SHARD_BYTES
 
 LOG = logging.getLogger(__name__)
 

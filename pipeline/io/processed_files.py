@@ -48,9 +48,9 @@ from pipeline.io import files
 from pipeline.io.output_names import SUMMARY_FILE
 from pipeline.io.shard import FILE_KINDS, Stamp, display_path, file_suffix
 from pipeline.io.text_containers import line_feed
-from transforms import summary as summaries
-from transforms.jsontext import document_bytes
-from transforms.record_settings import Settings
+from transforms.core.jsontext import document_bytes
+from transforms.record.record_settings import Settings
+from transforms.totals import summary as summaries
 
 PROCESSED_DIR = "_convnorm_files"
 #: The watcher's last view of the landing directory (pending files), replaced every poll.

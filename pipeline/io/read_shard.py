@@ -12,7 +12,7 @@ from pipeline.io.planned_files import InputChanged
 from pipeline.io.shard import FILE_KINDS, Blank, Shard
 from pipeline.io.text_containers import read_json_shard, read_jsonl_shard
 from pipeline.testhooks import pause_point
-from transforms.inputs import (
+from transforms.record.inputs import (
     DEFAULT_BATCH_BYTES,
     DEFAULT_MAX_RECORD_BYTES,
     Batch,
@@ -47,6 +47,8 @@ def read_shard(shard: Shard, max_record_bytes: int = DEFAULT_MAX_RECORD_BYTES) -
         # Not the file planned: what was read stays read, the rest is this one record.
         position = next_position if changed.position is None else changed.position
         yield RawRecord(shard.name, position, Unreadable("input_changed", changed.detail))
+    except MemoryError:
+        raise  # the machine's limit, not the file's fault: the run fails saying so
     except Exception as error:  # noqa: BLE001 — filesystems and pyarrow raise many types
         yield RawRecord(
             shard.name,

@@ -8,7 +8,7 @@ from typing import Iterable
 from pipeline.io.read_shard import read_shard
 from pipeline.io.shard import FILE_KINDS, Blank, Shard, file_suffix
 from pipeline.io.text_containers import UTF8_BOM, open_text_stream
-from transforms.inputs import DEFAULT_MAX_RECORD_BYTES, RawRecord, Unreadable
+from transforms.record.inputs import DEFAULT_MAX_RECORD_BYTES, RawRecord, Unreadable
 
 
 def record_at(path: str, position: int, max_record_bytes: int = DEFAULT_MAX_RECORD_BYTES) -> RawRecord | None:

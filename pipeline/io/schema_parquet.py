@@ -18,10 +18,10 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from transforms.core.jsontext import dumps_line
 from transforms.formats import WRITERS
 from transforms.formats.datasets import datasets_features
 from transforms.formats.schema import BOOL, ID, INT, JSON, STRING
-from transforms.jsontext import dumps_line
 
 
 class MissingFromSchema(ValueError):

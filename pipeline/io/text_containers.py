@@ -42,13 +42,13 @@ import zstandard
 from pipeline.io.files import open_input
 from pipeline.io.planned_files import check_ended, open_shard
 from pipeline.io.shard import BLANK, FILE_KINDS, Blank, Shard
-from transforms.inputs import (  # the defaults live where the command line reads them without Beam
+from transforms.core.jsontext import NumberTooLarge, parse_json
+from transforms.record.inputs import (  # the defaults live where the command line reads them without Beam
     DEFAULT_MAX_RECORD_BYTES,
     Parsed,
     RawRecord,
     Unreadable,
 )
-from transforms.jsontext import NumberTooLarge, parse_json
 
 # --------------------------------------------------------------------------------------------
 # Reading one shard (plain generators: the baseline benchmark and the validator reuse them)
@@ -326,6 +326,8 @@ def read_jsonl_shard(shard: Shard, max_record_bytes: int = DEFAULT_MAX_RECORD_BY
                         size += skipped
                         item = _too_large(line, size, max_record_bytes, True)
                         line = None
+            except MemoryError:
+                raise  # the machine's limit, not the file's fault: the run fails saying so
             except Exception as error:  # noqa: BLE001 — corrupt archives raise many types
                 yield RawRecord(
                     shard.name,
@@ -385,6 +387,8 @@ def _read_utf16_lines(handle, source: str, encoding: str, max_record_bytes: int,
             else:
                 yield BLANK
             position += size
+    except MemoryError:
+        raise  # the machine's limit, not the file's fault: the run fails saying so
     except Exception as error:  # noqa: BLE001 — a cut-off code unit, a corrupt archive
         yield RawRecord(
             source,

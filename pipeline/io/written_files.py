@@ -10,7 +10,7 @@ from apache_beam.io.filesystems import FileSystems
 
 from pipeline.io import files
 from pipeline.io.object_store import WorkerFilesystems
-from transforms.jsontext import document_bytes
+from transforms.core.jsontext import document_bytes
 
 
 def temp_name(shard: int, start: int, attempt: str) -> str:

@@ -4,6 +4,8 @@ pandas, see that module) instead of Beam's ``sdk_worker_main``."""
 
 from __future__ import annotations
 
+import re
+
 from apache_beam.options.pipeline_options import DirectOptions, StandardOptions
 from apache_beam.portability import python_urns
 from apache_beam.runners.portability.fn_api_runner import FnApiRunner
@@ -43,4 +45,35 @@ def pipeline_runner(options) -> FnApiRunner | None:
         return None
     if not written_for("convnorm's lean SDK workers (FnApiRunner.run_via_runner_api)", WRITTEN_FOR):
         return None
+    _watch_worker_exits()
+    WORKER_EXITS.clear()  # this run's
     return FnApiRunnerLeanWorkers()
+
+
+#: Exit statuses of this process's worker processes that ended in error, this run's: a worker
+#: killed (the kernel's out-of-memory killer, a crash) makes the pipeline fail with only
+#: "Channel closed prematurely"; ``pipeline.execution.execute.run_pipeline`` says which signal.
+WORKER_EXITS: list[int] = []
+
+
+def _watch_worker_exits() -> None:
+    """Note the exit status Beam's worker thread raises (and nobody reads) when its worker
+    process ends in error: ``RuntimeError('Worker subprocess exited with return code N')``."""
+    from apache_beam.runners.portability import local_job_service
+
+    worker = local_job_service.SubprocessSdkWorker
+    if getattr(worker, "_convnorm_watched", False):
+        return
+    run = worker.run
+
+    def watched(self) -> None:
+        try:
+            run(self)
+        except RuntimeError as error:
+            found = re.search(r"exited with return code (-?\d+)", str(error))
+            if found:
+                WORKER_EXITS.append(int(found.group(1)))
+            raise
+
+    worker.run = watched  # type: ignore[method-assign]
+    worker._convnorm_watched = True  # type: ignore[attr-defined]

@@ -47,7 +47,6 @@ from pipeline.io import files
 from pipeline.io import processed_files as processed
 from pipeline.io.processed_files import ASSEMBLED_DIR, ASSEMBLED_FILE, CALLS_FILE
 from pipeline.testhooks import pause_point
-from transforms import summary as summaries
 from transforms.call_assembly import (
     assembly_partial,
     conversations_of,
@@ -57,8 +56,9 @@ from transforms.call_assembly import (
     shard_batches,
 )
 from transforms.calllogs.assemble import GroupState, group_key
-from transforms.jsontext import canonical_json, document_bytes
-from transforms.record_steps import CallLogged
+from transforms.core.jsontext import canonical_json, document_bytes
+from transforms.record.record_steps import CallLogged
+from transforms.totals import summary as summaries
 
 LOG = logging.getLogger("convnorm")
 

@@ -27,12 +27,12 @@ from pipeline.streaming.landing import stamp_of
 from pipeline.streaming.watch import Landed
 from pipeline.streaming.windows import window_name
 from pipeline.testhooks import pause_point
-from transforms import summary as summaries
 from transforms.conversations import BatchCounters, freeze_gc
-from transforms.inputs import Batch
-from transforms.jsontext import document_bytes
-from transforms.record_settings import Settings
-from transforms.records import BatchResult
+from transforms.core.jsontext import document_bytes
+from transforms.record.inputs import Batch
+from transforms.record.record_settings import Settings
+from transforms.record.records import BatchResult
+from transforms.totals import summary as summaries
 
 LOG = logging.getLogger("convnorm")
 

@@ -75,10 +75,10 @@ from pipeline.streaming.clean import COMMITS, CleanLandedFiles, CleanPlan
 from pipeline.streaming.landing import LandingRules, Refused, match_landing
 from pipeline.streaming.watch import WatchLandingDirectory, WatchPlan, handled_now, should_stop
 from pipeline.streaming.windows import KeepWindowsOpen, SummarizeWindows
-from transforms import summary as summaries
-from transforms.console_text import console_text
 from transforms.conversations import NORMALIZE
-from transforms.counters import NAMESPACE
+from transforms.totals import summary as summaries
+from transforms.totals.console_text import console_text
+from transforms.totals.counters import NAMESPACE
 
 LOG = logging.getLogger("convnorm")
 
@@ -324,13 +324,18 @@ def run_streaming(job: Job) -> int:
 TAKEN_OVER = frozenset({"streaming", "report"})
 
 
+def streaming_refusal(output: str, holder: dict) -> str:
+    """Why a streaming start leaves a dead run's stale lock alone (its command not in ``TAKEN_OVER``)."""
+    return (
+        f"--output {output!r} has a stale lock of a dead `convnorm {holder.get('command')}` run "
+        f"({locks.describe(holder)}); --streaming takes over only a streaming run's lock: recover that run "
+        "(rerun it with --overwrite --break-stale-lock) or choose another directory; nothing was deleted"
+    )
+
+
 def _take_over(output: str, holder: dict) -> None:
     if holder.get("command") not in TAKEN_OVER:
-        raise OutputError(
-            f"--output {output!r} has a stale lock of a dead `convnorm {holder.get('command')}` run "
-            f"({locks.describe(holder)}); --streaming takes over only a streaming run's lock: recover that run "
-            "(rerun it with --overwrite --break-stale-lock) or choose another directory; nothing was deleted"
-        )
+        raise OutputError(streaming_refusal(output, holder))
     done = owned.clean_dead_run(output, holder)
     # What was kept is said too: a temporary directory its lock does not prove the dead run's.
     LOG.warning(

@@ -17,9 +17,9 @@ from pipeline.io import processed_files as processed
 from pipeline.io.output_names import SUMMARY_FILE
 from pipeline.streaming.assembled import assemble_window
 from pipeline.streaming.commits import COMMITS
-from transforms.console_text import console_text
-from transforms.normalize import split_drops
-from transforms.record_settings import Settings
+from transforms.core.normalize import split_drops
+from transforms.record.record_settings import Settings
+from transforms.totals.console_text import console_text
 
 
 def _utc(ts: Timestamp) -> str:

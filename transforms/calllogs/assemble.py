@@ -25,11 +25,12 @@ the conversations do not depend on the order pieces arrive in or on how states w
 from __future__ import annotations
 
 import hashlib
+import json
 import re
 from typing import Any, NamedTuple
 
-from transforms.calllogs.calls import Call, Piece, ToolResult
-from transforms.jsontext import canonical_json, dumps_line
+from transforms.calllogs.calls import Call, Piece, Rejected, ToolResult
+from transforms.core.jsontext import canonical_json, dumps_line
 
 #: Separates a group from a branch's number in a branch's id: ``<group>#branch<n>``.
 BRANCH_SEPARATOR = "#branch"
@@ -74,10 +75,70 @@ def message_digest(message: Any) -> bytes:
     return hashlib.blake2b(canonical_json(message), digest_size=16).digest()
 
 
+def _parsed_args(args: Any) -> Any:
+    """Call arguments as the provider means them: JSON text parsed (one log writes the string
+    the API returned, the next request's copy an object), anything else as it is."""
+    if isinstance(args, str) and args.strip()[:1] in ("{", "["):
+        try:
+            return json.loads(args)
+        except ValueError:
+            return args
+    return args
+
+
+def comparable(messages: list[Any]) -> list[Any]:
+    """The messages as a call log's calls are compared: arguments parsed, and call ids replaced
+    by their place among the sequence's calls (``#0``, ``#1`` ...), a tool result's id by the
+    place of the call it answers (by id; by order among the calls not yet answered when its id
+    names none of them, or when it has none). Exporters invent ids (Google ADK: ``call_0`` in an
+    output, ``call_1`` in the next request's copy) or leave them out; what pairs with what is
+    kept, the spelling is not. Message ``i``'s form depends only on messages ``0..i``, so the
+    prefixes of a sequence are the prefixes of its comparable form."""
+    out: list[Any] = []
+    places: dict[str, str] = {}
+    pending: list[str] = []
+    count = 0
+    for message in messages:
+        if not isinstance(message, dict):
+            out.append(message)
+            continue
+        calls = message.get("tool_calls")
+        if isinstance(calls, list) and calls:
+            message = dict(message)
+            seen = []
+            for call in calls:
+                if not isinstance(call, dict):
+                    seen.append(call)
+                    continue
+                place = f"#{count}"
+                count += 1
+                own = call.get("tool_call_id")
+                if isinstance(own, str) and own:
+                    places[own] = place
+                pending.append(place)
+                same = {**call, "tool_call_id": place}
+                if "args" in call:
+                    same["args"] = _parsed_args(call["args"])
+                seen.append(same)
+            message["tool_calls"] = seen
+        elif message.get("role") == "tool" and "tool_call_id" in message:
+            own = message["tool_call_id"]
+            answered = places.get(own) if isinstance(own, str) else None
+            if answered is None and pending:
+                answered = pending[0]  # an id that names no call (invented, or none): by order
+            if answered is not None:
+                if answered in pending:
+                    pending.remove(answered)
+                message = {**message, "tool_call_id": answered}
+        out.append(message)
+    return out
+
+
 def chain_of(messages: list[Any]) -> list[bytes]:
+    """The hash chain of a sequence, of its comparable form (``comparable``)."""
     chain: list[bytes] = []
     previous = b""
-    for message in messages:
+    for message in comparable(messages):
         previous = hashlib.blake2b(previous + message_digest(message), digest_size=16).digest()
         chain.append(previous)
     return chain
@@ -92,12 +153,14 @@ class GroupState:
     a few look-ups, never a comparison with every kept sequence (a trace of thousands of
     unrelated calls)."""
 
-    __slots__ = ("sequences", "calls", "tool_results", "tools", "prefixes", "ends", "truncated")
+    __slots__ = ("sequences", "calls", "tool_results", "rejected", "tools", "prefixes", "ends", "truncated")
 
     def __init__(self) -> None:
         self.sequences: list[_Sequence] = []
         self.calls: list[_CallSeen] = []
         self.tool_results: list[tuple[Origin, ToolResult]] = []
+        #: Parts of the group's records that could not be read: a dead letter each.
+        self.rejected: list[tuple[Origin, Rejected]] = []
         self.tools: dict[bytes, list[dict[str, Any]]] = {}
         self.prefixes: set[bytes] = set()
         self.ends: dict[bytes, int] = {}
@@ -110,6 +173,11 @@ class GroupState:
         if isinstance(piece, ToolResult):
             self.tool_results.append((origin, piece))
             return self
+        if isinstance(piece, Rejected):
+            self.rejected.append((origin, piece))
+            return self
+        if not isinstance(piece, Call):
+            return self  # not a piece to assemble (a reader's ``Skipped`` marker)
         messages = [*piece.history, *piece.output]
         chain = chain_of(messages)
         tools = None
@@ -168,6 +236,7 @@ class GroupState:
             self._keep(sequence)
         self.calls.extend(other.calls)
         self.tool_results.extend(other.tool_results)
+        self.rejected.extend(other.rejected)
         self.truncated |= other.truncated
         for key, tools in other.tools.items():
             known = self.tools.get(key)

@@ -15,7 +15,9 @@ Every piece names its conversation: ``group`` (the format's conversation or sess
 its trace id) within its ``format``; the assembly (``transforms.calllogs.assemble``) groups
 pieces by ``(format, group)``, orders them by ``start`` and rebuilds the conversation. A record
 the reader cannot read raises ``FormatError``; a call-log record that holds no call and no tool
-result gives ``[]`` (the job dead-letters it, ``no_llm_calls``).
+result gives only ``Skipped`` markers (its parts, counted by kind) or ``[]`` (nothing at all:
+the job dead-letters it, ``no_llm_calls``). A record of many parts (a trace download, an OTLP
+document) whose one part cannot be read gives a ``Rejected`` for it, and the rest as usual.
 """
 
 from __future__ import annotations
@@ -69,7 +71,39 @@ class ToolResult(NamedTuple):
     content: str
 
 
-Piece = Call | ToolResult
+class Rejected(NamedTuple):
+    """One part of a record (an observation of a trace download, a span of an OTLP document)
+    that its reader could not read, while the record's other parts were read: a dead letter of
+    its own (``format_error``, its place in ``detail``), the rest of the record kept."""
+
+    format: str
+    group: str
+    start: int
+    #: The part's own id (observation or span id), or its place when it has none.
+    call_id: str
+    #: The ``FormatError`` reason and its text, with the part's place.
+    reason: str
+    detail: str
+    #: The part itself as JSON text (cut: ``PART_TEXT_LIMIT``), for its dead letter's ``raw``.
+    raw: str = ""
+
+
+#: How much of a refused part's JSON text a ``Rejected`` keeps (its dead letter's ``raw`` is cut
+#: again to ``--raw-limit``).
+PART_TEXT_LIMIT = 10_000
+
+
+class Skipped(NamedTuple):
+    """A part of a record that is no LLM call and no tool result (an HTTP, database, chain or
+    agent span; a Langfuse SPAN observation; a LangSmith chain run ...): counted by ``kind``
+    in the summary (``call_logs.skipped_by_kind``), never a dead letter. Never assembled."""
+
+    kind: str
+
+
+Piece = Call | ToolResult | Rejected
+#: What a reader's ``read`` gives: the pieces, and a ``Skipped`` for each part left out.
+ReadItem = Call | ToolResult | Rejected | Skipped
 
 
 @dataclass(frozen=True)
@@ -78,7 +112,7 @@ class CallLogReader:
     (cheap: top-level keys first); ``read(record)`` gives its pieces, or raises ``FormatError``."""
 
     name: str
-    read: Callable[[Any], list[Piece]]
+    read: Callable[[Any], list[ReadItem]]
     detect: Callable[[Any], bool]
     #: Detection order among call-log readers (lowest first); all of them run before the
     #: conversation readers (``transforms.formats``).

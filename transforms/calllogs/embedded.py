@@ -15,9 +15,12 @@ fields, as the conversation readers do; ``Call.discarded`` carries it to the job
 from __future__ import annotations
 
 import json
-from typing import Any, NamedTuple
+from typing import Any, Callable, NamedTuple
 
 from transforms.calllogs import genai, streams
+from transforms.calllogs.calls import PART_TEXT_LIMIT, ReadItem
+from transforms.core.ledger import coercion_discards
+from transforms.core.normalize import content_text, pairing_key
 from transforms.formats import media as carried_media
 from transforms.formats import reasoning as carried_reasoning
 from transforms.formats._common import openai_tool
@@ -27,8 +30,6 @@ from transforms.formats.bedrock import bedrock_to_flat
 from transforms.formats.gemini import gemini_to_flat
 from transforms.formats.openai import openai_to_flat
 from transforms.formats.openai_responses import responses_to_flat
-from transforms.ledger import coercion_discards
-from transforms.normalize import content_text, pairing_key
 
 
 class Embedded(NamedTuple):
@@ -246,14 +247,7 @@ def read_output(payload: Any, where: str) -> Embedded:
     before its end is read, ``truncated``.
     """
     if streams.is_stream(payload):
-        stream = payload
-        payload = streams.assembled(stream)
-        if payload is None:
-            raise FormatError(
-                "streamed_response",
-                f"{where} is a stream of server-sent events of a kind convnorm does not assemble "
-                "(OpenAI chat chunks, Anthropic message events and Responses events are)",
-            )
+        stream, payload = payload, _assembled_stream(payload, where)
         if not streams.complete(stream):
             return read_output(payload, where)._replace(truncated=True)
     payload = decoded(payload)
@@ -266,19 +260,30 @@ def read_output(payload: Any, where: str) -> Embedded:
         return Embedded(vercel)
     if not isinstance(payload, dict):
         return read_history(payload, where, "assistant")
+    return _read_response_object(payload, where)
+
+
+def _assembled_stream(stream: Any, where: str) -> Any:
+    """A response kept as raw server-sent events, assembled; ``streamed_response`` for a kind
+    convnorm does not assemble."""
+    payload = streams.assembled(stream)
+    if payload is None:
+        raise FormatError(
+            "streamed_response",
+            f"{where} is a stream of server-sent events of a kind convnorm does not assemble "
+            "(OpenAI chat chunks, Anthropic message events and Responses events are)",
+        )
+    return payload
+
+
+def _read_response_object(payload: dict[str, Any], where: str) -> Embedded:
+    """``read_output`` of an object: the provider response its keys name, a GenAI-events
+    choice, or a message; ``unknown_output`` for anything else."""
     ledger: dict[str, Any] = {}
     model = _model_of(payload.get("model"))
     choices = payload.get("choices")
     if isinstance(choices, list):
-        choice = _first(choices)
-        if not isinstance(choice, dict):
-            return Embedded([], model=model)
-        message = choice.get("message")
-        if isinstance(message, dict):
-            return Embedded(openai_to_flat([_assistant(message)], None, ledger), model=model, discarded=ledger or None)
-        if isinstance(choice.get("text"), str):
-            return Embedded(_text_message("assistant", choice["text"]), model=model)
-        return Embedded([], model=model)
+        return _read_first_choice(choices, model)
     if payload.get("type") == "message" and isinstance(payload.get("content"), list):
         check_blocks(payload["content"], where)
         flat = anthropic_to_flat([{"role": "assistant", "content": payload["content"]}], None, ledger)
@@ -290,11 +295,7 @@ def read_output(payload: Any, where: str) -> Embedded:
         return Embedded(flat, tools_of(payload.get("tools")), model, ledger or None)
     candidates = payload.get("candidates")
     if isinstance(candidates, list):
-        content = as_dict(_first(candidates)).get("content")
-        if not isinstance(content, dict):
-            return Embedded([], model=_model_of(payload.get("modelVersion")))
-        flat = gemini_to_flat([{"role": "model", **content}], None, ledger)
-        return Embedded(flat, model=_model_of(payload.get("modelVersion")), discarded=ledger or None)
+        return _read_first_candidate(candidates, _model_of(payload.get("modelVersion")))
     content = payload.get("content")
     if isinstance(content, dict) and isinstance(content.get("parts"), list):
         # A google-adk LlmResponse: a Gemini Content beside finish_reason and usage.
@@ -307,6 +308,30 @@ def read_output(payload: Any, where: str) -> Embedded:
     if "role" in payload:
         return read_history(payload, where, "assistant")
     raise FormatError("unknown_output", f"{where}: {_describe(payload)} is not a response shape any reader knows")
+
+
+def _read_first_choice(choices: list[Any], model: str | None) -> Embedded:
+    """An OpenAI chat completion's first choice: its message, or a legacy completion's text."""
+    choice = _first(choices)
+    if not isinstance(choice, dict):
+        return Embedded([], model=model)
+    ledger: dict[str, Any] = {}
+    message = choice.get("message")
+    if isinstance(message, dict):
+        return Embedded(openai_to_flat([_assistant(message)], None, ledger), model=model, discarded=ledger or None)
+    if isinstance(choice.get("text"), str):
+        return Embedded(_text_message("assistant", choice["text"]), model=model)
+    return Embedded([], model=model)
+
+
+def _read_first_candidate(candidates: list[Any], model: str | None) -> Embedded:
+    """A Gemini response's first candidate's content."""
+    content = as_dict(_first(candidates)).get("content")
+    if not isinstance(content, dict):
+        return Embedded([], model=model)
+    ledger: dict[str, Any] = {}
+    flat = gemini_to_flat([{"role": "model", **content}], None, ledger)
+    return Embedded(flat, model=model, discarded=ledger or None)
 
 
 def check_blocks(content: Any, where: str) -> None:
@@ -357,3 +382,32 @@ def result_text(value: Any) -> str:
                 return inner
         return value
     return content_text(value)
+
+
+def parts_read(
+    parts: list[Any],
+    read: Callable[[Any], list[ReadItem]],
+    rejected: Callable[[int, Any, FormatError], ReadItem],
+) -> list[ReadItem]:
+    """``read(part)`` for each part of a record. A record of one part that cannot be read is
+    refused whole (the ``FormatError`` goes on); in a record of several, a part that cannot be
+    read gives ``rejected(index, part, error)`` (a ``Rejected``: a dead letter of its own) and
+    the other parts are read as usual."""
+    if len(parts) <= 1:
+        return [item for part in parts for item in read(part)]
+    out: list[ReadItem] = []
+    for index, part in enumerate(parts):
+        try:
+            out.extend(read(part))
+        except FormatError as error:
+            out.append(rejected(index, part, error))
+    return out
+
+
+def part_text(part: Any) -> str:
+    """A refused part as JSON text, cut to ``PART_TEXT_LIMIT`` characters, for its dead letter."""
+    try:
+        text = json.dumps(part, ensure_ascii=False, separators=(",", ":"), sort_keys=False)
+    except (TypeError, ValueError, RecursionError):
+        text = repr(part)
+    return text[:PART_TEXT_LIMIT]

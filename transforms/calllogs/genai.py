@@ -29,9 +29,9 @@ import json
 import re
 from typing import Any
 
+from transforms.core.ledger import note
+from transforms.core.normalize import content_text
 from transforms.formats._rendered import SERVER_CALL, SERVER_RESULT, render, unknown_block
-from transforms.ledger import note
-from transforms.normalize import content_text
 
 JOIN = "\n"
 #: The part types of the GenAI message schemas (``generic`` is python-contrib's catch-all).
@@ -49,6 +49,9 @@ PART_TYPES = frozenset(
     )
 )
 _MEDIA = frozenset(("blob", "file", "uri"))
+#: The reasoning part .NET's Microsoft.Extensions.AI writes among GenAI parts (a Gemini model's
+#: thoughts, by the Microsoft agent framework): read as ``reasoning``.
+_MEAI_REASONING = "Microsoft.Extensions.AI.TextReasoningContent"
 _PLACEHOLDER = {"image": "[image]", "audio": "[audio]", "video": "[video]"}
 _ROLES = {"model": "assistant"}
 #: Keys a ``tool_call_response`` holds its result under, in the order they are tried.
@@ -146,9 +149,11 @@ def _read_part(
         calls.append(call)
     elif kind == "tool_call_response":
         out.append({"role": "tool", "content": _result_text(part), "tool_call_id": _trimmed(part.get("id"))})
-    elif kind == "reasoning":
+    elif kind == "reasoning" or kind == _MEAI_REASONING:
         if discarded is not None:
-            note(discarded, "reasoning", part.get("content"))
+            content = part.get("content")
+            # Microsoft.Extensions.AI (.NET agents) keeps its reasoning as {text, protectedData}.
+            note(discarded, "reasoning", content.get("text") if isinstance(content, dict) else content)
     elif kind in _MEDIA:
         texts.append(_media_text(part))
     elif kind == "server_tool_call":
@@ -284,8 +289,26 @@ def indexed(attributes: dict[str, Any], prefix: str) -> list[dict[str, Any]]:
     return [entries[n] for n in sorted(entries)]
 
 
+def _listed_calls(content: Any) -> list[dict[str, Any]] | None:
+    """Koog's tool calls, written as an entry's ``content``: JSON text of a list of OpenAI
+    calls (``[{"function": {"name", "arguments"}, "id", "type": "function"}]``) as flat calls;
+    ``None`` for any other content."""
+    found = _json(content) if isinstance(content, str) else None
+    if not isinstance(found, list) or not found:
+        return None
+    for call in found:
+        if not (isinstance(call, dict) and call.get("type") == "function" and isinstance(call.get("function"), dict)):
+            return None
+    return _event_calls(found)
+
+
 def indexed_message(entry: dict[str, Any]) -> dict[str, Any]:
-    """One ``gen_ai.prompt.N`` / ``gen_ai.completion.N`` entry as a flat message."""
+    """One ``gen_ai.prompt.N`` / ``gen_ai.completion.N`` entry as a flat message. An entry whose
+    content is a list of tool calls (Koog: role ``tool`` in a prompt, ``assistant`` in a
+    completion) is an assistant message making those calls."""
+    calls_listed = _listed_calls(entry.get("content"))
+    if calls_listed is not None:
+        return {"role": "assistant", "content": "", "tool_calls": calls_listed}
     own = entry.get("role")
     role = _ROLES.get(own, own) if isinstance(own, str) else "user"
     flat: dict[str, Any] = {"role": role, "content": content_text(entry.get("content"))}
@@ -300,3 +323,44 @@ def indexed_message(entry: dict[str, Any]) -> dict[str, Any]:
     if role == "tool":
         flat["tool_call_id"] = _trimmed(entry.get("tool_call_id"))
     return flat
+
+
+def koog_message(message: Any) -> Any:
+    """A message of a list (a Langfuse payload) whose ``content`` is Koog's listed tool calls,
+    and that answers no call, as the OpenAI assistant message making them; any other as it is."""
+    if not isinstance(message, dict) or "tool_call_id" in message or message.get("tool_calls"):
+        return message
+    content = message.get("content")
+    calls = _json(content) if isinstance(content, str) else None
+    if _listed_calls(content) is None or not isinstance(calls, list):
+        return message
+    return {"role": "assistant", "content": None, "tool_calls": calls}
+
+
+def koog_messages(messages: Any, output: bool = False) -> Any:
+    """A message list with Koog's call entries read as assistant calls (``koog_message``); as an
+    output, only its first entry when it holds any (Koog writes each call of a turn as a
+    completion entry of its own, and the next request repeats them one by one, each followed by
+    its result: the first is the one the next request's history continues)."""
+    if not isinstance(messages, list) or not any(koog_message(m) is not m for m in messages):
+        return messages
+    read = [koog_message(m) for m in messages]
+    return read[:1] if output else answered_in_order(read, "id")
+
+
+def answered_in_order(messages: list[Any], id_key: str) -> list[Any]:
+    """Tool messages that name no call, given the ids of the calls just before them, in order:
+    Koog records a result without the id of the call it answers, right after that call."""
+    out: list[Any] = []
+    pending: list[str] = []
+    for message in messages:
+        if isinstance(message, dict) and message.get("role") == "tool":
+            if not message.get("tool_call_id") and pending:
+                message = {**message, "tool_call_id": pending.pop(0)}
+        elif isinstance(message, dict):
+            calls = message.get("tool_calls")
+            pending = [
+                c[id_key] for c in calls or () if isinstance(c, dict) and isinstance(c.get(id_key), str) and c[id_key]
+            ]
+        out.append(message)
+    return out

@@ -13,8 +13,10 @@ Three record shapes, one reader (``langfuse``):
 
 Observations of type ``GENERATION`` are calls, ``TOOL`` ones tool results (their ``output``;
 the call id from the OTel attributes Langfuse keeps in ``metadata``: ``gen_ai.tool.call.id``,
-``tool_call.id``, else none); every other type (``SPAN``, ``AGENT``, ``EVENT`` ...) gives
-nothing. The conversation is the session id, else the trace id.
+``tool_call.id``, else none); every other type (``SPAN``, ``AGENT``, ``EVENT`` ...) is a
+``Skipped``, by type. The conversation is the session id, else the trace id. An observation of
+a trace download that cannot be read is a ``Rejected`` (a dead letter of its own), and the
+trace's other observations are read.
 
 Langfuse keeps ``input`` and ``output`` as the instrumentation wrote them: OpenAI chat messages,
 Responses items, Gemini requests, OTel GenAI parts or events, plain text. They are read by the
@@ -29,12 +31,22 @@ from __future__ import annotations
 
 from typing import Any
 
-from transforms.calllogs import openinference
-from transforms.calllogs.calls import Call, CallLogReader, Piece, ToolResult, register_call_log_reader
+from transforms.calllogs import genai, openinference
+from transforms.calllogs.calls import (
+    Call,
+    CallLogReader,
+    ReadItem,
+    Rejected,
+    Skipped,
+    ToolResult,
+    register_call_log_reader,
+)
 from transforms.calllogs.embedded import (
     as_dict,
     decoded,
     merged_ledgers,
+    part_text,
+    parts_read,
     read_history,
     read_output,
     result_text,
@@ -42,8 +54,8 @@ from transforms.calllogs.embedded import (
     tools_of,
 )
 from transforms.calllogs.times import time_nanos
+from transforms.core.normalize import content_text
 from transforms.formats.base import FormatError
-from transforms.normalize import content_text
 
 NAME = "langfuse"
 _CALL_TYPES = frozenset(("GENERATION",))
@@ -131,6 +143,8 @@ def _call(observation: dict[str, Any], session: Any) -> Call:
     where = f"observation {_text(observation.get('id'))}"
     history_payload, listed_tools = _langchain(observation.get("input"))
     output_payload, _ = _langchain(observation.get("output"))
+    history_payload = genai.koog_messages(history_payload)
+    output_payload = genai.koog_messages(output_payload, output=True)
     history = read_history(history_payload, f"{where} input")
     output = read_output(output_payload, f"{where} output")
     messages = history.messages
@@ -179,8 +193,9 @@ def _tool_result(observation: dict[str, Any], session: Any) -> ToolResult | None
     )
 
 
-def observation_pieces(observation: Any, session: Any = None) -> list[Piece]:
-    """The piece one observation gives (``session``: the trace's session id, for a download)."""
+def observation_pieces(observation: Any, session: Any = None) -> list[ReadItem]:
+    """The piece one observation gives (``session``: the trace's session id, for a download),
+    or a ``Skipped`` by its type (``span``, ``agent``, ``event`` ...)."""
     if not isinstance(observation, dict):
         raise FormatError("bad_observation", f"an observation is {type(observation).__name__}, not an object")
     kind = observation.get("type")
@@ -189,14 +204,30 @@ def observation_pieces(observation: Any, session: Any = None) -> list[Piece]:
         call = _call(observation, session)
         # A generation that recorded neither input nor output (BeeAI's start / finish events
         # are generations of their own) has nothing to rebuild from.
-        return [call] if call.history or call.output else []
+        return [call] if call.history or call.output else [Skipped("llm_without_messages")]
     if kind in _TOOL_TYPES:
         result = _tool_result(observation, session)
-        return [] if result is None else [result]
-    return []
+        return [Skipped("tool_without_result")] if result is None else [result]
+    return [Skipped(kind.lower() or "other")]
 
 
-def read_langfuse(record: Any) -> list[Piece]:
+def _rejected(trace: dict[str, Any], session: Any, index: int, observation: Any, error: FormatError) -> Rejected:
+    """An observation of a trace download that cannot be read: a dead letter of its own."""
+    found = as_dict(observation)
+    own = _text(found.get("id")) or f"#{index}"
+    group = next(
+        (_text(v) for v in (session, _field(found, "session"), _field(found, "trace"), trace.get("id")) if v),
+        own,
+    )
+    try:
+        start = time_nanos(_field(found, "start"), "start time")
+    except FormatError:
+        start = 0
+    detail = f"{NAME}: observation {index} (id {own}): {error.reason}: {error}"
+    return Rejected(NAME, group, start, own, error.reason, detail, part_text(observation))
+
+
+def read_langfuse(record: Any) -> list[ReadItem]:
     if not isinstance(record, dict):
         raise FormatError("not_langfuse", "a Langfuse record is an object")
     if "observations" in record:
@@ -205,7 +236,11 @@ def read_langfuse(record: Any) -> list[Piece]:
             raise FormatError("bad_observations", "'observations' is not a list")
         trace = as_dict(record.get("trace"))
         session = trace.get("sessionId", trace.get("session_id"))
-        return [piece for observation in observations for piece in observation_pieces(observation, session)]
+        return parts_read(
+            observations,
+            lambda observation: observation_pieces(observation, session),
+            lambda index, observation, error: _rejected(trace, session, index, observation, error),
+        )
     if "type" not in record:
         raise FormatError("missing_type", "a Langfuse observation has a type")
     return observation_pieces(record)

@@ -25,22 +25,32 @@ from __future__ import annotations
 
 from typing import Any
 
-from transforms.calllogs.calls import Call, CallLogReader, Piece, ToolResult, register_call_log_reader
+from transforms.calllogs.calls import (
+    Call,
+    CallLogReader,
+    ReadItem,
+    Rejected,
+    Skipped,
+    ToolResult,
+    register_call_log_reader,
+)
 from transforms.calllogs.embedded import (
     as_dict,
     check_blocks,
     decoded,
     merged_ledgers,
+    part_text,
+    parts_read,
     read_history,
     read_output,
     strict_flat,
     tools_of,
 )
 from transforms.calllogs.times import time_nanos
+from transforms.core.normalize import content_text
 from transforms.formats._common import block_text
 from transforms.formats.base import FormatError
 from transforms.formats.openai import openai_to_flat
-from transforms.normalize import content_text
 
 NAME = "langsmith"
 _THREAD_KEYS = ("session_id", "thread_id", "conversation_id")
@@ -149,8 +159,13 @@ def _tag(message: dict[str, Any]) -> str:
     return kind if isinstance(kind, str) else ""
 
 
+def _extra(run: dict[str, Any]) -> dict[str, Any]:
+    """The run's ``extra``: an object, or JSON text (a Parquet bulk export stores it so)."""
+    return as_dict(decoded(run.get("extra")))
+
+
 def _metadata(run: dict[str, Any]) -> dict[str, Any]:
-    extra = as_dict(run.get("extra"))
+    extra = _extra(run)
     metadata = extra.get("metadata")
     return metadata if isinstance(metadata, dict) else {}
 
@@ -167,7 +182,7 @@ def _group(run: dict[str, Any]) -> str:
 
 
 def _model(run: dict[str, Any], *found: str | None) -> str | None:
-    extra = as_dict(run.get("extra"))
+    extra = _extra(run)
     params = as_dict(extra.get("invocation_params"))
     for value in (params.get("model"), params.get("model_name"), *found, _metadata(run).get("ls_model_name")):
         if isinstance(value, str) and value:
@@ -215,8 +230,7 @@ def _llm_call(run: dict[str, Any]) -> Call:
             output_model, output_tools = read_out.model, read_out.tools
             ledger = merged_ledgers(ledger, read_out.discarded) or {}
             truncated = read_out.truncated
-    extra = as_dict(run.get("extra"))
-    params = as_dict(extra.get("invocation_params"))
+    params = as_dict(_extra(run).get("invocation_params"))
     tools = tools_of(params.get("tools")) or history_tools or tools_of(inputs.get("tools")) or output_tools
     history = strict_flat(history, ledger)
     output = strict_flat(output, ledger)
@@ -257,22 +271,43 @@ def _tool_result(run: dict[str, Any]) -> ToolResult | None:
     )
 
 
-def run_pieces(run: Any) -> list[Piece]:
-    """The pieces of one run and of its ``child_runs``."""
+def _one_run(run: Any) -> list[ReadItem]:
+    """The piece of one run (not its children), or a ``Skipped`` by its type."""
     if not isinstance(run, dict):
         raise FormatError("bad_run", f"a run is {type(run).__name__}, not an object")
-    pieces: list[Piece] = []
     kind = run.get("run_type")
     if kind == "llm":
-        pieces.append(_llm_call(run))
-    elif kind == "tool":
+        return [_llm_call(run)]
+    if kind == "tool":
         result = _tool_result(run)
-        if result is not None:
-            pieces.append(result)
-    children = run.get("child_runs")
+        return [Skipped("tool_without_result")] if result is None else [result]
+    return [Skipped(kind.lower() if isinstance(kind, str) and kind else "other")]
+
+
+def _runs(run: Any) -> list[Any]:
+    """A run and, depth first, its ``child_runs``."""
+    found = [run]
+    children = run.get("child_runs") if isinstance(run, dict) else None
     for child in children if isinstance(children, list) else ():
-        pieces.extend(run_pieces(child))
-    return pieces
+        found.extend(_runs(child))
+    return found
+
+
+def _rejected(index: int, run: Any, error: FormatError) -> Rejected:
+    """A run of a payload (or of a run's children) that cannot be read: a dead letter of its own."""
+    found = run if isinstance(run, dict) else {}
+    own = _run_id(found) or f"#{index}"
+    try:
+        start = time_nanos(found.get("start_time"), "start_time")
+    except FormatError:
+        start = 0
+    detail = f"{NAME}: run {index} (id {own}): {error.reason}: {error}"
+    return Rejected(NAME, _group(found) or own, start, own, error.reason, detail, part_text(run))
+
+
+def run_pieces(run: Any) -> list[ReadItem]:
+    """The pieces of one run and of its ``child_runs``."""
+    return parts_read(_runs(run), _one_run, _rejected)
 
 
 def _merged_runs(record: dict[str, Any]) -> list[dict[str, Any]]:
@@ -296,13 +331,14 @@ def _merged_runs(record: dict[str, Any]) -> list[dict[str, Any]]:
     return posts
 
 
-def read_langsmith(record: Any) -> list[Piece]:
+def read_langsmith(record: Any) -> list[ReadItem]:
     if not isinstance(record, dict):
         raise FormatError("not_langsmith", "a LangSmith run is an object")
     if "run_type" not in record:
         if not isinstance(record.get("post", []), list) or not isinstance(record.get("patch", []), list):
             raise FormatError("bad_payload", "an ingestion payload's post and patch are lists of runs")
-        return [piece for run in _merged_runs(record) for piece in run_pieces(run)]
+        runs = [found for run in _merged_runs(record) for found in _runs(run)]
+        return parts_read(runs, _one_run, _rejected)
     return run_pieces(record)
 
 

@@ -20,9 +20,9 @@ from typing import Any
 
 from transforms.calllogs.embedded import tools_of
 from transforms.calllogs.genai import JOIN, indexed
+from transforms.core.ledger import note
+from transforms.core.normalize import content_text
 from transforms.formats._rendered import unknown_block
-from transforms.ledger import note
-from transforms.normalize import content_text
 
 SPAN_KIND = "openinference.span.kind"
 INPUT = "llm.input_messages"

@@ -27,7 +27,7 @@ import hashlib
 import json
 from typing import Any
 
-from transforms.calllogs.calls import Call, CallLogReader, Piece, register_call_log_reader
+from transforms.calllogs.calls import Call, CallLogReader, ReadItem, Skipped, register_call_log_reader
 from transforms.calllogs.embedded import (
     Embedded,
     decoded,
@@ -38,8 +38,8 @@ from transforms.calllogs.embedded import (
     tools_of,
 )
 from transforms.calllogs.times import time_nanos
+from transforms.core.normalize import content_text
 from transforms.formats.base import FormatError
-from transforms.normalize import content_text
 
 HELICONE = "helicone"
 OPENPIPE = "openpipe"
@@ -93,7 +93,7 @@ def _call(fmt: str, group: str, start: int, call_id: str, request: Embedded, res
 # Helicone
 
 
-def read_helicone(record: Any) -> list[Piece]:
+def read_helicone(record: Any) -> list[ReadItem]:
     if not isinstance(record, dict) or "request_body" not in record:
         raise FormatError(
             "missing_request_body", "a Helicone export row holds request_body (export with --include-body)"
@@ -122,7 +122,7 @@ def _digest(value: Any) -> str:
     return "openpipe-" + hashlib.sha256(text.encode("utf-8")).hexdigest()[:16]
 
 
-def read_openpipe(record: Any) -> list[Piece]:
+def read_openpipe(record: Any) -> list[ReadItem]:
     if not isinstance(record, dict) or not isinstance(decoded(record.get("input")), dict):
         raise FormatError("bad_input", "an OpenPipe line's input is the request object")
     request_body = decoded(record["input"])
@@ -182,17 +182,18 @@ def _litellm_group(record: dict[str, Any]) -> str:
     return ""
 
 
-def read_litellm(record: Any) -> list[Piece]:
+def read_litellm(record: Any) -> list[ReadItem]:
     if not isinstance(record, dict):
         raise FormatError("not_litellm", "a LiteLLM logging payload is an object")
     call_type = _text(record.get("call_type"))
     if call_type.removeprefix("a") not in _CHAT_CALLS and call_type not in _CHAT_CALLS:
-        return []  # an embedding, an image, a moderation ...: no chat call
+        # An embedding, an image, a moderation ...: no chat call, counted by its type.
+        return [Skipped(call_type.removeprefix("a") if call_type.startswith("aembedding") else call_type or "other")]
     call_id = _text(record.get("request_id") or record.get("id"))
     where = f"call {call_id}"
     body = _litellm_request(record, where)
     if body is None:
-        return []  # the proxy stored no prompt (SpendLogs without prompt storage)
+        return [Skipped("llm_without_messages")]  # SpendLogs without prompt storage
     request = read_history(body, f"{where} messages")
     response_body = decoded(record.get("response"))
     response = read_output(response_body, f"{where} response") if response_body not in (None, {}, "") else Embedded([])

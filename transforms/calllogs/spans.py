@@ -15,9 +15,13 @@ Two readers, by container:
 
 Each span is read by the convention it follows, decided span by span (one export may mix
 them): an OpenInference span (``openinference.span.kind`` or ``llm.*_messages`` keys) by
-``transforms.calllogs.openinference``; an OpenTelemetry GenAI span by the rules below; any
-other span (HTTP, database, agent and chain spans, an LLM span whose content capture was off so
-that it recorded no message) gives nothing. Tool executions (GenAI ``execute_tool`` spans with
+``transforms.calllogs.openinference``; a span of the Langfuse SDK (``langfuse.observation.*``)
+as the observation it stands for (``transforms.calllogs.langfuse``); an OpenTelemetry GenAI
+span by the rules below; any other span (HTTP, database, agent and chain spans, an LLM span
+whose content capture was off so that it recorded no message) is a ``Skipped``, by kind. Trace
+and span ids lose a ``0x`` prefix and are lower-cased (one id whatever the exporter). A span of
+a document of many that cannot be read is a ``Rejected`` (a dead letter of its own); the
+document's other spans are read. Tool executions (GenAI ``execute_tool`` spans with
 a ``gen_ai.tool.call.result``, OpenInference ``TOOL`` spans with an ``output.value``) give
 ``ToolResult`` pieces.
 
@@ -36,14 +40,25 @@ resource), else the trace id.
 
 from __future__ import annotations
 
+import re
 from typing import Any, Iterator
 
-from transforms.calllogs import genai, openinference
-from transforms.calllogs.calls import Call, CallLogReader, Piece, ToolResult, register_call_log_reader
+from transforms.calllogs import genai, langfuse, openinference
+from transforms.calllogs.calls import (
+    Call,
+    CallLogReader,
+    ReadItem,
+    Rejected,
+    Skipped,
+    ToolResult,
+    register_call_log_reader,
+)
 from transforms.calllogs.embedded import (
     as_dict,
     decoded,
     merged_ledgers,
+    part_text,
+    parts_read,
     read_history,
     read_output,
     result_text,
@@ -51,15 +66,32 @@ from transforms.calllogs.embedded import (
     tools_of,
 )
 from transforms.calllogs.times import time_nanos
+from transforms.core.normalize import content_text
 from transforms.formats.base import FormatError
-from transforms.normalize import content_text
 
 OTLP = "otlp"
 _ROW_PREFIXES = ("gen_ai.", "llm.", "openinference.")
 _OTLP_KEYS = frozenset(("resourceSpans", "resource_spans", "resourceLogs", "resource_logs"))
 SPAN_ROWS = "span-rows"
 
-_GROUP_KEYS = ("gen_ai.conversation.id", "session.id", "traceloop.association.properties.session_id")
+_GROUP_KEYS = (
+    "gen_ai.conversation.id",
+    "session.id",
+    "langfuse.session.id",
+    "traceloop.association.properties.session_id",
+)
+#: The Langfuse SDK's own span attributes (its OTLP export): the observation's type, payloads
+#: (JSON text) and model.
+LANGFUSE_TYPE = "langfuse.observation.type"
+_LANGFUSE_INPUT = "langfuse.observation.input"
+_LANGFUSE_OUTPUT = "langfuse.observation.output"
+_LANGFUSE_MODEL = "langfuse.observation.model.name"
+#: OpenInference's span kinds: a span row's ``span_kind`` is one of these in Phoenix's export;
+#: any other value (``CLIENT``, ``SPAN_KIND_INTERNAL``: OpenTelemetry's own kinds) is not.
+_OI_KINDS = frozenset(
+    ("LLM", "TOOL", "CHAIN", "AGENT", "RETRIEVER", "EMBEDDING", "RERANKER", "GUARDRAIL", "EVALUATOR", "PROMPT")
+)
+_HEX_ID = re.compile(r"\A(?:0[xX])?([0-9a-fA-F]+)\Z")
 _SYSTEM_KEYS = ("gen_ai.system_instructions", "gen_ai.system.instructions")
 _LLM_OPERATIONS = frozenset(("chat", "text_completion", "generate_content"))
 _PROMPT_EVENT = "gen_ai.content.prompt"
@@ -176,6 +208,15 @@ class Span:
         self.resource = resource
 
 
+def span_id_text(value: Any) -> str:
+    """A trace or span id as text, hex ids without a ``0x`` prefix and in lower case: the same
+    span gets the same id whichever exporter wrote it (Phoenix and the console exporter write
+    ``0x5b8e...``, OTLP JSON ``5b8e...``)."""
+    text = content_text(value).strip()
+    match = _HEX_ID.match(text)
+    return match.group(1).lower() if match else text
+
+
 def _otlp_span(span: dict[str, Any], resource: dict[str, Any]) -> Span:
     events = []
     for event in _list(span.get("events")):
@@ -183,13 +224,28 @@ def _otlp_span(span: dict[str, Any], resource: dict[str, Any]) -> Span:
             events.append((content_text(event.get("name")), attributes_of(event.get("attributes"))))
     start = time_nanos(_get(span, "startTimeUnixNano", "start_time_unix_nano"), "startTimeUnixNano")
     return Span(
-        content_text(_get(span, "traceId", "trace_id")),
-        content_text(_get(span, "spanId", "span_id")),
+        span_id_text(_get(span, "traceId", "trace_id")),
+        span_id_text(_get(span, "spanId", "span_id")),
         start,
         attributes_of(span.get("attributes")),
         events,
         resource,
     )
+
+
+#: Attributes only OpenInference writes (beside ``llm.*`` and ``openinference.*``).
+_OI_KEYS = frozenset(("input.value", "output.value", "tool.name", "tool.id", "tool_call.id"))
+
+
+def _speaks_genai_only(attributes: dict[str, Any]) -> bool:
+    """The attributes follow the GenAI conventions and none of OpenInference's: a row's kind
+    beside them (an exporter's ``LLM`` or ``TOOL`` label) does not make them OpenInference's."""
+    genai_keys = False
+    for key in attributes:
+        if key.startswith(("llm.", "openinference.")) or key in _OI_KEYS:
+            return False
+        genai_keys = genai_keys or key.startswith("gen_ai.")
+    return genai_keys
 
 
 def _row_span(row: dict[str, Any]) -> Span:
@@ -201,12 +257,20 @@ def _row_span(row: dict[str, Any]) -> Span:
     resource = row.get("resource")
     resource_attributes = attributes_of(resource.get("attributes")) if isinstance(resource, dict) else {}
     attributes = attributes_of(row.get("attributes"))
-    if isinstance(row.get("span_kind"), str) and openinference.SPAN_KIND not in attributes:
-        # Phoenix's span JSON keeps the kind beside the attributes, not among them.
-        attributes = {**attributes, openinference.SPAN_KIND: row["span_kind"]}
+    kind = row.get("span_kind")
+    if (
+        isinstance(kind, str)
+        and kind.upper() in _OI_KINDS
+        and openinference.SPAN_KIND not in attributes
+        and not _speaks_genai_only(attributes)
+    ):
+        # Phoenix's span JSON keeps the OpenInference kind beside the attributes, not among
+        # them; the console exporter's ``span_kind`` is OpenTelemetry's (``CLIENT`` ...), which
+        # says nothing of the convention the attributes follow.
+        attributes = {**attributes, openinference.SPAN_KIND: kind}
     return Span(
-        content_text(_get(context, "trace_id", "traceId") or _get(row, "trace_id", "traceId")),
-        content_text(_get(context, "span_id", "spanId") or _get(row, "span_id", "spanId", "id")),
+        span_id_text(_get(context, "trace_id", "traceId") or _get(row, "trace_id", "traceId")),
+        span_id_text(_get(context, "span_id", "spanId") or _get(row, "span_id", "spanId", "id")),
         time_nanos(_get(row, "start_time", "startTime", "startTimeUnixNano"), "start_time"),
         attributes,
         events,
@@ -259,7 +323,8 @@ def _genai_history(span: Span, where: str, ledger: dict[str, Any]) -> list[Any]:
         return system + _messages(prompt, where, ledger)
     entries = genai.indexed(attributes, "gen_ai.prompt")
     if entries:
-        return system + [genai.indexed_message(entry) for entry in entries]
+        messages = [genai.indexed_message(entry) for entry in entries]
+        return system + genai.answered_in_order(messages, "tool_call_id")
     events = _events(span)
     return system + genai.event_messages(events, ledger)[0]
 
@@ -336,8 +401,44 @@ def _model(attributes: dict[str, Any]) -> str | None:
     return None
 
 
-def span_pieces(fmt: str, span: Span) -> list[Piece]:
-    """The pieces one span gives: a ``Call``, a ``ToolResult``, or nothing (a span of neither)."""
+def _skipped_kind(attributes: dict[str, Any]) -> str:
+    """What a span that is no call and no tool result is, for the skipped counts: its GenAI
+    operation (``invoke_agent``, ``embeddings`` ...), else ``http``, ``db`` or ``rpc`` by its
+    attributes, else ``other``."""
+    operation = _operation(attributes)
+    if operation:
+        return operation
+    for prefix, kind in (("http.", "http"), ("url.", "http"), ("db.", "db"), ("rpc.", "rpc")):
+        if any(key.startswith(prefix) for key in attributes):
+            return kind
+    return "other"
+
+
+def _langfuse_pieces(fmt: str, span: Span, kind: str) -> list[ReadItem]:
+    """A span of the Langfuse SDK (``langfuse.observation.*``), read as the observation it
+    stands for: a generation is a call, a tool a tool result, anything else is skipped."""
+    attributes = span.attributes
+    observation = {
+        "id": span.span_id,
+        "type": kind,
+        "input": attributes.get(_LANGFUSE_INPUT),
+        "output": attributes.get(_LANGFUSE_OUTPUT),
+        "model": attributes.get(_LANGFUSE_MODEL),
+        "metadata": {"attributes": attributes},
+    }
+    pieces = langfuse.observation_pieces(observation)
+    out: list[ReadItem] = []
+    for piece in pieces:
+        if isinstance(piece, (Call, ToolResult)):
+            out.append(piece._replace(format=fmt, group=_group(span), start=span.start, call_id=span.span_id))
+        else:
+            out.append(piece)
+    return out
+
+
+def span_pieces(fmt: str, span: Span) -> list[ReadItem]:
+    """The pieces one span gives: a ``Call``, a ``ToolResult``, or a ``Skipped`` (a span of
+    neither, by kind)."""
     attributes = span.attributes
     where = f"span {span.span_id}"
     if openinference.is_openinference(attributes):
@@ -345,11 +446,13 @@ def span_pieces(fmt: str, span: Span) -> list[Piece]:
         if kind == "TOOL":
             found = openinference.tool_result(attributes)
             if found is None:
-                return []
+                return [Skipped("tool_without_result")]
             call_id, name, content = found
             return [ToolResult(fmt, _group(span), span.start, span.span_id, call_id, name, content)]
-        if kind != "LLM" or not openinference.has_messages(attributes):
-            return []
+        if kind != "LLM":
+            return [Skipped(kind.lower() or "other")]
+        if not openinference.has_messages(attributes):
+            return [Skipped("llm_without_messages")]
         ledger: dict[str, Any] = {}
         history = strict_flat(openinference.history(attributes, ledger), ledger)
         output = strict_flat(openinference.output(attributes, ledger), ledger)
@@ -366,10 +469,13 @@ def span_pieces(fmt: str, span: Span) -> list[Piece]:
                 ledger or None,
             )
         ]
+    langfuse_type = attributes.get(LANGFUSE_TYPE)
+    if isinstance(langfuse_type, str) and langfuse_type and _CONTENT_KEYS.isdisjoint(attributes):
+        return _langfuse_pieces(fmt, span, langfuse_type.upper())
     if _operation(attributes) == "execute_tool":
         result_key = next((k for k in _RESULT_KEYS if k in attributes), None)
         if result_key is None:
-            return []  # the result is opt-in: a span without it has nothing to fill in
+            return [Skipped("tool_without_result")]  # the result is opt-in
         return [
             ToolResult(
                 fmt,
@@ -382,12 +488,12 @@ def span_pieces(fmt: str, span: Span) -> list[Piece]:
             )
         ]
     if not _is_genai_llm(span):
-        return []
+        return [Skipped(_skipped_kind(attributes))]
     ledger = {}
     history = strict_flat(_genai_history(span, where, ledger), ledger)
     output = strict_flat(_genai_output(span, where, ledger), ledger)
     if not history and not output:
-        return []  # content capture was off: an LLM span with no message to rebuild from
+        return [Skipped("llm_without_messages")]  # content capture was off
     tools = _genai_tools(attributes)
     return [
         Call(fmt, _group(span), span.start, span.span_id, history, output, tools, _model(attributes), ledger or None)
@@ -412,7 +518,7 @@ def otlp_log_records(record: dict[str, Any]) -> Iterator[tuple[dict[str, Any], d
                 yield log, resource_attributes
 
 
-def _log_pieces(record: dict[str, Any]) -> list[Piece]:
+def _log_pieces(record: dict[str, Any]) -> list[ReadItem]:
     """The calls of an OTLP logs document (GenAI events written as log records, semconv 1.28 on).
 
     A ``gen_ai.client.inference.operation.details`` record holds a whole call in its
@@ -421,13 +527,13 @@ def _log_pieces(record: dict[str, Any]) -> list[Piece]:
     the body) of one span make one call, in document order; the call's id is the span id, its
     start the first record's time. Other log records are no calls.
     """
-    pieces: list[Piece] = []
+    pieces: list[ReadItem] = []
     by_span: dict[tuple[str, str], list[Any]] = {}
     for log, resource in otlp_log_records(record):
         attributes = attributes_of(log.get("attributes"))
         name = _get(log, "eventName", "event_name") or attributes.get("event.name")
-        trace_id = content_text(_get(log, "traceId", "trace_id"))
-        span_id = content_text(_get(log, "spanId", "span_id"))
+        trace_id = span_id_text(_get(log, "traceId", "trace_id"))
+        span_id = span_id_text(_get(log, "spanId", "span_id"))
         start = time_nanos(_get(log, "timeUnixNano", "time_unix_nano", "observedTimeUnixNano"), "timeUnixNano")
         if name == _DETAILS_EVENT:
             pieces.extend(span_pieces(OTLP, Span(trace_id, span_id, start, attributes, [], resource)))
@@ -439,6 +545,8 @@ def _log_pieces(record: dict[str, Any]) -> list[Piece]:
                 by_span[(trace_id, span_id)] = [Span(trace_id, span_id, start, attributes, [], resource), event]
             else:
                 entry.append(event)
+        else:
+            pieces.append(Skipped("log_record"))  # an application's log line, no part of a call
     for span, *events in by_span.values():
         ledger: dict[str, Any] = {}
         history, output = genai.event_messages(events, ledger)
@@ -447,16 +555,30 @@ def _log_pieces(record: dict[str, Any]) -> list[Piece]:
     return pieces
 
 
-def read_otlp(record: Any) -> list[Piece]:
+def _rejected_span(fmt: str, index: int, span: dict[str, Any], error: FormatError) -> Rejected:
+    trace_id = span_id_text(_get(span, "traceId", "trace_id"))
+    span_id = span_id_text(_get(span, "spanId", "span_id")) or f"#{index}"
+    try:
+        start = time_nanos(_get(span, "startTimeUnixNano", "start_time_unix_nano"), "startTimeUnixNano")
+    except FormatError:
+        start = 0
+    detail = f"{fmt}: span {index} (id {span_id}): {error.reason}: {error}"
+    return Rejected(fmt, trace_id, start, span_id, error.reason, detail, part_text(span))
+
+
+def read_otlp(record: Any) -> list[ReadItem]:
     if not isinstance(record, dict):
         raise FormatError("not_otlp", "an OTLP document is an object")
     spans = _get(record, "resourceSpans", "resource_spans")
     logs = _get(record, "resourceLogs", "resource_logs")
     if not isinstance(spans, list) and not isinstance(logs, list):
         raise FormatError("not_otlp", "an OTLP document has a resourceSpans or a resourceLogs list")
-    pieces: list[Piece] = []
-    for span, resource in otlp_spans(record):
-        pieces.extend(span_pieces(OTLP, _otlp_span(span, resource)))
+    spans = list(otlp_spans(record))
+    pieces = parts_read(
+        spans,
+        lambda found: span_pieces(OTLP, _otlp_span(*found)),
+        lambda index, found, error: _rejected_span(OTLP, index, found[0], error),
+    )
     pieces.extend(_log_pieces(record))
     return pieces
 
@@ -465,7 +587,7 @@ def detect_otlp(record: Any) -> bool:
     return not _OTLP_KEYS.isdisjoint(record)
 
 
-def read_span_row(record: Any) -> list[Piece]:
+def read_span_row(record: Any) -> list[ReadItem]:
     if not isinstance(record, dict) or not isinstance(record.get("attributes"), dict):
         raise FormatError("not_a_span", "a span row has an attributes object")
     return span_pieces(SPAN_ROWS, _row_span(record))

@@ -6,10 +6,16 @@ OTLP's decimal string of nanoseconds (``startTimeUnixNano``), and epoch numbers 
 client writes milliseconds). Every function here is pure and deterministic: a naive time is
 UTC, never the machine's local time, and fractions are kept to the nanosecond (``datetime``
 stops at microseconds, so the arithmetic is done on integers).
+
+One range for every spelling: a time must be a signed 64-bit count of nanoseconds (1677-09-21
+to 2262-04-11 UTC), what OTLP and Parquet hold. A number, a digit string or an ISO date outside
+it is ``bad_timestamp`` alike (a ``startTime`` of ``1e300`` was taken while a year-99999 string
+was refused).
 """
 
 from __future__ import annotations
 
+import math
 import re
 from datetime import date
 from typing import Any
@@ -24,8 +30,28 @@ _ISO = re.compile(
 )
 
 
+#: The times convnorm reads, in nanoseconds since the epoch: a signed 64-bit integer.
+MIN_NANOS, MAX_NANOS = -(1 << 63), (1 << 63) - 1
+#: Digits of the longest decimal in that range.
+_MAX_DIGITS = len(str(MAX_NANOS))
+
+
 def bad_time(value: Any, where: str) -> FormatError:
     return FormatError("bad_timestamp", f"{where} is {value!r:.80}, not a time convnorm reads")
+
+
+def out_of_range(value: Any, where: str) -> FormatError:
+    return FormatError(
+        "bad_timestamp",
+        f"{where} is {value!r:.80}, out of range: convnorm reads times from 1677-09-21 to 2262-04-11 UTC "
+        "(nanoseconds since 1970 in 64 bits)",
+    )
+
+
+def _in_range(nanos: int, value: Any, where: str) -> int:
+    if not MIN_NANOS <= nanos <= MAX_NANOS:
+        raise out_of_range(value, where)
+    return nanos
 
 
 def iso_nanos(text: str, where: str = "the start time") -> int:
@@ -33,6 +59,8 @@ def iso_nanos(text: str, where: str = "the start time") -> int:
     UTC) as nanoseconds since the epoch; anything else is a ``FormatError`` (``bad_timestamp``)."""
     match = _ISO.match(text)
     if match is None:
+        if re.match(r"^\s*[+-]?\d{5,}-\d{2}-\d{2}", text):  # a year past 9999 (or signed): out of range
+            raise out_of_range(text, where)
         raise bad_time(text, where)
     year, month, day, hour, minute, second, fraction, _zulu, sign, off_h, off_m = match.groups()
     try:
@@ -47,7 +75,7 @@ def iso_nanos(text: str, where: str = "the start time") -> int:
         offset = int(off_h) * 3600 + int(off_m) * 60
         seconds -= offset if sign == "+" else -offset
     nanos = int((fraction or "").ljust(9, "0")) if fraction else 0
-    return seconds * _NS + nanos
+    return _in_range(seconds * _NS + nanos, text, where)
 
 
 def epoch_nanos(number: int | float) -> int:
@@ -77,11 +105,15 @@ def time_nanos(value: Any, where: str = "the start time") -> int:
         return 0
     if isinstance(value, bool):
         raise bad_time(value, where)
+    if isinstance(value, float) and not math.isfinite(value):
+        raise out_of_range(value, where)
     if isinstance(value, (int, float)):
-        return epoch_nanos(value)
+        return _in_range(epoch_nanos(value), value, where)
     if isinstance(value, str):
         stripped = value.strip()
-        if stripped.isdigit():
-            return epoch_nanos(int(stripped))
+        if stripped.isascii() and stripped.isdigit():  # not "²": int() refuses what isdigit() takes
+            if len(stripped.lstrip("0")) > _MAX_DIGITS:  # and past 4,300 digits int() raises
+                raise out_of_range(value, where)
+            return _in_range(epoch_nanos(int(stripped)), value, where)
         return iso_nanos(stripped, where)
     raise bad_time(value, where)

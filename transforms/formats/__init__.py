@@ -35,7 +35,7 @@ from transforms.formats import (  # noqa: F401
 )
 from transforms.formats.claims import read_forced, unrecognized
 from transforms.formats.openai import _openai_ism, plain_message, scan_calls
-from transforms.normalize import Reading
+from transforms.core.normalize import Reading
 
 #: The readers a plain chat can go to, and the readers the plain-chat rules below were proved
 #: against: another registered reader (a plug-in) turns the shortcut off.
@@ -124,23 +124,35 @@ def plain_chat(record: Any, messages_field: str = "messages") -> PlainChat | Non
             continue
         # Anything else, by the general rules.
         keys_kept = False
-        if not ("content" in message or "tool_calls" in message or "tool_call_id" in message):
+        found = _by_the_general_rules(message, role, has_openai_ism, as_is)
+        if found is None:
             return None
-        if isinstance(message.get("content"), list) or not _FOREIGN_KEYS.isdisjoint(message):
-            return None  # list content, a ShareGPT turn, Gemini parts: for the detectors
-        plain_role = role.__class__ is str and role in _CHAT_ROLES
-        if not plain_role and role in _SHAREGPT_ROLES:
-            return None
-        calls = message.get("tool_calls")
-        if not plain_role or (calls.__class__ is list and calls) or not _ISM_KEYS.isdisjoint(message):
-            # The only messages that can be an OpenAI-ism or that the OpenAI reader converts.
-            if not has_openai_ism:
-                has_openai_ism = _openai_ism(message)
-            if as_is:
-                as_is = plain_message(message, role)
+        has_openai_ism, as_is = found
     if not has_openai_ism:
         return PlainChat("flat", True, keys_kept)
     return PlainChat("openai", as_is, keys_kept)
+
+
+def _by_the_general_rules(
+    message: dict[str, Any], role: Any, has_openai_ism: bool, as_is: bool
+) -> tuple[bool, bool] | None:
+    """``plain_chat`` of a message that is not a usual one: (an OpenAI-ism so far, as is so
+    far) with this message too; ``None`` when it makes the record no plain chat."""
+    if not ("content" in message or "tool_calls" in message or "tool_call_id" in message):
+        return None
+    if isinstance(message.get("content"), list) or not _FOREIGN_KEYS.isdisjoint(message):
+        return None  # list content, a ShareGPT turn, Gemini parts: for the detectors
+    plain_role = role.__class__ is str and role in _CHAT_ROLES
+    if not plain_role and role in _SHAREGPT_ROLES:
+        return None
+    calls = message.get("tool_calls")
+    if not plain_role or (calls.__class__ is list and calls) or not _ISM_KEYS.isdisjoint(message):
+        # The only messages that can be an OpenAI-ism or that the OpenAI reader converts.
+        if not has_openai_ism:
+            has_openai_ism = _openai_ism(message)
+        if as_is:
+            as_is = plain_message(message, role)
+    return has_openai_ism, as_is
 
 
 def plain_chat_reader(record: Any, messages_field: str = "messages") -> str | None:

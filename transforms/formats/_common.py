@@ -10,6 +10,9 @@ import json
 import re
 from typing import Any, Callable, TypeGuard
 
+from transforms.core.ledger import note
+from transforms.core.normalize import content_text, usable_id
+from transforms.core.tool_blocks import first_free, tool_blocks
 from transforms.formats._rendered import unknown_block
 from transforms.formats.base import (
     Conversation,
@@ -19,9 +22,6 @@ from transforms.formats.base import (
     count_written,
     not_a_record,
 )
-from transforms.ledger import note
-from transforms.normalize import content_text, usable_id
-from transforms.tool_blocks import first_free, tool_blocks
 
 #: Separator between the text parts of one message when they are joined into flat content.
 JOIN = "\n"

@@ -33,9 +33,9 @@ from __future__ import annotations
 
 from typing import Any, Iterable
 
+from transforms.core.ledger import OPAQUE_KEYS
+from transforms.core.normalize import content_text
 from transforms.formats.base import FormatError
-from transforms.ledger import OPAQUE_KEYS
-from transforms.normalize import content_text
 
 JOIN = "\n"
 

@@ -45,6 +45,9 @@ import json
 import re
 from typing import Any, TypeGuard
 
+from transforms.core.ledger import note, note_unread_keys
+from transforms.core.normalize import content_text
+from transforms.core.tool_blocks import first_free
 from transforms.formats import media, reasoning
 from transforms.formats._common import (
     ERROR_PREFIX,
@@ -83,9 +86,6 @@ from transforms.formats.base import (
     register_writer,
 )
 from transforms.formats.schema import INT, JSON, STRING
-from transforms.ledger import note, note_unread_keys
-from transforms.normalize import content_text
-from transforms.tool_blocks import first_free
 
 #: Blocks the reader keeps as text in the shared rendering (``transforms.formats._rendered``):
 #: server-side tool calls and their results (the provider ran the tool: not client calls, and

@@ -37,6 +37,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from transforms.core.ledger import note, note_unread_keys
+from transforms.core.normalize import content_text
 from transforms.formats import media, reasoning
 from transforms.formats._common import (
     ERROR_PREFIX,
@@ -76,8 +78,6 @@ from transforms.formats.base import (
     register_writer,
 )
 from transforms.formats.schema import JSON, STRING
-from transforms.ledger import note, note_unread_keys
-from transforms.normalize import content_text
 
 NAME = "bedrock-converse"
 #: The members of a ``ContentBlock`` union, of a ``SystemContentBlock`` and of a

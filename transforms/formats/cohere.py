@@ -35,10 +35,10 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from transforms.core.ledger import note, note_unread_keys
+from transforms.core.normalize import content_text
 from transforms.formats._common import IdAllocator, record_fields
 from transforms.formats.base import Conversation, FormatError, Reader, not_a_record, register_reader
-from transforms.ledger import note, note_unread_keys
-from transforms.normalize import content_text
 
 NAME = "cohere-v1"
 _ROLES = {"USER": "user", "CHATBOT": "assistant", "SYSTEM": "system", "TOOL": "tool"}

@@ -48,8 +48,11 @@ see ``write_gemini``.
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from typing import Any
 
+from transforms.core.ledger import note, note_unread_keys
+from transforms.core.normalize import content_text
 from transforms.formats import media, reasoning
 from transforms.formats._common import (
     ERROR_PREFIX,
@@ -90,8 +93,6 @@ from transforms.formats.base import (
 from transforms.formats.gemini_schema import gemini_parameters
 from transforms.formats.gemini_stream import assemble, has_streamed_calls
 from transforms.formats.schema import JSON, STRING
-from transforms.ledger import note, note_unread_keys
-from transforms.normalize import content_text
 
 # Part keys, camelCase first (REST), then the snake_case the API also accepts.
 _CALL = ("functionCall", "function_call")
@@ -249,55 +250,76 @@ def _read_content(
     role = content.get("role") or "user"
     role = _ROLES.get(role, role) if isinstance(role, str) else role
     parts = content["parts"]
+    read = _read_parts(parts, role == "assistant", index, ids, pending, discarded)
+    message = {"role": role, "content": JOIN.join(read.texts)}
+    if read.calls:
+        message["tool_calls"] = read.calls
+    media.carry(message, media.gemini_items(parts))
+    kept = read.reasoning_kept()
+    if kept:
+        message[reasoning.FIELD] = reasoning.carried(reasoning.GEMINI, **kept)
+    return message, read.results
+
+
+@dataclass
+class _PartsRead:
+    """What the parts of one Content hold, sorted by kind."""
+
+    texts: list[Any] = field(default_factory=list)
+    calls: list[Any] = field(default_factory=list)
+    results: list[Any] = field(default_factory=list)  # tool messages, of the functionResponse parts
+    thoughts: list[Any] = field(default_factory=list)  # the model's thought parts, carried as they were
+    trailing: list[Any] = field(default_factory=list)  # parts that hold only a thoughtSignature
+    call_signatures: dict[str, Any] = field(default_factory=dict)
+    text_signature: Any = None
+
+    def reasoning_kept(self) -> dict[str, Any]:
+        """The thoughts and signatures to carry around the core, by their names in the carrier."""
+        kept: dict[str, Any] = {}
+        if self.thoughts:
+            kept["thoughts"] = self.thoughts
+        if self.trailing:
+            kept["signature_parts"] = self.trailing
+        if self.call_signatures:
+            kept["call_signatures"] = self.call_signatures
+        if self.text_signature is not None:
+            kept["text_signature"] = self.text_signature
+        return kept
+
+
+def _read_parts(
+    parts: list[Any], model: bool, index: int, ids: IdAllocator, pending: list[Any], discarded: dict[str, Any] | None
+) -> _PartsRead:
+    """Each part of a Content read as what it is: text, a call, a response, a thought, a
+    signature (only a model's turn carries thoughts and signatures)."""
     several = sum(1 for p in parts if isinstance(p, dict) and isinstance(_get(p, _CALL), dict)) > 1
-    calls: list[Any]
-    texts, calls, results = [], [], []
-    model = role == "assistant"
-    thoughts: list[Any] = []  # the model's thought parts, carried as they were
-    trailing: list[Any] = []  # parts that hold only a thoughtSignature
-    call_signatures: dict[str, Any] = {}
-    text_signature = None
+    read = _PartsRead()
     for part in parts:
         if not isinstance(part, dict):
-            texts.append(content_text(part))
+            read.texts.append(content_text(part))
             continue
         call = _get(part, _CALL)
         response = _get(part, _RESPONSE)
         signature = _get(part, _SIGNATURE) if model else None
         if isinstance(call, dict):
-            calls.append(_flat_call(call, ids, index, len(calls) if several else None))
+            read.calls.append(_flat_call(call, ids, index, len(read.calls) if several else None))
             if signature is not None:
-                call_signatures[calls[-1]["tool_call_id"]] = signature
+                read.call_signatures[read.calls[-1]["tool_call_id"]] = signature
         elif isinstance(response, dict):
-            results.append(_result(response, pending))
+            read.results.append(_result(response, pending))
         elif model and part.get("thought") is True:
-            thoughts.append(part)
+            read.thoughts.append(part)
         elif model and signature is not None and len(part) == 1:
-            trailing.append(part)  # a part of its own holding only a signature: back after the turn's parts
+            read.trailing.append(part)  # a part of its own holding only a signature: back after the turn's parts
         else:
             part_text = _part_text(part, discarded)
             if part_text:
-                texts.append(part_text)
+                read.texts.append(part_text)
             if signature is not None and server_part(part) is None:
-                if text_signature is not None and discarded is not None:
-                    note(discarded, "thoughtSignature", text_signature)  # the last one is the one returned
-                text_signature = signature
-    message = {"role": role, "content": JOIN.join(texts)}
-    if calls:
-        message["tool_calls"] = calls
-    media.carry(message, media.gemini_items(parts))
-    if thoughts or call_signatures or text_signature is not None or trailing:
-        kept: dict[str, Any] = {}
-        if thoughts:
-            kept["thoughts"] = thoughts
-        if trailing:
-            kept["signature_parts"] = trailing
-        if call_signatures:
-            kept["call_signatures"] = call_signatures
-        if text_signature is not None:
-            kept["text_signature"] = text_signature
-        message[reasoning.FIELD] = reasoning.carried(reasoning.GEMINI, **kept)
-    return message, results
+                if read.text_signature is not None and discarded is not None:
+                    note(discarded, "thoughtSignature", read.text_signature)  # the last one is the one returned
+                read.text_signature = signature
+    return read
 
 
 def _flat_call(call: dict[str, Any], ids: IdAllocator, index: int, sub: int | None) -> dict[str, Any]:

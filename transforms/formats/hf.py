@@ -34,6 +34,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from transforms.core.jsontext import parse_json
 from transforms.formats._common import (
     check_results_adjacent,
     normalized_messages,
@@ -43,7 +44,6 @@ from transforms.formats._common import (
 from transforms.formats._tools import tools_for
 from transforms.formats.base import FormatError, WriteContext, Writer, count_written, register_writer
 from transforms.formats.schema import ID, INT, JSON, STRING
-from transforms.jsontext import parse_json
 
 #: The keys of every message, in order.
 MESSAGE_KEYS = ("role", "content", "tool_calls", "tool_call_id", "name", "reasoning_content", "weight")

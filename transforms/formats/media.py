@@ -22,8 +22,8 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
+from transforms.core.ledger import note
 from transforms.formats._common import JOIN  # the separator readers join a message's parts with
-from transforms.ledger import note
 
 #: The flat message key that carries the media of a message.
 FIELD = "media"

@@ -53,6 +53,8 @@ from __future__ import annotations
 
 from typing import Any, Sequence
 
+from transforms.core.ledger import note
+from transforms.core.normalize import content_text, pairing_key, raw_call_id
 from transforms.formats import media, reasoning
 from transforms.formats._common import (
     MESSAGE_KEYS,
@@ -82,8 +84,6 @@ from transforms.formats.base import (
     register_writer,
 )
 from transforms.formats.schema import BOOL, INT, JSON, OPENAI_MESSAGE, STRING
-from transforms.ledger import note
-from transforms.normalize import content_text, pairing_key, raw_call_id
 
 # --------------------------------------------------------------------------------------------
 # Reader

@@ -33,6 +33,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from transforms.core.ledger import note, note_unread_keys
+from transforms.core.normalize import content_text
 from transforms.formats import media, reasoning
 from transforms.formats._common import (
     JOIN,
@@ -61,8 +63,6 @@ from transforms.formats.base import (
 )
 from transforms.formats.openai import openai_arguments
 from transforms.formats.schema import JSON, STRING
-from transforms.ledger import note, note_unread_keys
-from transforms.normalize import content_text
 
 _CALLS = ("function_call", "custom_tool_call")
 _OUTPUTS = ("function_call_output", "custom_tool_call_output")
@@ -157,48 +157,14 @@ def responses_to_flat(items: list[Any], discarded: dict[str, Any] | None = None)
             folding = None
             continue
         if kind == "message":
-            if _lost_message(item):
-                shown = ", ".join(map(str, list(item)[:8]))
-                raise FormatError("unsupported_item", f"a message item without content (its keys: {shown})")
-            note_unread_keys(item, _MESSAGE_READ, discarded)
-            role = item.get("role")
-            text = block_text(item.get("content"), discarded)
-            message = {"role": "system" if role == "developer" else role, "content": text}
-            media.carry(message, media.openai_items(item.get("content"), "openai-responses"))
-            out.append(message)
-            folding = message if role == "assistant" else None
-            if thinking and folding is not None:
-                _carry(folding, thinking, None)
+            folding = _add_message(item, out, thinking, discarded)
         elif kind in _CALLS:
-            note_unread_keys(item, _CALL_READ, discarded)
-            call = {"tool_call_id": item.get("call_id"), "name": item.get("name")}
-            args = item.get("arguments") if kind == "function_call" else item.get("input")
-            if args is not None:
-                call["args"] = args
-            if folding is None:
-                folding = {"role": "assistant", "content": ""}
-                out.append(folding)
-            folding.setdefault("tool_calls", []).append(call)
-            if thinking:
-                _carry(folding, thinking, call["tool_call_id"])
+            folding = _add_call(kind, item, out, folding, thinking, discarded)
         elif kind in _OUTPUTS:
-            note_unread_keys(item, _OUTPUT_READ, discarded)
-            output = block_text(item.get("output"), discarded)
-            out.append({"role": "tool", "content": output, "tool_call_id": item.get("call_id")})
-            media.carry(out[-1], media.openai_items(item.get("output"), "openai-responses"))
+            _add_output(item, out, discarded)
             folding = None
         elif kind in _SERVER_ITEMS or kind == "compaction":
-            # Run by the provider: text in the assistant message, not a call for MEM-5 to pair.
-            if kind == "compaction":
-                text = render("compaction summary", None, item)  # its content is encrypted
-            else:
-                _note_unrendered(item, discarded)
-                text = server_item_text(item)
-            if folding is None or folding.get("tool_calls"):
-                folding = {"role": "assistant", "content": text}
-                out.append(folding)
-            else:
-                folding["content"] = JOIN.join(t for t in (folding["content"], text) if t)
+            folding = _add_server_item(kind, item, out, folding, discarded)
         elif kind == "mcp_approval_response":
             # The client's answer to an approval request: its turn.
             text = render("server tool approval", None, without(item, "approval_request_id"))
@@ -214,6 +180,76 @@ def responses_to_flat(items: list[Any], discarded: dict[str, Any] | None = None)
     for pending in thinking:
         note(discarded, "reasoning", pending)
     return out
+
+
+def _add_message(
+    item: dict[str, Any], out: list[Any], thinking: list[Any], discarded: dict[str, Any]
+) -> dict[str, Any] | None:
+    """A message item as a flat message; the reasoning before an assistant one is carried on
+    it. The message a following call joins (an assistant one), or None."""
+    if _lost_message(item):
+        shown = ", ".join(map(str, list(item)[:8]))
+        raise FormatError("unsupported_item", f"a message item without content (its keys: {shown})")
+    note_unread_keys(item, _MESSAGE_READ, discarded)
+    role = item.get("role")
+    text = block_text(item.get("content"), discarded)
+    message = {"role": "system" if role == "developer" else role, "content": text}
+    media.carry(message, media.openai_items(item.get("content"), "openai-responses"))
+    out.append(message)
+    folding = message if role == "assistant" else None
+    if thinking and folding is not None:
+        _carry(folding, thinking, None)
+    return folding
+
+
+def _add_call(
+    kind: str,
+    item: dict[str, Any],
+    out: list[Any],
+    folding: dict[str, Any] | None,
+    thinking: list[Any],
+    discarded: dict[str, Any],
+) -> dict[str, Any]:
+    """A call item, joined to the assistant message before it (or one of its own), which
+    carries the reasoning before the call; that message."""
+    note_unread_keys(item, _CALL_READ, discarded)
+    call = {"tool_call_id": item.get("call_id"), "name": item.get("name")}
+    args = item.get("arguments") if kind == "function_call" else item.get("input")
+    if args is not None:
+        call["args"] = args
+    if folding is None:
+        folding = {"role": "assistant", "content": ""}
+        out.append(folding)
+    folding.setdefault("tool_calls", []).append(call)
+    if thinking:
+        _carry(folding, thinking, call["tool_call_id"])
+    return folding
+
+
+def _add_output(item: dict[str, Any], out: list[Any], discarded: dict[str, Any]) -> None:
+    """A call's output item as a tool message."""
+    note_unread_keys(item, _OUTPUT_READ, discarded)
+    output = block_text(item.get("output"), discarded)
+    out.append({"role": "tool", "content": output, "tool_call_id": item.get("call_id")})
+    media.carry(out[-1], media.openai_items(item.get("output"), "openai-responses"))
+
+
+def _add_server_item(
+    kind: str, item: dict[str, Any], out: list[Any], folding: dict[str, Any] | None, discarded: dict[str, Any]
+) -> dict[str, Any]:
+    """An item the provider ran (a built-in tool, a compaction): text in the assistant message,
+    not a call for MEM-5 to pair; a message of its own after one with calls. That message."""
+    if kind == "compaction":
+        text = render("compaction summary", None, item)  # its content is encrypted
+    else:
+        _note_unrendered(item, discarded)
+        text = server_item_text(item)
+    if folding is None or folding.get("tool_calls"):
+        folding = {"role": "assistant", "content": text}
+        out.append(folding)
+    else:
+        folding["content"] = JOIN.join(t for t in (folding["content"], text) if t)
+    return folding
 
 
 def _carries(kind: Any, item: Any) -> bool:

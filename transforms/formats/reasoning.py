@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
-from transforms.ledger import note
+from transforms.core.ledger import note
 
 #: The flat message key that carries a provider's reasoning.
 FIELD = "provider_reasoning"

@@ -35,6 +35,9 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from transforms.core.jsontext import compact_json
+from transforms.core.ledger import note_unread_keys
+from transforms.core.normalize import INTERRUPTED_RESULT, content_text
 from transforms.formats._common import (
     JOIN,
     SYSTEM_ROLES,
@@ -63,9 +66,6 @@ from transforms.formats.base import (
     register_writer,
 )
 from transforms.formats.schema import ID, STRING
-from transforms.jsontext import compact_json
-from transforms.ledger import note_unread_keys
-from transforms.normalize import INTERRUPTED_RESULT, content_text
 
 _ROLES = {
     "human": "user",

@@ -17,9 +17,9 @@ from __future__ import annotations
 from collections import defaultdict
 from typing import Any, NamedTuple
 
-from transforms.normalize import Event, Trace
-from transforms.profiles import ProfileResult, normalize_with_profile
-from transforms.roles import (
+from transforms.core.normalize import Event, Trace
+from transforms.repairs.profiles import ProfileResult, normalize_with_profile
+from transforms.repairs.roles import (
     DROPPED_ROLE,
     MAPPED_ROLE,
     apply_role_options,
@@ -233,7 +233,7 @@ def cut_text(text: str, limit: int) -> str:
 
 def counts_line(before: list[Any], result: ProfileResult) -> str:
     """``12 in - 3 messages dropped + 1 healed = 10 out; 2 calls dropped from kept turns``."""
-    from transforms.normalize import split_drops
+    from transforms.core.normalize import split_drops
 
     calls = sum(split_drops(result.drops)[1].values())
     messages = result.dropped - calls

@@ -21,8 +21,8 @@ from __future__ import annotations
 
 from typing import Any, NamedTuple
 
-from transforms.normalize import Trace
-from transforms.profiles import ProfileResult, normalize_with_profile
+from transforms.core.normalize import Trace
+from transforms.repairs.profiles import ProfileResult, normalize_with_profile
 
 #: Input entry index -> the wanted keys it held, in the entry's own key order.
 Lifted = dict[int, dict[str, Any]]

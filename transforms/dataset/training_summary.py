@@ -10,10 +10,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from transforms.training import TRAINING_COUNTS
+from transforms.dataset.training import TRAINING_COUNTS
 
 #: The dead-letter reason of a conversation ``--dedupe`` collapsed into another (listed only
-#: when it occurs: transforms.dedupe).
+#: when it occurs: transforms.record.dedupe).
 DUPLICATE = "duplicate"
 
 

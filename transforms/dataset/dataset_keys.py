@@ -25,7 +25,7 @@ import hashlib
 import re
 from typing import Any
 
-from transforms.jsontext import canonical_json
+from transforms.core.jsontext import canonical_json
 
 #: The drop metrics' private key of a conversation's content keys: ``[full, [prefixes...]]``.
 CONTENT_KEYS = "_content_keys"

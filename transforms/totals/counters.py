@@ -7,11 +7,11 @@ them depends on another's module for a string. Documented in docs/operations.md 
 
 from __future__ import annotations
 
-from transforms.normalize import REASONS
-from transforms.profiles import REPAIRS
-from transforms.record_steps import DEAD_LETTER_REASONS
-from transforms.roles import DROPPED_ROLE, MAPPED_ROLE
-from transforms.validate import VIOLATION_KINDS
+from transforms.core.normalize import REASONS
+from transforms.core.validate import VIOLATION_KINDS
+from transforms.record.record_steps import DEAD_LETTER_REASONS
+from transforms.repairs.profiles import REPAIRS
+from transforms.repairs.roles import DROPPED_ROLE, MAPPED_ROLE
 
 #: The metrics namespace of every convnorm counter and distribution.
 NAMESPACE = "convnorm"

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from transforms.jsontext import dumps_line, int_text, parse_json
+from transforms.core.jsontext import dumps_line, int_text, parse_json
 
 #: ``args_kind`` values.
 ARGS_STRING = "string"

@@ -46,7 +46,7 @@ a DoFn). Work is linear in the size of the conversation.
 
 Usage::
 
-    >>> from transforms.profiles import normalize_with_profile
+    >>> from transforms.repairs.profiles import normalize_with_profile
     >>> log = [
     ...     {"role": "assistant", "content": "", "tool_calls": [{"id": "c1", "name": "ls"}]},
     ...     {"role": "tool", "content": "a.txt", "tool_call_id": "c1"},
@@ -64,7 +64,7 @@ from __future__ import annotations
 
 from typing import Any, NamedTuple
 
-from transforms.normalize import (
+from transforms.core.normalize import (
     REASONS,
     Event,
     NormalizeResult,
@@ -75,7 +75,7 @@ from transforms.normalize import (
     system_first,
     usable_id,
 )
-from transforms.tool_blocks import first_free, tool_blocks
+from transforms.core.tool_blocks import first_free, tool_blocks
 
 __all__ = [
     "PROFILES",

@@ -47,7 +47,7 @@ argument types or empty text.
 
 Usage::
 
-    >>> from transforms.validate import check_sendable, count_by_kind
+    >>> from transforms.core.validate import check_sendable, count_by_kind
     >>> history = [
     ...     {"role": "user", "content": "q"},
     ...     {"role": "tool", "content": "early", "tool_call_id": "c1"},
@@ -65,7 +65,7 @@ import re
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable
 
-from transforms.tool_blocks import tool_blocks
+from transforms.core.tool_blocks import tool_blocks
 
 __all__ = [
     "VIOLATION_KINDS",

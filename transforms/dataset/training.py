@@ -31,8 +31,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from transforms.message_extras import Carried, carry_around_core
-from transforms.profiles import ProfileResult
+from transforms.repairs.message_extras import Carried, carry_around_core
+from transforms.repairs.profiles import ProfileResult
 
 #: The sinks that write training examples: trailing turns are trimmed there by default.
 TRAINING_SINKS = ("openai-finetune", "sharegpt", "hf")

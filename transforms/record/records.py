@@ -15,9 +15,33 @@ from __future__ import annotations
 
 from typing import Any, Callable, NamedTuple
 
-from transforms.calllogs.calls import Piece
-from transforms.chat_template import TemplateRefused, check_rendered, count_tokens, render
-from transforms.dataset_keys import CONTENT_KEYS, content_keys, group_key, split_of
+from transforms.core.jsontext import dumps_line
+from transforms.core.ledger import add_to_report, coercion_discards
+from transforms.core.ledger import report as ledger_report
+from transforms.core.normalize import Trace, normalize_read
+from transforms.core.tool_blocks import first_free
+from transforms.core.validate import check_sendable, count_by_kind
+from transforms.dataset.chat_template import TemplateRefused, check_rendered, count_tokens, render
+from transforms.dataset.dataset_keys import CONTENT_KEYS, content_keys, group_key, split_of
+from transforms.dataset.redact import (
+    Redaction,
+    redact_assembly,
+    redact_fields,
+    redact_media,
+    redact_names,
+    redact_reasoning,
+)
+from transforms.dataset.training import (
+    TRAILING_TURNS,
+    TRAINING_SINKS,
+    WEIGHT_KEYS,
+    WEIGHT_SINKS,
+    example_ends,
+    example_messages,
+    trailing_turns,
+    trim_trailing,
+    with_weights,
+)
 from transforms.formats import (
     READERS,
     WRITERS,
@@ -31,16 +55,12 @@ from transforms.formats import media as carried_media
 from transforms.formats import reasoning as carried_reasoning
 from transforms.formats._tools import value_at
 from transforms.formats.hf import write_hf
-from transforms.inputs import Parsed, RawRecord
-from transforms.jsontext import dumps_line
-from transforms.ledger import add_to_report, coercion_discards
-from transforms.ledger import report as ledger_report
-from transforms.normalize import Trace, normalize_read
-from transforms.output_records import DropMetrics
-from transforms.profiles import ProfileResult, normalize_with_profile
-from transforms.record_settings import Settings, TokenSettings
-from transforms.record_steps import (
+from transforms.record.inputs import Parsed, RawRecord
+from transforms.record.output_records import DropMetrics
+from transforms.record.record_settings import Settings, TokenSettings
+from transforms.record.record_steps import (
     CallLogged,
+    CallLogRead,
     DeadLettered,
     DeadLetterReason,
     Outcome,
@@ -53,22 +73,9 @@ from transforms.record_steps import (
     read_conversation,
     record_id,
 )
-from transforms.redact import Redaction, redact_assembly, redact_fields, redact_media, redact_names, redact_reasoning
-from transforms.roles import apply_role_options, drops_with_roles, repairs_with_roles
-from transforms.tokens import count_example, has_assistant_message, sink_view
-from transforms.tool_blocks import first_free
-from transforms.training import (
-    TRAILING_TURNS,
-    TRAINING_SINKS,
-    WEIGHT_KEYS,
-    WEIGHT_SINKS,
-    example_ends,
-    example_messages,
-    trailing_turns,
-    trim_trailing,
-    with_weights,
-)
-from transforms.validate import check_sendable, count_by_kind
+from transforms.record.tokens import count_example, has_assistant_message, sink_view
+from transforms.repairs.profiles import ProfileResult, normalize_with_profile
+from transforms.repairs.roles import apply_role_options, drops_with_roles, repairs_with_roles
 
 
 class BatchResult(NamedTuple):
@@ -106,7 +113,7 @@ def _carries_something(messages: list[Any]) -> bool:
     return False
 
 
-def _read_and_normalize(record: Any, settings: Settings, hint: ReaderHint | None) -> _Normalized | list[Piece]:
+def _read_and_normalize(record: Any, settings: Settings, hint: ReaderHint | None) -> _Normalized | CallLogRead:
     """The record read (``read_conversation``), the role options applied, and its messages
     normalized by the profile.
 
@@ -157,12 +164,12 @@ def _read_and_normalize(record: Any, settings: Settings, hint: ReaderHint | None
     return conversation, messages, normalize_with_profile(messages, settings.profile), role_drops, role_maps, None
 
 
-def _process(raw: RawRecord, settings: Settings, hint: ReaderHint | None = None) -> tuple[Any, ...] | list[Piece]:
+def _process(raw: RawRecord, settings: Settings, hint: ReaderHint | None = None) -> tuple[Any, ...] | CallLogRead:
     """(record, metrics, line), and with ``--examples each`` the other examples (``Produced.more``);
     a call-log record's pieces instead."""
     record = parse_payload(raw)
     read = _read_and_normalize(record, settings, hint)
-    if isinstance(read, list):
+    if isinstance(read, CallLogRead):
         return read  # a call log's pieces (``guarded`` makes them a ``CallLogged``)
     conversation, messages, result, role_drops, role_maps, reasoning = read
     if isinstance(raw.payload, Parsed) and raw.payload.discarded:
@@ -181,16 +188,7 @@ def _process(raw: RawRecord, settings: Settings, hint: ReaderHint | None = None)
         fields = redact_fields(fields, settings.id_field, settings.messages_field, redaction)
         rid, source = redaction.uncounted().id(rid), redaction.uncounted().value(record)  # counted once, above
 
-    normalized = dict(fields)
-    # Assigning to an existing key keeps its place: the record keeps its key order.
-    normalized[settings.messages_field] = written
-    if settings.id_field not in normalized:
-        normalized = {settings.id_field: rid, **normalized}
-    elif normalized[settings.id_field] is not rid and own_id(normalized, settings.id_field) is None:
-        # A null, empty or boolean id cannot join the outputs: use the derived one. (The id
-        # ``record_id`` returned, the usual case, is a usable one: no second look.)
-        normalized[settings.id_field] = rid
-
+    normalized = _with_messages_and_id(fields, written, rid, settings)
     metrics: DropMetrics = {
         "id": rid,
         "source": raw.source,
@@ -209,26 +207,91 @@ def _process(raw: RawRecord, settings: Settings, hint: ReaderHint | None = None)
         else coercion_discards(messages, conversation.discarded)
     )
     if reasoning is not None:
-        # Back on its message where the sink takes it; else in the ledger, under its own names.
-        ledger = {} if discarded is None else discarded
-        lifted, media, origins = reasoning
-        # On the messages as shaped for training (weights, trailing turns trimmed: a prefix of
-        # the core's output, in its order), so the core's origins still name each one's input.
-        origins = origins[: len(written)]  # what trimming left (the rest is counted as not put back)
-        out = carried_reasoning.attach(written, origins, lifted, _reasoning_kept(settings), ledger)
-        out = carried_media.attach(out, origins, media, _media_carried(settings), ledger)
-        normalized[settings.messages_field] = out if redaction is None else _redact_carried(out, redaction, ledger)
-        discarded = ledger
+        discarded = _put_back_carried(normalized, written, reasoning, discarded, redaction, settings)
     if discarded:
-        metrics["discarded"] = ledger_report(discarded)
-        if training.get("weights_kept") and settings.sink in WEIGHT_SINKS:
-            # Carried around the core and written: not discarded.
-            for key in WEIGHT_KEYS:
-                metrics["discarded"].pop(key, None)
-            if not metrics["discarded"]:
-                del metrics["discarded"]
+        _report_discarded(metrics, discarded, training, settings)
     if settings.dedupe != "none" or settings.splits:
         _dataset_keys(record, rid, written, normalized, settings, metrics, training)
+    _note_counts_and_reports(metrics, raw, conversation, result, role_maps, training, redacted, redaction, settings)
+
+    if settings.examples != "whole":
+        produced = _examples(source, rid, written, normalized, settings, metrics, training, result.messages)
+        if redaction is not None:
+            for example_metrics in (metrics, *(more[1] for more in produced[3])):
+                _redact_names(example_metrics, redaction)
+        return produced
+    output, line = _write(normalized, rid, source, settings, metrics)
+    if redaction is not None:
+        _redact_names(metrics, redaction)
+    if settings.chat_template is not None:
+        _check_template(normalized, rid, settings, metrics)
+    tokens = settings.tokens
+    if tokens is not None:  # opt-in: without --tokens, this test is all the per-record cost
+        _count_tokens(output, result.messages, settings, tokens, metrics)
+    return output, metrics, line
+
+
+def _with_messages_and_id(fields: dict[str, Any], written: list[Any], rid: str, settings: Settings) -> dict[str, Any]:
+    """The record's fields with its messages as written and a usable id."""
+    normalized = dict(fields)
+    # Assigning to an existing key keeps its place: the record keeps its key order.
+    normalized[settings.messages_field] = written
+    if settings.id_field not in normalized:
+        normalized = {settings.id_field: rid, **normalized}
+    elif normalized[settings.id_field] is not rid and own_id(normalized, settings.id_field) is None:
+        # A null, empty or boolean id cannot join the outputs: use the derived one. (The id
+        # ``record_id`` returned, the usual case, is a usable one: no second look.)
+        normalized[settings.id_field] = rid
+    return normalized
+
+
+def _put_back_carried(
+    normalized: dict[str, Any],
+    written: list[Any],
+    carried: tuple[Any, Any, list[Any]],
+    discarded: dict[str, Any] | None,
+    redaction: Redaction | None,
+    settings: Settings,
+) -> dict[str, Any]:
+    """The reasoning and media lifted around the core, back on their messages where the sink
+    takes them (``--redact`` on them too); else in the ledger, under their own names. The
+    ledger, returned."""
+    ledger = {} if discarded is None else discarded
+    lifted, media, origins = carried
+    # On the messages as shaped for training (weights, trailing turns trimmed: a prefix of
+    # the core's output, in its order), so the core's origins still name each one's input.
+    origins = origins[: len(written)]  # what trimming left (the rest is counted as not put back)
+    out = carried_reasoning.attach(written, origins, lifted, _reasoning_kept(settings), ledger)
+    out = carried_media.attach(out, origins, media, _media_carried(settings), ledger)
+    normalized[settings.messages_field] = out if redaction is None else _redact_carried(out, redaction, ledger)
+    return ledger
+
+
+def _report_discarded(
+    metrics: DropMetrics, discarded: dict[str, Any], training: dict[str, int], settings: Settings
+) -> None:
+    metrics["discarded"] = ledger_report(discarded)
+    if training.get("weights_kept") and settings.sink in WEIGHT_SINKS:
+        # Carried around the core and written: not discarded.
+        for key in WEIGHT_KEYS:
+            metrics["discarded"].pop(key, None)
+        if not metrics["discarded"]:
+            del metrics["discarded"]
+
+
+def _note_counts_and_reports(
+    metrics: DropMetrics,
+    raw: RawRecord,
+    conversation: Conversation,
+    result: ProfileResult,
+    role_maps: int,
+    training: dict[str, int],
+    redacted: dict[str, int],
+    redaction: Redaction | None,
+    settings: Settings,
+) -> None:
+    """The record's metrics beside its drops, each only when it has something to say; a
+    training sink refuses a conversation holding a cut-off answer (``_truncated_stream``)."""
     if training:
         metrics["training"] = training
     if redacted:
@@ -251,22 +314,6 @@ def _process(raw: RawRecord, settings: Settings, hint: ReaderHint | None = None)
             _truncated_stream(assembly, settings, metrics)
     if settings.check:
         metrics["violations"] = count_by_kind(check_sendable(result.messages))
-
-    if settings.examples != "whole":
-        produced = _examples(source, rid, written, normalized, settings, metrics, training, result.messages)
-        if redaction is not None:
-            for example_metrics in (metrics, *(more[1] for more in produced[3])):
-                _redact_names(example_metrics, redaction)
-        return produced
-    output, line = _write(normalized, rid, source, settings, metrics)
-    if redaction is not None:
-        _redact_names(metrics, redaction)
-    if settings.chat_template is not None:
-        _check_template(normalized, rid, settings, metrics)
-    tokens = settings.tokens
-    if tokens is not None:  # opt-in: without --tokens, this test is all the per-record cost
-        _count_tokens(output, result.messages, settings, tokens, metrics)
-    return output, metrics, line
 
 
 def _truncated_stream(assembly: dict[str, Any], settings: Settings, metrics: DropMetrics) -> None:

@@ -7,9 +7,9 @@ from __future__ import annotations
 
 from typing import Any, NamedTuple
 
-from transforms.normalize_coerce import PLAIN_ROLES, content_text, pairing_key, read_call, usable_id
-from transforms.normalize_log import DropLog
-from transforms.normalize_repair import system_first
+from transforms.core.normalize_coerce import PLAIN_ROLES, content_text, pairing_key, read_call, usable_id
+from transforms.core.normalize_log import DropLog
+from transforms.core.normalize_repair import system_first
 
 
 class Reading(NamedTuple):

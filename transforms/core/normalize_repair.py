@@ -7,8 +7,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from transforms.normalize_coerce import usable_id
-from transforms.normalize_log import DropLog
+from transforms.core.normalize_coerce import usable_id
+from transforms.core.normalize_log import DropLog
 
 #: Content of the synthetic result that answers a call left unanswered (MEM-3).
 INTERRUPTED_RESULT = "Tool call was interrupted; no result."

@@ -41,8 +41,8 @@ import hashlib
 import re
 from typing import Any, Callable, NamedTuple
 
-from transforms.jsontext import compact_json, parse_json
-from transforms.ledger import OPAQUE_KEYS
+from transforms.core.jsontext import compact_json, parse_json
+from transforms.core.ledger import OPAQUE_KEYS
 
 #: ``--redact`` kinds and the module each needs.
 KINDS = {"secrets": "detect_secrets", "emails": None, "phones": "phonenumbers"}
@@ -514,7 +514,7 @@ def redact_media(items: Any, redaction: Redaction) -> Any:
 
 
 def redact_piece(piece: Any, redaction: Redaction) -> Any:
-    """A call log's piece (``calllogs.calls.Call`` or ``ToolResult``) redacted before its
+    """A call log's piece (``calllogs.calls.Call``, ``ToolResult`` or ``Rejected``) redacted before its
     conversation is assembled, in a batch run as in a streaming one (whose pieces are kept in
     its output directory): every find by an id's placeholder, texts too, so that messages that
     differ stay different for the assembly (which matches calls by their messages). The run
@@ -530,6 +530,10 @@ def redact_piece(piece: Any, redaction: Redaction) -> Any:
         changes["model"] = hashed.id(piece.model)
         if piece.discarded:
             changes["discarded"] = {hashed.text(name): value for name, value in piece.discarded.items()}
+    elif "detail" in fields:
+        # A part refused alone (``Rejected``): its dead letter's detail and raw text.
+        changes["detail"] = hashed.text(piece.detail)
+        changes["raw"] = hashed.text(piece.raw)
     else:
         changes["tool_call_id"] = hashed.id(piece.tool_call_id)
         changes["content"] = hashed.id(piece.content)

@@ -20,19 +20,19 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable, NamedTuple
 
-from transforms.normalize import REASONS
-from transforms.output_records import DeadLetter, DropMetrics, ViolationReport
-from transforms.profiles import REPAIRS
-from transforms.record_settings import Settings, TokenSettings
-from transforms.record_steps import DEAD_LETTER_REASONS
-from transforms.records import refusal_reason
-from transforms.summary_table import INPUT_CHANGED as INPUT_CHANGED
-from transforms.summary_table import REPORTS, UNWRITABLE, format_validation_table, refusals
-from transforms.summary_table import changed_inputs as changed_inputs  # (also what the callers import from here)
-from transforms.summary_table import format_table as format_table
-from transforms.tokens import tally_example, token_figures
-from transforms.training_summary import DUPLICATE, tally_training, training_sections
-from transforms.validate import VIOLATION_KINDS
+from transforms.core.normalize import REASONS
+from transforms.core.validate import VIOLATION_KINDS
+from transforms.dataset.training_summary import DUPLICATE, tally_training, training_sections
+from transforms.record.output_records import DeadLetter, DropMetrics, ViolationReport
+from transforms.record.record_settings import Settings, TokenSettings
+from transforms.record.record_steps import DEAD_LETTER_REASONS
+from transforms.record.records import refusal_reason
+from transforms.record.tokens import tally_example, token_figures
+from transforms.repairs.profiles import REPAIRS
+from transforms.totals.summary_table import INPUT_CHANGED as INPUT_CHANGED
+from transforms.totals.summary_table import REPORTS, UNWRITABLE, format_validation_table, refusals
+from transforms.totals.summary_table import changed_inputs as changed_inputs  # (also what the callers import from here)
+from transforms.totals.summary_table import format_table as format_table
 
 #: Buckets of the drops-per-conversation histogram: (label, lowest count, highest count).
 HISTOGRAM_BUCKETS = (
@@ -183,7 +183,13 @@ def _call_logs(s: dict[str, Any]) -> dict[str, Any]:
     """The ``call_logs`` section, when the run read any call log (absent otherwise: the summary
     of a run of conversations is what it was before call logs were read)."""
     found = s.get("call_logs")
-    return {"call_logs": _ordered(found, CALL_LOG_COUNTS)} if found else {}
+    if not found:
+        return {}
+    ordered = _ordered(found, CALL_LOG_COUNTS)
+    if isinstance(ordered.get("skipped_by_kind"), dict):
+        # Parts that are no call and no tool result (HTTP, chain, agent spans ...), by kind.
+        ordered["skipped_by_kind"] = {k: ordered["skipped_by_kind"][k] for k in sorted(ordered["skipped_by_kind"])}
+    return {"call_logs": ordered}
 
 
 # --------------------------------------------------------------------------------------------

@@ -35,7 +35,7 @@ import stat
 from dataclasses import dataclass
 from typing import Any
 
-from transforms import template_budget as budget
+from transforms.dataset import template_budget as budget
 
 #: How to install what ``--chat-template`` needs.
 EXTRA = "pip install -e '.[chat-template]' in convnorm's checkout"

@@ -34,10 +34,10 @@ import functools
 import math
 from typing import Any, Callable, NamedTuple
 
-from transforms.dataset_keys import TRAIN
-from transforms.jsontext import compact_json
-from transforms.output_records import DeadLetter, DropMetrics
-from transforms.record_settings import TokenSettings
+from transforms.core.jsontext import compact_json
+from transforms.dataset.dataset_keys import TRAIN
+from transforms.record.output_records import DeadLetter, DropMetrics
+from transforms.record.record_settings import TokenSettings
 
 #: The encodings ``--tokens`` takes.
 ENCODINGS = ("o200k_base", "cl100k_base")

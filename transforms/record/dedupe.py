@@ -26,11 +26,11 @@ from __future__ import annotations
 
 from typing import Any, Iterator, NamedTuple
 
-from transforms.dataset_keys import CONTENT_KEYS, TRAIN
-from transforms.inputs import Batch
-from transforms.jsontext import dumps_line, parse_json
-from transforms.record_settings import Settings
-from transforms.training_summary import DUPLICATE
+from transforms.core.jsontext import dumps_line, parse_json
+from transforms.dataset.dataset_keys import CONTENT_KEYS, TRAIN
+from transforms.dataset.training_summary import DUPLICATE
+from transforms.record.inputs import Batch
+from transforms.record.record_settings import Settings
 
 #: What one shard's regrouped elements are tagged with.
 RECORDS, DROPS, LETTERS, KEPT, COLLAPSED = "records", "drops", "letters", "kept", "collapsed"

@@ -6,11 +6,13 @@ what ``transforms.validate.check_sendable`` finds in its messages.
 
 from __future__ import annotations
 
-from transforms.calllogs.calls import Piece
-from transforms.inputs import RawRecord
-from transforms.output_records import ViolationReport
-from transforms.record_settings import Settings
-from transforms.record_steps import (
+from transforms.core.validate import check_sendable, check_user_first, count_by_kind, violation_order
+from transforms.dataset.redact import Redaction
+from transforms.record.inputs import RawRecord
+from transforms.record.output_records import ViolationReport
+from transforms.record.record_settings import Settings
+from transforms.record.record_steps import (
+    CallLogRead,
     Outcome,
     ReaderHint,
     guarded,
@@ -19,15 +21,13 @@ from transforms.record_steps import (
     read_conversation,
     record_id,
 )
-from transforms.redact import Redaction
-from transforms.validate import check_sendable, check_user_first, count_by_kind, violation_order
 
 #: The readers of providers that want a user message first: their bodies are also checked by
 #: ``check_user_first`` (the rule their writers refuse ``leading_assistant`` by).
 USER_FIRST_READERS = frozenset(("anthropic", "bedrock-converse", "gemini"))
 
 
-def _check(raw: RawRecord, settings: Settings) -> tuple[ViolationReport, None] | list[Piece]:
+def _check(raw: RawRecord, settings: Settings) -> tuple[ViolationReport, None] | CallLogRead:
     record = parse_payload(raw)
     pieces = read_call_log(record, settings)
     if pieces is not None:

@@ -29,7 +29,7 @@ the pass is exactly the one that counts; ``convnorm explain`` and the report use
 
 Usage::
 
-    >>> from transforms.normalize import normalize_conversation
+    >>> from transforms.core.normalize import normalize_conversation
     >>> normalize_conversation([{"role": "user", "content": 42}]).messages
     [{'role': 'user', 'content': '42'}]
 """
@@ -38,7 +38,7 @@ from __future__ import annotations
 
 from typing import Any, NamedTuple
 
-from transforms.normalize_coerce import (
+from transforms.core.normalize_coerce import (
     coerce_entries,
     coerce_messages,
     content_text,
@@ -46,8 +46,8 @@ from transforms.normalize_coerce import (
     raw_call_id,
     usable_id,
 )
-from transforms.normalize_log import CALL_REASONS, REASONS, DropLog, Event, Trace, TracingLog, split_drops
-from transforms.normalize_repair import (
+from transforms.core.normalize_log import CALL_REASONS, REASONS, DropLog, Event, Trace, TracingLog, split_drops
+from transforms.core.normalize_repair import (
     INTERRUPTED_RESULT,
     heal_unanswered,
     moved_by_system_first,
@@ -55,7 +55,7 @@ from transforms.normalize_repair import (
     strip_leading_tools,
     system_first,
 )
-from transforms.normalize_walk import Reading, walk
+from transforms.core.normalize_walk import Reading, walk
 
 __all__ = [
     "CALL_REASONS",

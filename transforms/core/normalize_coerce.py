@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from transforms.jsontext import compact_json, int_text
-from transforms.normalize_log import DropLog, Trace, TracingLog
+from transforms.core.jsontext import compact_json, int_text
+from transforms.core.normalize_log import DropLog, Trace, TracingLog
 
 # --------------------------------------------------------------------------------------------
 # Content casting (rule 1, step 4)

@@ -15,8 +15,10 @@ import hashlib
 from enum import Enum
 from typing import Any, Callable, NamedTuple
 
-from transforms.calllogs.calls import CallLogReader, Piece
+from transforms.calllogs.calls import CallLogReader, Piece, Rejected, Skipped
 from transforms.calllogs.readers import CALL_LOG_READERS, detect_call_log
+from transforms.core.jsontext import NumberTooLarge, canonical_json, dumps_line, int_text, parse_json
+from transforms.dataset.redact import Redaction, redact_assembly, redact_piece
 from transforms.formats import (
     READERS,
     Conversation,
@@ -29,11 +31,9 @@ from transforms.formats import (
 )
 from transforms.formats.base import not_a_record
 from transforms.formats.openai import is_batch_line
-from transforms.inputs import Parsed, RawRecord, Unreadable
-from transforms.jsontext import NumberTooLarge, canonical_json, dumps_line, int_text, parse_json
-from transforms.output_records import DeadLetter, DropMetrics
-from transforms.record_settings import Settings
-from transforms.redact import Redaction, redact_assembly, redact_piece
+from transforms.record.inputs import Parsed, RawRecord, Unreadable
+from transforms.record.output_records import DeadLetter, DropMetrics
+from transforms.record.record_settings import Settings
 
 
 class DeadLetterReason(str, Enum):
@@ -106,13 +106,23 @@ class DeadLettered(NamedTuple):
         return None
 
 
+class CallLogRead(NamedTuple):
+    """What a call-log record was read into: its pieces (calls, tool results, parts refused),
+    and how many of its parts were no call and no tool result, by kind."""
+
+    pieces: list[Piece]
+    skipped: dict[str, int]
+
+
 class CallLogged(NamedTuple):
     """A call-log record: its calls and tool results, handed on to be assembled into the
-    conversations they belong to (``transforms.calllogs.assemble``), never a record alone."""
+    conversations they belong to (``transforms.calllogs.assemble``), never a record alone;
+    its parts of no call and no tool result, counted by kind (``call_logs.skipped_by_kind``)."""
 
     source: str
     position: int
     pieces: list[Piece]
+    skipped: dict[str, int] | None = None
 
     # No record, metrics, line or dead letter (read-only, not fields).
     @property
@@ -280,10 +290,10 @@ def call_log_reader(record: Any, settings: Settings) -> CallLogReader | None:
     return CALL_LOG_READERS.get(settings.input_format)
 
 
-def read_call_log(record: Any, settings: Settings) -> list[Piece] | None:
-    """The pieces of a call-log record; ``None`` when it is not one. ``RecordRefused`` when its
-    reader cannot read it, when it holds nothing to assemble, or when the step does not assemble
-    (``Settings.calls``)."""
+def read_call_log(record: Any, settings: Settings) -> CallLogRead | None:
+    """The pieces of a call-log record and its parts skipped by kind; ``None`` when it is not
+    one. ``RecordRefused`` when its reader cannot read it (or any of its parts), when it holds
+    nothing at all, or when the step does not assemble (``Settings.calls``)."""
     reader = call_log_reader(record, settings)
     if reader is None:
         return None
@@ -295,18 +305,34 @@ def read_call_log(record: Any, settings: Settings) -> list[Piece] | None:
             "NormalizeConversation DoFn alone does not)",
         )
     try:
-        pieces = reader.read(record)
+        items = reader.read(record)
     except FormatError as error:
         raise RecordRefused(DeadLetterReason.FORMAT_ERROR, f"{reader.name}: {error.reason}: {error}") from None
-    if not pieces:
+    if not items:
         raise RecordRefused(
             DeadLetterReason.NO_LLM_CALLS, f"{reader.name}: the record holds no LLM call and no tool result"
         )
+    pieces: list[Piece] = []
+    skipped: dict[str, int] = {}
+    for item in items:
+        if isinstance(item, Skipped):
+            skipped[item.kind] = skipped.get(item.kind, 0) + 1
+        else:
+            pieces.append(item)
+    refused = [piece for piece in pieces if isinstance(piece, Rejected)]
+    if len(refused) == len(pieces) and not skipped:
+        # No part could be read: the record is one dead letter, as a record of one part is.
+        more = f" (and {len(refused) - 1} more part(s) alike)" if len(refused) > 1 else ""
+        raise RecordRefused(DeadLetterReason.FORMAT_ERROR, refused[0].detail + more)
     redaction = _redaction(settings)
     if redaction is not None:
         # --redact before the assembly: a streaming run keeps the pieces in its output directory.
-        return [redact_piece(piece, redaction) for piece in pieces]
-    return pieces
+        pieces = [redact_piece(piece, redaction) for piece in pieces]
+    return CallLogRead(pieces, skipped)
+
+
+#: How orjson says it could not get the memory to parse a text (a ``JSONDecodeError``).
+OUT_OF_MEMORY = "Not enough memory"
 
 
 def parse_payload(raw: RawRecord) -> Any:
@@ -321,6 +347,8 @@ def parse_payload(raw: RawRecord) -> Any:
     except NumberTooLarge as error:
         raise RecordRefused(DeadLetterReason.NUMBER_TOO_LARGE, str(error)) from None
     except (TypeError, ValueError, RecursionError) as error:
+        if str(error).startswith(OUT_OF_MEMORY):
+            raise MemoryError(str(error)) from None  # orjson's: the machine's limit, not invalid JSON
         raise RecordRefused(DeadLetterReason.INVALID_JSON, str(error)) from None
 
 
@@ -357,18 +385,20 @@ def _redaction(settings: Settings) -> Redaction | None:
 
 
 def guarded(
-    step: Callable[..., tuple[Any, ...] | list[Piece]], raw: RawRecord, settings: Settings, *hint: ReaderHint | None
+    step: Callable[..., tuple[Any, ...] | CallLogRead], raw: RawRecord, settings: Settings, *hint: ReaderHint | None
 ) -> Outcome:
     """``step(raw, settings, *hint)`` as an ``Outcome``; never raises."""
     try:
         result = step(raw, settings, *hint)  # (record, metrics) or (record, metrics, line), or pieces
-        if isinstance(result, list):
-            return CallLogged(raw.source, raw.position, result)
+        if isinstance(result, CallLogRead):
+            return CallLogged(raw.source, raw.position, result.pieces, result.skipped or None)
         return Produced(*result)
     except RecordRefused as letter:
         return DeadLettered(
             dead_letter(raw, letter.reason, letter.detail, settings.raw_limit, letter.tokens, _redaction(settings))
         )
+    except MemoryError:
+        raise  # the machine's limit, not the record's fault: the run fails saying so, never a dead letter
     except Exception as error:  # noqa: BLE001 — a bug must surface as data, not kill the job
         detail = f"{type(error).__name__}: {error}"
         return DeadLettered(

@@ -7,11 +7,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from transforms.console_text import console_text
-from transforms.dataset_keys import TRAIN
-from transforms.normalize import split_drops
-from transforms.record_steps import DeadLetterReason
-from transforms.training_summary import training_rows
+from transforms.core.normalize import split_drops
+from transforms.dataset.dataset_keys import TRAIN
+from transforms.dataset.training_summary import training_rows
+from transforms.record.record_steps import DeadLetterReason
+from transforms.totals.console_text import console_text
 
 UNWRITABLE = DeadLetterReason.UNWRITABLE.value
 INPUT_CHANGED = DeadLetterReason.INPUT_CHANGED.value
@@ -103,7 +103,18 @@ def call_log_rows(doc: dict[str, Any]) -> list[tuple[str, Any]]:
         ("  calls collapsed into a longer one", calls["prefixes_collapsed"]),
         ("  branches split out", calls["branches"]),
         ("  tool results filled in", calls["tool_results_filled"]),
+        *([("  parts refused alone (dead letters)", calls["parts_refused"])] if calls.get("parts_refused") else []),
+        *(
+            [("  parts skipped (no call, no tool result)", _kinds(calls["skipped_by_kind"]))]
+            if calls.get("skipped_by_kind")
+            else []
+        ),
     ]
+
+
+def _kinds(counts: dict[str, int]) -> str:
+    """Counts by kind on one line, the largest first: ``http 12, chain 3``."""
+    return ", ".join(f"{kind} {n:,}" for kind, n in sorted(counts.items(), key=lambda item: (-item[1], item[0])))
 
 
 def _message_rows(doc: dict[str, Any]) -> list[tuple[str, Any]]:

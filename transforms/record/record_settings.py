@@ -13,12 +13,9 @@ from dataclasses import dataclass
 from typing import Callable
 
 from transforms.calllogs.readers import CALL_LOG_READERS  # (importing it registers the call-log readers)
-from transforms.chat_template import TemplateSettings
-from transforms.dataset_keys import DEDUPE_CHOICES
-from transforms.formats import READERS, WRITERS
-from transforms.profiles import PROFILES
-from transforms.roles import MAP_TARGETS
-from transforms.training import (
+from transforms.dataset.chat_template import TemplateSettings
+from transforms.dataset.dataset_keys import DEDUPE_CHOICES
+from transforms.dataset.training import (
     EXAMPLE_CHOICES,
     TRAILING_CHOICES,
     TRAINING_SINKS,
@@ -27,6 +24,9 @@ from transforms.training import (
     keeps_weights,
     trailing_policy,
 )
+from transforms.formats import READERS, WRITERS
+from transforms.repairs.profiles import PROFILES
+from transforms.repairs.roles import MAP_TARGETS
 
 #: Raw text kept in a dead letter, in characters.
 DEFAULT_RAW_LIMIT = 2000
@@ -86,7 +86,7 @@ class Settings:
     #: ``--keep-truncated-streams``: a conversation holding an answer whose event stream was cut
     #: off (``truncated_stream``) is written by the training sinks too (counted) instead of refused.
     keep_truncated_streams: bool = False
-    #: Dataset steps (``transforms.dataset_keys``, ``transforms.dedupe``): ``--dedupe``
+    #: Dataset steps (``transforms.dataset.dataset_keys``, ``transforms.record.dedupe``): ``--dedupe``
     #: (none, exact, prefix), ``--split`` as ``((name, share), ...)``, ``--split-by``, ``--split-seed``.
     dedupe: str = "none"
     #: ``--examples``: whole, last, each (``transforms.training``).
