@@ -8,7 +8,7 @@ A report, not a test: it prints figures and exits 0.
 Figures, each measured in this run on this machine:
 
 * **per call record** — the same conversations (``bench/corpus.py``) given two ways, each run by
-  ``convnorm run`` in a child process (FnApiRunner, the default graph): as whole records (the
+  ``convnorm run`` in a child process (FnApiRunner): as whole records (the
   per-record path), and as Langfuse blob-export rows, one per LLM call (a row per assistant
   turn, each holding the history so far and that turn as output; what an observability export
   holds). Printed: CPU seconds of each run (the child's, user + system), its fixed start-up

@@ -5,7 +5,7 @@ A report, not a test: it prints figures and PASS / MISS per target, and exits 0 
     python bench/bench_scale.py                      # both parts: 100,000 files, then the engines
     python bench/bench_scale.py --files 20000        # a smaller first part
     python bench/bench_scale.py --skip-scale         # the engines only
-    python bench/bench_scale.py --skip-engines --graph tagged-outputs
+    python bench/bench_scale.py --skip-scale --engine-input samples/conversations.jsonl
 
 Part 1, planning and finalizing (the targets, at 100,000 small local files): the job
 runs in this process on FnApiRunner (``pipeline.cli.main.main``), its phases timed by wrapping the
@@ -19,10 +19,12 @@ figures are about the number of files, not about the records.
 Part 2, the engines on one input: ``--engine-records`` realistic records (``bench/corpus.py``,
 ~5 KB each) cut into ``--engine-files`` files, run as subprocesses by
 
-- FnApiRunner, one process (the default graph);
+- FnApiRunner, one process;
 - FnApiRunner, two worker processes (``--direct_num_workers=2 --direct_running_mode=multi_processing``);
-- FnApiRunner, one process, ``--graph per-shard`` and the same two-process run with it;
+- FnApiRunner, one process, ``--dedupe exact`` (its bytes compared with its own kind's only);
 - DaskRunner on convnorm's own local cluster (two worker processes of one thread: this machine's cores);
+
+(``--engine-input FILE``: that file instead of generated records; ``--skip-dask``: no DaskRunner.)
 
 each: wall time, CPU time of the whole process tree (the job, its workers, Dask's scheduler,
 nannies and workers), peak memory of the tree (summed RSS polled from /proc; from
@@ -94,7 +96,7 @@ class Phases:
         setattr(module, name, wrapper)
 
 
-def run_in_process(input_dir: Path, output: Path, graph: str) -> dict:
+def run_in_process(input_dir: Path, output: Path) -> dict:
     """The job on ``input_dir/*.jsonl`` in this process, phases timed (see the module docstring)."""
     import pipeline.cli.commands
     import pipeline.cli.main
@@ -112,7 +114,7 @@ def run_in_process(input_dir: Path, output: Path, graph: str) -> dict:
     started = time.perf_counter()
     cpu = time.process_time()
     status = pipeline.cli.main.main(
-        ["--input", str(input_dir / "*.jsonl"), "--output", str(output), "--graph", graph, "--quiet", "--no-report"]
+        ["--input", str(input_dir / "*.jsonl"), "--output", str(output), "--quiet", "--no-report"]
     )
     m, c = phases.marks, phases.cpu
     m["begin"], c["begin"] = started, cpu
@@ -158,13 +160,13 @@ def _import_seconds() -> tuple[float, float]:
 
 def scale_part(args, work: Path) -> None:
     input_dir = Path(args.input_dir) if args.input_dir else work / "small-files"
-    print(f"== Part 1: {args.files:,} small files ({input_dir}), in process, FnApiRunner, --graph {args.graph}")
+    print(f"== Part 1: {args.files:,} small files ({input_dir}), in process, FnApiRunner")
     started = time.perf_counter()
     make_small_files(input_dir, args.files)
     print(f"   input ready in {time.perf_counter() - started:.1f} s; load average {_loadavg()}")
     output = work / "scale-out"
     imports = _import_seconds()
-    result = run_in_process(input_dir, output, args.graph)
+    result = run_in_process(input_dir, output)
     shutil.rmtree(output, ignore_errors=True)
     print(f"   exit status {result['status']}; wall {result['wall']:.1f} s, CPU of this process {result['cpu']:.1f} s")
     launcher_wall, launcher_cpu = result["launcher"]
@@ -203,8 +205,14 @@ def _tree_digest(directory: Path) -> str:
 
 def engines_part(args, work: Path) -> None:
     corpus_dir = work / "engine-input"
-    print(f"== Part 2: the engines on {args.engine_records:,} records in {args.engine_files} files")
-    if not corpus_dir.exists():
+    if args.engine_input:
+        corpus_dir.mkdir(exist_ok=True)
+        shutil.copy(args.engine_input, corpus_dir / "input.jsonl")
+        print(f"== Part 2: the engines on {args.engine_input}")
+    else:
+        print(f"== Part 2: the engines on {args.engine_records:,} records in {args.engine_files} files")
+    if not corpus_dir.exists() or not any(corpus_dir.iterdir()):
+        corpus_dir.mkdir(exist_ok=True)
         corpus_dir.mkdir()
         corpus = work / "corpus.jsonl"
         write_corpus(corpus, args.engine_records, seed=7)
@@ -217,12 +225,11 @@ def engines_part(args, work: Path) -> None:
     variants = [
         ("FnApiRunner, 1 process", []),
         ("FnApiRunner, 2 processes", two),
-        ("FnApiRunner, 1 process, --graph per-shard", ["--graph", "per-shard"]),
-        ("FnApiRunner, 2 processes, --graph per-shard", [*two, "--graph", "per-shard"]),
-        ("DaskRunner, own local cluster (2 workers)", ["--runner", "DaskRunner"]),
+        ("FnApiRunner, 1 process, --dedupe exact", ["--dedupe", "exact"]),
+        *([] if args.skip_dask else [("DaskRunner, own local cluster (2 workers)", ["--runner", "DaskRunner"])]),
     ]
     env = {**os.environ, "PYTHONPATH": str(REPO)}
-    reference = None
+    references: dict[tuple[str, ...], str] = {}  # by dataset flags: a deduplicated run's bytes differ
     print(f"   {'variant':<46} {'wall s':>7} {'CPU s':>7} {'peak MiB':>9} {'procs':>5}  outputs")
     for label, flags in variants:
         out = work / f"engine-{len(label)}-{abs(hash(label)) % 10**6}"
@@ -232,7 +239,8 @@ def engines_part(args, work: Path) -> None:
             print(f"   {label:<46} FAILED (exit {run['returncode']}; log {run['log']})")
             continue
         digest = _tree_digest(out)
-        reference = reference or digest
+        kind = tuple(flag for flag in flags if flag in ("--dedupe", "exact"))
+        reference = references.setdefault(kind, digest)
         same = "same bytes" if digest == reference else "DIFFERENT"
         print(
             f"   {label:<46} {run['wall']:7.1f} {run['cpu']:7.1f} {run['peak_rss_mb']:9.0f} "
@@ -249,7 +257,8 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--files", type=int, default=100_000, help="small files of part 1 (100,000)")
     parser.add_argument("--input-dir", help="reuse (or fill) this directory for part 1's files")
-    parser.add_argument("--graph", default="per-shard", choices=("per-shard", "tagged-outputs"))
+    parser.add_argument("--engine-input", help="part 2 on this JSONL file instead of generated records")
+    parser.add_argument("--skip-dask", action="store_true", help="part 2 without DaskRunner")
     parser.add_argument("--engine-records", type=int, default=120_000, help="records of part 2 (120,000)")
     parser.add_argument("--engine-files", type=int, default=16, help="files of part 2 (16)")
     parser.add_argument("--skip-scale", action="store_true")

@@ -7,7 +7,7 @@ A report, not a test: it prints figures and PASS / MISS per goal, and exits 0 ei
     python bench/bench_small_files.py --unparted 5000    # also the layout before parts, on 5,000 files
 
 Each variant is ``python -m pipeline`` in a fresh subprocess, with the command's defaults (the
-graph ``--graph auto`` picks for FnApiRunner, ``tagged-outputs``; ``--part-bytes`` 64 MiB), on
+one graph; ``--part-bytes`` 64 MiB), on
 this machine's FnApiRunner in one process, so the process is the driver: its CPU time (user +
 system, from ``wait4``), its wall time, its peak memory (``ru_maxrss``), and the files it wrote.
 

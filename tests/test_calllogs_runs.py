@@ -1,5 +1,5 @@
 """convnorm run on call logs: every export family's samples in one directory, auto-detected,
-their conversations assembled, the same bytes whatever the graph, the runner or the split."""
+their conversations assembled, the same bytes whatever the runner or the split."""
 
 from __future__ import annotations
 
@@ -80,10 +80,7 @@ def test_explain_shows_the_calls_that_made_a_conversation(calls_run, capsys):
 
 
 @pytest.mark.slow
-def test_both_graphs_and_two_processes_give_the_same_bytes(tmp_path, calls_input, calls_run):
-    per_shard = tmp_path / "per-shard"
-    _run(calls_input, per_shard, "--graph", "per-shard")
-    assert_same_outputs(per_shard, calls_run, "per-shard graph on call logs")
+def test_two_processes_give_the_same_bytes(tmp_path, calls_input, calls_run):
     two = tmp_path / "two"
     _run(calls_input, two, "--direct_num_workers=2", "--direct_running_mode=multi_processing")
     assert_same_outputs(two, calls_run, "two processes on call logs")

@@ -179,13 +179,12 @@ def _assert_refused(out: Path, path: Path, status: int, err: str) -> None:
     assert f"convnorm: error: {path}: " in err  # which file, and how
 
 
-@pytest.mark.parametrize("graph", ["tagged-outputs", "per-shard"])
 @pytest.mark.parametrize("change", [_truncate, _replace], ids=["truncated", "replaced"])
-def test_a_run_whose_input_changes_while_read_exits_1_without_success(graph, change, tmp_path, monkeypatch, capsys):
+def test_a_run_whose_input_changes_while_read_exits_1_without_success(change, tmp_path, monkeypatch, capsys):
     path, out = tmp_path / "in.jsonl", tmp_path / "out"
     path.write_bytes(_content())
     _change_while_reading(monkeypatch, lambda: change(path))
-    argv = ["--input", str(path), "--output", str(out), "--batch-size", "50", "--graph", graph, "--no-report"]
+    argv = ["--input", str(path), "--output", str(out), "--batch-size", "50", "--no-report"]
     status = main(argv)
     _assert_refused(out, path, status, capsys.readouterr().err)
 

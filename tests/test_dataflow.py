@@ -111,7 +111,12 @@ def test_dry_run_builds_the_job_and_stages_this_project(monkeypatch, tmp_path):
 
     graph = submitted.proto_pipeline
     names = {t.unique_name for t in graph.components.transforms.values()}
-    assert {"CleanLogs", "WriteNormalized", "WriteDrops", "WriteDeadLetters", "Summarize"} <= names
+    assert {
+        "NormalizeShards/Plan",
+        "NormalizeShards/Process",
+        "NormalizeShards/Merge",
+        "NormalizeShards/Write",
+    } <= names
     (environment,) = graph.components.environments.values()
     from apache_beam.portability.api import beam_runner_api_pb2
 

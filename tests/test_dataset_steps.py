@@ -1,5 +1,5 @@
-"""--dedupe and --split: the keys each conversation gets (transforms.dataset_keys), the graph's
-steps as plain functions (pipeline.graph.dataset_steps), the options, and whole runs."""
+"""--dedupe and --split: the keys each conversation gets (transforms.dataset.dataset_keys), the graph's
+steps as plain functions (transforms.record.dedupe), the options, and whole runs."""
 
 from __future__ import annotations
 
@@ -11,9 +11,9 @@ from types import SimpleNamespace
 import pytest
 
 from pipeline.config.checks import dataset_step_problems
-from pipeline.graph.dataset_steps import Conversation, collapse_kept, resolve_content, shard_outputs
 from transforms.core.jsontext import dumps_line
 from transforms.dataset.dataset_keys import CONTENT_KEYS, content_keys, group_key, parse_splits, split_of
+from transforms.record.dedupe import Conversation, collapse_kept, resolve_content, shard_outputs
 from transforms.record.inputs import RawRecord
 from transforms.record.record_settings import Settings
 from transforms.record.records import process_record
@@ -68,12 +68,12 @@ def test_bad_splits_are_refused(text, problem):
     assert parse_splits("eval=0.05,test=0.05") == ((("eval", 0.05), ("test", 0.05)), [])
 
 
-def test_the_dataset_steps_take_a_batch_run_on_either_graph():
-    ours = SimpleNamespace(dedupe="exact", split=None, graph="per-shard")
+def test_the_dataset_steps_take_a_batch_run_on_every_runner():
+    ours = SimpleNamespace(dedupe="exact", split=None)
     assert dataset_step_problems(ours, None, False) == []
     assert "a batch run only" in dataset_step_problems(ours, None, True)[0]
-    assert dataset_step_problems(SimpleNamespace(dedupe="exact", split="eval=0.1", graph="auto"), None, False) == []
-    dask = dataset_step_problems(SimpleNamespace(dedupe="none", split="eval=0.1", graph="auto"), "DaskRunner", False)
+    assert dataset_step_problems(SimpleNamespace(dedupe="exact", split="eval=0.1"), None, False) == []
+    dask = dataset_step_problems(SimpleNamespace(dedupe="none", split="eval=0.1"), "DaskRunner", False)
     assert dask == []
 
 
@@ -91,7 +91,7 @@ def run_dedupe(conversations: list[Conversation], settings: Settings) -> tuple[l
     """The two shuffles of --dedupe as plain functions: by content, resolve, by kept one, collapse."""
     from collections import defaultdict
 
-    from pipeline.graph.dataset_steps import content_claims
+    from transforms.record.dedupe import content_claims
 
     grouped: dict = defaultdict(list)
     for c in conversations:
@@ -254,28 +254,20 @@ def _tree(out: Path) -> dict[str, bytes]:
     ],
     ids=["dedupe-prefix-split", "dedupe-exact", "split-only"],
 )
-def test_the_per_shard_graph_shapes_the_dataset_as_the_default_graph_does(tmp_path, flags):
-    """DaskRunner's graph: the dataset steps across shards (one input file each, duplicates in
-    different files), the same files and bytes as the default graph's."""
+def test_the_dataset_steps_work_across_shards(tmp_path, flags):
+    """The dataset steps across shards (one input file each, duplicates in different files)."""
     inputs = tmp_path / "in"
     inputs.mkdir()
     lines = DATA.read_text().splitlines()
     # t-001 alone: it and its duplicate t-002 are in different files (shards), as are others.
     for n, chunk in enumerate([lines[:1]] + [lines[i : i + 4] for i in range(1, len(lines), 4)]):
         (inputs / f"chats-{n}.jsonl").write_text("\n".join(chunk) + "\n")
-    common = ("--input", str(inputs), "--part-bytes", "0", "--sink", "hf", *flags)
-    default = _tree(_run_in(tmp_path, "default", *common))
-    per_shard = _tree(_run_in(tmp_path, "per-shard", *common, "--graph", "per-shard"))
-    assert sorted(default) == sorted(per_shard)
-    manifests = [json.loads(run.pop("_convnorm_manifest.json")) for run in (default, per_shard)]
-    assert default == per_shard
-    # The manifests differ only in the graph they name.
-    assert [m["options"].pop("graph", None) for m in manifests] == [None, "per-shard"]
-    assert manifests[0] == manifests[1]
-    summary = json.loads(default["summary.json"])
+    run = _tree(_run_in(tmp_path, "run", "--input", str(inputs), "--part-bytes", "0", "--sink", "hf", *flags))
+    summary = json.loads(run["summary.json"])
     assert summary["accounted"] and summary["records_in"] == 15
     if "--dedupe" in flags:
         assert summary["dead_letters_by_reason"]["duplicate"] >= 1
+        assert any(json.loads(line).get("duplicates") for line in run["drops/part-00000.jsonl"].splitlines())
     if "--split" in flags:
         assert sum(summary["splits"].values()) == summary["records_out"] and len(summary["splits"]) > 1
 
@@ -289,49 +281,37 @@ def _run_in(tmp_path: Path, name: str, *argv: str) -> Path:
 
 
 @pytest.mark.slow
-def test_conversations_assembled_from_call_logs_are_deduplicated_alike_on_either_graph(tmp_path):
-    """The per-shard graph holds the assembled conversations' outputs too, for the same step."""
+def test_conversations_assembled_from_call_logs_are_deduplicated(tmp_path):
+    """The step holds the assembled conversations' outputs too, for the dataset steps."""
     calls = str(Path(__file__).resolve().parent / "data" / "calllogs" / "*" / "*.jsonl")
-    common = ("--input", calls, "--dedupe", "prefix", "--split", "eval=0.3")
-    default = _tree(_run_in(tmp_path, "default", *common))
-    per_shard = _tree(_run_in(tmp_path, "per-shard", *common, "--graph", "per-shard"))
-    for run in (default, per_shard):
-        run.pop("_convnorm_manifest.json")
-    assert default == per_shard
-    summary = json.loads(per_shard["summary.json"])
+    run = _tree(_run_in(tmp_path, "run", "--input", calls, "--dedupe", "prefix", "--split", "eval=0.3"))
+    summary = json.loads(run["summary.json"])
     assert summary["accounted"] and summary["call_logs"]["conversations"] > 0
     assert summary["dedupe"]["duplicates_collapsed"] > 0 and summary["splits"]["eval"] > 0
 
 
 @pytest.mark.slow
-def test_validate_with_a_split_on_the_per_shard_graph_keeps_its_violations(tmp_path):
-    """--split shapes a run's records, not validate's violations: the per-shard step wrote them
+def test_validate_with_a_split_keeps_its_violations(tmp_path):
+    """--split shapes a run's records, not validate's violations: the per-shard step once wrote them
     nowhere (split by drop metrics a check has none of), and the run was not accounted."""
     from pipeline.cli.main import main
 
-    outs = {}
-    for graph in ("tagged-outputs", "per-shard"):
-        outs[graph] = tmp_path / graph
-        argv = ["validate", "--input", str(DATA), "--output", str(outs[graph]), "--split", "eval=0.3"]
-        main([*argv, "--graph", graph, "--quiet", "--no-report"])
-    per_shard = json.loads((outs["per-shard"] / "validation.json").read_text())
-    assert per_shard["accounted"] and (outs["per-shard"] / "_SUCCESS").exists()
-    assert _tree(outs["per-shard"] / "violations") == _tree(outs["tagged-outputs"] / "violations") != {}
+    out = tmp_path / "out"
+    main(["validate", "--input", str(DATA), "--output", str(out), "--split", "eval=0.3", "--quiet", "--no-report"])
+    validation = json.loads((out / "validation.json").read_text())
+    assert validation["accounted"] and (out / "_SUCCESS").exists()
+    assert _tree(out / "violations") != {}
 
 
 @pytest.mark.slow
-def test_a_split_orders_a_parts_dead_letters_alike_on_either_graph(tmp_path):
-    """Two small files in one part, each with a dead letter: --split alone on the per-shard graph
-    writes them as the default graph's dataset step does (by position), not as they came."""
+def test_a_split_orders_a_parts_dead_letters_by_position(tmp_path):
+    """Two small files in one part, each with a dead letter: --split alone writes them by
+    position, not as they came."""
     inputs = tmp_path / "in"
     inputs.mkdir()
     lines = DATA.read_text().splitlines()
     (inputs / "a.jsonl").write_text("\n".join([*lines[:2], "not json a"]) + "\n")
     (inputs / "b.jsonl").write_text("\n".join(["not json b", lines[2]]) + "\n")
-    common = ("--input", str(inputs), "--sink", "hf", "--split", "eval=0.4")
-    default = _tree(_run_in(tmp_path, "default", *common))
-    per_shard = _tree(_run_in(tmp_path, "per-shard", *common, "--graph", "per-shard"))
-    for run in (default, per_shard):
-        run.pop("_convnorm_manifest.json")
-    assert len(default["dead_letter/part-00000.jsonl"].splitlines()) == 2
-    assert default == per_shard
+    run = _tree(_run_in(tmp_path, "run", "--input", str(inputs), "--sink", "hf", "--split", "eval=0.4"))
+    letters = [json.loads(line) for line in run["dead_letter/part-00000.jsonl"].splitlines()]
+    assert [d["raw"] for d in letters] == ["not json b", "not json a"]

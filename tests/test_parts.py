@@ -1,5 +1,5 @@
 """Output parts (pipeline/io/parts.py): consecutive small inputs read by one task and written into
-one file per output, the same names and bytes on every graph and rerun.
+one file per output, the same names and bytes on every runner and rerun.
 
 Found: 3,000 input files of two conversations gave 3,000 normalized part files (and as many
 drops and dead-letter parts): every downstream reader paid for 3 files per input.
@@ -77,10 +77,9 @@ def _files(out: Path, name: str) -> dict[str, bytes]:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("graph", ["tagged-outputs", "per-shard"])
-def test_many_small_inputs_give_one_part_file_with_the_bytes_of_a_file_each(tmp_path, graph):
+def test_many_small_inputs_give_one_part_file_with_the_bytes_of_a_file_each(tmp_path):
     pattern = _write_inputs(tmp_path / "in")
-    common = ["--input", pattern, "--graph", graph, "--no-report", "--quiet"]
+    common = ["--input", pattern, "--no-report", "--quiet"]
     assert main([*common, "--output", str(tmp_path / "parts")]) == 0
     assert main([*common, "--output", str(tmp_path / "each"), "--part-bytes", "0"]) == 0
     for name in ("normalized", "drops", "dead_letter"):

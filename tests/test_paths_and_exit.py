@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-import transforms.conversations as conversations
+import pipeline.graph.shard_step as shard_step
 from pipeline.cli.main import main
 from transforms.totals.summary import DeadLetterLimit, run_failures
 
@@ -265,16 +265,16 @@ def test_validate_exits_3_on_a_crash(tmp_path, monkeypatch, capsys):
     def crash(*args, **kwargs):
         raise RuntimeError("boom")
 
-    # Outside the per-record guard: the routing DoFn's call fails the pipeline itself.
-    monkeypatch.setattr(conversations, "normalize_batch", crash)
+    # Outside the per-record guard: the step's call fails the pipeline itself.
+    monkeypatch.setattr(shard_step, "normalize_batch", crash)
     assert main(["validate", "--input", str(tmp_path / "in.jsonl")]) == 3
     assert "validate pipeline failed" in capsys.readouterr().err
 
 
 def _losing_one_record(monkeypatch):
-    """Make the routing DoFn lose the last record of each batch that has one: a bug that only
+    """Make the per-shard step lose the last record of each batch that has one: a bug that only
     the accounting check sees (records in != through + dead-lettered)."""
-    real = conversations.normalize_batch
+    real = shard_step.normalize_batch
 
     def lose(*args, **kwargs):
         result = real(*args, **kwargs)
@@ -286,7 +286,7 @@ def _losing_one_record(monkeypatch):
             lines=None if result.lines is None else result.lines[:-1],
         )
 
-    monkeypatch.setattr(conversations, "normalize_batch", lose)
+    monkeypatch.setattr(shard_step, "normalize_batch", lose)
 
 
 @pytest.mark.parametrize("command, output", [([], "normalized"), (["validate"], "violations")])

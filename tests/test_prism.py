@@ -21,10 +21,10 @@ from paused_runs import kill, resume, start_paused  # noqa: E402
 from prism_build import BUILD_TIMEOUT_S, ROOT, prism_binary, run_locked  # noqa: E402
 
 from pipeline.cli.main import main  # noqa: E402
+from pipeline.graph import shard_step  # noqa: E402
 from pipeline.runners import private_network  # noqa: E402
 from pipeline.runners.prism import PrismError, prism_services  # noqa: E402
 from pipeline.testhooks import PAUSE_AT, PAUSE_FILE, PAUSE_SECONDS_ENV  # noqa: E402
-from transforms import conversations  # noqa: E402
 
 #: The first test to ask for Prism may build it (tests/prism_build.py) before its run.
 pytestmark = pytest.mark.timeout(BUILD_TIMEOUT_S + 600)
@@ -210,7 +210,7 @@ def test_a_failed_batch_job_on_prism_is_reported_in_one_line_with_its_error(tmp_
     def crash(*args, **kwargs):
         raise RuntimeError("a crash on purpose")
 
-    monkeypatch.setattr(conversations, "normalize_batch", crash)  # outside the per-record guard
+    monkeypatch.setattr(shard_step, "normalize_batch", crash)  # outside the per-record guard
     out = tmp_path / "out"
     status = main(
         [

@@ -30,8 +30,7 @@ def _run(*argv) -> int:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("graph", ["tagged-outputs", "per-shard"])
-def test_finalize_reads_no_output_back_and_the_manifest_holds_each_files_sha256(graph, tmp_path, monkeypatch):
+def test_finalize_reads_no_output_back_and_the_manifest_holds_each_files_sha256(tmp_path, monkeypatch):
     read_back = []
     monkeypatch.setattr(outputs, "measure", lambda path, parquet=None: read_back.append(path))
     monkeypatch.setattr(finalize, "measure", lambda path, parquet=None: read_back.append(path))
@@ -44,7 +43,7 @@ def test_finalize_reads_no_output_back_and_the_manifest_holds_each_files_sha256(
 
     monkeypatch.setattr(files, "_open_directory", open_directory)
     out = tmp_path / "out"
-    assert _run("--input", SAMPLE, "--output", out, "--shard-bytes=65536", "--graph", graph) == 0
+    assert _run("--input", SAMPLE, "--output", out, "--shard-bytes=65536") == 0
     assert not read_back
     manifest = json.loads((out / MANIFEST_FILE).read_text())
     parts = [entry for entry in manifest["files"] if "/part-" in entry["path"]]

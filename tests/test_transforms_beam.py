@@ -11,9 +11,8 @@ from apache_beam.options.pipeline_options import PipelineOptions
 from apache_beam.testing.test_pipeline import TestPipeline as BeamTestPipeline
 from apache_beam.testing.util import assert_that, equal_to
 
-from pipeline.graph.build import NormalizeConversationLogs
 from pipeline.io.planning import plan_shards
-from transforms.conversations import NormalizeConversationBatches, SummarizeRun, Unbatch
+from transforms.conversations import NormalizeConversationBatches, Unbatch
 from transforms.record.inputs import Batch, RawRecord
 from transforms.record.record_settings import Settings
 from transforms.totals.counters import NAMESPACE
@@ -109,14 +108,30 @@ def test_counters_and_distributions_on_fnapirunner():
     assert (drops.count, drops.sum, drops.max) == (3, 4, 2)
 
 
-def test_composite_reads_files_and_summary_accounts_for_every_record(tmp_path):
+def _process_shards(tmp_path, step, settings):
+    """The job's graph (``ProcessShards``) on the file of GOOD, bad JSON, a blank line, ORPHAN
+    and a number: the PCollection of its summary document."""
+    from pipeline.graph.per_shard import ProcessShards
+    from pipeline.graph.shard_step import ShardWork
+
     lines = [json.dumps(GOOD), "not json", "", json.dumps(ORPHAN), "7"]
+    tmp_path.mkdir(exist_ok=True)
     (tmp_path / "in.jsonl").write_text("\n".join(lines) + "\n")
     shards = plan_shards([str(tmp_path / "in.jsonl")])
-    settings = Settings()
+    temp = tmp_path / "temp"
+    return lambda p: (
+        p
+        | step.label
+        >> ProcessShards(shards, ShardWork(step, settings, batch_size=2), str(temp), str(temp / "summary.json"))
+    )
+
+
+def test_the_graph_reads_files_and_its_summary_accounts_for_every_record(tmp_path):
+    from transforms.conversations import NORMALIZE
+
+    process = _process_shards(tmp_path, NORMALIZE, Settings())
     with BeamTestPipeline(options=_options()) as p:
-        cleaned = p | NormalizeConversationLogs(shards, settings, batch_size=2)
-        summary = (cleaned.read_stats, cleaned.drops, cleaned.dead_letters) | SummarizeRun(settings)
+        summary = process(p)
         assert_that(
             summary
             | beam.Map(
@@ -133,16 +148,12 @@ def test_composite_reads_files_and_summary_accounts_for_every_record(tmp_path):
         )
 
 
-def test_validate_composite_is_the_same_shape_and_accounts_for_every_record(tmp_path):
-    from pipeline.graph.build import CheckConversationLogs
-    from transforms.conversations import SummarizeValidation
+def test_validate_is_the_same_graph_and_accounts_for_every_record(tmp_path):
+    from transforms.conversations import CHECK
 
-    lines = [json.dumps(GOOD), "not json", "", json.dumps(ORPHAN), "7"]
-    (tmp_path / "in.jsonl").write_text("\n".join(lines) + "\n")
-    shards = plan_shards([str(tmp_path / "in.jsonl")])
+    process = _process_shards(tmp_path, CHECK, Settings())
     with BeamTestPipeline(options=_options()) as p:
-        checked = p | CheckConversationLogs(shards, Settings(), batch_size=2)
-        summary = (checked.read_stats, checked.reports, checked.dead_letters) | SummarizeValidation()
+        summary = process(p)
         assert_that(
             summary
             | beam.Map(
@@ -210,16 +221,12 @@ def test_unbounded_input_through_batch_raw_records():
 def test_every_counter_the_jobs_report_is_listed_in_counter_names(tmp_path):
     # COUNTER_NAMES is the documented list (docs/operations.md): a counter a DoFn reports but
     # the list leaves out (shards_read, the validate counters once) is undocumented.
-    from pipeline.graph.read import ReadConversationLogs
-    from transforms.conversations import CheckConversationBatches
+    from transforms.conversations import CHECK, NORMALIZE
     from transforms.totals.counters import COUNTER_NAMES
 
-    (tmp_path / "in.jsonl").write_text("\n".join([json.dumps(GOOD), "not json", "", json.dumps(ORPHAN)]) + "\n")
-    shards = plan_shards([str(tmp_path / "in.jsonl")])
     p = beam.Pipeline(options=_options())
-    p | "Run" >> NormalizeConversationLogs(shards, Settings(check=True), batch_size=2)
-    read = p | "ReadForCheck" >> ReadConversationLogs(shards, 2)
-    read.batches | "Check" >> CheckConversationBatches(Settings())
+    _process_shards(tmp_path / "run", NORMALIZE, Settings(check=True))(p)
+    _process_shards(tmp_path / "check", CHECK, Settings())(p)
     result = p.run()
     result.wait_until_finish()
     counters, _ = _counters(result)
@@ -238,7 +245,6 @@ def test_composites_declare_batches_and_refuse_other_elements_when_built():
     # a composite applied to something that is not batches fails there, not in a worker.
     from apache_beam.typehints.decorators import TypeCheckError
 
-    from pipeline.graph.write import WriteShards
     from transforms.conversations import CheckConversationBatches
 
     p = beam.Pipeline(options=_options())
@@ -249,7 +255,6 @@ def test_composites_declare_batches_and_refuse_other_elements_when_built():
     for label, transform in (
         ("N", NormalizeConversationBatches(Settings())),
         ("C", CheckConversationBatches(Settings())),
-        ("W", WriteShards("/nonexistent", "x")),
         ("U", Unbatch()),
     ):
         with pytest.raises(TypeCheckError, match="Batch"):

@@ -1,11 +1,17 @@
-"""Beam transforms around the pure core: normalize or check conversations, count, summarize.
+"""Beam transforms around the pure core, for library users: normalize or check conversations
+in a Beam pipeline of your own, and count.
+
+convnorm's own job does not apply them: its graph (``pipeline.graph.per_shard``, the one every
+runner runs) reads, processes and writes each input shard in one step
+(``pipeline.graph.shard_step``) with the same ``RecordStep`` and the same per-record code
+(``records.normalize_batch``), so the records and counts are the same.
 
 One routing DoFn (``RouteConversations``) runs a job's per-record step over batches of raw
 records (``transforms.inputs.Batch`` of ``RawRecord``) and routes what it gives; a
 ``RecordStep`` names the step and its outputs, and ``ProcessConversationBatches`` is the one
 composite around it. The two steps:
 
-- ``NORMALIZE`` (``NormalizeConversationBatches``, ``convnorm run``) returns a ``NormalizedOutputs``
+- ``NORMALIZE`` (``NormalizeConversationBatches``, what ``convnorm run`` does) returns a ``NormalizedOutputs``
   with three PCollections of batches:
 
   - ``records``      — output records: each input record with its messages normalized (and
@@ -17,7 +23,7 @@ composite around it. The two steps:
                        ``violations`` when on);
   - ``dead_letters`` — one record per input that could not be processed, with its reason.
 
-- ``CHECK`` (``CheckConversationBatches``, ``convnorm validate``) returns a ``CheckedOutputs``: one
+- ``CHECK`` (``CheckConversationBatches``, what ``convnorm validate`` does) returns a ``CheckedOutputs``: one
   violation report per conversation (``reports``) and the ``dead_letters``.
 
 Elements are batches, not single records: Beam's per-element cost in Python is several times
@@ -31,8 +37,7 @@ instead of failing the bundle, which some runners would retry forever.
 
 Counters live under the namespace ``convnorm`` (``transforms.counters``); they are for
 monitoring, ``summary.json`` is for comparing runs. The transforms only use ParDo and
-stateless maps, so they also apply to an unbounded input; the global summary is separate
-(``Summarize``: ``SummarizeRun``, ``SummarizeValidation``).
+stateless maps, so they also apply to an unbounded input.
 """
 
 from __future__ import annotations
@@ -88,21 +93,17 @@ class NormalizedOutputs(NamedTuple):
     #: Batches of the assembly's partial summaries (``transforms.call_assembly``); ``None`` when
     #: the composite does not assemble call logs.
     assembly: beam.PCollection | None = None
-    #: The assembled conversations' own outputs, when the composite leaves them apart
-    #: (``join=False``); else they are in the three above.
-    assembled: Any = None
 
 
 class CheckedOutputs(NamedTuple):
     reports: beam.PCollection
     dead_letters: beam.PCollection
     assembly: beam.PCollection | None = None
-    assembled: Any = None
 
 
 class RecordStep(NamedTuple):
-    """A job's per-record step, and where what it gives goes: the one description the routing
-    DoFn and the per-shard step (``pipeline.graph.shard_step``) both follow."""
+    """A job's per-record step, and where what it gives goes: the one description the per-shard
+    step (``pipeline.graph.shard_step``, the job's) and the routing DoFn (library users') follow."""
 
     #: The ParDo's label in the graph.
     label: str
@@ -232,9 +233,9 @@ class RouteConversations(beam.DoFn):
     metrics to ``DROPS`` (only the normalizing step makes them), unreadable records to
     ``DEAD_LETTER``.
 
-    An element is a ``Batch`` of ``RawRecord`` (convnorm's own graph: the outputs are batches
-    of the same shard) or a single record (the outputs are single items): a ``RawRecord``, a
-    JSON line (``str`` or ``bytes``, as ``ReadFromText`` gives), a ``(file name, line)`` pair
+    An element is a ``Batch`` of ``RawRecord`` (the outputs are batches of the same shard) or a
+    single record (the outputs are single items): a ``RawRecord``, a JSON line (``str`` or
+    ``bytes``, as ``ReadFromText`` gives), a ``(file name, line)`` pair
     (``ReadFromTextWithFilename``), or a ``dict`` already parsed. A single record has no
     position in a file unless it is a ``RawRecord``: its ``position`` is ``UNKNOWN_POSITION``
     and its ``source`` the file name it came with, or ``source``. A blank line is not a record
@@ -357,6 +358,9 @@ class NormalizeConversation(RouteConversations):
     Beam's per-element cost (several times normalizing a record); ``BatchRawRecords`` before it
     (or ``NormalizeConversationBatches``) moves records in batches. A unique field (openai-batch's
     ``custom_id``) is kept unique within a bundle.
+
+    convnorm's own job does not use this DoFn: it runs the same per-record step inside its
+    per-shard step (``pipeline.graph.shard_step``), which gives the same records.
     """
 
     DROPS = DROPS
@@ -410,11 +414,6 @@ class ProcessConversationBatches(beam.PTransform):
     numbered from ``first_call_shard``, hold the assembled conversations. On a stream, a
     conversation is emitted after ``session_gap_s`` without a call, and again if a call comes
     within ``reopen_s`` after that (``transforms.call_assembly._Sessions``).
-
-    ``join=False`` leaves the assembled conversations' outputs apart (the outputs'
-    ``assembled``, a ``step.outputs`` of their own), for a graph that writes them apart: a
-    Flatten in front of a writer stops a runner fusing the writer with the step, so a shard's
-    batches could spread over several files (measured on the multi-process runner).
     """
 
     def __init__(
@@ -426,10 +425,8 @@ class ProcessConversationBatches(beam.PTransform):
         first_call_shard: int = FIRST_ASSEMBLED_SHARD,
         session_gap_s: float = DEFAULT_SESSION_GAP_S,
         reopen_s: float = DEFAULT_REOPEN_S,
-        join: bool = True,
     ) -> None:
         super().__init__()
-        self._join = join
         self._route = route
         self._batch_size = batch_size
         self._call_shards = call_shards
@@ -456,8 +453,6 @@ class ProcessConversationBatches(beam.PTransform):
             *step.tags, main=_MAIN
         )
         theirs = [more[_MAIN], *(more[tag] for tag in step.tags)]
-        if not self._join:
-            return step.outputs(*direct, assembly=assembled.partials, assembled=step.outputs(*theirs))
         joined = [
             (mine, other) | f"Join{tag.title()}" >> beam.Flatten()
             for mine, other, tag in zip(direct, theirs, (_MAIN, *step.tags))
@@ -496,7 +491,7 @@ class BatchRawRecords(beam.PTransform):
 
     Batches close at ``max_batch_size`` records or ``max_batch_bytes`` raw bytes, whichever
     comes first, within a bundle, so this works on unbounded input; file inputs do not need it
-    (``ReadConversationLogs`` reads in batches already, by the same rule).
+    (convnorm's job reads in batches already, by the same rule).
     """
 
     def __init__(self, max_batch_size: int = 256, max_batch_bytes: int = DEFAULT_BATCH_BYTES) -> None:
@@ -543,82 +538,3 @@ class Unbatch(beam.PTransform):
 
     def expand(self, batches):
         return batches | "Unbatch" >> beam.FlatMap(lambda batch: batch.items)
-
-
-class MergeSummaries(beam.CombineFn):
-    """Adds partial summaries; ``finish`` turns the total into the summary document."""
-
-    def __init__(self, finish: Callable[[dict], dict]) -> None:
-        self._finish = finish
-
-    def create_accumulator(self) -> dict:
-        return {}
-
-    def add_input(self, accumulator: dict, part: dict) -> dict:
-        return summaries.merge_into(accumulator, part)  # the accumulator is ours to change
-
-    def merge_accumulators(self, accumulators) -> dict:
-        total: dict = {}
-        for accumulator in accumulators:
-            summaries.merge_into(total, accumulator)
-        return total
-
-    def extract_output(self, accumulator: dict) -> dict:
-        return self._finish(accumulator)
-
-
-# Read statistics and summaries are plain dicts, hinted Any: a ``dict`` hint would switch
-# Beam's coder for them from the pickling FastPrimitivesCoder to a MapCoder.
-@beam.typehints.with_input_types(beam.typehints.Any, Batch, Batch)
-class Summarize(beam.PTransform):
-    """Read statistics + per-record outputs + dead letters -> one summary document (the step's
-    view's).
-
-    The view's ``partial(records_in, items, dead_letters, blank_lines)`` summarizes one piece;
-    ``step.finish(settings)`` turns the total into the document. ``records_in`` comes
-    from the reader's statistics, not from the outputs, so the ``accounted`` flag is a real
-    check that every record ended in exactly one output.
-    """
-
-    def __init__(self, step: RecordStep, settings: Settings) -> None:
-        super().__init__()
-        self._partial = step.view.partial
-        self._finish = step.finish(settings)
-
-    def expand(self, inputs):
-        # (read stats, outputs, dead letters), and the assembly's partials when it assembled;
-        # outputs and dead letters may each be several PCollections (the assembled ones apart).
-        read_stats, outputs, dead_letters, *assembly = inputs
-        partial = self._partial
-        parts = (
-            read_stats | "ReadTotals" >> beam.Map(lambda s: partial(s["records"], blank_lines=s["blank_lines"])),
-            *(
-                part | f"OutputTotals{n or ''}" >> beam.Map(lambda b: partial(0, b.items))
-                for n, part in enumerate(_several(outputs))
-            ),
-            *(
-                part | f"DeadLetterTotals{n or ''}" >> beam.Map(lambda b: partial(0, (), b.items))
-                for n, part in enumerate(_several(dead_letters))
-            ),
-            *(a | "AssemblyTotals" >> beam.FlatMap(lambda b: b.items) for a in assembly if a is not None),
-        ) | "AllTotals" >> beam.Flatten()
-        return parts | "Merge" >> beam.CombineGlobally(MergeSummaries(self._finish))
-
-
-def _several(pcolls: Any) -> tuple:
-    """One PCollection or several, as a tuple (``None`` left out)."""
-    return tuple(p for p in (pcolls if isinstance(pcolls, (tuple, list)) else (pcolls,)) if p is not None)
-
-
-class SummarizeRun(Summarize):
-    """Dataset totals of a normalization run, from (read stats, drops, dead letters)."""
-
-    def __init__(self, settings: Settings) -> None:
-        super().__init__(NORMALIZE, settings)
-
-
-class SummarizeValidation(Summarize):
-    """Totals of a validation run, from (read stats, reports, dead letters)."""
-
-    def __init__(self) -> None:
-        super().__init__(CHECK, Settings())

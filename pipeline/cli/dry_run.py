@@ -173,7 +173,7 @@ def output_lines(job: Job, spec: OutputSpec, call_logs: bool = False) -> list[st
     lines = []
     for name, extension in spec.shard_outputs.items():
         last = f" … part-{shards - 1:05d}{extension}" if shards > 1 else ""
-        # Another output of the run's is a --split's records (pipeline.graph.dataset_steps).
+        # Another output of the run's is a --split's records (pipeline.graph.shard_step.by_split).
         about = what.get(name, f"the {name} split's records (--split)")
         if name in spec.one_file:  # its parts joined into one file (pipeline.execution.finalize.join_files)
             lines.append(f"  {output}/{name}/part-00000{extension}  {about}, one file")

@@ -16,11 +16,9 @@ import math
 import os
 import re
 
-from pipeline.config.dask_flags import DASK_RUNNER_NAME, is_dask_runner
+from pipeline.config.dask_flags import DASK_RUNNER_NAME
 from pipeline.config.flags import (
-    PER_SHARD,
     STREAMING_RUNNERS,
-    TAGGED_OUTPUTS,
     FlagRecorder,
     _streaming_flags,
     our_flags,
@@ -129,14 +127,6 @@ def runner_problem(runner: str, known: tuple[str, ...]) -> str | None:
 
 
 _DURATION_UNITS = {"s": 1, "m": 60, "h": 3600}
-
-
-def graph_for(graph: str, runner: str | None) -> str:
-    """``--graph`` resolved: ``auto`` is per-shard on runners that cannot route a DoFn's tagged
-    outputs (DaskRunner), tagged-outputs elsewhere."""
-    if graph != "auto":
-        return graph
-    return PER_SHARD if is_dask_runner(runner) else TAGGED_OUTPUTS
 
 
 def parse_duration(text: str) -> float:
@@ -256,7 +246,7 @@ def record_settings(ours, tokens: TokenSettings | None = None) -> Settings:
 
 
 def dataset_step_problems(ours, runner: str | None, streaming: bool) -> list[str]:
-    """``--dedupe`` and ``--split`` (dataset steps, shuffles: ``pipeline.graph.dataset_steps``):
+    """``--dedupe`` and ``--split`` (dataset steps, shuffles: ``pipeline.graph.shard_dataset``):
     a ``--split`` that does not parse; a streaming run, which has no whole dataset."""
     split = getattr(ours, "split", None)
     problems = parse_splits(split)[1] if split else []
@@ -462,11 +452,6 @@ def own_problems(ours, *, output_required: bool, streaming: bool, runner: str | 
         problem = runner_problem(runner, (*runners, DASK_RUNNER_NAME))
         if problem:
             problems.append(problem)
-    if getattr(ours, "graph", None) == TAGGED_OUTPUTS and is_dask_runner(runner):
-        problems.append(
-            "--graph tagged-outputs cannot run on DaskRunner (it gives every consumer every tagged output); "
-            "leave --graph at auto (per-shard)"
-        )
     if not ours.input:
         problems.append("--input is required (a file, directory or glob; repeat it for several)")
     if not ours.output and output_required:

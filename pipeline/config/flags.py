@@ -26,9 +26,8 @@ from transforms.record.record_settings import DEFAULT_RAW_LIMIT
 #: The runner used when none is named: in-process, works offline (the DirectRunner would
 #: first try to download the Prism binary).
 DEFAULT_RUNNER = "FnApiRunner"
-#: The job's graphs (``pipeline.graph.build``); ``auto`` picks by runner (``graph_for``).
-TAGGED_OUTPUTS, PER_SHARD = "tagged-outputs", "per-shard"
-GRAPHS = ("auto", TAGGED_OUTPUTS, PER_SHARD)
+#: ``--graph``'s values, accepted and ignored (deprecated): one graph runs on every runner.
+GRAPHS = ("auto", "tagged-outputs", "per-shard")
 #: ``--warn-dead-letters``: dead letters past this share of the records read are worth a warning.
 DEFAULT_WARN_DEAD_LETTERS = "1%"
 #: Runners that can run the streaming job (lower case, as --runner may spell them).
@@ -220,11 +219,9 @@ def _run_flags(add) -> None:
     )
     add(
         "--graph",
-        default="auto",
+        default=None,
         choices=GRAPHS,
-        help="the job's graph: tagged-outputs (the NormalizeConversation DoFn's outputs, each with its own "
-        "writer), per-shard (each input shard read, processed and written in one step: for runners that "
-        "cannot route tagged outputs), or auto: per-shard on DaskRunner, tagged-outputs elsewhere",
+        help="deprecated, does nothing (one graph runs on every runner); accepted so that presets naming it still work",
     )
     add(
         "--insecure-dask-scheduler",
@@ -439,7 +436,7 @@ def _training_flags(add) -> None:
         help="collapse identical conversations (exact: same tools and messages as written, ids and "
         "other fields aside), and with prefix also a conversation that begins a longer one, into one "
         "that keeps the first id and lists the others (drops/ duplicates); each other is a duplicate "
-        "dead letter naming the id kept (a shuffle: a batch run only, on either graph)",
+        "dead letter naming the id kept (a shuffle: a batch run only)",
     )
     add(
         "--split",

@@ -34,7 +34,6 @@ from apache_beam.options.pipeline_options import PipelineOptions, PortableOption
 
 from pipeline.config.checks import (
     dead_letter_limits,
-    graph_for,
     parse_duration,
     record_settings,
     runner_problem,
@@ -51,7 +50,7 @@ from pipeline.config.dask_flags import (
     register_options,
     use_dask,
 )
-from pipeline.config.flags import DEFAULT_RUNNER, TAGGED_OUTPUTS, ConfigError, add_convnorm_flags, our_flags
+from pipeline.config.flags import DEFAULT_RUNNER, ConfigError, add_convnorm_flags, our_flags
 from pipeline.config.precheck import CheckedArgs, check_args, parse_known
 from pipeline.config.presets import (
     WrongShape,
@@ -239,8 +238,6 @@ class Job:
     dry_run: bool = False
     #: ``--limit``: only the first N records of the plan (the shards say how many each gives).
     limit: int | None = None
-    #: ``TAGGED_OUTPUTS`` or ``PER_SHARD`` (``--graph``; ``auto`` resolved by runner).
-    graph: str = TAGGED_OUTPUTS
     #: What the plan leaves out of a directory input (files without a known suffix,
     #: subdirectories), one line per directory: said once the console is set up for the job.
     notes: tuple[str, ...] = ()
@@ -460,6 +457,12 @@ def _warn_missing_writer_options(ours: ConvNormOptions) -> None:
         )
 
 
+def _warn_graph(ours: ConvNormOptions) -> None:
+    # Accepted, doing nothing, so that a preset or script that names it keeps working.
+    if getattr(ours, "graph", None) is not None:
+        LOG.warning("--graph %s is deprecated and does nothing: one graph runs on every runner", ours.graph)
+
+
 def call_logs_possible(input_format: str) -> bool:
     """Whether records read by ``--format`` may be call logs: auto-detected, or a call-log reader."""
     return input_format == "auto" or input_format in CALL_LOG_READERS
@@ -500,6 +503,7 @@ def load_job(argv: list[str], *, output_required: bool = True, checked: CheckedA
     if is_dask_runner(standard.runner):
         use_dask(options)
     _warn_missing_writer_options(ours)
+    _warn_graph(ours)
     return Job(
         options,
         settings,
@@ -517,7 +521,6 @@ def load_job(argv: list[str], *, output_required: bool = True, checked: CheckedA
         warn_dead_letters,
         ours.dry_run,
         ours.limit,
-        graph_for(ours.graph, standard.runner),
         tuple(notes),
         tuple(argv),
         given_output,

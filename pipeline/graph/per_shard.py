@@ -1,21 +1,20 @@
-"""The per-shard graph: each input shard read, processed and written in one step.
+"""The batch graph, on every runner: each input shard read, processed and written in one step.
 
 ::
 
     Create(plan) | expand | Reshuffle | ParDo(process_shard) | CombineGlobally(merge) | write lists + summary
 
-For runners that cannot route a DoFn's tagged outputs (Beam's DaskRunner gives every consumer
-every output, drops what ``finish_bundle`` emits and runs only the last leaf of a graph): one
-element per shard, no tagged output, no ``finish_bundle`` emission, one leaf. It is built from
-the same parts as the default graph: the per-shard step (``pipeline.graph.shard_step``: the reader,
-the per-record step, the ``FILE_FORMATS`` writers) and the summary partials; it writes what
-``WriteShards``, ``ListWrittenFiles`` and ``Summarize`` write (the temporary part files,
-each output's ``<name>.files.json`` list and the summary document), so ``pipeline.execution.finalize.finalize`` and
-the outputs are the same, byte for byte (tested on every sink and on validate).
+Built for what every runner can run, DaskRunner's limits included (it gives every consumer
+every tagged output, drops what ``finish_bundle`` emits and runs only the last leaf of a graph):
+one element per shard, no tagged output, no ``finish_bundle`` emission, one leaf. Its parts: the
+per-shard step (``pipeline.graph.shard_step``: the reader, the per-record step, the
+``FILE_FORMATS`` writers) and the summary partials; it writes the temporary part files, each
+output's ``<name>.files.json`` list and the summary document, which
+``pipeline.execution.finalize.finalize`` moves into place.
 
-Unlike the default graph, it does not rely on fusion to keep a shard's records together: a
-shard is one call, so its files, their names and a unique field's values within a file
-(openai-batch's ``custom_id``) depend on the input only.
+It does not rely on fusion to keep a shard's records together: a shard is one call, so its
+files, their names and a unique field's values within a file (openai-batch's ``custom_id``)
+depend on the input only.
 """
 
 from __future__ import annotations
@@ -118,7 +117,7 @@ class MergeShardResults(beam.CombineFn):
 def write_run_files(
     run: RunFiles, temp_root: str, summary_path: str, filesystems: WorkerFilesystems | None = None
 ) -> dict:
-    """The run's file lists (``<name>.files.json``, as ``ListWrittenFiles`` writes them) and its
+    """The run's file lists (``<name>.files.json``) and its
     summary, into the temporary directory; the summary document."""
     if filesystems is not None:
         filesystems.apply()
@@ -127,7 +126,7 @@ def write_run_files(
     return write_summary(run.summary, summary_path)
 
 
-# Summaries and shard results are plain Python values, hinted Any (pickled, as the default graph's).
+# Summaries and shard results are plain Python values, hinted Any (pickled).
 @beam.typehints.with_input_types(beam.typehints.Any)
 @beam.typehints.with_output_types(beam.typehints.Any)
 class ProcessShards(beam.PTransform):

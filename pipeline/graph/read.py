@@ -1,69 +1,17 @@
-"""The Beam side of reading: the plan's parts as a PCollection (packed, ``CreateParts``), each
-read into batches by ``_ReadShard`` (``ReadConversationLogs``), with its progress counted."""
+"""The Beam side of reading: the plan's parts as a PCollection (packed, ``CreateParts``), and
+the progress of reading them (``PartProgress``; the reading itself is the per-shard step's)."""
 
 from __future__ import annotations
 
 import pickle
 import zlib
-from typing import NamedTuple
 
 import apache_beam as beam
-from apache_beam.metrics import Metrics
-from apache_beam.pvalue import TaggedOutput
 
 from pipeline.graph.tally import Tally
-from pipeline.io.object_store import WorkerFilesystems
-from pipeline.io.parts import DEFAULT_PART_BYTES, Part, plan_parts
-from pipeline.io.read_shard import iter_part_batches
+from pipeline.io.parts import Part
 from pipeline.io.shard import FILE_KINDS, Shard
-from pipeline.testhooks import pause_point
-from transforms.record.inputs import DEFAULT_BATCH_BYTES, DEFAULT_BATCH_SIZE, DEFAULT_MAX_RECORD_BYTES, Batch
-from transforms.totals.counters import NAMESPACE
-
-
-@beam.typehints.with_input_types(Part)
-@beam.typehints.with_output_types(Batch)  # and the per-shard statistics, dicts, under STATS
-class _ReadShard(beam.DoFn):
-    STATS = "read_stats"
-
-    def __init__(
-        self, batch_size: int, total_shards: int, max_record_bytes: int, batch_bytes: int = DEFAULT_BATCH_BYTES
-    ) -> None:
-        self._batch_size = batch_size
-        self._batch_bytes = batch_bytes
-        self._total = total_shards
-        self._max_record_bytes = max_record_bytes
-        self._filesystems = WorkerFilesystems()
-
-    def setup(self) -> None:
-        self._filesystems.apply()
-        self._blank = Metrics.counter(NAMESPACE, "blank_lines")
-        self._shards = Metrics.counter(NAMESPACE, "shards_read")
-        self._tally = Tally("read")  # the live progress of local runs (pipeline/cli/progress.py)
-
-    def process(self, part: Part):
-        pause_point("read")  # tests kill a run here (pipeline.testhooks)
-        # A part's shards in plan order, their records in batches of the part's number (small
-        # files share a batch): one file per output for the part (``pipeline.io.parts``).
-        stats = {"records": 0, "blank_lines": 0}
-        progress = PartProgress(self._tally)
-
-        def done(shard: Shard) -> None:
-            progress.done(shard)
-            self._shards.inc()
-
-        yield from iter_part_batches(
-            part.shards,
-            part.number,
-            self._batch_size,
-            stats,
-            self._max_record_bytes,
-            self._batch_bytes,
-            read=progress.read,
-            done=done,
-        )
-        self._blank.inc(stats["blank_lines"])
-        yield TaggedOutput(self.STATS, {"shard": part.number, **stats})
+from transforms.record.inputs import Batch
 
 
 class ReadProgress:
@@ -146,37 +94,3 @@ class CreateParts(beam.PTransform):
             | "Spread" >> beam.Reshuffle()
             | "Unpack" >> beam.FlatMap(unpack_parts).with_output_types(Part)
         )
-
-
-class ReadOutputs(NamedTuple):
-    batches: beam.PCollection
-    stats: beam.PCollection
-
-
-class ReadConversationLogs(beam.PTransform):
-    """Planned shards -> batches of ``RawRecord`` (and per-shard read statistics), read part by
-    part (``pipeline.io.parts``: the batches of a part carry its number)."""
-
-    def __init__(
-        self,
-        shards: list[Shard],
-        batch_size: int = DEFAULT_BATCH_SIZE,
-        max_record_bytes: int = DEFAULT_MAX_RECORD_BYTES,
-        batch_bytes: int = DEFAULT_BATCH_BYTES,
-        part_bytes: int = DEFAULT_PART_BYTES,
-    ) -> None:
-        super().__init__()
-        self._shards = shards
-        self._batch_size = batch_size
-        self._max_record_bytes = max_record_bytes
-        self._batch_bytes = batch_bytes
-        self._part_bytes = part_bytes
-
-    def expand(self, pbegin):
-        read = _ReadShard(self._batch_size, len(self._shards), self._max_record_bytes, self._batch_bytes)
-        outputs = (
-            pbegin
-            | "Plan" >> CreateParts(plan_parts(self._shards, self._part_bytes))
-            | "Read" >> beam.ParDo(read).with_outputs(read.STATS, main="batches")
-        )
-        return ReadOutputs(outputs.batches, outputs[read.STATS])

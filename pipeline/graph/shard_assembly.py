@@ -1,5 +1,5 @@
-"""The per-shard graph's assembly of call logs: one chain of steps, no tagged output, one leaf
-(what DaskRunner can run), giving the files and partials the default graph's assembly gives.
+"""The batch graph's assembly of call logs: one chain of steps, no tagged output, one leaf
+(what every runner, DaskRunner included, can run).
 
 ::
 

@@ -1,5 +1,5 @@
-"""The per-shard graph's ``--dedupe``: one chain of steps, no tagged output, one leaf (what
-DaskRunner can run), giving the files and partials the default graph's dataset step gives.
+"""``--dedupe``: one chain of steps after the per-shard step, no tagged output, one leaf (what
+every runner, DaskRunner included, can run).
 
 ::
 
@@ -8,12 +8,12 @@ DaskRunner can run), giving the files and partials the default graph's dataset s
                                | by shard | GroupByKey | each shard's outputs written (a ShardResult)
 
 The per-shard step holds a shard's outputs instead of writing them (``ShardWork.holds``); the
-conversations are brought together by the same plain steps as the default graph's
-(``pipeline.graph.dataset_steps``), and each shard's kept conversations, split by ``--split``,
-its drop metrics and its dead letters (the duplicates' included) are written and summarized
-here. Every key says what it holds (``_SHARD``, ``_CONTENT``, ``_KEPT``, ``_OUT``): a shard's
-result and dead letters travel under ``_OUT`` through the content shuffles untouched. A
-``--split`` alone needs none of this: the per-shard step writes each split's records itself.
+conversations are brought together by plain functions (``transforms.record.dedupe``), and each
+shard's kept conversations, split by ``--split``, its drop metrics and its dead letters (the
+duplicates' included) are written and summarized here. Every key says what it holds
+(``_SHARD``, ``_CONTENT``, ``_KEPT``, ``_OUT``): a shard's result and dead letters travel under
+``_OUT`` through the content shuffles untouched. A ``--split`` alone needs none of this: the
+per-shard step writes each split's records itself.
 """
 
 from __future__ import annotations
@@ -23,7 +23,11 @@ from typing import Any, Iterator
 
 import apache_beam as beam
 
-from pipeline.graph.dataset_steps import (
+from pipeline.graph.shard_step import OutputFiles, ShardResult, ShardWork, numbered_place, written_files
+from pipeline.testhooks import pause_point
+from transforms.conversations import DEAD_LETTER
+from transforms.dataset.dataset_keys import TRAIN, split_output
+from transforms.record.dedupe import (
     DROPS,
     LETTERS,
     RECORDS,
@@ -33,10 +37,6 @@ from pipeline.graph.dataset_steps import (
     shard_conversations,
     shard_outputs,
 )
-from pipeline.graph.shard_step import OutputFiles, ShardResult, ShardWork, numbered_place, written_files
-from pipeline.testhooks import pause_point
-from transforms.conversations import DEAD_LETTER
-from transforms.dataset.dataset_keys import TRAIN, split_output
 from transforms.totals import summary as summaries
 
 _SHARD, _CONTENT, _KEPT, _OUT = "shard", "content", "kept", "out"
@@ -53,7 +53,7 @@ def held_by_shard(result: ShardResult, main_output: str) -> Iterator[tuple[tuple
 
 def claims(element: tuple[tuple[Any, ...], Any]) -> Iterator[tuple[tuple[Any, ...], Any]]:
     """A shard's batches -> its result and dead letters (kept by shard), and its conversations
-    under each content key they claim (``dataset_steps.content_claims``)."""
+    under each content key they claim (``transforms.record.dedupe.content_claims``)."""
     (_, shard), values = element
     out, tagged = (_OUT, shard), []
     for tag, value in values:

@@ -11,7 +11,7 @@ blank lines included).
 
 Who calls it:
 
-- the per-shard graph (``pipeline.graph.build``, ``--graph per-shard``; DaskRunner's), one shard per
+- the batch graph (``pipeline.graph.per_shard``, the one every runner runs), one shard per
   element, naming temporary files under the run's temporary directory;
 - streaming (``pipeline.streaming.driver``), one landed file per call.
 
@@ -77,7 +77,7 @@ class ShardWork:
     @property
     def splits(self) -> bool:
         """``--split`` on the records (validate's violations have no split): each split's records
-        to its own output, the dead letters by position (as ``dataset_steps.shard_outputs``)."""
+        to its own output, the dead letters by position (as ``transforms.record.dedupe.shard_outputs``)."""
         return self.step.main_output == "normalized" and bool(self.settings.splits)
 
     def file_format(self, output: str) -> str:
@@ -169,7 +169,7 @@ def process_batches(
     hint = ReaderHint()
     groups: dict[Any, GroupState] = {}
     held: list[tuple[str, Batch]] = []
-    letters: list[Any] = []  # --split: the shard's dead letters, written in the default graph's order
+    letters: list[Any] = []  # --split: the shard's dead letters, written in input order
     try:
         for batch in batches:
             result = normalize_batch(
@@ -271,7 +271,7 @@ class OutputFiles:
 
 def temp_place(temp_root: str, shard: Shard | Part, attempt: str) -> Callable[[str], str]:
     """The batch job's naming: ``TEMP_ROOT/<output>/<shard>-<start>-<attempt>``, the names
-    ``pipeline.graph.write.WriteShards`` gives too (``attempt`` unique per try: a retry never clobbers another)."""
+    (``attempt`` unique per try: a retry never clobbers another)."""
     return numbered_place(temp_root, shard.number, shard.start, attempt)
 
 

@@ -47,7 +47,7 @@ def final_names(written: list[WrittenFile], directory: str, extension: str) -> l
 
 
 def report_path(temp_root: str, name: str) -> str:
-    """Where ``WriteShards`` lists the files it wrote for output ``name``."""
+    """Where the run lists the files it wrote for output ``name``."""
     return FileSystems.join(temp_root, name + ".files.json")
 
 

@@ -1,6 +1,6 @@
 """What the dataset-level steps need of each conversation, made by the per-record step (no Beam).
 
-``--dedupe`` and ``--split`` act on the whole dataset (``pipeline.graph.dataset_steps``: a
+``--dedupe`` and ``--split`` act on the whole dataset (``pipeline.graph.shard_dataset``: a
 shuffle), but what they look at is one conversation's, computed where it is normalized:
 
 - **content keys** (``--dedupe exact|prefix``): a hash chain over the messages as the writer

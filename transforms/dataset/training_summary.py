@@ -13,7 +13,7 @@ from typing import Any
 from transforms.dataset.training import TRAINING_COUNTS
 
 #: The dead-letter reason of a conversation ``--dedupe`` collapsed into another (listed only
-#: when it occurs: pipeline.graph.dataset_steps).
+#: when it occurs: transforms.record.dedupe).
 DUPLICATE = "duplicate"
 
 

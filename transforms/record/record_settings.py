@@ -86,7 +86,7 @@ class Settings:
     #: ``--keep-truncated-streams``: a conversation holding an answer whose event stream was cut
     #: off (``truncated_stream``) is written by the training sinks too (counted) instead of refused.
     keep_truncated_streams: bool = False
-    #: Dataset steps (``transforms.dataset_keys``, ``pipeline.graph.dataset_steps``): ``--dedupe``
+    #: Dataset steps (``transforms.dataset.dataset_keys``, ``transforms.record.dedupe``): ``--dedupe``
     #: (none, exact, prefix), ``--split`` as ``((name, share), ...)``, ``--split-by``, ``--split-seed``.
     dedupe: str = "none"
     #: ``--examples``: whole, last, each (``transforms.training``).

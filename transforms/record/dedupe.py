@@ -1,13 +1,10 @@
-"""Dataset-level steps after normalization: ``--dedupe`` and ``--split`` (shuffles).
-
-::
-
-    records, drops  | by shard | GroupByKey | each conversation: its metrics and its record
-                    | (--dedupe) by content key | GroupByKey | resolve | by kept one | GroupByKey | collapse
-                    | by shard | GroupByKey | one batch per shard and split (records, drops, dead letters)
+"""``--dedupe`` and ``--split`` after normalization, as plain functions: a shard's held outputs
+to its conversations, the content keys they claim, which one each key keeps, the collapse into
+it, and a shard's outputs in input order. ``pipeline.graph.shard_dataset`` brings conversations
+of every shard together with them (its shuffles).
 
 What each conversation's keys are is decided where it is normalized (``transforms.dataset_keys``:
-its content hash chain, its split); this module only brings conversations together:
+its content hash chain, its split); these functions only decide what is kept:
 
 - **exact**: conversations with the same content (tools and messages as written; ids and other
   fields aside) collapse into the first in input order (shard, then position);
@@ -20,16 +17,14 @@ its content hash chain, its split); this module only brings conversations togeth
 - **splits**: each conversation's records go to its split's output (``train``: ``normalized/``;
   another split: its own directory), its metrics (with ``split``) to ``drops/`` as before.
 
-Determinism: after the shuffles every shard's conversations are sorted by their place in the
-input and written as one batch per shard and output, so the files, their names and their
-bytes depend on the input only, on any runner.
+Determinism: every shard's conversations are sorted by their place in the input and written as
+one batch per shard and output, so the files, their names and their bytes depend on the input
+only, on any runner.
 """
 
 from __future__ import annotations
 
-from typing import Any, NamedTuple
-
-import apache_beam as beam
+from typing import Any, Iterator, NamedTuple
 
 from transforms.core.jsontext import dumps_line, parse_json
 from transforms.dataset.dataset_keys import CONTENT_KEYS, TRAIN
@@ -56,18 +51,7 @@ class Conversation(NamedTuple):
         return (self.shard, self.start, self.offset)
 
 
-class DatasetOutputs(NamedTuple):
-    #: Split name -> batches of its records (``train`` first).
-    records: dict[str, beam.PCollection]
-    drops: beam.PCollection
-    dead_letters: beam.PCollection
-
-
-def _by_shard(batch: Batch, tag: str) -> tuple[int, tuple[str, Batch]]:
-    return batch.shard, (tag, batch)
-
-
-def shard_conversations(element: tuple[int, Any]):
+def shard_conversations(element: tuple[int, Any]) -> Iterator[Conversation]:
     """One shard's batches of records and of drop metrics -> its conversations, in input order."""
     shard, tagged = element
     records: dict[tuple[int, int], Batch] = {}
@@ -86,7 +70,7 @@ def shard_conversations(element: tuple[int, Any]):
             yield Conversation(shard, key[0], index, m, item, line)
 
 
-def content_claims(conversation: Conversation):
+def content_claims(conversation: Conversation) -> Iterator[tuple[str, tuple[str, Any]]]:
     """(content key, what this conversation is under it): its whole content, with itself; each
     of its prefixes (``prefix``), with a reference to it (length, place, full key)."""
     full, prefixes = conversation.metrics[CONTENT_KEYS]
@@ -96,7 +80,7 @@ def content_claims(conversation: Conversation):
         yield prefix, ("extends", (length, conversation.order, full))
 
 
-def resolve_content(element: tuple[str, Any]):
+def resolve_content(element: tuple[str, Any]) -> Iterator[tuple[str, tuple[str, Conversation]]]:
     """One content key's conversations -> (the key of the one kept, what each is).
 
     Conversations that are a prefix of longer ones go into the longest (the earliest of the
@@ -116,7 +100,7 @@ def resolve_content(element: tuple[str, Any]):
         yield key, (COLLAPSED, conversation)
 
 
-def collapse_kept(element: tuple[str, Any], settings: Settings):
+def collapse_kept(element: tuple[str, Any], settings: Settings) -> Iterator[tuple[int, tuple[str, Any]]]:
     """The conversation kept and those collapsed into it -> the kept one (the first id, the
     others listed) and a ``duplicate`` dead letter for each other, by shard."""
     values = list(element[1])
@@ -151,7 +135,9 @@ def _with_id(conversation: Conversation, first_id: str, settings: Settings) -> t
     return (line if not isinstance(conversation.item, dict) else record), line
 
 
-def _duplicate_letter(conversation: Conversation, survivor: Conversation, first_id: str, settings: Settings):
+def _duplicate_letter(
+    conversation: Conversation, survivor: Conversation, first_id: str, settings: Settings
+) -> dict[str, Any]:
     same = conversation.metrics[CONTENT_KEYS][0] == survivor.metrics[CONTENT_KEYS][0]
     how = "the same conversation as" if same else "a prefix of the conversation kept as"
     line = conversation.line if conversation.line is not None else dumps_line(conversation.item)
@@ -167,16 +153,7 @@ def _duplicate_letter(conversation: Conversation, survivor: Conversation, first_
     }
 
 
-def _kept(conversation: Conversation):
-    yield conversation.shard, (KEPT, conversation)
-
-
-def _letters_by_shard(batch: Batch):
-    for item in batch.items:
-        yield batch.shard, (LETTERS, item)
-
-
-def shard_outputs(shard: int, values: list[tuple[str, Any]], names: tuple[str, ...]):
+def shard_outputs(shard: int, values: list[tuple[str, Any]], names: tuple[str, ...]) -> Iterator[tuple[str, Batch]]:
     """One shard's kept conversations and dead letters -> ``(output, Batch)`` pairs: its drop
     metrics (``DROPS``), each split's records (by split name), its dead letters (``LETTERS``),
     one batch each, in input order; an output with nothing for the shard gets no batch."""
@@ -192,51 +169,3 @@ def shard_outputs(shard: int, values: list[tuple[str, Any]], names: tuple[str, .
                 yield name, Batch(shard, chosen[0].start, [c.item for c in chosen], None if None in lines else lines)
     if letters:
         yield LETTERS, Batch(shard, letters[0]["position"], letters)
-
-
-def _shard_batches(element: tuple[int, Any], names: tuple[str, ...]):
-    shard, values = element
-    for name, batch in shard_outputs(shard, list(values), names):
-        yield beam.pvalue.TaggedOutput(name, batch)
-
-
-class ShapeDataset(beam.PTransform):
-    """Normalized records, drop metrics and dead letters (batches) -> the same after
-    ``--dedupe`` and ``--split`` (a ``DatasetOutputs``: the records by split)."""
-
-    def __init__(self, settings: Settings) -> None:
-        super().__init__()
-        self._settings = settings
-
-    def expand(self, inputs):
-        records, drops, dead_letters = inputs
-        settings = self._settings
-        names = (TRAIN, *(name for name, _ in settings.splits))
-        conversations = (
-            (
-                records | "RecordsByShard" >> beam.Map(_by_shard, RECORDS),
-                drops | "DropsByShard" >> beam.Map(_by_shard, DROPS),
-            )
-            | "Both" >> beam.Flatten()
-            | "GroupShards" >> beam.GroupByKey()
-            | "Conversations" >> beam.FlatMap(shard_conversations)
-        )
-        if settings.dedupe != "none":
-            kept = (
-                conversations
-                | "ByContent" >> beam.FlatMap(content_claims)
-                | "GroupContent" >> beam.GroupByKey()
-                | "Resolve" >> beam.FlatMap(resolve_content)
-                | "GroupKept" >> beam.GroupByKey()
-                | "Collapse" >> beam.FlatMap(collapse_kept, settings)
-            )
-        else:
-            kept = conversations | "Kept" >> beam.FlatMap(_kept)
-        letters = dead_letters | "LettersByShard" >> beam.FlatMap(_letters_by_shard)
-        outputs = (
-            (kept, letters)
-            | "All" >> beam.Flatten()
-            | "RegroupShards" >> beam.GroupByKey()
-            | "Batches" >> beam.FlatMap(_shard_batches, names).with_outputs(DROPS, LETTERS, *names)
-        )
-        return DatasetOutputs({name: outputs[name] for name in names}, outputs[DROPS], outputs[LETTERS])
