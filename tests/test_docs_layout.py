@@ -122,9 +122,9 @@ def test_a_listing_line_that_is_not_an_entry_is_refused(line):
         listed(["transforms/             the pure logic", line])
 
 
-def test_the_readmes_data_flow_names_temporary_files_as_they_are_named():
+def test_the_data_flow_names_temporary_files_as_they_are_named():
     from pipeline.io.written_files import temp_name
 
-    flow = (ROOT / "README.md").read_text()
+    flow = (ROOT / "docs" / "operations.md").read_text()
     assert "_convnorm_temp-…/<kind>/<shard>-<offset>-<uuid>" in flow
     assert re.fullmatch(r"\d{5}-\d{15}-[0-9a-f]{32}", temp_name(3, 65536, "0" * 32))
