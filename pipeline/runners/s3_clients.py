@@ -52,3 +52,4 @@ def share() -> None:
 
     wrapper.__init__ = __init__  # type: ignore[method-assign]
     wrapper._convnorm_shared = True  # type: ignore[attr-defined]
+    wrapper._convnorm_beam_init = made  # type: ignore[attr-defined]  # Beam's own, for a test to restore
