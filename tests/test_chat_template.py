@@ -1,5 +1,6 @@
-"""--chat-template (transforms/chat_template.py): every example rendered as a trainer renders it,
-its assistant messages shown, its tokens counted with a local tokenizer; what fails is refused."""
+"""--chat-template (transforms/dataset/chat_template.py; its files read on the driver by
+pipeline/config/chat_template_files.py): every example rendered as a trainer renders it, its
+assistant messages shown, its tokens counted with a local tokenizer; what fails is refused."""
 
 from __future__ import annotations
 
@@ -8,8 +9,9 @@ from pathlib import Path
 
 import pytest
 
+from pipeline.config.chat_template_files import load_template
 from transforms.core.jsontext import dumps_line
-from transforms.dataset.chat_template import TemplateRefused, check_rendered, count_tokens, load_template, render
+from transforms.dataset.chat_template import TemplateRefused, check_rendered, count_tokens, render
 from transforms.record.inputs import RawRecord
 from transforms.record.record_settings import Settings, problems
 from transforms.record.records import process_record
@@ -146,13 +148,13 @@ def test_loops_and_outputs_under_the_budget_render_as_before(tmp_path):
 def test_only_regular_files_of_bounded_size_are_read(tmp_path, monkeypatch):
     import os
 
-    from transforms.dataset import chat_template
+    from pipeline.config import chat_template_files
 
     fifo = tmp_path / "fifo"
     os.mkfifo(fifo)  # a blocking open would wait for a writer for ever
     big = tmp_path / "big.jinja"
     big.write_text("{{ messages }}" * 10)
-    monkeypatch.setattr(chat_template, "FILE_LIMIT", 100)
+    monkeypatch.setattr(chat_template_files, "FILE_LIMIT", 100)
     for path, problem in [
         ("/dev/zero", "/dev/zero is not a regular file"),
         (str(fifo), f"{fifo} is not a regular file"),
@@ -184,3 +186,16 @@ def test_a_tokenizer_folders_symlink_out_of_it_is_not_followed(tmp_path):
     (tmp_path / "models--x--y" / "blobs" / "f00").write_text("{{ messages }}")
     (snapshot / "chat_template.jinja").symlink_to("../../blobs/f00")
     assert load_template(str(snapshot)).error is None
+
+
+def test_the_workers_open_no_file_the_tokenizer_travels_as_text(tmp_path):
+    # Read once on the driver: counting tokens on a worker opens nothing (the folder may not
+    # even be on the worker's machine).
+    pytest.importorskip("tokenizers")
+    import shutil
+
+    folder = tokenizer_folder(tmp_path)
+    template = load_template(str(folder))
+    assert template.error is None and template.tokenizer.lstrip().startswith("{")
+    shutil.rmtree(folder)
+    assert count_tokens("go done", template) == 2

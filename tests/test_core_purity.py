@@ -148,3 +148,36 @@ def test_the_probe_would_see_apache_beam():
     # cannot pass vacuously.
     report = _probe("import apache_beam")
     assert "apache_beam" in report["loaded"]
+
+
+#: Calls that reach the filesystem. The pure parts of ``transforms`` take what they read from
+#: the driver (``--chat-template``'s files: ``pipeline.config.chat_template_files``).
+FILE_CALLS = frozenset({"open", "fdopen", "stat", "lstat", "listdir", "scandir", "read_text", "read_bytes"})
+
+
+def _file_calls(source: str) -> list[str]:
+    import ast
+
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Call):
+            func = node.func
+            name = func.id if isinstance(func, ast.Name) else func.attr if isinstance(func, ast.Attribute) else ""
+            if name in FILE_CALLS:
+                found.append(f"{name}() at line {node.lineno}")
+    return found
+
+
+def test_the_pure_parts_of_transforms_open_no_file():
+    assert _file_calls("import os\nos.stat('x')\nwith open('y') as f: pass\n") == [
+        "stat() at line 2",
+        "open() at line 3",
+    ]
+    pure = [
+        path
+        for path in sorted((ROOT / "transforms").rglob("*.py"))
+        if ".".join(path.relative_to(ROOT).with_suffix("").parts) not in BEAM_MODULES
+    ]
+    assert len(pure) > 50
+    found = {str(p.relative_to(ROOT)): _file_calls(p.read_text()) for p in pure}
+    assert {path: calls for path, calls in found.items() if calls} == {}

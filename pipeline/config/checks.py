@@ -16,6 +16,7 @@ import math
 import os
 import re
 
+from pipeline.config.chat_template_files import load_template
 from pipeline.config.dask_flags import DASK_RUNNER_NAME
 from pipeline.config.flags import (
     STREAMING_RUNNERS,
@@ -23,7 +24,6 @@ from pipeline.config.flags import (
     _streaming_flags,
     our_flags,
 )
-from transforms.dataset.chat_template import load_template
 from transforms.dataset.dataset_keys import parse_splits
 from transforms.dataset.redact import parse_kinds
 from transforms.formats import WRITERS

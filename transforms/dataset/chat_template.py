@@ -19,9 +19,9 @@ sink's shape: tool-call arguments as objects, keys without a value left out), ``
 - a rendering that passes its budget of work or size (``transforms.template_budget``: nested
   loops, a string repeated past the limit) is refused, ``chat-template: render_limit: ...``.
 
-Only regular files of bounded size are read (a device, a FIFO or an oversize file is refused
-before the run, a FIFO never opened for a blocking read), and in a tokenizer folder no file a
-symlink leads out of the folder (a Hugging Face cache snapshot's ``blobs/`` excepted).
+The files are read once, on the driver, by ``pipeline.config.chat_template_files`` (only regular
+files of bounded size; no symlink out of a tokenizer folder): the template and the tokenizer's
+text travel to the workers in ``TemplateSettings``, so nothing here opens a file.
 
 The optional extra ``chat-template`` (``jinja2``, ``tokenizers``) is imported on first use only.
 """
@@ -30,8 +30,6 @@ from __future__ import annotations
 
 import functools
 import json
-import os
-import stat
 from dataclasses import dataclass
 from typing import Any
 
@@ -49,105 +47,21 @@ class TemplateSettings:
     source: str = ""
     bos_token: str = ""
     eos_token: str = ""
-    #: The folder's ``tokenizer.json``, to count tokens; ``None``: no counting.
+    #: The text of the folder's ``tokenizer.json`` (read on the driver with the rest), to count
+    #: tokens; ``None``: no counting.
     tokenizer: str | None = None
     #: Why the template cannot be used (a sentence naming the path); ``None``: it can.
     error: str | None = None
 
 
-def _token_text(value: Any) -> str:
+def token_text(value: Any) -> str:
+    """A special token as a tokenizer config spells it (text, or an object with its content)."""
     if isinstance(value, dict):
         value = value.get("content")
     return value if isinstance(value, str) else ""
 
 
-#: The largest template or tokenizer_config.json read (the largest known are well under 1 MiB).
-FILE_LIMIT = 16 * 1024 * 1024
-#: The largest tokenizer.json taken (the tokenizers library reads it whole).
-TOKENIZER_LIMIT = 1024 * 1024 * 1024
-
-
-def _inside(path: str, folder: str) -> str:
-    """``path``, if it resolves inside ``folder`` (or, in a Hugging Face cache snapshot
-    ``.../snapshots/<rev>/``, its ``blobs/`` folder); ``ValueError`` if a symlink leads out."""
-    real, home = os.path.realpath(path), os.path.realpath(folder)
-    roots = [home]
-    if os.path.basename(os.path.dirname(home)) == "snapshots":
-        roots.append(os.path.join(os.path.dirname(os.path.dirname(home)), "blobs"))
-    if not any(os.path.commonpath([real, root]) == root for root in roots):
-        raise ValueError(f"{os.path.basename(path)} is a symlink to {real}, outside the tokenizer folder")
-    return path
-
-
-def _regular(path: str, limit: int) -> None:
-    """``ValueError`` unless ``path`` is a regular file of at most ``limit`` bytes (a stat, so a
-    device or a FIFO is never opened)."""
-    info = os.stat(path)
-    if not stat.S_ISREG(info.st_mode):
-        raise ValueError(f"{path} is not a regular file")
-    if info.st_size > limit:
-        raise ValueError(f"{path} holds {info.st_size:,} bytes, more than {limit:,}")
-
-
-def _read(path: str) -> str:
-    """A regular file's text: opened without blocking and checked on
-    the open file, so a FIFO or a device swapped in after a stat is refused too (at most
-    ``FILE_LIMIT`` bytes)."""
-    limit = FILE_LIMIT
-    _regular(path, limit)
-    descriptor = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
-    with os.fdopen(descriptor, "rb") as handle:
-        if not stat.S_ISREG(os.fstat(handle.fileno()).st_mode):
-            raise ValueError(f"{path} is not a regular file")
-        data = handle.read(limit + 1)
-    if len(data) > limit:
-        raise ValueError(f"{path} holds more than {limit:,} bytes")
-    return data.decode("utf-8")
-
-
-def load_template(path: str) -> TemplateSettings:
-    """``--chat-template PATH`` read: a template file, or a tokenizer folder (``error`` says
-    what is wrong; nothing raises). Only regular files of bounded size are read, and in a
-    folder none a symlink leads out of."""
-    try:
-        if not os.path.isdir(path):
-            return _checked(TemplateSettings(path, _read(path)))
-        config: dict[str, Any] = {}
-        config_path = os.path.join(path, "tokenizer_config.json")
-        if os.path.lexists(config_path):
-            config = json.loads(_read(_inside(config_path, path)))
-            if not isinstance(config, dict):
-                raise ValueError("its tokenizer_config.json is not a JSON object")
-        source = config.get("chat_template")
-        if isinstance(source, list):  # named templates: the default one
-            source = next(
-                (t.get("template") for t in source if isinstance(t, dict) and t.get("name") == "default"), None
-            )
-        jinja_path = os.path.join(path, "chat_template.jinja")
-        if not isinstance(source, str) and os.path.lexists(jinja_path):
-            source = _read(_inside(jinja_path, path))
-        if not isinstance(source, str) or not source:
-            return TemplateSettings(
-                path, error=f"--chat-template {path}: no chat_template in its tokenizer_config.json"
-            )
-        tokenizer_path = os.path.join(path, "tokenizer.json")
-        tokenizer = tokenizer_path if os.path.lexists(tokenizer_path) else None
-        if tokenizer is not None:
-            _regular(_inside(tokenizer, path), TOKENIZER_LIMIT)
-        return _checked(
-            TemplateSettings(
-                path,
-                source,
-                _token_text(config.get("bos_token")),
-                _token_text(config.get("eos_token")),
-                tokenizer,
-            )
-        )
-    except (OSError, ValueError) as error:
-        return TemplateSettings(path, error=f"--chat-template {path}: {error}")
-
-
-def _checked(settings: TemplateSettings) -> TemplateSettings:
+def checked(settings: TemplateSettings) -> TemplateSettings:
     """``settings``, or with ``error`` when the extra is missing or the template does not compile."""
     try:
         import jinja2
@@ -235,10 +149,10 @@ def _compiled(source: str) -> Any:
 
 
 @functools.lru_cache(maxsize=4)
-def _tokenizer(path: str) -> Any:
+def _tokenizer(text: str) -> Any:
     import tokenizers
 
-    return tokenizers.Tokenizer.from_file(path)
+    return tokenizers.Tokenizer.from_str(text)
 
 
 def _without_nulls(message: dict[str, Any]) -> dict[str, Any]:
