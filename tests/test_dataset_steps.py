@@ -358,8 +358,8 @@ def test_a_dedupe_run_shuffles_claims_and_verdicts_not_records(tmp_path):
     assert result.files == {} and result.spill and Path(result.spill).is_file()
     assert [c.id for c in result.claims] == ["a", "b", "c"]
 
-    contents = _shuffled(list(claimed(result)))
-    kept = _shuffled([e for element in contents for e in resolved(element)])
+    contents = _shuffled(list(claimed(result, 3)))
+    kept = _shuffled([e for element in contents for e in resolved(element, 3)])
     outs = _shuffled([e for element in kept for e in collapsed(element)])
     for element in (*contents, *kept, *outs):
         assert b"SECRET" not in pickle.dumps(element), element
@@ -367,7 +367,8 @@ def test_a_dedupe_run_shuffles_claims_and_verdicts_not_records(tmp_path):
     (element,) = outs
     values = element[1]
     (shard_result,) = [value for tag, value in values if tag == "result"]
-    written = write_shaped(shard_result, [value for tag, value in values if tag == "verdict"], work, str(tmp_path))
+    verdicts = [verdict for tag, value in values if tag == "verdict" for verdict in value]
+    written = write_shaped(shard_result, verdicts, work, str(tmp_path))
     kept_lines = Path(written.files["normalized"].temp).read_text().splitlines()
     # a is a prefix of c: c is kept, in its place, with a's id (the first).
     assert [json.loads(line)["id"] for line in kept_lines] == ["b", "a"]

@@ -3,25 +3,28 @@ every runner, DaskRunner included, can run). Only keys and verdicts are shuffled
 
 ::
 
-    ShardResult (outputs spilled, claims) | claims by content key | GroupByKey | resolve
-            | by kept one | GroupByKey | collapse: verdicts by shard
+    ShardResult (outputs spilled, claims) | claims by bucket of content keys | GroupByKey | resolve
+            | by bucket of kept ones | GroupByKey | collapse: verdicts by shard
             | GroupByKey (each shard's result and verdicts) | each shard's outputs written from its spill
 
 The per-shard step writes a shard's outputs to a spill file in the run's temporary directory
 instead of its output files, and its result carries the spill's path and its conversations'
 claims (full key, prefix keys, place, id: ``transforms.record.dedupe.Claim``), no record. Plain
 functions (``transforms.record.dedupe``) decide on the claims; a conversation that is kept as it
-is gets no verdict. Each shard's result and verdicts then meet, and the shard's spill is read
-once, in order: its kept conversations, split by ``--split``, and their drop metrics are written
-as they come; its dead letters (its own and its duplicates) by position at the end. Every key
-says what it holds (``_CONTENT``, ``_KEPT``, ``_OUT``): a shard's result travels under ``_OUT``
-through the content shuffles untouched. A ``--split`` alone needs none of this: the per-shard
-step writes each split's records itself.
+is gets no verdict. Claims travel in lists, one per shard and bucket of content keys
+(``content_buckets``): Beam's cost per element would otherwise outweigh the decision. Each
+shard's result and verdicts then meet, and the shard's spill is read once, in order: its kept
+conversations, split by ``--split``, and their drop metrics are written as they come; its dead
+letters (its own and its duplicates) by position at the end. Every key says what it holds
+(``_CONTENT``, ``_KEPT``, ``_OUT``): a shard's result travels under ``_OUT`` through the content
+shuffles untouched. A ``--split`` alone needs none of this: the per-shard step writes each
+split's records itself.
 """
 
 from __future__ import annotations
 
 import uuid
+import zlib
 from typing import Any, Iterator
 
 import apache_beam as beam
@@ -50,13 +53,22 @@ _CONTENT, _KEPT, _OUT = "content", "kept", "out"
 _RESULT, _VERDICT = "result", "verdict"
 
 
-def claimed(result: ShardResult) -> Iterator[tuple[tuple[Any, ...], Any]]:
-    """A shard's result (its claims taken off), by its shard; each of its claims under each
-    content key it claims (``transforms.record.dedupe.content_claims``)."""
+def bucket_of(content: str, buckets: int) -> int:
+    """A content key's bucket: the same in every process (not Python's salted ``hash``)."""
+    return zlib.crc32(content.encode("utf-8")) % buckets
+
+
+def claimed(result: ShardResult, buckets: int) -> Iterator[tuple[tuple[Any, ...], Any]]:
+    """A shard's result (its claims taken off), by its shard; its claims under each content key
+    they claim (``transforms.record.dedupe.content_claims``), a list per bucket of keys: a
+    shuffled element per key would cost more than the decision."""
     yield (_OUT, result.shard), (_RESULT, result._replace(claims=()))
+    by_bucket: dict[int, list[tuple[str, Any]]] = {}
     for claim in result.claims:
         for content, value in content_claims(claim):
-            yield (_CONTENT, content), value
+            by_bucket.setdefault(bucket_of(content, buckets), []).append((content, value))
+    for bucket in sorted(by_bucket):
+        yield (_CONTENT, bucket), by_bucket[bucket]
 
 
 def _passed(key: tuple[Any, ...], values: Any) -> Iterator[tuple[tuple[Any, ...], Any]]:
@@ -64,24 +76,43 @@ def _passed(key: tuple[Any, ...], values: Any) -> Iterator[tuple[tuple[Any, ...]
         yield key, value
 
 
-def resolved(element: tuple[tuple[Any, ...], Any]) -> Iterator[tuple[tuple[Any, ...], Any]]:
-    """A content key's claims -> what each conversation is, under the key of the one kept."""
+def _by_key(lists: Any) -> dict[str, list[Any]]:
+    """A bucket's lists of ``(key, value)`` pairs -> each key's values."""
+    out: dict[str, list[Any]] = {}
+    for pairs in lists:
+        for key, value in pairs:
+            out.setdefault(key, []).append(value)
+    return out
+
+
+def resolved(element: tuple[tuple[Any, ...], Any], buckets: int) -> Iterator[tuple[tuple[Any, ...], Any]]:
+    """A bucket's content keys and their claims -> what each conversation is, under the key of
+    the one kept (a list per bucket of those keys)."""
     key, values = element
     if key[0] != _CONTENT:
         yield from _passed(key, values)
         return
-    for target, value in resolve_content((key[1], values)):
-        yield (_KEPT, target), value
+    by_bucket: dict[int, list[tuple[str, Any]]] = {}
+    for content, claims in _by_key(values).items():
+        for target, value in resolve_content((content, claims)):
+            by_bucket.setdefault(bucket_of(target, buckets), []).append((target, value))
+    for bucket in sorted(by_bucket):
+        yield (_KEPT, bucket), by_bucket[bucket]
 
 
 def collapsed(element: tuple[tuple[Any, ...], Any]) -> Iterator[tuple[tuple[Any, ...], Any]]:
-    """A kept conversation's claim and those collapsed into it -> their verdicts, by shard."""
+    """A bucket's kept conversations' claims and those collapsed into each -> their verdicts,
+    a list per shard."""
     key, values = element
     if key[0] != _KEPT:
         yield from _passed(key, values)
         return
-    for shard, verdict in collapse_kept((key[1], values)):
-        yield (_OUT, shard), (_VERDICT, verdict)
+    by_shard: dict[int, list[Verdict]] = {}
+    for target, claims in _by_key(values).items():
+        for shard, verdict in collapse_kept((target, claims)):
+            by_shard.setdefault(shard, []).append(verdict)
+    for shard in sorted(by_shard):
+        yield (_OUT, shard), (_VERDICT, by_shard[shard])
 
 
 class _WriteShaped(beam.DoFn):
@@ -95,7 +126,7 @@ class _WriteShaped(beam.DoFn):
     def process(self, element):
         _, values = element
         (result,) = [value for tag, value in values if tag == _RESULT]
-        verdicts = [value for tag, value in values if tag == _VERDICT]
+        verdicts = [verdict for tag, value in values if tag == _VERDICT for verdict in value]
         yield write_shaped(result, verdicts, self._work, self._temp_root)
         pause_point("write")
 
@@ -167,23 +198,34 @@ def write_shaped(result: ShardResult, verdicts: list[Verdict], work: ShardWork, 
     return result._replace(files=files, partial=partial, spill=None)
 
 
+#: The most buckets of content keys: a bucket holds a share of the run's claims, not a shard's.
+MAX_BUCKETS = 1024
+
+
+def content_buckets(shards: int) -> int:
+    """Buckets of content keys for ``shards`` planned shards: four a shard (each holds about a
+    quarter of a shard's claims, and they spread over workers), at most ``MAX_BUCKETS``."""
+    return max(1, min(4 * shards, MAX_BUCKETS))
+
+
 @beam.typehints.with_input_types(beam.typehints.Any)
 @beam.typehints.with_output_types(beam.typehints.Any)
 class DedupeShards(beam.PTransform):
     """Shard results with their outputs spilled -> the same results with them deduplicated
     (``--dedupe``), split (``--split``) and written."""
 
-    def __init__(self, work: ShardWork, temp_root: str) -> None:
+    def __init__(self, work: ShardWork, temp_root: str, shards: int = 1) -> None:
         super().__init__()
         self._work = work
         self._temp_root = temp_root
+        self._buckets = content_buckets(shards)
 
     def expand(self, results):
         return (
             results
-            | "ByContent" >> beam.FlatMap(claimed)
+            | "ByContent" >> beam.FlatMap(claimed, self._buckets)
             | "GroupContent" >> beam.GroupByKey()
-            | "Resolve" >> beam.FlatMap(resolved)
+            | "Resolve" >> beam.FlatMap(resolved, self._buckets)
             | "GroupKept" >> beam.GroupByKey()
             | "Collapse" >> beam.FlatMap(collapsed)
             | "GroupOutputs" >> beam.GroupByKey()
