@@ -41,11 +41,14 @@ from transforms.record.dedupe import (
     Verdict,
     collapse_kept,
     content_claims,
+    pack,
     resolve_content,
     shape,
     shard_outputs,
     sorted_letters,
     spilled_conversations,
+    unpack,
+    unpack_claims,
 )
 from transforms.totals import summary as summaries
 
@@ -62,13 +65,13 @@ def claimed(result: ShardResult, buckets: int) -> Iterator[tuple[tuple[Any, ...]
     """A shard's result (its claims taken off), by its shard; its claims under each content key
     they claim (``transforms.record.dedupe.content_claims``), a list per bucket of keys: a
     shuffled element per key would cost more than the decision."""
-    yield (_OUT, result.shard), (_RESULT, result._replace(claims=()))
+    yield (_OUT, result.shard), (_RESULT, result._replace(claims=b""))
     by_bucket: dict[int, list[tuple[str, Any]]] = {}
-    for claim in result.claims:
+    for claim in unpack_claims(result.claims):
         for content, value in content_claims(claim):
             by_bucket.setdefault(bucket_of(content, buckets), []).append((content, value))
     for bucket in sorted(by_bucket):
-        yield (_CONTENT, bucket), by_bucket[bucket]
+        yield (_CONTENT, bucket), pack(by_bucket[bucket])
 
 
 def _passed(key: tuple[Any, ...], values: Any) -> Iterator[tuple[tuple[Any, ...], Any]]:
@@ -76,11 +79,11 @@ def _passed(key: tuple[Any, ...], values: Any) -> Iterator[tuple[tuple[Any, ...]
         yield key, value
 
 
-def _by_key(lists: Any) -> dict[str, list[Any]]:
-    """A bucket's lists of ``(key, value)`` pairs -> each key's values."""
+def _by_key(packed: Any) -> dict[str, list[Any]]:
+    """A bucket's packed lists of ``(key, value)`` pairs -> each key's values."""
     out: dict[str, list[Any]] = {}
-    for pairs in lists:
-        for key, value in pairs:
+    for pairs in packed:
+        for key, value in unpack(pairs):
             out.setdefault(key, []).append(value)
     return out
 
@@ -97,7 +100,7 @@ def resolved(element: tuple[tuple[Any, ...], Any], buckets: int) -> Iterator[tup
         for target, value in resolve_content((content, claims)):
             by_bucket.setdefault(bucket_of(target, buckets), []).append((target, value))
     for bucket in sorted(by_bucket):
-        yield (_KEPT, bucket), by_bucket[bucket]
+        yield (_KEPT, bucket), pack(by_bucket[bucket])
 
 
 def collapsed(element: tuple[tuple[Any, ...], Any]) -> Iterator[tuple[tuple[Any, ...], Any]]:

@@ -41,7 +41,7 @@ from transforms.call_assembly import keyed_pieces
 from transforms.calllogs.assemble import GroupState
 from transforms.conversations import CALLS, DEAD_LETTER, DROPS, RecordStep
 from transforms.dataset.dataset_keys import TRAIN, output_names, split_output
-from transforms.record.dedupe import Claim, batch_claims
+from transforms.record.dedupe import batch_claims, pack
 from transforms.record.inputs import DEFAULT_BATCH_BYTES, DEFAULT_BATCH_SIZE, DEFAULT_MAX_RECORD_BYTES, Batch
 from transforms.record.record_settings import Settings
 from transforms.record.record_steps import ReaderHint
@@ -104,8 +104,9 @@ class ShardResult(NamedTuple):
     calls: Sequence[Any] = ()
     #: ``ShardWork.holds``: the spill file its outputs went to (``Spill``), or None.
     spill: str | None = None
-    #: ``ShardWork.holds``: its conversations' claims (``transforms.record.dedupe.Claim``), in order.
-    claims: Sequence[Claim] = ()
+    #: ``ShardWork.holds``: its conversations' claims, in order, packed
+    #: (``transforms.record.dedupe.unpack_claims`` gives them back).
+    claims: bytes = b""
 
 
 #: ``observe(batch, result)``: called after each batch (counters, progress); must not raise.
@@ -175,7 +176,7 @@ def process_batches(
     groups: dict[Any, GroupState] = {}
     # --dedupe: the outputs go to a spill file, one entry per batch; only the claims go on.
     spill = Spill(place(SPILL)) if work.holds else None
-    claims: list[Claim] = []
+    claims: list[Any] = []
     letters: list[Any] = []  # --split: the shard's dead letters, written in input order
     try:
         for batch in batches:
@@ -227,7 +228,7 @@ def process_batches(
         total or step.view.partial(),
         list(groups.items()),
         spilled_to,
-        claims,
+        pack(claims) if claims else b"",
     )
 
 

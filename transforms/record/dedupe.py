@@ -26,6 +26,7 @@ depend on the input only, on any runner.
 
 from __future__ import annotations
 
+import pickle
 from typing import Any, Iterator, NamedTuple, Union
 
 from transforms.core.jsontext import dumps_line, parse_json
@@ -89,13 +90,31 @@ class DuplicateOf(NamedTuple):
 Verdict = Union[KeptAs, DuplicateOf]
 
 
-def batch_claims(shard: int, start: int, metrics: list[dict[str, Any]]) -> list[Claim]:
-    """A batch's conversations (their drop metrics) -> their claims, in input order."""
+def batch_claims(shard: int, start: int, metrics: list[dict[str, Any]]) -> list[tuple[Any, ...]]:
+    """A batch's conversations (their drop metrics) -> their claims as plain tuples (``Claim``'s
+    fields), in input order."""
     out = []
     for offset, m in enumerate(metrics):
         full, prefixes = m[CONTENT_KEYS]
-        out.append(Claim((shard, start, offset), m["id"], full, tuple(prefixes)))
+        out.append(((shard, start, offset), m["id"], full, tuple(prefixes)))
     return out
+
+
+def pack(values: list[Any]) -> bytes:
+    """Claims (or what is decided of them) as one value for a shuffle: one pickle of plain
+    tuples is several times cheaper than Beam's coder on a list of them, element by element."""
+    return pickle.dumps(values, protocol=pickle.HIGHEST_PROTOCOL)
+
+
+def unpack(packed: bytes) -> list[Any]:
+    """``pack``'s values."""
+    values: list[Any] = pickle.loads(packed)  # noqa: S301 — the run's own values, written by ``pack``
+    return values
+
+
+def unpack_claims(packed: bytes) -> list[Claim]:
+    """A shard result's packed claims (``batch_claims``') -> its claims."""
+    return [Claim(*fields) for fields in unpack(packed)] if packed else []
 
 
 def content_claims(claim: Claim) -> Iterator[tuple[str, tuple[str, Any]]]:
