@@ -13,7 +13,16 @@ import pytest
 from pipeline.config.checks import dataset_step_problems
 from transforms.core.jsontext import dumps_line
 from transforms.dataset.dataset_keys import CONTENT_KEYS, content_keys, group_key, parse_splits, split_of
-from transforms.record.dedupe import Conversation, collapse_kept, resolve_content, shard_outputs
+from transforms.record.dedupe import (
+    Claim,
+    Conversation,
+    collapse_kept,
+    content_claims,
+    resolve_content,
+    shape,
+    shard_outputs,
+    sorted_letters,
+)
 from transforms.record.inputs import RawRecord
 from transforms.record.record_settings import Settings
 from transforms.record.records import process_record
@@ -88,20 +97,21 @@ def conversation(order: int, cid: str, messages: list, dedupe: str = "prefix", s
 
 
 def run_dedupe(conversations: list[Conversation], settings: Settings) -> tuple[list, list]:
-    """The two shuffles of --dedupe as plain functions: by content, resolve, by kept one, collapse."""
+    """The shuffles of --dedupe as plain functions, on claims only: by content, resolve, by
+    kept one, collapse into verdicts; then each conversation shaped by its verdict."""
     from collections import defaultdict
-
-    from transforms.record.dedupe import content_claims
 
     grouped: dict = defaultdict(list)
     for c in conversations:
-        for key, value in content_claims(c):
+        full, prefixes = c.metrics[CONTENT_KEYS]
+        for key, value in content_claims(Claim(c.order, c.metrics["id"], full, tuple(prefixes))):
             grouped[key].append(value)
     kept_groups: dict = defaultdict(list)
     for key in sorted(grouped):
         for target, value in resolve_content((key, grouped[key])):
             kept_groups[target].append(value)
-    out = [v for key in sorted(kept_groups) for _, v in collapse_kept((key, kept_groups[key]), settings)]
+    verdicts = {v.order: v for key in sorted(kept_groups) for _, v in collapse_kept((key, kept_groups[key]))}
+    out = [shape(c, verdicts.get(c.order), settings) for c in sorted(conversations, key=lambda c: c.order)]
     return [c for kind, c in out if kind == "kept"], [d for kind, d in out if kind == "letters"]
 
 
@@ -139,17 +149,15 @@ def test_a_prefix_collapses_into_the_longest_conversation_it_begins_which_takes_
 
 
 def test_a_shards_outputs_are_one_batch_each_in_input_order_without_the_private_keys():
-    convs = [conversation(n, f"c{n}", [U, A]) for n in (3, 1, 2)]
+    convs = [conversation(n, f"c{n}", [U, A]) for n in (1, 2, 3)]
     convs = [c._replace(metrics={**c.metrics, "split": "eval" if c.offset == 2 else "train"}) for c in convs]
     letters = [{"position": 5, "reason": "duplicate"}, {"position": 1, "reason": "invalid_json"}]
-    batches = dict(
-        shard_outputs(0, [("kept", c) for c in convs] + [("letters", d) for d in letters], ("train", "eval"))
-    )
+    batches = dict(shard_outputs(0, convs, ("train", "eval")))
     assert [m["id"] for m in batches["drops"].items] == ["c1", "c2", "c3"]
     assert all(CONTENT_KEYS not in m for m in batches["drops"].items)
     assert [r["id"] for r in batches["train"].items] == ["c1", "c3"]
     assert [r["id"] for r in batches["eval"].items] == ["c2"]
-    assert [d["position"] for d in batches["letters"].items] == [1, 5]
+    assert [d["position"] for d in sorted_letters(letters)] == [1, 5]
 
 
 def _run(tmp_path: Path, name: str, *extra: str) -> Path:
@@ -315,3 +323,58 @@ def test_a_split_orders_a_parts_dead_letters_by_position(tmp_path):
     run = _tree(_run_in(tmp_path, "run", "--input", str(inputs), "--sink", "hf", "--split", "eval=0.4"))
     letters = [json.loads(line) for line in run["dead_letter/part-00000.jsonl"].splitlines()]
     assert [d["raw"] for d in letters] == ["not json b", "not json a"]
+
+
+def _shuffled(elements: list) -> list:
+    """A GroupByKey as a plain function: ``(key, [values])`` in key order."""
+    from collections import defaultdict
+
+    grouped: dict = defaultdict(list)
+    for key, value in elements:
+        grouped[key].append(value)
+    return sorted(grouped.items(), key=lambda kv: repr(kv[0]))
+
+
+@pytest.mark.slow
+def test_a_dedupe_run_shuffles_claims_and_verdicts_not_records(tmp_path):
+    """What the dataset steps shuffle (a shard's result, its claims, the verdicts) carries no
+    record text: the records stay in the shard's spill file, which the writing step reads."""
+    import pickle
+
+    from pipeline.graph.shard_dataset import claimed, collapsed, resolved, write_shaped
+    from pipeline.graph.shard_step import ShardWork, numbered_place, process_batches
+    from transforms.conversations import NORMALIZE
+    from transforms.record.inputs import Batch
+
+    def chat(cid: str, text: str, turns: int) -> bytes:
+        messages = [{"role": "user", "content": text}, {"role": "assistant", "content": text + " answered"}] * turns
+        return dumps_line({"id": cid, "messages": messages})
+
+    lines = [chat("a", "SECRET-ONE", 1), chat("b", "SECRET-TWO", 1), chat("c", "SECRET-ONE", 2), b"{bad"]
+    records = [RawRecord("in.jsonl", n * 100, line) for n, line in enumerate(lines)]
+    work = ShardWork(NORMALIZE, Settings(dedupe="prefix"))
+    place = numbered_place(str(tmp_path), 0, 0, "try")
+    result = process_batches([Batch(0, 0, records[:2]), Batch(0, 200, records[2:])], 0, 0, work, place)
+    assert result.files == {} and result.spill and Path(result.spill).is_file()
+    from transforms.record.dedupe import unpack_claims
+
+    assert [c.id for c in unpack_claims(result.claims)] == ["a", "b", "c"]
+
+    contents = _shuffled(list(claimed(result, 3)))
+    kept = _shuffled([e for element in contents for e in resolved(element, 3)])
+    outs = _shuffled([e for element in kept for e in collapsed(element)])
+    for element in (*contents, *kept, *outs):
+        assert b"SECRET" not in pickle.dumps(element), element
+
+    (element,) = outs
+    values = element[1]
+    (shard_result,) = [value for tag, value in values if tag == "result"]
+    verdicts = [verdict for tag, value in values if tag == "verdict" for verdict in value]
+    written = write_shaped(shard_result, verdicts, work, str(tmp_path))
+    kept_lines = Path(written.files["normalized"].temp).read_text().splitlines()
+    # a is a prefix of c: c is kept, in its place, with a's id (the first).
+    assert [json.loads(line)["id"] for line in kept_lines] == ["b", "a"]
+    assert "SECRET-ONE" in kept_lines[1]
+    letters = [json.loads(line) for line in Path(written.files["dead_letter"].temp).read_text().splitlines()]
+    assert [(d.get("id"), d["reason"]) for d in letters] == [("a", "duplicate"), (None, "invalid_json")]
+    assert "SECRET-ONE" in letters[0]["raw"] and letters[1]["raw"] == "{bad"

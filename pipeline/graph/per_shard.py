@@ -167,7 +167,7 @@ class ProcessShards(beam.PTransform):
             )
         if self._work.holds:
             # --dedupe: the held outputs of every shard brought together, then written by shard.
-            results = results | "Dataset" >> DedupeShards(self._work, self._temp_root)
+            results = results | "Dataset" >> DedupeShards(self._work, self._temp_root, len(self._shards))
         return (
             results
             # At least one shard is always planned: no default needed for an empty input.

@@ -1,72 +1,77 @@
 """``--dedupe``: one chain of steps after the per-shard step, no tagged output, one leaf (what
-every runner, DaskRunner included, can run).
+every runner, DaskRunner included, can run). Only keys and verdicts are shuffled.
 
 ::
 
-    ShardResult (outputs held) | by shard | GroupByKey | conversations by content key
-                               | GroupByKey | resolve | by kept one | GroupByKey | collapse
-                               | by shard | GroupByKey | each shard's outputs written (a ShardResult)
+    ShardResult (outputs spilled, claims) | claims by bucket of content keys | GroupByKey | resolve
+            | by bucket of kept ones | GroupByKey | collapse: verdicts by shard
+            | GroupByKey (each shard's result and verdicts) | each shard's outputs written from its spill
 
-The per-shard step holds a shard's outputs instead of writing them (``ShardWork.holds``); the
-conversations are brought together by plain functions (``transforms.record.dedupe``), and each
-shard's kept conversations, split by ``--split``, its drop metrics and its dead letters (the
-duplicates' included) are written and summarized here. Every key says what it holds
-(``_SHARD``, ``_CONTENT``, ``_KEPT``, ``_OUT``): a shard's result and dead letters travel under
-``_OUT`` through the content shuffles untouched. A ``--split`` alone needs none of this: the
-per-shard step writes each split's records itself.
+The per-shard step writes a shard's outputs to a spill file in the run's temporary directory
+instead of its output files, and its result carries the spill's path and its conversations'
+claims (full key, prefix keys, place, id: ``transforms.record.dedupe.Claim``), no record. Plain
+functions (``transforms.record.dedupe``) decide on the claims; a conversation that is kept as it
+is gets no verdict. Claims travel in lists, one per shard and bucket of content keys
+(``content_buckets``): Beam's cost per element would otherwise outweigh the decision. Each
+shard's result and verdicts then meet, and the shard's spill is read once, in order: its kept
+conversations, split by ``--split``, and their drop metrics are written as they come; its dead
+letters (its own and its duplicates) by position at the end. Every key says what it holds
+(``_CONTENT``, ``_KEPT``, ``_OUT``): a shard's result travels under ``_OUT`` through the content
+shuffles untouched. A ``--split`` alone needs none of this: the per-shard step writes each
+split's records itself.
 """
 
 from __future__ import annotations
 
 import uuid
+import zlib
 from typing import Any, Iterator
 
 import apache_beam as beam
 
-from pipeline.graph.shard_step import OutputFiles, ShardResult, ShardWork, numbered_place, written_files
+from pipeline.graph.shard_step import OutputFiles, ShardResult, ShardWork, numbered_place, read_spill, written_files
+from pipeline.io.file_formats import FILE_FORMATS
 from pipeline.testhooks import pause_point
 from transforms.conversations import DEAD_LETTER
 from transforms.dataset.dataset_keys import TRAIN, split_output
 from transforms.record.dedupe import (
     DROPS,
-    LETTERS,
-    RECORDS,
+    KEPT,
+    Conversation,
+    Verdict,
     collapse_kept,
     content_claims,
+    pack,
     resolve_content,
-    shard_conversations,
+    shape,
     shard_outputs,
+    sorted_letters,
+    spilled_conversations,
+    unpack,
+    unpack_claims,
 )
 from transforms.totals import summary as summaries
 
-_SHARD, _CONTENT, _KEPT, _OUT = "shard", "content", "kept", "out"
-_RESULT, _LETTER_BATCH = "result", "letter-batch"
+_CONTENT, _KEPT, _OUT = "content", "kept", "out"
+_RESULT, _VERDICT = "result", "verdict"
 
 
-def held_by_shard(result: ShardResult, main_output: str) -> Iterator[tuple[tuple[Any, ...], Any]]:
-    """A shard's result (its held outputs taken off) and each held batch, keyed by its shard."""
-    key = (_SHARD, result.shard)
-    yield key, (_RESULT, result._replace(held=()))
-    for name, batch in result.held:
-        yield key, (RECORDS if name == main_output else DROPS if name != DEAD_LETTER else _LETTER_BATCH, batch)
+def bucket_of(content: str, buckets: int) -> int:
+    """A content key's bucket: the same in every process (not Python's salted ``hash``)."""
+    return zlib.crc32(content.encode("utf-8")) % buckets
 
 
-def claims(element: tuple[tuple[Any, ...], Any]) -> Iterator[tuple[tuple[Any, ...], Any]]:
-    """A shard's batches -> its result and dead letters (kept by shard), and its conversations
-    under each content key they claim (``transforms.record.dedupe.content_claims``)."""
-    (_, shard), values = element
-    out, tagged = (_OUT, shard), []
-    for tag, value in values:
-        if tag == _RESULT:
-            yield out, (_RESULT, value)
-        elif tag == _LETTER_BATCH:
-            for letter in value.items:
-                yield out, (LETTERS, letter)
-        else:
-            tagged.append((tag, value))
-    for conversation in shard_conversations((shard, tagged)):
-        for content, claim in content_claims(conversation):
-            yield (_CONTENT, content), claim
+def claimed(result: ShardResult, buckets: int) -> Iterator[tuple[tuple[Any, ...], Any]]:
+    """A shard's result (its claims taken off), by its shard; its claims under each content key
+    they claim (``transforms.record.dedupe.content_claims``), a list per bucket of keys: a
+    shuffled element per key would cost more than the decision."""
+    yield (_OUT, result.shard), (_RESULT, result._replace(claims=b""))
+    by_bucket: dict[int, list[tuple[str, Any]]] = {}
+    for claim in unpack_claims(result.claims):
+        for content, value in content_claims(claim):
+            by_bucket.setdefault(bucket_of(content, buckets), []).append((content, value))
+    for bucket in sorted(by_bucket):
+        yield (_CONTENT, bucket), pack(by_bucket[bucket])
 
 
 def _passed(key: tuple[Any, ...], values: Any) -> Iterator[tuple[tuple[Any, ...], Any]]:
@@ -74,94 +79,158 @@ def _passed(key: tuple[Any, ...], values: Any) -> Iterator[tuple[tuple[Any, ...]
         yield key, value
 
 
-def resolved(element: tuple[tuple[Any, ...], Any]) -> Iterator[tuple[tuple[Any, ...], Any]]:
-    """A content key's claims -> what each conversation is, under the key of the one kept."""
+def _by_key(packed: Any) -> dict[str, list[Any]]:
+    """A bucket's packed lists of ``(key, value)`` pairs -> each key's values."""
+    out: dict[str, list[Any]] = {}
+    for pairs in packed:
+        for key, value in unpack(pairs):
+            out.setdefault(key, []).append(value)
+    return out
+
+
+def resolved(element: tuple[tuple[Any, ...], Any], buckets: int) -> Iterator[tuple[tuple[Any, ...], Any]]:
+    """A bucket's content keys and their claims -> what each conversation is, under the key of
+    the one kept (a list per bucket of those keys)."""
     key, values = element
     if key[0] != _CONTENT:
         yield from _passed(key, values)
         return
-    for target, value in resolve_content((key[1], values)):
-        yield (_KEPT, target), value
+    by_bucket: dict[int, list[tuple[str, Any]]] = {}
+    for content, claims in _by_key(values).items():
+        for target, value in resolve_content((content, claims)):
+            by_bucket.setdefault(bucket_of(target, buckets), []).append((target, value))
+    for bucket in sorted(by_bucket):
+        yield (_KEPT, bucket), pack(by_bucket[bucket])
 
 
-def collapsed(element: tuple[tuple[Any, ...], Any], work: ShardWork) -> Iterator[tuple[tuple[Any, ...], Any]]:
-    """A kept conversation and those collapsed into it -> each, by its shard (a ``duplicate``
-    dead letter for each collapsed one)."""
+def collapsed(element: tuple[tuple[Any, ...], Any]) -> Iterator[tuple[tuple[Any, ...], Any]]:
+    """A bucket's kept conversations' claims and those collapsed into each -> their verdicts,
+    a list per shard."""
     key, values = element
     if key[0] != _KEPT:
         yield from _passed(key, values)
         return
-    for shard, value in collapse_kept((key[1], values), work.settings):
-        yield (_OUT, shard), value
+    by_shard: dict[int, list[Verdict]] = {}
+    for target, claims in _by_key(values).items():
+        for shard, verdict in collapse_kept((target, claims)):
+            by_shard.setdefault(shard, []).append(verdict)
+    for shard in sorted(by_shard):
+        yield (_OUT, shard), (_VERDICT, by_shard[shard])
 
 
 class _WriteShaped(beam.DoFn):
-    """A shard's result, kept conversations and dead letters -> that result with its files
-    written and its drop metrics and dead letters summarized."""
+    """A shard's result and verdicts -> that result with its files written from its spill and
+    its drop metrics and dead letters summarized."""
 
     def __init__(self, work: ShardWork, temp_root: str) -> None:
         self._work = work
         self._temp_root = temp_root
 
     def process(self, element):
-        (_, shard), values = element
-        values = list(values)
+        _, values = element
         (result,) = [value for tag, value in values if tag == _RESULT]
-        yield write_shaped(result, values, self._work, self._temp_root)
+        verdicts = [verdict for tag, value in values if tag == _VERDICT for verdict in value]
+        yield write_shaped(result, verdicts, self._work, self._temp_root)
         pause_point("write")
 
 
-def write_shaped(result: ShardResult, values: list[tuple[str, Any]], work: ShardWork, temp_root: str) -> ShardResult:
-    """``result`` with its shard's shaped outputs written (one file each) and summarized."""
-    settings, step = work.settings, work.step
+class _Outputs:
+    """A shard's shaped outputs, written as they come: a JSON Lines file takes them batch by
+    batch (its bytes are the same); another format's (Parquet: a row group per write) are
+    gathered and written once, as one batch per shard and output."""
+
+    def __init__(self, work: ShardWork, out: OutputFiles) -> None:
+        self._work = work
+        self._out = out
+        self._gathered: dict[str, tuple[list, list | None]] = {}
+        #: Output name -> the start of its first batch (its file's ``start``).
+        self.starts: dict[str, int] = {}
+
+    def write(self, output: str, start: int, items: list, lines: list | None) -> None:
+        self.starts.setdefault(output, start)
+        if FILE_FORMATS[self._work.file_format(output)].takes_lines:
+            self._out.writer(output).write(items, lines)
+            return
+        gathered = self._gathered.setdefault(output, ([], []))
+        gathered[0].extend(items)
+        if gathered[1] is not None and lines is not None:
+            gathered[1].extend(lines)
+        else:
+            self._gathered[output] = (gathered[0], None)
+
+    def flush(self) -> None:
+        for output, (items, lines) in self._gathered.items():
+            self._out.writer(output).write(items, lines)
+        self._gathered.clear()
+
+
+def write_shaped(result: ShardResult, verdicts: list[Verdict], work: ShardWork, temp_root: str) -> ShardResult:
+    """``result`` with its shard's shaped outputs written (one file each) from its spill, in
+    input order, and summarized."""
+    settings, view = work.settings, work.step.view
     names = (TRAIN, *(name for name, _ in settings.splits))
+    by_order = {verdict.order: verdict for verdict in verdicts}
     out = OutputFiles(work, numbered_place(temp_root, result.shard, 0, uuid.uuid4().hex))
-    starts: dict[str, int] = {}
-    metrics: list[Any] = []
+    outputs = _Outputs(work, out)
+    partial = result.partial
     letters: list[Any] = []
     try:
-        for name, batch in shard_outputs(result.shard, values, names):
-            output = {DROPS: DROPS, LETTERS: DEAD_LETTER}.get(name) or split_output(name)
-            if output == DROPS:
-                metrics = batch.items
-            elif output == DEAD_LETTER:
-                letters = batch.items
-            starts[output] = batch.start
-            out.writer(output).write(batch.items, batch.lines)
+        for start, metrics, records, lines, its_letters in read_spill(result.spill):
+            letters.extend(its_letters)
+            kept: list[Conversation] = []
+            for conversation in spilled_conversations(result.shard, start, metrics, records, lines):
+                kind, value = shape(conversation, by_order.get(conversation.order), settings)
+                (kept if kind == KEPT else letters).append(value)
+            for name, batch in shard_outputs(result.shard, kept, names):
+                if name == DROPS:
+                    partial = summaries.merge(partial, view.partial(0, batch.items, []))
+                outputs.write(DROPS if name == DROPS else split_output(name), batch.start, batch.items, batch.lines)
+        if letters:
+            letters = sorted_letters(letters)
+            partial = summaries.merge(partial, view.partial(0, [], letters))
+            outputs.write(DEAD_LETTER, letters[0]["position"], letters, None)
+        outputs.flush()
         measures = out.close()
     except BaseException:
         out.abandon()
         raise
     files = {
-        name: written._replace(start=starts[name])
+        name: written._replace(start=outputs.starts[name])
         for name, written in written_files(work, result.shard, 0, out.paths, measures).items()
     }
-    partial = summaries.merge(result.partial, step.view.partial(0, metrics, letters))
-    return result._replace(files=files, partial=partial)
+    return result._replace(files=files, partial=partial, spill=None)
+
+
+#: The most buckets of content keys: a bucket holds a share of the run's claims, not a shard's.
+MAX_BUCKETS = 1024
+
+
+def content_buckets(shards: int) -> int:
+    """Buckets of content keys for ``shards`` planned shards: four a shard (each holds about a
+    quarter of a shard's claims, and they spread over workers), at most ``MAX_BUCKETS``."""
+    return max(1, min(4 * shards, MAX_BUCKETS))
 
 
 @beam.typehints.with_input_types(beam.typehints.Any)
 @beam.typehints.with_output_types(beam.typehints.Any)
 class DedupeShards(beam.PTransform):
-    """Shard results with their outputs held -> the same results with them deduplicated
+    """Shard results with their outputs spilled -> the same results with them deduplicated
     (``--dedupe``), split (``--split``) and written."""
 
-    def __init__(self, work: ShardWork, temp_root: str) -> None:
+    def __init__(self, work: ShardWork, temp_root: str, shards: int = 1) -> None:
         super().__init__()
         self._work = work
         self._temp_root = temp_root
+        self._buckets = content_buckets(shards)
 
     def expand(self, results):
-        work = self._work
         return (
             results
-            | "ByShard" >> beam.FlatMap(held_by_shard, work.step.main_output)
-            | "GroupShards" >> beam.GroupByKey()
-            | "ByContent" >> beam.FlatMap(claims)
+            | "ByContent" >> beam.FlatMap(claimed, self._buckets)
             | "GroupContent" >> beam.GroupByKey()
-            | "Resolve" >> beam.FlatMap(resolved)
+            | "Resolve" >> beam.FlatMap(resolved, self._buckets)
             | "GroupKept" >> beam.GroupByKey()
-            | "Collapse" >> beam.FlatMap(collapsed, work)
+            | "Collapse" >> beam.FlatMap(collapsed)
             | "GroupOutputs" >> beam.GroupByKey()
-            | "WriteShaped" >> beam.ParDo(_WriteShaped(work, self._temp_root))
+            | "WriteShaped" >> beam.ParDo(_WriteShaped(self._work, self._temp_root))
         )

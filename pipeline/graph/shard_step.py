@@ -25,8 +25,9 @@ error is raised: the caller (a runner's retry, the streaming watcher) decides wh
 from __future__ import annotations
 
 import logging
+import pickle
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterable, Mapping, NamedTuple, Sequence
+from typing import Any, Callable, Iterable, Iterator, Mapping, NamedTuple, Sequence
 
 from apache_beam.io.filesystems import FileSystems
 
@@ -38,8 +39,9 @@ from pipeline.io.shard import Shard
 from pipeline.io.written_files import WrittenFile, temp_name
 from transforms.call_assembly import keyed_pieces
 from transforms.calllogs.assemble import GroupState
-from transforms.conversations import CALLS, DEAD_LETTER, RecordStep
+from transforms.conversations import CALLS, DEAD_LETTER, DROPS, RecordStep
 from transforms.dataset.dataset_keys import TRAIN, output_names, split_output
+from transforms.record.dedupe import batch_claims, pack
 from transforms.record.inputs import DEFAULT_BATCH_BYTES, DEFAULT_BATCH_SIZE, DEFAULT_MAX_RECORD_BYTES, Batch
 from transforms.record.record_settings import Settings
 from transforms.record.record_steps import ReaderHint
@@ -70,8 +72,9 @@ class ShardWork:
 
     @property
     def holds(self) -> bool:
-        """``--dedupe``: the step's outputs are held, not written, for the dataset step to bring
-        conversations of every shard together (``pipeline.graph.shard_dataset``)."""
+        """``--dedupe``: the step's outputs are spilled, not written, and only their claims
+        (keys and places) go on, for the dataset step to decide across every shard and then
+        write each shard's outputs from its spill file (``pipeline.graph.shard_dataset``)."""
         return self.step.main_output == "normalized" and self.settings.dedupe != "none"
 
     @property
@@ -99,8 +102,11 @@ class ShardResult(NamedTuple):
     #: Its call-log records' pieces, for the assembly: ``((format, group), GroupState)`` pairs,
     #: each group's pieces folded in as they came (its longest histories, not every call's).
     calls: Sequence[Any] = ()
-    #: ``ShardWork.holds``: its outputs, not written, as ``(output name, Batch)`` pairs.
-    held: Sequence[tuple[str, Batch]] = ()
+    #: ``ShardWork.holds``: the spill file its outputs went to (``Spill``), or None.
+    spill: str | None = None
+    #: ``ShardWork.holds``: its conversations' claims, in order, packed
+    #: (``transforms.record.dedupe.unpack_claims`` gives them back).
+    claims: bytes = b""
 
 
 #: ``observe(batch, result)``: called after each batch (counters, progress); must not raise.
@@ -168,7 +174,9 @@ def process_batches(
     lines_only = FILE_FORMATS[work.file_format(step.main_output)].takes_lines
     hint = ReaderHint()
     groups: dict[Any, GroupState] = {}
-    held: list[tuple[str, Batch]] = []
+    # --dedupe: the outputs go to a spill file, one entry per batch; only the claims go on.
+    spill = Spill(place(SPILL)) if work.holds else None
+    claims: list[Any] = []
     letters: list[Any] = []  # --split: the shard's dead letters, written in input order
     try:
         for batch in batches:
@@ -178,6 +186,7 @@ def process_batches(
             # Held outputs are summarized once the dataset step has shaped them (as written).
             counted = result._replace(metrics=[], dead_letters=[]) if work.holds else result
             total = summaries.merge(total, step.partial(len(batch.items) if read else 0, counted))
+            spilled: dict[str, tuple[list, Any]] = {}
             for name, items, lines in step.routed(result, lines_only):
                 if name == CALLS and on_calls is not None:
                     on_calls(items)
@@ -186,7 +195,7 @@ def process_batches(
                         for key, (source, position, piece) in keyed_pieces(logged):
                             groups.setdefault(key, GroupState()).add(source, position, piece)
                 elif work.holds:
-                    held.append((name, Batch(number, batch.start, items, lines if name == step.main_output else None)))
+                    spilled[name] = (items, lines if name == step.main_output else None)
                 elif name == step.main_output and work.splits:
                     for split, (its_items, its_lines) in by_split(items, lines, result.metrics).items():
                         writer(split).write(its_items, its_lines)
@@ -194,6 +203,11 @@ def process_batches(
                     letters.extend(items)
                 else:
                     writer(name).write(items, lines)
+            if spill is not None and spilled:
+                records, lines = spilled.get(step.main_output, ([], None))
+                metrics = spilled.get(DROPS, ([], None))[0]
+                spill.add(batch.start, metrics, records, lines, spilled.get(DEAD_LETTER, ([], None))[0])
+                claims.extend(batch_claims(number, batch.start, metrics))
             if observe is not None:
                 observe(batch, result)
         if letters:
@@ -202,16 +216,69 @@ def process_batches(
             for name in work.outputs:
                 writer(name)
         measures = out.close()
+        spilled_to = spill.close() if spill is not None else None
     except BaseException:
         out.abandon()
+        if spill is not None:
+            spill.abandon()
         raise
     return ShardResult(
         number,
         written_files(work, number, start, out.paths, measures),
         total or step.view.partial(),
         list(groups.items()),
-        held,
+        spilled_to,
+        pack(claims) if claims else b"",
     )
+
+
+#: The run's temporary directory's folder of spill files (no output is named so: an output's
+#: name is a word, a split's too).
+SPILL = "_spill"
+
+
+class Spill:
+    """A shard's outputs under ``--dedupe``, kept on disk while the claims decide: one pickled
+    entry per batch, ``(start, drop metrics, records, their lines or None, dead letters)``, in
+    input order. Opened when first added to; the run's temporary directory holds it (its
+    removal at the end of the run removes it: a retried write step reads it again)."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        self._handle: Any = None
+
+    def add(self, start: int, metrics: list, records: list, lines: list | None, letters: list) -> None:
+        if self._handle is None:
+            self._handle = files.create(self.path)
+        pickle.dump((start, metrics, records, lines, letters), self._handle, protocol=pickle.HIGHEST_PROTOCOL)
+
+    def close(self) -> str | None:
+        """The spill file's path, or None when nothing was added."""
+        if self._handle is None:
+            return None
+        self._handle.close()
+        return self.path
+
+    def abandon(self) -> None:
+        if self._handle is None:
+            return
+        try:
+            self._handle.close()
+            files.delete(self.path)
+        except Exception:  # noqa: BLE001 — cleaning up after another error, which is raised
+            LOG.warning("could not delete the unfinished file %s", self.path)
+
+
+def read_spill(path: str | None) -> Iterator[tuple[int, list, list, list | None, list]]:
+    """A spill file's entries (``Spill.add``'s), in the order they were added."""
+    if path is None:
+        return
+    with files.open_input(path) as handle:
+        while True:
+            try:
+                yield pickle.load(handle)
+            except EOFError:
+                return
 
 
 def written_files(work: ShardWork, number: int, start: int, paths: dict, measures: dict) -> dict[str, WrittenFile]:

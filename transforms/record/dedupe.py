@@ -1,7 +1,8 @@
-"""``--dedupe`` and ``--split`` after normalization, as plain functions: a shard's held outputs
-to its conversations, the content keys they claim, which one each key keeps, the collapse into
-it, and a shard's outputs in input order. ``pipeline.graph.shard_dataset`` brings conversations
-of every shard together with them (its shuffles).
+"""``--dedupe`` and ``--split`` after normalization, as plain functions: the claims a shard's
+conversations make (their keys, no record), which one each content key keeps, the verdicts
+that come of it, and a shard's spilled conversations shaped by its verdicts, in input order.
+``pipeline.graph.shard_dataset`` brings the claims of every shard together with them (its
+shuffles) and writes each shard's outputs from its spill file.
 
 What each conversation's keys are is decided where it is normalized (``transforms.dataset_keys``:
 its content hash chain, its split); these functions only decide what is kept:
@@ -17,14 +18,16 @@ its content hash chain, its split); these functions only decide what is kept:
 - **splits**: each conversation's records go to its split's output (``train``: ``normalized/``;
   another split: its own directory), its metrics (with ``split``) to ``drops/`` as before.
 
-Determinism: every shard's conversations are sorted by their place in the input and written as
-one batch per shard and output, so the files, their names and their bytes depend on the input
-only, on any runner.
+Only claims and verdicts are shuffled: a record stays in its shard's spill file, read once, in
+order, when its shard is written. Determinism: the decisions depend on the keys and places only,
+and every shard's outputs are written in input order, so the files, their names and their bytes
+depend on the input only, on any runner.
 """
 
 from __future__ import annotations
 
-from typing import Any, Iterator, NamedTuple
+import pickle
+from typing import Any, Iterator, NamedTuple, Union
 
 from transforms.core.jsontext import dumps_line, parse_json
 from transforms.dataset.dataset_keys import CONTENT_KEYS, TRAIN
@@ -32,12 +35,28 @@ from transforms.dataset.training_summary import DUPLICATE
 from transforms.record.inputs import Batch
 from transforms.record.record_settings import Settings
 
-#: What one shard's regrouped elements are tagged with.
+#: What one shard's shaped elements are tagged with.
 RECORDS, DROPS, LETTERS, KEPT, COLLAPSED = "records", "drops", "letters", "kept", "collapsed"
+
+#: A conversation's place in the input: (shard, its batch's start, its place in that batch).
+Order = tuple[int, int, int]
+
+
+class Claim(NamedTuple):
+    """What the dedupe decides on for one conversation: its keys and place, not its record."""
+
+    order: Order
+    id: Any
+    full: str  # the content key of the whole conversation
+    prefixes: tuple[str, ...] = ()  # the content keys of its prefixes (``prefix``)
+
+    @property
+    def shard(self) -> int:
+        return self.order[0]
 
 
 class Conversation(NamedTuple):
-    """One normalized conversation, brought together with its metrics after the step."""
+    """One normalized conversation as its shard's spill file gives it back."""
 
     shard: int
     start: int  # its batch's start, then
@@ -47,83 +66,130 @@ class Conversation(NamedTuple):
     line: Any  # its JSON line, or None
 
     @property
-    def order(self) -> tuple[int, int, int]:
+    def order(self) -> Order:
         return (self.shard, self.start, self.offset)
 
 
-def shard_conversations(element: tuple[int, Any]) -> Iterator[Conversation]:
-    """One shard's batches of records and of drop metrics -> its conversations, in input order."""
-    shard, tagged = element
-    records: dict[tuple[int, int], Batch] = {}
-    drops: dict[tuple[int, int], Batch] = {}
-    for tag, batch in tagged:
-        (records if tag == RECORDS else drops)[(batch.start, batch.scope)] = batch
-    for key in sorted(drops):
-        metrics = drops[key].items
-        batch = records.get(key)
-        if batch is None:
-            # Not reached: the step routes a batch's records and metrics together. Were it, the
-            # run's recount would find them missing (not accounted, no _SUCCESS): never nulls.
-            continue
-        lines = batch.lines if batch.lines is not None else [None] * len(metrics)
-        for index, (m, item, line) in enumerate(zip(metrics, batch.items, lines)):
-            yield Conversation(shard, key[0], index, m, item, line)
+class KeptAs(NamedTuple):
+    """Verdict: the conversation at ``order`` is kept, as ``first_id``, the others listed."""
+
+    order: Order
+    first_id: Any
+    duplicates: list[Any]
 
 
-def content_claims(conversation: Conversation) -> Iterator[tuple[str, tuple[str, Any]]]:
-    """(content key, what this conversation is under it): its whole content, with itself; each
-    of its prefixes (``prefix``), with a reference to it (length, place, full key)."""
-    full, prefixes = conversation.metrics[CONTENT_KEYS]
-    yield full, ("whole", conversation)
-    length = len(prefixes) + 1
-    for prefix in prefixes:
-        yield prefix, ("extends", (length, conversation.order, full))
+class DuplicateOf(NamedTuple):
+    """Verdict: the conversation at ``order`` is a duplicate of the one kept as ``first_id``
+    (``same``: the same conversation; else a prefix of it)."""
+
+    order: Order
+    first_id: Any
+    same: bool
 
 
-def resolve_content(element: tuple[str, Any]) -> Iterator[tuple[str, tuple[str, Conversation]]]:
-    """One content key's conversations -> (the key of the one kept, what each is).
+Verdict = Union[KeptAs, DuplicateOf]
+
+
+def batch_claims(shard: int, start: int, metrics: list[dict[str, Any]]) -> list[tuple[Any, ...]]:
+    """A batch's conversations (their drop metrics) -> their claims as plain tuples (``Claim``'s
+    fields), in input order."""
+    out = []
+    for offset, m in enumerate(metrics):
+        full, prefixes = m[CONTENT_KEYS]
+        out.append(((shard, start, offset), m["id"], full, tuple(prefixes)))
+    return out
+
+
+def pack(values: list[Any]) -> bytes:
+    """Claims (or what is decided of them) as one value for a shuffle: one pickle of plain
+    tuples is several times cheaper than Beam's coder on a list of them, element by element."""
+    return pickle.dumps(values, protocol=pickle.HIGHEST_PROTOCOL)
+
+
+def unpack(packed: bytes) -> list[Any]:
+    """``pack``'s values."""
+    values: list[Any] = pickle.loads(packed)  # noqa: S301 — the run's own values, written by ``pack``
+    return values
+
+
+def unpack_claims(packed: bytes) -> list[Claim]:
+    """A shard result's packed claims (``batch_claims``') -> its claims."""
+    return [Claim(*fields) for fields in unpack(packed)] if packed else []
+
+
+def content_claims(claim: Claim) -> Iterator[tuple[str, tuple[str, Any]]]:
+    """(content key, what this conversation is under it): its whole content, with its claim
+    (less its prefixes); each of its prefixes (``prefix``), with a reference to it (length,
+    place, full key). Plain tuples: Beam's coder encodes them itself, where it pickles a
+    named tuple one by one (a third of the shuffles' cost)."""
+    yield claim.full, ("whole", (claim.order, claim.id, claim.full))
+    length = len(claim.prefixes) + 1
+    for prefix in claim.prefixes:
+        yield prefix, ("extends", (length, claim.order, claim.full))
+
+
+def resolve_content(element: tuple[str, Any]) -> Iterator[tuple[str, tuple[str, tuple[Any, ...]]]]:
+    """One content key's claims -> (the key of the one kept, what each is).
 
     Conversations that are a prefix of longer ones go into the longest (the earliest of the
     longest); identical ones into the first in input order, which is kept."""
     key, values = element[0], list(element[1])
-    wholes = sorted((c for kind, c in values if kind == "whole"), key=lambda c: c.order)
+    wholes = sorted((Claim(*c) for kind, c in values if kind == "whole"), key=lambda c: c.order)
     if not wholes:
         return
     extenders = [ref for kind, ref in values if kind == "extends"]
     if extenders:
         _, _, target = min(extenders, key=lambda ref: (-ref[0], ref[1]))
-        for conversation in wholes:
-            yield target, (COLLAPSED, conversation)
+        for claim in wholes:
+            yield target, (COLLAPSED, tuple(claim))
         return
-    yield key, (KEPT, wholes[0])
-    for conversation in wholes[1:]:
-        yield key, (COLLAPSED, conversation)
+    yield key, (KEPT, tuple(wholes[0]))
+    for claim in wholes[1:]:
+        yield key, (COLLAPSED, tuple(claim))
 
 
-def collapse_kept(element: tuple[str, Any], settings: Settings) -> Iterator[tuple[int, tuple[str, Any]]]:
-    """The conversation kept and those collapsed into it -> the kept one (the first id, the
-    others listed) and a ``duplicate`` dead letter for each other, by shard."""
+def collapse_kept(element: tuple[str, Any]) -> Iterator[tuple[int, Verdict]]:
+    """The conversation kept and those collapsed into it -> a verdict for each, by shard: the
+    kept one takes the first id and lists the others; each other is a duplicate of it. A
+    conversation kept with nothing collapsed into it gets no verdict (it is written as it is)."""
     values = list(element[1])
-    kept = [c for kind, c in values if kind == KEPT]
-    collapsed = sorted((c for kind, c in values if kind == COLLAPSED), key=lambda c: c.order)
+    kept = [Claim(*c) for kind, c in values if kind == KEPT]
+    collapsed = sorted((Claim(*c) for kind, c in values if kind == COLLAPSED), key=lambda c: c.order)
     if not kept:  # not reached: the longest conversation of a chain is kept under its own key
         kept, collapsed = collapsed[:1], collapsed[1:]
     (survivor,) = kept
     if not collapsed:
-        yield survivor.shard, (KEPT, survivor)
         return
     members = sorted([survivor, *collapsed], key=lambda c: c.order)
-    first_id = members[0].metrics["id"]
-    metrics = dict(survivor.metrics)
-    metrics["id"] = first_id
-    metrics["duplicates"] = [c.metrics["id"] for c in members[1:]]
-    item, line = _with_id(survivor, first_id, settings)
-    yield survivor.shard, (KEPT, survivor._replace(metrics=metrics, item=item, line=line))
-    for conversation in collapsed:
-        yield conversation.shard, (LETTERS, _duplicate_letter(conversation, survivor, first_id, settings))
+    first_id = members[0].id
+    yield survivor.shard, KeptAs(survivor.order, first_id, [c.id for c in members[1:]])
+    for claim in collapsed:
+        yield claim.shard, DuplicateOf(claim.order, first_id, claim.full == survivor.full)
 
 
-def _with_id(conversation: Conversation, first_id: str, settings: Settings) -> tuple[Any, Any]:
+def spilled_conversations(
+    shard: int, start: int, metrics: list[dict[str, Any]], items: list[Any], lines: list[Any] | None
+) -> list[Conversation]:
+    """One spilled batch (its drop metrics, records and their lines) -> its conversations."""
+    each_line = lines if lines is not None else [None] * len(metrics)
+    return [Conversation(shard, start, index, *each) for index, each in enumerate(zip(metrics, items, each_line))]
+
+
+def shape(conversation: Conversation, verdict: Verdict | None, settings: Settings) -> tuple[str, Any]:
+    """A conversation and its verdict -> ``(KEPT, the conversation as written)`` or
+    ``(LETTERS, its duplicate dead letter)``; no verdict: kept as it is."""
+    if verdict is None:
+        return KEPT, conversation
+    if isinstance(verdict, DuplicateOf):
+        return LETTERS, _duplicate_letter(conversation, verdict, settings)
+    metrics = dict(conversation.metrics)
+    metrics["id"] = verdict.first_id
+    metrics["duplicates"] = list(verdict.duplicates)
+    item, line = _with_id(conversation, verdict.first_id, settings)
+    return KEPT, conversation._replace(metrics=metrics, item=item, line=line)
+
+
+def _with_id(conversation: Conversation, first_id: Any, settings: Settings) -> tuple[Any, Any]:
     """The kept record with the first id in its id field, when its sink writes one."""
     if conversation.metrics["id"] == first_id:
         return conversation.item, conversation.line
@@ -135,37 +201,36 @@ def _with_id(conversation: Conversation, first_id: str, settings: Settings) -> t
     return (line if not isinstance(conversation.item, dict) else record), line
 
 
-def _duplicate_letter(
-    conversation: Conversation, survivor: Conversation, first_id: str, settings: Settings
-) -> dict[str, Any]:
-    same = conversation.metrics[CONTENT_KEYS][0] == survivor.metrics[CONTENT_KEYS][0]
-    how = "the same conversation as" if same else "a prefix of the conversation kept as"
+def _duplicate_letter(conversation: Conversation, verdict: DuplicateOf, settings: Settings) -> dict[str, Any]:
+    how = "the same conversation as" if verdict.same else "a prefix of the conversation kept as"
     line = conversation.line if conversation.line is not None else dumps_line(conversation.item)
     raw = line.decode("utf-8", "replace") if isinstance(line, bytes) else str(line)
     return {
         "source": conversation.metrics["source"],
         "position": conversation.metrics["position"],
         "reason": DUPLICATE,
-        "detail": f"--dedupe {settings.dedupe}: {how} {first_id}",
+        "detail": f"--dedupe {settings.dedupe}: {how} {verdict.first_id}",
         # The record as the sink wrote it (the input's text is not kept past the step).
         "raw": raw[: settings.raw_limit],
         "id": conversation.metrics["id"],
     }
 
 
-def shard_outputs(shard: int, values: list[tuple[str, Any]], names: tuple[str, ...]) -> Iterator[tuple[str, Batch]]:
-    """One shard's kept conversations and dead letters -> ``(output, Batch)`` pairs: its drop
-    metrics (``DROPS``), each split's records (by split name), its dead letters (``LETTERS``),
-    one batch each, in input order; an output with nothing for the shard gets no batch."""
-    kept = sorted((c for kind, c in values if kind == KEPT), key=lambda c: c.order)
-    letters = sorted((d for kind, d in values if kind == LETTERS), key=lambda d: d["position"])
-    if kept:
-        metrics = [{k: v for k, v in c.metrics.items() if k != CONTENT_KEYS} for c in kept]
-        yield DROPS, Batch(shard, kept[0].start, metrics)
-        for name in names:
-            chosen = [c for c, m in zip(kept, metrics) if m.get("split", TRAIN) == name]
-            if chosen:
-                lines = [c.line for c in chosen]
-                yield name, Batch(shard, chosen[0].start, [c.item for c in chosen], None if None in lines else lines)
-    if letters:
-        yield LETTERS, Batch(shard, letters[0]["position"], letters)
+def shard_outputs(shard: int, kept: list[Conversation], names: tuple[str, ...]) -> Iterator[tuple[str, Batch]]:
+    """Some of a shard's kept conversations, in input order -> ``(output, Batch)`` pairs: their
+    drop metrics (``DROPS``) and each split's records (by split name), without the private
+    keys; an output with nothing gets no batch."""
+    if not kept:
+        return
+    metrics = [{k: v for k, v in c.metrics.items() if k != CONTENT_KEYS} for c in kept]
+    yield DROPS, Batch(shard, kept[0].start, metrics)
+    for name in names:
+        chosen = [c for c, m in zip(kept, metrics) if m.get("split", TRAIN) == name]
+        if chosen:
+            lines = [c.line for c in chosen]
+            yield name, Batch(shard, chosen[0].start, [c.item for c in chosen], None if None in lines else lines)
+
+
+def sorted_letters(letters: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """A shard's dead letters (its own, then its duplicates) in input order, by position."""
+    return sorted(letters, key=lambda d: d["position"])
