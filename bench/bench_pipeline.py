@@ -31,7 +31,7 @@ Variants, each run as its own subprocess (so memory and CPU are measured per run
 (a) plain   — one Python process: read the file line by line, build ``RawRecord``s exactly as
               ``pipeline.io.text_containers`` does (source path, byte offset, the line's bytes), cut them
               into the job's batches (256 records or 256 KiB), call
-              ``transforms.records.normalize_batch`` with ``Settings()`` as the job's DoFn does
+              ``transforms.record.records.normalize_batch`` with ``Settings()`` as the job's DoFn does
               (the lines kept, not the records) and write normalized / drops / dead-letter
               JSONL files;
 (b) fnapi   — ``python -m pipeline`` (that is ``pipeline.cli.main.main``) on FnApiRunner;

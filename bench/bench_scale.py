@@ -181,7 +181,7 @@ def scale_part(args, work: Path) -> None:
             (launcher_wall + imports[0], launcher_cpu + imports[1]),
             LAUNCHER_TARGET_S,
         ),
-        ("the run (pipeline.run to its end)", result["run"], None),
+        ("the run (Pipeline.run to its end)", result["run"], None),
         ("finalize (moves, checks, summary, manifest)", result["finalize"], FINALIZE_TARGET_S),
     ]
     print(f"   {'phase':<46} {'wall s':>8} {'CPU s':>8}")

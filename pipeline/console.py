@@ -1,7 +1,7 @@
 """The console boundary: what convnorm prints reaches the terminal through ``console_text``.
 
 No Beam import (the command line uses it before Beam's). Three places, one rule
-(``transforms.console_text``: control characters shown as their Python escapes):
+(``transforms.totals.console_text``: control characters shown as their Python escapes):
 
 - ``escaped_console()``: while a command runs, ``sys.stdout`` and ``sys.stderr`` escape every
   control character written to them but the newline, which separates the lines of a table or a

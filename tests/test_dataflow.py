@@ -136,6 +136,6 @@ def test_dry_run_builds_the_job_and_stages_this_project(monkeypatch, tmp_path):
         "setup.py",
         "pipeline/graph/build.py",
         "pipeline/io/text_containers.py",
-        "transforms/records.py",
+        "transforms/record/records.py",
         "transforms/formats/__init__.py",
     } <= members, sorted(members)

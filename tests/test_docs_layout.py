@@ -128,3 +128,39 @@ def test_the_data_flow_names_temporary_files_as_they_are_named():
     flow = (ROOT / "docs" / "operations.md").read_text()
     assert "_convnorm_temp-…/<kind>/<shard>-<offset>-<uuid>" in flow
     assert re.fullmatch(r"\d{5}-\d{15}-[0-9a-f]{32}", temp_name(3, 65536, "0" * 32))
+
+
+#: Where code and docs may name a module of ours by path (``transforms/record/records.py``) or
+#: by dotted name (``transforms.record.records``); not a call (``pipeline.run()`` is Beam's).
+_NAMED = re.compile(r"(?<![\w./-])(pipeline|transforms)[./]([A-Za-z_]\w*)(?![\w(])")
+
+
+def _children(package: str) -> set[str]:
+    folder = ROOT / package
+    return {p.stem for p in folder.glob("*.py")} | {p.name for p in folder.iterdir() if (p / "__init__.py").exists()}
+
+
+def test_every_module_named_in_code_and_docs_is_where_it_is_named():
+    # A module moved into a sub-package leaves its old name in docstrings and pages unless
+    # something looks: the first step of every name of ours must be there.
+    children = {package: _children(package) for package in PACKAGES}
+    assert _NAMED.findall("see transforms/records.py and transforms.core.normalize") == [
+        ("transforms", "records"),
+        ("transforms", "core"),
+    ]
+    assert _NAMED.findall("result = pipeline.run()") == []
+    here = Path(__file__).resolve()
+    sources = [p for p in ROOT.rglob("*") if p.suffix in (".py", ".md") and not _ignored(p) and p != here]
+    stale = sorted(
+        f"{path.relative_to(ROOT)}:{n}: {package}.{name}"
+        for path in sources
+        for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1)
+        for package, name in _NAMED.findall(line)
+        if name not in children[package]
+    )
+    assert stale == []
+
+
+def _ignored(path: Path) -> bool:
+    parts = path.relative_to(ROOT).parts
+    return bool({".git", ".venv", ".venv-ci", "build", "node_modules"} & set(parts)) or parts[0].startswith(".")

@@ -1,7 +1,7 @@
 """Writers: every fixture and ToolBench chain, normalized, written and checked against the
 provider shapes of ``provider_shapes``; then each writer's decisions one by one.
 
-Writers receive normalized records (``transforms.normalize.normalize_conversation`` output
+Writers receive normalized records (``transforms.core.normalize.normalize_conversation`` output
 beside the carried fields), so every case here normalizes first, as the job does.
 """
 

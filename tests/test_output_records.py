@@ -1,4 +1,4 @@
-"""The output record shapes (transforms/output_records.py) are the keys the steps really write."""
+"""The output record shapes (transforms/record/output_records.py) are the keys the steps really write."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""--redact (transforms/redact.py): typed placeholders in texts, call arguments and results,
+"""--redact (transforms/dataset/redact.py): typed placeholders in texts, call arguments and results,
 JSON kept valid, counted by kind; refused before the run when it cannot work."""
 
 from __future__ import annotations

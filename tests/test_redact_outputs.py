@@ -1,6 +1,6 @@
 """--redact reaches every output: ids, the record's other fields, key names, reasoning, dead
-letters, the report and ``convnorm explain`` (transforms/redact.py, transforms/records.py,
-transforms/record_steps.py, pipeline/finished/).
+letters, the report and ``convnorm explain`` (transforms/dataset/redact.py, transforms/record/records.py,
+transforms/record/record_steps.py, pipeline/finished/).
 
 The run's test plants an AWS key id, a GitHub token, an e-mail address and a US phone number
 in every place a record can hold one and looks for each in every byte under the output

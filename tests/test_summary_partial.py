@@ -1,4 +1,4 @@
-"""``transforms.summary.partial`` reads every key a drop-metrics record may carry: the shortcut
+"""``transforms.totals.summary.partial`` reads every key a drop-metrics record may carry: the shortcut
 for records with nothing optional (most) skips none that one has."""
 
 from __future__ import annotations

@@ -157,7 +157,7 @@ def test_tool_definitions_of_any_shape_are_counted_without_an_error():
 
 
 def test_every_registered_writer_has_a_token_view():
-    # A new writer must say where its records keep the conversation (transforms/tokens.py).
+    # A new writer must say where its records keep the conversation (transforms/record/tokens.py).
     assert all(tokens.sink_view(name) is not None for name in WRITERS)
     flat = tokens.sink_view("flat", "turns", "kwargs.tools")
     assert flat.messages == (("turns",),) and flat.tools == ("kwargs", "tools")

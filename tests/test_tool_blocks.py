@@ -1,4 +1,4 @@
-"""The shared tool-block rule and fresh-id allocator (transforms.tool_blocks)."""
+"""The shared tool-block rule and fresh-id allocator (transforms.core.tool_blocks)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""A training set (transforms.training, transforms.message_extras): weights carried around the
+"""A training set (transforms.dataset.training, transforms.repairs.message_extras): weights carried around the
 MEM-5 core and written by the sinks that have them; turns after the last assistant message
 trimmed, kept or refused; all of it counted."""
 

@@ -7,7 +7,7 @@ runner runs) reads, processes and writes each input shard in one step
 (``records.normalize_batch``), so the records and counts are the same.
 
 One routing DoFn (``RouteConversations``) runs a job's per-record step over batches of raw
-records (``transforms.inputs.Batch`` of ``RawRecord``) and routes what it gives; a
+records (``transforms.record.inputs.Batch`` of ``RawRecord``) and routes what it gives; a
 ``RecordStep`` names the step and its outputs, and ``ProcessConversationBatches`` is the one
 composite around it. The two steps:
 
@@ -35,7 +35,7 @@ Drop policy: nothing is skipped. A record that cannot be parsed, read, normalize
 becomes a dead letter with a reason; an unexpected exception does too (``internal_error``)
 instead of failing the bundle, which some runners would retry forever.
 
-Counters live under the namespace ``convnorm`` (``transforms.counters``); they are for
+Counters live under the namespace ``convnorm`` (``transforms.totals.counters``); they are for
 monitoring, ``summary.json`` is for comparing runs. The transforms only use ParDo and
 stateless maps, so they also apply to an unbounded input.
 """
@@ -107,7 +107,7 @@ class RecordStep(NamedTuple):
 
     #: The ParDo's label in the graph.
     label: str
-    #: ``step(raw, settings, ...) -> Outcome`` (``transforms.records``), run by ``normalize_batch``.
+    #: ``step(raw, settings, ...) -> Outcome`` (``transforms.record.records``), run by ``normalize_batch``.
     step: Callable
     #: The summary view whose partial totals the counters count.
     view: summaries.View
@@ -190,7 +190,7 @@ CHECK = RecordStep(
 
 
 class BatchCounters:
-    """The ``convnorm`` counters and distributions of a step's batches (``transforms.counters``).
+    """The ``convnorm`` counters and distributions of a step's batches (``transforms.totals.counters``).
 
     Made in a DoFn's ``setup``; ``count`` tallies per batch first: one counter update per name
     per batch, not per record.
@@ -353,7 +353,7 @@ class NormalizeConversation(RouteConversations):
             out.records | "Records" >> beam.Map(json.dumps) | "WriteRecords" >> beam.io.WriteToText("clean")
             out[NormalizeConversation.DROPS] | ...
 
-    ``settings`` (a ``transforms.record_settings.Settings``) or its fields as keywords (``sink``,
+    ``settings`` (a ``transforms.record.record_settings.Settings``) or its fields as keywords (``sink``,
     ``profile``, ``id_field``, ...) choose what convnorm's flags choose. Per-element input pays
     Beam's per-element cost (several times normalizing a record); ``BatchRawRecords`` before it
     (or ``NormalizeConversationBatches``) moves records in batches. A unique field (openai-batch's

@@ -252,7 +252,7 @@ class Command(NamedTuple):
 
 
 #: The exit rules of the commands: the statuses of ``pipeline.cli.main.main``'s docstring. A finished run's
-#: status is its summary view's ``verdict`` (``transforms.summary``).
+#: status is its summary view's ``verdict`` (``transforms.totals.summary``).
 COMMANDS: dict[str, Command] = {
     "run": Command(run_job, True, failed=1, spec=run_spec),
     "validate": Command(validate_job, False, failed=3, spec=lambda job: VALIDATE_SPEC),

@@ -1,6 +1,6 @@
 """Every check of convnorm's values that needs no Beam, each naming the flag it is about.
 
-``settings_problems``: the record settings' rules (``transforms.record_settings.problems``) in the
+``settings_problems``: the record settings' rules (``transforms.record.record_settings.problems``) in the
 words of the command line's flags, and the rules of ``--tokens`` (which name options that are
 not record settings, and load the tokenizer). ``own_problems``: the values of the other flags
 (ranges, numbers, durations, the streaming rules, the runner). ``record_settings``,
@@ -48,7 +48,7 @@ def flag_name(field: str) -> str:
 
 def settings_problems(settings: Settings) -> list[str]:
     """Every setting that cannot work, as sentences naming the flags: the record settings'
-    rules (``transforms.record_settings.problems``), then ``--tokens``'."""
+    rules (``transforms.record.record_settings.problems``), then ``--tokens``'."""
     found = problems(settings, flag_name)
     if settings.tokens is not None:
         found += token_problems(settings.tokens, settings)
@@ -62,7 +62,9 @@ def token_problems(tokens: TokenSettings, settings: Settings) -> list[str]:
     if tokens.encoding not in ENCODINGS:
         return [f"unknown --tokens {tokens.encoding!r}; known: {', '.join(ENCODINGS)}"]
     if settings.sink in WRITERS and sink_view(settings.sink, settings.messages_field, settings.tools_field) is None:
-        found.append(f"--tokens cannot count --sink {settings.sink}: it has no token view (transforms/tokens.py)")
+        found.append(
+            f"--tokens cannot count --sink {settings.sink}: it has no token view (transforms/record/tokens.py)"
+        )
     model = tokens.limit_model
     if model is not None and FINE_TUNING_LIMITS[model].encoding != tokens.encoding:
         found.append(

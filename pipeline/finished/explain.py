@@ -2,7 +2,7 @@
 
 Finds the conversation's line in ``OUT_DIR/drops/`` (its source file and position), reads the
 record back from that file, normalizes it again as the run did (the options in the run's
-manifest) with the core's trace on (``transforms.before_after``), and prints the two lists side by
+manifest) with the core's trace on (``transforms.repairs.before_after``), and prints the two lists side by
 side: every entry that was dropped, moved, re-keyed or healed is marked with its reason. The
 report draws the same rows for its examples (``explanation_html``).
 
@@ -392,7 +392,7 @@ def _cells(explanation: Explanation, row: Row, width: int) -> tuple[str, str]:
 
 def explanation_text(located: Located, width: int | None = None) -> str:
     """The side-by-side text ``convnorm explain`` prints, every value from the data escaped for
-    the terminal (``transforms.console_text``): ids, call ids, tool names and paths stay on
+    the terminal (``transforms.totals.console_text``): ids, call ids, tool names and paths stay on
     their lines and in their columns."""
     total = width or shutil.get_terminal_size((140, 20)).columns
     column = max((total - 3) // 2, 30)
@@ -413,7 +413,7 @@ def explanation_text(located: Located, width: int | None = None) -> str:
         # --redact: what the written record holds in place of the text shown below.
         head.append("redacted (--redact): " + ", ".join(f"{kind} {n}" for kind, n in metrics["redacted"].items()))
     if metrics.get("training"):
-        # What shaping the training set did after the core (transforms.training): not in the rows.
+        # What shaping the training set did after the core (transforms.dataset.training): not in the rows.
         head.append("training: " + ", ".join(f"{name} {n}" for name, n in metrics["training"].items()))
     if "dead_letter" in metrics:
         head.append(_dead_letter_text(metrics["dead_letter"]))

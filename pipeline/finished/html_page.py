@@ -17,7 +17,7 @@ CELL_CHARS = 60
 def escape(value) -> str:
     """``value`` as HTML text: markup escaped, and control characters (an ESC, a BEL, a
     bidirectional override from a key name or a message) shown as escapes, never sent raw
-    (``transforms.console_text``)."""
+    (``transforms.totals.console_text``)."""
     return html.escape(console_text(str(value), keep_newlines=True), quote=True)
 
 

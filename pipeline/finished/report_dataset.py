@@ -32,7 +32,7 @@ class SplitStats:
     tool_calls: int = 0
     with_drops: int = 0
     tokens: int = 0
-    #: tokens per example -> examples (``transforms.tokens.histogram_key`` buckets)
+    #: tokens per example -> examples (``transforms.record.tokens.histogram_key`` buckets)
     token_counts: dict[int, int] = field(default_factory=dict)
     duplicates_collapsed: int = 0
     #: (size, id, ids collapsed) of the largest clusters (``clusters_of``), bounded

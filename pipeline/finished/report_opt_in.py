@@ -26,7 +26,7 @@ from pipeline.finished.report_sections import where
 GENERIC_ROWS = 200
 
 
-#: The ledger of discarded fields in summary.json (transforms/summary.py, docs/ledger.md).
+#: The ledger of discarded fields in summary.json (transforms/totals/summary.py, docs/ledger.md).
 LEDGER_KEYS = ("discarded_fields", "discarded_chars", "discarded_by_name", "conversations_with_discards")
 
 

@@ -6,7 +6,7 @@
 (``records.normalize_batch`` with ``NORMALIZE`` or ``CHECK``), writes each output's items
 through its ``pipeline.io.file_formats.FILE_FORMATS`` writer into the file ``place(output name)`` names, measuring
 every file while it is written (records, bytes, sha256), and returns a ``ShardResult``: the
-files written and the shard's partial summary (``transforms.summary``; the records read and
+files written and the shard's partial summary (``transforms.totals.summary``; the records read and
 blank lines included).
 
 Who calls it:

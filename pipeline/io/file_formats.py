@@ -80,7 +80,7 @@ class _JsonLinesFile:
 
 
 class _ParquetFile:
-    """Normalized flat records as Parquet rows (``transforms.flat_rows``): typed messages, call
+    """Normalized flat records as Parquet rows (``transforms.record.flat_rows``): typed messages, call
     arguments exact (a string stays that string, a JSON value is its JSON text, ``args_kind``
     says which), the other fields as one JSON text; ``flat_rows.flat_record`` reads a row back.
     """
@@ -130,7 +130,7 @@ class FileFormat(NamedTuple):
     takes_lines: bool = False
 
 
-#: The sinks whose records a Parquet file holds: flat (``transforms.flat_rows``) and hf (the
+#: The sinks whose records a Parquet file holds: flat (``transforms.record.flat_rows``) and hf (the
 #: schema its writer declares: ``pipeline.io.schema_parquet``).
 PARQUET_SINKS = ("flat", "hf")
 

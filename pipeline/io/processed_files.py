@@ -26,7 +26,7 @@ whole as the next version (``--changed-files new-version``, the default) or repo
 read (``report``).
 
 **Totals from the files on disk.** Each file's outputs directory holds ``source.json`` with the
-file's partial summary (``transforms.summary.partial``); a window's ``summary.json`` is the
+file's partial summary (``transforms.totals.summary.partial``); a window's ``summary.json`` is the
 finalized sum of the partials of the files in its directory, and the output's ``summary.json``
 the finalized sum of every file's partial (and of each window's ``assembled/`` conversations of
 call logs: ``assembled.json``). Nothing is summed twice and nothing from memory:

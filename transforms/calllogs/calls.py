@@ -48,7 +48,7 @@ class Call(NamedTuple):
     #: The model asked for or answered by, when recorded.
     model: str | None = None
     #: What reading left out because the flat shape cannot hold it (reasoning parts,
-    #: annotations): the ledger of discarded fields (``transforms.ledger``: name -> [count,
+    #: annotations): the ledger of discarded fields (``transforms.core.ledger``: name -> [count,
     #: characters]), as ``Conversation.discarded`` holds it; ``None`` when nothing was left out.
     discarded: dict[str, Any] | None = None
     #: The output was a stream of events cut off before its end (``streams.complete``): a

@@ -38,7 +38,7 @@ class Embedded(NamedTuple):
     messages: list[dict[str, Any]]
     tools: list[dict[str, Any]] | None = None
     model: str | None = None
-    #: The ledger of what reading left out (``transforms.ledger``), ``None`` when nothing.
+    #: The ledger of what reading left out (``transforms.core.ledger``), ``None`` when nothing.
     discarded: dict[str, Any] | None = None
     #: The payload was a stream of events cut off before its end (``streams.complete``): the
     #: messages are the part that arrived.
@@ -76,7 +76,7 @@ def merged_ledgers(*ledgers: dict[str, Any] | None) -> dict[str, Any] | None:
 
 def strict_flat(messages: list[Any], ledger: dict[str, Any] | None) -> list[Any]:
     """``messages`` with only the keys of the flat shape, each ``content`` a string, the keys
-    left out counted in ``ledger`` as coercion would count them (``transforms.ledger``).
+    left out counted in ``ledger`` as coercion would count them (``transforms.core.ledger``).
 
     A reader passes some messages on as it found them (a plain chat); a call's history and its
     output must compare key for key with the next call's history, so every piece holds the

@@ -151,7 +151,7 @@ def _discards_of(entry: Any, ledger: dict[str, Any]) -> None:
 def coercion_discards(messages: Any, ledger: dict[str, Any] | None = None) -> dict[str, Any]:
     """Add to ``ledger`` (a new one by default) what rule 1 discards from ``messages``; return it.
 
-    Mirrors ``transforms.normalize_coerce.coerce_entries`` without touching its output: the normalized
+    Mirrors ``transforms.core.normalize_coerce.coerce_entries`` without touching its output: the normalized
     conversation is the same whether or not the ledger is kept.
     """
     ledger = {} if ledger is None else ledger

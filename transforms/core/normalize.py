@@ -12,9 +12,9 @@ The four rules run in order:
 3. repair tool pairing (step A declarations, step B results, step C unanswered calls);
 4. strip ``tool`` messages leading the list after the system group, then run rule 3 again.
 
-Rule 1 is ``transforms.normalize_coerce``; rules 2 to 4 are ``transforms.normalize_repair``;
-``transforms.normalize_walk`` does rules 1, 2 and steps A and B in one walk, the path nearly
-every conversation takes; ``transforms.normalize_log`` counts the drops (and keeps the trace).
+Rule 1 is ``transforms.core.normalize_coerce``; rules 2 to 4 are ``transforms.core.normalize_repair``;
+``transforms.core.normalize_walk`` does rules 1, 2 and steps A and B in one walk, the path nearly
+every conversation takes; ``transforms.core.normalize_log`` counts the drops (and keeps the trace).
 This module runs them in order and is where every public name of the core is imported from.
 
 Pure: no Beam, no I/O, no global state, and the input is never mutated. ``dropped`` is

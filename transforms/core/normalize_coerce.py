@@ -1,8 +1,8 @@
 """MEM-5's rule 1: each entry coerced to the flat shape (NORMALIZATION.md, "Rule 1"), content
 cast to text by its table, calls read leniently, ids read (``usable_id``) for rule 3.
 
-The by-the-letter pass (``transforms.normalize``) calls ``coerce_entries``; the one walk
-(``transforms.normalize_walk``) inlines its hot path and calls the rest.
+The by-the-letter pass (``transforms.core.normalize``) calls ``coerce_entries``; the one walk
+(``transforms.core.normalize_walk``) inlines its hot path and calls the rest.
 """
 
 from __future__ import annotations

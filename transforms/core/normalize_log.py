@@ -1,5 +1,5 @@
 """What MEM-5's rules record as they go: the drops by reason, and with a trace, what each rule
-did to each entry (``transforms.normalize``'s bookkeeping; no Beam, no I/O).
+did to each entry (``transforms.core.normalize``'s bookkeeping; no Beam, no I/O).
 
 ``DropLog`` counts a drop at the moment a rule makes it, so that ``dropped`` is never derived
 from list lengths; ``TracingLog`` also records an ``Event`` per thing done to an entry, in the

@@ -1,6 +1,6 @@
 """MEM-5's rules 2 to 4 on coerced messages (NORMALIZATION.md): system messages first, the
 repair pass (step A declarations, step B results, step C unanswered calls), and the
-leading-tool guard that ``transforms.normalize`` follows with the repair pass again.
+leading-tool guard that ``transforms.core.normalize`` follows with the repair pass again.
 """
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """MEM-5's rules 1 and 2 and steps A and B of the first repair pass in one walk of the input,
-and how rule 1 found it (``Reading``): the path ``transforms.normalize`` takes for nearly every
+and how rule 1 found it (``Reading``): the path ``transforms.core.normalize`` takes for nearly every
 conversation; it hands the rest to the rules one pass each.
 """
 

@@ -16,7 +16,7 @@ sink's shape: tool-call arguments as objects, keys without a value left out), ``
 - every assistant message must show in the rendering (its text, or the names of its calls): a
   template that renders one as nothing would train on nothing, ``chat-template: empty_assistant_span``;
 - with a ``tokenizer.json``, the rendering's tokens are counted (``tokenizers``, offline);
-- a rendering that passes its budget of work or size (``transforms.template_budget``: nested
+- a rendering that passes its budget of work or size (``transforms.dataset.template_budget``: nested
   loops, a string repeated past the limit) is refused, ``chat-template: render_limit: ...``.
 
 The files are read once, on the driver, by ``pipeline.config.chat_template_files`` (only regular

@@ -4,7 +4,7 @@
 shuffle), but what they look at is one conversation's, computed where it is normalized:
 
 - **content keys** (``--dedupe exact|prefix``): a hash chain over the messages as the writer
-  gets them (after the weights and the trailing turns, ``transforms.training``), seeded by the
+  gets them (after the weights and the trailing turns, ``transforms.dataset.training``), seeded by the
   record's tool definitions. Ids and every other field of the record are left aside: two
   conversations with the same tools and messages are the same training example. ``full`` is
   the chain's last link; ``prefixes`` (``prefix`` only) the links before it, so that a

@@ -31,7 +31,7 @@ counted by (``redact_names``), an assembled conversation's calls (``redact_assem
 reasoning and media carried around the core (``redact_reasoning``: a signed one holding a
 find cannot change, it is left out and counted ``SIGNED_REASONING_LEFT_OUT``), a call log's
 pieces before the assembly (``redact_piece``), and a dead letter's raw text and detail
-(``transforms.record_steps.dead_letter``).
+(``transforms.record.record_steps.dead_letter``).
 """
 
 from __future__ import annotations

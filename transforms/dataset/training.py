@@ -1,13 +1,13 @@
 """A training set, not just a file: per-message weights and trailing turns (no Beam import).
 
-Both act on the core's output, never inside it (``transforms.normalize`` is MEM-5 to the
+Both act on the core's output, never inside it (``transforms.core.normalize`` is MEM-5 to the
 letter), and both are counted per conversation under ``training`` in the drop metrics and
 summed in ``summary.json`` (docs/fine-tuning.md, "A training set").
 
 **Weights.** OpenAI's fine-tuning lines mark an assistant message ``"weight": 0`` to leave it
 out of training (``1``: train on it). A flat input may say the same with ``"train": false``.
 Rule 1 removes both keys; with weights kept (``--weights``: by default on the sinks that write
-them), they are carried around the core (``transforms.message_extras``) and come back as one
+them), they are carried around the core (``transforms.repairs.message_extras``) and come back as one
 spelling, ``weight`` 0 or 1, on the message they were on:
 
 - ``openai-finetune`` writes it on assistant messages (the only ones OpenAI weighs); a weight

@@ -1,5 +1,5 @@
 """The training-set options' totals (no Beam import): their partial counts per conversation and
-their sections of ``summary.json`` and of the printed table, apart from ``transforms.summary``.
+their sections of ``summary.json`` and of the printed table, apart from ``transforms.totals.summary``.
 
 ``--weights`` and ``--trailing`` (``training``), ``--examples`` (``examples``), ``--dedupe``
 (``dedupe``), ``--chat-template`` (``chat_template``), ``--redact`` (``redacted``); ``splits``
@@ -87,7 +87,7 @@ def training_sections(
         taken |= {"kept_with_duplicates", "duplicates_collapsed"}
     rest = {k: v for k, v in counts.items() if k not in taken}
     if training or rest:
-        # transforms.training: every count listed, in its order, when the run shapes a training set.
+        # transforms.dataset.training: every count listed, in its order, when the run shapes a training set.
         doc = {"training": _ordered(rest, TRAINING_COUNTS), **doc}
     return doc
 

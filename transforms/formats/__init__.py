@@ -56,7 +56,7 @@ _FOREIGN_KEYS = frozenset(("from", "parts"))
 _ISM_KEYS = frozenset(("function_call", "refusal", "tool_call_ids"))
 #: Roles that are neither ShareGPT tags nor OpenAI-isms.
 _CHAT_ROLES = frozenset(("system", "user", "assistant", "tool"))
-#: The keys rule 1 keeps, by chat role (``transforms.ledger``): a message holding no other
+#: The keys rule 1 keeps, by chat role (``transforms.core.ledger``): a message holding no other
 #: key is a usual message of a plain chat.
 _KEPT_KEYS = {
     "system": frozenset(("role", "content")),
@@ -75,7 +75,7 @@ class PlainChat(NamedTuple):
     #: the flat reader hands every list on as it is, the OpenAI reader a list whose every
     #: message is plain (``openai.plain_message``).
     as_is: bool
-    #: No message holds a key that rule 1 discards (``transforms.ledger``'s own test, message
+    #: No message holds a key that rule 1 discards (``transforms.core.ledger``'s own test, message
     #: by message): read as is, the ledger of what coercion discards is empty.
     keys_kept: bool
 

@@ -311,8 +311,8 @@ def check_results_adjacent(messages: list[Any], open_last: bool = False) -> None
 
     Every call must be answered exactly once, by a ``tool`` message in *its block*: the run of
     consecutive ``tool`` messages directly after the assistant message that declares the call
-    (the order inside the block is free). Blocks come from ``transforms.tool_blocks``, as in
-    ``convnorm validate`` (``transforms.validate``): a writer refuses exactly the normalized
+    (the order inside the block is free). Blocks come from ``transforms.core.tool_blocks``, as in
+    ``convnorm validate`` (``transforms.core.validate``): a writer refuses exactly the normalized
     records in which the check reports ``result_not_adjacent``.
 
     MEM-5 (``--profile spec``) keeps a result separated from its call's turn where it is
@@ -323,7 +323,7 @@ def check_results_adjacent(messages: list[Any], open_last: bool = False) -> None
     ``redeclared_call``, ``unanswered_call``, ``duplicate_result``, ``orphan_result``.
 
     ``open_last`` (the training writers): the calls of the last message may have no result, as
-    in an example trimmed after its last assistant message (``transforms.training``), whose
+    in an example trimmed after its last assistant message (``transforms.dataset.training``), whose
     target is the call itself; MEM-5's output never has one (step C heals it).
     """
     last = len(messages) - 1 if open_last else -1

@@ -20,7 +20,7 @@ A header line ``[<label>: <name>]`` (``[<label>]`` without a name), then one lin
 the block's body, in order: ``key: value`` for a value under a key (nested objects give their
 own keys; a list repeats its key), a value under ``text``, ``content`` or a text source's
 ``data`` as it is. Left out: ``type`` tags, ids, cache markers, citation switches and opaque
-payloads (``transforms.ledger.OPAQUE_KEYS``), none of which is text; so nothing with text is
+payloads (``transforms.core.ledger.OPAQUE_KEYS``), none of which is text; so nothing with text is
 lost, and the ledger has nothing to count.
 
 The provider's own writer puts such blocks back as they were (``restore``): given the blocks

@@ -65,7 +65,7 @@ class Conversation(NamedTuple):
     ``fields`` is every other field of the record, in order, carried through unchanged. A
     reader may leave the message key inside ``fields``: the job replaces its value in place,
     so the record keeps its key order. ``discarded`` is the reader's part of the ledger of
-    what the flat shape cannot hold (``transforms.ledger``: reasoning blocks and items it
+    what the flat shape cannot hold (``transforms.core.ledger``: reasoning blocks and items it
     leaves out), ``None`` when it left nothing out.
     """
 
@@ -75,7 +75,7 @@ class Conversation(NamedTuple):
     #: ``tool_call_ids_split``); the job reports them per conversation and per run.
     report: dict[str, Any] | None = None
     #: What the reader left out because the flat shape cannot hold it (reasoning blocks, a
-    #: refusal beside content): the ledger of discarded fields, by key (transforms.ledger).
+    #: refusal beside content): the ledger of discarded fields, by key (transforms.core.ledger).
     discarded: dict[str, Any] | None = None
     #: The record continues a conversation it does not hold (a Responses request with a
     #: ``previous_response_id``): the job flags it in the drop metrics (``partial_conversation``).
@@ -105,7 +105,7 @@ class WriteContext:
     #: ``writer_report`` (in ``drops/``) and sums it per run (``summary.json``).
     report: dict[str, Any] = field(default_factory=dict, compare=False)
     #: What the writer leaves out of the conversation's content, a ledger
-    #: (``transforms.ledger.note``): the job adds it to the record's own.
+    #: (``transforms.core.ledger.note``): the job adds it to the record's own.
     discarded: dict[str, Any] = field(default_factory=dict, compare=False)
     #: The record as parsed, before its reader mapped it: a writer that writes a record back
     #: in its own input format (a Batch line to ``openai-batch``) keeps from here everything it

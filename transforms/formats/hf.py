@@ -16,7 +16,7 @@ One record per conversation::
   tool name read it).
 - ``system`` and ``developer`` messages are ``system``; ``developer`` is counted ``developer_as_system``.
 - ``reasoning_content`` when the flat message carries it (another option keeps it), else ``null``;
-  ``weight`` 0 or 1 when weights are kept (``transforms.training``), else ``null``.
+  ``weight`` 0 or 1 when weights are kept (``transforms.dataset.training``), else ``null``.
 - ``tools``: the record's tool definitions (``--tools-field``) in the Chat Completions shape.
   A free-text custom tool has no JSON-schema form: ``unconvertible_tool``.
 - Like ``openai-finetune``, a conversation without an assistant message is refused

@@ -516,7 +516,7 @@ def write_openai_finetune(record: dict[str, Any], ctx: WriteContext) -> dict[str
 
 
 def _write_weights(flat: list[Any], messages: list[Any], ctx: WriteContext) -> None:
-    """The weights carried around the core (``transforms.training``) onto the written messages
+    """The weights carried around the core (``transforms.dataset.training``) onto the written messages
     (one per flat message, in order): OpenAI weighs assistant messages only; a weight on
     another role is left out, counted."""
     for source, written in zip(flat, messages):
@@ -581,7 +581,7 @@ OPENAI_FINETUNE_WRITER = register_writer(
         "openai-finetune",
         write_openai_finetune,
         description="OpenAI chat fine-tuning JSONL line",
-        # weight: 0 or 1 on an assistant message (transforms.training), else absent. No media: a
+        # weight: 0 or 1 on an assistant message (transforms.dataset.training), else absent. No media: a
         # line's content stays one string, the schema that loads every part as one dataset
         # (placeholders left are counted in the ledger).
         schema={"messages": [{**OPENAI_MESSAGE, "weight": INT}], "tools": [JSON], "parallel_tool_calls": BOOL},

@@ -368,7 +368,7 @@ def write_sharegpt(record: dict[str, Any], ctx: WriteContext) -> dict[str, Any]:
       ``FormatError`` (``turn_order``, e.g. a conversation ending on a real result or on user
       text under ``--trailing keep``), never written to be dropped silently later: none has a
       lossless rendering. (The training default, ``--trailing trim``, leaves out what follows
-      the last assistant message before the writer: ``transforms.training``.)
+      the last assistant message before the writer: ``transforms.dataset.training``.)
     - ``tools``: the record's tool definitions (``--tools-field``) as a JSON string of bare
       ``{name, description?, parameters?}`` schemas; other keys (``strict`` ...) are counted
       under ``discarded_tool_fields``.

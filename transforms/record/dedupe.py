@@ -4,7 +4,7 @@ that come of it, and a shard's spilled conversations shaped by its verdicts, in 
 ``pipeline.graph.shard_dataset`` brings the claims of every shard together with them (its
 shuffles) and writes each shard's outputs from its spill file.
 
-What each conversation's keys are is decided where it is normalized (``transforms.dataset_keys``:
+What each conversation's keys are is decided where it is normalized (``transforms.dataset.dataset_keys``:
 its content hash chain, its split); these functions only decide what is kept:
 
 - **exact**: conversations with the same content (tools and messages as written; ids and other

@@ -20,7 +20,7 @@ from typing import Any, TypedDict
 class _DeadLetterFields(TypedDict):
     source: str
     position: int
-    #: One of ``transforms.record_steps.DeadLetterReason`` (as plain text).
+    #: One of ``transforms.record.record_steps.DeadLetterReason`` (as plain text).
     reason: str
     detail: str
     #: The raw input as text, cut to ``--dead-letter-raw-limit`` characters.
@@ -52,7 +52,7 @@ class DropMetrics(_DropCounts, total=False):
     """What normalizing one conversation dropped, healed and discarded: the keys of
     ``_DropCounts`` always, these when they have something to say."""
 
-    #: The ledger of fields coercion discarded (transforms.ledger), when not empty.
+    #: The ledger of fields coercion discarded (transforms.core.ledger), when not empty.
     discarded: dict[str, Any]
     #: Opt-in repairs by kind (``--profile lossless``).
     repairs: dict[str, int]
@@ -70,7 +70,7 @@ class DropMetrics(_DropCounts, total=False):
     truncated_stream: int
     #: Sendability violations of the output, by kind (``--check``).
     violations: dict[str, int]
-    #: Tokens of the example as the sink wrote it (``--tokens``; transforms.tokens).
+    #: Tokens of the example as the sink wrote it (``--tokens``; transforms.record.tokens).
     tokens: int
     #: ``True`` when the example is over ``--max-example-tokens`` (and kept: ``--over-limit keep``).
     over_token_limit: bool
@@ -80,7 +80,7 @@ class DropMetrics(_DropCounts, total=False):
     #: made it (file, position, call id, start), how many collapsed into it, its branch
     #: (``transforms.calllogs.assemble``).
     assembly: dict[str, Any]
-    #: What shaping a training set did (transforms.training): weights kept, trailing turns trimmed.
+    #: What shaping a training set did (transforms.dataset.training): weights kept, trailing turns trimmed.
     training: dict[str, int]
     #: ``--split``: the split the conversation is in (``train`` or a ``--split`` name).
     split: str
@@ -92,7 +92,7 @@ class DropMetrics(_DropCounts, total=False):
     example: dict[str, Any]
     #: ``--chat-template`` with a tokenizer folder: the rendered example's tokens.
     template_tokens: int
-    #: ``--redact``: the finds replaced by placeholders, by kind (transforms.redact).
+    #: ``--redact``: the finds replaced by placeholders, by kind (transforms.dataset.redact).
     redacted: dict[str, int]
 
 

@@ -36,7 +36,7 @@ DEFAULT_RAW_LIMIT = 2000
 class TokenSettings:
     """Fine-tuning readiness (``--tokens``): how examples are counted and what the run reports.
 
-    See ``transforms.tokens`` (the counting) and docs/fine-tuning.md.
+    See ``transforms.record.tokens`` (the counting) and docs/fine-tuning.md.
     """
 
     #: The encoding the counts are in (``--tokens``): ``o200k_base`` or ``cl100k_base``.
@@ -70,7 +70,7 @@ class Settings:
     #: Also run the strict sendability check on every normalized conversation.
     check: bool = False
     #: Roles whose messages are dropped before normalization (``--drop-role``), and roles
-    #: given another one (``--map-role FROM=TO``): ``transforms.roles``.
+    #: given another one (``--map-role FROM=TO``): ``transforms.repairs.roles``.
     drop_roles: tuple[str, ...] = ()
     map_roles: tuple[tuple[str, str], ...] = ()
     raw_limit: int = DEFAULT_RAW_LIMIT
@@ -80,7 +80,7 @@ class Settings:
     #: that assemble set. ``False`` (a DoFn alone): a call-log record is a ``call_log`` dead letter.
     calls: bool = False
     #: Per-message weights (``--weights``: auto, keep, drop) and turns after the last assistant
-    #: message (``--trailing``: auto, trim, keep, refuse): ``transforms.training``.
+    #: message (``--trailing``: auto, trim, keep, refuse): ``transforms.dataset.training``.
     weights: str = "auto"
     trailing: str = "auto"
     #: ``--keep-truncated-streams``: a conversation holding an answer whose event stream was cut
@@ -89,9 +89,9 @@ class Settings:
     #: Dataset steps (``transforms.dataset.dataset_keys``, ``transforms.record.dedupe``): ``--dedupe``
     #: (none, exact, prefix), ``--split`` as ``((name, share), ...)``, ``--split-by``, ``--split-seed``.
     dedupe: str = "none"
-    #: ``--examples``: whole, last, each (``transforms.training``).
+    #: ``--examples``: whole, last, each (``transforms.dataset.training``).
     examples: str = "whole"
-    #: ``--chat-template``: the template every example is rendered with (``transforms.chat_template``).
+    #: ``--chat-template``: the template every example is rendered with (``transforms.dataset.chat_template``).
     chat_template: TemplateSettings | None = None
     #: ``--redact``: the kinds replaced by placeholders, and the region of national phone numbers.
     redact: tuple[str, ...] = ()

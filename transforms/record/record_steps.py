@@ -1,7 +1,7 @@
 """What the two per-record steps share (no Beam import): parse, read, ids, and the guard.
 
-The run step (``transforms.records``: parse, read, normalize, write) and the validate step
-(``transforms.validate_step``: parse, read, check) both start from a ``RawRecord`` and end in
+The run step (``transforms.record.records``: parse, read, normalize, write) and the validate step
+(``transforms.record.validate_step``: parse, read, check) both start from a ``RawRecord`` and end in
 exactly one ``Outcome``: a result, or a dead letter (source, position, reason, detail and the
 raw text cut to a sane length). Nothing is skipped silently, and an unexpected exception
 becomes an ``internal_error`` dead letter rather than a crash (a Beam job that raises retries
@@ -78,7 +78,7 @@ class Produced(NamedTuple):
     #: ``record`` serialized (``dumps_line``), when processing did it.
     line: bytes | None = None
     #: ``--examples each``: the conversation's other examples, each ``(record, metrics, line)``,
-    #: written after this one (``transforms.training``).
+    #: written after this one (``transforms.dataset.training``).
     more: tuple[tuple[dict[str, Any], Any, bytes | None], ...] = ()
 
     @property

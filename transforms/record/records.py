@@ -1,11 +1,11 @@
 """The run step: one raw record in, exactly one outcome out (no Beam import).
 
-Processing parses a raw record (``transforms.inputs``), reads it with a format reader,
+Processing parses a raw record (``transforms.record.inputs``), reads it with a format reader,
 normalizes its messages by the chosen profile, writes it with the chosen sink writer, and
 returns either
 
 - a normalized output record plus its per-conversation drop metrics, or
-- a dead letter (``transforms.record_steps``: parsing, reading and the guard are shared with
+- a dead letter (``transforms.record.record_steps``: parsing, reading and the guard are shared with
   the validate step).
 
 The Beam DoFn in ``transforms.conversations`` only calls ``normalize_batch`` and routes.
@@ -182,7 +182,7 @@ def _process(raw: RawRecord, settings: Settings, hint: ReaderHint | None = None)
     fields, source = conversation.fields, record
     redaction = Redaction(settings.redact, settings.redact_region, redacted, {}) if settings.redact else None
     if redaction is not None:
-        # --redact: after the core, before the writer (transforms.redact). Everything written:
+        # --redact: after the core, before the writer (transforms.dataset.redact). Everything written:
         # the messages, the id, the other fields, and the record the writer copies from.
         written = redaction.messages(written)
         fields = redact_fields(fields, settings.id_field, settings.messages_field, redaction)
@@ -406,7 +406,7 @@ def _examples(
     core_messages: list[Any],
 ) -> tuple[dict[str, Any], DropMetrics, bytes, tuple[Any, ...]]:
     """``--examples last|each``: the conversation's examples, each trained on its last
-    assistant message (``transforms.training``); the first with the conversation's metrics, the
+    assistant message (``transforms.dataset.training``); the first with the conversation's metrics, the
     others (``each``) with their own, ids ``<id>#2``, ``#3`` ... (``more``)."""
     ends = example_ends(written)
     if settings.examples == "last":
@@ -446,7 +446,7 @@ def _examples(
 
 def _check_template(fields: dict[str, Any], eid: str, settings: Settings, metrics: Any) -> None:
     """``--chat-template``: the example rendered as the trainer renders it, its assistant
-    messages shown, its tokens counted (``transforms.chat_template``); refused if it cannot be."""
+    messages shown, its tokens counted (``transforms.dataset.chat_template``); refused if it cannot be."""
     template = settings.chat_template
     assert template is not None
     context = WriteContext(eid, settings.messages_field, settings.id_field, tools_field=settings.tools_field)
@@ -485,7 +485,7 @@ def _training_messages(
     messages: list[Any], result: ProfileResult, settings: Settings, counts: dict[str, int]
 ) -> list[Any]:
     """The messages the writer gets: the core's, with the weights carried around it and the
-    trailing turns trimmed or refused, as the settings say (``transforms.training``)."""
+    trailing turns trimmed or refused, as the settings say (``transforms.dataset.training``)."""
     written = result.messages
     if settings.keep_weights:
         written = with_weights(messages, settings.profile, result, settings.sink, counts).messages
@@ -513,7 +513,7 @@ def _dataset_keys(
     counts: dict[str, int],
 ) -> None:
     """What ``--dedupe`` and ``--split`` need of this conversation, into its metrics
-    (``transforms.dataset_keys``): its content keys, its split."""
+    (``transforms.dataset.dataset_keys``): its content keys, its split."""
     if settings.dedupe != "none":
         tools = value_at(normalized, settings.tools_field)
         metrics[CONTENT_KEYS] = content_keys(written, tools, settings.dedupe == "prefix")  # type: ignore[literal-required]

@@ -1,7 +1,7 @@
 """Fine-tuning readiness: tokens per example, as the sink writes it (no Beam import).
 
 Opt-in (``--tokens ENCODING``): with it, the run step counts every example it writes, in the
-chosen encoding, and the summary adds the dataset's figures (``transforms.summary``); without
+chosen encoding, and the summary adds the dataset's figures (``transforms.totals.summary``); without
 it nothing here runs and the tokenizer is never imported. docs/fine-tuning.md states the rules
 for users; this module is their one home.
 

@@ -1,7 +1,7 @@
 """The validate step: one raw record checked as it is, no normalization (no Beam import).
 
-Parses and reads a raw record like the run step (``transforms.record_steps``) and reports
-what ``transforms.validate.check_sendable`` finds in its messages.
+Parses and reads a raw record like the run step (``transforms.record.record_steps``) and reports
+what ``transforms.core.validate.check_sendable`` finds in its messages.
 """
 
 from __future__ import annotations

@@ -1,8 +1,8 @@
 """One conversation before and after, side by side, each repair with its reason (no Beam import).
 
 ``explain(messages, profile, drop_roles, map_roles)`` normalizes a conversation as the run did
-(``--drop-role`` / ``--map-role`` first, as ``transforms.records`` applies them), with the
-core's opt-in trace on (``transforms.normalize.Trace``: the events come from the repair pass
+(``--drop-role`` / ``--map-role`` first, as ``transforms.record.records`` applies them), with the
+core's opt-in trace on (``transforms.core.normalize.Trace``: the events come from the repair pass
 itself, never from a second reading of its rules), and lines the two lists up in ``Row``s: one
 per input entry, in input order, with the output message it became (or none); one per call of
 a turn that a rule touched; one per synthetic result, after the turn whose call it answers.

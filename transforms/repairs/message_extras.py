@@ -1,7 +1,7 @@
 """Message keys carried around the MEM-5 core (no Beam import).
 
 Rule 1 keeps only the flat keys of a message; that is the law, and the core
-(``transforms.normalize``) follows it. An opt-in feature that needs another key of a message
+(``transforms.core.normalize``) follows it. An opt-in feature that needs another key of a message
 to survive (a training ``weight``; another feature's reasoning text) must not change the
 core. It goes around it instead:
 
@@ -14,7 +14,7 @@ core. It goes around it instead:
 
 Only a conversation that holds a wanted key pays for the traced pass; for the others
 ``carry_around_core`` is one look per message. Each feature names its own keys and decides
-what to do with them once they are back (``transforms.training`` for weights).
+what to do with them once they are back (``transforms.dataset.training`` for weights).
 """
 
 from __future__ import annotations

@@ -24,7 +24,7 @@ synthetic "interrupted" results inserted (``healed``) and the opt-in repairs it 
 
     The core then runs unchanged on the result, so every guarantee of MEM-5 still holds (and
     its drops are still counted by the operations that drop). On top of them, the output
-    passes ``transforms.validate.check_sendable`` with no violation: every kept result sits
+    passes ``transforms.core.validate.check_sendable`` with no violation: every kept result sits
     in the block right after the turn that declares its call.
 
 How the passes work, in order:

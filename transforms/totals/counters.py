@@ -44,7 +44,7 @@ COUNTER_NAMES = (
 #: Distributions, per conversation (run only).
 DISTRIBUTION_NAMES = ("messages_per_conversation", "drops_per_conversation")
 
-#: The totals of a command's partial summary (``transforms.summary``) counted under the same
+#: The totals of a command's partial summary (``transforms.totals.summary``) counted under the same
 #: name, by the command (``View.command``).
 COUNTED_TOTALS = {
     "run": ("records_in", "records_out", "dead_letters", "messages_in", "messages_out", "dropped", "healed"),

@@ -214,8 +214,8 @@ def partial(
     conversations_by_drops: dict[int, int] = {}  # into the histogram's buckets once, at the end
     nulled: dict[str, int] = {}
     discarded: dict[str, dict[str, int]] = {}
-    tokens: dict[str, Any] = {}  # --tokens only: transforms.tokens.tally_example
-    training: dict[str, int] = {}  # transforms.training's counts
+    tokens: dict[str, Any] = {}  # --tokens only: transforms.record.tokens.tally_example
+    training: dict[str, int] = {}  # transforms.dataset.training's counts
     redacted: dict[str, int] = {}  # --redact: finds by kind
     reports: dict[str, Any] = {name: {} for name in REPORTS}
     records_out = messages_in = messages_out = dropped = healed = with_drops = with_violations = 0
@@ -304,7 +304,7 @@ OTHER_NAMES = "(other names)"
 
 
 def _ledger(discarded: dict[str, Any], conversations: int) -> dict[str, Any]:
-    """The run's ledger of what coercion discarded (``transforms.ledger``), apart from drops.
+    """The run's ledger of what coercion discarded (``transforms.core.ledger``), apart from drops.
 
     The most frequent names (by fields, then name) are listed, sorted by name, the rest summed:
     decided on the run's total, so the document does not depend on merge order.

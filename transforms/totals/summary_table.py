@@ -1,6 +1,6 @@
 """The summary as a table for a person (no Beam import): what a run prints at its end
 (``format_table``: ``convnorm run``; ``format_validation_table``: ``convnorm validate``), from
-the finalized document (``transforms.summary``). Every value from the data is escaped for the
+the finalized document (``transforms.totals.summary``). Every value from the data is escaped for the
 terminal (``console_text``)."""
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from transforms.totals.console_text import console_text
 
 UNWRITABLE = DeadLetterReason.UNWRITABLE.value
 INPUT_CHANGED = DeadLetterReason.INPUT_CHANGED.value
-#: The reports of a record's reader and writer, partial totals merged by name (``transforms.summary``).
+#: The reports of a record's reader and writer, partial totals merged by name (``transforms.totals.summary``).
 REPORTS = ("reader_report", "writer_report")
 
 
@@ -144,7 +144,7 @@ def _message_rows(doc: dict[str, Any]) -> list[tuple[str, Any]]:
 def _ledger_rows(doc: dict[str, Any]) -> list[tuple[str, Any]]:
     if "discarded_fields" not in doc:
         return []
-    # Not message drops: the fields rule 1 does not keep (transforms.ledger).
+    # Not message drops: the fields rule 1 does not keep (transforms.core.ledger).
     return [
         ("fields discarded by coercion", doc["discarded_fields"]),
         ("  text characters in them", doc["discarded_chars"]),
