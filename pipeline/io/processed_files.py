@@ -334,6 +334,13 @@ def assembled_result(output: str, window: str) -> dict | None:
 def window_partial(output: str, window: str) -> tuple[dict, int]:
     """The sum of the partial summaries of a window's files (and of its assembled
     conversations), and how many files."""
+    total, results, _ = _window_totals(output, window)
+    return total, len(results)
+
+
+def _window_totals(output: str, window: str) -> tuple[dict, list[tuple[str, dict]], dict | None]:
+    """A window's summed partial summaries, with its files' results and its ``assembled.json``
+    (None without one), which they were summed from."""
     total: dict = {}
     results = file_results(output, window)
     for _, doc in results:
@@ -341,7 +348,7 @@ def window_partial(output: str, window: str) -> tuple[dict, int]:
     assembled = assembled_result(output, window)
     if assembled is not None:
         total = summaries.merge_into(total, assembled["partial"])
-    return total, len(results)
+    return total, results, assembled
 
 
 def assembled_from(doc: dict, window: str) -> set[str]:
@@ -375,12 +382,8 @@ def final_summary(output: str, settings: Settings) -> dict:
     left_windows: list[str] = []
     left_files = left_pieces = 0
     for window in window_names(output):
-        results = file_results(output, window)
-        for _, doc in results:
-            total = summaries.merge_into(total, doc["partial"])
-        assembled = assembled_result(output, window)
-        if assembled is not None:
-            total = summaries.merge_into(total, assembled["partial"])
+        partial, results, assembled = _window_totals(output, window)
+        total = summaries.merge_into(total, partial)
         left, pieces = not_assembled(window, results, assembled)
         if left:
             left_windows.append(window)
