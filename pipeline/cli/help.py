@@ -27,6 +27,18 @@ EXIT_STATUSES = {
     "validation pipeline failed or a file it wrote is missing; 130 stopped by Ctrl-C, 143 by SIGTERM",
 }
 
+#: The flags of ``--streaming`` (a group of the help, and normalization's only).
+STREAMING_FLAGS = (
+    "window",
+    "poll_interval",
+    "new_only",
+    "max_files_per_poll",
+    "drain_timeout",
+    "changed_files",
+    "stop_after",
+    "stop_file",
+)
+
 #: convnorm flags that only normalization uses: ``convnorm validate --help`` leaves them out.
 RUN_ONLY_FLAGS = frozenset(
     {
@@ -49,14 +61,7 @@ RUN_ONLY_FLAGS = frozenset(
         "over_limit",
         "epochs",
         "price_per_mtok",
-        "window",
-        "poll_interval",
-        "new_only",
-        "max_files_per_poll",
-        "drain_timeout",
-        "changed_files",
-        "stop_after",
-        "stop_file",
+        *STREAMING_FLAGS,
     }
 )
 
@@ -117,19 +122,7 @@ HELP_GROUPS = (
         ),
     ),
     HelpGroup("call logs and labels (docs/call-logs.md)", ("call_logs", "keep_truncated_streams")),
-    HelpGroup(
-        "streaming (Beam's --streaming; docs/streaming.md)",
-        (
-            "window",
-            "poll_interval",
-            "new_only",
-            "max_files_per_poll",
-            "drain_timeout",
-            "changed_files",
-            "stop_after",
-            "stop_file",
-        ),
-    ),
+    HelpGroup("streaming (Beam's --streaming; docs/streaming.md)", STREAMING_FLAGS),
     HelpGroup("runners (Beam's own options below)", ("graph", "host_loopback", "insecure_dask_scheduler")),
     HelpGroup(
         "tuning (speed and memory, never the outputs)",
