@@ -279,14 +279,20 @@ def _listed(plan: str, out: Path) -> set[str]:
     return names
 
 
-@pytest.mark.slow
-def test_a_dry_run_names_every_file_of_a_run_with_whole_records_and_call_logs(tmp_path, capsys):
-    # The assembled conversations have parts of their own, after the input's: the plan names
-    # them (it named the input's parts only).
+def _whole_records_and_call_logs(tmp_path: Path) -> Path:
+    """An input directory of the bundled sample and a Langfuse call-log export."""
     inputs = tmp_path / "in"
     inputs.mkdir()
     (inputs / "a.jsonl").write_bytes(SAMPLE.read_bytes())
     (inputs / "calls.jsonl").write_bytes((ROOT / "tests/data/calllogs/langfuse/blob-export-rows.jsonl").read_bytes())
+    return inputs
+
+
+@pytest.mark.slow
+def test_a_dry_run_names_every_file_of_a_run_with_whole_records_and_call_logs(tmp_path, capsys):
+    # The assembled conversations have parts of their own, after the input's: the plan names
+    # them (it named the input's parts only).
+    inputs = _whole_records_and_call_logs(tmp_path)
     out = tmp_path / "out"
     argv = ["--input", str(inputs), "--output", str(out), "--split", "eval=0.2", "--shard-bytes", "400000"]
     assert main([*argv, "--dry-run"]) == 0
@@ -470,10 +476,7 @@ def test_output_piped_into_a_reader_that_stops_early_is_no_error(argv, status, t
 def test_openai_finetune_writes_one_training_and_one_validation_file_whatever_the_parts(tmp_path, capsys):
     # Whole conversations and call logs over several parts: OpenAI takes one training file and
     # one validation file, so each split is one file; the bill counts the training file only.
-    inputs = tmp_path / "in"
-    inputs.mkdir()
-    (inputs / "a.jsonl").write_bytes(SAMPLE.read_bytes())
-    (inputs / "calls.jsonl").write_bytes((ROOT / "tests/data/calllogs/langfuse/blob-export-rows.jsonl").read_bytes())
+    inputs = _whole_records_and_call_logs(tmp_path)
     out = tmp_path / "out"
     argv = ["--input", str(inputs), "--output", str(out), "--sink", "openai-finetune", "--split", "eval=0.2"]
     argv += ["--shard-bytes", "262144", "--tokens", "o200k_base", "--price-per-mtok", "3"]
