@@ -21,9 +21,9 @@ import apache_beam as beam
 
 from pipeline.graph.shard_step import ShardResult, ShardWork, numbered_place, process_batches
 from pipeline.testhooks import pause_point
-from transforms.call_assembly import assembly_partial, conversations_of, shard_batches
 from transforms.calllogs.assemble import GroupState
 from transforms.conversations import freeze_gc
+from transforms.record.assembled_calls import assembly_partial, conversations_of, shard_batches
 from transforms.totals import summary as summaries
 
 _RESULT, _GROUP, _OUTPUT, _ANY = "result", "group", "output", "any"

@@ -32,7 +32,6 @@ import apache_beam as beam
 from pipeline.graph.shard_step import OutputFiles, ShardResult, ShardWork, numbered_place, read_spill, written_files
 from pipeline.io.file_formats import FILE_FORMATS
 from pipeline.testhooks import pause_point
-from transforms.conversations import DEAD_LETTER
 from transforms.dataset.dataset_keys import TRAIN, split_output
 from transforms.record.dedupe import (
     DROPS,
@@ -51,6 +50,7 @@ from transforms.record.dedupe import (
     unpack_claims,
 )
 from transforms.totals import summary as summaries
+from transforms.totals.record_step import DEAD_LETTER
 
 _CONTENT, _KEPT, _OUT = "content", "kept", "out"
 _RESULT, _VERDICT = "result", "verdict"
