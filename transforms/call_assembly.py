@@ -27,7 +27,8 @@ from apache_beam.transforms.window import GlobalWindow
 from apache_beam.utils.timestamp import Timestamp
 
 from transforms.calllogs.assemble import Assembled, GroupState, NoCalls, assemble, group_key
-from transforms.calllogs.calls import Call, Rejected, ToolResult
+from transforms.calllogs.calls import Call, Fragment, Rejected, ToolResult
+from transforms.calllogs.joins import is_join_key, joined_states
 from transforms.core.jsontext import canonical_json, dumps_line, parse_json
 from transforms.record.inputs import Batch, Parsed, RawRecord, Unreadable
 from transforms.record.record_settings import Settings
@@ -54,7 +55,7 @@ def call_log_partial(logged: Iterable[CallLogged]) -> dict[str, Any]:
     """The summary's ``call_logs`` counts of the records handed on: records, calls, tool
     results, parts that could not be read (``parts_refused``) and parts that are neither
     (``skipped_by_kind``)."""
-    records = calls = results = refused = 0
+    records = calls = results = refused = fragments = 0
     skipped: dict[str, int] = {}
     for item in logged:
         records += 1
@@ -63,6 +64,8 @@ def call_log_partial(logged: Iterable[CallLogged]) -> dict[str, Any]:
                 results += 1
             elif isinstance(piece, Rejected):
                 refused += 1
+            elif isinstance(piece, Fragment):
+                fragments += 1
             else:
                 calls += 1
         for kind, n in (item.skipped or {}).items():
@@ -70,18 +73,23 @@ def call_log_partial(logged: Iterable[CallLogged]) -> dict[str, Any]:
     counts: dict[str, Any] = {"records": records, "calls": calls, "tool_results": results}
     if refused:
         counts["parts_refused"] = refused
+    if fragments:
+        counts["fragments"] = fragments
     if skipped:
         counts["skipped_by_kind"] = skipped
     return {"call_logs": counts}
 
 
 class AssembleCalls(beam.CombineFn):
-    """``(source, position, piece)`` of one group -> its ``GroupState``."""
+    """``(source, position, piece)`` of one group (or a ``GroupState`` of its joined pieces:
+    ``JoinFragments``) -> its ``GroupState``."""
 
     def create_accumulator(self) -> GroupState:
         return GroupState()
 
-    def add_input(self, state: GroupState, item: tuple[str, int, Any]) -> GroupState:
+    def add_input(self, state: GroupState, item: tuple[str, int, Any] | GroupState) -> GroupState:
+        if isinstance(item, GroupState):
+            return state.merge(item)
         return state.add(*item)
 
     def merge_accumulators(self, states: Iterable[GroupState]) -> GroupState:
@@ -111,15 +119,27 @@ def bucket_of(key: tuple[str, str], buckets: int) -> int:
 def conversations_of(
     keyed: tuple[tuple[str, str], GroupState], settings: Settings, buckets: int
 ) -> Iterator[tuple[int, _Conversation]]:
-    """One group's state -> its conversations (or its dead letter), each keyed by its bucket."""
+    """One group's state -> its conversations (or its dead letter), each keyed by its bucket.
+
+    A key of fragments not joined before (a stream's ``_Sessions``) is joined here, and its
+    pieces assembled as groups of their own."""
+    if is_join_key(keyed[0]):
+        for group_state in joined_states(*keyed):
+            yield from conversations_of(group_state, settings, buckets)
+        return
     (fmt, group), state = keyed
     bucket = bucket_of((fmt, group), buckets)
+    joined: dict[str, int] = {"calls_joined": state.joined} if state.joined else {}
     for n, (origin, part) in enumerate(sorted(state.rejected, key=lambda item: (item[0], item[1]))):
         # A part of a record that could not be read (the record's other parts are assembled):
         # a dead letter of its own, at its record's place, counted as one of the group's outputs.
         letter = Unreadable(DeadLetterReason.FORMAT_ERROR.value, part.detail, part.raw)
         order = canonical_json([fmt, group, -1, n])
-        yield bucket, _Conversation(order, RawRecord(origin.source, origin.position, letter), {"conversations": 1})
+        yield (
+            bucket,
+            _Conversation(order, RawRecord(origin.source, origin.position, letter), {"conversations": 1, **joined}),
+        )
+        joined = {}
     if not state.calls and not state.tool_results:
         # Only parts refused. (A bare return: Beam warns on the console of a generator whose
         # line starts "return " with anything after it, a comment included.)
@@ -147,10 +167,13 @@ def conversations_of(
         letter = Unreadable(reason.value, made.detail)
         for n, (source, position) in enumerate(made.places or ((made.source, made.position),)):
             order = canonical_json([fmt, group, 0, n])
-            yield bucket, _Conversation(order, RawRecord(source, position, letter), {"conversations": 1})
+            yield bucket, _Conversation(order, RawRecord(source, position, letter), {"conversations": 1, **joined})
+            joined = {}
         return
     for index, conversation in enumerate(made):
-        yield bucket, _made(fmt, group, index, conversation)
+        found = _made(fmt, group, index, conversation)
+        yield bucket, found._replace(counts={**found.counts, **joined}) if joined else found
+        joined = {}
 
 
 def _made(fmt: str, group: str, index: int, conversation: Assembled) -> _Conversation:
@@ -242,7 +265,7 @@ class _Sessions(beam.DoFn):
     def closed(self, key=beam.DoFn.KeyParam, calls=_CALLS_STATE, panes=_PANES_STATE):
         pane = panes.read() or 0
         state = calls.read()
-        if not state.calls and not state.tool_results and not state.rejected:
+        if not state.calls and not state.tool_results and not state.rejected and not state.fragments:
             return  # expired already: nothing left to emit
         for _, made in conversations_of((key, state), self._settings, 1):
             if isinstance(made.raw.payload, Parsed) and made.raw.payload.assembly is not None:
@@ -320,8 +343,18 @@ class AssembleConversations(beam.PTransform):
         )
         if not logged_batches.is_bounded:
             return self._sessions(pieces, handed_on)
-        by_bucket = (
+        # Fragments (parts of one call read apart) meet by their key first; the pieces they make
+        # go to their groups with the others.
+        joined = (
             pieces
+            | "Fragments" >> beam.Filter(lambda item: is_join_key(item[0]))
+            | "JoinFragments" >> beam.CombinePerKey(AssembleCalls())
+            | "Joined" >> beam.FlatMap(lambda keyed: joined_states(*keyed))
+        )
+        whole = pieces | "Whole" >> beam.Filter(lambda item: not is_join_key(item[0]))
+        by_bucket = (
+            (whole, joined)
+            | "WithJoined" >> beam.Flatten()
             | "AssembleGroups" >> beam.CombinePerKey(AssembleCalls())
             | "Conversations" >> beam.FlatMap(conversations_of, self._settings, self._buckets)
             | "ByShard" >> beam.GroupByKey()
@@ -337,7 +370,7 @@ class AssembleConversations(beam.PTransform):
 # Pieces kept on disk (the streaming driver's ``calls.jsonl``: pipeline.streaming.assembled)
 
 #: A piece's ``kind`` in its JSON line -> its type.
-PIECE_KINDS: dict[str, type] = {"call": Call, "tool_result": ToolResult, "rejected": Rejected}
+PIECE_KINDS: dict[str, type] = {"call": Call, "tool_result": ToolResult, "rejected": Rejected, "fragment": Fragment}
 _KIND_OF = {piece_type: kind for kind, piece_type in PIECE_KINDS.items()}
 
 

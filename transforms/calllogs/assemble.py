@@ -29,7 +29,7 @@ import json
 import re
 from typing import Any, NamedTuple
 
-from transforms.calllogs.calls import Call, Piece, Rejected, ToolResult
+from transforms.calllogs.calls import JOIN_SUFFIX, Call, Fragment, Piece, Rejected, ToolResult
 from transforms.core.jsontext import canonical_json, dumps_line
 
 #: Separates a group from a branch's number in a branch's id: ``<group>#branch<n>``.
@@ -153,7 +153,18 @@ class GroupState:
     a few look-ups, never a comparison with every kept sequence (a trace of thousands of
     unrelated calls)."""
 
-    __slots__ = ("sequences", "calls", "tool_results", "rejected", "tools", "prefixes", "ends", "truncated")
+    __slots__ = (
+        "sequences",
+        "calls",
+        "tool_results",
+        "rejected",
+        "tools",
+        "prefixes",
+        "ends",
+        "truncated",
+        "fragments",
+        "joined",
+    )
 
     def __init__(self) -> None:
         self.sequences: list[_Sequence] = []
@@ -167,6 +178,10 @@ class GroupState:
         #: The chain ends of the calls whose output was a stream cut off (``Call.truncated``): a
         #: conversation holding one of them holds that partial answer, however the calls arrive.
         self.truncated: set[bytes] = set()
+        #: Under a key of fragments to join (``group_key``): the fragments, ``(origin, fragment)``.
+        self.fragments: list[tuple[Origin, Fragment]] = []
+        #: Calls made of fragments (parts of a call read apart, joined) (``transforms.calllogs.joins``).
+        self.joined = 0
 
     def add(self, source: str, position: int, piece: Piece) -> GroupState:
         origin = Origin(source, position, piece.call_id, piece.start)
@@ -175,6 +190,9 @@ class GroupState:
             return self
         if isinstance(piece, Rejected):
             self.rejected.append((origin, piece))
+            return self
+        if isinstance(piece, Fragment):
+            self.fragments.append((origin, piece))
             return self
         if not isinstance(piece, Call):
             return self  # not a piece to assemble (a reader's ``Skipped`` marker)
@@ -237,6 +255,8 @@ class GroupState:
         self.calls.extend(other.calls)
         self.tool_results.extend(other.tool_results)
         self.rejected.extend(other.rejected)
+        self.fragments.extend(other.fragments)
+        self.joined += other.joined
         self.truncated |= other.truncated
         for key, tools in other.tools.items():
             known = self.tools.get(key)
@@ -439,7 +459,10 @@ def fill_tool_results(
 
 
 def group_key(piece: Piece) -> tuple[str, str]:
-    """The key pieces are grouped by: the format and its conversation group."""
+    """The key pieces are grouped by: the format and its conversation group; a fragment's, the
+    format marked ``JOIN_SUFFIX`` and its join key (``transforms.calllogs.joins``)."""
+    if isinstance(piece, Fragment):
+        return (piece.format + JOIN_SUFFIX, piece.key)
     return (piece.format, piece.group)
 
 
