@@ -4,8 +4,13 @@
 ::
 
     ShardResult | keyed: each result by its shard, each call-log piece by its group
+                | (fragments: CombinePerKey by their join key | the pieces they make, by group)
                 | CombinePerKey(results kept, pieces assembled) | conversations keyed by output shard
                 | GroupByKey | each output shard's conversations processed and written (a ShardResult)
+
+Fragments (parts of one call read apart: a LangSmith patch sent after its post, OTel events
+split over documents) take a branch of their own and meet by key before their pieces join the
+groups' (``transforms.calllogs.joins``): one more combine, of the fragments only.
 
 Shard results pass through it untouched (less their pieces), so ``MergeShardResults`` after it
 sees every shard's result and every assembled output shard's alike.
@@ -23,6 +28,7 @@ from pipeline.graph.shard_step import ShardResult, ShardWork, numbered_place, pr
 from pipeline.testhooks import pause_point
 from transforms.call_assembly import assembly_partial, conversations_of, shard_batches
 from transforms.calllogs.assemble import GroupState
+from transforms.calllogs.joins import is_join_key, joined_states
 from transforms.conversations import freeze_gc
 from transforms.totals import summary as summaries
 
@@ -34,6 +40,19 @@ def keyed_results(result: ShardResult) -> Iterator[tuple[tuple[Any, ...], Any]]:
     yield (_RESULT, result.shard), result._replace(calls=())
     for key, state in result.calls:
         yield (_GROUP, *key), state
+
+
+def is_fragments(keyed: tuple[tuple[Any, ...], Any]) -> bool:
+    """Whether a keyed item holds fragments to join (not a group's state, not a result)."""
+    key = keyed[0]
+    return key[0] == _GROUP and is_join_key(key[1:])
+
+
+def joined_groups(keyed: tuple[tuple[Any, ...], list]) -> Iterator[tuple[tuple[Any, ...], GroupState]]:
+    """One join key's fragments (the shards' merged) -> the states of the groups their pieces go to."""
+    key, (_, state) = keyed
+    for group, joined in joined_states((key[1], key[2]), state):
+        yield (_GROUP, *group), joined
 
 
 class KeepResultsAssembleGroups(beam.CombineFn):
@@ -113,9 +132,17 @@ class AssembleShardCalls(beam.PTransform):
         self._first_shard = first_shard
 
     def expand(self, results):
+        keyed = results | "Keyed" >> beam.FlatMap(keyed_results)
+        joined = (
+            keyed
+            | "Fragments" >> beam.Filter(is_fragments)
+            | "JoinFragments" >> beam.CombinePerKey(KeepResultsAssembleGroups())
+            | "Joined" >> beam.FlatMap(joined_groups)
+        )
+        whole = keyed | "Whole" >> beam.Filter(lambda item: not is_fragments(item))
         return (
-            results
-            | "Keyed" >> beam.FlatMap(keyed_results)
+            (whole, joined)
+            | "WithJoined" >> beam.Flatten()
             | "AssembleGroups" >> beam.CombinePerKey(KeepResultsAssembleGroups())
             | "ByOutputShard" >> beam.FlatMap(by_output_shard, self._work, self._buckets)
             | "Gather" >> beam.GroupByKey()
