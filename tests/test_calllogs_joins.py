@@ -185,3 +185,72 @@ def test_two_processes_join_the_same(tmp_path):
     _run(inputs, one)
     _run(inputs, two, "--direct_num_workers=2", "--direct_running_mode=multi_processing")
     assert_same_outputs(two, one, "two processes joining fragments")
+
+
+# --------------------------------------------------------------------------------------------
+# The landing-directory stream: the parts land in different windows
+
+
+def _stream_windows(tmp_path: Path, landed: list[tuple[str, str, bytes]]) -> tuple[Path, dict[str, dict]]:
+    """Each ``(window, name, data)`` landed, a window closed once its files landed, in order;
+    the outputs and each window's emitted conversations (id -> (record, drops))."""
+    from test_streaming_calls import _close, _land, _landed, _plan
+
+    from pipeline.io import processed_files as processed
+    from pipeline.streaming.clean import clean_landed_file
+    from streaming_runs import jsonl
+
+    out = tmp_path / "out"
+    plan = _plan(out)
+    made: dict[str, dict] = {}
+    windows: dict[str, list[tuple[str, bytes]]] = {}
+    for window, name, data in landed:
+        windows.setdefault(window, []).append((name, data))
+    for window, files in windows.items():
+        for name, data in files:
+            assert clean_landed_file(_landed(_land(tmp_path / "landing", name, data)), window, plan)
+        done, summary = _close(out, window, plan)
+        assert done == "done" and summary["accounted"], window
+        directory = out / window / processed.ASSEMBLED_DIR
+        pairs = zip(jsonl(directory / "normalized.jsonl"), jsonl(directory / "drops.jsonl"))
+        made[window] = {record["id"]: (record, drop) for record, drop in pairs}
+    assert processed.final_summary(str(out), plan.settings)["accounted"]
+    return out, made
+
+
+@pytest.mark.slow
+def test_on_the_stream_a_patch_in_a_later_window_reemits_its_conversation_whole(tmp_path):
+    """The posts of thread-a land in one window, their patches in the next (with thread-b's
+    post): the second window emits thread-a again, whole, pane 1, as a batch run of both files."""
+    from test_streaming_calls import W1, W2, _batch, _batch_assembled
+
+    from streaming_runs import jsonl
+
+    lines = PAYLOADS.read_bytes().splitlines(keepends=True)
+    out, made = _stream_windows(tmp_path, [(W1, "first.jsonl", lines[0]), (W2, "second.jsonl", lines[1])])
+    first, second = made[W1], made[W2]
+    assert first["thread-a"][0]["messages"] == _driven("thread-a")[:-1]  # the posts alone: no last answer
+    assert second["thread-a"][0]["messages"] == _driven("thread-a")
+    assert second["thread-a"][1]["assembly"]["pane"] == 1
+    batch = _batch(tmp_path / "batch", [tmp_path / "landing" / "first.jsonl", tmp_path / "landing" / "second.jsonl"])
+    reference = {r["id"]: r for r in jsonl(_batch_assembled(batch, "normalized"))}
+    assert second["thread-a"][0] == reference["thread-a"]
+
+
+@pytest.mark.slow
+def test_on_the_stream_events_of_one_span_in_two_windows_make_one_call(tmp_path):
+    from test_streaming_calls import W1, W2
+
+    out, made = _stream_windows(
+        tmp_path,
+        [
+            (W1, "logs-1.jsonl", (OTLP_SPLIT / "logs-1.jsonl").read_bytes()),
+            (W2, "logs-2.jsonl", (OTLP_SPLIT / "logs-2.jsonl").read_bytes()),
+            (W2, "spans.jsonl", (OTLP_SPLIT / "spans.jsonl").read_bytes()),
+        ],
+    )
+    (record, drops) = made[W2]["4b6f2c1d9e8a7b3c5d0e1f2a3b4c5d6e"]
+    assert [(m["role"], m["content"]) for m in record["messages"]] == [
+        (m["role"], m["content"]) for m in OTLP_CONVERSATION
+    ]
+    assert len(made[W2]) == 1 and drops["assembly"]["pane"] == 1
