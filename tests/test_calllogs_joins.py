@@ -194,11 +194,11 @@ def test_two_processes_join_the_same(tmp_path):
 def _stream_windows(tmp_path: Path, landed: list[tuple[str, str, bytes]]) -> tuple[Path, dict[str, dict]]:
     """Each ``(window, name, data)`` landed, a window closed once its files landed, in order;
     the outputs and each window's emitted conversations (id -> (record, drops))."""
+    from streaming_runs import jsonl
     from test_streaming_calls import _close, _land, _landed, _plan
 
     from pipeline.io import processed_files as processed
     from pipeline.streaming.clean import clean_landed_file
-    from streaming_runs import jsonl
 
     out = tmp_path / "out"
     plan = _plan(out)
@@ -222,9 +222,8 @@ def _stream_windows(tmp_path: Path, landed: list[tuple[str, str, bytes]]) -> tup
 def test_on_the_stream_a_patch_in_a_later_window_reemits_its_conversation_whole(tmp_path):
     """The posts of thread-a land in one window, their patches in the next (with thread-b's
     post): the second window emits thread-a again, whole, pane 1, as a batch run of both files."""
-    from test_streaming_calls import W1, W2, _batch, _batch_assembled
-
     from streaming_runs import jsonl
+    from test_streaming_calls import W1, W2, _batch, _batch_assembled
 
     lines = PAYLOADS.read_bytes().splitlines(keepends=True)
     out, made = _stream_windows(tmp_path, [(W1, "first.jsonl", lines[0]), (W2, "second.jsonl", lines[1])])

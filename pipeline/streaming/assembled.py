@@ -234,7 +234,7 @@ def _joined_groups(output: str, window: str, own: dict[str, list[str]]) -> tuple
                 found |= reaches[text]
         pending = found - states.keys()
     groups = {text: states[text] for text in states if text not in reaches}
-    for text, reached in sorted(reaches.items()):
+    for text in sorted(reaches):
         for group, joined in joined_states(tuple(json.loads(text)), states[text]):
             groups[_key_text(group)].merge(joined)
     earlier = [w for w in processed.window_names(output) if w < window]
