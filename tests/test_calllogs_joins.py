@@ -85,6 +85,7 @@ def _write(path: Path, records: list[dict]) -> Path:
 # LangSmith: posts and patches in different payloads
 
 
+@pytest.mark.slow
 def test_the_sdks_payloads_give_every_conversation_whole(tmp_path):
     payloads = _payloads()
     # The shape the SDK sent: patches after their posts, a payload of patches alone at the end.
@@ -253,3 +254,20 @@ def test_on_the_stream_events_of_one_span_in_two_windows_make_one_call(tmp_path)
         (m["role"], m["content"]) for m in OTLP_CONVERSATION
     ]
     assert len(made[W2]) == 1 and drops["assembly"]["pane"] == 1
+
+
+@pytest.mark.slow
+def test_explain_rebuilds_a_conversation_from_its_posts_and_their_patches(tmp_path, capsys):
+    """A call's entry lists the other records its parts came from (``parts``), so ``explain``
+    reads the patches too and shows the conversation the run wrote."""
+    out = tmp_path / "out"
+    _run([PAYLOADS], out)
+    drops = {d["id"]: d for d in _lines(out / "drops")}
+    calls = drops["thread-c"]["assembly"]["calls"]
+    lines = PAYLOADS.read_bytes().splitlines(keepends=True)
+    offsets = [sum(len(line) for line in lines[:n]) for n in range(len(lines))]  # positions are bytes
+    assert [c["position"] for c in calls] == [offsets[2]] * 2  # the posts' payload ...
+    assert [[p["position"] for p in c["parts"]] for c in calls] == [[offsets[3]]] * 2  # ... their patches'
+    assert main(["explain", str(out), "--id", "thread-c"]) == 0
+    shown = capsys.readouterr().out
+    assert "Fine, thanks." in shown and "assembled from 2 " in shown

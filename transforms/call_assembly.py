@@ -26,8 +26,9 @@ from apache_beam.transforms.timeutil import TimeDomain
 from apache_beam.transforms.window import GlobalWindow
 from apache_beam.utils.timestamp import Timestamp
 
-from transforms.calllogs.assemble import Assembled, GroupState, NoCalls, assemble, group_key
+from transforms.calllogs.assemble import Assembled, GroupState, NoCalls, group_key
 from transforms.calllogs.calls import Call, Fragment, Rejected, ToolResult
+from transforms.calllogs.chains import assemble_chained
 from transforms.calllogs.joins import is_join_key, joined_states
 from transforms.core.jsontext import canonical_json, dumps_line, parse_json
 from transforms.record.inputs import Batch, Parsed, RawRecord, Unreadable
@@ -140,12 +141,12 @@ def conversations_of(
             _Conversation(order, RawRecord(origin.source, origin.position, letter), {"conversations": 1, **joined}),
         )
         joined = {}
-    if not state.calls and not state.tool_results:
+    if not state.calls and not state.tool_results and not state.chained:
         # Only parts refused. (A bare return: Beam warns on the console of a generator whose
         # line starts "return " with anything after it, a comment included.)
         return
     try:
-        made = assemble(
+        made = assemble_chained(
             fmt,
             group,
             state,
@@ -157,7 +158,9 @@ def conversations_of(
         raise  # as ``guarded``: the machine's limit ends the run, saying so
     except Exception as error:  # noqa: BLE001 — as ``guarded``: a bug surfaces as data, not the job's end
         detail = f"{fmt} group {group!r} could not be assembled: {type(error).__name__}: {error}"
-        origins = sorted([c.origin for c in state.calls] + [origin for origin, _ in state.tool_results])
+        origins = sorted(
+            [c.origin for c in state.calls] + [o for o, _ in state.chained] + [o for o, _ in state.tool_results]
+        )
         made = NoCalls("", -1, detail, tuple(dict.fromkeys((o.source, o.position) for o in origins)))
         reason = DeadLetterReason.INTERNAL_ERROR
     else:
@@ -188,6 +191,9 @@ def _made(fmt: str, group: str, index: int, conversation: Assembled) -> _Convers
         "branches": 1 if index else 0,
         "tool_results_filled": len(conversation.assembly.get("tool_results_filled", ())),
     }
+    for name in ("responses_chained", "responses_unchained"):
+        if conversation.assembly.get(name):
+            counts[name] = conversation.assembly[name]
     return _Conversation(canonical_json([fmt, group, index]), raw, counts)
 
 
@@ -265,7 +271,7 @@ class _Sessions(beam.DoFn):
     def closed(self, key=beam.DoFn.KeyParam, calls=_CALLS_STATE, panes=_PANES_STATE):
         pane = panes.read() or 0
         state = calls.read()
-        if not state.calls and not state.tool_results and not state.rejected and not state.fragments:
+        if not (state.calls or state.chained or state.tool_results or state.rejected or state.fragments):
             return  # expired already: nothing left to emit
         for _, made in conversations_of((key, state), self._settings, 1):
             if isinstance(made.raw.payload, Parsed) and made.raw.payload.assembly is not None:

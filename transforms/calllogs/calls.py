@@ -54,6 +54,11 @@ class Call(NamedTuple):
     #: The output was a stream of events cut off before its end (``streams.complete``): a
     #: partial answer, marked ``truncated_stream`` in the conversation it ends up in.
     truncated: bool = False
+    #: The id of the response it got (an OpenAI Responses object's ``id``), "" when none.
+    response_id: str = ""
+    #: The response its request continues (Responses ``previous_response_id``): its history
+    #: holds only what is new since, and the assembly puts that response's sequence before it.
+    previous_response_id: str = ""
 
 
 class ToolResult(NamedTuple):

@@ -46,12 +46,16 @@ def joined_pieces(key: tuple[str, str], state: GroupState) -> list[tuple[str, in
 def joined_states(key: tuple[str, str], state: GroupState) -> Iterator[tuple[tuple[str, str], GroupState]]:
     """One key's fragments -> the states of the groups their pieces go to, each counting the
     calls its fragments made (``GroupState.joined``: the summary's ``calls_joined``)."""
+    places = sorted({(origin.source, origin.position) for origin, _ in state.fragments})
     states: dict[tuple[str, str], GroupState] = {}
     for source, position, piece in joined_pieces(key, state):
         found = states.setdefault(group_key(piece), GroupState())
         found.add(source, position, piece)
         if isinstance(piece, Call):
             found.joined += 1
+            others = [place for place in places if place != (source, position)]
+            if others:
+                found.parts[(source, position, piece.call_id)] = others
     yield from sorted(states.items())
 
 

@@ -46,6 +46,7 @@ from transforms.calllogs.embedded import (
     parts_read,
     read_history,
     read_output,
+    response_ids,
     strict_flat,
     tools_of,
 )
@@ -248,6 +249,7 @@ def _llm_call(run: dict[str, Any]) -> Call:
         _model(run, history_model, output_model, inputs.get("model") if isinstance(inputs.get("model"), str) else None),
         ledger or None,
         truncated,
+        *response_ids(inputs, outputs),
     )
 
 
