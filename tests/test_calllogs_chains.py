@@ -150,3 +150,36 @@ def test_helicone_rows_of_responses_carry_the_ids_the_chain_needs():
         state.add("f", n, call)
     (conversation,) = assemble("helicone", "s-1", state)
     assert conversation.record["messages"] == DRIVEN[:5]
+
+
+AGENTS = DATA / "otlp" / "openai-agents-previous-response.jsonl"
+
+
+def _agents_run(tmp_path: Path, document: dict) -> tuple[dict, list[dict]]:
+    source = tmp_path / "in.jsonl"
+    source.write_text(json.dumps(document) + "\n")
+    out = tmp_path / "out"
+    assert main(["--input", str(source), "--output", str(out), "--quiet", "--no-report"]) == 0
+    return json.loads((out / "summary.json").read_text()), _lines(out / "normalized")
+
+
+@pytest.mark.slow
+def test_the_agents_sdks_second_run_continues_the_first_by_its_response_id(tmp_path):
+    """Two ``Runner.run`` of the OpenAI Agents SDK (OpenInference's instrumentation), the second
+    given the first's ``last_response_id``: two traces of one session; the second LLM span
+    records only its question, and its ``output.value`` (the Responses object) names the first
+    response. One conversation."""
+    summary, records = _agents_run(tmp_path, json.loads(AGENTS.read_text()))
+    assert [r["id"] for r in records] == ["capitals-session"]
+    assert records[0]["messages"] == DRIVEN[:5]
+    assert summary["call_logs"]["responses_chained"] == 1
+
+
+@pytest.mark.slow
+def test_without_a_session_each_run_is_its_trace_and_the_chain_is_counted_unresolved(tmp_path):
+    """No session id: each run is a group of its own (its trace), which lacks the response the
+    second continues: it stays as it is, counted."""
+    text = AGENTS.read_text().replace('"session.id"', '"app.session"')
+    summary, records = _agents_run(tmp_path, json.loads(text))
+    assert len(records) == 2 and summary["call_logs"]["responses_unchained"] == 1
+    assert sorted(len(r["messages"]) for r in records) == [3, 3]

@@ -64,6 +64,7 @@ from transforms.calllogs.embedded import (
     parts_read,
     read_history,
     read_output,
+    response_ids,
     result_text,
     strict_flat,
     tools_of,
@@ -470,6 +471,10 @@ def span_pieces(fmt: str, span: Span) -> list[ReadItem]:
                 openinference.tools(attributes),
                 openinference.model(attributes),
                 ledger or None,
+                False,
+                # The raw response (``output.value``: a Responses object names the response it
+                # continues) and the request's parameters.
+                *response_ids(attributes.get("llm.invocation_parameters"), attributes.get("output.value")),
             )
         ]
     langfuse_type = attributes.get(LANGFUSE_TYPE)
