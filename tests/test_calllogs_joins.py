@@ -271,3 +271,30 @@ def test_explain_rebuilds_a_conversation_from_its_posts_and_their_patches(tmp_pa
     assert main(["explain", str(out), "--id", "thread-c"]) == 0
     shown = capsys.readouterr().out
     assert "Fine, thanks." in shown and "assembled from 2 " in shown
+
+
+@pytest.mark.slow
+def test_the_library_composite_joins_posts_and_patches_before_its_groups():
+    """``NormalizeConversationBatches`` in a user's own bounded pipeline: the same joins."""
+    import dataclasses
+
+    import apache_beam as beam
+    from apache_beam.options.pipeline_options import PipelineOptions
+    from apache_beam.testing.test_pipeline import TestPipeline
+    from apache_beam.testing.util import assert_that, equal_to
+
+    from transforms.conversations import BatchRawRecords, NormalizeConversationBatches, Unbatch
+    from transforms.record.inputs import RawRecord
+    from transforms.record.record_settings import Settings
+
+    raws = [RawRecord("q", n, line) for n, line in enumerate(PAYLOADS.read_bytes().splitlines())]
+    with TestPipeline(options=PipelineOptions(["--runner=FnApiRunner"])) as p:
+        out = (
+            p
+            | beam.Create(raws)
+            | BatchRawRecords(max_batch_size=2)
+            | NormalizeConversationBatches(dataclasses.replace(Settings(), calls=True))
+        )
+        got = out.records | Unbatch() | beam.Map(lambda r: (r["id"], json.dumps(r["messages"], sort_keys=True)))
+        expected = [(t, json.dumps(_driven(t), sort_keys=True)) for t in DRIVEN]
+        assert_that(got, equal_to(expected))
