@@ -298,3 +298,23 @@ def test_the_library_composite_joins_posts_and_patches_before_its_groups():
         got = out.records | Unbatch() | beam.Map(lambda r: (r["id"], json.dumps(r["messages"], sort_keys=True)))
         expected = [(t, json.dumps(_driven(t), sort_keys=True)) for t in DRIVEN]
         assert_that(got, equal_to(expected))
+
+
+@pytest.mark.slow
+def test_under_redact_the_parts_still_meet_and_no_find_is_written(tmp_path):
+    """--redact: each part (a post, a patch) is redacted as it is read, the run id by its
+    placeholder on both sides, so they still meet; the email of a question and of an answer is
+    in no byte written."""
+    secret, answer_secret = "someone@example.com", "other@example.org"
+    text = PAYLOADS.read_text().replace("Name a red fruit.", f"Name a red fruit, {secret}.")
+    text = text.replace("A strawberry.", f"A strawberry, {answer_secret}.")
+    out = tmp_path / "out"
+    summary = _run(
+        [_write(tmp_path / "in.jsonl", [json.loads(line) for line in text.splitlines()])], out, "--redact", "emails"
+    )
+    assert summary["dead_letters"] == 0 and summary["call_logs"]["calls_joined"] == 8
+    written = b"".join(p.read_bytes() for p in out.rglob("*") if p.is_file())
+    assert secret.encode() not in written and answer_secret.encode() not in written
+    thread = _conversations(out)["thread-b"]
+    assert [m["role"] for m in thread] == ["system", "user", "assistant"]
+    assert "strawberry" in thread[-1]["content"] and "@" not in thread[-1]["content"]
