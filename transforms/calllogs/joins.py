@@ -35,6 +35,8 @@ def joined_pieces(key: tuple[str, str], state: GroupState) -> list[tuple[str, in
         key=lambda item: (item[1].start, item[0].source, item[0].position, item[1].part, canonical_json(item[1].data)),
     )
     fragments = [(origin.source, origin.position, fragment) for origin, fragment in ordered]
+    if not fragments:
+        return []
     joiner = JOINERS.get(fmt)
     if joiner is None:  # a fragment of a format with no joiner: a bug, said as a dead letter
         source, position, first = fragments[0]
