@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 
 from transforms.calllogs.calls import Call, Skipped, ToolResult
+from transforms.calllogs.joins import joined_alone
 from transforms.calllogs.readers import CALL_LOG_READERS, detect_call_log
 from transforms.formats import FormatError
 
@@ -27,8 +28,9 @@ def lines(path: str) -> list[Any]:
 def read(record: Any, expected_reader: str) -> list[Any]:
     reader = detect_call_log(record)
     assert reader is not None and reader.name == expected_reader
-    # The parts of no call and no tool result are counted apart (tests/test_calllogs_parts.py).
-    return [item for item in reader.read(record) if not isinstance(item, Skipped)]
+    # The parts of no call and no tool result are counted apart (tests/test_calllogs_parts.py);
+    # parts of a call read apart (fragments) are joined as when no other record holds any.
+    return [item for item in joined_alone(reader.read(record)) if not isinstance(item, Skipped)]
 
 
 def user(text: str) -> dict[str, Any]:

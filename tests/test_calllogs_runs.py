@@ -44,7 +44,9 @@ def test_a_directory_of_exports_is_read_assembled_and_accounted(calls_run):
     # Every call is in exactly one conversation's account, and each conversation is written.
     drops = [json.loads(line) for line in _lines(calls_run / "drops")]
     assembled = [d for d in drops if "assembly" in d]
-    assert sum(len(d["assembly"]["calls"]) for d in assembled) == calls["calls"]
+    # (Calls read in parts, a LangSmith post and its patch, OTel events split over documents,
+    # are counted once joined.)
+    assert sum(len(d["assembly"]["calls"]) for d in assembled) == calls["calls"] + calls["calls_joined"]
     assert sum(d["assembly"]["collapsed"] for d in assembled) == calls["prefixes_collapsed"]
     assert (
         len(assembled) + summary["dead_letters_by_reason"]["no_llm_calls"]

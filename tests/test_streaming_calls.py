@@ -30,7 +30,7 @@ from pipeline.streaming import assembled as assembly  # noqa: E402
 from pipeline.streaming.clean import CleanPlan, clean_landed_file  # noqa: E402
 from pipeline.streaming.piece_lines import piece_line, piece_of_line  # noqa: E402
 from pipeline.streaming.watch import Landed  # noqa: E402
-from transforms.calllogs.calls import Call, Rejected, ToolResult  # noqa: E402
+from transforms.calllogs.calls import Call, Fragment, Rejected, ToolResult  # noqa: E402
 from transforms.conversations import NORMALIZE  # noqa: E402
 from transforms.core.jsontext import parse_json  # noqa: E402
 from transforms.record.record_settings import Settings  # noqa: E402
@@ -110,13 +110,13 @@ def _fixture_pieces():
 
 
 def test_every_fixture_piece_is_rebuilt_exactly_from_its_line():
-    seen = {Call: 0, ToolResult: 0, Rejected: 0}
+    seen = {Call: 0, ToolResult: 0, Rejected: 0, Fragment: 0}
     for source, position, piece in _fixture_pieces():
         back = piece_of_line(piece_line(source, position, piece))
         assert back == (source, position, piece)
         assert type(back[2]) is type(piece)
         seen[type(piece)] += 1
-    assert seen[Call] > 20 and seen[ToolResult] > 3 and seen[Rejected] >= 3, seen
+    assert seen[Call] > 20 and seen[ToolResult] > 3 and seen[Rejected] >= 3 and seen[Fragment] > 10, seen
 
 
 def test_a_piece_keeps_big_integers_floats_and_text_exactly():

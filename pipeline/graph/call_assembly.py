@@ -25,6 +25,7 @@ from apache_beam.transforms.window import GlobalWindow
 from apache_beam.utils.timestamp import Timestamp
 
 from transforms.calllogs.assemble import GroupState
+from transforms.calllogs.joins import is_join_key, joined_states
 from transforms.record.assembled_calls import (
     DEFAULT_REOPEN_S,
     DEFAULT_SESSION_GAP_S,
@@ -42,12 +43,15 @@ from transforms.record.record_settings import Settings
 
 
 class AssembleCalls(beam.CombineFn):
-    """``(source, position, piece)`` of one group -> its ``GroupState``."""
+    """``(source, position, piece)`` of one group (or a ``GroupState`` of its joined pieces:
+    ``JoinFragments``) -> its ``GroupState``."""
 
     def create_accumulator(self) -> GroupState:
         return GroupState()
 
-    def add_input(self, state: GroupState, item: tuple[str, int, Any]) -> GroupState:
+    def add_input(self, state: GroupState, item: tuple[str, int, Any] | GroupState) -> GroupState:
+        if isinstance(item, GroupState):
+            return state.merge(item)
         return state.add(*item)
 
     def merge_accumulators(self, states: Iterable[GroupState]) -> GroupState:
@@ -117,7 +121,7 @@ class _Sessions(beam.DoFn):
     def closed(self, key=beam.DoFn.KeyParam, calls=_CALLS_STATE, panes=_PANES_STATE):
         pane = panes.read() or 0
         state = calls.read()
-        if not state.calls and not state.tool_results and not state.rejected:
+        if not (state.calls or state.chained or state.tool_results or state.rejected or state.fragments):
             return  # expired already: nothing left to emit
         for _, made in conversations_of((key, state), self._settings, 1):
             yield emitted_again(made, pane)
@@ -191,8 +195,18 @@ class AssembleConversations(beam.PTransform):
         )
         if not logged_batches.is_bounded:
             return self._sessions(pieces, handed_on)
-        by_bucket = (
+        # Fragments (parts of one call read apart) meet by their key first; the pieces they make
+        # go to their groups with the others.
+        joined = (
             pieces
+            | "Fragments" >> beam.Filter(lambda item: is_join_key(item[0]))
+            | "JoinFragments" >> beam.CombinePerKey(AssembleCalls())
+            | "Joined" >> beam.FlatMap(lambda keyed: joined_states(*keyed))
+        )
+        whole = pieces | "Whole" >> beam.Filter(lambda item: not is_join_key(item[0]))
+        by_bucket = (
+            (whole, joined)
+            | "WithJoined" >> beam.Flatten()
             | "AssembleGroups" >> beam.CombinePerKey(AssembleCalls())
             | "Conversations" >> beam.FlatMap(conversations_of, self._settings, self._buckets)
             | "ByShard" >> beam.GroupByKey()

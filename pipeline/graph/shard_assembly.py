@@ -4,8 +4,13 @@
 ::
 
     ShardResult | keyed: each result by its shard, each call-log piece by its group
+                | (fragments: CombinePerKey by their join key | the pieces they make, by group)
                 | CombinePerKey(results kept, pieces assembled) | conversations keyed by output shard
                 | GroupByKey | each output shard's conversations processed and written (a ShardResult)
+
+Fragments (parts of one call read apart: a LangSmith patch sent after its post, OTel events
+split over documents) take a branch of their own and meet by key before their pieces join the
+groups' (``transforms.calllogs.joins``): one more combine, of the fragments only.
 
 Shard results pass through it untouched (less their pieces), so ``MergeShardResults`` after it
 sees every shard's result and every assembled output shard's alike.
@@ -22,6 +27,7 @@ import apache_beam as beam
 from pipeline.graph.shard_step import ShardResult, ShardWork, numbered_place, process_batches
 from pipeline.testhooks import pause_point
 from transforms.calllogs.assemble import GroupState
+from transforms.calllogs.joins import is_join_key, joined_states
 from transforms.conversations import freeze_gc
 from transforms.record.assembled_calls import assembly_partial, conversations_of, shard_batches
 from transforms.totals import summary as summaries
@@ -36,6 +42,19 @@ def keyed_results(result: ShardResult) -> Iterator[tuple[tuple[Any, ...], Any]]:
         yield (_GROUP, *key), state
     if result.calls:
         yield (_ANY,), None  # the run holds call logs: every output shard of them is written
+
+
+def is_fragments(keyed: tuple[tuple[Any, ...], Any]) -> bool:
+    """Whether a keyed item holds fragments to join (not a group's state, not a result)."""
+    key = keyed[0]
+    return key[0] == _GROUP and is_join_key(key[1:])
+
+
+def joined_groups(keyed: tuple[tuple[Any, ...], list]) -> Iterator[tuple[tuple[Any, ...], GroupState]]:
+    """One join key's fragments (the shards' merged) -> the states of the groups their pieces go to."""
+    key, (_, state) = keyed
+    for group, joined in joined_states((key[1], key[2]), state):
+        yield (_GROUP, *group), joined
 
 
 class KeepResultsAssembleGroups(beam.CombineFn):
@@ -102,9 +121,7 @@ class _ProcessAssembled(beam.DoFn):
         number = self._first_shard + key[1]
         place = numbered_place(self._temp_root, number, 0, uuid.uuid4().hex)
         batches = shard_batches((key[1], made), self._first_shard, self._work.batch_size)
-        result = process_batches(
-            batches, number, 0, self._work, place, read=False, empty_files=not self._work.holds
-        )
+        result = process_batches(batches, number, 0, self._work, place, read=False, empty_files=not self._work.holds)
         pause_point("write")
         yield result._replace(partial=summaries.merge(result.partial, assembly_partial((key[1], made))))
 
@@ -123,9 +140,17 @@ class AssembleShardCalls(beam.PTransform):
         self._first_shard = first_shard
 
     def expand(self, results):
+        keyed = results | "Keyed" >> beam.FlatMap(keyed_results)
+        joined = (
+            keyed
+            | "Fragments" >> beam.Filter(is_fragments)
+            | "JoinFragments" >> beam.CombinePerKey(KeepResultsAssembleGroups())
+            | "Joined" >> beam.FlatMap(joined_groups)
+        )
+        whole = keyed | "Whole" >> beam.Filter(lambda item: not is_fragments(item))
         return (
-            results
-            | "Keyed" >> beam.FlatMap(keyed_results)
+            (whole, joined)
+            | "WithJoined" >> beam.Flatten()
             | "AssembleGroups" >> beam.CombinePerKey(KeepResultsAssembleGroups())
             | "ByOutputShard" >> beam.FlatMap(by_output_shard, self._work, self._buckets)
             | "Gather" >> beam.GroupByKey()
