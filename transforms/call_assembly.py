@@ -102,6 +102,8 @@ class _Conversation(NamedTuple):
     raw: RawRecord
     #: The partial summary's counts this output adds.
     counts: dict[str, int]
+    #: An assembled conversation's keys for chaining across groups (``calllogs.chained``).
+    fingerprints: Any = None
 
 
 def bucket_of(key: tuple[str, str], buckets: int) -> int:
@@ -165,7 +167,7 @@ def _made(fmt: str, group: str, index: int, conversation: Assembled) -> _Convers
         "branches": 1 if index else 0,
         "tool_results_filled": len(conversation.assembly.get("tool_results_filled", ())),
     }
-    return _Conversation(canonical_json([fmt, group, index]), raw, counts)
+    return _Conversation(canonical_json([fmt, group, index]), raw, counts, conversation.fingerprints)
 
 
 def shard_batches(keyed: tuple[int, Iterable[_Conversation]], first_shard: int, batch_size: int) -> Iterator[Batch]:

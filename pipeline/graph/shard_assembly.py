@@ -19,6 +19,7 @@ from typing import Any, Iterable, Iterator
 
 import apache_beam as beam
 
+from pipeline.graph.chain_groups import chained_conversations
 from pipeline.graph.shard_step import ShardResult, ShardWork, numbered_place, process_batches
 from pipeline.testhooks import pause_point
 from transforms.call_assembly import assembly_partial, conversations_of, shard_batches
@@ -27,6 +28,8 @@ from transforms.conversations import freeze_gc
 from transforms.totals import summary as summaries
 
 _RESULT, _GROUP, _OUTPUT = "result", "group", "output"
+#: The key's tag of the conversations keyed by output shard (what ``ChainAcrossGroups`` reads).
+OUTPUT_TAG = _OUTPUT
 
 
 def keyed_results(result: ShardResult) -> Iterator[tuple[tuple[Any, ...], Any]]:
@@ -90,7 +93,8 @@ class _ProcessAssembled(beam.DoFn):
         if key[0] == _RESULT:
             yield from values
             return
-        made = list(values)
+        # The verdicts of a chaining across groups (``chain_groups``), if any, applied here.
+        made = chained_conversations(values, self._work.settings.id_field)
         number = self._first_shard + key[1]
         place = numbered_place(self._temp_root, number, 0, uuid.uuid4().hex)
         batches = shard_batches((key[1], made), self._first_shard, self._work.batch_size)
@@ -105,19 +109,28 @@ class AssembleShardCalls(beam.PTransform):
     """Shard results -> the same results, and one more per output shard of conversations
     assembled from their call-log pieces (numbered from ``first_shard``)."""
 
-    def __init__(self, work: ShardWork, temp_root: str, buckets: int, first_shard: int) -> None:
+    def __init__(
+        self, work: ShardWork, temp_root: str, buckets: int, first_shard: int, chain: beam.PTransform | None = None
+    ) -> None:
         super().__init__()
+        #: Applied to the conversations keyed by output shard, before they are gathered.
+        self._chain = chain
         self._work = work
         self._temp_root = temp_root
         self._buckets = buckets
         self._first_shard = first_shard
 
     def expand(self, results):
-        return (
+        keyed = (
             results
             | "Keyed" >> beam.FlatMap(keyed_results)
             | "AssembleGroups" >> beam.CombinePerKey(KeepResultsAssembleGroups())
             | "ByOutputShard" >> beam.FlatMap(by_output_shard, self._work, self._buckets)
+        )
+        if self._chain is not None:
+            keyed = keyed | "ChainAcrossGroups" >> self._chain
+        return (
+            keyed
             | "Gather" >> beam.GroupByKey()
             | "ProcessAssembled" >> beam.ParDo(_ProcessAssembled(self._work, self._temp_root, self._first_shard))
         )
