@@ -164,7 +164,9 @@ class ProcessShards(beam.PTransform):
         if self._work.settings.calls:
             # Call-log records: their conversations assembled, written as shards after the input's.
             settings = self._work.settings
-            chain = ChainAcrossGroups(settings.id_field, self._call_shards, OUTPUT_TAG) if chain_enabled(settings) else None
+            chain = None
+            if chain_enabled(settings):  # --chain-groups: one conversation whatever groups its calls are in
+                chain = ChainAcrossGroups(settings.id_field, self._call_shards, OUTPUT_TAG)
             results = results | "AssembleCalls" >> AssembleShardCalls(
                 self._work, self._temp_root, self._call_shards, len(self._shards), chain
             )

@@ -46,13 +46,14 @@ class Fingerprints(NamedTuple):
 
 def fingerprints_of(messages: list[Any], chain: list[bytes]) -> Fingerprints:
     """``Fingerprints`` of a sequence as its calls recorded it (``chain``: ``assemble.chain_of``)."""
-    ends = [
-        chain[i] for i, message in enumerate(messages) if isinstance(message, dict) and message.get("role") == "assistant"
-    ]
-    last = messages[-1] if messages else None
-    full = chain[-1] if chain and isinstance(last, dict) and last.get("role") == "assistant" else b""
+    ends = [chain[i] for i, message in enumerate(messages) if _is_answer(message)]
+    full = chain[-1] if chain and _is_answer(messages[-1]) else b""
     covers = tuple(ends[:-1]) if full else tuple(ends)
     return Fingerprints(len(chain), covers, full)
+
+
+def _is_answer(message: Any) -> bool:
+    return isinstance(message, dict) and message.get("role") == "assistant"
 
 
 class Absorbed(NamedTuple):
@@ -61,7 +62,7 @@ class Absorbed(NamedTuple):
     #: Its key (format, group, branch: as the assembly orders conversations).
     conversation: bytes
     #: Its id, as it would have been written.
-    id: str
+    id: Any
     #: Its ``assembly`` entry (its calls, tool results, truncated answers).
     assembly: dict[str, Any]
 
@@ -76,9 +77,7 @@ class Claim(NamedTuple):
     absorbed: Absorbed | None = None
 
 
-def claims_of(
-    conversation: bytes, group: str, prints: Fingerprints, absorbed: Absorbed
-) -> list[tuple[bytes, Claim]]:
+def claims_of(conversation: bytes, group: str, prints: Fingerprints, absorbed: Absorbed) -> list[tuple[bytes, Claim]]:
     """The claims a conversation makes, by hash: one where it ends (when it ends at an answer),
     one per earlier answer."""
     out = [(h, Claim(conversation, group, prints.length)) for h in prints.covers]
@@ -107,7 +106,9 @@ def resolve(claims: Iterable[Claim]) -> list[tuple[str, Subsumed | Absorb]]:
     the smallest key), if any. ``claims`` is read twice, never held (a GroupByKey's values)."""
     best: Claim | None = None
     for claim in claims:
-        if claim.absorbed is None and (best is None or (-claim.length, claim.conversation) < (-best.length, best.conversation)):
+        if claim.absorbed is not None:
+            continue
+        if best is None or (-claim.length, claim.conversation) < (-best.length, best.conversation):
             best = claim
     if best is None:
         return []
@@ -151,7 +152,7 @@ def merge_absorbed(assembly: dict[str, Any], absorbed: list[Absorbed]) -> tuple[
         truncated += theirs.get("truncated_stream", 0)
     out["calls"] = sorted(calls, key=_latest)
     out["collapsed"] = assembly.get("collapsed", 0) + added
-    out["chained"] = sorted({*assembly.get("chained", ()), *(a.id for a in absorbed)})
+    out["chained"] = sorted({*assembly.get("chained", ()), *(a.id for a in absorbed if isinstance(a.id, str))})
     if unused:
         out["tool_results_unused"] = sorted(unused, key=_latest)
     if truncated:
