@@ -196,11 +196,29 @@ def _flat(messages: list[dict]) -> list[dict]:
     return out
 
 
-@pytest.mark.parametrize("path", [LITELLM, OPENAI_V2], ids=["litellm-no-session", "openai-v2-no-parent"])
-def test_two_conversations_of_a_group_per_call_are_two_records_with_every_message(tmp_path, path):
-    summary, records, drops = _run([path], tmp_path / "out")
-    assert len(records) == 2
-    by_first_user = {r["messages"][1 if r["messages"][0]["role"] == "system" else 0]["content"]: r for r in records}
+@pytest.fixture(scope="module")
+def chained_run(tmp_path_factory) -> tuple[dict, list[dict], dict[str, dict]]:
+    """Every fixture of tests/data/calllogs/chained in one run: their contents differ, so each
+    file's conversations are those it gives alone."""
+    return _run([LITELLM, OPENAI_V2, TURNS, SEPARATE], tmp_path_factory.mktemp("chained") / "out")
+
+
+def _formats(drops: dict[str, dict], fmt: str) -> set[str]:
+    return {i for i, d in drops.items() if d["assembly"]["format"] == fmt}
+
+
+@pytest.mark.parametrize("fmt", ["litellm", "otlp"], ids=["litellm-no-session", "openai-v2-no-parent"])
+def test_two_conversations_of_a_group_per_call_are_two_records_with_every_message(chained_run, fmt):
+    summary, records, drops = chained_run
+    first_users = {"Weather in Paris?", "Tell me a joke."}
+    ours = [
+        r
+        for r in records
+        if r["id"] in _formats(drops, fmt)
+        and r["messages"][1 if r["messages"][0]["role"] == "system" else 0]["content"] in first_users
+    ]
+    assert len(ours) == 2
+    by_first_user = {r["messages"][1 if r["messages"][0]["role"] == "system" else 0]["content"]: r for r in ours}
     weather, jokes = by_first_user["Weather in Paris?"], by_first_user["Tell me a joke."]
     got = _flat(weather["messages"])
     got[2]["tool_calls"][0]["args"] = json.loads(got[2]["tool_calls"][0]["args"])
@@ -208,39 +226,49 @@ def test_two_conversations_of_a_group_per_call_are_two_records_with_every_messag
     expected[2]["tool_calls"][0]["args"] = {"city": "Paris"}
     assert got == expected
     assert _flat(jokes["messages"]) == JOKES
-    calls = summary["call_logs"]
-    assert calls["conversations"] == 2 and calls["chained_across_groups"] == 4 and calls["prefixes_collapsed"] == 4
-    for record in records:
+    for record in ours:
         assembly = drops[record["id"]]["assembly"]
-        assert len(assembly["calls"]) == 3 and len(assembly["chained"]) == 2
-    assert sum(len(d["assembly"]["calls"]) for d in drops.values()) == calls["calls"] == 6
+        assert len(assembly["calls"]) == 3 and len(assembly["chained"]) == 2 and assembly["collapsed"] == 2
 
 
+def test_every_call_is_in_one_conversations_account_and_each_chained_one_counted(chained_run):
+    summary, records, drops = chained_run
+    calls = summary["call_logs"]
+    # 4 + 4 (a group per call), 1 (turns as traces), 2 (the first calls of the separate chats).
+    assert calls["chained_across_groups"] == 11 and calls["conversations"] == len(records) == 9
+    assert sum(len(d["assembly"]["calls"]) for d in drops.values()) == calls["calls"] == 21
+    assert sum(d["assembly"]["collapsed"] for d in drops.values()) == calls["prefixes_collapsed"]
+
+
+@pytest.mark.slow
 def test_without_chaining_each_call_is_a_conversation(tmp_path):
     summary, records, _ = _run([LITELLM], tmp_path / "out", "--no-chain-groups")
     assert len(records) == 6 and "chained_across_groups" not in summary["call_logs"]
 
 
-def test_a_chat_whose_turns_are_separate_traces_gives_its_first_turn_once(tmp_path):
-    summary, records, drops = _run([TURNS], tmp_path / "out")
+def test_a_chat_whose_turns_are_separate_traces_gives_its_first_turn_once(chained_run):
+    summary, records, drops = chained_run
+    records = [r for r in records if any(m["content"] == "Weather in Rome?" for m in r["messages"])]
     assert len(records) == 1
     assert [m["role"] for m in records[0]["messages"]] == [m["role"] for m in WEATHER]
     assert records[0]["messages"][1]["content"] == "Weather in Rome?"
     assembly = drops[records[0]["id"]]["assembly"]
-    assert len(assembly["calls"]) == 3 and summary["call_logs"]["chained_across_groups"] == 1
+    assert len(assembly["calls"]) == 3 and len(assembly["chained"]) == 1
 
 
-def test_conversations_that_share_only_a_start_or_are_equal_stay_separate(tmp_path):
-    summary, records, _ = _run([SEPARATE], tmp_path / "out")
-    answers = sorted(r["messages"][2]["content"] for r in records)
+def test_conversations_that_share_only_a_start_or_are_equal_stay_separate(chained_run):
+    summary, records, drops = chained_run
+    starts = {"Hi", "Ping"}
+    ours = [r for r in records if r["id"] in _formats(drops, "litellm") and r["messages"][1]["content"] in starts]
+    answers = sorted(r["messages"][2]["content"] for r in ours)
     # Two chats that got another first answer, and two equal ones: four conversations, the
     # first calls of the two longer ones chained into them.
     assert answers == ["Hello! How can I help?", "Hi there, what do you need?", "Pong", "Pong"]
-    assert summary["call_logs"]["chained_across_groups"] == 2
+    assert sorted(len(drops[r["id"]]["assembly"].get("chained", ())) for r in ours) == [0, 0, 1, 1]
 
 
+@pytest.mark.slow
 def test_the_training_sink_gets_each_conversation_once_whole(tmp_path):
-    _, _, _ = _run([LITELLM], tmp_path / "flat")
     out = tmp_path / "ft"
     assert (
         main(["--input", str(LITELLM), "--output", str(out), "--quiet", "--no-report", "--sink", "openai-finetune"])
@@ -254,6 +282,7 @@ def test_the_training_sink_gets_each_conversation_once_whole(tmp_path):
     assert sorted(len(line["messages"]) for line in lines) == [6, 7]
 
 
+@pytest.mark.slow
 def test_redact_hides_the_ids_of_the_conversations_chained(tmp_path):
     key = "AKIA07QWERTYUIOPASDF"
     text = LITELLM.read_text().replace("005ca1ab-1e00-0040-0080-000000000001", f"trace-{key}")
@@ -300,3 +329,78 @@ def test_calls_in_many_shards_and_conversations_in_many_output_shards_chain_as_i
     assert_same_outputs(two, one, "two processes, chained call logs")
     assert _sorted_lines(one, "normalized") == _sorted_lines(whole, "normalized")
     assert summary["call_logs"]["chained_across_groups"] == 4 + 4 + 1 + 2
+
+
+# --------------------------------------------------------------------------------------------
+# The streaming driver: a window's close chains the groups it assembles
+
+
+W1 = "20261201T000000Z-20261201T000100Z"
+W2 = "20261201T000100Z-20261201T000200Z"
+
+
+def _stream_plan(out: Path):
+    import dataclasses
+
+    from pipeline.graph.shard_step import ShardWork
+    from pipeline.streaming.clean import CleanPlan
+    from transforms.conversations import NORMALIZE
+
+    temp = out / "_convnorm_temp-run-1"
+    temp.mkdir(parents=True)
+    work = ShardWork(NORMALIZE, dataclasses.replace(Settings(), calls=True), batch_size=50)
+    return CleanPlan(output=str(out), run_id="run-1", run_temp=str(temp), work=work)
+
+
+def _land_and_close(out: Path, plan, windows: dict[str, list[Path]]) -> dict[str, list[dict]]:
+    from pipeline.io import processed_files as processed
+    from pipeline.streaming import assembled
+    from pipeline.streaming.clean import clean_landed_file
+    from pipeline.streaming.watch import Landed
+
+    made = {}
+    for window, paths in windows.items():
+        for path in paths:
+            info = path.stat()
+            clean_landed_file(Landed(str(path), info.st_size, info.st_mtime_ns, info.st_ctime_ns), window, plan)
+        assert (
+            assembled.assemble_window(str(out), window, plan.work, plan.run_temp, assembled.move_committing) == "done"
+        )
+        assert processed.write_window_summary(str(out), window, plan.settings, None)["accounted"]
+        text = (out / window / processed.ASSEMBLED_DIR / "normalized.jsonl").read_text()
+        made[window] = [json.loads(line) for line in text.splitlines()]
+    return made
+
+
+@pytest.mark.slow
+def test_a_streaming_window_chains_its_groups_as_the_batch_run_does(tmp_path):
+    landing = tmp_path / "landing"
+    landing.mkdir()
+    files = []
+    for source in (LITELLM, OPENAI_V2):
+        files.append(landing / source.name)
+        files[-1].write_bytes(source.read_bytes())
+    out = tmp_path / "out"
+    made = _land_and_close(out, _stream_plan(out), {W1: files})
+    _, records, _ = _run(files, tmp_path / "batch", "--part-bytes=0")
+    assert len(made[W1]) == 4
+    assert sorted(json.dumps(r, sort_keys=True) for r in made[W1]) == sorted(
+        json.dumps(r, sort_keys=True) for r in records
+    )
+
+
+def test_a_streaming_window_does_not_withdraw_what_an_earlier_one_emitted(tmp_path):
+    """A conversation's calls in two windows, each call a group of its own: the later window
+    emits the whole conversation; the earlier window's first turns stay as they were emitted
+    (docs/call-logs.md says so)."""
+    landing = tmp_path / "landing"
+    landing.mkdir()
+    rows = LITELLM.read_bytes().splitlines(True)
+    early, late = landing / "early.jsonl", landing / "late.jsonl"
+    early.write_bytes(b"".join(rows[:2]))
+    late.write_bytes(b"".join(rows[2:]))
+    out = tmp_path / "out"
+    made = _land_and_close(out, _stream_plan(out), {W1: [early], W2: [late]})
+    # The first call's tool call has no result yet: the core's placeholder answers it.
+    assert sorted(len(r["messages"]) for r in made[W1]) == [2, 4]
+    assert sorted(len(r["messages"]) for r in made[W2]) == [6, 7]
