@@ -197,10 +197,18 @@ def _flat(messages: list[dict]) -> list[dict]:
 
 
 @pytest.fixture(scope="module")
-def chained_run(tmp_path_factory) -> tuple[dict, list[dict], dict[str, dict]]:
+def chained_out(tmp_path_factory) -> Path:
     """Every fixture of tests/data/calllogs/chained in one run: their contents differ, so each
     file's conversations are those it gives alone."""
-    return _run([LITELLM, OPENAI_V2, TURNS, SEPARATE], tmp_path_factory.mktemp("chained") / "out")
+    out = tmp_path_factory.mktemp("chained") / "out"
+    _run([LITELLM, OPENAI_V2, TURNS, SEPARATE], out)
+    return out
+
+
+@pytest.fixture(scope="module")
+def chained_run(chained_out) -> tuple[dict, list[dict], dict[str, dict]]:
+    summary = json.loads((chained_out / "summary.json").read_text())
+    return summary, _lines(chained_out / "normalized"), {d["id"]: d for d in _lines(chained_out / "drops")}
 
 
 def _formats(drops: dict[str, dict], fmt: str) -> set[str]:
@@ -404,3 +412,13 @@ def test_a_streaming_window_does_not_withdraw_what_an_earlier_one_emitted(tmp_pa
     # The first call's tool call has no result yet: the core's placeholder answers it.
     assert sorted(len(r["messages"]) for r in made[W1]) == [2, 4]
     assert sorted(len(r["messages"]) for r in made[W2]) == [6, 7]
+
+
+def test_explain_names_the_calls_and_conversations_chained_into_one(chained_out, chained_run, capsys):
+    _, records, drops = chained_run
+    record = next(r for r in records if r["messages"][1]["content"] == "Weather in Rome?")
+    assembly = drops[record["id"]]["assembly"]
+    assert main(["explain", str(chained_out), "--id", record["id"]]) == 0
+    shown = capsys.readouterr().out
+    assert f"1 conversation(s) of other groups chained into it: {assembly['chained'][0]!r}" in shown
+    assert all(call["call"] in shown for call in assembly["calls"])
