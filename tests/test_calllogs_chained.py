@@ -65,7 +65,9 @@ def test_merging_an_account_adds_its_calls_tool_results_and_truncated_answers():
         "tool_results_filled": [{"call": "t1", "start": 11}],
         "truncated_stream": 1,
     }
-    merged, counts = merge_absorbed(mine, [Absorbed(b"k1", "g1", theirs)])
+    record = {"id": "g2", "messages": []}
+    same, merged, counts = merge_absorbed(record, mine, [Absorbed(b"k1", "g1", theirs)])
+    assert same == {"id": "g2", "messages": []}
     assert [c["call"] for c in merged["calls"]] == ["c1", "c2"]
     assert merged["collapsed"] == 1 and merged["chained"] == ["g1"]
     assert merged["tool_results_unused"] == [{"call": "t1", "start": 11}]

@@ -103,11 +103,10 @@ def _updated(made: Any, absorbed: list[Absorbed], place: tuple[int, int, str] | 
     if not absorbed and place is None:
         return made
     payload = made.raw.payload
-    assembly, added = merge_absorbed(payload.assembly, absorbed)
+    record, assembly, added = merge_absorbed(payload.value, payload.assembly, absorbed)
     counts = dict(made.counts)
     for name, n in added.items():
         counts[name] = counts.get(name, 0) + n
-    record = payload.value
     if place is not None:
         branch, branches, new_id = place
         record = {**record, id_field: new_id}

@@ -8,7 +8,10 @@
                 | GroupByKey | each output shard's conversations processed and written (a ShardResult)
 
 Shard results pass through it untouched (less their pieces), so ``MergeShardResults`` after it
-sees every shard's result and every assembled output shard's alike.
+sees every shard's result and every assembled output shard's alike. A ``chain`` step
+(``chain_groups.ChainAcrossGroups``, --chain-groups) adds its verdicts to the conversations
+keyed by output shard before the GroupByKey; each output shard applies them
+(``chained_conversations``) before its conversations are processed.
 """
 
 from __future__ import annotations

@@ -127,16 +127,21 @@ def _latest(entry: Any) -> tuple[Any, ...]:
     return (entry.get("start", 0), str(entry.get("call", "")), str(entry.get("source", "")), entry.get("position", 0))
 
 
-def merge_absorbed(assembly: dict[str, Any], absorbed: list[Absorbed]) -> tuple[dict[str, Any], dict[str, int]]:
-    """A surviving conversation's ``assembly`` entry with the accounts of the conversations it
-    subsumed, and the counts that adds to its partial summary. The one place a conversation
-    takes what another hands it: metadata added to ``Absorbed`` is merged here.
+def merge_absorbed(
+    record: dict[str, Any], assembly: dict[str, Any], absorbed: list[Absorbed]
+) -> tuple[dict[str, Any], dict[str, Any], dict[str, int]]:
+    """A surviving conversation's record and ``assembly`` entry with the accounts of the
+    conversations it subsumed, and the counts that adds to its partial summary. The one place a
+    conversation takes what another hands it: metadata a conversation carries (a user or
+    session id, trace ids ...) goes into ``Absorbed`` (``pipeline.graph.chain_groups.
+    conversation_claims``) and is merged here, into the record or the assembly entry. Neither
+    is changed in place; the record is returned as it is today (its messages are its own).
 
     Their calls join its ``calls`` (by start time) and count as ``collapsed`` into it; the tool
     results they held (filled or unused) are listed as unused (its messages are its own calls');
     their truncated answers are in its messages too; ``chained`` lists their ids."""
     if not absorbed:
-        return assembly, {}
+        return record, assembly, {}
     absorbed = sorted(absorbed, key=lambda a: a.conversation)
     out = dict(assembly)
     calls = list(assembly.get("calls", ()))
@@ -157,7 +162,7 @@ def merge_absorbed(assembly: dict[str, Any], absorbed: list[Absorbed]) -> tuple[
         out["tool_results_unused"] = sorted(unused, key=_latest)
     if truncated:
         out["truncated_stream"] = truncated
-    return out, {"prefixes_collapsed": added, "chained_across_groups": len(absorbed)}
+    return record, out, {"prefixes_collapsed": added, "chained_across_groups": len(absorbed)}
 
 
 def renumbered(
