@@ -3,8 +3,9 @@ only keys are shuffled, the conversations stay where the assembly put them.
 
 ::
 
-    (output shard, conversation) | its claims by (format, hash) | GroupByKey | verdicts, by the
-        output shard of the conversation each is for | Flatten with the conversations
+    (output shard, conversation) | its claims, a list by (format, bucket of hashes) | GroupByKey
+        | verdicts, a list by the output shard of the conversations they are for
+        | Flatten with the conversations
 
 The verdicts meet their conversations in the assembly's own shuffle by output shard
 (``shard_assembly``'s ``Gather``), where ``chained_conversations`` drops the subsumed ones and
@@ -27,11 +28,13 @@ from transforms.calllogs.chained import (
     Absorbed,
     Claim,
     Subsumed,
+    Verdicts,
     claims_of,
+    decide,
     merge_absorbed,
     renumbered,
-    resolve,
 )
+from transforms.record.dedupe import pack, unpack
 from transforms.record.inputs import Parsed
 
 
@@ -54,16 +57,32 @@ def conversation_claims(made: Any, id_field: str) -> Iterator[tuple[tuple[str, b
         yield (assembly["format"], h), claim
 
 
-def _claims(keyed: tuple[Any, Any], tag: str, id_field: str) -> Iterator[tuple[tuple[str, bytes], Claim]]:
+def _hash_bucket(h: bytes, buckets: int) -> int:
+    return int.from_bytes(h[:4], "big") % buckets
+
+
+def _claims(keyed: tuple[Any, Any], tag: str, id_field: str, buckets: int) -> Iterator[tuple[tuple[str, int], bytes]]:
+    """A conversation's claims, packed, one value per bucket of hashes: a shuffled element per
+    claim (a conversation has one per answer), each pickled by Beam's coder, would cost more
+    than the decision."""
     key, made = keyed
-    if key[0] == tag:
-        yield from conversation_claims(made, id_field)
+    if key[0] != tag:
+        return
+    by_bucket: dict[tuple[str, int], list[tuple[bytes, Claim]]] = {}
+    for (fmt, h), claim in conversation_claims(made, id_field):
+        by_bucket.setdefault((fmt, _hash_bucket(h, buckets)), []).append((h, claim))
+    for key, claims in by_bucket.items():
+        yield key, pack(claims)
 
 
-def _verdicts(keyed: tuple[tuple[str, bytes], Iterable[Claim]], tag: str, buckets: int) -> Iterator[tuple]:
-    (fmt, _), claims = keyed
-    for group, verdict in resolve(claims):
-        yield (tag, bucket_of((fmt, group), buckets)), verdict
+def _verdicts(keyed: tuple[tuple[str, int], Iterable[bytes]], tag: str, buckets: int) -> Iterator[tuple]:
+    """One bucket of hashes -> its verdicts, packed, one value per output shard they are for."""
+    (fmt, _), packed = keyed
+    by_shard: dict[int, list[Subsumed | Absorb]] = {}
+    for group, verdict in decide(pair for claims in packed for pair in unpack(claims)):
+        by_shard.setdefault(bucket_of((fmt, group), buckets), []).append(verdict)
+    for shard, verdicts in sorted(by_shard.items()):
+        yield (tag, shard), Verdicts(pack(verdicts))
 
 
 def chained_conversations(values: Iterable[Any], id_field: str) -> list[Any]:
@@ -74,12 +93,13 @@ def chained_conversations(values: Iterable[Any], id_field: str) -> list[Any]:
     subsumed: set[bytes] = set()
     absorbs: dict[bytes, list[Absorbed]] = {}
     for value in values:
-        if isinstance(value, Subsumed):
-            subsumed.add(value.conversation)
-        elif isinstance(value, Absorb):
-            absorbs.setdefault(value.conversation, []).append(value.absorbed)
-        else:
-            made.append(value)
+        for one in unpack(value.packed) if isinstance(value, Verdicts) else (value,):
+            if isinstance(one, Subsumed):
+                subsumed.add(one.conversation)
+            elif isinstance(one, Absorb):
+                absorbs.setdefault(one.conversation, []).append(one.absorbed)
+            else:
+                made.append(one)
     if not subsumed and not absorbs:
         return made
     lost = set()
@@ -123,11 +143,11 @@ def _updated(made: Any, absorbed: list[Absorbed], place: tuple[int, int, str] | 
 def chained_in_memory(made: list[Any], id_field: str) -> list[Any]:
     """``made`` (conversations of many groups, in one process) chained across their groups:
     what the batch graph's shuffles decide, decided with a dict of their hashes."""
-    by_hash: dict[tuple[str, bytes], list[Claim]] = {}
+    by_format: dict[str, list[tuple[bytes, Claim]]] = {}
     for one in made:
-        for key, claim in conversation_claims(one, id_field):
-            by_hash.setdefault(key, []).append(claim)
-    verdicts = [verdict for claims in by_hash.values() for _, verdict in resolve(claims)]
+        for (fmt, h), claim in conversation_claims(one, id_field):
+            by_format.setdefault(fmt, []).append((h, claim))
+    verdicts = [verdict for fmt in sorted(by_format) for _, verdict in decide(by_format[fmt])]
     return chained_conversations([*made, *verdicts], id_field)
 
 
@@ -147,7 +167,7 @@ class ChainAcrossGroups(beam.PTransform):
     def expand(self, keyed):
         verdicts = (
             keyed
-            | "Claims" >> beam.FlatMap(_claims, self._tag, self._id_field)
+            | "Claims" >> beam.FlatMap(_claims, self._tag, self._id_field, self._buckets)
             | "ByHash" >> beam.GroupByKey()
             | "Verdicts" >> beam.FlatMap(_verdicts, self._tag, self._buckets)
         )

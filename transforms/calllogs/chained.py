@@ -26,7 +26,8 @@ is the collapse of prefixes across groups, kept exact:
 
 Only keys travel: each conversation gives the chain hash of its strict prefixes that end at an
 assistant message (``Fingerprints.covers``) and of itself when it ends at one
-(``Fingerprints.full``). ``resolve`` decides at one hash; ``merge_absorbed`` is the one place
+(``Fingerprints.full``). ``resolve`` decides at one hash (``decide`` at many);
+``merge_absorbed`` is the one place
 a survivor takes what a subsumed conversation hands it.
 """
 
@@ -121,6 +122,25 @@ def resolve(claims: Iterable[Claim]) -> list[tuple[str, Subsumed | Absorb]]:
     return out
 
 
+def decide(claims: Iterable[tuple[bytes, Claim]]) -> list[tuple[str, Subsumed | Absorb]]:
+    """The verdicts of many hashes' claims (of one format), each with the group of the
+    conversation it is for: ``resolve`` at each hash where a conversation ends."""
+    by_hash: dict[bytes, list[Claim]] = {}
+    ends: set[bytes] = set()
+    for h, claim in claims:
+        by_hash.setdefault(h, []).append(claim)
+        if claim.absorbed is not None:
+            ends.add(h)
+    return [verdict for h in sorted(ends) for verdict in resolve(by_hash[h])]
+
+
+class Verdicts(NamedTuple):
+    """Verdicts travelling together (those of one bucket of hashes for one output shard), as
+    one pickle of their list."""
+
+    packed: bytes
+
+
 def _latest(entry: Any) -> tuple[Any, ...]:
     if not isinstance(entry, dict):
         return (0, "", "", 0)
@@ -188,7 +208,9 @@ __all__ = [
     "Claim",
     "Fingerprints",
     "Subsumed",
+    "Verdicts",
     "claims_of",
+    "decide",
     "fingerprints_of",
     "merge_absorbed",
     "renumbered",
