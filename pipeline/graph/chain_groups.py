@@ -9,7 +9,8 @@ only keys are shuffled, the conversations stay where the assembly put them.
 
 The verdicts meet their conversations in the assembly's own shuffle by output shard
 (``shard_assembly``'s ``Gather``), where ``chained_conversations`` drops the subsumed ones and
-hands their accounts to those that subsume them: no record is shuffled once more. A claim is a
+hands their accounts to those that subsume them: no record is shuffled once more (FnApiRunner
+materializes a Flatten's inputs, so there each conversation is encoded once more). A claim is a
 16-byte hash and a key; a conversation ending at an answer adds its ``assembly`` entry (its calls'
 places), never its messages. The streaming driver, which assembles a window's groups in one
 process, calls ``chained_in_memory`` on them.
@@ -71,8 +72,8 @@ def _claims(keyed: tuple[Any, Any], tag: str, id_field: str, buckets: int) -> It
     by_bucket: dict[tuple[str, int], list[tuple[bytes, Claim]]] = {}
     for (fmt, h), claim in conversation_claims(made, id_field):
         by_bucket.setdefault((fmt, _hash_bucket(h, buckets)), []).append((h, claim))
-    for key, claims in by_bucket.items():
-        yield key, pack(claims)
+    for where, claims in by_bucket.items():
+        yield where, pack(claims)
 
 
 def _verdicts(keyed: tuple[tuple[str, int], Iterable[bytes]], tag: str, buckets: int) -> Iterator[tuple]:
