@@ -177,7 +177,7 @@ class ChainAcrossGroups(beam.PTransform):
 
 def chain_enabled(settings: Any) -> bool:
     """Whether the run chains conversations across groups (``--chain-groups``, on by default)."""
-    return getattr(settings, "chain_groups", True)
+    return bool(settings.chain_groups)
 
 
 __all__ = ["ChainAcrossGroups", "chain_enabled", "chained_conversations", "chained_in_memory"]
