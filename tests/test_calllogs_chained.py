@@ -12,10 +12,10 @@ import pytest
 
 from pipeline.cli.main import main
 from pipeline.graph.chain_groups import chained_conversations, chained_in_memory
-from transforms.call_assembly import conversations_of
 from transforms.calllogs.assemble import GroupState, chain_of
 from transforms.calllogs.calls import Call
 from transforms.calllogs.chained import Absorbed, Claim, fingerprints_of, merge_absorbed, resolve
+from transforms.record.assembled_calls import conversations_of
 from transforms.record.record_settings import Settings
 
 CHAINED = Path(__file__).parent / "data" / "calllogs" / "chained"

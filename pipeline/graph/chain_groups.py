@@ -22,7 +22,6 @@ from typing import Any, Iterable, Iterator
 
 import apache_beam as beam
 
-from transforms.call_assembly import _Conversation, bucket_of
 from transforms.calllogs.assemble import conversation_id
 from transforms.calllogs.chained import (
     Absorb,
@@ -35,13 +34,14 @@ from transforms.calllogs.chained import (
     merge_absorbed,
     renumbered,
 )
+from transforms.record.assembled_calls import AssemblyOutput, bucket_of
 from transforms.record.dedupe import pack, unpack
 from transforms.record.inputs import Parsed
 
 
 def _assembled(made: Any) -> dict[str, Any] | None:
     """An assembled conversation's ``assembly`` entry (None for a dead letter or anything else)."""
-    if not isinstance(made, _Conversation) or made.fingerprints is None:
+    if not isinstance(made, AssemblyOutput) or made.fingerprints is None:
         return None
     payload = made.raw.payload
     return payload.assembly if isinstance(payload, Parsed) else None
