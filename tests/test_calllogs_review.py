@@ -162,7 +162,8 @@ def test_a_group_named_like_a_branch_does_not_share_its_id(tmp_path):
         [
             _row("o1", "x", 1, [USER], ANSWER),
             _row("o2", "x", 2, [OTHER], ANSWER),
-            _row("o3", "x#branch1", 3, [USER, ANSWER, OTHER], ANSWER),
+            # Not a continuation of x's first conversation (that would be chained into it).
+            _row("o3", "x#branch1", 3, [USER, OTHER], ANSWER),
         ],
         tmp_path,
     )

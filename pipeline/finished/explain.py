@@ -369,6 +369,9 @@ def assembly_lines(assembly: dict) -> list[str]:
             if assembly["branch"]
             else f"; {assembly['branches']} branch(es) split out"
         )
+    chained = assembly.get("chained", [])
+    if chained:  # conversations of other groups whose messages start this one's
+        head += f"; {len(chained)} conversation(s) of other groups chained into it: " + ", ".join(map(repr, chained))
     lines = [head]
     lines += [f"  call {c.get('call')} at {c.get('start')}: {_where(c)}" for c in calls]
     for name, label in (

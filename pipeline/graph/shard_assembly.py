@@ -13,7 +13,10 @@ split over documents) take a branch of their own and meet by key before their pi
 groups' (``transforms.calllogs.joins``): one more combine, of the fragments only.
 
 Shard results pass through it untouched (less their pieces), so ``MergeShardResults`` after it
-sees every shard's result and every assembled output shard's alike.
+sees every shard's result and every assembled output shard's alike. A ``chain`` step
+(``chain_groups.ChainAcrossGroups``, --chain-groups) adds its verdicts to the conversations
+keyed by output shard before the GroupByKey; each output shard applies them
+(``chained_conversations``) before its conversations are processed.
 """
 
 from __future__ import annotations
@@ -24,15 +27,18 @@ from typing import Any, Iterable, Iterator
 
 import apache_beam as beam
 
+from pipeline.graph.chain_groups import chained_conversations
 from pipeline.graph.shard_step import ShardResult, ShardWork, numbered_place, process_batches
 from pipeline.testhooks import pause_point
 from transforms.calllogs.assemble import GroupState
 from transforms.calllogs.joins import is_join_key, joined_states
 from transforms.conversations import freeze_gc
-from transforms.record.assembled_calls import assembly_partial, conversations_of, shard_batches
+from transforms.record.assembled_calls import AssemblyOutput, assembly_partial, conversations_of, shard_batches
 from transforms.totals import summary as summaries
 
 _RESULT, _GROUP, _OUTPUT, _ANY = "result", "group", "output", "any"
+#: The key's tag of the conversations keyed by output shard (what ``ChainAcrossGroups`` reads).
+OUTPUT_TAG = _OUTPUT
 
 
 def keyed_results(result: ShardResult) -> Iterator[tuple[tuple[Any, ...], Any]]:
@@ -117,13 +123,17 @@ class _ProcessAssembled(beam.DoFn):
         if key[0] == _RESULT:
             yield from values
             return
-        made = [value for value in values if value is not None]
+        # The verdicts of a chaining across groups (``chain_groups``), if any, applied here.
+        values = [value for value in values if value is not None]
+        made = chained_conversations(values, self._work.settings.id_field)
+        assembled = [value for value in values if isinstance(value, AssemblyOutput)]
         number = self._first_shard + key[1]
         place = numbered_place(self._temp_root, number, 0, uuid.uuid4().hex)
         batches = shard_batches((key[1], made), self._first_shard, self._work.batch_size)
         result = process_batches(batches, number, 0, self._work, place, read=False, empty_files=not self._work.holds)
         pause_point("write")
-        yield result._replace(partial=summaries.merge(result.partial, assembly_partial((key[1], made))))
+        counts = assembly_partial((key[1], made), assembled)
+        yield result._replace(partial=summaries.merge(result.partial, counts))
 
 
 @beam.typehints.with_input_types(beam.typehints.Any)
@@ -132,8 +142,12 @@ class AssembleShardCalls(beam.PTransform):
     """Shard results -> the same results, and one more per output shard of conversations
     assembled from their call-log pieces (numbered from ``first_shard``)."""
 
-    def __init__(self, work: ShardWork, temp_root: str, buckets: int, first_shard: int) -> None:
+    def __init__(
+        self, work: ShardWork, temp_root: str, buckets: int, first_shard: int, chain: beam.PTransform | None = None
+    ) -> None:
         super().__init__()
+        #: Applied to the conversations keyed by output shard, before they are gathered.
+        self._chain = chain
         self._work = work
         self._temp_root = temp_root
         self._buckets = buckets
@@ -148,11 +162,16 @@ class AssembleShardCalls(beam.PTransform):
             | "Joined" >> beam.FlatMap(joined_groups)
         )
         whole = keyed | "Whole" >> beam.Filter(lambda item: not is_fragments(item))
-        return (
+        keyed = (
             (whole, joined)
             | "WithJoined" >> beam.Flatten()
             | "AssembleGroups" >> beam.CombinePerKey(KeepResultsAssembleGroups())
             | "ByOutputShard" >> beam.FlatMap(by_output_shard, self._work, self._buckets)
+        )
+        if self._chain is not None:
+            keyed = keyed | "ChainAcrossGroups" >> self._chain
+        return (
+            keyed
             | "Gather" >> beam.GroupByKey()
             | "ProcessAssembled" >> beam.ParDo(_ProcessAssembled(self._work, self._temp_root, self._first_shard))
         )

@@ -42,6 +42,7 @@ from typing import Any, Callable, Iterable, NamedTuple
 
 from apache_beam.io.filesystems import FileSystems
 
+from pipeline.graph.chain_groups import chain_enabled, chained_in_memory
 from pipeline.graph.shard_step import ShardWork, process_batches
 from pipeline.io import files
 from pipeline.io import processed_files as processed
@@ -254,6 +255,10 @@ def assemble_window(output: str, window: str, work: ShardWork, run_temp: str, co
         key = tuple(json.loads(text))
         for _, conversation in conversations_of((key, states[text]), work.settings, 1):
             made.append(emitted_again(conversation, panes[text]))
+    assembled = made
+    if chain_enabled(work.settings):
+        # Among the groups this window assembles: one emitted by an earlier window stays out.
+        made = chained_in_memory(made, work.settings.id_field)
     temp = FileSystems.join(run_temp, "in-flight", f"assembled-{window}-{uuid.uuid4().hex[:8]}")
     processed.make_dirs(temp)
     try:
@@ -261,7 +266,7 @@ def assemble_window(output: str, window: str, work: ShardWork, run_temp: str, co
         batches = shard_batches((0, made), ASSEMBLED_SHARD, flat.batch_size)
         place = lambda name: FileSystems.join(temp, name + flat.extension(name))  # noqa: E731
         result = process_batches(batches, ASSEMBLED_SHARD, 0, flat, place, read=False, empty_files=True)
-        part = summaries.merge(result.partial, assembly_partial((0, made)))
+        part = summaries.merge(result.partial, assembly_partial((0, made), assembled))
         doc = {
             "window": window,
             "groups": len(own),

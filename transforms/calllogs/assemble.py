@@ -30,6 +30,7 @@ import re
 from typing import Any, NamedTuple
 
 from transforms.calllogs.calls import JOIN_SUFFIX, Call, Fragment, Piece, Rejected, ToolResult
+from transforms.calllogs.chained import Fingerprints, fingerprints_of
 from transforms.core.jsontext import canonical_json, dumps_line
 
 #: Separates a group from a branch's number in a branch's id: ``<group>#branch<n>``.
@@ -306,6 +307,8 @@ class Assembled(NamedTuple):
     assembly: dict[str, Any]
     #: What reading its messages left out (the ledger of the call that gave them), or ``None``.
     discarded: dict[str, Any] | None = None
+    #: Its keys for chaining conversations across groups (``transforms.calllogs.chained``).
+    fingerprints: Fingerprints | None = None
 
 
 class NoCalls(NamedTuple):
@@ -425,7 +428,10 @@ def assemble(
         if truncated:
             # Answers that arrived cut off (a stream with no end): not whole answers to train on.
             assembly["truncated_stream"] = truncated
-        assembled.append(Assembled(record, last.origin.source, last.origin.position, assembly, sequence.discarded))
+        prints = fingerprints_of(sequence.messages, sequence.chain)
+        assembled.append(
+            Assembled(record, last.origin.source, last.origin.position, assembly, sequence.discarded, prints)
+        )
     unused = [origin for origin, piece in state.tool_results if (origin, piece.tool_call_id) not in used]
     if unused:
         # Results the histories already hold (or that answer no call): listed, so every

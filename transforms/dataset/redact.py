@@ -443,6 +443,9 @@ def redact_assembly(assembly: dict[str, Any], redaction: Redaction) -> dict[str,
     by ``Redaction.id``: the conversation's id is made from its group."""
     out = dict(assembly)
     out["group"] = redaction.id(assembly.get("group"))
+    if isinstance(assembly.get("chained"), list):
+        # The ids of conversations of other groups chained into it (``calllogs.chained``).
+        out["chained"] = [redaction.id(other) for other in assembly["chained"]]
     for name in ("calls", "tool_results_filled", "tool_results_unused"):
         if isinstance(assembly.get(name), list):
             out[name] = [

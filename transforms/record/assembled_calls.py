@@ -77,6 +77,8 @@ class AssemblyOutput(NamedTuple):
     raw: RawRecord
     #: The partial summary's counts this output adds.
     counts: dict[str, int]
+    #: An assembled conversation's keys for chaining across groups (``calllogs.chained``).
+    fingerprints: Any = None
 
 
 def bucket_of(key: tuple[str, str], buckets: int) -> int:
@@ -160,7 +162,7 @@ def _made(fmt: str, group: str, index: int, conversation: Assembled) -> Assembly
     for name in ("responses_chained", "responses_unchained"):
         if conversation.assembly.get(name):
             counts[name] = conversation.assembly[name]
-    return AssemblyOutput(canonical_json([fmt, group, index]), raw, counts)
+    return AssemblyOutput(canonical_json([fmt, group, index]), raw, counts, conversation.fingerprints)
 
 
 def shard_batches(keyed: tuple[int, Iterable[AssemblyOutput]], first_shard: int, batch_size: int) -> Iterator[Batch]:
@@ -172,12 +174,25 @@ def shard_batches(keyed: tuple[int, Iterable[AssemblyOutput]], first_shard: int,
         yield Batch(shard, start, [c.raw for c in ordered[start : start + batch_size]])
 
 
-def assembly_partial(keyed: tuple[int, Iterable[AssemblyOutput]]) -> dict[str, Any]:
-    """The ``call_logs`` counts of one bucket's outputs."""
+#: Counts of what was read, not of the conversation written: they stay counted when a
+#: conversation is chained into another across groups and left out (``chain_groups``).
+READ_COUNTS = ("calls_joined", "responses_chained", "responses_unchained")
+
+
+def assembly_partial(
+    keyed: tuple[int, Iterable[AssemblyOutput]], assembled: Iterable[AssemblyOutput] | None = None
+) -> dict[str, Any]:
+    """The ``call_logs`` counts of one bucket's outputs; ``assembled``: its outputs as assembled,
+    before any were chained away, whose ``READ_COUNTS`` are the ones counted."""
     total: dict[str, int] = {}
     for made in keyed[1]:
         for name, n in made.counts.items():
-            total[name] = total.get(name, 0) + n
+            if assembled is None or name not in READ_COUNTS:
+                total[name] = total.get(name, 0) + n
+    for made in assembled or ():
+        for name in READ_COUNTS:
+            if made.counts.get(name):
+                total[name] = total.get(name, 0) + made.counts[name]
     return {"call_logs": total}
 
 
