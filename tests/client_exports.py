@@ -210,8 +210,13 @@ def _parent_span(enabled: bool) -> Callable[[Conversation], Any]:
 
 
 def otel_openai_v2(parent: bool, stream: bool = False) -> None:
-    from opentelemetry.instrumentation.openai_v2 import OpenAIInstrumentor
+    import opentelemetry.instrumentation.openai_v2 as openai_v2
 
+    if "OTEL_SEMCONV_STABILITY_OPT_IN" not in os.environ:
+        # The legacy conventions (events as log records) are the library's documented default,
+        # but util-genai >= 1.0 answers "experimental" always: its own switch, put back.
+        openai_v2.is_experimental_mode = lambda: False
+    OpenAIInstrumentor = openai_v2.OpenAIInstrumentor
     tracer_provider, logger_provider, shutdown = _otel()
     OpenAIInstrumentor().instrument(tracer_provider=tracer_provider, logger_provider=logger_provider)
     client = _openai_client()
@@ -395,6 +400,9 @@ def litellm_callback(session: bool, stream: bool, provider: str) -> None:
 
 
 SCENARIOS: dict[str, Callable[[], None]] = {
+    "otel-v2-legacy-parent": lambda: otel_openai_v2(parent=True),
+    "otel-v2-legacy-parent-stream": lambda: otel_openai_v2(parent=True, stream=True),
+    "otel-v2-legacy-no-parent": lambda: otel_openai_v2(parent=False),
     "otel-v2-span-only-parent": lambda: otel_openai_v2(parent=True),
     "otel-v2-span-only-no-parent": lambda: otel_openai_v2(parent=False),
     "otel-v2-span-and-event-parent": lambda: otel_openai_v2(parent=True),
@@ -423,6 +431,7 @@ SCENARIOS: dict[str, Callable[[], None]] = {
 
 #: The environment each OTel openai-v2 mode is set up with (read by the library at start).
 OTEL_V2_MODES = {
+    "legacy": {"OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT": "true"},
     "span-only": {
         "OTEL_SEMCONV_STABILITY_OPT_IN": "gen_ai_latest_experimental",
         "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT": "span_only",

@@ -117,7 +117,7 @@ class FakeProvider(_Server):
                 else _json(200, _anthropic(reply, model, number))
             )
         if path.endswith("/responses"):
-            response = _response(reply, model, number)
+            response = {**_response(reply, model, number), "instructions": request.get("instructions")}
             if stream:
                 return _sse(iter([("response.completed", {"type": "response.completed", "response": response})]))
             return _json(200, response)
