@@ -521,5 +521,27 @@ def scenario_environment(name: str) -> dict[str, str]:
     return env
 
 
+def _loopback_only() -> list[Any]:
+    """Refuses every connection beyond loopback (a library phoning home, an exporter's default
+    endpoint), and keeps the addresses tried: the scenario fails if there is any."""
+    import socket
+
+    tried: list[Any] = []
+    connect = socket.socket.connect
+
+    def guarded(self: socket.socket, address: Any) -> Any:
+        host = address[0] if isinstance(address, tuple) else None
+        if host is not None and host not in ("127.0.0.1", "::1", "localhost"):
+            tried.append(address)
+            raise ConnectionRefusedError(f"not loopback: {address}")
+        return connect(self, address)
+
+    socket.socket.connect = guarded  # type: ignore[method-assign]
+    return tried
+
+
 if __name__ == "__main__":
+    beyond = _loopback_only()
     SCENARIOS[sys.argv[1]]()
+    if beyond:
+        sys.exit(f"connections beyond loopback were tried: {beyond}")
