@@ -30,6 +30,7 @@ import re
 from typing import Any, NamedTuple
 
 from transforms.calllogs.calls import Call, Piece, Rejected, ToolResult
+from transforms.calllogs.context import conversation_metadata
 from transforms.core.jsontext import canonical_json, dumps_line
 
 #: Separates a group from a branch's number in a branch's id: ``<group>#branch<n>``.
@@ -53,6 +54,10 @@ class _CallSeen(NamedTuple):
     #: Digest of the call's tools (a key of ``GroupState.tools``), and its model.
     tools: bytes | None
     model: str | None
+    #: Digest of the call's context (a key of ``GroupState.contexts``), and how many messages
+    #: its output holds (the first of them is the message its labels judge).
+    context: bytes | None = None
+    answers: int = 0
 
 
 class _Sequence:
@@ -153,7 +158,17 @@ class GroupState:
     a few look-ups, never a comparison with every kept sequence (a trace of thousands of
     unrelated calls)."""
 
-    __slots__ = ("sequences", "calls", "tool_results", "rejected", "tools", "prefixes", "ends", "truncated")
+    __slots__ = (
+        "sequences",
+        "calls",
+        "tool_results",
+        "rejected",
+        "tools",
+        "prefixes",
+        "ends",
+        "truncated",
+        "contexts",
+    )
 
     def __init__(self) -> None:
         self.sequences: list[_Sequence] = []
@@ -167,6 +182,9 @@ class GroupState:
         #: The chain ends of the calls whose output was a stream cut off (``Call.truncated``): a
         #: conversation holding one of them holds that partial answer, however the calls arrive.
         self.truncated: set[bytes] = set()
+        #: The calls' contexts (``Call.context``), each once, by digest: a session's calls mostly
+        #: share one.
+        self.contexts: dict[bytes, dict[str, Any]] = {}
 
     def add(self, source: str, position: int, piece: Piece) -> GroupState:
         origin = Origin(source, position, piece.call_id, piece.start)
@@ -187,7 +205,13 @@ class GroupState:
             # Tools alike but for key order: the same ones whatever the order calls arrive in.
             if known is None or _exact(piece.tools) < _exact(known):
                 self.tools[tools] = piece.tools
-        self.calls.append(_CallSeen(origin, len(chain), chain[-1] if chain else b"", tools, piece.model))
+        context = None
+        if piece.context:
+            context = hashlib.blake2b(canonical_json(piece.context), digest_size=16).digest()
+            self.contexts.setdefault(context, piece.context)
+        self.calls.append(
+            _CallSeen(origin, len(chain), chain[-1] if chain else b"", tools, piece.model, context, len(piece.output))
+        )
         if piece.truncated and piece.output and chain:
             self.truncated.add(chain[-1])
         self._keep(_Sequence(messages, chain, piece.discarded))
@@ -238,6 +262,8 @@ class GroupState:
         self.tool_results.extend(other.tool_results)
         self.rejected.extend(other.rejected)
         self.truncated |= other.truncated
+        for key, context in other.contexts.items():
+            self.contexts.setdefault(key, context)
         for key, tools in other.tools.items():
             known = self.tools.get(key)
             if known is None or _exact(tools) < _exact(known):
@@ -261,6 +287,9 @@ class Assembled(NamedTuple):
     assembly: dict[str, Any]
     #: What reading its messages left out (the ledger of the call that gave them), or ``None``.
     discarded: dict[str, Any] | None = None
+    #: Each of its calls' id -> the index in ``messages`` of the assistant message it answered
+    #: (the message a label of that call judges); calls that answered nothing are not in it.
+    judged: dict[str, int] | None = None
 
 
 class NoCalls(NamedTuple):
@@ -364,6 +393,11 @@ def assemble(
         model = next((c.model for c in reversed(calls) if c.model), None)
         if model is not None:
             record["model"] = model
+        metadata = conversation_metadata(
+            ((c.origin.start, state.contexts.get(c.context) if c.context else None) for c in calls), model
+        )
+        if metadata:
+            record["metadata"] = metadata
         assembly: dict[str, Any] = {
             "format": fmt,
             "group": group,
@@ -379,13 +413,30 @@ def assemble(
         if truncated:
             # Answers that arrived cut off (a stream with no end): not whole answers to train on.
             assembly["truncated_stream"] = truncated
-        assembled.append(Assembled(record, last.origin.source, last.origin.position, assembly, sequence.discarded))
+        judged = judged_messages(calls, sequence.messages, messages)
+        assembled.append(
+            Assembled(record, last.origin.source, last.origin.position, assembly, sequence.discarded, judged)
+        )
     unused = [origin for origin, piece in state.tool_results if (origin, piece.tool_call_id) not in used]
     if unused:
         # Results the histories already hold (or that answer no call): listed, so every
         # record read is found in one conversation's account.
         assembled[0].assembly["tool_results_unused"] = [_origin_entry(o) for o in sorted(unused, key=_latest)]
     return assembled
+
+
+def judged_messages(
+    calls: list[_CallSeen], sequence: list[dict[str, Any]], messages: list[dict[str, Any]]
+) -> dict[str, int]:
+    """Each call's id -> where the first message of its output stands in ``messages`` (the
+    sequence with tool results filled in: the same message objects, some added between)."""
+    place = None if messages is sequence else {id(m): n for n, m in enumerate(messages)}
+    judged: dict[str, int] = {}
+    for call in calls:
+        if call.answers and call.length <= len(sequence):
+            index = call.length - call.answers
+            judged[call.origin.call_id] = index if place is None else place[id(sequence[index])]
+    return judged
 
 
 def _origin_entry(origin: Origin) -> dict[str, Any]:

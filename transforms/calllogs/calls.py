@@ -54,6 +54,9 @@ class Call(NamedTuple):
     #: The output was a stream of events cut off before its end (``streams.complete``): a
     #: partial answer, marked ``truncated_stream`` in the conversation it ends up in.
     truncated: bool = False
+    #: Who had the call, and where (``transforms.calllogs.context``: ``user_id``, ``session_id``,
+    #: ``trace_id``, ``tags``, ``environment``, ``release``); ``None`` when the record names none.
+    context: dict[str, Any] | None = None
 
 
 class ToolResult(NamedTuple):

@@ -34,6 +34,7 @@ from transforms.calllogs.calls import (
     ToolResult,
     register_call_log_reader,
 )
+from transforms.calllogs.context import call_context, first_set
 from transforms.calllogs.embedded import (
     as_dict,
     check_blocks,
@@ -181,6 +182,21 @@ def _group(run: dict[str, Any]) -> str:
     return ""
 
 
+def langsmith_context(run: dict[str, Any]) -> dict[str, Any] | None:
+    """A run's context (``transforms.calllogs.context``): ``extra.metadata``'s ``user_id``
+    (else ``user``), its thread key, ``environment`` (else ``ls_environment``) and
+    ``revision_id`` (the release), the run's ``trace_id`` and ``tags``."""
+    metadata = _metadata(run)
+    return call_context(
+        user_id=first_set(metadata.get("user_id"), metadata.get("user")),
+        session_id=first_set(*(metadata.get(key) for key in _THREAD_KEYS)),
+        trace_id=first_set(run.get("trace_id"), _run_id(run)),
+        tags=decoded(run.get("tags")),
+        environment=first_set(metadata.get("environment"), metadata.get("ls_environment")),
+        release=metadata.get("revision_id"),
+    )
+
+
 def _model(run: dict[str, Any], *found: str | None) -> str | None:
     extra = _extra(run)
     params = as_dict(extra.get("invocation_params"))
@@ -245,6 +261,7 @@ def _llm_call(run: dict[str, Any]) -> Call:
         _model(run, history_model, output_model, inputs.get("model") if isinstance(inputs.get("model"), str) else None),
         ledger or None,
         truncated,
+        langsmith_context(run),
     )
 
 

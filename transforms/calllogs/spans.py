@@ -53,6 +53,7 @@ from transforms.calllogs.calls import (
     ToolResult,
     register_call_log_reader,
 )
+from transforms.calllogs.context import call_context, first_set
 from transforms.calllogs.embedded import (
     as_dict,
     decoded,
@@ -285,6 +286,38 @@ def _group(span: Span) -> str:
             if value not in (None, ""):
                 return content_text(value)
     return span.trace_id
+
+
+_USER_KEYS = ("user.id", "langfuse.user.id", "enduser.id", "traceloop.association.properties.user_id")
+_TAG_KEYS = ("tag.tags", "langfuse.trace.tags")
+_ENVIRONMENT_KEYS = ("deployment.environment.name", "deployment.environment", "langfuse.environment")
+_RELEASE_KEYS = ("langfuse.release", "service.version")
+
+
+def _attribute(span: Span, keys: tuple[str, ...]) -> Any:
+    """The first of ``keys`` set on the span, else on its resource."""
+    return first_set(*(attributes.get(key) for attributes in (span.attributes, span.resource) for key in keys))
+
+
+def span_context(span: Span) -> dict[str, Any] | None:
+    """A span's context (``transforms.calllogs.context``): OpenInference's and the GenAI
+    conventions' ``user.id`` and ``session.id`` (Langfuse's and Traceloop's spellings too),
+    ``tag.tags``, the resource's ``deployment.environment`` and ``service.version``, the trace id."""
+    tags = _attribute(span, _TAG_KEYS)
+    return call_context(
+        user_id=_attribute(span, _USER_KEYS),
+        session_id=_attribute(span, _GROUP_KEYS[1:]),
+        trace_id=span.trace_id,
+        tags=decoded(tags) if isinstance(tags, str) and tags.startswith("[") else tags,
+        environment=_attribute(span, _ENVIRONMENT_KEYS),
+        release=_attribute(span, _RELEASE_KEYS),
+    )
+
+
+def _contextual_pieces(fmt: str, span: Span) -> list[ReadItem]:
+    """``span_pieces``, its call with the span's context."""
+    pieces = span_pieces(fmt, span)
+    return [piece._replace(context=span_context(span)) if isinstance(piece, Call) else piece for piece in pieces]
 
 
 def _operation(attributes: dict[str, Any]) -> str:
@@ -551,7 +584,20 @@ def _log_pieces(record: dict[str, Any]) -> list[ReadItem]:
         ledger: dict[str, Any] = {}
         history, output = genai.event_messages(events, ledger)
         history, output = strict_flat(history, ledger), strict_flat(output, ledger)
-        pieces.append(Call(OTLP, _group(span), span.start, span.span_id, history, output, None, None, ledger or None))
+        pieces.append(
+            Call(
+                OTLP,
+                _group(span),
+                span.start,
+                span.span_id,
+                history,
+                output,
+                None,
+                None,
+                ledger or None,
+                context=span_context(span),
+            )
+        )
     return pieces
 
 
@@ -576,7 +622,7 @@ def read_otlp(record: Any) -> list[ReadItem]:
     spans = list(otlp_spans(record))
     pieces = parts_read(
         spans,
-        lambda found: span_pieces(OTLP, _otlp_span(*found)),
+        lambda found: _contextual_pieces(OTLP, _otlp_span(*found)),
         lambda index, found, error: _rejected_span(OTLP, index, found[0], error),
     )
     pieces.extend(_log_pieces(record))
@@ -590,7 +636,7 @@ def detect_otlp(record: Any) -> bool:
 def read_span_row(record: Any) -> list[ReadItem]:
     if not isinstance(record, dict) or not isinstance(record.get("attributes"), dict):
         raise FormatError("not_a_span", "a span row has an attributes object")
-    return span_pieces(SPAN_ROWS, _row_span(record))
+    return _contextual_pieces(SPAN_ROWS, _row_span(record))
 
 
 def detect_span_row(record: Any) -> bool:
