@@ -27,7 +27,8 @@ from apache_beam.transforms.window import GlobalWindow
 from apache_beam.utils.timestamp import Timestamp
 
 from transforms.calllogs.assemble import Assembled, GroupState, NoCalls, assemble, group_key
-from transforms.calllogs.calls import Call, Rejected, ToolResult
+from transforms.calllogs.calls import Call, Label, Rejected, ToolResult
+from transforms.calllogs.labels import Joined, attach, label_counts
 from transforms.core.jsontext import canonical_json, dumps_line, parse_json
 from transforms.record.inputs import Batch, Parsed, RawRecord, Unreadable
 from transforms.record.record_settings import Settings
@@ -54,7 +55,7 @@ def call_log_partial(logged: Iterable[CallLogged]) -> dict[str, Any]:
     """The summary's ``call_logs`` counts of the records handed on: records, calls, tool
     results, parts that could not be read (``parts_refused``) and parts that are neither
     (``skipped_by_kind``)."""
-    records = calls = results = refused = 0
+    records = calls = results = refused = labels = 0
     skipped: dict[str, int] = {}
     for item in logged:
         records += 1
@@ -63,6 +64,8 @@ def call_log_partial(logged: Iterable[CallLogged]) -> dict[str, Any]:
                 results += 1
             elif isinstance(piece, Rejected):
                 refused += 1
+            elif isinstance(piece, Label):
+                labels += 1
             else:
                 calls += 1
         for kind, n in (item.skipped or {}).items():
@@ -72,7 +75,7 @@ def call_log_partial(logged: Iterable[CallLogged]) -> dict[str, Any]:
         counts["parts_refused"] = refused
     if skipped:
         counts["skipped_by_kind"] = skipped
-    return {"call_logs": counts}
+    return {"call_logs": counts, **label_counts(read=labels)}
 
 
 class AssembleCalls(beam.CombineFn):
@@ -102,6 +105,8 @@ class _Conversation(NamedTuple):
     raw: RawRecord
     #: The partial summary's counts this output adds.
     counts: dict[str, int]
+    #: An assembled conversation's calls -> the message each answered (``Assembled.judged``).
+    judged: dict[str, int] | None = None
 
 
 def bucket_of(key: tuple[str, str], buckets: int) -> int:
@@ -165,7 +170,72 @@ def _made(fmt: str, group: str, index: int, conversation: Assembled) -> _Convers
         "branches": 1 if index else 0,
         "tool_results_filled": len(conversation.assembly.get("tool_results_filled", ())),
     }
-    return _Conversation(canonical_json([fmt, group, index]), raw, counts)
+    return _Conversation(canonical_json([fmt, group, index]), raw, counts, conversation.judged)
+
+
+def labelled(made: list[Any]) -> tuple[list[_Conversation], dict[str, Any]]:
+    """One output shard's conversations, with the labels joined to their groups put on them
+    (``labels.attach``): a label of a call on the message that call answered, else on the
+    conversation holding its trace (the group's first such), else on the group's conversation;
+    a label whose group made no conversation (a dead letter) is counted unmatched. ``made``: the
+    shard's ``_Conversation`` and ``Joined`` items, and partial counts (dicts) to add."""
+    conversations = sorted((item for item in made if isinstance(item, _Conversation)), key=lambda c: c.order)
+    joined = [item for item in made if isinstance(item, Joined)]
+    counts: dict[str, Any] = {}
+    for item in made:
+        if isinstance(item, dict):
+            counts = _added(counts, item)
+    if not joined:
+        return conversations, counts
+    by_group: dict[tuple[str, str], list[int]] = {}
+    for n, conversation in enumerate(conversations):
+        order = parse_json(conversation.order)
+        if len(order) == 3 and conversation.judged is not None:
+            by_group.setdefault((order[0], order[1]), []).append(n)
+    placed: dict[int, list[tuple[Label, int | None]]] = {}
+    unmatched: dict[str, int] = {}
+    for item in sorted(joined, key=lambda j: canonical_json([j.format, j.group, list(j.label)])):
+        where = _place(item, [(n, conversations[n]) for n in by_group.get((item.format, item.group), ())])
+        if where is None:
+            unmatched[item.label.source] = unmatched.get(item.label.source, 0) + 1
+        else:
+            placed.setdefault(where[0], []).append((item.label, where[1]))
+    out = list(conversations)
+    for n, labels in placed.items():
+        raw = out[n].raw
+        payload = raw.payload
+        out[n] = out[n]._replace(raw=raw._replace(payload=payload._replace(value=attach(payload.value, labels))))
+    more = label_counts(joined=sum(len(labels) for labels in placed.values()), label_unmatched=unmatched)
+    return out, _added(counts, more)
+
+
+def _place(item: Joined, group: list[tuple[int, _Conversation]]) -> tuple[int, int | None] | None:
+    """Which of its group's conversations a label goes on, and on which message (``None``: the
+    whole conversation)."""
+    label = item.label
+    if item.call:
+        for n, conversation in group:
+            if label.call_id in (conversation.judged or {}):
+                return n, (conversation.judged or {})[label.call_id]
+        for n, conversation in group:
+            calls = conversation.raw.payload.assembly.get("calls", ())
+            if any(call.get("call") == label.call_id for call in calls):
+                return n, None
+    for n, conversation in group:
+        metadata = conversation.raw.payload.value.get("metadata") or {}
+        if label.trace_id and label.trace_id in metadata.get("trace_ids", ()):
+            return n, None
+    return (group[0][0], None) if group else None
+
+
+def _added(a: dict[str, Any], b: dict[str, Any]) -> dict[str, Any]:
+    out = dict(a)
+    for key, value in b.items():
+        if isinstance(value, dict):
+            out[key] = _added(out.get(key, {}), value)
+        else:
+            out[key] = out.get(key, 0) + value
+    return out
 
 
 def shard_batches(keyed: tuple[int, Iterable[_Conversation]], first_shard: int, batch_size: int) -> Iterator[Batch]:

@@ -3,9 +3,11 @@
 
 ::
 
-    ShardResult | keyed: each result by its shard, each call-log piece by its group
-                | CombinePerKey(results kept, pieces assembled) | conversations keyed by output shard
-                | GroupByKey | each output shard's conversations processed and written (a ShardResult)
+    ShardResult | keyed: each result by its shard, each call-log piece by its group, each
+                  label and each call's and trace's id (a label's target) by that id
+                | CombinePerKey(results kept, pieces assembled, labels and targets gathered)
+                | conversations keyed by output shard, labels by their group's output shard
+                | GroupByKey | each output shard's conversations labelled, processed and written
 
 Shard results pass through it untouched (less their pieces), so ``MergeShardResults`` after it
 sees every shard's result and every assembled output shard's alike.
@@ -21,19 +23,29 @@ import apache_beam as beam
 
 from pipeline.graph.shard_step import ShardResult, ShardWork, numbered_place, process_batches
 from pipeline.testhooks import pause_point
-from transforms.call_assembly import assembly_partial, conversations_of, shard_batches
-from transforms.calllogs.assemble import GroupState
+from transforms.call_assembly import assembly_partial, bucket_of, conversations_of, labelled, shard_batches
+from transforms.calllogs.assemble import GroupState, call_traces
+from transforms.calllogs.calls import Label
+from transforms.calllogs.labels import Target, resolve, targets_of
 from transforms.conversations import freeze_gc
 from transforms.totals import summary as summaries
 
-_RESULT, _GROUP, _OUTPUT = "result", "group", "output"
+_RESULT, _GROUP, _OUTPUT, _JOIN = "result", "group", "output", "join"
 
 
 def keyed_results(result: ShardResult) -> Iterator[tuple[tuple[Any, ...], Any]]:
-    """A shard's result keyed by its shard, and each of its groups' states by its group."""
+    """A shard's result keyed by its shard, each of its groups' states by its group; each
+    label read, and each call's and trace's id a group offers labels (``labels.targets_of``),
+    by that id: only ids move to be joined, never a conversation."""
     yield (_RESULT, result.shard), result._replace(calls=())
     for key, state in result.calls:
-        yield (_GROUP, *key), state
+        for label in state.labels:
+            yield (_JOIN, label.group), label
+        state.labels = []
+        if state.calls or state.tool_results or state.rejected:
+            yield (_GROUP, *key), state
+            for join_id, target in targets_of(key, call_traces(state)):
+                yield (_JOIN, join_id), target
 
 
 class KeepResultsAssembleGroups(beam.CombineFn):
@@ -43,7 +55,7 @@ class KeepResultsAssembleGroups(beam.CombineFn):
         return [[], GroupState()]
 
     def add_input(self, accumulator: list, value: Any) -> list:
-        if isinstance(value, ShardResult):
+        if isinstance(value, (ShardResult, Label, Target)):  # a result's key; a join id's
             accumulator[0].append(value)
         else:
             accumulator[1].merge(value)  # a shard's state of the group
@@ -66,6 +78,16 @@ def by_output_shard(keyed: tuple[tuple[Any, ...], list], work: ShardWork, bucket
     if key[0] == _RESULT:
         for result in results:
             yield (_RESULT, result.shard), result
+        return
+    if key[0] == _JOIN:
+        # A label goes to the output shard of the group it joins, to be put on its conversation.
+        labels = [item for item in results if isinstance(item, Label)]
+        if labels:
+            joined, counts = resolve(labels, [item for item in results if isinstance(item, Target)])
+            for item in joined:
+                yield (_OUTPUT, bucket_of((item.format, item.group), buckets)), item
+            if counts:
+                yield (_OUTPUT, bucket_of(("", key[1]), buckets)), {"labels": counts}
         return
     for bucket, made in conversations_of(((key[1], key[2]), state), work.settings, buckets):
         yield (_OUTPUT, bucket), made
@@ -90,13 +112,14 @@ class _ProcessAssembled(beam.DoFn):
         if key[0] == _RESULT:
             yield from values
             return
-        made = list(values)
+        made, label_partial = labelled(list(values))
         number = self._first_shard + key[1]
         place = numbered_place(self._temp_root, number, 0, uuid.uuid4().hex)
         batches = shard_batches((key[1], made), self._first_shard, self._work.batch_size)
         result = process_batches(batches, number, 0, self._work, place, read=False)
         pause_point("write")
-        yield result._replace(partial=summaries.merge(result.partial, assembly_partial((key[1], made))))
+        partial = summaries.merge(result.partial, assembly_partial((key[1], made)))
+        yield result._replace(partial=summaries.merge(partial, label_partial))
 
 
 @beam.typehints.with_input_types(beam.typehints.Any)

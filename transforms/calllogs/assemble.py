@@ -29,7 +29,7 @@ import json
 import re
 from typing import Any, NamedTuple
 
-from transforms.calllogs.calls import Call, Piece, Rejected, ToolResult
+from transforms.calllogs.calls import Call, Label, Piece, Rejected, ToolResult
 from transforms.calllogs.context import conversation_metadata
 from transforms.core.jsontext import canonical_json, dumps_line
 
@@ -168,6 +168,7 @@ class GroupState:
         "ends",
         "truncated",
         "contexts",
+        "labels",
     )
 
     def __init__(self) -> None:
@@ -185,6 +186,8 @@ class GroupState:
         #: The calls' contexts (``Call.context``), each once, by digest: a session's calls mostly
         #: share one.
         self.contexts: dict[bytes, dict[str, Any]] = {}
+        #: Labels read (``calls.Label``): not assembled, handed on to be joined by their id.
+        self.labels: list[Label] = []
 
     def add(self, source: str, position: int, piece: Piece) -> GroupState:
         origin = Origin(source, position, piece.call_id, piece.start)
@@ -193,6 +196,9 @@ class GroupState:
             return self
         if isinstance(piece, Rejected):
             self.rejected.append((origin, piece))
+            return self
+        if isinstance(piece, Label):
+            self.labels.append(piece)
             return self
         if not isinstance(piece, Call):
             return self  # not a piece to assemble (a reader's ``Skipped`` marker)
@@ -264,6 +270,7 @@ class GroupState:
         self.truncated |= other.truncated
         for key, context in other.contexts.items():
             self.contexts.setdefault(key, context)
+        self.labels.extend(other.labels)
         for key, tools in other.tools.items():
             known = self.tools.get(key)
             if known is None or _exact(tools) < _exact(known):
@@ -487,6 +494,15 @@ def fill_tool_results(
                     answered.add(call_id)
     out.extend(pending)
     return (out if filled else messages), filled
+
+
+def call_traces(state: GroupState) -> list[tuple[str, str | None]]:
+    """Each call's id and its trace's (``Call.context``), for labels to be joined by."""
+    out = []
+    for call in state.calls:
+        context = state.contexts.get(call.context) if call.context else None
+        out.append((call.origin.call_id, context.get("trace_id") if context else None))
+    return out
 
 
 def group_key(piece: Piece) -> tuple[str, str]:

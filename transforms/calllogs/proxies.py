@@ -27,7 +27,7 @@ import hashlib
 import json
 from typing import Any
 
-from transforms.calllogs.calls import Call, CallLogReader, ReadItem, Skipped, register_call_log_reader
+from transforms.calllogs.calls import Call, CallLogReader, Label, ReadItem, Skipped, register_call_log_reader
 from transforms.calllogs.context import call_context, first_set
 from transforms.calllogs.embedded import (
     Embedded,
@@ -124,7 +124,22 @@ def read_helicone(record: Any) -> list[ReadItem]:
         trace_id=request_id,
         environment=properties.get("environment", properties.get("Helicone-Environment")),
     )
-    return [_call(HELICONE, group, start, request_id, request, response, record.get("request_model"), context=context)]
+    call = _call(HELICONE, group, start, request_id, request, response, record.get("request_model"), context=context)
+    return [call, *_helicone_feedback(record, request_id, start)]
+
+
+def _helicone_feedback(record: dict[str, Any], request_id: str, start: int) -> list[ReadItem]:
+    """A Helicone row's rating (``feedback``: ``true`` / ``false``, or ``{"rating": ...}``;
+    ``feedback_rating``): a label of its call, named ``feedback``."""
+    feedback = decoded(record.get("feedback"))
+    rating = feedback.get("rating") if isinstance(feedback, dict) else feedback
+    if rating is None:
+        rating = record.get("feedback_rating")
+    if not isinstance(rating, bool):
+        return []
+    label_id = _text(feedback.get("id")) if isinstance(feedback, dict) else ""
+    label_id = label_id or request_id
+    return [Label(HELICONE, request_id, start, request_id, HELICONE, label_id, "feedback", rating, request_id)]
 
 
 def detect_helicone(record: Any) -> bool:

@@ -530,6 +530,19 @@ def redact_piece(piece: Any, redaction: Redaction) -> Any:
         changes["model"] = hashed.id(piece.model)
         if piece.discarded:
             changes["discarded"] = {hashed.text(name): value for name, value in piece.discarded.items()}
+        if piece.context:
+            # Who had the call: every value an id (a user id can be an e-mail address), so that
+            # one user's calls still share one (placeholder) id, and a trace id its labels'.
+            changes["context"] = _redact_value(piece.context, hashed.id, hashed.id)
+    elif "label_id" in fields:
+        # A label (``calls.Label``): its ids as its call's and trace's are, its texts too.
+        changes["trace_id"] = hashed.id(piece.trace_id)
+        changes["label_id"] = hashed.id(piece.label_id)
+        changes["name"] = hashed.id(piece.name)
+        changes["value"] = hashed.id(piece.value)
+        changes["comment"] = hashed.id(piece.comment)
+        if piece.correction:
+            changes["correction"] = _redact_messages(piece.correction, hashed.id, hashed.id)
     elif "detail" in fields:
         # A part refused alone (``Rejected``): its dead letter's detail and raw text.
         changes["detail"] = hashed.text(piece.detail)

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from typing import Any, Callable, NamedTuple
 
+from transforms.calllogs.assemble import conversation_id
 from transforms.core.jsontext import dumps_line
 from transforms.core.ledger import add_to_report, coercion_discards
 from transforms.core.ledger import report as ledger_report
@@ -211,7 +212,7 @@ def _process(raw: RawRecord, settings: Settings, hint: ReaderHint | None = None)
     if discarded:
         _report_discarded(metrics, discarded, training, settings)
     if settings.dedupe != "none" or settings.splits:
-        _dataset_keys(record, rid, written, normalized, settings, metrics, training)
+        _dataset_keys(record, split_fallback(raw, rid), written, normalized, settings, metrics, training)
     _note_counts_and_reports(metrics, raw, conversation, result, role_maps, training, redacted, redaction, settings)
 
     if settings.examples != "whole":
@@ -503,6 +504,16 @@ def _training_messages(
     return written
 
 
+def split_fallback(raw: RawRecord, rid: str) -> str:
+    """What a conversation's split is drawn from when ``--split-by`` names nothing for it: its
+    id; for a conversation assembled from call logs, its group's conversation's id, so that a
+    group's branches (``<group>#branch<n>``) land on the side of its conversation."""
+    payload = raw.payload
+    if isinstance(payload, Parsed) and payload.assembly is not None and isinstance(payload.assembly.get("group"), str):
+        return conversation_id(payload.assembly["group"], 0)
+    return rid
+
+
 def _dataset_keys(
     record: Any,
     rid: str,
@@ -513,7 +524,8 @@ def _dataset_keys(
     counts: dict[str, int],
 ) -> None:
     """What ``--dedupe`` and ``--split`` need of this conversation, into its metrics
-    (``transforms.dataset.dataset_keys``): its content keys, its split."""
+    (``transforms.dataset.dataset_keys``): its content keys, its split (``rid``: the key it is
+    drawn from without ``--split-by``, ``split_fallback``)."""
     if settings.dedupe != "none":
         tools = value_at(normalized, settings.tools_field)
         metrics[CONTENT_KEYS] = content_keys(written, tools, settings.dedupe == "prefix")  # type: ignore[literal-required]
