@@ -74,6 +74,7 @@ from transforms.record.record_steps import (
     read_conversation,
     record_id,
 )
+from transforms.record.score_filter import score_refusal
 from transforms.record.tokens import count_example, has_assistant_message, sink_view
 from transforms.repairs.profiles import ProfileResult, normalize_with_profile
 from transforms.repairs.roles import apply_role_options, drops_with_roles, repairs_with_roles
@@ -177,6 +178,10 @@ def _process(raw: RawRecord, settings: Settings, hint: ReaderHint | None = None)
         # An assembled conversation: what its call-log reader left out, the flat reader's ledger.
         conversation = conversation._replace(discarded=raw.payload.discarded)
     rid = record_id(record, settings)
+    if settings.min_scores or settings.max_scores:
+        refused = score_refusal(record, settings.min_scores, settings.max_scores)
+        if refused is not None:
+            raise RecordRefused(DeadLetterReason(refused[0]), refused[1])
     training: dict[str, int] = {}
     written = _training_messages(messages, result, settings, training)
     redacted: dict[str, int] = {}
