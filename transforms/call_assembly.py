@@ -26,9 +26,9 @@ from apache_beam.transforms.timeutil import TimeDomain
 from apache_beam.transforms.window import GlobalWindow
 from apache_beam.utils.timestamp import Timestamp
 
-from transforms.calllogs.assemble import Assembled, GroupState, NoCalls, assemble, group_key
+from transforms.calllogs.assemble import Assembled, GroupState, NoCalls, assemble, call_traces, group_key
 from transforms.calllogs.calls import Call, Label, Rejected, ToolResult
-from transforms.calllogs.labels import Joined, attach, label_counts
+from transforms.calllogs.labels import Joined, attach, label_counts, resolve, targets_of
 from transforms.core.jsontext import canonical_json, dumps_line, parse_json
 from transforms.record.inputs import Batch, Parsed, RawRecord, Unreadable
 from transforms.record.record_settings import Settings
@@ -238,6 +238,30 @@ def _added(a: dict[str, Any], b: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
+def joined_in(states: dict[tuple[str, str], GroupState]) -> list[Any]:
+    """The labels of ``states`` (groups' states, some holding labels only) joined to the groups
+    among them (``labels.resolve``), as ``labelled`` takes them: ``Joined`` items and partial
+    counts. For a run that holds every group in one place (the streaming driver's window)."""
+    by_id: dict[str, tuple[list[Any], list[Any]]] = {}
+    for _, state in sorted(states.items(), key=lambda item: item[0]):
+        for label in state.labels:
+            by_id.setdefault(label.group, ([], []))[0].append(label)
+    if not by_id:
+        return []
+    for key, state in sorted(states.items(), key=lambda item: item[0]):
+        if state.calls:
+            for join_id, target in targets_of(key, call_traces(state)):
+                if join_id in by_id:
+                    by_id[join_id][1].append(target)
+    out: list[Any] = []
+    for join_id in sorted(by_id):
+        joined, counts = resolve(*by_id[join_id])
+        out.extend(joined)
+        if counts:
+            out.append({"labels": counts})
+    return out
+
+
 def shard_batches(keyed: tuple[int, Iterable[_Conversation]], first_shard: int, batch_size: int) -> Iterator[Batch]:
     """One bucket's conversations, sorted, as the batches of output shard ``first_shard + bucket``."""
     bucket, made = keyed
@@ -407,7 +431,7 @@ class AssembleConversations(beam.PTransform):
 # Pieces kept on disk (the streaming driver's ``calls.jsonl``: pipeline.streaming.assembled)
 
 #: A piece's ``kind`` in its JSON line -> its type.
-PIECE_KINDS: dict[str, type] = {"call": Call, "tool_result": ToolResult, "rejected": Rejected}
+PIECE_KINDS: dict[str, type] = {"call": Call, "tool_result": ToolResult, "rejected": Rejected, "label": Label}
 _KIND_OF = {piece_type: kind for kind, piece_type in PIECE_KINDS.items()}
 
 

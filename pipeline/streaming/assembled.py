@@ -51,6 +51,8 @@ from transforms.call_assembly import (
     assembly_partial,
     conversations_of,
     emitted_again,
+    joined_in,
+    labelled,
     logged_lines,
     piece_of_line,
     shard_batches,
@@ -214,11 +216,14 @@ def assemble_window(output: str, window: str, work: ShardWork, run_temp: str, co
     if not own:
         return "none"
     states, panes, read = _gather(output, window, own)
-    made = []
+    made: list[Any] = []
     for text in sorted(own):
         key = tuple(json.loads(text))
         for _, conversation in conversations_of((key, states[text]), work.settings, 1):
             made.append(emitted_again(conversation, panes[text]))
+    # Labels join the conversations of the groups this window assembles (a label whose
+    # conversation is not among them is counted unmatched).
+    made, label_partial = labelled(made + joined_in({tuple(json.loads(t)): s for t, s in states.items()}))
     temp = FileSystems.join(run_temp, "in-flight", f"assembled-{window}-{uuid.uuid4().hex[:8]}")
     processed.make_dirs(temp)
     try:
@@ -226,7 +231,7 @@ def assemble_window(output: str, window: str, work: ShardWork, run_temp: str, co
         batches = shard_batches((0, made), ASSEMBLED_SHARD, flat.batch_size)
         place = lambda name: FileSystems.join(temp, name + flat.extension(name))  # noqa: E731
         result = process_batches(batches, ASSEMBLED_SHARD, 0, flat, place, read=False, empty_files=True)
-        part = summaries.merge(result.partial, assembly_partial((0, made)))
+        part = summaries.merge(summaries.merge(result.partial, assembly_partial((0, made))), label_partial)
         doc = {
             "window": window,
             "groups": len(own),
