@@ -405,3 +405,31 @@ def test_redact_covers_the_context_and_the_labels(tmp_path):
     records = _lines(out / "normalized") + _lines(out / "eval")
     assert records and all("REDACTED" in r["metadata"]["user_id"] for r in records)
     assert any("REDACTED" in label.get("comment", "") for r in records for label in r["metadata"].get("labels", ()))
+
+
+# --------------------------------------------------------------------------------------------
+# In a Beam pipeline of one's own
+
+
+def test_the_library_composite_joins_labels_as_the_run_does(labelled_input, labelled_run):
+    """``NormalizeConversationBatches`` (a Beam pipeline of one's own): the same labelled
+    conversations as ``convnorm run``."""
+    import apache_beam as beam
+    from apache_beam.testing.test_pipeline import TestPipeline
+    from apache_beam.testing.util import assert_that, equal_to
+
+    from transforms.conversations import NormalizeConversationBatches, Unbatch
+    from transforms.record.inputs import Batch, RawRecord
+    from transforms.record.record_settings import Settings
+
+    raws = []
+    for path in sorted(labelled_input.glob("*.jsonl")):
+        offset = 0
+        for line in path.read_bytes().splitlines(keepends=True):
+            raws.append(RawRecord(path.name, offset, line))
+            offset += len(line)
+    expected = {r["id"]: r["metadata"].get("scores") for r in _lines(labelled_run / "normalized") if "metadata" in r}
+    with TestPipeline() as p:
+        out = p | beam.Create([Batch(0, 0, raws)]) | NormalizeConversationBatches(Settings())
+        scores = out.records | Unbatch() | beam.Map(lambda r: (r["id"], r.get("metadata", {}).get("scores")))
+        assert_that(scores, equal_to(sorted(expected.items())))

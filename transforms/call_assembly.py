@@ -366,6 +366,33 @@ def _as_batches(partials: tuple[Any, ...]) -> Any:
     )
 
 
+def joined_by_bucket(keyed: tuple[str, Iterable[Any]], buckets: int) -> Iterator[tuple[int, Any]]:
+    """The labels and targets of one join id -> each label keyed by the output shard of the group
+    it joins (``labels.resolve``), its counts by the join id's."""
+    join_id, items = keyed
+    items = list(items)
+    labels = [item for item in items if isinstance(item, Label)]
+    if not labels:
+        return
+    joined, counts = resolve(labels, [item for item in items if not isinstance(item, Label)])
+    for item in joined:
+        yield bucket_of((item.format, item.group), buckets), item
+    if counts:
+        yield bucket_of(("", join_id), buckets), {"labels": counts}
+
+
+def labelled_batches(keyed: tuple[int, Iterable[Any]], first_shard: int, batch_size: int) -> Iterator[Batch]:
+    """``shard_batches`` of one output shard's conversations, labelled (``labelled``)."""
+    made, _ = labelled(list(keyed[1]))
+    yield from shard_batches((keyed[0], made), first_shard, batch_size)
+
+
+def labelled_partial(keyed: tuple[int, Iterable[Any]]) -> dict[str, Any]:
+    """``assembly_partial`` of one output shard, with its labels' counts."""
+    made, counts = labelled(list(keyed[1]))
+    return _added(assembly_partial((keyed[0], made)), counts)
+
+
 class AssembledBatches(NamedTuple):
     #: Batches of raw records (assembled conversations, a group's dead letter), by output shard.
     batches: beam.PCollection
@@ -395,15 +422,15 @@ class AssembleConversations(beam.PTransform):
         self._gap = session_gap_s
         self._lateness = reopen_s
 
-    def _sessions(self, pieces, handed_on):
+    def _sessions(self, pieces):
         """On a stream: ``_Sessions`` (a group's conversation emitted after ``session_gap_s``
-        without a call; a later call re-opens it)."""
+        without a call; a later call re-opens it): its batches, and its partial summaries."""
         made = pieces | "Sessions" >> beam.ParDo(_Sessions(self._settings, self._gap, self._lateness))
         batches = made | "Batches" >> beam.Map(lambda c: Batch(STREAM_ASSEMBLED_SHARD, 0, [c.raw])).with_output_types(
             Batch
         )
         counted = made | "Made" >> beam.Map(lambda c: {"call_logs": c.counts})
-        return AssembledBatches(batches, _as_batches((handed_on, counted)))
+        return batches, counted
 
     def expand(self, logged_batches):
         handed_on = logged_batches | "HandedOn" >> beam.Map(lambda batch: call_log_partial(batch.items))
@@ -412,18 +439,34 @@ class AssembleConversations(beam.PTransform):
             | "Records" >> beam.FlatMap(lambda batch: batch.items)
             | "Pieces" >> beam.FlatMap(keyed_pieces)
         )
-        if not logged_batches.is_bounded:
-            return self._sessions(pieces, handed_on)
-        by_bucket = (
+        call_pieces = pieces | "CallPieces" >> beam.Filter(lambda keyed: not isinstance(keyed[1][2], Label))
+        labels = (
             pieces
-            | "AssembleGroups" >> beam.CombinePerKey(AssembleCalls())
-            | "Conversations" >> beam.FlatMap(conversations_of, self._settings, self._buckets)
-            | "ByShard" >> beam.GroupByKey()
+            | "LabelPieces" >> beam.Filter(lambda keyed: isinstance(keyed[1][2], Label))
+            | "ByJoinId" >> beam.Map(lambda keyed: (keyed[1][2].group, keyed[1][2]))
         )
+        if not logged_batches.is_bounded:
+            # A stream's labels are not joined here (the landing-directory driver joins them at a
+            # window's close): counted unmatched, never lost silently.
+            unmatched = labels | "LabelsUnmatched" >> beam.Map(
+                lambda keyed: label_counts(label_unmatched={keyed[1].source: 1})
+            )
+            batches, counted = self._sessions(call_pieces)
+            return AssembledBatches(batches, _as_batches((handed_on, counted, unmatched)))
+        states = call_pieces | "AssembleGroups" >> beam.CombinePerKey(AssembleCalls())
+        conversations = states | "Conversations" >> beam.FlatMap(conversations_of, self._settings, self._buckets)
+        targets = states | "Targets" >> beam.FlatMap(lambda keyed: targets_of(keyed[0], call_traces(keyed[1])))
+        joined = (
+            (targets, labels)
+            | "LabelsAndTargets" >> beam.Flatten()
+            | "JoinLabels" >> beam.GroupByKey()
+            | "Joined" >> beam.FlatMap(joined_by_bucket, self._buckets)
+        )
+        by_bucket = (conversations, joined) | "WithLabels" >> beam.Flatten() | "ByShard" >> beam.GroupByKey()
         batches = by_bucket | "Batches" >> beam.FlatMap(
-            shard_batches, self._first_shard, self._batch_size
+            labelled_batches, self._first_shard, self._batch_size
         ).with_output_types(Batch)
-        made = by_bucket | "Made" >> beam.Map(assembly_partial)
+        made = by_bucket | "Made" >> beam.Map(labelled_partial)
         return AssembledBatches(batches, _as_batches((handed_on, made)))
 
 
