@@ -363,6 +363,7 @@ def test_score_refusal_is_exact_at_the_bounds():
     assert score_refusal({"id": "x"}, (("q", 0),), ())[0] == "score_missing"
 
 
+@pytest.mark.slow
 def test_min_score_keeps_exactly_the_conversations_at_or_above_it(tmp_path, labelled_input):
     out = tmp_path / "out"
     summary = _run([labelled_input], out, "--min-score", "quality=0.4")
@@ -411,6 +412,7 @@ def test_redact_covers_the_context_and_the_labels(tmp_path):
 # In a Beam pipeline of one's own
 
 
+@pytest.mark.slow
 def test_the_library_composite_joins_labels_as_the_run_does(labelled_input, labelled_run):
     """``NormalizeConversationBatches`` (a Beam pipeline of one's own): the same labelled
     conversations as ``convnorm run``."""
@@ -433,3 +435,21 @@ def test_the_library_composite_joins_labels_as_the_run_does(labelled_input, labe
         out = p | beam.Create([Batch(0, 0, raws)]) | NormalizeConversationBatches(Settings())
         scores = out.records | Unbatch() | beam.Map(lambda r: (r["id"], r.get("metadata", {}).get("scores")))
         assert_that(scores, equal_to(sorted(expected.items())))
+
+
+def test_explain_shows_a_conversations_labels(labelled_run, capsys):
+    assert main(["explain", str(labelled_run), "--id", "thread-42"]) == 0
+    shown = capsys.readouterr().out
+    assert "scores: correctness 1, edit true, user_rating great" in shown
+    assert "label correctness = 1 (langsmith), on message 4; comment: right city" in shown
+    assert "label edit = true (langsmith), on message 4; a correction of 1 message(s)" in shown
+    assert "label user_rating = great (langsmith), on the whole conversation" in shown
+
+
+def test_the_report_shows_scores_per_split(tmp_path, labelled_input):
+    out = tmp_path / "out"
+    assert main(["--input", str(labelled_input), "--output", str(out), "--quiet", "--split", "eval=0.5"]) in (0, 1)
+    page = (out / "report.html").read_text()
+    assert "Labels joined to their conversations" in page
+    assert page.count("<h4>Scores (their labels") == 2  # one table a split
+    assert "least 0.2" in page or "greatest 0.9" in page

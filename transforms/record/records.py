@@ -216,6 +216,7 @@ def _process(raw: RawRecord, settings: Settings, hint: ReaderHint | None = None)
         discarded = _put_back_carried(normalized, written, reasoning, discarded, redaction, settings)
     if discarded:
         _report_discarded(metrics, discarded, training, settings)
+    _note_labels(metrics, record, redaction)
     if settings.dedupe != "none" or settings.splits:
         _dataset_keys(record, split_fallback(raw, rid), written, normalized, settings, metrics, training)
     _note_counts_and_reports(metrics, raw, conversation, result, role_maps, training, redacted, redaction, settings)
@@ -507,6 +508,25 @@ def _training_messages(
                 "(--trailing refuse)",
             )
     return written
+
+
+def _note_labels(metrics: DropMetrics, record: Any, redaction: Redaction | None) -> None:
+    """A labelled conversation's scores and labels into its metrics (the report's statistics,
+    ``convnorm explain``), a correction as its number of messages."""
+    metadata = record.get("metadata") if isinstance(record, dict) else None
+    if not isinstance(metadata, dict):
+        return
+    scores, labels = metadata.get("scores"), metadata.get("labels")
+    if isinstance(scores, dict) and scores:
+        metrics["scores"] = scores if redaction is None else redaction.uncounted().value(scores)
+    if isinstance(labels, list) and labels:
+        shown = [
+            {**label, "correction": len(label["correction"])}
+            if isinstance(label, dict) and isinstance(label.get("correction"), list)
+            else label
+            for label in labels
+        ]
+        metrics["labels"] = shown if redaction is None else redaction.uncounted().value(shown)
 
 
 def split_fallback(raw: RawRecord, rid: str) -> str:
