@@ -25,6 +25,7 @@ from __future__ import annotations
 from datetime import datetime, timedelta, timezone
 from typing import Any, Iterable
 
+from transforms.core.jsontext import canonical_json
 from transforms.core.normalize import content_text
 
 #: The context keys a call may carry (``Call.context``).
@@ -164,10 +165,21 @@ def merge_context(a: dict[str, Any] | None, b: dict[str, Any] | None) -> dict[st
     if "scores" in a or "scores" in b:
         merged["scores"] = {**a.get("scores", {}), **b.get("scores", {})}
     if "labels" in a or "labels" in b:
-        from transforms.calllogs.labels import label_order
-
         merged["labels"] = sorted([*a.get("labels", ()), *b.get("labels", ())], key=label_order)
     return {key: merged[key] for key in _ordered_keys(merged)}
+
+
+def label_order(entry: Any) -> tuple[Any, ...]:
+    """The order of a conversation's ``labels`` entries: whole-conversation labels first, then
+    by message, name, source, value, comment."""
+    return (
+        entry.get("message", -1),
+        entry.get("name", ""),
+        entry.get("source", ""),
+        canonical_json(entry.get("value")),
+        entry.get("comment") or "",
+        canonical_json(entry.get("correction")),
+    )
 
 
 def _ordered_keys(metadata: dict[str, Any]) -> list[str]:
@@ -183,5 +195,6 @@ __all__ = [
     "conversation_metadata",
     "first_set",
     "iso_time",
+    "label_order",
     "merge_context",
 ]

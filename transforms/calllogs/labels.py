@@ -35,6 +35,7 @@ import math
 from typing import Any, Iterable, NamedTuple
 
 from transforms.calllogs.calls import CallLogReader, Label, ReadItem, register_call_log_reader
+from transforms.calllogs.context import label_order
 from transforms.calllogs.spans import span_id_text
 from transforms.calllogs.times import time_nanos
 from transforms.core.jsontext import canonical_json
@@ -309,19 +310,6 @@ class Joined(NamedTuple):
     group: str
     label: Label
     call: bool
-
-
-def label_order(entry: Any) -> tuple[Any, ...]:
-    """The order of a conversation's ``labels`` entries: whole-conversation labels first, then
-    by message, name, source, value, comment."""
-    return (
-        entry.get("message", -1),
-        entry.get("name", ""),
-        entry.get("source", ""),
-        canonical_json(entry.get("value")),
-        entry.get("comment") or "",
-        canonical_json(entry.get("correction")),
-    )
 
 
 def _exact(label: Label) -> bytes:
