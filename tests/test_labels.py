@@ -453,3 +453,35 @@ def test_the_report_shows_scores_per_split(tmp_path, labelled_input):
     assert "Labels joined to their conversations" in page
     assert page.count("<h4>Scores (their labels") == 2  # one table a split
     assert "least 0.2" in page or "greatest 0.9" in page
+
+
+def test_a_whole_record_fills_its_metadata_from_its_own_fields():
+    from transforms.calllogs.context import record_metadata
+
+    assert record_metadata({"id": "a", "messages": []}) is None
+    assert record_metadata({"user": "alice", "tags": ["b", "a", "b"]}) == {"user_id": "alice", "tags": ["a", "b"]}
+    # Keys its metadata has are kept as they are; its other keys too.
+    own = {"session_id": "s9", "metadata": {"user_id": "bob", "src": "x"}, "user": "alice"}
+    assert record_metadata(own) == {"session_id": "s9", "user_id": "bob", "src": "x"}
+    assert record_metadata({"user_id": "u", "metadata": "not an object"}) is None
+
+
+def test_split_by_user_on_whole_records_and_call_logs_alike(tmp_path):
+    """Whole records carrying their user at the top level, beside call logs: --split-by
+    metadata.user_id keeps each user on one side, whichever kind its conversations are."""
+    path = _sessions_of_users(tmp_path, users=8, sessions=2)
+    whole = [
+        {
+            "id": f"w{u}-{n}",
+            "user": f"user-{u}",
+            "messages": [{"role": "user", "content": f"hi {u} {n}"}, {"role": "assistant", "content": "hello"}],
+        }
+        for u in range(8)
+        for n in range(3)
+    ]
+    (tmp_path / "whole.jsonl").write_text("".join(json.dumps(r) + "\n" for r in whole))
+    out = tmp_path / "out"
+    _run([path, tmp_path / "whole.jsonl"], out, "--split", "eval=0.5", "--split-by", "metadata.user_id")
+    sides = _sides(out)
+    assert len(sides) == 8 and all(len(ids) == 2 * 2 + 3 for ids in sides.values())
+    assert all(len({side for side, _ in ids}) == 1 for ids in sides.values()), sides

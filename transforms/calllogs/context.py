@@ -148,6 +148,46 @@ def conversation_metadata(
     return metadata
 
 
+#: A whole conversation record's own fields that fill its ``metadata`` (``record_metadata``):
+#: each context name and the top-level keys it is read from, first found first.
+RECORD_FIELDS = (
+    ("user_id", ("user_id", "user")),
+    ("session_id", ("session_id", "conversation_id", "thread_id")),
+    ("trace_ids", ("trace_id",)),
+    ("tags", ("tags",)),
+)
+
+
+_RECORD_KEYS = frozenset(key for _, keys in RECORD_FIELDS for key in keys)
+
+
+def record_metadata(record: Any) -> dict[str, Any] | None:
+    """A whole conversation record's ``metadata`` filled from its own top-level fields
+    (``RECORD_FIELDS``: an OpenAI request's end-user ``user``, a ``session_id`` ...) where its
+    ``metadata`` lacks them; the keys its ``metadata`` has are kept as they are. ``None`` when
+    there is nothing to fill (the record is written as it was)."""
+    if not isinstance(record, dict) or _RECORD_KEYS.isdisjoint(record):
+        return None  # most records: one set test
+    own = record.get("metadata")
+    if own is not None and not isinstance(own, dict):
+        return None  # a metadata that is no object is the record's own business
+    own = own or {}
+    found: dict[str, Any] = {}
+    for name, keys in RECORD_FIELDS:
+        if name in own:
+            continue
+        value = first_set(*(record.get(key) for key in keys))
+        if name == "tags":
+            listed = _tags(value)
+            if listed:
+                found[name] = listed
+        elif isinstance(value, (str, int, float)) and not isinstance(value, bool) and _text(value):
+            found[name] = [_text(value)] if name == "trace_ids" else _text(value)
+    if not found:
+        return None
+    return {**found, **own}
+
+
 def merge_context(a: dict[str, Any] | None, b: dict[str, Any] | None) -> dict[str, Any]:
     """Two conversations' ``metadata`` as one (``b`` the later conversation): ``trace_ids`` and
     ``tags`` united and sorted; ``first_call_at`` the earlier, ``last_call_at`` the later;

@@ -16,6 +16,7 @@ from __future__ import annotations
 from typing import Any, Callable, NamedTuple
 
 from transforms.calllogs.assemble import conversation_id
+from transforms.calllogs.context import record_metadata
 from transforms.core.jsontext import dumps_line
 from transforms.core.ledger import add_to_report, coercion_discards
 from transforms.core.ledger import report as ledger_report
@@ -178,6 +179,12 @@ def _process(raw: RawRecord, settings: Settings, hint: ReaderHint | None = None)
         # An assembled conversation: what its call-log reader left out, the flat reader's ledger.
         conversation = conversation._replace(discarded=raw.payload.discarded)
     rid = record_id(record, settings)
+    if not (isinstance(raw.payload, Parsed) and raw.payload.assembly is not None):
+        # A whole record's context, from its own fields (an assembled one has its calls').
+        filled = record_metadata(record)
+        if filled is not None:
+            record = {**record, "metadata": filled}
+            conversation = conversation._replace(fields={**conversation.fields, "metadata": filled})
     if settings.min_scores or settings.max_scores:
         refused = score_refusal(record, settings.min_scores, settings.max_scores)
         if refused is not None:
