@@ -80,7 +80,8 @@ def _number(value: Any, where: str) -> int | float:
             raise FormatError("bad_label_value", f"{where}: {value!r} is not a finite number")
         if value.is_integer() and abs(value) < 2**53:
             return int(value)
-    return value
+        return value
+    return int(value)
 
 
 def _boolean(value: Any, text: Any, where: str) -> bool:
@@ -346,15 +347,15 @@ def resolve(labels: list[Label], targets: list[Target]) -> tuple[list[Joined], d
     counts: dict[str, Any] = {}
     if superseded:
         counts["superseded"] = superseded
-    by_call = {}
+    by_call: dict[str, Target] = {}
     for target in sorted(set(targets)):
         by_call.setdefault(target.call_id, target)
     first = min(targets) if targets else None
     joined: list[Joined] = []
     for label in kept:
-        target = by_call.get(label.call_id) if label.call_id else None
-        if target is not None:
-            joined.append(Joined(target.format, target.group, label, True))
+        held = by_call.get(label.call_id) if label.call_id else None
+        if held is not None:
+            joined.append(Joined(held.format, held.group, label, True))
         elif first is not None and label.trace_id:
             joined.append(Joined(first.format, first.group, label, False))
         else:
