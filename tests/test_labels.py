@@ -485,3 +485,80 @@ def test_split_by_user_on_whole_records_and_call_logs_alike(tmp_path):
     sides = _sides(out)
     assert len(sides) == 8 and all(len(ids) == 2 * 2 + 3 for ids in sides.values())
     assert all(len({side for side, _ in ids}) == 1 for ids in sides.values()), sides
+
+
+# --------------------------------------------------------------------------------------------
+# On a stream (the landing-directory driver)
+
+
+def _stream_close(tmp_path: Path, windows: list[list[Path]]) -> Path:
+    """Each list of files landed in its window, each window closed in turn: the output."""
+    import dataclasses
+
+    from pipeline.graph.shard_step import ShardWork
+    from pipeline.io import processed_files as processed
+    from pipeline.streaming import assembled as assembly
+    from pipeline.streaming.clean import CleanPlan, clean_landed_file
+    from pipeline.streaming.watch import Landed
+    from transforms.conversations import NORMALIZE
+    from transforms.record.record_settings import Settings
+
+    out = tmp_path / "stream"
+    temp = out / "_convnorm_temp-run-1"
+    temp.mkdir(parents=True)
+    work = ShardWork(NORMALIZE, dataclasses.replace(Settings(), calls=True), batch_size=50)
+    plan = CleanPlan(output=str(out), run_id="run-1", run_temp=str(temp), work=work)
+    for n, paths in enumerate(windows):
+        window = f"20261201T00{n:02d}00Z-20261201T00{n + 1:02d}00Z"
+        for path in paths:
+            info = path.stat()
+            clean_landed_file(Landed(str(path), info.st_size, info.st_mtime_ns, info.st_ctime_ns), window, plan)
+        assert assembly.assemble_window(str(out), window, work, plan.run_temp, assembly.move_committing) == "done"
+        processed.write_window_summary(str(out), window, plan.settings, None)
+    return out
+
+
+def _newest(out: Path) -> dict[str, dict]:
+    newest: dict[str, dict] = {}
+    for window in sorted(p for p in out.iterdir() if p.is_dir() and p.name[0].isdigit()):
+        path = window / "assembled" / "normalized.jsonl"
+        for line in path.read_bytes().splitlines() if path.exists() else ():
+            record = json.loads(line)
+            newest[record["id"]] = record
+    return newest
+
+
+@pytest.mark.slow
+def test_on_a_stream_labels_of_a_later_window_reopen_their_conversations(tmp_path):
+    """The observations land in one window, their scores in the next: the scores' window emits
+    the conversations they judge again, with their labels: the newest emission of each id is
+    the batch run's conversation."""
+    landing = tmp_path / "landing"
+    landing.mkdir()
+    observations = shutil.copy(LABELS / "langfuse-observations.jsonl", landing / "a-observations.jsonl")
+    scores = shutil.copy(LABELS / "langfuse-scores.jsonl", landing / "b-scores.jsonl")
+    out = _stream_close(tmp_path, [[Path(observations)], [Path(scores)]])
+    batch = tmp_path / "batch"
+    _run([Path(observations), Path(scores)], batch)
+    expected = {record["id"]: record for record in _lines(batch / "normalized")}
+    assert _newest(out) == expected
+    second = json.loads(next(out.glob("*0100Z-*/summary.json")).read_text())
+    assert second["labels"]["joined"] == 7 and second["labels"]["label_unmatched"] == {"langfuse": 1}
+    assert second["accounted"]
+
+
+@pytest.mark.slow
+def test_on_a_stream_labels_of_an_earlier_window_join_their_conversations(tmp_path):
+    """The scores land first (unmatched in their window: no conversation yet), the
+    observations next: their window's conversations carry the earlier scores."""
+    landing = tmp_path / "landing"
+    landing.mkdir()
+    scores = shutil.copy(LABELS / "langfuse-scores.jsonl", landing / "a-scores.jsonl")
+    observations = shutil.copy(LABELS / "langfuse-observations.jsonl", landing / "b-observations.jsonl")
+    out = _stream_close(tmp_path, [[Path(scores)], [Path(observations)]])
+    batch = tmp_path / "batch"
+    _run([Path(observations), Path(scores)], batch)
+    assert _newest(out) == {record["id"]: record for record in _lines(batch / "normalized")}
+    first, second = (json.loads(p.read_text()) for p in sorted(out.glob("2026*/summary.json")))
+    assert first["labels"]["label_unmatched"] == {"langfuse": 8} and first["accounted"]
+    assert second["labels"]["joined"] == 7 and second["accounted"]

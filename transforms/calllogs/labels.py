@@ -45,6 +45,8 @@ from transforms.formats.base import FormatError
 LANGFUSE_SCORES = "langfuse-scores"
 LANGSMITH_FEEDBACK = "langsmith-feedback"
 PHOENIX_ANNOTATIONS = "phoenix-annotations"
+#: The readers of label records alone (a Helicone rating comes with its call, in its group).
+LABEL_READERS = frozenset((LANGFUSE_SCORES, LANGSMITH_FEEDBACK, PHOENIX_ANNOTATIONS))
 
 
 def _text(value: Any) -> str:
