@@ -108,15 +108,15 @@ def _label(label_id: str, call_id: str = "", start: int = 0, name: str = "q", va
 
 def test_the_latest_version_of_a_label_is_kept_and_the_others_counted():
     stale, latest, again = _label("a", start=1, value=0), _label("a", start=2, value=1), _label("a", start=2, value=1)
-    joined, counts = resolve([latest, stale, again], [Target("f", "g", "c1")])
+    joined, counts = resolve([latest, stale, again], [Target("f", "g", ("c1",))])
     assert [j.label.value for j in joined] == [1]
     assert counts == {"superseded": 2}
     # The order the rows arrive in changes nothing.
-    assert resolve([again, stale, latest], [Target("f", "g", "c1")]) == (joined, counts)
+    assert resolve([again, stale, latest], [Target("f", "g", ("c1",))]) == (joined, counts)
 
 
 def test_a_label_joins_the_group_of_its_call_else_of_its_trace_else_is_unmatched():
-    targets = [Target("f", "g2", "c2"), Target("f", "g1", "c1")]
+    targets = [Target("f", "g2", ("c2",)), Target("f", "g1", ("c1", "c0"))]
     joined, counts = resolve([_label("a", "c2"), _label("b", "c9"), _label("c")], targets)
     placed = sorted((j.label.label_id, j.group, j.call) for j in joined)
     assert placed == [("a", "g2", True), ("b", "g1", False), ("c", "g1", False)]
@@ -562,3 +562,12 @@ def test_on_a_stream_labels_of_an_earlier_window_join_their_conversations(tmp_pa
     first, second = (json.loads(p.read_text()) for p in sorted(out.glob("2026*/summary.json")))
     assert first["labels"]["label_unmatched"] == {"langfuse": 8} and first["accounted"]
     assert second["labels"]["joined"] == 7 and second["accounted"]
+
+
+def test_a_group_offers_one_target_a_trace_and_call_ids_where_labels_name_calls_alone():
+    from transforms.calllogs.labels import targets_of
+
+    calls = [("c1", "t1"), ("c2", "t1"), ("c3", None)]
+    assert targets_of(("langfuse", "g"), calls) == [("t1", Target("langfuse", "g", ("c1", "c2")))]
+    spans = targets_of(("span-rows", "g"), calls)
+    assert [join_id for join_id, _ in spans] == ["c1", "c2", "c3", "t1"]

@@ -285,25 +285,35 @@ def join_id(trace_id: str, call_id: str) -> str:
 
 
 class Target(NamedTuple):
-    """What a group offers the labels of one id: the group, and the call bearing the id (""
-    when the id is a trace's)."""
+    """What a group offers the labels of one id: the group, and its calls bearing the id (the
+    calls of the trace, when the id is a trace's; the call, when it is a call's)."""
 
     format: str
     group: str
-    call_id: str
+    call_ids: tuple[str, ...]
+
+
+#: Call-log formats whose labels may name the call alone, without its trace (a Phoenix span
+#: annotation; a LangSmith feedback of a run without its trace id): their groups offer each
+#: call's id too. Every other format's labels name their trace (a Langfuse score; a Helicone
+#: rating, whose request is its trace), so its groups offer one target a trace, not one a call.
+CALL_KEYED_FORMATS = frozenset(("otlp", "span-rows", "langsmith"))
 
 
 def targets_of(key: tuple[str, str], calls: Iterable[tuple[str, str | None]]) -> list[tuple[str, Target]]:
-    """A group's targets: ``(join id, Target)`` for each call (by its id) and each trace of its
-    calls, with the calls of that trace. ``calls``: ``(call id, trace id)`` of each call."""
+    """A group's targets: ``(join id, Target)`` for each trace of its calls (with the calls of
+    that trace), and in ``CALL_KEYED_FORMATS`` for each call by its id. ``calls``: ``(call id,
+    trace id)`` of each call."""
     fmt, group = key
-    out: dict[tuple[str, Target], None] = {}
+    by_trace: dict[str, set[str]] = {}
+    out: list[tuple[str, Target]] = []
     for call_id, trace_id in calls:
-        if call_id:
-            out[(call_id, Target(fmt, group, call_id))] = None
         if trace_id:
-            out[(trace_id, Target(fmt, group, call_id))] = None
-    return list(out)
+            by_trace.setdefault(trace_id, set()).add(call_id)
+        if call_id and fmt in CALL_KEYED_FORMATS:
+            out.append((call_id, Target(fmt, group, (call_id,))))
+    out.extend((trace_id, Target(fmt, group, tuple(sorted(ids)))) for trace_id, ids in sorted(by_trace.items()))
+    return sorted(set(out))
 
 
 class Joined(NamedTuple):
@@ -351,7 +361,8 @@ def resolve(labels: list[Label], targets: list[Target]) -> tuple[list[Joined], d
         counts["superseded"] = superseded
     by_call: dict[str, Target] = {}
     for target in sorted(set(targets)):
-        by_call.setdefault(target.call_id, target)
+        for call_id in target.call_ids:
+            by_call.setdefault(call_id, target)
     first = min(targets) if targets else None
     joined: list[Joined] = []
     for label in kept:
