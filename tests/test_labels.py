@@ -571,3 +571,27 @@ def test_a_group_offers_one_target_a_trace_and_call_ids_where_labels_name_calls_
     assert targets_of(("langfuse", "g"), calls) == [("t1", Target("langfuse", "g", ("c1", "c2")))]
     spans = targets_of(("span-rows", "g"), calls)
     assert [join_id for join_id, _ in spans] == ["c1", "c2", "c3", "t1"]
+
+
+def test_a_labels_message_is_its_index_in_the_messages_written(tmp_path):
+    """MEM-5 drops an orphan tool result ahead of the judged answer: the label's index follows
+    its message into the conversation as written."""
+    orphan = {"role": "tool", "tool_call_id": "nobody", "content": "stale"}
+    history = [orphan, {"role": "user", "content": "Hi"}]
+    row = {
+        "id": "g1",
+        "trace_id": "tr",
+        "type": "GENERATION",
+        "parent_observation_id": "",
+        "start_time": "2026-11-30 10:00:00.000000",
+        "input": json.dumps(history),
+        "output": json.dumps({"role": "assistant", "content": "Hello"}),
+    }
+    score = _score(id="s1", trace_id="tr", observation_id="g1", name="q", value=0.5)
+    (tmp_path / "in").mkdir()
+    (tmp_path / "in" / "rows.jsonl").write_text(json.dumps(row) + "\n" + json.dumps(score) + "\n")
+    _run([tmp_path / "in"], tmp_path / "out")
+    (record,) = _lines(tmp_path / "out" / "normalized")
+    (label,) = record["metadata"]["labels"]
+    assert [m["role"] for m in record["messages"]] == ["user", "assistant"]
+    assert label["message"] == 1 and record["messages"][1]["content"] == "Hello"

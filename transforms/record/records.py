@@ -16,7 +16,7 @@ from __future__ import annotations
 from typing import Any, Callable, NamedTuple
 
 from transforms.calllogs.assemble import conversation_id
-from transforms.calllogs.context import record_metadata
+from transforms.calllogs.context import label_order, record_metadata
 from transforms.core.jsontext import dumps_line
 from transforms.core.ledger import add_to_report, coercion_discards
 from transforms.core.ledger import report as ledger_report
@@ -202,6 +202,7 @@ def _process(raw: RawRecord, settings: Settings, hint: ReaderHint | None = None)
         rid, source = redaction.uncounted().id(rid), redaction.uncounted().value(record)  # counted once, above
 
     normalized = _with_messages_and_id(fields, written, rid, settings)
+    _labels_on_written(normalized, conversation.messages, messages, len(written), settings)
     metrics: DropMetrics = {
         "id": rid,
         "source": raw.source,
@@ -515,6 +516,44 @@ def _training_messages(
                 "(--trailing refuse)",
             )
     return written
+
+
+def _labels_on_written(
+    normalized: dict[str, Any], read: list[Any], given: list[Any], written: int, settings: Settings
+) -> None:
+    """A label's ``message`` (the judged message's index in the messages read) made the index
+    in the messages written: MEM-5 may drop messages before it (``--drop-role`` too). A label
+    whose message was dropped keeps no index (it stays, ``message_dropped``)."""
+    metadata = normalized.get("metadata")
+    labels = metadata.get("labels") if isinstance(metadata, dict) else None
+    if not isinstance(labels, list) or not any(isinstance(x, dict) and "message" in x for x in labels):
+        return
+    # Read index -> index among the messages the core was given (--drop-role drops some).
+    if settings.drop_roles:
+        kept, given_at = 0, {}
+        for index, message in enumerate(read):
+            if not (isinstance(message, dict) and message.get("role") in settings.drop_roles):
+                given_at[index] = kept
+                kept += 1
+    else:
+        given_at = None
+    trace = Trace()
+    normalize_with_profile(given, settings.profile, trace)
+    out_at = {origin: n for n, origin in enumerate(trace.origins) if origin is not None and n < written}
+    moved = []
+    for label in labels:
+        if not (isinstance(label, dict) and isinstance(label.get("message"), int)):
+            moved.append(label)
+            continue
+        index = label["message"] if given_at is None else given_at.get(label["message"])
+        where = out_at.get(index) if index is not None else None
+        if where == label["message"]:
+            moved.append(label)
+        elif where is None:
+            moved.append({**{k: v for k, v in label.items() if k != "message"}, "message_dropped": True})
+        else:
+            moved.append({**label, "message": where})
+    normalized["metadata"] = {**metadata, "labels": sorted(moved, key=label_order)}
 
 
 def _note_labels(metrics: DropMetrics, record: Any, redaction: Redaction | None) -> None:
