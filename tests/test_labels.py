@@ -595,3 +595,28 @@ def test_a_labels_message_is_its_index_in_the_messages_written(tmp_path):
     (label,) = record["metadata"]["labels"]
     assert [m["role"] for m in record["messages"]] == ["user", "assistant"]
     assert label["message"] == 1 and record["messages"][1]["content"] == "Hello"
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    "label, extra",
+    [
+        ("two processes", ("--direct_num_workers=2", "--direct_running_mode=multi_processing")),
+        ("DaskRunner", ("--runner", "DaskRunner")),
+    ],
+)
+def test_labels_give_the_same_bytes_on_every_runner(tmp_path, labelled_input, labelled_run, label, extra):
+    """The label join is in the one graph: two processes and DaskRunner (convnorm's own
+    cluster, on loopback) write FnApiRunner's bytes."""
+    import subprocess
+    import sys
+
+    from engine_outputs import assert_same_outputs
+
+    if "DaskRunner" in extra:
+        pytest.importorskip("dask.distributed", reason="the dask extra is not installed")
+    out = tmp_path / "out"
+    argv = [sys.executable, "-m", "pipeline", "--input", str(labelled_input), "--output", str(out), "--quiet"]
+    done = subprocess.run([*argv, "--no-report", *extra], capture_output=True, text=True, timeout=600)
+    assert done.returncode in (0, 1), done.stderr[-2000:]
+    assert_same_outputs(out, labelled_run, label)
