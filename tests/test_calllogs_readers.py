@@ -419,7 +419,9 @@ def test_openpipe_export():
 
 def test_every_reader_has_a_sample_here():
     tested = {"langfuse", "otlp", "span-rows", "langsmith", "litellm", "helicone", "openpipe"}
-    assert set(CALL_LOG_READERS) == tested
+    # The label readers' samples and tests: tests/data/labels, tests/test_labels.py.
+    labels = {"langfuse-scores", "langsmith-feedback", "phoenix-annotations"}
+    assert set(CALL_LOG_READERS) == tested | labels
 
 
 def test_langfuse_pydantic_ai_events_and_the_same_span_as_a_row():
