@@ -525,7 +525,9 @@ def _labels_on_written(
     in the messages written: MEM-5 may drop messages before it (``--drop-role`` too). A label
     whose message was dropped keeps no index (it stays, ``message_dropped``)."""
     metadata = normalized.get("metadata")
-    labels = metadata.get("labels") if isinstance(metadata, dict) else None
+    if not isinstance(metadata, dict):
+        return
+    labels = metadata.get("labels")
     if not isinstance(labels, list) or not any(isinstance(x, dict) and "message" in x for x in labels):
         return
     # Read index -> index among the messages the core was given (--drop-role drops some).
