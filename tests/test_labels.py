@@ -420,7 +420,8 @@ def test_the_library_composite_joins_labels_as_the_run_does(labelled_input, labe
     from apache_beam.testing.test_pipeline import TestPipeline
     from apache_beam.testing.util import assert_that, equal_to
 
-    from transforms.conversations import NormalizeConversationBatches, Unbatch
+    from pipeline.graph.conversation_batches import NormalizeConversationBatches
+    from transforms.conversations import Unbatch
     from transforms.record.inputs import Batch, RawRecord
     from transforms.record.record_settings import Settings
 

@@ -23,20 +23,19 @@ import apache_beam as beam
 
 from pipeline.graph.shard_step import ShardResult, ShardWork, numbered_place, process_batches
 from pipeline.testhooks import pause_point
-from transforms.call_assembly import assembly_partial, bucket_of, conversations_of, labelled, shard_batches
 from transforms.calllogs.assemble import GroupState, call_traces
 from transforms.calllogs.calls import Label
 from transforms.calllogs.labels import Target, resolve, targets_of
 from transforms.conversations import freeze_gc
+from transforms.record.assembled_calls import assembly_partial, bucket_of, conversations_of, shard_batches
+from transforms.record.labelled_calls import labelled
 from transforms.totals import summary as summaries
 
-_RESULT, _GROUP, _OUTPUT, _JOIN = "result", "group", "output", "join"
+_RESULT, _GROUP, _OUTPUT, _ANY, _JOIN = "result", "group", "output", "any", "join"
 
 
 def keyed_results(result: ShardResult) -> Iterator[tuple[tuple[Any, ...], Any]]:
-    """A shard's result keyed by its shard, each of its groups' states by its group; each
-    label read, and each call's and trace's id a group offers labels (``labels.targets_of``),
-    by that id: only ids move to be joined, never a conversation."""
+    """A shard's result keyed by its shard, and each of its groups' states by its group."""
     yield (_RESULT, result.shard), result._replace(calls=())
     for key, state in result.calls:
         for label in state.labels:
@@ -46,6 +45,8 @@ def keyed_results(result: ShardResult) -> Iterator[tuple[tuple[Any, ...], Any]]:
             yield (_GROUP, *key), state
             for join_id, target in targets_of(key, call_traces(state)):
                 yield (_JOIN, join_id), target
+    if result.calls:
+        yield (_ANY,), None  # the run holds call logs: every output shard of them is written
 
 
 class KeepResultsAssembleGroups(beam.CombineFn):
@@ -57,7 +58,7 @@ class KeepResultsAssembleGroups(beam.CombineFn):
     def add_input(self, accumulator: list, value: Any) -> list:
         if isinstance(value, (ShardResult, Label, Target)):  # a result's key; a join id's
             accumulator[0].append(value)
-        else:
+        elif value is not None:
             accumulator[1].merge(value)  # a shard's state of the group
         return accumulator
 
@@ -89,6 +90,12 @@ def by_output_shard(keyed: tuple[tuple[Any, ...], list], work: ShardWork, bucket
             if counts:
                 yield (_OUTPUT, bucket_of(("", key[1]), buckets)), {"labels": counts}
         return
+    if key[0] == _ANY:
+        # Each output shard gets an element, so each is written, an empty one too: the plan
+        # (--dry-run) names them all once it sees call logs.
+        for bucket in range(buckets):
+            yield (_OUTPUT, bucket), None
+        return
     for bucket, made in conversations_of(((key[1], key[2]), state), work.settings, buckets):
         yield (_OUTPUT, bucket), made
 
@@ -112,11 +119,11 @@ class _ProcessAssembled(beam.DoFn):
         if key[0] == _RESULT:
             yield from values
             return
-        made, label_partial = labelled(list(values))
+        made, label_partial = labelled([value for value in values if value is not None])
         number = self._first_shard + key[1]
         place = numbered_place(self._temp_root, number, 0, uuid.uuid4().hex)
         batches = shard_batches((key[1], made), self._first_shard, self._work.batch_size)
-        result = process_batches(batches, number, 0, self._work, place, read=False)
+        result = process_batches(batches, number, 0, self._work, place, read=False, empty_files=not self._work.holds)
         pause_point("write")
         partial = summaries.merge(result.partial, assembly_partial((key[1], made)))
         yield result._replace(partial=summaries.merge(partial, label_partial))

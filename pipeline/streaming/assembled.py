@@ -46,21 +46,14 @@ from pipeline.graph.shard_step import ShardWork, process_batches
 from pipeline.io import files
 from pipeline.io import processed_files as processed
 from pipeline.io.processed_files import ASSEMBLED_DIR, ASSEMBLED_FILE, CALLS_FILE
+from pipeline.streaming.piece_lines import logged_lines, piece_of_line
 from pipeline.testhooks import pause_point
-from transforms.call_assembly import (
-    assembly_partial,
-    conversations_of,
-    emitted_again,
-    joined_in,
-    labelled,
-    logged_lines,
-    piece_of_line,
-    shard_batches,
-)
 from transforms.calllogs.assemble import GroupState, call_traces, group_key
 from transforms.calllogs.calls import Call
 from transforms.calllogs.labels import LABEL_READERS, targets_of
 from transforms.core.jsontext import canonical_json, document_bytes
+from transforms.record.assembled_calls import assembly_partial, conversations_of, emitted_again, shard_batches
+from transforms.record.labelled_calls import joined_in, labelled
 from transforms.record.record_steps import CallLogged
 from transforms.totals import summary as summaries
 
