@@ -531,14 +531,13 @@ def _labels_on_written(
     if not isinstance(labels, list) or not any(isinstance(x, dict) and "message" in x for x in labels):
         return
     # Read index -> index among the messages the core was given (--drop-role drops some).
+    given_at: dict[int, int] | None = None
     if settings.drop_roles:
         kept, given_at = 0, {}
-        for index, message in enumerate(read):
+        for at, message in enumerate(read):
             if not (isinstance(message, dict) and message.get("role") in settings.drop_roles):
-                given_at[index] = kept
+                given_at[at] = kept
                 kept += 1
-    else:
-        given_at = None
     trace = Trace()
     normalize_with_profile(given, settings.profile, trace)
     out_at = {origin: n for n, origin in enumerate(trace.origins) if origin is not None and n < written}
@@ -547,7 +546,7 @@ def _labels_on_written(
         if not (isinstance(label, dict) and isinstance(label.get("message"), int)):
             moved.append(label)
             continue
-        index = label["message"] if given_at is None else given_at.get(label["message"])
+        index: int | None = label["message"] if given_at is None else given_at.get(label["message"])
         where = out_at.get(index) if index is not None else None
         if where == label["message"]:
             moved.append(label)
