@@ -621,3 +621,27 @@ def test_labels_give_the_same_bytes_on_every_runner(tmp_path, labelled_input, la
     done = subprocess.run([*argv, "--no-report", *extra], capture_output=True, text=True, timeout=600)
     assert done.returncode in (0, 1), done.stderr[-2000:]
     assert_same_outputs(out, labelled_run, label)
+
+
+def test_langsmith_feedback_stats_are_labels_of_their_run(tmp_path):
+    """A run's feedback_stats (a bulk export's JSON text too): the average of numeric feedback,
+    the most frequent value of string feedback, on the run's answer."""
+    runs = [json.loads(line) for line in (CALL_LOGS / "langsmith" / "langchain-runs.jsonl").read_text().splitlines()]
+    stats = {"correctness": {"n": 4, "avg": 0.75}, "vibe": {"n": 3, "avg": None, "values": {"good": 2, "bad": 1}}}
+    for run in runs:
+        if run.get("id") == "run-2":
+            run["feedback_stats"] = json.dumps(stats)
+    (tmp_path / "in").mkdir()
+    (tmp_path / "in" / "runs.jsonl").write_text("".join(json.dumps(run) + "\n" for run in runs))
+    summary = _run([tmp_path / "in"], tmp_path / "out")
+    records = _by_id(tmp_path / "out")
+    metadata = records["thread-42"]["metadata"]
+    assert metadata["scores"] == {"correctness": 0.75, "vibe": "good"}
+    assert {label["comment"] for label in metadata["labels"]} == {
+        "feedback_stats: 4 feedback(s)",
+        "feedback_stats: 3 feedback(s)",
+    }
+    assert all(
+        records["thread-42"]["messages"][label["message"]]["role"] == "assistant" for label in metadata["labels"]
+    )
+    assert summary["labels"] == {"read": 2, "joined": 2, "superseded": 0, "label_unmatched": {}}

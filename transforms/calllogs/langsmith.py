@@ -28,6 +28,7 @@ from typing import Any
 from transforms.calllogs.calls import (
     Call,
     CallLogReader,
+    Label,
     ReadItem,
     Rejected,
     Skipped,
@@ -47,6 +48,7 @@ from transforms.calllogs.embedded import (
     strict_flat,
     tools_of,
 )
+from transforms.calllogs.labels import LANGSMITH_FEEDBACK
 from transforms.calllogs.times import time_nanos
 from transforms.core.normalize import content_text
 from transforms.formats._common import block_text
@@ -293,12 +295,49 @@ def _one_run(run: Any) -> list[ReadItem]:
     if not isinstance(run, dict):
         raise FormatError("bad_run", f"a run is {type(run).__name__}, not an object")
     kind = run.get("run_type")
+    stats = feedback_stats_labels(run)
     if kind == "llm":
-        return [_llm_call(run)]
+        return [_llm_call(run), *stats]
     if kind == "tool":
         result = _tool_result(run)
-        return [Skipped("tool_without_result")] if result is None else [result]
-    return [Skipped(kind.lower() if isinstance(kind, str) and kind else "other")]
+        return [Skipped("tool_without_result") if result is None else result, *stats]
+    return [Skipped(kind.lower() if isinstance(kind, str) and kind else "other"), *stats]
+
+
+def feedback_stats_labels(run: dict[str, Any]) -> list[ReadItem]:
+    """A run's ``feedback_stats`` (per key: ``n``, ``avg``, and value counts for string
+    feedback; JSON text in a Parquet bulk export) as labels of that run: the average, else the
+    most frequent value (then the first by text); its comment says how many feedbacks it sums.
+    Read beside the feedback rows themselves, both are kept (export one or the other)."""
+    stats = decoded(run.get("feedback_stats"))
+    if not isinstance(stats, dict) or not stats:
+        return []
+    run_id = _run_id(run)
+    trace_id = _text(run.get("trace_id"))
+    try:
+        start = time_nanos(run.get("start_time"), "start_time")
+    except FormatError:
+        start = 0
+    labels: list[ReadItem] = []
+    for key in sorted(k for k in stats if isinstance(k, str) and k):
+        entry = stats[key]
+        if not isinstance(entry, dict):
+            continue
+        value: Any = entry.get("avg")
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or value != value:
+            counts = entry.get("values")
+            counted = [(n, v) for v, n in counts.items() if isinstance(n, int)] if isinstance(counts, dict) else []
+            if not counted:
+                continue
+            value = min(counted, key=lambda item: (-item[0], item[1]))[1]
+        n = entry.get("n")
+        comment = f"feedback_stats: {n} feedback(s)" if isinstance(n, int) else "feedback_stats"
+        label_id = f"feedback_stats:{run_id}:{key}"
+        join = trace_id or run_id
+        labels.append(
+            Label(LANGSMITH_FEEDBACK, join, start, run_id, "langsmith", label_id, key, value, trace_id, comment)
+        )
+    return labels
 
 
 def _runs(run: Any) -> list[Any]:

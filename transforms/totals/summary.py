@@ -190,7 +190,7 @@ def _labels(s: dict[str, Any]) -> dict[str, Any]:
     found = s.get("labels")
     if not found:
         return {}
-    ordered = _ordered({"read": 0, "joined": 0, **found}, LABEL_COUNTS)
+    ordered = _ordered({"read": 0, "joined": 0, "label_unmatched": {}, **found}, LABEL_COUNTS)
     if isinstance(ordered.get("label_unmatched"), dict):
         ordered["label_unmatched"] = {k: ordered["label_unmatched"][k] for k in sorted(ordered["label_unmatched"])}
     return {"labels": ordered}
