@@ -645,3 +645,23 @@ def test_langsmith_feedback_stats_are_labels_of_their_run(tmp_path):
         records["thread-42"]["messages"][label["message"]]["role"] == "assistant" for label in metadata["labels"]
     )
     assert summary["labels"] == {"read": 2, "joined": 2, "superseded": 0, "label_unmatched": {}}
+
+
+def test_evaluations_a_span_export_carries_are_labels_of_the_span(tmp_path):
+    """Phoenix's spans with their evaluations (``eval.<name>.score`` / ``.label`` /
+    ``.explanation`` beside the attributes; Arize's ``annotation.<name>.*`` in them)."""
+    rows = [json.loads(line) for line in (CALL_LOGS / "otlp" / "span-rows.jsonl").read_text().splitlines()]
+    llm = rows[0]
+    llm["eval.correctness.score"] = 1.0
+    llm["eval.correctness.label"] = "correct"
+    llm["eval.correctness.explanation"] = "matches the tool"
+    llm["attributes"]["annotation.tone.label"] = "friendly"
+    rows[2]["eval.helpfulness.label"] = "helpful"  # on the AGENT span: the trace's conversation
+    (tmp_path / "in").mkdir()
+    (tmp_path / "in" / "spans.jsonl").write_text("".join(json.dumps(row) + "\n" for row in rows))
+    summary = _run([tmp_path / "in"], tmp_path / "out")
+    metadata = _by_id(tmp_path / "out")["5b8e"]["metadata"]
+    assert metadata["scores"] == {"correctness": 1, "helpfulness": "helpful", "tone": "friendly"}
+    correctness = next(label for label in metadata["labels"] if label["name"] == "correctness")
+    assert correctness["comment"] == "matches the tool" and "message" in correctness
+    assert summary["labels"]["joined"] == 3

@@ -47,6 +47,7 @@ from transforms.calllogs import genai, langfuse, openinference
 from transforms.calllogs.calls import (
     Call,
     CallLogReader,
+    Label,
     ReadItem,
     Rejected,
     Skipped,
@@ -314,10 +315,53 @@ def span_context(span: Span) -> dict[str, Any] | None:
     )
 
 
-def _contextual_pieces(fmt: str, span: Span) -> list[ReadItem]:
-    """``span_pieces``, its call with the span's context."""
+def _contextual_pieces(fmt: str, span: Span, row: dict[str, Any] | None = None) -> list[ReadItem]:
+    """``span_pieces``, its call with the span's context, and the evaluations it carries as
+    labels (``evaluation_labels``: in its attributes, or beside them in a span row)."""
     pieces = span_pieces(fmt, span)
-    return [piece._replace(context=span_context(span)) if isinstance(piece, Call) else piece for piece in pieces]
+    found = [piece._replace(context=span_context(span)) if isinstance(piece, Call) else piece for piece in pieces]
+    return found + evaluation_labels(span, span.attributes) + (evaluation_labels(span, row) if row else [])
+
+
+#: The label reader's name (``labels.PHOENIX_ANNOTATIONS``: that module imports this one).
+_ANNOTATIONS = "phoenix-annotations"
+#: A span export's evaluations and annotations: Phoenix's ``eval.<name>.label`` / ``.score`` /
+#: ``.explanation`` (a TraceDataset's spans with their evaluations), Arize's
+#: ``annotation.<name>.label`` / ``.score`` / ``.text``.
+_EVALUATION = re.compile(r"\A(eval|annotation)\.(.+)\.(label|score|explanation|text)\Z")
+
+
+def evaluation_labels(span: Span, fields: dict[str, Any]) -> list[ReadItem]:
+    """The evaluations a span carries, one label a name (the score, else the label; the
+    explanation as its comment), on the span's call."""
+    found: dict[str, dict[str, Any]] = {}
+    for key, value in fields.items():
+        match = _EVALUATION.match(key) if isinstance(key, str) and key[:1] in "ea" else None
+        if match is not None and value is not None and value != "":
+            found.setdefault(match.group(2), {})[match.group(3)] = value
+    labels: list[ReadItem] = []
+    for name in sorted(found):
+        parts = found[name]
+        score, label = parts.get("score"), parts.get("label")
+        value = score if isinstance(score, (int, float)) and score == score else label
+        if not isinstance(value, (int, float, str)) or value == "":
+            continue
+        comment = parts.get("explanation", parts.get("text"))
+        labels.append(
+            Label(
+                _ANNOTATIONS,
+                span.trace_id or span.span_id,
+                span.start,
+                span.span_id,
+                "phoenix",
+                f"{span.span_id}:{name}",
+                name,
+                value,
+                span.trace_id,
+                comment if isinstance(comment, str) and comment else None,
+            )
+        )
+    return labels
 
 
 def _operation(attributes: dict[str, Any]) -> str:
@@ -636,7 +680,7 @@ def detect_otlp(record: Any) -> bool:
 def read_span_row(record: Any) -> list[ReadItem]:
     if not isinstance(record, dict) or not isinstance(record.get("attributes"), dict):
         raise FormatError("not_a_span", "a span row has an attributes object")
-    return _contextual_pieces(SPAN_ROWS, _row_span(record))
+    return _contextual_pieces(SPAN_ROWS, _row_span(record), record)
 
 
 def detect_span_row(record: Any) -> bool:
