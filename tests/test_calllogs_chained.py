@@ -143,6 +143,34 @@ def test_arguments_as_text_or_object_and_invented_ids_chain_as_the_assembly_comp
     assert sorted(_written(chained_in_memory(_conversations(calls), "id"))) == ["b"]
 
 
+def test_a_chat_logged_after_a_longer_one_that_begins_alike_stays_apart():
+    # "Hi" -> "Hello!" at 11:00 in one trace; at 10:00 another trace's chat began the same way
+    # and went on. The later one is no start of the earlier (it was found chaining real
+    # fixtures together: a one-turn chat taken into an unrelated one).
+    longer = [
+        _call("a", 10, [_m("user", "Hi")], [_m("assistant", "Hello!")]),
+        _call(
+            "a", 11, [_m("user", "Hi"), _m("assistant", "Hello!"), _m("user", "Weather?")], [_m("assistant", "Sunny")]
+        ),
+    ]
+    later = [_call("b", 20, [_m("user", "Hi")], [_m("assistant", "Hello!")])]
+    assert sorted(_written(chained_in_memory(_conversations(longer + later), "id"))) == ["a", "b"]
+    earlier = [_call("c", 5, [_m("user", "Hi")], [_m("assistant", "Hello!")])]
+    assert sorted(_written(chained_in_memory(_conversations(longer + earlier), "id"))) == ["a"]
+
+
+def test_of_those_that_go_on_one_logged_no_earlier_takes_what_ends():
+    absorbed = Absorbed(b"a", "A", {"calls": []})
+    short = Claim(b"a", "ga", 3, absorbed, 50)
+    longest_but_earlier, later = Claim(b"d", "gd", 9, None, 40), Claim(b"b", "gb", 5, None, 60)
+    verdicts = resolve([short, longest_but_earlier, later])
+    assert [(group, type(v).__name__, v.conversation) for group, v in verdicts] == [
+        ("ga", "Subsumed", b"a"),
+        ("gb", "Absorb", b"b"),
+    ]
+    assert resolve([short, longest_but_earlier]) == []
+
+
 # --------------------------------------------------------------------------------------------
 # convnorm run (FnApiRunner)
 

@@ -321,7 +321,8 @@ def test_the_langfuse_sdks_own_span_attributes_are_read():
     }
     document = {"resourceSpans": [{"scopeSpans": [{"spans": [span, tool, plain]}]}]}
     call, result, skipped = read(document, "otlp")
-    assert call == Call("otlp", "chat-7", 0, "cd", history, [assistant("Hello.")], None, "gpt-4o-mini")
+    context = {"session_id": "chat-7", "trace_id": "ab"}
+    assert call == Call("otlp", "chat-7", 0, "cd", history, [assistant("Hello.")], None, "gpt-4o-mini", context=context)
     assert result == ToolResult("otlp", "chat-7", 0, "ce", "call_1", "", "rainy")
     assert skipped == Skipped("span")
 

@@ -66,6 +66,9 @@ def test_langfuse_microsoft_agent_trace_download():
     The histories and outputs are those of Langfuse's own normalization (its chatml.json)."""
     pieces = read(load("langfuse/microsoft-agent-2025-12-17.trace.json"), "langfuse")
     first, second, result = pieces
+    # Who had the call: its trace (the download names no user or session).
+    assert first.context == second.context == {"trace_id": "8e419d3288419b5d944270505640e183"}
+    first, second = first._replace(context=None), second._replace(context=None)
     weather_call = call("call_CwaJHuXTm9dmHFQPlVbqyzJ0", "get_weather", '{"location":"Tokyo, Japan"}')
     assert first == Call(
         "langfuse",
@@ -137,6 +140,7 @@ def test_langfuse_blob_export_rows():
             [assistant("", paris)],
             [{"type": "function", "function": {"name": "get_weather", "parameters": {"type": "object"}}}],
             "gpt-4o",
+            context={"user_id": "u-7", "session_id": "s-1", "trace_id": "tr-1", "environment": "prod"},
         )
     ]
     assert second[0].history == [user("Weather in Paris?"), assistant("", paris), tool("call_1", "rainy")]
@@ -364,6 +368,8 @@ def test_langsmith_recorded_ingestion_payload():
     """The SDK's recorded wrap_openai payload: post and patch merged (the patch has no id and
     matches by dotted_order), epoch-millisecond start."""
     (piece,) = read(load("langsmith/langsmith_js_wrap_openai_default.json"), "langsmith")
+    assert piece.context == {"trace_id": "dc34609e-3eeb-459d-bc2a-6fedb01d2e6e"}
+    piece = piece._replace(context=None)
     assert piece == Call(
         "langsmith",
         "dc34609e-3eeb-459d-bc2a-6fedb01d2e6e",
@@ -458,7 +464,9 @@ def test_openpipe_export():
 
 def test_every_reader_has_a_sample_here():
     tested = {"langfuse", "otlp", "span-rows", "langsmith", "litellm", "helicone", "openpipe"}
-    assert set(CALL_LOG_READERS) == tested
+    # The label readers' samples and tests: tests/data/labels, tests/test_labels.py.
+    labels = {"langfuse-scores", "langsmith-feedback", "phoenix-annotations"}
+    assert set(CALL_LOG_READERS) == tested | labels
 
 
 def test_langfuse_pydantic_ai_events_and_the_same_span_as_a_row():

@@ -39,9 +39,11 @@ def test_a_directory_of_exports_is_read_assembled_and_accounted(calls_run):
     summary = json.loads((calls_run / "summary.json").read_text())
     calls = summary["call_logs"]
     assert summary["accounted"]
-    # Each record gives a call, a tool result or a part of a call read apart (joined by key).
+    # Each record gives a call, a tool result, a part of a call read apart (joined by key) or
+    # labels (no call of their own).
     pieces = calls["calls"] + calls.get("fragments", 0)
-    assert calls["records"] > 0 and pieces >= calls["records"] - calls["tool_results"]
+    labels = summary.get("labels", {}).get("read", 0)
+    assert calls["records"] > 0 and pieces >= calls["records"] - calls["tool_results"] - labels
     assert calls["conversations"] >= 1
     # Every call is in exactly one conversation's account, and each conversation is written.
     drops = [json.loads(line) for line in _lines(calls_run / "drops")]

@@ -459,6 +459,19 @@ def _training_flags(add) -> None:
     )
     add("--split-seed", type=int, default=0, help="seed of the --split hash (default 0)")
     add(
+        "--min-score",
+        action="append",
+        help="NAME=VALUE: keep only conversations whose score NAME (metadata.scores: their labels) is at "
+        "least VALUE (a number, or true/false); others are dead letters, score_below_min or score_missing "
+        "(repeatable: every bound must hold)",
+    )
+    add(
+        "--max-score",
+        action="append",
+        help="NAME=VALUE: keep only conversations whose score NAME is at most VALUE; others are dead "
+        "letters, score_above_max or score_missing (repeatable)",
+    )
+    add(
         "--chat-template",
         help="a Jinja chat template file, or a local tokenizer folder (tokenizer_config.json, "
         "tokenizer.json): every example is rendered as the trainer renders it; one that does not "

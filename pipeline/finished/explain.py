@@ -386,6 +386,27 @@ def assembly_lines(assembly: dict) -> list[str]:
 # Text
 
 
+def label_lines(metrics: dict) -> list[str]:
+    """A conversation's scores and its labels (docs/call-logs.md), one line each."""
+    scores = metrics.get("scores") or {}
+    lines = ["scores: " + ", ".join(f"{name} {_value(value)}" for name, value in scores.items())] if scores else []
+    for label in metrics.get("labels") or ():
+        if not isinstance(label, dict):
+            continue
+        on = f"message {label['message']}" if "message" in label else "the whole conversation"
+        line = f"  label {label.get('name')} = {_value(label.get('value'))} ({label.get('source')}), on {on}"
+        if label.get("comment"):
+            line += f"; comment: {label['comment']}"
+        if label.get("correction"):
+            line += f"; a correction of {label['correction']} message(s)"
+        lines.append(line)
+    return lines
+
+
+def _value(value: object) -> str:
+    return str(value).lower() if isinstance(value, bool) else str(value)
+
+
 def _cell(text: str, limit: int) -> str:
     """A cell's text escaped for the terminal, then cut to its column (an escape is longer than
     the character it shows)."""
@@ -420,6 +441,8 @@ def explanation_text(located: Located, width: int | None = None) -> str:
         head.append("dropped by reason: " + ", ".join(f"{r} {n}" for r, n in ex.result.drops.items()))
     if "assembly" in metrics:
         head += assembly_lines(metrics["assembly"])
+    if metrics.get("labels") or metrics.get("scores"):
+        head += label_lines(metrics)
     if metrics.get("duplicates"):
         # --dedupe: the conversations collapsed into this one (each a duplicate dead letter).
         head.append("--dedupe: kept under this id; collapsed into it: " + ", ".join(map(str, metrics["duplicates"])))

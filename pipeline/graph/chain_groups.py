@@ -31,6 +31,7 @@ from transforms.calllogs.chained import (
     Verdicts,
     claims_of,
     decide,
+    last_call_start,
     merge_absorbed,
     renumbered,
 )
@@ -54,7 +55,8 @@ def conversation_claims(made: Any, id_field: str) -> Iterator[tuple[tuple[str, b
         return
     record = made.raw.payload.value
     absorbed = Absorbed(made.order, record.get(id_field) if isinstance(record, dict) else None, assembly)
-    for h, claim in claims_of(made.order, assembly["group"], made.fingerprints, absorbed):
+    last_start = last_call_start(assembly)
+    for h, claim in claims_of(made.order, assembly["group"], made.fingerprints, absorbed, last_start):
         yield (assembly["format"], h), claim
 
 

@@ -49,11 +49,13 @@ from pipeline.io import processed_files as processed
 from pipeline.io.processed_files import ASSEMBLED_DIR, ASSEMBLED_FILE, CALLS_FILE
 from pipeline.streaming.piece_lines import logged_lines, piece_of_line
 from pipeline.testhooks import pause_point
-from transforms.calllogs.assemble import GroupState, group_key
-from transforms.calllogs.calls import Fragment
+from transforms.calllogs.assemble import GroupState, call_traces, group_key
+from transforms.calllogs.calls import Call, Fragment
 from transforms.calllogs.joins import is_join_key, joined_states
+from transforms.calllogs.labels import LABEL_READERS, targets_of
 from transforms.core.jsontext import canonical_json, document_bytes
 from transforms.record.assembled_calls import assembly_partial, conversations_of, emitted_again, shard_batches
+from transforms.record.labelled_calls import joined_in, labelled
 from transforms.record.record_steps import CallLogged
 from transforms.totals import summary as summaries
 
@@ -72,9 +74,11 @@ def _key_text(key: tuple[str, str]) -> str:
     return canonical_json(list(key)).decode()
 
 
-def write_calls(directory: str, logged: Iterable[CallLogged]) -> tuple[dict, list[list[str]]] | None:
+def write_calls(directory: str, logged: Iterable[CallLogged]) -> tuple[dict, list[list[str]], list[list[str]]] | None:
     """A landed file's pieces into ``directory/calls.jsonl``: its measure (records, bytes,
-    sha256) and its groups (sorted ``[format, group]``); None when it has none."""
+    sha256), its groups (sorted ``[format, group]``) and the ids its calls offer labels (sorted
+    ``[id, format, group]``: each call's and its trace's, ``labels.targets_of``); None when it
+    has none."""
     logged = list(logged)
     if not logged:
         return None
@@ -85,8 +89,18 @@ def write_calls(directory: str, logged: Iterable[CallLogged]) -> tuple[dict, lis
         {group_key(piece) for item in logged for piece in item.pieces}
         | {(p.format, p.group) for item in logged for p in item.pieces if isinstance(p, Fragment) and p.group}
     )
+    targets = sorted(
+        {
+            (join_id, *group_key(piece))
+            for item in logged
+            for piece in item.pieces
+            if isinstance(piece, Call)
+            for join_id in (piece.call_id, (piece.context or {}).get("trace_id"))
+            if join_id
+        }
+    )
     measure = {"records": data.count(b"\n"), "bytes": len(data), "sha256": hashlib.sha256(data).hexdigest()}
-    return measure, [list(key) for key in groups]
+    return measure, [list(key) for key in groups], [list(target) for target in targets]
 
 
 def read_calls(path: str) -> Iterable[tuple[str, int, Any]]:
@@ -106,6 +120,8 @@ class WindowIndex(NamedTuple):
 
     groups: dict[str, list[str]]
     files: dict[str, list[Any]]
+    #: A label's join id -> the groups (keys as JSON text) whose calls offer it.
+    targets: dict[str, list[str]] = {}
 
     def whole(self) -> dict[Any, int]:
         """Each landed file's latest version here read from its first byte (new, rewritten)."""
@@ -153,16 +169,27 @@ def window_index(output: str, window: str, fresh: bool = False) -> WindowIndex:
     if not fresh:
         doc = processed.read_json(path)
         if doc is not None:
-            return WindowIndex(doc["groups"], doc["files"])
+            return WindowIndex(doc["groups"], doc["files"], doc.get("targets", {}))
     groups: dict[str, list[str]] = {}
     landed: dict[str, list[Any]] = {}
+    targets: dict[str, list[str]] = {}
     for name, source in processed.file_results(output, window):
         landed[name] = [source.get("source"), source.get("version", 1), source.get("why", "new")]
         for key in source.get("call_groups", ()):
             groups.setdefault(_key_text(tuple(key)), []).append(name)
+        for join_id, *key in source.get("call_targets", ()):
+            held = targets.setdefault(join_id, [])
+            if _key_text(tuple(key)) not in held:
+                held.append(_key_text(tuple(key)))
     if groups:
-        processed.write_json(path, {"window": window, "groups": groups, "files": landed}, output)
-    return WindowIndex(groups, landed)
+        doc = {
+            "window": window,
+            "groups": groups,
+            "files": landed,
+            "targets": {k: sorted(v) for k, v in targets.items()},
+        }
+        processed.write_json(path, doc, output)
+    return WindowIndex(groups, landed, {k: sorted(v) for k, v in targets.items()})
 
 
 # --------------------------------------------------------------------------------------------
@@ -240,6 +267,49 @@ def _joined_groups(output: str, window: str, own: dict[str, list[str]]) -> tuple
     return groups, panes, sorted(read)
 
 
+def _label_ids(keys: Iterable[str]) -> set[str]:
+    """The join ids of the label groups among ``keys`` (a label's group is its join id)."""
+    ids = set()
+    for text in keys:
+        fmt, group = json.loads(text)
+        if fmt in LABEL_READERS:
+            ids.add(group)
+    return ids
+
+
+def _judged_groups(output: str, window: str, own: dict[str, list[str]]) -> dict[str, list[str]]:
+    """The groups of the windows up to ``window`` that the labels committed into it judge (by
+    their calls' and traces' ids), beside those it touched: emitted again with their labels."""
+    ids = _label_ids(own)
+    found: dict[str, list[str]] = {}
+    if not ids:
+        return found
+    for earlier in (w for w in processed.window_names(output) if w <= window):
+        targets = INDEXES.of(output, earlier).targets
+        for join_id in ids & targets.keys():
+            found.update((text, []) for text in targets[join_id] if text not in own)
+    return found
+
+
+def _earlier_labels(output: str, window: str, gathered: dict[str, Any], states: dict) -> dict[str, list[str]]:
+    """The label groups of the windows up to ``window`` that judge a group being assembled
+    (by its calls' and traces' ids) and were not gathered yet."""
+    ids = {
+        join_id
+        for text, state in states.items()
+        if state.calls
+        for join_id, _ in targets_of(tuple(json.loads(text)), call_traces(state))
+    }
+    found: dict[str, list[str]] = {}
+    for earlier in (w for w in processed.window_names(output) if w <= window):
+        for text in INDEXES.of(output, earlier).groups:
+            if text not in gathered and text not in found:
+                fmt, group = json.loads(text)
+                if fmt in LABEL_READERS and group in ids:
+                    found[text] = []
+    return found
+
+
 def assemble_window(output: str, window: str, work: ShardWork, run_temp: str, commit: Commit) -> str:
     """Assemble, normalize and commit the conversations of the groups ``window`` touched:
     "done" (committed now), "already" (committed before), "none" (no call logs) or "refused"
@@ -249,16 +319,25 @@ def assemble_window(output: str, window: str, work: ShardWork, run_temp: str, co
     own = INDEXES.of(output, window, fresh=True).groups
     if not own:
         return "none"
-    states, panes, read = _joined_groups(output, window, own)
-    made = []
-    for text in sorted(states):
+    judged = _judged_groups(output, window, own)
+    states, panes, read = _joined_groups(output, window, {**judged, **own})
+    labels = _earlier_labels(output, window, {**judged, **own}, states)
+    if labels:
+        more, _, read_more = _joined_groups(output, window, labels)
+        states.update(more)
+        read = sorted({*read, *read_more})
+    made: list[Any] = []
+    for text in sorted(states):  # a label's group makes no conversation
         key = tuple(json.loads(text))
         for _, conversation in conversations_of((key, states[text]), work.settings, 1):
-            made.append(emitted_again(conversation, panes[text]))
+            made.append(emitted_again(conversation, panes.get(text, 0)))
     assembled = made
     if chain_enabled(work.settings):
         # Among the groups this window assembles: one emitted by an earlier window stays out.
         made = chained_in_memory(made, work.settings.id_field)
+    # Labels join the conversations of the groups this window assembles (a label whose
+    # conversation is not among them is counted unmatched).
+    made, label_partial = labelled(made + joined_in({tuple(json.loads(t)): s for t, s in states.items()}))
     temp = FileSystems.join(run_temp, "in-flight", f"assembled-{window}-{uuid.uuid4().hex[:8]}")
     processed.make_dirs(temp)
     try:
@@ -267,6 +346,7 @@ def assemble_window(output: str, window: str, work: ShardWork, run_temp: str, co
         place = lambda name: FileSystems.join(temp, name + flat.extension(name))  # noqa: E731
         result = process_batches(batches, ASSEMBLED_SHARD, 0, flat, place, read=False, empty_files=True)
         part = summaries.merge(result.partial, assembly_partial((0, made), assembled))
+        part = summaries.merge(part, label_partial)
         doc = {
             "window": window,
             "groups": len(own),

@@ -29,8 +29,9 @@ import json
 import re
 from typing import Any, NamedTuple
 
-from transforms.calllogs.calls import JOIN_SUFFIX, Call, Fragment, Piece, Rejected, ToolResult
+from transforms.calllogs.calls import JOIN_SUFFIX, Call, Fragment, Label, Piece, Rejected, ToolResult
 from transforms.calllogs.chained import Fingerprints, fingerprints_of
+from transforms.calllogs.context import conversation_metadata
 from transforms.core.jsontext import canonical_json, dumps_line
 
 #: Separates a group from a branch's number in a branch's id: ``<group>#branch<n>``.
@@ -54,6 +55,10 @@ class _CallSeen(NamedTuple):
     #: Digest of the call's tools (a key of ``GroupState.tools``), and its model.
     tools: bytes | None
     model: str | None
+    #: Digest of the call's context (a key of ``GroupState.contexts``), and how many messages
+    #: its output holds (the first of them is the message its labels judge).
+    context: bytes | None = None
+    answers: int = 0
 
 
 class _Sequence:
@@ -168,6 +173,8 @@ class GroupState:
         "chained",
         "responses",
         "parts",
+        "contexts",
+        "labels",
     )
 
     def __init__(self) -> None:
@@ -194,6 +201,11 @@ class GroupState:
         self.parts: dict[tuple[str, int, str], list[tuple[str, int]]] = {}
         #: Calls made of fragments (parts of a call read apart, joined) (``transforms.calllogs.joins``).
         self.joined = 0
+        #: The calls' contexts (``Call.context``), each once, by digest: a session's calls mostly
+        #: share one.
+        self.contexts: dict[bytes, dict[str, Any]] = {}
+        #: Labels read (``calls.Label``): not assembled, handed on to be joined by their id.
+        self.labels: list[Label] = []
 
     def add(self, source: str, position: int, piece: Piece) -> GroupState:
         origin = Origin(source, position, piece.call_id, piece.start)
@@ -205,6 +217,9 @@ class GroupState:
             return self
         if isinstance(piece, Fragment):
             self.fragments.append((origin, piece))
+            return self
+        if isinstance(piece, Label):
+            self.labels.append(piece)
             return self
         if not isinstance(piece, Call):
             return self  # not a piece to assemble (a reader's ``Skipped`` marker)
@@ -222,7 +237,13 @@ class GroupState:
             # Tools alike but for key order: the same ones whatever the order calls arrive in.
             if known is None or _exact(piece.tools) < _exact(known):
                 self.tools[tools] = piece.tools
-        self.calls.append(_CallSeen(origin, len(chain), chain[-1] if chain else b"", tools, piece.model))
+        context = None
+        if piece.context:
+            context = hashlib.blake2b(canonical_json(piece.context), digest_size=16).digest()
+            self.contexts.setdefault(context, piece.context)
+        self.calls.append(
+            _CallSeen(origin, len(chain), chain[-1] if chain else b"", tools, piece.model, context, len(piece.output))
+        )
         if piece.truncated and piece.output and chain:
             self.truncated.add(chain[-1])
         self._keep(_Sequence(messages, chain, piece.discarded))
@@ -284,6 +305,9 @@ class GroupState:
         self.fragments.extend(other.fragments)
         self.joined += other.joined
         self.truncated |= other.truncated
+        for key, context in other.contexts.items():
+            self.contexts.setdefault(key, context)
+        self.labels.extend(other.labels)
         for key, tools in other.tools.items():
             known = self.tools.get(key)
             if known is None or _exact(tools) < _exact(known):
@@ -309,6 +333,9 @@ class Assembled(NamedTuple):
     discarded: dict[str, Any] | None = None
     #: Its keys for chaining conversations across groups (``transforms.calllogs.chained``).
     fingerprints: Fingerprints | None = None
+    #: Each of its calls' id -> the index in ``messages`` of the assistant message it answered
+    #: (the message a label of that call judges); calls that answered nothing are not in it.
+    judged: dict[str, int] | None = None
 
 
 class NoCalls(NamedTuple):
@@ -413,6 +440,11 @@ def assemble(
         model = next((c.model for c in reversed(calls) if c.model), None)
         if model is not None:
             record["model"] = model
+        metadata = conversation_metadata(
+            ((c.origin.start, state.contexts.get(c.context) if c.context else None) for c in calls), model
+        )
+        if metadata:
+            record["metadata"] = metadata
         assembly: dict[str, Any] = {
             "format": fmt,
             "group": group,
@@ -429,8 +461,17 @@ def assemble(
             # Answers that arrived cut off (a stream with no end): not whole answers to train on.
             assembly["truncated_stream"] = truncated
         prints = fingerprints_of(sequence.messages, sequence.chain)
+        judged = judged_messages(calls, sequence.messages, messages)
         assembled.append(
-            Assembled(record, last.origin.source, last.origin.position, assembly, sequence.discarded, prints)
+            Assembled(
+                record,
+                last.origin.source,
+                last.origin.position,
+                assembly,
+                sequence.discarded,
+                fingerprints=prints,
+                judged=judged,
+            )
         )
     unused = [origin for origin, piece in state.tool_results if (origin, piece.tool_call_id) not in used]
     if unused:
@@ -438,6 +479,20 @@ def assemble(
         # record read is found in one conversation's account.
         assembled[0].assembly["tool_results_unused"] = [_origin_entry(o) for o in sorted(unused, key=_latest)]
     return assembled
+
+
+def judged_messages(
+    calls: list[_CallSeen], sequence: list[dict[str, Any]], messages: list[dict[str, Any]]
+) -> dict[str, int]:
+    """Each call's id -> where the first message of its output stands in ``messages`` (the
+    sequence with tool results filled in: the same message objects, some added between)."""
+    place = None if messages is sequence else {id(m): n for n, m in enumerate(messages)}
+    judged: dict[str, int] = {}
+    for call in calls:
+        if call.answers and call.length <= len(sequence):
+            index = call.length - call.answers
+            judged[call.origin.call_id] = index if place is None else place[id(sequence[index])]
+    return judged
 
 
 def _origin_entry(
@@ -499,6 +554,17 @@ def fill_tool_results(
                     answered.add(call_id)
     out.extend(pending)
     return (out if filled else messages), filled
+
+
+def call_traces(state: GroupState) -> list[tuple[str, str | None]]:
+    """Each call's id and its trace's (``Call.context``), for labels to be joined by."""
+    out = []
+    for call in state.calls:
+        context = state.contexts.get(call.context) if call.context else None
+        out.append((call.origin.call_id, context.get("trace_id") if context else None))
+    for origin, chained in state.chained:  # calls held whole until their responses are chained
+        out.append((origin.call_id, (chained.context or {}).get("trace_id")))
+    return out
 
 
 def group_key(piece: Piece) -> tuple[str, str]:

@@ -59,6 +59,9 @@ class Call(NamedTuple):
     #: The response its request continues (Responses ``previous_response_id``): its history
     #: holds only what is new since, and the assembly puts that response's sequence before it.
     previous_response_id: str = ""
+    #: Who had the call, and where (``transforms.calllogs.context``: ``user_id``, ``session_id``,
+    #: ``trace_id``, ``tags``, ``environment``, ``release``); ``None`` when the record names none.
+    context: dict[str, Any] | None = None
 
 
 class ToolResult(NamedTuple):
@@ -126,9 +129,36 @@ class Fragment(NamedTuple):
     data: Any
 
 
-Piece = Call | ToolResult | Rejected | Fragment
+class Label(NamedTuple):
+    """One judgement of a call or of a whole trace (a Langfuse score, a LangSmith feedback, a
+    Phoenix annotation, a Helicone rating), joined to the conversation holding what it judges
+    (``transforms.calllogs.labels``), never assembled itself."""
+
+    #: The reader's name (``CallLogReader.name``).
+    format: str
+    #: The id it is joined by (``labels.join_id``): its trace id, else the call's id.
+    group: str
+    #: When it was last updated (``updated_at``, else its own time), nanoseconds; 0 unknown.
+    start: int
+    #: The id of the call it judges (observation, run, span, request id); "" for a whole trace.
+    call_id: str
+    #: The tool that kept it: ``langfuse``, ``langsmith``, ``phoenix``, ``helicone`` ...
+    source: str
+    #: Its own id (duplicates and stale versions of one label share it); "" when it has none.
+    label_id: str
+    name: str
+    #: A number, a bool or a string.
+    value: Any
+    #: The trace it belongs to; "" when the record names none.
+    trace_id: str = ""
+    comment: str | None = None
+    #: A human-corrected output for the judged call (assistant messages, flat shape).
+    correction: list[dict[str, Any]] | None = None
+
+
+Piece = Call | ToolResult | Rejected | Fragment | Label
 #: What a reader's ``read`` gives: the pieces, and a ``Skipped`` for each part left out.
-ReadItem = Call | ToolResult | Rejected | Fragment | Skipped
+ReadItem = Call | ToolResult | Rejected | Fragment | Label | Skipped
 
 #: Marks a key of fragments to join (``(format + JOIN_SUFFIX, fragment key)``) among the keys of
 #: conversation groups: no reader's name ends so.
@@ -188,6 +218,12 @@ CALL_LOG_KEYS = frozenset(
         "request_body",  # helicone
         "input",  # openpipe (also a Responses key: already refused by the shortcut)
         "call_type",  # litellm
+        "data_type",  # labels: a Langfuse score (blob-storage export, API)
+        "dataType",
+        "feedback_source",  # labels: LangSmith feedback
+        "run_id",
+        "annotator_kind",  # labels: Phoenix annotations
+        "annotatorKind",
     )
 )
 

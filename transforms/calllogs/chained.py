@@ -76,15 +76,26 @@ class Claim(NamedTuple):
     group: str
     length: int
     absorbed: Absorbed | None = None
+    #: When its latest call started (nanoseconds; 0 unknown): a conversation goes on only in a
+    #: call logged no earlier than the latest call of the one it would take in.
+    last_start: int = 0
 
 
-def claims_of(conversation: bytes, group: str, prints: Fingerprints, absorbed: Absorbed) -> list[tuple[bytes, Claim]]:
+def claims_of(
+    conversation: bytes, group: str, prints: Fingerprints, absorbed: Absorbed, last_start: int = 0
+) -> list[tuple[bytes, Claim]]:
     """The claims a conversation makes, by hash: one where it ends (when it ends at an answer),
     one per earlier answer."""
-    out = [(h, Claim(conversation, group, prints.length)) for h in prints.covers]
+    out = [(h, Claim(conversation, group, prints.length, None, last_start)) for h in prints.covers]
     if prints.full:
-        out.append((prints.full, Claim(conversation, group, prints.length, absorbed)))
+        out.append((prints.full, Claim(conversation, group, prints.length, absorbed, last_start)))
     return out
+
+
+def last_call_start(assembly: dict[str, Any]) -> int:
+    """When the latest of a conversation's calls started (its ``assembly`` entry's calls)."""
+    starts = [c.get("start") for c in assembly.get("calls", ()) if isinstance(c, dict)]
+    return max((s for s in starts if isinstance(s, int)), default=0)
 
 
 class Subsumed(NamedTuple):
@@ -104,21 +115,34 @@ class Absorb(NamedTuple):
 def resolve(claims: Iterable[Claim]) -> list[tuple[str, Subsumed | Absorb]]:
     """The verdicts at one hash (of one format), each with the group of the conversation it is
     for: every conversation ending there is subsumed by the longest that goes on past it (then
-    the smallest key), if any. ``claims`` is read twice, never held (a GroupByKey's values)."""
+    the smallest key), if any, that was logged no earlier: its latest call started no earlier
+    than the ending one's (else the one whose latest call is the latest). Two chats that only
+    begin alike, the second logged after the first ended, are not one. ``claims`` is read
+    twice, never held (a GroupByKey's values)."""
     best: Claim | None = None
+    latest: Claim | None = None
     for claim in claims:
         if claim.absorbed is not None:
             continue
         if best is None or (-claim.length, claim.conversation) < (-best.length, best.conversation):
             best = claim
-    if best is None:
+        if latest is None or (-claim.last_start, -claim.length, claim.conversation) < (
+            -latest.last_start,
+            -latest.length,
+            latest.conversation,
+        ):
+            latest = claim
+    if best is None or latest is None:
         return []
     out: list[tuple[str, Subsumed | Absorb]] = []
     for claim in claims:
+        if claim.absorbed is None:
+            continue
+        into = best if best.last_start >= claim.last_start else latest
         # A group's own conversations are never prefixes of one another (the assembly collapsed them).
-        if claim.absorbed is not None and claim.group != best.group:
-            out.append((claim.group, Subsumed(claim.conversation, best.conversation)))
-            out.append((best.group, Absorb(best.conversation, claim.absorbed)))
+        if into.last_start >= claim.last_start and claim.group != into.group:
+            out.append((claim.group, Subsumed(claim.conversation, into.conversation)))
+            out.append((into.group, Absorb(into.conversation, claim.absorbed)))
     return out
 
 

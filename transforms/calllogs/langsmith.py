@@ -29,6 +29,7 @@ from transforms.calllogs.calls import (
     Call,
     CallLogReader,
     Fragment,
+    Label,
     Piece,
     ReadItem,
     Rejected,
@@ -37,6 +38,7 @@ from transforms.calllogs.calls import (
     register_call_log_reader,
     register_joiner,
 )
+from transforms.calllogs.context import call_context, first_set
 from transforms.calllogs.embedded import (
     as_dict,
     check_blocks,
@@ -50,6 +52,7 @@ from transforms.calllogs.embedded import (
     strict_flat,
     tools_of,
 )
+from transforms.calllogs.labels import LANGSMITH_FEEDBACK
 from transforms.calllogs.times import time_nanos
 from transforms.core.normalize import content_text
 from transforms.formats._common import block_text
@@ -185,6 +188,21 @@ def _group(run: dict[str, Any]) -> str:
     return ""
 
 
+def langsmith_context(run: dict[str, Any]) -> dict[str, Any] | None:
+    """A run's context (``transforms.calllogs.context``): ``extra.metadata``'s ``user_id``
+    (else ``user``), its thread key, ``environment`` (else ``ls_environment``) and
+    ``revision_id`` (the release), the run's ``trace_id`` and ``tags``."""
+    metadata = _metadata(run)
+    return call_context(
+        user_id=first_set(metadata.get("user_id"), metadata.get("user")),
+        session_id=first_set(*(metadata.get(key) for key in _THREAD_KEYS)),
+        trace_id=first_set(run.get("trace_id"), _run_id(run)),
+        tags=decoded(run.get("tags")),
+        environment=first_set(metadata.get("environment"), metadata.get("ls_environment")),
+        release=metadata.get("revision_id"),
+    )
+
+
 def _model(run: dict[str, Any], *found: str | None) -> str | None:
     extra = _extra(run)
     params = as_dict(extra.get("invocation_params"))
@@ -250,6 +268,7 @@ def _llm_call(run: dict[str, Any]) -> Call:
         ledger or None,
         truncated,
         *response_ids(inputs, outputs),
+        langsmith_context(run),
     )
 
 
@@ -281,12 +300,49 @@ def _one_run(run: Any) -> list[ReadItem]:
     if not isinstance(run, dict):
         raise FormatError("bad_run", f"a run is {type(run).__name__}, not an object")
     kind = run.get("run_type")
+    stats = feedback_stats_labels(run)
     if kind == "llm":
-        return [_llm_call(run)]
+        return [_llm_call(run), *stats]
     if kind == "tool":
         result = _tool_result(run)
-        return [Skipped("tool_without_result")] if result is None else [result]
-    return [Skipped(kind.lower() if isinstance(kind, str) and kind else "other")]
+        return [Skipped("tool_without_result") if result is None else result, *stats]
+    return [Skipped(kind.lower() if isinstance(kind, str) and kind else "other"), *stats]
+
+
+def feedback_stats_labels(run: dict[str, Any]) -> list[ReadItem]:
+    """A run's ``feedback_stats`` (per key: ``n``, ``avg``, and value counts for string
+    feedback; JSON text in a Parquet bulk export) as labels of that run: the average, else the
+    most frequent value (then the first by text); its comment says how many feedbacks it sums.
+    Read beside the feedback rows themselves, both are kept (export one or the other)."""
+    stats = decoded(run.get("feedback_stats"))
+    if not isinstance(stats, dict) or not stats:
+        return []
+    run_id = _run_id(run)
+    trace_id = _text(run.get("trace_id"))
+    try:
+        start = time_nanos(run.get("start_time"), "start_time")
+    except FormatError:
+        start = 0
+    labels: list[ReadItem] = []
+    for key in sorted(k for k in stats if isinstance(k, str) and k):
+        entry = stats[key]
+        if not isinstance(entry, dict):
+            continue
+        value: Any = entry.get("avg")
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or value != value:
+            counts = entry.get("values")
+            counted = [(n, v) for v, n in counts.items() if isinstance(n, int)] if isinstance(counts, dict) else []
+            if not counted:
+                continue
+            value = min(counted, key=lambda item: (-item[0], item[1]))[1]
+        n = entry.get("n")
+        comment = f"feedback_stats: {n} feedback(s)" if isinstance(n, int) else "feedback_stats"
+        label_id = f"feedback_stats:{run_id}:{key}"
+        join = trace_id or run_id
+        labels.append(
+            Label(LANGSMITH_FEEDBACK, join, start, run_id, "langsmith", label_id, key, value, trace_id, comment)
+        )
+    return labels
 
 
 def _runs(run: Any) -> list[Any]:

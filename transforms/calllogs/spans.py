@@ -48,6 +48,7 @@ from transforms.calllogs.calls import (
     Call,
     CallLogReader,
     Fragment,
+    Label,
     Piece,
     ReadItem,
     Rejected,
@@ -56,6 +57,7 @@ from transforms.calllogs.calls import (
     register_call_log_reader,
     register_joiner,
 )
+from transforms.calllogs.context import call_context, first_set
 from transforms.calllogs.embedded import (
     as_dict,
     decoded,
@@ -291,6 +293,81 @@ def _group(span: Span) -> str:
     return span.trace_id
 
 
+_USER_KEYS = ("user.id", "langfuse.user.id", "enduser.id", "traceloop.association.properties.user_id")
+_TAG_KEYS = ("tag.tags", "langfuse.trace.tags")
+_ENVIRONMENT_KEYS = ("deployment.environment.name", "deployment.environment", "langfuse.environment")
+_RELEASE_KEYS = ("langfuse.release", "service.version")
+
+
+def _attribute(span: Span, keys: tuple[str, ...]) -> Any:
+    """The first of ``keys`` set on the span, else on its resource."""
+    return first_set(*(attributes.get(key) for attributes in (span.attributes, span.resource) for key in keys))
+
+
+def span_context(span: Span) -> dict[str, Any] | None:
+    """A span's context (``transforms.calllogs.context``): OpenInference's and the GenAI
+    conventions' ``user.id`` and ``session.id`` (Langfuse's and Traceloop's spellings too),
+    ``tag.tags``, the resource's ``deployment.environment`` and ``service.version``, the trace id."""
+    tags = _attribute(span, _TAG_KEYS)
+    return call_context(
+        user_id=_attribute(span, _USER_KEYS),
+        session_id=_attribute(span, _GROUP_KEYS[1:]),
+        trace_id=span.trace_id,
+        tags=decoded(tags) if isinstance(tags, str) and tags.startswith("[") else tags,
+        environment=_attribute(span, _ENVIRONMENT_KEYS),
+        release=_attribute(span, _RELEASE_KEYS),
+    )
+
+
+def _contextual_pieces(fmt: str, span: Span, row: dict[str, Any] | None = None) -> list[ReadItem]:
+    """``span_pieces``, its call with the span's context, and the evaluations it carries as
+    labels (``evaluation_labels``: in its attributes, or beside them in a span row)."""
+    pieces = span_pieces(fmt, span)
+    found = [piece._replace(context=span_context(span)) if isinstance(piece, Call) else piece for piece in pieces]
+    return found + evaluation_labels(span, span.attributes) + (evaluation_labels(span, row) if row else [])
+
+
+#: The label reader's name (``labels.PHOENIX_ANNOTATIONS``: that module imports this one).
+_ANNOTATIONS = "phoenix-annotations"
+#: A span export's evaluations and annotations: Phoenix's ``eval.<name>.label`` / ``.score`` /
+#: ``.explanation`` (a TraceDataset's spans with their evaluations), Arize's
+#: ``annotation.<name>.label`` / ``.score`` / ``.text``.
+_EVALUATION = re.compile(r"\A(eval|annotation)\.(.+)\.(label|score|explanation|text)\Z")
+
+
+def evaluation_labels(span: Span, fields: dict[str, Any]) -> list[ReadItem]:
+    """The evaluations a span carries, one label a name (the score, else the label; the
+    explanation as its comment), on the span's call."""
+    found: dict[str, dict[str, Any]] = {}
+    for key, value in fields.items():
+        match = _EVALUATION.match(key) if isinstance(key, str) and key[:1] in "ea" else None
+        if match is not None and value is not None and value != "":
+            found.setdefault(match.group(2), {})[match.group(3)] = value
+    labels: list[ReadItem] = []
+    for name in sorted(found):
+        parts = found[name]
+        score, label = parts.get("score"), parts.get("label")
+        value = score if isinstance(score, (int, float)) and score == score else label
+        if not isinstance(value, (int, float, str)) or value == "":
+            continue
+        comment = parts.get("explanation", parts.get("text"))
+        labels.append(
+            Label(
+                _ANNOTATIONS,
+                span.trace_id or span.span_id,
+                span.start,
+                span.span_id,
+                "phoenix",
+                f"{span.span_id}:{name}",
+                name,
+                value,
+                span.trace_id,
+                comment if isinstance(comment, str) and comment else None,
+            )
+        )
+    return labels
+
+
 def _operation(attributes: dict[str, Any]) -> str:
     operation = attributes.get("gen_ai.operation.name")
     return operation if isinstance(operation, str) else ""
@@ -506,7 +583,13 @@ def span_pieces(fmt: str, span: Span) -> list[ReadItem]:
         # the span knows (its conversation, model, tools) waits for them, by span id.
         skipped: list[ReadItem] = [Skipped("llm_without_messages")]
         if fmt == OTLP and span.span_id:
-            data = {"group": _group(span), "start": span.start, "tools": tools, "model": _model(attributes)}
+            data = {
+                "group": _group(span),
+                "start": span.start,
+                "tools": tools,
+                "model": _model(attributes),
+                "context": span_context(span),
+            }
             skipped.append(Fragment(OTLP, "", span.start, span.span_id, _span_key(span), "span", data))
         return skipped
     return [
@@ -574,10 +657,11 @@ def _log_pieces(record: dict[str, Any]) -> list[ReadItem]:
             pieces.append(Skipped("log_record"))  # an application's log line, no part of a call
     for span, *events in by_span.values():
         if span.span_id:
-            data = {"group": _group(span), "events": events}
+            data = {"group": _group(span), "events": events, "context": span_context(span)}
             pieces.append(Fragment(OTLP, "", span.start, span.span_id, _span_key(span), "events", data))
         else:
-            pieces.append(_events_call(span.span_id, _group(span), span.start, [e for _, e in events], None, None))
+            call = _events_call(span.span_id, _group(span), span.start, [e for _, e in events], None, None)
+            pieces.append(call._replace(context=span_context(span)))
     return pieces
 
 
@@ -608,7 +692,9 @@ def join_span(fragments: list[tuple[str, int, Fragment]]) -> list[tuple[str, int
     group, start = (span["group"], span["start"]) if span else (first.data["group"], min(e[0] for e in events))
     tools, model = (span["tools"], span["model"]) if span else (None, None)
     try:
-        call: Piece = _events_call(first.call_id, group, start, [e[-1] for e in events], tools, model)
+        made = _events_call(first.call_id, group, start, [e[-1] for e in events], tools, model)
+        # Who had the call: the span's context, else the event records' (their resource's).
+        call: Piece = made._replace(context=(span or {}).get("context") or first.data.get("context"))
     except FormatError as error:
         detail = f"{OTLP}: events of span {first.call_id}: {error.reason}: {error}"
         call = Rejected(OTLP, group, start, first.call_id, error.reason, detail, part_text(first.data))
@@ -639,7 +725,7 @@ def read_otlp(record: Any) -> list[ReadItem]:
     spans = list(otlp_spans(record))
     pieces = parts_read(
         spans,
-        lambda found: span_pieces(OTLP, _otlp_span(*found)),
+        lambda found: _contextual_pieces(OTLP, _otlp_span(*found)),
         lambda index, found, error: _rejected_span(OTLP, index, found[0], error),
     )
     pieces.extend(_log_pieces(record))
@@ -653,7 +739,7 @@ def detect_otlp(record: Any) -> bool:
 def read_span_row(record: Any) -> list[ReadItem]:
     if not isinstance(record, dict) or not isinstance(record.get("attributes"), dict):
         raise FormatError("not_a_span", "a span row has an attributes object")
-    return span_pieces(SPAN_ROWS, _row_span(record))
+    return _contextual_pieces(SPAN_ROWS, _row_span(record), record)
 
 
 def detect_span_row(record: Any) -> bool:

@@ -16,9 +16,10 @@ import zlib
 from typing import Any, Iterable, Iterator, NamedTuple
 
 from transforms.calllogs.assemble import Assembled, GroupState, NoCalls, group_key
-from transforms.calllogs.calls import Fragment, Rejected, ToolResult
+from transforms.calllogs.calls import Fragment, Label, Rejected, ToolResult
 from transforms.calllogs.chains import assemble_chained
 from transforms.calllogs.joins import is_join_key, joined_states
+from transforms.calllogs.labels import label_counts
 from transforms.core.jsontext import canonical_json
 from transforms.record.inputs import Batch, Parsed, RawRecord, Unreadable
 from transforms.record.record_settings import Settings
@@ -45,7 +46,7 @@ def call_log_partial(logged: Iterable[CallLogged]) -> dict[str, Any]:
     """The summary's ``call_logs`` counts of the records handed on: records, calls, tool
     results, parts that could not be read (``parts_refused``) and parts that are neither
     (``skipped_by_kind``)."""
-    records = calls = results = refused = fragments = 0
+    records = calls = results = refused = fragments = labels = 0
     skipped: dict[str, int] = {}
     for item in logged:
         records += 1
@@ -56,6 +57,8 @@ def call_log_partial(logged: Iterable[CallLogged]) -> dict[str, Any]:
                 refused += 1
             elif isinstance(piece, Fragment):
                 fragments += 1
+            elif isinstance(piece, Label):
+                labels += 1
             else:
                 calls += 1
         for kind, n in (item.skipped or {}).items():
@@ -67,7 +70,7 @@ def call_log_partial(logged: Iterable[CallLogged]) -> dict[str, Any]:
         counts["fragments"] = fragments
     if skipped:
         counts["skipped_by_kind"] = skipped
-    return {"call_logs": counts}
+    return {"call_logs": counts, **label_counts(read=labels)}
 
 
 class AssemblyOutput(NamedTuple):
@@ -79,6 +82,9 @@ class AssemblyOutput(NamedTuple):
     counts: dict[str, int]
     #: An assembled conversation's keys for chaining across groups (``calllogs.chained``).
     fingerprints: Any = None
+    #: An assembled conversation's calls -> the message each answered (``Assembled.judged``),
+    #: for labels to be put on (``transforms.record.labelled_calls``).
+    judged: dict[str, int] | None = None
 
 
 def bucket_of(key: tuple[str, str], buckets: int) -> int:
@@ -162,7 +168,8 @@ def _made(fmt: str, group: str, index: int, conversation: Assembled) -> Assembly
     for name in ("responses_chained", "responses_unchained"):
         if conversation.assembly.get(name):
             counts[name] = conversation.assembly[name]
-    return AssemblyOutput(canonical_json([fmt, group, index]), raw, counts, conversation.fingerprints)
+    output = AssemblyOutput(canonical_json([fmt, group, index]), raw, counts)
+    return output._replace(fingerprints=conversation.fingerprints, judged=conversation.judged)
 
 
 def shard_batches(keyed: tuple[int, Iterable[AssemblyOutput]], first_shard: int, batch_size: int) -> Iterator[Batch]:
