@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import logging
 import pickle
+from array import array
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Iterator, Mapping, NamedTuple, Sequence
 
@@ -40,8 +41,8 @@ from pipeline.io.written_files import WrittenFile, temp_name
 from transforms.call_assembly import keyed_pieces
 from transforms.calllogs.assemble import GroupState
 from transforms.conversations import CALLS, DEAD_LETTER, DROPS, RecordStep
-from transforms.dataset.dataset_keys import TRAIN, output_names, split_output
-from transforms.record.dedupe import batch_claims, pack
+from transforms.dataset.dataset_keys import CONTENT_KEYS, TRAIN, output_names, split_output
+from transforms.record.dedupe import batch_claims, fingerprint, pack
 from transforms.record.inputs import DEFAULT_BATCH_BYTES, DEFAULT_BATCH_SIZE, DEFAULT_MAX_RECORD_BYTES, Batch
 from transforms.record.record_settings import Settings
 from transforms.record.record_steps import ReaderHint
@@ -107,6 +108,9 @@ class ShardResult(NamedTuple):
     #: ``ShardWork.holds``: its conversations' claims, in order, packed
     #: (``transforms.record.dedupe.unpack_claims`` gives them back).
     claims: bytes = b""
+    #: ``--dedupe prefix``: the ``fingerprint`` of each of its conversations' whole content,
+    #: 8 bytes each (``array("Q")``): every shard's together say which prefixes can matter.
+    wholes: bytes = b""
 
 
 #: ``observe(batch, result)``: called after each batch (counters, progress); must not raise.
@@ -177,6 +181,7 @@ def process_batches(
     # --dedupe: the outputs go to a spill file, one entry per batch; only the claims go on.
     spill = Spill(place(SPILL)) if work.holds else None
     claims: list[Any] = []
+    wholes = array("Q") if settings.dedupe == "prefix" and work.holds else None
     letters: list[Any] = []  # --split: the shard's dead letters, written in input order
     try:
         for batch in batches:
@@ -208,6 +213,8 @@ def process_batches(
                 metrics = spilled.get(DROPS, ([], None))[0]
                 spill.add(batch.start, metrics, records, lines, spilled.get(DEAD_LETTER, ([], None))[0])
                 claims.extend(batch_claims(number, batch.start, metrics))
+                if wholes is not None:
+                    wholes.extend(fingerprint(m[CONTENT_KEYS][0]) for m in metrics)
             if observe is not None:
                 observe(batch, result)
         if letters:
@@ -229,6 +236,7 @@ def process_batches(
         list(groups.items()),
         spilled_to,
         pack(claims) if claims else b"",
+        wholes.tobytes() if wholes is not None else b"",
     )
 
 

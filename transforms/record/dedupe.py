@@ -27,7 +27,7 @@ depend on the input only, on any runner.
 from __future__ import annotations
 
 import pickle
-from typing import Any, Iterator, NamedTuple, Union
+from typing import AbstractSet, Any, Iterator, NamedTuple, Union
 
 from transforms.core.jsontext import dumps_line, parse_json
 from transforms.dataset.dataset_keys import CONTENT_KEYS, TRAIN
@@ -117,49 +117,64 @@ def unpack_claims(packed: bytes) -> list[Claim]:
     return [Claim(*fields) for fields in unpack(packed)] if packed else []
 
 
-def content_claims(claim: Claim) -> Iterator[tuple[str, tuple[str, Any]]]:
+def fingerprint(key: str) -> int:
+    """A content key's first 64 bits: what ``known`` sets hold (8 bytes a conversation)."""
+    return int(key[:16], 16)
+
+
+def content_claims(claim: Claim, known: AbstractSet[int] | None = None) -> Iterator[tuple[str, tuple[str, Any]]]:
     """(content key, what this conversation is under it): its whole content, with its claim
     (less its prefixes); each of its prefixes (``prefix``), with a reference to it (length,
-    place, full key). Plain tuples: Beam's coder encodes them itself, where it pickles a
-    named tuple one by one (a third of the shuffles' cost)."""
+    place, full key, id). Plain tuples: Beam's coder encodes them itself, where it pickles a
+    named tuple one by one (a third of the shuffles' cost).
+
+    ``known``: the ``fingerprint`` of every conversation's whole content in the run. A prefix
+    that is not among them is no conversation's whole, so its claim would decide nothing
+    (``resolve_content`` passes over a key without a whole): it is left out. Most prefixes
+    are none, and they were most of what ``prefix`` shuffled (a claim per message)."""
     yield claim.full, ("whole", (claim.order, claim.id, claim.full))
     length = len(claim.prefixes) + 1
     for prefix in claim.prefixes:
-        yield prefix, ("extends", (length, claim.order, claim.full))
+        if known is None or fingerprint(prefix) in known:
+            yield prefix, ("extends", (length, claim.order, claim.full, claim.id))
 
 
-def resolve_content(element: tuple[str, Any]) -> Iterator[tuple[str, tuple[str, tuple[Any, ...]]]]:
-    """One content key's claims -> (the key of the one kept, what each is).
+def resolve_content(element: tuple[str, Any]) -> Iterator[tuple[str, tuple[str, tuple[Any, ...], tuple[Any, ...]]]]:
+    """One content key's claims -> (the key of the one kept, each other conversation collapsed
+    into it, with the one kept: ``(COLLAPSED, claim, survivor)``).
 
     Conversations that are a prefix of longer ones go into the longest (the earliest of the
-    longest); identical ones into the first in input order, which is kept."""
+    longest); identical ones into the first in input order, which is kept. A conversation kept
+    with nothing collapsed into it (most of them) gives nothing: it needs no verdict, and the
+    next shuffle carries the duplicates only."""
     key, values = element[0], list(element[1])
     wholes = sorted((Claim(*c) for kind, c in values if kind == "whole"), key=lambda c: c.order)
     if not wholes:
         return
     extenders = [ref for kind, ref in values if kind == "extends"]
     if extenders:
-        _, _, target = min(extenders, key=lambda ref: (-ref[0], ref[1]))
+        # The earliest of the longest: under its own key (which no longer one extends) it is
+        # the earliest whole, the one kept there too.
+        _, order, target, first_id = min(extenders, key=lambda ref: (-ref[0], ref[1]))
+        survivor = (order, first_id, target)
         for claim in wholes:
-            yield target, (COLLAPSED, tuple(claim))
+            yield target, (COLLAPSED, tuple(claim), survivor)
         return
-    yield key, (KEPT, tuple(wholes[0]))
+    survivor = tuple(wholes[0])
     for claim in wholes[1:]:
-        yield key, (COLLAPSED, tuple(claim))
+        yield key, (COLLAPSED, tuple(claim), survivor)
 
 
 def collapse_kept(element: tuple[str, Any]) -> Iterator[tuple[int, Verdict]]:
-    """The conversation kept and those collapsed into it -> a verdict for each, by shard: the
-    kept one takes the first id and lists the others; each other is a duplicate of it. A
-    conversation kept with nothing collapsed into it gets no verdict (it is written as it is)."""
+    """The conversations collapsed into one kept (each with it) -> a verdict for each, by
+    shard: the kept one takes the first id and lists the others; each other is a duplicate of
+    it. A conversation kept with nothing collapsed into it gets no verdict (and no element:
+    it is written as it is)."""
     values = list(element[1])
-    kept = [Claim(*c) for kind, c in values if kind == KEPT]
-    collapsed = sorted((Claim(*c) for kind, c in values if kind == COLLAPSED), key=lambda c: c.order)
-    if not kept:  # not reached: the longest conversation of a chain is kept under its own key
-        kept, collapsed = collapsed[:1], collapsed[1:]
-    (survivor,) = kept
+    collapsed = sorted((Claim(*c) for kind, c, _ in values if kind == COLLAPSED), key=lambda c: c.order)
     if not collapsed:
         return
+    survivor = Claim(*values[0][2])
     members = sorted([survivor, *collapsed], key=lambda c: c.order)
     first_id = members[0].id
     yield survivor.shard, KeptAs(survivor.order, first_id, [c.id for c in members[1:]])
