@@ -14,7 +14,14 @@ import pytest
 from pipeline.config.checks import dataset_step_problems
 from pipeline.graph.shard_dataset import join_wholes, known_wholes
 from transforms.core.jsontext import dumps_line
-from transforms.dataset.dataset_keys import CONTENT_KEYS, content_keys, group_key, parse_splits, split_of
+from transforms.dataset.dataset_keys import (
+    CONTENT_KEYS,
+    content_keys,
+    group_key,
+    parse_splits,
+    prefix_keys,
+    split_of,
+)
 from transforms.record.dedupe import (
     Claim,
     Conversation,
@@ -37,10 +44,17 @@ A = {"role": "assistant", "content": "a"}
 
 def test_content_keys_see_messages_and_tools_not_ids_or_other_fields():
     full, prefixes = content_keys([U, A], None, True)
-    assert content_keys([U, A], None, False) == [full, []]
-    assert content_keys([U, A, U, A], None, True)[1][1] == full  # a prefix's whole is the longer one's link
-    assert content_keys([U, A], [{"name": "f"}], False)[0] != full  # other tools: another example
-    assert len(prefixes) == 1
+    # a prefix's whole is the longer one's link
+    assert prefix_keys(content_keys([U, A, U, A], None, True)[1])[1] == full
+    assert content_keys([U, A], [{"name": "f"}], True)[0] != full  # other tools: another example
+    assert len(prefix_keys(prefixes)) == 1
+    # exact: one hash of the whole, no prefixes; the same content the same key, any change another.
+    exact = content_keys([U, A], None, False)
+    assert exact[1] == b"" and exact == content_keys([dict(U), dict(A)], None, False)
+    assert content_keys([U, A], [{"name": "f"}], False) != exact
+    assert content_keys([U, A, U], None, False) != exact and content_keys([A, U], None, False) != exact
+    # The tools' text and the messages' cannot run into each other.
+    assert content_keys([], [U], False) != content_keys([U], [], False)
     one = process_record(
         RawRecord("s", 0, dumps_line({"id": "x", "m": 1, "messages": [U, A]})), Settings(dedupe="exact")
     )
@@ -101,7 +115,7 @@ def conversation(order: int, cid: str, messages: list, dedupe: str = "prefix", s
 
 def claim_of(c: Conversation) -> Claim:
     full, prefixes = c.metrics[CONTENT_KEYS]
-    return Claim(c.order, c.metrics["id"], full, tuple(prefixes))
+    return Claim(c.order, c.metrics["id"], full, prefixes)
 
 
 def run_dedupe(conversations: list[Conversation], settings: Settings, known: set | None = None) -> tuple[list, list]:

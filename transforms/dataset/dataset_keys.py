@@ -3,7 +3,7 @@
 ``--dedupe`` and ``--split`` act on the whole dataset (``pipeline.graph.shard_dataset``: a
 shuffle), but what they look at is one conversation's, computed where it is normalized:
 
-- **content keys** (``--dedupe exact|prefix``): a hash chain over the messages as the writer
+- **content keys** (``--dedupe exact|prefix``): a hash chain (``exact``: one hash) over the messages as the writer
   gets them (after the weights and the trailing turns, ``transforms.dataset.training``), seeded by the
   record's tool definitions. Ids and every other field of the record are left aside: two
   conversations with the same tools and messages are the same training example. ``full`` is
@@ -27,7 +27,7 @@ from typing import Any
 
 from transforms.core.jsontext import canonical_json
 
-#: The drop metrics' private key of a conversation's content keys: ``[full, [prefixes...]]``.
+#: The drop metrics' private key of a conversation's content keys: ``[full, prefixes]``.
 CONTENT_KEYS = "_content_keys"
 #: The split every conversation not drawn into another is in.
 TRAIN = "train"
@@ -41,14 +41,29 @@ _LINK_BYTES = 16
 
 
 def content_keys(messages: list[Any], tools: Any, with_prefixes: bool) -> list[Any]:
-    """``[full, prefixes]``: the hash chain's last link, and (``with_prefixes``) every link before it."""
+    """``[full, prefixes]``: the hash chain's last link (hex), and (``with_prefixes``) every link
+    before it, 16 bytes each, joined. Without prefixes (``exact``) no link but the last is looked at: ``full`` is then
+    one hash of the tools and the messages whole (a hash and a serialization per message cost
+    ``exact`` about half of what it added to a plain run), another key than the chain's, which
+    only ``prefix`` runs compare."""
+    if not with_prefixes:
+        # JSON text holds no NUL byte: the two texts cannot run into each other.
+        whole = b"whole\0" + canonical_json(tools) + b"\0" + canonical_json(messages)
+        return [hashlib.sha256(whole).digest()[:_LINK_BYTES].hex(), b""]
     link = hashlib.sha256(b"tools\0" + canonical_json(tools)).digest()[:_LINK_BYTES]
-    prefixes = []
+    links = []
     for position, message in enumerate(messages):
-        if with_prefixes and position:
-            prefixes.append(link.hex())
+        if position:
+            links.append(link)
         link = hashlib.sha256(link + canonical_json(message)).digest()[:_LINK_BYTES]
-    return [link.hex(), prefixes]
+    # The prefixes' links as one bytes value, 16 bytes each (``prefix_keys``): a text per
+    # message made most of what a conversation's claim held and shuffled.
+    return [link.hex(), b"".join(links)]
+
+
+def prefix_keys(prefixes: bytes) -> list[str]:
+    """``content_keys``' prefixes as content keys (the text a ``full`` key is), shortest first."""
+    return [prefixes[i : i + _LINK_BYTES].hex() for i in range(0, len(prefixes), _LINK_BYTES)]
 
 
 def parse_splits(text: str) -> tuple[tuple[tuple[str, float], ...], list[str]]:

@@ -48,7 +48,7 @@ class Claim(NamedTuple):
     order: Order
     id: Any
     full: str  # the content key of the whole conversation
-    prefixes: tuple[str, ...] = ()  # the content keys of its prefixes (``prefix``)
+    prefixes: bytes = b""  # its prefixes' links, 16 bytes each (``prefix``; ``dataset_keys.content_keys``)
 
     @property
     def shard(self) -> int:
@@ -96,7 +96,7 @@ def batch_claims(shard: int, start: int, metrics: list[dict[str, Any]]) -> list[
     out = []
     for offset, m in enumerate(metrics):
         full, prefixes = m[CONTENT_KEYS]
-        out.append(((shard, start, offset), m["id"], full, tuple(prefixes)))
+        out.append(((shard, start, offset), m["id"], full, prefixes))
     return out
 
 
@@ -122,6 +122,10 @@ def fingerprint(key: str) -> int:
     return int(key[:16], 16)
 
 
+#: A prefix's link's bytes in ``Claim.prefixes``.
+_LINK = 16
+
+
 def content_claims(claim: Claim, known: AbstractSet[int] | None = None) -> Iterator[tuple[str, tuple[str, Any]]]:
     """(content key, what this conversation is under it): its whole content, with its claim
     (less its prefixes); each of its prefixes (``prefix``), with a reference to it (length,
@@ -133,10 +137,12 @@ def content_claims(claim: Claim, known: AbstractSet[int] | None = None) -> Itera
     (``resolve_content`` passes over a key without a whole): it is left out. Most prefixes
     are none, and they were most of what ``prefix`` shuffled (a claim per message)."""
     yield claim.full, ("whole", (claim.order, claim.id, claim.full))
-    length = len(claim.prefixes) + 1
-    for prefix in claim.prefixes:
-        if known is None or fingerprint(prefix) in known:
-            yield prefix, ("extends", (length, claim.order, claim.full, claim.id))
+    links = claim.prefixes
+    length = len(links) // _LINK + 1
+    for at in range(0, len(links), _LINK):
+        # The link's first 8 bytes, big-endian: ``fingerprint`` of its key's text.
+        if known is None or int.from_bytes(links[at : at + 8], "big") in known:
+            yield links[at : at + _LINK].hex(), ("extends", (length, claim.order, claim.full, claim.id))
 
 
 def resolve_content(element: tuple[str, Any]) -> Iterator[tuple[str, tuple[str, tuple[Any, ...], tuple[Any, ...]]]]:
