@@ -34,7 +34,15 @@ from typing import Any, Iterator
 
 import apache_beam as beam
 
-from pipeline.graph.shard_step import OutputFiles, ShardResult, ShardWork, numbered_place, read_spill, written_files
+from pipeline.graph.shard_step import (
+    OutputFiles,
+    ShardResult,
+    ShardWork,
+    numbered_place,
+    read_prefixes,
+    read_spill,
+    written_files,
+)
 from pipeline.io.file_formats import FILE_FORMATS
 from pipeline.testhooks import pause_point
 from transforms.conversations import DEAD_LETTER
@@ -72,10 +80,13 @@ def claimed(result: ShardResult, buckets: int, wholes: bytes | None = None) -> I
     shuffled element per key would cost more than the decision. ``wholes`` (``--dedupe
     prefix``): every shard's whole-content fingerprints (``join_wholes``); only the prefixes
     among them are claimed."""
-    yield (_OUT, result.shard), (_RESULT, result._replace(claims=b"", wholes=b""))
+    yield (_OUT, result.shard), (_RESULT, result._replace(claims=b"", wholes=b"", prefixes=None))
     known = None if wholes is None else known_wholes(wholes)
+    claims = unpack_claims(result.claims)
+    if result.prefixes is not None:  # the prefix links, kept on disk until now
+        claims = [claim._replace(prefixes=links) for claim, links in zip(claims, read_prefixes(result.prefixes))]
     by_bucket: dict[int, list[tuple[str, Any]]] = {}
-    for claim in unpack_claims(result.claims):
+    for claim in claims:
         for content, value in content_claims(claim, known):
             by_bucket.setdefault(bucket_of(content, buckets), []).append((content, value))
     for bucket in sorted(by_bucket):

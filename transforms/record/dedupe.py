@@ -90,13 +90,13 @@ class DuplicateOf(NamedTuple):
 Verdict = Union[KeptAs, DuplicateOf]
 
 
-def batch_claims(shard: int, start: int, metrics: list[dict[str, Any]]) -> list[tuple[Any, ...]]:
+def batch_claims(shard: int, start: int, metrics: list[dict[str, Any]], links: bool = True) -> list[tuple[Any, ...]]:
     """A batch's conversations (their drop metrics) -> their claims as plain tuples (``Claim``'s
-    fields), in input order."""
+    fields), in input order; ``links`` False: without their prefixes (kept apart by the caller)."""
     out = []
     for offset, m in enumerate(metrics):
         full, prefixes = m[CONTENT_KEYS]
-        out.append(((shard, start, offset), m["id"], full, prefixes))
+        out.append(((shard, start, offset), m["id"], full, prefixes if links else b""))
     return out
 
 
