@@ -257,11 +257,13 @@ class Held:
         """One batch's held outputs (output name -> its items and lines)."""
         records, lines = spilled.get(main_output, ([], None))
         metrics = spilled.get(DROPS, ([], None))[0]
-        self._spill.dump((start, metrics, records, lines, spilled.get(DEAD_LETTER, ([], None))[0]))
         self._claims.extend(batch_claims(self._number, start, metrics, links=False))
         if self._prefixes is not None and metrics:
             self._prefixes.dump([m[CONTENT_KEYS][1] for m in metrics])
             self._wholes.extend(fingerprint(m[CONTENT_KEYS][0]) for m in metrics)
+        for m in metrics:  # claimed: the keys need not be spilled (nor taken off when written)
+            del m[CONTENT_KEYS]
+        self._spill.dump((start, metrics, records, lines, spilled.get(DEAD_LETTER, ([], None))[0]))
 
     def close(self) -> dict[str, Any]:
         """The ``ShardResult`` fields of what is held."""

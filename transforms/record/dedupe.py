@@ -243,7 +243,11 @@ def shard_outputs(shard: int, kept: list[Conversation], names: tuple[str, ...]) 
     keys; an output with nothing gets no batch."""
     if not kept:
         return
-    metrics = [{k: v for k, v in c.metrics.items() if k != CONTENT_KEYS} for c in kept]
+    # (A spill's metrics hold none: they are taken off once claimed, ``shard_step.Held``.)
+    metrics = [
+        c.metrics if CONTENT_KEYS not in c.metrics else {k: v for k, v in c.metrics.items() if k != CONTENT_KEYS}
+        for c in kept
+    ]
     yield DROPS, Batch(shard, kept[0].start, metrics)
     for name in names:
         chosen = [c for c, m in zip(kept, metrics) if m.get("split", TRAIN) == name]
