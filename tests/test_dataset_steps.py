@@ -25,6 +25,7 @@ from transforms.dataset.dataset_keys import (
 from transforms.record.dedupe import (
     Claim,
     Conversation,
+    batch_outputs,
     collapse_kept,
     content_claims,
     fingerprint,
@@ -32,6 +33,7 @@ from transforms.record.dedupe import (
     shape,
     shard_outputs,
     sorted_letters,
+    spilled_conversations,
 )
 from transforms.record.inputs import RawRecord
 from transforms.record.record_settings import Settings
@@ -205,6 +207,21 @@ def test_a_conversation_kept_with_nothing_collapsed_into_it_goes_no_further():
     verdicts = [v for _, v in collapse_kept((key, [value for _, value in resolved]))]
     assert [type(v).__name__ for v in verdicts] == ["KeptAs", "DuplicateOf", "DuplicateOf"]
     assert verdicts[0].duplicates == ["t1", "t2"] and verdicts[1].first_id == "t0"
+
+
+@pytest.mark.parametrize("lines", [True, False], ids=["lines", "records"])
+def test_a_batch_without_verdicts_gives_what_its_conversations_would(lines):
+    # The write step's short way for a spilled batch of conversations all kept as they are.
+    metrics = [{"id": f"c{n}", "split": "eval" if n % 3 == 1 else "train"} for n in range(6)]
+    items = [{"id": f"c{n}"} for n in range(6)]
+    its_lines = [dumps_line(item) for item in items] if lines else None
+    kept = spilled_conversations(4, 700, metrics, items, its_lines)
+    names = ("train", "eval", "test")
+    assert list(batch_outputs(4, 700, metrics, items, its_lines, names)) == list(shard_outputs(4, kept, names))
+    alone = [{"id": "c0"}, {"id": "c1"}]  # no --split: every one to train
+    assert list(batch_outputs(4, 7, alone, items[:2], None, ("train",))) == list(
+        shard_outputs(4, spilled_conversations(4, 7, alone, items[:2], None), ("train",))
+    )
 
 
 def test_a_shards_outputs_are_one_batch_each_in_input_order_without_the_private_keys():

@@ -52,6 +52,7 @@ from transforms.record.dedupe import (
     KEPT,
     Conversation,
     Verdict,
+    batch_outputs,
     collapse_kept,
     content_claims,
     pack,
@@ -228,6 +229,7 @@ def write_shaped(result: ShardResult, verdicts: list[Verdict], work: ShardWork, 
     settings, view = work.settings, work.step.view
     names = (TRAIN, *(name for name, _ in settings.splits))
     by_order = {verdict.order: verdict for verdict in verdicts}
+    decided = {order[1] for order in by_order}  # the batches (by start) that hold a verdict
     out = OutputFiles(work, numbered_place(temp_root, result.shard, 0, uuid.uuid4().hex))
     outputs = _Outputs(work, out)
     partial = result.partial
@@ -235,11 +237,15 @@ def write_shaped(result: ShardResult, verdicts: list[Verdict], work: ShardWork, 
     try:
         for start, metrics, records, lines, its_letters in read_spill(result.spill):
             letters.extend(its_letters)
-            kept: list[Conversation] = []
-            for conversation in spilled_conversations(result.shard, start, metrics, records, lines):
-                kind, value = shape(conversation, by_order.get(conversation.order), settings)
-                (kept if kind == KEPT else letters).append(value)
-            for name, batch in shard_outputs(result.shard, kept, names):
+            if start not in decided:  # every conversation kept as it is (most batches)
+                shaped = batch_outputs(result.shard, start, metrics, records, lines, names)
+            else:
+                kept: list[Conversation] = []
+                for conversation in spilled_conversations(result.shard, start, metrics, records, lines):
+                    kind, value = shape(conversation, by_order.get(conversation.order), settings)
+                    (kept if kind == KEPT else letters).append(value)
+                shaped = shard_outputs(result.shard, kept, names)
+            for name, batch in shaped:
                 if name == DROPS:
                     partial = summaries.merge(partial, view.partial(0, batch.items, []))
                 outputs.write(DROPS if name == DROPS else split_output(name), batch.start, batch.items, batch.lines)

@@ -244,16 +244,40 @@ def shard_outputs(shard: int, kept: list[Conversation], names: tuple[str, ...]) 
     if not kept:
         return
     # (A spill's metrics hold none: they are taken off once claimed, ``shard_step.Held``.)
-    metrics = [
-        c.metrics if CONTENT_KEYS not in c.metrics else {k: v for k, v in c.metrics.items() if k != CONTENT_KEYS}
-        for c in kept
-    ]
+    metrics = [c.metrics if CONTENT_KEYS not in c.metrics else _without_keys(c.metrics) for c in kept]
     yield DROPS, Batch(shard, kept[0].start, metrics)
     for name in names:
         chosen = [c for c, m in zip(kept, metrics) if m.get("split", TRAIN) == name]
         if chosen:
             lines = [c.line for c in chosen]
             yield name, Batch(shard, chosen[0].start, [c.item for c in chosen], None if None in lines else lines)
+
+
+def batch_outputs(
+    shard: int,
+    start: int,
+    metrics: list[dict[str, Any]],
+    items: list[Any],
+    lines: list[Any] | None,
+    names: tuple[str, ...],
+) -> Iterator[tuple[str, Batch]]:
+    """``shard_outputs`` of a spilled batch whose conversations are all kept as they are (no
+    verdict), without a ``Conversation`` made for each: the same pairs."""
+    if not metrics:
+        return
+    yield DROPS, Batch(shard, start, [m if CONTENT_KEYS not in m else _without_keys(m) for m in metrics])
+    each_split = [m.get("split", TRAIN) for m in metrics]
+    for name in names:
+        chosen = [index for index, split in enumerate(each_split) if split == name]
+        if not chosen:
+            continue
+        its_lines = None if lines is None else [lines[index] for index in chosen]
+        its_items = items if len(chosen) == len(items) else [items[index] for index in chosen]
+        yield name, Batch(shard, start, its_items, None if its_lines is None or None in its_lines else its_lines)
+
+
+def _without_keys(metrics: dict[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in metrics.items() if k != CONTENT_KEYS}
 
 
 def sorted_letters(letters: list[dict[str, Any]]) -> list[dict[str, Any]]:
