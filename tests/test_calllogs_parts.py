@@ -538,7 +538,7 @@ def test_a_run_writes_no_invented_result_for_a_turn_spelled_two_ways(tmp_path):
 def test_a_span_of_an_otlp_document_is_refused_alone_and_kept_on_disk_exactly():
     """An OTLP document's span whose attribute cannot be read: refused alone, its siblings read;
     the streaming driver keeps the refusal in calls.jsonl and rebuilds it exactly."""
-    from transforms.call_assembly import piece_line, piece_of_line
+    from pipeline.streaming.piece_lines import piece_line, piece_of_line
 
     good = {
         "traceId": "ab",

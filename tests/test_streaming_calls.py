@@ -28,8 +28,8 @@ from pipeline.graph.shard_step import ShardWork  # noqa: E402
 from pipeline.io import processed_files as processed  # noqa: E402
 from pipeline.streaming import assembled as assembly  # noqa: E402
 from pipeline.streaming.clean import CleanPlan, clean_landed_file  # noqa: E402
+from pipeline.streaming.piece_lines import piece_line, piece_of_line  # noqa: E402
 from pipeline.streaming.watch import Landed  # noqa: E402
-from transforms.call_assembly import piece_line, piece_of_line  # noqa: E402
 from transforms.calllogs.calls import Call, Rejected, ToolResult  # noqa: E402
 from transforms.conversations import NORMALIZE  # noqa: E402
 from transforms.core.jsontext import parse_json  # noqa: E402

@@ -21,12 +21,12 @@ import apache_beam as beam
 
 from pipeline.graph.shard_step import ShardResult, ShardWork, numbered_place, process_batches
 from pipeline.testhooks import pause_point
-from transforms.call_assembly import assembly_partial, conversations_of, shard_batches
 from transforms.calllogs.assemble import GroupState
 from transforms.conversations import freeze_gc
+from transforms.record.assembled_calls import assembly_partial, conversations_of, shard_batches
 from transforms.totals import summary as summaries
 
-_RESULT, _GROUP, _OUTPUT = "result", "group", "output"
+_RESULT, _GROUP, _OUTPUT, _ANY = "result", "group", "output", "any"
 
 
 def keyed_results(result: ShardResult) -> Iterator[tuple[tuple[Any, ...], Any]]:
@@ -34,6 +34,8 @@ def keyed_results(result: ShardResult) -> Iterator[tuple[tuple[Any, ...], Any]]:
     yield (_RESULT, result.shard), result._replace(calls=())
     for key, state in result.calls:
         yield (_GROUP, *key), state
+    if result.calls:
+        yield (_ANY,), None  # the run holds call logs: every output shard of them is written
 
 
 class KeepResultsAssembleGroups(beam.CombineFn):
@@ -45,7 +47,7 @@ class KeepResultsAssembleGroups(beam.CombineFn):
     def add_input(self, accumulator: list, value: Any) -> list:
         if isinstance(value, ShardResult):
             accumulator[0].append(value)
-        else:
+        elif value is not None:
             accumulator[1].merge(value)  # a shard's state of the group
         return accumulator
 
@@ -66,6 +68,12 @@ def by_output_shard(keyed: tuple[tuple[Any, ...], list], work: ShardWork, bucket
     if key[0] == _RESULT:
         for result in results:
             yield (_RESULT, result.shard), result
+        return
+    if key[0] == _ANY:
+        # Each output shard gets an element, so each is written, an empty one too: the plan
+        # (--dry-run) names them all once it sees call logs.
+        for bucket in range(buckets):
+            yield (_OUTPUT, bucket), None
         return
     for bucket, made in conversations_of(((key[1], key[2]), state), work.settings, buckets):
         yield (_OUTPUT, bucket), made
@@ -90,11 +98,13 @@ class _ProcessAssembled(beam.DoFn):
         if key[0] == _RESULT:
             yield from values
             return
-        made = list(values)
+        made = [value for value in values if value is not None]
         number = self._first_shard + key[1]
         place = numbered_place(self._temp_root, number, 0, uuid.uuid4().hex)
         batches = shard_batches((key[1], made), self._first_shard, self._work.batch_size)
-        result = process_batches(batches, number, 0, self._work, place, read=False)
+        result = process_batches(
+            batches, number, 0, self._work, place, read=False, empty_files=not self._work.holds
+        )
         pause_point("write")
         yield result._replace(partial=summaries.merge(result.partial, assembly_partial((key[1], made))))
 

@@ -46,17 +46,11 @@ from pipeline.graph.shard_step import ShardWork, process_batches
 from pipeline.io import files
 from pipeline.io import processed_files as processed
 from pipeline.io.processed_files import ASSEMBLED_DIR, ASSEMBLED_FILE, CALLS_FILE
+from pipeline.streaming.piece_lines import logged_lines, piece_of_line
 from pipeline.testhooks import pause_point
-from transforms.call_assembly import (
-    assembly_partial,
-    conversations_of,
-    emitted_again,
-    logged_lines,
-    piece_of_line,
-    shard_batches,
-)
 from transforms.calllogs.assemble import GroupState, group_key
 from transforms.core.jsontext import canonical_json, document_bytes
+from transforms.record.assembled_calls import assembly_partial, conversations_of, emitted_again, shard_batches
 from transforms.record.record_steps import CallLogged
 from transforms.totals import summary as summaries
 
