@@ -25,8 +25,9 @@ from typing import NamedTuple
 import apache_beam as beam
 from apache_beam.metrics import Metrics
 
+from pipeline.graph.chain_groups import ChainAcrossGroups, chain_enabled
 from pipeline.graph.read import CreateParts, PartProgress
-from pipeline.graph.shard_assembly import AssembleShardCalls
+from pipeline.graph.shard_assembly import OUTPUT_TAG, AssembleShardCalls
 from pipeline.graph.shard_dataset import DedupeShards
 from pipeline.graph.shard_step import ShardResult, ShardWork, process_shard, temp_place
 from pipeline.graph.tally import Tally
@@ -168,8 +169,12 @@ class ProcessShards(beam.PTransform):
         )
         if self._work.settings.calls:
             # Call-log records: their conversations assembled, written as shards after the input's.
+            settings = self._work.settings
+            chain = None
+            if chain_enabled(settings):  # --chain-groups: one conversation whatever groups its calls are in
+                chain = ChainAcrossGroups(settings.id_field, self._call_shards, OUTPUT_TAG)
             results = results | "AssembleCalls" >> AssembleShardCalls(
-                self._work, self._temp_root, self._call_shards, len(self._shards)
+                self._work, self._temp_root, self._call_shards, len(self._shards), chain
             )
         if self._work.holds:
             # --dedupe: the held outputs of every shard brought together, then written by shard.

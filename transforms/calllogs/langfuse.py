@@ -41,6 +41,7 @@ from transforms.calllogs.calls import (
     ToolResult,
     register_call_log_reader,
 )
+from transforms.calllogs.context import call_context, first_set
 from transforms.calllogs.embedded import (
     as_dict,
     decoded,
@@ -49,6 +50,7 @@ from transforms.calllogs.embedded import (
     parts_read,
     read_history,
     read_output,
+    response_ids,
     result_text,
     strict_flat,
     tools_of,
@@ -172,6 +174,7 @@ def _call(observation: dict[str, Any], session: Any) -> Call:
         model if isinstance(model, str) else None,
         ledger or None,
         output.truncated,
+        *response_ids(history_payload, output_payload),
     )
 
 
@@ -193,7 +196,26 @@ def _tool_result(observation: dict[str, Any], session: Any) -> ToolResult | None
     )
 
 
-def observation_pieces(observation: Any, session: Any = None) -> list[ReadItem]:
+def langfuse_context(observation: dict[str, Any], trace: dict[str, Any] | None = None) -> dict[str, Any] | None:
+    """A call's context (``transforms.calllogs.context``): the enriched observation's own
+    ``user_id``, ``session_id``, ``tags``, ``environment``, ``release`` (snake or camel case),
+    else its trace's (a download)."""
+    trace = trace or {}
+
+    def found(snake: str, camel: str) -> Any:
+        return first_set(observation.get(snake), observation.get(camel), trace.get(camel), trace.get(snake))
+
+    return call_context(
+        user_id=found("user_id", "userId"),
+        session_id=found("session_id", "sessionId"),
+        trace_id=first_set(_field(observation, "trace"), trace.get("id")),
+        tags=decoded(found("tags", "tags")),
+        environment=found("environment", "environment"),
+        release=found("release", "release"),
+    )
+
+
+def observation_pieces(observation: Any, session: Any = None, trace: dict[str, Any] | None = None) -> list[ReadItem]:
     """The piece one observation gives (``session``: the trace's session id, for a download),
     or a ``Skipped`` by its type (``span``, ``agent``, ``event`` ...)."""
     if not isinstance(observation, dict):
@@ -201,7 +223,7 @@ def observation_pieces(observation: Any, session: Any = None) -> list[ReadItem]:
     kind = observation.get("type")
     kind = kind.upper() if isinstance(kind, str) else ""
     if kind in _CALL_TYPES:
-        call = _call(observation, session)
+        call = _call(observation, session)._replace(context=langfuse_context(observation, trace))
         # A generation that recorded neither input nor output (BeeAI's start / finish events
         # are generations of their own) has nothing to rebuild from.
         return [call] if call.history or call.output else [Skipped("llm_without_messages")]
@@ -238,7 +260,7 @@ def read_langfuse(record: Any) -> list[ReadItem]:
         session = trace.get("sessionId", trace.get("session_id"))
         return parts_read(
             observations,
-            lambda observation: observation_pieces(observation, session),
+            lambda observation: observation_pieces(observation, session, trace),
             lambda index, observation, error: _rejected(trace, session, index, observation, error),
         )
     if "type" not in record:
