@@ -5,23 +5,35 @@ from __future__ import annotations
 
 import json
 import shutil
+from array import array
 from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
 
 from pipeline.config.checks import dataset_step_problems
+from pipeline.graph.shard_dataset import join_wholes, known_wholes
 from transforms.core.jsontext import dumps_line
-from transforms.dataset.dataset_keys import CONTENT_KEYS, content_keys, group_key, parse_splits, split_of
+from transforms.dataset.dataset_keys import (
+    CONTENT_KEYS,
+    content_keys,
+    group_key,
+    parse_splits,
+    prefix_keys,
+    split_of,
+)
 from transforms.record.dedupe import (
     Claim,
     Conversation,
+    batch_outputs,
     collapse_kept,
     content_claims,
+    fingerprint,
     resolve_content,
     shape,
     shard_outputs,
     sorted_letters,
+    spilled_conversations,
 )
 from transforms.record.inputs import RawRecord
 from transforms.record.record_settings import Settings
@@ -34,10 +46,17 @@ A = {"role": "assistant", "content": "a"}
 
 def test_content_keys_see_messages_and_tools_not_ids_or_other_fields():
     full, prefixes = content_keys([U, A], None, True)
-    assert content_keys([U, A], None, False) == [full, []]
-    assert content_keys([U, A, U, A], None, True)[1][1] == full  # a prefix's whole is the longer one's link
-    assert content_keys([U, A], [{"name": "f"}], False)[0] != full  # other tools: another example
-    assert len(prefixes) == 1
+    # a prefix's whole is the longer one's link
+    assert prefix_keys(content_keys([U, A, U, A], None, True)[1])[1] == full
+    assert content_keys([U, A], [{"name": "f"}], True)[0] != full  # other tools: another example
+    assert len(prefix_keys(prefixes)) == 1
+    # exact: one hash of the whole, no prefixes; the same content the same key, any change another.
+    exact = content_keys([U, A], None, False)
+    assert exact[1] == b"" and exact == content_keys([dict(U), dict(A)], None, False)
+    assert content_keys([U, A], [{"name": "f"}], False) != exact
+    assert content_keys([U, A, U], None, False) != exact and content_keys([A, U], None, False) != exact
+    # The tools' text and the messages' cannot run into each other.
+    assert content_keys([], [U], False) != content_keys([U], [], False)
     one = process_record(
         RawRecord("s", 0, dumps_line({"id": "x", "m": 1, "messages": [U, A]})), Settings(dedupe="exact")
     )
@@ -96,15 +115,20 @@ def conversation(order: int, cid: str, messages: list, dedupe: str = "prefix", s
     return Conversation(shard, 0, order, metrics, {"id": cid, "messages": messages}, None)
 
 
-def run_dedupe(conversations: list[Conversation], settings: Settings) -> tuple[list, list]:
+def claim_of(c: Conversation) -> Claim:
+    full, prefixes = c.metrics[CONTENT_KEYS]
+    return Claim(c.order, c.metrics["id"], full, prefixes)
+
+
+def run_dedupe(conversations: list[Conversation], settings: Settings, known: set | None = None) -> tuple[list, list]:
     """The shuffles of --dedupe as plain functions, on claims only: by content, resolve, by
-    kept one, collapse into verdicts; then each conversation shaped by its verdict."""
+    kept one, collapse into verdicts; then each conversation shaped by its verdict. ``known``:
+    the whole-content fingerprints the prefixes are looked up in (None: every prefix claimed)."""
     from collections import defaultdict
 
     grouped: dict = defaultdict(list)
     for c in conversations:
-        full, prefixes = c.metrics[CONTENT_KEYS]
-        for key, value in content_claims(Claim(c.order, c.metrics["id"], full, tuple(prefixes))):
+        for key, value in content_claims(claim_of(c), known):
             grouped[key].append(value)
     kept_groups: dict = defaultdict(list)
     for key in sorted(grouped):
@@ -146,6 +170,58 @@ def test_a_prefix_collapses_into_the_longest_conversation_it_begins_which_takes_
     assert by_content[4].metrics["id"] == "other" and "duplicates" not in by_content[4].metrics
     assert sorted(d["id"] for d in letters) == ["longer", "short"]
     assert all("a prefix of the conversation kept as short" in d["detail"] for d in letters)
+
+
+def test_prefixes_that_are_no_conversation_are_not_claimed_and_the_decisions_are_the_same():
+    # Most prefixes (one per message) are no conversation's whole content: claimed, they were
+    # most of what --dedupe prefix shuffled, and decided nothing.
+    settings = Settings(dedupe="prefix")
+    convs = [
+        conversation(0, "short", [U, A]),
+        conversation(1, "longer", [U, A, U, A]),
+        conversation(2, "longest", [U, A, U, A, U, A]),
+        conversation(3, "other", [U, A, U, {"role": "assistant", "content": "b"}]),
+    ]
+    known = {fingerprint(c.metrics[CONTENT_KEYS][0]) for c in convs}
+    extends = [v for c in convs for _, v in content_claims(claim_of(c)) if v[0] == "extends"]
+    kept_extends = [v for c in convs for _, v in content_claims(claim_of(c), known) if v[0] == "extends"]
+    assert len(extends) == 1 + 3 + 5 + 3  # a prefix per message but the last
+    assert len(kept_extends) == 3 + 1  # short begins the three others, longer begins longest
+    assert run_dedupe(convs, settings, known) == run_dedupe(convs, settings)
+    # Joined from the shards' bytes, looked up as a set; the same set again for the next shard.
+    parts = [array("Q", sorted(known)[:2]).tobytes(), array("Q", sorted(known)[1:]).tobytes()]
+    assert known_wholes(join_wholes(parts)) == known
+    assert known_wholes(join_wholes(parts)) is known_wholes(join_wholes(parts))
+
+
+def test_a_conversation_kept_with_nothing_collapsed_into_it_goes_no_further():
+    # Only duplicates go through the second shuffle: a run of unique conversations sends nothing.
+    unique = [conversation(n, f"c{n}", [U, {"role": "assistant", "content": str(n)}], "exact") for n in range(5)]
+    for c in unique:
+        ((key, value),) = content_claims(claim_of(c))
+        assert list(resolve_content((key, [value]))) == []
+    twins = [conversation(n, f"t{n}", [U, A], "exact") for n in range(3)]
+    ((key, _),) = content_claims(claim_of(twins[0]))
+    resolved = list(resolve_content((key, [next(content_claims(claim_of(c)))[1] for c in twins])))
+    assert [(target, value[1][1]) for target, value in resolved] == [(key, "t1"), (key, "t2")]
+    verdicts = [v for _, v in collapse_kept((key, [value for _, value in resolved]))]
+    assert [type(v).__name__ for v in verdicts] == ["KeptAs", "DuplicateOf", "DuplicateOf"]
+    assert verdicts[0].duplicates == ["t1", "t2"] and verdicts[1].first_id == "t0"
+
+
+@pytest.mark.parametrize("lines", [True, False], ids=["lines", "records"])
+def test_a_batch_without_verdicts_gives_what_its_conversations_would(lines):
+    # The write step's short way for a spilled batch of conversations all kept as they are.
+    metrics = [{"id": f"c{n}", "split": "eval" if n % 3 == 1 else "train"} for n in range(6)]
+    items = [{"id": f"c{n}"} for n in range(6)]
+    its_lines = [dumps_line(item) for item in items] if lines else None
+    kept = spilled_conversations(4, 700, metrics, items, its_lines)
+    names = ("train", "eval", "test")
+    assert list(batch_outputs(4, 700, metrics, items, its_lines, names)) == list(shard_outputs(4, kept, names))
+    alone = [{"id": "c0"}, {"id": "c1"}]  # no --split: every one to train
+    assert list(batch_outputs(4, 7, alone, items[:2], None, ("train",))) == list(
+        shard_outputs(4, spilled_conversations(4, 7, alone, items[:2], None), ("train",))
+    )
 
 
 def test_a_shards_outputs_are_one_batch_each_in_input_order_without_the_private_keys():

@@ -214,8 +214,8 @@ def _run_flags(add) -> None:
         "--shard-bytes",
         type=int,
         default=DEFAULT_SHARD_BYTES,
-        help=f"split uncompressed JSONL inputs into byte ranges of this size "
-        f"({DEFAULT_SHARD_BYTES >> 20} MiB; at least 65536)",
+        help=f"split uncompressed JSONL inputs into byte ranges of this size, and Parquet inputs into "
+        f"row groups of about it ({DEFAULT_SHARD_BYTES >> 20} MiB; at least 65536)",
     )
     add(
         "--graph",

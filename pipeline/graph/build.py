@@ -35,7 +35,12 @@ def call_shards(shards: list[Shard]) -> int:
     """How many output shards hold the conversations assembled from call logs: one per
     ``CALL_SHARD_INPUT_BYTES`` of input, at least one (from the plan alone: the same on every
     runner and rerun; a file of unknown size counts as one such share)."""
-    total = sum((s.end if s.end is not None else (s.file_size or CALL_SHARD_INPUT_BYTES)) - s.start for s in shards)
+    total = sum(
+        s.range_bytes  # a Parquet file's rows: their bytes
+        if s.range_bytes is not None
+        else (s.end if s.end is not None else (s.file_size or CALL_SHARD_INPUT_BYTES)) - s.start
+        for s in shards
+    )
     return max(1, min(-(-total // CALL_SHARD_INPUT_BYTES), MAX_CALL_SHARDS))
 
 

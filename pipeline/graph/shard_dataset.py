@@ -4,15 +4,19 @@ every runner, DaskRunner included, can run). Only keys and verdicts are shuffled
 ::
 
     ShardResult (outputs spilled, claims) | claims by bucket of content keys | GroupByKey | resolve
-            | by bucket of kept ones | GroupByKey | collapse: verdicts by shard
+            | duplicates by bucket of kept ones | GroupByKey | collapse: verdicts by shard
             | GroupByKey (each shard's result and verdicts) | each shard's outputs written from its spill
 
 The per-shard step writes a shard's outputs to a spill file in the run's temporary directory
 instead of its output files, and its result carries the spill's path and its conversations'
 claims (full key, prefix keys, place, id: ``transforms.record.dedupe.Claim``), no record. Plain
 functions (``transforms.record.dedupe``) decide on the claims; a conversation that is kept as it
-is gets no verdict. Claims travel in lists, one per shard and bucket of content keys
-(``content_buckets``): Beam's cost per element would otherwise outweigh the decision. Each
+is gets no verdict, and only what is collapsed goes through the second shuffle. ``prefix``
+first joins every shard's whole-content fingerprints (a side input of 8 bytes a conversation)
+and claims only the prefixes among them: a prefix that is no conversation decides nothing, and
+such claims (one per message) were most of what it shuffled. Claims travel in lists, one per
+shard and bucket of content keys (``content_buckets``): Beam's cost per element would
+otherwise outweigh the decision. Each
 shard's result and verdicts then meet, and the shard's spill is read once, in order: its kept
 conversations, split by ``--split``, and their drop metrics are written as they come; its dead
 letters (its own and its duplicates) by position at the end. Every key says what it holds
@@ -25,11 +29,20 @@ from __future__ import annotations
 
 import uuid
 import zlib
+from array import array
 from typing import Any, Iterator
 
 import apache_beam as beam
 
-from pipeline.graph.shard_step import OutputFiles, ShardResult, ShardWork, numbered_place, read_spill, written_files
+from pipeline.graph.shard_step import (
+    OutputFiles,
+    ShardResult,
+    ShardWork,
+    numbered_place,
+    read_prefixes,
+    read_spill,
+    written_files,
+)
 from pipeline.io.file_formats import FILE_FORMATS
 from pipeline.testhooks import pause_point
 from transforms.dataset.dataset_keys import TRAIN, split_output
@@ -38,6 +51,7 @@ from transforms.record.dedupe import (
     KEPT,
     Conversation,
     Verdict,
+    batch_outputs,
     collapse_kept,
     content_claims,
     pack,
@@ -61,17 +75,62 @@ def bucket_of(content: str, buckets: int) -> int:
     return zlib.crc32(content.encode("utf-8")) % buckets
 
 
-def claimed(result: ShardResult, buckets: int) -> Iterator[tuple[tuple[Any, ...], Any]]:
+def claimed(result: ShardResult, buckets: int, wholes: bytes | None = None) -> Iterator[tuple[tuple[Any, ...], Any]]:
     """A shard's result (its claims taken off), by its shard; its claims under each content key
     they claim (``transforms.record.dedupe.content_claims``), a list per bucket of keys: a
-    shuffled element per key would cost more than the decision."""
-    yield (_OUT, result.shard), (_RESULT, result._replace(claims=b""))
+    shuffled element per key would cost more than the decision. ``wholes`` (``--dedupe
+    prefix``): every shard's whole-content fingerprints (``join_wholes``); only the prefixes
+    among them are claimed."""
+    yield (_OUT, result.shard), (_RESULT, result._replace(claims=b"", wholes=b"", prefixes=None))
+    known = None if wholes is None else known_wholes(wholes)
+    claims = unpack_claims(result.claims)
+    if result.prefixes is not None:  # the prefix links, kept on disk until now
+        claims = [claim._replace(prefixes=links) for claim, links in zip(claims, read_prefixes(result.prefixes))]
     by_bucket: dict[int, list[tuple[str, Any]]] = {}
-    for claim in unpack_claims(result.claims):
-        for content, value in content_claims(claim):
+    for claim in claims:
+        for content, value in content_claims(claim, known):
             by_bucket.setdefault(bucket_of(content, buckets), []).append((content, value))
     for bucket in sorted(by_bucket):
         yield (_CONTENT, bucket), pack(by_bucket[bucket])
+
+
+class JoinWholes(beam.CombineFn):
+    """Shard results -> every whole-content fingerprint of the run (``ShardResult.wholes``),
+    sorted, once each, 8 bytes each: 8 MB for a million conversations."""
+
+    def create_accumulator(self) -> list[bytes]:
+        return []
+
+    def add_input(self, accumulator: list[bytes], result: ShardResult) -> list[bytes]:
+        accumulator.append(result.wholes)
+        return accumulator
+
+    def merge_accumulators(self, accumulators) -> list[bytes]:
+        return [part for accumulator in accumulators for part in accumulator]
+
+    def extract_output(self, accumulator: list[bytes]) -> bytes:
+        return join_wholes(accumulator)
+
+
+def join_wholes(parts: list[bytes]) -> bytes:
+    """Shards' whole-content fingerprints -> one sorted run of them, each once."""
+    return array("Q", sorted(set(memoryview(b"".join(parts)).cast("Q")))).tobytes()
+
+
+#: The last ``wholes`` made a set in this process, and that set: each shard's ``claimed``
+#: step looks its prefixes up in it, built once per process, not once per shard.
+_KNOWN: tuple[bytes, frozenset[int]] | None = None
+
+
+def known_wholes(wholes: bytes) -> frozenset[int]:
+    """``join_wholes``' bytes as a set to look fingerprints up in (kept for the next shard)."""
+    global _KNOWN
+    cached = _KNOWN
+    if cached is not None and (cached[0] is wholes or cached[0] == wholes):
+        return cached[1]
+    known = frozenset(memoryview(wholes).cast("Q"))
+    _KNOWN = (wholes, known)
+    return known
 
 
 def _passed(key: tuple[Any, ...], values: Any) -> Iterator[tuple[tuple[Any, ...], Any]]:
@@ -170,6 +229,7 @@ def write_shaped(result: ShardResult, verdicts: list[Verdict], work: ShardWork, 
     settings, view = work.settings, work.step.view
     names = (TRAIN, *(name for name, _ in settings.splits))
     by_order = {verdict.order: verdict for verdict in verdicts}
+    decided = {order[1] for order in by_order}  # the batches (by start) that hold a verdict
     out = OutputFiles(work, numbered_place(temp_root, result.shard, 0, uuid.uuid4().hex))
     outputs = _Outputs(work, out)
     partial = result.partial
@@ -177,11 +237,15 @@ def write_shaped(result: ShardResult, verdicts: list[Verdict], work: ShardWork, 
     try:
         for start, metrics, records, lines, its_letters in read_spill(result.spill):
             letters.extend(its_letters)
-            kept: list[Conversation] = []
-            for conversation in spilled_conversations(result.shard, start, metrics, records, lines):
-                kind, value = shape(conversation, by_order.get(conversation.order), settings)
-                (kept if kind == KEPT else letters).append(value)
-            for name, batch in shard_outputs(result.shard, kept, names):
+            if start not in decided:  # every conversation kept as it is (most batches)
+                shaped = batch_outputs(result.shard, start, metrics, records, lines, names)
+            else:
+                kept: list[Conversation] = []
+                for conversation in spilled_conversations(result.shard, start, metrics, records, lines):
+                    kind, value = shape(conversation, by_order.get(conversation.order), settings)
+                    (kept if kind == KEPT else letters).append(value)
+                shaped = shard_outputs(result.shard, kept, names)
+            for name, batch in shaped:
                 if name == DROPS:
                     partial = summaries.merge(partial, view.partial(0, batch.items, []))
                 outputs.write(DROPS if name == DROPS else split_output(name), batch.start, batch.items, batch.lines)
@@ -226,9 +290,17 @@ class DedupeShards(beam.PTransform):
         self._buckets = content_buckets(shards)
 
     def expand(self, results):
+        wholes = None
+        if self._work.settings.dedupe == "prefix":
+            # Every conversation's whole-content fingerprint, as a side input: a prefix that is
+            # none of them is not claimed (most prefixes), so it is never shuffled.
+            wholes = beam.pvalue.AsSingleton(
+                # At least one shard is always planned: no default needed.
+                results | "Wholes" >> beam.CombineGlobally(JoinWholes()).without_defaults()
+            )
         return (
             results
-            | "ByContent" >> beam.FlatMap(claimed, self._buckets)
+            | "ByContent" >> beam.FlatMap(claimed, self._buckets, wholes)
             | "GroupContent" >> beam.GroupByKey()
             | "Resolve" >> beam.FlatMap(resolved, self._buckets)
             | "GroupKept" >> beam.GroupByKey()

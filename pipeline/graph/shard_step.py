@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import logging
 import pickle
+from array import array
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Iterator, Mapping, NamedTuple, Sequence
 
@@ -38,9 +39,9 @@ from pipeline.io.read_shard import iter_part_batches
 from pipeline.io.shard import Shard
 from pipeline.io.written_files import WrittenFile, temp_name
 from transforms.calllogs.assemble import GroupState
-from transforms.dataset.dataset_keys import TRAIN, output_names, split_output
+from transforms.dataset.dataset_keys import CONTENT_KEYS, TRAIN, output_names, split_output
 from transforms.record.assembled_calls import keyed_pieces
-from transforms.record.dedupe import batch_claims, pack
+from transforms.record.dedupe import batch_claims, fingerprint, pack
 from transforms.record.inputs import DEFAULT_BATCH_BYTES, DEFAULT_BATCH_SIZE, DEFAULT_MAX_RECORD_BYTES, Batch
 from transforms.record.record_settings import Settings
 from transforms.record.record_steps import ReaderHint
@@ -107,6 +108,11 @@ class ShardResult(NamedTuple):
     #: ``ShardWork.holds``: its conversations' claims, in order, packed
     #: (``transforms.record.dedupe.unpack_claims`` gives them back).
     claims: bytes = b""
+    #: ``--dedupe prefix``: the ``fingerprint`` of each of its conversations' whole content,
+    #: 8 bytes each (``array("Q")``): every shard's together say which prefixes can matter.
+    wholes: bytes = b""
+    #: ``--dedupe prefix``: the file of its conversations' prefix links (``Held``), or None.
+    prefixes: str | None = None
 
 
 #: ``observe(batch, result)``: called after each batch (counters, progress); must not raise.
@@ -175,8 +181,7 @@ def process_batches(
     hint = ReaderHint()
     groups: dict[Any, GroupState] = {}
     # --dedupe: the outputs go to a spill file, one entry per batch; only the claims go on.
-    spill = Spill(place(SPILL)) if work.holds else None
-    claims: list[Any] = []
+    held = Held(number, place, settings.dedupe == "prefix") if work.holds else None
     letters: list[Any] = []  # --split: the shard's dead letters, written in input order
     try:
         for batch in batches:
@@ -203,11 +208,8 @@ def process_batches(
                     letters.extend(items)
                 else:
                     writer(name).write(items, lines)
-            if spill is not None and spilled:
-                records, lines = spilled.get(step.main_output, ([], None))
-                metrics = spilled.get(DROPS, ([], None))[0]
-                spill.add(batch.start, metrics, records, lines, spilled.get(DEAD_LETTER, ([], None))[0])
-                claims.extend(batch_claims(number, batch.start, metrics))
+            if held is not None and spilled:
+                held.add(batch.start, spilled, step.main_output)
             if observe is not None:
                 observe(batch, result)
         if letters:
@@ -216,25 +218,72 @@ def process_batches(
             for name in work.outputs:
                 writer(name)
         measures = out.close()
-        spilled_to = spill.close() if spill is not None else None
+        held_files = held.close() if held is not None else {}
     except BaseException:
         out.abandon()
-        if spill is not None:
-            spill.abandon()
+        if held is not None:
+            held.abandon()
         raise
-    return ShardResult(
+    shard = ShardResult(
         number,
         written_files(work, number, start, out.paths, measures),
         total or step.view.partial(),
         list(groups.items()),
-        spilled_to,
-        pack(claims) if claims else b"",
     )
+    return shard._replace(**held_files)
 
 
-#: The run's temporary directory's folder of spill files (no output is named so: an output's
-#: name is a word, a split's too).
-SPILL = "_spill"
+#: The run's temporary directory's folders of spill files and of prefix links (no output is
+#: named so: an output's name is a word, a split's too).
+SPILL, PREFIXES = "_spill", "_prefixes"
+
+
+class Held:
+    """What a shard under ``--dedupe`` keeps while the claims decide: its outputs in a spill
+    file, its conversations' claims (packed into its result), and with ``prefix`` the
+    fingerprints of their whole contents (in its result) and their prefixes' links, in a file
+    of their own, one list per batch in the claims' order (``read_prefixes``): most of a claim's
+    bytes, they stay on disk until the step that looks them up reads them (the result would
+    carry them through the runner's buffers)."""
+
+    def __init__(self, number: int, place: Callable[[str], str], prefix: bool) -> None:
+        self._number = number
+        self._spill = Spill(place(SPILL))
+        self._prefixes = Spill(place(PREFIXES)) if prefix else None
+        self._claims: list[Any] = []
+        self._wholes = array("Q")
+
+    def add(self, start: int, spilled: dict[str, tuple[list, Any]], main_output: str) -> None:
+        """One batch's held outputs (output name -> its items and lines)."""
+        records, lines = spilled.get(main_output, ([], None))
+        metrics = spilled.get(DROPS, ([], None))[0]
+        self._claims.extend(batch_claims(self._number, start, metrics, links=False))
+        if self._prefixes is not None and metrics:
+            self._prefixes.dump([m[CONTENT_KEYS][1] for m in metrics])
+            self._wholes.extend(fingerprint(m[CONTENT_KEYS][0]) for m in metrics)
+        for m in metrics:  # claimed: the keys need not be spilled (nor taken off when written)
+            del m[CONTENT_KEYS]
+        self._spill.dump((start, metrics, records, lines, spilled.get(DEAD_LETTER, ([], None))[0]))
+
+    def close(self) -> dict[str, Any]:
+        """The ``ShardResult`` fields of what is held."""
+        return {
+            "spill": self._spill.close(),
+            "claims": pack(self._claims) if self._claims else b"",
+            "wholes": self._wholes.tobytes(),
+            "prefixes": self._prefixes.close() if self._prefixes is not None else None,
+        }
+
+    def abandon(self) -> None:
+        self._spill.abandon()
+        if self._prefixes is not None:
+            self._prefixes.abandon()
+
+
+def read_prefixes(path: str | None) -> Iterator[bytes]:
+    """A shard's prefix links (``Held``), a bytes value per conversation, in its claims' order."""
+    for links in read_spill(path):
+        yield from links
 
 
 class Spill:
@@ -248,9 +297,13 @@ class Spill:
         self._handle: Any = None
 
     def add(self, start: int, metrics: list, records: list, lines: list | None, letters: list) -> None:
+        self.dump((start, metrics, records, lines, letters))
+
+    def dump(self, entry: Any) -> None:
+        """One entry, pickled (``read_spill`` gives them back in order)."""
         if self._handle is None:
             self._handle = files.create(self.path)
-        pickle.dump((start, metrics, records, lines, letters), self._handle, protocol=pickle.HIGHEST_PROTOCOL)
+        pickle.dump(entry, self._handle, protocol=pickle.HIGHEST_PROTOCOL)
 
     def close(self) -> str | None:
         """The spill file's path, or None when nothing was added."""
@@ -269,8 +322,9 @@ class Spill:
             LOG.warning("could not delete the unfinished file %s", self.path)
 
 
-def read_spill(path: str | None) -> Iterator[tuple[int, list, list, list | None, list]]:
-    """A spill file's entries (``Spill.add``'s), in the order they were added."""
+def read_spill(path: str | None) -> Iterator[Any]:
+    """A spill file's entries (``Spill.add``'s: ``(start, drop metrics, records, lines, dead
+    letters)``; or what ``Spill.dump`` was given), in the order they were added."""
     if path is None:
         return
     with files.open_input(path) as handle:

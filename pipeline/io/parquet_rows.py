@@ -11,6 +11,7 @@ from typing import Iterator
 
 import orjson
 
+from pipeline.io.files import open_input
 from pipeline.io.planned_files import open_shard
 from pipeline.io.shard import Shard
 from transforms.record.inputs import DEFAULT_MAX_RECORD_BYTES, Parsed, RawRecord, Unreadable
@@ -219,6 +220,38 @@ def _row_group_sizes(metadata) -> list[tuple[int, int]]:
     return groups
 
 
+def row_ranges(path: str, shard_bytes: int) -> list[tuple[int, int, int]]:
+    """A Parquet file cut into ranges of whole row groups of about ``shard_bytes`` of the file
+    each, from its metadata alone (nothing decoded): ``(first row, end row, bytes)`` each, in
+    order; one range for a file of one row group or of no more than ``shard_bytes``. The cuts
+    fall where the row groups' bytes, added up, pass equal shares of the file's (no small tail
+    range); they depend on the file's metadata only."""
+    import pyarrow.parquet as pq  # only Parquet inputs pay for the import
+
+    with open_input(path) as handle:
+        metadata = pq.ParquetFile(handle).metadata
+    groups = []  # (rows, compressed bytes)
+    for g in range(metadata.num_row_groups):
+        group = metadata.row_group(g)
+        groups.append((group.num_rows, sum(group.column(c).total_compressed_size for c in range(group.num_columns))))
+    total = sum(size for _, size in groups)
+    count = min(len(groups), -(-total // shard_bytes)) if shard_bytes > 0 else 1
+    ranges: list[tuple[int, int, int]] = []
+    first = size = done = 0
+    row = 0
+    for rows, group_bytes in groups:
+        row += rows
+        size += group_bytes
+        done += group_bytes
+        # Close a range where the bytes so far reach the next equal share of the file's.
+        if len(ranges) < count - 1 and done * count >= total * (len(ranges) + 1):
+            ranges.append((first, row, size))
+            first, size = row, 0
+    if row > first or not ranges:
+        ranges.append((first, row, size))
+    return ranges
+
+
 def read_parquet_shard(shard: Shard, max_record_bytes: int = DEFAULT_MAX_RECORD_BYTES) -> Iterator:
     # Row group by row group, in record batches cut to the limit (``parquet_batch_rows``). A
     # row group of one row bigger than the limit is that row: a dead letter known from the
@@ -227,12 +260,19 @@ def read_parquet_shard(shard: Shard, max_record_bytes: int = DEFAULT_MAX_RECORD_
     # decoding a row group makes the rest of that group one dead letter; the next group is read.
     import pyarrow.parquet as pq  # only Parquet inputs pay for the import
 
+    # A shard of a cut file (``row_ranges``) reads the row groups of its rows only: its
+    # ``start`` and ``end`` are rows, on row groups' bounds.
     source = shard.name
     index = 0
     with open_shard(shard) as handle:
         parquet = pq.ParquetFile(handle)
         for g, (rows, uncompressed) in enumerate(_row_group_sizes(parquet.metadata)):
             first, end = index, index + rows
+            if first < shard.start:
+                index = end
+                continue
+            if shard.end is not None and first >= shard.end:
+                break
             if rows == 1 and uncompressed > max_record_bytes:
                 how = f"row group {g} of one row, uncompressed, in the file's metadata"
                 yield RawRecord(source, index, _parquet_too_large(uncompressed, max_record_bytes, how))

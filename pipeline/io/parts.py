@@ -44,6 +44,8 @@ class Part(NamedTuple):
 
 def planned_bytes(shard: Shard) -> int | None:
     """The input bytes a shard covers as planned (None: not known)."""
+    if shard.range_bytes is not None:  # a range of rows: its bytes as planned
+        return shard.range_bytes
     if shard.end is not None:
         return shard.end - shard.start
     if shard.file_size is None:
@@ -70,8 +72,8 @@ def plan_parts(shards: list[Shard], part_bytes: int = DEFAULT_PART_BYTES) -> lis
 
     for shard in shards:
         covered = planned_bytes(shard)
-        # A byte range of a file cut into shards (--shard-bytes) is a part alone: the cut is
-        # there to spread one file over workers.
+        # A byte range (or a Parquet file's rows) of a file cut into shards (--shard-bytes) is
+        # a part alone: the cut is there to spread one file over workers.
         cut = shard.end is not None or shard.start > 0
         if part_bytes <= 0 or covered is None or covered >= part_bytes or cut:
             close()

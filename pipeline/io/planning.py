@@ -15,6 +15,7 @@ from apache_beam.io.filesystems import FileSystems
 from pipeline.io import files
 from pipeline.io.files import is_local
 from pipeline.io.output_names import OWN_OUTPUT_FILES
+from pipeline.io.parquet_rows import row_ranges
 from pipeline.io.read_shard import read_shard
 from pipeline.io.shard import FILE_KINDS, Blank, Shard, display_path, file_suffix, special_file_kind
 from pipeline.io.text_containers import starts_utf16
@@ -296,7 +297,14 @@ def plan_shards(
         if info is not None:
             whole = whole._replace(mtime_ns=info.st_mtime_ns, inode=info.st_ino, device=info.st_dev)
         # A UTF-16 file is read whole: a byte range could start in the middle of a code unit.
-        if FILE_KINDS[suffix][2] and size > shard_bytes and not starts_utf16(path):
+        if FILE_KINDS[suffix][0] == "parquet" and size > shard_bytes:
+            for first, end, covered in _parquet_ranges(path, size, shard_bytes):
+                shards.append(
+                    whole._replace(number=len(shards), start=first, end=end, range_bytes=covered)
+                    if (first, end) != (0, None)
+                    else whole._replace(number=len(shards))
+                )
+        elif FILE_KINDS[suffix][2] and size > shard_bytes and not starts_utf16(path):
             # Equal ranges of at most shard_bytes: no small tail shard, so workers that take
             # shards in turn get even work.
             count = -(-size // shard_bytes)
@@ -306,6 +314,24 @@ def plan_shards(
         else:
             shards.append(whole._replace(number=len(shards)))
     return shards
+
+
+def _parquet_ranges(path: str, size: int, shard_bytes: int) -> list[tuple[int, int | None, int]]:
+    """A big Parquet file's shards: ranges of its rows on row groups' bounds
+    (``parquet_rows.row_ranges``), the last one open-ended; ``[(0, None, 0)]`` (the file whole)
+    for one range, or where its metadata cannot be read (the reader says why, as a dead letter)."""
+    try:
+        ranges = row_ranges(path, shard_bytes)
+    except MemoryError:
+        raise
+    except Exception:  # noqa: BLE001 — not a Parquet file after all: read whole, dead-lettered there
+        return [(0, None, 0)]
+    if len(ranges) < 2:
+        return [(0, None, 0)]
+    # The last range takes the file's other bytes (its footer...): the shards' bytes add up to
+    # the file's size, as the file whole would count.
+    rest = size - sum(covered for _, _, covered in ranges[:-1])
+    return [(first, end, covered) for first, end, covered in ranges[:-1]] + [(ranges[-1][0], None, rest)]
 
 
 def limit_plan(shards: list[Shard], limit: int, max_record_bytes: int = DEFAULT_MAX_RECORD_BYTES) -> list[Shard]:
@@ -338,7 +364,12 @@ def shard_sizes(shards: list[Shard]) -> list[int]:
             sizes[path] = FileSystems.match([path])[0].metadata_list[0].size_in_bytes
         except Exception:  # noqa: BLE001 — only for progress: an unknown size counts 0
             sizes[path] = 0
-    return [(s.end if s.end is not None else max(sizes[s.path], s.start)) - s.start for s in shards]
+    return [
+        s.range_bytes
+        if s.range_bytes is not None
+        else (s.end if s.end is not None else max(sizes[s.path], s.start)) - s.start
+        for s in shards
+    ]
 
 
 def canonical_path(path: str) -> str:

@@ -9,7 +9,8 @@ import stat
 from functools import lru_cache
 from typing import NamedTuple
 
-#: Suffix -> (kind, compression, splittable); longest suffix wins.
+#: Suffix -> (kind, compression, splittable into byte ranges); longest suffix wins. (A big
+#: Parquet file is cut too, by row groups: ``pipeline.io.parquet_plan``.)
 FILE_KINDS = {
     ".jsonl": ("jsonl", None, True),
     ".jsonl.gz": ("jsonl", "gzip", False),
@@ -20,7 +21,9 @@ FILE_KINDS = {
 
 
 class Shard(NamedTuple):
-    """A planned unit of reading: a whole file, or a byte range of an uncompressed JSONL file."""
+    """A planned unit of reading: a whole file, a byte range of an uncompressed JSONL file, or
+    a range of rows of a Parquet file (whole row groups). ``start`` and ``end`` are the file
+    kind's positions: bytes for JSONL, rows for Parquet."""
 
     #: 0, 1, ... in plan order (``index`` would shadow the tuple's method).
     number: int
@@ -40,6 +43,9 @@ class Shard(NamedTuple):
     mtime_ns: int | None = None
     inode: int | None = None
     device: int | None = None
+    #: The file bytes a range of rows covers (a Parquet shard's row groups, compressed, as the
+    #: metadata gives them): its size where ``start`` and ``end`` are not bytes; None otherwise.
+    range_bytes: int | None = None
 
     @property
     def name(self) -> str:

@@ -3,12 +3,13 @@
 ``--dedupe`` and ``--split`` act on the whole dataset (``pipeline.graph.shard_dataset``: a
 shuffle), but what they look at is one conversation's, computed where it is normalized:
 
-- **content keys** (``--dedupe exact|prefix``): a hash chain over the messages as the writer
-  gets them (after the weights and the trailing turns, ``transforms.dataset.training``), seeded by the
-  record's tool definitions. Ids and every other field of the record are left aside: two
+- **content keys** (``--dedupe exact|prefix``): a hash of the messages as the writer gets them
+  (after the weights and the trailing turns, ``transforms.dataset.training``) and the record's
+  tool definitions. Ids and every other field of the record are left aside: two
   conversations with the same tools and messages are the same training example. ``full`` is
-  the chain's last link; ``prefixes`` (``prefix`` only) the links before it, so that a
-  conversation whose ``full`` is among another's ``prefixes`` is a prefix of it;
+  the hash of them all; ``prefixes`` (``prefix`` only) the hashes of the tools and each of its
+  shorter runs of first messages, so that a conversation whose ``full`` is among another's
+  ``prefixes`` is a prefix of it;
 - **the split** (``--split eval=0.05[,test=0.05]``): a hash of the group key (``--split-by``, a
   dotted path into the input record; the record id without it) and ``--split-seed``, as a
   number in [0, 1), against the splits' cumulative shares; the rest is ``train``. The same key
@@ -27,7 +28,7 @@ from typing import Any
 
 from transforms.core.jsontext import canonical_json
 
-#: The drop metrics' private key of a conversation's content keys: ``[full, [prefixes...]]``.
+#: The drop metrics' private key of a conversation's content keys: ``[full, prefixes]``.
 CONTENT_KEYS = "_content_keys"
 #: The split every conversation not drawn into another is in.
 TRAIN = "train"
@@ -41,14 +42,32 @@ _LINK_BYTES = 16
 
 
 def content_keys(messages: list[Any], tools: Any, with_prefixes: bool) -> list[Any]:
-    """``[full, prefixes]``: the hash chain's last link, and (``with_prefixes``) every link before it."""
-    link = hashlib.sha256(b"tools\0" + canonical_json(tools)).digest()[:_LINK_BYTES]
-    prefixes = []
-    for position, message in enumerate(messages):
-        if with_prefixes and position:
-            prefixes.append(link.hex())
-        link = hashlib.sha256(link + canonical_json(message)).digest()[:_LINK_BYTES]
-    return [link.hex(), prefixes]
+    """``[full, prefixes]``: the hash of the tools and every message (hex), and (``with_prefixes``)
+    the hash of the tools and the first 1, 2, ... messages, 16 bytes each, joined: a
+    conversation's ``full`` is among another's prefixes when its messages begin the other's.
+    Without prefixes (``exact``) ``full`` is one hash of the tools and the messages whole (a
+    hash and a serialization per message cost ``exact`` about half of what it added to a plain
+    run), another key than ``prefix``'s, which only ``prefix`` runs compare."""
+    if not with_prefixes:
+        # JSON text holds no NUL byte: the two texts cannot run into each other.
+        whole = b"whole\0" + canonical_json(tools) + b"\0" + canonical_json(messages)
+        return [hashlib.sha256(whole).digest()[:_LINK_BYTES].hex(), b""]
+    # One running hash of the tools and the messages, each message's text after a NUL (which
+    # JSON text never holds); a prefix's link is the hash so far (a copy, not a new hash of the
+    # link and the next message: no text copied, no hash begun per message).
+    running = hashlib.sha256(b"tools\0" + canonical_json(tools))
+    links = []
+    for message in messages:
+        links.append(running.copy().digest()[:_LINK_BYTES])
+        running.update(b"\0" + canonical_json(message))
+    # The prefixes' links as one bytes value, 16 bytes each (``prefix_keys``): a text per
+    # message made most of what a conversation's claim held and shuffled.
+    return [running.digest()[:_LINK_BYTES].hex(), b"".join(links[1:])]
+
+
+def prefix_keys(prefixes: bytes) -> list[str]:
+    """``content_keys``' prefixes as content keys (the text a ``full`` key is), shortest first."""
+    return [prefixes[i : i + _LINK_BYTES].hex() for i in range(0, len(prefixes), _LINK_BYTES)]
 
 
 def parse_splits(text: str) -> tuple[tuple[tuple[str, float], ...], list[str]]:

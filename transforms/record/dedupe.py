@@ -27,7 +27,7 @@ depend on the input only, on any runner.
 from __future__ import annotations
 
 import pickle
-from typing import Any, Iterator, NamedTuple, Union
+from typing import AbstractSet, Any, Iterator, NamedTuple, Union
 
 from transforms.core.jsontext import dumps_line, parse_json
 from transforms.dataset.dataset_keys import CONTENT_KEYS, TRAIN
@@ -48,7 +48,7 @@ class Claim(NamedTuple):
     order: Order
     id: Any
     full: str  # the content key of the whole conversation
-    prefixes: tuple[str, ...] = ()  # the content keys of its prefixes (``prefix``)
+    prefixes: bytes = b""  # its prefixes' links, 16 bytes each (``prefix``; ``dataset_keys.content_keys``)
 
     @property
     def shard(self) -> int:
@@ -90,13 +90,13 @@ class DuplicateOf(NamedTuple):
 Verdict = Union[KeptAs, DuplicateOf]
 
 
-def batch_claims(shard: int, start: int, metrics: list[dict[str, Any]]) -> list[tuple[Any, ...]]:
+def batch_claims(shard: int, start: int, metrics: list[dict[str, Any]], links: bool = True) -> list[tuple[Any, ...]]:
     """A batch's conversations (their drop metrics) -> their claims as plain tuples (``Claim``'s
-    fields), in input order."""
+    fields), in input order; ``links`` False: without their prefixes (kept apart by the caller)."""
     out = []
     for offset, m in enumerate(metrics):
         full, prefixes = m[CONTENT_KEYS]
-        out.append(((shard, start, offset), m["id"], full, tuple(prefixes)))
+        out.append(((shard, start, offset), m["id"], full, prefixes if links else b""))
     return out
 
 
@@ -117,49 +117,70 @@ def unpack_claims(packed: bytes) -> list[Claim]:
     return [Claim(*fields) for fields in unpack(packed)] if packed else []
 
 
-def content_claims(claim: Claim) -> Iterator[tuple[str, tuple[str, Any]]]:
+def fingerprint(key: str) -> int:
+    """A content key's first 64 bits: what ``known`` sets hold (8 bytes a conversation)."""
+    return int(key[:16], 16)
+
+
+#: A prefix's link's bytes in ``Claim.prefixes``.
+_LINK = 16
+
+
+def content_claims(claim: Claim, known: AbstractSet[int] | None = None) -> Iterator[tuple[str, tuple[str, Any]]]:
     """(content key, what this conversation is under it): its whole content, with its claim
     (less its prefixes); each of its prefixes (``prefix``), with a reference to it (length,
-    place, full key). Plain tuples: Beam's coder encodes them itself, where it pickles a
-    named tuple one by one (a third of the shuffles' cost)."""
+    place, full key, id). Plain tuples: Beam's coder encodes them itself, where it pickles a
+    named tuple one by one (a third of the shuffles' cost).
+
+    ``known``: the ``fingerprint`` of every conversation's whole content in the run. A prefix
+    that is not among them is no conversation's whole, so its claim would decide nothing
+    (``resolve_content`` passes over a key without a whole): it is left out. Most prefixes
+    are none, and they were most of what ``prefix`` shuffled (a claim per message)."""
     yield claim.full, ("whole", (claim.order, claim.id, claim.full))
-    length = len(claim.prefixes) + 1
-    for prefix in claim.prefixes:
-        yield prefix, ("extends", (length, claim.order, claim.full))
+    links = claim.prefixes
+    length = len(links) // _LINK + 1
+    for at in range(0, len(links), _LINK):
+        # The link's first 8 bytes, big-endian: ``fingerprint`` of its key's text.
+        if known is None or int.from_bytes(links[at : at + 8], "big") in known:
+            yield links[at : at + _LINK].hex(), ("extends", (length, claim.order, claim.full, claim.id))
 
 
-def resolve_content(element: tuple[str, Any]) -> Iterator[tuple[str, tuple[str, tuple[Any, ...]]]]:
-    """One content key's claims -> (the key of the one kept, what each is).
+def resolve_content(element: tuple[str, Any]) -> Iterator[tuple[str, tuple[str, tuple[Any, ...], tuple[Any, ...]]]]:
+    """One content key's claims -> (the key of the one kept, each other conversation collapsed
+    into it, with the one kept: ``(COLLAPSED, claim, survivor)``).
 
     Conversations that are a prefix of longer ones go into the longest (the earliest of the
-    longest); identical ones into the first in input order, which is kept."""
+    longest); identical ones into the first in input order, which is kept. A conversation kept
+    with nothing collapsed into it (most of them) gives nothing: it needs no verdict, and the
+    next shuffle carries the duplicates only."""
     key, values = element[0], list(element[1])
     wholes = sorted((Claim(*c) for kind, c in values if kind == "whole"), key=lambda c: c.order)
     if not wholes:
         return
     extenders = [ref for kind, ref in values if kind == "extends"]
     if extenders:
-        _, _, target = min(extenders, key=lambda ref: (-ref[0], ref[1]))
+        # The earliest of the longest: under its own key (which no longer one extends) it is
+        # the earliest whole, the one kept there too.
+        _, order, target, first_id = min(extenders, key=lambda ref: (-ref[0], ref[1]))
+        survivor = (order, first_id, target)
         for claim in wholes:
-            yield target, (COLLAPSED, tuple(claim))
+            yield target, (COLLAPSED, tuple(claim), survivor)
         return
-    yield key, (KEPT, tuple(wholes[0]))
+    survivor = tuple(wholes[0])
     for claim in wholes[1:]:
-        yield key, (COLLAPSED, tuple(claim))
+        yield key, (COLLAPSED, tuple(claim), survivor)
 
 
 def collapse_kept(element: tuple[str, Any]) -> Iterator[tuple[int, Verdict]]:
-    """The conversation kept and those collapsed into it -> a verdict for each, by shard: the
-    kept one takes the first id and lists the others; each other is a duplicate of it. A
-    conversation kept with nothing collapsed into it gets no verdict (it is written as it is)."""
+    """The conversations collapsed into one kept (each with it) -> a verdict for each, by
+    shard: the kept one takes the first id and lists the others; each other is a duplicate of
+    it. A conversation kept with nothing collapsed into it gets no verdict (and no element:
+    it is written as it is)."""
     values = list(element[1])
-    kept = [Claim(*c) for kind, c in values if kind == KEPT]
-    collapsed = sorted((Claim(*c) for kind, c in values if kind == COLLAPSED), key=lambda c: c.order)
-    if not kept:  # not reached: the longest conversation of a chain is kept under its own key
-        kept, collapsed = collapsed[:1], collapsed[1:]
-    (survivor,) = kept
+    collapsed = sorted((Claim(*c) for kind, c, _ in values if kind == COLLAPSED), key=lambda c: c.order)
     if not collapsed:
         return
+    survivor = Claim(*values[0][2])
     members = sorted([survivor, *collapsed], key=lambda c: c.order)
     first_id = members[0].id
     yield survivor.shard, KeptAs(survivor.order, first_id, [c.id for c in members[1:]])
@@ -222,13 +243,41 @@ def shard_outputs(shard: int, kept: list[Conversation], names: tuple[str, ...]) 
     keys; an output with nothing gets no batch."""
     if not kept:
         return
-    metrics = [{k: v for k, v in c.metrics.items() if k != CONTENT_KEYS} for c in kept]
+    # (A spill's metrics hold none: they are taken off once claimed, ``shard_step.Held``.)
+    metrics = [c.metrics if CONTENT_KEYS not in c.metrics else _without_keys(c.metrics) for c in kept]
     yield DROPS, Batch(shard, kept[0].start, metrics)
     for name in names:
         chosen = [c for c, m in zip(kept, metrics) if m.get("split", TRAIN) == name]
         if chosen:
             lines = [c.line for c in chosen]
             yield name, Batch(shard, chosen[0].start, [c.item for c in chosen], None if None in lines else lines)
+
+
+def batch_outputs(
+    shard: int,
+    start: int,
+    metrics: list[dict[str, Any]],
+    items: list[Any],
+    lines: list[Any] | None,
+    names: tuple[str, ...],
+) -> Iterator[tuple[str, Batch]]:
+    """``shard_outputs`` of a spilled batch whose conversations are all kept as they are (no
+    verdict), without a ``Conversation`` made for each: the same pairs."""
+    if not metrics:
+        return
+    yield DROPS, Batch(shard, start, [m if CONTENT_KEYS not in m else _without_keys(m) for m in metrics])
+    each_split = [m.get("split", TRAIN) for m in metrics]
+    for name in names:
+        chosen = [index for index, split in enumerate(each_split) if split == name]
+        if not chosen:
+            continue
+        its_lines = None if lines is None else [lines[index] for index in chosen]
+        its_items = items if len(chosen) == len(items) else [items[index] for index in chosen]
+        yield name, Batch(shard, start, its_items, None if its_lines is None or None in its_lines else its_lines)
+
+
+def _without_keys(metrics: dict[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in metrics.items() if k != CONTENT_KEYS}
 
 
 def sorted_letters(letters: list[dict[str, Any]]) -> list[dict[str, Any]]:
