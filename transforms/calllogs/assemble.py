@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import operator
 import re
 from typing import Any, NamedTuple
 
@@ -53,6 +54,10 @@ class _CallSeen(NamedTuple):
     #: Digest of the call's tools (a key of ``GroupState.tools``), and its model.
     tools: bytes | None
     model: str | None
+
+
+#: The size of a chain hash (``blake2b``, 16 bytes).
+_DIGEST_SIZE = 16
 
 
 class _Sequence:
@@ -136,12 +141,52 @@ def comparable(messages: list[Any]) -> list[Any]:
 
 def chain_of(messages: list[Any]) -> list[bytes]:
     """The hash chain of a sequence, of its comparable form (``comparable``)."""
-    chain: list[bytes] = []
-    previous = b""
-    for message in comparable(messages):
-        previous = hashlib.blake2b(previous + message_digest(message), digest_size=16).digest()
-        chain.append(previous)
-    return chain
+    return _chain(messages, [])[0]
+
+
+def _chain(messages: list[Any], known: list[bytes]) -> tuple[list[bytes], int]:
+    """The hash chain of ``messages`` given ``known``, the chain of as many first messages, all
+    plain; and how many first messages are plain.
+
+    A plain message (a string role, not ``tool``, and a string content, nothing else) is its
+    own comparable form and changes nothing for the messages after it (it makes no call and
+    answers none): the chain goes through such messages without ``comparable``, their digests
+    looked up by role and text (a call's history repeats the one before it), and from the first
+    other message on takes the comparable form of the rest, which is the whole's."""
+    chain = list(known)
+    previous = chain[-1] if chain else b""
+    blake2b = hashlib.blake2b
+    digests = _PLAIN_DIGESTS
+    start = len(known)
+    for index in range(start, len(messages)):
+        message = messages[index]
+        if message.__class__ is dict and len(message) == 2:
+            role = message.get("role")
+            content = message.get("content")
+            if role.__class__ is str and content.__class__ is str and role != "tool":
+                key = (role, content)
+                digest = digests.get(key)
+                if digest is None:
+                    digest = message_digest(message)
+                    if len(content) <= _PLAIN_DIGEST_CHARS:
+                        if len(digests) >= _PLAIN_DIGEST_COUNT:
+                            digests.clear()
+                        digests[key] = digest
+                previous = blake2b(previous + digest, digest_size=16).digest()
+                chain.append(previous)
+                continue
+        for rest in comparable(messages[index:]):
+            previous = blake2b(previous + message_digest(rest), digest_size=16).digest()
+            chain.append(previous)
+        return chain, index
+    return chain, len(messages)
+
+
+#: Digests of plain messages by (role, text), of texts up to ``_PLAIN_DIGEST_CHARS``, at most
+#: ``_PLAIN_DIGEST_COUNT`` of them (then forgotten at once): a few megabytes at most.
+_PLAIN_DIGESTS: dict[tuple[str, str], bytes] = {}
+_PLAIN_DIGEST_CHARS = 2048
+_PLAIN_DIGEST_COUNT = 4096
 
 
 class GroupState:
@@ -153,7 +198,7 @@ class GroupState:
     a few look-ups, never a comparison with every kept sequence (a trace of thousands of
     unrelated calls)."""
 
-    __slots__ = ("sequences", "calls", "tool_results", "rejected", "tools", "prefixes", "ends", "truncated")
+    __slots__ = ("sequences", "calls", "tool_results", "rejected", "tools", "prefixes", "ends", "truncated", "_recent")
 
     def __init__(self) -> None:
         self.sequences: list[_Sequence] = []
@@ -167,6 +212,35 @@ class GroupState:
         #: The chain ends of the calls whose output was a stream cut off (``Call.truncated``): a
         #: conversation holding one of them holds that partial answer, however the calls arrive.
         self.truncated: set[bytes] = set()
+        #: The last call's history and its chain, when every message of it is plain: the next
+        #: call's history, made of the same messages and more (a reader that reads a history
+        #: once per group hands on the same message objects), hashes only what it adds.
+        self._recent: tuple[list[Any], list[bytes]] | None = None
+
+    def __getstate__(self) -> tuple[Any, ...]:
+        # Shuffled and kept by Beam: each sequence's chain as one bytes object, and none of
+        # what is made of the chains again (``prefixes``, ``ends``) or of the last call.
+        # Calls as plain tuples: pickle asks a named tuple for its fields by a Python call.
+        sequences = [(q.messages, b"".join(q.chain), q.discarded) for q in self.sequences]
+        calls = [(*c.origin, c.length, c.end, c.tools, c.model) for c in self.calls]
+        return (sequences, calls, self.tool_results, self.rejected, self.tools, self.truncated)
+
+    def __setstate__(self, state: tuple[Any, ...]) -> None:
+        sequences, calls, self.tool_results, self.rejected, self.tools, self.truncated = state
+        self.calls = [
+            _CallSeen(Origin(source, position, call_id, start), length, end, tools, model)
+            for source, position, call_id, start, length, end, tools, model in calls
+        ]
+        self.sequences = []
+        self.prefixes = set()
+        self.ends = {}
+        self._recent = None
+        for messages, joined, discarded in sequences:
+            chain = [joined[i : i + _DIGEST_SIZE] for i in range(0, len(joined), _DIGEST_SIZE)]
+            self.sequences.append(_Sequence(messages, chain, discarded))
+            if chain:
+                self.ends[chain[-1]] = len(self.sequences) - 1
+                self.prefixes.update(chain)
 
     def add(self, source: str, position: int, piece: Piece) -> GroupState:
         origin = Origin(source, position, piece.call_id, piece.start)
@@ -178,8 +252,17 @@ class GroupState:
             return self
         if not isinstance(piece, Call):
             return self  # not a piece to assemble (a reader's ``Skipped`` marker)
-        messages = [*piece.history, *piece.output]
-        chain = chain_of(messages)
+        history = piece.history
+        messages = [*history, *piece.output]
+        hashed: list[bytes] = []
+        recent = self._recent
+        if recent is not None:
+            before, before_chain = recent
+            size = len(before)
+            if len(history) >= size and all(map(operator.is_, history[:size], before)):
+                hashed = before_chain
+        chain, plain = _chain(messages, hashed)
+        self._recent = (history, chain[: len(history)]) if history and plain >= len(history) else None
         tools = None
         if piece.tools is not None:
             tools = hashlib.blake2b(canonical_json(piece.tools), digest_size=16).digest()
@@ -211,7 +294,8 @@ class GroupState:
             return
         if end in self.prefixes:
             return  # a prefix of a kept sequence
-        for h in new.chain[:-1]:
+        # At most one kept sequence is a prefix of it; a growing history's is near its end.
+        for h in reversed(new.chain[:-1]):
             index = self.ends.get(h)
             if index is not None:  # it extends that kept sequence: replace it
                 del self.ends[h]
