@@ -37,8 +37,8 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 from pipeline.graph.shard_step import ShardWork, numbered_place, process_batches, process_shard  # noqa: E402
-from pipeline.io.planning import plan_shards  # noqa: E402
 from pipeline.io import processed_files as processed  # noqa: E402
+from pipeline.io.planning import plan_shards  # noqa: E402
 from pipeline.streaming import assembled as assembly  # noqa: E402
 from pipeline.streaming.clean import CleanPlan, clean_landed_file  # noqa: E402
 from pipeline.streaming.watch import Landed  # noqa: E402
