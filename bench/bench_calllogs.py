@@ -112,34 +112,40 @@ def write_long_trace(path: Path, calls: int, segment: int = SEGMENT) -> None:
             history.append(answer)
 
 
+#: Runs a command in a process forked from a small one and writes its rusage as JSON to the
+#: file named first: a child forked from this process would count this process's memory in
+#: its peak (a forked child's resident pages are its parent's until it execs).
+_MEASURED = """
+import json, os, sys
+pid = os.fork()
+if pid == 0:
+    os.execv(sys.argv[2], sys.argv[2:])
+_, status, usage = os.wait4(pid, 0)
+with open(sys.argv[1], "w") as out:
+    json.dump({"cpu": usage.ru_utime + usage.ru_stime, "maxrss": usage.ru_maxrss, "status": status}, out)
+sys.exit(os.waitstatus_to_exitcode(status))
+"""
+
+
 def run(inputs: Path, output: Path) -> dict:
     """``convnorm run`` in a child; its CPU seconds and peak RSS (MiB), and its summary."""
     started = time.perf_counter()
+    measured = output.with_name(output.name + ".usage.json")
     with tempfile.TemporaryFile() as errors:
-        child = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "pipeline",
-                "--input",
-                str(inputs),
-                "--output",
-                str(output),
-                "--quiet",
-                "--no-report",
-            ],
+        code = subprocess.call(
+            [sys.executable, "-c", _MEASURED, str(measured), sys.executable, "-m", "pipeline"]
+            + ["--input", str(inputs), "--output", str(output), "--quiet", "--no-report"],
             stdout=subprocess.DEVNULL,
             stderr=errors,
             cwd=ROOT,
         )
-        # This child's own usage (its peak memory included), not the maximum of every child's.
-        _, status, usage = os.wait4(child.pid, 0)
         wall = time.perf_counter() - started
-        if os.waitstatus_to_exitcode(status) not in (0, 1):
+        if code not in (0, 1):
             errors.seek(0)
             raise SystemExit(f"convnorm failed on {inputs}:\n{errors.read()[-2000:].decode()}")
+    usage = json.loads(measured.read_text())
     summary = json.loads((output / "summary.json").read_text())
-    return {"cpu": usage.ru_utime + usage.ru_stime, "wall": wall, "rss_mib": usage.ru_maxrss / 1024, "summary": summary}
+    return {"cpu": usage["cpu"], "wall": wall, "rss_mib": usage["maxrss"] / 1024, "summary": summary}
 
 
 def plain_assembly(calls: Path, output: Path) -> float:
