@@ -79,17 +79,21 @@ def assert_same_outputs(ours: Path, reference: Path, label: str) -> None:
 
 
 CALL_LOGS = ROOT / "tests" / "data" / "calllogs"
+#: Label exports (Langfuse scores, LangSmith feedback, Phoenix annotations) of those call logs.
+LABELS = ROOT / "tests" / "data" / "labels"
 #: Fixture folders of span attributes as instrumentations assert them, not export records.
 ATTRIBUTE_FIXTURES = frozenset({"openinference-genai"})
 
 
 def write_call_log_input(directory: Path) -> list[str]:
-    """Every call-log fixture (tests/data/calllogs: each export family's own samples) in one
-    directory, beside a file of whole conversations: what a mixed directory of exports gives."""
+    """Every call-log fixture (tests/data/calllogs: each export family's own samples) and label
+    export (tests/data/labels) in one directory, beside a file of whole conversations: what a mixed directory of exports gives."""
     directory.mkdir(parents=True)
     for path in sorted(p for p in CALL_LOGS.rglob("*") if p.is_file() and p.suffix in (".json", ".jsonl")):
         if path.parent.name in ATTRIBUTE_FIXTURES:
             continue
         (directory / f"{path.parent.name}-{path.name}").write_bytes(path.read_bytes())
+    for path in sorted(LABELS.glob("*.jsonl")):
+        (directory / f"labels-{path.name}").write_bytes(path.read_bytes())
     (directory / "whole-conversations.jsonl").write_bytes(b"".join(SAMPLE.read_bytes().splitlines(True)[:20]))
     return [str(directory / "*.json"), str(directory / "*.jsonl")]

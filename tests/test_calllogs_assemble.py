@@ -34,7 +34,10 @@ def test_a_growing_history_collapses_into_the_last_call_with_its_output():
     made = assemble("test", "g", state_of(first, second))
     assert len(made) == 1
     (conversation,) = made
-    assert conversation.record == {"id": "g", "messages": [SYSTEM, USER, CALL, RESULT, ANSWER]}
+    times = {"first_call_at": "1970-01-01T00:00:00.000000001Z", "last_call_at": "1970-01-01T00:00:00.000000002Z"}
+    assert conversation.record == {"id": "g", "messages": [SYSTEM, USER, CALL, RESULT, ANSWER], "metadata": times}
+    # The labels of each call judge its answer: the call, then the answer after the result.
+    assert conversation.judged == {"span1": 2, "span2": 4}
     assert conversation.assembly["collapsed"] == 1
     assert [c["call"] for c in conversation.assembly["calls"]] == ["span1", "span2"]
     # The conversation stands where its latest call was read.

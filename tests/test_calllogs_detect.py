@@ -118,8 +118,11 @@ def test_detection_order_is_by_priority():
     assert [name for _, name in priorities] == [
         "otlp",
         "span-rows",
+        "phoenix-annotations",  # labels (transforms.calllogs.labels)
         "langfuse",
+        "langfuse-scores",
         "langsmith",
+        "langsmith-feedback",
         "helicone",
         "openpipe",
         "litellm",

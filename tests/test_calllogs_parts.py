@@ -12,6 +12,7 @@ import pytest
 
 from transforms.calllogs.assemble import GroupState, assemble
 from transforms.calllogs.calls import Call, Rejected, Skipped, ToolResult
+from transforms.calllogs.joins import joined_alone
 from transforms.calllogs.readers import CALL_LOG_READERS, detect_call_log
 from transforms.record.record_settings import Settings
 from transforms.record.record_steps import CallLogRead, read_call_log
@@ -320,7 +321,8 @@ def test_the_langfuse_sdks_own_span_attributes_are_read():
     }
     document = {"resourceSpans": [{"scopeSpans": [{"spans": [span, tool, plain]}]}]}
     call, result, skipped = read(document, "otlp")
-    assert call == Call("otlp", "chat-7", 0, "cd", history, [assistant("Hello.")], None, "gpt-4o-mini")
+    context = {"session_id": "chat-7", "trace_id": "ab"}
+    assert call == Call("otlp", "chat-7", 0, "cd", history, [assistant("Hello.")], None, "gpt-4o-mini", context=context)
     assert result == ToolResult("otlp", "chat-7", 0, "ce", "call_1", "", "rainy")
     assert skipped == Skipped("span")
 
@@ -585,7 +587,9 @@ def test_a_run_of_a_langsmith_payload_is_refused_alone():
 
     read_ = read_call_log({"post": [run("r1", "HumanMessage"), run("r2", "OddMessage")]}, CALLS)
     assert isinstance(read_, CallLogRead)
-    call, refused = read_.pieces
+    # The posts have no end: each waits for a patch (a fragment), but the one that cannot be
+    # read is refused at once.
+    call, refused = joined_alone(read_.pieces)
     assert isinstance(call, Call) and call.history == [user("Hi")]
     assert isinstance(refused, Rejected) and (refused.call_id, refused.reason) == ("r2", "unknown_message_class")
     assert refused.detail.startswith("langsmith: run 1 (id r2): unknown_message_class: ")

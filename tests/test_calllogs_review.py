@@ -162,7 +162,8 @@ def test_a_group_named_like_a_branch_does_not_share_its_id(tmp_path):
         [
             _row("o1", "x", 1, [USER], ANSWER),
             _row("o2", "x", 2, [OTHER], ANSWER),
-            _row("o3", "x#branch1", 3, [USER, ANSWER, OTHER], ANSWER),
+            # Not a continuation of x's first conversation (that would be chained into it).
+            _row("o3", "x#branch1", 3, [USER, OTHER], ANSWER),
         ],
         tmp_path,
     )
@@ -267,7 +268,7 @@ def test_a_bug_in_one_groups_assembly_is_a_dead_letter_not_the_end_of_the_job(mo
     def broken(*args, **kwargs):
         raise TypeError("a bug")
 
-    monkeypatch.setattr(assembled_calls, "assemble", broken)
+    monkeypatch.setattr(assembled_calls, "assemble_chained", broken)
     state = _state([_call(1, [USER], [ANSWER]), _call(2, [OTHER], [ANSWER])], (0, 1))
     made = [conversation for _, conversation in assembled_calls.conversations_of((("test", "g"), state), Settings(), 1)]
     assert [(c.raw.source, c.raw.position) for c in made] == [("f", 0), ("f", 1)]

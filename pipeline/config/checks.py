@@ -28,6 +28,7 @@ from transforms.dataset.dataset_keys import parse_splits
 from transforms.dataset.redact import parse_kinds
 from transforms.formats import WRITERS
 from transforms.record.record_settings import Settings, TokenSettings, problems
+from transforms.record.score_filter import parse_bound
 from transforms.record.tokens import ENCODINGS, FINE_TUNING_LIMITS, parse_limit, sink_view, unavailable
 from transforms.repairs.roles import parse_map_role
 from transforms.totals.summary import DeadLetterLimit
@@ -39,6 +40,8 @@ _FLAGS = {
     "drop_roles": "--drop-role",
     "map_roles": "--map-role",
     "splits": "--split",
+    "min_scores": "--min-score",
+    "max_scores": "--max-score",
 }
 
 
@@ -232,6 +235,7 @@ def record_settings(ours, tokens: TokenSettings | None = None) -> Settings:
         weights=getattr(ours, "weights", "auto"),
         trailing=getattr(ours, "trailing", "auto"),
         keep_truncated_streams=getattr(ours, "keep_truncated_streams", False),
+        chain_groups=getattr(ours, "chain_groups", True),
         dedupe=getattr(ours, "dedupe", "none"),
         examples=getattr(ours, "examples", "whole"),
         chat_template=load_template(ours.chat_template) if getattr(ours, "chat_template", None) else None,
@@ -242,6 +246,9 @@ def record_settings(ours, tokens: TokenSettings | None = None) -> Settings:
         splits=parse_splits(ours.split)[0] if getattr(ours, "split", None) else (),
         split_by=getattr(ours, "split_by", None),
         split_seed=getattr(ours, "split_seed", 0),
+        # A bound that does not parse keeps its text, for the error to name.
+        min_scores=tuple(parse_bound(text) or ("", text) for text in getattr(ours, "min_score", None) or ()),
+        max_scores=tuple(parse_bound(text) or ("", text) for text in getattr(ours, "max_score", None) or ()),
         reasoning=getattr(ours, "reasoning", None),
         media=getattr(ours, "media", None),
     )

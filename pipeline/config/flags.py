@@ -255,6 +255,15 @@ def _run_flags(add) -> None:
         "on (the default), or off, which leaves the assembly's steps out of the graph (about 0.25 s a run "
         "in-process) and makes any call-log record a call_log dead letter",
     )
+    add(
+        "--chain-groups",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="a conversation assembled from call logs whose messages, ending at an answer, are the start "
+        "of a longer one of another group (a trace or id per call or per turn) is part of that one: "
+        "dropped and counted (call_logs.chained_across_groups), its calls in the longer one's account "
+        "(the default); --no-chain-groups keeps every group's conversations apart",
+    )
 
 
 def _plan_flags(add) -> None:
@@ -449,6 +458,19 @@ def _training_flags(add) -> None:
         "session: metadata.user_id); default: the record id",
     )
     add("--split-seed", type=int, default=0, help="seed of the --split hash (default 0)")
+    add(
+        "--min-score",
+        action="append",
+        help="NAME=VALUE: keep only conversations whose score NAME (metadata.scores: their labels) is at "
+        "least VALUE (a number, or true/false); others are dead letters, score_below_min or score_missing "
+        "(repeatable: every bound must hold)",
+    )
+    add(
+        "--max-score",
+        action="append",
+        help="NAME=VALUE: keep only conversations whose score NAME is at most VALUE; others are dead "
+        "letters, score_above_max or score_missing (repeatable)",
+    )
     add(
         "--chat-template",
         help="a Jinja chat template file, or a local tokenizer folder (tokenizer_config.json, "

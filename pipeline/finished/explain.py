@@ -295,7 +295,9 @@ def reassembled(
     conversations list (``output``'s drops/ lines and dead letters) read back, their pieces of
     its group assembled as the run did, the conversation of its id."""
     from pipeline.io.reread import record_at
-    from transforms.calllogs.assemble import GroupState, NoCalls, assemble, group_key
+    from transforms.calllogs.assemble import GroupState, NoCalls, group_key
+    from transforms.calllogs.chains import assemble_chained
+    from transforms.calllogs.joins import is_join_key, joined_states
     from transforms.record.record_steps import parse_payload, read_call_log
 
     assembly = metrics["assembly"]
@@ -308,8 +310,11 @@ def reassembled(
         for name in ("calls", "tool_results_filled", "tool_results_unused")
         for entry in other.get(name, ())
     ]
+    # A call read in parts (a LangSmith post and its patch ...) lists its other records too.
+    listed += [part for entry in listed for part in entry.get("parts", ())]
     calls = dataclasses.replace(settings, input_format=assembly["format"], calls=True)
     state = GroupState()
+    fragments: dict[tuple[str, str], GroupState] = {}
     for source, position in sorted({(str(c["source"]), int(c["position"])) for c in listed}):
         check_source(inputs, source, metrics.get("id"))
         raw = record_at(source, position, max_record_bytes)
@@ -317,9 +322,15 @@ def reassembled(
             raise NotFound(f"{source} has no record at position {position:,} any more: was the file moved or changed?")
         for piece in getattr(read_call_log(parse_payload(raw), calls), "pieces", ()):
             fmt, group = group_key(piece)
-            if (fmt, as_written(group)) == key:
+            if is_join_key((fmt, group)):
+                fragments.setdefault((fmt, group), GroupState()).add(source, position, piece)
+            elif (fmt, as_written(group)) == key:
                 state.add(source, position, piece)
-    made = assemble(
+    for join_key, parts in sorted(fragments.items()):
+        for (fmt, group), joined in joined_states(join_key, parts):
+            if (fmt, as_written(group)) == key:
+                state.merge(joined)
+    made = assemble_chained(
         *key,
         state,
         id_field=settings.id_field,
@@ -358,6 +369,9 @@ def assembly_lines(assembly: dict) -> list[str]:
             if assembly["branch"]
             else f"; {assembly['branches']} branch(es) split out"
         )
+    chained = assembly.get("chained", [])
+    if chained:  # conversations of other groups whose messages start this one's
+        head += f"; {len(chained)} conversation(s) of other groups chained into it: " + ", ".join(map(repr, chained))
     lines = [head]
     lines += [f"  call {c.get('call')} at {c.get('start')}: {_where(c)}" for c in calls]
     for name, label in (
@@ -370,6 +384,27 @@ def assembly_lines(assembly: dict) -> list[str]:
 
 # --------------------------------------------------------------------------------------------
 # Text
+
+
+def label_lines(metrics: dict) -> list[str]:
+    """A conversation's scores and its labels (docs/call-logs.md), one line each."""
+    scores = metrics.get("scores") or {}
+    lines = ["scores: " + ", ".join(f"{name} {_value(value)}" for name, value in scores.items())] if scores else []
+    for label in metrics.get("labels") or ():
+        if not isinstance(label, dict):
+            continue
+        on = f"message {label['message']}" if "message" in label else "the whole conversation"
+        line = f"  label {label.get('name')} = {_value(label.get('value'))} ({label.get('source')}), on {on}"
+        if label.get("comment"):
+            line += f"; comment: {label['comment']}"
+        if label.get("correction"):
+            line += f"; a correction of {label['correction']} message(s)"
+        lines.append(line)
+    return lines
+
+
+def _value(value: object) -> str:
+    return str(value).lower() if isinstance(value, bool) else str(value)
 
 
 def _cell(text: str, limit: int) -> str:
@@ -406,6 +441,8 @@ def explanation_text(located: Located, width: int | None = None) -> str:
         head.append("dropped by reason: " + ", ".join(f"{r} {n}" for r, n in ex.result.drops.items()))
     if "assembly" in metrics:
         head += assembly_lines(metrics["assembly"])
+    if metrics.get("labels") or metrics.get("scores"):
+        head += label_lines(metrics)
     if metrics.get("duplicates"):
         # --dedupe: the conversations collapsed into this one (each a duplicate dead letter).
         head.append("--dedupe: kept under this id; collapsed into it: " + ", ".join(map(str, metrics["duplicates"])))

@@ -39,6 +39,48 @@ class SplitStats:
     clusters: list[tuple[int, str, list[str]]] = field(default_factory=list)
     #: (rank, id, drops line) of clean conversations, the lowest ranks drawn (``sample_of``), bounded
     sample: list[tuple[int, str, dict]] = field(default_factory=list)
+    #: Conversations with scores (``metadata.scores``: their labels), and per score name its
+    #: distribution (``ScoreStats``).
+    labelled: int = 0
+    scores: dict[str, ScoreStats] = field(default_factory=dict)
+
+
+#: How many distinct values of a score that is not a number a split's statistics keep.
+SCORE_VALUES_KEPT = 50
+
+
+@dataclass
+class ScoreStats:
+    """One score name's values in a split: numbers by count, least, greatest and sum; other
+    values (true / false, categories) counted by value (at most ``SCORE_VALUES_KEPT``)."""
+
+    conversations: int = 0
+    numbers: int = 0
+    least: float | None = None
+    greatest: float | None = None
+    total: float = 0.0
+    values: dict[str, int] = field(default_factory=dict)
+
+    def add(self, value: Any) -> None:
+        self.conversations += 1
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            self.numbers += 1
+            self.total += value
+            self.least = value if self.least is None else min(self.least, value)
+            self.greatest = value if self.greatest is None else max(self.greatest, value)
+            return
+        text = str(value).lower() if isinstance(value, bool) else str(value)[:60]
+        if text in self.values or len(self.values) < SCORE_VALUES_KEPT:
+            self.values[text] = self.values.get(text, 0) + 1
+
+    def described(self) -> str:
+        parts = []
+        if self.numbers:
+            mean = self.total / self.numbers
+            parts.append(f"least {self.least:g} · mean {mean:.3g} · greatest {self.greatest:g}")
+        ranked = sorted(self.values.items(), key=lambda item: (-item[1], item[0]))
+        parts.extend(f"{value}: {number_text(n)}" for value, n in ranked[:8])
+        return " · ".join(parts)
 
 
 def _rank(seed: int, split: str, rid: str) -> int:
@@ -54,6 +96,7 @@ class DatasetStats:
     splits: dict[str, SplitStats] = field(default_factory=dict)
     has_tokens: bool = False
     has_tool_calls: bool = False
+    has_labels: bool = False
 
     def add(self, m: dict) -> None:
         name = str(m.get("split", TRAIN))
@@ -71,6 +114,11 @@ class DatasetStats:
             split.tokens += m["tokens"]
             key = histogram_key(m["tokens"])
             split.token_counts[key] = split.token_counts.get(key, 0) + 1
+        if isinstance(m.get("scores"), dict) and m["scores"]:
+            self.has_labels = True
+            split.labelled += 1
+            for name, value in m["scores"].items():
+                split.scores.setdefault(str(name), ScoreStats()).add(value)
         rid = str(m.get("id", ""))
         duplicates = m.get("duplicates")
         if isinstance(duplicates, list) and duplicates:
@@ -168,6 +216,20 @@ def training_html(s: dict, split_by: str | None) -> str:
     return '<h2>Training set</h2><div class="card">' + "".join(parts) + "</div>"
 
 
+def scores_table(split: SplitStats) -> str:
+    """A split's scores (its conversations' ``metadata.scores``): per name, how many
+    conversations have one, and how they are spread."""
+    rows = "".join(
+        f'<tr><td class="mono">{escape(name)}</td><td class="n">{number_text(stats.conversations)}</td>'
+        f"<td>{escape(stats.described())}</td></tr>"
+        for name, stats in sorted(split.scores.items())
+    )
+    return (
+        '<h4>Scores (their labels: docs/call-logs.md)</h4><div class="scroll"><table class="examples">'
+        f'<tr><th>score</th><th class="n">conversations</th><th>values</th></tr>{rows}</table></div>'
+    )
+
+
 def splits_html(s: dict, stats: DatasetStats, sample_block: Callable[[dict], str], split_by: str | None = None) -> str:
     """A section per split; ``sample_block`` renders one sampled conversation."""
     if not stats.splits:
@@ -197,6 +259,8 @@ def splits_html(s: dict, stats: DatasetStats, sample_block: Callable[[dict], str
             tiles.append(tile("tokens", key + "tokens", split.tokens))
         if split.duplicates_collapsed:
             tiles.append(tile("duplicates collapsed", key + "duplicates", split.duplicates_collapsed))
+        if stats.has_labels:
+            tiles.append(tile("with scores", key + "labelled", split.labelled))
         where = "normalized/" if name == TRAIN else f"{name}/"
         body = [f'<div class="tiles">{"".join(tiles)}</div>']
         if split.token_counts:
@@ -212,6 +276,8 @@ def splits_html(s: dict, stats: DatasetStats, sample_block: Callable[[dict], str
                 color=OK_COLOR,
             )
             body.append(figure(chart, f"split_tokens_{name}"))
+        if split.scores:
+            body.append(scores_table(split))
         clusters = clusters_of(split)
         if clusters:
             rows = "".join(

@@ -34,6 +34,7 @@ LEDGER_KEYS = ("discarded_fields", "discarded_chars", "discarded_by_name", "conv
 KNOWN_KEYS = frozenset(
     {
         "call_logs",
+        "labels",
         "records_in",
         "records_out",
         "dead_letters",
@@ -179,10 +180,30 @@ def opt_in_html(s: dict) -> str:
         add('<h2>Windows over time</h2><div class="card">' + _generic(s["windows"], "windows", "Windows") + "</div>")
     if "call_logs" in s:
         add(_call_logs_section(s["call_logs"]))
+    if "labels" in s:
+        add(_labels_section(s["labels"]))
     for key in s:
         if key not in KNOWN_KEYS:
             add(f'<h2>{escape(key)}</h2><div class="card">' + _generic(s[key], key, key) + "</div>")
     return "".join(parts)
+
+
+def _labels_section(labels: dict) -> str:
+    """How many labels were read and where each ended (docs/call-logs.md)."""
+    counts = {name: n for name, n in labels.items() if not isinstance(n, dict)}
+    unmatched = labels.get("label_unmatched") or {}
+    return (
+        '<h2>Labels joined to their conversations</h2><div class="card">'
+        + count_table(counts, "labels", "labels")
+        + count_table(
+            unmatched,
+            "labels.label_unmatched",
+            "labels unmatched (no conversation holds their call or trace), by source",
+        )
+        + "<p>Each label (a score, a feedback, an annotation, a rating) is joined to the conversation "
+        "holding the call or the trace it judges, and kept in its metadata (labels, scores); a stale "
+        "version of a label is superseded by its latest.</p></div>"
+    )
 
 
 def _call_logs_section(calls: dict) -> str:

@@ -24,30 +24,35 @@ from apache_beam.transforms.timeutil import TimeDomain
 from apache_beam.transforms.window import GlobalWindow
 from apache_beam.utils.timestamp import Timestamp
 
-from transforms.calllogs.assemble import GroupState
+from transforms.calllogs.assemble import GroupState, call_traces
+from transforms.calllogs.calls import Label
+from transforms.calllogs.joins import is_join_key, joined_states
+from transforms.calllogs.labels import label_counts, targets_of
 from transforms.record.assembled_calls import (
     DEFAULT_REOPEN_S,
     DEFAULT_SESSION_GAP_S,
     FIRST_ASSEMBLED_SHARD,
     STREAM_ASSEMBLED_SHARD,
-    assembly_partial,
     call_log_partial,
     conversations_of,
     emitted_again,
     keyed_pieces,
-    shard_batches,
 )
 from transforms.record.inputs import Batch
+from transforms.record.labelled_calls import joined_by_bucket, labelled_batches, labelled_partial
 from transforms.record.record_settings import Settings
 
 
 class AssembleCalls(beam.CombineFn):
-    """``(source, position, piece)`` of one group -> its ``GroupState``."""
+    """``(source, position, piece)`` of one group (or a ``GroupState`` of its joined pieces:
+    ``JoinFragments``) -> its ``GroupState``."""
 
     def create_accumulator(self) -> GroupState:
         return GroupState()
 
-    def add_input(self, state: GroupState, item: tuple[str, int, Any]) -> GroupState:
+    def add_input(self, state: GroupState, item: tuple[str, int, Any] | GroupState) -> GroupState:
+        if isinstance(item, GroupState):
+            return state.merge(item)
         return state.add(*item)
 
     def merge_accumulators(self, states: Iterable[GroupState]) -> GroupState:
@@ -117,7 +122,7 @@ class _Sessions(beam.DoFn):
     def closed(self, key=beam.DoFn.KeyParam, calls=_CALLS_STATE, panes=_PANES_STATE):
         pane = panes.read() or 0
         state = calls.read()
-        if not state.calls and not state.tool_results and not state.rejected:
+        if not (state.calls or state.chained or state.tool_results or state.rejected or state.fragments):
             return  # expired already: nothing left to emit
         for _, made in conversations_of((key, state), self._settings, 1):
             yield emitted_again(made, pane)
@@ -174,13 +179,13 @@ class AssembleConversations(beam.PTransform):
 
     def _sessions(self, pieces, handed_on):
         """On a stream: ``_Sessions`` (a group's conversation emitted after ``session_gap_s``
-        without a call; a later call re-opens it)."""
+        without a call; a later call re-opens it). ``handed_on``: the partial summaries to add."""
         made = pieces | "Sessions" >> beam.ParDo(_Sessions(self._settings, self._gap, self._lateness))
         batches = made | "Batches" >> beam.Map(lambda c: Batch(STREAM_ASSEMBLED_SHARD, 0, [c.raw])).with_output_types(
             Batch
         )
         counted = made | "Made" >> beam.Map(lambda c: {"call_logs": c.counts})
-        return AssembledBatches(batches, _as_batches((handed_on, counted)))
+        return AssembledBatches(batches, _as_batches((*handed_on, counted)))
 
     def expand(self, logged_batches):
         handed_on = logged_batches | "HandedOn" >> beam.Map(lambda batch: call_log_partial(batch.items))
@@ -189,16 +194,45 @@ class AssembleConversations(beam.PTransform):
             | "Records" >> beam.FlatMap(lambda batch: batch.items)
             | "Pieces" >> beam.FlatMap(keyed_pieces)
         )
-        if not logged_batches.is_bounded:
-            return self._sessions(pieces, handed_on)
-        by_bucket = (
+        call_pieces = pieces | "CallPieces" >> beam.Filter(lambda keyed: not isinstance(keyed[1][2], Label))
+        labels = (
             pieces
-            | "AssembleGroups" >> beam.CombinePerKey(AssembleCalls())
-            | "Conversations" >> beam.FlatMap(conversations_of, self._settings, self._buckets)
-            | "ByShard" >> beam.GroupByKey()
+            | "LabelPieces" >> beam.Filter(lambda keyed: isinstance(keyed[1][2], Label))
+            | "ByJoinId" >> beam.Map(lambda keyed: (keyed[1][2].group, keyed[1][2]))
         )
+        if not logged_batches.is_bounded:
+            # A stream's labels are not joined here (the landing-directory driver joins them at a
+            # window's close): counted unmatched, never lost silently.
+            unmatched = labels | "LabelsUnmatched" >> beam.Map(
+                lambda keyed: label_counts(label_unmatched={keyed[1].source: 1})
+            )
+            return self._sessions(call_pieces, (handed_on, unmatched))
+        # Fragments (parts of one call read apart) meet by their key first; the pieces they make
+        # go to their groups with the others.
+        joined_calls = (
+            call_pieces
+            | "Fragments" >> beam.Filter(lambda item: is_join_key(item[0]))
+            | "JoinFragments" >> beam.CombinePerKey(AssembleCalls())
+            | "JoinedCalls" >> beam.FlatMap(lambda keyed: joined_states(*keyed))
+        )
+        whole = call_pieces | "Whole" >> beam.Filter(lambda item: not is_join_key(item[0]))
+        states = (
+            (whole, joined_calls)
+            | "WithJoined" >> beam.Flatten()
+            | "AssembleGroups" >> beam.CombinePerKey(AssembleCalls())
+        )
+        conversations = states | "Conversations" >> beam.FlatMap(conversations_of, self._settings, self._buckets)
+        # Labels meet the ids groups offer (keys, not conversations), then go to their group's shard.
+        targets = states | "Targets" >> beam.FlatMap(lambda keyed: targets_of(keyed[0], call_traces(keyed[1])))
+        joined = (
+            (targets, labels)
+            | "LabelsAndTargets" >> beam.Flatten()
+            | "JoinLabels" >> beam.GroupByKey()
+            | "Joined" >> beam.FlatMap(joined_by_bucket, self._buckets)
+        )
+        by_bucket = (conversations, joined) | "WithLabels" >> beam.Flatten() | "ByShard" >> beam.GroupByKey()
         batches = by_bucket | "Batches" >> beam.FlatMap(
-            shard_batches, self._first_shard, self._batch_size
+            labelled_batches, self._first_shard, self._batch_size
         ).with_output_types(Batch)
-        made = by_bucket | "Made" >> beam.Map(assembly_partial)
+        made = by_bucket | "Made" >> beam.Map(labelled_partial)
         return AssembledBatches(batches, _as_batches((handed_on, made)))

@@ -190,12 +190,14 @@ def write_shaped(result: ShardResult, verdicts: list[Verdict], work: ShardWork, 
             partial = summaries.merge(partial, view.partial(0, [], letters))
             outputs.write(DEAD_LETTER, letters[0]["position"], letters, None)
         outputs.flush()
+        for name in work.outputs:  # every output's file, an empty one too (as without --dedupe)
+            out.writer(name)
         measures = out.close()
     except BaseException:
         out.abandon()
         raise
     files = {
-        name: written._replace(start=outputs.starts[name])
+        name: written._replace(start=outputs.starts.get(name, 0))
         for name, written in written_files(work, result.shard, 0, out.paths, measures).items()
     }
     return result._replace(files=files, partial=partial, spill=None)

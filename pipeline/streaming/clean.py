@@ -154,6 +154,9 @@ def clean_landed_file(landed: Landed, window: str, plan: CleanPlan, observe: Obs
         }
         if calls is not None:
             source["call_groups"] = calls[1]
+            if calls[2]:
+                # The ids its calls offer labels, for a later window's labels to find them.
+                source["call_targets"] = calls[2]
         files.write_in_place(FileSystems.join(temp, SOURCE_FILE), document_bytes(source))
         now = stamp_of(path)
         if now != stamp:

@@ -7,12 +7,18 @@ from __future__ import annotations
 
 from typing import Any, Iterable, Iterator
 
-from transforms.calllogs.calls import Call, Rejected, ToolResult
+from transforms.calllogs.calls import Call, Fragment, Label, Rejected, ToolResult
 from transforms.core.jsontext import dumps_line, parse_json
 from transforms.record.record_steps import CallLogged
 
 #: A piece's ``kind`` in its JSON line -> its type.
-PIECE_KINDS: dict[str, type] = {"call": Call, "tool_result": ToolResult, "rejected": Rejected}
+PIECE_KINDS: dict[str, type] = {
+    "call": Call,
+    "tool_result": ToolResult,
+    "rejected": Rejected,
+    "fragment": Fragment,
+    "label": Label,
+}
 _KIND_OF = {piece_type: kind for kind, piece_type in PIECE_KINDS.items()}
 
 

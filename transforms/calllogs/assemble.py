@@ -30,7 +30,9 @@ import operator
 import re
 from typing import Any, NamedTuple
 
-from transforms.calllogs.calls import Call, Piece, Rejected, ToolResult
+from transforms.calllogs.calls import JOIN_SUFFIX, Call, Fragment, Label, Piece, Rejected, ToolResult
+from transforms.calllogs.chained import Fingerprints, fingerprints_of
+from transforms.calllogs.context import conversation_metadata
 from transforms.core.jsontext import canonical_json, dumps_line
 
 #: Separates a group from a branch's number in a branch's id: ``<group>#branch<n>``.
@@ -54,10 +56,16 @@ class _CallSeen(NamedTuple):
     #: Digest of the call's tools (a key of ``GroupState.tools``), and its model.
     tools: bytes | None
     model: str | None
+    #: Digest of the call's context (a key of ``GroupState.contexts``), and how many messages
+    #: its output holds (the first of them is the message its labels judge).
+    context: bytes | None = None
+    answers: int = 0
 
 
 #: The size of a chain hash (``blake2b``, 16 bytes).
 _DIGEST_SIZE = 16
+#: A group state's fields made again when it is read back (``GroupState.__setstate__``).
+_REBUILT = frozenset(("prefixes", "ends", "_recent", "sequences", "calls"))
 
 
 class _Sequence:
@@ -198,7 +206,24 @@ class GroupState:
     a few look-ups, never a comparison with every kept sequence (a trace of thousands of
     unrelated calls)."""
 
-    __slots__ = ("sequences", "calls", "tool_results", "rejected", "tools", "prefixes", "ends", "truncated", "_recent")
+    __slots__ = (
+        "sequences",
+        "calls",
+        "tool_results",
+        "rejected",
+        "tools",
+        "prefixes",
+        "ends",
+        "truncated",
+        "fragments",
+        "joined",
+        "chained",
+        "responses",
+        "parts",
+        "contexts",
+        "labels",
+        "_recent",
+    )
 
     def __init__(self) -> None:
         self.sequences: list[_Sequence] = []
@@ -212,25 +237,44 @@ class GroupState:
         #: The chain ends of the calls whose output was a stream cut off (``Call.truncated``): a
         #: conversation holding one of them holds that partial answer, however the calls arrive.
         self.truncated: set[bytes] = set()
+        #: Under a key of fragments to join (``group_key``): the fragments, ``(origin, fragment)``.
+        self.fragments: list[tuple[Origin, Fragment]] = []
+        #: Calls that continue an earlier response (``Call.previous_response_id``), held whole
+        #: (they hold only what is new) until ``resolve_chains``; and each response id -> the
+        #: length and chain end of the call that got it.
+        self.chained: list[tuple[Origin, Call]] = []
+        self.responses: dict[str, tuple[int, bytes]] = {}
+        #: A call made of fragments of several records (``joins``): ``(source, position,
+        #: call id)`` -> the other records' places, listed in its ``assembly`` entry (``parts``).
+        self.parts: dict[tuple[str, int, str], list[tuple[str, int]]] = {}
+        #: Calls made of fragments (parts of a call read apart, joined) (``transforms.calllogs.joins``).
+        self.joined = 0
+        #: The calls' contexts (``Call.context``), each once, by digest: a session's calls mostly
+        #: share one.
+        self.contexts: dict[bytes, dict[str, Any]] = {}
+        #: Labels read (``calls.Label``): not assembled, handed on to be joined by their id.
+        self.labels: list[Label] = []
         #: The last call's history and its chain, when every message of it is plain: the next
         #: call's history, made of the same messages and more (a reader that reads a history
         #: once per group hands on the same message objects), hashes only what it adds.
         self._recent: tuple[list[Any], list[bytes]] | None = None
 
-    def __getstate__(self) -> tuple[Any, ...]:
-        # Shuffled and kept by Beam: each sequence's chain as one bytes object, and none of
-        # what is made of the chains again (``prefixes``, ``ends``) or of the last call.
-        # Calls as plain tuples: pickle asks a named tuple for its fields by a Python call.
-        sequences = [(q.messages, b"".join(q.chain), q.discarded) for q in self.sequences]
-        calls = [(*c.origin, c.length, c.end, c.tools, c.model) for c in self.calls]
-        return (sequences, calls, self.tool_results, self.rejected, self.tools, self.truncated)
+    def __getstate__(self) -> dict[str, Any]:
+        # Shuffled and kept by Beam: every field but what is made of the chains again
+        # (``prefixes``, ``ends``) and the last call's; each sequence's chain as one bytes
+        # object, the calls as plain tuples (pickle asks a named tuple for its fields by a
+        # Python call).
+        state = {name: getattr(self, name) for name in self.__slots__ if name not in _REBUILT}
+        state["sequences"] = [(q.messages, b"".join(q.chain), q.discarded) for q in self.sequences]
+        state["calls"] = [(tuple(c.origin), *c[1:]) for c in self.calls]
+        return state
 
-    def __setstate__(self, state: tuple[Any, ...]) -> None:
-        sequences, calls, self.tool_results, self.rejected, self.tools, self.truncated = state
-        self.calls = [
-            _CallSeen(Origin(source, position, call_id, start), length, end, tools, model)
-            for source, position, call_id, start, length, end, tools, model in calls
-        ]
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        sequences = state.pop("sequences")
+        calls = state.pop("calls")
+        for name, value in state.items():
+            setattr(self, name, value)
+        self.calls = [_CallSeen(Origin(*origin), *rest) for origin, *rest in calls]
         self.sequences = []
         self.prefixes = set()
         self.ends = {}
@@ -250,8 +294,17 @@ class GroupState:
         if isinstance(piece, Rejected):
             self.rejected.append((origin, piece))
             return self
+        if isinstance(piece, Fragment):
+            self.fragments.append((origin, piece))
+            return self
+        if isinstance(piece, Label):
+            self.labels.append(piece)
+            return self
         if not isinstance(piece, Call):
             return self  # not a piece to assemble (a reader's ``Skipped`` marker)
+        if piece.previous_response_id:
+            self.chained.append((origin, piece))
+            return self
         history = piece.history
         messages = [*history, *piece.output]
         hashed: list[bytes] = []
@@ -263,6 +316,8 @@ class GroupState:
                 hashed = before_chain
         chain, plain = _chain(messages, hashed)
         self._recent = (history, chain[: len(history)]) if history and plain >= len(history) else None
+        if piece.response_id:
+            self._responded(piece.response_id, (len(chain), chain[-1] if chain else b""))
         tools = None
         if piece.tools is not None:
             tools = hashlib.blake2b(canonical_json(piece.tools), digest_size=16).digest()
@@ -270,7 +325,13 @@ class GroupState:
             # Tools alike but for key order: the same ones whatever the order calls arrive in.
             if known is None or _exact(piece.tools) < _exact(known):
                 self.tools[tools] = piece.tools
-        self.calls.append(_CallSeen(origin, len(chain), chain[-1] if chain else b"", tools, piece.model))
+        context = None
+        if piece.context:
+            context = hashlib.blake2b(canonical_json(piece.context), digest_size=16).digest()
+            self.contexts.setdefault(context, piece.context)
+        self.calls.append(
+            _CallSeen(origin, len(chain), chain[-1] if chain else b"", tools, piece.model, context, len(piece.output))
+        )
         if piece.truncated and piece.output and chain:
             self.truncated.add(chain[-1])
         self._keep(_Sequence(messages, chain, piece.discarded))
@@ -315,13 +376,27 @@ class GroupState:
             self.ends[new.chain[-1]] = len(self.sequences) - 1
             self.prefixes.update(new.chain)
 
+    def _responded(self, response_id: str, end: tuple[int, bytes]) -> None:
+        known = self.responses.get(response_id)
+        if known is None or end < known:  # the same response logged twice: one, either order
+            self.responses[response_id] = end
+
     def merge(self, other: GroupState) -> GroupState:
         for sequence in other.sequences:
             self._keep(sequence)
+        self.chained.extend(other.chained)
+        self.parts.update(other.parts)
+        for response_id, end in other.responses.items():
+            self._responded(response_id, end)
         self.calls.extend(other.calls)
         self.tool_results.extend(other.tool_results)
         self.rejected.extend(other.rejected)
+        self.fragments.extend(other.fragments)
+        self.joined += other.joined
         self.truncated |= other.truncated
+        for key, context in other.contexts.items():
+            self.contexts.setdefault(key, context)
+        self.labels.extend(other.labels)
         for key, tools in other.tools.items():
             known = self.tools.get(key)
             if known is None or _exact(tools) < _exact(known):
@@ -345,6 +420,11 @@ class Assembled(NamedTuple):
     assembly: dict[str, Any]
     #: What reading its messages left out (the ledger of the call that gave them), or ``None``.
     discarded: dict[str, Any] | None = None
+    #: Its keys for chaining conversations across groups (``transforms.calllogs.chained``).
+    fingerprints: Fingerprints | None = None
+    #: Each of its calls' id -> the index in ``messages`` of the assistant message it answered
+    #: (the message a label of that call judges); calls that answered nothing are not in it.
+    judged: dict[str, int] | None = None
 
 
 class NoCalls(NamedTuple):
@@ -421,7 +501,8 @@ def assemble(
     messages_field: str = "messages",
     tools_field: str = "tools",
 ) -> list[Assembled] | NoCalls:
-    """The conversations of one group, the conversation first, then its branches."""
+    """The conversations of one group, the conversation first, then its branches. (Calls that
+    continue an earlier response are held apart: ``chains.assemble_chained`` puts them in.)"""
     if not state.calls:
         origins = sorted((origin for origin, _ in state.tool_results), key=_latest)
         places = tuple(dict.fromkeys((o.source, o.position) for o in origins))
@@ -448,10 +529,15 @@ def assemble(
         model = next((c.model for c in reversed(calls) if c.model), None)
         if model is not None:
             record["model"] = model
+        metadata = conversation_metadata(
+            ((c.origin.start, state.contexts.get(c.context) if c.context else None) for c in calls), model
+        )
+        if metadata:
+            record["metadata"] = metadata
         assembly: dict[str, Any] = {
             "format": fmt,
             "group": group,
-            "calls": [_origin_entry(c.origin) for c in calls],
+            "calls": [_origin_entry(c.origin, state.parts) for c in calls],
             "collapsed": len(calls) - 1,
         }
         if len(sequences) > 1:
@@ -463,7 +549,19 @@ def assemble(
         if truncated:
             # Answers that arrived cut off (a stream with no end): not whole answers to train on.
             assembly["truncated_stream"] = truncated
-        assembled.append(Assembled(record, last.origin.source, last.origin.position, assembly, sequence.discarded))
+        prints = fingerprints_of(sequence.messages, sequence.chain)
+        judged = judged_messages(calls, sequence.messages, messages)
+        assembled.append(
+            Assembled(
+                record,
+                last.origin.source,
+                last.origin.position,
+                assembly,
+                sequence.discarded,
+                fingerprints=prints,
+                judged=judged,
+            )
+        )
     unused = [origin for origin, piece in state.tool_results if (origin, piece.tool_call_id) not in used]
     if unused:
         # Results the histories already hold (or that answer no call): listed, so every
@@ -472,8 +570,33 @@ def assemble(
     return assembled
 
 
-def _origin_entry(origin: Origin) -> dict[str, Any]:
-    return {"source": origin.source, "position": origin.position, "call": origin.call_id, "start": origin.start}
+def judged_messages(
+    calls: list[_CallSeen], sequence: list[dict[str, Any]], messages: list[dict[str, Any]]
+) -> dict[str, int]:
+    """Each call's id -> where the first message of its output stands in ``messages`` (the
+    sequence with tool results filled in: the same message objects, some added between)."""
+    place = None if messages is sequence else {id(m): n for n, m in enumerate(messages)}
+    judged: dict[str, int] = {}
+    for call in calls:
+        if call.answers and call.length <= len(sequence):
+            index = call.length - call.answers
+            judged[call.origin.call_id] = index if place is None else place[id(sequence[index])]
+    return judged
+
+
+def _origin_entry(
+    origin: Origin, parts: dict[tuple[str, int, str], list[tuple[str, int]]] | None = None
+) -> dict[str, Any]:
+    entry: dict[str, Any] = {
+        "source": origin.source,
+        "position": origin.position,
+        "call": origin.call_id,
+        "start": origin.start,
+    }
+    joined = parts.get((origin.source, origin.position, origin.call_id)) if parts else None
+    if joined:  # the other records its parts were read from (a LangSmith patch, OTel events)
+        entry["parts"] = [{"source": source, "position": position} for source, position in joined]
+    return entry
 
 
 def _tool_results_by_call(tool_results: list[tuple[Origin, ToolResult]]) -> dict[str, tuple[Origin, ToolResult]]:
@@ -522,8 +645,22 @@ def fill_tool_results(
     return (out if filled else messages), filled
 
 
+def call_traces(state: GroupState) -> list[tuple[str, str | None]]:
+    """Each call's id and its trace's (``Call.context``), for labels to be joined by."""
+    out = []
+    for call in state.calls:
+        context = state.contexts.get(call.context) if call.context else None
+        out.append((call.origin.call_id, context.get("trace_id") if context else None))
+    for origin, chained in state.chained:  # calls held whole until their responses are chained
+        out.append((origin.call_id, (chained.context or {}).get("trace_id")))
+    return out
+
+
 def group_key(piece: Piece) -> tuple[str, str]:
-    """The key pieces are grouped by: the format and its conversation group."""
+    """The key pieces are grouped by: the format and its conversation group; a fragment's, the
+    format marked ``JOIN_SUFFIX`` and its join key (``transforms.calllogs.joins``)."""
+    if isinstance(piece, Fragment):
+        return (piece.format + JOIN_SUFFIX, piece.key)
     return (piece.format, piece.group)
 
 

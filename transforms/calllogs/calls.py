@@ -54,6 +54,14 @@ class Call(NamedTuple):
     #: The output was a stream of events cut off before its end (``streams.complete``): a
     #: partial answer, marked ``truncated_stream`` in the conversation it ends up in.
     truncated: bool = False
+    #: The id of the response it got (an OpenAI Responses object's ``id``), "" when none.
+    response_id: str = ""
+    #: The response its request continues (Responses ``previous_response_id``): its history
+    #: holds only what is new since, and the assembly puts that response's sequence before it.
+    previous_response_id: str = ""
+    #: Who had the call, and where (``transforms.calllogs.context``: ``user_id``, ``session_id``,
+    #: ``trace_id``, ``tags``, ``environment``, ``release``); ``None`` when the record names none.
+    context: dict[str, Any] | None = None
 
 
 class ToolResult(NamedTuple):
@@ -101,9 +109,74 @@ class Skipped(NamedTuple):
     kind: str
 
 
-Piece = Call | ToolResult | Rejected
+class Fragment(NamedTuple):
+    """A part of one call that its record holds only in part, to be joined with the other parts
+    of its ``key`` wherever they were read (another record, another file) before the assembly:
+    a LangSmith run's ``post`` whose ``patch`` came in another payload (or that patch), the
+    GenAI events of one span that a batch log exporter split over documents, or that span.
+    The format's joiner (``register_joiner``) makes the pieces of one key's fragments."""
+
+    format: str
+    #: The conversation, when the part names it ("" when only the joined call will: a patch).
+    group: str
+    start: int
+    call_id: str
+    #: The join key within the format (``run:<id>``, ``span:<trace>/<span>``).
+    key: str
+    #: What part it is (``post``, ``patch``, ``events``, ``span``), for the joiner.
+    part: str
+    #: The part as JSON-able data, as the joiner reads it.
+    data: Any
+
+
+class Label(NamedTuple):
+    """One judgement of a call or of a whole trace (a Langfuse score, a LangSmith feedback, a
+    Phoenix annotation, a Helicone rating), joined to the conversation holding what it judges
+    (``transforms.calllogs.labels``), never assembled itself."""
+
+    #: The reader's name (``CallLogReader.name``).
+    format: str
+    #: The id it is joined by (``labels.join_id``): its trace id, else the call's id.
+    group: str
+    #: When it was last updated (``updated_at``, else its own time), nanoseconds; 0 unknown.
+    start: int
+    #: The id of the call it judges (observation, run, span, request id); "" for a whole trace.
+    call_id: str
+    #: The tool that kept it: ``langfuse``, ``langsmith``, ``phoenix``, ``helicone`` ...
+    source: str
+    #: Its own id (duplicates and stale versions of one label share it); "" when it has none.
+    label_id: str
+    name: str
+    #: A number, a bool or a string.
+    value: Any
+    #: The trace it belongs to; "" when the record names none.
+    trace_id: str = ""
+    comment: str | None = None
+    #: A human-corrected output for the judged call (assistant messages, flat shape).
+    correction: list[dict[str, Any]] | None = None
+
+
+Piece = Call | ToolResult | Rejected | Fragment | Label
 #: What a reader's ``read`` gives: the pieces, and a ``Skipped`` for each part left out.
-ReadItem = Call | ToolResult | Rejected | Skipped
+ReadItem = Call | ToolResult | Rejected | Fragment | Label | Skipped
+
+#: Marks a key of fragments to join (``(format + JOIN_SUFFIX, fragment key)``) among the keys of
+#: conversation groups: no reader's name ends so.
+JOIN_SUFFIX = "+join"
+
+#: ``joiner(fragments)``: the pieces one key's fragments make, each with the place of the record
+#: it stands at, ``(source, position, piece)``; ``fragments`` are ``(source, position,
+#: fragment)``, in a fixed order (by time, then place). A fragment that meets none it needs (a
+#: patch with no post) gives a ``Rejected``: a dead letter with its reason, never dropped.
+Joiner = Callable[[list[tuple[str, int, Fragment]]], list[tuple[str, int, Piece]]]
+JOINERS: dict[str, Joiner] = {}
+
+
+def register_joiner(fmt: str, joiner: Joiner) -> Joiner:
+    if fmt in JOINERS:
+        raise ValueError(f"joiner of {fmt!r} is registered twice")
+    JOINERS[fmt] = joiner
+    return joiner
 
 
 @dataclass(frozen=True)
@@ -145,6 +218,12 @@ CALL_LOG_KEYS = frozenset(
         "request_body",  # helicone
         "input",  # openpipe (also a Responses key: already refused by the shortcut)
         "call_type",  # litellm
+        "data_type",  # labels: a Langfuse score (blob-storage export, API)
+        "dataType",
+        "feedback_source",  # labels: LangSmith feedback
+        "run_id",
+        "annotator_kind",  # labels: Phoenix annotations
+        "annotatorKind",
     )
 )
 

@@ -43,6 +43,7 @@ from transforms.calllogs.calls import (
     ToolResult,
     register_call_log_reader,
 )
+from transforms.calllogs.context import call_context, first_set
 from transforms.calllogs.embedded import (
     Embedded,
     as_dict,
@@ -53,6 +54,7 @@ from transforms.calllogs.embedded import (
     plain_chat,
     read_history,
     read_output,
+    response_ids,
     result_text,
     role_and_text_only,
     strict_flat,
@@ -144,9 +146,11 @@ def _langchain(payload: Any) -> tuple[Any, list[dict[str, Any]] | None]:
     return messages, tools_of(definitions)
 
 
-def _history(payload: Any, where: str, group: str) -> tuple[Embedded, list[dict[str, Any]] | None, bool]:
-    """The messages a generation sent, the tools its LangChain handler listed among them, and
-    whether the messages are in the flat shape already (``strict_flat`` would copy them).
+def _history(payload: Any, where: str, group: str) -> tuple[Embedded, list[dict[str, Any]] | None, bool, Any]:
+    """The messages a generation sent, the tools its LangChain handler listed among them,
+    whether the messages are in the flat shape already (``strict_flat`` would copy them), and
+    the request as read (``response_ids`` looks in it; ``None`` for a plain chat: no request
+    body, no response id).
 
     A call's history is the one before it and more, read again at every call. A plain chat
     (``embedded.plain_chat``: string roles and contents, nothing else, no tool message) that
@@ -159,16 +163,16 @@ def _history(payload: Any, where: str, group: str) -> tuple[Embedded, list[dict[
     if text is not None and text[:1] == "[":
         known = _recent_history(text, group)
         if known is not None:
-            return Embedded(known), None, True
+            return Embedded(known), None, True, None
     read = decoded(payload)
     flat = _plain_flat(read)
     if flat is not None:
         if text is not None:
             _remember(group, text, flat)
-        return Embedded(flat), None, True
+        return Embedded(flat), None, True, None
     history_payload, listed_tools = _langchain(payload)
     history_payload = genai.koog_messages(history_payload)
-    return read_history(history_payload, f"{where} input"), listed_tools, False
+    return read_history(history_payload, f"{where} input"), listed_tools, False, history_payload
 
 
 def _plain_flat(read: Any) -> list[dict[str, Any]] | None:
@@ -228,22 +232,23 @@ def _recent_history(text: str, group: str) -> list[dict[str, Any]] | None:
     return messages
 
 
-def _output(payload: Any, read: Any, where: str) -> Embedded:
-    """The messages a generation got back (``read``: the payload decoded); a plain message (as
-    ``_history``: Koog's entries are read in lists only) is its own reading."""
+def _output(payload: Any, read: Any, where: str) -> tuple[Embedded, Any]:
+    """The messages a generation got back (``read``: the payload decoded), and the response as
+    read (``None`` for a plain message: no response object); a plain message (as ``_history``:
+    Koog's entries are read in lists only) is its own reading."""
     if isinstance(read, dict) and plain_chat([read]):
-        return Embedded([read])
+        return Embedded([read]), None
     output_payload, _ = _langchain(payload)
     output_payload = genai.koog_messages(output_payload, output=True)
-    return read_output(output_payload, f"{where} output")
+    return read_output(output_payload, f"{where} output"), output_payload
 
 
 def _call(observation: dict[str, Any], session: Any) -> Call:
     where = f"observation {_text(observation.get('id'))}"
     group = _group(observation, session)
-    history, listed_tools, flat = _history(observation.get("input"), where, group)
+    history, listed_tools, flat, history_payload = _history(observation.get("input"), where, group)
     recorded = decoded(observation.get("output"))
-    output = _output(observation.get("output"), recorded, where)
+    output, output_payload = _output(observation.get("output"), recorded, where)
     messages = history.messages
     instructions = recorded.get("instructions") if isinstance(recorded, dict) else None
     if (
@@ -269,6 +274,7 @@ def _call(observation: dict[str, Any], session: Any) -> Call:
         model if isinstance(model, str) else None,
         ledger or None,
         output.truncated,
+        *response_ids(history_payload, output_payload),
     )
 
 
@@ -290,7 +296,26 @@ def _tool_result(observation: dict[str, Any], session: Any) -> ToolResult | None
     )
 
 
-def observation_pieces(observation: Any, session: Any = None) -> list[ReadItem]:
+def langfuse_context(observation: dict[str, Any], trace: dict[str, Any] | None = None) -> dict[str, Any] | None:
+    """A call's context (``transforms.calllogs.context``): the enriched observation's own
+    ``user_id``, ``session_id``, ``tags``, ``environment``, ``release`` (snake or camel case),
+    else its trace's (a download)."""
+    trace = trace or {}
+
+    def found(snake: str, camel: str) -> Any:
+        return first_set(observation.get(snake), observation.get(camel), trace.get(camel), trace.get(snake))
+
+    return call_context(
+        user_id=found("user_id", "userId"),
+        session_id=found("session_id", "sessionId"),
+        trace_id=first_set(_field(observation, "trace"), trace.get("id")),
+        tags=decoded(found("tags", "tags")),
+        environment=found("environment", "environment"),
+        release=found("release", "release"),
+    )
+
+
+def observation_pieces(observation: Any, session: Any = None, trace: dict[str, Any] | None = None) -> list[ReadItem]:
     """The piece one observation gives (``session``: the trace's session id, for a download),
     or a ``Skipped`` by its type (``span``, ``agent``, ``event`` ...)."""
     if not isinstance(observation, dict):
@@ -298,7 +323,7 @@ def observation_pieces(observation: Any, session: Any = None) -> list[ReadItem]:
     kind = observation.get("type")
     kind = kind.upper() if isinstance(kind, str) else ""
     if kind in _CALL_TYPES:
-        call = _call(observation, session)
+        call = _call(observation, session)._replace(context=langfuse_context(observation, trace))
         # A generation that recorded neither input nor output (BeeAI's start / finish events
         # are generations of their own) has nothing to rebuild from.
         return [call] if call.history or call.output else [Skipped("llm_without_messages")]
@@ -335,7 +360,7 @@ def read_langfuse(record: Any) -> list[ReadItem]:
         session = trace.get("sessionId", trace.get("session_id"))
         return parts_read(
             observations,
-            lambda observation: observation_pieces(observation, session),
+            lambda observation: observation_pieces(observation, session, trace),
             lambda index, observation, error: _rejected(trace, session, index, observation, error),
         )
     if "type" not in record:

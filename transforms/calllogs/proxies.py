@@ -27,13 +27,16 @@ import hashlib
 import json
 from typing import Any
 
-from transforms.calllogs.calls import Call, CallLogReader, ReadItem, Skipped, register_call_log_reader
+from transforms.calllogs.calls import Call, CallLogReader, Label, ReadItem, Skipped, register_call_log_reader
+from transforms.calllogs.context import call_context, first_set
 from transforms.calllogs.embedded import (
     Embedded,
+    as_dict,
     decoded,
     merged_ledgers,
     read_history,
     read_output,
+    response_ids,
     strict_flat,
     tools_of,
 )
@@ -70,7 +73,17 @@ def _model(*values: Any) -> str | None:
     return None
 
 
-def _call(fmt: str, group: str, start: int, call_id: str, request: Embedded, response: Embedded, *models: Any) -> Call:
+def _call(
+    fmt: str,
+    group: str,
+    start: int,
+    call_id: str,
+    request: Embedded,
+    response: Embedded,
+    *models: Any,
+    ids: tuple[str, str] = ("", ""),
+    context: dict[str, Any] | None = None,
+) -> Call:
     ledger = merged_ledgers(request.discarded, response.discarded) or {}
     history = strict_flat(request.messages, ledger)
     output = strict_flat(response.messages, ledger)
@@ -86,6 +99,8 @@ def _call(fmt: str, group: str, start: int, call_id: str, request: Embedded, res
         _model(*models, request.model, response.model),
         ledger or None,
         response.truncated,
+        *ids,
+        context,
     )
 
 
@@ -106,7 +121,32 @@ def read_helicone(record: Any) -> list[ReadItem]:
     session = properties.get("Helicone-Session-Id") if isinstance(properties, dict) else None
     group = _text(session) if session not in (None, "") else request_id
     start = time_nanos(record.get("request_created_at"), f"{where} request_created_at")
-    return [_call(HELICONE, group, start, request_id, request, response, record.get("request_model"))]
+    ids = response_ids(record["request_body"], record.get("response_body"))
+    properties = properties if isinstance(properties, dict) else {}
+    context = call_context(
+        user_id=first_set(record.get("request_user_id"), properties.get("Helicone-User-Id")),
+        session_id=session,
+        trace_id=request_id,
+        environment=properties.get("environment", properties.get("Helicone-Environment")),
+    )
+    call = _call(
+        HELICONE, group, start, request_id, request, response, record.get("request_model"), ids=ids, context=context
+    )
+    return [call, *_helicone_feedback(record, request_id, start)]
+
+
+def _helicone_feedback(record: dict[str, Any], request_id: str, start: int) -> list[ReadItem]:
+    """A Helicone row's rating (``feedback``: ``true`` / ``false``, or ``{"rating": ...}``;
+    ``feedback_rating``): a label of its call, named ``feedback``."""
+    feedback = decoded(record.get("feedback"))
+    rating = feedback.get("rating") if isinstance(feedback, dict) else feedback
+    if rating is None:
+        rating = record.get("feedback_rating")
+    if not isinstance(rating, bool):
+        return []
+    label_id = _text(feedback.get("id")) if isinstance(feedback, dict) else ""
+    label_id = label_id or request_id
+    return [Label(HELICONE, request_id, start, request_id, HELICONE, label_id, "feedback", rating, request_id)]
 
 
 def detect_helicone(record: Any) -> bool:
@@ -134,7 +174,8 @@ def read_openpipe(record: Any) -> list[ReadItem]:
     session = next((tags[k] for k in _SESSION_TAGS if tags.get(k) not in (None, "")), None)
     digest = _digest(request_body)
     group = _text(session) if session is not None else digest
-    return [_call(OPENPIPE, group, 0, digest, request, response, request_body.get("model"))]
+    context = call_context(user_id=first_set(tags.get("user_id"), request_body.get("user")), session_id=session)
+    return [_call(OPENPIPE, group, 0, digest, request, response, request_body.get("model"), context=context)]
 
 
 def detect_openpipe(record: Any) -> bool:
@@ -200,7 +241,32 @@ def read_litellm(record: Any) -> list[ReadItem]:
     if not request.tools:
         request = request._replace(tools=tools_of(_tools_part(record).get("tools")))
     start = time_nanos(record.get("startTime"), f"{where} startTime")
-    return [_call(LITELLM, _litellm_group(record), start, call_id, request, response, record.get("model"))]
+    ids = response_ids(body, response_body)
+    if not ids[1]:  # LiteLLM keeps the request's other parameters apart from its messages
+        previous = as_dict(decoded(record.get("model_parameters"))).get("previous_response_id")
+        ids = (ids[0], previous.strip() if isinstance(previous, str) else "")
+    call = _call(LITELLM, _litellm_group(record), start, call_id, request, response, record.get("model"), ids=ids)
+    return [call._replace(context=litellm_context(record))]
+
+
+def litellm_context(record: dict[str, Any]) -> dict[str, Any] | None:
+    """A LiteLLM payload's context: ``end_user`` (else ``user`` or the metadata's
+    ``user_api_key_end_user_id``), the session, ``trace_id``, ``request_tags`` (else the
+    metadata's ``tags``), the metadata's ``environment``."""
+    metadata = decoded(record.get("metadata"))
+    metadata = metadata if isinstance(metadata, dict) else {}
+    return call_context(
+        user_id=first_set(
+            record.get("end_user"),
+            record.get("user"),
+            metadata.get("user_api_key_end_user_id"),
+            metadata.get("user_id"),
+        ),
+        session_id=first_set(record.get("session_id"), metadata.get("session_id"), metadata.get("litellm_session_id")),
+        trace_id=record.get("trace_id"),
+        tags=decoded(first_set(record.get("request_tags"), metadata.get("tags"))),
+        environment=metadata.get("environment"),
+    )
 
 
 def detect_litellm(record: Any) -> bool:

@@ -5,7 +5,7 @@ contract, and ``CALL_LOG_KEYS``) imports nothing of ``transforms.formats``, whic
 themselves use: ``transforms.formats`` may import the contract without an import cycle.
 """
 
-from transforms.calllogs import langfuse, langsmith, proxies, spans  # noqa: F401
+from transforms.calllogs import labels, langfuse, langsmith, proxies, spans  # noqa: F401
 from transforms.calllogs.calls import CALL_LOG_READERS, detect_call_log
 
 __all__ = ["CALL_LOG_READERS", "detect_call_log"]

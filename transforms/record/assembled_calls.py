@@ -15,8 +15,11 @@ from __future__ import annotations
 import zlib
 from typing import Any, Iterable, Iterator, NamedTuple
 
-from transforms.calllogs.assemble import Assembled, GroupState, NoCalls, assemble, group_key
-from transforms.calllogs.calls import Rejected, ToolResult
+from transforms.calllogs.assemble import Assembled, GroupState, NoCalls, group_key
+from transforms.calllogs.calls import Fragment, Label, Rejected, ToolResult
+from transforms.calllogs.chains import assemble_chained
+from transforms.calllogs.joins import is_join_key, joined_states
+from transforms.calllogs.labels import label_counts
 from transforms.core.jsontext import canonical_json
 from transforms.record.inputs import Batch, Parsed, RawRecord, Unreadable
 from transforms.record.record_settings import Settings
@@ -43,7 +46,7 @@ def call_log_partial(logged: Iterable[CallLogged]) -> dict[str, Any]:
     """The summary's ``call_logs`` counts of the records handed on: records, calls, tool
     results, parts that could not be read (``parts_refused``) and parts that are neither
     (``skipped_by_kind``)."""
-    records = calls = results = refused = 0
+    records = calls = results = refused = fragments = labels = 0
     skipped: dict[str, int] = {}
     for item in logged:
         records += 1
@@ -52,6 +55,10 @@ def call_log_partial(logged: Iterable[CallLogged]) -> dict[str, Any]:
                 results += 1
             elif isinstance(piece, Rejected):
                 refused += 1
+            elif isinstance(piece, Fragment):
+                fragments += 1
+            elif isinstance(piece, Label):
+                labels += 1
             else:
                 calls += 1
         for kind, n in (item.skipped or {}).items():
@@ -59,9 +66,11 @@ def call_log_partial(logged: Iterable[CallLogged]) -> dict[str, Any]:
     counts: dict[str, Any] = {"records": records, "calls": calls, "tool_results": results}
     if refused:
         counts["parts_refused"] = refused
+    if fragments:
+        counts["fragments"] = fragments
     if skipped:
         counts["skipped_by_kind"] = skipped
-    return {"call_logs": counts}
+    return {"call_logs": counts, **label_counts(read=labels)}
 
 
 class AssemblyOutput(NamedTuple):
@@ -71,6 +80,11 @@ class AssemblyOutput(NamedTuple):
     raw: RawRecord
     #: The partial summary's counts this output adds.
     counts: dict[str, int]
+    #: An assembled conversation's keys for chaining across groups (``calllogs.chained``).
+    fingerprints: Any = None
+    #: An assembled conversation's calls -> the message each answered (``Assembled.judged``),
+    #: for labels to be put on (``transforms.record.labelled_calls``).
+    judged: dict[str, int] | None = None
 
 
 def bucket_of(key: tuple[str, str], buckets: int) -> int:
@@ -80,21 +94,33 @@ def bucket_of(key: tuple[str, str], buckets: int) -> int:
 def conversations_of(
     keyed: tuple[tuple[str, str], GroupState], settings: Settings, buckets: int
 ) -> Iterator[tuple[int, AssemblyOutput]]:
-    """One group's state -> its conversations (or its dead letter), each keyed by its bucket."""
+    """One group's state -> its conversations (or its dead letter), each keyed by its bucket.
+
+    A key of fragments not joined before (a stream's ``_Sessions``) is joined here, and its
+    pieces assembled as groups of their own."""
+    if is_join_key(keyed[0]):
+        for group_state in joined_states(*keyed):
+            yield from conversations_of(group_state, settings, buckets)
+        return
     (fmt, group), state = keyed
     bucket = bucket_of((fmt, group), buckets)
+    joined: dict[str, int] = {"calls_joined": state.joined} if state.joined else {}
     for n, (origin, part) in enumerate(sorted(state.rejected, key=lambda item: (item[0], item[1]))):
         # A part of a record that could not be read (the record's other parts are assembled):
         # a dead letter of its own, at its record's place, counted as one of the group's outputs.
         letter = Unreadable(DeadLetterReason.FORMAT_ERROR.value, part.detail, part.raw)
         order = canonical_json([fmt, group, -1, n])
-        yield bucket, AssemblyOutput(order, RawRecord(origin.source, origin.position, letter), {"conversations": 1})
-    if not state.calls and not state.tool_results:
+        yield (
+            bucket,
+            AssemblyOutput(order, RawRecord(origin.source, origin.position, letter), {"conversations": 1, **joined}),
+        )
+        joined = {}
+    if not state.calls and not state.tool_results and not state.chained:
         # Only parts refused. (A bare return: Beam warns on the console of a generator whose
         # line starts "return " with anything after it, a comment included.)
         return
     try:
-        made = assemble(
+        made = assemble_chained(
             fmt,
             group,
             state,
@@ -106,7 +132,9 @@ def conversations_of(
         raise  # as ``guarded``: the machine's limit ends the run, saying so
     except Exception as error:  # noqa: BLE001 — as ``guarded``: a bug surfaces as data, not the job's end
         detail = f"{fmt} group {group!r} could not be assembled: {type(error).__name__}: {error}"
-        origins = sorted([c.origin for c in state.calls] + [origin for origin, _ in state.tool_results])
+        origins = sorted(
+            [c.origin for c in state.calls] + [o for o, _ in state.chained] + [o for o, _ in state.tool_results]
+        )
         made = NoCalls("", -1, detail, tuple(dict.fromkeys((o.source, o.position) for o in origins)))
         reason = DeadLetterReason.INTERNAL_ERROR
     else:
@@ -116,10 +144,13 @@ def conversations_of(
         letter = Unreadable(reason.value, made.detail)
         for n, (source, position) in enumerate(made.places or ((made.source, made.position),)):
             order = canonical_json([fmt, group, 0, n])
-            yield bucket, AssemblyOutput(order, RawRecord(source, position, letter), {"conversations": 1})
+            yield bucket, AssemblyOutput(order, RawRecord(source, position, letter), {"conversations": 1, **joined})
+            joined = {}
         return
     for index, conversation in enumerate(made):
-        yield bucket, _made(fmt, group, index, conversation)
+        found = _made(fmt, group, index, conversation)
+        yield bucket, found._replace(counts={**found.counts, **joined}) if joined else found
+        joined = {}
 
 
 def _made(fmt: str, group: str, index: int, conversation: Assembled) -> AssemblyOutput:
@@ -134,7 +165,11 @@ def _made(fmt: str, group: str, index: int, conversation: Assembled) -> Assembly
         "branches": 1 if index else 0,
         "tool_results_filled": len(conversation.assembly.get("tool_results_filled", ())),
     }
-    return AssemblyOutput(canonical_json([fmt, group, index]), raw, counts)
+    for name in ("responses_chained", "responses_unchained"):
+        if conversation.assembly.get(name):
+            counts[name] = conversation.assembly[name]
+    output = AssemblyOutput(canonical_json([fmt, group, index]), raw, counts)
+    return output._replace(fingerprints=conversation.fingerprints, judged=conversation.judged)
 
 
 def shard_batches(keyed: tuple[int, Iterable[AssemblyOutput]], first_shard: int, batch_size: int) -> Iterator[Batch]:
@@ -146,12 +181,25 @@ def shard_batches(keyed: tuple[int, Iterable[AssemblyOutput]], first_shard: int,
         yield Batch(shard, start, [c.raw for c in ordered[start : start + batch_size]])
 
 
-def assembly_partial(keyed: tuple[int, Iterable[AssemblyOutput]]) -> dict[str, Any]:
-    """The ``call_logs`` counts of one bucket's outputs."""
+#: Counts of what was read, not of the conversation written: they stay counted when a
+#: conversation is chained into another across groups and left out (``chain_groups``).
+READ_COUNTS = ("calls_joined", "responses_chained", "responses_unchained")
+
+
+def assembly_partial(
+    keyed: tuple[int, Iterable[AssemblyOutput]], assembled: Iterable[AssemblyOutput] | None = None
+) -> dict[str, Any]:
+    """The ``call_logs`` counts of one bucket's outputs; ``assembled``: its outputs as assembled,
+    before any were chained away, whose ``READ_COUNTS`` are the ones counted."""
     total: dict[str, int] = {}
     for made in keyed[1]:
         for name, n in made.counts.items():
-            total[name] = total.get(name, 0) + n
+            if assembled is None or name not in READ_COUNTS:
+                total[name] = total.get(name, 0) + n
+    for made in assembled or ():
+        for name in READ_COUNTS:
+            if made.counts.get(name):
+                total[name] = total.get(name, 0) + made.counts[name]
     return {"call_logs": total}
 
 

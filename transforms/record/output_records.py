@@ -90,6 +90,11 @@ class DropMetrics(_DropCounts, total=False):
     duplicates: list[str]
     #: ``--examples each``: which of its conversation's examples this is (``k`` of ``n``, ``of`` its id).
     example: dict[str, Any]
+    #: The conversation's scores (``metadata.scores``: its labels, one value a name) and its
+    #: labels (``metadata.labels``, a correction as its number of messages), for the report's
+    #: statistics per split and ``convnorm explain``.
+    scores: dict[str, Any]
+    labels: list[Any]
     #: ``--chat-template`` with a tokenizer folder: the rendered example's tokens.
     template_tokens: int
     #: ``--redact``: the finds replaced by placeholders, by kind (transforms.dataset.redact).

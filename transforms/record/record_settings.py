@@ -10,7 +10,7 @@ when they are made. The steps take it as valid.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Callable
+from typing import Any, Callable
 
 from transforms.calllogs.readers import CALL_LOG_READERS  # (importing it registers the call-log readers)
 from transforms.dataset.chat_template import TemplateSettings
@@ -86,6 +86,10 @@ class Settings:
     #: ``--keep-truncated-streams``: a conversation holding an answer whose event stream was cut
     #: off (``truncated_stream``) is written by the training sinks too (counted) instead of refused.
     keep_truncated_streams: bool = False
+    #: ``--chain-groups``: a conversation assembled from call logs that is the start of a longer
+    #: one in another group (its history and output extended) is that one's, not its own
+    #: (``transforms.calllogs.chained``).
+    chain_groups: bool = True
     #: Dataset steps (``transforms.dataset.dataset_keys``, ``transforms.record.dedupe``): ``--dedupe``
     #: (none, exact, prefix), ``--split`` as ``((name, share), ...)``, ``--split-by``, ``--split-seed``.
     dedupe: str = "none"
@@ -99,6 +103,11 @@ class Settings:
     splits: tuple[tuple[str, float], ...] = ()
     split_by: str | None = None
     split_seed: int = 0
+    #: ``--min-score`` / ``--max-score`` NAME=VALUE: the bounds a conversation's
+    #: ``metadata.scores`` must meet (``transforms.record.score_filter``); a value that does not
+    #: parse is kept as ``("", text)``, for ``problems`` to name.
+    min_scores: tuple[tuple[str, Any], ...] = ()
+    max_scores: tuple[tuple[str, Any], ...] = ()
 
     #: ``--reasoning``: ``keep`` or ``drop`` a provider's carried reasoning
     #: (``transforms.formats.reasoning``); ``None``: the sink's default (``Writer.reasoning_default``).
@@ -189,6 +198,10 @@ def _training_problems(settings: Settings, named: Callable[[str], str]) -> list[
         found.append(f"{named('split_by')} needs {named('splits')} (e.g. eval=0.05)")
     if settings.split_by is not None and any(not part for part in settings.split_by.split(".")):
         found.append(f"{named('split_by')} {settings.split_by!r} is not a dotted path of field names")
+    for field in ("min_scores", "max_scores"):
+        for name, value in getattr(settings, field):
+            if not name:
+                found.append(f"{named(field)} {value!r} is not NAME=VALUE (VALUE a number, true or false)")
     if settings.trailing not in TRAILING_CHOICES:
         found.append(f"unknown {named('trailing')} {settings.trailing!r}; known: {', '.join(TRAILING_CHOICES)}")
     return found

@@ -57,6 +57,11 @@ class DeadLetterReason(str, Enum):
     UNWRITABLE = "unwritable"
     #: Over ``--max-example-tokens`` with ``--over-limit drop`` (the dead letter has its ``tokens``).
     OVER_TOKEN_LIMIT = "over_token_limit"
+    #: Kept out by ``--min-score`` / ``--max-score`` (``transforms.record.score_filter``): no
+    #: score of that name (or none that is a number), below the minimum, above the maximum.
+    SCORE_MISSING = "score_missing"
+    SCORE_BELOW_MIN = "score_below_min"
+    SCORE_ABOVE_MAX = "score_above_max"
     #: A call-log record holding no LLM call and no tool result; or a group of call-log
     #: records with tool results and no call to assemble them into.
     NO_LLM_CALLS = "no_llm_calls"

@@ -15,6 +15,8 @@ from __future__ import annotations
 
 from typing import Any, Callable, NamedTuple
 
+from transforms.calllogs.assemble import conversation_id
+from transforms.calllogs.context import label_order, record_metadata
 from transforms.core.jsontext import dumps_line
 from transforms.core.ledger import add_to_report, coercion_discards
 from transforms.core.ledger import report as ledger_report
@@ -73,6 +75,7 @@ from transforms.record.record_steps import (
     read_conversation,
     record_id,
 )
+from transforms.record.score_filter import score_refusal
 from transforms.record.tokens import count_example, has_assistant_message, sink_view
 from transforms.repairs.profiles import ProfileResult, normalize_with_profile
 from transforms.repairs.roles import apply_role_options, drops_with_roles, repairs_with_roles
@@ -176,6 +179,16 @@ def _process(raw: RawRecord, settings: Settings, hint: ReaderHint | None = None)
         # An assembled conversation: what its call-log reader left out, the flat reader's ledger.
         conversation = conversation._replace(discarded=raw.payload.discarded)
     rid = record_id(record, settings)
+    if not (isinstance(raw.payload, Parsed) and raw.payload.assembly is not None):
+        # A whole record's context, from its own fields (an assembled one has its calls').
+        filled = record_metadata(record)
+        if filled is not None:
+            record = {**record, "metadata": filled}
+            conversation = conversation._replace(fields={**conversation.fields, "metadata": filled})
+    if settings.min_scores or settings.max_scores:
+        refused = score_refusal(record, settings.min_scores, settings.max_scores)
+        if refused is not None:
+            raise RecordRefused(DeadLetterReason(refused[0]), refused[1])
     training: dict[str, int] = {}
     written = _training_messages(messages, result, settings, training)
     redacted: dict[str, int] = {}
@@ -189,6 +202,7 @@ def _process(raw: RawRecord, settings: Settings, hint: ReaderHint | None = None)
         rid, source = redaction.uncounted().id(rid), redaction.uncounted().value(record)  # counted once, above
 
     normalized = _with_messages_and_id(fields, written, rid, settings)
+    _labels_on_written(normalized, conversation.messages, messages, len(written), settings)
     metrics: DropMetrics = {
         "id": rid,
         "source": raw.source,
@@ -210,8 +224,9 @@ def _process(raw: RawRecord, settings: Settings, hint: ReaderHint | None = None)
         discarded = _put_back_carried(normalized, written, reasoning, discarded, redaction, settings)
     if discarded:
         _report_discarded(metrics, discarded, training, settings)
+    _note_labels(metrics, record, redaction)
     if settings.dedupe != "none" or settings.splits:
-        _dataset_keys(record, rid, written, normalized, settings, metrics, training)
+        _dataset_keys(record, split_fallback(raw, rid), written, normalized, settings, metrics, training)
     _note_counts_and_reports(metrics, raw, conversation, result, role_maps, training, redacted, redaction, settings)
 
     if settings.examples != "whole":
@@ -503,6 +518,74 @@ def _training_messages(
     return written
 
 
+def _labels_on_written(
+    normalized: dict[str, Any], read: list[Any], given: list[Any], written: int, settings: Settings
+) -> None:
+    """A label's ``message`` (the judged message's index in the messages read) made the index
+    in the messages written: MEM-5 may drop messages before it (``--drop-role`` too). A label
+    whose message was dropped keeps no index (it stays, ``message_dropped``)."""
+    metadata = normalized.get("metadata")
+    if not isinstance(metadata, dict):
+        return
+    labels = metadata.get("labels")
+    if not isinstance(labels, list) or not any(isinstance(x, dict) and "message" in x for x in labels):
+        return
+    # Read index -> index among the messages the core was given (--drop-role drops some).
+    given_at: dict[int, int] | None = None
+    if settings.drop_roles:
+        kept, given_at = 0, {}
+        for at, message in enumerate(read):
+            if not (isinstance(message, dict) and message.get("role") in settings.drop_roles):
+                given_at[at] = kept
+                kept += 1
+    trace = Trace()
+    normalize_with_profile(given, settings.profile, trace)
+    out_at = {origin: n for n, origin in enumerate(trace.origins) if origin is not None and n < written}
+    moved = []
+    for label in labels:
+        if not (isinstance(label, dict) and isinstance(label.get("message"), int)):
+            moved.append(label)
+            continue
+        index: int | None = label["message"] if given_at is None else given_at.get(label["message"])
+        where = out_at.get(index) if index is not None else None
+        if where == label["message"]:
+            moved.append(label)
+        elif where is None:
+            moved.append({**{k: v for k, v in label.items() if k != "message"}, "message_dropped": True})
+        else:
+            moved.append({**label, "message": where})
+    normalized["metadata"] = {**metadata, "labels": sorted(moved, key=label_order)}
+
+
+def _note_labels(metrics: DropMetrics, record: Any, redaction: Redaction | None) -> None:
+    """A labelled conversation's scores and labels into its metrics (the report's statistics,
+    ``convnorm explain``), a correction as its number of messages."""
+    metadata = record.get("metadata") if isinstance(record, dict) else None
+    if not isinstance(metadata, dict):
+        return
+    scores, labels = metadata.get("scores"), metadata.get("labels")
+    if isinstance(scores, dict) and scores:
+        metrics["scores"] = scores if redaction is None else redaction.uncounted().value(scores)
+    if isinstance(labels, list) and labels:
+        shown = [
+            {**label, "correction": len(label["correction"])}
+            if isinstance(label, dict) and isinstance(label.get("correction"), list)
+            else label
+            for label in labels
+        ]
+        metrics["labels"] = shown if redaction is None else redaction.uncounted().value(shown)
+
+
+def split_fallback(raw: RawRecord, rid: str) -> str:
+    """What a conversation's split is drawn from when ``--split-by`` names nothing for it: its
+    id; for a conversation assembled from call logs, its group's conversation's id, so that a
+    group's branches (``<group>#branch<n>``) land on the side of its conversation."""
+    payload = raw.payload
+    if isinstance(payload, Parsed) and payload.assembly is not None and isinstance(payload.assembly.get("group"), str):
+        return conversation_id(payload.assembly["group"], 0)
+    return rid
+
+
 def _dataset_keys(
     record: Any,
     rid: str,
@@ -513,7 +596,8 @@ def _dataset_keys(
     counts: dict[str, int],
 ) -> None:
     """What ``--dedupe`` and ``--split`` need of this conversation, into its metrics
-    (``transforms.dataset.dataset_keys``): its content keys, its split."""
+    (``transforms.dataset.dataset_keys``): its content keys, its split (``rid``: the key it is
+    drawn from without ``--split-by``, ``split_fallback``)."""
     if settings.dedupe != "none":
         tools = value_at(normalized, settings.tools_field)
         metrics[CONTENT_KEYS] = content_keys(written, tools, settings.dedupe == "prefix")  # type: ignore[literal-required]

@@ -179,6 +179,23 @@ CALL_LOG_COUNTS = (
 )
 
 
+#: The ``labels`` counts of a summary, in order: label records read, joined to a conversation,
+#: left out as stale versions of another (``superseded``), and unmatched, by source.
+LABEL_COUNTS = ("read", "joined", "superseded", "label_unmatched")
+
+
+def _labels(s: dict[str, Any]) -> dict[str, Any]:
+    """The ``labels`` section, when the run read any label (``transforms.calllogs.labels``):
+    every label read is joined, superseded or unmatched (``label_unmatched``, by source)."""
+    found = s.get("labels")
+    if not found:
+        return {}
+    ordered = _ordered({"read": 0, "joined": 0, "label_unmatched": {}, **found}, LABEL_COUNTS)
+    if isinstance(ordered.get("label_unmatched"), dict):
+        ordered["label_unmatched"] = {k: ordered["label_unmatched"][k] for k in sorted(ordered["label_unmatched"])}
+    return {"labels": ordered}
+
+
 def _call_logs(s: dict[str, Any]) -> dict[str, Any]:
     """The ``call_logs`` section, when the run read any call log (absent otherwise: the summary
     of a run of conversations is what it was before call logs were read)."""
@@ -351,6 +368,7 @@ def finalize(
         "drops_histogram": _ordered(s["drops_histogram"], (b[0] for b in HISTOGRAM_BUCKETS)),
         **_ledger(s["discarded"], s["conversations_with_discards"]),
         **_call_logs(s),
+        **_labels(s),
         "profile": profile,
     }
     if s["non_finite_nulled"]:
@@ -431,6 +449,7 @@ def finalize_validation(summary: dict[str, Any]) -> dict[str, Any]:
         **_violation_totals(s),
         **_letters_and_blanks(s),
         **_call_logs(s),
+        **_labels(s),
     }
     doc["accounted"] = accounted(doc, "conversations_checked")
     doc["sendable"] = doc["conversations_with_violations"] == 0 and doc["dead_letters"] == 0
