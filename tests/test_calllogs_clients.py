@@ -195,15 +195,21 @@ def test_a_client_export_gives_the_same_conversations_on_every_runner(exports, t
 
 
 # --------------------------------------------------------------------------------------------
-# Setups real applications use by default, which convnorm does not yet assemble whole: the
-# same assertion, the whole conversation driven and nothing else.
+# Setups real applications use by default that need more than one group or record per
+# conversation: calls chained across groups, parts of a call joined by key, responses chained.
+# The same assertion, the whole conversation driven and nothing else.
+#
+# Not here: openai-v2's legacy events mode with a tool call that has text beside it. The
+# instrumentation drops that text from the history it logs (``message_to_event``: the body of
+# an assistant message with tool calls is its calls only), so the log itself says the next
+# call's history differs from the answer before it: convnorm gives the answer as a branch of
+# its own (docs/call-logs.md says so, and that the span modes keep the text).
 
-KNOWN_GAPS = [
+DEFAULT_SETUPS = [
     # No parent span / no session id: each call is a trace of its own, so a group of its own;
     # a call whose history extends another's output is the same conversation all the same.
     ("otel-v2-span-only-no-parent", "otlp", False),
     ("otel-v2-span-and-event-no-parent", "otlp", False),
-    ("otel-v2-legacy-no-parent", "otlp", True),
     ("litellm-no-session", "rows", True),
     # Each user turn a trace of its own (the session id on the application's span only).
     ("otel-v2-span-only-turn-traces", "otlp", False),
@@ -211,15 +217,14 @@ KNOWN_GAPS = [
     ("langsmith-wrap-openai", "payloads", True),
     ("langsmith-traceable", "payloads", True),
     ("langsmith-wrap-anthropic", "payloads", False),
-    # Legacy events: a batch exporter splits one call's events over two documents.
-    ("otel-v2-legacy-parent", "otlp", True),
-    ("otel-v2-legacy-parent-stream", "otlp", True),
     # Responses with previous_response_id: each call holds only the new items.
     ("openinference-responses-previous-id", "otlp", True),
 ]
 
 
-@pytest.mark.parametrize(("scenario", "view", "args_as_text"), KNOWN_GAPS, ids=[f"{s}-{v}" for s, v, _ in KNOWN_GAPS])
+@pytest.mark.parametrize(
+    ("scenario", "view", "args_as_text"), DEFAULT_SETUPS, ids=[f"{s}-{v}" for s, v, _ in DEFAULT_SETUPS]
+)
 def test_a_default_setup_export_gives_the_conversations_driven(exports, tmp_path, scenario, view, args_as_text):
     exported = exports(scenario)
     records, summary = run_convnorm(export_files(exported, view, tmp_path / "input"), tmp_path / "out")
