@@ -15,6 +15,10 @@ Figures, each measured in this run on this machine:
   cost taken out (a run of one record, measured alike), and the cost per call record over the
   cost per whole record: what reading one call-log row and assembling its conversation costs,
   in records of the plain path. Both runs write the same conversations (checked).
+* **side by side** — the two runs' CPU seconds and a plain-Python assembly's (the rows read,
+  grouped by trace, sorted, the longest history kept and written: no normalization, no checks),
+  each ratio beside the load average: the call records' run against the whole records' run is
+  the target (<= 2.5x).
 * **one long trace** — a trace of 10,000 calls whose agent keeps its context short: the history
   grows for 50 calls, then is summarised and starts again (200 segments), so the trace gives one
   conversation and 199 branches; and a trace of 1,500 calls of one growing history (call n sends
@@ -108,34 +112,61 @@ def write_long_trace(path: Path, calls: int, segment: int = SEGMENT) -> None:
             history.append(answer)
 
 
+#: Runs a command in a process forked from a small one and writes its rusage as JSON to the
+#: file named first: a child forked from this process would count this process's memory in
+#: its peak (a forked child's resident pages are its parent's until it execs).
+_MEASURED = """
+import json, os, sys
+pid = os.fork()
+if pid == 0:
+    os.execv(sys.argv[2], sys.argv[2:])
+_, status, usage = os.wait4(pid, 0)
+with open(sys.argv[1], "w") as out:
+    json.dump({"cpu": usage.ru_utime + usage.ru_stime, "maxrss": usage.ru_maxrss, "status": status}, out)
+sys.exit(os.waitstatus_to_exitcode(status))
+"""
+
+
 def run(inputs: Path, output: Path) -> dict:
     """``convnorm run`` in a child; its CPU seconds and peak RSS (MiB), and its summary."""
     started = time.perf_counter()
+    measured = output.with_name(output.name + ".usage.json")
     with tempfile.TemporaryFile() as errors:
-        child = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "pipeline",
-                "--input",
-                str(inputs),
-                "--output",
-                str(output),
-                "--quiet",
-                "--no-report",
-            ],
+        code = subprocess.call(
+            [sys.executable, "-c", _MEASURED, str(measured), sys.executable, "-m", "pipeline"]
+            + ["--input", str(inputs), "--output", str(output), "--quiet", "--no-report"],
             stdout=subprocess.DEVNULL,
             stderr=errors,
             cwd=ROOT,
         )
-        # This child's own usage (its peak memory included), not the maximum of every child's.
-        _, status, usage = os.wait4(child.pid, 0)
         wall = time.perf_counter() - started
-        if os.waitstatus_to_exitcode(status) not in (0, 1):
+        if code not in (0, 1):
             errors.seek(0)
             raise SystemExit(f"convnorm failed on {inputs}:\n{errors.read()[-2000:].decode()}")
+    usage = json.loads(measured.read_text())
     summary = json.loads((output / "summary.json").read_text())
-    return {"cpu": usage.ru_utime + usage.ru_stime, "wall": wall, "rss_mib": usage.ru_maxrss / 1024, "summary": summary}
+    return {"cpu": usage["cpu"], "wall": wall, "rss_mib": usage["maxrss"] / 1024, "summary": summary}
+
+
+def plain_assembly(calls: Path, output: Path) -> float:
+    """The plain-Python baseline: the call rows read, grouped by trace, each trace's calls
+    sorted by start time and its longest history (with its answer) written as one record.
+    Its CPU seconds (this process's)."""
+    started = time.process_time()
+    traces: dict[str, list] = {}
+    with calls.open("rb") as rows:
+        for line in rows:
+            row = json.loads(line)
+            traces.setdefault(row["trace_id"], []).append(row)
+    with output.open("wb") as out:
+        for trace in sorted(traces):
+            longest: list = []
+            for row in sorted(traces[trace], key=lambda r: r["start_time"]):
+                messages = [*json.loads(row["input"]), json.loads(row["output"])]
+                if len(messages) > len(longest):
+                    longest = messages
+            out.write(json.dumps({"id": trace, "messages": longest}, ensure_ascii=False).encode() + b"\n")
+    return time.process_time() - started
 
 
 def _messages(output: Path) -> list:
@@ -159,6 +190,7 @@ def main() -> None:
         start = run(one, work / "out-one")
         plain = run(whole, work / "out-whole")
         logged = run(calls, work / "out-calls")
+        python_cpu = plain_assembly(calls, work / "plain.jsonl")
         records = plain["summary"]["records_in"]
         assert _messages(work / "out-whole") == _messages(work / "out-calls"), "the two ways differ"
         per_record = (plain["cpu"] - start["cpu"]) / records
@@ -174,6 +206,14 @@ def main() -> None:
             f"{logged['cpu']:.2f} s CPU, {per_call * 1e6:,.0f} µs a call record past start-up"
         )
         print(f"a call record costs {per_call / per_record:.2f} whole records (same conversations written)")
+        print(
+            f"side by side (CPU seconds, start-up included): whole records {plain['cpu']:.2f}, "
+            f"call records {logged['cpu']:.2f}, plain-Python assembly {python_cpu:.2f}"
+        )
+        print(
+            f"call records / whole records: {logged['cpu'] / plain['cpu']:.2f}x (target <= 2.5x); "
+            f"call records / plain Python: {logged['cpu'] / python_cpu:.1f}x; load {os.getloadavg()[0]:.2f}"
+        )
         print(
             f"peak RSS: one record {start['rss_mib']:,.0f} MiB, whole records {plain['rss_mib']:,.0f} MiB, "
             f"call records {logged['rss_mib']:,.0f} MiB"

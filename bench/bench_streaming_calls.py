@@ -23,6 +23,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
+import os
 import shutil
 import sys
 import tempfile
@@ -35,12 +36,14 @@ ROOT = HERE.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from pipeline.graph.shard_step import ShardWork  # noqa: E402
+from pipeline.graph.shard_step import ShardWork, numbered_place, process_batches, process_shard  # noqa: E402
 from pipeline.io import processed_files as processed  # noqa: E402
+from pipeline.io.planning import plan_shards  # noqa: E402
 from pipeline.streaming import assembled as assembly  # noqa: E402
 from pipeline.streaming.clean import CleanPlan, clean_landed_file  # noqa: E402
 from pipeline.streaming.watch import Landed  # noqa: E402
 from transforms.conversations import NORMALIZE  # noqa: E402
+from transforms.record.assembled_calls import conversations_of, shard_batches  # noqa: E402
 from transforms.record.record_settings import Settings  # noqa: E402
 
 CALLS, NEW_GROUPS, REOPENED = 6, 20, 5
@@ -128,6 +131,26 @@ def _full_scan(out: Path, window: str) -> float:
     return _cpu() - start
 
 
+def batch_cpu(paths: list[Path], work: ShardWork, temp: Path) -> float:
+    """The batch path on the same rows, in this process (no runner, as the streaming steps here):
+    every file read and processed by the per-shard step, its groups' states merged, each group's
+    conversations assembled, normalized and written (``pipeline.graph.shard_assembly``'s work)."""
+    start = _cpu()
+    groups: dict = {}
+    for number, shard in enumerate(plan_shards([str(p) for p in paths])):
+        result = process_shard(shard, work, numbered_place(str(temp), number, 0, "bench"))
+        for key, state in result.calls:
+            if key in groups:
+                groups[key].merge(state)
+            else:
+                groups[key] = state
+    made = [c for keyed in sorted(groups.items()) for _, c in conversations_of(keyed, work.settings, 1)]
+    assembled = dataclasses.replace(work, settings=dataclasses.replace(work.settings, input_format="flat", calls=False))
+    batches = shard_batches((0, made), 1 << 20, work.batch_size)
+    process_batches(batches, 1 << 20, 0, assembled, numbered_place(str(temp), 1 << 20, 0, "bench"), read=False)
+    return _cpu() - start
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--quick", action="store_true")
@@ -149,6 +172,10 @@ def main() -> int:
             whole_cpu.append(run.clean(f"whole-{n:04d}.jsonl", whole, window))
             closes.append(run.close(window))
         baseline = _full_scan(run.out, _window(windows - 1))
+        batch_temp = root / "batch"
+        for name in ("normalized", "drops", "dead_letter"):
+            (batch_temp / name).mkdir(parents=True)
+        batch = batch_cpu(sorted(run.landing.glob("calls-*.jsonl")), run.plan.work, batch_temp)
         early, late = closes[1:11], closes[-10:]
         per_file, per_whole = sum(file_cpu) / windows, sum(whole_cpu) / windows
         print(f"windows: {windows}; call-log records: {records}; groups: {NEW_GROUPS * windows}")
@@ -156,6 +183,12 @@ def main() -> int:
             f"per landed file of {NEW_GROUPS} conversations: as call-log rows ({CALLS} calls each, cleaned, pieces "
             f"kept) {per_file * 1e3:.1f} ms CPU, as whole records {per_whole * 1e3:.1f} ms; ratio "
             f"{per_file / per_whole:.2f} (the close's assembly is apart, below)"
+        )
+        streaming = sum(file_cpu) + sum(closes)
+        print(
+            f"per call-log row, streaming (cleaned, then its window's close) {streaming / records * 1e3:.3f} ms CPU, "
+            f"batch (the same rows, the per-shard step and the assembly, no runner) {batch / records * 1e3:.3f} ms; "
+            f"ratio {streaming / batch:.2f} (target <= 2); load {os.getloadavg()[0]:.2f}"
         )
         print(
             f"a window's close ({NEW_GROUPS + REOPENED} groups): windows 2-11 median {sorted(early)[5] * 1e3:.1f} ms "

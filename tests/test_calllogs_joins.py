@@ -283,7 +283,8 @@ def test_the_library_composite_joins_posts_and_patches_before_its_groups():
     from apache_beam.testing.test_pipeline import TestPipeline
     from apache_beam.testing.util import assert_that, equal_to
 
-    from transforms.conversations import BatchRawRecords, NormalizeConversationBatches, Unbatch
+    from pipeline.graph.conversation_batches import NormalizeConversationBatches
+    from transforms.conversations import BatchRawRecords, Unbatch
     from transforms.record.inputs import RawRecord
     from transforms.record.record_settings import Settings
 

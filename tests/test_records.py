@@ -325,6 +325,19 @@ def test_the_glance_finds_every_number_the_whole_look_finds_at_any_offset(prefix
     assert _needs_exact_reading(data) == _needs_exact_reading_looked(data)
 
 
+@given(st.lists(st.sampled_from([b"1", b"9", b".", b"-", b" ", b"e", b"a", b"1" * 8, b"0.0"]), max_size=40))
+def test_the_long_mantissa_look_finds_every_run_the_regular_expression_found(parts):
+    # The point-by-point look that replaced a regular expression over the line may raise a
+    # false alarm (a point between two runs), never miss a long mantissa.
+    import re
+
+    from transforms.core.jsontext import _DIGIT, _SECOND_LOOK, _long_mantissa
+
+    second = b"".join(parts).translate(_SECOND_LOOK)
+    runs = re.findall(re.escape(_DIGIT) + rb"+\." + re.escape(_DIGIT) + b"+", second)
+    assert _long_mantissa(second) or not any(len(run) > 16 for run in runs)
+
+
 def test_a_format_error_says_which_dead_letter_reason_it_becomes():
     from transforms.formats.base import FormatError, RecordShapeError, not_a_record
 

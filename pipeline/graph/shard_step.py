@@ -24,6 +24,7 @@ error is raised: the caller (a runner's retry, the streaming watcher) decides wh
 
 from __future__ import annotations
 
+import gc
 import logging
 import pickle
 from array import array
@@ -198,7 +199,15 @@ def process_batches(
                 elif name == CALLS:  # not an output: the assembly's input
                     for logged in items:
                         for key, (source, position, piece) in keyed_pieces(logged):
-                            groups.setdefault(key, GroupState()).add(source, position, piece)
+                            state = groups.get(key)
+                            if state is None:
+                                state = groups[key] = GroupState()
+                            state.add(source, position, piece)
+                    # The groups' states live until the shard ends and only grow: out of the
+                    # cyclic collector's sight (they hold no cycle; freed by reference counts),
+                    # or each full collection scans them all again (measured: a quarter of a
+                    # call-log run's CPU).
+                    gc.freeze()
                 elif work.holds:
                     spilled[name] = (items, lines if name == step.main_output else None)
                 elif name == step.main_output and work.splits:

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import operator
 import re
 from typing import Any, NamedTuple
 
@@ -59,6 +60,12 @@ class _CallSeen(NamedTuple):
     #: its output holds (the first of them is the message its labels judge).
     context: bytes | None = None
     answers: int = 0
+
+
+#: The size of a chain hash (``blake2b``, 16 bytes).
+_DIGEST_SIZE = 16
+#: A group state's fields made again when it is read back (``GroupState.__setstate__``).
+_REBUILT = frozenset(("prefixes", "ends", "_recent", "sequences", "calls"))
 
 
 class _Sequence:
@@ -142,12 +149,52 @@ def comparable(messages: list[Any]) -> list[Any]:
 
 def chain_of(messages: list[Any]) -> list[bytes]:
     """The hash chain of a sequence, of its comparable form (``comparable``)."""
-    chain: list[bytes] = []
-    previous = b""
-    for message in comparable(messages):
-        previous = hashlib.blake2b(previous + message_digest(message), digest_size=16).digest()
-        chain.append(previous)
-    return chain
+    return _chain(messages, [])[0]
+
+
+def _chain(messages: list[Any], known: list[bytes]) -> tuple[list[bytes], int]:
+    """The hash chain of ``messages`` given ``known``, the chain of as many first messages, all
+    plain; and how many first messages are plain.
+
+    A plain message (a string role, not ``tool``, and a string content, nothing else) is its
+    own comparable form and changes nothing for the messages after it (it makes no call and
+    answers none): the chain goes through such messages without ``comparable``, their digests
+    looked up by role and text (a call's history repeats the one before it), and from the first
+    other message on takes the comparable form of the rest, which is the whole's."""
+    chain = list(known)
+    previous = chain[-1] if chain else b""
+    blake2b = hashlib.blake2b
+    digests = _PLAIN_DIGESTS
+    start = len(known)
+    for index in range(start, len(messages)):
+        message = messages[index]
+        if message.__class__ is dict and len(message) == 2:
+            role = message.get("role")
+            content = message.get("content")
+            if role.__class__ is str and content.__class__ is str and role != "tool":
+                key = (role, content)
+                digest = digests.get(key)
+                if digest is None:
+                    digest = message_digest(message)
+                    if len(content) <= _PLAIN_DIGEST_CHARS:
+                        if len(digests) >= _PLAIN_DIGEST_COUNT:
+                            digests.clear()
+                        digests[key] = digest
+                previous = blake2b(previous + digest, digest_size=16).digest()
+                chain.append(previous)
+                continue
+        for rest in comparable(messages[index:]):
+            previous = blake2b(previous + message_digest(rest), digest_size=16).digest()
+            chain.append(previous)
+        return chain, index
+    return chain, len(messages)
+
+
+#: Digests of plain messages by (role, text), of texts up to ``_PLAIN_DIGEST_CHARS``, at most
+#: ``_PLAIN_DIGEST_COUNT`` of them (then forgotten at once): a few megabytes at most.
+_PLAIN_DIGESTS: dict[tuple[str, str], bytes] = {}
+_PLAIN_DIGEST_CHARS = 2048
+_PLAIN_DIGEST_COUNT = 4096
 
 
 class GroupState:
@@ -175,6 +222,7 @@ class GroupState:
         "parts",
         "contexts",
         "labels",
+        "_recent",
     )
 
     def __init__(self) -> None:
@@ -206,6 +254,37 @@ class GroupState:
         self.contexts: dict[bytes, dict[str, Any]] = {}
         #: Labels read (``calls.Label``): not assembled, handed on to be joined by their id.
         self.labels: list[Label] = []
+        #: The last call's history and its chain, when every message of it is plain: the next
+        #: call's history, made of the same messages and more (a reader that reads a history
+        #: once per group hands on the same message objects), hashes only what it adds.
+        self._recent: tuple[list[Any], list[bytes]] | None = None
+
+    def __getstate__(self) -> dict[str, Any]:
+        # Shuffled and kept by Beam: every field but what is made of the chains again
+        # (``prefixes``, ``ends``) and the last call's; each sequence's chain as one bytes
+        # object, the calls as plain tuples (pickle asks a named tuple for its fields by a
+        # Python call).
+        state = {name: getattr(self, name) for name in self.__slots__ if name not in _REBUILT}
+        state["sequences"] = [(q.messages, b"".join(q.chain), q.discarded) for q in self.sequences]
+        state["calls"] = [(tuple(c.origin), *c[1:]) for c in self.calls]
+        return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        sequences = state.pop("sequences")
+        calls = state.pop("calls")
+        for name, value in state.items():
+            setattr(self, name, value)
+        self.calls = [_CallSeen(Origin(*origin), *rest) for origin, *rest in calls]
+        self.sequences = []
+        self.prefixes = set()
+        self.ends = {}
+        self._recent = None
+        for messages, joined, discarded in sequences:
+            chain = [joined[i : i + _DIGEST_SIZE] for i in range(0, len(joined), _DIGEST_SIZE)]
+            self.sequences.append(_Sequence(messages, chain, discarded))
+            if chain:
+                self.ends[chain[-1]] = len(self.sequences) - 1
+                self.prefixes.update(chain)
 
     def add(self, source: str, position: int, piece: Piece) -> GroupState:
         origin = Origin(source, position, piece.call_id, piece.start)
@@ -226,8 +305,17 @@ class GroupState:
         if piece.previous_response_id:
             self.chained.append((origin, piece))
             return self
-        messages = [*piece.history, *piece.output]
-        chain = chain_of(messages)
+        history = piece.history
+        messages = [*history, *piece.output]
+        hashed: list[bytes] = []
+        recent = self._recent
+        if recent is not None:
+            before, before_chain = recent
+            size = len(before)
+            if len(history) >= size and all(map(operator.is_, history[:size], before)):
+                hashed = before_chain
+        chain, plain = _chain(messages, hashed)
+        self._recent = (history, chain[: len(history)]) if history and plain >= len(history) else None
         if piece.response_id:
             self._responded(piece.response_id, (len(chain), chain[-1] if chain else b""))
         tools = None
@@ -267,7 +355,8 @@ class GroupState:
             return
         if end in self.prefixes:
             return  # a prefix of a kept sequence
-        for h in new.chain[:-1]:
+        # At most one kept sequence is a prefix of it; a growing history's is near its end.
+        for h in reversed(new.chain[:-1]):
             index = self.ends.get(h)
             if index is not None:  # it extends that kept sequence: replace it
                 del self.ends[h]

@@ -25,8 +25,9 @@ from transforms.formats import media as carried_media
 from transforms.formats import reasoning as carried_reasoning
 from transforms.formats._common import openai_tool
 from transforms.formats.anthropic import anthropic_to_flat
-from transforms.formats.base import FormatError, detect_reader
+from transforms.formats.base import READERS, FormatError, detect_reader
 from transforms.formats.bedrock import bedrock_to_flat
+from transforms.formats.flat import FLAT_READER
 from transforms.formats.gemini import gemini_to_flat
 from transforms.formats.openai import openai_to_flat
 from transforms.formats.openai_responses import responses_to_flat
@@ -97,6 +98,9 @@ def strict_flat(messages: list[Any], ledger: dict[str, Any] | None) -> list[Any]
     flat shape itself. An entry the core drops whole (not an object, no role) is handed on as
     it is, for the core to drop and count.
     """
+    plain = role_and_text_only(messages)
+    if plain is not None:
+        return plain
     if ledger is not None:
         # Reasoning and media a provider reader carried beside a message (the ``FIELD`` of
         # formats.reasoning and of formats.media) are not carried through call logs: counted
@@ -121,6 +125,23 @@ def strict_flat(messages: list[Any], ledger: dict[str, Any] | None) -> list[Any]
         elif role == "tool":
             flat["tool_call_id"] = pairing_key(message, "tool_call_id")
         out.append(flat)
+    return out
+
+
+def role_and_text_only(messages: list[Any]) -> list[Any] | None:
+    """``strict_flat`` of messages that each hold a string role and a string content and no
+    other key (nearly every call's history): the same messages, keys in the flat shape's order,
+    nothing for the ledger (such a message carries no reasoning, media or discarded key);
+    ``None`` for any other list. A tool message takes the full path (it gains its pairing key)."""
+    out: list[Any] = []
+    for message in messages:
+        if message.__class__ is not dict or len(message) != 2:
+            return None
+        role = message.get("role")
+        content = message.get("content")
+        if role.__class__ is not str or content.__class__ is not str or role == "tool" or not role.strip():
+            return None
+        out.append({"role": role, "content": content})
     return out
 
 
@@ -169,7 +190,7 @@ def read_history(payload: Any, where: str, text_role: str = "user") -> Embedded:
         return Embedded(flat, tools_of(payload.get("tools")), _model_of(payload.get("model")), ledger or None)
     for entries in [payload] if isinstance(payload, list) else [v for v in payload.values() if isinstance(v, list)]:
         check_blocks(entries, where)
-    reader = detect_reader(payload)
+    reader = FLAT_READER if plain_chat(payload) else detect_reader(payload)
     if reader is None:
         raise FormatError("unknown_messages", f"{where}: {_describe(payload)} is not a message shape any reader knows")
     conversation = reader.read(payload, "messages")
@@ -180,6 +201,33 @@ def read_history(payload: Any, where: str, text_role: str = "user") -> Embedded:
         _model_of(fields.get("model")),
         conversation.discarded,
     )
+
+
+#: The conversation readers convnorm registers: with no other, a plain chat is the flat reader's.
+BUILT_IN_READERS = frozenset(
+    ("sharegpt", "bedrock-converse", "anthropic", "gemini", "openai-responses", "cohere-v1", "openai", "flat")
+)
+#: Roles a detection before the flat reader's looks for (OpenAI's, ShareGPT's tool tags).
+_SIGNAL_ROLES = frozenset(("function", "developer", "function_call", "observation"))
+_ROLE_AND_CONTENT = frozenset(("role", "content"))
+
+
+def plain_chat(payload: Any) -> bool:
+    """A list of messages of a string role and a string content, nothing else, and no role a
+    provider reader looks for: every built-in reader's detection but the flat one's refuses
+    it (each looks for a content list, a ``type``, ``parts``, ``from``, or one of those roles),
+    so ``detect_reader`` would answer the flat reader after asking them all. A call's history
+    is read for every call, its messages over again: this answers it in one pass. With a
+    reader of a library user's registered, detection decides as always."""
+    if not isinstance(payload, list) or not READERS.keys() <= BUILT_IN_READERS:
+        return False
+    for message in payload:
+        if message.__class__ is not dict or not message.keys() <= _ROLE_AND_CONTENT:
+            return False
+        role = message.get("role")
+        if role.__class__ is not str or role in _SIGNAL_ROLES or message.get("content").__class__ is not str:
+            return False
+    return True
 
 
 #: The keys of a prompt-only request (the Vercel AI SDK's ``{prompt, system}``).

@@ -29,6 +29,8 @@ else Langfuse's ``tool_definitions`` (name to parameters).
 
 from __future__ import annotations
 
+import json
+import threading
 from typing import Any
 
 from transforms.calllogs import genai, openinference
@@ -43,15 +45,18 @@ from transforms.calllogs.calls import (
 )
 from transforms.calllogs.context import call_context, first_set
 from transforms.calllogs.embedded import (
+    Embedded,
     as_dict,
     decoded,
     merged_ledgers,
     part_text,
     parts_read,
+    plain_chat,
     read_history,
     read_output,
     response_ids,
     result_text,
+    role_and_text_only,
     strict_flat,
     tools_of,
 )
@@ -141,17 +146,111 @@ def _langchain(payload: Any) -> tuple[Any, list[dict[str, Any]] | None]:
     return messages, tools_of(definitions)
 
 
+def _history(payload: Any, where: str, group: str) -> tuple[Embedded, list[dict[str, Any]] | None, bool, Any]:
+    """The messages a generation sent, the tools its LangChain handler listed among them,
+    whether the messages are in the flat shape already (``strict_flat`` would copy them), and
+    the request as read (``response_ids`` looks in it; ``None`` for a plain chat: no request
+    body, no response id).
+
+    A call's history is the one before it and more, read again at every call. A plain chat
+    (``embedded.plain_chat``: string roles and contents, nothing else, no tool message) that
+    holds no Koog call entry is its own reading: the LangChain quirks, Koog's entries and
+    every provider reader's detection leave it as it is and the flat reader reads it. Such a
+    history, kept as JSON text, is read once per group: the text of the group's previous one
+    less its closing bracket, then more entries, is read as that one's messages and the new
+    entries alone (``_recent``)."""
+    text = payload.strip() if isinstance(payload, str) else None
+    if text is not None and text[:1] == "[":
+        known = _recent_history(text, group)
+        if known is not None:
+            return Embedded(known), None, True, None
+    read = decoded(payload)
+    flat = _plain_flat(read)
+    if flat is not None:
+        if text is not None:
+            _remember(group, text, flat)
+        return Embedded(flat), None, True, None
+    history_payload, listed_tools = _langchain(payload)
+    history_payload = genai.koog_messages(history_payload)
+    return read_history(history_payload, f"{where} input"), listed_tools, False, history_payload
+
+
+def _plain_flat(read: Any) -> list[dict[str, Any]] | None:
+    """A plain chat without Koog entries or tool messages, in the flat shape; else ``None``."""
+    if not plain_chat(read) or genai.koog_messages(read) is not read:
+        return None
+    return role_and_text_only(read)
+
+
+class _Recent(threading.local):
+    """Each thread's last plain history per group, as text and flat messages (a few groups:
+    the calls of a trace come together in an export)."""
+
+    def __init__(self) -> None:
+        self.histories: dict[str, tuple[str, list[dict[str, Any]]]] = {}
+
+
+_recent = _Recent()
+#: The groups whose last history is kept, at most.
+RECENT_GROUPS = 64
+
+
+def _remember(group: str, text: str, flat: list[dict[str, Any]]) -> None:
+    histories = _recent.histories
+    histories.pop(group, None)
+    if len(histories) >= RECENT_GROUPS:
+        del histories[next(iter(histories))]
+    histories[group] = (text, flat)
+
+
+def _recent_history(text: str, group: str) -> list[dict[str, Any]] | None:
+    """The flat messages of ``text`` (a JSON list) when it continues the group's last plain
+    history: that text less its closing bracket, then a comma and more entries, themselves a
+    plain chat. A JSON list is its entries in a row, each read on its own, so the entries
+    after the comma, read as a list, are the new ones; the text is then valid JSON exactly
+    when they are. ``None`` otherwise (the caller reads the whole text)."""
+    last = _recent.histories.get(group)
+    if last is None:
+        return None
+    before, flat = last
+    head = before[:-1]
+    if not flat or not text.endswith("]") or not text.startswith(head):
+        return None
+    rest = text[len(head) :].lstrip()
+    if rest[:1] != ",":
+        return None
+    try:
+        more = json.loads("[" + rest[1:])
+    except ValueError:
+        return None
+    # (None but a list of entries: ``[a,]`` is no JSON though ``[]`` is.)
+    added = _plain_flat(more) if isinstance(more, list) and more else None
+    if added is None:
+        return None
+    messages = [*flat, *added]
+    _remember(group, text, messages)
+    return messages
+
+
+def _output(payload: Any, read: Any, where: str) -> tuple[Embedded, Any]:
+    """The messages a generation got back (``read``: the payload decoded), and the response as
+    read (``None`` for a plain message: no response object); a plain message (as ``_history``:
+    Koog's entries are read in lists only) is its own reading."""
+    if isinstance(read, dict) and plain_chat([read]):
+        return Embedded([read]), None
+    output_payload, _ = _langchain(payload)
+    output_payload = genai.koog_messages(output_payload, output=True)
+    return read_output(output_payload, f"{where} output"), output_payload
+
+
 def _call(observation: dict[str, Any], session: Any) -> Call:
     where = f"observation {_text(observation.get('id'))}"
-    history_payload, listed_tools = _langchain(observation.get("input"))
-    output_payload, _ = _langchain(observation.get("output"))
-    history_payload = genai.koog_messages(history_payload)
-    output_payload = genai.koog_messages(output_payload, output=True)
-    history = read_history(history_payload, f"{where} input")
-    output = read_output(output_payload, f"{where} output")
+    group = _group(observation, session)
+    history, listed_tools, flat, history_payload = _history(observation.get("input"), where, group)
+    recorded = decoded(observation.get("output"))
+    output, output_payload = _output(observation.get("output"), recorded, where)
     messages = history.messages
-    instructions = decoded(observation.get("output"))
-    instructions = instructions.get("instructions") if isinstance(instructions, dict) else None
+    instructions = recorded.get("instructions") if isinstance(recorded, dict) else None
     if (
         isinstance(instructions, str)
         and instructions
@@ -159,13 +258,14 @@ def _call(observation: dict[str, Any], session: Any) -> Call:
     ):
         # A Responses object echoes the request's instructions, which the recorded input lacks.
         messages = [{"role": "system", "content": instructions}, *messages]
+        flat = False
     model = _field(observation, "model") or history.model or output.model
     ledger = merged_ledgers(history.discarded, output.discarded) or {}
-    messages = strict_flat(messages, ledger)
+    messages = messages if flat else strict_flat(messages, ledger)
     outputs = strict_flat(output.messages, ledger)
     return Call(
         NAME,
-        _group(observation, session),
+        group,
         time_nanos(_field(observation, "start"), f"{where} start time"),
         _text(observation.get("id")),
         messages,
