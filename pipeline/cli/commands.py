@@ -282,7 +282,7 @@ def _command(command: str, args: list[str], stopping: Stopping, checked: Checked
     handler, output_required, failed, spec = COMMANDS[command]
     # Before load_job gives Beam's filesystems their options: the checks and the plan already
     # call S3, and the steps carry it to the workers (pipeline.io.object_store).
-    object_store.after_options(s3_clients.share)
+    object_store.after_options(s3_clients.patched)
     try:
         job = load_job(args, output_required=output_required, checked=checked)
     except ConfigError as error:

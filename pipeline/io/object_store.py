@@ -17,7 +17,7 @@ is built) and gives them to Beam in its worker (``apply``) before it touches a f
 
 What else a process needs once its filesystems have options runs after them, in the driver
 and in each worker: the functions given to ``after_options`` (the command line gives
-``pipeline.runners.s3_clients.share``, one boto3 client per set of S3 settings instead of one
+``pipeline.runners.s3_clients.patched``: one boto3 client per set of S3 settings instead of one
 per call). This module patches nothing of Beam's: that is ``pipeline.runners``' part.
 """
 

@@ -14,6 +14,8 @@ why; it never guesses:
 - ``job_service.JobService.of``: None (Beam's own ``wait_until_finish``);
 - ``dask_cluster.close_client``: nothing closed;
 - ``s3_clients.share``: Beam's own S3 clients, a new one per call (slower, the same outputs).
+- ``s3_clients.empty_objects``: Beam's S3 writer, which cannot write an empty object (an empty
+  part file on S3 fails the run).
 
 Beam's flag table (``pipeline.config.make_beam_flag_table``) is bound to its release by
 ``pipeline.config.beam_flags.table_is_current``.
