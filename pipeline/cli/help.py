@@ -61,6 +61,8 @@ RUN_ONLY_FLAGS = frozenset(
         "over_limit",
         "epochs",
         "price_per_mtok",
+        "kto_threshold",
+        "reward",
         *STREAMING_FLAGS,
     }
 )
@@ -102,6 +104,7 @@ HELP_GROUPS = (
         ),
     ),
     HelpGroup("repair", ("profile", "check", "drop_role", "map_role", "reasoning", "media")),
+    HelpGroup("preference, KTO and RL sets (docs/fine-tuning.md)", ("kto_threshold", "reward")),
     HelpGroup(
         "training set (docs/fine-tuning.md)",
         (

@@ -244,6 +244,8 @@ def record_settings(ours, tokens: TokenSettings | None = None) -> Settings:
         split_seed=getattr(ours, "split_seed", 0),
         reasoning=getattr(ours, "reasoning", None),
         media=getattr(ours, "media", None),
+        kto_threshold=getattr(ours, "kto_threshold", None),
+        reward=getattr(ours, "reward", None),
     )
 
 

@@ -135,6 +135,15 @@ def _record_flags(add) -> None:
         help="max_tokens for anthropic request bodies whose record has none (the Messages API requires it)",
     )
     add(
+        "--kto-threshold",
+        help="trl-kto: NAME=VALUE, the numeric label NAME makes each row's label, true at or above VALUE "
+        "(default: bool labels, thumbs, only)",
+    )
+    add(
+        "--reward",
+        help="trl-prompts: the label NAME whose value is each prompt's reward column (a bool as 1.0 / 0.0)",
+    )
+    add(
         "--tools-field",
         default="tools",
         help="dotted path of a record's tool definitions for the writers (e.g. kwargs.tools)",

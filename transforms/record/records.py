@@ -375,6 +375,8 @@ def _write(
         settings.max_tokens,
         settings.tools_field,
         source=record,
+        kto_threshold=settings.kto_bound,
+        reward=settings.reward,
     )
     try:
         output = WRITERS[settings.sink].write(normalized, context)
