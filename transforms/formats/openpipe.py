@@ -39,18 +39,15 @@ def read_openpipe_dataset(record: Any, messages_field: str) -> Conversation:
     label["rejected"] = [rejected]
     fields = record_fields(record, ("rejected_message",))
     metadata = dict(fields["metadata"]) if isinstance(fields.get("metadata"), dict) else {}
-    metadata["labels"] = [*(metadata.get("labels") or ()), label] if isinstance(metadata.get("labels"), list) else [label]
+    earlier = metadata.get("labels")
+    metadata["labels"] = [*earlier, label] if isinstance(earlier, list) else [label]
     fields["metadata"] = metadata
     fields[messages_field] = messages
     return Conversation(messages, fields, report or None, discarded or None)
 
 
 def detect_openpipe_dataset(record: Any, messages_field: str) -> bool:
-    return (
-        isinstance(record, dict)
-        and "rejected_message" in record
-        and isinstance(record.get(messages_field), list)
-    )
+    return isinstance(record, dict) and "rejected_message" in record and isinstance(record.get(messages_field), list)
 
 
 OPENPIPE_DATASET_READER = register_reader(

@@ -165,7 +165,7 @@ def write_kto(record: dict[str, Any], ctx: WriteContext) -> dict[str, Any]:
         if thumb is not None:
             thumbs.setdefault(judged_start(messages, label), set()).add(thumb)
     if not thumbs:
-        wanted = "a bool label" if ctx.kto_threshold is None else f"a numeric label {ctx.kto_threshold[0]!r}"
+        wanted = "bool label (a thumb)" if ctx.kto_threshold is None else f"numeric label {ctx.kto_threshold[0]!r}"
         raise FormatError("no_label", f"no {wanted} judges an answer of the conversation")
     start = max(thumbs)
     if len(thumbs[start]) > 1:
@@ -205,7 +205,10 @@ def write_prompts(record: dict[str, Any], ctx: WriteContext) -> dict[str, Any]:
     on_answer = []
     if start is not None:
         on_answer = [label for label in record_labels(record) if judged_start(messages, label) == start]
-    scores = {label["name"]: label["value"] for label in on_answer}
+    # The labels that judge it; one carrying another output (a reference, a rejected one) is no score.
+    scores = {
+        label["name"]: label["value"] for label in on_answer if "correction" not in label and "rejected" not in label
+    }
     reward = None
     if ctx.reward is not None and ctx.reward in scores:
         reward = _reward(scores[ctx.reward])
@@ -243,7 +246,6 @@ TRL_KTO_WRITER = register_writer(
         "trl-kto",
         write_kto,
         description="TRL unpaired preference rows (prompt, completion, label) from thumbs or a score threshold",
-        uses=("kto_threshold",),
         schema=KTO_SCHEMA,
     )
 )
@@ -252,7 +254,6 @@ TRL_PROMPTS_WRITER = register_writer(
         "trl-prompts",
         write_prompts,
         description="TRL prompts for online RL (prompt, tools, the logged answer, its reward and scores)",
-        uses=("reward",),
         schema=PROMPTS_SCHEMA,
     )
 )

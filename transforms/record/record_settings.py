@@ -156,7 +156,8 @@ def problems(settings: Settings, named: Callable[[str], str] = field_name) -> li
         found.append(f"{named('reasoning')} must be keep or drop, not {settings.reasoning!r}")
     if settings.media is not None and settings.media not in ("keep", "drop"):
         found.append(f"{named('media')} must be keep or drop, not {settings.media!r}")
-    return found + _role_problems(settings, named) + _training_problems(settings, named) + _label_problems(settings, named)
+    found += _role_problems(settings, named) + _training_problems(settings, named)
+    return found + _label_problems(settings, named)
 
 
 def _label_problems(settings: Settings, named: Callable[[str], str]) -> list[str]:
