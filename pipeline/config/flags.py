@@ -140,6 +140,11 @@ def _record_flags(add) -> None:
         "(default: bool labels, thumbs, only)",
     )
     add(
+        "--pair-by",
+        help="trl-dpo: NAME, the label that pairs conversations of one prompt (the higher value chosen, "
+        "a bool true above false; default: bool labels, thumbs)",
+    )
+    add(
         "--reward",
         help="trl-prompts: the label NAME whose value is each prompt's reward column (a bool as 1.0 / 0.0)",
     )

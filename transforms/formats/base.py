@@ -116,6 +116,13 @@ class WriteContext:
     kto_threshold: tuple[str, float] | None = None
     #: ``--reward NAME``: the label whose value is a prompt's ``reward`` (``trl-prompts``).
     reward: str | None = None
+    #: ``trl-dpo`` in a batch run: a conversation without a pair of its own is written as a
+    #: candidate for pairs across conversations of one prompt (``transforms.record.pairs``),
+    #: decided by the label ``pair_by`` (``--pair-by``; ``None``: thumbs). The writer leaves the
+    #: candidate's claim in ``pair_claim`` (``None``: no candidate).
+    pairs_across: bool = False
+    pair_by: str | None = None
+    pair_claim: Any = field(default=None, compare=False)
 
 
 def count_written(ctx: WriteContext, name: str, n: int = 1, key: str | None = None) -> None:

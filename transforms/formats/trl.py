@@ -28,6 +28,8 @@ Every sink refuses a prompt holding a call without its result (``unanswered_call
 
 from __future__ import annotations
 
+import hashlib
+import json
 from typing import Any
 
 from transforms.formats._common import check_results_adjacent, normalized_messages, openai_tool
@@ -119,9 +121,52 @@ def _pair(messages: list[Any], label: dict[str, Any]) -> tuple[int, list[Any], l
     return None
 
 
+def preference(label: dict[str, Any], pair_by: str | None) -> float | None:
+    """How good a label says its continuation is, for pairs across conversations: the value of
+    the label ``pair_by`` (a bool as 1.0 / 0.0), or without one a thumb's; ``None``: it says not."""
+    value = label["value"]
+    if pair_by is None:
+        return (1.0 if value else 0.0) if isinstance(value, bool) else None
+    if label["name"] != pair_by or isinstance(value, str):
+        return None
+    return 1.0 if value is True else 0.0 if value is False else float(value)
+
+
+def _candidate(record: dict[str, Any], messages: list[Any], ctx: WriteContext) -> dict[str, Any]:
+    """A conversation without a pair of its own, as a candidate for pairs across conversations
+    (``transforms.record.pairs``): its row with its judged continuation on the rejected side and
+    no chosen one, and its claim in ``ctx.pair_claim``: ``(prompt key, preference, label name,
+    continuation)``. ``FormatError`` when its labels do not decide."""
+    judged: dict[int, set[tuple[str, float]]] = {}
+    for label in record_labels(record):
+        value = preference(label, ctx.pair_by)
+        if value is not None:
+            judged.setdefault(judged_start(messages, label), set()).add((label["name"], value))
+    if not judged:
+        wanted = "bool label (a thumb)" if ctx.pair_by is None else f"label {ctx.pair_by!r}"
+        raise FormatError("no_pair", f"no corrected or rejected output, and no {wanted} to pair it by")
+    start = max(judged)
+    values = {value for _, value in judged[start]}
+    if len(values) > 1:
+        raise FormatError("labels_disagree", "the labels on the judged answer say both good and bad")
+    prompt, continuation = _prompt_and(messages[:start], [messages[start : turn_end(messages, start)]], ctx)
+    tools = _tools(record, ctx)
+    name = min(name for name, _ in judged[start])
+    ctx.pair_claim = (prompt_key(prompt, tools), values.pop(), name, continuation)
+    return {ctx.id_field: ctx.record_id, "prompt": prompt, "chosen": None, "rejected": continuation, "tools": tools}
+
+
+def prompt_key(prompt: list[Any], tools: list[Any] | None) -> str:
+    """The key conversations with one prompt share: the prompt and tools as written, hashed."""
+    text = json.dumps([prompt, tools], sort_keys=True, ensure_ascii=False, separators=(",", ":"))
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
 def write_dpo(record: dict[str, Any], ctx: WriteContext) -> dict[str, Any]:
     messages = _messages(record, ctx)
     pairs = [pair for label in record_labels(record) if (pair := _pair(messages, label)) is not None]
+    if not pairs and ctx.pairs_across:
+        return _candidate(record, messages, ctx)
     if not pairs:
         raise FormatError("no_pair", "no label carries a corrected or a rejected output to pair the logged one with")
     start, chosen, rejected, how = pairs[0]

@@ -108,6 +108,10 @@ class Settings:
     #: what the TRL sinks read from a conversation's labels (``transforms.formats.trl``).
     kto_threshold: str | None = None
     reward: str | None = None
+    #: ``--sink trl-dpo`` in a batch run: conversations of one prompt are paired across records
+    #: (``transforms.record.pairs``, ``pipeline.graph.shard_pairs``), by the label ``--pair-by``.
+    pairs_across: bool = False
+    pair_by: str | None = None
     #: ``--media``: ``keep`` or ``drop`` the carried media of messages
     #: (``transforms.formats.media``); ``None``: the sink's default (``Writer.media_default``).
     media: str | None = None
@@ -171,6 +175,13 @@ def _label_problems(settings: Settings, named: Callable[[str], str]) -> list[str
                 f"{named('kto_threshold')} {settings.kto_threshold!r} is not NAME=VALUE with a number "
                 "(e.g. helpfulness=0.7)"
             )
+    if settings.pair_by is not None and settings.sink != "trl-dpo":
+        found.append(f"{named('pair_by')} is for {named('sink')} trl-dpo, not {settings.sink}")
+    if settings.pairs_across and settings.dedupe != "none":
+        found.append(
+            f"{named('sink')} trl-dpo pairs conversations across the dataset: without {named('dedupe')} "
+            "(deduplicate to flat first, then write the pairs from that output)"
+        )
     if settings.reward is not None:
         if settings.sink != "trl-prompts":
             found.append(f"{named('reward')} is for {named('sink')} trl-prompts, not {settings.sink}")

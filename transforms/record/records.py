@@ -22,7 +22,7 @@ from transforms.core.normalize import Trace, normalize_read
 from transforms.core.tool_blocks import first_free
 from transforms.core.validate import check_sendable, count_by_kind
 from transforms.dataset.chat_template import TemplateRefused, check_rendered, count_tokens, render
-from transforms.dataset.dataset_keys import CONTENT_KEYS, content_keys, group_key, split_of
+from transforms.dataset.dataset_keys import CONTENT_KEYS, PAIR_CLAIM, content_keys, group_key, split_of
 from transforms.dataset.redact import (
     Redaction,
     redact_assembly,
@@ -377,11 +377,16 @@ def _write(
         source=record,
         kto_threshold=settings.kto_bound,
         reward=settings.reward,
+        pairs_across=settings.pairs_across,
+        pair_by=settings.pair_by,
     )
     try:
         output = WRITERS[settings.sink].write(normalized, context)
     except FormatError as error:
         raise RecordRefused(DeadLetterReason.UNWRITABLE, unwritable_detail(settings.sink, error)) from None
+    if context.pair_claim is not None:
+        # A candidate for pairs across conversations: its claim, for the pairing step only.
+        metrics[PAIR_CLAIM] = context.pair_claim  # type: ignore[literal-required]
     if context.report:
         metrics["writer_report"] = context.report
     if context.discarded:
