@@ -285,7 +285,8 @@ def test_each_sink_writes_what_it_can_and_counts_what_it_refuses(runs, sink):
         reason = letter["detail"].split(": ")[1]
         by_reason[reason] = by_reason.get(reason, 0) + 1
     expected = {
-        "trl-dpo": {"no_pair": 7, "same_continuation": 2},
+        # c-disagree is a candidate for pairs across conversations whose thumbs disagree.
+        "trl-dpo": {"no_pair": 6, "labels_disagree": 1, "same_continuation": 2},
         "trl-kto": {"no_label": 6, "labels_disagree": 1},
         "trl-prompts": {},
     }[sink]
@@ -342,6 +343,5 @@ def test_redact_covers_what_the_trl_sinks_write(tmp_path):
         )
         written[sink] = text
         assert "alice@example.com" not in text and "555 0100" not in text, sink
-    # The comment's address is in the dead letter a pair refused (its raw record); the phone
-    # number in a pair's rejected side.
-    assert "[REDACTED:email]" in written["trl-dpo"] and "[REDACTED:phone]" in written["trl-dpo"]
+    # An answer's address in a KTO completion; a phone number in a pair's rejected side.
+    assert "[REDACTED:email]" in written["trl-kto"] and "[REDACTED:phone]" in written["trl-dpo"]
