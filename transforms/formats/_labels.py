@@ -1,6 +1,6 @@
 """A conversation's labels as the preference, KTO and prompt sinks read them (no Beam import).
 
-A normalized record may carry ``metadata`` (docs/labels.md): ``scores`` (label name -> one
+A normalized record may carry ``metadata`` (docs/fine-tuning.md, "Preference, KTO and prompt sets"): ``scores`` (label name -> one
 value) and ``labels``, a list of ``{"name", "value", "source", "message", "comment",
 "correction", "rejected"}``. ``message`` is the index in the record's messages of the assistant
 message the label judges; absent, the label judges the whole conversation, which for a sink is
