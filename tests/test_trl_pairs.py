@@ -193,3 +193,19 @@ def test_trl_dpo_is_refused_where_it_cannot_pair():
     ]
     assert any("without dedupe" in p for p in problems(Settings(sink="trl-dpo", pairs_across=True, dedupe="exact")))
     assert problems(Settings(sink="hf", pair_by="x")) == ["pair_by is for sink trl-dpo, not hf"]
+
+
+def test_with_a_split_only_conversations_of_one_split_pair():
+    from transforms.dataset.dataset_keys import PAIR_CLAIM
+    from transforms.record.pairs import batch_pair_claims
+
+    answer = [{"role": "assistant", "content": "x"}]
+    metrics = [
+        {"id": "a", PAIR_CLAIM: ("k", 1.0, "thumb", answer)},
+        {"id": "b", "split": "eval", PAIR_CLAIM: ("k", 0.0, "thumb", answer)},
+        {"id": "c", "split": "train", PAIR_CLAIM: ("k", 0.0, "thumb", answer)},
+        {"id": "d"},  # a pair of its own: no claim
+    ]
+    claims = [PairClaim(*fields) for fields in batch_pair_claims(3, 10, metrics)]
+    assert [(c.id, c.order) for c in claims] == [("a", (3, 10, 0)), ("b", (3, 10, 1)), ("c", (3, 10, 2))]
+    assert claims[0].key == claims[2].key != claims[1].key

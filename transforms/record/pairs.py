@@ -8,7 +8,8 @@ A *candidate* is a conversation the ``trl-dpo`` writer could not pair on its own
 no rejected output) whose labels judge a continuation (``transforms.formats.trl._candidate``):
 the writer wrote its row with its continuation on the rejected side and none chosen, and its
 claim ``(prompt key, preference, label name, continuation)``. The prompt key hashes the prompt
-and tools as written, so only conversations whose prompts are the same pair: regenerations
+and tools as written (with ``--split``, within the conversation's split), so only conversations
+whose prompts are the same pair: regenerations
 (the branches ``<id>#branch<n>`` of one call-log group; records logged with one history) and
 score differences between continuations of one prompt.
 
@@ -26,7 +27,7 @@ from __future__ import annotations
 from typing import Any, Iterator, NamedTuple, Union
 
 from transforms.core.jsontext import dumps_line, parse_json
-from transforms.dataset.dataset_keys import PAIR_CLAIM
+from transforms.dataset.dataset_keys import PAIR_CLAIM, TRAIN
 from transforms.formats._labels import same_output
 from transforms.record.dedupe import KEPT, LETTERS, Conversation, Order
 from transforms.record.record_settings import Settings
@@ -85,7 +86,9 @@ def batch_pair_claims(shard: int, start: int, metrics: list[dict[str, Any]]) -> 
     for offset, m in enumerate(metrics):
         claim = m.get(PAIR_CLAIM)
         if claim is not None:
-            out.append(((shard, start, offset), m["id"], *claim))
+            key, *rest = claim
+            # With --split, only conversations of one split pair: a pair never spans two.
+            out.append(((shard, start, offset), m["id"], f"{m.get('split', TRAIN)}\0{key}", *rest))
     return out
 
 

@@ -55,6 +55,7 @@ from transforms.formats import media as carried_media
 from transforms.formats import reasoning as carried_reasoning
 from transforms.formats._tools import value_at
 from transforms.formats.hf import write_hf
+from transforms.formats.trl import TRL_SINKS
 from transforms.record.inputs import Parsed, RawRecord
 from transforms.record.output_records import DropMetrics
 from transforms.record.record_settings import Settings, TokenSettings
@@ -318,12 +319,12 @@ def _note_counts_and_reports(
 
 def _truncated_stream(assembly: dict[str, Any], settings: Settings, metrics: DropMetrics) -> None:
     """A conversation holding answers whose event streams were cut off: marked (counted as
-    ``truncated_streams``); refused by the training sinks, which would teach the cut answer as a
-    whole one, unless ``--keep-truncated-streams``."""
+    ``truncated_streams``); refused by the training sinks and the TRL sinks, which would teach
+    the cut answer as a whole one, unless ``--keep-truncated-streams``."""
     cut = assembly.get("truncated_stream", 0)
     if not cut:
         return
-    if settings.sink in TRAINING_SINKS and not settings.keep_truncated_streams:
+    if (settings.sink in TRAINING_SINKS or settings.sink in TRL_SINKS) and not settings.keep_truncated_streams:
         raise RecordRefused(
             DeadLetterReason.UNWRITABLE,
             f"{settings.sink}: truncated_stream: {cut} answer(s) arrived as an event stream cut off before its "
