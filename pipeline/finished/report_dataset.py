@@ -202,7 +202,7 @@ def labelled_sets_html(s: dict) -> str:
         for key, label, n in made
     )
     rows += "".join(
-        f'<tr><td>refused: <code>{escape(reason)}</code></td>'
+        f"<tr><td>refused: <code>{escape(reason)}</code></td>"
         f'<td class="n" data-key="sink_refusals_by_reason.{escape(reason)}">{number_text(n)}</td></tr>'
         for reason, n in refused.items()
     )

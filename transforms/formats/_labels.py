@@ -1,13 +1,13 @@
 """A conversation's labels as the preference, KTO and prompt sinks read them (no Beam import).
 
-A normalized record may carry ``metadata`` (docs/fine-tuning.md, "Preference, KTO and prompt sets"): ``scores`` (label name -> one
-value) and ``labels``, a list of ``{"name", "value", "source", "message", "comment",
-"correction", "rejected"}``. ``message`` is the index in the record's messages of the assistant
-message the label judges; absent, the label judges the whole conversation, which for a sink is
-its *final continuation* (``final_start``). ``correction`` is a better output for the judged
-message (a human's edit, Braintrust's ``expected``); ``rejected`` a worse one (OpenPipe's
-``rejected_message``). A record with ``scores`` and no ``labels`` is read as one
-whole-conversation label per score.
+A normalized record may carry ``metadata`` (docs/fine-tuning.md, "Preference, KTO and prompt
+sets"): ``scores`` (label name -> one value) and ``labels``, a list of ``{"name", "value",
+"source", "message", "comment", "correction", "rejected"}``. ``message`` is the index in the
+record's messages of the assistant message the label judges; absent, the label judges the whole
+conversation, which for a sink is its *final continuation* (``final_start``). ``correction`` is
+a better output for the judged message (a human's edit, Braintrust's ``expected``); ``rejected``
+a worse one (OpenPipe's ``rejected_message``). A record with ``scores`` and no ``labels`` is
+read as one whole-conversation label per score.
 
 A *continuation* starts at an assistant message and runs over the assistant and tool messages
 after it, up to the next message of another role (``turn_end``): what TRL calls a completion.

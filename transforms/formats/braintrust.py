@@ -13,7 +13,8 @@ A row::
 - ``scores``: ``metadata.scores`` (name -> number; a null score, one not computed, is left
   out) and one label per score, ``source: "braintrust"``, judging the first output message.
 - ``expected`` (a reference answer, in any shape ``output`` takes): the label ``expected``,
-  value ``"reference"``, whose ``correction`` is that answer (docs/fine-tuning.md, "Preference, KTO and prompt sets"): ``trl-dpo`` pairs it
+  value ``"reference"``, whose ``correction`` is that answer (docs/fine-tuning.md,
+  "Preference, KTO and prompt sets"): ``trl-dpo`` pairs it
   with the logged output (a different one), ``trl-prompts`` writes it as ``reference``.
 - ``metadata``: kept, with ``scores`` and ``labels`` set as above, ``tags`` (sorted, unique),
   ``trace_ids`` (``[root_span_id]``) and ``model`` (``metadata.model``) when the row has them.
@@ -103,7 +104,7 @@ def read_braintrust(record: Any, messages_field: str) -> Conversation:
 
 
 def _context(record: dict[str, Any], metadata: dict[str, Any]) -> None:
-    """The row's context under the metadata's documented names (docs/fine-tuning.md, "Preference, KTO and prompt sets")."""
+    """The row's context under the metadata's documented names (docs/fine-tuning.md)."""
     tags = record.get("tags")
     if isinstance(tags, list) and all(isinstance(t, str) for t in tags) and tags:
         metadata["tags"] = sorted(set(tags))

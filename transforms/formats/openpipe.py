@@ -8,10 +8,11 @@ An entry::
 
 Its messages are read as the ``openai`` reader reads them. ``rejected_message`` becomes the
 label ``preferred`` (``value: true``, ``source: "openpipe"``) on the last assistant message,
-whose ``rejected`` is that message (docs/fine-tuning.md, "Preference, KTO and prompt sets"): ``trl-dpo`` writes the pair, ``trl-kto``
-the logged message as a good one. An entry without an assistant message to prefer keeps the
-rejected message in the label, judging the whole conversation (``trl-dpo`` refuses it:
-``no_answer``). Every other field is carried; ``rejected_message`` is read into the label.
+whose ``rejected`` is that message (docs/fine-tuning.md, "Preference, KTO and prompt sets"):
+``trl-dpo`` writes the pair, ``trl-kto`` the logged message as a good one. An entry without an
+assistant message to prefer keeps the rejected message in the label, judging the whole
+conversation (``trl-dpo`` refuses it: ``no_answer``). Every other field is carried;
+``rejected_message`` is read into the label.
 """
 
 from __future__ import annotations
