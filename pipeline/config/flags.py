@@ -117,7 +117,7 @@ def _record_flags(add) -> None:
     add(
         "--output-format",
         default="jsonl",
-        help="file format of the normalized output: jsonl or parquet (flat and hf sinks only)",
+        help="file format of the normalized output: jsonl or parquet (flat, hf and TRL sinks only)",
     )
     add(
         "--profile",
