@@ -5,6 +5,7 @@ reason, and the outputs checked with TRL's own ``trl.data_utils`` and loaded by 
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 
 import pytest
@@ -345,3 +346,29 @@ def test_redact_covers_what_the_trl_sinks_write(tmp_path):
         assert "alice@example.com" not in text and "555 0100" not in text, sink
     # An answer's address in a KTO completion; a phone number in a pair's rejected side.
     assert "[REDACTED:email]" in written["trl-kto"] and "[REDACTED:phone]" in written["trl-dpo"]
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(900)
+def test_a_streaming_run_writes_the_batch_runs_bytes(tmp_path):
+    # The per-record TRL sinks run in streaming's per-file step as they do in a batch run.
+    import subprocess
+    import sys
+
+    from prism_build import prism_binary
+
+    landing = tmp_path / "land"
+    landing.mkdir()
+    shutil.copy(LABELLED, landing / "labelled.jsonl")
+    for sink in ("trl-kto", "trl-prompts"):
+        batch = tmp_path / f"{sink}-batch"
+        assert (
+            main(["--input", str(landing / "labelled.jsonl"), "--output", str(batch), "--sink", sink, "--quiet"]) == 0
+        )
+        out = tmp_path / f"{sink}-streaming"
+        argv = ["--streaming", "--runner=PrismRunner", f"--prism_location={prism_binary()}"]
+        argv += [f"--input={landing}/*.jsonl", f"--output={out}", "--sink", sink, "--window=4s"]
+        argv += ["--poll-interval=0.3s", "--stop-after=15s", "--quiet"]
+        subprocess.run([sys.executable, "-m", "pipeline", *argv], check=True, capture_output=True, timeout=600)
+        (written,) = out.glob("*/labelled-*/normalized.jsonl")
+        assert written.read_bytes() == b"".join(p.read_bytes() for p in sorted((batch / "normalized").glob("*.jsonl")))
