@@ -372,3 +372,19 @@ def test_a_streaming_run_writes_the_batch_runs_bytes(tmp_path):
         subprocess.run([sys.executable, "-m", "pipeline", *argv], check=True, capture_output=True, timeout=600)
         (written,) = out.glob("*/labelled-*/normalized.jsonl")
         assert written.read_bytes() == b"".join(p.read_bytes() for p in sorted((batch / "normalized").glob("*.jsonl")))
+
+
+@pytest.mark.parametrize(
+    "flags,problem",
+    [
+        (("--sink", "hf", "--kto-threshold", "a=1"), "--kto-threshold is for --sink trl-kto, not hf"),
+        (("--sink", "trl-kto", "--kto-threshold", "a"), "--kto-threshold 'a' is not NAME=VALUE with a number"),
+        (("--sink", "trl-dpo", "--dedupe", "exact"), "--sink trl-dpo pairs conversations across the dataset"),
+        (("--sink", "hf", "--pair-by", "x"), "--pair-by is for --sink trl-dpo, not hf"),
+        (("--sink", "trl-kto", "--reward", "x"), "--reward is for --sink trl-prompts, not trl-kto"),
+    ],
+)
+def test_the_label_options_are_refused_before_the_run(tmp_path, capsys, flags, problem):
+    assert main(["--input", str(LABELLED), "--output", str(tmp_path / "out"), *flags]) == 2
+    assert problem in capsys.readouterr().err
+    assert not (tmp_path / "out").exists()
