@@ -376,20 +376,19 @@ def _write(
         settings.max_tokens,
         settings.tools_field,
         source=record,
-        kto_threshold=settings.kto_bound,
-        reward=settings.reward,
-        pairs_across=settings.pairs_across,
-        pair_by=settings.pair_by,
     )
+    if settings.sink in TRL_SINKS:  # what they read of the options, only for them (the per-record cost)
+        context.kto_threshold, context.reward = settings.kto_bound, settings.reward
+        context.pairs_across, context.pair_by = settings.pairs_across, settings.pair_by
     try:
         output = WRITERS[settings.sink].write(normalized, context)
     except FormatError as error:
         raise RecordRefused(DeadLetterReason.UNWRITABLE, unwritable_detail(settings.sink, error)) from None
+    if context.report:
+        metrics["writer_report"] = context.report
     if context.pair_claim is not None:
         # A candidate for pairs across conversations: its claim, for the pairing step only.
         metrics[PAIR_CLAIM] = context.pair_claim  # type: ignore[literal-required]
-    if context.report:
-        metrics["writer_report"] = context.report
     if context.discarded:
         # What the writer left out (reasoning a body cannot hold there), in the record's ledger.
         metrics["discarded"] = add_to_report(metrics.get("discarded"), context.discarded)
