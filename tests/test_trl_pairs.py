@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from pipeline.cli.main import main
+from transforms.core.jsontext import dumps_line
 from transforms.record.pairs import ChosenIn, PairClaim, PairedWith, Unpaired, decide_pairs
 
 DATA = Path(__file__).parent / "data" / "labels"
@@ -22,7 +23,8 @@ REGENERATIONS = DATA / "regenerations.jsonl"
 
 
 def _claim(n: int, preference: float, text: str, key: str = "k") -> PairClaim:
-    return PairClaim((n % 2, 0, n), f"c{n}", key, preference, "quality", [{"role": "assistant", "content": text}])
+    answer = dumps_line([{"role": "assistant", "content": text}])
+    return PairClaim((n % 2, 0, n), f"c{n}", key, preference, "quality", answer)
 
 
 def _verdicts(claims: list[PairClaim]) -> dict:
@@ -199,7 +201,7 @@ def test_with_a_split_only_conversations_of_one_split_pair():
     from transforms.dataset.dataset_keys import PAIR_CLAIM
     from transforms.record.pairs import batch_pair_claims
 
-    answer = [{"role": "assistant", "content": "x"}]
+    answer = b'[{"role":"assistant","content":"x"}]'
     metrics = [
         {"id": "a", PAIR_CLAIM: ("k", 1.0, "thumb", answer)},
         {"id": "b", "split": "eval", PAIR_CLAIM: ("k", 0.0, "thumb", answer)},

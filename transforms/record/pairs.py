@@ -44,7 +44,8 @@ class PairClaim(NamedTuple):
     key: str
     preference: float
     label: str
-    continuation: list[Any]
+    #: The judged continuation as the row writes it, as JSON text (``dumps_line``).
+    continuation: bytes
 
     @property
     def shard(self) -> int:
@@ -56,7 +57,7 @@ class PairedWith(NamedTuple):
 
     order: Order
     chosen_id: Any
-    chosen: list[Any]
+    chosen: bytes  # the chosen continuation, as JSON text
     kind: str
     label: str
 
@@ -104,7 +105,7 @@ def decide_pairs(claims: list[PairClaim]) -> Iterator[tuple[int, PairVerdict]]:
     for claim in sorted(rest, key=lambda c: c.order):
         if claim.preference == best.preference:
             yield claim.shard, Unpaired(claim.order, "tie", f"its labels say as much as those of {best.id}")
-        elif same_output(claim.continuation, best.continuation):
+        elif same_output(parse_json(claim.continuation), parse_json(best.continuation)):
             yield claim.shard, Unpaired(claim.order, "same_continuation", f"it says the same as {best.id}")
         else:
             rejected.append(claim.id)
@@ -125,7 +126,7 @@ def shape_pair(conversation: Conversation, verdict: Any, settings: Settings) -> 
         record = dict(conversation.item) if isinstance(conversation.item, dict) else None
         if record is None:
             record = parse_json(conversation.line)
-        record["chosen"] = verdict.chosen
+        record["chosen"] = parse_json(verdict.chosen)
         line = dumps_line(record)
         metrics["pair"] = {"kind": verdict.kind, "label": verdict.label, "chosen": verdict.chosen_id}
         metrics["writer_report"] = {"pairs_from": {verdict.kind: 1}}
