@@ -1,6 +1,7 @@
 """What pairing across conversations costs: ``--sink trl-dpo`` (the per-record step, a spill, one
 shuffle of claims by prompt and the write from the spill) against ``--sink hf`` on the same
-records (the per-record step writing as it goes), each a fresh ``convnorm`` process.
+records (the per-record step writing as it goes) and against ``--sink hf --dedupe exact`` (the
+other dataset step: a spill, claims shuffled), each a fresh ``convnorm`` process.
 
 The records: ``--prompts`` prompts of a few turns, each answered ``--answers`` times with a
 thumb on each answer (the first one up, the others down), as whole records carrying their
@@ -49,10 +50,10 @@ def write_input(path: Path, prompts: int, answers: int) -> int:
     return records
 
 
-def run(sink: str, source: Path, out: Path) -> dict:
+def run(sink: str, source: Path, out: Path, *more: str) -> dict:
     start = time.monotonic()
     job = [sys.executable, "-m", "pipeline", "--input", str(source), "--output", str(out), "--sink", sink]
-    job += ["--quiet", "--no-report", "--shard-bytes", str(4 << 20)]
+    job += ["--quiet", "--no-report", "--shard-bytes", str(4 << 20), *more]
     environment = {**os.environ, "PYTHONPATH": str(ROOT)}
     # A wrapper process per run: its children's usage is this run's alone (CPU, and the peak of
     # the largest process of the run, workers included).
@@ -81,16 +82,21 @@ def main() -> None:
         size = source.stat().st_size / (1 << 20)
         print(f"{records:,} records ({size:.1f} MiB), load average {os.getloadavg()[0]:.2f} on {os.cpu_count()} cores")
         baseline = run("hf", source, Path(tmp) / "hf")
+        deduplicated = run("hf", source, Path(tmp) / "dedupe", "--dedupe", "exact")
         pairs = run("trl-dpo", source, Path(tmp) / "dpo")
         expected = args.prompts * (args.answers - 1)
         print(f"{'run':<10}{'wall s':>9}{'cpu s':>9}{'peak MiB':>10}{'rows':>9}")
-        for name, figures in (("hf", baseline), ("trl-dpo", pairs)):
+        for name, figures in (("hf", baseline), ("hf dedupe", deduplicated), ("trl-dpo", pairs)):
             print(
                 f"{name:<10}{figures['wall']:>9.1f}{figures['cpu']:>9.1f}{figures['peak_mib']:>10.0f}{figures['out']:>9,}"
             )
         print(
             f"trl-dpo / hf: wall {pairs['wall'] / baseline['wall']:.2f}x, cpu {pairs['cpu'] / baseline['cpu']:.2f}x; "
             f"pairs {pairs['out']:,} (expected {expected:,}), refused {pairs['refused']}"
+        )
+        print(
+            f"trl-dpo / hf --dedupe exact (the other dataset step): wall {pairs['wall'] / deduplicated['wall']:.2f}x, "
+            f"cpu {pairs['cpu'] / deduplicated['cpu']:.2f}x, peak {pairs['peak_mib'] / deduplicated['peak_mib']:.2f}x"
         )
         print(f"load average after: {os.getloadavg()[0]:.2f}")
 
