@@ -12,9 +12,10 @@ from apache_beam.options.pipeline_options import PipelineOptions
 from apache_beam.testing.test_pipeline import TestPipeline as BeamTestPipeline
 from apache_beam.testing.util import assert_that, equal_to
 
+from pipeline.graph.conversation_batches import NormalizeConversationBatches
 from pipeline.io.read_shard import iter_batches
 from pipeline.io.shard import Shard
-from transforms.conversations import BatchRawRecords, NormalizeConversationBatches, Unbatch, raw_size
+from transforms.conversations import BatchRawRecords, Unbatch, raw_size
 from transforms.record.records import RawRecord, Settings
 
 SAMPLE = Path(__file__).resolve().parent.parent / "samples" / "conversations.jsonl"

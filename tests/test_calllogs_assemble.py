@@ -177,7 +177,8 @@ def test_on_a_stream_a_conversation_closes_after_a_gap_and_a_later_call_reopens_
     from apache_beam.testing.test_stream import TestStream
     from apache_beam.testing.util import assert_that, equal_to
 
-    from transforms.conversations import BatchRawRecords, NormalizeConversationBatches, Unbatch
+    from pipeline.graph.conversation_batches import NormalizeConversationBatches
+    from transforms.conversations import BatchRawRecords, Unbatch
     from transforms.record.inputs import RawRecord
     from transforms.record.record_settings import Settings
 
@@ -210,7 +211,7 @@ def test_on_a_stream_a_conversation_closes_after_a_gap_and_a_later_call_reopens_
 def test_what_reading_left_out_is_the_conversations_ledger_through_the_record_path():
     """A call's ``discarded`` (its reader's ledger) reaches the assembled conversation's drops
     line, as a conversation reader's would: nothing left out goes uncounted."""
-    from transforms.call_assembly import conversations_of
+    from transforms.record.assembled_calls import conversations_of
     from transforms.record.record_settings import Settings
     from transforms.record.records import normalize_batch
 

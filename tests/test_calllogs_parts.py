@@ -12,6 +12,7 @@ import pytest
 
 from transforms.calllogs.assemble import GroupState, assemble
 from transforms.calllogs.calls import Call, Rejected, Skipped, ToolResult
+from transforms.calllogs.joins import joined_alone
 from transforms.calllogs.readers import CALL_LOG_READERS, detect_call_log
 from transforms.record.record_settings import Settings
 from transforms.record.record_steps import CallLogRead, read_call_log
@@ -538,7 +539,7 @@ def test_a_run_writes_no_invented_result_for_a_turn_spelled_two_ways(tmp_path):
 def test_a_span_of_an_otlp_document_is_refused_alone_and_kept_on_disk_exactly():
     """An OTLP document's span whose attribute cannot be read: refused alone, its siblings read;
     the streaming driver keeps the refusal in calls.jsonl and rebuilds it exactly."""
-    from transforms.call_assembly import piece_line, piece_of_line
+    from pipeline.streaming.piece_lines import piece_line, piece_of_line
 
     good = {
         "traceId": "ab",
@@ -585,7 +586,9 @@ def test_a_run_of_a_langsmith_payload_is_refused_alone():
 
     read_ = read_call_log({"post": [run("r1", "HumanMessage"), run("r2", "OddMessage")]}, CALLS)
     assert isinstance(read_, CallLogRead)
-    call, refused = read_.pieces
+    # The posts have no end: each waits for a patch (a fragment), but the one that cannot be
+    # read is refused at once.
+    call, refused = joined_alone(read_.pieces)
     assert isinstance(call, Call) and call.history == [user("Hi")]
     assert isinstance(refused, Rejected) and (refused.call_id, refused.reason) == ("r2", "unknown_message_class")
     assert refused.detail.startswith("langsmith: run 1 (id r2): unknown_message_class: ")

@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 
 from transforms.calllogs.calls import Call, Skipped, ToolResult
+from transforms.calllogs.joins import joined_alone
 from transforms.calllogs.readers import CALL_LOG_READERS, detect_call_log
 from transforms.formats import FormatError
 
@@ -27,8 +28,9 @@ def lines(path: str) -> list[Any]:
 def read(record: Any, expected_reader: str) -> list[Any]:
     reader = detect_call_log(record)
     assert reader is not None and reader.name == expected_reader
-    # The parts of no call and no tool result are counted apart (tests/test_calllogs_parts.py).
-    return [item for item in reader.read(record) if not isinstance(item, Skipped)]
+    # The parts of no call and no tool result are counted apart (tests/test_calllogs_parts.py);
+    # parts of a call read apart (fragments) are joined as when no other record holds any.
+    return [item for item in joined_alone(reader.read(record)) if not isinstance(item, Skipped)]
 
 
 def user(text: str) -> dict[str, Any]:
@@ -238,6 +240,49 @@ def test_openinference_genai_fixture_pairs(fixture, container):
     assert piece.output == PARIS_OUTPUT
     assert piece.model == "gpt-4-0613"
     assert piece.start == 1760000000000000000
+
+
+def _responses_span(output_value: str) -> dict[str, Any]:
+    """An LLM span as openinference-instrumentation-openai-agents writes a Responses call: one
+    input and output message per item, so an assistant message and its function calls are two."""
+    return {
+        "context": {"trace_id": "t", "span_id": "s"},
+        "start_time": "2025-10-09T08:53:20Z",
+        "attributes": {
+            "openinference.span.kind": "LLM",
+            "llm.input_messages.0.message.role": "user",
+            "llm.input_messages.0.message.content": "Weather in Paris?",
+            "llm.input_messages.1.message.role": "assistant",
+            "llm.input_messages.1.message.content": "Let me check.",
+            "llm.input_messages.2.message.role": "assistant",
+            "llm.input_messages.2.message.tool_calls.0.tool_call.id": "c1",
+            "llm.input_messages.2.message.tool_calls.0.tool_call.function.name": "get_weather",
+            "llm.input_messages.2.message.tool_calls.0.tool_call.function.arguments": '{"city":"Paris"}',
+            "llm.input_messages.3.message.role": "tool",
+            "llm.input_messages.3.message.tool_call_id": "c1",
+            "llm.input_messages.3.message.content": "rainy",
+            "llm.output_messages.0.message.role": "assistant",
+            "llm.output_messages.0.message.content": "And Rome?",
+            "llm.output_messages.1.message.role": "assistant",
+            "llm.output_messages.1.message.tool_calls.0.tool_call.id": "c2",
+            "llm.output_messages.1.message.tool_calls.0.tool_call.function.name": "get_weather",
+            "llm.output_messages.1.message.tool_calls.0.tool_call.function.arguments": '{"city":"Rome"}',
+            "output.value": output_value,
+        },
+    }
+
+
+def test_openinference_responses_items_fold_into_one_turn_as_the_responses_reader_folds_them():
+    """A Responses call's message item and the function_call items after it are one assistant
+    turn (transforms.formats.openai_responses); OpenInference records them as two messages."""
+    (piece,) = read(_responses_span('{"id": "resp_1", "object": "response", "output": []}'), "span-rows")
+    paris, rome = call("c1", "get_weather", '{"city":"Paris"}'), call("c2", "get_weather", '{"city":"Rome"}')
+    assert piece.history == [user("Weather in Paris?"), assistant("Let me check.", paris), tool("c1", "rainy")]
+    assert piece.output == [assistant("And Rome?", rome)]
+    # A chat completion's output messages are its choices: the first is the output, nothing folds.
+    (chat,) = read(_responses_span('{"id": "chatcmpl-1", "object": "chat.completion"}'), "span-rows")
+    assert chat.output == [assistant("And Rome?")]
+    assert chat.history[1:3] == [assistant("Let me check."), assistant("", paris)]
 
 
 def test_genai_execute_tool_span_fixture():

@@ -162,7 +162,8 @@ def test_a_group_named_like_a_branch_does_not_share_its_id(tmp_path):
         [
             _row("o1", "x", 1, [USER], ANSWER),
             _row("o2", "x", 2, [OTHER], ANSWER),
-            _row("o3", "x#branch1", 3, [USER, ANSWER, OTHER], ANSWER),
+            # Not a continuation of x's first conversation (that would be chained into it).
+            _row("o3", "x#branch1", 3, [USER, OTHER], ANSWER),
         ],
         tmp_path,
     )
@@ -260,16 +261,16 @@ def test_every_record_of_a_group_with_no_call_is_in_the_dead_letters(tmp_path):
 def test_a_bug_in_one_groups_assembly_is_a_dead_letter_not_the_end_of_the_job(monkeypatch):
     """Every record is guarded (``guarded``: a bug surfaces as data), but the assembly of a group
     was not: one group that made it raise failed the whole run (as a list tool_call_id did)."""
-    from transforms import call_assembly
+    from transforms.record import assembled_calls
     from transforms.record.inputs import Unreadable
     from transforms.record.record_settings import Settings
 
     def broken(*args, **kwargs):
         raise TypeError("a bug")
 
-    monkeypatch.setattr(call_assembly, "assemble", broken)
+    monkeypatch.setattr(assembled_calls, "assemble_chained", broken)
     state = _state([_call(1, [USER], [ANSWER]), _call(2, [OTHER], [ANSWER])], (0, 1))
-    made = [conversation for _, conversation in call_assembly.conversations_of((("test", "g"), state), Settings(), 1)]
+    made = [conversation for _, conversation in assembled_calls.conversations_of((("test", "g"), state), Settings(), 1)]
     assert [(c.raw.source, c.raw.position) for c in made] == [("f", 0), ("f", 1)]
     assert all(isinstance(c.raw.payload, Unreadable) and c.raw.payload.reason == "internal_error" for c in made)
     assert sum(c.counts["conversations"] for c in made) == 2

@@ -9,11 +9,11 @@ from pathlib import Path
 
 import pytest
 
-from transforms.call_assembly import conversations_of
 from transforms.calllogs import streams
 from transforms.calllogs.assemble import GroupState, assemble
 from transforms.calllogs.calls import Call
 from transforms.calllogs.proxies import read_helicone
+from transforms.record.assembled_calls import conversations_of
 from transforms.record.record_settings import Settings
 from transforms.record.records import normalize_batch
 from transforms.totals.summary import finalize_run, partial

@@ -43,7 +43,7 @@ LAYERS = (
     "pipeline",  # pipeline/__init__.py and __main__.py (python -m pipeline)
 )
 #: The one module of transforms/ that may import Beam (the DoFns and composites).
-BEAM_IN_TRANSFORMS = {"transforms.conversations", "transforms.call_assembly"}
+BEAM_IN_TRANSFORMS = {"transforms.conversations"}
 #: transforms/ by part: each sub-package and the other parts its modules may import. A module
 #: directly in transforms/ is Beam glue (BEAM_IN_TRANSFORMS), may import every part, and no
 #: part imports it. Read from the bottom up: core, then the readers and writers, the repairs

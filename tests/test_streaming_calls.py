@@ -28,9 +28,9 @@ from pipeline.graph.shard_step import ShardWork  # noqa: E402
 from pipeline.io import processed_files as processed  # noqa: E402
 from pipeline.streaming import assembled as assembly  # noqa: E402
 from pipeline.streaming.clean import CleanPlan, clean_landed_file  # noqa: E402
+from pipeline.streaming.piece_lines import piece_line, piece_of_line  # noqa: E402
 from pipeline.streaming.watch import Landed  # noqa: E402
-from transforms.call_assembly import piece_line, piece_of_line  # noqa: E402
-from transforms.calllogs.calls import Call, Rejected, ToolResult  # noqa: E402
+from transforms.calllogs.calls import Call, Fragment, Rejected, ToolResult  # noqa: E402
 from transforms.conversations import NORMALIZE  # noqa: E402
 from transforms.core.jsontext import parse_json  # noqa: E402
 from transforms.record.record_settings import Settings  # noqa: E402
@@ -110,13 +110,13 @@ def _fixture_pieces():
 
 
 def test_every_fixture_piece_is_rebuilt_exactly_from_its_line():
-    seen = {Call: 0, ToolResult: 0, Rejected: 0}
+    seen = {Call: 0, ToolResult: 0, Rejected: 0, Fragment: 0}
     for source, position, piece in _fixture_pieces():
         back = piece_of_line(piece_line(source, position, piece))
         assert back == (source, position, piece)
         assert type(back[2]) is type(piece)
         seen[type(piece)] += 1
-    assert seen[Call] > 20 and seen[ToolResult] > 3 and seen[Rejected] >= 3, seen
+    assert seen[Call] > 20 and seen[ToolResult] > 3 and seen[Rejected] >= 3 and seen[Fragment] > 10, seen
 
 
 def test_a_piece_keeps_big_integers_floats_and_text_exactly():
@@ -748,3 +748,25 @@ def test_on_prism_a_mixed_directory_of_exports_gives_the_expected_conversations(
     assert (directory / "normalized.jsonl").read_bytes() == _batch_assembled(batch, "normalized").read_bytes()
     summary, reference = (json.loads((d / "summary.json").read_text()) for d in (out, batch))
     assert summary == reference
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(BUILD_TIMEOUT_S + 600)
+def test_on_prism_calls_of_a_group_each_give_each_conversation_once(tmp_path):
+    """LiteLLM without a session id and openai-v2 without a parent span (a group per call): a
+    window's close chains its groups, so each conversation comes out once, whole, as in batch."""
+    chained = CALL_LOGS / "chained"
+    landing, out = tmp_path / "landing", tmp_path / "out"
+    landing.mkdir()
+    for name in ("litellm-no-session.jsonl", "openai-v2-no-parent.jsonl"):
+        land(landing, name, (chained / name).read_bytes())
+    with Streaming(tmp_path, landing, out, "chained") as run:
+        run.wait_started()
+        run.wait_for(lambda: len(_newest_by_id(out)) >= 4, START_TIMEOUT_S, "the assembly of both files")
+        status = run.stop()
+    assert status == 0, run.text
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["accounted"] and summary["call_logs"]["chained_across_groups"] == 8
+    batch = _batch(tmp_path / "batch", sorted(landing.glob("*.jsonl")))
+    reference = {json.loads(line)["id"]: line for line in _lines(_batch_assembled(batch, "normalized"))}
+    assert len(reference) == 4 and _newest_by_id(out) == reference

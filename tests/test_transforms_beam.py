@@ -11,8 +11,9 @@ from apache_beam.options.pipeline_options import PipelineOptions
 from apache_beam.testing.test_pipeline import TestPipeline as BeamTestPipeline
 from apache_beam.testing.util import assert_that, equal_to
 
+from pipeline.graph.conversation_batches import NormalizeConversationBatches
 from pipeline.io.planning import plan_shards
-from transforms.conversations import NormalizeConversationBatches, Unbatch
+from transforms.conversations import Unbatch
 from transforms.record.inputs import Batch, RawRecord
 from transforms.record.record_settings import Settings
 from transforms.totals.counters import NAMESPACE
@@ -245,7 +246,7 @@ def test_composites_declare_batches_and_refuse_other_elements_when_built():
     # a composite applied to something that is not batches fails there, not in a worker.
     from apache_beam.typehints.decorators import TypeCheckError
 
-    from transforms.conversations import CheckConversationBatches
+    from pipeline.graph.conversation_batches import CheckConversationBatches
 
     p = beam.Pipeline(options=_options())
     batches = p | "Batches" >> beam.Create([_batch(0, GOOD)])

@@ -8,8 +8,10 @@ runner runs) reads, processes and writes each input shard in one step
 
 One routing DoFn (``RouteConversations``) runs a job's per-record step over batches of raw
 records (``transforms.record.inputs.Batch`` of ``RawRecord``) and routes what it gives; a
-``RecordStep`` names the step and its outputs, and ``ProcessConversationBatches`` is the one
-composite around it. The two steps:
+``RecordStep`` (``transforms.totals.record_step``, the pure core) names the step and its
+outputs, and ``pipeline.graph.conversation_batches.ProcessConversationBatches`` is the one
+composite around it (with the assembly of call logs, ``pipeline.graph.call_assembly``). The
+two steps:
 
 - ``NORMALIZE`` (``NormalizeConversationBatches``, what ``convnorm run`` does) returns a ``NormalizedOutputs``
   with three PCollections of batches:
@@ -42,27 +44,17 @@ stateless maps, so they also apply to an unbounded input.
 
 from __future__ import annotations
 
-import dataclasses
-import functools
 import gc
 import os
-from typing import Any, Callable, Iterable, Iterator, NamedTuple
+from typing import Any, Iterable, Iterator
 
 import apache_beam as beam
 from apache_beam.metrics import Metrics
 from apache_beam.pvalue import TaggedOutput
 from apache_beam.utils.windowed_value import WindowedValue
 
-from transforms.call_assembly import (
-    DEFAULT_REOPEN_S,
-    DEFAULT_SESSION_GAP_S,
-    FIRST_ASSEMBLED_SHARD,
-    AssembleConversations,
-    call_log_partial,
-)
 from transforms.record.inputs import (
     DEFAULT_BATCH_BYTES,
-    DEFAULT_BATCH_SIZE,
     Batch,
     Parsed,
     RawRecord,
@@ -72,121 +64,18 @@ from transforms.record.inputs import (
 from transforms.record.record_settings import Settings
 from transforms.record.record_settings import problems as settings_problems
 from transforms.record.record_steps import ReaderHint
-from transforms.record.records import BatchResult, normalize_batch, process_record
-from transforms.record.validate_step import check_record
-from transforms.totals import summary as summaries
+from transforms.record.records import BatchResult, normalize_batch
 from transforms.totals.counters import COUNTED_BY_KIND, COUNTED_TOTALS, COUNTER_NAMES, DISTRIBUTION_NAMES, NAMESPACE
 
-#: Tags of the routing DoFn's outputs besides the main one (also the output directories' names).
-DROPS = "drops"
-DEAD_LETTER = "dead_letter"
-#: The tag of the call-log records a step hands on to be assembled (``CallLogged``): not an
-#: output of the job, the assembly's input.
-CALLS = "calls"
-_MAIN = "main"
-
-
-class NormalizedOutputs(NamedTuple):
-    records: beam.PCollection
-    drops: beam.PCollection
-    dead_letters: beam.PCollection
-    #: Batches of the assembly's partial summaries (``transforms.call_assembly``); ``None`` when
-    #: the composite does not assemble call logs.
-    assembly: beam.PCollection | None = None
-
-
-class CheckedOutputs(NamedTuple):
-    reports: beam.PCollection
-    dead_letters: beam.PCollection
-    assembly: beam.PCollection | None = None
-
-
-class RecordStep(NamedTuple):
-    """A job's per-record step, and where what it gives goes: the one description the per-shard
-    step (``pipeline.graph.shard_step``, the job's) and the routing DoFn (library users') follow."""
-
-    #: The ParDo's label in the graph.
-    label: str
-    #: ``step(raw, settings, ...) -> Outcome`` (``transforms.record.records``), run by ``normalize_batch``.
-    step: Callable
-    #: The summary view whose partial totals the counters count.
-    view: summaries.View
-    #: The batch result's field that view summarizes (``metrics`` or ``records``).
-    summarized: str
-    #: Tagged outputs besides the main one (the records), in the order of ``outputs``.
-    tags: tuple[str, ...]
-    #: The composite's result: the main output, then the tagged ones.
-    outputs: type
-    #: The main output's name (its directory under ``--output``); the tags name the others.
-    main_output: str
-    #: ``finalize(total, settings)``: the total of the partials -> the summary document.
-    finalize: Callable[[dict[str, Any], Settings], dict[str, Any]]
-
-    @property
-    def output_names(self) -> tuple[str, ...]:
-        """Every output's name, the main one first."""
-        return (self.main_output, *self.tags)
-
-    def routed(
-        self, result: BatchResult, lines_only: bool = False
-    ) -> Iterator[tuple[str, list[Any], list[bytes] | None]]:
-        """``(output name, items, their JSON lines or None)`` for each output the batch result
-        has items for: records to the main output, drop metrics to ``DROPS``, unreadable
-        records to ``DEAD_LETTER``. ``lines_only`` (a JSON Lines main output, normalizing with
-        ``keep_records=False``): the main output's items are the records' lines."""
-        records = result.lines if lines_only and result.lines is not None else result.records
-        if records:
-            yield self.main_output, records, result.lines
-        if result.metrics and DROPS in self.tags:
-            yield DROPS, result.metrics, None
-        if result.dead_letters:
-            yield DEAD_LETTER, result.dead_letters, None
-        if result.calls:
-            yield CALLS, list(result.calls), None
-
-    def partial(self, records_in: int, result: BatchResult) -> dict[str, Any]:
-        """The view's partial summary of one batch's result (``records_in`` records read)."""
-        part = self.view.partial(records_in, getattr(result, self.summarized), result.dead_letters)
-        if result.calls:
-            part.update(call_log_partial(result.calls))
-        return part
-
-    def finish(self, settings: Settings) -> Callable[[dict[str, Any]], dict[str, Any]]:
-        """The total of the partials -> the summary document, for a job's settings (picklable)."""
-        return functools.partial(_finalize_with, self.finalize, settings)
-
-
-def _finalize_with(
-    finalize: Callable[[dict[str, Any], Settings], dict[str, Any]], settings: Settings, total: dict[str, Any]
-) -> dict[str, Any]:
-    return finalize(total, settings)
-
-
-def _finalize_validation(total: dict[str, Any], settings: Settings) -> dict[str, Any]:
-    # validation.json depends on no setting.
-    return summaries.finalize_validation(total)
-
-
-NORMALIZE = RecordStep(
-    label="Normalize",
-    step=process_record,
-    view=summaries.RUN,
-    summarized="metrics",
-    tags=(DROPS, DEAD_LETTER),
-    outputs=NormalizedOutputs,
-    main_output="normalized",
-    finalize=summaries.finalize_run,
-)
-CHECK = RecordStep(
-    label="Check",
-    step=check_record,
-    view=summaries.VALIDATE,
-    summarized="records",
-    tags=(DEAD_LETTER,),
-    outputs=CheckedOutputs,
-    main_output="violations",
-    finalize=_finalize_validation,
-)
+# The step descriptions live in the pure core; named here too, where library users found them.
+from transforms.totals.record_step import CALLS as CALLS
+from transforms.totals.record_step import CHECK as CHECK
+from transforms.totals.record_step import DEAD_LETTER as DEAD_LETTER
+from transforms.totals.record_step import DROPS as DROPS
+from transforms.totals.record_step import NORMALIZE as NORMALIZE
+from transforms.totals.record_step import CheckedOutputs as CheckedOutputs
+from transforms.totals.record_step import NormalizedOutputs as NormalizedOutputs
+from transforms.totals.record_step import RecordStep as RecordStep
 
 
 class BatchCounters:
@@ -399,87 +288,6 @@ def freeze_gc() -> None:
     collector's sight, or each full collection re-scans it while the job allocates millions of
     short-lived dicts (measured: 12% of a run's time). For a DoFn's ``setup``."""
     gc.freeze()
-
-
-@beam.typehints.with_input_types(Batch)
-@beam.typehints.with_output_types(Batch)  # every output: records, drops, dead letters, assembly totals
-class ProcessConversationBatches(beam.PTransform):
-    """Batches of raw records -> the step's outputs (a ``step.outputs`` of PCollections of
-    batches), by the routing DoFn it is given.
-
-    When the route's settings hand call-log records on (``Settings.calls``), their calls are
-    assembled into conversations (``transforms.call_assembly.AssembleConversations``: a
-    shuffle), which the same step then processes; its outputs join the others', and the
-    assembly's partial summaries are the outputs' ``assembly``. ``call_shards`` output shards,
-    numbered from ``first_call_shard``, hold the assembled conversations. On a stream, a
-    conversation is emitted after ``session_gap_s`` without a call, and again if a call comes
-    within ``reopen_s`` after that (``transforms.call_assembly._Sessions``).
-    """
-
-    def __init__(
-        self,
-        route: RouteConversations,
-        *,
-        batch_size: int = DEFAULT_BATCH_SIZE,
-        call_shards: int = 1,
-        first_call_shard: int = FIRST_ASSEMBLED_SHARD,
-        session_gap_s: float = DEFAULT_SESSION_GAP_S,
-        reopen_s: float = DEFAULT_REOPEN_S,
-    ) -> None:
-        super().__init__()
-        self._route = route
-        self._batch_size = batch_size
-        self._call_shards = call_shards
-        self._first_call_shard = first_call_shard
-        self._sessions = (session_gap_s, reopen_s)
-
-    def expand(self, raw_batches):
-        route = self._route
-        step = route.step
-        outputs = raw_batches | step.label >> beam.ParDo(route).with_input_types(Batch).with_outputs(
-            *step.tags, CALLS, main=_MAIN
-        )
-        direct = [outputs[_MAIN], *(outputs[tag] for tag in step.tags)]
-        if not route.settings.calls:
-            return step.outputs(*direct)
-        assembled = outputs[CALLS] | "AssembleCalls" >> AssembleConversations(
-            route.settings, self._batch_size, self._call_shards, self._first_call_shard, *self._sessions
-        )
-        # The assembled conversations are flat records: read as such, whatever --format said.
-        again = RouteConversations(
-            step, dataclasses.replace(route.settings, input_format="flat", calls=False), route.lines_only
-        )
-        more = assembled.batches | step.label + "Assembled" >> beam.ParDo(again).with_input_types(Batch).with_outputs(
-            *step.tags, main=_MAIN
-        )
-        theirs = [more[_MAIN], *(more[tag] for tag in step.tags)]
-        joined = [
-            (mine, other) | f"Join{tag.title()}" >> beam.Flatten()
-            for mine, other, tag in zip(direct, theirs, (_MAIN, *step.tags))
-        ]
-        return step.outputs(*joined, assembly=assembled.partials)
-
-
-class NormalizeConversationBatches(ProcessConversationBatches):
-    """Batches of raw records -> normalized records, drop metrics and dead letters (a
-    ``NormalizedOutputs``): ``NormalizeConversation`` applied to batches.
-
-    ``lines_only``: the records as their JSON lines (``RouteConversations``), for a JSON Lines
-    writer."""
-
-    def __init__(self, settings: Settings, lines_only: bool = False, *, assemble: bool = True, **shards: Any) -> None:
-        settings = dataclasses.replace(settings, calls=assemble)
-        super().__init__(NormalizeConversation(settings, lines_only=lines_only), **shards)
-
-
-class CheckConversationBatches(ProcessConversationBatches):
-    """Batches of raw records -> per-conversation violation reports and dead letters.
-
-    ``lines_only`` is accepted so both composites are made alike; a check has no records to
-    hand on as lines (its reports are always objects)."""
-
-    def __init__(self, settings: Settings, lines_only: bool = False, *, assemble: bool = True, **shards: Any) -> None:
-        super().__init__(CheckConversation(dataclasses.replace(settings, calls=assemble)), **shards)
 
 
 #: The shard of batches made from a stream rather than from planned input files.

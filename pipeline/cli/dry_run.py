@@ -185,7 +185,7 @@ def output_lines(job: Job, spec: OutputSpec, call_logs: bool = False) -> list[st
             lines.append(
                 f"  {output}/{name}/part-{first:05d}{extension}{more}  (the conversations assembled from call logs)"
             )
-    lines.append("  (a part that would hold no record is not written)")
+    lines.append("  (each part is written, an empty one too)")
     extras = [spec.summary_file, *([spec.card.name] if spec.card else []), MANIFEST_FILE, SUCCESS_FILE]
     if spec.command == "run" and job.options.view_as(ConvNormOptions).report:
         extras.append(REPORT_FILE)

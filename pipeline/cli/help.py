@@ -125,7 +125,7 @@ HELP_GROUPS = (
             "examples",
         ),
     ),
-    HelpGroup("call logs and labels (docs/call-logs.md)", ("call_logs", "keep_truncated_streams")),
+    HelpGroup("call logs and labels (docs/call-logs.md)", ("call_logs", "chain_groups", "keep_truncated_streams")),
     HelpGroup("streaming (Beam's --streaming; docs/streaming.md)", STREAMING_FLAGS),
     HelpGroup("runners (Beam's own options below)", ("graph", "host_loopback", "insecure_dask_scheduler")),
     HelpGroup(

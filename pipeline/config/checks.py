@@ -232,6 +232,7 @@ def record_settings(ours, tokens: TokenSettings | None = None) -> Settings:
         weights=getattr(ours, "weights", "auto"),
         trailing=getattr(ours, "trailing", "auto"),
         keep_truncated_streams=getattr(ours, "keep_truncated_streams", False),
+        chain_groups=getattr(ours, "chain_groups", True),
         dedupe=getattr(ours, "dedupe", "none"),
         examples=getattr(ours, "examples", "whole"),
         chat_template=load_template(ours.chat_template) if getattr(ours, "chat_template", None) else None,

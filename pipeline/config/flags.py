@@ -269,6 +269,15 @@ def _run_flags(add) -> None:
         "on (the default), or off, which leaves the assembly's steps out of the graph (about 0.25 s a run "
         "in-process) and makes any call-log record a call_log dead letter",
     )
+    add(
+        "--chain-groups",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="a conversation assembled from call logs whose messages, ending at an answer, are the start "
+        "of a longer one of another group (a trace or id per call or per turn) is part of that one: "
+        "dropped and counted (call_logs.chained_across_groups), its calls in the longer one's account "
+        "(the default); --no-chain-groups keeps every group's conversations apart",
+    )
 
 
 def _plan_flags(add) -> None:

@@ -247,7 +247,7 @@ class Job:
     given_output: str = ""
     #: ``--part-bytes``: input bytes per output part (``pipeline.io.parts``); 0: a part per shard.
     part_bytes: int = DEFAULT_PART_BYTES
-    #: ``--call-logs``: conversations assembled from call-log records (``transforms.call_assembly``).
+    #: ``--call-logs``: conversations assembled from call-log records (``transforms.record.assembled_calls``).
     call_logs: bool = True
 
     @property

@@ -295,7 +295,9 @@ def reassembled(
     conversations list (``output``'s drops/ lines and dead letters) read back, their pieces of
     its group assembled as the run did, the conversation of its id."""
     from pipeline.io.reread import record_at
-    from transforms.calllogs.assemble import GroupState, NoCalls, assemble, group_key
+    from transforms.calllogs.assemble import GroupState, NoCalls, group_key
+    from transforms.calllogs.chains import assemble_chained
+    from transforms.calllogs.joins import is_join_key, joined_states
     from transforms.record.record_steps import parse_payload, read_call_log
 
     assembly = metrics["assembly"]
@@ -308,8 +310,11 @@ def reassembled(
         for name in ("calls", "tool_results_filled", "tool_results_unused")
         for entry in other.get(name, ())
     ]
+    # A call read in parts (a LangSmith post and its patch ...) lists its other records too.
+    listed += [part for entry in listed for part in entry.get("parts", ())]
     calls = dataclasses.replace(settings, input_format=assembly["format"], calls=True)
     state = GroupState()
+    fragments: dict[tuple[str, str], GroupState] = {}
     for source, position in sorted({(str(c["source"]), int(c["position"])) for c in listed}):
         check_source(inputs, source, metrics.get("id"))
         raw = record_at(source, position, max_record_bytes)
@@ -317,9 +322,15 @@ def reassembled(
             raise NotFound(f"{source} has no record at position {position:,} any more: was the file moved or changed?")
         for piece in getattr(read_call_log(parse_payload(raw), calls), "pieces", ()):
             fmt, group = group_key(piece)
-            if (fmt, as_written(group)) == key:
+            if is_join_key((fmt, group)):
+                fragments.setdefault((fmt, group), GroupState()).add(source, position, piece)
+            elif (fmt, as_written(group)) == key:
                 state.add(source, position, piece)
-    made = assemble(
+    for join_key, parts in sorted(fragments.items()):
+        for (fmt, group), joined in joined_states(join_key, parts):
+            if (fmt, as_written(group)) == key:
+                state.merge(joined)
+    made = assemble_chained(
         *key,
         state,
         id_field=settings.id_field,
@@ -358,6 +369,9 @@ def assembly_lines(assembly: dict) -> list[str]:
             if assembly["branch"]
             else f"; {assembly['branches']} branch(es) split out"
         )
+    chained = assembly.get("chained", [])
+    if chained:  # conversations of other groups whose messages start this one's
+        head += f"; {len(chained)} conversation(s) of other groups chained into it: " + ", ".join(map(repr, chained))
     lines = [head]
     lines += [f"  call {c.get('call')} at {c.get('start')}: {_where(c)}" for c in calls]
     for name, label in (

@@ -20,8 +20,8 @@ from pipeline.graph.shard_step import ShardWork
 from pipeline.io.output_names import SUMMARY_FILE, VALIDATION_FILE
 from pipeline.io.shard import Shard
 from pipeline.runners.dask_cluster import plan_chunks
-from transforms.conversations import CHECK, NORMALIZE, RecordStep
 from transforms.dataset.dataset_keys import output_names
+from transforms.totals.record_step import CHECK, NORMALIZE, RecordStep
 
 #: Input bytes per output shard of conversations assembled from call logs (``call_shards``):
 #: each output shard's conversations are gathered in one worker to be sorted, so their number

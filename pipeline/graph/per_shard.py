@@ -25,8 +25,9 @@ from typing import NamedTuple
 import apache_beam as beam
 from apache_beam.metrics import Metrics
 
+from pipeline.graph.chain_groups import ChainAcrossGroups, chain_enabled
 from pipeline.graph.read import CreateParts, PartProgress
-from pipeline.graph.shard_assembly import AssembleShardCalls
+from pipeline.graph.shard_assembly import OUTPUT_TAG, AssembleShardCalls
 from pipeline.graph.shard_dataset import DedupeShards
 from pipeline.graph.shard_pairs import PairShards
 from pipeline.graph.shard_step import ShardResult, ShardWork, process_shard, temp_place
@@ -71,7 +72,13 @@ class _ProcessShard(beam.DoFn):
 
         # A name unique per attempt: a retried part never clobbers another attempt's files.
         place = temp_place(self._temp_root, part, uuid.uuid4().hex)
-        result = process_shard(part, self._work, place, observe=observe, read=progress.read, done=progress.done)
+        # Every planned part has its file in every output, an empty one too: the plan (--dry-run)
+        # names the files a run writes whatever the records turn out to be. Under --dedupe the
+        # files are written once the claims are decided (``write_shaped``).
+        empty_files = not self._work.holds
+        result = process_shard(
+            part, self._work, place, observe=observe, read=progress.read, done=progress.done, empty_files=empty_files
+        )
         self._blank.inc(result.partial["blank_lines"])
         self._shards.inc(len(part.shards))
         self._tally.flush()
@@ -163,8 +170,12 @@ class ProcessShards(beam.PTransform):
         )
         if self._work.settings.calls:
             # Call-log records: their conversations assembled, written as shards after the input's.
+            settings = self._work.settings
+            chain = None
+            if chain_enabled(settings):  # --chain-groups: one conversation whatever groups its calls are in
+                chain = ChainAcrossGroups(settings.id_field, self._call_shards, OUTPUT_TAG)
             results = results | "AssembleCalls" >> AssembleShardCalls(
-                self._work, self._temp_root, self._call_shards, len(self._shards)
+                self._work, self._temp_root, self._call_shards, len(self._shards), chain
             )
         if self._work.holds and self._work.settings.pairs_across:
             # --sink trl-dpo: candidates paired across every shard by prompt, then written by shard.

@@ -4,11 +4,19 @@
 ::
 
     ShardResult | keyed: each result by its shard, each call-log piece by its group
+                | (fragments: CombinePerKey by their join key | the pieces they make, by group)
                 | CombinePerKey(results kept, pieces assembled) | conversations keyed by output shard
                 | GroupByKey | each output shard's conversations processed and written (a ShardResult)
 
+Fragments (parts of one call read apart: a LangSmith patch sent after its post, OTel events
+split over documents) take a branch of their own and meet by key before their pieces join the
+groups' (``transforms.calllogs.joins``): one more combine, of the fragments only.
+
 Shard results pass through it untouched (less their pieces), so ``MergeShardResults`` after it
-sees every shard's result and every assembled output shard's alike.
+sees every shard's result and every assembled output shard's alike. A ``chain`` step
+(``chain_groups.ChainAcrossGroups``, --chain-groups) adds its verdicts to the conversations
+keyed by output shard before the GroupByKey; each output shard applies them
+(``chained_conversations``) before its conversations are processed.
 """
 
 from __future__ import annotations
@@ -19,14 +27,18 @@ from typing import Any, Iterable, Iterator
 
 import apache_beam as beam
 
+from pipeline.graph.chain_groups import chained_conversations
 from pipeline.graph.shard_step import ShardResult, ShardWork, numbered_place, process_batches
 from pipeline.testhooks import pause_point
-from transforms.call_assembly import assembly_partial, conversations_of, shard_batches
 from transforms.calllogs.assemble import GroupState
+from transforms.calllogs.joins import is_join_key, joined_states
 from transforms.conversations import freeze_gc
+from transforms.record.assembled_calls import AssemblyOutput, assembly_partial, conversations_of, shard_batches
 from transforms.totals import summary as summaries
 
-_RESULT, _GROUP, _OUTPUT = "result", "group", "output"
+_RESULT, _GROUP, _OUTPUT, _ANY = "result", "group", "output", "any"
+#: The key's tag of the conversations keyed by output shard (what ``ChainAcrossGroups`` reads).
+OUTPUT_TAG = _OUTPUT
 
 
 def keyed_results(result: ShardResult) -> Iterator[tuple[tuple[Any, ...], Any]]:
@@ -34,6 +46,21 @@ def keyed_results(result: ShardResult) -> Iterator[tuple[tuple[Any, ...], Any]]:
     yield (_RESULT, result.shard), result._replace(calls=())
     for key, state in result.calls:
         yield (_GROUP, *key), state
+    if result.calls:
+        yield (_ANY,), None  # the run holds call logs: every output shard of them is written
+
+
+def is_fragments(keyed: tuple[tuple[Any, ...], Any]) -> bool:
+    """Whether a keyed item holds fragments to join (not a group's state, not a result)."""
+    key = keyed[0]
+    return key[0] == _GROUP and is_join_key(key[1:])
+
+
+def joined_groups(keyed: tuple[tuple[Any, ...], list]) -> Iterator[tuple[tuple[Any, ...], GroupState]]:
+    """One join key's fragments (the shards' merged) -> the states of the groups their pieces go to."""
+    key, (_, state) = keyed
+    for group, joined in joined_states((key[1], key[2]), state):
+        yield (_GROUP, *group), joined
 
 
 class KeepResultsAssembleGroups(beam.CombineFn):
@@ -45,7 +72,7 @@ class KeepResultsAssembleGroups(beam.CombineFn):
     def add_input(self, accumulator: list, value: Any) -> list:
         if isinstance(value, ShardResult):
             accumulator[0].append(value)
-        else:
+        elif value is not None:
             accumulator[1].merge(value)  # a shard's state of the group
         return accumulator
 
@@ -66,6 +93,12 @@ def by_output_shard(keyed: tuple[tuple[Any, ...], list], work: ShardWork, bucket
     if key[0] == _RESULT:
         for result in results:
             yield (_RESULT, result.shard), result
+        return
+    if key[0] == _ANY:
+        # Each output shard gets an element, so each is written, an empty one too: the plan
+        # (--dry-run) names them all once it sees call logs.
+        for bucket in range(buckets):
+            yield (_OUTPUT, bucket), None
         return
     for bucket, made in conversations_of(((key[1], key[2]), state), work.settings, buckets):
         yield (_OUTPUT, bucket), made
@@ -90,13 +123,17 @@ class _ProcessAssembled(beam.DoFn):
         if key[0] == _RESULT:
             yield from values
             return
-        made = list(values)
+        # The verdicts of a chaining across groups (``chain_groups``), if any, applied here.
+        values = [value for value in values if value is not None]
+        made = chained_conversations(values, self._work.settings.id_field)
+        assembled = [value for value in values if isinstance(value, AssemblyOutput)]
         number = self._first_shard + key[1]
         place = numbered_place(self._temp_root, number, 0, uuid.uuid4().hex)
         batches = shard_batches((key[1], made), self._first_shard, self._work.batch_size)
-        result = process_batches(batches, number, 0, self._work, place, read=False)
+        result = process_batches(batches, number, 0, self._work, place, read=False, empty_files=not self._work.holds)
         pause_point("write")
-        yield result._replace(partial=summaries.merge(result.partial, assembly_partial((key[1], made))))
+        counts = assembly_partial((key[1], made), assembled)
+        yield result._replace(partial=summaries.merge(result.partial, counts))
 
 
 @beam.typehints.with_input_types(beam.typehints.Any)
@@ -105,19 +142,36 @@ class AssembleShardCalls(beam.PTransform):
     """Shard results -> the same results, and one more per output shard of conversations
     assembled from their call-log pieces (numbered from ``first_shard``)."""
 
-    def __init__(self, work: ShardWork, temp_root: str, buckets: int, first_shard: int) -> None:
+    def __init__(
+        self, work: ShardWork, temp_root: str, buckets: int, first_shard: int, chain: beam.PTransform | None = None
+    ) -> None:
         super().__init__()
+        #: Applied to the conversations keyed by output shard, before they are gathered.
+        self._chain = chain
         self._work = work
         self._temp_root = temp_root
         self._buckets = buckets
         self._first_shard = first_shard
 
     def expand(self, results):
-        return (
-            results
-            | "Keyed" >> beam.FlatMap(keyed_results)
+        keyed = results | "Keyed" >> beam.FlatMap(keyed_results)
+        joined = (
+            keyed
+            | "Fragments" >> beam.Filter(is_fragments)
+            | "JoinFragments" >> beam.CombinePerKey(KeepResultsAssembleGroups())
+            | "Joined" >> beam.FlatMap(joined_groups)
+        )
+        whole = keyed | "Whole" >> beam.Filter(lambda item: not is_fragments(item))
+        keyed = (
+            (whole, joined)
+            | "WithJoined" >> beam.Flatten()
             | "AssembleGroups" >> beam.CombinePerKey(KeepResultsAssembleGroups())
             | "ByOutputShard" >> beam.FlatMap(by_output_shard, self._work, self._buckets)
+        )
+        if self._chain is not None:
+            keyed = keyed | "ChainAcrossGroups" >> self._chain
+        return (
+            keyed
             | "Gather" >> beam.GroupByKey()
             | "ProcessAssembled" >> beam.ParDo(_ProcessAssembled(self._work, self._temp_root, self._first_shard))
         )

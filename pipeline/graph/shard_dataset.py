@@ -32,7 +32,6 @@ import apache_beam as beam
 from pipeline.graph.shard_step import OutputFiles, ShardResult, ShardWork, numbered_place, read_spill, written_files
 from pipeline.io.file_formats import FILE_FORMATS
 from pipeline.testhooks import pause_point
-from transforms.conversations import DEAD_LETTER
 from transforms.dataset.dataset_keys import TRAIN, split_output
 from transforms.record.dedupe import (
     DROPS,
@@ -51,6 +50,7 @@ from transforms.record.dedupe import (
     unpack_claims,
 )
 from transforms.totals import summary as summaries
+from transforms.totals.record_step import DEAD_LETTER
 
 _CONTENT, _KEPT, _OUT = "content", "kept", "out"
 _RESULT, _VERDICT = "result", "verdict"
@@ -198,12 +198,14 @@ def write_shaped(
             partial = summaries.merge(partial, view.partial(0, [], letters))
             outputs.write(DEAD_LETTER, letters[0]["position"], letters, None)
         outputs.flush()
+        for name in work.outputs:  # every output's file, an empty one too (as without --dedupe)
+            out.writer(name)
         measures = out.close()
     except BaseException:
         out.abandon()
         raise
     files = {
-        name: written._replace(start=outputs.starts[name])
+        name: written._replace(start=outputs.starts.get(name, 0))
         for name, written in written_files(work, result.shard, 0, out.paths, measures).items()
     }
     return result._replace(files=files, partial=partial, spill=None)

@@ -37,10 +37,9 @@ from pipeline.io.parts import Part
 from pipeline.io.read_shard import iter_part_batches
 from pipeline.io.shard import Shard
 from pipeline.io.written_files import WrittenFile, temp_name
-from transforms.call_assembly import keyed_pieces
 from transforms.calllogs.assemble import GroupState
-from transforms.conversations import CALLS, DEAD_LETTER, DROPS, RecordStep
 from transforms.dataset.dataset_keys import TRAIN, output_names, split_output
+from transforms.record.assembled_calls import keyed_pieces
 from transforms.record.dedupe import batch_claims, pack
 from transforms.record.inputs import DEFAULT_BATCH_BYTES, DEFAULT_BATCH_SIZE, DEFAULT_MAX_RECORD_BYTES, Batch
 from transforms.record.pairs import batch_pair_claims
@@ -48,6 +47,7 @@ from transforms.record.record_settings import Settings
 from transforms.record.record_steps import ReaderHint
 from transforms.record.records import BatchResult, normalize_batch
 from transforms.totals import summary as summaries
+from transforms.totals.record_step import CALLS, DEAD_LETTER, DROPS, RecordStep
 
 LOG = logging.getLogger(__name__)
 
@@ -56,7 +56,7 @@ LOG = logging.getLogger(__name__)
 class ShardWork:
     """What every shard of one job shares (small and picklable: it travels to workers)."""
 
-    #: The job's per-record step (``transforms.conversations.NORMALIZE`` or ``CHECK``).
+    #: The job's per-record step (``transforms.totals.record_step.NORMALIZE`` or ``CHECK``).
     step: RecordStep
     settings: Settings
     #: Output name -> its file format (a ``FILE_FORMATS`` name); an output not named is JSON Lines.

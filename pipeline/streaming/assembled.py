@@ -42,21 +42,18 @@ from typing import Any, Callable, Iterable, NamedTuple
 
 from apache_beam.io.filesystems import FileSystems
 
+from pipeline.graph.chain_groups import chain_enabled, chained_in_memory
 from pipeline.graph.shard_step import ShardWork, process_batches
 from pipeline.io import files
 from pipeline.io import processed_files as processed
 from pipeline.io.processed_files import ASSEMBLED_DIR, ASSEMBLED_FILE, CALLS_FILE
+from pipeline.streaming.piece_lines import logged_lines, piece_of_line
 from pipeline.testhooks import pause_point
-from transforms.call_assembly import (
-    assembly_partial,
-    conversations_of,
-    emitted_again,
-    logged_lines,
-    piece_of_line,
-    shard_batches,
-)
 from transforms.calllogs.assemble import GroupState, group_key
+from transforms.calllogs.calls import Fragment
+from transforms.calllogs.joins import is_join_key, joined_states
 from transforms.core.jsontext import canonical_json, document_bytes
+from transforms.record.assembled_calls import assembly_partial, conversations_of, emitted_again, shard_batches
 from transforms.record.record_steps import CallLogged
 from transforms.totals import summary as summaries
 
@@ -83,7 +80,11 @@ def write_calls(directory: str, logged: Iterable[CallLogged]) -> tuple[dict, lis
         return None
     data = b"".join(logged_lines(logged))
     files.write_in_place(FileSystems.join(directory, CALLS_FILE), data)
-    groups = sorted({group_key(piece) for item in logged for piece in item.pieces})
+    # A fragment is found by its key, and by the group it names (a post's thread), if any.
+    groups = sorted(
+        {group_key(piece) for item in logged for piece in item.pieces}
+        | {(p.format, p.group) for item in logged for p in item.pieces if isinstance(p, Fragment) and p.group}
+    )
     measure = {"records": data.count(b"\n"), "bytes": len(data), "sha256": hashlib.sha256(data).hexdigest()}
     return measure, [list(key) for key in groups]
 
@@ -173,20 +174,20 @@ def flat_work(work: ShardWork) -> ShardWork:
     return dataclasses.replace(work, settings=dataclasses.replace(work.settings, input_format="flat", calls=False))
 
 
-def _gather(output: str, window: str, own: dict[str, list[str]]) -> tuple[dict, dict[str, int], list[str]]:
-    """The states of the groups ``own`` names from every piece of the windows up to ``window``,
-    how many earlier windows emitted each, and the outputs directories read.
+def _gather(output: str, window: str, own: Iterable[str]) -> tuple[dict[str, GroupState], set[str], dict]:
+    """The states of the keys ``own`` names (groups, and keys of fragments to join) from every
+    piece of the windows up to ``window``; the keys of the fragments that name one of those
+    groups (a LangSmith post names its thread: its patch may be anywhere); the outputs
+    directories read, each with its landed file, version and why.
 
     A landed file read again whole (rewritten) replaces what its earlier versions held: their
     pieces are left out (an appended version adds to them)."""
-    panes = dict.fromkeys(own, 0)
+    states = {key: GroupState() for key in own}
     directories: dict[str, list[Any]] = {}
     windows = [w for w in processed.window_names(output) if w <= window]
     for earlier in windows:
         index = INDEXES.of(output, earlier)
-        for key in own.keys() & index.groups.keys():
-            if earlier < window:
-                panes[key] += 1
+        for key in states.keys() & index.groups.keys():
             directories.update((f"{earlier}/{name}", index.files[name]) for name in index.groups[key])
     # A landed file -> its latest version read from its first byte, of the files read only.
     whole = dict.fromkeys({source for source, _, _ in directories.values()}, 0)
@@ -194,14 +195,49 @@ def _gather(output: str, window: str, own: dict[str, list[str]]) -> tuple[dict, 
         held = INDEXES.whole(output, earlier)
         for source in whole.keys() & held.keys():
             whole[source] = max(whole[source], held[source])
-    states = {key: GroupState() for key in own}
+    named: set[str] = set()
     read = sorted(d for d, (source, version, _) in directories.items() if version >= whole[source])
     for directory in read:  # in time order: the same states whatever ran when
         for source, position, piece in read_calls(FileSystems.join(output, *directory.split("/"), CALLS_FILE)):
-            state = states.get(_key_text(group_key(piece)))
+            key = _key_text(group_key(piece))
+            state = states.get(key)
             if state is not None:
                 state.add(source, position, piece)
-    return states, panes, read
+            if isinstance(piece, Fragment) and piece.group and _key_text((piece.format, piece.group)) in states:
+                named.add(key)
+    return states, named, {d: directories[d] for d in read}
+
+
+def _joined_groups(output: str, window: str, own: dict[str, list[str]]) -> tuple[dict, dict[str, int], list[str]]:
+    """The states of the groups the keys ``own`` names reach, with every piece of the windows
+    up to ``window``: a key of fragments reaches the groups its joined pieces go to, a group the
+    fragments that name it (and so theirs); how many earlier windows emitted each (touched it,
+    or a key that reaches it), and the outputs directories read."""
+    states: dict[str, GroupState] = {}
+    reaches: dict[str, set[str]] = {}  # a key of fragments -> the groups its pieces go to
+    read: dict[str, Any] = {}
+    pending = set(own)
+    while pending:
+        got, named, directories = _gather(output, window, pending)
+        states.update(got)
+        read.update(directories)
+        found = set(named)
+        for text in pending:
+            key = tuple(json.loads(text))
+            if is_join_key(key):
+                reaches[text] = {_key_text(group) for group, _ in joined_states(key, got[text])}
+                found |= reaches[text]
+        pending = found - states.keys()
+    groups = {text: states[text] for text in states if text not in reaches}
+    for text in sorted(reaches):
+        for group, joined in joined_states(tuple(json.loads(text)), states[text]):
+            groups[_key_text(group)].merge(joined)
+    earlier = [w for w in processed.window_names(output) if w < window]
+    panes = {}
+    for text in groups:
+        closure = {text} | {key for key, reached in reaches.items() if text in reached}
+        panes[text] = sum(1 for w in earlier if not closure.isdisjoint(INDEXES.of(output, w).groups))
+    return groups, panes, sorted(read)
 
 
 def assemble_window(output: str, window: str, work: ShardWork, run_temp: str, commit: Commit) -> str:
@@ -213,12 +249,16 @@ def assemble_window(output: str, window: str, work: ShardWork, run_temp: str, co
     own = INDEXES.of(output, window, fresh=True).groups
     if not own:
         return "none"
-    states, panes, read = _gather(output, window, own)
+    states, panes, read = _joined_groups(output, window, own)
     made = []
-    for text in sorted(own):
+    for text in sorted(states):
         key = tuple(json.loads(text))
         for _, conversation in conversations_of((key, states[text]), work.settings, 1):
             made.append(emitted_again(conversation, panes[text]))
+    assembled = made
+    if chain_enabled(work.settings):
+        # Among the groups this window assembles: one emitted by an earlier window stays out.
+        made = chained_in_memory(made, work.settings.id_field)
     temp = FileSystems.join(run_temp, "in-flight", f"assembled-{window}-{uuid.uuid4().hex[:8]}")
     processed.make_dirs(temp)
     try:
@@ -226,7 +266,7 @@ def assemble_window(output: str, window: str, work: ShardWork, run_temp: str, co
         batches = shard_batches((0, made), ASSEMBLED_SHARD, flat.batch_size)
         place = lambda name: FileSystems.join(temp, name + flat.extension(name))  # noqa: E731
         result = process_batches(batches, ASSEMBLED_SHARD, 0, flat, place, read=False, empty_files=True)
-        part = summaries.merge(result.partial, assembly_partial((0, made)))
+        part = summaries.merge(result.partial, assembly_partial((0, made), assembled))
         doc = {
             "window": window,
             "groups": len(own),

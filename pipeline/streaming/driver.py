@@ -75,10 +75,10 @@ from pipeline.streaming.clean import COMMITS, CleanLandedFiles, CleanPlan
 from pipeline.streaming.landing import LandingRules, Refused, match_landing
 from pipeline.streaming.watch import WatchLandingDirectory, WatchPlan, handled_now, should_stop
 from pipeline.streaming.windows import KeepWindowsOpen, SummarizeWindows
-from transforms.conversations import NORMALIZE
 from transforms.totals import summary as summaries
 from transforms.totals.console_text import console_text
 from transforms.totals.counters import NAMESPACE
+from transforms.totals.record_step import NORMALIZE
 
 LOG = logging.getLogger("convnorm")
 

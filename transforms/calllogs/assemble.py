@@ -29,7 +29,8 @@ import json
 import re
 from typing import Any, NamedTuple
 
-from transforms.calllogs.calls import Call, Piece, Rejected, ToolResult
+from transforms.calllogs.calls import JOIN_SUFFIX, Call, Fragment, Piece, Rejected, ToolResult
+from transforms.calllogs.chained import Fingerprints, fingerprints_of
 from transforms.core.jsontext import canonical_json, dumps_line
 
 #: Separates a group from a branch's number in a branch's id: ``<group>#branch<n>``.
@@ -153,7 +154,21 @@ class GroupState:
     a few look-ups, never a comparison with every kept sequence (a trace of thousands of
     unrelated calls)."""
 
-    __slots__ = ("sequences", "calls", "tool_results", "rejected", "tools", "prefixes", "ends", "truncated")
+    __slots__ = (
+        "sequences",
+        "calls",
+        "tool_results",
+        "rejected",
+        "tools",
+        "prefixes",
+        "ends",
+        "truncated",
+        "fragments",
+        "joined",
+        "chained",
+        "responses",
+        "parts",
+    )
 
     def __init__(self) -> None:
         self.sequences: list[_Sequence] = []
@@ -167,6 +182,18 @@ class GroupState:
         #: The chain ends of the calls whose output was a stream cut off (``Call.truncated``): a
         #: conversation holding one of them holds that partial answer, however the calls arrive.
         self.truncated: set[bytes] = set()
+        #: Under a key of fragments to join (``group_key``): the fragments, ``(origin, fragment)``.
+        self.fragments: list[tuple[Origin, Fragment]] = []
+        #: Calls that continue an earlier response (``Call.previous_response_id``), held whole
+        #: (they hold only what is new) until ``resolve_chains``; and each response id -> the
+        #: length and chain end of the call that got it.
+        self.chained: list[tuple[Origin, Call]] = []
+        self.responses: dict[str, tuple[int, bytes]] = {}
+        #: A call made of fragments of several records (``joins``): ``(source, position,
+        #: call id)`` -> the other records' places, listed in its ``assembly`` entry (``parts``).
+        self.parts: dict[tuple[str, int, str], list[tuple[str, int]]] = {}
+        #: Calls made of fragments (parts of a call read apart, joined) (``transforms.calllogs.joins``).
+        self.joined = 0
 
     def add(self, source: str, position: int, piece: Piece) -> GroupState:
         origin = Origin(source, position, piece.call_id, piece.start)
@@ -176,10 +203,18 @@ class GroupState:
         if isinstance(piece, Rejected):
             self.rejected.append((origin, piece))
             return self
+        if isinstance(piece, Fragment):
+            self.fragments.append((origin, piece))
+            return self
         if not isinstance(piece, Call):
             return self  # not a piece to assemble (a reader's ``Skipped`` marker)
+        if piece.previous_response_id:
+            self.chained.append((origin, piece))
+            return self
         messages = [*piece.history, *piece.output]
         chain = chain_of(messages)
+        if piece.response_id:
+            self._responded(piece.response_id, (len(chain), chain[-1] if chain else b""))
         tools = None
         if piece.tools is not None:
             tools = hashlib.blake2b(canonical_json(piece.tools), digest_size=16).digest()
@@ -231,12 +266,23 @@ class GroupState:
             self.ends[new.chain[-1]] = len(self.sequences) - 1
             self.prefixes.update(new.chain)
 
+    def _responded(self, response_id: str, end: tuple[int, bytes]) -> None:
+        known = self.responses.get(response_id)
+        if known is None or end < known:  # the same response logged twice: one, either order
+            self.responses[response_id] = end
+
     def merge(self, other: GroupState) -> GroupState:
         for sequence in other.sequences:
             self._keep(sequence)
+        self.chained.extend(other.chained)
+        self.parts.update(other.parts)
+        for response_id, end in other.responses.items():
+            self._responded(response_id, end)
         self.calls.extend(other.calls)
         self.tool_results.extend(other.tool_results)
         self.rejected.extend(other.rejected)
+        self.fragments.extend(other.fragments)
+        self.joined += other.joined
         self.truncated |= other.truncated
         for key, tools in other.tools.items():
             known = self.tools.get(key)
@@ -261,6 +307,8 @@ class Assembled(NamedTuple):
     assembly: dict[str, Any]
     #: What reading its messages left out (the ledger of the call that gave them), or ``None``.
     discarded: dict[str, Any] | None = None
+    #: Its keys for chaining conversations across groups (``transforms.calllogs.chained``).
+    fingerprints: Fingerprints | None = None
 
 
 class NoCalls(NamedTuple):
@@ -337,7 +385,8 @@ def assemble(
     messages_field: str = "messages",
     tools_field: str = "tools",
 ) -> list[Assembled] | NoCalls:
-    """The conversations of one group, the conversation first, then its branches."""
+    """The conversations of one group, the conversation first, then its branches. (Calls that
+    continue an earlier response are held apart: ``chains.assemble_chained`` puts them in.)"""
     if not state.calls:
         origins = sorted((origin for origin, _ in state.tool_results), key=_latest)
         places = tuple(dict.fromkeys((o.source, o.position) for o in origins))
@@ -367,7 +416,7 @@ def assemble(
         assembly: dict[str, Any] = {
             "format": fmt,
             "group": group,
-            "calls": [_origin_entry(c.origin) for c in calls],
+            "calls": [_origin_entry(c.origin, state.parts) for c in calls],
             "collapsed": len(calls) - 1,
         }
         if len(sequences) > 1:
@@ -379,7 +428,10 @@ def assemble(
         if truncated:
             # Answers that arrived cut off (a stream with no end): not whole answers to train on.
             assembly["truncated_stream"] = truncated
-        assembled.append(Assembled(record, last.origin.source, last.origin.position, assembly, sequence.discarded))
+        prints = fingerprints_of(sequence.messages, sequence.chain)
+        assembled.append(
+            Assembled(record, last.origin.source, last.origin.position, assembly, sequence.discarded, prints)
+        )
     unused = [origin for origin, piece in state.tool_results if (origin, piece.tool_call_id) not in used]
     if unused:
         # Results the histories already hold (or that answer no call): listed, so every
@@ -388,8 +440,19 @@ def assemble(
     return assembled
 
 
-def _origin_entry(origin: Origin) -> dict[str, Any]:
-    return {"source": origin.source, "position": origin.position, "call": origin.call_id, "start": origin.start}
+def _origin_entry(
+    origin: Origin, parts: dict[tuple[str, int, str], list[tuple[str, int]]] | None = None
+) -> dict[str, Any]:
+    entry: dict[str, Any] = {
+        "source": origin.source,
+        "position": origin.position,
+        "call": origin.call_id,
+        "start": origin.start,
+    }
+    joined = parts.get((origin.source, origin.position, origin.call_id)) if parts else None
+    if joined:  # the other records its parts were read from (a LangSmith patch, OTel events)
+        entry["parts"] = [{"source": source, "position": position} for source, position in joined]
+    return entry
 
 
 def _tool_results_by_call(tool_results: list[tuple[Origin, ToolResult]]) -> dict[str, tuple[Origin, ToolResult]]:
@@ -439,7 +502,10 @@ def fill_tool_results(
 
 
 def group_key(piece: Piece) -> tuple[str, str]:
-    """The key pieces are grouped by: the format and its conversation group."""
+    """The key pieces are grouped by: the format and its conversation group; a fragment's, the
+    format marked ``JOIN_SUFFIX`` and its join key (``transforms.calllogs.joins``)."""
+    if isinstance(piece, Fragment):
+        return (piece.format + JOIN_SUFFIX, piece.key)
     return (piece.format, piece.group)
 
 

@@ -54,6 +54,11 @@ class Call(NamedTuple):
     #: The output was a stream of events cut off before its end (``streams.complete``): a
     #: partial answer, marked ``truncated_stream`` in the conversation it ends up in.
     truncated: bool = False
+    #: The id of the response it got (an OpenAI Responses object's ``id``), "" when none.
+    response_id: str = ""
+    #: The response its request continues (Responses ``previous_response_id``): its history
+    #: holds only what is new since, and the assembly puts that response's sequence before it.
+    previous_response_id: str = ""
 
 
 class ToolResult(NamedTuple):
@@ -101,9 +106,47 @@ class Skipped(NamedTuple):
     kind: str
 
 
-Piece = Call | ToolResult | Rejected
+class Fragment(NamedTuple):
+    """A part of one call that its record holds only in part, to be joined with the other parts
+    of its ``key`` wherever they were read (another record, another file) before the assembly:
+    a LangSmith run's ``post`` whose ``patch`` came in another payload (or that patch), the
+    GenAI events of one span that a batch log exporter split over documents, or that span.
+    The format's joiner (``register_joiner``) makes the pieces of one key's fragments."""
+
+    format: str
+    #: The conversation, when the part names it ("" when only the joined call will: a patch).
+    group: str
+    start: int
+    call_id: str
+    #: The join key within the format (``run:<id>``, ``span:<trace>/<span>``).
+    key: str
+    #: What part it is (``post``, ``patch``, ``events``, ``span``), for the joiner.
+    part: str
+    #: The part as JSON-able data, as the joiner reads it.
+    data: Any
+
+
+Piece = Call | ToolResult | Rejected | Fragment
 #: What a reader's ``read`` gives: the pieces, and a ``Skipped`` for each part left out.
-ReadItem = Call | ToolResult | Rejected | Skipped
+ReadItem = Call | ToolResult | Rejected | Fragment | Skipped
+
+#: Marks a key of fragments to join (``(format + JOIN_SUFFIX, fragment key)``) among the keys of
+#: conversation groups: no reader's name ends so.
+JOIN_SUFFIX = "+join"
+
+#: ``joiner(fragments)``: the pieces one key's fragments make, each with the place of the record
+#: it stands at, ``(source, position, piece)``; ``fragments`` are ``(source, position,
+#: fragment)``, in a fixed order (by time, then place). A fragment that meets none it needs (a
+#: patch with no post) gives a ``Rejected``: a dead letter with its reason, never dropped.
+Joiner = Callable[[list[tuple[str, int, Fragment]]], list[tuple[str, int, Piece]]]
+JOINERS: dict[str, Joiner] = {}
+
+
+def register_joiner(fmt: str, joiner: Joiner) -> Joiner:
+    if fmt in JOINERS:
+        raise ValueError(f"joiner of {fmt!r} is registered twice")
+    JOINERS[fmt] = joiner
+    return joiner
 
 
 @dataclass(frozen=True)

@@ -45,6 +45,20 @@ class Embedded(NamedTuple):
     truncated: bool = False
 
 
+def response_ids(request: Any, response: Any) -> tuple[str, str]:
+    """``(response id, previous response id)`` of a Responses API call, from its request body
+    (``previous_response_id``) and its response object (``id``, and ``previous_response_id``
+    echoed); ``("", "")`` for any other payload."""
+    request, response = decoded(request), decoded(response)
+    own = previous = ""
+    if isinstance(response, dict) and response.get("object") == "response":
+        found = response.get("id"), response.get("previous_response_id")
+        own, previous = (value if isinstance(value, str) else "" for value in found)
+    if isinstance(request, dict) and isinstance(request.get("previous_response_id"), str):
+        previous = request["previous_response_id"] or previous
+    return own.strip(), previous.strip()
+
+
 def decoded(value: Any) -> Any:
     """A value that exports keep as a JSON string (Langfuse ``input``, OTLP attributes, LiteLLM
     SpendLogs), parsed; a string that is not JSON (plain text) as it is."""

@@ -49,6 +49,7 @@ from transforms.calllogs.embedded import (
     parts_read,
     read_history,
     read_output,
+    response_ids,
     result_text,
     strict_flat,
     tools_of,
@@ -172,6 +173,7 @@ def _call(observation: dict[str, Any], session: Any) -> Call:
         model if isinstance(model, str) else None,
         ledger or None,
         output.truncated,
+        *response_ids(history_payload, output_payload),
     )
 
 

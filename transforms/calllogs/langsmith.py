@@ -28,11 +28,14 @@ from typing import Any
 from transforms.calllogs.calls import (
     Call,
     CallLogReader,
+    Fragment,
+    Piece,
     ReadItem,
     Rejected,
     Skipped,
     ToolResult,
     register_call_log_reader,
+    register_joiner,
 )
 from transforms.calllogs.embedded import (
     as_dict,
@@ -43,6 +46,7 @@ from transforms.calllogs.embedded import (
     parts_read,
     read_history,
     read_output,
+    response_ids,
     strict_flat,
     tools_of,
 )
@@ -245,6 +249,7 @@ def _llm_call(run: dict[str, Any]) -> Call:
         _model(run, history_model, output_model, inputs.get("model") if isinstance(inputs.get("model"), str) else None),
         ledger or None,
         truncated,
+        *response_ids(inputs, outputs),
     )
 
 
@@ -310,25 +315,121 @@ def run_pieces(run: Any) -> list[ReadItem]:
     return parts_read(_runs(run), _one_run, _rejected)
 
 
-def _merged_runs(record: dict[str, Any]) -> list[dict[str, Any]]:
-    """The posts of an ingestion payload, each updated by its patch (by ``id``, else by
-    ``dotted_order``); a patch matching no post is a run of its own."""
+def run_key(run: dict[str, Any]) -> str:
+    """The id a post or patch names its run by: ``id`` (``run_id``), else the id that ends its
+    ``dotted_order`` (``<time>Z<id>``, the run's own segment last: the JS SDK's patches have no
+    ``id``); "" when it names none."""
+    own = _run_id(run).strip()
+    if own:
+        return own
+    order = run.get("dotted_order")
+    if isinstance(order, str) and order:
+        return order.rsplit(".", 1)[-1].partition("Z")[2].strip()
+    return ""
+
+
+def _patched(run: dict[str, Any], patch: dict[str, Any]) -> dict[str, Any]:
+    """A run updated by its patch: the patch's fields win, but for those it leaves empty
+    (``None``: the Python SDK sends ``parent_run_id: null``), and its ``extra`` and metadata add
+    to the post's (a patch need not repeat the thread a post's metadata names)."""
+    out = dict(run)
+    for key, value in patch.items():
+        if value is None and key in out:
+            continue
+        if key == "extra":
+            mine, theirs = _extra(out), as_dict(decoded(value))
+            metadata = {**as_dict(mine.get("metadata")), **as_dict(theirs.get("metadata"))}
+            value = {**mine, **theirs, **({"metadata": metadata} if metadata else {})}
+        out[key] = value
+    return out
+
+
+def _payload_parts(record: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
+    """The runs of an ingestion payload, each ``("whole", run)`` (a post with its patch here),
+    ``("post", run)`` (its patch not here) or ``("patch", run)`` (its post not here). A post
+    and a patch meet by ``run_key``."""
     posts = [dict(run) for run in record.get("post") or () if isinstance(run, dict)]
-    by_key: dict[Any, dict[str, Any]] = {}
-    for run in posts:
-        for key in ("id", "dotted_order"):
-            if isinstance(run.get(key), str) and run[key]:
-                by_key.setdefault((key, run[key]), run)
+    by_key: dict[str, int] = {}
+    for index, run in enumerate(posts):
+        key = run_key(run)
+        if key:
+            by_key.setdefault(key, index)
+    patched: set[int] = set()
+    alone: list[tuple[str, dict[str, Any]]] = []
     for patch in record.get("patch") or ():
         if not isinstance(patch, dict):
             raise FormatError("bad_run", "a patch is not an object")
-        keys = [(k, patch[k]) for k in ("id", "dotted_order") if isinstance(patch.get(k), str) and patch[k]]
-        target = next((by_key[key] for key in keys if key in by_key), None)
+        target = by_key.get(run_key(patch))
         if target is None:
-            posts.append(dict(patch))
+            alone.append(("patch", patch))
         else:
-            target.update(patch)
-    return posts
+            posts[target] = _patched(posts[target], patch)
+            patched.add(target)
+    parts = [("whole" if index in patched else "post", run) for index, run in enumerate(posts)]
+    return parts + alone
+
+
+def _start_of(run: dict[str, Any], where: str) -> int:
+    when = run.get("start_time")
+    if when is None:
+        when = run.get("end_time")  # a patch may say only when its run ended
+    return time_nanos(when, where)
+
+
+def _payload_part(part: tuple[str, dict[str, Any]]) -> list[ReadItem]:
+    """One run of a payload: read (a post with its patch; a run of no LLM or tool type), or a
+    ``Fragment`` keyed by its run, to meet its post or patch wherever that was read."""
+    kind, run = part
+    run_type = run.get("run_type")
+    if kind == "whole" or (kind == "post" and run.get("end_time") is not None):
+        return run_pieces(run)  # whole here (a post sent after its run ended holds its end)
+    if kind == "patch" and run_type is not None and run_type not in ("llm", "tool"):
+        return run_pieces(run)  # a patch of a chain or retriever run: skipped, by its type
+    key = run_key(run)
+    if not key:
+        raise FormatError("bad_run", f"a {kind} names no run (no id, no dotted_order)")
+    own = f"{kind} of run {key}"
+    if kind == "post" and run_type not in ("llm", "tool"):
+        # Read now (skipped by type); the fragment only lets a patch sent later meet it.
+        data: Any = {"run_type": run_type if isinstance(run_type, str) else None, "id": key}
+        return [*run_pieces(run), Fragment(NAME, "", 0, key, f"run:{key}", "post", data)]
+    group = ""
+    if kind == "post":
+        run_pieces(run)  # a post that cannot be read is refused here, as a run read whole is
+        group = _group(run)
+    return [Fragment(NAME, group, _start_of(run, f"{own} start_time"), key, f"run:{key}", kind, run)]
+
+
+def join_runs(fragments: list[tuple[str, int, Fragment]]) -> list[tuple[str, int, Piece]]:
+    """The posts and patches of one run, read wherever they were: the post updated by each
+    patch, read as a run at the post's place (``read_langsmith``); patches that meet no post are
+    dead letters (``unmatched_patch``), each at its own record's place."""
+    posts = [item for item in fragments if item[2].part == "post"]
+    patches = [item for item in fragments if item[2].part == "patch"]
+    if not posts:
+        out: list[tuple[str, int, Piece]] = []
+        for source, position, patch in patches:
+            detail = f"{NAME}: patch of run {patch.call_id}: no post of this run was read"
+            group = _group(patch.data) or patch.call_id
+            out.append(
+                (
+                    source,
+                    position,
+                    Rejected(NAME, group, patch.start, patch.call_id, "unmatched_patch", detail, part_text(patch.data)),
+                )
+            )
+        return out
+    source, position, post = posts[0]
+    if post.data.get("run_type") not in ("llm", "tool"):
+        return []  # a run of another type: skipped when its post was read
+    run = dict(post.data)
+    for _, _, more in [*posts[1:], *patches]:
+        run = _patched(run, more.data)
+    try:
+        items = run_pieces(run)
+    except FormatError as error:
+        items = [_rejected(0, run, error)]
+    return [(source, position, piece) for piece in items if not isinstance(piece, Skipped)]
 
 
 def read_langsmith(record: Any) -> list[ReadItem]:
@@ -337,23 +438,32 @@ def read_langsmith(record: Any) -> list[ReadItem]:
     if "run_type" not in record:
         if not isinstance(record.get("post", []), list) or not isinstance(record.get("patch", []), list):
             raise FormatError("bad_payload", "an ingestion payload's post and patch are lists of runs")
-        runs = [found for run in _merged_runs(record) for found in _runs(run)]
-        return parts_read(runs, _one_run, _rejected)
+        parts = _payload_parts(record)
+        return parts_read(parts, _payload_part, lambda index, part, error: _rejected(index, part[1], error))
     return run_pieces(record)
+
+
+register_joiner(NAME, join_runs)
 
 
 def _run_like(run: Any) -> bool:
     return isinstance(run, dict) and "run_type" in run and "inputs" in run
 
 
+def _patch_like(run: Any) -> bool:
+    """A patch: names its run and trace, and brings what a run ends with."""
+    if not isinstance(run, dict) or not ("id" in run or "dotted_order" in run) or "trace_id" not in run:
+        return False
+    return "outputs" in run or "end_time" in run or "error" in run
+
+
 def detect_langsmith(record: Any) -> bool:
     if "run_type" in record:
         return "inputs" in record and not _RUN_IDS.isdisjoint(record)
-    for key in ("post", "patch"):
-        runs = record.get(key)
-        if isinstance(runs, list) and runs and _run_like(runs[0]):
-            return True
-    return False
+    posts, patches = record.get("post"), record.get("patch")
+    if isinstance(posts, list) and posts and _run_like(posts[0]):
+        return True
+    return isinstance(patches, list) and bool(patches) and (_run_like(patches[0]) or _patch_like(patches[0]))
 
 
 LANGSMITH_READER = register_call_log_reader(

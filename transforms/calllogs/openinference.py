@@ -5,7 +5,8 @@ OpenInference flattens a call's messages into indexed attribute keys:
 content as ``...message.contents.<j>.message_content.type`` / ``.text`` / ``.image.image.url``,
 calls as ``...message.tool_calls.<k>.tool_call.id`` / ``.function.name`` /
 ``.function.arguments`` (a JSON string, kept as it is), the same under ``llm.output_messages``
-(one entry per choice: the first is the output), the tools offered as
+(one entry per choice: the first is the output; of a Responses call, one per output item, an
+assistant message and the calls after it folded into one turn), the tools offered as
 ``llm.tools.<i>.tool.json_schema`` (a JSON string of an OpenAI tool). Indices are read as
 numbers (``.10`` comes after ``.9``); gaps (masked keys) are skipped. A Phoenix dataframe dump
 writes the message list as one attribute, a list of dicts with dotted keys: read the same way.
@@ -16,6 +17,7 @@ pieces.
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from transforms.calllogs.embedded import tools_of
@@ -120,13 +122,48 @@ def has_messages(attributes: dict[str, Any]) -> bool:
     return any(key.startswith((INPUT, OUTPUT)) for key in attributes)
 
 
+def _is_responses_call(attributes: dict[str, Any]) -> bool:
+    """Whether the span records a Responses API call: its ``output.value`` is a Responses object."""
+    raw = attributes.get("output.value")
+    if not isinstance(raw, str) or '"response"' not in raw:
+        return False
+    try:
+        value = json.loads(raw)
+    except ValueError:
+        return False
+    return isinstance(value, dict) and value.get("object") == "response"
+
+
+def _fold_items(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """A Responses call's messages are its items: an assistant ``message`` item and the
+    ``function_call`` items after it are one assistant turn, folded as the Responses reader
+    folds them (transforms.formats.openai_responses)."""
+    folded: list[dict[str, Any]] = []
+    for item in messages:
+        last = folded[-1] if folded else None
+        if (
+            last is not None
+            and last["role"] == item["role"] == "assistant"
+            and item.get("tool_calls")
+            and item["content"] == ""
+        ):
+            folded[-1] = {**last, "tool_calls": [*last.get("tool_calls", []), *item["tool_calls"]]}
+        else:
+            folded.append(item)
+    return folded
+
+
 def history(attributes: dict[str, Any], discarded: dict[str, Any] | None = None) -> list[dict[str, Any]]:
-    return [message(entry, discarded) for entry in _entries(attributes, INPUT)]
+    messages = [message(entry, discarded) for entry in _entries(attributes, INPUT)]
+    return _fold_items(messages) if _is_responses_call(attributes) else messages
 
 
 def output(attributes: dict[str, Any], discarded: dict[str, Any] | None = None) -> list[dict[str, Any]]:
-    """The first choice's message (later ones are other choices, not the continuation)."""
+    """The first choice's message (later ones are other choices, not the continuation). A
+    Responses call's output messages are its output items, folded into one turn."""
     entries = _entries(attributes, OUTPUT)
+    if len(entries) > 1 and _is_responses_call(attributes):
+        return _fold_items([message(entry, discarded) for entry in entries])[:1]
     return [message(entries[0], discarded)] if entries else []
 
 

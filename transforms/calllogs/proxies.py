@@ -30,10 +30,12 @@ from typing import Any
 from transforms.calllogs.calls import Call, CallLogReader, ReadItem, Skipped, register_call_log_reader
 from transforms.calllogs.embedded import (
     Embedded,
+    as_dict,
     decoded,
     merged_ledgers,
     read_history,
     read_output,
+    response_ids,
     strict_flat,
     tools_of,
 )
@@ -70,7 +72,16 @@ def _model(*values: Any) -> str | None:
     return None
 
 
-def _call(fmt: str, group: str, start: int, call_id: str, request: Embedded, response: Embedded, *models: Any) -> Call:
+def _call(
+    fmt: str,
+    group: str,
+    start: int,
+    call_id: str,
+    request: Embedded,
+    response: Embedded,
+    *models: Any,
+    ids: tuple[str, str] = ("", ""),
+) -> Call:
     ledger = merged_ledgers(request.discarded, response.discarded) or {}
     history = strict_flat(request.messages, ledger)
     output = strict_flat(response.messages, ledger)
@@ -86,6 +97,7 @@ def _call(fmt: str, group: str, start: int, call_id: str, request: Embedded, res
         _model(*models, request.model, response.model),
         ledger or None,
         response.truncated,
+        *ids,
     )
 
 
@@ -106,7 +118,8 @@ def read_helicone(record: Any) -> list[ReadItem]:
     session = properties.get("Helicone-Session-Id") if isinstance(properties, dict) else None
     group = _text(session) if session not in (None, "") else request_id
     start = time_nanos(record.get("request_created_at"), f"{where} request_created_at")
-    return [_call(HELICONE, group, start, request_id, request, response, record.get("request_model"))]
+    ids = response_ids(record["request_body"], record.get("response_body"))
+    return [_call(HELICONE, group, start, request_id, request, response, record.get("request_model"), ids=ids)]
 
 
 def detect_helicone(record: Any) -> bool:
@@ -200,7 +213,12 @@ def read_litellm(record: Any) -> list[ReadItem]:
     if not request.tools:
         request = request._replace(tools=tools_of(_tools_part(record).get("tools")))
     start = time_nanos(record.get("startTime"), f"{where} startTime")
-    return [_call(LITELLM, _litellm_group(record), start, call_id, request, response, record.get("model"))]
+    ids = response_ids(body, response_body)
+    if not ids[1]:  # LiteLLM keeps the request's other parameters apart from its messages
+        previous = as_dict(decoded(record.get("model_parameters"))).get("previous_response_id")
+        ids = (ids[0], previous.strip() if isinstance(previous, str) else "")
+    call = _call(LITELLM, _litellm_group(record), start, call_id, request, response, record.get("model"), ids=ids)
+    return [call]
 
 
 def detect_litellm(record: Any) -> bool:

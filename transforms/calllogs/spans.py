@@ -47,11 +47,14 @@ from transforms.calllogs import genai, langfuse, openinference
 from transforms.calllogs.calls import (
     Call,
     CallLogReader,
+    Fragment,
+    Piece,
     ReadItem,
     Rejected,
     Skipped,
     ToolResult,
     register_call_log_reader,
+    register_joiner,
 )
 from transforms.calllogs.embedded import (
     as_dict,
@@ -61,6 +64,7 @@ from transforms.calllogs.embedded import (
     parts_read,
     read_history,
     read_output,
+    response_ids,
     result_text,
     strict_flat,
     tools_of,
@@ -467,6 +471,10 @@ def span_pieces(fmt: str, span: Span) -> list[ReadItem]:
                 openinference.tools(attributes),
                 openinference.model(attributes),
                 ledger or None,
+                False,
+                # The raw response (``output.value``: a Responses object names the response it
+                # continues) and the request's parameters.
+                *response_ids(attributes.get("llm.invocation_parameters"), attributes.get("output.value")),
             )
         ]
     langfuse_type = attributes.get(LANGFUSE_TYPE)
@@ -492,9 +500,15 @@ def span_pieces(fmt: str, span: Span) -> list[ReadItem]:
     ledger = {}
     history = strict_flat(_genai_history(span, where, ledger), ledger)
     output = strict_flat(_genai_output(span, where, ledger), ledger)
-    if not history and not output:
-        return [Skipped("llm_without_messages")]  # content capture was off
     tools = _genai_tools(attributes)
+    if not history and not output:
+        # Content capture off, or its messages logged apart as events (``_log_pieces``): what
+        # the span knows (its conversation, model, tools) waits for them, by span id.
+        skipped: list[ReadItem] = [Skipped("llm_without_messages")]
+        if fmt == OTLP and span.span_id:
+            data = {"group": _group(span), "start": span.start, "tools": tools, "model": _model(attributes)}
+            skipped.append(Fragment(OTLP, "", span.start, span.span_id, _span_key(span), "span", data))
+        return skipped
     return [
         Call(fmt, _group(span), span.start, span.span_id, history, output, tools, _model(attributes), ledger or None)
     ]
@@ -518,14 +532,22 @@ def otlp_log_records(record: dict[str, Any]) -> Iterator[tuple[dict[str, Any], d
                 yield log, resource_attributes
 
 
+def _span_key(span: Span) -> str:
+    return f"span:{span.trace_id}/{span.span_id}"
+
+
 def _log_pieces(record: dict[str, Any]) -> list[ReadItem]:
     """The calls of an OTLP logs document (GenAI events written as log records, semconv 1.28 on).
 
     A ``gen_ai.client.inference.operation.details`` record holds a whole call in its
     attributes, read as a span's. The per-message records (``gen_ai.user.message`` ...,
     ``gen_ai.choice``; the name in ``eventName`` or the ``event.name`` attribute, the message in
-    the body) of one span make one call, in document order; the call's id is the span id, its
-    start the first record's time. Other log records are no calls.
+    the body) of one span make one call; the call's id is the span id, its start the first
+    record's time. A batch log exporter may split one span's records over documents, and the
+    span itself is in a traces document: the records of a span are a ``Fragment`` keyed by
+    the span, joined (``join_span``) with its records in other documents and with the span,
+    wherever they were read. Records with no span id make a call of this document's alone.
+    Other log records are no calls.
     """
     pieces: list[ReadItem] = []
     by_span: dict[tuple[str, str], list[Any]] = {}
@@ -542,17 +564,58 @@ def _log_pieces(record: dict[str, Any]) -> list[ReadItem]:
             event = {**(body if isinstance(body, dict) else {"content": body}), "event.name": name}
             entry = by_span.get((trace_id, span_id))
             if entry is None:
-                by_span[(trace_id, span_id)] = [Span(trace_id, span_id, start, attributes, [], resource), event]
+                by_span[(trace_id, span_id)] = [
+                    Span(trace_id, span_id, start, attributes, [], resource),
+                    [start, event],
+                ]
             else:
-                entry.append(event)
+                entry.append([start, event])
         else:
             pieces.append(Skipped("log_record"))  # an application's log line, no part of a call
     for span, *events in by_span.values():
-        ledger: dict[str, Any] = {}
-        history, output = genai.event_messages(events, ledger)
-        history, output = strict_flat(history, ledger), strict_flat(output, ledger)
-        pieces.append(Call(OTLP, _group(span), span.start, span.span_id, history, output, None, None, ledger or None))
+        if span.span_id:
+            data = {"group": _group(span), "events": events}
+            pieces.append(Fragment(OTLP, "", span.start, span.span_id, _span_key(span), "events", data))
+        else:
+            pieces.append(_events_call(span.span_id, _group(span), span.start, [e for _, e in events], None, None))
     return pieces
+
+
+def _events_call(
+    span_id: str, group: str, start: int, events: list[Any], tools: list[dict[str, Any]] | None, model: str | None
+) -> Call:
+    ledger: dict[str, Any] = {}
+    history, output = genai.event_messages(events, ledger)
+    history, output = strict_flat(history, ledger), strict_flat(output, ledger)
+    return Call(OTLP, group, start, span_id, history, output, tools, model, ledger or None)
+
+
+def join_span(fragments: list[tuple[str, int, Fragment]]) -> list[tuple[str, int, Piece]]:
+    """The GenAI event records of one span, from every document that holds some (in time order,
+    then document and place), made one call with what the span says (its conversation, start,
+    model and tools; without the span, the records' own), at the first records' place. A span
+    with no record logged gives nothing (it was counted skipped, ``llm_without_messages``)."""
+    logged = [item for item in fragments if item[2].part == "events"]
+    if not logged:
+        return []
+    events = sorted(
+        (when, source, position, index, event)
+        for source, position, fragment in logged
+        for index, (when, event) in enumerate(fragment.data["events"])
+    )
+    source, position, first = logged[0]
+    span = next((fragment.data for _, _, fragment in fragments if fragment.part == "span"), None)
+    group, start = (span["group"], span["start"]) if span else (first.data["group"], min(e[0] for e in events))
+    tools, model = (span["tools"], span["model"]) if span else (None, None)
+    try:
+        call: Piece = _events_call(first.call_id, group, start, [e[-1] for e in events], tools, model)
+    except FormatError as error:
+        detail = f"{OTLP}: events of span {first.call_id}: {error.reason}: {error}"
+        call = Rejected(OTLP, group, start, first.call_id, error.reason, detail, part_text(first.data))
+    return [(source, position, call)]
+
+
+register_joiner(OTLP, join_span)
 
 
 def _rejected_span(fmt: str, index: int, span: dict[str, Any], error: FormatError) -> Rejected:

@@ -443,6 +443,9 @@ def redact_assembly(assembly: dict[str, Any], redaction: Redaction) -> dict[str,
     by ``Redaction.id``: the conversation's id is made from its group."""
     out = dict(assembly)
     out["group"] = redaction.id(assembly.get("group"))
+    if isinstance(assembly.get("chained"), list):
+        # The ids of conversations of other groups chained into it (``calllogs.chained``).
+        out["chained"] = [redaction.id(other) for other in assembly["chained"]]
     for name in ("calls", "tool_results_filled", "tool_results_unused"):
         if isinstance(assembly.get(name), list):
             out[name] = [
@@ -514,7 +517,7 @@ def redact_media(items: Any, redaction: Redaction) -> Any:
 
 
 def redact_piece(piece: Any, redaction: Redaction) -> Any:
-    """A call log's piece (``calllogs.calls.Call``, ``ToolResult`` or ``Rejected``) redacted before its
+    """A call log's piece (``calllogs.calls.Call``, ``ToolResult``, ``Rejected`` or ``Fragment``) redacted before its
     conversation is assembled, in a batch run as in a streaming one (whose pieces are kept in
     its output directory): every find by an id's placeholder, texts too, so that messages that
     differ stay different for the assembly (which matches calls by their messages). The run
@@ -530,6 +533,15 @@ def redact_piece(piece: Any, redaction: Redaction) -> Any:
         changes["model"] = hashed.id(piece.model)
         if piece.discarded:
             changes["discarded"] = {hashed.text(name): value for name, value in piece.discarded.items()}
+        # Response ids chain calls: the same placeholder on both sides keeps the chain.
+        changes["response_id"] = hashed.id(piece.response_id)
+        changes["previous_response_id"] = hashed.id(piece.previous_response_id)
+    elif "key" in fields:
+        # A part of a call read apart (``Fragment``): its key and the part as read (a LangSmith
+        # run, OTel event bodies), every string and key, so that the parts of a key still meet
+        # and the call they make is made of redacted texts only.
+        changes["key"] = hashed.id(piece.key)
+        changes["data"] = _redact_value(piece.data, hashed.id, hashed.id)
     elif "detail" in fields:
         # A part refused alone (``Rejected``): its dead letter's detail and raw text.
         changes["detail"] = hashed.text(piece.detail)

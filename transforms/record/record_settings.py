@@ -87,6 +87,10 @@ class Settings:
     #: ``--keep-truncated-streams``: a conversation holding an answer whose event stream was cut
     #: off (``truncated_stream``) is written by the training sinks too (counted) instead of refused.
     keep_truncated_streams: bool = False
+    #: ``--chain-groups``: a conversation assembled from call logs that is the start of a longer
+    #: one in another group (its history and output extended) is that one's, not its own
+    #: (``transforms.calllogs.chained``).
+    chain_groups: bool = True
     #: Dataset steps (``transforms.dataset.dataset_keys``, ``transforms.record.dedupe``): ``--dedupe``
     #: (none, exact, prefix), ``--split`` as ``((name, share), ...)``, ``--split-by``, ``--split-seed``.
     dedupe: str = "none"

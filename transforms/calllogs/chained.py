@@ -1,0 +1,218 @@
+"""Conversations chained across groups (no Beam import): a conversation whose every message,
+ending at an assistant's answer, is the start of a longer conversation of the same format in
+another group is that conversation's earlier part, not a conversation of its own.
+
+The assembly (``transforms.calllogs.assemble``) rebuilds conversations group by group, a group
+being a format's conversation or session id, else its trace id. Where a client gives each call
+or each turn a group of its own (LiteLLM without a session id: a trace id per call; OpenTelemetry's
+openai-v2 instrumentation without a parent span: a trace per call; a chat whose turns are
+separate traces), one conversation comes out as many, each a prefix of the next. The rule here
+is the collapse of prefixes across groups, kept exact:
+
+- a conversation *A* is **subsumed** by a conversation *B* of another group (same format) when
+  A's sequence (as its calls recorded it: before any tool result recorded apart is filled in)
+  ends with an assistant message and is a strict prefix of B's, compared as the assembly
+  compares (``assemble.chain_of``: arguments as parsed JSON, call ids by place). So B's history
+  extends A's history *and* A's output;
+- a history that shares only a start with another (the same system and user message, another
+  answer), or a conversation equal to another, is not subsumed: separate conversations stay
+  separate;
+- A is dropped and counted; its calls, tool results and truncated answers are added to the
+  account of the longest conversation that subsumes it (then the smallest by format, group and
+  branch), which keeps its own id. That one is never subsumed itself (anything extending it
+  would subsume A and be longer);
+- a group that lost a conversation has its other ones renumbered (``renumbered``), so its ids
+  are those it would have had without it.
+
+Only keys travel: each conversation gives the chain hash of its strict prefixes that end at an
+assistant message (``Fingerprints.covers``) and of itself when it ends at one
+(``Fingerprints.full``). ``resolve`` decides at one hash (``decide`` at many);
+``merge_absorbed`` is the one place
+a survivor takes what a subsumed conversation hands it.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable, Iterable, NamedTuple
+
+
+class Fingerprints(NamedTuple):
+    """A conversation's keys for chaining: its length, the chain hashes of its strict prefixes
+    that end at an assistant message, and its own end's hash when it ends at one (else ``b""``)."""
+
+    length: int
+    covers: tuple[bytes, ...]
+    full: bytes
+
+
+def fingerprints_of(messages: list[Any], chain: list[bytes]) -> Fingerprints:
+    """``Fingerprints`` of a sequence as its calls recorded it (``chain``: ``assemble.chain_of``)."""
+    ends = [chain[i] for i, message in enumerate(messages) if _is_answer(message)]
+    full = chain[-1] if chain and _is_answer(messages[-1]) else b""
+    covers = tuple(ends[:-1]) if full else tuple(ends)
+    return Fingerprints(len(chain), covers, full)
+
+
+def _is_answer(message: Any) -> bool:
+    return isinstance(message, dict) and message.get("role") == "assistant"
+
+
+class Absorbed(NamedTuple):
+    """What a subsumed conversation hands the one that subsumes it."""
+
+    #: Its key (format, group, branch: as the assembly orders conversations).
+    conversation: bytes
+    #: Its id, as it would have been written.
+    id: Any
+    #: Its ``assembly`` entry (its calls, tool results, truncated answers).
+    assembly: dict[str, Any]
+
+
+class Claim(NamedTuple):
+    """One conversation at one hash: it ends there (``full``, with what it would hand on), or it
+    goes on past it (``length`` messages in all)."""
+
+    conversation: bytes
+    group: str
+    length: int
+    absorbed: Absorbed | None = None
+
+
+def claims_of(conversation: bytes, group: str, prints: Fingerprints, absorbed: Absorbed) -> list[tuple[bytes, Claim]]:
+    """The claims a conversation makes, by hash: one where it ends (when it ends at an answer),
+    one per earlier answer."""
+    out = [(h, Claim(conversation, group, prints.length)) for h in prints.covers]
+    if prints.full:
+        out.append((prints.full, Claim(conversation, group, prints.length, absorbed)))
+    return out
+
+
+class Subsumed(NamedTuple):
+    """Verdict for a conversation: dropped, its messages being the start of ``into``'s."""
+
+    conversation: bytes
+    into: bytes
+
+
+class Absorb(NamedTuple):
+    """Verdict for a conversation: it takes the account of one it subsumes."""
+
+    conversation: bytes
+    absorbed: Absorbed
+
+
+def resolve(claims: Iterable[Claim]) -> list[tuple[str, Subsumed | Absorb]]:
+    """The verdicts at one hash (of one format), each with the group of the conversation it is
+    for: every conversation ending there is subsumed by the longest that goes on past it (then
+    the smallest key), if any. ``claims`` is read twice, never held (a GroupByKey's values)."""
+    best: Claim | None = None
+    for claim in claims:
+        if claim.absorbed is not None:
+            continue
+        if best is None or (-claim.length, claim.conversation) < (-best.length, best.conversation):
+            best = claim
+    if best is None:
+        return []
+    out: list[tuple[str, Subsumed | Absorb]] = []
+    for claim in claims:
+        # A group's own conversations are never prefixes of one another (the assembly collapsed them).
+        if claim.absorbed is not None and claim.group != best.group:
+            out.append((claim.group, Subsumed(claim.conversation, best.conversation)))
+            out.append((best.group, Absorb(best.conversation, claim.absorbed)))
+    return out
+
+
+def decide(claims: Iterable[tuple[bytes, Claim]]) -> list[tuple[str, Subsumed | Absorb]]:
+    """The verdicts of many hashes' claims (of one format), each with the group of the
+    conversation it is for: ``resolve`` at each hash where a conversation ends."""
+    by_hash: dict[bytes, list[Claim]] = {}
+    ends: set[bytes] = set()
+    for h, claim in claims:
+        by_hash.setdefault(h, []).append(claim)
+        if claim.absorbed is not None:
+            ends.add(h)
+    return [verdict for h in sorted(ends) for verdict in resolve(by_hash[h])]
+
+
+class Verdicts(NamedTuple):
+    """Verdicts travelling together (those of one bucket of hashes for one output shard), as
+    one pickle of their list."""
+
+    packed: bytes
+
+
+def _latest(entry: Any) -> tuple[Any, ...]:
+    if not isinstance(entry, dict):
+        return (0, "", "", 0)
+    return (entry.get("start", 0), str(entry.get("call", "")), str(entry.get("source", "")), entry.get("position", 0))
+
+
+def merge_absorbed(
+    record: dict[str, Any], assembly: dict[str, Any], absorbed: list[Absorbed]
+) -> tuple[dict[str, Any], dict[str, Any], dict[str, int]]:
+    """A surviving conversation's record and ``assembly`` entry with the accounts of the
+    conversations it subsumed, and the counts that adds to its partial summary. The one place a
+    conversation takes what another hands it: metadata a conversation carries (a user or
+    session id, trace ids ...) goes into ``Absorbed`` (``pipeline.graph.chain_groups.
+    conversation_claims``) and is merged here, into the record or the assembly entry. Neither
+    is changed in place; the record is returned as it is today (its messages are its own).
+
+    Their calls join its ``calls`` (by start time) and count as ``collapsed`` into it; the tool
+    results they held (filled or unused) are listed as unused (its messages are its own calls');
+    their truncated answers are in its messages too; ``chained`` lists their ids."""
+    if not absorbed:
+        return record, assembly, {}
+    absorbed = sorted(absorbed, key=lambda a: a.conversation)
+    out = dict(assembly)
+    calls = list(assembly.get("calls", ()))
+    unused = list(assembly.get("tool_results_unused", ()))
+    added = 0
+    truncated = assembly.get("truncated_stream", 0)
+    for one in absorbed:
+        theirs = one.assembly
+        calls.extend(theirs.get("calls", ()))
+        added += len(theirs.get("calls", ()))
+        unused.extend(theirs.get("tool_results_filled", ()))
+        unused.extend(theirs.get("tool_results_unused", ()))
+        truncated += theirs.get("truncated_stream", 0)
+    out["calls"] = sorted(calls, key=_latest)
+    out["collapsed"] = assembly.get("collapsed", 0) + added
+    out["chained"] = sorted({*assembly.get("chained", ()), *(a.id for a in absorbed if isinstance(a.id, str))})
+    if unused:
+        out["tool_results_unused"] = sorted(unused, key=_latest)
+    if truncated:
+        out["truncated_stream"] = truncated
+    return record, out, {"prefixes_collapsed": added, "chained_across_groups": len(absorbed)}
+
+
+def renumbered(
+    survivors: list[tuple[bytes, str, int, dict[str, Any]]], conversation_id: Callable[[str, int], str]
+) -> dict[bytes, tuple[int, int, str]]:
+    """The new place of each surviving conversation of the groups that lost one: from
+    ``(key, group, branch, assembly)`` of every survivor of those groups, ``key -> (branch,
+    branches, id)``, in their old order."""
+    by_group: dict[str, list[tuple[int, bytes]]] = {}
+    for key, group, branch, _ in survivors:
+        by_group.setdefault(group, []).append((branch, key))
+    out: dict[bytes, tuple[int, int, str]] = {}
+    for group, members in by_group.items():
+        members.sort()
+        for new, (_, key) in enumerate(members):
+            out[key] = (new, len(members) - 1, conversation_id(group, new))
+    return out
+
+
+__all__ = [
+    "Absorb",
+    "Absorbed",
+    "Claim",
+    "Fingerprints",
+    "Subsumed",
+    "Verdicts",
+    "claims_of",
+    "decide",
+    "fingerprints_of",
+    "merge_absorbed",
+    "renumbered",
+    "resolve",
+]
