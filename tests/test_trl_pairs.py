@@ -211,3 +211,21 @@ def test_with_a_split_only_conversations_of_one_split_pair():
     claims = [PairClaim(*fields) for fields in batch_pair_claims(3, 10, metrics)]
     assert [(c.id, c.order) for c in claims] == [("a", (3, 10, 0)), ("b", (3, 10, 1)), ("c", (3, 10, 2))]
     assert claims[0].key == claims[2].key != claims[1].key
+
+
+def test_the_chosen_side_of_pairs_is_a_choice_not_a_failure_past_the_dead_letter_limits():
+    from transforms.totals.summary import DeadLetterLimit, dead_letter_warning, run_failures
+
+    doc = {
+        "records_in": 10,
+        "records_out": 6,
+        "accounted": True,
+        "dead_letters": 4,
+        "dead_letters_by_reason": {"unwritable": 4},
+        "sink_refusals_by_reason": {"chosen_in_pairs": 3, "no_pair": 1},
+    }
+    assert run_failures(doc, DeadLetterLimit.parse("1")) == []
+    assert run_failures(doc, DeadLetterLimit.parse("0")) != []  # the one no_pair is a failure
+    warning = dead_letter_warning(doc, DeadLetterLimit.parse("0"))
+    assert warning is not None and warning.startswith("1 of 10 records read (10.0%) are dead letters")
+    assert warning.endswith("; 3 chosen sides of pairs written by trl-dpo not counted")
