@@ -229,3 +229,30 @@ def test_the_chosen_side_of_pairs_is_a_choice_not_a_failure_past_the_dead_letter
     warning = dead_letter_warning(doc, DeadLetterLimit.parse("0"))
     assert warning is not None and warning.startswith("1 of 10 records read (10.0%) are dead letters")
     assert warning.endswith("; 3 chosen sides of pairs written by trl-dpo not counted")
+
+
+def test_a_call_log_groups_conversations_are_paired_among_themselves():
+    from transforms.dataset.dataset_keys import PAIR_CLAIM
+    from transforms.record.pairs import batch_pair_claims, decide_routed
+
+    def answer(text: str) -> bytes:
+        return dumps_line([{"role": "assistant", "content": text}])
+
+    assembly = {"calls": 1}
+    metrics = [
+        # A group: its conversation and a regeneration of its first answer (one prompt), and a
+        # branch whose judged answer continues another history.
+        {"id": "g", "assembly": assembly, PAIR_CLAIM: ("p1", 1.0, "thumb", answer("good"))},
+        {"id": "g#branch1", "assembly": assembly, PAIR_CLAIM: ("p1", 0.0, "thumb", answer("bad"))},
+        {"id": "g#branch2", "assembly": assembly, PAIR_CLAIM: ("p2", 0.0, "thumb", answer("other"))},
+        # A whole record with the group's prompt: decided apart from the group.
+        {"id": "w", PAIR_CLAIM: ("p1", 0.0, "thumb", answer("whole"))},
+    ]
+    claims = [PairClaim(*fields) for fields in batch_pair_claims(0, 0, metrics)]
+    assert {c.route for c in claims[:3]} == {"train\0group\0g"} and claims[3].route == claims[3].key
+    verdicts = {v.order: v for _, v in decide_routed(claims[:3])}
+    assert isinstance(verdicts[(0, 0, 1)], PairedWith) and verdicts[(0, 0, 1)].chosen_id == "g"
+    assert verdicts[(0, 0, 0)] == ChosenIn((0, 0, 0), ["g#branch1"])
+    assert verdicts[(0, 0, 2)].reason == "prompts_differ"
+    ((_, alone),) = decide_routed(claims[3:])
+    assert alone.reason == "no_pair"

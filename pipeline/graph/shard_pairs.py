@@ -27,37 +27,37 @@ import apache_beam as beam
 from pipeline.graph.shard_dataset import _OUT, _RESULT, _VERDICT, _WriteShaped, bucket_of, content_buckets
 from pipeline.graph.shard_step import ShardResult, ShardWork
 from transforms.record.dedupe import pack, unpack
-from transforms.record.pairs import PairClaim, decide_pairs, shape_pair
+from transforms.record.pairs import PairClaim, decide_routed, shape_pair
 
 _PROMPT = "prompt"
 
 
 def claimed_prompts(result: ShardResult, buckets: int) -> Iterator[tuple[tuple[Any, ...], Any]]:
-    """A shard's result (its claims taken off), by its shard; its claims under their prompt
-    key's bucket, a list per bucket."""
+    """A shard's result (its claims taken off), by its shard; its claims under the bucket of
+    their route (a prompt, or a call-log group: ``PairClaim.route``), a list per bucket."""
     yield (_OUT, result.shard), (_RESULT, result._replace(claims=b""))
     by_bucket: dict[int, list[Any]] = {}
     for claim in unpack(result.claims) if result.claims else ():
-        by_bucket.setdefault(bucket_of(claim[2], buckets), []).append(claim)
+        by_bucket.setdefault(bucket_of(PairClaim(*claim).route, buckets), []).append(claim)
     for bucket in sorted(by_bucket):
         yield (_PROMPT, bucket), pack(by_bucket[bucket])
 
 
 def decided(element: tuple[tuple[Any, ...], Any]) -> Iterator[tuple[tuple[Any, ...], Any]]:
-    """A bucket's claims -> each prompt's verdicts, a list per shard; a shard's result passes."""
+    """A bucket's claims -> each route's verdicts, a list per shard; a shard's result passes."""
     key, values = element
     if key[0] != _PROMPT:
         for value in values:
             yield key, value
         return
-    by_prompt: dict[str, list[PairClaim]] = {}
+    by_route: dict[str, list[PairClaim]] = {}
     for packed in values:
         for fields in unpack(packed):
             claim = PairClaim(*fields)
-            by_prompt.setdefault(claim.key, []).append(claim)
+            by_route.setdefault(claim.route, []).append(claim)
     by_shard: dict[int, list[Any]] = {}
-    for prompt in sorted(by_prompt):
-        for shard, verdict in decide_pairs(by_prompt[prompt]):
+    for route in sorted(by_route):
+        for shard, verdict in decide_routed(by_route[route]):
             by_shard.setdefault(shard, []).append(verdict)
     for shard in sorted(by_shard):
         yield (_OUT, shard), (_VERDICT, by_shard[shard])

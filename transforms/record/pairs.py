@@ -17,13 +17,17 @@ Of one prompt's candidates, the best (highest preference, then first in input or
 chosen side: every candidate that says less pairs with it, its row written with the best's
 continuation as chosen (``PairedWith``); the best is refused, ``chosen_in_pairs``, naming the
 rows it is in (``ChosenIn``); a candidate alone, one as good as the best, or one that says the
-same as the best is refused (``no_pair``, ``tie``, ``same_continuation``: ``Unpaired``). Every
+same as the best is refused (``no_pair``, ``tie``, ``same_continuation``: ``Unpaired``). The
+conversations of one call-log group (a conversation assembled from call logs and its branches)
+are decided together, apart from whole records: one alone with its prompt while its group holds
+others is refused ``prompts_differ`` (its regenerations continue another history). Every
 candidate gets exactly one verdict: each record read ends in one place. Determinism: the
 decisions depend on the claims and places only.
 """
 
 from __future__ import annotations
 
+import re
 from typing import Any, Iterator, NamedTuple, Union
 
 from transforms.core.jsontext import dumps_line, parse_json
@@ -46,6 +50,14 @@ class PairClaim(NamedTuple):
     label: str
     #: The judged continuation as the row writes it, as JSON text (``dumps_line``).
     continuation: bytes
+    #: The call-log group of a conversation assembled from call logs (its id without
+    #: ``#branch<n>``): its claims are decided together. ``None``: a whole record.
+    group: str | None = None
+
+    @property
+    def route(self) -> str:
+        """What its claim is brought together by: its group, else its prompt."""
+        return self.key if self.group is None else self.group
 
     @property
     def shard(self) -> int:
@@ -88,9 +100,35 @@ def batch_pair_claims(shard: int, start: int, metrics: list[dict[str, Any]]) -> 
         claim = m.get(PAIR_CLAIM)
         if claim is not None:
             key, *rest = claim
+            split = m.get("split", TRAIN)
+            # A group's conversations (a call-log group and its branches) are decided together.
+            group = f"{split}\0group\0{_BRANCH.sub('', str(m['id']))}" if "assembly" in m else None
             # With --split, only conversations of one split pair: a pair never spans two.
-            out.append(((shard, start, offset), m["id"], f"{m.get('split', TRAIN)}\0{key}", *rest))
+            out.append(((shard, start, offset), m["id"], f"{split}\0{key}", *rest, group))
     return out
+
+
+#: A branch's suffix on its group's id (``transforms.calllogs.assemble``).
+_BRANCH = re.compile(r"#branch\d+$")
+
+
+def decide_routed(claims: list[PairClaim]) -> Iterator[tuple[int, PairVerdict]]:
+    """The claims brought together by one route (a prompt, or a call-log group) -> a verdict for
+    each, by shard: each prompt's candidates decided together (``decide_pairs``); in a group, a
+    candidate alone with its prompt while the group holds others is refused ``prompts_differ``
+    (its regenerations do not continue the same history)."""
+    by_prompt: dict[str, list[PairClaim]] = {}
+    for claim in claims:
+        by_prompt.setdefault(claim.key, []).append(claim)
+    grouped = len(by_prompt) > 1 and claims[0].group is not None
+    for key in sorted(by_prompt):
+        for shard, verdict in decide_pairs(by_prompt[key]):
+            if grouped and isinstance(verdict, Unpaired) and len(by_prompt[key]) == 1:
+                others = sorted(str(c.id) for c in claims if c.key != key)
+                verdict = Unpaired(
+                    verdict.order, "prompts_differ", f"the group's {', '.join(others)} have another prompt"
+                )
+            yield shard, verdict
 
 
 def decide_pairs(claims: list[PairClaim]) -> Iterator[tuple[int, PairVerdict]]:
