@@ -42,6 +42,7 @@ from transforms.dataset.dataset_keys import TRAIN, output_names, split_output
 from transforms.record.assembled_calls import keyed_pieces
 from transforms.record.dedupe import batch_claims, pack
 from transforms.record.inputs import DEFAULT_BATCH_BYTES, DEFAULT_BATCH_SIZE, DEFAULT_MAX_RECORD_BYTES, Batch
+from transforms.record.pairs import batch_pair_claims
 from transforms.record.record_settings import Settings
 from transforms.record.record_steps import ReaderHint
 from transforms.record.records import BatchResult, normalize_batch
@@ -72,10 +73,11 @@ class ShardWork:
 
     @property
     def holds(self) -> bool:
-        """``--dedupe``: the step's outputs are spilled, not written, and only their claims
-        (keys and places) go on, for the dataset step to decide across every shard and then
-        write each shard's outputs from its spill file (``pipeline.graph.shard_dataset``)."""
-        return self.step.main_output == "normalized" and self.settings.dedupe != "none"
+        """``--dedupe``, or ``--sink trl-dpo`` (pairs across conversations): the step's outputs
+        are spilled, not written, and only their claims (keys and places) go on, for the dataset
+        step to decide across every shard and then write each shard's outputs from its spill
+        file (``pipeline.graph.shard_dataset``, ``pipeline.graph.shard_pairs``)."""
+        return self.step.main_output == "normalized" and (self.settings.dedupe != "none" or self.settings.pairs_across)
 
     @property
     def splits(self) -> bool:
@@ -207,7 +209,8 @@ def process_batches(
                 records, lines = spilled.get(step.main_output, ([], None))
                 metrics = spilled.get(DROPS, ([], None))[0]
                 spill.add(batch.start, metrics, records, lines, spilled.get(DEAD_LETTER, ([], None))[0])
-                claims.extend(batch_claims(number, batch.start, metrics))
+                claimed = batch_pair_claims if settings.pairs_across else batch_claims
+                claims.extend(claimed(number, batch.start, metrics))
             if observe is not None:
                 observe(batch, result)
         if letters:

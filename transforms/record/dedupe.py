@@ -30,7 +30,7 @@ import pickle
 from typing import Any, Iterator, NamedTuple, Union
 
 from transforms.core.jsontext import dumps_line, parse_json
-from transforms.dataset.dataset_keys import CONTENT_KEYS, TRAIN
+from transforms.dataset.dataset_keys import CONTENT_KEYS, PRIVATE_KEYS, TRAIN
 from transforms.dataset.training_summary import DUPLICATE
 from transforms.record.inputs import Batch
 from transforms.record.record_settings import Settings
@@ -222,7 +222,7 @@ def shard_outputs(shard: int, kept: list[Conversation], names: tuple[str, ...]) 
     keys; an output with nothing gets no batch."""
     if not kept:
         return
-    metrics = [{k: v for k, v in c.metrics.items() if k != CONTENT_KEYS} for c in kept]
+    metrics = [{k: v for k, v in c.metrics.items() if k not in PRIVATE_KEYS} for c in kept]
     yield DROPS, Batch(shard, kept[0].start, metrics)
     for name in names:
         chosen = [c for c, m in zip(kept, metrics) if m.get("split", TRAIN) == name]

@@ -24,7 +24,7 @@ from transforms.core.normalize import Trace, normalize_read
 from transforms.core.tool_blocks import first_free
 from transforms.core.validate import check_sendable, count_by_kind
 from transforms.dataset.chat_template import TemplateRefused, check_rendered, count_tokens, render
-from transforms.dataset.dataset_keys import CONTENT_KEYS, content_keys, group_key, split_of
+from transforms.dataset.dataset_keys import CONTENT_KEYS, PAIR_CLAIM, content_keys, group_key, split_of
 from transforms.dataset.redact import (
     Redaction,
     redact_assembly,
@@ -57,6 +57,7 @@ from transforms.formats import media as carried_media
 from transforms.formats import reasoning as carried_reasoning
 from transforms.formats._tools import value_at
 from transforms.formats.hf import write_hf
+from transforms.formats.trl import TRL_SINKS
 from transforms.record.inputs import Parsed, RawRecord
 from transforms.record.output_records import DropMetrics
 from transforms.record.record_settings import Settings, TokenSettings
@@ -333,12 +334,12 @@ def _note_counts_and_reports(
 
 def _truncated_stream(assembly: dict[str, Any], settings: Settings, metrics: DropMetrics) -> None:
     """A conversation holding answers whose event streams were cut off: marked (counted as
-    ``truncated_streams``); refused by the training sinks, which would teach the cut answer as a
-    whole one, unless ``--keep-truncated-streams``."""
+    ``truncated_streams``); refused by the training sinks and the TRL sinks, which would teach
+    the cut answer as a whole one, unless ``--keep-truncated-streams``."""
     cut = assembly.get("truncated_stream", 0)
     if not cut:
         return
-    if settings.sink in TRAINING_SINKS and not settings.keep_truncated_streams:
+    if (settings.sink in TRAINING_SINKS or settings.sink in TRL_SINKS) and not settings.keep_truncated_streams:
         raise RecordRefused(
             DeadLetterReason.UNWRITABLE,
             f"{settings.sink}: truncated_stream: {cut} answer(s) arrived as an event stream cut off before its "
@@ -391,12 +392,18 @@ def _write(
         settings.tools_field,
         source=record,
     )
+    if settings.sink in TRL_SINKS:  # what they read of the options, only for them (the per-record cost)
+        context.kto_threshold, context.reward = settings.kto_bound, settings.reward
+        context.pairs_across, context.pair_by = settings.pairs_across, settings.pair_by
     try:
         output = WRITERS[settings.sink].write(normalized, context)
     except FormatError as error:
         raise RecordRefused(DeadLetterReason.UNWRITABLE, unwritable_detail(settings.sink, error)) from None
     if context.report:
         metrics["writer_report"] = context.report
+    if context.pair_claim is not None:
+        # A candidate for pairs across conversations: its claim, for the pairing step only.
+        metrics[PAIR_CLAIM] = context.pair_claim  # type: ignore[literal-required]
     if context.discarded:
         # What the writer left out (reasoning a body cannot hold there), in the record's ledger.
         metrics["discarded"] = add_to_report(metrics.get("discarded"), context.discarded)
