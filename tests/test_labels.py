@@ -384,6 +384,35 @@ def test_min_score_keeps_exactly_the_conversations_at_or_above_it(tmp_path, labe
     assert summary["accounted"]
 
 
+@pytest.mark.slow
+def test_a_label_readers_metadata_is_filled_not_replaced_and_its_scores_filter(tmp_path):
+    # A Braintrust row's scores and labels are in the metadata its reader makes; its own tags
+    # and trace fill that metadata, they do not replace it (nor hide its scores from the filter).
+    def row(rid: str, factuality: float) -> dict:
+        return {
+            "id": rid,
+            "input": [{"role": "user", "content": "What is 2+2?"}],
+            "output": "5",
+            "expected": "4",
+            "scores": {"Factuality": factuality},
+            "metadata": {"model": "m"},
+            "tags": ["math"],
+            "trace_id": f"t-{rid}",
+            "root_span_id": f"t-{rid}",
+        }
+
+    path = tmp_path / "braintrust.jsonl"
+    path.write_text("".join(json.dumps(row(rid, f)) + "\n" for rid, f in (("low", 0.0), ("high", 1.0))))
+    out = tmp_path / "out"
+    summary = _run([path], out, "--min-score", "Factuality=0.5")
+    (kept,) = _lines(out / "normalized")
+    assert kept["id"] == "high"
+    assert kept["metadata"]["scores"] == {"Factuality": 1.0}
+    assert kept["metadata"]["tags"] == ["math"] and kept["metadata"]["trace_ids"] == ["t-high"]
+    assert [label["name"] for label in kept["metadata"]["labels"]] == ["Factuality", "expected"]
+    assert {k: v for k, v in summary["dead_letters_by_reason"].items() if v} == {"score_below_min": 1}
+
+
 def test_a_bound_that_does_not_parse_is_one_line_and_exit_2(tmp_path, capsys):
     status = main(["--input", str(LABELS), "--output", str(tmp_path / "out"), "--min-score", "quality"])
     err = capsys.readouterr().err

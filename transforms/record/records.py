@@ -168,6 +168,14 @@ def _read_and_normalize(record: Any, settings: Settings, hint: ReaderHint | None
     return conversation, messages, normalize_with_profile(messages, settings.profile), role_drops, role_maps, None
 
 
+def _with_read_metadata(record: Any, fields: dict[str, Any]) -> Any:
+    """The record with the ``metadata`` its reader made (Braintrust's scores and labels, an
+    OpenPipe entry's label), where the reader made one."""
+    if isinstance(record, dict) and "metadata" in fields:
+        return {**record, "metadata": fields["metadata"]}
+    return record
+
+
 def _process(raw: RawRecord, settings: Settings, hint: ReaderHint | None = None) -> tuple[Any, ...] | CallLogRead:
     """(record, metrics, line), and with ``--examples each`` the other examples (``Produced.more``);
     a call-log record's pieces instead."""
@@ -181,13 +189,15 @@ def _process(raw: RawRecord, settings: Settings, hint: ReaderHint | None = None)
         conversation = conversation._replace(discarded=raw.payload.discarded)
     rid = record_id(record, settings)
     if not (isinstance(raw.payload, Parsed) and raw.payload.assembly is not None):
-        # A whole record's context, from its own fields (an assembled one has its calls').
-        filled = record_metadata(record)
+        # A whole record's context, from its own fields (an assembled one has its calls'), filling
+        # the metadata its reader made (a label reader's scores and labels are the reader's).
+        filled = record_metadata(_with_read_metadata(record, conversation.fields))
         if filled is not None:
             record = {**record, "metadata": filled}
             conversation = conversation._replace(fields={**conversation.fields, "metadata": filled})
     if settings.min_scores or settings.max_scores:
-        refused = score_refusal(record, settings.min_scores, settings.max_scores)
+        judged = conversation.fields if "metadata" in conversation.fields else record
+        refused = score_refusal(judged, settings.min_scores, settings.max_scores)
         if refused is not None:
             raise RecordRefused(DeadLetterReason(refused[0]), refused[1])
     training: dict[str, int] = {}
