@@ -12,9 +12,11 @@ import pytest
 
 from pipeline.cli.main import main
 from transforms.calllogs.calls import Label, detect_call_log
-from transforms.calllogs.context import conversation_metadata, iso_time, merge_context
-from transforms.calllogs.labels import Target, attach, read_langfuse_score, resolve, scores_of
+from transforms.calllogs.context import METADATA_KEYS, conversation_metadata, iso_time, merge_context
+from transforms.calllogs.labels import Target, attach, entry_of, read_langfuse_score, resolve, scores_of
 from transforms.calllogs.readers import CALL_LOG_READERS
+from transforms.formats import READERS
+from transforms.formats._labels import LABEL_KEYS
 from transforms.formats.base import FormatError
 from transforms.record.score_filter import parse_bound, score_refusal
 
@@ -209,7 +211,9 @@ def test_every_label_is_joined_superseded_or_counted_unmatched(labelled_run):
         for line in (LABELS / name).read_text().splitlines()
     }
     written = sum(
-        len(r.get("metadata", {}).get("labels", ())) for r in _lines(labelled_run / "normalized") if r["id"] not in whole
+        len(r.get("metadata", {}).get("labels", ()))
+        for r in _lines(labelled_run / "normalized")
+        if r["id"] not in whole
     )
     assert written == labels["joined"]
 
@@ -702,3 +706,41 @@ def test_evaluations_a_span_export_carries_are_labels_of_the_span(tmp_path):
     correctness = next(label for label in metadata["labels"] if label["name"] == "correctness")
     assert correctness["comment"] == "matches the tool" and "message" in correctness
     assert summary["labels"]["joined"] == 3
+
+
+# --------------------------------------------------------------------------------------------
+# The metadata contract: one list in the docs, the same names in the code
+
+
+def _contract_tables() -> list[list[str]]:
+    """The keys (first column) of each table of docs/fine-tuning.md's "The metadata contract"."""
+    page = (Path(__file__).resolve().parent.parent / "docs" / "fine-tuning.md").read_text(encoding="utf-8")
+    section = page.split("## The metadata contract\n", 1)[1].split("\n## ", 1)[0]
+    tables: list[list[str]] = []
+    in_table = False
+    for line in section.splitlines():
+        if line.startswith("|") and not in_table:
+            tables.append([])
+        in_table = line.startswith("|")
+        if line.startswith("| `"):
+            tables[-1].append(line.split("`")[1])
+    return tables
+
+
+def test_the_documented_metadata_and_label_keys_are_the_codes():
+    metadata, label = _contract_tables()
+    assert metadata == [*METADATA_KEYS, "scores", "labels"]
+    assert label == list(LABEL_KEYS)
+
+
+def test_the_label_makers_use_only_the_contracts_keys():
+    # The call-log labels (every key set), Braintrust's and OpenPipe's.
+    joined = Label("langfuse-scores", "t", 0, "o", "langfuse", "id", "q", 1, "t", "why", [{"role": "assistant"}])
+    entries = [entry_of(joined, 2)]
+    braintrust = {"input": "q", "output": "a", "expected": "b", "scores": {"s": 1}, "span_id": "x"}
+    entries += READERS["braintrust"].read(braintrust, "messages").fields["metadata"]["labels"]
+    openpipe = {"messages": [{"role": "assistant", "content": "a"}], "rejected_message": {"role": "assistant"}}
+    entries += READERS["openpipe-dataset"].read(openpipe, "messages").fields["metadata"]["labels"]
+    for entry in entries:
+        assert set(entry) <= set(LABEL_KEYS), entry
+    assert {key for entry in entries for key in entry} == set(LABEL_KEYS) - {"message_dropped"}

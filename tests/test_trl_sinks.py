@@ -140,6 +140,19 @@ def test_kto_refusals():
     assert _refusal("trl-kto", LABELLED_BY_ID["c-no-labels"]) == "no_label"
 
 
+def test_a_label_whose_message_the_core_dropped_judges_nothing_written():
+    # The job keeps such a label without its index ("message_dropped": true): it judged a
+    # message no longer written, never the final answer that is.
+    record = {
+        "id": "dropped",
+        "messages": [{"role": "user", "content": "Hi"}, {"role": "assistant", "content": "Hello"}],
+        "metadata": {"labels": [{"name": "thumb", "value": False, "source": "langfuse", "message_dropped": True}]},
+    }
+    assert _refusal("trl-kto", record) == "no_label"
+    kept = {**record, "metadata": {"labels": [{"name": "thumb", "value": False, "source": "langfuse"}]}}
+    assert _write("trl-kto", kept)[0]["label"] is False
+
+
 def test_a_threshold_turns_a_numeric_label_into_the_thumb():
     threshold = parse_threshold("helpfulness=0.5")
     assert threshold == ("helpfulness", 0.5)

@@ -1,13 +1,14 @@
 """A conversation's labels as the preference, KTO and prompt sinks read them (no Beam import).
 
-A normalized record may carry ``metadata`` (docs/fine-tuning.md, "Preference, KTO and prompt
-sets"): ``scores`` (label name -> one value) and ``labels``, a list of ``{"name", "value",
-"source", "message", "comment", "correction", "rejected"}``. ``message`` is the index in the
-record's messages of the assistant message the label judges; absent, the label judges the whole
-conversation, which for a sink is its *final continuation* (``final_start``). ``correction`` is
-a better output for the judged message (a human's edit, Braintrust's ``expected``); ``rejected``
-a worse one (OpenPipe's ``rejected_message``). A record with ``scores`` and no ``labels`` is
-read as one whole-conversation label per score.
+A normalized record may carry ``metadata`` (docs/fine-tuning.md, "The metadata contract"):
+``scores`` (label name -> one value) and ``labels``, a list of label objects with the keys
+``LABEL_KEYS``. ``message`` is the index in the record's messages of the assistant message the
+label judges; absent, the label judges the whole conversation, which for a sink is its *final
+continuation* (``final_start``), unless ``message_dropped`` says the message it judged was
+dropped by the core (such a label judges nothing a sink writes, and is not read here).
+``correction`` is a better output for the judged message (a human's edit, Braintrust's
+``expected``); ``rejected`` a worse one (OpenPipe's ``rejected_message``). A record with
+``scores`` and no ``labels`` is read as one whole-conversation label per score.
 
 A *continuation* starts at an assistant message and runs over the assistant and tool messages
 after it, up to the next message of another role (``turn_end``): what TRL calls a completion.
@@ -21,6 +22,10 @@ from typing import Any
 from transforms.formats.base import FormatError
 from transforms.formats.openai import openai_to_flat
 
+#: The keys of a label object in ``metadata.labels``, in the order they are written: every
+#: reader that makes labels (the call-log label readers, ``braintrust``, ``openpipe-dataset``)
+#: and every sink that reads them uses these names (docs/fine-tuning.md, "The metadata contract").
+LABEL_KEYS = ("name", "value", "source", "message", "message_dropped", "comment", "correction", "rejected")
 #: The sources a label can come from (the tool whose export held it).
 LABEL_SOURCES = ("langfuse", "langsmith", "phoenix", "braintrust", "openpipe", "helicone")
 #: The roles a continuation holds.
@@ -36,8 +41,8 @@ def is_label_value(value: Any) -> bool:
 
 def record_labels(record: dict[str, Any]) -> list[dict[str, Any]]:
     """The record's labels in their order: ``metadata.labels`` (entries that are not a label
-    object with a name and a value left out), or, without any, one whole-conversation label per
-    ``metadata.scores`` entry, by name."""
+    object with a name and a value left out, and those whose judged message was dropped), or,
+    without any, one whole-conversation label per ``metadata.scores`` entry, by name."""
     metadata = record.get("metadata")
     if not isinstance(metadata, dict):
         return []
@@ -46,7 +51,10 @@ def record_labels(record: dict[str, Any]) -> list[dict[str, Any]]:
         return [
             label
             for label in labels
-            if isinstance(label, dict) and isinstance(label.get("name"), str) and is_label_value(label.get("value"))
+            if isinstance(label, dict)
+            and isinstance(label.get("name"), str)
+            and is_label_value(label.get("value"))
+            and not label.get("message_dropped")
         ]
     scores = metadata.get("scores")
     if isinstance(scores, dict):
