@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from pipeline.cli.main import main
+from pipeline.finished.explain import explanation_text, locate
 
 DATA = Path(__file__).parent / "data"
 EXPORT = DATA / "langfuse-regeneration"
@@ -134,3 +135,16 @@ def test_trl_takes_them_as_they_are(runs, run):
         else:
             assert text["completion"].startswith("<|im_start|>assistant\n")
             assert ("Kiwi" in text["completion"]) is example["label"]
+
+
+@pytest.mark.slow
+def test_explain_shows_both_sides_of_the_pair(runs):
+    # The chosen side is a dead letter (chosen_in_pairs): it keeps its calls, so both
+    # conversations of the group are assembled again.
+    out, _ = runs["trl-dpo"]
+    chosen = explanation_text(locate(str(out), "ses-fruit"), 300)
+    assert "assembled from 2 langfuse call(s) of group 'ses-fruit'" in chosen
+    assert "chosen_in_pairs: its answer is the chosen side of the pairs written as ses-fruit#branch1" in chosen
+    rejected = explanation_text(locate(str(out), "ses-fruit#branch1"), 300)
+    assert "branch 1 of 1" in rejected and "label quality = 0.2 (langfuse), on message 2" in rejected
+    assert "its answer is the rejected side; the chosen one is the answer of ses-fruit" in rejected

@@ -205,7 +205,7 @@ def _duplicate_letter(conversation: Conversation, verdict: DuplicateOf, settings
     how = "the same conversation as" if verdict.same else "a prefix of the conversation kept as"
     line = conversation.line if conversation.line is not None else dumps_line(conversation.item)
     raw = line.decode("utf-8", "replace") if isinstance(line, bytes) else str(line)
-    return {
+    letter = {
         "source": conversation.metrics["source"],
         "position": conversation.metrics["position"],
         "reason": DUPLICATE,
@@ -214,6 +214,9 @@ def _duplicate_letter(conversation: Conversation, verdict: DuplicateOf, settings
         "raw": raw[: settings.raw_limit],
         "id": conversation.metrics["id"],
     }
+    if "assembly" in conversation.metrics:  # assembled from call logs: its calls, for explain
+        letter["assembly"] = conversation.metrics["assembly"]
+    return letter
 
 
 def shard_outputs(shard: int, kept: list[Conversation], names: tuple[str, ...]) -> Iterator[tuple[str, Batch]]:

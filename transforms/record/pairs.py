@@ -186,4 +186,6 @@ def shape_pair(conversation: Conversation, verdict: Any, settings: Settings) -> 
         "raw": raw[: settings.raw_limit],
         "id": metrics["id"],
     }
+    if "assembly" in metrics:  # assembled from call logs: its calls, for explain (and its group's)
+        letter["assembly"] = metrics["assembly"]
     return LETTERS, letter
