@@ -22,6 +22,8 @@ from transforms.record.score_filter import parse_bound, score_refusal
 
 DATA = Path(__file__).resolve().parent / "data"
 LABELS = DATA / "labels"
+#: The fixtures of LABELS that are whole conversation records (the TRL sinks' tests read them).
+WHOLE_RECORDS = ("conversations.jsonl", "regenerations.jsonl")
 CALL_LOGS = DATA / "calllogs"
 
 
@@ -167,10 +169,12 @@ def test_conversation_metadata_and_merge_context():
 
 @pytest.fixture(scope="module")
 def labelled_input(tmp_path_factory) -> Path:
-    """The label exports beside the call logs they judge, and a Helicone export with ratings."""
+    """The label exports beside the call logs they judge, and a Helicone export with ratings
+    (not the whole records labelled in their own metadata that share the fixtures' folder)."""
     directory = tmp_path_factory.mktemp("labelled")
     for path in LABELS.glob("*.jsonl"):
-        shutil.copy(path, directory / path.name)
+        if path.name not in WHOLE_RECORDS:
+            shutil.copy(path, directory / path.name)
     shutil.copy(CALL_LOGS / "langsmith" / "langchain-runs.jsonl", directory / "langsmith-runs.jsonl")
     shutil.copy(CALL_LOGS / "otlp" / "span-rows.jsonl", directory / "phoenix-spans.jsonl")
     rows = [json.loads(line) for line in (CALL_LOGS / "helicone" / "export-rows.jsonl").read_text().splitlines()]
