@@ -148,3 +148,29 @@ def test_explain_shows_both_sides_of_the_pair(runs):
     rejected = explanation_text(locate(str(out), "ses-fruit#branch1"), 300)
     assert "branch 1 of 1" in rejected and "label quality = 0.2 (langfuse), on message 2" in rejected
     assert "its answer is the rejected side; the chosen one is the answer of ses-fruit" in rejected
+
+
+@pytest.mark.slow
+def test_the_same_bytes_on_two_processes_and_dask(runs, tmp_path):
+    import subprocess
+    import sys
+
+    out, _ = runs["trl-dpo"]
+    others = {"multi": ("--direct_num_workers=2", "--direct_running_mode=multi_processing")}
+    try:
+        import dask.distributed  # noqa: F401
+
+        others["dask"] = ("--runner", "DaskRunner")
+    except ImportError:
+        pass
+    for name, flags in others.items():
+        again = tmp_path / name
+        argv = ["--input", str(EXPORT), "--output", str(again), "--quiet", "--no-report"]
+        argv += ["--sink", "trl-dpo", "--pair-by", "quality", *flags]
+        subprocess.run([sys.executable, "-m", "pipeline", *argv], check=True, capture_output=True, timeout=300)
+        for folder in ("normalized", "drops", "dead_letter"):
+            mine = sorted(p.name for p in (out / folder).iterdir())
+            assert mine == sorted(p.name for p in (again / folder).iterdir()), (name, folder)
+            for part in mine:
+                assert (out / folder / part).read_bytes() == (again / folder / part).read_bytes(), (name, part)
+        assert (out / "summary.json").read_bytes() == (again / "summary.json").read_bytes(), name
