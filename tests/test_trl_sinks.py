@@ -257,6 +257,20 @@ def test_an_openpipe_entry_prefers_its_last_assistant_message():
     assert "rejected_message" not in conversation.fields and conversation.fields["split"] == "TRAIN"
 
 
+@pytest.mark.slow
+def test_drops_and_explain_count_a_rejected_output_as_a_correction_is(tmp_path, capsys):
+    out = tmp_path / "out"
+    assert main(["--input", str(DATA / "formats" / "openpipe-dataset.jsonl"), "--output", str(out), "--quiet"]) == 0
+    lines = [line for path in sorted((out / "drops").glob("*.jsonl")) for line in _lines(path)]
+    labelled = next(line for line in lines if line.get("labels"))
+    assert labelled["labels"][0]["rejected"] == 1  # the messages are the output's, not the drops line's
+    capsys.readouterr()
+    assert main(["explain", str(out), "--id", labelled["id"]]) == 0
+    assert (
+        "label preferred = true (openpipe), on message 2; a rejected output of 1 message(s)" in capsys.readouterr().out
+    )
+
+
 # --------------------------------------------------------------------------------------------
 # The job's outputs, checked by TRL itself
 

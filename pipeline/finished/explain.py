@@ -399,6 +399,8 @@ def label_lines(metrics: dict) -> list[str]:
             line += f"; comment: {label['comment']}"
         if label.get("correction"):
             line += f"; a correction of {label['correction']} message(s)"
+        if label.get("rejected"):
+            line += f"; a rejected output of {label['rejected']} message(s)"
         lines.append(line)
     return lines
 

@@ -235,7 +235,7 @@ def _process(raw: RawRecord, settings: Settings, hint: ReaderHint | None = None)
         discarded = _put_back_carried(normalized, written, reasoning, discarded, redaction, settings)
     if discarded:
         _report_discarded(metrics, discarded, training, settings)
-    _note_labels(metrics, record, redaction)
+    _note_labels(metrics, _with_read_metadata(record, conversation.fields), redaction)
     if settings.dedupe != "none" or settings.splits:
         _dataset_keys(record, split_fallback(raw, rid), written, normalized, settings, metrics, training)
     _note_counts_and_reports(metrics, raw, conversation, result, role_maps, training, redacted, redaction, settings)
@@ -576,7 +576,7 @@ def _labels_on_written(
 
 def _note_labels(metrics: DropMetrics, record: Any, redaction: Redaction | None) -> None:
     """A labelled conversation's scores and labels into its metrics (the report's statistics,
-    ``convnorm explain``), a correction as its number of messages."""
+    ``convnorm explain``), a correction or a rejected output as its number of messages."""
     metadata = record.get("metadata") if isinstance(record, dict) else None
     if not isinstance(metadata, dict):
         return
@@ -584,13 +584,16 @@ def _note_labels(metrics: DropMetrics, record: Any, redaction: Redaction | None)
     if isinstance(scores, dict) and scores:
         metrics["scores"] = scores if redaction is None else redaction.uncounted().value(scores)
     if isinstance(labels, list) and labels:
-        shown = [
-            {**label, "correction": len(label["correction"])}
-            if isinstance(label, dict) and isinstance(label.get("correction"), list)
-            else label
-            for label in labels
-        ]
+        shown = [_counted_outputs(label) for label in labels]
         metrics["labels"] = shown if redaction is None else redaction.uncounted().value(shown)
+
+
+def _counted_outputs(label: Any) -> Any:
+    """A label with its ``correction`` and ``rejected`` outputs as their numbers of messages."""
+    if not isinstance(label, dict):
+        return label
+    counted = {key: len(label[key]) for key in ("correction", "rejected") if isinstance(label.get(key), list)}
+    return {**label, **counted} if counted else label
 
 
 def split_fallback(raw: RawRecord, rid: str) -> str:
