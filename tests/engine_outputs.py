@@ -85,6 +85,10 @@ LABELS = ROOT / "tests" / "data" / "labels"
 ATTRIBUTE_FIXTURES = frozenset({"openinference-genai"})
 
 
+#: Whole records carrying labels of their own (the TRL sinks' fixtures), beside the label exports.
+WHOLE_LABELLED = ("conversations.jsonl", "regenerations.jsonl")
+
+
 def write_call_log_input(directory: Path) -> list[str]:
     """Every call-log fixture (tests/data/calllogs: each export family's own samples) and label
     export (tests/data/labels) in one directory, beside a file of whole conversations: what a mixed directory of exports gives."""
@@ -94,6 +98,7 @@ def write_call_log_input(directory: Path) -> list[str]:
             continue
         (directory / f"{path.parent.name}-{path.name}").write_bytes(path.read_bytes())
     for path in sorted(LABELS.glob("*.jsonl")):
-        (directory / f"labels-{path.name}").write_bytes(path.read_bytes())
+        if path.name not in WHOLE_LABELLED:  # label exports only: the call logs' labels
+            (directory / f"labels-{path.name}").write_bytes(path.read_bytes())
     (directory / "whole-conversations.jsonl").write_bytes(b"".join(SAMPLE.read_bytes().splitlines(True)[:20]))
     return [str(directory / "*.json"), str(directory / "*.jsonl")]

@@ -111,6 +111,30 @@ def test_a_branch_subsumed_elsewhere_leaves_its_group_renumbered():
     assert chained["h"][1]["chained"] == ["g"] and [c["call"] for c in chained["h"][1]["calls"]] == ["g-2", "h-3"]
 
 
+def test_a_chained_conversations_context_merges_into_the_survivors():
+    # A chat whose turns are separate traces: its first turn, chained into the second, hands
+    # on its trace, its first call's time and its tags; the survivor keeps its own user.
+    u, a = [_m("user", "x")], [_m("assistant", "1")]
+    calls = [
+        _call("t1", 1_000_000_000, u, a)._replace(context={"user_id": "u-old", "trace_id": "t1", "tags": ["a"]}),
+        _call("t2", 2_000_000_000, [*u, *a, _m("user", "more")], [_m("assistant", "2")])._replace(
+            context={"user_id": "u", "trace_id": "t2", "tags": ["b"]}
+        ),
+    ]
+    (survivor,) = chained_in_memory(_conversations(calls), "id")
+    record = survivor.raw.payload.value
+    assert record["id"] == "t2"
+    assert record["metadata"] == {
+        "user_id": "u",
+        "trace_ids": ["t1", "t2"],
+        "tags": ["a", "b"],
+        "first_call_at": "1970-01-01T00:00:01Z",
+        "last_call_at": "1970-01-01T00:00:02Z",
+    }
+    record, _, _ = merge_absorbed({"id": "s"}, {"calls": []}, [Absorbed(b"k", "g", {"calls": []}, {"tags": ["x"]})])
+    assert record == {"id": "s", "metadata": {"tags": ["x"]}}  # a survivor that knew nothing learns
+
+
 def test_separate_conversations_that_share_a_start_stay_apart():
     start = [_m("system", "s"), _m("user", "hi")]
     calls = [
@@ -453,3 +477,51 @@ def test_explain_names_the_calls_and_conversations_chained_into_one(chained_out,
     shown = capsys.readouterr().out
     assert f"1 conversation(s) of other groups chained into it: {assembly['chained'][0]!r}" in shown
     assert all(call["call"] in shown for call in assembly["calls"])
+
+
+@pytest.mark.slow
+def test_a_chained_conversations_trace_joins_the_survivors_metadata_and_its_labels_are_unmatched(tmp_path):
+    # Two Langfuse traces without a session: the second turn's trace holds the first turn again.
+    def observation(name: str, start: str, history: list[dict], answer: str) -> dict:
+        return {
+            "id": f"gen-{name}",
+            "trace_id": f"trace-{name}",
+            "project_id": "p",
+            "type": "GENERATION",
+            "parent_observation_id": "",
+            "start_time": start,
+            "end_time": start,
+            "provided_model_name": "m",
+            "input": json.dumps(history),
+            "output": json.dumps({"role": "assistant", "content": answer}),
+            "user_id": "u",
+        }
+
+    first = [_m("user", "Hi")]
+    rows = [
+        observation("a", "2026-12-01 09:00:00.000000", first, "Hello"),
+        observation("b", "2026-12-01 09:01:00.000000", [*first, _m("assistant", "Hello"), _m("user", "More")], "Ok"),
+    ]
+    score = {
+        "id": "sc-1",
+        "trace_id": "trace-a",
+        "observation_id": "gen-a",
+        "name": "thumbs",
+        "value": 1,
+        "data_type": "BOOLEAN",
+        "string_value": "True",
+        "updated_at": "2026-12-01 10:00:00.000000",
+    }
+    (tmp_path / "observations.jsonl").write_text("".join(json.dumps(row) + "\n" for row in rows))
+    (tmp_path / "scores.jsonl").write_text(json.dumps(score) + "\n")
+    out = tmp_path / "out"
+    assert main(["--input", str(tmp_path / "observations.jsonl"), "--input", str(tmp_path / "scores.jsonl"),
+                 "--output", str(out), "--quiet", "--no-report"]) == 0  # fmt: skip
+    (record,) = [json.loads(line) for path in sorted((out / "normalized").glob("*.jsonl")) for line in path.open()]
+    assert record["id"] == "trace-b"
+    assert record["metadata"]["trace_ids"] == ["trace-a", "trace-b"]
+    assert record["metadata"]["first_call_at"] == "2026-12-01T09:00:00Z"
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["call_logs"]["chained_across_groups"] == 1
+    # docs/call-logs.md, "Labels of a conversation chained away": counted, not joined.
+    assert summary["labels"] == {"read": 1, "joined": 0, "superseded": 0, "label_unmatched": {"langfuse": 1}}

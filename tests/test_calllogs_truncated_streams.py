@@ -68,7 +68,8 @@ def _conversations(*calls: Call, settings: Settings):
 def test_a_truncated_answer_is_refused_by_the_training_sinks_and_counted():
     cut = _cut((DATA / "gpt4o-stream-response.snapshot").read_text(encoding="utf-8"))
     (piece,) = read_helicone(_row("r", cut))
-    for sink in ("openai-finetune", "hf", "sharegpt"):
+    # The TRL sinks too: a cut answer would be a whole completion, chosen or rejected side.
+    for sink in ("openai-finetune", "hf", "sharegpt", "trl-dpo", "trl-kto", "trl-prompts"):
         result = _conversations(piece, settings=Settings(sink=sink))
         (letter,) = result.dead_letters
         assert letter["reason"] == "unwritable"

@@ -120,7 +120,7 @@ def test_existing_outputs_need_overwrite(sample_out, tmp_path, capsys):
         (["--input", str(SAMPLE), "--output", "x", "--id-field", "messages"], "must differ"),
         (
             ["--input", str(SAMPLE), "--output", "x", "--sink", "anthropic", "--output-format", "parquet"],
-            "of --sink flat or hf only",
+            "of --sink flat, hf, trl-dpo, trl-kto or trl-prompts only",
         ),
     ],
 )

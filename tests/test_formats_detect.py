@@ -50,6 +50,8 @@ def test_each_fixture_is_detected_as_its_format(fmt, record):
 def test_priorities_put_specific_formats_first_and_flat_last():
     order = [r.name for r in sorted(READERS.values(), key=lambda r: (r.priority, r.name))]
     assert order == [
+        "braintrust",
+        "openpipe-dataset",
         "sharegpt",
         "bedrock-converse",
         "anthropic",

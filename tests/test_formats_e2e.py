@@ -19,6 +19,7 @@ from provider_shapes import (
 
 from pipeline.cli.main import main
 from transforms.formats import READERS, WRITERS, detect_reader
+from transforms.formats.trl import TRL_SINKS
 
 SAMPLES = Path(__file__).resolve().parent.parent / "samples" / "formats"
 SAMPLE_FILES = {name: SAMPLES / f"{name}.jsonl" for name in READERS if name != "flat"}
@@ -44,6 +45,8 @@ def _outputs(out: Path, name: str) -> list[dict]:
 
 def test_every_provider_reader_has_a_sample():
     assert set(SAMPLE_FILES) == {
+        "braintrust",
+        "openpipe-dataset",
         "openai",
         "openai-responses",
         "anthropic",
@@ -125,6 +128,22 @@ def test_all_readers_to_writer(writer, writer_run):
         reasons = sorted(d["detail"].split(":")[1].strip() for d in letters)
         assert reasons == ["turn_order", "unconvertible_tool"]
         assert all(d["reason"] == "unwritable" for d in letters)
+    elif writer in TRL_SINKS:
+        # The TRL sinks write what a conversation's labels make: only the label samples hold
+        # any (a Braintrust row's expected answer, an OpenPipe entry's rejected message). A
+        # prompt set takes every conversation with a prompt and function tools only.
+        reasons: dict[str, int] = {}
+        for d in letters:
+            reason = d["detail"].split(": ")[1]
+            reasons[reason] = reasons.get(reason, 0) + 1
+        assert (
+            reasons
+            == {
+                "trl-dpo": {"no_pair": expected - 4, "same_continuation": 2},
+                "trl-kto": {"no_label": expected - 2},
+                "trl-prompts": {"empty_prompt": 1, "unconvertible_tool": 1},
+            }[writer]
+        )
     elif writer == "openai-finetune":
         # Fine-tuning lines take function tools only: the Responses sample's custom tool says so.
         assert [(d["reason"], d["detail"].split(":")[1].strip()) for d in letters] == [
@@ -156,7 +175,9 @@ def test_explicit_format_reads_its_sample(reader, tmp_path):
     assert summary["dead_letters"] == 0
 
 
-@pytest.mark.parametrize("writer", sorted(WRITERS))
+# The TRL sinks' records are no conversation (prompt and continuations apart): tests/test_trl_sinks.py
+# checks them with TRL's own code.
+@pytest.mark.parametrize("writer", sorted(set(WRITERS) - set(TRL_SINKS)))
 def test_every_writers_output_passes_convnorm_validate(writer, writer_run, tmp_path):
     # The job's own output, checked as it is by `convnorm validate` (auto-detected reader).
     out, status = writer_run(writer)

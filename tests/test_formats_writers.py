@@ -138,6 +138,9 @@ def test_writers_declare_the_options_they_fall_back_to():
         "gemini": (),
         "bedrock-converse": ("model",),
         "hf": (),
+        "trl-dpo": (),
+        "trl-kto": (),
+        "trl-prompts": (),
     }
     with pytest.raises(ValueError, match="unknown WriteContext field"):
         Writer("x", lambda record, ctx: record, uses=("temperature",))

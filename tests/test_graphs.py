@@ -41,6 +41,10 @@ def test_every_sink_accounts_for_every_record_in_several_files(sink, tmp_path, m
     out = _run(tmp_path / "out", _args(mixed_input, "--sink", sink, "--model", "m", "--max-tokens", "64"))
     summary = json.loads((out / "summary.json").read_text())
     assert summary["accounted"] and summary["records_in"] > 300
+    if sink in ("trl-dpo", "trl-kto"):
+        # Rows from labels only, which this input holds few of: the others are counted refusals.
+        assert sum(summary["sink_refusals_by_reason"].values()) > 300
+        return
     files = len(tree(out / "normalized"))
     # Several shards, several files; openai-finetune's split is one file (finalize joins its parts).
     assert files == 1 if sink == "openai-finetune" else files > 5

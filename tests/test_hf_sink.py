@@ -107,5 +107,7 @@ def test_a_parquet_row_holds_the_declared_columns_only():
 
 def test_parquet_output_is_refused_for_a_sink_without_a_parquet_schema():
     (problem,) = _output_format_problems(SimpleNamespace(output_format="parquet", sink="sharegpt"))
-    assert problem == "--output-format parquet holds the records of --sink flat or hf only"
+    assert (
+        problem == "--output-format parquet holds the records of --sink flat, hf, trl-dpo, trl-kto or trl-prompts only"
+    )
     assert _output_format_problems(SimpleNamespace(output_format="parquet", sink="hf")) == []

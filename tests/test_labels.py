@@ -12,14 +12,18 @@ import pytest
 
 from pipeline.cli.main import main
 from transforms.calllogs.calls import Label, detect_call_log
-from transforms.calllogs.context import conversation_metadata, iso_time, merge_context
-from transforms.calllogs.labels import Target, attach, read_langfuse_score, resolve, scores_of
+from transforms.calllogs.context import METADATA_KEYS, conversation_metadata, iso_time, merge_context
+from transforms.calllogs.labels import Target, attach, entry_of, read_langfuse_score, resolve, scores_of
 from transforms.calllogs.readers import CALL_LOG_READERS
+from transforms.formats import READERS
+from transforms.formats._labels import LABEL_KEYS
 from transforms.formats.base import FormatError
 from transforms.record.score_filter import parse_bound, score_refusal
 
 DATA = Path(__file__).resolve().parent / "data"
 LABELS = DATA / "labels"
+#: The fixtures of LABELS that are whole conversation records (the TRL sinks' tests read them).
+WHOLE_RECORDS = ("conversations.jsonl", "regenerations.jsonl")
 CALL_LOGS = DATA / "calllogs"
 
 
@@ -165,10 +169,12 @@ def test_conversation_metadata_and_merge_context():
 
 @pytest.fixture(scope="module")
 def labelled_input(tmp_path_factory) -> Path:
-    """The label exports beside the call logs they judge, and a Helicone export with ratings."""
+    """The label exports beside the call logs they judge, and a Helicone export with ratings
+    (not the whole records labelled in their own metadata that share the fixtures' folder)."""
     directory = tmp_path_factory.mktemp("labelled")
     for path in LABELS.glob("*.jsonl"):
-        shutil.copy(path, directory / path.name)
+        if path.name not in WHOLE_RECORDS:
+            shutil.copy(path, directory / path.name)
     shutil.copy(CALL_LOGS / "langsmith" / "langchain-runs.jsonl", directory / "langsmith-runs.jsonl")
     shutil.copy(CALL_LOGS / "otlp" / "span-rows.jsonl", directory / "phoenix-spans.jsonl")
     rows = [json.loads(line) for line in (CALL_LOGS / "helicone" / "export-rows.jsonl").read_text().splitlines()]
@@ -202,7 +208,17 @@ def test_every_label_is_joined_superseded_or_counted_unmatched(labelled_run):
     # The unknown trace's score and the feedback on an unknown run.
     assert labels["label_unmatched"] == {"langfuse": 1, "langsmith": 1} and labels["superseded"] == 2
     assert summary["accounted"]
-    written = sum(len(r.get("metadata", {}).get("labels", ())) for r in _lines(labelled_run / "normalized"))
+    # The whole records beside them carry labels of their own (read with them, not joined).
+    whole = {
+        json.loads(line)["id"]
+        for name in ("conversations.jsonl", "regenerations.jsonl")
+        for line in (LABELS / name).read_text().splitlines()
+    }
+    written = sum(
+        len(r.get("metadata", {}).get("labels", ()))
+        for r in _lines(labelled_run / "normalized")
+        if r["id"] not in whole
+    )
     assert written == labels["joined"]
 
 
@@ -374,6 +390,35 @@ def test_min_score_keeps_exactly_the_conversations_at_or_above_it(tmp_path, labe
     letters = [letter for letter in _lines(out / "dead_letter") if letter["reason"].startswith("score_")]
     assert len(letters) == reasons["score_below_min"] + reasons["score_missing"]
     assert summary["accounted"]
+
+
+@pytest.mark.slow
+def test_a_label_readers_metadata_is_filled_not_replaced_and_its_scores_filter(tmp_path):
+    # A Braintrust row's scores and labels are in the metadata its reader makes; its own tags
+    # and trace fill that metadata, they do not replace it (nor hide its scores from the filter).
+    def row(rid: str, factuality: float) -> dict:
+        return {
+            "id": rid,
+            "input": [{"role": "user", "content": "What is 2+2?"}],
+            "output": "5",
+            "expected": "4",
+            "scores": {"Factuality": factuality},
+            "metadata": {"model": "m"},
+            "tags": ["math"],
+            "trace_id": f"t-{rid}",
+            "root_span_id": f"t-{rid}",
+        }
+
+    path = tmp_path / "braintrust.jsonl"
+    path.write_text("".join(json.dumps(row(rid, f)) + "\n" for rid, f in (("low", 0.0), ("high", 1.0))))
+    out = tmp_path / "out"
+    summary = _run([path], out, "--min-score", "Factuality=0.5")
+    (kept,) = _lines(out / "normalized")
+    assert kept["id"] == "high"
+    assert kept["metadata"]["scores"] == {"Factuality": 1.0}
+    assert kept["metadata"]["tags"] == ["math"] and kept["metadata"]["trace_ids"] == ["t-high"]
+    assert [label["name"] for label in kept["metadata"]["labels"]] == ["Factuality", "expected"]
+    assert {k: v for k, v in summary["dead_letters_by_reason"].items() if v} == {"score_below_min": 1}
 
 
 def test_a_bound_that_does_not_parse_is_one_line_and_exit_2(tmp_path, capsys):
@@ -665,3 +710,41 @@ def test_evaluations_a_span_export_carries_are_labels_of_the_span(tmp_path):
     correctness = next(label for label in metadata["labels"] if label["name"] == "correctness")
     assert correctness["comment"] == "matches the tool" and "message" in correctness
     assert summary["labels"]["joined"] == 3
+
+
+# --------------------------------------------------------------------------------------------
+# The metadata contract: one list in the docs, the same names in the code
+
+
+def _contract_tables() -> list[list[str]]:
+    """The keys (first column) of each table of docs/fine-tuning.md's "The metadata contract"."""
+    page = (Path(__file__).resolve().parent.parent / "docs" / "fine-tuning.md").read_text(encoding="utf-8")
+    section = page.split("## The metadata contract\n", 1)[1].split("\n## ", 1)[0]
+    tables: list[list[str]] = []
+    in_table = False
+    for line in section.splitlines():
+        if line.startswith("|") and not in_table:
+            tables.append([])
+        in_table = line.startswith("|")
+        if line.startswith("| `"):
+            tables[-1].append(line.split("`")[1])
+    return tables
+
+
+def test_the_documented_metadata_and_label_keys_are_the_codes():
+    metadata, label = _contract_tables()
+    assert metadata == [*METADATA_KEYS, "scores", "labels"]
+    assert label == list(LABEL_KEYS)
+
+
+def test_the_label_makers_use_only_the_contracts_keys():
+    # The call-log labels (every key set), Braintrust's and OpenPipe's.
+    joined = Label("langfuse-scores", "t", 0, "o", "langfuse", "id", "q", 1, "t", "why", [{"role": "assistant"}])
+    entries = [entry_of(joined, 2)]
+    braintrust = {"input": "q", "output": "a", "expected": "b", "scores": {"s": 1}, "span_id": "x"}
+    entries += READERS["braintrust"].read(braintrust, "messages").fields["metadata"]["labels"]
+    openpipe = {"messages": [{"role": "assistant", "content": "a"}], "rejected_message": {"role": "assistant"}}
+    entries += READERS["openpipe-dataset"].read(openpipe, "messages").fields["metadata"]["labels"]
+    for entry in entries:
+        assert set(entry) <= set(LABEL_KEYS), entry
+    assert {key for entry in entries for key in entry} == set(LABEL_KEYS) - {"message_dropped"}

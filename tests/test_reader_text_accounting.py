@@ -758,8 +758,76 @@ def test_cohere_v1_accounts_for_every_character(record):
     assert_accounted("cohere-v1", record)
 
 
+# --------------------------------------------------------------------------------------------
+# Braintrust log rows (input, output and expected in every shape, scores, metadata) and
+# OpenPipe dataset entries (a Chat Completions record and the message it was preferred to)
+
+
+def _braintrust_output(draw):
+    text = draw(TEXT)
+    return draw(
+        st.sampled_from(
+            [
+                text,
+                {"content": text},
+                {"role": "assistant", "content": text},
+                {"choices": [{"index": 0, "message": {"role": "assistant", "content": text}}]},
+                [{"index": 0, "message": {"role": "assistant", "content": text}}],
+                [{"role": "assistant", "content": text}],
+            ]
+        )
+    )
+
+
+@st.composite
+def braintrust_records(draw):
+    chat = draw(openai_records())
+    shape = draw(st.sampled_from(["request", "list", "text"]))
+    if shape == "request":
+        prompt = {"messages": chat["messages"], "tools": chat["tools"]}
+    else:
+        prompt = chat["messages"] if shape == "list" else draw(TEXT)
+    record = {
+        "id": draw(ASCII),
+        "input": prompt,
+        "output": None if draw(st.integers(0, 4)) == 0 else _braintrust_output(draw),  # null: no answer
+        "scores": draw(st.dictionaries(ASCII, st.one_of(st.none(), st.floats(0, 1)), max_size=3)),
+        "metadata": draw(st.dictionaries(st.sampled_from(["note", "model"]), TEXT, max_size=2)),
+        "span_id": draw(ASCII),
+        "root_span_id": draw(ASCII),
+    }
+    if draw(st.booleans()):
+        record["expected"] = _braintrust_output(draw)
+    if draw(st.booleans()):
+        record["tags"] = draw(st.lists(ASCII, max_size=3))
+    return record
+
+
+@SETTINGS
+@given(braintrust_records())
+def test_braintrust_accounts_for_every_character(record):
+    assert_accounted("braintrust", record)
+
+
+@st.composite
+def openpipe_records(draw):
+    record = draw(openai_records())
+    record["rejected_message"] = {"role": "assistant", "content": draw(TEXT)}
+    record["split"] = draw(st.sampled_from(["TRAIN", "TEST"]))
+    if draw(st.booleans()):
+        record["metadata"] = {"labels": [{"name": "helpful", "value": draw(TEXT), "source": "openpipe"}]}
+    return record
+
+
+@SETTINGS
+@given(openpipe_records())
+def test_openpipe_dataset_accounts_for_every_character(record):
+    assert_accounted("openpipe-dataset", record)
+
+
 def test_every_reader_is_covered():
     covered = {"anthropic", "gemini", "bedrock-converse", "openai", "openai-responses", "sharegpt", "flat", "cohere-v1"}
+    covered |= {"braintrust", "openpipe-dataset"}
     assert set(READERS) == covered
 
 

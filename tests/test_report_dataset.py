@@ -131,3 +131,19 @@ def test_worst_sources_count_call_log_records_once_each_in_their_own_file():
     report_data.scan_drops(lines, details)
     assert details.sources["calls.jsonl"].records == 3
     assert details.sources["a.jsonl"].records == 1
+
+
+def test_the_trl_sinks_rows_and_refusals_are_shown_in_words():
+    from pipeline.finished.report_dataset import labelled_sets_html, training_html
+
+    summary = {
+        "writer_report": {"pairs_from": {"regeneration": 2, "correction": 1}},
+        "sink_refusals_by_reason": {"chosen_in_pairs": 1, "no_pair": 4},
+    }
+    page = training_html(summary, None)
+    assert "Preference, KTO and prompt rows" in page
+    assert 'data-key="writer_report.pairs_from.correction">1<' in page
+    assert 'data-key="writer_report.pairs_from.regeneration">2<' in page
+    assert 'data-key="sink_refusals_by_reason.no_pair">4<' in page and "refused: <code>chosen_in_pairs</code>" in page
+    # Another sink's writer report is not a labelled set.
+    assert labelled_sets_html({"writer_report": {"developer_as_system": 3}}) == ""

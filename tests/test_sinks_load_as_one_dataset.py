@@ -31,7 +31,12 @@ from transforms.record.record_settings import Settings
 from transforms.record.records import normalize_batch
 
 ROOT = Path(__file__).resolve().parent.parent
-INPUTS = [ROOT / "samples" / "conversations.jsonl", *sorted((ROOT / "samples" / "formats").glob("*.jsonl"))]
+INPUTS = [
+    ROOT / "samples" / "conversations.jsonl",
+    *sorted((ROOT / "samples" / "formats").glob("*.jsonl")),
+    # Labelled conversations: the TRL sinks write rows from more than one part.
+    ROOT / "tests" / "data" / "labels" / "conversations.jsonl",
+]
 
 
 def _raw_records(path: Path) -> list:

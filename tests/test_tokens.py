@@ -268,6 +268,8 @@ def test_counts_are_deterministic_and_follow_the_rule_for_every_sink():
             for key in view.messages[0]:
                 messages = messages[key]
             expected = 3 + sum(tokens.message_tokens(m, count) for m in messages)
+            for path in view.more:  # the TRL sinks: each continuation beside the prompt
+                expected += sum(tokens.message_tokens(m, count) for m in output[path[0]] or ())
             if view.system and output.get(view.system[0]) is not None:
                 expected += tokens.message_tokens(output[view.system[0]], count)
             tools = output

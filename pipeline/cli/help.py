@@ -61,6 +61,9 @@ RUN_ONLY_FLAGS = frozenset(
         "over_limit",
         "epochs",
         "price_per_mtok",
+        "kto_threshold",
+        "pair_by",
+        "reward",
         *STREAMING_FLAGS,
     }
 )
@@ -102,6 +105,7 @@ HELP_GROUPS = (
         ),
     ),
     HelpGroup("repair", ("profile", "check", "drop_role", "map_role", "reasoning", "media")),
+    HelpGroup("preference, KTO and RL sets (docs/fine-tuning.md)", ("kto_threshold", "pair_by", "reward")),
     HelpGroup(
         "training set (docs/fine-tuning.md)",
         (

@@ -251,6 +251,10 @@ def record_settings(ours, tokens: TokenSettings | None = None) -> Settings:
         max_scores=tuple(parse_bound(text) or ("", text) for text in getattr(ours, "max_score", None) or ()),
         reasoning=getattr(ours, "reasoning", None),
         media=getattr(ours, "media", None),
+        kto_threshold=getattr(ours, "kto_threshold", None),
+        reward=getattr(ours, "reward", None),
+        pairs_across=ours.sink == "trl-dpo",
+        pair_by=getattr(ours, "pair_by", None),
     )
 
 
@@ -260,6 +264,8 @@ def dataset_step_problems(ours, runner: str | None, streaming: bool) -> list[str
     split = getattr(ours, "split", None)
     problems = parse_splits(split)[1] if split else []
     steps = [flag for flag, on in (("--dedupe", getattr(ours, "dedupe", "none") != "none"), ("--split", split)) if on]
+    if getattr(ours, "sink", None) == "trl-dpo":
+        steps.append("--sink trl-dpo (pairs across conversations)")
     if not steps:
         return problems
     given = " and ".join(steps)

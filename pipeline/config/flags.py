@@ -117,7 +117,7 @@ def _record_flags(add) -> None:
     add(
         "--output-format",
         default="jsonl",
-        help="file format of the normalized output: jsonl or parquet (flat and hf sinks only)",
+        help="file format of the normalized output: jsonl or parquet (flat, hf and TRL sinks only)",
     )
     add(
         "--profile",
@@ -133,6 +133,20 @@ def _record_flags(add) -> None:
         "--max-tokens",
         type=int,
         help="max_tokens for anthropic request bodies whose record has none (the Messages API requires it)",
+    )
+    add(
+        "--kto-threshold",
+        help="trl-kto: NAME=VALUE, the numeric label NAME makes each row's label, true at or above VALUE "
+        "(default: bool labels, thumbs, only)",
+    )
+    add(
+        "--pair-by",
+        help="trl-dpo: NAME, the label that pairs conversations of one prompt (the higher value chosen, "
+        "a bool true above false; default: bool labels, thumbs)",
+    )
+    add(
+        "--reward",
+        help="trl-prompts: the label NAME whose value is each prompt's reward column (a bool as 1.0 / 0.0)",
     )
     add(
         "--tools-field",

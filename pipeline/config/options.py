@@ -357,7 +357,8 @@ def _output_format_problems(ours: ConvNormOptions) -> list[str]:
     if ours.output_format not in FILE_FORMATS:
         return [f"unknown --output-format {ours.output_format!r}; known: {', '.join(FILE_FORMATS)}"]
     if ours.output_format != "jsonl" and ours.sink not in PARQUET_SINKS:
-        return [f"--output-format {ours.output_format} holds the records of --sink {' or '.join(PARQUET_SINKS)} only"]
+        sinks = ", ".join(PARQUET_SINKS[:-1]) + " or " + PARQUET_SINKS[-1]
+        return [f"--output-format {ours.output_format} holds the records of --sink {sinks} only"]
     return []
 
 

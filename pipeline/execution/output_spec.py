@@ -65,18 +65,21 @@ class OutputSpec:
         return (*self.shard_outputs, *self.side_files)
 
 
+#: Sinks whose runs write a dataset card (``pipeline.io.dataset_card``): those with a fixed schema
+#: that ``datasets`` loads.
+CARD_SINKS = frozenset({"hf", "trl-dpo", "trl-kto", "trl-prompts"})
 #: Sinks whose every split is one file (``OutputSpec.one_file``).
 ONE_FILE_SINKS = frozenset({"openai-finetune"})
 
 
 def run_spec(job: Job) -> OutputSpec:
     """What ``build`` writes under ``--output``: with ``--split``, each split's directory too;
-    with ``--sink hf``, the dataset card that loads them (``pipeline.io.dataset_card``)."""
+    with ``--sink hf`` or a TRL sink, the dataset card that loads them (``pipeline.io.dataset_card``)."""
     extension = FILE_FORMATS[job.output_format].extension
     records = {name: extension for name in output_names(job.settings.splits)}
     card = None
-    if job.settings.sink == "hf":
-        render = functools.partial(dataset_card, "hf", job.settings.id_field, extension, tuple(records))
+    if job.settings.sink in CARD_SINKS:
+        render = functools.partial(dataset_card, job.settings.sink, job.settings.id_field, extension, tuple(records))
         card = Card(CARD_FILE, render)
     return OutputSpec(
         "run",

@@ -399,6 +399,8 @@ def label_lines(metrics: dict) -> list[str]:
             line += f"; comment: {label['comment']}"
         if label.get("correction"):
             line += f"; a correction of {label['correction']} message(s)"
+        if label.get("rejected"):
+            line += f"; a rejected output of {label['rejected']} message(s)"
         lines.append(line)
     return lines
 
@@ -446,6 +448,8 @@ def explanation_text(located: Located, width: int | None = None) -> str:
     if metrics.get("duplicates"):
         # --dedupe: the conversations collapsed into this one (each a duplicate dead letter).
         head.append("--dedupe: kept under this id; collapsed into it: " + ", ".join(map(str, metrics["duplicates"])))
+    if metrics.get("pair") or (metrics.get("writer_report") or {}).get("pairs_from"):
+        head.append(pair_text(metrics))
     if metrics.get("redacted"):
         # --redact: what the written record holds in place of the text shown below.
         head.append("redacted (--redact): " + ", ".join(f"{kind} {n}" for kind, n in metrics["redacted"].items()))
@@ -474,6 +478,18 @@ def explanation_text(located: Located, width: int | None = None) -> str:
         lines.append(f"{left:<{column}} | {right}".rstrip())
         lines += [f"{'':<{column}} | {chunk}".rstrip() for chunk in more]
     return "\n".join(lines)
+
+
+def pair_text(metrics: dict) -> str:
+    """The ``trl-dpo`` pair a conversation went into (``transforms.record.pairs``, or its own labels)."""
+    pair = metrics.get("pair")
+    if pair:
+        return (
+            f"trl-dpo pair ({pair.get('kind')}, by label {pair.get('label')}): its answer is the rejected side; "
+            f"the chosen one is the answer of {pair.get('chosen')}"
+        )
+    how = ", ".join(sorted(metrics["writer_report"]["pairs_from"]))
+    return f"trl-dpo pair from its own labels ({how}): the logged answer against the other output its label carries"
 
 
 def _dead_letter_text(dead: dict) -> str:

@@ -201,6 +201,9 @@ def training_html(s: dict, split_by: str | None) -> str:
             + "</div><p>Each duplicate is a dead letter (reason <code>duplicate</code>) naming the conversation "
             "kept; the largest clusters are listed per split above.</p>"
         )
+    labelled = labelled_sets_html(s)
+    if labelled:
+        parts.append(labelled)
     redacted = s.get("redacted")
     if redacted:
         rows = "".join(
@@ -227,6 +230,49 @@ def scores_table(split: SplitStats) -> str:
     return (
         '<h4>Scores (their labels: docs/call-logs.md)</h4><div class="scroll"><table class="examples">'
         f'<tr><th>score</th><th class="n">conversations</th><th>values</th></tr>{rows}</table></div>'
+    )
+
+
+#: What the TRL sinks count (their writer reports), in words (docs/fine-tuning.md).
+LABELLED_COUNTS = {
+    ("pairs_from", "correction"): "pairs: a correction chosen against the logged answer",
+    ("pairs_from", "rejected_output"): "pairs: the logged answer chosen against a rejected one",
+    ("pairs_from", "regeneration"): "pairs: regenerations of one prompt, by thumbs",
+    ("pairs_from", "score_difference"): "pairs: answers to one prompt, by score (--pair-by)",
+    ("labels_written", "true"): "KTO rows labelled good",
+    ("labels_written", "false"): "KTO rows labelled bad",
+    ("prompts_with", "answer"): "prompts with their logged answer",
+    ("prompts_with", "no_answer"): "prompts without an answer",
+}
+
+
+def labelled_sets_html(s: dict) -> str:
+    """The TRL sinks' rows by what made them (pairs by kind, KTO rows by label, prompts), and
+    the conversations they refused by reason; empty for another sink."""
+    report = s.get("writer_report") or {}
+    made = [
+        (f"writer_report.{group}.{key}", LABELLED_COUNTS[(group, key)], n)
+        for group in ("pairs_from", "labels_written", "prompts_with")
+        for key, n in sorted((report.get(group) or {}).items())
+        if (group, key) in LABELLED_COUNTS
+    ]
+    if not made:
+        return ""
+    refused = s.get("sink_refusals_by_reason") or {}
+    rows = "".join(
+        f'<tr><td>{escape(label)}</td><td class="n" data-key="{escape(key)}">{number_text(n)}</td></tr>'
+        for key, label, n in made
+    )
+    rows += "".join(
+        f"<tr><td>refused: <code>{escape(reason)}</code></td>"
+        f'<td class="n" data-key="sink_refusals_by_reason.{escape(reason)}">{number_text(n)}</td></tr>'
+        for reason, n in refused.items()
+    )
+    return (
+        "<h3>Preference, KTO and prompt rows (labels)</h3>"
+        f'<table class="counts"><tr><th>rows made and conversations refused</th><th class="n">count</th></tr>'
+        f"{rows}</table><p>Each refused conversation is a dead letter (reason <code>unwritable</code>) saying "
+        "why; <code>convnorm explain OUT --id ID</code> shows the pair a conversation went into.</p>"
     )
 
 
@@ -303,4 +349,4 @@ def splits_html(s: dict, stats: DatasetStats, sample_block: Callable[[dict], str
     return "".join(parts)
 
 
-__all__ = ["DatasetStats", "SplitStats", "splits_html", "training_html"]
+__all__ = ["DatasetStats", "SplitStats", "labelled_sets_html", "splits_html", "training_html"]

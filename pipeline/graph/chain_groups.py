@@ -54,7 +54,13 @@ def conversation_claims(made: Any, id_field: str) -> Iterator[tuple[tuple[str, b
     if assembly is None:
         return
     record = made.raw.payload.value
-    absorbed = Absorbed(made.order, record.get(id_field) if isinstance(record, dict) else None, assembly)
+    metadata = record.get("metadata") if isinstance(record, dict) else None
+    absorbed = Absorbed(
+        made.order,
+        record.get(id_field) if isinstance(record, dict) else None,
+        assembly,
+        metadata if isinstance(metadata, dict) and metadata else None,
+    )
     last_start = last_call_start(assembly)
     for h, claim in claims_of(made.order, assembly["group"], made.fingerprints, absorbed, last_start):
         yield (assembly["format"], h), claim

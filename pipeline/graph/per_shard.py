@@ -29,6 +29,7 @@ from pipeline.graph.chain_groups import ChainAcrossGroups, chain_enabled
 from pipeline.graph.read import CreateParts, PartProgress
 from pipeline.graph.shard_assembly import OUTPUT_TAG, AssembleShardCalls
 from pipeline.graph.shard_dataset import DedupeShards
+from pipeline.graph.shard_pairs import PairShards
 from pipeline.graph.shard_step import ShardResult, ShardWork, process_shard, temp_place
 from pipeline.graph.tally import Tally
 from pipeline.io.object_store import WorkerFilesystems
@@ -176,7 +177,10 @@ class ProcessShards(beam.PTransform):
             results = results | "AssembleCalls" >> AssembleShardCalls(
                 self._work, self._temp_root, self._call_shards, len(self._shards), chain
             )
-        if self._work.holds:
+        if self._work.holds and self._work.settings.pairs_across:
+            # --sink trl-dpo: candidates paired across every shard by prompt, then written by shard.
+            results = results | "Pairs" >> PairShards(self._work, self._temp_root, len(self._shards))
+        elif self._work.holds:
             # --dedupe: the held outputs of every shard brought together, then written by shard.
             results = results | "Dataset" >> DedupeShards(self._work, self._temp_root, len(self._shards))
         return (

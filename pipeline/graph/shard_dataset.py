@@ -30,7 +30,7 @@ from __future__ import annotations
 import uuid
 import zlib
 from array import array
-from typing import Any, Iterator
+from typing import Any, Callable, Iterator
 
 import apache_beam as beam
 
@@ -179,17 +179,19 @@ def collapsed(element: tuple[tuple[Any, ...], Any]) -> Iterator[tuple[tuple[Any,
 
 class _WriteShaped(beam.DoFn):
     """A shard's result and verdicts -> that result with its files written from its spill and
-    its drop metrics and dead letters summarized."""
+    its drop metrics and dead letters summarized. ``shaper``: what a verdict makes of a
+    conversation (``transforms.record.dedupe.shape``; the pairs' ``transforms.record.pairs.shape_pair``)."""
 
-    def __init__(self, work: ShardWork, temp_root: str) -> None:
+    def __init__(self, work: ShardWork, temp_root: str, shaper: Shaper = shape) -> None:
         self._work = work
         self._temp_root = temp_root
+        self._shaper = shaper
 
     def process(self, element):
         _, values = element
         (result,) = [value for tag, value in values if tag == _RESULT]
         verdicts = [verdict for tag, value in values if tag == _VERDICT for verdict in value]
-        yield write_shaped(result, verdicts, self._work, self._temp_root)
+        yield write_shaped(result, verdicts, self._work, self._temp_root, self._shaper)
         pause_point("write")
 
 
@@ -223,7 +225,13 @@ class _Outputs:
         self._gathered.clear()
 
 
-def write_shaped(result: ShardResult, verdicts: list[Verdict], work: ShardWork, temp_root: str) -> ShardResult:
+#: ``shaper(conversation, its verdict or None, settings) -> (KEPT, conversation) | (LETTERS, letter)``.
+Shaper = Callable[[Conversation, Any, Any], tuple[str, Any]]
+
+
+def write_shaped(
+    result: ShardResult, verdicts: list[Any], work: ShardWork, temp_root: str, shaper: Shaper = shape
+) -> ShardResult:
     """``result`` with its shard's shaped outputs written (one file each) from its spill, in
     input order, and summarized."""
     settings, view = work.settings, work.step.view
@@ -237,12 +245,12 @@ def write_shaped(result: ShardResult, verdicts: list[Verdict], work: ShardWork, 
     try:
         for start, metrics, records, lines, its_letters in read_spill(result.spill):
             letters.extend(its_letters)
-            if start not in decided:  # every conversation kept as it is (most batches)
+            if start not in decided and shaper is shape:  # every conversation kept as it is (most batches)
                 shaped = batch_outputs(result.shard, start, metrics, records, lines, names)
             else:
                 kept: list[Conversation] = []
                 for conversation in spilled_conversations(result.shard, start, metrics, records, lines):
-                    kind, value = shape(conversation, by_order.get(conversation.order), settings)
+                    kind, value = shaper(conversation, by_order.get(conversation.order), settings)
                     (kept if kind == KEPT else letters).append(value)
                 shaped = shard_outputs(result.shard, kept, names)
             for name, batch in shaped:

@@ -44,6 +44,7 @@ from transforms.dataset.dataset_keys import CONTENT_KEYS, TRAIN, output_names, s
 from transforms.record.assembled_calls import keyed_pieces
 from transforms.record.dedupe import batch_claims, fingerprint, pack
 from transforms.record.inputs import DEFAULT_BATCH_BYTES, DEFAULT_BATCH_SIZE, DEFAULT_MAX_RECORD_BYTES, Batch
+from transforms.record.pairs import batch_pair_claims
 from transforms.record.record_settings import Settings
 from transforms.record.record_steps import ReaderHint
 from transforms.record.records import BatchResult, normalize_batch
@@ -74,10 +75,11 @@ class ShardWork:
 
     @property
     def holds(self) -> bool:
-        """``--dedupe``: the step's outputs are spilled, not written, and only their claims
-        (keys and places) go on, for the dataset step to decide across every shard and then
-        write each shard's outputs from its spill file (``pipeline.graph.shard_dataset``)."""
-        return self.step.main_output == "normalized" and self.settings.dedupe != "none"
+        """``--dedupe``, or ``--sink trl-dpo`` (pairs across conversations): the step's outputs
+        are spilled, not written, and only their claims (keys and places) go on, for the dataset
+        step to decide across every shard and then write each shard's outputs from its spill
+        file (``pipeline.graph.shard_dataset``, ``pipeline.graph.shard_pairs``)."""
+        return self.step.main_output == "normalized" and (self.settings.dedupe != "none" or self.settings.pairs_across)
 
     @property
     def splits(self) -> bool:
@@ -182,7 +184,7 @@ def process_batches(
     hint = ReaderHint()
     groups: dict[Any, GroupState] = {}
     # --dedupe: the outputs go to a spill file, one entry per batch; only the claims go on.
-    held = Held(number, place, settings.dedupe == "prefix") if work.holds else None
+    held = Held(number, place, settings.dedupe == "prefix", settings.pairs_across) if work.holds else None
     letters: list[Any] = []  # --split: the shard's dead letters, written in input order
     try:
         for batch in batches:
@@ -255,8 +257,11 @@ class Held:
     bytes, they stay on disk until the step that looks them up reads them (the result would
     carry them through the runner's buffers)."""
 
-    def __init__(self, number: int, place: Callable[[str], str], prefix: bool) -> None:
+    def __init__(self, number: int, place: Callable[[str], str], prefix: bool, pairs: bool = False) -> None:
         self._number = number
+        #: trl-dpo's pairs across conversations (``transforms.record.pairs``): their claims, not
+        #: --dedupe's (the two are never asked together).
+        self._pairs = pairs
         self._spill = Spill(place(SPILL))
         self._prefixes = Spill(place(PREFIXES)) if prefix else None
         self._claims: list[Any] = []
@@ -266,6 +271,10 @@ class Held:
         """One batch's held outputs (output name -> its items and lines)."""
         records, lines = spilled.get(main_output, ([], None))
         metrics = spilled.get(DROPS, ([], None))[0]
+        if self._pairs:
+            self._claims.extend(batch_pair_claims(self._number, start, metrics))
+            self._spill.dump((start, metrics, records, lines, spilled.get(DEAD_LETTER, ([], None))[0]))
+            return
         self._claims.extend(batch_claims(self._number, start, metrics, links=False))
         if self._prefixes is not None and metrics:
             self._prefixes.dump([m[CONTENT_KEYS][1] for m in metrics])

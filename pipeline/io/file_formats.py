@@ -130,9 +130,9 @@ class FileFormat(NamedTuple):
     takes_lines: bool = False
 
 
-#: The sinks whose records a Parquet file holds: flat (``transforms.record.flat_rows``) and hf (the
-#: schema its writer declares: ``pipeline.io.schema_parquet``).
-PARQUET_SINKS = ("flat", "hf")
+#: The sinks whose records a Parquet file holds: flat (``transforms.record.flat_rows``), and hf and
+#: the TRL sinks (the schema each writer declares: ``pipeline.io.schema_parquet``).
+PARQUET_SINKS = ("flat", "hf", "trl-dpo", "trl-kto", "trl-prompts")
 
 #: Output file format name -> its extension and writer.
 FILE_FORMATS: dict[str, FileFormat] = {

@@ -3,7 +3,7 @@
 Every part of a multi-part output then has the same Arrow schema, so ``datasets.load_dataset(
 "parquet", data_files=parts)`` and ``pyarrow.parquet.ParquetDataset(parts)`` load it as one
 table with nothing else given. The schema's vocabulary (``transforms.formats.schema``) maps to
-Arrow: ``STRING`` string, ``INT`` int64, ``BOOL`` bool, a dict a struct, a list a list, and
+Arrow: ``STRING`` string, ``INT`` int64, ``FLOAT`` float64, ``BOOL`` bool, a dict a struct, a list a list, and
 ``JSON`` (a free-form value: call arguments, a tool's schema) Arrow's canonical JSON extension
 type (``pyarrow.json_()``, stored as its JSON text). The file also carries the ``datasets``
 features (``transforms.formats.datasets``) under the ``huggingface`` schema metadata key, as
@@ -21,7 +21,7 @@ from typing import Any
 from transforms.core.jsontext import dumps_line
 from transforms.formats import WRITERS
 from transforms.formats.datasets import datasets_features
-from transforms.formats.schema import BOOL, ID, INT, JSON, STRING
+from transforms.formats.schema import BOOL, FLOAT, ID, INT, JSON, STRING
 
 
 class MissingFromSchema(ValueError):
@@ -37,6 +37,8 @@ def _arrow_type(pa: Any, schema: Any, json_type: Any) -> Any:
         return pa.int64()
     if schema == BOOL:
         return pa.bool_()
+    if schema == FLOAT:
+        return pa.float64()
     if isinstance(schema, list):
         return pa.list_(_arrow_type(pa, schema[0], json_type))
     return pa.struct([(key, _arrow_type(pa, value, json_type)) for key, value in schema.items()])

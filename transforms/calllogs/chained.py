@@ -35,6 +35,8 @@ from __future__ import annotations
 
 from typing import Any, Callable, Iterable, NamedTuple
 
+from transforms.calllogs.context import merge_context
+
 
 class Fingerprints(NamedTuple):
     """A conversation's keys for chaining: its length, the chain hashes of its strict prefixes
@@ -66,6 +68,8 @@ class Absorbed(NamedTuple):
     id: Any
     #: Its ``assembly`` entry (its calls, tool results, truncated answers).
     assembly: dict[str, Any]
+    #: Its record's ``metadata`` (who had it: user, session, traces, first and last call ...).
+    metadata: dict[str, Any] | None = None
 
 
 class Claim(NamedTuple):
@@ -179,14 +183,23 @@ def merge_absorbed(
     conversation takes what another hands it: metadata a conversation carries (a user or
     session id, trace ids ...) goes into ``Absorbed`` (``pipeline.graph.chain_groups.
     conversation_claims``) and is merged here, into the record or the assembly entry. Neither
-    is changed in place; the record is returned as it is today (its messages are its own).
+    is changed in place; its messages are its own.
 
     Their calls join its ``calls`` (by start time) and count as ``collapsed`` into it; the tool
     results they held (filled or unused) are listed as unused (its messages are its own calls');
-    their truncated answers are in its messages too; ``chained`` lists their ids."""
+    their truncated answers are in its messages too; ``chained`` lists their ids. Their
+    ``metadata`` merges into its own (``context.merge_context``, each the earlier: trace ids and
+    tags united, the earliest first call, its own user, session, model ... where it names one)."""
     if not absorbed:
         return record, assembly, {}
     absorbed = sorted(absorbed, key=lambda a: a.conversation)
+    earlier = [a.metadata for a in absorbed if a.metadata]
+    if earlier and isinstance(record, dict):
+        merged: dict[str, Any] = {}
+        for metadata in sorted(earlier, key=lambda m: str(m.get("first_call_at", ""))):
+            merged = merge_context(merged, metadata)
+        own = record.get("metadata")
+        record = {**record, "metadata": merge_context(merged, own if isinstance(own, dict) else None)}
     out = dict(assembly)
     calls = list(assembly.get("calls", ()))
     unused = list(assembly.get("tool_results_unused", ()))

@@ -211,7 +211,7 @@ def merge_context(a: dict[str, Any] | None, b: dict[str, Any] | None) -> dict[st
 
 def label_order(entry: Any) -> tuple[Any, ...]:
     """The order of a conversation's ``labels`` entries: whole-conversation labels first, then
-    by message, name, source, value, comment."""
+    by message, name, source, value, comment, correction, rejected output."""
     return (
         entry.get("message", -1),
         entry.get("name", ""),
@@ -219,6 +219,7 @@ def label_order(entry: Any) -> tuple[Any, ...]:
         canonical_json(entry.get("value")),
         entry.get("comment") or "",
         canonical_json(entry.get("correction")),
+        canonical_json(entry.get("rejected")),
     )
 
 

@@ -30,6 +30,11 @@ from transforms.core.jsontext import canonical_json
 
 #: The drop metrics' private key of a conversation's content keys: ``[full, prefixes]``.
 CONTENT_KEYS = "_content_keys"
+#: A ``trl-dpo`` candidate's claim for pairs across conversations (``transforms.record.pairs``):
+#: private to the pairing step like ``CONTENT_KEYS``, never written.
+PAIR_CLAIM = "_pair_claim"
+#: The drop metrics' keys no output holds.
+PRIVATE_KEYS = (CONTENT_KEYS, PAIR_CLAIM)
 #: The split every conversation not drawn into another is in.
 TRAIN = "train"
 DEDUPE_CHOICES = ("none", "exact", "prefix")

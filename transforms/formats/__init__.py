@@ -25,13 +25,16 @@ from transforms.formats.base import (
 from transforms.formats import (  # noqa: F401
     anthropic,
     bedrock,
+    braintrust,
     cohere,
     flat,
     gemini,
     hf,
     openai,
     openai_responses,
+    openpipe,
     sharegpt,
+    trl,
 )
 from transforms.formats.claims import read_forced, unrecognized
 from transforms.formats.openai import _openai_ism, plain_message, scan_calls
@@ -41,14 +44,27 @@ from transforms.core.normalize import Reading
 #: against: another registered reader (a plug-in) turns the shortcut off.
 _PLAIN_READERS = ("openai", "flat")
 _BUILT_IN_READERS = frozenset(
-    ("anthropic", "bedrock-converse", "cohere-v1", "flat", "gemini", "openai", "openai-responses", "sharegpt")
+    (
+        "anthropic",
+        "bedrock-converse",
+        "braintrust",
+        "cohere-v1",
+        "flat",
+        "gemini",
+        "openai",
+        "openai-responses",
+        "openpipe-dataset",
+        "sharegpt",
+    )
 )
 #: Top-level keys some reader before ``openai`` looks at (ShareGPT ``conversations``, Gemini
-#: ``contents``, Responses ``input``, Anthropic and Bedrock ``system``, Bedrock ``toolConfig``):
-#: a record holding one is not plain.
+#: ``contents``, Responses and Braintrust ``input``, Anthropic and Bedrock ``system``, Bedrock
+#: ``toolConfig``, an OpenPipe dataset entry's ``rejected_message``): a record holding one is not plain.
 #: And the keys that mark a call log (a LiteLLM payload has a top-level ``messages``): such a
 #: record goes to full detection, where the call-log readers come first.
-_CLAIMED_KEYS = frozenset(("conversations", "contents", "input", "system", "toolConfig")) | CALL_LOG_KEYS
+_CLAIMED_KEYS = (
+    frozenset(("conversations", "contents", "input", "system", "toolConfig", "rejected_message")) | CALL_LOG_KEYS
+)
 _SHAREGPT_ROLES = ("function_call", "observation")
 #: Message keys a detector before ``openai`` looks at (ShareGPT ``from``, Gemini ``parts``).
 _FOREIGN_KEYS = frozenset(("from", "parts"))

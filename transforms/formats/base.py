@@ -111,6 +111,18 @@ class WriteContext:
     #: in its own input format (a Batch line to ``openai-batch``) keeps from here everything it
     #: does not change. ``None`` when the job has no such record (a writer called alone).
     source: Any = None
+    #: ``--kto-threshold NAME=VALUE``: the numeric label that makes a KTO row's thumb, and the
+    #: value at or above which it is a good one (``transforms.formats.trl``). ``None``: thumbs only.
+    kto_threshold: tuple[str, float] | None = None
+    #: ``--reward NAME``: the label whose value is a prompt's ``reward`` (``trl-prompts``).
+    reward: str | None = None
+    #: ``trl-dpo`` in a batch run: a conversation without a pair of its own is written as a
+    #: candidate for pairs across conversations of one prompt (``transforms.record.pairs``),
+    #: decided by the label ``pair_by`` (``--pair-by``; ``None``: thumbs). The writer leaves the
+    #: candidate's claim in ``pair_claim`` (``None``: no candidate).
+    pairs_across: bool = False
+    pair_by: str | None = None
+    pair_claim: Any = field(default=None, compare=False)
 
 
 def count_written(ctx: WriteContext, name: str, n: int = 1, key: str | None = None) -> None:

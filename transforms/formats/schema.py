@@ -16,7 +16,7 @@ schema of its records (``Writer.schema``), in the small vocabulary below, and
     ds = datasets.load_dataset("json", data_files="out/normalized/*.jsonl", split="train", features=features)
     table = ds.data.table  # the whole output as one pyarrow table
 
-Vocabulary: ``STRING``, ``BOOL``, ``INT`` (a scalar column of that type), ``JSON`` (any JSON
+Vocabulary: ``STRING``, ``BOOL``, ``INT``, ``FLOAT`` (a scalar column of that type), ``JSON`` (any JSON
 value, stored as JSON text and decoded back: ``datasets.Json``), a dict (an object of those
 keys), a one-element list (a list of that). A key the schema names and a record lacks loads as
 null. ``ID`` stands for the record id field (``--id-field``), whose values may be text or
@@ -28,6 +28,7 @@ from __future__ import annotations
 STRING = "string"
 BOOL = "bool"
 INT = "int64"
+FLOAT = "float64"
 JSON = "json"
 #: The placeholder key of the record id field in a schema.
 ID = "<id>"

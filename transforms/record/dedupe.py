@@ -30,7 +30,7 @@ import pickle
 from typing import AbstractSet, Any, Iterator, NamedTuple, Union
 
 from transforms.core.jsontext import dumps_line, parse_json
-from transforms.dataset.dataset_keys import CONTENT_KEYS, TRAIN
+from transforms.dataset.dataset_keys import CONTENT_KEYS, PRIVATE_KEYS, TRAIN
 from transforms.dataset.training_summary import DUPLICATE
 from transforms.record.inputs import Batch
 from transforms.record.record_settings import Settings
@@ -226,7 +226,7 @@ def _duplicate_letter(conversation: Conversation, verdict: DuplicateOf, settings
     how = "the same conversation as" if verdict.same else "a prefix of the conversation kept as"
     line = conversation.line if conversation.line is not None else dumps_line(conversation.item)
     raw = line.decode("utf-8", "replace") if isinstance(line, bytes) else str(line)
-    return {
+    letter = {
         "source": conversation.metrics["source"],
         "position": conversation.metrics["position"],
         "reason": DUPLICATE,
@@ -235,6 +235,9 @@ def _duplicate_letter(conversation: Conversation, verdict: DuplicateOf, settings
         "raw": raw[: settings.raw_limit],
         "id": conversation.metrics["id"],
     }
+    if "assembly" in conversation.metrics:  # assembled from call logs: its calls, for explain
+        letter["assembly"] = conversation.metrics["assembly"]
+    return letter
 
 
 def shard_outputs(shard: int, kept: list[Conversation], names: tuple[str, ...]) -> Iterator[tuple[str, Batch]]:
@@ -243,8 +246,9 @@ def shard_outputs(shard: int, kept: list[Conversation], names: tuple[str, ...]) 
     keys; an output with nothing gets no batch."""
     if not kept:
         return
-    # (A spill's metrics hold none: they are taken off once claimed, ``shard_step.Held``.)
-    metrics = [c.metrics if CONTENT_KEYS not in c.metrics else _without_keys(c.metrics) for c in kept]
+    # (A spill's metrics hold no content keys: taken off once claimed, ``shard_step.Held``; a
+    # trl-dpo candidate's keep their pair claim.)
+    metrics = [c.metrics if not c.metrics.keys() & PRIVATE_KEYS else _without_keys(c.metrics) for c in kept]
     yield DROPS, Batch(shard, kept[0].start, metrics)
     for name in names:
         chosen = [c for c, m in zip(kept, metrics) if m.get("split", TRAIN) == name]
@@ -277,7 +281,7 @@ def batch_outputs(
 
 
 def _without_keys(metrics: dict[str, Any]) -> dict[str, Any]:
-    return {k: v for k, v in metrics.items() if k != CONTENT_KEYS}
+    return {k: v for k, v in metrics.items() if k not in PRIVATE_KEYS}
 
 
 def sorted_letters(letters: list[dict[str, Any]]) -> list[dict[str, Any]]:

@@ -25,6 +25,7 @@ from transforms.dataset.training import (
     trailing_policy,
 )
 from transforms.formats import READERS, WRITERS
+from transforms.formats.trl import parse_threshold
 from transforms.repairs.profiles import PROFILES
 from transforms.repairs.roles import MAP_TARGETS
 
@@ -112,6 +113,14 @@ class Settings:
     #: ``--reasoning``: ``keep`` or ``drop`` a provider's carried reasoning
     #: (``transforms.formats.reasoning``); ``None``: the sink's default (``Writer.reasoning_default``).
     reasoning: str | None = None
+    #: ``--kto-threshold NAME=VALUE`` as given (``kto_bound`` parses it) and ``--reward NAME``:
+    #: what the TRL sinks read from a conversation's labels (``transforms.formats.trl``).
+    kto_threshold: str | None = None
+    reward: str | None = None
+    #: ``--sink trl-dpo`` in a batch run: conversations of one prompt are paired across records
+    #: (``transforms.record.pairs``, ``pipeline.graph.shard_pairs``), by the label ``--pair-by``.
+    pairs_across: bool = False
+    pair_by: str | None = None
     #: ``--media``: ``keep`` or ``drop`` the carried media of messages
     #: (``transforms.formats.media``); ``None``: the sink's default (``Writer.media_default``).
     media: str | None = None
@@ -119,6 +128,10 @@ class Settings:
     @property
     def keep_weights(self) -> bool:
         return keeps_weights(self.sink, self.weights)
+
+    @property
+    def kto_bound(self) -> tuple[str, float] | None:
+        return None if self.kto_threshold is None else parse_threshold(self.kto_threshold)
 
     @property
     def trailing_policy(self) -> str:
@@ -156,7 +169,34 @@ def problems(settings: Settings, named: Callable[[str], str] = field_name) -> li
         found.append(f"{named('reasoning')} must be keep or drop, not {settings.reasoning!r}")
     if settings.media is not None and settings.media not in ("keep", "drop"):
         found.append(f"{named('media')} must be keep or drop, not {settings.media!r}")
-    return found + _role_problems(settings, named) + _training_problems(settings, named)
+    found += _role_problems(settings, named) + _training_problems(settings, named)
+    return found + _label_problems(settings, named)
+
+
+def _label_problems(settings: Settings, named: Callable[[str], str]) -> list[str]:
+    """The options the TRL sinks read: each for its sink, a threshold that parses."""
+    found = []
+    if settings.kto_threshold is not None:
+        if settings.sink != "trl-kto":
+            found.append(f"{named('kto_threshold')} is for {named('sink')} trl-kto, not {settings.sink}")
+        elif settings.kto_bound is None:
+            found.append(
+                f"{named('kto_threshold')} {settings.kto_threshold!r} is not NAME=VALUE with a number "
+                "(e.g. helpfulness=0.7)"
+            )
+    if settings.pair_by is not None and settings.sink != "trl-dpo":
+        found.append(f"{named('pair_by')} is for {named('sink')} trl-dpo, not {settings.sink}")
+    if settings.pairs_across and settings.dedupe != "none":
+        found.append(
+            f"{named('sink')} trl-dpo pairs conversations across the dataset: without {named('dedupe')} "
+            "(deduplicate to flat first, then write the pairs from that output)"
+        )
+    if settings.reward is not None:
+        if settings.sink != "trl-prompts":
+            found.append(f"{named('reward')} is for {named('sink')} trl-prompts, not {settings.sink}")
+        elif not settings.reward.strip():
+            found.append(f"{named('reward')} names no label")
+    return found
 
 
 def _training_problems(settings: Settings, named: Callable[[str], str]) -> list[str]:

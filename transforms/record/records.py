@@ -24,7 +24,7 @@ from transforms.core.normalize import Trace, normalize_read
 from transforms.core.tool_blocks import first_free
 from transforms.core.validate import check_sendable, count_by_kind
 from transforms.dataset.chat_template import TemplateRefused, check_rendered, count_tokens, render
-from transforms.dataset.dataset_keys import CONTENT_KEYS, content_keys, group_key, split_of
+from transforms.dataset.dataset_keys import CONTENT_KEYS, PAIR_CLAIM, content_keys, group_key, split_of
 from transforms.dataset.redact import (
     Redaction,
     redact_assembly,
@@ -57,6 +57,7 @@ from transforms.formats import media as carried_media
 from transforms.formats import reasoning as carried_reasoning
 from transforms.formats._tools import value_at
 from transforms.formats.hf import write_hf
+from transforms.formats.trl import TRL_SINKS
 from transforms.record.inputs import Parsed, RawRecord
 from transforms.record.output_records import DropMetrics
 from transforms.record.record_settings import Settings, TokenSettings
@@ -167,6 +168,14 @@ def _read_and_normalize(record: Any, settings: Settings, hint: ReaderHint | None
     return conversation, messages, normalize_with_profile(messages, settings.profile), role_drops, role_maps, None
 
 
+def _with_read_metadata(record: Any, fields: dict[str, Any]) -> Any:
+    """The record with the ``metadata`` its reader made (Braintrust's scores and labels, an
+    OpenPipe entry's label), where the reader made one."""
+    if isinstance(record, dict) and "metadata" in fields:
+        return {**record, "metadata": fields["metadata"]}
+    return record
+
+
 def _process(raw: RawRecord, settings: Settings, hint: ReaderHint | None = None) -> tuple[Any, ...] | CallLogRead:
     """(record, metrics, line), and with ``--examples each`` the other examples (``Produced.more``);
     a call-log record's pieces instead."""
@@ -180,13 +189,15 @@ def _process(raw: RawRecord, settings: Settings, hint: ReaderHint | None = None)
         conversation = conversation._replace(discarded=raw.payload.discarded)
     rid = record_id(record, settings)
     if not (isinstance(raw.payload, Parsed) and raw.payload.assembly is not None):
-        # A whole record's context, from its own fields (an assembled one has its calls').
-        filled = record_metadata(record)
+        # A whole record's context, from its own fields (an assembled one has its calls'), filling
+        # the metadata its reader made (a label reader's scores and labels are the reader's).
+        filled = record_metadata(_with_read_metadata(record, conversation.fields))
         if filled is not None:
             record = {**record, "metadata": filled}
             conversation = conversation._replace(fields={**conversation.fields, "metadata": filled})
     if settings.min_scores or settings.max_scores:
-        refused = score_refusal(record, settings.min_scores, settings.max_scores)
+        judged = conversation.fields if "metadata" in conversation.fields else record
+        refused = score_refusal(judged, settings.min_scores, settings.max_scores)
         if refused is not None:
             raise RecordRefused(DeadLetterReason(refused[0]), refused[1])
     training: dict[str, int] = {}
@@ -224,7 +235,7 @@ def _process(raw: RawRecord, settings: Settings, hint: ReaderHint | None = None)
         discarded = _put_back_carried(normalized, written, reasoning, discarded, redaction, settings)
     if discarded:
         _report_discarded(metrics, discarded, training, settings)
-    _note_labels(metrics, record, redaction)
+    _note_labels(metrics, _with_read_metadata(record, conversation.fields), redaction)
     if settings.dedupe != "none" or settings.splits:
         _dataset_keys(record, split_fallback(raw, rid), written, normalized, settings, metrics, training)
     _note_counts_and_reports(metrics, raw, conversation, result, role_maps, training, redacted, redaction, settings)
@@ -333,12 +344,12 @@ def _note_counts_and_reports(
 
 def _truncated_stream(assembly: dict[str, Any], settings: Settings, metrics: DropMetrics) -> None:
     """A conversation holding answers whose event streams were cut off: marked (counted as
-    ``truncated_streams``); refused by the training sinks, which would teach the cut answer as a
-    whole one, unless ``--keep-truncated-streams``."""
+    ``truncated_streams``); refused by the training sinks and the TRL sinks, which would teach
+    the cut answer as a whole one, unless ``--keep-truncated-streams``."""
     cut = assembly.get("truncated_stream", 0)
     if not cut:
         return
-    if settings.sink in TRAINING_SINKS and not settings.keep_truncated_streams:
+    if (settings.sink in TRAINING_SINKS or settings.sink in TRL_SINKS) and not settings.keep_truncated_streams:
         raise RecordRefused(
             DeadLetterReason.UNWRITABLE,
             f"{settings.sink}: truncated_stream: {cut} answer(s) arrived as an event stream cut off before its "
@@ -391,12 +402,18 @@ def _write(
         settings.tools_field,
         source=record,
     )
+    if settings.sink in TRL_SINKS:  # what they read of the options, only for them (the per-record cost)
+        context.kto_threshold, context.reward = settings.kto_bound, settings.reward
+        context.pairs_across, context.pair_by = settings.pairs_across, settings.pair_by
     try:
         output = WRITERS[settings.sink].write(normalized, context)
     except FormatError as error:
         raise RecordRefused(DeadLetterReason.UNWRITABLE, unwritable_detail(settings.sink, error)) from None
     if context.report:
         metrics["writer_report"] = context.report
+    if context.pair_claim is not None:
+        # A candidate for pairs across conversations: its claim, for the pairing step only.
+        metrics[PAIR_CLAIM] = context.pair_claim  # type: ignore[literal-required]
     if context.discarded:
         # What the writer left out (reasoning a body cannot hold there), in the record's ledger.
         metrics["discarded"] = add_to_report(metrics.get("discarded"), context.discarded)
@@ -559,7 +576,7 @@ def _labels_on_written(
 
 def _note_labels(metrics: DropMetrics, record: Any, redaction: Redaction | None) -> None:
     """A labelled conversation's scores and labels into its metrics (the report's statistics,
-    ``convnorm explain``), a correction as its number of messages."""
+    ``convnorm explain``), a correction or a rejected output as its number of messages."""
     metadata = record.get("metadata") if isinstance(record, dict) else None
     if not isinstance(metadata, dict):
         return
@@ -567,13 +584,16 @@ def _note_labels(metrics: DropMetrics, record: Any, redaction: Redaction | None)
     if isinstance(scores, dict) and scores:
         metrics["scores"] = scores if redaction is None else redaction.uncounted().value(scores)
     if isinstance(labels, list) and labels:
-        shown = [
-            {**label, "correction": len(label["correction"])}
-            if isinstance(label, dict) and isinstance(label.get("correction"), list)
-            else label
-            for label in labels
-        ]
+        shown = [_counted_outputs(label) for label in labels]
         metrics["labels"] = shown if redaction is None else redaction.uncounted().value(shown)
+
+
+def _counted_outputs(label: Any) -> Any:
+    """A label with its ``correction`` and ``rejected`` outputs as their numbers of messages."""
+    if not isinstance(label, dict):
+        return label
+    counted = {key: len(label[key]) for key in ("correction", "rejected") if isinstance(label.get(key), list)}
+    return {**label, **counted} if counted else label
 
 
 def split_fallback(raw: RawRecord, rid: str) -> str:

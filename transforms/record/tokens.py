@@ -160,6 +160,8 @@ class SinkView(NamedTuple):
     tools: tuple[str, ...] | None
     #: OpenAI's chat format: tools by the cookbook's function formula (else as JSON text).
     chat_format: bool = False
+    #: More message lists counted beside the first (the TRL sinks: a prompt and its continuations).
+    more: tuple[tuple[str, ...], ...] = ()
 
 
 #: The sinks' views; ``flat`` depends on the record settings (``sink_view``).
@@ -172,6 +174,11 @@ SINK_VIEWS: dict[str, SinkView] = {
     "sharegpt": SinkView((("conversations",),), ("system",), ("tools",)),
     "bedrock-converse": SinkView((("messages",),), ("system",), ("toolConfig", "tools")),
     "hf": SinkView((("messages",),), None, ("tools",)),
+    # The prompt once and each continuation (a pair made across conversations is counted with
+    # its rejected side only: its chosen one comes after the count).
+    "trl-dpo": SinkView((("prompt",),), None, ("tools",), more=(("chosen",), ("rejected",))),
+    "trl-kto": SinkView((("prompt",),), None, ("tools",), more=(("completion",),)),
+    "trl-prompts": SinkView((("prompt",),), None, ("tools",), more=(("answer",),)),
 }
 
 
@@ -305,6 +312,10 @@ def count_example(output: Any, view: SinkView, encoding: str) -> int:
         if messages is not None:
             break
     tokens = REPLY_PRIMING + (messages_tokens(messages, count) if isinstance(messages, list) else 0)
+    for path in view.more:
+        continuation = _at(output, path)
+        if isinstance(continuation, list):
+            tokens += messages_tokens(continuation, count)
     system = _at(output, view.system) if view.system else None
     if system is not None:
         tokens += message_tokens(system, count)

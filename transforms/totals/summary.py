@@ -510,20 +510,29 @@ def dead_letter_warning(doc: dict[str, Any], limit: DeadLetterLimit | None) -> s
         if n and reason != DUPLICATE
     )
     failed = _failed(doc)
-    duplicates = doc["dead_letters"] - failed
+    duplicates = doc.get("dead_letters_by_reason", {}).get(DUPLICATE, 0)
+    chosen = doc.get("sink_refusals_by_reason", {}).get(CHOSEN_IN_PAIRS, 0)
     # The figures are those the limit was held to: a duplicate is set apart, as the docs say.
     plural = duplicates != 1
     apart = f"; {duplicates:,} duplicate{'s are' if plural else ' is'} collapsed by --dedupe and not counted"
+    apart_chosen = f"; {chosen:,} chosen side{'s' if chosen != 1 else ''} of pairs written by trl-dpo not counted"
     return (
         f"{failed:,} of {doc['records_in']:,} records read "
         f"({failed / doc['records_in']:.1%}) are dead letters, past --warn-dead-letters "
-        f"{limit}: {reasons}" + (apart if duplicates else "")
+        f"{limit}: {reasons}" + (apart if duplicates else "") + (apart_chosen if chosen else "")
     )
 
 
+#: A ``trl-dpo`` refusal that is a choice: the conversation's answer is the chosen side of the
+#: pairs written (``transforms.record.pairs``), as a duplicate is in the conversation kept.
+CHOSEN_IN_PAIRS = "chosen_in_pairs"
+
+
 def _failed(doc: dict[str, Any]) -> int:
-    """Dead letters that are failures: a duplicate (``--dedupe``) is a choice, not one."""
-    return int(doc["dead_letters"] - doc.get("dead_letters_by_reason", {}).get(DUPLICATE, 0))
+    """Dead letters that are failures: a duplicate (``--dedupe``) and the chosen side of pairs
+    written (``trl-dpo``) are choices, not failures."""
+    chosen = doc.get("sink_refusals_by_reason", {}).get(CHOSEN_IN_PAIRS, 0)
+    return int(doc["dead_letters"] - doc.get("dead_letters_by_reason", {}).get(DUPLICATE, 0) - chosen)
 
 
 def _unaccounted(through: str) -> str:
