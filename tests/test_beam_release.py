@@ -156,4 +156,4 @@ def test_the_command_line_shares_s3_clients_before_the_job_touches_a_file(monkey
     monkeypatch.setattr(object_store, "_after", [])
     monkeypatch.setattr(commands, "load_job", load_job)
     assert commands.run_command("run", ["--input", str(SAMPLE), "--output", "out"]) == 2
-    assert seen == [[s3_clients.share]]
+    assert seen == [[s3_clients.patched]]  # share, and empty objects

@@ -42,7 +42,11 @@ def test_every_reader_but_the_flat_one_refuses_a_plain_chat(messages):
         "cohere-v1",
         "openai",
         "flat",
+        "braintrust",
+        "openpipe-dataset",
     }
+    # Each reader's own detection refuses it, one by one (not only the first to answer).
+    assert [name for name, reader in READERS.items() if name != "flat" and reader.detect(messages, "messages")] == []
     assert plain_chat(messages)
     assert detect_reader(messages) is FLAT_READER
 

@@ -205,7 +205,19 @@ def read_history(payload: Any, where: str, text_role: str = "user") -> Embedded:
 
 #: The conversation readers convnorm registers: with no other, a plain chat is the flat reader's.
 BUILT_IN_READERS = frozenset(
-    ("sharegpt", "bedrock-converse", "anthropic", "gemini", "openai-responses", "cohere-v1", "openai", "flat")
+    (
+        "sharegpt",
+        "bedrock-converse",
+        "anthropic",
+        "gemini",
+        "openai-responses",
+        "cohere-v1",
+        "openai",
+        "flat",
+        # Readers of whole records (an object with their own keys): a message list is none.
+        "braintrust",
+        "openpipe-dataset",
+    )
 )
 #: Roles a detection before the flat reader's looks for (OpenAI's, ShareGPT's tool tags).
 _SIGNAL_ROLES = frozenset(("function", "developer", "function_call", "observation"))
