@@ -73,11 +73,9 @@ class _ProcessShard(beam.DoFn):
         # A name unique per attempt: a retried part never clobbers another attempt's files.
         place = temp_place(self._temp_root, part, uuid.uuid4().hex)
         # Every planned part has its file in every output, an empty one too: the plan (--dry-run)
-        # names the files a run writes whatever the records turn out to be. Under --dedupe the
-        # files are written once the claims are decided (``write_shaped``).
-        empty_files = not self._work.holds
+        # names the files a run writes whatever the records turn out to be.
         result = process_shard(
-            part, self._work, place, observe=observe, read=progress.read, done=progress.done, empty_files=empty_files
+            part, self._work, place, observe=observe, read=progress.read, done=progress.done, empty_files=True
         )
         self._blank.inc(result.partial["blank_lines"])
         self._shards.inc(len(part.shards))

@@ -165,7 +165,7 @@ class _ProcessAssembled(beam.DoFn):
         number = self._first_shard + key[1]
         place = numbered_place(self._temp_root, number, 0, uuid.uuid4().hex)
         batches = shard_batches((key[1], made), self._first_shard, self._work.batch_size)
-        result = process_batches(batches, number, 0, self._work, place, read=False, empty_files=not self._work.holds)
+        result = process_batches(batches, number, 0, self._work, place, read=False, empty_files=True)
         pause_point("write")
         partial = summaries.merge(result.partial, assembly_partial((key[1], made), assembled))
         yield result._replace(partial=summaries.merge(partial, label_partial))

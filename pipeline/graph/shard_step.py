@@ -138,9 +138,9 @@ def process_shard(
 
     ``place(output name) -> path`` names each output's file (the caller's layout: a run's
     temporary directory, a landed file's directory). ``empty_files``: also write an empty file
-    for an output that got no items. ``read(shard, batch)`` and ``done(shard)``: each shard's own
-    batches as read, and its end (``read_shard.iter_part_batches``). ``on_calls``: see
-    ``process_batches``.
+    for an output that got no items (under ``holds``, the write step does).
+    ``read(shard, batch)`` and ``done(shard)``: each shard's own batches as read, and its end
+    (``read_shard.iter_part_batches``). ``on_calls``: see ``process_batches``.
     """
     shards = shard.shards if isinstance(shard, Part) else (shard,)
     stats = {"records": 0, "blank_lines": 0}
@@ -225,7 +225,7 @@ def process_batches(
                 observe(batch, result)
         if letters:
             writer(DEAD_LETTER).write(sorted(letters, key=lambda d: d["position"]), None)
-        if empty_files:
+        if empty_files and not work.holds:  # held outputs get theirs when written (``write_shaped``)
             for name in work.outputs:
                 writer(name)
         measures = out.close()
