@@ -122,7 +122,7 @@ class _Sessions(beam.DoFn):
     def closed(self, key=beam.DoFn.KeyParam, calls=_CALLS_STATE, panes=_PANES_STATE):
         pane = panes.read() or 0
         state = calls.read()
-        if not (state.calls or state.chained or state.tool_results or state.rejected or state.fragments):
+        if not state.holds_pieces():
             return  # expired already: nothing left to emit
         for _, made in conversations_of((key, state), self._settings, 1):
             yield emitted_again(made, pane)

@@ -59,10 +59,8 @@ def keyed_results(result: ShardResult) -> Iterator[tuple[tuple[Any, ...], Any]]:
         for label in state.labels:
             yield (_JOIN, label.group), label
         state.labels = []
-        if state.calls or state.tool_results or state.rejected or state.fragments or state.chained:
-            yield (_GROUP, *key), state
-            for join_id, target in targets_of(key, call_traces(state)):
-                yield (_JOIN, join_id), target
+        if state.holds_pieces():
+            yield from _group_and_targets(key, state)
     if result.calls:
         yield (_ANY,), None  # the run holds call logs: every output shard of them is written
 
@@ -78,9 +76,14 @@ def joined_groups(keyed: tuple[tuple[Any, ...], list]) -> Iterator[tuple[tuple[A
     to, and the ids their calls offer labels (``Target``)."""
     key, (_, state) = keyed
     for group, joined in joined_states((key[1], key[2]), state):
-        yield (_GROUP, *group), joined
-        for join_id, target in targets_of(group, call_traces(joined)):  # what labels may judge
-            yield (_JOIN, join_id), target
+        yield from _group_and_targets(group, joined)
+
+
+def _group_and_targets(group: tuple[str, str], state: GroupState) -> Iterator[tuple[tuple[Any, ...], Any]]:
+    """A group's state under its key, and the ids its calls offer labels (``Target``)."""
+    yield (_GROUP, *group), state
+    for join_id, target in targets_of(group, call_traces(state)):
+        yield (_JOIN, join_id), target
 
 
 class KeepResultsAssembleGroups(beam.CombineFn):

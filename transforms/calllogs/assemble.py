@@ -381,6 +381,10 @@ class GroupState:
         if known is None or end < known:  # the same response logged twice: one, either order
             self.responses[response_id] = end
 
+    def holds_pieces(self) -> bool:
+        """Whether it holds anything to assemble, join or dead-letter (its labels aside)."""
+        return bool(self.calls or self.chained or self.tool_results or self.rejected or self.fragments)
+
     def merge(self, other: GroupState) -> GroupState:
         for sequence in other.sequences:
             self._keep(sequence)
