@@ -275,8 +275,8 @@ def _run_flags(add) -> None:
         default=True,
         help="a conversation assembled from call logs whose messages, ending at an answer, are the start "
         "of a longer one of another group (a trace or id per call or per turn), logged no earlier, "
-        "is part of that one: dropped and counted (call_logs.chained_across_groups), its calls in the longer one's account "
-        "(the default); --no-chain-groups keeps every group's conversations apart",
+        "is part of that one: dropped and counted (call_logs.chained_across_groups), its calls in the "
+        "longer one's account (the default); --no-chain-groups keeps every group's conversations apart",
     )
 
 
