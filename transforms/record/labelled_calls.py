@@ -16,6 +16,7 @@ from typing import Any, Iterable, Iterator
 from transforms.calllogs.assemble import GroupState, call_traces
 from transforms.calllogs.calls import Label
 from transforms.calllogs.labels import Joined, attach, label_counts, resolve, targets_of
+from transforms.core.counts import add_counts
 from transforms.core.jsontext import canonical_json, parse_json
 from transforms.record.assembled_calls import AssemblyOutput, assembly_partial, bucket_of, shard_batches
 from transforms.record.inputs import Batch
@@ -32,7 +33,7 @@ def labelled(made: list[Any]) -> tuple[list[AssemblyOutput], dict[str, Any]]:
     counts: dict[str, Any] = {}
     for item in made:
         if isinstance(item, dict):
-            counts = _added(counts, item)
+            counts = add_counts(counts, item)
     if not joined:
         return conversations, counts
     by_group: dict[tuple[str, str], list[int]] = {}
@@ -54,7 +55,7 @@ def labelled(made: list[Any]) -> tuple[list[AssemblyOutput], dict[str, Any]]:
         payload = raw.payload
         out[n] = out[n]._replace(raw=raw._replace(payload=payload._replace(value=attach(payload.value, labels))))
     more = label_counts(joined=sum(len(labels) for labels in placed.values()), label_unmatched=unmatched)
-    return out, _added(counts, more)
+    return out, add_counts(counts, more)
 
 
 def _place(item: Joined, group: list[tuple[int, AssemblyOutput]]) -> tuple[int, int | None] | None:
@@ -74,16 +75,6 @@ def _place(item: Joined, group: list[tuple[int, AssemblyOutput]]) -> tuple[int, 
         if label.trace_id and label.trace_id in metadata.get("trace_ids", ()):
             return n, None
     return (group[0][0], None) if group else None
-
-
-def _added(a: dict[str, Any], b: dict[str, Any]) -> dict[str, Any]:
-    out = dict(a)
-    for key, value in b.items():
-        if isinstance(value, dict):
-            out[key] = _added(out.get(key, {}), value)
-        else:
-            out[key] = out.get(key, 0) + value
-    return out
 
 
 def joined_in(states: dict[tuple[str, str], GroupState]) -> list[Any]:
@@ -134,4 +125,4 @@ def labelled_batches(keyed: tuple[int, Iterable[Any]], first_shard: int, batch_s
 def labelled_partial(keyed: tuple[int, Iterable[Any]]) -> dict[str, Any]:
     """``assembly_partial`` of one output shard, with its labels' counts."""
     made, counts = labelled(list(keyed[1]))
-    return _added(assembly_partial((keyed[0], made)), counts)
+    return add_counts(assembly_partial((keyed[0], made)), counts)

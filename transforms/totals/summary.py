@@ -20,6 +20,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable, NamedTuple
 
+from transforms.core.counts import add_counts
 from transforms.core.normalize import REASONS
 from transforms.core.validate import VIOLATION_KINDS
 from transforms.dataset.training_summary import DUPLICATE, tally_training, training_sections
@@ -56,13 +57,7 @@ def _bucket(dropped: int) -> str:
 
 def merge(a: dict[str, Any], b: dict[str, Any]) -> dict[str, Any]:
     """Add two partial summaries (nested dicts of counts) into a new one."""
-    out = dict(a)
-    for key, value in b.items():
-        if isinstance(value, dict):
-            out[key] = merge(out.get(key, {}), value)
-        else:
-            out[key] = out.get(key, 0) + value
-    return out
+    return add_counts(a, b)
 
 
 def merge_into(total: dict[Any, Any], part: dict[Any, Any]) -> dict[Any, Any]:
