@@ -3,8 +3,9 @@
 
 ::
 
-    ShardResult | keyed: each result by its shard, each call-log piece by its group, each
-                  label and each call's and trace's id (a label's target) by that id
+    ShardResult | keyed: each result by its shard; its groups' states packed by slot of groups,
+                  its labels and the ids its calls and traces offer them (targets) packed by
+                  slot of join ids (a few elements a shard, not one a group or a call)
                 | (fragments: CombinePerKey by their join key | the pieces they make, by group)
                 | CombinePerKey(results kept, pieces assembled, labels and targets gathered)
                 | conversations keyed by output shard, labels by their group's output shard
@@ -44,23 +45,61 @@ from transforms.record.assembled_calls import (
     conversations_of,
     shard_batches,
 )
+from transforms.record.dedupe import pack, unpack
 from transforms.record.labelled_calls import labelled
 from transforms.totals import summary as summaries
 
-_RESULT, _GROUP, _OUTPUT, _ANY, _JOIN = "result", "group", "output", "any", "join"
+_RESULT, _GROUP, _GROUPS, _JOINS, _OUTPUT, _ANY = "result", "group", "groups", "joins", "output", "any"
 #: The key's tag of the conversations keyed by output shard (what ``ChainAcrossGroups`` reads).
 OUTPUT_TAG = _OUTPUT
+#: Groups' states (and the ids they offer labels) cross the shuffle in batches, a batch per input
+#: shard and slot of groups, this many slots per output shard: a shuffled element per group (and
+#: per call, for its label targets), each pickled by Beam's coder, cost more than the assembly.
+SLOTS_PER_OUTPUT_SHARD = 4
 
 
-def keyed_results(result: ShardResult) -> Iterator[tuple[tuple[Any, ...], Any]]:
-    """A shard's result keyed by its shard, and each of its groups' states by its group."""
+def _slot(join_or_group: Any, buckets: int) -> int:
+    """The slot of a group's key (or of a join id): within one output shard's (``bucket_of``)."""
+    key = join_or_group if isinstance(join_or_group, tuple) else ("", join_or_group)
+    return bucket_of(key, buckets * SLOTS_PER_OUTPUT_SHARD)
+
+
+def _batched(
+    states: Iterable[tuple[tuple[str, str], GroupState]], labels: Iterable[Label], buckets: int
+) -> Iterator[tuple[tuple[Any, ...], Any]]:
+    """Groups' states, packed by slot, ``{group key: state}``; their label targets and
+    ``labels``, packed by the slot of their join ids, ``(labels, targets)``: ``[(join id,
+    Label)]``, ``[(join id, Target as a tuple)]``."""
+    groups: dict[int, dict[tuple[str, str], GroupState]] = {}
+    joins: dict[int, tuple[list, list]] = {}
+    for label in labels:
+        joins.setdefault(_slot(label.group, buckets), ([], []))[0].append((label.group, label))
+    for key, state in states:
+        groups.setdefault(_slot(key, buckets), {})[key] = state
+        for join_id, target in targets_of(key, call_traces(state)):
+            joins.setdefault(_slot(join_id, buckets), ([], []))[1].append((join_id, tuple(target)))
+    for slot, batch in groups.items():
+        yield (_GROUPS, slot), pack(batch)
+    for slot, pair in joins.items():
+        yield (_JOINS, slot), pack(pair)
+
+
+def keyed_results(result: ShardResult, buckets: int) -> Iterator[tuple[tuple[Any, ...], Any]]:
+    """A shard's result keyed by its shard; its groups' states and the ids they offer labels,
+    in batches (``_batched``); fragments to join, packed under their join key."""
     yield (_RESULT, result.shard), result._replace(calls=())
+    labels: list[Label] = []
+    states = []
     for key, state in result.calls:
-        for label in state.labels:
-            yield (_JOIN, label.group), label
+        labels.extend(state.labels)
         state.labels = []
-        if state.holds_pieces():
-            yield from _group_and_targets(key, state)
+        if not state.holds_pieces():
+            continue
+        if is_join_key(key):
+            yield (_GROUP, *key), pack({key: state})
+        else:
+            states.append((key, state))
+    yield from _batched(states, labels, buckets)
     if result.calls:
         yield (_ANY,), None  # the run holds call logs: every output shard of them is written
 
@@ -71,32 +110,39 @@ def is_fragments(keyed: tuple[tuple[Any, ...], Any]) -> bool:
     return key[0] == _GROUP and is_join_key(key[1:])
 
 
-def joined_groups(keyed: tuple[tuple[Any, ...], list]) -> Iterator[tuple[tuple[Any, ...], Any]]:
+def _unpacked_states(packed: Iterable[bytes]) -> dict[Any, GroupState]:
+    """Packed ``{key: state}`` batches (the shards') -> each key's state, the shards' merged."""
+    states: dict[Any, GroupState] = {}
+    for batch in packed:
+        for key, state in unpack(batch).items():
+            known = states.get(key)
+            if known is None:
+                states[key] = state
+            else:
+                known.merge(state)
+    return states
+
+
+def joined_groups(keyed: tuple[tuple[Any, ...], list], buckets: int) -> Iterator[tuple[tuple[Any, ...], Any]]:
     """One join key's fragments (the shards' merged) -> the states of the groups their pieces go
-    to, and the ids their calls offer labels (``Target``)."""
-    key, (_, state) = keyed
-    for group, joined in joined_states((key[1], key[2]), state):
-        yield from _group_and_targets(group, joined)
-
-
-def _group_and_targets(group: tuple[str, str], state: GroupState) -> Iterator[tuple[tuple[Any, ...], Any]]:
-    """A group's state under its key, and the ids its calls offer labels (``Target``)."""
-    yield (_GROUP, *group), state
-    for join_id, target in targets_of(group, call_traces(state)):
-        yield (_JOIN, join_id), target
+    to, and the ids their calls offer labels (``Target``), batched as ``keyed_results``'."""
+    _, (_, packed) = keyed
+    for key, state in _unpacked_states(packed).items():
+        yield from _batched(joined_states(key, state), (), buckets)
 
 
 class KeepResultsAssembleGroups(beam.CombineFn):
-    """A shard result's key holds that result; a group's, its ``GroupState`` (the shards' merged)."""
+    """A shard result's key holds that result; a slot's (or a join key's), its packed batches,
+    unpacked where the combine's output is read: a batch is pickled once and read once."""
 
     def create_accumulator(self) -> list:
-        return [[], GroupState()]
+        return [[], []]
 
     def add_input(self, accumulator: list, value: Any) -> list:
-        if isinstance(value, (ShardResult, Label, Target)):  # a result's key; a join id's
+        if isinstance(value, bytes):  # a shard's batch
+            accumulator[1].append(value)
+        elif value is not None:  # a result's key
             accumulator[0].append(value)
-        elif value is not None:
-            accumulator[1].merge(value)  # a shard's state of the group
         return accumulator
 
     def merge_accumulators(self, accumulators: Iterable[list]) -> list:
@@ -104,28 +150,44 @@ class KeepResultsAssembleGroups(beam.CombineFn):
         first = next(accumulators)
         for more in accumulators:
             first[0].extend(more[0])
-            first[1].merge(more[1])
+            first[1].extend(more[1])
         return first
 
     def extract_output(self, accumulator: list) -> list:
         return accumulator
 
 
+def _joined_labels(packed: list[bytes], buckets: int) -> Iterator[tuple]:
+    """A slot of join ids: each label goes to the output shard of the group it joins, to be put
+    on its conversation; and the labels' counts."""
+    labels: dict[str, list[Label]] = {}
+    targets: dict[str, list[Target]] = {}
+    batches = [unpack(batch) for batch in packed]
+    for found, _ in batches:
+        for join_id, label in found:
+            labels.setdefault(join_id, []).append(label)
+    if not labels:
+        return
+    for _, offered in batches:
+        for join_id, target in offered:
+            if join_id in labels:
+                targets.setdefault(join_id, []).append(Target(*target))
+    for join_id in sorted(labels):
+        joined, counts = resolve(labels[join_id], targets.get(join_id, []))
+        for item in joined:
+            yield (_OUTPUT, bucket_of((item.format, item.group), buckets)), item
+        if counts:
+            yield (_OUTPUT, bucket_of(("", join_id), buckets)), {"labels": counts}
+
+
 def by_output_shard(keyed: tuple[tuple[Any, ...], list], work: ShardWork, buckets: int) -> Iterator[tuple]:
-    key, (results, state) = keyed
+    key, (results, packed) = keyed
     if key[0] == _RESULT:
         for result in results:
             yield (_RESULT, result.shard), result
         return
-    if key[0] == _JOIN:
-        # A label goes to the output shard of the group it joins, to be put on its conversation.
-        labels = [item for item in results if isinstance(item, Label)]
-        if labels:
-            joined, counts = resolve(labels, [item for item in results if isinstance(item, Target)])
-            for item in joined:
-                yield (_OUTPUT, bucket_of((item.format, item.group), buckets)), item
-            if counts:
-                yield (_OUTPUT, bucket_of(("", key[1]), buckets)), {"labels": counts}
+    if key[0] == _JOINS:
+        yield from _joined_labels(packed, buckets)
         return
     if key[0] == _ANY:
         # Each output shard gets an element, so each is written, an empty one too: the plan
@@ -133,8 +195,9 @@ def by_output_shard(keyed: tuple[tuple[Any, ...], list], work: ShardWork, bucket
         for bucket in range(buckets):
             yield (_OUTPUT, bucket), None
         return
-    for bucket, made in conversations_of(((key[1], key[2]), state), work.settings, buckets):
-        yield (_OUTPUT, bucket), made
+    for group, state in _unpacked_states(packed).items():
+        for bucket, made in conversations_of((group, state), work.settings, buckets):
+            yield (_OUTPUT, bucket), made
 
 
 class _ProcessAssembled(beam.DoFn):
@@ -192,12 +255,12 @@ class AssembleShardCalls(beam.PTransform):
         self._first_shard = first_shard
 
     def expand(self, results):
-        keyed = results | "Keyed" >> beam.FlatMap(keyed_results)
+        keyed = results | "Keyed" >> beam.FlatMap(keyed_results, self._buckets)
         joined = (
             keyed
             | "Fragments" >> beam.Filter(is_fragments)
             | "JoinFragments" >> beam.CombinePerKey(KeepResultsAssembleGroups())
-            | "Joined" >> beam.FlatMap(joined_groups)
+            | "Joined" >> beam.FlatMap(joined_groups, self._buckets)
         )
         whole = keyed | "Whole" >> beam.Filter(lambda item: not is_fragments(item))
         keyed = (

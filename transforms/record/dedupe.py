@@ -100,15 +100,15 @@ def batch_claims(shard: int, start: int, metrics: list[dict[str, Any]], links: b
     return out
 
 
-def pack(values: list[Any]) -> bytes:
+def pack(values: Any) -> bytes:
     """Claims (or what is decided of them) as one value for a shuffle: one pickle of plain
     tuples is several times cheaper than Beam's coder on a list of them, element by element."""
     return pickle.dumps(values, protocol=pickle.HIGHEST_PROTOCOL)
 
 
-def unpack(packed: bytes) -> list[Any]:
+def unpack(packed: bytes) -> Any:
     """``pack``'s values."""
-    values: list[Any] = pickle.loads(packed)  # noqa: S301 — the run's own values, written by ``pack``
+    values: Any = pickle.loads(packed)  # noqa: S301 — the run's own values, written by ``pack``
     return values
 
 
