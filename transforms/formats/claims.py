@@ -37,36 +37,52 @@ def _looks_like(winner: Reader | None) -> str:
     return f"; it looks like {winner.name} ({winner.description}): read it with --format {winner.name} or auto"
 
 
-def _refuse_calls_the_core_cannot_read(messages: Any, winner: Reader) -> None:
-    """Forced ``flat`` reads OpenAI function calls, but the core knows no custom tool call
-    (``{"type": "custom", "custom": {name, input}}``) and no call whose ``function`` is its name
-    (Inspect AI's ``{"function": "web_browser_go"}``): it would keep an empty name (and lose a
-    custom call's input), counting nothing."""
+def _call_the_core_cannot_read(messages: Any) -> str | None:
+    """Why forced ``flat`` must refuse a call of ``messages``, or ``None``: it reads OpenAI
+    function calls, but the core knows no custom tool call (``{"type": "custom", "custom":
+    {name, input}}``) and no call whose ``function`` is its name (Inspect AI's ``{"function":
+    "web_browser_go"}``): it would keep an empty name (and lose a custom call's input), counting
+    nothing."""
     for message in messages if isinstance(messages, list) else ():
         calls = message.get("tool_calls") if isinstance(message, dict) else None
         for call in calls if isinstance(calls, list) else ():
             if not isinstance(call, dict) or call.get("name") is not None:
                 continue
             if isinstance(call.get("custom"), dict) and not isinstance(call.get("function"), dict):
-                raise FormatError(
-                    "wrong_format",
-                    "the core reads no custom tool call (its name and input would be lost)" + _looks_like(winner),
-                )
+                return "the core reads no custom tool call (its name and input would be lost)"
             if isinstance(call.get("function"), str):
-                raise FormatError(
-                    "wrong_format",
-                    "the core reads no call whose function is its name (the name would be lost)" + _looks_like(winner),
-                )
+                return "the core reads no call whose function is its name (the name would be lost)"
+    return None
+
+
+def _read_flat(reader: Reader, record: Any, messages_field: str) -> Conversation:
+    """Forced ``flat``: it takes any list of messages, so what auto-detection would say of the
+    record only matters in a refusal (which calls are refused, and the sentence naming what the
+    record looks like); it is asked only then (the job forces ``flat`` on every conversation it
+    assembles from call logs)."""
+    conversation = reader.read(record, messages_field)
+    refused = _call_the_core_cannot_read(conversation.messages)
+    winner = detect_reader(record, messages_field) if refused is not None else None
+    if refused is not None and winner is not None and winner.name != CATCH_ALL:
+        raise FormatError("wrong_format", refused + _looks_like(winner))
+    index = foreign_entry(conversation.messages)
+    if index is not None:
+        if refused is None:
+            winner = detect_reader(record, messages_field)
+        detail = describe_entry(conversation.messages, index, "message")
+        raise FormatError("unknown_shape", detail + _looks_like(winner))
+    return conversation
 
 
 def read_forced(reader: Reader, record: Any, messages_field: str) -> Conversation:
     """Read ``record`` with the reader named on the command line, or raise ``FormatError``."""
+    if reader.name == CATCH_ALL:
+        return _read_flat(reader, record, messages_field)
     winner = detect_reader(record, messages_field)
     if (
         winner is not None
         and winner is not reader
         and winner.name != CATCH_ALL
-        and reader.name != CATCH_ALL
         and not (reader.accepts is not None and reader.accepts(record, messages_field))
     ):
         raise FormatError(
@@ -74,8 +90,6 @@ def read_forced(reader: Reader, record: Any, messages_field: str) -> Conversatio
             f"expected {reader.description}{_looks_like(winner)}",
         )
     conversation = reader.read(record, messages_field)
-    if reader.name == CATCH_ALL and winner is not None and winner.name != CATCH_ALL:
-        _refuse_calls_the_core_cannot_read(conversation.messages, winner)
     index = foreign_entry(conversation.messages)
     if index is not None:
         detail = describe_entry(conversation.messages, index, "message")
