@@ -15,6 +15,7 @@ from transforms.core.jsontext import (
     document_bytes,
     dumps_line,
     int_text,
+    loads_as_json,
     parse_json,
 )
 
@@ -145,3 +146,36 @@ def test_a_number_a_double_holds_to_the_digits_written_is_read(text, value):
         parsed = parse_json(document)
         parsed = parsed[-1] if isinstance(parsed, list) else parsed
         assert parsed == value and math.copysign(1, parsed) == math.copysign(1, value)
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "[123456789012345678901234567890]",  # orjson would make it a float
+        "[-9223372036854775809]",
+        "[18446744073709551615]",
+        "[1e400]",
+        "[NaN]",
+        '["\\ud800"]',
+        '"\ud800"',
+        '{"a": 1, "b": 2, "a": 3}',
+        "[-0, -0.0, 1E5, 0.1e-400, 2.2250738585072011e-308, 1.0000000000000002]",
+        " [1] ",
+        "[1]x",
+        "\ufeff[1]",
+        "[1,]",
+        "[" * 3000 + "]" * 3000,
+    ],
+)
+def test_loads_as_json_gives_what_json_loads_gives(text):
+    """Values (and their types, and key order) or the error: the call-log readers read payloads
+    with it where they read them with ``json.loads``."""
+
+    def outcome(load):
+        try:
+            value = load(text)
+        except (ValueError, RecursionError) as error:
+            return type(error).__name__
+        return repr(value), json.dumps(value, allow_nan=True)
+
+    assert outcome(loads_as_json) == outcome(json.loads)

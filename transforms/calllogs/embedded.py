@@ -19,6 +19,7 @@ from typing import Any, Callable, NamedTuple
 
 from transforms.calllogs import genai, streams
 from transforms.calllogs.calls import PART_TEXT_LIMIT, ReadItem
+from transforms.core.jsontext import loads_as_json
 from transforms.core.ledger import coercion_discards
 from transforms.core.normalize import content_text, pairing_key
 from transforms.formats import media as carried_media
@@ -69,7 +70,7 @@ def decoded(value: Any) -> Any:
     if not text or text[0] not in '[{"':
         return value
     try:
-        return json.loads(text)
+        return loads_as_json(text)
     except ValueError:
         return value
 
@@ -240,6 +241,32 @@ def plain_chat(payload: Any) -> bool:
         if role.__class__ is not str or role in _SIGNAL_ROLES or message.get("content").__class__ is not str:
             return False
     return True
+
+
+def plain_flat(payload: Any) -> list[dict[str, Any]] | None:
+    """``role_and_text_only(payload)`` of a ``plain_chat`` whose entries are not Koog's listed
+    calls, in one pass: new messages of the same role and text. ``None`` for any other payload,
+    and for one with a content that opens with ``[`` (Koog writes its calls so): the caller
+    reads those the long way."""
+    if payload.__class__ is not list or not READERS.keys() <= BUILT_IN_READERS:
+        return None
+    out = []
+    for message in payload:
+        if message.__class__ is not dict or len(message) != 2:
+            return None
+        role = message.get("role")
+        content = message.get("content")
+        if (
+            role.__class__ is not str
+            or content.__class__ is not str
+            or role in _SIGNAL_ROLES
+            or role == "tool"
+            or content[:1] == "["
+            or not role.strip()
+        ):
+            return None
+        out.append({"role": role, "content": content})
+    return out
 
 
 #: The keys of a prompt-only request (the Vercel AI SDK's ``{prompt, system}``).

@@ -29,7 +29,6 @@ else Langfuse's ``tool_definitions`` (name to parameters).
 
 from __future__ import annotations
 
-import json
 import threading
 from typing import Any
 
@@ -52,6 +51,7 @@ from transforms.calllogs.embedded import (
     part_text,
     parts_read,
     plain_chat,
+    plain_flat,
     read_history,
     read_output,
     response_ids,
@@ -61,6 +61,7 @@ from transforms.calllogs.embedded import (
     tools_of,
 )
 from transforms.calllogs.times import time_nanos
+from transforms.core.jsontext import loads_as_json
 from transforms.core.normalize import content_text
 from transforms.formats.base import FormatError
 
@@ -100,10 +101,14 @@ def _tools(observation: dict[str, Any], *found: list[dict[str, Any]] | None) -> 
         if tools:
             return tools
     attributes = _attributes(observation)
-    tools = tools_of(attributes.get("gen_ai.tool.definitions")) or openinference.tools(attributes)
-    if tools:
-        return tools
-    definitions = decoded(observation.get("tool_definitions", observation.get("toolDefinitions")))
+    if attributes:  # (none: no tools there, without asking)
+        tools = tools_of(attributes.get("gen_ai.tool.definitions")) or openinference.tools(attributes)
+        if tools:
+            return tools
+    definitions = observation.get("tool_definitions", observation.get("toolDefinitions"))
+    if definitions is None:
+        return None
+    definitions = decoded(definitions)
     if isinstance(definitions, dict) and definitions:
         return [
             {"type": "function", "function": {"name": name, "parameters": decoded(schema)}}
@@ -177,6 +182,9 @@ def _history(payload: Any, where: str, group: str) -> tuple[Embedded, list[dict[
 
 def _plain_flat(read: Any) -> list[dict[str, Any]] | None:
     """A plain chat without Koog entries or tool messages, in the flat shape; else ``None``."""
+    fast = plain_flat(read)  # nearly every history, in one pass
+    if fast is not None:
+        return fast
     if not plain_chat(read) or genai.koog_messages(read) is not read:
         return None
     return role_and_text_only(read)
@@ -188,6 +196,8 @@ class _Recent(threading.local):
 
     def __init__(self) -> None:
         self.histories: dict[str, tuple[str, list[dict[str, Any]]]] = {}
+        #: The last contexts made (``langfuse_context``), by the fields they were made of.
+        self.contexts: dict[tuple[Any, ...], dict[str, Any]] = {}
 
 
 _recent = _Recent()
@@ -220,7 +230,7 @@ def _recent_history(text: str, group: str) -> list[dict[str, Any]] | None:
     if rest[:1] != ",":
         return None
     try:
-        more = json.loads("[" + rest[1:])
+        more = loads_as_json("[" + rest[1:])
     except ValueError:
         return None
     # (None but a list of entries: ``[a,]`` is no JSON though ``[]`` is.)
@@ -243,8 +253,9 @@ def _output(payload: Any, read: Any, where: str) -> tuple[Embedded, Any]:
     return read_output(output_payload, f"{where} output"), output_payload
 
 
-def _call(observation: dict[str, Any], session: Any) -> Call:
-    where = f"observation {_text(observation.get('id'))}"
+def _call(observation: dict[str, Any], session: Any, context: dict[str, Any] | None) -> Call:
+    call_id = _text(observation.get("id"))
+    where = f"observation {call_id}"
     group = _group(observation, session)
     history, listed_tools, flat, history_payload = _history(observation.get("input"), where, group)
     recorded = decoded(observation.get("output"))
@@ -267,7 +278,7 @@ def _call(observation: dict[str, Any], session: Any) -> Call:
         NAME,
         group,
         time_nanos(_field(observation, "start"), f"{where} start time"),
-        _text(observation.get("id")),
+        call_id,
         messages,
         outputs,
         _tools(observation, history.tools, listed_tools, output.tools),
@@ -275,6 +286,7 @@ def _call(observation: dict[str, Any], session: Any) -> Call:
         ledger or None,
         output.truncated,
         *response_ids(history_payload, output_payload),
+        context,
     )
 
 
@@ -296,23 +308,52 @@ def _tool_result(observation: dict[str, Any], session: Any) -> ToolResult | None
     )
 
 
+#: The context's fields of an observation (snake and camel case), then of its trace (camel first).
+_CONTEXT_FIELDS = (
+    ("user_id", "userId"),
+    ("session_id", "sessionId"),
+    ("tags", "tags"),
+    ("environment", "environment"),
+    ("release", "release"),
+)
+
+
 def langfuse_context(observation: dict[str, Any], trace: dict[str, Any] | None = None) -> dict[str, Any] | None:
     """A call's context (``transforms.calllogs.context``): the enriched observation's own
     ``user_id``, ``session_id``, ``tags``, ``environment``, ``release`` (snake or camel case),
     else its trace's (a download)."""
     trace = trace or {}
-
-    def found(snake: str, camel: str) -> Any:
-        return first_set(observation.get(snake), observation.get(camel), trace.get(camel), trace.get(snake))
-
-    return call_context(
-        user_id=found("user_id", "userId"),
-        session_id=found("session_id", "sessionId"),
-        trace_id=first_set(_field(observation, "trace"), trace.get("id")),
-        tags=decoded(found("tags", "tags")),
-        environment=found("environment", "environment"),
-        release=found("release", "release"),
+    found = []
+    for snake, camel in _CONTEXT_FIELDS:
+        value = observation.get(snake)
+        if value is None or value == "":
+            value = observation.get(camel)
+        if value is None or value == "":
+            value = first_set(trace.get(camel), trace.get(snake)) if trace else None
+        found.append(value)
+    user_id, session_id, tags, environment, release = found
+    fields = (user_id, session_id, first_set(_field(observation, "trace"), trace.get("id")), tags, environment, release)
+    # The calls of a trace come together and name the same: made once, while the values are
+    # texts (a number would be found under an equal one of another type: 1, 1.0, True).
+    texts = all(value is None or value.__class__ is str for value in fields)
+    known = _recent.contexts.get(fields) if texts else None
+    if known is not None:
+        return known
+    user_id, session_id, trace_id, tags, environment, release = fields
+    context = call_context(
+        user_id=user_id,
+        session_id=session_id,
+        trace_id=trace_id,
+        tags=decoded(tags),
+        environment=environment,
+        release=release,
     )
+    if texts and context is not None:
+        contexts = _recent.contexts
+        if len(contexts) >= RECENT_GROUPS:
+            contexts.clear()
+        contexts[fields] = context
+    return context
 
 
 def observation_pieces(observation: Any, session: Any = None, trace: dict[str, Any] | None = None) -> list[ReadItem]:
@@ -323,7 +364,7 @@ def observation_pieces(observation: Any, session: Any = None, trace: dict[str, A
     kind = observation.get("type")
     kind = kind.upper() if isinstance(kind, str) else ""
     if kind in _CALL_TYPES:
-        call = _call(observation, session)._replace(context=langfuse_context(observation, trace))
+        call = _call(observation, session, langfuse_context(observation, trace))
         # A generation that recorded neither input nor output (BeeAI's start / finish events
         # are generations of their own) has nothing to rebuild from.
         return [call] if call.history or call.output else [Skipped("llm_without_messages")]

@@ -66,6 +66,7 @@ __all__ = [
     "document_bytes",
     "dumps_line",
     "int_text",
+    "loads_as_json",
     "parse_json",
 ]
 
@@ -269,6 +270,23 @@ def _has_lone_surrogate(value: Any) -> bool:
         elif isinstance(item, list):
             stack.extend(item)
     return False
+
+
+def loads_as_json(text: str) -> Any:
+    """``json.loads(text)``: the same value, or the same error, faster. orjson reads the text
+    unless it may read a number otherwise (``_needs_exact_reading``: an integer past 64 bits
+    orjson makes a float) or refuses it (NaN, a number past the double range, a lone
+    surrogate, nesting past its limit): the standard parser reads those as it always did."""
+    try:
+        data = text.encode()
+    except UnicodeEncodeError:  # a lone surrogate
+        return json.loads(text)
+    if not _needs_exact_reading(data):
+        try:
+            return orjson.loads(data)
+        except orjson.JSONDecodeError:
+            pass
+    return json.loads(text)
 
 
 def parse_json(payload: bytes | str) -> Any:
