@@ -35,7 +35,7 @@ from transforms.calllogs.chained import (
     merge_absorbed,
     renumbered,
 )
-from transforms.record.assembled_calls import AssemblyOutput, bucket_of
+from transforms.record.assembled_calls import AssemblyOutput, bucket_of, each_output
 from transforms.record.dedupe import pack, unpack
 from transforms.record.inputs import Parsed
 
@@ -74,12 +74,13 @@ def _claims(keyed: tuple[Any, Any], tag: str, id_field: str, buckets: int) -> It
     """A conversation's claims, packed, one value per bucket of hashes: a shuffled element per
     claim (a conversation has one per answer), each pickled by Beam's coder, would cost more
     than the decision."""
-    key, made = keyed
+    key, value = keyed
     if key[0] != tag:
         return
     by_bucket: dict[tuple[str, int], list[tuple[bytes, Claim]]] = {}
-    for (fmt, h), claim in conversation_claims(made, id_field):
-        by_bucket.setdefault((fmt, _hash_bucket(h, buckets)), []).append((h, claim))
+    for made in each_output(value):  # an output shard's conversations come packed
+        for (fmt, h), claim in conversation_claims(made, id_field):
+            by_bucket.setdefault((fmt, _hash_bucket(h, buckets)), []).append((h, claim))
     for where, claims in by_bucket.items():
         yield where, pack(claims)
 

@@ -43,6 +43,8 @@ from transforms.record.assembled_calls import (
     assembly_partial,
     bucket_of,
     conversations_of,
+    each_output,
+    packed_outputs,
     shard_batches,
 )
 from transforms.record.dedupe import pack, unpack
@@ -195,9 +197,12 @@ def by_output_shard(keyed: tuple[tuple[Any, ...], list], work: ShardWork, bucket
         for bucket in range(buckets):
             yield (_OUTPUT, bucket), None
         return
+    by_bucket: dict[int, list[AssemblyOutput]] = {}
     for group, state in _unpacked_states(packed).items():
         for bucket, made in conversations_of((group, state), work.settings, buckets):
-            yield (_OUTPUT, bucket), made
+            by_bucket.setdefault(bucket, []).append(made)
+    for bucket, outputs in by_bucket.items():  # one: a slot's groups are an output shard's
+        yield (_OUTPUT, bucket), packed_outputs(outputs)
 
 
 class _ProcessAssembled(beam.DoFn):
@@ -221,7 +226,7 @@ class _ProcessAssembled(beam.DoFn):
             return
         # The verdicts of a chaining across groups (``chain_groups``), if any, applied first;
         # then the labels that came to this output shard are put on its conversations.
-        values = [value for value in values if value is not None]
+        values = [one for value in values if value is not None for one in each_output(value)]
         assembled = [value for value in values if isinstance(value, AssemblyOutput)]
         labels = [value for value in values if isinstance(value, (Joined, dict))]  # labels, their counts
         chained = chained_conversations(

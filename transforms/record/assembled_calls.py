@@ -21,6 +21,7 @@ from transforms.calllogs.chains import assemble_chained
 from transforms.calllogs.joins import is_join_key, joined_states
 from transforms.calllogs.labels import label_counts
 from transforms.core.jsontext import canonical_json
+from transforms.record.dedupe import pack, unpack
 from transforms.record.inputs import Batch, Parsed, RawRecord, Unreadable
 from transforms.record.record_settings import Settings
 from transforms.record.record_steps import CallLogged, DeadLetterReason
@@ -85,6 +86,23 @@ class AssemblyOutput(NamedTuple):
     #: An assembled conversation's calls -> the message each answered (``Assembled.judged``),
     #: for labels to be put on (``transforms.record.labelled_calls``).
     judged: dict[str, int] | None = None
+
+
+class PackedOutputs(NamedTuple):
+    """Outputs of the assembly (``AssemblyOutput``) of one output shard, packed as one value for
+    a shuffle (``dedupe.pack``): an element and a pickle per conversation, each through Beam's
+    coder, cost more than the conversations' own processing."""
+
+    packed: bytes
+
+
+def packed_outputs(made: list[AssemblyOutput]) -> PackedOutputs:
+    return PackedOutputs(pack(made))
+
+
+def each_output(value: Any) -> list[Any]:
+    """The outputs a shuffled value holds: a ``PackedOutputs``' unpacked, any other value alone."""
+    return unpack(value.packed) if isinstance(value, PackedOutputs) else [value]
 
 
 def bucket_of(key: tuple[str, str], buckets: int) -> int:
