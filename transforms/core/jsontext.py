@@ -135,7 +135,9 @@ _LONG_RUN = _DIGIT * 16
 _TWO_DIGITS = _DIGIT * 2
 _EXPONENT_BYTES = frozenset(b"eE" + _EXPONENT)
 _MINUS_THREE_DIGITS = b"-" + _DIGIT * 3  # searched first: "-" is rare, so this is fast
-_TINY_EXPONENT = _EXPONENT + _MINUS_THREE_DIGITS
+# A number's exponent follows a digit: "trace-123" (an id) is no tiny exponent.
+_TINY_EXPONENT = _DIGIT + _EXPONENT + _MINUS_THREE_DIGITS
+_DIGIT_BYTES = frozenset(b"0123456789")
 _INTEGER_PAST_64_BITS = (_DIGIT * 20, b"-" + _DIGIT * 19)
 
 
@@ -154,7 +156,7 @@ def _exponent_before_minus(data: bytes) -> bool:
     # before it looked at: lines hold few.
     at = data.find(b"-")
     while at != -1:
-        if at and data[at - 1] in _EXPONENT_BYTES:
+        if at > 1 and data[at - 1] in _EXPONENT_BYTES and data[at - 2] in _DIGIT_BYTES:
             return True
         at = data.find(b"-", at + 1)
     return False
