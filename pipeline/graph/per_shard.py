@@ -19,6 +19,7 @@ depend on the input only.
 
 from __future__ import annotations
 
+import pickle
 import uuid
 from typing import NamedTuple
 
@@ -40,6 +41,30 @@ from pipeline.testhooks import pause_point
 from transforms.conversations import BatchCounters, freeze_gc
 from transforms.totals import summary as summaries
 from transforms.totals.counters import NAMESPACE
+
+
+class ShardResultCoder(beam.coders.Coder):
+    """A shard's result, pickled as Beam's coder for any value would; its size estimated
+    without its call logs' states. Beam encodes the first elements of every collection to count
+    their bytes, and a shard's states hold its conversations: a whole pickle of every state,
+    thrown away (measured: 4% of a call-log run's CPU), although the states cross no shuffle as
+    part of the result (``shard_assembly`` takes them out where the result is made)."""
+
+    def encode(self, value: ShardResult) -> bytes:
+        return pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL)
+
+    def decode(self, encoded: bytes) -> ShardResult:
+        result: ShardResult = pickle.loads(encoded)  # noqa: S301 — the run's own results
+        return result
+
+    def is_deterministic(self) -> bool:
+        return False
+
+    def estimate_size(self, value: ShardResult) -> int:
+        return len(self.encode(value._replace(calls=()) if value.calls else value))
+
+
+beam.coders.registry.register_coder(ShardResult, ShardResultCoder)
 
 
 class _ProcessShard(beam.DoFn):
@@ -164,7 +189,7 @@ class ProcessShards(beam.PTransform):
             pbegin
             # The plan in chunks, spread over workers (``chunks``: DaskRunner's partitions).
             | "Plan" >> CreateParts(plan_parts(self._shards, self._part_bytes), self._chunks)
-            | "Process" >> beam.ParDo(_ProcessShard(self._work, self._temp_root))
+            | "Process" >> beam.ParDo(_ProcessShard(self._work, self._temp_root)).with_output_types(ShardResult)
         )
         if self._work.settings.calls:
             # Call-log records: their conversations assembled, written as shards after the input's.
