@@ -259,6 +259,23 @@ def _call(observation: dict[str, Any], session: Any, context: dict[str, Any] | N
     group = _group(observation, session)
     history, listed_tools, flat, history_payload = _history(observation.get("input"), where, group)
     recorded = decoded(observation.get("output"))
+    plain_output = plain_flat([recorded]) if flat and recorded.__class__ is dict else None
+    if plain_output is not None:
+        # A plain chat sent and a plain message got back (nearly every call): what the general
+        # path below makes of them, without its passes (no instructions, nothing for the
+        # ledger, no tools in the payloads, no response object).
+        model = _field(observation, "model")
+        return Call(
+            NAME,
+            group,
+            time_nanos(_field(observation, "start"), f"{where} start time"),
+            call_id,
+            history.messages,
+            plain_output,
+            _tools(observation),
+            model if isinstance(model, str) and model else None,
+            context=context,
+        )
     output, output_payload = _output(observation.get("output"), recorded, where)
     messages = history.messages
     instructions = recorded.get("instructions") if isinstance(recorded, dict) else None
