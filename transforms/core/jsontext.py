@@ -276,14 +276,15 @@ def _has_lone_surrogate(value: Any) -> bool:
 
 def loads_as_json(text: str) -> Any:
     """``json.loads(text)``: the same value, or the same error, faster. orjson reads the text
-    unless it may read a number otherwise (``_needs_exact_reading``: an integer past 64 bits
-    orjson makes a float) or refuses it (NaN, a number past the double range, a lone
-    surrogate, nesting past its limit): the standard parser reads those as it always did."""
+    unless it holds a run of 16 digits and points (where orjson may read a number otherwise:
+    an integer past 64 bits becomes a float) or refuses it (NaN, a number past the double
+    range, a lone surrogate, nesting past its limit): the standard parser reads those as it
+    always did. (Both read a shorter number to the nearest double, a tiny one as 0.0.)"""
     try:
         data = text.encode()
     except UnicodeEncodeError:  # a lone surrogate
         return json.loads(text)
-    if not _needs_exact_reading(data):
+    if _LONG_RUN not in data.translate(_FIRST_LOOK):
         try:
             return orjson.loads(data)
         except orjson.JSONDecodeError:
