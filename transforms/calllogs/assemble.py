@@ -463,6 +463,8 @@ def _ordered_sequences(state: GroupState) -> tuple[list[_Sequence], list[list[_C
     """The maximal sequences, the conversation's first, and the calls of each: sequences ranked
     by the latest call each holds (then the longer, then its hash), so that the order depends on
     the pieces only; a call goes to the first sequence in that order that holds it."""
+    if len(state.sequences) == 1:  # most groups: every call's sequence is a prefix of it
+        return list(state.sequences), [list(state.calls)]
     holders = _holders(state)
     every = list(range(len(state.sequences)))
     latest: list[Any] = [None] * len(state.sequences)
