@@ -9,7 +9,9 @@ from pipeline.graph.shard_assembly import SLOTS_PER_OUTPUT_SHARD, _unpacked_stat
 from pipeline.graph.shard_step import ShardResult
 from transforms.calllogs import assemble
 from transforms.calllogs.assemble import GroupState
-from transforms.calllogs.calls import Call
+from transforms.calllogs.calls import Call, Label
+from transforms.record.assembled_calls import ShardGroups
+from transforms.record.record_steps import CallLogged
 
 
 def _states(groups: int, calls: int) -> list[tuple[tuple[str, str], GroupState]]:
@@ -69,3 +71,46 @@ def test_a_shard_results_size_is_estimated_without_pickling_its_states(monkeypat
     assert coder.estimate_size(result) == len(coder.encode(result._replace(calls=())))
     assert coder.estimate_size(result) < len(coder.encode(result))
     assert len(pickled) == 5  # the whole encoding above, not the estimates
+
+
+def test_a_shards_groups_past_the_live_ones_are_packed_and_read_again_when_a_call_comes():
+    groups = ShardGroups(live=2)
+
+    def call(g: int, n: int) -> CallLogged:
+        history = [{"role": "user", "content": f"ask {i}"} for i in range(n + 1)]
+        piece = Call("langfuse", f"trace-{g}", n + 1, f"obs-{g}-{n}", history, [{"role": "assistant", "content": "ok"}])
+        return CallLogged("calls.jsonl", g * 10 + n, [piece], None)
+
+    label = Label("langfuse", "trace-0", 5, "obs-0-0", "langfuse", "l1", "score", 1, "trace-0")
+    for g in range(4):
+        groups.add(call(g, 0))
+    groups.add(CallLogged("calls.jsonl", 99, [label], None))
+    groups.settle()
+    kinds = {key[1]: type(state).__name__ for key, state in groups.items()}
+    assert kinds == {
+        "trace-1": "PackedGroup",
+        "trace-2": "PackedGroup",
+        "trace-3": "GroupState",
+        "trace-0": "GroupState",
+    }
+    groups.add(call(1, 1))  # a packed group gets a call after all: read again, whole
+    groups.settle()
+    groups.add(call(2, 1))
+    groups.settle()  # the live ones: the two touched last
+    states = dict(groups.items())
+    kinds = {key[1]: type(state).__name__ for key, state in states.items()}
+    assert kinds == {
+        "trace-0": "PackedGroup",
+        "trace-3": "PackedGroup",
+        "trace-1": "GroupState",
+        "trace-2": "GroupState",
+    }
+    assert len(states[("langfuse", "trace-1")].calls) == 2 and len(states[("langfuse", "trace-2")].calls) == 2
+    packed = states[("langfuse", "trace-0")]  # packed now, its label kept beside it
+    assert type(packed).__name__ == "PackedGroup" and packed.labels == [label] and packed.holds
+    assert packed.unpacked().labels == [label] and len(packed.unpacked().calls) == 1
+    # The shuffle takes packed and live groups alike.
+    keyed = list(keyed_results(ShardResult(0, {}, {}, groups.items()), 1))
+    unpacked = _unpacked_states(value for key, value in keyed if key[0] == "groups")
+    assert sorted(k[1] for k in unpacked) == ["trace-0", "trace-1", "trace-2", "trace-3"]
+    assert [k for k, v in keyed if k[0] == "joins"] and all(not s.labels for s in unpacked.values())

@@ -42,6 +42,7 @@ from transforms.calllogs.labels import Joined, Target, resolve, targets_of
 from transforms.conversations import freeze_gc
 from transforms.record.assembled_calls import (
     AssemblyOutput,
+    PackedGroup,
     assembly_partial,
     bucket_of,
     conversations_of,
@@ -69,18 +70,23 @@ def _slot(join_or_group: Any, buckets: int) -> int:
 
 
 def _batched(
-    states: Iterable[tuple[tuple[str, str], GroupState]], labels: Iterable[Label], buckets: int
+    states: Iterable[tuple[tuple[str, str], GroupState | PackedGroup]], labels: Iterable[Label], buckets: int
 ) -> Iterator[tuple[tuple[Any, ...], Any]]:
-    """Groups' states, packed by slot, ``{group key: state}``; their label targets and
-    ``labels``, packed by the slot of their join ids, ``(labels, targets)``: ``[(join id,
-    Label)]``, ``[(join id, Target as a tuple)]``."""
-    groups: dict[int, dict[tuple[str, str], GroupState]] = {}
+    """Groups' states, packed by slot, ``{group key: state}`` (a state packed already as its
+    bytes); their label targets and ``labels``, packed by the slot of their join ids,
+    ``(labels, targets)``: ``[(join id, Label)]``, ``[(join id, Target as a tuple)]``."""
+    groups: dict[int, dict[tuple[str, str], GroupState | bytes]] = {}
     joins: dict[int, tuple[list, list]] = {}
     for label in labels:
         joins.setdefault(_slot(label.group, buckets), ([], []))[0].append((label.group, label))
     for key, state in states:
-        groups.setdefault(_slot(key, buckets), {})[key] = state
-        for join_id, target in targets_of(key, call_traces(state)):
+        if isinstance(state, PackedGroup):
+            groups.setdefault(_slot(key, buckets), {})[key] = state.packed
+            traces = state.traces
+        else:
+            groups.setdefault(_slot(key, buckets), {})[key] = state
+            traces = call_traces(state)
+        for join_id, target in targets_of(key, traces):
             joins.setdefault(_slot(join_id, buckets), ([], []))[1].append((join_id, tuple(target)))
     for slot, batch in groups.items():
         yield (_GROUPS, slot), pack(batch)
@@ -96,11 +102,15 @@ def keyed_results(result: ShardResult, buckets: int) -> Iterator[tuple[tuple[Any
     states = []
     for key, state in result.calls:
         labels.extend(state.labels)
-        state.labels = []
-        if not state.holds_pieces():
-            continue
+        if isinstance(state, PackedGroup):
+            if not state.holds:
+                continue
+        else:
+            state.labels = []
+            if not state.holds_pieces():
+                continue
         if is_join_key(key):
-            yield (_GROUP, *key), pack({key: state})
+            yield (_GROUP, *key), pack({key: state.packed if isinstance(state, PackedGroup) else state})
         else:
             states.append((key, state))
     yield from _batched(states, labels, buckets)
@@ -135,6 +145,9 @@ def _unpacked_states(packed: Iterable[bytes]) -> dict[Any, GroupState]:
         with _collector_paused():
             found = unpack(batch)
         for key, state in found.items():
+            if isinstance(state, bytes):  # packed while its shard was read
+                with _collector_paused():
+                    state = unpack(state)
             known = states.get(key)
             if known is None:
                 states[key] = state

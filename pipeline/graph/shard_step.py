@@ -39,9 +39,8 @@ from pipeline.io.parts import Part
 from pipeline.io.read_shard import iter_part_batches
 from pipeline.io.shard import Shard
 from pipeline.io.written_files import WrittenFile, temp_name
-from transforms.calllogs.assemble import GroupState
 from transforms.dataset.dataset_keys import CONTENT_KEYS, TRAIN, output_names, split_output
-from transforms.record.assembled_calls import keyed_pieces
+from transforms.record.assembled_calls import ShardGroups
 from transforms.record.dedupe import batch_claims, fingerprint, pack
 from transforms.record.inputs import DEFAULT_BATCH_BYTES, DEFAULT_BATCH_SIZE, DEFAULT_MAX_RECORD_BYTES, Batch
 from transforms.record.pairs import batch_pair_claims
@@ -104,7 +103,8 @@ class ShardResult(NamedTuple):
     #: The step's view's partial summary (``summaries.merge`` adds them up).
     partial: dict
     #: Its call-log records' pieces, for the assembly: ``((format, group), GroupState)`` pairs,
-    #: each group's pieces folded in as they came (its longest histories, not every call's).
+    #: each group's pieces folded in as they came (its longest histories, not every call's), a
+    #: state packed (``PackedGroup``) when no call of it came for a while (``ShardGroups``).
     calls: Sequence[Any] = ()
     #: ``ShardWork.holds``: the spill file its outputs went to (``Spill``), or None.
     spill: str | None = None
@@ -182,7 +182,7 @@ def process_batches(
     # live on (records.normalize_batch). The reader hint lives for the shard (one file's records).
     lines_only = FILE_FORMATS[work.file_format(step.main_output)].takes_lines
     hint = ReaderHint()
-    groups: dict[Any, GroupState] = {}
+    groups = ShardGroups()
     # --dedupe: the outputs go to a spill file, one entry per batch; only the claims go on.
     held = Held(number, place, settings.dedupe == "prefix", settings.pairs_across) if work.holds else None
     letters: list[Any] = []  # --split: the shard's dead letters, written in input order
@@ -200,11 +200,8 @@ def process_batches(
                     on_calls(items)
                 elif name == CALLS:  # not an output: the assembly's input
                     for logged in items:
-                        for key, (source, position, piece) in keyed_pieces(logged):
-                            state = groups.get(key)
-                            if state is None:
-                                state = groups[key] = GroupState()
-                            state.add(source, position, piece)
+                        groups.add(logged)
+                    groups.settle()
                     # The groups' states live until the shard ends and only grow: out of the
                     # cyclic collector's sight (they hold no cycle; freed by reference counts),
                     # or each full collection scans them all again (measured: a quarter of a
@@ -239,7 +236,7 @@ def process_batches(
         number,
         written_files(work, number, start, out.paths, measures),
         total or step.view.partial(),
-        list(groups.items()),
+        groups.items(),
     )
     return shard._replace(**held_files)
 

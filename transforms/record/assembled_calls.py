@@ -12,10 +12,11 @@ groups finish in.
 
 from __future__ import annotations
 
+import itertools
 import zlib
 from typing import Any, Iterable, Iterator, NamedTuple
 
-from transforms.calllogs.assemble import Assembled, GroupState, NoCalls, group_key
+from transforms.calllogs.assemble import Assembled, GroupState, NoCalls, call_traces, group_key
 from transforms.calllogs.calls import Fragment, Label, Rejected, ToolResult
 from transforms.calllogs.chains import assemble_chained
 from transforms.calllogs.joins import is_join_key, joined_states
@@ -41,6 +42,63 @@ FIRST_ASSEMBLED_SHARD = 1 << 20
 def keyed_pieces(logged: CallLogged) -> Iterator[tuple[tuple[str, str], tuple[str, int, Any]]]:
     for piece in logged.pieces:
         yield group_key(piece), (logged.source, logged.position, piece)
+
+
+class PackedGroup(NamedTuple):
+    """A group's state packed while its shard is still read (``ShardGroups``), with what the
+    assembly's shuffle needs of it unread: its labels (taken out of the state), whether it
+    holds pieces, and each call's id and trace (``call_traces``: the ids it offers labels)."""
+
+    packed: bytes
+    labels: list[Label]
+    holds: bool
+    traces: list[tuple[str, str | None]]
+
+    @staticmethod
+    def of(state: GroupState) -> PackedGroup:
+        labels, state.labels = state.labels, []
+        return PackedGroup(pack(state), labels, state.holds_pieces(), call_traces(state))
+
+    def unpacked(self) -> GroupState:
+        state: GroupState = unpack(self.packed)
+        state.labels = list(self.labels)
+        return state
+
+
+#: A shard's groups kept as objects while it is read, the ones touched last; the others are
+#: packed (``PackedGroup``: about a fifth of their size as objects).
+LIVE_GROUPS = 4096
+
+
+class ShardGroups:
+    """A shard's groups' states as its call-log records are read (``add``), each group's pieces
+    folded in as they come. Only the ``live`` groups touched last are objects; older ones are
+    packed (``settle``) and read again if a call of theirs comes after all: an export holds a
+    trace's calls together, so a shard's memory does not grow with its groups."""
+
+    def __init__(self, live: int = LIVE_GROUPS) -> None:
+        self._live: dict[tuple[str, str], GroupState] = {}
+        self._packed: dict[tuple[str, str], PackedGroup] = {}
+        self._limit = live
+
+    def add(self, logged: CallLogged) -> None:
+        live = self._live
+        for key, (source, position, piece) in keyed_pieces(logged):
+            state = live.pop(key, None)  # put back last: the live groups in the order touched
+            if state is None:
+                packed = self._packed.pop(key, None)
+                state = GroupState() if packed is None else packed.unpacked()
+            live[key] = state
+            state.add(source, position, piece)
+
+    def settle(self) -> None:
+        """Pack the groups past the ``live`` touched last."""
+        live = self._live
+        for key in list(itertools.islice(live, max(0, len(live) - self._limit))):
+            self._packed[key] = PackedGroup.of(live.pop(key))
+
+    def items(self) -> list[tuple[tuple[str, str], GroupState | PackedGroup]]:
+        return [*self._packed.items(), *self._live.items()]
 
 
 def call_log_partial(logged: Iterable[CallLogged]) -> dict[str, Any]:
