@@ -219,6 +219,9 @@ DEFAULT_SETUPS = [
     ("langsmith-wrap-anthropic", "payloads", False),
     # Responses with previous_response_id: each call holds only the new items.
     ("openinference-responses-previous-id", "otlp", True),
+    # The same without a parent span: each call a trace of its own, chained by response id
+    # across groups.
+    ("openinference-responses-previous-id-no-parent", "otlp", True),
 ]
 
 
