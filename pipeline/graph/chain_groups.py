@@ -163,9 +163,9 @@ def chained_in_memory(made: list[Any], id_field: str) -> list[Any]:
 @beam.typehints.with_input_types(beam.typehints.Any)
 @beam.typehints.with_output_types(beam.typehints.Any)
 class ChainAcrossGroups(beam.PTransform):
-    """Keyed conversations (``(tag, output shard)``: the assembly's) -> the same, and the
-    verdicts on them under their output shard's key, for ``chained_conversations`` to apply
-    where each output shard's conversations meet."""
+    """Keyed conversations (``(tag, output shard)``: the assembly's; one collection or a tuple
+    of them) -> the same, and the verdicts on them under their output shard's key, for
+    ``chained_conversations`` to apply where each output shard's conversations meet."""
 
     def __init__(self, id_field: str, buckets: int, tag: str) -> None:
         super().__init__()
@@ -174,13 +174,19 @@ class ChainAcrossGroups(beam.PTransform):
         self._tag = tag
 
     def expand(self, keyed):
+        # Conversations may come in several collections (``shard_assembly``'s groups joined by
+        # response id apart): one Flatten with the verdicts, so each is encoded once more only.
+        parts = tuple(keyed) if isinstance(keyed, tuple) else (keyed,)
+        claims = [
+            part | f"Claims{n or ''}" >> beam.FlatMap(_claims, self._tag, self._id_field, self._buckets)
+            for n, part in enumerate(parts)
+        ]
+        if len(claims) > 1:
+            claims = [tuple(claims) | "AllClaims" >> beam.Flatten()]
         verdicts = (
-            keyed
-            | "Claims" >> beam.FlatMap(_claims, self._tag, self._id_field, self._buckets)
-            | "ByHash" >> beam.GroupByKey()
-            | "Verdicts" >> beam.FlatMap(_verdicts, self._tag, self._buckets)
+            claims[0] | "ByHash" >> beam.GroupByKey() | "Verdicts" >> beam.FlatMap(_verdicts, self._tag, self._buckets)
         )
-        return (keyed, verdicts) | "WithVerdicts" >> beam.Flatten()
+        return (*parts, verdicts) | "WithVerdicts" >> beam.Flatten()
 
 
 def chain_enabled(settings: Any) -> bool:

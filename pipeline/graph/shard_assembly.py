@@ -36,6 +36,7 @@ from transforms.calllogs.assemble import GroupState, call_traces
 from transforms.calllogs.calls import Label
 from transforms.calllogs.joins import is_join_key, joined_states
 from transforms.calllogs.labels import Joined, Target, resolve, targets_of
+from transforms.calllogs.response_links import JoinsGroup, links_at, response_keys, roots
 from transforms.conversations import freeze_gc
 from transforms.record.assembled_calls import (
     AssemblyOutput,
@@ -48,6 +49,9 @@ from transforms.record.labelled_calls import labelled
 from transforms.totals import summary as summaries
 
 _RESULT, _GROUP, _OUTPUT, _ANY, _JOIN = "result", "group", "output", "any", "join"
+#: The key's tags of the response-id chaining: a group's response ids, the links (one key), a
+#: group joining its root's.
+_RESPONSE, _LINKS, _JOINED = "response", "links", "joined"
 #: The key's tag of the conversations keyed by output shard (what ``ChainAcrossGroups`` reads).
 OUTPUT_TAG = _OUTPUT
 
@@ -93,7 +97,7 @@ class KeepResultsAssembleGroups(beam.CombineFn):
         return [[], GroupState()]
 
     def add_input(self, accumulator: list, value: Any) -> list:
-        if isinstance(value, (ShardResult, Label, Target)):  # a result's key; a join id's
+        if isinstance(value, (ShardResult, Label, Target, JoinsGroup)):  # a result's key; a join id's; a verdict
             accumulator[0].append(value)
         elif value is not None:
             accumulator[1].merge(value)  # a shard's state of the group
@@ -133,6 +137,44 @@ def by_output_shard(keyed: tuple[tuple[Any, ...], list], work: ShardWork, bucket
         for bucket in range(buckets):
             yield (_OUTPUT, bucket), None
         return
+    moves = [item for item in results if isinstance(item, JoinsGroup)]
+    if moves:
+        # Linked by response id to other groups: its state goes to where they all meet.
+        yield (_JOINED, *moves[0].root), state
+        return
+    for bucket, made in conversations_of(((key[1], key[2]), state), work.settings, buckets):
+        yield (_OUTPUT, bucket), made
+
+
+def _response_keys(keyed: tuple[tuple[Any, ...], Any]) -> Iterator[tuple[tuple[Any, ...], Any]]:
+    """A group's (or one input shard's part of it) response ids held and lacked."""
+    key, state = keyed
+    if key[0] == _GROUP and isinstance(state, GroupState) and not is_join_key(key[1:]):
+        for (fmt, response_id), value in response_keys((key[1], key[2]), state):
+            yield (_RESPONSE, fmt, response_id), value
+
+
+def _links(keyed: tuple[tuple[Any, ...], Iterable[Any]]) -> Iterator[tuple[tuple[str], Any]]:
+    for link in links_at(keyed[1]):
+        yield (_LINKS,), link
+
+
+def _verdicts(keyed: tuple[tuple[str], Iterable[Any]]) -> Iterator[tuple[tuple[Any, ...], JoinsGroup]]:
+    """Every link of the run (group keys only, two per call continuing another group's
+    response) -> each linked group's verdict, under its key."""
+    for group, root in sorted(roots(keyed[1]).items()):
+        yield (_GROUP, *group), JoinsGroup(root)
+
+
+def is_linked(keyed: tuple[tuple[Any, ...], Any]) -> bool:
+    """Whether a keyed item is the state of a group linked by response id to others."""
+    return keyed[0][0] == _JOINED
+
+
+def joined_conversations(keyed: tuple[tuple[Any, ...], list], work: ShardWork, buckets: int) -> Iterator[tuple]:
+    """The merged state of groups linked by response id (under their root's key) -> its
+    conversations, by output shard."""
+    key, (_, state) = keyed
     for bucket, made in conversations_of(((key[1], key[2]), state), work.settings, buckets):
         yield (_OUTPUT, bucket), made
 
@@ -184,12 +226,28 @@ class AssembleShardCalls(beam.PTransform):
         self, work: ShardWork, temp_root: str, buckets: int, first_shard: int, chain: beam.PTransform | None = None
     ) -> None:
         super().__init__()
-        #: Applied to the conversations keyed by output shard, before they are gathered.
+        #: Applied to the conversations keyed by output shard, before they are gathered; with
+        #: it, groups linked by response id are joined first (``transforms.calllogs.response_links``).
         self._chain = chain
         self._work = work
         self._temp_root = temp_root
         self._buckets = buckets
         self._first_shard = first_shard
+
+    def _response_verdicts(self, whole, joined):
+        """Each group linked by response id to others: its ``JoinsGroup``, under its key. Only
+        keys travel: response ids by group, then the links, all at one key."""
+        return (
+            (
+                whole | "ResponseKeys" >> beam.FlatMap(_response_keys),
+                joined | "JoinedResponseKeys" >> beam.FlatMap(_response_keys),
+            )
+            | "AllResponseKeys" >> beam.Flatten()
+            | "ByResponse" >> beam.GroupByKey()
+            | "Links" >> beam.FlatMap(_links)
+            | "AllLinks" >> beam.GroupByKey()
+            | "LinkVerdicts" >> beam.FlatMap(_verdicts)
+        )
 
     def expand(self, results):
         keyed = results | "Keyed" >> beam.FlatMap(keyed_results)
@@ -200,14 +258,25 @@ class AssembleShardCalls(beam.PTransform):
             | "Joined" >> beam.FlatMap(joined_groups)
         )
         whole = keyed | "Whole" >> beam.Filter(lambda item: not is_fragments(item))
+        inputs: tuple[Any, ...] = (whole, joined)
+        if self._chain is not None:
+            inputs = (*inputs, self._response_verdicts(whole, joined))
         keyed = (
-            (whole, joined)
+            inputs
             | "WithJoined" >> beam.Flatten()
             | "AssembleGroups" >> beam.CombinePerKey(KeepResultsAssembleGroups())
             | "ByOutputShard" >> beam.FlatMap(by_output_shard, self._work, self._buckets)
         )
         if self._chain is not None:
-            keyed = keyed | "ChainAcrossGroups" >> self._chain
+            # Only the states of the groups linked by response id move once more, to merge.
+            linked = (
+                keyed
+                | "Linked" >> beam.Filter(is_linked)
+                | "JoinLinkedGroups" >> beam.CombinePerKey(KeepResultsAssembleGroups())
+                | "LinkedConversations" >> beam.FlatMap(joined_conversations, self._work, self._buckets)
+            )
+            unlinked = keyed | "Unlinked" >> beam.Filter(lambda item: not is_linked(item))
+            keyed = (unlinked, linked) | "ChainAcrossGroups" >> self._chain
         return (
             keyed
             | "Gather" >> beam.GroupByKey()
