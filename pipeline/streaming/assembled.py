@@ -50,6 +50,7 @@ from pipeline.io.processed_files import ASSEMBLED_DIR, ASSEMBLED_FILE, CALLS_FIL
 from pipeline.streaming.piece_lines import logged_lines, piece_of_line
 from pipeline.testhooks import pause_point
 from transforms.calllogs.assemble import GroupState, call_traces, group_key
+from transforms.calllogs.response_links import merged_by_response
 from transforms.calllogs.calls import Call, Fragment
 from transforms.calllogs.joins import is_join_key, joined_states
 from transforms.calllogs.labels import LABEL_READERS, targets_of
@@ -310,6 +311,13 @@ def _earlier_labels(output: str, window: str, gathered: dict[str, Any], states: 
     return found
 
 
+def _linked_by_response(states: dict[str, GroupState]) -> dict[str, GroupState]:
+    """The window's group states (by their key's JSON text) with those linked by response id
+    merged under their root's key (``response_links.merged_by_response``)."""
+    merged = merged_by_response({tuple(json.loads(text)): state for text, state in states.items()})
+    return {_key_text(key): state for key, state in merged.items()}
+
+
 def assemble_window(output: str, window: str, work: ShardWork, run_temp: str, commit: Commit) -> str:
     """Assemble, normalize and commit the conversations of the groups ``window`` touched:
     "done" (committed now), "already" (committed before), "none" (no call logs) or "refused"
@@ -327,9 +335,13 @@ def assemble_window(output: str, window: str, work: ShardWork, run_temp: str, co
         states.update(more)
         read = sorted({*read, *read_more})
     made: list[Any] = []
-    for text in sorted(states):  # a label's group makes no conversation
+    assembling = states
+    if chain_enabled(work.settings):
+        # Groups linked by response id (a Responses call continuing another group's) are one.
+        assembling = _linked_by_response(states)
+    for text in sorted(assembling):  # a label's group makes no conversation
         key = tuple(json.loads(text))
-        for _, conversation in conversations_of((key, states[text]), work.settings, 1):
+        for _, conversation in conversations_of((key, assembling[text]), work.settings, 1):
             made.append(emitted_again(conversation, panes.get(text, 0)))
     assembled = made
     if chain_enabled(work.settings):
