@@ -50,10 +50,10 @@ from pipeline.io.processed_files import ASSEMBLED_DIR, ASSEMBLED_FILE, CALLS_FIL
 from pipeline.streaming.piece_lines import logged_lines, piece_of_line
 from pipeline.testhooks import pause_point
 from transforms.calllogs.assemble import GroupState, call_traces, group_key
-from transforms.calllogs.response_links import merged_by_response
 from transforms.calllogs.calls import Call, Fragment
 from transforms.calllogs.joins import is_join_key, joined_states
 from transforms.calllogs.labels import LABEL_READERS, targets_of
+from transforms.calllogs.response_links import merged_by_response
 from transforms.core.jsontext import canonical_json, document_bytes
 from transforms.record.assembled_calls import assembly_partial, conversations_of, emitted_again, shard_batches
 from transforms.record.labelled_calls import joined_in, labelled
