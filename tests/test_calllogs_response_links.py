@@ -199,3 +199,26 @@ def test_redacted_response_ids_still_chain_and_are_written_nowhere(tmp_path):
     summary, records = _run([source], tmp_path / "out", "--redact", "secrets")
     assert summary["call_logs"]["responses_chained"] == 4 and len(records) == 2
     assert not [p for p in (tmp_path / "out").rglob("*") if p.is_file() and key.encode() in p.read_bytes()]
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(900)
+def test_daskrunner_chains_responses_across_groups_as_fnapirunner_does(tmp_path):
+    import subprocess
+    import sys
+
+    from engine_outputs import assert_same_outputs
+
+    pytest.importorskip("dask.distributed", reason="the dask extra is not installed (pip install -e '.[dask]')")
+    files = _one_file_per_line(tmp_path / "spans", RESPONSES)
+    _run(files, tmp_path / "one")
+    argv = [arg for path in files for arg in ("--input", str(path))]
+    dask = subprocess.run(
+        [sys.executable, "-m", "pipeline", *argv, "--output", str(tmp_path / "dask"), "--quiet", "--no-report"]
+        + ["--runner", "DaskRunner"],
+        capture_output=True,
+        timeout=600,
+    )
+    assert dask.returncode == 0, dask.stderr.decode(errors="replace")[-4000:]
+    assert_same_outputs(tmp_path / "dask", tmp_path / "one", "DaskRunner, responses chained across groups")
+    assert sorted((r["messages"] for r in _lines(tmp_path / "dask" / "normalized")), key=json.dumps) == _driven()

@@ -154,13 +154,14 @@ def _response_keys(keyed: tuple[tuple[Any, ...], Any]) -> Iterator[tuple[tuple[A
             yield (_RESPONSE, fmt, response_id), value
 
 
-def _links(keyed: tuple[tuple[Any, ...], Iterable[Any]]) -> Iterator[tuple[tuple[str], Any]]:
+def _links(keyed: tuple[tuple[Any, ...], Iterable[Any]]) -> Iterator[tuple[tuple[str, str], Any]]:
+    """One response id's groups -> its links, all of a format at one key."""
     for link in links_at(keyed[1]):
-        yield (_LINKS,), link
+        yield (_LINKS, keyed[0][1]), link
 
 
-def _verdicts(keyed: tuple[tuple[str], Iterable[Any]]) -> Iterator[tuple[tuple[Any, ...], JoinsGroup]]:
-    """Every link of the run (group keys only, two per call continuing another group's
+def _verdicts(keyed: tuple[tuple[str, str], Iterable[Any]]) -> Iterator[tuple[tuple[Any, ...], JoinsGroup]]:
+    """Every link of a format (group keys only, two per call continuing another group's
     response) -> each linked group's verdict, under its key."""
     for group, root in sorted(roots(keyed[1]).items()):
         yield (_GROUP, *group), JoinsGroup(root)
