@@ -21,7 +21,15 @@ from pipeline.cli.main import main
 from transforms.calllogs.assemble import GroupState
 from transforms.calllogs.calls import Call
 from transforms.calllogs.chains import assemble_chained
-from transforms.calllogs.response_links import Holds, Lacks, links_at, merged_by_response, response_keys, roots
+from transforms.calllogs.response_links import (
+    Holds,
+    Lacks,
+    links_at,
+    links_of,
+    merged_by_response,
+    response_keys,
+    roots,
+)
 
 RESPONSES = Path(__file__).parent / "data" / "calllogs" / "chained" / "openinference-responses-no-parent.jsonl"
 SYSTEM = {"role": "system", "content": "You are brief."}
@@ -81,6 +89,13 @@ def test_a_response_links_each_group_lacking_it_to_one_holding_it():
     assert links_at([Lacks(c), Holds(b), Holds(a), Lacks(b)]) == [(c, a)]  # the smallest holder
     assert links_at([Lacks(c)]) == []  # not logged: nothing to link
     assert links_at([Holds(a)]) == []
+
+
+def test_the_links_of_many_response_ids_are_those_at_each():
+    a, b, c = ("f", "a"), ("f", "b"), ("f", "c")
+    keys = [(("f", "r2"), Lacks(c)), (("f", "r1"), Holds(a)), (("f", "r2"), Holds(b)), (("f", "r1"), Lacks(b))]
+    assert links_of(keys) == [(b, a), (c, b)]
+    assert links_of(reversed(keys)) == [(b, a), (c, b)]
 
 
 @pytest.mark.parametrize("order", list(itertools.permutations(range(3))))

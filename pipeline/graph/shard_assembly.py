@@ -18,7 +18,11 @@ Shard results pass through it untouched (less their pieces), so ``MergeShardResu
 sees every shard's result and every assembled output shard's alike. A ``chain`` step
 (``chain_groups.ChainAcrossGroups``, --chain-groups) adds its verdicts to the conversations
 keyed by output shard before the GroupByKey; each output shard applies them
-(``chained_conversations``) before its conversations are processed.
+(``chained_conversations``) before its conversations are processed. With it, groups linked by
+response id (``transforms.calllogs.response_links``) are joined first: their response ids,
+packed by bucket of ids, meet by bucket; the links meet at one key per format; each linked
+group's verdict (``JoinsGroup``) goes into the groups' combine, and only those groups' states
+are combined once more, under their root's key, before their conversations join the others.
 """
 
 from __future__ import annotations
@@ -36,7 +40,7 @@ from transforms.calllogs.assemble import GroupState, call_traces
 from transforms.calllogs.calls import Label
 from transforms.calllogs.joins import is_join_key, joined_states
 from transforms.calllogs.labels import Joined, Target, resolve, targets_of
-from transforms.calllogs.response_links import JoinsGroup, links_at, response_keys, roots
+from transforms.calllogs.response_links import JoinsGroup, links_of, response_keys, roots
 from transforms.conversations import freeze_gc
 from transforms.record.assembled_calls import (
     AssemblyOutput,
@@ -45,6 +49,7 @@ from transforms.record.assembled_calls import (
     conversations_of,
     shard_batches,
 )
+from transforms.record.dedupe import pack, unpack
 from transforms.record.labelled_calls import labelled
 from transforms.totals import summary as summaries
 
@@ -146,17 +151,25 @@ def by_output_shard(keyed: tuple[tuple[Any, ...], list], work: ShardWork, bucket
         yield (_OUTPUT, bucket), made
 
 
-def _response_keys(keyed: tuple[tuple[Any, ...], Any]) -> Iterator[tuple[tuple[Any, ...], Any]]:
-    """A group's (or one input shard's part of it) response ids held and lacked."""
+def _response_keys(keyed: tuple[tuple[Any, ...], Any], buckets: int) -> Iterator[tuple[tuple[Any, ...], bytes]]:
+    """A group's (or one input shard's part of it) response ids held and lacked, packed, one
+    value per bucket of ids: an element per call (each may hold a response id) would be a
+    shuffle call by call, which the groups' combine is there to avoid."""
     key, state = keyed
-    if key[0] == _GROUP and isinstance(state, GroupState) and not is_join_key(key[1:]):
-        for (fmt, response_id), value in response_keys((key[1], key[2]), state):
-            yield (_RESPONSE, fmt, response_id), value
+    if key[0] != _GROUP or not isinstance(state, GroupState) or is_join_key(key[1:]):
+        return
+    by_bucket: dict[tuple[str, str, int], list[Any]] = {}
+    for (fmt, response_id), value in response_keys((key[1], key[2]), state):
+        by_bucket.setdefault((_RESPONSE, fmt, bucket_of((fmt, response_id), buckets)), []).append(
+            ((fmt, response_id), value)
+        )
+    for where, pairs in by_bucket.items():
+        yield where, pack(pairs)
 
 
-def _links(keyed: tuple[tuple[Any, ...], Iterable[Any]]) -> Iterator[tuple[tuple[str, str], Any]]:
-    """One response id's groups -> its links, all of a format at one key."""
-    for link in links_at(keyed[1]):
+def _links(keyed: tuple[tuple[Any, ...], Iterable[bytes]]) -> Iterator[tuple[tuple[str, str], Any]]:
+    """One bucket of response ids' groups -> their links, all of a format at one key."""
+    for link in links_of(pair for packed in keyed[1] for pair in unpack(packed)):
         yield (_LINKS, keyed[0][1]), link
 
 
@@ -240,8 +253,8 @@ class AssembleShardCalls(beam.PTransform):
         keys travel: response ids by group, then the links, all at one key."""
         return (
             (
-                whole | "ResponseKeys" >> beam.FlatMap(_response_keys),
-                joined | "JoinedResponseKeys" >> beam.FlatMap(_response_keys),
+                whole | "ResponseKeys" >> beam.FlatMap(_response_keys, self._buckets),
+                joined | "JoinedResponseKeys" >> beam.FlatMap(_response_keys, self._buckets),
             )
             | "AllResponseKeys" >> beam.Flatten()
             | "ByResponse" >> beam.GroupByKey()

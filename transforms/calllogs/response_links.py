@@ -14,7 +14,7 @@ Only keys travel to decide it:
   responses it holds (``Holds``) and those its chained calls continue that it lacks
   (``Lacks``): ``response_keys``;
 - at one response id, each group lacking it is linked to the group holding it (the smallest,
-  should two hold it): ``links_at``;
+  should two hold it): ``links_at`` (``links_of`` at many);
 - the links' connected groups are one group; its key is the smallest of its groups that lacks
   no response another of them holds (where the chain starts), else the smallest: ``roots``.
 
@@ -76,6 +76,15 @@ def links_at(values: Iterable[Holds | Lacks]) -> list[tuple[GroupKey, GroupKey]]
     return [(group, holder) for group in sorted(lacking - holders)]
 
 
+def links_of(keys: Iterable[tuple[tuple[str, str], Holds | Lacks]]) -> list[tuple[GroupKey, GroupKey]]:
+    """The links of many response ids' keys (``response_keys``' of many groups): ``links_at``
+    at each id, in the order of the ids."""
+    by_response: dict[tuple[str, str], list[Holds | Lacks]] = {}
+    for key, value in keys:
+        by_response.setdefault(key, []).append(value)
+    return [link for key in sorted(by_response) for link in links_at(by_response[key])]
+
+
 def roots(links: Iterable[tuple[GroupKey, GroupKey]]) -> dict[GroupKey, GroupKey]:
     """Each linked group -> the key of the group it joins (the root itself included): groups
     linked directly or through others are one. The root is the smallest group of them that
@@ -114,11 +123,7 @@ def roots(links: Iterable[tuple[GroupKey, GroupKey]]) -> dict[GroupKey, GroupKey
 def merged_by_response(states: dict[GroupKey, GroupState]) -> dict[GroupKey, GroupState]:
     """``states`` (every group of one place, in one process) with the groups linked by response
     id merged under their root's key, in new states (those given are left as they are)."""
-    by_response: dict[tuple[str, str], list[Holds | Lacks]] = {}
-    for group in sorted(states):
-        for key, value in response_keys(group, states[group]):
-            by_response.setdefault(key, []).append(value)
-    found = roots(link for key in sorted(by_response) for link in links_at(by_response[key]))
+    found = roots(links_of(pair for group in sorted(states) for pair in response_keys(group, states[group])))
     if not found:
         return states
     out = {group: state for group, state in states.items() if group not in found}
@@ -130,4 +135,4 @@ def merged_by_response(states: dict[GroupKey, GroupState]) -> dict[GroupKey, Gro
     return out
 
 
-__all__ = ["Holds", "JoinsGroup", "Lacks", "links_at", "merged_by_response", "response_keys", "roots"]
+__all__ = ["Holds", "JoinsGroup", "Lacks", "links_at", "links_of", "merged_by_response", "response_keys", "roots"]
