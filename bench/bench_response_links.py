@@ -39,7 +39,8 @@ TURNS = 4
 def _row(conversation: int, turn: int, session: bool) -> bytes:
     response = f"resp_{conversation}_{turn}"
     previous = f"resp_{conversation}_{turn - 1}" if turn else None
-    request: dict = {"model": "gpt-4o-mini", "instructions": "You are brief.", "input": f"Question {turn} of {conversation}?"}
+    question = f"Question {turn} of {conversation}?"
+    request: dict = {"model": "gpt-4o-mini", "instructions": "You are brief.", "input": question}
     if previous:
         request["previous_response_id"] = previous
     answer = f"Answer {turn} to {conversation}, with some words to make it a plausible length."
@@ -90,7 +91,8 @@ def main() -> None:
         for label, run in runs.items():
             made = run["summary"]["call_logs"]
             print(
-                f"{label}: {run['cpu']:.2f} s CPU ({run['cpu'] / base['cpu']:.2f}x), peak RSS {run['rss_mib']:,.0f} MiB, "
+                f"{label}: {run['cpu']:.2f} s CPU ({run['cpu'] / base['cpu']:.2f}x), "
+                f"peak RSS {run['rss_mib']:,.0f} MiB, "
                 f"{run['summary']['records_out']:,} written, {made.get('responses_chained', 0):,} chained, "
                 f"{made.get('responses_unchained', 0):,} unchained"
             )
