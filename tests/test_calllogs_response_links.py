@@ -157,6 +157,19 @@ def test_calls_each_in_a_trace_of_their_own_give_the_conversations_driven(tmp_pa
 
 
 @pytest.mark.slow
+def test_explain_makes_a_conversation_of_groups_joined_by_response_id_again(tmp_path, capsys):
+    """``convnorm explain`` assembles the records its calls were read from as the run did: the
+    groups joined, not the root's call alone."""
+    out = tmp_path / "out"
+    _, records = _run([RESPONSES], out)
+    (record,) = [r for r in records if any(m.get("content") == "Thanks!" for m in r["messages"])]
+    capsys.readouterr()
+    assert main(["explain", str(out), "--id", record["id"]]) == 0
+    before = [line.split("|")[0] for line in capsys.readouterr().out.splitlines() if "|" in line]
+    assert any("'Thanks!'" in line for line in before) and any("You're welcome." in line for line in before)
+
+
+@pytest.mark.slow
 def test_without_chaining_across_groups_each_call_is_its_new_items_counted(tmp_path):
     summary, records = _run([RESPONSES], tmp_path / "out", "--no-chain-groups")
     assert summary["accounted"] and len(records) == 6
