@@ -106,6 +106,20 @@ def test_linked_groups_join_the_group_their_chain_starts_in_whatever_the_order(o
     assert found == {a: a, b: a, c: a, d: d, e: d}
 
 
+def test_groups_that_continue_each_other_in_a_loop_are_one_under_the_smallest():
+    """Hostile input (no chain starts anywhere): one group all the same, its calls left as the
+    assembly leaves a loop."""
+    a, b, c = ("f", "a"), ("f", "b"), ("f", "c")
+    assert roots([(b, c), (c, b), (a, b)]) == {a: a, b: a, c: a}  # each lacks: the smallest
+    loop = [
+        _call(1, "t1", [_m("user", "One?")], [_m("assistant", "1.")], "resp_1", "resp_2"),
+        _call(2, "t2", [_m("user", "Two?")], [_m("assistant", "2.")], "resp_2", "resp_1"),
+    ]
+    merged = merged_by_response(_states(loop))
+    assert sorted(merged) == [("helicone", "t1")]
+    assert assemble_chained("helicone", "t1", merged[("helicone", "t1")])
+
+
 def test_a_chain_of_calls_each_in_a_group_of_its_own_is_one_conversation():
     states = _states(list(reversed(CHAIN)))
     states[("helicone", "other")] = GroupState().add("g", 0, _call(9, "other", [_m("user", "Hi")], [], "resp_9"))
