@@ -245,22 +245,38 @@ def test_redacted_response_ids_still_chain_and_are_written_nowhere(tmp_path):
 
 @pytest.mark.slow
 @pytest.mark.timeout(900)
-def test_daskrunner_chains_responses_across_groups_as_fnapirunner_does(tmp_path):
+@pytest.mark.parametrize("runner", ["DaskRunner", "PrismRunner"])
+def test_another_runner_chains_responses_across_groups_as_fnapirunner_does(tmp_path, runner):
     import subprocess
     import sys
 
     from engine_outputs import assert_same_outputs
 
-    pytest.importorskip("dask.distributed", reason="the dask extra is not installed (pip install -e '.[dask]')")
+    flags = ["--runner", runner]
+    if runner == "DaskRunner":
+        pytest.importorskip("dask.distributed", reason="the dask extra is not installed (pip install -e '.[dask]')")
+    else:
+        from prism_build import prism_binary
+
+        flags.append(f"--prism_location={prism_binary()}")
     files = _one_file_per_line(tmp_path / "spans", RESPONSES)
     _run(files, tmp_path / "one")
     argv = [arg for path in files for arg in ("--input", str(path))]
-    dask = subprocess.run(
-        [sys.executable, "-m", "pipeline", *argv, "--output", str(tmp_path / "dask"), "--quiet", "--no-report"]
-        + ["--runner", "DaskRunner"],
+    other = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pipeline",
+            *argv,
+            "--output",
+            str(tmp_path / "other"),
+            "--quiet",
+            "--no-report",
+            *flags,
+        ],
         capture_output=True,
         timeout=600,
     )
-    assert dask.returncode == 0, dask.stderr.decode(errors="replace")[-4000:]
-    assert_same_outputs(tmp_path / "dask", tmp_path / "one", "DaskRunner, responses chained across groups")
-    assert sorted((r["messages"] for r in _lines(tmp_path / "dask" / "normalized")), key=json.dumps) == _driven()
+    assert other.returncode == 0, other.stderr.decode(errors="replace")[-4000:]
+    assert_same_outputs(tmp_path / "other", tmp_path / "one", f"{runner}, responses chained across groups")
+    assert sorted((r["messages"] for r in _lines(tmp_path / "other" / "normalized")), key=json.dumps) == _driven()
