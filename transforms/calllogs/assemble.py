@@ -25,7 +25,6 @@ the conversations do not depend on the order pieces arrive in or on how states w
 from __future__ import annotations
 
 import hashlib
-import json
 import operator
 import re
 from typing import Any, NamedTuple
@@ -33,6 +32,7 @@ from typing import Any, NamedTuple
 from transforms.calllogs.calls import JOIN_SUFFIX, Call, Fragment, Label, Piece, Rejected, ToolResult
 from transforms.calllogs.chained import Fingerprints, fingerprints_of
 from transforms.calllogs.context import conversation_metadata
+from transforms.calllogs.dropped_text import has_text_beside_calls, lost_its_text, parsed_args, text_dropped_key
 from transforms.core.jsontext import canonical_json, dumps_line
 
 #: Separates a group from a branch's number in a branch's id: ``<group>#branch<n>``.
@@ -68,7 +68,7 @@ _DIGEST_SIZE = 16
 _REBUILT = frozenset(("prefixes", "ends", "_recent", "sequences", "calls"))
 
 
-class _Sequence:
+class Sequence:
     """A maximal sequence: its messages (owned by the state), their hash chain, and the ledger
     of what reading them left out (the call's that gave them: ``Call.discarded``)."""
 
@@ -86,17 +86,6 @@ def message_digest(message: Any) -> bytes:
     """The hash of one flat message: key-sorted JSON, so the key order a reader wrote does not
     count, the values exactly (text, ids, arguments) do."""
     return hashlib.blake2b(canonical_json(message), digest_size=16).digest()
-
-
-def _parsed_args(args: Any) -> Any:
-    """Call arguments as the provider means them: JSON text parsed (one log writes the string
-    the API returned, the next request's copy an object), anything else as it is."""
-    if isinstance(args, str) and args.strip()[:1] in ("{", "["):
-        try:
-            return json.loads(args)
-        except ValueError:
-            return args
-    return args
 
 
 def comparable(messages: list[Any]) -> list[Any]:
@@ -131,7 +120,7 @@ def comparable(messages: list[Any]) -> list[Any]:
                 pending.append(place)
                 same = {**call, "tool_call_id": place}
                 if "args" in call:
-                    same["args"] = _parsed_args(call["args"])
+                    same["args"] = parsed_args(call["args"])
                 seen.append(same)
             message["tool_calls"] = seen
         elif message.get("role") == "tool" and "tool_call_id" in message:
@@ -222,11 +211,12 @@ class GroupState:
         "parts",
         "contexts",
         "labels",
+        "text_dropped",
         "_recent",
     )
 
     def __init__(self) -> None:
-        self.sequences: list[_Sequence] = []
+        self.sequences: list[Sequence] = []
         self.calls: list[_CallSeen] = []
         self.tool_results: list[tuple[Origin, ToolResult]] = []
         #: Parts of the group's records that could not be read: a dead letter each.
@@ -254,6 +244,10 @@ class GroupState:
         self.contexts: dict[bytes, dict[str, Any]] = {}
         #: Labels read (``calls.Label``): not assembled, handed on to be joined by their id.
         self.labels: list[Label] = []
+        #: The chain hashes (``chain[i]``) of history messages read from a writer that drops an
+        #: answer's text beside its tool calls (``Call.text_dropped``): where the assembly may
+        #: put that text back (``transforms.calllogs.restored_text``).
+        self.text_dropped: set[bytes] = set()
         #: The last call's history and its chain, when every message of it is plain: the next
         #: call's history, made of the same messages and more (a reader that reads a history
         #: once per group hands on the same message objects), hashes only what it adds.
@@ -281,7 +275,7 @@ class GroupState:
         self._recent = None
         for messages, joined, discarded in sequences:
             chain = [joined[i : i + _DIGEST_SIZE] for i in range(0, len(joined), _DIGEST_SIZE)]
-            self.sequences.append(_Sequence(messages, chain, discarded))
+            self.sequences.append(Sequence(messages, chain, discarded))
             if chain:
                 self.ends[chain[-1]] = len(self.sequences) - 1
                 self.prefixes.update(chain)
@@ -334,10 +328,13 @@ class GroupState:
         )
         if piece.truncated and piece.output and chain:
             self.truncated.add(chain[-1])
-        self._keep(_Sequence(messages, chain, piece.discarded))
+        for place in piece.text_dropped:
+            if 0 <= place < len(history):
+                self.text_dropped.add(chain[place])
+        self._keep(Sequence(messages, chain, piece.discarded))
         return self
 
-    def _keep(self, new: _Sequence) -> None:
+    def _keep(self, new: Sequence) -> None:
         """Keep a sequence unless it is a prefix of one kept; it replaces the one it extends (at
         most one can be: two kept sequences are never prefixes of one another). Of two equal
         ones (alike but for key order) the one whose exact text comes first stays: the same one
@@ -366,7 +363,7 @@ class GroupState:
                 return
         self._append(new)
 
-    def _append(self, new: _Sequence) -> None:
+    def _append(self, new: Sequence) -> None:
         if self.sequences and not self.sequences[0].chain:
             # The empty sequence (a call that sent and got nothing) is a prefix of any other.
             self.sequences.pop(0)
@@ -398,6 +395,7 @@ class GroupState:
         self.fragments.extend(other.fragments)
         self.joined += other.joined
         self.truncated |= other.truncated
+        self.text_dropped |= other.text_dropped
         for key, context in other.contexts.items():
             self.contexts.setdefault(key, context)
         self.labels.extend(other.labels)
@@ -459,7 +457,7 @@ def _held_by(call: _CallSeen, holders: dict[bytes, list[int]], every: list[int])
     return every if call.length == 0 else holders.get(call.end, [])
 
 
-def _ordered_sequences(state: GroupState) -> tuple[list[_Sequence], list[list[_CallSeen]]]:
+def _ordered_sequences(state: GroupState) -> tuple[list[Sequence], list[list[_CallSeen]]]:
     """The maximal sequences, the conversation's first, and the calls of each: sequences ranked
     by the latest call each holds (then the longer, then its hash), so that the order depends on
     the pieces only; a call goes to the first sequence in that order that holds it."""
@@ -553,7 +551,7 @@ def assemble(
         if truncated:
             # Answers that arrived cut off (a stream with no end): not whole answers to train on.
             assembly["truncated_stream"] = truncated
-        prints = fingerprints_of(sequence.messages, sequence.chain)
+        prints = fingerprints_of(sequence.messages, sequence.chain, *_text_dropped_keys(sequence, state.text_dropped))
         judged = judged_messages(calls, sequence.messages, messages)
         assembled.append(
             Assembled(
@@ -572,6 +570,23 @@ def assemble(
         # record read is found in one conversation's account.
         assembled[0].assembly["tool_results_unused"] = [_origin_entry(o) for o in sorted(unused, key=_latest)]
     return assembled
+
+
+def _text_dropped_keys(sequence: Sequence, dropped: set[bytes]) -> tuple[tuple[bytes, ...], bytes]:
+    """A sequence's keys of text dropped (``chained.Fingerprints``): those of its copies still
+    marked as having lost an answer's text, and the one its last answer's copy would have when
+    that answer has a text beside tool calls."""
+    messages, chain = sequence.messages, sequence.chain
+    copies = tuple(
+        text_dropped_key(chain[at], messages[at])
+        for at in range(len(chain) - 1 if dropped else 0)
+        if chain[at] in dropped and lost_its_text(messages[at])
+    )
+    answer = b""
+    if messages and has_text_beside_calls(messages[-1]):
+        copy = {**messages[-1], "content": ""}
+        answer = text_dropped_key(chain_of([*messages[:-1], copy])[-1], copy)
+    return copies, answer
 
 
 def judged_messages(

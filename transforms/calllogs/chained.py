@@ -36,23 +36,37 @@ from __future__ import annotations
 from typing import Any, Callable, Iterable, NamedTuple
 
 from transforms.calllogs.context import merge_context
+from transforms.calllogs.dropped_text import put_back
+
+#: The count of answers' texts put back where a history's copy lost them (``dropped_text``): in
+#: a conversation's ``assembly`` entry and the summary's ``call_logs``.
+TEXTS_RESTORED = "answer_texts_restored"
 
 
 class Fingerprints(NamedTuple):
     """A conversation's keys for chaining: its length, the chain hashes of its strict prefixes
-    that end at an assistant message, and its own end's hash when it ends at one (else ``b""``)."""
+    that end at an assistant message, and its own end's hash when it ends at one (else ``b""``).
+
+    Apart from those (``dropped_text.text_dropped_key``): the keys of its history copies that
+    lost an answer's text (``text_dropped``, strict prefixes it goes on past), and when it ends
+    at an answer with a text beside tool calls, the key that answer's copy would have
+    (``answer_dropped``, else ``b""``)."""
 
     length: int
     covers: tuple[bytes, ...]
     full: bytes
+    text_dropped: tuple[bytes, ...] = ()
+    answer_dropped: bytes = b""
 
 
-def fingerprints_of(messages: list[Any], chain: list[bytes]) -> Fingerprints:
+def fingerprints_of(
+    messages: list[Any], chain: list[bytes], text_dropped: tuple[bytes, ...] = (), answer_dropped: bytes = b""
+) -> Fingerprints:
     """``Fingerprints`` of a sequence as its calls recorded it (``chain``: ``assemble.chain_of``)."""
     ends = [chain[i] for i, message in enumerate(messages) if _is_answer(message)]
     full = chain[-1] if chain and _is_answer(messages[-1]) else b""
     covers = tuple(ends[:-1]) if full else tuple(ends)
-    return Fingerprints(len(chain), covers, full)
+    return Fingerprints(len(chain), covers, full, text_dropped, answer_dropped)
 
 
 def _is_answer(message: Any) -> bool:
@@ -70,6 +84,11 @@ class Absorbed(NamedTuple):
     assembly: dict[str, Any]
     #: Its record's ``metadata`` (who had it: user, session, traces, first and last call ...).
     metadata: dict[str, Any] | None = None
+    #: Its last answer, handed on only where the one taking it holds a copy of that answer
+    #: that lost its text (``Fingerprints.answer_dropped``): put back there (``merge_absorbed``),
+    #: at ``answer_at`` (its place in the sequence) or after it.
+    answer: dict[str, Any] | None = None
+    answer_at: int = 0
 
 
 class Claim(NamedTuple):
@@ -86,13 +105,24 @@ class Claim(NamedTuple):
 
 
 def claims_of(
-    conversation: bytes, group: str, prints: Fingerprints, absorbed: Absorbed, last_start: int = 0
+    conversation: bytes,
+    group: str,
+    prints: Fingerprints,
+    absorbed: Absorbed,
+    last_start: int = 0,
+    answer: dict[str, Any] | None = None,
 ) -> list[tuple[bytes, Claim]]:
     """The claims a conversation makes, by hash: one where it ends (when it ends at an answer),
-    one per earlier answer."""
-    out = [(h, Claim(conversation, group, prints.length, None, last_start)) for h in prints.covers]
+    one per earlier answer; and by the keys of text dropped, one per copy that lost its text,
+    and one where it ends at ``answer`` (its last answer, with a text beside tool calls), which
+    hands that answer on."""
+    covers = (*prints.covers, *prints.text_dropped)
+    out = [(h, Claim(conversation, group, prints.length, None, last_start)) for h in covers]
     if prints.full:
         out.append((prints.full, Claim(conversation, group, prints.length, absorbed, last_start)))
+    if prints.answer_dropped and answer is not None:
+        handed = absorbed._replace(answer=answer, answer_at=prints.length - 1)
+        out.append((prints.answer_dropped, Claim(conversation, group, prints.length, handed, last_start)))
     return out
 
 
@@ -176,7 +206,7 @@ def _latest(entry: Any) -> tuple[Any, ...]:
 
 
 def merge_absorbed(
-    record: dict[str, Any], assembly: dict[str, Any], absorbed: list[Absorbed]
+    record: dict[str, Any], assembly: dict[str, Any], absorbed: list[Absorbed], messages_field: str = "messages"
 ) -> tuple[dict[str, Any], dict[str, Any], dict[str, int]]:
     """A surviving conversation's record and ``assembly`` entry with the accounts of the
     conversations it subsumed, and the counts that adds to its partial summary. The one place a
@@ -189,7 +219,9 @@ def merge_absorbed(
     results they held (filled or unused) are listed as unused (its messages are its own calls');
     their truncated answers are in its messages too; ``chained`` lists their ids. Their
     ``metadata`` merges into its own (``context.merge_context``, each the earlier: trace ids and
-    tags united, the earliest first call, its own user, session, model ... where it names one)."""
+    tags united, the earliest first call, its own user, session, model ... where it names one).
+    An answer handed on (``Absorbed.answer``) is put back where its copy lost its text
+    (``dropped_text.put_back``), counted ``answer_texts_restored`` with those they had put back."""
     if not absorbed:
         return record, assembly, {}
     absorbed = sorted(absorbed, key=lambda a: a.conversation)
@@ -205,8 +237,16 @@ def merge_absorbed(
     unused = list(assembly.get("tool_results_unused", ()))
     added = 0
     truncated = assembly.get("truncated_stream", 0)
+    restored = 0
     for one in absorbed:
         theirs = one.assembly
+        restored += theirs.get(TEXTS_RESTORED, 0)
+        messages = record.get(messages_field) if isinstance(record, dict) and one.answer is not None else None
+        if isinstance(messages, list) and one.answer is not None:
+            put = put_back(messages, one.answer_at, one.answer)
+            if put is not None:
+                record = {**record, messages_field: put}
+                restored += 1
         calls.extend(theirs.get("calls", ()))
         added += len(theirs.get("calls", ()))
         unused.extend(theirs.get("tool_results_filled", ()))
@@ -219,7 +259,11 @@ def merge_absorbed(
         out["tool_results_unused"] = sorted(unused, key=_latest)
     if truncated:
         out["truncated_stream"] = truncated
-    return record, out, {"prefixes_collapsed": added, "chained_across_groups": len(absorbed)}
+    counts = {"prefixes_collapsed": added, "chained_across_groups": len(absorbed)}
+    if restored:
+        out[TEXTS_RESTORED] = assembly.get(TEXTS_RESTORED, 0) + restored
+        counts[TEXTS_RESTORED] = restored
+    return record, out, counts
 
 
 def renumbered(
@@ -240,6 +284,7 @@ def renumbered(
 
 
 __all__ = [
+    "TEXTS_RESTORED",
     "Absorb",
     "Absorbed",
     "Claim",

@@ -1,0 +1,102 @@
+"""An answer's text that a history's copy of it lost (no Beam import): what is the same message.
+
+python-contrib's openai-v2 instrumentation, in its legacy conventions (GenAI events as log
+records), writes an assistant message that made tool calls as its calls only
+(``message_to_event``): the text the answer had beside them is not in the next request's
+``gen_ai.assistant.message`` record, while the answer's own ``gen_ai.choice`` record keeps it.
+The reader marks such history messages (``Call.text_dropped``); only those are compared here,
+and only with an answer the same conversation logged at that place:
+
+- the copy is an assistant message with tool calls and an empty text;
+- the answer is an assistant message with a text and the same tool calls: the same ids, the
+  same names, the arguments equal as parsed JSON, nothing else different.
+
+Then they are one message, and the answer (with its text) is the one kept. Nothing else is
+loosened: a history from any other writer that lacks an answer's text says the conversation
+went on without it (an application may strip it on purpose).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from typing import Any
+
+from transforms.core.jsontext import canonical_json
+
+#: What a key of a copy that lost its text is hashed with, apart from the assembly's chain
+#: hashes (``chained.Fingerprints.text_dropped``).
+_KEY_PREFIX = b"text-dropped\0"
+
+
+def parsed_args(args: Any) -> Any:
+    """Call arguments as the provider means them: JSON text parsed (one log writes the string
+    the API returned, the next request's copy an object), anything else as it is."""
+    if isinstance(args, str) and args.strip()[:1] in ("{", "["):
+        try:
+            return json.loads(args)
+        except ValueError:
+            return args
+    return args
+
+
+def _calls_as_meant(message: dict[str, Any]) -> bytes | None:
+    calls = message.get("tool_calls")
+    if not isinstance(calls, list) or not calls or not all(isinstance(c, dict) for c in calls):
+        return None
+    return canonical_json([{**c, "args": parsed_args(c["args"])} if "args" in c else c for c in calls])
+
+
+def lost_its_text(message: Any) -> bool:
+    """An assistant message with tool calls and no text: what the legacy writer makes of an
+    answer that made calls."""
+    return (
+        isinstance(message, dict)
+        and message.get("role") == "assistant"
+        and message.get("content") in ("", None)
+        and _calls_as_meant(message) is not None
+    )
+
+
+def has_text_beside_calls(message: Any) -> bool:
+    """An assistant answer with a text and tool calls: one whose copy the legacy writer cuts."""
+    return (
+        isinstance(message, dict)
+        and message.get("role") == "assistant"
+        and isinstance(message.get("content"), str)
+        and message["content"] != ""
+        and _calls_as_meant(message) is not None
+    )
+
+
+def same_answer(copy: Any, answer: Any) -> bool:
+    """Whether ``copy`` (a history's, its text lost) is ``answer`` less its text: the same tool
+    calls (ids, names, arguments as parsed JSON) and nothing else different."""
+    if not (lost_its_text(copy) and has_text_beside_calls(answer)):
+        return False
+    if set(copy) != set(answer):
+        return False
+    if any(copy[key] != answer[key] for key in copy if key not in ("content", "tool_calls")):
+        return False
+    return _calls_as_meant(copy) == _calls_as_meant(answer)
+
+
+def text_dropped_key(chain_hash: bytes, message: dict[str, Any]) -> bytes:
+    """The key a copy that lost its text and the answer it stands for share across groups: the
+    chain hash of the sequence up to that message with its text empty (the assembly's, which
+    counts call ids by place), and the calls' own ids and names (the rule asks the same ids)."""
+    calls = [[c.get("tool_call_id"), c.get("name")] for c in message.get("tool_calls") or ()]
+    return hashlib.blake2b(_KEY_PREFIX + chain_hash + canonical_json(calls), digest_size=16).digest()
+
+
+def put_back(messages: list[Any], at: int, answer: dict[str, Any]) -> list[Any] | None:
+    """``messages`` with the copy of ``answer`` that lost its text, at ``at`` or after it (tool
+    results recorded apart may have been filled in before it), replaced by ``answer``; ``None``
+    when no message there is its copy."""
+    for index in range(max(at, 0), len(messages)):
+        if same_answer(messages[index], answer):
+            return [*messages[:index], answer, *messages[index + 1 :]]
+    return None
+
+
+__all__ = ["has_text_beside_calls", "lost_its_text", "parsed_args", "put_back", "same_answer", "text_dropped_key"]
