@@ -223,6 +223,7 @@ DEFAULT_SETUPS = [
     ("litellm-no-session", "rows", True),
     # Each user turn a trace of its own (the session id on the application's span only).
     ("otel-v2-span-only-turn-traces", "otlp", False),
+    ("otel-v2-legacy-turn-traces", "otlp", True),
     # The SDK sends a run's patch in a later payload than its post (timing: most runs).
     ("langsmith-wrap-openai", "payloads", True),
     ("langsmith-traceable", "payloads", True),

@@ -48,7 +48,9 @@ def _made(calls: list[Call]) -> list:
     for n, one in enumerate(calls):
         states.setdefault(one.group, GroupState()).add("in.jsonl", n, one)
     return [
-        made for group in sorted(states) for _, made in conversations_of((("otlp", group), states[group]), Settings(), 1)
+        made
+        for group in sorted(states)
+        for _, made in conversations_of((("otlp", group), states[group]), Settings(), 1)
     ]
 
 
@@ -173,3 +175,18 @@ def test_across_groups_the_answer_is_put_back_into_the_conversation_that_goes_on
 def test_across_groups_an_unmarked_copy_takes_no_answer():
     chained = chained_in_memory(_made(_calls(group_per_call=True, marked=False)), "id")
     assert sorted(_records(chained)) == ["trace2", "trace3"] and _count(chained) == 0
+
+
+def test_a_turn_of_its_own_group_put_back_within_it_is_taken_by_the_next_turn():
+    # Each user turn a trace of its own: the first turn's group puts the answer back within
+    # itself; the second turn's history has the copy again, and takes the first turn whole.
+    turn = [c._replace(group="turn1") for c in _calls()]
+    thanks = [*WHOLE[:4], SECOND_COPY, *WHOLE[5:], {"role": "user", "content": "Thanks!"}]
+    bye = Call("otlp", "turn2", 4, "span4", thanks, [{"role": "assistant", "content": "Bye."}], text_dropped=(2, 4))
+    made = _made([*turn, bye])
+    assert sorted(_records(made)) == ["turn1", "turn2"] and _count(made) == 1
+    chained = chained_in_memory(made, "id")
+    expected = [*WHOLE, {"role": "user", "content": "Thanks!"}, {"role": "assistant", "content": "Bye."}]
+    assert _records(chained) == {"turn2": expected}
+    assert _count(chained) == 1 and chained[0].raw.payload.assembly["chained"] == ["turn1"]
+    assert len(chained[0].raw.payload.assembly["calls"]) == 4

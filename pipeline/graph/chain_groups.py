@@ -35,6 +35,7 @@ from transforms.calllogs.chained import (
     merge_absorbed,
     renumbered,
 )
+from transforms.calllogs.dropped_text import has_text_beside_calls
 from transforms.record.assembled_calls import AssemblyOutput, bucket_of
 from transforms.record.dedupe import pack, unpack
 from transforms.record.inputs import Parsed
@@ -48,13 +49,12 @@ def _assembled(made: Any) -> dict[str, Any] | None:
     return payload.assembly if isinstance(payload, Parsed) else None
 
 
-def _last_answer(record: Any, messages_field: str) -> dict[str, Any] | None:
-    """A record's last assistant message (tool results recorded apart may follow it)."""
+def _answers(record: Any, messages_field: str, places: tuple[int, ...]) -> tuple[tuple[int, dict[str, Any]], ...]:
+    """A record's answers with a text beside tool calls, each with its place in the sequence
+    (``Fingerprints.answer_places``: tool results recorded apart, filled in, are no answers)."""
     messages = record.get(messages_field) if isinstance(record, dict) else None
-    for message in reversed(messages if isinstance(messages, list) else ()):
-        if isinstance(message, dict) and message.get("role") == "assistant":
-            return message
-    return None
+    listed: list[Any] = messages if isinstance(messages, list) else []
+    return tuple(zip(places, [m for m in listed if has_text_beside_calls(m)]))
 
 
 def conversation_claims(
@@ -74,8 +74,8 @@ def conversation_claims(
     )
     last_start = last_call_start(assembly)
     prints = made.fingerprints
-    answer = _last_answer(record, messages_field) if prints.answer_dropped else None
-    for h, claim in claims_of(made.order, assembly["group"], prints, absorbed, last_start, answer):
+    answers = _answers(record, messages_field, prints.answer_places) if prints.dropped_full else ()
+    for h, claim in claims_of(made.order, assembly["group"], prints, absorbed, last_start, answers):
         yield (assembly["format"], h), claim
 
 
@@ -140,9 +140,7 @@ def chained_conversations(values: Iterable[Any], id_field: str, messages_field: 
         if (a := _assembled(one)) is not None and (a["format"], a["group"]) in lost
     ]
     places = renumbered(survivors, conversation_id)
-    return [
-        _updated(one, absorbs.get(one.order, []), places.get(one.order), id_field, messages_field) for one in kept
-    ]
+    return [_updated(one, absorbs.get(one.order, []), places.get(one.order), id_field, messages_field) for one in kept]
 
 
 def _updated(

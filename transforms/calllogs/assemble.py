@@ -32,7 +32,13 @@ from typing import Any, NamedTuple
 from transforms.calllogs.calls import JOIN_SUFFIX, Call, Fragment, Label, Piece, Rejected, ToolResult
 from transforms.calllogs.chained import Fingerprints, fingerprints_of
 from transforms.calllogs.context import conversation_metadata
-from transforms.calllogs.dropped_text import has_text_beside_calls, lost_its_text, parsed_args, text_dropped_key
+from transforms.calllogs.dropped_text import (
+    calls_named,
+    has_text_beside_calls,
+    lost_its_text,
+    parsed_args,
+    text_dropped_key,
+)
 from transforms.core.jsontext import canonical_json, dumps_line
 
 #: Separates a group from a branch's number in a branch's id: ``<group>#branch<n>``.
@@ -68,7 +74,7 @@ _DIGEST_SIZE = 16
 _REBUILT = frozenset(("prefixes", "ends", "_recent", "sequences", "calls"))
 
 
-class Sequence:
+class KeptSequence:
     """A maximal sequence: its messages (owned by the state), their hash chain, and the ledger
     of what reading them left out (the call's that gave them: ``Call.discarded``)."""
 
@@ -216,7 +222,7 @@ class GroupState:
     )
 
     def __init__(self) -> None:
-        self.sequences: list[Sequence] = []
+        self.sequences: list[KeptSequence] = []
         self.calls: list[_CallSeen] = []
         self.tool_results: list[tuple[Origin, ToolResult]] = []
         #: Parts of the group's records that could not be read: a dead letter each.
@@ -275,7 +281,7 @@ class GroupState:
         self._recent = None
         for messages, joined, discarded in sequences:
             chain = [joined[i : i + _DIGEST_SIZE] for i in range(0, len(joined), _DIGEST_SIZE)]
-            self.sequences.append(Sequence(messages, chain, discarded))
+            self.sequences.append(KeptSequence(messages, chain, discarded))
             if chain:
                 self.ends[chain[-1]] = len(self.sequences) - 1
                 self.prefixes.update(chain)
@@ -331,10 +337,10 @@ class GroupState:
         for place in piece.text_dropped:
             if 0 <= place < len(history):
                 self.text_dropped.add(chain[place])
-        self._keep(Sequence(messages, chain, piece.discarded))
+        self._keep(KeptSequence(messages, chain, piece.discarded))
         return self
 
-    def _keep(self, new: Sequence) -> None:
+    def _keep(self, new: KeptSequence) -> None:
         """Keep a sequence unless it is a prefix of one kept; it replaces the one it extends (at
         most one can be: two kept sequences are never prefixes of one another). Of two equal
         ones (alike but for key order) the one whose exact text comes first stays: the same one
@@ -363,7 +369,7 @@ class GroupState:
                 return
         self._append(new)
 
-    def _append(self, new: Sequence) -> None:
+    def _append(self, new: KeptSequence) -> None:
         if self.sequences and not self.sequences[0].chain:
             # The empty sequence (a call that sent and got nothing) is a prefix of any other.
             self.sequences.pop(0)
@@ -457,7 +463,7 @@ def _held_by(call: _CallSeen, holders: dict[bytes, list[int]], every: list[int])
     return every if call.length == 0 else holders.get(call.end, [])
 
 
-def _ordered_sequences(state: GroupState) -> tuple[list[Sequence], list[list[_CallSeen]]]:
+def _ordered_sequences(state: GroupState) -> tuple[list[KeptSequence], list[list[_CallSeen]]]:
     """The maximal sequences, the conversation's first, and the calls of each: sequences ranked
     by the latest call each holds (then the longer, then its hash), so that the order depends on
     the pieces only; a call goes to the first sequence in that order that holds it."""
@@ -572,21 +578,36 @@ def assemble(
     return assembled
 
 
-def _text_dropped_keys(sequence: Sequence, dropped: set[bytes]) -> tuple[tuple[bytes, ...], bytes]:
-    """A sequence's keys of text dropped (``chained.Fingerprints``): those of its copies still
-    marked as having lost an answer's text, and the one its last answer's copy would have when
-    that answer has a text beside tool calls."""
+def _text_dropped_keys(sequence: KeptSequence, dropped: set[bytes]) -> tuple[tuple[bytes, ...], bytes, tuple[int, ...]]:
+    """A sequence's keys as the writer that drops text logs it (``chained.Fingerprints``): at
+    each answer it goes on past, while every message with tool calls up to there is a copy from
+    that writer (``dropped``) with no text and one at least is; where it ends at an answer,
+    when it holds answers with a text beside tool calls (their copies' key); and those answers'
+    places."""
     messages, chain = sequence.messages, sequence.chain
-    copies = tuple(
-        text_dropped_key(chain[at], messages[at])
-        for at in range(len(chain) - 1 if dropped else 0)
-        if chain[at] in dropped and lost_its_text(messages[at])
-    )
-    answer = b""
-    if messages and has_text_beside_calls(messages[-1]):
-        copy = {**messages[-1], "content": ""}
-        answer = text_dropped_key(chain_of([*messages[:-1], copy])[-1], copy)
-    return copies, answer
+    covers: list[bytes] = []
+    places: list[int] = []
+    named = b""
+    only_copies, copied = True, False  # every message with calls so far a copy, and one at least
+    for at, message in enumerate(messages):
+        if not (isinstance(message, dict) and message.get("role") == "assistant"):
+            continue
+        if message.get("tool_calls"):
+            named = calls_named(named, message)
+            if has_text_beside_calls(message):
+                places.append(at)
+            if lost_its_text(message) and chain[at] in dropped:
+                copied = True
+            else:
+                only_copies = False
+        if only_copies and copied and at < len(messages) - 1:
+            covers.append(text_dropped_key(chain[at], named))
+    full = b""
+    if places and isinstance(messages[-1], dict) and messages[-1].get("role") == "assistant":
+        at_places = set(places)
+        copies = [{**m, "content": ""} if n in at_places else m for n, m in enumerate(messages)]
+        full = text_dropped_key(chain_of(copies)[-1], named)
+    return tuple(covers), full, tuple(places)
 
 
 def judged_messages(

@@ -47,26 +47,33 @@ class Fingerprints(NamedTuple):
     """A conversation's keys for chaining: its length, the chain hashes of its strict prefixes
     that end at an assistant message, and its own end's hash when it ends at one (else ``b""``).
 
-    Apart from those (``dropped_text.text_dropped_key``): the keys of its history copies that
-    lost an answer's text (``text_dropped``, strict prefixes it goes on past), and when it ends
-    at an answer with a text beside tool calls, the key that answer's copy would have
-    (``answer_dropped``, else ``b""``)."""
+    Apart from those, its keys as the writer that drops an answer's text logs a conversation
+    (``dropped_text``; the assembly's ``_text_dropped_keys``): at the answers it goes on past
+    while its copies from that writer lost their text (``dropped_covers``); where it ends at an
+    answer, when it holds answers with a text beside tool calls (``dropped_full``, else
+    ``b""``), and those answers' places (``answer_places``), to be put back where they are
+    copies in the conversation that takes it."""
 
     length: int
     covers: tuple[bytes, ...]
     full: bytes
-    text_dropped: tuple[bytes, ...] = ()
-    answer_dropped: bytes = b""
+    dropped_covers: tuple[bytes, ...] = ()
+    dropped_full: bytes = b""
+    answer_places: tuple[int, ...] = ()
 
 
 def fingerprints_of(
-    messages: list[Any], chain: list[bytes], text_dropped: tuple[bytes, ...] = (), answer_dropped: bytes = b""
+    messages: list[Any],
+    chain: list[bytes],
+    dropped_covers: tuple[bytes, ...] = (),
+    dropped_full: bytes = b"",
+    answer_places: tuple[int, ...] = (),
 ) -> Fingerprints:
     """``Fingerprints`` of a sequence as its calls recorded it (``chain``: ``assemble.chain_of``)."""
     ends = [chain[i] for i, message in enumerate(messages) if _is_answer(message)]
     full = chain[-1] if chain and _is_answer(messages[-1]) else b""
     covers = tuple(ends[:-1]) if full else tuple(ends)
-    return Fingerprints(len(chain), covers, full, text_dropped, answer_dropped)
+    return Fingerprints(len(chain), covers, full, dropped_covers, dropped_full, answer_places)
 
 
 def _is_answer(message: Any) -> bool:
@@ -84,11 +91,10 @@ class Absorbed(NamedTuple):
     assembly: dict[str, Any]
     #: Its record's ``metadata`` (who had it: user, session, traces, first and last call ...).
     metadata: dict[str, Any] | None = None
-    #: Its last answer, handed on only where the one taking it holds a copy of that answer
-    #: that lost its text (``Fingerprints.answer_dropped``): put back there (``merge_absorbed``),
-    #: at ``answer_at`` (its place in the sequence) or after it.
-    answer: dict[str, Any] | None = None
-    answer_at: int = 0
+    #: Its answers with a text beside tool calls and their places in its sequence, handed on
+    #: only where the one taking it holds copies that lost their text
+    #: (``Fingerprints.dropped_full``): put back there (``merge_absorbed``).
+    answers: tuple[tuple[int, dict[str, Any]], ...] = ()
 
 
 class Claim(NamedTuple):
@@ -110,19 +116,18 @@ def claims_of(
     prints: Fingerprints,
     absorbed: Absorbed,
     last_start: int = 0,
-    answer: dict[str, Any] | None = None,
+    answers: tuple[tuple[int, dict[str, Any]], ...] = (),
 ) -> list[tuple[bytes, Claim]]:
     """The claims a conversation makes, by hash: one where it ends (when it ends at an answer),
-    one per earlier answer; and by the keys of text dropped, one per copy that lost its text,
-    and one where it ends at ``answer`` (its last answer, with a text beside tool calls), which
-    hands that answer on."""
-    covers = (*prints.covers, *prints.text_dropped)
+    one per earlier answer; and by its keys as the writer that drops text logs it, one per
+    answer it goes on past, one where it ends handing on ``answers`` (``Absorbed.answers``)."""
+    covers = (*prints.covers, *prints.dropped_covers)
     out = [(h, Claim(conversation, group, prints.length, None, last_start)) for h in covers]
     if prints.full:
         out.append((prints.full, Claim(conversation, group, prints.length, absorbed, last_start)))
-    if prints.answer_dropped and answer is not None:
-        handed = absorbed._replace(answer=answer, answer_at=prints.length - 1)
-        out.append((prints.answer_dropped, Claim(conversation, group, prints.length, handed, last_start)))
+    if prints.dropped_full:
+        handed = absorbed._replace(answers=answers)
+        out.append((prints.dropped_full, Claim(conversation, group, prints.length, handed, last_start)))
     return out
 
 
@@ -220,8 +225,9 @@ def merge_absorbed(
     their truncated answers are in its messages too; ``chained`` lists their ids. Their
     ``metadata`` merges into its own (``context.merge_context``, each the earlier: trace ids and
     tags united, the earliest first call, its own user, session, model ... where it names one).
-    An answer handed on (``Absorbed.answer``) is put back where its copy lost its text
-    (``dropped_text.put_back``), counted ``answer_texts_restored`` with those they had put back."""
+    The answers handed on (``Absorbed.answers``) are put back where their copies lost their
+    text (``dropped_text.put_back``), counted ``answer_texts_restored``: what the conversations
+    written hold (those a subsumed one had put back in its own messages are not)."""
     if not absorbed:
         return record, assembly, {}
     absorbed = sorted(absorbed, key=lambda a: a.conversation)
@@ -240,10 +246,9 @@ def merge_absorbed(
     restored = 0
     for one in absorbed:
         theirs = one.assembly
-        restored += theirs.get(TEXTS_RESTORED, 0)
-        messages = record.get(messages_field) if isinstance(record, dict) and one.answer is not None else None
-        if isinstance(messages, list) and one.answer is not None:
-            put = put_back(messages, one.answer_at, one.answer)
+        for at, answer in one.answers:
+            messages = record.get(messages_field) if isinstance(record, dict) else None
+            put = put_back(messages, at, answer) if isinstance(messages, list) else None
             if put is not None:
                 record = {**record, messages_field: put}
                 restored += 1

@@ -81,12 +81,19 @@ def same_answer(copy: Any, answer: Any) -> bool:
     return _calls_as_meant(copy) == _calls_as_meant(answer)
 
 
-def text_dropped_key(chain_hash: bytes, message: dict[str, Any]) -> bytes:
-    """The key a copy that lost its text and the answer it stands for share across groups: the
-    chain hash of the sequence up to that message with its text empty (the assembly's, which
-    counts call ids by place), and the calls' own ids and names (the rule asks the same ids)."""
-    calls = [[c.get("tool_call_id"), c.get("name")] for c in message.get("tool_calls") or ()]
-    return hashlib.blake2b(_KEY_PREFIX + chain_hash + canonical_json(calls), digest_size=16).digest()
+def calls_named(before: bytes, message: dict[str, Any]) -> bytes:
+    """A running hash of the tool calls' own ids and names, ``before`` and then ``message``'s
+    (the assembly's chain counts call ids by place; the rule asks the same ids)."""
+    calls = [[c.get("tool_call_id"), c.get("name")] for c in message.get("tool_calls") or () if isinstance(c, dict)]
+    return hashlib.blake2b(before + canonical_json(calls), digest_size=16).digest()
+
+
+def text_dropped_key(chain_hash: bytes, named: bytes) -> bytes:
+    """A key of the sequences as the writer that drops text logs them, apart from the
+    assembly's chain hashes: the chain hash of such a sequence (every answer with a text beside
+    tool calls in it as its copy: the text empty) and the hash of its calls' ids and names
+    (``calls_named``)."""
+    return hashlib.blake2b(_KEY_PREFIX + chain_hash + named, digest_size=16).digest()
 
 
 def put_back(messages: list[Any], at: int, answer: dict[str, Any]) -> list[Any] | None:
@@ -99,4 +106,12 @@ def put_back(messages: list[Any], at: int, answer: dict[str, Any]) -> list[Any] 
     return None
 
 
-__all__ = ["has_text_beside_calls", "lost_its_text", "parsed_args", "put_back", "same_answer", "text_dropped_key"]
+__all__ = [
+    "calls_named",
+    "has_text_beside_calls",
+    "lost_its_text",
+    "parsed_args",
+    "put_back",
+    "same_answer",
+    "text_dropped_key",
+]

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from transforms.calllogs.assemble import GroupState, Sequence, chain_of
+from transforms.calllogs.assemble import GroupState, KeptSequence, chain_of
 from transforms.calllogs.dropped_text import has_text_beside_calls, same_answer
 from transforms.core.jsontext import canonical_json
 
@@ -43,8 +43,8 @@ def _answers(state: GroupState) -> dict[bytes, dict[bytes, dict[str, Any]]]:
 
 
 def _restored(
-    sequence: Sequence, dropped: set[bytes], answers: dict[bytes, dict[bytes, dict[str, Any]]], done: set[bytes]
-) -> Sequence | None:
+    sequence: KeptSequence, dropped: set[bytes], answers: dict[bytes, dict[bytes, dict[str, Any]]], done: set[bytes]
+) -> KeptSequence | None:
     """``sequence`` with the answers put back at its marked places (``done`` gets those places'
     hashes), or ``None`` when none is."""
     messages: list[Any] | None = None
@@ -61,7 +61,7 @@ def _restored(
             done.add(h)
     if messages is None:
         return None
-    return Sequence(messages, chain_of(messages), sequence.discarded)
+    return KeptSequence(messages, chain_of(messages), sequence.discarded)
 
 
 def restored_text(state: GroupState) -> tuple[GroupState, int]:
