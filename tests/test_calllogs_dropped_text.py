@@ -6,6 +6,9 @@ from __future__ import annotations
 import itertools
 import json
 
+import pytest
+
+from pipeline.cli.main import main
 from pipeline.graph.chain_groups import chained_in_memory
 from transforms.calllogs.assemble import GroupState
 from transforms.calllogs.calls import Call
@@ -75,6 +78,30 @@ def _log(name: str, body: dict) -> dict:
         return {"kvlistValue": {"values": [{"key": k, "value": value(x)} for k, x in v.items()]}}
 
     return {"timeUnixNano": "1", "eventName": name, "body": value(body)}
+
+
+def _legacy_document(text: str) -> dict:
+    """Two calls of one trace as the legacy writer logs them (records joined by span id): the
+    first's answer has ``text`` beside its tool call, the second's history its copy without it."""
+    calls = [{"id": "call_2", "type": "function", "function": {"name": "get_weather", "arguments": '{"city": "Rome"}'}}]
+
+    def of(span: str, when: int, records: list[dict]) -> list[dict]:
+        return [
+            {**r, "traceId": "ab" * 16, "spanId": span, "timeUnixNano": str(when + n)} for n, r in enumerate(records)
+        ]
+
+    first = [
+        _log("gen_ai.user.message", {"content": "Rome?"}),
+        _log("gen_ai.choice", {"index": "0", "message": {"role": "assistant", "content": text, "tool_calls": calls}}),
+    ]
+    second = [
+        _log("gen_ai.user.message", {"content": "Rome?"}),
+        _log("gen_ai.assistant.message", {"tool_calls": calls}),
+        _log("gen_ai.tool.message", {"content": "sunny", "id": "call_2"}),
+        _log("gen_ai.choice", {"index": "0", "message": {"role": "assistant", "content": "Sunny."}}),
+    ]
+    records = of("01" * 8, 100, first) + of("02" * 8, 200, second)
+    return {"resourceLogs": [{"scopeLogs": [{"logRecords": records}]}]}
 
 
 def _legacy_call(assistant_body: dict) -> Call:
@@ -190,3 +217,18 @@ def test_a_turn_of_its_own_group_put_back_within_it_is_taken_by_the_next_turn():
     assert _records(chained) == {"turn2": expected}
     assert _count(chained) == 1 and chained[0].raw.payload.assembly["chained"] == ["turn1"]
     assert len(chained[0].raw.payload.assembly["calls"]) == 4
+
+
+@pytest.mark.slow
+def test_a_text_put_back_is_redacted_as_any_and_counted(tmp_path):
+    logs = tmp_path / "logs.jsonl"
+    logs.write_text(json.dumps(_legacy_document("Mailing jane.doe@example.com first.")) + "\n")
+    out = tmp_path / "out"
+    assert main(["--input", str(logs), "--output", str(out), "--quiet", "--redact", "emails"]) == 0
+    (line,) = [line for part in sorted((out / "normalized").glob("part-*")) for line in part.read_text().splitlines()]
+    messages = json.loads(line)["messages"]
+    assert [m["content"] for m in messages] == ["Rome?", "Mailing [REDACTED:email] first.", "sunny", "Sunny."]
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["accounted"] and summary["call_logs"]["answer_texts_restored"] == 1
+    written = b"".join(path.read_bytes() for path in out.rglob("*") if path.is_file())
+    assert b"jane.doe" not in written
