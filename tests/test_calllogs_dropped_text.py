@@ -220,7 +220,7 @@ def test_a_turn_of_its_own_group_put_back_within_it_is_taken_by_the_next_turn():
 
 
 @pytest.mark.slow
-def test_a_text_put_back_is_redacted_as_any_and_counted(tmp_path):
+def test_a_text_put_back_is_redacted_as_any_and_counted(tmp_path, capsys):
     logs = tmp_path / "logs.jsonl"
     logs.write_text(json.dumps(_legacy_document("Mailing jane.doe@example.com first.")) + "\n")
     out = tmp_path / "out"
@@ -232,3 +232,6 @@ def test_a_text_put_back_is_redacted_as_any_and_counted(tmp_path):
     assert summary["accounted"] and summary["call_logs"]["answer_texts_restored"] == 1
     written = b"".join(path.read_bytes() for path in out.rglob("*") if path.is_file())
     assert b"jane.doe" not in written
+    capsys.readouterr()
+    assert main(["explain", str(out), "--id", json.loads(line)["id"]]) == 0
+    assert "1 answer text(s) put back" in capsys.readouterr().out
