@@ -235,3 +235,15 @@ def test_a_text_put_back_is_redacted_as_any_and_counted(tmp_path, capsys):
     capsys.readouterr()
     assert main(["explain", str(out), "--id", json.loads(line)["id"]]) == 0
     assert "1 answer text(s) put back" in capsys.readouterr().out
+
+
+def test_one_answer_logged_twice_in_two_spellings_is_one_answer_whatever_the_order():
+    first, second, third = _calls()
+    spelled = {**SECOND, "tool_calls": [{**ROME, "args": {"city": "Rome"}}]}
+    again = second._replace(call_id="span2b", output=[spelled])
+    seen = set()
+    for order in itertools.permutations([first, second, again, third]):
+        made = _made(list(order))
+        assert sorted(_records(made)) == ["g"] and _count(made) == 1
+        seen.add(json.dumps(_records(made)["g"][4], sort_keys=True))
+    assert len(seen) == 1

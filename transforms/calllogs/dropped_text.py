@@ -47,6 +47,15 @@ def _calls_as_meant(message: dict[str, Any]) -> bytes | None:
     return canonical_json([{**c, "args": parsed_args(c["args"])} if "args" in c else c for c in calls])
 
 
+def as_meant(message: dict[str, Any]) -> bytes:
+    """A message as the rule compares it: key-sorted JSON, its calls' arguments parsed."""
+    calls = message.get("tool_calls")
+    if not isinstance(calls, list):
+        return canonical_json(message)
+    meant = [{**c, "args": parsed_args(c["args"])} if isinstance(c, dict) and "args" in c else c for c in calls]
+    return canonical_json({**message, "tool_calls": meant})
+
+
 def lost_its_text(message: Any) -> bool:
     """An assistant message with tool calls and no text: what the legacy writer makes of an
     answer that made calls."""
@@ -107,6 +116,7 @@ def put_back(messages: list[Any], at: int, answer: dict[str, Any]) -> list[Any] 
 
 
 __all__ = [
+    "as_meant",
     "calls_named",
     "has_text_beside_calls",
     "lost_its_text",

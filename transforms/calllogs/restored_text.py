@@ -17,28 +17,33 @@ from __future__ import annotations
 from typing import Any
 
 from transforms.calllogs.assemble import GroupState, KeptSequence, chain_of
-from transforms.calllogs.dropped_text import has_text_beside_calls, same_answer
+from transforms.calllogs.dropped_text import as_meant, has_text_beside_calls, same_answer
 from transforms.core.jsontext import canonical_json
 
 
 def _answers(state: GroupState) -> dict[bytes, dict[bytes, dict[str, Any]]]:
     """The answers with a text beside tool calls that the group's calls got, by the chain hash
-    of what comes before them (``b""``: nothing), each distinct answer once."""
+    of what comes before them (``b""``: nothing), each distinct answer once (as its arguments
+    are meant; of two spellings the first by exact text: the same whatever the order calls
+    arrived in)."""
     places: dict[bytes, list[tuple[int, int]]] = {}
     for index, sequence in enumerate(state.sequences):
         for at, h in enumerate(sequence.chain):
             places.setdefault(h, []).append((index, at))
     answers: dict[bytes, dict[bytes, dict[str, Any]]] = {}
     for call in state.calls:
-        if not call.answers or call.length == 0 or call.end not in places:
+        if not call.answers:
             continue
-        index, end = min(places[call.end])
-        at = end - (call.answers - 1)
-        sequence = state.sequences[index]
-        message = sequence.messages[at]
-        if has_text_beside_calls(message):
-            before = sequence.chain[at - 1] if at else b""
-            answers.setdefault(before, {}).setdefault(canonical_json(message), message)
+        for index, end in places.get(call.end, ()):
+            at = end - (call.answers - 1)
+            sequence = state.sequences[index]
+            message = sequence.messages[at]
+            if not has_text_beside_calls(message):
+                continue
+            found = answers.setdefault(sequence.chain[at - 1] if at else b"", {})
+            key = as_meant(message)
+            if key not in found or canonical_json(message) < canonical_json(found[key]):
+                found[key] = message
     return answers
 
 
