@@ -585,8 +585,10 @@ def _text_dropped_keys(sequence: KeptSequence, dropped: set[bytes]) -> tuple[tup
     when it holds answers with a text beside tool calls (their copies' key); and those answers'
     places."""
     messages, chain = sequence.messages, sequence.chain
+    places = [at for at, message in enumerate(messages) if has_text_beside_calls(message)]
+    if not places and not dropped:
+        return (), b"", ()  # nothing a copy could have lost, and no copy: no key (the common case)
     covers: list[bytes] = []
-    places: list[int] = []
     named = b""
     only_copies, copied = True, False  # every message with calls so far a copy, and one at least
     for at, message in enumerate(messages):
@@ -594,8 +596,6 @@ def _text_dropped_keys(sequence: KeptSequence, dropped: set[bytes]) -> tuple[tup
             continue
         if message.get("tool_calls"):
             named = calls_named(named, message)
-            if has_text_beside_calls(message):
-                places.append(at)
             if lost_its_text(message) and chain[at] in dropped:
                 copied = True
             else:

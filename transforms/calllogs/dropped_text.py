@@ -40,11 +40,13 @@ def parsed_args(args: Any) -> Any:
     return args
 
 
-def _calls_as_meant(message: dict[str, Any]) -> bytes | None:
+def _makes_calls(message: dict[str, Any]) -> bool:
     calls = message.get("tool_calls")
-    if not isinstance(calls, list) or not calls or not all(isinstance(c, dict) for c in calls):
-        return None
-    return canonical_json([{**c, "args": parsed_args(c["args"])} if "args" in c else c for c in calls])
+    return isinstance(calls, list) and bool(calls) and all(isinstance(c, dict) for c in calls)
+
+
+def _calls_as_meant(message: dict[str, Any]) -> bytes:
+    return canonical_json([{**c, "args": parsed_args(c["args"])} if "args" in c else c for c in message["tool_calls"]])
 
 
 def as_meant(message: dict[str, Any]) -> bytes:
@@ -63,7 +65,7 @@ def lost_its_text(message: Any) -> bool:
         isinstance(message, dict)
         and message.get("role") == "assistant"
         and message.get("content") in ("", None)
-        and _calls_as_meant(message) is not None
+        and _makes_calls(message)
     )
 
 
@@ -74,7 +76,7 @@ def has_text_beside_calls(message: Any) -> bool:
         and message.get("role") == "assistant"
         and isinstance(message.get("content"), str)
         and message["content"] != ""
-        and _calls_as_meant(message) is not None
+        and _makes_calls(message)
     )
 
 
