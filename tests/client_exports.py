@@ -458,6 +458,7 @@ SCENARIOS: dict[str, Callable[[], None]] = {
     "otel-v2-event-only-parent": lambda: otel_openai_v2(parent=True),
     "otel-v2-span-only-parent-stream": lambda: otel_openai_v2(parent=True, stream=True),
     "otel-v2-span-only-turn-traces": lambda: otel_openai_v2(parent=False, turn_traces=True),
+    "otel-v2-legacy-turn-traces": lambda: otel_openai_v2(parent=False, turn_traces=True),
     "openinference-responses-previous-id": openinference_responses,
     "openinference-responses-previous-id-no-parent": lambda: openinference_responses(parent=False),
     "openinference-parent": lambda: openinference_openai(parent=True, session=False),

@@ -374,6 +374,9 @@ def assembly_lines(assembly: dict) -> list[str]:
             if assembly["branch"]
             else f"; {assembly['branches']} branch(es) split out"
         )
+    restored = assembly.get("answer_texts_restored")
+    if restored:  # answers' texts a history's copy lost (docs/call-logs.md), put back
+        head += f"; {restored} answer text(s) put back where the next history's copy lost them"
     chained = assembly.get("chained", [])
     if chained:  # conversations of other groups whose messages start this one's
         head += f"; {len(chained)} conversation(s) of other groups chained into it: " + ", ".join(map(repr, chained))

@@ -217,8 +217,9 @@ class _ProcessAssembled(beam.DoFn):
         values = [value for value in values if value is not None]
         assembled = [value for value in values if isinstance(value, AssemblyOutput)]
         labels = [value for value in values if isinstance(value, (Joined, dict))]  # labels, their counts
+        settings = self._work.settings
         chained = chained_conversations(
-            [v for v in values if not isinstance(v, (Joined, dict))], self._work.settings.id_field
+            [v for v in values if not isinstance(v, (Joined, dict))], settings.id_field, settings.messages_field
         )
         made, label_partial = labelled(chained + labels)
         number = self._first_shard + key[1]

@@ -346,7 +346,7 @@ def assemble_window(output: str, window: str, work: ShardWork, run_temp: str, co
     assembled = made
     if chain_enabled(work.settings):
         # Among the groups this window assembles: one emitted by an earlier window stays out.
-        made = chained_in_memory(made, work.settings.id_field)
+        made = chained_in_memory(made, work.settings.id_field, work.settings.messages_field)
     # Labels join the conversations of the groups this window assembles (a label whose
     # conversation is not among them is counted unmatched).
     made, label_partial = labelled(made + joined_in({tuple(json.loads(t)): s for t, s in states.items()}))

@@ -17,6 +17,7 @@ from typing import Any, Iterable, Iterator, NamedTuple
 
 from transforms.calllogs.assemble import Assembled, GroupState, NoCalls, group_key
 from transforms.calllogs.calls import Fragment, Label, Rejected, ToolResult
+from transforms.calllogs.chained import TEXTS_RESTORED
 from transforms.calllogs.chains import assemble_chained
 from transforms.calllogs.joins import is_join_key, joined_states
 from transforms.calllogs.labels import label_counts
@@ -165,7 +166,7 @@ def _made(fmt: str, group: str, index: int, conversation: Assembled) -> Assembly
         "branches": 1 if index else 0,
         "tool_results_filled": len(conversation.assembly.get("tool_results_filled", ())),
     }
-    for name in ("responses_chained", "responses_unchained"):
+    for name in ("responses_chained", "responses_unchained", TEXTS_RESTORED):
         if conversation.assembly.get(name):
             counts[name] = conversation.assembly[name]
     output = AssemblyOutput(canonical_json([fmt, group, index]), raw, counts)
