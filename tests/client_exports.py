@@ -242,8 +242,9 @@ def otel_openai_v2(parent: bool, stream: bool = False, turn_traces: bool = False
     shutdown()
 
 
-def openinference_responses() -> None:
-    """The Responses API with ``previous_response_id``: each request sends only the new items."""
+def openinference_responses(parent: bool = True) -> None:
+    """The Responses API with ``previous_response_id``: each request sends only the new items;
+    without a parent span each call is a trace of its own."""
     from openinference.instrumentation.openai import OpenAIInstrumentor
 
     tracer_provider, _, shutdown = _otel()
@@ -252,7 +253,7 @@ def openinference_responses() -> None:
     tool = {"type": "function", **TOOL["function"]}
     for conversation in CONVERSATIONS:
         previous = None
-        with _parent_span(True)(conversation):
+        with _parent_span(parent)(conversation):
             for turn in conversation.turns:
                 new_items: list[dict[str, Any]] = [{"role": "user", "content": turn}]
                 while True:
@@ -457,7 +458,9 @@ SCENARIOS: dict[str, Callable[[], None]] = {
     "otel-v2-event-only-parent": lambda: otel_openai_v2(parent=True),
     "otel-v2-span-only-parent-stream": lambda: otel_openai_v2(parent=True, stream=True),
     "otel-v2-span-only-turn-traces": lambda: otel_openai_v2(parent=False, turn_traces=True),
+    "otel-v2-legacy-turn-traces": lambda: otel_openai_v2(parent=False, turn_traces=True),
     "openinference-responses-previous-id": openinference_responses,
+    "openinference-responses-previous-id-no-parent": lambda: openinference_responses(parent=False),
     "openinference-parent": lambda: openinference_openai(parent=True, session=False),
     "openinference-session": lambda: openinference_openai(parent=False, session=True),
     "agents-responses": lambda: openai_agents(chat_completions=False),

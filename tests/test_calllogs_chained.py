@@ -37,10 +37,10 @@ def test_fingerprints_are_the_answers_before_the_end_and_the_end_when_it_is_an_a
     messages = [_m("system", "s"), _m("user", "u"), _m("assistant", "a"), _m("user", "v"), _m("assistant", "b")]
     chain = chain_of(messages)
     prints = fingerprints_of(messages, chain)
-    assert prints == (5, (chain[2],), chain[4])
+    assert prints == (5, (chain[2],), chain[4], (), b"", ())
     # Ending at a question (a call that got no answer): no full key, every answer covers.
     prints = fingerprints_of(messages[:4], chain[:4])
-    assert prints == (4, (chain[2],), b"")
+    assert prints == (4, (chain[2],), b"", (), b"", ())
 
 
 def test_the_longest_that_goes_on_takes_what_ends_there_and_a_groups_own_never_does():

@@ -155,11 +155,11 @@ def test_helicone_rows_of_responses_carry_the_ids_the_chain_needs():
 AGENTS = DATA / "otlp" / "openai-agents-previous-response.jsonl"
 
 
-def _agents_run(tmp_path: Path, document: dict) -> tuple[dict, list[dict]]:
+def _agents_run(tmp_path: Path, document: dict, *extra: str) -> tuple[dict, list[dict]]:
     source = tmp_path / "in.jsonl"
     source.write_text(json.dumps(document) + "\n")
     out = tmp_path / "out"
-    assert main(["--input", str(source), "--output", str(out), "--quiet", "--no-report"]) == 0
+    assert main(["--input", str(source), "--output", str(out), "--quiet", "--no-report", *extra]) == 0
     return json.loads((out / "summary.json").read_text()), _lines(out / "normalized")
 
 
@@ -176,10 +176,20 @@ def test_the_agents_sdks_second_run_continues_the_first_by_its_response_id(tmp_p
 
 
 @pytest.mark.slow
-def test_without_a_session_each_run_is_its_trace_and_the_chain_is_counted_unresolved(tmp_path):
-    """No session id: each run is a group of its own (its trace), which lacks the response the
-    second continues: it stays as it is, counted."""
+def test_without_a_session_each_run_is_its_trace_and_the_traces_are_chained_by_response_id(tmp_path):
+    """No session id: each run is a group of its own (its trace); the second continues a
+    response the first's trace holds, so the two traces are one group (``response_links``)."""
     text = AGENTS.read_text().replace('"session.id"', '"app.session"')
     summary, records = _agents_run(tmp_path, json.loads(text))
+    assert len(records) == 1 and records[0]["messages"] == DRIVEN[:5]
+    assert summary["call_logs"]["responses_chained"] == 1 and "responses_unchained" not in summary["call_logs"]
+
+
+@pytest.mark.slow
+def test_without_a_session_or_chaining_across_groups_the_chain_is_counted_unresolved(tmp_path):
+    """--no-chain-groups: each trace is assembled alone; the second lacks the response it
+    continues: it stays as it is, counted."""
+    text = AGENTS.read_text().replace('"session.id"', '"app.session"')
+    summary, records = _agents_run(tmp_path, json.loads(text), "--no-chain-groups")
     assert len(records) == 2 and summary["call_logs"]["responses_unchained"] == 1
     assert sorted(len(r["messages"]) for r in records) == [3, 3]

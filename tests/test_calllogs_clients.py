@@ -75,6 +75,12 @@ def run_convnorm(inputs: list[Path], out: Path, *extra: str) -> tuple[list[dict[
     return records, json.loads((out / "summary.json").read_text())
 
 
+def test_the_weather_conversation_answers_with_text_beside_a_tool_call():
+    """What the legacy cases are about: an answer with text and a tool call, driven."""
+    weather = next(c for c in CONVERSATIONS if c.name == "weather")
+    assert any(reply.text and reply.calls for reply in weather.replies)
+
+
 def assert_conversations_driven(records: list[dict[str, Any]], summary: dict[str, Any], args_as_text: bool) -> None:
     """Every conversation driven comes out once, exact, and nothing else comes out."""
     letters = {reason: n for reason, n in summary["dead_letters_by_reason"].items() if n}
@@ -94,6 +100,10 @@ CASES = [
     ("otel-v2-span-only-parent-stream", "otlp", False),
     ("otel-v2-span-and-event-parent", "otlp", False),
     ("otel-v2-event-only-parent", "otlp", False),
+    # The legacy conventions (GenAI events as log records): the history's copy of an answer with
+    # text beside its tool call has lost the text; the answer's own record keeps it.
+    ("otel-v2-legacy-parent", "otlp", True),
+    ("otel-v2-legacy-parent-stream", "otlp", True),
     ("openinference-parent", "otlp", True),
     ("openinference-session", "otlp", True),
     ("agents-responses", "otlp", True),
@@ -125,7 +135,10 @@ def test_a_client_export_gives_the_conversations_driven(exports, tmp_path, scena
 # loopback) and the landing-directory stream on Prism give the conversations the in-process run
 # gives, byte for byte.
 
-RUNNERS_SCENARIO, RUNNERS_VIEW = "otel-v2-span-and-event-parent", "otlp"
+# The legacy events too: the text a history's copy lost is put back by the same rule everywhere.
+# (scenario, arguments as JSON text), as in CASES.
+RUNNERS_SCENARIOS = [("otel-v2-span-and-event-parent", False), ("otel-v2-legacy-parent", True)]
+RUNNERS_VIEW = "otlp"
 
 
 def _assembled_lines(out: Path) -> dict[str, bytes]:
@@ -136,15 +149,16 @@ def _assembled_lines(out: Path) -> dict[str, bytes]:
 
 
 @pytest.mark.timeout(900)
-def test_a_client_export_gives_the_same_conversations_on_every_runner(exports, tmp_path):
+@pytest.mark.parametrize(("scenario", "args_as_text"), RUNNERS_SCENARIOS, ids=[s for s, _ in RUNNERS_SCENARIOS])
+def test_a_client_export_gives_the_same_conversations_on_every_runner(exports, tmp_path, scenario, args_as_text):
     import subprocess
     import sys
 
     from engine_outputs import assert_same_outputs
 
-    inputs = export_files(exports(RUNNERS_SCENARIO), RUNNERS_VIEW, tmp_path / "input")
+    inputs = export_files(exports(scenario), RUNNERS_VIEW, tmp_path / "input")
     records, summary = run_convnorm(inputs, tmp_path / "one")
-    assert_conversations_driven(records, summary, args_as_text=False)
+    assert_conversations_driven(records, summary, args_as_text)
     reference = _assembled_lines(tmp_path / "one")
 
     run_convnorm(inputs, tmp_path / "two", "--direct_num_workers=2", "--direct_running_mode=multi_processing")
@@ -198,27 +212,27 @@ def test_a_client_export_gives_the_same_conversations_on_every_runner(exports, t
 # Setups real applications use by default that need more than one group or record per
 # conversation: calls chained across groups, parts of a call joined by key, responses chained.
 # The same assertion, the whole conversation driven and nothing else.
-#
-# Not here: openai-v2's legacy events mode with a tool call that has text beside it. The
-# instrumentation drops that text from the history it logs (``message_to_event``: the body of
-# an assistant message with tool calls is its calls only), so the log itself says the next
-# call's history differs from the answer before it: convnorm gives the answer as a branch of
-# its own (docs/call-logs.md says so, and that the span modes keep the text).
 
 DEFAULT_SETUPS = [
     # No parent span / no session id: each call is a trace of its own, so a group of its own;
     # a call whose history extends another's output is the same conversation all the same.
     ("otel-v2-span-only-no-parent", "otlp", False),
     ("otel-v2-span-and-event-no-parent", "otlp", False),
+    # The legacy events: the text the history's copy lost comes back across groups too.
+    ("otel-v2-legacy-no-parent", "otlp", True),
     ("litellm-no-session", "rows", True),
     # Each user turn a trace of its own (the session id on the application's span only).
     ("otel-v2-span-only-turn-traces", "otlp", False),
+    ("otel-v2-legacy-turn-traces", "otlp", True),
     # The SDK sends a run's patch in a later payload than its post (timing: most runs).
     ("langsmith-wrap-openai", "payloads", True),
     ("langsmith-traceable", "payloads", True),
     ("langsmith-wrap-anthropic", "payloads", False),
     # Responses with previous_response_id: each call holds only the new items.
     ("openinference-responses-previous-id", "otlp", True),
+    # The same without a parent span: each call a trace of its own, chained by response id
+    # across groups.
+    ("openinference-responses-previous-id-no-parent", "otlp", True),
 ]
 
 

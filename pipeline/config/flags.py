@@ -276,7 +276,8 @@ def _run_flags(add) -> None:
         help="a conversation assembled from call logs whose messages, ending at an answer, are the start "
         "of a longer one of another group (a trace or id per call or per turn), logged no earlier, "
         "is part of that one: dropped and counted (call_logs.chained_across_groups), its calls in the "
-        "longer one's account (the default); --no-chain-groups keeps every group's conversations apart",
+        "longer one's account; a call continuing a response (previous_response_id) another group holds "
+        "joins that group (the default); --no-chain-groups keeps every group's conversations apart",
     )
 
 

@@ -298,6 +298,7 @@ def reassembled(
     from transforms.calllogs.assemble import GroupState, NoCalls, group_key
     from transforms.calllogs.chains import assemble_chained
     from transforms.calllogs.joins import is_join_key, joined_states
+    from transforms.calllogs.response_links import merged_by_response
     from transforms.record.record_steps import parse_payload, read_call_log
 
     assembly = metrics["assembly"]
@@ -313,7 +314,8 @@ def reassembled(
     # A call read in parts (a LangSmith post and its patch ...) lists its other records too.
     listed += [part for entry in listed for part in entry.get("parts", ())]
     calls = dataclasses.replace(settings, input_format=assembly["format"], calls=True)
-    state = GroupState()
+    # Every group its records hold: groups linked by response id were one (``response_links``).
+    states: dict[tuple[str, str], GroupState] = {}
     fragments: dict[tuple[str, str], GroupState] = {}
     for source, position in sorted({(str(c["source"]), int(c["position"])) for c in listed}):
         check_source(inputs, source, metrics.get("id"))
@@ -324,12 +326,15 @@ def reassembled(
             fmt, group = group_key(piece)
             if is_join_key((fmt, group)):
                 fragments.setdefault((fmt, group), GroupState()).add(source, position, piece)
-            elif (fmt, as_written(group)) == key:
-                state.add(source, position, piece)
+            elif fmt == key[0]:
+                states.setdefault((fmt, str(as_written(group))), GroupState()).add(source, position, piece)
     for join_key, parts in sorted(fragments.items()):
         for (fmt, group), joined in joined_states(join_key, parts):
-            if (fmt, as_written(group)) == key:
-                state.merge(joined)
+            if fmt == key[0]:
+                states.setdefault((fmt, str(as_written(group))), GroupState()).merge(joined)
+    if settings.chain_groups:
+        states = merged_by_response(states)
+    state = states.get(key, GroupState())
     made = assemble_chained(
         *key,
         state,
@@ -369,6 +374,9 @@ def assembly_lines(assembly: dict) -> list[str]:
             if assembly["branch"]
             else f"; {assembly['branches']} branch(es) split out"
         )
+    restored = assembly.get("answer_texts_restored")
+    if restored:  # answers' texts a history's copy lost (docs/call-logs.md), put back
+        head += f"; {restored} answer text(s) put back where the next history's copy lost them"
     chained = assembly.get("chained", [])
     if chained:  # conversations of other groups whose messages start this one's
         head += f"; {len(chained)} conversation(s) of other groups chained into it: " + ", ".join(map(repr, chained))

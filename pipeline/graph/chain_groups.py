@@ -35,6 +35,7 @@ from transforms.calllogs.chained import (
     merge_absorbed,
     renumbered,
 )
+from transforms.calllogs.dropped_text import has_text_beside_calls
 from transforms.record.assembled_calls import AssemblyOutput, bucket_of, each_output
 from transforms.record.dedupe import pack, unpack
 from transforms.record.inputs import Parsed
@@ -48,7 +49,17 @@ def _assembled(made: Any) -> dict[str, Any] | None:
     return payload.assembly if isinstance(payload, Parsed) else None
 
 
-def conversation_claims(made: Any, id_field: str) -> Iterator[tuple[tuple[str, bytes], Claim]]:
+def _answers(record: Any, messages_field: str, places: tuple[int, ...]) -> tuple[tuple[int, dict[str, Any]], ...]:
+    """A record's answers with a text beside tool calls, each with its place in the sequence
+    (``Fingerprints.answer_places``: tool results recorded apart, filled in, are no answers)."""
+    messages = record.get(messages_field) if isinstance(record, dict) else None
+    listed: list[Any] = messages if isinstance(messages, list) else []
+    return tuple(zip(places, [m for m in listed if has_text_beside_calls(m)]))
+
+
+def conversation_claims(
+    made: Any, id_field: str, messages_field: str = "messages"
+) -> Iterator[tuple[tuple[str, bytes], Claim]]:
     """A conversation's claims, by format and hash (none for a dead letter)."""
     assembly = _assembled(made)
     if assembly is None:
@@ -62,7 +73,9 @@ def conversation_claims(made: Any, id_field: str) -> Iterator[tuple[tuple[str, b
         metadata if isinstance(metadata, dict) and metadata else None,
     )
     last_start = last_call_start(assembly)
-    for h, claim in claims_of(made.order, assembly["group"], made.fingerprints, absorbed, last_start):
+    prints = made.fingerprints
+    answers = _answers(record, messages_field, prints.answer_places) if prints.dropped_full else ()
+    for h, claim in claims_of(made.order, assembly["group"], prints, absorbed, last_start, answers):
         yield (assembly["format"], h), claim
 
 
@@ -70,7 +83,9 @@ def _hash_bucket(h: bytes, buckets: int) -> int:
     return int.from_bytes(h[:4], "big") % buckets
 
 
-def _claims(keyed: tuple[Any, Any], tag: str, id_field: str, buckets: int) -> Iterator[tuple[tuple[str, int], bytes]]:
+def _claims(
+    keyed: tuple[Any, Any], tag: str, id_field: str, buckets: int, messages_field: str = "messages"
+) -> Iterator[tuple[tuple[str, int], bytes]]:
     """A conversation's claims, packed, one value per bucket of hashes: a shuffled element per
     claim (a conversation has one per answer), each pickled by Beam's coder, would cost more
     than the decision."""
@@ -79,7 +94,7 @@ def _claims(keyed: tuple[Any, Any], tag: str, id_field: str, buckets: int) -> It
         return
     by_bucket: dict[tuple[str, int], list[tuple[bytes, Claim]]] = {}
     for made in each_output(value):  # an output shard's conversations come packed
-        for (fmt, h), claim in conversation_claims(made, id_field):
+        for (fmt, h), claim in conversation_claims(made, id_field, messages_field):
             by_bucket.setdefault((fmt, _hash_bucket(h, buckets)), []).append((h, claim))
     for where, claims in by_bucket.items():
         yield where, pack(claims)
@@ -95,7 +110,7 @@ def _verdicts(keyed: tuple[tuple[str, int], Iterable[bytes]], tag: str, buckets:
         yield (tag, shard), Verdicts(pack(verdicts))
 
 
-def chained_conversations(values: Iterable[Any], id_field: str) -> list[Any]:
+def chained_conversations(values: Iterable[Any], id_field: str, messages_field: str = "messages") -> list[Any]:
     """One output shard's conversations and verdicts -> its conversations, the subsumed ones
     left out, the others with the accounts they took (``merge_absorbed``), a group that lost one
     renumbered. Anything else passes as it is."""
@@ -126,14 +141,16 @@ def chained_conversations(values: Iterable[Any], id_field: str) -> list[Any]:
         if (a := _assembled(one)) is not None and (a["format"], a["group"]) in lost
     ]
     places = renumbered(survivors, conversation_id)
-    return [_updated(one, absorbs.get(one.order, []), places.get(one.order), id_field) for one in kept]
+    return [_updated(one, absorbs.get(one.order, []), places.get(one.order), id_field, messages_field) for one in kept]
 
 
-def _updated(made: Any, absorbed: list[Absorbed], place: tuple[int, int, str] | None, id_field: str) -> Any:
+def _updated(
+    made: Any, absorbed: list[Absorbed], place: tuple[int, int, str] | None, id_field: str, messages_field: str
+) -> Any:
     if not absorbed and place is None:
         return made
     payload = made.raw.payload
-    record, assembly, added = merge_absorbed(payload.value, payload.assembly, absorbed)
+    record, assembly, added = merge_absorbed(payload.value, payload.assembly, absorbed, messages_field)
     counts = dict(made.counts)
     for name, n in added.items():
         counts[name] = counts.get(name, 0) + n
@@ -150,38 +167,47 @@ def _updated(made: Any, absorbed: list[Absorbed], place: tuple[int, int, str] | 
     return made._replace(raw=raw, counts=counts)
 
 
-def chained_in_memory(made: list[Any], id_field: str) -> list[Any]:
+def chained_in_memory(made: list[Any], id_field: str, messages_field: str = "messages") -> list[Any]:
     """``made`` (conversations of many groups, in one process) chained across their groups:
     what the batch graph's shuffles decide, decided with a dict of their hashes."""
     by_format: dict[str, list[tuple[bytes, Claim]]] = {}
     for one in made:
-        for (fmt, h), claim in conversation_claims(one, id_field):
+        for (fmt, h), claim in conversation_claims(one, id_field, messages_field):
             by_format.setdefault(fmt, []).append((h, claim))
     verdicts = [verdict for fmt in sorted(by_format) for _, verdict in decide(by_format[fmt])]
-    return chained_conversations([*made, *verdicts], id_field)
+    return chained_conversations([*made, *verdicts], id_field, messages_field)
 
 
 @beam.typehints.with_input_types(beam.typehints.Any)
 @beam.typehints.with_output_types(beam.typehints.Any)
 class ChainAcrossGroups(beam.PTransform):
-    """Keyed conversations (``(tag, output shard)``: the assembly's) -> the same, and the
-    verdicts on them under their output shard's key, for ``chained_conversations`` to apply
-    where each output shard's conversations meet."""
+    """Keyed conversations (``(tag, output shard)``: the assembly's; one collection or a tuple
+    of them) -> the same, and the verdicts on them under their output shard's key, for
+    ``chained_conversations`` to apply where each output shard's conversations meet."""
 
-    def __init__(self, id_field: str, buckets: int, tag: str) -> None:
+    def __init__(self, id_field: str, buckets: int, tag: str, messages_field: str = "messages") -> None:
         super().__init__()
         self._id_field = id_field
+        self._messages_field = messages_field
         self._buckets = buckets
         self._tag = tag
 
     def expand(self, keyed):
+        # Conversations may come in several collections (``shard_assembly``'s groups joined by
+        # response id apart): one Flatten with the verdicts, so each is encoded once more only.
+        parts = tuple(keyed) if isinstance(keyed, tuple) else (keyed,)
+        claims = [
+            part
+            | f"Claims{n or ''}"
+            >> beam.FlatMap(_claims, self._tag, self._id_field, self._buckets, self._messages_field)
+            for n, part in enumerate(parts)
+        ]
+        if len(claims) > 1:
+            claims = [tuple(claims) | "AllClaims" >> beam.Flatten()]
         verdicts = (
-            keyed
-            | "Claims" >> beam.FlatMap(_claims, self._tag, self._id_field, self._buckets)
-            | "ByHash" >> beam.GroupByKey()
-            | "Verdicts" >> beam.FlatMap(_verdicts, self._tag, self._buckets)
+            claims[0] | "ByHash" >> beam.GroupByKey() | "Verdicts" >> beam.FlatMap(_verdicts, self._tag, self._buckets)
         )
-        return (keyed, verdicts) | "WithVerdicts" >> beam.Flatten()
+        return (*parts, verdicts) | "WithVerdicts" >> beam.Flatten()
 
 
 def chain_enabled(settings: Any) -> bool:

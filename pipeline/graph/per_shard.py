@@ -196,7 +196,7 @@ class ProcessShards(beam.PTransform):
             settings = self._work.settings
             chain = None
             if chain_enabled(settings):  # --chain-groups: one conversation whatever groups its calls are in
-                chain = ChainAcrossGroups(settings.id_field, self._call_shards, OUTPUT_TAG)
+                chain = ChainAcrossGroups(settings.id_field, self._call_shards, OUTPUT_TAG, settings.messages_field)
             results = results | "AssembleCalls" >> AssembleShardCalls(
                 self._work, self._temp_root, self._call_shards, len(self._shards), chain
             )

@@ -19,7 +19,11 @@ Shard results pass through it untouched (less their pieces), so ``MergeShardResu
 sees every shard's result and every assembled output shard's alike. A ``chain`` step
 (``chain_groups.ChainAcrossGroups``, --chain-groups) adds its verdicts to the conversations
 keyed by output shard before the GroupByKey; each output shard applies them
-(``chained_conversations``) before its conversations are processed.
+(``chained_conversations``) before its conversations are processed. With it, groups linked by
+response id (``transforms.calllogs.response_links``) are joined first: their response ids,
+packed by bucket of ids, meet by bucket; the links meet at one key per format; each linked
+group's verdict (``JoinsGroup``) goes into the groups' combine, and only those groups' states
+are combined once more, under their root's key, before their conversations join the others.
 """
 
 from __future__ import annotations
@@ -39,6 +43,7 @@ from transforms.calllogs.assemble import GroupState, call_traces
 from transforms.calllogs.calls import Label
 from transforms.calllogs.joins import is_join_key, joined_states
 from transforms.calllogs.labels import Joined, Target, resolve, targets_of
+from transforms.calllogs.response_links import JoinsGroup, links_of, response_keys, roots
 from transforms.conversations import freeze_gc
 from transforms.record.assembled_calls import (
     AssemblyOutput,
@@ -55,6 +60,9 @@ from transforms.record.labelled_calls import labelled
 from transforms.totals import summary as summaries
 
 _RESULT, _GROUP, _GROUPS, _JOINS, _OUTPUT, _ANY = "result", "group", "groups", "joins", "output", "any"
+#: The key's tags of the response-id chaining: a group's response ids, the links (one key), a
+#: group joining its root's.
+_RESPONSE, _LINKS, _JOINED = "response", "links", "joined"
 #: The key's tag of the conversations keyed by output shard (what ``ChainAcrossGroups`` reads).
 OUTPUT_TAG = _OUTPUT
 #: Groups' states (and the ids they offer labels) cross the shuffle in batches, a batch per input
@@ -74,24 +82,32 @@ def _batched(
 ) -> Iterator[tuple[tuple[Any, ...], Any]]:
     """Groups' states, packed by slot, ``{group key: state}`` (a state packed already as its
     bytes); their label targets and ``labels``, packed by the slot of their join ids,
-    ``(labels, targets)``: ``[(join id, Label)]``, ``[(join id, Target as a tuple)]``."""
+    ``(labels, targets)``: ``[(join id, Label)]``, ``[(join id, Target as a tuple)]``; their
+    response ids held and lacked (``response_keys``), packed by bucket of ids, for the
+    response-id chaining (``is_response_keys``)."""
     groups: dict[int, dict[tuple[str, str], GroupState | bytes]] = {}
     joins: dict[int, tuple[list, list]] = {}
+    responses: dict[tuple[str, str, int], list[Any]] = {}
     for label in labels:
         joins.setdefault(_slot(label.group, buckets), ([], []))[0].append((label.group, label))
     for key, state in states:
         if isinstance(state, PackedGroup):
             groups.setdefault(_slot(key, buckets), {})[key] = state.packed
-            traces = state.traces
+            traces, held = state.traces, state.responses
         else:
             groups.setdefault(_slot(key, buckets), {})[key] = state
-            traces = call_traces(state)
+            traces, held = call_traces(state), list(response_keys(key, state))
         for join_id, target in targets_of(key, traces):
             joins.setdefault(_slot(join_id, buckets), ([], []))[1].append((join_id, tuple(target)))
+        for (fmt, response_id), value in held:
+            where = (_RESPONSE, fmt, bucket_of((fmt, response_id), buckets))
+            responses.setdefault(where, []).append(((fmt, response_id), value))
     for slot, batch in groups.items():
         yield (_GROUPS, slot), pack(batch)
     for slot, pair in joins.items():
         yield (_JOINS, slot), pack(pair)
+    for where, pairs in responses.items():
+        yield where, pack(pairs)
 
 
 def keyed_results(result: ShardResult, buckets: int) -> Iterator[tuple[tuple[Any, ...], Any]]:
@@ -174,7 +190,7 @@ class KeepResultsAssembleGroups(beam.CombineFn):
     def add_input(self, accumulator: list, value: Any) -> list:
         if isinstance(value, bytes):  # a shard's batch
             accumulator[1].append(value)
-        elif value is not None:  # a result's key
+        elif value is not None:  # a result's key; a linked group's verdict, (group, JoinsGroup)
             accumulator[0].append(value)
         return accumulator
 
@@ -228,17 +244,60 @@ def by_output_shard(keyed: tuple[tuple[Any, ...], list], work: ShardWork, bucket
         for bucket in range(buckets):
             yield (_OUTPUT, bucket), None
         return
+    if key[0] != _GROUPS:
+        return
     states = _unpacked_states(packed)
     # The slot's states live until its conversations are made: out of the cyclic collector's
     # sight, as a shard's are while it is read (they hold no cycle; freed by reference counts),
     # or each full collection scans them all again (measured: a sixth of this step's CPU).
     gc.freeze()
+    # Groups linked by response id to others: their states go to where they all meet.
+    moves = {group: verdict.root for group, verdict in results}
     by_bucket: dict[int, list[AssemblyOutput]] = {}
     for group, state in states.items():
+        root = moves.get(group)
+        if root is not None:
+            yield (_JOINED, *root), pack({group: state})
+            continue
         for bucket, made in conversations_of((group, state), work.settings, buckets):
             by_bucket.setdefault(bucket, []).append(made)
     for bucket, outputs in by_bucket.items():  # one: a slot's groups are an output shard's
         yield (_OUTPUT, bucket), packed_outputs(outputs)
+
+
+def is_response_keys(keyed: tuple[tuple[Any, ...], Any]) -> bool:
+    """Whether a keyed item holds response ids (``_batched``), for the response-id chaining."""
+    return keyed[0][0] == _RESPONSE
+
+
+def _links(keyed: tuple[tuple[Any, ...], Iterable[bytes]]) -> Iterator[tuple[tuple[str, str], Any]]:
+    """One bucket of response ids' groups -> their links, all of a format at one key."""
+    for link in links_of(pair for packed in keyed[1] for pair in unpack(packed)):
+        yield (_LINKS, keyed[0][1]), link
+
+
+def _verdicts(keyed: tuple[tuple[str, str], Iterable[Any]], buckets: int) -> Iterator[tuple[tuple[Any, ...], Any]]:
+    """Every link of a format (group keys only, two per call continuing another group's
+    response) -> each linked group's verdict, ``(group, JoinsGroup)``, under its slot."""
+    for group, root in sorted(roots(keyed[1]).items()):
+        yield (_GROUPS, _slot(group, buckets)), (group, JoinsGroup(root))
+
+
+def is_linked(keyed: tuple[tuple[Any, ...], Any]) -> bool:
+    """Whether a keyed item is the state of a group linked by response id to others."""
+    return keyed[0][0] == _JOINED
+
+
+def joined_conversations(keyed: tuple[tuple[Any, ...], list], work: ShardWork, buckets: int) -> Iterator[tuple]:
+    """The states of groups linked by response id (under their root's key), merged -> its
+    conversations, by output shard."""
+    key, (_, packed) = keyed
+    states = iter(_unpacked_states(packed).values())
+    state = next(states)
+    for more in states:
+        state.merge(more)
+    for bucket, made in conversations_of(((key[1], key[2]), state), work.settings, buckets):
+        yield (_OUTPUT, bucket), made
 
 
 class _ProcessAssembled(beam.DoFn):
@@ -267,8 +326,9 @@ class _ProcessAssembled(beam.DoFn):
         gc.freeze()  # this output shard's conversations, likewise (``by_output_shard``)
         assembled = [value for value in values if isinstance(value, AssemblyOutput)]
         labels = [value for value in values if isinstance(value, (Joined, dict))]  # labels, their counts
+        settings = self._work.settings
         chained = chained_conversations(
-            [v for v in values if not isinstance(v, (Joined, dict))], self._work.settings.id_field
+            [v for v in values if not isinstance(v, (Joined, dict))], settings.id_field, settings.messages_field
         )
         made, label_partial = labelled(chained + labels)
         number = self._first_shard + key[1]
@@ -290,12 +350,29 @@ class AssembleShardCalls(beam.PTransform):
         self, work: ShardWork, temp_root: str, buckets: int, first_shard: int, chain: beam.PTransform | None = None
     ) -> None:
         super().__init__()
-        #: Applied to the conversations keyed by output shard, before they are gathered.
+        #: Applied to the conversations keyed by output shard, before they are gathered; with
+        #: it, groups linked by response id are joined first (``transforms.calllogs.response_links``).
         self._chain = chain
         self._work = work
         self._temp_root = temp_root
         self._buckets = buckets
         self._first_shard = first_shard
+
+    def _response_verdicts(self, keyed, joined):
+        """Each group linked by response id to others: its ``JoinsGroup``, under its slot. Only
+        keys travel: response ids by bucket (packed where the states are), then the links, all
+        at one key."""
+        return (
+            (
+                keyed | "ResponseKeys" >> beam.Filter(is_response_keys),
+                joined | "JoinedResponseKeys" >> beam.Filter(is_response_keys),
+            )
+            | "AllResponseKeys" >> beam.Flatten()
+            | "ByResponse" >> beam.GroupByKey()
+            | "Links" >> beam.FlatMap(_links)
+            | "AllLinks" >> beam.GroupByKey()
+            | "LinkVerdicts" >> beam.FlatMap(_verdicts, self._buckets)
+        )
 
     def expand(self, results):
         keyed = results | "Keyed" >> beam.FlatMap(keyed_results, self._buckets)
@@ -305,15 +382,27 @@ class AssembleShardCalls(beam.PTransform):
             | "JoinFragments" >> beam.CombinePerKey(KeepResultsAssembleGroups())
             | "Joined" >> beam.FlatMap(joined_groups, self._buckets)
         )
-        whole = keyed | "Whole" >> beam.Filter(lambda item: not is_fragments(item))
+        whole = keyed | "Whole" >> beam.Filter(lambda item: not is_fragments(item) and not is_response_keys(item))
+        joined_states = joined | "JoinedStates" >> beam.Filter(lambda item: not is_response_keys(item))
+        inputs: tuple[Any, ...] = (whole, joined_states)
+        if self._chain is not None:
+            inputs = (*inputs, self._response_verdicts(keyed, joined))
         keyed = (
-            (whole, joined)
+            inputs
             | "WithJoined" >> beam.Flatten()
             | "AssembleGroups" >> beam.CombinePerKey(KeepResultsAssembleGroups())
             | "ByOutputShard" >> beam.FlatMap(by_output_shard, self._work, self._buckets)
         )
         if self._chain is not None:
-            keyed = keyed | "ChainAcrossGroups" >> self._chain
+            # Only the states of the groups linked by response id move once more, to merge.
+            linked = (
+                keyed
+                | "Linked" >> beam.Filter(is_linked)
+                | "JoinLinkedGroups" >> beam.CombinePerKey(KeepResultsAssembleGroups())
+                | "LinkedConversations" >> beam.FlatMap(joined_conversations, self._work, self._buckets)
+            )
+            unlinked = keyed | "Unlinked" >> beam.Filter(lambda item: not is_linked(item))
+            keyed = (unlinked, linked) | "ChainAcrossGroups" >> self._chain
         return (
             keyed
             | "Gather" >> beam.GroupByKey()

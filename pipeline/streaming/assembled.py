@@ -53,6 +53,7 @@ from transforms.calllogs.assemble import GroupState, call_traces, group_key
 from transforms.calllogs.calls import Call, Fragment
 from transforms.calllogs.joins import is_join_key, joined_states
 from transforms.calllogs.labels import LABEL_READERS, targets_of
+from transforms.calllogs.response_links import merged_by_response
 from transforms.core.jsontext import canonical_json, document_bytes
 from transforms.record.assembled_calls import assembly_partial, conversations_of, emitted_again, shard_batches
 from transforms.record.labelled_calls import joined_in, labelled
@@ -310,6 +311,13 @@ def _earlier_labels(output: str, window: str, gathered: dict[str, Any], states: 
     return found
 
 
+def _linked_by_response(states: dict[str, GroupState]) -> dict[str, GroupState]:
+    """The window's group states (by their key's JSON text) with those linked by response id
+    merged under their root's key (``response_links.merged_by_response``)."""
+    merged = merged_by_response({tuple(json.loads(text)): state for text, state in states.items()})
+    return {_key_text(key): state for key, state in merged.items()}
+
+
 def assemble_window(output: str, window: str, work: ShardWork, run_temp: str, commit: Commit) -> str:
     """Assemble, normalize and commit the conversations of the groups ``window`` touched:
     "done" (committed now), "already" (committed before), "none" (no call logs) or "refused"
@@ -327,14 +335,18 @@ def assemble_window(output: str, window: str, work: ShardWork, run_temp: str, co
         states.update(more)
         read = sorted({*read, *read_more})
     made: list[Any] = []
-    for text in sorted(states):  # a label's group makes no conversation
+    assembling = states
+    if chain_enabled(work.settings):
+        # Groups linked by response id (a Responses call continuing another group's) are one.
+        assembling = _linked_by_response(states)
+    for text in sorted(assembling):  # a label's group makes no conversation
         key = tuple(json.loads(text))
-        for _, conversation in conversations_of((key, states[text]), work.settings, 1):
+        for _, conversation in conversations_of((key, assembling[text]), work.settings, 1):
             made.append(emitted_again(conversation, panes.get(text, 0)))
     assembled = made
     if chain_enabled(work.settings):
         # Among the groups this window assembles: one emitted by an earlier window stays out.
-        made = chained_in_memory(made, work.settings.id_field)
+        made = chained_in_memory(made, work.settings.id_field, work.settings.messages_field)
     # Labels join the conversations of the groups this window assembles (a label whose
     # conversation is not among them is counted unmatched).
     made, label_partial = labelled(made + joined_in({tuple(json.loads(t)): s for t, s in states.items()}))

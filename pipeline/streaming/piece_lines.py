@@ -39,4 +39,7 @@ def logged_lines(logged: Iterable[CallLogged]) -> Iterator[bytes]:
 def piece_of_line(line: bytes) -> tuple[str, int, Any]:
     """``(source, position, piece)`` back from a ``piece_line``."""
     doc = parse_json(line)
-    return doc["source"], doc["position"], PIECE_KINDS[doc["kind"]](**doc["piece"])
+    piece = PIECE_KINDS[doc["kind"]](**doc["piece"])
+    if isinstance(piece, Call):  # a tuple, which JSON writes as a list
+        piece = piece._replace(text_dropped=tuple(piece.text_dropped))
+    return doc["source"], doc["position"], piece

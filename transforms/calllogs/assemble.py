@@ -25,7 +25,6 @@ the conversations do not depend on the order pieces arrive in or on how states w
 from __future__ import annotations
 
 import hashlib
-import json
 import operator
 import re
 from typing import Any, NamedTuple
@@ -33,6 +32,13 @@ from typing import Any, NamedTuple
 from transforms.calllogs.calls import JOIN_SUFFIX, Call, Fragment, Label, Piece, Rejected, ToolResult
 from transforms.calllogs.chained import Fingerprints, fingerprints_of
 from transforms.calllogs.context import conversation_metadata
+from transforms.calllogs.dropped_text import (
+    calls_named,
+    has_text_beside_calls,
+    lost_its_text,
+    parsed_args,
+    text_dropped_key,
+)
 from transforms.core.jsontext import canonical_json, dumps_line
 
 #: Separates a group from a branch's number in a branch's id: ``<group>#branch<n>``.
@@ -68,7 +74,7 @@ _DIGEST_SIZE = 16
 _REBUILT = frozenset(("prefixes", "ends", "_recent", "sequences", "calls"))
 
 
-class _Sequence:
+class KeptSequence:
     """A maximal sequence: its messages (owned by the state), their hash chain, and the ledger
     of what reading them left out (the call's that gave them: ``Call.discarded``)."""
 
@@ -86,17 +92,6 @@ def message_digest(message: Any) -> bytes:
     """The hash of one flat message: key-sorted JSON, so the key order a reader wrote does not
     count, the values exactly (text, ids, arguments) do."""
     return hashlib.blake2b(canonical_json(message), digest_size=16).digest()
-
-
-def _parsed_args(args: Any) -> Any:
-    """Call arguments as the provider means them: JSON text parsed (one log writes the string
-    the API returned, the next request's copy an object), anything else as it is."""
-    if isinstance(args, str) and args.strip()[:1] in ("{", "["):
-        try:
-            return json.loads(args)
-        except ValueError:
-            return args
-    return args
 
 
 def comparable(messages: list[Any]) -> list[Any]:
@@ -131,7 +126,7 @@ def comparable(messages: list[Any]) -> list[Any]:
                 pending.append(place)
                 same = {**call, "tool_call_id": place}
                 if "args" in call:
-                    same["args"] = _parsed_args(call["args"])
+                    same["args"] = parsed_args(call["args"])
                 seen.append(same)
             message["tool_calls"] = seen
         elif message.get("role") == "tool" and "tool_call_id" in message:
@@ -222,11 +217,12 @@ class GroupState:
         "parts",
         "contexts",
         "labels",
+        "text_dropped",
         "_recent",
     )
 
     def __init__(self) -> None:
-        self.sequences: list[_Sequence] = []
+        self.sequences: list[KeptSequence] = []
         self.calls: list[_CallSeen] = []
         self.tool_results: list[tuple[Origin, ToolResult]] = []
         #: Parts of the group's records that could not be read: a dead letter each.
@@ -254,6 +250,10 @@ class GroupState:
         self.contexts: dict[bytes, dict[str, Any]] = {}
         #: Labels read (``calls.Label``): not assembled, handed on to be joined by their id.
         self.labels: list[Label] = []
+        #: The chain hashes (``chain[i]``) of history messages read from a writer that drops an
+        #: answer's text beside its tool calls (``Call.text_dropped``): where the assembly may
+        #: put that text back (``transforms.calllogs.restored_text``).
+        self.text_dropped: set[bytes] = set()
         #: The last call's history and its chain, when every message of it is plain: the next
         #: call's history, made of the same messages and more (a reader that reads a history
         #: once per group hands on the same message objects), hashes only what it adds.
@@ -281,7 +281,7 @@ class GroupState:
         self._recent = None
         for messages, joined, discarded in sequences:
             chain = [joined[i : i + _DIGEST_SIZE] for i in range(0, len(joined), _DIGEST_SIZE)]
-            self.sequences.append(_Sequence(messages, chain, discarded))
+            self.sequences.append(KeptSequence(messages, chain, discarded))
             if chain:
                 self.ends[chain[-1]] = len(self.sequences) - 1
                 self.prefixes.update(chain)
@@ -334,10 +334,13 @@ class GroupState:
         )
         if piece.truncated and piece.output and chain:
             self.truncated.add(chain[-1])
-        self._keep(_Sequence(messages, chain, piece.discarded))
+        for place in piece.text_dropped:
+            if 0 <= place < len(history):
+                self.text_dropped.add(chain[place])
+        self._keep(KeptSequence(messages, chain, piece.discarded))
         return self
 
-    def _keep(self, new: _Sequence) -> None:
+    def _keep(self, new: KeptSequence) -> None:
         """Keep a sequence unless it is a prefix of one kept; it replaces the one it extends (at
         most one can be: two kept sequences are never prefixes of one another). Of two equal
         ones (alike but for key order) the one whose exact text comes first stays: the same one
@@ -366,7 +369,7 @@ class GroupState:
                 return
         self._append(new)
 
-    def _append(self, new: _Sequence) -> None:
+    def _append(self, new: KeptSequence) -> None:
         if self.sequences and not self.sequences[0].chain:
             # The empty sequence (a call that sent and got nothing) is a prefix of any other.
             self.sequences.pop(0)
@@ -398,6 +401,7 @@ class GroupState:
         self.fragments.extend(other.fragments)
         self.joined += other.joined
         self.truncated |= other.truncated
+        self.text_dropped |= other.text_dropped
         for key, context in other.contexts.items():
             self.contexts.setdefault(key, context)
         self.labels.extend(other.labels)
@@ -459,7 +463,7 @@ def _held_by(call: _CallSeen, holders: dict[bytes, list[int]], every: list[int])
     return every if call.length == 0 else holders.get(call.end, [])
 
 
-def _ordered_sequences(state: GroupState) -> tuple[list[_Sequence], list[list[_CallSeen]]]:
+def _ordered_sequences(state: GroupState) -> tuple[list[KeptSequence], list[list[_CallSeen]]]:
     """The maximal sequences, the conversation's first, and the calls of each: sequences ranked
     by the latest call each holds (then the longer, then its hash), so that the order depends on
     the pieces only; a call goes to the first sequence in that order that holds it."""
@@ -555,7 +559,7 @@ def assemble(
         if truncated:
             # Answers that arrived cut off (a stream with no end): not whole answers to train on.
             assembly["truncated_stream"] = truncated
-        prints = fingerprints_of(sequence.messages, sequence.chain)
+        prints = fingerprints_of(sequence.messages, sequence.chain, *_text_dropped_keys(sequence, state.text_dropped))
         judged = judged_messages(calls, sequence.messages, messages)
         assembled.append(
             Assembled(
@@ -574,6 +578,38 @@ def assemble(
         # record read is found in one conversation's account.
         assembled[0].assembly["tool_results_unused"] = [_origin_entry(o) for o in sorted(unused, key=_latest)]
     return assembled
+
+
+def _text_dropped_keys(sequence: KeptSequence, dropped: set[bytes]) -> tuple[tuple[bytes, ...], bytes, tuple[int, ...]]:
+    """A sequence's keys as the writer that drops text logs it (``chained.Fingerprints``): at
+    each answer it goes on past, while every message with tool calls up to there is a copy from
+    that writer (``dropped``) with no text and one at least is; where it ends at an answer,
+    when it holds answers with a text beside tool calls (their copies' key); and those answers'
+    places."""
+    messages, chain = sequence.messages, sequence.chain
+    places = [at for at, message in enumerate(messages) if has_text_beside_calls(message)]
+    if not places and not dropped:
+        return (), b"", ()  # nothing a copy could have lost, and no copy: no key (the common case)
+    covers: list[bytes] = []
+    named = b""
+    only_copies, copied = True, False  # every message with calls so far a copy, and one at least
+    for at, message in enumerate(messages):
+        if not (isinstance(message, dict) and message.get("role") == "assistant"):
+            continue
+        if message.get("tool_calls"):
+            named = calls_named(named, message)
+            if lost_its_text(message) and chain[at] in dropped:
+                copied = True
+            else:
+                only_copies = False
+        if only_copies and copied and at < len(messages) - 1:
+            covers.append(text_dropped_key(chain[at], named))
+    full = b""
+    if places and isinstance(messages[-1], dict) and messages[-1].get("role") == "assistant":
+        at_places = set(places)
+        copies = [{**m, "content": ""} if n in at_places else m for n, m in enumerate(messages)]
+        full = text_dropped_key(chain_of(copies)[-1], named)
+    return tuple(covers), full, tuple(places)
 
 
 def judged_messages(

@@ -62,6 +62,11 @@ class Call(NamedTuple):
     #: Who had the call, and where (``transforms.calllogs.context``: ``user_id``, ``session_id``,
     #: ``trace_id``, ``tags``, ``environment``, ``release``); ``None`` when the record names none.
     context: dict[str, Any] | None = None
+    #: The places in ``history`` of assistant messages read from a record whose writer drops
+    #: the text of an answer that made tool calls (python-contrib openai-v2's legacy
+    #: ``gen_ai.assistant.message`` log record: the calls, no content). The assembly may put
+    #: that text back from the answer's own record (``transforms.calllogs.restored_text``).
+    text_dropped: tuple[int, ...] = ()
 
 
 class ToolResult(NamedTuple):

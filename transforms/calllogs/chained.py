@@ -36,23 +36,44 @@ from __future__ import annotations
 from typing import Any, Callable, Iterable, NamedTuple
 
 from transforms.calllogs.context import merge_context
+from transforms.calllogs.dropped_text import put_back
+
+#: The count of answers' texts put back where a history's copy lost them (``dropped_text``): in
+#: a conversation's ``assembly`` entry and the summary's ``call_logs``.
+TEXTS_RESTORED = "answer_texts_restored"
 
 
 class Fingerprints(NamedTuple):
     """A conversation's keys for chaining: its length, the chain hashes of its strict prefixes
-    that end at an assistant message, and its own end's hash when it ends at one (else ``b""``)."""
+    that end at an assistant message, and its own end's hash when it ends at one (else ``b""``).
+
+    Apart from those, its keys as the writer that drops an answer's text logs a conversation
+    (``dropped_text``; the assembly's ``_text_dropped_keys``): at the answers it goes on past
+    while its copies from that writer lost their text (``dropped_covers``); where it ends at an
+    answer, when it holds answers with a text beside tool calls (``dropped_full``, else
+    ``b""``), and those answers' places (``answer_places``), to be put back where they are
+    copies in the conversation that takes it."""
 
     length: int
     covers: tuple[bytes, ...]
     full: bytes
+    dropped_covers: tuple[bytes, ...] = ()
+    dropped_full: bytes = b""
+    answer_places: tuple[int, ...] = ()
 
 
-def fingerprints_of(messages: list[Any], chain: list[bytes]) -> Fingerprints:
+def fingerprints_of(
+    messages: list[Any],
+    chain: list[bytes],
+    dropped_covers: tuple[bytes, ...] = (),
+    dropped_full: bytes = b"",
+    answer_places: tuple[int, ...] = (),
+) -> Fingerprints:
     """``Fingerprints`` of a sequence as its calls recorded it (``chain``: ``assemble.chain_of``)."""
     ends = [chain[i] for i, message in enumerate(messages) if _is_answer(message)]
     full = chain[-1] if chain and _is_answer(messages[-1]) else b""
     covers = tuple(ends[:-1]) if full else tuple(ends)
-    return Fingerprints(len(chain), covers, full)
+    return Fingerprints(len(chain), covers, full, dropped_covers, dropped_full, answer_places)
 
 
 def _is_answer(message: Any) -> bool:
@@ -70,6 +91,10 @@ class Absorbed(NamedTuple):
     assembly: dict[str, Any]
     #: Its record's ``metadata`` (who had it: user, session, traces, first and last call ...).
     metadata: dict[str, Any] | None = None
+    #: Its answers with a text beside tool calls and their places in its sequence, handed on
+    #: only where the one taking it holds copies that lost their text
+    #: (``Fingerprints.dropped_full``): put back there (``merge_absorbed``).
+    answers: tuple[tuple[int, dict[str, Any]], ...] = ()
 
 
 class Claim(NamedTuple):
@@ -86,13 +111,23 @@ class Claim(NamedTuple):
 
 
 def claims_of(
-    conversation: bytes, group: str, prints: Fingerprints, absorbed: Absorbed, last_start: int = 0
+    conversation: bytes,
+    group: str,
+    prints: Fingerprints,
+    absorbed: Absorbed,
+    last_start: int = 0,
+    answers: tuple[tuple[int, dict[str, Any]], ...] = (),
 ) -> list[tuple[bytes, Claim]]:
     """The claims a conversation makes, by hash: one where it ends (when it ends at an answer),
-    one per earlier answer."""
-    out = [(h, Claim(conversation, group, prints.length, None, last_start)) for h in prints.covers]
+    one per earlier answer; and by its keys as the writer that drops text logs it, one per
+    answer it goes on past, one where it ends handing on ``answers`` (``Absorbed.answers``)."""
+    covers = (*prints.covers, *prints.dropped_covers)
+    out = [(h, Claim(conversation, group, prints.length, None, last_start)) for h in covers]
     if prints.full:
         out.append((prints.full, Claim(conversation, group, prints.length, absorbed, last_start)))
+    if prints.dropped_full:
+        handed = absorbed._replace(answers=answers)
+        out.append((prints.dropped_full, Claim(conversation, group, prints.length, handed, last_start)))
     return out
 
 
@@ -176,7 +211,7 @@ def _latest(entry: Any) -> tuple[Any, ...]:
 
 
 def merge_absorbed(
-    record: dict[str, Any], assembly: dict[str, Any], absorbed: list[Absorbed]
+    record: dict[str, Any], assembly: dict[str, Any], absorbed: list[Absorbed], messages_field: str = "messages"
 ) -> tuple[dict[str, Any], dict[str, Any], dict[str, int]]:
     """A surviving conversation's record and ``assembly`` entry with the accounts of the
     conversations it subsumed, and the counts that adds to its partial summary. The one place a
@@ -189,7 +224,10 @@ def merge_absorbed(
     results they held (filled or unused) are listed as unused (its messages are its own calls');
     their truncated answers are in its messages too; ``chained`` lists their ids. Their
     ``metadata`` merges into its own (``context.merge_context``, each the earlier: trace ids and
-    tags united, the earliest first call, its own user, session, model ... where it names one)."""
+    tags united, the earliest first call, its own user, session, model ... where it names one).
+    The answers handed on (``Absorbed.answers``) are put back where their copies lost their
+    text (``dropped_text.put_back``), counted ``answer_texts_restored``: what the conversations
+    written hold (those a subsumed one had put back in its own messages are not)."""
     if not absorbed:
         return record, assembly, {}
     absorbed = sorted(absorbed, key=lambda a: a.conversation)
@@ -205,8 +243,15 @@ def merge_absorbed(
     unused = list(assembly.get("tool_results_unused", ()))
     added = 0
     truncated = assembly.get("truncated_stream", 0)
+    restored = 0
     for one in absorbed:
         theirs = one.assembly
+        for at, answer in one.answers:
+            messages = record.get(messages_field) if isinstance(record, dict) else None
+            put = put_back(messages, at, answer) if isinstance(messages, list) else None
+            if put is not None:
+                record = {**record, messages_field: put}
+                restored += 1
         calls.extend(theirs.get("calls", ()))
         added += len(theirs.get("calls", ()))
         unused.extend(theirs.get("tool_results_filled", ()))
@@ -219,7 +264,11 @@ def merge_absorbed(
         out["tool_results_unused"] = sorted(unused, key=_latest)
     if truncated:
         out["truncated_stream"] = truncated
-    return record, out, {"prefixes_collapsed": added, "chained_across_groups": len(absorbed)}
+    counts = {"prefixes_collapsed": added, "chained_across_groups": len(absorbed)}
+    if restored:
+        out[TEXTS_RESTORED] = assembly.get(TEXTS_RESTORED, 0) + restored
+        counts[TEXTS_RESTORED] = restored
+    return record, out, counts
 
 
 def renumbered(
@@ -240,6 +289,7 @@ def renumbered(
 
 
 __all__ = [
+    "TEXTS_RESTORED",
     "Absorb",
     "Absorbed",
     "Claim",

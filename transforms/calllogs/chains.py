@@ -15,6 +15,8 @@ from typing import Any
 
 from transforms.calllogs.assemble import Assembled, GroupState, NoCalls, Origin, assemble, chain_of, comparable
 from transforms.calllogs.calls import Call
+from transforms.calllogs.chained import TEXTS_RESTORED
+from transforms.calllogs.restored_text import restored_text
 from transforms.core.jsontext import canonical_json
 
 
@@ -91,14 +93,18 @@ def resolved(state: GroupState) -> tuple[GroupState, int, int]:
 
 
 def assemble_chained(fmt: str, group: str, state: GroupState, **fields: str) -> list[Assembled] | NoCalls:
-    """``assemble`` of the state ``resolved`` gives; the conversation's ``assembly`` counts the
-    calls chained (``responses_chained``) and those naming a response the group lacks
-    (``responses_unchained``: they hold only the items new since then)."""
+    """``assemble`` of the state ``resolved`` gives, with the answers' texts a history's copy
+    lost put back (``restored_text``); the conversation's ``assembly`` counts the calls chained
+    (``responses_chained``), those naming a response the group lacks (``responses_unchained``:
+    they hold only the items new since then) and the texts put back (``TEXTS_RESTORED``)."""
     state, chained, unchained = resolved(state)
+    state, restored = restored_text(state)
     made = assemble(fmt, group, state, **fields)
     if isinstance(made, list) and made:
         if chained:
             made[0].assembly["responses_chained"] = chained
         if unchained:
             made[0].assembly["responses_unchained"] = unchained
+        if restored:
+            made[0].assembly[TEXTS_RESTORED] = restored
     return made

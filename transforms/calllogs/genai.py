@@ -267,6 +267,26 @@ def event_messages(events: list[Any], discarded: dict[str, Any] | None = None) -
     return history, output
 
 
+def text_dropped_places(events: list[Any]) -> tuple[int, ...]:
+    """The places in ``event_messages``' history of ``gen_ai.assistant.message`` events whose
+    body has tool calls and no content: python-contrib's legacy writer (``message_to_event``)
+    writes an assistant message that made calls as its calls only, whatever text it had."""
+    places = []
+    index = 0
+    for event in events:
+        if not isinstance(event, dict) or _event_name(event) not in EVENT_ROLES:
+            continue
+        if (
+            _event_name(event) == "gen_ai.assistant.message"
+            and event.get("content") is None
+            and event.get("role") in (None, "assistant")
+            and _event_calls(event.get("tool_calls"))
+        ):
+            places.append(index)
+        index += 1
+    return tuple(places)
+
+
 # --------------------------------------------------------------------------------------------
 # Indexed attributes (OpenLLMetry <= 0.54): gen_ai.prompt.N.role, .content, .tool_calls.K.name ...
 

@@ -671,7 +671,8 @@ def _events_call(
     ledger: dict[str, Any] = {}
     history, output = genai.event_messages(events, ledger)
     history, output = strict_flat(history, ledger), strict_flat(output, ledger)
-    return Call(OTLP, group, start, span_id, history, output, tools, model, ledger or None)
+    dropped = genai.text_dropped_places(events)
+    return Call(OTLP, group, start, span_id, history, output, tools, model, ledger or None, text_dropped=dropped)
 
 
 def join_span(fragments: list[tuple[str, int, Fragment]]) -> list[tuple[str, int, Piece]]:

@@ -18,9 +18,11 @@ from typing import Any, Iterable, Iterator, NamedTuple
 
 from transforms.calllogs.assemble import Assembled, GroupState, NoCalls, call_traces, group_key
 from transforms.calllogs.calls import Fragment, Label, Rejected, ToolResult
+from transforms.calllogs.chained import TEXTS_RESTORED
 from transforms.calllogs.chains import assemble_chained
 from transforms.calllogs.joins import is_join_key, joined_states
 from transforms.calllogs.labels import label_counts
+from transforms.calllogs.response_links import response_keys
 from transforms.core.jsontext import canonical_json
 from transforms.record.dedupe import pack, unpack
 from transforms.record.inputs import Batch, Parsed, RawRecord, Unreadable
@@ -47,17 +49,21 @@ def keyed_pieces(logged: CallLogged) -> Iterator[tuple[tuple[str, str], tuple[st
 class PackedGroup(NamedTuple):
     """A group's state packed while its shard is still read (``ShardGroups``), with what the
     assembly's shuffle needs of it unread: its labels (taken out of the state), whether it
-    holds pieces, and each call's id and trace (``call_traces``: the ids it offers labels)."""
+    holds pieces, each call's id and trace (``call_traces``: the ids it offers labels), and its
+    response ids."""
 
     packed: bytes
     labels: list[Label]
     holds: bool
     traces: list[tuple[str, str | None]]
+    #: Its response ids held and lacked (``response_links.response_keys``).
+    responses: list[Any]
 
     @staticmethod
-    def of(state: GroupState) -> PackedGroup:
+    def of(key: tuple[str, str], state: GroupState) -> PackedGroup:
         labels, state.labels = state.labels, []
-        return PackedGroup(pack(state), labels, state.holds_pieces(), call_traces(state))
+        held = list(response_keys(key, state))
+        return PackedGroup(pack(state), labels, state.holds_pieces(), call_traces(state), held)
 
     def unpacked(self) -> GroupState:
         state: GroupState = unpack(self.packed)
@@ -95,7 +101,7 @@ class ShardGroups:
         """Pack the groups past the ``live`` touched last."""
         live = self._live
         for key in list(itertools.islice(live, max(0, len(live) - self._limit))):
-            self._packed[key] = PackedGroup.of(live.pop(key))
+            self._packed[key] = PackedGroup.of(key, live.pop(key))
 
     def items(self) -> list[tuple[tuple[str, str], GroupState | PackedGroup]]:
         return [*self._packed.items(), *self._live.items()]
@@ -241,7 +247,7 @@ def _made(fmt: str, group: str, index: int, conversation: Assembled) -> Assembly
         "branches": 1 if index else 0,
         "tool_results_filled": len(conversation.assembly.get("tool_results_filled", ())),
     }
-    for name in ("responses_chained", "responses_unchained"):
+    for name in ("responses_chained", "responses_unchained", TEXTS_RESTORED):
         if conversation.assembly.get(name):
             counts[name] = conversation.assembly[name]
     output = AssemblyOutput(canonical_json([fmt, group, index]), raw, counts)

@@ -628,7 +628,7 @@ def _dataset_keys(
         metrics["split"] = split_of(key, settings.split_seed, settings.splits)
         # A split's statistics (the report) count the calls its conversations teach.
         metrics["tool_calls"] = sum(
-            len(m["tool_calls"]) for m in written if isinstance(m, dict) and isinstance(m.get("tool_calls"), list)
+            [len(calls) for m in written if isinstance(m, dict) and isinstance(calls := m.get("tool_calls"), list)]
         )
 
 

@@ -103,6 +103,11 @@ def call_log_rows(doc: dict[str, Any]) -> list[tuple[str, Any]]:
         ("  calls collapsed into a longer one", calls["prefixes_collapsed"]),
         ("  branches split out", calls["branches"]),
         ("  tool results filled in", calls["tool_results_filled"]),
+        *(
+            [("  answers' texts put back", calls["answer_texts_restored"])]
+            if calls.get("answer_texts_restored")
+            else []
+        ),
         *([("  parts refused alone (dead letters)", calls["parts_refused"])] if calls.get("parts_refused") else []),
         *(
             [("  parts skipped (no call, no tool result)", _kinds(calls["skipped_by_kind"]))]
