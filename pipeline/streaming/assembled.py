@@ -47,7 +47,7 @@ from pipeline.graph.shard_step import ShardWork, process_batches
 from pipeline.io import files
 from pipeline.io import processed_files as processed
 from pipeline.io.processed_files import ASSEMBLED_DIR, ASSEMBLED_FILE, CALLS_FILE
-from pipeline.streaming.piece_lines import logged_lines, piece_of_line
+from pipeline.streaming.piece_lines import piece_line, piece_of_line
 from pipeline.testhooks import pause_point
 from transforms.calllogs.assemble import GroupState, call_traces, group_key
 from transforms.calllogs.calls import Call, Fragment
@@ -75,39 +75,72 @@ def _key_text(key: tuple[str, str]) -> str:
     return canonical_json(list(key)).decode()
 
 
-def write_calls(directory: str, logged: Iterable[CallLogged]) -> tuple[dict, list[list[str]], list[list[str]]] | None:
-    """A landed file's pieces into ``directory/calls.jsonl``: its measure (records, bytes,
-    sha256), its groups (sorted ``[format, group]``) and the ids its calls offer labels (sorted
-    ``[id, format, group]``: each call's and its trace's, ``labels.targets_of``); None when it
-    has none."""
-    logged = list(logged)
-    if not logged:
+class CallsWritten(NamedTuple):
+    """What ``write_calls`` kept of a landed file's pieces, for its ``source.json``."""
+
+    #: records, bytes, sha256 of ``calls.jsonl``
+    measure: dict
+    #: its groups, sorted ``[format, group]``
+    groups: list[list[str]]
+    #: the ids its calls offer labels, sorted ``[id, format, group]``
+    targets: list[list[str]]
+    #: for each of ``groups``, the byte spans of its lines in ``calls.jsonl`` (``[start, end,
+    #: start, end...]``): a close parses those lines only
+    spans: list[list[int]]
+
+
+def write_calls(directory: str, logged: Iterable[CallLogged]) -> CallsWritten | None:
+    """A landed file's pieces into ``directory/calls.jsonl`` (``CallsWritten``); None when it
+    has none. A group's targets are each call's id and its trace's (``labels.targets_of``); a
+    fragment is found by its key, and by the group it names (a post's thread), if any."""
+    lines: list[bytes] = []
+    spans: dict[tuple[str, str], list[int]] = {}
+    targets: set[tuple[str, str, str]] = set()
+    end = 0
+    for item in logged:
+        for piece in item.pieces:
+            line = piece_line(item.source, item.position, piece)
+            start, end = end, end + len(line)
+            lines.append(line)
+            key = group_key(piece)
+            _add_span(spans.setdefault(key, []), start, end)
+            if isinstance(piece, Fragment) and piece.group and (piece.format, piece.group) != key:
+                _add_span(spans.setdefault((piece.format, piece.group), []), start, end)
+            if isinstance(piece, Call):
+                targets.update(
+                    (join_id, *key) for join_id in (piece.call_id, (piece.context or {}).get("trace_id")) if join_id
+                )
+    if not lines:
         return None
-    data = b"".join(logged_lines(logged))
+    data = b"".join(lines)
     files.write_in_place(FileSystems.join(directory, CALLS_FILE), data)
-    # A fragment is found by its key, and by the group it names (a post's thread), if any.
-    groups = sorted(
-        {group_key(piece) for item in logged for piece in item.pieces}
-        | {(p.format, p.group) for item in logged for p in item.pieces if isinstance(p, Fragment) and p.group}
+    groups = sorted(spans)
+    measure = {"records": len(lines), "bytes": len(data), "sha256": hashlib.sha256(data).hexdigest()}
+    return CallsWritten(
+        measure, [list(key) for key in groups], [list(target) for target in sorted(targets)], [spans[k] for k in groups]
     )
-    targets = sorted(
-        {
-            (join_id, *group_key(piece))
-            for item in logged
-            for piece in item.pieces
-            if isinstance(piece, Call)
-            for join_id in (piece.call_id, (piece.context or {}).get("trace_id"))
-            if join_id
-        }
-    )
-    measure = {"records": data.count(b"\n"), "bytes": len(data), "sha256": hashlib.sha256(data).hexdigest()}
-    return measure, [list(key) for key in groups], [list(target) for target in targets]
 
 
-def read_calls(path: str) -> Iterable[tuple[str, int, Any]]:
-    for line in files.read_own(path).splitlines():
-        if line:
-            yield piece_of_line(line)
+def _add_span(spans: list[int], start: int, end: int) -> None:
+    if spans and spans[-1] == start:
+        spans[-1] = end  # the line right after the last: one span
+    else:
+        spans += (start, end)
+
+
+def read_calls(path: str, spans: Iterable[int] | None = None) -> Iterable[tuple[str, int, Any]]:
+    """The pieces of ``calls.jsonl`` at ``path``, in the file's order: every line, or those in
+    ``spans`` (``[start, end, ...]``, in order, not overlapping) alone, the others unparsed."""
+    data = files.read_own(path)
+    if spans is None:
+        chunks: Iterable[bytes] = (data,)
+    else:
+        at = iter(spans)
+        chunks = (data[start:end] for start, end in zip(at, at))
+    for chunk in chunks:
+        for line in chunk.splitlines():
+            if line:
+                yield piece_of_line(line)
 
 
 # --------------------------------------------------------------------------------------------
@@ -123,6 +156,10 @@ class WindowIndex(NamedTuple):
     files: dict[str, list[Any]]
     #: A label's join id -> the groups (keys as JSON text) whose calls offer it.
     targets: dict[str, list[str]] = {}
+    #: A group's key (as JSON text) -> for each of its ``groups`` directories, the byte spans
+    #: of its lines in that directory's ``calls.jsonl`` (``CallsWritten.spans``), or None: not
+    #: known (a file of an earlier release), every line is read.
+    spans: dict[str, list[list[int] | None]] = {}
 
     def whole(self) -> dict[Any, int]:
         """Each landed file's latest version here read from its first byte (new, rewritten)."""
@@ -170,14 +207,21 @@ def window_index(output: str, window: str, fresh: bool = False) -> WindowIndex:
     if not fresh:
         doc = processed.read_json(path)
         if doc is not None:
-            return WindowIndex(doc["groups"], doc["files"], doc.get("targets", {}))
+            # An index of an earlier release has no spans: every line of its files is read.
+            unknown: dict[str, list[list[int] | None]] = {t: [None] * len(names) for t, names in doc["groups"].items()}
+            return WindowIndex(doc["groups"], doc["files"], doc.get("targets", {}), doc.get("spans") or unknown)
     groups: dict[str, list[str]] = {}
+    spans: dict[str, list[list[int] | None]] = {}
     landed: dict[str, list[Any]] = {}
     targets: dict[str, list[str]] = {}
     for name, source in processed.file_results(output, window):
         landed[name] = [source.get("source"), source.get("version", 1), source.get("why", "new")]
-        for key in source.get("call_groups", ()):
-            groups.setdefault(_key_text(tuple(key)), []).append(name)
+        keys = source.get("call_groups", ())
+        # A source.json of an earlier release has no spans: every line of its file is read.
+        for key, key_spans in zip(keys, source.get("call_spans") or [None] * len(keys)):
+            text = _key_text(tuple(key))
+            groups.setdefault(text, []).append(name)
+            spans.setdefault(text, []).append(key_spans)
         for join_id, *key in source.get("call_targets", ()):
             held = targets.setdefault(join_id, [])
             if _key_text(tuple(key)) not in held:
@@ -188,9 +232,10 @@ def window_index(output: str, window: str, fresh: bool = False) -> WindowIndex:
             "groups": groups,
             "files": landed,
             "targets": {k: sorted(v) for k, v in targets.items()},
+            "spans": spans,
         }
         processed.write_json(path, doc, output)
-    return WindowIndex(groups, landed, {k: sorted(v) for k, v in targets.items()})
+    return WindowIndex(groups, landed, {k: sorted(v) for k, v in targets.items()}, spans)
 
 
 # --------------------------------------------------------------------------------------------
@@ -212,11 +257,15 @@ def _gather(output: str, window: str, own: Iterable[str]) -> tuple[dict[str, Gro
     pieces are left out (an appended version adds to them)."""
     states = {key: GroupState() for key in own}
     directories: dict[str, list[Any]] = {}
+    wanted: dict[str, list[list[int] | None]] = {}  # a directory -> the spans of its lines to read
     windows = [w for w in processed.window_names(output) if w <= window]
     for earlier in windows:
         index = INDEXES.of(output, earlier)
         for key in states.keys() & index.groups.keys():
-            directories.update((f"{earlier}/{name}", index.files[name]) for name in index.groups[key])
+            for name, spans in zip(index.groups[key], index.spans[key]):
+                directory = f"{earlier}/{name}"
+                directories[directory] = index.files[name]
+                wanted.setdefault(directory, []).append(spans)
     # A landed file -> its latest version read from its first byte, of the files read only.
     whole = dict.fromkeys({source for source, _, _ in directories.values()}, 0)
     for earlier in windows:
@@ -224,16 +273,34 @@ def _gather(output: str, window: str, own: Iterable[str]) -> tuple[dict[str, Gro
         for source in whole.keys() & held.keys():
             whole[source] = max(whole[source], held[source])
     named: set[str] = set()
+    texts: dict[tuple[str, str], str] = {}  # a key -> its JSON text, made once
     read = sorted(d for d, (source, version, _) in directories.items() if version >= whole[source])
     for directory in read:  # in time order: the same states whatever ran when
-        for source, position, piece in read_calls(FileSystems.join(output, *directory.split("/"), CALLS_FILE)):
-            key = _key_text(group_key(piece))
+        path = FileSystems.join(output, *directory.split("/"), CALLS_FILE)
+        for source, position, piece in read_calls(path, _merged(wanted[directory])):
+            key_tuple = group_key(piece)
+            key = texts.get(key_tuple) or texts.setdefault(key_tuple, _key_text(key_tuple))
             state = states.get(key)
             if state is not None:
                 state.add(source, position, piece)
             if isinstance(piece, Fragment) and piece.group and _key_text((piece.format, piece.group)) in states:
                 named.add(key)
     return states, named, {d: directories[d] for d in read}
+
+
+def _merged(spans: list[list[int] | None]) -> list[int] | None:
+    """Byte spans of several groups' lines in one file, in order and merged; None (every line)
+    if one group's are not known."""
+    if any(held is None for held in spans):
+        return None
+    pairs = sorted((held[i], held[i + 1]) for held in spans if held is not None for i in range(0, len(held), 2))
+    merged: list[int] = []
+    for start, end in pairs:
+        if merged and start <= merged[-1]:
+            merged[-1] = max(merged[-1], end)  # lines of two groups (a fragment naming one)
+        else:
+            merged += (start, end)
+    return merged
 
 
 def _joined_groups(output: str, window: str, own: dict[str, list[str]]) -> tuple[dict, dict[str, int], list[str]]:

@@ -5,11 +5,10 @@ exactly.
 
 from __future__ import annotations
 
-from typing import Any, Iterable, Iterator
+from typing import Any
 
 from transforms.calllogs.calls import Call, Fragment, Label, Rejected, ToolResult
 from transforms.core.jsontext import dumps_line, parse_json
-from transforms.record.record_steps import CallLogged
 
 #: A piece's ``kind`` in its JSON line -> its type.
 PIECE_KINDS: dict[str, type] = {
@@ -27,13 +26,6 @@ def piece_line(source: str, position: int, piece: Any) -> bytes:
     enough to rebuild it exactly (``piece_of_line``: integers of any size, floats to the bit)."""
     kind = _KIND_OF[type(piece)]
     return dumps_line({"source": source, "position": position, "kind": kind, "piece": piece._asdict()}) + b"\n"
-
-
-def logged_lines(logged: Iterable[CallLogged]) -> Iterator[bytes]:
-    """The pieces of call-log records handed on, as JSON lines, in the order read."""
-    for item in logged:
-        for piece in item.pieces:
-            yield piece_line(item.source, item.position, piece)
 
 
 def piece_of_line(line: bytes) -> tuple[str, int, Any]:
