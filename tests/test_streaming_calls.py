@@ -135,6 +135,35 @@ def test_a_piece_keeps_big_integers_floats_and_text_exactly():
     assert piece_of_line(piece_line("/a b.jsonl", 7, call)) == ("/a b.jsonl", 7, call)
 
 
+@pytest.mark.parametrize(
+    "number",
+    [
+        2**64 - 1,
+        2**64,
+        -(2**63),
+        -(2**63) - 1,
+        10**19,
+        -(10**30),
+        1_796_000_000_123_456_789,
+        5e-324,
+        2.5e-308,
+        1.7976931348623157e308,
+        0.1 + 0.2,
+        1e-7,
+        123456789012345678.0,
+        -0.0,
+    ],
+)
+def test_a_line_read_back_gives_every_number_exactly(number):
+    """A line is read by orjson unless it holds a run of digits an integer past 64 bits needs
+    (orjson would read that integer as a float): each number here comes back equal, and of its
+    type (a float as the same double), whether the line has such a run elsewhere or not."""
+    for text in ("", "9" * 25):  # a run of digits in a string sends the line to parse_json
+        call = Call("otlp", "g", 1, "c1", [], [], None, "m", {"n": number, "text": text})
+        back = piece_of_line(piece_line("a.jsonl", 0, call))[2].discarded["n"]
+        assert type(back) is type(number) and repr(back) == repr(number)
+
+
 # --------------------------------------------------------------------------------------------
 # One window, and a group touched again later (the steps the DoFns call)
 
