@@ -170,27 +170,46 @@ class WindowIndex(NamedTuple):
         return latest
 
 
+class HeldIndex(NamedTuple):
+    """A window's call index as a process holds it, with what a close looks up in it made once."""
+
+    window: str
+    call_index: WindowIndex
+    #: ``WindowIndex.whole``
+    whole: dict[Any, int]
+    #: A label group's join id (a label's group is its join id) -> its keys (as JSON text).
+    labels: dict[str, list[str]]
+
+
+def _held(window: str, index: WindowIndex) -> HeldIndex:
+    labels: dict[str, list[str]] = {}
+    for text in index.groups:
+        fmt, group = json.loads(text)
+        if fmt in LABEL_READERS:
+            labels.setdefault(group, []).append(text)
+    return HeldIndex(window, index, index.whole(), labels)
+
+
 class _Indexes:
     """Windows' call indexes read or built once per process (a closed window's never changes:
     no file is committed into a window after it closed), so a close reads only the new ones."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._held: dict[tuple[str, str], tuple[WindowIndex, dict[Any, int]]] = {}
+        self._held: dict[tuple[str, str], HeldIndex] = {}
 
     def of(self, output: str, window: str, fresh: bool = False) -> WindowIndex:
-        return self._of(output, window, fresh)[0]
+        return self._of(output, window, fresh).call_index
 
-    def whole(self, output: str, window: str) -> dict[Any, int]:
-        """``WindowIndex.whole`` of the window, computed once."""
-        return self._of(output, window, False)[1]
+    def upto(self, output: str, window: str) -> list[HeldIndex]:
+        """Every window's up to ``window`` (by name, which is time order)."""
+        return [self._of(output, w, False) for w in processed.window_names(output) if w <= window]
 
-    def _of(self, output: str, window: str, fresh: bool) -> tuple[WindowIndex, dict[Any, int]]:
+    def _of(self, output: str, window: str, fresh: bool) -> HeldIndex:
         with self._lock:
             held = None if fresh else self._held.get((output, window))
         if held is None:
-            index = window_index(output, window, fresh)
-            held = (index, index.whole())
+            held = _held(window, window_index(output, window, fresh))
             with self._lock:
                 self._held[(output, window)] = held
         return held
@@ -247,9 +266,9 @@ def flat_work(work: ShardWork) -> ShardWork:
     return dataclasses.replace(work, settings=dataclasses.replace(work.settings, input_format="flat", calls=False))
 
 
-def _gather(output: str, window: str, own: Iterable[str]) -> tuple[dict[str, GroupState], set[str], dict]:
+def _gather(output: str, held: list[HeldIndex], own: Iterable[str]) -> tuple[dict[str, GroupState], set[str], dict]:
     """The states of the keys ``own`` names (groups, and keys of fragments to join) from every
-    piece of the windows up to ``window``; the keys of the fragments that name one of those
+    piece of the windows ``held`` (those up to the window closing); the keys of the fragments that name one of those
     groups (a LangSmith post names its thread: its patch may be anywhere); the outputs
     directories read, each with its landed file, version and why.
 
@@ -258,9 +277,7 @@ def _gather(output: str, window: str, own: Iterable[str]) -> tuple[dict[str, Gro
     states = {key: GroupState() for key in own}
     directories: dict[str, list[Any]] = {}
     wanted: dict[str, list[list[int] | None]] = {}  # a directory -> the spans of its lines to read
-    windows = [w for w in processed.window_names(output) if w <= window]
-    for earlier in windows:
-        index = INDEXES.of(output, earlier)
+    for earlier, index, _, _ in held:
         for key in states.keys() & index.groups.keys():
             for name, spans in zip(index.groups[key], index.spans[key]):
                 directory = f"{earlier}/{name}"
@@ -268,10 +285,9 @@ def _gather(output: str, window: str, own: Iterable[str]) -> tuple[dict[str, Gro
                 wanted.setdefault(directory, []).append(spans)
     # A landed file -> its latest version read from its first byte, of the files read only.
     whole = dict.fromkeys({source for source, _, _ in directories.values()}, 0)
-    for earlier in windows:
-        held = INDEXES.whole(output, earlier)
-        for source in whole.keys() & held.keys():
-            whole[source] = max(whole[source], held[source])
+    for _, _, latest, _ in held:
+        for source in whole.keys() & latest.keys():
+            whole[source] = max(whole[source], latest[source])
     named: set[str] = set()
     texts: dict[tuple[str, str], str] = {}  # a key -> its JSON text, made once
     read = sorted(d for d, (source, version, _) in directories.items() if version >= whole[source])
@@ -303,9 +319,11 @@ def _merged(spans: list[list[int] | None]) -> list[int] | None:
     return merged
 
 
-def _joined_groups(output: str, window: str, own: dict[str, list[str]]) -> tuple[dict, dict[str, int], list[str]]:
+def _joined_groups(
+    output: str, window: str, held: list[HeldIndex], own: dict[str, list[str]]
+) -> tuple[dict, dict[str, int], list[str]]:
     """The states of the groups the keys ``own`` names reach, with every piece of the windows
-    up to ``window``: a key of fragments reaches the groups its joined pieces go to, a group the
+    ``held`` (those up to ``window``): a key of fragments reaches the groups its joined pieces go to, a group the
     fragments that name it (and so theirs); how many earlier windows emitted each (touched it,
     or a key that reaches it), and the outputs directories read."""
     states: dict[str, GroupState] = {}
@@ -313,7 +331,7 @@ def _joined_groups(output: str, window: str, own: dict[str, list[str]]) -> tuple
     read: dict[str, Any] = {}
     pending = set(own)
     while pending:
-        got, named, directories = _gather(output, window, pending)
+        got, named, directories = _gather(output, held, pending)
         states.update(got)
         read.update(directories)
         found = set(named)
@@ -327,11 +345,11 @@ def _joined_groups(output: str, window: str, own: dict[str, list[str]]) -> tuple
     for text in sorted(reaches):
         for group, joined in joined_states(tuple(json.loads(text)), states[text]):
             groups[_key_text(group)].merge(joined)
-    earlier = [w for w in processed.window_names(output) if w < window]
+    earlier = [h.call_index.groups for h in held if h.window < window]
     panes = {}
     for text in groups:
         closure = {text} | {key for key, reached in reaches.items() if text in reached}
-        panes[text] = sum(1 for w in earlier if not closure.isdisjoint(INDEXES.of(output, w).groups))
+        panes[text] = sum(1 for touched in earlier if not closure.isdisjoint(touched))
     return groups, panes, sorted(read)
 
 
@@ -345,22 +363,22 @@ def _label_ids(keys: Iterable[str]) -> set[str]:
     return ids
 
 
-def _judged_groups(output: str, window: str, own: dict[str, list[str]]) -> dict[str, list[str]]:
-    """The groups of the windows up to ``window`` that the labels committed into it judge (by
+def _judged_groups(held: list[HeldIndex], own: dict[str, list[str]]) -> dict[str, list[str]]:
+    """The groups of the windows ``held`` that the labels committed into the window closing judge (by
     their calls' and traces' ids), beside those it touched: emitted again with their labels."""
     ids = _label_ids(own)
     found: dict[str, list[str]] = {}
     if not ids:
         return found
-    for earlier in (w for w in processed.window_names(output) if w <= window):
-        targets = INDEXES.of(output, earlier).targets
+    for earlier in held:
+        targets = earlier.call_index.targets
         for join_id in ids & targets.keys():
             found.update((text, []) for text in targets[join_id] if text not in own)
     return found
 
 
-def _earlier_labels(output: str, window: str, gathered: dict[str, Any], states: dict) -> dict[str, list[str]]:
-    """The label groups of the windows up to ``window`` that judge a group being assembled
+def _earlier_labels(held: list[HeldIndex], gathered: dict[str, Any], states: dict) -> dict[str, list[str]]:
+    """The label groups of the windows ``held`` that judge a group being assembled
     (by its calls' and traces' ids) and were not gathered yet."""
     ids = {
         join_id
@@ -369,12 +387,9 @@ def _earlier_labels(output: str, window: str, gathered: dict[str, Any], states: 
         for join_id, _ in targets_of(tuple(json.loads(text)), call_traces(state))
     }
     found: dict[str, list[str]] = {}
-    for earlier in (w for w in processed.window_names(output) if w <= window):
-        for text in INDEXES.of(output, earlier).groups:
-            if text not in gathered and text not in found:
-                fmt, group = json.loads(text)
-                if fmt in LABEL_READERS and group in ids:
-                    found[text] = []
+    for earlier in held:
+        for join_id in ids & earlier.labels.keys():
+            found.update((text, []) for text in earlier.labels[join_id] if text not in gathered)
     return found
 
 
@@ -394,11 +409,12 @@ def assemble_window(output: str, window: str, work: ShardWork, run_temp: str, co
     own = INDEXES.of(output, window, fresh=True).groups
     if not own:
         return "none"
-    judged = _judged_groups(output, window, own)
-    states, panes, read = _joined_groups(output, window, {**judged, **own})
-    labels = _earlier_labels(output, window, {**judged, **own}, states)
+    held = INDEXES.upto(output, window)
+    judged = _judged_groups(held, own)
+    states, panes, read = _joined_groups(output, window, held, {**judged, **own})
+    labels = _earlier_labels(held, {**judged, **own}, states)
     if labels:
-        more, _, read_more = _joined_groups(output, window, labels)
+        more, _, read_more = _joined_groups(output, window, held, labels)
         states.update(more)
         read = sorted({*read, *read_more})
     made: list[Any] = []

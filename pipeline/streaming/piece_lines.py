@@ -49,7 +49,7 @@ def _line_document(line: bytes) -> Any:
 def piece_of_line(line: bytes) -> tuple[str, int, Any]:
     """``(source, position, piece)`` back from a ``piece_line``."""
     doc = _line_document(line)
-    piece = PIECE_KINDS[doc["kind"]](**doc["piece"])
-    if isinstance(piece, Call):  # a tuple, which JSON writes as a list
-        piece = piece._replace(text_dropped=tuple(piece.text_dropped))
-    return doc["source"], doc["position"], piece
+    kind, fields = doc["kind"], doc["piece"]
+    if kind == "call" and "text_dropped" in fields:  # a tuple, which JSON writes as a list
+        fields["text_dropped"] = tuple(fields["text_dropped"])
+    return doc["source"], doc["position"], PIECE_KINDS[kind](**fields)
