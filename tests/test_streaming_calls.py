@@ -389,29 +389,6 @@ def test_the_window_index_is_built_once_and_names_each_groups_directories(tmp_pa
     assert assembly.window_index(str(out), W1) == index
 
 
-def test_a_calls_history_read_back_shares_the_messages_of_the_call_before_only_when_alike():
-    """The messages a call's history repeats from the call before are handed on as the same
-    objects (``GroupState.add`` then reuses their hashes), only when each is the same text
-    under the same keys in the same order: the piece stays the one written."""
-    user, answer = {"role": "user", "content": "Hi"}, {"role": "assistant", "content": "Hello"}
-    first = Call("otlp", "g", 1, "c1", [user], [answer])
-    second = Call("otlp", "g", 2, "c2", [user, answer, {"role": "user", "content": "More?"}], [answer])
-    reordered = Call("otlp", "g", 3, "c3", [{"content": "Hi", "role": "user"}, answer], [answer])
-    numbered = Call("otlp", "g", 4, "c4", [{"role": "user", "content": "Hi", "n": 1}], [answer])
-
-    def read(pieces):
-        shared = assembly._SharedHistories()
-        return [shared.of('["otlp","g"]', piece_of_line(piece_line("a", 0, p))[2]) for p in pieces]
-
-    a, b = read([first, second])
-    assert b == second and b.history[0] is a.history[0] and b.history[2] is not a.history[0]
-    a, c = read([first, reordered])
-    assert c == reordered and list(c.history[0]) == ["content", "role"] and c.history[0] is not a.history[0]
-    numbered_again = Call("otlp", "g", 5, "c5", [*numbered.history, answer], [answer])
-    n, m = read([numbered, numbered_again])  # a number is not text: 1 would equal True
-    assert m == numbered_again and m.history[0] is not n.history[0]
-
-
 def _without_spans(out: Path, window: str) -> None:
     """The window as a run of the previous release left it: no ``call_spans`` in its files'
     source.json, no ``spans`` in its calls_index.json."""

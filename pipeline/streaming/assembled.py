@@ -292,7 +292,6 @@ def _gather(output: str, held: list[HeldIndex], own: Iterable[str]) -> tuple[dic
             whole[source] = max(whole[source], latest[source])
     named: set[str] = set()
     texts: dict[tuple[str, str], str] = {}  # a key -> its JSON text, made once
-    shared = _SharedHistories()
     read = sorted(d for d, (source, version, _) in directories.items() if version >= whole[source])
     for directory in read:  # in time order: the same states whatever ran when
         path = FileSystems.join(output, *directory.split("/"), CALLS_FILE)
@@ -301,44 +300,10 @@ def _gather(output: str, held: list[HeldIndex], own: Iterable[str]) -> tuple[dic
             key = texts.get(key_tuple) or texts.setdefault(key_tuple, _key_text(key_tuple))
             state = states.get(key)
             if state is not None:
-                state.add(source, position, shared.of(key, piece))
+                state.add(source, position, piece)
             if isinstance(piece, Fragment) and piece.group and _key_text((piece.format, piece.group)) in states:
                 named.add(key)
     return states, named, {d: directories[d] for d in read}
-
-
-class _SharedHistories:
-    """A group's calls read back from their lines with the messages their history shares with
-    the call before as the same objects, as a reader hands them on (``langfuse``'s recent
-    history): ``GroupState.add`` then takes the earlier call's hashes of them as they are, not
-    hashing every message of every call again. Only messages that are the same text under the
-    same keys in the same order are shared (dicts of strings alone): the piece is the same,
-    byte for byte when written."""
-
-    def __init__(self) -> None:
-        self._last: dict[str, list[dict[str, str]]] = {}  # a group -> its last call's history
-
-    def of(self, key: str, piece: Any) -> Any:
-        if piece.__class__ is not Call or piece.previous_response_id:
-            return piece  # GroupState.add keeps no recent history of these
-        history, before = piece.history, self._last.pop(key, None)
-        checked = 0
-        if before is not None and before:
-            size = len(before)
-            if len(history) >= size and history[:size] == before and all(map(_same_keys, history, before)):
-                history[:size] = before  # the list is the piece's own, just read
-                checked = size
-        if all(map(_text_only, history[checked:])):
-            self._last[key] = history
-        return piece
-
-
-def _same_keys(message: Any, other: dict[str, str]) -> bool:
-    return tuple(message) == tuple(other)  # the values are equal: the keys in the same order too
-
-
-def _text_only(message: Any) -> bool:
-    return message.__class__ is dict and all(value.__class__ is str for value in message.values())
 
 
 def _merged(spans: list[list[int] | None]) -> list[int] | None:
