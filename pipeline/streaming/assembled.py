@@ -190,20 +190,45 @@ def _held(window: str, index: WindowIndex) -> HeldIndex:
     return HeldIndex(window, index, index.whole(), labels)
 
 
+class SoFar(NamedTuple):
+    """The windows up to the one closing, as a close looks them up: each window's index, and
+    where each group (or landed file) it asks about is, in those windows alone."""
+
+    #: A window's name -> its index, every window up to the one closing (by name: time order).
+    held: dict[str, HeldIndex]
+    #: A group's key (as JSON text) -> the windows holding pieces of it, in time order.
+    windows_of: Callable[[str], list[str]]
+    #: A landed file -> the windows holding a version of it read from its first byte.
+    whole_in: Callable[[Any], list[str]]
+
+
 class _Indexes:
     """Windows' call indexes read or built once per process (a closed window's never changes:
-    no file is committed into a window after it closed), so a close reads only the new ones."""
+    no file is committed into a window after it closed), so a close reads only the new ones;
+    and, across them, each group's windows and each landed file's, so that a close looks at
+    the windows holding its groups, not at every window so far."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._held: dict[tuple[str, str], HeldIndex] = {}
+        self._groups: dict[str, dict[str, set[str]]] = {}  # output -> group -> its windows
+        self._whole: dict[str, dict[Any, set[str]]] = {}  # output -> landed file -> its windows
 
     def of(self, output: str, window: str, fresh: bool = False) -> WindowIndex:
         return self._of(output, window, fresh).call_index
 
-    def upto(self, output: str, window: str) -> list[HeldIndex]:
+    def upto(self, output: str, window: str) -> SoFar:
         """Every window's up to ``window`` (by name, which is time order)."""
-        return [self._of(output, w, False) for w in processed.window_names(output) if w <= window]
+        held = {w: self._of(output, w, False) for w in processed.window_names(output) if w <= window}
+
+        def within(found: dict[Any, set[str]], key: Any) -> list[str]:
+            with self._lock:  # another close (a thread of this process) may be adding to it
+                windows = list(found.get(key, ()))
+            return sorted(w for w in windows if w in held)
+
+        with self._lock:
+            groups, whole = self._groups.setdefault(output, {}), self._whole.setdefault(output, {})
+        return SoFar(held, lambda key: within(groups, key), lambda source: within(whole, source))
 
     def _of(self, output: str, window: str, fresh: bool) -> HeldIndex:
         with self._lock:
@@ -211,7 +236,15 @@ class _Indexes:
         if held is None:
             held = _held(window, window_index(output, window, fresh))
             with self._lock:
+                before = self._held.get((output, window))
                 self._held[(output, window)] = held
+                groups, whole = self._groups.setdefault(output, {}), self._whole.setdefault(output, {})
+                for found, keys in ((groups, before.call_index.groups), (whole, before.whole)) if before else ():
+                    for key in keys:
+                        found[key].discard(window)
+                for found, keys in ((groups, held.call_index.groups), (whole, held.whole)):
+                    for key in keys:
+                        found.setdefault(key, set()).add(window)
         return held
 
 
@@ -268,28 +301,29 @@ def flat_work(work: ShardWork) -> ShardWork:
     return dataclasses.replace(work, settings=dataclasses.replace(work.settings, input_format="flat", calls=False))
 
 
-def _gather(output: str, held: list[HeldIndex], own: Iterable[str]) -> tuple[dict[str, GroupState], set[str], dict]:
+def _gather(output: str, so_far: SoFar, own: Iterable[str]) -> tuple[dict[str, GroupState], set[str], dict]:
     """The states of the keys ``own`` names (groups, and keys of fragments to join) from every
-    piece of the windows ``held`` (those up to the window closing); the keys of the fragments that name one of those
-    groups (a LangSmith post names its thread: its patch may be anywhere); the outputs
-    directories read, each with its landed file, version and why.
+    piece of the windows ``so_far``; the keys of the fragments that name one of those groups (a
+    LangSmith post names its thread: its patch may be anywhere); the outputs directories read,
+    each with its landed file, version and why.
 
     A landed file read again whole (rewritten) replaces what its earlier versions held: their
     pieces are left out (an appended version adds to them)."""
     states = {key: GroupState() for key in own}
     directories: dict[str, list[Any]] = {}
     wanted: dict[str, list[list[int] | None]] = {}  # a directory -> the spans of its lines to read
-    for earlier, index, _, _ in held:
-        for key in states.keys() & index.groups.keys():
+    for key in states:
+        for earlier in so_far.windows_of(key):
+            index = so_far.held[earlier].call_index
             for name, spans in zip(index.groups[key], index.spans[key]):
                 directory = f"{earlier}/{name}"
                 directories[directory] = index.files[name]
                 wanted.setdefault(directory, []).append(spans)
     # A landed file -> its latest version read from its first byte, of the files read only.
     whole = dict.fromkeys({source for source, _, _ in directories.values()}, 0)
-    for _, _, latest, _ in held:
-        for source in whole.keys() & latest.keys():
-            whole[source] = max(whole[source], latest[source])
+    for source in whole:
+        for earlier in so_far.whole_in(source):
+            whole[source] = max(whole[source], so_far.held[earlier].whole[source])
     named: set[str] = set()
     texts: dict[tuple[str, str], str] = {}  # a key -> its JSON text, made once
     read = sorted(d for d, (source, version, _) in directories.items() if version >= whole[source])
@@ -322,18 +356,18 @@ def _merged(spans: list[list[int] | None]) -> list[int] | None:
 
 
 def _joined_groups(
-    output: str, window: str, held: list[HeldIndex], own: dict[str, list[str]]
+    output: str, window: str, so_far: SoFar, own: dict[str, list[str]]
 ) -> tuple[dict, dict[str, int], list[str]]:
     """The states of the groups the keys ``own`` names reach, with every piece of the windows
-    ``held`` (those up to ``window``): a key of fragments reaches the groups its joined pieces go to, a group the
-    fragments that name it (and so theirs); how many earlier windows emitted each (touched it,
-    or a key that reaches it), and the outputs directories read."""
+    ``so_far`` (those up to ``window``): a key of fragments reaches the groups its joined
+    pieces go to, a group the fragments that name it (and so theirs); how many earlier windows
+    emitted each (touched it, or a key that reaches it), and the outputs directories read."""
     states: dict[str, GroupState] = {}
     reaches: dict[str, set[str]] = {}  # a key of fragments -> the groups its pieces go to
     read: dict[str, Any] = {}
     pending = set(own)
     while pending:
-        got, named, directories = _gather(output, held, pending)
+        got, named, directories = _gather(output, so_far, pending)
         states.update(got)
         read.update(directories)
         found = set(named)
@@ -347,11 +381,10 @@ def _joined_groups(
     for text in sorted(reaches):
         for group, joined in joined_states(tuple(json.loads(text)), states[text]):
             groups[_key_text(group)].merge(joined)
-    earlier = [h.call_index.groups for h in held if h.window < window]
     panes = {}
     for text in groups:
         closure = {text} | {key for key, reached in reaches.items() if text in reached}
-        panes[text] = sum(1 for touched in earlier if not closure.isdisjoint(touched))
+        panes[text] = len({w for key in closure for w in so_far.windows_of(key) if w < window})
     return groups, panes, sorted(read)
 
 
@@ -365,22 +398,23 @@ def _label_ids(keys: Iterable[str]) -> set[str]:
     return ids
 
 
-def _judged_groups(held: list[HeldIndex], own: dict[str, list[str]]) -> dict[str, list[str]]:
-    """The groups of the windows ``held`` that the labels committed into the window closing judge (by
-    their calls' and traces' ids), beside those it touched: emitted again with their labels."""
+def _judged_groups(so_far: SoFar, own: dict[str, list[str]]) -> dict[str, list[str]]:
+    """The groups of the windows ``so_far`` that the labels committed into the window closing
+    judge (by their calls' and traces' ids), beside those it touched: emitted again with their
+    labels."""
     ids = _label_ids(own)
     found: dict[str, list[str]] = {}
     if not ids:
         return found
-    for earlier in held:
+    for earlier in so_far.held.values():
         targets = earlier.call_index.targets
         for join_id in ids & targets.keys():
             found.update((text, []) for text in targets[join_id] if text not in own)
     return found
 
 
-def _earlier_labels(held: list[HeldIndex], gathered: dict[str, Any], states: dict) -> dict[str, list[str]]:
-    """The label groups of the windows ``held`` that judge a group being assembled
+def _earlier_labels(so_far: SoFar, gathered: dict[str, Any], states: dict) -> dict[str, list[str]]:
+    """The label groups of the windows ``so_far`` that judge a group being assembled
     (by its calls' and traces' ids) and were not gathered yet."""
     ids = {
         join_id
@@ -389,7 +423,7 @@ def _earlier_labels(held: list[HeldIndex], gathered: dict[str, Any], states: dic
         for join_id, _ in targets_of(tuple(json.loads(text)), call_traces(state))
     }
     found: dict[str, list[str]] = {}
-    for earlier in held:
+    for earlier in so_far.held.values():
         for join_id in ids & earlier.labels.keys():
             found.update((text, []) for text in earlier.labels[join_id] if text not in gathered)
     return found
@@ -411,12 +445,12 @@ def assemble_window(output: str, window: str, work: ShardWork, run_temp: str, co
     own = INDEXES.of(output, window, fresh=True).groups
     if not own:
         return "none"
-    held = INDEXES.upto(output, window)
-    judged = _judged_groups(held, own)
-    states, panes, read = _joined_groups(output, window, held, {**judged, **own})
-    labels = _earlier_labels(held, {**judged, **own}, states)
+    so_far = INDEXES.upto(output, window)
+    judged = _judged_groups(so_far, own)
+    states, panes, read = _joined_groups(output, window, so_far, {**judged, **own})
+    labels = _earlier_labels(so_far, {**judged, **own}, states)
     if labels:
-        more, _, read_more = _joined_groups(output, window, held, labels)
+        more, _, read_more = _joined_groups(output, window, so_far, labels)
         states.update(more)
         read = sorted({*read, *read_more})
     made: list[Any] = []
