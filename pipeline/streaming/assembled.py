@@ -219,7 +219,10 @@ class _Indexes:
 
     def upto(self, output: str, window: str) -> SoFar:
         """Every window's up to ``window`` (by name, which is time order)."""
-        held = {w: self._of(output, w, False) for w in processed.window_names(output) if w <= window}
+        names = [w for w in processed.window_names(output) if w <= window]
+        with self._lock:  # once, not once a window
+            known = {w: self._held.get((output, w)) for w in names}
+        held = {w: known[w] or self._of(output, w, False) for w in names}
 
         def within(found: dict[Any, set[str]], key: Any) -> list[str]:
             with self._lock:  # another close (a thread of this process) may be adding to it
