@@ -30,6 +30,7 @@ from pipeline.streaming import assembled as assembly  # noqa: E402
 from pipeline.streaming.clean import CleanPlan, clean_landed_file  # noqa: E402
 from pipeline.streaming.piece_lines import piece_line, piece_of_line  # noqa: E402
 from pipeline.streaming.watch import Landed  # noqa: E402
+from transforms.calllogs.assemble import group_key  # noqa: E402
 from transforms.calllogs.calls import Call, Fragment, Rejected, ToolResult  # noqa: E402
 from transforms.conversations import NORMALIZE  # noqa: E402
 from transforms.core.jsontext import parse_json  # noqa: E402
@@ -132,6 +133,35 @@ def test_a_piece_keeps_big_integers_floats_and_text_exactly():
         {"reasoning": [1, 2]},
     )
     assert piece_of_line(piece_line("/a b.jsonl", 7, call)) == ("/a b.jsonl", 7, call)
+
+
+@pytest.mark.parametrize(
+    "number",
+    [
+        2**64 - 1,
+        2**64,
+        -(2**63),
+        -(2**63) - 1,
+        10**19,
+        -(10**30),
+        1_796_000_000_123_456_789,
+        5e-324,
+        2.5e-308,
+        1.7976931348623157e308,
+        0.1 + 0.2,
+        1e-7,
+        123456789012345678.0,
+        -0.0,
+    ],
+)
+def test_a_line_read_back_gives_every_number_exactly(number):
+    """A line is read by orjson unless it holds a run of digits an integer past 64 bits needs
+    (orjson would read that integer as a float): each number here comes back equal, and of its
+    type (a float as the same double), whether the line has such a run elsewhere or not."""
+    for text in ("", "9" * 25):  # a run of digits in a string sends the line to parse_json
+        call = Call("otlp", "g", 1, "c1", [], [], None, "m", {"n": number, "text": text})
+        back = piece_of_line(piece_line("a.jsonl", 0, call))[2].discarded["n"]
+        assert type(back) is type(number) and repr(back) == repr(number)
 
 
 # --------------------------------------------------------------------------------------------
@@ -357,6 +387,61 @@ def test_the_window_index_is_built_once_and_names_each_groups_directories(tmp_pa
     assert json.loads((out / W1 / assembly.CALL_INDEX_FILE).read_text())["groups"] == index.groups
     (out / W1 / a / "source.json").unlink()  # the index on disk is read, not rebuilt
     assert assembly.window_index(str(out), W1) == index
+
+
+def _without_spans(out: Path, window: str) -> None:
+    """The window as a run of the previous release left it: no ``call_spans`` in its files'
+    source.json, no ``spans`` in its calls_index.json."""
+    for path in [*(out / window).glob("*/" + processed.SOURCE_FILE), out / window / assembly.CALL_INDEX_FILE]:
+        if path.exists():
+            doc = json.loads(path.read_text())
+            assert doc.pop("call_spans", None) is not None or doc.pop("spans", None) is not None
+            path.write_text(json.dumps(doc))
+
+
+def test_a_close_parses_its_groups_lines_alone_and_reads_files_without_spans_whole(tmp_path, monkeypatch):
+    """A landed file's source.json (and its window's index) says where each group's lines are
+    in its calls.jsonl: a close parses those lines alone, the other groups' unparsed. The files a
+    run of the previous release left have no spans: read whole, to the same outputs."""
+    rows = _lines(LANGFUSE)
+    landing = tmp_path / "landing"
+    parsed: list[tuple[str, str]] = []
+
+    def counted(line: bytes):
+        got = piece_of_line(line)
+        parsed.append(group_key(got[2]))
+        return got
+
+    monkeypatch.setattr(assembly, "piece_of_line", counted)
+    outputs = {}
+    for layout in ("spans", "earlier release"):
+        out = tmp_path / layout
+        plan = _plan(out)
+        monkeypatch.setattr(assembly, "INDEXES", assembly._Indexes())
+        # Two groups, their lines interleaved: s-1, tr-2, s-1.
+        clean_landed_file(_landed(_land(landing, "a.jsonl", rows[0] + rows[4] + rows[2])), W1, plan)
+        _close(out, W1, plan)
+        source = json.loads(next((out / W1).glob("*/" + processed.SOURCE_FILE)).read_text())
+        assert source["call_groups"] == [["langfuse", "s-1"], ["langfuse", "tr-2"]]
+        assert source["call_spans"][1][0] == source["call_spans"][0][1]  # tr-2's line between s-1's
+        clean_landed_file(_landed(_land(landing, "b.jsonl", rows[1])), W2, plan)  # s-1 again
+        if layout == "earlier release":
+            _without_spans(out, W1)
+            _without_spans(out, W2)
+            monkeypatch.setattr(assembly, "INDEXES", assembly._Indexes())  # a new process
+        parsed.clear()
+        done, summary = _close(out, W2, plan)
+        assert done == "done" and summary["accounted"]
+        if layout == "spans":
+            assert sorted(set(parsed)) == [("langfuse", "s-1")] and len(parsed) == 3
+        else:
+            assert ("langfuse", "tr-2") in parsed  # every line read
+        outputs[layout] = {
+            name: (out / W2 / processed.ASSEMBLED_DIR / name).read_bytes()
+            for name in ("normalized.jsonl", "drops.jsonl", "dead_letter.jsonl")
+        }
+    assert outputs["spans"] == outputs["earlier release"]
+    assert b'"s-1"' in outputs["spans"]["normalized.jsonl"] + outputs["spans"]["drops.jsonl"]
 
 
 def test_a_rewritten_file_replaces_its_earlier_pieces_and_an_appended_one_adds_to_them(tmp_path):

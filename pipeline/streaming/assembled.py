@@ -47,14 +47,14 @@ from pipeline.graph.shard_step import ShardWork, process_batches
 from pipeline.io import files
 from pipeline.io import processed_files as processed
 from pipeline.io.processed_files import ASSEMBLED_DIR, ASSEMBLED_FILE, CALLS_FILE
-from pipeline.streaming.piece_lines import logged_lines, piece_of_line
+from pipeline.streaming.piece_lines import piece_line, piece_of_line
 from pipeline.testhooks import pause_point
 from transforms.calllogs.assemble import GroupState, call_traces, group_key
 from transforms.calllogs.calls import Call, Fragment
 from transforms.calllogs.joins import is_join_key, joined_states
 from transforms.calllogs.labels import LABEL_READERS, targets_of
 from transforms.calllogs.response_links import merged_by_response
-from transforms.core.jsontext import canonical_json, document_bytes
+from transforms.core.jsontext import canonical_json, document_bytes, dumps_line
 from transforms.record.assembled_calls import assembly_partial, conversations_of, emitted_again, shard_batches
 from transforms.record.labelled_calls import joined_in, labelled
 from transforms.record.record_steps import CallLogged
@@ -75,39 +75,72 @@ def _key_text(key: tuple[str, str]) -> str:
     return canonical_json(list(key)).decode()
 
 
-def write_calls(directory: str, logged: Iterable[CallLogged]) -> tuple[dict, list[list[str]], list[list[str]]] | None:
-    """A landed file's pieces into ``directory/calls.jsonl``: its measure (records, bytes,
-    sha256), its groups (sorted ``[format, group]``) and the ids its calls offer labels (sorted
-    ``[id, format, group]``: each call's and its trace's, ``labels.targets_of``); None when it
-    has none."""
-    logged = list(logged)
-    if not logged:
+class CallsWritten(NamedTuple):
+    """What ``write_calls`` kept of a landed file's pieces, for its ``source.json``."""
+
+    #: records, bytes, sha256 of ``calls.jsonl``
+    measure: dict
+    #: its groups, sorted ``[format, group]``
+    groups: list[list[str]]
+    #: the ids its calls offer labels, sorted ``[id, format, group]``
+    targets: list[list[str]]
+    #: for each of ``groups``, the byte spans of its lines in ``calls.jsonl`` (``[start, end,
+    #: start, end...]``): a close parses those lines only
+    spans: list[list[int]]
+
+
+def write_calls(directory: str, logged: Iterable[CallLogged]) -> CallsWritten | None:
+    """A landed file's pieces into ``directory/calls.jsonl`` (``CallsWritten``); None when it
+    has none. A group's targets are each call's id and its trace's (``labels.targets_of``); a
+    fragment is found by its key, and by the group it names (a post's thread), if any."""
+    lines: list[bytes] = []
+    spans: dict[tuple[str, str], list[int]] = {}
+    targets: set[tuple[str, str, str]] = set()
+    end = 0
+    for item in logged:
+        for piece in item.pieces:
+            line = piece_line(item.source, item.position, piece)
+            start, end = end, end + len(line)
+            lines.append(line)
+            key = group_key(piece)
+            _add_span(spans.setdefault(key, []), start, end)
+            if isinstance(piece, Fragment) and piece.group and (piece.format, piece.group) != key:
+                _add_span(spans.setdefault((piece.format, piece.group), []), start, end)
+            if isinstance(piece, Call):
+                targets.update(
+                    (join_id, *key) for join_id in (piece.call_id, (piece.context or {}).get("trace_id")) if join_id
+                )
+    if not lines:
         return None
-    data = b"".join(logged_lines(logged))
+    data = b"".join(lines)
     files.write_in_place(FileSystems.join(directory, CALLS_FILE), data)
-    # A fragment is found by its key, and by the group it names (a post's thread), if any.
-    groups = sorted(
-        {group_key(piece) for item in logged for piece in item.pieces}
-        | {(p.format, p.group) for item in logged for p in item.pieces if isinstance(p, Fragment) and p.group}
+    groups = sorted(spans)
+    measure = {"records": len(lines), "bytes": len(data), "sha256": hashlib.sha256(data).hexdigest()}
+    return CallsWritten(
+        measure, [list(key) for key in groups], [list(target) for target in sorted(targets)], [spans[k] for k in groups]
     )
-    targets = sorted(
-        {
-            (join_id, *group_key(piece))
-            for item in logged
-            for piece in item.pieces
-            if isinstance(piece, Call)
-            for join_id in (piece.call_id, (piece.context or {}).get("trace_id"))
-            if join_id
-        }
-    )
-    measure = {"records": data.count(b"\n"), "bytes": len(data), "sha256": hashlib.sha256(data).hexdigest()}
-    return measure, [list(key) for key in groups], [list(target) for target in targets]
 
 
-def read_calls(path: str) -> Iterable[tuple[str, int, Any]]:
-    for line in files.read_own(path).splitlines():
-        if line:
-            yield piece_of_line(line)
+def _add_span(spans: list[int], start: int, end: int) -> None:
+    if spans and spans[-1] == start:
+        spans[-1] = end  # the line right after the last: one span
+    else:
+        spans += (start, end)
+
+
+def read_calls(path: str, spans: Iterable[int] | None = None) -> Iterable[tuple[str, int, Any]]:
+    """The pieces of ``calls.jsonl`` at ``path``, in the file's order: every line, or those in
+    ``spans`` (``[start, end, ...]``, in order, not overlapping) alone, the others unparsed."""
+    data = files.read_own(path)
+    if spans is None:
+        chunks: Iterable[bytes] = (data,)
+    else:
+        at = iter(spans)
+        chunks = (data[start:end] for start, end in zip(at, at))
+    for chunk in chunks:
+        for line in chunk.splitlines():
+            if line:
+                yield piece_of_line(line)
 
 
 # --------------------------------------------------------------------------------------------
@@ -123,6 +156,10 @@ class WindowIndex(NamedTuple):
     files: dict[str, list[Any]]
     #: A label's join id -> the groups (keys as JSON text) whose calls offer it.
     targets: dict[str, list[str]] = {}
+    #: A group's key (as JSON text) -> for each of its ``groups`` directories, the byte spans
+    #: of its lines in that directory's ``calls.jsonl`` (``CallsWritten.spans``), or None: not
+    #: known (a file of an earlier release), every line is read.
+    spans: dict[str, list[list[int] | None]] = {}
 
     def whole(self) -> dict[Any, int]:
         """Each landed file's latest version here read from its first byte (new, rewritten)."""
@@ -133,29 +170,84 @@ class WindowIndex(NamedTuple):
         return latest
 
 
+class HeldIndex(NamedTuple):
+    """A window's call index as a process holds it, with what a close looks up in it made once."""
+
+    window: str
+    call_index: WindowIndex
+    #: ``WindowIndex.whole``
+    whole: dict[Any, int]
+    #: A label group's join id (a label's group is its join id) -> its keys (as JSON text).
+    labels: dict[str, list[str]]
+
+
+def _held(window: str, index: WindowIndex) -> HeldIndex:
+    labels: dict[str, list[str]] = {}
+    for text in index.groups:
+        fmt, group = json.loads(text)
+        if fmt in LABEL_READERS:
+            labels.setdefault(group, []).append(text)
+    return HeldIndex(window, index, index.whole(), labels)
+
+
+class SoFar(NamedTuple):
+    """The windows up to the one closing, as a close looks them up: each window's index, and
+    where each group (or landed file) it asks about is, in those windows alone."""
+
+    #: A window's name -> its index, every window up to the one closing (by name: time order).
+    held: dict[str, HeldIndex]
+    #: A group's key (as JSON text) -> the windows holding pieces of it, in time order.
+    windows_of: Callable[[str], list[str]]
+    #: A landed file -> the windows holding a version of it read from its first byte.
+    whole_in: Callable[[Any], list[str]]
+
+
 class _Indexes:
     """Windows' call indexes read or built once per process (a closed window's never changes:
-    no file is committed into a window after it closed), so a close reads only the new ones."""
+    no file is committed into a window after it closed), so a close reads only the new ones;
+    and, across them, each group's windows and each landed file's, so that a close looks at
+    the windows holding its groups, not at every window so far."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._held: dict[tuple[str, str], tuple[WindowIndex, dict[Any, int]]] = {}
+        self._held: dict[tuple[str, str], HeldIndex] = {}
+        self._groups: dict[str, dict[str, set[str]]] = {}  # output -> group -> its windows
+        self._whole: dict[str, dict[Any, set[str]]] = {}  # output -> landed file -> its windows
 
     def of(self, output: str, window: str, fresh: bool = False) -> WindowIndex:
-        return self._of(output, window, fresh)[0]
+        return self._of(output, window, fresh).call_index
 
-    def whole(self, output: str, window: str) -> dict[Any, int]:
-        """``WindowIndex.whole`` of the window, computed once."""
-        return self._of(output, window, False)[1]
+    def upto(self, output: str, window: str) -> SoFar:
+        """Every window's up to ``window`` (by name, which is time order)."""
+        names = [w for w in processed.window_names(output) if w <= window]
+        with self._lock:  # once, not once a window
+            known = {w: self._held.get((output, w)) for w in names}
+        held = {w: known[w] or self._of(output, w, False) for w in names}
 
-    def _of(self, output: str, window: str, fresh: bool) -> tuple[WindowIndex, dict[Any, int]]:
+        def within(found: dict[Any, set[str]], key: Any) -> list[str]:
+            with self._lock:  # another close (a thread of this process) may be adding to it
+                windows = list(found.get(key, ()))
+            return sorted(w for w in windows if w in held)
+
+        with self._lock:
+            groups, whole = self._groups.setdefault(output, {}), self._whole.setdefault(output, {})
+        return SoFar(held, lambda key: within(groups, key), lambda source: within(whole, source))
+
+    def _of(self, output: str, window: str, fresh: bool) -> HeldIndex:
         with self._lock:
             held = None if fresh else self._held.get((output, window))
         if held is None:
-            index = window_index(output, window, fresh)
-            held = (index, index.whole())
+            held = _held(window, window_index(output, window, fresh))
             with self._lock:
+                before = self._held.get((output, window))
                 self._held[(output, window)] = held
+                groups, whole = self._groups.setdefault(output, {}), self._whole.setdefault(output, {})
+                for found, keys in ((groups, before.call_index.groups), (whole, before.whole)) if before else ():
+                    for key in keys:
+                        found[key].discard(window)
+                for found, keys in ((groups, held.call_index.groups), (whole, held.whole)):
+                    for key in keys:
+                        found.setdefault(key, set()).add(window)
         return held
 
 
@@ -170,14 +262,21 @@ def window_index(output: str, window: str, fresh: bool = False) -> WindowIndex:
     if not fresh:
         doc = processed.read_json(path)
         if doc is not None:
-            return WindowIndex(doc["groups"], doc["files"], doc.get("targets", {}))
+            # An index of an earlier release has no spans: every line of its files is read.
+            unknown: dict[str, list[list[int] | None]] = {t: [None] * len(names) for t, names in doc["groups"].items()}
+            return WindowIndex(doc["groups"], doc["files"], doc.get("targets", {}), doc.get("spans") or unknown)
     groups: dict[str, list[str]] = {}
+    spans: dict[str, list[list[int] | None]] = {}
     landed: dict[str, list[Any]] = {}
     targets: dict[str, list[str]] = {}
     for name, source in processed.file_results(output, window):
         landed[name] = [source.get("source"), source.get("version", 1), source.get("why", "new")]
-        for key in source.get("call_groups", ()):
-            groups.setdefault(_key_text(tuple(key)), []).append(name)
+        keys = source.get("call_groups", ())
+        # A source.json of an earlier release has no spans: every line of its file is read.
+        for key, key_spans in zip(keys, source.get("call_spans") or [None] * len(keys)):
+            text = _key_text(tuple(key))
+            groups.setdefault(text, []).append(name)
+            spans.setdefault(text, []).append(key_spans)
         for join_id, *key in source.get("call_targets", ()):
             held = targets.setdefault(join_id, [])
             if _key_text(tuple(key)) not in held:
@@ -188,9 +287,12 @@ def window_index(output: str, window: str, fresh: bool = False) -> WindowIndex:
             "groups": groups,
             "files": landed,
             "targets": {k: sorted(v) for k, v in targets.items()},
+            "spans": spans,
         }
-        processed.write_json(path, doc, output)
-    return WindowIndex(groups, landed, {k: sorted(v) for k, v in targets.items()})
+        # One compact line (each close rebuilds its window's: indented, it cost a third of that).
+        data = dumps_line(doc) + b"\n"
+        files.write_file(output, f"{window}/{CALL_INDEX_FILE}", data, replace=True, mime_type="application/json")
+    return WindowIndex(groups, landed, {k: sorted(v) for k, v in targets.items()}, spans)
 
 
 # --------------------------------------------------------------------------------------------
@@ -202,32 +304,37 @@ def flat_work(work: ShardWork) -> ShardWork:
     return dataclasses.replace(work, settings=dataclasses.replace(work.settings, input_format="flat", calls=False))
 
 
-def _gather(output: str, window: str, own: Iterable[str]) -> tuple[dict[str, GroupState], set[str], dict]:
+def _gather(output: str, so_far: SoFar, own: Iterable[str]) -> tuple[dict[str, GroupState], set[str], dict]:
     """The states of the keys ``own`` names (groups, and keys of fragments to join) from every
-    piece of the windows up to ``window``; the keys of the fragments that name one of those
-    groups (a LangSmith post names its thread: its patch may be anywhere); the outputs
-    directories read, each with its landed file, version and why.
+    piece of the windows ``so_far``; the keys of the fragments that name one of those groups (a
+    LangSmith post names its thread: its patch may be anywhere); the outputs directories read,
+    each with its landed file, version and why.
 
     A landed file read again whole (rewritten) replaces what its earlier versions held: their
     pieces are left out (an appended version adds to them)."""
     states = {key: GroupState() for key in own}
     directories: dict[str, list[Any]] = {}
-    windows = [w for w in processed.window_names(output) if w <= window]
-    for earlier in windows:
-        index = INDEXES.of(output, earlier)
-        for key in states.keys() & index.groups.keys():
-            directories.update((f"{earlier}/{name}", index.files[name]) for name in index.groups[key])
+    wanted: dict[str, list[list[int] | None]] = {}  # a directory -> the spans of its lines to read
+    for key in states:
+        for earlier in so_far.windows_of(key):
+            index = so_far.held[earlier].call_index
+            for name, spans in zip(index.groups[key], index.spans[key]):
+                directory = f"{earlier}/{name}"
+                directories[directory] = index.files[name]
+                wanted.setdefault(directory, []).append(spans)
     # A landed file -> its latest version read from its first byte, of the files read only.
     whole = dict.fromkeys({source for source, _, _ in directories.values()}, 0)
-    for earlier in windows:
-        held = INDEXES.whole(output, earlier)
-        for source in whole.keys() & held.keys():
-            whole[source] = max(whole[source], held[source])
+    for source in whole:
+        for earlier in so_far.whole_in(source):
+            whole[source] = max(whole[source], so_far.held[earlier].whole[source])
     named: set[str] = set()
+    texts: dict[tuple[str, str], str] = {}  # a key -> its JSON text, made once
     read = sorted(d for d, (source, version, _) in directories.items() if version >= whole[source])
     for directory in read:  # in time order: the same states whatever ran when
-        for source, position, piece in read_calls(FileSystems.join(output, *directory.split("/"), CALLS_FILE)):
-            key = _key_text(group_key(piece))
+        path = FileSystems.join(output, *directory.split("/"), CALLS_FILE)
+        for source, position, piece in read_calls(path, _merged(wanted[directory])):
+            key_tuple = group_key(piece)
+            key = texts.get(key_tuple) or texts.setdefault(key_tuple, _key_text(key_tuple))
             state = states.get(key)
             if state is not None:
                 state.add(source, position, piece)
@@ -236,17 +343,34 @@ def _gather(output: str, window: str, own: Iterable[str]) -> tuple[dict[str, Gro
     return states, named, {d: directories[d] for d in read}
 
 
-def _joined_groups(output: str, window: str, own: dict[str, list[str]]) -> tuple[dict, dict[str, int], list[str]]:
+def _merged(spans: list[list[int] | None]) -> list[int] | None:
+    """Byte spans of several groups' lines in one file, in order and merged; None (every line)
+    if one group's are not known."""
+    if any(held is None for held in spans):
+        return None
+    pairs = sorted((held[i], held[i + 1]) for held in spans if held is not None for i in range(0, len(held), 2))
+    merged: list[int] = []
+    for start, end in pairs:
+        if merged and start <= merged[-1]:
+            merged[-1] = max(merged[-1], end)  # lines of two groups (a fragment naming one)
+        else:
+            merged += (start, end)
+    return merged
+
+
+def _joined_groups(
+    output: str, window: str, so_far: SoFar, own: dict[str, list[str]]
+) -> tuple[dict, dict[str, int], list[str]]:
     """The states of the groups the keys ``own`` names reach, with every piece of the windows
-    up to ``window``: a key of fragments reaches the groups its joined pieces go to, a group the
-    fragments that name it (and so theirs); how many earlier windows emitted each (touched it,
-    or a key that reaches it), and the outputs directories read."""
+    ``so_far`` (those up to ``window``): a key of fragments reaches the groups its joined
+    pieces go to, a group the fragments that name it (and so theirs); how many earlier windows
+    emitted each (touched it, or a key that reaches it), and the outputs directories read."""
     states: dict[str, GroupState] = {}
     reaches: dict[str, set[str]] = {}  # a key of fragments -> the groups its pieces go to
     read: dict[str, Any] = {}
     pending = set(own)
     while pending:
-        got, named, directories = _gather(output, window, pending)
+        got, named, directories = _gather(output, so_far, pending)
         states.update(got)
         read.update(directories)
         found = set(named)
@@ -260,11 +384,10 @@ def _joined_groups(output: str, window: str, own: dict[str, list[str]]) -> tuple
     for text in sorted(reaches):
         for group, joined in joined_states(tuple(json.loads(text)), states[text]):
             groups[_key_text(group)].merge(joined)
-    earlier = [w for w in processed.window_names(output) if w < window]
     panes = {}
     for text in groups:
         closure = {text} | {key for key, reached in reaches.items() if text in reached}
-        panes[text] = sum(1 for w in earlier if not closure.isdisjoint(INDEXES.of(output, w).groups))
+        panes[text] = len({w for key in closure for w in so_far.windows_of(key) if w < window})
     return groups, panes, sorted(read)
 
 
@@ -278,22 +401,23 @@ def _label_ids(keys: Iterable[str]) -> set[str]:
     return ids
 
 
-def _judged_groups(output: str, window: str, own: dict[str, list[str]]) -> dict[str, list[str]]:
-    """The groups of the windows up to ``window`` that the labels committed into it judge (by
-    their calls' and traces' ids), beside those it touched: emitted again with their labels."""
+def _judged_groups(so_far: SoFar, own: dict[str, list[str]]) -> dict[str, list[str]]:
+    """The groups of the windows ``so_far`` that the labels committed into the window closing
+    judge (by their calls' and traces' ids), beside those it touched: emitted again with their
+    labels."""
     ids = _label_ids(own)
     found: dict[str, list[str]] = {}
     if not ids:
         return found
-    for earlier in (w for w in processed.window_names(output) if w <= window):
-        targets = INDEXES.of(output, earlier).targets
+    for earlier in so_far.held.values():
+        targets = earlier.call_index.targets
         for join_id in ids & targets.keys():
             found.update((text, []) for text in targets[join_id] if text not in own)
     return found
 
 
-def _earlier_labels(output: str, window: str, gathered: dict[str, Any], states: dict) -> dict[str, list[str]]:
-    """The label groups of the windows up to ``window`` that judge a group being assembled
+def _earlier_labels(so_far: SoFar, gathered: dict[str, Any], states: dict) -> dict[str, list[str]]:
+    """The label groups of the windows ``so_far`` that judge a group being assembled
     (by its calls' and traces' ids) and were not gathered yet."""
     ids = {
         join_id
@@ -302,12 +426,9 @@ def _earlier_labels(output: str, window: str, gathered: dict[str, Any], states: 
         for join_id, _ in targets_of(tuple(json.loads(text)), call_traces(state))
     }
     found: dict[str, list[str]] = {}
-    for earlier in (w for w in processed.window_names(output) if w <= window):
-        for text in INDEXES.of(output, earlier).groups:
-            if text not in gathered and text not in found:
-                fmt, group = json.loads(text)
-                if fmt in LABEL_READERS and group in ids:
-                    found[text] = []
+    for earlier in so_far.held.values():
+        for join_id in ids & earlier.labels.keys():
+            found.update((text, []) for text in earlier.labels[join_id] if text not in gathered)
     return found
 
 
@@ -327,11 +448,12 @@ def assemble_window(output: str, window: str, work: ShardWork, run_temp: str, co
     own = INDEXES.of(output, window, fresh=True).groups
     if not own:
         return "none"
-    judged = _judged_groups(output, window, own)
-    states, panes, read = _joined_groups(output, window, {**judged, **own})
-    labels = _earlier_labels(output, window, {**judged, **own}, states)
+    so_far = INDEXES.upto(output, window)
+    judged = _judged_groups(so_far, own)
+    states, panes, read = _joined_groups(output, window, so_far, {**judged, **own})
+    labels = _earlier_labels(so_far, {**judged, **own}, states)
     if labels:
-        more, _, read_more = _joined_groups(output, window, labels)
+        more, _, read_more = _joined_groups(output, window, so_far, labels)
         states.update(more)
         read = sorted({*read, *read_more})
     made: list[Any] = []

@@ -143,7 +143,7 @@ def clean_landed_file(landed: Landed, window: str, plan: CleanPlan, observe: Obs
             name: {"records": f.records, "bytes": f.size, "sha256": f.sha256} for name, f in result.files.items()
         }
         if calls is not None:
-            measures["calls"] = calls[0]
+            measures["calls"] = calls.measure
         source = {
             "source": display_path(path),
             "window": window,
@@ -153,10 +153,12 @@ def clean_landed_file(landed: Landed, window: str, plan: CleanPlan, observe: Obs
             "partial": part,
         }
         if calls is not None:
-            source["call_groups"] = calls[1]
-            if calls[2]:
+            source["call_groups"] = calls.groups
+            # Where each group's lines are in calls.jsonl: a close parses its groups' alone.
+            source["call_spans"] = calls.spans
+            if calls.targets:
                 # The ids its calls offer labels, for a later window's labels to find them.
-                source["call_targets"] = calls[2]
+                source["call_targets"] = calls.targets
         files.write_in_place(FileSystems.join(temp, SOURCE_FILE), document_bytes(source))
         now = stamp_of(path)
         if now != stamp:

@@ -17,6 +17,7 @@ from pipeline.io import processed_files as processed
 from pipeline.io.output_names import SUMMARY_FILE
 from pipeline.streaming.assembled import assemble_window
 from pipeline.streaming.commits import COMMITS
+from transforms.conversations import freeze_gc
 from transforms.core.normalize import split_drops
 from transforms.record.record_settings import Settings
 from transforms.totals.console_text import console_text
@@ -67,6 +68,9 @@ class _WriteWindowSummary(beam.DoFn):
         self._settings = settings
         self._work = work
         self._run_temp = run_temp
+
+    def setup(self) -> None:
+        freeze_gc()  # as the job's other DoFns: a close allocates a group's pieces by the thousand
 
     def process(self, elements: int, window=beam.DoFn.WindowParam):
         name = window_name(window)
