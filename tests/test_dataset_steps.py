@@ -29,6 +29,7 @@ from transforms.record.dedupe import (
     collapse_kept,
     content_claims,
     fingerprint,
+    none_known,
     resolve_content,
     shape,
     shard_outputs,
@@ -192,6 +193,21 @@ def test_prefixes_that_are_no_conversation_are_not_claimed_and_the_decisions_are
     parts = [array("Q", sorted(known)[:2]).tobytes(), array("Q", sorted(known)[1:]).tobytes()]
     assert known_wholes(join_wholes(parts)) == known
     assert known_wholes(join_wholes(parts)) is known_wholes(join_wholes(parts))
+
+
+def test_a_batch_s_links_are_tested_against_the_wholes_at_once():
+    # A batch of links none of which is a whole needs no claim per link; one that begins a
+    # conversation in the run is found among the batch's others.
+    short, longer, other = ([U, A], [U, A, U, A], [A, U, A])
+    links = b"".join(content_keys(m, None, True)[1] for m in (longer, other))
+    wholes = {fingerprint(content_keys(m, None, True)[0]) for m in (longer, other)}
+    assert none_known(links, wholes)
+    assert not none_known(links, wholes | {fingerprint(content_keys(short, None, True)[0])})
+    assert none_known(b"", wholes)
+    # The batch test reads the fingerprint content_claims reads link by link.
+    with_short = wholes | {fingerprint(content_keys(short, None, True)[0])}
+    claim = Claim((0, 0, 0), "longer", content_keys(longer, None, True)[0], content_keys(longer, None, True)[1])
+    assert [v[0] for _, v in content_claims(claim, with_short)] == ["whole", "extends"]
 
 
 def test_a_conversation_kept_with_nothing_collapsed_into_it_goes_no_further():

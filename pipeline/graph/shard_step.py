@@ -298,10 +298,10 @@ class Held:
             self._prefixes.abandon()
 
 
-def read_prefixes(path: str | None) -> Iterator[bytes]:
-    """A shard's prefix links (``Held``), a bytes value per conversation, in its claims' order."""
-    for links in read_spill(path):
-        yield from links
+def read_prefixes(path: str | None) -> Iterator[list[bytes]]:
+    """A shard's prefix links (``Held``), a list per batch of a bytes value per conversation,
+    in its claims' order."""
+    yield from read_spill(path)
 
 
 class Spill:
