@@ -13,7 +13,7 @@ import pytest
 
 from pipeline.config.checks import dataset_step_problems
 from pipeline.graph.shard_dataset import join_wholes, known_wholes
-from transforms.core.jsontext import dumps_line
+from transforms.core.jsontext import canonical_json, canonical_lines, dumps_line
 from transforms.dataset.dataset_keys import (
     CONTENT_KEYS,
     content_keys,
@@ -193,6 +193,17 @@ def test_prefixes_that_are_no_conversation_are_not_claimed_and_the_decisions_are
     parts = [array("Q", sorted(known)[:2]).tobytes(), array("Q", sorted(known)[1:]).tobytes()]
     assert known_wholes(join_wholes(parts)) == known
     assert known_wholes(join_wholes(parts)) is known_wholes(join_wholes(parts))
+
+
+def test_prefix_links_hold_for_messages_orjson_refuses():
+    # A number past 64 bits: orjson refuses it, canonical_json's exact text is used for that
+    # conversation's messages, and its prefixes are still found.
+    big = {"role": "user", "content": "q", "n": 2**70}
+    lines = canonical_lines([U, big])
+    assert lines == [canonical_json(U) + b"\n", canonical_json(big) + b"\n"]
+    assert canonical_lines([U, A]) == [canonical_json(U) + b"\n", canonical_json(A) + b"\n"]
+    full = content_keys([big, A], None, True)[0]
+    assert prefix_keys(content_keys([big, A, U], None, True)[1]) == [content_keys([big], None, True)[0], full]
 
 
 def test_a_batch_s_links_are_tested_against_the_wholes_at_once():
