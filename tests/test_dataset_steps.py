@@ -481,3 +481,21 @@ def test_a_dedupe_run_shuffles_claims_and_verdicts_not_records(tmp_path):
     letters = [json.loads(line) for line in Path(written.files["dead_letter"].temp).read_text().splitlines()]
     assert [(d.get("id"), d["reason"]) for d in letters] == [("a", "duplicate"), (None, "invalid_json")]
     assert "SECRET-ONE" in letters[0]["raw"] and letters[1]["raw"] == "{bad"
+
+
+def test_a_split_counts_the_tool_calls_of_dict_messages_only():
+    from transforms.record.records import _tool_calls
+
+    call = {"role": "assistant", "tool_calls": [{"id": "1"}, {"id": "2"}]}
+    assert _tool_calls([U, call, A, call]) == 4
+    assert _tool_calls([U, {"role": "assistant", "tool_calls": None}, {"tool_calls": "x"}]) == 0
+    # Odd messages (no dict) count nothing, whatever text or items they hold.
+    assert _tool_calls(["tool_calls", call, ["tool_calls"], 3, None]) == 2
+    assert _tool_calls(["text", call]) == 2 and _tool_calls([]) == 0
+
+
+def test_a_key_claimed_once_decides_nothing():
+    # The resolve step passes over such keys without resolving them.
+    (whole,) = [v for _, v in content_claims(claim_of(conversation(0, "a", [U, A], "exact")))]
+    assert list(resolve_content(("k", [whole]))) == []
+    assert list(resolve_content(("k", [("extends", (3, (0, 0, 1), "f", "b"))]))) == []

@@ -181,6 +181,8 @@ def resolved(element: tuple[tuple[Any, ...], Any], buckets: int) -> Iterator[tup
         return
     by_bucket: dict[int, list[tuple[str, Any]]] = {}
     for content, claims in _by_key(values).items():
+        if len(claims) == 1:  # a key claimed once (most) decides nothing (``resolve_content``)
+            continue
         for target, value in resolve_content((content, claims)):
             by_bucket.setdefault(bucket_of(target, buckets), []).append((target, value))
     for bucket in sorted(by_bucket):
