@@ -87,7 +87,7 @@ def claimed(result: ShardResult, buckets: int, wholes: bytes | None = None) -> I
     by_bucket: dict[int, list[tuple[str, Any]]] = {}
     for fields, links in _with_links(unpack(result.claims) if result.claims else [], result.prefixes, known):
         if links:
-            for content, value in content_claims(Claim(*fields[:3], links), known):
+            for content, value in content_claims(Claim(fields[0], fields[1], fields[2], links), known):
                 by_bucket.setdefault(bucket_of(content, buckets), []).append((content, value))
         else:  # its whole content only (``content_claims``' first), without a Claim made
             full = fields[2]

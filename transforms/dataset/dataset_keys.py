@@ -42,13 +42,16 @@ DEDUPE_CHOICES = ("none", "exact", "prefix")
 SPLIT_NAME = re.compile(r"^[a-z][a-z0-9_]{0,31}$")
 #: Names a split cannot take: the run's own outputs and files.
 RESERVED_NAMES = frozenset({TRAIN, "normalized", "drops", "dead_letter", "violations", "summary", "report"})
-#: The hash links kept: 16 bytes (as hex), far past any chance collision at dataset sizes.
+#: The content keys' bytes: 16 (as hex), far past any chance collision at dataset sizes.
 _LINK_BYTES = 16
+#: A prefix's link as ``content_keys`` keeps it: a whole SHA-256 digest (no slice made per
+#: message); its first ``_LINK_BYTES`` are its key.
+LINK_SIZE = 32
 
 
 def content_keys(messages: list[Any], tools: Any, with_prefixes: bool) -> list[Any]:
     """``[full, prefixes]``: the hash of the tools and every message (hex), and (``with_prefixes``)
-    the hash of the tools and the first 1, 2, ... messages, 16 bytes each, joined: a
+    the hash of the tools and the first 1, 2, ... messages, ``LINK_SIZE`` bytes each, joined: a
     conversation's ``full`` is among another's prefixes when its messages begin the other's.
     Without prefixes (``exact``) ``full`` is one hash of the tools and the messages whole (a
     hash and a serialization per message cost ``exact`` about half of what it added to a plain
@@ -70,16 +73,16 @@ def content_keys(messages: list[Any], tools: Any, with_prefixes: bool) -> list[A
     if texts:  # links after 1, ..., n - 1 messages: none for the tools alone, ``full`` for all
         update(texts[0])
     for text in texts[1:]:
-        append(digest()[:_LINK_BYTES])
+        append(digest())
         update(text)
-    # The prefixes' links as one bytes value, 16 bytes each (``prefix_keys``): a text per
+    # The prefixes' links as one bytes value, 32 bytes each (``prefix_keys``): a text per
     # message made most of what a conversation's claim held and shuffled.
     return [running.digest()[:_LINK_BYTES].hex(), b"".join(links)]
 
 
 def prefix_keys(prefixes: bytes) -> list[str]:
     """``content_keys``' prefixes as content keys (the text a ``full`` key is), shortest first."""
-    return [prefixes[i : i + _LINK_BYTES].hex() for i in range(0, len(prefixes), _LINK_BYTES)]
+    return [prefixes[i : i + _LINK_BYTES].hex() for i in range(0, len(prefixes), LINK_SIZE)]
 
 
 def parse_splits(text: str) -> tuple[tuple[tuple[str, float], ...], list[str]]:
