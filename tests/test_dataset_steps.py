@@ -13,7 +13,7 @@ import pytest
 
 from pipeline.config.checks import dataset_step_problems
 from pipeline.graph.shard_dataset import join_wholes, known_wholes
-from transforms.core.jsontext import dumps_line
+from transforms.core.jsontext import canonical_json, canonical_lines, dumps_line
 from transforms.dataset.dataset_keys import (
     CONTENT_KEYS,
     content_keys,
@@ -29,6 +29,7 @@ from transforms.record.dedupe import (
     collapse_kept,
     content_claims,
     fingerprint,
+    none_known,
     resolve_content,
     shape,
     shard_outputs,
@@ -192,6 +193,32 @@ def test_prefixes_that_are_no_conversation_are_not_claimed_and_the_decisions_are
     parts = [array("Q", sorted(known)[:2]).tobytes(), array("Q", sorted(known)[1:]).tobytes()]
     assert known_wholes(join_wholes(parts)) == known
     assert known_wholes(join_wholes(parts)) is known_wholes(join_wholes(parts))
+
+
+def test_prefix_links_hold_for_messages_orjson_refuses():
+    # A number past 64 bits: orjson refuses it, canonical_json's exact text is used for that
+    # conversation's messages, and its prefixes are still found.
+    big = {"role": "user", "content": "q", "n": 2**70}
+    lines = canonical_lines([U, big])
+    assert lines == [canonical_json(U) + b"\n", canonical_json(big) + b"\n"]
+    assert canonical_lines([U, A]) == [canonical_json(U) + b"\n", canonical_json(A) + b"\n"]
+    full = content_keys([big, A], None, True)[0]
+    assert prefix_keys(content_keys([big, A, U], None, True)[1]) == [content_keys([big], None, True)[0], full]
+
+
+def test_a_batch_s_links_are_tested_against_the_wholes_at_once():
+    # A batch of links none of which is a whole needs no claim per link; one that begins a
+    # conversation in the run is found among the batch's others.
+    short, longer, other = ([U, A], [U, A, U, A], [A, U, A])
+    links = b"".join(content_keys(m, None, True)[1] for m in (longer, other))
+    wholes = {fingerprint(content_keys(m, None, True)[0]) for m in (longer, other)}
+    assert none_known(links, wholes)
+    assert not none_known(links, wholes | {fingerprint(content_keys(short, None, True)[0])})
+    assert none_known(b"", wholes)
+    # The batch test reads the fingerprint content_claims reads link by link.
+    with_short = wholes | {fingerprint(content_keys(short, None, True)[0])}
+    claim = Claim((0, 0, 0), "longer", content_keys(longer, None, True)[0], content_keys(longer, None, True)[1])
+    assert [v[0] for _, v in content_claims(claim, with_short)] == ["whole", "extends"]
 
 
 def test_a_conversation_kept_with_nothing_collapsed_into_it_goes_no_further():
@@ -454,3 +481,21 @@ def test_a_dedupe_run_shuffles_claims_and_verdicts_not_records(tmp_path):
     letters = [json.loads(line) for line in Path(written.files["dead_letter"].temp).read_text().splitlines()]
     assert [(d.get("id"), d["reason"]) for d in letters] == [("a", "duplicate"), (None, "invalid_json")]
     assert "SECRET-ONE" in letters[0]["raw"] and letters[1]["raw"] == "{bad"
+
+
+def test_a_split_counts_the_tool_calls_of_dict_messages_only():
+    from transforms.record.records import _tool_calls
+
+    call = {"role": "assistant", "tool_calls": [{"id": "1"}, {"id": "2"}]}
+    assert _tool_calls([U, call, A, call]) == 4
+    assert _tool_calls([U, {"role": "assistant", "tool_calls": None}, {"tool_calls": "x"}]) == 0
+    # Odd messages (no dict) count nothing, whatever text or items they hold.
+    assert _tool_calls(["tool_calls", call, ["tool_calls"], 3, None]) == 2
+    assert _tool_calls(["text", call]) == 2 and _tool_calls([]) == 0
+
+
+def test_a_key_claimed_once_decides_nothing():
+    # The resolve step passes over such keys without resolving them.
+    (whole,) = [v for _, v in content_claims(claim_of(conversation(0, "a", [U, A], "exact")))]
+    assert list(resolve_content(("k", [whole]))) == []
+    assert list(resolve_content(("k", [("extends", (3, (0, 0, 1), "f", "b"))]))) == []

@@ -49,11 +49,13 @@ from transforms.dataset.dataset_keys import TRAIN, split_output
 from transforms.record.dedupe import (
     DROPS,
     KEPT,
+    Claim,
     Conversation,
     Verdict,
     batch_outputs,
     collapse_kept,
     content_claims,
+    none_known,
     pack,
     resolve_content,
     shape,
@@ -61,7 +63,6 @@ from transforms.record.dedupe import (
     sorted_letters,
     spilled_conversations,
     unpack,
-    unpack_claims,
 )
 from transforms.totals import summary as summaries
 from transforms.totals.record_step import DEAD_LETTER
@@ -83,15 +84,39 @@ def claimed(result: ShardResult, buckets: int, wholes: bytes | None = None) -> I
     among them are claimed."""
     yield (_OUT, result.shard), (_RESULT, result._replace(claims=b"", wholes=b"", prefixes=None))
     known = None if wholes is None else known_wholes(wholes)
-    claims = unpack_claims(result.claims)
-    if result.prefixes is not None:  # the prefix links, kept on disk until now
-        claims = [claim._replace(prefixes=links) for claim, links in zip(claims, read_prefixes(result.prefixes))]
     by_bucket: dict[int, list[tuple[str, Any]]] = {}
-    for claim in claims:
-        for content, value in content_claims(claim, known):
-            by_bucket.setdefault(bucket_of(content, buckets), []).append((content, value))
+    for fields, links in _with_links(unpack(result.claims) if result.claims else [], result.prefixes, known):
+        if links:
+            for content, value in content_claims(Claim(fields[0], fields[1], fields[2], links), known):
+                by_bucket.setdefault(bucket_of(content, buckets), []).append((content, value))
+        else:  # its whole content only (``content_claims``' first), without a Claim made
+            full = fields[2]
+            by_bucket.setdefault(bucket_of(full, buckets), []).append((full, ("whole", fields[:3])))
     for bucket in sorted(by_bucket):
         yield (_CONTENT, bucket), pack(by_bucket[bucket])
+
+
+def _with_links(
+    claims: list[tuple[Any, ...]], prefixes: str | None, known: frozenset[int] | None
+) -> Iterator[tuple[tuple[Any, ...], bytes]]:
+    """A shard's claims (``Claim``'s fields, packed) each with its prefix links (``--dedupe
+    prefix``: kept on disk until now, a list per batch), or ``b""``: so for a batch none of
+    whose links is a ``known`` whole (most), as nothing they link to is claimed."""
+    if prefixes is None:
+        for fields in claims:
+            yield fields, fields[3]
+        return
+    at = 0
+    for links in read_prefixes(prefixes):
+        batch = claims[at : at + len(links)]
+        at += len(links)
+        if known is not None and none_known(b"".join(links), known):
+            for fields in batch:
+                yield fields, b""
+        else:
+            yield from zip(batch, links)
+    for fields in claims[at:]:
+        yield fields, fields[3]
 
 
 class JoinWholes(beam.CombineFn):
@@ -156,6 +181,8 @@ def resolved(element: tuple[tuple[Any, ...], Any], buckets: int) -> Iterator[tup
         return
     by_bucket: dict[int, list[tuple[str, Any]]] = {}
     for content, claims in _by_key(values).items():
+        if len(claims) == 1:  # a key claimed once (most) decides nothing (``resolve_content``)
+            continue
         for target, value in resolve_content((content, claims)):
             by_bucket.setdefault(bucket_of(target, buckets), []).append((target, value))
     for bucket in sorted(by_bucket):

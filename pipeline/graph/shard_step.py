@@ -41,7 +41,7 @@ from pipeline.io.shard import Shard
 from pipeline.io.written_files import WrittenFile, temp_name
 from transforms.dataset.dataset_keys import CONTENT_KEYS, TRAIN, output_names, split_output
 from transforms.record.assembled_calls import ShardGroups
-from transforms.record.dedupe import batch_claims, fingerprint, pack
+from transforms.record.dedupe import batch_claims, pack
 from transforms.record.inputs import DEFAULT_BATCH_BYTES, DEFAULT_BATCH_SIZE, DEFAULT_MAX_RECORD_BYTES, Batch
 from transforms.record.pairs import batch_pair_claims
 from transforms.record.record_settings import Settings
@@ -273,11 +273,12 @@ class Held:
             self._spill.dump((start, metrics, records, lines, spilled.get(DEAD_LETTER, ([], None))[0]))
             return
         self._claims.extend(batch_claims(self._number, start, metrics, links=False))
-        if self._prefixes is not None and metrics:
-            self._prefixes.dump([m[CONTENT_KEYS][1] for m in metrics])
-            self._wholes.extend(fingerprint(m[CONTENT_KEYS][0]) for m in metrics)
-        for m in metrics:  # claimed: the keys need not be spilled (nor taken off when written)
-            del m[CONTENT_KEYS]
+        # Claimed: the keys need not be spilled (nor taken off when written).
+        keys = [m.pop(CONTENT_KEYS) for m in metrics]
+        if self._prefixes is not None and keys:
+            self._prefixes.dump([links for _, links in keys])
+            # Each full key's first 8 bytes (``fingerprint``), the batch's in one go.
+            self._wholes.frombytes(bytes.fromhex("".join([full[:16] for full, _ in keys])))
         self._spill.dump((start, metrics, records, lines, spilled.get(DEAD_LETTER, ([], None))[0]))
 
     def close(self) -> dict[str, Any]:
@@ -295,10 +296,10 @@ class Held:
             self._prefixes.abandon()
 
 
-def read_prefixes(path: str | None) -> Iterator[bytes]:
-    """A shard's prefix links (``Held``), a bytes value per conversation, in its claims' order."""
-    for links in read_spill(path):
-        yield from links
+def read_prefixes(path: str | None) -> Iterator[list[bytes]]:
+    """A shard's prefix links (``Held``), a list per batch of a bytes value per conversation,
+    in its claims' order."""
+    yield from read_spill(path)
 
 
 class Spill:

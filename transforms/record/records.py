@@ -627,9 +627,19 @@ def _dataset_keys(
             counts["split_key_missing"] = counts.get("split_key_missing", 0) + 1
         metrics["split"] = split_of(key, settings.split_seed, settings.splits)
         # A split's statistics (the report) count the calls its conversations teach.
-        metrics["tool_calls"] = sum(
-            [len(calls) for m in written if isinstance(m, dict) and isinstance(calls := m.get("tool_calls"), list)]
-        )
+        metrics["tool_calls"] = _tool_calls(written)
+
+
+def _tool_calls(written: list[Any]) -> int:
+    """The tool calls of a conversation's messages (a dict's ``tool_calls`` list each). The
+    messages are dicts but for odd input: a membership test per message (no method call) is
+    all most of them cost; a message that is no dict makes the test or the lookup fail
+    (or finds nothing), and the messages are then counted one by one, dicts only."""
+    try:
+        found = [m["tool_calls"] for m in written if "tool_calls" in m]
+    except TypeError:
+        found = [m["tool_calls"] for m in written if isinstance(m, dict) and "tool_calls" in m]
+    return sum([len(calls) for calls in found if isinstance(calls, list)])
 
 
 def _reasoning_kept(settings: Settings) -> Callable[[str], bool]:
