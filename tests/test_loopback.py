@@ -153,6 +153,21 @@ def test_a_caller_is_placed_by_the_owner_of_its_socket():
     assert not caller_is_this_user("ipv4:127.0.0.1:1")  # no such socket
 
 
+def test_a_closed_connections_row_places_no_caller(monkeypatch):
+    # Found: a run as root took another user's call for its own. The caller's port was the
+    # local port of a closed connection, whose row lingers in TIME_WAIT with uid 0 and inode 0,
+    # listed before the caller's own row.
+    from pipeline.runners import loopback
+
+    end = loopback._proc_address("127.0.0.1", 40000)
+    lingering = ["0:", end, "0100007F:1F90", "06", "0:0", "0:0", "0", "0", "0", "0"]
+    theirs = ["1:", end, "0100007F:1F91", "01", "0:0", "0:0", "0", "1234", "0", "987"]
+    ours = ["2:", end, "0100007F:1F92", "01", "0:0", "0:0", "0", str(os.geteuid()), "0", "988"]
+    for rows, owner in (([lingering, theirs], 1234), ([lingering], None), ([theirs, ours], None)):
+        monkeypatch.setattr(loopback, "_tcp_rows", lambda rows=rows: iter(rows))
+        assert loopback.socket_owner("127.0.0.1", 40000) == owner
+
+
 @pytest.mark.slow
 @pytest.mark.portable
 def test_portable_loopback_run_listens_on_loopback_only(tmp_path):

@@ -116,13 +116,17 @@ def _text_address(spelled: str) -> tuple[str, int]:
 
 def socket_owner(address: str, port: int) -> int | None:
     """The uid owning the TCP socket whose local end is ``address:port`` (in this network
-    namespace), or None when there is none."""
+    namespace), or None when there is none, or when sockets of several owners have that end."""
     # An IPv4 address may stand in either table: gRPC's clients use dual-stack IPv6 sockets.
     ipv4 = address.removeprefix("::ffff:")
     wanted = {_proc_address(address, port)}
     if "." in ipv4:
         wanted |= {_proc_address(ipv4, port), _proc_address(f"::ffff:{ipv4}", port)}
-    return next((int(fields[7]) for fields in _tcp_rows() if fields[1] in wanted), None)
+    # Only sockets a process holds (inode not 0): a closed connection's row lingers in
+    # TIME_WAIT with uid 0 and its old local port, which a new caller may get again, and a run
+    # as root would take that row for its own. Rows that disagree on the owner place no one.
+    owners = {int(fields[7]) for fields in _tcp_rows() if fields[1] in wanted and fields[9] != "0"}
+    return owners.pop() if len(owners) == 1 else None
 
 
 def listening_sockets(netns_pid: int | None = None) -> dict[str, tuple[str, int]]:
