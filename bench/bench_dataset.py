@@ -139,7 +139,7 @@ def dataset_part(args, corpus: Path, work: Path, env: dict) -> None:
     data = _head(corpus, args.records, work / f"records-{args.records}.jsonl")
     print(f"== dataset stages on {args.records:,} records ({data.stat().st_size / 2**20:.0f} MiB, one file)")
     print(f"   load average before: {_loadavg()}")
-    base = [sys.executable, "-m", "pipeline", "--input", str(data), "--quiet", "--no-report"]
+    base = [sys.executable, "-m", "pipeline", "--input", str(data), "--quiet", "--no-report", *args.flags]
     variants = [
         ("plain", []),
         ("--dedupe exact", ["--dedupe", "exact"]),
@@ -183,12 +183,14 @@ def engines_part(args, corpus: Path, work: Path, env: dict) -> None:
     data = _head(corpus, records, work / f"records-{records}.jsonl")
     print(f"== engines on {records:,} records ({data.stat().st_size / 2**20:.0f} MiB, one file)")
     print(f"   load average before: {_loadavg()}")
-    base = [sys.executable, "-m", "pipeline", "--input", str(data), "--quiet", "--no-report"]
+    base = [sys.executable, "-m", "pipeline", "--input", str(data), "--quiet", "--no-report", *args.flags]
     variants = [
         ("FnApiRunner, 1 process", []),
         ("FnApiRunner, 2 processes", ["--direct_num_workers=2", "--direct_running_mode=multi_processing"]),
         *([] if args.skip_dask else [("DaskRunner, own local cluster (2 workers)", ["--runner", "DaskRunner"])]),
     ]
+    if args.dask_only:
+        variants = variants[-1:]
     runs: dict[str, dict] = {}
     digests: dict[str, str] = {}
     _header()
@@ -269,7 +271,11 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--big-timeout", type=float, default=3600, help="the big run's time box, seconds (3,600)")
     parser.add_argument("--skip-dask", action="store_true", help="the engines part without DaskRunner")
+    parser.add_argument("--dask-only", action="store_true", help="the engines part with DaskRunner only")
     parser.add_argument("--only", choices=("dataset", "engines", "big"), help="one part only")
+    parser.add_argument(
+        "--flags", nargs=argparse.REMAINDER, default=[], help="more flags for every engines run (last on the line)"
+    )
     parser.add_argument("--corpus", help="a JSONL file to take the records from (default: generated)")
     parser.add_argument("--work", help="keep the inputs in this directory (made if missing; reused)")
     args = parser.parse_args(argv)
