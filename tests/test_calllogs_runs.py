@@ -172,12 +172,58 @@ def test_call_logs_off_leaves_the_assembly_out_and_dead_letters_call_logs(tmp_pa
 
 
 def test_the_assembly_is_built_only_where_call_logs_can_be_read(tmp_path):
-    from engine_outputs import SAMPLE
+    """--call-logs auto (the default) builds the assembly's steps only for an input whose first
+    records hold a call log; on always, off never; a --format naming a conversation reader never."""
+    from engine_outputs import CALL_LOGS, SAMPLE
 
     from pipeline.config.options import load_job
 
     base = ["--input", str(SAMPLE), "--output", str(tmp_path / "o")]
-    assert load_job(base).call_logs
+    plain = load_job(base)
+    assert not plain.call_logs and plain.settings.calls_sampled_out
+    assert load_job([*base, "--call-logs", "on"]).call_logs
     assert load_job([*base, "--format", "langfuse"]).call_logs
     assert not load_job([*base, "--format", "openai"]).call_logs
-    assert not load_job([*base, "--call-logs", "off"]).call_logs
+    off = load_job([*base, "--call-logs", "off"])
+    assert not off.call_logs and not off.settings.calls_sampled_out
+    logs = ["--input", str(CALL_LOGS / "langfuse" / "blob-export-rows.jsonl")]
+    assert load_job([*logs, "--output", str(tmp_path / "c")]).call_logs
+    # A call log in the first records of any one input file is enough.
+    assert load_job([*base, *logs]).call_logs
+
+
+def test_past_the_files_it_samples_auto_builds_the_assembly(tmp_path):
+    from engine_outputs import SAMPLE
+
+    from pipeline.config.options import AUTO_SAMPLED_FILES, load_job
+
+    line = SAMPLE.read_bytes().splitlines()[0] + b"\n"
+    (tmp_path / "in").mkdir()
+    for n in range(AUTO_SAMPLED_FILES + 1):
+        (tmp_path / "in" / f"{n:03}.jsonl").write_bytes(line)
+    argv = ["--input", str(tmp_path / "in"), "--output", str(tmp_path / "o")]
+    assert load_job(argv).call_logs
+    (tmp_path / "in" / "000.jsonl").unlink()
+    assert not load_job(argv).call_logs
+
+
+@pytest.mark.slow
+def test_a_call_log_past_the_sample_is_a_dead_letter_that_says_to_rerun(tmp_path, capsys):
+    """A file whose first records are whole conversations and whose later ones are call logs:
+    --call-logs auto leaves the assembly out, so each call log is a call_log dead letter saying
+    to run again with --call-logs on, and the run warns; with on they are assembled."""
+    from engine_outputs import CALL_LOGS, SAMPLE
+
+    mixed = tmp_path / "mixed.jsonl"
+    rows = (CALL_LOGS / "langfuse" / "blob-export-rows.jsonl").read_bytes().splitlines(keepends=True)
+    mixed.write_bytes(SAMPLE.read_bytes() + b"".join(rows))
+    summary = _run([str(mixed)], tmp_path / "auto")
+    letters = [json.loads(line) for line in _lines(tmp_path / "auto" / "dead_letter")]
+    logged = [d for d in letters if d["reason"] == "call_log"]
+    assert len(logged) == len(rows) == summary["dead_letters_by_reason"]["call_log"]
+    assert all("--call-logs on" in d["detail"] for d in logged)
+    assert "run again with --call-logs on" in capsys.readouterr().err
+    assembled = _run([str(mixed)], tmp_path / "on", "--call-logs", "on")
+    assert assembled["call_logs"]["records"] == len(rows)
+    assert not assembled["dead_letters_by_reason"].get("call_log")
+    assert set(_lines(tmp_path / "auto" / "normalized")) < set(_lines(tmp_path / "on" / "normalized"))

@@ -130,6 +130,9 @@ def run_job(job: Job, stopping: Stopping) -> int:
     warning = dead_letter_warning(summary, job.warn_dead_letters) if summary else None
     if warning:
         print_error(f"{warning}; see {job.shown_output}/dead_letter/", kind="warning")
+    unassembled = _calls_sampled_out(summary, job)
+    if unassembled:
+        print_error(unassembled, kind="warning")
     if not quiet:
         shown = job.shown_output
         print_line(f"outputs: {shown}/{{{','.join(spec.shard_outputs)}}}/, {shown}/{SUMMARY_FILE}")
@@ -145,6 +148,19 @@ def run_job(job: Job, stopping: Stopping) -> int:
             print_line(f"report:  {shown}/{outcome.page}")
         print(f"done in {duration_text(time.monotonic() - started)}")
     return _verdict(RUN, summary, job)
+
+
+def _calls_sampled_out(summary: dict | None, job: Job) -> str | None:
+    """The warning of a run that left the call-log assembly out (``--call-logs auto``: no call log
+    in the first records of any input file) and met call logs later: never a silent loss."""
+    letters = (summary or {}).get("dead_letters_by_reason", {}).get("call_log", 0)
+    if not letters or not job.settings.calls_sampled_out:
+        return None
+    return (
+        f"{letters:,} call-log record(s) past the first records of each input file are call_log dead letters: "
+        f"--call-logs auto found none there and left out their assembly; run again with --call-logs on "
+        f"(see {job.shown_output}/dead_letter/)"
+    )
 
 
 def upload_line(shown: str, one_file: tuple[str, ...]) -> str:

@@ -9,9 +9,7 @@ the run would). Reads only the sample; creates, locks and deletes nothing.
 
 from __future__ import annotations
 
-import collections
 import os
-from dataclasses import replace
 
 from apache_beam.options.pipeline_options import StandardOptions
 
@@ -23,53 +21,13 @@ from pipeline.execution.output_spec import OutputSpec, without_a_users_card
 from pipeline.graph.build import call_shards
 from pipeline.io import files
 from pipeline.io import ownership as owned
+from pipeline.io.input_sample import CALL_LOG_MARK, SAMPLE_RECORDS, first_shards, sample_readers
 from pipeline.io.output_names import MANIFEST_FILE, REPORT_FILE, SUCCESS_FILE
 from pipeline.io.parts import plan_parts
 from pipeline.io.planning import shard_sizes
-from pipeline.io.read_shard import read_shard
-from pipeline.io.shard import FILE_KINDS, Blank, Shard
+from pipeline.io.shard import FILE_KINDS
 from pipeline.streaming.driver import TAKEN_OVER, streaming_refusal
-from transforms.record.record_settings import Settings
-from transforms.record.record_steps import (
-    ReaderHint,
-    RecordRefused,
-    call_log_reader,
-    parse_payload,
-    read_call_log,
-    read_conversation,
-)
 from transforms.totals.console_text import console_text
-
-#: Records read from the start of each input file to tell which reader it gets.
-SAMPLE_RECORDS = 20
-
-
-def sample_readers(shard: Shard, settings: Settings, max_record_bytes: int, sample: int = SAMPLE_RECORDS) -> dict:
-    """How the first ``sample`` records of a shard are read: reader name (or ``dead letter:
-    <reason>``) -> records, in the order first seen."""
-    counts: collections.Counter = collections.Counter()
-    hint = ReaderHint()
-    limit = min(sample, shard.limit) if shard.limit is not None else sample
-    for item in read_shard(shard._replace(limit=limit), max_record_bytes):
-        if isinstance(item, Blank):
-            continue
-        try:
-            record = parse_payload(item)
-            logs = call_log_reader(record, settings)
-            if logs is not None:
-                # Read as the run reads it: its calls, to be assembled with their conversation's.
-                read_call_log(record, replace(settings, calls=True))
-                counts[f"{logs.name}{CALL_LOG_MARK}"] += 1
-                continue
-            read_conversation(record, settings, hint)
-        except RecordRefused as refused:
-            counts[f"dead letter: {refused.reason.value}"] += 1
-            continue
-        except Exception as error:  # noqa: BLE001 — the run would make it an internal_error dead letter
-            counts[f"dead letter: internal_error ({type(error).__name__})"] += 1
-            continue
-        counts[hint.reader.name if settings.input_format == "auto" and hint.reader else settings.input_format] += 1
-    return dict(counts)
 
 
 def _readers_text(counts: dict) -> str:
@@ -81,20 +39,13 @@ def _readers_text(counts: dict) -> str:
 
 def file_samples(job: Job) -> dict[str, dict]:
     """Per input file, how the first records of its first shard are read (``sample_readers``)."""
-    firsts: dict[str, Shard] = {}
-    for shard in job.shards:
-        firsts.setdefault(shard.path, shard)
-    return {path: sample_readers(shard, job.settings, job.max_record_bytes) for path, shard in firsts.items()}
+    return {shard.path: sample_readers(shard, job.settings, job.max_record_bytes) for shard in first_shards(job.shards)}
 
 
 def holds_call_logs(samples: dict[str, dict]) -> bool:
     """Whether a sample read a call-log record: the run then writes the assembled conversations'
     parts too (``pipeline.graph.build.call_shards`` of them, after the input's)."""
     return any(name.endswith(CALL_LOG_MARK) for counts in samples.values() for name in counts)
-
-
-#: How ``sample_readers`` names a call-log reader.
-CALL_LOG_MARK = " (call log)"
 
 
 def input_lines(job: Job, samples: dict[str, dict] | None = None) -> list[str]:
@@ -202,6 +153,9 @@ def dry_run(job: Job, command: str, spec: OutputSpec) -> int:
     settings = job.settings
     runner = job.options.get_all_options()["runner"]
     print(f"profile {settings.profile}, format {settings.input_format}, sink {settings.sink}, runner {runner}")
+    if settings.calls_sampled_out:
+        print("call logs: none in the first records of any input file, so the run leaves out their assembly")
+        print("  (a call-log record past them becomes a call_log dead letter; --call-logs on builds it)")
     if not job.output:
         print("output: a temporary directory, removed at the end (give --output to keep the reports)")
         return 0
@@ -213,7 +167,7 @@ def dry_run(job: Job, command: str, spec: OutputSpec) -> int:
         print_error(f"the run would be refused: {refusal}")
         return 2
     print_line(f"output: {job.shown_output} ({state}); the run would write:")
-    for line in output_lines(job, spec, holds_call_logs(samples)):
+    for line in output_lines(job, spec, job.call_logs and holds_call_logs(samples)):
         print_line(line)
     return 0
 

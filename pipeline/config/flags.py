@@ -263,11 +263,13 @@ def _run_flags(add) -> None:
     )
     add(
         "--call-logs",
-        choices=("on", "off"),
-        default="on",
+        choices=("auto", "on", "off"),
+        default="auto",
         help="assemble conversations from call-log records (one record per LLM call: docs/call-logs.md): "
-        "on (the default), or off, which leaves the assembly's steps out of the graph (about 0.25 s a run "
-        "in-process) and makes any call-log record a call_log dead letter",
+        "auto (the default) builds the assembly's steps when the first records of an input file hold a call "
+        "log (what --dry-run samples; always when streaming or past 64 input files), and a call-log record "
+        "met later is a call_log dead letter that says to rerun with on; on always builds them; off leaves "
+        "them out and makes any call-log record a call_log dead letter",
     )
     add(
         "--chain-groups",

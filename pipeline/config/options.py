@@ -23,6 +23,7 @@ input files. The command line is parsed once with Beam's parser, and the preset 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import logging
 import os
@@ -61,6 +62,7 @@ from pipeline.config.presets import (
     shown_value,
 )
 from pipeline.io.file_formats import FILE_FORMATS, PARQUET_SINKS
+from pipeline.io.input_sample import first_shards, starts_with_call_logs
 from pipeline.io.object_store import access_problem, use_options
 from pipeline.io.ownership import OutputError, is_under, plan_inputs, unreachable_output, unsafe_output
 from pipeline.io.parts import DEFAULT_PART_BYTES
@@ -247,7 +249,8 @@ class Job:
     given_output: str = ""
     #: ``--part-bytes``: input bytes per output part (``pipeline.io.parts``); 0: a part per shard.
     part_bytes: int = DEFAULT_PART_BYTES
-    #: ``--call-logs``: conversations assembled from call-log records (``transforms.record.assembled_calls``).
+    #: Whether the graph assembles conversations from call-log records (``--call-logs``:
+    #: ``transforms.record.assembled_calls``); ``settings.calls_sampled_out`` when ``auto`` left it out.
     call_logs: bool = True
 
     @property
@@ -469,6 +472,33 @@ def call_logs_possible(input_format: str) -> bool:
     return input_format == "auto" or input_format in CALL_LOG_READERS
 
 
+#: Input files whose first records ``--call-logs auto`` reads before the run; with more, the
+#: assembly's steps are built whatever they hold (reading thousands of small files twice costs
+#: more than the steps do when empty).
+AUTO_SAMPLED_FILES = 64
+
+
+def _assembles_call_logs(
+    mode: str, settings: Settings, shards: list[Shard], max_record_bytes: int, streaming: bool
+) -> bool:
+    """Whether the run's graph assembles conversations from call logs (``--call-logs``): ``auto``
+    builds the steps only when the first records of an input file hold a call log (the sample
+    ``--dry-run`` shows), as they cost a run with none (DaskRunner most: a shuffle's tasks for
+    each of them); files that land later (streaming) are not known, nor files past
+    ``AUTO_SAMPLED_FILES``."""
+    if mode == "off" or not call_logs_possible(settings.input_format):
+        return False
+    if mode == "on" or streaming or settings.input_format != "auto":
+        return True
+    firsts = first_shards(shards)
+    if len(firsts) > AUTO_SAMPLED_FILES:
+        return True
+    try:
+        return any(starts_with_call_logs(shard, settings, max_record_bytes) for shard in firsts)
+    except Exception:  # noqa: BLE001 — a file the plan cannot sample is read, and its error told, by the run
+        return True
+
+
 def load_job(argv: list[str], *, output_required: bool = True, checked: CheckedArgs | None = None) -> Job:
     """Parse flags and preset, validate everything, plan the input. Raises ConfigError.
 
@@ -505,6 +535,10 @@ def load_job(argv: list[str], *, output_required: bool = True, checked: CheckedA
         use_dask(options)
     _warn_missing_writer_options(ours)
     _warn_graph(ours)
+    mode = getattr(ours, "call_logs", "auto")
+    call_logs = _assembles_call_logs(mode, settings, shards, ours.max_record_bytes, bool(standard.streaming))
+    if mode == "auto" and not call_logs and call_logs_possible(settings.input_format):
+        settings = dataclasses.replace(settings, calls_sampled_out=True)
     return Job(
         options,
         settings,
@@ -526,6 +560,5 @@ def load_job(argv: list[str], *, output_required: bool = True, checked: CheckedA
         tuple(argv),
         given_output,
         ours.part_bytes,
-        # A --format naming a conversation reader reads no call log: no assembly to build.
-        getattr(ours, "call_logs", "on") != "off" and call_logs_possible(settings.input_format),
+        call_logs,
     )

@@ -80,6 +80,10 @@ class Settings:
     #: Hand call-log records on to be assembled (``transforms.calllogs``): what the composites
     #: that assemble set. ``False`` (a DoFn alone): a call-log record is a ``call_log`` dead letter.
     calls: bool = False
+    #: Why a step that does not assemble was left without it: ``--call-logs auto`` found no call
+    #: log in the first records of any input file (``pipeline.io.input_sample``), so a call-log
+    #: record's dead letter says to rerun with ``--call-logs on``.
+    calls_sampled_out: bool = False
     #: Per-message weights (``--weights``: auto, keep, drop) and turns after the last assistant
     #: message (``--trailing``: auto, trim, keep, refuse): ``transforms.dataset.training``.
     weights: str = "auto"

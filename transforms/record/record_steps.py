@@ -302,6 +302,13 @@ def read_call_log(record: Any, settings: Settings) -> CallLogRead | None:
     reader = call_log_reader(record, settings)
     if reader is None:
         return None
+    if not settings.calls and settings.calls_sampled_out:
+        raise RecordRefused(
+            DeadLetterReason.CALL_LOG,
+            f"{reader.name}: a call-log record past the first records of each input file, where the run "
+            "(--call-logs auto) found none and so left out the assembly of conversations from calls; "
+            "run again with --call-logs on to assemble it",
+        )
     if not settings.calls:
         raise RecordRefused(
             DeadLetterReason.CALL_LOG,
