@@ -47,7 +47,7 @@ LOOPBACK = "127.0.0.1"
 #: can ask; with no routes it answers nothing but "not found".
 WORKER_CONFIG = {
     "distributed.worker.profile.enabled": False,
-    "distributed.worker.preload": ["pipeline.console"],
+    "distributed.worker.preload": ["pipeline.console", "pipeline.runners.dask_worker"],
     "distributed.scheduler.http.routes": [],
     "distributed.worker.http.routes": [],
 }
