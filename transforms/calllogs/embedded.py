@@ -22,6 +22,7 @@ from transforms.calllogs.calls import PART_TEXT_LIMIT, ReadItem
 from transforms.core.jsontext import loads_as_json
 from transforms.core.ledger import coercion_discards
 from transforms.core.normalize import content_text, pairing_key
+from transforms.formats import BUILT_IN_READERS
 from transforms.formats import media as carried_media
 from transforms.formats import reasoning as carried_reasoning
 from transforms.formats._common import openai_tool
@@ -197,29 +198,13 @@ def read_history(payload: Any, where: str, text_role: str = "user") -> Embedded:
     conversation = reader.read(payload, "messages")
     fields = conversation.fields
     return Embedded(
-        [m for m in conversation.messages],
+        list(conversation.messages),
         tools_of(fields.get("tools")),
         _model_of(fields.get("model")),
         conversation.discarded,
     )
 
 
-#: The conversation readers convnorm registers: with no other, a plain chat is the flat reader's.
-BUILT_IN_READERS = frozenset(
-    (
-        "sharegpt",
-        "bedrock-converse",
-        "anthropic",
-        "gemini",
-        "openai-responses",
-        "cohere-v1",
-        "openai",
-        "flat",
-        # Readers of whole records (an object with their own keys): a message list is none.
-        "braintrust",
-        "openpipe-dataset",
-    )
-)
 #: Roles a detection before the flat reader's looks for (OpenAI's, ShareGPT's tool tags).
 _SIGNAL_ROLES = frozenset(("function", "developer", "function_call", "observation"))
 _ROLE_AND_CONTENT = frozenset(("role", "content"))

@@ -43,20 +43,9 @@ from transforms.core.normalize import Reading
 #: The readers a plain chat can go to, and the readers the plain-chat rules below were proved
 #: against: another registered reader (a plug-in) turns the shortcut off.
 _PLAIN_READERS = ("openai", "flat")
-_BUILT_IN_READERS = frozenset(
-    (
-        "anthropic",
-        "bedrock-converse",
-        "braintrust",
-        "cohere-v1",
-        "flat",
-        "gemini",
-        "openai",
-        "openai-responses",
-        "openpipe-dataset",
-        "sharegpt",
-    )
-)
+#: The conversation readers convnorm registers (each module above registers its own on import):
+#: with no other, a plain chat is the flat reader's.
+BUILT_IN_READERS = frozenset(READERS)
 #: Top-level keys some reader before ``openai`` looks at (ShareGPT ``conversations``, Gemini
 #: ``contents``, Responses and Braintrust ``input``, Anthropic and Bedrock ``system``, Bedrock
 #: ``toolConfig``, an OpenPipe dataset entry's ``rejected_message``): a record holding one is not plain.
@@ -187,7 +176,7 @@ def _plain_top(record: Any, messages_field: str) -> list[Any] | None:
 
 def _plain_hint(previous: Reader | None) -> bool:
     # The shortcut holds for the built-in readers only: a plug-in reader turns it off.
-    return previous is not None and previous.name in _PLAIN_READERS and READERS.keys() == _BUILT_IN_READERS
+    return previous is not None and previous.name in _PLAIN_READERS and READERS.keys() == BUILT_IN_READERS
 
 
 def plain_chat_messages(previous: Reader | None, record: Any, messages_field: str = "messages") -> list[Any] | None:
@@ -240,6 +229,7 @@ def detect_reader_after(previous: Reader | None, record: Any, messages_field: st
 
 
 __all__ = [
+    "BUILT_IN_READERS",
     "READERS",
     "WRITERS",
     "Conversation",
