@@ -32,6 +32,7 @@ appended version adds to them.
 
 from __future__ import annotations
 
+import bisect
 import dataclasses
 import hashlib
 import json
@@ -47,7 +48,7 @@ from pipeline.graph.shard_step import ShardWork, process_batches
 from pipeline.io import files
 from pipeline.io import processed_files as processed
 from pipeline.io.processed_files import ASSEMBLED_DIR, ASSEMBLED_FILE, CALLS_FILE
-from pipeline.streaming.piece_lines import piece_line, piece_of_line
+from pipeline.streaming.piece_lines import PieceLines
 from pipeline.testhooks import pause_point
 from transforms.calllogs.assemble import GroupState, call_traces, group_key
 from transforms.calllogs.calls import Call, Fragment
@@ -87,6 +88,70 @@ class CallsWritten(NamedTuple):
     #: for each of ``groups``, the byte spans of its lines in ``calls.jsonl`` (``[start, end,
     #: start, end...]``): a close parses those lines only
     spans: list[list[int]]
+    #: ``calls.jsonl``'s bytes and its pieces as read (``JustWritten``)
+    kept: Kept | None = None
+
+
+class Kept(NamedTuple):
+    """A ``calls.jsonl`` as written and the pieces its lines hold, as the reader gave them."""
+
+    data: bytes
+    #: each line's first byte in ``data`` and its ``(source, position, piece)``, in order
+    starts: list[int]
+    pieces: list[tuple[str, int, Any]]
+
+    def within(self, spans: Iterable[int] | None) -> Iterable[tuple[str, int, Any]]:
+        """The pieces of the lines in ``spans`` (``read_calls``'), or every one."""
+        if spans is None:
+            yield from self.pieces
+            return
+        at = iter(spans)
+        for start, end in zip(at, at):
+            for index in range(bisect.bisect_left(self.starts, start), bisect.bisect_left(self.starts, end)):
+                yield self.pieces[index]
+
+
+class JustWritten:
+    """The pieces of the ``calls.jsonl`` files this process committed, kept until a close
+    reads them (at most ``limit`` bytes of lines, the oldest forgotten first): a close in the
+    process that cleaned its window's files (a loopback worker's thread, as on Prism) takes
+    them as they are, instead of parsing its files' lines again. Only when the file on disk
+    holds the very bytes written: the file stays what a close reads (after a restart, in
+    another worker process), and each kept file is taken once (a close tried again parses)."""
+
+    def __init__(self, limit: int = 32 << 20) -> None:
+        self._lock = threading.Lock()
+        self._limit = limit
+        self._kept: dict[str, Kept] = {}
+        self._bytes = 0
+
+    def keep(self, path: str, kept: Kept) -> None:
+        with self._lock:
+            self._drop(path)
+            self._kept[path] = kept
+            self._bytes += len(kept.data)
+            while self._bytes > self._limit:
+                self._drop(next(iter(self._kept)))
+
+    def take(self, path: str, data: bytes) -> Kept | None:
+        """The pieces kept for ``path`` if ``data`` (its bytes now) are those written; forgotten."""
+        with self._lock:
+            kept = self._drop(path)
+        return kept if kept is not None and kept.data == data else None
+
+    def _drop(self, path: str) -> Kept | None:
+        kept = self._kept.pop(path, None)
+        if kept is not None:
+            self._bytes -= len(kept.data)
+        return kept
+
+
+JUST_WRITTEN = JustWritten()
+
+
+def keep_written(path: str, kept: Kept) -> None:
+    """A committed ``calls.jsonl`` at ``path``, as written, for its window's close (``JustWritten``)."""
+    JUST_WRITTEN.keep(path, kept)
 
 
 def write_calls(directory: str, logged: Iterable[CallLogged]) -> CallsWritten | None:
@@ -97,11 +162,16 @@ def write_calls(directory: str, logged: Iterable[CallLogged]) -> CallsWritten | 
     spans: dict[tuple[str, str], list[int]] = {}
     targets: set[tuple[str, str, str]] = set()
     end = 0
+    writer = PieceLines()
+    starts: list[int] = []
+    pieces: list[tuple[str, int, Any]] = []
     for item in logged:
         for piece in item.pieces:
-            line = piece_line(item.source, item.position, piece)
+            line = writer.line(item.source, item.position, piece)
             start, end = end, end + len(line)
             lines.append(line)
+            starts.append(start)
+            pieces.append((item.source, item.position, piece))
             key = group_key(piece)
             _add_span(spans.setdefault(key, []), start, end)
             if isinstance(piece, Fragment) and piece.group and (piece.format, piece.group) != key:
@@ -117,7 +187,11 @@ def write_calls(directory: str, logged: Iterable[CallLogged]) -> CallsWritten | 
     groups = sorted(spans)
     measure = {"records": len(lines), "bytes": len(data), "sha256": hashlib.sha256(data).hexdigest()}
     return CallsWritten(
-        measure, [list(key) for key in groups], [list(target) for target in sorted(targets)], [spans[k] for k in groups]
+        measure,
+        [list(key) for key in groups],
+        [list(target) for target in sorted(targets)],
+        [spans[k] for k in groups],
+        Kept(data, starts, pieces),
     )
 
 
@@ -130,8 +204,15 @@ def _add_span(spans: list[int], start: int, end: int) -> None:
 
 def read_calls(path: str, spans: Iterable[int] | None = None) -> Iterable[tuple[str, int, Any]]:
     """The pieces of ``calls.jsonl`` at ``path``, in the file's order: every line, or those in
-    ``spans`` (``[start, end, ...]``, in order, not overlapping) alone, the others unparsed."""
+    ``spans`` (``[start, end, ...]``, in order, not overlapping) alone, the others unparsed
+    (a group's spans hold every line of its group: a call's line may share its history with
+    the group's call before it, ``PieceLines``)."""
     data = files.read_own(path)
+    kept = JUST_WRITTEN.take(path, data)
+    if kept is not None:
+        yield from kept.within(spans)
+        return
+    reader = PieceLines()
     if spans is None:
         chunks: Iterable[bytes] = (data,)
     else:
@@ -140,7 +221,7 @@ def read_calls(path: str, spans: Iterable[int] | None = None) -> Iterable[tuple[
     for chunk in chunks:
         for line in chunk.splitlines():
             if line:
-                yield piece_of_line(line)
+                yield reader.read(line)
 
 
 # --------------------------------------------------------------------------------------------

@@ -19,9 +19,9 @@ from apache_beam.io.filesystems import FileSystems
 from pipeline.graph.shard_step import Observer, ShardWork, process_shard
 from pipeline.io import files
 from pipeline.io import processed_files as processed
-from pipeline.io.processed_files import SOURCE_FILE, source_id
+from pipeline.io.processed_files import CALLS_FILE, SOURCE_FILE, source_id
 from pipeline.io.shard import Shard, Stamp, display_path, file_suffix
-from pipeline.streaming.assembled import write_calls
+from pipeline.streaming.assembled import keep_written, write_calls
 from pipeline.streaming.commits import COMMITS
 from pipeline.streaming.landing import stamp_of
 from pipeline.streaming.watch import Landed
@@ -165,6 +165,9 @@ def clean_landed_file(landed: Landed, window: str, plan: CleanPlan, observe: Obs
             raise _ChangedWhileRead(now)
         if not COMMITS.rename(temp, output, f"{window}/{name}"):
             raise _NotCommitted
+        if calls is not None and calls.kept is not None:
+            # For the window's close, if it runs in this process: its pieces, not parsed again.
+            keep_written(FileSystems.join(output, window, name, CALLS_FILE), calls.kept)
     except _ChangedWhileRead as changed:
         files.delete(temp, tree=True)
         record["versions"] = [v for v in record["versions"] if v is not entry]
