@@ -37,6 +37,7 @@ import dataclasses
 import hashlib
 import json
 import logging
+import os
 import threading
 import uuid
 from typing import Any, Callable, Iterable, NamedTuple
@@ -55,7 +56,7 @@ from transforms.calllogs.calls import Call, Fragment
 from transforms.calllogs.joins import is_join_key, joined_states
 from transforms.calllogs.labels import LABEL_READERS, targets_of
 from transforms.calllogs.response_links import merged_by_response
-from transforms.core.jsontext import canonical_json, document_bytes, dumps_line
+from transforms.core.jsontext import canonical_json, dumps_line
 from transforms.record.assembled_calls import assembly_partial, conversations_of, emitted_again, shard_batches
 from transforms.record.labelled_calls import joined_in, labelled
 from transforms.record.record_steps import CallLogged
@@ -195,6 +196,13 @@ def write_calls(directory: str, logged: Iterable[CallLogged]) -> CallsWritten | 
     )
 
 
+def compact_document(doc: dict) -> bytes:
+    """A document of the driver's own (``source.json``, ``assembled.json``) as one line: Python's
+    C encoder, the values as the indented one writes them (a close's and each file's cost:
+    indenting took Python's encoder five times as long)."""
+    return json.dumps(doc, ensure_ascii=False, separators=(",", ":")).encode() + b"\n"
+
+
 def _add_span(spans: list[int], start: int, end: int) -> None:
     if spans and spans[-1] == start:
         spans[-1] = end  # the line right after the last: one span
@@ -294,13 +302,14 @@ class _Indexes:
         self._held: dict[tuple[str, str], HeldIndex] = {}
         self._groups: dict[str, dict[str, set[str]]] = {}  # output -> group -> its windows
         self._whole: dict[str, dict[Any, set[str]]] = {}  # output -> landed file -> its windows
+        self._windows: dict[str, set[str]] = {}  # output -> the windows held (directories)
 
     def of(self, output: str, window: str, fresh: bool = False) -> WindowIndex:
         return self._of(output, window, fresh).call_index
 
     def upto(self, output: str, window: str) -> SoFar:
         """Every window's up to ``window`` (by name, which is time order)."""
-        names = [w for w in processed.window_names(output) if w <= window]
+        names = self._window_names(output, window)
         with self._lock:  # once, not once a window
             known = {w: self._held.get((output, w)) for w in names}
         held = {w: known[w] or self._of(output, w, False) for w in names}
@@ -314,6 +323,22 @@ class _Indexes:
             groups, whole = self._groups.setdefault(output, {}), self._whole.setdefault(output, {})
         return SoFar(held, lambda key: within(groups, key), lambda source: within(whole, source))
 
+    def _window_names(self, output: str, upto: str) -> list[str]:
+        """``processed.window_names`` up to ``upto``, without looking again at the windows held
+        (a directory each: else a close looks at every window so far)."""
+        if not files.is_local(output):
+            return [w for w in processed.window_names(output) if w <= upto]
+        try:
+            names = os.listdir(output)
+        except OSError:
+            return []
+        with self._lock:
+            held = self._windows.get(output, set())
+            names = [n for n in names if n <= upto and processed.WINDOW_NAME.match(n)]
+            unknown = [n for n in names if n not in held]
+        found = {n for n in unknown if os.path.isdir(os.path.join(output, n))}
+        return sorted(n for n in names if n in held or n in found)
+
     def _of(self, output: str, window: str, fresh: bool) -> HeldIndex:
         with self._lock:
             held = None if fresh else self._held.get((output, window))
@@ -322,6 +347,7 @@ class _Indexes:
             with self._lock:
                 before = self._held.get((output, window))
                 self._held[(output, window)] = held
+                self._windows.setdefault(output, set()).add(window)
                 groups, whole = self._groups.setdefault(output, {}), self._whole.setdefault(output, {})
                 for found, keys in ((groups, before.call_index.groups), (whole, before.whole)) if before else ():
                     for key in keys:
@@ -576,7 +602,7 @@ def assemble_window(output: str, window: str, work: ShardWork, run_temp: str, co
             "totals": summaries.finalize_run(part, work.settings),
             "partial": part,
         }
-        files.write_in_place(FileSystems.join(temp, ASSEMBLED_FILE), document_bytes(doc))
+        files.write_in_place(FileSystems.join(temp, ASSEMBLED_FILE), compact_document(doc))
         pause_point("streaming-assemble")  # tests kill a run here, in the window's close
         if not commit(temp, output, f"{window}/{ASSEMBLED_DIR}"):
             files.delete(temp, tree=True)
