@@ -184,7 +184,7 @@ def write_calls(directory: str, logged: Iterable[CallLogged]) -> CallsWritten | 
     if not lines:
         return None
     data = b"".join(lines)
-    files.write_in_place(FileSystems.join(directory, CALLS_FILE), data)
+    write_in_flight(FileSystems.join(directory, CALLS_FILE), data)
     groups = sorted(spans)
     measure = {"records": len(lines), "bytes": len(data), "sha256": hashlib.sha256(data).hexdigest()}
     return CallsWritten(
@@ -194,6 +194,14 @@ def write_calls(directory: str, logged: Iterable[CallLogged]) -> CallsWritten | 
         [spans[k] for k in groups],
         Kept(data, starts, pieces),
     )
+
+
+def write_in_flight(path: str, data: bytes) -> None:
+    """A new file in a directory in flight (made by this run, renamed into place once whole), as
+    the job's writers write theirs beside it (``files.create``: a name never followed, never
+    taken twice): no file placed by a rename of its own, as ``files.write_in_place`` does."""
+    with files.create(path, mime_type="application/json") as handle:
+        handle.write(data)
 
 
 def compact_document(doc: dict) -> bytes:
@@ -602,7 +610,7 @@ def assemble_window(output: str, window: str, work: ShardWork, run_temp: str, co
             "totals": summaries.finalize_run(part, work.settings),
             "partial": part,
         }
-        files.write_in_place(FileSystems.join(temp, ASSEMBLED_FILE), compact_document(doc))
+        write_in_flight(FileSystems.join(temp, ASSEMBLED_FILE), compact_document(doc))
         pause_point("streaming-assemble")  # tests kill a run here, in the window's close
         if not commit(temp, output, f"{window}/{ASSEMBLED_DIR}"):
             files.delete(temp, tree=True)

@@ -21,7 +21,7 @@ from pipeline.io import files
 from pipeline.io import processed_files as processed
 from pipeline.io.processed_files import CALLS_FILE, SOURCE_FILE, source_id
 from pipeline.io.shard import Shard, Stamp, display_path, file_suffix
-from pipeline.streaming.assembled import compact_document, keep_written, write_calls
+from pipeline.streaming.assembled import compact_document, keep_written, write_calls, write_in_flight
 from pipeline.streaming.commits import COMMITS
 from pipeline.streaming.landing import stamp_of
 from pipeline.streaming.watch import Landed
@@ -158,7 +158,7 @@ def clean_landed_file(landed: Landed, window: str, plan: CleanPlan, observe: Obs
             if calls.targets:
                 # The ids its calls offer labels, for a later window's labels to find them.
                 source["call_targets"] = calls.targets
-        files.write_in_place(FileSystems.join(temp, SOURCE_FILE), compact_document(source))
+        write_in_flight(FileSystems.join(temp, SOURCE_FILE), compact_document(source))
         now = stamp_of(path)
         if now != stamp:
             raise _ChangedWhileRead(now)
