@@ -5,6 +5,7 @@ streaming DoFns call (a landed file cleaned, a window closed), in one process.
 
     python bench/bench_streaming_calls.py           # 300 windows
     python bench/bench_streaming_calls.py --quick   # 60 windows
+    python bench/bench_streaming_calls.py --quick --repeat 2   # best of 2 runs (a busy machine)
 
 Each window gets two landed files of Langfuse export rows: 20 new sessions of 6 calls each
 (every call holding the history so far), and one more call for 5 sessions of the window
@@ -263,7 +264,7 @@ def main() -> int:
         landed = sum(p.stat().st_size for p in run.landing.glob("calls-*.jsonl"))
         print(
             f"calls.jsonl on disk: {size / 1e6:.1f} MB for {records} call-log records of {landed / 1e6:.1f} MB landed "
-            f"(ratio {size / landed:.2f}: every call's history is kept, as the rows hold it)"
+            f"(ratio {size / landed:.2f}: a call's history kept after what it shares with its group's call before it)"
         )
     finally:
         shutil.rmtree(root, ignore_errors=True)
