@@ -5,7 +5,9 @@ committed so far and written into the window, exactly once across kills.
 ::
 
     OUT/<window>/<file>/calls.jsonl        a landed file's pieces (one JSON line each: its
-                                           record's source and position, kind, fields),
+                                           record's source and position, kind, fields; a
+                                           call's history after what it shares with its
+                                           group's call before it: ``piece_lines``),
                                            committed with its other outputs in one rename
     OUT/<window>/calls_index.json          group -> the window's outputs directories holding
                                            its pieces, and each directory's landed file and
@@ -118,7 +120,10 @@ class JustWritten:
     process that cleaned its window's files (a loopback worker's thread, as on Prism) takes
     them as they are, instead of parsing its files' lines again. Only when the file on disk
     holds the very bytes written: the file stays what a close reads (after a restart, in
-    another worker process), and each kept file is taken once (a close tried again parses)."""
+    another worker process), and each kept file is taken once (a close tried again parses).
+    The pieces are the reader's own objects, as a batch run's assembly gets them: the assembly
+    and the job's step never change what they are given (``normalize``: the input is never
+    mutated), so the reader's look-ups of a group's last history stay true."""
 
     def __init__(self, limit: int = 32 << 20) -> None:
         self._lock = threading.Lock()
