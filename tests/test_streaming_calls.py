@@ -28,7 +28,7 @@ from pipeline.graph.shard_step import ShardWork  # noqa: E402
 from pipeline.io import processed_files as processed  # noqa: E402
 from pipeline.streaming import assembled as assembly  # noqa: E402
 from pipeline.streaming.clean import CleanPlan, clean_landed_file  # noqa: E402
-from pipeline.streaming.piece_lines import piece_line, piece_of_line  # noqa: E402
+from pipeline.streaming.piece_lines import PieceLines, piece_line, piece_of_line  # noqa: E402
 from pipeline.streaming.watch import Landed  # noqa: E402
 from transforms.calllogs.assemble import group_key  # noqa: E402
 from transforms.calllogs.calls import Call, Fragment, Rejected, ToolResult  # noqa: E402
@@ -118,6 +118,52 @@ def test_every_fixture_piece_is_rebuilt_exactly_from_its_line():
         assert type(back[2]) is type(piece)
         seen[type(piece)] += 1
     assert seen[Call] > 20 and seen[ToolResult] > 3 and seen[Rejected] >= 3 and seen[Fragment] > 10, seen
+
+
+def _growing_rows(group: str, calls: int) -> list[bytes]:
+    """Langfuse export rows of one session, each call holding the history so far."""
+    rows, history = [], [{"role": "system", "content": "You help."}]
+    for n in range(calls):
+        history.append({"role": "user", "content": f"{group} question {n}"})
+        answer = {"role": "assistant", "content": f"answer {n}"}
+        row = {
+            "id": f"{group}-obs-{n}",
+            "trace_id": f"tr-{group}",
+            "type": "GENERATION",
+            "parent_observation_id": "",
+            "start_time": f"2026-11-30 10:00:0{n}.000000",
+            "name": "chat",
+            "provided_model_name": "gpt-4o",
+            "input": json.dumps(history),
+            "output": json.dumps(answer),
+            "session_id": group,
+        }
+        rows.append(json.dumps(row).encode() + b"\n")
+        history.append(answer)
+    return rows
+
+
+def test_a_calls_history_shared_with_its_groups_last_call_is_written_once_and_read_back_exactly():
+    """The Langfuse reader hands a group's calls their earlier messages as the same objects: a
+    line keeps only how many it shares with its group's last call in the file, and the file's
+    lines read back in order give every piece exactly, the shared messages the same objects
+    again (what the assembly's look for a known history needs); a line alone is refused."""
+    settings = dataclasses.replace(Settings(), calls=True)
+    rows = [row for pair in zip(_growing_rows("a", 4), _growing_rows("b", 4)) for row in pair]  # interleaved
+    pieces = [
+        ("x.jsonl", n, piece) for n, row in enumerate(rows) for piece in read_call_log(parse_json(row), settings).pieces
+    ]
+    writer, reader = PieceLines(), PieceLines()
+    lines = [writer.line(*piece) for piece in pieces]
+    assert [b'"history_from"' in line for line in lines] == [False, False] + [True] * 6
+    assert all(len(line) < len(piece_line(*piece)) for line, piece in zip(lines[2:], pieces[2:]))
+    back = [reader.read(line) for line in lines]
+    assert back == pieces
+    for earlier, later in zip(back, back[2:]):  # the same group's last call: two lines before
+        before, after = earlier[2].history, later[2].history
+        assert all(a is b for a, b in zip(before, after)) and len(after) == len(before) + 2
+    with pytest.raises(ValueError, match="shares"):
+        PieceLines().read(lines[-1])
 
 
 def test_a_piece_keeps_big_integers_floats_and_text_exactly():
@@ -407,12 +453,16 @@ def test_a_close_parses_its_groups_lines_alone_and_reads_files_without_spans_who
     landing = tmp_path / "landing"
     parsed: list[tuple[str, str]] = []
 
-    def counted(line: bytes):
-        got = piece_of_line(line)
+    read = PieceLines.read
+
+    def counted(self, line: bytes):
+        got = read(self, line)
         parsed.append(group_key(got[2]))
         return got
 
-    monkeypatch.setattr(assembly, "piece_of_line", counted)
+    monkeypatch.setattr(PieceLines, "read", counted)
+    # Closes in another process than the files' cleaning: every line parsed from disk.
+    monkeypatch.setattr(assembly, "JUST_WRITTEN", assembly.JustWritten(limit=0))
     outputs = {}
     for layout in ("spans", "earlier release"):
         out = tmp_path / layout
@@ -495,6 +545,64 @@ def test_the_totals_check_fails_when_a_committed_windows_pieces_were_not_all_ass
     assert line is not None and "never assembled" in line and W2 in line
     assert assembly.assemble_window(str(out), W2, plan.work, plan.run_temp, assembly.move_committing) == "done"
     assert processed.final_summary(str(out), plan.settings)[processed.NOT_ASSEMBLED]["windows"] == [W1]
+
+
+def test_a_close_in_the_cleaning_process_takes_its_files_pieces_and_gives_what_parsing_gives(tmp_path, monkeypatch):
+    """A close in the process that cleaned its window's files takes their pieces as kept, not
+    parsing its files' lines; the same outputs as a close in another process (every line
+    parsed)."""
+    rows = _lines(LANGFUSE)
+    parsed: list[bytes] = []
+    read = PieceLines.read
+
+    def counted(self, line: bytes):
+        parsed.append(line)
+        return read(self, line)
+
+    monkeypatch.setattr(PieceLines, "read", counted)
+    outputs = {}
+    for case in ("kept", "another process"):
+        out = tmp_path / case
+        plan = _plan(out)
+        monkeypatch.setattr(assembly, "JUST_WRITTEN", assembly.JustWritten())
+        grown = _growing_rows("s-9", 3)
+        for window, data in ((W1, rows[2] + rows[4] + grown[0] + grown[1]), (W2, rows[0] + rows[1] + grown[2])):
+            name = clean_landed_file(_landed(_land(tmp_path / "landing", f"{case}-{window}.jsonl", data)), window, plan)
+            calls = out / window / name / processed.CALLS_FILE
+            if case == "another process":
+                monkeypatch.setattr(assembly, "JUST_WRITTEN", assembly.JustWritten())
+            parsed.clear()
+            done, summary = _close(out, window, plan)
+            assert done == "done" and summary["accounted"]
+            own = len(_lines(calls))
+            if case == "kept":
+                assert len(parsed) == (0 if window == W1 else 3)  # W2 parses s-1 and s-9's W1 lines
+            else:
+                assert len(parsed) >= own
+        outputs[case] = {
+            name: (out / W2 / processed.ASSEMBLED_DIR / name).read_bytes().replace(case.encode(), b"")
+            for name in ("normalized.jsonl", "drops.jsonl", "dead_letter.jsonl")
+        }
+    assert outputs["kept"] == outputs["another process"]
+    assert b"s-9" in outputs["kept"]["normalized.jsonl"] + outputs["kept"]["drops.jsonl"]
+
+
+def test_pieces_kept_are_taken_once_and_only_for_the_bytes_written():
+    """A file whose bytes on disk are not those written is parsed; a close tried again parses
+    (the pieces a first try took may be the assembly's now); the oldest go past the limit."""
+    piece = ("a.jsonl", 0, Call("otlp", "g", 1, "c1", [{"role": "user", "content": "hi"}], []))
+    data = piece_line(*piece)
+    kept = assembly.Kept(data, [0], [piece])
+    written = assembly.JustWritten(limit=3 * len(data))
+    written.keep("out/w/a/calls.jsonl", kept)
+    assert written.take("out/w/a/calls.jsonl", data.replace(b"hi", b"ho")) is None
+    assert written.take("out/w/a/calls.jsonl", data) is None  # forgotten at the first look
+    written.keep("out/w/a/calls.jsonl", kept)
+    assert list(written.take("out/w/a/calls.jsonl", data).within([0, len(data)])) == [piece]
+    assert written.take("out/w/a/calls.jsonl", data) is None
+    for name in "abcd":
+        written.keep(f"out/w/{name}/calls.jsonl", kept)
+    assert written.take("out/w/a/calls.jsonl", data) is None and written.take("out/w/d/calls.jsonl", data)
 
 
 def test_a_start_assembles_the_closed_windows_left_and_leaves_an_open_one_to_its_close(tmp_path):

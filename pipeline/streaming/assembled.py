@@ -5,7 +5,9 @@ committed so far and written into the window, exactly once across kills.
 ::
 
     OUT/<window>/<file>/calls.jsonl        a landed file's pieces (one JSON line each: its
-                                           record's source and position, kind, fields),
+                                           record's source and position, kind, fields; a
+                                           call's history after what it shares with its
+                                           group's call before it: ``piece_lines``),
                                            committed with its other outputs in one rename
     OUT/<window>/calls_index.json          group -> the window's outputs directories holding
                                            its pieces, and each directory's landed file and
@@ -32,10 +34,12 @@ appended version adds to them.
 
 from __future__ import annotations
 
+import bisect
 import dataclasses
 import hashlib
 import json
 import logging
+import os
 import threading
 import uuid
 from typing import Any, Callable, Iterable, NamedTuple
@@ -47,14 +51,14 @@ from pipeline.graph.shard_step import ShardWork, process_batches
 from pipeline.io import files
 from pipeline.io import processed_files as processed
 from pipeline.io.processed_files import ASSEMBLED_DIR, ASSEMBLED_FILE, CALLS_FILE
-from pipeline.streaming.piece_lines import piece_line, piece_of_line
+from pipeline.streaming.piece_lines import PieceLines
 from pipeline.testhooks import pause_point
 from transforms.calllogs.assemble import GroupState, call_traces, group_key
 from transforms.calllogs.calls import Call, Fragment
 from transforms.calllogs.joins import is_join_key, joined_states
 from transforms.calllogs.labels import LABEL_READERS, targets_of
 from transforms.calllogs.response_links import merged_by_response
-from transforms.core.jsontext import canonical_json, document_bytes, dumps_line
+from transforms.core.jsontext import canonical_json, dumps_line
 from transforms.record.assembled_calls import assembly_partial, conversations_of, emitted_again, shard_batches
 from transforms.record.labelled_calls import joined_in, labelled
 from transforms.record.record_steps import CallLogged
@@ -87,6 +91,73 @@ class CallsWritten(NamedTuple):
     #: for each of ``groups``, the byte spans of its lines in ``calls.jsonl`` (``[start, end,
     #: start, end...]``): a close parses those lines only
     spans: list[list[int]]
+    #: ``calls.jsonl``'s bytes and its pieces as read (``JustWritten``)
+    kept: Kept | None = None
+
+
+class Kept(NamedTuple):
+    """A ``calls.jsonl`` as written and the pieces its lines hold, as the reader gave them."""
+
+    data: bytes
+    #: each line's first byte in ``data`` and its ``(source, position, piece)``, in order
+    starts: list[int]
+    pieces: list[tuple[str, int, Any]]
+
+    def within(self, spans: Iterable[int] | None) -> Iterable[tuple[str, int, Any]]:
+        """The pieces of the lines in ``spans`` (``read_calls``'), or every one."""
+        if spans is None:
+            yield from self.pieces
+            return
+        at = iter(spans)
+        for start, end in zip(at, at):
+            for index in range(bisect.bisect_left(self.starts, start), bisect.bisect_left(self.starts, end)):
+                yield self.pieces[index]
+
+
+class JustWritten:
+    """The pieces of the ``calls.jsonl`` files this process committed, kept until a close
+    reads them (at most ``limit`` bytes of lines, the oldest forgotten first): a close in the
+    process that cleaned its window's files (a loopback worker's thread, as on Prism) takes
+    them as they are, instead of parsing its files' lines again. Only when the file on disk
+    holds the very bytes written: the file stays what a close reads (after a restart, in
+    another worker process), and each kept file is taken once (a close tried again parses).
+    The pieces are the reader's own objects, as a batch run's assembly gets them: the assembly
+    and the job's step never change what they are given (``normalize``: the input is never
+    mutated), so the reader's look-ups of a group's last history stay true."""
+
+    def __init__(self, limit: int = 32 << 20) -> None:
+        self._lock = threading.Lock()
+        self._limit = limit
+        self._kept: dict[str, Kept] = {}
+        self._bytes = 0
+
+    def keep(self, path: str, kept: Kept) -> None:
+        with self._lock:
+            self._drop(path)
+            self._kept[path] = kept
+            self._bytes += len(kept.data)
+            while self._bytes > self._limit:
+                self._drop(next(iter(self._kept)))
+
+    def take(self, path: str, data: bytes) -> Kept | None:
+        """The pieces kept for ``path`` if ``data`` (its bytes now) are those written; forgotten."""
+        with self._lock:
+            kept = self._drop(path)
+        return kept if kept is not None and kept.data == data else None
+
+    def _drop(self, path: str) -> Kept | None:
+        kept = self._kept.pop(path, None)
+        if kept is not None:
+            self._bytes -= len(kept.data)
+        return kept
+
+
+JUST_WRITTEN = JustWritten()
+
+
+def keep_written(path: str, kept: Kept) -> None:
+    """A committed ``calls.jsonl`` at ``path``, as written, for its window's close (``JustWritten``)."""
+    JUST_WRITTEN.keep(path, kept)
 
 
 def write_calls(directory: str, logged: Iterable[CallLogged]) -> CallsWritten | None:
@@ -97,11 +168,16 @@ def write_calls(directory: str, logged: Iterable[CallLogged]) -> CallsWritten | 
     spans: dict[tuple[str, str], list[int]] = {}
     targets: set[tuple[str, str, str]] = set()
     end = 0
+    writer = PieceLines()
+    starts: list[int] = []
+    pieces: list[tuple[str, int, Any]] = []
     for item in logged:
         for piece in item.pieces:
-            line = piece_line(item.source, item.position, piece)
+            line = writer.line(item.source, item.position, piece)
             start, end = end, end + len(line)
             lines.append(line)
+            starts.append(start)
+            pieces.append((item.source, item.position, piece))
             key = group_key(piece)
             _add_span(spans.setdefault(key, []), start, end)
             if isinstance(piece, Fragment) and piece.group and (piece.format, piece.group) != key:
@@ -113,12 +189,31 @@ def write_calls(directory: str, logged: Iterable[CallLogged]) -> CallsWritten | 
     if not lines:
         return None
     data = b"".join(lines)
-    files.write_in_place(FileSystems.join(directory, CALLS_FILE), data)
+    write_in_flight(FileSystems.join(directory, CALLS_FILE), data)
     groups = sorted(spans)
     measure = {"records": len(lines), "bytes": len(data), "sha256": hashlib.sha256(data).hexdigest()}
     return CallsWritten(
-        measure, [list(key) for key in groups], [list(target) for target in sorted(targets)], [spans[k] for k in groups]
+        measure,
+        [list(key) for key in groups],
+        [list(target) for target in sorted(targets)],
+        [spans[k] for k in groups],
+        Kept(data, starts, pieces),
     )
+
+
+def write_in_flight(path: str, data: bytes) -> None:
+    """A new file in a directory in flight (made by this run, renamed into place once whole), as
+    the job's writers write theirs beside it (``files.create``: a name never followed, never
+    taken twice): no file placed by a rename of its own, as ``files.write_in_place`` does."""
+    with files.create(path, mime_type="application/json") as handle:
+        handle.write(data)
+
+
+def compact_document(doc: dict) -> bytes:
+    """A document of the driver's own (``source.json``, ``assembled.json``) as one line: Python's
+    C encoder, the values as the indented one writes them (a close's and each file's cost:
+    indenting took Python's encoder five times as long)."""
+    return json.dumps(doc, ensure_ascii=False, separators=(",", ":")).encode() + b"\n"
 
 
 def _add_span(spans: list[int], start: int, end: int) -> None:
@@ -130,8 +225,15 @@ def _add_span(spans: list[int], start: int, end: int) -> None:
 
 def read_calls(path: str, spans: Iterable[int] | None = None) -> Iterable[tuple[str, int, Any]]:
     """The pieces of ``calls.jsonl`` at ``path``, in the file's order: every line, or those in
-    ``spans`` (``[start, end, ...]``, in order, not overlapping) alone, the others unparsed."""
+    ``spans`` (``[start, end, ...]``, in order, not overlapping) alone, the others unparsed
+    (a group's spans hold every line of its group: a call's line may share its history with
+    the group's call before it, ``PieceLines``)."""
     data = files.read_own(path)
+    kept = JUST_WRITTEN.take(path, data)
+    if kept is not None:
+        yield from kept.within(spans)
+        return
+    reader = PieceLines()
     if spans is None:
         chunks: Iterable[bytes] = (data,)
     else:
@@ -140,7 +242,7 @@ def read_calls(path: str, spans: Iterable[int] | None = None) -> Iterable[tuple[
     for chunk in chunks:
         for line in chunk.splitlines():
             if line:
-                yield piece_of_line(line)
+                yield reader.read(line)
 
 
 # --------------------------------------------------------------------------------------------
@@ -213,13 +315,14 @@ class _Indexes:
         self._held: dict[tuple[str, str], HeldIndex] = {}
         self._groups: dict[str, dict[str, set[str]]] = {}  # output -> group -> its windows
         self._whole: dict[str, dict[Any, set[str]]] = {}  # output -> landed file -> its windows
+        self._windows: dict[str, set[str]] = {}  # output -> the windows held (directories)
 
     def of(self, output: str, window: str, fresh: bool = False) -> WindowIndex:
         return self._of(output, window, fresh).call_index
 
     def upto(self, output: str, window: str) -> SoFar:
         """Every window's up to ``window`` (by name, which is time order)."""
-        names = [w for w in processed.window_names(output) if w <= window]
+        names = self._window_names(output, window)
         with self._lock:  # once, not once a window
             known = {w: self._held.get((output, w)) for w in names}
         held = {w: known[w] or self._of(output, w, False) for w in names}
@@ -233,6 +336,22 @@ class _Indexes:
             groups, whole = self._groups.setdefault(output, {}), self._whole.setdefault(output, {})
         return SoFar(held, lambda key: within(groups, key), lambda source: within(whole, source))
 
+    def _window_names(self, output: str, upto: str) -> list[str]:
+        """``processed.window_names`` up to ``upto``, without looking again at the windows held
+        (a directory each: else a close looks at every window so far)."""
+        if not files.is_local(output):
+            return [w for w in processed.window_names(output) if w <= upto]
+        try:
+            names = os.listdir(output)
+        except OSError:
+            return []
+        with self._lock:
+            held = self._windows.get(output, set())
+            names = [n for n in names if n <= upto and processed.WINDOW_NAME.match(n)]
+            unknown = [n for n in names if n not in held]
+        found = {n for n in unknown if os.path.isdir(os.path.join(output, n))}
+        return sorted(n for n in names if n in held or n in found)
+
     def _of(self, output: str, window: str, fresh: bool) -> HeldIndex:
         with self._lock:
             held = None if fresh else self._held.get((output, window))
@@ -241,6 +360,7 @@ class _Indexes:
             with self._lock:
                 before = self._held.get((output, window))
                 self._held[(output, window)] = held
+                self._windows.setdefault(output, set()).add(window)
                 groups, whole = self._groups.setdefault(output, {}), self._whole.setdefault(output, {})
                 for found, keys in ((groups, before.call_index.groups), (whole, before.whole)) if before else ():
                     for key in keys:
@@ -495,7 +615,7 @@ def assemble_window(output: str, window: str, work: ShardWork, run_temp: str, co
             "totals": summaries.finalize_run(part, work.settings),
             "partial": part,
         }
-        files.write_in_place(FileSystems.join(temp, ASSEMBLED_FILE), document_bytes(doc))
+        write_in_flight(FileSystems.join(temp, ASSEMBLED_FILE), compact_document(doc))
         pause_point("streaming-assemble")  # tests kill a run here, in the window's close
         if not commit(temp, output, f"{window}/{ASSEMBLED_DIR}"):
             files.delete(temp, tree=True)

@@ -19,16 +19,15 @@ from apache_beam.io.filesystems import FileSystems
 from pipeline.graph.shard_step import Observer, ShardWork, process_shard
 from pipeline.io import files
 from pipeline.io import processed_files as processed
-from pipeline.io.processed_files import SOURCE_FILE, source_id
+from pipeline.io.processed_files import CALLS_FILE, SOURCE_FILE, source_id
 from pipeline.io.shard import Shard, Stamp, display_path, file_suffix
-from pipeline.streaming.assembled import write_calls
+from pipeline.streaming.assembled import compact_document, keep_written, write_calls, write_in_flight
 from pipeline.streaming.commits import COMMITS
 from pipeline.streaming.landing import stamp_of
 from pipeline.streaming.watch import Landed
 from pipeline.streaming.windows import window_name
 from pipeline.testhooks import pause_point
 from transforms.conversations import BatchCounters, freeze_gc
-from transforms.core.jsontext import document_bytes
 from transforms.record.inputs import Batch
 from transforms.record.record_settings import Settings
 from transforms.record.records import BatchResult
@@ -159,12 +158,15 @@ def clean_landed_file(landed: Landed, window: str, plan: CleanPlan, observe: Obs
             if calls.targets:
                 # The ids its calls offer labels, for a later window's labels to find them.
                 source["call_targets"] = calls.targets
-        files.write_in_place(FileSystems.join(temp, SOURCE_FILE), document_bytes(source))
+        write_in_flight(FileSystems.join(temp, SOURCE_FILE), compact_document(source))
         now = stamp_of(path)
         if now != stamp:
             raise _ChangedWhileRead(now)
         if not COMMITS.rename(temp, output, f"{window}/{name}"):
             raise _NotCommitted
+        if calls is not None and calls.kept is not None:
+            # For the window's close, if it runs in this process: its pieces, not parsed again.
+            keep_written(FileSystems.join(output, window, name, CALLS_FILE), calls.kept)
     except _ChangedWhileRead as changed:
         files.delete(temp, tree=True)
         record["versions"] = [v for v in record["versions"] if v is not entry]
