@@ -81,6 +81,19 @@ class ShardWork:
         return self.step.main_output == "normalized" and (self.settings.dedupe != "none" or self.settings.pairs_across)
 
     @property
+    def writes_first(self) -> bool:
+        """``--dedupe`` with every output a JSON Lines file: a shard's outputs are written as
+        without it, its claims kept beside them, and the dataset step rewrites them only when a
+        verdict touches the shard (``pipeline.graph.shard_dataset.rewrite_touched``, a copy of
+        its lines): a shard with no duplicate is never copied. Else (trl-dpo's pairs, a Parquet
+        output) they are spilled and written from the spill."""
+        return (
+            self.holds
+            and not self.settings.pairs_across
+            and all(FILE_FORMATS[self.file_format(name)].takes_lines for name in self.outputs)
+        )
+
+    @property
     def splits(self) -> bool:
         """``--split`` on the records (validate's violations have no split): each split's records
         to its own output, the dead letters by position (as ``transforms.record.dedupe.shard_outputs``)."""
@@ -116,6 +129,14 @@ class ShardResult(NamedTuple):
     wholes: bytes = b""
     #: ``--dedupe prefix``: the file of its conversations' prefix links (``Held``), or None.
     prefixes: str | None = None
+    #: ``ShardWork.writes_first``: the partial summary of its drop metrics and dead letters as
+    #: written first, not in ``partial`` until the dataset step adds it (or a rewrite's), else None.
+    shaped: dict | None = None
+    #: ``ShardWork.writes_first``: each batch's start and number of conversations, in input
+    #: order (``array("q")``, two numbers a batch): a rewrite's places of its conversations.
+    batches: bytes = b""
+    #: ``ShardWork.writes_first``: the batch (its index) of each dead letter, in its file's order.
+    letter_batches: bytes = b""
 
 
 #: ``observe(batch, result)``: called after each batch (counters, progress); must not raise.
@@ -183,17 +204,25 @@ def process_batches(
     lines_only = FILE_FORMATS[work.file_format(step.main_output)].takes_lines
     hint = ReaderHint()
     groups = ShardGroups()
-    # --dedupe: the outputs go to a spill file, one entry per batch; only the claims go on.
+    # --dedupe: only the claims go on; the outputs are written first (``writes_first``: their
+    # summary apart, ``shaped``) or go to a spill file, one entry per batch.
     held = Held(number, place, settings.dedupe == "prefix", settings.pairs_across) if work.holds else None
-    letters: list[Any] = []  # --split: the shard's dead letters, written in input order
+    first = work.writes_first
+    shaped: dict = {}
+    starts: dict[str, int] = {}  # writes_first: each output's first batch (as a rewrite's files)
+    letters: list[Any] = []  # --split, --dedupe: the shard's dead letters, written in input order
+    letter_batches = array("q")  # writes_first: the batch of each
     try:
-        for batch in batches:
+        for index, batch in enumerate(batches):
             result = normalize_batch(
                 batch.items, settings, step.step, taken=taken, keep_records=not lines_only, hint=hint
             )
             # Held outputs are summarized once the dataset step has shaped them (as written).
             counted = result._replace(metrics=[], dead_letters=[]) if work.holds else result
             total = summaries.merge(total, step.partial(len(batch.items) if read else 0, counted))
+            if first and held is not None and result.metrics:
+                held.claim(batch.start, result.metrics)  # takes their content keys off
+                summaries.merge_into(shaped, step.view.partial(0, result.metrics, []))
             spilled: dict[str, tuple[list, Any]] = {}
             for name, items, lines in step.routed(result, lines_only):
                 if name == CALLS and on_calls is not None:
@@ -207,22 +236,33 @@ def process_batches(
                     # or each full collection scans them all again (measured: a quarter of a
                     # call-log run's CPU).
                     gc.freeze()
-                elif work.holds:
+                elif work.holds and not first:
                     spilled[name] = (items, lines if name == step.main_output else None)
                 elif name == step.main_output and work.splits:
                     for split, (its_items, its_lines) in by_split(items, lines, result.metrics).items():
                         writer(split).write(its_items, its_lines)
-                elif name == DEAD_LETTER and work.splits:
+                        starts.setdefault(split, batch.start)
+                elif name == DEAD_LETTER and (work.splits or first):
                     letters.extend(items)
+                    letter_batches.extend([index] * len(items))
                 else:
                     writer(name).write(items, lines)
+                    starts.setdefault(name, batch.start)
             if held is not None and spilled:
                 held.add(batch.start, spilled, step.main_output)
             if observe is not None:
                 observe(batch, result)
         if letters:
-            writer(DEAD_LETTER).write(sorted(letters, key=lambda d: d["position"]), None)
-        if empty_files and not work.holds:  # held outputs get theirs when written (``write_shaped``)
+            order = sorted(range(len(letters)), key=lambda at: letters[at]["position"])
+            letters = [letters[at] for at in order]
+            writer(DEAD_LETTER).write(letters, None)
+            if first:
+                starts[DEAD_LETTER] = letters[0]["position"]
+                letter_batches = array("q", [letter_batches[at] for at in order])
+                summaries.merge_into(shaped, step.view.partial(0, [], letters))
+        # Held outputs get theirs when written (``write_shaped``); written first, every output
+        # has its file, as ``write_shaped`` gives it.
+        if (empty_files and not work.holds) or first:
             for name in work.outputs:
                 writer(name)
         measures = out.close()
@@ -232,13 +272,15 @@ def process_batches(
         if held is not None:
             held.abandon()
         raise
-    shard = ShardResult(
-        number,
-        written_files(work, number, start, out.paths, measures),
-        total or step.view.partial(),
-        groups.items(),
+    written = written_files(work, number, start, out.paths, measures)
+    shard = ShardResult(number, written, total or step.view.partial(), groups.items())._replace(**held_files)
+    if not first:
+        return shard
+    return shard._replace(
+        files={name: file._replace(start=starts.get(name, 0)) for name, file in written.items()},
+        shaped=shaped,
+        letter_batches=letter_batches.tobytes(),
     )
-    return shard._replace(**held_files)
 
 
 #: The run's temporary directory's folders of spill files and of prefix links (no output is
@@ -263,23 +305,28 @@ class Held:
         self._prefixes = Spill(place(PREFIXES)) if prefix else None
         self._claims: list[Any] = []
         self._wholes = array("Q")
+        self._batches = array("q")
 
     def add(self, start: int, spilled: dict[str, tuple[list, Any]], main_output: str) -> None:
-        """One batch's held outputs (output name -> its items and lines)."""
+        """One batch's held outputs (output name -> its items and lines), spilled."""
         records, lines = spilled.get(main_output, ([], None))
         metrics = spilled.get(DROPS, ([], None))[0]
         if self._pairs:
             self._claims.extend(batch_pair_claims(self._number, start, metrics))
-            self._spill.dump((start, metrics, records, lines, spilled.get(DEAD_LETTER, ([], None))[0]))
-            return
+        else:
+            self.claim(start, metrics)
+        self._spill.dump((start, metrics, records, lines, spilled.get(DEAD_LETTER, ([], None))[0]))
+
+    def claim(self, start: int, metrics: list[dict[str, Any]]) -> None:
+        """One batch's conversations (their drop metrics) claimed; their content keys taken off
+        (they need not be spilled or written, nor taken off when written)."""
         self._claims.extend(batch_claims(self._number, start, metrics, links=False))
-        # Claimed: the keys need not be spilled (nor taken off when written).
+        self._batches.extend((start, len(metrics)))
         keys = [m.pop(CONTENT_KEYS) for m in metrics]
         if self._prefixes is not None and keys:
             self._prefixes.dump([links for _, links in keys])
             # Each full key's first 8 bytes (``fingerprint``), the batch's in one go.
             self._wholes.frombytes(bytes.fromhex("".join([full[:16] for full, _ in keys])))
-        self._spill.dump((start, metrics, records, lines, spilled.get(DEAD_LETTER, ([], None))[0]))
 
     def close(self) -> dict[str, Any]:
         """The ``ShardResult`` fields of what is held."""
@@ -288,6 +335,7 @@ class Held:
             "claims": pack(self._claims) if self._claims else b"",
             "wholes": self._wholes.tobytes(),
             "prefixes": self._prefixes.close() if self._prefixes is not None else None,
+            "batches": self._batches.tobytes(),
         }
 
     def abandon(self) -> None:
