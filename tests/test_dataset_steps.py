@@ -521,7 +521,9 @@ def _dedupe_written(batches: list, work, temp: Path) -> dict:
     outs = _shuffled([e for element in kept for e in collapsed(element)])
     (element,) = [e for e in outs if e[0][0] == "out"]
     (written,) = _WriteShaped(work, str(temp)).process(element)
-    files = {name: (Path(f.temp).read_bytes(), f.start, f.records, f.size, f.sha256) for name, f in written.files.items()}
+    files = {
+        name: (Path(f.temp).read_bytes(), f.start, f.records, f.size, f.sha256) for name, f in written.files.items()
+    }
     return {"files": files, "partial": written.partial}
 
 

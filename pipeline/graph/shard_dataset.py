@@ -3,13 +3,14 @@ every runner, DaskRunner included, can run). Only keys and verdicts are shuffled
 
 ::
 
-    ShardResult (outputs spilled, claims) | claims by bucket of content keys | GroupByKey | resolve
-            | duplicates by bucket of kept ones | GroupByKey | collapse: verdicts by shard
-            | GroupByKey (each shard's result and verdicts) | each shard's outputs written from its spill
+    ShardResult (outputs written first, claims) | claims by bucket of content keys | GroupByKey
+            | resolve | duplicates by bucket of kept ones | GroupByKey | collapse: verdicts by shard
+            | GroupByKey (each shard's result and verdicts) | the files of a shard with verdicts rewritten
 
-The per-shard step writes a shard's outputs to a spill file in the run's temporary directory
-instead of its output files, and its result carries the spill's path and its conversations'
-claims (full key, prefix keys, place, id: ``transforms.record.dedupe.Claim``), no record. Plain
+The per-shard step writes a shard's outputs as a run without ``--dedupe`` writes them
+(``ShardWork.writes_first``; with a Parquet output, to a spill file in the run's temporary
+directory instead), and its result carries its files and its conversations' claims (full key,
+prefix keys, place, id: ``transforms.record.dedupe.Claim``), no record. Plain
 functions (``transforms.record.dedupe``) decide on the claims; a conversation that is kept as it
 is gets no verdict, and only what is collapsed goes through the second shuffle. ``prefix``
 first joins every shard's whole-content fingerprints (a side input of 8 bytes a conversation)
@@ -17,9 +18,10 @@ and claims only the prefixes among them: a prefix that is no conversation decide
 such claims (one per message) were most of what it shuffled. Claims travel in lists, one per
 shard and bucket of content keys (``content_buckets``): Beam's cost per element would
 otherwise outweigh the decision. Each
-shard's result and verdicts then meet, and the shard's spill is read once, in order: its kept
-conversations, split by ``--split``, and their drop metrics are written as they come; its dead
-letters (its own and its duplicates) by position at the end. Every key says what it holds
+shard's result and verdicts then meet. A shard without a verdict (most) keeps its files; one
+with verdicts has its files (or its spill) read once, in order: its kept conversations, split
+by ``--split``, and their drop metrics are written as they come (a line without a verdict
+copied as it is); its dead letters (its own and its duplicates) by position at the end. Every key says what it holds
 (``_CONTENT``, ``_KEPT``, ``_OUT``): a shard's result travels under ``_OUT`` through the content
 shuffles untouched. A ``--split`` alone needs none of this: the per-shard step writes each
 split's records itself.

@@ -74,10 +74,11 @@ class ShardWork:
 
     @property
     def holds(self) -> bool:
-        """``--dedupe``, or ``--sink trl-dpo`` (pairs across conversations): the step's outputs
-        are spilled, not written, and only their claims (keys and places) go on, for the dataset
-        step to decide across every shard and then write each shard's outputs from its spill
-        file (``pipeline.graph.shard_dataset``, ``pipeline.graph.shard_pairs``)."""
+        """``--dedupe``, or ``--sink trl-dpo`` (pairs across conversations): only the step's
+        claims (keys and places) go on, for the dataset step to decide across every shard; the
+        outputs are written first and rewritten where a verdict touches them (``writes_first``),
+        or spilled and written from the spill file (``pipeline.graph.shard_dataset``,
+        ``pipeline.graph.shard_pairs``)."""
         return self.step.main_output == "normalized" and (self.settings.dedupe != "none" or self.settings.pairs_across)
 
     @property
@@ -290,11 +291,11 @@ SPILL, PREFIXES = "_spill", "_prefixes"
 
 class Held:
     """What a shard under ``--dedupe`` keeps while the claims decide: its outputs in a spill
-    file, its conversations' claims (packed into its result), and with ``prefix`` the
-    fingerprints of their whole contents (in its result) and their prefixes' links, in a file
-    of their own, one list per batch in the claims' order (``read_prefixes``): most of a claim's
-    bytes, they stay on disk until the step that looks them up reads them (the result would
-    carry them through the runner's buffers)."""
+    file (unless ``ShardWork.writes_first``: then none), its conversations' claims (packed into
+    its result), and with ``prefix`` the fingerprints of their whole contents (in its result)
+    and their prefixes' links, in a file of their own, one list per batch in the claims' order
+    (``read_prefixes``): most of a claim's bytes, they stay on disk until the step that looks
+    them up reads them (the result would carry them through the runner's buffers)."""
 
     def __init__(self, number: int, place: Callable[[str], str], prefix: bool, pairs: bool = False) -> None:
         self._number = number
