@@ -197,7 +197,6 @@ def process_batches(
     step, settings = work.step, work.settings
     taken: dict = {}  # one file per output for the whole shard: unique values are unique in it
     out = OutputFiles(work, place)
-    writer = out.writer
     total: dict = {}
 
     # A JSON Lines main output takes the lines the per-record guard made: the records need not
@@ -205,14 +204,10 @@ def process_batches(
     lines_only = FILE_FORMATS[work.file_format(step.main_output)].takes_lines
     hint = ReaderHint()
     groups = ShardGroups()
-    # --dedupe: only the claims go on; the outputs are written first (``writes_first``: their
-    # summary apart, ``shaped``) or go to a spill file, one entry per batch.
+    # --dedupe: only the claims go on; the outputs are written first (``writes_first``) or go
+    # to a spill file, one entry per batch.
     held = Held(number, place, settings.dedupe == "prefix", settings.pairs_across) if work.holds else None
-    first = work.writes_first
-    shaped: dict = {}
-    starts: dict[str, int] = {}  # writes_first: each output's first batch (as a rewrite's files)
-    letters: list[Any] = []  # --split, --dedupe: the shard's dead letters, written in input order
-    letter_batches = array("q")  # writes_first: the batch of each
+    routing = _Routing(work, out, held)
     try:
         for index, batch in enumerate(batches):
             result = normalize_batch(
@@ -221,9 +216,7 @@ def process_batches(
             # Held outputs are summarized once the dataset step has shaped them (as written).
             counted = result._replace(metrics=[], dead_letters=[]) if work.holds else result
             total = summaries.merge(total, step.partial(len(batch.items) if read else 0, counted))
-            if first and held is not None and result.metrics:
-                held.claim(batch.start, result.metrics)  # takes their content keys off
-                summaries.merge_into(shaped, step.view.partial(0, result.metrics, []))
+            routing.claim(batch.start, result.metrics)
             spilled: dict[str, tuple[list, Any]] = {}
             for name, items, lines in step.routed(result, lines_only):
                 if name == CALLS and on_calls is not None:
@@ -237,35 +230,15 @@ def process_batches(
                     # or each full collection scans them all again (measured: a quarter of a
                     # call-log run's CPU).
                     gc.freeze()
-                elif work.holds and not first:
+                elif work.holds and not routing.first:
                     spilled[name] = (items, lines if name == step.main_output else None)
-                elif name == step.main_output and work.splits:
-                    for split, (its_items, its_lines) in by_split(items, lines, result.metrics).items():
-                        writer(split).write(its_items, its_lines)
-                        starts.setdefault(split, batch.start)
-                elif name == DEAD_LETTER and (work.splits or first):
-                    letters.extend(items)
-                    letter_batches.extend([index] * len(items))
                 else:
-                    writer(name).write(items, lines)
-                    starts.setdefault(name, batch.start)
+                    routing.write(index, batch.start, name, (items, lines), result.metrics)
             if held is not None and spilled:
                 held.add(batch.start, spilled, step.main_output)
             if observe is not None:
                 observe(batch, result)
-        if letters:
-            order = sorted(range(len(letters)), key=lambda at: letters[at]["position"])
-            letters = [letters[at] for at in order]
-            writer(DEAD_LETTER).write(letters, None)
-            if first:
-                starts[DEAD_LETTER] = letters[0]["position"]
-                letter_batches = array("q", [letter_batches[at] for at in order])
-                summaries.merge_into(shaped, step.view.partial(0, [], letters))
-        # Held outputs get theirs when written (``write_shaped``); written first, every output
-        # has its file, as ``write_shaped`` gives it.
-        if (empty_files and not work.holds) or first:
-            for name in work.outputs:
-                writer(name)
+        routing.finish(empty_files)
         measures = out.close()
         held_files = held.close() if held is not None else {}
     except BaseException:
@@ -275,13 +248,73 @@ def process_batches(
         raise
     written = written_files(work, number, start, out.paths, measures)
     shard = ShardResult(number, written, total or step.view.partial(), groups.items())._replace(**held_files)
-    if not first:
-        return shard
-    return shard._replace(
-        files={name: file._replace(start=starts.get(name, 0)) for name, file in written.items()},
-        shaped=shaped,
-        letter_batches=letter_batches.tobytes(),
-    )
+    return routing.result(shard)
+
+
+class _Routing:
+    """Where a shard's outputs go as the step routes them (``process_batches``): each to its
+    file; with ``--split`` the records by split; with ``--split`` or ``writes_first`` the dead
+    letters gathered and written in input order at the end. ``writes_first`` (``--dedupe``):
+    its conversations claimed (``Held.claim``), and the files' starts and the summary of their
+    drop metrics and dead letters kept apart, as a rewrite would give them
+    (``pipeline.graph.shard_dataset.write_shaped``)."""
+
+    def __init__(self, work: ShardWork, out: OutputFiles, held: Held | None) -> None:
+        self._work = work
+        self._out = out
+        self._held = held
+        self.first = work.writes_first
+        self._shaped: dict = {}
+        self._starts: dict[str, int] = {}  # each output's first batch
+        self._letters: list[Any] = []
+        self._letter_batches = array("q")  # the batch of each dead letter
+
+    def claim(self, start: int, metrics: list[Any]) -> None:
+        """A batch's conversations claimed, their content keys taken off (``writes_first``)."""
+        if self.first and self._held is not None and metrics:
+            self._held.claim(start, metrics)
+            summaries.merge_into(self._shaped, self._work.step.view.partial(0, metrics, []))
+
+    def write(self, index: int, start: int, name: str, output: tuple[list, Any], metrics: list[Any]) -> None:
+        """One batch's items (and lines) of output ``name``: batch ``index``, first item ``start``."""
+        items, lines = output
+        if name == self._work.step.main_output and self._work.splits:
+            for split, (its_items, its_lines) in by_split(items, lines, metrics).items():
+                self._out.writer(split).write(its_items, its_lines)
+                self._starts.setdefault(split, start)
+        elif name == DEAD_LETTER and (self._work.splits or self.first):
+            self._letters.extend(items)
+            self._letter_batches.extend([index] * len(items))
+        else:
+            self._out.writer(name).write(items, lines)
+            self._starts.setdefault(name, start)
+
+    def finish(self, empty_files: bool) -> None:
+        """The dead letters gathered, by position; the empty files asked for."""
+        letters = self._letters
+        if letters:
+            order = sorted(range(len(letters)), key=lambda at: letters[at]["position"])
+            letters = [letters[at] for at in order]
+            self._out.writer(DEAD_LETTER).write(letters, None)
+            if self.first:
+                self._starts[DEAD_LETTER] = letters[0]["position"]
+                self._letter_batches = array("q", [self._letter_batches[at] for at in order])
+                summaries.merge_into(self._shaped, self._work.step.view.partial(0, [], letters))
+        # Held outputs get theirs when written (``write_shaped``); written first, every output
+        # has its file, as ``write_shaped`` gives it.
+        if (empty_files and not self._work.holds) or self.first:
+            for name in self._work.outputs:
+                self._out.writer(name)
+
+    def result(self, shard: ShardResult) -> ShardResult:
+        """``shard``, and (``writes_first``) its files' starts, ``shaped`` and ``letter_batches``."""
+        if not self.first:
+            return shard
+        return shard._replace(
+            files={name: file._replace(start=self._starts.get(name, 0)) for name, file in shard.files.items()},
+            shaped=self._shaped,
+            letter_batches=self._letter_batches.tobytes(),
+        )
 
 
 #: The run's temporary directory's folders of spill files and of prefix links (no output is
