@@ -441,10 +441,11 @@ def _shuffled(elements: list) -> list:
 @pytest.mark.slow
 def test_a_dedupe_run_shuffles_claims_and_verdicts_not_records(tmp_path):
     """What the dataset steps shuffle (a shard's result, its claims, the verdicts) carries no
-    record text: the records stay in the shard's spill file, which the writing step reads."""
+    record text: the records stay in the shard's files, written first, which the writing step
+    rewrites when a verdict touches the shard."""
     import pickle
 
-    from pipeline.graph.shard_dataset import claimed, collapsed, resolved, write_shaped
+    from pipeline.graph.shard_dataset import claimed, collapsed, resolved, rewrite_touched
     from pipeline.graph.shard_step import ShardWork, numbered_place, process_batches
     from transforms.conversations import NORMALIZE
     from transforms.record.inputs import Batch
@@ -456,9 +457,12 @@ def test_a_dedupe_run_shuffles_claims_and_verdicts_not_records(tmp_path):
     lines = [chat("a", "SECRET-ONE", 1), chat("b", "SECRET-TWO", 1), chat("c", "SECRET-ONE", 2), b"{bad"]
     records = [RawRecord("in.jsonl", n * 100, line) for n, line in enumerate(lines)]
     work = ShardWork(NORMALIZE, Settings(dedupe="prefix"))
+    assert work.writes_first
     place = numbered_place(str(tmp_path), 0, 0, "try")
     result = process_batches([Batch(0, 0, records[:2]), Batch(0, 200, records[2:])], 0, 0, work, place)
-    assert result.files == {} and result.spill and Path(result.spill).is_file()
+    assert result.spill is None and result.shaped is not None
+    first = [json.loads(line)["id"] for line in Path(result.files["normalized"].temp).read_text().splitlines()]
+    assert first == ["a", "b", "c"]
     from transforms.record.dedupe import unpack_claims
 
     assert [c.id for c in unpack_claims(result.claims)] == ["a", "b", "c"]
@@ -473,7 +477,8 @@ def test_a_dedupe_run_shuffles_claims_and_verdicts_not_records(tmp_path):
     values = element[1]
     (shard_result,) = [value for tag, value in values if tag == "result"]
     verdicts = [verdict for tag, value in values if tag == "verdict" for verdict in value]
-    written = write_shaped(shard_result, verdicts, work, str(tmp_path))
+    written = rewrite_touched(shard_result, verdicts, work, str(tmp_path))
+    assert written.files["normalized"].temp != result.files["normalized"].temp  # rewritten
     kept_lines = Path(written.files["normalized"].temp).read_text().splitlines()
     # a is a prefix of c: c is kept, in its place, with a's id (the first).
     assert [json.loads(line)["id"] for line in kept_lines] == ["b", "a"]
@@ -481,6 +486,84 @@ def test_a_dedupe_run_shuffles_claims_and_verdicts_not_records(tmp_path):
     letters = [json.loads(line) for line in Path(written.files["dead_letter"].temp).read_text().splitlines()]
     assert [(d.get("id"), d["reason"]) for d in letters] == [("a", "duplicate"), (None, "invalid_json")]
     assert "SECRET-ONE" in letters[0]["raw"] and letters[1]["raw"] == "{bad"
+    assert written.shaped is None and written.batches == b"" and written.partial != shard_result.partial
+
+
+@pytest.mark.slow
+def test_a_shard_no_verdict_touches_keeps_the_files_it_wrote_first(tmp_path):
+    """No copy for a shard without a duplicate: its files are the ones it wrote, its summary
+    that of its drop metrics and dead letters added."""
+    from pipeline.graph.shard_dataset import rewrite_touched
+    from pipeline.graph.shard_step import ShardWork, numbered_place, process_batches
+    from transforms.conversations import NORMALIZE
+    from transforms.record.inputs import Batch
+    from transforms.totals import summary as summaries
+
+    lines = [dumps_line({"id": "a", "messages": [U, A]}), b"{bad"]
+    records = [RawRecord("in.jsonl", n * 100, line) for n, line in enumerate(lines)]
+    work = ShardWork(NORMALIZE, Settings(dedupe="exact"))
+    result = process_batches([Batch(0, 0, records)], 0, 0, work, numbered_place(str(tmp_path), 0, 0, "try"))
+    written = rewrite_touched(result, [], work, str(tmp_path))
+    assert written.files == result.files
+    assert written.partial == summaries.merge(result.partial, result.shaped) != result.partial
+
+
+def _dedupe_written(batches: list, work, temp: Path) -> dict:
+    """A shard's batches through the per-shard step and the dataset steps (plain functions):
+    each output's file (bytes, start, records), and the summary's partial."""
+    from pipeline.graph.shard_dataset import _WriteShaped, claimed, collapsed, join_wholes, resolved
+    from pipeline.graph.shard_step import numbered_place, process_batches
+
+    temp.mkdir()
+    result = process_batches(batches, 0, 0, work, numbered_place(str(temp), 0, 0, "try"))
+    contents = _shuffled(list(claimed(result, 3, join_wholes([result.wholes]))))
+    kept = _shuffled([e for element in contents for e in resolved(element, 3)])
+    outs = _shuffled([e for element in kept for e in collapsed(element)])
+    (element,) = [e for e in outs if e[0][0] == "out"]
+    (written,) = _WriteShaped(work, str(temp)).process(element)
+    files = {
+        name: (Path(f.temp).read_bytes(), f.start, f.records, f.size, f.sha256) for name, f in written.files.items()
+    }
+    return {"files": files, "partial": written.partial}
+
+
+@pytest.mark.slow
+def test_written_first_and_rewritten_gives_the_bytes_the_spill_gave(tmp_path, monkeypatch):
+    """--dedupe prefix --split: the files written first and rewritten (a shard with verdicts)
+    hold the bytes, starts and summary that writing them from a spill gave, dead letters at
+    one position in two batches included (in the spill's order)."""
+    from pipeline.graph.shard_step import ShardWork
+    from transforms.conversations import NORMALIZE
+    from transforms.record.inputs import Batch
+
+    def chat(cid: str, turns: int, text: str = "hello") -> bytes:
+        return dumps_line({"id": cid, "messages": [{"role": "user", "content": text}, A] * turns})
+
+    first = [
+        RawRecord("a.jsonl", 60, chat("short", 1)),  # a prefix of "long", in a later batch
+        RawRecord("a.jsonl", 70, chat("alone", 1, "other")),
+        RawRecord("a.jsonl", 80, chat("same", 2, "twice")),
+    ]
+    second = [
+        RawRecord("b.jsonl", 60, b"{bad"),  # the same position as "short", another file
+        RawRecord("b.jsonl", 90, chat("long", 3)),
+        RawRecord("b.jsonl", 95, chat("again", 2, "twice")),  # the same as "same"
+    ]
+    batches = [Batch(0, 0, first), Batch(0, 500, second)]
+    settings = Settings(dedupe="prefix", splits=(("eval", 0.5),), split_by="id")
+    work = ShardWork(NORMALIZE, settings)
+    assert work.writes_first
+    new = _dedupe_written(batches, work, tmp_path / "first")
+    monkeypatch.setattr(ShardWork, "writes_first", property(lambda self: False))
+    old = _dedupe_written(batches, work, tmp_path / "spill")
+    assert new == old
+    letters = [json.loads(line) for line in new["files"]["dead_letter"][0].splitlines()]
+    assert [(d["position"], d["reason"]) for d in letters] == [
+        (60, "duplicate"),
+        (60, "invalid_json"),
+        (95, "duplicate"),
+    ]
+    assert set(new["files"]) == {"normalized", "eval", "drops", "dead_letter"}
 
 
 def test_a_split_counts_the_tool_calls_of_dict_messages_only():

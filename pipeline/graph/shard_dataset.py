@@ -3,13 +3,14 @@ every runner, DaskRunner included, can run). Only keys and verdicts are shuffled
 
 ::
 
-    ShardResult (outputs spilled, claims) | claims by bucket of content keys | GroupByKey | resolve
-            | duplicates by bucket of kept ones | GroupByKey | collapse: verdicts by shard
-            | GroupByKey (each shard's result and verdicts) | each shard's outputs written from its spill
+    ShardResult (outputs written first, claims) | claims by bucket of content keys | GroupByKey
+            | resolve | duplicates by bucket of kept ones | GroupByKey | collapse: verdicts by shard
+            | GroupByKey (each shard's result and verdicts) | the files of a shard with verdicts rewritten
 
-The per-shard step writes a shard's outputs to a spill file in the run's temporary directory
-instead of its output files, and its result carries the spill's path and its conversations'
-claims (full key, prefix keys, place, id: ``transforms.record.dedupe.Claim``), no record. Plain
+The per-shard step writes a shard's outputs as a run without ``--dedupe`` writes them
+(``ShardWork.writes_first``; with a Parquet output, to a spill file in the run's temporary
+directory instead), and its result carries its files and its conversations' claims (full key,
+prefix keys, place, id: ``transforms.record.dedupe.Claim``), no record. Plain
 functions (``transforms.record.dedupe``) decide on the claims; a conversation that is kept as it
 is gets no verdict, and only what is collapsed goes through the second shuffle. ``prefix``
 first joins every shard's whole-content fingerprints (a side input of 8 bytes a conversation)
@@ -17,9 +18,10 @@ and claims only the prefixes among them: a prefix that is no conversation decide
 such claims (one per message) were most of what it shuffled. Claims travel in lists, one per
 shard and bucket of content keys (``content_buckets``): Beam's cost per element would
 otherwise outweigh the decision. Each
-shard's result and verdicts then meet, and the shard's spill is read once, in order: its kept
-conversations, split by ``--split``, and their drop metrics are written as they come; its dead
-letters (its own and its duplicates) by position at the end. Every key says what it holds
+shard's result and verdicts then meet. A shard without a verdict (most) keeps its files; one
+with verdicts has its files (or its spill) read once, in order: its kept conversations, split
+by ``--split``, and their drop metrics are written as they come (a line without a verdict
+copied as it is); its dead letters (its own and its duplicates) by position at the end. Every key says what it holds
 (``_CONTENT``, ``_KEPT``, ``_OUT``): a shard's result travels under ``_OUT`` through the content
 shuffles untouched. A ``--split`` alone needs none of this: the per-shard step writes each
 split's records itself.
@@ -43,8 +45,10 @@ from pipeline.graph.shard_step import (
     read_spill,
     written_files,
 )
+from pipeline.io import files
 from pipeline.io.file_formats import FILE_FORMATS
 from pipeline.testhooks import pause_point
+from transforms.core.jsontext import dumps_line, parse_json
 from transforms.dataset.dataset_keys import TRAIN, split_output
 from transforms.record.dedupe import (
     DROPS,
@@ -218,7 +222,10 @@ class _WriteShaped(beam.DoFn):
         _, values = element
         (result,) = [value for tag, value in values if tag == _RESULT]
         verdicts = [verdict for tag, value in values if tag == _VERDICT for verdict in value]
-        yield write_shaped(result, verdicts, self._work, self._temp_root, self._shaper)
+        if result.shaped is not None:  # its files written first (``ShardWork.writes_first``)
+            yield rewrite_touched(result, verdicts, self._work, self._temp_root)
+        else:
+            yield write_shaped(result, verdicts, self._work, self._temp_root, self._shaper)
         pause_point("write")
 
 
@@ -300,6 +307,99 @@ def write_shaped(
         for name, written in written_files(work, result.shard, 0, out.paths, measures).items()
     }
     return result._replace(files=files, partial=partial, spill=None)
+
+
+def rewrite_touched(result: ShardResult, verdicts: list[Any], work: ShardWork, temp_root: str) -> ShardResult:
+    """``result`` of a shard whose files were written first (``ShardWork.writes_first``): as
+    it is when no verdict touches it (most shards: no copy), else with its files rewritten
+    from them, as ``write_shaped`` writes them from a spill: a line of a conversation without
+    a verdict is copied as it is, and a dead letter's, in the order ``write_shaped`` gives."""
+    done = result._replace(shaped=None, batches=b"", letter_batches=b"")
+    if not verdicts:
+        return done._replace(partial=summaries.merge(result.partial, result.shaped or {}))
+    names = (TRAIN, *(name for name, _ in work.settings.splits))
+    by_order = {verdict.order: verdict for verdict in verdicts}
+    view = work.step.view
+    own = [(parse_json(line), line) for line in _file_lines(result.files.get(DEAD_LETTER))]
+    in_batch = memoryview(result.letter_batches).cast("q")
+    # (position, batch, own letter before a duplicate, place): the stable sort by position of
+    # ``write_shaped``'s letters, gathered batch by batch (its own, then its duplicates).
+    letters = [((letter["position"], in_batch[at], 0, at), letter, line) for at, (letter, line) in enumerate(own)]
+    out = OutputFiles(work, numbered_place(temp_root, result.shard, 0, uuid.uuid4().hex))
+    outputs = _Outputs(work, out)
+    partial = result.partial
+    try:
+        drops = ((parse_json(line), line) for line in _file_lines(result.files.get(DROPS)))
+        records = {name: iter(_file_lines(result.files.get(split_output(name)))) for name in names}
+        sizes = memoryview(result.batches).cast("q")
+        for index in range(0, len(sizes), 2):
+            start, count = sizes[index], sizes[index + 1]
+            kept = _touched_batch(result.shard, start, count, drops, records, by_order, work, letters, index // 2)
+            if kept[0]:
+                partial = summaries.merge(partial, view.partial(0, kept[0], []))
+                outputs.write(DROPS, start, kept[0], kept[1])
+            for name in names:
+                if kept[2][name]:
+                    outputs.write(split_output(name), start, kept[2][name], kept[2][name])
+        if letters:
+            letters.sort(key=lambda each: each[0])
+            partial = summaries.merge(partial, view.partial(0, [], [letter for _, letter, _ in letters]))
+            lines = [line if line is not None else dumps_line(letter) for _, letter, line in letters]
+            outputs.write(DEAD_LETTER, letters[0][1]["position"], [], lines)
+        for name in work.outputs:  # every output's file, an empty one too
+            out.writer(name)
+        measures = out.close()
+    except BaseException:
+        out.abandon()
+        raise
+    files = {
+        name: written._replace(start=outputs.starts.get(name, 0))
+        for name, written in written_files(work, result.shard, 0, out.paths, measures).items()
+    }
+    return done._replace(files=files, partial=partial)
+
+
+def _touched_batch(
+    shard: int,
+    start: int,
+    count: int,
+    drops: Iterator[tuple[Any, bytes]],
+    records: dict[str, Iterator[bytes]],
+    by_order: dict[Any, Any],
+    work: ShardWork,
+    letters: list[Any],
+    batch: int,
+) -> tuple[list[Any], list[bytes], dict[str, list[bytes]]]:
+    """One batch of a touched shard, as its files hold it -> its kept conversations' drop
+    metrics and lines and each split's record lines; its duplicates added to ``letters``."""
+    metrics_out: list[Any] = []
+    lines_out: list[bytes] = []
+    by_split: dict[str, list[bytes]] = {name: [] for name in records}
+    for offset in range(count):
+        metrics, line = next(drops)
+        split = metrics.get("split", TRAIN)
+        record = next(records[split])
+        verdict = by_order.get((shard, start, offset))
+        if verdict is not None:
+            conversation = Conversation(shard, start, offset, metrics, record, record)
+            kind, value = shape(conversation, verdict, work.settings)
+            if kind != KEPT:
+                letters.append(((value["position"], batch, 1, offset), value, None))
+                continue
+            metrics, line, record = value.metrics, dumps_line(value.metrics), value.line
+        metrics_out.append(metrics)
+        lines_out.append(line)
+        by_split[split].append(record)
+    return metrics_out, lines_out, by_split
+
+
+def _file_lines(written: Any) -> Iterator[bytes]:
+    """A JSON Lines file written first (``WrittenFile`` or None): its lines, without newlines."""
+    if written is None:
+        return
+    with files.open_input(written.temp) as handle:
+        for line in handle:
+            yield line[:-1] if line.endswith(b"\n") else line
 
 
 #: The most buckets of content keys: a bucket holds a share of the run's claims, not a shard's.

@@ -74,11 +74,25 @@ class ShardWork:
 
     @property
     def holds(self) -> bool:
-        """``--dedupe``, or ``--sink trl-dpo`` (pairs across conversations): the step's outputs
-        are spilled, not written, and only their claims (keys and places) go on, for the dataset
-        step to decide across every shard and then write each shard's outputs from its spill
-        file (``pipeline.graph.shard_dataset``, ``pipeline.graph.shard_pairs``)."""
+        """``--dedupe``, or ``--sink trl-dpo`` (pairs across conversations): only the step's
+        claims (keys and places) go on, for the dataset step to decide across every shard; the
+        outputs are written first and rewritten where a verdict touches them (``writes_first``),
+        or spilled and written from the spill file (``pipeline.graph.shard_dataset``,
+        ``pipeline.graph.shard_pairs``)."""
         return self.step.main_output == "normalized" and (self.settings.dedupe != "none" or self.settings.pairs_across)
+
+    @property
+    def writes_first(self) -> bool:
+        """``--dedupe`` with every output a JSON Lines file: a shard's outputs are written as
+        without it, its claims kept beside them, and the dataset step rewrites them only when a
+        verdict touches the shard (``pipeline.graph.shard_dataset.rewrite_touched``, a copy of
+        its lines): a shard with no duplicate is never copied. Else (trl-dpo's pairs, a Parquet
+        output) they are spilled and written from the spill."""
+        return (
+            self.holds
+            and not self.settings.pairs_across
+            and all(FILE_FORMATS[self.file_format(name)].takes_lines for name in self.outputs)
+        )
 
     @property
     def splits(self) -> bool:
@@ -116,6 +130,14 @@ class ShardResult(NamedTuple):
     wholes: bytes = b""
     #: ``--dedupe prefix``: the file of its conversations' prefix links (``Held``), or None.
     prefixes: str | None = None
+    #: ``ShardWork.writes_first``: the partial summary of its drop metrics and dead letters as
+    #: written first, not in ``partial`` until the dataset step adds it (or a rewrite's), else None.
+    shaped: dict | None = None
+    #: ``ShardWork.writes_first``: each batch's start and number of conversations, in input
+    #: order (``array("q")``, two numbers a batch): a rewrite's places of its conversations.
+    batches: bytes = b""
+    #: ``ShardWork.writes_first``: the batch (its index) of each dead letter, in its file's order.
+    letter_batches: bytes = b""
 
 
 #: ``observe(batch, result)``: called after each batch (counters, progress); must not raise.
@@ -175,7 +197,6 @@ def process_batches(
     step, settings = work.step, work.settings
     taken: dict = {}  # one file per output for the whole shard: unique values are unique in it
     out = OutputFiles(work, place)
-    writer = out.writer
     total: dict = {}
 
     # A JSON Lines main output takes the lines the per-record guard made: the records need not
@@ -183,17 +204,19 @@ def process_batches(
     lines_only = FILE_FORMATS[work.file_format(step.main_output)].takes_lines
     hint = ReaderHint()
     groups = ShardGroups()
-    # --dedupe: the outputs go to a spill file, one entry per batch; only the claims go on.
+    # --dedupe: only the claims go on; the outputs are written first (``writes_first``) or go
+    # to a spill file, one entry per batch.
     held = Held(number, place, settings.dedupe == "prefix", settings.pairs_across) if work.holds else None
-    letters: list[Any] = []  # --split: the shard's dead letters, written in input order
+    routing = _Routing(work, out, held)
     try:
-        for batch in batches:
+        for index, batch in enumerate(batches):
             result = normalize_batch(
                 batch.items, settings, step.step, taken=taken, keep_records=not lines_only, hint=hint
             )
             # Held outputs are summarized once the dataset step has shaped them (as written).
             counted = result._replace(metrics=[], dead_letters=[]) if work.holds else result
             total = summaries.merge(total, step.partial(len(batch.items) if read else 0, counted))
+            routing.claim(batch.start, result.metrics)
             spilled: dict[str, tuple[list, Any]] = {}
             for name, items, lines in step.routed(result, lines_only):
                 if name == CALLS and on_calls is not None:
@@ -207,24 +230,15 @@ def process_batches(
                     # or each full collection scans them all again (measured: a quarter of a
                     # call-log run's CPU).
                     gc.freeze()
-                elif work.holds:
+                elif work.holds and not routing.first:
                     spilled[name] = (items, lines if name == step.main_output else None)
-                elif name == step.main_output and work.splits:
-                    for split, (its_items, its_lines) in by_split(items, lines, result.metrics).items():
-                        writer(split).write(its_items, its_lines)
-                elif name == DEAD_LETTER and work.splits:
-                    letters.extend(items)
                 else:
-                    writer(name).write(items, lines)
+                    routing.write(index, batch.start, name, (items, lines), result.metrics)
             if held is not None and spilled:
                 held.add(batch.start, spilled, step.main_output)
             if observe is not None:
                 observe(batch, result)
-        if letters:
-            writer(DEAD_LETTER).write(sorted(letters, key=lambda d: d["position"]), None)
-        if empty_files and not work.holds:  # held outputs get theirs when written (``write_shaped``)
-            for name in work.outputs:
-                writer(name)
+        routing.finish(empty_files)
         measures = out.close()
         held_files = held.close() if held is not None else {}
     except BaseException:
@@ -232,13 +246,75 @@ def process_batches(
         if held is not None:
             held.abandon()
         raise
-    shard = ShardResult(
-        number,
-        written_files(work, number, start, out.paths, measures),
-        total or step.view.partial(),
-        groups.items(),
-    )
-    return shard._replace(**held_files)
+    written = written_files(work, number, start, out.paths, measures)
+    shard = ShardResult(number, written, total or step.view.partial(), groups.items())._replace(**held_files)
+    return routing.result(shard)
+
+
+class _Routing:
+    """Where a shard's outputs go as the step routes them (``process_batches``): each to its
+    file; with ``--split`` the records by split; with ``--split`` or ``writes_first`` the dead
+    letters gathered and written in input order at the end. ``writes_first`` (``--dedupe``):
+    its conversations claimed (``Held.claim``), and the files' starts and the summary of their
+    drop metrics and dead letters kept apart, as a rewrite would give them
+    (``pipeline.graph.shard_dataset.write_shaped``)."""
+
+    def __init__(self, work: ShardWork, out: OutputFiles, held: Held | None) -> None:
+        self._work = work
+        self._out = out
+        self._held = held
+        self.first = work.writes_first
+        self._shaped: dict = {}
+        self._starts: dict[str, int] = {}  # each output's first batch
+        self._letters: list[Any] = []
+        self._letter_batches = array("q")  # the batch of each dead letter
+
+    def claim(self, start: int, metrics: list[Any]) -> None:
+        """A batch's conversations claimed, their content keys taken off (``writes_first``)."""
+        if self.first and self._held is not None and metrics:
+            self._held.claim(start, metrics)
+            summaries.merge_into(self._shaped, self._work.step.view.partial(0, metrics, []))
+
+    def write(self, index: int, start: int, name: str, output: tuple[list, Any], metrics: list[Any]) -> None:
+        """One batch's items (and lines) of output ``name``: batch ``index``, first item ``start``."""
+        items, lines = output
+        if name == self._work.step.main_output and self._work.splits:
+            for split, (its_items, its_lines) in by_split(items, lines, metrics).items():
+                self._out.writer(split).write(its_items, its_lines)
+                self._starts.setdefault(split, start)
+        elif name == DEAD_LETTER and (self._work.splits or self.first):
+            self._letters.extend(items)
+            self._letter_batches.extend([index] * len(items))
+        else:
+            self._out.writer(name).write(items, lines)
+            self._starts.setdefault(name, start)
+
+    def finish(self, empty_files: bool) -> None:
+        """The dead letters gathered, by position; the empty files asked for."""
+        letters = self._letters
+        if letters:
+            order = sorted(range(len(letters)), key=lambda at: letters[at]["position"])
+            letters = [letters[at] for at in order]
+            self._out.writer(DEAD_LETTER).write(letters, None)
+            if self.first:
+                self._starts[DEAD_LETTER] = letters[0]["position"]
+                self._letter_batches = array("q", [self._letter_batches[at] for at in order])
+                summaries.merge_into(self._shaped, self._work.step.view.partial(0, [], letters))
+        # Held outputs get theirs when written (``write_shaped``); written first, every output
+        # has its file, as ``write_shaped`` gives it.
+        if (empty_files and not self._work.holds) or self.first:
+            for name in self._work.outputs:
+                self._out.writer(name)
+
+    def result(self, shard: ShardResult) -> ShardResult:
+        """``shard``, and (``writes_first``) its files' starts, ``shaped`` and ``letter_batches``."""
+        if not self.first:
+            return shard
+        return shard._replace(
+            files={name: file._replace(start=self._starts.get(name, 0)) for name, file in shard.files.items()},
+            shaped=self._shaped,
+            letter_batches=self._letter_batches.tobytes(),
+        )
 
 
 #: The run's temporary directory's folders of spill files and of prefix links (no output is
@@ -248,11 +324,11 @@ SPILL, PREFIXES = "_spill", "_prefixes"
 
 class Held:
     """What a shard under ``--dedupe`` keeps while the claims decide: its outputs in a spill
-    file, its conversations' claims (packed into its result), and with ``prefix`` the
-    fingerprints of their whole contents (in its result) and their prefixes' links, in a file
-    of their own, one list per batch in the claims' order (``read_prefixes``): most of a claim's
-    bytes, they stay on disk until the step that looks them up reads them (the result would
-    carry them through the runner's buffers)."""
+    file (unless ``ShardWork.writes_first``: then none), its conversations' claims (packed into
+    its result), and with ``prefix`` the fingerprints of their whole contents (in its result)
+    and their prefixes' links, in a file of their own, one list per batch in the claims' order
+    (``read_prefixes``): most of a claim's bytes, they stay on disk until the step that looks
+    them up reads them (the result would carry them through the runner's buffers)."""
 
     def __init__(self, number: int, place: Callable[[str], str], prefix: bool, pairs: bool = False) -> None:
         self._number = number
@@ -263,23 +339,28 @@ class Held:
         self._prefixes = Spill(place(PREFIXES)) if prefix else None
         self._claims: list[Any] = []
         self._wholes = array("Q")
+        self._batches = array("q")
 
     def add(self, start: int, spilled: dict[str, tuple[list, Any]], main_output: str) -> None:
-        """One batch's held outputs (output name -> its items and lines)."""
+        """One batch's held outputs (output name -> its items and lines), spilled."""
         records, lines = spilled.get(main_output, ([], None))
         metrics = spilled.get(DROPS, ([], None))[0]
         if self._pairs:
             self._claims.extend(batch_pair_claims(self._number, start, metrics))
-            self._spill.dump((start, metrics, records, lines, spilled.get(DEAD_LETTER, ([], None))[0]))
-            return
+        else:
+            self.claim(start, metrics)
+        self._spill.dump((start, metrics, records, lines, spilled.get(DEAD_LETTER, ([], None))[0]))
+
+    def claim(self, start: int, metrics: list[dict[str, Any]]) -> None:
+        """One batch's conversations (their drop metrics) claimed; their content keys taken off
+        (they need not be spilled or written, nor taken off when written)."""
         self._claims.extend(batch_claims(self._number, start, metrics, links=False))
-        # Claimed: the keys need not be spilled (nor taken off when written).
+        self._batches.extend((start, len(metrics)))
         keys = [m.pop(CONTENT_KEYS) for m in metrics]
         if self._prefixes is not None and keys:
             self._prefixes.dump([links for _, links in keys])
             # Each full key's first 8 bytes (``fingerprint``), the batch's in one go.
             self._wholes.frombytes(bytes.fromhex("".join([full[:16] for full, _ in keys])))
-        self._spill.dump((start, metrics, records, lines, spilled.get(DEAD_LETTER, ([], None))[0]))
 
     def close(self) -> dict[str, Any]:
         """The ``ShardResult`` fields of what is held."""
@@ -288,6 +369,7 @@ class Held:
             "claims": pack(self._claims) if self._claims else b"",
             "wholes": self._wholes.tobytes(),
             "prefixes": self._prefixes.close() if self._prefixes is not None else None,
+            "batches": self._batches.tobytes(),
         }
 
     def abandon(self) -> None:

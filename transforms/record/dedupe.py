@@ -2,7 +2,7 @@
 conversations make (their keys, no record), which one each content key keeps, the verdicts
 that come of it, and a shard's spilled conversations shaped by its verdicts, in input order.
 ``pipeline.graph.shard_dataset`` brings the claims of every shard together with them (its
-shuffles) and writes each shard's outputs from its spill file.
+shuffles) and rewrites the outputs of each shard a verdict touches.
 
 What each conversation's keys are is decided where it is normalized (``transforms.dataset.dataset_keys``:
 its content hash chain, its split); these functions only decide what is kept:
@@ -18,8 +18,8 @@ its content hash chain, its split); these functions only decide what is kept:
 - **splits**: each conversation's records go to its split's output (``train``: ``normalized/``;
   another split: its own directory), its metrics (with ``split``) to ``drops/`` as before.
 
-Only claims and verdicts are shuffled: a record stays in its shard's spill file, read once, in
-order, when its shard is written. Determinism: the decisions depend on the keys and places only,
+Only claims and verdicts are shuffled: a record stays in its shard's files (or spill file),
+read once, in order, when a verdict touches its shard. Determinism: the decisions depend on the keys and places only,
 and every shard's outputs are written in input order, so the files, their names and their bytes
 depend on the input only, on any runner.
 """
