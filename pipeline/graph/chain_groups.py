@@ -3,17 +3,19 @@ only keys are shuffled, the conversations stay where the assembly put them.
 
 ::
 
-    (output shard, conversation) | its claims, a list by (format, bucket of hashes) | GroupByKey
+    conversations, where the assembly makes them | their claims (``ConversationClaims``), a list
+        by (format, bucket of hashes) | GroupByKey (ByHash)
         | verdicts, a list by the output shard of the conversations they are for
-        | Flatten with the conversations
 
 The verdicts meet their conversations in the assembly's own shuffle by output shard
 (``shard_assembly``'s ``Gather``), where ``chained_conversations`` drops the subsumed ones and
 hands their accounts to those that subsume them: no record is shuffled once more (FnApiRunner
 materializes a Flatten's inputs, so there each conversation is encoded once more). A claim is a
-16-byte hash and a key; a conversation ending at an answer adds its ``assembly`` entry (its calls'
-places), never its messages. The streaming driver, which assembles a window's groups in one
-process, calls ``chained_in_memory`` on them.
+16-byte hash and a key; a conversation ending at an answer adds its ``assembly`` entry (its
+calls' places), never its messages. The claims are made where the conversations are (in
+``shard_assembly``'s groups' combine and its linked groups', which the others' claims ride to
+reach ByHash in one collection), so no packed conversation is read back for them. The streaming
+driver, which assembles a window's groups in one process, calls ``chained_in_memory`` on them.
 """
 
 from __future__ import annotations

@@ -3,27 +3,48 @@
 
 ::
 
-    ShardResult | keyed: each result by its shard; its groups' states packed by slot of groups,
+    ShardResult | Keyed: each result by its shard; its groups' states packed by slot of groups,
                   its labels and the ids its calls and traces offer them (targets) packed by
-                  slot of join ids (a few elements a shard, not one a group or a call)
-                | (fragments: CombinePerKey by their join key | the pieces they make, by group)
-                | CombinePerKey(results kept, pieces assembled, labels and targets gathered)
-                | conversations keyed by output shard, labels by their group's output shard
-                | GroupByKey | each output shard's conversations chained, labelled, processed and written
+                  slot of join ids (a few elements a shard, not one a group or a call); its
+                  fragments by join key; [chain] its groups' response ids packed by bucket of ids
+     |-- ToJoin (fragments, response ids) | JoinFragments: CombinePerKey
+     |     | the pieces the fragments make, batched by group as Keyed's; response ids as they came
+     |     |-- [chain] ResponseKeys | ByResponse: GroupByKey | the links, at one key per format
+     |     |       | AllLinks: GroupByKey | each linked group's verdict (JoinsGroup), by its slot
+     |     '-- JoinedStates (the rest)
+     '-- Whole (the rest)
+    Flatten | AssembleGroups: CombinePerKey(results kept, pieces assembled, labels gathered)
+            | results; conversations and labels by output shard; [chain] the linked groups'
+              states under their root's key, the others' conversations' claims by bucket of hashes
+     |-- [chain] ToLinked (linked states, claims) | JoinLinkedGroups: CombinePerKey
+     |     | a root's groups merged: its conversations by output shard, their claims; claims as they came
+     |     |-- Claims | ChainAcrossGroups: ByHash: GroupByKey | verdicts by output shard
+     |     '-- Linked (the conversations)
+     '-- Unlinked (the rest)
+    Flatten | Gather: GroupByKey | each output shard's conversations chained, labelled, processed
+                                   and written
 
 Fragments (parts of one call read apart: a LangSmith patch sent after its post, OTel events
-split over documents) take a branch of their own and meet by key before their pieces join the
-groups' (``transforms.calllogs.joins``): one more combine, of the fragments only.
+split over documents) meet by key before their pieces join the groups'
+(``transforms.calllogs.joins``). Shard results pass through untouched (less their pieces), so
+``MergeShardResults`` after it sees every shard's result and every assembled output shard's
+alike. A ``chain`` (``chain_groups.ChainAcrossGroups``, --chain-groups) decides on the claims
+of every conversation; its verdicts meet their conversations in ``Gather``, where each output
+shard applies them (``chained_conversations``). With it, groups linked by response id
+(``transforms.calllogs.response_links``) are joined first: the links' verdicts go into the
+groups' combine, and only the linked groups' states are combined once more, under their root's
+key, before their conversations join the others.
 
-Shard results pass through it untouched (less their pieces), so ``MergeShardResults`` after it
-sees every shard's result and every assembled output shard's alike. A ``chain`` step
-(``chain_groups.ChainAcrossGroups``, --chain-groups) adds its verdicts to the conversations
-keyed by output shard before the GroupByKey; each output shard applies them
-(``chained_conversations``) before its conversations are processed. With it, groups linked by
-response id (``transforms.calllogs.response_links``) are joined first: their response ids,
-packed by bucket of ids, meet by bucket; the links meet at one key per format; each linked
-group's verdict (``JoinsGroup``) goes into the groups' combine, and only those groups' states
-are combined once more, under their root's key, before their conversations join the others.
+Seven shuffles with ``chain`` (three without), each a step of the data's own order: the
+fragments must be joined before their groups' response ids are known, the links made before
+their groups are known, the verdicts meet the states before the linked ones can move, the
+linked conversations made before all claims can meet, the claims decided before the verdicts
+meet the conversations. Keys ride the shuffle before their own (response ids the fragments',
+claims the linked groups'); records cross only their own. Each branch that meets the main line
+again is a Flatten, and DaskRunner's Flatten adds its inputs' partitions (a GroupByKey keeps
+its input's), so the few branches above matter there: for ``P`` input partitions the shuffles
+hold P, P, P, 3P, 3P, 3P and 9P (with each key's response ids and claims in a branch of its
+own, they held P, 2P, 2P, 4P, 4P, 8P and 16P).
 """
 
 from __future__ import annotations
