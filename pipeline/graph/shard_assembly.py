@@ -10,14 +10,14 @@
      |-- ToJoin (fragments, response ids) | JoinFragments: CombinePerKey
      |     | the pieces the fragments make, batched by group as Keyed's; response ids as they came
      |     |-- [chain] ResponseKeys | ByResponse: GroupByKey | the links, at one key per format
-     |     |       | AllLinks: GroupByKey | each linked group's verdict (JoinsGroup), by its slot
+     |     |       | AllLinks: GroupByKey | the linked groups' verdicts (Joins), by their slot
      |     '-- JoinedStates (the rest)
      '-- Whole (the rest)
     Flatten | AssembleGroups: CombinePerKey(results kept, pieces assembled, labels gathered)
             | results; conversations and labels by output shard; [chain] the linked groups'
-              states under their root's key, the others' conversations' claims by bucket of hashes
+              states by their root's slot, the others' conversations' claims by bucket of hashes
      |-- [chain] ToLinked (linked states, claims) | JoinLinkedGroups: CombinePerKey
-     |     | a root's groups merged: its conversations by output shard, their claims; claims as they came
+     |     | each root's groups merged: conversations by output shard, their claims; claims as they came
      |     |-- Claims | ChainAcrossGroups: ByHash: GroupByKey | verdicts by output shard
      |     '-- Linked (the conversations)
      '-- Unlinked (the rest)
@@ -32,12 +32,14 @@ alike. A ``chain`` (``chain_groups.ChainAcrossGroups``, --chain-groups) decides 
 of every conversation; its verdicts meet their conversations in ``Gather``, where each output
 shard applies them (``chained_conversations``). With it, groups linked by response id
 (``transforms.calllogs.response_links``) are joined first: the links' verdicts go into the
-groups' combine, and only the linked groups' states are combined once more, under their root's
-key, before their conversations join the others.
+groups' combine, and only the linked groups' states are combined once more, by their root's
+slot, where each root's are merged, before their conversations join the others. What crosses a
+shuffle is a batch (a slot's states, links, verdicts or conversations, a bucket's response ids
+or claims), not an element per group or call: each element is pickled by Beam's coder.
 
 Seven shuffles with ``chain`` (three without), each a step of the data's own order: the
-fragments must be joined before their groups' response ids are known, the links made before
-their groups are known, the verdicts meet the states before the linked ones can move, the
+fragments must be joined before their groups' response ids are known, every link met before a
+group's root is known, the verdicts meet the states before the linked ones can move, the
 linked conversations made before all claims can meet, the claims decided before the verdicts
 meet the conversations. Keys ride the shuffle before their own (response ids the fragments',
 claims the linked groups'); records cross only their own. Each branch that meets the main line
@@ -64,7 +66,7 @@ from transforms.calllogs.assemble import GroupState, call_traces
 from transforms.calllogs.calls import Label
 from transforms.calllogs.joins import is_join_key, joined_states
 from transforms.calllogs.labels import Joined, Target, resolve, targets_of
-from transforms.calllogs.response_links import JoinsGroup, links_of, response_keys, roots
+from transforms.calllogs.response_links import Joins, links_of, response_keys, roots
 from transforms.conversations import freeze_gc
 from transforms.record.assembled_calls import (
     AssemblyOutput,
@@ -237,7 +239,7 @@ class KeepResultsAssembleGroups(beam.CombineFn):
     def add_input(self, accumulator: list, value: Any) -> list:
         if isinstance(value, bytes):  # a shard's batch
             accumulator[1].append(value)
-        elif value is not None:  # a result's key; a linked group's verdict, (group, JoinsGroup)
+        elif value is not None:  # a result's key; a slot's linked groups' verdicts, Joins
             accumulator[0].append(value)
         return accumulator
 
@@ -280,7 +282,7 @@ def by_output_shard(
     keyed: tuple[tuple[Any, ...], list], work: ShardWork, buckets: int, claims: ConversationClaims | None = None
 ) -> Iterator[tuple]:
     """The groups' combine -> each result as it was; labels and conversations by output shard;
-    the states of groups linked by response id under their root's key; with ``claims`` (the
+    the states of groups linked by response id by their root's slot; with ``claims`` (the
     chaining across groups), the conversations' claims, made here where they are whole."""
     key, (results, packed) = keyed
     if key[0] == _RESULT:
@@ -303,16 +305,20 @@ def by_output_shard(
     # sight, as a shard's are while it is read (they hold no cycle; freed by reference counts),
     # or each full collection scans them all again (measured: a sixth of this step's CPU).
     gc.freeze()
-    # Groups linked by response id to others: their states go to where they all meet.
-    moves = {group: verdict.root for group, verdict in results}
+    # Groups linked by response id to others: their states go to where they all meet, a batch
+    # per slot of their roots (an element per group, pickled by Beam's coder, costs more).
+    moves = {group: root for joins in results for group, root in joins.roots.items()}
+    linked: dict[int, list[tuple[tuple[str, str], tuple[str, str], GroupState]]] = {}
     by_bucket: dict[int, list[AssemblyOutput]] = {}
     for group, state in states.items():
         root = moves.get(group)
         if root is not None:
-            yield (_JOINED, *root), pack({group: state})
+            linked.setdefault(_slot(root, buckets), []).append((root, group, state))
             continue
         for bucket, made in conversations_of((group, state), work.settings, buckets):
             by_bucket.setdefault(bucket, []).append(made)
+    for slot, batch in linked.items():
+        yield (_JOINED, slot), pack(batch)
     for bucket, outputs in by_bucket.items():  # one: a slot's groups are an output shard's
         if claims is not None:
             yield from claims.keyed(outputs)
@@ -320,36 +326,50 @@ def by_output_shard(
 
 
 def _links(keyed: tuple[tuple[Any, ...], Iterable[bytes]]) -> Iterator[tuple[tuple[str, str], Any]]:
-    """One bucket of response ids' groups -> their links, all of a format at one key."""
-    for link in links_of(pair for packed in keyed[1] for pair in unpack(packed)):
-        yield (_LINKS, keyed[0][1]), link
+    """One bucket of response ids' groups -> their links, a list, all of a format at one key."""
+    links = links_of(pair for packed in keyed[1] for pair in unpack(packed))
+    if links:
+        yield (_LINKS, keyed[0][1]), links
 
 
-def _verdicts(keyed: tuple[tuple[str, str], Iterable[Any]], buckets: int) -> Iterator[tuple[tuple[Any, ...], Any]]:
+def _verdicts(keyed: tuple[tuple[str, str], Iterable[list]], buckets: int) -> Iterator[tuple[tuple[Any, ...], Any]]:
     """Every link of a format (group keys only, two per call continuing another group's
-    response) -> each linked group's verdict, ``(group, JoinsGroup)``, under its slot."""
-    for group, root in sorted(roots(keyed[1]).items()):
-        yield (_GROUPS, _slot(group, buckets)), (group, JoinsGroup(root))
+    response) -> the linked groups' verdicts (``Joins``), a batch under each slot of groups."""
+    by_slot: dict[int, dict[tuple[str, str], tuple[str, str]]] = {}
+    for group, root in sorted(roots(link for links in keyed[1] for link in links).items()):
+        by_slot.setdefault(_slot(group, buckets), {})[group] = root
+    for slot, moves in by_slot.items():
+        yield (_GROUPS, slot), Joins(moves)
 
 
 def joined_conversations(
     keyed: tuple[tuple[Any, ...], list], work: ShardWork, buckets: int, claims: ConversationClaims
 ) -> Iterator[tuple]:
-    """The states of groups linked by response id (under their root's key), merged -> its
-    conversations, by output shard, and their claims. The other groups' claims, riding this
-    shuffle, go on as they came."""
+    """A slot of roots: the states of the groups linked by response id to each, merged -> its
+    conversations, packed by output shard, and their claims. The other groups' claims, riding
+    this shuffle, go on as they came."""
     key, (_, packed) = keyed
     if key[0] == CLAIMS_TAG:
         yield from _passed_on(keyed)
         return
-    states = iter(_unpacked_states(packed).values())
-    state = next(states)
-    for more in states:
-        state.merge(more)
-    made = list(conversations_of(((key[1], key[2]), state), work.settings, buckets))
-    yield from claims.keyed(output for _, output in made)
-    for bucket, output in made:
-        yield (_OUTPUT, bucket), output
+    by_root: dict[tuple[str, str], GroupState] = {}
+    for batch in packed:
+        with _collector_paused():
+            found = unpack(batch)
+        for root, _, state in found:
+            known = by_root.get(root)
+            if known is None:
+                by_root[root] = state
+            else:
+                known.merge(state)
+    gc.freeze()  # as ``by_output_shard``'s states
+    by_bucket: dict[int, list[AssemblyOutput]] = {}
+    for root in sorted(by_root):
+        for bucket, made in conversations_of((root, by_root[root]), work.settings, buckets):
+            by_bucket.setdefault(bucket, []).append(made)
+    for bucket, outputs in by_bucket.items():
+        yield from claims.keyed(outputs)
+        yield (_OUTPUT, bucket), packed_outputs(outputs)
 
 
 class _ProcessAssembled(beam.DoFn):
@@ -449,7 +469,7 @@ class AssembleShardCalls(beam.PTransform):
         )
         gathered: Any = assembled
         if chain is not None:
-            # The linked groups' states meet under their root's key; the other groups' claims
+            # The linked groups' states meet by their root's slot; the other groups' claims
             # ride that shuffle, to meet the linked groups' in ``chain``'s.
             linked = self._combined(
                 assembled | "ToLinked" >> beam.Filter(tagged, _TO_LINKED),
