@@ -114,3 +114,65 @@ def test_a_shards_groups_past_the_live_ones_are_packed_and_read_again_when_a_cal
     unpacked = _unpacked_states(value for key, value in keyed if key[0] == "groups")
     assert sorted(k[1] for k in unpacked) == ["trace-0", "trace-1", "trace-2", "trace-3"]
     assert [k for k, v in keyed if k[0] == "joins"] and all(not s.labels for s in unpacked.values())
+
+
+def _routes_into_shuffles(chain: bool) -> dict[str, int]:
+    """Each shuffle of the assembly's graph (built, not run) -> how many routes from the shard
+    results reach it. DaskRunner's Flatten adds its inputs' partitions and its GroupByKey keeps
+    its input's, so a shuffle holds that many times the input's partitions, in tasks too."""
+    import dataclasses
+
+    import apache_beam as beam
+    from apache_beam.pipeline import PipelineVisitor
+
+    from pipeline.graph.chain_groups import ChainAcrossGroups
+    from pipeline.graph.shard_assembly import OUTPUT_TAG, AssembleShardCalls
+    from pipeline.graph.shard_step import ShardWork
+    from transforms.conversations import NORMALIZE
+    from transforms.record.record_settings import Settings
+
+    work = ShardWork(NORMALIZE, dataclasses.replace(Settings(), calls=True))
+    steps = ChainAcrossGroups("id", 2, OUTPUT_TAG) if chain else None
+    pipeline = beam.Pipeline()
+    results = pipeline | beam.Create([ShardResult(0, {}, {}, [])])
+    _ = results | "Assemble" >> AssembleShardCalls(work, "unused", 2, 1, steps)
+    routes: dict[object, int] = {results: 1}
+    shuffles: dict[str, int] = {}
+
+    class Routes(PipelineVisitor):
+        def visit_transform(self, node) -> None:
+            found = [routes[pcoll] for pcoll in node.inputs if pcoll in routes]
+            n = sum(found) if isinstance(node.transform, beam.Flatten) else max(found, default=0)
+            for out in node.outputs.values():
+                routes.setdefault(out, n)  # the shard results: one route
+            if isinstance(node.transform, beam.GroupByKey):  # a CombinePerKey's is "<name>/GroupByKey"
+                name = node.full_label.removeprefix("Assemble/").removesuffix("/GroupByKey")
+                shuffles[name.removeprefix("ChainAcrossGroups/")] = n
+
+    pipeline.visit(Routes())
+    return shuffles
+
+
+def test_the_assemblys_shuffles_hold_few_routes_of_the_shard_results():
+    # Keys ride the shuffle before their own (response ids the fragments' join, claims the
+    # linked groups'): each later shuffle is reached by few routes, so DaskRunner's partitions
+    # (and tasks) do not double at each (1, 2, 2, 4, 4, 8 and 16 before).
+    assert _routes_into_shuffles(chain=True) == {
+        "JoinFragments": 1,
+        "ByResponse": 1,
+        "AllLinks": 1,
+        "AssembleGroups": 3,
+        "JoinLinkedGroups": 3,
+        "ByHash": 3,
+        "Gather": 9,
+    }
+    assert _routes_into_shuffles(chain=False) == {"JoinFragments": 1, "AssembleGroups": 2, "Gather": 2}
+
+
+def test_a_run_that_does_not_chain_across_groups_sends_no_response_ids():
+    states = _states(groups=20, calls=2)
+    for key, state in states:
+        state.responses[f"resp-{key[1]}"] = (0, b"")
+    chained = {key[0] for key, _ in keyed_results(ShardResult(0, {}, {}, states), 2)}
+    kept_apart = {key[0] for key, _ in keyed_results(ShardResult(0, {}, {}, states), 2, responses=False)}
+    assert "response" in chained and kept_apart == chained - {"response"}

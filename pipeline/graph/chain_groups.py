@@ -3,22 +3,24 @@ only keys are shuffled, the conversations stay where the assembly put them.
 
 ::
 
-    (output shard, conversation) | its claims, a list by (format, bucket of hashes) | GroupByKey
+    conversations, where the assembly makes them | their claims (``ConversationClaims``), a list
+        by (format, bucket of hashes) | GroupByKey (ByHash)
         | verdicts, a list by the output shard of the conversations they are for
-        | Flatten with the conversations
 
 The verdicts meet their conversations in the assembly's own shuffle by output shard
 (``shard_assembly``'s ``Gather``), where ``chained_conversations`` drops the subsumed ones and
 hands their accounts to those that subsume them: no record is shuffled once more (FnApiRunner
 materializes a Flatten's inputs, so there each conversation is encoded once more). A claim is a
-16-byte hash and a key; a conversation ending at an answer adds its ``assembly`` entry (its calls'
-places), never its messages. The streaming driver, which assembles a window's groups in one
-process, calls ``chained_in_memory`` on them.
+16-byte hash and a key; a conversation ending at an answer adds its ``assembly`` entry (its
+calls' places), never its messages. The claims are made where the conversations are (in
+``shard_assembly``'s groups' combine and its linked groups', which the others' claims ride to
+reach ByHash in one collection), so no packed conversation is read back for them. The streaming
+driver, which assembles a window's groups in one process, calls ``chained_in_memory`` on them.
 """
 
 from __future__ import annotations
 
-from typing import Any, Iterable, Iterator
+from typing import Any, Iterable, Iterator, NamedTuple
 
 import apache_beam as beam
 
@@ -36,7 +38,7 @@ from transforms.calllogs.chained import (
     renumbered,
 )
 from transforms.calllogs.dropped_text import has_text_beside_calls
-from transforms.record.assembled_calls import AssemblyOutput, bucket_of, each_output
+from transforms.record.assembled_calls import AssemblyOutput, bucket_of
 from transforms.record.dedupe import pack, unpack
 from transforms.record.inputs import Parsed
 
@@ -83,26 +85,32 @@ def _hash_bucket(h: bytes, buckets: int) -> int:
     return int.from_bytes(h[:4], "big") % buckets
 
 
-def _claims(
-    keyed: tuple[Any, Any], tag: str, id_field: str, buckets: int, messages_field: str = "messages"
-) -> Iterator[tuple[tuple[str, int], bytes]]:
-    """A conversation's claims, packed, one value per bucket of hashes: a shuffled element per
-    claim (a conversation has one per answer), each pickled by Beam's coder, would cost more
-    than the decision."""
-    key, value = keyed
-    if key[0] != tag:
-        return
-    by_bucket: dict[tuple[str, int], list[tuple[bytes, Claim]]] = {}
-    for made in each_output(value):  # an output shard's conversations come packed
-        for (fmt, h), claim in conversation_claims(made, id_field, messages_field):
-            by_bucket.setdefault((fmt, _hash_bucket(h, buckets)), []).append((h, claim))
-    for where, claims in by_bucket.items():
-        yield where, pack(claims)
+#: The key's tag of the conversations' claims, ``(CLAIMS_TAG, format, bucket of hashes)``.
+CLAIMS_TAG = "claims"
 
 
-def _verdicts(keyed: tuple[tuple[str, int], Iterable[bytes]], tag: str, buckets: int) -> Iterator[tuple]:
+class ConversationClaims(NamedTuple):
+    """Where conversations are made (``shard_assembly``): their claims, keyed for the chaining."""
+
+    id_field: str
+    buckets: int
+    messages_field: str = "messages"
+
+    def keyed(self, outputs: Iterable[Any]) -> Iterator[tuple[tuple[str, str, int], bytes]]:
+        """Conversations' claims, packed, one value per bucket of hashes: a shuffled element per
+        claim (a conversation has one per answer), each pickled by Beam's coder, would cost
+        more than the decision."""
+        by_bucket: dict[tuple[str, str, int], list[tuple[bytes, Claim]]] = {}
+        for made in outputs:
+            for (fmt, h), claim in conversation_claims(made, self.id_field, self.messages_field):
+                by_bucket.setdefault((CLAIMS_TAG, fmt, _hash_bucket(h, self.buckets)), []).append((h, claim))
+        for where, claims in by_bucket.items():
+            yield where, pack(claims)
+
+
+def _verdicts(keyed: tuple[tuple[str, str, int], Iterable[bytes]], tag: str, buckets: int) -> Iterator[tuple]:
     """One bucket of hashes -> its verdicts, packed, one value per output shard they are for."""
-    (fmt, _), packed = keyed
+    (_, fmt, _), packed = keyed
     by_shard: dict[int, list[Subsumed | Absorb]] = {}
     for group, verdict in decide(pair for claims in packed for pair in unpack(claims)):
         by_shard.setdefault(bucket_of((fmt, group), buckets), []).append(verdict)
@@ -181,33 +189,20 @@ def chained_in_memory(made: list[Any], id_field: str, messages_field: str = "mes
 @beam.typehints.with_input_types(beam.typehints.Any)
 @beam.typehints.with_output_types(beam.typehints.Any)
 class ChainAcrossGroups(beam.PTransform):
-    """Keyed conversations (``(tag, output shard)``: the assembly's; one collection or a tuple
-    of them) -> the same, and the verdicts on them under their output shard's key, for
-    ``chained_conversations`` to apply where each output shard's conversations meet."""
+    """The conversations' claims (``claims``' keyed, made where the assembly makes the
+    conversations) -> the verdicts on them under their output shard's key (``(tag, output
+    shard)``), for ``chained_conversations`` to apply where each output shard's conversations
+    meet."""
 
     def __init__(self, id_field: str, buckets: int, tag: str, messages_field: str = "messages") -> None:
         super().__init__()
-        self._id_field = id_field
-        self._messages_field = messages_field
+        #: What the assembly calls on the conversations it makes, for their keyed claims.
+        self.claims = ConversationClaims(id_field, buckets, messages_field)
         self._buckets = buckets
         self._tag = tag
 
-    def expand(self, keyed):
-        # Conversations may come in several collections (``shard_assembly``'s groups joined by
-        # response id apart): one Flatten with the verdicts, so each is encoded once more only.
-        parts = tuple(keyed) if isinstance(keyed, tuple) else (keyed,)
-        claims = [
-            part
-            | f"Claims{n or ''}"
-            >> beam.FlatMap(_claims, self._tag, self._id_field, self._buckets, self._messages_field)
-            for n, part in enumerate(parts)
-        ]
-        if len(claims) > 1:
-            claims = [tuple(claims) | "AllClaims" >> beam.Flatten()]
-        verdicts = (
-            claims[0] | "ByHash" >> beam.GroupByKey() | "Verdicts" >> beam.FlatMap(_verdicts, self._tag, self._buckets)
-        )
-        return (*parts, verdicts) | "WithVerdicts" >> beam.Flatten()
+    def expand(self, claims):
+        return claims | "ByHash" >> beam.GroupByKey() | "Verdicts" >> beam.FlatMap(_verdicts, self._tag, self._buckets)
 
 
 def chain_enabled(settings: Any) -> bool:
@@ -215,4 +210,11 @@ def chain_enabled(settings: Any) -> bool:
     return bool(settings.chain_groups)
 
 
-__all__ = ["ChainAcrossGroups", "chain_enabled", "chained_conversations", "chained_in_memory"]
+__all__ = [
+    "CLAIMS_TAG",
+    "ChainAcrossGroups",
+    "ConversationClaims",
+    "chain_enabled",
+    "chained_conversations",
+    "chained_in_memory",
+]

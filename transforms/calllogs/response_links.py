@@ -18,8 +18,8 @@ Only keys travel to decide it:
 - the links' connected groups are one group; its key is the smallest of its groups that lacks
   no response another of them holds (where the chain starts), else the smallest: ``roots``.
 
-Then only the groups linked move: each takes its root's key (``JoinsGroup``), and their states
-merge there. ``merged_by_response`` does all of it in memory (the streaming driver).
+Then only the groups linked move: each takes its root's key (``Joins``: a batch of such
+verdicts), and their states merge there. ``merged_by_response`` does all of it in memory (the streaming driver).
 """
 
 from __future__ import annotations
@@ -43,10 +43,11 @@ class Lacks(NamedTuple):
     group: GroupKey
 
 
-class JoinsGroup(NamedTuple):
-    """A group's verdict: its calls belong under ``root`` (its own key when it is the root)."""
+class Joins(NamedTuple):
+    """Groups' verdicts: each group's calls belong under the group it maps to (its own key when
+    it is the root); a batch of them (``roots``' of the groups of one place)."""
 
-    root: GroupKey
+    roots: dict[GroupKey, GroupKey]
 
 
 def response_keys(group: GroupKey, state: GroupState) -> Iterator[tuple[tuple[str, str], Holds | Lacks]]:
@@ -135,4 +136,4 @@ def merged_by_response(states: dict[GroupKey, GroupState]) -> dict[GroupKey, Gro
     return out
 
 
-__all__ = ["Holds", "JoinsGroup", "Lacks", "links_at", "links_of", "merged_by_response", "response_keys", "roots"]
+__all__ = ["Holds", "Joins", "Lacks", "links_at", "links_of", "merged_by_response", "response_keys", "roots"]
