@@ -47,6 +47,16 @@ def test_a_preset_value_of_the_wrong_type_is_a_one_line_error_naming_the_key(tmp
     assert "\n" not in str(raised.value)
 
 
+def test_an_unquoted_on_or_off_is_the_word_for_a_flag_that_takes_it(tmp_path):
+    """YAML reads on / off as booleans: `call_logs: off` was refused as `false`."""
+    off = _job(tmp_path, "call_logs: off\nprogress: off\n")
+    assert not off.call_logs and not off.settings.calls_sampled_out
+    assert off.options.view_as(ConvNormOptions).progress == "off"
+    assert _job(tmp_path, "call_logs: on\n").call_logs
+    with pytest.raises(ConfigError, match="'progress' expects one of auto, line, log, off, not true"):
+        _job(tmp_path, "progress: on\n")
+
+
 def test_preset_values_are_the_options_values(tmp_path):
     job = _job(
         tmp_path,

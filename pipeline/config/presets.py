@@ -159,6 +159,10 @@ def _expected(action: argparse.Action, repeatable: bool) -> str:
 
 def _our_value(action: argparse.Action, repeatable: bool, value):
     """A preset's value for one of our flags, as the flag would set it. Raises WrongShape."""
+    if isinstance(value, bool) and action.choices and ("on" if value else "off") in action.choices:
+        # YAML reads an unquoted on / off (yes / no) as a boolean: a flag whose choices are
+        # those words takes the word it was written as (``call_logs: off``, ``progress: off``).
+        value = "on" if value else "off"
     if isinstance(value, bool):
         ok = isinstance(action, argparse.BooleanOptionalAction)
     elif isinstance(action, argparse.BooleanOptionalAction):
