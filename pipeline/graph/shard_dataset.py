@@ -296,17 +296,23 @@ def write_shaped(
             partial = summaries.merge(partial, view.partial(0, [], letters))
             outputs.write(DEAD_LETTER, letters[0]["position"], letters, None)
         outputs.flush()
-        for name in work.outputs:  # every output's file, an empty one too (as without --dedupe)
-            out.writer(name)
-        measures = out.close()
+        files = _closed(out, outputs, work, result.shard)
     except BaseException:
         out.abandon()
         raise
-    files = {
-        name: written._replace(start=outputs.starts.get(name, 0))
-        for name, written in written_files(work, result.shard, 0, out.paths, measures).items()
-    }
     return result._replace(files=files, partial=partial, spill=None)
+
+
+def _closed(out: OutputFiles, outputs: _Outputs, work: ShardWork, shard: int) -> dict[str, Any]:
+    """Every output's file of a shard written by the dataset step (an empty one too, as
+    without --dedupe), closed: its measures, each starting where its first line was read."""
+    for name in work.outputs:
+        out.writer(name)
+    measures = out.close()
+    return {
+        name: written._replace(start=outputs.starts.get(name, 0))
+        for name, written in written_files(work, shard, 0, out.paths, measures).items()
+    }
 
 
 def rewrite_touched(result: ShardResult, verdicts: list[Any], work: ShardWork, temp_root: str) -> ShardResult:
@@ -346,16 +352,10 @@ def rewrite_touched(result: ShardResult, verdicts: list[Any], work: ShardWork, t
             partial = summaries.merge(partial, view.partial(0, [], [letter for _, letter, _ in letters]))
             lines = [line if line is not None else dumps_line(letter) for _, letter, line in letters]
             outputs.write(DEAD_LETTER, letters[0][1]["position"], [], lines)
-        for name in work.outputs:  # every output's file, an empty one too
-            out.writer(name)
-        measures = out.close()
+        files = _closed(out, outputs, work, result.shard)
     except BaseException:
         out.abandon()
         raise
-    files = {
-        name: written._replace(start=outputs.starts.get(name, 0))
-        for name, written in written_files(work, result.shard, 0, out.paths, measures).items()
-    }
     return done._replace(files=files, partial=partial)
 
 
