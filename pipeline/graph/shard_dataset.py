@@ -60,7 +60,7 @@ from transforms.record.dedupe import (
     collapse_kept,
     content_claims,
     none_known,
-    pack,
+    pack_flat,
     resolve_content,
     shape,
     shard_outputs,
@@ -97,7 +97,7 @@ def claimed(result: ShardResult, buckets: int, wholes: bytes | None = None) -> I
             full = fields[2]
             by_bucket.setdefault(bucket_of(full, buckets), []).append((full, ("whole", fields[:3])))
     for bucket in sorted(by_bucket):
-        yield (_CONTENT, bucket), pack(by_bucket[bucket])
+        yield (_CONTENT, bucket), pack_flat(by_bucket[bucket])
 
 
 def _with_links(
@@ -190,7 +190,7 @@ def resolved(element: tuple[tuple[Any, ...], Any], buckets: int) -> Iterator[tup
         for target, value in resolve_content((content, claims)):
             by_bucket.setdefault(bucket_of(target, buckets), []).append((target, value))
     for bucket in sorted(by_bucket):
-        yield (_KEPT, bucket), pack(by_bucket[bucket])
+        yield (_KEPT, bucket), pack_flat(by_bucket[bucket])
 
 
 def collapsed(element: tuple[tuple[Any, ...], Any]) -> Iterator[tuple[tuple[Any, ...], Any]]:
