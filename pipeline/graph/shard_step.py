@@ -41,7 +41,7 @@ from pipeline.io.shard import Shard
 from pipeline.io.written_files import WrittenFile, temp_name
 from transforms.dataset.dataset_keys import CONTENT_KEYS, TRAIN, output_names, split_output
 from transforms.record.assembled_calls import ShardGroups
-from transforms.record.dedupe import batch_claims, pack, pack_flat
+from transforms.record.dedupe import batch_claims, pack
 from transforms.record.inputs import DEFAULT_BATCH_BYTES, DEFAULT_BATCH_SIZE, DEFAULT_MAX_RECORD_BYTES, Batch
 from transforms.record.pairs import batch_pair_claims
 from transforms.record.record_settings import Settings
@@ -366,8 +366,7 @@ class Held:
         """The ``ShardResult`` fields of what is held."""
         return {
             "spill": self._spill.close(),
-            # --dedupe's claims are plain tuples (``pack_flat``); trl-dpo's may carry more.
-            "claims": (pack if self._pairs else pack_flat)(self._claims) if self._claims else b"",
+            "claims": pack(self._claims) if self._claims else b"",
             "wholes": self._wholes.tobytes(),
             "prefixes": self._prefixes.close() if self._prefixes is not None else None,
             "batches": self._batches.tobytes(),
