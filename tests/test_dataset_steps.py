@@ -3,6 +3,7 @@ steps as plain functions (transforms.record.dedupe), the options, and whole runs
 
 from __future__ import annotations
 
+import hashlib
 import json
 import shutil
 from array import array
@@ -30,11 +31,14 @@ from transforms.record.dedupe import (
     content_claims,
     fingerprint,
     none_known,
+    pack,
+    pack_flat,
     resolve_content,
     shape,
     shard_outputs,
     sorted_letters,
     spilled_conversations,
+    unpack,
 )
 from transforms.record.inputs import RawRecord
 from transforms.record.record_settings import Settings
@@ -204,6 +208,30 @@ def test_prefix_links_hold_for_messages_orjson_refuses():
     assert canonical_lines([U, A]) == [canonical_json(U) + b"\n", canonical_json(A) + b"\n"]
     full = content_keys([big, A], None, True)[0]
     assert prefix_keys(content_keys([big, A, U], None, True)[1]) == [content_keys([big], None, True)[0], full]
+
+
+def test_prefix_keys_are_the_running_hash_of_the_tools_and_each_message_text():
+    # The keys' values are compared across runs: the hash of b"tools\0", the tools' text and a
+    # newline, then each message's canonical text and a newline; a link the digest so far.
+    tools = [{"name": "f"}]
+    texts = [b"tools\0" + canonical_json(tools) + b"\n"] + [canonical_json(m) + b"\n" for m in (U, A, U)]
+    digests = [hashlib.sha256(b"".join(texts[: n + 1])).digest() for n in range(1, 4)]
+    full, links = content_keys([U, A, U], tools, True)
+    assert full == digests[-1][:16].hex() == "4e8fad0caa5e71f87a3a6529d1029567"
+    assert links == digests[0] + digests[1]
+    assert links.hex().startswith("8f4d460b0915be6eb5f92a0ac90e6c16")
+    # One message: no link; no message: the tools alone.
+    assert content_keys([U], None, True) == ["1262567e481537fdbe65499a1ef2fee6", b""]
+    assert content_keys([], None, True) == ["d45f91fbf262e9be3991b689975ca2d6", b""]
+
+
+def test_claims_packed_flat_read_back_as_packed():
+    # --dedupe's claims are pickled without the memo: an object met twice is written twice,
+    # and what is read back is what ``pack`` gives.
+    full = "ab" * 16
+    claims = [((0, 0, at), f"id-{at}", full, b"") for at in range(3)] + [(full, ("whole", ((0, 0, 0), "x", full)))]
+    assert unpack(pack_flat(claims)) == claims == unpack(pack(claims))
+    assert pack_flat(claims) == pack_flat(list(claims))  # the same values, the same bytes
 
 
 def test_a_batch_s_links_are_tested_against_the_wholes_at_once():

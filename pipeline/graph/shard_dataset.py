@@ -60,7 +60,7 @@ from transforms.record.dedupe import (
     collapse_kept,
     content_claims,
     none_known,
-    pack,
+    pack_flat,
     resolve_content,
     shape,
     shard_outputs,
@@ -93,11 +93,13 @@ def claimed(result: ShardResult, buckets: int, wholes: bytes | None = None) -> I
         if links:
             for content, value in content_claims(Claim(fields[0], fields[1], fields[2], links), known):
                 by_bucket.setdefault(bucket_of(content, buckets), []).append((content, value))
-        else:  # its whole content only (``content_claims``' first), without a Claim made
+        else:  # its whole content only (``content_claims``' first), without a Claim made and
+            # without its full key twice (``resolved`` puts it back): the lists are pickled
+            # without a memo (``pack_flat``), which would write it twice.
             full = fields[2]
-            by_bucket.setdefault(bucket_of(full, buckets), []).append((full, ("whole", fields[:3])))
+            by_bucket.setdefault(bucket_of(full, buckets), []).append((full, ("whole", fields[:2])))
     for bucket in sorted(by_bucket):
-        yield (_CONTENT, bucket), pack(by_bucket[bucket])
+        yield (_CONTENT, bucket), pack_flat(by_bucket[bucket])
 
 
 def _with_links(
@@ -187,10 +189,12 @@ def resolved(element: tuple[tuple[Any, ...], Any], buckets: int) -> Iterator[tup
     for content, claims in _by_key(values).items():
         if len(claims) == 1:  # a key claimed once (most) decides nothing (``resolve_content``)
             continue
+        # A whole claimed without its full key (``claimed``): the key it is claimed under.
+        claims = [(kind, (*ref, content)) if kind == "whole" and len(ref) == 2 else (kind, ref) for kind, ref in claims]
         for target, value in resolve_content((content, claims)):
             by_bucket.setdefault(bucket_of(target, buckets), []).append((target, value))
     for bucket in sorted(by_bucket):
-        yield (_KEPT, bucket), pack(by_bucket[bucket])
+        yield (_KEPT, bucket), pack_flat(by_bucket[bucket])
 
 
 def collapsed(element: tuple[tuple[Any, ...], Any]) -> Iterator[tuple[tuple[Any, ...], Any]]:
