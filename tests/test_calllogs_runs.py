@@ -207,6 +207,21 @@ def test_past_the_files_it_samples_auto_builds_the_assembly(tmp_path):
     assert not load_job(argv).call_logs
 
 
+def test_auto_samples_only_json_lines_and_builds_the_assembly_for_other_files(tmp_path):
+    """A .json document or a Parquet row group would be read whole before the run to sample
+    it (a 200 MB row under a memory cap failed the run): such inputs build the steps."""
+    from engine_outputs import SAMPLE
+
+    from pipeline.config.options import load_job
+
+    lines = SAMPLE.read_bytes().splitlines()[:2]
+    document = tmp_path / "two.json"
+    document.write_bytes(b"[" + b",".join(lines) + b"]")
+    plain = ["--input", str(SAMPLE), "--output", str(tmp_path / "o")]
+    assert not load_job(plain).call_logs
+    assert load_job([*plain, "--input", str(document)]).call_logs
+
+
 @pytest.mark.slow
 def test_a_call_log_past_the_sample_is_a_dead_letter_that_says_to_rerun(tmp_path, capsys):
     """A file whose first records are whole conversations and whose later ones are call logs:

@@ -267,7 +267,8 @@ def _run_flags(add) -> None:
         default="auto",
         help="assemble conversations from call-log records (one record per LLM call: docs/call-logs.md): "
         "auto (the default) builds the assembly's steps when the first records of an input file hold a call "
-        "log (what --dry-run samples; always when streaming or past 64 input files), and a call-log record "
+        "log (what --dry-run samples; always when streaming, past 64 input files or for .json and Parquet files), "
+        "and a call-log record "
         "met later is a call_log dead letter that says to rerun with on; on always builds them; off leaves "
         "them out and makes any call-log record a call_log dead letter",
     )

@@ -67,7 +67,7 @@ from pipeline.io.object_store import access_problem, use_options
 from pipeline.io.ownership import OutputError, is_under, plan_inputs, unreachable_output, unsafe_output
 from pipeline.io.parts import DEFAULT_PART_BYTES
 from pipeline.io.planning import InputError, limit_plan, plan_shards
-from pipeline.io.shard import Shard
+from pipeline.io.shard import FILE_KINDS, Shard
 from transforms.calllogs.readers import CALL_LOG_READERS
 from transforms.formats import WRITERS
 from transforms.record.inputs import DEFAULT_BATCH_BYTES, DEFAULT_MAX_RECORD_BYTES
@@ -485,13 +485,16 @@ def _assembles_call_logs(
     builds the steps only when the first records of an input file hold a call log (the sample
     ``--dry-run`` shows), as they cost a run with none (DaskRunner most: a shuffle's tasks for
     each of them); files that land later (streaming) are not known, nor files past
-    ``AUTO_SAMPLED_FILES``."""
+    ``AUTO_SAMPLED_FILES``, nor a .json or Parquet file's."""
     if mode == "off" or not call_logs_possible(settings.input_format):
         return False
     if mode == "on" or streaming or settings.input_format != "auto":
         return True
     firsts = first_shards(shards)
-    if len(firsts) > AUTO_SAMPLED_FILES:
+    # Only JSON Lines is sampled: its first records are read line by line (each bounded by
+    # --max-record-bytes), where a .json document or a Parquet row group would be read whole in
+    # this process before the run (a 200 MB row under a memory cap failed the run).
+    if len(firsts) > AUTO_SAMPLED_FILES or any(FILE_KINDS[shard.suffix][0] != "jsonl" for shard in firsts):
         return True
     try:
         return any(starts_with_call_logs(shard, settings, max_record_bytes) for shard in firsts)
