@@ -21,7 +21,7 @@ from pipeline.execution.output_spec import OutputSpec, without_a_users_card
 from pipeline.graph.build import call_shards
 from pipeline.io import files
 from pipeline.io import ownership as owned
-from pipeline.io.input_sample import CALL_LOG_MARK, SAMPLE_RECORDS, first_shards, sample_readers
+from pipeline.io.input_sample import SAMPLE_RECORDS, first_shards, holds_call_logs, sample_readers
 from pipeline.io.output_names import MANIFEST_FILE, REPORT_FILE, SUCCESS_FILE
 from pipeline.io.parts import plan_parts
 from pipeline.io.planning import shard_sizes
@@ -40,12 +40,6 @@ def _readers_text(counts: dict) -> str:
 def file_samples(job: Job) -> dict[str, dict]:
     """Per input file, how the first records of its first shard are read (``sample_readers``)."""
     return {shard.path: sample_readers(shard, job.settings, job.max_record_bytes) for shard in first_shards(job.shards)}
-
-
-def holds_call_logs(samples: dict[str, dict]) -> bool:
-    """Whether a sample read a call-log record: the run then writes the assembled conversations'
-    parts too (``pipeline.graph.build.call_shards`` of them, after the input's)."""
-    return any(name.endswith(CALL_LOG_MARK) for counts in samples.values() for name in counts)
 
 
 def input_lines(job: Job, samples: dict[str, dict] | None = None) -> list[str]:

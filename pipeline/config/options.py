@@ -62,7 +62,7 @@ from pipeline.config.presets import (
     shown_value,
 )
 from pipeline.io.file_formats import FILE_FORMATS, PARQUET_SINKS
-from pipeline.io.input_sample import first_shards, starts_with_call_logs
+from pipeline.io.input_sample import first_shards, holds_call_logs, sample_readers
 from pipeline.io.object_store import access_problem, use_options
 from pipeline.io.ownership import OutputError, is_under, plan_inputs, unreachable_output, unsafe_output
 from pipeline.io.parts import DEFAULT_PART_BYTES
@@ -497,7 +497,8 @@ def _assembles_call_logs(
     if len(firsts) > AUTO_SAMPLED_FILES or any(FILE_KINDS[shard.suffix][0] != "jsonl" for shard in firsts):
         return True
     try:
-        return any(starts_with_call_logs(shard, settings, max_record_bytes) for shard in firsts)
+        # The sample --dry-run shows, read the same way: the two never disagree.
+        return holds_call_logs({s.path: sample_readers(s, settings, max_record_bytes) for s in firsts})
     except Exception:  # noqa: BLE001 — a file the plan cannot sample is read, and its error told, by the run
         return True
 

@@ -40,17 +40,13 @@ def first_shards(shards: Iterable[Shard]) -> list[Shard]:
     return list(firsts.values())
 
 
-def _sampled(shard: Shard, max_record_bytes: int, sample: int) -> Iterable:
-    limit = min(sample, shard.limit) if shard.limit is not None else sample
-    return read_shard(shard._replace(limit=limit), max_record_bytes)
-
-
 def sample_readers(shard: Shard, settings: Settings, max_record_bytes: int, sample: int = SAMPLE_RECORDS) -> dict:
     """How the first ``sample`` records of a shard are read: reader name (or ``dead letter:
     <reason>``) -> records, in the order first seen."""
     counts: collections.Counter = collections.Counter()
     hint = ReaderHint()
-    for item in _sampled(shard, max_record_bytes, sample):
+    limit = min(sample, shard.limit) if shard.limit is not None else sample
+    for item in read_shard(shard._replace(limit=limit), max_record_bytes):
         if isinstance(item, Blank):
             continue
         try:
@@ -72,21 +68,9 @@ def sample_readers(shard: Shard, settings: Settings, max_record_bytes: int, samp
     return dict(counts)
 
 
-def starts_with_call_logs(
-    shard: Shard, settings: Settings, max_record_bytes: int, sample: int = SAMPLE_RECORDS
-) -> bool:
-    """Whether a record among the first ``sample`` of ``shard`` is a call log (its detection,
-    as the run routes it: ``call_log_reader``)."""
-    for item in _sampled(shard, max_record_bytes, sample):
-        if isinstance(item, Blank):
-            continue
-        try:
-            record = parse_payload(item)
-        except RecordRefused:
-            continue
-        if call_log_reader(record, settings) is not None:
-            return True
-    return False
+def holds_call_logs(samples: dict[str, dict]) -> bool:
+    """Whether a sample (``sample_readers``' counts, by file) read a call-log record."""
+    return any(name.endswith(CALL_LOG_MARK) for counts in samples.values() for name in counts)
 
 
-__all__ = ["CALL_LOG_MARK", "SAMPLE_RECORDS", "first_shards", "sample_readers", "starts_with_call_logs"]
+__all__ = ["CALL_LOG_MARK", "SAMPLE_RECORDS", "first_shards", "holds_call_logs", "sample_readers"]
