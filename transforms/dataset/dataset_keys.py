@@ -134,11 +134,6 @@ def group_key(record: Any, path: str | None, record_id: str) -> tuple[str, bool]
     return (value if isinstance(value, str) else canonical_json(value).decode("utf-8", "replace")), True
 
 
-def shapes_dataset(settings: Any) -> bool:
-    """Does the run have a dataset step (``--dedupe``, ``--split``)? ``settings``: a ``Settings``."""
-    return settings.dedupe != "none" or bool(settings.splits)
-
-
 def split_output(name: str) -> str:
     """The output directory of a split's records: ``normalized`` for ``train``, else its name."""
     return "normalized" if name == TRAIN else name
